@@ -1,0 +1,95 @@
+"""Build the Jupyter Book, from the committed reference notebooks or from a reader's run.
+
+Also a Sphinx extension (listed in ``_config.yml``) that serves plotly's bundled
+``plotly.min.js`` from the book's ``_static/`` as a plain script in every page head, so
+charts render with no internet access.
+
+A reader's run is built from a staged copy under the run directory: the book sources
+with the run's executed notebooks in place of the committed ones. No tracked file is
+modified, so the reference book stays reproducible.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from . import REPO_ROOT
+
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
+
+
+# --------------------------------------------------------------------------- sphinx extension
+def _plotly_static(app) -> None:
+    import plotly
+
+    src = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    static = Path(app.doctreedir).parent / "datajourney_static"
+    static.mkdir(parents=True, exist_ok=True)
+    if not (static / src.name).exists() or (static / src.name).stat().st_size != src.stat().st_size:
+        shutil.copyfile(src, static / src.name)
+    app.config.html_static_path.append(str(static))
+
+
+def setup(app):
+    app.connect("builder-inited", _plotly_static)
+    app.add_js_file("plotly.min.js", priority=100)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+class PlotlyJsonPlugin:
+    """myst-nb mime plugin: plotly's JSON mimetype renders as nothing in the static book.
+
+    Every figure also carries a ``text/html`` rendering (see :mod:`datajourney.plotting`),
+    which the book shows; without this plugin myst-nb warns about the JSON one.
+    """
+
+    mime_priority_overrides = ()
+
+    @staticmethod
+    def handle_mime(renderer, data, inline):
+        return [] if data.mime_type == "application/vnd.plotly.v1+json" else None
+
+
+# --------------------------------------------------------------------------- building
+def jupyter_book(source: Path, *, strict: bool = True) -> Path:
+    """``jupyter-book build`` of ``source`` (warnings are errors when strict); the index page."""
+    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(source)]
+    if strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-60:])
+        raise RuntimeError(f"jupyter-book build of {source} failed:\n{tail}")
+    return source / "_build" / "html" / "index.html"
+
+
+def stage(run_dir: Path) -> Path:
+    """Copy the book sources into ``<run_dir>/book`` with the run's executed notebooks."""
+    run_dir = Path(run_dir).resolve()
+    dest = run_dir / "book"
+    if dest.exists():
+        for name in (*BOOK_SOURCES, "notebooks"):
+            target = dest / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in BOOK_SOURCES:
+        src = REPO_ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copyfile)(src, dest / name)
+    (dest / "notebooks").mkdir()
+    executed = run_dir / "notebooks"
+    for nb in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        mine = executed / nb.name
+        shutil.copyfile(mine if mine.exists() else nb, dest / "notebooks" / nb.name)
+    return dest
+
+
+def build(run_dir: Path | None = None, *, strict: bool = True) -> Path:
+    """Build the reference book (``run_dir`` None) or a run's book; return the index page."""
+    if run_dir is None:
+        return jupyter_book(REPO_ROOT, strict=strict)
+    return jupyter_book(stage(run_dir), strict=strict)

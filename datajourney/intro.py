@@ -1,0 +1,63 @@
+"""Chapter 1: the pipeline map and the reader's machine, recorded as a result."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from . import results
+from .fingerprint import summary
+from .plotting import PALETTE
+
+CHAPTER = "01_introduction"
+
+#: The hops of a training sample, in order, with the chapters that measure them.
+HOPS = [
+    ("Storage", "NVMe / network disk: file layout, read size, O_DIRECT, GPUDirect", "2, 9"),
+    ("Page cache", "kernel RAM cache: cold vs warm, readahead, purge and residency", "2, 3, 9"),
+    ("User space", "read() vs mmap(), syscalls and page faults, one handle vs many files", "3, 10"),
+    ("CPU preprocessing", "decode, tokenise, augment: worker processes vs threads and the GIL", "4, 7, 8"),
+    ("Batching", "collation, padding vs packing, pinned host memory", "5, 6"),
+    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", "6, 7"),
+    ("GPU memory", "forward, backward, optimizer: does the data keep up?", "7"),
+    ("GPU to GPU", "gradient all-reduce over NVLink / PCIe, NCCL", "11"),
+]
+
+
+def pipeline_map() -> go.Figure:
+    """The journey as a row of boxes; hover a hop to see what is measured and where."""
+    n = len(HOPS)
+    fig = go.Figure()
+    for i, (name, what, chs) in enumerate(HOPS):
+        colour = PALETTE[i % len(PALETTE)]
+        fig.add_shape(type="rect", x0=i - 0.42, x1=i + 0.42, y0=-0.5, y1=0.5, line=dict(color=colour, width=2),
+                      fillcolor=colour, opacity=0.18, layer="below")
+        if i < n - 1:
+            fig.add_annotation(x=i + 0.58, y=0, ax=i + 0.42, ay=0, xref="x", yref="y", axref="x", ayref="y",
+                               showarrow=True, arrowhead=3, arrowwidth=1.5, text="")
+    fig.add_scatter(
+        x=list(range(n)), y=[0] * n, mode="markers+text", text=[h[0].replace(" ", "<br>") for h in HOPS],
+        textposition="middle center", marker=dict(size=60, opacity=0), showlegend=False,
+        customdata=[[h[1], h[2]] for h in HOPS],
+        hovertemplate="<b>%{text}</b><br>%{customdata[0]}<br>chapters %{customdata[1]}<extra></extra>",
+    )
+    fig.update_layout(title="The journey of a training sample (hover a hop)", height=260,
+                      xaxis=dict(visible=False, range=[-0.6, n - 0.4]), yaxis=dict(visible=False, range=[-0.8, 0.8]),
+                      margin=dict(t=50, l=10, r=10, b=10))
+    return fig
+
+
+def run(*, data_dir=None, run_dir=None):
+    """Record this machine's fingerprint as chapter 1's result."""
+    params = {"data_dir": data_dir, "run_dir": run_dir}
+    res = results.start(CHAPTER, params, run_dir, data_dir)
+    res.add("machine", [{"field": k, "value": v} for k, v in summary(res.fingerprint).items()])
+    res.save(results.resolve_run_dir(run_dir))
+    return res
+
+
+def machine_table(this: results.Result, ref: results.Result | None, ref_label: str) -> pd.DataFrame:
+    """This machine beside the reference host, field by field."""
+    mine = summary(this.fingerprint)
+    theirs = summary(ref.fingerprint) if ref else {}
+    return pd.DataFrame({"": list(mine), "this machine": list(mine.values()),
+                         ref_label: [theirs.get(k, "—") for k in mine]})

@@ -1,0 +1,115 @@
+"""Parameter checks shared by every chapter.
+
+Each check raises :class:`ParameterError` naming the parameter and the allowed range, so
+that bad input fails before any data is generated or any timing starts.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterable, Sequence
+
+
+class ParameterError(ValueError):
+    """A parameter is outside its allowed range; the message names it."""
+
+    def __init__(self, name: str, value, allowed: str):
+        self.name = name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"parameter {name!r} = {value!r} is invalid: allowed {allowed}")
+
+
+def positive_int(name: str, value, *, maximum: int | None = None) -> int:
+    """An integer >= 1 (and <= maximum when given)."""
+    allowed = f"an integer from 1 to {maximum:,}" if maximum else "an integer >= 1"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParameterError(name, value, allowed)
+    if maximum is not None and value > maximum:
+        raise ParameterError(name, value, allowed)
+    return value
+
+
+def nonnegative_int(name: str, value, *, maximum: int | None = None) -> int:
+    """An integer >= 0 (and <= maximum when given)."""
+    allowed = f"an integer from 0 to {maximum:,}" if maximum is not None else "an integer >= 0"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ParameterError(name, value, allowed)
+    if maximum is not None and value > maximum:
+        raise ParameterError(name, value, allowed)
+    return value
+
+
+def int_list(name: str, values, *, minimum: int, maximum: int | None = None) -> list[int]:
+    """A non-empty list of integers within [minimum, maximum], order kept, duplicates dropped."""
+    hi = f"{maximum:,}" if maximum is not None else "any"
+    allowed = f"a non-empty list of integers from {minimum:,} to {hi}"
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ParameterError(name, values, allowed)
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (
+            maximum is not None and v > maximum
+        ):
+            raise ParameterError(name, values, allowed)
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise ParameterError(name, values, allowed)
+    return out
+
+
+def choice(name: str, value, allowed: Sequence[str]) -> str:
+    """One of a fixed set of strings."""
+    if value not in allowed:
+        raise ParameterError(name, value, "one of " + ", ".join(repr(a) for a in allowed))
+    return value
+
+
+def choices(name: str, values, allowed: Sequence[str]) -> list[str]:
+    """A non-empty list drawn from a fixed set of strings."""
+    text = "a non-empty list drawn from " + ", ".join(repr(a) for a in allowed)
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise ParameterError(name, values, text)
+    out = list(dict.fromkeys(values))
+    if not out or any(v not in allowed for v in out):
+        raise ParameterError(name, values, text)
+    return out
+
+
+def writable_dir(name: str, path, *, create: bool = True) -> Path:
+    """A directory we can write to. Its parent must exist; it is created if missing."""
+    if path is None or str(path) == "":
+        raise ParameterError(name, path, "a directory path")
+    p = Path(path).expanduser()
+    if not p.exists():
+        if not create or not p.parent.is_dir():
+            raise ParameterError(name, str(path), "an existing directory (or one whose parent exists)")
+        try:
+            p.mkdir()
+        except OSError as e:
+            raise ParameterError(name, str(path), f"a writable directory ({e.strerror})") from None
+    if not p.is_dir():
+        raise ParameterError(name, str(path), "a directory, not a file")
+    try:  # os.access lies for root on read-only mounts; really try to write.
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ParameterError(name, str(path), f"a writable directory ({e.strerror})") from None
+    return p
+
+
+def free_space(name: str, path: Path, needed_bytes: int, *, margin: float = 0.05) -> None:
+    """Fail when the file system holding ``path`` has less free space than needed (+margin)."""
+    free = shutil.disk_usage(path).free
+    want = int(needed_bytes * (1 + margin)) + (64 << 20)
+    if free < want:
+        raise ParameterError(
+            name,
+            str(path),
+            f"a location with at least {want / 2**30:.2f} GiB free "
+            f"(the data set needs {needed_bytes / 2**30:.2f} GiB; {free / 2**30:.2f} GiB free)",
+        )

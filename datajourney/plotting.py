@@ -1,0 +1,107 @@
+"""Interactive plotly charts that work in Jupyter and in the static, offline book.
+
+:func:`setup` registers a renderer that emits both plotly's own mimetype (JupyterLab
+draws it natively) and a ``text/html`` fragment without plotly.js or MathJax (the book
+renders that; plotly.js is served once per page by :mod:`datajourney.book`). Colours
+are the Okabe–Ito palette, which stays distinguishable with the common colour-vision
+deficiencies.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io._base_renderers import MimetypeRenderer
+
+#: Okabe & Ito (2008), "Color Universal Design": safe for deuteranopia/protanopia/tritanopia.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+#: Fixed colours for the three sources of truth, so every chapter reads the same way.
+SOURCE_COLOURS = {"published": "#999999", "reference run": "#0072B2", "this run": "#E69F00"}
+
+
+class BookRenderer(MimetypeRenderer):
+    """plotly JSON for live notebooks + an HTML fragment for the static book."""
+
+    def to_mimebundle(self, fig_dict):
+        html = pio.to_html(
+            fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
+            config={"displaylogo": False, "responsive": True},
+        )
+        return {"application/vnd.plotly.v1+json": fig_dict, "text/html": html}
+
+
+def setup() -> None:
+    """Make every figure shown in this kernel use the book renderer and palette."""
+    pio.renderers["datajourney"] = BookRenderer()
+    pio.renderers.default = "datajourney"
+    tmpl = go.layout.Template(pio.templates["plotly_white"])
+    tmpl.layout.colorway = PALETTE
+    tmpl.layout.font = dict(size=13)
+    tmpl.layout.hoverlabel = dict(namelength=-1)
+    tmpl.layout.margin = dict(t=70, l=70, r=30, b=60)
+    pio.templates["datajourney"] = tmpl
+    pio.templates.default = "datajourney"
+
+
+def bars_with_error(
+    summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
+    facet: str | None = None, log_y: bool = False, unit: str = "MB/s", colours: dict | None = None,
+) -> go.Figure:
+    """Grouped bars of a :func:`datajourney.stats.summarise` table (mean, error bar = std)."""
+    facets = list(dict.fromkeys(summary[facet])) if facet else [None]
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=len(facets), shared_yaxes=True,
+                        subplot_titles=[f"{facet}: {f}" for f in facets] if facet else None)
+    seen = set()
+    for ci, fv in enumerate(facets, start=1):
+        part = summary if fv is None else summary[summary[facet] == fv]
+        for gi, (name, g) in enumerate(part.groupby(color, sort=False)):
+            colour = (colours or {}).get(name, PALETTE[list(dict.fromkeys(summary[color])).index(name) % len(PALETTE)])
+            fig.add_bar(
+                x=g[x].astype(str), y=g["mean"], name=str(name), legendgroup=str(name),
+                showlegend=name not in seen, marker_color=colour,
+                error_y=dict(type="data", array=g["std"], visible=True),
+                customdata=g[["std", "min", "max", "n"]].to_numpy(),
+                hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{x}}<br>mean %{{y:,.1f}} {unit}"
+                               f"<br>± %{{customdata[0]:,.1f}} (std)<br>min %{{customdata[1]:,.1f}}, "
+                               f"max %{{customdata[2]:,.1f}}<br>runs: %{{customdata[3]}}<extra></extra>"),
+                row=1, col=ci,
+            )
+            seen.add(name)
+    fig.update_layout(title=title, barmode="group", legend_title_text=color)
+    fig.update_xaxes(title_text=xaxis, type="category")
+    fig.update_yaxes(title_text=yaxis, row=1, col=1, type="log" if log_y else "linear")
+    return fig
+
+
+def lines_with_band(
+    summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
+    log_x: bool = True, log_y: bool = False, unit: str = "MB/s", x_format=str,
+) -> go.Figure:
+    """Mean lines with min–max error bars of a summary table, one line per ``color`` value."""
+    fig = go.Figure()
+    for i, (name, g) in enumerate(summary.groupby(color, sort=False)):
+        g = g.sort_values(x)
+        fig.add_scatter(
+            x=g[x], y=g["mean"], name=str(name), mode="lines+markers",
+            line=dict(color=PALETTE[i % len(PALETTE)]),
+            error_y=dict(type="data", symmetric=False, array=g["max"] - g["mean"],
+                         arrayminus=g["mean"] - g["min"]),
+            customdata=list(zip(g[x].map(x_format), g["std"], g["min"], g["max"], g["n"])),
+            hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>mean %{{y:,.1f}} {unit}"
+                           f" ± %{{customdata[1]:,.1f}}<br>min %{{customdata[2]:,.1f}}, "
+                           f"max %{{customdata[3]:,.1f}} (runs: %{{customdata[4]}})<extra></extra>"),
+        )
+    fig.update_layout(title=title, legend_title_text=color)
+    fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
+    fig.update_yaxes(title_text=yaxis, type="log" if log_y else "linear")
+    return fig
+
+
+def size_label(n: int) -> str:
+    """4096 -> '4 KiB', 1048576 -> '1 MiB'."""
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k and n % (1 << k) == 0:
+            return f"{n >> k} {unit}"
+    return f"{n} B"
