@@ -204,7 +204,9 @@ def software_info() -> dict:
 
     vers["datajourney"] = __version__
     repo = Path(__file__).resolve().parent.parent
-    vers["git_commit"] = _run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"])
+    # A copy of the tree without .git (e.g. shipped to a GPU host) passes the commit in the environment.
+    vers["git_commit"] = (_run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"])
+                          or os.environ.get("DATAJOURNEY_GIT_COMMIT"))
     return vers
 
 

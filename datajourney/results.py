@@ -27,7 +27,7 @@ from .fingerprint import fingerprint
 SCHEMA = "datajourney.result/1"
 REFERENCE_DIR = REPO_ROOT / "data" / "reference"
 #: The host whose committed results the book shows as "reference run".
-DEFAULT_REFERENCE_HOST = "h100"
+DEFAULT_REFERENCE_HOST = "h200"
 #: Where results go when a notebook is run by hand rather than by the runner.
 INTERACTIVE_RUN_DIR = REPO_ROOT / "results" / "interactive"
 
