@@ -59,8 +59,15 @@ def _promote(a) -> int:
     for f in sorted(run_dir.glob("*.json")):
         shutil.copyfile(f, dest / f.name)
         print(f"  {f.name} -> {dest.relative_to(REPO_ROOT)}/")
+    import nbformat
+
     for nb in sorted((run_dir / "notebooks").glob("*.ipynb")):
-        shutil.copyfile(nb, REPO_ROOT / "notebooks" / nb.name)
+        doc = nbformat.read(nb, as_version=4)
+        pm = doc.metadata.get("papermill", {})
+        for key in ("input_path", "output_path"):  # machine-local paths of the run host
+            if key in pm:
+                pm[key] = f"notebooks/{nb.name}"
+        nbformat.write(doc, REPO_ROOT / "notebooks" / nb.name)
         print(f"  {nb.name} -> notebooks/")
     return 0
 
