@@ -1,0 +1,84 @@
+"""Charts render and respond to hover in a real headless browser, with the network cut off."""
+import functools
+import http.server
+import shutil
+import threading
+
+import pytest
+
+from conftest import in_ci
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def server(run_book):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(run_book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    handler.log_message = lambda *a: None
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM:
+        if in_ci():
+            pytest.fail("chromium is required in CI (./journey test installs it)")
+        pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _open(browser, url):
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    blocked, errors = [], []
+    page.route("**/*", lambda route: (route.continue_() if route.request.url.startswith("http://127.0.0.1")
+                                      else (blocked.append(route.request.url), route.abort())))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url, wait_until="load")
+    return page, blocked, errors
+
+
+def _hover_first(page, selector):
+    """Move the mouse onto the first matching point (the part inside the plot area) and return
+    the text of the hover label that plotly draws."""
+    plot = page.locator(".js-plotly-plot", has=page.locator(selector)).first
+    plot.scroll_into_view_if_needed()
+    area = plot.locator(".nsewdrag").first.bounding_box()
+    box = plot.locator(selector).first.bounding_box()
+    assert box and area, f"{selector} is not drawn"
+    x0, x1 = max(box["x"], area["x"]), min(box["x"] + box["width"], area["x"] + area["width"])
+    y0, y1 = max(box["y"], area["y"]), min(box["y"] + box["height"], area["y"] + area["height"])
+    assert x0 < x1 and y0 < y1, "the point lies outside the plot area"
+    page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2, steps=8)
+    page.wait_for_function("document.querySelectorAll('.hoverlayer .hovertext').length > 0", timeout=5000)
+    return page.locator(".hoverlayer .hovertext").first.text_content()
+
+
+def test_bar_chart_renders_and_hovers(server, browser):
+    page, blocked, errors = _open(browser, f"{server}/notebooks/02_random_vs_sequential.html")
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=15000)
+    assert page.locator(".js-plotly-plot").count() >= 3
+    text = _hover_first(page, ".bars .point path")
+    assert "MB/s" in text and "runs" in text
+    assert not [e for e in errors if "Plotly" in e], errors
+    assert not [u for u in blocked if "plotly" in u], blocked  # the chart needed nothing from the network
+    page.close()
+
+
+def test_pipeline_map_hovers(server, browser):
+    page, _, errors = _open(browser, f"{server}/notebooks/01_introduction.html")
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=15000)
+    text = _hover_first(page, ".scatterlayer .point")
+    assert "chapters" in text
+    assert not [e for e in errors if "Plotly" in e], errors
+    page.close()

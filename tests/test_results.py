@@ -1,0 +1,71 @@
+"""Result files: tidy tables, metadata, and the environment fingerprint, round-tripped."""
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from datajourney import compare, results
+from datajourney.fingerprint import fingerprint, summary
+
+FIELDS = {
+    "gpu": ["available"], "cpu": ["model", "logical_cores", "usable_cores", "hypervisor"],
+    "memory": ["total_bytes"], "storage": ["fs_type", "mount_point"],
+    "container": ["cgroup_version", "memory_limit_bytes", "cpu_quota_cores", "memlock_soft_bytes", "can_drop_caches"],
+    "software": ["python", "torch", "cuda", "datajourney"], "os": ["kernel"],
+}
+
+
+def test_fingerprint_has_every_field(tmp_path):
+    fp = fingerprint(tmp_path, {"n": 1})
+    for section, keys in FIELDS.items():
+        for k in keys:
+            assert k in fp[section], (section, k)
+    assert fp["parameters"] == {"n": 1} and fp["date_utc"].endswith("Z")
+    assert fp["memory"]["total_bytes"] > 0 and fp["cpu"]["logical_cores"] >= 1
+    assert set(summary(fp)) >= {"GPU", "PCIe link", "CPU", "RAM", "Storage device", "File system", "Kernel"}
+
+
+def test_storage_info_describes_block_device_fields(tmp_path):
+    s = fingerprint(tmp_path)["storage"]
+    if s.get("block_device") is None:
+        pytest.skip(f"{tmp_path} is not on a block device ({s.get('fs_type')})")
+    assert s["scheduler"] and s["read_ahead_kb"] is not None
+
+
+def test_round_trip_with_nan(tmp_path):
+    res = results.start("99_test", {"x": 1}, tmp_path)
+    res.add("t", pd.DataFrame({"a": [1.0, float("nan")], "b": ["p", "q"]}))
+    res.metadata["inf"] = float("inf")
+    path = res.save(tmp_path)
+    raw = json.loads(path.read_text())  # strict JSON: NaN and inf became null
+    assert raw["schema"] == results.SCHEMA and raw["tables"]["t"][1]["a"] is None and raw["metadata"]["inf"] is None
+    back = results.Result.load(path)
+    assert back.run_id == tmp_path.name and back.fingerprint["cpu"] == res.fingerprint["cpu"]
+    assert math.isnan(back.table("t")["a"][1]) and list(back.table("t")["b"]) == ["p", "q"]
+    with pytest.raises(KeyError, match="no table 'u'"):
+        back.table("u")
+
+
+def test_load_rejects_other_files(tmp_path):
+    (tmp_path / "x.json").write_text('{"schema": "other"}')
+    with pytest.raises(ValueError, match="not a datajourney.result/1"):
+        results.Result.load(tmp_path / "x.json")
+
+
+def test_committed_reference_results_carry_fingerprints():
+    hosts = results.reference_hosts()
+    assert results.DEFAULT_REFERENCE_HOST in hosts
+    for host in hosts:
+        for f in (results.REFERENCE_DIR / host).glob("0*.json"):
+            r = results.Result.load(f)
+            assert r.fingerprint["cpu"]["model"] and r.fingerprint["storage"]["fs_type"], f
+            assert r.fingerprint["software"]["git_commit"], f
+
+
+def test_three_columns_table():
+    this = {"random read, cold": (10.0, 1.0), "sequential read, cold": (100.0, 2.0), "sequential ÷ random, cold": (10.0, None)}
+    df = compare.three_columns("02_random_vs_sequential", this, None)
+    assert list(df["published (S1)"]) == ["70.39 ± 3.12 MB/s", "1,421.85 ± 13.47 MB/s", "20.2×"]
+    assert list(df["this run"]) == ["10.00 ± 1.00 MB/s", "100.00 ± 2.00 MB/s", "10.0×"]
+    assert (df["reference run"] == "not committed yet").all()

@@ -1,0 +1,76 @@
+"""The runner: profiles, parameter checks before any work, clear failures naming notebook and cell."""
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from datajourney import chapters, runner
+from datajourney.params import ParameterError
+
+
+def test_every_profile_sets_only_real_parameters():
+    profs = runner.profiles()
+    assert set(profs) == {"ci", "quick", "full"}
+    for ch in chapters.available():
+        names = set(runner.notebook_parameters(ch))
+        assert {"run_dir", "reference_host", "is_reference_run"} <= names, ch.name
+        for prof in profs.values():
+            assert set(prof.get(ch.name) or {}) <= names, ch.name
+
+
+def test_chapter_lookup():
+    assert chapters.lookup("2").slug == chapters.lookup("02_random_vs_sequential").slug == "random_vs_sequential"
+    with pytest.raises(KeyError, match="unknown chapter"):
+        chapters.lookup("99")
+
+
+def test_unknown_profile_is_named(tmp_path):
+    with pytest.raises(ParameterError, match="'--profile'.*ci, quick, full"):
+        runner.plan([], "huge", {}, tmp_path)
+
+
+def test_unknown_parameter_is_named(tmp_path):
+    with pytest.raises(ParameterError, match="'-p n_filez'.*n_files"):
+        runner.plan(["2"], "ci", {"n_filez": 3}, tmp_path)
+
+
+def test_bad_value_fails_before_any_notebook(tmp_path):
+    with pytest.raises(ParameterError, match="'n_files'"):
+        runner.run(["1", "2"], profile="ci", overrides={"n_files": -1}, results_root=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []  # chapter 1 did not run either
+
+
+def test_parse_value():
+    assert runner.parse_value("[0, 4]") == [0, 4]
+    assert runner.parse_value("4") == 4 and runner.parse_value("null") is None
+    assert runner.parse_value("fadvise") == "fadvise"
+
+
+def test_cli_exit_codes(tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "datajourney", *args], capture_output=True, text=True)
+
+    r = cli("run", "--profile", "nope", "--results", str(tmp_path))
+    assert r.returncode == 2 and "'--profile'" in r.stderr
+    r = cli("run", "2", "--profile", "ci", "-p", "chunk_sweep", "[16777216]", "--results", str(tmp_path))
+    assert r.returncode == 2 and "'chunk_sweep'" in r.stderr and "shard_size" in r.stderr
+    assert cli("chapters").returncode == 0
+
+
+def test_failing_cell_is_reported(tmp_path, monkeypatch):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("run_dir = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("raise RuntimeError('disk on fire')"),
+    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    (tmp_path / "nb").mkdir()
+    nbformat.write(nb, tmp_path / "nb" / "01_introduction.ipynb")
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", tmp_path / "nb")
+    with pytest.raises(runner.RunError) as e:
+        runner.run(["1"], profile="ci", results_root=tmp_path / "res", run_id="r", progress=False)
+    msg = str(e.value)
+    assert "01_introduction.ipynb" in msg and "cell 3 of the executed notebook" in msg and "disk on fire" in msg
+    record = json.loads((tmp_path / "res" / "r" / "run.json").read_text())
+    assert record["status"] == "failed" and record["chapters"][0]["error"]["cell"] == 3
