@@ -72,6 +72,33 @@ def _promote(a) -> int:
     return 0
 
 
+def _bench(a) -> int:
+    """Record how long each chapter takes under a profile on this machine, data generation included."""
+    import tempfile
+
+    from . import runner
+    from .fingerprint import fingerprint, summary
+
+    with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
+        run_dir = runner.run(profile=a.profile, overrides={"data_dir": tmp}, run_id="bench",
+                             results_root=Path(tmp), progress=False)
+        record = json.loads((run_dir / "run.json").read_text())
+        fp = fingerprint(tmp)
+    out = {
+        "benchmark": f"wall time of each chapter under the {a.profile} profile",
+        "target_seconds_per_chapter": a.target,
+        "seconds": {c["chapter"]: c["seconds"] for c in record["chapters"]},
+        "machine": summary(fp),
+        "fingerprint": fp,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=1))
+    for k, v in out["seconds"].items():
+        print(f"{k:<28} {v:6.1f} s  (target < {a.target:.0f} s)")
+    print(f"recorded in {a.out}")
+    return 0
+
+
 def _fingerprint(a) -> int:
     from .fingerprint import fingerprint, summary
 
@@ -122,6 +149,13 @@ def main(argv=None) -> int:
     f.add_argument("--data-dir", help="describe the storage under this directory")
     f.add_argument("--json", action="store_true")
     f.set_defaults(fn=_fingerprint)
+
+    be = sub.add_parser("bench", help="record each chapter's wall time under a profile")
+    be.add_argument("--profile", default="ci")
+    be.add_argument("--target", type=float, default=60.0, help="seconds per chapter to meet")
+    be.add_argument("--out", type=Path, default=REPO_ROOT / "data" / "benchmarks" / "ci_profile.json")
+    be.add_argument("--tmp", help="directory for the temporary run and data (default: system temp)")
+    be.set_defaults(fn=_bench)
 
     c = sub.add_parser("chapters", help="list the chapters")
     c.set_defaults(fn=_chapters)

@@ -1,0 +1,34 @@
+"""Targets checked against recorded benchmark results (reference runs, the recorded ci timing),
+not against timings taken during the test run."""
+import json
+
+import pytest
+
+from datajourney import REPO_ROOT, results
+from datajourney.stats import summarise
+
+HOSTS = results.reference_hosts()
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_reference_sequential_reader_reaches_dd(host):
+    r = results.load_reference("02_random_vs_sequential", host)
+    dd = summarise(r.table("dd_fidelity"), ["tool"], "MBps").set_index("tool")["mean"]
+    assert dd["python"] / dd["dd"] >= 0.90, dd
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("chapter,table", [("02_random_vs_sequential", "headline"), ("03_dataloader", "epochs")])
+def test_reference_cold_and_warm_residency(host, chapter, table):
+    t = results.load_reference(chapter, host).table(table)
+    cold, warm = t[t["cache"] == "cold"], t[t["cache"] == "warm"]
+    assert len(cold) and cold["resident_at_start"].max() <= 0.05
+    assert len(warm) and warm["resident_at_start"].min() >= 0.95
+    assert set(cold["purge_method"]) == {"drop_caches"}  # the reference host purges as root
+
+
+def test_recorded_ci_profile_time():
+    rec = json.loads((REPO_ROOT / "data" / "benchmarks" / "ci_profile.json").read_text())
+    assert set(rec["seconds"]) >= {"01_introduction", "02_random_vs_sequential", "03_dataloader"}
+    for chapter, seconds in rec["seconds"].items():
+        assert seconds < rec["target_seconds_per_chapter"] == 60, (chapter, seconds)
