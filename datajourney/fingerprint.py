@@ -181,7 +181,7 @@ def gpu_info() -> dict:
     if smi:
         vals = [v.strip() for v in smi.splitlines()[0].split(",")]
         keys = ["driver", "pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max"]
-        for k, v in zip(keys, vals):
+        for k, v in zip(keys, vals, strict=False):
             info[k] = v if k == "driver" else _int(v)
     return info
 

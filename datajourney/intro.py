@@ -27,7 +27,7 @@ def pipeline_map() -> go.Figure:
     """The journey as a row of boxes; hover a hop to see what is measured and where."""
     n = len(HOPS)
     fig = go.Figure()
-    for i, (name, what, chs) in enumerate(HOPS):
+    for i in range(n):
         colour = PALETTE[i % len(PALETTE)]
         fig.add_shape(type="rect", x0=i - 0.42, x1=i + 0.42, y0=-0.5, y1=0.5, line=dict(color=colour, width=2),
                       fillcolor=colour, opacity=0.18, layer="below")

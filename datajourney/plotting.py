@@ -56,7 +56,7 @@ def bars_with_error(
     seen = set()
     for ci, fv in enumerate(facets, start=1):
         part = summary if fv is None else summary[summary[facet] == fv]
-        for gi, (name, g) in enumerate(part.groupby(color, sort=False)):
+        for name, g in part.groupby(color, sort=False):
             colour = (colours or {}).get(name, PALETTE[list(dict.fromkeys(summary[color])).index(name) % len(PALETTE)])
             fig.add_bar(
                 x=g[x].astype(str), y=g["mean"], name=str(name), legendgroup=str(name),
@@ -88,7 +88,7 @@ def lines_with_band(
             line=dict(color=PALETTE[i % len(PALETTE)]),
             error_y=dict(type="data", symmetric=False, array=g["max"] - g["mean"],
                          arrayminus=g["mean"] - g["min"]),
-            customdata=list(zip(g[x].map(x_format), g["std"], g["min"], g["max"], g["n"])),
+            customdata=list(zip(g[x].map(x_format), g["std"], g["min"], g["max"], g["n"], strict=True)),
             hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>mean %{{y:,.1f}} {unit}"
                            f" ± %{{customdata[1]:,.1f}}<br>min %{{customdata[2]:,.1f}}, "
                            f"max %{{customdata[3]:,.1f}} (runs: %{{customdata[4]}})<extra></extra>"),

@@ -128,8 +128,8 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
             record.update(status="failed", finished=_now())
             _write_record(run_dir, record)
             raise RunError(
-                f"chapter {p.chapter.number} ({p.chapter.notebook.name}) failed in cell {e.cell_index} of the executed notebook "
-                f"(execution count {e.exec_count}): {e.ename}: {e.evalue}\n"
+                f"chapter {p.chapter.number} ({p.chapter.notebook.name}) failed in cell {e.cell_index} "
+                f"of the executed notebook (execution count {e.exec_count}): {e.ename}: {e.evalue}\n"
                 f"  executed notebook with the traceback: {out}"
             ) from None
         hide_injected_cell(out)

@@ -51,7 +51,8 @@ def read_sequential(path: Path, chunk: int) -> int:
 def read_direct(path: Path, chunk: int, max_bytes: int | None = None) -> int:
     """Like :func:`read_sequential` but with ``O_DIRECT`` (no page cache), page-aligned buffer.
 
-    Raises ``OSError`` where the file system refuses ``O_DIRECT`` (tmpfs, some overlays).
+    Raises ``OSError`` where the file system refuses ``O_DIRECT`` (older tmpfs, some overlay and
+    network file systems).
     """
     if not hasattr(os, "O_DIRECT"):
         raise OSError("O_DIRECT is not available on this platform")

@@ -3,8 +3,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import tracked_digest as _tracked_digest
+
 from datajourney import book, chapters
 
 pytestmark = pytest.mark.book

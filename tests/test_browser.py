@@ -5,7 +5,6 @@ import shutil
 import threading
 
 import pytest
-
 from conftest import in_ci
 
 pytestmark = pytest.mark.browser

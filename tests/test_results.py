@@ -64,7 +64,8 @@ def test_committed_reference_results_carry_fingerprints():
 
 
 def test_three_columns_table():
-    this = {"random read, cold": (10.0, 1.0), "sequential read, cold": (100.0, 2.0), "sequential ÷ random, cold": (10.0, None)}
+    this = {"random read, cold": (10.0, 1.0), "sequential read, cold": (100.0, 2.0),
+            "sequential ÷ random, cold": (10.0, None)}
     df = compare.three_columns("02_random_vs_sequential", this, None)
     assert list(df["published (S1)"]) == ["70.39 ± 3.12 MB/s", "1,421.85 ± 13.47 MB/s", "20.2×"]
     assert list(df["this run"]) == ["10.00 ± 1.00 MB/s", "100.00 ± 2.00 MB/s", "10.0×"]
