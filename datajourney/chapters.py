@@ -35,7 +35,7 @@ CHAPTERS = [
     Chapter(1, "introduction", "Introduction: the journey and your machine"),
     Chapter(2, "random_vs_sequential", "Random vs sequential reads", "datajourney.storage"),
     Chapter(3, "dataloader", "The DataLoader hides the problem", "datajourney.loader"),
-    Chapter(4, "cpu_starvation", "CPU starvation"),
+    Chapter(4, "cpu_starvation", "CPU starvation", "datajourney.starvation"),
     Chapter(5, "padding_tax", "The padding tax"),
     Chapter(6, "pcie", "Crossing PCIe"),
     Chapter(7, "full_picture", "The full picture"),

@@ -34,6 +34,12 @@ PUBLISHED: dict[str, list[Figure]] = {
         Figure("sequential read, cold", 1421.85, 13.47, setting="one 160 MB shard, 16 KiB chunks, 3 runs"),
         Figure("sequential ÷ random, cold", 20.2, unit="×"),
     ],
+    "04_cpu_starvation": [
+        Figure("data wait per step, W=0", 160.59, unit="ms", setting="D = 5 ms (sleep), B = 32, G = 50 ms"),
+        Figure("compute per step, W=0", 50.09, unit="ms", setting="simulated step"),
+        Figure("GPU idle share, W=0", 76, unit="%"),
+        Figure("data wait per step, W=4", 1.50, unit="ms", setting="D = 5 ms (sleep), B = 32, G = 50 ms"),
+    ],
     "03_dataloader": [
         Figure("small files, workers=0", 16.70, setting="50,000 × 4 KiB, batch 64"),
         Figure("shard, workers=0", 326.05, setting="50,000 × 4 KiB, batch 64"),

@@ -23,9 +23,11 @@ class BookRenderer(MimetypeRenderer):
     """plotly JSON for live notebooks + an HTML fragment for the static book."""
 
     def to_mimebundle(self, fig_dict):
+        meta = (fig_dict.get("layout") or {}).get("meta")
         html = pio.to_html(
             fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
             config={"displaylogo": False, "responsive": True},
+            post_script=meta.get("post_script") if isinstance(meta, dict) else None,
         )
         return {"application/vnd.plotly.v1+json": fig_dict, "text/html": html}
 
@@ -105,3 +107,75 @@ def size_label(n: int) -> str:
         if n >= 1 << k and n % (1 << k) == 0:
             return f"{n >> k} {unit}"
     return f"{n} B"
+
+
+def lines(df: pd.DataFrame, *, x: str, y: str, color: str, title: str, xaxis: str, yaxis: str,
+          unit: str = "", log_x: bool = False, log_y: bool = False) -> go.Figure:
+    """One line per ``color`` value of single measurements (no spread)."""
+    fig = go.Figure()
+    for i, (name, g) in enumerate(df.groupby(color, sort=False)):
+        g = g.sort_values(x)
+        fig.add_scatter(x=g[x], y=g[y], name=str(name), mode="lines+markers", line=dict(color=PALETTE[i % 8]),
+                        hovertemplate=f"<b>{name}</b><br>{xaxis}: %{{x}}<br>{yaxis}: %{{y:,.1f}} {unit}<extra></extra>")
+    fig.update_layout(title=title, legend_title_text=color)
+    fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
+    fig.update_yaxes(title_text=yaxis, type="log" if log_y else "linear", rangemode="tozero")
+    return fig
+
+
+def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) -> go.Figure:
+    """Per-step time split into data wait and compute (steady-state means)."""
+    fig = go.Figure()
+    lab = summary[x].astype(str)
+    fig.add_bar(x=lab, y=summary["wait_ms"], name="waiting for data", marker_color=PALETTE[5],
+                error_y=dict(type="data", array=summary["wait_std_ms"].fillna(0)),
+                customdata=summary[["predicted_wait_ms", "idle_share"]].to_numpy(),
+                hovertemplate=("W=%{x}: data wait %{y:,.1f} ms<br>model: %{customdata[0]:,.1f} ms"
+                               "<br>GPU idle %{customdata[1]:.0%}<extra></extra>"))
+    fig.add_bar(x=lab, y=summary["compute_ms"], name="computing", marker_color=PALETTE[0],
+                hovertemplate="W=%{x}: compute %{y:,.1f} ms<extra></extra>")
+    fig.update_layout(title=title, barmode="stack", legend_title_text="step phase")
+    fig.update_xaxes(title_text=xaxis, type="category")
+    fig.update_yaxes(title_text="time per step (ms)")
+    return fig
+
+
+def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:
+    """Measured data wait (points, ± std) against the model (lines), one colour per work kind."""
+    fig = go.Figure()
+    for i, (kind, g) in enumerate(summary.groupby("work", sort=False)):
+        g = g.sort_values("workers")
+        c = PALETTE[i % 8]
+        fig.add_scatter(x=g["workers"], y=g["predicted_wait_ms"], mode="lines", name=f"{kind}: model",
+                        line=dict(color=c, dash="dash"), legendgroup=kind,
+                        hovertemplate=f"<b>{kind}</b> model<br>W=%{{x}}: %{{y:,.1f}} ms<extra></extra>")
+        fig.add_scatter(x=g["workers"], y=g["wait_ms"], mode="markers", name=f"{kind}: measured",
+                        marker=dict(color=c, size=9), legendgroup=kind,
+                        error_y=dict(type="data", array=g["wait_std_ms"].fillna(0)),
+                        customdata=g[["d_ms", "compute_ms", "au"]].to_numpy(),
+                        hovertemplate=(f"<b>{kind}</b> measured<br>W=%{{x}}: wait %{{y:,.1f}} ms"
+                                       "<br>D = %{customdata[0]:.2f} ms, compute %{customdata[1]:.1f} ms"
+                                       "<br>AU %{customdata[2]:.0%}<extra></extra>"))
+    fig.update_layout(title=title, legend_title_text="work")
+    fig.update_xaxes(title_text="DataLoader workers W")
+    fig.update_yaxes(title_text="data wait per step (ms, log scale)", type="log")
+    return fig
+
+
+def au_chart(summary: pd.DataFrame, *, threshold: float, title: str) -> go.Figure:
+    fig = lines(summary.assign(au_pct=100 * summary["au"]), x="workers", y="au_pct", color="work", title=title,
+                xaxis="DataLoader workers W", yaxis="AU (%)", unit="%")
+    fig.add_hline(y=100 * threshold, line=dict(dash="dot", color="#555555"),
+                  annotation_text=f"{threshold:.0%}: keeping up")
+    fig.update_yaxes(range=[0, 105])
+    return fig
+
+
+def boundary_timeline(df: pd.DataFrame, *, steps_per_epoch: int, title: str) -> go.Figure:
+    """Wait of each step over two epochs, one line per (persistent_workers, prefetch_factor)."""
+    d = df.assign(config="persistent=" + df["persistent_workers"].astype(str)
+                  + ", prefetch=" + df["prefetch_factor"].astype(str))
+    fig = lines(d, x="step", y="wait_ms", color="config", title=title, xaxis="training step",
+                yaxis="data wait (ms, log scale)", unit="ms", log_y=True)
+    fig.add_vline(x=steps_per_epoch - 0.5, line=dict(dash="dot", color="#555555"), annotation_text="epoch 2")
+    return fig

@@ -34,10 +34,11 @@ def reference(chapter: str, this: results.Result, host: str | None, is_reference
 
 
 def three_columns(chapter: str, this: results.Result, ref: results.Result | None, metrics, is_reference_run: bool,
-                  host: str | None = None) -> None:
+                  host: str | None = None,
+                  caption: str = "Published figure · reference run · this run (MB = 10⁶ bytes)") -> None:
     """The published figure, the reference run and this run, side by side."""
     label = f"reference run ({host or results.DEFAULT_REFERENCE_HOST})"
     df = compare.three_columns(chapter, metrics(this), metrics(ref) if ref else None,
                                this_is_reference=is_reference_run, reference_label=label)
-    table(df, "Published figure · reference run · this run (MB = 10⁶ bytes)")
+    table(df, caption)
     display(Markdown(f"<small>{compare.S1}</small>"))

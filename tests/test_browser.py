@@ -81,3 +81,22 @@ def test_pipeline_map_hovers(server, browser):
     assert "chapters" in text
     assert not [e for e in errors if "Plotly" in e], errors
     page.close()
+
+
+def test_whatif_sliders_recompute_in_the_browser(server, browser):
+    page, _, errors = _open(browser, f"{server}/notebooks/04_cpu_starvation.html")
+    page.wait_for_selector(".js-plotly-plot .slider-container", timeout=15000)
+    plot = page.locator(".js-plotly-plot", has=page.locator(".slider-container")).first
+    plot.scroll_into_view_if_needed()
+    read = "el => [el.data[0].y.slice(0, 3), el.layout.sliders[0].active]"
+    before, active = plot.evaluate(read)
+    rail = plot.locator(".slider-group").first.locator(".slider-rail-rect").bounding_box()
+    page.mouse.click(rail["x"] + rail["width"] - 3, rail["y"] + rail["height"] / 2)  # the largest D
+    page.wait_for_function("el => el.layout.sliders[0].active !== %d" % active, arg=plot.element_handle(),
+                           timeout=5000)
+    after, _ = plot.evaluate(read)
+    d_max, b, g = 50, 32, 50  # the last D step; B and G unchanged from the notebook defaults
+    assert after != before
+    assert after[0] == pytest.approx(d_max * b) and after[2] == pytest.approx(max(0, d_max * b / 2 - g))
+    assert not [e for e in errors if "Plotly" in e], errors
+    page.close()

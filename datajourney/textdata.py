@@ -1,0 +1,136 @@
+"""Real text for the CPU-side chapters: the Alpaca instruction data and the GPT-2 tokenizer.
+
+Where they come from, in this order:
+
+1. explicit local files (``dataset_path``: Alpaca JSON; ``tokenizer_dir``: a directory with
+   GPT-2's ``vocab.json`` and ``merges.txt``);
+2. an offline copy in ``$DATAJOURNEY_TEXT_DATA`` or ``../shared/data`` beside the checkout
+   (``alpaca_data_first2000.json`` and ``gpt2/``), when present;
+3. the public names (``tatsu-lab/alpaca`` through the ``datasets`` library, ``gpt2`` through
+   ``tokenizers``) when a model hub is reachable.
+
+With none of these the loader fails before any work, saying how to provide the data. It
+never substitutes synthetic text.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import REPO_ROOT
+from .params import ParameterError, positive_int
+
+DATASET_NAME = "tatsu-lab/alpaca"
+TOKENIZER_NAME = "gpt2"
+OFFLINE_JSON = "alpaca_data_first2000.json"
+#: Default way of joining an Alpaca record's fields into one training text; empty fields are dropped.
+DEFAULT_TEMPLATE = "{instruction}\n\n{input}\n\n{output}"
+HUB_HOST = "huggingface.co"
+
+
+def offline_dir() -> Path | None:
+    """The offline copy of the text data, if one is present."""
+    env = os.environ.get("DATAJOURNEY_TEXT_DATA")
+    for d in ([Path(env)] if env else []) + [REPO_ROOT.parent / "shared" / "data"]:
+        if (d / OFFLINE_JSON).exists() and (d / "gpt2" / "vocab.json").exists():
+            return d
+    return None
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    try:
+        with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+HOW = ("pass dataset_path=<alpaca_data.json> and tokenizer_dir=<dir with vocab.json and merges.txt>, "
+       "set DATAJOURNEY_TEXT_DATA to a directory holding alpaca_data_first2000.json and gpt2/, "
+       "or run where huggingface.co is reachable")
+
+
+@dataclass
+class Source:
+    """Where the records and the tokenizer were loaded from (recorded with results)."""
+
+    dataset: str
+    tokenizer: str
+
+
+def load_records(n: int, dataset: str = DATASET_NAME, dataset_path=None) -> tuple[list[dict], str]:
+    """The first ``n`` Alpaca records (dicts with instruction, input, output) and their origin."""
+    positive_int("n_samples", n, maximum=10_000_000)
+    if dataset_path:
+        p = Path(dataset_path).expanduser()
+        if not p.is_file():
+            raise ParameterError("dataset_path", str(dataset_path), "an existing Alpaca-style JSON file")
+        records, origin = json.loads(p.read_text()), f"file {p.name}"
+    elif dataset == DATASET_NAME and offline_dir():
+        records, origin = json.loads((offline_dir() / OFFLINE_JSON).read_text()), f"offline copy {OFFLINE_JSON}"
+    elif hub_reachable():
+        try:
+            import datasets as hf
+        except ImportError:
+            raise ParameterError("dataset", dataset, "a local file (dataset_path) or the 'datasets' package "
+                                 "installed to load a public name") from None
+        records, origin = list(hf.load_dataset(dataset, split=f"train[:{n}]")), f"hub {dataset}"
+    else:
+        raise ParameterError("dataset", dataset, f"a data set that can be loaded without a network here: {HOW}")
+    if not isinstance(records, list) or not records or not all(
+        isinstance(r, dict) and {"instruction", "output"} <= set(r) for r in records[:50]
+    ):
+        raise ParameterError("dataset_path", str(dataset_path), "a JSON list of records with instruction/output")
+    if len(records) < n:
+        raise ParameterError("n_samples", n, f"at most {len(records):,} (records available from {origin})")
+    return records[:n], origin
+
+
+def load_tokenizer(tokenizer: str = TOKENIZER_NAME, tokenizer_dir=None):
+    """A fast GPT-2 byte-level BPE tokenizer (``tokenizers.Tokenizer``) and its origin."""
+    from tokenizers import ByteLevelBPETokenizer, Tokenizer
+
+    if tokenizer_dir:
+        d = Path(tokenizer_dir).expanduser()
+        missing = [f for f in ("vocab.json", "merges.txt") if not (d / f).is_file()]
+        if missing:
+            raise ParameterError("tokenizer_dir", str(tokenizer_dir),
+                                 f"a directory holding vocab.json and merges.txt (missing: {', '.join(missing)})")
+        tok, origin = ByteLevelBPETokenizer(str(d / "vocab.json"), str(d / "merges.txt")), f"files in {d.name}/"
+    elif tokenizer == TOKENIZER_NAME and offline_dir():
+        d = offline_dir() / "gpt2"
+        tok, origin = ByteLevelBPETokenizer(str(d / "vocab.json"), str(d / "merges.txt")), "offline copy gpt2/"
+    elif hub_reachable():
+        tok, origin = Tokenizer.from_pretrained(tokenizer), f"hub {tokenizer}"
+    else:
+        raise ParameterError("tokenizer", tokenizer, f"a tokenizer that can be loaded without a network here: {HOW}")
+    if tok.encode("Hello world").ids != [15496, 995]:  # guards against a silently broken vocabulary
+        raise ParameterError("tokenizer_dir", str(tokenizer_dir), "GPT-2's vocabulary ('Hello world' -> [15496, 995])")
+    return tok, origin
+
+
+def eos_id(tok) -> int:
+    return tok.token_to_id("<|endoftext|>")
+
+
+def join(record: dict, template: str = DEFAULT_TEMPLATE) -> str:
+    """One training text from a record: ``template`` filled in, with empty fields and their
+    separators dropped (an Alpaca record without ``input`` gives instruction + output)."""
+    parts = [p for p in template.split("\n\n")]
+    filled = [p.format(**{k: (record.get(k) or "") for k in ("instruction", "input", "output")}) for p in parts]
+    return "\n\n".join(f for f in filled if f.strip())
+
+
+def texts_and_source(n: int, *, dataset=DATASET_NAME, dataset_path=None, tokenizer=TOKENIZER_NAME,
+                     tokenizer_dir=None, template=DEFAULT_TEMPLATE):
+    """Load records and tokenizer up front (both must succeed before any work starts)."""
+    if "{instruction}" not in template and "{output}" not in template:
+        raise ParameterError("template", template, "a format string using {instruction}, {input}, {output}")
+    records, d_origin = load_records(n, dataset, dataset_path)
+    tok, t_origin = load_tokenizer(tokenizer, tokenizer_dir)
+    return [join(r, template) for r in records], tok, Source(d_origin, t_origin)
