@@ -56,9 +56,10 @@ def _promote(a) -> int:
         raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok'")
     dest = REFERENCE_DIR / a.host
     dest.mkdir(parents=True, exist_ok=True)
-    for f in sorted(run_dir.glob("*.json")):
-        shutil.copyfile(f, dest / f.name)
-        print(f"  {f.name} -> {dest.relative_to(REPO_ROOT)}/")
+    for f in sorted(run_dir.glob("*.json")):  # run.json is kept per run: several runs may make one reference
+        name = f"run-{record['run_id']}.json" if f.name == "run.json" else f.name
+        shutil.copyfile(f, dest / name)
+        print(f"  {f.name} -> {dest.relative_to(REPO_ROOT)}/{name}")
     import nbformat
 
     for nb in sorted((run_dir / "notebooks").glob("*.ipynb")):

@@ -40,6 +40,11 @@ PUBLISHED: dict[str, list[Figure]] = {
         Figure("GPU idle share, W=0", 76, unit="%"),
         Figure("data wait per step, W=4", 1.50, unit="ms", setting="D = 5 ms (sleep), B = 32, G = 50 ms"),
     ],
+    "05_padding_tax": [
+        Figure("efficiency, pad to context", 2.3, unit="%", setting="first 2,000 Alpaca samples, GPT-2, context 4,096"),
+        Figure("efficiency, packed", 98.5, unit="%", setting="greedy packing"),
+        Figure("packed ÷ pad to context", 42.4, unit="×"),
+    ],
     "03_dataloader": [
         Figure("small files, workers=0", 16.70, setting="50,000 × 4 KiB, batch 64"),
         Figure("shard, workers=0", 326.05, setting="50,000 × 4 KiB, batch 64"),

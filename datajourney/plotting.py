@@ -179,3 +179,51 @@ def boundary_timeline(df: pd.DataFrame, *, steps_per_epoch: int, title: str) -> 
                 yaxis="data wait (ms, log scale)", unit="ms", log_y=True)
     fig.add_vline(x=steps_per_epoch - 0.5, line=dict(dash="dot", color="#555555"), annotation_text="epoch 2")
     return fig
+
+
+def length_histogram(lengths: pd.Series, *, context: int, batch_size: int, title: str) -> go.Figure:
+    """Token lengths of all samples, with the first batch highlighted."""
+    fig = go.Figure()
+    fig.add_histogram(x=lengths, name="all samples", marker_color=PALETTE[0], opacity=0.75, nbinsx=60,
+                      hovertemplate="%{x} tokens: %{y} samples<extra>all samples</extra>")
+    fig.add_histogram(x=lengths[:batch_size], name=f"first batch ({batch_size})", marker_color=PALETTE[1],
+                      nbinsx=60, hovertemplate="%{x} tokens: %{y} samples<extra>first batch</extra>")
+    fig.update_layout(title=title, barmode="overlay", legend_title_text="population")
+    fig.update_xaxes(title_text=f"tokens per sample (context length {context:,})")
+    fig.update_yaxes(title_text="samples")
+    return fig
+
+
+def occupancy_heatmap(fraction_real, *, bin_width: int, title: str) -> go.Figure:
+    """One batch as rows × positions: share of real tokens in each group of ``bin_width`` positions."""
+    import numpy as np
+
+    z = np.asarray(fraction_real)
+    x = [i * bin_width for i in range(z.shape[1])]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=x, y=list(range(z.shape[0])), zmin=0, zmax=1,
+        colorscale=[[0, "#F0F0F0"], [1, PALETTE[0]]], colorbar=dict(title="real", tickformat=".0%"),
+        hovertemplate=(f"row %{{y}}, positions %{{x}}–%{{x}}+{bin_width - 1}<br>real tokens %{{z:.0%}}"
+                       "<extra></extra>")))
+    fig.update_layout(title=title, height=420)
+    fig.update_xaxes(title_text="position in row (tokens)")
+    fig.update_yaxes(title_text="row in batch", autorange="reversed")
+    return fig
+
+
+def mask_heatmap(mask, doc_ids, *, title: str) -> go.Figure:
+    """An attention mask (query × key) coloured by document, padding grey."""
+    import numpy as np
+
+    m = np.asarray(mask, dtype=float)
+    d = np.asarray(doc_ids)
+    z = np.where(m > 0, d[:, None] + 1.0, np.nan)
+    n = int(d.max()) + 1
+    scale = [[0, "#DDDDDD"]] + [[(k + 1) / n, PALETTE[k % 8]] for k in range(n)]
+    fig = go.Figure(go.Heatmap(z=z, zmin=0, zmax=n, colorscale=scale, showscale=False,
+                               customdata=np.broadcast_to(d[:, None], m.shape),
+                               hovertemplate="query %{y} → key %{x}<br>document %{customdata}<extra></extra>"))
+    fig.update_layout(title=title, height=460, width=520)
+    fig.update_xaxes(title_text="key position (attended to)")
+    fig.update_yaxes(title_text="query position", autorange="reversed")
+    return fig

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,19 @@ from .params import ParameterError, positive_int
 DATASET_NAME = "tatsu-lab/alpaca"
 TOKENIZER_NAME = "gpt2"
 OFFLINE_JSON = "alpaca_data_first2000.json"
-#: Default way of joining an Alpaca record's fields into one training text; empty fields are dropped.
-DEFAULT_TEMPLATE = "{instruction}\n\n{input}\n\n{output}"
+#: Named ways of joining an Alpaca record's fields into one training text: (with input, without input).
+#: "alpaca" is the prompt format published with Stanford Alpaca (tatsu-lab/stanford_alpaca).
+TEMPLATES = {
+    "plain": ("{instruction}\n\n{input}\n\n{output}", "{instruction}\n\n{output}"),
+    "alpaca": (
+        "Below is an instruction that describes a task, paired with an input that provides further context. "
+        "Write a response that appropriately completes the request.\n\n"
+        "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n{output}",
+        "Below is an instruction that describes a task. Write a response that appropriately completes the "
+        "request.\n\n### Instruction:\n{instruction}\n\n### Response:\n{output}",
+    ),
+}
+DEFAULT_TEMPLATE = "plain"
 HUB_HOST = "huggingface.co"
 
 
@@ -119,18 +131,24 @@ def eos_id(tok) -> int:
 
 
 def join(record: dict, template: str = DEFAULT_TEMPLATE) -> str:
-    """One training text from a record: ``template`` filled in, with empty fields and their
-    separators dropped (an Alpaca record without ``input`` gives instruction + output)."""
-    parts = [p for p in template.split("\n\n")]
-    filled = [p.format(**{k: (record.get(k) or "") for k in ("instruction", "input", "output")}) for p in parts]
-    return "\n\n".join(f for f in filled if f.strip())
+    """One training text from a record. ``template`` is a name from :data:`TEMPLATES` (each has a
+    form for records with and without ``input``) or a format string over {instruction},
+    {input} and {output}, whose blank runs left by an empty field are collapsed."""
+    with_input, without = TEMPLATES.get(template, (template, template))
+    fields = {k: (record.get(k) or "") for k in ("instruction", "input", "output")}
+    text = (with_input if fields["input"] else without).format(**fields)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
 def texts_and_source(n: int, *, dataset=DATASET_NAME, dataset_path=None, tokenizer=TOKENIZER_NAME,
                      tokenizer_dir=None, template=DEFAULT_TEMPLATE):
     """Load records and tokenizer up front (both must succeed before any work starts)."""
-    if "{instruction}" not in template and "{output}" not in template:
-        raise ParameterError("template", template, "a format string using {instruction}, {input}, {output}")
+    if template not in TEMPLATES:
+        try:
+            template.format(instruction="", input="", output="")
+        except (KeyError, IndexError, ValueError, AttributeError):
+            raise ParameterError("template", template, f"one of {sorted(TEMPLATES)} or a format string over "
+                                 "{instruction}, {input}, {output}") from None
     records, d_origin = load_records(n, dataset, dataset_path)
     tok, t_origin = load_tokenizer(tokenizer, tokenizer_dir)
     return [join(r, template) for r in records], tok, Source(d_origin, t_origin)

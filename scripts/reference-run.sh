@@ -2,14 +2,15 @@
 # The reference run: every written chapter at full scale on a GPU host, labelled as the
 # reference of HOST, packed as OUTPUT_DIR/<run-id>.tgz. Promote it on a checkout with
 #   python -m datajourney promote <unpacked run dir> --host HOST
-# usage: scripts/reference-run.sh HOST OUTPUT_DIR [PROFILE]
+# usage: scripts/reference-run.sh HOST OUTPUT_DIR [PROFILE [CHAPTER ...]]
 set -euo pipefail
-host=${1:?usage: reference-run.sh HOST OUTPUT_DIR [PROFILE]}
-out=${2:?usage: reference-run.sh HOST OUTPUT_DIR [PROFILE]}
+host=${1:?usage: reference-run.sh HOST OUTPUT_DIR [PROFILE [CHAPTER ...]]}
+out=${2:?usage: reference-run.sh HOST OUTPUT_DIR [PROFILE [CHAPTER ...]]}
 profile=${3:-full}
+shift $(( $# < 3 ? $# : 3 ))
 export DATAJOURNEY_DATA_DIR=${DATAJOURNEY_DATA_DIR:-/var/tmp/datajourney}
 mkdir -p "$DATAJOURNEY_DATA_DIR" "$out"
-run_id="reference-$host-$(date -u +%Y%m%d)"
-python3 -m datajourney run --profile "$profile" --as-reference "$host" --results "$out" --run-id "$run_id" --quiet
+run_id="reference-$host-$(date -u +%Y%m%d-%H%M)"
+python3 -m datajourney run "$@" --profile "$profile" --as-reference "$host" --results "$out" --run-id "$run_id" --quiet
 tar czf "$out/$run_id.tgz" -C "$out" "$run_id"
 echo "packed: $out/$run_id.tgz"
