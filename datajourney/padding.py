@@ -246,60 +246,48 @@ def contamination_check(seed: int = 0, lengths=(5, 9, 4), row_len: int = 24) -> 
 # --------------------------------------------------------------------------- GPU cost
 def time_training_steps(model: nn.Module, layout: Layout, tokens, *, pad_id: int, steps: int, warmup: int,
                         device: str) -> dict:
-    """Forward + backward (next-token loss) of ``steps`` batches spread evenly over a layout,
-    after ``warmup`` batches; CUDA events on a GPU, a host clock otherwise. Every layer runs on
-    every position, padding included; the LM head and loss only on real next-token targets (as
-    memory-efficient trainers do). Mean ms per step and real tokens per second."""
+    """Forward + backward (next-token loss) of ``steps`` batches spread evenly over a layout; each
+    batch is run ``warmup`` times untimed first (a new shape costs kernel selection and memory
+    allocation once), then timed; CUDA events on a GPU, a host clock otherwise. Every layer runs
+    on every position, padding included; the LM head and loss only on real next-token targets
+    (as memory-efficient trainers do). Mean ms per step over the batches, and real tokens/s."""
     nb = len(layout.batches)
-    use = [0] * warmup + sorted(set(np.linspace(0, nb - 1, min(steps, nb)).round().astype(int).tolist()))
+    chosen = sorted(set(np.linspace(0, nb - 1, min(steps, nb)).round().astype(int).tolist()))
     times, real = [], 0
-    for k, b in enumerate(use):
+    for b in chosen:
         ids, pos, doc = packed_inputs(layout.batches[b], tokens, layout.row_len[b], pad_id)
         ids, pos, doc = ids.to(device), pos.to(device), doc.to(device)
         mask = block_causal_mask(doc)
         target = torch.where(doc[:, 1:] == doc[:, :-1], ids[:, 1:], -100)
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-        else:
-            t0 = time.perf_counter()
-        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
-            h = model(ids, pos, mask, hidden=True)
-            sel = target != -100
-            logits = model.head(h[:, :-1][sel])
-        loss = F.cross_entropy(logits.float(), target[sel])
-        loss.backward()
-        model.zero_grad(set_to_none=True)
-        if device == "cuda":
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end)
-        else:
-            ms = (time.perf_counter() - t0) * 1e3
-        if k >= warmup:
-            times.append(ms)
-            real += int((doc >= 0).sum())
+        for _ in range(warmup):
+            _train_step(model, ids, pos, mask, target, device)
+        times.append(_train_step(model, ids, pos, mask, target, device))
+        real += int((doc >= 0).sum())
     return dict(strategy=layout.strategy, label=LABELS[layout.strategy], timed_steps=len(times),
                 ms_per_step=float(np.mean(times)), ms_std=float(np.std(times, ddof=1)) if len(times) > 1 else 0.0,
                 real_tokens_per_s=real / (sum(times) / 1e3), steps_for_all=len(layout.batches),
                 est_seconds_for_all=float(np.mean(times)) * len(layout.batches) / 1e3, device=device)
 
 
-def template_comparison(n, dataset, dataset_path, tok, batch_size: int, context: int) -> pd.DataFrame:
-    """Naive and packed efficiency for each named template, with and without EOS: how much the
-    choice of text format alone moves the numbers."""
-    from . import textdata
-
-    records, _ = textdata.load_records(n, dataset, dataset_path)
-    rows = []
-    for name in textdata.TEMPLATES:
-        for eos in (True, False):
-            lengths = [len(t) for t in tokenize([textdata.join(r, name) for r in records], tok, eos)]
-            naive = evaluate(pad_to_context(lengths, batch_size, context), lengths, batch_size)["efficiency"]
-            packed = evaluate(greedy_pack(lengths, batch_size, context), lengths, batch_size)["efficiency"]
-            rows.append(dict(template=name, add_eos=eos, mean_tokens=float(np.mean(lengths)),
-                             pad_to_context=naive, greedy_pack=packed, ratio=packed / naive))
-    return pd.DataFrame(rows)
+def _train_step(model, ids, pos, mask, target, device: str) -> float:
+    """One forward + backward; its time in ms."""
+    if device == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    else:
+        t0 = time.perf_counter()
+    with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
+        h = model(ids, pos, mask, hidden=True)
+        sel = target != -100
+        logits = model.head(h[:, :-1][sel])
+    loss = F.cross_entropy(logits.float(), target[sel])
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    if device == "cuda":
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    return (time.perf_counter() - t0) * 1e3
 
 
 # --------------------------------------------------------------------------- chapter

@@ -113,9 +113,13 @@ def calibrate_scale(make, kind: str, target_ms: float, samples: int = 32) -> int
     return scale
 
 
-def measure_cost_ms(ds: WorkDataset, samples: int = 64) -> float:
-    """Mean CPU cost of one item in this process (D for the real kinds of work)."""
-    ds[0]  # warm-up: first call imports and allocates
+def measure_cost_ms(ds: WorkDataset, samples: int = 128) -> float:
+    """Mean CPU cost of one item in this process (D for the real kinds of work), in steady state:
+    the items are produced once untimed first (imports, allocations, the tokenizer's word cache,
+    which forked workers inherit), then timed."""
+    samples = min(samples, len(ds))
+    for i in range(samples):
+        ds[i]
     t0 = time.perf_counter()
     for i in range(samples):
         ds[i]
