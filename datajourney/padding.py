@@ -290,6 +290,23 @@ def _train_step(model, ids, pos, mask, target, device: str) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def template_comparison(n, dataset, dataset_path, tok, batch_size: int, context: int) -> pd.DataFrame:
+    """Naive and packed efficiency for each named template, with and without EOS: how much the
+    choice of text format alone moves the numbers."""
+    from . import textdata
+
+    records, _ = textdata.load_records(n, dataset, dataset_path)
+    rows = []
+    for name in textdata.TEMPLATES:
+        for eos in (True, False):
+            lengths = [len(t) for t in tokenize([textdata.join(r, name) for r in records], tok, eos)]
+            naive = evaluate(pad_to_context(lengths, batch_size, context), lengths, batch_size)["efficiency"]
+            packed = evaluate(greedy_pack(lengths, batch_size, context), lengths, batch_size)["efficiency"]
+            rows.append(dict(template=name, add_eos=eos, mean_tokens=float(np.mean(lengths)),
+                             pad_to_context=naive, greedy_pack=packed, ratio=packed / naive))
+    return pd.DataFrame(rows)
+
+
 # --------------------------------------------------------------------------- chapter
 def check_parameters(p: dict) -> dict:
     q = dict(p)

@@ -120,3 +120,14 @@ def test_templates():
     assert textdata.join(r, "alpaca").startswith("Below is an instruction that describes a task. Write")
     with pytest.raises(ParameterError, match="'template'"):
         textdata.texts_and_source(1, template="{nonsense}")
+
+
+@OFFLINE
+def test_run_writes_every_table(tmp_path):
+    res = padding.run(**{**P, "strategies": list(padding.STRATEGIES), "n_samples": 40}, run_dir=tmp_path,
+                      progress=False)
+    assert {"lengths", "length_stats", "strategies", "templates", "contamination"} <= set(res.tables)
+    assert ("gpu" in res.tables) == torch.cuda.is_available()
+    assert list(res.table("length_stats")["samples"]) == [8, 40]
+    assert res.metadata["heatmap_greedy_pack"]["exact_efficiency"] > 0
+    assert (tmp_path / "05_padding_tax.json").exists()
