@@ -53,16 +53,19 @@ class PlotlyJsonPlugin:
 
 
 # --------------------------------------------------------------------------- building
-def jupyter_book(source: Path, *, strict: bool = True) -> Path:
-    """``jupyter-book build`` of ``source`` (warnings are errors when strict); the index page."""
+def jupyter_book(source: Path, *, strict: bool = True, path_output: Path | None = None) -> Path:
+    """``jupyter-book build`` of ``source`` (warnings are errors when strict) into
+    ``path_output/_build`` (default: ``source/_build``); the index page."""
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(source)]
+    if path_output:
+        cmd += ["--path-output", str(path_output)]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-60:])
         raise RuntimeError(f"jupyter-book build of {source} failed:\n{tail}")
-    return source / "_build" / "html" / "index.html"
+    return Path(path_output or source) / "_build" / "html" / "index.html"
 
 
 def stage(run_dir: Path) -> Path:
@@ -88,8 +91,8 @@ def stage(run_dir: Path) -> Path:
     return dest
 
 
-def build(run_dir: Path | None = None, *, strict: bool = True) -> Path:
+def build(run_dir: Path | None = None, *, strict: bool = True, path_output: Path | None = None) -> Path:
     """Build the reference book (``run_dir`` None) or a run's book; return the index page."""
     if run_dir is None:
-        return jupyter_book(REPO_ROOT, strict=strict)
+        return jupyter_book(REPO_ROOT, strict=strict, path_output=path_output)
     return jupyter_book(stage(run_dir), strict=strict)

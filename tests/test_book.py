@@ -27,8 +27,8 @@ def test_run_book_builds_strictly(run_book):
     assert "Published figure" in page and "70.39" in page  # the three columns are there
 
 
-def test_reference_book_builds_strictly():
-    _check_html(book.build(None).parent)
+def test_reference_book_builds_strictly(tmp_path):
+    _check_html(book.build(None, path_output=tmp_path).parent)
 
 
 def test_rerun_modifies_no_tracked_file(run_book, tracked_before):
