@@ -15,8 +15,6 @@ from plotly.io._base_renderers import MimetypeRenderer
 
 #: Okabe & Ito (2008), "Color Universal Design": safe for deuteranopia/protanopia/tritanopia.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
-#: Fixed colours for the three sources of truth, so every chapter reads the same way.
-SOURCE_COLOURS = {"published": "#999999", "reference run": "#0072B2", "this run": "#E69F00"}
 
 
 class BookRenderer(MimetypeRenderer):

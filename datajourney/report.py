@@ -12,7 +12,7 @@ def say(text: str) -> None:
     display(Markdown(text))
 
 
-def table(df: pd.DataFrame, caption: str | None = None, floatfmt: str = "{:,.2f}") -> None:
+def table(df: pd.DataFrame, caption: str | None = None) -> None:
     """Show a DataFrame as a compact HTML table with a caption."""
     styler = df.style.hide(axis="index").format(precision=2, thousands=",", na_rep="—")
     if caption:

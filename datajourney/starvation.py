@@ -380,7 +380,6 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
     model in the browser (plotly sliders + a few lines of JavaScript: no kernel needed)."""
     import json
 
-    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     from .plotting import PALETTE

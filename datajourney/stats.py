@@ -10,8 +10,3 @@ def summarise(df: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
     out = g.agg(mean="mean", std="std", min="min", max="max", n="count").reset_index()
     out["std"] = out["std"].fillna(0.0)
     return out
-
-
-def fmt_mean_std(mean: float, std: float, digits: int = 2) -> str:
-    """'70.39 ± 3.12' style text."""
-    return f"{mean:,.{digits}f} ± {std:,.{digits}f}"
