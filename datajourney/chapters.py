@@ -37,7 +37,7 @@ CHAPTERS = [
     Chapter(3, "dataloader", "The DataLoader hides the problem", "datajourney.loader"),
     Chapter(4, "cpu_starvation", "CPU starvation", "datajourney.starvation"),
     Chapter(5, "padding_tax", "The padding tax", "datajourney.padding"),
-    Chapter(6, "pcie", "Crossing PCIe"),
+    Chapter(6, "pcie", "Crossing PCIe", "datajourney.pcie"),
     Chapter(7, "full_picture", "The full picture"),
     Chapter(8, "threads_processes_gil", "Threads, processes and the GIL"),
     Chapter(9, "reading_smarter", "Reading smarter"),

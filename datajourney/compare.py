@@ -45,6 +45,16 @@ PUBLISHED: dict[str, list[Figure]] = {
         Figure("efficiency, packed", 98.5, unit="%", setting="greedy packing"),
         Figure("packed ÷ pad to context", 42.4, unit="×"),
     ],
+    "06_pcie": [
+        Figure("H2D pinned, 1 GiB", 13.46, unit="GB/s", setting="L40S, PCIe 4.0 x16"),
+        Figure("D2H pageable, 256 MiB", 1.77, unit="GB/s"),
+        Figure("D2H pageable, 1 GiB", 1.77, unit="GB/s"),
+        Figure("D2H pinned, 1 GiB", 13.2, unit="GB/s"),
+        Figure("D2H pinned ÷ pageable, 1 GiB", 7.5, unit="×"),
+        Figure("overlap, pinned + non_blocking, 256 MiB", 100, unit="%"),
+        Figure("overlap, pinned + non_blocking, 16 MiB", 77, unit="%"),
+        Figure("link peak (theoretical)", 31.51, unit="GB/s", setting="PCIe 4.0 x16"),
+    ],
     "03_dataloader": [
         Figure("small files, workers=0", 16.70, setting="50,000 × 4 KiB, batch 64"),
         Figure("shard, workers=0", 326.05, setting="50,000 × 4 KiB, batch 64"),
