@@ -32,3 +32,16 @@ def test_recorded_ci_profile_time():
     assert set(rec["seconds"]) >= {"01_introduction", "02_random_vs_sequential", "03_dataloader"}
     for chapter, seconds in rec["seconds"].items():
         assert seconds < rec["target_seconds_per_chapter"] == 60, (chapter, seconds)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_reference_pinned_copy_reaches_the_independent_ceiling(host):
+    from datajourney import pcie
+
+    r = results.load_reference("06_pcie", host)
+    ceiling = r.metadata["ceiling"]
+    assert ceiling["available"] and ceiling["size"] == 1 << 30
+    assert pcie.pinned_h2d_1gib(r) >= 0.95 * ceiling["GBps"]
+    b = r.table("bandwidth")
+    assert r.metadata["link"]["peak_GBps"] and b["pct_of_peak"].notna().all()  # every point against the peak
+    assert (1 << 30) in set(b["size"]) and {16 << 20, 256 << 20} <= set(r.table("overlap")["size"])
