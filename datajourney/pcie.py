@@ -117,6 +117,20 @@ def check_sizes(sizes: Sequence[int], *, buffers: int = 3) -> list[str]:
 
 
 # --------------------------------------------------------------------------- timing
+def synced_ms(fn, repeats: int) -> list[float]:
+    """Host-clock ms of ``fn`` between two device synchronisations, ``repeats`` times after one
+    untimed warm-up call."""
+    out = []
+    for k in range(repeats + 1):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        if k:
+            out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
 def _host(n: int, pinned: bool) -> torch.Tensor:
     t = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
     t.fill_(1)  # touch every page, so that first-touch faults stay out of the timing
@@ -243,21 +257,16 @@ def bidirectional(size: int, *, repeats: int) -> dict:
                                                                                   device="cuda")
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
 
+    def copies(h2d: bool, d2h: bool) -> None:
+        if h2d:
+            with torch.cuda.stream(s1):
+                d_in.copy_(h_in, non_blocking=True)
+        if d2h:
+            with torch.cuda.stream(s2):
+                h_out.copy_(d_out, non_blocking=True)
+
     def timed(h2d: bool, d2h: bool) -> float:
-        out = []
-        for k in range(repeats + 1):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            if h2d:
-                with torch.cuda.stream(s1):
-                    d_in.copy_(h_in, non_blocking=True)
-            if d2h:
-                with torch.cuda.stream(s2):
-                    h_out.copy_(d_out, non_blocking=True)
-            torch.cuda.synchronize()
-            if k:
-                out.append((time.perf_counter() - t0) * 1e3)
-        return float(np.median(out))
+        return float(np.median(synced_ms(lambda: copies(h2d, d2h), repeats)))
 
     a, b, both = timed(True, False), timed(False, True), timed(True, True)
     r = overlap_ratio(a, b, both)
@@ -290,15 +299,7 @@ def copy_kernel_overlap(size: int, *, kernel_ms: float, repeats: int) -> dict:
             torch.mm(a, a)
 
     def timed(fn) -> float:
-        out = []
-        for k in range(repeats + 1):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            if k:
-                out.append((time.perf_counter() - t0) * 1e3)
-        return float(np.median(out))
+        return float(np.median(synced_ms(fn, repeats)))
 
     c, kt = timed(copy), timed(kernels)
     both = timed(lambda: (kernels(), copy()))
@@ -332,14 +333,7 @@ def pin_on_the_fly(size: int, *, repeats: int) -> pd.DataFrame:
     }
     rows = []
     for name, fn in ways.items():
-        out = []
-        for k in range(repeats + 1):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            if k:
-                out.append((time.perf_counter() - t0) * 1e3)
+        out = synced_ms(fn, repeats)
         rows.append(dict(way=name, size=size, median_ms=float(np.median(out)), min_ms=min(out), max_ms=max(out),
                          GBps=size / (np.median(out) / 1e3) / GB))
     return pd.DataFrame(rows)
