@@ -124,7 +124,11 @@ def _publish(tmp: Path, final: Path) -> None:
         tmp.rename(final)
 
 
-def _generate(parent: Path, name: str, params: dict, total: int, needed: int, write, progress: bool) -> Path:
+def generate(parent: Path, name: str, params: dict, total: int | None, needed: int, write, progress: bool) -> Path:
+    """Return ``parent/name`` if it holds a complete data set made with ``params``; otherwise check
+    for ``needed`` bytes of free space, let ``write(tmp_dir, progress)`` fill a hidden temporary
+    directory and return its checksum, write the manifest last and rename the directory into
+    place. ``total`` is the payload size recorded in the manifest (``None``: measured)."""
     final = parent / name
     if is_ready(parent, name, params):
         return final
@@ -139,7 +143,8 @@ def _generate(parent: Path, name: str, params: dict, total: int, needed: int, wr
             "format": FORMAT_VERSION,
             "params": params,
             "sha256": digest,
-            "bytes": total,
+            "bytes": total if total is not None else sum(
+                f.stat().st_size for f in tmp.rglob("*") if f.is_file()),
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "generation_seconds": round(time.perf_counter() - t0, 3),
         }
@@ -175,7 +180,7 @@ def shard_plan(size: int, seed: int = 0) -> tuple[str, dict, int]:
 
 def check_space(data_dir, plans) -> Path:
     """Check up front that ``data_dir`` is writable and can hold every data set not yet there."""
-    parent = writable_dir("data_dir", data_dir if data_dir is not None else _ensure_default())
+    parent = writable_dir("data_dir", data_dir if data_dir is not None else ensure_default_dir())
     need = sum(b for name, params, b in plans if not is_ready(parent, name, params))
     if need:
         free_space("data_dir", parent, need)
@@ -197,7 +202,7 @@ def small_files(
     byte range ``[i * file_size, (i + 1) * file_size)`` of the shard.
     """
     name, params, needed = small_files_plan(n_files, file_size, seed)
-    parent = writable_dir("data_dir", data_dir if data_dir is not None else _ensure_default())
+    parent = writable_dir("data_dir", data_dir if data_dir is not None else ensure_default_dir())
 
     def write(tmp: Path, show: bool) -> str:
         rng = np.random.default_rng(seed)
@@ -214,14 +219,14 @@ def small_files(
                 bar.update(file_size)
         return h.hexdigest()
 
-    root = _generate(parent, name, params, n_files * file_size, needed, write, progress)
+    root = generate(parent, name, params, n_files * file_size, needed, write, progress)
     return SmallFiles(root, n_files, file_size, seed)
 
 
 def shard(data_dir=None, *, size: int, seed: int = 0, progress: bool = True) -> Shard:
     """Get (generate or reuse) one contiguous file of ``size`` random bytes."""
     name, params, needed = shard_plan(size, seed)
-    parent = writable_dir("data_dir", data_dir if data_dir is not None else _ensure_default())
+    parent = writable_dir("data_dir", data_dir if data_dir is not None else ensure_default_dir())
 
     def write(tmp: Path, show: bool) -> str:
         rng = np.random.default_rng(seed)
@@ -236,7 +241,7 @@ def shard(data_dir=None, *, size: int, seed: int = 0, progress: bool = True) -> 
                 bar.update(len(data))
         return h.hexdigest()
 
-    root = _generate(parent, name, params, size, needed, write, progress)
+    root = generate(parent, name, params, size, needed, write, progress)
     return Shard(root, size, seed)
 
 
@@ -257,7 +262,8 @@ def verify(ds: SmallFiles | Shard) -> bool:
     return True
 
 
-def _ensure_default() -> Path:
+def ensure_default_dir() -> Path:
+    """The default data directory, created if missing."""
     d = default_data_dir()
     d.mkdir(parents=True, exist_ok=True)
     return d
