@@ -38,7 +38,7 @@ CHAPTERS = [
     Chapter(4, "cpu_starvation", "CPU starvation", "datajourney.starvation"),
     Chapter(5, "padding_tax", "The padding tax", "datajourney.padding"),
     Chapter(6, "pcie", "Crossing PCIe", "datajourney.pcie"),
-    Chapter(7, "full_picture", "The full picture"),
+    Chapter(7, "full_picture", "The full picture", "datajourney.training"),
     Chapter(8, "threads_processes_gil", "Threads, processes and the GIL"),
     Chapter(9, "reading_smarter", "Reading smarter"),
     Chapter(10, "mmap_vs_read", "Tracing the I/O: mmap vs read()"),

@@ -55,6 +55,18 @@ PUBLISHED: dict[str, list[Figure]] = {
         Figure("overlap, pinned + non_blocking, 16 MiB", 77, unit="%"),
         Figure("link peak (theoretical)", 31.51, unit="GB/s", setting="PCIe 4.0 x16"),
     ],
+    "07_full_picture": [
+        Figure("ImageFolder, workers=0: data wait", 130.52, unit="ms", setting="ResNet-50, batch 64, 224×224 JPEGs"),
+        Figure("ImageFolder, workers=0: images/s", 280.5, unit="img/s"),
+        Figure("streaming (MDS), workers=0: data wait", 92.09, unit="ms"),
+        Figure("streaming (MDS), workers=0: images/s", 337.1, unit="img/s"),
+        Figure("ImageFolder, workers=4: data wait", 0.4, unit="ms", setting="both formats ≈0.4 ms"),
+        Figure("ImageFolder, workers=4: images/s", 652, unit="img/s", setting="both formats ≈652 img/s"),
+        Figure("streaming (MDS), workers=4: data wait", 0.4, unit="ms"),
+        Figure("streaming (MDS), workers=4: images/s", 652, unit="img/s"),
+        Figure("compute per step (forward+backward+optimizer)", 94.6, unit="ms"),
+        Figure("H2D per step", 3.07, unit="ms"),
+    ],
     "03_dataloader": [
         Figure("small files, workers=0", 16.70, setting="50,000 × 4 KiB, batch 64"),
         Figure("shard, workers=0", 326.05, setting="50,000 × 4 KiB, batch 64"),

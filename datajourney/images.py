@@ -187,3 +187,18 @@ class ImageFolderDataset(Dataset):
         with open(self.files[i], "rb") as f:
             data = f.read()
         return decode(data, self.out_size), i % self.classes
+
+
+def mds_dataset(shards: Path, out_size: int = 224, *, shuffle: bool = True, batch_size: int = 64, seed: int = 0):
+    """The MDS shards read back with ``streaming.StreamingDataset``, decoded like the ImageFolder set."""
+    from streaming import StreamingDataset
+    from streaming.base.util import clean_stale_shared_memory
+
+    clean_stale_shared_memory()
+
+    class DecodedMDS(StreamingDataset):
+        def __getitem__(self, i):
+            s = super().__getitem__(i)
+            return decode(s["jpeg"], out_size), int(s["label"])
+
+    return DecodedMDS(local=str(shards), shuffle=shuffle, shuffle_seed=seed, batch_size=batch_size)

@@ -225,3 +225,34 @@ def mask_heatmap(mask, doc_ids, *, title: str) -> go.Figure:
     fig.update_xaxes(title_text="key position (attended to)")
     fig.update_yaxes(title_text="query position", autorange="reversed")
     return fig
+
+
+def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
+    """Stacked per-step phase times, one bar per (format, workers) scenario."""
+    lab = summary["format"] + ", W=" + summary["workers"].astype(str)
+    fig = go.Figure()
+    colours = [PALETTE[5], PALETTE[6], PALETTE[0], PALETTE[4], PALETTE[2]]
+    for i, ph in enumerate(phases):
+        fig.add_bar(x=lab, y=summary[ph], name=ph, marker_color=colours[i % len(colours)],
+                    hovertemplate=f"%{{x}}<br>{ph}: %{{y:,.2f}} ms<extra></extra>")
+    fig.update_layout(title=title, barmode="stack", legend_title_text="phase")
+    fig.update_xaxes(title_text="scenario (format, DataLoader workers)", type="category")
+    fig.update_yaxes(title_text="time per step (ms)")
+    return fig
+
+
+def au_and_ceiling(summary: pd.DataFrame, *, title: str) -> go.Figure:
+    """AU (%) and throughput as % of the ceiling per scenario."""
+    lab = summary["format"] + ", W=" + summary["workers"].astype(str)
+    fig = go.Figure()
+    fig.add_bar(x=lab, y=100 * summary["au"], name="AU (%)", marker_color=PALETTE[0],
+                hovertemplate="%{x}<br>AU %{y:.1f}%<extra></extra>")
+    fig.add_bar(x=lab, y=summary["pct_of_ceiling"], name="% of ceiling", marker_color=PALETTE[1],
+                hovertemplate="%{x}<br>%{y:.1f}% of the ceiling<extra></extra>")
+    fig.add_hline(y=90, line=dict(dash="dot", color=PALETTE[0]), annotation_text="AU 90%")
+    fig.add_hline(y=95, line=dict(dash="dot", color=PALETTE[1]), annotation_text="95% of ceiling",
+                  annotation_position="bottom right")
+    fig.update_layout(title=title, barmode="group", legend_title_text="measure")
+    fig.update_xaxes(title_text="scenario (format, DataLoader workers)", type="category")
+    fig.update_yaxes(title_text="percent", range=[0, 110])
+    return fig
