@@ -102,6 +102,19 @@ def writable_dir(name: str, path, *, create: bool = True) -> Path:
     return p
 
 
+def creatable_dir(name: str, path) -> Path:
+    """A directory that exists and is writable, or could be created: its nearest existing
+    ancestor is a writable directory. Nothing is created."""
+    p = Path(path).expanduser().absolute()
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ParameterError(name, str(path), f"a directory path ({probe} is a file)")
+    writable_dir(name, probe, create=False)
+    return p
+
+
 def free_space(name: str, path: Path, needed_bytes: int, *, margin: float = 0.05) -> None:
     """Fail when the file system holding ``path`` has less free space than needed (+margin)."""
     free = shutil.disk_usage(path).free

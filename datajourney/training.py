@@ -209,10 +209,10 @@ def preflight(params: dict):
     """Parameters, output directory and free disk, before any work. A missing mosaicml-streaming
     is not an error: the MDS half is skipped with the reason, the ImageFolder half runs."""
     from . import datasets, images, results
-    from .params import writable_dir
+    from .params import creatable_dir
 
     p = check_parameters(params)
-    writable_dir("run_dir", results.resolve_run_dir(p.get("run_dir")))
+    creatable_dir("run_dir", results.resolve_run_dir(p.get("run_dir")))
     plan = images.image_folder_plan(p["n_images"], p["image_size"], p["jpeg_quality"], p["classes"], p["seed"])
     need = [plan] + ([(plan[0] + "-mds", {"mds": True}, plan[2])] if "mds" in p["formats"] else [])
     parent = datasets.check_space(p.get("data_dir"), need)

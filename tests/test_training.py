@@ -41,8 +41,11 @@ def test_bad_parameters_are_named(tmp_path, name, value, needle):
 
 
 def test_unwritable_output_directory(tmp_path):
-    with pytest.raises(ParameterError, match="'run_dir'"):
-        training.preflight({**P, "data_dir": str(tmp_path), "run_dir": str(tmp_path / "no" / "such")})
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ParameterError, match="'run_dir'.*is a file"):
+        training.preflight({**P, "data_dir": str(tmp_path), "run_dir": str(tmp_path / "file" / "run")})
+    training.preflight({**P, "data_dir": str(tmp_path), "run_dir": str(tmp_path / "new" / "run")})  # creatable
+    assert not (tmp_path / "new").exists()  # nothing was created
 
 
 def test_too_many_images_for_the_disk(tmp_path):
