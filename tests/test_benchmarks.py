@@ -45,3 +45,15 @@ def test_reference_pinned_copy_reaches_the_independent_ceiling(host):
     b = r.table("bandwidth")
     assert r.metadata["link"]["peak_GBps"] and b["pct_of_peak"].notna().all()  # every point against the peak
     assert (1 << 30) in set(b["size"]) and {16 << 20, 256 << 20} <= set(r.table("overlap")["size"])
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_reference_training_loop_keeps_up_within_ten_minutes(host):
+    r = results.load_reference("07_full_picture", host)
+    sc = r.table("scenarios")
+    best = sc.sort_values("images_per_s").iloc[-1]
+    assert best["au"] >= 0.90 and best["pct_of_ceiling"] >= 95, best
+    assert r.parameters["n_images"] == 100_000 and set(sc["format"]) == {"imagefolder", "mds"}
+    runs = [json.loads(p.read_text()) for p in (results.REFERENCE_DIR / host).glob("run-*.json")]
+    seconds = [c["seconds"] for rec in runs for c in rec["chapters"] if c["chapter"] == "07_full_picture"]
+    assert seconds and seconds[-1] <= 600  # data generation included
