@@ -32,8 +32,9 @@ def test_run_on_cpu(tmp_path):
         assert "mosaicml-streaming" in res.metadata["mds_note"] and set(sc["format"]) == {"imagefolder"}
 
 
-@pytest.mark.parametrize("name,value,needle", [("n_images", 8, "at least one batch"), ("workers", [-1], "from 0"),
-                                               ("formats", ["tfrecord"], "'imagefolder'"), ("model", "vit", "resnet50")])
+@pytest.mark.parametrize("name,value,needle", [
+    ("n_images", 8, "at least one batch"), ("workers", [-1], "from 0"), ("formats", ["tfrecord"], "'imagefolder'"),
+    ("model", "vit", "resnet50")])
 def test_bad_parameters_are_named(tmp_path, name, value, needle):
     with pytest.raises(ParameterError, match=repr(name)) as e:
         training.preflight({**P, name: value, "data_dir": str(tmp_path), "run_dir": str(tmp_path)})
