@@ -132,14 +132,22 @@ def streaming_status() -> tuple[bool, str]:
     return True, "mosaicml-streaming " + getattr(__import__("streaming"), "__version__", "?")
 
 
+def mds_plan(folder_plan: tuple[str, dict, int]) -> tuple[str, dict, int]:
+    """(directory name, manifest parameters, bytes on disk) of the MDS copy of an ImageFolder set.
+    The source's name holds all its generation parameters, and generation is deterministic."""
+    name, _, size = folder_plan
+    return f"mds-{name}", {"kind": "mds", "source": name}, size
+
+
 def mds_shards(src: ImageFolderSet, data_dir=None, *, progress: bool = True) -> Path:
     """Get (write with ``MDSWriter``, or reuse) MDS shards holding exactly ``src``'s JPEG bytes and labels."""
     ok, why = streaming_status()
     if not ok:
         raise RuntimeError(why)
     parent = writable_dir("data_dir", data_dir if data_dir is not None else datasets.ensure_default_dir())
-    params = {"kind": "mds", "source": src.root.name, "source_sha256": src.manifest["sha256"]}
-    size = sum(p.stat().st_size for p in src.files)
+    p = src.manifest["params"]
+    name, params, _ = mds_plan(image_folder_plan(p["n_images"], p["size"], p["quality"], p["classes"], p["seed"]))
+    size = src.manifest["bytes"]
 
     def write(tmp: Path, show: bool) -> str:
         from streaming import MDSWriter
@@ -154,8 +162,7 @@ def mds_shards(src: ImageFolderSet, data_dir=None, *, progress: bool = True) -> 
                 h.update(hashlib.sha256(data).hexdigest().encode())
         return h.hexdigest()
 
-    return datasets.generate(parent, f"mds-{src.root.name}", params, size, 2 * size + (64 << 20), write,
-                              progress) / "shards"
+    return datasets.generate(parent, name, params, size, 2 * size + (64 << 20), write, progress) / "shards"
 
 
 # --------------------------------------------------------------------------- reading

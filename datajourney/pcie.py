@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 
 from .params import ParameterError, int_list, positive_int
+from .timing import cuda_ms, synced_ms
 
 CHAPTER = "06_pcie"
 GB = 1e9
@@ -117,20 +118,6 @@ def check_sizes(sizes: Sequence[int], *, buffers: int = 3) -> list[str]:
 
 
 # --------------------------------------------------------------------------- timing
-def synced_ms(fn, repeats: int) -> list[float]:
-    """Host-clock ms of ``fn`` between two device synchronisations, ``repeats`` times after one
-    untimed warm-up call."""
-    out = []
-    for k in range(repeats + 1):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        if k:
-            out.append((time.perf_counter() - t0) * 1e3)
-    return out
-
-
 def _host(n: int, pinned: bool) -> torch.Tensor:
     t = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
     t.fill_(1)  # touch every page, so that first-touch faults stay out of the timing
@@ -163,7 +150,7 @@ def bandwidth_sweep(sizes: Sequence[int], *, repeats: int, warmup: int, progress
         for pinned in (True, False):
             h = _host(n, pinned)
             for direction, (dst, src) in (("H2D", (dev, h)), ("D2H", (h, dev))):
-                reps = max(3, min(repeats, int(repeats * (256 << 20) / n) if n > (256 << 20) else repeats))
+                reps = repeats if n <= (256 << 20) else max(3, repeats * (256 << 20) // n)
                 ev, host = time_copy(dst, src, repeats=reps, warmup=warmup)
                 for clock, ms in (("CUDA events", ev), ("host clock", host)):
                     rows += [dict(size=n, direction=direction, memory="pinned" if pinned else "pageable",
@@ -279,7 +266,8 @@ def copy_kernel_overlap(size: int, *, kernel_ms: float, repeats: int) -> dict:
     The compute stream waits for the copy's event before it may use the data, and the
     copied tensor is recorded on the compute stream so its memory is not reused early."""
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    one = _time_gpu(lambda: torch.mm(a, a), 3)
+    torch.mm(a, a)  # warm-up
+    one = cuda_ms(lambda: torch.mm(a, a), 3) / 3
     iters = max(1, round(kernel_ms / one))
     h = _host(size, True)
     side = torch.cuda.Stream()
@@ -305,18 +293,6 @@ def copy_kernel_overlap(size: int, *, kernel_ms: float, repeats: int) -> dict:
     both = timed(lambda: (kernels(), copy()))
     r = overlap_ratio(c, kt, both)
     return dict(size=size, copy_ms=c, kernel_ms=kt, both_ms=both, overlap=r, verdict=verdict(r))
-
-
-def _time_gpu(fn, k: int) -> float:
-    fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(k):
-        fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / k
 
 
 def pin_on_the_fly(size: int, *, repeats: int) -> pd.DataFrame:

@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .params import ParameterError, choices, int_list, nonnegative_int, positive_int
+from .timing import cuda_ms
 
 CHAPTER = "04_cpu_starvation"
 WORK_KINDS = ("sleep", "tokenize", "decode")
@@ -62,7 +63,9 @@ class WorkDataset(Dataset):
             self.texts = [" ".join([t] * scale) for t in texts]
             self.tokenizer = tokenizer
         elif kind == "decode":
-            self.jpegs = _jpegs(8, 64 * scale, seed)
+            from .images import jpeg
+
+            self.jpegs = [jpeg(seed, k, 64 * scale, 80) for k in range(8)]
 
     def __len__(self):
         return self.n
@@ -78,23 +81,6 @@ class WorkDataset(Dataset):
 
         img = Image.open(io.BytesIO(self.jpegs[i % len(self.jpegs)])).convert("RGB")
         return torch.from_numpy(np.asarray(img)[:8, :8, 0].reshape(-1).astype(np.int64))
-
-
-def _jpegs(k: int, size: int, seed: int) -> list[bytes]:
-    """``k`` synthetic JPEGs (smooth gradients plus noise, quality 80) of ``size``² pixels."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    out = []
-    yy, xx = np.mgrid[0:size, 0:size]
-    for _ in range(k):
-        base = np.stack([(xx * rng.uniform(0.2, 1)) % 256, (yy * rng.uniform(0.2, 1)) % 256,
-                         ((xx + yy) * rng.uniform(0.1, 0.5)) % 256], axis=-1)
-        img = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
-        buf = io.BytesIO()
-        Image.fromarray(img).save(buf, format="JPEG", quality=80)
-        out.append(buf.getvalue())
-    return out
 
 
 def calibrate_scale(make, kind: str, target_ms: float, samples: int = 32) -> int:
@@ -142,28 +128,19 @@ class Step:
             self.a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
             self.b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
             for _ in range(3):
-                self._matmuls(4)
-            one = min(self._timed(8) for _ in range(3)) / 8
+                cuda_ms(self._matmul, 4)  # warm-up
+            one = min(cuda_ms(self._matmul, 8) for _ in range(3)) / 8
             self.iters = max(1, round(g_ms / one))
-            self.calibrated_ms = self._timed(self.iters)
+            self.calibrated_ms = cuda_ms(self._matmul, self.iters)
 
-    def _matmuls(self, k: int):
-        for _ in range(k):
-            torch.mm(self.a, self.b)
-
-    def _timed(self, k: int) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        self._matmuls(k)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
+    def _matmul(self):
+        torch.mm(self.a, self.b)
 
     def __call__(self, batch: torch.Tensor) -> float:
         """Run one step on ``batch``; return its compute time in ms."""
         if self.cuda:
             batch.to("cuda", non_blocking=True)
-            return self._timed(self.iters)
+            return cuda_ms(self._matmul, self.iters)
         t0 = time.perf_counter()
         time.sleep(self.g_ms / 1e3)
         return (time.perf_counter() - t0) * 1e3

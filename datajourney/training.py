@@ -12,9 +12,11 @@ The ceiling is the same loop fed by one batch kept in GPU memory: no loading, no
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from itertools import cycle
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -164,7 +166,7 @@ def profile_trace(batches, model, opt, *, device: str, out_dir, steps: int = 6) 
     with profile(activities=acts, schedule=schedule(wait=1, warmup=1, active=max(1, steps - 2), repeat=1),
                  on_trace_ready=tensorboard_trace_handler(str(out_dir), worker_name="trace")) as prof:
         train_steps(batches, model, opt, steps=steps, device=device, profiler=prof)
-    files = sorted(p.name for p in __import__("pathlib").Path(out_dir).glob("*.json*"))
+    files = sorted(p.name for p in Path(out_dir).glob("*.json*"))
     return files[-1] if files else ""
 
 
@@ -196,7 +198,7 @@ def check_parameters(p: dict) -> dict:
         raise ParameterError("n_images", q["n_images"], f"at least one batch (batch_size = {q['batch_size']})")
     q["out_size"] = positive_int("out_size", p["out_size"], maximum=4096)
     q["formats"] = choices("formats", p["formats"], FORMATS)
-    cores = len(__import__("os").sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
     q["workers"] = int_list("workers", p["workers"], minimum=0, maximum=max(64, 4 * cores))
     q["steps"] = positive_int("steps", p["steps"], maximum=100_000)
     q["warmup_steps"] = positive_int("warmup_steps", p["warmup_steps"], maximum=10_000)
@@ -214,7 +216,7 @@ def preflight(params: dict):
     p = check_parameters(params)
     creatable_dir("run_dir", results.resolve_run_dir(p.get("run_dir")))
     plan = images.image_folder_plan(p["n_images"], p["image_size"], p["jpeg_quality"], p["classes"], p["seed"])
-    need = [plan] + ([(plan[0] + "-mds", {"mds": True}, plan[2])] if "mds" in p["formats"] else [])
+    need = [plan] + ([images.mds_plan(plan)] if "mds" in p["formats"] else [])
     parent = datasets.check_space(p.get("data_dir"), need)
     return p, parent
 
@@ -232,6 +234,7 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     from tqdm import tqdm
 
     from . import images, pagecache, results
+    from .starvation import measure_cost_ms
 
     p, parent = preflight(params)
     rd = results.resolve_run_dir(run_dir)
@@ -281,7 +284,8 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
             out.mkdir(parents=True, exist_ok=True)
             traces[fmt] = str(out.relative_to(rd) / profile_trace(forever(loader(fmt, max(p["workers"]))), net, opt,
                                                                   device=device, out_dir=out))
-    decode_ms = _decode_cost_ms(src, out_size)
+    # one core's cost per image for the light transforms (steady state, files already cached)
+    decode_ms = measure_cost_ms(images.ImageFolderDataset(src, out_size), samples=200)
     res.add("scenarios", summary)
     res.add("steps", pd.concat(step_tables, ignore_index=True))
     res.add("ceiling", [dict(ceil_s, model=model, device=device)])
@@ -292,19 +296,6 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
                         datasets={"imagefolder": src.manifest})
     res.save(rd)
     return res
-
-
-def _decode_cost_ms(src, out_size: int, n: int = 200) -> float:
-    """Mean ms for one image's light transforms (read, decode, resize, normalise) on one core."""
-    from . import images
-
-    ds = images.ImageFolderDataset(src, out_size)
-    n = min(n, len(ds))
-    ds[0]
-    t0 = time.perf_counter()
-    for i in range(n):
-        ds[i]
-    return (time.perf_counter() - t0) * 1e3 / n
 
 
 def key_metrics(res) -> dict:
