@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 from . import REPO_ROOT
-from .params import ParameterError
+from .book.params import ParameterError
 
 
 def _run(a) -> int:
-    from . import runner
+    from .book import runner
 
     overrides = {}
     for name, value in a.param or []:
@@ -22,15 +22,15 @@ def _run(a) -> int:
                          results_root=a.results, extra=extra, progress=not a.quiet)
     print(f"results and executed notebooks: {run_dir}")
     if a.book:
-        from . import book
+        from .book import sphinx_ext
 
-        index = book.build(run_dir)
+        index = sphinx_ext.build(run_dir)
         print(f"book built: open file://{index}")
     return 0
 
 
 def _book(a) -> int:
-    from . import book, runner
+    from .book import sphinx_ext, runner
 
     run_dir = None
     if a.run:
@@ -40,7 +40,7 @@ def _book(a) -> int:
         if not (run_dir / "run.json").exists():
             raise ParameterError("--run", a.run, "a run directory made by 'python -m datajourney run' "
                                  f"(looked in {run_dir})")
-    index = book.build(run_dir, strict=not a.no_strict)
+    index = sphinx_ext.build(run_dir, strict=not a.no_strict)
     print(f"book built: open file://{index}")
     return 0
 
@@ -48,7 +48,7 @@ def _book(a) -> int:
 def _promote(a) -> int:
     """Make a finished run the committed reference: results to data/reference/<host>/,
     executed notebooks to notebooks/."""
-    from .results import REFERENCE_DIR
+    from .book.results import REFERENCE_DIR
 
     run_dir = Path(a.run_dir)
     record = json.loads((run_dir / "run.json").read_text())
@@ -77,8 +77,8 @@ def _bench(a) -> int:
     """Record how long each chapter takes under a profile on this machine, data generation included."""
     import tempfile
 
-    from . import runner
-    from .fingerprint import fingerprint, summary
+    from .book import runner
+    from .book.fingerprint import fingerprint, summary
 
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
         run_dir = runner.run(profile=a.profile, overrides={"data_dir": tmp}, run_id="bench",
@@ -101,7 +101,7 @@ def _bench(a) -> int:
 
 
 def _fingerprint(a) -> int:
-    from .fingerprint import fingerprint, summary
+    from .book.fingerprint import fingerprint, summary
 
     fp = fingerprint(a.data_dir)
     if a.json:
@@ -113,7 +113,7 @@ def _fingerprint(a) -> int:
 
 
 def _chapters(a) -> int:
-    from .chapters import CHAPTERS
+    from .book.chapters import CHAPTERS
 
     for c in CHAPTERS:
         print(f"{c.number:>3}  {c.name:<28} {'ready' if c.available else 'not yet written'}")
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
 
     r = sub.add_parser("run", help="execute chapter notebooks into results/<run-id>/")
     r.add_argument("chapters", nargs="*", help="chapter numbers or names (default: all written)")
-    r.add_argument("--profile", default="quick", help="ci, quick or full (datajourney/profiles.yaml)")
+    r.add_argument("--profile", default="quick", help="ci, quick or full (datajourney/book/profiles.yaml)")
     r.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="override one parameter (YAML value: 4, [0, 4], true, null)")
     r.add_argument("--run-id", help="name of the run directory (default: date-time-profile)")
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     c.set_defaults(fn=_chapters)
 
     a = ap.parse_args(argv)
-    from .runner import RunError
+    from .book.runner import RunError
 
     try:
         return a.fn(a)

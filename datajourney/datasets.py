@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .params import ParameterError, free_space, positive_int, writable_dir
+from .book.params import ParameterError, free_space, positive_int, writable_dir
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from . import results
-from .fingerprint import summary
-from .plotting import PALETTE
+from .book import results
+from .book.fingerprint import summary
+from .book.plotting import PALETTE
 
 CHAPTER = "01_introduction"
 

@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from . import datasets, pagecache
-from .params import ParameterError, choice, choices, int_list, positive_int
+from .book.params import ParameterError, choice, choices, int_list, positive_int
 from .storage import CACHE_STATES, MB, set_cache_state
 
 CHAPTER = "03_dataloader"
@@ -152,7 +152,7 @@ def run(*, n_files: int, file_size: int, batch_size: int, workers, cache_states,
     params = {k: v for k, v in locals().items() if k != "progress"}
     from tqdm import tqdm
 
-    from . import results
+    from .book import results
 
     p, parent = preflight(params)
     res = results.start(CHAPTER, params, run_dir, parent)

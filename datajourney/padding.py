@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .params import ParameterError, choices, positive_int
+from .book.params import ParameterError, choices, positive_int
 
 CHAPTER = "05_padding_tax"
 STRATEGIES = ("pad_to_context", "pad_to_longest", "bucketed", "greedy_pack", "best_fit_decreasing")
@@ -355,7 +355,7 @@ def run(*, n_samples: int, context_length: int, batch_size: int, dataset: str, d
     params = {k: v for k, v in locals().items() if k != "progress"}
     from tqdm import tqdm
 
-    from . import results
+    from .book import results
 
     p, tokens, tok, source = preflight(params)
     res = results.start(CHAPTER, params, run_dir)

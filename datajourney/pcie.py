@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .params import ParameterError, int_list, positive_int
+from .book.params import ParameterError, int_list, positive_int
 from .timing import cuda_ms, synced_ms
 
 CHAPTER = "06_pcie"
@@ -86,7 +86,7 @@ def host_limits() -> dict:
     """Memory that can be allocated and pinned here: available RAM, cgroup limit, ``ulimit -l``."""
     import psutil
 
-    from .fingerprint import container_info
+    from .book.fingerprint import container_info
 
     c = container_info()
     return dict(available_bytes=psutil.virtual_memory().available, cgroup_limit_bytes=c["memory_limit_bytes"],
@@ -358,7 +358,7 @@ def run(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_sizes, c
     params = {k: v for k, v in locals().items() if k != "progress"}
     from tqdm import tqdm
 
-    from . import results
+    from .book import results
 
     p = check_parameters(params)
     warnings = check_sizes([*p["sizes"], *p["overlap_sizes"], p["ceiling_size"]])

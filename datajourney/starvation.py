@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .params import ParameterError, choices, int_list, nonnegative_int, positive_int
+from .book.params import ParameterError, choices, int_list, nonnegative_int, positive_int
 from .timing import cuda_ms
 
 CHAPTER = "04_cpu_starvation"
@@ -276,7 +276,8 @@ def run(*, d_ms: float, batch_size: int, g_ms: float, workers, published_workers
     params = {k: v for k, v in locals().items() if k != "progress"}
     from tqdm import tqdm
 
-    from . import results, textdata
+    from . import textdata
+    from .book import results
 
     p = check_parameters(params)
     texts = tok = source = None
@@ -359,7 +360,7 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
 
     from plotly.subplots import make_subplots
 
-    from .plotting import PALETTE
+    from .book.plotting import PALETTE
 
     ws = list(range(0, max_workers + 1))
     fig = make_subplots(specs=[[{"secondary_y": True}]])

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import datasets, pagecache
-from .params import ParameterError, choice, choices, int_list, positive_int
+from .book.params import ParameterError, choice, choices, int_list, positive_int
 
 MB = 1e6
 CACHE_STATES = ("cold", "warm")
@@ -249,7 +249,7 @@ def run(
     params = {k: v for k, v in locals().items() if k != "progress"}
     from tqdm import tqdm
 
-    from . import results
+    from .book import results
 
     p, parent = preflight(params)
     res = results.start(CHAPTER, params, run_dir, parent)

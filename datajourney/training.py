@@ -33,7 +33,7 @@ def make_model(name: str, classes: int) -> nn.Module:
         try:
             from torchvision.models import resnet50
         except ImportError:
-            from .params import ParameterError
+            from .book.params import ParameterError
 
             raise ParameterError("model", name, "'small_cnn' here: resnet50 needs torchvision") from None
         return resnet50(weights=None, num_classes=classes)
@@ -189,7 +189,7 @@ def forever(loader):
 
 
 def check_parameters(p: dict) -> dict:
-    from .params import ParameterError, choices, int_list, positive_int
+    from .book.params import ParameterError, choices, int_list, positive_int
 
     q = dict(p)
     q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=65536)
@@ -210,8 +210,9 @@ def check_parameters(p: dict) -> dict:
 def preflight(params: dict):
     """Parameters, output directory and free disk, before any work. A missing mosaicml-streaming
     is not an error: the MDS half is skipped with the reason, the ImageFolder half runs."""
-    from . import datasets, images, results
-    from .params import creatable_dir
+    from . import datasets, images
+    from .book import results
+    from .book.params import creatable_dir
 
     p = check_parameters(params)
     creatable_dir("run_dir", results.resolve_run_dir(p.get("run_dir")))
@@ -233,7 +234,8 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     from torch.utils.data import DataLoader
     from tqdm import tqdm
 
-    from . import images, pagecache, results
+    from . import images, pagecache
+    from .book import results
     from .starvation import measure_cost_ms
 
     p, parent = preflight(params)

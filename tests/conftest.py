@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from datajourney import REPO_ROOT, book, runner
+from datajourney import REPO_ROOT
+from datajourney.book import sphinx_ext, runner
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -48,4 +49,4 @@ def tracked_before() -> str:
 @pytest.fixture(scope="session")
 def run_book(tracked_before, ci_run) -> Path:
     """The book of a reader's run (ci profile), built with warnings as errors; its html directory."""
-    return book.build(ci_run).parent
+    return sphinx_ext.build(ci_run).parent

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from datajourney import REPO_ROOT, results
-from datajourney.stats import summarise
+from datajourney import REPO_ROOT
+from datajourney.book import results
+from datajourney.book.stats import summarise
 
 HOSTS = results.reference_hosts()
 

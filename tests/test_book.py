@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from conftest import tracked_digest as _tracked_digest
 
-from datajourney import book, chapters
+from datajourney.book import sphinx_ext, chapters
 
 pytestmark = pytest.mark.book
 
@@ -28,7 +28,7 @@ def test_run_book_builds_strictly(run_book):
 
 
 def test_reference_book_builds_strictly(tmp_path):
-    _check_html(book.build(None, path_output=tmp_path).parent)
+    _check_html(sphinx_ext.build(None, path_output=tmp_path).parent)
 
 
 def test_rerun_modifies_no_tracked_file(run_book, tracked_before):

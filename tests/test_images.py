@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from datajourney import images
-from datajourney.params import ParameterError
+from datajourney.book.params import ParameterError
 
 
 def test_image_folder_is_generated_deterministically(tmp_path):

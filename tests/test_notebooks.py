@@ -4,8 +4,8 @@ import json
 import nbformat
 import pytest
 
-from datajourney import chapters
-from datajourney.results import Result
+from datajourney.book import chapters
+from datajourney.book.results import Result
 
 pytestmark = pytest.mark.notebooks
 

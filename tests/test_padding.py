@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from datajourney import padding, textdata
-from datajourney.params import ParameterError
+from datajourney.book.params import ParameterError
 
 OFFLINE = pytest.mark.skipif(textdata.offline_dir() is None, reason="no offline copy of Alpaca/GPT-2 (../shared/data)")
 

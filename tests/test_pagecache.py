@@ -4,7 +4,7 @@ import os
 import pytest
 
 from datajourney import pagecache
-from datajourney.fingerprint import storage_info
+from datajourney.book.fingerprint import storage_info
 
 
 def _file(path, size=4 << 20):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from datajourney import pcie
-from datajourney.params import ParameterError
+from datajourney.book.params import ParameterError
 
 P = dict(sizes=[65536], repeats=3, warmup=1, ceiling_size=65536, overlap_sizes=[65536], cpu_work_ms=1.0)
 

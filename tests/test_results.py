@@ -1,12 +1,14 @@
 """Result files: tidy tables, metadata, and the environment fingerprint, round-tripped."""
 import json
+import re
 import math
 
 import pandas as pd
 import pytest
 
-from datajourney import compare, results
-from datajourney.fingerprint import fingerprint, summary
+from datajourney import REPO_ROOT
+from datajourney.book import published, results
+from datajourney.book.fingerprint import fingerprint, summary
 
 FIELDS = {
     "gpu": ["available"], "cpu": ["model", "logical_cores", "usable_cores", "hypervisor"],
@@ -66,7 +68,23 @@ def test_committed_reference_results_carry_fingerprints():
 def test_three_columns_table():
     this = {"random read, cold": (10.0, 1.0), "sequential read, cold": (100.0, 2.0),
             "sequential ÷ random, cold": (10.0, None)}
-    df = compare.three_columns("02_random_vs_sequential", this, None)
-    assert list(df["published (S1)"]) == ["70.39 ± 3.12 MB/s", "1,421.85 ± 13.47 MB/s", "20.2×"]
-    assert list(df["this run"]) == ["10.00 ± 1.00 MB/s", "100.00 ± 2.00 MB/s", "10.0×"]
+    df = published.three_columns("02_random_vs_sequential", this, None)
+    assert list(df["published (S1)"]) == ["70.39 ± 3.12 MB/s", "1421.85 ± 13.47 MB/s", "20.2×"]
+    assert list(df["this run"]) == ["10.0 ± 1.00 MB/s", "100 ± 2.00 MB/s", "10.0×"]
     assert (df["reference run"] == "not committed yet").all()
+    ref = published.three_columns("02_random_vs_sequential", this, None, this_is_reference=True)
+    assert "this run" not in ref.columns  # the committed book never repeats the reference column
+
+
+def test_published_figures_are_quoted_exactly():
+    """Every published figure (value and std) appears verbatim in its source document."""
+    sources = {"S1": "000_48310452fe021a32.txt"}
+    shared = REPO_ROOT.parent / "shared" / "sources"
+    if not shared.is_dir():
+        pytest.skip("../shared/sources is not beside this checkout")
+    for chapter, figs in published.PUBLISHED.items():
+        for f in figs:
+            text = (shared / sources[f.source]).read_text()
+            for token in filter(None, (f.value, f.std)):
+                assert re.search(rf"(?<![\d.]){re.escape(token)}(?![\d])", text), (chapter, f.metric, token)
+            assert f.setting, (chapter, f.metric)

@@ -6,8 +6,8 @@ import sys
 import nbformat
 import pytest
 
-from datajourney import chapters, runner
-from datajourney.params import ParameterError
+from datajourney.book import chapters, runner
+from datajourney.book.params import ParameterError
 
 
 def test_every_profile_sets_only_real_parameters():

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from datajourney import starvation, textdata
-from datajourney.params import ParameterError
+from datajourney.book.params import ParameterError
 
 P = dict(d_ms=5.0, batch_size=32, g_ms=50.0, workers=[0, 4], published_workers=[0, 4], steps=4, warmup_steps=1,
          work_kinds=["sleep"], real_work_scale=0, boundary_workers=2, steps_per_epoch=3, prefetch_factors=[2])

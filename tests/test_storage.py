@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from datajourney import datasets, pagecache, storage
-from datajourney.results import Result
+from datajourney.book.results import Result
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from datajourney import training
-from datajourney.params import ParameterError
+from datajourney.book.params import ParameterError
 
 P = dict(n_images=96, image_size=32, jpeg_quality=80, classes=4, out_size=32, batch_size=16, model="small_cnn",
          lr=0.1, formats=["imagefolder", "mds"], workers=[0, 2], steps=3, warmup_steps=1, purge_method="auto",

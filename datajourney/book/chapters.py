@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import REPO_ROOT
+from .. import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import REPO_ROOT
+from .. import REPO_ROOT
 from .fingerprint import fingerprint
 
 SCHEMA = "datajourney.result/1"

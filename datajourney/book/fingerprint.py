@@ -200,7 +200,7 @@ def software_info() -> dict:
         vers["cudnn"] = torch.backends.cudnn.version() if torch.cuda.is_available() else None
     except ImportError:
         vers["cuda"] = None
-    from . import __version__
+    from .. import __version__
 
     vers["datajourney"] = __version__
     repo = Path(__file__).resolve().parent.parent
@@ -212,7 +212,7 @@ def software_info() -> dict:
 
 def fingerprint(data_dir=None, parameters: dict | None = None) -> dict:
     """The full fingerprint; ``data_dir`` picks the storage device that is described."""
-    from .datasets import default_data_dir
+    from ..datasets import default_data_dir
 
     return {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

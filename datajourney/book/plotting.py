@@ -21,6 +21,7 @@ class BookRenderer(MimetypeRenderer):
     """plotly JSON for live notebooks + an HTML fragment for the static book."""
 
     def to_mimebundle(self, fig_dict):
+        tidy(fig_dict)
         meta = (fig_dict.get("layout") or {}).get("meta")
         html = pio.to_html(
             fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
@@ -28,6 +29,37 @@ class BookRenderer(MimetypeRenderer):
             post_script=meta.get("post_script") if isinstance(meta, dict) else None,
         )
         return {"application/vnd.plotly.v1+json": fig_dict, "text/html": html}
+
+
+def tidy(fig_dict: dict) -> dict:
+    """Rules every chart follows, applied as it is shown: no legend with a single entry, and
+    log axes labelled at powers of ten only (plotly's minor digits read as values)."""
+    layout = fig_dict.setdefault("layout", {})
+    shown = [t for t in fig_dict.get("data", []) if t.get("showlegend", True) is not False]
+    if len({t.get("legendgroup") or t.get("name") for t in shown}) <= 1 and "showlegend" not in layout:
+        layout["showlegend"] = False
+    for key, axis in list(layout.items()):
+        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict) and axis.get("type") == "log":
+            letter, ref = key[0], key[0] + key[5:]   # "yaxis2" -> ("y", "y2")
+            values = [float(v) for t in fig_dict.get("data", []) if t.get(f"{letter}axis", letter) == ref
+                      for v in _plain(t.get(letter)) if isinstance(v, (int, float)) and v > 0]
+            if values and max(values) / min(values) >= 20:   # two decades or so: label powers of ten
+                axis.setdefault("dtick", 1)
+                axis.setdefault("minor", {"ticks": "outside", "showgrid": True})
+    return fig_dict
+
+
+def _plain(values) -> list:
+    """Trace coordinates as a list (numpy arrays and plotly's base64 'bdata' dicts decoded)."""
+    if values is None:
+        return []
+    if isinstance(values, dict) and "bdata" in values:
+        import base64
+
+        import numpy as np
+
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values) if not isinstance(values, (str, bytes)) else []
 
 
 def setup() -> None:
@@ -45,9 +77,11 @@ def setup() -> None:
 
 def bars_with_error(
     summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
-    facet: str | None = None, log_y: bool = False, unit: str = "MB/s", colours: dict | None = None,
+    facet: str | None = None, unit: str = "MB/s", colours: dict | None = None,
 ) -> go.Figure:
-    """Grouped bars of a :func:`datajourney.stats.summarise` table (mean, error bar = std)."""
+    """Grouped bars of a :func:`datajourney.book.stats.summarise` table (mean, error bar = sample std).
+
+    Bars start at zero on a linear axis: their heights are compared as ratios."""
     facets = list(dict.fromkeys(summary[facet])) if facet else [None]
     from plotly.subplots import make_subplots
 
@@ -71,31 +105,36 @@ def bars_with_error(
             seen.add(name)
     fig.update_layout(title=title, barmode="group", legend_title_text=color)
     fig.update_xaxes(title_text=xaxis, type="category")
-    fig.update_yaxes(title_text=yaxis, row=1, col=1, type="log" if log_y else "linear")
+    fig.update_yaxes(title_text=yaxis, row=1, col=1, rangemode="tozero")
     return fig
 
 
 def lines_with_band(
     summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
     log_x: bool = True, log_y: bool = False, unit: str = "MB/s", x_format=str,
+    centre: str = "mean", low: str = "min", high: str = "max", band_label: str = "min–max",
 ) -> go.Figure:
-    """Mean lines with min–max error bars of a summary table, one line per ``color`` value."""
+    """One line per ``color`` value: the ``centre`` column with error bars from ``low`` to ``high``.
+
+    The hover names what the bars are (``band_label``: "min–max" over runs by default, or
+    e.g. "p10–p90" for percentiles), so a reader never mistakes a range for a std."""
     fig = go.Figure()
     for i, (name, g) in enumerate(summary.groupby(color, sort=False)):
         g = g.sort_values(x)
+        n = g["n"] if "n" in g else pd.Series([None] * len(g), index=g.index)
         fig.add_scatter(
-            x=g[x], y=g["mean"], name=str(name), mode="lines+markers",
+            x=g[x], y=g[centre], name=str(name), mode="lines+markers",
             line=dict(color=PALETTE[i % len(PALETTE)]),
-            error_y=dict(type="data", symmetric=False, array=g["max"] - g["mean"],
-                         arrayminus=g["mean"] - g["min"]),
-            customdata=list(zip(g[x].map(x_format), g["std"], g["min"], g["max"], g["n"], strict=True)),
-            hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>mean %{{y:,.1f}} {unit}"
-                           f" ± %{{customdata[1]:,.1f}}<br>min %{{customdata[2]:,.1f}}, "
-                           f"max %{{customdata[3]:,.1f}} (runs: %{{customdata[4]}})<extra></extra>"),
+            error_y=dict(type="data", symmetric=False, array=g[high] - g[centre],
+                         arrayminus=g[centre] - g[low]),
+            customdata=list(zip(g[x].map(x_format), g[low], g[high], n, strict=True)),
+            hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>{centre} %{{y:,.3~g}} {unit}"
+                           f"<br>{band_label}: %{{customdata[1]:,.3~g}} – %{{customdata[2]:,.3~g}}"
+                           f"<br>n = %{{customdata[3]}}<extra></extra>"),
         )
     fig.update_layout(title=title, legend_title_text=color)
     fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
-    fig.update_yaxes(title_text=yaxis, type="log" if log_y else "linear")
+    fig.update_yaxes(title_text=yaxis + f" (bars: {band_label})", type="log" if log_y else "linear")
     return fig
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from . import REPO_ROOT
+from .. import REPO_ROOT
 from .chapters import Chapter, available, lookup
 from .params import ParameterError
 

@@ -1,0 +1,151 @@
+"""Published figures: the only numbers in the project that are typed in.
+
+Every figure is quoted exactly as its source prints it (value, standard deviation where
+given, unit), with the setting it was measured in and the source's hardware. Chapters
+never restate these numbers in prose; they show them through :func:`table` and the
+three-column comparison, so they live in this one place.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+#: The sources and the hardware their figures were measured on.
+SOURCES = {
+    "S1": ("“The Data Journey” report: AMD EPYC 7R13 (16 cores), 124 GiB, local NVMe, NVIDIA L40S on "
+           "PCIe 4.0 x16, Linux 6.8, PyTorch 2.10"),
+}
+#: Kept for callers that print the S1 hardware line.
+S1 = "S1: " + SOURCES["S1"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published number, as printed: ``value`` and ``std`` are the source's text."""
+
+    metric: str
+    value: str
+    unit: str = ""
+    std: str | None = None
+    setting: str = ""
+    source: str = "S1"
+
+    @property
+    def mean(self) -> float:
+        return float(self.value.replace(",", ""))
+
+    @property
+    def text(self) -> str:
+        """The figure as the source prints it, with its unit."""
+        t = self.value + (f" ± {self.std}" if self.std else "")
+        if self.unit in ("×", "%"):
+            return t + self.unit
+        return t + (f" {self.unit}" if self.unit else "")
+
+
+_CH3 = "50,000 × 4 KiB samples, batch 64, cold, 3 runs"
+_CH7 = "ResNet-50, batch 64, 100,000 synthetic 224×224 JPEGs, cold, pin_memory"
+
+PUBLISHED: dict[str, list[Figure]] = {
+    "02_random_vs_sequential": [
+        Figure("random read, cold", "70.39", "MB/s", "3.12", "10,000 × 16 KiB files in shuffled order, 3 runs"),
+        Figure("sequential read, cold", "1421.85", "MB/s", "13.47", "one 156 MB file, 16 KiB reads, 3 runs"),
+        Figure("sequential ÷ random, cold", "20.2", "×", setting="ratio of the two means"),
+    ],
+    "03_dataloader": [
+        Figure("small files, workers=0", "16.70", "MB/s", "1.93", _CH3 + "; files in shuffled order"),
+        Figure("shard, workers=0", "326.05", "MB/s", "4.99", _CH3 + "; shard read in order (no shuffle)"),
+        Figure("shard ÷ small files, workers=0", "19.5", "×", setting="ratio of the two means"),
+        Figure("small files, workers=4", "79.94", "MB/s", "3.40", _CH3 + "; files in shuffled order"),
+        Figure("shard, workers=4", "384.85", "MB/s", "5.78", _CH3 + "; shard read in order (no shuffle)"),
+        Figure("shard ÷ small files, workers=4", "4.8", "×", setting="ratio of the two means"),
+    ],
+    "04_cpu_starvation": [
+        Figure("data wait per step, W=0", "160.59", "ms",
+               setting="D = 5 ms per sample (time.sleep), B = 32, step G = 50 ms (time.sleep), 20 steps"),
+        Figure("compute per step, W=0", "50.09", "ms", setting="the simulated 50 ms step (time.sleep)"),
+        Figure("GPU idle share, W=0", "76", "%", setting="160.59 / (160.59 + 50.09)"),
+        Figure("data wait per step, W=4", "1.50", "ms",
+               setting="D = 5 ms per sample (time.sleep), B = 32, step G = 50 ms (time.sleep), 20 steps"),
+    ],
+    "05_padding_tax": [
+        Figure("efficiency, pad to context", "2.3", "%",
+               setting="the first batch (32 samples) of Alpaca, GPT-2 tokenizer, one 32 × 4,096 grid"),
+        Figure("efficiency, packed", "98.5", "%",
+               setting="the same 32 samples packed greedily into rows of 4,096 (full rows only)"),
+        Figure("packed ÷ pad to context", "42.4", "×", setting="ratio of the two efficiencies"),
+        Figure("first batch: shortest sample", "13", "tokens", setting="the source's length table"),
+        Figure("first batch: longest sample", "307", "tokens", setting="the source's length table"),
+        Figure("first batch: mean length", "95", "tokens", setting="the source's length table"),
+        Figure("first batch: median length", "83", "tokens", setting="the source's length table"),
+    ],
+    "06_pcie": [
+        Figure("H2D pinned, 1 GiB", "13.46", "GB/s", setting="L40S, PCIe 4.0 x16; “1 GB” transfer"),
+        Figure("D2H pageable, 256 MiB", "1.77", "GB/s", setting="“256 MB” transfer"),
+        Figure("D2H pageable, 1 GiB", "1.77", "GB/s", setting="“1 GB” transfer"),
+        Figure("D2H pinned, 1 GiB", "13.21", "GB/s", setting="“1 GB” transfer"),
+        Figure("D2H pinned ÷ pageable, 1 GiB", "7.44", "×", setting="“1 GB” transfer (7.46× at 256 MB)"),
+        Figure("overlap, pinned + non_blocking, 256 MiB", "100", "%",
+               setting="copy 19.03 ms with 5.48 ms of CPU work, together 19.04 ms"),
+        Figure("overlap, pinned + non_blocking, 16 MiB", "77", "%",
+               setting="copy 1.21 ms with 4.98 ms of CPU work, together 5.26 ms"),
+        Figure("link peak (theoretical)", "31.51", "GB/s", setting="PCIe 4.0 x16, one direction"),
+    ],
+    "07_full_picture": [
+        Figure("ImageFolder, workers=0: data wait", "130.52", "ms", setting=_CH7),
+        Figure("ImageFolder, workers=0: images/s", "280.5", "img/s", setting=_CH7),
+        Figure("streaming (MDS), workers=0: data wait", "92.09", "ms", setting=_CH7),
+        Figure("streaming (MDS), workers=0: images/s", "337.1", "img/s", setting=_CH7),
+        Figure("ImageFolder, workers=4: data wait", "0.36", "ms", setting=_CH7),
+        Figure("ImageFolder, workers=4: images/s", "652.8", "img/s", setting=_CH7),
+        Figure("streaming (MDS), workers=4: data wait", "0.38", "ms", setting=_CH7),
+        Figure("streaming (MDS), workers=4: images/s", "652.5", "img/s", setting=_CH7),
+        Figure("compute per step (forward+backward+optimizer)", "94.56", "ms",
+               setting="ImageFolder, workers=0 (94.56–94.64 ms over the four scenarios)"),
+        Figure("H2D per step", "3.07", "ms", setting="ImageFolder, workers=0"),
+    ],
+}
+
+
+def figures(chapter: str) -> list[Figure]:
+    return PUBLISHED.get(chapter, [])
+
+
+def figure(chapter: str, metric: str) -> Figure | None:
+    return next((f for f in figures(chapter) if f.metric == metric), None)
+
+
+def fmt(mean, std=None, unit: str = "") -> str:
+    """A measured value with sensible digits (three significant, thousands separated)."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    from .findings import num
+
+    text = num(mean, unit)
+    if std is not None and not (isinstance(std, float) and math.isnan(std)):
+        text = text.removesuffix(unit).rstrip() + " ± " + num(std, unit)
+    return text
+
+
+def three_columns(chapter: str, this: dict, reference: dict | None, *, this_is_reference: bool = False,
+                  reference_label: str = "reference run") -> pd.DataFrame:
+    """A table: metric | setting | published | reference run | this run.
+
+    ``this`` and ``reference`` map metric name -> (mean, std); they come from the same
+    chapter function applied to this run's and the reference run's result files. When
+    this run *is* the reference run, the table has no separate "this run" column.
+    """
+    rows = []
+    for f in figures(chapter):
+        t = this.get(f.metric, (None, None))
+        r = (reference or {}).get(f.metric, (None, None))
+        row = {"metric": f.metric, f"published ({f.source})": f.text, "published setting": f.setting}
+        if this_is_reference:
+            row[reference_label] = fmt(*t, f.unit)
+        else:
+            row[reference_label] = fmt(*r, f.unit) if reference else "not committed yet"
+            row["this run"] = fmt(*t, f.unit)
+        rows.append(row)
+    return pd.DataFrame(rows)

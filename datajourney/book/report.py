@@ -1,0 +1,107 @@
+"""Display helpers so notebook cells stay one line: key results, tables, published figures."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import pandas as pd
+from IPython.display import HTML, Markdown, display
+
+from . import published, results
+from .findings import Finding, as_markdown, num
+
+#: Cell padding and a horizontal scroll bar instead of cut-off columns.
+_TABLE_STYLE = [
+    {"selector": "", "props": "border-collapse: collapse; margin: 0.5em 0 1em 0; font-size: 0.9em;"},
+    {"selector": "th, td", "props": "padding: 0.3em 0.8em; border-bottom: 1px solid #ddd;"},
+    {"selector": "td", "props": "text-align: right; font-variant-numeric: tabular-nums;"},
+    {"selector": "th", "props": "text-align: left;"},
+    {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600; padding: 0.3em 0;"},
+]
+
+
+def say(text: str) -> None:
+    """Show Markdown that was built from results (numbers and directions computed)."""
+    display(Markdown(text))
+
+
+def _cell(value):
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value)
+    if isinstance(value, float):
+        return "—" if not math.isfinite(value) else num(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return value
+
+
+def table(df: pd.DataFrame, caption: str | None = None) -> None:
+    """Show a DataFrame as a padded HTML table (three significant digits, thousands separated)."""
+    styler = df.style.hide(axis="index").format(_cell).set_table_styles(_TABLE_STYLE)
+    if caption:
+        styler = styler.set_caption(caption)
+    display(HTML(f'<div style="overflow-x: auto">{styler.to_html()}</div>'))
+
+
+def parameters(res: results.Result) -> None:
+    """The parameters this result was produced with (the notebook's editable defaults stay in Jupyter)."""
+    rows = [{"parameter": k, "value": str(v)} for k, v in res.parameters.items() if k not in ("run_dir",)]
+    table(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
+
+
+def reference(chapter: str, this: results.Result, host: str | None, is_reference_run: bool):
+    """The reference result to compare with: this run itself when it *is* the reference run."""
+    if is_reference_run:
+        return this
+    return results.load_reference(chapter, host)
+
+
+def _safe(fn: Callable, res) -> list | dict | None:
+    """``fn(res)``, or None when the (older) reference result lacks what ``fn`` needs."""
+    if res is None:
+        return None
+    try:
+        return fn(res)
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def key_results(fn: Callable[[results.Result], list[Finding]], this: results.Result,
+                ref: results.Result | None = None, *, is_reference_run: bool = False) -> list[Finding]:
+    """The chapter's key results: this run's findings, with the reference run's value and the
+    published figure beside each where one exists. Returns the findings."""
+    mine = fn(this)
+    theirs = {} if is_reference_run else {f.key: f for f in (_safe(fn, ref) or [])}
+    lines = []
+    for f in mine:
+        extra = []
+        r = theirs.get(f.key)
+        if r is not None and r.value is not None:
+            extra.append(f"reference run: {r.headline}")
+        fig = published.figure(this.chapter, f.published) if f.published else None
+        if fig is not None:
+            extra.append(f"published ({fig.source}): {fig.text}")
+        lines.append(f"* {f.text}" + (f" <small>({'; '.join(extra)})</small>" if extra else ""))
+    who = "the reference run" if is_reference_run else "this run"
+    say(f"**Key results of {who}** (computed from its result file)\n\n" + "\n".join(lines))
+    return mine
+
+
+def findings(items: list[Finding]) -> None:
+    """Show findings (computed sentences) as a bullet list."""
+    if items:
+        say(as_markdown(items))
+
+
+def three_columns(chapter: str, this: results.Result, ref: results.Result | None, metrics, is_reference_run: bool,
+                  host: str | None = None,
+                  caption: str = "Published figure · reference run · this run (MB = 10⁶ bytes)") -> None:
+    """The published figure (with its setting), the reference run and this run, side by side."""
+    label = f"reference run ({host or results.DEFAULT_REFERENCE_HOST})"
+    df = published.three_columns(chapter, metrics(this), _safe(metrics, ref) if not is_reference_run else None,
+                                 this_is_reference=is_reference_run, reference_label=label)
+    if is_reference_run:
+        caption = caption.replace(" · this run", "") + " — this book shows the reference run; a reader's run adds its own column"
+    table(df, caption)
+    sources = sorted({f.source for f in published.figures(chapter)})
+    display(Markdown("<small>" + "<br>".join(f"{s}: {published.SOURCES[s]}" for s in sources) + "</small>"))

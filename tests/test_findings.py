@@ -1,0 +1,79 @@
+"""Findings follow the data: number formatting, direction words, and no measured number in fixed prose."""
+import importlib
+import json
+import re
+
+import pytest
+
+from datajourney import REPO_ROOT
+from datajourney.book import chapters, findings, results
+from datajourney.book.findings import compare, direction, num
+
+#: What a measured statement looks like in prose: a number with a unit of throughput, time, ratio or share.
+MEASURED = re.compile(r"\d[\d,.]*\s*(MB/s|GB/s|GiB/s|ms\b|µs\b|img/s|images/s|steps/s|tokens/s|×(?!\d)|%)")
+
+
+def test_numbers_have_no_false_precision():
+    assert num(2123.19, "MB/s") == "2,123 MB/s"
+    assert num(5.123, "×") == "5.1×" and num(0.9712, "×") == "0.97×" and num(1.234, "×") == "1.23×"
+    assert num(76.0, "%") == "76%" and num(2.34, "%") == "2.3%"
+    assert num(0.036, "ms") == "0.036 ms" and num(float("nan")) == "—"
+
+
+def test_direction_follows_the_data_both_ways():
+    assert direction(10.0, 5.0) == 1 and direction(5.0, 10.0) == -1
+    assert direction(10.0, 10.2) == 0                       # within the tolerance
+    assert direction([9, 10, 11], [10.5, 11, 12]) == 0      # overlapping runs: no winner
+    assert direction([20, 21, 22], [10, 11, 12]) == 1
+    assert compare(20.0, 10.0) == "2.0× faster than"
+    assert compare(10.0, 20.0) == "2.0× slower than"
+    assert compare(10.0, 10.1).startswith("level with")
+    lo_hi = findings.ratio_interval([4, 6], [1, 2])
+    assert lo_hi == (pytest.approx(10 / 3), 2.0, 6.0)
+
+
+def test_spread_note_only_for_a_wide_spread():
+    assert findings.spread_note("x", [10, 10.5, 9.8]) is None
+    note = findings.spread_note("cold sequential", [1610, 2426, 2334], "MB/s")
+    assert note and "1,610 MB/s" in note and "2,426 MB/s" in note
+
+
+def _markdown_cells(nb_path):
+    nb = json.loads(nb_path.read_text())
+    for i, c in enumerate(nb["cells"]):
+        if c["cell_type"] == "markdown":
+            yield i, "".join(c["source"])
+
+
+@pytest.mark.parametrize("chapter", [c.name for c in chapters.available()])
+def test_fixed_prose_states_no_measured_number(chapter):
+    """Measured outcomes are computed findings; published figures live in published.py."""
+    for i, text in _markdown_cells(chapters.lookup(chapter).notebook):
+        text = re.sub(r"`[^`]*`", "", text)  # code spans are code, not claims
+        m = MEASURED.search(text)
+        assert not m, f"{chapter} markdown cell {i} states a number: {m.group(0)!r}"
+
+
+def test_book_pages_state_no_measured_number():
+    for page in (REPO_ROOT / "book").glob("*.md"):
+        text = re.sub(r"```.*?```|`[^`]*`", "", page.read_text(), flags=re.S)
+        m = MEASURED.search(text)
+        assert not m, f"{page.name} states a number: {m.group(0)!r}"
+
+
+def _chapter_modules():
+    return [c for c in chapters.available() if c.module]
+
+
+@pytest.mark.parametrize("chapter", [c.name for c in _chapter_modules()])
+def test_findings_of_the_reference_run(chapter):
+    """Each chapter computes 3-6 key results from its committed reference result."""
+    ch = chapters.lookup(chapter)
+    mod = importlib.import_module(ch.module)
+    ref = results.load_reference(ch.name)
+    assert ref is not None
+    items = mod.findings(ref)
+    assert 3 <= len(items) <= 6, [f.key for f in items]
+    assert len({f.key for f in items}) == len(items)
+    for f in items:
+        assert f.text and "nan" not in f.text.lower() and "None" not in f.text, f
