@@ -126,3 +126,45 @@ def free_space(name: str, path: Path, needed_bytes: int, *, margin: float = 0.05
             f"a location with at least {want / 2**30:.2f} GiB free "
             f"(the data set needs {needed_bytes / 2**30:.2f} GiB; {free / 2**30:.2f} GiB free)",
         )
+
+
+def boolean(name: str, value) -> bool:
+    """A real boolean (YAML ``true``/``false``); strings such as 'maybe' or 'yes' are refused."""
+    if not isinstance(value, bool):
+        raise ParameterError(name, value, "true or false")
+    return value
+
+
+def number(name: str, value, *, minimum: float | None = None, maximum: float | None = None,
+           exclusive_minimum: bool = False) -> float:
+    """A finite real number within [minimum, maximum] (minimum excluded when ``exclusive_minimum``)."""
+    import math
+
+    lo = "" if minimum is None else (f"> {minimum:g}" if exclusive_minimum else f">= {minimum:g}")
+    hi = "" if maximum is None else f"<= {maximum:g}"
+    allowed = "a number" + (f" {lo}" if lo else "") + (" and" if lo and hi else "") + (f" {hi}" if hi else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ParameterError(name, value, allowed)
+    if minimum is not None and (value < minimum or (exclusive_minimum and value == minimum)):
+        raise ParameterError(name, value, allowed)
+    if maximum is not None and value > maximum:
+        raise ParameterError(name, value, allowed)
+    return float(value)
+
+
+def requires(name: str, value, module: str, install: str) -> None:
+    """Fail when the option ``name = value`` needs a library that cannot be imported here."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ParameterError(name, value, f"an option this machine can run ({value!r} needs {install})")
+
+
+def memory(name: str, value, needed_bytes: int, *, what: str) -> None:
+    """Fail when ``what`` needs more memory than this machine has available (psutil's estimate)."""
+    import psutil
+
+    available = psutil.virtual_memory().available
+    if needed_bytes > available:
+        raise ParameterError(name, value, f"a value for which {what} fits in memory "
+                                          f"(needs {needed_bytes / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available)")
