@@ -10,25 +10,34 @@ from .book.plotting import PALETTE
 
 CHAPTER = "01_introduction"
 
-#: The hops of a training sample, in order, with the chapters that measure them.
+#: The hops of a training sample, in order, with the chapters planned to measure them.
 HOPS = [
-    ("Storage", "NVMe / network disk: file layout, read size, O_DIRECT, GPUDirect", "2, 9"),
-    ("Page cache", "kernel RAM cache: cold vs warm, readahead, purge and residency", "2, 3, 9"),
-    ("User space", "read() vs mmap(), syscalls and page faults, one handle vs many files", "3, 10"),
-    ("CPU preprocessing", "decode, tokenise, augment: worker processes vs threads and the GIL", "4, 7, 8"),
-    ("Batching", "collation, padding vs packing, pinned host memory", "5, 6"),
-    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", "6, 7"),
-    ("GPU memory", "forward, backward, optimizer: does the data keep up?", "7"),
-    ("GPU to GPU", "gradient all-reduce over NVLink / PCIe, NCCL", "11"),
+    ("Storage", "NVMe / network disk: file layout, read size, O_DIRECT, GPUDirect", (2, 9)),
+    ("Page cache", "kernel RAM cache: cold vs warm, readahead, purge and residency", (2, 3, 9)),
+    ("User space", "read() vs mmap(), syscalls and page faults, one handle vs many files", (3, 10)),
+    ("CPU preprocessing", "decode, tokenise, augment: worker processes vs threads and the GIL", (4, 7, 8)),
+    ("Batching", "collation, padding vs packing, pinned host memory", (5, 6)),
+    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", (6, 7)),
+    ("GPU memory", "forward, backward, optimizer: does the data keep up?", (7,)),
+    ("GPU to GPU", "gradient all-reduce over NVLink / PCIe, NCCL", (11,)),
 ]
+
+
+def hop_chapters(planned) -> str:
+    """The chapters of this checkout that measure a hop ("not measured yet" when none exists)."""
+    from .book import chapters
+
+    have = [n for n in planned if chapters.CHAPTERS[n - 1].available]
+    return ", ".join(str(n) for n in have) if have else "not measured yet"
 
 
 def pipeline_map() -> go.Figure:
     """The journey as a row of boxes; hover a hop to see what is measured and where."""
     n = len(HOPS)
     fig = go.Figure()
+    where = [hop_chapters(h[2]) for h in HOPS]
     for i in range(n):
-        colour = PALETTE[i % len(PALETTE)]
+        colour = PALETTE[i % len(PALETTE)] if where[i] != "not measured yet" else "#BBBBBB"
         fig.add_shape(type="rect", x0=i - 0.42, x1=i + 0.42, y0=-0.5, y1=0.5, line=dict(color=colour, width=2),
                       fillcolor=colour, opacity=0.18, layer="below")
         if i < n - 1:
@@ -37,8 +46,8 @@ def pipeline_map() -> go.Figure:
     fig.add_scatter(
         x=list(range(n)), y=[0] * n, mode="markers+text", text=[h[0].replace(" ", "<br>") for h in HOPS],
         textposition="middle center", marker=dict(size=60, opacity=0), showlegend=False,
-        customdata=[[h[1], h[2]] for h in HOPS],
-        hovertemplate="<b>%{text}</b><br>%{customdata[0]}<br>chapters %{customdata[1]}<extra></extra>",
+        customdata=[[h[1], w] for h, w in zip(HOPS, where, strict=True)],
+        hovertemplate="<b>%{text}</b><br>%{customdata[0]}<br>chapters: %{customdata[1]}<extra></extra>",
     )
     fig.update_layout(title="The journey of a training sample (hover a hop)", height=260,
                       xaxis=dict(visible=False, range=[-0.6, n - 0.4]), yaxis=dict(visible=False, range=[-0.8, 0.8]),
@@ -55,9 +64,14 @@ def run(*, data_dir=None, run_dir=None):
     return res
 
 
-def machine_table(this: results.Result, ref: results.Result | None, ref_label: str) -> pd.DataFrame:
-    """This machine beside the reference host, field by field."""
+def machine_table(this: results.Result, ref: results.Result | None, ref_label: str,
+                  is_reference_run: bool = False) -> pd.DataFrame:
+    """The machine of this run beside the reference host, field by field (one column when this
+    run is the reference run)."""
     mine = summary(this.fingerprint)
-    theirs = summary(ref.fingerprint) if ref else {}
-    return pd.DataFrame({"": list(mine), "this machine": list(mine.values()),
-                         ref_label: [theirs.get(k, "—") for k in mine]})
+    if is_reference_run or ref is None:
+        label = ref_label if is_reference_run else "this machine"
+        return pd.DataFrame({"": list(mine), f"{label} (run {this.run_id})": list(mine.values())})
+    theirs = summary(ref.fingerprint)
+    return pd.DataFrame({"": list(mine), f"this machine (run {this.run_id})": list(mine.values()),
+                         f"{ref_label} (run {ref.run_id})": [theirs.get(k, "—") for k in mine]})

@@ -186,13 +186,42 @@ def gpu_info() -> dict:
     return info
 
 
+#: Distributions whose versions every result records (None when not installed): everything a
+#: chapter imports, so two runs can be compared library by library.
+LIBRARIES = ("torch", "torchvision", "numpy", "pandas", "plotly", "papermill", "Pillow", "psutil", "tokenizers",
+             "transformers", "mosaicml-streaming", "nvidia-ml-py", "jupyter-book", "spdl", "kvikio-cu12",
+             "kvikio-cu13", "megatron-core")
+
+
+def host_info() -> dict:
+    """Which machine and which boot: a host name, a stable host id (a digest of /etc/machine-id, so
+    the id itself is not published) and the boot id, so results can be told apart by machine and boot."""
+    import hashlib
+
+    machine_id = _read("/etc/machine-id") or _read("/var/lib/dbus/machine-id")
+    return {
+        "name": platform.node() or None,
+        "id": hashlib.sha256(machine_id.encode()).hexdigest()[:12] if machine_id else None,
+        "boot_id": _read("/proc/sys/kernel/random/boot_id"),
+        "numa_nodes": len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))) or None,
+        "llc": _read("/sys/devices/system/cpu/cpu0/cache/index3/size"),
+    }
+
+
 def software_info() -> dict:
+    from importlib import metadata
+
     vers = {"python": platform.python_version()}
-    for mod in ("torch", "numpy", "pandas", "plotly", "papermill"):
+    for dist in LIBRARIES:
         try:
-            vers[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - a missing package is simply recorded as None
-            vers[mod] = None
+            vers[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            vers[dist] = None
+    if vers.get("torch") is None:  # a torch built from source or vendored in an image may lack metadata
+        try:
+            vers["torch"] = __import__("torch").__version__
+        except ImportError:
+            pass
     try:
         import torch
 
@@ -220,6 +249,7 @@ def fingerprint(data_dir=None, parameters: dict | None = None) -> dict:
             "kernel": platform.release(),
             "distribution": _os_release(),
         },
+        "host": host_info(),
         "cpu": cpu_info(),
         "memory": memory_info(),
         "container": container_info(),
@@ -242,15 +272,22 @@ def summary(fp: dict) -> dict:
     g, s, c, m, k = fp["gpu"], fp["storage"], fp["cpu"], fp["memory"], fp["container"]
     gib = lambda b: f"{b / 2**30:.0f} GiB" if b else "n/a"  # noqa: E731
     link = (
-        f"PCIe {g.get('pcie_gen_max')}.0 x{g.get('pcie_width_max')} "
-        f"(now gen {g.get('pcie_gen_current')} x{g.get('pcie_width_current')})"
+        f"PCIe {g.get('pcie_gen_max')}.0 x{g.get('pcie_width_max')} (trained at gen {g.get('pcie_gen_current')} "
+        f"x{g.get('pcie_width_current')} when read; idle links may run slower)"
         if g.get("pcie_gen_max")
         else "n/a"
     )
+    h = fp.get("host") or {}
+    sw = fp["software"]
+    libs = ", ".join(f"{k} {v}" for k, v in sw.items()
+                     if v and k not in ("python", "torch", "cuda", "cudnn", "datajourney", "git_commit"))
     return {
+        "Host (name · id · boot)": " · ".join(str(h.get(k) or "n/a") for k in ("name", "id", "boot_id"))
+        if h else "not recorded",
         "GPU": f"{g['count']}x {g['name']}, {gib(g['memory_bytes'])}" if g.get("available") else "none",
         "PCIe link": link,
         "CPU": c.get("model"),
+        "NUMA nodes / last-level cache": f"{h.get('numa_nodes') or 'n/a'} / {h.get('llc') or 'n/a'}" if h else "n/a",
         "Cores (usable / logical)": f"{c.get('usable_cores')} / {c.get('logical_cores')}",
         "RAM": gib(m.get("total_bytes")),
         "Virtualised": "yes" if c.get("hypervisor") else "no",
@@ -263,8 +300,8 @@ def summary(fp: dict) -> dict:
         "cgroup memory limit": gib(k.get("memory_limit_bytes")) if k.get("memory_limit_bytes") else "none",
         "CPU quota": f"{k['cpu_quota_cores']:.1f} cores" if k.get("cpu_quota_cores") else "none",
         "Cache purge allowed": "drop_caches (root)" if k.get("can_drop_caches") else "fadvise only",
-        "Python / torch / CUDA": (
-            f"{fp['software']['python']} / {fp['software'].get('torch')} / {fp['software'].get('cuda')}"
-        ),
+        "Python / torch / CUDA": f"{sw['python']} / {sw.get('torch')} / {sw.get('cuda')}",
+        "Libraries": libs or "n/a",
+        "Code (git commit)": sw.get("git_commit") or "n/a",
         "Date (UTC)": fp["date_utc"],
     }
