@@ -32,8 +32,21 @@ def _plotly_static(app) -> None:
     app.config.html_static_path.append(str(static))
 
 
+def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
+    """sphinx-thebe registers its inline configuration script twice, which throws a
+    'THEBE_JS_URL has already been declared' error in every page: keep each script once."""
+    seen, kept = set(), []
+    for js in context.get("script_files", []):
+        key = (getattr(js, "filename", None) or "", repr(sorted(getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(js)
+    context["script_files"] = kept
+
+
 def setup(app):
     app.connect("builder-inited", _plotly_static)
+    app.connect("html-page-context", _dedupe_scripts, priority=900)  # after the theme adds its own
     app.add_js_file("plotly.min.js", priority=100)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
