@@ -536,22 +536,18 @@ def overlap_trials(copy: Callable, wait: Callable, work: Callable, repeats: int)
     return pd.DataFrame(rows)
 
 
-def pooled_jitter(raw: pd.DataFrame, by: Sequence[str], column: str = "cpu_ms") -> float:
-    """Standard deviation of ``column`` within each group of ``by``, pooled over the groups (ms)."""
-    var = raw.groupby(list(by))[column].var(ddof=1).dropna()
-    return float(math.sqrt(var.mean())) if len(var) else float("nan")
-
-
 def summarise_overlap(raw: pd.DataFrame, jitter_ms: float | None = None) -> pd.DataFrame:
     """One row per (size, memory, mode): medians of the three times, the overlap ratio (median of
     the per-round ratios, unclipped) with its 10th-90th percentile over the rounds, the CPU work's
-    jitter and the verdict (none when the copy is shorter than the jitter allows)."""
+    jitter in that row (its standard deviation over the row's rounds, unless ``jitter_ms`` gives
+    one value for all rows) and the verdict (none when the copy is shorter than
+    :data:`MIN_COPY_OVER_JITTER` × the jitter)."""
     keys = ["size", "memory", "mode"]
-    jitter = pooled_jitter(raw, keys) if jitter_ms is None else jitter_ms
     rows = []
     for key, g in raw.groupby(keys, sort=False):
         c, w, b = g["copy_ms"].median(), g["cpu_ms"].median(), g["both_ms"].median()
         r, lo, hi = g["ratio"].median(), g["ratio"].quantile(0.1), g["ratio"].quantile(0.9)
+        jitter = float(g["cpu_ms"].std(ddof=1)) if jitter_ms is None else float(jitter_ms)
         rows.append(dict(zip(keys, key), copy_ms=c, cpu_ms=w, both_ms=b, serial_ms=c + w, overlap=r,
                          overlap_p10=lo, overlap_p90=hi, jitter_ms=jitter,
                          min_copy_ms=MIN_COPY_OVER_JITTER * jitter, n=len(g),
@@ -657,16 +653,20 @@ def gpu_timeline(fn: Callable, iterations: int) -> list[dict]:
     """Chrome-trace events of the GPU activity of ``iterations`` calls of ``fn`` (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
+    import warnings
+
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    with profile(activities=acts) as prof:
-        for _ in range(iterations):
-            fn()
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
-        prof.export_chrome_trace(path)
+        with warnings.catch_warnings():  # the profiler's notes about its own cycles are not the reader's business
+            warnings.simplefilter("ignore", UserWarning)
+            with profile(activities=acts) as prof:
+                for _ in range(iterations):
+                    fn()
+                    if torch.cuda.is_available():
+                        torch.cuda.synchronize()
+            prof.export_chrome_trace(path)
         trace = json.loads(Path(path).read_text())
     finally:
         os.unlink(path)
@@ -1111,10 +1111,16 @@ def staging_story(res) -> dict:
     mid = (out["cached_small"] + out["cached_large"]) / 2
     below = cached[cached < mid]
     out["knee"] = int(below.index.min()) if len(below) else None
+    out["cached_at_knee"] = float(cached[out["knee"]]) if out["knee"] else None
+    out["memcpy_flushed_large"] = float(mem_f[large])
     if len(huge):
-        out["huge_large"] = float(huge[large]) if large in huge.index else float("nan")
+        beyond = [x for x in cached.index if x >= (out["knee"] or small) and x in huge.index]
+        out["huge_sizes"] = beyond
+        out["huge_runs"] = [float(huge[x]) for x in beyond]
+        out["cached_runs"] = [float(cached[x]) for x in beyond]
+        out["huge_ratios"] = [h / c for h, c in zip(out["huge_runs"], out["cached_runs"])]
         hb = st[(st["measure"] == "H2D pageable, huge pages")]
-        out["huge_bytes"] = (float(hb["huge_bytes"].dropna().max())
+        out["huge_bytes"] = (float(hb["huge_bytes"].dropna().min())
                              if "huge_bytes" in hb and hb["huge_bytes"].notna().any() else None)
     # does the single-core memcpy follow the copy? correlation of the two curves over sizes
     both = pd.concat([cached.rename("copy"), mem_c.rename("memcpy")], axis=1).dropna()
@@ -1130,45 +1136,63 @@ def finding_pageable_drop(res) -> Finding:
             f"({size_label(s['h2d_peak_size'])}) and "
             + (f"**falls to {fx.num(s['h2d_last'], 'GB/s')}** at {size_label(s['h2d_last_size'])}"
                if drop else f"stays at {fx.num(s['h2d_last'], 'GB/s')} up to {size_label(s['h2d_last_size'])}")
-            + f", while device-to-host into pageable memory stays between {fx.num(s['d2h_min'])} and "
-              f"{fx.num(s['d2h_max'], 'GB/s')}.")
+            + (f", while device-to-host into pageable memory stays between {fx.num(s['d2h_min'])} and "
+               f"{fx.num(s['d2h_max'], 'GB/s')}." if fx.num(s['d2h_min']) != fx.num(s['d2h_max']) else
+               f", while device-to-host into pageable memory stays at {fx.num(s['d2h_max'], 'GB/s')}."))
     if not s["has_staging"]:
         text += " This result has no staging experiment, so the cause is not measured in it."
         return Finding("pageable_drop", text, s["h2d_last"], "GB/s", values=s)
     llc = s["llc"]
-    llc_txt = f"the {size_label(llc)} last-level cache" if llc else "the last-level cache (size unknown)"
     flush_hurts = s["flushed_small"] < 0.8 * s["cached_small"]
     cached_falls = s["cached_large"] < 0.8 * s["cached_small"]
     text += (f" In the staging experiment a {size_label(s['small'])} pageable copy ran at "
              f"{fx.num(s['cached_small'], 'GB/s')} with its source cached and {fx.num(s['flushed_small'], 'GB/s')} "
-             f"with the CPU caches flushed first; at {size_label(s['large'])}, {fx.num(s['cached_large'], 'GB/s')}. "
-             f"One core copying the same source managed {fx.num(s['memcpy_cached_small'], 'GB/s')} from cache and "
+             f"with the CPU caches flushed first; at {size_label(s['large'])}, {fx.num(s['cached_large'], 'GB/s')} "
+             f"(flushed: {fx.num(s['flushed_large'], 'GB/s')}). One core copying the same source managed "
+             f"{fx.num(s['memcpy_cached_small'], 'GB/s')} at {size_label(s['small'])} from cache, "
              f"{fx.num(s['memcpy_flushed_small'], 'GB/s')} from DRAM. ")
-    one_core = s["memcpy_flushed_small"]
-    near = 0.75 <= s["cached_large"] / one_core <= 1.33 if one_core else False
     if flush_hurts and cached_falls:
-        knee = f" (from about {size_label(s['knee'])} here)" if s.get("knee") else ""
-        text += (f"**Cause: the driver's staging copy reads the source with the CPU; once the source no longer fits "
-                 f"in {llc_txt}{knee} it comes from DRAM**, as it does for a small copy after a flush. "
-                 + (f"The large copy then runs at about one core's DRAM copy rate."
-                    if near else
-                    f"The large copy runs at {fx.times(s['cached_large'] / one_core)} one core's DRAM copy rate, "
-                    "so the staging pipeline does not simply run at that rate."))
+        knee = s.get("knee")
+        at_knee = float(s["cached_at_knee"]) if knee else s["cached_large"]
+        close = 0.8 <= s["flushed_small"] / at_knee <= 1.25
+        text += ("**Cause: a pageable copy is fast only while its source is still in the CPU's cache from the "
+                 "last copy, because the driver's staging copy reads the source with the CPU. Flushing the cache "
+                 f"slows a {size_label(s['small'])} copy to {fx.num(s['flushed_small'], 'GB/s')}"
+                 + (f", about the rate of a cached {size_label(knee)} copy ({fx.num(at_knee, 'GB/s')})" if close and knee
+                    else "")
+                 + "; from " + (f"about {size_label(knee)}" if knee else "the larger sizes")
+                 + " on, the source no longer stays cached between copies.** ")
+        if llc and knee:
+            if knee >= llc / 2:
+                text += (f"That is where source and staging buffers outgrow the {size_label(llc)} last-level "
+                         "cache. ")
+            else:
+                text += (f"That is well below the {size_label(llc)} last-level cache this CPU reports: the copy gets "
+                         "a smaller share of it"
+                         + (" (in a virtual machine the cache is shared with the rest of the host)" if
+                            (res.fingerprint.get("cpu") or {}).get("hypervisor") else "") + ". ")
+        one_core = s["memcpy_flushed_large"]
+        share = s["cached_large"] / one_core if one_core else float("nan")
+        text += (f"Beyond it the copy runs at {fx.pct(share)} of one core's DRAM copy rate at the same size "
+                 f"({fx.num(one_core, 'GB/s')}).")
     elif cached_falls:
         text += ("Flushing the cache does not slow a small copy, so cache residency is not what changes with "
                  "size; the drop has another cause on this machine (see the staging table).")
     elif flush_hurts:
-        text += (f"Flushing the cache slows a small copy, but the large cached copy does not slow down: "
-                 f"the source stays cached at every size measured here ({llc_txt}).")
+        text += ("Flushing the cache slows a small copy, but the large cached copy does not slow down: "
+                 "the source stays cached at every size measured here.")
     else:
         text += "Neither a flushed cache nor the size changes the pageable rate here."
-    if "huge_large" in s and math.isfinite(s.get("huge_large", float("nan"))):
-        d = fx.direction(s["huge_large"], s["cached_large"], tol=0.1)
+    if s.get("huge_runs"):
+        d = fx.direction(s["huge_runs"], s["cached_runs"], tol=0.1)
         hb = s.get("huge_bytes")
-        backed = "" if hb is None else (" (the kernel backed none of it with huge pages)" if hb == 0 else "")
-        text += (f" With the source in huge pages{backed}, {fx.num(s['huge_large'], 'GB/s')} at "
-                 f"{size_label(s['large'])}: " + fx.choose(d, "faster, so page size matters too.",
-                                                           "slower.", "no faster, so page size is not the cause."))
+        backed = " (the kernel backed none of it with huge pages)" if hb == 0 else ""
+        r = s["huge_ratios"]
+        text += (f" Huge pages for the source{backed} changed the rate by {fx.pct(float(np.median(r)) - 1)} "
+                 f"(median over {len(r)} sizes from {size_label(s['huge_sizes'][0])}; "
+                 f"{fx.pct(min(r) - 1)} to {fx.pct(max(r) - 1)}): "
+                 + fx.choose(d, "page size matters too.", "they hurt here.",
+                             "page size is not the cause."))
     return Finding("pageable_drop", text, s["cached_large"], "GB/s", values=s)
 
 
@@ -1180,22 +1204,25 @@ def finding_cpu_overlap(res) -> Finding:
     pn = at.loc[("pinned", "non_blocking")]
     has_spread = "overlap_p10" in o
     jitter = float(pn["jitter_ms"]) if "jitter_ms" in o else None
-    v = pn["verdict"] if has_spread else verdict(float(pn["overlap"]), copy_ms=pn["copy_ms"], jitter_ms=jitter)
-    text = (f"At {size_label(n)}, a pinned non_blocking copy ({fx.num(pn['copy_ms'], 'ms')}) hid "
-            f"**{fx.pct(pn['overlap'])}** of itself behind {fx.num(pn['cpu_ms'], 'ms')} of Python work")
+    v = pn["verdict"] if has_spread else verdict(float(pn["overlap"]))
+    shorter = "copy" if pn["copy_ms"] <= pn["cpu_ms"] else "Python work"
+    text = (f"At {size_label(n)}, a pinned non_blocking copy ({fx.num(pn['copy_ms'], 'ms')}) and "
+            f"{fx.num(pn['cpu_ms'], 'ms')} of Python work overlapped by **{fx.pct(pn['overlap'])}** (the share of the "
+            f"shorter one, the {shorter}, hidden behind the other")
     if has_spread:
-        text += f" (p10–p90 over {int(pn['n'])} rounds: {fx.pct(pn['overlap_p10'])}–{fx.pct(pn['overlap_p90'])})"
-    text += f": {v}."
+        text += f"; p10–p90 over {int(pn['n'])} rounds: {fx.pct(pn['overlap_p10'])}–{fx.pct(pn['overlap_p90'])}"
+    text += f"): {v}."
     others = [f"{m} {md}: {r['verdict']} ({fx.pct(r['overlap'])})" for (m, md), r in at.iterrows()
               if (m, md) != ("pinned", "non_blocking")]
     if others and has_spread:
         text += " The other three at that size: " + "; ".join(others) + "."
     if has_spread and jitter is not None:
         short = sorted(int(s) for s in o[o["verdict"] == TOO_SHORT]["size"].unique())
-        text += (f" The CPU work's jitter was {fx.num(jitter, 'ms')} (std), so a copy shorter than "
-                 f"{fx.num(MIN_COPY_OVER_JITTER * jitter, 'ms')} gets no verdict")
-        text += (": " + ", ".join(size_label(s) for s in short) + " copies (some or all four ways) were "
-                 "too short to tell." if short else "; every copy here was long enough to judge.")
+        text += (f" The CPU work's jitter (its std within a row) was {fx.num(jitter, 'ms')} in that row and "
+                 f"{fx.num(o['jitter_ms'].min())}–{fx.num(o['jitter_ms'].max(), 'ms')} over all rows; a copy shorter "
+                 f"than {MIN_COPY_OVER_JITTER:g}× its row's jitter gets no verdict")
+        text += (": some or all of the " + ", ".join(size_label(s) for s in short) + " copies were too short "
+                 "to tell." if short else "; every copy here was long enough to judge.")
     return Finding("cpu_overlap", text, 100 * float(pn["overlap"]), "%",
                    published=_published_if(n, 256 << 20, "overlap, pinned + non_blocking, 256 MiB"),
                    interval=(100 * float(pn["overlap_p10"]), 100 * float(pn["overlap_p90"])) if has_spread else None,
@@ -1228,12 +1255,25 @@ def finding_copy_kernel(res) -> Finding:
     bo = ck.get("blocks_overlap")
     if bo is not None and math.isfinite(bo):
         text += (f" Timed the naive way (all kernel-only runs, then all copy-only, then all together) the same "
-                 f"copy looked {fx.pct(bo)} hidden")
-        ck_k = ck.get("sm_clock_blocks_kernel")
-        ck_b = ck.get("sm_clock_blocks_both")
-        if ck_k is not None and ck_b is not None and math.isfinite(ck_k) and math.isfinite(ck_b):
-            text += f", with the SM clock at {fx.num(ck_k)} MHz in the first block and {fx.num(ck_b)} MHz in the last"
-        text += "."
+                 f"copy looked {fx.pct(bo)} hidden.")
+    if "copy_kernel_calls" in res.tables:
+        c = res.table("copy_kernel_calls")
+        kb = c[(c["design"] == "blocks") & (c["name"] == "kernel")]
+        if len(kb):
+            lo_k, hi_k = float(kb["ms"].min()), float(kb["ms"].max())
+            drift = hi_k - lo_k
+            text += f" Within the kernel-only block alone the matrix products took {fx.num(lo_k)}–{fx.num(hi_k, 'ms')}"
+            if "sm_clock_mhz" in kb and kb["sm_clock_mhz"].notna().any():
+                text += (f" while the SM clock read {fx.num(kb['sm_clock_mhz'].min())}–"
+                         f"{fx.num(kb['sm_clock_mhz'].max())} MHz")
+                if "power_w" in kb and kb["power_w"].notna().any():
+                    text += f" and the power {fx.num(kb['power_w'].min())}–{fx.num(kb['power_w'].max())} W"
+            per_pct = float(ck["kernel_ms"]) / float(ck["copy_ms"])
+            text += (f": a drift of {fx.num(drift, 'ms')}, "
+                     + ("more than the whole copy" if drift > float(ck["copy_ms"]) else
+                        f"{fx.pct(drift / float(ck['copy_ms']))} of the copy")
+                     + f". Every 1% the matrix products speed up or slow down between separately timed phases moves "
+                       f"an unpaired estimate by {fx.num(per_pct)} percentage points; the paired rounds cancel it.")
     return Finding("copy_kernel", text, 100 * float(ck["hidden"]), "%", interval=(100 * lo, 100 * hi),
                    values=dict(size=n, verdict=v))
 
@@ -1413,8 +1453,12 @@ def overlap_caveat(res) -> str:
     short = o[o["verdict"] == TOO_SHORT]
     judged = o[o["verdict"] != TOO_SHORT]
     bl = judged[judged["mode"] == "blocking"]
-    parts = [f"{len(judged)} of {len(o)} rows could be judged; {len(short)} were too short to tell "
-             f"(copy under {fx.num(MIN_COPY_OVER_JITTER * float(o['jitter_ms'].iloc[0]), 'ms')})."]
+    parts = [f"{len(judged)} of {len(o)} rows could be judged; {len(short)} were too short to tell."]
+    med = o["cpu_ms"]
+    if med.max() > 1.2 * med.min():
+        parts.append(f"The same calibrated CPU work took {fx.num(med.min())}–{fx.num(med.max(), 'ms')} (row medians) "
+                     "in different rows: this machine's CPU did not run it at one steady speed, which is what "
+                     "makes short copies impossible to judge against it.")
     if len(bl):
         bad = bl[bl["verdict"] != "serial"]
         parts.append("Every blocking copy long enough to judge ran serially with the CPU work."
@@ -1497,12 +1541,11 @@ def has_overlap_spread(res) -> bool:
 
 def overlap_rule(res) -> str:
     o = res.table("overlap")
-    j = float(o["jitter_ms"].iloc[0])
-    return (f"Rule: no verdict when the copy lasts less than {MIN_COPY_OVER_JITTER:g}× the CPU work's jitter "
-            f"(its standard deviation within a row, pooled over rows: {fx.num(j, 'ms')} here, so "
-            f"{fx.num(MIN_COPY_OVER_JITTER * j, 'ms')}); otherwise \"overlaps\" from a median ratio of "
-            f"{fx.pct(OVERLAPS)}, \"serial\" up to {fx.pct(SERIAL)}, and \"unclear\" when the p10–p90 spread "
-            "reaches from one to the other.")
+    return (f"Rule: no verdict when the copy lasts less than {MIN_COPY_OVER_JITTER:g}× the CPU work's jitter in "
+            f"its row (the standard deviation of the CPU work over the row's rounds: "
+            f"{fx.num(o['jitter_ms'].min())}–{fx.num(o['jitter_ms'].max(), 'ms')} here); otherwise \"overlaps\" from "
+            f"a median ratio of {fx.pct(OVERLAPS)}, \"serial\" up to {fx.pct(SERIAL)}, and \"unclear\" when the "
+            "p10–p90 spread reaches from one to the other.")
 
 
 def overlap_display(res) -> pd.DataFrame:

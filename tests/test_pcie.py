@@ -75,7 +75,7 @@ def test_a_blocking_copy_is_serial_or_too_short_never_overlapping():
     busy test machine cannot stretch them.)"""
     raw = pcie.overlap_trials(lambda: time.sleep(0.02), lambda: None, lambda: time.sleep(0.01), 9)
     s = pcie.summarise_overlap(raw.assign(size=64 * MiB, memory="pageable", mode="blocking")).iloc[0]
-    assert s["verdict"] == "serial", s
+    assert s["verdict"] in ("serial", pcie.TOO_SHORT), s  # too short only where the test machine is very busy
     assert s["overlap"] < pcie.SERIAL
     short = pcie.summarise_overlap(raw.assign(size=64 * MiB, memory="pageable", mode="blocking"), jitter_ms=10.0)
     assert short.iloc[0]["verdict"] == pcie.TOO_SHORT  # the same copy against a 10 ms jitter cannot be judged
@@ -96,7 +96,8 @@ def test_a_copy_running_beside_the_work_overlaps():
 
     raw = pcie.overlap_trials(start, wait, lambda: time.sleep(0.02), 9)
     s = pcie.summarise_overlap(raw.assign(size=1, memory="pinned", mode="non_blocking")).iloc[0]
-    assert s["verdict"] == "overlaps", s
+    assert s["verdict"] in ("overlaps", pcie.TOO_SHORT), s  # too short only where the test machine is very busy
+    assert s["overlap"] > 0.5, s
 
 
 def test_a_tiny_copy_gets_no_verdict():
@@ -256,7 +257,7 @@ def test_without_cuda_the_chapter_says_so_and_measures_the_host_side(tmp_path):
 RATES = {("H2D", "pinned"): 55.0, ("D2H", "pinned"): 55.0, ("H2D", "pageable"): 17.5, ("D2H", "pageable"): 19.5}
 
 
-def gpu_result(*, rates=None, h2d_large_drop=True, pin_later_ms=1.97, pin_allocs=1, copy_ms_small=0.03,
+def gpu_result(*, rates=None, h2d_large_drop=True, llc=96 * MiB, pin_later_ms=1.97, pin_allocs=1, copy_ms_small=0.03,
                overlap_pinned_nb=True, jitter=0.1, kernel_added_ms=0.2, reps=8, seed=0) -> results.Result:
     """A result shaped like a GPU run of :func:`pcie.run`, built from the module's own summarisers."""
     rng = np.random.default_rng(seed)
@@ -264,7 +265,7 @@ def gpu_result(*, rates=None, h2d_large_drop=True, pin_later_ms=1.97, pin_allocs
     sizes = [64 << 10, MiB, 16 * MiB, 64 * MiB, 256 * MiB, GiB]
     rows = []
     for n in sizes:
-        ramp = n / (n + 512 << 10)
+        ramp = n / (n + (512 << 10))
         for (d, m), r in rates.items():
             rate = r * ramp * (0.56 if (h2d_large_drop and (d, m) == ("H2D", "pageable") and n > 64 * MiB) else 1)
             for clock, extra in (("CUDA events", 0.0), ("host clock", 0.01)):
@@ -272,7 +273,8 @@ def gpu_result(*, rates=None, h2d_large_drop=True, pin_later_ms=1.97, pin_allocs
                     ms = n / (rate * (1 + 0.01 * rng.standard_normal()) * 1e9) * 1e3 + extra
                     rows.append(dict(size=n, direction=d, memory=m, clock=clock, rep=i, ms=ms, GBps=n / ms / 1e6))
     raw = pd.DataFrame(rows)
-    res = results.Result(chapter=pcie.CHAPTER, run_id="constructed", parameters={}, fingerprint={})
+    res = results.Result(chapter=pcie.CHAPTER, run_id="constructed", parameters={},
+                         fingerprint={"cpu": {"hypervisor": True}})
     peak = pcie.link_peak_gbps(5, 16)
     res.add("bandwidth_raw", raw)
     res.add("bandwidth", pcie.summarise_bandwidth(raw, peak))
@@ -341,7 +343,7 @@ def gpu_result(*, rates=None, h2d_large_drop=True, pin_later_ms=1.97, pin_allocs
     res.add("stale_read", [dict(expected=7, read_before_sync=0, read_after_sync=7, stale=True)])
     res.metadata.update(
         cuda=True, link=dict(gen_current=5, gen_max=5, width_current=16, width_max=16, peak_GBps=peak),
-        ceiling=dict(available=True, path="CuPy", size=GiB, GBps=55.5), llc=dict(level=3, bytes=96 * MiB),
+        ceiling=dict(available=True, path="CuPy", size=GiB, GBps=55.5), llc=dict(level=3, bytes=llc),
         pin_cost=dict(size=64 * MiB, host_allocations_during_pin_calls=pin_allocs, pin_calls=reps + 1),
         cpu_work=dict(iterations=1, calibrated_ms=5.0, std_ms=jitter, n=10),
         limits=dict(available_bytes=GiB, cgroup_limit_bytes=None, memlock_bytes=None, cpu_quota_cores=None),
@@ -360,13 +362,20 @@ def test_findings_of_a_gpu_run():
     assert f["h2d_pinned"].published == "H2D pinned, 1 GiB" and "ceiling" in f["h2d_pinned"].text
     assert f["slowest_path"].published == "D2H pinned ÷ pageable, 1 GiB"
     assert "slowest path is **host-to-device from pageable memory**" in f["slowest_path"].text
-    assert "Cause: the driver's staging copy reads the source with the CPU" in f["pageable_drop"].text
+    assert "Cause: a pageable copy is fast only while its source is still in the CPU's cache" in f["pageable_drop"].text
+    assert "outgrow the 96 MiB last-level cache" in f["pageable_drop"].text
+    assert "page size is not the cause" in f["pageable_drop"].text
     assert "falls to" in f["pageable_drop"].text
     assert f["cpu_overlap"].published == "overlap, pinned + non_blocking, 256 MiB"
     assert ": overlaps." in f["cpu_overlap"].text and "1 MiB" in f["cpu_overlap"].text  # too short at 1 MiB
     assert "reuse the cached block" in f["pin_cost"].text
     for x in f.values():
         assert "nan" not in x.text.lower() and "None" not in x.text
+
+
+def test_a_knee_far_below_the_reported_cache_is_said_so():
+    f = _by_key(gpu_result(llc=300 * MiB))["pageable_drop"]
+    assert "well below the 300 MiB last-level cache" in f.text and "virtual machine" in f.text
 
 
 def test_reversed_d2h_pageable_is_the_slowest_path():
