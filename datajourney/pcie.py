@@ -49,7 +49,7 @@ import torch
 from .book import findings as fx
 from .book.findings import Finding
 from .book.params import (ParameterError, boolean, creatable_dir, int_list, number, positive_int)
-from .timing import cuda_ms, gpu_sampler, interleaved_ms, synced_ms
+from .timing import cuda_ms, gpu_sampler, interleaved_ms
 
 CHAPTER = "06_pcie"
 GB = 1e9
@@ -1092,7 +1092,8 @@ def staging_story(res) -> dict:
                h2d_last_size=int(h.index[-1]), d2h_min=float(d[d.index >= big.index.min()].min()),
                d2h_max=float(d[d.index >= big.index.min()].max()))
     out["drop"] = out["h2d_last"] / out["h2d_peak"]
-    out["has_staging"] = "staging" in res.tables and (res.table("staging")["measure"] == "H2D pageable, source cached").any()
+    out["has_staging"] = ("staging" in res.tables
+                          and (res.table("staging")["measure"] == "H2D pageable, source cached").any())
     if not out["has_staging"]:
         return out
     st = res.table("staging")
@@ -1158,8 +1159,8 @@ def finding_pageable_drop(res) -> Finding:
         text += ("**Cause: a pageable copy is fast only while its source is still in the CPU's cache from the "
                  "last copy, because the driver's staging copy reads the source with the CPU. Flushing the cache "
                  f"slows a {size_label(s['small'])} copy to {fx.num(s['flushed_small'], 'GB/s')}"
-                 + (f", about the rate of a cached {size_label(knee)} copy ({fx.num(at_knee, 'GB/s')})" if close and knee
-                    else "")
+                 + (f", about the rate of a cached {size_label(knee)} copy ({fx.num(at_knee, 'GB/s')})"
+                    if close and knee else "")
                  + "; from " + (f"about {size_label(knee)}" if knee else "the larger sizes")
                  + " on, the source no longer stays cached between copies.** ")
         if llc and knee:
@@ -1262,7 +1263,8 @@ def finding_copy_kernel(res) -> Finding:
         if len(kb):
             lo_k, hi_k = float(kb["ms"].min()), float(kb["ms"].max())
             drift = hi_k - lo_k
-            text += f" Within the kernel-only block alone the matrix products took {fx.num(lo_k)}–{fx.num(hi_k, 'ms')}"
+            text += (f" Within the kernel-only block alone the matrix products took "
+                     f"{fx.num(lo_k)}–{fx.num(hi_k, 'ms')}")
             if "sm_clock_mhz" in kb and kb["sm_clock_mhz"].notna().any():
                 text += (f" while the SM clock read {fx.num(kb['sm_clock_mhz'].min())}–"
                          f"{fx.num(kb['sm_clock_mhz'].max())} MHz")
@@ -1286,7 +1288,8 @@ def finding_pin_cost(res) -> Finding:
     if "first_ms" not in pc:  # an older result: medians only
         d = fx.compare(pc.loc[pin, "median_ms"], pc.loc[reuse, "median_ms"], more="slower than",
                        less="faster than", same="level with")
-        text = (f"For one {size_label(n)} batch, `pin_memory()` then copy took {fx.num(pc.loc[pin, 'median_ms'], 'ms')} "
+        text = (f"For one {size_label(n)} batch, `pin_memory()` then copy took "
+                f"{fx.num(pc.loc[pin, 'median_ms'], 'ms')} "
                 f"(median), {d} copying into a reused pinned buffer ({fx.num(pc.loc[reuse, 'median_ms'], 'ms')}).")
         return Finding("pin_cost", text, float(pc.loc[pin, "median_ms"]), "ms", values=dict(size=n))
     first, later, reused = (float(pc.loc[pin, "first_ms"]), float(pc.loc[pin, "median_ms"]),
@@ -1306,10 +1309,12 @@ def finding_pin_cost(res) -> Finding:
     if "pin_memory() with the pinned cache emptied before each call" in pc.index:
         fresh = float(pc.loc["pin_memory() with the pinned cache emptied before each call", "median_ms"])
         fa = meta.get("host_allocations_emptied_way")
-        made = "" if fa is None else f" ({fa} page-locked allocation{'' if fa == 1 else 's'} in {meta.get('pin_calls')} calls)"
+        made = ("" if fa is None else
+                f" ({fa} page-locked allocation{'' if fa == 1 else 's'} in {meta.get('pin_calls')} calls)")
         text += (f" With the cache emptied before every call{made}, `pin_memory()` then copy took "
                  f"{fx.num(fresh, 'ms')} per batch: "
-                 + fx.choose(fx.direction(fresh, later, tol=0.2), "that is what pinning afresh on every call would cost.",
+                 + fx.choose(fx.direction(fresh, later, tol=0.2),
+                             "that is what pinning afresh on every call would cost.",
                              "no slower, so the allocation itself is cheap here.",
                              "about the same, so the allocation itself is cheap here."))
     return Finding("pin_cost", text, later, "ms", values=dict(size=n, first=first, reused=reused, allocs=allocs))
@@ -1431,7 +1436,8 @@ def bidirectional_text(res) -> str:
     bi = res.table("bidirectional").iloc[0]
     v = bi["verdict"]
     spread = (f", p10–p90 {fx.pct(bi['overlap_p10'])}–{fx.pct(bi['overlap_p90'])}" if "overlap_p10" in bi else "")
-    return (f"**Both directions at once** ({size_label(int(bi['size']))} each way, pinned, two streams): host-to-device "
+    return (f"**Both directions at once** ({size_label(int(bi['size']))} each way, pinned, two streams): "
+            f"host-to-device "
             f"alone {fx.num(bi['h2d_GBps'], 'GB/s')}, device-to-host alone {fx.num(bi['d2h_GBps'], 'GB/s')}, together "
             f"**{fx.num(bi['aggregate_GBps'], 'GB/s')}** in aggregate: overlap {fx.pct(bi['overlap'])}{spread} ({v}).")
 
@@ -1595,3 +1601,27 @@ def limits_table(res) -> pd.DataFrame:
     if lim.get("cgroup_path"):
         rows.append({"limit": f"cgroup (v{lim.get('cgroup_version')})", "value": lim["cgroup_path"]})
     return pd.DataFrame(rows)
+
+
+def versus_published(res, *, where: str = "here") -> str:
+    """This run's slowest path and its pageable device-to-host rate beside the published host's
+    (``where``: how the text names the machine of ``res``, e.g. "on the reference host")."""
+    from .book import published
+
+    fig = published.figure(CHAPTER, "D2H pageable, 1 GiB")
+    b = _events(res)
+    n = int(b["size"].max())
+    at = b[b["size"] == n].set_index(["direction", "memory"])["median"]
+    if fig is None or ("D2H", "pageable") not in at.index:
+        return ""
+    slow = at.idxmin()
+    d2h = float(at[("D2H", "pageable")])
+    text = (f"On the published host (S1) device-to-host into pageable memory collapsed to {fig.text} ({fig.setting}); "
+            f"{where} it reached {fx.num(d2h, 'GB/s')} at {size_label(n)}, "
+            f"{fx.compare(d2h, fig.mean, more='faster than', less='slower than', same='level with')} that figure")
+    if slow != ("D2H", "pageable"):
+        text += (f", and it is not this machine's slowest path: the slowest is {_PATHS[slow]} "
+                 f"({fx.num(at[slow], 'GB/s')}). The staging experiment below measures what limits it here.")
+    else:
+        text += ", and it is this machine's slowest path too."
+    return text

@@ -60,7 +60,7 @@ def test_spin_calibration_within_20_percent():
     """The calibrated work takes the target time: its fastest run within ±20% (the fastest, because
     this test may share its cores with other processes that stretch single runs)."""
     fastest = []
-    for _ in range(3):  # a machine oversubscribed for a whole attempt gets another chance
+    for _ in range(5):  # a machine oversubscribed for a whole attempt gets another chance
         n, ms = pcie.calibrate_spin(3.0)
         assert n > 0 and ms > 0
         fastest.append(min(pcie._spin_ms(n) for _ in range(9)))
@@ -430,6 +430,9 @@ def test_computed_sections_of_a_gpu_run():
     assert "met" in pcie.ceiling_text(res) and "overlaps" in pcie.bidirectional_text(res)
     assert "Nothing crashed" in pcie.stale_text(res)
     assert "slowest path was host-to-device from pageable memory" in pcie.takeaways(res)
+    assert "not this machine's slowest path" in pcie.versus_published(res)
+    assert "slowest path too" in pcie.versus_published(gpu_result(rates={("D2H", "pageable"): 1.5},
+                                                                  h2d_large_drop=False))
     km = pcie.key_metrics(res)
     assert km["D2H pinned ÷ pageable, 1 GiB"][0] == pytest.approx(55 / 19.5, rel=0.05)
     assert km["overlap, pinned + non_blocking, 16 MiB"][0] is not None

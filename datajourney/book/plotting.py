@@ -326,7 +326,8 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
                 error_y=dict(type="data", symmetric=False, array=100 * g["overlap_p90"] - y,
                              arrayminus=y - 100 * g["overlap_p10"]),
                 customdata=g[["copy_ms", "cpu_ms", "both_ms", "overlap_p10", "overlap_p90", "n", "verdict"]].to_numpy(),
-                hovertemplate=(f"<b>{mem} + {mode}</b>, %{{x}}<br>overlap %{{y:.0f}}% (median of %{{customdata[5]}} rounds)"
+                hovertemplate=(f"<b>{mem} + {mode}</b>, %{{x}}<br>overlap %{{y:.0f}}% "
+                               "(median of %{customdata[5]} rounds)"
                                "<br>p10–p90: %{customdata[3]:.0%} – %{customdata[4]:.0%}"
                                "<br>copy %{customdata[0]:.2f} ms, CPU work %{customdata[1]:.2f} ms, "
                                "together %{customdata[2]:.2f} ms<br>%{customdata[6]}<extra></extra>"),
