@@ -295,3 +295,94 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str) -> go.Figure:
     fig.update_xaxes(title_text="scenario (format, DataLoader workers)", type="category")
     fig.update_yaxes(title_text="percent", range=[0, 110])
     return fig
+
+
+# --------------------------------------------------------------------------- chapter 6
+def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "too short to tell") -> go.Figure:
+    """Overlap of a copy with CPU work: one panel per host memory (pageable, pinned), one line per
+    mode (blocking, non_blocking); the point is the median of the per-round ratios, the bars its
+    10th–90th percentile over rounds. Rows whose copy was too short to judge are left out (the
+    title says how many), so the chart never leads with noise; when no row can be judged they are
+    drawn faded."""
+    from plotly.subplots import make_subplots
+
+    mems = [m for m in ("pageable", "pinned") if m in set(summary["memory"])]
+    fig = make_subplots(rows=1, cols=len(mems), shared_yaxes=True, subplot_titles=[f"{m} memory" for m in mems])
+    judged = summary[summary["verdict"] != too_short]
+    show = judged if len(judged) else summary
+    faded = not len(judged)
+    order = sorted(summary["size"].unique())
+    labels = [size_label(int(s)) for s in order]
+    for ci, mem in enumerate(mems, start=1):
+        for i, mode in enumerate(("blocking", "non_blocking")):
+            g = show[(show["memory"] == mem) & (show["mode"] == mode)].sort_values("size")
+            if not len(g):
+                continue
+            y = 100 * g["overlap"]
+            fig.add_scatter(
+                x=g["size"].map(lambda s: size_label(int(s))), y=y, name=mode, legendgroup=mode, showlegend=ci == 1,
+                mode="lines+markers", opacity=0.35 if faded else 1.0,
+                line=dict(color=PALETTE[i]), marker=dict(size=9),
+                error_y=dict(type="data", symmetric=False, array=100 * g["overlap_p90"] - y,
+                             arrayminus=y - 100 * g["overlap_p10"]),
+                customdata=g[["copy_ms", "cpu_ms", "both_ms", "overlap_p10", "overlap_p90", "n", "verdict"]].to_numpy(),
+                hovertemplate=(f"<b>{mem} + {mode}</b>, %{{x}}<br>overlap %{{y:.0f}}% "
+                               "(median of %{customdata[5]} rounds)"
+                               "<br>p10–p90: %{customdata[3]:.0%} – %{customdata[4]:.0%}"
+                               "<br>copy %{customdata[0]:.2f} ms, CPU work %{customdata[1]:.2f} ms, "
+                               "together %{customdata[2]:.2f} ms<br>%{customdata[6]}<extra></extra>"),
+                row=1, col=ci)
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, title_text="copy size",
+                         row=1, col=ci)
+    left_out = len(summary) - len(judged)
+    note = (f" — {left_out} of {len(summary)} rows too short to judge, not shown" if left_out and not faded else
+            " — every row too short to judge (drawn faded)" if faded else "")
+    for y, text in ((0, "serial"), (100, "fully hidden")):
+        fig.add_hline(y=y, line=dict(dash="dot", color="#777777"), annotation_text=text,
+                      annotation_position="top left" if y else "bottom left")
+    fig.update_layout(title=title + note, legend_title_text="copy mode")
+    fig.update_yaxes(title_text="overlap (%; point: median, bars: p10–p90)", row=1, col=1)
+    return fig
+
+
+def staging_chart(summary: pd.DataFrame, *, llc_bytes: int | None, title: str) -> go.Figure:
+    """Pageable copies and one core's memcpy of the same source against size (median, bars p10–p90),
+    with the last-level cache size marked. Copies over the bus are solid, CPU-only memcpy dotted."""
+    fig = lines_with_band(summary, x="size", color="measure", title=title, xaxis="buffer size (bytes, log scale)",
+                          yaxis="GB/s", unit="GB/s", x_format=size_label, centre="median", low="p10", high="p90",
+                          band_label="p10–p90")
+    for t in fig.data:
+        if t.name.startswith("memcpy"):
+            t.line.dash = "dot"
+    if llc_bytes:
+        fig.add_vline(x=llc_bytes, line=dict(dash="dash", color="#555555"),
+                      annotation_text=f"last-level cache {size_label(llc_bytes)}", annotation_position="top")
+    fig.update_layout(legend_title_text="measure")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def paired_rounds_chart(calls: pd.DataFrame, *, copy_ms: float, title: str) -> go.Figure:
+    """Copy/kernel overlap, round by round: what the copy added to the matrix products (kernel+copy
+    minus kernel-only of the same round), with 0 (fully hidden) and the copy's own time (serial)
+    marked; the SM clock of the kernel-only call on a second axis when NVML was read."""
+    inter = calls[calls["design"] == "interleaved"]
+    w = inter.pivot(index="round", columns="name", values="ms")
+    added = (w["both"] - w["kernel"]).rename("added")
+    fig = go.Figure()
+    fig.add_scatter(x=added.index, y=added, mode="markers", name="added by the copy (ms)",
+                    marker=dict(color=PALETTE[0], size=8),
+                    hovertemplate="round %{x}: the copy added %{y:.2f} ms<extra></extra>")
+    fig.add_hline(y=0, line=dict(dash="dot", color="#777777"), annotation_text="fully hidden",
+                  annotation_position="bottom left")
+    fig.add_hline(y=copy_ms, line=dict(dash="dot", color="#777777"), annotation_text="serial (copy alone)",
+                  annotation_position="top left")
+    if "sm_clock_mhz" in inter and inter["sm_clock_mhz"].notna().any():
+        clk = inter[inter["name"] == "kernel"].set_index("round")["sm_clock_mhz"]
+        fig.add_scatter(x=clk.index, y=clk, mode="lines", name="SM clock, kernel-only call (MHz)", yaxis="y2",
+                        line=dict(color=PALETTE[1]), hovertemplate="round %{x}: SM clock %{y:.0f} MHz<extra></extra>")
+        fig.update_layout(yaxis2=dict(title="SM clock (MHz)", overlaying="y", side="right", showgrid=False))
+    fig.update_layout(title=title, legend_title_text="series")
+    fig.update_xaxes(title_text="round (kernel-only, copy-only and kernel+copy in random order)")
+    fig.update_yaxes(title_text="time the copy added (ms; single rounds)")
+    return fig
