@@ -384,3 +384,8 @@ def test_findings_of_a_short_cpu_run(tmp_path):
                starvation.au_drift_sentence, starvation.takeaways):
         text = fn(res)
         assert text is None or ("nan" not in text.lower() and "None" not in text), fn.__name__
+
+
+def test_a_simulated_step_makes_no_claim_about_idle_gaps():
+    t = _texts(_result(cuda=False, nvml=False))["step_drift"]
+    assert "simulated sleep" in t and "less than" not in t and "higher clocks" not in t

@@ -198,9 +198,11 @@ def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:
     lows = pd.concat([summary["wait_ms"], err_all[1]]).where(lambda v: v > 0).dropna()
     floor = 10 ** np.floor(np.log10(max(lows.min(), 1e-3))) if len(lows) else 0.1
     top = max(summary["wait_ms"].max(), summary["predicted_wait_ms"].max(), err_all[2].max())
+    kinds = list(dict.fromkeys(summary["work"]))
     for i, (kind, g) in enumerate(summary.groupby("work", sort=False)):
         g = g.sort_values("workers")
         c = PALETTE[i % 8]
+        dx = (i - (len(kinds) - 1) / 2) * 0.12   # side by side, so points at one W do not hide each other
         model = g["predicted_wait_ms"].where(g["predicted_wait_ms"] > 0)
         fig.add_scatter(x=g["workers"], y=model, mode="lines", name=f"{kind}: model", connectgaps=False,
                         line=dict(color=c, dash="dash"), legendgroup=kind,
@@ -213,16 +215,17 @@ def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:
                             hovertemplate=(f"<b>{kind}</b> model<br>W=%{{x}}: no wait (0 ms, drawn on the axis "
                                            "floor)<extra></extra>"))
         err, lo, hi, what = _spread(g, "wait")
-        fig.add_scatter(x=g["workers"], y=g["wait_ms"], mode="markers", name=f"{kind}: measured",
+        fig.add_scatter(x=g["workers"] + dx, y=g["wait_ms"], mode="markers", name=f"{kind}: measured",
                         marker=dict(color=c, size=9), legendgroup=kind, error_y=err,
-                        customdata=list(zip(g["d_ms"], g["compute_ms"], g["au"], lo, hi, strict=True)),
-                        hovertemplate=(f"<b>{kind}</b> measured<br>W=%{{x}}: mean wait %{{y:,.2f}} ms"
+                        customdata=list(zip(g["d_ms"], g["compute_ms"], g["au"], lo, hi, g["workers"], strict=True)),
+                        hovertemplate=(f"<b>{kind}</b> measured<br>W=%{{customdata[5]}}: mean wait %{{y:,.2f}} ms"
                                        f"<br>{what}: %{{customdata[3]:,.2f}} – %{{customdata[4]:,.2f}} ms"
                                        "<br>D = %{customdata[0]:.2f} ms, compute %{customdata[1]:.1f} ms"
                                        "<br>AU %{customdata[2]:.0%}<extra></extra>"))
     fig.update_layout(title=title, legend_title_text="work")
-    fig.update_xaxes(title_text="DataLoader workers W")
-    fig.update_yaxes(title_text=f"data wait per step (ms, log scale; bars: {err_all[3]})", type="log",
+    fig.update_xaxes(title_text="DataLoader workers W", tickmode="array",
+                     tickvals=sorted(summary["workers"].unique().tolist()))
+    fig.update_yaxes(title_text=f"data wait per step (ms, log scale; bars: {err_all[3]})", type="log", dtick=1,
                      range=[np.log10(floor) - 0.1, np.log10(max(top, floor * 10)) + 0.15])
     return fig
 
@@ -383,7 +386,8 @@ def step_drift(calibration: pd.DataFrame, *, g_ms: float, title: str) -> go.Figu
                         customdata=list(zip(d["power_w"], d["clock_reasons"].fillna(0).astype(int), strict=True)),
                         hovertemplate=("%{x:,.0f} ms: SM clock %{y:,.0f} MHz<br>power %{customdata[0]:,.0f} W"
                                        "<br>clock-limit reason bits %{customdata[1]}<extra></extra>"))
-        fig.update_yaxes(title_text="SM clock (MHz)", secondary_y=True, showgrid=False)
+        fig.update_yaxes(title_text="SM clock (MHz)", secondary_y=True, showgrid=False, tickmode="auto", nticks=6,
+                         tickformat=",.0f")
     fig.add_hline(y=g_ms, line=dict(dash="dash", color="#555555"), annotation_text="calibrated G",
                   annotation_position="top left")
     fig.update_layout(title=title, legend_title_text="")
@@ -420,7 +424,8 @@ def idle_gap_chart(idle: pd.DataFrame, *, g_ms: float, title: str) -> go.Figure:
                         customdata=g["power_w_mean"],
                         hovertemplate="idle gap %{x} ms: SM clock %{y:,.0f} MHz, power %{customdata:,.0f} W"
                                       "<extra></extra>")
-        fig.update_yaxes(title_text="SM clock during the step (MHz)", secondary_y=True, showgrid=False)
+        fig.update_yaxes(title_text="SM clock during the step (MHz)", secondary_y=True, showgrid=False,
+                         tickmode="auto", nticks=6, tickformat=",.0f")
     fig.add_hline(y=g_ms, line=dict(dash="dash", color="#555555"), annotation_text="calibrated G",
                   annotation_position="bottom right")
     fig.update_layout(title=title, legend_title_text="")
