@@ -52,8 +52,12 @@ COST_PROFILES = ("constant", "variable")
 DEFAULT_PREFETCH = 2
 #: Pixels per unit of ``real_work_scale`` for the decode work (image side), and the largest side.
 DECODE_PX, DECODE_MAX_PX = 16, 4096
-#: Samples over which the cost of one item of real work is measured (and calibrated).
+#: At least this many items are timed to measure the cost of one item of real work.
 COST_SAMPLES = 32
+#: Distinct texts the tokenize work cycles through (its per-sample cost is their mean).
+TOKENIZE_TEXTS = 64
+#: The balanced case of the prefetch experiment: D·B/W = PREFETCH_LOAD × G, just under the step.
+PREFETCH_LOAD = 0.95
 #: Seconds the GPU idles before the drift trace, so that the trace starts from a rested GPU.
 IDLE_BEFORE_TRACE_S = 1.0
 
@@ -91,8 +95,9 @@ class WorkDataset(Dataset):
                  seed: int = 0, variable: bool = False, n_images: int = 8):
         self.n, self.kind, self.cost_ms, self.scale = n, kind, cost_ms, scale
         self.costs = None
-        if kind == "sleep" and variable:
-            self.costs = cost_ms * np.random.default_rng([seed, 4]).exponential(1.0, n)
+        if kind == "sleep" and variable:  # exponential draws, scaled so that their mean is exactly cost_ms
+            draws = np.random.default_rng([seed, 4]).exponential(1.0, n)
+            self.costs = cost_ms * draws / draws.mean()
         if kind == "tokenize":
             if not texts or tokenizer is None:
                 raise ValueError("tokenize work needs texts and a tokenizer")
@@ -105,6 +110,15 @@ class WorkDataset(Dataset):
 
     def __len__(self):
         return self.n
+
+    @property
+    def period(self) -> int:
+        """How many distinct items the dataset cycles through (its cost repeats with this period)."""
+        if self.kind == "tokenize":
+            return len(self.texts)
+        if self.kind == "decode":
+            return len(self.jpegs)
+        return self.n if self.costs is not None else 1
 
     def __getitem__(self, i):
         if self.kind == "sleep":
@@ -144,18 +158,22 @@ def calibrate_scale(make, kind: str, target_ms: float, samples: int = COST_SAMPL
 
 
 def measure_cost_ms(ds: WorkDataset, samples: int = COST_SAMPLES, repeats: int = 3) -> float:
-    """Mean CPU cost of one item in this process (D for the real kinds of work), in steady state:
-    the items are produced once untimed first (imports, allocations, the tokenizer's word cache,
-    which forked workers inherit), then timed ``repeats`` times; the median pass counts."""
-    samples = min(samples, len(ds))
-    for i in range(samples):
+    """Mean CPU cost of one item in this process (D for the real kinds of work), in steady state.
+
+    The items cycle through a fixed set (``ds.period`` distinct texts or images), so the stream's
+    mean cost is the mean over one full period: that is what is timed (repeated until at least
+    ``samples`` items), after one untimed pass (imports, allocations, the tokenizer's word cache,
+    which forked workers inherit); ``repeats`` timed passes, the median counts."""
+    period = ds.period
+    items = list(range(period)) * max(1, math.ceil(samples / period))
+    for i in range(period):
         ds[i]
     passes = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        for i in range(samples):
+        for i in items:
             ds[i]
-        passes.append((time.perf_counter() - t0) * 1e3 / samples)
+        passes.append((time.perf_counter() - t0) * 1e3 / len(items))
     return float(np.median(passes))
 
 
@@ -364,12 +382,13 @@ def idle_gap_experiment(step: Step, gaps_ms, *, repeats: int, conditioning: int,
 
 def prefetch_experiment(*, batch_size: int, workers: int, prefetch_factors, runs: int, steps: int, warmup: int,
                         step: Step, seed: int = 0, sampler: NvmlSampler | None = None, origin: float | None = None,
-                        progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``prefetch_factor`` where it can matter: the sleep work sized so that ``D·B/W = G`` (the
-    workers deliver exactly one batch per step), with a constant cost per sample and with a
-    variable one (exponential, same mean). Configurations are interleaved run by run."""
+                        progress=None, load: float = PREFETCH_LOAD) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``prefetch_factor`` where it can matter: the sleep work sized so that ``D·B/W`` is just under
+    ``G`` (``load`` × G: the workers deliver a batch per step with little to spare), with a constant
+    cost per sample and with a variable one (exponential, the same mean over the run).
+    Configurations are interleaved run by run."""
     g = getattr(step, "steady_ms", step.g_ms)
-    d = g * workers / batch_size
+    d = load * g * workers / batch_size
     origin = time.perf_counter() if origin is None else origin
     per_step, summary = [], []
     n = batch_size * (steps + warmup)
@@ -385,7 +404,7 @@ def prefetch_experiment(*, batch_size: int, workers: int, prefetch_factors, runs
                 per_step.append(df)
                 s = summarise_steps(df, warmup, g)
                 summary.append(dict(run=run, cost=profile, prefetch_factor=pf, workers=workers, d_ms=d,
-                                    batch_size=batch_size, g_cal_ms=g, **s,
+                                    batch_size=batch_size, g_cal_ms=g, load=load, **s,
                                     predicted_wait_ms=predicted_wait_ms(d, batch_size, workers, g)))
                 if progress:
                     progress.update(1)
@@ -520,7 +539,8 @@ def run(*, d_ms: float, batch_size: int, g_ms: float, workers, published_workers
     p = check_parameters(params)
     texts = tok = source = None
     if "tokenize" in p["work_kinds"]:
-        texts, tok, source = textdata.texts_and_source(256, dataset_path=dataset_path, tokenizer_dir=tokenizer_dir)
+        texts, tok, source = textdata.texts_and_source(TOKENIZE_TEXTS, dataset_path=dataset_path,
+                                                       tokenizer_dir=tokenizer_dir)
     res = results.start(CHAPTER, params, run_dir)
     sampler = NvmlSampler() if torch.cuda.is_available() else None
     origin = time.perf_counter()
@@ -700,10 +720,12 @@ def step_drift(res) -> dict | None:
                settled=res.metadata.get("step_settled"), nvml=bool(res.metadata.get("nvml", {}).get("available")),
                why=res.metadata.get("nvml", {}).get("why"), cuda=bool(res.metadata.get("cuda")))
     if "sm_clock_mhz" in idle and idle["sm_clock_mhz"].notna().any():
+        cap = "power_capped_share" if "power_capped_share" in idle else "power_capped"
         out.update(base_clock=float(base["sm_clock_mhz"].mean()), top_clock=float(top["sm_clock_mhz"].mean()),
                    base_power=float(base["power_w"].mean()), top_power=float(top["power_w"].mean()),
-                   base_capped=float(base["power_capped"].astype(float).mean()),
-                   top_capped=float(top["power_capped"].astype(float).mean()))
+                   base_capped=float(base[cap].astype(float).mean()),
+                   top_capped=float(top[cap].astype(float).mean()), capped_by="samples" if cap.endswith("share")
+                   else "steps", power_limit=res.metadata.get("nvml", {}).get("power_limit_w"))
         tail = drift.iloc[len(drift) // 2:]
         if "sm_clock_mhz" in tail and tail["sm_clock_mhz"].notna().any():
             out.update(steady_clock=float(tail["sm_clock_mhz"].mean()),
@@ -745,13 +767,18 @@ def finding_drift(res) -> Finding | None:
                  f"{x['base_clock']:,.0f} MHz back-to-back")
         if d < 0 and dc > 0:
             text += ", so the steps after an idle gap ran at higher clocks"
-            if x["base_capped"] > 0.5:
-                text += (f"; the software power cap was limiting the clock in {fx.pct(x['base_capped'])} of the "
-                         f"back-to-back steps (power {x['base_power']:,.0f} W, vs {x['top_power']:,.0f} W after "
-                         "the gap): under sustained load the GPU runs power-capped, which is why `G` is calibrated "
-                         "there.")
+            limit = x.get("power_limit")
+            at_limit = bool(limit) and x["base_power"] >= 0.95 * limit
+            if at_limit or x["base_capped"] > 0.5:
+                text += (f". Back-to-back the board drew {x['base_power']:,.0f} W"
+                         + (f" against its {limit:,.0f} W limit" if limit else "")
+                         + f", with NVML reporting the software power cap in {fx.pct(x['base_capped'])} of those "
+                         f"{'samples' if x['capped_by'] == 'samples' else 'steps'}; after the gap it drew "
+                         f"{x['top_power']:,.0f} W: under sustained load the GPU runs power-capped, and `G` is "
+                         "calibrated there.")
             else:
-                text += "."
+                text += (f" (power {x['base_power']:,.0f} W back-to-back, {x['top_power']:,.0f} W after the gap; "
+                         "NVML did not report a power cap in most back-to-back steps).")
         elif d == 0 and dc == 0:
             text += ": level as well."
         else:
@@ -799,40 +826,63 @@ def prefetch_summary(res) -> pd.DataFrame | None:
     return pf.groupby(["cost", "prefetch_factor"], sort=True)["wait_ms"].agg(["mean", "min", "max", "count"]).reset_index()
 
 
+def prefetch_effect(pf: pd.DataFrame, cost: str, *, tol: float = 0.10) -> dict:
+    """The effect of the deepest against the shallowest prefetch_factor for one cost profile,
+    paired by run (every run uses the same per-sample costs for every prefetch_factor): the
+    per-run ratio shallow/deep of the mean wait, and a direction only when every run agrees
+    (+1: deeper prefetch shortened the wait by more than ``tol`` in every run, -1: lengthened it
+    in every run, 0: otherwise)."""
+    lo_pf, hi_pf = pf["prefetch_factor"].min(), pf["prefetch_factor"].max()
+    part = pf[pf["cost"] == cost]
+    a = part[part["prefetch_factor"] == lo_pf].set_index("run")["wait_ms"]
+    b = part[part["prefetch_factor"] == hi_pf].set_index("run")["wait_ms"]
+    runs = sorted(set(a.index) & set(b.index))
+    ratios = [float(a[r] / b[r]) if b[r] > 0 else float("inf") for r in runs]
+    if ratios and all(r > 1 + tol for r in ratios):
+        d = 1
+    elif ratios and all(r < 1 / (1 + tol) for r in ratios):
+        d = -1
+    else:
+        d = 0
+    return dict(direction=d, shallow_ms=float(a[runs].mean()), deep_ms=float(b[runs].mean()),
+                ratio=float(a[runs].mean() / b[runs].mean()) if b[runs].mean() > 0 else float("inf"),
+                low=min(ratios), high=max(ratios), runs=len(runs), lo=int(lo_pf), hi=int(hi_pf))
+
+
 def finding_prefetch(res) -> Finding | None:
     if "prefetch" not in res.tables:
         return None
     pf = res.table("prefetch")
-    lo, hi = int(pf["prefetch_factor"].min()), int(pf["prefetch_factor"].max())
-    if lo == hi:
+    if pf["prefetch_factor"].nunique() < 2:
         return None
     g = _g(res)
     w, d = int(pf["workers"].iloc[0]), float(pf["d_ms"].iloc[0])
-    phrases, value, interval = [], None, None
+    b = int(pf["batch_size"].iloc[0]) if "batch_size" in pf else int(res.parameters["batch_size"])
+    load = d * b / w / g
+    phrases, value, interval, lo, hi = [], None, None, None, None
     for cost in [c for c in COST_PROFILES if c in set(pf["cost"])]:
-        a = pf[(pf["cost"] == cost) & (pf["prefetch_factor"] == lo)]["wait_ms"].tolist()
-        b = pf[(pf["cost"] == cost) & (pf["prefetch_factor"] == hi)]["wait_ms"].tolist()
-        dr = fx.direction(b, a, tol=0.10)
-        ma, mb = float(np.mean(a)), float(np.mean(b))
-        if dr < 0:
-            r, rlo, rhi = fx.ratio_interval(a, b)
-            verb = f"cut the mean wait from {fx.num(ma, 'ms')} to {fx.num(mb, 'ms')} ({fx.times(r)})"
-        elif dr > 0:
-            r, rlo, rhi = fx.ratio_interval(b, a)
-            verb = f"raised the mean wait from {fx.num(ma, 'ms')} to {fx.num(mb, 'ms')}"
+        e = prefetch_effect(pf, cost)
+        lo, hi, n = e["lo"], e["hi"], e["runs"]
+        every = "in every run" if n > 1 else "in its one run"
+        spread = f", per-run ratio {fx.times(e['low'])}–{fx.times(e['high'])}" if n > 1 else ""
+        if e["direction"] > 0:
+            verb = (f"cut the mean wait from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')} "
+                    f"({fx.times(e['ratio'])} {every}{spread})")
+        elif e["direction"] < 0:
+            verb = (f"raised the mean wait from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')} "
+                    f"({every}{spread})")
         else:
-            r, rlo, rhi = fx.ratio_interval(a, b)
-            verb = f"left the mean wait level ({fx.num(ma, 'ms')} vs {fx.num(mb, 'ms')})"
+            verb = (f"made no consistent difference ({fx.num(e['shallow_ms'], 'ms')} vs "
+                    f"{fx.num(e['deep_ms'], 'ms')}{spread})")
         if cost == "variable" or value is None:
-            value, interval = r, (rlo, rhi)
+            value, interval = e["ratio"], ((e["low"], e["high"]) if n > 1 else None)
         phrases.append(f"with {cost} per-sample cost it {verb}")
-    n = int(pf["run"].nunique())
     return Finding(
         "prefetch_balanced",
-        f"**`prefetch_factor` where it can matter**: with the work sized so that `D·B/W` = `G` "
-        f"(D = {fx.num(d, 'ms')}, W = {w}), raising `prefetch_factor` from {lo} to {hi} — "
-        + "; ".join(phrases) + f" ({n} run{'s' if n > 1 else ''} each).",
-        value=value, unit="×", interval=interval if n > 1 else None)
+        f"**`prefetch_factor` where it can matter**: with the work sized so that `D·B/W` is just under `G` "
+        f"({fx.num(d * b / w, 'ms')}, {fx.pct(load)} of {fx.num(g, 'ms')}; D = {fx.num(d, 'ms')}, W = {w}), "
+        f"raising `prefetch_factor` from {lo} to {hi}: " + "; ".join(phrases) + ".",
+        value=value, unit="×", interval=interval)
 
 
 def boundary_numbers(res) -> dict:
@@ -1040,9 +1090,10 @@ def au_drift_sentence(res) -> str | None:
             f"calibrated `G` = {fx.num(g, 'ms')}")
     if not idle.empty:
         i = float(idle["compute_ms"].median())
+        d = fx.direction(i, b, tol=0.03)
         text += (f"; steps that followed a wait of 20 ms or more took {fx.num(i, 'ms')}, "
-                 f"{fx.compare(i, b, more='longer than', less='shorter than', same='level with', tol=0.03)} "
-                 "the back-to-back ones")
+                 + fx.choose(d, f"{fx.pct(i / b - 1)} longer than", f"{fx.pct(1 - i / b)} shorter than", "level with")
+                 + " the back-to-back ones")
     return text + ". AU counts every step as `G` of work, so a step that ran faster after an idle gap does not " \
                   "inflate it, and a slow one does not deflate it."
 
@@ -1058,10 +1109,13 @@ def nvml_util_sentence(res) -> str | None:
         return None
     g = _g(res)
     rows = sw.dropna(subset=["gpu_util_pct"])
-    worst = rows.loc[(rows["gpu_util_pct"] - 100 * rows.apply(lambda r: _au(r, g), axis=1)).abs().idxmax()]
-    return (f"NVML's utilisation (the share of time a kernel was running, averaged over the steady-state steps "
-            f"only) tracks AU: the largest difference is at {worst['work']} W={int(worst['workers'])}: "
-            f"{fx.num(worst['gpu_util_pct'], '%')} vs AU {fx.pct(_au(worst, g))}.")
+    diff = rows["gpu_util_pct"] - 100 * rows.apply(lambda r: _au(r, g), axis=1)
+    worst = rows.loc[diff.abs().idxmax()]
+    return (f"NVML's utilisation (the share of time in which a kernel was running, sampled every "
+            f"{fx.num(res.metadata.get('nvml', {}).get('interval_ms'), 'ms')} and averaged over the steady-state "
+            f"steps only) differed from AU by {diff.abs().mean():.0f} points on average over the sweep; the largest "
+            f"difference was at {worst['work']} W={int(worst['workers'])}: {fx.num(worst['gpu_util_pct'], '%')} "
+            f"vs AU {fx.pct(_au(worst, g))}.")
 
 
 # --------------------------------------------------------------------------- what-if chart
@@ -1212,16 +1266,11 @@ def takeaways(res) -> str:
     f = finding_prefetch(res)
     if f is not None:
         pf = res.table("prefetch")
-        helped = []
-        for cost in dict.fromkeys(pf["cost"]):
-            lo = pf[(pf["cost"] == cost) & (pf["prefetch_factor"] == pf["prefetch_factor"].min())]["wait_ms"].tolist()
-            hi = pf[(pf["cost"] == cost) & (pf["prefetch_factor"] == pf["prefetch_factor"].max())]["wait_ms"].tolist()
-            if fx.direction(hi, lo, tol=0.10) < 0:
-                helped.append(cost)
+        helped = [c for c in dict.fromkeys(pf["cost"]) if prefetch_effect(pf, c)["direction"] > 0]
         out.append("* `prefetch_factor` is slack against batches of uneven cost, not extra throughput: "
                    + (f"here a deeper queue shortened the wait in the balanced case with {' and '.join(helped)} "
                       "per-sample cost" if helped else
-                      "here it made no clear difference even in the balanced case") + ".")
+                      "here it made no consistent difference even in the balanced case") + ".")
     out.append("* Move work off the critical path: pre-tokenise or pre-decode once, offline, when the same samples "
                "are seen many times.")
     return "\n".join(out)

@@ -240,5 +240,7 @@ def _aggregate(s: list[dict]) -> dict:
     bits = 0
     for x in s:
         bits |= int(x.get("reasons", 0))
-    out.update(clock_reasons=bits, power_capped=bool(bits & 0x4), nvml_samples=len(s))
+    capped = sum(1 for x in s if int(x.get("reasons", 0)) & 0x4)
+    out.update(clock_reasons=bits, power_capped=bool(bits & 0x4), power_capped_share=capped / len(s),
+               nvml_samples=len(s))
     return out

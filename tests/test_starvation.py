@@ -210,7 +210,7 @@ def test_prefetch_experiment_is_balanced():
     steps, summ = starvation.prefetch_experiment(batch_size=4, workers=2, prefetch_factors=[1, 2], runs=1, steps=3,
                                                  warmup=1, step=step)
     assert len(summ) == 2 * 2 and set(summ["cost"]) == set(starvation.COST_PROFILES)
-    assert summ["d_ms"].iloc[0] * 4 / 2 == pytest.approx(step.steady_ms)   # D·B/W = G
+    assert summ["d_ms"].iloc[0] * 4 / 2 == pytest.approx(starvation.PREFETCH_LOAD * step.steady_ms)  # D·B/W just under G
     assert (summ["predicted_wait_ms"] == 0).all() and len(steps) == 4 * 4
 
 
@@ -304,7 +304,7 @@ def test_findings_of_a_constructed_run_say_what_it_shows():
     assert "less than one run back-to-back" in t["step_drift"]
     assert "from **W = 4**" in t["workers_to_keep_up"]
     assert "variable per-sample cost it cut the mean wait" in t["prefetch_balanced"]
-    assert "constant per-sample cost it left the mean wait level" in t["prefetch_balanced"]
+    assert "constant per-sample cost it made no consistent difference" in t["prefetch_balanced"]
     assert "saved" in t["epoch_boundary"]
     by_key = {x.key: x for x in f}
     assert by_key["published_w0"].published == "data wait per step, W=0"
@@ -340,10 +340,18 @@ def test_reversed_faster_after_idle_without_nvml():
 
 def test_reversed_prefetch_that_helps_and_one_that_does_not():
     t = _texts(_result(pf_variable=(10.0, 10.0)))["prefetch_balanced"]
-    assert "cut" not in t and t.count("left the mean wait level") == 2
+    assert "cut" not in t and t.count("made no consistent difference") == 2
     t = _texts(_result(pf_constant=(10.0, 3.0), pf_variable=(10.0, 3.0)))["prefetch_balanced"]
     assert t.count("cut the mean wait") == 2
     assert "raised" in _texts(_result(pf_variable=(3.0, 10.0)))["prefetch_balanced"]
+
+
+def test_prefetch_runs_that_disagree_make_no_claim():
+    res = _result()
+    pf = res.tables["prefetch"]
+    pf.loc[(pf["cost"] == "variable") & (pf["run"] == 1) & (pf["prefetch_factor"] == 4), "wait_ms"] = 40.0
+    t = _texts(res)["prefetch_balanced"]
+    assert "variable per-sample cost it made no consistent difference" in t and "per-run ratio" in t
 
 
 def test_reversed_persistent_workers_that_do_not_help():
@@ -355,7 +363,7 @@ def test_takeaways_follow_the_data():
     assert "saved" in starvation.takeaways(_result())
     t = starvation.takeaways(_result(non=(170.0, 172.0), per=(171.0, 170.5), pf_variable=(10.0, 10.0),
                                      pf_constant=(5.0, 5.0), after_gap=50.0, clocks=(1980, 1980)))
-    assert "no clear difference" in t and "made no clear difference even in the balanced case" in t
+    assert "no clear difference" in t and "made no consistent difference even in the balanced case" in t
     assert "same time after an idle gap" in t
 
 
@@ -389,3 +397,11 @@ def test_findings_of_a_short_cpu_run(tmp_path):
 def test_a_simulated_step_makes_no_claim_about_idle_gaps():
     t = _texts(_result(cuda=False, nvml=False))["step_drift"]
     assert "simulated sleep" in t and "less than" not in t and "higher clocks" not in t
+
+
+def test_higher_clocks_without_a_power_cap_make_no_power_claim():
+    res = _result(capped=0.0)
+    res.tables["idle_gaps"]["power_w"] = 300.0
+    res.metadata["nvml"]["power_limit_w"] = 700.0
+    t = _texts(res)["step_drift"]
+    assert "higher clocks" in t and "power-capped" not in t and "did not report a power cap" in t
