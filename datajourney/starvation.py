@@ -677,7 +677,8 @@ def finding_w0(res) -> Finding:
         "published_w0",
         f"**Without workers** (`W = 0`) the training process prepares every batch itself: each step waited "
         f"**{fx.num(r['wait_ms'], 'ms')}** for data, "
-        + fx.choose(dev, f"{fx.pct(r['wait_ms'] / model - 1)} more than", f"{fx.pct(1 - r['wait_ms'] / model)} less than",
+        + fx.choose(dev, f"{fx.pct(r['wait_ms'] / model - 1)} more than",
+                    f"{fx.pct(1 - r['wait_ms'] / model)} less than",
                     "close to")
         + f" the model's `D·B` = {fx.num(model, 'ms')}, and the accelerator sat idle for "
         f"**{fx.pct(r['idle_share'])}** of the step (compute {fx.num(r['compute_ms'], 'ms')} per step).",
@@ -823,7 +824,8 @@ def prefetch_summary(res) -> pd.DataFrame | None:
     if "prefetch" not in res.tables:
         return None
     pf = res.table("prefetch")
-    return pf.groupby(["cost", "prefetch_factor"], sort=True)["wait_ms"].agg(["mean", "min", "max", "count"]).reset_index()
+    return (pf.groupby(["cost", "prefetch_factor"], sort=True)["wait_ms"]
+            .agg(["mean", "min", "max", "count"]).reset_index())
 
 
 def prefetch_effect(pf: pd.DataFrame, cost: str, *, tol: float = 0.10) -> dict:
@@ -940,7 +942,7 @@ def step_sentence(res) -> str:
         return (f"Training step on this machine: **{m['step_kind']}** of about {fx.num(g, 'ms')} "
                 "(calibrated back-to-back). The GPU-side numbers below are therefore a simulation; the reference "
                 "run's are real.")
-    first, burst = m.get("step_first_ms"), m.get("step_burst_ms")
+    first = m.get("step_first_ms")
     text = (f"Training step on this machine: **{m['step_kind']}**, {m.get('step_units')} matrix products, "
             f"calibrated back-to-back to `G` = **{fx.num(g, 'ms')}** in steady state (target "
             f"{fx.num(m.get('step_g_target_ms', res.parameters['g_ms']), 'ms')})")

@@ -109,7 +109,8 @@ def nvml_reader(device_index: int | None = None):
     except Exception as e:  # noqa: BLE001 - no driver, no GPU
         return None, f"NVML could not be initialised ({e})"
 
-    reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    reasons = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+               or nv.nvmlDeviceGetCurrentClocksThrottleReasons)
     instant = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
 
     def power_w():
@@ -130,7 +131,8 @@ def nvml_reader(device_index: int | None = None):
     info = {}
     for key, call in (("name", lambda: nv.nvmlDeviceGetName(handle)),
                       ("max_sm_clock_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM)),
-                      ("applications_sm_clock_mhz", lambda: nv.nvmlDeviceGetApplicationsClock(handle, nv.NVML_CLOCK_SM)),
+                      ("applications_sm_clock_mhz",
+                       lambda: nv.nvmlDeviceGetApplicationsClock(handle, nv.NVML_CLOCK_SM)),
                       ("power_limit_w", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1e3),
                       ("driver", lambda: nv.nvmlSystemGetDriverVersion()),
                       ("power_reading", lambda: "instantaneous (NVML_FI_DEV_POWER_INSTANT)" if instant is not None

@@ -210,7 +210,8 @@ def test_prefetch_experiment_is_balanced():
     steps, summ = starvation.prefetch_experiment(batch_size=4, workers=2, prefetch_factors=[1, 2], runs=1, steps=3,
                                                  warmup=1, step=step)
     assert len(summ) == 2 * 2 and set(summ["cost"]) == set(starvation.COST_PROFILES)
-    assert summ["d_ms"].iloc[0] * 4 / 2 == pytest.approx(starvation.PREFETCH_LOAD * step.steady_ms)  # D·B/W just under G
+    # D·B/W just under G
+    assert summ["d_ms"].iloc[0] * 4 / 2 == pytest.approx(starvation.PREFETCH_LOAD * step.steady_ms)
     assert (summ["predicted_wait_ms"] == 0).all() and len(steps) == 4 * 4
 
 
@@ -263,7 +264,8 @@ def _result(*, w0_wait=165.0, w4_wait=1.0, w4_step=51.0, g=50.0, sweep_waits=Non
                     predicted_wait_ms=starvation.predicted_wait_ms(d, 32, w, g),
                     predicted_au=starvation.predicted_au(d, 32, w, g), keeps_up=au >= 0.9)
 
-    rows = [row("published case", "sleep", 0, w0_wait, w0_wait + 50), row("published case", "sleep", 4, w4_wait, w4_step)]
+    rows = [row("published case", "sleep", 0, w0_wait, w0_wait + 50),
+            row("published case", "sleep", 4, w4_wait, w4_step)]
     for kind, waits in (sweep_waits or {"sleep": {0: 160, 2: 30, 4: 1}, "tokenize": {0: 150, 2: 40, 4: 2}}).items():
         rows += [row("worker sweep", kind, w, x, x + 50) for w, x in waits.items()]
     idle = pd.DataFrame([dict(gap_ms=gap, repeat=r, step_ms=(before if gap == 0 else after_gap) + 0.1 * r,
@@ -405,3 +407,33 @@ def test_higher_clocks_without_a_power_cap_make_no_power_claim():
     res.metadata["nvml"]["power_limit_w"] = 700.0
     t = _texts(res)["step_drift"]
     assert "higher clocks" in t and "power-capped" not in t and "did not report a power cap" in t
+
+
+def test_whatif_is_live_in_a_person_s_kernel_and_static_under_the_book_s_executor():
+    """JupyterLab asks the kernel to run cells with stdin allowed, papermill/nbclient never does:
+    the first gets widgets that recompute in the kernel, the second the static figure."""
+    pytest.importorskip("ipywidgets")
+    manager = pytest.importorskip("jupyter_client.manager")
+    km, kc = manager.start_new_kernel(kernel_name="python3")
+    try:
+        seen = {}
+        for allow in (True, False):
+            msg_id = kc.execute("from datajourney import starvation\nstarvation.whatif(5.0, 32, 50.0)",
+                                allow_stdin=allow)
+            kinds = set()
+            while True:
+                m = kc.get_iopub_msg(timeout=60)
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if m["msg_type"] in ("execute_result", "display_data"):
+                    kinds |= set(m["content"]["data"])
+                assert m["msg_type"] != "error", m["content"]
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    break
+            seen[allow] = kinds
+        assert "application/vnd.jupyter.widget-view+json" in seen[True]
+        assert "application/vnd.jupyter.widget-view+json" not in seen[False]
+        assert "application/vnd.plotly.v1+json" in seen[False]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
