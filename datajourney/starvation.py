@@ -9,28 +9,57 @@ data whenever that exceeds ``G``:
 * ``W ≥ 1`` (steady state): wait = ``max(0, D·B/W − G)``.
 
 What is measured per step: the data wait (host clock from the end of one step to the
-arrival of the next batch), the compute time (CUDA events around real GPU work calibrated
-to ``G`` ms, synchronised; on a CPU-only host a ``sleep`` of ``G`` ms, labelled simulated),
-and from them the GPU-idle share and the accelerator utilisation AU = compute / wall time
-(MLPerf Storage counts a run as keeping up at AU ≥ 90%).
+arrival of the next batch), the compute time (CUDA events around real GPU work, synchronised;
+on a CPU-only host a ``sleep``, labelled simulated), and from them the GPU-idle share and
+the accelerator utilisation AU. ``G`` is calibrated in steady state (a sustained run of
+back-to-back steps, not one burst after an idle GPU), and AU is counted against it:
+AU = steps × G / wall time, the way MLPerf Storage counts an emulated accelerator's fixed
+compute time (a run keeps up at AU ≥ :data:`AU_THRESHOLD`). Where NVML is available
+(``pynvml`` from nvidia-ml-py), the SM clock, power and clock-limit reasons are sampled in
+the background and attached to every step.
+
+Experiments: the published case; a worker sweep for three kinds of per-sample work; the
+step after controlled idle gaps (no DataLoader) to find why a step's time depends on what
+came before it; ``prefetch_factor`` in a balanced case (``D·B/W = G``) with constant and
+with variable per-sample cost; and the epoch boundary with and without persistent workers.
 """
 from __future__ import annotations
 
 import io
+import math
 import os
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .book.params import ParameterError, choices, int_list, nonnegative_int, positive_int
-from .timing import cuda_ms
+from .book import findings as fx
+from .book.findings import Finding
+from .book.params import (ParameterError, boolean, choices, int_list, memory, nonnegative_int, number, positive_int,
+                          requires)
+from .timing import NvmlSampler, cuda_ms, run_sustained, steady_state
 
 CHAPTER = "04_cpu_starvation"
 WORK_KINDS = ("sleep", "tokenize", "decode")
+#: MLPerf Storage counts a configuration as keeping up at AU at or above this share.
 AU_THRESHOLD = 0.90
+#: Cost profiles of the prefetch experiment: every sample costs D, or D times an exponential draw (mean 1).
+COST_PROFILES = ("constant", "variable")
+#: The DataLoader's default prefetch_factor (used where the experiment does not vary it).
+DEFAULT_PREFETCH = 2
+#: Pixels per unit of ``real_work_scale`` for the decode work (image side), and the largest side.
+DECODE_PX, DECODE_MAX_PX = 16, 4096
+#: At least this many items are timed to measure the cost of one item of real work.
+COST_SAMPLES = 32
+#: Distinct texts the tokenize work cycles through (its per-sample cost is their mean).
+TOKENIZE_TEXTS = 64
+#: The balanced case of the prefetch experiment: D·B/W = PREFETCH_LOAD × G, just under the step.
+PREFETCH_LOAD = 0.95
+#: Seconds the GPU idles before the drift trace, so that the trace starts from a rested GPU.
+IDLE_BEFORE_TRACE_S = 1.0
 
 
 # --------------------------------------------------------------------------- the model
@@ -45,18 +74,30 @@ def predicted_au(d_ms: float, b: int, w: int, g_ms: float) -> float:
     return g_ms / (g_ms + predicted_wait_ms(d_ms, b, w, g_ms))
 
 
+def workers_needed(d_ms: float, b: int, g_ms: float, threshold: float = AU_THRESHOLD) -> int:
+    """The fewest workers for which the model's AU reaches ``threshold``."""
+    # AU = G / (G + D·B/W − G) ≥ t  <=>  W ≥ t·D·B / G  (for W ≥ 1)
+    return max(1, math.ceil(threshold * d_ms * b / g_ms - 1e-9))
+
+
 # --------------------------------------------------------------------------- per-sample work
 class WorkDataset(Dataset):
     """Each item costs CPU work of one kind and returns a small tensor.
 
-    ``sleep``: ``time.sleep(cost_ms)`` (the published, simulated cost; it releases the CPU);
+    ``sleep``: ``time.sleep`` of the item's cost (the published, simulated cost; it releases the
+    CPU); with ``variable=True`` item ``i`` costs ``cost_ms`` times an exponential draw of mean 1
+    (seeded), so batches vary in cost as real samples do;
     ``tokenize``: GPT-2 byte-level BPE of a real text (``texts[i]`` repeated ``scale`` times);
-    ``decode``: JPEG decode + conversion of an in-memory image of ``scale`` × 64 pixels square.
+    ``decode``: JPEG decode + conversion of an in-memory image of ``scale`` × 16 pixels square.
     """
 
     def __init__(self, n: int, kind: str, *, cost_ms: float = 5.0, scale: int = 1, texts=None, tokenizer=None,
-                 seed: int = 0):
+                 seed: int = 0, variable: bool = False, n_images: int = 8):
         self.n, self.kind, self.cost_ms, self.scale = n, kind, cost_ms, scale
+        self.costs = None
+        if kind == "sleep" and variable:  # exponential draws, scaled so that their mean is exactly cost_ms
+            draws = np.random.default_rng([seed, 4]).exponential(1.0, n)
+            self.costs = cost_ms * draws / draws.mean()
         if kind == "tokenize":
             if not texts or tokenizer is None:
                 raise ValueError("tokenize work needs texts and a tokenizer")
@@ -65,14 +106,25 @@ class WorkDataset(Dataset):
         elif kind == "decode":
             from .images import jpeg
 
-            self.jpegs = [jpeg(seed, k, 64 * scale, 80) for k in range(8)]
+            self.jpegs = [jpeg(seed, k, DECODE_PX * scale, 80) for k in range(n_images)]
 
     def __len__(self):
         return self.n
 
+    @property
+    def period(self) -> int:
+        """How many distinct items the dataset cycles through (its cost repeats with this period)."""
+        if self.kind == "tokenize":
+            return len(self.texts)
+        if self.kind == "decode":
+            return len(self.jpegs)
+        return self.n if self.costs is not None else 1
+
     def __getitem__(self, i):
         if self.kind == "sleep":
-            time.sleep(self.cost_ms / 1e3)
+            cost = self.cost_ms if self.costs is None else self.costs[i]
+            if cost > 0:
+                time.sleep(cost / 1e3)
             return torch.zeros(64, dtype=torch.int64)
         if self.kind == "tokenize":
             ids = self.tokenizer.encode(self.texts[i % len(self.texts)]).ids[:64]
@@ -83,71 +135,134 @@ class WorkDataset(Dataset):
         return torch.from_numpy(np.asarray(img)[:8, :8, 0].reshape(-1).astype(np.int64))
 
 
-def calibrate_scale(make, kind: str, target_ms: float, samples: int = 32) -> int:
-    """The ``scale`` at which one item of real work costs about ``target_ms`` in this process.
+def calibrate_scale(make, kind: str, target_ms: float, samples: int = COST_SAMPLES, *, max_scale: int = 1000,
+                    tol: float = 0.05) -> int:
+    """The ``scale`` at which one item of real work costs about ``target_ms`` in this process,
+    measured on the same items as :func:`measure_cost_ms` will be.
 
     Tokenising cost grows with the text length (linear in scale), decoding with the image
-    area (quadratic in scale)."""
+    area (quadratic in scale); a fixed per-item overhead makes one step of the power law
+    miss, so it iterates until within ``tol`` (or the scale stops changing)."""
     power = 0.5 if kind == "decode" else 1.0
-    scale = 1
-    for _ in range(4):  # fixed per-item overhead makes one step of the power law overshoot; iterate
+    scale, seen = (32 if kind == "decode" else 8), {}
+    for _ in range(8):
         d = measure_cost_ms(make(scale), samples)
-        new = int(min(max(round(scale * (target_ms / max(d, 1e-3)) ** power), 1), 1000))
-        if new == scale:
+        seen[scale] = d
+        if abs(d - target_ms) <= tol * target_ms:
+            break
+        new = int(min(max(round(scale * (target_ms / max(d, 1e-3)) ** power), 1), max_scale))
+        if new in seen:
             break
         scale = new
-    return scale
+    return min(seen, key=lambda s: abs(seen[s] - target_ms))
 
 
-def measure_cost_ms(ds: WorkDataset, samples: int = 128) -> float:
-    """Mean CPU cost of one item in this process (D for the real kinds of work), in steady state:
-    the items are produced once untimed first (imports, allocations, the tokenizer's word cache,
-    which forked workers inherit), then timed."""
-    samples = min(samples, len(ds))
-    for i in range(samples):
+def measure_cost_ms(ds: WorkDataset, samples: int = COST_SAMPLES, repeats: int = 3) -> float:
+    """Mean CPU cost of one item in this process (D for the real kinds of work), in steady state.
+
+    The items cycle through a fixed set (``ds.period`` distinct texts or images), so the stream's
+    mean cost is the mean over one full period: that is what is timed (repeated until at least
+    ``samples`` items), after one untimed pass (imports, allocations, the tokenizer's word cache,
+    which forked workers inherit); ``repeats`` timed passes, the median counts."""
+    period = ds.period
+    items = list(range(period)) * max(1, math.ceil(samples / period))
+    for i in range(period):
         ds[i]
-    t0 = time.perf_counter()
-    for i in range(samples):
-        ds[i]
-    return (time.perf_counter() - t0) * 1e3 / samples
+    passes = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for i in items:
+            ds[i]
+        passes.append((time.perf_counter() - t0) * 1e3 / len(items))
+    return float(np.median(passes))
 
 
 # --------------------------------------------------------------------------- the training step
-class Step:
-    """A training step of ``g_ms`` milliseconds: real GPU work when CUDA is there, else a sleep.
+def calibrate_step(units, target_ms: float, *, sustain_ms: float, idle_s: float, sleep=time.sleep,
+                   burst_units: int = 8) -> dict:
+    """How many units of work make a step of ``target_ms`` *in steady state*.
 
-    On CUDA, a chain of bf16 matrix products is calibrated (timed with CUDA events) so that
-    one step takes about ``g_ms``; each call is timed with events and synchronised.
+    ``units(n)`` runs ``n`` units of work back-to-back and returns their time in ms. A burst
+    after warm-up gives a first size; steps of that size are then run back-to-back for
+    ``sustain_ms`` (the "sizing" trace) and the size is rescaled to the steady state (median of
+    the trace's second half). After ``idle_s`` of rest a second trace of the final size shows
+    the drift from a rested device to steady state ("drift" trace); its steady state is the
+    calibrated step G."""
+    for _ in range(3):
+        units(max(1, burst_units // 2))  # warm-up (library initialisation, caches)
+    one = min(units(burst_units) for _ in range(3)) / burst_units
+    n0 = max(1, round(target_ms / one))
+    sizing = run_sustained(lambda: units(n0), sustain_ms)
+    s0 = steady_state([r["ms"] for r in sizing])
+    n = max(1, round(n0 * target_ms / s0["steady_ms"]))
+    if idle_s:
+        sleep(idle_s)
+    drift = run_sustained(lambda: units(n), sustain_ms)
+    st = steady_state([r["ms"] for r in drift])
+    return dict(units=n, burst_unit_ms=one, burst_units=n0, burst_step_ms=one * n, sizing_steady_ms=s0["steady_ms"],
+                sizing_trace=sizing, drift_trace=drift, **st)
+
+
+class Step:
+    """A training step of ``g_ms`` milliseconds *in steady state*: real GPU work when CUDA is
+    there, else a sleep (simulated).
+
+    On CUDA the work is a chain of bf16 4096² matrix products, each step timed with CUDA events
+    and synchronised. Its length is calibrated by :func:`calibrate_step`: back-to-back, for
+    ``calibration_s`` seconds, so that G is the time a step takes when the GPU is kept busy
+    (``steady_ms``), not the faster time of a step that follows an idle GPU. ``units`` replaces
+    the work (a function ``n -> ms``), for tests.
     """
 
-    def __init__(self, g_ms: float, device: str | None = None):
+    def __init__(self, g_ms: float, device: str | None = None, *, calibration_s: float = 3.0,
+                 idle_s: float | None = None, units=None, sleep=time.sleep):
         self.g_ms = g_ms
         self.cuda = torch.cuda.is_available() if device is None else device == "cuda"
-        self.kind = "GPU matmul (CUDA events)" if self.cuda else "simulated: sleep (no CUDA)"
-        if self.cuda:
+        if units is not None:
+            self._units, self.kind = units, "custom work"
+        elif self.cuda:
             self.a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
             self.b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-            for _ in range(3):
-                cuda_ms(self._matmul, 4)  # warm-up
-            one = min(cuda_ms(self._matmul, 8) for _ in range(3)) / 8
-            self.iters = max(1, round(g_ms / one))
-            self.calibrated_ms = cuda_ms(self._matmul, self.iters)
+            self._units, self.kind = (lambda n: cuda_ms(self._matmul, n)), "GPU matmul (CUDA events)"
+        else:
+            self._units, self.kind = self._sleep_units, "simulated: sleep (no CUDA)"
+        if idle_s is None:
+            idle_s = IDLE_BEFORE_TRACE_S if self.cuda else 0.0
+        self.calibration = calibrate_step(self._units, g_ms, sustain_ms=1e3 * calibration_s, idle_s=idle_s,
+                                          sleep=sleep)
+        self.iters = self.calibration["units"]
+        self.steady_ms = self.calibration["steady_ms"]      # G, calibrated in steady state
+        self.calibrated_ms = self.steady_ms
 
     def _matmul(self):
         torch.mm(self.a, self.b)
 
+    @staticmethod
+    def _sleep_units(n: int) -> float:
+        t0 = time.perf_counter()
+        time.sleep(n / 1e3)  # one unit = 1 ms
+        return (time.perf_counter() - t0) * 1e3
+
+    def run(self) -> float:
+        """One step of work without a batch; its compute time in ms."""
+        return self._units(self.iters)
+
     def __call__(self, batch: torch.Tensor) -> float:
         """Run one step on ``batch``; return its compute time in ms."""
-        if self.cuda:
+        if self.cuda and isinstance(batch, torch.Tensor):
             batch.to("cuda", non_blocking=True)
-            return cuda_ms(self._matmul, self.iters)
-        t0 = time.perf_counter()
-        time.sleep(self.g_ms / 1e3)
-        return (time.perf_counter() - t0) * 1e3
+        return self.run()
+
+    def calibration_table(self, origin: float = 0.0) -> pd.DataFrame:
+        rows = [dict(phase=ph, **r) for ph in ("sizing", "drift") for r in self.calibration[ph + "_trace"]]
+        df = pd.DataFrame(rows).rename(columns={"ms": "step_ms"})
+        df["units"] = np.where(df["phase"] == "drift", self.iters, self.calibration["burst_units"])
+        return df
 
 
 def train_steps(loader: DataLoader, step: Step, steps: int) -> pd.DataFrame:
-    """Iterate ``loader`` for ``steps`` steps (restarting epochs as needed); one row per step."""
+    """Iterate ``loader`` for ``steps`` steps (restarting epochs as needed); one row per step.
+    ``t0``/``t1`` are the host clock (perf_counter seconds) at the batch's arrival and the step's end."""
     rows = []
     epoch = 0
     t_prev = time.perf_counter()
@@ -159,7 +274,7 @@ def train_steps(loader: DataLoader, step: Step, steps: int) -> pd.DataFrame:
             t_done = time.perf_counter()
             rows.append(dict(step=len(rows), epoch=epoch, step_in_epoch=i, wait_ms=(t_got - t_prev) * 1e3,
                              compute_ms=compute, wall_ms=(t_done - t_prev) * 1e3,
-                             since_start_ms=(t_got - t_start) * 1e3))
+                             since_start_ms=(t_got - t_start) * 1e3, t0=t_got, t1=t_done))
             t_prev = t_done
             if len(rows) >= steps:
                 break
@@ -171,61 +286,170 @@ def make_loader(ds: Dataset, *, batch_size: int, workers: int, prefetch_factor: 
                 persistent_workers: bool = False) -> DataLoader:
     kw = {}
     if workers > 0:
-        kw = dict(prefetch_factor=prefetch_factor or 2, persistent_workers=persistent_workers)
+        kw = dict(prefetch_factor=prefetch_factor or DEFAULT_PREFETCH, persistent_workers=persistent_workers)
     return DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=workers, **kw)
 
 
-def summarise_steps(df: pd.DataFrame, warmup: int) -> dict:
-    """Steady-state means (after ``warmup`` steps) and the time to the first batch."""
+def summarise_steps(df: pd.DataFrame, warmup: int, g_cal_ms: float | None = None) -> dict:
+    """Steady-state statistics (after ``warmup`` steps) and the time to the first batch.
+
+    ``au`` counts each step as ``g_cal_ms`` of useful work (the calibrated steady-state step):
+    steps × G / wall. ``compute_share`` is the measured compute over the wall time. NVML
+    counters, when the steps carry them, are averaged over the steady-state steps only."""
     s = df[df["step"] >= warmup]
     wall = s["wall_ms"].sum()
-    return dict(first_batch_ms=df["wait_ms"].iloc[0], wait_ms=s["wait_ms"].mean(), wait_std_ms=s["wait_ms"].std(),
-                compute_ms=s["compute_ms"].mean(), step_ms=s["wall_ms"].mean(),
-                au=s["compute_ms"].sum() / wall if wall else float("nan"),
-                idle_share=1 - s["compute_ms"].sum() / wall if wall else float("nan"), steps=len(s))
+    g = g_cal_ms if g_cal_ms is not None else s["compute_ms"].mean()
+    out = dict(first_batch_ms=df["wait_ms"].iloc[0], wait_ms=s["wait_ms"].mean(), wait_std_ms=s["wait_ms"].std(),
+               wait_p10_ms=s["wait_ms"].quantile(0.1), wait_p90_ms=s["wait_ms"].quantile(0.9),
+               compute_ms=s["compute_ms"].mean(), compute_std_ms=s["compute_ms"].std(),
+               compute_p10_ms=s["compute_ms"].quantile(0.1), compute_p90_ms=s["compute_ms"].quantile(0.9),
+               step_ms=s["wall_ms"].mean(),
+               au=len(s) * g / wall if wall else float("nan"),
+               compute_share=s["compute_ms"].sum() / wall if wall else float("nan"),
+               idle_share=1 - s["compute_ms"].sum() / wall if wall else float("nan"), steps=len(s))
+    for col in ("sm_clock_mhz", "power_w", "gpu_util_pct"):
+        if col in s and s[col].notna().any():
+            out[col] = s[col].mean()
+    if "power_capped" in s and s["power_capped"].notna().any():
+        out["power_capped_share"] = s["power_capped"].astype(float).mean()
+    return out
+
+
+def _relative(df: pd.DataFrame, sampler: NvmlSampler | None, origin: float) -> pd.DataFrame:
+    """NVML counters attached to each row's window, and its host times made relative to ``origin``."""
+    if sampler is not None:
+        df = sampler.annotate(df)
+    df = df.copy()
+    df["t_start_s"] = df.pop("t0") - origin
+    df["t_end_s"] = df.pop("t1") - origin
+    return df
 
 
 # --------------------------------------------------------------------------- experiments
 def worker_sweep(ds: WorkDataset, d_ms: float, *, batch_size: int, workers, step: Step, steps: int, warmup: int,
-                 progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-step rows and one summary row per worker count, with the model's prediction."""
+                 progress=None, sampler: NvmlSampler | None = None, origin: float | None = None,
+                 prefetch_factor: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-step rows and one summary row per worker count, with the model's prediction
+    (``G`` = the step's calibrated steady-state time)."""
     per_step, summary = [], []
+    origin = time.perf_counter() if origin is None else origin
+    g = getattr(step, "steady_ms", step.g_ms)
     for w in workers:
-        df = train_steps(make_loader(ds, batch_size=batch_size, workers=w), step, steps + warmup)
+        df = train_steps(make_loader(ds, batch_size=batch_size, workers=w, prefetch_factor=prefetch_factor),
+                         step, steps + warmup)
+        df = _relative(df, sampler, origin)
         df.insert(0, "workers", w)
         df.insert(0, "work", ds.kind)
         per_step.append(df)
-        s = summarise_steps(df, warmup)
-        summary.append(dict(work=ds.kind, workers=w, d_ms=d_ms, batch_size=batch_size, g_ms=step.g_ms, **s,
-                            predicted_wait_ms=predicted_wait_ms(d_ms, batch_size, w, step.g_ms),
-                            predicted_au=predicted_au(d_ms, batch_size, w, step.g_ms),
+        s = summarise_steps(df, warmup, g)
+        summary.append(dict(work=ds.kind, workers=w, d_ms=d_ms, batch_size=batch_size, g_ms=step.g_ms, g_cal_ms=g,
+                            **s, predicted_wait_ms=predicted_wait_ms(d_ms, batch_size, w, g),
+                            predicted_au=predicted_au(d_ms, batch_size, w, g),
                             keeps_up=s["au"] >= AU_THRESHOLD))
         if progress:
             progress.update(1)
     return pd.concat(per_step, ignore_index=True), pd.DataFrame(summary)
 
 
-def epoch_boundary(ds_factory, *, batch_size: int, workers: int, steps_per_epoch: int, prefetch_factors,
-                   step: Step, progress=None) -> pd.DataFrame:
-    """Two epochs per (persistent_workers, prefetch_factor): the wait of every step, so the cost
-    of restarting workers at the epoch boundary and of a shallow prefetch queue show up."""
+def idle_gap_experiment(step: Step, gaps_ms, *, repeats: int, conditioning: int, seed: int = 0,
+                        sampler: NvmlSampler | None = None, origin: float | None = None, sleep=time.sleep,
+                        progress=None) -> pd.DataFrame:
+    """The same step, with no DataLoader, after controlled idle gaps.
+
+    Each trial runs ``conditioning`` steps back-to-back (the sustained state), sleeps
+    ``gap`` ms, then times one step. Trials of all gaps are interleaved in a seeded random
+    order, so a slow drift of the device (temperature) cannot masquerade as an effect of the gap.
+    One row per trial: the step after the gap (``step_ms``) and the mean of the conditioning
+    steps before it (``before_ms``), with NVML counters of the measured step."""
+    rng = np.random.default_rng([seed, 7])
+    trials = [(g, r) for r in range(repeats) for g in gaps_ms]
+    order = rng.permutation(len(trials))
+    origin = time.perf_counter() if origin is None else origin
     rows = []
-    for persistent in (False, True):
-        for pf in prefetch_factors:
-            ds = ds_factory(batch_size * steps_per_epoch)
-            loader = make_loader(ds, batch_size=batch_size, workers=workers, prefetch_factor=pf,
-                                 persistent_workers=persistent)
-            df = train_steps(loader, step, 2 * steps_per_epoch)
-            df.insert(0, "prefetch_factor", pf)
-            df.insert(0, "persistent_workers", persistent)
-            rows.append(df)
-            del loader
-            if progress:
-                progress.update(1)
+    for k, idx in enumerate(order):
+        gap, rep = trials[idx]
+        before = [step.run() for _ in range(conditioning)]
+        if gap:
+            sleep(gap / 1e3)
+        t0 = time.perf_counter()
+        ms = step.run()
+        rows.append(dict(trial=k, gap_ms=gap, repeat=rep, step_ms=ms, before_ms=float(np.mean(before)),
+                         t0=t0, t1=time.perf_counter()))
+        if progress:
+            progress.update(1)
+    return _relative(pd.DataFrame(rows), sampler, origin)
+
+
+def prefetch_experiment(*, batch_size: int, workers: int, prefetch_factors, runs: int, steps: int, warmup: int,
+                        step: Step, seed: int = 0, sampler: NvmlSampler | None = None, origin: float | None = None,
+                        progress=None, load: float = PREFETCH_LOAD) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``prefetch_factor`` where it can matter: the sleep work sized so that ``D·B/W`` is just under
+    ``G`` (``load`` × G: the workers deliver a batch per step with little to spare), with a constant
+    cost per sample and with a variable one (exponential, the same mean over the run).
+    Configurations are interleaved run by run."""
+    g = getattr(step, "steady_ms", step.g_ms)
+    d = load * g * workers / batch_size
+    origin = time.perf_counter() if origin is None else origin
+    per_step, summary = [], []
+    n = batch_size * (steps + warmup)
+    for run in range(runs):
+        for profile in COST_PROFILES:
+            ds = WorkDataset(n, "sleep", cost_ms=d, variable=profile == "variable", seed=seed + run)
+            for pf in prefetch_factors:
+                df = train_steps(make_loader(ds, batch_size=batch_size, workers=workers, prefetch_factor=pf),
+                                 step, steps + warmup)
+                df = _relative(df, sampler, origin)
+                for col, v in (("prefetch_factor", pf), ("cost", profile), ("run", run)):
+                    df.insert(0, col, v)
+                per_step.append(df)
+                s = summarise_steps(df, warmup, g)
+                summary.append(dict(run=run, cost=profile, prefetch_factor=pf, workers=workers, d_ms=d,
+                                    batch_size=batch_size, g_cal_ms=g, load=load, **s,
+                                    predicted_wait_ms=predicted_wait_ms(d, batch_size, workers, g)))
+                if progress:
+                    progress.update(1)
+    return pd.concat(per_step, ignore_index=True), pd.DataFrame(summary)
+
+
+def startup_ms(*, workers: int, batch_size: int) -> float:
+    """Time to the first batch of a fresh DataLoader whose items cost nothing: worker start-up."""
+    ds = WorkDataset(2 * batch_size, "sleep", cost_ms=0.0)
+    loader = make_loader(ds, batch_size=batch_size, workers=workers)
+    t0 = time.perf_counter()
+    it = iter(loader)
+    next(it)
+    ms = (time.perf_counter() - t0) * 1e3
+    del it, loader
+    return ms
+
+
+def epoch_boundary(ds_factory, *, batch_size: int, workers: int, steps_per_epoch: int, step: Step, runs: int = 1,
+                   prefetch_factors=None, sampler: NvmlSampler | None = None, origin: float | None = None,
+                   progress=None) -> pd.DataFrame:
+    """Two epochs per run with and without ``persistent_workers`` (default prefetch): the wait of
+    every step, so the cost of restarting workers at the epoch boundary shows. Each run also
+    measures the workers' start-up alone (:func:`startup_ms`) into the ``startup_ms`` column."""
+    rows = []
+    origin = time.perf_counter() if origin is None else origin
+    for run in range(runs):
+        start = startup_ms(workers=workers, batch_size=batch_size)
+        for persistent in (False, True):
+            for pf in prefetch_factors or [DEFAULT_PREFETCH]:
+                ds = ds_factory(batch_size * steps_per_epoch)
+                loader = make_loader(ds, batch_size=batch_size, workers=workers, prefetch_factor=pf,
+                                     persistent_workers=persistent)
+                df = _relative(train_steps(loader, step, 2 * steps_per_epoch), sampler, origin)
+                for col, v in (("prefetch_factor", pf), ("persistent_workers", persistent), ("run", run)):
+                    df.insert(0, col, v)
+                df["startup_ms"] = start
+                rows.append(df)
+                del loader
+                if progress:
+                    progress.update(1)
     return pd.concat(rows, ignore_index=True)
 
 
-# --------------------------------------------------------------------------- chapter
+# --------------------------------------------------------------------------- parameters
 def default_workers(cores: int | None = None) -> list[int]:
     """0, 1, 2, 4, 8, ... up to the number of usable cores."""
     cores = cores or len(os.sched_getaffinity(0))
@@ -237,31 +461,61 @@ def default_workers(cores: int | None = None) -> list[int]:
 
 
 def check_parameters(p: dict) -> dict:
+    """Every parameter of the chapter, checked before any work; returns them normalised."""
     q = dict(p)
     cores = len(os.sched_getaffinity(0))
-    for name in ("d_ms", "g_ms"):
-        v = p[name]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v <= 10_000):
-            raise ParameterError(name, v, "a number of milliseconds from 0 to 10,000")
-    if p["g_ms"] <= 0:
-        raise ParameterError("g_ms", p["g_ms"], "a number of milliseconds above 0")
-    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=65536)
     bound = max(64, 4 * cores)
-    q["workers"] = int_list("workers", p["workers"], minimum=0, maximum=bound) if p["workers"] else default_workers()
+    q["d_ms"] = number("d_ms", p["d_ms"], minimum=0, maximum=10_000)
+    q["g_ms"] = number("g_ms", p["g_ms"], minimum=0, maximum=10_000, exclusive_minimum=True)
+    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=65536)
+    w = p["workers"]
+    if w == "auto":
+        q["workers"] = default_workers()
+    elif isinstance(w, (list, tuple)):
+        q["workers"] = int_list("workers", w, minimum=0, maximum=bound)
+    else:
+        raise ParameterError("workers", w, f"a non-empty list of integers from 0 to {bound:,}, or 'auto' "
+                                           "(0, 1, 2, 4, ... up to the usable cores)")
     q["published_workers"] = int_list("published_workers", p["published_workers"], minimum=0, maximum=bound)
     q["steps"] = positive_int("steps", p["steps"], maximum=100_000)
-    q["warmup_steps"] = positive_int("warmup_steps", p["warmup_steps"], maximum=10_000)
+    q["warmup_steps"] = nonnegative_int("warmup_steps", p["warmup_steps"], maximum=10_000)
     q["work_kinds"] = choices("work_kinds", p["work_kinds"], WORK_KINDS)
-    q["real_work_scale"] = nonnegative_int("real_work_scale", p["real_work_scale"], maximum=1000)
-    q["boundary_workers"] = int_list("boundary_workers", [p["boundary_workers"]], minimum=1, maximum=bound)[0]
+    real = [k for k in q["work_kinds"] if k != "sleep"]
+    max_scale = DECODE_MAX_PX // DECODE_PX if "decode" in real else 1000
+    q["real_work_scale"] = nonnegative_int("real_work_scale", p["real_work_scale"], maximum=max_scale)
+    if real and q["real_work_scale"] == 0 and q["d_ms"] == 0:
+        raise ParameterError("d_ms", p["d_ms"], "a cost above 0 ms when real work (" + ", ".join(real)
+                             + ") is calibrated to it (real_work_scale = 0)")
+    q["boundary_workers"] = positive_int("boundary_workers", p["boundary_workers"], maximum=bound)
     q["steps_per_epoch"] = positive_int("steps_per_epoch", p["steps_per_epoch"], maximum=10_000)
+    q["boundary_runs"] = positive_int("boundary_runs", p.get("boundary_runs", 1), maximum=100)
     q["prefetch_factors"] = int_list("prefetch_factors", p["prefetch_factors"], minimum=1, maximum=64)
+    q["prefetch_workers"] = positive_int("prefetch_workers", p.get("prefetch_workers", 4), maximum=bound)
+    q["prefetch_runs"] = positive_int("prefetch_runs", p.get("prefetch_runs", 1), maximum=100)
+    q["calibration_s"] = number("calibration_s", p.get("calibration_s", 3.0), minimum=0.05, maximum=600)
+    q["idle_gaps_ms"] = int_list("idle_gaps_ms", p.get("idle_gaps_ms", [0, 100]), minimum=0, maximum=10_000)
+    q["idle_repeats"] = positive_int("idle_repeats", p.get("idle_repeats", 1), maximum=1000)
+    q["idle_conditioning_steps"] = positive_int("idle_conditioning_steps", p.get("idle_conditioning_steps", 1),
+                                                maximum=1000)
+    q["seed"] = nonnegative_int("seed", p.get("seed", 0))
+    for name in ("dataset_path", "tokenizer_dir"):
+        v = p.get(name)
+        if v is not None and (not isinstance(v, (str, os.PathLike)) or not os.path.exists(v)):
+            raise ParameterError(name, v, "None (the offline copy or the hub) or an existing path")
+    if "is_reference_run" in p:
+        boolean("is_reference_run", p["is_reference_run"])
+    if p.get("reference_host") is not None and not isinstance(p["reference_host"], str):
+        raise ParameterError("reference_host", p["reference_host"], "None or the name of a reference host")
+    if "decode" in real and q["real_work_scale"]:
+        side = DECODE_PX * q["real_work_scale"]
+        memory("real_work_scale", p["real_work_scale"], 80 * side * side, what=f"generating {side} px test images")
     return q
 
 
 def preflight(params: dict) -> dict:
     p = check_parameters(params)
     if "tokenize" in p["work_kinds"]:
+        requires("work_kinds", "tokenize", "tokenizers", "the tokenizers package (pip install tokenizers)")
         from . import textdata
 
         textdata.texts_and_source(min(256, 2000), dataset_path=p.get("dataset_path"),
@@ -269,11 +523,14 @@ def preflight(params: dict) -> dict:
     return p
 
 
+# --------------------------------------------------------------------------- chapter
 def run(*, d_ms: float, batch_size: int, g_ms: float, workers, published_workers, steps: int, warmup_steps: int,
         work_kinds, real_work_scale: int, boundary_workers: int, steps_per_epoch: int, prefetch_factors,
+        boundary_runs: int = 1, prefetch_workers: int = 4, prefetch_runs: int = 1, calibration_s: float = 3.0,
+        idle_gaps_ms=(0, 100), idle_repeats: int = 1, idle_conditioning_steps: int = 1,
         dataset_path=None, tokenizer_dir=None, seed: int = 0, run_dir=None, progress: bool = True):
     """Run chapter 4's experiments and save the result to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k != "progress"}
+    params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in locals().items() if k != "progress"}
     from tqdm import tqdm
 
     from . import textdata
@@ -282,50 +539,93 @@ def run(*, d_ms: float, batch_size: int, g_ms: float, workers, published_workers
     p = check_parameters(params)
     texts = tok = source = None
     if "tokenize" in p["work_kinds"]:
-        texts, tok, source = textdata.texts_and_source(256, dataset_path=dataset_path, tokenizer_dir=tokenizer_dir)
+        texts, tok, source = textdata.texts_and_source(TOKENIZE_TEXTS, dataset_path=dataset_path,
+                                                       tokenizer_dir=tokenizer_dir)
     res = results.start(CHAPTER, params, run_dir)
-    step = Step(g_ms)
-    n = batch_size * (steps + warmup_steps) * 2
+    sampler = NvmlSampler() if torch.cuda.is_available() else None
+    origin = time.perf_counter()
+    if sampler is not None:
+        sampler.start()
+    try:
+        step = Step(g_ms, calibration_s=p["calibration_s"])
+        g = step.steady_ms
+        n = batch_size * (steps + warmup_steps) * 2
 
-    def dataset(kind, n_items=n, scale=1):
-        return WorkDataset(n_items, kind, cost_ms=d_ms, scale=scale, texts=texts, tokenizer=tok, seed=seed)
+        def dataset(kind, n_items=n, scale=1):
+            return WorkDataset(n_items, kind, cost_ms=d_ms, scale=scale, texts=texts, tokenizer=tok, seed=seed)
 
-    scales = {}
-    for kind in p["work_kinds"]:
-        if kind != "sleep":  # 0: calibrate the real work to cost about d_ms per sample
-            scales[kind] = real_work_scale or calibrate_scale(lambda s, k=kind: dataset(k, 64, s), kind, d_ms)
-
-    total = (len(p["published_workers"]) + len(p["work_kinds"]) * len(p["workers"])
-             + 2 * len(p["prefetch_factors"]))
-    steps_tables, summaries = [], []
-    with tqdm(total=total, desc="chapter 4 configurations", disable=not progress) as bar:
-        st, sm = worker_sweep(dataset("sleep"), d_ms, batch_size=batch_size, workers=p["published_workers"],
-                              step=step, steps=steps, warmup=warmup_steps, progress=bar)
-        sm.insert(0, "experiment", "published case")
-        summaries.append(sm)
+        scales = {}
         for kind in p["work_kinds"]:
-            ds = dataset(kind, scale=scales.get(kind, 1))
-            d = d_ms if kind == "sleep" else measure_cost_ms(ds)
-            st, sm = worker_sweep(ds, d, batch_size=batch_size, workers=p["workers"], step=step, steps=steps,
-                                  warmup=warmup_steps, progress=bar)
-            sm.insert(0, "experiment", "worker sweep")
-            st.insert(0, "experiment", "worker sweep")
-            steps_tables.append(st)
+            if kind != "sleep":  # 0: calibrate the real work to cost about d_ms per sample
+                mx = DECODE_MAX_PX // DECODE_PX if kind == "decode" else 1000
+                scales[kind] = p["real_work_scale"] or calibrate_scale(
+                    lambda s, k=kind: WorkDataset(COST_SAMPLES, k, scale=s, texts=texts, tokenizer=tok, seed=seed,
+                                                  n_images=2), kind, d_ms, max_scale=mx)
+
+        total = (1 + len(p["published_workers"])
+                 + len(p["work_kinds"]) * len(p["workers"])
+                 + p["prefetch_runs"] * len(COST_PROFILES) * len(p["prefetch_factors"]) + 2 * p["boundary_runs"])
+        steps_tables, summaries = [], []
+        with tqdm(total=total, desc="chapter 4 configurations", disable=not progress, mininterval=2.0) as bar, \
+                warnings.catch_warnings():
+            # the sweep asks for more workers than cores on purpose (that is one of its questions)
+            warnings.filterwarnings("ignore", message="This DataLoader will create")
+            idle = idle_gap_experiment(step, p["idle_gaps_ms"], repeats=p["idle_repeats"],
+                                       conditioning=p["idle_conditioning_steps"], seed=seed, sampler=sampler,
+                                       origin=origin)
+            bar.update(1)
+            st, sm = worker_sweep(dataset("sleep"), d_ms, batch_size=batch_size, workers=p["published_workers"],
+                                  step=step, steps=steps, warmup=warmup_steps, progress=bar, sampler=sampler,
+                                  origin=origin)
+            sm.insert(0, "experiment", "published case")
+            st.insert(0, "experiment", "published case")
             summaries.append(sm)
-        boundary = epoch_boundary(lambda k: dataset("sleep", k), batch_size=batch_size, workers=boundary_workers,
-                                  steps_per_epoch=steps_per_epoch, prefetch_factors=p["prefetch_factors"],
-                                  step=step, progress=bar)
+            steps_tables.append(st)
+            costs = {}
+            for kind in p["work_kinds"]:
+                ds = dataset(kind, scale=scales.get(kind, 1))
+                d = d_ms if kind == "sleep" else measure_cost_ms(ds)
+                costs[kind] = d
+                st, sm = worker_sweep(ds, d, batch_size=batch_size, workers=p["workers"], step=step, steps=steps,
+                                      warmup=warmup_steps, progress=bar, sampler=sampler, origin=origin)
+                sm.insert(0, "experiment", "worker sweep")
+                st.insert(0, "experiment", "worker sweep")
+                steps_tables.append(st)
+                summaries.append(sm)
+            pf_steps, pf_summary = prefetch_experiment(
+                batch_size=batch_size, workers=p["prefetch_workers"], prefetch_factors=p["prefetch_factors"],
+                runs=p["prefetch_runs"], steps=steps, warmup=warmup_steps, step=step, seed=seed, sampler=sampler,
+                origin=origin, progress=bar)
+            boundary = epoch_boundary(lambda k: dataset("sleep", k), batch_size=batch_size, workers=boundary_workers,
+                                      steps_per_epoch=steps_per_epoch, step=step, runs=p["boundary_runs"],
+                                      sampler=sampler, origin=origin, progress=bar)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    res.add("calibration", _relative(step.calibration_table(), sampler, origin))
+    res.add("idle_gaps", idle)
     res.add("summary", pd.concat(summaries, ignore_index=True))
     res.add("steps", pd.concat(steps_tables, ignore_index=True))
+    res.add("prefetch", pf_summary)
+    res.add("prefetch_steps", pf_steps[["run", "cost", "prefetch_factor", "step", "wait_ms", "compute_ms"]])
     res.add("epoch_boundary", boundary)
-    res.metadata.update(step_kind=step.kind, step_calibrated_ms=getattr(step, "calibrated_ms", None),
-                        step_matmuls=getattr(step, "iters", None), cuda=step.cuda,
-                        text_source=vars(source) if source else None, real_work_scales=scales,
-                        start_method=torch.multiprocessing.get_start_method())
+    cal = step.calibration
+    res.metadata.update(
+        step_kind=step.kind, cuda=step.cuda, step_units=step.iters, step_g_target_ms=g_ms,
+        step_steady_ms=g, step_calibrated_ms=g, step_first_ms=cal["first_ms"], step_burst_ms=cal["burst_step_ms"],
+        step_drift=cal["drift"], step_settled=cal["settled"], calibration_s=p["calibration_s"],
+        step_matmuls=step.iters if step.cuda else None,
+        nvml=(dict(available=True, interval_ms=sampler.interval_ms, samples=len(sampler.samples), **sampler.info)
+              if sampler is not None and sampler.available else
+              dict(available=False, why=sampler.why if sampler is not None else "no CUDA device")),
+        text_source=vars(source) if source else None, real_work_scales=scales, real_work_costs_ms=costs,
+        cores=len(os.sched_getaffinity(0)), au_threshold=AU_THRESHOLD,
+        start_method=torch.multiprocessing.get_start_method())
     res.save(results.resolve_run_dir(run_dir))
     return res
 
 
+# --------------------------------------------------------------------------- published figures
 def key_metrics(res) -> dict:
     """The published case as metric -> (mean, std)."""
     s = res.table("summary")
@@ -334,9 +634,490 @@ def key_metrics(res) -> dict:
     for w in (0, 4):
         if w in s.index:
             out[f"data wait per step, W={w}"] = (s.loc[w, "wait_ms"], s.loc[w, "wait_std_ms"])
-            out[f"compute per step, W={w}"] = (s.loc[w, "compute_ms"], None)
+            out[f"compute per step, W={w}"] = (s.loc[w, "compute_ms"], s.loc[w].get("compute_std_ms"))
             out[f"GPU idle share, W={w}"] = (100 * s.loc[w, "idle_share"], None)
     return out
+
+
+# --------------------------------------------------------------------------- computed findings
+def _g(res) -> float:
+    """The calibrated steady-state step of a result (older results: the burst calibration)."""
+    m = res.metadata
+    return float(m.get("step_steady_ms") or m.get("step_calibrated_ms") or res.parameters["g_ms"])
+
+
+def _published(res) -> pd.DataFrame:
+    s = res.table("summary")
+    return s[s["experiment"] == "published case"].set_index("workers")
+
+
+def _sweep(res) -> pd.DataFrame:
+    s = res.table("summary")
+    return s[s["experiment"] == "worker sweep"]
+
+
+def _au(row, g: float) -> float:
+    """AU of a summary row against the calibrated step (older results: steps × G / wall from the means)."""
+    if "g_cal_ms" in row and pd.notna(row.get("g_cal_ms")):
+        return float(row["au"])
+    return g / float(row["step_ms"])
+
+
+def _keeps(au: float) -> str:
+    return fx.choose(1 if au >= AU_THRESHOLD else -1, "keeps up", "falls short", "")
+
+
+def finding_w0(res) -> Finding:
+    p, g = _published(res), _g(res)
+    r = p.loc[0]
+    d, b = float(r["d_ms"]), int(r["batch_size"])
+    model = d * b
+    dev = fx.direction(float(r["wait_ms"]), model, tol=0.05)
+    return Finding(
+        "published_w0",
+        f"**Without workers** (`W = 0`) the training process prepares every batch itself: each step waited "
+        f"**{fx.num(r['wait_ms'], 'ms')}** for data, "
+        + fx.choose(dev, f"{fx.pct(r['wait_ms'] / model - 1)} more than",
+                    f"{fx.pct(1 - r['wait_ms'] / model)} less than",
+                    "close to")
+        + f" the model's `D·B` = {fx.num(model, 'ms')}, and the accelerator sat idle for "
+        f"**{fx.pct(r['idle_share'])}** of the step (compute {fx.num(r['compute_ms'], 'ms')} per step).",
+        value=float(r["wait_ms"]), unit="ms", published="data wait per step, W=0",
+        values=dict(model_ms=model, idle_share=float(r["idle_share"]), g_ms=g))
+
+
+def finding_w4(res) -> Finding:
+    p, g = _published(res), _g(res)
+    w = 4 if 4 in p.index else max(p.index)
+    r = p.loc[w]
+    d, b = float(r["d_ms"]), int(r["batch_size"])
+    per = d * b / w
+    au = _au(r, g)
+    return Finding(
+        f"published_w{w}",
+        f"**With {w} workers** a batch arrives every `D·B/W` = {fx.num(per, 'ms')} in the model, "
+        + fx.choose(1 if per <= g else -1, "within", "longer than", "")
+        + f" the calibrated step `G` = {fx.num(g, 'ms')}; the measured wait was **{fx.num(r['wait_ms'], 'ms')}** "
+        f"per step and AU against `G` **{fx.pct(au)}**: the loader **{_keeps(au)}** "
+        f"(threshold {fx.pct(AU_THRESHOLD)}).",
+        value=float(r["wait_ms"]), unit="ms", published=f"data wait per step, W={w}",
+        values=dict(au=au, per_batch_ms=per))
+
+
+def step_drift(res) -> dict | None:
+    """The numbers behind the step-drift finding: calibration trace, idle gaps, clocks."""
+    if "calibration" not in res.tables or "idle_gaps" not in res.tables:
+        return None
+    cal = res.table("calibration")
+    drift = cal[cal["phase"] == "drift"]
+    idle = res.table("idle_gaps")
+    g = _g(res)
+    gaps = sorted(idle["gap_ms"].unique())
+    base = idle[idle["gap_ms"] == gaps[0]]
+    top = idle[idle["gap_ms"] == gaps[-1]]
+    out = dict(g=g, first=float(drift["step_ms"].iloc[0]), gap0=gaps[0], gap1=gaps[-1],
+               base_ms=base["step_ms"].tolist(), top_ms=top["step_ms"].tolist(),
+               by_gap=idle.groupby("gap_ms")["step_ms"].mean().to_dict(),
+               settled=res.metadata.get("step_settled"), nvml=bool(res.metadata.get("nvml", {}).get("available")),
+               why=res.metadata.get("nvml", {}).get("why"), cuda=bool(res.metadata.get("cuda")))
+    if "sm_clock_mhz" in idle and idle["sm_clock_mhz"].notna().any():
+        cap = "power_capped_share" if "power_capped_share" in idle else "power_capped"
+        out.update(base_clock=float(base["sm_clock_mhz"].mean()), top_clock=float(top["sm_clock_mhz"].mean()),
+                   base_power=float(base["power_w"].mean()), top_power=float(top["power_w"].mean()),
+                   base_capped=float(base[cap].astype(float).mean()),
+                   top_capped=float(top[cap].astype(float).mean()), capped_by="samples" if cap.endswith("share")
+                   else "steps", power_limit=res.metadata.get("nvml", {}).get("power_limit_w"))
+        tail = drift.iloc[len(drift) // 2:]
+        if "sm_clock_mhz" in tail and tail["sm_clock_mhz"].notna().any():
+            out.update(steady_clock=float(tail["sm_clock_mhz"].mean()),
+                       steady_capped=float(tail["power_capped"].astype(float).mean()),
+                       reasons=int(np.bitwise_or.reduce(tail["clock_reasons"].fillna(0).astype(int).to_numpy())))
+    return out
+
+
+def finding_drift(res) -> Finding | None:
+    x = step_drift(res)
+    if x is None:
+        return None
+    g, gap1 = x["g"], x["gap1"]
+    top, base = float(np.mean(x["top_ms"])), float(np.mean(x["base_ms"]))
+    d = fx.direction(x["top_ms"], x["base_ms"], tol=0.02)
+    if not x["cuda"]:
+        return Finding("step_drift",
+                       f"**The step's own time.** The step is a simulated sleep on this machine (no GPU): calibrated "
+                       f"back-to-back it took `G` = **{fx.num(g, 'ms')}**, and the idle-gap experiment measures only "
+                       f"the sleep's jitter ({fx.num(top, 'ms')} after a {gap1:g} ms gap, {fx.num(base, 'ms')} "
+                       "back-to-back). The reference run shows a real GPU.",
+                       value=g, unit="ms", values=dict(after_gap_ms=top, back_to_back_ms=base, direction=0))
+    text = (f"**The step's own time.** Calibrated back-to-back, the step settled at `G` = **{fx.num(g, 'ms')}**"
+            + ("" if x["settled"] is not False else " (the calibration trace had not settled: its last quarter still "
+               "moved)")
+            + f"; the first step after a rest took {fx.num(x['first'], 'ms')}. ")
+    if d < 0:
+        text += (f"A step that followed an idle gap of {gap1:g} ms took {fx.num(top, 'ms')}, "
+                 f"{fx.pct(1 - top / base)} less than one run back-to-back ({fx.num(base, 'ms')}).")
+    elif d > 0:
+        text += (f"A step that followed an idle gap of {gap1:g} ms took {fx.num(top, 'ms')}, "
+                 f"{fx.pct(top / base - 1)} more than one run back-to-back ({fx.num(base, 'ms')}).")
+    else:
+        text += (f"A step took the same time after an idle gap of {gap1:g} ms as back-to-back "
+                 f"({fx.num(top, 'ms')} vs {fx.num(base, 'ms')}): idle gaps do not change it here.")
+    if "base_clock" in x:
+        dc = fx.direction(x["top_clock"], x["base_clock"], tol=0.01)
+        text += (f" NVML's SM clock averaged {x['top_clock']:,.0f} MHz in the steps after the gap and "
+                 f"{x['base_clock']:,.0f} MHz back-to-back")
+        if d < 0 and dc > 0:
+            text += ", so the steps after an idle gap ran at higher clocks"
+            limit = x.get("power_limit")
+            at_limit = bool(limit) and x["base_power"] >= 0.95 * limit
+            if at_limit or x["base_capped"] > 0.5:
+                text += (f". Back-to-back the board drew {x['base_power']:,.0f} W"
+                         + (f" against its {limit:,.0f} W limit" if limit else "")
+                         + f", with NVML reporting the software power cap in {fx.pct(x['base_capped'])} of those "
+                         f"{'samples' if x['capped_by'] == 'samples' else 'steps'}; after the gap it drew "
+                         f"{x['top_power']:,.0f} W: under sustained load the GPU runs power-capped, and `G` is "
+                         "calibrated there.")
+            else:
+                text += (f" (power {x['base_power']:,.0f} W back-to-back, {x['top_power']:,.0f} W after the gap; "
+                         "NVML did not report a power cap in most back-to-back steps).")
+        elif d == 0 and dc == 0:
+            text += ": level as well."
+        else:
+            text += (" (" + fx.choose(dc, "higher", "lower", "level") + " after the gap): the clocks do not "
+                     "line up with the step times, so they are not the explanation here.")
+    elif x["cuda"]:
+        text += f" GPU clocks were not logged ({x['why'] or 'NVML not available'})."
+    return Finding("step_drift", text, value=g, unit="ms",
+                   values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d))
+
+
+def finding_sweep(res) -> Finding:
+    sw, g = _sweep(res), _g(res)
+    parts, firsts = [], {}
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[sw["work"] == k].sort_values("workers")
+        d = float(part["d_ms"].iloc[0])
+        b = int(part["batch_size"].iloc[0])
+        au = [_au(r, g) for _, r in part.iterrows()]
+        ok = [int(w) for w, a in zip(part["workers"], au, strict=True) if a >= AU_THRESHOLD]
+        model_w = workers_needed(d, b, g)
+        model_in = [int(w) for w in part["workers"] if w >= model_w]
+        model_first = min(model_in) if model_in else None
+        if ok:
+            firsts[k] = first = min(ok)
+            agree = ("as the model predicts" if model_first == first else
+                     f"the model predicts W = {model_first}" if model_first is not None else
+                     f"the model predicts {model_w}, beyond this sweep")
+            parts.append(f"**{k}** (D = {fx.num(d, 'ms')}) from **W = {first}** ({agree})")
+        else:
+            parts.append(f"**{k}** (D = {fx.num(d, 'ms')}) never, up to W = {int(part['workers'].max())} "
+                         f"(best AU {fx.pct(max(au))})")
+    real = [k for k in firsts if k != "sleep"]
+    value = firsts[real[0]] if real else firsts.get("sleep")
+    return Finding("workers_to_keep_up",
+                   f"**Workers needed** to keep the accelerator busy (AU ≥ {fx.pct(AU_THRESHOLD)} against "
+                   f"`G` = {fx.num(g, 'ms')}): " + "; ".join(parts) + ".",
+                   value=value, unit="workers")
+
+
+def prefetch_summary(res) -> pd.DataFrame | None:
+    if "prefetch" not in res.tables:
+        return None
+    pf = res.table("prefetch")
+    return (pf.groupby(["cost", "prefetch_factor"], sort=True)["wait_ms"]
+            .agg(["mean", "min", "max", "count"]).reset_index())
+
+
+def prefetch_effect(pf: pd.DataFrame, cost: str, *, tol: float = 0.10) -> dict:
+    """The effect of the deepest against the shallowest prefetch_factor for one cost profile,
+    paired by run (every run uses the same per-sample costs for every prefetch_factor): the
+    per-run ratio shallow/deep of the mean wait, and a direction only when every run agrees
+    (+1: deeper prefetch shortened the wait by more than ``tol`` in every run, -1: lengthened it
+    in every run, 0: otherwise)."""
+    lo_pf, hi_pf = pf["prefetch_factor"].min(), pf["prefetch_factor"].max()
+    part = pf[pf["cost"] == cost]
+    a = part[part["prefetch_factor"] == lo_pf].set_index("run")["wait_ms"]
+    b = part[part["prefetch_factor"] == hi_pf].set_index("run")["wait_ms"]
+    runs = sorted(set(a.index) & set(b.index))
+    ratios = [float(a[r] / b[r]) if b[r] > 0 else float("inf") for r in runs]
+    if ratios and all(r > 1 + tol for r in ratios):
+        d = 1
+    elif ratios and all(r < 1 / (1 + tol) for r in ratios):
+        d = -1
+    else:
+        d = 0
+    return dict(direction=d, shallow_ms=float(a[runs].mean()), deep_ms=float(b[runs].mean()),
+                ratio=float(a[runs].mean() / b[runs].mean()) if b[runs].mean() > 0 else float("inf"),
+                low=min(ratios), high=max(ratios), runs=len(runs), lo=int(lo_pf), hi=int(hi_pf))
+
+
+def finding_prefetch(res) -> Finding | None:
+    if "prefetch" not in res.tables:
+        return None
+    pf = res.table("prefetch")
+    if pf["prefetch_factor"].nunique() < 2:
+        return None
+    g = _g(res)
+    w, d = int(pf["workers"].iloc[0]), float(pf["d_ms"].iloc[0])
+    b = int(pf["batch_size"].iloc[0]) if "batch_size" in pf else int(res.parameters["batch_size"])
+    load = d * b / w / g
+    phrases, value, interval, lo, hi = [], None, None, None, None
+    for cost in [c for c in COST_PROFILES if c in set(pf["cost"])]:
+        e = prefetch_effect(pf, cost)
+        lo, hi, n = e["lo"], e["hi"], e["runs"]
+        every = "in every run" if n > 1 else "in its one run"
+        spread = f", per-run ratio {fx.times(e['low'])}–{fx.times(e['high'])}" if n > 1 else ""
+        if e["direction"] > 0:
+            verb = (f"cut the mean wait from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')} "
+                    f"({fx.times(e['ratio'])} {every}{spread})")
+        elif e["direction"] < 0:
+            verb = (f"raised the mean wait from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')} "
+                    f"({every}{spread})")
+        else:
+            verb = (f"made no consistent difference ({fx.num(e['shallow_ms'], 'ms')} vs "
+                    f"{fx.num(e['deep_ms'], 'ms')}{spread})")
+        if cost == "variable" or value is None:
+            value, interval = e["ratio"], ((e["low"], e["high"]) if n > 1 else None)
+        phrases.append(f"with {cost} per-sample cost it {verb}")
+    return Finding(
+        "prefetch_balanced",
+        f"**`prefetch_factor` where it can matter**: with the work sized so that `D·B/W` is just under `G` "
+        f"({fx.num(d * b / w, 'ms')}, {fx.pct(load)} of {fx.num(g, 'ms')}; D = {fx.num(d, 'ms')}, W = {w}), "
+        f"raising `prefetch_factor` from {lo} to {hi}: " + "; ".join(phrases) + ".",
+        value=value, unit="×", interval=interval)
+
+
+def boundary_numbers(res) -> dict:
+    eb = res.table("epoch_boundary")
+    if "prefetch_factor" in eb and DEFAULT_PREFETCH in set(eb["prefetch_factor"]):
+        eb = eb[eb["prefetch_factor"] == DEFAULT_PREFETCH]
+    first2 = eb[(eb["epoch"] == 1) & (eb["step_in_epoch"] == 0)]
+    non = first2[~first2["persistent_workers"].astype(bool)]["wait_ms"].tolist()
+    per = first2[first2["persistent_workers"].astype(bool)]["wait_ms"].tolist()
+    p = res.parameters
+    d, b = float(p["d_ms"]), int(p["batch_size"])
+    start = eb["startup_ms"].dropna().tolist() if "startup_ms" in eb else []
+    return dict(non=non, per=per, db=d * b, startup=start)
+
+
+def finding_boundary(res) -> Finding:
+    x = boundary_numbers(res)
+    non, per, db = x["non"], x["per"], x["db"]
+    mn, mp = float(np.mean(non)), float(np.mean(per))
+    dr = fx.direction(non, per, tol=0.05)
+    text = (f"**At the epoch boundary** the first step of epoch 2 waited **{fx.num(mn, 'ms')}** without "
+            f"`persistent_workers` and **{fx.num(mp, 'ms')}** with them (one worker building a batch: `D·B` = "
+            f"{fx.num(db, 'ms')}")
+    if x["startup"]:
+        su = float(np.mean(x["startup"]))
+        text += f"; worker start-up alone, measured with free items: {fx.num(su, 'ms')}"
+    text += "): "
+    text += fx.choose(dr, f"persistent workers saved {fx.num(mn - mp, 'ms')} at every epoch start",
+                      f"persistent workers cost {fx.num(mp - mn, 'ms')} more here",
+                      "persistent workers made no clear difference here")
+    text += "."
+    r, rlo, rhi = fx.ratio_interval(non, per)
+    return Finding("epoch_boundary", text, value=mn - mp, unit="ms",
+                   interval=(min(non) - max(per), max(non) - min(per)) if len(non) > 1 else None,
+                   values=dict(non_ms=mn, persistent_ms=mp, ratio=r, ratio_low=rlo, ratio_high=rhi))
+
+
+def findings(res) -> list[Finding]:
+    """The chapter's key results, computed from a result (3-6 findings)."""
+    out = [finding_w0(res), finding_w4(res), finding_drift(res), finding_sweep(res), finding_prefetch(res),
+           finding_boundary(res)]
+    return [f for f in out if f is not None]
+
+
+# --------------------------------------------------------------------------- computed sentences further down
+def threshold_sentence() -> str:
+    return (f"This chapter uses MLPerf Storage's rule: a configuration **keeps up** when AU ≥ "
+            f"**{fx.pct(AU_THRESHOLD)}**.")
+
+
+def step_sentence(res) -> str:
+    m = res.metadata
+    g = _g(res)
+    if not m.get("cuda"):
+        return (f"Training step on this machine: **{m['step_kind']}** of about {fx.num(g, 'ms')} "
+                "(calibrated back-to-back). The GPU-side numbers below are therefore a simulation; the reference "
+                "run's are real.")
+    first = m.get("step_first_ms")
+    text = (f"Training step on this machine: **{m['step_kind']}**, {m.get('step_units')} matrix products, "
+            f"calibrated back-to-back to `G` = **{fx.num(g, 'ms')}** in steady state (target "
+            f"{fx.num(m.get('step_g_target_ms', res.parameters['g_ms']), 'ms')})")
+    if first:
+        text += f"; the first of those steps after a rested GPU took {fx.num(first, 'ms')}"
+    nv = m.get("nvml", {})
+    text += (". GPU clocks, power and clock-limit reasons were sampled through NVML every "
+             f"{fx.num(nv.get('interval_ms'), 'ms')} ({nv.get('name') or 'GPU'}, power limit "
+             f"{nv.get('power_limit_w') or 0:,.0f} W, max SM clock {nv.get('max_sm_clock_mhz') or 0:,} MHz)."
+             if nv.get("available") else f". NVML was not available ({nv.get('why')}): no clocks were logged.")
+    return text
+
+
+def published_case_sentences(res) -> str:
+    p, g = _published(res), _g(res)
+    lines = []
+    for w, r in p.iterrows():
+        lines.append(f"* `W={int(w)}`: data wait **{fx.num(r['wait_ms'], 'ms')}** per step (model "
+                     f"{fx.num(r['predicted_wait_ms'], 'ms')}), compute {fx.num(r['compute_ms'], 'ms')}, GPU idle "
+                     f"**{fx.pct(r['idle_share'])}**, AU against `G` {fx.pct(_au(r, g))}")
+    return "\n".join(lines)
+
+
+def model_walkthrough(res) -> str:
+    """The published case explained with this run's parameters (no numbers typed in prose)."""
+    p, g = _published(res), _g(res)
+    r0 = p.iloc[0]
+    d, b = float(r0["d_ms"]), int(r0["batch_size"])
+    db = d * b
+    idle0 = db / (db + g)
+    text = (f"With no workers the training process spends `D·B` = {fx.num(db, 'ms')} preparing every batch, so "
+            f"the model puts the GPU idle for {fx.pct(idle0)} of each step.")
+    ws = [int(w) for w in p.index if w > 0]
+    if ws:
+        w = max(ws)
+        per = db / w
+        text += (f" {w} workers each still need {fx.num(db, 'ms')} per batch, but together deliver one every "
+                 f"{fx.num(per, 'ms')}, " + fx.choose(1 if per <= g else -1, "within", "longer than", "")
+                 + f" the {fx.num(g, 'ms')} step: the model predicts a wait of "
+                 f"{fx.num(predicted_wait_ms(d, b, w, g), 'ms')}.")
+    return text
+
+
+def sizing_sentence(res) -> str | None:
+    """How close each real kind of work came to the sleep's D (they are sized to match, not equal)."""
+    sw = _sweep(res)
+    target = float(res.parameters["d_ms"])
+    parts = []
+    for k in dict.fromkeys(sw["work"]):
+        if k == "sleep":
+            continue
+        d = float(sw[sw["work"] == k]["d_ms"].iloc[0])
+        parts.append(f"{k} {fx.num(d, 'ms')} ({'+' if d >= target else '−'}{fx.pct(abs(d / target - 1))})")
+    if not parts:
+        return None
+    return (f"Sized to cost `D` = {fx.num(target, 'ms')} per sample, one sample of real work cost, measured in the "
+            f"main process: " + ", ".join(parts) + ". The model lines use these measured costs; the kinds differ "
+            "in cost as well as in whether the work occupies a core.")
+
+
+def model_gap_notes(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
+    """Where the measured wait leaves the model's line by more than ``rel`` (and ``floor_ms``)."""
+    sw = _sweep(res)
+    out = []
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[sw["work"] == k].sort_values("workers")
+        gaps = []
+        for _, r in part.iterrows():
+            m, p = float(r["wait_ms"]), float(r["predicted_wait_ms"])
+            if abs(m - p) > max(floor_ms, rel * max(m, p)):
+                word = "above" if m > p else "below"
+                how = f"{fx.pct(abs(m / p - 1))} {word}" if p > 0 else f"{word}"
+                gaps.append(f"W={int(r['workers'])}: {fx.num(m, 'ms')} vs {fx.num(p, 'ms')} ({how} the model"
+                            + (f"; compute {fx.num(r['compute_ms'], 'ms')} that step vs `G` = "
+                               f"{fx.num(_g(res), 'ms')}" if abs(r['compute_ms'] / _g(res) - 1) > 0.05 else "")
+                            + ")")
+        if gaps:
+            out.append(f"* **{k}** leaves the model's line at " + "; ".join(gaps) + ".")
+        else:
+            out.append(f"* **{k}** stays within {fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the model at every W.")
+    return "\n".join(out) if out else None
+
+
+def cores_sentence(res) -> str:
+    sw = _sweep(res)
+    cores = res.metadata.get("cores") or res.fingerprint.get("cpu", {}).get("usable_cores") or None
+    wmax = int(sw["workers"].max())
+    if not cores:
+        return f"The sweep ends at W = {wmax}."
+    text = f"This machine has {cores} usable cores and the sweep ends at W = {wmax}"
+    if wmax <= cores:
+        return text + ": it never asks for more workers than cores, so it cannot show what happens beyond them."
+    parts = []
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[sw["work"] == k].set_index("workers")["wait_ms"]
+        at = part[part.index <= cores]
+        beyond = part[part.index > cores]
+        if len(at) and len(beyond):
+            a, b = float(at.iloc[-1]), float(beyond.iloc[-1])
+            parts.append(f"{k} {fx.num(a, 'ms')} → {fx.num(b, 'ms')} ("
+                         + fx.choose(fx.direction(b, a, tol=0.1), "rose", "kept falling", "levelled off") + ")")
+    return text + "; from the last W within the cores to the largest W the wait went: " + "; ".join(parts) + "."
+
+
+def first_batch_note(res) -> str | None:
+    """Time to the first batch per kind: single measurements; name any non-monotonic step and set
+    it against the spread of start-up seen in the epoch-boundary runs."""
+    sw = _sweep(res)
+    notes = []
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[(sw["work"] == k) & (sw["workers"] > 0)].sort_values("workers")
+        v = part["first_batch_ms"].tolist()
+        w = part["workers"].tolist()
+        dips = [f"W={w[i - 1]} → W={w[i]}: {fx.num(v[i - 1], 'ms')} → {fx.num(v[i], 'ms')}"
+                for i in range(1, len(v)) if v[i] < v[i - 1] * 0.95]
+        if dips:
+            notes.append(f"**{k}** falls as workers are added ({'; '.join(dips)})")
+    eb = res.table("epoch_boundary") if "epoch_boundary" in res.tables else None
+    spread = ""
+    if eb is not None:
+        f0 = eb[(eb["epoch"] == 0) & (eb["step_in_epoch"] == 0)]["wait_ms"]
+        if len(f0) > 1:
+            spread = (f" For scale: {len(f0)} fresh loaders of one configuration (the epoch-boundary runs, W = "
+                      f"{int(res.parameters['boundary_workers'])}, sleep work) took between {fx.num(f0.min(), 'ms')} "
+                      f"and {fx.num(f0.max(), 'ms')} to their first batch.")
+    if not notes:
+        return ("Time to the first batch is one measurement per configuration; it grew, or stayed level, as workers "
+                "were added for every kind of work." + spread)
+    return ("Time to the first batch is one measurement per configuration, not a mean: " + "; ".join(notes)
+            + ". A single start-up is noisy (process creation, page faults, the scheduler), so read a dip as noise "
+              "unless it exceeds that noise." + spread)
+
+
+def au_drift_sentence(res) -> str | None:
+    """Did back-to-back steps during the sweep keep to the calibrated G? (the drift, in numbers)"""
+    if "steps" not in res.tables:
+        return None
+    st = res.table("steps")
+    g = _g(res)
+    busy = st[(st["wait_ms"] < 2.0) & (st["step"] > 0)]
+    idle = st[st["wait_ms"] >= 20.0]
+    if busy.empty:
+        return None
+    b = float(busy["compute_ms"].median())
+    text = (f"During the sweep, steps that followed a wait under 2 ms (back-to-back) took a median "
+            f"{fx.num(b, 'ms')}, {fx.compare(b, g, more='above', less='below', same='level with', tol=0.03)} the "
+            f"calibrated `G` = {fx.num(g, 'ms')}")
+    if not idle.empty:
+        i = float(idle["compute_ms"].median())
+        d = fx.direction(i, b, tol=0.03)
+        text += (f"; steps that followed a wait of 20 ms or more took {fx.num(i, 'ms')}, "
+                 + fx.choose(d, f"{fx.pct(i / b - 1)} longer than", f"{fx.pct(1 - i / b)} shorter than", "level with")
+                 + " the back-to-back ones")
+    return text + ". AU counts every step as `G` of work, so a step that ran faster after an idle gap does not " \
+                  "inflate it, and a slow one does not deflate it."
+
+
+def prefetch_sentence(res) -> str | None:
+    f = finding_prefetch(res)
+    return f.text if f else None
+
+
+def nvml_util_sentence(res) -> str | None:
+    sw = _sweep(res)
+    if "gpu_util_pct" not in sw or sw["gpu_util_pct"].isna().all():
+        return None
+    g = _g(res)
+    rows = sw.dropna(subset=["gpu_util_pct"])
+    diff = rows["gpu_util_pct"] - 100 * rows.apply(lambda r: _au(r, g), axis=1)
+    worst = rows.loc[diff.abs().idxmax()]
+    return (f"NVML's utilisation (the share of time in which a kernel was running, sampled every "
+            f"{fx.num(res.metadata.get('nvml', {}).get('interval_ms'), 'ms')} and averaged over the steady-state "
+            f"steps only) differed from AU by {diff.abs().mean():.0f} points on average over the sweep; the largest "
+            f"difference was at {worst['work']} W={int(worst['workers'])}: {fx.num(worst['gpu_util_pct'], '%')} "
+            f"vs AU {fx.pct(_au(worst, g))}.")
 
 
 # --------------------------------------------------------------------------- what-if chart
@@ -352,10 +1133,15 @@ function model() {
 gd.on('plotly_sliderchange', function (e) { state[e.slider.name] = +e.step.value; model(); });
 """
 
+WHATIF_D = [0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50]
+WHATIF_B = [1, 4, 8, 16, 32, 64, 128, 256]
+WHATIF_G = [5, 10, 20, 30, 50, 75, 100, 150, 200, 300]
 
-def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 32):
-    """Predicted data wait and AU against W, with sliders for D, B and G that recompute the
-    model in the browser (plotly sliders + a few lines of JavaScript: no kernel needed)."""
+
+def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 32, *, sliders: bool = True):
+    """Predicted data wait and AU against W. With ``sliders``, plotly sliders for D, B and G
+    recompute the model in the browser (a few lines of JavaScript: no kernel needed); without,
+    the figure for one (D, B, G), as drawn by the live widgets of :func:`whatif`."""
     import json
 
     from plotly.subplots import make_subplots
@@ -371,27 +1157,122 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
     fig.add_scatter(x=ws, y=[100 * predicted_au(d_ms, batch_size, w, g_ms) for w in ws], name="predicted AU (%)",
                     line=dict(color=PALETTE[2]), hovertemplate="W=%{x}: AU %{y:.0f}%<extra></extra>",
                     secondary_y=True)
-    fig.add_hline(y=100 * AU_THRESHOLD, line=dict(color=PALETTE[2], dash="dot", width=1), secondary_y=True,
-                  annotation_text="AU 90%: keeping up", annotation_position="bottom right")
+    # the threshold line and its label both live on the AU axis (y2), so a slider cannot move one without the other
+    t = 100 * AU_THRESHOLD
+    fig.add_shape(type="line", xref="x domain", x0=0, x1=1, yref="y2", y0=t, y1=t,
+                  line=dict(color=PALETTE[2], dash="dot", width=1))
+    fig.add_annotation(xref="x domain", x=1, xanchor="right", yref="y2", y=t, yanchor="bottom", showarrow=False,
+                       text=f"AU {fx.pct(AU_THRESHOLD)}: keeping up", font=dict(color=PALETTE[2], size=12))
+    layout = dict(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0), margin=dict(t=110))
+    if sliders:
+        def slider(name, label, values, current, y):
+            active = min(range(len(values)), key=lambda i: abs(values[i] - current))
+            return dict(name=name, active=active, y=y, yanchor="top", len=0.9, x=0.05,
+                        pad=dict(t=0, b=10), font=dict(size=11),
+                        currentvalue=dict(prefix=f"{label}: ", xanchor="left", font=dict(size=13)),
+                        steps=[dict(method="skip", label=f"{v:g}", value=str(v), args=[]) for v in values])
 
-    def slider(name, label, values, current, y):
-        active = min(range(len(values)), key=lambda i: abs(values[i] - current))
-        return dict(name=name, active=active, y=y, len=0.9, x=0.05, pad=dict(t=0, b=0),
-                    currentvalue=dict(prefix=f"{label}: "),
-                    steps=[dict(method="skip", label=f"{v:g}", value=str(v), args=[]) for v in values])
-
-    ds = [0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50]
-    bs = [1, 4, 8, 16, 32, 64, 128, 256]
-    gs = [5, 10, 20, 30, 50, 75, 100, 150, 200, 300]
-    fig.update_layout(
-        title="What if? The model of chapter 4 (move the sliders)", height=620, margin=dict(b=260),
-        sliders=[slider("D", "CPU cost per sample D (ms)", ds, d_ms, -0.25),
-                 slider("B", "batch size B", bs, batch_size, -0.5),
-                 slider("G", "GPU step G (ms)", gs, g_ms, -0.75)],
-        meta={"post_script": _WHATIF_JS % json.dumps({"D": d_ms, "B": batch_size, "G": g_ms})},
-        legend=dict(orientation="h", y=1.08),
-    )
+        # each slider takes ~95 px (title, rail, tick labels); the plot area is 320 px high
+        height, bottom, plot = 760, 330, 320
+        step_y = 105 / plot
+        layout.update(height=height, margin=dict(t=110, b=bottom),
+                      sliders=[slider("D", "CPU cost per sample D (ms)", WHATIF_D, d_ms, -0.2),
+                               slider("B", "batch size B", WHATIF_B, batch_size, -0.2 - step_y),
+                               slider("G", "GPU step G (ms)", WHATIF_G, g_ms, -0.2 - 2 * step_y)],
+                      meta={"post_script": _WHATIF_JS % json.dumps({"D": d_ms, "B": batch_size, "G": g_ms})})
+        title = "What if? The model of chapter 4 (move the sliders)"
+    else:
+        layout.update(height=460)
+        title = f"What if? D = {d_ms:g} ms, B = {batch_size}, G = {g_ms:g} ms"
+    fig.update_layout(title=title, **layout)
     fig.update_xaxes(title_text="DataLoader workers W")
     fig.update_yaxes(title_text="time per step (ms)", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="accelerator utilisation AU (%)", range=[0, 105], secondary_y=True)
+    fig.update_yaxes(title_text="accelerator utilisation AU (%)", range=[0, 105], tickmode="array",
+                     tickvals=[0, 20, 40, 60, 80, 100], showgrid=False, secondary_y=True)
     return fig
+
+
+def _frontend_is_interactive() -> bool:
+    """True in a kernel driven by a person's frontend (JupyterLab, Notebook, VS Code), which
+    allows ``input()``; False under papermill/nbclient (the book's executor never allows stdin)
+    and outside IPython."""
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        return bool(kernel is not None and getattr(kernel, "_allow_stdin", False))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def whatif(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 32, *, live: bool | None = None):
+    """The what-if chart. In a live JupyterLab session (``live`` None: detected) and with
+    ipywidgets installed, sliders recompute the model in the kernel; otherwise (the executed,
+    static book) the figure carries plotly sliders that recompute in the browser."""
+    import importlib.util
+
+    if live is None:
+        live = _frontend_is_interactive() and importlib.util.find_spec("ipywidgets") is not None
+    if not live:
+        return whatif_figure(d_ms, batch_size, g_ms, max_workers)
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    style = dict(description_width="initial")
+    d = widgets.SelectionSlider(options=sorted(set(WHATIF_D + [d_ms])), value=d_ms,
+                                description="CPU cost per sample D (ms)", style=style)
+    b = widgets.SelectionSlider(options=sorted(set(WHATIF_B + [batch_size])), value=batch_size,
+                                description="batch size B", style=style)
+    g = widgets.SelectionSlider(options=sorted(set(WHATIF_G + [g_ms])), value=g_ms,
+                                description="GPU step G (ms)", style=style)
+    out = widgets.Output()
+
+    def draw(*_):
+        with out:
+            out.clear_output(wait=True)
+            display(whatif_figure(d.value, b.value, g.value, max_workers, sliders=False))
+
+    for s in (d, b, g):
+        s.observe(draw, names="value")
+    draw()
+    return widgets.VBox([widgets.HBox([d, b, g], layout=widgets.Layout(flex_flow="row wrap")), out])
+
+
+def takeaways(res) -> str:
+    """The chapter's closing advice: the model's rules, and what this run measured for each knob."""
+    g = _g(res)
+    out = ["* Estimate `D·B/W` against `G` before buying hardware: if the CPU side cannot produce a batch per "
+           "step, a faster GPU only waits longer (try it in the what-if chart)."]
+    sw = finding_sweep(res)
+    out.append("* Workers are processes, and real preprocessing needs a core per busy worker. " + sw.text
+               .replace("**Workers needed** to keep", "On this run, workers needed to keep"))
+    x = step_drift(res)
+    if x is not None and x["cuda"]:
+        top, base = float(np.mean(x["top_ms"])), float(np.mean(x["base_ms"]))
+        d = fx.direction(x["top_ms"], x["base_ms"], tol=0.02)
+        out.append("* Time the step the way training runs it, back-to-back: "
+                   + fx.choose(d, f"here a step after an idle gap took {fx.pct(top / base - 1)} longer than a "
+                                  "sustained one",
+                               f"here a step after an idle gap took {fx.pct(1 - top / base)} less than a sustained "
+                               "one, so a burst calibration would have understated `G`",
+                               "here the step took the same time after an idle gap as sustained, so a burst would "
+                               "have done")
+                   + f" (`G` = {fx.num(g, 'ms')}).")
+    b = boundary_numbers(res)
+    mn, mp = float(np.mean(b["non"])), float(np.mean(b["per"]))
+    out.append("* `persistent_workers=True` avoids restarting the workers at each epoch: "
+               + fx.choose(fx.direction(b["non"], b["per"], tol=0.05),
+                           f"here it saved {fx.num(mn - mp, 'ms')} per epoch start",
+                           f"here it cost {fx.num(mp - mn, 'ms')} more per epoch start",
+                           "here it made no clear difference") + ".")
+    f = finding_prefetch(res)
+    if f is not None:
+        pf = res.table("prefetch")
+        helped = [c for c in dict.fromkeys(pf["cost"]) if prefetch_effect(pf, c)["direction"] > 0]
+        out.append("* `prefetch_factor` is slack against batches of uneven cost, not extra throughput: "
+                   + (f"here a deeper queue shortened the wait in the balanced case with {' and '.join(helped)} "
+                      "per-sample cost" if helped else
+                      "here it made no consistent difference even in the balanced case") + ".")
+    out.append("* Move work off the critical path: pre-tokenise or pre-decode once, offline, when the same samples "
+               "are seen many times.")
+    return "\n".join(out)

@@ -1,27 +1,75 @@
-"""Chapter 4: the model, the work kinds, the step loop and the bad-input checks."""
+"""Chapter 4: the model, the work kinds, the step and its calibration, the experiments, the
+bad-input checks, and findings that follow the data (each claim reversed once)."""
+import time
+
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from datajourney import starvation, textdata
 from datajourney.book.params import ParameterError
+from datajourney.book.results import Result
+from datajourney.timing import NvmlSampler, clock_reason_names, run_sustained, steady_state
 
 P = dict(d_ms=5.0, batch_size=32, g_ms=50.0, workers=[0, 4], published_workers=[0, 4], steps=4, warmup_steps=1,
-         work_kinds=["sleep"], real_work_scale=0, boundary_workers=2, steps_per_epoch=3, prefetch_factors=[2])
+         work_kinds=["sleep"], real_work_scale=0, boundary_workers=2, steps_per_epoch=3, prefetch_factors=[2],
+         boundary_runs=1, prefetch_workers=2, prefetch_runs=1, calibration_s=0.1, idle_gaps_ms=[0, 10],
+         idle_repeats=1, idle_conditioning_steps=1, seed=0, dataset_path=None, tokenizer_dir=None,
+         is_reference_run=False, reference_host=None)
 
 
+def cpu_step(g_ms=1.0):
+    return starvation.Step(g_ms, device="cpu", calibration_s=0.05)
+
+
+# ---------------------------------------------------------------- the model
 def test_model_matches_published_case():
     assert starvation.predicted_wait_ms(5, 32, 0, 50) == 160
     assert starvation.predicted_wait_ms(5, 32, 4, 50) == 0
     assert starvation.predicted_wait_ms(5, 32, 2, 50) == 30
     assert starvation.predicted_au(5, 32, 0, 50) == pytest.approx(50 / 210)
+    # AU >= 0.9 needs W >= 0.9 * D*B / G
+    assert starvation.workers_needed(5, 32, 50) == 3
+    assert starvation.predicted_au(5, 32, 3, 50) >= 0.9 > starvation.predicted_au(5, 32, 2, 50)
 
 
-@pytest.mark.parametrize("name,value", [("d_ms", -1), ("batch_size", 0), ("workers", [-1]), ("workers", [100_000]),
-                                        ("g_ms", 0), ("steps", 0), ("work_kinds", ["gpu"]),
-                                        ("prefetch_factors", [0]), ("boundary_workers", 0)])
+# ---------------------------------------------------------------- parameters
+@pytest.mark.parametrize("name,value", [
+    ("d_ms", -1), ("d_ms", True), ("batch_size", 0), ("workers", [-1]), ("workers", [100_000]), ("workers", 0),
+    ("workers", []), ("workers", "all"), ("g_ms", 0), ("steps", 0), ("work_kinds", ["gpu"]),
+    ("prefetch_factors", [0]), ("boundary_workers", 0), ("boundary_runs", 0), ("prefetch_workers", 0),
+    ("prefetch_runs", 0), ("calibration_s", 0), ("idle_gaps_ms", [-10]), ("idle_gaps_ms", 10), ("idle_repeats", 0),
+    ("idle_conditioning_steps", 0), ("seed", -1), ("is_reference_run", "yes"), ("dataset_path", "/nonexistent/x"),
+    ("real_work_scale", -1), ("warmup_steps", -1), ("published_workers", [])])
 def test_bad_parameters_are_named(name, value):
     with pytest.raises(ParameterError, match=repr(name)):
         starvation.check_parameters({**P, name: value})
+
+
+def test_workers_auto_is_the_default_list_and_zero_is_refused():
+    assert starvation.check_parameters({**P, "workers": "auto"})["workers"] == starvation.default_workers()
+    assert starvation.check_parameters({**P, "workers": [0]})["workers"] == [0]
+    with pytest.raises(ParameterError, match="'workers'"):
+        starvation.check_parameters({**P, "workers": 0})  # a scalar 0 never silently means the default list
+
+
+def test_decode_scale_is_bounded_and_real_work_needs_a_cost():
+    with pytest.raises(ParameterError, match="'real_work_scale'"):
+        starvation.check_parameters({**P, "work_kinds": ["decode"], "real_work_scale": 1000})
+    assert starvation.check_parameters({**P, "work_kinds": ["tokenize"], "real_work_scale": 1000})
+    with pytest.raises(ParameterError, match="'d_ms'"):
+        starvation.check_parameters({**P, "work_kinds": ["tokenize"], "d_ms": 0})
+    assert starvation.check_parameters({**P, "d_ms": 0})["d_ms"] == 0  # sleep work may cost nothing
+
+
+def test_tokenize_needs_the_tokenizers_package(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "tokenizers" else real(n, *a))
+    with pytest.raises(ParameterError, match="'work_kinds'.*tokenizers"):
+        starvation.preflight({**P, "work_kinds": ["sleep", "tokenize"]})
 
 
 def test_default_workers_stop_at_the_cores():
@@ -29,41 +77,363 @@ def test_default_workers_stop_at_the_cores():
     assert starvation.default_workers(2) == [0, 1, 2]
 
 
-def test_step_without_cuda_is_simulated():
-    step = starvation.Step(5.0, device="cpu")
-    assert "simulated" in step.kind and step(torch.zeros(4)) >= 5.0
+# ---------------------------------------------------------------- the step and its calibration
+class DrittingDevice:
+    """A fake accelerator on a virtual clock: a unit of work costs ``fast`` ms until the device
+    has been busy for ``heat_ms`` without a rest, then ``slow`` ms (a power cap); a rest of at
+    least ``cool_ms`` restores the fast clock."""
+
+    def __init__(self, fast=1.0, slow=1.2, heat_ms=200.0, cool_ms=50.0):
+        self.fast, self.slow, self.heat_ms, self.cool_ms = fast, slow, heat_ms, cool_ms
+        self.busy = 0.0
+
+    def units(self, n):
+        ms = 0.0
+        for _ in range(n):
+            c = self.fast if self.busy < self.heat_ms else self.slow
+            ms += c
+            self.busy += c
+        return ms
+
+    def sleep(self, s):
+        if 1e3 * s >= self.cool_ms:
+            self.busy = 0.0
 
 
+def test_calibration_uses_the_steady_state_not_the_burst():
+    dev = DrittingDevice()
+    step = starvation.Step(50.0, units=dev.units, sleep=dev.sleep, calibration_s=1.0, idle_s=0.1)
+    assert step.calibration["burst_unit_ms"] == pytest.approx(1.0)     # a burst sees the fast clock
+    assert step.iters == round(50 / 1.2)                               # sized for the capped clock
+    assert step.steady_ms == pytest.approx(step.iters * 1.2)
+    assert step.calibration["first_ms"] < step.steady_ms               # the trace starts rested
+    t = step.calibration_table()
+    assert set(t["phase"]) == {"sizing", "drift"} and (t["step_ms"] > 0).all()
+
+
+def test_calibration_of_a_step_that_does_not_drift():
+    dev = DrittingDevice(fast=1.0, slow=1.0)
+    step = starvation.Step(50.0, units=dev.units, sleep=dev.sleep, calibration_s=1.0, idle_s=0.1)
+    assert step.iters == 50 and step.steady_ms == pytest.approx(50.0)
+    assert step.calibration["drift"] == pytest.approx(0.0) and step.calibration["settled"]
+
+
+def test_steady_state_calibration_on_cpu():
+    step = starvation.Step(20.0, device="cpu", calibration_s=0.3)
+    assert "simulated" in step.kind and not step.cuda
+    assert 19.0 <= step.steady_ms <= 26.0         # a sleep of about 20 ms, measured back-to-back
+    assert step(torch.zeros(4)) >= 19.0
+
+
+def test_run_sustained_and_steady_state():
+    calls = iter([10.0, 11.0, 12.0] + [15.0] * 20)
+    rows = run_sustained(lambda: next(calls), 100.0)
+    assert sum(r["ms"] for r in rows) >= 100.0 and all(r["t1"] >= r["t0"] for r in rows)
+    st = steady_state([r["ms"] for r in rows])
+    assert st["steady_ms"] == 15.0 and st["first_ms"] == 10.0 and st["drift"] == pytest.approx(0.5)
+    assert st["settled"] and not steady_state([1, 1, 1, 1, 1, 1, 2, 3])["settled"]
+
+
+def test_idle_gap_experiment_interleaves_the_gaps():
+    dev = DrittingDevice(heat_ms=30.0, cool_ms=25.0)
+    step = starvation.Step(10.0, units=dev.units, sleep=dev.sleep, calibration_s=0.2, idle_s=0.1)
+    df = starvation.idle_gap_experiment(step, [0, 10, 30, 100], repeats=3, conditioning=4, sleep=dev.sleep)
+    assert len(df) == 12 and sorted(df["gap_ms"].unique()) == [0, 10, 30, 100]
+    assert df.groupby("gap_ms").size().eq(3).all()
+    assert list(df["gap_ms"]) != sorted(df["gap_ms"])                 # seeded shuffle, not gap by gap
+    means = df.groupby("gap_ms")["step_ms"].mean()
+    assert means[30] < means[0] and means[100] < means[0]             # rested long enough: fast clock
+
+
+# ---------------------------------------------------------------- NVML bookkeeping
+def test_nvml_sampler_windows_with_a_fake_reader():
+    clock = iter(range(10**6))
+    sampler = NvmlSampler(interval_ms=1.0, reader=lambda: dict(sm_clock_mhz=1980.0 - next(clock), power_w=500.0,
+                                                             reasons=0x4, gpu_util_pct=100, temperature_c=60))
+    with sampler:
+        time.sleep(0.05)
+    assert sampler.available and len(sampler.samples) >= 3
+    t0, t1 = sampler.samples[0]["t"], sampler.samples[-1]["t"]
+    w = sampler.window(t0, t1)
+    assert w["nvml_samples"] == len(sampler.samples) and w["power_capped"] and w["clock_reasons"] == 4
+    assert sampler.window(t1 + 1, t1 + 2) == {"nvml_samples": 0}
+    df = sampler.annotate(pd.DataFrame({"t0": [t0], "t1": [t1]}))
+    assert df["sm_clock_mhz"].iloc[0] < 1980.0
+    assert clock_reason_names(0x4 | 0x1) == "gpu_idle,sw_power_cap"
+
+
+def test_no_nvml_is_said_not_faked():
+    sampler = NvmlSampler()
+    if sampler.available:
+        pytest.skip("NVML is available here")
+    assert sampler.why and sampler.window(0, 1e9) == {"nvml_samples": 0}
+    df = pd.DataFrame({"t0": [0.0], "t1": [1.0]})
+    assert sampler.annotate(df).equals(df)
+
+
+# ---------------------------------------------------------------- the loader experiments
 def test_main_process_loading_waits_at_least_d_times_b():
     ds = starvation.WorkDataset(40, "sleep", cost_ms=2.0)
-    df = starvation.train_steps(starvation.make_loader(ds, batch_size=4, workers=0),
-                                starvation.Step(1.0, device="cpu"), steps=12)
+    df = starvation.train_steps(starvation.make_loader(ds, batch_size=4, workers=0), cpu_step(), steps=12)
     assert len(df) == 12 and df["epoch"].max() == 1  # 10 batches per epoch, so a second epoch started
     assert (df["wait_ms"] >= 8.0).all()  # four sleeps of 2 ms happen before each batch
-    s = starvation.summarise_steps(df, warmup=1)
-    assert 0 < s["au"] < 1 and s["idle_share"] == pytest.approx(1 - s["au"])
+    s = starvation.summarise_steps(df, warmup=1, g_cal_ms=1.0)
+    assert 0 < s["au"] < 1 and s["idle_share"] == pytest.approx(1 - s["compute_share"])
+    assert s["wait_p10_ms"] <= s["wait_ms"] <= s["wait_p90_ms"] + 1e-9
 
 
-def test_epoch_boundary_rows():
-    df = starvation.epoch_boundary(lambda n: starvation.WorkDataset(n, "sleep", cost_ms=0.5), batch_size=2,
-                                   workers=1, steps_per_epoch=3, prefetch_factors=[1, 2],
-                                   step=starvation.Step(0.5, device="cpu"))
-    assert len(df) == 2 * 2 * 6 and set(df["epoch"]) == {0, 1}
+def test_variable_cost_has_the_same_mean():
+    ds = starvation.WorkDataset(4000, "sleep", cost_ms=2.0, variable=True, seed=3)
+    assert ds.costs.mean() == pytest.approx(2.0, rel=0.1) and ds.costs.std() == pytest.approx(2.0, rel=0.15)
+    assert np.array_equal(ds.costs, starvation.WorkDataset(4000, "sleep", cost_ms=2.0, variable=True, seed=3).costs)
+
+
+def test_epoch_boundary_pays_start_up_only_without_persistent_workers():
+    """Without persistent workers the first step of epoch 2 waits at least the workers' start-up
+    plus one worker's D·B; with them, about D·B."""
+    d, b = 20.0, 4
+    db = d * b
+    df = starvation.epoch_boundary(lambda n: starvation.WorkDataset(n, "sleep", cost_ms=d), batch_size=b, workers=2,
+                                   steps_per_epoch=3, step=cpu_step(), runs=2)
+    assert len(df) == 2 * 2 * 6 and set(df["epoch"]) == {0, 1} and df["startup_ms"].gt(0).all()
+    first2 = df[(df["epoch"] == 1) & (df["step_in_epoch"] == 0)]
+    non = first2[~first2["persistent_workers"]]["wait_ms"]
+    per = first2[first2["persistent_workers"]]["wait_ms"]
+    startup = min(starvation.startup_ms(workers=2, batch_size=b) for _ in range(3))
+    assert (non >= db + 0.8 * startup).all(), (non.tolist(), startup)
+    assert (per >= db).all() and (per <= db + 0.5 * startup + 25).all(), (per.tolist(), startup)
+    assert non.mean() > per.mean()
+
+
+def test_prefetch_experiment_is_balanced():
+    step = cpu_step(2.0)
+    steps, summ = starvation.prefetch_experiment(batch_size=4, workers=2, prefetch_factors=[1, 2], runs=1, steps=3,
+                                                 warmup=1, step=step)
+    assert len(summ) == 2 * 2 and set(summ["cost"]) == set(starvation.COST_PROFILES)
+    # D·B/W just under G
+    assert summ["d_ms"].iloc[0] * 4 / 2 == pytest.approx(starvation.PREFETCH_LOAD * step.steady_ms)
+    assert (summ["predicted_wait_ms"] == 0).all() and len(steps) == 4 * 4
 
 
 @pytest.mark.skipif(textdata.offline_dir() is None, reason="no offline copy of the text data (../shared/data)")
 def test_real_work_kinds():
     texts, tok, _ = textdata.texts_and_source(16)
     for kind in ("tokenize", "decode"):
-        ds = starvation.WorkDataset(8, kind, scale=2, texts=texts, tokenizer=tok)
+        ds = starvation.WorkDataset(8, kind, scale=2, texts=texts, tokenizer=tok, n_images=2)
         assert ds[3].shape == (64,) and ds[3].dtype == torch.int64
         assert starvation.measure_cost_ms(ds, samples=4) > 0
-    scale = starvation.calibrate_scale(lambda s: starvation.WorkDataset(8, "decode", scale=s), "decode", 1.0, 4)
-    assert 1 <= scale <= 1000
+    scale = starvation.calibrate_scale(lambda s: starvation.WorkDataset(8, "decode", scale=s, n_images=1), "decode",
+                                       1.0, 4, max_scale=64)
+    assert 1 <= scale <= 64
 
 
+# ---------------------------------------------------------------- the what-if chart
 def test_whatif_figure_has_sliders_and_script():
     fig = starvation.whatif_figure(5, 32, 50, max_workers=8)
     assert [s.name for s in fig.layout.sliders] == ["D", "B", "G"]
     assert "plotly_sliderchange" in fig.layout.meta["post_script"]
     assert list(fig.data[0].y[:2]) == [160, 110]
+    label = [a for a in fig.layout.annotations if "keeping up" in a.text][0]
+    assert label.yref == "y2" and label.y == 100 * starvation.AU_THRESHOLD  # anchored to the AU axis
+    assert list(fig.layout.yaxis2.tickvals) == [0, 20, 40, 60, 80, 100]
+    ys = [s.y for s in fig.layout.sliders]
+    assert all(a - b >= 0.3 for a, b in zip(ys, ys[1:]))                   # room for each slider's title
+
+
+def test_whatif_is_static_outside_a_person_s_frontend():
+    fig = starvation.whatif(5, 32, 50, max_workers=8)          # no kernel here: the static figure
+    assert fig.layout.sliders
+    widgets = pytest.importorskip("ipywidgets")
+    box = starvation.whatif(5, 32, 50, max_workers=8, live=True)
+    assert isinstance(box, widgets.VBox)
+    d = box.children[0].children[0]
+    d.value = 50                                                # moving a slider redraws the chart
+    assert d.value == 50
+
+
+# ---------------------------------------------------------------- findings follow the data
+def _result(*, w0_wait=165.0, w4_wait=1.0, w4_step=51.0, g=50.0, sweep_waits=None, after_gap=43.0, before=50.0,
+            clocks=None, capped=0.9, pf_variable=(30.0, 10.0), pf_constant=(2.0, 2.0), non=(210.0, 212.0),
+            per=(170.0, 171.0), nvml=True, cuda=True) -> Result:
+    def row(exp, work, w, wait, step_ms, d=5.0):
+        wall = step_ms
+        au = g / wall
+        return dict(experiment=exp, work=work, workers=w, d_ms=d, batch_size=32, g_ms=50.0, g_cal_ms=g,
+                    first_batch_ms=200.0 + 10 * w, wait_ms=wait, wait_std_ms=1.0, compute_ms=step_ms - wait,
+                    step_ms=step_ms, au=au, compute_share=(step_ms - wait) / wall, idle_share=wait / wall, steps=30,
+                    predicted_wait_ms=starvation.predicted_wait_ms(d, 32, w, g),
+                    predicted_au=starvation.predicted_au(d, 32, w, g), keeps_up=au >= 0.9)
+
+    rows = [row("published case", "sleep", 0, w0_wait, w0_wait + 50),
+            row("published case", "sleep", 4, w4_wait, w4_step)]
+    for kind, waits in (sweep_waits or {"sleep": {0: 160, 2: 30, 4: 1}, "tokenize": {0: 150, 2: 40, 4: 2}}).items():
+        rows += [row("worker sweep", kind, w, x, x + 50) for w, x in waits.items()]
+    idle = pd.DataFrame([dict(gap_ms=gap, repeat=r, step_ms=(before if gap == 0 else after_gap) + 0.1 * r,
+                              sm_clock_mhz=(clocks or (1750, 1980))[gap > 0], power_w=(700, 450)[gap > 0],
+                              power_capped=(gap == 0 and capped > 0.5), clock_reasons=4 if gap == 0 else 0)
+                         for gap in (0, 170) for r in range(3)])
+    if not nvml:
+        idle = idle.drop(columns=["sm_clock_mhz", "power_w", "power_capped", "clock_reasons"])
+    cal = pd.DataFrame([dict(phase="drift", call=i, step_ms=after_gap if i == 0 else before, t_start_s=i * 0.05)
+                        for i in range(40)])
+    pf = pd.DataFrame([dict(run=r, cost=c, prefetch_factor=k, workers=4, d_ms=6.25, wait_ms=v[i] + 0.1 * r)
+                       for r in range(3) for c, v in (("constant", pf_constant), ("variable", pf_variable))
+                       for i, k in enumerate((1, 4))])
+    eb = pd.DataFrame([dict(run=r, persistent_workers=p, prefetch_factor=2, step=s, epoch=s // 10,
+                            step_in_epoch=s % 10, wait_ms=((per if p else non)[r % 2] if s == 10 else 1.0),
+                            startup_ms=45.0)
+                       for r in range(2) for p in (False, True) for s in range(20)])
+    meta = dict(cuda=cuda, step_kind="GPU matmul (CUDA events)", step_steady_ms=g, step_first_ms=after_gap,
+                step_settled=True, nvml=dict(available=nvml, why=None if nvml else "nvidia-ml-py is not installed"),
+                cores=16)
+    return Result(chapter=starvation.CHAPTER, run_id="constructed", parameters=dict(P, boundary_workers=4),
+                  fingerprint={}, tables=dict(summary=pd.DataFrame(rows), idle_gaps=idle, calibration=cal,
+                                              prefetch=pf, epoch_boundary=eb, steps=pd.DataFrame()), metadata=meta)
+
+
+def _texts(res):
+    return {f.key: f.text for f in starvation.findings(res)}
+
+
+def test_findings_of_a_constructed_run_say_what_it_shows():
+    f = starvation.findings(_result())
+    assert 3 <= len(f) <= 6 and len({x.key for x in f}) == len(f)
+    t = {x.key: x.text for x in f}
+    assert "165 ms" in t["published_w0"] and "close to" in t["published_w0"]
+    assert "more than" in _texts(_result(w0_wait=175.0))["published_w0"]
+    assert "keeps up" in t["published_w4"]
+    assert "higher clocks" in t["step_drift"] and "power cap" in t["step_drift"]
+    assert "less than one run back-to-back" in t["step_drift"]
+    assert "from **W = 4**" in t["workers_to_keep_up"]
+    assert "variable per-sample cost it cut the mean wait" in t["prefetch_balanced"]
+    assert "constant per-sample cost it made no consistent difference" in t["prefetch_balanced"]
+    assert "saved" in t["epoch_boundary"]
+    by_key = {x.key: x for x in f}
+    assert by_key["published_w0"].published == "data wait per step, W=0"
+    assert by_key["published_w4"].published == "data wait per step, W=4"
+
+
+def test_reversed_workers_that_do_not_keep_up():
+    res = _result(w4_wait=40.0, w4_step=91.0, sweep_waits={"tokenize": {0: 150, 2: 60, 4: 30}})
+    t = _texts(res)
+    assert "falls short" in t["published_w4"]
+    assert "never" in t["workers_to_keep_up"] and "from **W" not in t["workers_to_keep_up"]
+
+
+def test_reversed_w0_below_the_model():
+    assert "less than" in _texts(_result(w0_wait=120.0))["published_w0"]
+    assert "close to" in _texts(_result(w0_wait=161.0))["published_w0"]
+
+
+def test_reversed_a_step_that_does_not_drift():
+    t = _texts(_result(after_gap=50.0, clocks=(1980, 1980)))["step_drift"]
+    assert "same time after an idle gap" in t and "higher clocks" not in t and "power cap" not in t
+
+
+def test_reversed_a_step_slower_after_idle_and_clocks_that_do_not_explain_it():
+    t = _texts(_result(after_gap=55.0, clocks=(1980, 1980)))["step_drift"]
+    assert "more than one run back-to-back" in t and "not the explanation" in t and "higher clocks" not in t
+
+
+def test_reversed_faster_after_idle_without_nvml():
+    t = _texts(_result(nvml=False))["step_drift"]
+    assert "less than one run back-to-back" in t and "not logged" in t and "MHz" not in t
+
+
+def test_reversed_prefetch_that_helps_and_one_that_does_not():
+    t = _texts(_result(pf_variable=(10.0, 10.0)))["prefetch_balanced"]
+    assert "cut" not in t and t.count("made no consistent difference") == 2
+    t = _texts(_result(pf_constant=(10.0, 3.0), pf_variable=(10.0, 3.0)))["prefetch_balanced"]
+    assert t.count("cut the mean wait") == 2
+    assert "raised" in _texts(_result(pf_variable=(3.0, 10.0)))["prefetch_balanced"]
+
+
+def test_prefetch_runs_that_disagree_make_no_claim():
+    res = _result()
+    pf = res.tables["prefetch"]
+    pf.loc[(pf["cost"] == "variable") & (pf["run"] == 1) & (pf["prefetch_factor"] == 4), "wait_ms"] = 40.0
+    t = _texts(res)["prefetch_balanced"]
+    assert "variable per-sample cost it made no consistent difference" in t and "per-run ratio" in t
+
+
+def test_reversed_persistent_workers_that_do_not_help():
+    t = _texts(_result(non=(170.0, 172.0), per=(171.0, 170.5)))["epoch_boundary"]
+    assert "no clear difference" in t and "saved" not in t
+
+
+def test_takeaways_follow_the_data():
+    assert "saved" in starvation.takeaways(_result())
+    t = starvation.takeaways(_result(non=(170.0, 172.0), per=(171.0, 170.5), pf_variable=(10.0, 10.0),
+                                     pf_constant=(5.0, 5.0), after_gap=50.0, clocks=(1980, 1980)))
+    assert "no clear difference" in t and "made no consistent difference even in the balanced case" in t
+    assert "same time after an idle gap" in t
+
+
+def test_findings_of_an_older_result_without_the_new_tables():
+    res = _result()
+    for name in ("idle_gaps", "calibration", "prefetch"):
+        del res.tables[name]
+    keys = [f.key for f in starvation.findings(res)]
+    assert keys == ["published_w0", "published_w4", "workers_to_keep_up", "epoch_boundary"]
+
+
+def test_findings_of_a_short_cpu_run(tmp_path):
+    """The whole chapter on CPU with tiny settings: every computed sentence is built from its result."""
+    kw = {k: v for k, v in P.items() if k not in ("is_reference_run", "reference_host")}
+    res = starvation.run(**{**kw, "workers": [0, 2], "steps": 3, "prefetch_factors": [1, 2]}, run_dir=tmp_path,
+                         progress=False)
+    assert (tmp_path / f"{starvation.CHAPTER}.json").exists()
+    assert {"calibration", "idle_gaps", "summary", "steps", "prefetch", "epoch_boundary"} <= set(res.tables)
+    items = starvation.findings(res)
+    assert 3 <= len(items) <= 6
+    for f in items:
+        assert f.text and "nan" not in f.text.lower() and "None" not in f.text
+    assert res.metadata["nvml"]["available"] in (True, False)
+    for fn in (starvation.step_sentence, starvation.published_case_sentences, starvation.model_walkthrough,
+               starvation.model_gap_notes, starvation.cores_sentence, starvation.first_batch_note,
+               starvation.au_drift_sentence, starvation.takeaways):
+        text = fn(res)
+        assert text is None or ("nan" not in text.lower() and "None" not in text), fn.__name__
+
+
+def test_a_simulated_step_makes_no_claim_about_idle_gaps():
+    t = _texts(_result(cuda=False, nvml=False))["step_drift"]
+    assert "simulated sleep" in t and "less than" not in t and "higher clocks" not in t
+
+
+def test_higher_clocks_without_a_power_cap_make_no_power_claim():
+    res = _result(capped=0.0)
+    res.tables["idle_gaps"]["power_w"] = 300.0
+    res.metadata["nvml"]["power_limit_w"] = 700.0
+    t = _texts(res)["step_drift"]
+    assert "higher clocks" in t and "power-capped" not in t and "did not report a power cap" in t
+
+
+def test_whatif_is_live_in_a_person_s_kernel_and_static_under_the_book_s_executor():
+    """JupyterLab asks the kernel to run cells with stdin allowed, papermill/nbclient never does:
+    the first gets widgets that recompute in the kernel, the second the static figure."""
+    pytest.importorskip("ipywidgets")
+    manager = pytest.importorskip("jupyter_client.manager")
+    km, kc = manager.start_new_kernel(kernel_name="python3")
+    try:
+        seen = {}
+        for allow in (True, False):
+            msg_id = kc.execute("from datajourney import starvation\nstarvation.whatif(5.0, 32, 50.0)",
+                                allow_stdin=allow)
+            kinds = set()
+            while True:
+                m = kc.get_iopub_msg(timeout=60)
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if m["msg_type"] in ("execute_result", "display_data"):
+                    kinds |= set(m["content"]["data"])
+                assert m["msg_type"] != "error", m["content"]
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    break
+            seen[allow] = kinds
+        assert "application/vnd.jupyter.widget-view+json" in seen[True]
+        assert "application/vnd.jupyter.widget-view+json" not in seen[False]
+        assert "application/vnd.plotly.v1+json" in seen[False]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -60,7 +60,9 @@ def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
         return "—"
     v = float(value)
     a = abs(v)
-    if unit == "%":
+    if v.is_integer() and unit not in ("×", "%") and a < 1e15:
+        digits = 0   # counts (workers, tokens) and round values carry no decimals
+    elif unit == "%":
         digits = 0 if a >= 10 else 1
     elif a >= 100:
         digits = 0

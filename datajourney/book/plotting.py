@@ -161,60 +161,120 @@ def lines(df: pd.DataFrame, *, x: str, y: str, color: str, title: str, xaxis: st
 
 
 def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) -> go.Figure:
-    """Per-step time split into data wait and compute (steady-state means)."""
+    """Per-step time split into data wait and compute (steady-state means; error bars and hover:
+    the 10th–90th percentile of the steps, and the standard deviation)."""
     fig = go.Figure()
     lab = summary[x].astype(str)
-    fig.add_bar(x=lab, y=summary["wait_ms"], name="waiting for data", marker_color=PALETTE[5],
-                error_y=dict(type="data", array=summary["wait_std_ms"].fillna(0)),
-                customdata=summary[["predicted_wait_ms", "idle_share"]].to_numpy(),
-                hovertemplate=("W=%{x}: data wait %{y:,.1f} ms<br>model: %{customdata[0]:,.1f} ms"
-                               "<br>GPU idle %{customdata[1]:.0%}<extra></extra>"))
-    fig.add_bar(x=lab, y=summary["compute_ms"], name="computing", marker_color=PALETTE[0],
-                hovertemplate="W=%{x}: compute %{y:,.1f} ms<extra></extra>")
+    err_w, lo_w, hi_w, what = _spread(summary, "wait")
+    err_c, lo_c, hi_c, _ = _spread(summary, "compute")
+    std_w = summary["wait_std_ms"].fillna(0)
+    std_c = summary["compute_std_ms"].fillna(0) if "compute_std_ms" in summary else summary["compute_ms"] * 0
+    fig.add_bar(x=lab, y=summary["wait_ms"], name="waiting for data", marker_color=PALETTE[5], error_y=err_w,
+                customdata=list(zip(summary["predicted_wait_ms"], summary["idle_share"], lo_w, hi_w, std_w,
+                                    summary["steps"], strict=True)),
+                hovertemplate=("W=%{x}: data wait, mean %{y:,.1f} ms ± %{customdata[4]:,.1f} (std)"
+                               "<br>p10–p90 of the steps: %{customdata[2]:,.1f} – %{customdata[3]:,.1f} ms"
+                               "<br>model: %{customdata[0]:,.1f} ms · GPU idle %{customdata[1]:.0%}"
+                               "<br>steps: %{customdata[5]}<extra></extra>"))
+    fig.add_bar(x=lab, y=summary["compute_ms"], name="computing", marker_color=PALETTE[0], error_y=err_c,
+                customdata=list(zip(lo_c, hi_c, std_c, summary["steps"], strict=True)),
+                hovertemplate=("W=%{x}: compute, mean %{y:,.1f} ms ± %{customdata[2]:,.1f} (std)"
+                               "<br>p10–p90 of the steps: %{customdata[0]:,.1f} – %{customdata[1]:,.1f} ms"
+                               "<br>steps: %{customdata[3]}<extra></extra>"))
     fig.update_layout(title=title, barmode="stack", legend_title_text="step phase")
     fig.update_xaxes(title_text=xaxis, type="category")
-    fig.update_yaxes(title_text="time per step (ms)")
+    fig.update_yaxes(title_text=f"time per step (ms; bars: {what})", rangemode="tozero")
     return fig
 
 
 def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:
-    """Measured data wait (points, ± std) against the model (lines), one colour per work kind."""
+    """Measured data wait (points, error bars p10–p90 of the steps) against the model (dashed lines),
+    one colour per work kind, on a log axis. A log axis cannot show zero: where the model predicts
+    no wait, a hollow triangle sits on the axis floor instead of a line plunging to nothing."""
+    import numpy as np
+
     fig = go.Figure()
+    err_all = _spread(summary, "wait")
+    lows = pd.concat([summary["wait_ms"], err_all[1]]).where(lambda v: v > 0).dropna()
+    floor = 10 ** np.floor(np.log10(max(lows.min(), 1e-3))) if len(lows) else 0.1
+    top = max(summary["wait_ms"].max(), summary["predicted_wait_ms"].max(), err_all[2].max())
+    kinds = list(dict.fromkeys(summary["work"]))
     for i, (kind, g) in enumerate(summary.groupby("work", sort=False)):
         g = g.sort_values("workers")
         c = PALETTE[i % 8]
-        fig.add_scatter(x=g["workers"], y=g["predicted_wait_ms"], mode="lines", name=f"{kind}: model",
+        dx = (i - (len(kinds) - 1) / 2) * 0.12   # side by side, so points at one W do not hide each other
+        model = g["predicted_wait_ms"].where(g["predicted_wait_ms"] > 0)
+        fig.add_scatter(x=g["workers"], y=model, mode="lines", name=f"{kind}: model", connectgaps=False,
                         line=dict(color=c, dash="dash"), legendgroup=kind,
                         hovertemplate=f"<b>{kind}</b> model<br>W=%{{x}}: %{{y:,.1f}} ms<extra></extra>")
-        fig.add_scatter(x=g["workers"], y=g["wait_ms"], mode="markers", name=f"{kind}: measured",
-                        marker=dict(color=c, size=9), legendgroup=kind,
-                        error_y=dict(type="data", array=g["wait_std_ms"].fillna(0)),
-                        customdata=g[["d_ms", "compute_ms", "au"]].to_numpy(),
-                        hovertemplate=(f"<b>{kind}</b> measured<br>W=%{{x}}: wait %{{y:,.1f}} ms"
+        zero = g[g["predicted_wait_ms"] <= 0]
+        if len(zero):
+            fig.add_scatter(x=zero["workers"], y=[floor] * len(zero), mode="markers", name=f"{kind}: model 0 ms",
+                            marker=dict(color=c, symbol="triangle-down-open", size=10), legendgroup=kind,
+                            showlegend=False,
+                            hovertemplate=(f"<b>{kind}</b> model<br>W=%{{x}}: no wait (0 ms, drawn on the axis "
+                                           "floor)<extra></extra>"))
+        err, lo, hi, what = _spread(g, "wait")
+        fig.add_scatter(x=g["workers"] + dx, y=g["wait_ms"], mode="markers", name=f"{kind}: measured",
+                        marker=dict(color=c, size=9), legendgroup=kind, error_y=err,
+                        customdata=list(zip(g["d_ms"], g["compute_ms"], g["au"], lo, hi, g["workers"], strict=True)),
+                        hovertemplate=(f"<b>{kind}</b> measured<br>W=%{{customdata[5]}}: mean wait %{{y:,.2f}} ms"
+                                       f"<br>{what}: %{{customdata[3]:,.2f}} – %{{customdata[4]:,.2f}} ms"
                                        "<br>D = %{customdata[0]:.2f} ms, compute %{customdata[1]:.1f} ms"
                                        "<br>AU %{customdata[2]:.0%}<extra></extra>"))
     fig.update_layout(title=title, legend_title_text="work")
-    fig.update_xaxes(title_text="DataLoader workers W")
-    fig.update_yaxes(title_text="data wait per step (ms, log scale)", type="log")
+    fig.update_xaxes(title_text="DataLoader workers W", tickmode="array",
+                     tickvals=sorted(summary["workers"].unique().tolist()))
+    fig.update_yaxes(title_text=f"data wait per step (ms, log scale; bars: {err_all[3]})", type="log", dtick=1,
+                     range=[np.log10(floor) - 0.1, np.log10(max(top, floor * 10)) + 0.15])
     return fig
 
 
 def au_chart(summary: pd.DataFrame, *, threshold: float, title: str) -> go.Figure:
-    fig = lines(summary.assign(au_pct=100 * summary["au"]), x="workers", y="au_pct", color="work", title=title,
-                xaxis="DataLoader workers W", yaxis="AU (%)", unit="%")
+    """AU against the calibrated steady-state step, one line per kind of work, with the
+    keeping-up threshold (from the chapter's constant)."""
+    fig = go.Figure()
+    for i, (kind, g) in enumerate(summary.groupby("work", sort=False)):
+        g = g.sort_values("workers")
+        share = g["compute_share"] if "compute_share" in g else 1 - g["idle_share"]
+        fig.add_scatter(x=g["workers"], y=100 * g["au"], name=str(kind), mode="lines+markers",
+                        line=dict(color=PALETTE[i % 8]),
+                        customdata=list(zip(100 * share, g["compute_ms"], g["step_ms"], strict=True)),
+                        hovertemplate=(f"<b>{kind}</b><br>W=%{{x}}: AU %{{y:.1f}}% (steps × G / wall)"
+                                       "<br>measured compute / wall: %{customdata[0]:.1f}%"
+                                       "<br>compute %{customdata[1]:.1f} ms of a %{customdata[2]:.1f} ms step"
+                                       "<extra></extra>"))
     fig.add_hline(y=100 * threshold, line=dict(dash="dot", color="#555555"),
-                  annotation_text=f"{threshold:.0%}: keeping up")
-    fig.update_yaxes(range=[0, 105])
+                  annotation_text=f"{100 * threshold:.0f}%: keeping up", annotation_position="bottom right")
+    fig.update_layout(title=title, legend_title_text="work")
+    fig.update_xaxes(title_text="DataLoader workers W")
+    fig.update_yaxes(title_text="AU (%) against the calibrated step G", range=[0, 105])
     return fig
 
 
 def boundary_timeline(df: pd.DataFrame, *, steps_per_epoch: int, title: str) -> go.Figure:
-    """Wait of each step over two epochs, one line per (persistent_workers, prefetch_factor)."""
-    d = df.assign(config="persistent=" + df["persistent_workers"].astype(str)
-                  + ", prefetch=" + df["prefetch_factor"].astype(str))
-    fig = lines(d, x="step", y="wait_ms", color="config", title=title, xaxis="training step",
-                yaxis="data wait (ms, log scale)", unit="ms", log_y=True)
+    """Wait of each step over two epochs with and without persistent workers: the median over
+    runs, error bars min–max over runs (log axis: every wait is positive)."""
+    if "prefetch_factor" in df and df["prefetch_factor"].nunique() > 1:
+        df = df[df["prefetch_factor"] == 2] if 2 in set(df["prefetch_factor"]) else df
+    run = df["run"] if "run" in df else 0
+    g = (df.assign(run=run).groupby(["persistent_workers", "step"])["wait_ms"]
+         .agg(median="median", min="min", max="max", n="count").reset_index())
+    fig = go.Figure()
+    for i, (pers, part) in enumerate(g.groupby("persistent_workers", sort=True)):
+        name = "persistent_workers=True" if pers else "persistent_workers=False"
+        fig.add_scatter(x=part["step"], y=part["median"], name=name, mode="lines+markers",
+                        line=dict(color=PALETTE[[5, 0][i % 2]]),
+                        error_y=dict(type="data", symmetric=False, array=part["max"] - part["median"],
+                                     arrayminus=part["median"] - part["min"]),
+                        customdata=list(zip(part["min"], part["max"], part["n"], strict=True)),
+                        hovertemplate=(f"<b>{name}</b><br>step %{{x}}: median wait %{{y:,.1f}} ms"
+                                       "<br>min–max over runs: %{customdata[0]:,.1f} – %{customdata[1]:,.1f} ms"
+                                       "<br>runs: %{customdata[2]}<extra></extra>"))
     fig.add_vline(x=steps_per_epoch - 0.5, line=dict(dash="dot", color="#555555"), annotation_text="epoch 2")
+    fig.update_layout(title=title, legend_title_text="workers")
+    fig.update_xaxes(title_text="training step")
+    fig.update_yaxes(title_text="data wait (ms, log scale; bars: min–max over runs)", type="log")
     return fig
 
 
@@ -385,4 +445,101 @@ def paired_rounds_chart(calls: pd.DataFrame, *, copy_ms: float, title: str) -> g
     fig.update_layout(title=title, legend_title_text="series")
     fig.update_xaxes(title_text="round (kernel-only, copy-only and kernel+copy in random order)")
     fig.update_yaxes(title_text="time the copy added (ms; single rounds)")
+
+
+# ---------------------------------------------------------------- chapter 4: the step's own time
+def _spread(df: pd.DataFrame, col: str):
+    """Asymmetric error bars of a steady-state mean from its p10/p90 columns (older results: ± std)."""
+    lo, hi = f"{col}_p10_ms", f"{col}_p90_ms"
+    centre = df[f"{col}_ms"]
+    if lo in df and hi in df and df[lo].notna().all():
+        return dict(type="data", symmetric=False, array=(df[hi] - centre).clip(lower=0),
+                    arrayminus=(centre - df[lo]).clip(lower=0)), df[lo], df[hi], "p10–p90 of the steps"
+    std = df[f"{col}_std_ms"].fillna(0) if f"{col}_std_ms" in df else centre * 0
+    return dict(type="data", array=std), centre - std, centre + std, "± std of the steps"
+
+
+def step_drift(calibration: pd.DataFrame, *, g_ms: float, title: str) -> go.Figure:
+    """The calibration's drift trace: the same step back-to-back from a rested GPU, its time and
+    (when NVML was there) the SM clock on a second axis."""
+    from plotly.subplots import make_subplots
+
+    d = calibration[calibration["phase"] == "drift"]
+    t = (d["t_start_s"] - d["t_start_s"].iloc[0]) * 1e3
+    clocks = "sm_clock_mhz" in d and d["sm_clock_mhz"].notna().any()
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_scatter(x=t, y=d["step_ms"], mode="lines+markers", name="step time", line=dict(color=PALETTE[0]),
+                    hovertemplate="%{x:,.0f} ms into the run: step %{y:.2f} ms<extra></extra>")
+    if clocks:
+        fig.add_scatter(x=t, y=d["sm_clock_mhz"], mode="lines", name="SM clock (NVML)", secondary_y=True,
+                        line=dict(color=PALETTE[1], dash="dot"),
+                        customdata=list(zip(d["power_w"], d["clock_reasons"].fillna(0).astype(int), strict=True)),
+                        hovertemplate=("%{x:,.0f} ms: SM clock %{y:,.0f} MHz<br>power %{customdata[0]:,.0f} W"
+                                       "<br>clock-limit reason bits %{customdata[1]}<extra></extra>"))
+        fig.update_yaxes(title_text="SM clock (MHz)", secondary_y=True, showgrid=False, tickmode="auto", nticks=6,
+                         tickformat=",.0f")
+    fig.add_hline(y=g_ms, line=dict(dash="dash", color="#555555"), annotation_text="calibrated G",
+                  annotation_position="top left")
+    fig.update_layout(title=title, legend_title_text="")
+    fig.update_xaxes(title_text="time since the first step after the rest (ms)")
+    fig.update_yaxes(title_text="step time (ms, CUDA events)", secondary_y=False)
+    return fig
+
+
+def idle_gap_chart(idle: pd.DataFrame, *, g_ms: float, title: str) -> go.Figure:
+    """The step after a controlled idle gap: mean over repeats, error bars min–max; the SM clock
+    during that step on a second axis when NVML was there."""
+    from plotly.subplots import make_subplots
+
+    agg = {"step_ms": ["mean", "min", "max", "count"]}
+    clocks = "sm_clock_mhz" in idle and idle["sm_clock_mhz"].notna().any()
+    if clocks:
+        agg["sm_clock_mhz"] = ["mean"]
+        agg["power_w"] = ["mean"]
+    g = idle.groupby("gap_ms").agg(agg)
+    g.columns = ["_".join(c) for c in g.columns]
+    g = g.reset_index()
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_scatter(x=g["gap_ms"], y=g["step_ms_mean"], mode="lines+markers", name="step after the gap",
+                    line=dict(color=PALETTE[0]),
+                    error_y=dict(type="data", symmetric=False, array=g["step_ms_max"] - g["step_ms_mean"],
+                                 arrayminus=g["step_ms_mean"] - g["step_ms_min"]),
+                    customdata=list(zip(g["step_ms_min"], g["step_ms_max"], g["step_ms_count"], strict=True)),
+                    hovertemplate=("idle gap %{x} ms: step %{y:.2f} ms (mean)<br>min–max over repeats: "
+                                   "%{customdata[0]:.2f} – %{customdata[1]:.2f} ms<br>repeats: %{customdata[2]}"
+                                   "<extra></extra>"))
+    if clocks:
+        fig.add_scatter(x=g["gap_ms"], y=g["sm_clock_mhz_mean"], mode="lines+markers", name="SM clock (NVML)",
+                        secondary_y=True, line=dict(color=PALETTE[1], dash="dot"), marker=dict(symbol="diamond"),
+                        customdata=g["power_w_mean"],
+                        hovertemplate="idle gap %{x} ms: SM clock %{y:,.0f} MHz, power %{customdata:,.0f} W"
+                                      "<extra></extra>")
+        fig.update_yaxes(title_text="SM clock during the step (MHz)", secondary_y=True, showgrid=False,
+                         tickmode="auto", nticks=6, tickformat=",.0f")
+    fig.add_hline(y=g_ms, line=dict(dash="dash", color="#555555"), annotation_text="calibrated G",
+                  annotation_position="bottom right")
+    fig.update_layout(title=title, legend_title_text="")
+    fig.update_xaxes(title_text="idle gap before the step (ms)")
+    fig.update_yaxes(title_text="step time (ms; bars: min–max over repeats)", secondary_y=False)
+    return fig
+
+
+def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
+    """Mean data wait by prefetch_factor in the balanced case, one line per cost profile:
+    mean over runs, error bars min–max over runs."""
+    g = (prefetch.groupby(["cost", "prefetch_factor"], sort=True)["wait_ms"]
+         .agg(mean="mean", min="min", max="max", n="count").reset_index())
+    fig = go.Figure()
+    for i, (cost, part) in enumerate(g.groupby("cost", sort=False)):
+        fig.add_scatter(x=part["prefetch_factor"].astype(str), y=part["mean"], name=f"{cost} cost per sample",
+                        mode="lines+markers", line=dict(color=PALETTE[[0, 5][i % 2]]),
+                        error_y=dict(type="data", symmetric=False, array=part["max"] - part["mean"],
+                                     arrayminus=part["mean"] - part["min"]),
+                        customdata=list(zip(part["min"], part["max"], part["n"], strict=True)),
+                        hovertemplate=(f"<b>{cost}</b><br>prefetch_factor %{{x}}: mean wait %{{y:,.2f}} ms"
+                                       "<br>min–max over runs: %{customdata[0]:,.2f} – %{customdata[1]:,.2f} ms"
+                                       "<br>runs: %{customdata[2]}<extra></extra>"))
+    fig.update_layout(title=title, legend_title_text="work")
+    fig.update_xaxes(title_text="prefetch_factor", type="category")
+    fig.update_yaxes(title_text="mean data wait per step (ms; bars: min–max over runs)", rangemode="tozero")
     return fig
