@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import resource
 import time
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -105,7 +106,7 @@ class ShardDataset(Dataset):
         return state
 
     def __del__(self):
-        if self._fd is not None and self._pid == os.getpid():
+        if getattr(self, "_fd", None) is not None and self._pid == os.getpid():
             try:
                 os.close(self._fd)
             except OSError:
@@ -134,6 +135,22 @@ def _cpu(who) -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _runqueue_wait() -> float | None:
+    """Seconds this thread has spent runnable but waiting for a CPU (Linux schedstat), or None."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _batch_bytes(batch: torch.Tensor) -> int:
     if batch.dtype == torch.uint8:
         return batch.numel()
@@ -146,38 +163,46 @@ def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int
     Returns the seconds to the first batch (from creating the iterator: worker start-up
     included), the steady state (first batch to last, first batch excluded: its seconds,
     batches, samples and bytes) and the total; and CPU seconds: of the main process's main
-    thread (the one that receives batches) and of the whole main process during the steady
-    state, and of the workers (collected when they exit at the end of the epoch).
+    thread (the one that receives batches) and of the whole main process from the first batch
+    to the end of the loop (``main_window_s``), and of the workers (collected when they exit at the end of the epoch); and the time
+    the main thread spent waiting for a CPU in that window (Linux schedstat: on a
+    busy machine a thread that wants to run is not always running).
     """
     g = torch.Generator().manual_seed(seed)
-    dl = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, generator=g)
-    children0 = _cpu(resource.RUSAGE_CHILDREN)
-    proc0 = time.process_time()
-    t0 = time.perf_counter()
-    it = iter(dl)
-    first = t_last = None
-    thread_first = proc_first = thread_last = proc_last = 0.0
+    with warnings.catch_warnings():   # more workers than cores is a setting this chapter measures on purpose
+        warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+        dl = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, generator=g)
+        children0 = _cpu(resource.RUSAGE_CHILDREN)
+        proc0 = time.process_time()
+        t0 = time.perf_counter()
+        it = iter(dl)                  # starts the workers: inside the time to the first batch
+    first = t_last = wait_first = None
+    thread_first = proc_first = 0.0
     n_bytes = n_samples = batches = first_bytes = first_samples = 0
     for batch in it:
-        t_last, thread_last, proc_last = time.perf_counter(), time.thread_time(), time.process_time()
+        t_last = time.perf_counter()
         b, n = _batch_bytes(batch), batch.shape[0]
         if first is None:
-            first, thread_first, proc_first = t_last - t0, thread_last, proc_last
+            first, thread_first, proc_first, wait_first = t_last - t0, time.thread_time(), time.process_time(), \
+                _runqueue_wait()
             first_bytes, first_samples = b, n
         n_bytes += b
         n_samples += n
         batches += 1
-    proc_end = time.process_time()
-    total = time.perf_counter() - t0
+    # the main thread's CPU window: from the first batch to the end of the loop
+    t_end, thread_end, proc_end, wait_end = time.perf_counter(), time.thread_time(), time.process_time(), \
+        _runqueue_wait()
+    total = t_end - t0
     del it                                 # shuts the workers down and reaps them
     workers_cpu = _cpu(resource.RUSAGE_CHILDREN) - children0
     many = batches > 1
     return dict(seconds=total, first_batch_s=first, samples=n_samples, bytes=n_bytes, batches=batches,
                 steady_s=(t_last - t0 - first) if many else None, steady_batches=batches - 1,
                 steady_samples=n_samples - first_samples, steady_bytes=n_bytes - first_bytes,
-                main_cpu_s=proc_end - proc0,
-                main_thread_cpu_steady_s=(thread_last - thread_first) if many else None,
-                main_cpu_steady_s=(proc_last - proc_first) if many else None,
+                main_cpu_s=proc_end - proc0, main_window_s=(t_end - t0 - first) if many else None,
+                main_thread_cpu_steady_s=(thread_end - thread_first) if many else None,
+                main_cpu_steady_s=(proc_end - proc_first) if many else None,
+                main_cpu_wait_steady_s=(wait_end - wait_first) if many and wait_end is not None else None,
                 workers_cpu_s=workers_cpu if num_workers else 0.0)
 
 
@@ -189,7 +214,9 @@ def _derived(r: dict) -> dict:
         steady_MBps=(r["steady_bytes"] / s / MB) if s else None,
         batches_per_s=(r["steady_batches"] / s) if s else None,
         ms_per_batch=(s / r["steady_batches"] * 1e3) if s else None,
-        main_busy=(r["main_thread_cpu_steady_s"] / s) if s else None,
+        main_busy=(r["main_thread_cpu_steady_s"] / r["main_window_s"]) if s else None,
+        main_waiting_for_cpu=(r["main_cpu_wait_steady_s"] / r["main_window_s"])
+        if s and r.get("main_cpu_wait_steady_s") is not None else None,
         first_batch_share=r["first_batch_s"] / r["seconds"],
     )
 
@@ -262,6 +289,18 @@ def transfer_cost(tr: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def hand_over_fit(tc: pd.DataFrame, payload: str = "bytes") -> tuple[float, float] | None:
+    """Least-squares line through the extra ms per batch over batch sizes: (ms per batch, µs per
+    sample). None with fewer than two batch sizes."""
+    import numpy as np
+
+    part = tc[tc["payload"] == payload]
+    if len(part) < 2:
+        return None
+    slope, intercept = np.polyfit(part["batch_size"].astype(float), part["extra_ms_per_batch"].astype(float), 1)
+    return float(intercept), float(slope * 1e3)
+
+
 def check_parameters(p: dict) -> dict:
     """Validate chapter 3's parameters before any work; return them normalised."""
     q = dict(p)
@@ -327,7 +366,8 @@ def run(*, n_files: int, file_size: int, batch_size: int, workers, cache_states,
         if tbs:
             res.add("transfer", measure_transfer(ds, batch_sizes=tbs, runs=runs, seed=seed, progress=bar))
     res.metadata.update(dataset=ds.manifest, start_method=torch.multiprocessing.get_start_method(),
-                        main_bound_share=MAIN_BOUND_SHARE)
+                        main_bound_share=MAIN_BOUND_SHARE, usable_cores=_usable_cores(),
+                        workers_above_cores=[w for w in p["workers"] if w + 1 > _usable_cores()])
     res.save(results.resolve_run_dir(run_dir))
     return res
 
@@ -508,6 +548,10 @@ def _one_worker(res, e) -> Finding | None:
                            ": larger batches cost more than in proportion to their size.",
                            ": about the same, a cost paid per sample (and, samples being of one size, per byte), "
                            "which larger batches do not amortise.")
+        fit = hand_over_fit(tc)
+        if fit is not None and len(by) >= 3:
+            text += (f" A straight line through the {len(by)} batch sizes splits it into about {num(fit[0], 'ms')} per "
+                     f"batch plus {num(fit[1], 'µs')} per sample.")
         length = _transfer_row(res, int(row["batch_size"]), "length")
         if length is not None:
             text += (f" With samples returned as their length (as the source's Datasets did), the hand-over added "
@@ -524,20 +568,31 @@ def _main_bound(res, e) -> Finding | None:
         part = e[e["workers"] == w]
     cache = part["cache"].iloc[0]
     busy = {k: _vals(part, "main_busy", kind=k) for k in KINDS}
+    waiting = {k: _vals(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
     bps = {k: _vals(part, "batches_per_s", kind=k) for k in KINDS}
     busy = {k: v for k, v in busy.items() if v}
     if not busy:
         return None
-    bound = [k for k, v in busy.items() if _mean(v) >= MAIN_BOUND_SHARE]
+    # wanting the CPU = on it, or runnable and waiting for it (a machine with too few cores)
+    demand = {k: _mean(v) + (_mean(waiting[k]) if waiting.get(k) else 0.0) for k, v in busy.items()}
+    bound = [k for k in busy if demand[k] >= MAIN_BOUND_SHARE]
     free = [k for k in busy if k not in bound]
     label = cold_label(res) if cache == "cold" else cache
-    text = (f"**The main process at `num_workers={w}`** ({label}): its receiving thread was busy "
-            + ", ".join(f"{pct(_mean(busy[k]))} of the steady state ({LABELS[k]}, {num(_mean(bps[k]))} batches/s)"
-                        for k in busy) + ". ")
+
+    def part_text(k):
+        t = f"{LABELS[k]}: on a CPU {pct(_mean(busy[k]))}"
+        if waiting.get(k):
+            t += f", waiting for one {pct(_mean(waiting[k]))}"
+        return t + f" ({num(_mean(bps[k]))} batches/s)"
+
+    text = (f"**The main process at `num_workers={w}`** ({label}), share of the steady state its receiving thread "
+            "spent: " + "; ".join(part_text(k) for k in busy) + ". ")
+    if any(waiting.get(k) and _mean(waiting[k]) >= 0.1 for k in busy):
+        text += "Waiting for a CPU means this machine had fewer free cores than runnable processes. "
     if not free:
-        text += (f"At or above {pct(MAIN_BOUND_SHARE)} for every layout, it is the bottleneck: it cannot take batches "
-                 "faster, however many workers prepare them, so each layout runs at the rate the main process "
-                 "receives batches")
+        text += (f"Wanting the CPU at least {pct(MAIN_BOUND_SHARE)} of the time for every layout, it is the "
+                 "bottleneck: it cannot take batches faster, however many workers prepare them, so each layout runs "
+                 "at the rate the main process receives batches")
         sh = _vals(part, "steady_MBps", kind="shard")
         sf = _vals(part, "steady_MBps", kind="small_files")
         if sh and sf:
@@ -548,10 +603,10 @@ def _main_bound(res, e) -> Finding | None:
         else:
             text += "."
     elif not bound:
-        text += (f"Below {pct(MAIN_BOUND_SHARE)} for every layout, it had time to spare: the workers, not the main "
-                 "process, set the pace.")
+        text += (f"Wanting the CPU less than {pct(MAIN_BOUND_SHARE)} of the time for every layout, it had time to "
+                 "spare: the workers, not the main process, set the pace.")
     else:
-        text += (f"It is the bottleneck (at or above {pct(MAIN_BOUND_SHARE)}) for "
+        text += (f"It is the bottleneck (wanting the CPU at least {pct(MAIN_BOUND_SHARE)} of the time) for "
                  + ", ".join(LABELS[k] for k in bound) + "; for " + ", ".join(LABELS[k] for k in free)
                  + " it had time to spare and the workers set the pace.")
     row = _transfer_row(res, int(res.parameters.get("batch_size", 64)))
@@ -559,7 +614,7 @@ def _main_bound(res, e) -> Finding | None:
         ceiling = 1e3 / row["main_cpu_ms_per_batch_w1"]
         text += (f" Receiving one batch from a worker costs the main process {num(row['main_cpu_ms_per_batch_w1'], 'ms')}"
                  f" of CPU (hand-over check: warm, one worker), a ceiling of about {num(ceiling)} batches/s.")
-    share = _mean(busy["shard"]) if "shard" in busy else min(_mean(v) for v in busy.values())
+    share = demand["shard"] if "shard" in demand else min(demand.values())
     return Finding("main_process", text, 100 * share, "%", values=dict(bound=bound, workers=w))
 
 
@@ -596,6 +651,20 @@ def _text(f: Finding | None, default: str = "") -> str:
 def hand_over_note(res) -> str:
     """The hand-over check's result (one worker vs none, warm), or why it is missing."""
     return _text(_one_worker(res, _epochs(res)), "The hand-over check was switched off (`transfer_batch_sizes = []`).")
+
+
+def main_process_table(res) -> pd.DataFrame:
+    """Per (cache, workers, kind): the main thread's share of the steady state on a CPU, waiting for
+    one, and both together (wanting the CPU), with batches per second; means over the epochs."""
+    e = _epochs(res).copy()
+    if "main_waiting_for_cpu" not in e:
+        e["main_waiting_for_cpu"] = float("nan")
+    e["wanting"] = e["main_busy"] + e["main_waiting_for_cpu"].fillna(0.0)
+    g = e.groupby(["cache", "workers", "kind"], sort=False)
+    out = g.agg(on_cpu=("main_busy", "mean"), waiting_for_cpu=("main_waiting_for_cpu", "mean"),
+                wanting=("wanting", "mean"), wanting_min=("wanting", "min"), wanting_max=("wanting", "max"),
+                batches_per_s=("batches_per_s", "mean"), n=("run", "size")).reset_index()
+    return out
 
 
 def main_process_note(res) -> str:
@@ -666,10 +735,71 @@ def cold_vs_warm_note(res) -> str:
         return ""
     label = cold_label(res)
     text = f"Warm ÷ {label} steady-state throughput: " + "; ".join(parts) + ". "
+    w0 = min(e["workers"])
+    sh = _vals(e, "steady_MBps", cache="warm", workers=w0, kind="shard_in_order")
+    sf = _vals(e, "steady_MBps", cache="warm", workers=w0, kind="small_files")
+    if sh and sf:
+        from .storage import NEAR_ONE
+
+        mid, lo, hi = fnd.ratio_interval(sh, sf)
+        near = fnd.direction(sh, sf) == 0 or 1 / NEAR_ONE <= mid <= NEAR_ONE
+        text += (f"Warm, with `num_workers={w0}`, the in-order shard ran at {times(mid)} ({times(lo)}–{times(hi)}) the "
+                 "small files' throughput; the source reports that warm the difference \u201ccollapses to near 1x\u201d: "
+                 + ("here it does. " if near else "here it does not. "))
     hi, lo = max(ratios), min(ratios)
     text += (f"The cache state changes throughput by between {times(lo)} and {times(hi)} here"
              + (", an order of magnitude or more in the largest case." if hi >= 10 else
                 ", less than an order of magnitude." if hi >= 2 else ": little, in every configuration."))
+    return text
+
+
+def workers_gain_note(res) -> str:
+    """How much each layout gained from workers: steady MB/s at 4 workers (or the most) over none, cold."""
+    e = _epochs(res)
+    ws = sorted(set(e["workers"]))
+    if 0 not in ws or len(ws) < 2:
+        return ""
+    w = 4 if 4 in ws else ws[-1]
+    cache = "cold" if "cold" in set(e["cache"]) else e["cache"].iloc[0]
+    parts = []
+    for k in KINDS:
+        a, b = _vals(e, "steady_MBps", cache=cache, workers=w, kind=k), _vals(e, "steady_MBps", cache=cache, workers=0,
+                                                                              kind=k)
+        if a and b:
+            mid, lo, hi = fnd.ratio_interval(a, b)
+            parts.append(f"{LABELS[k]} {times(mid)} ({times(lo)}–{times(hi)})")
+    if not parts:
+        return ""
+    label = cold_label(res) if cache == "cold" else cache
+    return (f"What {w} workers bought over none ({label}, steady state, MB/s with {w} ÷ MB/s with none): "
+            + "; ".join(parts) + ".")
+
+
+def published_note(res) -> str:
+    """This run's like-for-like ratios against the published ones, and what still differs."""
+    from . import storage
+    from .book import published
+
+    out = []
+    for w in PUBLISHED_WORKERS:
+        fig = published.figure(CHAPTER, f"shard ÷ small files, workers={w}")
+        try:
+            f = _published_finding(res, _epochs(res), w)
+        except KeyError:
+            f = None
+        if fig is None or f is None:
+            continue
+        lo, hi = f.interval
+        inside = lo <= fig.mean <= hi
+        out.append(f"`num_workers={w}`: published {fig.text}, this run {f.headline}"
+                   + (" (the published figure lies within this run's range)" if inside else
+                      f" ({times(f.value / fig.mean)} the published figure)"))
+    if not out:
+        return ""
+    text = "Shard ÷ small files, like for like: " + "; ".join(out) + "."
+    if storage.guest_cold(res):
+        text += (" This run's cold reads were **guest-cold** (latency check below), the published ones came from a "
+                 "physical drive.")
     return text
 
 

@@ -714,6 +714,28 @@ def odirect_note(res) -> str:
     return "\n\n".join(t for t in ((f.text if f else ""), chunk_sweep_notes(res)) if t)
 
 
+def published_note(res) -> str:
+    """This run's cold ratio against the published one, and whether the two 'cold's are comparable."""
+    from .book import published
+
+    fig = published.figure(CHAPTER, "sequential ÷ random, cold")
+    f = _cold_gap(res)
+    if fig is None or f.value is None:
+        return ""
+    lo, hi = f.interval
+    d = fnd.direction([lo, hi], fig.mean, tol=0.10) if lo <= fig.mean <= hi else (1 if lo > fig.mean else -1)
+    text = (f"The published cold ratio is {fig.text}; this run's is {f.headline}, "
+            + fnd.choose(d, f"{times(f.value / fig.mean)} larger", f"{times(fig.mean / f.value)} smaller",
+                         "the published figure lies within this run's range") + ". ")
+    g = guest_cold(res)
+    if g:
+        text += ("This run's cold reads were **guest-cold** (latency check below): a cache under the virtual machine "
+                 "served them, while the published figures come from a physical drive, so the two 'cold's differ.")
+    elif g is False:
+        text += "The latency check below found this run's cold reads no faster than flash."
+    return text
+
+
 def headline_summary(res) -> pd.DataFrame:
     from .book.stats import summarise
 
@@ -734,6 +756,24 @@ def spread_notes(df: pd.DataFrame, by: list[str], label) -> list[str]:
                 note += " The first run was the slowest."
             out.append(note)
     return out
+
+
+def spread_summary(df: pd.DataFrame, by: list[str], label) -> str:
+    """One sentence naming every group of ``by`` whose runs spread by more than 20% (CV), with range."""
+    if df.empty:
+        return ""
+    wide = []
+    for key, g in df.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        v = g["MBps"].dropna().tolist()
+        c = fnd.cv(v)
+        if c > fnd.HIGH_SPREAD and round(100 * c) > round(100 * fnd.HIGH_SPREAD):   # as printed, above the rule
+            wide.append(f"{label(*key)} ({num(min(v), 'MB/s', with_unit=False)}–{num(max(v), 'MB/s')}, "
+                        f"coefficient of variation {pct(c)})")
+    if not wide:
+        return f"No configuration varied by more than {pct(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
+    return (f"Runs varied by more than {pct(fnd.HIGH_SPREAD)} (coefficient of variation) for " + "; ".join(wide)
+            + ": read those as ranges, not points.")
 
 
 def headline_notes(res) -> str:
@@ -764,8 +804,7 @@ def size_sweep_notes(res) -> str:
     sw = _table(res, "size_sweep")
     if sw.empty:
         return ""
-    notes = spread_notes(sw, ["cache", "pattern", "file_size"], lambda c, p, s: f"The {c} {p} read of {_size(s)} files")
-    return "\n".join(f"* {n}" for n in notes)
+    return spread_summary(sw, ["cache", "pattern", "file_size"], lambda c, p, s: f"{c} {p}, {_size(s)} files")
 
 
 def chunk_sweep_notes(res) -> str:
@@ -793,11 +832,10 @@ def chunk_sweep_notes(res) -> str:
                              f"({num(_mean(vb), 'MB/s')} vs {num(_mean(va), 'MB/s')}; ranges "
                              f"{num(min(vb), 'MB/s')}–{num(max(vb), 'MB/s')} and {num(min(va), 'MB/s')}–"
                              f"{num(max(va), 'MB/s')}): a real dip on this machine.")
-    notes = spread_notes(cs, ["mode", "chunk"], lambda m, c: f"{m} at {_size(c)}")
-    lines += [f"* {n}" for n in notes]
     if not lines:
-        return "Bandwidth never fell from one read size to the next larger one, and no size varied by more than " \
-               f"{pct(fnd.HIGH_SPREAD)} over its runs."
+        lines.append("* Bandwidth never fell by more than "
+                     f"{pct(DIP_TOL)} from one read size to the next larger one.")
+    lines.append("* " + spread_summary(cs, ["mode", "chunk"], lambda m, c: f"{m} at {_size(c)}"))
     return "\n".join(lines)
 
 
@@ -885,6 +923,9 @@ def purge_note(pm_res) -> str:
                  f"(target at most {pct(COLD_TARGET)}), so its runs were not fully cold. ")
         if clean:
             text += "`" + "`, `".join(clean) + f"` left at most {pct(res_max[clean].max())}. "
+    wide = spread_summary(pm, ["purge_method"], lambda m: f"`{m}`")
+    if not wide.startswith("No configuration"):
+        text += wide + " "
     d = fnd.direction(fa, dc)
     text += fnd.choose(
         d, f"`fadvise` was {fnd.compare(fa, dc)} `drop_caches`: the difference is the directory entries and inodes "

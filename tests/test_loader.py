@@ -141,6 +141,9 @@ def test_transfer_cost_is_paired_by_run():
     assert (tc.loc[16, "extra_min"], tc.loc[16, "extra_max"]) == (pytest.approx(0.4), pytest.approx(0.8))
     assert tc.loc[256, "extra_us_per_sample"] == pytest.approx(0.6 / 256 * 1e3)
     assert tc.loc[16, "main_cpu_ms_per_batch_w1"] == pytest.approx(0.3)
+    line = pd.DataFrame(_transfer({bs: [0.5 + 0.01 * bs] * 2 for bs in (16, 64, 256)}))
+    assert loader.hand_over_fit(loader.transfer_cost(line)) == (pytest.approx(0.5), pytest.approx(10.0))
+    assert loader.hand_over_fit(loader.transfer_cost(line[line["batch_size"] == 16])) is None
 
 
 def test_measure_transfer_runs_both_payloads(ds):
@@ -267,7 +270,7 @@ def test_one_worker_finding_measures_the_hand_over():
     grid = _grid((17, 60, 330), (80, 300, 385), (348, 336, 400))
     per_batch = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58], 1024: [0.6, 0.62, 0.64]}))
     f = _f(per_batch, "one_worker")
-    assert "added **0.56 ms**" in f.text and "larger batches amortise" in f.text
+    assert "added **0.56 ms**" in f.text and "larger batches amortise" in f.text and "per batch plus" in f.text
     assert f.value == pytest.approx(0.5633, rel=1e-3)
     cheaper = _res(grid, transfer=_transfer({16: [-0.2, -0.25, -0.3], 64: [-0.2, -0.21, -0.22]}))
     assert "One worker saved" in _f(cheaper, "one_worker").text
@@ -317,3 +320,14 @@ def test_findings_of_an_older_result_still_work():
         pytest.skip("no committed reference result")
     items = loader.findings(ref)
     assert 3 <= len(items) <= 6 and all("nan" not in f.text.lower() for f in items)
+
+
+def test_published_and_workers_notes_follow_the_data():
+    res = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))
+    note = loader.published_note(res)
+    assert "`num_workers=0`: published 19.5×" in note and "`num_workers=4`: published 4.8×" in note
+    assert "lies within this run's range" in note            # 330/17 = 19.4× (18.4–20.4)
+    far = loader.published_note(_res(_grid((100, 60, 330), (80, 300, 385), (348, 336, 400))))
+    assert "0.17× the published figure" in far
+    gain = loader.workers_gain_note(res)
+    assert "small files, shuffled 4.7×" in gain and "shard, in order (published design) 1.17×" in gain

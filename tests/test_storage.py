@@ -234,7 +234,8 @@ def test_read_size_dips_are_judged_against_the_spread():
     assert "a real dip" in storage.chunk_sweep_notes(real)
     flat = _result({"headline": _headline([400], [2100]), "chunk_sweep": _chunks({
         ("buffered", 4096): [3000, 3010, 3020], ("buffered", 65536): [3100, 3110, 3120]})})
-    assert "never fell" in storage.chunk_sweep_notes(flat)
+    assert "never fell" in storage.chunk_sweep_notes(flat) and "No configuration varied" in storage.chunk_sweep_notes(flat)
+    assert "O_DIRECT at 1 MiB (1,768–3,115 MB/s, coefficient of variation 33%)" in text
 
 
 def test_odirect_finding_follows_the_data():
@@ -306,3 +307,13 @@ def test_findings_of_an_older_result_still_work():
     items = storage.findings(ref)
     assert 3 <= len(items) <= 6
     assert all("nan" not in f.text.lower() for f in items)
+
+
+def test_published_comparison_names_the_kind_of_cold():
+    h = _headline([400, 410, 415], [2100, 2400, 2300])
+    guest = storage.published_note(_result({"headline": h, "latency": _latency(19.0)}, hypervisor=True))
+    assert "published cold ratio is 20.2×" in guest and "smaller" in guest and "guest-cold" in guest
+    device = storage.published_note(_result({"headline": h, "latency": _latency(80.0)}, hypervisor=True))
+    assert "guest-cold" not in device and "no faster than flash" in device
+    inside = storage.published_note(_result({"headline": _headline([70, 72, 71], [1300, 1420, 1500])}))
+    assert "lies within this run's range" in inside

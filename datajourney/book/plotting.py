@@ -381,13 +381,22 @@ def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, floo
     for i, (name, g) in enumerate(cdf.groupby("series", sort=False)):
         g = g.sort_values("quantile")
         fig.add_scatter(x=g["us"], y=100 * g["quantile"], name=str(name), mode="lines+markers",
-                        line=dict(color=PALETTE[i % len(PALETTE)], shape="hv"),
+                        line=dict(color=PALETTE[i % len(PALETTE)]), marker=dict(size=5),
                         hovertemplate=(f"<b>{name}</b><br>%{{y:.3~g}}% of requests took at most %{{x:,.3~g}} µs"
                                        "<extra></extra>"))
     fig.add_vline(x=floor_us, line=dict(dash="dot", color="#555555"))
-    fig.add_annotation(x=float(__import__("math").log10(floor_us)), y=1.02, yref="paper", text=floor_label,
-                       showarrow=False, xanchor="left", font=dict(size=11, color="#555555"))
+    fig.add_annotation(x=float(__import__("math").log10(floor_us)), y=1.0, yref="paper", yanchor="bottom",
+                       text=floor_label, showarrow=False, xanchor="left", font=dict(size=11, color="#555555"))
     fig.update_layout(title=title, legend_title_text="requests", legend=dict(orientation="h", yanchor="top", y=-0.22))
     fig.update_xaxes(title_text="latency of one request (µs, log scale)", type="log")
     fig.update_yaxes(title_text="requests at or below (percent)", range=[0, 101])
+    return fig
+
+
+def size_ticks(fig: go.Figure, values, label=None) -> go.Figure:
+    """Label every x axis of ``fig`` at ``values`` only (e.g. byte sizes as '4 KiB', '1 MiB'),
+    instead of plotly's log-axis digits."""
+    vals = sorted({int(v) for v in values})
+    fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=[(label or size_label)(v) for v in vals],
+                     minor=dict(showgrid=False))
     return fig
