@@ -815,14 +815,11 @@ def startup_note(res) -> str:
 
 
 def spread_notes(res) -> str:
-    e = _epochs(res)
-    out = []
-    for (cache, w, k), g in e.groupby(["cache", "workers", "kind"], sort=False):
-        n = fnd.spread_note(f"{LABELS[k]}, {cache}, `num_workers={w}`", g["steady_MBps"].dropna().tolist(), "MB/s")
-        if n:
-            out.append(f"* {n}")
-    return "\n".join(out) if out else (f"No configuration varied by more than {pct(fnd.HIGH_SPREAD)} (coefficient "
-                                       "of variation) over its runs.")
+    """One sentence naming every configuration whose steady-state MB/s spread by more than 20%."""
+    from .storage import spread_summary
+
+    return spread_summary(_epochs(res), ["cache", "workers", "kind"],
+                          lambda c, w, k: f"{LABELS[k]}, {c}, `num_workers={w}`", col="steady_MBps")
 
 
 def residency(res) -> str:

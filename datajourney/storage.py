@@ -758,14 +758,15 @@ def spread_notes(df: pd.DataFrame, by: list[str], label) -> list[str]:
     return out
 
 
-def spread_summary(df: pd.DataFrame, by: list[str], label) -> str:
-    """One sentence naming every group of ``by`` whose runs spread by more than 20% (CV), with range."""
+def spread_summary(df: pd.DataFrame, by: list[str], label, col: str = "MBps") -> str:
+    """One sentence naming every group of ``by`` whose runs of ``col`` (MB/s) spread by more than
+    20% (coefficient of variation), with their range."""
     if df.empty:
         return ""
     wide = []
     for key, g in df.groupby(by, sort=False):
         key = key if isinstance(key, tuple) else (key,)
-        v = g["MBps"].dropna().tolist()
+        v = g[col].dropna().tolist()
         c = fnd.cv(v)
         if c > fnd.HIGH_SPREAD and round(100 * c) > round(100 * fnd.HIGH_SPREAD):   # as printed, above the rule
             wide.append(f"{label(*key)} ({num(min(v), 'MB/s', with_unit=False)}–{num(max(v), 'MB/s')}, "
