@@ -50,6 +50,8 @@ PAYLOADS = ("bytes", "length")
 #: A main process busy at least this share of the steady state is the bottleneck: it
 #: cannot take batches any faster, however many workers prepare them.
 MAIN_BOUND_SHARE = 0.85
+#: The hand-over check reads at most this many samples per epoch (enough batches at every size).
+TRANSFER_MAX_SAMPLES = 16384
 #: The published comparison's worker counts.
 PUBLISHED_WORKERS = (0, 4)
 
@@ -243,7 +245,8 @@ def measure_transfer(ds: datasets.SmallFiles, *, batch_sizes: Sequence[int], run
                      payloads: Sequence[str] = PAYLOADS, progress=None) -> pd.DataFrame:
     """What handing a batch from a worker to the main process costs.
 
-    Warm, the shard read in order (the cheapest reads there are), each batch size and
+    Warm, the shard read in order (the cheapest reads there are; at most
+    :data:`TRANSFER_MAX_SAMPLES` samples per epoch), each batch size and
     payload with ``num_workers`` 0 and 1 back to back. With no worker the main process
     reads and collates every batch; with one worker the worker does exactly that and then
     hands the batch over (shared memory, a file descriptor through a socket, unpickling),
@@ -257,8 +260,10 @@ def measure_transfer(ds: datasets.SmallFiles, *, batch_sizes: Sequence[int], run
         for bs in batch_sizes:
             for payload in payloads:
                 for w in (0, 1):
-                    r = time_epoch(make_dataset(ds, "shard_in_order", payload), batch_size=bs, num_workers=w,
-                                   seed=seed + run, shuffle=False)
+                    data = make_dataset(ds, "shard_in_order", payload)
+                    if len(data) > TRANSFER_MAX_SAMPLES:
+                        data = torch.utils.data.Subset(data, range(TRANSFER_MAX_SAMPLES))
+                    r = time_epoch(data, batch_size=bs, num_workers=w, seed=seed + run, shuffle=False)
                     d = _derived(r)
                     n = r["steady_batches"]
                     rows.append(dict(payload=payload, batch_size=bs, workers=w, run=run, **r, **d,

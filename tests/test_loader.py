@@ -331,3 +331,9 @@ def test_published_and_workers_notes_follow_the_data():
     assert "0.17× the published figure" in far
     gain = loader.workers_gain_note(res)
     assert "small files, shuffled 4.7×" in gain and "shard, in order (published design) 1.17×" in gain
+
+
+def test_hand_over_check_caps_its_epochs(ds, monkeypatch):
+    monkeypatch.setattr(loader, "TRANSFER_MAX_SAMPLES", 16)
+    tr = loader.measure_transfer(ds, batch_sizes=[4], runs=1, seed=0, payloads=["bytes"])
+    assert (tr["samples"] == 16).all() and (tr["batches"] == 4).all()
