@@ -444,12 +444,16 @@ def findings(res) -> list[Finding]:
     except KeyError:
         return _old_result_findings(res)
     out = [_published_finding(res, e, w) for w in PUBLISHED_WORKERS]
+    if not any(out) and "cold" not in set(e["cache"]):   # warm only: the same comparison, warm, unpublished
+        out = [_published_finding(res, e, w, cache="warm") for w in PUBLISHED_WORKERS]
     out = [f for f in out if f is not None]
     for f in (_shuffled_gap(res, e), _one_worker(res, e), _main_bound(res, e), _first_batch(res, e)):
         if f is not None and len(out) < 6:
             out.append(f)
     if len(out) < 3:
         out.append(_cold_vs_warm_finding(res, e))
+    if len(out) < 3:
+        out.append(Finding("residency", residency(res)))
     return out
 
 
@@ -471,21 +475,22 @@ def _old_result_findings(res) -> list[Finding]:
     return out
 
 
-def _published_finding(res, e, w) -> Finding | None:
-    sf = _vals(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
-    sh = _vals(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
+def _published_finding(res, e, w, cache: str = "cold") -> Finding | None:
+    sf = _vals(e, "steady_MBps", cache=cache, workers=w, kind="small_files")
+    sh = _vals(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order")
     if not sf or not sh:
         return None
     mid, lo, hi = fnd.ratio_interval(sh, sf)
     d = fnd.direction(sh, sf)
-    label = cold_label(res)
+    label = cold_label(res) if cache == "cold" else cache
     text = (f"**`num_workers={w}`, {label}, steady state** (first batch excluded): the shard read in order, as the "
             f"source did, ran at **{num(_mean(sh), 'MB/s')}** and the shuffled small files at "
             f"**{num(_mean(sf), 'MB/s')}**: the shard was ")
     text += fnd.choose(d, f"**{times(mid)} faster**", f"**{times(1 / mid)} slower**", f"level with them: {times(mid)}")
     text += f" ({times(lo)}–{times(hi)} over the runs' extremes)."
-    return Finding(f"published_w{w}", text, mid, "×", published=f"shard ÷ small files, workers={w}", interval=(lo, hi),
-                   values=dict(shard=_mean(sh), small_files=_mean(sf)))
+    return Finding(f"published_w{w}", text, mid, "×",
+                   published=f"shard ÷ small files, workers={w}" if cache == "cold" else None, interval=(lo, hi),
+                   values=dict(shard=_mean(sh), small_files=_mean(sf), cache=cache))
 
 
 def _shuffled_gap(res, e) -> Finding | None:

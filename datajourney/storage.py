@@ -560,6 +560,10 @@ def findings(res) -> list[Finding]:
     for f in (_latency_finding(res), _size_finding(res), _odirect_finding(res)):
         if f is not None:
             out.append(f)
+    if len(out) < 3:   # a run with most experiments switched off: say what the rest showed
+        extra = [Finding("shard_length", shard_length_note(res)),
+                 Finding("residency", residency_note(res.table("headline")))]
+        out += [f for f in extra if f.text][: 3 - len(out)]
     return out
 
 
