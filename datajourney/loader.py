@@ -286,11 +286,13 @@ def transfer_cost(tr: pd.DataFrame) -> pd.DataFrame:
         if diff.empty:
             continue
         main1 = g[g["workers"] == 1]["main_cpu_ms_per_batch"].mean()
+        main0 = g[g["workers"] == 0]["main_cpu_ms_per_batch"].mean()
+        worker1 = g[g["workers"] == 1]["workers_cpu_ms_per_batch"].mean() if "workers_cpu_ms_per_batch" in g else None
         rows.append(dict(payload=payload, batch_size=int(bs), w0_ms_per_batch=w0.mean(), w1_ms_per_batch=w1.mean(),
                          extra_ms_per_batch=diff.mean(), extra_min=diff.min(), extra_max=diff.max(),
                          extra_us_per_sample=diff.mean() / bs * 1e3, extra_us_per_sample_min=diff.min() / bs * 1e3,
                          extra_us_per_sample_max=diff.max() / bs * 1e3, main_cpu_ms_per_batch_w1=main1,
-                         n=len(diff)))
+                         main_cpu_ms_per_batch_w0=main0, worker_cpu_ms_per_batch_w1=worker1, n=len(diff)))
     return pd.DataFrame(rows)
 
 
@@ -561,11 +563,25 @@ def _one_worker(res, e) -> Finding | None:
         fit = hand_over_fit(tc)
         if fit is not None and len(by) >= 3:
             text += (f" A straight line through the {len(by)} batch sizes splits it into about {num(fit[0], 'ms')} per "
-                     f"batch plus {num(fit[1], 'µs')} per sample.")
-        length = _transfer_row(res, int(row["batch_size"]), "length")
-        if length is not None:
-            text += (f" With samples returned as their length (as the source's Datasets did), the hand-over added "
-                     f"{num(length['extra_ms_per_batch'], 'ms')} per batch.")
+                     f"batch plus {num(fit[1], 'µs')} per sample")
+            fit_len = hand_over_fit(tc, "length")
+            text += (f"; with samples returned as their length (as the source's Datasets did), "
+                     f"{num(fit_len[0], 'ms')} per batch plus {num(fit_len[1], 'µs')} per sample."
+                     if fit_len is not None else ".")
+        else:
+            length = _transfer_row(res, int(row["batch_size"]), "length")
+            if length is not None:
+                text += (f" With samples returned as their length (as the source's Datasets did), the hand-over added "
+                         f"{num(length['extra_ms_per_batch'], 'ms')} per batch.")
+    wk = row.get("worker_cpu_ms_per_batch_w1") if hasattr(row, "get") else None
+    m0 = row.get("main_cpu_ms_per_batch_w0") if hasattr(row, "get") else None
+    if d > 0 and wk is not None and pd.notna(wk) and m0 is not None and pd.notna(m0):
+        more = fnd.direction(wk, m0, tol=0.10) > 0
+        text += (f" The worker spent {num(wk, 'ms')} of CPU per batch of {int(row['batch_size'])}, against "
+                 f"{num(m0, 'ms')} for the main process doing the same reads alone"
+                 + (": the extra time is work in the worker (building the batch in shared memory and sending it)."
+                    if more else ": the worker did no more work, so the extra time is spent waiting on the hand-over, "
+                                 "not computing."))
     return Finding("one_worker", text, extra, "ms", interval=(lo, hi), values=dict(direction=d))
 
 

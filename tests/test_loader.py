@@ -253,16 +253,16 @@ def test_shuffled_gap_closes_or_stays_open_as_measured():
     assert "reverses" in _f(rev, "shuffled_gap_max_workers").text
 
 
-def _transfer(extra_by_bs, w0_ms=0.3, main_ms=0.5):
+def _transfer(extra_by_bs, w0_ms=0.3, main_ms=0.5, worker_extra=1.0):
     rows = []
     for bs, extras in extra_by_bs.items():
         for payload in ("bytes", "length"):
             for run, x in enumerate(extras):
                 w0 = w0_ms * bs / 64
                 rows += [dict(payload=payload, batch_size=bs, workers=0, run=run, ms_per_batch=w0,
-                              main_cpu_ms_per_batch=w0),
+                              main_cpu_ms_per_batch=w0, workers_cpu_ms_per_batch=None),
                          dict(payload=payload, batch_size=bs, workers=1, run=run, ms_per_batch=w0 + x,
-                              main_cpu_ms_per_batch=main_ms)]
+                              main_cpu_ms_per_batch=main_ms, workers_cpu_ms_per_batch=w0 + worker_extra * x)]
     return rows
 
 
@@ -272,6 +272,9 @@ def test_one_worker_finding_measures_the_hand_over():
     f = _f(per_batch, "one_worker")
     assert "added **0.56 ms**" in f.text and "larger batches amortise" in f.text and "per batch plus" in f.text
     assert f.value == pytest.approx(0.5633, rel=1e-3)
+    assert "work in the worker" in f.text
+    waiting = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58]}, worker_extra=0.0))
+    assert "spent waiting on the hand-over" in _f(waiting, "one_worker").text
     cheaper = _res(grid, transfer=_transfer({16: [-0.2, -0.25, -0.3], 64: [-0.2, -0.21, -0.22]}))
     assert "One worker saved" in _f(cheaper, "one_worker").text
     level = _res(grid, transfer=_transfer({16: [-0.1, 0.0, 0.1], 64: [-0.1, 0.05, 0.1]}))
