@@ -153,6 +153,11 @@ def _runqueue_wait() -> float | None:
         return None
 
 
+def _note_startup_cpu(cpu, worker_id: int) -> None:
+    """worker_init_fn: record the CPU seconds this worker used to start (before its first sample)."""
+    cpu[worker_id] = time.process_time()
+
+
 def _batch_bytes(batch: torch.Tensor) -> int:
     if batch.dtype == torch.uint8:
         return batch.numel()
@@ -170,10 +175,15 @@ def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int
     the main thread spent waiting for a CPU in that window (Linux schedstat: on a
     busy machine a thread that wants to run is not always running).
     """
+    import functools
+    import multiprocessing
+
     g = torch.Generator().manual_seed(seed)
+    startup = multiprocessing.Array("d", max(num_workers, 1), lock=False)
     with warnings.catch_warnings():   # more workers than cores is a setting this chapter measures on purpose
         warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
-        dl = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, generator=g)
+        dl = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, generator=g,
+                        worker_init_fn=functools.partial(_note_startup_cpu, startup) if num_workers else None)
         children0 = _cpu(resource.RUSAGE_CHILDREN)
         proc0 = time.process_time()
         t0 = time.perf_counter()
@@ -205,7 +215,8 @@ def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int
                 main_thread_cpu_steady_s=(thread_end - thread_first) if many else None,
                 main_cpu_steady_s=(proc_end - proc_first) if many else None,
                 main_cpu_wait_steady_s=(wait_end - wait_first) if many and wait_end is not None else None,
-                workers_cpu_s=workers_cpu if num_workers else 0.0)
+                workers_cpu_s=workers_cpu if num_workers else 0.0,
+                workers_startup_cpu_s=float(sum(startup[:num_workers])) if num_workers else 0.0)
 
 
 def _derived(r: dict) -> dict:
@@ -268,7 +279,8 @@ def measure_transfer(ds: datasets.SmallFiles, *, batch_sizes: Sequence[int], run
                     n = r["steady_batches"]
                     rows.append(dict(payload=payload, batch_size=bs, workers=w, run=run, **r, **d,
                                      main_cpu_ms_per_batch=(r["main_thread_cpu_steady_s"] / n * 1e3) if n else None,
-                                     workers_cpu_ms_per_batch=(r["workers_cpu_s"] / r["batches"] * 1e3) if w else None,
+                                     workers_cpu_ms_per_batch=((r["workers_cpu_s"] - r["workers_startup_cpu_s"])
+                                                               / r["batches"] * 1e3) if w else None,
                                      resident_at_start=residency))
                     if progress:
                         progress.update(1)

@@ -35,6 +35,7 @@ def test_epoch_sees_every_sample(ds, kind, workers):
     assert 0 < r["first_batch_s"] <= r["seconds"]
     assert r["steady_batches"] == 2 and r["steady_samples"] == 24 and r["steady_bytes"] == 24 * 4096
     assert r["main_cpu_s"] > 0 and (r["workers_cpu_s"] > 0) == (workers > 0)
+    assert 0 <= r["workers_startup_cpu_s"] <= r["workers_cpu_s"] and (r["workers_startup_cpu_s"] > 0) == (workers > 0)
 
 
 def test_length_payload_counts_the_same_bytes(ds):
