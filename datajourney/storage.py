@@ -5,6 +5,14 @@ files opened in shuffled order (``open``/``read``/``close`` each) or as one cont
 shard read front to back in fixed-size chunks; cold (page cache purged and verified
 before every run) and warm (data read once, then timed). Bandwidth is in MB/s with
 MB = 10^6 bytes, as in the published figures.
+
+Around the headline: a file-size sweep, a read-size sweep with and without ``O_DIRECT``,
+a check of the harness against ``dd``, a read of two shards of different length with the
+same settings (why the headline and the sweep differ), the latency of single cold 4 KiB
+reads (is "cold" really the device?), and what a purge without root leaves cached.
+
+Every sentence of the chapter that states a measured outcome is built by a function of
+this module from the run's result (:func:`findings` and the ``*_note`` functions).
 """
 from __future__ import annotations
 
@@ -20,10 +28,31 @@ import numpy as np
 import pandas as pd
 
 from . import datasets, pagecache
-from .book.params import ParameterError, choice, choices, int_list, positive_int
+from .book import findings as fnd
+from .book.findings import Finding, num, pct, times
+from .book.params import ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int, positive_int
 
 MB = 1e6
 CACHE_STATES = ("cold", "warm")
+CHAPTER = "02_random_vs_sequential"
+
+#: The size of one request in the latency check (the smallest read a file system serves).
+LATENCY_BLOCK = 4096
+#: A single 4 KiB random read from NAND flash (the memory of ordinary NVMe SSDs) takes at
+#: least about this long at queue depth 1: the flash array read alone is tens of
+#: microseconds, before the controller, the bus and the kernel add theirs. A median well
+#: below it means something faster than flash served the request (a cache below the page
+#: cache: a hypervisor's, a RAID controller's, a storage array's), or a device built on
+#: another memory (storage-class memory).
+NAND_READ_FLOOR_US = 40.0
+#: The source's claim for warm runs: "the difference collapses to near 1x" ("often within
+#: 10% of each other"). A warm sequential ÷ random ratio at or below this counts as near 1x.
+NEAR_ONE = 1.10
+#: A drop in bandwidth from one read size to the next larger one smaller than this (relative)
+#: is not worth a comment.
+DIP_TOL = 0.10
+#: Residency targets a cold (at most) and a warm (at least) run must meet.
+COLD_TARGET, WARM_TARGET = 0.05, 0.95
 
 
 # --------------------------------------------------------------------------- readers
@@ -37,13 +66,14 @@ def read_files(paths: Sequence[Path], size: int) -> int:
     return total
 
 
-def read_sequential(path: Path, chunk: int) -> int:
-    """Read one file front to back in ``chunk``-byte ``read`` calls into a reused buffer."""
+def read_sequential(path: Path, chunk: int, max_bytes: int | None = None) -> int:
+    """Read one file front to back in ``chunk``-byte ``read`` calls into a reused buffer
+    (at most ``max_bytes`` when given); return the bytes read."""
     buf = bytearray(chunk)
     view = memoryview(buf)
     total = 0
     with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(view):
+        while (max_bytes is None or total < max_bytes) and (n := f.readinto(view)):
             total += n
     return total
 
@@ -70,6 +100,32 @@ def read_direct(path: Path, chunk: int, max_bytes: int | None = None) -> int:
         os.close(fd)
         buf.close()
     return total
+
+
+def read_latencies(path: Path, offsets: Sequence[int], *, size: int = LATENCY_BLOCK, direct: bool = True) -> np.ndarray:
+    """Time each ``size``-byte ``pread`` at ``offsets``, one request at a time; microseconds.
+
+    With ``direct`` the file is opened with ``O_DIRECT``: every request goes to the block
+    device (no page cache, no readahead), so its time is the latency of whatever serves
+    the block below the guest's page cache.
+    """
+    if direct and not hasattr(os, "O_DIRECT"):
+        raise OSError("O_DIRECT is not available on this platform")
+    buf = mmap.mmap(-1, size)
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+    out = np.empty(len(offsets), dtype=np.float64)
+    clock = time.perf_counter_ns
+    try:
+        for i, off in enumerate(offsets):
+            t0 = clock()
+            n = os.preadv(fd, [buf], int(off))
+            out[i] = (clock() - t0) / 1e3
+            if n != size:
+                raise OSError(f"short read at offset {off}: {n} of {size} bytes")
+    finally:
+        os.close(fd)
+        buf.close()
+    return out
 
 
 def dd_read(path: Path, block: int = 1 << 20) -> tuple[int, float]:
@@ -109,17 +165,19 @@ def measure_random_vs_sequential(
     ds: datasets.SmallFiles, *, runs: int, cache_states: Sequence[str], method: str, seed: int,
     chunk: int | None = None, progress=None,
 ) -> pd.DataFrame:
-    """Shuffled small-file reads vs the shard read in ``chunk`` (default: file size) chunks."""
+    """Shuffled small-file reads vs the shard read in ``chunk`` (default: file size) chunks.
+
+    Each timed read starts from the cache state of exactly what it reads (the files, or
+    the shard), purged and verified (cold) or read once (warm)."""
     chunk = chunk or ds.file_size
     files = ds.files
-    everything = files + [ds.shard]
     rows = []
     for state in cache_states:
         for run in range(runs):
             order = np.random.default_rng(seed + run).permutation(len(files))
             shuffled = [files[i] for i in order]
             for pattern in ("random", "sequential"):
-                info = set_cache_state(everything, state, method)
+                info = set_cache_state(files if pattern == "random" else [ds.shard], state, method)
                 if pattern == "random":
                     n, s = timed(read_files, shuffled, ds.file_size)
                 else:
@@ -134,13 +192,19 @@ def measure_random_vs_sequential(
 
 def measure_chunk_sweep(
     sh: datasets.Shard, *, chunks: Sequence[int], runs: int, method: str, odirect: bool,
-    odirect_max_bytes: int, progress=None,
+    odirect_max_bytes: int, seed: int = 0, progress=None,
 ) -> pd.DataFrame:
-    """Cold sequential read of one shard for each chunk size, buffered and with O_DIRECT."""
+    """Cold sequential read of one shard for each chunk size, buffered and with O_DIRECT.
+
+    The order of the read sizes is shuffled in every run, so that a slow phase of the
+    machine (a neighbour's I/O, a cache below the guest filling) falls on different sizes
+    in different runs instead of looking like a property of one size."""
     rows = []
     modes = ["buffered"] + (["O_DIRECT"] if odirect else [])
     for run in range(runs):
-        for chunk in chunks:
+        order = np.random.default_rng(seed + 1000 + run).permutation(len(chunks))
+        for k in order:
+            chunk = chunks[k]
             for mode in modes:
                 info = set_cache_state([sh.path], "cold", method)
                 err = None
@@ -156,6 +220,96 @@ def measure_chunk_sweep(
                 if progress:
                     progress.update(1)
     return pd.DataFrame(rows)
+
+
+def _first_read_ms(path: Path, chunk: int) -> float:
+    """Time of the first ``chunk``-byte read of a (cold) file, open included, in ms."""
+    buf = bytearray(chunk)
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        f.readinto(buf)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def measure_shard_length(
+    main: datasets.SmallFiles, big: datasets.Shard, *, runs: int, method: str, seed: int = 0, progress=None,
+) -> pd.DataFrame:
+    """The same cold sequential read (the headline's chunk) of a short and a long shard.
+
+    Three reads, in shuffled order in every run, each after its own purge: the headline
+    shard (``N`` bytes), the first ``N`` bytes of the long shard, and the whole long shard.
+    If the first ``N`` bytes of the long shard read like the short shard, a difference
+    between the headline and the sweep comes from the length of the read (costs paid once
+    per read, amortised over more bytes); if they read like the whole long shard, it comes
+    from the file. A separate cold read of one chunk measures the cost paid at the start.
+    """
+    chunk = main.file_size
+    n_short = min(main.total_bytes, big.size)
+    reads = [("headline shard", main.shard, main.total_bytes),
+             ("long shard, first part", big.path, n_short),
+             ("long shard, whole", big.path, big.size)]
+    rows = []
+    for run in range(runs):
+        for k in np.random.default_rng(seed + 2000 + run).permutation(len(reads)):
+            what, path, limit = reads[k]
+            info = set_cache_state([path], "cold", method)
+            n, s = timed(read_sequential, path, chunk, limit)
+            rows.append(dict(read=what, run=run, chunk=chunk, file_bytes=os.path.getsize(path), bytes=n,
+                             seconds=s, MBps=n / s / MB, **info))
+            if progress:
+                progress.update(1)
+        for what, path, _ in reads[:2]:
+            set_cache_state([path], "cold", method)
+            rows.append(dict(read=what + ": first chunk", run=run, chunk=chunk,
+                             file_bytes=os.path.getsize(path), bytes=chunk, seconds=None, MBps=None,
+                             first_read_ms=_first_read_ms(path, chunk)))
+    return pd.DataFrame(rows)
+
+
+#: The quantiles of the latency distribution kept in the result (percent).
+LATENCY_QUANTILES = [0, 1, 5] + list(range(10, 91, 10)) + [95, 99, 99.9, 100]
+
+
+def measure_latency(
+    path: Path, *, reads: int, runs: int, method: str, seed: int = 0, size: int = LATENCY_BLOCK, progress=None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Latency of single ``size``-byte reads at random aligned offsets of ``path``, one at a time.
+
+    In every run, after a purge: a first ``O_DIRECT`` pass over ``reads`` random offsets, a
+    second ``O_DIRECT`` pass over the same offsets (in another order), then a buffered pass
+    over them after an untimed one (page-cache hits: the floor of Python plus a system
+    call). A second pass much faster than the first means the first filled a cache below
+    the guest; two equal passes mean both were served from the same place.
+
+    Returns (per-run summary with percentiles, pooled quantiles for a distribution chart).
+    Where ``O_DIRECT`` is refused the summary holds one row with the error.
+    """
+    blocks = os.path.getsize(path) // size
+    rows, pooled = [], {}
+    for run in range(runs):
+        rng = np.random.default_rng(seed + 3000 + run)
+        offsets = rng.choice(blocks, size=reads, replace=reads > blocks) * size
+        info = set_cache_state([path], "cold", method)
+        passes = [("O_DIRECT, first pass", offsets, True), ("O_DIRECT, second pass", rng.permutation(offsets), True)]
+        try:
+            results = [(name, read_latencies(path, offs, size=size, direct=d)) for name, offs, d in passes]
+        except OSError as e:
+            rows.append(dict(series="O_DIRECT, first pass", run=run, reads=0, error=f"{type(e).__name__}: {e}", **info))
+            results = []
+        read_latencies(path, offsets, size=size, direct=False)           # untimed: make them resident
+        results.append(("page cache (warm)", read_latencies(path, rng.permutation(offsets), size=size, direct=False)))
+        for name, us in results:
+            q = np.percentile(us, [1, 10, 50, 90, 99])
+            rows.append(dict(series=name, run=run, reads=len(us), request_bytes=size, mean_us=float(us.mean()),
+                             p1_us=q[0], p10_us=q[1], p50_us=q[2], p90_us=q[3], p99_us=q[4],
+                             max_us=float(us.max()), error=None, **info))
+            pooled.setdefault(name, []).append(us)
+        if progress:
+            progress.update(1)
+    cdf = [dict(series=name, quantile=qq / 100, us=float(v))
+           for name, parts in pooled.items()
+           for qq, v in zip(LATENCY_QUANTILES, np.percentile(np.concatenate(parts), LATENCY_QUANTILES))]
+    return pd.DataFrame(rows), pd.DataFrame(cdf)
 
 
 def measure_dd_fidelity(sh: datasets.Shard, *, runs: int, method: str, progress=None) -> pd.DataFrame:
@@ -197,7 +351,10 @@ def measure_purge_methods(ds: datasets.SmallFiles, *, runs: int, seed: int, prog
 
 # --------------------------------------------------------------------------- chapter
 def check_parameters(p: dict) -> dict:
-    """Validate chapter 2's parameters before any work; return them normalised."""
+    """Validate chapter 2's parameters before any work; return them normalised.
+
+    Parameters added after the first edition (``chunk_runs``, ``latency_reads``) default
+    to their notebook defaults when a caller does not pass them."""
     q = dict(p)
     q["n_files"] = positive_int("n_files", p["n_files"], maximum=datasets.MAX_FILES)
     q["file_size"] = positive_int("file_size", p["file_size"], maximum=1 << 30)
@@ -213,10 +370,23 @@ def check_parameters(p: dict) -> dict:
             raise ParameterError("chunk_sweep", c, f"chunk sizes up to shard_size ({q['shard_size']:,} bytes)")
         if c % 512:
             raise ParameterError("chunk_sweep", c, "multiples of 512 bytes (O_DIRECT needs aligned reads)")
+    memory("chunk_sweep", max(q["chunk_sweep"]), 2 * max(q["chunk_sweep"]), what="one read buffer")
+    memory("file_size", q["file_size"], 2 * q["file_size"], what="one read buffer")
     for s in q["size_sweep"]:
         if s > q["sweep_bytes"]:
             raise ParameterError("size_sweep", s, f"sizes up to sweep_bytes ({q['sweep_bytes']:,})")
+    q["odirect"] = boolean("odirect", p["odirect"])
     q["odirect_max_bytes"] = positive_int("odirect_max_bytes", p["odirect_max_bytes"], maximum=datasets.MAX_BYTES)
+    q["dd_check"] = boolean("dd_check", p["dd_check"])
+    q["compare_purge_methods"] = boolean("compare_purge_methods", p["compare_purge_methods"])
+    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**32 - 1)
+    q["chunk_runs"] = positive_int("chunk_runs", p.get("chunk_runs", q["runs"]), maximum=1000)
+    q["latency_reads"] = nonnegative_int("latency_reads", p.get("latency_reads", 0), maximum=1_000_000)
+    if q["latency_reads"] and q["shard_size"] < LATENCY_BLOCK:
+        raise ParameterError("latency_reads", q["latency_reads"],
+                             f"0 when shard_size is below {LATENCY_BLOCK:,} bytes (nothing to read)")
+    if "is_reference_run" in p:
+        q["is_reference_run"] = boolean("is_reference_run", p["is_reference_run"])
     if q["purge_method"] == "drop_caches" and not pagecache.can_drop_caches():
         raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
     return q
@@ -236,17 +406,16 @@ def preflight(params: dict) -> tuple[dict, Path]:
     return p, datasets.check_space(p.get("data_dir"), plans(p))
 
 
-CHAPTER = "02_random_vs_sequential"
-
-
 def run(
     *, n_files: int, file_size: int, runs: int, cache_states, purge_method: str, size_sweep,
     sweep_bytes: int, shard_size: int, chunk_sweep, odirect: bool, odirect_max_bytes: int,
-    dd_check: bool, compare_purge_methods: bool, seed: int = 0, data_dir=None, run_dir=None,
-    progress: bool = True,
+    dd_check: bool, compare_purge_methods: bool, seed: int = 0, chunk_runs: int | None = None,
+    latency_reads: int = 0, data_dir=None, run_dir=None, progress: bool = True,
 ):
     """Run every chapter-2 experiment and save the result (tables + fingerprint) to ``run_dir``."""
     params = {k: v for k, v in locals().items() if k != "progress"}
+    if chunk_runs is None:
+        params["chunk_runs"] = runs
     from tqdm import tqdm
 
     from .book import results
@@ -254,24 +423,32 @@ def run(
     p, parent = preflight(params)
     res = results.start(CHAPTER, params, run_dir, parent)
     can_drop = pagecache.can_drop_caches()
-    compare = compare_purge_methods and can_drop
+    compare = p["compare_purge_methods"] and can_drop
+    crun = p["chunk_runs"]
     steps = (len(p["cache_states"]) * runs * 2 * (1 + len(p["size_sweep"]))
-             + runs * len(p["chunk_sweep"]) * (2 if odirect else 1)
-             + (2 * runs if dd_check else 0) + (2 * runs if compare else 0))
+             + crun * len(p["chunk_sweep"]) * (2 if p["odirect"] else 1) + 3 * runs
+             + (runs if p["latency_reads"] else 0)
+             + (2 * runs if p["dd_check"] else 0) + (2 * runs if compare else 0))
     main = datasets.small_files(parent, n_files=n_files, file_size=file_size, seed=seed, progress=progress)
     sweep_sets = [datasets.small_files(parent, n_files=max(1, sweep_bytes // s), file_size=s, seed=seed,
                                        progress=progress) for s in p["size_sweep"]]
     big = datasets.shard(parent, size=shard_size, seed=seed, progress=progress)
     kw = dict(runs=runs, method=purge_method)
-    with tqdm(total=steps, desc="chapter 2 runs", disable=not progress) as bar:
+    with tqdm(total=steps, desc="chapter 2 runs", disable=not progress, mininterval=10) as bar:
         res.add("headline", measure_random_vs_sequential(main, cache_states=p["cache_states"], seed=seed,
-                                                 progress=bar, **kw))
+                                                         progress=bar, **kw))
+        if p["latency_reads"]:   # before anything reads the long shard as a whole
+            lat, cdf = measure_latency(big.path, reads=p["latency_reads"], seed=seed, progress=bar, **kw)
+            res.add("latency", lat)
+            res.add("latency_cdf", cdf)
         res.add("size_sweep", pd.concat(
             [measure_random_vs_sequential(d, cache_states=p["cache_states"], seed=seed, progress=bar, **kw)
              for d in sweep_sets], ignore_index=True) if sweep_sets else pd.DataFrame())
-        res.add("chunk_sweep", measure_chunk_sweep(big, chunks=p["chunk_sweep"], odirect=odirect,
-                                           odirect_max_bytes=odirect_max_bytes, progress=bar, **kw))
-        if dd_check:
+        res.add("chunk_sweep", measure_chunk_sweep(big, chunks=p["chunk_sweep"], odirect=p["odirect"], runs=crun,
+                                                   method=purge_method, odirect_max_bytes=odirect_max_bytes,
+                                                   seed=seed, progress=bar))
+        res.add("shard_length", measure_shard_length(main, big, seed=seed, progress=bar, **kw))
+        if p["dd_check"]:
             res.add("dd_fidelity", measure_dd_fidelity(big, progress=bar, **kw))
         if compare:
             res.add("purge_methods", measure_purge_methods(main, runs=runs, seed=seed, progress=bar))
@@ -280,9 +457,37 @@ def run(
         purge_methods_compared=compare,
         purge_methods_note=None if compare else "needs root (write access to /proc/sys/vm/drop_caches)",
         datasets={"headline": main.manifest, "shard": big.manifest},
+        nand_read_floor_us=NAND_READ_FLOOR_US,
     )
     res.save(results.resolve_run_dir(run_dir))
     return res
+
+
+# --------------------------------------------------------------------------- reading a result
+def _values(df: pd.DataFrame, col: str = "MBps", **where) -> list[float]:
+    """The values of ``col`` in the rows matching every ``column=value`` of ``where``."""
+    if df is None or df.empty:
+        return []
+    m = pd.Series(True, index=df.index)
+    for k, v in where.items():
+        if k not in df:
+            return []
+        m &= df[k] == v
+    return [float(x) for x in df.loc[m, col].dropna()]
+
+
+def _table(res, name: str) -> pd.DataFrame:
+    return res.tables.get(name, pd.DataFrame())
+
+
+def _mean(v: Sequence[float]) -> float:
+    return sum(v) / len(v)
+
+
+def _size(n: int) -> str:
+    from .book.plotting import size_label
+
+    return size_label(int(n))
 
 
 def key_metrics(res) -> dict:
@@ -297,3 +502,443 @@ def key_metrics(res) -> dict:
         "sequential read, cold": (s.mean(), s.std()),
         "sequential ÷ random, cold": (s.mean() / r.mean(), None),
     }
+
+
+def guest_cold(res) -> bool | None:
+    """True when the latency check shows cold reads served faster than flash on a virtual
+    machine (this run's "cold" is cold only for the guest); None when not measured."""
+    lat = latency_stats(res)
+    if lat is None:
+        return None
+    return bool(lat["median_us"] < NAND_READ_FLOOR_US and res.fingerprint.get("cpu", {}).get("hypervisor"))
+
+
+def cold_label(res) -> str:
+    """'guest-cold' when the data say the host served the cold reads, else 'cold'."""
+    return "guest-cold" if guest_cold(res) else "cold"
+
+
+def latency_stats(res) -> dict | None:
+    """Medians and spread of the latency check, or None when it did not run (or failed)."""
+    lat = _table(res, "latency")
+    if lat.empty or "p50_us" not in lat:
+        return None
+    first = lat[(lat["series"] == "O_DIRECT, first pass") & lat["p50_us"].notna()]
+    if first.empty:
+        return None
+    second = lat[(lat["series"] == "O_DIRECT, second pass") & lat["p50_us"].notna()]
+    warm = lat[(lat["series"] == "page cache (warm)") & lat["p50_us"].notna()]
+    return dict(
+        median_us=float(first["p50_us"].median()), medians=first["p50_us"].tolist(),
+        p10_us=float(first["p10_us"].median()), p90_us=float(first["p90_us"].median()),
+        p99_us=float(first["p99_us"].median()), reads=int(first["reads"].sum()),
+        request_bytes=int(first["request_bytes"].iloc[0]),
+        second_medians=second["p50_us"].tolist(), warm_medians=warm["p50_us"].tolist(),
+    )
+
+
+def _ratio_phrase(a: list[float], b: list[float], a_name: str, b_name: str, *, more: str = "faster than",
+                  less: str = "slower than") -> tuple[str, float, tuple[float, float], int]:
+    """'A was 5.1× faster than B' (or slower, or level) with the ratio a/b and its interval."""
+    mid, lo, hi = fnd.ratio_interval(a, b)
+    d = fnd.direction(a, b)
+    if d == 0:
+        text = f"{a_name} and {b_name} were level (ratio {times(mid)}, within the runs' spread)"
+    else:
+        text = f"{a_name} was **{fnd.compare(a, b, more=more, less=less)}** {b_name}"
+    return text, mid, (lo, hi), d
+
+
+def _interval_text(lo: float, hi: float) -> str:
+    return f"{times(lo)}–{times(hi)} over the runs' extremes"
+
+
+# --------------------------------------------------------------------------- findings
+def findings(res) -> list[Finding]:
+    """The chapter's key results, computed from ``res`` (3 to 6 findings)."""
+    out = [_cold_gap(res), _warm_gap(res)]
+    for f in (_latency_finding(res), _size_finding(res), _odirect_finding(res)):
+        if f is not None:
+            out.append(f)
+    if len(out) < 3:   # a run with most experiments switched off: say what the rest showed
+        extra = [Finding("shard_length", shard_length_note(res)),
+                 Finding("residency", residency_note(res.table("headline")))]
+        out += [f for f in extra if f.text][: 3 - len(out)]
+    return out
+
+
+def _cold_gap(res) -> Finding:
+    h = res.table("headline")
+    rnd, seq = _values(h, pattern="random", cache="cold"), _values(h, pattern="sequential", cache="cold")
+    label = cold_label(res)
+    if not rnd or not seq:
+        return Finding("cold_gap", f"No {label} runs in this result (`cache_states` left out `cold`).")
+    n, size = int(h["n_files"].iloc[0]), int(h["file_size"].iloc[0])
+    phrase, mid, (lo, hi), _ = _ratio_phrase(seq, rnd, "the shard read sequentially", "the shuffled files")
+    text = (f"**{label.capitalize()}**, {n:,} files of {_size(size)} read in shuffled order ran at "
+            f"**{num(_mean(rnd), 'MB/s')}** and the same bytes read as one shard in {_size(size)} chunks at "
+            f"**{num(_mean(seq), 'MB/s')}**: {phrase} ({_interval_text(lo, hi)}).")
+    return Finding("cold_gap", text, mid, "×", published="sequential ÷ random, cold", interval=(lo, hi),
+                   values=dict(random=_mean(rnd), sequential=_mean(seq)))
+
+
+def _warm_gap(res) -> Finding:
+    h = res.table("headline")
+    rnd, seq = _values(h, pattern="random", cache="warm"), _values(h, pattern="sequential", cache="warm")
+    if not rnd or not seq:
+        return Finding("warm_gap", "No warm runs in this result (`cache_states` left out `warm`).")
+    phrase, mid, (lo, hi), d = _ratio_phrase(seq, rnd, "sequential", "random")
+    collapsed = d == 0 or 1 / NEAR_ONE <= mid <= NEAR_ONE
+    text = (f"**Warm** (every page in RAM), the shard ran at **{num(_mean(seq), 'MB/s')}** and the small files "
+            f"at **{num(_mean(rnd), 'MB/s')}**: {phrase} ({_interval_text(lo, hi)}). The source reports that "
+            f"warm the gap \u201ccollapses to near 1x\u201d; ")
+    if collapsed:
+        text += f"here it does (within {times(NEAR_ONE)} either way counts as near 1×)."
+    elif d < 0:
+        text += "here it reverses: the small files read faster than the shard."
+    else:
+        text += (f"here it does not: with the device out of the picture, what remains is the per-file cost of "
+                 f"`open` and `close`, and it keeps the shard {times(mid)} ahead.")
+    return Finding("warm_gap", text, mid, "×", interval=(lo, hi), values=dict(collapsed=collapsed))
+
+
+def _latency_finding(res) -> Finding | None:
+    lat = latency_stats(res)
+    if lat is None:
+        err = _table(res, "latency")
+        if not err.empty and "error" in err and err["error"].notna().any():
+            return Finding("cold_latency", "The latency check could not use `O_DIRECT` on this file system "
+                           f"(`{err['error'].dropna().iloc[0]}`): whether 'cold' reads reach the device is unknown.")
+        return None
+    med, second, warm = lat["median_us"], lat["second_medians"], lat["warm_medians"]
+    hyper = bool(res.fingerprint.get("cpu", {}).get("hypervisor"))
+    size = _size(lat["request_bytes"])
+    text = (f"A single {size} `O_DIRECT` read at a random offset, after a purge, took a median "
+            f"**{num(med, 'µs')}** (p10 {num(lat['p10_us'], 'µs')}, p90 {num(lat['p90_us'], 'µs')}, "
+            f"p99 {num(lat['p99_us'], 'µs')}; {lat['reads']:,} reads)")
+    if warm:
+        text += f"; a page-cache hit took {num(_mean(warm), 'µs')}"
+    text += ". "
+    if med < NAND_READ_FLOOR_US:
+        text += (f"That is faster than a NAND flash read (at least about {NAND_READ_FLOOR_US:.0f} µs): ")
+        text += ("a cache below this virtual machine (the host's) served the blocks, so this chapter's "
+                 "cold numbers are **guest-cold**: cold for the guest's page cache, not for the device."
+                 if hyper else
+                 "either a device built on faster memory or a cache below the page cache (a controller's, "
+                 "an array's) served the blocks.")
+    else:
+        text += (f"That is no faster than a flash read (at least about {NAND_READ_FLOOR_US:.0f} µs): these cold "
+                 "reads are consistent with reads from the device"
+                 + (" (on a virtual machine, a slow cache below the guest cannot be ruled out by latency alone)."
+                    if hyper else "."))
+    if second:
+        d = fnd.direction(lat["medians"], second, tol=0.10)
+        ratio = med / _mean(second)
+        text += " " + fnd.choose(
+            d, f"A second pass over the same blocks was {times(ratio)} faster: the first pass filled a cache below "
+               "the guest's page cache.",
+            f"A second pass over the same blocks was {times(1 / ratio)} slower.",
+            "A second pass over the same blocks took as long: both passes were served from the same place.")
+    return Finding("cold_latency", text, med, "µs", interval=(min(lat["medians"]), max(lat["medians"])),
+                   values=dict(guest_cold=guest_cold(res)))
+
+
+def _size_finding(res) -> Finding | None:
+    sw = _table(res, "size_sweep")
+    if sw.empty:
+        return None
+    label = cold_label(res)
+    sizes = sorted(set(sw["file_size"]))
+    per = {}
+    for s in sizes:
+        seq, rnd = _values(sw, file_size=s, cache="cold", pattern="sequential"), _values(sw, file_size=s, cache="cold",
+                                                                                        pattern="random")
+        if seq and rnd:
+            per[s] = (seq, rnd)
+    if len(per) < 2:
+        return None
+    small, large = min(per), max(per)
+    r_small = fnd.ratio_interval(*per[small])
+    r_large = fnd.ratio_interval(*per[large])
+    d_large = fnd.direction(*per[large])
+    text = (f"{label.capitalize()}, by file size: the shard read sequentially was {times(r_small[0])} as fast as the "
+            f"shuffled files at {_size(small)} per file and {times(r_large[0])} "
+            f"({_interval_text(r_large[1], r_large[2])}) at {_size(large)}. ")
+    trend = fnd.direction(r_small[0], r_large[0], tol=0.10)
+    text += fnd.choose(trend, "The gap narrows as files grow", "The gap widens as files grow",
+                       "The gap stays about the same across file sizes")
+    text += fnd.choose(d_large, f", but at {_size(large)} the two layouts have not converged: sequential is still faster.",
+                       f", and at {_size(large)} the files read faster than the shard.",
+                       f", and at {_size(large)} the two layouts are level within the runs' spread: they converge.")
+    return Finding("size_sweep", text, r_large[0], "×", interval=(r_large[1], r_large[2]),
+                   values=dict(small_size=small, large_size=large, small_ratio=r_small[0]))
+
+
+def _odirect_finding(res) -> Finding | None:
+    cs = _table(res, "chunk_sweep")
+    if cs.empty or "O_DIRECT" not in set(cs["mode"]) or cs[cs["mode"] == "O_DIRECT"]["MBps"].isna().all():
+        return None
+    label = cold_label(res)
+    chunks = sorted(set(cs["chunk"]))
+    smallest = chunks[0]
+    buf, od = _values(cs, mode="buffered", chunk=smallest), _values(cs, mode="O_DIRECT", chunk=smallest)
+    if not buf or not od:
+        return None
+    mid, lo, hi = fnd.ratio_interval(buf, od)
+    d = fnd.direction(buf, od)
+    text = (f"{label.capitalize()} sequential reads of one shard in {_size(smallest)} requests: through the page cache "
+            f"**{num(_mean(buf), 'MB/s')}**, with `O_DIRECT` (no readahead, one request at a time) "
+            f"**{num(_mean(od), 'MB/s')}**")
+    text += fnd.choose(d, f": readahead is worth {times(mid)} ({_interval_text(lo, hi)}) at that size. ",
+                       ": `O_DIRECT` was faster even at that size. ", ": level at that size. ")
+    caught = next((c for c in chunks if _values(cs, mode="O_DIRECT", chunk=c)
+                   and fnd.direction(_values(cs, mode="O_DIRECT", chunk=c), _values(cs, mode="buffered", chunk=c)) >= 0),
+                  None)
+    text += (f"From {_size(caught)} per request on, `O_DIRECT` was level with or faster than buffered reads."
+             if caught is not None else f"Up to {_size(chunks[-1])} per request `O_DIRECT` stayed below buffered reads.")
+    return Finding("odirect", text, mid, "×", interval=(lo, hi), values=dict(caught_up_at=caught))
+
+
+# --------------------------------------------------------------------------- computed notes
+def latency_note(res) -> str:
+    """The latency check as a sentence (empty when it did not run)."""
+    f = _latency_finding(res)
+    return f.text if f is not None else ""
+
+
+def size_note(res) -> str:
+    """The file-size sweep's result, then a comment on every configuration with a wide spread."""
+    f = _size_finding(res)
+    return "\n\n".join(t for t in ((f.text if f else ""), size_sweep_notes(res)) if t)
+
+
+def odirect_note(res) -> str:
+    """The read-size sweep's result, then the dips and wide spreads, each judged against the runs."""
+    f = _odirect_finding(res)
+    return "\n\n".join(t for t in ((f.text if f else ""), chunk_sweep_notes(res)) if t)
+
+
+def published_note(res) -> str:
+    """This run's cold ratio against the published one, and whether the two 'cold's are comparable."""
+    from .book import published
+
+    fig = published.figure(CHAPTER, "sequential ÷ random, cold")
+    f = _cold_gap(res)
+    if fig is None or f.value is None:
+        return ""
+    lo, hi = f.interval
+    d = fnd.direction([lo, hi], fig.mean, tol=0.10) if lo <= fig.mean <= hi else (1 if lo > fig.mean else -1)
+    text = (f"The published cold ratio is {fig.text}; this run's is {f.headline}, "
+            + fnd.choose(d, f"{times(f.value / fig.mean)} larger", f"{times(fig.mean / f.value)} smaller",
+                         "the published figure lies within this run's range") + ". ")
+    g = guest_cold(res)
+    if g:
+        text += ("This run's cold reads were **guest-cold** (latency check below): a cache under the virtual machine "
+                 "served them, while the published figures come from a physical drive, so the two 'cold's differ.")
+    elif g is False:
+        text += "The latency check below found this run's cold reads no faster than flash."
+    return text
+
+
+def headline_summary(res) -> pd.DataFrame:
+    from .book.stats import summarise
+
+    return summarise(res.table("headline"), ["cache", "pattern"], "MBps")
+
+
+def spread_notes(df: pd.DataFrame, by: list[str], label) -> list[str]:
+    """A :func:`findings.spread_note` for each group of ``by`` whose runs spread by more than 20%."""
+    out = []
+    if df.empty:
+        return out
+    for key, g in df.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        note = fnd.spread_note(label(*key), g["MBps"].dropna().tolist(), "MB/s")
+        if note:
+            slowest = g.loc[g["MBps"].idxmin(), "run"] if "run" in g else None
+            if slowest == g["run"].min() and len(g) > 2:
+                note += " The first run was the slowest."
+            out.append(note)
+    return out
+
+
+def spread_summary(df: pd.DataFrame, by: list[str], label, col: str = "MBps") -> str:
+    """One sentence naming every group of ``by`` whose runs of ``col`` (MB/s) spread by more than
+    20% (coefficient of variation), with their range."""
+    if df.empty:
+        return ""
+    wide = []
+    for key, g in df.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        v = g[col].dropna().tolist()
+        c = fnd.cv(v)
+        if c > fnd.HIGH_SPREAD and round(100 * c) > round(100 * fnd.HIGH_SPREAD):   # as printed, above the rule
+            wide.append(f"{label(*key)} ({num(min(v), 'MB/s', with_unit=False)}–{num(max(v), 'MB/s')}, "
+                        f"coefficient of variation {pct(c)})")
+    if not wide:
+        return f"No configuration varied by more than {pct(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
+    return (f"Runs varied by more than {pct(fnd.HIGH_SPREAD)} (coefficient of variation) for " + "; ".join(wide)
+            + ": read those as ranges, not points.")
+
+
+def headline_notes(res) -> str:
+    """Spread comments on the headline (coefficient of variation above 20%)."""
+    h = res.table("headline")
+    notes = spread_notes(h, ["cache", "pattern"], lambda c, p: f"The {c} {p} read")
+    return "\n".join(f"* {n}" for n in notes) if notes else "Every headline configuration varied by less than " \
+        f"{pct(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
+
+
+def residency_note(df: pd.DataFrame, what: str = "runs") -> str:
+    """Whether cold runs started cold and warm runs warm, computed from ``resident_at_start``."""
+    verdict = []
+    cold = df[df["cache"] == "cold"] if "cache" in df else df
+    warm = df[df["cache"] == "warm"] if "cache" in df else df.iloc[0:0]
+    if len(cold):
+        worst = cold["resident_at_start"].max()
+        verdict.append(f"cold {what} started with at most **{pct(worst)}** of the data resident "
+                       f"(target at most {pct(COLD_TARGET)}: {'met' if worst <= COLD_TARGET else '**not met**'})")
+    if len(warm):
+        least = warm["resident_at_start"].min()
+        verdict.append(f"warm {what} with at least **{pct(least)}** "
+                       f"(target at least {pct(WARM_TARGET)}: {'met' if least >= WARM_TARGET else '**not met**'})")
+    return ("Residency: " + "; ".join(verdict) + ".") if verdict else "No timed runs to check."
+
+
+def size_sweep_notes(res) -> str:
+    sw = _table(res, "size_sweep")
+    if sw.empty:
+        return ""
+    return spread_summary(sw, ["cache", "pattern", "file_size"], lambda c, p, s: f"{c} {p}, {_size(s)} files")
+
+
+def chunk_sweep_notes(res) -> str:
+    """Where bandwidth drops from one read size to the next larger one: inside the spread or not."""
+    cs = _table(res, "chunk_sweep")
+    if cs.empty:
+        return ""
+    cs = cs[cs["MBps"].notna()]
+    lines = []
+    for mode, g in cs.groupby("mode", sort=False):
+        chunks = sorted(set(g["chunk"]))
+        for a, b in zip(chunks, chunks[1:]):
+            va, vb = _values(g, chunk=a), _values(g, chunk=b)
+            if not va or not vb or _mean(vb) >= (1 - DIP_TOL) * _mean(va):
+                continue
+            d = fnd.direction(va, vb)
+            if d == 0:
+                lines.append(f"* {mode}: {_size(b)} requests averaged {num(_mean(vb), 'MB/s')}, below "
+                             f"{_size(a)} ({num(_mean(va), 'MB/s')}), but the runs overlap ({num(min(vb), 'MB/s')}–"
+                             f"{num(max(vb), 'MB/s')} vs {num(min(va), 'MB/s')}–{num(max(va), 'MB/s')}, "
+                             f"{len(vb)} runs each): the dip is inside the run-to-run spread, not a property of the "
+                             f"read size.")
+            else:
+                lines.append(f"* {mode}: {_size(b)} requests were slower than {_size(a)} in every run "
+                             f"({num(_mean(vb), 'MB/s')} vs {num(_mean(va), 'MB/s')}; ranges "
+                             f"{num(min(vb), 'MB/s')}–{num(max(vb), 'MB/s')} and {num(min(va), 'MB/s')}–"
+                             f"{num(max(va), 'MB/s')}): a real dip on this machine.")
+    if not lines:
+        lines.append("* Bandwidth never fell by more than "
+                     f"{pct(DIP_TOL)} from one read size to the next larger one.")
+    lines.append("* " + spread_summary(cs, ["mode", "chunk"], lambda m, c: f"{m} at {_size(c)}"))
+    return "\n".join(lines)
+
+
+def shard_length_note(res) -> str:
+    """Why the headline's sequential read and the sweep's differ: same settings, two shard lengths."""
+    sl = _table(res, "shard_length")
+    cs, h = _table(res, "chunk_sweep"), res.table("headline")
+    if sl.empty:
+        return ""
+    short = _values(sl, read="headline shard")
+    part = _values(sl, read="long shard, first part")
+    whole = _values(sl, read="long shard, whole")
+    if not (short and part and whole):
+        return ""
+    chunk = int(sl["chunk"].iloc[0])
+    nbytes = int(sl[sl["read"] == "headline shard"]["bytes"].iloc[0])
+    long_bytes = int(sl[sl["read"] == "long shard, whole"]["bytes"].iloc[0])
+    text = (f"Read cold with the same {_size(chunk)} requests, in shuffled order within each run: the headline shard "
+            f"({num(nbytes / MB, 'MB')}) ran at **{num(_mean(short), 'MB/s')}**, the first "
+            f"{num(min(nbytes, long_bytes) / MB, 'MB')} of the long shard at **{num(_mean(part), 'MB/s')}** and the whole "
+            f"long shard ({num(long_bytes / MB, 'MB')}) at **{num(_mean(whole), 'MB/s')}**. ")
+    d_len = fnd.direction(whole, part)     # same file, longer read
+    d_file = fnd.direction(part, short)    # same length, other file
+    text += fnd.choose(d_len, f"Same file, longer read: the whole long shard was {fnd.compare(whole, part)} its first "
+                              "part. ",
+                       f"Same file, longer read: the whole long shard was {fnd.compare(whole, part)} its first part. ",
+                       "Same file, longer read: the whole long shard and its first part were level. ")
+    text += fnd.choose(d_file, f"Same length, other file: the long shard's first part was {fnd.compare(part, short)} "
+                               "the headline shard. ",
+                       f"Same length, other file: the long shard's first part was {fnd.compare(part, short)} the "
+                       "headline shard. ",
+                       "Same length, other file: the long shard's first part and the headline shard were level. ")
+    if d_len > 0 and d_file == 0:
+        text += ("So the difference between the headline and the sweep comes from the length of the read: what is "
+                 "paid once per read (opening the file, the first requests while the readahead window grows) weighs "
+                 "more over fewer bytes.")
+    elif d_len == 0 and d_file != 0:
+        text += ("So the difference comes from the file (where its blocks lie, or whether a cache below the guest "
+                 "holds them), not from the length of the read.")
+    elif d_len != 0 and d_file != 0:
+        text += "Both the length of the read and the file make a difference on this run."
+    else:
+        text += ("Neither makes a difference beyond the runs' spread: a gap between the headline and the sweep on "
+                 "this run is run-to-run variation.")
+    first = sl[sl["read"].str.endswith(": first chunk")]
+    if not first.empty and "first_read_ms" in first:
+        fr = first.groupby("read")["first_read_ms"].mean()
+        text += (f" The first {_size(chunk)} read of a cold file, `open` included, took "
+                 + " and ".join(f"{num(v, 'ms')} ({k.split(':')[0]})" for k, v in fr.items()) + ".")
+    seq_head = _values(h, pattern="sequential", cache="cold", chunk=chunk)
+    seq_sweep = _values(cs, mode="buffered", chunk=chunk) if not cs.empty else []
+    if seq_head and seq_sweep:
+        text += (f" For comparison, the headline's cold sequential runs averaged {num(_mean(seq_head), 'MB/s')} and the "
+                 f"read-size sweep's buffered {_size(chunk)} runs {num(_mean(seq_sweep), 'MB/s')}.")
+    return text
+
+
+def dd_note(res) -> str:
+    dd = _table(res, "dd_fidelity")
+    if dd.empty:
+        return "The `dd` check was switched off (`dd_check = False`)."
+    py, d = _values(dd, tool="python"), _values(dd, tool="dd")
+    r = _mean(py) / _mean(d)
+    return (f"The Python reader reached **{pct(r)}** of `dd` ({num(_mean(py), 'MB/s')} vs {num(_mean(d), 'MB/s')}); "
+            f"the target is at least {pct(0.9)}: **{'met' if r >= 0.9 else 'not met'}**.")
+
+
+def purge_note(pm_res) -> str:
+    """drop_caches vs fadvise, with the residency each purge left, computed from the table."""
+    pm = pm_res.table("purge_methods")
+    fa, dc = _values(pm, purge_method="fadvise"), _values(pm, purge_method="drop_caches")
+    if not fa or not dc:
+        return ""
+    res_max = pm.groupby("purge_method")["resident_at_start"].max()
+    text = (f"After `fadvise` the 'cold' small files read at **{num(_mean(fa), 'MB/s')}** "
+            f"({num(min(fa), 'MB/s', with_unit=False)}–{num(max(fa), 'MB/s')}), after `drop_caches` at "
+            f"**{num(_mean(dc), 'MB/s')}** ({num(min(dc), 'MB/s', with_unit=False)}–{num(max(dc), 'MB/s')}). ")
+    clean = [m for m, v in res_max.items() if v <= COLD_TARGET]
+    dirty = [m for m, v in res_max.items() if v > COLD_TARGET]
+    if not dirty:
+        text += (f"Both purges left at most {pct(res_max.max())} of the data pages resident when the timed read "
+                 "started. ")
+    else:
+        text += ("`" + "`, `".join(dirty) + f"` left up to {pct(res_max[dirty].max())} of the data pages resident "
+                 f"(target at most {pct(COLD_TARGET)}), so its runs were not fully cold. ")
+        if clean:
+            text += "`" + "`, `".join(clean) + f"` left at most {pct(res_max[clean].max())}. "
+    wide = spread_summary(pm, ["purge_method"], lambda m: f"`{m}`")
+    if not wide.startswith("No configuration"):
+        text += wide + " "
+    d = fnd.direction(fa, dc)
+    text += fnd.choose(
+        d, f"`fadvise` was {fnd.compare(fa, dc)} `drop_caches`: the difference is the directory entries and inodes "
+           "that only `drop_caches` evicts, so a rootless cold run of many small files overstates what a truly "
+           "cold start delivers.",
+        f"`fadvise` was {fnd.compare(fa, dc)} `drop_caches`, the opposite of what the cached metadata would predict: "
+        "read it as run-to-run variation.",
+        "The difference is within the runs' spread: on this machine re-reading directory entries and inodes "
+        "costs little next to the data reads. A rootless cold run is still an upper bound; on another file "
+        "system or device the gap can be large.")
+    return text

@@ -1,8 +1,14 @@
-"""Chapter 3's Datasets return the right bytes; an epoch sees every sample once."""
+"""Chapter 3's Datasets return the right bytes; epochs are timed as documented; findings follow the data."""
+import time
+
+import pandas as pd
 import pytest
 import torch
+from torch.utils.data import Dataset
 
 from datajourney import datasets, loader
+from datajourney.book.params import ParameterError
+from datajourney.book.results import Result
 
 
 @pytest.fixture(scope="module")
@@ -16,24 +22,322 @@ def test_both_datasets_return_the_same_samples(ds):
     for i in (0, 17, 39):
         assert torch.equal(a[i], b[i])
         assert bytes(a[i].numpy()) == ds.files[i].read_bytes()
+    length = loader.make_dataset(ds, "shard_in_order", payload="length")
+    assert int(length[3]) == 4096 and length[3].dtype == torch.long
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("kind", loader.KINDS)
 def test_epoch_sees_every_sample(ds, kind, workers):
-    r = loader.time_epoch(loader.make_dataset(ds, kind), batch_size=16, num_workers=workers, seed=0)
-    assert r["samples"] == 40 and r["bytes"] == 40 * 4096
+    r = loader.time_epoch(loader.make_dataset(ds, kind), batch_size=16, num_workers=workers, seed=0,
+                          shuffle=loader.shuffled(kind))
+    assert r["samples"] == 40 and r["bytes"] == 40 * 4096 and r["batches"] == 3
     assert 0 < r["first_batch_s"] <= r["seconds"]
+    assert r["steady_batches"] == 2 and r["steady_samples"] == 24 and r["steady_bytes"] == 24 * 4096
+    assert r["main_cpu_s"] > 0 and (r["workers_cpu_s"] > 0) == (workers > 0)
+    assert 0 <= r["workers_startup_cpu_s"] <= r["workers_cpu_s"] and (r["workers_startup_cpu_s"] > 0) == (workers > 0)
 
 
-def test_unknown_kind_is_named(ds):
+def test_length_payload_counts_the_same_bytes(ds):
+    r = loader.time_epoch(loader.make_dataset(ds, "shard", payload="length"), batch_size=16, num_workers=0, seed=0)
+    assert r["bytes"] == 40 * 4096
+
+
+class _Indices(Dataset):
+    """Returns each sample's index; sleeps on the first access in each process."""
+
+    def __init__(self, n, first_delay=0.0):
+        self.n, self.first_delay, self.seen = n, first_delay, False
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if not self.seen:
+            self.seen = True
+            time.sleep(self.first_delay)
+        return torch.tensor(i)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_in_order_mode_reads_in_order(workers, monkeypatch):
+    """time_epoch(shuffle=False) delivers samples 0, 1, 2, ... (shuffle=True does not)."""
+    def run(shuffle):
+        seen = []
+        monkeypatch.setattr(loader, "_batch_bytes", lambda b: seen.extend(b.tolist()) or len(b))
+        loader.time_epoch(_Indices(50), batch_size=8, num_workers=workers, seed=0, shuffle=shuffle)
+        return seen
+
+    assert run(False) == list(range(50))
+    shuffled = run(True)
+    assert sorted(shuffled) == list(range(50)) and shuffled != list(range(50))
+    assert loader.shuffled("shard_in_order") is False and loader.shuffled("shard") and loader.shuffled("small_files")
+
+
+def test_sweep_reads_the_in_order_shard_in_order(ds, monkeypatch):
+    order = {}
+    original = loader.ShardDataset.__getitem__
+
+    def logged(self, i):
+        order.setdefault(self._kind, []).append(i)
+        return original(self, i)
+
+    original_make = loader.make_dataset
+
+    def make(d, kind, payload="bytes"):
+        out = original_make(d, kind, payload)
+        out._kind = kind
+        return out
+
+    monkeypatch.setattr(loader.ShardDataset, "__getitem__", logged)
+    monkeypatch.setattr(loader, "make_dataset", make)
+    df = loader.sweep(ds, workers=[0], cache_states=["warm"], runs=1, batch_size=8, method="auto", seed=0)
+    assert order["shard_in_order"] == list(range(40))
+    assert sorted(order["shard"]) == list(range(40)) and order["shard"] != list(range(40))
+    assert df.set_index("kind")["shuffled"].to_dict() == {"small_files": True, "shard": True, "shard_in_order": False}
+
+
+def test_steady_state_excludes_the_first_batch():
+    delay = 0.4
+    r = loader.time_epoch(_Indices(64, first_delay=delay), batch_size=8, num_workers=0, seed=0, shuffle=False)
+    assert r["first_batch_s"] >= delay
+    assert r["steady_s"] < delay / 2                      # the slow first batch is not in the steady state
+    assert r["seconds"] >= r["first_batch_s"] + r["steady_s"] * 0.99
+    assert r["steady_batches"] == 7 and r["steady_samples"] == 56
+    d = loader._derived({**r, "bytes": 64, "steady_bytes": 56})
+    assert d["ms_per_batch"] == pytest.approx(r["steady_s"] / 7 * 1e3)
+
+
+def test_sweep_with_per_file_latency_makes_the_shard_win(ds, monkeypatch):
+    """Inject a fixed latency into every small-file open: the shard must win at 0 workers, cold and warm."""
+    original = loader.SmallFilesDataset.__getitem__
+
+    def slow(self, i):
+        time.sleep(0.002)
+        return original(self, i)
+
+    monkeypatch.setattr(loader.SmallFilesDataset, "__getitem__", slow)
+    df = loader.sweep(ds, workers=[0, 2], cache_states=["cold", "warm"], runs=1, batch_size=8, method="auto", seed=0)
+    assert len(df) == len(loader.KINDS) * 2 * 2
+    assert df[df["cache"] == "cold"]["resident_at_start"].max() <= 0.05
+    assert df[df["cache"] == "warm"]["resident_at_start"].min() >= 0.95
+    sp = loader.speedups(df).set_index(["cache", "workers"])
+    for cache in ("cold", "warm"):
+        assert sp.loc[(cache, 0), "shard_in_order ÷ small files"] > 3
+        assert sp.loc[(cache, 0), "shard ÷ small files"] > 3
+    small = df[(df["kind"] == "small_files") & (df["workers"] == 0)]
+    assert (small["ms_per_batch"] >= 8 * 2.0).all()         # 8 files × 2 ms per batch at least
+
+
+def test_transfer_cost_is_paired_by_run():
+    rows = []
+    for run, (w0, w1) in enumerate([(1.0, 1.6), (1.1, 1.5), (0.9, 1.7)]):
+        for bs, scale in ((16, 1.0), (256, 4.0)):
+            rows += [dict(payload="bytes", batch_size=bs, workers=0, run=run, ms_per_batch=w0 * scale,
+                          main_cpu_ms_per_batch=w0 * scale),
+                     dict(payload="bytes", batch_size=bs, workers=1, run=run, ms_per_batch=w0 * scale + (w1 - w0),
+                          main_cpu_ms_per_batch=0.3)]
+    tc = loader.transfer_cost(pd.DataFrame(rows)).set_index("batch_size")
+    assert tc.loc[16, "extra_ms_per_batch"] == pytest.approx(0.6)
+    assert (tc.loc[16, "extra_min"], tc.loc[16, "extra_max"]) == (pytest.approx(0.4), pytest.approx(0.8))
+    assert tc.loc[256, "extra_us_per_sample"] == pytest.approx(0.6 / 256 * 1e3)
+    assert tc.loc[16, "main_cpu_ms_per_batch_w1"] == pytest.approx(0.3)
+    line = pd.DataFrame(_transfer({bs: [0.5 + 0.01 * bs] * 2 for bs in (16, 64, 256)}))
+    assert loader.hand_over_fit(loader.transfer_cost(line)) == (pytest.approx(0.5), pytest.approx(10.0))
+    assert loader.hand_over_fit(loader.transfer_cost(line[line["batch_size"] == 16])) is None
+
+
+def test_measure_transfer_runs_both_payloads(ds):
+    tr = loader.measure_transfer(ds, batch_sizes=[8], runs=1, seed=0)
+    assert set(tr["payload"]) == set(loader.PAYLOADS) and set(tr["workers"]) == {0, 1}
+    assert (tr["bytes"] == 40 * 4096).all() and (tr["resident_at_start"] >= 0.95).all()
+    assert tr[tr["workers"] == 1]["workers_cpu_ms_per_batch"].notna().all()
+
+
+def test_run_writes_every_table(tmp_path):
+    res = loader.run(n_files=64, file_size=4096, batch_size=16, workers=[0, 2], cache_states=["cold", "warm"], runs=1,
+                     purge_method="auto", transfer_batch_sizes=[8, 32], latency_reads=20, data_dir=tmp_path,
+                     run_dir=tmp_path / "run", progress=False)
+    saved = Result.load(tmp_path / "run" / f"{loader.CHAPTER}.json")
+    e = saved.table("epochs")
+    assert set(e["kind"]) == set(loader.KINDS) and len(e) == 3 * 2 * 2
+    assert {"steady_MBps", "first_batch_s", "main_busy", "batches_per_s"} <= set(e.columns)
+    assert set(saved.table("transfer")["batch_size"]) == {8, 32}
+    assert "latency" in saved.tables
+    m = loader.key_metrics(saved)
+    assert set(m) == {f"{a}, workers=0" for a in ("small files", "shard", "shard ÷ small files")}
+    items = loader.findings(saved)
+    assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
+    for f in items:
+        assert f.text and "nan" not in f.text.lower() and "None" not in f.text
+    for note in (loader.hand_over_note(saved), loader.main_process_note(saved), loader.first_batch_note(saved),
+                 loader.cold_vs_warm_note(saved), loader.spread_notes(saved), loader.residency(saved)):
+        assert "nan" not in note.lower()
+    assert res.path == saved.path
+
+
+# ------------------------------------------------------------------ parameters
+CH3 = dict(n_files=64, file_size=4096, batch_size=16, workers=[0], cache_states=["warm"], runs=1,
+           purge_method="auto", seed=0, transfer_batch_sizes=[16], latency_reads=10)
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("seed", -1, "integer from 0"), ("seed", "abc", "integer from 0"), ("transfer_batch_sizes", [0], "from 1"),
+    ("transfer_batch_sizes", [65], "to 64"), ("transfer_batch_sizes", 16, "list"), ("latency_reads", -1, "from 0"),
+    ("is_reference_run", "maybe", "true or false"), ("workers", [0.5], "integers"),
+])
+def test_chapter3_checks_every_parameter_before_work(tmp_path, name, value, needle):
+    with pytest.raises(ParameterError) as e:
+        loader.preflight({**CH3, name: value, "data_dir": str(tmp_path)})
+    assert repr(name) in str(e.value) and needle in str(e.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_kind_and_payload_are_named(ds):
     with pytest.raises(ValueError, match="'kind'"):
         loader.make_dataset(ds, "tar")
+    with pytest.raises(ValueError, match="'payload'"):
+        loader.make_dataset(ds, "shard", payload="pickle")
 
 
-def test_sweep_rows_and_speedups(ds):
-    df = loader.sweep(ds, workers=[0, 4], cache_states=["cold", "warm"], runs=1, batch_size=8, method="auto", seed=0)
-    assert len(df) == 2 * 2 * 2
-    sp = loader.speedups(df)
-    assert set(sp["workers"]) == {0, 4}
-    assert (sp["shard_speedup"] > 0).all()
+# ------------------------------------------------------------------ findings follow the data
+def _epochs(table):
+    """Rows from {(cache, workers, kind): [steady MB/s per run]} with plausible other columns."""
+    rows = []
+    for (cache, w, kind), vals in table.items():
+        for run, v in enumerate(vals):
+            busy = 0.95 if w >= 8 else 0.4
+            rows.append(dict(kind=kind, shuffled=kind != "shard_in_order", workers=w, cache=cache, run=run,
+                             batch_size=64, sample_size=4096, steady_MBps=v, MBps=0.9 * v, batches_per_s=v / 0.262,
+                             main_busy=busy, first_batch_s=0.01 + 0.008 * w, first_batch_share=0.02 + 0.01 * w,
+                             seconds=1.0, resident_at_start=0.0 if cache == "cold" else 1.0))
+    return rows
+
+
+def _res(table, **tables) -> Result:
+    t = {"epochs": pd.DataFrame(_epochs(table)), **{k: pd.DataFrame(v) for k, v in tables.items()}}
+    return Result(loader.CHAPTER, "test", {"batch_size": 64}, {"cpu": {"hypervisor": False}}, t)
+
+
+def _grid(w0, w4, w16, warm_factor=2.0):
+    """w0/w4/w16: (small files, shard shuffled, shard in order) steady MB/s."""
+    out = {}
+    for w, vals in ((0, w0), (4, w4), (16, w16)):
+        for kind, v in zip(("small_files", "shard", "shard_in_order"), vals):
+            out[("cold", w, kind)] = [0.95 * v, v, 1.05 * v]
+            out[("warm", w, kind)] = [warm_factor * 0.95 * v, warm_factor * v, warm_factor * 1.05 * v]
+    return out
+
+
+def _f(res, key):
+    return next(f for f in loader.findings(res) if f.key == key)
+
+
+def test_published_comparison_uses_the_in_order_shard_and_follows_the_data():
+    wins = _res(_grid((17, 60, 330), (80, 300, 385), (340, 336, 400)))
+    f = _f(wins, "published_w0")
+    assert "**19.4× faster**" in f.text and f.published == "shard ÷ small files, workers=0"
+    assert loader.key_metrics(wins)["shard, workers=0"][0] == pytest.approx(330)
+    loses = _res(_grid((300, 60, 100), (380, 300, 200), (340, 336, 400)))
+    f = _f(loses, "published_w0")
+    assert "slower" in f.text and "faster" not in f.text and f.value < 1
+    assert "slower" in _f(loses, "published_w4").text
+
+
+def test_shuffled_gap_closes_or_stays_open_as_measured():
+    closes = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))
+    f = _f(closes, "shuffled_gap_max_workers")
+    assert "the gap closes" in f.text and "stays open" not in f.text
+    open_ = _res(_grid((17, 60, 330), (80, 300, 385), (100, 336, 400)))
+    assert "stays open" in _f(open_, "shuffled_gap_max_workers").text
+    rev = _res(_grid((17, 60, 330), (80, 300, 385), (500, 336, 400)))
+    assert "reverses" in _f(rev, "shuffled_gap_max_workers").text
+
+
+def _transfer(extra_by_bs, w0_ms=0.3, main_ms=0.5, worker_extra=1.0):
+    rows = []
+    for bs, extras in extra_by_bs.items():
+        for payload in ("bytes", "length"):
+            for run, x in enumerate(extras):
+                w0 = w0_ms * bs / 64
+                rows += [dict(payload=payload, batch_size=bs, workers=0, run=run, ms_per_batch=w0,
+                              main_cpu_ms_per_batch=w0, workers_cpu_ms_per_batch=None),
+                         dict(payload=payload, batch_size=bs, workers=1, run=run, ms_per_batch=w0 + x,
+                              main_cpu_ms_per_batch=main_ms, workers_cpu_ms_per_batch=w0 + worker_extra * x)]
+    return rows
+
+
+def test_one_worker_finding_measures_the_hand_over():
+    grid = _grid((17, 60, 330), (80, 300, 385), (348, 336, 400))
+    per_batch = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58], 1024: [0.6, 0.62, 0.64]}))
+    f = _f(per_batch, "one_worker")
+    assert "added **0.56 ms**" in f.text and "larger batches amortise" in f.text and "per batch plus" in f.text
+    assert f.value == pytest.approx(0.5633, rel=1e-3)
+    assert "work in the worker" in f.text
+    waiting = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58]}, worker_extra=0.0))
+    assert "spent waiting on the hand-over" in _f(waiting, "one_worker").text
+    cheaper = _res(grid, transfer=_transfer({16: [-0.2, -0.25, -0.3], 64: [-0.2, -0.21, -0.22]}))
+    assert "One worker saved" in _f(cheaper, "one_worker").text
+    level = _res(grid, transfer=_transfer({16: [-0.1, 0.0, 0.1], 64: [-0.1, 0.05, 0.1]}))
+    assert "within the runs' spread" in _f(level, "one_worker").text
+    per_sample = _res(grid, transfer=_transfer({16: [0.1, 0.11, 0.12], 1024: [6.4, 6.5, 6.6]}))
+    assert "paid per sample" in _f(per_sample, "one_worker").text
+
+
+def test_main_process_bottleneck_is_stated_only_when_measured():
+    grid = _grid((17, 60, 330), (80, 300, 385), (348, 336, 400))
+    bound = _res(grid, transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.5))
+    f = _f(bound, "main_process")
+    assert "it is the bottleneck" in f.text and "converge" in f.text and "2,000 batches/s" in f.text
+    free_rows = _epochs(grid)
+    for r in free_rows:
+        r["main_busy"] = 0.3
+    free = Result(loader.CHAPTER, "t", {"batch_size": 64}, {"cpu": {}}, {"epochs": pd.DataFrame(free_rows)})
+    f = _f(free, "main_process")
+    assert "time to spare" in f.text and "bottleneck" not in f.text
+
+
+def test_cold_vs_warm_wording_follows_the_ratio():
+    small = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400), warm_factor=3))
+    assert "less than an order of magnitude" in loader.cold_vs_warm_note(small)
+    same = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400), warm_factor=1.2))
+    assert "little, in every configuration" in loader.cold_vs_warm_note(same)
+    big = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400), warm_factor=12))
+    assert "an order of magnitude or more" in loader.cold_vs_warm_note(big)
+
+
+def test_one_worker_note_from_the_sweep():
+    t = _grid((113, 219, 330), (80, 300, 385), (348, 336, 400))
+    for kind, v in (("small_files", 80), ("shard", 145), ("shard_in_order", 330)):
+        t[("cold", 1, kind)] = [0.97 * v, v, 1.03 * v]
+    note = loader.one_worker_note(_res(t))
+    assert "small files, shuffled, cold: one worker 1.41× slower than none" in note
+    assert "shard, in order (published design), cold: one worker level with" in note
+
+
+def test_findings_of_an_older_result_still_work():
+    """The committed reference run predates the in-order shard and the steady state."""
+    from datajourney.book import results
+
+    ref = results.load_reference(loader.CHAPTER)
+    if ref is None:
+        pytest.skip("no committed reference result")
+    items = loader.findings(ref)
+    assert 3 <= len(items) <= 6 and all("nan" not in f.text.lower() for f in items)
+
+
+def test_published_and_workers_notes_follow_the_data():
+    res = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))
+    note = loader.published_note(res)
+    assert "`num_workers=0`: published 19.5×" in note and "`num_workers=4`: published 4.8×" in note
+    assert "lies within this run's range" in note            # 330/17 = 19.4× (18.4–20.4)
+    far = loader.published_note(_res(_grid((100, 60, 330), (80, 300, 385), (348, 336, 400))))
+    assert "0.17× the published figure" in far
+    gain = loader.workers_gain_note(res)
+    assert "small files, shuffled 4.7×" in gain and "shard, in order (published design) 1.17×" in gain
+
+
+def test_hand_over_check_caps_its_epochs(ds, monkeypatch):
+    monkeypatch.setattr(loader, "TRANSFER_MAX_SAMPLES", 16)
+    tr = loader.measure_transfer(ds, batch_sizes=[4], runs=1, seed=0, payloads=["bytes"])
+    assert (tr["samples"] == 16).all() and (tr["batches"] == 4).all()

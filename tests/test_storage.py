@@ -1,9 +1,12 @@
-"""Chapter 2's readers and experiments on small real data sets."""
+"""Chapter 2's readers and experiments on small real data sets, and its findings following the data."""
 import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from datajourney import datasets, pagecache, storage
+from datajourney.book.params import ParameterError
 from datajourney.book.results import Result
 
 
@@ -16,6 +19,7 @@ def test_readers_read_every_byte(small):
     assert storage.read_files(small.files, small.file_size) == small.total_bytes
     for chunk in (4096, 16384, 1 << 20):
         assert storage.read_sequential(small.shard, chunk) == small.total_bytes
+    assert storage.read_sequential(small.shard, 16384, max_bytes=5 * 16384) == 5 * 16384
 
 
 def test_direct_read_bypasses_cache(small):
@@ -26,6 +30,19 @@ def test_direct_read_bypasses_cache(small):
         pytest.skip(f"O_DIRECT not supported here: {e}")
     assert n == small.total_bytes
     assert pagecache.residency([small.shard]).fraction <= 0.05  # nothing was cached
+
+
+def test_latency_reads_time_each_request(small):
+    offsets = np.arange(0, small.total_bytes, 4096)[:20]
+    warm = storage.read_latencies(small.shard, offsets, direct=False)
+    assert warm.shape == (20,) and (warm > 0).all()
+    pagecache.purge([small.shard], "fadvise")
+    try:
+        cold = storage.read_latencies(small.shard, offsets, direct=True)
+    except OSError as e:
+        pytest.skip(f"O_DIRECT not supported here: {e}")
+    assert cold.shape == (20,) and (cold > 0).all()
+    assert pagecache.residency([small.shard]).fraction <= 0.05  # O_DIRECT left nothing in the page cache
 
 
 @pytest.mark.skipif(not shutil.which("dd"), reason="dd not installed")
@@ -42,9 +59,9 @@ def test_cold_and_warm_states_reach_their_residency(small):
 def test_run_writes_result_with_fingerprint(tmp_path):
     res = storage.run(n_files=20, file_size=4096, runs=2, cache_states=["cold", "warm"], purge_method="auto",
                       size_sweep=[4096, 16384], sweep_bytes=1 << 17, shard_size=1 << 20,
-                      chunk_sweep=[4096, 1 << 20], odirect=True, odirect_max_bytes=1 << 20, dd_check=True,
-                      compare_purge_methods=True, data_dir=tmp_path / "..", run_dir=tmp_path / "run",
-                      progress=False)
+                      chunk_sweep=[4096, 1 << 20], chunk_runs=3, odirect=True, odirect_max_bytes=1 << 20,
+                      latency_reads=50, dd_check=True, compare_purge_methods=True, data_dir=tmp_path / "..",
+                      run_dir=tmp_path / "run", progress=False)
     saved = Result.load(tmp_path / "run" / f"{storage.CHAPTER}.json")
     assert saved.fingerprint["cpu"]["logical_cores"] >= 1 and saved.parameters["n_files"] == 20
     h = saved.table("headline")
@@ -52,9 +69,251 @@ def test_run_writes_result_with_fingerprint(tmp_path):
     assert h[h["cache"] == "cold"]["resident_at_start"].max() <= 0.05
     assert h[h["cache"] == "warm"]["resident_at_start"].min() >= 0.95
     assert set(saved.table("size_sweep")["file_size"]) == {4096, 16384}
-    assert len(saved.table("chunk_sweep")) == 2 * 2 * 2
+    assert len(saved.table("chunk_sweep")) == 3 * 2 * 2          # chunk_runs, not runs
+    sl = saved.table("shard_length")
+    timed = sl[sl["MBps"].notna()]
+    assert len(timed) == 2 * 3
+    assert set(timed[timed["read"] != "long shard, whole"]["bytes"]) == {20 * 4096}
+    assert timed[timed["read"] == "long shard, whole"]["bytes"].eq(1 << 20).all()
+    lat = saved.table("latency")
+    if lat["error"].isna().all():
+        assert set(lat["series"]) == {"O_DIRECT, first pass", "O_DIRECT, second pass", "page cache (warm)"}
+        assert (lat["reads"] == 50).all() and (lat["p10_us"] <= lat["p90_us"]).all()
+        cdf = saved.table("latency_cdf")
+        assert cdf.groupby("series")["us"].apply(lambda s: s.is_monotonic_increasing).all()
     assert "dd_fidelity" in saved.tables
     assert ("purge_methods" in saved.tables) == pagecache.can_drop_caches()
     m = storage.key_metrics(saved)
     assert m["sequential ÷ random, cold"][0] == pytest.approx(m["sequential read, cold"][0] / m["random read, cold"][0])
+    items = storage.findings(saved)
+    assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
+    for f in items:
+        assert f.text and "nan" not in f.text.lower() and "None" not in f.text
+    for note in (storage.headline_notes(saved), storage.size_note(saved), storage.odirect_note(saved),
+                 storage.shard_length_note(saved), storage.dd_note(saved)):
+        assert "nan" not in note.lower()
     assert res.path == saved.path
+
+
+# ------------------------------------------------------------------ parameters
+CH2 = dict(n_files=10, file_size=4096, runs=1, cache_states=["cold"], purge_method="auto", size_sweep=[4096],
+           sweep_bytes=65536, shard_size=1 << 20, chunk_sweep=[4096], odirect=False, odirect_max_bytes=1 << 20,
+           dd_check=False, compare_purge_methods=False, seed=0, chunk_runs=1, latency_reads=10)
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("seed", -1, "integer from 0"), ("seed", "abc", "integer from 0"), ("seed", 1.5, "integer from 0"),
+    ("odirect", "maybe", "true or false"), ("dd_check", "yes", "true or false"),
+    ("compare_purge_methods", 1, "true or false"), ("chunk_runs", 0, "integer from 1"),
+    ("latency_reads", -1, "integer from 0"), ("latency_reads", "many", "integer from 0"),
+    ("is_reference_run", "maybe", "true or false"),
+])
+def test_chapter2_checks_every_parameter_before_work(tmp_path, name, value, needle):
+    with pytest.raises(ParameterError) as e:
+        storage.preflight({**CH2, name: value, "data_dir": str(tmp_path)})
+    assert repr(name) in str(e.value) and needle in str(e.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_latency_needs_a_shard_to_read(tmp_path):
+    with pytest.raises(ParameterError, match="'latency_reads'"):
+        storage.preflight({**CH2, "shard_size": 1024, "chunk_sweep": [512], "data_dir": str(tmp_path)})
+    storage.preflight({**CH2, "shard_size": 1024, "chunk_sweep": [512], "latency_reads": 0, "data_dir": str(tmp_path)})
+
+
+# ------------------------------------------------------------------ findings follow the data
+def _result(tables: dict, hypervisor: bool = False, **params) -> Result:
+    return Result(storage.CHAPTER, "test", {"n_files": 100, "file_size": 16384, **params},
+                  {"cpu": {"hypervisor": hypervisor}}, {k: pd.DataFrame(v) for k, v in tables.items()})
+
+
+def _headline(cold_random, cold_seq, warm_random=(), warm_seq=()):
+    rows = []
+    for cache, pattern, vals in (("cold", "random", cold_random), ("cold", "sequential", cold_seq),
+                                 ("warm", "random", warm_random), ("warm", "sequential", warm_seq)):
+        for run, v in enumerate(vals):
+            rows.append(dict(pattern=pattern, cache=cache, run=run, file_size=16384, n_files=100, chunk=16384,
+                             bytes=1638400, seconds=1638400 / v / 1e6, MBps=v,
+                             resident_at_start=0.0 if cache == "cold" else 1.0))
+    return rows
+
+
+def _latency(median, second=None):
+    rows = []
+    for run in range(3):
+        for series, m in (("O_DIRECT, first pass", median), ("O_DIRECT, second pass", second or median),
+                          ("page cache (warm)", 2.0)):
+            rows.append(dict(series=series, run=run, reads=100, request_bytes=4096, mean_us=m, p1_us=m / 2,
+                             p10_us=0.8 * m, p50_us=m + run * 0.01 * m, p90_us=1.5 * m, p99_us=3 * m, max_us=9 * m,
+                             error=None))
+    return rows
+
+
+def _key(items, key):
+    return next(f for f in items if f.key == key)
+
+
+def test_cold_gap_follows_the_data_both_ways():
+    fast = _key(storage.findings(_result({"headline": _headline([70, 72, 71], [1400, 1420, 1410])})), "cold_gap")
+    assert "faster than" in fast.text and fast.value == pytest.approx(1410 / 71, rel=1e-3)
+    assert fast.interval == (pytest.approx(1400 / 72), pytest.approx(1420 / 70))
+    assert fast.published == "sequential ÷ random, cold"
+    slow = _key(storage.findings(_result({"headline": _headline([900, 950, 920], [300, 310, 305])})), "cold_gap")
+    assert "slower than" in slow.text and "faster" not in slow.text and slow.value < 1
+    level = _key(storage.findings(_result({"headline": _headline([500, 520, 480], [510, 530, 490])})), "cold_gap")
+    assert "level" in level.text and "faster" not in level.text and "slower" not in level.text
+
+
+def test_warm_gap_judged_against_the_source_claim():
+    wide = _key(storage.findings(_result({"headline": _headline([70], [1400], [2500, 3200, 3100], [8800, 8800, 8770])})),
+                "warm_gap")
+    assert "here it does not" in wide.text and "collapses to near 1x" in wide.text
+    near = _key(storage.findings(_result({"headline": _headline([70], [1400], [8000, 8100, 8050], [8300, 8400, 8350])})),
+                "warm_gap")
+    assert "here it does (" in near.text and near.values["collapsed"]
+    rev = _key(storage.findings(_result({"headline": _headline([70], [1400], [9000, 9100, 9050], [3000, 3100, 3050])})),
+               "warm_gap")
+    assert "reverses" in rev.text
+
+
+def test_guest_cold_label_only_when_the_latency_says_so():
+    h = _headline([400, 410, 415], [2100, 2400, 2300])
+    host_cached = _result({"headline": h, "latency": _latency(19.0)}, hypervisor=True)
+    items = storage.findings(host_cached)
+    assert storage.guest_cold(host_cached) is True
+    assert _key(items, "cold_gap").text.startswith("**Guest-cold**")
+    lat = _key(items, "cold_latency")
+    assert "guest-cold" in lat.text and lat.value == pytest.approx(19.0, rel=0.02)
+    device = _result({"headline": h, "latency": _latency(80.0)}, hypervisor=True)
+    assert storage.guest_cold(device) is False and storage.cold_label(device) == "cold"
+    assert "consistent with reads from the device" in _key(storage.findings(device), "cold_latency").text
+    bare_fast = _result({"headline": h, "latency": _latency(15.0)}, hypervisor=False)
+    assert storage.cold_label(bare_fast) == "cold"
+    assert "faster memory or a cache" in _key(storage.findings(bare_fast), "cold_latency").text
+    refilled = _result({"headline": h, "latency": _latency(90.0, second=20.0)}, hypervisor=True)
+    assert "filled a cache" in _key(storage.findings(refilled), "cold_latency").text
+    assert storage.guest_cold(_result({"headline": h})) is None
+
+
+def _sweep(ratios_by_size):
+    rows = []
+    for size, (rnd, seq) in ratios_by_size.items():
+        for cache in ("cold",):
+            for run, (r, s) in enumerate(zip(rnd, seq)):
+                rows += [dict(pattern="random", cache=cache, run=run, file_size=size, MBps=r),
+                         dict(pattern="sequential", cache=cache, run=run, file_size=size, MBps=s)]
+    return rows
+
+
+def test_file_size_sweep_says_whether_layouts_converge():
+    h = _headline([400], [2100])
+    apart = storage.findings(_result({"headline": h, "size_sweep": _sweep(
+        {4096: ([130, 135, 140], [1600, 2000, 2400]), 1 << 20: ([1060, 1100, 1140], [2250, 2300, 2350])})}))
+    f = _key(apart, "size_sweep")
+    assert "have not converged" in f.text and "narrows" in f.text and f.value == pytest.approx(2300 / 1100, rel=1e-3)
+    together = storage.findings(_result({"headline": h, "size_sweep": _sweep(
+        {4096: ([130, 135, 140], [1600, 2000, 2400]), 1 << 20: ([2200, 2300, 2400], [2250, 2300, 2350])})}))
+    assert "they converge" in _key(together, "size_sweep").text
+
+
+def _chunks(values):
+    rows = []
+    for (mode, chunk), runs in values.items():
+        rows += [dict(mode=mode, chunk=chunk, run=i, MBps=v, error=None) for i, v in enumerate(runs)]
+    return rows
+
+
+def test_read_size_dips_are_judged_against_the_spread():
+    noisy = _result({"headline": _headline([400], [2100]), "chunk_sweep": _chunks({
+        ("O_DIRECT", 262144): [2829, 3497, 3583], ("O_DIRECT", 1 << 20): [1768, 1860, 3115],
+        ("buffered", 262144): [3186, 3267, 3269], ("buffered", 1 << 20): [3100, 3150, 3270]})})
+    text = storage.chunk_sweep_notes(noisy)
+    assert "inside the run-to-run spread" in text and "real dip" not in text
+    real = _result({"headline": _headline([400], [2100]), "chunk_sweep": _chunks({
+        ("O_DIRECT", 262144): [3300, 3350, 3400], ("O_DIRECT", 1 << 20): [2200, 2250, 2300]})})
+    assert "a real dip" in storage.chunk_sweep_notes(real)
+    flat = _result({"headline": _headline([400], [2100]), "chunk_sweep": _chunks({
+        ("buffered", 4096): [3000, 3010, 3020], ("buffered", 65536): [3100, 3110, 3120]})})
+    assert "never fell" in storage.chunk_sweep_notes(flat) and "No configuration varied" in storage.chunk_sweep_notes(flat)
+    assert "O_DIRECT at 1 MiB (1,768–3,115 MB/s, coefficient of variation 33%)" in text
+
+
+def test_odirect_finding_follows_the_data():
+    res = _result({"headline": _headline([400], [2100]), "chunk_sweep": _chunks({
+        ("buffered", 4096): [2300, 2700, 2900], ("O_DIRECT", 4096): [200, 203, 240],
+        ("buffered", 262144): [3186, 3267, 3269], ("O_DIRECT", 262144): [2829, 3497, 3583]})})
+    f = _key(storage.findings(res), "odirect")
+    assert "readahead is worth" in f.text and "From 256 KiB" in f.text
+    never = _result({"headline": _headline([400], [2100]), "chunk_sweep": _chunks({
+        ("buffered", 4096): [2300, 2700, 2900], ("O_DIRECT", 4096): [200, 203, 240],
+        ("buffered", 262144): [3186, 3267, 3269], ("O_DIRECT", 262144): [1000, 1100, 1200]})})
+    assert "stayed below buffered" in _key(storage.findings(never), "odirect").text
+
+
+def _length(short, part, whole):
+    rows = []
+    for what, vals, n in (("headline shard", short, 163840000), ("long shard, first part", part, 163840000),
+                          ("long shard, whole", whole, 1 << 30)):
+        rows += [dict(read=what, run=i, chunk=16384, bytes=n, MBps=v) for i, v in enumerate(vals)]
+    return rows
+
+
+def test_shard_length_note_names_the_cause_the_data_show():
+    h = _headline([400], [2100])
+    by_length = _result({"headline": h, "shard_length": _length([2100, 2300, 2200], [2150, 2250, 2200],
+                                                                [3000, 3100, 3050])})
+    assert "comes from the length of the read" in storage.shard_length_note(by_length)
+    by_file = _result({"headline": h, "shard_length": _length([2100, 2150, 2200], [3000, 3050, 3100],
+                                                              [3000, 3100, 3050])})
+    assert "comes from the file" in storage.shard_length_note(by_file)
+    neither = _result({"headline": h, "shard_length": _length([2000, 2600, 3000], [2100, 2500, 3100],
+                                                              [2200, 2700, 3000])})
+    assert "run-to-run variation" in storage.shard_length_note(neither)
+
+
+def test_purge_and_residency_notes_are_computed():
+    pm = [dict(purge_method=m, run=r, MBps=v, resident_at_start=res)
+          for m, vals, res in (("drop_caches", [450, 560, 330], 0.0), ("fadvise", [460, 420, 390], 0.0))
+          for r, v in enumerate(vals)]
+    clean = storage.purge_note(_result({"purge_methods": pm}))
+    assert "Both purges left at most 0.0%" in clean and "within the runs' spread" in clean
+    dirty_pm = [dict(r, resident_at_start=0.4) if r["purge_method"] == "fadvise" else r for r in pm]
+    dirty = storage.purge_note(_result({"purge_methods": dirty_pm}))
+    assert "Both purges" not in dirty and "`fadvise` left up to 40%" in dirty and "not fully cold" in dirty
+    fast = [dict(purge_method=m, run=r, MBps=v, resident_at_start=0.0)
+            for m, vals in (("drop_caches", [100, 105, 110]), ("fadvise", [300, 310, 320])) for r, v in enumerate(vals)]
+    assert "only `drop_caches` evicts" in storage.purge_note(_result({"purge_methods": fast}))
+    h = pd.DataFrame(_headline([400], [2100], [3000], [9000]))
+    assert "met" in storage.residency_note(h) and "not met" not in storage.residency_note(h)
+    h.loc[h["cache"] == "cold", "resident_at_start"] = 0.3
+    assert "**not met**" in storage.residency_note(h)
+
+
+def test_spread_above_twenty_percent_is_commented():
+    res = _result({"headline": _headline([400, 410, 415], [1610, 2426, 2334])})
+    note = storage.headline_notes(res)
+    assert "cold sequential" in note and "1,610 MB/s" in note and "The first run was the slowest" in note
+    calm = _result({"headline": _headline([400, 410, 415], [2300, 2426, 2334])})
+    assert "less than 20%" in storage.headline_notes(calm)
+
+
+def test_findings_of_an_older_result_still_work():
+    """The committed reference run predates the latency and shard-length tables."""
+    from datajourney.book import results
+
+    ref = results.load_reference(storage.CHAPTER)
+    if ref is None:
+        pytest.skip("no committed reference result")
+    items = storage.findings(ref)
+    assert 3 <= len(items) <= 6
+    assert all("nan" not in f.text.lower() for f in items)
+
+
+def test_published_comparison_names_the_kind_of_cold():
+    h = _headline([400, 410, 415], [2100, 2400, 2300])
+    guest = storage.published_note(_result({"headline": h, "latency": _latency(19.0)}, hypervisor=True))
+    assert "published cold ratio is 20.2×" in guest and "smaller" in guest and "guest-cold" in guest
+    device = storage.published_note(_result({"headline": h, "latency": _latency(80.0)}, hypervisor=True))
+    assert "guest-cold" not in device and "no faster than flash" in device
+    inside = storage.published_note(_result({"headline": _headline([70, 72, 71], [1300, 1420, 1500])}))
+    assert "lies within this run's range" in inside

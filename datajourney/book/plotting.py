@@ -542,4 +542,108 @@ def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
     fig.update_layout(title=title, legend_title_text="work")
     fig.update_xaxes(title_text="prefetch_factor", type="category")
     fig.update_yaxes(title_text="mean data wait per step (ms; bars: min–max over runs)", rangemode="tozero")
+
+
+# ------------------------------------------------------------------ chapters 2 and 3: small multiples
+def _facet_grid(n: int, titles: list[str], shared_y: bool):
+    from plotly.subplots import make_subplots
+
+    return make_subplots(rows=1, cols=n, shared_yaxes=shared_y, subplot_titles=titles,
+                         horizontal_spacing=0.08 if not shared_y else 0.04)
+
+
+def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title: str, xaxis: str, yaxis: str,
+                unit: str = "MB/s", shared_y: bool = False, names: dict | None = None) -> go.Figure:
+    """Grouped bars of a :func:`datajourney.book.stats.summarise` table in one panel per ``facet``
+    value, each panel on its own linear axis from zero (bar heights compare as ratios within a
+    panel). Error bars: one sample standard deviation; the hover adds min, max and runs."""
+    facets = list(dict.fromkeys(summary[facet]))
+    series = list(dict.fromkeys(summary[color]))
+    fig = _facet_grid(len(facets), [f"{facet}: {f}" for f in facets], shared_y)
+    for ci, fv in enumerate(facets, start=1):
+        part = summary[summary[facet] == fv]
+        for i, name in enumerate(series):
+            g = part[part[color] == name]
+            if g.empty:
+                continue
+            label = (names or {}).get(name, str(name))
+            fig.add_bar(
+                x=g[x].astype(str), y=g["mean"], name=label, legendgroup=label, showlegend=ci == 1,
+                marker_color=PALETTE[i % len(PALETTE)],
+                error_y=dict(type="data", array=g["std"], visible=True),
+                customdata=g[["std", "min", "max", "n"]].to_numpy(),
+                hovertemplate=(f"<b>{label}</b> ({facet}: {fv})<br>{xaxis}: %{{x}}<br>mean %{{y:,.3~g}} {unit}"
+                               f"<br>± %{{customdata[0]:,.3~g}} (std, error bar)<br>min %{{customdata[1]:,.3~g}}, "
+                               f"max %{{customdata[2]:,.3~g}}<br>runs: %{{customdata[3]}}<extra></extra>"),
+                row=1, col=ci,
+            )
+    fig.update_layout(title=title, barmode="group", legend_title_text=color,
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    fig.update_xaxes(title_text=xaxis, type="category")
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(title_text=yaxis + " (bars: ± std)", row=1, col=1)
+    return fig
+
+
+def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title: str, xaxis: str, yaxis: str,
+                 unit: str = "", centre: str = "mean", low: str = "min", high: str = "max",
+                 band_label: str = "min–max", log_x: bool = False, log_y: bool = False, shared_y: bool = False,
+                 names: dict | None = None, y_format: str = ",.3~g") -> go.Figure:
+    """One panel per ``facet`` value, one line per ``color`` value: ``centre`` with error bars
+    from ``low`` to ``high`` (named by ``band_label`` on the axis and in the hover)."""
+    facets = list(dict.fromkeys(summary[facet]))
+    series = list(dict.fromkeys(summary[color]))
+    fig = _facet_grid(len(facets), [f"{facet}: {f}" for f in facets], shared_y)
+    for ci, fv in enumerate(facets, start=1):
+        part = summary[summary[facet] == fv]
+        for i, name in enumerate(series):
+            g = part[part[color] == name].sort_values(x)
+            if g.empty:
+                continue
+            label = (names or {}).get(name, str(name))
+            n = g["n"] if "n" in g else pd.Series([None] * len(g), index=g.index)
+            fig.add_scatter(
+                x=g[x], y=g[centre], name=label, legendgroup=label, showlegend=ci == 1, mode="lines+markers",
+                line=dict(color=PALETTE[i % len(PALETTE)]),
+                error_y=dict(type="data", symmetric=False, array=g[high] - g[centre], arrayminus=g[centre] - g[low]),
+                customdata=list(zip(g[low], g[high], n, strict=True)),
+                hovertemplate=(f"<b>{label}</b> ({facet}: {fv})<br>{xaxis}: %{{x}}<br>{centre} %{{y:{y_format}}} {unit}"
+                               f"<br>{band_label}: %{{customdata[0]:{y_format}}} – %{{customdata[1]:{y_format}}}"
+                               f"<br>n = %{{customdata[2]}}<extra></extra>"),
+                row=1, col=ci,
+            )
+    fig.update_layout(title=title, legend_title_text=color, legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
+    fig.update_yaxes(type="log" if log_y else "linear")
+    if not log_y:
+        fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(title_text=f"{yaxis} (bars: {band_label})", row=1, col=1)
+    return fig
+
+
+def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, floor_label: str) -> go.Figure:
+    """Cumulative distribution of single-request latencies (one line per series, log x), with a
+    vertical marker at ``floor_us`` (e.g. the fastest a flash read can be)."""
+    fig = go.Figure()
+    for i, (name, g) in enumerate(cdf.groupby("series", sort=False)):
+        g = g.sort_values("quantile")
+        fig.add_scatter(x=g["us"], y=100 * g["quantile"], name=str(name), mode="lines+markers",
+                        line=dict(color=PALETTE[i % len(PALETTE)]), marker=dict(size=5),
+                        hovertemplate=(f"<b>{name}</b><br>%{{y:.3~g}}% of requests took at most %{{x:,.3~g}} µs"
+                                       "<extra></extra>"))
+    fig.add_vline(x=floor_us, line=dict(dash="dot", color="#555555"))
+    fig.add_annotation(x=float(__import__("math").log10(floor_us)), y=1.0, yref="paper", yanchor="bottom",
+                       text=floor_label, showarrow=False, xanchor="left", font=dict(size=11, color="#555555"))
+    fig.update_layout(title=title, legend_title_text="requests", legend=dict(orientation="h", yanchor="top", y=-0.22))
+    fig.update_xaxes(title_text="latency of one request (µs, log scale)", type="log")
+    fig.update_yaxes(title_text="requests at or below (percent)", range=[0, 101])
+    return fig
+
+
+def size_ticks(fig: go.Figure, values, label=None) -> go.Figure:
+    """Label every x axis of ``fig`` at ``values`` only (e.g. byte sizes as '4 KiB', '1 MiB'),
+    instead of plotly's log-axis digits."""
+    vals = sorted({int(v) for v in values})
+    fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=[(label or size_label)(v) for v in vals],
+                     minor=dict(showgrid=False))
     return fig
