@@ -245,7 +245,7 @@ def main(argv=None) -> int:
     r.add_argument("--replace", action="store_true",
                    help="with --run-id: delete the existing run of that name (after every check passed)")
     r.add_argument("--verify-data", choices=("quick", "full"),
-                   help="how data sets are verified on reuse: quick (sizes, time stamps, a 1%% sample; the "
+                   help="how data sets are verified on reuse: quick (sizes, time stamps, a 0.5%% sample; the "
                         "default) or full (every byte); same as DATAJOURNEY_VERIFY")
     r.add_argument("--results", type=Path, help="parent of run directories (default: results/)")
     r.add_argument("--as-reference", metavar="HOST", help="label this run as the reference run of HOST")

@@ -25,11 +25,11 @@ stamp file records every file's inode, mtime and ctime. On every reuse:
    or copied since: all of its blocks are hashed and compared (a bit flipped by any
    write changes the ctime, which no user can set back, so it is always caught);
    the stamps are refreshed when every such file is intact (e.g. after a copy);
-3. a random sample of blocks (1 %, at least 64; every block of a small data set) is
+3. a random sample of blocks (0.5 %, at least 2 MiB worth: all of a small data set) is
    hashed and compared, to catch damage no time stamp shows (media errors, bit rot
    under the file system).
 
-The cost is one ``stat`` per file, plus reading 1 % of the bytes: measured by
+The cost is one ``stat`` per file, plus reading 0.5 % of the blocks: measured by
 ``python -m datajourney bench verify`` (``data/benchmarks/verify_full.json``): for the
 chapter 2 and 3 full-profile data sets, a few percent of their generation time (numbers
 in that file). ``DATAJOURNEY_VERIFY=full`` (or ``run --verify-data full``) hashes every
@@ -50,6 +50,7 @@ import bisect
 import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -78,8 +79,9 @@ BLOCK = 4096
 MAX_FILES = 5_000_000
 MAX_BYTES = 1 << 40
 HASH_BLOCK = 1 << 20
-SAMPLE_FRACTION = 0.01
-SAMPLE_MIN_BLOCKS = 64
+#: Share of the blocks hashed on every reuse (at least SAMPLE_MIN_BYTES worth: all of a small data set).
+SAMPLE_FRACTION = 0.005
+SAMPLE_MIN_BYTES = 2 << 20
 #: A temporary directory written from another host is presumed abandoned after this long untouched.
 STALE_AGE_S = 24 * 3600
 #: File time stamps tick coarsely (a jiffy); a change within this of the stamp could hide.
@@ -426,16 +428,15 @@ def pending_writes(parent, exclude_pid: int | None = None) -> tuple[int, int, li
 
 
 # --------------------------------------------------------------------------- integrity
+DIGEST_CHARS = 16  # 64 bits of SHA-1 per block: a chance of 2**-64 to miss a damaged block
+
+
 def _hash(data) -> str:
-    return hashlib.sha1(data, usedforsecurity=False).hexdigest()[:16]
+    return hashlib.sha1(data, usedforsecurity=False).hexdigest()[:DIGEST_CHARS]
 
 
 def _block_digests(fd: int, size: int) -> list[str]:
     return [_hash(os.pread(fd, HASH_BLOCK, off)) for off in range(0, size, HASH_BLOCK)]
-
-
-def _stamp(st: os.stat_result) -> list[int]:
-    return [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def _payload_files(root: Path) -> list[str]:
@@ -470,29 +471,47 @@ def _settle(d: Path) -> bool:
 
 
 def build_index(root) -> tuple[dict, list]:
-    """(index, stamps) of the files under ``root``: sizes and block digests, and the stat stamps
-    taken before each file was read (a write during the read then shows as a changed stamp)."""
+    """(index, stamps) of the files under ``root``: paths, sizes and block digests, and the
+    (inode, mtime, ctime) of each file taken before it was read (a write during the read
+    then shows as a changed stamp)."""
     root = Path(root)
     stamps_ok = _settle(root)
-    files, stamps = [], []
-    for rel in _payload_files(root):
-        fd = os.open(root / rel, os.O_RDONLY)
-        try:
-            st = os.fstat(fd)
-            files.append([rel, st.st_size, _block_digests(fd, st.st_size)])
-            stamps.append(_stamp(st))
-        finally:
-            os.close(fd)
-    index = {"version": 1, "block": HASH_BLOCK, "hash": "sha1/64", "stamps_reliable": stamps_ok, "files": files}
+    paths, sizes, digests, stamps = [], [], [], []
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for rel in _payload_files(root):
+            fd = os.open(rel, os.O_RDONLY, dir_fd=root_fd)
+            try:
+                st = os.fstat(fd)
+                paths.append(rel)
+                sizes.append(st.st_size)
+                digests += _block_digests(fd, st.st_size)
+                stamps += [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
+    index = {"version": 2, "block": HASH_BLOCK, "hash": "sha1/64", "stamps_reliable": stamps_ok,
+             "paths": paths, "sizes": sizes, "digests": "".join(digests)}
     return index, stamps
 
 
 def _write_stamps(root: Path, index_sha: str, stamps: list) -> None:
-    _write_atomic(root / STAMPS, json.dumps({"index": index_sha, "stamps": stamps}).encode())
+    """The stamps file: the index it belongs to, then a flat list of (inode, mtime, ctime) per file."""
+    _write_atomic(root / STAMPS, (index_sha + "\n" + json.dumps(stamps)).encode())
+
+
+def _read_stamps(root: Path, index_sha: str) -> str | None:
+    """The stamps list as text (compared as text: parsed only when something changed)."""
+    try:
+        head, _, body = (root / STAMPS).read_text().partition("\n")
+    except (OSError, ValueError):
+        return None
+    return body if head == index_sha else None
 
 
 def verify_mode() -> str:
-    """``quick`` (sizes + stamps + a 1 % sample, the default) or ``full`` (every block)."""
+    """``quick`` (sizes + stamps + a 0.5 % sample, the default) or ``full`` (every block)."""
     mode = os.environ.get(VERIFY_ENV, "quick").strip().lower() or "quick"
     if mode not in ("quick", "full"):
         raise ParameterError(VERIFY_ENV, mode, "'quick' or 'full'")
@@ -517,70 +536,78 @@ def check(root, *, full: bool | None = None, stats: dict | None = None) -> list[
     if index_sha != integ.get("index_sha256"):
         return [f"its integrity index {INDEX} does not match its manifest"]
     index = json.loads(raw)
-    block = int(index["block"])
-    saved = _read_json(root / STAMPS)
-    stamps = saved["stamps"] if isinstance(saved, dict) and saved.get("index") == index_sha else None
-    if stamps is not None and len(stamps) != len(index["files"]):
-        stamps = None
-    reliable = index.get("stamps_reliable", True)
+    block, paths, sizes, digests = int(index["block"]), index["paths"], index["sizes"], index["digests"]
+    width = DIGEST_CHARS
+    saved = _read_stamps(root, index_sha)
     problems: list[str] = []
-    to_hash: dict[int, set | None] = {}  # file number -> blocks to hash (None: all of them)
-    now_stamps: list = [None] * len(index["files"])
-    for k, (rel, size, _) in enumerate(index["files"]):
-        try:
-            st = os.stat(root / rel)
-        except FileNotFoundError:
-            problems.append(f"{rel} is missing")
-            continue
-        except OSError as e:
-            problems.append(f"{rel} cannot be read ({e.strerror})")
-            continue
-        if st.st_size != size:
-            how = "truncated" if st.st_size < size else "grown"
-            problems.append(f"{rel} is {st.st_size:,} bytes instead of {size:,} ({how})")
-            continue
-        now_stamps[k] = _stamp(st)
-        if full or not reliable or stamps is None or stamps[k] != now_stamps[k]:
-            to_hash[k] = None
-    changed = len(to_hash)
-    # a random sample of blocks, for damage no time stamp shows
-    counts = [-(-f[1] // block) for f in index["files"]]
-    cum = list(np.cumsum(counts)) if counts else []
-    total_blocks = int(cum[-1]) if cum else 0
-    k_sample = total_blocks if full else min(total_blocks, max(SAMPLE_MIN_BLOCKS,
-                                                                math.ceil(SAMPLE_FRACTION * total_blocks)))
-    for g in random.sample(range(total_blocks), k_sample) if total_blocks and not full else []:
-        k = bisect.bisect_right(cum, g)
-        if now_stamps[k] is None or to_hash.get(k, 0) is None:
-            continue
-        to_hash.setdefault(k, set()).add(g - (int(cum[k - 1]) if k else 0))
-    hashed = 0
-    for k in sorted(to_hash):
-        rel, size, digests = index["files"][k]
-        blocks = range(len(digests)) if to_hash[k] is None else sorted(to_hash[k])
-        try:
-            fd = os.open(root / rel, os.O_RDONLY)
-        except OSError as e:
-            problems.append(f"{rel} cannot be read ({e.strerror})")
-            continue
-        try:
-            for b in blocks:
-                data = os.pread(fd, block, b * block)
-                hashed += len(data)
-                if _hash(data) != digests[b]:
-                    where = "" if len(digests) == 1 else f" (block {b} at byte {b * block:,})"
-                    problems.append(f"{rel} differs from what was generated{where}")
-                    break
-        except OSError as e:
-            problems.append(f"{rel} cannot be read ({e.strerror})")
-        finally:
-            os.close(fd)
+    bad = set()  # files already found missing or of the wrong size
+    now: list[int] = []
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)  # names resolved from here: no path objects
+    try:
+        stat = os.stat
+        for k, rel in enumerate(paths):
+            try:
+                st = stat(rel, dir_fd=root_fd)
+            except OSError as e:
+                problems.append(f"{rel} is missing" if e.errno == errno.ENOENT else f"{rel} cannot be read ({e.strerror})")
+                bad.add(k)
+                now += [0, 0, 0]
+                continue
+            if st.st_size != sizes[k]:
+                how = "truncated" if st.st_size < sizes[k] else "grown"
+                problems.append(f"{rel} is {st.st_size:,} bytes instead of {sizes[k]:,} ({how})")
+                bad.add(k)
+            now += [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+        now_text = json.dumps(now)
+        to_hash: dict[int, set | None] = {}  # file number -> blocks to hash (None: all of them)
+        if full or not index.get("stamps_reliable", True) or saved is None:
+            to_hash = {k: None for k in range(len(paths)) if k not in bad}
+        elif saved != now_text:  # something was written, replaced or copied: find what
+            old = json.loads(saved)
+            for k in range(len(paths)):
+                if k not in bad and old[3 * k:3 * k + 3] != now[3 * k:3 * k + 3]:
+                    to_hash[k] = None
+        changed = len(to_hash)
+        # a random sample of blocks, for damage no time stamp shows
+        cum = list(itertools.accumulate(-(-n // block) for n in sizes))
+        total_blocks = cum[-1] if cum else 0
+        share = max(SAMPLE_FRACTION, SAMPLE_MIN_BYTES / max(1, sum(sizes)))
+        k_sample = total_blocks if full else min(total_blocks, math.ceil(share * total_blocks))
+        for g in random.sample(range(total_blocks), k_sample) if total_blocks and not full else []:
+            k = bisect.bisect_right(cum, g)
+            if k in bad or (k in to_hash and to_hash[k] is None):
+                continue
+            to_hash.setdefault(k, set()).add(g - (cum[k - 1] if k else 0))
+        hashed = 0
+        for k in sorted(to_hash):
+            rel, first = paths[k], (cum[k - 1] if k else 0)
+            n_blocks = cum[k] - first
+            blocks = range(n_blocks) if to_hash[k] is None else sorted(to_hash[k])
+            try:
+                fd = os.open(rel, os.O_RDONLY, dir_fd=root_fd)
+            except OSError as e:
+                problems.append(f"{rel} cannot be read ({e.strerror})")
+                continue
+            try:
+                for b in blocks:
+                    data = os.pread(fd, block, b * block)
+                    hashed += len(data)
+                    if _hash(data) != digests[(first + b) * width:(first + b + 1) * width]:
+                        where = "" if n_blocks == 1 else f" (block {b} at byte {b * block:,})"
+                        problems.append(f"{rel} differs from what was generated{where}")
+                        break
+            except OSError as e:
+                problems.append(f"{rel} cannot be read ({e.strerror})")
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
     if stats is not None:
-        stats.update(files=len(index["files"]), changed=changed, bytes_hashed=hashed,
-                     blocks_sampled=k_sample, total_blocks=total_blocks, full=full)
-    if not problems and changed and reliable and all(s is not None for s in now_stamps):
-        try:  # refresh the stamps (e.g. after a copy); the stat was taken before the hash
-            _write_stamps(root, index_sha, now_stamps)
+        stats.update(files=len(paths), changed=changed, bytes_hashed=hashed, blocks_sampled=k_sample,
+                     total_blocks=total_blocks, full=full)
+    if not problems and saved != now_text and index.get("stamps_reliable", True):
+        try:  # refresh the stamps (e.g. after a copy); each stat was taken before its file was hashed
+            _write_stamps(root, index_sha, now)
         except OSError:
             pass  # a read-only directory: the changed files are hashed again next time
     return problems
@@ -694,7 +721,7 @@ def generate(parent: Path, name: str, params: dict, total: int | None, needed: i
                 "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "generation_seconds": round(time.perf_counter() - t0, 3),
                 "generated_by": {"host": owner["host"], "pid": owner["pid"]},
-                "integrity": {"index": INDEX, "index_sha256": index_sha, "files": len(index["files"]),
+                "integrity": {"index": INDEX, "index_sha256": index_sha, "files": len(index["paths"]),
                               "block": HASH_BLOCK, "hash": index["hash"]},
             }
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))

@@ -141,15 +141,16 @@ def test_damaged_data_set_is_regenerated_with_a_message(tmp_path, capsys, damage
 
 
 def test_a_write_is_caught_by_its_time_stamps_not_by_luck(tmp_path):
-    # 2,000 files: the 1 % sample reads 64 of 2,001 blocks; the changed ctime makes the damaged file hashed.
-    ds = datasets.small_files(tmp_path, n_files=2000, file_size=512, progress=False)
+    # 2,000 files of 4 KiB and their shard: the sample reads about 2 MiB of 16, 1 block in 8; the changed
+    # ctime is what makes the damaged file hashed.
+    ds = datasets.small_files(tmp_path, n_files=2000, file_size=4096, progress=False)
     victim = ds.root / "files" / "00001234.bin"
     data = bytearray(victim.read_bytes())
     data[7] ^= 0x01  # one bit, same size
     victim.write_bytes(bytes(data))
     stats = {}
     assert datasets.check(ds.root, stats=stats) == ["files/00001234.bin differs from what was generated"]
-    assert stats["changed"] == 1 and stats["blocks_sampled"] == 64
+    assert stats["changed"] == 1 and stats["blocks_sampled"] < stats["total_blocks"] / 4
 
 
 def test_damage_no_time_stamp_shows_is_caught_by_the_sample_or_full_check(tmp_path, monkeypatch):
@@ -159,8 +160,9 @@ def test_damage_no_time_stamp_shows_is_caught_by_the_sample_or_full_check(tmp_pa
         f.write(b"\x00\x01")
     # pretend the file system never told: refresh the stamps as if nothing had been written
     index_sha = ds.manifest["integrity"]["index_sha256"]
-    files = json.loads((ds.root / datasets.INDEX).read_text())["files"]
-    datasets._write_stamps(ds.root, index_sha, [datasets._stamp(os.stat(ds.root / f[0])) for f in files])
+    paths = json.loads((ds.root / datasets.INDEX).read_text())["paths"]
+    stamps = [x for rel in paths for st in [os.stat(ds.root / rel)] for x in (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)]
+    datasets._write_stamps(ds.root, index_sha, stamps)
     assert datasets.check(ds.root) == ["files/00000005.bin differs from what was generated"]  # small: all sampled
     monkeypatch.setenv(datasets.VERIFY_ENV, "full")
     assert datasets.check(ds.root) and not datasets.verify(ds)
