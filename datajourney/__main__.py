@@ -144,7 +144,8 @@ def _bench_verify(a) -> int:
         for name, q, nbytes in unique:
             t0 = time.perf_counter()
             if q["kind"] == "small_files":
-                datasets.small_files(tmp, n_files=q["n_files"], file_size=q["file_size"], seed=q["seed"], progress=False)
+                datasets.small_files(tmp, n_files=q["n_files"], file_size=q["file_size"], seed=q["seed"],
+                                     progress=False)
             else:
                 datasets.shard(tmp, size=q["size"], seed=q["seed"], progress=False)
             gen = time.perf_counter() - t0

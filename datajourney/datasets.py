@@ -549,7 +549,8 @@ def check(root, *, full: bool | None = None, stats: dict | None = None) -> list[
             try:
                 st = stat(rel, dir_fd=root_fd)
             except OSError as e:
-                problems.append(f"{rel} is missing" if e.errno == errno.ENOENT else f"{rel} cannot be read ({e.strerror})")
+                problems.append(f"{rel} is missing" if e.errno == errno.ENOENT
+                                else f"{rel} cannot be read ({e.strerror})")
                 bad.add(k)
                 now += [0, 0, 0]
                 continue

@@ -161,7 +161,8 @@ def test_damage_no_time_stamp_shows_is_caught_by_the_sample_or_full_check(tmp_pa
     # pretend the file system never told: refresh the stamps as if nothing had been written
     index_sha = ds.manifest["integrity"]["index_sha256"]
     paths = json.loads((ds.root / datasets.INDEX).read_text())["paths"]
-    stamps = [x for rel in paths for st in [os.stat(ds.root / rel)] for x in (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)]
+    stamps = [x for rel in paths for st in [os.stat(ds.root / rel)]
+              for x in (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)]
     datasets._write_stamps(ds.root, index_sha, stamps)
     assert datasets.check(ds.root) == ["files/00000005.bin differs from what was generated"]  # small: all sampled
     monkeypatch.setenv(datasets.VERIFY_ENV, "full")
@@ -279,15 +280,17 @@ def test_stale_rules_never_touch_a_live_generation(tmp_path):
     try:
         live_here = _fake_temp(tmp_path, "a", {**me, "pid": sleeper.pid, "start": datasets._proc_start(sleeper.pid)})
         other_host = _fake_temp(tmp_path, "b", {**me, "host": "elsewhere", "pid": 1})
-        other_host_old = _fake_temp(tmp_path, "c", {**me, "host": "elsewhere", "pid": 1}, age_s=2 * datasets.STALE_AGE_S)
+        other_host_old = _fake_temp(tmp_path, "c", {**me, "host": "elsewhere", "pid": 1},
+                                    age_s=2 * datasets.STALE_AGE_S)
         reused_pid = _fake_temp(tmp_path, "d", {**me, "pid": sleeper.pid, "start": -1})
         rebooted = _fake_temp(tmp_path, "e", {**me, "pid": sleeper.pid, "boot_id": "another-boot"})
         dead_here = _fake_temp(tmp_path, "f", {**me, "pid": 999_999_999})
         old_publish = tmp_path / ".old-g-12345678"
         old_publish.mkdir()
         locked = _fake_temp(tmp_path, "h", {**me, "pid": 999_999_999})
-        holder = subprocess.Popen([PY, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-                                   "fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); sys.stdin.read()",
+        holder = subprocess.Popen([PY, "-c", "import fcntl, os, sys; "
+                                   "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_SH); "
+                                   "print('held', flush=True); sys.stdin.read()",
                                    str(tmp_path / ".lock-h")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout.readline().strip() == "held"
         removed = datasets.clean_stale(tmp_path)

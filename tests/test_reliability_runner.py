@@ -109,7 +109,8 @@ def test_dead_kernel_names_chapter_notebook_cell_and_cause(tmp_path, monkeypatch
     monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(
         tmp_path / "nb", "x = 1",
         "import os, signal, subprocess\n"
-        f"child = subprocess.Popen(['sleep', '120'])\nopen({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "child = subprocess.Popen(['sleep', '120'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
         "os.kill(os.getpid(), signal.SIGKILL)"))
     with pytest.raises(runner.RunError) as e:
         runner.run(["1"], profile="ci", results_root=tmp_path / "res", run_id="dead", progress=False)
@@ -152,7 +153,8 @@ def test_interrupt_stops_cleanly_and_leaves_no_process(tmp_path, sig):
     pids, marker = tmp_path / "pids", tmp_path / "finally"
     nb = _notebook(tmp_path / "nb", "x = 1",
                    "import os, subprocess, time\n"
-                   f"child = subprocess.Popen(['sleep', '120'])\nopen({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+                   "child = subprocess.Popen(['sleep', '120'])\n"
+                   f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
                    f"try:\n    time.sleep(120)\nfinally:\n    open({str(marker)!r}, 'w').write('cleaned up')")
     p = subprocess.Popen([PY, "-c", DRIVER, str(nb), "run", "1", "--profile", "ci", "--quiet", "--results",
                           str(tmp_path / "res"), "--run-id", "i"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

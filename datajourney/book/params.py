@@ -199,11 +199,47 @@ def requires(name: str, value, module: str, install: str) -> None:
         raise ParameterError(name, value, f"an option this machine can run ({value!r} needs {install})")
 
 
-def memory(name: str, value, needed_bytes: int, *, what: str) -> None:
-    """Fail when ``what`` needs more memory than this machine has available (psutil's estimate)."""
+def available_memory() -> tuple[int, str]:
+    """(bytes this process can still allocate, what limits it): the least of the machine's
+    available memory (psutil), the room left under this cgroup's memory limit (v2
+    ``memory.max``, v1 ``memory.limit_in_bytes``; a container's limit, which psutil does not
+    see and which the out-of-memory killer enforces), and the address space left under
+    ``ulimit -v``."""
+    import resource
+
     import psutil
 
-    available = psutil.virtual_memory().available
+    out = [(psutil.virtual_memory().available, "available memory")]
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":
+                base = Path("/sys/fs/cgroup") / path.lstrip("/")
+                limit_f, usage_f = base / "memory.max", base / "memory.current"
+            elif "memory" in controllers.split(","):
+                base = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+                limit_f, usage_f = base / "memory.limit_in_bytes", base / "memory.usage_in_bytes"
+            else:
+                continue
+            try:
+                limit = limit_f.read_text().strip()
+                if limit != "max" and int(limit) < 1 << 60:
+                    out.append((max(0, int(limit) - int(usage_f.read_text())), f"the cgroup memory limit ({limit_f})"))
+            except (OSError, ValueError):
+                pass
+    except (OSError, ValueError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        used = psutil.Process().memory_info().vms
+        out.append((max(0, soft - used), "the address-space limit (ulimit -v)"))
+    return min(out)
+
+
+def memory(name: str, value, needed_bytes: int, *, what: str) -> None:
+    """Fail when ``what`` needs more memory than this process can have (see :func:`available_memory`)."""
+    available, limit = available_memory()
     if needed_bytes > available:
         raise ParameterError(name, value, f"a value for which {what} fits in memory "
-                                          f"(needs {needed_bytes / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available)")
+                                          f"(needs {needed_bytes / 2**30:.1f} GiB, {available / 2**30:.1f} GiB "
+                                          f"available under {limit})")

@@ -599,14 +599,15 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                 entry.update(status="interrupted", error=failure)
                 record["chapters"].append(entry)
                 _finish(record, run_dir, "interrupted")
-                cell = f", cell {failure['cell']} of the executed notebook" if failure and failure.get("cell") is not None else ""
+                known = failure and failure.get("cell") is not None
+                cell = f", cell {failure['cell']} of the executed notebook" if known else ""
                 raise Interrupted(_kept(run_dir, record, f"interrupted in {where}{cell}"))
             if failure:
                 entry.update(status="failed", error=failure)
                 record["chapters"].append(entry)
                 _finish(record, run_dir, "failed")
-                at = (f" in cell {failure['cell']} of the executed notebook (execution count {failure['execution_count']})"
-                      if failure.get("cell") is not None else "")
+                at = (f" in cell {failure['cell']} of the executed notebook "
+                      f"(execution count {failure['execution_count']})" if failure.get("cell") is not None else "")
                 raise RunError(f"{where} failed{at}: {failure['ename']}: {failure['evalue']}\n"
                                f"  executed notebook with the traceback: {out}")
             hide_injected_cell(out)
