@@ -336,8 +336,10 @@ def _acquire(fd: int, mode: int, parent: Path, name: str, why: str) -> None:
     if who:
         w = who[0]
         holder = f"another run is generating it (host {w.get('host')}, pid {w.get('pid')})"
+    elif mode == fcntl.LOCK_SH:  # only an exclusive holder blocks a reader: a generation or a publish
+        holder = "another run is generating it"
     else:
-        holder = "another run is using it"
+        holder = "another run is using or generating it"
     notice(f"data set {name} in {parent}: {holder}; waiting before {why}")
     t0 = time.monotonic()
     next_note = 60.0
