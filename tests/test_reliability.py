@@ -105,7 +105,8 @@ def test_a_damaged_data_set_is_not_replaced_under_a_run_reading_it(tmp_path):
     writer.stdin.close()
     assert writer.wait(timeout=60) == 0
     err = writer.stderr.read()
-    assert "another run is using or generating it; waiting before regenerating it" in err, err
+    assert "another run is using or generating it (held on this host by pid %d" % reader.pid in err, err
+    assert "waiting before regenerating it" in err, err
     assert "files/00000003.bin is 1 bytes instead of 1,024 (truncated)" in err, err
 
 

@@ -196,7 +196,13 @@ def results_dir(results_root=None) -> Path:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ParameterError("--results", str(root), f"a directory that can be created ({e.strerror or e})") from None
-    return writable_dir("--results", root, create=False)
+    root = writable_dir("--results", root, create=False)
+    for left in [*root.glob(".replaced-*"), *root.glob(".latest-*")]:  # of a replace or link cut short
+        if left.is_symlink() or left.is_file():
+            left.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(left, ignore_errors=True)
+    return root
 
 
 def read_record(run_dir) -> dict | None:
