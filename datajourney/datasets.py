@@ -301,6 +301,20 @@ def _du(path: Path) -> tuple[int, int]:
 _HELD: dict[str, int] = {}  # lock file -> open descriptor of this process (shared or exclusive lock)
 
 
+def _forget_inherited_locks() -> None:
+    """In a forked child (DataLoader or pool worker): close the inherited lock descriptors. The
+    parent keeps its locks; a child orphaned by a killed parent then holds none of them."""
+    for fd in _HELD.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_locks)
+
+
 def _lock_fd(parent: Path, name: str) -> int | None:
     """This process's descriptor of ``parent/.lock-<name>`` (``None``: the directory is read-only
     and has no lock file, so nobody can be writing there through us)."""

@@ -110,6 +110,23 @@ def test_a_damaged_data_set_is_not_replaced_under_a_run_reading_it(tmp_path):
     assert "files/00000003.bin is 1 bytes instead of 1,024 (truncated)" in err, err
 
 
+def test_forked_workers_do_not_keep_a_data_set_locked(tmp_path):
+    import fcntl
+    import multiprocessing
+
+    datasets.small_files(tmp_path, n_files=4, file_size=512, progress=False)  # holds it shared
+    worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+    worker.start()  # like a DataLoader or pool worker, orphaned if its parent is killed
+    try:
+        datasets.release(tmp_path, "smallfiles-4x512-s0")
+        fd = os.open(tmp_path / ".lock-smallfiles-4x512-s0", os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody holds it any more
+        os.close(fd)
+    finally:
+        worker.kill()
+        worker.join()
+
+
 # --------------------------------------------------------------------------- cases 3, 4: corruption
 def _truncate(root):
     os.truncate(root / "files" / "00000002.bin", 100)
