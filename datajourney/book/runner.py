@@ -440,7 +440,10 @@ class _Stop:
         if threading.current_thread() is not threading.main_thread():
             yield self
             return
-        old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        old = {}
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(s) is not signal.SIG_IGN:  # nohup and background jobs ignore some: keep that
+                old[s] = signal.signal(s, self._handle)
         try:
             yield self
         finally:
