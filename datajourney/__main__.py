@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from . import REPO_ROOT
@@ -16,10 +18,14 @@ def _run(a) -> int:
 
     overrides = {}
     for name, value in a.param or []:
-        overrides[name] = runner.parse_value(value)
+        overrides[name] = runner.parse_value(value, name)
+    if a.verify_data:
+        from .datasets import VERIFY_ENV
+
+        os.environ[VERIFY_ENV] = a.verify_data  # the kernels inherit it
     extra = {"reference_host": a.as_reference, "is_reference_run": True} if a.as_reference else None
     run_dir = runner.run(a.chapters, profile=a.profile, overrides=overrides, run_id=a.run_id,
-                         results_root=a.results, extra=extra, progress=not a.quiet)
+                         results_root=a.results, extra=extra, progress=not a.quiet, replace=a.replace)
     print(f"results and executed notebooks: {run_dir}")
     if a.book:
         from .book import sphinx_ext
@@ -40,6 +46,11 @@ def _book(a) -> int:
         if not (run_dir / "run.json").exists():
             raise ParameterError("--run", a.run, "a run directory made by 'python -m datajourney run' "
                                  f"(looked in {run_dir})")
+        record = runner.read_record(run_dir) or {}
+        if record.get("status") != "ok":
+            bad = [c["chapter"] for c in record.get("chapters", []) if c.get("status") != "ok"]
+            print(f"note: run {run_dir.name} ended with status {record.get('status', 'unknown')!r}"
+                  + (f"; the page of {', '.join(bad)} shows where it stopped" if bad else ""), file=sys.stderr)
     index = sphinx_ext.build(run_dir, strict=not a.no_strict)
     print(f"book built: open file://{index}")
     return 0
@@ -50,8 +61,10 @@ def _promote(a) -> int:
     executed notebooks to notebooks/."""
     from .book.results import REFERENCE_DIR
 
+    from .book.runner import read_record
+
     run_dir = Path(a.run_dir)
-    record = json.loads((run_dir / "run.json").read_text())
+    record = read_record(run_dir) or {}
     if record.get("status") != "ok":
         raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok'")
     dest = REFERENCE_DIR / a.host
@@ -74,7 +87,10 @@ def _promote(a) -> int:
 
 
 def _bench(a) -> int:
-    """Record how long each chapter takes under a profile on this machine, data generation included."""
+    """Record how long each chapter takes under a profile on this machine, data generation included
+    (``bench``), or what verifying data sets on reuse costs against generating them (``bench verify``)."""
+    if a.what == "verify":
+        return _bench_verify(a)
     import tempfile
 
     from .book import runner
@@ -98,6 +114,102 @@ def _bench(a) -> int:
         print(f"{k:<28} {v:6.1f} s  (target < {a.target:.0f} s)")
     print(f"recorded in {a.out}")
     return 0
+
+
+def _bench_verify(a) -> int:
+    """Generate every data set of the chosen chapters under a profile, then time verification on
+    reuse, warm (page cache) and cold (caches dropped where permitted), against generation."""
+    import importlib
+    import tempfile
+
+    from . import datasets
+    from .book import runner
+    from .book.chapters import lookup
+    from .book.fingerprint import fingerprint, summary
+
+    profile = a.profile
+    chapters = [lookup(c) for c in (a.chapters or ["2", "3"])]
+    plans = []
+    for ch in chapters:
+        if ch.module not in ("datajourney.storage", "datajourney.loader"):
+            raise ParameterError("--chapters", ch.number, "chapters whose data sets are small files and shards (2, 3)")
+        params = {**runner.notebook_parameters(ch), **(runner.profiles()[profile].get(ch.name) or {})}
+        mod = importlib.import_module(ch.module)
+        p = mod.check_parameters(params)
+        plans += mod.plans(p) if hasattr(mod, "plans") else [
+            datasets.small_files_plan(p["n_files"], p["file_size"], p.get("seed", 0))]
+    unique = list({n: (n, q, b) for n, q, b in plans}.values())
+    rows = []
+    with tempfile.TemporaryDirectory(dir=a.tmp, prefix="dj-bench-verify-") as tmp:
+        for name, q, nbytes in unique:
+            t0 = time.perf_counter()
+            if q["kind"] == "small_files":
+                datasets.small_files(tmp, n_files=q["n_files"], file_size=q["file_size"], seed=q["seed"],
+                                     progress=False)
+            else:
+                datasets.shard(tmp, size=q["size"], seed=q["seed"], progress=False)
+            gen = time.perf_counter() - t0
+            root = Path(tmp) / name
+            times = {}
+            for state in ("warm", "cold"):
+                method = _make_cold(root) if state == "cold" else "none"
+                stats = {}
+                t0 = time.perf_counter()
+                problems = datasets.check(root, full=False, stats=stats)
+                times[state] = time.perf_counter() - t0
+                if problems:
+                    raise RuntimeError(f"{name}: verification failed on a fresh data set: {problems}")
+                times[f"{state}_purge"] = method
+            t0 = time.perf_counter()
+            datasets.check(root, full=True)
+            full = time.perf_counter() - t0
+            rows.append({"data_set": name, "bytes": nbytes, "files": stats["files"], "generate_s": round(gen, 3),
+                         "verify_warm_s": round(times["warm"], 4), "verify_cold_s": round(times["cold"], 4),
+                         "cold_purge": times["cold_purge"], "bytes_hashed": stats["bytes_hashed"],
+                         "verify_full_warm_s": round(full, 3),
+                         "ratio_warm": round(times["warm"] / gen, 4), "ratio_cold": round(times["cold"] / gen, 4)})
+            print(f"{name:<34} generate {gen:7.2f} s   verify warm {times['warm']:6.3f} s  "
+                  f"cold {times['cold']:6.3f} s ({times['cold'] / gen:5.1%})   full {full:6.2f} s", flush=True)
+            datasets.release(tmp, name)
+        fp = fingerprint(tmp)
+    gen = sum(r["generate_s"] for r in rows)
+    out = {
+        "benchmark": f"verification on reuse vs generation of the {profile}-profile data sets of chapters "
+                     + ", ".join(str(c.number) for c in chapters),
+        "method": "each data set generated into an empty directory (timed: generation, indexing, publish), then "
+                  "datasets.check() timed with the page cache warm and after dropping it (drop_caches as root, "
+                  "else per-file fadvise); check(full=True) hashes every block, for comparison",
+        "target_ratio": a.target_ratio,
+        "profile": profile,
+        "rows": rows,
+        "total": {"generate_s": round(gen, 3),
+                  "verify_warm_s": round(sum(r["verify_warm_s"] for r in rows), 4),
+                  "verify_cold_s": round(sum(r["verify_cold_s"] for r in rows), 4),
+                  "verify_full_warm_s": round(sum(r["verify_full_warm_s"] for r in rows), 3)},
+        "machine": summary(fp),
+        "fingerprint": fp,
+    }
+    out["total"]["ratio_warm"] = round(out["total"]["verify_warm_s"] / gen, 4)
+    out["total"]["ratio_cold"] = round(out["total"]["verify_cold_s"] / gen, 4)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=1))
+    t = out["total"]
+    print(f"total: generate {t['generate_s']:.1f} s, verify warm {t['verify_warm_s']:.2f} s "
+          f"({t['ratio_warm']:.1%}), cold {t['verify_cold_s']:.2f} s ({t['ratio_cold']:.1%}); "
+          f"target <= {a.target_ratio:.0%}")
+    print(f"recorded in {a.out}")
+    return 0
+
+
+def _make_cold(root: Path) -> str:
+    """Drop the page cache (and the inode and dentry caches) where permitted, else evict the files."""
+    from . import pagecache
+
+    if pagecache.can_drop_caches():
+        pagecache.drop_caches()
+        return "drop_caches"
+    pagecache.fadvise_dontneed([p for p in root.rglob("*") if p.is_file()])
+    return "fadvise"
 
 
 def _fingerprint(a) -> int:
@@ -129,7 +241,13 @@ def main(argv=None) -> int:
     r.add_argument("--profile", default="quick", help="ci, quick or full (datajourney/book/profiles.yaml)")
     r.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="override one parameter (YAML value: 4, [0, 4], true, null)")
-    r.add_argument("--run-id", help="name of the run directory (default: date-time-profile)")
+    r.add_argument("--run-id", help="name of the run directory (default: date-time-profile, made unique); "
+                   "an existing one is refused unless --replace")
+    r.add_argument("--replace", action="store_true",
+                   help="with --run-id: delete the existing run of that name (after every check passed)")
+    r.add_argument("--verify-data", choices=("quick", "full"),
+                   help="how data sets are verified on reuse: quick (sizes, time stamps, a 0.5%% sample; the "
+                        "default) or full (every byte); same as DATAJOURNEY_VERIFY")
     r.add_argument("--results", type=Path, help="parent of run directories (default: results/)")
     r.add_argument("--as-reference", metavar="HOST", help="label this run as the reference run of HOST")
     r.add_argument("--book", action="store_true", help="build the book from this run afterwards")
@@ -151,28 +269,47 @@ def main(argv=None) -> int:
     f.add_argument("--json", action="store_true")
     f.set_defaults(fn=_fingerprint)
 
-    be = sub.add_parser("bench", help="record each chapter's wall time under a profile")
-    be.add_argument("--profile", default="ci")
+    be = sub.add_parser("bench", help="record each chapter's wall time under a profile (bench), or the cost of "
+                                      "verifying data sets on reuse against generating them (bench verify)")
+    be.add_argument("what", nargs="?", choices=("chapters", "verify"), default="chapters")
+    be.add_argument("--profile", help="profile (default: ci; full for 'bench verify')")
     be.add_argument("--target", type=float, default=60.0, help="seconds per chapter to meet")
-    be.add_argument("--out", type=Path, default=REPO_ROOT / "data" / "benchmarks" / "ci_profile.json")
-    be.add_argument("--tmp", help="directory for the temporary run and data (default: system temp)")
+    be.add_argument("--target-ratio", type=float, default=0.10, help="bench verify: verification / generation to meet")
+    be.add_argument("--chapters", nargs="*", help="bench verify: chapters whose data sets to measure (default: 2 3)")
+    be.add_argument("--out", type=Path, help="where to record it (default: data/benchmarks/ci_profile.json, "
+                    "or verify_<profile>.json for 'bench verify')")
+    be.add_argument("--tmp", help="directory for the temporary run and data (default: system temp; for "
+                    "'bench verify' put it on the disk to measure)")
     be.set_defaults(fn=_bench)
 
     c = sub.add_parser("chapters", help="list the chapters")
     c.set_defaults(fn=_chapters)
 
     a = ap.parse_args(argv)
-    from .book.runner import RunError
+    if a.cmd == "bench":
+        a.profile = a.profile or ("full" if a.what == "verify" else "ci")
+        a.out = a.out or REPO_ROOT / "data" / "benchmarks" / (
+            "ci_profile.json" if a.what == "chapters" else f"verify_{a.profile}.json")
+    from .book.runner import Interrupted, RunError, missing_module
 
     try:
         return a.fn(a)
-    except (ParameterError, RunError, KeyError, RuntimeError) as e:
+    except Interrupted as e:
+        print(f"interrupted: {e}", file=sys.stderr)
+        return e.exit_code
+    except (ParameterError, RunError, KeyError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {msg}", file=sys.stderr)
-        return 2 if isinstance(e, (ParameterError, KeyError)) else 1
+        return 2 if isinstance(e, (ParameterError, KeyError)) else e.exit_code
+    except ModuleNotFoundError as e:
+        err = missing_module(e, f"'{a.cmd}'")
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except (RuntimeError, OSError) as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("interrupted: partial results stay in the run directory; data sets are only ever "
-              "published complete", file=sys.stderr)
+        print("interrupted before any chapter started: nothing was run", file=sys.stderr)
         return 130
 
 

@@ -58,3 +58,17 @@ def test_reference_training_loop_keeps_up_within_ten_minutes(host):
     runs = [json.loads(p.read_text()) for p in (results.REFERENCE_DIR / host).glob("run-*.json")]
     seconds = [c["seconds"] for rec in runs for c in rec["chapters"] if c["chapter"] == "07_full_picture"]
     assert seconds and seconds[-1] <= 600  # data generation included
+
+
+def test_recorded_verification_cost_of_the_full_data_sets():
+    """Verifying the chapter 2 and 3 full-profile data sets on reuse costs at most 10 % of generating
+    them (``python -m datajourney bench verify``), with the page cache warm and dropped."""
+    rec = json.loads((REPO_ROOT / "data" / "benchmarks" / "verify_full.json").read_text())
+    assert rec["profile"] == "full" and rec["target_ratio"] == 0.10
+    names = {r["data_set"] for r in rec["rows"]}
+    assert {"smallfiles-10000x16384-s0", "shard-1073741824-s0", "smallfiles-50000x4096-s0"} <= names
+    t = rec["total"]
+    assert t["ratio_warm"] <= 0.10 and t["ratio_cold"] <= 0.10, t
+    for r in rec["rows"]:
+        assert r["verify_warm_s"] <= 0.10 * r["generate_s"], r
+        assert r["bytes_hashed"] < r["bytes"] / 20, r  # a sample, not a re-read

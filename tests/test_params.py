@@ -92,3 +92,15 @@ def test_bad_input_leaves_existing_data_intact(tmp_path):
         datasets.small_files(tmp_path, n_files=900, file_size=1 << 30)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert datasets.verify(ds)
+
+
+def test_memory_check_sees_an_address_space_limit():
+    # ulimit -v makes allocations fail long before the machine runs out: the check must see it
+    code = ("import resource, psutil\n"
+            "from datajourney.book.params import memory, ParameterError\n"
+            "vms = psutil.Process().memory_info().vms\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (vms + (1 << 30), resource.RLIM_INFINITY))\n"
+            "try:\n    memory('batch_size', 65536, 4 << 30, what='the token matrix')\n"
+            "except ParameterError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "'batch_size' = 65536" in out.stdout and "ulimit -v" in out.stdout, out.stdout + out.stderr

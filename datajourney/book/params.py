@@ -81,7 +81,7 @@ def choices(name: str, values, allowed: Sequence[str]) -> list[str]:
 
 def writable_dir(name: str, path, *, create: bool = True) -> Path:
     """A directory we can write to. Its parent must exist; it is created if missing."""
-    if path is None or str(path) == "":
+    if path is None or not isinstance(path, (str, os.PathLike)) or str(path) == "":
         raise ParameterError(name, path, "a directory path")
     p = Path(path).expanduser()
     if not p.exists():
@@ -105,6 +105,8 @@ def writable_dir(name: str, path, *, create: bool = True) -> Path:
 def creatable_dir(name: str, path) -> Path:
     """A directory that exists and is writable, or could be created: its nearest existing
     ancestor is a writable directory. Nothing is created."""
+    if path is None or not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise ParameterError(name, path, "a directory path")
     p = Path(path).expanduser().absolute()
     probe = p
     while not probe.exists():
@@ -115,17 +117,54 @@ def creatable_dir(name: str, path) -> Path:
     return p
 
 
-def free_space(name: str, path: Path, needed_bytes: int, *, margin: float = 0.05) -> None:
-    """Fail when the file system holding ``path`` has less free space than needed (+margin)."""
+def free_space(name: str, path: Path, needed_bytes: int, *, margin: float = 0.05, inodes: int = 0,
+               pending_bytes: int = 0, pending_inodes: int = 0) -> None:
+    """Fail when the file system holding ``path`` has less free space than needed.
+
+    The margin scales with what is written: ``margin`` of it, at least 1 MiB (a small data
+    set fits a small disk). ``inodes``: files and directories to create, checked against the
+    free inodes where the file system has a limit. ``pending_bytes``/``pending_inodes``: what
+    other runs are still writing to the same file system; it is needed too.
+    """
+    want_bytes = needed_bytes + pending_bytes
     free = shutil.disk_usage(path).free
-    want = int(needed_bytes * (1 + margin)) + (64 << 20)
+    want = want_bytes + max(int(want_bytes * margin), MIN_MARGIN_BYTES)
     if free < want:
+        others = f", other runs are still writing {size_text(pending_bytes)}" if pending_bytes else ""
         raise ParameterError(
             name,
             str(path),
-            f"a location with at least {want / 2**30:.2f} GiB free "
-            f"(the data set needs {needed_bytes / 2**30:.2f} GiB; {free / 2**30:.2f} GiB free)",
+            f"a location with at least {size_text(want)} free "
+            f"(the data set needs {size_text(needed_bytes)}{others}; {size_text(free)} free)",
         )
+    if inodes or pending_inodes:
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            return
+        if st.f_files == 0:  # no inode limit (btrfs, some network file systems)
+            return
+        want_i = inodes + pending_inodes
+        want_i += max(int(want_i * margin), 64)
+        if st.f_favail < want_i:
+            others = f", other runs are still creating {pending_inodes:,}" if pending_inodes else ""
+            raise ParameterError(
+                name, str(path),
+                f"a file system with at least {want_i:,} free inodes (the data set needs {inodes:,} "
+                f"files and directories{others}; {st.f_favail:,} free)")
+
+
+#: The smallest free-space margin: room for the manifest, index and file-system metadata.
+MIN_MARGIN_BYTES = 1 << 20
+
+
+def size_text(n: float) -> str:
+    """Bytes for people: '250 KiB', '20.0 MiB', '1.25 GiB'."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            v = n / (1 << shift)
+            return f"{v:.2f} {unit}" if v < 10 else f"{v:.1f} {unit}" if v < 100 else f"{v:,.0f} {unit}"
+    return f"{int(n)} bytes"
 
 
 def boolean(name: str, value) -> bool:
@@ -160,11 +199,47 @@ def requires(name: str, value, module: str, install: str) -> None:
         raise ParameterError(name, value, f"an option this machine can run ({value!r} needs {install})")
 
 
-def memory(name: str, value, needed_bytes: int, *, what: str) -> None:
-    """Fail when ``what`` needs more memory than this machine has available (psutil's estimate)."""
+def available_memory() -> tuple[int, str]:
+    """(bytes this process can still allocate, what limits it): the least of the machine's
+    available memory (psutil), the room left under this cgroup's memory limit (v2
+    ``memory.max``, v1 ``memory.limit_in_bytes``; a container's limit, which psutil does not
+    see and which the out-of-memory killer enforces), and the address space left under
+    ``ulimit -v``."""
+    import resource
+
     import psutil
 
-    available = psutil.virtual_memory().available
+    out = [(psutil.virtual_memory().available, "available memory")]
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":
+                base = Path("/sys/fs/cgroup") / path.lstrip("/")
+                limit_f, usage_f = base / "memory.max", base / "memory.current"
+            elif "memory" in controllers.split(","):
+                base = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+                limit_f, usage_f = base / "memory.limit_in_bytes", base / "memory.usage_in_bytes"
+            else:
+                continue
+            try:
+                limit = limit_f.read_text().strip()
+                if limit != "max" and int(limit) < 1 << 60:
+                    out.append((max(0, int(limit) - int(usage_f.read_text())), f"the cgroup memory limit ({limit_f})"))
+            except (OSError, ValueError):
+                pass
+    except (OSError, ValueError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        used = psutil.Process().memory_info().vms
+        out.append((max(0, soft - used), "the address-space limit (ulimit -v)"))
+    return min(out)
+
+
+def memory(name: str, value, needed_bytes: int, *, what: str) -> None:
+    """Fail when ``what`` needs more memory than this process can have (see :func:`available_memory`)."""
+    available, limit = available_memory()
     if needed_bytes > available:
         raise ParameterError(name, value, f"a value for which {what} fits in memory "
-                                          f"(needs {needed_bytes / 2**30:.1f} GiB, {available / 2**30:.1f} GiB available)")
+                                          f"(needs {needed_bytes / 2**30:.1f} GiB, {available / 2**30:.1f} GiB "
+                                          f"available under {limit})")

@@ -3,7 +3,23 @@
 A run directory ``results/<run-id>/`` holds the executed notebooks (``notebooks/``), each
 chapter's result file (``<chapter>.json``) and ``run.json`` (profile, parameters, status).
 Every check that can fail (profile, parameter names, parameter values, data directory,
-free disk) runs for every chapter before the first notebook starts.
+free disk) runs for every chapter before the first notebook starts; any error there is
+one line naming the chapter (and the parameter, where the chapter's check names one).
+
+Run directories are never shared: a default id (date-time-profile) gets a ``-2``, ``-3``
+... suffix when another run claimed it in the same second (claimed with an exclusive
+``mkdir``), and an explicit ``--run-id`` that already exists is refused unless the run
+asks to replace it, which deletes the old run first, so no page of it is mixed into the
+new one.
+
+``run.json`` says ``running`` (with host and pid) while the run goes on and always ends
+with ``ok``, ``failed`` or ``interrupted``. A failure names chapter, notebook and cell,
+also when the kernel died (with the likely cause: the signal that killed it, and whether
+the out-of-memory killer ran meanwhile). Ctrl-C interrupts the running cell (its
+``finally`` blocks run; a second Ctrl-C, SIGTERM or a cell that does not stop within
+:data:`GRACE_S` kills the kernel), says what was kept, and leaves no process of the
+kernel behind: after every chapter, whatever is left of the kernel's process group
+(DataLoader or pool workers) is killed.
 """
 from __future__ import annotations
 
@@ -12,8 +28,15 @@ import datetime as _dt
 import importlib
 import json
 import os
+import re
+import shutil
+import signal
+import socket
 import sys
+import threading
 import time
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,16 +44,45 @@ import yaml
 
 from .. import REPO_ROOT
 from .chapters import Chapter, available, lookup
-from .params import ParameterError
+from .params import ParameterError, writable_dir
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 RESULTS_ROOT = REPO_ROOT / "results"
 #: Parameters the runner sets itself; a profile or -p may not.
 RUNNER_PARAMETERS = ("run_dir",)
+#: Seconds a cell gets to stop after Ctrl-C before its kernel is killed.
+GRACE_S = 10.0
+NOTICES_FILE = ".notices.log"
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: pip names of modules whose import name differs
+_PIP_NAMES = {"PIL": "pillow", "yaml": "pyyaml", "streaming": "mosaicml-streaming", "papermill": "papermill",
+              "sklearn": "scikit-learn"}
 
 
 class RunError(RuntimeError):
     """A run could not start or a chapter failed; the message says which and where."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class Interrupted(RunError):
+    """The run was stopped (Ctrl-C, SIGTERM); the message says what was kept."""
+
+    exit_code = 130
+
+
+def missing_module(e: ModuleNotFoundError, who: str) -> RunError:
+    """A one-line error for a Python module that is not installed."""
+    name = (e.name or str(e)).split(".")[0]
+    pip = _PIP_NAMES.get(name, name)
+    hint = ("pip install -e '.[book]'" if name in ("papermill", "nbformat", "nbclient", "jupyter_client")
+            else f"pip install {pip}")
+    return RunError(f"{who} needs the Python module {name!r}, which is not installed here ({hint})", exit_code=2)
 
 
 def profiles() -> dict:
@@ -39,7 +91,10 @@ def profiles() -> dict:
 
 def notebook_parameters(ch: Chapter) -> dict:
     """The parameters cell of a chapter's notebook: name -> default value."""
-    import papermill as pm
+    try:
+        import papermill as pm
+    except ModuleNotFoundError as e:
+        raise missing_module(e, "the runner") from None
 
     out = {}
     for name, info in pm.inspect_notebook(str(ch.notebook)).items():
@@ -50,12 +105,16 @@ def notebook_parameters(ch: Chapter) -> dict:
     return out
 
 
-def parse_value(text: str):
-    """A ``-p`` value: YAML scalars and lists ('4', '[0, 4]', 'true', 'null'), else the string."""
+def parse_value(text: str, name: str | None = None):
+    """A ``-p`` value: YAML scalars and lists ('4', '[0, 4]', 'true', 'null', 'fadvise').
+    A YAML syntax error is an error naming the parameter (quote text to pass it as is)."""
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ParameterError(f"-p {name}" if name else "-p", text,
+                             f"a YAML value such as 4, [0, 4], true or a name ({problem}; to pass "
+                             f"text as it is, quote it: \"'...'\")") from None
 
 
 @dataclass
@@ -64,8 +123,14 @@ class Plan:
     parameters: dict  # what papermill injects (profile + overrides + run_dir)
 
 
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
 def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict | None = None) -> list[Plan]:
-    """Resolve chapters and parameters, validate everything, and return what to execute."""
+    """Resolve chapters and parameters, validate everything, and return what to execute.
+    A ``-p`` name that only other chapters have is ignored with a note (scripts may pass
+    ``data_dir`` to any selection); a name no chapter has is an error."""
     profs = profiles()
     if profile not in profs:
         raise ParameterError("--profile", profile, "one of " + ", ".join(profs))
@@ -78,9 +143,17 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
     for name in overrides:
         if name in RUNNER_PARAMETERS:
             raise ParameterError(f"-p {name}", overrides[name], "not this one: the runner sets it (use --run-id)")
-        if name not in known:
-            raise ParameterError(f"-p {name}", overrides[name],
-                                 "a parameter of the selected chapters: " + ", ".join(sorted(known)))
+    unknown = [n for n in overrides if n not in known]
+    if unknown:
+        others = {c: notebook_parameters(c) for c in available() if c.name not in defaults}
+        for name in unknown:
+            users = [c for c, params in others.items() if name in params]
+            if not users:
+                raise ParameterError(f"-p {name}", overrides[name],
+                                     "a parameter of the selected chapters: " + ", ".join(sorted(known)))
+            which = (f"chapter {users[0].number} uses it" if len(users) == 1 else
+                     "chapters " + ", ".join(str(c.number) for c in users) + " use it")
+            print(f"note: -p {name} is not a parameter of the selected chapters; ignored ({which})", file=sys.stderr)
     plans = []
     for ch in chapters:
         prof = (profs[profile] or {}).get(ch.name, {}) or {}
@@ -92,69 +165,507 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
         inject = {k: v for k, v in inject.items() if k in defaults[ch.name]}
         inject["run_dir"] = str(run_dir)
         if ch.module:
-            importlib.import_module(ch.module).preflight({**defaults[ch.name], **inject})
+            _preflight(ch, {**defaults[ch.name], **inject})
         plans.append(Plan(ch, inject))
     return plans
+
+
+def _preflight(ch: Chapter, params: dict) -> None:
+    """A chapter's checks; anything they raise becomes a one-line error naming the chapter."""
+    who = f"chapter {ch.number} ({ch.name})"
+    try:
+        importlib.import_module(ch.module).preflight(params)
+    except (ParameterError, RunError):
+        raise
+    except ModuleNotFoundError as e:
+        raise missing_module(e, who) from None
+    except Exception as e:  # noqa: BLE001 - any failure of a check is bad input, said in one line
+        raise RunError(f"{who}: its checks failed before any work: {type(e).__name__}: {_one_line(e)}",
+                       exit_code=2) from None
 
 
 def new_run_id(profile: str) -> str:
     return _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{profile}"
 
 
+# --------------------------------------------------------------------------- run directories
+def results_dir(results_root=None) -> Path:
+    """The parent of run directories, created if missing; a one-line error when it cannot be."""
+    root = Path(results_root) if results_root else RESULTS_ROOT
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ParameterError("--results", str(root), f"a directory that can be created ({e.strerror or e})") from None
+    root = writable_dir("--results", root, create=False)
+    for left in [*root.glob(".replaced-*"), *root.glob(".latest-*")]:  # of a replace or link cut short
+        if left.is_symlink() or left.is_file():
+            left.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(left, ignore_errors=True)
+    return root
+
+
+def read_record(run_dir) -> dict | None:
+    """A run's ``run.json``; a run whose runner died without a word reads as ``interrupted``."""
+    try:
+        rec = json.loads((Path(run_dir) / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if rec.get("status") == "running" and not _runner_alive(rec):
+        rec["status"] = "interrupted"
+        rec.setdefault("note", "the runner stopped without recording a status (killed)")
+    return rec
+
+
+def _runner_alive(rec: dict) -> bool:
+    if rec.get("host") != socket.gethostname():
+        return True  # cannot tell: assume it runs
+    pid = rec.get("pid")
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, TypeError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _target(root: Path, run_id: str | None, profile: str, replace: bool) -> tuple[Path, bool]:
+    """(run directory to claim, whether its name is fixed); refuses a used ``--run-id``."""
+    if not run_id:
+        return (root / new_run_id(profile)).resolve(), False
+    if not _RUN_ID.match(run_id) or run_id == "latest":
+        raise ParameterError("--run-id", run_id, "a name of letters, digits, '.', '_' and '-' (not 'latest')")
+    target = (root / run_id).resolve()
+    if target.exists() or target.is_symlink():
+        if not replace:
+            raise ParameterError("--run-id", run_id, f"a new run id: {target} already exists "
+                                 "(pass --replace to delete that run and make a new one)")
+        rec = read_record(target)
+        if rec is None and (not target.is_dir() or any(target.iterdir())):
+            raise ParameterError("--run-id", run_id, f"the id of a run: {target} is not a run directory "
+                                 "(no run.json), so it is left alone")
+        if rec and rec.get("status") == "running":
+            raise ParameterError("--run-id", run_id, f"a run that has finished: {target} is being written by "
+                                 f"pid {rec.get('pid')} on {rec.get('host')}")
+    return target, True
+
+
+def _remove_run(target: Path) -> None:
+    """Delete an old run directory (moved aside first, so a half-deleted one is never seen)."""
+    aside = target.with_name(f".replaced-{target.name}-{uuid.uuid4().hex[:8]}")
+    target.rename(aside)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _claim(target: Path, fixed: bool) -> Path:
+    """Create the run directory with an exclusive mkdir: two runs never share one."""
+    for k in range(1, 1000):
+        cand = target if k == 1 else target.with_name(f"{target.name}-{k}")
+        try:
+            cand.mkdir()
+            return cand
+        except FileExistsError:
+            if fixed:
+                raise ParameterError("--run-id", target.name, "a new run id: another run has just taken it") from None
+    raise RunError(f"no free run directory name next to {target}")
+
+
+def _point_latest(root: Path, run_dir: Path) -> None:
+    latest = root / "latest"
+    if latest.exists() and not latest.is_symlink():
+        return
+    tmp = root / f".latest-{uuid.uuid4().hex[:8]}"
+    try:
+        os.symlink(run_dir.name, tmp)
+        os.replace(tmp, latest)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------- kernels
+_WATCH = None  # the _Kernel of the chapter being executed
+
+
+class _Kernel:
+    """The kernel process of one chapter: its Popen and process group."""
+
+    def __init__(self):
+        self.process = None
+        self.pid = None
+        self.pgid = None
+
+    def started(self, provisioner) -> None:
+        self.process = getattr(provisioner, "process", None)
+        self.pid = getattr(provisioner, "pid", None) or getattr(self.process, "pid", None)
+        self.pgid = getattr(provisioner, "pgid", None)
+
+    @property
+    def returncode(self):
+        return self.process.poll() if self.process is not None else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, sig) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, sig)
+            except OSError:
+                pass
+
+    def kill_group(self) -> None:
+        """Kill the kernel and every process still in its process group (DataLoader or pool workers)."""
+        if self.pgid and self.pgid != os.getpgrp():
+            try:
+                os.killpg(self.pgid, signal.SIGKILL)
+            except OSError:
+                pass
+        elif self.alive():
+            self.signal(signal.SIGKILL)
+
+
+def _kernel_manager_class():
+    from jupyter_client.manager import AsyncKernelManager
+
+    class WatchedKernelManager(AsyncKernelManager):
+        """Records the kernel's process for the runner (exit signal, process group)."""
+
+        async def start_kernel(self, **kw):
+            out = await super().start_kernel(**kw)
+            if _WATCH is not None:
+                _WATCH.started(self.provisioner)
+            return out
+
+    return WatchedKernelManager
+
+
+def oom_kills() -> dict:
+    """Counters of out-of-memory kills: the machine's (/proc/vmstat) and this cgroup's."""
+    out = {}
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                out["/proc/vmstat oom_kill"] = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":
+                f = Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events"
+            elif "memory" in controllers.split(","):
+                f = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
+            else:
+                continue
+            try:
+                for row in f.read_text().splitlines():
+                    if row.startswith("oom_kill "):
+                        out[f"{f} oom_kill"] = int(row.split()[1])
+            except (OSError, ValueError):
+                pass
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def death_cause(returncode, oom_before: dict, oom_after: dict) -> str:
+    """Why a kernel died, as far as its exit status and the OOM counters tell."""
+    grew = [f"{k} {oom_before[k]} -> {v}" for k, v in oom_after.items() if k in oom_before and v > oom_before[k]]
+    if returncode is None:
+        return "the kernel stopped answering"
+    if returncode >= 0:
+        return f"the kernel exited with status {returncode}"
+    try:
+        sig = signal.Signals(-returncode).name
+    except ValueError:
+        sig = f"signal {-returncode}"
+    if grew:
+        return (f"the kernel was killed by {sig} while the out-of-memory killer ran ({'; '.join(grew)}): "
+                "the likely cause is memory; use smaller sizes or a machine with more memory")
+    if sig == "SIGKILL":
+        if oom_after:
+            return ("the kernel was killed by SIGKILL with no out-of-memory kill recorded: by hand, by a job "
+                    "scheduler, or by a memory limit this machine does not report")
+        return "the kernel was killed by SIGKILL (what the out-of-memory killer sends; kill -9 sends it too)"
+    if sig in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGABRT", "SIGFPE"):
+        return f"the kernel crashed ({sig}) in native code: a library bug or a broken installation"
+    return f"the kernel was stopped by {sig}"
+
+
+# --------------------------------------------------------------------------- interrupts and notices
+class _Stopped(Exception):
+    """Raised before a cell starts once the run was asked to stop."""
+
+
+class _Stop:
+    """Ctrl-C and SIGTERM while chapters execute: interrupt the cell, then kill the kernel."""
+
+    def __init__(self):
+        self.requested = None  # the signal's name once asked to stop
+        self.kernel: _Kernel | None = None
+        self._timer = None
+
+    def hook(self, cell=None, cell_index=None, **_):
+        if self.requested:
+            raise _Stopped(self.requested)
+
+    def _handle(self, signum, frame):
+        name = signal.Signals(signum).name
+        first = self.requested is None
+        self.requested = self.requested or name
+        k = self.kernel
+        if first and signum == signal.SIGINT:
+            print(f"\ninterrupting: stopping the running cell (Ctrl-C again stops at once; after {GRACE_S:.0f} s "
+                  "the kernel is killed)", file=sys.stderr, flush=True)
+            if k is not None and k.alive():
+                k.signal(signal.SIGINT)
+                self._timer = threading.Timer(GRACE_S, k.kill_group)
+                self._timer.daemon = True
+                self._timer.start()
+        else:
+            if k is not None:
+                k.kill_group()
+
+    def cancel_timer(self) -> None:
+        if self._timer:
+            self._timer.cancel()
+            self._timer = None
+
+    @contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        old = {}
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(s) is not signal.SIG_IGN:  # nohup and background jobs ignore some: keep that
+                old[s] = signal.signal(s, self._handle)
+        try:
+            yield self
+        finally:
+            self.cancel_timer()
+            for s, h in old.items():
+                signal.signal(s, h)
+
+
+class _Notices:
+    """Lines the kernel writes to ``$DATAJOURNEY_NOTICES`` (waiting for a data set, damage found,
+    clean-up), shown in the runner's terminal as they come and kept in the chapter's entry."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / NOTICES_FILE
+        self.path.write_text("")
+        self.offset = 0
+        self.lines: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        from ..datasets import NOTICES_ENV
+
+        self._env = NOTICES_ENV
+        self._old = os.environ.get(NOTICES_ENV)
+        os.environ[NOTICES_ENV] = str(self.path)
+        self._thread.start()
+        return self
+
+    def _loop(self):
+        while not self._stop.wait(0.3):
+            self.drain()
+
+    def drain(self) -> list[str]:
+        with self._lock:
+            try:
+                with open(self.path) as f:
+                    f.seek(self.offset)
+                    text = f.read()
+            except OSError:
+                return []
+            complete = text[:text.rfind("\n") + 1]
+            self.offset += len(complete.encode())
+            new = [ln for ln in complete.splitlines() if ln.strip()]
+            for ln in new:
+                print(f"      {ln}", file=sys.stderr, flush=True)
+            self.lines += new
+            return new
+
+    def take(self) -> list[str]:
+        self.drain()
+        out, self.lines = self.lines, []
+        return out
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.drain()
+        if self._old is None:
+            os.environ.pop(self._env, None)
+        else:
+            os.environ[self._env] = self._old
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+        return False
+
+
+def _mark_dead_cell(path: Path, ename: str, evalue: str) -> tuple[int | None, int | None]:
+    """Find the cell that was running when execution stopped (the last one papermill started),
+    give it an error output saying why, and return (cell index, execution count)."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (OSError, ValueError):
+        return None, None
+    last = None
+    for i, cell in enumerate(nb.cells):
+        if cell.get("cell_type") == "code" and cell.metadata.get("papermill", {}).get("start_time"):
+            last = i
+    if last is None:
+        return None, None
+    cell = nb.cells[last]
+    cell.outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]))
+    cell.metadata.setdefault("papermill", {}).update(status="failed", exception=True)
+    try:
+        nbformat.write(nb, path)
+    except OSError:
+        pass
+    return last, cell.get("execution_count")
+
+
+# --------------------------------------------------------------------------- execute
 def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = True) -> dict:
     """Execute each planned notebook in order; stop at the first failing cell."""
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
+    global _WATCH
+    try:
+        import papermill as pm
+        from nbclient.exceptions import DeadKernelError
+        from papermill.exceptions import PapermillExecutionError
+    except ModuleNotFoundError as e:
+        raise missing_module(e, "the runner") from None
+
+    from ..datasets import _boot_id
 
     nb_dir = run_dir / "notebooks"
     nb_dir.mkdir(parents=True, exist_ok=True)
-    record = {"run_id": run_dir.name, "profile": profile, "started": _now(), "chapters": []}
+    record = {"run_id": run_dir.name, "profile": profile, "started": _now(), "status": "running",
+              "host": socket.gethostname(), "pid": os.getpid(), "boot_id": _boot_id(), "chapters": []}
     _write_record(run_dir, record)
-    for i, p in enumerate(plans, 1):
-        out = nb_dir / p.chapter.notebook.name
-        print(f"[{i}/{len(plans)}] chapter {p.chapter.number}: {p.chapter.title}", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        entry = {"chapter": p.chapter.name, "parameters": p.parameters, "notebook": str(out.relative_to(run_dir))}
-        try:
-            pm.execute_notebook(
-                str(p.chapter.notebook), str(out), parameters=p.parameters, kernel_name="python3",
-                progress_bar=progress, cwd=str(p.chapter.notebook.parent),
-            )
-        except PapermillExecutionError as e:
-            entry.update(status="failed", seconds=round(time.perf_counter() - t0, 2),
-                         error={"cell": e.cell_index, "execution_count": e.exec_count,
-                                "ename": e.ename, "evalue": e.evalue})
+    stop = _Stop()
+    km_class = _kernel_manager_class()
+    with stop.installed(), _Notices(run_dir) as notices:
+        for i, p in enumerate(plans, 1):
+            out = nb_dir / p.chapter.notebook.name
+            where = f"chapter {p.chapter.number} ({p.chapter.notebook.name})"
+            if stop.requested:
+                _finish(record, run_dir, "interrupted")
+                raise Interrupted(_kept(run_dir, record, f"interrupted before {where}"))
+            print(f"[{i}/{len(plans)}] chapter {p.chapter.number}: {p.chapter.title}", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            entry = {"chapter": p.chapter.name, "parameters": p.parameters, "notebook": str(out.relative_to(run_dir))}
+            kernel = _Kernel()
+            _WATCH = stop.kernel = kernel
+            oom_before = oom_kills()
+            failure = None
+            try:
+                pm.execute_notebook(
+                    str(p.chapter.notebook), str(out), parameters=p.parameters, kernel_name="python3",
+                    progress_bar=progress, cwd=str(p.chapter.notebook.parent),
+                    kernel_manager_class=km_class, on_cell_start=stop.hook,
+                )
+            except PapermillExecutionError as e:
+                failure = {"cell": e.cell_index, "execution_count": e.exec_count, "ename": e.ename,
+                           "evalue": _one_line(e.evalue)}
+            except DeadKernelError:
+                cause = "stopped on request" if stop.requested else death_cause(
+                    kernel.returncode, oom_before, oom_kills())
+                cell, count = _mark_dead_cell(out, "DeadKernelError", f"the kernel died: {cause}")
+                failure = {"cell": cell, "execution_count": count, "ename": "DeadKernelError",
+                           "evalue": f"the kernel died: {cause}", "returncode": kernel.returncode}
+            except _Stopped:
+                cell, count = _mark_dead_cell(out, "KeyboardInterrupt", "the run was interrupted")
+                failure = {"cell": cell, "execution_count": count, "ename": "KeyboardInterrupt",
+                           "evalue": "the run was interrupted"}
+            except Exception as e:  # noqa: BLE001 - the kernel did not start, papermill failed, ...
+                cell, count = _mark_dead_cell(out, type(e).__name__, _one_line(e))
+                failure = {"cell": cell, "execution_count": count, "ename": type(e).__name__,
+                           "evalue": _one_line(e) or repr(e)}
+            finally:
+                stop.cancel_timer()
+                kernel.kill_group()  # nothing of the chapter outlives it
+                _WATCH = stop.kernel = None
+            entry["seconds"] = round(time.perf_counter() - t0, 2)
+            said = notices.take()
+            if said:
+                entry["notices"] = said
+            if stop.requested:
+                entry.update(status="interrupted", error=failure)
+                record["chapters"].append(entry)
+                _finish(record, run_dir, "interrupted")
+                known = failure and failure.get("cell") is not None
+                cell = f", cell {failure['cell']} of the executed notebook" if known else ""
+                raise Interrupted(_kept(run_dir, record, f"interrupted in {where}{cell}"))
+            if failure:
+                entry.update(status="failed", error=failure)
+                record["chapters"].append(entry)
+                _finish(record, run_dir, "failed")
+                at = (f" in cell {failure['cell']} of the executed notebook "
+                      f"(execution count {failure['execution_count']})" if failure.get("cell") is not None else "")
+                raise RunError(f"{where} failed{at}: {failure['ename']}: {failure['evalue']}\n"
+                               f"  executed notebook with the traceback: {out}")
+            hide_injected_cell(out)
+            entry.update(status="ok")
             record["chapters"].append(entry)
-            record.update(status="failed", finished=_now())
             _write_record(run_dir, record)
-            raise RunError(
-                f"chapter {p.chapter.number} ({p.chapter.notebook.name}) failed in cell {e.cell_index} "
-                f"of the executed notebook (execution count {e.exec_count}): {e.ename}: {e.evalue}\n"
-                f"  executed notebook with the traceback: {out}"
-            ) from None
-        hide_injected_cell(out)
-        entry.update(status="ok", seconds=round(time.perf_counter() - t0, 2))
-        record["chapters"].append(entry)
-        _write_record(run_dir, record)
-        print(f"      done in {entry['seconds']:.1f} s", file=sys.stderr, flush=True)
-    record.update(status="ok", finished=_now())
-    _write_record(run_dir, record)
+            print(f"      done in {entry['seconds']:.1f} s", file=sys.stderr, flush=True)
+    if stop.requested:
+        _finish(record, run_dir, "interrupted")
+        raise Interrupted(_kept(run_dir, record, "interrupted after the last chapter"))
+    _finish(record, run_dir, "ok")
     return record
 
 
+def _finish(record: dict, run_dir: Path, status: str) -> None:
+    record.update(status=status, finished=_now())
+    _write_record(run_dir, record)
+
+
+def _kept(run_dir: Path, record: dict, what: str) -> str:
+    ok = [c["chapter"] for c in record["chapters"] if c.get("status") == "ok"]
+    partial = [c["notebook"] for c in record["chapters"] if c.get("status") != "ok"]
+    kept = (f"results and notebooks of {', '.join(ok)}" if ok else "no finished chapter")
+    if partial:
+        kept += f"; the partial notebook {', '.join(partial)}"
+    return (f"{what}. Kept in {run_dir}: {kept}; run.json says 'interrupted'. The kernel and the processes "
+            "it started were stopped. Data sets are only ever published complete; the temporary files of "
+            "an interrupted generation are removed by the kernel or, if it was killed, by the next run.")
+
+
 def run(chapter_keys=(), *, profile: str = "quick", overrides: dict | None = None, run_id: str | None = None,
-        results_root: Path | None = None, extra: dict | None = None, progress: bool = True) -> Path:
-    """Plan (validating everything), then execute; return the run directory."""
-    root = Path(results_root) if results_root else RESULTS_ROOT
-    run_dir = (root / (run_id or new_run_id(profile))).resolve()
-    plans = plan(chapter_keys, profile, overrides or {}, run_dir, extra)
-    run_dir.mkdir(parents=True, exist_ok=True)
+        results_root: Path | None = None, extra: dict | None = None, progress: bool = True,
+        replace: bool = False) -> Path:
+    """Plan (validating everything), then execute; return the run directory.
+
+    ``run_id``: the run directory's name (default: date-time-profile, made unique); an
+    existing one is refused unless ``replace``, which deletes that run once every check passed.
+    """
+    root = results_dir(results_root)
+    target, fixed = _target(root, run_id, profile, replace)
+    plans = plan(chapter_keys, profile, overrides or {}, target, extra)
+    if replace and (target.exists() or target.is_symlink()):
+        _remove_run(target)
+    run_dir = _claim(target, fixed)
+    if run_dir != target:
+        for p in plans:
+            p.parameters["run_dir"] = str(run_dir)
     execute(plans, run_dir, profile=profile, progress=progress)
-    latest = root / "latest"
-    if latest.is_symlink() or not latest.exists():
-        if latest.is_symlink():
-            latest.unlink()
-        os.symlink(run_dir.name, latest)
+    _point_latest(root, run_dir)
     return run_dir
 
 
@@ -176,6 +687,6 @@ def _now() -> str:
 
 
 def _write_record(run_dir: Path, record: dict) -> None:
-    tmp = run_dir / ".run.json.tmp"
+    tmp = run_dir / f".run.json.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(record, indent=1, default=str))
     os.replace(tmp, run_dir / "run.json")
