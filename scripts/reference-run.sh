@@ -10,7 +10,7 @@ profile=${3:-full}
 shift $(( $# < 3 ? $# : 3 ))
 export DATAJOURNEY_DATA_DIR=${DATAJOURNEY_DATA_DIR:-/var/tmp/datajourney}
 mkdir -p "$DATAJOURNEY_DATA_DIR" "$out"
-run_id="reference-$host-$(date -u +%Y%m%d-%H%M)"
+run_id="reference-$host-$(date -u +%Y%m%d-%H%M%S)"
 python3 -m datajourney run "$@" --profile "$profile" --as-reference "$host" --results "$out" --run-id "$run_id" --quiet
 # profiler traces stay in the run directory on this host (they are large and never committed)
 tar czf "$out/$run_id.tgz" --exclude="$run_id/traces" -C "$out" "$run_id"

@@ -23,6 +23,12 @@ def test_chapter_executed_cleanly(ci_run, chapter):
     nb = nbformat.read(ci_run / "notebooks" / f"{chapter}.ipynb", as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
+    # no progress bars or library warnings kept in the executed notebook
+    assert not [o for o in outputs if o.output_type == "stream" and o.get("name") == "stderr"]
+    # every chapter opens with its computed key results
+    if chapter != "01_introduction":
+        md = [d.get("text/markdown", "") for o in outputs for d in [o.get("data", {})]]
+        assert any(m.startswith("**Key results of") for m in md), "no key results block"
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and "remove-cell" in injected[0].metadata["tags"]
     res = Result.load(ci_run / f"{chapter}.json")

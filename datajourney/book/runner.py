@@ -27,6 +27,7 @@ import ast
 import datetime as _dt
 import importlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -552,6 +553,11 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
 
     from ..datasets import _boot_id
 
+    # The console shows chapter and cell progress: no profiler debug lines from the kernels
+    # (they inherit this environment) and no kernel-transport chatter.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+    for name in ("traitlets", "papermill", "nbclient"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     nb_dir = run_dir / "notebooks"
     nb_dir.mkdir(parents=True, exist_ok=True)
     record = {"run_id": run_dir.name, "profile": profile, "started": _now(), "status": "running",
@@ -619,7 +625,7 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                       f"(execution count {failure['execution_count']})" if failure.get("cell") is not None else "")
                 raise RunError(f"{where} failed{at}: {failure['ename']}: {failure['evalue']}\n"
                                f"  executed notebook with the traceback: {out}")
-            hide_injected_cell(out)
+            tidy_executed(out)
             entry.update(status="ok")
             record["chapters"].append(entry)
             _write_record(run_dir, record)
@@ -669,9 +675,10 @@ def run(chapter_keys=(), *, profile: str = "quick", overrides: dict | None = Non
     return run_dir
 
 
-def hide_injected_cell(path: Path) -> None:
-    """Tag papermill's injected-parameters cell ``remove-cell`` so the book does not show it;
-    each chapter prints the parameters of its run as a table instead."""
+def tidy_executed(path: Path) -> None:
+    """Make an executed notebook fit to read: papermill's injected-parameters cell is tagged
+    ``remove-cell`` (each chapter prints the parameters of its run as a table instead), and
+    stderr streams (progress bars, library warnings) are dropped; errors are kept."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -679,6 +686,9 @@ def hide_injected_cell(path: Path) -> None:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.get("outputs", [])
+                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
     nbformat.write(nb, path)
 
 
