@@ -49,7 +49,7 @@ import torch
 from .book import findings as fx
 from .book.findings import Finding
 from .book.params import (ParameterError, boolean, creatable_dir, int_list, number, positive_int)
-from .timing import cuda_ms, gpu_sampler, interleaved_ms
+from .timing import cuda_ms, interleaved_ms, nvml_reader
 
 CHAPTER = "06_pcie"
 GB = 1e9
@@ -735,7 +735,7 @@ def copy_kernel_overlap(size: int, *, kernel_ms: float, rounds: int, timeline: b
         copy()
 
     fns = {"kernel": kernels, "copy": copy, "both": both}
-    sample = gpu_sampler()
+    sample = nvml_reader()[0] if torch.cuda.is_available() else None
     blocks = []
     for name, fn in fns.items():
         t = interleaved_ms({name: fn}, rounds, sample=sample)

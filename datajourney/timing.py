@@ -45,7 +45,7 @@ def interleaved_ms(fns: dict, rounds: int, *, seed: int = 0, sample=None, warmup
 
     ``sample``, if given, is called right after each function has queued its work and before
     the synchronisation (while the GPU runs it); it returns a dict of readings (e.g. the SM
-    clock from :func:`gpu_sampler`) stored with that call. Returns a DataFrame with one row per
+    clock from :func:`nvml_reader`) stored with that call. Returns a DataFrame with one row per
     call: round, position, name, ms and the readings. Works without CUDA (no synchronisation)."""
     import random
 
@@ -67,45 +67,6 @@ def interleaved_ms(fns: dict, rounds: int, *, seed: int = 0, sample=None, warmup
             if r >= warmup:
                 rows.append(dict(round=r - warmup, position=pos, name=name, ms=ms, **(reading or {})))
     return pd.DataFrame(rows)
-
-
-def gpu_sampler(device: int = 0):
-    """A function returning the GPU's SM clock (MHz), power (W) and temperature (°C) now, read
-    through NVML (package ``nvidia-ml-py``); None when NVML or a GPU is not available."""
-    if not torch.cuda.is_available():
-        return None
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        props = torch.cuda.get_device_properties(device)
-        handle = None
-        bus = getattr(props, "pci_bus_id", None)
-        if bus is not None:
-            dom, dev = getattr(props, "pci_domain_id", 0), getattr(props, "pci_device_id", 0)
-            try:
-                handle = pynvml.nvmlDeviceGetHandleByPciBusId(f"{dom:08X}:{bus:02X}:{dev:02X}.0")
-            except pynvml.NVMLError:
-                handle = None
-        if handle is None:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(device)
-        pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
-    except Exception:  # no NVML library, no permission, an old driver: no readings, not a failure
-        return None
-
-    def read() -> dict:
-        out = {}
-        for key, fn in (("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-                        ("power_w", lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3),
-                        ("temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(handle,
-                                                                                  pynvml.NVML_TEMPERATURE_GPU))):
-            try:
-                out[key] = float(fn())
-            except Exception:
-                out[key] = float("nan")
-        return out
-
-    return read
 
 
 # --------------------------------------------------------------------------- sustained load
