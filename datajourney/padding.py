@@ -455,41 +455,61 @@ def isolation_check(seed: int = 0, lengths=(5, 9, 4), row_len: int = 24) -> pd.D
 HEAD_CHUNK = 4096
 
 
-def train_step(model, batch: dict, device: str) -> float:
-    """One forward + backward of GPT-2 on a batch; its time in ms (CUDA events on a GPU, the host
-    clock on a CPU). Every layer runs on every position, padding included; the output layer and
-    the loss only on positions with a real next-token target, :data:`HEAD_CHUNK` targets at a time."""
-    from .timing import cuda_ms
+#: The parts of a timed step, in order (their sum is the step).
+STEP_PARTS = ("layers_forward_ms", "head_ms", "layers_backward_ms")
 
-    def step():
+
+def train_step(model, batch: dict, device: str) -> dict:
+    """One forward + backward of GPT-2 on a batch, timed in three parts (CUDA events on a GPU, the
+    host clock on a CPU): the layers' forward (attention mask included), the output layer and
+    loss forward + backward, and the layers' backward. Every layer runs on every position,
+    padding included; the output layer and the loss only on positions with a real next-token
+    target, :data:`HEAD_CHUNK` targets at a time, so their cost follows real tokens.
+    Returns ``ms`` (the whole step), each part of :data:`STEP_PARTS` and ``real_targets``."""
+    marks = []
+
+    def mark():
+        if device == "cuda":
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            marks.append(e)
+        else:
+            marks.append(time.perf_counter())
+
+    mark()
+    with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
+        h = model.transformer(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"),
+                              position_ids=batch.get("position_ids"), use_cache=False).last_hidden_state
+    mark()
+    labels = batch["labels"][:, 1:]
+    keep = labels != -100
+    hidden, target = h[:, :-1][keep], labels[keep]
+    detached = hidden.detach().requires_grad_(True)
+    for i in range(0, len(target), HEAD_CHUNK):
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
-            h = model.transformer(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"),
-                                  position_ids=batch.get("position_ids"), use_cache=False).last_hidden_state
-        labels = batch["labels"][:, 1:]
-        keep = labels != -100
-        hidden, target = h[:, :-1][keep], labels[keep]
-        detached = hidden.detach().requires_grad_(True)
-        for i in range(0, len(target), HEAD_CHUNK):
-            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
-                logits = model.lm_head(detached[i:i + HEAD_CHUNK])
-            loss = F.cross_entropy(logits.float(), target[i:i + HEAD_CHUNK], reduction="sum") / max(1, len(target))
-            loss.backward()
-        if detached.grad is not None:
-            hidden.backward(detached.grad)
-        else:  # no real target in the batch (one-token samples): the layers still run backward
-            (h.float().sum() * 0).backward()
-        model.zero_grad(set_to_none=True)
-
+            logits = model.lm_head(detached[i:i + HEAD_CHUNK])
+        loss = F.cross_entropy(logits.float(), target[i:i + HEAD_CHUNK], reduction="sum") / max(1, len(target))
+        loss.backward()
+    mark()
+    if detached.grad is not None:
+        hidden.backward(detached.grad)
+    else:  # no real target in the batch (one-token samples): the layers still run backward
+        (h.float().sum() * 0).backward()
+    model.zero_grad(set_to_none=True)
+    mark()
     if device == "cuda":
-        return cuda_ms(step)
-    t0 = time.perf_counter()
-    step()
-    return (time.perf_counter() - t0) * 1e3
+        marks[-1].synchronize()
+        parts = [marks[i].elapsed_time(marks[i + 1]) for i in range(3)]
+    else:
+        parts = [(marks[i + 1] - marks[i]) * 1e3 for i in range(3)]
+    return {"ms": float(sum(parts)), **dict(zip(STEP_PARTS, (float(x) for x in parts), strict=True)),
+            "real_targets": int(len(target))}
 
 
-def time_layout(layout: Layout, step: Callable[[int], float], *, mode: str, repeats: int, warmup: int,
+def time_layout(layout: Layout, step: Callable[[int], float | dict], *, mode: str, repeats: int, warmup: int,
                 progress=None) -> pd.DataFrame:
-    """Time the steps of a layout: ``step(b)`` runs batch ``b`` and returns its ms.
+    """Time the steps of a layout: ``step(b)`` runs batch ``b`` and returns its ms (or a dict with
+    ``ms`` and the parts of the step, as :func:`train_step` does).
 
     Each distinct shape first runs ``warmup`` untimed steps (a new shape costs kernel selection
     and memory allocation once). ``all_batches``: every batch, ``repeats`` passes. ``per_shape``:
@@ -506,8 +526,9 @@ def time_layout(layout: Layout, step: Callable[[int], float], *, mode: str, repe
         plan = [(rep, members[rep % len(members)]) for members in shapes.values() for rep in range(repeats)]
     out = []
     for rep, b in plan:
+        t = step(b)
         out.append(dict(strategy=layout.strategy, pass_=rep, batch=b, rows=layout.shape(b)[0],
-                        row_len=layout.shape(b)[1], ms=step(b)))
+                        row_len=layout.shape(b)[1], **(t if isinstance(t, dict) else {"ms": float(t)})))
         if progress is not None:
             progress.update(1)
     return pd.DataFrame(out).rename(columns={"pass_": "pass"})
@@ -530,6 +551,9 @@ def cost_of_layout(steps: pd.DataFrame, layout: Layout, *, mode: str, real_token
     g = steps.groupby(["rows", "row_len"], sort=False)["ms"]
     shp = g.agg(mean="mean", std="std", min="min", max="max", timed="count").reset_index()
     shp["std"] = shp["std"].fillna(0.0)
+    for part in STEP_PARTS:
+        if part in steps:
+            shp[part] = steps.groupby(["rows", "row_len"], sort=False)[part].mean().to_numpy()
     shp["batches"] = [counts[(r, n)] for r, n in zip(shp["rows"], shp["row_len"], strict=True)]
     if mode == "all_batches":
         per_pass = steps.groupby("pass")["ms"].sum()
@@ -791,7 +815,7 @@ def run(*, n_samples: int, context_length: int, batch_size: int, dataset: str, d
                            seed=seed).to(dev).train()
         totals, shapes, steps = [], [], []
         bar = tqdm(total=sum(timed_steps(layouts[s], timing, timing_repeats) for s in p["strategies"]),
-                   desc="chapter 5 timing", disable=not progress, mininterval=2)
+                   desc="chapter 5 timing", disable=not progress, mininterval=5)
         for s in p["strategies"]:
             lay, toks = layouts[s], lay_tokens[s]
             collate = collate_packed if s in PACKED else collate_padded
@@ -984,20 +1008,21 @@ def _cost_finding(res):
     how = (f"every batch timed, {int(a['passes'])} pass{'es' if a['passes'] != 1 else ''}"
            if a["mode"] == "all_batches" else "each batch shape timed and weighted by how many batches have it")
     m = res.metadata.get("model", {})
+    span = "min–max over passes" if a["mode"] == "all_batches" else "from the fastest and slowest step of each shape"
     if phrase == "faster":
-        ratio_text = f"**{num(mid, '×')} faster**"
+        ratio_text = f"**{num(mid, '×')} faster** (range {num(lo, '×')}–{num(hi, '×')}, {span})"
     elif phrase == "slower":
-        ratio_text = f"**{num(1 / mid, '×')} slower**"
+        ratio_text = f"**{num(1 / mid, '×')} slower** (range {num(1 / hi, '×')}–{num(1 / lo, '×')}, {span})"
     else:
-        ratio_text = f"**{phrase}**"
+        ratio_text = (f"**{phrase}** (padded ÷ packed time {num(mid, '×')}, range {num(lo, '×')}–{num(hi, '×')}, "
+                      f"{span})")
+    unit = "GPU" if res.metadata.get("timed_on") == "cuda" else "CPU"
     return Finding(
         "measured_cost",
         f"Measured forward + backward of GPT-2 ({m.get('d_model')} wide, {m.get('n_layers')} "
-        f"layer{'s' if m.get('n_layers') != 1 else ''}, random "
-        f"weights) on {_device_name(res)}: all samples took **{num(b['seconds'], 's')}** packed against "
-        f"**{num(a['seconds'], 's')}** padded to the context ({how}): packing is {ratio_text} in measured "
-        f"{'GPU' if res.metadata.get('timed_on') == 'cuda' else 'CPU'} time (padded ÷ packed time "
-        f"{num(mid, '×')}, range {num(lo, '×')}–{num(hi, '×')}).",
+        f"layer{'s' if m.get('n_layers') != 1 else ''}, random weights) on {_device_name(res)}: all samples took "
+        f"**{num(b['seconds'], 's')}** packed against **{num(a['seconds'], 's')}** padded to the context ({how}): "
+        f"packing is {ratio_text} in measured {unit} time.",
         value=mid, unit="×", interval=(lo, hi))
 
 
@@ -1125,10 +1150,16 @@ def cost_note(res) -> str:
         full = g[g["rows"] == g["rows"].max()]
         part = g[g["rows"] < g["rows"].max()]
         if len(part):
-            lines.append(f"{LABELS[s]}: {int(part['batches'].sum())} of {int(g['batches'].sum())} batches are "
-                         f"partial ({', '.join(str(int(r)) for r in part['rows'])} rows, "
-                         f"{num(part['mean'].mean(), 'ms')} per step against {num(full['mean'].mean(), 'ms')} for a "
-                         "full one); each counts once, at its own cost.")
+            n, total = int(part["batches"].sum()), int(g["batches"].sum())
+            text = (f"{LABELS[s]}: {n} of {total} batches {'is' if n == 1 else 'are'} partial "
+                    f"({', '.join(str(int(r)) for r in part['rows'])} row{'s' if part['rows'].max() > 1 else ''})")
+            same_len = part[part["row_len"].isin(full["row_len"])]
+            if len(same_len) and len(full):
+                r = same_len.iloc[0]
+                f = full[full["row_len"] == r["row_len"]].iloc[0]
+                text += (f"; {int(r['rows'])} × {int(r['row_len']):,} took {num(r['mean'], 'ms')} per step against "
+                         f"{num(f['mean'], 'ms')} for {int(f['rows'])} × {int(f['row_len']):,}")
+            lines.append(text + "; each batch counts once, at its own cost.")
         wide = g[(g["timed"] > 1) & (g["mean"] > 0) & (g["std"] > HIGH_SPREAD * g["mean"])]
         if len(wide):
             w = wide.assign(cv=wide["std"] / wide["mean"]).sort_values("cv").iloc[-1]
@@ -1143,6 +1174,9 @@ def cost_note(res) -> str:
         t = c.loc["pad_to_context", "seconds"] / c.loc[SOURCE_PACKER, "seconds"]
         lines.append(f"Positions predict a {num(pos, '×')} gain; the measured time gives {num(t, '×')} "
                      f"({num(100 * t / pos, '%')} of the positions' prediction).")
+        split = breakdown_note(res)
+        if split:
+            lines.append(split)
     if "isolation" in res.tables:
         hf = res.table("isolation")
         hf = hf[hf["code"] == "transformers"]
@@ -1158,6 +1192,47 @@ def cost_note(res) -> str:
                 if note:
                     lines.append(note)
     return "\n".join(f"* {x}" for x in lines)
+
+
+def step_breakdown(res) -> pd.DataFrame:
+    """The parts of a full step (the most frequent shape with the most rows) of each layout: layers
+    forward, output layer + loss, layers backward, with the real targets and positions of that shape."""
+    shp = res.table("cost_shapes")
+    if not set(STEP_PARTS) <= set(shp.columns):
+        return pd.DataFrame()
+    st = res.table("cost_steps")
+    rows = []
+    for s, g in shp.groupby("strategy", sort=False):
+        full = g[g["rows"] == g["rows"].max()].sort_values("batches").iloc[-1]
+        mine = st[(st["strategy"] == s) & (st["rows"] == full["rows"]) & (st["row_len"] == full["row_len"])]
+        rows.append(dict(strategy=s, label=LABELS[s], rows=int(full["rows"]), row_len=int(full["row_len"]),
+                         positions=int(full["rows"] * full["row_len"]), ms=float(full["mean"]),
+                         **{k: float(full[k]) for k in STEP_PARTS},
+                         real_targets=float(mine["real_targets"].mean()) if "real_targets" in mine else float("nan")))
+    return pd.DataFrame(rows)
+
+
+def breakdown_note(res) -> str:
+    """Why time does not follow positions: the parts of a full padded and a full packed step."""
+    from .book.findings import compare, num
+
+    b = step_breakdown(res)
+    if b.empty or not {"pad_to_context", SOURCE_PACKER} <= set(b["strategy"]):
+        return ""
+    b = b.set_index("strategy")
+    a, k = b.loc["pad_to_context"], b.loc[SOURCE_PACKER]
+    layers_a = a["layers_forward_ms"] + a["layers_backward_ms"]
+    layers_k = k["layers_forward_ms"] + k["layers_backward_ms"]
+    per_pos = compare(layers_k / k["positions"], layers_a / a["positions"], more="more", less="less",
+                      same="about the same", as_ratio=False, tol=0.1)
+    head = compare(k["head_ms"], a["head_ms"], more="more", less="less", same="about the same", as_ratio=False)
+    targets = (f" for {num(k['real_targets'], '')} real targets against {num(a['real_targets'], '')}"
+               if not (np.isnan(k["real_targets"]) or np.isnan(a["real_targets"])) else "")
+    return (f"A full padded step ({int(a['rows'])} × {int(a['row_len']):,}) took {num(a['ms'], 'ms')}: layers "
+            f"{num(layers_a, 'ms')}, output layer and loss {num(a['head_ms'], 'ms')}. A full packed step "
+            f"({int(k['rows'])} × {int(k['row_len']):,}) took {num(k['ms'], 'ms')}: layers {num(layers_k, 'ms')} "
+            f"({per_pos} per position), output layer and loss {num(k['head_ms'], 'ms')} ({head}{targets}). "
+            "Positions set the layers' cost; real tokens set the output layer's.")
 
 
 def cost_table(res) -> pd.DataFrame:

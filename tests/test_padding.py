@@ -219,8 +219,10 @@ def test_train_step_runs_forward_and_backward_on_cpu():
     model.zero_grad = record
     tokens = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
     for collate, rows in ((padding.collate_packed, [[0, 1], [2]]), (padding.collate_padded, [[0], [1], [2]])):
-        ms = padding.train_step(model, collate(rows, tokens, 8, 0), "cpu")
-        assert ms > 0 and grads and all(grads.values())   # every weight got a gradient
+        t = padding.train_step(model, collate(rows, tokens, 8, 0), "cpu")
+        assert t["ms"] > 0 and grads and all(grads.values())   # every weight got a gradient
+        assert t["ms"] == pytest.approx(sum(t[k] for k in padding.STEP_PARTS))
+        assert t["real_targets"] == 9 - 3   # every token but each document's first
 
 
 def test_memory_estimate_grows_with_the_batch():
@@ -479,4 +481,18 @@ def test_run_times_every_batch_on_cpu(tmp_path):
     assert c.loc["greedy_pack", "real_tokens"] == res.table("lengths")["tokens"].sum() + 24   # one EOS each
     f = _texts(res)
     assert "CPU time" in f["measured_cost"].text
-    assert padding.cost_note(res)
+    note = padding.cost_note(res)
+    assert "A full padded step" in note and "output layer and loss" in note
+    b = padding.step_breakdown(res).set_index("strategy")
+    assert b.loc["greedy_pack", "real_targets"] > b.loc["pad_to_context", "real_targets"]
+    assert (b["ms"] - b[list(padding.STEP_PARTS)].sum(axis=1)).abs().max() < 1e-6 * b["ms"].max() + 1e-9
+
+
+def test_cost_note_compares_partial_batches_only_with_their_own_row_length():
+    lay = padding.bucketed([10] * 16 + [300], 8, 512)   # the partial last batch holds the long sample
+    st = padding.time_layout(lay, _fake_step(lay, []), mode="all_batches", repeats=1, warmup=0)
+    _, shapes = padding.cost_of_layout(st, lay, mode="all_batches", real_tokens=460)
+    res = _result()
+    res.add("cost_shapes", shapes)
+    note = padding.cost_note(res)
+    assert "1 of 3 batches is partial (1 row)" in note and "per step against" not in note
