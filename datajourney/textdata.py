@@ -27,17 +27,34 @@ from .book.params import ParameterError, positive_int
 DATASET_NAME = "tatsu-lab/alpaca"
 TOKENIZER_NAME = "gpt2"
 OFFLINE_JSON = "alpaca_data_first2000.json"
-#: Named ways of joining an Alpaca record's fields into one training text: (with input, without input).
-#: "alpaca" is the prompt format published with Stanford Alpaca (tatsu-lab/stanford_alpaca).
+
+
+@dataclass(frozen=True)
+class Template:
+    """A named way of joining an Alpaca record's fields into one training text."""
+
+    with_input: str        #: format over {instruction}, {input}, {output} for records with an input
+    without_input: str     #: ... and for records whose input is empty
+    tidy: bool             #: collapse blank-line runs left by an empty field and strip the ends
+    description: str
+
+
+#: Named ways of joining an Alpaca record's fields into one training text.
 TEMPLATES = {
-    "plain": ("{instruction}\n\n{input}\n\n{output}", "{instruction}\n\n{output}"),
-    "alpaca": (
+    "spaces": Template(
+        "{instruction} {input} {output}", "{instruction} {input} {output}", False,
+        "the three fields joined by single spaces, an empty input included (it leaves two spaces): "
+        "the joining that reproduces the source's length table and efficiencies"),
+    "plain": Template(
+        "{instruction}\n\n{input}\n\n{output}", "{instruction}\n\n{output}", True,
+        "the fields separated by blank lines, an empty input left out"),
+    "alpaca": Template(
         "Below is an instruction that describes a task, paired with an input that provides further context. "
         "Write a response that appropriately completes the request.\n\n"
         "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n{output}",
         "Below is an instruction that describes a task. Write a response that appropriately completes the "
-        "request.\n\n### Instruction:\n{instruction}\n\n### Response:\n{output}",
-    ),
+        "request.\n\n### Instruction:\n{instruction}\n\n### Response:\n{output}", True,
+        "the prompt format published with Stanford Alpaca (tatsu-lab/stanford_alpaca)"),
 }
 DEFAULT_TEMPLATE = "plain"
 HUB_HOST = "huggingface.co"
@@ -82,7 +99,11 @@ def load_records(n: int, dataset: str = DATASET_NAME, dataset_path=None) -> tupl
         p = Path(dataset_path).expanduser()
         if not p.is_file():
             raise ParameterError("dataset_path", str(dataset_path), "an existing Alpaca-style JSON file")
-        records, origin = json.loads(p.read_text()), f"file {p.name}"
+        try:
+            records, origin = json.loads(p.read_text()), f"file {p.name}"
+        except (UnicodeDecodeError, json.JSONDecodeError, OSError) as e:
+            raise ParameterError("dataset_path", str(dataset_path),
+                                 f"a readable Alpaca-style JSON file ({type(e).__name__})") from None
     elif dataset == DATASET_NAME and offline_dir():
         records, origin = json.loads((offline_dir() / OFFLINE_JSON).read_text()), f"offline copy {OFFLINE_JSON}"
     elif hub_reachable():
@@ -130,25 +151,39 @@ def eos_id(tok) -> int:
     return tok.token_to_id("<|endoftext|>")
 
 
+TEMPLATE_FIELDS = ("instruction", "input", "output")
+TEMPLATE_ALLOWED = (", ".join(repr(t) for t in TEMPLATES)
+                    + ", or a format string that names {instruction} and {output} (and may name {input})")
+
+
+def check_template(template) -> str:
+    """A known template name or a format string over the record's fields; anything else (a typo
+    such as ``alpacca``, a string naming no field, an unknown field) fails naming ``template``."""
+    if isinstance(template, str) and template in TEMPLATES:
+        return template
+    if not isinstance(template, str) or "{instruction}" not in template or "{output}" not in template:
+        raise ParameterError("template", template, TEMPLATE_ALLOWED)
+    try:
+        template.format(instruction="", input="", output="")
+    except (KeyError, IndexError, ValueError, AttributeError):
+        raise ParameterError("template", template, TEMPLATE_ALLOWED) from None
+    return template
+
+
 def join(record: dict, template: str = DEFAULT_TEMPLATE) -> str:
     """One training text from a record. ``template`` is a name from :data:`TEMPLATES` (each has a
     form for records with and without ``input``) or a format string over {instruction},
-    {input} and {output}, whose blank runs left by an empty field are collapsed."""
-    with_input, without = TEMPLATES.get(template, (template, template))
-    fields = {k: (record.get(k) or "") for k in ("instruction", "input", "output")}
-    text = (with_input if fields["input"] else without).format(**fields)
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
+    {input} and {output} (blank-line runs left by an empty field are collapsed)."""
+    t = TEMPLATES.get(template) or Template(template, template, True, "custom format string")
+    fields = {k: (record.get(k) or "") for k in TEMPLATE_FIELDS}
+    text = (t.with_input if fields["input"] else t.without_input).format(**fields)
+    return re.sub(r"\n{3,}", "\n\n", text).strip() if t.tidy else text
 
 
 def texts_and_source(n: int, *, dataset=DATASET_NAME, dataset_path=None, tokenizer=TOKENIZER_NAME,
                      tokenizer_dir=None, template=DEFAULT_TEMPLATE):
     """Load records and tokenizer up front (both must succeed before any work starts)."""
-    if template not in TEMPLATES:
-        try:
-            template.format(instruction="", input="", output="")
-        except (KeyError, IndexError, ValueError, AttributeError):
-            raise ParameterError("template", template, f"one of {sorted(TEMPLATES)} or a format string over "
-                                 "{instruction}, {input}, {output}") from None
+    check_template(template)
     records, d_origin = load_records(n, dataset, dataset_path)
     tok, t_origin = load_tokenizer(tokenizer, tokenizer_dir)
     return [join(r, template) for r in records], tok, Source(d_origin, t_origin)

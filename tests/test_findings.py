@@ -16,7 +16,7 @@ MEASURED = re.compile(r"\d[\d,.]*\s*(MB/s|GB/s|GiB/s|ms\b|µs\b|img/s|images/s|s
 def test_numbers_have_no_false_precision():
     assert num(2123.19, "MB/s") == "2,123 MB/s"
     assert num(5.123, "×") == "5.1×" and num(0.9712, "×") == "0.97×" and num(1.234, "×") == "1.23×"
-    assert num(76.0, "%") == "76%" and num(2.34, "%") == "2.3%"
+    assert num(76.0, "%") == "76%" and num(2.34, "%") == "2.3%" and num(98.49, "%") == "98.5%"
     assert num(0.036, "ms") == "0.036 ms" and num(float("nan")) == "—"
 
 

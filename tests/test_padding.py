@@ -1,15 +1,20 @@
-"""Chapter 5: layouts never split or drop a sample, packing with the right mask is exact,
-and bad input is named."""
+"""Chapter 5: layouts never split or drop a sample, the published figures are reproduced from the
+first batch, packing with the right inputs is exact (project packers and transformers' collator
+agree), the cost counts every batch at its own cost, findings follow the data, bad input is named."""
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from datajourney import padding, textdata
+from datajourney.book import plotting, published
 from datajourney.book.params import ParameterError
+from datajourney.book.results import Result
 
 OFFLINE = pytest.mark.skipif(textdata.offline_dir() is None, reason="no offline copy of Alpaca/GPT-2 (../shared/data)")
 
 
+# ------------------------------------------------------------------------------------------ layouts
 @pytest.mark.parametrize("seed", range(20))
 @pytest.mark.parametrize("strategy", padding.STRATEGIES)
 def test_layouts_keep_every_sample_whole(strategy, seed):
@@ -22,6 +27,13 @@ def test_layouts_keep_every_sample_whole(strategy, seed):
     assert ev["real_tokens"] == sum(lengths) and 0 < ev["efficiency"] <= 1
     occ = np.concatenate([(padding.occupancy(lay, lengths, b) >= 0).ravel() for b in range(len(lay.batches))])
     assert occ.sum() == sum(lengths) and occ.size == lay.positions  # efficiency is exact
+    fb = padding.first_batch(lay, lengths)
+    assert fb["efficiency"] == pytest.approx((padding.occupancy(lay, lengths, 0) >= 0).mean())
+    # the heatmap's fractions, computed without the rows × row_len matrix, equal the matrix's
+    bins = int(rng.integers(1, 300))
+    frac, width = padding.fill_fractions(lay, lengths, bins)
+    ref, ref_width = padding.downsample(padding.occupancy(lay, lengths, 0), bins)
+    assert width == ref_width and np.allclose(frac, ref)
 
 
 def test_validate_catches_a_dropped_sample():
@@ -38,6 +50,62 @@ def test_packing_beats_padding_on_short_samples():
     assert naive["efficiency"] == 0.1 and packed["rows"] == 7 and packed["efficiency"] == 640 / 700
 
 
+def test_first_batch_of_packing_is_the_sources_grid():
+    """The source fills BATCH_SIZE rows greedily from the whole sample stream: batch 0 of greedy_pack."""
+    lengths = [5, 7, 3, 9, 2, 8, 6, 4, 9, 1]
+    fb = padding.first_batch(padding.greedy_pack(lengths, 2, 12), lengths)
+    # rows: [5, 7] [3, 9] -> 24 real of 2 × 12
+    assert (fb["rows"], fb["samples"], fb["real_tokens"], fb["last_sample"]) == (2, 4, 24, 3)
+    assert fb["efficiency"] == 1.0
+
+
+def test_eos_goes_where_the_mode_says():
+    assert padding.uses_eos("greedy_pack", "packed_only") and not padding.uses_eos("pad_to_context", "packed_only")
+    assert padding.uses_eos("pad_to_longest", "always") and not padding.uses_eos("greedy_pack", "never")
+    assert padding.layout_tokens([[1, 2]], "greedy_pack", "packed_only") == [[1, 2, padding.EOS_ID]]
+
+
+# ------------------------------------------------------------------------------------------ reproduction
+@OFFLINE
+def test_published_figures_reproduced_exactly_from_the_first_batch():
+    records, _ = textdata.load_records(2000)
+    tok, _ = textdata.load_tokenizer()
+    lengths = [len(t) for t in padding.tokenize([textdata.join(r, "spaces") for r in records], tok)]
+    e = padding.efficiencies(lengths, eos="packed_only", batch_size=32, context=4096)
+    assert f"{100 * e['first_batch_pad_to_context']:.1f}" == "2.3"
+    assert f"{100 * e['first_batch_greedy_pack']:.1f}" == "98.5"
+    assert f"{e['first_batch_ratio']:.1f}" == "42.4"
+    assert (e["first_batch_min"], e["first_batch_max"], round(e["first_batch_mean"]), e["first_batch_median"]) == (
+        13, 307, 95, 83)
+    assert len(padding.published_matches(e)) == len(padding.PUBLISHED_COLUMNS) == 7
+    # ... and not from all samples: the population matters
+    assert f"{100 * e['all_pad_to_context']:.1f}" != "2.3" and f"{e['all_ratio']:.1f}" != "42.4"
+
+
+@OFFLINE
+def test_run_reproduces_and_labels_populations(tmp_path):
+    res = padding.run(**{**P, "n_samples": 2000, "batch_size": 32, "strategies": list(padding.STRATEGIES),
+                         "device": "none"}, run_dir=tmp_path, progress=False)
+    assert padding.reproduction(res)["missed"] == []
+    assert set(res.table("first_batch")["population"]) == {"first batch"}
+    assert set(res.table("strategies")["population"]) == {"all samples"}
+    assert list(res.table("length_stats")["population"]) == ["first batch", "all samples"]
+    t = res.table("templates")
+    best = t[t["published_matched"] == t["published_of"]]
+    assert list(zip(best["template"], best["eos"])) == [("spaces", "packed_only")]
+    items = padding.findings(res)
+    assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
+    ratio = next(f for f in items if f.key == "first_batch_ratio")
+    assert "**42.4×**" in ratio.text and "reproduced as printed" in ratio.text
+    assert "Of the 9 combinations" in padding.template_note(res) and "only `spaces`" in padding.template_note(res)
+    tab = padding.length_table(res)
+    assert list(tab.iloc[:, 1]) == [published.figure(padding.CHAPTER, m).text for m in (
+        "first batch: shortest sample", "first batch: longest sample", "first batch: mean length",
+        "first batch: median length")]
+    assert list(tab.iloc[:, 2]) == ["13", "307", "95", "83"]
+
+
+# ------------------------------------------------------------------------------------------ packing done right
 def test_block_causal_mask():
     doc = torch.tensor([[0, 0, 1, 1, 1, -1]])
     m = padding.block_causal_mask(doc)[0, 0]
@@ -46,38 +114,169 @@ def test_block_causal_mask():
     assert m[5, 5] and not m[5, 4]  # padding sees only itself
 
 
-def test_packed_with_mask_equals_documents_alone():
-    c = padding.contamination_check(seed=1, lengths=(7, 3, 12), row_len=30)
-    assert c["with_mask"] < 1e-4
-    assert c["without_mask"] > 1e-2  # cross-contamination without the mask
-
-
 def test_position_ids_restart_per_document():
     ids, pos, doc = padding.packed_inputs([[0, 1]], [[5, 6, 7], [8, 9]], 7, pad_id=0)
     assert pos.tolist() == [[0, 1, 2, 0, 1, 0, 0]] and doc.tolist() == [[0, 0, 0, 1, 1, -1, -1]]
     assert ids.tolist() == [[5, 6, 7, 8, 9, 0, 0]]
+    assert padding.next_token_labels(ids, doc).tolist() == [[-100, 6, 7, -100, 9, -100, -100]]
 
 
-def test_training_step_timing_on_cpu():
-    torch.manual_seed(0)
-    tokens = [list(range(1, n + 1)) for n in (20, 35, 12, 40, 8, 30)]
+def test_collator_builds_the_same_rows_as_the_project():
+    c = padding.collate_packed([[0, 1], [2]], [[5, 6, 7], [8, 9], [4]], 7, pad_id=0)
+    assert c["input_ids"].tolist() == [[5, 6, 7, 8, 9, 0, 0], [4, 0, 0, 0, 0, 0, 0]]
+    assert c["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 1], [0, 0, 1, 2, 3, 4, 5]]  # padding: its own run
+    assert c["labels"].tolist() == [[-100, 6, 7, -100, 9, -100, -100], [-100] * 7]
+    rng = np.random.default_rng(0)
+    tokens = [rng.integers(0, 50000, size=int(rng.integers(1, 40))).tolist() for _ in range(120)]
     lengths = [len(t) for t in tokens]
-    model = padding.TinyCausalLM(vocab=100, d_model=32, n_layers=1, n_heads=2, max_len=128)
-    r = padding.time_training_steps(model, padding.greedy_pack(lengths, 2, 64), tokens, pad_id=0, steps=2,
-                                    warmup=1, device="cpu")
-    assert r["timed_steps"] >= 1 and r["ms_per_step"] > 0 and r["real_tokens_per_s"] > 0
+    for s in padding.PACKED:
+        lay = padding.BUILDERS[s](lengths, 4, 64)
+        for b in range(len(lay.batches)):
+            r = padding.compare_with_collator(lay, tokens, batch=b)
+            assert r["input_ids_equal"] and r["position_ids_equal"] and r["labels_equal"], (s, b)
+            assert r["real_tokens"] == sum(lengths[i] for row in lay.batches[b] for i in row)
 
 
+def test_collator_comparison_sees_a_difference(monkeypatch):
+    real = padding.packed_inputs
+
+    def shifted(rows, tokens, row_len, pad_id):  # positions that run on across documents: the classic bug
+        ids, pos, doc = real(rows, tokens, row_len, pad_id)
+        return ids, torch.arange(row_len).expand_as(pos).clone(), doc
+
+    monkeypatch.setattr(padding, "packed_inputs", shifted)
+    r = padding.compare_with_collator(padding.greedy_pack([3, 4, 2], 2, 10), [[1] * 3, [2] * 4, [3] * 2])
+    assert r["input_ids_equal"] and not r["position_ids_equal"]
+
+
+def test_isolation_check():
+    df = padding.isolation_check(seed=1)
+    by = {(r.code, r.inputs): r for r in df.itertuples()}
+    proj = [r for (code, _), r in by.items() if code == "project"]
+    assert proj[0].isolated and proj[0].max_abs_diff < 1e-4          # block mask + position ids: exact
+    assert not proj[1].isolated and proj[1].max_abs_diff > 1e-2      # plain causal: contamination
+    hf = df[df["code"] == "transformers"]
+    assert not hf.iloc[-1]["isolated"]                                # no position ids: one long text
+    import transformers
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    if (major, minor) >= (4, 56):  # masks derived from packed position ids (sdpa/eager)
+        assert hf.iloc[0]["isolated"]
+
+
+# ------------------------------------------------------------------------------------------ cost
+def _fake_step(layout, calls):
+    def step(b):
+        calls.append(b)
+        rows, n = layout.shape(b)
+        return rows * n / 100 + 0.5   # deterministic: proportional to positions, plus a launch cost
+    return step
+
+
+def test_all_batches_estimate_is_the_sum_of_the_step_times():
+    lengths = [30] * 70   # 70 samples, batch 32: two full batches and one of 6 rows
+    lay = padding.pad_to_context(lengths, 32, 64)
+    calls = []
+    st = padding.time_layout(lay, _fake_step(lay, calls), mode="all_batches", repeats=1, warmup=2)
+    assert len(st) == 3 and sorted(st["batch"]) == [0, 1, 2]
+    total, shapes = padding.cost_of_layout(st, lay, mode="all_batches", real_tokens=sum(lengths))
+    assert total["seconds"] * 1e3 == pytest.approx(st["ms"].sum())
+    assert total["real_tokens"] == sum(lengths) == 2100
+    assert total["real_tokens_per_s"] == pytest.approx(2100 / total["seconds"])
+    assert len(calls) == 2 * 2 + 3   # warm-up per shape (32 × 64 and 6 × 64), then every batch once
+    assert sorted(shapes["batches"]) == [1, 2] and shapes["seconds"].sum() == pytest.approx(total["seconds"])
+
+
+def test_per_shape_estimate_does_not_overweight_a_partial_batch():
+    lay = padding.pad_to_context([30] * 70, 32, 64)
+    st = padding.time_layout(lay, _fake_step(lay, []), mode="per_shape", repeats=3, warmup=0)
+    assert len(st) == 6   # 3 steps for each of the 2 shapes
+    total, shapes = padding.cost_of_layout(st, lay, mode="per_shape", real_tokens=2100)
+    full, part = 32 * 64 / 100 + 0.5, 6 * 64 / 100 + 0.5
+    assert total["seconds"] * 1e3 == pytest.approx(2 * full + part)      # not 3 × the mean step
+    assert total["seconds"] * 1e3 < 3 * full                           # the partial batch is not a full one
+    # with all batches timed, the same layout gives the same estimate
+    st_all = padding.time_layout(lay, _fake_step(lay, []), mode="all_batches", repeats=2, warmup=0)
+    total_all, _ = padding.cost_of_layout(st_all, lay, mode="all_batches", real_tokens=2100)
+    assert total_all["seconds"] == pytest.approx(total["seconds"]) and total_all["passes"] == 2
+
+
+def test_all_batches_refuses_an_incomplete_pass():
+    lay = padding.pad_to_context([30] * 70, 32, 64)
+    st = padding.time_layout(lay, _fake_step(lay, []), mode="all_batches", repeats=1, warmup=0)
+    with pytest.raises(ValueError, match="every batch"):
+        padding.cost_of_layout(st.iloc[:2], lay, mode="all_batches", real_tokens=2100)
+
+
+def test_train_step_runs_forward_and_backward_on_cpu():
+    model = padding.gpt2_model(context=64, d_model=32, n_layers=1, n_heads=2, vocab=300).train()
+    grads = {}
+    zero = model.zero_grad
+
+    def record(*a, **k):
+        grads.update({n: p.grad is not None for n, p in model.named_parameters()})
+        zero(*a, **k)
+
+    model.zero_grad = record
+    tokens = [[5, 6, 7, 8], [9, 10], [11, 12, 13]]
+    for collate, rows in ((padding.collate_packed, [[0, 1], [2]]), (padding.collate_padded, [[0], [1], [2]])):
+        t = padding.train_step(model, collate(rows, tokens, 8, 0), "cpu")
+        assert t["ms"] > 0 and grads and all(grads.values())   # every weight got a gradient
+        assert t["ms"] == pytest.approx(sum(t[k] for k in padding.STEP_PARTS))
+        assert t["real_targets"] == 9 - 3   # every token but each document's first
+
+
+def test_memory_estimate_grows_with_the_batch():
+    small = padding.memory_needed(rows=32, row_len=4096, real_tokens=4096, d_model=512, n_layers=4, context=4096)
+    assert 4 * 2**30 < small < 40 * 2**30
+    big = padding.memory_needed(rows=2000, row_len=1 << 20, real_tokens=140_000, d_model=512, n_layers=4,
+                                context=1 << 20)
+    assert big > 1000 * small
+
+
+# ------------------------------------------------------------------------------------------ parameters
 P = dict(n_samples=50, context_length=4096, batch_size=8, dataset="tatsu-lab/alpaca", dataset_path=None,
-         tokenizer="gpt2", tokenizer_dir=None, template="plain", add_eos=True, strategies=["greedy_pack"],
-         bucket_batches=2, heatmap_bins=16, gpu_steps=1, d_model=32, n_layers=1, n_heads=2)
+         tokenizer="gpt2", tokenizer_dir=None, template="spaces", eos="packed_only", strategies=["greedy_pack"],
+         bucket_batches=2, heatmap_bins=16, device="none", timing="all_batches", timing_repeats=1, warmup_steps=0,
+         d_model=32, n_layers=1, n_heads=2, seed=0)
 
 
-@pytest.mark.parametrize("name,value", [("context_length", 0), ("batch_size", 0), ("n_samples", -1),
-                                        ("strategies", ["random"]), ("n_heads", 3)])
+@pytest.mark.parametrize("name,value", [
+    ("context_length", 0), ("batch_size", 0), ("n_samples", -1), ("strategies", ["random"]), ("n_heads", 3),
+    ("template", "alpacca"), ("template", "bogus"), ("template", "{nonsense}"), ("template", "{instruction}"),
+    ("eos", True), ("eos", "maybe"), ("device", "gpu"), ("timing", "some"), ("timing_repeats", 0),
+    ("warmup_steps", -1), ("seed", -1), ("seed", "abc"), ("dataset_path", [1, 2]), ("dataset", ""),
+    ("heatmap_bins", 0), ("bucket_batches", 1.5), ("progress", "maybe"),
+])
 def test_bad_parameters_are_named(name, value):
     with pytest.raises(ParameterError, match=repr(name)):
         padding.check_parameters({**P, name: value})
+
+
+def test_template_typo_fails_before_any_work(monkeypatch):
+    def no_work(*a, **k):
+        raise AssertionError("data were loaded before the template was checked")
+
+    monkeypatch.setattr(textdata, "load_records", no_work)
+    monkeypatch.setattr(textdata, "load_tokenizer", no_work)
+    with pytest.raises(ParameterError) as e:
+        padding.preflight({**P, "template": "alpacca"})
+    msg = str(e.value)
+    assert "'template'" in msg and "'alpacca'" in msg
+    assert all(repr(t) in msg for t in textdata.TEMPLATES)
+
+
+def test_cuda_device_without_cuda_is_named(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ParameterError, match="'device'.*no CUDA"):
+        padding.check_parameters({**P, "device": "cuda"})
+
+
+@OFFLINE
+def test_memory_is_checked_before_any_work():
+    """Values inside the allowed ranges that cannot fit fail up front, naming the parameter."""
+    with pytest.raises(ParameterError, match=r"'context_length'.*GiB"):
+        padding.preflight({**P, "n_samples": 2000, "context_length": 1 << 20, "batch_size": 1 << 16, "device": "cpu",
+                           "strategies": ["pad_to_context"]})
 
 
 @OFFLINE
@@ -99,9 +298,12 @@ def test_tokenizer_dir_without_vocabulary(tmp_path):
         textdata.load_tokenizer(tokenizer_dir=tmp_path)
 
 
-def test_missing_dataset_file_is_named(tmp_path):
+def test_missing_or_unreadable_dataset_file_is_named(tmp_path):
     with pytest.raises(ParameterError, match="'dataset_path'"):
         textdata.load_records(10, dataset_path=tmp_path / "nope.json")
+    (tmp_path / "bad.json").write_bytes(b"root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(ParameterError, match="'dataset_path'.*JSON"):
+        textdata.load_records(10, dataset_path=tmp_path / "bad.json")
 
 
 @OFFLINE
@@ -117,17 +319,180 @@ def test_templates():
     r = {"instruction": "Do X.", "input": "", "output": "Done."}
     assert textdata.join(r) == "Do X.\n\nDone."
     assert textdata.join({**r, "input": "ctx"}) == "Do X.\n\nctx\n\nDone."
+    assert textdata.join(r, "spaces") == "Do X.  Done."              # the empty input leaves two spaces
+    assert textdata.join({**r, "output": "Done. "}, "spaces") == "Do X.  Done. "   # nothing stripped
     assert textdata.join(r, "alpaca").startswith("Below is an instruction that describes a task. Write")
-    with pytest.raises(ParameterError, match="'template'"):
-        textdata.texts_and_source(1, template="{nonsense}")
+    assert textdata.join(r, "Q: {instruction}\nA: {output}") == "Q: Do X.\nA: Done."
+    for bad in ("alpacca", "{nonsense}", "no field at all", 3):
+        with pytest.raises(ParameterError, match="'template'"):
+            textdata.check_template(bad)
+
+
+# ------------------------------------------------------------------------------------------ charts
+def test_heatmap_hover_names_computed_positions():
+    frac, width = padding.fill_fractions(padding.pad_to_context([100, 5000], 2, 4100), [100, 5000], 256)
+    fig = plotting.occupancy_heatmap(frac, bin_width=width, row_len=4100, title="t")
+    cd = np.asarray(fig.data[0].customdata)
+    assert width == 17 and cd[0, 0] == "0–16" and cd[0, 1] == "17–33" and cd[0, -1] == "4,097–4,099"
+    assert "%{customdata}" in fig.data[0].hovertemplate and "+" not in fig.data[0].hovertemplate
+
+
+def test_histogram_gives_the_first_batch_its_own_panel():
+    fig = plotting.length_histogram(pd.Series(range(1, 2001)), context=4096, batch_size=32, title="t")
+    assert [t.yaxis for t in fig.data] == ["y", "y2"] and len(fig.data[1].x) == 32
+
+
+def test_cost_chart_uses_dots_on_the_log_axis():
+    fig = plotting.cost_dots(pd.DataFrame({"layout": ["a", "b"], "seconds": [20.0, 0.5], "low": [19.0, 0.4],
+                                           "high": [21.0, 0.6], "how": ["x", "x"]}), title="t", source="this run")
+    assert fig.data[0].type == "scatter" and fig.layout.xaxis.type == "log" and "min–max" in fig.layout.xaxis.title.text
+
+
+# ------------------------------------------------------------------------------------------ findings follow the data
+def _result(*, pad_fb=0.02326, pack_fb=0.98549, pad_all=0.017, pack_all=0.974, cost=(20.0, 0.5), spread=0.05,
+            isolated=(True, False), collator_equal=True, params=None, lengths=(13, 307, 95.28, 83)) -> Result:
+    p = {**padding.PUBLISHED_SETTING, "strategies": ["pad_to_context", "greedy_pack"], **(params or {})}
+    fb = pd.DataFrame([
+        dict(strategy="pad_to_context", label="pad to context", population="first batch", samples=32, first_sample=0,
+             last_sample=31, real_tokens=int(pad_fb * 32 * 4096), positions=32 * 4096, efficiency=pad_fb, rows=32,
+             row_len=4096),
+        dict(strategy="greedy_pack", label="greedy", population="first batch", samples=1801, first_sample=0,
+             last_sample=1800, real_tokens=int(pack_fb * 32 * 4096), positions=32 * 4096, efficiency=pack_fb,
+             rows=32, row_len=4096)])
+    al = pd.DataFrame([
+        dict(strategy="pad_to_context", label="pad to context", population="all samples", samples=2000,
+             real_tokens=141_000, positions=63 * 32 * 4096, efficiency=pad_all, rows=2000, steps=63, rows_per_step=32,
+             mean_row_len=4096),
+        dict(strategy="greedy_pack", label="greedy", population="all samples", samples=2000, real_tokens=143_000,
+             positions=37 * 4096, efficiency=pack_all, rows=37, steps=2, rows_per_step=32, mean_row_len=4096)])
+    ls = pd.DataFrame([dict(population="first batch", samples=32, min=lengths[0], max=lengths[1], mean=lengths[2],
+                            median=lengths[3]),
+                       dict(population="all samples", samples=2000, min=9, max=449, mean=70.8, median=54)])
+    iso = pd.DataFrame([dict(code="transformers", model="GPT-2", inputs="use_cache=False", max_abs_diff=2e-7 if
+                             isolated[0] else 0.3, isolated=isolated[0], transformers="5.0"),
+                        dict(code="transformers", model="GPT-2", inputs="default", max_abs_diff=2e-7 if isolated[1]
+                             else 0.21, isolated=isolated[1], transformers="5.0")])
+    col = pd.DataFrame([dict(strategy="greedy_pack", batch=0, rows=32, real_tokens=1, documents=1801,
+                             input_ids_equal=True, position_ids_equal=collator_equal, labels_equal=True)])
+    res = Result(chapter=padding.CHAPTER, run_id="constructed", parameters=p, fingerprint={"gpu": {"name": "GPU X"}},
+                 metadata={"timed_on": "cuda", "model": {"d_model": 512, "n_layers": 4}})
+    for name, df in (("first_batch", fb), ("strategies", al), ("length_stats", ls), ("isolation", iso),
+                     ("collator", col)):
+        res.add(name, df)
+    if cost is not None:
+        res.add("cost", pd.DataFrame([
+            dict(strategy=s, label=s, mode="all_batches", batches=63, shapes=2, timed_steps=189, passes=3, seconds=v,
+                 seconds_low=v * (1 - spread), seconds_high=v * (1 + spread), real_tokens=1, real_tokens_per_s=1.0)
+            for s, v in zip(("pad_to_context", "greedy_pack"), cost)]))
+    return res
+
+
+def _texts(res):
+    items = padding.findings(res)
+    assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
+    for f in items:
+        assert f.text and "nan" not in f.text.lower() and "None" not in f.text
+    return {f.key: f for f in items}
+
+
+def test_findings_as_published():
+    f = _texts(_result())
+    assert "**2.3%**" in f["first_batch_pad_to_context"].text and "**98.5%**" in f["first_batch_packed"].text
+    assert "more real tokens" in f["first_batch_ratio"].text and "reproduced as printed" in f["first_batch_ratio"].text
+    assert "more real tokens" in f["all_samples"].text and "lower than the first batch" in f["all_samples"].text
+    assert "**40.0× faster**" in f["measured_cost"].text and f["measured_cost"].value == pytest.approx(40.0)
+    assert "reproduces each document alone" in f["packing_isolation"].text
+    assert "does not: documents see each other" in f["packing_isolation"].text
+    assert "identical input ids" in f["packing_isolation"].text
+    assert f["first_batch_pad_to_context"].published == "efficiency, pad to context"
+    assert f["first_batch_packed"].published == "efficiency, packed"
+    assert f["first_batch_ratio"].published == "packed ÷ pad to context"
+
+
+def test_findings_when_packing_loses_the_first_batch():
+    f = _texts(_result(pad_fb=0.5, pack_fb=0.4))
+    assert "fewer real tokens" in f["first_batch_ratio"].text and "not as published" in f["first_batch_ratio"].text
+
+
+def test_findings_when_the_populations_reverse():
+    f = _texts(_result(pad_all=0.5, pack_all=0.3))
+    assert "fewer real tokens" in f["all_samples"].text and "higher than the first batch" in f["all_samples"].text
+
+
+def test_findings_when_packing_is_slower_or_level():
+    f = _texts(_result(cost=(1.0, 2.5)))
+    assert "**2.5× slower**" in f["measured_cost"].text and "faster" not in f["measured_cost"].text
+    f = _texts(_result(cost=(1.0, 1.05), spread=0.1))
+    assert "level with padding" in f["measured_cost"].text
+
+
+def test_findings_without_timings():
+    f = _texts(_result(cost=None))
+    assert "not measured" in f["measured_cost"].text and f["measured_cost"].value is None
+
+
+def test_findings_when_documents_leak_or_collator_differs():
+    f = _texts(_result(isolated=(False, False), collator_equal=False))
+    t = f["packing_isolation"].text
+    assert "reproduces" not in t and t.count("documents see each other") == 2 and "different inputs" in t
+
+
+def test_findings_name_a_setting_that_is_not_the_published_one():
+    f = _texts(_result(pack_fb=0.95, params={"template": "plain", "n_samples": 400}))
+    t = f["first_batch_ratio"].text
+    assert "not as published" in t and "`template` = `plain`" in t and "`n_samples` = `400`" in t
+
+
+def test_key_metrics_are_first_batch_metrics_with_published_names():
+    km = padding.key_metrics(_result())
+    names = {f.metric for f in published.figures(padding.CHAPTER)}
+    assert set(km) == names
+    assert km["efficiency, pad to context"][0] == pytest.approx(2.326)
+    assert padding.reproduction(_result())["missed"] == []
+    assert "efficiency, packed" in padding.reproduction(_result(pack_fb=0.99))["missed"]
 
 
 @OFFLINE
 def test_run_writes_every_table(tmp_path):
     res = padding.run(**{**P, "strategies": list(padding.STRATEGIES), "n_samples": 40}, run_dir=tmp_path,
                       progress=False)
-    assert {"lengths", "length_stats", "strategies", "templates", "contamination"} <= set(res.tables)
-    assert ("gpu" in res.tables) == torch.cuda.is_available()
+    assert {"lengths", "length_stats", "strategies", "first_batch", "templates", "isolation", "collator"} <= set(
+        res.tables)
+    assert "cost" not in res.tables and "device" in res.metadata["timing_note"]
     assert list(res.table("length_stats")["samples"]) == [8, 40]
-    assert res.metadata["heatmap_greedy_pack"]["exact_efficiency"] > 0
+    assert res.metadata["heatmap_greedy_pack"]["efficiency"] > 0
+    assert res.table("collator")[["input_ids_equal", "position_ids_equal", "labels_equal"]].all(axis=None)
     assert (tmp_path / "05_padding_tax.json").exists()
+    _texts(res)   # a small run's findings are complete sentences too
+
+
+@OFFLINE
+def test_run_times_every_batch_on_cpu(tmp_path):
+    """The real timing path end to end, on a tiny setting: every batch timed, estimate = sum of steps."""
+    res = padding.run(**{**P, "strategies": ["pad_to_context", "greedy_pack"], "n_samples": 24,
+                         "context_length": 512, "device": "cpu", "d_model": 16, "n_heads": 2},
+                      run_dir=tmp_path, progress=False)
+    c, st = res.table("cost").set_index("strategy"), res.table("cost_steps")
+    for s in ("pad_to_context", "greedy_pack"):
+        steps = st[st["strategy"] == s]
+        assert sorted(steps["batch"]) == list(range(int(c.loc[s, "batches"])))
+        assert c.loc[s, "seconds"] * 1e3 == pytest.approx(steps["ms"].sum())
+    assert c.loc["pad_to_context", "real_tokens"] == res.table("lengths")["tokens"].sum()
+    assert c.loc["greedy_pack", "real_tokens"] == res.table("lengths")["tokens"].sum() + 24   # one EOS each
+    f = _texts(res)
+    assert "CPU time" in f["measured_cost"].text
+    note = padding.cost_note(res)
+    assert "A full padded step" in note and "output layer and loss" in note
+    b = padding.step_breakdown(res).set_index("strategy")
+    assert b.loc["greedy_pack", "real_targets"] > b.loc["pad_to_context", "real_targets"]
+    assert (b["ms"] - b[list(padding.STEP_PARTS)].sum(axis=1)).abs().max() < 1e-6 * b["ms"].max() + 1e-9
+
+
+def test_cost_note_compares_partial_batches_only_with_their_own_row_length():
+    lay = padding.bucketed([10] * 16 + [300], 8, 512)   # the partial last batch holds the long sample
+    st = padding.time_layout(lay, _fake_step(lay, []), mode="all_batches", repeats=1, warmup=0)
+    _, shapes = padding.cost_of_layout(st, lay, mode="all_batches", real_tokens=460)
+    res = _result()
+    res.add("cost_shapes", shapes)
+    note = padding.cost_note(res)
+    assert "1 of 3 batches is partial (1 row)" in note and "per step against" not in note

@@ -54,16 +54,16 @@ def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
     """A number with three significant digits (thousands separated, no false precision).
 
     >>> num(2123.19, "MB/s"), num(5.123, "×"), num(0.9712, "×"), num(76.2, "%"), num(0.036, "ms")
-    ('2,123 MB/s', '5.1×', '0.97×', '76%', '0.036 ms')
+    ('2,123 MB/s', '5.1×', '0.97×', '76.2%', '0.036 ms')
     """
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
     v = float(value)
     a = abs(v)
-    if v.is_integer() and unit not in ("×", "%") and a < 1e15:
+    if v.is_integer() and unit != "×" and a < 1e15:
         digits = 0   # counts (workers, tokens) and round values carry no decimals
     elif unit == "%":
-        digits = 0 if a >= 10 else 1
+        digits = 0 if a >= 100 else 1   # 98.5% stays 98.5%, as the sources print shares
     elif a >= 100:
         digits = 0
     elif a >= 10:

@@ -72,9 +72,11 @@ PUBLISHED: dict[str, list[Figure]] = {
     ],
     "05_padding_tax": [
         Figure("efficiency, pad to context", "2.3", "%",
-               setting="the first batch (32 samples) of Alpaca, GPT-2 tokenizer, one 32 × 4,096 grid"),
+               setting=("the first batch (32 samples) of Alpaca as \"{instruction} {input} {output}\", "
+                        "GPT-2 tokenizer, one 32 × 4,096 grid, no end-of-text token")),
         Figure("efficiency, packed", "98.5", "%",
-               setting="the same 32 samples packed greedily into rows of 4,096 (full rows only)"),
+               setting=("the first 32 rows of greedy packing over the sample stream (samples 0–1,800, each "
+                        "followed by an end-of-text token), one 32 × 4,096 grid")),
         Figure("packed ÷ pad to context", "42.4", "×", setting="ratio of the two efficiencies"),
         Figure("first batch: shortest sample", "13", "tokens", setting="the source's length table"),
         Figure("first batch: longest sample", "307", "tokens", setting="the source's length table"),
