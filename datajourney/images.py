@@ -147,8 +147,12 @@ def image_folder(data_dir=None, *, n_images: int, size: int = 224, quality: int 
 # --------------------------------------------------------------------------- MDS shards
 def streaming_status() -> tuple[bool, str]:
     """Whether ``mosaicml-streaming`` can be imported here, and why not."""
+    import warnings
+
     try:
-        import streaming  # noqa: F401
+        with warnings.catch_warnings():  # its import of tqdm.auto warns about notebook widgets
+            warnings.simplefilter("ignore")
+            import streaming  # noqa: F401
     except Exception as e:  # noqa: BLE001 - any import failure means the MDS half cannot run
         return False, (f"mosaicml-streaming cannot be imported ({type(e).__name__}: {e}); install it with "
                        "'pip install mosaicml-streaming' to run the MDS half; the ImageFolder half runs without it")
@@ -230,11 +234,18 @@ def decode(data: bytes, out_size: int) -> torch.Tensor:
     return to_tensor(decode_rgb(data, out_size))
 
 
+_AFFINE: dict = {}
+
+
 def normalise_on_device(x: torch.Tensor) -> torch.Tensor:
-    """A uint8 (N, C, H, W) batch already on its device -> normalised float32, in two kernels."""
-    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
-    return torch.addcmul(-mean / std, x.float(), 1.0 / (255.0 * std))
+    """A uint8 (N, C, H, W) batch already on its device -> normalised float32, in two kernels
+    (conversion, then one multiply-add with a per-channel scale and shift kept on the device)."""
+    if x.device not in _AFFINE:
+        mean = torch.tensor(MEAN, dtype=torch.float64).view(1, 3, 1, 1)
+        std = torch.tensor(STD, dtype=torch.float64).view(1, 3, 1, 1)
+        _AFFINE[x.device] = ((-mean / std).float().to(x.device), (1.0 / (255.0 * std)).float().to(x.device))
+    shift, scale = _AFFINE[x.device]
+    return torch.addcmul(shift, x.float(), scale)
 
 
 class Sample(tuple):

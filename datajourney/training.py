@@ -25,6 +25,7 @@ import copy
 import os
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from functools import partial
 from itertools import cycle
@@ -56,6 +57,8 @@ WORKER_NICE = 19
 KEEP_UP = 0.95
 #: MLPerf Storage's rule: the accelerator is kept busy when AU reaches this share.
 AU_RULE = 0.90
+#: The loader keeps up when the data wait is below this share of the step.
+LOADER_KEEPS_UP = 0.01
 LABELS = {"imagefolder": "ImageFolder", "mds": "MDS"}
 
 
@@ -363,7 +366,9 @@ def graphed_copy(model: nn.Module, lr: float, x: torch.Tensor):
     of one per kernel), with its own SGD optimizer."""
     m = copy.deepcopy(model)
     opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9)
-    g = torch.cuda.make_graphed_callables(m, (x,))
+    with warnings.catch_warnings():  # the capture's notes on gradient streams: expected here
+        warnings.simplefilter("ignore", UserWarning)
+        g = torch.cuda.make_graphed_callables(m, (x,))
     return g, opt
 
 
@@ -396,7 +401,9 @@ def load_sweep(model, opt, *, lr: float, work: list[bytes], out_size: int, batch
         for mode, (m, o) in runners.items():
             remedy = mode if mode in REMEDIES else "none"
             for level in levels:
-                with busy_processes(level, work, out_size, remedy, res_cpus):
+                with busy_processes(level, work, out_size, remedy, res_cpus), warnings.catch_warnings():
+                    if mode == "cuda_graphs":  # autograd's note on the graph's gradient streams: expected
+                        warnings.simplefilter("ignore", UserWarning)
                     a = cpu_snapshot()
                     df = train_steps(cycle([(x, y)]), m, o, steps=steps + warmup, device=device, on_gpu_batch=True)
                     b = cpu_snapshot()
@@ -482,21 +489,36 @@ def reader_costs(src, shards, *, out_size: int, samples: int, seed: int, purge_m
                  dict(base, stage="normalise (1 thread)", ms=float(np.mean(norm1)),
                       p90_ms=float(np.quantile(norm1, 0.9)), threads=1)]
     if mds is not None:
-        pagecache.warm(_shard_files(shards))
-        it = iter(mds)
-        next(it)
-        t0 = time.perf_counter()
-        n = 0
-        for _ in range(len(idx)):
-            next(it)
-            n += 1
-        per = (time.perf_counter() - t0) * 1e3 / n
-        direct = next(r["ms"] for r in rows if r["format"] == "mds" and r["stage"] == "read (warm)")
-        rows.append(dict(format="mds", samples=n, threads=threads, stage="iterator overhead",
-                         ms=max(0.0, per - direct), p90_ms=None, iter_ms=per))
-        it.close()
+        rows += _streaming_iteration(shards, out_size=out_size, samples=len(idx), seed=seed, threads=threads)
         images.stop_streaming(mds)
     return pd.DataFrame(rows)
+
+
+def _streaming_iteration(shards, *, out_size: int, samples: int, seed: int, threads: int) -> list[dict]:
+    """Iterate the decoding MDS dataset in this process, warm, as the loop does at W=0: the mean
+    wall time per sample, the read stage as timed inside the iteration (beside streaming's
+    background threads), and the time between samples that no stage covers (the iterator's
+    own bookkeeping)."""
+    from . import pagecache
+
+    pagecache.warm(_shard_files(shards))
+    ds = images.mds_dataset(shards, out_size, shuffle=True, seed=seed + 1)
+    it = iter(ds)
+    try:
+        next(it)
+        stages, t0 = [], time.perf_counter()
+        for _ in range(samples):
+            stages.append(next(it)[2])
+        per = (time.perf_counter() - t0) * 1e3 / samples
+    finally:
+        it.close()
+        images.stop_streaming(ds)
+    read = float(np.mean([s[0] for s in stages]))
+    busy = float(np.mean([sum(s) for s in stages]))
+    base = dict(format="mds", samples=samples, threads=threads, iter_ms=per)
+    p90 = float(np.quantile([s[0] for s in stages], 0.9))
+    return [dict(base, stage="read inside the iterator", ms=read, p90_ms=p90),
+            dict(base, stage="iterator overhead", ms=per - busy, p90_ms=None)]
 
 
 def _per_item(fn, items) -> list[float]:
@@ -519,8 +541,11 @@ def profile_trace(batches, model, opt, *, device: str, out_dir, steps: int = 6) 
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with _quiet_stderr(), profile(activities=acts, schedule=schedule(wait=1, warmup=1, active=max(1, steps - 2), repeat=1),
-                 on_trace_ready=tensorboard_trace_handler(str(out_dir), worker_name="trace")) as prof:
+    plan = schedule(wait=1, warmup=1, active=max(1, steps - 2), repeat=1)
+    handler = tensorboard_trace_handler(str(out_dir), worker_name="trace")
+    with _quiet_stderr(), warnings.catch_warnings(), profile(activities=acts, schedule=plan,
+                                                              on_trace_ready=handler) as prof:
+        warnings.simplefilter("ignore", UserWarning)  # the profiler's notes on its own event buffers
         train_steps(batches, model, opt, steps=steps, device=device, profiler=prof)
     files = sorted(p.name for p in Path(out_dir).glob("*.json*"))
     return files[-1] if files else ""
@@ -554,10 +579,11 @@ _GPU_CATS = {"kernel": "kernels", "gpu_memcpy": "copies", "gpu_memset": "copies"
 
 def step_timeline(trace_path, *, merge_gap_us: float = 5.0) -> pd.DataFrame:
     """One steady-state step read from a profiler trace: the phase ranges on the main thread
-    (``CPU: phases``), the same ranges as the GPU ran them (``GPU: phases``, when the trace has
-    them) and the GPU's busy intervals (``GPU: kernels``, ``GPU: copies``; activities closer
-    than ``merge_gap_us`` merged). Times in ms from the start of the step; the last complete
-    profiled step is used."""
+    (``CPU: phases``); the same phases as the GPU ran them (``GPU: phases``: from the first to
+    the last GPU activity launched inside the CPU range, whichever thread launched it, matched
+    by the trace's correlation ids; ``busy_ms`` is the GPU time inside that span); and the GPU's
+    busy intervals (``GPU: kernels``, ``GPU: copies``; activities closer than ``merge_gap_us``
+    merged). Times in ms from the start of the step; the last complete profiled step is used."""
     import gzip
     import json
 
@@ -566,32 +592,51 @@ def step_timeline(trace_path, *, merge_gap_us: float = 5.0) -> pd.DataFrame:
     with opener(p, "rt") as f:
         events = [e for e in json.load(f).get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
     steps = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    cols = ["lane", "name", "start_ms", "dur_ms", "busy_ms", "count"]
     if not steps:
-        return pd.DataFrame(columns=["lane", "name", "start_ms", "dur_ms", "count"])
+        return pd.DataFrame(columns=cols)
     st = steps[-1]
     t0, t1 = float(st["ts"]), float(st["ts"]) + float(st["dur"])
-    inside = [e for e in events if float(e["ts"]) >= t0 and float(e["ts"]) <= t1]
-    rows = []
-    for e in inside:
-        if e.get("name") in PHASES:
-            lane = "GPU: phases" if e.get("cat") == "gpu_user_annotation" else "CPU: phases"
-            rows.append(dict(lane=lane, name=e["name"], start_ms=(e["ts"] - t0) / 1e3, dur_ms=e["dur"] / 1e3, count=1))
-    for cat, lane in _GPU_CATS.items():
-        spans = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in inside if e.get("cat") == cat)
-        if not spans:
+    inside = [e for e in events if t0 <= float(e["ts"]) <= t1]
+    rows = [dict(lane="CPU: phases", name=e["name"], start_ms=(e["ts"] - t0) / 1e3, dur_ms=e["dur"] / 1e3,
+                 busy_ms=e["dur"] / 1e3, count=1)
+            for e in inside if e.get("name") in PHASES and e.get("cat") == "user_annotation"]
+    cpu = [(r["name"], t0 + 1e3 * r["start_ms"], t0 + 1e3 * (r["start_ms"] + r["dur_ms"])) for r in rows]
+    launched = {e["args"]["correlation"]: float(e["ts"]) for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [e for e in inside if e.get("cat") in _GPU_CATS]
+    spans: dict[str, list] = {}
+    for e in gpu:
+        lt = launched.get(e.get("args", {}).get("correlation"))
+        phase = next((name for name, a, b in cpu if lt is not None and a <= lt <= b), None)
+        if phase is None:
             continue
-        merged = []
-        for a, b in spans:
-            if merged and a - merged[-1][1] <= merge_gap_us:
-                merged[-1][1] = max(merged[-1][1], b)
-                merged[-1][2] += 1
-            else:
-                merged.append([a, b, 1])
-        rows += [dict(lane=f"GPU: {lane}", name=lane, start_ms=(a - t0) / 1e3, dur_ms=(b - a) / 1e3, count=n)
-                 for a, b, n in merged]
-    df = pd.DataFrame(rows).sort_values(["lane", "start_ms"]).reset_index(drop=True)
+        a, b = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+        sp = spans.setdefault(phase, [a, b, 0.0, 0])
+        sp[0], sp[1], sp[2], sp[3] = min(sp[0], a), max(sp[1], b), sp[2] + (b - a), sp[3] + 1
+    rows += [dict(lane="GPU: phases", name=name, start_ms=(a - t0) / 1e3, dur_ms=(b - a) / 1e3, busy_ms=busy / 1e3,
+                  count=n) for name, (a, b, busy, n) in spans.items()]
+    for cat, lane in _GPU_CATS.items():
+        for a, b, n in _merged(sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in gpu
+                                      if e.get("cat") == cat), merge_gap_us):
+            rows.append(dict(lane=f"GPU: {lane}", name=lane, start_ms=(a - t0) / 1e3, dur_ms=(b - a) / 1e3,
+                             busy_ms=(b - a) / 1e3, count=n))
+    df = pd.DataFrame(rows, columns=cols)
+    # kernels and copies share a lane name when both kinds map to it: merge once more per lane
+    df = df.sort_values(["lane", "start_ms"]).reset_index(drop=True)
     df.attrs["step_ms"] = (t1 - t0) / 1e3
     return df
+
+
+def _merged(spans, gap_us: float) -> list:
+    out = []
+    for a, b in spans:
+        if out and a - out[-1][1] <= gap_us:
+            out[-1][1] = max(out[-1][1], b)
+            out[-1][2] += 1
+        else:
+            out.append([a, b, 1])
+    return out
 
 
 # --------------------------------------------------------------------------- chapter
@@ -649,7 +694,7 @@ def check_parameters(p: dict) -> dict:
                                                                  maximum=max(64, 4 * cores))
     modes = p.get("load_modes", [])
     q["load_modes"] = [] if modes == [] else choices("load_modes", modes, LOAD_MODES)
-    q["load_steps"] = positive_int("load_steps", p.get("load_steps", 15), maximum=100_000)
+    q["load_steps"] = positive_int("load_steps", p.get("load_steps", 12), maximum=100_000)
     q["reader_samples"] = positive_int("reader_samples", p.get("reader_samples", 256), maximum=q["n_images"])
     q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
     q["profile"] = boolean("profile", p["profile"])
@@ -685,8 +730,8 @@ def auto_reserve(cores: int) -> int:
 
 
 def auto_levels(cores: int) -> list[int]:
-    """Busy processes for the load sweep: none, half the cores, all of them, one and a half times."""
-    return sorted({0, max(1, cores // 2), cores, cores + max(1, cores // 2)})
+    """Busy processes for the load sweep: none, as many as cores, one and a half times as many."""
+    return sorted({0, cores, cores + max(1, cores // 2)})
 
 
 def _label(fmt: str, w: int, variant: str) -> str:
@@ -761,9 +806,9 @@ class _Chapter:
 
 def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_size: int, batch_size: int,
         model: str, lr: float, formats, workers, steps: int, warmup_steps: int, purge_method: str,
-        profile: bool, repeats: int = 3, tuned_workers=(4,), tuned_remedy: str = "nice", reserve_cores="auto",
+        profile: bool, repeats: int = 3, tuned_workers=(8,), tuned_remedy: str = "nice", reserve_cores="auto",
         single_thread_w0: bool = True, load_levels="auto", load_modes=("plain", "nice", "reserve", "cuda_graphs"),
-        load_steps: int = 15, reader_samples: int = 256, seed: int = 0, data_dir=None, run_dir=None,
+        load_steps: int = 12, reader_samples: int = 256, seed: int = 0, data_dir=None, run_dir=None,
         progress: bool = True):
     """Run chapter 7 and save the result (tables + fingerprint) to ``run_dir``."""
     params = {k: v for k, v in locals().items() if k != "progress"}
@@ -776,12 +821,21 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     p, parent = preflight(params)
     rd = results.resolve_run_dir(run_dir)
     res = results.start(CHAPTER, params, run_dir, parent)
+    clock = {"start": time.perf_counter()}
+    seconds = {}
+
+    def lap(name: str) -> None:  # how long each part of the run took (metadata)
+        now = time.perf_counter()
+        seconds[name] = round(now - clock["start"], 2)
+        clock["start"] = now
+
     device = "cuda" if torch.cuda.is_available() else "cpu"
     src = images.image_folder(parent, n_images=n_images, size=image_size, quality=jpeg_quality, classes=classes,
                               seed=seed, progress=progress)
     mds_ok, mds_why = images.streaming_status()
     shards = images.mds_shards(src, parent, progress=progress) if ("mds" in p["formats"] and mds_ok) else None
     fmts = [f for f in p["formats"] if f == "imagefolder" or shards is not None]
+    lap("data sets")
     cores = len(os.sched_getaffinity(0))
     levels = auto_levels(cores) if p["load_levels"] == "auto" else p["load_levels"]
 
@@ -791,10 +845,11 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     # CUDA / cuDNN warm-up, before any cold read
     ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=1, warmup=warmup_steps,
             device=device)
+    lap("model and warm-up")
 
     plan = [(f, w, "default") for f in fmts for w in p["workers"]]
-    if p["single_thread_w0"] and 0 in p["workers"]:
-        plan += [(f, 0, "1 thread") for f in fmts]
+    if p["single_thread_w0"] and 0 in p["workers"]:  # the question it answers is W=0 against W=1: one format
+        plan += [(fmts[0], 0, "1 thread")]
     plan += [(f, w, "tuned") for f in fmts for w in p["tuned_workers"]]
     n_load = repeats * len(levels) * len(p["load_modes"])
     ch = _Chapter(p, src, shards, net, opt, device, progress)
@@ -803,6 +858,7 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
         readers = reader_costs(src, shards, out_size=out_size, samples=p["reader_samples"], seed=seed,
                                purge_method=purge_method)
         bar.update(1)
+        lap("reader costs")
         for r in range(repeats):  # repeats interleaved, so that a drift of the machine spreads over all
             c = ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=steps,
                         warmup=warmup_steps, device=device)
@@ -814,6 +870,7 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
                 step_tables.append(st)
                 util += u
                 bar.update(1)
+        lap("scenarios and ceiling")
         load, load_notes = pd.DataFrame(), {}
         if p["load_modes"]:
             work = [src.path(i).read_bytes() for i in range(min(64, n_images))]
@@ -821,6 +878,7 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
                                           classes=classes, levels=levels, modes=p["load_modes"], steps=load_steps,
                                           warmup=min(3, warmup_steps), repeats=repeats, device=device,
                                           reserve=p["reserve_cores"], progress=bar)
+        lap("load sweep")
 
     ceil = pd.DataFrame(ceil_rows)
     sc = pd.DataFrame(summary)
@@ -830,7 +888,8 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
         means = sc.groupby(["format", "workers", "variant"], sort=False)["images_per_s"].mean()
         best = means.idxmax()
         targets = {"imagefolder-w0": ("imagefolder", 0, "default")} if 0 in p["workers"] else {}
-        targets["best"] = best
+        if best not in targets.values():
+            targets["best"] = best
         for name, (fmt, w, variant) in targets.items():
             out = rd / "traces" / name
             out.mkdir(parents=True, exist_ok=True)
@@ -849,6 +908,7 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
                 timelines.append(tl.assign(trace=name, label=_label(fmt, int(w), variant),
                                            step_ms=tl.attrs.get("step_ms")))
 
+    lap("traces")
     res.add("scenarios", sc)
     res.add("steps", _rounded(pd.concat(step_tables, ignore_index=True)))
     res.add("ceiling", ceil)
@@ -859,7 +919,7 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     res.metadata.update(device=device, model=model, mds_available=mds_ok, mds_note=None if shards else mds_why,
                         traces=traces, cores=cores, main_threads=torch.get_num_threads(), load_levels=levels,
                         load_notes=load_notes, reserved_cpus=sorted(ch.reserve), worker_nice=WORKER_NICE,
-                        keep_up=KEEP_UP, au_rule=AU_RULE, datasets={"imagefolder": src.manifest})
+                        keep_up=KEEP_UP, au_rule=AU_RULE, seconds=seconds, datasets={"imagefolder": src.manifest})
     res.save(rd)
     return res
 
@@ -973,27 +1033,32 @@ def _finding_formats_w0(res):
     mid, lo, hi = ratio_interval(a, b)
     m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
     text = (f"At W=0, MDS shards were **{_cmp(a, b)}** one file per image ({num(m['images_per_s'], 'images/s')} "
-            f"vs {num(f['images_per_s'], 'images/s')}; MDS ÷ ImageFolder {times(mid)}, {times(lo)}–{times(hi)} "
-            f"over the runs' extremes).")
+            f"vs {num(f['images_per_s'], 'images/s')}; MDS ÷ ImageFolder {times(mid)}"
+            + (f", {times(lo)}–{times(hi)} over the runs' extremes)." if len(a) > 1 else ")."))
+    if pd.notna(m.get("read_ms")) and pd.notna(f.get("read_ms")):
+        diffs = {k: float(m[f"{k}_ms"] - f[f"{k}_ms"]) for k in STAGES}
+        big = max(diffs, key=lambda k: abs(diffs[k]))
+        text += (f" In the loop's stage timers the largest difference is the **{big}** ({_signed(diffs[big])} per "
+                 f"batch: {num(m[f'{big}_ms'], 'ms')} for shards, {num(f[f'{big}_ms'], 'ms')} for files; the whole "
+                 f"data wait differed by {_signed(float(m['DATALOADER_WAIT'] - f['DATALOADER_WAIT']))}).")
     cold_m, cold_f = _reader(res, "mds", "read (cold)"), _reader(res, "imagefolder", "read (cold)")
     if cold_m is not None and cold_f is not None:
-        warm_m, warm_f = _reader(res, "mds", "read (warm)"), _reader(res, "imagefolder", "read (warm)")
-        it = _reader(res, "mds", "iterator overhead") or 0.0
-        dec = _reader(res, "imagefolder", "decode")
-        kb_m, kb_f = _reader(res, "mds", "read (cold)", "disk_kb"), _reader(res, "imagefolder", "read (cold)", "disk_kb")
+        kb_m = _reader(res, "mds", "read (cold)", "disk_kb")
+        kb_f = _reader(res, "imagefolder", "read (cold)", "disk_kb")
         stored = _reader(res, "imagefolder", "read (cold)", "stored_kb")
         disk = ""
         if kb_m is not None and kb_f is not None and stored:
             disk = (f" (the disk delivered {num(kb_m, 'KiB')} per MDS sample and {num(kb_f, 'KiB')} per file, "
                     f"for {num(stored, 'KiB')} of JPEG)")
-        bsz = int(res.parameters.get("batch_size", 64))
-        pred = bsz * (cold_m - cold_f + it)
-        obs = float(m["DATALOADER_WAIT"] - f["DATALOADER_WAIT"])
-        text += (f" Measured per sample in one process: a cold read took {num(cold_m, 'ms')} from a shard and "
-                 f"{num(cold_f, 'ms')} from a file{disk}, a warm read {num(warm_m, 'ms')} and {num(warm_f, 'ms')}, "
-                 f"streaming's iterator added {num(it, 'ms')} per sample, and decoding the same bytes took "
-                 f"{num(dec, 'ms')} either way. For a batch of {bsz} those read-side differences add up to "
-                 f"{_signed(pred)} against a measured data-wait difference of {_signed(obs)} per step.")
+        text += (f" Sample by sample in one process, a cold read took {num(cold_m, 'ms')} from a shard and "
+                 f"{num(cold_f, 'ms')} from a file{disk}")
+        warm_m, inside = _reader(res, "mds", "read (warm)"), _reader(res, "mds", "read inside the iterator")
+        over = _reader(res, "mds", "iterator overhead")
+        if warm_m is not None and inside is not None and over is not None:
+            text += (f"; warm, reading a shard's sample took {num(inside, 'ms')} inside streaming's iterator "
+                     f"(beside its background threads) against {num(warm_m, 'ms')} by direct access, and the "
+                     f"iterator spent {_signed(over)} per sample between samples")
+        text += "."
     return Finding("mds_vs_imagefolder_w0", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
 
 
@@ -1095,19 +1160,25 @@ def _finding_load(res):
         return Finding("compute_under_load", text, value=float(hi_w["compute_ms"]), unit="ms")
     t = res.table("load")
     cores = int(t["cores"].iloc[0])
-    top = int(ls["busy"].max())
-    runs = lambda mode, busy: [float(v) for v in t[(t["mode"] == mode) & (t["busy"] == busy)]["compute_ms"]]  # noqa: E731
+    def runs(mode, busy):
+        return [float(v) for v in t[(t["mode"] == mode) & (t["busy"] == busy)]["compute_ms"]]
+
     base_mode = "plain" if "plain" in set(ls["mode"]) else ls["mode"].iloc[0]
+    base = ls[ls["mode"] == base_mode]
+    top = int(base.loc[base["compute_ms"].idxmax(), "busy"])  # the load at which it suffered most
     # unloaded: the mode's own runs with no busy process, else the interleaved runs of the ceiling
     c0 = runs(base_mode, 0) or [float(v) for v in res.table("ceiling")["compute_ms"]]
     c1 = runs(base_mode, top)
     m0, m1 = float(np.mean(c0)), float(np.mean(c1))
-    d = direction(c1, c0, tol=0.03)
-    verb = choose(d, f"rose from {num(m0, 'ms')} to **{num(m1, 'ms')}** (+{pct(m1 / m0 - 1)})",
+    tol = 0.05
+    d = direction(m1, m0, tol=tol)
+    every = min(c1) > max(c0)
+    verb = choose(d, f"rose from {num(m0, 'ms')} to **{num(m1, 'ms')}** (+{pct(m1 / m0 - 1)}"
+                     + (", in every run)" if every else ", on average: not every run was hit)"),
                   f"fell from {num(m0, 'ms')} to {num(m1, 'ms')}",
-                  f"went from {num(m0, 'ms')} to {num(m1, 'ms')}, no change beyond the spread of its runs,")
+                  f"stayed within {pct(tol)} ({num(m0, 'ms')} → {num(m1, 'ms')})")
     who = "busy process" if top == 1 else "busy processes"
-    where = ("On the batch kept in GPU memory" if res.metadata.get("device") == "cuda" else
+    where = ("On a batch kept in GPU memory" if res.metadata.get("device") == "cuda" else
              "On this CPU-only run (the model's own compute competes for the cores)")
     text = (f"{where}, compute per step {verb} with {top} {who} doing the loader's "
             f"work on {cores} cores ({base_mode}, {_range(c1, 'ms')}).")
@@ -1115,11 +1186,16 @@ def _finding_load(res):
     for mode in [m for m in dict.fromkeys(ls["mode"]) if m != base_mode]:
         r = runs(mode, top)
         if r:
-            others.append(f"{_mode_label(mode)} {num(np.mean(r), 'ms')} ({_signed(np.mean(r) - m0)} against the "
+            label = _mode_label(mode)
+            if "reserve" in mode and "reserved_cpus" in t:
+                k = int(t[t["mode"] == mode]["reserved_cpus"].max())
+                label += f" ({k} left to the training process)"
+            others.append(f"{label} {num(np.mean(r), 'ms')} ({_signed(np.mean(r) - m0)} against the "
                           f"unloaded {base_mode} loop)")
     if others:
         text += " At the same load: " + "; ".join(others) + "."
-    return Finding("compute_under_load", text, value=m1, unit="ms", interval=(min(c1), max(c1)) if len(c1) > 1 else None)
+    return Finding("compute_under_load", text, value=m1, unit="ms",
+                   interval=(min(c1), max(c1)) if len(c1) > 1 else None)
 
 
 #: What each load-sweep mode does, as the chapter names it.
@@ -1138,33 +1214,47 @@ def best_scenario(res):
     return st.loc[st["images_per_s"].idxmax()]
 
 
+def _gap(res, row) -> tuple[float, dict]:
+    """ms per step a scenario lost against the ceiling, split into data wait, copy, compute, rest."""
+    ceil = res.table("ceiling")
+    gap = float(row["step_ms"] - ceil["step_ms"].mean())
+    parts = {"data wait": float(row["DATALOADER_WAIT"] - ceil["DATALOADER_WAIT"].mean()),
+             "the copy to the GPU": float(row["H2D_TRANSFER"] - ceil["H2D_TRANSFER"].mean()),
+             "slower compute": float(row["compute_ms"] - ceil["compute_ms"].mean())}
+    parts["the rest of the step"] = gap - sum(parts.values())
+    return gap, parts
+
+
 def _finding_best(res):
     from .book.findings import Finding, pct
 
     sc = scenarios(res)
     b = best_scenario(res)
     runs = [float(v) for v in sc[sc["label"] == b["label"]]["pct_of_ceiling"]]
-    ceil = res.table("ceiling")
     keep = 100 * KEEP_UP
-    lo = min(runs)
-    if lo >= keep:
-        verdict = f"it keeps up: at least {num(keep, '%')} of the ceiling in every run"
+    if min(runs) >= keep:
+        verdict = f"it keeps up: at least {num(keep, '%')} of the ceiling in " + (
+            "every run" if len(runs) > 1 else "its one run")
     elif b["pct_of_ceiling"] >= keep:
         verdict = f"on average it keeps up ({num(keep, '%')} of the ceiling), but not in every run"
     else:
         verdict = f"it falls short of {num(keep, '%')} of the ceiling"
-    gap = float(b["step_ms"] - ceil["step_ms"].mean())
-    parts = {"data wait": float(b["DATALOADER_WAIT"] - ceil["DATALOADER_WAIT"].mean()),
-             "the copy to the GPU": float(b["H2D_TRANSFER"] - ceil["H2D_TRANSFER"].mean()),
-             "slower compute": float(b["compute_ms"] - ceil["compute_ms"].mean())}
-    parts["the rest of the step"] = gap - sum(parts.values())
-    big = max(parts, key=parts.get)
     text = (f"The best configuration, **{b['label']}**, reached **{num(b['pct_of_ceiling'], '%')} of the ceiling** "
             f"({_range(runs, '%')}; {num(b['images_per_s'], 'images/s')} against "
             f"{num(_ceiling_ips(res), 'images/s')}, AU {pct(b['au'])}): {verdict}.")
+    gap, parts = _gap(res, b)
     if gap > 0:
+        big = max(parts, key=parts.get)
         text += (f" Of the {num(gap, 'ms')} per step it lost to the ceiling, "
                  + ", ".join(f"{k} {_signed(v)}" for k, v in parts.items()) + f"; the largest part is {big}.")
+    st = scenario_stats(res)
+    default = st[st["variant"] == "default"]
+    if b["variant"] != "default" and not default.empty:
+        d = default.loc[default["images_per_s"].idxmax()]
+        gap_d, parts_d = _gap(res, d)
+        big_d = max(parts_d, key=parts_d.get)
+        text += (f" The best of the default recipe, {d['label']}, reached {num(d['pct_of_ceiling'], '%')}; the largest "
+                 f"part of its {num(gap_d, 'ms')} gap was {big_d} ({_signed(parts_d[big_d])}).")
     return Finding("best_vs_ceiling", text, value=float(b["pct_of_ceiling"]), unit="%",
                    interval=(min(runs), max(runs)) if len(runs) > 1 else None)
 
@@ -1204,13 +1294,16 @@ def spread_notes(res) -> str:
 
 
 def sizing(res) -> str:
-    """How many workers the measured per-image cost predicts, against the sweep."""
+    """How many workers the measured per-image cost predicts, against what the sweep shows: the
+    first worker count at which the loader kept up, and what then kept the loop off the ceiling."""
     from .book.findings import choose, pct
 
     st = scenario_stats(res)
     r1 = _row(st, "imagefolder", 1)
     ceil = _ceiling_ips(res)
+    ceil_compute = float(res.table("ceiling")["compute_ms"].mean())
     bsz = int(res.parameters.get("batch_size", 64))
+    keep = 100 * KEEP_UP
     text = []
     warm = [_reader(res, "imagefolder", s) for s in ("read (warm)", "decode", "normalise")]
     if all(v is not None for v in warm):
@@ -1219,30 +1312,57 @@ def sizing(res) -> str:
         text.append(f"Read warm, decoded and normalised in the main process ({threads} intra-op threads), one image "
                     f"costs {num(m, 'ms')}, which predicts {num(ceil * m / 1e3, '')} cores of such work for the "
                     f"ceiling's {num(ceil, 'images/s')}.")
+    need = None
     if r1 is not None and pd.notna(r1.get("worker_busy_ms")):
         w = float(r1["worker_busy_ms"]) / bsz
         need = ceil * w / 1e3
         text.append(f"Inside the one worker of W=1 (cold cache, one thread, collation into shared memory) an image "
                     f"cost {num(w, 'ms')}, which predicts **{num(need, '')} workers**.")
-        keep = 100 * KEEP_UP
-        for fmt in ("imagefolder", "mds"):
-            d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
-            ok = d[d["pct_of_ceiling"] >= keep]
-            if d.empty:
-                continue
-            if ok.empty:
-                text.append(f"{LABELS[fmt]} reached {num(keep, '%')} of the ceiling with none of the worker counts "
-                            f"tried in the default recipe (best {num(d['pct_of_ceiling'].max(), '%')}).")
-            else:
-                first = int(ok.iloc[0]["workers"])
-                word = choose(int(np.sign(first - np.ceil(need))), "more than", "fewer than", "as many as")
-                text.append(f"{LABELS[fmt]} first reached {num(keep, '%')} of the ceiling at **W={first}**, "
-                            f"{word} the prediction (rounded up: {int(np.ceil(need))}).")
         busy0 = _row(st, "imagefolder", 0)
         if busy0 is not None and pd.notna(busy0.get("worker_busy_ms")):
-            text.append(f"At W=0 the same work cost {num(float(busy0['worker_busy_ms']) / bsz, 'ms')} per image in the "
-                        f"main process: the worker pays {pct(w / (float(busy0['worker_busy_ms']) / bsz) - 1)} more.")
+            w0 = float(busy0["worker_busy_ms"]) / bsz
+            text.append(f"At W=0 the same stages cost {num(w0, 'ms')} per image in the main process: the worker pays "
+                        f"{_pct_more(w, w0)}.")
+    for fmt in ("imagefolder", "mds"):
+        d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
+        if d.empty:
+            continue
+        fed = d[d["wait_share"] < LOADER_KEEPS_UP]
+        ok = d[d["pct_of_ceiling"] >= keep]
+        if fed.empty:
+            text.append(f"{LABELS[fmt]}: with none of the worker counts tried did the data wait fall below "
+                        f"{pct(LOADER_KEEPS_UP)} of the step.")
+            continue
+        k = fed.iloc[0]
+        first = int(k["workers"])
+        s = f"{LABELS[fmt]}: the loader kept up (data wait below {pct(LOADER_KEEPS_UP)} of the step) from **W={first}**"
+        if need is not None:
+            word = choose(int(np.sign(first - np.ceil(need))), "more than", "fewer than", "as many as")
+            s += f", {word} the prediction rounded up ({int(np.ceil(need))})"
+        if ok.empty:
+            worst = d.loc[d["compute_ms"].idxmax()]
+            more = (f" and up to {num(worst['compute_ms'], 'ms')} (W={int(worst['workers'])})"
+                    if int(worst["workers"]) != first else "")
+            s += (f"; yet no worker count reached {num(keep, '%')} of the ceiling: compute per step was "
+                  f"{num(k['compute_ms'], 'ms')} at W={first}{more}, against the ceiling's {num(ceil_compute, 'ms')}.")
+        else:
+            s += f"; it first reached {num(keep, '%')} of the ceiling at W={int(ok.iloc[0]['workers'])}."
+        text.append(s)
+    t = st[st["variant"] == "tuned"].sort_values("workers")
+    tok = t[t["pct_of_ceiling"] >= keep]
+    if not t.empty:
+        text.append("The tuned recipe " + (
+            f"reached {num(keep, '%')} of the ceiling with {tok.iloc[0]['label']}, its compute per step "
+            f"{num(tok.iloc[0]['compute_ms'], 'ms')}." if not tok.empty else
+            f"reached {num(keep, '%')} of the ceiling in none of its configurations (best "
+            f"{num(t['pct_of_ceiling'].max(), '%')})."))
     return " ".join(text) if text else "The per-image costs were not recorded in this run."
+
+
+def _pct_more(a: float, b: float) -> str:
+    from .book.findings import pct
+
+    return f"{pct(a / b - 1)} more" if a >= b else f"{pct(1 - a / b)} less"
 
 
 def cpu_note(res) -> str:
@@ -1284,26 +1404,31 @@ def load_note(res) -> str:
 
 
 def timeline_note(res) -> str:
-    """What the traced steps show: GPU busy time within the step, and how far ahead the CPU ran."""
+    """What the traced steps show: GPU busy time within the step, the wait, and for the forward
+    pass how long the main thread took to issue it against how long the GPU took to run it."""
     from .book.findings import pct
 
     if "timeline" not in res.tables or res.table("timeline").empty:
         return "No profiler trace was recorded in this run (profile = False)."
     tl = res.table("timeline")
     out = []
-    for name, g in tl.groupby("label", sort=False):
+    key = "trace" if "trace" in tl else "label"
+    for _, g in tl.groupby(key, sort=False):
+        name = g["label"].iloc[0]
         step = float(g["step_ms"].iloc[0])
         busy = float(g[g["lane"] == "GPU: kernels"]["dur_ms"].sum())
         s = f"In the traced step of **{name}** ({num(step, 'ms')} under the profiler)"
         if busy > 0:
             s += f", the GPU ran kernels for {num(busy, 'ms')} ({pct(busy / step)} of the step)"
-        cpu = g[(g["lane"] == "CPU: phases")].set_index("name")["dur_ms"]
-        gpu = g[(g["lane"] == "GPU: phases")].set_index("name")["dur_ms"]
-        if "DATALOADER_WAIT" in cpu:
-            s += f"; the main thread waited {num(cpu['DATALOADER_WAIT'], 'ms')} for the batch"
-        if "FORWARD" in cpu and "FORWARD" in gpu:
-            s += (f", and issued the forward pass in {num(cpu['FORWARD'], 'ms')} of CPU time, which the GPU ran in "
-                  f"{num(gpu['FORWARD'], 'ms')}")
+        cpu = g[(g["lane"] == "CPU: phases")].set_index("name")
+        gpu = g[(g["lane"] == "GPU: phases")].set_index("name")
+        if "DATALOADER_WAIT" in cpu.index:
+            s += f"; the main thread waited {num(cpu.loc['DATALOADER_WAIT', 'dur_ms'], 'ms')} for the batch"
+        if "FORWARD" in cpu.index and "FORWARD" in gpu.index and "busy_ms" in gpu:
+            f_cpu, f_span, f_busy = (float(cpu.loc["FORWARD", "dur_ms"]), float(gpu.loc["FORWARD", "dur_ms"]),
+                                     float(gpu.loc["FORWARD", "busy_ms"]))
+            s += (f"; it took {num(f_cpu, 'ms')} to issue the forward pass, which kept the GPU busy for "
+                  f"{num(f_busy, 'ms')} of the {num(f_span, 'ms')} it spanned there")
         out.append(s + ".")
     return " ".join(out)
 
@@ -1399,10 +1524,11 @@ def takeaways(res) -> str:
         if d.empty:
             continue
         ok = d[d["pct_of_ceiling"] >= keep]
-        out.append(f"{LABELS[fmt]}: " + (f"the fewest workers that reached {num(keep, '%')} of the ceiling here: "
-                                         f"**W={int(ok.iloc[0]['workers'])}**." if not ok.empty else
-                                         f"no worker count tried reached {num(keep, '%')} of the ceiling (best "
-                                         f"{num(d['pct_of_ceiling'].max(), '%')})."))
+        top = d.loc[d["pct_of_ceiling"].idxmax()]
+        out.append(f"{LABELS[fmt]}, default recipe: " + (
+            f"the fewest workers that reached {num(keep, '%')} of the ceiling here: **W={int(ok.iloc[0]['workers'])}**."
+            if not ok.empty else f"no worker count tried reached {num(keep, '%')} of the ceiling (best "
+                                 f"{num(top['pct_of_ceiling'], '%')}, at W={int(top['workers'])})."))
     wmax = int(st["workers"].max())
     a, b = _runs(res, "mds", wmax, "images_per_s"), _runs(res, "imagefolder", wmax, "images_per_s")
     if a and b:

@@ -36,13 +36,17 @@ class _SlowRead(images.ImageFolderDataset):
 
     delay = 0.004
 
+    def __init__(self, *a, delay: float = 0.004, **k):
+        super().__init__(*a, **k)
+        self.delay = delay
+
     def read(self, i):
         time.sleep(self.delay)
         return super().read(i)
 
 
-def _loop(src, workers: int, steps: int = 6):
-    ds = _SlowRead(src, 32)
+def _loop(src, workers: int, steps: int = 6, delay: float = 0.004):
+    ds = _SlowRead(src, 32, delay=delay)
     dl = DataLoader(ds, batch_size=8, num_workers=workers, collate_fn=images.collate, drop_last=True,
                     multiprocessing_context="fork" if workers else None)
     net = training.make_model("small_cnn", 4)
@@ -67,11 +71,11 @@ def test_stage_timers_add_up_to_the_data_wait_without_workers(tmp_path):
 
 def test_with_one_slow_worker_its_busy_time_paces_the_steps(tmp_path):
     src = images.image_folder(tmp_path, n_images=96, size=32, classes=4, workers=1, progress=False)
-    df = _loop(src, 1, steps=8)
+    df = _loop(src, 1, steps=8, delay=0.025)  # 200 ms of reading per batch: far slower than the model
     s = training.summarise(df, 2)
     assert (df["worker"] == 0).all() and pd.isna(s["loader_other_ms"])  # stages overlap the loop with workers
     # the loop waits on the worker: a step lasts about as long as the worker needs for a batch
-    assert 0.7 * s["step_ms"] <= s["worker_busy_ms"] + s["handover_ms"] <= 1.3 * s["step_ms"]
+    assert 0.75 * s["step_ms"] <= s["worker_busy_ms"] <= 1.25 * s["step_ms"]
 
 
 def test_handover_counts_only_what_the_loop_waited_for():
@@ -154,7 +158,8 @@ def test_a_corrupt_jpeg_stops_the_run_naming_the_file(tmp_path):
 @pytest.mark.parametrize("name,value,needle", [
     ("n_images", 8, "at least one batch"), ("workers", [-1], "from 0"), ("formats", ["tfrecord"], "'imagefolder'"),
     ("model", "vit", "resnet50"), ("lr", -1, "> 0"), ("lr", "fast", "a number"), ("purge_method", "bogus", "'auto'"),
-    ("jpeg_quality", "abc", "from 1 to 95"), ("jpeg_quality", 100, "from 1 to 95"), ("profile", "maybe", "true or false"),
+    ("jpeg_quality", "abc", "from 1 to 95"), ("jpeg_quality", 100, "from 1 to 95"),
+    ("profile", "maybe", "true or false"),
     ("single_thread_w0", "yes", "true or false"), ("repeats", 0, "from 1"), ("tuned_remedy", "pray", "'nice'"),
     ("load_modes", ["turbo"], "'cuda_graphs'"), ("load_levels", "many", "list of integers"),
     ("reserve_cores", 4096, "from 0"), ("reader_samples", 10_000, "from 1 to 96"), ("seed", -1, "from 0"),
@@ -294,8 +299,8 @@ def test_best_scenario_above_or_below_the_keep_up_share():
 def test_compute_flat_or_growing_under_load_follows_the_data():
     grows = _text(_result(load_top=40.0), "compute_under_load")
     flat = _text(_result(load_top=32.15), "compute_under_load")
-    assert "rose from" in grows and "no change beyond the spread" not in grows
-    assert "no change beyond the spread" in flat and "rose from" not in flat
+    assert "rose from" in grows and "stayed within" not in grows
+    assert "stayed within" in flat and "rose from" not in flat
     assert "nice 19" in grows  # the remedy is reported at the same load
 
 

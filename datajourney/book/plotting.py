@@ -300,7 +300,8 @@ def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
         for ph in phases:
             fig.add_bar(x=x, y=d[ph], name=ph, legendgroup=ph, showlegend=ci == 1, marker_color=PHASE_COLOURS.get(ph),
                         customdata=detail,
-                        hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{lines}<br>step %{{customdata[{len(phases)}]:,.1f}} ms"
+                        hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{lines}"
+                                       f"<br>step %{{customdata[{len(phases)}]:,.1f}} ms"
                                        f"<br>means over %{{customdata[{len(phases) + 1}]}} runs"
                                        "<br><i>OPTIMIZER is too thin to see at this scale</i><extra></extra>"),
                         row=1, col=ci)
@@ -330,12 +331,12 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
                     customdata=list(zip(plo, phi, d["runs"], strict=True)),
                     hovertemplate=("<b>%{x}</b><br>%{y:.1f}% of the ceiling (mean)<br>min–max %{customdata[0]:.1f}–"
                                    "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
-        for y, name, colour, group in ((100 * au_rule, f"AU rule ({100 * au_rule:.0f}%)", PALETTE[0], "au_rule"),
-                                       (100 * keep_up, f"keeping up ({100 * keep_up:.0f}% of ceiling)", PALETTE[1],
-                                        "keep")):
-            fig.add_scatter(x=[x[0], x[-1]], y=[y, y], mode="lines", name=name, legendgroup=group,
-                            showlegend=ci == 1, line=dict(dash="dash", color=colour, width=1.5),
-                            hovertemplate=f"{name}<extra></extra>", row=1, col=ci)
+        for y, name, colour in ((100 * au_rule, f"AU rule ({100 * au_rule:.0f}%)", PALETTE[0]),
+                                (100 * keep_up, f"keeping up ({100 * keep_up:.0f}% of ceiling)", PALETTE[1])):
+            fig.add_hline(y=y, line=dict(dash="dash", color=colour, width=1.5), row=1, col=ci)
+            if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
+                fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line=dict(dash="dash", color=colour),
+                                hoverinfo="skip", row=1, col=ci)
     fig.update_layout(title=title, barmode="group", legend_title_text="measure")
     fig.update_xaxes(title_text="DataLoader workers (variant)", type="category")
     fig.update_yaxes(title_text="percent (bars: mean, error bars: min–max over runs)", range=[0, 110], row=1, col=1)
@@ -369,7 +370,8 @@ def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
                             showlegend=k == 0, line=dict(color=colour, width=1.5),
                             customdata=q[["min", "max", "count"]].to_numpy(),
                             hovertemplate=(f"<b>{names.get(fmt, fmt)}</b>, {titles[k]}<br>step %{{x}}: median "
-                                           "%{y:,.2f} ms<br>min–max %{customdata[0]:,.2f}–%{customdata[1]:,.2f} ms over "
+                                           "%{y:,.2f} ms<br>min–max %{customdata[0]:,.2f}–"
+                                           "%{customdata[1]:,.2f} ms over "
                                            "%{customdata[2]} runs<extra></extra>"), row=r, col=c)
     fig.update_layout(title=title, legend_title_text="format", height=260 * rows + 120)
     fig.update_yaxes(type="log")
@@ -396,7 +398,8 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
                                        "<br>training process %{customdata[4]:.2f} cores<extra></extra>"))
     xs = [load["busy"].min(), load["busy"].max()]
     fig.add_scatter(x=xs, y=[ceiling_ms, ceiling_ms], mode="lines", name="ceiling, no load (mean of its runs)",
-                    line=dict(dash="dash", color="#555555", width=1.5), hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
+                    line=dict(dash="dash", color="#555555", width=1.5),
+                    hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
     fig.update_layout(title=title, legend_title_text="mode")
     fig.update_xaxes(title_text="busy processes doing the loader's CPU work")
     fig.update_yaxes(title_text="compute per step (ms; error bars min–max over runs)", rangemode="tozero")
@@ -437,12 +440,14 @@ def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
     the main thread, the same phases as the GPU ran them, and the GPU's busy intervals."""
     from plotly.subplots import make_subplots
 
-    labels = list(dict.fromkeys(timeline["label"]))
-    fig = make_subplots(rows=len(labels), cols=1, subplot_titles=labels, vertical_spacing=0.18)
+    by = "trace" if "trace" in timeline else "label"
+    traces = list(dict.fromkeys(timeline[by]))
+    labels = [timeline[timeline[by] == t]["label"].iloc[0] for t in traces]
+    fig = make_subplots(rows=len(labels), cols=1, subplot_titles=labels, vertical_spacing=0.14, shared_xaxes=False)
     lanes = ["GPU: copies", "GPU: kernels", "GPU: phases", "CPU: phases"]
     shown = set()
-    for r, lab in enumerate(labels, start=1):
-        g = timeline[timeline["label"] == lab]
+    for r, tr in enumerate(traces, start=1):
+        g = timeline[timeline[by] == tr]
         for lane in lanes:
             d = g[g["lane"] == lane]
             for name, e in d.groupby("name", sort=False):
@@ -451,13 +456,15 @@ def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
                 fig.add_bar(y=[lane] * len(e), x=e["dur_ms"].astype(float).tolist(),
                             base=e["start_ms"].astype(float).tolist(), orientation="h", name=key,
                             legendgroup=key, showlegend=key not in shown, marker_color=colour,
-                            customdata=e[["start_ms", "dur_ms", "count"]].astype(float).to_numpy().tolist(),
+                            customdata=e[["start_ms", "dur_ms", "count", "busy_ms"]].astype(float).to_numpy().tolist(),
                             hovertemplate=(f"<b>{name}</b> ({lane})<br>from %{{customdata[0]:,.3f}} ms for "
-                                           "%{customdata[1]:,.3f} ms<br>activities merged: %{customdata[2]}"
-                                           "<extra></extra>"), row=r, col=1)
+                                           "%{customdata[1]:,.3f} ms" + (
+                                               "" if lane.startswith("CPU") else
+                                               "<br>GPU busy inside: %{customdata[3]:,.3f} ms<br>GPU activities: "
+                                               "%{customdata[2]}") + "<extra></extra>"), row=r, col=1)
                 shown.add(key)
         fig.update_yaxes(categoryorder="array", categoryarray=lanes, row=r, col=1)
-        fig.update_xaxes(title_text="ms from the start of the step", row=r, col=1)
+    fig.update_xaxes(title_text="ms from the start of the step", row=len(labels), col=1)
     fig.update_layout(title=title, barmode="overlay", height=230 * len(labels) + 140, legend_title_text="activity",
                       bargap=0.25)
     return fig
