@@ -6,12 +6,20 @@ and ``i``), into a hidden temporary directory that is renamed into place once th
 is written, like every data set of :mod:`datajourney.datasets`. The MDS shards are written
 with the ``mosaicml-streaming`` library's own ``MDSWriter`` from the ImageFolder files, so
 both formats hold byte-identical JPEGs.
+
+Reading is instrumented: every sample carries the time it spent in each stage (read,
+decode, normalise) and every batch the time of its collation and pinning, so that a
+training loop can split its data wait into stages (:class:`Batch`). A JPEG that cannot be
+decoded raises :class:`CorruptImageError` naming its file (or MDS shard and sample).
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import io
 import os
+import signal
+import time
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -82,6 +90,20 @@ class ImageFolderSet:
         return json.loads((self.root / datasets.MANIFEST).read_text())
 
 
+def die_with_parent(parent: int | None = None) -> None:
+    """Make this (child) process receive SIGTERM when its parent dies (Linux ``prctl``
+    ``PR_SET_PDEATHSIG``), and exit now if the parent is already gone. Used as the
+    initializer of every pool this package starts, so killing a run (runner, kernel or
+    ``kill -9``) never leaves orphaned workers behind. Elsewhere it does nothing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: no prctl
+        return
+    if parent is not None and os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _write_chunk(args) -> list[tuple[int, str]]:
     tmp, indices, seed, size, quality, classes = args
     out = []
@@ -109,8 +131,9 @@ def image_folder(data_dir=None, *, n_images: int, size: int = 224, quality: int 
         jobs = [(str(tmp), range(s, min(s + chunk, n_images)), seed, size, quality, classes)
                 for s in range(0, n_images, chunk)]
         digests = [""] * n_images
-        with get_context("fork").Pool(workers) as pool, tqdm(total=n_images, desc="JPEG images", disable=not show,
-                                                               leave=False) as bar:
+        ctx = get_context("fork")
+        pool = ctx.Pool(workers, initializer=die_with_parent, initargs=(os.getpid(),))
+        with pool, tqdm(total=n_images, desc="JPEG images", disable=not show, leave=False) as bar:
             for part in pool.imap_unordered(_write_chunk, jobs):
                 for i, d in part:
                     digests[i] = d
@@ -124,8 +147,12 @@ def image_folder(data_dir=None, *, n_images: int, size: int = 224, quality: int 
 # --------------------------------------------------------------------------- MDS shards
 def streaming_status() -> tuple[bool, str]:
     """Whether ``mosaicml-streaming`` can be imported here, and why not."""
+    import warnings
+
     try:
-        import streaming  # noqa: F401
+        with warnings.catch_warnings():  # its import of tqdm.auto warns about notebook widgets
+            warnings.simplefilter("ignore")
+            import streaming  # noqa: F401
     except Exception as e:  # noqa: BLE001 - any import failure means the MDS half cannot run
         return False, (f"mosaicml-streaming cannot be imported ({type(e).__name__}: {e}); install it with "
                        "'pip install mosaicml-streaming' to run the MDS half; the ImageFolder half runs without it")
@@ -166,46 +193,175 @@ def mds_shards(src: ImageFolderSet, data_dir=None, *, progress: bool = True) -> 
 
 
 # --------------------------------------------------------------------------- reading
-def decode(data: bytes, out_size: int) -> torch.Tensor:
-    """The light transforms: JPEG decode, resize to ``out_size``², scale to [0, 1], normalise."""
-    from PIL import Image
+#: The per-sample stages a :class:`Sample` times, and the per-batch ones a :class:`Batch` adds.
+SAMPLE_STAGES = ("read", "decode", "normalise")
+BATCH_STAGES = ("collate", "pin")
 
-    img = Image.open(io.BytesIO(data)).convert("RGB")
-    if img.size != (out_size, out_size):
-        img = img.resize((out_size, out_size), Image.BILINEAR)
-    x = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).float().div_(255)
+
+class CorruptImageError(OSError):
+    """A stored image cannot be decoded; the message names the file (or shard and sample)."""
+
+
+def decode_rgb(data: bytes, out_size: int) -> np.ndarray:
+    """JPEG bytes -> an ``out_size``² RGB uint8 array (H, W, C): decode, convert, resize.
+    A truncated or corrupt image raises :class:`CorruptImageError`."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        img = Image.open(io.BytesIO(data))
+        img = img.convert("RGB")
+        if img.size != (out_size, out_size):
+            img = img.resize((out_size, out_size), Image.BILINEAR)
+        return np.asarray(img)
+    except (OSError, ValueError, SyntaxError, UnidentifiedImageError) as e:
+        raise CorruptImageError(f"cannot decode the JPEG ({len(data):,} bytes): {type(e).__name__}: {e}") from None
+
+
+def to_tensor(rgb: np.ndarray, *, normalise: bool = True) -> torch.Tensor:
+    """(H, W, C) uint8 -> (C, H, W): float32 scaled to [0, 1] and normalised with the ImageNet
+    statistics (``normalise=True``), or the uint8 values unchanged, to be normalised on the GPU."""
+    x = torch.from_numpy(rgb.copy()).permute(2, 0, 1)
+    if not normalise:
+        return x.contiguous()
+    x = x.float().div_(255)
     mean = torch.tensor(MEAN).view(3, 1, 1)
     std = torch.tensor(STD).view(3, 1, 1)
     return (x - mean) / std
 
 
-class ImageFolderDataset(Dataset):
-    """One JPEG file per sample, opened and decoded on every access."""
+def decode(data: bytes, out_size: int) -> torch.Tensor:
+    """The light transforms: JPEG decode, resize to ``out_size``², scale to [0, 1], normalise."""
+    return to_tensor(decode_rgb(data, out_size))
 
-    def __init__(self, src: ImageFolderSet, out_size: int = 224):
+
+_AFFINE: dict = {}
+
+
+def normalise_on_device(x: torch.Tensor) -> torch.Tensor:
+    """A uint8 (N, C, H, W) batch already on its device -> normalised float32, in two kernels
+    (conversion, then one multiply-add with a per-channel scale and shift kept on the device)."""
+    if x.device not in _AFFINE:
+        mean = torch.tensor(MEAN, dtype=torch.float64).view(1, 3, 1, 1)
+        std = torch.tensor(STD, dtype=torch.float64).view(1, 3, 1, 1)
+        _AFFINE[x.device] = ((-mean / std).float().to(x.device), (1.0 / (255.0 * std)).float().to(x.device))
+    shift, scale = _AFFINE[x.device]
+    return torch.addcmul(shift, x.float(), scale)
+
+
+class Sample(tuple):
+    """``(x, label, stages)``: ``stages`` is (read, decode, normalise) in ms."""
+
+    __slots__ = ()
+
+
+def timed_sample(read, out_size: int, where, *, uint8: bool = False) -> Sample:
+    """Run the stages of one sample, timing each with the host clock: ``read()`` returns the
+    stored bytes and the label; then decode (+ resize) and normalise (skipped for uint8
+    output). ``where`` (text, or a function giving it) names the sample if it cannot be decoded."""
+    t0 = time.perf_counter()
+    data, label = read()
+    t1 = time.perf_counter()
+    try:
+        rgb = decode_rgb(data, out_size)
+    except CorruptImageError as e:
+        raise CorruptImageError(f"{where() if callable(where) else where}: {e}") from None
+    t2 = time.perf_counter()
+    x = to_tensor(rgb, normalise=not uint8)
+    t3 = time.perf_counter()
+    return Sample((x, label, ((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3)))
+
+
+class Batch:
+    """A collated batch plus where its time went: the sums of its samples' stages, the time
+    to collate it, the time to pin it, the process that made it, and when (host clock,
+    ``time.perf_counter``, which is the same monotonic clock in every process of a machine)
+    it was collated and pinned. DataLoader pins a batch by calling its ``pin_memory``."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, stages: dict):
+        self.x, self.y, self.stages = x, y, stages
+
+    def pin_memory(self, device=None):
+        t0 = time.perf_counter()
+        x, y = self.x.pin_memory(), self.y.pin_memory()
+        t1 = time.perf_counter()
+        return Batch(x, y, dict(self.stages, pin=(t1 - t0) * 1e3, t_pinned=t1))
+
+    def __iter__(self):  # x, y = batch
+        return iter((self.x, self.y))
+
+
+def collate(samples) -> Batch:
+    """Stack samples into a :class:`Batch`, timing the stacking. In a DataLoader worker
+    ``default_collate`` writes the stacked tensor straight into shared memory."""
+    from torch.utils.data import default_collate, get_worker_info
+
+    t0 = time.perf_counter()
+    x = default_collate([s[0] for s in samples])
+    y = torch.tensor([s[1] for s in samples])
+    t1 = time.perf_counter()
+    sums = [sum(s[2][k] for s in samples) for k in range(len(SAMPLE_STAGES))]
+    info = get_worker_info()
+    stages = dict(zip(SAMPLE_STAGES, sums, strict=True), collate=(t1 - t0) * 1e3, pin=0.0, t_collated=t1,
+                  t_pinned=None, worker=-1 if info is None else info.id, pid=os.getpid())
+    return Batch(x, y, stages)
+
+
+class ImageFolderDataset(Dataset):
+    """One JPEG file per sample, opened, read and decoded on every access. Items are
+    :class:`Sample` s (use :func:`collate`); ``uint8=True`` leaves normalisation to the GPU."""
+
+    def __init__(self, src: ImageFolderSet, out_size: int = 224, *, uint8: bool = False):
         self.files = [str(p) for p in src.files]
         self.classes = src.classes
         self.out_size = out_size
+        self.uint8 = uint8
 
     def __len__(self):
         return len(self.files)
 
-    def __getitem__(self, i):
+    def read(self, i: int) -> bytes:
         with open(self.files[i], "rb") as f:
-            data = f.read()
-        return decode(data, self.out_size), i % self.classes
+            return f.read()
+
+    def __getitem__(self, i):
+        return timed_sample(lambda: (self.read(i), i % self.classes), self.out_size, self.files[i], uint8=self.uint8)
 
 
-def mds_dataset(shards: Path, out_size: int = 224, *, shuffle: bool = True, batch_size: int = 64, seed: int = 0):
-    """The MDS shards read back with ``streaming.StreamingDataset``, decoded like the ImageFolder set."""
+def mds_dataset(shards: Path, out_size: int = 224, *, shuffle: bool = True, batch_size: int = 64, seed: int = 0,
+                uint8: bool = False, decoded: bool = True):
+    """The MDS shards read back with ``streaming.StreamingDataset``, decoded like the ImageFolder
+    set (items are :class:`Sample` s); ``decoded=False`` gives the library's raw samples."""
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
     clean_stale_shared_memory()
 
     class DecodedMDS(StreamingDataset):
-        def __getitem__(self, i):
-            s = super().__getitem__(i)
-            return decode(s["jpeg"], out_size), int(s["label"])
+        def where(self, i: int) -> str:
+            shard_id, j = self.spanner[i]
+            shard = self.shards[shard_id]
+            path = Path(shard.dirname) / shard.split / shard.raw_data.basename
+            return f"MDS shard {path}, sample {j} of the shard (index {i})"
 
-    return DecodedMDS(local=str(shards), shuffle=shuffle, shuffle_seed=seed, batch_size=batch_size)
+        def __getitem__(self, i):
+            def read():
+                sample = super(DecodedMDS, self).__getitem__(i)
+                return sample["jpeg"], int(sample["label"])
+
+            return timed_sample(read, out_size, lambda: self.where(i), uint8=uint8)
+
+    cls = DecodedMDS if decoded else StreamingDataset
+    return cls(local=str(shards), shuffle=shuffle, shuffle_seed=seed, batch_size=batch_size)
+
+
+def stop_streaming(ds) -> None:
+    """Stop the background threads a ``StreamingDataset`` starts in the process that iterates it
+    (they poll every few milliseconds until the epoch's end otherwise, also after the loop that
+    iterated it has moved on). Anything else: nothing to do."""
+    it = getattr(ds, "_iterator", None)
+    if it is not None:
+        it.non_blocking_exit()
+    ex = getattr(ds, "_executor", None)
+    if ex is not None:
+        ex.shutdown(wait=True, cancel_futures=True)
+        del ds._executor

@@ -5,16 +5,29 @@ DATALOADER_WAIT (host clock: how long ``next(loader)`` blocked), H2D_TRANSFER, F
 BACKWARD and OPTIMIZER (CUDA events between the phases on a GPU, a host clock on a CPU).
 Every step ends with a synchronisation so that its phases can be attributed. From the
 phases: compute = forward + backward + optimizer, data-wait share, images/s and the
-accelerator utilisation AU = compute / wall. GPU utilisation (NVML) and CPU utilisation
-(psutil) are sampled in a background thread while the steps run.
+accelerator utilisation AU = compute / wall.
+
+Besides the phases, each batch carries the time of its stages (:class:`images.Batch`):
+read, decode, normalise per sample, collate and pin per batch, and the hand-over from the
+worker process to the loop, so the data wait can be split where it is spent. CPU use is
+read from the kernel's counters at the start and end of the steady state (system-wide busy
+cores, the main process, the loader's worker processes); GPU utilisation (NVML) is sampled
+in a background thread and averaged over the steady-state steps only.
 
 The ceiling is the same loop fed by one batch kept in GPU memory: no loading, no copy.
+The load sweep runs that ceiling loop while N processes do the loader's CPU work, to
+measure how the launch of GPU work by the main process suffers on a busy CPU, and what
+keeps it flat (workers at a lower priority, cores left free, CUDA graphs).
 """
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
+import warnings
+from contextlib import contextmanager
+from functools import partial
 from itertools import cycle
 from pathlib import Path
 
@@ -24,18 +37,36 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
+from . import images
+
+CHAPTER = "07_full_picture"
+FORMATS = ("imagefolder", "mds")
 PHASES = ("DATALOADER_WAIT", "H2D_TRANSFER", "FORWARD", "BACKWARD", "OPTIMIZER")
+#: Stages of the data path timed inside the loader (per batch, ms).
+STAGES = ("read", "decode", "normalise", "collate", "pin", "handover")
+#: Loader recipes. "default": float32 normalised on the CPU, workers at normal priority (the
+#: published recipe). "1 thread": W=0 with one torch intra-op thread in the main process.
+#: "tuned": uint8 batches normalised on the GPU, workers treated with ``tuned_remedy``.
+VARIANTS = ("default", "1 thread", "tuned")
+#: How the load sweep's busy processes (or the tuned scenario's workers) are treated.
+REMEDIES = ("none", "nice", "reserve", "nice+reserve")
+LOAD_MODES = ("plain", "nice", "reserve", "nice+reserve", "cuda_graphs")
+#: Niceness of worker processes under the "nice" remedy (lowest priority).
+WORKER_NICE = 19
+#: A configuration keeps up when it reaches this share of the ceiling's images/s.
+KEEP_UP = 0.95
+#: MLPerf Storage's rule: the accelerator is kept busy when AU reaches this share.
+AU_RULE = 0.90
+#: The loader keeps up when the data wait is below this share of the step.
+LOADER_KEEPS_UP = 0.01
+LABELS = {"imagefolder": "ImageFolder", "mds": "MDS"}
 
 
 def make_model(name: str, classes: int) -> nn.Module:
     """``resnet50`` (torchvision, random weights, no download) or ``small_cnn`` (for CPU runs)."""
     if name == "resnet50":
-        try:
-            from torchvision.models import resnet50
-        except ImportError:
-            from .book.params import ParameterError
+        from torchvision.models import resnet50
 
-            raise ParameterError("model", name, "'small_cnn' here: resnet50 needs torchvision") from None
         return resnet50(weights=None, num_classes=classes)
     return nn.Sequential(
         nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
@@ -65,7 +96,9 @@ class _Marks:
 
 
 class UtilSampler:
-    """GPU utilisation (NVML) and CPU utilisation (psutil) sampled every ``interval`` seconds."""
+    """GPU utilisation (NVML) and system-wide CPU utilisation (psutil, % of all logical cores)
+    sampled every ``interval`` seconds; ``t_abs`` is the host clock (``time.perf_counter``) so
+    that the samples can be matched with the steps they fall in."""
 
     def __init__(self, interval: float = 0.05):
         import psutil
@@ -88,7 +121,8 @@ class UtilSampler:
             gpu = None
             if self.nvml:
                 gpu = self.nvml[0].nvmlDeviceGetUtilizationRates(self.nvml[1]).gpu
-            self.rows.append(dict(t=time.perf_counter() - t0, gpu_util=gpu, cpu_util=self.psutil.cpu_percent(None)))
+            now = time.perf_counter()
+            self.rows.append(dict(t=now - t0, t_abs=now, gpu_util=gpu, cpu_util=self.psutil.cpu_percent(None)))
 
     def __enter__(self):
         self._t = threading.Thread(target=self._run, daemon=True)
@@ -101,22 +135,52 @@ class UtilSampler:
         return False
 
 
+def cpu_snapshot() -> dict:
+    """CPU seconds used so far: by the whole machine (busy = not idle/iowait), by this process
+    (all its threads) and by its live child processes (the loader's workers), with the time."""
+    import psutil
+
+    t = psutil.cpu_times()
+    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
+    kids = 0.0
+    for c in psutil.Process().children(recursive=True):
+        try:
+            ct = c.cpu_times()
+            kids += ct.user + ct.system
+        except psutil.Error:
+            pass
+    return dict(t=time.perf_counter(), machine=busy, main=time.process_time(), workers=kids)
+
+
+def cpu_cores(a: dict, b: dict) -> dict:
+    """Average busy cores between two :func:`cpu_snapshot` s: whole machine, main process, workers."""
+    dt = max(b["t"] - a["t"], 1e-9)
+    return dict(cpu_busy_cores=(b["machine"] - a["machine"]) / dt, main_cores=(b["main"] - a["main"]) / dt,
+                worker_cores=max(0.0, b["workers"] - a["workers"]) / dt)
+
+
 def train_steps(batches, model: nn.Module, opt, *, steps: int, device: str, on_gpu_batch: bool = False,
-                profiler=None) -> pd.DataFrame:
-    """Run ``steps`` training steps from the iterator ``batches``; one row per step with each phase's ms."""
+                profiler=None, first_step: int = 0) -> pd.DataFrame:
+    """Run ``steps`` training steps from the iterator ``batches``; one row per step with each
+    phase's ms, the host-clock start and end of the step (``t_start``/``t_end``, seconds) and,
+    when the batches are :class:`images.Batch` es, the ms of each loader stage for the batch.
+    A uint8 batch is normalised on the device inside H2D_TRANSFER."""
     cuda = device == "cuda"
     loss_fn = nn.CrossEntropyLoss()
     rows = []
-    for step in range(steps):
+    for step in range(first_step, first_step + steps):
         marks = _Marks(cuda)
         t0 = time.perf_counter()
         with record_function("DATALOADER_WAIT"):
-            x, y = next(batches)
+            batch = next(batches)
         t1 = time.perf_counter()
+        x, y = batch
         marks.mark()
         with record_function("H2D_TRANSFER"):
             if not on_gpu_batch:
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                if x.dtype == torch.uint8:
+                    x = images.normalise_on_device(x)
         marks.mark()
         with record_function("FORWARD"):
             loss = loss_fn(model(x), y)
@@ -130,8 +194,13 @@ def train_steps(batches, model: nn.Module, opt, *, steps: int, device: str, on_g
         marks.mark()
         h2d, fwd, bwd, optim = marks.durations_ms()
         t2 = time.perf_counter()
-        rows.append(dict(step=step, DATALOADER_WAIT=(t1 - t0) * 1e3, H2D_TRANSFER=h2d, FORWARD=fwd, BACKWARD=bwd,
-                         OPTIMIZER=optim, wall_ms=(t2 - t0) * 1e3, images=int(x.shape[0])))
+        row = dict(step=step, DATALOADER_WAIT=(t1 - t0) * 1e3, H2D_TRANSFER=h2d, FORWARD=fwd, BACKWARD=bwd,
+                   OPTIMIZER=optim, wall_ms=(t2 - t0) * 1e3, images=int(x.shape[0]), t_start=t0, t_end=t2)
+        st = getattr(batch, "stages", None)
+        if st is not None:
+            row.update({f"{k}_ms": st[k] for k in images.SAMPLE_STAGES + images.BATCH_STAGES},
+                       handover_ms=handover_ms(st, t0, t1), worker=st["worker"])
+        rows.append(row)
         if profiler is not None:
             profiler.step()
     df = pd.DataFrame(rows)
@@ -139,78 +208,510 @@ def train_steps(batches, model: nn.Module, opt, *, steps: int, device: str, on_g
     return df
 
 
+def handover_ms(stages: dict, t_asked: float, t_got: float) -> float:
+    """The part of a data wait spent handing a finished batch to the loop: from the later of
+    "collated" and "asked for" to "received", minus the pinning that fell inside that span.
+    In a worker: the queue, the passing of shared memory and the rebuild of the tensors. A batch
+    that sat ready in the queue before the loop asked for it costs only the time to take it."""
+    start = max(stages["t_collated"], t_asked)
+    span = max(0.0, t_got - start)
+    if stages.get("t_pinned") is not None and stages["pin"] > 0:
+        p1 = stages["t_pinned"]
+        p0 = p1 - stages["pin"] / 1e3
+        span -= max(0.0, min(p1, t_got) - max(p0, start))
+    return max(0.0, span) * 1e3
+
+
 def summarise(df: pd.DataFrame, warmup: int) -> dict:
+    """Steady-state means (steps >= ``warmup``) of one run: phases, step, images/s, AU, and the
+    loader stages per batch. At W=0, where the data wait is the stages one after the other,
+    ``loader_other_ms`` is the part no stage timer covers (the DataLoader's own bookkeeping and,
+    for MDS, streaming's iterator): wait = read + decode + normalise + collate + pin + hand-over
+    + other."""
     s = df[df["step"] >= warmup]
     wall = s["wall_ms"].sum()
     out = {p: s[p].mean() for p in PHASES}
     out.update(first_batch_ms=df["DATALOADER_WAIT"].iloc[0], step_ms=s["wall_ms"].mean(),
                compute_ms=s["compute_ms"].mean(), images_per_s=s["images"].sum() / (wall / 1e3),
                wait_share=s["DATALOADER_WAIT"].sum() / wall, au=s["compute_ms"].sum() / wall, steps=len(s))
+    if "read_ms" in s:
+        for k in STAGES:
+            out[f"{k}_ms"] = s[f"{k}_ms"].mean()
+        out["worker_busy_ms"] = sum(out[f"{k}_ms"] for k in ("read", "decode", "normalise", "collate"))
+        # only at W=0 does the data wait contain the stages one after the other
+        in_main = (s["worker"] < 0).all()
+        out["loader_other_ms"] = (out["DATALOADER_WAIT"] - out["worker_busy_ms"] - out["pin_ms"]
+                                  - out["handover_ms"]) if in_main else np.nan
     return out
+
+
+def util_summary(rows: list[dict], t0: float | None = None, t1: float | None = None) -> dict:
+    """Mean NVML GPU utilisation and psutil CPU utilisation (%) of the samples taken between the
+    host-clock times ``t0`` and ``t1`` (the steady-state steps), or of all samples."""
+    if not rows:
+        return dict(gpu_util=np.nan, cpu_util=np.nan, util_samples=0)
+    df = pd.DataFrame(rows)
+    if t0 is not None and t1 is not None and "t_abs" in df:
+        df = df[(df["t_abs"] >= t0) & (df["t_abs"] <= t1)]
+    g = df["gpu_util"].dropna()
+    return dict(gpu_util=float(g.mean()) if len(g) else np.nan,
+                cpu_util=float(df["cpu_util"].mean()) if len(df) else np.nan, util_samples=int(len(df)))
 
 
 def ceiling(model, opt, *, batch_size: int, out_size: int, classes: int, steps: int, warmup: int,
             device: str) -> pd.DataFrame:
     """The loop fed by one batch that stays in device memory: the most images/s this model can take."""
-    x = torch.randn(batch_size, 3, out_size, out_size, device=device)
-    y = torch.randint(0, classes, (batch_size,), device=device)
+    x, y = _device_batch(batch_size, out_size, classes, device)
     return train_steps(cycle([(x, y)]), model, opt, steps=steps + warmup, device=device, on_gpu_batch=True)
 
 
+def _device_batch(batch_size: int, out_size: int, classes: int, device: str):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(batch_size, 3, out_size, out_size, generator=g).to(device)
+    y = torch.randint(0, classes, (batch_size,), generator=g).to(device)
+    return x, y
+
+
+# --------------------------------------------------------------------------- CPU remedies
+def reserved_cpus(k: int) -> set[int]:
+    """``k`` logical CPUs of this process's affinity set to leave to the main process: the last
+    ones, each with its SMT sibling(s) where the kernel reports them, so that a reserved core
+    is a whole physical core when it can be."""
+    cpus = sorted(os.sched_getaffinity(0))
+    out: set[int] = set()
+    for c in reversed(cpus):
+        if len(out) >= k:
+            break
+        out.add(c)
+        try:
+            text = Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read_text()
+            out |= {s for s in _cpu_list(text) if s in cpus}
+        except OSError:
+            pass
+    if len(out) >= len(cpus):  # leave at least one CPU to the others
+        out = set(cpus[-k:]) if k < len(cpus) else set(cpus[1:])
+    return out
+
+
+def _cpu_list(text: str) -> set[int]:
+    out = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out |= set(range(int(a), int(b) + 1))
+        elif part:
+            out.add(int(part))
+    return out
+
+
+def apply_remedy(remedy: str, reserve: set[int] | frozenset = frozenset()) -> None:
+    """In a loader worker or busy process: lower its priority (``nice``), keep it off the
+    CPUs reserved for the main process (``reserve``), or both."""
+    if "nice" in remedy:
+        os.nice(WORKER_NICE - os.nice(0))
+    if "reserve" in remedy and reserve:
+        others = set(os.sched_getaffinity(0)) - set(reserve)
+        if others:
+            os.sched_setaffinity(0, others)
+
+
+def _worker_init(remedy: str, reserve: frozenset, worker_id: int) -> None:
+    apply_remedy(remedy, reserve)
+
+
+def _busy(stop, ready, work: list[bytes], out_size: int, remedy: str, reserve: frozenset, parent: int) -> None:
+    """A busy process: the loader's per-image CPU work (decode, resize, normalise) in a loop."""
+    images.die_with_parent(parent)
+    torch.set_num_threads(1)  # as in a DataLoader worker
+    apply_remedy(remedy, reserve)
+    k = 0
+    images.to_tensor(images.decode_rgb(work[0], out_size))
+    ready.release()
+    while not stop.is_set():
+        images.to_tensor(images.decode_rgb(work[k % len(work)], out_size))
+        k += 1
+
+
+@contextmanager
+def busy_processes(n: int, work: list[bytes], out_size: int, remedy: str = "none", reserve=frozenset()):
+    """``n`` processes doing the loader's CPU work until the block ends (each has started work
+    when the block begins); they die with this process if it is killed."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    stop, ready = ctx.Event(), ctx.Semaphore(0)
+    procs = [ctx.Process(target=_busy, args=(stop, ready, work, out_size, remedy, frozenset(reserve), os.getpid()),
+                         daemon=True) for _ in range(n)]
+    try:
+        for p in procs:
+            p.start()
+        started, deadline = 0, time.monotonic() + 120
+        while started < n:
+            if ready.acquire(timeout=0.1):
+                started += 1
+            elif any(not p.is_alive() for p in procs) or time.monotonic() > deadline:
+                raise RuntimeError(f"a busy process of the load sweep did not start ({started} of {n} running)")
+        yield procs
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+
+
+def graphed_copy(model: nn.Module, lr: float, x: torch.Tensor):
+    """A copy of ``model`` whose forward and backward run as CUDA graphs (one launch each instead
+    of one per kernel), with its own SGD optimizer."""
+    m = copy.deepcopy(model)
+    opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9)
+    with warnings.catch_warnings():  # the capture's notes on gradient streams: expected here
+        warnings.simplefilter("ignore", UserWarning)
+        g = torch.cuda.make_graphed_callables(m, (x,))
+    return g, opt
+
+
+def load_sweep(model, opt, *, lr: float, work: list[bytes], out_size: int, batch_size: int, classes: int,
+               levels, modes, steps: int, warmup: int, repeats: int, device: str, reserve: int,
+               progress=None) -> tuple[pd.DataFrame, dict]:
+    """Compute per step of the ceiling loop (batch in device memory) while ``level`` processes
+    do the loader's CPU work, for each mode: ``plain``; the busy processes at nice 19
+    (``nice``); kept off ``reserve`` CPUs left to the main process (``reserve``); both; or the
+    model run as CUDA graphs (``cuda_graphs``, GPU only). One row per (mode, level, repeat)."""
+    x, y = _device_batch(batch_size, out_size, classes, device)
+    cores = len(os.sched_getaffinity(0))
+    res_cpus = frozenset(reserved_cpus(reserve)) if reserve else frozenset()
+    notes = {}
+    runners = {}
+    for mode in modes:
+        if mode == "cuda_graphs":
+            if device != "cuda":
+                notes[mode] = "CUDA graphs need a GPU: not measured on this machine"
+                continue
+            try:
+                runners[mode] = graphed_copy(model, lr, x)
+            except Exception as e:  # noqa: BLE001 - a failed capture is reported, the other modes run
+                notes[mode] = f"CUDA graph capture failed here ({type(e).__name__}: {e})"
+                continue
+        else:
+            runners[mode] = (model, opt)
+    rows = []
+    for r in range(repeats):
+        for mode, (m, o) in runners.items():
+            remedy = mode if mode in REMEDIES else "none"
+            for level in levels:
+                with busy_processes(level, work, out_size, remedy, res_cpus), warnings.catch_warnings():
+                    if mode == "cuda_graphs":  # autograd's note on the graph's gradient streams: expected
+                        warnings.simplefilter("ignore", UserWarning)
+                    a = cpu_snapshot()
+                    df = train_steps(cycle([(x, y)]), m, o, steps=steps + warmup, device=device, on_gpu_batch=True)
+                    b = cpu_snapshot()
+                s = summarise(df, warmup)
+                st = df[df["step"] >= warmup]
+                rows.append(dict(mode=mode, busy=level, repeat=r, cores=cores, compute_ms=s["compute_ms"],
+                                 compute_p90_ms=float(st["compute_ms"].quantile(0.9)),
+                                 FORWARD=s["FORWARD"], BACKWARD=s["BACKWARD"], OPTIMIZER=s["OPTIMIZER"],
+                                 step_ms=s["step_ms"], images_per_s=s["images_per_s"],
+                                 reserved_cpus=len(res_cpus) if "reserve" in mode else 0, **cpu_cores(a, b)))
+                if progress is not None:
+                    progress.update(1)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return pd.DataFrame(rows), notes
+
+
+# --------------------------------------------------------------------------- per-sample costs
+def _io_read_bytes() -> int | None:
+    """Bytes this process has caused to be read from storage (``/proc/self/io``), readahead included."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    """Run a block with ``n`` torch intra-op threads (None: unchanged)."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def reader_costs(src, shards, *, out_size: int, samples: int, seed: int, purge_method: str) -> pd.DataFrame:
+    """Per-sample cost of each reader's stages in this one process, sample by sample, for the
+    same ``samples`` random images: the read cold (page cache purged first; with the bytes the
+    disk delivered per sample, readahead included) and warm, then decode and normalise (with
+    this process's intra-op threads and with one), and for MDS the cost of streaming's own
+    iterator per sample over a direct ``get_item``. One row per (format, stage)."""
+    from . import pagecache
+
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(src.n_images, size=min(samples, src.n_images), replace=False).tolist()
+    readers = {"imagefolder": (images.ImageFolderDataset(src, out_size).read, [src.path(i) for i in idx])}
+    mds = None
+    if shards is not None:
+        mds = images.mds_dataset(shards, out_size, shuffle=True, seed=seed, decoded=False)
+        readers["mds"] = (lambda i: mds.get_item(i)["jpeg"], _shard_files(shards))
+    rows = []
+    threads = torch.get_num_threads()
+    for fmt, (read, files) in readers.items():
+        purge = pagecache.purge(files, purge_method)
+        data, cold = [], []
+        b0 = _io_read_bytes()
+        for i in idx:
+            t0 = time.perf_counter()
+            data.append(read(i))
+            cold.append((time.perf_counter() - t0) * 1e3)
+        b1 = _io_read_bytes()
+        disk_kb = (b1 - b0) / len(idx) / 1024 if b0 is not None and b1 is not None else None
+        warm = _per_item(read, idx)
+        rgb = [images.decode_rgb(d, out_size) for d in data]
+        decode = _per_item(lambda d: images.decode_rgb(d, out_size), data)
+        norm = _per_item(images.to_tensor, rgb)
+        with torch_threads(1):
+            norm1 = _per_item(images.to_tensor, rgb)
+        stored_kb = float(np.mean([len(d) for d in data])) / 1024
+        base = dict(format=fmt, samples=len(idx), threads=threads)
+        rows += [dict(base, stage="read (cold)", ms=float(np.mean(cold)), p90_ms=float(np.quantile(cold, 0.9)),
+                      disk_kb=disk_kb, stored_kb=stored_kb, purge_method=purge.method,
+                      resident_at_start=purge.after["fraction"]),
+                 dict(base, stage="read (warm)", ms=float(np.mean(warm)), p90_ms=float(np.quantile(warm, 0.9))),
+                 dict(base, stage="decode", ms=float(np.mean(decode)), p90_ms=float(np.quantile(decode, 0.9))),
+                 dict(base, stage="normalise", ms=float(np.mean(norm)), p90_ms=float(np.quantile(norm, 0.9))),
+                 dict(base, stage="normalise (1 thread)", ms=float(np.mean(norm1)),
+                      p90_ms=float(np.quantile(norm1, 0.9)), threads=1)]
+    if mds is not None:
+        rows += _streaming_iteration(shards, out_size=out_size, samples=len(idx), seed=seed, threads=threads)
+        images.stop_streaming(mds)
+    return pd.DataFrame(rows)
+
+
+def _streaming_iteration(shards, *, out_size: int, samples: int, seed: int, threads: int) -> list[dict]:
+    """Iterate the decoding MDS dataset in this process, warm, as the loop does at W=0: the mean
+    wall time per sample, the read stage as timed inside the iteration (beside streaming's
+    background threads), and the time between samples that no stage covers (the iterator's
+    own bookkeeping)."""
+    from . import pagecache
+
+    pagecache.warm(_shard_files(shards))
+    ds = images.mds_dataset(shards, out_size, shuffle=True, seed=seed + 1)
+    it = iter(ds)
+    try:
+        next(it)
+        stages, t0 = [], time.perf_counter()
+        for _ in range(samples):
+            stages.append(next(it)[2])
+        per = (time.perf_counter() - t0) * 1e3 / samples
+    finally:
+        it.close()
+        images.stop_streaming(ds)
+    read = float(np.mean([s[0] for s in stages]))
+    busy = float(np.mean([sum(s) for s in stages]))
+    base = dict(format="mds", samples=samples, threads=threads, iter_ms=per)
+    p90 = float(np.quantile([s[0] for s in stages], 0.9))
+    return [dict(base, stage="read inside the iterator", ms=read, p90_ms=p90),
+            dict(base, stage="iterator overhead", ms=per - busy, p90_ms=None)]
+
+
+def _per_item(fn, items) -> list[float]:
+    out = []
+    for it in items:
+        t0 = time.perf_counter()
+        fn(it)
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def _shard_files(shards) -> list[Path]:
+    return sorted(p for p in Path(shards).rglob("*") if p.is_file())
+
+
+# --------------------------------------------------------------------------- traces
 def profile_trace(batches, model, opt, *, device: str, out_dir, steps: int = 6) -> str:
     """A few steps under ``torch.profiler``; the trace (Chrome trace JSON, which TensorBoard's
     profiler plugin and Perfetto both open) is written into ``out_dir``. Returns its file name."""
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=acts, schedule=schedule(wait=1, warmup=1, active=max(1, steps - 2), repeat=1),
-                 on_trace_ready=tensorboard_trace_handler(str(out_dir), worker_name="trace")) as prof:
+    plan = schedule(wait=1, warmup=1, active=max(1, steps - 2), repeat=1)
+    handler = tensorboard_trace_handler(str(out_dir), worker_name="trace")
+    with _quiet_stderr(), warnings.catch_warnings(), profile(activities=acts, schedule=plan,
+                                                              on_trace_ready=handler) as prof:
+        warnings.simplefilter("ignore", UserWarning)  # the profiler's notes on its own event buffers
         train_steps(batches, model, opt, steps=steps, device=device, profiler=prof)
     files = sorted(p.name for p in Path(out_dir).glob("*.json*"))
     return files[-1] if files else ""
 
 
-def util_summary(rows: list[dict]) -> dict:
-    if not rows:
-        return dict(gpu_util=np.nan, cpu_util=np.nan)
-    df = pd.DataFrame(rows)
-    g = df["gpu_util"].dropna()
-    return dict(gpu_util=float(g.mean()) if len(g) else np.nan, cpu_util=float(df["cpu_util"].mean()))
+@contextmanager
+def _quiet_stderr():
+    """Send file descriptor 2 to /dev/null for the block: the profiler's C++ side prints
+    start/stop lines there, which would land on the runner's console."""
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+#: GPU activity kinds in a Chrome trace written by torch.profiler (kineto).
+_GPU_CATS = {"kernel": "kernels", "gpu_memcpy": "copies", "gpu_memset": "copies"}
+
+
+def step_timeline(trace_path, *, merge_gap_us: float = 5.0) -> pd.DataFrame:
+    """One steady-state step read from a profiler trace: the phase ranges on the main thread
+    (``CPU: phases``); the same phases as the GPU ran them (``GPU: phases``: from the first to
+    the last GPU activity launched inside the CPU range, whichever thread launched it, matched
+    by the trace's correlation ids; ``busy_ms`` is the GPU time inside that span); and the GPU's
+    busy intervals (``GPU: kernels``, ``GPU: copies``; activities closer than ``merge_gap_us``
+    merged). Times in ms from the start of the step; the last complete profiled step is used."""
+    import gzip
+    import json
+
+    p = Path(trace_path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt") as f:
+        events = [e for e in json.load(f).get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
+    steps = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    cols = ["lane", "name", "start_ms", "dur_ms", "busy_ms", "count"]
+    if not steps:
+        return pd.DataFrame(columns=cols)
+    st = steps[-1]
+    t0, t1 = float(st["ts"]), float(st["ts"]) + float(st["dur"])
+    inside = [e for e in events if t0 <= float(e["ts"]) <= t1]
+    rows = [dict(lane="CPU: phases", name=e["name"], start_ms=(e["ts"] - t0) / 1e3, dur_ms=e["dur"] / 1e3,
+                 busy_ms=e["dur"] / 1e3, count=1)
+            for e in inside if e.get("name") in PHASES and e.get("cat") == "user_annotation"]
+    cpu = [(r["name"], t0 + 1e3 * r["start_ms"], t0 + 1e3 * (r["start_ms"] + r["dur_ms"])) for r in rows]
+    launched = {e["args"]["correlation"]: float(e["ts"]) for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [e for e in inside if e.get("cat") in _GPU_CATS]
+    spans: dict[str, list] = {}
+    for e in gpu:
+        lt = launched.get(e.get("args", {}).get("correlation"))
+        phase = next((name for name, a, b in cpu if lt is not None and a <= lt <= b), None)
+        if phase is None:
+            continue
+        a, b = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+        sp = spans.setdefault(phase, [a, b, 0.0, 0])
+        sp[0], sp[1], sp[2], sp[3] = min(sp[0], a), max(sp[1], b), sp[2] + (b - a), sp[3] + 1
+    rows += [dict(lane="GPU: phases", name=name, start_ms=(a - t0) / 1e3, dur_ms=(b - a) / 1e3, busy_ms=busy / 1e3,
+                  count=n) for name, (a, b, busy, n) in spans.items()]
+    for cat, lane in _GPU_CATS.items():
+        for a, b, n in _merged(sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in gpu
+                                      if e.get("cat") == cat), merge_gap_us):
+            rows.append(dict(lane=f"GPU: {lane}", name=lane, start_ms=(a - t0) / 1e3, dur_ms=(b - a) / 1e3,
+                             busy_ms=(b - a) / 1e3, count=n))
+    df = pd.DataFrame(rows, columns=cols)
+    # kernels and copies share a lane name when both kinds map to it: merge once more per lane
+    df = df.sort_values(["lane", "start_ms"]).reset_index(drop=True)
+    df.attrs["step_ms"] = (t1 - t0) / 1e3
+    return df
+
+
+def _merged(spans, gap_us: float) -> list:
+    out = []
+    for a, b in spans:
+        if out and a - out[-1][1] <= gap_us:
+            out[-1][1] = max(out[-1][1], b)
+            out[-1][2] += 1
+        else:
+            out.append([a, b, 1])
+    return out
+
 
 # --------------------------------------------------------------------------- chapter
-CHAPTER = "07_full_picture"
-FORMATS = ("imagefolder", "mds")
-
-
 def forever(loader):
-    """Batches from ``loader``, starting a new epoch when one ends."""
+    """Batches from ``loader``, starting a new epoch when one ends. A JPEG that cannot be
+    decoded in a worker process surfaces as one line naming its file."""
     while True:
-        yield from loader
+        try:
+            yield from loader
+        except images.CorruptImageError as e:
+            lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+            last = lines[-1] if lines else str(e)
+            raise images.CorruptImageError(last.split("CorruptImageError: ", 1)[-1]) from None
 
 
 def check_parameters(p: dict) -> dict:
-    from .book.params import ParameterError, choices, int_list, positive_int
+    """Every parameter of the chapter, checked before any work (ParameterError names the bad one)."""
+    from . import pagecache
+    from .book.params import (ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int,
+                              number, positive_int, requires)
 
     q = dict(p)
+    cores = len(os.sched_getaffinity(0))
     q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=65536)
-    q["n_images"] = positive_int("n_images", p["n_images"], maximum=10_000_000)
+    q["n_images"] = positive_int("n_images", p["n_images"], maximum=images.MAX_IMAGES)
     if q["n_images"] < q["batch_size"]:
         raise ParameterError("n_images", q["n_images"], f"at least one batch (batch_size = {q['batch_size']})")
+    q["image_size"] = positive_int("image_size", p["image_size"], maximum=4096)
+    q["jpeg_quality"] = positive_int("jpeg_quality", p["jpeg_quality"], maximum=95)
+    q["classes"] = positive_int("classes", p["classes"], maximum=100_000)
     q["out_size"] = positive_int("out_size", p["out_size"], maximum=4096)
+    q["model"] = choice("model", p["model"], ("resnet50", "small_cnn"))
+    if q["model"] == "resnet50":
+        requires("model", "resnet50", "torchvision", "torchvision (pip install torchvision)")
+    q["lr"] = number("lr", p["lr"], minimum=0, maximum=10, exclusive_minimum=True)
     q["formats"] = choices("formats", p["formats"], FORMATS)
-    cores = len(os.sched_getaffinity(0))
+    if q["formats"] == ["mds"]:
+        requires("formats", p["formats"], "streaming", "mosaicml-streaming (pip install mosaicml-streaming)")
+        ok, why = images.streaming_status()
+        if not ok:
+            raise ParameterError("formats", p["formats"], f"an option this machine can run ({why.split(';')[0]})")
     q["workers"] = int_list("workers", p["workers"], minimum=0, maximum=max(64, 4 * cores))
     q["steps"] = positive_int("steps", p["steps"], maximum=100_000)
     q["warmup_steps"] = positive_int("warmup_steps", p["warmup_steps"], maximum=10_000)
-    if p["model"] not in ("resnet50", "small_cnn"):
-        raise ParameterError("model", p["model"], "'resnet50' or 'small_cnn'")
+    q["repeats"] = positive_int("repeats", p.get("repeats", 3), maximum=100)
+    tw = p.get("tuned_workers", [])
+    q["tuned_workers"] = [] if tw == [] else int_list("tuned_workers", tw, minimum=0, maximum=max(64, 4 * cores))
+    q["tuned_remedy"] = choice("tuned_remedy", p.get("tuned_remedy", "nice"), REMEDIES)
+    rc = p.get("reserve_cores", "auto")
+    q["reserve_cores"] = auto_reserve(cores) if rc == "auto" else nonnegative_int("reserve_cores", rc,
+                                                                                   maximum=max(0, cores - 1))
+    q["single_thread_w0"] = boolean("single_thread_w0", p.get("single_thread_w0", True))
+    levels = p.get("load_levels", "auto")
+    q["load_levels"] = levels if levels == "auto" else int_list("load_levels", levels, minimum=0,
+                                                                 maximum=max(64, 4 * cores))
+    modes = p.get("load_modes", [])
+    q["load_modes"] = [] if modes == [] else choices("load_modes", modes, LOAD_MODES)
+    q["load_steps"] = positive_int("load_steps", p.get("load_steps", 12), maximum=100_000)
+    q["reader_samples"] = positive_int("reader_samples", p.get("reader_samples", 256), maximum=q["n_images"])
+    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
+    q["profile"] = boolean("profile", p["profile"])
+    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**31 - 1)
+    # batches in flight: each worker prefetches two, the pin thread and the loop hold one each
+    w_max = max(q["workers"] + q["tuned_workers"])
+    batch_bytes = q["batch_size"] * 3 * q["out_size"] ** 2 * 4
+    memory("batch_size", q["batch_size"], (2 * w_max + 3) * batch_bytes,
+           what=f"{2 * w_max + 3} batches of {q['batch_size']} images of {q['out_size']}² pixels (float32)")
     return q
 
 
 def preflight(params: dict):
     """Parameters, output directory and free disk, before any work. A missing mosaicml-streaming
-    is not an error: the MDS half is skipped with the reason, the ImageFolder half runs."""
-    from . import datasets, images
+    is an error when MDS is the only format asked for; with both formats the MDS half is skipped
+    with the reason, and the ImageFolder half runs."""
+    from . import datasets
     from .book import results
     from .book.params import creatable_dir
 
@@ -222,94 +723,821 @@ def preflight(params: dict):
     return p, parent
 
 
-def _files_of(fmt: str, src, shards) -> list:
-    return src.files if fmt == "imagefolder" else sorted(p for p in shards.rglob("*") if p.is_file())
+def auto_reserve(cores: int) -> int:
+    """CPUs left to the main process by the "reserve" remedy: two (its main thread and its
+    pin-memory thread), fewer on a machine with fewer than three."""
+    return max(0, min(2, cores - 1))
+
+
+def auto_levels(cores: int) -> list[int]:
+    """Busy processes for the load sweep: none, as many as cores, one and a half times as many."""
+    return sorted({0, cores, cores + max(1, cores // 2)})
+
+
+def _label(fmt: str, w: int, variant: str) -> str:
+    return f"{LABELS.get(fmt, fmt)}, W={int(w)}" + ("" if variant == "default" else f", {variant}")
+
+
+class _Chapter:
+    """What one run needs to build loaders and run scenarios."""
+
+    def __init__(self, p: dict, src, shards, net, opt, device: str, progress):
+        self.p, self.src, self.shards, self.net, self.opt, self.device = p, src, shards, net, opt, device
+        self.progress = progress
+        self.reserve = frozenset(reserved_cpus(p["reserve_cores"])) if p["reserve_cores"] else frozenset()
+
+    def loader(self, fmt: str, w: int, variant: str, repeat: int):
+        """A DataLoader for one run and the files it will read (to purge before it)."""
+        from torch.utils.data import DataLoader
+
+        p = self.p
+        uint8 = variant == "tuned"
+        remedy = p["tuned_remedy"] if variant == "tuned" else "none"
+        in_flight = (p["warmup_steps"] + p["steps"] + 2 * w + 2) * p["batch_size"]
+        if fmt == "imagefolder":
+            ds = images.ImageFolderDataset(self.src, p["out_size"], uint8=uint8)
+            order = torch.randperm(len(ds), generator=torch.Generator().manual_seed(1000 * p["seed"] + repeat))
+            sampler = order.tolist()
+            files = [self.src.path(i) for i in sampler[:in_flight]]
+        else:
+            ds = images.mds_dataset(self.shards, p["out_size"], batch_size=p["batch_size"], seed=p["seed"] + repeat,
+                                    uint8=uint8)
+            sampler, files = None, _shard_files(self.shards)
+        init = partial(_worker_init, remedy, self.reserve) if (w and remedy != "none") else None
+        dl = DataLoader(ds, batch_size=p["batch_size"], sampler=sampler, num_workers=w, collate_fn=images.collate,
+                        pin_memory=self.device == "cuda", drop_last=True, worker_init_fn=init,
+                        multiprocessing_context="fork" if w else None)
+        return dl, files
+
+    def scenario(self, fmt: str, w: int, variant: str, repeat: int):
+        from . import pagecache
+
+        p = self.p
+        dl, files = self.loader(fmt, w, variant, repeat)
+        purge = pagecache.purge(files, p["purge_method"])
+        threads = 1 if variant == "1 thread" else None
+        with torch_threads(threads), UtilSampler() as us:
+            nthreads = torch.get_num_threads()
+            it = forever(dl)
+            try:
+                warm = train_steps(it, self.net, self.opt, steps=p["warmup_steps"], device=self.device)
+                a = cpu_snapshot()
+                main = train_steps(it, self.net, self.opt, steps=p["steps"], device=self.device,
+                                   first_step=p["warmup_steps"])
+                b = cpu_snapshot()
+            finally:
+                it.close()
+                images.stop_streaming(dl.dataset)
+        df = pd.concat([warm, main], ignore_index=True)
+        s = summarise(df, p["warmup_steps"])
+        u = util_summary(us.rows, float(main["t_start"].min()), float(main["t_end"].max()))
+        row = dict(format=fmt, workers=w, variant=variant, repeat=repeat, label=_label(fmt, w, variant), **s, **u,
+                   **cpu_cores(a, b), main_threads=nthreads, purge_method=purge.method,
+                   resident_before_purge=purge.before["fraction"], resident_at_start=purge.after["fraction"])
+        keys = dict(format=fmt, workers=w, variant=variant, repeat=repeat)
+        steps = df.drop(columns=["t_start", "t_end", "images"]).assign(**keys)
+        t_first = float(df["t_start"].min())
+        util = [dict(r, **keys, steady=bool(main["t_start"].min() <= r["t_abs"] <= main["t_end"].max()),
+                     t=r["t_abs"] - t_first) for r in us.rows]
+        for r in util:
+            r.pop("t_abs")
+        return row, steps, util
 
 
 def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_size: int, batch_size: int,
         model: str, lr: float, formats, workers, steps: int, warmup_steps: int, purge_method: str,
-        profile: bool, seed: int = 0, data_dir=None, run_dir=None, progress: bool = True):
+        profile: bool, repeats: int = 3, tuned_workers=(8,), tuned_remedy: str = "nice", reserve_cores="auto",
+        single_thread_w0: bool = True, load_levels="auto", load_modes=("plain", "nice", "reserve", "cuda_graphs"),
+        load_steps: int = 12, reader_samples: int = 256, seed: int = 0, data_dir=None, run_dir=None,
+        progress: bool = True):
     """Run chapter 7 and save the result (tables + fingerprint) to ``run_dir``."""
     params = {k: v for k, v in locals().items() if k != "progress"}
-    from torch.utils.data import DataLoader
+    params["tuned_workers"], params["load_modes"] = list(tuned_workers), list(load_modes)
     from tqdm import tqdm
 
-    from . import images, pagecache
+    from . import pagecache
     from .book import results
-    from .starvation import measure_cost_ms
 
     p, parent = preflight(params)
     rd = results.resolve_run_dir(run_dir)
     res = results.start(CHAPTER, params, run_dir, parent)
+    clock = {"start": time.perf_counter()}
+    seconds = {}
+
+    def lap(name: str) -> None:  # how long each part of the run took (metadata)
+        now = time.perf_counter()
+        seconds[name] = round(now - clock["start"], 2)
+        clock["start"] = now
+
     device = "cuda" if torch.cuda.is_available() else "cpu"
     src = images.image_folder(parent, n_images=n_images, size=image_size, quality=jpeg_quality, classes=classes,
                               seed=seed, progress=progress)
     mds_ok, mds_why = images.streaming_status()
     shards = images.mds_shards(src, parent, progress=progress) if ("mds" in p["formats"] and mds_ok) else None
     fmts = [f for f in p["formats"] if f == "imagefolder" or shards is not None]
+    lap("data sets")
+    cores = len(os.sched_getaffinity(0))
+    levels = auto_levels(cores) if p["load_levels"] == "auto" else p["load_levels"]
 
     torch.manual_seed(seed)
     net = make_model(model, classes).to(device)
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
-    ceil = ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=steps,
-                   warmup=warmup_steps, device=device)  # also the CUDA warm-up before any cold read
-    ceil_s = summarise(ceil, warmup_steps)
+    # CUDA / cuDNN warm-up, before any cold read
+    ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=1, warmup=warmup_steps,
+            device=device)
+    lap("model and warm-up")
 
-    def loader(fmt: str, w: int):
-        if fmt == "imagefolder":
-            ds, shuffle = images.ImageFolderDataset(src, out_size), True
-        else:
-            ds, shuffle = images.mds_dataset(shards, out_size, batch_size=batch_size, seed=seed), False
-        return DataLoader(ds, batch_size=batch_size, shuffle=shuffle, num_workers=w, pin_memory=device == "cuda",
-                          drop_last=True)
-
-    step_tables, summary, util = [], [], []
-    with tqdm(total=len(fmts) * len(p["workers"]), desc="chapter 7 scenarios", disable=not progress) as bar:
-        for fmt in fmts:
-            for w in p["workers"]:
-                purge = pagecache.purge(_files_of(fmt, src, shards), purge_method)
-                with UtilSampler() as us:
-                    df = train_steps(forever(loader(fmt, w)), net, opt, steps=steps + warmup_steps, device=device)
-                s = summarise(df, warmup_steps)
-                u = util_summary(us.rows)
-                summary.append(dict(format=fmt, workers=w, **s, **u, pct_of_ceiling=100 * s["images_per_s"]
-                                    / ceil_s["images_per_s"], purge_method=purge.method,
-                                    resident_before_purge=purge.before["fraction"],
-                                    resident_at_start=purge.after["fraction"]))
-                step_tables.append(df.assign(format=fmt, workers=w))
-                util += [dict(r, format=fmt, workers=w) for r in us.rows]
+    plan = [(f, w, "default") for f in fmts for w in p["workers"]]
+    if p["single_thread_w0"] and 0 in p["workers"]:  # the question it answers is W=0 against W=1: one format
+        plan += [(fmts[0], 0, "1 thread")]
+    plan += [(f, w, "tuned") for f in fmts for w in p["tuned_workers"]]
+    n_load = repeats * len(levels) * len(p["load_modes"])
+    ch = _Chapter(p, src, shards, net, opt, device, progress)
+    summary, step_tables, util, ceil_rows = [], [], [], []
+    with tqdm(total=repeats * (len(plan) + 1) + n_load + 1, desc="chapter 7", disable=not progress) as bar:
+        readers = reader_costs(src, shards, out_size=out_size, samples=p["reader_samples"], seed=seed,
+                               purge_method=purge_method)
+        bar.update(1)
+        lap("reader costs")
+        for r in range(repeats):  # repeats interleaved, so that a drift of the machine spreads over all
+            c = ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=steps,
+                        warmup=warmup_steps, device=device)
+            ceil_rows.append(dict(summarise(c, warmup_steps), repeat=r, model=model, device=device))
+            bar.update(1)
+            for fmt, w, variant in plan:
+                row, st, u = ch.scenario(fmt, w, variant, r)
+                summary.append(row)
+                step_tables.append(st)
+                util += u
                 bar.update(1)
-    traces = {}
+        lap("scenarios and ceiling")
+        load, load_notes = pd.DataFrame(), {}
+        if p["load_modes"]:
+            work = [src.path(i).read_bytes() for i in range(min(64, n_images))]
+            load, load_notes = load_sweep(net, opt, lr=lr, work=work, out_size=out_size, batch_size=batch_size,
+                                          classes=classes, levels=levels, modes=p["load_modes"], steps=load_steps,
+                                          warmup=min(3, warmup_steps), repeats=repeats, device=device,
+                                          reserve=p["reserve_cores"], progress=bar)
+        lap("load sweep")
+
+    ceil = pd.DataFrame(ceil_rows)
+    sc = pd.DataFrame(summary)
+    sc["pct_of_ceiling"] = 100 * sc["images_per_s"] / ceil["images_per_s"].mean()
+    traces, timelines = {}, []
     if profile:
-        for fmt in fmts:
-            out = rd / "traces" / fmt
+        means = sc.groupby(["format", "workers", "variant"], sort=False)["images_per_s"].mean()
+        best = means.idxmax()
+        targets = {"imagefolder-w0": ("imagefolder", 0, "default")} if 0 in p["workers"] else {}
+        if best not in targets.values():
+            targets["best"] = best
+        for name, (fmt, w, variant) in targets.items():
+            out = rd / "traces" / name
             out.mkdir(parents=True, exist_ok=True)
-            traces[fmt] = str(out.relative_to(rd) / profile_trace(forever(loader(fmt, max(p["workers"]))), net, opt,
-                                                                  device=device, out_dir=out))
-    # one core's cost per image for the light transforms (steady state, files already cached)
-    decode_ms = measure_cost_ms(images.ImageFolderDataset(src, out_size), samples=200)
-    res.add("scenarios", summary)
-    res.add("steps", pd.concat(step_tables, ignore_index=True))
-    res.add("ceiling", [dict(ceil_s, model=model, device=device)])
-    res.add("utilisation", util)
+            dl, files = ch.loader(fmt, int(w), variant, 0)
+            pagecache.purge(files, purge_method)
+            with torch_threads(1 if variant == "1 thread" else None):
+                it = forever(dl)
+                try:
+                    f = profile_trace(it, net, opt, device=device, out_dir=out)
+                finally:
+                    it.close()
+                    images.stop_streaming(dl.dataset)
+            traces[name] = str(out.relative_to(rd) / f) if f else ""
+            if f:
+                tl = step_timeline(out / f)
+                timelines.append(tl.assign(trace=name, label=_label(fmt, int(w), variant),
+                                           step_ms=tl.attrs.get("step_ms")))
+
+    lap("traces")
+    res.add("scenarios", sc)
+    res.add("steps", _rounded(pd.concat(step_tables, ignore_index=True)))
+    res.add("ceiling", ceil)
+    res.add("utilisation", _rounded(pd.DataFrame(util)))
+    res.add("load", load)
+    res.add("readers", readers)
+    res.add("timeline", _rounded(pd.concat(timelines, ignore_index=True)) if timelines else pd.DataFrame())
     res.metadata.update(device=device, model=model, mds_available=mds_ok, mds_note=None if shards else mds_why,
-                        traces=traces, decode_ms_per_image=decode_ms,
-                        workers_needed_for_ceiling=ceil_s["images_per_s"] * decode_ms / 1e3,
-                        datasets={"imagefolder": src.manifest})
+                        traces=traces, cores=cores, main_threads=torch.get_num_threads(), load_levels=levels,
+                        load_notes=load_notes, reserved_cpus=sorted(ch.reserve), worker_nice=WORKER_NICE,
+                        keep_up=KEEP_UP, au_rule=AU_RULE, seconds=seconds, datasets={"imagefolder": src.manifest})
     res.save(rd)
     return res
 
 
+def _rounded(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """Floats rounded (to 0.1 µs for ms columns) so that the result file stays small."""
+    if df.empty:
+        return df
+    num = df.select_dtypes("float").columns
+    return df.assign(**{c: df[c].round(digits) for c in num})
+
+
+# --------------------------------------------------------------------------- reading the result
+def scenarios(res) -> pd.DataFrame:
+    """The per-run scenario table, with the columns an older result lacks filled in."""
+    sc = res.table("scenarios").copy()
+    if "variant" not in sc:
+        sc["variant"] = "default"
+    if "repeat" not in sc:
+        sc["repeat"] = 0
+    sc["label"] = [_label(f, w, v) for f, w, v in zip(sc["format"], sc["workers"], sc["variant"], strict=True)]
+    return sc
+
+
+def scenario_stats(res) -> pd.DataFrame:
+    """One row per scenario (format, workers, variant): the mean over its runs of every measure,
+    with ``<measure>_min`` / ``_max`` / ``_std`` for the main ones and ``runs``."""
+    sc = scenarios(res)
+    keys = ["format", "workers", "variant", "label"]
+    num = [c for c in sc.select_dtypes("number").columns if c not in ("workers", "repeat")]
+    g = sc.groupby(keys, sort=False)
+    out = g[num].mean().reset_index()
+    for c in ("images_per_s", "pct_of_ceiling", "DATALOADER_WAIT", "compute_ms", "au", "step_ms", "H2D_TRANSFER"):
+        if c in sc:
+            out[f"{c}_min"] = g[c].min().values
+            out[f"{c}_max"] = g[c].max().values
+            out[f"{c}_std"] = g[c].std().values  # NaN for a single run: no spread to show
+    out["runs"] = g.size().values
+    return out
+
+
+def _row(stats: pd.DataFrame, fmt: str, w: int, variant: str = "default"):
+    m = stats[(stats["format"] == fmt) & (stats["workers"] == w) & (stats["variant"] == variant)]
+    return None if m.empty else m.iloc[0]
+
+
+def _runs(res, fmt: str, w: int, col: str, variant: str = "default") -> list[float]:
+    sc = scenarios(res)
+    m = sc[(sc["format"] == fmt) & (sc["workers"] == w) & (sc["variant"] == variant)]
+    return [float(v) for v in m[col].dropna()]
+
+
+def _range(values, unit: str = "", scale: float = 1.0) -> str:
+    v = [scale * x for x in values]
+    if len(v) < 2:
+        return "one run"
+    return f"min–max {num(min(v), unit, with_unit=False)}–{num(max(v), unit)} over {len(v)} runs"
+
+
+def num(value, unit: str = "", *, with_unit: bool = True) -> str:
+    from .book.findings import num as _num
+
+    return _num(value, unit, with_unit=with_unit)
+
+
+def _ceiling_ips(res) -> float:
+    return float(res.table("ceiling")["images_per_s"].mean())
+
+
+def _finding_w0(res):
+    from .book.findings import Finding, pct
+
+    st = scenario_stats(res)
+    w0 = min(st[st["format"] == "imagefolder"]["workers"], default=None)
+    if w0 is None:
+        return None
+    r = _row(st, "imagefolder", w0)
+    waits = _runs(res, "imagefolder", w0, "DATALOADER_WAIT")
+    share = float(r["wait_share"])
+    who = "Without workers" if w0 == 0 else f"With the fewest workers tried (W={w0})"
+    if share >= 0.1:
+        tail = f"the data wait was **{pct(share)}** of the step and AU **{pct(r['au'])}**."
+    else:
+        tail = (f"the loader kept up even so: the data wait was only {pct(share)} of the step "
+                f"(AU {pct(r['au'])}).")
+    text = (f"{who} (ImageFolder, one file per image) each step waited **{num(r['DATALOADER_WAIT'], 'ms')}** for "
+            f"data ({_range(waits, 'ms')}) against **{num(r['compute_ms'], 'ms')}** of compute: {tail}")
+    return Finding("wait_w0", text, value=float(r["DATALOADER_WAIT"]), unit="ms",
+                   interval=(min(waits), max(waits)) if len(waits) > 1 else None,
+                   published="ImageFolder, workers=0: data wait" if w0 == 0 else None)
+
+
+def _reader(res, fmt: str, stage: str, col: str = "ms"):
+    if "readers" not in res.tables or res.table("readers").empty:
+        return None
+    t = res.table("readers")
+    m = t[(t["format"] == fmt) & (t["stage"] == stage)]
+    if m.empty or col not in m or pd.isna(m.iloc[0][col]):
+        return None
+    return float(m.iloc[0][col])
+
+
+def _finding_formats_w0(res):
+    from .book.findings import Finding, ratio_interval, times
+
+    st = scenario_stats(res)
+    a, b = _runs(res, "mds", 0, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
+    if not a or not b:
+        why = res.metadata.get("mds_note") or "MDS or W=0 was not part of this run"
+        return Finding("mds_vs_imagefolder_w0", f"MDS against one file per image at W=0 was not measured here: {why}")
+    mid, lo, hi = ratio_interval(a, b)
+    m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
+    text = (f"At W=0, MDS shards were **{_cmp(a, b)}** one file per image ({num(m['images_per_s'], 'images/s')} "
+            f"vs {num(f['images_per_s'], 'images/s')}; MDS ÷ ImageFolder {times(mid)}"
+            + (f", {times(lo)}–{times(hi)} over the runs' extremes)." if len(a) > 1 else ")."))
+    if pd.notna(m.get("read_ms")) and pd.notna(f.get("read_ms")):
+        diffs = {k: float(m[f"{k}_ms"] - f[f"{k}_ms"]) for k in STAGES}
+        big = max(diffs, key=lambda k: abs(diffs[k]))
+        text += (f" In the loop's stage timers the largest difference is the **{big}** ({_signed(diffs[big])} per "
+                 f"batch: {num(m[f'{big}_ms'], 'ms')} for shards, {num(f[f'{big}_ms'], 'ms')} for files; the whole "
+                 f"data wait differed by {_signed(float(m['DATALOADER_WAIT'] - f['DATALOADER_WAIT']))}).")
+    cold_m, cold_f = _reader(res, "mds", "read (cold)"), _reader(res, "imagefolder", "read (cold)")
+    if cold_m is not None and cold_f is not None:
+        kb_m = _reader(res, "mds", "read (cold)", "disk_kb")
+        kb_f = _reader(res, "imagefolder", "read (cold)", "disk_kb")
+        stored = _reader(res, "imagefolder", "read (cold)", "stored_kb")
+        disk = ""
+        if kb_m is not None and kb_f is not None and stored:
+            disk = (f" (the disk delivered {num(kb_m, 'KiB')} per MDS sample and {num(kb_f, 'KiB')} per file, "
+                    f"for {num(stored, 'KiB')} of JPEG)")
+        text += (f" Sample by sample in one process, a cold read took {num(cold_m, 'ms')} from a shard and "
+                 f"{num(cold_f, 'ms')} from a file{disk}")
+        warm_m, inside = _reader(res, "mds", "read (warm)"), _reader(res, "mds", "read inside the iterator")
+        over = _reader(res, "mds", "iterator overhead")
+        if warm_m is not None and inside is not None and over is not None:
+            text += (f"; warm, reading a shard's sample took {num(inside, 'ms')} inside streaming's iterator "
+                     f"(beside its background threads) against {num(warm_m, 'ms')} by direct access, and the "
+                     f"iterator spent {_signed(over)} per sample between samples")
+        text += "."
+    return Finding("mds_vs_imagefolder_w0", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
+
+
+def _cmp(a, b) -> str:
+    """'1.2× faster than' / '1.2× slower than' / 'level with' (the runs' ranges overlap, or the
+    means differ by less than 5%): higher is faster."""
+    from .book.findings import compare, direction
+
+    return compare(a, b) if direction(a, b) else "level with"
+
+
+def _signed(ms: float) -> str:
+    return ("+" if ms >= 0 else "−") + num(abs(ms), "ms")
+
+
+def _stage_text(r, *, pin: bool) -> str:
+    parts = [f"{k} {num(r[f'{k}_ms'], 'ms')}" for k in ("read", "decode", "normalise", "collate")]
+    return ", ".join(parts) + (f", pin {num(r['pin_ms'], 'ms')}" if pin else "")
+
+
+def _finding_one_worker(res):
+    from .book.findings import Finding, ratio_interval, times
+
+    st = scenario_stats(res)
+    r0, r1 = _row(st, "imagefolder", 0), _row(st, "imagefolder", 1)
+    if r0 is None or r1 is None:
+        return None
+    a, b = _runs(res, "imagefolder", 1, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
+    mid, lo, hi = ratio_interval(a, b)
+    text = (f"One worker was **{_cmp(a, b)}** none (ImageFolder: {num(r1['images_per_s'], 'images/s')} vs "
+            f"{num(r0['images_per_s'], 'images/s')}; ratio {times(lo)}–{times(hi)} over the runs' extremes).")
+    if "read_ms" in r0 and pd.notna(r1.get("read_ms")):
+        bsz = int(res.parameters.get("batch_size", 64))
+        threads = int(r0.get("main_threads", res.metadata.get("main_threads", 1)) or 1)
+        diffs = {k: float(r1[f"{k}_ms"] - r0[f"{k}_ms"]) for k in STAGES}
+        big = max(diffs, key=lambda k: abs(diffs[k]))
+        text += (f" Per batch of {bsz}, the worker spent {num(r1['worker_busy_ms'], 'ms')} "
+                 f"({_stage_text(r1, pin=False)}), then pinning took {num(r1['pin_ms'], 'ms')} and the hand-over "
+                 f"to the loop {num(r1['handover_ms'], 'ms')} of the loop's wait; at W=0 the main process, with "
+                 f"{threads} intra-op thread{'s' if threads != 1 else ''}, spent "
+                 f"{num(r0['worker_busy_ms'] + r0['pin_ms'], 'ms')} ({_stage_text(r0, pin=True)}). The largest "
+                 f"difference is **{big}** ({_signed(diffs[big])} per batch).")
+        t1 = _row(st, "imagefolder", 0, "1 thread")
+        if t1 is not None:
+            c = _runs(res, "imagefolder", 0, "images_per_s", "1 thread")
+            text += (f" With one intra-op thread, W=0 normalised a batch in {num(t1['normalise_ms'], 'ms')} and ran "
+                     f"{_cmp(c, b)} with {threads} ({num(t1['images_per_s'], 'images/s')}).")
+    return Finding("one_worker", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
+
+
+def _finding_w4(res):
+    from .book.findings import Finding
+
+    st = scenario_stats(res)
+    f4, m4 = _row(st, "imagefolder", 4), _row(st, "mds", 4)
+    if f4 is None:
+        return None
+    runs_f = _runs(res, "imagefolder", 4, "images_per_s")
+    text = (f"With 4 workers, ImageFolder ran at **{num(f4['images_per_s'], 'images/s')}** "
+            f"({_range(runs_f, 'images/s')}, data wait {num(f4['DATALOADER_WAIT'], 'ms')})")
+    if m4 is not None:
+        runs_m = _runs(res, "mds", 4, "images_per_s")
+        text += (f" and MDS at {num(m4['images_per_s'], 'images/s')} (data wait {num(m4['DATALOADER_WAIT'], 'ms')}):"
+                 f" MDS was {_cmp(runs_m, runs_f)} ImageFolder")
+    text += f"; that is {num(f4['pct_of_ceiling'], '%')} of the ceiling for ImageFolder."
+    return Finding("workers4", text, value=float(f4["images_per_s"]), unit="images/s",
+                   interval=(min(runs_f), max(runs_f)) if len(runs_f) > 1 else None,
+                   published="ImageFolder, workers=4: images/s")
+
+
+def load_stats(res) -> pd.DataFrame:
+    """Compute per step under load: one row per (mode, busy) with mean, min, max over repeats."""
+    if "load" not in res.tables or res.table("load").empty:
+        return pd.DataFrame()
+    t = res.table("load")
+    g = t.groupby(["mode", "busy"], sort=False)
+    out = g.agg(compute_ms=("compute_ms", "mean"), compute_min=("compute_ms", "min"),
+                compute_max=("compute_ms", "max"), compute_p90_ms=("compute_p90_ms", "mean"),
+                main_cores=("main_cores", "mean"), cpu_busy_cores=("cpu_busy_cores", "mean"),
+                n=("compute_ms", "count")).reset_index()
+    return out
+
+
+def _finding_load(res):
+    from .book.findings import Finding, choose, direction, pct
+
+    ls = load_stats(res)
+    if ls.empty:  # no load sweep: read compute against workers from the scenarios
+        st = scenario_stats(res)
+        d = st[(st["format"] == "imagefolder") & (st["variant"] == "default")].sort_values("workers")
+        if len(d) < 2:
+            return None
+        lo_w, hi_w = d.iloc[0], d.iloc[-1]
+        a = _runs(res, "imagefolder", int(hi_w["workers"]), "compute_ms")
+        b = _runs(res, "imagefolder", int(lo_w["workers"]), "compute_ms")
+        word = choose(direction(a, b, tol=0.03), "grew", "fell", "did not change beyond the runs' spread")
+        text = (f"Compute per step {word} as workers were added: {num(lo_w['compute_ms'], 'ms')} at "
+                f"W={int(lo_w['workers'])}, {num(hi_w['compute_ms'], 'ms')} at W={int(hi_w['workers'])} (ImageFolder).")
+        return Finding("compute_under_load", text, value=float(hi_w["compute_ms"]), unit="ms")
+    t = res.table("load")
+    cores = int(t["cores"].iloc[0])
+    def runs(mode, busy):
+        return [float(v) for v in t[(t["mode"] == mode) & (t["busy"] == busy)]["compute_ms"]]
+
+    base_mode = "plain" if "plain" in set(ls["mode"]) else ls["mode"].iloc[0]
+    base = ls[ls["mode"] == base_mode]
+    top = int(base.loc[base["compute_ms"].idxmax(), "busy"])  # the load at which it suffered most
+    # unloaded: the mode's own runs with no busy process, else the interleaved runs of the ceiling
+    c0 = runs(base_mode, 0) or [float(v) for v in res.table("ceiling")["compute_ms"]]
+    c1 = runs(base_mode, top)
+    m0, m1 = float(np.mean(c0)), float(np.mean(c1))
+    tol = 0.05
+    d = direction(m1, m0, tol=tol)
+    every = min(c1) > max(c0)
+    verb = choose(d, f"rose from {num(m0, 'ms')} to **{num(m1, 'ms')}** (+{pct(m1 / m0 - 1)}"
+                     + (", in every run)" if every else ", on average: not every run was hit)"),
+                  f"fell from {num(m0, 'ms')} to {num(m1, 'ms')}",
+                  f"stayed within {pct(tol)} ({num(m0, 'ms')} → {num(m1, 'ms')})")
+    who = "busy process" if top == 1 else "busy processes"
+    where = ("On a batch kept in GPU memory" if res.metadata.get("device") == "cuda" else
+             "On this CPU-only run (the model's own compute competes for the cores)")
+    text = (f"{where}, compute per step {verb} with {top} {who} doing the loader's "
+            f"work on {cores} cores ({base_mode}, {_range(c1, 'ms')}).")
+    others = []
+    for mode in [m for m in dict.fromkeys(ls["mode"]) if m != base_mode]:
+        r = runs(mode, top)
+        if r:
+            label = _mode_label(mode)
+            if "reserve" in mode and "reserved_cpus" in t:
+                k = int(t[t["mode"] == mode]["reserved_cpus"].max())
+                label += f" ({k} left to the training process)"
+            others.append(f"{label} {num(np.mean(r), 'ms')} ({_signed(np.mean(r) - m0)} against the "
+                          f"unloaded {base_mode} loop)")
+    if others:
+        text += " At the same load: " + "; ".join(others) + "."
+    return Finding("compute_under_load", text, value=m1, unit="ms",
+                   interval=(min(c1), max(c1)) if len(c1) > 1 else None)
+
+
+#: What each load-sweep mode does, as the chapter names it.
+MODE_LABELS = {"plain": "busy processes at normal priority", "nice": f"busy processes at nice {WORKER_NICE}",
+               "reserve": "busy processes kept off the reserved cores",
+               "nice+reserve": f"busy processes at nice {WORKER_NICE} and off the reserved cores",
+               "cuda_graphs": "the model as CUDA graphs"}
+
+
+def _mode_label(mode: str) -> str:
+    return MODE_LABELS.get(mode, mode)
+
+
+def best_scenario(res):
+    st = scenario_stats(res)
+    return st.loc[st["images_per_s"].idxmax()]
+
+
+def _gap(res, row) -> tuple[float, dict]:
+    """ms per step a scenario lost against the ceiling, split into data wait, copy, compute, rest."""
+    ceil = res.table("ceiling")
+    gap = float(row["step_ms"] - ceil["step_ms"].mean())
+    parts = {"data wait": float(row["DATALOADER_WAIT"] - ceil["DATALOADER_WAIT"].mean()),
+             "the copy to the GPU": float(row["H2D_TRANSFER"] - ceil["H2D_TRANSFER"].mean()),
+             "slower compute": float(row["compute_ms"] - ceil["compute_ms"].mean())}
+    parts["the rest of the step"] = gap - sum(parts.values())
+    return gap, parts
+
+
+def _finding_best(res):
+    from .book.findings import Finding, pct
+
+    sc = scenarios(res)
+    b = best_scenario(res)
+    runs = [float(v) for v in sc[sc["label"] == b["label"]]["pct_of_ceiling"]]
+    keep = 100 * KEEP_UP
+    if min(runs) >= keep:
+        verdict = f"it keeps up: at least {num(keep, '%')} of the ceiling in " + (
+            "every run" if len(runs) > 1 else "its one run")
+    elif b["pct_of_ceiling"] >= keep:
+        verdict = f"on average it keeps up ({num(keep, '%')} of the ceiling), but not in every run"
+    else:
+        verdict = f"it falls short of {num(keep, '%')} of the ceiling"
+    text = (f"The best configuration, **{b['label']}**, reached **{num(b['pct_of_ceiling'], '%')} of the ceiling** "
+            f"({_range(runs, '%')}; {num(b['images_per_s'], 'images/s')} against "
+            f"{num(_ceiling_ips(res), 'images/s')}, AU {pct(b['au'])}): {verdict}.")
+    gap, parts = _gap(res, b)
+    if gap > 0:
+        big = max(parts, key=parts.get)
+        text += (f" Of the {num(gap, 'ms')} per step it lost to the ceiling, "
+                 + ", ".join(f"{k} {_signed(v)}" for k, v in parts.items()) + f"; the largest part is {big}.")
+    st = scenario_stats(res)
+    default = st[st["variant"] == "default"]
+    if b["variant"] != "default" and not default.empty:
+        d = default.loc[default["images_per_s"].idxmax()]
+        gap_d, parts_d = _gap(res, d)
+        big_d = max(parts_d, key=parts_d.get)
+        text += (f" The best of the default recipe, {d['label']}, reached {num(d['pct_of_ceiling'], '%')}; the largest "
+                 f"part of its {num(gap_d, 'ms')} gap was {big_d} ({_signed(parts_d[big_d])}).")
+    return Finding("best_vs_ceiling", text, value=float(b["pct_of_ceiling"]), unit="%",
+                   interval=(min(runs), max(runs)) if len(runs) > 1 else None)
+
+
+def findings(res) -> list:
+    """The chapter's key results (3-6), computed from a result."""
+    out = [_finding_w0(res), _finding_formats_w0(res), _finding_one_worker(res), _finding_w4(res),
+           _finding_load(res), _finding_best(res)]
+    return [f for f in out if f is not None][:6]
+
+
+# --------------------------------------------------------------------------- computed prose
+def spread_notes(res) -> str:
+    """A sentence for every scenario (and the ceiling) whose images/s spread by more than the
+    threshold over its runs; else one sentence giving the largest spread."""
+    from .book.findings import HIGH_SPREAD, cv, pct, spread_note
+
+    sc = scenarios(res)
+    notes, worst = [], (0.0, "")
+    for label, g in sc.groupby("label", sort=False):
+        v = [float(x) for x in g["images_per_s"]]
+        n = spread_note(label, v, "images/s")
+        if n:
+            notes.append(n)
+        if len(v) > 1 and cv(v) > worst[0]:
+            worst = (cv(v), label)
+    c = [float(x) for x in res.table("ceiling")["images_per_s"]]
+    n = spread_note("The ceiling", c, "images/s")
+    if n:
+        notes.append(n)
+    if notes:
+        return "\n".join(f"* {x}" for x in notes)
+    if worst[1]:
+        return (f"No scenario's images/s varied by more than {pct(HIGH_SPREAD)} (coefficient of variation) across "
+                f"its runs; the largest spread was {pct(worst[0])}, for {worst[1]}.")
+    return "Each scenario ran once: no spread to report."
+
+
+def sizing(res) -> str:
+    """How many workers the measured per-image cost predicts, against what the sweep shows: the
+    first worker count at which the loader kept up, and what then kept the loop off the ceiling."""
+    from .book.findings import choose, pct
+
+    st = scenario_stats(res)
+    r1 = _row(st, "imagefolder", 1)
+    ceil = _ceiling_ips(res)
+    ceil_compute = float(res.table("ceiling")["compute_ms"].mean())
+    bsz = int(res.parameters.get("batch_size", 64))
+    keep = 100 * KEEP_UP
+    text = []
+    warm = [_reader(res, "imagefolder", s) for s in ("read (warm)", "decode", "normalise")]
+    if all(v is not None for v in warm):
+        m = sum(warm)
+        threads = int(res.metadata.get("main_threads", 1))
+        text.append(f"Read warm, decoded and normalised in the main process ({threads} intra-op threads), one image "
+                    f"costs {num(m, 'ms')}, which predicts {num(ceil * m / 1e3, '')} cores of such work for the "
+                    f"ceiling's {num(ceil, 'images/s')}.")
+    need = None
+    if r1 is not None and pd.notna(r1.get("worker_busy_ms")):
+        w = float(r1["worker_busy_ms"]) / bsz
+        need = ceil * w / 1e3
+        text.append(f"Inside the one worker of W=1 (cold cache, one thread, collation into shared memory) an image "
+                    f"cost {num(w, 'ms')}, which predicts **{num(need, '')} workers**.")
+        busy0 = _row(st, "imagefolder", 0)
+        if busy0 is not None and pd.notna(busy0.get("worker_busy_ms")):
+            w0 = float(busy0["worker_busy_ms"]) / bsz
+            text.append(f"At W=0 the same stages cost {num(w0, 'ms')} per image in the main process: the worker pays "
+                        f"{_pct_more(w, w0)}.")
+    for fmt in ("imagefolder", "mds"):
+        d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
+        if d.empty:
+            continue
+        fed = d[d["wait_share"] < LOADER_KEEPS_UP]
+        ok = d[d["pct_of_ceiling"] >= keep]
+        if fed.empty:
+            text.append(f"{LABELS[fmt]}: with none of the worker counts tried did the data wait fall below "
+                        f"{pct(LOADER_KEEPS_UP)} of the step.")
+            continue
+        k = fed.iloc[0]
+        first = int(k["workers"])
+        s = f"{LABELS[fmt]}: the loader kept up (data wait below {pct(LOADER_KEEPS_UP)} of the step) from **W={first}**"
+        if need is not None:
+            word = choose(int(np.sign(first - np.ceil(need))), "more than", "fewer than", "as many as")
+            s += f", {word} the prediction rounded up ({int(np.ceil(need))})"
+        if ok.empty:
+            worst = d.loc[d["compute_ms"].idxmax()]
+            more = (f" and up to {num(worst['compute_ms'], 'ms')} (W={int(worst['workers'])})"
+                    if int(worst["workers"]) != first else "")
+            s += (f"; yet no worker count reached {num(keep, '%')} of the ceiling: compute per step was "
+                  f"{num(k['compute_ms'], 'ms')} at W={first}{more}, against the ceiling's {num(ceil_compute, 'ms')}.")
+        else:
+            s += f"; it first reached {num(keep, '%')} of the ceiling at W={int(ok.iloc[0]['workers'])}."
+        text.append(s)
+    t = st[st["variant"] == "tuned"].sort_values("workers")
+    tok = t[t["pct_of_ceiling"] >= keep]
+    if not t.empty:
+        text.append("The tuned recipe " + (
+            f"reached {num(keep, '%')} of the ceiling with {tok.iloc[0]['label']}, its compute per step "
+            f"{num(tok.iloc[0]['compute_ms'], 'ms')}." if not tok.empty else
+            f"reached {num(keep, '%')} of the ceiling in none of its configurations (best "
+            f"{num(t['pct_of_ceiling'].max(), '%')})."))
+    return " ".join(text) if text else "The per-image costs were not recorded in this run."
+
+
+def _pct_more(a: float, b: float) -> str:
+    from .book.findings import pct
+
+    return f"{pct(a / b - 1)} more" if a >= b else f"{pct(1 - a / b)} less"
+
+
+def cpu_note(res) -> str:
+    """What the CPU columns show in this run, in numbers."""
+    st = scenario_stats(res)
+    if "main_cores" not in st:
+        return ("This older result records CPU use only as psutil's system-wide percentage, averaged over the whole "
+                "scenario.")
+    cores = int(res.metadata.get("cores", 0)) or None
+    f = st[(st["format"] == "imagefolder") & (st["variant"] == "default")].sort_values("workers")
+    if f.empty:
+        return ""
+    a, b = f.iloc[0], f.iloc[-1]
+    return (f"At W={int(a['workers'])} the training process kept {num(a['main_cores'], '')} cores busy "
+            f"({int(a['main_threads'])} intra-op threads) and the machine {num(a['cpu_busy_cores'], '')}"
+            + (f" of its {cores}" if cores else "") +
+            f"; at W={int(b['workers'])} the workers used {num(b['worker_cores'], '')} cores, the training process "
+            f"{num(b['main_cores'], '')} and the machine {num(b['cpu_busy_cores'], '')}.")
+
+
+def nvml_note(res) -> str:
+    """NVML against AU for the best configuration, over the steady-state steps."""
+    from .book.findings import pct
+
+    b = best_scenario(res)
+    if pd.isna(b.get("gpu_util")):
+        return "NVML is not available here (no NVIDIA GPU or no nvidia-ml-py): no GPU utilisation was sampled."
+    n = b.get("util_samples")
+    return (f"Over the steady-state steps of the best configuration ({b['label']}), NVML read "
+            f"**{num(b['gpu_util'], '%')}** on average" + (f" ({int(round(n))} samples per run)" if pd.notna(n) else
+                                                           " (an older result: averaged over the whole scenario)")
+            + f" while AU was {pct(b['au'])}.")
+
+
+def load_note(res) -> str:
+    """Notes on modes of the load sweep that could not run here."""
+    notes = res.metadata.get("load_notes") or {}
+    return " ".join(f"{_mode_label(k).capitalize()}: {v}." for k, v in notes.items())
+
+
+def timeline_note(res) -> str:
+    """What the traced steps show: GPU busy time within the step, the wait, and for the forward
+    pass how long the main thread took to issue it against how long the GPU took to run it."""
+    from .book.findings import pct
+
+    if "timeline" not in res.tables or res.table("timeline").empty:
+        return "No profiler trace was recorded in this run (profile = False)."
+    tl = res.table("timeline")
+    out = []
+    key = "trace" if "trace" in tl else "label"
+    for _, g in tl.groupby(key, sort=False):
+        name = g["label"].iloc[0]
+        step = float(g["step_ms"].iloc[0])
+        busy = float(g[g["lane"] == "GPU: kernels"]["dur_ms"].sum())
+        s = f"In the traced step of **{name}** ({num(step, 'ms')} under the profiler)"
+        if busy > 0:
+            s += f", the GPU ran kernels for {num(busy, 'ms')} ({pct(busy / step)} of the step)"
+        cpu = g[(g["lane"] == "CPU: phases")].set_index("name")
+        gpu = g[(g["lane"] == "GPU: phases")].set_index("name")
+        if "DATALOADER_WAIT" in cpu.index:
+            s += f"; the main thread waited {num(cpu.loc['DATALOADER_WAIT', 'dur_ms'], 'ms')} for the batch"
+        if "FORWARD" in cpu.index and "FORWARD" in gpu.index and "busy_ms" in gpu:
+            f_cpu, f_span, f_busy = (float(cpu.loc["FORWARD", "dur_ms"]), float(gpu.loc["FORWARD", "dur_ms"]),
+                                     float(gpu.loc["FORWARD", "busy_ms"]))
+            s += (f"; it took {num(f_cpu, 'ms')} to issue the forward pass, which kept the GPU busy for "
+                  f"{num(f_busy, 'ms')} of the {num(f_span, 'ms')} it spanned there")
+        out.append(s + ".")
+    return " ".join(out)
+
+
 def key_metrics(res) -> dict:
-    s = res.table("scenarios").set_index(["format", "workers"])
+    """Metric name (as published) -> (mean, std) of this result."""
+    st = scenario_stats(res)
     out = {}
     for fmt, label in (("imagefolder", "ImageFolder"), ("mds", "streaming (MDS)")):
         for w in (0, 4):
-            if (fmt, w) in s.index:
-                r = s.loc[(fmt, w)]
-                out[f"{label}, workers={w}: data wait"] = (r["DATALOADER_WAIT"], None)
-                out[f"{label}, workers={w}: images/s"] = (r["images_per_s"], None)
-    if len(s):
-        out["compute per step (forward+backward+optimizer)"] = (s["compute_ms"].mean(), None)
-        out["H2D per step"] = (s["H2D_TRANSFER"].mean(), None)
+            r = _row(st, fmt, w)
+            if r is not None:
+                out[f"{label}, workers={w}: data wait"] = (r["DATALOADER_WAIT"], r.get("DATALOADER_WAIT_std"))
+                out[f"{label}, workers={w}: images/s"] = (r["images_per_s"], r.get("images_per_s_std"))
+    r = _row(st, "imagefolder", 0)
+    if r is not None:
+        out["compute per step (forward+backward+optimizer)"] = (r["compute_ms"], r.get("compute_ms_std"))
+        out["H2D per step"] = (r["H2D_TRANSFER"], r.get("H2D_TRANSFER_std"))
     return out
+
+
+# --------------------------------------------------------------------------- tables for the notebook
+def device_note(res) -> str:
+    """Where this run ran, and what did not run here."""
+    m = res.metadata
+    text = f"Ran on **{m['device']}** with **{m['model']}**, {m.get('cores', '?')} logical cores."
+    if m["device"] != "cuda":
+        text += (" Without a GPU these are CPU timings of a small network: they exercise the same code; the GPU "
+                 "numbers are the reference run's, in the comparison table below.")
+    if m.get("mds_note"):
+        text += f"\n\n**The MDS half did not run here:** {m['mds_note']}"
+    return text
+
+
+def scenario_table(res) -> pd.DataFrame:
+    """The scenarios as the chapter shows them: means over runs, with min–max of images/s and of
+    the share of the ceiling; CPU in busy cores over the steady-state steps."""
+    st = scenario_stats(res)
+
+    def rng(c, scale=1.0):
+        if f"{c}_min" not in st:
+            return pd.Series(["—"] * len(st))
+        return [f"{num(scale * a, with_unit=False)}–{num(scale * b, with_unit=False)}"
+                for a, b in zip(st[f"{c}_min"], st[f"{c}_max"], strict=True)]
+
+    out = pd.DataFrame({
+        "scenario": st["label"], "runs": st["runs"], "data wait (ms)": st["DATALOADER_WAIT"],
+        "H2D (ms)": st["H2D_TRANSFER"], "compute (ms)": st["compute_ms"], "step (ms)": st["step_ms"],
+        "data-wait share (%)": 100 * st["wait_share"], "AU (%)": 100 * st["au"], "images/s": st["images_per_s"],
+        "images/s min–max": rng("images_per_s"), "% of ceiling": st["pct_of_ceiling"],
+        "% of ceiling min–max": rng("pct_of_ceiling"), "GPU util (%, NVML, steady state)": st["gpu_util"]})
+    if "main_cores" in st:
+        out["machine CPU (busy cores)"] = st["cpu_busy_cores"]
+        out["training process (cores)"] = st["main_cores"]
+        out["workers (cores)"] = st["worker_cores"]
+    else:
+        out["CPU util (% of all cores, psutil)"] = st["cpu_util"]
+    out["resident at start (%)"] = 100 * st["resident_at_start"]
+    return out
+
+
+def reader_table(res) -> pd.DataFrame:
+    """Per-sample costs of each reader (one process), one row per stage, a column per format."""
+    if "readers" not in res.tables or res.table("readers").empty:
+        return pd.DataFrame()
+    t = res.table("readers")
+    wide = t.pivot_table(index="stage", columns="format", values="ms", sort=False)
+    wide.columns = [f"{LABELS.get(c, c)} (ms per sample)" for c in wide.columns]
+    out = wide.reset_index()
+    cold = t[t["stage"] == "read (cold)"].set_index("format")
+    for fmt in cold.index:
+        col = f"{LABELS.get(fmt, fmt)}: disk KiB per sample"
+        out[col] = [cold.loc[fmt, "disk_kb"] if s == "read (cold)" else None for s in out["stage"]]
+    return out
+
+
+def stage_rows(res) -> pd.DataFrame:
+    """Scenario means of the runs whose loader stages say most about W=0 against W=1."""
+    st = scenario_stats(res)
+    if "read_ms" not in st:
+        return pd.DataFrame()
+    keep = st["workers"].isin([0, 1]) | (st["variant"] == "tuned")
+    return st[keep].reset_index(drop=True)
+
+
+def takeaways(res) -> str:
+    """The chapter's conclusions for a training job, each computed from this run."""
+    st = scenario_stats(res)
+    keep = 100 * KEEP_UP
+    out = []
+    for fmt in ("imagefolder", "mds"):
+        d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
+        if d.empty:
+            continue
+        ok = d[d["pct_of_ceiling"] >= keep]
+        top = d.loc[d["pct_of_ceiling"].idxmax()]
+        out.append(f"{LABELS[fmt]}, default recipe: " + (
+            f"the fewest workers that reached {num(keep, '%')} of the ceiling here: **W={int(ok.iloc[0]['workers'])}**."
+            if not ok.empty else f"no worker count tried reached {num(keep, '%')} of the ceiling (best "
+                                 f"{num(top['pct_of_ceiling'], '%')}, at W={int(top['workers'])})."))
+    wmax = int(st["workers"].max())
+    a, b = _runs(res, "mds", wmax, "images_per_s"), _runs(res, "imagefolder", wmax, "images_per_s")
+    if a and b:
+        out.append(f"With {wmax} workers MDS was {_cmp(a, b)} ImageFolder.")
+    tuned = st[st["variant"] == "tuned"]
+    if not tuned.empty:
+        t = tuned.loc[tuned["images_per_s"].idxmax()]
+        remedy = res.parameters.get("tuned_remedy", "as recorded in the parameters")
+        out.append(f"The tuned recipe (uint8 batches normalised on the GPU, workers: {remedy})"
+                   f" reached {num(t['pct_of_ceiling'], '%')} of the ceiling at best ({t['label']}), with a copy of "
+                   f"{num(t['H2D_TRANSFER'], 'ms')} per step.")
+    return "\n".join(f"* {x}" for x in out)

@@ -1,11 +1,19 @@
-"""Synthetic JPEG data sets for the training-loop chapter (issue 5, in progress): ImageFolder
-generation, reading, and the message when mosaicml-streaming is missing."""
+"""Synthetic JPEG data sets for the training-loop chapter: generation (parallel, deterministic,
+orphan-free when killed), reading with stage timers, collation into timed batches, corrupt
+images named, and the message when mosaicml-streaming is missing."""
 import builtins
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
+import psutil
 import pytest
 import torch
 
-from datajourney import images
+from datajourney import REPO_ROOT, images
 from datajourney.book.params import ParameterError
 
 
@@ -22,12 +30,46 @@ def test_image_folder_is_generated_deterministically(tmp_path):
     assert (s.root / "manifest.json").stat().st_mtime_ns == stamp  # reused, not rewritten
 
 
-def test_reading_decodes_resizes_and_normalises(tmp_path):
+def test_reading_decodes_resizes_normalises_and_times_each_stage(tmp_path):
     s = images.image_folder(tmp_path, n_images=6, size=40, classes=3, workers=1, progress=False)
     ds = images.ImageFolderDataset(s, out_size=24)
-    x, label = ds[4]
+    x, label, stages = ds[4]
     assert x.shape == (3, 24, 24) and x.dtype == torch.float32 and label == 1
     assert -3 < float(x.mean()) < 3
+    assert len(stages) == len(images.SAMPLE_STAGES) and all(t >= 0 for t in stages)
+    x8, _, st8 = images.ImageFolderDataset(s, out_size=24, uint8=True)[4]
+    assert x8.dtype == torch.uint8 and x8.shape == (3, 24, 24)
+    assert torch.allclose(images.normalise_on_device(x8[None].clone())[0], x, atol=1e-5)  # same numbers on the GPU
+
+
+def test_collate_sums_the_stages_of_its_samples(tmp_path):
+    s = images.image_folder(tmp_path, n_images=8, size=32, classes=4, workers=1, progress=False)
+    ds = images.ImageFolderDataset(s, out_size=32)
+    samples = [ds[i] for i in range(8)]
+    b = images.collate(samples)
+    x, y = b
+    assert x.shape == (8, 3, 32, 32) and y.tolist() == [i % 4 for i in range(8)]
+    for k, name in enumerate(images.SAMPLE_STAGES):
+        assert b.stages[name] == pytest.approx(sum(smp[2][k] for smp in samples))
+    assert b.stages["collate"] > 0 and b.stages["worker"] == -1 and b.stages["pin"] == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinning needs an accelerator")
+def test_pinning_is_timed(tmp_path):
+    s = images.image_folder(tmp_path, n_images=4, size=32, classes=2, workers=1, progress=False)
+    b = images.collate([images.ImageFolderDataset(s, 32)[i] for i in range(4)]).pin_memory()
+    assert b.x.is_pinned() and b.stages["pin"] > 0 and b.stages["t_pinned"] >= b.stages["t_collated"]
+
+
+def test_a_truncated_jpeg_names_its_file(tmp_path):
+    s = images.image_folder(tmp_path, n_images=6, size=32, classes=2, workers=1, progress=False)
+    p = s.path(3)
+    p.write_bytes(p.read_bytes()[:100])
+    with pytest.raises(images.CorruptImageError, match=str(p)) as e:
+        images.ImageFolderDataset(s, 32)[3]
+    assert "cannot decode" in str(e.value)
+    with pytest.raises(images.CorruptImageError, match="cannot decode"):
+        images.decode(b"not a jpeg", 32)
 
 
 @pytest.mark.parametrize("kw,name", [({"n_images": 0}, "'n_images'"), ({"size": 0}, "'image_size'"),
@@ -42,6 +84,56 @@ def test_too_many_images_for_the_disk(tmp_path):
     with pytest.raises(ParameterError, match="'data_dir'.*GiB free"):
         images.image_folder(tmp_path, n_images=9_000_000, size=1024, progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_killing_the_run_during_generation_leaves_no_pool_worker(tmp_path):
+    """kill -9 of the process that generates the JPEGs: its pool workers die with it. The images
+    are large, so that a worker left behind would still be busy with its chunk for a minute."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO_ROOT)!r})
+        from datajourney import images
+        images.image_folder({str(tmp_path)!r}, n_images=600, size=1024, classes=4, workers=2, progress=False)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    workers = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(workers) < 2:
+            time.sleep(0.2)
+            workers = [c.pid for c in psutil.Process(parent.pid).children()]
+        assert len(workers) >= 2, "the pool did not start"
+        time.sleep(0.5)  # the workers are writing images
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.1)
+        assert not [w for w in workers if _alive(w)], "pool workers outlived their parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for w in workers:  # a failed test leaves nothing running either
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+
+
+def test_die_with_parent_exits_at_once_when_the_parent_is_gone():
+    code = "from datajourney import images; images.die_with_parent(1); print('still here')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert out.returncode == 1 and "still here" not in out.stdout  # its parent is not pid 1: it exits
+
+
+def test_stop_streaming_leaves_other_datasets_alone(tmp_path):
+    s = images.image_folder(tmp_path, n_images=4, size=16, classes=2, workers=1, progress=False)
+    images.stop_streaming(images.ImageFolderDataset(s, 16))  # nothing to stop
 
 
 def test_missing_streaming_is_explained(tmp_path, monkeypatch):

@@ -1,13 +1,23 @@
-"""Chapter 7: the profiled loop on CPU with a small network (the GPU run is the reference)."""
+"""Chapter 7: the profiled loop on CPU with a small network (the GPU run is the reference), the
+loader's stage timers, the steady-state NVML average, the parameter checks, and findings that
+follow the data (each claim reversed in a constructed result)."""
+import importlib.util
+import time
+from itertools import cycle
+
+import pandas as pd
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
-from datajourney import training
+from datajourney import images, training
+from datajourney.book import results
 from datajourney.book.params import ParameterError
 
 P = dict(n_images=96, image_size=32, jpeg_quality=80, classes=4, out_size=32, batch_size=16, model="small_cnn",
-         lr=0.1, formats=["imagefolder", "mds"], workers=[0, 2], steps=3, warmup_steps=1, purge_method="auto",
-         profile=True, seed=0)
+         lr=0.1, formats=["imagefolder", "mds"], workers=[0, 1], steps=3, warmup_steps=1, purge_method="auto",
+         profile=True, seed=0, repeats=2, tuned_workers=[1], tuned_remedy="nice", reserve_cores="auto",
+         single_thread_w0=True, load_levels=[0, 1], load_modes=["plain", "nice"], load_steps=2, reader_samples=8)
 
 
 def test_phases_sum_to_the_step():
@@ -21,24 +31,168 @@ def test_phases_sum_to_the_step():
     assert 0 < s["au"] <= 1 and s["images_per_s"] > 0
 
 
+class _SlowRead(images.ImageFolderDataset):
+    """Reading a file takes at least ``delay`` seconds (a slow disk, simulated)."""
+
+    delay = 0.004
+
+    def __init__(self, *a, delay: float = 0.004, **k):
+        super().__init__(*a, **k)
+        self.delay = delay
+
+    def read(self, i):
+        time.sleep(self.delay)
+        return super().read(i)
+
+
+def _loop(src, workers: int, steps: int = 6, delay: float = 0.004):
+    ds = _SlowRead(src, 32, delay=delay)
+    dl = DataLoader(ds, batch_size=8, num_workers=workers, collate_fn=images.collate, drop_last=True,
+                    multiprocessing_context="fork" if workers else None)
+    net = training.make_model("small_cnn", 4)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    it = training.forever(dl)
+    try:
+        return training.train_steps(it, net, opt, steps=steps, device="cpu")
+    finally:
+        it.close()
+
+
+def test_stage_timers_add_up_to_the_data_wait_without_workers(tmp_path):
+    src = images.image_folder(tmp_path, n_images=64, size=32, classes=4, workers=1, progress=False)
+    df = _loop(src, 0)
+    stages = df[[f"{k}_ms" for k in training.STAGES]].sum(axis=1)
+    assert (stages <= df["DATALOADER_WAIT"] + 0.05).all()  # the stages are inside the wait
+    s = training.summarise(df, 1)
+    assert s["read_ms"] >= 8 * _SlowRead.delay * 1e3  # the slow reads are seen where they happen
+    assert 0 <= s["loader_other_ms"] <= 0.25 * s["DATALOADER_WAIT"]  # little is left untimed
+    assert (df["worker"] == -1).all()
+
+
+def test_with_one_slow_worker_its_busy_time_paces_the_steps(tmp_path):
+    src = images.image_folder(tmp_path, n_images=96, size=32, classes=4, workers=1, progress=False)
+    df = _loop(src, 1, steps=8, delay=0.025)  # 200 ms of reading per batch: far slower than the model
+    s = training.summarise(df, 2)
+    assert (df["worker"] == 0).all() and pd.isna(s["loader_other_ms"])  # stages overlap the loop with workers
+    # the loop waits on the worker: a step lasts about as long as the worker needs for a batch
+    assert 0.75 * s["step_ms"] <= s["worker_busy_ms"] <= 1.25 * s["step_ms"]
+
+
+def test_handover_counts_only_what_the_loop_waited_for():
+    st = dict(t_collated=10.0, pin=2.0, t_pinned=10.005)
+    # the loop asked before the batch was collated: it waits for the transfer, not for the pinning
+    assert training.handover_ms(st, t_asked=9.0, t_got=10.010) == pytest.approx(8.0)
+    # the batch sat ready in the queue: taking it cost only the wait
+    assert training.handover_ms(dict(st, t_pinned=None, pin=0.0), t_asked=20.0, t_got=20.001) == pytest.approx(1.0)
+
+
+def test_nvml_is_averaged_over_the_steady_state_only():
+    rows = [dict(t=0.1 * k, t_abs=100 + 0.1 * k, gpu_util=0 if k < 5 else 90, cpu_util=50.0) for k in range(10)]
+    steady = training.util_summary(rows, 100.5, 101.0)
+    assert steady["gpu_util"] == 90 and steady["util_samples"] == 5
+    assert training.util_summary(rows)["gpu_util"] == 45  # all samples, start-up included
+
+
+def test_cpu_cores_from_two_snapshots():
+    a = training.cpu_snapshot()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.2:
+        pass
+    c = training.cpu_cores(a, training.cpu_snapshot())
+    assert 0.5 <= c["main_cores"] <= 1.5 and c["worker_cores"] == 0 and c["cpu_busy_cores"] > 0
+
+
+def test_busy_processes_start_work_and_go_away(tmp_path):
+    import psutil
+
+    src = images.image_folder(tmp_path, n_images=4, size=32, classes=2, workers=1, progress=False)
+    work = [p.read_bytes() for p in src.files]
+    with training.busy_processes(2, work, 32, "nice") as procs:
+        pids = [p.pid for p in procs]
+        assert all(psutil.Process(pid).nice() == training.WORKER_NICE for pid in pids)
+        a = training.cpu_snapshot()
+        time.sleep(0.3)
+        assert training.cpu_cores(a, training.cpu_snapshot())["worker_cores"] > 0.3  # they work
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+
+
 def test_run_on_cpu(tmp_path):
     res = training.run(**P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
     sc = res.table("scenarios")
-    assert set(sc["workers"]) == {0, 2} and (sc["resident_at_start"] <= 0.05).all()
-    assert (sc["pct_of_ceiling"] > 0).all() and res.metadata["decode_ms_per_image"] > 0
-    trace = tmp_path / "run" / res.metadata["traces"]["imagefolder"]
+    assert set(sc["workers"]) == {0, 1} and set(sc["repeat"]) == {0, 1}
+    assert set(sc["variant"]) == {"default", "1 thread", "tuned"} and (sc["resident_at_start"] <= 0.05).all()
+    assert (sc.loc[sc["variant"] == "1 thread", "main_threads"] == 1).all()
+    assert len(res.table("ceiling")) == 2 and (sc["pct_of_ceiling"] > 0).all()
+    assert {"read (cold)", "read (warm)", "decode", "normalise"} <= set(res.table("readers")["stage"])
+    load = res.table("load")
+    assert set(load["mode"]) == {"plain", "nice"} and set(load["busy"]) == {0, 1}
+    trace = tmp_path / "run" / res.metadata["traces"]["imagefolder-w0"]
     assert trace.exists() and "DATALOADER_WAIT" in trace.read_text()  # the phases are in the trace
+    tl = res.table("timeline")
+    assert set(tl["name"]) >= set(training.PHASES) and (tl["start_ms"] >= 0).all()
     if not res.metadata["mds_available"]:
         assert "mosaicml-streaming" in res.metadata["mds_note"] and set(sc["format"]) == {"imagefolder"}
+    items = training.findings(res)
+    assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
+    for f in items:
+        assert f.text and "nan" not in f.text.lower() and "None" not in f.text, f
+    for text in (training.sizing(res), training.cpu_note(res), training.spread_notes(res), training.timeline_note(res),
+                 training.takeaways(res), training.nvml_note(res)):
+        assert "nan" not in text.lower()
 
 
+def test_a_corrupt_jpeg_stops_the_run_naming_the_file(tmp_path):
+    src = images.image_folder(tmp_path, n_images=48, size=32, classes=4, workers=1, progress=False)
+    bad = src.path(5)
+    bad.write_bytes(bad.read_bytes()[:60])
+    for w in (0, 1):
+        dl = DataLoader(images.ImageFolderDataset(src, 32), batch_size=8, num_workers=w, collate_fn=images.collate,
+                        multiprocessing_context="fork" if w else None)
+        with pytest.raises(images.CorruptImageError) as e:
+            for _ in training.forever(dl):
+                pass
+        assert str(bad) in str(e.value) and "\n" not in str(e.value).strip()  # one line, the file named
+
+
+# ---------------------------------------------------------------- parameters, before any work
 @pytest.mark.parametrize("name,value,needle", [
     ("n_images", 8, "at least one batch"), ("workers", [-1], "from 0"), ("formats", ["tfrecord"], "'imagefolder'"),
-    ("model", "vit", "resnet50")])
-def test_bad_parameters_are_named(tmp_path, name, value, needle):
+    ("model", "vit", "resnet50"), ("lr", -1, "> 0"), ("lr", "fast", "a number"), ("purge_method", "bogus", "'auto'"),
+    ("jpeg_quality", "abc", "from 1 to 95"), ("jpeg_quality", 100, "from 1 to 95"),
+    ("profile", "maybe", "true or false"),
+    ("single_thread_w0", "yes", "true or false"), ("repeats", 0, "from 1"), ("tuned_remedy", "pray", "'nice'"),
+    ("load_modes", ["turbo"], "'cuda_graphs'"), ("load_levels", "many", "list of integers"),
+    ("reserve_cores", 4096, "from 0"), ("reader_samples", 10_000, "from 1 to 96"), ("seed", -1, "from 0"),
+    ("tuned_workers", [-2], "from 0"), ("batch_size", 10**6, "from 1")])
+def test_bad_parameters_are_named_before_any_work(tmp_path, name, value, needle):
     with pytest.raises(ParameterError, match=repr(name)) as e:
-        training.preflight({**P, name: value, "data_dir": str(tmp_path), "run_dir": str(tmp_path)})
-    assert needle in str(e.value)
+        training.preflight({**P, name: value, "data_dir": str(tmp_path), "run_dir": str(tmp_path / "run")})
+    assert needle in str(e.value) and "\n" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # nothing generated, nothing created
+
+
+def _without(monkeypatch, module: str):
+    real = importlib.util.find_spec
+
+    def find_spec(name, *a, **k):
+        return None if name == module or name.startswith(module + ".") else real(name, *a, **k)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
+def test_resnet50_without_torchvision_fails_up_front(tmp_path, monkeypatch):
+    _without(monkeypatch, "torchvision")
+    with pytest.raises(ParameterError, match="'model'.*needs torchvision"):
+        training.preflight({**P, "model": "resnet50", "data_dir": str(tmp_path), "run_dir": str(tmp_path / "r")})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mds_alone_without_streaming_fails_up_front(tmp_path, monkeypatch):
+    _without(monkeypatch, "streaming")
+    with pytest.raises(ParameterError, match="'formats'.*mosaicml-streaming"):
+        training.preflight({**P, "formats": ["mds"], "data_dir": str(tmp_path), "run_dir": str(tmp_path / "r")})
+    # with ImageFolder asked for too, the MDS half is skipped with its reason at run time
+    training.preflight({**P, "data_dir": str(tmp_path), "run_dir": str(tmp_path / "r")})
 
 
 def test_unwritable_output_directory(tmp_path):
@@ -53,3 +207,105 @@ def test_too_many_images_for_the_disk(tmp_path):
     with pytest.raises(ParameterError, match="'data_dir'.*GiB free"):
         training.preflight({**P, "n_images": 9_000_000, "image_size": 1024, "data_dir": str(tmp_path),
                             "run_dir": str(tmp_path)})
+
+
+# ---------------------------------------------------------------- findings follow the data
+def _scenario(fmt, w, variant="default", repeat=0, *, ips, wait, compute=32.0, h2d=0.8, **stages):
+    step = wait + h2d + compute
+    row = dict(format=fmt, workers=w, variant=variant, repeat=repeat, DATALOADER_WAIT=wait, H2D_TRANSFER=h2d,
+               FORWARD=compute / 3, BACKWARD=2 * compute / 3 - 0.3, OPTIMIZER=0.3, compute_ms=compute,
+               step_ms=step, images_per_s=ips, wait_share=wait / step, au=compute / step, steps=30,
+               first_batch_ms=200.0, gpu_util=50.0, cpu_util=20.0, util_samples=25, cpu_busy_cores=2.0,
+               main_cores=1.0, worker_cores=float(w), main_threads=1 if variant == "1 thread" else 16,
+               resident_at_start=0.0, resident_before_purge=0.02, purge_method="drop_caches")
+    base = dict(read_ms=10.0, decode_ms=30.0, normalise_ms=8.0, collate_ms=3.0, pin_ms=2.0, handover_ms=0.1)
+    row.update({**base, **stages})
+    row["worker_busy_ms"] = sum(row[f"{k}_ms"] for k in ("read", "decode", "normalise", "collate"))
+    row["loader_other_ms"] = wait - row["worker_busy_ms"] - row["pin_ms"] - row["handover_ms"] if w == 0 else None
+    return row
+
+
+def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.2, ceiling=1990.0):
+    rows = []
+    for r, jitter in enumerate((0.99, 1.0, 1.01)):
+        rows += [_scenario("imagefolder", 0, repeat=r, ips=if_w0 * jitter, wait=60.0),
+                 _scenario("mds", 0, repeat=r, ips=mds_w0 * jitter, wait=77.0),
+                 _scenario("imagefolder", 1, repeat=r, ips=if_w1 * jitter, wait=88.0, normalise_ms=20.0,
+                           collate_ms=10.0, handover_ms=6.0),
+                 _scenario("imagefolder", 0, "1 thread", repeat=r, ips=if_w0 * 0.8 * jitter, wait=80.0,
+                           normalise_ms=20.0),
+                 _scenario("imagefolder", 4, repeat=r, ips=1800.0 * jitter, wait=1.0),
+                 _scenario("mds", 4, repeat=r, ips=1790.0 * jitter, wait=1.2),
+                 _scenario("imagefolder", 4, "tuned", repeat=r, ips=best * jitter, wait=0.1, h2d=0.25)]
+    sc = pd.DataFrame(rows)
+    ceil = pd.DataFrame([dict(images_per_s=ceiling * j, step_ms=32.2 / j, compute_ms=32.1 / j, DATALOADER_WAIT=0.03,
+                              H2D_TRANSFER=0.02, repeat=r) for r, j in enumerate((0.995, 1.0, 1.005))])
+    sc["pct_of_ceiling"] = 100 * sc["images_per_s"] / ceil["images_per_s"].mean()
+    load = pd.DataFrame([dict(mode=m, busy=b, repeat=r, cores=16, compute_p90_ms=0.0, main_cores=1.0,
+                              cpu_busy_cores=float(b), compute_ms=(load_top if (b == 24 and m == "plain") else 32.1)
+                              * (1 + 0.002 * r)) for m in ("plain", "nice") for b in (0, 16, 24) for r in range(3)])
+    readers = pd.DataFrame([
+        dict(format="imagefolder", stage="read (cold)", ms=0.40, disk_kb=12.0, stored_kb=10.5, samples=256),
+        dict(format="imagefolder", stage="read (warm)", ms=0.02, samples=256),
+        dict(format="imagefolder", stage="decode", ms=0.45, samples=256),
+        dict(format="imagefolder", stage="normalise", ms=0.05, samples=256),
+        dict(format="mds", stage="read (cold)", ms=0.65, disk_kb=64.0, stored_kb=10.5, samples=256),
+        dict(format="mds", stage="read (warm)", ms=0.03, samples=256),
+        dict(format="mds", stage="decode", ms=0.45, samples=256),
+        dict(format="mds", stage="iterator overhead", ms=0.01, samples=256)])
+    return results.Result(chapter=training.CHAPTER, run_id="constructed", parameters={"batch_size": 64},
+                          fingerprint={}, tables={"scenarios": sc, "ceiling": ceil, "load": load, "readers": readers,
+                                                  "timeline": pd.DataFrame(), "steps": pd.DataFrame()},
+                          metadata={"device": "cuda", "main_threads": 16, "cores": 16, "mds_note": None})
+
+
+def _text(res, key):
+    return next(f for f in training.findings(res) if f.key == key).text
+
+
+def test_findings_of_a_constructed_run_are_complete():
+    items = training.findings(_result())
+    assert [f.key for f in items] == ["wait_w0", "mds_vs_imagefolder_w0", "one_worker", "workers4",
+                                      "compute_under_load", "best_vs_ceiling"]
+    assert next(f for f in items if f.key == "wait_w0").published == "ImageFolder, workers=0: data wait"
+
+
+def test_mds_slower_or_faster_at_w0_follows_the_data():
+    slow = _text(_result(mds_w0=580.0, if_w0=680.0), "mds_vs_imagefolder_w0")
+    fast = _text(_result(mds_w0=800.0, if_w0=680.0), "mds_vs_imagefolder_w0")
+    level = _text(_result(mds_w0=682.0, if_w0=680.0), "mds_vs_imagefolder_w0")
+    assert "slower than" in slow and "faster than" not in slow
+    assert "faster than" in fast and "slower than" not in fast
+    assert "level with" in level
+    assert "64.0 KiB per MDS sample" in slow  # the cause: what the disk delivered per sample
+
+
+def test_one_worker_slower_or_faster_follows_the_data():
+    assert "slower than" in _text(_result(if_w1=520.0), "one_worker")
+    assert "faster than" in _text(_result(if_w1=900.0), "one_worker")
+    text = _text(_result(), "one_worker")
+    assert "The largest difference is **normalise**" in text  # +12 ms per batch, against collate's +7
+    assert "16 intra-op threads" in text
+
+
+def test_best_scenario_above_or_below_the_keep_up_share():
+    above = _text(_result(best=1950.0), "best_vs_ceiling")
+    below = _text(_result(best=1700.0), "best_vs_ceiling")
+    assert "keeps up" in above and "falls short" not in above
+    assert "falls short" in below and "keeps up" not in below
+    assert "the largest part is" in below
+
+
+def test_compute_flat_or_growing_under_load_follows_the_data():
+    grows = _text(_result(load_top=40.0), "compute_under_load")
+    flat = _text(_result(load_top=32.15), "compute_under_load")
+    assert "rose from" in grows and "stayed within" not in grows
+    assert "stayed within" in flat and "rose from" not in flat
+    assert "nice 19" in grows  # the remedy is reported at the same load
+
+
+def test_findings_of_an_older_result_without_repeats_or_stage_timers():
+    ref = results.load_reference(training.CHAPTER)
+    items = training.findings(ref)
+    assert 3 <= len(items) <= 6
+    assert all("nan" not in f.text.lower() for f in items)

@@ -351,34 +351,207 @@ def mask_heatmap(mask, doc_ids, *, title: str) -> go.Figure:
     return fig
 
 
+#: Phase colours shared by the chapter 7 charts.
+PHASE_COLOURS = {"DATALOADER_WAIT": PALETTE[5], "H2D_TRANSFER": PALETTE[6], "FORWARD": PALETTE[0],
+                 "BACKWARD": PALETTE[4], "OPTIMIZER": PALETTE[2]}
+FORMAT_COLOURS = {"imagefolder": PALETTE[0], "mds": PALETTE[1]}
+
+
+def _format_facets(summary: pd.DataFrame):
+    from plotly.subplots import make_subplots
+
+    fmts = list(dict.fromkeys(summary["format"]))
+    names = {"imagefolder": "ImageFolder (one file per image)", "mds": "MDS shards"}
+    fig = make_subplots(rows=1, cols=len(fmts), shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=[names.get(f, f) for f in fmts])
+    return fig, fmts
+
+
+def _short(summary: pd.DataFrame) -> pd.Series:
+    """'W=4' / 'W=0, 1 thread' / 'W=4, tuned': the scenario within its format."""
+    return "W=" + summary["workers"].astype(int).astype(str) + summary["variant"].map(
+        lambda v: "" if v == "default" else f", {v}")
+
+
 def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
-    """Stacked per-step phase times, one bar per (format, workers) scenario."""
-    lab = summary["format"] + ", W=" + summary["workers"].astype(str)
-    fig = go.Figure()
-    colours = [PALETTE[5], PALETTE[6], PALETTE[0], PALETTE[4], PALETTE[2]]
-    for i, ph in enumerate(phases):
-        fig.add_bar(x=lab, y=summary[ph], name=ph, marker_color=colours[i % len(colours)],
-                    hovertemplate=f"%{{x}}<br>{ph}: %{{y:,.2f}} ms<extra></extra>")
+    """Stacked per-step phase times (means over runs), one bar per scenario, one panel per format.
+    Every segment's hover gives the whole step, OPTIMIZER included (too thin to see at this scale)."""
+    fig, fmts = _format_facets(summary)
+    for ci, fmt in enumerate(fmts, start=1):
+        d = summary[summary["format"] == fmt]
+        x = list(_short(d))
+        detail = d[list(phases) + ["step_ms", "runs"]].to_numpy()
+        lines = "<br>".join(f"{ph}: %{{customdata[{k}]:,.2f}} ms" for k, ph in enumerate(phases))
+        for ph in phases:
+            fig.add_bar(x=x, y=d[ph], name=ph, legendgroup=ph, showlegend=ci == 1, marker_color=PHASE_COLOURS.get(ph),
+                        customdata=detail,
+                        hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{lines}"
+                                       f"<br>step %{{customdata[{len(phases)}]:,.1f}} ms"
+                                       f"<br>means over %{{customdata[{len(phases) + 1}]}} runs"
+                                       "<br><i>OPTIMIZER is too thin to see at this scale</i><extra></extra>"),
+                        row=1, col=ci)
     fig.update_layout(title=title, barmode="stack", legend_title_text="phase")
-    fig.update_xaxes(title_text="scenario (format, DataLoader workers)", type="category")
-    fig.update_yaxes(title_text="time per step (ms)")
+    fig.update_xaxes(title_text="DataLoader workers (variant)", type="category")
+    fig.update_yaxes(title_text="time per step (ms, mean over runs)", row=1, col=1)
     return fig
 
 
-def au_and_ceiling(summary: pd.DataFrame, *, title: str) -> go.Figure:
-    """AU (%) and throughput as % of the ceiling per scenario."""
-    lab = summary["format"] + ", W=" + summary["workers"].astype(str)
-    fig = go.Figure()
-    fig.add_bar(x=lab, y=100 * summary["au"], name="AU (%)", marker_color=PALETTE[0],
-                hovertemplate="%{x}<br>AU %{y:.1f}%<extra></extra>")
-    fig.add_bar(x=lab, y=summary["pct_of_ceiling"], name="% of ceiling", marker_color=PALETTE[1],
-                hovertemplate="%{x}<br>%{y:.1f}% of the ceiling<extra></extra>")
-    fig.add_hline(y=90, line=dict(dash="dot", color=PALETTE[0]), annotation_text="AU 90%")
-    fig.add_hline(y=95, line=dict(dash="dot", color=PALETTE[1]), annotation_text="95% of ceiling",
-                  annotation_position="bottom right")
+def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, keep_up: float = 0.95) -> go.Figure:
+    """AU (%) and throughput as % of the ceiling per scenario: mean over runs, error bars min–max.
+    The two thresholds are dashed lines named in the legend (no annotations to collide)."""
+    fig, fmts = _format_facets(summary)
+    for ci, fmt in enumerate(fmts, start=1):
+        d = summary[summary["format"] == fmt]
+        x = list(_short(d))
+        au, lo, hi = 100 * d["au"], 100 * d.get("au_min", d["au"]), 100 * d.get("au_max", d["au"])
+        fig.add_bar(x=x, y=au, name="AU (%)", legendgroup="au", showlegend=ci == 1, marker_color=PALETTE[0],
+                    error_y=dict(type="data", symmetric=False, array=hi - au, arrayminus=au - lo),
+                    customdata=list(zip(lo, hi, d["runs"], strict=True)),
+                    hovertemplate=("<b>%{x}</b><br>AU %{y:.1f}% (mean)<br>min–max %{customdata[0]:.1f}–"
+                                   "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
+        pc = d["pct_of_ceiling"]
+        plo, phi = d.get("pct_of_ceiling_min", pc), d.get("pct_of_ceiling_max", pc)
+        fig.add_bar(x=x, y=pc, name="% of ceiling", legendgroup="pc", showlegend=ci == 1, marker_color=PALETTE[1],
+                    error_y=dict(type="data", symmetric=False, array=phi - pc, arrayminus=pc - plo),
+                    customdata=list(zip(plo, phi, d["runs"], strict=True)),
+                    hovertemplate=("<b>%{x}</b><br>%{y:.1f}% of the ceiling (mean)<br>min–max %{customdata[0]:.1f}–"
+                                   "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
+        for y, name, colour in ((100 * au_rule, f"AU rule ({100 * au_rule:.0f}%)", PALETTE[0]),
+                                (100 * keep_up, f"keeping up ({100 * keep_up:.0f}% of ceiling)", PALETTE[1])):
+            fig.add_hline(y=y, line=dict(dash="dash", color=colour, width=1.5), row=1, col=ci)
+            if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
+                fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line=dict(dash="dash", color=colour),
+                                hoverinfo="skip", row=1, col=ci)
     fig.update_layout(title=title, barmode="group", legend_title_text="measure")
-    fig.update_xaxes(title_text="scenario (format, DataLoader workers)", type="category")
-    fig.update_yaxes(title_text="percent", range=[0, 110])
+    fig.update_xaxes(title_text="DataLoader workers (variant)", type="category")
+    fig.update_yaxes(title_text="percent (bars: mean, error bars: min–max over runs)", range=[0, 110], row=1, col=1)
+    return fig
+
+
+def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
+    """Small multiples: one panel per scenario (workers, variant), one line per format: the
+    median data wait of each step over the runs, with a min–max band."""
+    import math
+
+    from plotly.subplots import make_subplots
+
+    keys = list(dict.fromkeys(zip(steps["workers"].astype(int), steps["variant"], strict=True)))
+    cols = min(4, len(keys))
+    rows = math.ceil(len(keys) / cols)
+    titles = [f"W={w}" + ("" if v == "default" else f", {v}") for w, v in keys]
+    fig = make_subplots(rows=rows, cols=cols, shared_xaxes=True, shared_yaxes=True, subplot_titles=titles,
+                        vertical_spacing=0.12 if rows > 1 else 0.1, horizontal_spacing=0.03)
+    names = {"imagefolder": "ImageFolder", "mds": "MDS"}
+    for k, (w, v) in enumerate(keys):
+        r, c = k // cols + 1, k % cols + 1
+        part = steps[(steps["workers"] == w) & (steps["variant"] == v)]
+        for fmt, g in part.groupby("format", sort=False):
+            q = g.groupby("step")["DATALOADER_WAIT"].agg(["median", "min", "max", "count"]).reset_index()
+            colour = FORMAT_COLOURS.get(fmt, PALETTE[2])
+            fig.add_scatter(x=list(q["step"]) + list(q["step"])[::-1], y=list(q["max"]) + list(q["min"])[::-1],
+                            fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0), hoverinfo="skip",
+                            showlegend=False, legendgroup=fmt, row=r, col=c)
+            fig.add_scatter(x=q["step"], y=q["median"], mode="lines", name=names.get(fmt, fmt), legendgroup=fmt,
+                            showlegend=k == 0, line=dict(color=colour, width=1.5),
+                            customdata=q[["min", "max", "count"]].to_numpy(),
+                            hovertemplate=(f"<b>{names.get(fmt, fmt)}</b>, {titles[k]}<br>step %{{x}}: median "
+                                           "%{y:,.2f} ms<br>min–max %{customdata[0]:,.2f}–"
+                                           "%{customdata[1]:,.2f} ms over "
+                                           "%{customdata[2]} runs<extra></extra>"), row=r, col=c)
+    fig.update_layout(title=title, legend_title_text="format", height=260 * rows + 120)
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="data wait (ms, log)", col=1)
+    fig.update_xaxes(title_text="training step", row=rows)
+    return fig
+
+
+def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, labels: dict | None = None) -> go.Figure:
+    """Compute per step of the GPU-resident loop against the number of busy processes, one line
+    per mode: mean over runs, error bars min–max; the dashed line is the unloaded ceiling."""
+    fig = go.Figure()
+    for i, (mode, g) in enumerate(load.groupby("mode", sort=False)):
+        g = g.sort_values("busy")
+        name = (labels or {}).get(mode, mode)
+        fig.add_scatter(x=g["busy"], y=g["compute_ms"], mode="lines+markers", name=name,
+                        line=dict(color=PALETTE[i % len(PALETTE)]),
+                        error_y=dict(type="data", symmetric=False, array=g["compute_max"] - g["compute_ms"],
+                                     arrayminus=g["compute_ms"] - g["compute_min"]),
+                        customdata=g[["compute_min", "compute_max", "n", "compute_p90_ms", "main_cores"]].to_numpy(),
+                        hovertemplate=(f"<b>{name}</b><br>%{{x}} busy processes<br>compute %{{y:,.2f}} ms (mean)"
+                                       "<br>min–max %{customdata[0]:,.2f}–%{customdata[1]:,.2f} ms over "
+                                       "%{customdata[2]} runs<br>p90 of steps %{customdata[3]:,.2f} ms"
+                                       "<br>training process %{customdata[4]:.2f} cores<extra></extra>"))
+    xs = [load["busy"].min(), load["busy"].max()]
+    fig.add_scatter(x=xs, y=[ceiling_ms, ceiling_ms], mode="lines", name="ceiling, no load (mean of its runs)",
+                    line=dict(dash="dash", color="#555555", width=1.5),
+                    hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
+    fig.update_layout(title=title, legend_title_text="mode")
+    fig.update_xaxes(title_text="busy processes doing the loader's CPU work")
+    fig.update_yaxes(title_text="compute per step (ms; error bars min–max over runs)", rangemode="tozero")
+    return fig
+
+
+#: Colours of the loader stages (the data path).
+STAGE_COLOURS = {"read": PALETTE[4], "decode": PALETTE[0], "normalise": PALETTE[2], "collate": PALETTE[3],
+                 "pin": PALETTE[6], "handover": PALETTE[5], "other": "#999999"}
+
+
+def stage_bars(stats: pd.DataFrame, *, title: str, batch_size: int) -> go.Figure:
+    """Where a batch's data time goes, per image: the stages timed inside the loader (means over
+    runs), stacked, one bar per scenario, one panel per format."""
+    fig, fmts = _format_facets(stats)
+    stages = ["read", "decode", "normalise", "collate", "pin", "handover", "other"]
+    for ci, fmt in enumerate(fmts, start=1):
+        d = stats[stats["format"] == fmt]
+        x = list(_short(d))
+        vals = {k: (d[f"{k}_ms"] / batch_size).fillna(0.0) for k in stages[:-1]}
+        vals["other"] = (d["loader_other_ms"].clip(lower=0) / batch_size).fillna(0.0)  # defined at W=0 only
+        for k in stages:
+            fig.add_bar(x=x, y=vals[k].tolist(), name=k, legendgroup=k, showlegend=ci == 1,
+                        marker_color=STAGE_COLOURS[k],
+                        customdata=list(zip((vals[k] * batch_size).tolist(), d["DATALOADER_WAIT"].tolist(),
+                                            d["runs"].tolist(), strict=True)),
+                        hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{k}: %{{y:,.3f}} ms per image"
+                                       "<br>%{customdata[0]:,.2f} ms per batch<br>data wait %{customdata[1]:,.2f} ms"
+                                       " per step<br>means over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
+    fig.update_layout(title=title, barmode="stack", legend_title_text="stage")
+    fig.update_xaxes(title_text="DataLoader workers (variant)", type="category")
+    fig.update_yaxes(title_text="ms per image (mean over runs)", row=1, col=1)
+    return fig
+
+
+def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
+    """One profiled step per trace as lanes of intervals (ms from the step's start): the phases on
+    the main thread, the same phases as the GPU ran them, and the GPU's busy intervals."""
+    from plotly.subplots import make_subplots
+
+    by = "trace" if "trace" in timeline else "label"
+    traces = list(dict.fromkeys(timeline[by]))
+    labels = [timeline[timeline[by] == t]["label"].iloc[0] for t in traces]
+    fig = make_subplots(rows=len(labels), cols=1, subplot_titles=labels, vertical_spacing=0.14, shared_xaxes=False)
+    lanes = ["GPU: copies", "GPU: kernels", "GPU: phases", "CPU: phases"]
+    shown = set()
+    for r, tr in enumerate(traces, start=1):
+        g = timeline[timeline[by] == tr]
+        for lane in lanes:
+            d = g[g["lane"] == lane]
+            for name, e in d.groupby("name", sort=False):
+                colour = PHASE_COLOURS.get(name, PALETTE[7] if name == "kernels" else PALETTE[3])
+                key = name if lane != "GPU: kernels" else "GPU kernels"
+                fig.add_bar(y=[lane] * len(e), x=e["dur_ms"].astype(float).tolist(),
+                            base=e["start_ms"].astype(float).tolist(), orientation="h", name=key,
+                            legendgroup=key, showlegend=key not in shown, marker_color=colour,
+                            customdata=e[["start_ms", "dur_ms", "count", "busy_ms"]].astype(float).to_numpy().tolist(),
+                            hovertemplate=(f"<b>{name}</b> ({lane})<br>from %{{customdata[0]:,.3f}} ms for "
+                                           "%{customdata[1]:,.3f} ms" + (
+                                               "" if lane.startswith("CPU") else
+                                               "<br>GPU busy inside: %{customdata[3]:,.3f} ms<br>GPU activities: "
+                                               "%{customdata[2]}") + "<extra></extra>"), row=r, col=1)
+                shown.add(key)
+        fig.update_yaxes(categoryorder="array", categoryarray=lanes, row=r, col=1)
+    fig.update_xaxes(title_text="ms from the start of the step", row=len(labels), col=1)
+    fig.update_layout(title=title, barmode="overlay", height=230 * len(labels) + 140, legend_title_text="activity",
+                      bargap=0.25)
     return fig
 
 
