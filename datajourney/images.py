@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import datasets
-from .book.params import ParameterError, positive_int, writable_dir
+from .book.params import ParameterError, positive_int
 
 #: ImageNet channel statistics, used by the "normalise" step of the light transforms.
 MEAN = (0.485, 0.456, 0.406)
@@ -119,7 +119,7 @@ def image_folder(data_dir=None, *, n_images: int, size: int = 224, quality: int 
                  seed: int = 0, workers: int | None = None, progress: bool = True) -> ImageFolderSet:
     """Get (generate in parallel, or reuse) ``n_images`` synthetic JPEGs in an ImageFolder layout."""
     name, params, needed = image_folder_plan(n_images, size, quality, classes, seed)
-    parent = writable_dir("data_dir", data_dir if data_dir is not None else datasets.ensure_default_dir())
+    parent = datasets.parent_dir(data_dir)
     workers = workers or max(1, len(os.sched_getaffinity(0)))
 
     def write(tmp: Path, show: bool) -> str:
@@ -171,7 +171,7 @@ def mds_shards(src: ImageFolderSet, data_dir=None, *, progress: bool = True) -> 
     ok, why = streaming_status()
     if not ok:
         raise RuntimeError(why)
-    parent = writable_dir("data_dir", data_dir if data_dir is not None else datasets.ensure_default_dir())
+    parent = datasets.parent_dir(data_dir)
     p = src.manifest["params"]
     name, params, _ = mds_plan(image_folder_plan(p["n_images"], p["size"], p["quality"], p["classes"], p["seed"]))
     size = src.manifest["bytes"]

@@ -1443,6 +1443,9 @@ def key_metrics(res) -> dict:
             if r is not None:
                 out[f"{label}, workers={w}: data wait"] = (r["DATALOADER_WAIT"], r.get("DATALOADER_WAIT_std"))
                 out[f"{label}, workers={w}: images/s"] = (r["images_per_s"], r.get("images_per_s_std"))
+    a, b = _row(st, "imagefolder", 0), _row(st, "mds", 0)
+    if a is not None and b is not None:  # the source's ratio: MDS's data-wait speed-up over ImageFolder
+        out["streaming ÷ ImageFolder, workers=0"] = (a["DATALOADER_WAIT"] / b["DATALOADER_WAIT"], None)
     r = _row(st, "imagefolder", 0)
     if r is not None:
         out["compute per step (forward+backward+optimizer)"] = (r["compute_ms"], r.get("compute_ms_std"))

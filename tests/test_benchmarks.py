@@ -49,15 +49,23 @@ def test_reference_pinned_copy_reaches_the_independent_ceiling(host):
 
 
 @pytest.mark.parametrize("host", HOSTS)
-def test_reference_training_loop_keeps_up_within_ten_minutes(host):
-    r = results.load_reference("07_full_picture", host)
-    sc = r.table("scenarios")
-    best = sc.sort_values("images_per_s").iloc[-1]
-    assert best["au"] >= 0.90 and best["pct_of_ceiling"] >= 95, best
-    assert r.parameters["n_images"] == 100_000 and set(sc["format"]) == {"imagefolder", "mds"}
-    runs = [json.loads(p.read_text()) for p in (results.REFERENCE_DIR / host).glob("run-*.json")]
-    seconds = [c["seconds"] for rec in runs for c in rec["chapters"] if c["chapter"] == "07_full_picture"]
-    assert seconds and seconds[-1] <= 600  # data generation included
+def test_reference_training_loop_keeps_up_on_two_full_runs(host):
+    """Chapter 7's best configuration reaches 95% of the GPU-resident ceiling in every run of its
+    scenario, in the reference run and in a second, separate full run recorded beside it."""
+    from datajourney import training
+
+    files = [results.REFERENCE_DIR / host / "07_full_picture.json",
+             *sorted((results.REFERENCE_DIR / host / "repeats").glob("07_full_picture-*.json"))]
+    assert len(files) >= 2, files
+    for f in files:
+        r = results.Result.load(f)
+        assert r.parameters["n_images"] == 100_000, f
+        sc, best = training.scenarios(r), training.best_scenario(r)
+        runs = sc[sc["label"] == best["label"]]
+        assert len(runs) >= 3 and runs["pct_of_ceiling"].min() >= 100 * training.KEEP_UP, (f.name, runs)
+    records = [json.loads(p.read_text()) for p in sorted((results.REFERENCE_DIR / host).glob("run-*.json"))]
+    seconds = [c["seconds"] for rec in records for c in rec["chapters"] if c["chapter"] == "07_full_picture"]
+    assert seconds and max(seconds) <= 600  # data generation included
 
 
 def test_recorded_verification_cost_of_the_full_data_sets():
