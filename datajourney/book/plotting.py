@@ -643,6 +643,7 @@ def paired_rounds_chart(calls: pd.DataFrame, *, copy_ms: float, title: str) -> g
     fig.update_layout(title=title, legend_title_text="series")
     fig.update_xaxes(title_text="round (kernel-only, copy-only and kernel+copy in random order)")
     fig.update_yaxes(title_text="time the copy added (ms; single rounds)")
+    return fig
 
 
 # ---------------------------------------------------------------- chapter 4: the step's own time
@@ -740,6 +741,7 @@ def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
     fig.update_layout(title=title, legend_title_text="work")
     fig.update_xaxes(title_text="prefetch_factor", type="category")
     fig.update_yaxes(title_text="mean data wait per step (ms; bars: min–max over runs)", rangemode="tozero")
+    return fig
 
 
 # ------------------------------------------------------------------ chapters 2 and 3: small multiples

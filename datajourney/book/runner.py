@@ -584,6 +584,7 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                     str(p.chapter.notebook), str(out), parameters=p.parameters, kernel_name="python3",
                     progress_bar=progress, cwd=str(p.chapter.notebook.parent),
                     kernel_manager_class=km_class, on_cell_start=stop.hook,
+                    extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no transport chatter on the console
                 )
             except PapermillExecutionError as e:
                 failure = {"cell": e.cell_index, "execution_count": e.exec_count, "ename": e.ename,
