@@ -1105,7 +1105,7 @@ def _finding_one_worker(res):
         if t1 is not None:
             c = _runs(res, "imagefolder", 0, "images_per_s", "1 thread")
             text += (f" With one intra-op thread, W=0 normalised a batch in {num(t1['normalise_ms'], 'ms')} and ran "
-                     f"{_cmp(c, b)} with {threads} ({num(t1['images_per_s'], 'images/s')}).")
+                     f"{_cmp(c, b)} the runs with {threads} ({num(t1['images_per_s'], 'images/s')}).")
     return Finding("one_worker", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
 
 
