@@ -781,6 +781,10 @@ def release(parent, name: str) -> None:
     """Give up this process's lock on a data set (it is released at exit anyway)."""
     fd = _HELD.pop(str(Path(parent) / f".lock-{name}"), None)
     if fd is not None:
+        try:  # unlock the open file description itself: a child forked a moment ago shares it
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
         os.close(fd)
 
 

@@ -235,7 +235,7 @@ def test_read_size_dips_are_judged_against_the_spread():
     flat = _result({"headline": _headline([400], [2100]), "chunk_sweep": _chunks({
         ("buffered", 4096): [3000, 3010, 3020], ("buffered", 65536): [3100, 3110, 3120]})})
     assert "never fell" in storage.chunk_sweep_notes(flat) and "No configuration varied" in storage.chunk_sweep_notes(flat)
-    assert "O_DIRECT at 1 MiB (1,768–3,115 MB/s, coefficient of variation 33%)" in text
+    assert "O_DIRECT at 1 MiB (1,768–3,115 MB/s, coefficient of variation 33.5%)" in text
 
 
 def test_odirect_finding_follows_the_data():
@@ -276,7 +276,7 @@ def test_purge_and_residency_notes_are_computed():
           for m, vals, res in (("drop_caches", [450, 560, 330], 0.0), ("fadvise", [460, 420, 390], 0.0))
           for r, v in enumerate(vals)]
     clean = storage.purge_note(_result({"purge_methods": pm}))
-    assert "Both purges left at most 0.0%" in clean and "within the runs' spread" in clean
+    assert "Both purges left at most 0%" in clean and "within the runs' spread" in clean
     dirty_pm = [dict(r, resident_at_start=0.4) if r["purge_method"] == "fadvise" else r for r in pm]
     dirty = storage.purge_note(_result({"purge_methods": dirty_pm}))
     assert "Both purges" not in dirty and "`fadvise` left up to 40%" in dirty and "not fully cold" in dirty
