@@ -63,7 +63,7 @@ def test_reference_training_loop_keeps_up_on_two_full_runs(host):
         sc, best = training.scenarios(r), training.best_scenario(r)
         runs = sc[sc["label"] == best["label"]]
         assert len(runs) >= 3 and runs["pct_of_ceiling"].min() >= 100 * training.KEEP_UP, (f.name, runs)
-    records = [json.loads(p.read_text()) for p in sorted((results.REFERENCE_DIR / host).glob("run-*.json"))]
+    records = [json.loads(p.read_text()) for p in sorted((results.REFERENCE_DIR / host).glob("**/run-*.json"))]
     seconds = [c["seconds"] for rec in records for c in rec["chapters"] if c["chapter"] == "07_full_picture"]
     assert seconds and max(seconds) <= 600  # data generation included
 
