@@ -50,3 +50,10 @@ def tracked_before() -> str:
 def run_book(tracked_before, ci_run) -> Path:
     """The book of a reader's run (ci profile), built with warnings as errors; its html directory."""
     return sphinx_ext.build(ci_run).parent
+
+
+def has_nan(text: str) -> bool:
+    """A computed text that printed a missing number ('nan' as a word, not 'NAND')."""
+    import re
+
+    return re.search(r"\bnan\b", text, re.I) is not None

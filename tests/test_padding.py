@@ -10,6 +10,7 @@ from datajourney import padding, textdata
 from datajourney.book import plotting, published
 from datajourney.book.params import ParameterError
 from datajourney.book.results import Result
+from conftest import has_nan
 
 OFFLINE = pytest.mark.skipif(textdata.offline_dir() is None, reason="no offline copy of Alpaca/GPT-2 (../shared/data)")
 
@@ -391,7 +392,7 @@ def _texts(res):
     items = padding.findings(res)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     for f in items:
-        assert f.text and "nan" not in f.text.lower() and "None" not in f.text
+        assert f.text and not has_nan(f.text) and "None" not in f.text
     return {f.key: f for f in items}
 
 

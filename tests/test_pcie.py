@@ -16,6 +16,7 @@ import torch
 from datajourney import pcie
 from datajourney.book import plotting, results
 from datajourney.book.params import ParameterError
+from conftest import has_nan
 
 MiB, GiB = 1 << 20, 1 << 30
 P = dict(sizes=[65536], repeats=3, warmup=1, ceiling_size=65536, overlap_sizes=[65536], cpu_work_ms=1.0,
@@ -248,7 +249,7 @@ def test_without_cuda_the_chapter_says_so_and_measures_the_host_side(tmp_path):
     assert pcie.has_staging(res) and res.metadata["cpu_work"]["std_ms"] >= 0
     items = pcie.findings(res)
     assert [f.key for f in items] == ["no_cuda", "host_memcpy", "cpu_jitter"]
-    assert all("nan" not in f.text.lower() for f in items)
+    assert all(not has_nan(f.text) for f in items)
     loaded = results.Result.load(res.path)
     assert [f.text for f in pcie.findings(loaded)] == [f.text for f in items]
 
@@ -370,7 +371,7 @@ def test_findings_of_a_gpu_run():
     assert ": overlaps." in f["cpu_overlap"].text and "1 MiB" in f["cpu_overlap"].text  # too short at 1 MiB
     assert "reuse the cached block" in f["pin_cost"].text
     for x in f.values():
-        assert "nan" not in x.text.lower() and "None" not in x.text
+        assert not has_nan(x.text) and "None" not in x.text
 
 
 def test_a_knee_far_below_the_reported_cache_is_said_so():
@@ -464,4 +465,4 @@ def test_findings_of_the_committed_reference_do_not_break():
     items = pcie.findings(ref)
     assert 3 <= len(items) <= 6
     for f in items:
-        assert "nan" not in f.text.lower() and "None" not in f.text
+        assert not has_nan(f.text) and "None" not in f.text

@@ -11,6 +11,7 @@ from datajourney import starvation, textdata
 from datajourney.book.params import ParameterError
 from datajourney.book.results import Result
 from datajourney.timing import NvmlSampler, clock_reason_names, run_sustained, steady_state
+from conftest import has_nan
 
 P = dict(d_ms=5.0, batch_size=32, g_ms=50.0, workers=[0, 4], published_workers=[0, 4], steps=4, warmup_steps=1,
          work_kinds=["sleep"], real_work_scale=0, boundary_workers=2, steps_per_epoch=3, prefetch_factors=[2],
@@ -387,13 +388,13 @@ def test_findings_of_a_short_cpu_run(tmp_path):
     items = starvation.findings(res)
     assert 3 <= len(items) <= 6
     for f in items:
-        assert f.text and "nan" not in f.text.lower() and "None" not in f.text
+        assert f.text and not has_nan(f.text) and "None" not in f.text
     assert res.metadata["nvml"]["available"] in (True, False)
     for fn in (starvation.step_sentence, starvation.published_case_sentences, starvation.model_walkthrough,
                starvation.model_gap_notes, starvation.cores_sentence, starvation.first_batch_note,
                starvation.au_drift_sentence, starvation.takeaways):
         text = fn(res)
-        assert text is None or ("nan" not in text.lower() and "None" not in text), fn.__name__
+        assert text is None or (not has_nan(text) and "None" not in text), fn.__name__
 
 
 def test_a_simulated_step_makes_no_claim_about_idle_gaps():

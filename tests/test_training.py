@@ -3,7 +3,6 @@ loader's stage timers, the steady-state NVML average, the parameter checks, and 
 follow the data (each claim reversed in a constructed result)."""
 import importlib.util
 import time
-from itertools import cycle
 
 import pandas as pd
 import pytest
@@ -13,6 +12,7 @@ from torch.utils.data import DataLoader
 from datajourney import images, training
 from datajourney.book import results
 from datajourney.book.params import ParameterError
+from conftest import has_nan
 
 P = dict(n_images=96, image_size=32, jpeg_quality=80, classes=4, out_size=32, batch_size=16, model="small_cnn",
          lr=0.1, formats=["imagefolder", "mds"], workers=[0, 1], steps=3, warmup_steps=1, purge_method="auto",
@@ -135,10 +135,10 @@ def test_run_on_cpu(tmp_path):
     items = training.findings(res)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     for f in items:
-        assert f.text and "nan" not in f.text.lower() and "None" not in f.text, f
+        assert f.text and not has_nan(f.text) and "None" not in f.text, f
     for text in (training.sizing(res), training.cpu_note(res), training.spread_notes(res), training.timeline_note(res),
                  training.takeaways(res), training.nvml_note(res)):
-        assert "nan" not in text.lower()
+        assert not has_nan(text)
 
 
 def test_a_corrupt_jpeg_stops_the_run_naming_the_file(tmp_path):
@@ -308,4 +308,4 @@ def test_findings_of_an_older_result_without_repeats_or_stage_timers():
     ref = results.load_reference(training.CHAPTER)
     items = training.findings(ref)
     assert 3 <= len(items) <= 6
-    assert all("nan" not in f.text.lower() for f in items)
+    assert all(not has_nan(f.text) for f in items)
