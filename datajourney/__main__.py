@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from . import REPO_ROOT
-from .book.params import ParameterError
+from .params import ParameterError
 
 
 def _run(a) -> int:
@@ -32,6 +32,15 @@ def _run(a) -> int:
 
         index = sphinx_ext.build(run_dir)
         print(f"book built: open file://{index}")
+    return 0
+
+
+def _rerender(a) -> int:
+    from .book import runner
+
+    run_dir = runner.rerender(a.run_dir, run_id=a.run_id, results_root=a.results, replace=a.replace,
+                              progress=not a.quiet)
+    print(f"rendered notebooks: {run_dir}")
     return 0
 
 
@@ -258,6 +267,14 @@ def main(argv=None) -> int:
     b.add_argument("--run", help="run directory or run id (default: the committed reference notebooks)")
     b.add_argument("--no-strict", action="store_true", help="do not treat warnings as errors")
     b.set_defaults(fn=_book)
+
+    rr = sub.add_parser("rerender", help="render a finished run's results again with this code (no measuring)")
+    rr.add_argument("run_dir", help="a finished run directory (its run.json says 'ok')")
+    rr.add_argument("--run-id", help="name of the new run directory (default: <run-id>-rendered)")
+    rr.add_argument("--replace", action="store_true", help="replace an existing run of that name")
+    rr.add_argument("--results", help="parent of run directories (default: results/)")
+    rr.add_argument("--quiet", action="store_true", help="no progress bars")
+    rr.set_defaults(fn=_rerender)
 
     p = sub.add_parser("promote", help="make a run the committed reference run of HOST")
     p.add_argument("run_dir")

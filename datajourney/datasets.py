@@ -68,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .book.params import ParameterError, free_space, positive_int, size_text, writable_dir
+from .params import ParameterError, free_space, positive_int, size_text, writable_dir
 
 MANIFEST = "manifest.json"
 #: Per-file sizes and block digests; immutable once published (its SHA-256 is in the manifest).

@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import datasets
-from .book.params import ParameterError, positive_int
+from .params import ParameterError, positive_int
 
 #: ImageNet channel statistics, used by the "normalise" step of the light transforms.
 MEAN = (0.485, 0.456, 0.406)

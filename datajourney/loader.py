@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 from . import datasets, pagecache
 from .book import findings as fnd
 from .book.findings import Finding, num, pct, times
-from .book.params import ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int, positive_int
+from .params import ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int, positive_int
 from .storage import CACHE_STATES, LATENCY_BLOCK, MB, measure_latency, residency_note, set_cache_state
 
 CHAPTER = "03_dataloader"

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .book.params import ParameterError, boolean, choice, choices, creatable_dir, nonnegative_int, positive_int
+from .params import ParameterError, boolean, choice, choices, creatable_dir, nonnegative_int, positive_int
 
 CHAPTER = "05_padding_tax"
 STRATEGIES = ("pad_to_context", "pad_to_longest", "bucketed", "greedy_pack", "best_fit_decreasing")
@@ -746,7 +746,7 @@ def preflight(params: dict):
     import importlib.util
 
     from . import textdata
-    from .book.params import requires
+    from .params import requires
 
     p = check_parameters(params)
     requires("tokenizer", p["tokenizer"], "tokenizers", "the tokenizers package: pip install tokenizers")

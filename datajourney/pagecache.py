@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .book.params import choice
+from .params import choice
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 PAGE = mmap.PAGESIZE

@@ -48,7 +48,7 @@ import torch
 
 from .book import findings as fx
 from .book.findings import Finding
-from .book.params import (ParameterError, boolean, creatable_dir, int_list, number, positive_int)
+from .params import (ParameterError, boolean, creatable_dir, int_list, number, positive_int)
 from .timing import cuda_ms, interleaved_ms, nvml_reader
 
 CHAPTER = "06_pcie"

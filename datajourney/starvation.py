@@ -38,7 +38,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from .book import findings as fx
 from .book.findings import Finding
-from .book.params import (ParameterError, boolean, choices, int_list, memory, nonnegative_int, number, positive_int,
+from .params import (ParameterError, boolean, choices, int_list, memory, nonnegative_int, number, positive_int,
                           requires)
 from .timing import NvmlSampler, cuda_ms, run_sustained, steady_state
 

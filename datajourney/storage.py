@@ -30,7 +30,7 @@ import pandas as pd
 from . import datasets, pagecache
 from .book import findings as fnd
 from .book.findings import Finding, num, pct, times
-from .book.params import ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int, positive_int
+from .params import ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int, positive_int
 
 MB = 1e6
 CACHE_STATES = ("cold", "warm")

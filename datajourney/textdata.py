@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import REPO_ROOT
-from .book.params import ParameterError, positive_int
+from .params import ParameterError, positive_int
 
 DATASET_NAME = "tatsu-lab/alpaca"
 TOKENIZER_NAME = "gpt2"

@@ -655,7 +655,7 @@ def forever(loader):
 def check_parameters(p: dict) -> dict:
     """Every parameter of the chapter, checked before any work (ParameterError names the bad one)."""
     from . import pagecache
-    from .book.params import (ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int,
+    from .params import (ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int,
                               number, positive_int, requires)
 
     q = dict(p)
@@ -713,7 +713,7 @@ def preflight(params: dict):
     with the reason, and the ImageFolder half runs."""
     from . import datasets
     from .book import results
-    from .book.params import creatable_dir
+    from .params import creatable_dir
 
     p = check_parameters(params)
     creatable_dir("run_dir", results.resolve_run_dir(p.get("run_dir")))

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from datajourney import REPO_ROOT, images
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 
 
 def test_image_folder_is_generated_deterministically(tmp_path):

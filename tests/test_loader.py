@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import Dataset
 
 from datajourney import datasets, loader
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 from datajourney.book.results import Result
 from conftest import has_nan
 

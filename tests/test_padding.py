@@ -8,7 +8,7 @@ import torch
 
 from datajourney import padding, textdata
 from datajourney.book import plotting, published
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 from datajourney.book.results import Result
 from conftest import has_nan
 

@@ -15,7 +15,7 @@ import torch
 
 from datajourney import pcie
 from datajourney.book import plotting, results
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 from conftest import has_nan
 
 MiB, GiB = 1 << 20, 1 << 30

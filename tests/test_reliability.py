@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from datajourney import datasets
-from datajourney.book.params import ParameterError, free_space
+from datajourney.params import ParameterError, free_space
 
 PY = sys.executable
 # A child process: imports, says "ready", waits for the go file, then gets a data set and prints its manifest.

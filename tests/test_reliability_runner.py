@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from datajourney.book import chapters, runner
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 
 PY = sys.executable
 KERNELSPEC = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from datajourney.book import chapters, runner
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 
 
 def test_every_profile_sets_only_real_parameters():

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from datajourney import starvation, textdata
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 from datajourney.book.results import Result
 from datajourney.timing import NvmlSampler, clock_reason_names, run_sustained, steady_state
 from conftest import has_nan

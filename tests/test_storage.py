@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from datajourney import datasets, pagecache, storage
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 from datajourney.book.results import Result
 from conftest import has_nan
 

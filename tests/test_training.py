@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from datajourney import images, training
 from datajourney.book import results
-from datajourney.book.params import ParameterError
+from datajourney.params import ParameterError
 from conftest import has_nan
 
 P = dict(n_images=96, image_size=32, jpeg_quality=80, classes=4, out_size=32, batch_size=16, model="small_cnn",

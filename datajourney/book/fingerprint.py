@@ -229,13 +229,14 @@ def software_info() -> dict:
         vers["cudnn"] = torch.backends.cudnn.version() if torch.cuda.is_available() else None
     except ImportError:
         vers["cuda"] = None
-    from .. import __version__
+    from .. import REPO_ROOT, __version__
 
     vers["datajourney"] = __version__
-    repo = Path(__file__).resolve().parent.parent
-    # A copy of the tree without .git (e.g. shipped to a GPU host) passes the commit in the environment.
-    vers["git_commit"] = (_run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"])
-                          or os.environ.get("DATAJOURNEY_GIT_COMMIT"))
+    repo = REPO_ROOT
+    # A copy of the tree shipped to another host names its commit in the environment; that wins over
+    # whatever .git the copy may carry (it can be stale).
+    vers["git_commit"] = (os.environ.get("DATAJOURNEY_GIT_COMMIT")
+                          or _run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"]))
     return vers
 
 

@@ -47,6 +47,13 @@ def parameters(res: results.Result) -> None:
     """The parameters this result was produced with (the notebook's editable defaults stay in Jupyter)."""
     rows = [{"parameter": k, "value": str(v)} for k, v in res.parameters.items() if k not in ("run_dir",)]
     table(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
+    if res.replayed_from:
+        from .fingerprint import software_info
+
+        sw = res.fingerprint.get("software", {})
+        say(f"<small>Measured in run {res.run_id} on {res.fingerprint.get('date_utc', '?')} by the code of commit "
+            f"{sw.get('git_commit') or 'unknown'}; this page renders that run's result file with the code of commit "
+            f"{software_info().get('git_commit') or 'unknown'}.</small>")
 
 
 def reference(chapter: str, this: results.Result, host: str | None, is_reference_run: bool):

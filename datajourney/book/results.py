@@ -62,6 +62,8 @@ class Result:
     metadata: dict = field(default_factory=dict)
     created_utc: str = ""
     path: Path | None = None
+    #: set when this result was replayed from another run (see :func:`replay`); never saved
+    replayed_from: str | None = None
 
     def add(self, name: str, table: pd.DataFrame | list[dict]) -> pd.DataFrame:
         """Attach a tidy table (one row per observation) under ``name``."""
@@ -133,6 +135,29 @@ def start(chapter: str, parameters: dict, run_dir=None, data_dir=None) -> Result
         parameters=_clean(dict(parameters)),
         fingerprint=fingerprint(data_dir, parameters),
     )
+
+
+def replay(chapter: str, source, run_dir=None) -> Result | None:
+    """The measurements of ``chapter`` from the finished run directory ``source``, copied unchanged
+    into this run's directory, so that a notebook renders them with this checkout's code instead
+    of measuring again (``python -m datajourney rerender``). None when ``source`` is None."""
+    if source is None:
+        return None
+    import shutil
+
+    src = Path(source) / f"{chapter}.json"
+    if not src.is_file():
+        from ..params import ParameterError
+
+        raise ParameterError("replay", str(source), f"a run directory that holds {chapter}.json")
+    res = Result.load(src)
+    dest = resolve_run_dir(run_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    if dest.resolve() != src.parent.resolve():
+        shutil.copyfile(src, dest / src.name)
+    res.path = dest / src.name
+    res.replayed_from = str(src.parent)
+    return res
 
 
 def reference_hosts() -> list[str]:

@@ -45,7 +45,7 @@ import yaml
 
 from .. import REPO_ROOT
 from .chapters import Chapter, available, lookup
-from .params import ParameterError, writable_dir
+from ..params import ParameterError, writable_dir
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 RESULTS_ROOT = REPO_ROOT / "results"
@@ -672,6 +672,34 @@ def run(chapter_keys=(), *, profile: str = "quick", overrides: dict | None = Non
         for p in plans:
             p.parameters["run_dir"] = str(run_dir)
     execute(plans, run_dir, profile=profile, progress=progress)
+    _point_latest(root, run_dir)
+    return run_dir
+
+
+def rerender(source, *, run_id: str | None = None, results_root: Path | None = None, replace: bool = False,
+             progress: bool = True) -> Path:
+    """Execute the notebooks of the finished run ``source`` again with this checkout's code, each
+    rendering that run's result file (parameter ``replay``) instead of measuring: the text, tables
+    and charts of a run, made again by newer code from the same measurements. The chapters'
+    preflight checks are skipped: nothing is measured, so this machine need not be able to."""
+    source = Path(source).resolve()
+    record = read_record(source) or {}
+    if record.get("status") != "ok":
+        raise ParameterError("run_dir", str(source), "a run directory whose run.json says status 'ok'")
+    root = results_dir(results_root)
+    target, fixed = _target(root, run_id or f"{record['run_id']}-rendered", "rendered", replace)
+    if replace and (target.exists() or target.is_symlink()):
+        _remove_run(target)
+    run_dir = _claim(target, fixed)
+    plans = []
+    for entry in record["chapters"]:
+        ch = lookup(entry["chapter"])
+        params = {**entry["parameters"], "replay": str(source), "run_dir": str(run_dir)}
+        plans.append(Plan(ch, params))
+    execute(plans, run_dir, profile=f"{record.get('profile')} (rendered from {record['run_id']})", progress=progress)
+    rec = read_record(run_dir) or {}
+    rec["rendered_from"] = {"run_id": record["run_id"], "started": record.get("started")}
+    _write_record(run_dir, rec)
     _point_latest(root, run_dir)
     return run_dir
 
