@@ -21,6 +21,12 @@ def test_numbers_have_no_false_precision():
     assert num(0.036, "ms") == "0.036 ms" and num(float("nan")) == "—"
 
 
+def test_ranges_read_as_ranges():
+    assert findings.span(1.21, 3.4, "ms") == "1.21–3.40 ms"
+    assert findings.span(-0.033, 0.28, "ms") == "−0.033 to 0.28 ms"
+    assert findings.span(20.91, 20.94, "×") == "20.9×"
+
+
 def test_direction_follows_the_data_both_ways():
     assert direction(10.0, 5.0) == 1 and direction(5.0, 10.0) == -1
     assert direction(10.0, 10.2) == 0                       # within the tolerance

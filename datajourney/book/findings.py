@@ -90,6 +90,18 @@ def times(ratio: float) -> str:
     return num(ratio, "×")
 
 
+def span(low: float, high: float, unit: str = "") -> str:
+    """A range as text: '1.2–3.4 ms'; 'a to b' when an end is negative ('−0.03 to 0.28 ms');
+    a single value when both ends print the same ('20.9×')."""
+    a, b = num(low, unit, with_unit=False), num(high, unit, with_unit=False)
+    tail = "" if not unit else (unit if unit in ("×", "%") else f" {unit}")
+    if a == b:
+        return a + tail
+    if low < 0 or high < 0:
+        return f"{a.replace('-', '−')} to {b.replace('-', '−')}{tail}"
+    return f"{a}–{b}{tail}"
+
+
 # ---------------------------------------------------------------- comparing
 def ratio(a: float, b: float) -> float:
     """a / b (nan when b is zero)."""
