@@ -66,6 +66,9 @@ def test_book_pages_state_no_measured_number():
         text = re.sub(r"```.*?```|`[^`]*`", "", page.read_text(), flags=re.S)
         m = MEASURED.search(text)
         assert not m, f"{page.name} states a number: {m.group(0)!r}"
+        # no leftover placeholder (an all-capitals word alone on a line, TODO, XXX)
+        m = re.search(r"(?m)^[A-Z0-9_]{4,}$|\bTODO\b|\bXXX\b", text)
+        assert not m, f"{page.name} has a placeholder: {m.group(0)!r}"
 
 
 def _chapter_modules():
