@@ -43,9 +43,30 @@ def table(df: pd.DataFrame, caption: str | None = None) -> None:
     display(HTML(f'<div style="overflow-x: auto">{styler.to_html()}</div>'))
 
 
+#: Parameters whose values are byte counts (shown also as KiB/MiB/GiB).
+BYTE_PARAMETERS = {"file_size", "shard_size", "size_sweep", "chunk_sweep", "sizes", "overlap_sizes",
+                   "ceiling_size", "staging_sizes"}
+
+
+def _param_text(name: str, value) -> str:
+    """A parameter's value as a reader wants it: byte sizes also in KiB/MiB/GiB."""
+    from .plotting import size_label
+
+    def one(v):
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and (name in BYTE_PARAMETERS
+                                                                             or name.endswith("_bytes")):
+            return size_label(v)
+        return str(v)
+
+    if isinstance(value, list):
+        return "[" + ", ".join(one(v) for v in value) + "]"
+    return one(value)
+
+
 def parameters(res: results.Result) -> None:
     """The parameters this result was produced with (the notebook's editable defaults stay in Jupyter)."""
-    rows = [{"parameter": k, "value": str(v)} for k, v in res.parameters.items() if k not in ("run_dir",)]
+    rows = [{"parameter": k, "value": _param_text(k, v)} for k, v in res.parameters.items()
+            if k not in ("run_dir", "replay")]
     table(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
     if res.replayed_from:
         from .fingerprint import software_info
