@@ -129,7 +129,8 @@ def three_columns(chapter: str, this: results.Result, ref: results.Result | None
     df = published.three_columns(chapter, metrics(this), _safe(metrics, ref) if not is_reference_run else None,
                                  this_is_reference=is_reference_run, reference_label=label)
     if is_reference_run:
-        caption = caption.replace(" · this run", "") + " — this book shows the reference run; a reader's run adds its own column"
+        caption = (caption.replace(" · this run", "")
+                   + " — this book shows the reference run; a reader's run adds its own column")
     table(df, caption)
     sources = sorted({f.source for f in published.figures(chapter)})
     display(Markdown("<small>" + "<br>".join(f"{s}: {published.SOURCES[s]}" for s in sources) + "</small>"))
