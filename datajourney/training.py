@@ -37,7 +37,8 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from . import images
+from . import images, timing
+from .book.findings import Finding, choose, compare, direction, num, pct, ratio_interval, span, times
 
 CHAPTER = "07_full_picture"
 FORMATS = ("imagefolder", "mds")
@@ -74,7 +75,9 @@ def make_model(name: str, classes: int) -> nn.Module:
 
 
 class _Marks:
-    """Phase boundaries: CUDA events on a GPU, host clock on a CPU."""
+    """Phase boundaries: CUDA events on a GPU, host clock on a CPU. Unlike :func:`timing.cuda_ms`
+    (one function between two events), consecutive phases share their boundary events and the
+    step synchronises once, at the end, so that timing adds no synchronisation between phases."""
 
     def __init__(self, cuda: bool):
         self.cuda = cuda
@@ -95,44 +98,37 @@ class _Marks:
         return [(b - a) * 1e3 for a, b in zip(self.points, self.points[1:], strict=False)]
 
 
-class UtilSampler:
-    """GPU utilisation (NVML) and system-wide CPU utilisation (psutil, % of all logical cores)
-    sampled every ``interval`` seconds; ``t_abs`` is the host clock (``time.perf_counter``) so
-    that the samples can be matched with the steps they fall in."""
+class UtilSampler(timing.NvmlSampler):
+    """GPU utilisation (NVML, through :func:`timing.nvml_reader`: the CUDA device's own GPU, by
+    its PCI address) and system-wide CPU utilisation (psutil, % of all logical cores), sampled
+    every ``interval`` seconds by :class:`timing.NvmlSampler`'s thread. :attr:`rows` gives each
+    sample's host clock (``t_abs``, ``time.perf_counter``) so that the samples can be matched
+    with the steps they fall in; without NVML the GPU column is None and the CPU column is kept."""
 
     def __init__(self, interval: float = 0.05):
         import psutil
 
-        self.interval, self.rows, self._stop = interval, [], threading.Event()
-        self.psutil = psutil
-        self.nvml = None
-        try:
-            import pynvml
+        gpu, info = timing.nvml_reader()
 
-            pynvml.nvmlInit()
-            self.nvml = (pynvml, pynvml.nvmlDeviceGetHandleByIndex(0))
-        except Exception:  # noqa: BLE001 - no NVML (no GPU, or the package is missing): CPU only
-            self.nvml = None
+        def read() -> dict:
+            g = None
+            if gpu is not None:
+                try:
+                    g = gpu()["gpu_util_pct"]
+                except Exception:  # noqa: BLE001 - a failed NVML read is a missing GPU value
+                    g = None
+            return dict(gpu_util=g, cpu_util=psutil.cpu_percent(None))
 
-    def _run(self):
-        self.psutil.cpu_percent(interval=None)
-        t0 = time.perf_counter()
-        while not self._stop.wait(self.interval):
-            gpu = None
-            if self.nvml:
-                gpu = self.nvml[0].nvmlDeviceGetUtilizationRates(self.nvml[1]).gpu
-            now = time.perf_counter()
-            self.rows.append(dict(t=now - t0, t_abs=now, gpu_util=gpu, cpu_util=self.psutil.cpu_percent(None)))
+        psutil.cpu_percent(None)  # the first call only starts psutil's interval
+        super().__init__(interval_ms=1e3 * interval, reader=read, info=info if gpu is not None else {})
+        self.why = None if gpu is not None else info
 
-    def __enter__(self):
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join()
-        return False
+    @property
+    def rows(self) -> list[dict]:
+        """One dict per sample: ``t`` (s since the first sample), ``t_abs``, ``gpu_util``, ``cpu_util``."""
+        s = list(self.samples)
+        t0 = s[0]["t"] if s else 0.0
+        return [dict(t=x["t"] - t0, t_abs=x["t"], gpu_util=x["gpu_util"], cpu_util=x["cpu_util"]) for x in s]
 
 
 def cpu_snapshot() -> dict:
@@ -480,14 +476,12 @@ def reader_costs(src, shards, *, out_size: int, samples: int, seed: int, purge_m
             norm1 = _per_item(images.to_tensor, rgb)
         stored_kb = float(np.mean([len(d) for d in data])) / 1024
         base = dict(format=fmt, samples=len(idx), threads=threads)
-        rows += [dict(base, stage="read (cold)", ms=float(np.mean(cold)), p90_ms=float(np.quantile(cold, 0.9)),
-                      disk_kb=disk_kb, stored_kb=stored_kb, purge_method=purge.method,
-                      resident_at_start=purge.after["fraction"]),
-                 dict(base, stage="read (warm)", ms=float(np.mean(warm)), p90_ms=float(np.quantile(warm, 0.9))),
-                 dict(base, stage="decode", ms=float(np.mean(decode)), p90_ms=float(np.quantile(decode, 0.9))),
-                 dict(base, stage="normalise", ms=float(np.mean(norm)), p90_ms=float(np.quantile(norm, 0.9))),
-                 dict(base, stage="normalise (1 thread)", ms=float(np.mean(norm1)),
-                      p90_ms=float(np.quantile(norm1, 0.9)), threads=1)]
+        rows += [dict(base, stage="read (cold)", **_dist(cold), disk_kb=disk_kb, stored_kb=stored_kb,
+                      purge_method=purge.method, resident_at_start=purge.after["fraction"]),
+                 dict(base, stage="read (warm)", **_dist(warm)),
+                 dict(base, stage="decode", **_dist(decode)),
+                 dict(base, stage="normalise", **_dist(norm)),
+                 dict(base, stage="normalise (1 thread)", **_dist(norm1), threads=1)]
     if mds is not None:
         rows += _streaming_iteration(shards, out_size=out_size, samples=len(idx), seed=seed, threads=threads)
         images.stop_streaming(mds)
@@ -513,12 +507,16 @@ def _streaming_iteration(shards, *, out_size: int, samples: int, seed: int, thre
     finally:
         it.close()
         images.stop_streaming(ds)
-    read = float(np.mean([s[0] for s in stages]))
     busy = float(np.mean([sum(s) for s in stages]))
     base = dict(format="mds", samples=samples, threads=threads, iter_ms=per)
-    p90 = float(np.quantile([s[0] for s in stages], 0.9))
-    return [dict(base, stage="read inside the iterator", ms=read, p90_ms=p90),
+    return [dict(base, stage="read inside the iterator", **_dist([s[0] for s in stages])),
             dict(base, stage="iterator overhead", ms=per - busy, p90_ms=None)]
+
+
+def _dist(ms: list[float]) -> dict:
+    """Mean, median and p90 of per-sample times (ms): the mean adds up to a batch's time, the
+    median and p90 describe a typical sample without being pulled by a few slow ones."""
+    return dict(ms=float(np.mean(ms)), median_ms=float(np.median(ms)), p90_ms=float(np.quantile(ms, 0.9)))
 
 
 def _per_item(fn, items) -> list[float]:
@@ -928,8 +926,8 @@ def _rounded(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
     """Floats rounded (to 0.1 µs for ms columns) so that the result file stays small."""
     if df.empty:
         return df
-    num = df.select_dtypes("float").columns
-    return df.assign(**{c: df[c].round(digits) for c in num})
+    floats = df.select_dtypes("float").columns
+    return df.assign(**{c: df[c].round(digits) for c in floats})
 
 
 # --------------------------------------------------------------------------- reading the result
@@ -949,9 +947,9 @@ def scenario_stats(res) -> pd.DataFrame:
     with ``<measure>_min`` / ``_max`` / ``_std`` for the main ones and ``runs``."""
     sc = scenarios(res)
     keys = ["format", "workers", "variant", "label"]
-    num = [c for c in sc.select_dtypes("number").columns if c not in ("workers", "repeat")]
+    measures = [c for c in sc.select_dtypes("number").columns if c not in ("workers", "repeat")]
     g = sc.groupby(keys, sort=False)
-    out = g[num].mean().reset_index()
+    out = g[measures].mean().reset_index()
     for c in ("images_per_s", "pct_of_ceiling", "DATALOADER_WAIT", "compute_ms", "au", "step_ms", "H2D_TRANSFER"):
         if c in sc:
             out[f"{c}_min"] = g[c].min().values
@@ -976,13 +974,7 @@ def _range(values, unit: str = "", scale: float = 1.0) -> str:
     v = [scale * x for x in values]
     if len(v) < 2:
         return "one run"
-    return f"min–max {num(min(v), unit, with_unit=False)}–{num(max(v), unit)} over {len(v)} runs"
-
-
-def num(value, unit: str = "", *, with_unit: bool = True) -> str:
-    from .book.findings import num as _num
-
-    return _num(value, unit, with_unit=with_unit)
+    return f"min–max {span(min(v), max(v), unit)} over {len(v)} runs"
 
 
 def _ceiling_ips(res) -> float:
@@ -990,7 +982,6 @@ def _ceiling_ips(res) -> float:
 
 
 def _finding_w0(res):
-    from .book.findings import Finding, pct
 
     st = scenario_stats(res)
     w0 = min(st[st["format"] == "imagefolder"]["workers"], default=None)
@@ -1022,52 +1013,71 @@ def _reader(res, fmt: str, stage: str, col: str = "ms"):
     return float(m.iloc[0][col])
 
 
-def _finding_formats_w0(res):
-    from .book.findings import Finding, ratio_interval, times
+def _typical(res, fmt: str, stage: str) -> tuple[float, float | None, str] | None:
+    """A reader stage's typical per-sample ms: (median, p90, "median"); an older result without
+    medians gives (mean, p90, "mean")."""
+    med = _reader(res, fmt, stage, "median_ms")
+    if med is not None:
+        return med, _reader(res, fmt, stage, "p90_ms"), "median"
+    mean = _reader(res, fmt, stage)
+    return None if mean is None else (mean, _reader(res, fmt, stage, "p90_ms"), "mean")
 
-    st = scenario_stats(res)
+
+def _typ_text(t) -> str:
+    value, p90, stat = t
+    return f"{stat} {num(value, 'ms')}" + (f", p90 {num(p90, 'ms')}" if p90 is not None else "")
+
+
+def _finding_formats_w0(res):
     a, b = _runs(res, "mds", 0, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
     if not a or not b:
         why = res.metadata.get("mds_note") or "MDS or W=0 was not part of this run"
         return Finding("mds_vs_imagefolder_w0", f"MDS against one file per image at W=0 was not measured here: {why}")
+    st = scenario_stats(res)
     mid, lo, hi = ratio_interval(a, b)
     m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
-    text = (f"At W=0, MDS shards were **{_cmp(a, b)}** one file per image ({num(m['images_per_s'], 'images/s')} "
-            f"vs {num(f['images_per_s'], 'images/s')}; MDS ÷ ImageFolder {times(mid)}"
-            + (f", {times(lo)}–{times(hi)} over the runs' extremes)." if len(a) > 1 else ")."))
+    d = direction(a, b)
+    text = (f"At W=0, MDS shards ran **{compare(a, b)}** one file per image ({num(m['images_per_s'], 'images/s')} "
+            f"vs {num(f['images_per_s'], 'images/s')}; images/s, MDS ÷ ImageFolder: {times(mid)}"
+            + (f", {span(lo, hi, '×')} over the runs' extremes)." if len(a) > 1 else ")."))
+    wm, wf = _runs(res, "mds", 0, "DATALOADER_WAIT"), _runs(res, "imagefolder", 0, "DATALOADER_WAIT")
+    gap = float(m["DATALOADER_WAIT"] - f["DATALOADER_WAIT"])
+    dw = direction(wm, wf)
+    if dw == 0:
+        text += (f" Their data waits were level ({num(m['DATALOADER_WAIT'], 'ms')} for shards, "
+                 f"{num(f['DATALOADER_WAIT'], 'ms')} for files): at W=0 the format made no difference beyond the "
+                 "runs' spread.")
+        return Finding("mds_vs_imagefolder_w0", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
+    text += (f" Each step waited {num(abs(gap), 'ms')} {'longer' if gap > 0 else 'less'} for shards "
+             f"({num(m['DATALOADER_WAIT'], 'ms')} vs {num(f['DATALOADER_WAIT'], 'ms')})")
     if pd.notna(m.get("read_ms")) and pd.notna(f.get("read_ms")):
         diffs = {k: float(m[f"{k}_ms"] - f[f"{k}_ms"]) for k in STAGES}
         big = max(diffs, key=lambda k: abs(diffs[k]))
-        text += (f" In the loop's stage timers the largest difference is the **{big}** ({_signed(diffs[big])} per "
-                 f"batch: {num(m[f'{big}_ms'], 'ms')} for shards, {num(f[f'{big}_ms'], 'ms')} for files; the whole "
-                 f"data wait differed by {_signed(float(m['DATALOADER_WAIT'] - f['DATALOADER_WAIT']))}).")
-    cold_m, cold_f = _reader(res, "mds", "read (cold)"), _reader(res, "imagefolder", "read (cold)")
+        text += f"; of that, the loop's stage timers put {_signed(diffs[big])} in the **{big}**"
+    text += "."
+    cold_m, cold_f = _typical(res, "mds", "read (cold)"), _typical(res, "imagefolder", "read (cold)")
     if cold_m is not None and cold_f is not None:
+        faster = cold_m[0] < cold_f[0]
         kb_m = _reader(res, "mds", "read (cold)", "disk_kb")
         kb_f = _reader(res, "imagefolder", "read (cold)", "disk_kb")
-        stored = _reader(res, "imagefolder", "read (cold)", "stored_kb")
-        disk = ""
-        if kb_m is not None and kb_f is not None and stored:
-            disk = (f" (the disk delivered {num(kb_m, 'KiB')} per MDS sample and {num(kb_f, 'KiB')} per file, "
-                    f"for {num(stored, 'KiB')} of JPEG)")
-        text += (f" Sample by sample in one process, a cold read took {num(cold_m, 'ms')} from a shard and "
-                 f"{num(cold_f, 'ms')} from a file{disk}")
-        warm_m, inside = _reader(res, "mds", "read (warm)"), _reader(res, "mds", "read inside the iterator")
-        over = _reader(res, "mds", "iterator overhead")
-        if warm_m is not None and inside is not None and over is not None:
-            text += (f"; warm, reading a shard's sample took {num(inside, 'ms')} inside streaming's iterator "
-                     f"(beside its background threads) against {num(warm_m, 'ms')} by direct access, and the "
-                     f"iterator spent {_signed(over)} per sample between samples")
-        text += "."
-    return Finding("mds_vs_imagefolder_w0", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
-
-
-def _cmp(a, b) -> str:
-    """'1.2× faster than' / '1.2× slower than' / 'level with' (the runs' ranges overlap, or the
-    means differ by less than 5%): higher is faster."""
-    from .book.findings import compare, direction
-
-    return compare(a, b) if direction(a, b) else "level with"
+        disk = (f"; the disk delivered {num(kb_m, 'KiB')} per MDS sample and {num(kb_f, 'KiB')} per file"
+                if kb_m is not None and kb_f is not None else "")
+        text += (f" Sample by sample, a cold read was {'faster' if faster else 'slower'} from a shard "
+                 f"({_typ_text(cold_m)}) than from a file ({_typ_text(cold_f)}{disk})"
+                 + (": the per-sample reads point away from the disk." if faster and gap > 0 else "."))
+    warm_m, inside = _reader(res, "mds", "read (warm)"), _reader(res, "mds", "read inside the iterator")
+    over = _reader(res, "mds", "iterator overhead")
+    if gap > 0 and warm_m is not None and inside is not None and over is not None:
+        bsz = int(res.parameters.get("batch_size", 64))
+        extra = bsz * (inside - warm_m + over)
+        rest = gap - extra
+        share = extra / gap
+        text += (f" Streaming's iterator costs {_signed(extra)} per batch of {bsz} (its read inside the iterator "
+                 f"minus a direct read, plus its bookkeeping between samples; means × {bsz}): **{pct(share)} of the "
+                 f"gap**. " + (f"The remaining {num(rest, 'ms')} per batch is not explained by these measurements."
+                               if rest > 0 else "Together they account for the whole gap."))
+    return Finding("mds_vs_imagefolder_w0", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None,
+                   values=dict(direction=d))
 
 
 def _signed(ms: float) -> str:
@@ -1080,7 +1090,6 @@ def _stage_text(r, *, pin: bool) -> str:
 
 
 def _finding_one_worker(res):
-    from .book.findings import Finding, ratio_interval, times
 
     st = scenario_stats(res)
     r0, r1 = _row(st, "imagefolder", 0), _row(st, "imagefolder", 1)
@@ -1088,8 +1097,9 @@ def _finding_one_worker(res):
         return None
     a, b = _runs(res, "imagefolder", 1, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
     mid, lo, hi = ratio_interval(a, b)
-    text = (f"One worker was **{_cmp(a, b)}** none (ImageFolder: {num(r1['images_per_s'], 'images/s')} vs "
-            f"{num(r0['images_per_s'], 'images/s')}; ratio {times(lo)}–{times(hi)} over the runs' extremes).")
+    text = (f"One worker was **{compare(a, b)}** none (ImageFolder: {num(r1['images_per_s'], 'images/s')} vs "
+            f"{num(r0['images_per_s'], 'images/s')}; images/s, W=1 ÷ W=0: {times(mid)}, {span(lo, hi, '×')} over the runs' "
+            "extremes).")
     if "read_ms" in r0 and pd.notna(r1.get("read_ms")):
         bsz = int(res.parameters.get("batch_size", 64))
         threads = int(r0.get("main_threads", res.metadata.get("main_threads", 1)) or 1)
@@ -1105,12 +1115,11 @@ def _finding_one_worker(res):
         if t1 is not None:
             c = _runs(res, "imagefolder", 0, "images_per_s", "1 thread")
             text += (f" With one intra-op thread, W=0 normalised a batch in {num(t1['normalise_ms'], 'ms')} and ran "
-                     f"{_cmp(c, b)} the runs with {threads} ({num(t1['images_per_s'], 'images/s')}).")
+                     f"{compare(c, b)} the runs with {threads} ({num(t1['images_per_s'], 'images/s')}).")
     return Finding("one_worker", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
 
 
 def _finding_w4(res):
-    from .book.findings import Finding
 
     st = scenario_stats(res)
     f4, m4 = _row(st, "imagefolder", 4), _row(st, "mds", 4)
@@ -1122,7 +1131,7 @@ def _finding_w4(res):
     if m4 is not None:
         runs_m = _runs(res, "mds", 4, "images_per_s")
         text += (f" and MDS at {num(m4['images_per_s'], 'images/s')} (data wait {num(m4['DATALOADER_WAIT'], 'ms')}):"
-                 f" MDS was {_cmp(runs_m, runs_f)} ImageFolder")
+                 f" MDS was {compare(runs_m, runs_f)} ImageFolder")
     text += f"; that is {num(f4['pct_of_ceiling'], '%')} of the ceiling for ImageFolder."
     return Finding("workers4", text, value=float(f4["images_per_s"]), unit="images/s",
                    interval=(min(runs_f), max(runs_f)) if len(runs_f) > 1 else None,
@@ -1143,7 +1152,6 @@ def load_stats(res) -> pd.DataFrame:
 
 
 def _finding_load(res):
-    from .book.findings import Finding, choose, direction, pct
 
     ls = load_stats(res)
     if ls.empty:  # no load sweep: read compute against workers from the scenarios
@@ -1190,8 +1198,11 @@ def _finding_load(res):
             if "reserve" in mode and "reserved_cpus" in t:
                 k = int(t[t["mode"] == mode]["reserved_cpus"].max())
                 label += f" ({k} left to the training process)"
-            others.append(f"{label} {num(np.mean(r), 'ms')} ({_signed(np.mean(r) - m0)} against the "
-                          f"unloaded {base_mode} loop)")
+            if direction(r, c0, tol=tol) == 0:  # within the runs' spread or the tolerance: no signed difference
+                others.append(f"{label}: level with the unloaded {base_mode} loop ({num(np.mean(r), 'ms')})")
+            else:
+                others.append(f"{label}: {num(np.mean(r), 'ms')} ({_signed(np.mean(r) - m0)} against the "
+                              f"unloaded {base_mode} loop)")
     if others:
         text += " At the same load: " + "; ".join(others) + "."
     return Finding("compute_under_load", text, value=m1, unit="ms",
@@ -1226,7 +1237,6 @@ def _gap(res, row) -> tuple[float, dict]:
 
 
 def _finding_best(res):
-    from .book.findings import Finding, pct
 
     sc = scenarios(res)
     b = best_scenario(res)
@@ -1270,7 +1280,7 @@ def findings(res) -> list:
 def spread_notes(res) -> str:
     """A sentence for every scenario (and the ceiling) whose images/s spread by more than the
     threshold over its runs; else one sentence giving the largest spread."""
-    from .book.findings import HIGH_SPREAD, cv, pct, spread_note
+    from .book.findings import HIGH_SPREAD, cv, spread_note
 
     sc = scenarios(res)
     notes, worst = [], (0.0, "")
@@ -1296,7 +1306,6 @@ def spread_notes(res) -> str:
 def sizing(res) -> str:
     """How many workers the measured per-image cost predicts, against what the sweep shows: the
     first worker count at which the loader kept up, and what then kept the loop off the ceiling."""
-    from .book.findings import choose, pct
 
     st = scenario_stats(res)
     r1 = _row(st, "imagefolder", 1)
@@ -1337,8 +1346,7 @@ def sizing(res) -> str:
         first = int(k["workers"])
         s = f"{LABELS[fmt]}: the loader kept up (data wait below {pct(LOADER_KEEPS_UP)} of the step) from **W={first}**"
         if need is not None:
-            word = choose(int(np.sign(first - np.ceil(need))), "more than", "fewer than", "as many as")
-            s += f", {word} the prediction rounded up ({int(np.ceil(need))})"
+            s += ", " + _against_prediction(first, need, sorted(int(w) for w in d["workers"]))
         if ok.empty:
             worst = d.loc[d["compute_ms"].idxmax()]
             more = (f" and up to {num(worst['compute_ms'], 'ms')} (W={int(worst['workers'])})"
@@ -1359,8 +1367,19 @@ def sizing(res) -> str:
     return " ".join(text) if text else "The per-image costs were not recorded in this run."
 
 
+def _against_prediction(first: int, need: float, tried: list[int]) -> str:
+    """Where the first worker count that kept up stands against the predicted count, on the grid
+    of counts actually tried (a count never run cannot be the first to keep up)."""
+    below = [w for w in tried if need <= w < first]  # tried, at or above the prediction, and not keeping up
+    if first < need:
+        return f"below the prediction ({num(need, '')})"
+    if not below:
+        return f"the first count tried at or above the prediction ({num(need, '')})"
+    return (f"although W={', '.join(str(w) for w in below)}, at or above the prediction ({num(need, '')}), "
+            "did not keep up")
+
+
 def _pct_more(a: float, b: float) -> str:
-    from .book.findings import pct
 
     return f"{pct(a / b - 1)} more" if a >= b else f"{pct(1 - a / b)} less"
 
@@ -1383,18 +1402,136 @@ def cpu_note(res) -> str:
             f"{num(b['main_cores'], '')} and the machine {num(b['cpu_busy_cores'], '')}.")
 
 
-def nvml_note(res) -> str:
-    """NVML against AU for the best configuration, over the steady-state steps."""
-    from .book.findings import pct
+def _kernel_share(res, label: str) -> float | None:
+    """Share of the traced step in which the GPU ran kernels, for the trace of ``label``."""
+    if "timeline" not in res.tables or res.table("timeline").empty:
+        return None
+    tl = res.table("timeline")
+    g = tl[tl["label"] == label]
+    if g.empty:
+        return None
+    step = float(g["step_ms"].iloc[0])
+    busy = float(g[g["lane"] == "GPU: kernels"]["dur_ms"].sum())
+    return busy / step if step > 0 and busy > 0 else None
 
+
+def nvml_note(res) -> str:
+    """NVML against AU for the best configuration, over the steady-state steps, with the share of
+    the traced step in which the profiler saw kernels run (the measured check of AU)."""
     b = best_scenario(res)
     if pd.isna(b.get("gpu_util")):
         return "NVML is not available here (no NVIDIA GPU or no nvidia-ml-py): no GPU utilisation was sampled."
     n = b.get("util_samples")
-    return (f"Over the steady-state steps of the best configuration ({b['label']}), NVML read "
+    nv, au = float(b["gpu_util"]) / 100, float(b["au"])
+    text = (f"Over the steady-state steps of the best configuration ({b['label']}), NVML read "
             f"**{num(b['gpu_util'], '%')}** on average" + (f" ({int(round(n))} samples per run)" if pd.notna(n) else
                                                            " (an older result: averaged over the whole scenario)")
-            + f" while AU was {pct(b['au'])}.")
+            + f" while AU was {pct(au)}.")
+    k = _kernel_share(res, b["label"])
+    if k is not None:
+        near = "closer to AU than to NVML's reading" if abs(k - au) < abs(k - nv) else "closer to NVML's reading"
+        text += (f" The profiler's traced step of the same configuration shows kernels running for {pct(k)} of the "
+                 f"step, {near}.")
+    return text
+
+
+def compute_growth_note(res) -> str:
+    """Which scenarios' compute per step grew against the ceiling, how busy the CPU was in them,
+    and whether the load sweep measured that load; what the tuned recipe changes at once, and
+    which runs would separate its changes."""
+    st = scenario_stats(res)
+    sc = scenarios(res)
+    c0 = [float(v) for v in res.table("ceiling")["compute_ms"]]
+    m0 = float(np.mean(c0))
+    cores = int(res.metadata.get("cores", 0)) or None
+    of = f" of {cores}" if cores else ""
+    grown = []
+    for _, r in st[st["variant"] == "default"].iterrows():
+        runs = [float(v) for v in sc[sc["label"] == r["label"]]["compute_ms"]]
+        if runs and direction(runs, c0) > 0:
+            grown.append(r)
+    if not grown:
+        return (f"No scenario of the default recipe computed a step measurably slower than the ceiling "
+                f"({num(m0, 'ms')}).")
+    has_cpu = "cpu_busy_cores" in st
+    items = [f"{r['label']} {num(r['compute_ms'], 'ms')}"
+             + (f" at {num(r['cpu_busy_cores'], '')} busy cores{of}" if has_cpu else "") for r in grown]
+    text = [f"Compute per step grew beyond the ceiling's {num(m0, 'ms')} in: " + "; ".join(items) + "."]
+    ls = load_stats(res)
+    if not ls.empty and has_cpu:
+        base_mode = "plain" if "plain" in set(ls["mode"]) else ls["mode"].iloc[0]
+        base = ls[(ls["mode"] == base_mode) & (ls["busy"] > 0)].sort_values("busy")
+        if not base.empty:
+            light = base.iloc[0]
+            top = max(float(r["cpu_busy_cores"]) for r in grown)
+            level = f"{int(light['busy'])} busy processes, {num(light['cpu_busy_cores'], '')} busy cores{of}"
+            if top < 0.9 * float(light["cpu_busy_cores"]):
+                text.append(f"The load sweep's lightest load ({level}; compute {num(light['compute_ms'], 'ms')}) "
+                            f"kept more cores busy than any of these scenarios (at most {num(top, '')}): the "
+                            "sweep did not measure their load, so it does not show that a busy CPU made their "
+                            "compute grow. In this run their growth has no isolated cause.")
+            else:
+                text.append(f"These scenarios kept as many cores busy as the load sweep's lightest load ({level}), "
+                            f"at which compute per step was {num(light['compute_ms'], 'ms')}.")
+    tuned = st[st["variant"] == "tuned"]
+    if not tuned.empty:
+        t = tuned.loc[tuned["images_per_s"].idxmax()]
+        d = _row(st, t["format"], int(t["workers"]))
+        remedy = str(res.parameters.get("tuned_remedy", "nice"))
+        changes = ["uint8 batches", "normalisation on the GPU"]
+        if "nice" in remedy:
+            changes.append(f"workers at nice {WORKER_NICE}")
+        if "reserve" in remedy:
+            changes.append("workers kept off the reserved cores")
+        s = f"The tuned recipe computed a step in {num(t['compute_ms'], 'ms')} ({t['label']}"
+        s += f"; the default recipe {num(d['compute_ms'], 'ms')})" if d is not None else ")"
+        if len(changes) > 2:
+            missing = ["the default recipe with its workers treated the same way"]
+            missing.append("the tuned recipe with untreated workers")
+            s += (f", but it changes {len(changes)} things at once ({', '.join(changes)}), so which of them kept "
+                  f"compute down is not isolated: the runs that would tell ({' and '.join(missing)}) were not part "
+                  "of this run.")
+        else:
+            s += "; its workers were not treated, so only the batch format and where it is normalised differ."
+        text.append(s)
+    return " ".join(text)
+
+
+def reference_runs(host: str | None = None) -> pd.DataFrame:
+    """The best configuration's share of the ceiling in every committed run of this chapter on the
+    reference host (the reference run and the runs under ``repeats/``): one row per run."""
+    from .book import results
+
+    host = host or results.DEFAULT_REFERENCE_HOST
+    paths = [results.REFERENCE_DIR / host / f"{CHAPTER}.json"]
+    rep = results.REFERENCE_DIR / host / "repeats"
+    if rep.is_dir():
+        paths += sorted(rep.glob(f"{CHAPTER}*.json"))
+    rows = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        r = results.Result.load(path)
+        b = best_scenario(r)
+        runs = [float(v) for v in scenarios(r).query("label == @b.label")["pct_of_ceiling"]]
+        rows.append({"run": r.run_id or path.stem, "kind": "repeat" if path.parent == rep else
+                     "reference run", "best configuration": b["label"], "% of ceiling (mean)": b["pct_of_ceiling"],
+                     "min–max over its runs (%)": span(min(runs), max(runs)), "runs": len(runs),
+                     f"every run ≥ {num(100 * KEEP_UP, '%')}": "yes" if min(runs) >= 100 * KEEP_UP else "no"})
+    return pd.DataFrame(rows)
+
+
+def ratio_note(res) -> str:
+    """What the two format ratios of the chapter divide, so that they are never read as one."""
+    st = scenario_stats(res)
+    m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
+    if m is None or f is None:
+        return ""
+    w = float(f["DATALOADER_WAIT"] / m["DATALOADER_WAIT"])
+    i = float(m["images_per_s"] / f["images_per_s"])
+    return (f"The row *streaming ÷ ImageFolder, workers=0* is the source's **data-wait** ratio: ImageFolder's wait "
+            f"divided by MDS's ({times(w)} here; above 1 when shards waited less). Key result 2 divides "
+            f"**images/s**, MDS ÷ ImageFolder ({times(i)} here; above 1 when shards ran faster).")
 
 
 def load_note(res) -> str:
@@ -1406,7 +1543,6 @@ def load_note(res) -> str:
 def timeline_note(res) -> str:
     """What the traced steps show: GPU busy time within the step, the wait, and for the forward
     pass how long the main thread took to issue it against how long the GPU took to run it."""
-    from .book.findings import pct
 
     if "timeline" not in res.tables or res.table("timeline").empty:
         return "No profiler trace was recorded in this run (profile = False)."
@@ -1466,46 +1602,79 @@ def device_note(res) -> str:
     return text
 
 
-def scenario_table(res) -> pd.DataFrame:
-    """The scenarios as the chapter shows them: means over runs, with min–max of images/s and of
-    the share of the ceiling; CPU in busy cores over the steady-state steps."""
+def scenario_table(res, part: str = "main") -> pd.DataFrame:
+    """The scenarios as the chapter shows them, means over runs. ``part="main"``: the columns the
+    prose uses (data wait, compute, step, AU, images/s, share of the ceiling with its min–max, the
+    machine's busy cores); ``part="details"``: the rest (runs, copy, data-wait share, min–max of
+    images/s, NVML, CPU of the training process and of the workers, page cache at the start)."""
     st = scenario_stats(res)
 
-    def rng(c, scale=1.0):
+    def rng(c):
         if f"{c}_min" not in st:
-            return pd.Series(["—"] * len(st))
-        return [f"{num(scale * a, with_unit=False)}–{num(scale * b, with_unit=False)}"
-                for a, b in zip(st[f"{c}_min"], st[f"{c}_max"], strict=True)]
+            return ["—"] * len(st)
+        return [span(a, b) for a, b in zip(st[f"{c}_min"], st[f"{c}_max"], strict=True)]
 
+    if part == "main":
+        out = pd.DataFrame({
+            "scenario": st["label"], "data wait (ms)": st["DATALOADER_WAIT"], "compute (ms)": st["compute_ms"],
+            "step (ms)": st["step_ms"], "AU (%)": 100 * st["au"], "images/s": st["images_per_s"],
+            "% of ceiling": st["pct_of_ceiling"], "min–max (%)": rng("pct_of_ceiling")})
+        if "cpu_busy_cores" in st:
+            out["busy cores"] = st["cpu_busy_cores"]
+        return out
     out = pd.DataFrame({
-        "scenario": st["label"], "runs": st["runs"], "data wait (ms)": st["DATALOADER_WAIT"],
-        "H2D (ms)": st["H2D_TRANSFER"], "compute (ms)": st["compute_ms"], "step (ms)": st["step_ms"],
-        "data-wait share (%)": 100 * st["wait_share"], "AU (%)": 100 * st["au"], "images/s": st["images_per_s"],
-        "images/s min–max": rng("images_per_s"), "% of ceiling": st["pct_of_ceiling"],
-        "% of ceiling min–max": rng("pct_of_ceiling"), "GPU util (%, NVML, steady state)": st["gpu_util"]})
+        "scenario": st["label"], "runs": st["runs"], "copy to GPU (ms)": st["H2D_TRANSFER"],
+        "data-wait share (%)": 100 * st["wait_share"], "images/s min–max": rng("images_per_s"),
+        "NVML GPU util (%)": st["gpu_util"]})
     if "main_cores" in st:
-        out["machine CPU (busy cores)"] = st["cpu_busy_cores"]
         out["training process (cores)"] = st["main_cores"]
         out["workers (cores)"] = st["worker_cores"]
     else:
-        out["CPU util (% of all cores, psutil)"] = st["cpu_util"]
-    out["resident at start (%)"] = 100 * st["resident_at_start"]
+        out["CPU util (%)"] = st["cpu_util"]
+    out["cached at start (%)"] = 100 * st["resident_at_start"]
     return out
 
 
 def reader_table(res) -> pd.DataFrame:
-    """Per-sample costs of each reader (one process), one row per stage, a column per format."""
+    """Per-sample costs of each reader (one process), one row per stage: for each format the
+    median and p90 per sample (an older result without medians: the mean), and the KiB the disk
+    delivered per sample on the cold read."""
     if "readers" not in res.tables or res.table("readers").empty:
         return pd.DataFrame()
     t = res.table("readers")
-    wide = t.pivot_table(index="stage", columns="format", values="ms", sort=False)
-    wide.columns = [f"{LABELS.get(c, c)} (ms per sample)" for c in wide.columns]
-    out = wide.reset_index()
-    cold = t[t["stage"] == "read (cold)"].set_index("format")
-    for fmt in cold.index:
-        col = f"{LABELS.get(fmt, fmt)}: disk KiB per sample"
-        out[col] = [cold.loc[fmt, "disk_kb"] if s == "read (cold)" else None for s in out["stage"]]
+    centre = "median_ms" if "median_ms" in t and t["median_ms"].notna().any() else "ms"
+    word = "median" if centre == "median_ms" else "mean"
+    out = pd.DataFrame({"stage": list(dict.fromkeys(t["stage"]))})
+    for fmt in dict.fromkeys(t["format"]):
+        part = t[t["format"] == fmt].set_index("stage")
+        name = LABELS.get(fmt, fmt)
+        # a stage with no per-sample distribution (the iterator's overhead) shows its mean
+        c = part[centre].where(part[centre].notna(), part["ms"]) if centre != "ms" else part["ms"]
+        out[f"{name}: {word} (ms)"] = out["stage"].map(c)
+        out[f"{name}: p90 (ms)"] = out["stage"].map(part["p90_ms"])
+        if "disk_kb" in part:
+            out[f"{name}: disk KiB per sample"] = out["stage"].map(part["disk_kb"])
     return out
+
+
+def reader_note(res) -> str:
+    """How to read the per-sample table: which statistic it shows, and where a few slow samples
+    pull a mean above the p90 (an older result without medians)."""
+    if "readers" not in res.tables or res.table("readers").empty:
+        return ""
+    t = res.table("readers")
+    if "median_ms" in t and t["median_ms"].notna().any():
+        return ("Medians and p90 over the samples; the iterator's overhead is a mean (the iterator's wall time per "
+                "sample minus its stages).")
+    skew = t[t["p90_ms"].notna() & (t["ms"] > t["p90_ms"])]
+    text = ("This result records the mean and the p90 of each stage, not the median; the iterator's overhead is "
+            "a mean (wall time per sample minus the stages).")
+    if not skew.empty:
+        parts = [f"{LABELS.get(r['format'], r['format'])} {r['stage']} (mean {num(r['ms'], 'ms')}, p90 "
+                 f"{num(r['p90_ms'], 'ms')})" for _, r in skew.iterrows()]
+        text += (" Where the mean lies above the p90, a few samples slower than nine in ten pulled it up: "
+                 + "; ".join(parts) + ". Compare those rows by their p90.")
+    return text
 
 
 def stage_rows(res) -> pd.DataFrame:
@@ -1535,7 +1704,7 @@ def takeaways(res) -> str:
     wmax = int(st["workers"].max())
     a, b = _runs(res, "mds", wmax, "images_per_s"), _runs(res, "imagefolder", wmax, "images_per_s")
     if a and b:
-        out.append(f"With {wmax} workers MDS was {_cmp(a, b)} ImageFolder.")
+        out.append(f"With {wmax} workers MDS was {compare(a, b)} ImageFolder.")
     tuned = st[st["variant"] == "tuned"]
     if not tuned.empty:
         t = tuned.loc[tuned["images_per_s"].idxmax()]

@@ -357,6 +357,16 @@ PHASE_COLOURS = {"DATALOADER_WAIT": PALETTE[5], "H2D_TRANSFER": PALETTE[6], "FOR
 FORMAT_COLOURS = {"imagefolder": PALETTE[0], "mds": PALETTE[1]}
 
 
+#: Readable names of the profiler's phases (the record_function ranges), for legends and hovers.
+PHASE_NAMES = {"DATALOADER_WAIT": "data wait", "H2D_TRANSFER": "copy to GPU", "FORWARD": "forward",
+               "BACKWARD": "backward", "OPTIMIZER": "optimizer"}
+
+
+def _subtitle(title: str, note: str) -> str:
+    """A chart title with a smaller second line (what the bars and error bars are)."""
+    return f"{title}<br><sup>{note}</sup>"
+
+
 def _format_facets(summary: pd.DataFrame):
     from plotly.subplots import make_subplots
 
@@ -367,32 +377,42 @@ def _format_facets(summary: pd.DataFrame):
     return fig, fmts
 
 
-def _short(summary: pd.DataFrame) -> pd.Series:
-    """'W=4' / 'W=0, 1 thread' / 'W=4, tuned': the scenario within its format."""
+def _short(summary: pd.DataFrame, sep: str = ", ") -> pd.Series:
+    """'W=4' / 'W=0, 1 thread' / 'W=4, tuned': the scenario within its format (``sep="<br>"``
+    puts the variant on a second line, so that category labels stay short and unrotated)."""
     return "W=" + summary["workers"].astype(int).astype(str) + summary["variant"].map(
-        lambda v: "" if v == "default" else f", {v}")
+        lambda v: "" if v == "default" else f"{sep}{v}")
 
 
 def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
-    """Stacked per-step phase times (means over runs), one bar per scenario, one panel per format.
-    Every segment's hover gives the whole step, OPTIMIZER included (too thin to see at this scale)."""
-    fig, fmts = _format_facets(summary)
-    for ci, fmt in enumerate(fmts, start=1):
+    """Stacked per-step phase times (means over runs), one horizontal bar per scenario, one panel
+    per format (one above the other), phases under their readable names. Every segment's hover
+    gives the whole step, the optimizer included (too thin to see at this scale)."""
+    from plotly.subplots import make_subplots
+
+    fmts = list(dict.fromkeys(summary["format"]))
+    names = {"imagefolder": "ImageFolder (one file per image)", "mds": "MDS shards"}
+    counts = [int((summary["format"] == f).sum()) for f in fmts]
+    fig = make_subplots(rows=len(fmts), cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        row_heights=[max(c, 1) for c in counts], subplot_titles=[names.get(f, f) for f in fmts])
+    for ri, fmt in enumerate(fmts, start=1):
         d = summary[summary["format"] == fmt]
-        x = list(_short(d))
+        y = list(_short(d))
         detail = d[list(phases) + ["step_ms", "runs"]].to_numpy()
-        lines = "<br>".join(f"{ph}: %{{customdata[{k}]:,.2f}} ms" for k, ph in enumerate(phases))
+        lines = "<br>".join(f"{PHASE_NAMES.get(ph, ph)}: %{{customdata[{k}]:,.2f}} ms" for k, ph in enumerate(phases))
         for ph in phases:
-            fig.add_bar(x=x, y=d[ph], name=ph, legendgroup=ph, showlegend=ci == 1, marker_color=PHASE_COLOURS.get(ph),
-                        customdata=detail,
-                        hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{lines}"
+            name = PHASE_NAMES.get(ph, ph)
+            fig.add_bar(y=y, x=d[ph], orientation="h", name=name, legendgroup=ph, showlegend=ri == 1,
+                        marker_color=PHASE_COLOURS.get(ph), customdata=detail,
+                        hovertemplate=(f"<b>%{{y}}</b> ({fmt})<br>{lines}"
                                        f"<br>step %{{customdata[{len(phases)}]:,.1f}} ms"
                                        f"<br>means over %{{customdata[{len(phases) + 1}]}} runs"
-                                       "<br><i>OPTIMIZER is too thin to see at this scale</i><extra></extra>"),
-                        row=1, col=ci)
-    fig.update_layout(title=title, barmode="stack", legend_title_text="phase")
-    fig.update_xaxes(title_text="DataLoader workers (variant)", type="category")
-    fig.update_yaxes(title_text="time per step (ms, mean over runs)", row=1, col=1)
+                                       "<br><i>the optimizer is too thin to see at this scale</i><extra></extra>"),
+                        row=ri, col=1)
+        fig.update_yaxes(type="category", autorange="reversed", row=ri, col=1)
+    fig.update_layout(title=_subtitle(title, "mean over runs of each phase per step"), barmode="stack",
+                      legend_title_text="phase", height=120 + 34 * sum(counts) + 60 * len(fmts))
+    fig.update_xaxes(title_text="ms per step", row=len(fmts), col=1)
     return fig
 
 
@@ -402,7 +422,7 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
     fig, fmts = _format_facets(summary)
     for ci, fmt in enumerate(fmts, start=1):
         d = summary[summary["format"] == fmt]
-        x = list(_short(d))
+        x = list(_short(d, "<br>"))
         au, lo, hi = 100 * d["au"], 100 * d.get("au_min", d["au"]), 100 * d.get("au_max", d["au"])
         fig.add_bar(x=x, y=au, name="AU (%)", legendgroup="au", showlegend=ci == 1, marker_color=PALETTE[0],
                     error_y=dict(type="data", symmetric=False, array=hi - au, arrayminus=au - lo),
@@ -422,15 +442,17 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
             if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
                 fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line=dict(dash="dash", color=colour),
                                 hoverinfo="skip", row=1, col=ci)
-    fig.update_layout(title=title, barmode="group", legend_title_text="measure")
-    fig.update_xaxes(title_text="DataLoader workers (variant)", type="category")
-    fig.update_yaxes(title_text="percent (bars: mean, error bars: min–max over runs)", range=[0, 110], row=1, col=1)
+    fig.update_layout(title=_subtitle(title, "bars: mean over runs; error bars: min–max over runs"), barmode="group",
+                      legend_title_text="measure")
+    fig.update_xaxes(title_text="DataLoader workers", type="category", tickangle=0)
+    fig.update_yaxes(title_text="%", range=[0, 110], row=1, col=1)
     return fig
 
 
 def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
     """Small multiples: one panel per scenario (workers, variant), one line per format: the
-    median data wait of each step over the runs, with a min–max band."""
+    median data wait of each step over the runs, with a min–max band; a linear axis per panel
+    (the waits differ by orders of magnitude between panels, not within one)."""
     import math
 
     from plotly.subplots import make_subplots
@@ -439,8 +461,8 @@ def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
     cols = min(4, len(keys))
     rows = math.ceil(len(keys) / cols)
     titles = [f"W={w}" + ("" if v == "default" else f", {v}") for w, v in keys]
-    fig = make_subplots(rows=rows, cols=cols, shared_xaxes=True, shared_yaxes=True, subplot_titles=titles,
-                        vertical_spacing=0.12 if rows > 1 else 0.1, horizontal_spacing=0.03)
+    fig = make_subplots(rows=rows, cols=cols, shared_xaxes=True, shared_yaxes=False, subplot_titles=titles,
+                        vertical_spacing=0.12 if rows > 1 else 0.1, horizontal_spacing=0.06)
     names = {"imagefolder": "ImageFolder", "mds": "MDS"}
     for k, (w, v) in enumerate(keys):
         r, c = k // cols + 1, k % cols + 1
@@ -458,9 +480,10 @@ def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
                                            "%{y:,.2f} ms<br>min–max %{customdata[0]:,.2f}–"
                                            "%{customdata[1]:,.2f} ms over "
                                            "%{customdata[2]} runs<extra></extra>"), row=r, col=c)
-    fig.update_layout(title=title, legend_title_text="format", height=260 * rows + 120)
-    fig.update_yaxes(type="log")
-    fig.update_yaxes(title_text="data wait (ms, log)", col=1)
+    fig.update_layout(title=_subtitle(title, "line: median over runs; band: min–max over runs; each panel its own "
+                                             "scale"), legend_title_text="format", height=260 * rows + 140)
+    fig.update_yaxes(type="linear", rangemode="tozero", nticks=4)
+    fig.update_yaxes(title_text="ms", col=1)
     fig.update_xaxes(title_text="training step", row=rows)
     return fig
 
@@ -485,9 +508,10 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
     fig.add_scatter(x=xs, y=[ceiling_ms, ceiling_ms], mode="lines", name="ceiling, no load (mean of its runs)",
                     line=dict(dash="dash", color="#555555", width=1.5),
                     hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
-    fig.update_layout(title=title, legend_title_text="mode")
+    fig.update_layout(title=_subtitle(title, "compute per step: mean over runs; error bars: min–max over runs"),
+                      legend_title_text="mode")
     fig.update_xaxes(title_text="busy processes doing the loader's CPU work")
-    fig.update_yaxes(title_text="compute per step (ms; error bars min–max over runs)", rangemode="tozero")
+    fig.update_yaxes(title_text="ms", rangemode="tozero")
     return fig
 
 
@@ -503,7 +527,7 @@ def stage_bars(stats: pd.DataFrame, *, title: str, batch_size: int) -> go.Figure
     stages = ["read", "decode", "normalise", "collate", "pin", "handover", "other"]
     for ci, fmt in enumerate(fmts, start=1):
         d = stats[stats["format"] == fmt]
-        x = list(_short(d))
+        x = list(_short(d, "<br>"))
         vals = {k: (d[f"{k}_ms"] / batch_size).fillna(0.0) for k in stages[:-1]}
         vals["other"] = (d["loader_other_ms"].clip(lower=0) / batch_size).fillna(0.0)  # defined at W=0 only
         for k in stages:
@@ -514,9 +538,10 @@ def stage_bars(stats: pd.DataFrame, *, title: str, batch_size: int) -> go.Figure
                         hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{k}: %{{y:,.3f}} ms per image"
                                        "<br>%{customdata[0]:,.2f} ms per batch<br>data wait %{customdata[1]:,.2f} ms"
                                        " per step<br>means over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
-    fig.update_layout(title=title, barmode="stack", legend_title_text="stage")
-    fig.update_xaxes(title_text="DataLoader workers (variant)", type="category")
-    fig.update_yaxes(title_text="ms per image (mean over runs)", row=1, col=1)
+    fig.update_layout(title=_subtitle(title, "mean over runs of each stage"), barmode="stack",
+                      legend_title_text="stage")
+    fig.update_xaxes(title_text="DataLoader workers", type="category", tickangle=0)
+    fig.update_yaxes(title_text="ms per image", row=1, col=1)
     return fig
 
 
@@ -537,12 +562,13 @@ def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
             d = g[g["lane"] == lane]
             for name, e in d.groupby("name", sort=False):
                 colour = PHASE_COLOURS.get(name, PALETTE[7] if name == "kernels" else PALETTE[3])
-                key = name if lane != "GPU: kernels" else "GPU kernels"
+                key = PHASE_NAMES.get(name, name) if lane != "GPU: kernels" else "GPU kernels"
                 fig.add_bar(y=[lane] * len(e), x=e["dur_ms"].astype(float).tolist(),
                             base=e["start_ms"].astype(float).tolist(), orientation="h", name=key,
                             legendgroup=key, showlegend=key not in shown, marker_color=colour,
                             customdata=e[["start_ms", "dur_ms", "count", "busy_ms"]].astype(float).to_numpy().tolist(),
-                            hovertemplate=(f"<b>{name}</b> ({lane})<br>from %{{customdata[0]:,.3f}} ms for "
+                            hovertemplate=(f"<b>{PHASE_NAMES.get(name, name)}</b> ({lane})<br>from "
+                                           "%{customdata[0]:,.3f} ms for "
                                            "%{customdata[1]:,.3f} ms" + (
                                                "" if lane.startswith("CPU") else
                                                "<br>GPU busy inside: %{customdata[3]:,.3f} ms<br>GPU activities: "
