@@ -48,6 +48,8 @@ import torch
 
 from .book import findings as fx
 from .book.findings import Finding
+from .book.fingerprint import cgroup_limits
+from .book.plotting import size_label
 from .params import (ParameterError, boolean, creatable_dir, int_list, number, positive_int)
 from .timing import cuda_ms, interleaved_ms, nvml_reader
 
@@ -173,59 +175,6 @@ def _int_or_none(text: str | None) -> int | None:
         return None
 
 
-def cgroup_limits(cgroup_root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup") -> dict:
-    """Memory and CPU limits of this process's cgroup and every ancestor (the tightest wins).
-
-    cgroup v2: ``memory.max``, ``memory.current`` and ``cpu.max`` from this process's cgroup
-    (read from ``/proc/self/cgroup``) up to the root. cgroup v1: ``memory.limit_in_bytes`` and
-    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of the memory and cpu hierarchies. Unlimited
-    or unknown values are None."""
-    root = Path(cgroup_root)
-    lines = (_read(Path(proc_cgroup)) or "").splitlines()
-    v2 = (root / "cgroup.controllers").exists()
-    out = dict(cgroup_version=2 if v2 else (1 if (root / "memory").is_dir() else None), cgroup_path=None,
-               limit_bytes=None, used_bytes=None, cpu_quota_cores=None)
-
-    def chain(base: Path, rel: str) -> list[Path]:
-        parts = [p for p in rel.strip("/").split("/") if p]
-        return [base.joinpath(*parts[:k]) for k in range(len(parts), -1, -1)]
-
-    if v2:
-        rel = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "/")
-        out["cgroup_path"] = rel
-        for d in chain(root, rel):
-            m = _int_or_none(_read(d / "memory.max"))
-            if m is not None and (out["limit_bytes"] is None or m < out["limit_bytes"]):
-                out["limit_bytes"] = m
-                out["used_bytes"] = _int_or_none(_read(d / "memory.current"))
-            c = _read(d / "cpu.max")
-            if c and not c.startswith("max"):
-                q, p = c.split()[:2]
-                cores = int(q) / int(p)
-                if out["cpu_quota_cores"] is None or cores < out["cpu_quota_cores"]:
-                    out["cpu_quota_cores"] = cores
-    elif out["cgroup_version"] == 1:
-        rels = {}
-        for ln in lines:
-            _, ctrls, rel = (ln.split(":", 2) + ["", ""])[:3]
-            for c in ctrls.split(","):
-                rels[c] = rel
-        out["cgroup_path"] = rels.get("memory", "/")
-        for d in chain(root / "memory", rels.get("memory", "/")):
-            m = _int_or_none(_read(d / "memory.limit_in_bytes"))
-            if m is not None and m < (1 << 60) and (out["limit_bytes"] is None or m < out["limit_bytes"]):
-                out["limit_bytes"] = m
-                out["used_bytes"] = _int_or_none(_read(d / "memory.usage_in_bytes"))
-        for d in chain(root / "cpu", rels.get("cpu", "/")):
-            q = _int_or_none(_read(d / "cpu.cfs_quota_us"))
-            p = _int_or_none(_read(d / "cpu.cfs_period_us"))
-            if q and q > 0 and p:
-                cores = q / p
-                if out["cpu_quota_cores"] is None or cores < out["cpu_quota_cores"]:
-                    out["cpu_quota_cores"] = cores
-    return out
-
-
 def host_limits(cgroup_root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup") -> dict:
     """Memory that can be allocated and pinned here: available RAM, the cgroup limit (and the
     headroom under it), ``ulimit -l``, and a CPU quota."""
@@ -234,11 +183,14 @@ def host_limits(cgroup_root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup") -
     cg = cgroup_limits(cgroup_root, proc_cgroup)
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     available = psutil.virtual_memory().available
-    headroom = None
+    headroom = bound = None
     if cg["limit_bytes"] is not None:
-        headroom = max(0, cg["limit_bytes"] - (cg["used_bytes"] or 0))
+        under = max(0, cg["limit_bytes"] - (cg["used_bytes"] or 0))
+        # the room under the limit cannot exceed what the host has free: report the smaller, and which it is
+        headroom, bound = (under, "the cgroup limit") if under <= available else (available, "available host memory")
     return dict(available_bytes=available, cgroup_limit_bytes=cg["limit_bytes"], cgroup_used_bytes=cg["used_bytes"],
-                cgroup_headroom_bytes=headroom, cgroup_path=cg["cgroup_path"], cgroup_version=cg["cgroup_version"],
+                cgroup_headroom_bytes=headroom, cgroup_headroom_bound=bound, cgroup_path=cg["cgroup_path"],
+                cgroup_version=cg["cgroup_version"],
                 memlock_bytes=None if soft == resource.RLIM_INFINITY else soft,
                 cpu_quota_cores=cg["cpu_quota_cores"],
                 usable_bytes=min(x for x in (available, headroom) if x is not None))
@@ -1002,14 +954,6 @@ def key_metrics(res) -> dict:
     return out
 
 
-def size_label(n: int) -> str:
-    """4096 -> '4 KiB', 1048576 -> '1 MiB'."""
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k and n % (1 << k) == 0:
-            return f"{n >> k} {unit}"
-    return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n} B"
-
-
 _PATHS = {("H2D", "pinned"): "host-to-device from pinned memory",
           ("H2D", "pageable"): "host-to-device from pageable memory",
           ("D2H", "pinned"): "device-to-host into pinned memory",
@@ -1028,6 +972,21 @@ def _published_if(size: int, wanted: int, metric: str) -> str | None:
     return metric if size == wanted else None
 
 
+def _pct(fraction: float) -> str:
+    """A share as a percentage, without a minus sign on a value that prints as zero ('0.0%', not '-0.0%')."""
+    text = fx.pct(fraction)
+    return text[1:] if text.startswith("-") and not text.strip("-0.,%") else text
+
+
+def _repeats_note(res, size: int, n: int) -> str:
+    """'median of 5' with the reason when the sweep timed fewer copies than ``repeats`` at a large size."""
+    rep_ = (res.parameters or {}).get("repeats")
+    if rep_ is None or n >= int(rep_):
+        return f"median of {n}"
+    return (f"median of {n}: above {size_label(256 << 20)} the sweep times fewer copies than the {int(rep_)} "
+            f"repeats, to bound its run time")
+
+
 # --------------------------------------------------------------------------- findings
 def finding_pinned_h2d(res) -> Finding:
     """Pinned H2D at the largest size, against the link's peak and the independent ceiling."""
@@ -1037,7 +996,7 @@ def finding_pinned_h2d(res) -> Finding:
     peak = res.metadata.get("link", {}).get("peak_GBps")
     c = res.metadata.get("ceiling", {})
     text = (f"A pinned host-to-device copy of {size_label(n)} moved **{fx.num(row['median'], 'GB/s')}** "
-            f"(median of {int(row['n'])}, p10–p90 {fx.num(row['p10'])}–{fx.num(row['p90'])})")
+            f"({_repeats_note(res, n, int(row['n']))}; p10–p90 {fx.span(row['p10'], row['p90'], 'GB/s')})")
     if peak:
         text += f", {fx.pct(row['median'] / peak)} of the link's theoretical peak of {fx.num(peak, 'GB/s')}"
     if c.get("available"):
@@ -1069,7 +1028,7 @@ def finding_slowest_path(res) -> Finding:
     text = (f"At {size_label(n)} the slowest path is **{_PATHS[slow]}** at {fx.num(at[slow], 'GB/s')}, the fastest "
             f"{_PATHS[fast]} at {fx.num(at[fast], 'GB/s')}. Device-to-host into pinned memory is "
             f"{fx.compare(d2h_pin, d2h_pag, more='faster than', less='slower than', same='level with')} "
-            f"into pageable memory (range over repetitions {fx.times(lo)}–{fx.times(hi)}); host-to-device, "
+            f"into pageable memory (range over repetitions {fx.span(lo, hi, '×')}); host-to-device, "
             f"pinned is {fx.compare(h2d_pin, h2d_pag)} pageable.")
     return Finding("slowest_path", text, r, "×", published=_published_if(n, 1 << 30, "D2H pinned ÷ pageable, 1 GiB"),
                    interval=(lo, hi), values=dict(size=n, slowest=" ".join(slow), h2d_ratio=rh))
@@ -1208,19 +1167,19 @@ def finding_cpu_overlap(res) -> Finding:
     v = pn["verdict"] if has_spread else verdict(float(pn["overlap"]))
     shorter = "copy" if pn["copy_ms"] <= pn["cpu_ms"] else "Python work"
     text = (f"At {size_label(n)}, a pinned non_blocking copy ({fx.num(pn['copy_ms'], 'ms')}) and "
-            f"{fx.num(pn['cpu_ms'], 'ms')} of Python work overlapped by **{fx.pct(pn['overlap'])}** (the share of the "
+            f"{fx.num(pn['cpu_ms'], 'ms')} of Python work overlapped by **{_pct(pn['overlap'])}** (the share of the "
             f"shorter one, the {shorter}, hidden behind the other")
     if has_spread:
-        text += f"; p10–p90 over {int(pn['n'])} rounds: {fx.pct(pn['overlap_p10'])}–{fx.pct(pn['overlap_p90'])}"
+        text += f"; p10–p90 over {int(pn['n'])} rounds: {fx.span(100 * pn['overlap_p10'], 100 * pn['overlap_p90'], '%')}"
     text += f"): {v}."
-    others = [f"{m} {md}: {r['verdict']} ({fx.pct(r['overlap'])})" for (m, md), r in at.iterrows()
+    others = [f"{m} {md}: {r['verdict']} ({_pct(r['overlap'])})" for (m, md), r in at.iterrows()
               if (m, md) != ("pinned", "non_blocking")]
     if others and has_spread:
         text += " The other three at that size: " + "; ".join(others) + "."
     if has_spread and jitter is not None:
         short = sorted(int(s) for s in o[o["verdict"] == TOO_SHORT]["size"].unique())
         text += (f" The CPU work's jitter (its std within a row) was {fx.num(jitter, 'ms')} in that row and "
-                 f"{fx.num(o['jitter_ms'].min())}–{fx.num(o['jitter_ms'].max(), 'ms')} over all rows; a copy shorter "
+                 f"{fx.span(o['jitter_ms'].min(), o['jitter_ms'].max(), 'ms')} over all rows; a copy shorter "
                  f"than {MIN_COPY_OVER_JITTER:g}× its row's jitter gets no verdict")
         text += (": some or all of the " + ", ".join(size_label(s) for s in short) + " copies were too short "
                  "to tell." if short else "; every copy here was long enough to judge.")
@@ -1236,15 +1195,15 @@ def finding_copy_kernel(res) -> Finding:
     n = int(ck["size"])
     if "hidden" not in ck:  # an older result: one estimate from separately measured medians
         text = (f"A {size_label(n)} copy on a side stream during {fx.num(ck['kernel_ms'], 'ms')} of matrix "
-                f"products: {fx.pct(ck['overlap'])} hidden by one unpaired estimate (no interval in this run).")
+                f"products: {_pct(ck['overlap'])} hidden by one unpaired estimate (no interval in this run).")
         return Finding("copy_kernel", text, 100 * float(ck["overlap"]), "%", values=dict(size=n))
     lo, hi = float(ck["hidden_lo"]), float(ck["hidden_hi"])
     v = verdict(float(ck["hidden"]), low=lo, high=hi)
     text = (f"A {size_label(n)} pinned copy on a side stream ({fx.num(ck['copy_ms'], 'ms')} alone) during "
             f"{fx.num(ck['kernel_ms'], 'ms')} of matrix products added {fx.num(ck['added_ms'], 'ms')} to them "
-            f"(median of {int(ck['rounds'])} interleaved pairs, 95% interval {fx.num(ck['added_lo_ms'])}–"
-            f"{fx.num(ck['added_hi_ms'], 'ms')}): **{fx.pct(ck['hidden'])} of the copy hidden** "
-            f"(95% interval {fx.pct(lo)}–{fx.pct(hi)}; {v}).")
+            f"(median of {int(ck['rounds'])} interleaved pairs, 95% interval "
+            f"{fx.span(ck['added_lo_ms'], ck['added_hi_ms'], 'ms')}): **{_pct(ck['hidden'])} of the copy hidden** "
+            f"(95% interval {fx.span(100 * lo, 100 * hi, '%')}; {v}).")
     cov = ck.get("timeline_covered_share")
     if (ck.get("timeline") is True or ck.get("timeline") == 1.0) and cov is not None and math.isfinite(cov):
         text += (f" The profiler's GPU timeline shows {fx.pct(ck['timeline_covered_share'])} of the copy's time "
@@ -1256,7 +1215,7 @@ def finding_copy_kernel(res) -> Finding:
     bo = ck.get("blocks_overlap")
     if bo is not None and math.isfinite(bo):
         text += (f" Timed the naive way (all kernel-only runs, then all copy-only, then all together) the same "
-                 f"copy looked {fx.pct(bo)} hidden.")
+                 f"copy looked {_pct(bo)} hidden.")
     if "copy_kernel_calls" in res.tables:
         c = res.table("copy_kernel_calls")
         kb = c[(c["design"] == "blocks") & (c["name"] == "kernel")]
@@ -1264,12 +1223,11 @@ def finding_copy_kernel(res) -> Finding:
             lo_k, hi_k = float(kb["ms"].min()), float(kb["ms"].max())
             drift = hi_k - lo_k
             text += (f" Within the kernel-only block alone the matrix products took "
-                     f"{fx.num(lo_k)}–{fx.num(hi_k, 'ms')}")
+                     f"{fx.span(lo_k, hi_k, 'ms')}")
             if "sm_clock_mhz" in kb and kb["sm_clock_mhz"].notna().any():
-                text += (f" while the SM clock read {fx.num(kb['sm_clock_mhz'].min())}–"
-                         f"{fx.num(kb['sm_clock_mhz'].max())} MHz")
+                text += f" while the SM clock read {fx.span(kb['sm_clock_mhz'].min(), kb['sm_clock_mhz'].max(), 'MHz')}"
                 if "power_w" in kb and kb["power_w"].notna().any():
-                    text += f" and the power {fx.num(kb['power_w'].min())}–{fx.num(kb['power_w'].max())} W"
+                    text += f" and the power {fx.span(kb['power_w'].min(), kb['power_w'].max(), 'W')}"
             per_pct = float(ck["kernel_ms"]) / float(ck["copy_ms"])
             text += (f": a drift of {fx.num(drift, 'ms')}, "
                      + ("more than the whole copy" if drift > float(ck["copy_ms"]) else
@@ -1435,11 +1393,12 @@ def ceiling_text(res) -> str:
 def bidirectional_text(res) -> str:
     bi = res.table("bidirectional").iloc[0]
     v = bi["verdict"]
-    spread = (f", p10–p90 {fx.pct(bi['overlap_p10'])}–{fx.pct(bi['overlap_p90'])}" if "overlap_p10" in bi else "")
+    spread = (f", p10–p90 {fx.span(100 * bi['overlap_p10'], 100 * bi['overlap_p90'], '%')}"
+              if "overlap_p10" in bi else "")
     return (f"**Both directions at once** ({size_label(int(bi['size']))} each way, pinned, two streams): "
             f"host-to-device "
             f"alone {fx.num(bi['h2d_GBps'], 'GB/s')}, device-to-host alone {fx.num(bi['d2h_GBps'], 'GB/s')}, together "
-            f"**{fx.num(bi['aggregate_GBps'], 'GB/s')}** in aggregate: overlap {fx.pct(bi['overlap'])}{spread} ({v}).")
+            f"**{fx.num(bi['aggregate_GBps'], 'GB/s')}** in aggregate: overlap {_pct(bi['overlap'])}{spread} ({v}).")
 
 
 def stale_text(res) -> str:
@@ -1470,7 +1429,7 @@ def overlap_caveat(res) -> str:
         parts.append("Every blocking copy long enough to judge ran serially with the CPU work."
                      if not len(bad) else
                      f"{len(bad)} blocking row(s) did not read as serial: " +
-                     "; ".join(f"{size_label(int(r['size']))} {r['memory']}: {r['verdict']} ({fx.pct(r['overlap'])})"
+                     "; ".join(f"{size_label(int(r['size']))} {r['memory']}: {r['verdict']} ({_pct(r['overlap'])})"
                                for _, r in bad.iterrows()) + ".")
     pn = judged[(judged["memory"] == "pinned") & (judged["mode"] == "non_blocking")]
     pg = judged[(judged["memory"] == "pageable") & (judged["mode"] == "non_blocking")]
@@ -1497,8 +1456,8 @@ def takeaways(res) -> str:
         ck = res.table("copy_kernel").iloc[0]
         lines.append(f"* Overlap the next batch's copy with this step's compute on a side stream, with the stream "
                      f"synchronisation done on the GPU (`wait_event`, `record_stream`); here that hid "
-                     f"{fx.pct(ck['hidden'])} of the copy (95% interval {fx.pct(ck['hidden_lo'])}–"
-                     f"{fx.pct(ck['hidden_hi'])}).")
+                     f"{_pct(ck['hidden'])} of the copy (95% interval "
+                     f"{fx.span(100 * ck['hidden_lo'], 100 * ck['hidden_hi'], '%')}).")
     return "\n".join(lines)
 
 
@@ -1549,7 +1508,7 @@ def overlap_rule(res) -> str:
     o = res.table("overlap")
     return (f"Rule: no verdict when the copy lasts less than {MIN_COPY_OVER_JITTER:g}× the CPU work's jitter in "
             f"its row (the standard deviation of the CPU work over the row's rounds: "
-            f"{fx.num(o['jitter_ms'].min())}–{fx.num(o['jitter_ms'].max(), 'ms')} here); otherwise \"overlaps\" from "
+            f"{fx.span(o['jitter_ms'].min(), o['jitter_ms'].max(), 'ms')} here); otherwise \"overlaps\" from "
             f"a median ratio of {fx.pct(OVERLAPS)}, \"serial\" up to {fx.pct(SERIAL)}, and \"unclear\" when the "
             "p10–p90 spread reaches from one to the other.")
 
@@ -1594,7 +1553,11 @@ def limits_table(res) -> pd.DataFrame:
             {"limit": "cgroup memory limit (tightest of this cgroup and its parents)",
              "value": gib(lim["cgroup_limit_bytes"])}]
     if lim.get("cgroup_headroom_bytes") is not None:
-        rows.append({"limit": "room left under the cgroup limit", "value": gib(lim["cgroup_headroom_bytes"])})
+        room = min(lim["cgroup_headroom_bytes"], lim["available_bytes"])
+        bound = ("available host memory" if room < lim["cgroup_headroom_bytes"]
+                 else lim.get("cgroup_headroom_bound") or "the cgroup limit")
+        rows.append({"limit": f"room left under the cgroup limit (smaller of it and available host memory: {bound})",
+                     "value": gib(room)})
     rows += [{"limit": "locked-memory limit (ulimit -l)", "value": gib(lim["memlock_bytes"])},
              {"limit": "CPU quota", "value": "none" if not lim["cpu_quota_cores"] else
               f"{lim['cpu_quota_cores']:.1f} cores"}]

@@ -139,11 +139,22 @@ def lines_with_band(
 
 
 def size_label(n: int) -> str:
-    """4096 -> '4 KiB', 1048576 -> '1 MiB'."""
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k and n % (1 << k) == 0:
-            return f"{n >> k} {unit}"
-    return f"{n} B"
+    """4096 -> '4 KiB', 1048576 -> '1 MiB', 1572864 -> '1.5 MiB': the largest binary unit the size
+    reaches, whole or with one exact decimal; else the largest unit that divides it; else one
+    (rounded) decimal in the largest unit; below 1 KiB, bytes."""
+    n = int(n)
+    units = [(u, 1 << k) for u, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)) if n >= 1 << k]
+    if not units:
+        return f"{n} B"
+    unit, b = units[0]
+    if n % b == 0:
+        return f"{n // b} {unit}"
+    if (10 * n) % b == 0:
+        return f"{n / b:.1f} {unit}"
+    for u, bu in units[1:]:
+        if n % bu == 0:
+            return f"{n // bu} {u}"
+    return f"{n / b:.1f} {unit}"
 
 
 def lines(df: pd.DataFrame, *, x: str, y: str, color: str, title: str, xaxis: str, yaxis: str,
