@@ -975,7 +975,9 @@ def _published_if(size: int, wanted: int, metric: str) -> str | None:
 def _pct(fraction: float) -> str:
     """A share as a percentage, without a minus sign on a value that prints as zero ('0.0%', not '-0.0%')."""
     text = fx.pct(fraction)
-    return text[1:] if text.startswith("-") and not text.strip("-0.,%") else text
+    if text.startswith("-"):
+        return text[1:] if not text.strip("-0.,%") else "−" + text[1:]
+    return text
 
 
 def _repeats_note(res, size: int, n: int) -> str:
@@ -1088,72 +1090,145 @@ def staging_story(res) -> dict:
     return out
 
 
+#: a spread of the huge-page effect over sizes wider than this (max - min of the ratios) leaves it unresolved
+HUGE_SPREAD = 0.2
+#: two measurements of the same path that differ by more than this are reported as differing
+SAME_PATH_TOL = 0.10
+
+
+def _cause_kind(s: dict) -> str:
+    """Which reading of the staging experiment the data support: 'cache', 'other', 'cached', 'none'."""
+    flush_hurts = s["flushed_small"] < 0.8 * s["cached_small"]
+    cached_falls = s["cached_large"] < 0.8 * s["cached_small"]
+    return ("cache" if flush_hurts and cached_falls else "other" if cached_falls else
+            "cached" if flush_hurts else "none")
+
+
 def finding_pageable_drop(res) -> Finding:
-    """The pageable H2D drop at large sizes and the cause the staging experiment supports."""
+    """The pageable H2D drop at large sizes (one sentence) and the cause the staging experiment
+    supports (one sentence); the details are in :func:`staging_details`."""
     s = staging_story(res)
     drop = s["drop"] < 1 - 0.15
     text = (f"Host-to-device from pageable memory peaks at {fx.num(s['h2d_peak'], 'GB/s')} "
             f"({size_label(s['h2d_peak_size'])}) and "
             + (f"**falls to {fx.num(s['h2d_last'], 'GB/s')}** at {size_label(s['h2d_last_size'])}"
                if drop else f"stays at {fx.num(s['h2d_last'], 'GB/s')} up to {size_label(s['h2d_last_size'])}")
-            + (f", while device-to-host into pageable memory stays between {fx.num(s['d2h_min'])} and "
-               f"{fx.num(s['d2h_max'], 'GB/s')}." if fx.num(s['d2h_min']) != fx.num(s['d2h_max']) else
-               f", while device-to-host into pageable memory stays at {fx.num(s['d2h_max'], 'GB/s')}."))
+            + f", while device-to-host into pageable memory stays at {fx.span(s['d2h_min'], s['d2h_max'], 'GB/s')}.")
     if not s["has_staging"]:
         text += " This result has no staging experiment, so the cause is not measured in it."
         return Finding("pageable_drop", text, s["h2d_last"], "GB/s", values=s)
-    llc = s["llc"]
-    flush_hurts = s["flushed_small"] < 0.8 * s["cached_small"]
-    cached_falls = s["cached_large"] < 0.8 * s["cached_small"]
-    text += (f" In the staging experiment a {size_label(s['small'])} pageable copy ran at "
-             f"{fx.num(s['cached_small'], 'GB/s')} with its source cached and {fx.num(s['flushed_small'], 'GB/s')} "
-             f"with the CPU caches flushed first; at {size_label(s['large'])}, {fx.num(s['cached_large'], 'GB/s')} "
-             f"(flushed: {fx.num(s['flushed_large'], 'GB/s')}). One core copying the same source managed "
-             f"{fx.num(s['memcpy_cached_small'], 'GB/s')} at {size_label(s['small'])} from cache, "
-             f"{fx.num(s['memcpy_flushed_small'], 'GB/s')} from DRAM. ")
-    if flush_hurts and cached_falls:
+    kind = _cause_kind(s)
+    small = size_label(s["small"])
+    if kind == "cache":
         knee = s.get("knee")
-        at_knee = float(s["cached_at_knee"]) if knee else s["cached_large"]
-        close = 0.8 <= s["flushed_small"] / at_knee <= 1.25
-        text += ("**Cause: a pageable copy is fast only while its source is still in the CPU's cache from the "
-                 "last copy, because the driver's staging copy reads the source with the CPU. Flushing the cache "
-                 f"slows a {size_label(s['small'])} copy to {fx.num(s['flushed_small'], 'GB/s')}"
-                 + (f", about the rate of a cached {size_label(knee)} copy ({fx.num(at_knee, 'GB/s')})"
-                    if close and knee else "")
-                 + "; from " + (f"about {size_label(knee)}" if knee else "the larger sizes")
-                 + " on, the source no longer stays cached between copies.** ")
-        if llc and knee:
-            if knee >= llc / 2:
-                text += (f"That is where source and staging buffers outgrow the {size_label(llc)} last-level "
-                         "cache. ")
-            else:
-                text += (f"That is well below the {size_label(llc)} last-level cache this CPU reports: the copy gets "
-                         "a smaller share of it"
-                         + (" (in a virtual machine the cache is shared with the rest of the host)" if
-                            (res.fingerprint.get("cpu") or {}).get("hypervisor") else "") + ". ")
-        one_core = s["memcpy_flushed_large"]
-        share = s["cached_large"] / one_core if one_core else float("nan")
-        text += (f"Beyond it the copy runs at {fx.pct(share)} of one core's DRAM copy rate at the same size "
-                 f"({fx.num(one_core, 'GB/s')}).")
-    elif cached_falls:
-        text += ("Flushing the cache does not slow a small copy, so cache residency is not what changes with "
-                 "size; the drop has another cause on this machine (see the staging table).")
-    elif flush_hurts:
-        text += ("Flushing the cache slows a small copy, but the large cached copy does not slow down: "
-                 "the source stays cached at every size measured here.")
+        text += (" **Cause (staging experiment): the driver's CPU staging copy is fast only while the source is "
+                 f"still in the CPU's cache** — flushing the cache slows a {small} copy from "
+                 f"{fx.num(s['cached_small'])} to {fx.num(s['flushed_small'], 'GB/s')}, and from "
+                 + (f"about {size_label(knee)}" if knee else "the larger sizes")
+                 + " on the source no longer stays cached between copies.")
+    elif kind == "other":
+        text += (f" The staging experiment does not point to the cache: flushing it does not slow a {small} copy "
+                 f"({fx.num(s['cached_small'])} cached, {fx.num(s['flushed_small'], 'GB/s')} flushed), so the drop "
+                 "has another cause on this machine.")
+    elif kind == "cached":
+        text += (f" Flushing the cache slows a {small} copy ({fx.num(s['cached_small'])} to "
+                 f"{fx.num(s['flushed_small'], 'GB/s')}), but the large cached copy does not slow down: the source "
+                 "stays cached at every size of the staging experiment.")
     else:
-        text += "Neither a flushed cache nor the size changes the pageable rate here."
+        text += " In the staging experiment neither a flushed cache nor the size changes the pageable rate."
+    return Finding("pageable_drop", text, s["cached_large"], "GB/s", values=s)
+
+
+def _sizes_text(sizes) -> str:
+    sizes = sorted(int(x) for x in sizes)
+    if len(sizes) == 1:
+        return size_label(sizes[0])
+    if len(sizes) == 2:
+        return f"{size_label(sizes[0])} and {size_label(sizes[1])}"
+    return f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
+
+
+def staging_details(res) -> str:
+    """What the staging experiment shows beyond the key result, computed: the rates behind the cause,
+    the share of one core's copy rate, where one core does not model the staging stage, a dip and
+    recovery the run does not explain, the same path measured in two experiments, huge pages."""
+    s = staging_story(res)
+    if not s["has_staging"]:
+        return ""
+    st = res.table("staging")
+    cached = _staging_median(st, "H2D pageable, source cached")
+    mem_c = _staging_median(st, "memcpy one core, source cached")
+    mem_f = _staging_median(st, "memcpy one core, cache flushed")
+    small, large = size_label(s["small"]), size_label(s["large"])
+    out = [f"A {small} pageable copy ran at {fx.num(s['cached_small'], 'GB/s')} with its source cached and "
+           f"{fx.num(s['flushed_small'], 'GB/s')} with the CPU caches flushed first; at {large}, "
+           f"{fx.num(s['cached_large'], 'GB/s')} (flushed: {fx.num(s['flushed_large'], 'GB/s')}). One core copying "
+           f"the same {small} source managed {fx.num(s['memcpy_cached_small'], 'GB/s')} from cache and "
+           f"{fx.num(s['memcpy_flushed_small'], 'GB/s')} from DRAM."]
+    knee, llc = s.get("knee"), s["llc"]
+    if _cause_kind(s) == "cache" and knee:
+        at_knee = float(s["cached_at_knee"])
+        if 0.8 <= s["flushed_small"] / at_knee <= 1.25:
+            out.append(f"The flushed {small} copy runs about as fast as a cached {size_label(knee)} copy "
+                       f"({fx.num(at_knee, 'GB/s')}): from there on the source is read from DRAM.")
+        if llc:
+            out.append(f"That is where source and staging buffers outgrow the {size_label(llc)} last-level cache."
+                       if knee >= llc / 2 else
+                       f"That is well below the {size_label(llc)} last-level cache this CPU reports: the copy gets a "
+                       "smaller share of it" + (" (in a virtual machine the cache is shared with the rest of the host)"
+                                                if (res.fingerprint.get("cpu") or {}).get("hypervisor") else "") + ".")
+    # share of one core's DRAM copy rate beyond the knee
+    beyond = [x for x in cached.index if x >= (knee or s["small"]) and x in mem_f.index and mem_f[x] > 0]
+    if beyond:
+        share = {x: cached[x] / mem_f[x] for x in beyond}
+        lo, hi = min(share.values()), max(share.values())
+        out.append(f"From {size_label(beyond[0])} on, the cached copy runs at "
+                   f"{fx.span(100 * lo, 100 * hi, '%')} of one core's DRAM copy rate at the same size"
+                   + ("" if fx.pct(lo) == fx.pct(hi) else
+                      f" ({fx.pct(share[beyond[-1]])} at {size_label(beyond[-1])})") + ".")
+    # where the copy beats one core even from cache: one core does not model the staging stage there
+    faster = [x for x in cached.index if x in mem_c.index and cached[x] > (1 + SAME_PATH_TOL) * mem_c[x]]
+    if faster:
+        out.append(f"At {_sizes_text(faster)} the pageable copy ({fx.span(cached[faster].min(), cached[faster].max(), 'GB/s')}) "
+                   f"is faster than one core copying the same source even from cache "
+                   f"({fx.span(mem_c[faster].min(), mem_c[faster].max(), 'GB/s')}), so one core's memcpy does not "
+                   "model the staging stage at those sizes.")
+    # a dip beyond the knee and a recovery at the largest size
+    if knee:
+        mid = cached[(cached.index >= knee) & (cached.index < s["large"])]
+        dip = mid[mid * (1 + 0.15) < s["cached_large"]]
+        if len(dip):
+            out.append(f"The cached copy dips to {fx.span(dip.min(), dip.max(), 'GB/s')} at {_sizes_text(dip.index)} "
+                       f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}; this run does not explain "
+                       "the recovery.")
+    # the same path in the bandwidth sweep
+    b = _events(res)
+    sweep = b[(b["direction"] == "H2D") & (b["memory"] == "pageable")].set_index("size")["median"]
+    both = [x for x in cached.index if x in sweep.index]
+    differ = [x for x in both if abs(sweep[x] / cached[x] - 1) > SAME_PATH_TOL]
+    if differ:
+        out.append("The same path, pageable host-to-device, measured in two experiments: "
+                   + "; ".join(f"at {size_label(x)} {fx.num(sweep[x], 'GB/s')} in the bandwidth sweep and "
+                               f"{fx.num(cached[x], 'GB/s')} here (source cached)" for x in differ)
+                   + ". Both time the same copy with CUDA events but in different experiments (what ran before "
+                     "each copy differs); this run does not say which difference matters.")
+    elif both:
+        out.append(f"At {_sizes_text(both)} the bandwidth sweep measured the same path within "
+                   f"{fx.pct(SAME_PATH_TOL)} of this experiment.")
     if s.get("huge_runs"):
         d = fx.direction(s["huge_runs"], s["cached_runs"], tol=0.1)
         hb = s.get("huge_bytes")
         backed = " (the kernel backed none of it with huge pages)" if hb == 0 else ""
         r = s["huge_ratios"]
-        text += (f" Huge pages for the source{backed} changed the rate by {fx.pct(float(np.median(r)) - 1)} "
-                 f"(median over {len(r)} sizes from {size_label(s['huge_sizes'][0])}; "
-                 f"{fx.pct(min(r) - 1)} to {fx.pct(max(r) - 1)}): "
-                 + fx.choose(d, "page size matters too.", "they hurt here.",
-                             "page size is not the cause."))
-    return Finding("pageable_drop", text, s["cached_large"], "GB/s", values=s)
+        wide = max(r) - min(r) > HUGE_SPREAD
+        head = (f"Huge pages for the source{backed} changed the rate by a median of {_pct(float(np.median(r)) - 1)} "
+                f"over {len(r)} sizes from {size_label(s['huge_sizes'][0])}, "
+                f"{fx.span(100 * (min(r) - 1), 100 * (max(r) - 1), '%')} size by size: ")
+        if d == 0 and wide:
+            out.append(head + "an effect, if any, is within that wide spread and not resolved by this run.")
+        else:
+            out.append(head + fx.choose(d, "page size matters too.", "they hurt here.", "page size is not the cause."))
+    return " ".join(out)
 
 
 def finding_cpu_overlap(res) -> Finding:
@@ -1410,20 +1485,57 @@ def stale_text(res) -> str:
                "This time the copy had already landed - by luck of timing, not by guarantee."))
 
 
+def _combos_text(rows: pd.DataFrame) -> str:
+    """Which (memory, mode) combinations a set of overlap rows of one size covers, in words."""
+    pairs = {(r["memory"], r["mode"]) for _, r in rows.iterrows()}
+    if len(pairs) == 4:
+        return "all four"
+    mems = {m for m, _ in pairs}
+    modes = {md for _, md in pairs}
+    if len(pairs) == 2 and len(mems) == 1:
+        return f"{next(iter(mems))}, both modes"
+    if len(pairs) == 2 and len(modes) == 1:
+        return f"{next(iter(modes))}, both memories"
+    return ", ".join(f"{m} {md}" for m, md in sorted(pairs))
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _by_size_text(rows: pd.DataFrame) -> str:
+    """'1 MiB, 4 MiB and 16 MiB (all four) and 64 MiB (pinned, both modes)': sizes grouped by what they cover."""
+    groups: dict[str, list[str]] = {}
+    for n, g in rows.groupby("size", sort=True):
+        groups.setdefault(_combos_text(g), []).append(size_label(int(n)))
+    return _and([f"{_and(sizes)} ({combo})" for combo, sizes in groups.items()])
+
+
 def overlap_caveat(res) -> str:
-    """What the overlap table can and cannot say, computed from its verdicts."""
+    """What the overlap table can and cannot say, computed from its verdicts: which sizes could be
+    judged, why the others could not, how steady the CPU work was, and the verdicts."""
     o = res.table("overlap")
     if "jitter_ms" not in o:
         return ""
     short = o[o["verdict"] == TOO_SHORT]
     judged = o[o["verdict"] != TOO_SHORT]
     bl = judged[judged["mode"] == "blocking"]
-    parts = [f"{len(judged)} of {len(o)} rows could be judged; {len(short)} were too short to tell."]
+    if not len(judged):
+        parts = [f"No row could be judged: in every one the copy ({fx.span(o['copy_ms'].min(), o['copy_ms'].max(), 'ms')}) "
+                 f"lasted less than {MIN_COPY_OVER_JITTER:g}× its row's CPU-work jitter."]
+    else:
+        parts = [f"{len(judged)} of {len(o)} rows could be judged: {_by_size_text(judged)}."]
+        if len(short):
+            parts.append(f"No verdict for {_by_size_text(short)}: in each of those rows the copy "
+                         f"({fx.span(short['copy_ms'].min(), short['copy_ms'].max(), 'ms')}) lasted less than "
+                         f"{MIN_COPY_OVER_JITTER:g}× that row's CPU-work jitter (it would have needed "
+                         f"{fx.span(short['min_copy_ms'].min(), short['min_copy_ms'].max(), 'ms')}).")
     med = o["cpu_ms"]
     if med.max() > 1.2 * med.min():
-        parts.append(f"The same calibrated CPU work took {fx.num(med.min())}–{fx.num(med.max(), 'ms')} (row medians) "
-                     "in different rows: this machine's CPU did not run it at one steady speed, which is what "
-                     "makes short copies impossible to judge against it.")
+        parts.append(f"The same calibrated CPU work took {fx.span(med.min(), med.max(), 'ms')} (row medians) in "
+                     f"different rows, the slowest {fx.pct(med.max() / med.min() - 1)} above the fastest; this run "
+                     "does not explain the swing (candidates: time taken by other tenants of the host, CPU clock "
+                     "changes).")
     if len(bl):
         bad = bl[bl["verdict"] != "serial"]
         parts.append("Every blocking copy long enough to judge ran serially with the CPU work."
@@ -1514,14 +1626,18 @@ def overlap_rule(res) -> str:
 
 
 def overlap_display(res) -> pd.DataFrame:
+    """The overlap table in seven columns: size, memory + mode, the three median times, the
+    overlap (median, and its p10 to p90 over rounds) and the verdict ('too short' for no verdict)."""
     o = res.table("overlap").copy()
-    out = pd.DataFrame({"size": o["size"].map(size_label), "memory": o["memory"], "mode": o["mode"],
-                        "copy (ms)": o["copy_ms"], "CPU work (ms)": o["cpu_ms"], "together (ms)": o["both_ms"],
-                        "one after the other (ms)": o["serial_ms"], "overlap (%)": 100 * o["overlap"]})
+    out = pd.DataFrame({"size": o["size"].map(size_label), "copy": o["memory"] + ", " + o["mode"],
+                        "copy (ms)": o["copy_ms"], "CPU work (ms)": o["cpu_ms"], "together (ms)": o["both_ms"]})
     if "overlap_p10" in o:
-        out["p10–p90 (%)"] = [f"{fx.num(100 * a)} – {fx.num(100 * b)}" for a, b in zip(o["overlap_p10"],
-                                                                                       o["overlap_p90"])]
-        out["verdict"] = o["verdict"]
+        out["overlap: median (p10 to p90)"] = [
+            f"{_pct(m)} ({fx.span(100 * a, 100 * b, '%')})"
+            for m, a, b in zip(o["overlap"], o["overlap_p10"], o["overlap_p90"])]
+        out["verdict"] = o["verdict"].replace({TOO_SHORT: "too short"})
+    else:
+        out["overlap (%)"] = 100 * o["overlap"]
     return out
 
 
