@@ -1209,8 +1209,9 @@ def staging_details(res) -> str:
     if differ:
         out.append("The same path, pageable host-to-device, measured in two experiments: "
                    + "; ".join(f"at {size_label(x)} {fx.num(sweep[x], 'GB/s')} in the bandwidth sweep and "
-                               f"{fx.num(cached[x], 'GB/s')} here (source cached)" for x in differ)
-                   + ". Both time the same copy with CUDA events but in different experiments (what ran before "
+                               f"{fx.num(cached[x], 'GB/s')} here (source cached), "
+                               f"{fx.pct(abs(sweep[x] / cached[x] - 1))} apart" for x in differ)
+                   + ". They differ by more than the " + fx.pct(SAME_PATH_TOL) + " this chapter treats as agreement. Both time the same copy with CUDA events but in different experiments (what ran before "
                      "each copy differs); this run does not say which difference matters.")
     elif both:
         out.append(f"At {_sizes_text(both)} the bandwidth sweep measured the same path within "
@@ -1672,7 +1673,9 @@ def limits_table(res) -> pd.DataFrame:
         room = min(lim["cgroup_headroom_bytes"], lim["available_bytes"])
         bound = ("available host memory" if room < lim["cgroup_headroom_bytes"]
                  else lim.get("cgroup_headroom_bound") or "the cgroup limit")
-        rows.append({"limit": f"room left under the cgroup limit (smaller of it and available host memory: {bound})",
+        rows.append({"limit": "room left under the cgroup limit" + (" (capped by available host memory, which is "
+                                                                     "smaller)" if bound == "available host memory"
+                                                                     else ""),
                      "value": gib(room)})
     rows += [{"limit": "locked-memory limit (ulimit -l)", "value": gib(lim["memlock_bytes"])},
              {"limit": "CPU quota", "value": "none" if not lim["cpu_quota_cores"] else

@@ -155,7 +155,7 @@ def test_limits_read_from_a_fake_cgroup_v2_tree(tmp_path, monkeypatch):
     lim = dict(host, available_bytes=2 * GiB)
     t = pcie.limits_table(type("R", (), {"metadata": {"limits": lim}})())
     room = t[t["limit"].str.startswith("room left")].iloc[0]
-    assert room["value"] == "2.0 GiB" and "available host memory" in room["limit"]
+    assert room["value"] == "2.0 GiB" and "capped by available host memory" in room["limit"]
     # the fingerprint reads the same limits: one walk up the parents
     from datajourney.book import fingerprint
     assert pcie.cgroup_limits is fingerprint.cgroup_limits
@@ -541,7 +541,7 @@ def test_staging_details_report_the_share_range_a_dip_and_copies_one_core_cannot
     text = pcie.staging_details(res)
     assert "At 32 MiB and 64 MiB the pageable copy" in text and "does not model the staging stage" in text
     assert "dips to" in text and "recovers to" in text and "does not explain the recovery" in text
-    assert "in the bandwidth sweep and" in text  # 256 MiB: sweep and staging now differ
+    assert "in the bandwidth sweep and" in text and "apart. They differ" in text  # 256 MiB: sweep and staging differ
     share = text.split("of one core's DRAM copy rate")[0].rsplit("runs at ", 1)[1]
     assert "–" in share  # a range, not one size's figure
 
