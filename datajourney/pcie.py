@@ -1189,7 +1189,8 @@ def staging_details(res) -> str:
     # where the copy beats one core even from cache: one core does not model the staging stage there
     faster = [x for x in cached.index if x in mem_c.index and cached[x] > (1 + SAME_PATH_TOL) * mem_c[x]]
     if faster:
-        out.append(f"At {_sizes_text(faster)} the pageable copy ({fx.span(cached[faster].min(), cached[faster].max(), 'GB/s')}) "
+        rate = fx.span(cached[faster].min(), cached[faster].max(), "GB/s")
+        out.append(f"At {_sizes_text(faster)} the pageable copy ({rate}) "
                    f"is faster than one core copying the same source even from cache "
                    f"({fx.span(mem_c[faster].min(), mem_c[faster].max(), 'GB/s')}), so one core's memcpy does not "
                    "model the staging stage at those sizes.")
@@ -1211,7 +1212,8 @@ def staging_details(res) -> str:
                    + "; ".join(f"at {size_label(x)} {fx.num(sweep[x], 'GB/s')} in the bandwidth sweep and "
                                f"{fx.num(cached[x], 'GB/s')} here (source cached), "
                                f"{fx.pct(abs(sweep[x] / cached[x] - 1))} apart" for x in differ)
-                   + ". They differ by more than the " + fx.pct(SAME_PATH_TOL) + " this chapter treats as agreement. Both time the same copy with CUDA events but in different experiments (what ran before "
+                   + f". They differ by more than the {fx.pct(SAME_PATH_TOL)} this chapter treats as agreement. "
+                     "Both time the same copy with CUDA events but in different experiments (what ran before "
                      "each copy differs); this run does not say which difference matters.")
     elif both:
         out.append(f"At {_sizes_text(both)} the bandwidth sweep measured the same path within "
@@ -1246,7 +1248,8 @@ def finding_cpu_overlap(res) -> Finding:
             f"{fx.num(pn['cpu_ms'], 'ms')} of Python work overlapped by **{_pct(pn['overlap'])}** (the share of the "
             f"shorter one, the {shorter}, hidden behind the other")
     if has_spread:
-        text += f"; p10–p90 over {int(pn['n'])} rounds: {fx.span(100 * pn['overlap_p10'], 100 * pn['overlap_p90'], '%')}"
+        text += (f"; p10–p90 over {int(pn['n'])} rounds: "
+                 f"{fx.span(100 * pn['overlap_p10'], 100 * pn['overlap_p90'], '%')}")
     text += f"): {v}."
     others = [f"{m} {md}: {r['verdict']} ({_pct(r['overlap'])})" for (m, md), r in at.iterrows()
               if (m, md) != ("pinned", "non_blocking")]
@@ -1522,7 +1525,8 @@ def overlap_caveat(res) -> str:
     judged = o[o["verdict"] != TOO_SHORT]
     bl = judged[judged["mode"] == "blocking"]
     if not len(judged):
-        parts = [f"No row could be judged: in every one the copy ({fx.span(o['copy_ms'].min(), o['copy_ms'].max(), 'ms')}) "
+        copy = fx.span(o["copy_ms"].min(), o["copy_ms"].max(), "ms")
+        parts = [f"No row could be judged: in every one the copy ({copy}) "
                  f"lasted less than {MIN_COPY_OVER_JITTER:g}× its row's CPU-work jitter."]
     else:
         parts = [f"{len(judged)} of {len(o)} rows could be judged: {_by_size_text(judged)}."]

@@ -536,7 +536,8 @@ def test_staging_details_report_the_share_range_a_dip_and_copies_one_core_cannot
     assert "does not model the staging stage" not in text  # one core from cache (30) beats the copy (17.5)
     # the copy beats one core from cache at the small sizes; a dip beyond the knee that recovers at the end
     res = _with_staging(gpu_result(), lambda m, n: (0.5 if m == "memcpy one core, source cached" and n <= 64 * MiB
-                                                    else 0.7 if m == "H2D pageable, source cached" and 128 * MiB <= n < 512 * MiB
+                                                    else 0.7 if m == "H2D pageable, source cached"
+                                                    and 128 * MiB <= n < 512 * MiB
                                                     else None))
     text = pcie.staging_details(res)
     assert "At 32 MiB and 64 MiB the pageable copy" in text and "does not model the staging stage" in text
