@@ -48,6 +48,8 @@ import torch
 
 from .book import findings as fx
 from .book.findings import Finding
+from .book.fingerprint import cgroup_limits
+from .book.plotting import size_label
 from .params import (ParameterError, boolean, creatable_dir, int_list, number, positive_int)
 from .timing import cuda_ms, interleaved_ms, nvml_reader
 
@@ -173,59 +175,6 @@ def _int_or_none(text: str | None) -> int | None:
         return None
 
 
-def cgroup_limits(cgroup_root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup") -> dict:
-    """Memory and CPU limits of this process's cgroup and every ancestor (the tightest wins).
-
-    cgroup v2: ``memory.max``, ``memory.current`` and ``cpu.max`` from this process's cgroup
-    (read from ``/proc/self/cgroup``) up to the root. cgroup v1: ``memory.limit_in_bytes`` and
-    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of the memory and cpu hierarchies. Unlimited
-    or unknown values are None."""
-    root = Path(cgroup_root)
-    lines = (_read(Path(proc_cgroup)) or "").splitlines()
-    v2 = (root / "cgroup.controllers").exists()
-    out = dict(cgroup_version=2 if v2 else (1 if (root / "memory").is_dir() else None), cgroup_path=None,
-               limit_bytes=None, used_bytes=None, cpu_quota_cores=None)
-
-    def chain(base: Path, rel: str) -> list[Path]:
-        parts = [p for p in rel.strip("/").split("/") if p]
-        return [base.joinpath(*parts[:k]) for k in range(len(parts), -1, -1)]
-
-    if v2:
-        rel = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "/")
-        out["cgroup_path"] = rel
-        for d in chain(root, rel):
-            m = _int_or_none(_read(d / "memory.max"))
-            if m is not None and (out["limit_bytes"] is None or m < out["limit_bytes"]):
-                out["limit_bytes"] = m
-                out["used_bytes"] = _int_or_none(_read(d / "memory.current"))
-            c = _read(d / "cpu.max")
-            if c and not c.startswith("max"):
-                q, p = c.split()[:2]
-                cores = int(q) / int(p)
-                if out["cpu_quota_cores"] is None or cores < out["cpu_quota_cores"]:
-                    out["cpu_quota_cores"] = cores
-    elif out["cgroup_version"] == 1:
-        rels = {}
-        for ln in lines:
-            _, ctrls, rel = (ln.split(":", 2) + ["", ""])[:3]
-            for c in ctrls.split(","):
-                rels[c] = rel
-        out["cgroup_path"] = rels.get("memory", "/")
-        for d in chain(root / "memory", rels.get("memory", "/")):
-            m = _int_or_none(_read(d / "memory.limit_in_bytes"))
-            if m is not None and m < (1 << 60) and (out["limit_bytes"] is None or m < out["limit_bytes"]):
-                out["limit_bytes"] = m
-                out["used_bytes"] = _int_or_none(_read(d / "memory.usage_in_bytes"))
-        for d in chain(root / "cpu", rels.get("cpu", "/")):
-            q = _int_or_none(_read(d / "cpu.cfs_quota_us"))
-            p = _int_or_none(_read(d / "cpu.cfs_period_us"))
-            if q and q > 0 and p:
-                cores = q / p
-                if out["cpu_quota_cores"] is None or cores < out["cpu_quota_cores"]:
-                    out["cpu_quota_cores"] = cores
-    return out
-
-
 def host_limits(cgroup_root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup") -> dict:
     """Memory that can be allocated and pinned here: available RAM, the cgroup limit (and the
     headroom under it), ``ulimit -l``, and a CPU quota."""
@@ -234,11 +183,14 @@ def host_limits(cgroup_root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup") -
     cg = cgroup_limits(cgroup_root, proc_cgroup)
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     available = psutil.virtual_memory().available
-    headroom = None
+    headroom = bound = None
     if cg["limit_bytes"] is not None:
-        headroom = max(0, cg["limit_bytes"] - (cg["used_bytes"] or 0))
+        under = max(0, cg["limit_bytes"] - (cg["used_bytes"] or 0))
+        # the room under the limit cannot exceed what the host has free: report the smaller, and which it is
+        headroom, bound = (under, "the cgroup limit") if under <= available else (available, "available host memory")
     return dict(available_bytes=available, cgroup_limit_bytes=cg["limit_bytes"], cgroup_used_bytes=cg["used_bytes"],
-                cgroup_headroom_bytes=headroom, cgroup_path=cg["cgroup_path"], cgroup_version=cg["cgroup_version"],
+                cgroup_headroom_bytes=headroom, cgroup_headroom_bound=bound, cgroup_path=cg["cgroup_path"],
+                cgroup_version=cg["cgroup_version"],
                 memlock_bytes=None if soft == resource.RLIM_INFINITY else soft,
                 cpu_quota_cores=cg["cpu_quota_cores"],
                 usable_bytes=min(x for x in (available, headroom) if x is not None))
@@ -1002,14 +954,6 @@ def key_metrics(res) -> dict:
     return out
 
 
-def size_label(n: int) -> str:
-    """4096 -> '4 KiB', 1048576 -> '1 MiB'."""
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k and n % (1 << k) == 0:
-            return f"{n >> k} {unit}"
-    return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n} B"
-
-
 _PATHS = {("H2D", "pinned"): "host-to-device from pinned memory",
           ("H2D", "pageable"): "host-to-device from pageable memory",
           ("D2H", "pinned"): "device-to-host into pinned memory",
@@ -1028,6 +972,23 @@ def _published_if(size: int, wanted: int, metric: str) -> str | None:
     return metric if size == wanted else None
 
 
+def _pct(fraction: float) -> str:
+    """A share as a percentage, without a minus sign on a value that prints as zero ('0.0%', not '-0.0%')."""
+    text = fx.pct(fraction)
+    if text.startswith("-"):
+        return text[1:] if not text.strip("-0.,%") else "−" + text[1:]
+    return text
+
+
+def _repeats_note(res, size: int, n: int) -> str:
+    """'median of 5' with the reason when the sweep timed fewer copies than ``repeats`` at a large size."""
+    rep_ = (res.parameters or {}).get("repeats")
+    if rep_ is None or n >= int(rep_):
+        return f"median of {n}"
+    return (f"median of {n}: above {size_label(256 << 20)} the sweep times fewer copies than the {int(rep_)} "
+            f"repeats, to bound its run time")
+
+
 # --------------------------------------------------------------------------- findings
 def finding_pinned_h2d(res) -> Finding:
     """Pinned H2D at the largest size, against the link's peak and the independent ceiling."""
@@ -1037,7 +998,7 @@ def finding_pinned_h2d(res) -> Finding:
     peak = res.metadata.get("link", {}).get("peak_GBps")
     c = res.metadata.get("ceiling", {})
     text = (f"A pinned host-to-device copy of {size_label(n)} moved **{fx.num(row['median'], 'GB/s')}** "
-            f"(median of {int(row['n'])}, p10–p90 {fx.num(row['p10'])}–{fx.num(row['p90'])})")
+            f"({_repeats_note(res, n, int(row['n']))}; p10–p90 {fx.span(row['p10'], row['p90'], 'GB/s')})")
     if peak:
         text += f", {fx.pct(row['median'] / peak)} of the link's theoretical peak of {fx.num(peak, 'GB/s')}"
     if c.get("available"):
@@ -1069,7 +1030,7 @@ def finding_slowest_path(res) -> Finding:
     text = (f"At {size_label(n)} the slowest path is **{_PATHS[slow]}** at {fx.num(at[slow], 'GB/s')}, the fastest "
             f"{_PATHS[fast]} at {fx.num(at[fast], 'GB/s')}. Device-to-host into pinned memory is "
             f"{fx.compare(d2h_pin, d2h_pag, more='faster than', less='slower than', same='level with')} "
-            f"into pageable memory (range over repetitions {fx.times(lo)}–{fx.times(hi)}); host-to-device, "
+            f"into pageable memory (range over repetitions {fx.span(lo, hi, '×')}); host-to-device, "
             f"pinned is {fx.compare(h2d_pin, h2d_pag)} pageable.")
     return Finding("slowest_path", text, r, "×", published=_published_if(n, 1 << 30, "D2H pinned ÷ pageable, 1 GiB"),
                    interval=(lo, hi), values=dict(size=n, slowest=" ".join(slow), h2d_ratio=rh))
@@ -1129,72 +1090,148 @@ def staging_story(res) -> dict:
     return out
 
 
+#: a spread of the huge-page effect over sizes wider than this (max - min of the ratios) leaves it unresolved
+HUGE_SPREAD = 0.2
+#: two measurements of the same path that differ by more than this are reported as differing
+SAME_PATH_TOL = 0.10
+
+
+def _cause_kind(s: dict) -> str:
+    """Which reading of the staging experiment the data support: 'cache', 'other', 'cached', 'none'."""
+    flush_hurts = s["flushed_small"] < 0.8 * s["cached_small"]
+    cached_falls = s["cached_large"] < 0.8 * s["cached_small"]
+    return ("cache" if flush_hurts and cached_falls else "other" if cached_falls else
+            "cached" if flush_hurts else "none")
+
+
 def finding_pageable_drop(res) -> Finding:
-    """The pageable H2D drop at large sizes and the cause the staging experiment supports."""
+    """The pageable H2D drop at large sizes (one sentence) and the cause the staging experiment
+    supports (one sentence); the details are in :func:`staging_details`."""
     s = staging_story(res)
     drop = s["drop"] < 1 - 0.15
     text = (f"Host-to-device from pageable memory peaks at {fx.num(s['h2d_peak'], 'GB/s')} "
             f"({size_label(s['h2d_peak_size'])}) and "
             + (f"**falls to {fx.num(s['h2d_last'], 'GB/s')}** at {size_label(s['h2d_last_size'])}"
                if drop else f"stays at {fx.num(s['h2d_last'], 'GB/s')} up to {size_label(s['h2d_last_size'])}")
-            + (f", while device-to-host into pageable memory stays between {fx.num(s['d2h_min'])} and "
-               f"{fx.num(s['d2h_max'], 'GB/s')}." if fx.num(s['d2h_min']) != fx.num(s['d2h_max']) else
-               f", while device-to-host into pageable memory stays at {fx.num(s['d2h_max'], 'GB/s')}."))
+            + f", while device-to-host into pageable memory stays at {fx.span(s['d2h_min'], s['d2h_max'], 'GB/s')}.")
     if not s["has_staging"]:
         text += " This result has no staging experiment, so the cause is not measured in it."
         return Finding("pageable_drop", text, s["h2d_last"], "GB/s", values=s)
-    llc = s["llc"]
-    flush_hurts = s["flushed_small"] < 0.8 * s["cached_small"]
-    cached_falls = s["cached_large"] < 0.8 * s["cached_small"]
-    text += (f" In the staging experiment a {size_label(s['small'])} pageable copy ran at "
-             f"{fx.num(s['cached_small'], 'GB/s')} with its source cached and {fx.num(s['flushed_small'], 'GB/s')} "
-             f"with the CPU caches flushed first; at {size_label(s['large'])}, {fx.num(s['cached_large'], 'GB/s')} "
-             f"(flushed: {fx.num(s['flushed_large'], 'GB/s')}). One core copying the same source managed "
-             f"{fx.num(s['memcpy_cached_small'], 'GB/s')} at {size_label(s['small'])} from cache, "
-             f"{fx.num(s['memcpy_flushed_small'], 'GB/s')} from DRAM. ")
-    if flush_hurts and cached_falls:
+    kind = _cause_kind(s)
+    small = size_label(s["small"])
+    if kind == "cache":
         knee = s.get("knee")
-        at_knee = float(s["cached_at_knee"]) if knee else s["cached_large"]
-        close = 0.8 <= s["flushed_small"] / at_knee <= 1.25
-        text += ("**Cause: a pageable copy is fast only while its source is still in the CPU's cache from the "
-                 "last copy, because the driver's staging copy reads the source with the CPU. Flushing the cache "
-                 f"slows a {size_label(s['small'])} copy to {fx.num(s['flushed_small'], 'GB/s')}"
-                 + (f", about the rate of a cached {size_label(knee)} copy ({fx.num(at_knee, 'GB/s')})"
-                    if close and knee else "")
-                 + "; from " + (f"about {size_label(knee)}" if knee else "the larger sizes")
-                 + " on, the source no longer stays cached between copies.** ")
-        if llc and knee:
-            if knee >= llc / 2:
-                text += (f"That is where source and staging buffers outgrow the {size_label(llc)} last-level "
-                         "cache. ")
-            else:
-                text += (f"That is well below the {size_label(llc)} last-level cache this CPU reports: the copy gets "
-                         "a smaller share of it"
-                         + (" (in a virtual machine the cache is shared with the rest of the host)" if
-                            (res.fingerprint.get("cpu") or {}).get("hypervisor") else "") + ". ")
-        one_core = s["memcpy_flushed_large"]
-        share = s["cached_large"] / one_core if one_core else float("nan")
-        text += (f"Beyond it the copy runs at {fx.pct(share)} of one core's DRAM copy rate at the same size "
-                 f"({fx.num(one_core, 'GB/s')}).")
-    elif cached_falls:
-        text += ("Flushing the cache does not slow a small copy, so cache residency is not what changes with "
-                 "size; the drop has another cause on this machine (see the staging table).")
-    elif flush_hurts:
-        text += ("Flushing the cache slows a small copy, but the large cached copy does not slow down: "
-                 "the source stays cached at every size measured here.")
+        text += (" **Cause (staging experiment): the driver's CPU staging copy is fast only while the source is "
+                 f"still in the CPU's cache** — flushing the cache slows a {small} copy from "
+                 f"{fx.num(s['cached_small'])} to {fx.num(s['flushed_small'], 'GB/s')}, and from "
+                 + (f"about {size_label(knee)}" if knee else "the larger sizes")
+                 + " on the source no longer stays cached between copies.")
+    elif kind == "other":
+        text += (f" The staging experiment does not point to the cache: flushing it does not slow a {small} copy "
+                 f"({fx.num(s['cached_small'])} cached, {fx.num(s['flushed_small'], 'GB/s')} flushed), so the drop "
+                 "has another cause on this machine.")
+    elif kind == "cached":
+        text += (f" Flushing the cache slows a {small} copy ({fx.num(s['cached_small'])} to "
+                 f"{fx.num(s['flushed_small'], 'GB/s')}), but the large cached copy does not slow down: the source "
+                 "stays cached at every size of the staging experiment.")
     else:
-        text += "Neither a flushed cache nor the size changes the pageable rate here."
+        text += " In the staging experiment neither a flushed cache nor the size changes the pageable rate."
+    return Finding("pageable_drop", text, s["cached_large"], "GB/s", values=s)
+
+
+def _sizes_text(sizes) -> str:
+    sizes = sorted(int(x) for x in sizes)
+    if len(sizes) == 1:
+        return size_label(sizes[0])
+    if len(sizes) == 2:
+        return f"{size_label(sizes[0])} and {size_label(sizes[1])}"
+    return f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
+
+
+def staging_details(res) -> str:
+    """What the staging experiment shows beyond the key result, computed: the rates behind the cause,
+    the share of one core's copy rate, where one core does not model the staging stage, a dip and
+    recovery the run does not explain, the same path measured in two experiments, huge pages."""
+    s = staging_story(res)
+    if not s["has_staging"]:
+        return ""
+    st = res.table("staging")
+    cached = _staging_median(st, "H2D pageable, source cached")
+    mem_c = _staging_median(st, "memcpy one core, source cached")
+    mem_f = _staging_median(st, "memcpy one core, cache flushed")
+    small, large = size_label(s["small"]), size_label(s["large"])
+    out = [f"A {small} pageable copy ran at {fx.num(s['cached_small'], 'GB/s')} with its source cached and "
+           f"{fx.num(s['flushed_small'], 'GB/s')} with the CPU caches flushed first; at {large}, "
+           f"{fx.num(s['cached_large'], 'GB/s')} (flushed: {fx.num(s['flushed_large'], 'GB/s')}). One core copying "
+           f"the same {small} source managed {fx.num(s['memcpy_cached_small'], 'GB/s')} from cache and "
+           f"{fx.num(s['memcpy_flushed_small'], 'GB/s')} from DRAM."]
+    knee, llc = s.get("knee"), s["llc"]
+    if _cause_kind(s) == "cache" and knee:
+        at_knee = float(s["cached_at_knee"])
+        if 0.8 <= s["flushed_small"] / at_knee <= 1.25:
+            out.append(f"The flushed {small} copy runs about as fast as a cached {size_label(knee)} copy "
+                       f"({fx.num(at_knee, 'GB/s')}): from there on the source is read from DRAM.")
+        if llc:
+            out.append(f"That is where source and staging buffers outgrow the {size_label(llc)} last-level cache."
+                       if knee >= llc / 2 else
+                       f"That is well below the {size_label(llc)} last-level cache this CPU reports: the copy gets a "
+                       "smaller share of it" + (" (in a virtual machine the cache is shared with the rest of the host)"
+                                                if (res.fingerprint.get("cpu") or {}).get("hypervisor") else "") + ".")
+    # share of one core's DRAM copy rate beyond the knee
+    beyond = [x for x in cached.index if x >= (knee or s["small"]) and x in mem_f.index and mem_f[x] > 0]
+    if beyond:
+        share = {x: cached[x] / mem_f[x] for x in beyond}
+        lo, hi = min(share.values()), max(share.values())
+        out.append(f"From {size_label(beyond[0])} on, the cached copy runs at "
+                   f"{fx.span(100 * lo, 100 * hi, '%')} of one core's DRAM copy rate at the same size"
+                   + ("" if fx.pct(lo) == fx.pct(hi) else
+                      f" ({fx.pct(share[beyond[-1]])} at {size_label(beyond[-1])})") + ".")
+    # where the copy beats one core even from cache: one core does not model the staging stage there
+    faster = [x for x in cached.index if x in mem_c.index and cached[x] > (1 + SAME_PATH_TOL) * mem_c[x]]
+    if faster:
+        rate = fx.span(cached[faster].min(), cached[faster].max(), "GB/s")
+        out.append(f"At {_sizes_text(faster)} the pageable copy ({rate}) "
+                   f"is faster than one core copying the same source even from cache "
+                   f"({fx.span(mem_c[faster].min(), mem_c[faster].max(), 'GB/s')}), so one core's memcpy does not "
+                   "model the staging stage at those sizes.")
+    # a dip beyond the knee and a recovery at the largest size
+    if knee:
+        mid = cached[(cached.index >= knee) & (cached.index < s["large"])]
+        dip = mid[mid * (1 + 0.15) < s["cached_large"]]
+        if len(dip):
+            out.append(f"The cached copy dips to {fx.span(dip.min(), dip.max(), 'GB/s')} at {_sizes_text(dip.index)} "
+                       f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}; this run does not explain "
+                       "the recovery.")
+    # the same path in the bandwidth sweep
+    b = _events(res)
+    sweep = b[(b["direction"] == "H2D") & (b["memory"] == "pageable")].set_index("size")["median"]
+    both = [x for x in cached.index if x in sweep.index]
+    differ = [x for x in both if abs(sweep[x] / cached[x] - 1) > SAME_PATH_TOL]
+    if differ:
+        out.append("The same path, pageable host-to-device, measured in two experiments: "
+                   + "; ".join(f"at {size_label(x)} {fx.num(sweep[x], 'GB/s')} in the bandwidth sweep and "
+                               f"{fx.num(cached[x], 'GB/s')} here (source cached), "
+                               f"{fx.pct(abs(sweep[x] / cached[x] - 1))} apart" for x in differ)
+                   + f". They differ by more than the {fx.pct(SAME_PATH_TOL)} this chapter treats as agreement. "
+                     "Both time the same copy with CUDA events but in different experiments (what ran before "
+                     "each copy differs); this run does not say which difference matters.")
+    elif both:
+        out.append(f"At {_sizes_text(both)} the bandwidth sweep measured the same path within "
+                   f"{fx.pct(SAME_PATH_TOL)} of this experiment.")
     if s.get("huge_runs"):
         d = fx.direction(s["huge_runs"], s["cached_runs"], tol=0.1)
         hb = s.get("huge_bytes")
         backed = " (the kernel backed none of it with huge pages)" if hb == 0 else ""
         r = s["huge_ratios"]
-        text += (f" Huge pages for the source{backed} changed the rate by {fx.pct(float(np.median(r)) - 1)} "
-                 f"(median over {len(r)} sizes from {size_label(s['huge_sizes'][0])}; "
-                 f"{fx.pct(min(r) - 1)} to {fx.pct(max(r) - 1)}): "
-                 + fx.choose(d, "page size matters too.", "they hurt here.",
-                             "page size is not the cause."))
-    return Finding("pageable_drop", text, s["cached_large"], "GB/s", values=s)
+        wide = max(r) - min(r) > HUGE_SPREAD
+        head = (f"Huge pages for the source{backed} changed the rate by a median of {_pct(float(np.median(r)) - 1)} "
+                f"over {len(r)} sizes from {size_label(s['huge_sizes'][0])}, "
+                f"{fx.span(100 * (min(r) - 1), 100 * (max(r) - 1), '%')} size by size: ")
+        if d == 0 and wide:
+            out.append(head + "an effect, if any, is within that wide spread and not resolved by this run.")
+        else:
+            out.append(head + fx.choose(d, "page size matters too.", "they hurt here.", "page size is not the cause."))
+    return " ".join(out)
 
 
 def finding_cpu_overlap(res) -> Finding:
@@ -1208,19 +1245,20 @@ def finding_cpu_overlap(res) -> Finding:
     v = pn["verdict"] if has_spread else verdict(float(pn["overlap"]))
     shorter = "copy" if pn["copy_ms"] <= pn["cpu_ms"] else "Python work"
     text = (f"At {size_label(n)}, a pinned non_blocking copy ({fx.num(pn['copy_ms'], 'ms')}) and "
-            f"{fx.num(pn['cpu_ms'], 'ms')} of Python work overlapped by **{fx.pct(pn['overlap'])}** (the share of the "
+            f"{fx.num(pn['cpu_ms'], 'ms')} of Python work overlapped by **{_pct(pn['overlap'])}** (the share of the "
             f"shorter one, the {shorter}, hidden behind the other")
     if has_spread:
-        text += f"; p10–p90 over {int(pn['n'])} rounds: {fx.pct(pn['overlap_p10'])}–{fx.pct(pn['overlap_p90'])}"
+        text += (f"; p10–p90 over {int(pn['n'])} rounds: "
+                 f"{fx.span(100 * pn['overlap_p10'], 100 * pn['overlap_p90'], '%')}")
     text += f"): {v}."
-    others = [f"{m} {md}: {r['verdict']} ({fx.pct(r['overlap'])})" for (m, md), r in at.iterrows()
+    others = [f"{m} {md}: {r['verdict']} ({_pct(r['overlap'])})" for (m, md), r in at.iterrows()
               if (m, md) != ("pinned", "non_blocking")]
     if others and has_spread:
         text += " The other three at that size: " + "; ".join(others) + "."
     if has_spread and jitter is not None:
         short = sorted(int(s) for s in o[o["verdict"] == TOO_SHORT]["size"].unique())
         text += (f" The CPU work's jitter (its std within a row) was {fx.num(jitter, 'ms')} in that row and "
-                 f"{fx.num(o['jitter_ms'].min())}–{fx.num(o['jitter_ms'].max(), 'ms')} over all rows; a copy shorter "
+                 f"{fx.span(o['jitter_ms'].min(), o['jitter_ms'].max(), 'ms')} over all rows; a copy shorter "
                  f"than {MIN_COPY_OVER_JITTER:g}× its row's jitter gets no verdict")
         text += (": some or all of the " + ", ".join(size_label(s) for s in short) + " copies were too short "
                  "to tell." if short else "; every copy here was long enough to judge.")
@@ -1236,15 +1274,15 @@ def finding_copy_kernel(res) -> Finding:
     n = int(ck["size"])
     if "hidden" not in ck:  # an older result: one estimate from separately measured medians
         text = (f"A {size_label(n)} copy on a side stream during {fx.num(ck['kernel_ms'], 'ms')} of matrix "
-                f"products: {fx.pct(ck['overlap'])} hidden by one unpaired estimate (no interval in this run).")
+                f"products: {_pct(ck['overlap'])} hidden by one unpaired estimate (no interval in this run).")
         return Finding("copy_kernel", text, 100 * float(ck["overlap"]), "%", values=dict(size=n))
     lo, hi = float(ck["hidden_lo"]), float(ck["hidden_hi"])
     v = verdict(float(ck["hidden"]), low=lo, high=hi)
     text = (f"A {size_label(n)} pinned copy on a side stream ({fx.num(ck['copy_ms'], 'ms')} alone) during "
             f"{fx.num(ck['kernel_ms'], 'ms')} of matrix products added {fx.num(ck['added_ms'], 'ms')} to them "
-            f"(median of {int(ck['rounds'])} interleaved pairs, 95% interval {fx.num(ck['added_lo_ms'])}–"
-            f"{fx.num(ck['added_hi_ms'], 'ms')}): **{fx.pct(ck['hidden'])} of the copy hidden** "
-            f"(95% interval {fx.pct(lo)}–{fx.pct(hi)}; {v}).")
+            f"(median of {int(ck['rounds'])} interleaved pairs, 95% interval "
+            f"{fx.span(ck['added_lo_ms'], ck['added_hi_ms'], 'ms')}): **{_pct(ck['hidden'])} of the copy hidden** "
+            f"(95% interval {fx.span(100 * lo, 100 * hi, '%')}; {v}).")
     cov = ck.get("timeline_covered_share")
     if (ck.get("timeline") is True or ck.get("timeline") == 1.0) and cov is not None and math.isfinite(cov):
         text += (f" The profiler's GPU timeline shows {fx.pct(ck['timeline_covered_share'])} of the copy's time "
@@ -1256,7 +1294,7 @@ def finding_copy_kernel(res) -> Finding:
     bo = ck.get("blocks_overlap")
     if bo is not None and math.isfinite(bo):
         text += (f" Timed the naive way (all kernel-only runs, then all copy-only, then all together) the same "
-                 f"copy looked {fx.pct(bo)} hidden.")
+                 f"copy looked {_pct(bo)} hidden.")
     if "copy_kernel_calls" in res.tables:
         c = res.table("copy_kernel_calls")
         kb = c[(c["design"] == "blocks") & (c["name"] == "kernel")]
@@ -1264,12 +1302,11 @@ def finding_copy_kernel(res) -> Finding:
             lo_k, hi_k = float(kb["ms"].min()), float(kb["ms"].max())
             drift = hi_k - lo_k
             text += (f" Within the kernel-only block alone the matrix products took "
-                     f"{fx.num(lo_k)}–{fx.num(hi_k, 'ms')}")
+                     f"{fx.span(lo_k, hi_k, 'ms')}")
             if "sm_clock_mhz" in kb and kb["sm_clock_mhz"].notna().any():
-                text += (f" while the SM clock read {fx.num(kb['sm_clock_mhz'].min())}–"
-                         f"{fx.num(kb['sm_clock_mhz'].max())} MHz")
+                text += f" while the SM clock read {fx.span(kb['sm_clock_mhz'].min(), kb['sm_clock_mhz'].max(), 'MHz')}"
                 if "power_w" in kb and kb["power_w"].notna().any():
-                    text += f" and the power {fx.num(kb['power_w'].min())}–{fx.num(kb['power_w'].max())} W"
+                    text += f" and the power {fx.span(kb['power_w'].min(), kb['power_w'].max(), 'W')}"
             per_pct = float(ck["kernel_ms"]) / float(ck["copy_ms"])
             text += (f": a drift of {fx.num(drift, 'ms')}, "
                      + ("more than the whole copy" if drift > float(ck["copy_ms"]) else
@@ -1435,11 +1472,12 @@ def ceiling_text(res) -> str:
 def bidirectional_text(res) -> str:
     bi = res.table("bidirectional").iloc[0]
     v = bi["verdict"]
-    spread = (f", p10–p90 {fx.pct(bi['overlap_p10'])}–{fx.pct(bi['overlap_p90'])}" if "overlap_p10" in bi else "")
+    spread = (f", p10–p90 {fx.span(100 * bi['overlap_p10'], 100 * bi['overlap_p90'], '%')}"
+              if "overlap_p10" in bi else "")
     return (f"**Both directions at once** ({size_label(int(bi['size']))} each way, pinned, two streams): "
             f"host-to-device "
             f"alone {fx.num(bi['h2d_GBps'], 'GB/s')}, device-to-host alone {fx.num(bi['d2h_GBps'], 'GB/s')}, together "
-            f"**{fx.num(bi['aggregate_GBps'], 'GB/s')}** in aggregate: overlap {fx.pct(bi['overlap'])}{spread} ({v}).")
+            f"**{fx.num(bi['aggregate_GBps'], 'GB/s')}** in aggregate: overlap {_pct(bi['overlap'])}{spread} ({v}).")
 
 
 def stale_text(res) -> str:
@@ -1451,26 +1489,64 @@ def stale_text(res) -> str:
                "This time the copy had already landed - by luck of timing, not by guarantee."))
 
 
+def _combos_text(rows: pd.DataFrame) -> str:
+    """Which (memory, mode) combinations a set of overlap rows of one size covers, in words."""
+    pairs = {(r["memory"], r["mode"]) for _, r in rows.iterrows()}
+    if len(pairs) == 4:
+        return "all four"
+    mems = {m for m, _ in pairs}
+    modes = {md for _, md in pairs}
+    if len(pairs) == 2 and len(mems) == 1:
+        return f"{next(iter(mems))}, both modes"
+    if len(pairs) == 2 and len(modes) == 1:
+        return f"{next(iter(modes))}, both memories"
+    return ", ".join(f"{m} {md}" for m, md in sorted(pairs))
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _by_size_text(rows: pd.DataFrame) -> str:
+    """'1 MiB, 4 MiB and 16 MiB (all four) and 64 MiB (pinned, both modes)': sizes grouped by what they cover."""
+    groups: dict[str, list[str]] = {}
+    for n, g in rows.groupby("size", sort=True):
+        groups.setdefault(_combos_text(g), []).append(size_label(int(n)))
+    return _and([f"{_and(sizes)} ({combo})" for combo, sizes in groups.items()])
+
+
 def overlap_caveat(res) -> str:
-    """What the overlap table can and cannot say, computed from its verdicts."""
+    """What the overlap table can and cannot say, computed from its verdicts: which sizes could be
+    judged, why the others could not, how steady the CPU work was, and the verdicts."""
     o = res.table("overlap")
     if "jitter_ms" not in o:
         return ""
     short = o[o["verdict"] == TOO_SHORT]
     judged = o[o["verdict"] != TOO_SHORT]
     bl = judged[judged["mode"] == "blocking"]
-    parts = [f"{len(judged)} of {len(o)} rows could be judged; {len(short)} were too short to tell."]
+    if not len(judged):
+        copy = fx.span(o["copy_ms"].min(), o["copy_ms"].max(), "ms")
+        parts = [f"No row could be judged: in every one the copy ({copy}) "
+                 f"lasted less than {MIN_COPY_OVER_JITTER:g}× its row's CPU-work jitter."]
+    else:
+        parts = [f"{len(judged)} of {len(o)} rows could be judged: {_by_size_text(judged)}."]
+        if len(short):
+            parts.append(f"No verdict for {_by_size_text(short)}: in each of those rows the copy "
+                         f"({fx.span(short['copy_ms'].min(), short['copy_ms'].max(), 'ms')}) lasted less than "
+                         f"{MIN_COPY_OVER_JITTER:g}× that row's CPU-work jitter (it would have needed "
+                         f"{fx.span(short['min_copy_ms'].min(), short['min_copy_ms'].max(), 'ms')}).")
     med = o["cpu_ms"]
     if med.max() > 1.2 * med.min():
-        parts.append(f"The same calibrated CPU work took {fx.num(med.min())}–{fx.num(med.max(), 'ms')} (row medians) "
-                     "in different rows: this machine's CPU did not run it at one steady speed, which is what "
-                     "makes short copies impossible to judge against it.")
+        parts.append(f"The same calibrated CPU work took {fx.span(med.min(), med.max(), 'ms')} (row medians) in "
+                     f"different rows, the slowest {fx.pct(med.max() / med.min() - 1)} above the fastest; this run "
+                     "does not explain the swing (candidates: time taken by other tenants of the host, CPU clock "
+                     "changes).")
     if len(bl):
         bad = bl[bl["verdict"] != "serial"]
         parts.append("Every blocking copy long enough to judge ran serially with the CPU work."
                      if not len(bad) else
                      f"{len(bad)} blocking row(s) did not read as serial: " +
-                     "; ".join(f"{size_label(int(r['size']))} {r['memory']}: {r['verdict']} ({fx.pct(r['overlap'])})"
+                     "; ".join(f"{size_label(int(r['size']))} {r['memory']}: {r['verdict']} ({_pct(r['overlap'])})"
                                for _, r in bad.iterrows()) + ".")
     pn = judged[(judged["memory"] == "pinned") & (judged["mode"] == "non_blocking")]
     pg = judged[(judged["memory"] == "pageable") & (judged["mode"] == "non_blocking")]
@@ -1497,8 +1573,8 @@ def takeaways(res) -> str:
         ck = res.table("copy_kernel").iloc[0]
         lines.append(f"* Overlap the next batch's copy with this step's compute on a side stream, with the stream "
                      f"synchronisation done on the GPU (`wait_event`, `record_stream`); here that hid "
-                     f"{fx.pct(ck['hidden'])} of the copy (95% interval {fx.pct(ck['hidden_lo'])}–"
-                     f"{fx.pct(ck['hidden_hi'])}).")
+                     f"{_pct(ck['hidden'])} of the copy (95% interval "
+                     f"{fx.span(100 * ck['hidden_lo'], 100 * ck['hidden_hi'], '%')}).")
     return "\n".join(lines)
 
 
@@ -1549,20 +1625,24 @@ def overlap_rule(res) -> str:
     o = res.table("overlap")
     return (f"Rule: no verdict when the copy lasts less than {MIN_COPY_OVER_JITTER:g}× the CPU work's jitter in "
             f"its row (the standard deviation of the CPU work over the row's rounds: "
-            f"{fx.num(o['jitter_ms'].min())}–{fx.num(o['jitter_ms'].max(), 'ms')} here); otherwise \"overlaps\" from "
+            f"{fx.span(o['jitter_ms'].min(), o['jitter_ms'].max(), 'ms')} here); otherwise \"overlaps\" from "
             f"a median ratio of {fx.pct(OVERLAPS)}, \"serial\" up to {fx.pct(SERIAL)}, and \"unclear\" when the "
             "p10–p90 spread reaches from one to the other.")
 
 
 def overlap_display(res) -> pd.DataFrame:
+    """The overlap table in seven columns: size, memory + mode, the three median times, the
+    overlap (median, and its p10 to p90 over rounds) and the verdict ('too short' for no verdict)."""
     o = res.table("overlap").copy()
-    out = pd.DataFrame({"size": o["size"].map(size_label), "memory": o["memory"], "mode": o["mode"],
-                        "copy (ms)": o["copy_ms"], "CPU work (ms)": o["cpu_ms"], "together (ms)": o["both_ms"],
-                        "one after the other (ms)": o["serial_ms"], "overlap (%)": 100 * o["overlap"]})
+    out = pd.DataFrame({"size": o["size"].map(size_label), "copy": o["memory"] + ", " + o["mode"],
+                        "copy (ms)": o["copy_ms"], "CPU work (ms)": o["cpu_ms"], "together (ms)": o["both_ms"]})
     if "overlap_p10" in o:
-        out["p10–p90 (%)"] = [f"{fx.num(100 * a)} – {fx.num(100 * b)}" for a, b in zip(o["overlap_p10"],
-                                                                                       o["overlap_p90"])]
-        out["verdict"] = o["verdict"]
+        out["overlap: median (p10 to p90)"] = [
+            f"{_pct(m)} ({fx.span(100 * a, 100 * b, '%')})"
+            for m, a, b in zip(o["overlap"], o["overlap_p10"], o["overlap_p90"])]
+        out["verdict"] = o["verdict"].replace({TOO_SHORT: "too short"})
+    else:
+        out["overlap (%)"] = 100 * o["overlap"]
     return out
 
 
@@ -1594,7 +1674,13 @@ def limits_table(res) -> pd.DataFrame:
             {"limit": "cgroup memory limit (tightest of this cgroup and its parents)",
              "value": gib(lim["cgroup_limit_bytes"])}]
     if lim.get("cgroup_headroom_bytes") is not None:
-        rows.append({"limit": "room left under the cgroup limit", "value": gib(lim["cgroup_headroom_bytes"])})
+        room = min(lim["cgroup_headroom_bytes"], lim["available_bytes"])
+        bound = ("available host memory" if room < lim["cgroup_headroom_bytes"]
+                 else lim.get("cgroup_headroom_bound") or "the cgroup limit")
+        rows.append({"limit": "room left under the cgroup limit" + (" (capped by available host memory, which is "
+                                                                     "smaller)" if bound == "available host memory"
+                                                                     else ""),
+                     "value": gib(room)})
     rows += [{"limit": "locked-memory limit (ulimit -l)", "value": gib(lim["memlock_bytes"])},
              {"limit": "CPU quota", "value": "none" if not lim["cpu_quota_cores"] else
               f"{lim['cpu_quota_cores']:.1f} cores"}]

@@ -71,30 +71,72 @@ def memory_info() -> dict:
     return {"total_bytes": info.get("MemTotal"), "available_bytes": info.get("MemAvailable")}
 
 
-def container_info() -> dict:
-    """cgroup limits and container hints; None where unlimited or unknown."""
-    cg = Path("/sys/fs/cgroup")
-    v2 = (cg / "cgroup.controllers").exists()
-    mem_limit = cpu_quota = None
+def cgroup_limits(cgroup_root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup") -> dict:
+    """Memory and CPU limits of this process's cgroup and every ancestor (the tightest wins).
+
+    cgroup v2: ``memory.max``, ``memory.current`` and ``cpu.max`` from this process's cgroup
+    (read from ``/proc/self/cgroup``) up to the root. cgroup v1: ``memory.limit_in_bytes`` and
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of the memory and cpu hierarchies. Unlimited
+    or unknown values are None."""
+    root = Path(cgroup_root)
+    lines = (_read(proc_cgroup) or "").splitlines()
+    v2 = (root / "cgroup.controllers").exists()
+    out = dict(cgroup_version=2 if v2 else (1 if (root / "memory").is_dir() else None), cgroup_path=None,
+               limit_bytes=None, used_bytes=None, cpu_quota_cores=None)
+
+    def chain(base: Path, rel: str) -> list[Path]:
+        parts = [p for p in rel.strip("/").split("/") if p]
+        return [base.joinpath(*parts[:k]) for k in range(len(parts), -1, -1)]
+
     if v2:
-        m = _read(cg / "memory.max")
-        mem_limit = None if m in (None, "max") else _int(m)
-        c = _read(cg / "cpu.max")
-        if c and not c.startswith("max"):
-            q, p = c.split()
-            cpu_quota = int(q) / int(p)
-    else:
-        m = _int(_read(cg / "memory" / "memory.limit_in_bytes"))
-        mem_limit = m if m and m < (1 << 60) else None
-        q = _int(_read(cg / "cpu" / "cpu.cfs_quota_us"))
-        p = _int(_read(cg / "cpu" / "cpu.cfs_period_us"))
-        cpu_quota = q / p if q and q > 0 and p else None
+        rel = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "/")
+        out["cgroup_path"] = rel
+        for d in chain(root, rel):
+            m = _int(_read(d / "memory.max"))
+            if m is not None and (out["limit_bytes"] is None or m < out["limit_bytes"]):
+                out["limit_bytes"] = m
+                out["used_bytes"] = _int(_read(d / "memory.current"))
+            c = _read(d / "cpu.max")
+            if c and not c.startswith("max"):
+                q, p = c.split()[:2]
+                cores = int(q) / int(p)
+                if out["cpu_quota_cores"] is None or cores < out["cpu_quota_cores"]:
+                    out["cpu_quota_cores"] = cores
+    elif out["cgroup_version"] == 1:
+        rels = {}
+        for ln in lines:
+            _, ctrls, rel = (ln.split(":", 2) + ["", ""])[:3]
+            for c in ctrls.split(","):
+                rels[c] = rel
+        out["cgroup_path"] = rels.get("memory", "/")
+        for d in chain(root / "memory", rels.get("memory", "/")):
+            m = _int(_read(d / "memory.limit_in_bytes"))
+            if m is not None and m < (1 << 60) and (out["limit_bytes"] is None or m < out["limit_bytes"]):
+                out["limit_bytes"] = m
+                out["used_bytes"] = _int(_read(d / "memory.usage_in_bytes"))
+        for d in chain(root / "cpu", rels.get("cpu", "/")):
+            q = _int(_read(d / "cpu.cfs_quota_us"))
+            p = _int(_read(d / "cpu.cfs_period_us"))
+            if q and q > 0 and p:
+                cores = q / p
+                if out["cpu_quota_cores"] is None or cores < out["cpu_quota_cores"]:
+                    out["cpu_quota_cores"] = cores
+    return out
+
+
+def container_info() -> dict:
+    """cgroup limits and container hints; None where unlimited or unknown. The memory limit and
+    CPU quota are the tightest of this process's cgroup and every parent (:func:`cgroup_limits`),
+    the limits that actually apply."""
+    cg = cgroup_limits()
     soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     unl = resource.RLIM_INFINITY
     return {
-        "cgroup_version": 2 if v2 else (1 if (cg / "memory").exists() else None),
-        "memory_limit_bytes": mem_limit,
-        "cpu_quota_cores": cpu_quota,
+        "cgroup_version": cg["cgroup_version"],
+        "cgroup_path": cg["cgroup_path"],
+        "memory_limit_bytes": cg["limit_bytes"],
+        "memory_limit_scope": "tightest of this cgroup and its parents",
+        "cpu_quota_cores": cg["cpu_quota_cores"],
         "memlock_soft_bytes": None if soft == unl else soft,
         "memlock_hard_bytes": None if hard == unl else hard,
         "docker": Path("/.dockerenv").exists(),

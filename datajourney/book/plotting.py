@@ -139,11 +139,22 @@ def lines_with_band(
 
 
 def size_label(n: int) -> str:
-    """4096 -> '4 KiB', 1048576 -> '1 MiB'."""
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k and n % (1 << k) == 0:
-            return f"{n >> k} {unit}"
-    return f"{n} B"
+    """4096 -> '4 KiB', 1048576 -> '1 MiB', 1572864 -> '1.5 MiB': the largest binary unit the size
+    reaches, whole or with one exact decimal; else the largest unit that divides it; else one
+    (rounded) decimal in the largest unit; below 1 KiB, bytes."""
+    n = int(n)
+    units = [(u, 1 << k) for u, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)) if n >= 1 << k]
+    if not units:
+        return f"{n} B"
+    unit, b = units[0]
+    if n % b == 0:
+        return f"{n // b} {unit}"
+    if (10 * n) % b == 0:
+        return f"{n / b:.1f} {unit}"
+    for u, bu in units[1:]:
+        if n % bu == 0:
+            return f"{n // bu} {u}"
+    return f"{n / b:.1f} {unit}"
 
 
 def lines(df: pd.DataFrame, *, x: str, y: str, color: str, title: str, xaxis: str, yaxis: str,
@@ -585,9 +596,11 @@ def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
 def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "too short to tell") -> go.Figure:
     """Overlap of a copy with CPU work: one panel per host memory (pageable, pinned), one line per
     mode (blocking, non_blocking); the point is the median of the per-round ratios, the bars its
-    10th–90th percentile over rounds. Rows whose copy was too short to judge are left out (the
-    title says how many), so the chart never leads with noise; when no row can be judged they are
-    drawn faded."""
+    10th–90th percentile over rounds. Every size keeps its place on the x axis; a size whose copy was
+    too short to judge has no point but a grey "no verdict" label (naming the mode when only one
+    mode lacks a verdict), so the chart never leads with noise; when no row can be judged every row
+    is drawn faded. The "serial" and "fully hidden" lines are labelled outside the plot, on the right,
+    where no point can sit; the legend is below."""
     from plotly.subplots import make_subplots
 
     mems = [m for m in ("pageable", "pinned") if m in set(summary["memory"])]
@@ -598,13 +611,17 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
     order = sorted(summary["size"].unique())
     labels = [size_label(int(s)) for s in order]
     for ci, mem in enumerate(mems, start=1):
+        # keep every size on the axis, with or without a point
+        fig.add_scatter(x=labels, y=[None] * len(labels), mode="markers", showlegend=False, hoverinfo="skip",
+                        marker=dict(opacity=0), row=1, col=ci)
         for i, mode in enumerate(("blocking", "non_blocking")):
             g = show[(show["memory"] == mem) & (show["mode"] == mode)].sort_values("size")
             if not len(g):
                 continue
             y = 100 * g["overlap"]
             fig.add_scatter(
-                x=g["size"].map(lambda s: size_label(int(s))), y=y, name=mode, legendgroup=mode, showlegend=ci == 1,
+                x=g["size"].map(lambda s: size_label(int(s))), y=y, name=mode, legendgroup=mode,
+                showlegend=not any(t.name == mode for t in fig.data),
                 mode="lines+markers", opacity=0.35 if faded else 1.0,
                 line=dict(color=PALETTE[i]), marker=dict(size=9),
                 error_y=dict(type="data", symmetric=False, array=100 * g["overlap_p90"] - y,
@@ -616,15 +633,22 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
                                "<br>copy %{customdata[0]:.2f} ms, CPU work %{customdata[1]:.2f} ms, "
                                "together %{customdata[2]:.2f} ms<br>%{customdata[6]}<extra></extra>"),
                 row=1, col=ci)
+        if not faded:
+            short = summary[(summary["memory"] == mem) & (summary["verdict"] == too_short)]
+            for size, g in short.groupby("size", sort=True):
+                modes = sorted(set(g["mode"]))
+                text = "no verdict" if len(modes) == 2 else f"no verdict<br>({modes[0]})"
+                fig.add_annotation(x=size_label(int(size)), y=50, text=text, showarrow=False,
+                                   font=dict(size=11, color="#777777"), row=1, col=ci)
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, title_text="copy size",
                          row=1, col=ci)
-    left_out = len(summary) - len(judged)
-    note = (f" — {left_out} of {len(summary)} rows too short to judge, not shown" if left_out and not faded else
-            " — every row too short to judge (drawn faded)" if faded else "")
     for y, text in ((0, "serial"), (100, "fully hidden")):
-        fig.add_hline(y=y, line=dict(dash="dot", color="#777777"), annotation_text=text,
-                      annotation_position="top left" if y else "bottom left")
-    fig.update_layout(title=title + note, legend_title_text="copy mode")
+        fig.add_hline(y=y, line=dict(dash="dot", color="#777777"))
+        fig.add_annotation(xref="paper", x=1.0, xanchor="left", y=y, yref="y", text=text, showarrow=False,
+                           font=dict(size=11, color="#555555"))
+    fig.update_layout(title=title + (" (every row too short to judge: drawn faded)" if faded else ""),
+                      legend=dict(title_text="copy mode", orientation="h", yanchor="top", y=-0.2, x=0),
+                      margin=dict(r=100, b=110))
     fig.update_yaxes(title_text="overlap (%; point: median, bars: p10–p90)", row=1, col=1)
     return fig
 
@@ -633,8 +657,8 @@ def staging_chart(summary: pd.DataFrame, *, llc_bytes: int | None, title: str) -
     """Pageable copies and one core's memcpy of the same source against size (median, bars p10–p90),
     with the last-level cache size marked. Copies over the bus are solid, CPU-only memcpy dotted."""
     fig = lines_with_band(summary, x="size", color="measure", title=title, xaxis="buffer size (bytes, log scale)",
-                          yaxis="GB/s", unit="GB/s", x_format=size_label, centre="median", low="p10", high="p90",
-                          band_label="p10–p90")
+                          yaxis="copy rate, bus copies and one core's memcpy (GB/s)", unit="GB/s",
+                          x_format=size_label, centre="median", low="p10", high="p90", band_label="p10–p90")
     for t in fig.data:
         if t.name.startswith("memcpy"):
             t.line.dash = "dot"
@@ -649,7 +673,9 @@ def staging_chart(summary: pd.DataFrame, *, llc_bytes: int | None, title: str) -
 def paired_rounds_chart(calls: pd.DataFrame, *, copy_ms: float, title: str) -> go.Figure:
     """Copy/kernel overlap, round by round: what the copy added to the matrix products (kernel+copy
     minus kernel-only of the same round), with 0 (fully hidden) and the copy's own time (serial)
-    marked; the SM clock of the kernel-only call on a second axis when NVML was read."""
+    marked; the SM clock of the kernel-only call on a second axis (right, whole MHz) when NVML was
+    read. Each axis is titled after its own series; the legend sits below the plot, clear of the
+    right axis."""
     inter = calls[calls["design"] == "interleaved"]
     w = inter.pivot(index="round", columns="name", values="ms")
     added = (w["both"] - w["kernel"]).rename("added")
@@ -661,14 +687,16 @@ def paired_rounds_chart(calls: pd.DataFrame, *, copy_ms: float, title: str) -> g
                   annotation_position="bottom left")
     fig.add_hline(y=copy_ms, line=dict(dash="dot", color="#777777"), annotation_text="serial (copy alone)",
                   annotation_position="top left")
+    fig.update_layout(yaxis=dict(title_text="time the copy added (ms; single rounds)", tickformat=",.1f"))
     if "sm_clock_mhz" in inter and inter["sm_clock_mhz"].notna().any():
         clk = inter[inter["name"] == "kernel"].set_index("round")["sm_clock_mhz"]
         fig.add_scatter(x=clk.index, y=clk, mode="lines", name="SM clock, kernel-only call (MHz)", yaxis="y2",
                         line=dict(color=PALETTE[1]), hovertemplate="round %{x}: SM clock %{y:.0f} MHz<extra></extra>")
-        fig.update_layout(yaxis2=dict(title="SM clock (MHz)", overlaying="y", side="right", showgrid=False))
-    fig.update_layout(title=title, legend_title_text="series")
+        fig.update_layout(yaxis2=dict(title_text="SM clock, kernel-only call (MHz)", overlaying="y", side="right",
+                                      showgrid=False, tickformat="d"))
+    fig.update_layout(title=title, legend=dict(title_text="series", orientation="h", yanchor="top", y=-0.25, x=0),
+                      margin=dict(r=80, b=120))
     fig.update_xaxes(title_text="round (kernel-only, copy-only and kernel+copy in random order)")
-    fig.update_yaxes(title_text="time the copy added (ms; single rounds)")
     return fig
 
 
