@@ -47,9 +47,8 @@ import pandas as pd
 import torch
 
 from .book import findings as fx
-from .book.findings import Finding
+from .book.findings import Finding, size_label
 from .book.fingerprint import cgroup_limits
-from .book.plotting import size_label
 from .params import (ParameterError, boolean, creatable_dir, int_list, number, positive_int)
 from .timing import cuda_ms, interleaved_ms, nvml_reader
 

@@ -485,7 +485,7 @@ def _mean(v: Sequence[float]) -> float:
 
 
 def _size(n: int) -> str:
-    from .book.plotting import size_label
+    from .book.findings import size_label
 
     return size_label(int(n))
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import os
-import threading
 import time
 import warnings
 from contextlib import contextmanager

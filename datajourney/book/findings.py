@@ -80,6 +80,25 @@ def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
     return text + unit if unit in ("×", "%") else f"{text} {unit}"
 
 
+def size_label(n: int) -> str:
+    """4096 -> '4 KiB', 1048576 -> '1 MiB', 1572864 -> '1.5 MiB': the largest binary unit the size
+    reaches, whole or with one exact decimal; else the largest unit that divides it; else one
+    (rounded) decimal in the largest unit; below 1 KiB, bytes."""
+    n = int(n)
+    units = [(u, 1 << k) for u, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)) if n >= 1 << k]
+    if not units:
+        return f"{n} B"
+    unit, b = units[0]
+    if n % b == 0:
+        return f"{n // b} {unit}"
+    if (10 * n) % b == 0:
+        return f"{n / b:.1f} {unit}"
+    for u, bu in units[1:]:
+        if n % bu == 0:
+            return f"{n // bu} {u}"
+    return f"{n / b:.1f} {unit}"
+
+
 def pct(fraction: float) -> str:
     """A fraction as a percentage: 0.7634 -> '76%'."""
     return num(100 * fraction, "%")

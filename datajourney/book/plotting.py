@@ -13,6 +13,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io._base_renderers import MimetypeRenderer
 
+from .findings import size_label  # noqa: F401 - charts label byte sizes with it
+
 #: Okabe & Ito (2008), "Color Universal Design": safe for deuteranopia/protanopia/tritanopia.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 
@@ -136,25 +138,6 @@ def lines_with_band(
     fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
     fig.update_yaxes(title_text=yaxis + f" (bars: {band_label})", type="log" if log_y else "linear")
     return fig
-
-
-def size_label(n: int) -> str:
-    """4096 -> '4 KiB', 1048576 -> '1 MiB', 1572864 -> '1.5 MiB': the largest binary unit the size
-    reaches, whole or with one exact decimal; else the largest unit that divides it; else one
-    (rounded) decimal in the largest unit; below 1 KiB, bytes."""
-    n = int(n)
-    units = [(u, 1 << k) for u, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)) if n >= 1 << k]
-    if not units:
-        return f"{n} B"
-    unit, b = units[0]
-    if n % b == 0:
-        return f"{n // b} {unit}"
-    if (10 * n) % b == 0:
-        return f"{n / b:.1f} {unit}"
-    for u, bu in units[1:]:
-        if n % bu == 0:
-            return f"{n // bu} {u}"
-    return f"{n / b:.1f} {unit}"
 
 
 def lines(df: pd.DataFrame, *, x: str, y: str, color: str, title: str, xaxis: str, yaxis: str,

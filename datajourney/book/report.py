@@ -50,7 +50,7 @@ BYTE_PARAMETERS = {"file_size", "shard_size", "size_sweep", "chunk_sweep", "size
 
 def _param_text(name: str, value) -> str:
     """A parameter's value as a reader wants it: byte sizes also in KiB/MiB/GiB."""
-    from .plotting import size_label
+    from .findings import size_label
 
     def one(v):
         if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and (name in BYTE_PARAMETERS
