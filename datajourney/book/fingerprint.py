@@ -340,7 +340,8 @@ def summary(fp: dict) -> dict:
         "Scheduler / readahead": f"{s.get('scheduler')} / {s.get('read_ahead_kb')} KiB",
         "File system": f"{s.get('fs_type')} on {s.get('mount_point')}",
         "Kernel": fp["os"]["kernel"],
-        "cgroup memory limit (tightest up the tree)": gib(k.get("memory_limit_bytes")) if k.get("memory_limit_bytes") else "none",
+        "cgroup memory limit (tightest up the tree)": (gib(k.get("memory_limit_bytes"))
+                                                      if k.get("memory_limit_bytes") else "none"),
         "CPU quota": f"{k['cpu_quota_cores']:.1f} cores" if k.get("cpu_quota_cores") else "none",
         "Cache purge allowed": "drop_caches (root)" if k.get("can_drop_caches") else "fadvise only",
         "Python / torch / CUDA": f"{sw['python']} / {sw.get('torch')} / {sw.get('cuda')}",
