@@ -584,7 +584,7 @@ def _payload_sentence(res, row) -> str:
         return text
     # the two payloads' extra per batch, as ranges over the paired runs: overlapping ranges are level
     d = fnd.direction([row["extra_min"], row["extra_max"]], [length["extra_min"], length["extra_max"]], tol=0.10)
-    text += (f" With samples returned as their length (no bytes to share) the hand-over added "
+    text += (f" At batch {bs}, with lengths (no bytes to share), the hand-over added "
              f"{num(length['extra_ms_per_batch'], 'ms')} per batch ({fnd.span(length['extra_min'], length['extra_max'], 'ms')}), "
              f"against {num(row['extra_ms_per_batch'], 'ms')} with bytes: ")
     text += fnd.choose(
@@ -950,11 +950,13 @@ def startup_note(res, skip: str | None = None) -> str:
 
 
 def spread_notes(res) -> str:
-    """One sentence naming every configuration whose steady-state MB/s spread by more than 20%."""
+    """One sentence naming every configuration whose steady-state MB/s spread by more than
+    :data:`findings.HIGH_SPREAD` (coefficient of variation)."""
     from .storage import spread_summary
 
     return spread_summary(_epochs(res), ["cache", "workers", "kind"],
-                          lambda c, w, k: f"{LABELS[k]}, {c}, `num_workers={w}`", col="steady_MBps")
+                          lambda c, w, k: f"{LABELS[k]}, {cold_label(res) if c == 'cold' else c}, `num_workers={w}`",
+                          col="steady_MBps")
 
 
 def residency(res) -> str:

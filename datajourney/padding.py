@@ -1069,7 +1069,7 @@ def _cost_finding(res):
         f"Measured forward + backward of a {model_label(res)}, random weights, on {_device_name(res)}: all samples took "
         f"**{num(b['seconds'], 's')}** packed against **{num(a['seconds'], 's')}** padded to the context ({how}): "
         f"packing is {ratio_text} in measured {unit} time{tail}.",
-        value=mid, unit="×", interval=(lo, hi))
+        value=mid, unit="×", interval=None if fnd.span(lo, hi, "×") == num(lo, "×") else (lo, hi))
 
 
 def _isolation_finding(res):

@@ -278,7 +278,7 @@ def test_purge_and_residency_notes_are_computed():
           for r, v in enumerate(vals)]
     clean = storage.purge_note(_result({"purge_methods": pm}))
     assert "Both purges left none of the data pages" in clean and "at most 0%" not in clean
-    assert "stayed within 5% of 1× or fell on both sides" in clean
+    assert "The run-by-run ratio fell on both sides of 1×" in clean
     dirty_pm = [dict(r, resident_at_start=0.4) if r["purge_method"] == "fadvise" else r for r in pm]
     dirty = storage.purge_note(_result({"purge_methods": dirty_pm}))
     assert "Both purges" not in dirty and "`fadvise` left up to 40%" in dirty and "not fully cold" in dirty
