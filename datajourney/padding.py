@@ -409,6 +409,10 @@ def _max_diff(packed: torch.Tensor, alone: list[torch.Tensor], docs) -> float:
     return out
 
 
+#: The models of the isolation check (random weights): small, since only equality of outputs matters.
+ISOLATION_MODEL = dict(d_model=64, n_layers=2, n_heads=4)
+
+
 def isolation_check(seed: int = 0, lengths=(5, 9, 4), row_len: int = 24) -> pd.DataFrame:
     """Three random documents packed into one row, against each run alone: the largest absolute
     logit difference for each way of feeding the packed row, on the project's small model (with
@@ -418,8 +422,8 @@ def isolation_check(seed: int = 0, lengths=(5, 9, 4), row_len: int = 24) -> pd.D
     torch.manual_seed(seed)
     docs = [torch.randint(1, 1000, (n,)).tolist() for n in lengths]
     ids, pos, doc = packed_inputs([list(range(len(docs)))], docs, row_len, pad_id=0)
-    tiny = TinyCausalLM(vocab=1000, d_model=64, n_layers=2, n_heads=4, max_len=64).eval()
-    gpt2 = gpt2_model(context=64, d_model=64, n_layers=2, n_heads=4, vocab=1000, seed=seed).eval()
+    tiny = TinyCausalLM(vocab=1000, max_len=64, **ISOLATION_MODEL).eval()
+    gpt2 = gpt2_model(context=64, vocab=1000, seed=seed, **ISOLATION_MODEL).eval()
     flat = _collator()([{"input_ids": d} for d in docs], return_tensors="pt")
     impl = getattr(gpt2.config, "_attn_implementation", None) or "eager"
     rows = []
@@ -872,6 +876,27 @@ def _like(value: float, unit: str, metric: str | None = None) -> str:
     return f"{value:,.{digits}f}" + (unit if unit in ("%", "×") else f" {unit}")
 
 
+def model_label(res) -> str:
+    """The timed model as the chapter names it: 'GPT-2 architecture (4 layers, 512 wide)' (not GPT-2 itself)."""
+    m = res.metadata.get("model", {}) if hasattr(res, "metadata") else {}
+    n, d = m.get("n_layers"), m.get("d_model")
+    if n is None or d is None:
+        return "GPT-2 architecture"
+    return f"GPT-2 architecture ({n} layer{'s' if n != 1 else ''}, {d} wide)"
+
+
+def share_text(fraction: float) -> str:
+    """A share in percent with enough digits that a share below 100% never prints as 100%
+    (131,053 of 131,072 -> '99.99'), nor a share above 0 as 0; no % sign."""
+    v = 100 * float(fraction)
+    if v >= 100:
+        return f"{v:.0f}"
+    digits = 2 if v < 10 else 1   # three significant digits, as the other tables print
+    while digits < 6 and (round(v, digits) >= 100 or (v > 0 and round(v, digits) == 0)):
+        digits += 1
+    return f"{v:.{digits}f}"
+
+
 def _device_name(res) -> str:
     dev = res.metadata.get("timed_on")
     if dev == "cuda":
@@ -980,7 +1005,7 @@ def findings(res) -> list:
             + (f" ({moved} the first batch)" if moved else "")
             + f", packed {pct(b['efficiency'])}: **{times(r)}** {word} real tokens per position, "
             f"{int(b['steps']):,} step{'s' if b['steps'] != 1 else ''} of {int(a['rows_per_step'])} rows instead "
-            f"of {int(a['steps']):,}.",
+            f"of {int(a['steps']):,}." + _eos_note(a, b, eos),
             value=r, unit="×"))
     out.append(_cost_finding(res))
     iso = _isolation_finding(res)
@@ -989,7 +1014,23 @@ def findings(res) -> list:
     return out
 
 
+def _eos_note(a, b, eos) -> str:
+    """Why the efficiency ratio and the positions ratio differ (end-of-text tokens count as real tokens
+    in packed rows), said once, with both numbers; empty when they print alike."""
+    from .book.findings import times
+
+    pos = a["positions"] / b["positions"]
+    eff = b["efficiency"] / a["efficiency"]
+    if times(pos) == times(eff):
+        return ""
+    return (f" In positions computed the gain is {times(pos)}: the efficiency counts each packed sample's "
+            "end-of-text token as a real token, as the source's grid does, and padded rows carry none"
+            if uses_eos(SOURCE_PACKER, eos) and not uses_eos("pad_to_context", eos) else
+            f" In positions computed the gain is {times(pos)}") + " (the cost section compares time with positions)."
+
+
 def _cost_finding(res):
+    from .book import findings as fnd
     from .book.findings import Finding, compare, num
 
     if "cost" not in res.tables:
@@ -1007,23 +1048,28 @@ def _cost_finding(res):
                      more="faster", less="slower", same="level with padding", as_ratio=False)
     how = (f"every batch timed, {int(a['passes'])} pass{'es' if a['passes'] != 1 else ''}"
            if a["mode"] == "all_batches" else "each batch shape timed and weighted by how many batches have it")
-    m = res.metadata.get("model", {})
-    span = "min–max over passes" if a["mode"] == "all_batches" else "from the fastest and slowest step of each shape"
+    passes = int(a["passes"]) if a["mode"] == "all_batches" else 0
+
+    def rng(x, y):   # the ratio's range, or 'in all N passes' when both ends print alike
+        if fnd.span(x, y, "×") == num(x, "×"):
+            return (f", in all {passes} passes" if passes > 1 else
+                    ", in its one pass" if passes == 1 else ", from the fastest and the slowest step of each shape alike")
+        how_range = "min–max over passes" if passes else "from the fastest and slowest step of each shape"
+        return f" (range {fnd.span(x, y, '×')}, {how_range})"
+
     if phrase == "faster":
-        ratio_text = f"**{num(mid, '×')} faster** (range {num(lo, '×')}–{num(hi, '×')}, {span})"
+        ratio_text, tail = f"**{num(mid, '×')} faster**", rng(lo, hi)
     elif phrase == "slower":
-        ratio_text = f"**{num(1 / mid, '×')} slower** (range {num(1 / hi, '×')}–{num(1 / lo, '×')}, {span})"
+        ratio_text, tail = f"**{num(1 / mid, '×')} slower**", rng(1 / hi, 1 / lo)
     else:
-        ratio_text = (f"**{phrase}** (padded ÷ packed time {num(mid, '×')}, range {num(lo, '×')}–{num(hi, '×')}, "
-                      f"{span})")
+        ratio_text, tail = f"**{phrase}** (padded ÷ packed time {num(mid, '×')})", rng(lo, hi)
     unit = "GPU" if res.metadata.get("timed_on") == "cuda" else "CPU"
     return Finding(
         "measured_cost",
-        f"Measured forward + backward of GPT-2 ({m.get('d_model')} wide, {m.get('n_layers')} "
-        f"layer{'s' if m.get('n_layers') != 1 else ''}, random weights) on {_device_name(res)}: all samples took "
+        f"Measured forward + backward of a {model_label(res)}, random weights, on {_device_name(res)}: all samples took "
         f"**{num(b['seconds'], 's')}** packed against **{num(a['seconds'], 's')}** padded to the context ({how}): "
-        f"packing is {ratio_text} in measured {unit} time.",
-        value=mid, unit="×", interval=(lo, hi))
+        f"packing is {ratio_text} in measured {unit} time{tail}.",
+        value=mid, unit="×", interval=None if fnd.span(lo, hi, "×") == num(lo, "×") else (lo, hi))
 
 
 def _isolation_finding(res):
@@ -1044,7 +1090,8 @@ def _isolation_finding(res):
                 f"does not: documents see each other (largest logit difference {num(row['max_abs_diff'])})")
 
     text = (f"Packed rows from `DataCollatorWithFlattening` (position ids restarting per document, no attention "
-            f"mask): GPT-2 in transformers {v} called with `use_cache=False` {state(right)}; called with its "
+            f"mask): a small model of GPT-2's architecture in transformers {v} called with `use_cache=False` "
+            f"{state(right)}; called with its "
             f"default `use_cache=True` it {state(default)}.")
     if "collator" in res.tables and len(res.table("collator")):
         col = res.table("collator")
@@ -1083,6 +1130,20 @@ def template_note(res) -> str:
     return "\n\n".join(lines[:1]) + "\n\n" + "\n".join(f"* {x}" for x in lines[1:])
 
 
+def templates_table(res) -> pd.DataFrame:
+    """The first batch under every template and end-of-text handling, with short headers (the
+    caption explains them): lengths in tokens, efficiencies in percent, the packing gain, and how
+    many published first-batch figures each reproduces as printed."""
+    tt = res.table("templates")
+    return pd.DataFrame({
+        "template": tt["template"], "eos": tt["eos"], "min": tt["first_batch_min"], "max": tt["first_batch_max"],
+        "mean": tt["first_batch_mean"], "median": tt["first_batch_median"],
+        "padded (%)": [share_text(v) for v in tt["first_batch_pad_to_context"]],
+        "packed (%)": [share_text(v) for v in tt["first_batch_greedy_pack"]],
+        "gain (×)": tt["first_batch_ratio"],
+        "matched": [f"{a}/{b}" for a, b in zip(tt["published_matched"], tt["published_of"])]})
+
+
 def length_table(res) -> pd.DataFrame:
     """The source's length table beside this run's first batch and all samples."""
     st = res.table("length_stats").set_index("population")
@@ -1106,8 +1167,8 @@ def populations_table(res) -> pd.DataFrame:
     al = res.table("strategies").set_index("strategy")
     return pd.DataFrame([{
         "layout": LABELS[s], "first batch: rows × positions": f"{int(fb.loc[s, 'rows'])} × {int(fb.loc[s, 'row_len']):,}",
-        "first batch: samples": int(fb.loc[s, "samples"]), "first batch: efficiency (%)": 100 * fb.loc[s, "efficiency"],
-        "all samples: steps": int(al.loc[s, "steps"]), "all samples: efficiency (%)": 100 * al.loc[s, "efficiency"],
+        "first batch: samples": int(fb.loc[s, "samples"]), "first batch: efficiency (%)": share_text(fb.loc[s, "efficiency"]),
+        "all samples: steps": int(al.loc[s, "steps"]), "all samples: efficiency (%)": share_text(al.loc[s, "efficiency"]),
         "positions vs pad to context (×)": (al.loc["pad_to_context", "positions"] / al.loc[s, "positions"]
                                             if "pad_to_context" in al.index else float("nan")),
     } for s in al.index])
@@ -1141,6 +1202,7 @@ def cost_result(res, ref=None):
 
 def cost_note(res) -> str:
     """Per-shape facts of the timing: partial batches, spreads, and measured time against positions."""
+    from .book import findings as fnd
     from .book.findings import HIGH_SPREAD, num, pct, spread_note
 
     c = res.table("cost").set_index("strategy")
@@ -1166,7 +1228,7 @@ def cost_note(res) -> str:
             lines.append(f"{LABELS[s]}: step times of {len(wide)} of {len(g)} batch shape"
                          f"{'s' if len(g) != 1 else ''} spread by more than {pct(HIGH_SPREAD)} (coefficient of "
                          f"variation); the widest, {int(w['rows'])} × {int(w['row_len']):,}, ran "
-                         f"{num(w['min'], 'ms')}–{num(w['max'], 'ms')} over {int(w['timed'])} steps: read "
+                         f"{fnd.span(w['min'], w['max'], 'ms')} over {int(w['timed'])} steps: read "
                          "these as ranges.")
     if {"pad_to_context", SOURCE_PACKER} <= set(c.index):
         al = res.table("strategies").set_index("strategy")
@@ -1270,7 +1332,9 @@ def shapes_table(res) -> pd.DataFrame:
 
 def isolation_table(res) -> pd.DataFrame:
     iso = res.table("isolation")
-    return pd.DataFrame({"code": iso["code"], "model": iso["model"], "packed row fed as": iso["inputs"],
+    size = f"{ISOLATION_MODEL['n_layers']} layers, {ISOLATION_MODEL['d_model']} wide"
+    model = iso["model"].str.replace(r"^GPT-2 \((.*)\)$", rf"GPT-2 architecture ({size}; \1)", regex=True)
+    return pd.DataFrame({"code": iso["code"], "model": model, "packed row fed as": iso["inputs"],
                          "largest |logit difference| vs alone": [f"{v:.1e}" for v in iso["max_abs_diff"]],
                          "documents kept apart": iso["isolated"].map({True: "yes", False: "no"})})
 

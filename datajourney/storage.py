@@ -51,6 +51,8 @@ NEAR_ONE = 1.10
 #: A drop in bandwidth from one read size to the next larger one smaller than this (relative)
 #: is not worth a comment.
 DIP_TOL = 0.10
+#: Paired run-by-run ratios (fadvise ÷ drop_caches) whose mean lies within this of 1 are level.
+PAIRED_TOL = 0.05
 #: Residency targets a cold (at most) and a warm (at least) run must meet.
 COLD_TARGET, WARM_TARGET = 0.05, 0.95
 
@@ -465,8 +467,8 @@ def run(
 
 # --------------------------------------------------------------------------- reading a result
 def _values(df: pd.DataFrame, col: str = "MBps", **where) -> list[float]:
-    """The values of ``col`` in the rows matching every ``column=value`` of ``where``."""
-    if df is None or df.empty:
+    """The values of ``col`` in the rows matching every ``column=value`` of ``where`` (chapters 2 and 3)."""
+    if df is None or df.empty or col not in df:
         return []
     m = pd.Series(True, index=df.index)
     for k, v in where.items():
@@ -518,6 +520,18 @@ def cold_label(res) -> str:
     return "guest-cold" if guest_cold(res) else "cold"
 
 
+#: The latency table's columns and their headers.
+LATENCY_COLUMNS = {"series": "pass", "run": "run", "reads": "reads", "p10_us": "p10 (µs)", "p50_us": "median (µs)",
+                   "p90_us": "p90 (µs)", "p99_us": "p99 (µs)", "max_us": "max (µs)", "error": "error"}
+
+
+def latency_table(res) -> pd.DataFrame:
+    """The latency check per pass and run, readable headers; columns empty in every row are left out."""
+    lat = _table(res, "latency")
+    cols = [c for c in LATENCY_COLUMNS if c in lat and lat[c].notna().any()]
+    return lat[cols].rename(columns=LATENCY_COLUMNS)
+
+
 def latency_stats(res) -> dict | None:
     """Medians and spread of the latency check, or None when it did not run (or failed)."""
     lat = _table(res, "latency")
@@ -537,20 +551,16 @@ def latency_stats(res) -> dict | None:
     )
 
 
-def _ratio_phrase(a: list[float], b: list[float], a_name: str, b_name: str, *, more: str = "faster than",
-                  less: str = "slower than") -> tuple[str, float, tuple[float, float], int]:
-    """'A was 5.1× faster than B' (or slower, or level) with the ratio a/b and its interval."""
-    mid, lo, hi = fnd.ratio_interval(a, b)
-    d = fnd.direction(a, b)
-    if d == 0:
-        text = f"{a_name} and {b_name} were level (ratio {times(mid)}, within the runs' spread)"
-    else:
-        text = f"{a_name} was **{fnd.compare(a, b, more=more, less=less)}** {b_name}"
-    return text, mid, (lo, hi), d
+def _compared(a: list[float], b: list[float], a_name: str, b_name: str) -> str:
+    """'A was **5.1× faster than** B', or 'A and B were level (...)': :func:`findings.compare` in a clause."""
+    if fnd.direction(a, b) == 0:
+        return f"{a_name} and {b_name} were {fnd.compare(a, b, same='level')}, within the runs' spread"
+    return f"{a_name} was **{fnd.compare(a, b)}** {b_name}"
 
 
-def _interval_text(lo: float, hi: float) -> str:
-    return f"{times(lo)}–{times(hi)} over the runs' extremes"
+def _extremes(lo: float, hi: float) -> str:
+    """A ratio's range over the runs' extremes, e.g. '4.9–5.3× over the runs' extremes'."""
+    return f"{fnd.span(lo, hi, '×')} over the runs' extremes"
 
 
 # --------------------------------------------------------------------------- findings
@@ -574,10 +584,11 @@ def _cold_gap(res) -> Finding:
     if not rnd or not seq:
         return Finding("cold_gap", f"No {label} runs in this result (`cache_states` left out `cold`).")
     n, size = int(h["n_files"].iloc[0]), int(h["file_size"].iloc[0])
-    phrase, mid, (lo, hi), _ = _ratio_phrase(seq, rnd, "the shard read sequentially", "the shuffled files")
+    mid, lo, hi = fnd.ratio_interval(seq, rnd)
+    phrase = _compared(seq, rnd, "the shard read sequentially", "the shuffled files")
     text = (f"**{label.capitalize()}**, {n:,} files of {_size(size)} read in shuffled order ran at "
             f"**{num(_mean(rnd), 'MB/s')}** and the same bytes read as one shard in {_size(size)} chunks at "
-            f"**{num(_mean(seq), 'MB/s')}**: {phrase} ({_interval_text(lo, hi)}).")
+            f"**{num(_mean(seq), 'MB/s')}**: {phrase} ({_extremes(lo, hi)}).")
     return Finding("cold_gap", text, mid, "×", published="sequential ÷ random, cold", interval=(lo, hi),
                    values=dict(random=_mean(rnd), sequential=_mean(seq)))
 
@@ -587,18 +598,21 @@ def _warm_gap(res) -> Finding:
     rnd, seq = _values(h, pattern="random", cache="warm"), _values(h, pattern="sequential", cache="warm")
     if not rnd or not seq:
         return Finding("warm_gap", "No warm runs in this result (`cache_states` left out `warm`).")
-    phrase, mid, (lo, hi), d = _ratio_phrase(seq, rnd, "sequential", "random")
+    mid, lo, hi = fnd.ratio_interval(seq, rnd)
+    d = fnd.direction(seq, rnd)
+    phrase = _compared(seq, rnd, "sequential", "random")
     collapsed = d == 0 or 1 / NEAR_ONE <= mid <= NEAR_ONE
     text = (f"**Warm** (every page in RAM), the shard ran at **{num(_mean(seq), 'MB/s')}** and the small files "
-            f"at **{num(_mean(rnd), 'MB/s')}**: {phrase} ({_interval_text(lo, hi)}). The source reports that "
+            f"at **{num(_mean(rnd), 'MB/s')}**: {phrase} ({_extremes(lo, hi)}). The source reports that "
             f"warm the gap \u201ccollapses to near 1x\u201d; ")
     if collapsed:
         text += f"here it does (within {times(NEAR_ONE)} either way counts as near 1×)."
     elif d < 0:
         text += "here it reverses: the small files read faster than the shard."
     else:
-        text += (f"here it does not: with the device out of the picture, what remains is the per-file cost of "
-                 f"`open` and `close`, and it keeps the shard {times(mid)} ahead.")
+        text += (f"here it does not: the shard stays {times(mid)} ahead. With the device out of the picture, what "
+                 "still differs between the layouts is the per-file `open` and `close` (and the lookup of each "
+                 "path), which the shard does not pay; this run does not time those calls on their own.")
     return Finding("warm_gap", text, mid, "×", interval=(lo, hi), values=dict(collapsed=collapsed))
 
 
@@ -663,7 +677,7 @@ def _size_finding(res) -> Finding | None:
     d_large = fnd.direction(*per[large])
     text = (f"{label.capitalize()}, by file size: the shard read sequentially was {times(r_small[0])} as fast as the "
             f"shuffled files at {_size(small)} per file and {times(r_large[0])} "
-            f"({_interval_text(r_large[1], r_large[2])}) at {_size(large)}. ")
+            f"({_extremes(r_large[1], r_large[2])}) at {_size(large)}. ")
     trend = fnd.direction(r_small[0], r_large[0], tol=0.10)
     text += fnd.choose(trend, "The gap narrows as files grow", "The gap widens as files grow",
                        "The gap stays about the same across file sizes")
@@ -689,7 +703,7 @@ def _odirect_finding(res) -> Finding | None:
     text = (f"{label.capitalize()} sequential reads of one shard in {_size(smallest)} requests: through the page cache "
             f"**{num(_mean(buf), 'MB/s')}**, with `O_DIRECT` (no readahead, one request at a time) "
             f"**{num(_mean(od), 'MB/s')}**")
-    text += fnd.choose(d, f": readahead is worth {times(mid)} ({_interval_text(lo, hi)}) at that size. ",
+    text += fnd.choose(d, f": readahead is worth {times(mid)} ({_extremes(lo, hi)}) at that size. ",
                        ": `O_DIRECT` was faster even at that size. ", ": level at that size. ")
     caught = next((c for c in chunks if _values(cs, mode="O_DIRECT", chunk=c)
                    and fnd.direction(_values(cs, mode="O_DIRECT", chunk=c), _values(cs, mode="buffered", chunk=c)) >= 0),
@@ -747,7 +761,8 @@ def headline_summary(res) -> pd.DataFrame:
 
 
 def spread_notes(df: pd.DataFrame, by: list[str], label) -> list[str]:
-    """A :func:`findings.spread_note` for each group of ``by`` whose runs spread by more than 20%."""
+    """A :func:`findings.spread_note` for each group of ``by`` whose runs spread by more than
+    :data:`findings.HIGH_SPREAD` (coefficient of variation)."""
     out = []
     if df.empty:
         return out
@@ -764,7 +779,7 @@ def spread_notes(df: pd.DataFrame, by: list[str], label) -> list[str]:
 
 def spread_summary(df: pd.DataFrame, by: list[str], label, col: str = "MBps") -> str:
     """One sentence naming every group of ``by`` whose runs of ``col`` (MB/s) spread by more than
-    20% (coefficient of variation), with their range."""
+    :data:`findings.HIGH_SPREAD` (coefficient of variation), with their range."""
     if df.empty:
         return ""
     wide = []
@@ -773,7 +788,7 @@ def spread_summary(df: pd.DataFrame, by: list[str], label, col: str = "MBps") ->
         v = g[col].dropna().tolist()
         c = fnd.cv(v)
         if c > fnd.HIGH_SPREAD and round(100 * c) > round(100 * fnd.HIGH_SPREAD):   # as printed, above the rule
-            wide.append(f"{label(*key)} ({num(min(v), 'MB/s', with_unit=False)}–{num(max(v), 'MB/s')}, "
+            wide.append(f"{label(*key)} ({fnd.span(min(v), max(v), 'MB/s')}, "
                         f"coefficient of variation {pct(c)})")
     if not wide:
         return f"No configuration varied by more than {pct(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
@@ -782,21 +797,45 @@ def spread_summary(df: pd.DataFrame, by: list[str], label, col: str = "MBps") ->
 
 
 def headline_notes(res) -> str:
-    """Spread comments on the headline (coefficient of variation above 20%)."""
+    """Spread comments on the headline (coefficient of variation above :data:`findings.HIGH_SPREAD`)."""
     h = res.table("headline")
     notes = spread_notes(h, ["cache", "pattern"], lambda c, p: f"The {c} {p} read")
     return "\n".join(f"* {n}" for n in notes) if notes else "Every headline configuration varied by less than " \
         f"{pct(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
 
 
-def residency_note(df: pd.DataFrame, what: str = "runs") -> str:
-    """Whether cold runs started cold and warm runs warm, computed from ``resident_at_start``."""
+#: Readable headers of the residency table's grouping columns.
+RESIDENCY_HEADERS = {"cache": "cache", "pattern": "access pattern", "kind": "layout", "purge_method": "purge"}
+
+
+def residency_table(df: pd.DataFrame, by: Sequence[str], *, cold: str = "cold", names: dict | None = None,
+                    count: str = "runs") -> pd.DataFrame:
+    """Per group of ``by``: how many timed reads, and the most and least of the data resident in the
+    page cache when they started (percent). Cache states read ``cold`` (e.g. 'guest-cold') and
+    'warm'; ``names`` maps raw values of the other columns (e.g. ``kind``) to readable ones.
+    Used by chapters 2 and 3."""
+    g = df.groupby(list(by), as_index=False, sort=False).agg(
+        n=("resident_at_start", "size"), most=("resident_at_start", "max"), least=("resident_at_start", "min"))
+    if "cache" in g:
+        g["cache"] = g["cache"].map(lambda c: cold if c == "cold" else c)
+    for c in by:
+        if c != "cache" and names:
+            g[c] = g[c].map(lambda v: names.get(v, v))
+    g["most"], g["least"] = 100 * g["most"], 100 * g["least"]
+    return g.rename(columns={**{c: RESIDENCY_HEADERS.get(c, c) for c in by}, "n": count,
+                             "most": "resident at start, most (%)", "least": "resident at start, least (%)"})
+
+
+def residency_note(df: pd.DataFrame, what: str = "runs", cold: str = "cold") -> str:
+    """Whether cold runs started cold and warm runs warm, computed from ``resident_at_start``;
+    ``cold`` names the cold state (e.g. 'guest-cold')."""
     verdict = []
-    cold = df[df["cache"] == "cold"] if "cache" in df else df
+    cold_rows = df[df["cache"] == "cold"] if "cache" in df else df
     warm = df[df["cache"] == "warm"] if "cache" in df else df.iloc[0:0]
-    if len(cold):
-        worst = cold["resident_at_start"].max()
-        verdict.append(f"cold {what} started with at most **{pct(worst)}** of the data resident "
+    if len(cold_rows):
+        worst = cold_rows["resident_at_start"].max()
+        share = "**none** of the data" if worst <= 0 else f"at most **{pct(worst)}** of the data"
+        verdict.append(f"{cold} {what} started with {share} resident "
                        f"(target at most {pct(COLD_TARGET)}: {'met' if worst <= COLD_TARGET else '**not met**'})")
     if len(warm):
         least = warm["resident_at_start"].min()
@@ -828,15 +867,15 @@ def chunk_sweep_notes(res) -> str:
             d = fnd.direction(va, vb)
             if d == 0:
                 lines.append(f"* {mode}: {_size(b)} requests averaged {num(_mean(vb), 'MB/s')}, below "
-                             f"{_size(a)} ({num(_mean(va), 'MB/s')}), but the runs overlap ({num(min(vb), 'MB/s')}–"
-                             f"{num(max(vb), 'MB/s')} vs {num(min(va), 'MB/s')}–{num(max(va), 'MB/s')}, "
+                             f"{_size(a)} ({num(_mean(va), 'MB/s')}), but the runs overlap ({fnd.span(min(vb), max(vb), 'MB/s')}"
+                             f" vs {fnd.span(min(va), max(va), 'MB/s')}, "
                              f"{len(vb)} runs each): the dip is inside the run-to-run spread, not a property of the "
                              f"read size.")
             else:
                 lines.append(f"* {mode}: {_size(b)} requests were slower than {_size(a)} in every run "
                              f"({num(_mean(vb), 'MB/s')} vs {num(_mean(va), 'MB/s')}; ranges "
-                             f"{num(min(vb), 'MB/s')}–{num(max(vb), 'MB/s')} and {num(min(va), 'MB/s')}–"
-                             f"{num(max(va), 'MB/s')}): a real dip on this machine.")
+                             f"{fnd.span(min(vb), max(vb), 'MB/s')} and {fnd.span(min(va), max(va), 'MB/s')}): "
+                             "a real dip on this machine.")
     if not lines:
         lines.append("* Bandwidth never fell by more than "
                      f"{pct(DIP_TOL)} from one read size to the next larger one.")
@@ -908,37 +947,67 @@ def dd_note(res) -> str:
             f"the target is at least {pct(0.9)}: **{'met' if r >= 0.9 else 'not met'}**.")
 
 
+def _at_most(fraction: float, what: str = "of the data pages") -> str:
+    """'none of the data pages' when nothing was resident, else 'at most 0.4% of the data pages'."""
+    return f"none {what}" if fraction <= 0 else f"at most {pct(fraction)} {what}"
+
+
+def paired_ratios(df: pd.DataFrame, a: dict, b: dict, col: str = "MBps") -> list[float]:
+    """``col`` of the rows matching ``a`` ÷ that of the rows matching ``b``, run by run (runs in both)."""
+    def by_run(where):
+        m = pd.Series(True, index=df.index)
+        for k, v in where.items():
+            m &= df[k] == v
+        return df[m].groupby("run")[col].mean()
+
+    x, y = by_run(a), by_run(b)
+    both = x.index.intersection(y.index)
+    return [float(x[r] / y[r]) for r in both if y[r]]
+
+
 def purge_note(pm_res) -> str:
-    """drop_caches vs fadvise, with the residency each purge left, computed from the table."""
+    """drop_caches vs fadvise: the residency each purge left, and fadvise ÷ drop_caches run by run
+    (the two purges of a run read the same files back to back, so machine-wide swings cancel)."""
     pm = pm_res.table("purge_methods")
     fa, dc = _values(pm, purge_method="fadvise"), _values(pm, purge_method="drop_caches")
     if not fa or not dc:
         return ""
     res_max = pm.groupby("purge_method")["resident_at_start"].max()
     text = (f"After `fadvise` the 'cold' small files read at **{num(_mean(fa), 'MB/s')}** "
-            f"({num(min(fa), 'MB/s', with_unit=False)}–{num(max(fa), 'MB/s')}), after `drop_caches` at "
-            f"**{num(_mean(dc), 'MB/s')}** ({num(min(dc), 'MB/s', with_unit=False)}–{num(max(dc), 'MB/s')}). ")
+            f"({fnd.span(min(fa), max(fa), 'MB/s')}), after `drop_caches` at "
+            f"**{num(_mean(dc), 'MB/s')}** ({fnd.span(min(dc), max(dc), 'MB/s')}). ")
     clean = [m for m, v in res_max.items() if v <= COLD_TARGET]
     dirty = [m for m, v in res_max.items() if v > COLD_TARGET]
     if not dirty:
-        text += (f"Both purges left at most {pct(res_max.max())} of the data pages resident when the timed read "
-                 "started. ")
+        text += f"Both purges left {_at_most(res_max.max())} resident when the timed read started. "
     else:
         text += ("`" + "`, `".join(dirty) + f"` left up to {pct(res_max[dirty].max())} of the data pages resident "
                  f"(target at most {pct(COLD_TARGET)}), so its runs were not fully cold. ")
         if clean:
-            text += "`" + "`, `".join(clean) + f"` left at most {pct(res_max[clean].max())}. "
+            text += "`" + "`, `".join(clean) + f"` left {_at_most(res_max[clean].max())}. "
+    pairs = paired_ratios(pm, dict(purge_method="fadvise"), dict(purge_method="drop_caches"))
+    if pairs:
+        m = _mean(pairs)
+        if min(pairs) > 1 and m > 1 + PAIRED_TOL:
+            d = 1
+        elif max(pairs) < 1 and m < 1 - PAIRED_TOL:
+            d = -1
+        else:
+            d = 0
+        every = f"in all {len(pairs)} runs" if len(pairs) > 1 else "in the one run"
+        text += (f"Run by run (each run reads the same files after both purges), `fadvise` ÷ `drop_caches` was "
+                 f"**{times(m)}** ({fnd.span(min(pairs), max(pairs), '×')} over {len(pairs)} runs). ")
+        text += fnd.choose(
+            d, f"`fadvise` was faster {every}: the difference is the directory entries and inodes that only "
+               "`drop_caches` evicts, so a rootless cold run of many small files overstates what a truly cold start "
+               "delivers.",
+            f"`fadvise` was slower {every}, the opposite of what the cached metadata would predict: read it as "
+            "run-to-run variation.",
+            "The run-by-run ratio " + (f"fell on both sides of 1×" if min(pairs) < 1 < max(pairs) else
+                                       f"stayed within {pct(PAIRED_TOL)} of 1×") + ": on this "
+            "machine re-reading directory entries and inodes costs little next to the data reads. A rootless cold "
+            "run is still an upper bound; on another file system or device the gap can be large.")
     wide = spread_summary(pm, ["purge_method"], lambda m: f"`{m}`")
     if not wide.startswith("No configuration"):
-        text += wide + " "
-    d = fnd.direction(fa, dc)
-    text += fnd.choose(
-        d, f"`fadvise` was {fnd.compare(fa, dc)} `drop_caches`: the difference is the directory entries and inodes "
-           "that only `drop_caches` evicts, so a rootless cold run of many small files overstates what a truly "
-           "cold start delivers.",
-        f"`fadvise` was {fnd.compare(fa, dc)} `drop_caches`, the opposite of what the cached metadata would predict: "
-        "read it as run-to-run variation.",
-        "The difference is within the runs' spread: on this machine re-reading directory entries and inodes "
-        "costs little next to the data reads. A rootless cold run is still an upper bound; on another file "
-        "system or device the gap can be large.")
+        text += " " + wide
     return text

@@ -248,18 +248,20 @@ def test_published_comparison_uses_the_in_order_shard_and_follows_the_data():
 def test_shuffled_gap_closes_or_stays_open_as_measured():
     closes = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))
     f = _f(closes, "shuffled_gap_max_workers")
-    assert "the gap closes" in f.text and "stays open" not in f.text
+    assert "were level within the runs' spread" in f.text and "stays open" not in f.text
+    assert "the largest worker count measured" in f.text and "closes:" not in f.text
     open_ = _res(_grid((17, 60, 330), (80, 300, 385), (100, 336, 400)))
     assert "stays open" in _f(open_, "shuffled_gap_max_workers").text
     rev = _res(_grid((17, 60, 330), (80, 300, 385), (500, 336, 400)))
     assert "reverses" in _f(rev, "shuffled_gap_max_workers").text
 
 
-def _transfer(extra_by_bs, w0_ms=0.3, main_ms=0.5, worker_extra=1.0):
+def _transfer(extra_by_bs, w0_ms=0.3, main_ms=0.5, worker_extra=1.0, length_scale=1.0):
     rows = []
     for bs, extras in extra_by_bs.items():
         for payload in ("bytes", "length"):
             for run, x in enumerate(extras):
+                x = x * (length_scale if payload == "length" else 1.0)
                 w0 = w0_ms * bs / 64
                 rows += [dict(payload=payload, batch_size=bs, workers=0, run=run, ms_per_batch=w0,
                               main_cpu_ms_per_batch=w0, workers_cpu_ms_per_batch=None),
@@ -274,7 +276,12 @@ def test_one_worker_finding_measures_the_hand_over():
     f = _f(per_batch, "one_worker")
     assert "added **0.56 ms**" in f.text and "larger batches amortise" in f.text and "per batch plus" in f.text
     assert f.value == pytest.approx(0.5633, rel=1e-3)
-    assert "work in the worker" in f.text
+    assert "more work per batch than the reads alone" in f.text
+    # the extra barely changes without bytes: a cost per batch, not copying bytes into shared memory
+    assert "paid per batch whatever the batch holds, not for copying bytes" in f.text
+    assert "building the batch in shared memory" not in f.text
+    by_bytes = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58]}, length_scale=0.2))
+    assert "moving the bytes accounts for the difference" in _f(by_bytes, "one_worker").text
     waiting = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58]}, worker_extra=0.0))
     assert "spent waiting on the hand-over" in _f(waiting, "one_worker").text
     cheaper = _res(grid, transfer=_transfer({16: [-0.2, -0.25, -0.3], 64: [-0.2, -0.21, -0.22]}))
@@ -342,3 +349,68 @@ def test_hand_over_check_caps_its_epochs(ds, monkeypatch):
     monkeypatch.setattr(loader, "TRANSFER_MAX_SAMPLES", 16)
     tr = loader.measure_transfer(ds, batch_sizes=[4], runs=1, seed=0, payloads=["bytes"])
     assert (tr["samples"] == 16).all() and (tr["batches"] == 4).all()
+
+
+def test_receive_cost_is_a_ceiling_only_when_every_rate_is_below_it():
+    grid = _grid((17, 60, 330), (80, 300, 385), (348, 336, 400))
+    high = _f(_res(grid, transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.1)), "main_process").text
+    assert "a ceiling, above every rate the sweep measured with workers" in high and "10,000 batches/s" in high
+    low = _f(_res(grid, transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.5)), "main_process").text
+    assert "It is not a ceiling here" in low and "a ceiling of" not in low
+
+
+def _plateau_grid(rates, busy=0.6, **tables):
+    """rates: {workers: warm batches/s for every layout}; cold copies at half; main thread busy ``busy``."""
+    t = {}
+    for w, r in rates.items():
+        for kind in loader.KINDS:
+            t[("warm", w, kind)] = [0.262 * r] * 3
+            t[("cold", w, kind)] = [0.131 * r] * 3
+    rows = [dict(r, main_busy=busy) for r in _epochs(t)]
+    return Result(loader.CHAPTER, "test", {"batch_size": 64}, {"cpu": {}},
+                  {"epochs": pd.DataFrame(rows), **{k: pd.DataFrame(v) for k, v in tables.items()}})
+
+
+def test_plateau_note_compares_with_the_receive_rate_and_claims_no_cause():
+    flat = _plateau_grid({0: 3000, 1: 900, 4: 1650, 8: 1700, 16: 1600},
+                         transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.52))
+    note = loader.plateau_note(flat)
+    assert "more workers stopped raising the rate" in note and "1,600–1,700 batches/s" in note
+    assert "1,923 batches/s" in note and "below it" in note and "this run does not show what does" in note
+    assert "set the pace" not in note and "set the pace" not in _f(flat, "main_process").text
+    matched = _plateau_grid({0: 3000, 1: 900, 4: 1850, 8: 1900, 16: 1880},
+                            transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.52))
+    assert "the plateau matches the main process's cost of receiving batches" in loader.plateau_note(matched)
+    rising = _plateau_grid({0: 3000, 1: 900, 4: 1200, 8: 1500, 16: 1900})
+    assert "still rose up to the largest worker count" in loader.plateau_note(rising)
+    busy = _plateau_grid({0: 3000, 1: 900, 4: 1650, 8: 1700, 16: 1600}, busy=0.95)
+    assert "receiving batches sets the pace" in loader.plateau_note(busy)
+
+
+def test_in_order_shard_slower_with_workers_is_stated_as_unexplained():
+    slower = _res(_grid((74, 142, 734), (165, 224, 523), (237, 257, 367)))
+    note = loader.in_order_note(slower)
+    assert "**734 MB/s** with no workers" in note and "523 (`num_workers=4`)" in note
+    assert "slower with every worker count measured" in note and "does not explain it" in note
+    assert "hypothesis it does not test" in note
+    assert loader.in_order_note(_res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))) == ""
+
+
+def test_first_batch_note_labels_each_cache_state_once():
+    res = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))
+    note = loader.first_batch_note(res)
+    assert note.count("of the whole epoch") == 1 and "took: warm," in note and "cold," not in note.split("took:")[-1]
+
+
+def test_chapter_3_tables_are_readable():
+    res = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)),
+               transfer=_transfer({16: [0.5, 0.5, 0.5], 64: [0.5, 0.6, 0.7]}))
+    tp = loader.throughput_table(res)
+    assert "shard, in order ÷ small files (×)" in tp
+    assert not set(tp.columns) & set(loader.KINDS) and not any("_in_order" in c for c in tp.columns)
+    ho = loader.hand_over_table(res)
+    assert len(ho.columns) <= 9 and not any("_" in c for c in ho.columns)
+    assert set(ho["payload"]) == {"bytes", "length only"} and "0.50–0.70" in set(ho["extra, min–max (ms)"])
+    mp = loader.main_process_display(res)
+    assert "layout" in mp and "small_files" not in set(mp["layout"]) and mp["on a CPU (%)"].max() > 1
+    assert "waiting for one (%)" not in mp   # not measured in these rows: no empty column

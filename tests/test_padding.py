@@ -497,3 +497,42 @@ def test_cost_note_compares_partial_batches_only_with_their_own_row_length():
     res.add("cost_shapes", shapes)
     note = padding.cost_note(res)
     assert "1 of 3 batches is partial (1 row)" in note and "per step against" not in note
+
+
+def test_cost_range_without_equal_ends_and_model_named_by_size():
+    import re
+
+    f = _texts(_result(spread=0.0))["measured_cost"].text
+    assert "in all 3 passes" in f and "range" not in f
+    for a, b in re.findall(r"([0-9][0-9.,]*)×?–([0-9][0-9.,]*)", f):
+        assert a != b, f
+    assert "GPT-2 architecture (4 layers, 512 wide)" in f and "of GPT-2 (" not in f
+    wide = _texts(_result(spread=0.05))["measured_cost"].text
+    assert "(range 36.2–44.2×, min–max over passes)" in wide
+
+
+def test_one_gain_ratio_or_the_difference_said_once():
+    f = _texts(_result())["all_samples"].text
+    # efficiency ratio (end-of-text counted as real) and positions ratio differ: both named, the reason once
+    assert "**57.3×**" in f and "In positions computed the gain is 54.5×" in f and f.count("end-of-text") == 1
+
+
+def test_shares_below_100_percent_never_print_as_100():
+    assert padding.share_text(131_053 / 131_072) == "99.99" and padding.share_text(1.0) == "100"
+    assert padding.share_text(0.0233) == "2.33" and padding.share_text(1e-6) == "0.0001"
+    from datajourney.book import plotting
+
+    fig = plotting.efficiency_bars(pd.DataFrame({"layout": ["a", "b"], "population": "p",
+                                                 "efficiency": [99.986, 100.0]}), title="t")
+    assert list(fig.data[0].text) == ["99.99%", "100%"]
+
+
+def test_templates_table_has_short_headers():
+    tt = pd.DataFrame([dict(template="spaces", eos="packed_only", first_batch_min=13, first_batch_max=307,
+                            first_batch_mean=95.3, first_batch_median=83, first_batch_pad_to_context=0.0233,
+                            first_batch_greedy_pack=0.9855, first_batch_ratio=42.4, published_matched=7,
+                            published_of=7)])
+    res = _result()
+    res.add("templates", tt)
+    t = padding.templates_table(res)
+    assert max(len(c) for c in t.columns) <= 12 and t["matched"].iloc[0] == "7/7"

@@ -886,6 +886,14 @@ def size_ticks(fig: go.Figure, values, label=None) -> go.Figure:
     return fig
 
 
+def _share_label(v: float, digits: int | None = None) -> str:
+    """A percentage (0–100) with as few digits as read well, but never '100%' below 100 nor '0%' above 0."""
+    d = digits if digits is not None else (1 if v < 10 else 0)
+    while d < 6 and ((v < 100 and round(v, d) >= 100) or (v > 0 and round(v, d) == 0)):
+        d += 1
+    return f"{v:.{d}f}%"
+
+
 def efficiency_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
     """Efficiency of each layout in each population (``layout``, ``population``, ``efficiency`` in %).
 
@@ -893,8 +901,9 @@ def efficiency_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
     fig = go.Figure()
     for i, (pop, g) in enumerate(df.groupby("population", sort=False)):
         fig.add_bar(x=g["layout"], y=g["efficiency"], name=str(pop), marker_color=PALETTE[i % len(PALETTE)],
-                    text=[f"{v:.1f}%" if v < 10 else f"{v:.0f}%" for v in g["efficiency"]], textposition="outside",
-                    hovertemplate=f"<b>{pop}</b><br>%{{x}}: %{{y:.2f}}% of positions are real tokens"
+                    text=[_share_label(v) for v in g["efficiency"]], textposition="outside",
+                    customdata=[_share_label(v, digits=2) for v in g["efficiency"]],
+                    hovertemplate=f"<b>{pop}</b><br>%{{x}}: %{{customdata}} of positions are real tokens"
                                   "<br>(exact count, no spread)<extra></extra>")
     fig.update_layout(title=title, barmode="group", legend_title_text="population")
     fig.update_xaxes(title_text="layout", type="category")
