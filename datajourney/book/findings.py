@@ -45,7 +45,9 @@ class Finding:
         text = num(self.value, self.unit)
         if self.interval is not None:
             lo, hi = self.interval
-            text += f" ({num(lo, self.unit, with_unit=False)}–{num(hi, self.unit, with_unit=False)})"
+            rng = span(lo, hi)
+            if rng != num(self.value, with_unit=False):  # no "(20.9)" beside 20.9
+                text += f" ({rng})"
         return text
 
 
