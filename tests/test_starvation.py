@@ -562,3 +562,32 @@ def test_first_batch_note_states_the_trend_over_all_workers():
     sw.loc[tok, "first_batch_ms"] = sw.loc[tok, "workers"].map({0: 130, 1: 670, 2: 600, 4: 500, 8: 400, 16: 370})
     t = starvation.first_batch_note(res)
     assert "**tokenize** fell from 670 ms" in t and "except" not in t.split("**tokenize**")[1].split(";")[0]
+
+
+def test_measured_vs_model_is_one_panel_per_kind_with_few_legend_entries():
+    from datajourney.book import plotting
+
+    res = _result(sweep_waits={"sleep": {0: 160, 1: 110, 2: 30, 4: 1, 16: 1},
+                               "tokenize": {0: 150, 1: 90, 2: 40, 4: 2, 16: 3},
+                               "decode": {0: 140, 1: 80, 2: 25, 4: 1, 16: 1}})
+    sw = res.tables["summary"]
+    fig = plotting.measured_vs_model(sw[sw["experiment"] == "worker sweep"], title="t")
+    assert len({t.xaxis for t in fig.data}) == 3                        # small multiples
+    assert fig.layout.xaxis.type == "category" and list(fig.layout.xaxis.categoryarray) == ["0", "1", "2", "4", "16"]
+    assert len([t for t in fig.data if t.showlegend is not False]) <= 3
+    assert "bars" not in fig.layout.yaxis.title.text and "error bars: ± std of the steps" in fig.layout.title.text
+
+
+def test_ch4_axis_titles_keep_the_unit_only():
+    from datajourney.book import plotting
+
+    res = _result()
+    sm = res.tables["summary"]
+    figs = [plotting.stacked_step_bars(sm[sm["experiment"] == "published case"], x="workers", xaxis="W", title="t"),
+            plotting.idle_gap_chart(res.tables["idle_gaps"], g_ms=50.0, title="t"),
+            plotting.prefetch_chart(res.tables["prefetch"], title="t"),
+            plotting.boundary_timeline(res.tables["epoch_boundary"], steps_per_epoch=10, title="t")]
+    for fig in figs:
+        y = fig.layout.yaxis.title.text
+        assert "bars" not in y and "(ms" in y and len(y) <= 32, y
+        assert "error bars:" in fig.layout.title.text
