@@ -846,9 +846,9 @@ def drift_details(res, *, near: float = 0.03) -> str | None:
     if len(means) > 2:
         steps = [fx.direction(b, a, tol=0.01) for a, b in zip(means, means[1:])]
         if all(s <= 0 for s in steps) and any(s < 0 for s in steps):
-            text += " The longer the gap, the shorter the step (never more than 1% longer than after the shorter gap)."
+            text += " The mean step shortened, or held within 1%, with every longer gap."
         elif all(s >= 0 for s in steps) and any(s > 0 for s in steps):
-            text += " The longer the gap, the longer the step (never more than 1% shorter than after the shorter gap)."
+            text += " The mean step lengthened, or held within 1%, with every longer gap."
         else:
             text += " The step did not change steadily with the gap."
     cap = "power_capped_share" if "power_capped_share" in idle else ("power_capped" if "power_capped" in idle else None)
@@ -941,14 +941,14 @@ def finding_prefetch(res) -> Finding | None:
             verb = (f"raised the mean wait {move} ({fx.times(1 / e['ratio'])} on the means; longer in every run, "
                     f"{fx.span(1 / e['high'], 1 / e['low'], '×')} per run)")
         elif e["low"] > 1:
-            verb = (f"lowered the mean wait {move} in every run, but by only {per_run} "
-                    f"({fx.times(e['ratio'])} on the means, {fx.num(e['shallow_ms'] - e['deep_ms'], 'ms')} of a "
-                    f"{fx.num(g, 'ms')} step): not by more than {fx.pct(e['tol'])} in every run, which is within "
-                    "this chapter's tolerance, so no consistent effect")
+            verb = (f"lowered the wait in every run, but by only {per_run} ({move} on the means, "
+                    f"{fx.num(e['shallow_ms'] - e['deep_ms'], 'ms')} of a {fx.num(g, 'ms')} step): not by more "
+                    f"than {fx.pct(e['tol'])} in every run, which is within this chapter's tolerance, so no "
+                    "consistent effect")
         elif e["high"] < 1:
-            verb = (f"raised the mean wait {move} in every run, but by only "
-                    f"{fx.span(1 / e['high'], 1 / e['low'], '×')} per run "
-                    f"({fx.num(e['deep_ms'] - e['shallow_ms'], 'ms')} of a {fx.num(g, 'ms')} step): not by more "
+            verb = (f"raised the wait in every run, but by only {fx.span(1 / e['high'], 1 / e['low'], '×')} "
+                    f"per run ({move} on the means, {fx.num(e['deep_ms'] - e['shallow_ms'], 'ms')} of a "
+                    f"{fx.num(g, 'ms')} step): not by more "
                     f"than {fx.pct(e['tol'])} in every run, which is within this chapter's tolerance, so no "
                     "consistent effect")
         else:
@@ -965,7 +965,7 @@ def finding_prefetch(res) -> Finding | None:
         f"**`prefetch_factor` where it can matter**: with the work sized so that `D·B/W` is just under `G` "
         f"({fx.num(d * b / w, 'ms')}, {fx.pct(load)} of {fx.num(g, 'ms')}; D = {fx.num(d, 'ms')}, W = {w}), "
         f"raising `prefetch_factor` from {lo} to {hi}: " + "; ".join(phrases) + "."
-        + (f" The runs spread widely ({'; '.join(wide)} over the runs): read these as ranges." if wide else ""),
+        + (f" The runs spread widely ({'; '.join(wide)}): read these as ranges." if wide else ""),
         value=value, unit="×", interval=interval)
 
 
@@ -1129,9 +1129,11 @@ def gap_cause_note(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | Non
         d, b = float(part["d_ms"].iloc[0]), int(part["batch_size"].iloc[0])
         implied = [f"{fx.num(r['wait_ms'] / b if w == 0 else (r['wait_ms'] + r['compute_ms']) * w / b, 'ms')} "
                    f"at W={w}" for w, r in above]
+        how = ([] if all(w > 0 for w, _ in above) else ["`D·B` = the wait at W = 0"]) \
+            + ([] if all(w == 0 for w, _ in above) else ["`D·B/W` = wait + compute at W ≥ 1"])
         text = (f"**Why {k} sits above the model is not measured by this run.** Read through the model, its waits "
-                f"imply a per-sample cost of {', '.join(implied)} (`D·B` = the wait at W = 0, `D·B/W` = wait + "
-                f"compute at W ≥ 1), against `D` = {fx.num(d, 'ms')} timed in the main process just before the sweep")
+                f"imply a per-sample cost of {', '.join(implied)} ({'; '.join(how)}), against `D` = "
+                f"{fx.num(d, 'ms')} timed in the main process just before the sweep")
         if 0 in part.index and 1 in part.index:
             f0, f1 = float(part.loc[0, "first_batch_ms"]), float(part.loc[1, "first_batch_ms"])
             text += (f"; its first batch took {fx.num(f1, 'ms')} with one worker against {fx.num(f0, 'ms')} in the "
@@ -1273,12 +1275,14 @@ def prefetch_sentence(res) -> str | None:
         items = []
         for k, v in part.groupby("prefetch_factor")["wait_ms"]:
             runs = v.tolist()
-            items.append(f"{int(k)}: {fx.num(np.mean(runs), 'ms')} ({fx.span(min(runs), max(runs), 'ms')})")
+            items.append(f"{int(k)}: {fx.num(np.mean(runs), 'ms')}"
+                         + (f" ({fx.span(min(runs), max(runs), 'ms')})" if len(runs) > 1 else ""))
             if len(runs) > 1 and fx.cv(runs) > fx.HIGH_SPREAD:
                 notes.append((fx.cv(runs), f"{cost} cost at prefetch_factor {int(k)}", runs))
         parts.append(f"{cost} cost, " + ", ".join(items))
     runs = int(pf["run"].nunique()) if "run" in pf else 1
-    text = (f"Mean wait per step by `prefetch_factor` (mean of {runs} runs, min–max over the runs): "
+    text = (f"Mean wait per step by `prefetch_factor` ("
+            + (f"mean of {runs} runs, min–max over the runs" if runs > 1 else "one run") + "): "
             + "; ".join(parts) + ".")
     if notes:   # the widest spread gets the full comment, the others are named
         notes.sort(key=lambda n: -n[0])

@@ -474,7 +474,7 @@ def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
     d = starvation.drift_details(res)
     assert d.startswith("**In detail.**") and "The step's own time" not in d
     assert "170 ms gap" in d and "0 ms gap" in d and d not in key
-    for after, words in ((43.0, "the shorter the step"), (56.0, "the longer the step")):
+    for after, words in ((43.0, "mean step shortened"), (56.0, "mean step lengthened")):
         res = _result(after_gap=after)
         idle = res.tables["idle_gaps"]
         mid = idle[idle["gap_ms"] == 170].assign(gap_ms=30, step_ms=lambda x: (x["step_ms"] + 50.0) / 2)
@@ -486,10 +486,10 @@ def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
 def test_prefetch_lower_in_every_run_but_within_tolerance_says_how_much():
     res = _result(pf_constant=(1.30, 1.25))     # 4% lower in every run: within the 10% tolerance
     t = _texts(res)["prefetch_balanced"]
-    assert "constant per-sample cost it lowered the mean wait" in t and "in every run" in t
+    assert "constant per-sample cost it lowered the wait in every run" in t and "on the means" in t
     assert "within this chapter's tolerance" in t and "no consistent difference" not in t.split(";")[0]
     t = _texts(_result(pf_constant=(1.25, 1.30)))["prefetch_balanced"]
-    assert "constant per-sample cost it raised the mean wait" in t and "within this chapter's tolerance" in t
+    assert "constant per-sample cost it raised the wait in every run" in t and "within this chapter's tolerance" in t
 
 
 def test_prefetch_ratio_on_the_means_is_not_called_the_ratio_of_every_run():
