@@ -770,16 +770,27 @@ def finding_drift(res) -> Finding | None:
             text += ", so the steps after an idle gap ran at higher clocks"
             limit = x.get("power_limit")
             at_limit = bool(limit) and x["base_power"] >= 0.95 * limit
-            if at_limit or x["base_capped"] > 0.5:
+            # NVML's power-cap flag is evidence only where it tells the two states apart (on some boards it is
+            # set in every sample, idle or not)
+            flag_tells = x["base_capped"] > 0.5 and x["base_capped"] - x["top_capped"] > 0.25
+            drop = 1 - x["base_clock"] / x["top_clock"]
+            if at_limit or flag_tells:
                 text += (f". Back-to-back the board drew {x['base_power']:,.0f} W"
                          + (f" against its {limit:,.0f} W limit" if limit else "")
-                         + f", with NVML reporting the software power cap in {fx.pct(x['base_capped'])} of those "
-                         f"{'samples' if x['capped_by'] == 'samples' else 'steps'}; after the gap it drew "
-                         f"{x['top_power']:,.0f} W: under sustained load the GPU runs power-capped, and `G` is "
-                         "calibrated there.")
+                         + f" with the SM clock {fx.pct(drop)} below its after-gap value; after the gap it drew {x['top_power']:,.0f} W")
+                if flag_tells:
+                    unit = "samples" if x["capped_by"] == "samples" else "steps"
+                    text += (f", and NVML reported the software power cap in {fx.pct(x['base_capped'])} of the "
+                             f"back-to-back {unit} against {fx.pct(x['top_capped'])} after the gap")
+                text += (": under sustained load the GPU runs at its power limit, its clock comes down to fit, and "
+                         "`G` is calibrated there." if at_limit else
+                         ": under sustained load the GPU runs power-capped, and `G` is calibrated there.")
             else:
-                text += (f" (power {x['base_power']:,.0f} W back-to-back, {x['top_power']:,.0f} W after the gap; "
-                         "NVML did not report a power cap in most back-to-back steps).")
+                text += (f" (power {x['base_power']:,.0f} W back-to-back, {x['top_power']:,.0f} W after the gap"
+                         + (f", below the board's {limit:,.0f} W limit" if limit else "")
+                         + ("; NVML did not report a power cap in most back-to-back steps)." if x["base_capped"] <= 0.5
+                            else "; NVML's power-cap flag was set after the gap as often as back-to-back, so it "
+                                 "does not tell the two apart)."))
         elif d == 0 and dc == 0:
             text += ": level as well."
         else:
@@ -790,6 +801,66 @@ def finding_drift(res) -> Finding | None:
     return Finding("step_drift", text, value=g, unit="ms",
                    values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d))
 
+
+
+def drift_details(res, *, near: float = 0.03) -> str | None:
+    """The step's own time in detail (the key result states the conclusion): how fast the drift trace
+    reached `G`, the step and the clock after every idle gap, and whether NVML's power-cap flag tells
+    the states apart on this board."""
+    x = step_drift(res)
+    if x is None or not x["cuda"]:
+        return None
+    g = x["g"]
+    cal = res.table("calibration")
+    drift = cal[cal["phase"] == "drift"].reset_index(drop=True)
+    clocks = "sm_clock_mhz" in drift and drift["sm_clock_mhz"].notna().any()
+    first = drift.iloc[0]
+    text = f"**In detail.** In the drift trace the first step after the rest took {fx.num(first['step_ms'], 'ms')}"
+    if clocks:
+        text += f" at {first['sm_clock_mhz']:,.0f} MHz, drawing {first['power_w']:,.0f} W"
+    reached = drift.index[(drift["step_ms"] - g).abs() <= near * g]
+    if len(reached):
+        k = int(reached[0])
+        text += (f"; step {k + 1} of the trace was within {fx.pct(near)} of `G` "
+                 f"({fx.num(drift['step_ms'].iloc[k], 'ms')}, "
+                 f"{fx.num(1e3 * (drift['t_start_s'].iloc[k] - first['t_start_s']), 'ms')} into the trace)")
+    else:
+        text += f"; no step of the trace came within {fx.pct(near)} of `G`"
+    if clocks:
+        tail = drift.iloc[len(drift) // 2:]
+        text += f", and its second half ran at {tail['sm_clock_mhz'].mean():,.0f} MHz on average"
+    idle = res.table("idle_gaps")
+    agg = dict(mean=("step_ms", "mean"), lo=("step_ms", "min"), hi=("step_ms", "max"), n=("step_ms", "count"))
+    if clocks and "sm_clock_mhz" in idle:
+        agg.update(clock=("sm_clock_mhz", "mean"), power=("power_w", "mean"))
+    by = idle.groupby("gap_ms").agg(**agg)
+    items = []
+    for gap, r in by.iterrows():
+        item = f"{gap:g} ms gap: {fx.num(r['mean'], 'ms')} ({fx.span(r['lo'], r['hi'], 'ms')})"
+        if "clock" in by and pd.notna(r["clock"]):
+            item += f" at {r['clock']:,.0f} MHz, {r['power']:,.0f} W"
+        items.append(item)
+    text += (f". The step after each idle gap (mean of {int(by['n'].min())}" + ("" if by["n"].nunique() == 1 else "+")
+             + " repeats, min–max): " + "; ".join(items) + ".")
+    means = by["mean"].tolist()
+    if len(means) > 2:
+        steps = [fx.direction(b, a, tol=0.01) for a, b in zip(means, means[1:])]
+        if all(s <= 0 for s in steps) and any(s < 0 for s in steps):
+            text += " The mean step shortened, or held within 1%, with every longer gap."
+        elif all(s >= 0 for s in steps) and any(s > 0 for s in steps):
+            text += " The mean step lengthened, or held within 1%, with every longer gap."
+        else:
+            text += " The step did not change steadily with the gap."
+    cap = "power_capped_share" if "power_capped_share" in idle else ("power_capped" if "power_capped" in idle else None)
+    if cap and idle[cap].notna().any():
+        shares = idle.groupby("gap_ms")[cap].apply(lambda v: float(v.astype(float).mean()))
+        lo, hi = float(shares.min()), float(shares.max())
+        if hi - lo <= 0.25 and lo > 0.5:
+            share = fx.pct(lo) if fx.pct(lo) == fx.pct(hi) else f"{fx.pct(lo)} to {fx.pct(hi)}"
+            text += (f" NVML's software power-cap flag was set in {share} of the samples after every gap, at low "
+                     "power as at the limit: on this board it does not tell a capped step from one with headroom, "
+                     "so the evidence is the power draw against the board's limit and the clock.")
+    return text
 
 def finding_sweep(res) -> Finding:
     sw, g = _sweep(res), _g(res)
@@ -820,14 +891,6 @@ def finding_sweep(res) -> Finding:
                    value=value, unit="workers")
 
 
-def prefetch_summary(res) -> pd.DataFrame | None:
-    if "prefetch" not in res.tables:
-        return None
-    pf = res.table("prefetch")
-    return (pf.groupby(["cost", "prefetch_factor"], sort=True)["wait_ms"]
-            .agg(["mean", "min", "max", "count"]).reset_index())
-
-
 def prefetch_effect(pf: pd.DataFrame, cost: str, *, tol: float = 0.10) -> dict:
     """The effect of the deepest against the shallowest prefetch_factor for one cost profile,
     paired by run (every run uses the same per-sample costs for every prefetch_factor): the
@@ -848,7 +911,8 @@ def prefetch_effect(pf: pd.DataFrame, cost: str, *, tol: float = 0.10) -> dict:
         d = 0
     return dict(direction=d, shallow_ms=float(a[runs].mean()), deep_ms=float(b[runs].mean()),
                 ratio=float(a[runs].mean() / b[runs].mean()) if b[runs].mean() > 0 else float("inf"),
-                low=min(ratios), high=max(ratios), runs=len(runs), lo=int(lo_pf), hi=int(hi_pf))
+                low=min(ratios), high=max(ratios), runs=len(runs), lo=int(lo_pf), hi=int(hi_pf), tol=tol,
+                shallow_runs=a[runs].tolist(), deep_runs=b[runs].tolist())
 
 
 def finding_prefetch(res) -> Finding | None:
@@ -861,29 +925,47 @@ def finding_prefetch(res) -> Finding | None:
     w, d = int(pf["workers"].iloc[0]), float(pf["d_ms"].iloc[0])
     b = int(pf["batch_size"].iloc[0]) if "batch_size" in pf else int(res.parameters["batch_size"])
     load = d * b / w / g
-    phrases, value, interval, lo, hi = [], None, None, None, None
+    phrases, value, interval, lo, hi, wide = [], None, None, None, None, []
     for cost in [c for c in COST_PROFILES if c in set(pf["cost"])]:
         e = prefetch_effect(pf, cost)
         lo, hi, n = e["lo"], e["hi"], e["runs"]
-        every = "in every run" if n > 1 else "in its one run"
-        spread = f", per-run ratio {fx.times(e['low'])}–{fx.times(e['high'])}" if n > 1 else ""
-        if e["direction"] > 0:
-            verb = (f"cut the mean wait from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')} "
-                    f"({fx.times(e['ratio'])} {every}{spread})")
+        per_run = fx.span(e["low"], e["high"], "×") + " per run"
+        move = f"from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')}"
+        if n < 2:
+            verb = (fx.choose(e["direction"], f"cut the mean wait {move} ({fx.times(e['ratio'])} in its one run)",
+                              f"raised the mean wait {move} (in its one run)",
+                              f"made no clear difference ({move}, in its one run)"))
+        elif e["direction"] > 0:
+            verb = f"cut the mean wait {move} ({fx.times(e['ratio'])} on the means; shorter in every run, {per_run})"
         elif e["direction"] < 0:
-            verb = (f"raised the mean wait from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')} "
-                    f"({every}{spread})")
+            verb = (f"raised the mean wait {move} ({fx.times(1 / e['ratio'])} on the means; longer in every run, "
+                    f"{fx.span(1 / e['high'], 1 / e['low'], '×')} per run)")
+        elif e["low"] > 1:
+            verb = (f"lowered the wait in every run, but by only {per_run} ({move} on the means, "
+                    f"{fx.num(e['shallow_ms'] - e['deep_ms'], 'ms')} of a {fx.num(g, 'ms')} step): not by more "
+                    f"than {fx.pct(e['tol'])} in every run, which is within this chapter's tolerance, so no "
+                    "consistent effect")
+        elif e["high"] < 1:
+            verb = (f"raised the wait in every run, but by only {fx.span(1 / e['high'], 1 / e['low'], '×')} "
+                    f"per run ({move} on the means, {fx.num(e['deep_ms'] - e['shallow_ms'], 'ms')} of a "
+                    f"{fx.num(g, 'ms')} step): not by more "
+                    f"than {fx.pct(e['tol'])} in every run, which is within this chapter's tolerance, so no "
+                    "consistent effect")
         else:
-            verb = (f"made no consistent difference ({fx.num(e['shallow_ms'], 'ms')} vs "
-                    f"{fx.num(e['deep_ms'], 'ms')}{spread})")
+            verb = (f"made no consistent difference ({move}; per-run ratio {fx.span(e['low'], e['high'], '×')}, "
+                    "shorter in some runs and longer in others)")
         if cost == "variable" or value is None:
             value, interval = e["ratio"], ((e["low"], e["high"]) if n > 1 else None)
         phrases.append(f"with {cost} per-sample cost it {verb}")
+        for k, runs in ((lo, e["shallow_runs"]), (hi, e["deep_runs"])):
+            if len(runs) > 1 and fx.cv(runs) > fx.HIGH_SPREAD:
+                wide.append(f"{cost} cost at prefetch_factor {k}: {fx.span(min(runs), max(runs), 'ms')}")
     return Finding(
         "prefetch_balanced",
         f"**`prefetch_factor` where it can matter**: with the work sized so that `D·B/W` is just under `G` "
         f"({fx.num(d * b / w, 'ms')}, {fx.pct(load)} of {fx.num(g, 'ms')}; D = {fx.num(d, 'ms')}, W = {w}), "
-        f"raising `prefetch_factor` from {lo} to {hi}: " + "; ".join(phrases) + ".",
+        f"raising `prefetch_factor` from {lo} to {hi}: " + "; ".join(phrases) + "."
+        + (f" The runs spread widely ({'; '.join(wide)}): read these as ranges." if wide else ""),
         value=value, unit="×", interval=interval)
 
 
@@ -1014,7 +1096,9 @@ def model_gap_notes(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | No
             m, p = float(r["wait_ms"]), float(r["predicted_wait_ms"])
             if abs(m - p) > max(floor_ms, rel * max(m, p)):
                 word = "above" if m > p else "below"
-                how = f"{fx.pct(abs(m / p - 1))} {word}" if p > 0 else f"{word}"
+                how = (("" if p <= 0 else f"{fx.times(m / p)}") if m >= 2 * p
+                       else f"{fx.pct(abs(m / p - 1))} {word}")
+                how = how or "above"
                 gaps.append(f"W={int(r['workers'])}: {fx.num(m, 'ms')} vs {fx.num(p, 'ms')} ({how} the model"
                             + (f"; compute {fx.num(r['compute_ms'], 'ms')} that step vs `G` = "
                                f"{fx.num(_g(res), 'ms')}" if abs(r['compute_ms'] / _g(res) - 1) > 0.05 else "")
@@ -1025,6 +1109,45 @@ def model_gap_notes(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | No
             out.append(f"* **{k}** stays within {fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the model at every W.")
     return "\n".join(out) if out else None
 
+
+
+def gap_cause_note(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
+    """For real work whose wait sits above the model where the model predicts one: the per-sample
+    cost those waits imply, against the D measured in the main process, and a plain statement that
+    this run does not measure the cause (with the candidate hypothesis for tokenising)."""
+    sw = _sweep(res)
+    out = []
+    for k in dict.fromkeys(sw["work"]):
+        if k == "sleep":
+            continue
+        part = sw[sw["work"] == k].sort_values("workers").set_index("workers")
+        above = [(int(w), r) for w, r in part.iterrows()
+                 if r["predicted_wait_ms"] > 0 and r["wait_ms"] - r["predicted_wait_ms"]
+                 > max(floor_ms, rel * r["wait_ms"])]
+        if not above:
+            continue
+        d, b = float(part["d_ms"].iloc[0]), int(part["batch_size"].iloc[0])
+        implied = [f"{fx.num(r['wait_ms'] / b if w == 0 else (r['wait_ms'] + r['compute_ms']) * w / b, 'ms')} "
+                   f"at W={w}" for w, r in above]
+        how = ([] if all(w > 0 for w, _ in above) else ["`D·B` = the wait at W = 0"]) \
+            + ([] if all(w == 0 for w, _ in above) else ["`D·B/W` = wait + compute at W ≥ 1"])
+        text = (f"**Why {k} sits above the model is not measured by this run.** Read through the model, its waits "
+                f"imply a per-sample cost of {', '.join(implied)} ({'; '.join(how)}), against `D` = "
+                f"{fx.num(d, 'ms')} timed in the main process just before the sweep")
+        if 0 in part.index and 1 in part.index:
+            f0, f1 = float(part.loc[0, "first_batch_ms"]), float(part.loc[1, "first_batch_ms"])
+            text += (f"; its first batch took {fx.num(f1, 'ms')} with one worker against {fx.num(f0, 'ms')} in the "
+                     "main process")
+        text += "."
+        if k == "tokenize" and any(w > 0 for w, _ in above):
+            text += (" A candidate, not tested here: the Hugging Face tokenizers library keeps a Rust thread pool in "
+                     "the process that uses it and disables it in processes forked after it was used (its "
+                     "`TOKENIZERS_PARALLELISM` warning), while `D` was measured in the main process; if the "
+                     "per-sample path uses that pool, a worker tokenises more slowly than `D` says.")
+            if any(w == 0 for w, _ in above):
+                text += " That would not explain the gap at W = 0, which ran in the main process."
+        out.append(text)
+    return "\n\n".join(out) if out else None
 
 def cores_sentence(res) -> str:
     sw = _sweep(res)
@@ -1051,29 +1174,45 @@ def first_batch_note(res) -> str | None:
     """Time to the first batch per kind: single measurements; name any non-monotonic step and set
     it against the spread of start-up seen in the epoch-boundary runs."""
     sw = _sweep(res)
-    notes = []
+    notes, all_dips = [], []
     for k in dict.fromkeys(sw["work"]):
         part = sw[(sw["work"] == k) & (sw["workers"] > 0)].sort_values("workers")
         v = part["first_batch_ms"].tolist()
         w = part["workers"].tolist()
-        dips = [f"W={w[i - 1]} → W={w[i]}: {fx.num(v[i - 1], 'ms')} → {fx.num(v[i], 'ms')}"
-                for i in range(1, len(v)) if v[i] < v[i - 1] * 0.95]
-        if dips:
-            notes.append(f"**{k}** falls as workers are added ({'; '.join(dips)})")
+        dips = [(w[i - 1], w[i], v[i - 1], v[i]) for i in range(1, len(v)) if v[i] < v[i - 1] * 0.95]
+        if len(v) < 2:
+            continue
+        trend = fx.direction(v[-1], v[0], tol=0.1)
+        head = (f"**{k}** " + fx.choose(trend, "grew", "fell", "stayed level")
+                + f" from {fx.num(v[0], 'ms')} at W={w[0]} to {fx.num(v[-1], 'ms')} at W={w[-1]}")
+        if dips and trend >= 0:
+            head += (", except " + "; ".join(f"W={a} → W={b_}: {fx.num(x, 'ms')} → {fx.num(y, 'ms')}"
+                                             for a, b_, x, y in dips))
+        notes.append(head)
+        if trend >= 0:
+            all_dips += [(k, a, b_, x - y) for a, b_, x, y in dips]
     eb = res.table("epoch_boundary") if "epoch_boundary" in res.tables else None
-    spread = ""
+    spread, noise = "", None
     if eb is not None:
         f0 = eb[(eb["epoch"] == 0) & (eb["step_in_epoch"] == 0)]["wait_ms"]
         if len(f0) > 1:
+            noise = float(f0.max() - f0.min())
             spread = (f" For scale: {len(f0)} fresh loaders of one configuration (the epoch-boundary runs, W = "
-                      f"{int(res.parameters['boundary_workers'])}, sleep work) took between {fx.num(f0.min(), 'ms')} "
-                      f"and {fx.num(f0.max(), 'ms')} to their first batch.")
+                      f"{int(res.parameters['boundary_workers'])}, sleep work) took "
+                      f"{fx.span(f0.min(), f0.max(), 'ms')} to their first batch, a spread of {fx.num(noise, 'ms')}.")
     if not notes:
-        return ("Time to the first batch is one measurement per configuration; it grew, or stayed level, as workers "
-                "were added for every kind of work." + spread)
-    return ("Time to the first batch is one measurement per configuration, not a mean: " + "; ".join(notes)
-            + ". A single start-up is noisy (process creation, page faults, the scheduler), so read a dip as noise "
-              "unless it exceeds that noise." + spread)
+        return None
+    text = ("Time to the first batch is one measurement per configuration, not a mean: " + "; ".join(notes) + "."
+            + " Each worker is a process to start and to hand the dataset to." + spread)
+    if all_dips and noise is not None:
+        big = [x for x in all_dips if x[3] > noise]
+        text += (" " + fx.choose(1 if big else -1,
+                                 "The " + ("dip" if len(big) == 1 else "dips") + " ("
+                                 + ", ".join(f"{k}, {fx.num(x, 'ms')}" for k, _, _, x in big)
+                                 + ") " + ("exceeds" if len(big) == 1 else "exceed")
+                                 + " that spread; this run does not measure the cause.",
+                                 "The dips are within that spread: start-up noise.", ""))
+    return text
 
 
 def au_drift_sentence(res) -> str | None:
@@ -1096,13 +1235,61 @@ def au_drift_sentence(res) -> str | None:
         text += (f"; steps that followed a wait of 20 ms or more took {fx.num(i, 'ms')}, "
                  + fx.choose(d, f"{fx.pct(i / b - 1)} longer than", f"{fx.pct(1 - i / b)} shorter than", "level with")
                  + " the back-to-back ones")
-    return text + ". AU counts every step as `G` of work, so a step that ran faster after an idle gap does not " \
-                  "inflate it, and a slow one does not deflate it."
+    text += "."
+    sw = _sweep(res)
+    if "au" not in sw or sw["au"].isna().all():
+        return text
+    share = sw["compute_share"] if "compute_share" in sw else 1 - sw["idle_share"]
+    diff = 100 * (sw["au"] - share)
+    r = sw.loc[diff.abs().idxmax()]
+    a, c = float(r["au"]), float(share.loc[r.name])
+    d = fx.direction(a, c, tol=0.02)
+    text += (" AU counts every step as `G` of work, whatever it took: "
+             + fx.choose(d, "a step shorter than `G` still counts as `G`, so AU comes out above the share of the "
+                            "wall time the GPU measurably computed",
+                         "a step longer than `G` counts only as `G`, so AU comes out below the share of the wall "
+                         "time the GPU measurably computed",
+                         "here AU and the share of the wall time the GPU measurably computed agree")
+             + f". The largest difference was at {r['work']} W={int(r['workers'])}: AU {fx.pct(a)} against a "
+             f"measured compute share of {fx.pct(c)}, {abs(a - c) * 100:.1f} points "
+             + fx.choose(d, "higher", "lower", "apart")
+             + f" (compute {fx.num(r['compute_ms'], 'ms')} per step against `G` = {fx.num(g, 'ms')})")
+    quick = sw["wait_ms"] < 2.0
+    if quick.any() and not quick.all():
+        text += (f"; where the steps ran back-to-back (mean wait under 2 ms) the two differed by at most "
+                 f"{diff[quick].abs().max():.1f} points")
+    return text + "."
 
 
 def prefetch_sentence(res) -> str | None:
-    f = finding_prefetch(res)
-    return f.text if f else None
+    """The prefetch experiment in detail (the key result states the comparison): every
+    prefetch_factor's mean wait over the runs, and a comment on each widely spread one."""
+    if "prefetch" not in res.tables:
+        return None
+    pf = res.table("prefetch")
+    if pf["prefetch_factor"].nunique() < 2:
+        return None
+    parts, notes = [], []
+    for cost in dict.fromkeys(pf["cost"]):
+        part = pf[pf["cost"] == cost]
+        items = []
+        for k, v in part.groupby("prefetch_factor")["wait_ms"]:
+            runs = v.tolist()
+            items.append(f"{int(k)}: {fx.num(np.mean(runs), 'ms')}"
+                         + (f" ({fx.span(min(runs), max(runs), 'ms')})" if len(runs) > 1 else ""))
+            if len(runs) > 1 and fx.cv(runs) > fx.HIGH_SPREAD:
+                notes.append((fx.cv(runs), f"{cost} cost at prefetch_factor {int(k)}", runs))
+        parts.append(f"{cost} cost, " + ", ".join(items))
+    runs = int(pf["run"].nunique()) if "run" in pf else 1
+    text = (f"Mean wait per step by `prefetch_factor` ("
+            + (f"mean of {runs} runs, min–max over the runs" if runs > 1 else "one run") + "): "
+            + "; ".join(parts) + ".")
+    if notes:   # the widest spread gets the full comment, the others are named
+        notes.sort(key=lambda n: -n[0])
+        text += " " + fx.spread_note(f"With {notes[0][1]} the mean wait", notes[0][2], "ms")
+        if len(notes) > 1:
+            text += f" The runs of {' and of '.join(n[1] for n in notes[1:])} spread widely too."
+    return text
 
 
 def nvml_util_sentence(res) -> str | None:

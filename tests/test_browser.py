@@ -84,19 +84,29 @@ def test_pipeline_map_hovers(server, browser):
 
 
 def test_whatif_sliders_recompute_in_the_browser(server, browser):
+    """The chart's JavaScript recomputes wait and AU as the Python model does (predicted_wait_ms,
+    predicted_au), at two slider settings, so the two implementations cannot drift apart."""
+    from datajourney import starvation
+
     page, _, errors = _open(browser, f"{server}/notebooks/04_cpu_starvation.html")
     page.wait_for_selector(".js-plotly-plot .slider-container", timeout=15000)
     plot = page.locator(".js-plotly-plot", has=page.locator(".slider-container")).first
     plot.scroll_into_view_if_needed()
-    read = "el => [el.data[0].y.slice(0, 3), el.layout.sliders[0].active]"
-    before, active = plot.evaluate(read)
+    read = "el => [el.data[0].x.slice(0, 6), el.data[0].y.slice(0, 6), el.data[2].y.slice(0, 6), " \
+           "el.layout.sliders[0].active]"
+    _, before, _, active = plot.evaluate(read)
     rail = plot.locator(".slider-group").first.locator(".slider-rail-rect").bounding_box()
-    page.mouse.click(rail["x"] + rail["width"] - 3, rail["y"] + rail["height"] / 2)  # the largest D
-    page.wait_for_function("el => el.layout.sliders[0].active !== %d" % active, arg=plot.element_handle(),
-                           timeout=5000)
-    after, _ = plot.evaluate(read)
-    d_max, b, g = 50, 32, 50  # the last D step; B and G unchanged from the notebook defaults
-    assert after != before
-    assert after[0] == pytest.approx(d_max * b) and after[2] == pytest.approx(max(0, d_max * b / 2 - g))
+    b, g = 32, 50  # B and G unchanged from the notebook defaults
+    for frac, d in ((1.0, starvation.WHATIF_D[-1]), (0.0, starvation.WHATIF_D[0])):   # the largest D, the smallest
+        x = rail["x"] + 3 + frac * (rail["width"] - 6)
+        page.mouse.click(x, rail["y"] + rail["height"] / 2)
+        page.wait_for_function("el => el.layout.sliders[0].active !== %d" % active, arg=plot.element_handle(),
+                               timeout=5000)
+        ws, wait, au, active = plot.evaluate(read)
+        assert active == starvation.WHATIF_D.index(d)
+        assert wait == pytest.approx([starvation.predicted_wait_ms(d, b, int(w), g) for w in ws])
+        assert au == pytest.approx([100 * starvation.predicted_au(d, b, int(w), g) for w in ws])
+        if frac == 1.0:
+            assert wait != before
     assert not [e for e in errors if "Plotly" in e], errors
     page.close()

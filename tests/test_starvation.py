@@ -438,3 +438,156 @@ def test_whatif_is_live_in_a_person_s_kernel_and_static_under_the_book_s_executo
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+# ---------------------------------------------------------------- review round 2: text that follows the data
+def _flag_everywhere(res, *, base_power=716.0, limit=700.0):
+    """NVML's power-cap flag set in every sample, idle or not (as on the H200 reference board)."""
+    idle = res.tables["idle_gaps"]
+    idle["power_capped_share"] = 1.0
+    idle["power_capped"] = True
+    idle.loc[idle["gap_ms"] == 0, "power_w"] = base_power
+    idle.loc[idle["gap_ms"] > 0, "power_w"] = 126.0
+    res.metadata["nvml"]["power_limit_w"] = limit
+    return res
+
+
+def test_a_power_cap_flag_set_everywhere_is_not_cited_as_evidence():
+    t = _texts(_flag_everywhere(_result()))["step_drift"]
+    assert "power cap" not in t and "against its 700 W limit" in t and "power limit" in t
+    d = starvation.drift_details(_flag_everywhere(_result()))
+    assert "does not tell" in d and "100%" in d
+    # the flag that tells the states apart is cited (the constructed default: set back-to-back only)
+    t = _texts(_result())["step_drift"]
+    assert "software power cap in 100% of the back-to-back" in t and "0% after the gap" in t
+
+
+def test_below_the_limit_with_the_flag_everywhere_makes_no_power_claim():
+    t = _texts(_flag_everywhere(_result(), base_power=400.0))["step_drift"]
+    assert "below the board's 700 W limit" in t and "does not tell the two apart" in t
+    assert "power-capped" not in t and "power limit" not in t
+
+
+def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
+    res = _result()
+    key = _texts(res)["step_drift"]
+    d = starvation.drift_details(res)
+    assert d.startswith("**In detail.**") and "The step's own time" not in d
+    assert "170 ms gap" in d and "0 ms gap" in d and d not in key
+    for after, words in ((43.0, "mean step shortened"), (56.0, "mean step lengthened")):
+        res = _result(after_gap=after)
+        idle = res.tables["idle_gaps"]
+        mid = idle[idle["gap_ms"] == 170].assign(gap_ms=30, step_ms=lambda x: (x["step_ms"] + 50.0) / 2)
+        res.tables["idle_gaps"] = pd.concat([idle, mid], ignore_index=True)
+        assert words in starvation.drift_details(res)
+    assert starvation.drift_details(_result(cuda=False, nvml=False)) is None
+
+
+def test_prefetch_lower_in_every_run_but_within_tolerance_says_how_much():
+    res = _result(pf_constant=(1.30, 1.25))     # 4% lower in every run: within the 10% tolerance
+    t = _texts(res)["prefetch_balanced"]
+    assert "constant per-sample cost it lowered the wait in every run" in t and "on the means" in t
+    assert "within this chapter's tolerance" in t and "no consistent difference" not in t.split(";")[0]
+    t = _texts(_result(pf_constant=(1.25, 1.30)))["prefetch_balanced"]
+    assert "constant per-sample cost it raised the wait in every run" in t and "within this chapter's tolerance" in t
+
+
+def test_prefetch_ratio_on_the_means_is_not_called_the_ratio_of_every_run():
+    res = _result()
+    pf = res.tables["prefetch"]
+    v = pf["cost"] == "variable"
+    pf.loc[v & (pf["prefetch_factor"] == 4), "wait_ms"] = [9.0, 1.0, 5.0]     # every run shorter, by 1.1-30x
+    pf.loc[v & (pf["prefetch_factor"] == 1), "wait_ms"] = [10.0, 30.0, 11.0]
+    t = _texts(res)["prefetch_balanced"]
+    assert "on the means; shorter in every run" in t and "× in every run" not in t
+    assert "spread widely" in t and "1–9 ms" in t
+    s = starvation.prefetch_sentence(res)
+    assert "coefficient of variation" in s and s not in t
+
+
+def test_prefetch_ranges_never_repeat_an_end():
+    import re
+    for res in (_result(), _result(pf_variable=(10.0, 10.0)), _result(pf_constant=(1.30, 1.25))):
+        for text in (_texts(res)["prefetch_balanced"], starvation.prefetch_sentence(res)):
+            for a, b in re.findall(r"(\d[\d.,]*)–(\d[\d.,]*)", text):
+                assert a != b, text
+
+
+def _with_steps(res, back_to_back_ms, after_wait_ms):
+    st = pd.DataFrame([dict(step=i, wait_ms=1.0 if i % 2 else 50.0,
+                            compute_ms=back_to_back_ms if i % 2 else after_wait_ms) for i in range(1, 21)])
+    res.tables["steps"] = st
+    return res
+
+
+def test_au_against_compute_share_follows_the_step_length():
+    res = _with_steps(_result(), 50.0, 42.0)
+    sw = res.tables["summary"]
+    w = sw["experiment"] == "worker sweep"
+    sw.loc[w, "compute_ms"] = 42.0                                      # steps shorter than G = 50 ms
+    sw.loc[w, "compute_share"] = 42.0 / sw.loc[w, "step_ms"]
+    t = starvation.au_drift_sentence(res)
+    assert "AU comes out above" in t and "points higher" in t and "does not inflate" not in t
+    sw.loc[w, "compute_ms"] = 58.0                                      # steps longer than G
+    sw.loc[w, "compute_share"] = 58.0 / sw.loc[w, "step_ms"]
+    t = starvation.au_drift_sentence(res)
+    assert "AU comes out below" in t and "points lower" in t
+
+
+def test_model_gap_notes_give_large_excesses_as_a_factor():
+    res = _result(sweep_waits={"tokenize": {0: 160, 1: 200, 2: 60, 4: 1}})
+    sw = res.tables["summary"]
+    sw.loc[(sw["work"] == "tokenize") & (sw["workers"] == 2), "predicted_wait_ms"] = 1.2
+    t = starvation.model_gap_notes(res)
+    assert "50.0× the model" in t and "4,9" not in t
+
+
+def test_gap_cause_note_says_the_cause_is_not_measured():
+    res = _result(sweep_waits={"tokenize": {0: 240, 1: 150, 2: 60, 4: 1}})
+    t = starvation.gap_cause_note(res)
+    assert "not measured by this run" in t and "7.50 ms at W=0" in t and "TOKENIZERS_PARALLELISM" in t
+    assert "would not explain the gap at W = 0" in t
+    on_line = _result(sweep_waits={"tokenize": {0: 160, 2: 30, 4: 1}})
+    assert starvation.gap_cause_note(on_line) is None
+
+
+def test_first_batch_note_states_the_trend_over_all_workers():
+    res = _result(sweep_waits={"tokenize": {0: 150, 1: 100, 2: 40, 4: 2, 8: 1, 16: 1}})
+    sw = res.tables["summary"]
+    tok = sw["work"] == "tokenize"
+    sw.loc[tok, "first_batch_ms"] = sw.loc[tok, "workers"].map({0: 130, 1: 370, 2: 290, 4: 370, 8: 520, 16: 670})
+    t = starvation.first_batch_note(res)
+    assert "**tokenize** grew from 370 ms at W=1 to 670 ms at W=16, except W=1 → W=2" in t
+    assert "falls as workers are added" not in t and "exceeds that spread" in t
+    sw.loc[tok, "first_batch_ms"] = sw.loc[tok, "workers"].map({0: 130, 1: 670, 2: 600, 4: 500, 8: 400, 16: 370})
+    t = starvation.first_batch_note(res)
+    assert "**tokenize** fell from 670 ms" in t and "except" not in t.split("**tokenize**")[1].split(";")[0]
+
+
+def test_measured_vs_model_is_one_panel_per_kind_with_few_legend_entries():
+    from datajourney.book import plotting
+
+    res = _result(sweep_waits={"sleep": {0: 160, 1: 110, 2: 30, 4: 1, 16: 1},
+                               "tokenize": {0: 150, 1: 90, 2: 40, 4: 2, 16: 3},
+                               "decode": {0: 140, 1: 80, 2: 25, 4: 1, 16: 1}})
+    sw = res.tables["summary"]
+    fig = plotting.measured_vs_model(sw[sw["experiment"] == "worker sweep"], title="t")
+    assert len({t.xaxis for t in fig.data}) == 3                        # small multiples
+    assert fig.layout.xaxis.type == "category" and list(fig.layout.xaxis.categoryarray) == ["0", "1", "2", "4", "16"]
+    assert len([t for t in fig.data if t.showlegend is not False]) <= 3
+    assert "bars" not in fig.layout.yaxis.title.text and "error bars: ± std of the steps" in fig.layout.title.text
+
+
+def test_ch4_axis_titles_keep_the_unit_only():
+    from datajourney.book import plotting
+
+    res = _result()
+    sm = res.tables["summary"]
+    figs = [plotting.stacked_step_bars(sm[sm["experiment"] == "published case"], x="workers", xaxis="W", title="t"),
+            plotting.idle_gap_chart(res.tables["idle_gaps"], g_ms=50.0, title="t"),
+            plotting.prefetch_chart(res.tables["prefetch"], title="t"),
+            plotting.boundary_timeline(res.tables["epoch_boundary"], steps_per_epoch=10, title="t")]
+    for fig in figs:
+        y = fig.layout.yaxis.title.text
+        assert "bars" not in y and "(ms" in y and len(y) <= 32, y
+        assert "error bars:" in fig.layout.title.text

@@ -175,52 +175,64 @@ def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) 
                 hovertemplate=("W=%{x}: compute, mean %{y:,.1f} ms ± %{customdata[2]:,.1f} (std)"
                                "<br>p10–p90 of the steps: %{customdata[0]:,.1f} – %{customdata[1]:,.1f} ms"
                                "<br>steps: %{customdata[3]}<extra></extra>"))
-    fig.update_layout(title=title, barmode="stack", legend_title_text="step phase")
+    fig.update_layout(title=_bars_note(title, what), barmode="stack", legend_title_text="step phase",
+                      margin=dict(t=100))
     fig.update_xaxes(title_text=xaxis, type="category")
-    fig.update_yaxes(title_text=f"time per step (ms; bars: {what})", rangemode="tozero")
+    fig.update_yaxes(title_text="time per step (ms)", rangemode="tozero")
     return fig
 
 
-def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:
-    """Measured data wait (points, error bars p10–p90 of the steps) against the model (dashed lines),
-    one colour per work kind, on a log axis. A log axis cannot show zero: where the model predicts
-    no wait, a hollow triangle sits on the axis floor instead of a line plunging to nothing."""
-    import numpy as np
+def _bars_note(title: str, what: str) -> str:
+    """A chart title with what its error bars are on a second, smaller line (axis titles keep the unit only)."""
+    return f"{title}<br><sup>error bars: {what}</sup>"
 
-    fig = go.Figure()
+
+def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:
+    """Measured data wait (points, error bars p10–p90 of the steps) against the model (dashed line),
+    one panel per kind of work, the workers as categories (W = 0, 1, 2 are not squeezed together),
+    one log axis shared by the panels. A log axis cannot show zero: where the model predicts no
+    wait, a hollow triangle sits on the axis floor instead of a line plunging to nothing."""
+    import numpy as np
+    from plotly.subplots import make_subplots
+
+    kinds = list(dict.fromkeys(summary["work"]))
     err_all = _spread(summary, "wait")
     lows = pd.concat([summary["wait_ms"], err_all[1]]).where(lambda v: v > 0).dropna()
     floor = 10 ** np.floor(np.log10(max(lows.min(), 1e-3))) if len(lows) else 0.1
     top = max(summary["wait_ms"].max(), summary["predicted_wait_ms"].max(), err_all[2].max())
-    kinds = list(dict.fromkeys(summary["work"]))
-    for i, (kind, g) in enumerate(summary.groupby("work", sort=False)):
-        g = g.sort_values("workers")
-        c = PALETTE[i % 8]
-        dx = (i - (len(kinds) - 1) / 2) * 0.12   # side by side, so points at one W do not hide each other
+    ws = [str(int(w)) for w in sorted(summary["workers"].unique())]
+    fig = make_subplots(rows=1, cols=len(kinds), shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=[f"{k} (D = {summary[summary['work'] == k]['d_ms'].iloc[0]:.2f} ms)"
+                                        for k in kinds])
+    for i, kind in enumerate(kinds, start=1):
+        g = summary[summary["work"] == kind].sort_values("workers")
+        x = g["workers"].astype(int).astype(str)
         model = g["predicted_wait_ms"].where(g["predicted_wait_ms"] > 0)
-        fig.add_scatter(x=g["workers"], y=model, mode="lines", name=f"{kind}: model", connectgaps=False,
-                        line=dict(color=c, dash="dash"), legendgroup=kind,
-                        hovertemplate=f"<b>{kind}</b> model<br>W=%{{x}}: %{{y:,.1f}} ms<extra></extra>")
+        fig.add_scatter(x=x, y=model, mode="lines+markers", name="model", connectgaps=False, legendgroup="model",
+                        showlegend=i == 1, line=dict(color=PALETTE[1], dash="dash"),
+                        marker=dict(color=PALETTE[1], symbol="line-ew-open", size=12),
+                        hovertemplate=f"<b>{kind}</b> model<br>W=%{{x}}: %{{y:,.1f}} ms<extra></extra>",
+                        row=1, col=i)
         zero = g[g["predicted_wait_ms"] <= 0]
         if len(zero):
-            fig.add_scatter(x=zero["workers"], y=[floor] * len(zero), mode="markers", name=f"{kind}: model 0 ms",
-                            marker=dict(color=c, symbol="triangle-down-open", size=10), legendgroup=kind,
-                            showlegend=False,
+            fig.add_scatter(x=zero["workers"].astype(int).astype(str), y=[floor] * len(zero), mode="markers",
+                            name="model: no wait (on the axis floor)", legendgroup="zero", showlegend=i == 1,
+                            marker=dict(color=PALETTE[1], symbol="triangle-down-open", size=10),
                             hovertemplate=(f"<b>{kind}</b> model<br>W=%{{x}}: no wait (0 ms, drawn on the axis "
-                                           "floor)<extra></extra>"))
+                                           "floor)<extra></extra>"), row=1, col=i)
         err, lo, hi, what = _spread(g, "wait")
-        fig.add_scatter(x=g["workers"] + dx, y=g["wait_ms"], mode="markers", name=f"{kind}: measured",
-                        marker=dict(color=c, size=9), legendgroup=kind, error_y=err,
-                        customdata=list(zip(g["d_ms"], g["compute_ms"], g["au"], lo, hi, g["workers"], strict=True)),
-                        hovertemplate=(f"<b>{kind}</b> measured<br>W=%{{customdata[5]}}: mean wait %{{y:,.2f}} ms"
+        fig.add_scatter(x=x, y=g["wait_ms"], mode="markers", name="measured (mean)", legendgroup="measured",
+                        showlegend=i == 1, marker=dict(color=PALETTE[0], size=9), error_y=err,
+                        customdata=list(zip(g["d_ms"], g["compute_ms"], g["au"], lo, hi, strict=True)),
+                        hovertemplate=(f"<b>{kind}</b> measured<br>W=%{{x}}: mean wait %{{y:,.2f}} ms"
                                        f"<br>{what}: %{{customdata[3]:,.2f}} – %{{customdata[4]:,.2f}} ms"
                                        "<br>D = %{customdata[0]:.2f} ms, compute %{customdata[1]:.1f} ms"
-                                       "<br>AU %{customdata[2]:.0%}<extra></extra>"))
-    fig.update_layout(title=title, legend_title_text="work")
-    fig.update_xaxes(title_text="DataLoader workers W", tickmode="array",
-                     tickvals=sorted(summary["workers"].unique().tolist()))
-    fig.update_yaxes(title_text=f"data wait per step (ms, log scale; bars: {err_all[3]})", type="log", dtick=1,
-                     range=[np.log10(floor) - 0.1, np.log10(max(top, floor * 10)) + 0.15])
+                                       "<br>AU %{customdata[2]:.0%}<extra></extra>"), row=1, col=i)
+    fig.update_layout(title=_bars_note(title, err_all[3]), legend=dict(orientation="h", y=-0.22, x=0),
+                      margin=dict(t=100, b=110))
+    fig.update_xaxes(title_text="workers W", type="category", categoryorder="array", categoryarray=ws)
+    fig.update_yaxes(type="log", dtick=1, range=[np.log10(floor) - 0.1, np.log10(max(top, floor * 10)) + 0.15])
+    fig.update_yaxes(title_text="data wait per step (ms)", row=1, col=1)
     return fig
 
 
@@ -266,9 +278,10 @@ def boundary_timeline(df: pd.DataFrame, *, steps_per_epoch: int, title: str) -> 
                                        "<br>min–max over runs: %{customdata[0]:,.1f} – %{customdata[1]:,.1f} ms"
                                        "<br>runs: %{customdata[2]}<extra></extra>"))
     fig.add_vline(x=steps_per_epoch - 0.5, line=dict(dash="dot", color="#555555"), annotation_text="epoch 2")
-    fig.update_layout(title=title, legend_title_text="workers")
+    fig.update_layout(title=_bars_note(title, "min–max over runs (points: median)"), legend_title_text="workers",
+                      margin=dict(t=100))
     fig.update_xaxes(title_text="training step")
-    fig.update_yaxes(title_text="data wait (ms, log scale; bars: min–max over runs)", type="log")
+    fig.update_yaxes(title_text="data wait (ms, log scale)", type="log")
     return fig
 
 
@@ -754,9 +767,10 @@ def idle_gap_chart(idle: pd.DataFrame, *, g_ms: float, title: str) -> go.Figure:
                          tickmode="auto", nticks=6, tickformat=",.0f")
     fig.add_hline(y=g_ms, line=dict(dash="dash", color="#555555"), annotation_text="calibrated G",
                   annotation_position="bottom right")
-    fig.update_layout(title=title, legend_title_text="")
+    fig.update_layout(title=_bars_note(title, "min–max over repeats (points: mean)"), legend_title_text="",
+                      margin=dict(t=100))
     fig.update_xaxes(title_text="idle gap before the step (ms)")
-    fig.update_yaxes(title_text="step time (ms; bars: min–max over repeats)", secondary_y=False)
+    fig.update_yaxes(title_text="step time (ms)", secondary_y=False)
     return fig
 
 
@@ -775,9 +789,10 @@ def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
                         hovertemplate=(f"<b>{cost}</b><br>prefetch_factor %{{x}}: mean wait %{{y:,.2f}} ms"
                                        "<br>min–max over runs: %{customdata[0]:,.2f} – %{customdata[1]:,.2f} ms"
                                        "<br>runs: %{customdata[2]}<extra></extra>"))
-    fig.update_layout(title=title, legend_title_text="work")
+    fig.update_layout(title=_bars_note(title, "min–max over runs (points: mean)"), legend_title_text="work",
+                      margin=dict(t=100))
     fig.update_xaxes(title_text="prefetch_factor", type="category")
-    fig.update_yaxes(title_text="mean data wait per step (ms; bars: min–max over runs)", rangemode="tozero")
+    fig.update_yaxes(title_text="mean data wait per step (ms)", rangemode="tozero")
     return fig
 
 
