@@ -1426,7 +1426,6 @@ def clocks_table(res) -> pd.DataFrame:
 def two_clocks(res) -> str:
     """The conclusion of the two-clocks comparison, computed."""
     t = clocks_table(res)
-    agree = t[(t["ratio"] - 1).abs() < CLOCKS_AGREE]
     # smallest size from which every path agrees at that size and all larger ones
     sizes = sorted(t["size"].unique())
     from_size = None

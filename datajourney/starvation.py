@@ -1281,7 +1281,7 @@ def prefetch_sentence(res) -> str | None:
                 notes.append((fx.cv(runs), f"{cost} cost at prefetch_factor {int(k)}", runs))
         parts.append(f"{cost} cost, " + ", ".join(items))
     runs = int(pf["run"].nunique()) if "run" in pf else 1
-    text = (f"Mean wait per step by `prefetch_factor` ("
+    text = ("Mean wait per step by `prefetch_factor` ("
             + (f"mean of {runs} runs, min–max over the runs" if runs > 1 else "one run") + "): "
             + "; ".join(parts) + ".")
     if notes:   # the widest spread gets the full comment, the others are named

@@ -1003,7 +1003,7 @@ def purge_note(pm_res) -> str:
                "delivers.",
             f"`fadvise` was slower {every}, the opposite of what the cached metadata would predict: read it as "
             "run-to-run variation.",
-            "The run-by-run ratio " + (f"fell on both sides of 1×" if min(pairs) < 1 < max(pairs) else
+            "The run-by-run ratio " + ("fell on both sides of 1×" if min(pairs) < 1 < max(pairs) else
                                        f"stayed within {pct(PAIRED_TOL)} of 1×") + ": on this "
             "machine re-reading directory entries and inodes costs little next to the data reads. A rootless cold "
             "run is still an upper bound; on another file system or device the gap can be large.")

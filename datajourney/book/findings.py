@@ -196,7 +196,7 @@ def spread_note(label: str, values: Sequence[float], unit: str = "") -> str | No
     c = cv(values)
     if not (c > HIGH_SPREAD):
         return None
-    return (f"{label} varied from {num(min(values), unit)} to {num(max(values), unit)} over "
+    return (f"{label} varied over {span(min(values), max(values), unit)} in "
             f"{len(values)} runs (coefficient of variation {pct(c)}): read it as a range, not a point.")
 
 
