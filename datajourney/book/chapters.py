@@ -23,6 +23,11 @@ class Chapter:
         return f"{self.number:02d}_{self.slug}"
 
     @property
+    def page(self) -> str | None:
+        """The module that turns this chapter's result into findings, notes and tables."""
+        return self.module.replace("datajourney.", "datajourney.book.pages.", 1) if self.module else None
+
+    @property
     def notebook(self) -> Path:
         return NOTEBOOK_DIR / f"{self.name}.ipynb"
 
