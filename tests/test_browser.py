@@ -87,6 +87,7 @@ def test_whatif_sliders_recompute_in_the_browser(server, browser):
     """The chart's JavaScript recomputes wait and AU as the Python model does (predicted_wait_ms,
     predicted_au), at two slider settings, so the two implementations cannot drift apart."""
     from datajourney import starvation
+    from datajourney.book.pages.starvation import WHATIF_D
 
     page, _, errors = _open(browser, f"{server}/notebooks/04_cpu_starvation.html")
     page.wait_for_selector(".js-plotly-plot .slider-container", timeout=15000)
@@ -97,13 +98,13 @@ def test_whatif_sliders_recompute_in_the_browser(server, browser):
     _, before, _, active = plot.evaluate(read)
     rail = plot.locator(".slider-group").first.locator(".slider-rail-rect").bounding_box()
     b, g = 32, 50  # B and G unchanged from the notebook defaults
-    for frac, d in ((1.0, starvation.WHATIF_D[-1]), (0.0, starvation.WHATIF_D[0])):   # the largest D, the smallest
+    for frac, d in ((1.0, WHATIF_D[-1]), (0.0, WHATIF_D[0])):   # the largest D, the smallest
         x = rail["x"] + 3 + frac * (rail["width"] - 6)
         page.mouse.click(x, rail["y"] + rail["height"] / 2)
         page.wait_for_function("el => el.layout.sliders[0].active !== %d" % active, arg=plot.element_handle(),
                                timeout=5000)
         ws, wait, au, active = plot.evaluate(read)
-        assert active == starvation.WHATIF_D.index(d)
+        assert active == WHATIF_D.index(d)
         assert wait == pytest.approx([starvation.predicted_wait_ms(d, b, int(w), g) for w in ws])
         assert au == pytest.approx([100 * starvation.predicted_au(d, b, int(w), g) for w in ws])
         if frac == 1.0:

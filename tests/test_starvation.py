@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from datajourney import starvation, textdata
+from datajourney.book.pages import starvation as page
 from datajourney.params import ParameterError
 from datajourney.book.results import Result
 from datajourney.timing import NvmlSampler, clock_reason_names, run_sustained, steady_state
@@ -230,7 +231,7 @@ def test_real_work_kinds():
 
 # ---------------------------------------------------------------- the what-if chart
 def test_whatif_figure_has_sliders_and_script():
-    fig = starvation.whatif_figure(5, 32, 50, max_workers=8)
+    fig = page.whatif_figure(5, 32, 50, max_workers=8)
     assert [s.name for s in fig.layout.sliders] == ["D", "B", "G"]
     assert "plotly_sliderchange" in fig.layout.meta["post_script"]
     assert list(fig.data[0].y[:2]) == [160, 110]
@@ -242,10 +243,10 @@ def test_whatif_figure_has_sliders_and_script():
 
 
 def test_whatif_is_static_outside_a_person_s_frontend():
-    fig = starvation.whatif(5, 32, 50, max_workers=8)          # no kernel here: the static figure
+    fig = page.whatif(5, 32, 50, max_workers=8)          # no kernel here: the static figure
     assert fig.layout.sliders
     widgets = pytest.importorskip("ipywidgets")
-    box = starvation.whatif(5, 32, 50, max_workers=8, live=True)
+    box = page.whatif(5, 32, 50, max_workers=8, live=True)
     assert isinstance(box, widgets.VBox)
     d = box.children[0].children[0]
     d.value = 50                                                # moving a slider redraws the chart
@@ -293,11 +294,11 @@ def _result(*, w0_wait=165.0, w4_wait=1.0, w4_step=51.0, g=50.0, sweep_waits=Non
 
 
 def _texts(res):
-    return {f.key: f.text for f in starvation.findings(res)}
+    return {f.key: f.text for f in page.findings(res)}
 
 
 def test_findings_of_a_constructed_run_say_what_it_shows():
-    f = starvation.findings(_result())
+    f = page.findings(_result())
     assert 3 <= len(f) <= 6 and len({x.key for x in f}) == len(f)
     t = {x.key: x.text for x in f}
     assert "165 ms" in t["published_w0"] and "close to" in t["published_w0"]
@@ -363,8 +364,8 @@ def test_reversed_persistent_workers_that_do_not_help():
 
 
 def test_takeaways_follow_the_data():
-    assert "saved" in starvation.takeaways(_result())
-    t = starvation.takeaways(_result(non=(170.0, 172.0), per=(171.0, 170.5), pf_variable=(10.0, 10.0),
+    assert "saved" in page.takeaways(_result())
+    t = page.takeaways(_result(non=(170.0, 172.0), per=(171.0, 170.5), pf_variable=(10.0, 10.0),
                                      pf_constant=(5.0, 5.0), after_gap=50.0, clocks=(1980, 1980)))
     assert "no clear difference" in t and "made no consistent difference even in the balanced case" in t
     assert "same time after an idle gap" in t
@@ -374,7 +375,7 @@ def test_findings_of_an_older_result_without_the_new_tables():
     res = _result()
     for name in ("idle_gaps", "calibration", "prefetch"):
         del res.tables[name]
-    keys = [f.key for f in starvation.findings(res)]
+    keys = [f.key for f in page.findings(res)]
     assert keys == ["published_w0", "published_w4", "workers_to_keep_up", "epoch_boundary"]
 
 
@@ -385,14 +386,14 @@ def test_findings_of_a_short_cpu_run(tmp_path):
                          progress=False)
     assert (tmp_path / f"{starvation.CHAPTER}.json").exists()
     assert {"calibration", "idle_gaps", "summary", "steps", "prefetch", "epoch_boundary"} <= set(res.tables)
-    items = starvation.findings(res)
+    items = page.findings(res)
     assert 3 <= len(items) <= 6
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text
     assert res.metadata["nvml"]["available"] in (True, False)
-    for fn in (starvation.step_sentence, starvation.published_case_sentences, starvation.model_walkthrough,
-               starvation.model_gap_notes, starvation.cores_sentence, starvation.first_batch_note,
-               starvation.au_drift_sentence, starvation.takeaways):
+    for fn in (page.step_sentence, page.published_case_sentences, page.model_walkthrough,
+               page.model_gap_notes, page.cores_sentence, page.first_batch_note,
+               page.au_drift_sentence, page.takeaways):
         text = fn(res)
         assert text is None or (not has_nan(text) and "None" not in text), fn.__name__
 
@@ -419,7 +420,7 @@ def test_whatif_is_live_in_a_person_s_kernel_and_static_under_the_book_s_executo
     try:
         seen = {}
         for allow in (True, False):
-            msg_id = kc.execute("from datajourney import starvation\nstarvation.whatif(5.0, 32, 50.0)",
+            msg_id = kc.execute("from datajourney.book.pages import starvation as page\npage.whatif(5.0, 32, 50.0)",
                                 allow_stdin=allow)
             kinds = set()
             while True:
@@ -455,7 +456,7 @@ def _flag_everywhere(res, *, base_power=716.0, limit=700.0):
 def test_a_power_cap_flag_set_everywhere_is_not_cited_as_evidence():
     t = _texts(_flag_everywhere(_result()))["step_drift"]
     assert "power cap" not in t and "against its 700 W limit" in t and "power limit" in t
-    d = starvation.drift_details(_flag_everywhere(_result()))
+    d = page.drift_details(_flag_everywhere(_result()))
     assert "does not tell" in d and "100%" in d
     # the flag that tells the states apart is cited (the constructed default: set back-to-back only)
     t = _texts(_result())["step_drift"]
@@ -471,7 +472,7 @@ def test_below_the_limit_with_the_flag_everywhere_makes_no_power_claim():
 def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
     res = _result()
     key = _texts(res)["step_drift"]
-    d = starvation.drift_details(res)
+    d = page.drift_details(res)
     assert d.startswith("**In detail.**") and "The step's own time" not in d
     assert "170 ms gap" in d and "0 ms gap" in d and d not in key
     for after, words in ((43.0, "mean step shortened"), (56.0, "mean step lengthened")):
@@ -479,8 +480,8 @@ def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
         idle = res.tables["idle_gaps"]
         mid = idle[idle["gap_ms"] == 170].assign(gap_ms=30, step_ms=lambda x: (x["step_ms"] + 50.0) / 2)
         res.tables["idle_gaps"] = pd.concat([idle, mid], ignore_index=True)
-        assert words in starvation.drift_details(res)
-    assert starvation.drift_details(_result(cuda=False, nvml=False)) is None
+        assert words in page.drift_details(res)
+    assert page.drift_details(_result(cuda=False, nvml=False)) is None
 
 
 def test_prefetch_lower_in_every_run_but_within_tolerance_says_how_much():
@@ -501,14 +502,14 @@ def test_prefetch_ratio_on_the_means_is_not_called_the_ratio_of_every_run():
     t = _texts(res)["prefetch_balanced"]
     assert "on the means; shorter in every run" in t and "× in every run" not in t
     assert "spread widely" in t and "1–9 ms" in t
-    s = starvation.prefetch_sentence(res)
+    s = page.prefetch_sentence(res)
     assert "coefficient of variation" in s and s not in t
 
 
 def test_prefetch_ranges_never_repeat_an_end():
     import re
     for res in (_result(), _result(pf_variable=(10.0, 10.0)), _result(pf_constant=(1.30, 1.25))):
-        for text in (_texts(res)["prefetch_balanced"], starvation.prefetch_sentence(res)):
+        for text in (_texts(res)["prefetch_balanced"], page.prefetch_sentence(res)):
             for a, b in re.findall(r"(\d[\d.,]*)–(\d[\d.,]*)", text):
                 assert a != b, text
 
@@ -526,11 +527,11 @@ def test_au_against_compute_share_follows_the_step_length():
     w = sw["experiment"] == "worker sweep"
     sw.loc[w, "compute_ms"] = 42.0                                      # steps shorter than G = 50 ms
     sw.loc[w, "compute_share"] = 42.0 / sw.loc[w, "step_ms"]
-    t = starvation.au_drift_sentence(res)
+    t = page.au_drift_sentence(res)
     assert "AU comes out above" in t and "points higher" in t and "does not inflate" not in t
     sw.loc[w, "compute_ms"] = 58.0                                      # steps longer than G
     sw.loc[w, "compute_share"] = 58.0 / sw.loc[w, "step_ms"]
-    t = starvation.au_drift_sentence(res)
+    t = page.au_drift_sentence(res)
     assert "AU comes out below" in t and "points lower" in t
 
 
@@ -538,17 +539,17 @@ def test_model_gap_notes_give_large_excesses_as_a_factor():
     res = _result(sweep_waits={"tokenize": {0: 160, 1: 200, 2: 60, 4: 1}})
     sw = res.tables["summary"]
     sw.loc[(sw["work"] == "tokenize") & (sw["workers"] == 2), "predicted_wait_ms"] = 1.2
-    t = starvation.model_gap_notes(res)
+    t = page.model_gap_notes(res)
     assert "50.0× the model" in t and "4,9" not in t
 
 
 def test_gap_cause_note_says_the_cause_is_not_measured():
     res = _result(sweep_waits={"tokenize": {0: 240, 1: 150, 2: 60, 4: 1}})
-    t = starvation.gap_cause_note(res)
+    t = page.gap_cause_note(res)
     assert "not measured by this run" in t and "7.50 ms at W=0" in t and "TOKENIZERS_PARALLELISM" in t
     assert "would not explain the gap at W = 0" in t
     on_line = _result(sweep_waits={"tokenize": {0: 160, 2: 30, 4: 1}})
-    assert starvation.gap_cause_note(on_line) is None
+    assert page.gap_cause_note(on_line) is None
 
 
 def test_first_batch_note_states_the_trend_over_all_workers():
@@ -556,11 +557,11 @@ def test_first_batch_note_states_the_trend_over_all_workers():
     sw = res.tables["summary"]
     tok = sw["work"] == "tokenize"
     sw.loc[tok, "first_batch_ms"] = sw.loc[tok, "workers"].map({0: 130, 1: 370, 2: 290, 4: 370, 8: 520, 16: 670})
-    t = starvation.first_batch_note(res)
+    t = page.first_batch_note(res)
     assert "**tokenize** grew from 370 ms at W=1 to 670 ms at W=16, except W=1 → W=2" in t
     assert "falls as workers are added" not in t and "exceeds that spread" in t
     sw.loc[tok, "first_batch_ms"] = sw.loc[tok, "workers"].map({0: 130, 1: 670, 2: 600, 4: 500, 8: 400, 16: 370})
-    t = starvation.first_batch_note(res)
+    t = page.first_batch_note(res)
     assert "**tokenize** fell from 670 ms" in t and "except" not in t.split("**tokenize**")[1].split(";")[0]
 
 
