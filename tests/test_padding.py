@@ -8,6 +8,7 @@ import torch
 
 from datajourney import padding, textdata
 from datajourney.book import plotting, published
+from datajourney.book.pages import padding as page
 from datajourney.params import ParameterError
 from datajourney.book.results import Result
 from conftest import has_nan
@@ -87,19 +88,19 @@ def test_published_figures_reproduced_exactly_from_the_first_batch():
 def test_run_reproduces_and_labels_populations(tmp_path):
     res = padding.run(**{**P, "n_samples": 2000, "batch_size": 32, "strategies": list(padding.STRATEGIES),
                          "device": "none"}, run_dir=tmp_path, progress=False)
-    assert padding.reproduction(res)["missed"] == []
+    assert page.reproduction(res)["missed"] == []
     assert set(res.table("first_batch")["population"]) == {"first batch"}
     assert set(res.table("strategies")["population"]) == {"all samples"}
     assert list(res.table("length_stats")["population"]) == ["first batch", "all samples"]
     t = res.table("templates")
     best = t[t["published_matched"] == t["published_of"]]
     assert list(zip(best["template"], best["eos"])) == [("spaces", "packed_only")]
-    items = padding.findings(res)
+    items = page.findings(res)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     ratio = next(f for f in items if f.key == "first_batch_ratio")
     assert "**42.4×**" in ratio.text and "reproduced as printed" in ratio.text
-    assert "Of the 9 combinations" in padding.template_note(res) and "only `spaces`" in padding.template_note(res)
-    tab = padding.length_table(res)
+    assert "Of the 9 combinations" in page.template_note(res) and "only `spaces`" in page.template_note(res)
+    tab = page.length_table(res)
     assert list(tab.iloc[:, 1]) == [published.figure(padding.CHAPTER, m).text for m in (
         "first batch: shortest sample", "first batch: longest sample", "first batch: mean length",
         "first batch: median length")]
@@ -389,7 +390,7 @@ def _result(*, pad_fb=0.02326, pack_fb=0.98549, pad_all=0.017, pack_all=0.974, c
 
 
 def _texts(res):
-    items = padding.findings(res)
+    items = page.findings(res)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text
@@ -445,12 +446,12 @@ def test_findings_name_a_setting_that_is_not_the_published_one():
 
 
 def test_key_metrics_are_first_batch_metrics_with_published_names():
-    km = padding.key_metrics(_result())
+    km = page.key_metrics(_result())
     names = {f.metric for f in published.figures(padding.CHAPTER)}
     assert set(km) == names
     assert km["efficiency, pad to context"][0] == pytest.approx(2.326)
-    assert padding.reproduction(_result())["missed"] == []
-    assert "efficiency, packed" in padding.reproduction(_result(pack_fb=0.99))["missed"]
+    assert page.reproduction(_result())["missed"] == []
+    assert "efficiency, packed" in page.reproduction(_result(pack_fb=0.99))["missed"]
 
 
 @OFFLINE
@@ -482,9 +483,9 @@ def test_run_times_every_batch_on_cpu(tmp_path):
     assert c.loc["greedy_pack", "real_tokens"] == res.table("lengths")["tokens"].sum() + 24   # one EOS each
     f = _texts(res)
     assert "CPU time" in f["measured_cost"].text
-    note = padding.cost_note(res)
+    note = page.cost_note(res)
     assert "A full padded step" in note and "output layer and loss" in note
-    b = padding.step_breakdown(res).set_index("strategy")
+    b = page.step_breakdown(res).set_index("strategy")
     assert b.loc["greedy_pack", "real_targets"] > b.loc["pad_to_context", "real_targets"]
     assert (b["ms"] - b[list(padding.STEP_PARTS)].sum(axis=1)).abs().max() < 1e-6 * b["ms"].max() + 1e-9
 
@@ -495,7 +496,7 @@ def test_cost_note_compares_partial_batches_only_with_their_own_row_length():
     _, shapes = padding.cost_of_layout(st, lay, mode="all_batches", real_tokens=460)
     res = _result()
     res.add("cost_shapes", shapes)
-    note = padding.cost_note(res)
+    note = page.cost_note(res)
     assert "1 of 3 batches is partial (1 row)" in note and "per step against" not in note
 
 
@@ -518,8 +519,8 @@ def test_one_gain_ratio_or_the_difference_said_once():
 
 
 def test_shares_below_100_percent_never_print_as_100():
-    assert padding.share_text(131_053 / 131_072) == "99.99" and padding.share_text(1.0) == "100"
-    assert padding.share_text(0.0233) == "2.33" and padding.share_text(1e-6) == "0.0001"
+    assert page.share_text(131_053 / 131_072) == "99.99" and page.share_text(1.0) == "100"
+    assert page.share_text(0.0233) == "2.33" and page.share_text(1e-6) == "0.0001"
     from datajourney.book import plotting
 
     fig = plotting.efficiency_bars(pd.DataFrame({"layout": ["a", "b"], "population": "p",
@@ -534,5 +535,5 @@ def test_templates_table_has_short_headers():
                             published_of=7)])
     res = _result()
     res.add("templates", tt)
-    t = padding.templates_table(res)
+    t = page.templates_table(res)
     assert max(len(c) for c in t.columns) <= 12 and t["matched"].iloc[0] == "7/7"
