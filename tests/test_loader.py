@@ -8,6 +8,7 @@ from torch.utils.data import Dataset
 
 from datajourney import datasets, loader
 from datajourney.params import ParameterError
+from datajourney.book.pages import loader as page
 from datajourney.book.results import Result
 from conftest import has_nan
 
@@ -165,14 +166,14 @@ def test_run_writes_every_table(tmp_path):
     assert {"steady_MBps", "first_batch_s", "main_busy", "batches_per_s"} <= set(e.columns)
     assert set(saved.table("transfer")["batch_size"]) == {8, 32}
     assert "latency" in saved.tables
-    m = loader.key_metrics(saved)
+    m = page.key_metrics(saved)
     assert set(m) == {f"{a}, workers=0" for a in ("small files", "shard", "shard ÷ small files")}
-    items = loader.findings(saved)
+    items = page.findings(saved)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text
-    for note in (loader.hand_over_note(saved), loader.main_process_note(saved), loader.first_batch_note(saved),
-                 loader.cold_vs_warm_note(saved), loader.spread_notes(saved), loader.residency(saved)):
+    for note in (page.hand_over_note(saved), page.main_process_note(saved), page.first_batch_note(saved),
+                 page.cold_vs_warm_note(saved), page.spread_notes(saved), page.residency(saved)):
         assert not has_nan(note)
     assert res.path == saved.path
 
@@ -231,14 +232,14 @@ def _grid(w0, w4, w16, warm_factor=2.0):
 
 
 def _f(res, key):
-    return next(f for f in loader.findings(res) if f.key == key)
+    return next(f for f in page.findings(res) if f.key == key)
 
 
 def test_published_comparison_uses_the_in_order_shard_and_follows_the_data():
     wins = _res(_grid((17, 60, 330), (80, 300, 385), (340, 336, 400)))
     f = _f(wins, "published_w0")
     assert "**19.4× faster**" in f.text and f.published == "shard ÷ small files, workers=0"
-    assert loader.key_metrics(wins)["shard, workers=0"][0] == pytest.approx(330)
+    assert page.key_metrics(wins)["shard, workers=0"][0] == pytest.approx(330)
     loses = _res(_grid((300, 60, 100), (380, 300, 200), (340, 336, 400)))
     f = _f(loses, "published_w0")
     assert "slower" in f.text and "faster" not in f.text and f.value < 1
@@ -307,18 +308,18 @@ def test_main_process_bottleneck_is_stated_only_when_measured():
 
 def test_cold_vs_warm_wording_follows_the_ratio():
     small = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400), warm_factor=3))
-    assert "less than an order of magnitude" in loader.cold_vs_warm_note(small)
+    assert "less than an order of magnitude" in page.cold_vs_warm_note(small)
     same = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400), warm_factor=1.2))
-    assert "little, in every configuration" in loader.cold_vs_warm_note(same)
+    assert "little, in every configuration" in page.cold_vs_warm_note(same)
     big = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400), warm_factor=12))
-    assert "an order of magnitude or more" in loader.cold_vs_warm_note(big)
+    assert "an order of magnitude or more" in page.cold_vs_warm_note(big)
 
 
 def test_one_worker_note_from_the_sweep():
     t = _grid((113, 219, 330), (80, 300, 385), (348, 336, 400))
     for kind, v in (("small_files", 80), ("shard", 145), ("shard_in_order", 330)):
         t[("cold", 1, kind)] = [0.97 * v, v, 1.03 * v]
-    note = loader.one_worker_note(_res(t))
+    note = page.one_worker_note(_res(t))
     assert "small files, shuffled, cold: one worker 1.41× slower than none" in note
     assert "shard, in order (published design), cold: one worker level with" in note
 
@@ -330,18 +331,18 @@ def test_findings_of_an_older_result_still_work():
     ref = results.load_reference(loader.CHAPTER)
     if ref is None:
         pytest.skip("no committed reference result")
-    items = loader.findings(ref)
+    items = page.findings(ref)
     assert 3 <= len(items) <= 6 and all(not has_nan(f.text) for f in items)
 
 
 def test_published_and_workers_notes_follow_the_data():
     res = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))
-    note = loader.published_note(res)
+    note = page.published_note(res)
     assert "`num_workers=0`: published 19.5×" in note and "`num_workers=4`: published 4.8×" in note
     assert "lies within this run's range" in note            # 330/17 = 19.4× (18.4–20.4)
-    far = loader.published_note(_res(_grid((100, 60, 330), (80, 300, 385), (348, 336, 400))))
+    far = page.published_note(_res(_grid((100, 60, 330), (80, 300, 385), (348, 336, 400))))
     assert "0.17× the published figure" in far
-    gain = loader.workers_gain_note(res)
+    gain = page.workers_gain_note(res)
     assert "small files, shuffled 4.7×" in gain and "shard, in order (published design) 1.17×" in gain
 
 
@@ -374,43 +375,43 @@ def _plateau_grid(rates, busy=0.6, **tables):
 def test_plateau_note_compares_with_the_receive_rate_and_claims_no_cause():
     flat = _plateau_grid({0: 3000, 1: 900, 4: 1650, 8: 1700, 16: 1600},
                          transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.52))
-    note = loader.plateau_note(flat)
+    note = page.plateau_note(flat)
     assert "more workers stopped raising the rate" in note and "1,600–1,700 batches/s" in note
     assert "1,923 batches/s" in note and "below it" in note and "this run does not show what does" in note
     assert "set the pace" not in note and "set the pace" not in _f(flat, "main_process").text
     matched = _plateau_grid({0: 3000, 1: 900, 4: 1850, 8: 1900, 16: 1880},
                             transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.52))
-    assert "the plateau matches the main process's cost of receiving batches" in loader.plateau_note(matched)
+    assert "the plateau matches the main process's cost of receiving batches" in page.plateau_note(matched)
     rising = _plateau_grid({0: 3000, 1: 900, 4: 1200, 8: 1500, 16: 1900})
-    assert "still rose up to the largest worker count" in loader.plateau_note(rising)
+    assert "still rose up to the largest worker count" in page.plateau_note(rising)
     busy = _plateau_grid({0: 3000, 1: 900, 4: 1650, 8: 1700, 16: 1600}, busy=0.95)
-    assert "receiving batches sets the pace" in loader.plateau_note(busy)
+    assert "receiving batches sets the pace" in page.plateau_note(busy)
 
 
 def test_in_order_shard_slower_with_workers_is_stated_as_unexplained():
     slower = _res(_grid((74, 142, 734), (165, 224, 523), (237, 257, 367)))
-    note = loader.in_order_note(slower)
+    note = page.in_order_note(slower)
     assert "**734 MB/s** with no workers" in note and "523 (`num_workers=4`)" in note
     assert "slower with every worker count measured" in note and "does not explain it" in note
     assert "hypothesis it does not test" in note
-    assert loader.in_order_note(_res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))) == ""
+    assert page.in_order_note(_res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))) == ""
 
 
 def test_first_batch_note_labels_each_cache_state_once():
     res = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))
-    note = loader.first_batch_note(res)
+    note = page.first_batch_note(res)
     assert note.count("of the whole epoch") == 1 and "took: warm," in note and "cold," not in note.split("took:")[-1]
 
 
 def test_chapter_3_tables_are_readable():
     res = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)),
                transfer=_transfer({16: [0.5, 0.5, 0.5], 64: [0.5, 0.6, 0.7]}))
-    tp = loader.throughput_table(res)
+    tp = page.throughput_table(res)
     assert "shard, in order ÷ small files (×)" in tp
     assert not set(tp.columns) & set(loader.KINDS) and not any("_in_order" in c for c in tp.columns)
-    ho = loader.hand_over_table(res)
+    ho = page.hand_over_table(res)
     assert len(ho.columns) <= 9 and not any("_" in c for c in ho.columns)
     assert set(ho["payload"]) == {"bytes", "length only"} and "0.50–0.70" in set(ho["extra, min–max (ms)"])
-    mp = loader.main_process_display(res)
+    mp = page.main_process_display(res)
     assert "layout" in mp and "small_files" not in set(mp["layout"]) and mp["on a CPU (%)"].max() > 1
     assert "waiting for one (%)" not in mp   # not measured in these rows: no empty column
