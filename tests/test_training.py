@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from datajourney import images, training
 from datajourney.book import results
+from datajourney.book.pages import training as page
 from datajourney.params import ParameterError
 from conftest import has_nan
 
@@ -132,16 +133,16 @@ def test_run_on_cpu(tmp_path):
     assert set(tl["name"]) >= set(training.PHASES) and (tl["start_ms"] >= 0).all()
     if not res.metadata["mds_available"]:
         assert "mosaicml-streaming" in res.metadata["mds_note"] and set(sc["format"]) == {"imagefolder"}
-    items = training.findings(res)
+    items = page.findings(res)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text, f
-    for text in (training.sizing(res), training.cpu_note(res), training.spread_notes(res), training.timeline_note(res),
-                 training.takeaways(res), training.nvml_note(res), training.compute_growth_note(res),
-                 training.reader_note(res), training.ratio_note(res)):
+    for text in (page.sizing(res), page.cpu_note(res), page.spread_notes(res), page.timeline_note(res),
+                 page.takeaways(res), page.nvml_note(res), page.compute_growth_note(res),
+                 page.reader_note(res), page.ratio_note(res)):
         assert not has_nan(text)
     for part in ("main", "details"):
-        assert not training.scenario_table(res, part).empty
+        assert not page.scenario_table(res, part).empty
     assert {"median_ms", "p90_ms"} <= set(res.table("readers").columns)
 
 
@@ -270,11 +271,11 @@ def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.
 
 
 def _text(res, key):
-    return next(f for f in training.findings(res) if f.key == key).text
+    return next(f for f in page.findings(res) if f.key == key).text
 
 
 def test_findings_of_a_constructed_run_are_complete():
-    items = training.findings(_result())
+    items = page.findings(_result())
     assert [f.key for f in items] == ["wait_w0", "mds_vs_imagefolder_w0", "one_worker", "workers4",
                                       "compute_under_load", "best_vs_ceiling"]
     assert next(f for f in items if f.key == "wait_w0").published == "ImageFolder, workers=0: data wait"
@@ -310,10 +311,10 @@ def test_per_sample_comparisons_use_medians_when_recorded():
     with_median = _result(inside=0.20, medians=True)
     text = _text(with_median, "mds_vs_imagefolder_w0")
     assert "median 0.60 ms, p90 0.70 ms" in text and "mean 0.65" not in text
-    assert "ImageFolder: median (ms)" in training.reader_table(with_median).columns
+    assert "ImageFolder: median (ms)" in page.reader_table(with_median).columns
     old = _result()
-    assert "ImageFolder: mean (ms)" in training.reader_table(old).columns
-    note = training.reader_note(old)
+    assert "ImageFolder: mean (ms)" in page.reader_table(old).columns
+    note = page.reader_note(old)
     assert "ImageFolder normalise (mean 0.050 ms, p90 0.030 ms)" in note  # the mean above the p90 is flagged
 
 
@@ -341,7 +342,7 @@ def test_compute_flat_or_growing_under_load_follows_the_data():
 
 def test_findings_of_an_older_result_without_repeats_or_stage_timers():
     ref = results.load_reference(training.CHAPTER)
-    items = training.findings(ref)
+    items = page.findings(ref)
     assert 3 <= len(items) <= 6
     assert all(not has_nan(f.text) for f in items)
 
@@ -353,15 +354,15 @@ def test_load_remedies_within_the_noise_read_level_not_a_signed_hair():
 
 
 def test_compute_growth_is_tied_to_the_sweep_only_at_a_matching_load():
-    far = training.compute_growth_note(_result(grown=40.0, busy_cores=2.0))
+    far = page.compute_growth_note(_result(grown=40.0, busy_cores=2.0))
     assert "ImageFolder, W=4 40 ms at 2 busy cores of 16" in far
     assert "did not measure their load" in far and "no isolated cause" in far
-    near = training.compute_growth_note(_result(grown=40.0, busy_cores=15.8))
+    near = page.compute_growth_note(_result(grown=40.0, busy_cores=15.8))
     assert "as many cores busy as the load sweep's lightest load" in near and "did not measure" not in near
-    assert "No scenario" in training.compute_growth_note(_result(grown=32.1))
+    assert "No scenario" in page.compute_growth_note(_result(grown=32.1))
     # the tuned recipe's changes, and the runs that would separate them
     assert "3 things at once" in far and "were not part of this run" in far
-    plain = training.compute_growth_note(_result(grown=40.0, tuned_remedy="none"))
+    plain = page.compute_growth_note(_result(grown=40.0, tuned_remedy="none"))
     assert "not treated" in plain and "things at once" not in plain
 
 
@@ -371,7 +372,7 @@ def test_compute_growth_is_tied_to_the_sweep_only_at_a_matching_load():
     (4, 4.74, [0, 1, 4, 8], "below the prediction (4.74)"),
 ])
 def test_sizing_compares_with_the_counts_actually_tried(first, need, tried, expected):
-    text = training._against_prediction(first, need, tried)
+    text = page._against_prediction(first, need, tried)
     assert text == expected and "rounded up" not in text
 
 
@@ -379,21 +380,21 @@ def test_ranges_never_repeat_an_end():
     import re
 
     res = _result()
-    texts = [f.text for f in training.findings(res)] + [training.sizing(res), training.compute_growth_note(res)]
-    texts += [str(v) for v in training.scenario_table(res)["min–max (%)"]]
+    texts = [f.text for f in page.findings(res)] + [page.sizing(res), page.compute_growth_note(res)]
+    texts += [str(v) for v in page.scenario_table(res)["min–max (%)"]]
     for t in texts:
         for a, b in re.findall(r"(\d[\d.,]*)–(\d[\d.,]*)", t):
             assert a != b, t
-    assert training._range([5.0, 5.0], "ms") == "min–max 5 ms over 2 runs"
+    assert page._range([5.0, 5.0], "ms") == "min–max 5 ms over 2 runs"
 
 
 def test_the_two_format_ratios_say_what_they_divide():
-    note = training.ratio_note(_result())
+    note = page.ratio_note(_result())
     assert "**data-wait** ratio" in note and "divides **images/s**" in note
 
 
 def test_every_committed_full_run_on_the_reference_host_is_listed():
-    runs = training.reference_runs("h200")
+    runs = page.reference_runs("h200")
     assert runs.iloc[0]["kind"] == "reference run"
     assert len(runs) == 1 + len(list((results.REFERENCE_DIR / "h200" / "repeats").glob(f"{training.CHAPTER}*.json")))
     assert not has_nan(runs.to_string(na_rep="nan"))
