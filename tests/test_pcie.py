@@ -15,6 +15,7 @@ import torch
 
 from datajourney import pcie
 from datajourney.book import plotting, results
+from datajourney.book.pages import pcie as page
 from datajourney.params import ParameterError
 from conftest import has_nan
 
@@ -153,7 +154,7 @@ def test_limits_read_from_a_fake_cgroup_v2_tree(tmp_path, monkeypatch):
     host = pcie.host_limits(cg, proc)
     assert host["cgroup_headroom_bytes"] == 3 * GiB and host["cgroup_headroom_bound"] == "available host memory"
     lim = dict(host, available_bytes=2 * GiB)
-    t = pcie.limits_table(type("R", (), {"metadata": {"limits": lim}})())
+    t = page.limits_table(type("R", (), {"metadata": {"limits": lim}})())
     room = t[t["limit"].str.startswith("room left")].iloc[0]
     assert room["value"] == "2.0 GiB" and "capped by available host memory" in room["limit"]
     # the fingerprint reads the same limits: one walk up the parents
@@ -266,13 +267,13 @@ def test_without_cuda_the_chapter_says_so_and_measures_the_host_side(tmp_path):
     res = pcie.run(**{k: v for k, v in P.items() if k not in ("reference_host", "is_reference_run", "run_dir")},
                    run_dir=tmp_path, progress=False)
     assert res.metadata["cuda"] is False and "no CUDA" in res.metadata["note"]
-    assert "bandwidth" not in res.tables and pcie.key_metrics(res) == {}
-    assert pcie.has_staging(res) and res.metadata["cpu_work"]["std_ms"] >= 0
-    items = pcie.findings(res)
+    assert "bandwidth" not in res.tables and page.key_metrics(res) == {}
+    assert page.has_staging(res) and res.metadata["cpu_work"]["std_ms"] >= 0
+    items = page.findings(res)
     assert [f.key for f in items] == ["no_cuda", "host_memcpy", "cpu_jitter"]
     assert all(not has_nan(f.text) for f in items)
     loaded = results.Result.load(res.path)
-    assert [f.text for f in pcie.findings(loaded)] == [f.text for f in items]
+    assert [f.text for f in page.findings(loaded)] == [f.text for f in items]
 
 
 # --------------------------------------------------------------------------- constructed GPU results
@@ -374,7 +375,7 @@ def gpu_result(*, rates=None, h2d_large_drop=True, llc=96 * MiB, pin_later_ms=1.
 
 
 def _by_key(res):
-    return {f.key: f for f in pcie.findings(res)}
+    return {f.key: f for f in page.findings(res)}
 
 
 def test_findings_of_a_gpu_run():
@@ -387,7 +388,7 @@ def test_findings_of_a_gpu_run():
     assert "the driver's CPU staging copy is fast only while the source is still in the CPU's cache" in \
         f["pageable_drop"].text
     assert f["pageable_drop"].text.count(". ") <= 2  # one sentence of result, one of cause; details in the body
-    details = pcie.staging_details(res)
+    details = page.staging_details(res)
     assert "outgrow the 96 MiB last-level cache" in details and "page size is not the cause" in details
     assert "falls to" in f["pageable_drop"].text
     assert f["cpu_overlap"].published == "overlap, pinned + non_blocking, 256 MiB"
@@ -398,7 +399,7 @@ def test_findings_of_a_gpu_run():
 
 
 def test_a_knee_far_below_the_reported_cache_is_said_so():
-    text = pcie.staging_details(gpu_result(llc=300 * MiB))
+    text = page.staging_details(gpu_result(llc=300 * MiB))
     assert "well below the 300 MiB last-level cache" in text and "virtual machine" in text
 
 
@@ -428,7 +429,7 @@ def test_reversed_every_copy_too_short_to_tell():
     assert (o["verdict"] == pcie.TOO_SHORT).all()
     f = _by_key(res)["cpu_overlap"]
     assert pcie.TOO_SHORT in f.text and "overlaps." not in f.text
-    assert pcie.key_metrics(res)["overlap, pinned + non_blocking, 256 MiB"] == (None, None)
+    assert page.key_metrics(res)["overlap, pinned + non_blocking, 256 MiB"] == (None, None)
 
 
 def test_blocking_copies_never_read_as_overlapping():
@@ -436,7 +437,7 @@ def test_blocking_copies_never_read_as_overlapping():
     o = res.table("overlap")
     blocking = o[o["mode"] == "blocking"]
     assert set(blocking["verdict"]) <= {"serial", pcie.TOO_SHORT}
-    assert "Every blocking copy long enough to judge ran serially" in pcie.overlap_caveat(res)
+    assert "Every blocking copy long enough to judge ran serially" in page.overlap_caveat(res)
 
 
 def test_reversed_copy_kernel_overlap():
@@ -449,22 +450,22 @@ def test_reversed_copy_kernel_overlap():
 
 def test_computed_sections_of_a_gpu_run():
     res = gpu_result()
-    text = pcie.two_clocks(res)
+    text = page.two_clocks(res)
     assert "host clock adds about" in text and "bracket the whole pageable copy" in text
-    assert "met" in pcie.ceiling_text(res) and "overlaps" in pcie.bidirectional_text(res)
-    assert "Nothing crashed" in pcie.stale_text(res)
-    assert "slowest path was host-to-device from pageable memory" in pcie.takeaways(res)
-    assert "not this machine's slowest path" in pcie.versus_published(res)
-    assert "slowest path too" in pcie.versus_published(gpu_result(rates={("D2H", "pageable"): 1.5},
+    assert "met" in page.ceiling_text(res) and "overlaps" in page.bidirectional_text(res)
+    assert "Nothing crashed" in page.stale_text(res)
+    assert "slowest path was host-to-device from pageable memory" in page.takeaways(res)
+    assert "not this machine's slowest path" in page.versus_published(res)
+    assert "slowest path too" in page.versus_published(gpu_result(rates={("D2H", "pageable"): 1.5},
                                                                   h2d_large_drop=False))
-    km = pcie.key_metrics(res)
+    km = page.key_metrics(res)
     assert km["D2H pinned ÷ pageable, 1 GiB"][0] == pytest.approx(55 / 19.5, rel=0.05)
     assert km["overlap, pinned + non_blocking, 16 MiB"][0] is not None
 
 
 def test_charts_and_tables_of_a_gpu_run():
     res = gpu_result()
-    ev = pcie.bandwidth_by_path(res)
+    ev = page.bandwidth_by_path(res)
     fig = plotting.lines_with_band(ev, x="size", color="path", title="t", xaxis="x", yaxis="y", centre="median",
                                    low="p10", high="p90", band_label="p10–p90")
     assert "p10–p90" in fig.data[0].hovertemplate and "median" in fig.data[0].hovertemplate
@@ -488,21 +489,21 @@ def test_charts_and_tables_of_a_gpu_run():
     assert "added" in by_axis["y"] and "SM clock" in by_axis["y2"]
     assert "added" in pr.layout.yaxis.title.text and "SM clock" in pr.layout.yaxis2.title.text
     assert pr.layout.yaxis2.tickformat == "d" and pr.layout.legend.orientation == "h" and pr.layout.legend.y < 0
-    bt = pcie.bandwidth_table(res)
+    bt = page.bandwidth_table(res)
     assert list(bt["copy size"]) == ["64 KiB", "1 MiB", "16 MiB", "64 MiB", "256 MiB", "1 GiB"]
-    assert pcie.staging_table(res)["buffer size"].iloc[0] == "32 MiB"
-    cp = pcie.clocks_pivot(res)
+    assert page.staging_table(res)["buffer size"].iloc[0] == "32 MiB"
+    cp = page.clocks_pivot(res)
     ratios = cp.drop(columns="copy size")
     assert (ratios.iloc[0] > 1.2).all() and (ratios > 0.9).all().all()  # launch cost weighs on the smallest copy
-    od = pcie.overlap_display(res)
+    od = page.overlap_display(res)
     assert len(od.columns) <= 7 and len(od) == len(res.table("overlap"))
     assert set(od["verdict"]) <= {"overlaps", "serial", "unclear", "too short"}
     assert not od["overlap: median (p10 to p90)"].str.contains("-0.0%|–-|- ", regex=True).any()
-    ck = pcie.copy_kernel_table(res)
+    ck = page.copy_kernel_table(res)
     assert set(ck["call"]) == {"kernel", "copy", "both"} and (ck["median (ms)"] > 0).all()
-    pc = pcie.pin_cost_display(res)
+    pc = page.pin_cost_display(res)
     assert (pc["first call (ms)"] >= pc["later calls: median (ms)"]).all()
-    lt = pcie.limits_table(res)
+    lt = page.limits_table(res)
     assert lt.iloc[0]["value"] == "1.0 GiB" and "tightest" in lt.iloc[1]["limit"]
 
 
@@ -511,7 +512,7 @@ def test_findings_of_the_committed_reference_do_not_break():
     ref = results.load_reference(pcie.CHAPTER)
     if ref is None:
         pytest.skip("no reference committed")
-    items = pcie.findings(ref)
+    items = page.findings(ref)
     assert 3 <= len(items) <= 6
     for f in items:
         assert not has_nan(f.text) and "None" not in f.text
@@ -531,7 +532,7 @@ def _with_staging(res, change):
 
 def test_staging_details_report_the_share_range_a_dip_and_copies_one_core_cannot_model():
     res = gpu_result()
-    text = pcie.staging_details(res)
+    text = page.staging_details(res)
     assert "of one core's DRAM copy rate" in text and "dips to" not in text
     assert "does not model the staging stage" not in text  # one core from cache (30) beats the copy (17.5)
     # the copy beats one core from cache at the small sizes; a dip beyond the knee that recovers at the end
@@ -539,7 +540,7 @@ def test_staging_details_report_the_share_range_a_dip_and_copies_one_core_cannot
                                                     else 0.7 if m == "H2D pageable, source cached"
                                                     and 128 * MiB <= n < 512 * MiB
                                                     else None))
-    text = pcie.staging_details(res)
+    text = page.staging_details(res)
     assert "At 32 MiB and 64 MiB the pageable copy" in text and "does not model the staging stage" in text
     assert "dips to" in text and "recovers to" in text and "does not explain the recovery" in text
     assert "in the bandwidth sweep and" in text and "apart. They differ" in text  # 256 MiB: sweep and staging differ
@@ -548,26 +549,26 @@ def test_staging_details_report_the_share_range_a_dip_and_copies_one_core_cannot
 
 
 def test_huge_pages_with_a_wide_spread_are_not_resolved():
-    assert "page size is not the cause" in pcie.staging_details(gpu_result())
+    assert "page size is not the cause" in page.staging_details(gpu_result())
     res = _with_staging(gpu_result(), lambda m, n: ({128 * MiB: 0.7, 256 * MiB: 1.3}.get(n)
                                                     if m == "H2D pageable, huge pages" else None))
-    text = pcie.staging_details(res)
+    text = page.staging_details(res)
     assert "not resolved by this run" in text and "page size is not the cause" not in text
     res = _with_staging(gpu_result(), lambda m, n: 0.6 if m == "H2D pageable, huge pages" and n > 64 * MiB else None)
-    assert "they hurt here" in pcie.staging_details(res)
+    assert "they hurt here" in page.staging_details(res)
 
 
 def test_overlap_caveat_names_the_sizes_judged_and_why_not_the_rest():
     res = gpu_result()
-    text = pcie.overlap_caveat(res)
+    text = page.overlap_caveat(res)
     o = res.table("overlap")
     judged = o[o["verdict"] != pcie.TOO_SHORT]
     assert text.startswith(f"{len(judged)} of {len(o)} rows could be judged: ")
     assert "No verdict for 1 MiB (all four)" in text and "CPU-work jitter" in text
     assert "does not explain the swing" not in text  # the constructed CPU work is steady
     o.loc[o["size"] == 256 * MiB, "cpu_ms"] *= 1.65
-    assert "does not explain the swing" in pcie.overlap_caveat(res)
-    assert pcie.overlap_caveat(gpu_result(jitter=8.0)).startswith("No row could be judged")
+    assert "does not explain the swing" in page.overlap_caveat(res)
+    assert page.overlap_caveat(gpu_result(jitter=8.0)).startswith("No row could be judged")
 
 
 def test_numbers_print_without_garbled_signs_or_ranges():
@@ -575,8 +576,8 @@ def test_numbers_print_without_garbled_signs_or_ranges():
     res = gpu_result(overlap_pinned_nb=False)
     o = res.table("overlap")
     o.loc[(o["size"] == 256 * MiB) & (o["memory"] == "pinned") & (o["mode"] == "blocking"), "overlap"] = -0.0001
-    texts = [f.text for f in pcie.findings(res)] + [pcie.overlap_caveat(res), pcie.staging_details(res),
-                                                    pcie.takeaways(res), pcie.bidirectional_text(res)]
+    texts = [f.text for f in page.findings(res)] + [page.overlap_caveat(res), page.staging_details(res),
+                                                    page.takeaways(res), page.bidirectional_text(res)]
     for t in texts:
         assert "-0.0%" not in t and "−0.0%" not in t
         assert not re.search(r"\d–-", t) and not re.search(r"(\b[\d.,]+)–\1\b", t)  # no '-a–b', no 'X–X'
@@ -593,6 +594,6 @@ def test_a_large_copy_with_fewer_repeats_says_why():
 
 
 def test_one_size_label():
-    assert pcie.size_label is plotting.size_label
+    assert page.size_label is plotting.size_label
     assert [plotting.size_label(n) for n in (1572864, 1536, 100, 3 << 29, 48 * MiB)] == \
         ["1.5 MiB", "1.5 KiB", "100 B", "1.5 GiB", "48 MiB"]
