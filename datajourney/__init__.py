@@ -22,9 +22,13 @@ module          what it measures or provides                                   c
 ``timing``      synchronised host clocks and CUDA-event timing                 4, 6, 7
 ==============  ============================================================  =======
 
+Parameter checks shared by every chapter are in :mod:`datajourney.params`.
+
 The book's machinery lives in :mod:`datajourney.book`: the chapter list, the runner and
 its profiles, result files, computed findings, published figures, report helpers,
-charts and the Jupyter Book build.
+charts and the Jupyter Book build. What each chapter's page says (its key results,
+computed notes and display tables) is in :mod:`datajourney.book.pages`, one module per
+chapter named like the measurement module it reads.
 """
 from pathlib import Path
 

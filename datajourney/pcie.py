@@ -509,7 +509,10 @@ def overlap_experiment(sizes: Sequence[int], *, spin_iters: int, repeats: int, p
         for pinned in (False, True):
             h = _host(n, pinned)
             for nb in (False, True):
-                t = overlap_trials(lambda: dev.copy_(h, non_blocking=nb), torch.cuda.synchronize, work, repeats)
+                def copy(dev=dev, h=h, nb=nb):  # bound now: the buffers are freed below
+                    dev.copy_(h, non_blocking=nb)
+
+                t = overlap_trials(copy, torch.cuda.synchronize, work, repeats)
                 parts.append(t.assign(size=n, memory="pinned" if pinned else "pageable",
                                       mode="non_blocking" if nb else "blocking"))
                 if progress:
