@@ -246,13 +246,6 @@ def fill_fractions(layout: Layout, lengths, bins: int, batch: int = 0) -> tuple[
     return real, width
 
 
-def bin_ranges(row_len: int, width: int) -> list[str]:
-    """The positions each heatmap column groups, e.g. ``'1,776–1,791'`` (the last may be shorter)."""
-    cols = math.ceil(row_len / width)
-    return [f"{c * width:,}–{min((c + 1) * width, row_len) - 1:,}" if width > 1 else f"{c * width:,}"
-            for c in range(cols)]
-
-
 # --------------------------------------------------------------------------- packing done right
 def packed_inputs(rows: list[list[int]], tokens: list[list[int]], row_len: int, pad_id: int):
     """``input_ids``, ``position_ids`` (restarting per document) and ``doc_ids`` (-1 for padding)."""

@@ -18,20 +18,6 @@ def cuda_ms(fn, calls: int = 1) -> float:
     return start.elapsed_time(end)
 
 
-def synced_ms(fn, repeats: int) -> list[float]:
-    """Host-clock ms of ``fn`` between two device synchronisations, ``repeats`` times after one
-    untimed warm-up call."""
-    out = []
-    for k in range(repeats + 1):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        if k:
-            out.append((time.perf_counter() - t0) * 1e3)
-    return out
-
-
 def _sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
