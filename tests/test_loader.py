@@ -324,17 +324,6 @@ def test_one_worker_note_from_the_sweep():
     assert "shard, in order (published design), cold: one worker level with" in note
 
 
-def test_findings_of_an_older_result_still_work():
-    """The committed reference run predates the in-order shard and the steady state."""
-    from datajourney.book import results
-
-    ref = results.load_reference(loader.CHAPTER)
-    if ref is None:
-        pytest.skip("no committed reference result")
-    items = page.findings(ref)
-    assert 3 <= len(items) <= 6 and all(not has_nan(f.text) for f in items)
-
-
 def test_published_and_workers_notes_follow_the_data():
     res = _res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))
     note = page.published_note(res)

@@ -507,17 +507,6 @@ def test_charts_and_tables_of_a_gpu_run():
     assert lt.iloc[0]["value"] == "1.0 GiB" and "tightest" in lt.iloc[1]["limit"]
 
 
-def test_findings_of_the_committed_reference_do_not_break():
-    """The committed reference may predate this chapter's tables; findings give what it supports."""
-    ref = results.load_reference(pcie.CHAPTER)
-    if ref is None:
-        pytest.skip("no reference committed")
-    items = page.findings(ref)
-    assert 3 <= len(items) <= 6
-    for f in items:
-        assert not has_nan(f.text) and "None" not in f.text
-
-
 # --------------------------------------------------------------------------- text that follows the data (round 2)
 def _with_staging(res, change):
     """``res`` with its staging table's medians changed by ``change(measure, size) -> factor or None``."""

@@ -302,18 +302,6 @@ def test_spread_above_twenty_percent_is_commented():
     assert "less than 20%" in page.headline_notes(calm)
 
 
-def test_findings_of_an_older_result_still_work():
-    """The committed reference run predates the latency and shard-length tables."""
-    from datajourney.book import results
-
-    ref = results.load_reference(storage.CHAPTER)
-    if ref is None:
-        pytest.skip("no committed reference result")
-    items = page.findings(ref)
-    assert 3 <= len(items) <= 6
-    assert not any(has_nan(f.text) for f in items)
-
-
 def test_published_comparison_names_the_kind_of_cold():
     h = _headline([400, 410, 415], [2100, 2400, 2300])
     guest = page.published_note(_result({"headline": h, "latency": _latency(19.0)}, hypervisor=True))

@@ -340,13 +340,6 @@ def test_compute_flat_or_growing_under_load_follows_the_data():
     assert "nice 19" in grows  # the remedy is reported at the same load
 
 
-def test_findings_of_an_older_result_without_repeats_or_stage_timers():
-    ref = results.load_reference(training.CHAPTER)
-    items = page.findings(ref)
-    assert 3 <= len(items) <= 6
-    assert all(not has_nan(f.text) for f in items)
-
-
 def test_load_remedies_within_the_noise_read_level_not_a_signed_hair():
     text = _text(_result(load_top=40.0), "compute_under_load")
     assert "nice 19: level with the unloaded plain loop (32.2 ms)" in text
