@@ -77,40 +77,6 @@ def setup() -> None:
     pio.templates.default = "datajourney"
 
 
-def bars_with_error(
-    summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
-    facet: str | None = None, unit: str = "MB/s", colours: dict | None = None,
-) -> go.Figure:
-    """Grouped bars of a :func:`datajourney.book.stats.summarise` table (mean, error bar = sample std).
-
-    Bars start at zero on a linear axis: their heights are compared as ratios."""
-    facets = list(dict.fromkeys(summary[facet])) if facet else [None]
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=len(facets), shared_yaxes=True,
-                        subplot_titles=[f"{facet}: {f}" for f in facets] if facet else None)
-    seen = set()
-    for ci, fv in enumerate(facets, start=1):
-        part = summary if fv is None else summary[summary[facet] == fv]
-        for name, g in part.groupby(color, sort=False):
-            colour = (colours or {}).get(name, PALETTE[list(dict.fromkeys(summary[color])).index(name) % len(PALETTE)])
-            fig.add_bar(
-                x=g[x].astype(str), y=g["mean"], name=str(name), legendgroup=str(name),
-                showlegend=name not in seen, marker_color=colour,
-                error_y=dict(type="data", array=g["std"], visible=True),
-                customdata=g[["std", "min", "max", "n"]].to_numpy(),
-                hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{x}}<br>mean %{{y:,.1f}} {unit}"
-                               f"<br>± %{{customdata[0]:,.1f}} (std)<br>min %{{customdata[1]:,.1f}}, "
-                               f"max %{{customdata[2]:,.1f}}<br>runs: %{{customdata[3]}}<extra></extra>"),
-                row=1, col=ci,
-            )
-            seen.add(name)
-    fig.update_layout(title=title, barmode="group", legend_title_text=color)
-    fig.update_xaxes(title_text=xaxis, type="category")
-    fig.update_yaxes(title_text=yaxis, row=1, col=1, rangemode="tozero")
-    return fig
-
-
 def lines_with_band(
     summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
     log_x: bool = True, log_y: bool = False, unit: str = "MB/s", x_format=str,
@@ -797,23 +763,24 @@ def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
 
 
 # ------------------------------------------------------------------ chapters 2 and 3: small multiples
-def _facet_grid(n: int, titles: list[str], shared_y: bool):
+def _facet_grid(n: int, titles: list[str] | None, shared_y: bool):
     from plotly.subplots import make_subplots
 
     return make_subplots(rows=1, cols=n, shared_yaxes=shared_y, subplot_titles=titles,
                          horizontal_spacing=0.08 if not shared_y else 0.04)
 
 
-def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title: str, xaxis: str, yaxis: str,
+def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None, title: str, xaxis: str, yaxis: str,
                 unit: str = "MB/s", shared_y: bool = False, names: dict | None = None) -> go.Figure:
     """Grouped bars of a :func:`datajourney.book.stats.summarise` table in one panel per ``facet``
     value, each panel on its own linear axis from zero (bar heights compare as ratios within a
-    panel). Error bars: one sample standard deviation; the hover adds min, max and runs."""
-    facets = list(dict.fromkeys(summary[facet]))
+    panel; ``facet`` None: one panel). Error bars: one sample standard deviation; the hover adds min,
+    max and runs."""
+    facets = list(dict.fromkeys(summary[facet])) if facet else [None]
     series = list(dict.fromkeys(summary[color]))
-    fig = _facet_grid(len(facets), [f"{facet}: {f}" for f in facets], shared_y)
+    fig = _facet_grid(len(facets), [f"{facet}: {f}" for f in facets] if facet else None, shared_y)
     for ci, fv in enumerate(facets, start=1):
-        part = summary[summary[facet] == fv]
+        part = summary[summary[facet] == fv] if facet else summary
         for i, name in enumerate(series):
             g = part[part[color] == name]
             if g.empty:
@@ -824,7 +791,8 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title:
                 marker_color=PALETTE[i % len(PALETTE)],
                 error_y=dict(type="data", array=g["std"], visible=True),
                 customdata=g[["std", "min", "max", "n"]].to_numpy(),
-                hovertemplate=(f"<b>{label}</b> ({facet}: {fv})<br>{xaxis}: %{{x}}<br>mean %{{y:,.3~g}} {unit}"
+                hovertemplate=(f"<b>{label}</b>" + (f" ({facet}: {fv})" if facet else "")
+                               + f"<br>{xaxis}: %{{x}}<br>mean %{{y:,.3~g}} {unit}"
                                f"<br>± %{{customdata[0]:,.3~g}} (std, error bar)<br>min %{{customdata[1]:,.3~g}}, "
                                f"max %{{customdata[2]:,.3~g}}<br>runs: %{{customdata[3]}}<extra></extra>"),
                 row=1, col=ci,
