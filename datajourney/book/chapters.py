@@ -44,10 +44,10 @@ CHAPTERS = [
     Chapter(5, "padding_tax", "The padding tax", "datajourney.padding"),
     Chapter(6, "pcie", "Crossing PCIe", "datajourney.pcie"),
     Chapter(7, "full_picture", "The full picture", "datajourney.training"),
-    Chapter(8, "threads_processes_gil", "Threads, processes and the GIL"),
-    Chapter(9, "reading_smarter", "Reading smarter"),
-    Chapter(10, "mmap_vs_read", "Tracing the I/O: mmap vs read()"),
-    Chapter(11, "gpu_to_gpu", "GPU to GPU"),
+    Chapter(8, "threads_processes_gil", "Threads, processes and the GIL", "datajourney.gil"),
+    Chapter(9, "reading_smarter", "Reading smarter", "datajourney.reading"),
+    Chapter(10, "mmap_vs_read", "Tracing the I/O: mmap vs read()", "datajourney.tracing"),
+    Chapter(11, "gpu_to_gpu", "GPU to GPU", "datajourney.ddp"),
     Chapter(12, "conclusion", "Conclusion"),
 ]
 

@@ -909,3 +909,18 @@ def cost_dots(df: pd.DataFrame, *, title: str, source: str) -> go.Figure:
     fig.update_xaxes(title_text="time for all samples (s, log scale; bar: min–max)", type="log")
     fig.update_yaxes(title_text="layout", autorange="reversed")
     return fig
+
+
+# -- chapter 8 --
+
+
+# -- chapter 9 --
+
+
+# -- chapter 10 --
+
+
+# -- chapter 11 --
+
+
+# -- end of chapters --

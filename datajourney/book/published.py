@@ -16,6 +16,10 @@ import pandas as pd
 SOURCES = {
     "S1": ("“The Data Journey” report: AMD EPYC 7R13 (16 cores), 124 GiB, local NVMe, NVIDIA L40S on "
            "PCIe 4.0 x16, Linux 6.8, PyTorch 2.10"),
+    # -- S2: chapter 8 (SPDL paper) --
+    # -- S3: chapter 9 (GPU-based storage I/O chapter) --
+    # -- S4: chapter 10 (tracing Megatron-LM I/O with DFTracer) --
+    # -- S5: chapter 11 (GPU-to-GPU data transfer in DDP) --
 }
 #: Kept for callers that print the S1 hardware line.
 S1 = "S1: " + SOURCES["S1"]
@@ -110,6 +114,19 @@ PUBLISHED: dict[str, list[Figure]] = {
                setting="ImageFolder, workers=0 (94.56–94.64 ms over the four scenarios)"),
         Figure("H2D per step", "3.07", "ms", setting="ImageFolder, workers=0"),
     ],
+    # -- chapter 8 --
+    "08_threads_processes_gil": [
+    ],
+    # -- chapter 9 --
+    "09_reading_smarter": [
+    ],
+    # -- chapter 10 --
+    "10_mmap_vs_read": [
+    ],
+    # -- chapter 11 --
+    "11_gpu_to_gpu": [
+    ],
+    # -- end of chapters --
 }
 
 
