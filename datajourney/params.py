@@ -201,34 +201,21 @@ def requires(name: str, value, module: str, install: str) -> None:
 
 def available_memory() -> tuple[int, str]:
     """(bytes this process can still allocate, what limits it): the least of the machine's
-    available memory (psutil), the room left under this cgroup's memory limit (v2
-    ``memory.max``, v1 ``memory.limit_in_bytes``; a container's limit, which psutil does not
-    see and which the out-of-memory killer enforces), and the address space left under
-    ``ulimit -v``."""
+    available memory (psutil), the room left under the tightest cgroup memory limit of this
+    process's cgroup and its parents (a container's limit, which psutil does not see and which
+    the out-of-memory killer enforces; :func:`~datajourney.book.fingerprint.cgroup_limits`), and
+    the address space left under ``ulimit -v``."""
     import resource
 
     import psutil
 
+    from .book.fingerprint import cgroup_limits
+
     out = [(psutil.virtual_memory().available, "available memory")]
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            if controllers == "":
-                base = Path("/sys/fs/cgroup") / path.lstrip("/")
-                limit_f, usage_f = base / "memory.max", base / "memory.current"
-            elif "memory" in controllers.split(","):
-                base = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
-                limit_f, usage_f = base / "memory.limit_in_bytes", base / "memory.usage_in_bytes"
-            else:
-                continue
-            try:
-                limit = limit_f.read_text().strip()
-                if limit != "max" and int(limit) < 1 << 60:
-                    out.append((max(0, int(limit) - int(usage_f.read_text())), f"the cgroup memory limit ({limit_f})"))
-            except (OSError, ValueError):
-                pass
-    except (OSError, ValueError):
-        pass
+    cg = cgroup_limits()
+    if cg["limit_bytes"] is not None and cg["used_bytes"] is not None:
+        out.append((max(0, cg["limit_bytes"] - cg["used_bytes"]),
+                    f"the cgroup memory limit (tightest of {cg['cgroup_path']} and its parents)"))
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
         used = psutil.Process().memory_info().vms

@@ -104,3 +104,19 @@ def test_memory_check_sees_an_address_space_limit():
             "except ParameterError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "'batch_size' = 65536" in out.stdout and "ulimit -v" in out.stdout, out.stdout + out.stderr
+
+
+def test_available_memory_sees_a_parent_cgroups_limit(monkeypatch):
+    """A container's limit often sits on a parent cgroup while the leaf says "max": the room
+    left is bounded by the tightest limit up the tree, and the message names the cgroup."""
+    from datajourney import params
+    from datajourney.book import fingerprint
+
+    GiB = 1 << 30
+    monkeypatch.setattr(fingerprint, "cgroup_limits", lambda: {
+        "cgroup_version": 2, "cgroup_path": "/pod/ctr", "limit_bytes": 4 * GiB, "used_bytes": 3 * GiB,
+        "cpu_quota_cores": None})
+    room, what = params.available_memory()
+    assert room == GiB and "/pod/ctr" in what
+    with pytest.raises(params.ParameterError, match="n_bytes"):
+        params.memory("n_bytes", 2 * GiB, 2 * GiB, what="the test buffer")
