@@ -32,7 +32,19 @@ def _run(a) -> int:
 
         index = sphinx_ext.build(run_dir)
         print(f"book built: open file://{index}")
+    _print_diagnosis(run_dir)
     return 0
+
+
+def _print_diagnosis(run_dir: Path) -> None:
+    """Chapter 12's one-screen summary of this run's weakest links, when chapter 12 ran."""
+    from .book.results import Result
+    from .diagnosis import CHAPTER
+
+    f = Path(run_dir) / f"{CHAPTER}.json"
+    if f.is_file():
+        lines = Result.load(f).metadata.get("summary") or []
+        print("\nYour pipeline, diagnosed (chapter 12):\n" + "\n".join(f"  {line}" for line in lines))
 
 
 def _rerender(a) -> int:

@@ -111,3 +111,37 @@ def test_whatif_sliders_recompute_in_the_browser(server, browser):
             assert wait != before
     assert not [e for e in errors if "Plotly" in e], errors
     page.close()
+
+
+def test_budget_sliders_recompute_in_the_browser(server, browser):
+    """Chapter 12's budget chart: moving the GPU-step and sample-size sliders recomputes every hop's
+    rate and the GPU's need in the page, equal to the Python model (datajourney.diagnosis.budget)."""
+    import json
+
+    from datajourney.book.pages import diagnosis as dpage
+
+    page, _, errors = _open(browser, f"{server}/notebooks/12_conclusion.html")
+    page.wait_for_selector(".js-plotly-plot .slider-container", timeout=15000)
+    plot = page.locator(".js-plotly-plot", has=page.locator(".slider-container")).first
+    plot.scroll_into_view_if_needed()
+    read = "el => [el.data[0].x, el.data[1].x, el.layout.sliders.map(s => s.active), " \
+           "el.layout.sliders.map(s => s.steps.map(t => t.value))]"
+    before, _, active, values = plot.evaluate(read)
+    script = page.evaluate("() => Array.from(document.scripts).map(s => s.textContent)"
+                           ".find(t => t.includes('function loglog'))")
+    state = json.loads(script.rsplit("var s = ", 1)[1].split(";\n", 1)[0])  # the script, not the layout's copy
+    rails = plot.locator(".slider-group")
+    for idx, name in ((0, "step"), (2, "kib")):   # the GPU step, then the sample size on disk
+        rail = rails.nth(idx).locator(".slider-rail-rect").bounding_box()
+        page.mouse.click(rail["x"] + rail["width"] - 3, rail["y"] + rail["height"] / 2)  # the largest value
+        page.wait_for_function("([el, i, a]) => el.layout.sliders[i].active !== a",
+                               arg=[plot.element_handle(), idx, active[idx]], timeout=5000)
+        xs, demand, active, _ = plot.evaluate(read)
+        state[name] = float(values[idx][active[idx]])
+        m = dpage.budget_model(state)
+        for got, want in zip(xs, [m[k] for k in state["keys"]], strict=True):   # None: a hop not measured
+            assert got == want if want is None else got == pytest.approx(want, rel=1e-6)
+        assert demand == pytest.approx([m["demand"]] * 2, rel=1e-6)
+    assert xs != before
+    assert not [e for e in errors if "Plotly" in e], errors
+    page.close()

@@ -48,7 +48,7 @@ CHAPTERS = [
     Chapter(9, "reading_smarter", "Reading smarter", "datajourney.reading"),
     Chapter(10, "mmap_vs_read", "Tracing the I/O: mmap vs read()", "datajourney.tracing"),
     Chapter(11, "gpu_to_gpu", "GPU to GPU", "datajourney.ddp"),
-    Chapter(12, "conclusion", "Conclusion"),
+    Chapter(12, "conclusion", "Your pipeline, diagnosed", "datajourney.diagnosis"),
 ]
 
 

@@ -1,0 +1,300 @@
+"""Chapter 12's page: the weakest link, the checklist and the budget chart, computed from the
+diagnosis result (:mod:`datajourney.diagnosis`)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from ... import diagnosis
+from ...diagnosis import CHAPTER  # noqa: F401 - the page's chapter
+from .. import findings as fx
+from .. import published
+from ..chapters import lookup
+
+#: What each checklist row checks (mechanism only: the numbers come from the run).
+PRACTICE = {
+    ("02_random_vs_sequential", "cold_gap"): "Store many small samples as shards read in order, not one file each",
+    ("02_random_vs_sequential", "cold_latency"): "Know the device's latency for one small read at queue depth 1",
+    ("03_dataloader", "published_w4"): "Workers hide per-file latency, but do not remove the layout's cost",
+    ("03_dataloader", "first_batch"): "Start-up: workers are processes, and the first batch waits for them",
+    ("04_cpu_starvation", "workers_to_keep_up"): "Give the loader enough workers: D·B/W must stay under the step G",
+    ("05_padding_tax", "all_samples"): "Pack variable-length sequences instead of padding them",
+    ("06_pcie", "h2d_pinned"): "Copy from pinned memory",
+    ("06_pcie", "cpu_overlap"): "Copy with non_blocking=True from pinned memory so the CPU keeps working",
+    ("07_full_picture", "workers4"): "End to end: a few workers feed the GPU",
+    ("07_full_picture", "best_vs_ceiling"): "End to end: the best loader against the GPU's own ceiling",
+}
+
+UNITS = {"image": "images/s", "tokens": "tokens/s"}
+WORKLOADS = {"image": "ResNet-50 training", "tokens": "A token-based step"}
+
+
+def _hops(res, workload: str) -> pd.DataFrame:
+    h = res.table("hops")
+    return h[h["workload"] == workload].reset_index(drop=True)
+
+
+def _title(ch: str) -> str:
+    c = lookup(ch)
+    return f"chapter {c.number} ({c.title})"
+
+
+def weakest_finding(res, workload: str) -> fx.Finding:
+    """The hop that limits ``workload`` on this run, its rate and the margin to the next hop."""
+    w = res.metadata["weakest"].get(workload)
+    unit = UNITS[workload]
+    h = _hops(res, workload)
+    gone = [f"{r.label} ({r.basis})" for r in h[h["capacity"].isna()].itertuples()]
+    if not w:
+        return fx.Finding(f"weakest_{workload}", f"**{WORKLOADS[workload]}**: no hop could be compared with the "
+                          f"GPU's need (not computed: {'; '.join(gone) or 'nothing'}).")
+    text = f"**{WORKLOADS[workload]}**: the weakest link is **{w['label']}** at **{fx.num(w['capacity'], unit)}**"
+    if w["next_label"]:
+        text += (f"; the next, {w['next_label']}, sustains {fx.num(w['next_capacity'], unit)}, "
+                 f"{fx.times(w['margin'])} as much")
+    if gone:
+        text += f" (not computed: {'; '.join(gone)})"
+    return fx.Finding(f"weakest_{workload}", text + ".", w["capacity"], unit,
+                      values=dict(hop=w["key"], margin=w["margin"]))
+
+
+def predicted_vs_measured(res) -> fx.Finding | None:
+    """The diagnosis's rate (its weakest hop) against chapter 7's best measured pipeline."""
+    wl, w = res.metadata.get("image_workload"), res.metadata["weakest"].get("image")
+    if not wl or not w or not wl.get("best"):
+        return None
+    best = wl["best"]
+    share = best["images_per_s"] / w["capacity"]
+    tag = f"{best['format']}, W={best['workers']}, {best['variant']}"
+    verdict = fx.choose(fx.direction(best["images_per_s"], w["capacity"], tol=0.05),
+                        "above the model's limit: the model underrates a hop",
+                        "below it: something the hops do not model (handing batches between processes, "
+                        "the GPU step slowing under CPU load, start-up) costs the rest",
+                        "level with it")
+    return fx.Finding("predicted_vs_measured",
+                      f"**The model against the measurement**: the weakest hop allows "
+                      f"{fx.num(w['capacity'], 'images/s')}; chapter 7's best pipeline ({tag}) measured "
+                      f"{fx.num(best['images_per_s'], 'images/s')}, **{fx.pct(share)}** of it, {verdict}.",
+                      100 * share, "%")
+
+
+def workers_needed(res) -> fx.Finding | None:
+    """Chapter 4's model with chapter 7's measured CPU time per image: workers = ⌈D·B / G⌉."""
+    wl = res.metadata.get("image_workload")
+    if not wl or not wl.get("cpu_ms"):
+        return None
+    n = math.ceil(wl["cpu_ms"] * wl["batch_size"] / wl["step_ms"])
+    fits = fx.choose(fx.direction(wl["cores"], n, tol=0.0), f"fewer than the {wl['cores']} usable cores",
+                     f"more than the {wl['cores']} usable cores: the CPU cannot keep up at this step time",
+                     f"all {wl['cores']} usable cores")
+    best = wl.get("best")
+    seen = (f" Chapter 7's best pipeline used {best['workers']} worker{'s' if best['workers'] != 1 else ''}."
+            if best else "")
+    return fx.Finding("workers_needed",
+                      f"**Workers needed** (chapter 4's model `D·B/W ≤ G` with D = "
+                      f"{fx.num(wl['cpu_ms'], 'ms')} of loader work per image measured in chapter 7, B = "
+                      f"{wl['batch_size']}, G = {fx.num(wl['step_ms'], 'ms')}): **{n}**, {fits}.{seen}",
+                      n, "workers")
+
+
+def coverage(res) -> fx.Finding:
+    found, missing = res.metadata["found"], res.metadata["missing"]
+    text = f"**Coverage**: this diagnosis reads {len(found)} of the {len(diagnosis.SOURCES)} chapters it uses"
+    text += (f"; missing: {', '.join(_title(c) for c in missing)}." if missing else ", all of them.")
+    return fx.Finding("coverage", text, len(found), "chapters")
+
+
+def findings(res) -> list[fx.Finding]:
+    out = [weakest_finding(res, "image"), predicted_vs_measured(res), workers_needed(res),
+           weakest_finding(res, "tokens"), coverage(res)]
+    return [f for f in out if f is not None]
+
+
+# ----------------------------------------------------------------------------- tables
+def hops_display(res, workload: str) -> pd.DataFrame:
+    h = _hops(res, workload)
+    unit = UNITS[workload]
+    demand = h.loc[h["hop"] == "gpu", "capacity"]
+    d = float(demand.iloc[0]) if len(demand) and pd.notna(demand.iloc[0]) else None
+    return pd.DataFrame({
+        "hop": h["label"], "from": [lookup(c).number if c != diagnosis.CHAPTER else "—" for c in h["chapter"]],
+        unit: [fx.num(v, unit, with_unit=False) if pd.notna(v) else "not run" for v in h["capacity"]],
+        "× the GPU's need": ["—" if (d is None or pd.isna(v) or k == "gpu") else fx.times(v / d)
+                             for k, v in zip(h["hop"], h["capacity"])],
+        "how": h["basis"]})
+
+
+def checklist(res, ref) -> pd.DataFrame:
+    """Practice · this run · reference run · published figure, one row per checklist entry."""
+    mine = res.table("checklist")
+    theirs = ({(r.chapter, r.key): r for r in ref.table("checklist").itertuples()}
+              if ref is not None and ref is not res and "checklist" in ref.tables else {})
+    rows = []
+    for r in mine.itertuples():
+        fig = published.figure(r.chapter, r.published) if isinstance(r.published, str) else None
+        other = theirs.get((r.chapter, r.key))
+        rows.append({"chapter": lookup(r.chapter).number, "practice": PRACTICE.get((r.chapter, r.key), r.key),
+                     "this run": r.headline if isinstance(r.headline, str) else "not run",
+                     "reference run": (other.headline if other is not None and isinstance(other.headline, str)
+                                       else ("—" if other is None else "not run")),
+                     "published": f"{fig.text} ({fig.metric})" if fig is not None else "—"})
+    df = pd.DataFrame(rows)
+    if ref is res or ref is None:
+        df = df.drop(columns=["reference run"])
+    return df
+
+
+def summary_text(res) -> str:
+    return "\n".join(f"* {line}" for line in res.metadata["summary"])
+
+
+# ----------------------------------------------------------------------------- charts
+def hops_chart(res, workload: str):
+    """Each hop's rate (dots on a log axis) against what the GPU asks for (the dashed line)."""
+    import plotly.graph_objects as go
+
+    from ..plotting import PALETTE
+
+    h = _hops(res, workload).dropna(subset=["capacity"])
+    unit = UNITS[workload]
+    demand = h.loc[h["hop"] == "gpu", "capacity"]
+    d = float(demand.iloc[0]) if len(demand) else None
+    data = h[h["hop"] != "gpu"]
+    colours = [PALETTE[2] if d is None or v >= d else PALETTE[5] for v in data["capacity"]]
+    fig = go.Figure(go.Scatter(x=data["capacity"], y=data["label"], mode="markers", name="hop",
+                               marker=dict(size=14, color=colours), customdata=data[["basis"]],
+                               hovertemplate="%{y}: %{x:,.3~s} " + unit + "<br>%{customdata[0]}<extra></extra>"))
+    if d is not None:
+        fig.add_vline(x=d, line=dict(dash="dash", color=PALETTE[7]))
+        fig.add_annotation(x=math.log10(d), yref="paper", y=1.02, showarrow=False, yanchor="bottom",
+                           text=f"the GPU's need: {fx.num(d, unit)}")
+    fig.update_layout(title=f"{WORKLOADS[workload]}: what each hop sustains (green: keeps up)",
+                      height=160 + 55 * len(data), margin=dict(l=20, t=90))
+    fig.update_xaxes(type="log", title_text=f"{unit} the hop sustains (log scale; a model of its measurement)")
+    fig.update_yaxes(title_text="")
+    return fig
+
+
+_BUDGET_JS = """
+var gd = document.getElementById('{plot_id}');
+var s = %s;
+function loglog(x, xs, ys) {
+  var lx = Math.log(x), n = xs.length;
+  if (n == 0) return null;
+  if (lx <= Math.log(xs[0])) return ys[0];
+  if (lx >= Math.log(xs[n - 1])) return ys[n - 1];
+  for (var i = 1; i < n; i++) {
+    if (lx <= Math.log(xs[i])) {
+      var a = Math.log(xs[i - 1]), b = Math.log(xs[i]);
+      var t = (lx - a) / (b - a);
+      return Math.exp(Math.log(ys[i - 1]) + t * (Math.log(ys[i]) - Math.log(ys[i - 1])));
+    }
+  }
+}
+function model() {
+  var bytes = s.kib * 1024, out = {};
+  out.files = s.random.x.length ? loglog(bytes, s.random.x, s.random.y) * 1e6 / bytes : null;
+  out.shard = s.sequential.x.length ? loglog(bytes, s.sequential.x, s.sequential.y) * 1e6 / bytes : null;
+  out.cpu = s.cores * 1000 / s.cpu;
+  out.pcie = s.pcie.x.length ? loglog(s.B * s.tensor, s.pcie.x, s.pcie.y) * 1e9 / s.tensor : null;
+  var demand = s.B * 1000 / s.step;
+  var xs = s.keys.map(function (k) { return out[k]; });
+  var colours = xs.map(function (v) { return v >= demand ? s.ok : s.short; });
+  Plotly.restyle(gd, {x: [xs, [demand, demand]], 'marker.color': [colours, null]}, [0, 1]);
+}
+gd.on('plotly_sliderchange', function (e) { s[e.slider.name] = +e.step.value; model(); });
+"""
+
+BUDGET_STEP_MS = [5, 10, 20, 30, 50, 75, 100, 150, 200, 300]
+BUDGET_BATCH = [8, 16, 32, 64, 128, 256, 512]
+BUDGET_KIB = [4, 8, 16, 32, 64, 110, 256, 512, 1024]
+BUDGET_CPU_MS = [0.25, 0.5, 1, 2, 4, 8, 16]
+
+
+def budget_inputs(res) -> dict | None:
+    """The measured curves and this run's workload that the budget chart starts from."""
+    wl = res.metadata.get("image_workload")
+    if not wl:
+        return None
+
+    def curve(name, pattern=None, y="MBps", x="file_size"):
+        if name not in res.tables:
+            return {"x": [], "y": []}
+        t = res.table(name)
+        if pattern is not None:
+            t = t[t["pattern"] == pattern]
+        t = t.sort_values(x)
+        return {"x": [float(v) for v in t[x]], "y": [float(v) for v in t[y]]}
+
+    return dict(step=wl["step_ms"], B=wl["batch_size"], kib=(wl["file_bytes"] or 16 * 1024) / 1024,
+                cpu=wl["cpu_ms"] or 1.0, cores=wl["cores"], tensor=diagnosis.IMAGE_TENSOR_BYTES,
+                random=curve("storage_curve", "random"), sequential=curve("storage_curve", "sequential"),
+                pcie=curve("pcie_curve", None, "GBps", "size"), keys=["files", "shard", "cpu", "pcie"])
+
+
+def budget_model(state: dict) -> dict:
+    """Python twin of the chart's JavaScript: the hop rates and the demand for slider ``state``."""
+    st = pd.DataFrame([*({"pattern": "random", "file_size": x, "MBps": y}
+                         for x, y in zip(state["random"]["x"], state["random"]["y"])),
+                       *({"pattern": "sequential", "file_size": x, "MBps": y}
+                         for x, y in zip(state["sequential"]["x"], state["sequential"]["y"]))])
+    pc = pd.DataFrame({"size": state["pcie"]["x"], "GBps": state["pcie"]["y"]})
+    return diagnosis.budget(step_ms=state["step"], batch_size=state["B"], file_bytes=state["kib"] * 1024,
+                            cpu_ms=state["cpu"], cores=state["cores"], storage=st if len(st) else None,
+                            pcie=pc if len(pc) else None, tensor_bytes=state["tensor"])
+
+
+def budget_figure(res):
+    """The budget calculator: sliders for the GPU step, batch size, bytes per sample on disk and
+    CPU time per sample; every hop's rate is recomputed in the browser by the same model as
+    :func:`datajourney.diagnosis.budget` (no kernel needed)."""
+    import plotly.graph_objects as go
+
+    from ..plotting import PALETTE
+
+    state = budget_inputs(res)
+    if state is None:
+        return None
+    labels = {"files": "storage: one file per sample", "shard": "storage: one shard, in order",
+              "cpu": "CPU: the loader's work, all cores", "pcie": "PCIe: pinned copy (uint8 224² images)"}
+    m = budget_model(state)
+    xs = [m[k] for k in state["keys"]]
+    fig = go.Figure(go.Scatter(x=xs, y=[labels[k] for k in state["keys"]], mode="markers", name="hop",
+                               marker=dict(size=14, color=[PALETTE[2] if (v or 0) >= m["demand"] else PALETTE[5]
+                                                           for v in xs]),
+                               hovertemplate="%{y}: %{x:,.3~s} samples/s<extra></extra>"))
+    fig.add_scatter(x=[m["demand"]] * 2, y=[labels[state["keys"][0]], labels[state["keys"][-1]]], mode="lines",
+                    name="the GPU's need", line=dict(dash="dash", color=PALETTE[7]),
+                    hovertemplate="the GPU's need: %{x:,.3~s} samples/s<extra></extra>")
+
+    def slider(name, label, values, current, y):
+        values = sorted(set(values) | {round(current, 3)})
+        active = min(range(len(values)), key=lambda i: abs(values[i] - current))
+        return dict(name=name, active=active, y=y, yanchor="top", len=0.9, x=0.05, pad=dict(t=0, b=10),
+                    font=dict(size=11), currentvalue=dict(prefix=f"{label}: ", xanchor="left", font=dict(size=13)),
+                    steps=[dict(method="skip", label=f"{v:g}", value=str(v), args=[]) for v in values])
+
+    state_js = dict(state, ok=PALETTE[2], short=PALETTE[5])
+    fig.update_layout(
+        title="Budget: which hops keep up? (move the sliders; starts at this run's workload)",
+        height=820, margin=dict(t=90, b=430, l=20), legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+        sliders=[slider("step", "GPU step (ms)", BUDGET_STEP_MS, state["step"], -0.35),
+                 slider("B", "batch size", BUDGET_BATCH, state["B"], -0.35 - 0.32),
+                 slider("kib", "sample on disk (KiB)", BUDGET_KIB, state["kib"], -0.35 - 0.64),
+                 slider("cpu", "CPU time per sample (ms)", BUDGET_CPU_MS, state["cpu"], -0.35 - 0.96)],
+        meta={"post_script": _BUDGET_JS % json.dumps(state_js)})
+    fig.update_xaxes(type="log", title_text="samples/s (log scale)")
+    return fig
+
+
+def padding_text(res) -> str:
+    """Chapter 5's share of real tokens per strategy: the part of the GPU's tokens/s that is data."""
+    p = res.table("padding").sort_values("efficiency")
+    worst, best = p.iloc[0], p.iloc[-1]
+    parts = ", ".join(f"{r.label} {fx.pct(r.efficiency)}" for r in p.itertuples())
+    return (f"Of every position the GPU computes, the share that holds a real token (chapter 5, all samples): "
+            f"{parts}. At the demand above, {best['label']} turns "
+            f"{fx.num(best['efficiency'] * res.parameters['llm_tokens_per_s'], 'tokens/s')} into training signal and "
+            f"{worst['label']} {fx.num(worst['efficiency'] * res.parameters['llm_tokens_per_s'], 'tokens/s')}.")
