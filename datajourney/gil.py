@@ -231,8 +231,9 @@ def decode_one(decoder: str, data: bytes, out_size: int, times: dict | None = No
     elif decoder == "spdl":
         import spdl.io
 
-        frames = spdl.io.decode_packets(spdl.io.demux_image(data), filter_desc=spdl.io.get_video_filter_desc(
-            scale_width=out_size, scale_height=out_size, pix_fmt="rgb24"))
+        # stretch to out_size² like the other decoders (SPDL's helper keeps the aspect ratio and pads)
+        frames = spdl.io.decode_packets(spdl.io.demux_image(data), filter_desc=(
+            f"scale=w={out_size}:h={out_size}:flags=bilinear,format=pix_fmts=rgb24"))
         arr = spdl.io.to_numpy(spdl.io.convert_frames(frames))
         t1 = time.perf_counter()
     elif decoder == "torchvision":
