@@ -663,15 +663,17 @@ def model_step_factory(net, opt, device: str):
     return run_steps
 
 
-def feed_model(make_iter, run_steps, *, steps: int, warmup: int) -> dict:
+def feed_model(make_iter, run_steps, *, steps: int, warmup: int, classes: int) -> dict:
     """Images/s of the model fed by a loader (steady state after ``warmup`` steps), the data
-    wait share, time to first batch and CPU of all processes."""
+    wait share, time to first batch and CPU of all processes. The loaders yield image indices;
+    the model is given class ``index % classes``, as the ImageFolder layout assigns them."""
     t0 = time.perf_counter()
     it = make_iter()
+    labelled = ((x, y % classes) for x, y in it)
     try:
-        w = run_steps(it, warmup)
+        w = run_steps(labelled, warmup)
         a = cpu_times()
-        df = run_steps(it, steps, warmup)
+        df = run_steps(labelled, steps, warmup)
         b = cpu_times()
     finally:
         close = getattr(it, "close", None)
@@ -699,6 +701,12 @@ def model_ceiling(net, opt, run_steps, *, batch_size: int, out_size: int, classe
     df = run_steps(it, steps, warmup)
     return dict(images_per_s=df["images"].sum() / (df["wall_ms"].sum() / 1e3), compute_ms=float(df["compute_ms"]
                                                                                                .mean()))
+
+
+def _error(what: str, e: BaseException) -> dict:
+    """A failed measurement, recorded (and shown by the chapter) instead of stopping the run."""
+    text = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+    return dict(what=what, error=text)
 
 
 # --------------------------------------------------------------------------- parameters
@@ -893,7 +901,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         lap("primitives")
 
         rng = np.random.default_rng(p["seed"])
-        loader_rows = []
+        loader_rows, errors = [], []
         purge_methods = set()
         n_used = (p["warm_batches"] + p["loader_batches"] + 1) * p["batch_size"]
         for kind, c, r in loader_plan:
@@ -902,9 +910,13 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
             purge_methods.add(pr.method)
             mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"], concurrency=c,
                              decoder=p["loader_decoder"], device=device, prefetch_factor=p["prefetch_factor"])
-            row = measure_loader(mk, batches=p["loader_batches"], warm=p["warm_batches"], device=device)
-            loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=p["loader_decoder"],
-                                    resident_at_start=pr.after["fraction"], **row))
+            try:
+                row = measure_loader(mk, batches=p["loader_batches"], warm=p["warm_batches"], device=device)
+            except Exception as e:  # noqa: BLE001 - recorded and shown; the other loaders still run
+                errors.append(_error(f"{LABELS[kind]}, concurrency {c}", e))
+            else:
+                loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=p["loader_decoder"],
+                                        resident_at_start=pr.after["fraction"], **row))
             bar.update(1)
         lap("loaders")
 
@@ -914,13 +926,19 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                 startup_point(1, m, 0)
             for w in p["startup_workers"]:
                 for n in p["startup_paths"]:
-                    start_rows.append(startup_point(w, m, n))
+                    try:
+                        start_rows.append(startup_point(w, m, n))
+                    except Exception as e:  # noqa: BLE001
+                        errors.append(_error(f"start-up, {m}, {w} workers, {n} paths", e))
                     bar.update(1)
         lap("start-up")
         ipc_rows = []
         for bs in p["ipc_batch_sizes"]:
             for w in p["ipc_workers"]:
-                ipc_rows.append(ipc_point(bs, w, p["out_size"], batches=max(8, min(40, 4096 // bs))))
+                try:
+                    ipc_rows.append(ipc_point(bs, w, p["out_size"], batches=max(8, min(40, 4096 // bs))))
+                except Exception as e:  # noqa: BLE001
+                    errors.append(_error(f"IPC, batch {bs}, {w} workers", e))
                 bar.update(1)
         lap("ipc")
 
@@ -937,24 +955,35 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         net = training.make_model(p["model"], p["classes"]).to(device, memory_format=torch.channels_last)
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
         run_steps = model_step_factory(net, opt, device)
-        ceiling = model_ceiling(net, opt, run_steps, batch_size=p["batch_size"], out_size=p["out_size"],
-                                classes=p["classes"], device=device, steps=p["model_steps"],
-                                warmup=p["model_warmup"])
-        best = (lo.groupby(["loader", "concurrency"])["images_per_s"].mean().reset_index()
-                .sort_values("images_per_s").groupby("loader").tail(1))
-        feeds = [(r.loader, int(r.concurrency)) for r in best.itertuples()]
+        try:
+            ceiling = model_ceiling(net, opt, run_steps, batch_size=p["batch_size"], out_size=p["out_size"],
+                                    classes=p["classes"], device=device, steps=p["model_steps"],
+                                    warmup=p["model_warmup"])
+        except Exception as e:  # noqa: BLE001
+            errors.append(_error("model ceiling", e))
+            moon_why = "the model's ceiling could not be measured: " + errors[-1]["error"]
+        feeds = []
+        if not lo.empty:
+            best = (lo.groupby(["loader", "concurrency"])["images_per_s"].mean().reset_index()
+                    .sort_values("images_per_s").groupby("loader").tail(1))
+            feeds = [(r.loader, int(r.concurrency)) for r in best.itertuples()]
         tv_ok = status["torchvision"][0]
         if tv_ok:
             feeds.append(("nvjpeg", p["read_threads"]))
         n_model = (p["model_warmup"] + p["model_steps"] + 1) * p["batch_size"]
-        for r in range(p["repeats"]):
+        for r in range(p["repeats"] if ceiling else 0):
             for kind, c in feeds:
                 order = rng.permutation(len(files))[:n_model].tolist()
                 pr = pagecache.purge([files[i] for i in order], p["purge_method"])
                 mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
                                  concurrency=c, decoder=p["loader_decoder"], device=device,
                                  prefetch_factor=p["prefetch_factor"])
-                row = feed_model(mk, run_steps, steps=p["model_steps"], warmup=p["model_warmup"])
+                try:
+                    row = feed_model(mk, run_steps, steps=p["model_steps"], warmup=p["model_warmup"],
+                                     classes=p["classes"])
+                except Exception as e:  # noqa: BLE001
+                    errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}", e))
+                    continue
                 model_rows.append(dict(loader=kind, concurrency=c, repeat=r, resident_at_start=pr.after["fraction"],
                                        pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
         lap("moonshot")
@@ -975,7 +1004,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         image_bytes=dict(mean=float(sizes.mean()), min=int(sizes.min()), max=int(sizes.max()),
                          total=int(sizes.sum())),
         image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),
-        ceiling=ceiling, model=p["model"] if ceiling else None, moonshot_note=moon_why,
+        ceiling=ceiling, model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
         moonshot_target=MOONSHOT_TARGET, thread_target=THREAD_TARGET, seconds=seconds,
         torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest})
     res.save(rd)

@@ -105,6 +105,8 @@ report.key_results(page.findings, res, ref, is_reference_run=is_reference_run)
 if res.metadata["device"] != "cuda" and ref is not None:
     report.say("This machine has no CUDA GPU. The key results of the reference run, labelled as such:")
     report.key_results(page.findings, ref, None, is_reference_run=True)
+if page.errors_text(res):
+    report.say(page.errors_text(res))
 """)
 
 md("""

@@ -413,3 +413,12 @@ def takeaways(res) -> str:
         out.append(f"* To keep ResNet-50 (bf16) fed, the best feed here was {top['label']} "
                    f"({pct(top['pct_of_ceiling'] / 100)} of the ceiling).")
     return "\n".join(out)
+
+
+def errors_text(res) -> str | None:
+    """The measurements that failed in this run, each with its error (none: None)."""
+    errs = res.metadata.get("errors") or []
+    if not errs:
+        return None
+    return ("These measurements failed in this run and are missing from its tables:\n\n"
+            + "\n".join(f"* {e['what']}: `{e['error']}`" for e in errs))
