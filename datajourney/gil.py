@@ -891,6 +891,8 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         for kind in p["loaders"]:
             levels = p["dataloader_workers"] if kind == "dataloader" else p["thread_concurrency"]
             loader_plan += [(kind, c, r) for c in levels]
+        if device == "cuda" and status["torchvision"][0]:  # GPU decoding as a loader alone, no model
+            loader_plan.append(("nvjpeg", p["read_threads"], r))
     n_start = len(p["start_methods"]) * len(p["startup_workers"]) * len(p["startup_paths"])
     n_ipc = len(p["ipc_batch_sizes"]) * len(p["ipc_workers"])
     bar = tqdm(total=n_prim + len(loader_plan) + n_start + n_ipc, desc="chapter 8", disable=not progress)
@@ -966,7 +968,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         if not lo.empty:
             best = (lo.groupby(["loader", "concurrency"])["images_per_s"].mean().reset_index()
                     .sort_values("images_per_s").groupby("loader").tail(1))
-            feeds = [(r.loader, int(r.concurrency)) for r in best.itertuples()]
+            feeds = [(r.loader, int(r.concurrency)) for r in best.itertuples() if r.loader != "nvjpeg"]
         tv_ok = status["torchvision"][0]
         if tv_ok:
             feeds.append(("nvjpeg", p["read_threads"]))
