@@ -404,8 +404,8 @@ def spdl_iter(files, order, *, batch_size: int, out_size: int, concurrency: int,
 
 def threadpool_iter(files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str = "pillow",
                     pin: bool = False):
-    """A plain thread pool: one task per batch (read, decode, resize, stack, pin), ``2 ×
-    concurrency`` batches in flight, batches yielded in order."""
+    """A plain thread pool: one task per batch (read, decode, resize, stack, pin), ``concurrency
+    + 2`` batches in flight (one per thread and two ready), batches yielded in order."""
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
     def task(idx):
@@ -418,7 +418,7 @@ def threadpool_iter(files, order, *, batch_size: int, out_size: int, concurrency
         it = iter(batches)
         for b in it:
             pending.append(pool.submit(task, b))
-            if len(pending) >= 2 * concurrency:
+            if len(pending) >= concurrency + 2:
                 break
         while pending:
             x = pending.popleft().result()
@@ -564,6 +564,20 @@ def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None
 def _sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: int = 2) -> int:
+    """How many batches a loader works on ahead of the consumer once it is full: the batches a
+    timed window must skip so that it measures production, not a queue built up earlier."""
+    if kind == "dataloader":
+        return concurrency * prefetch_factor
+    if kind == "threadpool":
+        return concurrency + 2
+    if kind == "spdl":  # items in the decode stage, the batch being aggregated, the sink's buffer
+        return -(-concurrency // batch_size) + 1 + 4
+    if kind == "nvjpeg":
+        return 3 + 1
+    raise ValueError(kind)
 
 
 def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str,
@@ -748,7 +762,8 @@ def check_parameters(p: dict) -> dict:
     lim = min(MAX_CONCURRENCY, max(16, 8 * cores))
     for name in ("concurrency", "dataloader_workers", "thread_concurrency"):
         v = p[name]
-        q[name] = auto_concurrency(cores) if v == "auto" else int_list(name, v, minimum=1, maximum=lim)
+        auto = auto_concurrency(cores) if name == "concurrency" else [c for c in auto_concurrency(cores) if c <= cores]
+        q[name] = auto if v == "auto" else int_list(name, v, minimum=1, maximum=lim)
     ds = p["decoders"]
     status = None
     if ds == "auto":
@@ -777,11 +792,17 @@ def check_parameters(p: dict) -> dict:
     q["loader_batches"] = positive_int("loader_batches", p["loader_batches"], maximum=100_000)
     q["warm_batches"] = nonnegative_int("warm_batches", p.get("warm_batches", 2), maximum=1000)
     q["prefetch_factor"] = positive_int("prefetch_factor", p.get("prefetch_factor", 2), maximum=64)
-    need = (q["warm_batches"] + q["loader_batches"] + 1) * q["batch_size"]
+    depth = max([q["warm_batches"]]
+                + [in_flight("dataloader", w, batch_size=q["batch_size"], prefetch_factor=q["prefetch_factor"])
+                   for w in q["dataloader_workers"]]
+                + [in_flight(k, c, batch_size=q["batch_size"]) for k in ("threadpool", "spdl")
+                   for c in q["thread_concurrency"]])
+    need = (depth + q["loader_batches"] + 1) * q["batch_size"]
     if need > q["n_images"]:
         raise ParameterError("loader_batches", q["loader_batches"],
-                             f"at most {(q['n_images'] // q['batch_size']) - q['warm_batches'] - 1} "
-                             f"(n_images = {q['n_images']} holds that many batches after the warm ones)")
+                             f"at most {(q['n_images'] // q['batch_size']) - depth - 1}: n_images = "
+                             f"{q['n_images']} must also hold the {depth} batches the deepest loader has in "
+                             "flight, which are skipped before timing (or raise n_images)")
     q["start_methods"] = choices("start_methods", p["start_methods"], START_METHODS)
     q["startup_workers"] = ([] if p["startup_workers"] == [] else
                             int_list("startup_workers", p["startup_workers"], minimum=1, maximum=lim))
@@ -813,6 +834,11 @@ def check_parameters(p: dict) -> dict:
     q["model_steps"] = positive_int("model_steps", p.get("model_steps", 30), maximum=100_000)
     q["model_warmup"] = positive_int("model_warmup", p.get("model_warmup", 5), maximum=10_000)
     q["read_threads"] = positive_int("read_threads", p.get("read_threads", 8), maximum=lim)
+    if mo is not False and torch.cuda.is_available():
+        need_model = (max(depth, q["model_warmup"]) + q["model_steps"] + 1) * q["batch_size"]
+        if need_model > q["n_images"]:
+            raise ParameterError("model_steps", q["model_steps"], f"at most {q['n_images'] // q['batch_size'] - depth - 1}"
+                                 f" (n_images = {q['n_images']}; the deepest feed skips {depth} batches first)")
     q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
     q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2 ** 31 - 1)
     q["progress"] = boolean("progress", p.get("progress", True))
@@ -905,19 +931,21 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         rng = np.random.default_rng(p["seed"])
         loader_rows, errors = [], []
         purge_methods = set()
-        n_used = (p["warm_batches"] + p["loader_batches"] + 1) * p["batch_size"]
         for kind, c, r in loader_plan:
+            warm = max(p["warm_batches"], in_flight(kind, c, batch_size=p["batch_size"],
+                                                    prefetch_factor=p["prefetch_factor"]))
+            n_used = (warm + p["loader_batches"] + 1) * p["batch_size"]
             order = rng.permutation(len(files))[:n_used].tolist()
             pr = pagecache.purge([files[i] for i in order], p["purge_method"])
             purge_methods.add(pr.method)
             mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"], concurrency=c,
                              decoder=p["loader_decoder"], device=device, prefetch_factor=p["prefetch_factor"])
             try:
-                row = measure_loader(mk, batches=p["loader_batches"], warm=p["warm_batches"], device=device)
+                row = measure_loader(mk, batches=p["loader_batches"], warm=warm, device=device)
             except Exception as e:  # noqa: BLE001 - recorded and shown; the other loaders still run
                 errors.append(_error(f"{LABELS[kind]}, concurrency {c}", e))
             else:
-                loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=p["loader_decoder"],
+                loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=p["loader_decoder"], warm=warm,
                                         resident_at_start=pr.after["fraction"], **row))
             bar.update(1)
         lap("loaders")
@@ -972,21 +1000,24 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         tv_ok = status["torchvision"][0]
         if tv_ok:
             feeds.append(("nvjpeg", p["read_threads"]))
-        n_model = (p["model_warmup"] + p["model_steps"] + 1) * p["batch_size"]
         for r in range(p["repeats"] if ceiling else 0):
             for kind, c in feeds:
+                warm = max(p["model_warmup"], in_flight(kind, c, batch_size=p["batch_size"],
+                                                        prefetch_factor=p["prefetch_factor"]))
+                n_model = (warm + p["model_steps"] + 1) * p["batch_size"]
                 order = rng.permutation(len(files))[:n_model].tolist()
                 pr = pagecache.purge([files[i] for i in order], p["purge_method"])
                 mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
                                  concurrency=c, decoder=p["loader_decoder"], device=device,
                                  prefetch_factor=p["prefetch_factor"])
                 try:
-                    row = feed_model(mk, run_steps, steps=p["model_steps"], warmup=p["model_warmup"],
+                    row = feed_model(mk, run_steps, steps=p["model_steps"], warmup=warm,
                                      classes=p["classes"])
                 except Exception as e:  # noqa: BLE001
                     errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}", e))
                     continue
-                model_rows.append(dict(loader=kind, concurrency=c, repeat=r, resident_at_start=pr.after["fraction"],
+                model_rows.append(dict(loader=kind, concurrency=c, repeat=r, warm=warm,
+                                       resident_at_start=pr.after["fraction"],
                                        pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
         lap("moonshot")
 

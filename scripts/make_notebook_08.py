@@ -41,7 +41,7 @@ processes, and finally which feed keeps a bf16 ResNet-50 busy.
 
 code("""
 # Parameters (papermill).
-n_images = 2048            # photo-like JPEGs in the data set
+n_images = 4096            # photo-like JPEGs in the data set
 width = 500                # pixels of each stored JPEG
 height = 375
 jpeg_quality = 92
@@ -56,7 +56,7 @@ executors = ["thread", "process"]
 repeats = 2                # runs of every point (interleaved)
 loaders = ["dataloader", "spdl", "threadpool"]
 loader_decoder = "pillow"  # the decoder every end-to-end loader uses
-dataloader_workers = "auto"   # DataLoader worker sweep
+dataloader_workers = "auto"   # DataLoader worker sweep; "auto": 1, 2, 4, … up to the cores
 thread_concurrency = "auto"   # thread sweep of the SPDL pipeline and the thread pool
 loader_batches = 20        # timed batches per loader run (after the first and the warm ones)
 warm_batches = 2
@@ -179,7 +179,13 @@ of uint8 images, pinned, and copied to the GPU without blocking:
   batch, a few batches in flight per thread.
 
 Each run starts with the page cache emptied of its files. Time to first batch counts
-from building the loader. Then a few batches warm up and the next ones are timed.
+from building the loader. Then as many batches as the loader keeps in flight are skipped,
+so that the timed window measures what the loader produces rather than a queue it filled
+during the warm-up, and the next batches are timed. As a check, a window counts only if
+the CPU time per image spent in it reaches a set share of what one image costs to decode
+and resize on one core; a window below it cannot have produced all the images it
+counted, and is left out (the share and the windows left out are printed below the
+table).
 CPU time is user plus system time summed over the main process (all its threads) and
 every child process; memory is the proportional set size (PSS) summed over the same
 processes, minus the main process's PSS before the loader started. PSS charges a page
@@ -194,6 +200,9 @@ plotting.lines_with_band(page.loader_lines(res), x="concurrency", color="loader"
     yaxis="images/s (point: mean of runs)", unit="img/s").show()
 report.table(page.loader_table(res), "Loaders (means of the runs): throughput, first batch, CPU per image, memory")
 report.say(page.cold_note(res))
+for note in [page.steady_note(res), page.spdl_note(res)]:
+    if note:
+        report.say(note)
 for note in page.loader_spread(res):
     report.say(note)
 report.three_columns(gil.CHAPTER, res, ref, page.key_metrics, is_reference_run, reference_host,
@@ -280,6 +289,8 @@ if gpu is not None and not page.model_summary(gpu).empty:
     if gpu is not res:
         report.say("This machine has no CUDA GPU: the chart and table above are the reference run's.")
 report.findings([page.finding_moonshot(res)])
+if gpu is not None and page.gpu_share_note(gpu):
+    report.say(page.gpu_share_note(gpu) + ("" if gpu is res else " (reference run)"))
 """)
 
 md("""

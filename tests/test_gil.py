@@ -106,7 +106,7 @@ def test_startup_and_ipc_points_measure(photos):
 
 
 # --------------------------------------------------------------------------- bad input
-BASE = dict(n_images=64, width=96, height=72, jpeg_quality=92, out_size=32, batch_size=8, primitive_batch=4,
+BASE = dict(n_images=128, width=96, height=72, jpeg_quality=92, out_size=32, batch_size=8, primitive_batch=4,
             primitive_images=16, concurrency=[1, 2], decoders=["pillow"], repeats=1, loaders=["dataloader"],
             dataloader_workers=[1], thread_concurrency=[1], loader_batches=2, start_methods=["fork"],
             startup_workers=[1], startup_paths=[0], ipc_batch_sizes=[8], purge_method="auto", moonshot=False)
@@ -189,9 +189,9 @@ def _result(*, thread_ips=2000.0, proc_ips=1000.0, thread_decode=(4.0, 4.2), pro
             for kind, c, share in (("nvjpeg", 8, model_pct[0]), ("dataloader", 8, model_pct[1])):
                 model.append(dict(loader=kind, concurrency=c, repeat=r, resident_at_start=0.0,
                                   pct_of_ceiling=share + r, images_per_s=40 * (share + r), first_batch_s=1.0,
-                                  wait_share=0.1, compute_ms=16.0, cpu_cores=3.0, seconds_total=3.0))
+                                  wait_share=0.1, compute_ms=16.0, cpu_cores=4.0, seconds_total=3.0))
     res = results.Result(chapter=gil.CHAPTER, run_id="constructed", parameters={}, fingerprint={})
-    res.add("calibration", [dict(decoder="pillow", decode_ms=4.0, resize_ms=1.0)])
+    res.add("calibration", [dict(decoder="pillow", decode_ms=0.8, resize_ms=0.2)])
     res.add("primitives", prim)
     res.add("ops", ops)
     res.add("loaders", lo)
@@ -283,4 +283,39 @@ def test_findings_of_a_small_run(photos, tmp_path):
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text, f
-    assert set(res.table("loaders")["images_seen"]) == {4 * 4}   # first + warm + timed batches
+    lo = res.table("loaders")
+    assert ((lo["warm"] + 1 + 2) * 4 == lo["images_seen"]).all()   # first + warm + timed batches
+    assert (lo["warm"] >= [gil.in_flight(k, c, batch_size=4) for k, c in zip(lo["loader"], lo["concurrency"])]).all()
+
+
+def test_in_flight_depth_of_each_loader():
+    assert gil.in_flight("dataloader", 8, batch_size=64, prefetch_factor=2) == 16
+    assert gil.in_flight("dataloader", 0, batch_size=64) == 0
+    assert gil.in_flight("threadpool", 8, batch_size=64) == 10
+    assert gil.in_flight("spdl", 32, batch_size=64) == 6
+
+
+def test_windows_that_drained_a_queue_are_left_out():
+    """A window whose CPU per image is below one image's cost cannot have produced its images."""
+    res = _result(tp_ips=9000, dl_ips=2000, tp_cpu=0.2)     # 0.2 ms per image < 0.85 × 1 ms
+    s = page.loader_summary(res).set_index(["loader", "concurrency"])
+    assert not s.loc[("threadpool", 8), "steady"] and s.loc[("dataloader", 8), "steady"]
+    f = _by_key(res)["end_to_end"]
+    assert "lacks one of them" in f.text                       # the only thread loader was left out
+    note = page.steady_note(res)
+    assert note and "thread pool, 8 threads" in note and "left out" in note
+    assert page.steady_note(_result()) is None
+
+
+def test_gpu_share_note_follows_the_data():
+    res = _result()
+    res.tables["loaders"] = pd.concat([res.table("loaders"), pd.DataFrame([dict(
+        loader="nvjpeg", concurrency=8, repeat=0, decoder="pillow", resident_at_start=0.0, first_batch_s=0.5,
+        images=1920, seconds=0.15, images_per_s=12800.0, cpu_user_s=0.1, cpu_system_s=0.1, cpu_cores=1.0,
+        pss_bytes=1e8, uss_bytes=1e8, loader_pss_bytes=1e8, loader_uss_bytes=1e8, processes=1, images_seen=2000)])],
+        ignore_index=True)
+    # step 16 ms (4000 img/s), decode 5 ms per 64 -> 76% if they take turns; measured 95% -> overlap
+    assert "ran beside the training kernels" in page.gpu_share_note(res)
+    res2 = _result(model_pct=(60.0, 50.0))
+    res2.tables["loaders"] = res.table("loaders")
+    assert "something besides" in page.gpu_share_note(res2)

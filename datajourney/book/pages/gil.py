@@ -12,6 +12,13 @@ from ..findings import (Finding, choose, compare, direction, num, pct, ratio_int
                         times)
 
 THREADED = ("spdl", "threadpool")
+#: A timed window is steady when its CPU time per image (all processes) reaches this share of
+#: what decoding and resizing one image costs on one core (the calibration). Below it, part of
+#: the images it counted were decoded before the window opened (a queue filled during the
+#: warm-up), so its images/s overstate what the loader produces.
+STEADY_SHARE = 0.85
+#: A model-fed run cannot exceed its ceiling by more than this (timing noise).
+CEILING_SLACK = 1.05
 PUB_GAIN = "throughput gain, thread pipeline over DataLoader"
 PUB_CPU = "CPU reduction, thread pipeline vs DataLoader"
 PUB_MEM = "memory reduction, thread pipeline vs DataLoader"
@@ -101,6 +108,20 @@ def finding_contention(res, decoder: str = "pillow", op: str = "decode") -> Find
 
 
 # --------------------------------------------------------------------------- experiment 3
+def unit_cost_ms(res, decoder: str = "pillow") -> float:
+    """Decode + resize of one image on one core (ms), from the run's calibration."""
+    cal = res.table("calibration").set_index("decoder")
+    if decoder not in cal.index:
+        return float("nan")
+    return float(cal.loc[decoder, "decode_ms"] + cal.loc[decoder, "resize_ms"])
+
+
+def _steady(kind: str, cpu_ms: float, unit: float) -> bool:
+    if kind == "nvjpeg" or not math.isfinite(unit):  # the GPU decodes: CPU time says nothing here
+        return True
+    return cpu_ms >= STEADY_SHARE * unit
+
+
 def loader_summary(res) -> pd.DataFrame:
     lo = res.table("loaders")
     out = stats.summarise(lo, ["loader", "concurrency"], "images_per_s")
@@ -111,12 +132,17 @@ def loader_summary(res) -> pd.DataFrame:
     cols = ["first_batch_s", "cpu_ms_per_image", "user_ms_per_image", "system_ms_per_image", "cpu_cores",
             "loader_pss_mb", "processes"]
     agg = extra.groupby(["loader", "concurrency"], sort=False)[cols].mean().reset_index()
-    return out.merge(agg, on=["loader", "concurrency"])
+    out = out.merge(agg, on=["loader", "concurrency"])
+    unit = unit_cost_ms(res, str(lo["decoder"].iloc[0]) if "decoder" in lo and len(lo) else "pillow")
+    out["cpu_share"] = [np.nan if k == "nvjpeg" else v / unit for k, v in zip(out["loader"], out["cpu_ms_per_image"],
+                                                                            strict=True)]
+    out["steady"] = [_steady(k, v, unit) for k, v in zip(out["loader"], out["cpu_ms_per_image"], strict=True)]
+    return out
 
 
 def best_loader(res, kinds) -> dict | None:
     s = loader_summary(res)
-    s = s[s["loader"].isin(kinds)]
+    s = s[s["loader"].isin(kinds) & s["steady"]]
     if s.empty:
         return None
     top = s.loc[s["mean"].idxmax()]
@@ -205,6 +231,10 @@ def model_summary(res) -> pd.DataFrame:
                                                               "first_batch_s"]].mean().reset_index()
     s = s.merge(extra, on=["loader", "concurrency"])
     s["label"] = [_label(k, c) for k, c in zip(s["loader"], s["concurrency"], strict=True)]
+    s["cpu_ms_per_image"] = 1e3 * s["cpu_cores"] / s["mean"]
+    unit = unit_cost_ms(res)
+    s["steady"] = [_steady(k, v, unit) and p <= 100 * CEILING_SLACK
+                   for k, v, p in zip(s["loader"], s["cpu_ms_per_image"], s["pct_of_ceiling"], strict=True)]
     return s
 
 
@@ -215,9 +245,16 @@ def finding_moonshot(res) -> Finding:
         why = res.metadata.get("moonshot_note") or "it did not run"
         return Finding("moonshot", f"The model-fed runs did not run here ({why}).")
     target = res.metadata.get("moonshot_target", gil.MOONSHOT_TARGET)
+    excluded = s[~s["steady"]]
+    s = s[s["steady"]]
+    if s.empty:
+        return Finding("moonshot", "No model-fed run of this result measured a steady state (see the note on "
+                       "steady windows), so the moonshot has no valid figure here.")
     top = s.loc[s["mean"].idxmax()]
     share = float(top["pct_of_ceiling"]) / 100
     others = "; ".join(f"{r.label} {pct(r.pct_of_ceiling / 100)}" for r in s.itertuples() if r.label != top["label"])
+    if len(excluded):
+        others += ("; " if others else "") + "not steady, left out: " + ", ".join(excluded["label"])
     text = (f"ResNet-50 in bf16 with channels_last runs at {num(ceil['images_per_s'], 'img/s')} on a batch kept in "
             f"GPU memory. From cold files, the fastest feed was {top['label']} at {num(top['mean'], 'img/s')}, "
             f"{pct(share)} of that ceiling: "
@@ -320,14 +357,61 @@ def startup_lines(res) -> pd.DataFrame:
 
 
 def loader_lines(res) -> pd.DataFrame:
+    """Steady windows only (the others overstate throughput; they stay in the table)."""
     s = loader_summary(res)
+    s = s[s["steady"]]
     return s.assign(loader=s["loader"].map(gil.LABELS))
+
+
+def steady_note(res) -> str | None:
+    """Which timed windows were not steady, with the numbers that show it (None: all were)."""
+    s = loader_summary(res)
+    bad = s[~s["steady"]]
+    m = model_summary(res)
+    mbad = m[~m["steady"]] if not m.empty else m
+    if bad.empty and mbad.empty:
+        return None
+    unit = unit_cost_ms(res)
+    parts = [f"{_label(r.loader, r.concurrency)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image "
+             f"({pct(r.cpu_share)} of it) and showed {num(r.mean, 'img/s')}" for r in bad.itertuples()]
+    parts += [f"the model fed by {r.label} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
+              f"{pct(r.pct_of_ceiling / 100)} of the ceiling" for r in mbad.itertuples()]
+    return (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
+            "a loader cannot produce an image for less. In these timed windows the CPU time per image fell below "
+            f"{pct(STEADY_SHARE)} of that: " + "; ".join(parts) + ". So part of the images they counted had been "
+            "decoded before the window opened, while the consumer skipped the warm-up batches and the loader kept "
+            "filling its queue; their images/s overstate production. They are left out of the chart, of the best "
+            "configurations and of the findings.")
+
+
+def gpu_share_note(res) -> str | None:
+    """Why GPU decoding feeds the model below its ceiling, computed from the decode-only rate."""
+    s = loader_summary(res)
+    m = model_summary(res)
+    ceil = res.metadata.get("ceiling")
+    nv = s[s["loader"] == "nvjpeg"]
+    mv = m[m["loader"] == "nvjpeg"] if not m.empty else m
+    if nv.empty or mv.empty or not ceil:
+        return None
+    bs = int(res.parameters.get("batch_size", 64))
+    dec_ms = bs / float(nv["mean"].iloc[0]) * 1e3
+    step_ms = bs / float(ceil["images_per_s"]) * 1e3
+    pred = step_ms / (step_ms + dec_ms)
+    got = float(mv["pct_of_ceiling"].iloc[0]) / 100
+    d = direction(got, pred, tol=0.05)
+    return (f"GPU decoding alone delivered {num(float(nv['mean'].iloc[0]), 'img/s')}: at most {num(dec_ms, 'ms')} of "
+            f"GPU time per batch of {bs}, against a training step of {num(step_ms, 'ms')}. If decoding and training "
+            f"take turns on the GPU, the model can reach {pct(pred)} of its ceiling; fed this way it reached "
+            f"{pct(got)}: " + choose(d, "more than that, so part of the decoding ran beside the training kernels",
+                                    "less than that, so something besides the GPU's time also held the steps back",
+                                    "as predicted, so the shortfall is the GPU's own time spent decoding") + ".")
 
 
 def loader_table(res) -> pd.DataFrame:
     s = loader_summary(res)
     return pd.DataFrame({"loader": s["loader"].map(gil.LABELS), "workers / threads": s["concurrency"],
                          "img/s": s["mean"], "min": s["min"], "max": s["max"],
+                         "steady window": ["yes" if v else "no: left out" for v in s["steady"]],
                          "first batch (s)": s["first_batch_s"], "CPU ms/img (user)": s["user_ms_per_image"],
                          "CPU ms/img (system)": s["system_ms_per_image"], "busy cores": s["cpu_cores"],
                          "loader PSS (MB)": s["loader_pss_mb"], "processes": s["processes"]})
@@ -388,7 +472,8 @@ def model_table(res) -> pd.DataFrame:
     s = model_summary(res)
     if s.empty:
         return s
-    return pd.DataFrame({"feed": s["label"], "img/s": s["mean"], "min": s["min"], "max": s["max"],
+    return pd.DataFrame({"feed": s["label"], "steady window": ["yes" if v else "no: left out" for v in s["steady"]],
+                         "img/s": s["mean"], "min": s["min"], "max": s["max"],
                          "% of ceiling": s["pct_of_ceiling"], "data-wait share": 100 * s["wait_share"],
                          "busy cores": s["cpu_cores"]})
 
@@ -422,3 +507,21 @@ def errors_text(res) -> str | None:
         return None
     return ("These measurements failed in this run and are missing from its tables:\n\n"
             + "\n".join(f"* {e['what']}: `{e['error']}`" for e in errs))
+
+
+def spdl_note(res) -> str | None:
+    """How the SPDL pipeline scaled with threads, beside the thread pool with the same decode function."""
+    s = loader_summary(res)
+    sp = s[(s["loader"] == "spdl") & s["steady"]]
+    if len(sp) < 2:
+        return None
+    tp = best_loader(res, ["threadpool"])
+    text = (f"With the same decode function in its stage, the SPDL pipeline delivered "
+            f"{span(sp['mean'].min(), sp['mean'].max(), 'img/s')} from {int(sp['concurrency'].min())} to "
+            f"{int(sp['concurrency'].max())} threads, keeping {span(sp['cpu_cores'].min(), sp['cpu_cores'].max())} "
+            "cores busy")
+    if tp is not None:
+        d = direction(tp["mean"], float(sp["mean"].max()))
+        text += (f"; the plain thread pool reached {num(tp['mean'], 'img/s')} ({tp['label']}), "
+                 + choose(d, "more than", "less than", "about as much as") + " the pipeline's best")
+    return text + "."
