@@ -419,8 +419,12 @@ def loader_table(res) -> pd.DataFrame:
 
 def loader_spread(res) -> list[str]:
     lo = res.table("loaders")
+    s = loader_summary(res)
+    steady = {(k, c) for k, c, ok in zip(s["loader"], s["concurrency"], s["steady"], strict=True) if ok}
     notes = []
     for (k, c), g in lo.groupby(["loader", "concurrency"]):
+        if (k, c) not in steady:
+            continue
         n = spread_note(_label(k, c), g["images_per_s"].tolist(), "img/s")
         if n:
             notes.append(n)
@@ -493,6 +497,7 @@ def takeaways(res) -> str:
                                               "threads and processes delivered about the same")
                    + "; measure both on yours before choosing.")
     s = model_summary(res)
+    s = s[s["steady"]] if not s.empty else s
     if not s.empty:
         top = s.loc[s["mean"].idxmax()]
         out.append(f"* To keep ResNet-50 (bf16) fed, the best feed here was {top['label']} "
