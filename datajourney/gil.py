@@ -156,15 +156,15 @@ def photo_set(data_dir=None, *, n_images: int, width: int = 500, height: int = 3
 def ffmpeg_status() -> tuple[bool, str]:
     """Whether ``spdl.io`` can decode a JPEG here (it needs FFmpeg's shared libraries), and why not."""
     try:
-        import spdl.io  # noqa: F401
-    except Exception as e:  # noqa: BLE001
+        import spdl.io
+    except Exception as e:
         return False, f"spdl is not installed ({type(e).__name__}: {e}); pip install spdl"
     try:
         with _keep_sigterm():
             spdl.io.get_video_filter_desc(scale_width=8, scale_height=8, pix_fmt="rgb24")
             data = photo_jpeg(0, 0, 16, 16, 90)
             spdl.io.to_numpy(spdl.io.load_image(data))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return False, ("spdl.io cannot decode here: FFmpeg's shared libraries (libavutil, libavcodec, ...) "
                        f"did not load ({first[:160]})")
@@ -193,7 +193,7 @@ def torchvision_status() -> tuple[bool, str]:
         from torchvision.io import decode_jpeg  # noqa: F401
 
         torchvision.io.decode_jpeg(torch.frombuffer(bytearray(photo_jpeg(0, 0, 16, 16, 90)), dtype=torch.uint8))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return False, f"torchvision's JPEG decoder is not usable here ({type(e).__name__}: {str(e)[:160]})"
     return True, "torchvision " + torchvision.__version__
 
@@ -457,7 +457,7 @@ def nvjpeg_iter(files, order, *, batch_size: int, out_size: int, read_threads: i
                     ev.record(stream)
                     q.put((x, torch.tensor(list(idx)), ev))
             q.put(None)
-        except BaseException as e:  # noqa: BLE001 - surfaced in the consumer
+        except BaseException as e:
             q.put(e)
 
     th = threading.Thread(target=produce, daemon=True)
@@ -741,8 +741,8 @@ def auto_concurrency(cores: int) -> list[int]:
 
 def check_parameters(p: dict) -> dict:
     from . import pagecache
-    from .params import (ParameterError, boolean, choice, choices, int_list, memory as mem, nonnegative_int,
-                         positive_int, requires)
+    from .params import ParameterError, boolean, choice, choices, int_list, nonnegative_int, positive_int, requires
+    from .params import memory as mem
 
     q = dict(p)
     cores = len(os.sched_getaffinity(0))
@@ -942,7 +942,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                              decoder=p["loader_decoder"], device=device, prefetch_factor=p["prefetch_factor"])
             try:
                 row = measure_loader(mk, batches=p["loader_batches"], warm=warm, device=device)
-            except Exception as e:  # noqa: BLE001 - recorded and shown; the other loaders still run
+            except Exception as e:
                 errors.append(_error(f"{LABELS[kind]}, concurrency {c}", e))
             else:
                 loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=p["loader_decoder"], warm=warm,
@@ -958,7 +958,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                 for n in p["startup_paths"]:
                     try:
                         start_rows.append(startup_point(w, m, n))
-                    except Exception as e:  # noqa: BLE001
+                    except Exception as e:
                         errors.append(_error(f"start-up, {m}, {w} workers, {n} paths", e))
                     bar.update(1)
         lap("start-up")
@@ -967,7 +967,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
             for w in p["ipc_workers"]:
                 try:
                     ipc_rows.append(ipc_point(bs, w, p["out_size"], batches=max(8, min(40, 4096 // bs))))
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     errors.append(_error(f"IPC, batch {bs}, {w} workers", e))
                 bar.update(1)
         lap("ipc")
@@ -989,7 +989,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
             ceiling = model_ceiling(net, opt, run_steps, batch_size=p["batch_size"], out_size=p["out_size"],
                                     classes=p["classes"], device=device, steps=p["model_steps"],
                                     warmup=p["model_warmup"])
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             errors.append(_error("model ceiling", e))
             moon_why = "the model's ceiling could not be measured: " + errors[-1]["error"]
         feeds = []
@@ -1013,7 +1013,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                 try:
                     row = feed_model(mk, run_steps, steps=p["model_steps"], warmup=warm,
                                      classes=p["classes"])
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}", e))
                     continue
                 model_rows.append(dict(loader=kind, concurrency=c, repeat=r, warm=warm,

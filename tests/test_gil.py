@@ -1,16 +1,17 @@
 """Chapter 8: data, loaders (every image once, order, same pixels), bad input, findings that follow the data."""
-import copy
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import has_nan
 
 from datajourney import gil
 from datajourney.book import results
 from datajourney.book.pages import gil as page
 from datajourney.params import ParameterError
-from conftest import has_nan
 
 SPDL_IO = gil.ffmpeg_status()[0]
 #: spdl.io scales with FFmpeg's swscale (bilinear, no antialiasing), Pillow with its antialiased
@@ -29,8 +30,9 @@ def test_photos_are_deterministic_and_photo_like():
     assert a == b and a != gil.photo_jpeg(0, 6) and a != gil.photo_jpeg(1, 5)
     sizes = [len(gil.photo_jpeg(0, i)) for i in range(4)]
     assert all(40_000 < s < 250_000 for s in sizes), sizes   # near an ImageNet JPEG, not flat, not noise
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     assert Image.open(io.BytesIO(a)).size == (500, 375)
 
@@ -61,7 +63,7 @@ def test_every_loader_yields_every_image_once_in_order_with_the_same_pixels(phot
     x, y = _collect(mk())
     assert y.tolist() == [int(i) for i in order]           # every image once, in the requested order
     assert x.shape == (len(files), 3, 32, 32) and x.dtype == torch.uint8
-    ref = np.stack([gil.decode_one("pillow", open(files[i], "rb").read(), 32) for i in order])
+    ref = np.stack([gil.decode_one("pillow", Path(files[i]).read_bytes(), 32) for i in order])
     assert torch.equal(x, torch.from_numpy(ref).permute(0, 3, 1, 2))   # same decoder: identical pixels
 
 

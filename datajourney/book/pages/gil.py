@@ -8,8 +8,7 @@ import pandas as pd
 
 from ... import gil
 from .. import stats
-from ..findings import (Finding, choose, compare, direction, num, pct, ratio_interval, span, spread_note,
-                        times)
+from ..findings import Finding, choose, compare, direction, num, pct, ratio_interval, span, spread_note, times
 
 THREADED = ("spdl", "threadpool")
 #: A timed window is steady when its CPU time per image (all processes) reaches this share of
