@@ -240,8 +240,9 @@ A worker collates its batch into shared memory; the main process receives a hand
 through a queue and maps the same memory. Here the items are already decoded, so the
 loader does nothing but collate and hand over, once in the main process (no workers)
 and once through one worker. The difference is the price of crossing processes, which a
-thread pipeline never pays. It also explains why chapters 3 and 7 found one worker
-slower than none on light work: the handover costs more than the work it moves.
+thread pipeline never pays. It is also the mechanism by which one worker can be slower
+than none on light work (chapters 3 and 7): the handover can cost more than the work it
+moves.
 """)
 
 code("""
@@ -269,8 +270,8 @@ md("""
 ## 6. The moonshot: keeping a bf16 ResNet-50 busy
 
 The model is chapter 7's ResNet-50 with chapter 7's training step (forward, backward,
-SGD), run in bf16 autocast with the model in channels_last memory format, which roughly
-doubles its appetite for images. Its ceiling is the same step fed by one batch kept in
+SGD), run in bf16 autocast with the model in channels_last memory format, so that each
+step is shorter and the model asks for images faster. Its ceiling is the same step fed by one batch kept in
 GPU memory. Three kinds of feed read cold files: the best DataLoader and the best thread
 pipelines of the sweep above, and **GPU decoding**: threads only read the bytes, and a
 decode thread calls `torchvision.io.decode_jpeg` on a whole batch with `device="cuda"`
