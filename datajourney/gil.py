@@ -59,6 +59,9 @@ OPS = ("read", "decode", "resize", "batch")
 LABELS = {"dataloader": "DataLoader", "spdl": "SPDL pipeline",
           "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)"}
 MAX_CONCURRENCY = 256
+#: "auto" loader sweeps stop at the cores or here, whichever is lower, so that the batches the
+#: deepest loader keeps in flight (skipped before timing) fit in the default data set.
+AUTO_LOADER_MAX = 16
 #: The moonshot target: this share of the model's ceiling.
 MOONSHOT_TARGET = 0.90
 #: The issue's target for the best thread pipeline over the best DataLoader.
@@ -762,7 +765,8 @@ def check_parameters(p: dict) -> dict:
     lim = min(MAX_CONCURRENCY, max(16, 8 * cores))
     for name in ("concurrency", "dataloader_workers", "thread_concurrency"):
         v = p[name]
-        auto = auto_concurrency(cores) if name == "concurrency" else [c for c in auto_concurrency(cores) if c <= cores]
+        auto = (auto_concurrency(cores) if name == "concurrency"
+                else [c for c in auto_concurrency(cores) if c <= min(cores, AUTO_LOADER_MAX)])
         q[name] = auto if v == "auto" else int_list(name, v, minimum=1, maximum=lim)
     ds = p["decoders"]
     status = None
