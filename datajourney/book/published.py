@@ -17,6 +17,8 @@ SOURCES = {
     "S1": ("“The Data Journey” report: AMD EPYC 7R13 (16 cores), 124 GiB, local NVMe, NVIDIA L40S on "
            "PCIe 4.0 x16, Linux 6.8, PyTorch 2.10"),
     # -- S2: chapter 8 (SPDL paper) --
+    "S2": ("Hira et al., “Scalable and Performant Data Loading” (SPDL): AWS p4d.24xlarge, 96 CPU cores, one of its "
+           "8 NVIDIA A100 GPUs used, ImageNet, Python 3.12, PyTorch 2.5, CUDA 12.1, Pillow 10.2.0"),
     # -- S3: chapter 9 (GPU-based storage I/O chapter) --
     # -- S4: chapter 10 (tracing Megatron-LM I/O with DFTracer) --
     # -- S5: chapter 11 (GPU-to-GPU data transfer in DDP) --
@@ -116,6 +118,28 @@ PUBLISHED: dict[str, list[Figure]] = {
     ],
     # -- chapter 8 --
     "08_threads_processes_gil": [
+        Figure("throughput gain, thread pipeline over DataLoader", "74", "%",
+               setting="SPDL vs the PyTorch DataLoader iterating ImageNet (abstract: “74% faster”)", source="S2"),
+        Figure("CPU reduction, thread pipeline vs DataLoader", "38", "%",
+               setting="total CPU utilisation where the pipeline is stable, no downstream load (Fig. 6)",
+               source="S2"),
+        Figure("memory reduction, thread pipeline vs DataLoader", "50", "GB",
+               setting="abstract: “50GB less memory” (about 15 GB of it the path list copied to each worker)",
+               source="S2"),
+        Figure("peak throughput, DataLoader, Python 3.12", "1510", "img/s",
+               setting="Table 3, “3.12 (PyTorch)”, FPS without downstream load", source="S2"),
+        Figure("peak throughput, SPDL, Python 3.12", "2627", "img/s", setting="Table 3, FPS without downstream load",
+               source="S2"),
+        Figure("peak throughput, SPDL, Python 3.13", "2714", "img/s", setting="Table 3, FPS without downstream load",
+               source="S2"),
+        Figure("peak throughput, SPDL, Python 3.13t", "3158", "img/s",
+               setting="Table 3, free-threaded Python, FPS without downstream load", source="S2"),
+        Figure("DataLoader time to first batch, 4 workers", "58.7", "s",
+               setting="Table 2, concurrency 4, TorchVision ImageNet dataset (this run: spawn, largest Dataset)",
+               source="S2"),
+        Figure("DataLoader time to first batch, 32 workers", "277.3", "s",
+               setting="Table 2, concurrency 32 (this run: spawn, largest Dataset, when 32 workers are in the sweep)",
+               source="S2"),
     ],
     # -- chapter 9 --
     "09_reading_smarter": [

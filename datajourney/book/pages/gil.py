@@ -1,0 +1,531 @@
+"""Chapter 8's page: findings, notes and tables computed from a run's result."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ... import gil
+from .. import stats
+from ..findings import Finding, choose, compare, direction, num, pct, ratio_interval, span, spread_note, times
+
+THREADED = ("spdl", "threadpool")
+#: A timed window is steady when its CPU time per image (all processes) reaches this share of
+#: what decoding and resizing one image costs on one core (the calibration). Below it, part of
+#: the images it counted were decoded before the window opened (a queue filled during the
+#: warm-up), so its images/s overstate what the loader produces.
+STEADY_SHARE = 0.85
+#: A model-fed run cannot exceed its ceiling by more than this (timing noise).
+CEILING_SLACK = 1.05
+PUB_GAIN = "throughput gain, thread pipeline over DataLoader"
+PUB_CPU = "CPU reduction, thread pipeline vs DataLoader"
+PUB_MEM = "memory reduction, thread pipeline vs DataLoader"
+PUB_SPDL = "peak throughput, SPDL, Python 3.12"
+PUB_DL = "peak throughput, DataLoader, Python 3.12"
+PUB_TTFB4 = "DataLoader time to first batch, 4 workers"
+PUB_TTFB32 = "DataLoader time to first batch, 32 workers"
+
+
+def _label(kind: str, c: int) -> str:
+    unit = "workers" if kind == "dataloader" else ("read threads" if kind == "nvjpeg" else "threads")
+    return f"{gil.LABELS.get(kind, kind)}, {int(c)} {unit}"
+
+
+# --------------------------------------------------------------------------- experiment 1 and 2
+def primitive_summary(res) -> pd.DataFrame:
+    s = stats.summarise(res.table("primitives"), ["decoder", "executor", "concurrency"], "images_per_s")
+    st = stats.summarise(res.table("primitives"), ["decoder", "executor", "concurrency"], "startup_s")
+    return s.merge(st[["decoder", "executor", "concurrency", "mean"]].rename(columns={"mean": "startup_s"}))
+
+
+def _peak(res, decoder: str, executor: str):
+    s = primitive_summary(res)
+    g = s[(s["decoder"] == decoder) & (s["executor"] == executor)]
+    if g.empty:
+        return None
+    top = g.loc[g["mean"].idxmax()]
+    p = res.table("primitives")
+    runs = p[(p["decoder"] == decoder) & (p["executor"] == executor) & (p["concurrency"] == top["concurrency"])]
+    # where scaling stopped: the smallest concurrency within 5% of the peak
+    knee = int(g[g["mean"] >= 0.95 * top["mean"]]["concurrency"].min())
+    return dict(c=int(top["concurrency"]), mean=float(top["mean"]), runs=runs["images_per_s"].tolist(), knee=knee)
+
+
+def finding_primitives(res, decoder: str = "pillow") -> Finding:
+    t, p = _peak(res, decoder, "thread"), _peak(res, decoder, "process")
+    name = {"pillow": "Pillow", "spdl": "spdl.io", "torchvision": "torchvision"}.get(decoder, decoder)
+    if t is None or p is None:
+        return Finding("primitives", f"The primitive scaling of {name} needs both executors; this run has "
+                       f"{'threads' if t else 'processes' if p else 'neither'}.")
+    mid, lo, hi = ratio_interval(t["runs"], p["runs"])
+    text = (f"Decoding, resizing and batching with {name}, a thread pool peaked at {num(t['mean'], 'img/s')} "
+            f"({t['c']} threads) and a process pool at {num(p['mean'], 'img/s')} ({p['c']} processes): at their "
+            f"peaks threads were {compare(t['runs'], p['runs'])} processes. Threads reached 95% of their peak at "
+            f"{t['knee']} threads, processes at {p['knee']} "
+            f"(this host has {res.metadata['cores']} cores).")
+    return Finding("primitives", text, mid, "×", interval=(lo, hi))
+
+
+def _op_means(res) -> pd.DataFrame:
+    return res.table("ops").groupby(["decoder", "executor", "concurrency", "op"], as_index=False)["ms_per_image"].mean()
+
+
+def contention_level(res) -> int:
+    """The largest concurrency of the sweep that does not exceed the cores (no oversubscription)."""
+    cs = sorted(res.table("ops")["concurrency"].unique())
+    within = [c for c in cs if c <= res.metadata["cores"]]
+    return int(within[-1] if within else cs[0])
+
+
+def finding_contention(res, decoder: str = "pillow", op: str = "decode") -> Finding:
+    m = _op_means(res)
+    m = m[(m["decoder"] == decoder) & (m["op"] == op)]
+    n = contention_level(res)
+    c1 = int(m["concurrency"].min())
+
+    def at(ex, c):
+        v = m[(m["executor"] == ex) & (m["concurrency"] == c)]["ms_per_image"]
+        return float(v.iloc[0]) if len(v) else float("nan")
+
+    t1, tn, pn = at("thread", c1), at("thread", n), at("process", n)
+    if not all(math.isfinite(v) for v in (t1, tn)):
+        return Finding("contention", f"The per-operation times of {decoder} need a thread sweep; this run has none.")
+    grow = tn / t1
+    text = (f"Per image, {decoder}'s {op} took {num(t1, 'ms')} with {c1} thread and {num(tn, 'ms')} each with {n} "
+            f"threads ({times(grow)})")
+    if math.isfinite(pn):
+        d = direction(tn, pn, tol=0.10)
+        text += (f"; in {n} processes it took {num(pn, 'ms')}: "
+                 + choose(d, f"the threads' extra {num(tn - pn, 'ms')} per image is time an operation spends "
+                             "holding or waiting for the interpreter lock, or sharing caches and memory bandwidth "
+                             "more closely than processes do",
+                          "threads were quicker per operation than processes here",
+                          "threads and processes took about as long per operation, so at this concurrency the "
+                          "interpreter lock did not slow this operation down"))
+    return Finding("contention", text + ".", grow, "×", values=dict(thread_1=t1, thread_n=tn, process_n=pn, n=n))
+
+
+# --------------------------------------------------------------------------- experiment 3
+def unit_cost_ms(res, decoder: str = "pillow") -> float:
+    """Decode + resize of one image on one core (ms), from the run's calibration."""
+    cal = res.table("calibration").set_index("decoder")
+    if decoder not in cal.index:
+        return float("nan")
+    return float(cal.loc[decoder, "decode_ms"] + cal.loc[decoder, "resize_ms"])
+
+
+def _steady(kind: str, cpu_ms: float, unit: float) -> bool:
+    if kind == "nvjpeg" or not math.isfinite(unit):  # the GPU decodes: CPU time says nothing here
+        return True
+    return cpu_ms >= STEADY_SHARE * unit
+
+
+def loader_summary(res) -> pd.DataFrame:
+    lo = res.table("loaders")
+    out = stats.summarise(lo, ["loader", "concurrency"], "images_per_s")
+    extra = lo.assign(cpu_ms_per_image=1e3 * (lo["cpu_user_s"] + lo["cpu_system_s"]) / lo["images"],
+                      user_ms_per_image=1e3 * lo["cpu_user_s"] / lo["images"],
+                      system_ms_per_image=1e3 * lo["cpu_system_s"] / lo["images"],
+                      loader_pss_mb=lo["loader_pss_bytes"] / 1e6)
+    cols = ["first_batch_s", "cpu_ms_per_image", "user_ms_per_image", "system_ms_per_image", "cpu_cores",
+            "loader_pss_mb", "processes"]
+    agg = extra.groupby(["loader", "concurrency"], sort=False)[cols].mean().reset_index()
+    out = out.merge(agg, on=["loader", "concurrency"])
+    unit = unit_cost_ms(res, str(lo["decoder"].iloc[0]) if "decoder" in lo and len(lo) else "pillow")
+    out["cpu_share"] = [np.nan if k == "nvjpeg" else v / unit for k, v in zip(out["loader"], out["cpu_ms_per_image"],
+                                                                            strict=True)]
+    out["steady"] = [_steady(k, v, unit) for k, v in zip(out["loader"], out["cpu_ms_per_image"], strict=True)]
+    return out
+
+
+def best_loader(res, kinds) -> dict | None:
+    s = loader_summary(res)
+    s = s[s["loader"].isin(kinds) & s["steady"]]
+    if s.empty:
+        return None
+    top = s.loc[s["mean"].idxmax()]
+    lo = res.table("loaders")
+    runs = lo[(lo["loader"] == top["loader"]) & (lo["concurrency"] == top["concurrency"])]
+    return dict(kind=top["loader"], c=int(top["concurrency"]), mean=float(top["mean"]), runs=runs,
+                label=_label(top["loader"], top["concurrency"]))
+
+
+def _cpu_per_image(runs) -> list[float]:
+    return (1e3 * (runs["cpu_user_s"] + runs["cpu_system_s"]) / runs["images"]).tolist()
+
+
+def finding_end_to_end(res) -> Finding:
+    t, d = best_loader(res, THREADED), best_loader(res, ["dataloader"])
+    if t is None or d is None:
+        return Finding("end_to_end", "The end-to-end comparison needs a DataLoader and a thread pipeline in "
+                       "`loaders`; this run lacks one of them.")
+    tr, dr = t["runs"]["images_per_s"].tolist(), d["runs"]["images_per_s"].tolist()
+    mid, lo, hi = ratio_interval(tr, dr)
+    target = res.metadata.get("thread_target", gil.THREAD_TARGET)
+    text = (f"From cold files to pinned memory and a copy to the {'GPU' if res.metadata['device'] == 'cuda' else 'device'}, "
+            f"the best thread pipeline ({t['label']}) delivered {num(t['mean'], 'img/s')} and the best DataLoader "
+            f"({d['label']}) {num(d['mean'], 'img/s')}: the threads were {compare(tr, dr)} the DataLoader "
+            f"(threads ÷ DataLoader {span(lo, hi, '×')} over the runs), "
+            + choose(1 if mid >= target else -1, f"which meets the {times(target)} target",
+                     f"short of the {times(target)} target", "") + ".")
+    return Finding("end_to_end", text, 100 * (mid - 1), "%", published=PUB_GAIN,
+                   interval=(100 * (lo - 1), 100 * (hi - 1)))
+
+
+def finding_cost(res) -> Finding:
+    t, d = best_loader(res, THREADED), best_loader(res, ["dataloader"])
+    if t is None or d is None:
+        return Finding("cost", "The CPU and memory comparison needs a DataLoader and a thread pipeline.")
+    tc, dc = _cpu_per_image(t["runs"]), _cpu_per_image(d["runs"])
+    red = 100 * (1 - np.mean(tc) / np.mean(dc))
+    tm, dm = t["runs"]["loader_pss_bytes"].mean() / 1e9, d["runs"]["loader_pss_bytes"].mean() / 1e9
+    def per_image(runs, col):
+        return float((1e3 * runs[col] / runs["images"]).mean())
+
+    t_user, t_sys = per_image(t["runs"], "cpu_user_s"), per_image(t["runs"], "cpu_system_s")
+    d_user, d_sys = per_image(d["runs"], "cpu_user_s"), per_image(d["runs"], "cpu_system_s")
+    dcpu = direction(tc, dc, tol=0.05)
+    dmem = direction(tm, dm, tol=0.05)
+    text = (f"Per image, the thread pipeline used {num(np.mean(tc), 'ms')} of CPU time (user {num(t_user, 'ms')}, system "
+            f"{num(t_sys, 'ms')}) and the DataLoader {num(np.mean(dc), 'ms')} (user {num(d_user, 'ms')}, system "
+            f"{num(d_sys, 'ms')}), summed over all their processes: "
+            + choose(dcpu, f"{pct(-red / 100)} more", f"{pct(red / 100)} less", "about the same")
+            + " CPU. Their memory beyond the main process before the loader started (PSS summed over processes) was "
+            f"{num(tm * 1e3, 'MB')} against {num(dm * 1e3, 'MB')}: "
+            + choose(dmem, "the threads took more", "the threads took less", "about the same") + ".")
+    return Finding("cost", text, red, "%", published=PUB_CPU,
+                   values=dict(thread_mem_gb=tm, dl_mem_gb=dm, mem_saving_gb=dm - tm))
+
+
+def finding_first_batch(res) -> Finding:
+    st = res.table("startup") if "startup" in res.tables else pd.DataFrame()
+    if st.empty:
+        return Finding("first_batch", "The DataLoader start-up sweep did not run (`startup_workers` is empty).")
+    w, n = int(st["workers"].max()), int(st["n_paths"].max())
+    part = st[(st["workers"] == w) & (st["n_paths"] == n)].set_index("start_method")
+    small = st[(st["workers"] == w) & (st["n_paths"] == st["n_paths"].min())].set_index("start_method")
+    by = {m: float(part.loc[m, "first_batch_s"]) for m in part.index}
+    slow = max(by, key=by.get)
+    fast = min(by, key=by.get)
+    text = (f"With {w} worker{'s' if w > 1 else ''} and a Dataset holding {n:,} file paths ({num(float(part['pickled_bytes'].iloc[0]) / 1e6, 'MB')} "
+            "pickled), the first batch arrived after "
+            + ", ".join(f"{num(v, 's')} with {m}" for m, v in by.items()))
+    if slow in small.index:
+        text += (f"; with an empty Dataset {slow} took {num(float(small.loc[slow, 'first_batch_s']), 's')}, so the "
+                 f"path list " + choose(direction(by[slow], float(small.loc[slow, 'first_batch_s']), tol=0.10),
+                                        f"added {num(by[slow] - float(small.loc[slow, 'first_batch_s']), 's')}",
+                                        "did not add to it", "added little to it"))
+    text += f". The slowest start method was {slow}, {times(by[slow] / by[fast])} the time of {fast}."
+    return Finding("first_batch", text, by[slow], "s", values=dict(by=by, workers=w, paths=n))
+
+
+# --------------------------------------------------------------------------- experiment 6
+def model_summary(res) -> pd.DataFrame:
+    m = res.table("model") if "model" in res.tables else pd.DataFrame()
+    if m.empty:
+        return m
+    s = stats.summarise(m, ["loader", "concurrency"], "images_per_s")
+    extra = m.groupby(["loader", "concurrency"], sort=False)[["pct_of_ceiling", "wait_share", "cpu_cores",
+                                                              "first_batch_s"]].mean().reset_index()
+    s = s.merge(extra, on=["loader", "concurrency"])
+    s["label"] = [_label(k, c) for k, c in zip(s["loader"], s["concurrency"], strict=True)]
+    s["cpu_ms_per_image"] = 1e3 * s["cpu_cores"] / s["mean"]
+    unit = unit_cost_ms(res)
+    s["steady"] = [_steady(k, v, unit) and p <= 100 * CEILING_SLACK
+                   for k, v, p in zip(s["loader"], s["cpu_ms_per_image"], s["pct_of_ceiling"], strict=True)]
+    return s
+
+
+def finding_moonshot(res) -> Finding:
+    s = model_summary(res)
+    ceil = res.metadata.get("ceiling")
+    if s.empty or not ceil:
+        why = res.metadata.get("moonshot_note") or "it did not run"
+        return Finding("moonshot", f"The model-fed runs did not run here ({why}).")
+    target = res.metadata.get("moonshot_target", gil.MOONSHOT_TARGET)
+    excluded = s[~s["steady"]]
+    s = s[s["steady"]]
+    if s.empty:
+        return Finding("moonshot", "No model-fed run of this result measured a steady state (see the note on "
+                       "steady windows), so the moonshot has no valid figure here.")
+    top = s.loc[s["mean"].idxmax()]
+    share = float(top["pct_of_ceiling"]) / 100
+    others = "; ".join(f"{r.label} {pct(r.pct_of_ceiling / 100)}" for r in s.itertuples() if r.label != top["label"])
+    if len(excluded):
+        others += ("; " if others else "") + "not steady, left out: " + ", ".join(excluded["label"])
+    text = (f"ResNet-50 in bf16 with channels_last runs at {num(ceil['images_per_s'], 'img/s')} on a batch kept in "
+            f"GPU memory. From cold files, the fastest feed was {top['label']} at {num(top['mean'], 'img/s')}, "
+            f"{pct(share)} of that ceiling: "
+            + choose(1 if share >= target else -1, f"it meets the {pct(target)} target", f"short of the {pct(target)} target", "")
+            + (f" (the others: {others})" if others else "") + ".")
+    m = res.table("model")
+    runs = m[(m["loader"] == top["loader"]) & (m["concurrency"] == top["concurrency"])]["pct_of_ceiling"]
+    return Finding("moonshot", text, 100 * share, "%", interval=(float(runs.min()), float(runs.max())))
+
+
+def findings(res) -> list[Finding]:
+    dec = "pillow" if "pillow" in set(res.table("primitives")["decoder"]) else res.table("primitives")["decoder"].iloc[0]
+    return [finding_primitives(res, dec), finding_contention(res, dec), finding_end_to_end(res), finding_cost(res),
+            finding_first_batch(res), finding_moonshot(res)]
+
+
+def key_metrics(res) -> dict:
+    out = {}
+    t, d = best_loader(res, THREADED), best_loader(res, ["dataloader"])
+    if t is not None and d is not None:
+        out[PUB_GAIN] = (100 * (t["mean"] / d["mean"] - 1), None)
+        tc, dc = _cpu_per_image(t["runs"]), _cpu_per_image(d["runs"])
+        out[PUB_CPU] = (100 * (1 - np.mean(tc) / np.mean(dc)), None)
+        out[PUB_MEM] = ((d["runs"]["loader_pss_bytes"].mean() - t["runs"]["loader_pss_bytes"].mean()) / 1e9, None)
+    sp = best_loader(res, ["spdl"])
+    if sp is not None:
+        out[PUB_SPDL] = (sp["mean"], float(sp["runs"]["images_per_s"].std()) if len(sp["runs"]) > 1 else None)
+    if d is not None:
+        out[PUB_DL] = (d["mean"], float(d["runs"]["images_per_s"].std()) if len(d["runs"]) > 1 else None)
+    st = res.table("startup") if "startup" in res.tables else pd.DataFrame()
+    if not st.empty:
+        big = st[(st["n_paths"] == st["n_paths"].max()) & (st["start_method"] == "spawn")]
+        for w, metric in ((4, PUB_TTFB4), (32, PUB_TTFB32)):
+            v = big[big["workers"] == w]["first_batch_s"]
+            if len(v):
+                out[metric] = (float(v.mean()), None)
+    return out
+
+
+# --------------------------------------------------------------------------- notes and tables
+def calibration_text(res) -> str:
+    cal = res.table("calibration")
+    ib = res.metadata["image_bytes"]
+    w, h = res.metadata["image_size"]
+    parts = [f"{r.decoder} {num(r.decode_ms + r.resize_ms, 'ms')} " + (
+             "(decode and resize in one FFmpeg filter graph)" if r.decoder == "spdl" else
+             f"(decode {num(r.decode_ms, 'ms')}, resize {num(r.resize_ms, 'ms')})") for r in cal.itertuples()]
+    return (f"The {w}×{h} JPEGs of this run average {num(ib['mean'] / 1e3, 'kB')} "
+            f"({num(ib['min'] / 1e3, 'kB')}–{num(ib['max'] / 1e3, 'kB')}). Decoding and resizing one image on one "
+            f"core (median of a few images, page cache warm) took: " + "; ".join(parts) + ". The SPDL paper does not "
+            "state a per-image cost for its host.")
+
+
+def decoder_notes(res) -> str:
+    lines = []
+    for k, v in res.metadata["decoders"].items():
+        lines.append(f"* **{k}**: " + ("measured" if k in res.metadata["decoders_run"] else "not measured")
+                     + f" — {v['note']}")
+    return "\n".join(lines)
+
+
+def primitive_table(res) -> pd.DataFrame:
+    s = primitive_summary(res)
+    return pd.DataFrame({"decoder": s["decoder"], "executor": s["executor"], "concurrency": s["concurrency"],
+                         "img/s (mean)": s["mean"], "min": s["min"], "max": s["max"],
+                         "start-up (s)": s["startup_s"]})
+
+
+def primitive_lines(res) -> pd.DataFrame:
+    s = primitive_summary(res)
+    return s.assign(executor=s["executor"].map({"thread": "ThreadPoolExecutor", "process": "ProcessPoolExecutor"}))
+
+
+def op_lines(res, decoder: str) -> pd.DataFrame:
+    o = res.table("ops")
+    o = o[o["decoder"] == decoder]
+    s = stats.summarise(o, ["op", "executor", "concurrency"], "ms_per_image")
+    return s[s["op"].isin(["read", "decode", "resize"] if decoder != "spdl" else ["read", "decode"])]
+
+
+def startup_note(res) -> str:
+    st = res.table("startup")
+    start = st[st["n_paths"] == st["n_paths"].min()]
+    start = start.groupby("start_method")["first_batch_s"].max()
+    fork = float(start.get("fork", float("nan")))
+    others = {m: float(v) for m, v in start.items() if m != "fork"}
+    if not others or not math.isfinite(fork):
+        return ""
+    txt = ", ".join(f"{m} {num(v, 's')}" for m, v in others.items())
+    return (f"Even with an empty Dataset the slowest start (the most workers) took {num(fork, 's')} with fork and "
+            f"{txt}: a spawned or forkserver worker starts a fresh interpreter and imports torch before it can "
+            "run the Dataset.")
+
+
+def startup_lines(res) -> pd.DataFrame:
+    st = res.table("startup").copy()
+    st["dataset"] = [f"{n:,} paths" for n in st["n_paths"]]
+    st["series"] = st["start_method"] + ", " + st["dataset"]
+    return st.assign(mean=st["first_batch_s"], min=st["first_batch_s"], max=st["first_batch_s"], n=1)
+
+
+def loader_lines(res) -> pd.DataFrame:
+    """Steady windows only (the others overstate throughput; they stay in the table)."""
+    s = loader_summary(res)
+    s = s[s["steady"]]
+    return s.assign(loader=s["loader"].map(gil.LABELS))
+
+
+def steady_note(res) -> str | None:
+    """Which timed windows were not steady, with the numbers that show it (None: all were)."""
+    s = loader_summary(res)
+    bad = s[~s["steady"]]
+    m = model_summary(res)
+    mbad = m[~m["steady"]] if not m.empty else m
+    if bad.empty and mbad.empty:
+        return None
+    unit = unit_cost_ms(res)
+    parts = [f"{_label(r.loader, r.concurrency)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image "
+             f"({pct(r.cpu_share)} of it) and showed {num(r.mean, 'img/s')}" for r in bad.itertuples()]
+    parts += [f"the model fed by {r.label} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
+              f"{pct(r.pct_of_ceiling / 100)} of the ceiling" for r in mbad.itertuples()]
+    return (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
+            "a loader cannot produce an image for less. In these timed windows the CPU time per image fell below "
+            f"{pct(STEADY_SHARE)} of that: " + "; ".join(parts) + ". So part of the images they counted had been "
+            "decoded before the window opened, while the consumer skipped the warm-up batches and the loader kept "
+            "filling its queue; their images/s overstate production. They are left out of the chart, of the best "
+            "configurations and of the findings.")
+
+
+def gpu_share_note(res) -> str | None:
+    """Why GPU decoding feeds the model below its ceiling, computed from the decode-only rate."""
+    s = loader_summary(res)
+    m = model_summary(res)
+    ceil = res.metadata.get("ceiling")
+    nv = s[s["loader"] == "nvjpeg"]
+    mv = m[m["loader"] == "nvjpeg"] if not m.empty else m
+    if nv.empty or mv.empty or not ceil:
+        return None
+    bs = int(res.parameters.get("batch_size", 64))
+    dec_ms = bs / float(nv["mean"].iloc[0]) * 1e3
+    step_ms = bs / float(ceil["images_per_s"]) * 1e3
+    pred = step_ms / (step_ms + dec_ms)
+    got = float(mv["pct_of_ceiling"].iloc[0]) / 100
+    d = direction(got, pred, tol=0.05)
+    return (f"GPU decoding alone delivered {num(float(nv['mean'].iloc[0]), 'img/s')}: at most {num(dec_ms, 'ms')} of "
+            f"GPU time per batch of {bs}, against a training step of {num(step_ms, 'ms')}. If decoding and training "
+            f"take turns on the GPU, the model can reach {pct(pred)} of its ceiling; fed this way it reached "
+            f"{pct(got)}: " + choose(d, "more than that, so part of the decoding ran beside the training kernels",
+                                    "less than that, so something besides the GPU's time also held the steps back",
+                                    "as predicted, so the shortfall is the GPU's own time spent decoding") + ".")
+
+
+def loader_table(res) -> pd.DataFrame:
+    s = loader_summary(res)
+    return pd.DataFrame({"loader": s["loader"].map(gil.LABELS), "workers / threads": s["concurrency"],
+                         "img/s": s["mean"], "min": s["min"], "max": s["max"],
+                         "steady window": ["yes" if v else "no: left out" for v in s["steady"]],
+                         "first batch (s)": s["first_batch_s"], "CPU ms/img (user)": s["user_ms_per_image"],
+                         "CPU ms/img (system)": s["system_ms_per_image"], "busy cores": s["cpu_cores"],
+                         "loader PSS (MB)": s["loader_pss_mb"], "processes": s["processes"]})
+
+
+def loader_spread(res) -> list[str]:
+    lo = res.table("loaders")
+    s = loader_summary(res)
+    steady = {(k, c) for k, c, ok in zip(s["loader"], s["concurrency"], s["steady"], strict=True) if ok}
+    notes = []
+    for (k, c), g in lo.groupby(["loader", "concurrency"]):
+        if (k, c) not in steady:
+            continue
+        n = spread_note(_label(k, c), g["images_per_s"].tolist(), "img/s")
+        if n:
+            notes.append(n)
+    return notes
+
+
+def cold_note(res) -> str:
+    lo = res.table("loaders")
+    r = float(lo["resident_at_start"].max())
+    meth = ", ".join(res.metadata.get("purge_methods", [])) or "?"
+    return (f"Before each loader the files it reads were evicted from the page cache ({meth}); at most "
+            f"{pct(r)} of them were still resident when it started.")
+
+
+def ipc_text(res) -> str:
+    ipc = res.table("ipc") if "ipc" in res.tables else pd.DataFrame()
+    if ipc.empty:
+        return "The IPC experiment did not run (`ipc_batch_sizes` is empty)."
+    cal = res.table("calibration")
+    dec = float((cal["decode_ms"] + cal["resize_ms"]).iloc[0])
+    parts = []
+    for bs, g in ipc.groupby("batch_size"):
+        g = g.set_index("workers")
+        if 0 not in g.index:
+            continue
+        base = float(g.loc[0, "ms_per_batch"])
+        for w in [w for w in g.index if w > 0]:
+            v = float(g.loc[w, "ms_per_batch"])
+            extra = v - base
+            b = float(g.loc[w, "batch_bytes"])
+            parts.append(f"a batch of {bs} images ({num(b / 1e6, 'MB')}) took {num(v, 'ms')} through {w} worker "
+                         f"process{'es' if w > 1 else ''} against {num(base, 'ms')} in the main process "
+                         + (f"(+{num(extra, 'ms')}, {pct(extra / (bs * dec))} of the CPU time of decoding that batch)"
+                            if extra > 0 else "(no extra cost measured)"))
+    return ("With the images already decoded, so that moving them is all a loader does: " + "; ".join(parts) + ".")
+
+
+def free_threading_text(res) -> str:
+    ft = res.metadata["free_threading"]
+    if not ft["gil_enabled"]:
+        return (f"This run used Python {ft['python']} with the GIL disabled: experiments 1 and 2 above ran on a "
+                "free-threaded interpreter, and the threads' per-operation times show what is left without the lock.")
+    return (f"This run used Python {ft['python']} with the GIL enabled (free-threaded build: "
+            f"{'yes' if ft['free_threaded_build'] else 'no'}), so the free-threaded comparison is skipped here. "
+            "The published figures for Python 3.13t are shown in the table above, labelled as published.")
+
+
+def model_table(res) -> pd.DataFrame:
+    s = model_summary(res)
+    if s.empty:
+        return s
+    return pd.DataFrame({"feed": s["label"], "steady window": ["yes" if v else "no: left out" for v in s["steady"]],
+                         "img/s": s["mean"], "min": s["min"], "max": s["max"],
+                         "% of ceiling": s["pct_of_ceiling"], "data-wait share": 100 * s["wait_share"],
+                         "busy cores": s["cpu_cores"]})
+
+
+def model_bars(res) -> pd.DataFrame:
+    s = model_summary(res)
+    return s.assign(series="from cold files")
+
+
+def takeaways(res) -> str:
+    out = []
+    t, d = best_loader(res, THREADED), best_loader(res, ["dataloader"])
+    if t is not None and d is not None:
+        dd = direction(t["runs"]["images_per_s"].tolist(), d["runs"]["images_per_s"].tolist())
+        out.append("* On this host " + choose(dd, f"a thread pipeline ({t['label']}) was the faster loader",
+                                              f"the DataLoader ({d['label']}) was the faster loader",
+                                              "threads and processes delivered about the same")
+                   + "; measure both on yours before choosing.")
+    s = model_summary(res)
+    s = s[s["steady"]] if not s.empty else s
+    if not s.empty:
+        top = s.loc[s["mean"].idxmax()]
+        out.append(f"* To keep ResNet-50 (bf16) fed, the best feed here was {top['label']} "
+                   f"({pct(top['pct_of_ceiling'] / 100)} of the ceiling).")
+    return "\n".join(out)
+
+
+def errors_text(res) -> str | None:
+    """The measurements that failed in this run, each with its error (none: None)."""
+    errs = res.metadata.get("errors") or []
+    if not errs:
+        return None
+    return ("These measurements failed in this run and are missing from its tables:\n\n"
+            + "\n".join(f"* {e['what']}: `{e['error']}`" for e in errs))
+
+
+def spdl_note(res) -> str | None:
+    """How the SPDL pipeline scaled with threads, beside the thread pool with the same decode function."""
+    s = loader_summary(res)
+    sp = s[(s["loader"] == "spdl") & s["steady"]]
+    if len(sp) < 2:
+        return None
+    tp = best_loader(res, ["threadpool"])
+    text = (f"With the same decode function in its stage, the SPDL pipeline delivered "
+            f"{span(sp['mean'].min(), sp['mean'].max(), 'img/s')} from {int(sp['concurrency'].min())} to "
+            f"{int(sp['concurrency'].max())} threads, keeping {span(sp['cpu_cores'].min(), sp['cpu_cores'].max())} "
+            "cores busy")
+    if tp is not None:
+        d = direction(tp["mean"], float(sp["mean"].max()))
+        text += (f"; the plain thread pool reached {num(tp['mean'], 'img/s')} ({tp['label']}), "
+                 + choose(d, "more than", "less than", "about as much as") + " the pipeline's best")
+    return text + "."

@@ -1,0 +1,1048 @@
+"""Chapter 8: threads, processes and the GIL - the multiprocess DataLoader against thread pipelines.
+
+The data are photo-like JPEGs (about 500×375 pixels, a 1/f colour field with hard-edged
+shapes, so that decoding costs what a real photo costs), generated deterministically
+through :mod:`datajourney.datasets` in the ImageFolder layout of chapter 7.
+
+Experiments:
+
+1. **Primitive scaling**: decode + resize + batch in a ``ThreadPoolExecutor`` vs a
+   ``ProcessPoolExecutor`` over a sweep of concurrency, for each decoder (Pillow, SPDL's
+   ``spdl.io`` when FFmpeg's libraries load, torchvision's CPU decoder when torchvision
+   imports). Worker start-up is timed apart and excluded from throughput.
+2. **GIL contention**: every task times its operations (read, decode, resize, batch);
+   the same operation timed in threads and in processes at the same concurrency shows
+   what waiting for the interpreter lock adds.
+3. **End to end**: the DataLoader (worker sweep), an SPDL ``PipelineBuilder`` pipeline
+   (per-stage concurrency, transfer on its own CUDA stream) and a plain thread pool,
+   from cold files to pinned memory and an H2D copy, consumed by a no-op step; time to
+   first batch, throughput, CPU user and system time summed over every process of the
+   loader, PSS and USS summed over processes. Then the DataLoader's time to first batch vs
+   workers × start method × size of the Dataset object.
+4. **IPC**: the cost of moving a batch from a worker process to the main process.
+5. **Free-threaded Python**: detected; on a GIL interpreter a labelled skip.
+6. **Moonshot**: ResNet-50 in bf16 with channels_last (chapter 7's model and step) fed by
+   the best DataLoader, the best thread pipeline and GPU decoding (nvJPEG through
+   ``torchvision.io.decode_jpeg(device="cuda")``), each against the model's ceiling.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import queue
+import sys
+import sysconfig
+import threading
+import time
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from functools import partial
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import Dataset
+
+from . import datasets, images
+
+CHAPTER = "08_threads_processes_gil"
+DECODERS = ("pillow", "spdl", "torchvision")
+EXECUTORS = ("thread", "process")
+LOADERS = ("dataloader", "spdl", "threadpool")
+START_METHODS = ("fork", "forkserver", "spawn")
+OPS = ("read", "decode", "resize", "batch")
+LABELS = {"dataloader": "DataLoader", "spdl": "SPDL pipeline",
+          "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)"}
+MAX_CONCURRENCY = 256
+#: "auto" loader sweeps stop at the cores or here, whichever is lower, so that the batches the
+#: deepest loader keeps in flight (skipped before timing) fit in the default data set.
+AUTO_LOADER_MAX = 16
+#: The moonshot target: this share of the model's ceiling.
+MOONSHOT_TARGET = 0.90
+#: The issue's target for the best thread pipeline over the best DataLoader.
+THREAD_TARGET = 1.5
+
+
+# --------------------------------------------------------------------------- data
+def photo_jpeg(seed: int, index: int, width: int = 500, height: int = 375, quality: int = 92) -> bytes:
+    """One photo-like JPEG: a smooth 1/f colour field (the spectrum of natural images) with a few
+    hard-edged discs (objects) and light sensor noise. Depends only on (seed, index)."""
+    from PIL import Image
+
+    rng = np.random.default_rng([seed, index, 8])
+    fy = np.fft.fftfreq(height)[:, None]
+    fx = np.fft.rfftfreq(width)[None, :]
+    f = np.sqrt(fx ** 2 + fy ** 2)
+    f[0, 0] = 1.0
+    amp = f ** -rng.uniform(1.0, 1.3)
+    amp[0, 0] = 0.0
+    shape = (height, width // 2 + 1)
+    base = rng.normal(size=shape) + 1j * rng.normal(size=shape)
+    chans = []
+    for _ in range(3):
+        z = 0.8 * base + 0.6 * (rng.normal(size=shape) + 1j * rng.normal(size=shape))
+        c = np.fft.irfft2(z * amp, s=(height, width))
+        chans.append((c - c.mean()) / (c.std() + 1e-9))
+    img = np.stack(chans, -1) * rng.uniform(35, 60) + rng.uniform(70, 180, size=3)
+    yy, xx = np.mgrid[0:height, 0:width]
+    for _ in range(int(rng.integers(2, 6))):
+        cy, cx, r = rng.uniform(0, height), rng.uniform(0, width), rng.uniform(20, 120)
+        m = (yy - cy) ** 2 + (xx - cx) ** 2 < r * r
+        img[m] = img[m] * 0.5 + rng.uniform(0, 255, size=3) * 0.5
+    img += rng.normal(0, 3, img.shape)
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def photo_plan(n_images: int, width: int, height: int, quality: int, classes: int, seed: int):
+    from .params import ParameterError, positive_int
+
+    positive_int("n_images", n_images, maximum=images.MAX_IMAGES)
+    positive_int("width", width, maximum=8192)
+    positive_int("height", height, maximum=8192)
+    positive_int("classes", classes, maximum=100_000)
+    if not 1 <= int(quality) <= 95:
+        raise ParameterError("jpeg_quality", quality, "an integer from 1 to 95")
+    params = {"kind": "photo_jpeg", "n_images": n_images, "width": width, "height": height, "quality": quality,
+              "classes": classes, "seed": seed}
+    per = int(width * height * 3 * 0.3) + 8192  # generous: a detailed q92 photo is near 0.2 bytes per value
+    return f"photos-{n_images}x{width}x{height}-q{quality}-c{classes}-s{seed}", params, n_images * per
+
+
+def _write_photos(args) -> list[tuple[int, str]]:
+    tmp, indices, seed, width, height, quality, classes = args
+    out = []
+    for i in indices:
+        data = photo_jpeg(seed, i, width, height, quality)
+        (Path(tmp) / f"class_{i % classes:03d}" / f"{i:08d}.jpg").write_bytes(data)
+        out.append((i, hashlib.sha256(data).hexdigest()))
+    return out
+
+
+def photo_set(data_dir=None, *, n_images: int, width: int = 500, height: int = 375, quality: int = 92,
+              classes: int = 10, seed: int = 0, workers: int | None = None,
+              progress: bool = True) -> images.ImageFolderSet:
+    """Get (generate in parallel, or reuse) ``n_images`` photo-like JPEGs, ImageFolder layout,
+    through :func:`datajourney.datasets.generate` (atomic, manifest, verified on reuse)."""
+    name, params, needed = photo_plan(n_images, width, height, quality, classes, seed)
+    parent = datasets.parent_dir(data_dir)
+    workers = workers or max(1, len(os.sched_getaffinity(0)))
+
+    def write(tmp: Path, show: bool) -> str:
+        from tqdm import tqdm
+
+        for k in range(min(classes, n_images)):
+            (tmp / f"class_{k:03d}").mkdir()
+        chunk = 64
+        jobs = [(str(tmp), range(s, min(s + chunk, n_images)), seed, width, height, quality, classes)
+                for s in range(0, n_images, chunk)]
+        digests = [""] * n_images
+        pool = get_context("fork").Pool(workers, initializer=images.die_with_parent, initargs=(os.getpid(),))
+        with pool, tqdm(total=n_images, desc="photo JPEGs", disable=not show, leave=False) as bar:
+            for part in pool.imap_unordered(_write_photos, jobs):
+                for i, d in part:
+                    digests[i] = d
+                bar.update(len(part))
+        return hashlib.sha256("".join(digests).encode()).hexdigest()
+
+    root = datasets.generate(parent, name, params, None, needed, write, progress)
+    return images.ImageFolderSet(root, n_images, classes)
+
+
+# --------------------------------------------------------------------------- decoders
+def ffmpeg_status() -> tuple[bool, str]:
+    """Whether ``spdl.io`` can decode a JPEG here (it needs FFmpeg's shared libraries), and why not."""
+    try:
+        import spdl.io
+    except Exception as e:
+        return False, f"spdl is not installed ({type(e).__name__}: {e}); pip install spdl"
+    try:
+        with _keep_sigterm():
+            spdl.io.get_video_filter_desc(scale_width=8, scale_height=8, pix_fmt="rgb24")
+            data = photo_jpeg(0, 0, 16, 16, 90)
+            spdl.io.to_numpy(spdl.io.load_image(data))
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return False, ("spdl.io cannot decode here: FFmpeg's shared libraries (libavutil, libavcodec, ...) "
+                       f"did not load ({first[:160]})")
+    return True, "spdl " + _version("spdl_io")
+
+
+@contextmanager
+def _keep_sigterm():
+    """Loading libspdl initialises Google logging, whose failure handler also catches SIGTERM and
+    prints a stack trace when a kernel or runner stops the process normally; keep Python's
+    SIGTERM disposition (main thread only: elsewhere signals cannot be set)."""
+    import signal
+
+    main = threading.current_thread() is threading.main_thread()
+    prev = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and prev is not None:
+            signal.signal(signal.SIGTERM, prev)
+
+
+def torchvision_status() -> tuple[bool, str]:
+    try:
+        import torchvision
+        from torchvision.io import decode_jpeg  # noqa: F401
+
+        torchvision.io.decode_jpeg(torch.frombuffer(bytearray(photo_jpeg(0, 0, 16, 16, 90)), dtype=torch.uint8))
+    except Exception as e:
+        return False, f"torchvision's JPEG decoder is not usable here ({type(e).__name__}: {str(e)[:160]})"
+    return True, "torchvision " + torchvision.__version__
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
+
+
+def decoder_status() -> dict[str, tuple[bool, str]]:
+    return {"pillow": (True, "Pillow " + _version("pillow")), "spdl": ffmpeg_status(),
+            "torchvision": torchvision_status()}
+
+
+def _read(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def decode_one(decoder: str, data: bytes, out_size: int, times: dict | None = None) -> np.ndarray:
+    """JPEG bytes -> (out_size, out_size, 3) uint8, by one decoder; ``times`` gets the ms of
+    decode and resize added (spdl decodes and scales in one FFmpeg filter graph: all "decode")."""
+    t0 = time.perf_counter()
+    if decoder == "pillow":
+        from PIL import Image
+
+        img = Image.open(io.BytesIO(data))
+        img = img.convert("RGB")  # forces the decode
+        t1 = time.perf_counter()
+        arr = np.array(img.resize((out_size, out_size), Image.BILINEAR))
+    elif decoder == "spdl":
+        import spdl.io
+
+        # stretch to out_size² like the other decoders (SPDL's helper keeps the aspect ratio and pads)
+        frames = spdl.io.decode_packets(spdl.io.demux_image(data), filter_desc=(
+            f"scale=w={out_size}:h={out_size}:flags=bilinear,format=pix_fmts=rgb24"))
+        arr = spdl.io.to_numpy(spdl.io.convert_frames(frames))
+        t1 = time.perf_counter()
+    elif decoder == "torchvision":
+        from torchvision.io import decode_jpeg
+        from torchvision.transforms.v2.functional import resize
+
+        x = decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+        t1 = time.perf_counter()
+        arr = resize(x, [out_size, out_size], antialias=True).permute(1, 2, 0).numpy()
+    else:
+        raise ValueError(f"unknown decoder {decoder!r}")
+    t2 = time.perf_counter()
+    if times is not None:
+        times["decode"] += (t1 - t0) * 1e3
+        times["resize"] += (t2 - t1) * 1e3
+    return arr
+
+
+def load_batch(decoder: str, paths, out_size: int) -> tuple[np.ndarray, dict]:
+    """Read, decode, resize and stack a batch; returns it with the ms each operation took (summed
+    over the batch) and the thread/process that did it."""
+    times = dict.fromkeys(OPS, 0.0)
+    arrs = []
+    for p in paths:
+        t0 = time.perf_counter()
+        data = _read(p)
+        times["read"] += (time.perf_counter() - t0) * 1e3
+        arrs.append(decode_one(decoder, data, out_size, times))
+    t0 = time.perf_counter()
+    batch = np.stack(arrs)
+    times["batch"] = (time.perf_counter() - t0) * 1e3
+    return batch, times
+
+
+def _pool_init(parent: int) -> None:
+    images.die_with_parent(parent)
+    torch.set_num_threads(1)
+
+
+def _warm(decoder: str, path: str, out_size: int) -> int:
+    decode_one(decoder, _read(path), out_size)
+    return os.getpid()
+
+
+# --------------------------------------------------------------------------- experiments 1 + 2
+def primitive_point(decoder: str, executor: str, concurrency: int, paths: list, *, batch_size: int,
+                    out_size: int) -> tuple[dict, list[dict]]:
+    """One point of experiment 1: ``paths`` in batches through a pool of ``concurrency``.
+    Start-up (create the pool, start every worker, import and warm the decoder) is timed apart."""
+    batches = [paths[i:i + batch_size] for i in range(0, len(paths), batch_size)]
+    t0 = time.perf_counter()
+    if executor == "thread":
+        pool = ThreadPoolExecutor(concurrency)
+    else:
+        pool = ProcessPoolExecutor(concurrency, mp_context=get_context("fork"), initializer=_pool_init,
+                                   initargs=(os.getpid(),))
+    with pool:
+        # one warm task per worker, held long enough that each lands on a different worker
+        list(pool.map(_warm, [decoder] * concurrency, [paths[0]] * concurrency, [out_size] * concurrency))
+        t1 = time.perf_counter()
+        futures = [pool.submit(load_batch, decoder, b, out_size) for b in batches]
+        ops = [f.result()[1] for f in futures]
+        t2 = time.perf_counter()
+    n = len(paths)
+    row = dict(decoder=decoder, executor=executor, concurrency=concurrency, images=n, startup_s=t1 - t0,
+               seconds=t2 - t1, images_per_s=n / (t2 - t1))
+    per_op = [dict(decoder=decoder, executor=executor, concurrency=concurrency, op=k,
+                   ms_per_image=sum(o[k] for o in ops) / n) for k in OPS]
+    return row, per_op
+
+
+def primitives(src, *, decoders, executors, concurrency, n_images: int, batch_size: int, out_size: int,
+               repeats: int, progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Experiments 1 and 2 (page cache warm: this is about the CPU, not the disk)."""
+    paths = [str(src.path(i)) for i in range(n_images)]
+    for p in paths:
+        _read(p)
+    rows, ops = [], []
+    with torch_threads(1):
+        for r in range(repeats):
+            for d in decoders:
+                for ex in executors:
+                    for c in concurrency:
+                        row, per_op = primitive_point(d, ex, c, paths, batch_size=batch_size, out_size=out_size)
+                        rows.append(dict(row, repeat=r))
+                        ops += [dict(o, repeat=r) for o in per_op]
+                        if progress is not None:
+                            progress.update(1)
+    return pd.DataFrame(rows), pd.DataFrame(ops)
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    old = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+# --------------------------------------------------------------------------- loaders
+class PhotoDataset(Dataset):
+    """Item ``i``: image ``i`` read, decoded and resized to a (3, out, out) uint8 tensor, and ``i``
+    (so that a test can check that every image comes exactly once). ``extra_paths`` pads the
+    object with that many path strings, like an ImageNet dataset holding its file list."""
+
+    def __init__(self, files, out_size: int, decoder: str = "pillow", extra_paths: int = 0):
+        self.files = [str(f) for f in files]
+        self.out_size = out_size
+        self.decoder = decoder
+        self.extra = [f"/data/imagenet/train/n{k // 1300:08d}/n{k // 1300:08d}_{k:06d}.JPEG"
+                      for k in range(extra_paths)]
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        arr = decode_one(self.decoder, _read(self.files[i]), self.out_size)
+        return torch.from_numpy(arr).permute(2, 0, 1).contiguous(), i
+
+
+def _collate_np(items):
+    arrs, idx = zip(*items, strict=True)
+    return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous(), torch.tensor(idx)
+
+
+def _decode_item(decoder: str, out_size: int, path_index):
+    path, i = path_index
+    return decode_one(decoder, _read(path), out_size), i
+
+
+def dataloader_iter(files, order, *, batch_size: int, out_size: int, workers: int, decoder: str = "pillow",
+                    start_method: str = "fork", prefetch_factor: int = 2, pin: bool = False):
+    from torch.utils.data import DataLoader
+
+    ds = PhotoDataset(files, out_size, decoder)
+    kw = dict(prefetch_factor=prefetch_factor, multiprocessing_context=start_method,
+              worker_init_fn=_dl_worker_init) if workers else {}
+    dl = DataLoader(ds, batch_size=batch_size, sampler=list(order), num_workers=workers, pin_memory=pin, **kw)
+    return iter(dl)
+
+
+def _dl_worker_init(worker_id: int) -> None:
+    images.die_with_parent()
+
+
+def spdl_iter(files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str = "pillow",
+              transfer: bool = False, ordered: bool = True):
+    """An SPDL pipeline: source -> decode (``concurrency`` threads) -> batch -> collate ->
+    (pin + copy on SPDL's own CUDA stream) -> sink. Yields (images, indices)."""
+    from spdl.pipeline import PipelineBuilder
+
+    b = (PipelineBuilder().add_source([(str(files[i]), int(i)) for i in order])
+         .pipe(partial(_decode_item, decoder, out_size), concurrency=concurrency,
+               output_order="input" if ordered else "completion", name="decode")
+         .aggregate(batch_size, drop_last=False)
+         .pipe(_collate_np, name="collate"))
+    if transfer:
+        import spdl.io
+
+        b = b.pipe(spdl.io.transfer_tensor, name="transfer")
+    pipe = b.add_sink(4).build(num_threads=concurrency + 3)
+    with pipe.auto_stop():
+        yield from pipe.get_iterator(timeout=600)
+
+
+def threadpool_iter(files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str = "pillow",
+                    pin: bool = False):
+    """A plain thread pool: one task per batch (read, decode, resize, stack, pin), ``concurrency
+    + 2`` batches in flight (one per thread and two ready), batches yielded in order."""
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+    def task(idx):
+        arrs = [decode_one(decoder, _read(files[i]), out_size) for i in idx]
+        x = torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
+        return (x.pin_memory() if pin else x), torch.tensor(list(idx))
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        pending = deque()
+        it = iter(batches)
+        for b in it:
+            pending.append(pool.submit(task, b))
+            if len(pending) >= concurrency + 2:
+                break
+        while pending:
+            x = pending.popleft().result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append(pool.submit(task, nxt))
+            yield x
+
+
+def nvjpeg_iter(files, order, *, batch_size: int, out_size: int, read_threads: int, depth: int = 3):
+    """GPU decoding: ``read_threads`` threads read the bytes of a batch, a decode thread runs
+    torchvision's batched nvJPEG decode and the resize on its own CUDA stream and hands each
+    (uint8 images, indices) over with an event the consumer's stream waits on."""
+    from torchvision.io import decode_jpeg
+
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    q: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    stream = torch.cuda.Stream()
+
+    def read(idx):
+        return [torch.frombuffer(bytearray(_read(files[i])), dtype=torch.uint8) for i in idx], idx
+
+    def produce():
+        try:
+            with ThreadPoolExecutor(read_threads) as pool, torch.cuda.stream(stream):
+                for data, idx in pool.map(read, batches):
+                    if stop.is_set():
+                        return
+                    imgs = decode_jpeg(data, device="cuda")
+                    x = torch.stack(imgs).float()
+                    x = torch.nn.functional.interpolate(x, size=(out_size, out_size), mode="bilinear",
+                                                        antialias=True, align_corners=False)
+                    x = x.round_().clamp_(0, 255).to(torch.uint8)
+                    ev = torch.cuda.Event()
+                    ev.record(stream)
+                    q.put((x, torch.tensor(list(idx)), ev))
+            q.put(None)
+        except BaseException as e:
+            q.put(e)
+
+    th = threading.Thread(target=produce, daemon=True)
+    th.start()
+    try:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            x, y, ev = item
+            torch.cuda.current_stream().wait_event(ev)
+            x.record_stream(torch.cuda.current_stream())
+            yield x, y
+    finally:
+        stop.set()
+        while th.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- CPU and memory of a loader
+def _procs():
+    import psutil
+
+    me = psutil.Process()
+    return [me] + me.children(recursive=True)
+
+
+def cpu_times() -> dict:
+    """User and system CPU seconds of this process (all threads) and its live child processes."""
+    import psutil
+
+    u = s = 0.0
+    for p in _procs():
+        try:
+            t = p.cpu_times()
+            u, s = u + t.user, s + t.system
+        except psutil.Error:
+            pass
+    return dict(user=u, system=s, t=time.perf_counter())
+
+
+def memory() -> dict:
+    """PSS and USS (bytes) summed over this process and its live child processes, and how many."""
+    import psutil
+
+    pss = uss = 0
+    n = 0
+    for p in _procs():
+        try:
+            m = p.memory_full_info()
+            pss, uss, n = pss + getattr(m, "pss", m.uss), uss + m.uss, n + 1
+        except psutil.Error:
+            pass
+    return dict(pss=pss, uss=uss, processes=n)
+
+
+def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None) -> dict:
+    """Time to first batch (from building the loader), then ``warm`` batches, then ``batches``
+    timed ones: images/s, CPU user/system seconds of all processes and their PSS/USS at the end.
+    Each batch is copied to the device (non_blocking; it is pinned) and given to ``step``."""
+    base = memory()
+    t0 = time.perf_counter()
+    it = make_iter()
+    seen = []
+    try:
+        x, y = next(it)
+        t_first = time.perf_counter() - t0
+        seen.append(y)
+        for _ in range(warm):
+            x, y = next(it)
+            seen.append(y)
+        _sync(device)
+        a = cpu_times()
+        n = 0
+        for _ in range(batches):
+            x, y = next(it)
+            seen.append(y)
+            x = x.to(device, non_blocking=True)
+            if step is not None:
+                step(x, y)
+            n += int(x.shape[0])
+        _sync(device)
+        b = cpu_times()
+        m = memory()
+    finally:
+        close = getattr(it, "close", None)
+        if close:
+            close()
+        del it
+    dt = b["t"] - a["t"]
+    return dict(first_batch_s=t_first, images=n, seconds=dt, images_per_s=n / dt,
+                cpu_user_s=b["user"] - a["user"], cpu_system_s=b["system"] - a["system"],
+                cpu_cores=(b["user"] - a["user"] + b["system"] - a["system"]) / dt,
+                pss_bytes=m["pss"], uss_bytes=m["uss"], loader_pss_bytes=m["pss"] - base["pss"],
+                loader_uss_bytes=m["uss"] - base["uss"], processes=m["processes"],
+                images_seen=int(sum(len(s) for s in seen)))
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: int = 2) -> int:
+    """How many batches a loader works on ahead of the consumer once it is full: the batches a
+    timed window must skip so that it measures production, not a queue built up earlier."""
+    if kind == "dataloader":
+        return concurrency * prefetch_factor
+    if kind == "threadpool":
+        return concurrency + 2
+    if kind == "spdl":  # items in the decode stage, the batch being aggregated, the sink's buffer
+        return -(-concurrency // batch_size) + 1 + 4
+    if kind == "nvjpeg":
+        return 3 + 1
+    raise ValueError(kind)
+
+
+def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str,
+                device: str, start_method: str = "fork", prefetch_factor: int = 2):
+    cuda = device == "cuda"
+    if kind == "dataloader":
+        return partial(dataloader_iter, files, order, batch_size=batch_size, out_size=out_size, workers=concurrency,
+                       decoder=decoder, start_method=start_method, prefetch_factor=prefetch_factor, pin=cuda)
+    if kind == "spdl":
+        return partial(spdl_iter, files, order, batch_size=batch_size, out_size=out_size, concurrency=concurrency,
+                       decoder=decoder, transfer=cuda)
+    if kind == "threadpool":
+        return partial(threadpool_iter, files, order, batch_size=batch_size, out_size=out_size,
+                       concurrency=concurrency, decoder=decoder, pin=cuda)
+    if kind == "nvjpeg":
+        return partial(nvjpeg_iter, files, order, batch_size=batch_size, out_size=out_size,
+                       read_threads=concurrency)
+    raise ValueError(kind)
+
+
+# --------------------------------------------------------------------------- experiment 3b: start-up
+class PathsDataset(Dataset):
+    """A Dataset whose only weight is a list of ``n_paths`` file names; items are tiny."""
+
+    def __init__(self, n_paths: int, items: int = 64):
+        self.paths = [f"/data/imagenet/train/n{k // 1300:08d}/n{k // 1300:08d}_{k:06d}.JPEG" for k in range(n_paths)]
+        self.items = items
+
+    def __len__(self):
+        return self.items
+
+    def __getitem__(self, i):
+        return torch.zeros(4)
+
+
+def startup_point(workers: int, method: str, n_paths: int) -> dict:
+    from torch.utils.data import DataLoader
+
+    ds = PathsDataset(n_paths)
+    size = len(pickle.dumps(ds, protocol=pickle.HIGHEST_PROTOCOL))
+    dl = DataLoader(ds, batch_size=1, num_workers=workers, multiprocessing_context=method,
+                    worker_init_fn=_dl_worker_init)
+    t0 = time.perf_counter()
+    it = iter(dl)
+    next(it)
+    t1 = time.perf_counter()
+    del it
+    return dict(workers=workers, start_method=method, n_paths=n_paths, pickled_bytes=size, first_batch_s=t1 - t0)
+
+
+# --------------------------------------------------------------------------- experiment 4: IPC
+class BatchSource(Dataset):
+    """Items already decoded (one fixed image): moving them is all the loader does."""
+
+    def __init__(self, out_size: int, n: int):
+        self.x = torch.randint(0, 255, (3, out_size, out_size), dtype=torch.uint8, generator=torch.Generator()
+                               .manual_seed(0))
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.x
+
+
+def ipc_point(batch_size: int, workers: int, out_size: int, batches: int) -> dict:
+    """ms per batch of a loader that only collates ready images: with workers, the batch is
+    collated into shared memory in a worker and rebuilt in the main process."""
+    from torch.utils.data import DataLoader
+
+    ds = BatchSource(out_size, batch_size * (batches + 4 + 2 * max(workers, 1)))
+    kw = dict(multiprocessing_context="fork", worker_init_fn=_dl_worker_init) if workers else {}
+    it = iter(DataLoader(ds, batch_size=batch_size, num_workers=workers, **kw))
+    for _ in range(2 + 2 * workers):
+        next(it)
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        next(it)
+    dt = time.perf_counter() - t0
+    del it
+    return dict(batch_size=batch_size, workers=workers, batch_bytes=batch_size * 3 * out_size ** 2,
+                ms_per_batch=dt / batches * 1e3)
+
+
+# --------------------------------------------------------------------------- experiment 6: the model
+def model_step_factory(net, opt, device: str):
+    """Chapter 7's model in bf16 autocast and channels_last, stepped by chapter 7's loop
+    (:func:`datajourney.training.train_steps`: uint8 batches normalised on the device)."""
+    from . import training
+
+    def run_steps(batches, steps: int, first_step: int = 0):
+        ctx = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else nullcontext()
+        with ctx:
+            return training.train_steps(batches, net, opt, steps=steps, device=device, first_step=first_step)
+
+    return run_steps
+
+
+def feed_model(make_iter, run_steps, *, steps: int, warmup: int, classes: int) -> dict:
+    """Images/s of the model fed by a loader (steady state after ``warmup`` steps), the data
+    wait share, time to first batch and CPU of all processes. The loaders yield image indices;
+    the model is given class ``index % classes``, as the ImageFolder layout assigns them."""
+    t0 = time.perf_counter()
+    it = make_iter()
+    labelled = ((x, y % classes) for x, y in it)
+    try:
+        w = run_steps(labelled, warmup)
+        a = cpu_times()
+        df = run_steps(labelled, steps, warmup)
+        b = cpu_times()
+    finally:
+        close = getattr(it, "close", None)
+        if close:
+            close()
+        del it
+    wall = df["wall_ms"].sum() / 1e3
+    return dict(first_batch_s=float(w["DATALOADER_WAIT"].iloc[0]) / 1e3, images_per_s=df["images"].sum() / wall,
+                wait_share=df["DATALOADER_WAIT"].sum() / df["wall_ms"].sum(),
+                compute_ms=float(df["compute_ms"].mean()),
+                cpu_cores=(b["user"] - a["user"] + b["system"] - a["system"]) / (b["t"] - a["t"]),
+                seconds_total=time.perf_counter() - t0)
+
+
+def model_ceiling(net, opt, run_steps, *, batch_size: int, out_size: int, classes: int, device: str, steps: int,
+                  warmup: int) -> dict:
+    """The model fed by one uint8 batch kept in device memory (no loading, no copy)."""
+    from itertools import cycle
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 255, (batch_size, 3, out_size, out_size), dtype=torch.uint8, generator=g).to(device)
+    y = torch.randint(0, classes, (batch_size,), generator=g).to(device)
+    it = cycle([(x, y)])
+    run_steps(it, warmup)
+    df = run_steps(it, steps, warmup)
+    return dict(images_per_s=df["images"].sum() / (df["wall_ms"].sum() / 1e3), compute_ms=float(df["compute_ms"]
+                                                                                               .mean()))
+
+
+def _error(what: str, e: BaseException) -> dict:
+    """A failed measurement, recorded (and shown by the chapter) instead of stopping the run."""
+    text = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+    return dict(what=what, error=text)
+
+
+# --------------------------------------------------------------------------- parameters
+def free_threading() -> dict:
+    build = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    return dict(free_threaded_build=build, gil_enabled=bool(gil), python=sys.version.split()[0])
+
+
+def auto_concurrency(cores: int) -> list[int]:
+    """1, 2, 4, ... up to the cores, and twice the cores (beyond them)."""
+    out, c = [], 1
+    while c < cores:
+        out.append(c)
+        c *= 2
+    return sorted(set(out + [cores, 2 * cores]))
+
+
+def check_parameters(p: dict) -> dict:
+    from . import pagecache
+    from .params import ParameterError, boolean, choice, choices, int_list, nonnegative_int, positive_int, requires
+    from .params import memory as mem
+
+    q = dict(p)
+    cores = len(os.sched_getaffinity(0))
+    q["n_images"] = positive_int("n_images", p["n_images"], maximum=images.MAX_IMAGES)
+    q["width"] = positive_int("width", p["width"], maximum=8192)
+    q["height"] = positive_int("height", p["height"], maximum=8192)
+    q["jpeg_quality"] = positive_int("jpeg_quality", p["jpeg_quality"], maximum=95)
+    q["classes"] = positive_int("classes", p.get("classes", 10), maximum=100_000)
+    q["out_size"] = positive_int("out_size", p["out_size"], maximum=4096)
+    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=4096)
+    q["primitive_batch"] = positive_int("primitive_batch", p["primitive_batch"], maximum=4096)
+    q["primitive_images"] = positive_int("primitive_images", p["primitive_images"], maximum=q["n_images"])
+    if q["primitive_images"] < q["primitive_batch"]:
+        raise ParameterError("primitive_images", q["primitive_images"],
+                             f"at least one batch (primitive_batch = {q['primitive_batch']})")
+    q["repeats"] = positive_int("repeats", p["repeats"], maximum=100)
+    lim = min(MAX_CONCURRENCY, max(16, 8 * cores))
+    for name in ("concurrency", "dataloader_workers", "thread_concurrency"):
+        v = p[name]
+        auto = (auto_concurrency(cores) if name == "concurrency"
+                else [c for c in auto_concurrency(cores) if c <= min(cores, AUTO_LOADER_MAX)])
+        q[name] = auto if v == "auto" else int_list(name, v, minimum=1, maximum=lim)
+    ds = p["decoders"]
+    status = None
+    if ds == "auto":
+        status = decoder_status()
+        q["decoders"] = [d for d in DECODERS if status[d][0]]
+    else:
+        q["decoders"] = choices("decoders", ds, DECODERS)
+        if "spdl" in q["decoders"]:
+            requires("decoders", ds, "spdl.io", "spdl (pip install spdl) and FFmpeg's shared libraries")
+            ok, why = ffmpeg_status()
+            if not ok:
+                raise ParameterError("decoders", ds, f"decoders this machine can run ({why})")
+        if "torchvision" in q["decoders"]:
+            ok, why = torchvision_status()
+            if not ok:
+                raise ParameterError("decoders", ds, f"decoders this machine can run ({why})")
+    q["executors"] = choices("executors", p.get("executors", list(EXECUTORS)), EXECUTORS)
+    q["loaders"] = choices("loaders", p["loaders"], LOADERS)
+    if "spdl" in q["loaders"]:
+        requires("loaders", p["loaders"], "spdl.pipeline", "spdl (pip install spdl)")
+    q["loader_decoder"] = choice("loader_decoder", p.get("loader_decoder", "pillow"), DECODERS)
+    if q["loader_decoder"] != "pillow" and p["decoders"] != "auto" and q["loader_decoder"] not in q["decoders"]:
+        raise ParameterError("loader_decoder", q["loader_decoder"], "pillow or one of `decoders`")
+    if q["loader_decoder"] == "spdl" and not ffmpeg_status()[0]:
+        raise ParameterError("loader_decoder", "spdl", "a decoder this machine can run: " + ffmpeg_status()[1])
+    q["loader_batches"] = positive_int("loader_batches", p["loader_batches"], maximum=100_000)
+    q["warm_batches"] = nonnegative_int("warm_batches", p.get("warm_batches", 2), maximum=1000)
+    q["prefetch_factor"] = positive_int("prefetch_factor", p.get("prefetch_factor", 2), maximum=64)
+    depth = max([q["warm_batches"]]
+                + [in_flight("dataloader", w, batch_size=q["batch_size"], prefetch_factor=q["prefetch_factor"])
+                   for w in q["dataloader_workers"]]
+                + [in_flight(k, c, batch_size=q["batch_size"]) for k in ("threadpool", "spdl")
+                   for c in q["thread_concurrency"]])
+    need = (depth + q["loader_batches"] + 1) * q["batch_size"]
+    if need > q["n_images"]:
+        raise ParameterError("loader_batches", q["loader_batches"],
+                             f"at most {(q['n_images'] // q['batch_size']) - depth - 1}: n_images = "
+                             f"{q['n_images']} must also hold the {depth} batches the deepest loader has in "
+                             "flight, which are skipped before timing (or raise n_images)")
+    q["start_methods"] = choices("start_methods", p["start_methods"], START_METHODS)
+    q["startup_workers"] = ([] if p["startup_workers"] == [] else
+                            int_list("startup_workers", p["startup_workers"], minimum=1, maximum=lim))
+    q["startup_paths"] = int_list("startup_paths", p["startup_paths"], minimum=0, maximum=20_000_000)
+    mem("startup_paths", max(q["startup_paths"] or [0]),
+        max(q["startup_paths"] or [0]) * 200 * (2 + max(q["startup_workers"] or [0])),
+        what="the path lists of the Dataset objects in the main process and every worker")
+    q["ipc_batch_sizes"] = ([] if p["ipc_batch_sizes"] == [] else
+                            int_list("ipc_batch_sizes", p["ipc_batch_sizes"], minimum=1, maximum=4096))
+    q["ipc_workers"] = int_list("ipc_workers", p.get("ipc_workers", [0, 1]), minimum=0, maximum=lim)
+    if q["ipc_batch_sizes"] and 0 not in q["ipc_workers"]:
+        raise ParameterError("ipc_workers", q["ipc_workers"], "a list that includes 0 (the baseline without IPC)")
+    ft = p.get("free_threaded", "auto")
+    if ft not in ("auto", True, False):
+        raise ParameterError("free_threaded", ft, '"auto", true or false')
+    if ft is True and free_threading()["gil_enabled"]:
+        raise ParameterError("free_threaded", ft, "false or \"auto\" on this interpreter: it runs with the GIL "
+                             "(run the chapter with a free-threaded Python such as python3.13t)")
+    q["free_threaded"] = ft
+    mo = p.get("moonshot", "auto")
+    if mo not in ("auto", True, False):
+        raise ParameterError("moonshot", mo, '"auto", true or false')
+    if mo is True and not torch.cuda.is_available():
+        raise ParameterError("moonshot", mo, 'false or "auto" on a machine without a CUDA GPU')
+    q["moonshot"] = mo
+    q["model"] = choice("model", p.get("model", "resnet50"), ("resnet50", "small_cnn"))
+    if q["model"] == "resnet50" and mo is not False and torch.cuda.is_available():
+        requires("model", "resnet50", "torchvision", "torchvision (pip install torchvision)")
+    q["model_steps"] = positive_int("model_steps", p.get("model_steps", 30), maximum=100_000)
+    q["model_warmup"] = positive_int("model_warmup", p.get("model_warmup", 5), maximum=10_000)
+    q["read_threads"] = positive_int("read_threads", p.get("read_threads", 8), maximum=lim)
+    if mo is not False and torch.cuda.is_available():
+        need_model = (max(depth, q["model_warmup"]) + q["model_steps"] + 1) * q["batch_size"]
+        if need_model > q["n_images"]:
+            raise ParameterError("model_steps", q["model_steps"], f"at most {q['n_images'] // q['batch_size'] - depth - 1}"
+                                 f" (n_images = {q['n_images']}; the deepest feed skips {depth} batches first)")
+    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
+    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2 ** 31 - 1)
+    q["progress"] = boolean("progress", p.get("progress", True))
+    w_max = max(q["dataloader_workers"])
+    batch_bytes = q["batch_size"] * 3 * q["out_size"] ** 2
+    mem("batch_size", q["batch_size"], (q["prefetch_factor"] * w_max + 8) * batch_bytes + 2 * w_max * (200 << 20),
+        what=f"{q['prefetch_factor'] * w_max + 8} uint8 batches in flight and {w_max} worker processes")
+    return q
+
+
+def preflight(params: dict):
+    from .book import results
+    from .params import creatable_dir
+
+    p = check_parameters(params)
+    creatable_dir("run_dir", results.resolve_run_dir(p.get("run_dir")))
+    plan = photo_plan(p["n_images"], p["width"], p["height"], p["jpeg_quality"], p["classes"], p["seed"])
+    parent = datasets.check_space(p.get("data_dir"), [plan])
+    return p, parent
+
+
+# --------------------------------------------------------------------------- the chapter
+def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int = 92, classes: int = 10,
+        out_size: int = 224, batch_size: int = 64, primitive_batch: int = 32, primitive_images: int = 512,
+        concurrency="auto", decoders="auto", executors=EXECUTORS, repeats: int = 2,
+        loaders=LOADERS, loader_decoder: str = "pillow", dataloader_workers="auto", thread_concurrency="auto",
+        loader_batches: int = 30, warm_batches: int = 2, prefetch_factor: int = 2,
+        start_methods=START_METHODS, startup_workers=(1, 4), startup_paths=(0, 1_000_000),
+        ipc_batch_sizes=(32, 128), ipc_workers=(0, 1), free_threaded="auto", moonshot="auto",
+        model: str = "resnet50", model_steps: int = 30, model_warmup: int = 5, read_threads: int = 8,
+        purge_method: str = "auto", seed: int = 0, data_dir=None, run_dir=None, progress: bool = True):
+    """Run chapter 8 and save its result (tables + fingerprint) to ``run_dir``."""
+    params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in locals().items()}
+    from tqdm import tqdm
+
+    from . import pagecache, training
+    from .book import results
+
+    p, parent = preflight(params)
+    params.pop("progress")
+    rd = results.resolve_run_dir(run_dir)
+    res = results.start(CHAPTER, params, run_dir, parent)
+    seconds, clock = {}, {"t": time.perf_counter()}
+
+    def lap(name):
+        now = time.perf_counter()
+        seconds[name] = round(now - clock["t"], 2)
+        clock["t"] = now
+
+    cores = len(os.sched_getaffinity(0))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    status = decoder_status()
+    src = photo_set(parent, n_images=p["n_images"], width=p["width"], height=p["height"], quality=p["jpeg_quality"],
+                    classes=p["classes"], seed=p["seed"], progress=progress)
+    files = [str(f) for f in src.files]
+    sizes = np.array([os.path.getsize(f) for f in files])
+    lap("data set")
+
+    # calibration: one image's decode + resize cost on one core, per decoder
+    calib = []
+    sample = _read(files[0])
+    for d in p["decoders"]:
+        decode_one(d, sample, p["out_size"])
+        reps = []
+        for i in range(min(32, len(files))):
+            data = _read(files[i])
+            t = dict.fromkeys(OPS, 0.0)
+            decode_one(d, data, p["out_size"], t)
+            reps.append((t["decode"], t["resize"]))
+        calib.append(dict(decoder=d, decode_ms=float(np.median([r[0] for r in reps])),
+                          resize_ms=float(np.median([r[1] for r in reps]))))
+    ft = free_threading()
+    n_prim = p["repeats"] * len(p["decoders"]) * len(p["executors"]) * len(p["concurrency"])
+    loader_plan = []
+    for r in range(p["repeats"]):
+        for kind in p["loaders"]:
+            levels = p["dataloader_workers"] if kind == "dataloader" else p["thread_concurrency"]
+            loader_plan += [(kind, c, r) for c in levels]
+        if device == "cuda" and status["torchvision"][0]:  # GPU decoding as a loader alone, no model
+            loader_plan.append(("nvjpeg", p["read_threads"], r))
+    n_start = len(p["start_methods"]) * len(p["startup_workers"]) * len(p["startup_paths"])
+    n_ipc = len(p["ipc_batch_sizes"]) * len(p["ipc_workers"])
+    bar = tqdm(total=n_prim + len(loader_plan) + n_start + n_ipc, desc="chapter 8", disable=not progress)
+    with bar:
+        prim, ops = primitives(src, decoders=p["decoders"], executors=p["executors"], concurrency=p["concurrency"],
+                               n_images=p["primitive_images"], batch_size=p["primitive_batch"],
+                               out_size=p["out_size"], repeats=p["repeats"], progress=bar)
+        lap("primitives")
+
+        rng = np.random.default_rng(p["seed"])
+        loader_rows, errors = [], []
+        purge_methods = set()
+        for kind, c, r in loader_plan:
+            warm = max(p["warm_batches"], in_flight(kind, c, batch_size=p["batch_size"],
+                                                    prefetch_factor=p["prefetch_factor"]))
+            n_used = (warm + p["loader_batches"] + 1) * p["batch_size"]
+            order = rng.permutation(len(files))[:n_used].tolist()
+            pr = pagecache.purge([files[i] for i in order], p["purge_method"])
+            purge_methods.add(pr.method)
+            mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"], concurrency=c,
+                             decoder=p["loader_decoder"], device=device, prefetch_factor=p["prefetch_factor"])
+            try:
+                row = measure_loader(mk, batches=p["loader_batches"], warm=warm, device=device)
+            except Exception as e:
+                errors.append(_error(f"{LABELS[kind]}, concurrency {c}", e))
+            else:
+                loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=p["loader_decoder"], warm=warm,
+                                        resident_at_start=pr.after["fraction"], **row))
+            bar.update(1)
+        lap("loaders")
+
+        start_rows = []
+        for m in p["start_methods"]:  # one untimed start per method first (forkserver starts its server once)
+            if p["startup_workers"]:
+                startup_point(1, m, 0)
+            for w in p["startup_workers"]:
+                for n in p["startup_paths"]:
+                    try:
+                        start_rows.append(startup_point(w, m, n))
+                    except Exception as e:
+                        errors.append(_error(f"start-up, {m}, {w} workers, {n} paths", e))
+                    bar.update(1)
+        lap("start-up")
+        ipc_rows = []
+        for bs in p["ipc_batch_sizes"]:
+            for w in p["ipc_workers"]:
+                try:
+                    ipc_rows.append(ipc_point(bs, w, p["out_size"], batches=max(8, min(40, 4096 // bs))))
+                except Exception as e:
+                    errors.append(_error(f"IPC, batch {bs}, {w} workers", e))
+                bar.update(1)
+        lap("ipc")
+
+    lo = pd.DataFrame(loader_rows)
+    model_rows, ceiling = [], None
+    moon_why = None
+    if p["moonshot"] is False:
+        moon_why = "the moonshot was switched off (moonshot = false)"
+    elif device != "cuda":
+        moon_why = "no CUDA GPU on this machine: the model-fed runs need one"
+    else:
+        torch.manual_seed(p["seed"])
+        torch.backends.cudnn.benchmark = True
+        net = training.make_model(p["model"], p["classes"]).to(device, memory_format=torch.channels_last)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+        run_steps = model_step_factory(net, opt, device)
+        try:
+            ceiling = model_ceiling(net, opt, run_steps, batch_size=p["batch_size"], out_size=p["out_size"],
+                                    classes=p["classes"], device=device, steps=p["model_steps"],
+                                    warmup=p["model_warmup"])
+        except Exception as e:
+            errors.append(_error("model ceiling", e))
+            moon_why = "the model's ceiling could not be measured: " + errors[-1]["error"]
+        feeds = []
+        if not lo.empty:
+            best = (lo.groupby(["loader", "concurrency"])["images_per_s"].mean().reset_index()
+                    .sort_values("images_per_s").groupby("loader").tail(1))
+            feeds = [(r.loader, int(r.concurrency)) for r in best.itertuples() if r.loader != "nvjpeg"]
+        tv_ok = status["torchvision"][0]
+        if tv_ok:
+            feeds.append(("nvjpeg", p["read_threads"]))
+        for r in range(p["repeats"] if ceiling else 0):
+            for kind, c in feeds:
+                warm = max(p["model_warmup"], in_flight(kind, c, batch_size=p["batch_size"],
+                                                        prefetch_factor=p["prefetch_factor"]))
+                n_model = (warm + p["model_steps"] + 1) * p["batch_size"]
+                order = rng.permutation(len(files))[:n_model].tolist()
+                pr = pagecache.purge([files[i] for i in order], p["purge_method"])
+                mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
+                                 concurrency=c, decoder=p["loader_decoder"], device=device,
+                                 prefetch_factor=p["prefetch_factor"])
+                try:
+                    row = feed_model(mk, run_steps, steps=p["model_steps"], warmup=warm,
+                                     classes=p["classes"])
+                except Exception as e:
+                    errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}", e))
+                    continue
+                model_rows.append(dict(loader=kind, concurrency=c, repeat=r, warm=warm,
+                                       resident_at_start=pr.after["fraction"],
+                                       pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
+        lap("moonshot")
+
+    res.add("calibration", pd.DataFrame(calib))
+    res.add("primitives", prim)
+    res.add("ops", ops)
+    res.add("loaders", lo)
+    res.add("startup", pd.DataFrame(start_rows))
+    res.add("ipc", pd.DataFrame(ipc_rows))
+    res.add("model", pd.DataFrame(model_rows))
+    res.metadata.update(
+        device=device, cores=cores, decoders={k: {"ok": v[0], "note": v[1]} for k, v in status.items()},
+        decoders_run=p["decoders"], concurrency=p["concurrency"], free_threading=ft,
+        free_threaded_note=None if not ft["gil_enabled"] else (
+            "this interpreter runs with the GIL (sys._is_gil_enabled() is True): the free-threaded section is "
+            "skipped; run the chapter with a free-threaded build (python3.13t or 3.14t) to fill it"),
+        image_bytes=dict(mean=float(sizes.mean()), min=int(sizes.min()), max=int(sizes.max()),
+                         total=int(sizes.sum())),
+        image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),
+        ceiling=ceiling, model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
+        moonshot_target=MOONSHOT_TARGET, thread_target=THREAD_TARGET, seconds=seconds,
+        torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest})
+    res.save(rd)
+    return res
