@@ -633,6 +633,22 @@ def path_kvikio(path, tgt: Target, dst, threads: int, task_size: int) -> int:
     return int(n)
 
 
+def read_fully(path, buf, *, max_call: int = 1 << 30) -> int:
+    """Fill ``buf`` (a writable buffer as large as the file) from the file, looping: one ``read`` returns at
+    most about 2 GiB on Linux (and may return less at any size), so a single call is not enough."""
+    view = memoryview(buf).cast("B")
+    total = 0
+    with open(path, "rb", buffering=0) as f:
+        while total < len(view):
+            n = f.readinto(view[total:total + max_call])
+            if not n:
+                break
+            total += n
+    if total != os.path.getsize(path):
+        raise OSError(f"read {total:,} of {os.path.getsize(path):,} bytes of {path}")
+    return total
+
+
 def cpu_seconds() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -673,7 +689,8 @@ def to_gpu(path, *, chunk: int, runs: int, kvikio_threads: Sequence[int], kvikio
             ("pinned, double-buffered", lambda: path_double_buffered(path, tgt, dst, chunk, bufs=bufs)),
             ("mmap + pinned", lambda: path_mmap_pinned(path, tgt, dst, chunk, bufs=bufs))]
     if gds["kvikio"] and isinstance(tgt, CudaTarget):
-        cold += [(f"{kv_label}, {t} threads", (lambda t=t: path_kvikio(path, tgt, dst, t, kvikio_task)))
+        cold += [(f"{kv_label}, {t} thread{'s' if t > 1 else ''}",
+                  (lambda t=t: path_kvikio(path, tgt, dst, t, kvikio_task)))
                  for t in kvikio_threads]
     expected = _expected(path, tgt) if verify else None
     rows = []
@@ -695,8 +712,7 @@ def to_gpu(path, *, chunk: int, runs: int, kvikio_threads: Sequence[int], kvikio
     # warm: the file in the page cache, in (pinned) RAM, in GPU memory
     pagecache.warm([path])
     host = tgt.host_buffer(size, pinned=True)
-    with open(path, "rb", buffering=0) as f:
-        f.readinto(memoryview(host))
+    read_fully(path, host)
     held = tgt.alloc(size)
     tgt.copy_blocking(held, 0, host, size)
     tgt.sync()
@@ -741,8 +757,7 @@ def _expected(path, tgt: Target):
     """The file's bytes where the destination lives (read once, warm; the digest of a data set guards them)."""
     size = os.path.getsize(path)
     host = tgt.host_buffer(size, pinned=False)
-    with open(path, "rb", buffering=0) as f:
-        f.readinto(memoryview(host))
+    read_fully(path, host)
     ref = tgt.alloc(size)
     tgt.copy_blocking(ref, 0, host, size)
     tgt.sync()

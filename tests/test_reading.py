@@ -48,6 +48,14 @@ def test_odirect_refuses_unaligned_requests(data_file):
         reading.pread_load(data_file, size=1000, threads=1, direct=True, seconds=1, max_bytes=MiB)
 
 
+def test_read_fully_loops_over_short_reads(data_file):
+    buf = bytearray(os.path.getsize(data_file))
+    assert reading.read_fully(data_file, buf, max_call=100_000) == len(buf)   # many calls, like a 2 GiB read
+    assert bytes(buf) == data_file.read_bytes()
+    with pytest.raises(OSError, match="read"):
+        reading.read_fully(data_file, bytearray(len(buf) - 10))
+
+
 def test_mmap_touch_reads_the_same_offsets(data_file):
     off = reading.random_offsets(os.path.getsize(data_file), 4096, 50, seed=4)
     r = reading.mmap_touch(data_file, off, advice="RANDOM")
@@ -276,9 +284,9 @@ def _ra(seq_lo, seq_hi, rnd_none, rnd_random):
 
 def test_readahead_finding_follows_the_data():
     f = page.finding_readahead(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1], [1.0, 1.0])}))
-    assert "faster than with 128" in f.text and "less for this process" in f.text
+    assert "faster than with 128" in f.text and "(less than without)" in f.text
     f = page.finding_readahead(_res({"readahead": _ra([1500, 1490], [500, 510], [1.0, 1.0], [4.0, 4.1])}))
-    assert "slower than with 128" in f.text and "more for this process" in f.text
+    assert "slower than with 128" in f.text and "(more than without)" in f.text
     f = page.finding_readahead(_res({"readahead": _ra([1, 1], [1, 1], [1, 1], [1, 1])[4:]},
                                     readahead_sysfs={"used": False, "note": "no permission (needs root)"}))
     assert "not changed: no permission" in f.text
@@ -300,9 +308,20 @@ def _grid(own_share, seen_4k, seen_big):
     return rows
 
 
+def test_depth_sentence_names_where_the_time_went():
+    rows = _grid(1.0, 4096, 1 << 20)
+    for r in rows:
+        r.update(threads=64, dev_queue_depth=7.5, dev_read_ms=0.1, dev_reads=100, mean_us=800.0)
+    f = page.finding_asked_vs_seen(_res({"grid": rows}))
+    assert "averaged 7.50 in flight" in f.text and "outside the device's queue" in f.text
+    for r in rows:
+        r.update(dev_queue_depth=150.0)
+    assert "more than asked" in page.finding_asked_vs_seen(_res({"grid": rows})).text
+
+
 def test_asked_vs_seen_follows_the_counters():
     f = page.finding_asked_vs_seen(_res({"grid": _grid(1.0, 4096, 1 << 20)}))
-    assert "(the same size)" in f.text and "max_sectors_kb (1,024 KiB)" in f.text and "At least 100%" in f.text
+    assert "(the same size)" in f.text and "between what the queue allows" in f.text and "At least 100%" in f.text
     f = page.finding_asked_vs_seen(_res({"grid": _grid(0.4, 16384, 3 << 20)}))
     assert "4.0× larger" in f.text and "cause not established" in f.text and "Caution" in f.text
     f = page.finding_asked_vs_seen(_res({"grid": _grid(1.0, None, None)}, diskstats_device=None))

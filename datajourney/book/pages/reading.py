@@ -153,7 +153,7 @@ def finding_gds(res) -> Finding:
     k, b = gpu_runs(res, best, cache="cold"), gpu_runs(res, PINNED, cache="cold")
     ck, cb = gpu_runs(res, best, "cpu_s_per_GB", "cold"), gpu_runs(res, PINNED, "cpu_s_per_GB", "cold")
     label = "GDS" if mode == "GDS" else f"{mode}, not GDS"
-    text = (f"kvikio ran in **{mode}** ({why}). Its best setting ({best.rsplit(', ', 1)[-1]}) read the cold file "
+    text = (f"kvikio ran in **{mode}** ({why}). Its fastest setting ({best.rsplit(', ', 1)[-1]}) read the cold file "
             f"into GPU memory at {fx.num(_mean(k), 'GB/s')} ({label}), "
             f"{fx.compare(k, b, more='faster than', less='slower than')} the pinned double-buffered path, using "
             f"{fx.num(_mean(ck), 's')} of CPU time per GB against {fx.num(_mean(cb), 's')}"
@@ -169,15 +169,31 @@ def _grid(res) -> pd.DataFrame:
     return g[g["error"].isna()] if not g.empty and "error" in g else g
 
 
+def _sum(x: pd.Series) -> float:
+    """A sum that stays NaN when every value is missing."""
+    return x.astype(float).sum(min_count=1)
+
+
 def asked_vs_seen(res) -> pd.DataFrame:
-    """Per (mode, size, threads): asked request size and queue depth vs the device's averages."""
+    """Per (mode, size, threads): asked request size and queue depth vs the device's view, pooled over runs
+    (the device's request size is its bytes over its requests, summed over runs)."""
     g = _grid(res)
     if g.empty:
         return g
+    g = g.copy()
+    for c in ("dev_bytes", "dev_reads", "own_bytes", "own_share", "dev_read_ms", "mean_us"):
+        if c not in g:
+            g[c] = float("nan")
+    g["_dev_ms_total"] = g["dev_read_ms"] * g["dev_reads"]
     out = g.groupby(["mode", "size", "threads"], sort=True).agg(
         MBps=("MBps", "mean"), IOPS=("IOPS", "mean"), p50_us=("p50_us", "mean"), p99_us=("p99_us", "mean"),
-        seen_request=("dev_request_bytes", "mean"), seen_qd=("dev_queue_depth", "mean"), util=("dev_util", "mean"),
+        mean_us=("mean_us", "mean"), dev_bytes=("dev_bytes", _sum), dev_reads=("dev_reads", _sum),
+        dev_ms=("_dev_ms_total", _sum), seen_request_runs=("dev_request_bytes", "mean"),
+        seen_qd=("dev_queue_depth", "mean"), util=("dev_util", "mean"),
         seen_over_asked=("seen_over_asked", "mean"), own_share=("own_share", "mean"), n=("run", "count")).reset_index()
+    pooled = out["dev_bytes"] / out["dev_reads"].where(out["dev_reads"] > 0)
+    out["seen_request"] = pooled.where(out["dev_bytes"].notna() & (out["dev_reads"] > 0), out["seen_request_runs"])
+    out["dev_ms_per_request"] = out["dev_ms"] / out["dev_reads"].where(out["dev_reads"] > 0)
     out["request_ratio"] = out["seen_request"] / out["size"]
     return out
 
@@ -186,23 +202,62 @@ def asked_vs_seen(res) -> pd.DataFrame:
 OWN_SHARE = 0.90
 
 
-def _split_cause(res, size: int, seen: float) -> str:
-    """Why the device saw smaller requests than asked: a queue limit whose predicted request size matches
-    what was seen, else 'not established'."""
+def split_bounds(res, size: int) -> tuple[float | None, float | None]:
+    """(smallest, largest) device request an ``O_DIRECT`` read of ``size`` bytes can become: a buffer of separate
+    4 KiB pages fills at most ``max_segments`` segments per request; a physically contiguous one (huge pages)
+    is cut only at ``max_sectors_kb``."""
     d = res.metadata.get("device") or {}
     msk, segs = d.get("max_sectors_kb"), d.get("max_segments")
-    if msk and size > msk * 1024 and abs(math.log(seen / (msk * 1024))) <= math.log(SAME_SIZE):
-        return f": the kernel splits a request at the queue's max_sectors_kb ({msk:,} KiB)"
-    pages = size // 4096
-    if segs and pages > segs:
-        predicted = size / math.ceil(pages / segs)
-        if abs(math.log(seen / predicted)) <= math.log(SAME_SIZE):
-            return (f": a buffer of {pages:,} pages is not contiguous in physical memory and the queue takes at most "
-                    f"{segs:,} memory segments per request (max_segments), which predicts "
-                    f"{size_label(int(predicted))}")
-    return (" (smaller than the queue's max_sectors_kb and max_segments limits predict: cause not established "
-            "here; other processes' requests, readahead's own request sizes and file fragmentation all lower the "
-            "device's average)")
+    hi = min(size, msk * 1024) if msk else None
+    lo = size / math.ceil((size // 4096) / segs) if segs and size >= 4096 else None
+    if lo is not None and hi is not None:
+        lo = min(lo, hi)
+    return lo, hi
+
+
+def _split_text(res, rows: pd.DataFrame) -> str:
+    size = int(rows["size"].iloc[0])
+    seen = rows["seen_request"].astype(float)
+    lo_s, hi_s = float(seen.min()), float(seen.max())
+    by = ", ".join(f"{size_label(int(v))} at {int(t)}" for t, v in zip(rows["threads"], seen))
+    text = (f" At {size_label(size)} with O_DIRECT the device saw requests of {by} "
+            f"thread{'s' if int(rows['threads'].iloc[-1]) > 1 else ''}")
+    lo, hi = split_bounds(res, size)
+    d = res.metadata.get("device") or {}
+    if hi_s >= size / SAME_SIZE:
+        return text + ": as asked."
+    if lo is not None and hi is not None and lo / SAME_SIZE <= lo_s and hi_s <= hi * SAME_SIZE:
+        return text + (f": between what the queue allows for a buffer of separate 4 KiB pages "
+                       f"({d.get('max_segments'):,} segments per request: {size_label(int(lo))}) and its "
+                       f"max_sectors_kb ({size_label(int(hi))}, reached only where the buffer is physically "
+                       "contiguous, as in huge pages). How contiguous each buffer was is not recorded here.")
+    return text + ": outside what the queue's max_segments and max_sectors_kb predict (cause not established here)."
+
+
+def _depth_text(res, s: pd.DataFrame) -> str:
+    """Asked vs seen queue depth at the smallest O_DIRECT size and the most threads, and where the rest of each
+    request's time went (device time per request vs the program's mean latency)."""
+    r = s[(s["mode"] == "O_DIRECT") & (s["size"] == s["size"].min())]
+    if r.empty:
+        r = s[s["size"] == s["size"].min()]
+    r = r[r["seen_qd"].notna()].sort_values("threads")
+    if r.empty:
+        return ""
+    r = r.iloc[-1]
+    t, qd = int(r["threads"]), float(r["seen_qd"])
+    text = (f" Asked for {t} requests of {size_label(int(r['size']))} at once ({r['mode']}), the device averaged "
+            f"{fx.num(qd)} in flight, busy {fx.pct(min(1.0, r['util']))} of the time")
+    dev_ms, mean_us = r.get("dev_ms_per_request"), r.get("mean_us")
+    if qd < t / SAME_SIZE and _ok(dev_ms) and _ok(mean_us) and mean_us > 0:
+        out = 1 - 1e3 * dev_ms / mean_us
+        if out > 0.5:
+            text += (f": each request spent {fx.num(1e3 * dev_ms, 'µs')} in the block layer and the device but "
+                     f"{fx.num(mean_us, 'µs')} on average from call to return, so {fx.pct(out)} of its time was "
+                     "spent outside the device's queue, in the program, where the threads take turns with Python's "
+                     "interpreter lock")
+    elif qd > t * SAME_SIZE:
+        text += ": more than asked, because the kernel split each request into several"
+    return text + "."
 
 
 def contamination(res, table: str = "grid") -> float | None:
@@ -234,22 +289,11 @@ def finding_asked_vs_seen(res) -> Finding:
                 f"{fx.times(ratio)} {'larger' if ratio > 1 else 'smaller'}")
         parts.append(f"{mode} {size_label(small)} requests reached the device as {size_label(int(r['seen_request']))} "
                      f"requests on average ({what})")
-    big = s[s["size"] == s["size"].max()]
-    big = big[big["seen_request"].notna()]
     tail = ""
-    if not big.empty:
-        r = big.sort_values("threads").iloc[-1]
-        msk = (res.metadata.get("device") or {}).get("max_sectors_kb")
-        split = r["seen_request"] < r["size"] / SAME_SIZE
-        tail = (f" At {size_label(int(r['size']))} ({r['mode']}, {int(r['threads'])} threads) the device saw "
-                f"{size_label(int(r['seen_request']))} requests"
-                + (_split_cause(res, int(r["size"]), r["seen_request"]) if split else ", as asked") + ".")
-    qd = s[s["threads"] == s["threads"].max()]
-    qd = qd[qd["seen_qd"].notna()]
-    if not qd.empty:
-        r = qd.sort_values("seen_qd").iloc[-1]
-        tail += (f" Asked for {int(r['threads'])} requests at once, the device averaged {fx.num(r['seen_qd'])} in "
-                 f"flight ({r['mode']}, {size_label(int(r['size']))}), busy {fx.pct(min(1, r['util']))} of the time.")
+    big = s[(s["mode"] == "O_DIRECT") & (s["size"] == s["size"].max()) & s["seen_request"].notna()].sort_values("threads")
+    if not big.empty and s["size"].max() > small:
+        tail += _split_text(res, big)
+    tail += _depth_text(res, s)
     own = contamination(res)
     if own is not None and own < OWN_SHARE:
         tail += (f" Caution: in some cells only {fx.pct(own)} of what the device read was this process's "
@@ -301,7 +345,15 @@ def finding_parallel(res) -> Finding:
                      "threads: more requests in flight would help further.")
     mm = r[r["mode"] == "mmap + touch"]["IOPS"].tolist()
     if mm:
-        text += f" Touching a memory map at the same offsets was {fx.compare(mm, one)} one pread thread."
+        text += f" Touching a memory map at the same offsets was {fx.compare(mm, one)} one pread thread"
+        soa = r[r["mode"] == "mmap + touch"]["seen_over_asked"].dropna().tolist() if "seen_over_asked" in r else []
+        if soa and _mean(soa) > SAME_SIZE:
+            text += (f": the storage read {fx.num(_mean(soa), '×')} the bytes it touched, because each page fault "
+                     "reads around the faulting page, up to the readahead window")
+        mr = r[r["mode"] == "mmap + MADV_RANDOM"]["IOPS"].tolist()
+        if mr:
+            text += f"; marked MADV_RANDOM, the map was {fx.compare(mr, one, same='level with')} pread"
+        text += "."
     return Finding("parallel_random", text, mid, "×", interval=(lo, hi))
 
 
@@ -325,6 +377,10 @@ def finding_readahead(res) -> Finding:
         text = (f"Cold sequential {chunk} reads with read_ahead_kb = {int(hi_v):,} were "
                 f"{fx.compare(a, b)} with {int(lo_v):,} ({fx.num(_mean(a), 'MB/s')} vs {fx.num(_mean(b), 'MB/s')}; "
                 f"the original {meta.get('original_kb')} KiB was restored after every setting).")
+        means = sys_.groupby("read_ahead_kb")["MBps"].mean()
+        best_v = means.idxmax()
+        if best_v not in (lo_v, hi_v) and fx.direction(sys_[sys_["read_ahead_kb"] == best_v]["MBps"].tolist(), a) > 0:
+            text += f" The fastest setting was {int(best_v):,} KiB ({fx.num(means[best_v], 'MB/s')})."
         ra_r = rnd[rnd["setting"] == "read_ahead_kb"]
         ra_hi = ra_r[ra_r["read_ahead_kb"] == hi_v]["seen_over_asked"].dropna().tolist()
         ra_lo = ra_r[ra_r["read_ahead_kb"] == lo_v]["seen_over_asked"].dropna().tolist()
@@ -337,7 +393,7 @@ def finding_readahead(res) -> Finding:
     if not fa.empty:
         none = fa[fa["fadvise"] == "none"]["MBps"].tolist()
         bits = []
-        for hint in ("SEQUENTIAL", "WILLNEED"):
+        for hint in ("SEQUENTIAL", "WILLNEED", "RANDOM"):
             h = fa[fa["fadvise"] == hint]["MBps"].tolist()
             if h and none:
                 bits.append(f"POSIX_FADV_{hint} was {fx.compare(h, none)} no hint")
@@ -345,9 +401,9 @@ def finding_readahead(res) -> Finding:
         h = fr[fr["fadvise"] == "RANDOM"]["seen_over_asked"].dropna().tolist()
         n0 = fr[fr["fadvise"] == "none"]["seen_over_asked"].dropna().tolist()
         if h and n0:
-            word = fx.choose(fx.direction(h, n0, tol=0.10), "more", "less", "about as much")
-            bits.append(f"for random reads the storage read {word} for this process with POSIX_FADV_RANDOM "
-                        f"({fx.num(_mean(h), '×')} the asked bytes) than without a hint ({fx.num(_mean(n0), '×')})")
+            word = fx.choose(fx.direction(h, n0, tol=0.10), "more than", "less than", "about as much as")
+            bits.append(f"for random reads the storage read {fx.num(_mean(h), '×')} the asked bytes with "
+                        f"POSIX_FADV_RANDOM and {fx.num(_mean(n0), '×')} without a hint ({word} without)")
         if bits:
             text += " Per file, without root: sequentially, " + _and(bits) + "."
         if value is None and none:
@@ -365,7 +421,9 @@ def latency_stats(res) -> dict | None:
     warm = ok[ok["series"] == "page cache (warm)"]
     if first.empty:
         return None
-    return dict(first=first["p50_us"].tolist(), warm=warm["p50_us"].tolist() if not warm.empty else [])
+    second = ok[ok["series"] == "O_DIRECT, second pass"]
+    return dict(first=first["p50_us"].tolist(), warm=warm["p50_us"].tolist() if not warm.empty else [],
+                second=second["p50_us"].tolist() if not second.empty else [])
 
 
 def finding_virtual_disk(res) -> Finding:
@@ -389,6 +447,12 @@ def finding_virtual_disk(res) -> Finding:
                if below else
                f"within reach of flash (at least {fx.num(floor, 'µs')}; a physical NVMe drive takes about "
                f"{fx.num(lo_n)}–{fx.num(hi_n, 'µs')}): cold reads here came from a device, not from a cache below."))
+    if st.get("second"):
+        sec = st["second"]
+        d = fx.direction(sec, st["first"], tol=0.10)
+        text += (f" Read again at once, the same blocks took {fx.num(_mean(sec), 'µs')} "
+                 + fx.choose(d, "(slower)", "(faster: the first pass filled a cache below this machine)",
+                             "(the same: both passes were served from the same place)") + ".")
     return Finding("virtual_disk", text, p50, "µs", interval=(min(st["first"]), max(st["first"])))
 
 
