@@ -922,7 +922,7 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
         nand_read_floor_us=storage.NAND_READ_FLOOR_US, physical_nvme_qd1_us=list(PHYSICAL_NVME_QD1_US),
         io_uring=IO_URING_NOTE,
         gpu_note=None if cuda else ("gpu='off' asked for" if p["gpu"] == "off" else
-                                    "no CUDA device: nothing was read into GPU memory on this machine"),
+                                    "no CUDA device"),
     )
     res.save(results.resolve_run_dir(run_dir))
     return res
