@@ -20,6 +20,8 @@ SOURCES = {
     "S2": ("Hira et al., “Scalable and Performant Data Loading” (SPDL): AWS p4d.24xlarge, 96 CPU cores, one of its "
            "8 NVIDIA A100 GPUs used, ImageNet, Python 3.12, PyTorch 2.5, CUDA 12.1, Pillow 10.2.0"),
     # -- S3: chapter 9 (GPU-based storage I/O chapter) --
+    "S3": ("a book chapter on GPU-based storage I/O: NVIDIA gdsio, one GPU (device 0), 4 workers, 1 MiB reads of a "
+           "10 GiB file on a local file system; the host's storage, CPU and GPU are not named"),
     # -- S4: chapter 10 (tracing Megatron-LM I/O with DFTracer) --
     # -- S5: chapter 11 (GPU-to-GPU data transfer in DDP) --
 }
@@ -143,6 +145,13 @@ PUBLISHED: dict[str, list[Figure]] = {
     ],
     # -- chapter 9 --
     "09_reading_smarter": [
+        Figure("storage → GPU memory through the CPU", "8.0", "GB/s",
+               setting="gdsio -x 2 (pinned host memory, asynchronous copies), -w 4 -s 10G -i 1M -I 0", source="S3"),
+        Figure("average latency through the CPU", "1.25", "ms", setting="the same gdsio -x 2 run", source="S3"),
+        Figure("storage → GPU memory with GDS", "9.6", "GB/s", setting="gdsio -x 0 (GPUDirect Storage), same settings",
+               source="S3"),
+        Figure("average latency with GDS", "1.00", "ms", setting="the same gdsio -x 0 run", source="S3"),
+        Figure("GDS gain over the CPU path", "20", "%", setting="printed as “+20%” beside 9.6 GB/s", source="S3"),
     ],
     # -- chapter 10 --
     "10_mmap_vs_read": [

@@ -1,0 +1,346 @@
+"""Chapter 9: the readers deliver exactly the file's bytes (every path to 'device' memory, checked on a
+host target), offsets and thread pools do what they say, the device counters' arithmetic, readahead is
+restored even when the work fails, GDS is never claimed in compatibility mode, bad parameters fail
+early, and the findings follow the data (reversal tests on constructed results, and a real small run)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from datajourney import reading
+from datajourney.book import results
+from datajourney.book.pages import reading as page
+from datajourney.params import ParameterError
+from conftest import has_nan
+
+MiB = 1 << 20
+
+
+@pytest.fixture()
+def data_file(tmp_path) -> Path:
+    p = tmp_path / "f.bin"
+    p.write_bytes(np.random.default_rng(3).bytes(3 * MiB + 12288))   # not a multiple of any chunk
+    return p
+
+
+# --------------------------------------------------------------------------- readers
+def test_random_offsets_are_aligned_and_inside(data_file):
+    size = os.path.getsize(data_file)
+    for req in (4096, 65536, MiB):
+        off = reading.random_offsets(size, req, 500, seed=1)
+        assert (off % req == 0).all() and (off + req <= size).all() and off.min() >= 0
+
+
+def test_thread_pool_reads_every_offset_once(data_file):
+    off = reading.random_offsets(os.path.getsize(data_file), 4096, 300, seed=2)
+    r = reading.pread_load(data_file, size=4096, threads=4, direct=False, seconds=60, max_bytes=1 << 30, offsets=off)
+    assert r["requests"] == 300 and r["bytes"] == 300 * 4096 and len(r["latencies_us"]) == 300
+    r = reading.pread_load(data_file, size=65536, threads=3, direct=False, seconds=60, max_bytes=30 * 65536, seed=1)
+    assert r["requests"] == 30 and r["bytes"] == 30 * 65536       # the byte budget shared out over threads
+
+
+def test_odirect_refuses_unaligned_requests(data_file):
+    with pytest.raises(ParameterError, match="request_sizes"):
+        reading.pread_load(data_file, size=1000, threads=1, direct=True, seconds=1, max_bytes=MiB)
+
+
+def test_read_fully_loops_over_short_reads(data_file):
+    buf = bytearray(os.path.getsize(data_file))
+    assert reading.read_fully(data_file, buf, max_call=100_000) == len(buf)   # many calls, like a 2 GiB read
+    assert bytes(buf) == data_file.read_bytes()
+    with pytest.raises(OSError, match="read"):
+        reading.read_fully(data_file, bytearray(len(buf) - 10))
+
+
+def test_mmap_touch_reads_the_same_offsets(data_file):
+    off = reading.random_offsets(os.path.getsize(data_file), 4096, 50, seed=4)
+    r = reading.mmap_touch(data_file, off, advice="RANDOM")
+    assert r["requests"] == 50 and r["bytes"] == 50 * 4096
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 18, 5 * MiB])
+def test_every_path_delivers_the_files_bytes(data_file, chunk):
+    expected = np.frombuffer(data_file.read_bytes(), dtype=np.uint8)
+    tgt = reading.HostTarget()
+    for fn in (lambda d: reading.path_pageable(data_file, tgt, d, chunk),
+               lambda d: reading.path_double_buffered(data_file, tgt, d, chunk),
+               lambda d: reading.path_double_buffered(data_file, tgt, d, chunk, buffers=3),
+               lambda d: reading.path_mmap_pinned(data_file, tgt, d, chunk)):
+        dst = tgt.alloc(expected.size)
+        assert fn(dst) == expected.size
+        assert np.array_equal(dst, expected)
+
+
+def test_double_buffering_waits_before_reusing_a_buffer(data_file):
+    """A buffer is refilled only after the copy out of it completed (its event was waited on)."""
+    class Recording(reading.HostTarget):
+        def __init__(self):
+            self.pending, self.log = {}, []
+
+        def copy_async(self, dst, offset, src, n):
+            super().copy_async(dst, offset, src, n)
+            ev = object()
+            self.pending[id(ev)] = id(src)
+            self.log.append(("copy", id(src)))
+            return ev
+
+        def wait(self, event):
+            if event is not None:
+                self.log.append(("wait", self.pending.pop(id(event))))
+
+    tgt = Recording()
+    dst = tgt.alloc(os.path.getsize(data_file))
+    reading.path_double_buffered(data_file, tgt, dst, MiB)
+    copies = [b for op, b in tgt.log if op == "copy"]
+    assert len(set(copies)) == 2 and len(copies) == 4
+    for i, (op, buf) in enumerate(tgt.log):   # every copy after the first two is preceded by a wait on that buffer
+        if op == "copy" and copies.index(buf) != i and i >= 2:
+            assert ("wait", buf) in tgt.log[:i]
+
+
+def test_to_gpu_on_a_host_target_checks_every_path(data_file):
+    df, gds = reading.to_gpu(data_file, chunk=MiB, runs=2, kvikio_threads=[2], kvikio_task=MiB, method="fadvise",
+                             tgt=reading.HostTarget())
+    assert df["verified"].all() and (df["bytes"] == os.path.getsize(data_file)).all()
+    assert set(df[df["cache"] == "cold"]["path"]) == {"pageable + copy", "pinned, double-buffered", "mmap + pinned"}
+    assert (df[df["cache"] == "cold"]["resident_at_start"] <= 0.05).all()
+    assert (df[df["cache"] == "warm"]["resident_at_start"] >= 0.95).all()
+    assert df.groupby("path").size().eq(2).all() and (df["cpu_s_per_GB"] >= 0).all()
+
+
+# --------------------------------------------------------------------------- device counters
+def test_diskstats_delta_arithmetic():
+    a = (0.0, [10, 0, 100, 50, 0, 0, 0, 0, 0, 20, 0], 1000)
+    b = (1.0, [110, 5, 100 + 800, 50 + 2000, 0, 0, 0, 0, 0, 20 + 500, 0], 1000 + 800 * 512)
+    d = reading.DiskStats.delta(a, b)
+    assert d["dev_reads"] == 100 and d["dev_bytes"] == 800 * 512 and d["dev_request_bytes"] == 8 * 512 / 1
+    assert d["dev_queue_depth"] == pytest.approx(2.0) and d["dev_util"] == pytest.approx(0.5)
+    assert d["own_share"] == pytest.approx(1.0)
+    assert reading.seen_over_asked(d, 800 * 512 // 2) == pytest.approx(2.0)
+    none = reading.DiskStats.delta((0.0, None, None), (1.0, None, None))
+    assert none["dev_bytes"] is None and reading.seen_over_asked(none, 10) is None
+
+
+def test_diskstats_line_parsing():
+    text = "   7       0 loop0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n 254       0 vda 5 6 7 8 9 10 11 12 13 14 15 16 17\n"
+    assert reading._diskstats_line("vda", text) == [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+    assert reading._diskstats_line("sdz", text) is None
+
+
+# --------------------------------------------------------------------------- readahead restore
+def test_readahead_is_restored_after_a_failure(tmp_path):
+    f = tmp_path / "read_ahead_kb"
+    f.write_text("8192\n")
+    log = []
+    with pytest.raises(RuntimeError, match="boom"):
+        with reading.readahead_kb("x", 128, log, _file=f) as now:
+            assert now == 128 and f.read_text().strip() == "128"
+            raise RuntimeError("boom")
+    assert f.read_text().strip() == "8192"
+    assert log[0]["set"] == 128 and log[-1] == {"file": str(f), "restored": 8192, "read_back": 8192}
+
+
+def test_unwritable_readahead_is_a_clear_error():
+    target = Path("/proc/version")          # readable, never writable, even for root
+    with pytest.raises(reading.SysfsError, match="cannot write"):
+        with reading.readahead_kb("x", 128, _file=target):
+            pass
+    ok, why = reading.can_set_readahead(None)
+    assert not ok and "block device" in why
+
+
+# --------------------------------------------------------------------------- GDS labels
+def test_gds_is_never_claimed_in_compatibility_mode():
+    assert reading.classify_gds(True, True) == "KvikIO POSIX (compatibility) mode"
+    assert reading.classify_gds(False, False) == "cuFile compatibility mode"
+    assert reading.classify_gds(False, True) == "GDS"
+    assert reading.classify_gds(None, None).startswith("unknown")
+
+
+# --------------------------------------------------------------------------- parameters
+GOOD = dict(file_size=4 * MiB, request_sizes=[4096, MiB], threads=[1, 2], modes=["buffered", "O_DIRECT"], runs=1,
+            cell_seconds=0.05, cell_max_bytes=MiB, random_reads=50, pool_threads=[2], random_seconds=0.1,
+            readahead_sysfs="off", readahead_kb=[128], fadvise=["none", "RANDOM"], seq_chunk=65536, seq_bytes=MiB,
+            gpu="off", gpu_chunk=MiB, kvikio_threads=[1], kvikio_task=MiB, latency_reads=20, purge_method="fadvise",
+            seed=0)
+
+
+@pytest.mark.parametrize("name,value,match", [
+    ("threads", [0, 2], "threads"),
+    ("request_sizes", [4096, 5000], "request_sizes"),          # not aligned for O_DIRECT
+    ("request_sizes", [8 * MiB], "request_sizes"),             # larger than the file
+    ("modes", ["mmap"], "modes"),
+    ("file_size", 1000, "file_size"),
+    ("readahead_sysfs", "maybe", "readahead_sysfs"),
+    ("gpu_chunk", 1000, "gpu_chunk"),
+    ("fadvise", ["SOMETIMES"], "fadvise"),
+    ("cell_seconds", 0, "cell_seconds"),
+    ("pool_threads", [1], "pool_threads"),
+])
+def test_bad_parameters_fail_early(name, value, match):
+    with pytest.raises(ParameterError, match=match):
+        reading.check_parameters({**GOOD, name: value})
+
+
+def test_unaligned_sizes_are_fine_without_odirect():
+    assert reading.check_parameters({**GOOD, "modes": ["buffered"], "request_sizes": [5000]})["request_sizes"] == [5000]
+
+
+def test_too_large_a_file_fails_on_free_space(tmp_path):
+    with pytest.raises(ParameterError, match="data_dir"):
+        reading.preflight({**GOOD, "file_size": 1 << 39, "request_sizes": [4096], "data_dir": str(tmp_path)})
+
+
+# --------------------------------------------------------------------------- findings follow the data
+def _res(tables: dict, **meta) -> results.Result:
+    fp = {"storage": {}, "gpu": {"name": "GPU"}}
+    base = dict(gds={"kvikio": True, "path": "KvikIO POSIX (compatibility) mode", "compat_preferred": True,
+                     "gds_available": False, "nvidia_fs": False},
+                pcie_ceiling={"available": True, "GBps": 50.0, "size": 1 << 30},
+                device={"fs_type": "ext4", "mount_options": "rw,relatime", "disk": "vda", "scheduler": "none",
+                        "read_ahead_kb": 128, "max_sectors_kb": 1024, "max_segments": 128},
+                nand_read_floor_us=40.0, physical_nvme_qd1_us=[60.0, 100.0],
+                readahead_sysfs={"used": True, "original_kb": 128}, diskstats_device="vda1")
+    base.update(meta)
+    return results.Result(reading.CHAPTER, "t", {}, fp, {k: pd.DataFrame(v) for k, v in tables.items()}, base)
+
+
+def _gpu(pinned, pageable, kv, cpu_pinned=1.0, cpu_kv=2.0):
+    rows = []
+    for name, vals, cpu in (("pinned, double-buffered", pinned, cpu_pinned), ("pageable + copy", pageable, 1.5),
+                            ("kvikio, KvikIO POSIX (compatibility) mode, 8 threads", kv, cpu_kv)):
+        rows += [dict(path=name, cache="cold", run=i, GBps=v, cpu_s_per_GB=cpu, bytes=1 << 31, verified=True)
+                 for i, v in enumerate(vals)]
+    return rows
+
+
+CEIL = [dict(run=i, GBps=v) for i, v in enumerate([2.0, 2.0, 2.0])]
+
+
+def test_to_gpu_finding_follows_the_share():
+    good = page.finding_to_gpu(_res({"gpu": _gpu([1.9, 1.95, 1.92], [1.0, 1.1, 1.0], [1.5] * 3), "ceiling": CEIL}))
+    assert "next to nothing" in good.text and "slower than" in good.text and good.values["share"] > 0.9
+    mixed = page.finding_to_gpu(_res({"gpu": _gpu([1.7, 1.9, 1.95], [1.0] * 3, [1.5] * 3), "ceiling": CEIL}))
+    assert "not in every run" in mixed.text
+    bad = page.finding_to_gpu(_res({"gpu": _gpu([1.0, 1.1, 1.0], [1.9, 1.95, 1.92], [1.5] * 3), "ceiling": CEIL}))
+    assert "below the 90% target" in bad.text and "faster than" in bad.text
+    # the slower link is the bus when the device is faster than it
+    fast = _res({"gpu": _gpu([9.5] * 3, [5] * 3, [6] * 3), "ceiling": [dict(run=0, GBps=100.0)]},
+                pcie_ceiling={"available": True, "GBps": 10.0, "size": 1})
+    assert "the PCIe copy" in page.finding_to_gpu(fast).text
+
+
+def test_no_gpu_is_said_plainly():
+    f = page.finding_to_gpu(_res({}, gpu_note="no CUDA device"))
+    assert f.value is None and "no CUDA device" in f.text
+
+
+def test_gds_finding_never_labels_compat_as_gds():
+    r = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [2.5] * 3), "ceiling": CEIL})
+    f = page.finding_gds(r)
+    assert "compatibility" in f.text and "not GDS" in f.text and f.published is None and "faster than" in f.text
+    assert "more" in f.text        # CPU time per GB: 2.0 vs 1.0
+    assert "storage → GPU memory with GDS" not in page.key_metrics(r)
+    g = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [1.5] * 3, cpu_kv=0.2), "ceiling": CEIL},
+             gds={"kvikio": True, "path": "GDS", "compat_preferred": False, "gds_available": True, "nvidia_fs": True})
+    f = page.finding_gds(g)
+    assert "(GDS)" in f.text and "slower than" in f.text and "less" in f.text
+    assert "storage → GPU memory with GDS" in page.key_metrics(g)
+
+
+def _random(one, pool):
+    rows = [dict(mode="pread, 1 thread", threads=1, run=i, IOPS=v, dev_util=0.5) for i, v in enumerate(one)]
+    for t, vals, util in pool:
+        rows += [dict(mode="pread, thread pool", threads=t, run=i, IOPS=v, dev_util=util) for i, v in enumerate(vals)]
+    rows += [dict(mode="mmap + touch", threads=1, run=i, IOPS=v / 2, dev_util=0.5) for i, v in enumerate(one)]
+    df = pd.DataFrame(rows)
+    for c in ("p50_us", "p99_us", "dev_request_bytes", "dev_queue_depth", "seen_over_asked"):
+        df[c] = 1.0
+    return df
+
+
+def test_parallel_finding_follows_the_ratio():
+    up = page.finding_parallel(_res({"random": _random([1000, 1000], [(4, [3000, 3000], 0.5), (16, [6000, 6100], 0.6)])}))
+    assert "past the 4.0× target" in up.text and "still grew" in up.text and up.value > 4
+    flat = page.finding_parallel(_res({"random": _random([1000, 1000], [(4, [2000, 2000], 0.9), (16, [2050, 2000], 0.99)])}))
+    assert "short of 4.0×" in flat.text and "saturates" in flat.text
+    assert "slower than one pread thread" in flat.text
+
+
+def _ra(seq_lo, seq_hi, rnd_none, rnd_random):
+    rows = []
+    for v, mb in ((128, seq_lo), (4096, seq_hi)):
+        rows += [dict(setting="read_ahead_kb", read_ahead_kb=v, fadvise="none", pattern="sequential", run=i, MBps=m,
+                      request_bytes=131072, seen_over_asked=1.0, dev_request_bytes=1.0) for i, m in enumerate(mb)]
+    for hint, soa in (("none", rnd_none), ("RANDOM", rnd_random)):
+        rows += [dict(setting="fadvise", read_ahead_kb=None, fadvise=hint, pattern="random", run=i, MBps=1.0,
+                      request_bytes=4096, seen_over_asked=s, dev_request_bytes=1.0) for i, s in enumerate(soa)]
+        rows += [dict(setting="fadvise", read_ahead_kb=None, fadvise=hint, pattern="sequential", run=i, MBps=100.0,
+                      request_bytes=131072, seen_over_asked=1.0, dev_request_bytes=1.0) for i in range(2)]
+    return rows
+
+
+def test_readahead_finding_follows_the_data():
+    f = page.finding_readahead(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1], [1.0, 1.0])}))
+    assert "faster than with 128" in f.text and "(less than without)" in f.text
+    f = page.finding_readahead(_res({"readahead": _ra([1500, 1490], [500, 510], [1.0, 1.0], [4.0, 4.1])}))
+    assert "slower than with 128" in f.text and "(more than without)" in f.text
+    f = page.finding_readahead(_res({"readahead": _ra([1, 1], [1, 1], [1, 1], [1, 1])[4:]},
+                                    readahead_sysfs={"used": False, "note": "no permission (needs root)"}))
+    assert "not changed: no permission" in f.text
+
+
+def test_virtual_disk_finding_follows_the_latency():
+    lat = lambda us: [dict(series="O_DIRECT, first pass", run=i, reads=100, p50_us=us) for i in range(2)]  # noqa: E731
+    assert "a cache under this machine answered" in page.finding_virtual_disk(_res({"latency": lat(20.0)})).text
+    assert "came from a device" in page.finding_virtual_disk(_res({"latency": lat(80.0)})).text
+
+
+def _grid(own_share, seen_4k, seen_big):
+    rows = []
+    for mode in ("buffered", "O_DIRECT"):
+        for size, seen in ((4096, seen_4k), (4 << 20, seen_big)):
+            rows.append(dict(mode=mode, size=size, threads=1, run=0, MBps=1.0, IOPS=1.0, p50_us=1.0, p99_us=1.0,
+                             dev_request_bytes=seen, dev_queue_depth=1.0, dev_util=0.5, seen_over_asked=1.0,
+                             own_share=own_share, error=None))
+    return rows
+
+
+def test_depth_sentence_names_where_the_time_went():
+    rows = _grid(1.0, 4096, 1 << 20)
+    for r in rows:
+        r.update(threads=64, dev_queue_depth=7.5, dev_read_ms=0.1, dev_reads=100, mean_us=800.0)
+    f = page.finding_asked_vs_seen(_res({"grid": rows}))
+    assert "averaged 7.50 in flight" in f.text and "outside the device's queue" in f.text
+    for r in rows:
+        r.update(dev_queue_depth=150.0)
+    assert "more than asked" in page.finding_asked_vs_seen(_res({"grid": rows})).text
+
+
+def test_asked_vs_seen_follows_the_counters():
+    f = page.finding_asked_vs_seen(_res({"grid": _grid(1.0, 4096, 1 << 20)}))
+    assert "(the same size)" in f.text and "between what the queue allows" in f.text and "At least 100%" in f.text
+    f = page.finding_asked_vs_seen(_res({"grid": _grid(0.4, 16384, 3 << 20)}))
+    assert "4.0× larger" in f.text and "cause not established" in f.text and "Caution" in f.text
+    f = page.finding_asked_vs_seen(_res({"grid": _grid(1.0, None, None)}, diskstats_device=None))
+    assert "not on a block device" in f.text
+
+
+# --------------------------------------------------------------------------- a real small run
+def test_findings_of_a_small_real_run(tmp_path):
+    res = reading.run(**{**GOOD, "latency_reads": 20}, data_dir=str(tmp_path / "data"), run_dir=tmp_path / "run",
+                      progress=False)
+    items = page.findings(res)
+    assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
+    for f in items:
+        assert f.text and not has_nan(f.text) and "None" not in f.text, f
+    g = res.table("grid")
+    assert set(g["mode"]) <= {"buffered", "O_DIRECT"} and (g["resident_at_start"] <= 0.05).all()
+    assert res.metadata["readahead_sysfs"]["used"] is False and res.metadata["readahead_changes"] == []
+    assert results.Result.load(res.path).tables.keys() == res.tables.keys()
+    for fn in (page.asked_seen_table, page.random_table, page.readahead_table, page.storage_table, page.gds_table):
+        assert len(fn(res))

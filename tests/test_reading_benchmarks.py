@@ -1,0 +1,57 @@
+"""Chapter 9's targets, checked against the committed reference run (never timed in a test)."""
+import pytest
+
+from datajourney.book import results
+from datajourney.book.pages import reading as page
+
+HOSTS = [h for h in results.reference_hosts() if results.load_reference("09_reading_smarter", h) is not None]
+
+
+@pytest.fixture(params=HOSTS)
+def ref(request):
+    return results.load_reference("09_reading_smarter", request.param)
+
+
+def test_pinned_double_buffered_path_reaches_the_slower_link(ref):
+    f = page.finding_to_gpu(ref)
+    assert f.values["share"] >= page.PIPELINE_TARGET, f.text
+    assert ref.table("gpu")["verified"].all()                     # every path delivered the file's bytes
+
+
+def test_parallel_pread_reaches_four_times_or_shows_saturation(ref):
+    f = page.finding_parallel(ref)
+    assert f.value >= page.PARALLEL_TARGET or "saturates" in f.text, f.text
+
+
+def test_readahead_was_restored_every_time(ref):
+    log = ref.metadata["readahead_changes"]
+    restored = [e for e in log if "restored" in e]
+    assert restored and all(e["read_back"] == e["restored"] == ref.metadata["readahead_sysfs"]["original_kb"]
+                            for e in restored)
+    assert len(restored) == len([e for e in log if "set" in e])
+
+
+def test_compatibility_mode_is_never_labelled_gds(ref):
+    gds = ref.metadata["gds"]
+    paths = [p for p in ref.table("gpu")["path"].unique() if p.startswith("kvikio")]
+    if gds["path"] != "GDS":
+        assert paths and not any("GDS" in p and "not GDS" not in p for p in paths)
+        assert "storage → GPU memory with GDS" not in page.key_metrics(ref)
+
+
+def test_cold_runs_started_cold(ref):
+    for name in ("grid", "random", "readahead"):
+        t = ref.table(name)
+        assert t["resident_at_start"].max() <= 0.05 and set(t["purge_method"]) == {"drop_caches"}
+
+
+def test_full_chapter_within_ten_minutes():
+    import json
+
+    from datajourney import REPO_ROOT
+
+    for p in (REPO_ROOT / "data" / "reference").glob("*/run-reference-*.json"):
+        rec = json.loads(p.read_text())
+        for c in rec.get("chapters", []):
+            if c.get("chapter") == "09_reading_smarter" and rec.get("profile") == "full":
+                assert c["seconds"] <= 600, (p.name, c["seconds"])
