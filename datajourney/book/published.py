@@ -19,6 +19,9 @@ SOURCES = {
     # -- S2: chapter 8 (SPDL paper) --
     # -- S3: chapter 9 (GPU-based storage I/O chapter) --
     # -- S4: chapter 10 (tracing Megatron-LM I/O with DFTracer) --
+    "S4": ("seminar report “Tracing IO in Large Language Model Pretraining on HPC” (Göttingen, 2026): Megatron-LM, "
+           "LLaMA-3-8B on 4× NVIDIA H100 80 GB, Intel Xeon Platinum 8468, 240 GB RAM, data on a Ceph SSD "
+           "parallel file system, DFTracer"),
     # -- S5: chapter 11 (GPU-to-GPU data transfer in DDP) --
 }
 #: Kept for callers that print the S1 hardware line.
@@ -122,6 +125,24 @@ PUBLISHED: dict[str, list[Figure]] = {
     ],
     # -- chapter 10 --
     "10_mmap_vs_read": [
+        Figure("POSIX events per run, mmap", "9,846", "events", setting="≈ constant over all nine sweep points "
+               "(a whole training job: initialisation, metadata, checkpoints)", source="S4"),
+        Figure("POSIX events, read(), largest point", "906,600", "events",
+               setting="sequence length 2048, global batch 512 (133,037 at 512 / 128)", source="S4"),
+        Figure("POSIX events read() ÷ mmap, largest point", "92", "×", setting="sequence length 2048, batch 512",
+               source="S4"),
+        Figure("loader time, mmap, largest point", "43.1", "s",
+               setting="data-loader time of a training job, sequence length 2048, batch 512", source="S4"),
+        Figure("loader time, read(), largest point", "255.5", "s",
+               setting="data-loader time of a training job, sequence length 2048, batch 512", source="S4"),
+        Figure("per-sample bandwidth, mmap, smallest sequence", "29.6", "MB/s", setting="sequence length 512",
+               source="S4"),
+        Figure("per-sample bandwidth, mmap, largest sequence", "111.4", "MB/s", setting="sequence length 2048",
+               source="S4"),
+        Figure("per-sample bandwidth, read(), largest sequence", "26.6", "MB/s", setting="largest configuration",
+               source="S4"),
+        Figure("mmap ÷ read() per-sample bandwidth, largest sequence", "4.4", "×", setting="sequence length 2048",
+               source="S4"),
     ],
     # -- chapter 11 --
     "11_gpu_to_gpu": [
