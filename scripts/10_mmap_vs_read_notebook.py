@@ -29,7 +29,13 @@ This chapter builds such a data set (checked readable by Megatron's own reader i
 loads samples both ways over a sweep of sequence length and batch size, cold and warm, and looks
 at the same runs through three views: what a POSIX tracer (DFTracer, preloaded) records, what the
 kernel counts (page faults, read calls, bytes from storage), and what the application's own spans
-measure. It also measures what each view costs, and what writing a checkpoint costs."""),
+measure. It also measures what each view costs, and what writing a checkpoint costs.
+
+Cold here means the `.bin` file is evicted from the page cache with `posix_fadvise(DONTNEED)`
+(and the eviction checked with `mincore`), not the whole machine's cache: dropping every cache
+would also evict the Python and PyTorch libraries, and the kernel's counters of a cold run would
+then count those being read back in, not the data set. The `.idx` stays mapped, as Megatron keeps
+it, and so stays in memory."""),
     code("""# Parameters (papermill). Sizes in bytes.
 dataset_bytes = 268435456        # token data set (.bin), uint16 tokens
 seq_lengths = [512, 1024, 2048]  # tokens per sample (each sample reads seq_length + 1)
@@ -47,7 +53,7 @@ overhead_batch_size = 64
 checkpoint_sizes = [67108864, 268435456]  # model states saved with torch.save and DCP
 checkpoint_runs = 2
 posix_checkpoint_bytes = 16777216  # checkpoint written after every point under the POSIX view
-purge_method = "auto"            # "auto", "drop_caches" (root) or "fadvise"
+purge_method = "fadvise"         # "fadvise" (the data set's .bin only), "drop_caches" (root) or "auto"
 seed = 0
 data_dir = None                  # where the data set lives (default: $DATAJOURNEY_DATA_DIR)
 run_dir = None                   # where results go (the runner sets it)

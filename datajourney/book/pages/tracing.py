@@ -347,7 +347,9 @@ def theory_note(res: Result) -> str:
     parts = [f"{r['mode']} needed {num(r['needed_MBps'], 'MB/s')} of sample data but moved "
              f"{num(r['storage_MBps'], 'MB/s')} from storage ({num(r['amplification'], '×')} the sample bytes)"
              for _, r in big.iterrows()]
-    return ("Theoretical check at the largest point, cold: " + "; ".join(parts) + ". Each document piece is a "
+    ra = res.metadata.get("read_ahead_kb")
+    ra_text = f" The device's readahead setting is {num(ra)} KiB." if ra is not None else ""
+    return ("Theoretical check at the largest point, cold: " + "; ".join(parts) + "." + ra_text + " Each document piece is a "
             "random read somewhere in the file: a piece smaller than a page still costs a page (and the readahead "
             "around it), so the bytes moved exceed the bytes used, and the loader is bound by the latency of "
             "these reads rather than by the device's bandwidth.")
