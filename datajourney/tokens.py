@@ -194,9 +194,10 @@ class TokenFile:
         self._map = None
         self._pid = None
 
-    def _mapped(self) -> np.ndarray:
+    def _mapped(self) -> memoryview:
         if self._map is None or self._pid != os.getpid():
-            self._map = np.memmap(self.bin_path, dtype=self.index.dtype, mode="r")
+            # as Megatron's reader: a memory map of the whole file, numpy views made with frombuffer
+            self._map = memoryview(np.memmap(self.bin_path, dtype=np.uint8, mode="r"))
             self._pid = os.getpid()
         return self._map
 
@@ -217,9 +218,8 @@ class TokenFile:
             raise IndexError(f"sequence {i} has {n} tokens; asked for {offset}..{offset + length}")
         isz = self.index.itemsize
         start = int(self.index.pointers[i]) + offset * isz
-        if self.mode == "mmap":
-            first = start // isz
-            return np.array(self._mapped()[first:first + length])
+        if self.mode == "mmap":   # copied, so the pages are touched here, inside the read
+            return np.frombuffer(self._mapped(), dtype=self.index.dtype, count=length, offset=start).copy()
         buf = np.empty(length, dtype=self.index.dtype)
         fd = os.open(self.bin_path, os.O_RDONLY)
         try:
