@@ -208,6 +208,10 @@ def finding_checkpoint(res: Result) -> Finding:
             f"{num(ds_['blocked_s'], 's')} for the synchronous save — "
             f"{compare(c[c['method'] == 'dcp_save']['blocked_s'].tolist(), c[c['method'] == 'dcp_async_save']['blocked_s'].tolist(), more='shorter', less='longer', same='no shorter')}"
             ".")
+    bg = da["total_s"] - da["blocked_s"]
+    text += (f" After async_save returned, writing went on for {num(bg, 's')} in the background; from call to "
+             f"synced files it took {compare(c[c['method'] == 'dcp_async_save']['total_s'].tolist(), c[c['method'] == 'dcp_save']['total_s'].tolist(), more='longer than', less='less time than', same='as long as')}"
+             " the synchronous save.")
     return Finding("checkpoint", text, value=float(share * 100), unit="%")
 
 
@@ -279,7 +283,13 @@ def calls_note(res: Result) -> str:
     listed = ", ".join(f"{k} {num(v)}" for k, v in sorted(per.items()))
     miss = "" if any("stat" in k for k in calls) else (
         " The reader also calls fstat on every piece; the tracer recorded no stat call, so it is blind to it here.")
-    return f"Calls the tracer recorded per document piece under read(): {listed}.{miss}"
+    w = p[(p["part"] == "posix_workers") & (p["mode"] == "read")]
+    wtext = ""
+    if len(w):
+        w = w.iloc[0]
+        wtext = (f" With {int(w['workers'])} DataLoader worker{'s' if int(w['workers']) != 1 else ''} it recorded {num(w['posix_bin_reads'])} reads of "
+                 f"`.bin` for {num(w['pieces'])} pieces: the workers' calls are traced too.")
+    return f"Calls the tracer recorded per document piece under read(): {listed}.{miss}{wtext}"
 
 
 def views_table(res: Result) -> pd.DataFrame:
@@ -347,12 +357,63 @@ def theory_note(res: Result) -> str:
     parts = [f"{r['mode']} needed {num(r['needed_MBps'], 'MB/s')} of sample data but moved "
              f"{num(r['storage_MBps'], 'MB/s')} from storage ({num(r['amplification'], '×')} the sample bytes)"
              for _, r in big.iterrows()]
+    text = "Theoretical check at the largest point, cold: " + "; ".join(parts) + "."
+    g = _grid(res)
+    g = g[g["cache"] == "cold"]
+    seq, batch = _largest(g)
+    g = g[(g["seq"] == seq) & (g["batch"] == batch)]
+    m, r = g[g["mode"] == "mmap"].mean(numeric_only=True), g[g["mode"] == "read"].mean(numeric_only=True)
+    why = []
+    if m.get("majflt") and pd.notna(m.get("read_bytes")):
+        why.append(f"under mmap each major page fault brought in {num(m['read_bytes'] / m['majflt'] / 1024, 'KiB')} on "
+                   "average (the kernel reads around a faulting page)")
+    if r.get("syscr") and pd.notna(r.get("read_bytes")):
+        why.append(f"under read() each read call of {num(r['app_bytes'] / r['syscr'])} bytes on average brought in "
+                   f"{num(r['read_bytes'] / r['syscr'] / 1024, 'KiB')} (a page is the smallest unit the page cache "
+                   "reads)")
+    size = res.metadata.get("dataset", {}).get("params", {}).get("bytes")
+    if size and pd.notna(m.get("read_bytes")) and m["read_bytes"] >= 0.95 * size:
+        why.append(f"under mmap the storage delivered {pct(m['read_bytes'] / size)} of the whole `.bin` for one "
+                   "configuration: reading around the faults cached the file, so the later faults were minor")
     ra = res.metadata.get("read_ahead_kb")
-    ra_text = f" The device's readahead setting is {num(ra)} KiB." if ra is not None else ""
-    return ("Theoretical check at the largest point, cold: " + "; ".join(parts) + "." + ra_text + " Each document piece is a "
-            "random read somewhere in the file: a piece smaller than a page still costs a page (and the readahead "
-            "around it), so the bytes moved exceed the bytes used, and the loader is bound by the latency of "
-            "these reads rather than by the device's bandwidth.")
+    if why:
+        text += " The gap, measured: " + "; ".join(why) + "."
+    if ra is not None:
+        text += f" The device's readahead setting is {num(ra)} KiB."
+    return text + (" Each document piece is a random read somewhere in the file, so the loader pays the latency "
+                   "of these reads rather than the device's bandwidth.")
+
+
+def overhead_note(res: Result) -> str:
+    """What one traced call costs: the POSIX view's extra loader time ÷ the calls it recorded."""
+    if "overhead" not in res.tables or not has_posix(res):
+        return ""
+    t = overhead_table(res)
+    row = t[(t["mode"] == "read") & (t["view"] == "posix")]
+    if row.empty:
+        return ""
+    o = res.table("overhead")
+    pieces = o[(o["mode"] == "read") & (o["view"] == "posix")]["pieces"].mean()
+    allp = posix_counts(res)
+    p = allp[allp["mode"] == "read"]
+    per_piece = (p["posix_events"] / p["pieces"]).mean()
+    calls = pieces * per_piece
+    extra_ms = float(row["view_ms"].iloc[0] - row["off_ms"].iloc[0])
+    return (f"Under read() the POSIX tracer recorded about {num(per_piece)} calls per document piece, "
+            f"{num(calls)} calls at this point; its extra {num(extra_ms, 'ms')} of loader time is "
+            f"{num(extra_ms * 1e3 / calls, 'µs')} per recorded call." + _mmap_overhead_tail(t, allp[allp["mode"] == "mmap"]))
+
+
+def _mmap_overhead_tail(t: pd.DataFrame, p: pd.DataFrame) -> str:
+    m = t[(t["mode"] == "mmap") & (t["view"] == "posix")]
+    if m.empty:
+        return ""
+    m = m.iloc[0]
+    posix_counts_mmap_max = float(p["posix_events"].max()) if len(p) else None
+    inside = m["min"] <= 0 <= m["max"]
+    return (f" Under mmap, where it recorded at most {num(posix_counts_mmap_max)} calls per point, its overhead was "
+            + (f"within the spread of the rounds ({span(m['min'], m['max'], '%')})." if inside else
+               f"{num(m['mean'], '%')} ({span(m['min'], m['max'], '%')})."))
 
 
 def workers_table(res: Result) -> pd.DataFrame:
@@ -405,7 +466,12 @@ def checkpoint_posix_note(res: Result) -> str:
         parts.append(f"{r['method']}: {num(r['posix_writes'])} write calls ({num(r['posix_write_bytes'] / 1e6, 'MB')}), "
                      f"{num(r['posix_fsyncs'])} fsync; the kernel counted {num(r['kernel_write_bytes'] / 1e6, 'MB')} "
                      "written")
-    blind = [r["method"] for _, r in c.iterrows() if r["posix_write_bytes"] < 0.5 * r["kernel_write_bytes"]]
-    tail = (f" The tracer missed most bytes of {', '.join(blind)}: those writes do not go through the calls it "
-            "wraps." if blind else "")
+    blind = [r for _, r in c.iterrows() if r["posix_write_bytes"] < 0.5 * r["kernel_write_bytes"]]
+    tail = ""
+    for r in blind:
+        calls = ", ".join(f"{k} {v}" for k, v in json.loads(r["posix_calls"]).items())
+        tail += (f" For {r['method']} the tracer recorded {num(r['posix_write_bytes'] / 1e6, 'MB')} of the "
+                 f"{num(r['kernel_write_bytes'] / 1e6, 'MB')} the kernel counted; the only calls it recorded ({calls})"
+                 + (" are this chapter's own stat and fsync after the save: the library's file calls bypass the "
+                    "preloaded wrappers." if r["method"] == "torch_save" else "."))
     return "Checkpoint writes under the POSIX view: " + "; ".join(parts) + "." + tail
