@@ -138,7 +138,8 @@ samples per second the loader delivered, it gives the bandwidth the loader *need
 count of bytes read from storage gives what it *moved*. Cold rows only: warm, nothing comes
 from storage."""),
     code("""report.say(page.theory_note(res))
-report.table(page.theory_table(res), "Bytes per sample × samples/s against bytes from storage (cold, means over runs)")"""),
+if "cold" in set(res.table("sweep")["cache"]):
+    report.table(page.theory_table(res), "Bytes per sample × samples/s against bytes from storage (cold, means over runs)")"""),
     MD("""## Workers
 
 The source did not vary the number of DataLoader workers. Workers read in parallel, which

@@ -178,7 +178,8 @@ def finding_overhead(res: Result) -> Finding:
         parts.append(f"{r['view']} on {MODE_NAMES[r['mode']]} {num(r['mean'], '%')} ({span(r['min'], r['max'], '%')})")
     head = t[(t["mode"] == "read") & (t["view"] == ("posix" if "posix" in set(t["view"]) else "app"))].iloc[0]
     n = int(t["n"].max())
-    text = (f"Tracer overhead on loader time, each view against tracing off in {n} paired rounds (mean, min–max): "
+    text = (f"Tracer overhead on loader time, each view against tracing off in {n} paired round{'s' if n != 1 else ''} "
+            "(mean, min–max): "
             + "; ".join(parts) + ".")
     return Finding("overhead", text, value=float(head["mean"]), unit="%", interval=(float(head["min"]),
                    float(head["max"])))
@@ -350,6 +351,8 @@ def theory_table(res: Result) -> pd.DataFrame:
 
 
 def theory_note(res: Result) -> str:
+    if "cold" not in set(_grid(res)["cache"]):
+        return "The theoretical check compares with bytes read from storage, so it needs cold runs; this run had none."
     t = theory_table(res)
     if t["storage_MBps"].isna().all():
         return "The kernel's byte counters were not available here, so the theoretical check is left out."
