@@ -88,10 +88,10 @@ phase only), warm, with no worker; the log axis is needed because the two modes 
 orders of magnitude."""),
     code("""if page.has_posix(res):
     c = page.posix_counts(res)
-    c = c.assign(point=c["seq"].astype(str) + " × " + c["batch"].astype(str), mean=c["posix_events"].clip(lower=0.5),
+    c = c.assign(seq=c["seq"].astype(int), batch=c["batch"].astype(int), mean=c["posix_events"].clip(lower=0.5),
                  min=c["posix_events"].clip(lower=0.5), max=c["posix_events"].clip(lower=0.5), n=1)
-    plotting.lines_facets(c, x="point", color="mode", facet="seq", title="POSIX events per sweep point (warm, no worker)",
-        xaxis="sequence length × batch size", yaxis="POSIX events (log scale; zero drawn at 0.5)", unit="events",
+    plotting.lines_facets(c, x="batch", color="mode", facet="seq", title="POSIX events per sweep point (warm, no worker)",
+        xaxis="batch size", yaxis="events (log; 0 drawn at 0.5)", unit="events",
         log_y=True, shared_y=True, names=page.MODE_NAMES, band_label="one run").show()
     report.table(page.posix_table(res), "POSIX view per sweep point: events, opens, reads, MB read, mean read size (KB), time in read calls (s)")
     report.say(page.calls_note(res))

@@ -121,8 +121,35 @@ def finding_loader(res: Result) -> Finding:
                      f"{span(lo, hi, '×')} over {len(m)} runs)")
         if head is None or cache == "warm":
             head = (mid, lo, hi)
-    text = f"Loader time at sequence {seq}, batch {batch}: " + "; ".join(parts) + "."
+    text = f"Loader time at sequence {seq}, batch {batch}: " + "; ".join(parts) + "." + grid_wins_text(res)
     return Finding("loader_time", text, value=head[0], unit="×", interval=(head[1], head[2]))
+
+
+def grid_wins(res: Result, cache: str) -> pd.DataFrame:
+    """Per sweep point: which mode had the shorter loader time over the runs (+1 mmap, -1 read(),
+    0 within the spread), and the MB each read from storage."""
+    g = _grid(res)
+    g = g[g["cache"] == cache]
+    rows = []
+    for (seq, batch), part in g.groupby(["seq", "batch"]):
+        m, r = part[part["mode"] == "mmap"], part[part["mode"] == "read"]
+        rows.append(dict(seq=seq, batch=batch, winner=direction(r["loader_s"].tolist(), m["loader_s"].tolist()),
+                         mmap_storage_MB=m["read_bytes"].mean() / 1e6, read_storage_MB=r["read_bytes"].mean() / 1e6))
+    return pd.DataFrame(rows)
+
+
+def grid_wins_text(res: Result) -> str:
+    out = []
+    for cache in [c for c in ("cold", "warm") if c in set(_grid(res)["cache"])]:
+        w = grid_wins(res, cache)
+        n_m, n_r, n = int((w["winner"] > 0).sum()), int((w["winner"] < 0).sum()), len(w)
+        t = f"{cache}, mmap was faster at {n_m} of {n} sweep points and read() at {n_r}"
+        if cache == "cold" and n_r and w["mmap_storage_MB"].notna().all():
+            rw = w[w["winner"] < 0]
+            t += (f" (at those, mmap read {num(rw['mmap_storage_MB'].mean(), 'MB')} from storage per configuration "
+                  f"and read() {num(rw['read_storage_MB'].mean(), 'MB')})")
+        out.append(t)
+    return (" Over the whole sweep: " + "; ".join(out) + ".") if out else ""
 
 
 def per_sample_bandwidth(res: Result) -> pd.DataFrame:
