@@ -216,6 +216,8 @@ def test_findings_follow_the_data():
     rev = {f.key: f for f in page.findings(_result(mmap_events=(6, 60, 6, 6), mmap_loader=3.0, over=(1.0, 0.8)))}
     assert "not constant" in rev["posix_events"].text
     assert "slower than read()" in rev["loader_time"].text
+    assert "mmap was faster at 0 of 4 sweep points and read() at 4" in rev["loader_time"].text
+    assert "mmap was faster at 4 of 4 sweep points and read() at 0" in base["loader_time"].text
     assert rev["overhead"].value == pytest.approx(-20.0)
     same = {f.key: f for f in page.findings(_result(mmap_loader=2.0))}
     assert "mmap level with" in same["loader_time"].text
