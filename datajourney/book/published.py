@@ -23,6 +23,9 @@ SOURCES = {
     "S3": ("a book chapter on GPU-based storage I/O: NVIDIA gdsio, one GPU (device 0), 4 workers, 1 MiB reads of a "
            "10 GiB file on a local file system; the host's storage, CPU and GPU are not named"),
     # -- S4: chapter 10 (tracing Megatron-LM I/O with DFTracer) --
+    "S4": ("seminar report “Tracing IO in Large Language Model Pretraining on HPC” (Göttingen, 2026): Megatron-LM, "
+           "LLaMA-3-8B on 4× NVIDIA H100 80 GB, Intel Xeon Platinum 8468, 240 GB RAM, data on a Ceph SSD "
+           "parallel file system, DFTracer"),
     # -- S5: chapter 11 (GPU-to-GPU data transfer in DDP) --
 }
 #: Kept for callers that print the S1 hardware line.
@@ -155,6 +158,24 @@ PUBLISHED: dict[str, list[Figure]] = {
     ],
     # -- chapter 10 --
     "10_mmap_vs_read": [
+        Figure("POSIX events per run, mmap", "9,846", "events", setting="≈ constant over all nine sweep points "
+               "(a whole training job: initialisation, metadata, checkpoints)", source="S4"),
+        Figure("POSIX events, read(), largest point", "906,600", "events",
+               setting="sequence length 2048, global batch 512 (133,037 at 512 / 128)", source="S4"),
+        Figure("POSIX events read() ÷ mmap, largest point", "92", "×", setting="sequence length 2048, batch 512",
+               source="S4"),
+        Figure("loader time, mmap, largest point", "43.1", "s",
+               setting="data-loader time of a training job, sequence length 2048, batch 512", source="S4"),
+        Figure("loader time, read(), largest point", "255.5", "s",
+               setting="data-loader time of a training job, sequence length 2048, batch 512", source="S4"),
+        Figure("per-sample bandwidth, mmap, smallest sequence", "29.6", "MB/s", setting="sequence length 512",
+               source="S4"),
+        Figure("per-sample bandwidth, mmap, largest sequence", "111.4", "MB/s", setting="sequence length 2048",
+               source="S4"),
+        Figure("per-sample bandwidth, read(), largest sequence", "26.6", "MB/s", setting="largest configuration",
+               source="S4"),
+        Figure("mmap ÷ read() per-sample bandwidth, largest sequence", "4.4", "×", setting="sequence length 2048",
+               source="S4"),
     ],
     # -- chapter 11 --
     "11_gpu_to_gpu": [

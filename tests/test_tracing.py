@@ -1,0 +1,251 @@
+"""Chapter 10: the indexed token data set, its readers, bad input, and findings that follow the data."""
+import copy
+import json
+import struct
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from datajourney import tokens, tracing
+from datajourney.book import results
+from datajourney.book.pages import tracing as page
+from datajourney.params import ParameterError
+
+
+@pytest.fixture()
+def small(tmp_path):
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(1, 40, size=300)
+    toks = rng.integers(0, tokens.GPT2_VOCAB, size=int(lengths.sum()), dtype=np.uint16)
+    prefix = tmp_path / "t"
+    tokens.write_indexed(prefix, toks, lengths)
+    return prefix, toks, lengths
+
+
+def test_round_trip_both_modes_same_bytes(small):
+    prefix, toks, lengths = small
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    for mode in tokens.MODES:
+        tf = tokens.TokenFile(prefix, mode)
+        assert len(tf) == lengths.size
+        for i in (0, 7, 299):
+            assert np.array_equal(tf.get(i), toks[starts[i]:starts[i] + lengths[i]])
+        assert np.array_equal(tf.get(7, 1, 3), toks[starts[7] + 1:starts[7] + 4]) or lengths[7] < 4
+
+
+def test_megatron_reads_our_files(small):
+    prefix, toks, lengths = small
+    pytest.importorskip("megatron.core", reason="megatron-core not installed (pip install 'datajourney[ch10]')")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+    ours = tokens.TokenFile(prefix, "mmap")
+    for mmap in (True, False):
+        ds = IndexedDataset(str(prefix), mmap=mmap)
+        assert len(ds) == lengths.size
+        assert np.array_equal(ds.sequence_lengths, lengths)
+        assert np.array_equal(ds.document_indices, np.arange(lengths.size + 1))
+        for i in range(0, lengths.size, 37):
+            assert np.array_equal(ds[i], ours.get(i))
+
+
+def test_reader_agrees_with_an_independent_parse(small):
+    """Without megatron-core: parse the header with struct and compare every field."""
+    prefix, toks, lengths = small
+    raw = prefix.with_suffix(".idx").read_bytes()
+    assert raw[:9] == b"MMIDIDX\x00\x00"
+    version, code, n, m = struct.unpack_from("<QBQQ", raw, 9)
+    assert (version, code, n, m) == (1, 8, lengths.size, lengths.size + 1)
+    ptr = np.frombuffer(raw, "<i8", count=n, offset=34 + 4 * n)
+    assert ptr[-1] == 2 * (lengths.sum() - lengths[-1])
+
+
+def _corrupt(prefix, offset=None, data=None, truncate=None):
+    p = prefix.with_suffix(".idx")
+    raw = bytearray(p.read_bytes())
+    if truncate is not None:
+        raw = raw[:truncate]
+    if offset is not None:
+        raw[offset:offset + len(data)] = data
+    p.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("how, field", [
+    (dict(offset=0, data=b"XXXXXXX"), "magic"),
+    (dict(truncate=20), "header"),
+    (dict(truncate=200), "sequence_count/document_count"),
+    (dict(offset=17, data=bytes([42])), "dtype"),
+    (dict(offset=9, data=struct.pack("<Q", 2)), "version"),
+])
+def test_corrupt_index_names_file_and_field(small, how, field):
+    prefix, _, _ = small
+    _corrupt(prefix, **how)
+    with pytest.raises(tokens.CorruptIndex) as e:
+        tokens.read_index(prefix.with_suffix(".idx"))
+    assert e.value.field == field and str(prefix.with_suffix(".idx")) in str(e.value)
+
+
+def test_pointer_past_the_end_of_bin(small):
+    prefix, _, lengths = small
+    n = lengths.size
+    _corrupt(prefix, offset=34 + 4 * n + 8 * (n - 1), data=struct.pack("<q", 10 ** 9))
+    with pytest.raises(tokens.CorruptIndex, match="past the end of t.bin") as e:
+        tokens.read_index(prefix.with_suffix(".idx"))
+    assert e.value.field == "sequence_pointers"
+
+
+def test_truncated_bin(small):
+    prefix, _, _ = small
+    b = prefix.with_suffix(".bin")
+    b.write_bytes(b.read_bytes()[:-10])
+    with pytest.raises(tokens.CorruptIndex, match="sequence_pointers"):
+        tokens.TokenFile(prefix, "read")
+
+
+def test_samples_are_megatron_windows_of_the_shuffled_stream(small):
+    prefix, toks, lengths = small
+    tf = tokens.TokenFile(prefix, "read")
+    plan = tracing.SamplePlan(tf.index, 50, seed=3)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    stream = np.concatenate([toks[starts[d]:starts[d] + lengths[d]] for d in plan.doc_order])
+    ds = tracing.TokenSamples(tf, plan, np.arange(plan.n_samples), spans=True)
+    seen = set()
+    for k in range(len(ds)):
+        x, y, stats = ds[k]
+        s = int(plan.shuffle[k])
+        seen.add(s)
+        want = stream[s * 50:s * 50 + 51].astype(np.int64)
+        assert np.array_equal(x.numpy(), want[:-1]) and np.array_equal(y.numpy(), want[1:])
+        assert stats[4] == 51 * 2
+    assert seen == set(range(plan.n_samples))   # every sample exactly once
+    mm = tracing.TokenSamples(tokens.TokenFile(prefix, "mmap"), plan, np.arange(5), spans=False)
+    rd = tracing.TokenSamples(tf, plan, np.arange(5), spans=False)
+    assert all(np.array_equal(mm[i][0], rd[i][0]) for i in range(5))
+
+
+def test_sequence_longer_than_the_documents(small):
+    prefix, _, lengths = small
+    with pytest.raises(ParameterError, match="seq_lengths") as e:
+        tracing.SamplePlan(tokens.read_index(prefix.with_suffix(".idx")), int(lengths.sum()), seed=0)
+    assert "t.idx" in str(e.value)
+
+
+CI = dict(dataset_bytes=4 << 20, seq_lengths=[128], batch_sizes=[4], steps=2, runs=1, cache_states=["warm"],
+          workers=[0], workers_seq_length=128, workers_batch_size=4, posix_view="auto", overhead_rounds=1,
+          overhead_seq_length=128, overhead_batch_size=4, checkpoint_sizes=[], checkpoint_runs=1,
+          posix_checkpoint_bytes=1 << 20, purge_method="auto")
+
+
+@pytest.mark.parametrize("change, name", [
+    (dict(batch_sizes=[0]), "batch_sizes"),
+    (dict(seq_lengths=[3 << 20]), "seq_lengths"),
+    (dict(batch_sizes=[100_000]), "batch_sizes"),
+    (dict(steps=1), "steps"),
+    (dict(posix_view="maybe"), "posix_view"),
+    (dict(cache_states=["hot"]), "cache_states"),
+    (dict(dataset_bytes=-1), "dataset_bytes"),
+])
+def test_bad_parameters_fail_up_front(change, name):
+    with pytest.raises(ParameterError) as e:
+        tracing.check_parameters({**CI, **change})
+    assert e.value.name == name if hasattr(e.value, "name") else name in str(e.value)
+    assert name in str(e.value)
+
+
+def test_trace_reader_survives_a_truncated_file(tmp_path):
+    import gzip
+
+    lines = [json.dumps({"name": "FH", "cat": "dftracer", "args": {"name": "/d/tokens.bin", "value": "h1"}}),
+             json.dumps({"name": "read", "cat": "POSIX", "pid": 1, "ts": 10, "dur": 2,
+                         "args": {"ret": 100, "count": 100, "fhash": "h1"}})]
+    raw = gzip.compress(("\n".join(lines * 50) + "\n").encode())
+    (tmp_path / "a.pfw.gz").write_bytes(raw[: len(raw) - 20])
+    ev = tracing.read_trace(tmp_path)
+    assert ev and ev[0]["path"] == "/d/tokens.bin"
+    s = tracing.summarise_events(ev)
+    assert s["reads"] == len(ev) and s["read_bytes"] == 100 * len(ev)
+
+
+# ---------------------------------------------------------------------------- findings follow the data
+def _result(mmap_events=(6, 6, 6, 6), read_scale=1.0, mmap_loader=1.0, read_loader=2.0, over=(1.0, 1.2)):
+    grid, posix = [], []
+    for seq in (128, 256):
+        for batch in (4, 16):
+            for mode in ("mmap", "read"):
+                for cache in ("cold", "warm"):
+                    for run in (0, 1):
+                        pieces = batch * seq / 20
+                        grid.append(dict(part="grid", mode=mode, seq=seq, batch=batch, workers=0, cache=cache, run=run,
+                                         steps=2, samples=2 * batch,
+                                         loader_s=(mmap_loader if mode == "mmap" else read_loader) * (1 + 0.01 * run),
+                                         app_bytes=2 * batch * (seq + 1) * 2, pieces=pieces, lookup_s=0.001,
+                                         read_s=0.002 if mode == "mmap" else 0.01, construct_s=0.001, collate_s=0.001,
+                                         minflt=100 if mode == "mmap" else 5, majflt=3 if mode == "mmap" else 0,
+                                         syscr=5 if mode == "mmap" else pieces, read_bytes=1e6, disk_read_bytes=1e6))
+                i = len(posix)
+                ev = mmap_events[i // 2 % len(mmap_events)] if mode == "mmap" else 4 * batch * seq / 20 * read_scale
+                posix.append(dict(part="posix", mode=mode, seq=seq, batch=batch, samples=2 * batch, posix_events=ev,
+                                  posix_reads=ev / 4, posix_opens=ev / 4, posix_bin_reads=ev / 4, posix_read_bytes=ev,
+                                  posix_mean_read_bytes=40.0, posix_read_s=0.001, pieces=batch * seq / 20,
+                                  posix_calls=json.dumps({"open64": 1, "read": 1}), ckpt_posix_writes=4,
+                                  ckpt_posix_write_bytes=1000))
+    overhead = []
+    for rnd in (0, 1):
+        for mode in ("mmap", "read"):
+            overhead.append(dict(view="off", mode=mode, round=rnd, loader_s=over[0]))
+            overhead.append(dict(view="posix", mode=mode, round=rnd, loader_s=over[1]))
+    ck = [dict(state_bytes=1 << 20, method=m, run=r, GBps=1.0, blocked_s=b, total_s=1.0, device="cpu")
+          for r in (0, 1) for m, b in (("torch_save", 1.0), ("dcp_save", 1.0), ("dcp_async_save", 0.2))]
+    res = results.Result(chapter=tracing.CHAPTER, run_id="t", parameters={}, fingerprint={},
+                         metadata={"itemsize": 2, "composition": {}})
+    res.add("sweep", pd.DataFrame(grid))
+    res.add("posix", pd.DataFrame(posix))
+    res.add("overhead", pd.DataFrame(overhead))
+    res.add("checkpoint", pd.DataFrame(ck))
+    return res
+
+
+def test_findings_follow_the_data():
+    base = {f.key: f for f in page.findings(_result())}
+    assert "constant within" in base["posix_events"].text and "grows with the tokens read" in base["posix_events"].text
+    assert "mmap 2.0× faster than read()" in base["loader_time"].text
+    assert base["overhead"].value == pytest.approx(20.0)
+    # reversed: mmap counts vary, mmap slower, tracing makes things faster
+    rev = {f.key: f for f in page.findings(_result(mmap_events=(6, 60, 6, 6), mmap_loader=3.0, over=(1.0, 0.8)))}
+    assert "not constant" in rev["posix_events"].text
+    assert "slower than read()" in rev["loader_time"].text
+    assert "mmap was faster at 0 of 4 sweep points and read() at 4" in rev["loader_time"].text
+    assert "mmap was faster at 4 of 4 sweep points and read() at 0" in base["loader_time"].text
+    assert rev["overhead"].value == pytest.approx(-20.0)
+    same = {f.key: f for f in page.findings(_result(mmap_loader=2.0))}
+    assert "mmap level with" in same["loader_time"].text
+    assert "shorter" in base["checkpoint"].text
+
+
+def test_findings_without_the_posix_view():
+    res = _result()
+    del res.tables["posix"]
+    res.metadata["posix_why_not"] = "the dftracer package is not installed"
+    f = page.findings(res)[0]
+    assert f.value is None and "did not run" in f.text and "not installed" in f.text
+    assert "POSIX events read() ÷ mmap, largest point" not in page.key_metrics(res)
+
+
+def test_a_ci_run_end_to_end(tmp_path, monkeypatch):
+    """A small real run: findings are computed and the modes read the same samples."""
+    monkeypatch.setenv("DATAJOURNEY_DATA_DIR", str(tmp_path / "data"))
+    res = tracing.run(**{**CI, "cache_states": ["cold", "warm"], "checkpoint_sizes": [1 << 20]},
+                      data_dir=tmp_path / "data", run_dir=tmp_path / "run", progress=False)
+    s = res.table("sweep")
+    assert set(s["mode"]) == {"mmap", "read"} and (s["samples"] == 8).all()
+    assert s.groupby("mode")["app_bytes"].sum().nunique() == 1        # same bytes both ways
+    read = s[s["mode"] == "read"]
+    assert (read["syscr"] >= read["pieces"]).all()                    # one read call per piece at least
+    items = page.findings(res)
+    assert 3 <= len(items) <= 6 and all("nan" not in f.text for f in items)
+    if res.metadata["posix_view"]:
+        p = res.table("posix")
+        r = p[p["mode"] == "read"]
+        assert (r["posix_reads"] == r["pieces"]).all()               # the tracer sees every piece's read
