@@ -921,6 +921,34 @@ def cost_dots(df: pd.DataFrame, *, title: str, source: str) -> go.Figure:
 
 
 # -- chapter 11 --
+def topology_matrix(topo: pd.DataFrame, *, title: str, legend: dict) -> go.Figure:
+    """``nvidia-smi topo -m`` as a grid: one cell per device pair, coloured by link kind, labelled
+    with the link as nvidia-smi prints it; the hover explains the link."""
+    import re
+
+    devs = list(dict.fromkeys(list(topo["a"]) + list(topo["b"])))
+    kinds = sorted({("NV" if re.fullmatch(r"NV\d+", str(v)) else str(v)) for v in topo["link"]})
+    code = {k: i for i, k in enumerate(kinds)}
+    z, text, hover = [], [], []
+    for a in devs:
+        zr, tr, hr = [], [], []
+        for b in devs:
+            v = topo[(topo["a"] == a) & (topo["b"] == b)]["link"]
+            v = str(v.iloc[0]) if len(v) else ""
+            k = "NV" if re.fullmatch(r"NV\d+", v) else v
+            zr.append(code.get(k))
+            tr.append(v)
+            hr.append(f"{a} ↔ {b}: {v} — {legend.get(k, '')}")
+        z.append(zr), text.append(tr), hover.append(hr)
+    n = max(1, len(kinds) - 1)
+    scale = [[i / n, PALETTE[i % len(PALETTE)]] for i in range(len(kinds))] if len(kinds) > 1 else [[0, PALETTE[0]],
+                                                                                                     [1, PALETTE[0]]]
+    fig = go.Figure(go.Heatmap(z=z, x=devs, y=devs, text=text, texttemplate="%{text}", customdata=hover,
+                               hovertemplate="%{customdata}<extra></extra>", colorscale=scale, showscale=False))
+    fig.update_layout(title=title, height=160 + 60 * len(devs), width=None)
+    fig.update_yaxes(autorange="reversed", title_text="device")
+    fig.update_xaxes(title_text="device (cell: link as nvidia-smi topo -m prints it)")
+    return fig
 
 
 # -- end of chapters --
