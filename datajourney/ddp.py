@@ -93,17 +93,18 @@ TOPO_LEGEND = {
 def parse_topology(text: str) -> pd.DataFrame:
     """``nvidia-smi topo -m`` as a tidy table: a, b, link (GPU and NIC columns only)."""
     lines = [_ANSI.sub("", ln).rstrip() for ln in (text or "").splitlines()]
-    header = next((ln for ln in lines if re.search(r"\bGPU0\b", ln) and not ln.lstrip().startswith("GPU0 ")), None)
+    # the header is indented (it has no row label); the rows start with their device's name
+    header = next((ln for ln in lines if ln[:1].isspace() and re.search(r"\bGPU0\b", ln)), None)
     if header is None:
         return pd.DataFrame(columns=["a", "b", "link"])
-    cols = [c for c in re.split(r"\s+|\t", header.strip()) if c]
-    devs = [c for c in cols if re.fullmatch(r"(GPU|NIC)\d+", c)]
+    devs = [c for c in header.split() if re.fullmatch(r"(GPU|NIC)\d+", c)]
     rows = []
     for ln in lines:
-        parts = [p for p in re.split(r"\s+", ln.strip()) if p]
-        if parts and re.fullmatch(r"(GPU|NIC)\d+", parts[0]) and len(parts) > len(devs):
-            for dev, val in zip(devs, parts[1:1 + len(devs)]):
-                rows.append({"a": parts[0], "b": dev, "link": val})
+        parts = ln.split()
+        if ln[:1].isspace() or not parts or not re.fullmatch(r"(GPU|NIC)\d+", parts[0]) or len(parts) <= len(devs):
+            continue
+        for dev, val in zip(devs, parts[1:1 + len(devs)]):
+            rows.append({"a": parts[0], "b": dev, "link": val})
     return pd.DataFrame(rows, columns=["a", "b", "link"])
 
 
@@ -441,6 +442,7 @@ def tidy(jobs: list[Job]) -> dict[str, pd.DataFrame]:
                        "static_graph": r["static_graph"], "bucket_view": r["bucket_view"], "hook": r["hook"],
                        "bucket_cap_mb": r["bucket_cap_mb"], "status": r["status"], "reason": r.get("reason"),
                        "grad_bytes": r.get("grad_bytes"), "loss": r.get("loss"),
+                       "replica_spread": r.get("replica_spread"),
                        "hook_state": json.dumps(r["hook_state"]) if r.get("hook_state") else None,
                        "profile_error": r.get("profile_error")}
                 sps = r.get("steps_per_s") or []
@@ -514,7 +516,10 @@ def interp_algbw(summary: pd.DataFrame, size: int) -> float:
 
 def predict_comm(rungs: pd.DataFrame, bench: pd.DataFrame, n: int) -> pd.DataFrame:
     """For each uncompressed DDP rung on N processes: the all-reduce time that its gradient bytes
-    and the measured all-reduce bandwidth predict, beside the profiled NCCL kernel time."""
+    and the measured all-reduce bandwidth predict, beside the profiled NCCL kernel time.
+
+    The buckets are taken as equal shares of the gradient bytes, as many as the profile counted
+    NCCL kernels per step (one all-reduce per bucket); without a profile, from ``bucket_cap_mb``."""
     summ = bench_summary(bench)
     summ = summ[summ["op"] == "all_reduce"]
     rows = []
@@ -524,10 +529,17 @@ def predict_comm(rungs: pd.DataFrame, bench: pd.DataFrame, n: int) -> pd.DataFra
         s = summ[summ["path"] == r["path"]]
         if s.empty:
             continue
-        sizes = bucket_sizes(int(r["grad_bytes"]), int(r["bucket_cap_mb"]))
+        k = r.get("prof_nccl_kernels")
+        if k is not None and not pd.isna(k) and k >= 1:
+            # DDP keeps parameters whole, so the profile's all-reduce count per step is the bucket count
+            k = int(round(k))
+            sizes, how = [int(r["grad_bytes"]) // k] * k, "profile"
+        else:
+            sizes, how = bucket_sizes(int(r["grad_bytes"]), int(r["bucket_cap_mb"])), "bucket_cap_mb"
         pred = sum(b / (interp_algbw(s, b) * 1e9) for b in sizes) * 1e3
-        rows.append({"path": r["path"], "rung": r["rung"], "buckets": len(sizes), "grad_bytes": int(r["grad_bytes"]),
+        rows.append({"path": r["path"], "rung": r["rung"], "buckets": len(sizes), "buckets_from": how,
+                     "grad_bytes": int(r["grad_bytes"]),
                      "predicted_ms": pred, "profiled_nccl_ms": r.get("prof_nccl_ms"),
                      "exposed_nccl_ms": r.get("prof_exposed_nccl_ms")})
-    return pd.DataFrame(rows, columns=["path", "rung", "buckets", "grad_bytes", "predicted_ms", "profiled_nccl_ms",
-                                       "exposed_nccl_ms"])
+    return pd.DataFrame(rows, columns=["path", "rung", "buckets", "buckets_from", "grad_bytes", "predicted_ms",
+                                       "profiled_nccl_ms", "exposed_nccl_ms"])

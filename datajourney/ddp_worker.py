@@ -281,7 +281,15 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
             record["profile_error"] = f"{type(e).__name__}: {e}"
     elif cfg["profile_steps"] > 0:
         record["profile_error"] = "no CUDA: no GPU kernels to profile"
-    if world > 1:
+    if world > 1 and rung["ddp"]:
+        # DDP keeps the replicas identical: every rank applied the same averaged gradients
+        with torch.no_grad():
+            total = sum(p.detach().double().sum() for p in model.parameters())
+        hi = torch.tensor([float(total)], dtype=torch.float64, device=device)
+        lo = hi.clone()
+        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+        record["replica_spread"] = float(hi.item() - lo.item())
         dist.barrier()
     emit(**record)
     del model, opt, batches

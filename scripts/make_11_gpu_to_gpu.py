@@ -100,8 +100,8 @@ What NCCL actually uses is a separate question, answered by its own log: with `N
 each channel connection prints a line ending in `via P2P/...` (direct GPU-to-GPU reads or writes,
 over NVLink or PCIe), `via SHM/...` (through a shared-memory buffer in host RAM) or `via NET/...`
 (through the network stack, here sockets)."""),
-    code('''if gpu is not None and not gpu.table("topology").empty:
-    plotting.topology_matrix(gpu.table("topology"), legend=page.TOPO_LEGEND,
+    code('''if gpu is not None and not page.topology(gpu).empty:
+    plotting.topology_matrix(page.topology(gpu), legend=page.TOPO_LEGEND,
         title="nvidia-smi topo -m" + ("" if gpu is res else " — reference run")).show()
     report.say(page.topology_text(gpu))
 else:
@@ -133,6 +133,7 @@ if len(lad):
     plotting.bars_facets(lad, x="step", color="label", facet=None, unit="steps/s",
         title="Steps/s per GPU or process (bar: mean over windows; error bar: one std)",
         xaxis="rung", yaxis="steps/s per GPU (mean; error bar: std over windows)").show()
+report.say(page.spread_notes(src))
 report.say(page.powersgd_state(src))
 if gpu is not None and gpu is not res:
     report.table(page.ladder_table(gpu), "The ladder on the reference run (labelled)")'''),
@@ -169,17 +170,16 @@ reduce-scatter, so that bus bandwidth can be compared with a link's speed whatev
 of GPUs. From the gradient bytes of a rung, DDP's approximate bucket sizes and the all-reduce
 bandwidth measured at those sizes, the chapter predicts each uncompressed rung's all-reduce time
 and puts it beside the NCCL kernel time the profiler saw."""),
-    code('''bsrc = res if "bench" in res.tables else gpu
-if bsrc is not None and "bench" in bsrc.tables:
+    code('''for bsrc in [s for s in dict.fromkeys([res, gpu]) if s is not None and "bench" in s.tables]:
     bl = page.bench_long(bsrc)
+    label = "" if bsrc is res else " — reference run"
     plotting.size_ticks(plotting.lines_with_band(bl, x="size", color="series", unit="GB/s", centre="busbw_GBps",
         low="busbw_min", high="busbw_max", band_label="min–max over repeats", x_format=plotting.size_label,
         xaxis="message size (bytes, log scale)", yaxis="bus bandwidth (GB/s; point: median)",
-        title="Collective bus bandwidth by size" + ("" if bsrc is res else " — reference run")), bl["size"]).show()
-    report.table(bl.drop(columns=["series"]), "Collectives: median time, algorithm and bus bandwidth")
-for p_src in [s for s in (res, gpu) if s is not None and len(page.prediction_table(s))][:1]:
-    report.table(page.prediction_table(p_src), "Predicted all-reduce time vs profiled NCCL time per step"
-                 + ("" if p_src is res else " — reference run"))'''),
+        title="Collective bus bandwidth by size" + label), bl["size"]).show()
+    report.table(bl.drop(columns=["series"]), "Collectives: median time, algorithm and bus bandwidth" + label)
+    if len(page.prediction_table(bsrc)):
+        report.table(page.prediction_table(bsrc), "Predicted all-reduce time vs profiled NCCL time per step" + label)'''),
     md("""## The host path is an emulation
 
 `NCCL_P2P_DISABLE=1` stops NCCL from letting one GPU read or write another's memory directly, so

@@ -7,7 +7,8 @@ import math
 
 import pandas as pd
 
-from ...ddp import CHAPTER, PATH_LABELS, TOPO_LEGEND, bench_summary, link_kind, rung_label  # noqa: F401
+from ...ddp import (CHAPTER, PATH_LABELS, TOPO_LEGEND, bench_summary, link_kind, parse_topology,  # noqa: F401
+                    rung_label)
 from .. import findings as fx
 from ..findings import Finding, size_label
 
@@ -46,6 +47,12 @@ def _device(res) -> str:
     return "GPU" if res.metadata.get("cuda") else "process"
 
 
+def _devs(res, n: int) -> str:
+    """'2 GPUs', '1 GPU', '2 processes'."""
+    d = _device(res)
+    return f"{n} {d}" + ("" if n == 1 else "es" if d == "process" else "s")
+
+
 def _jobs(res) -> dict:
     return {j["job"]: j for j in res.metadata.get("jobs", [])}
 
@@ -67,7 +74,8 @@ def _mean(v) -> float:
 
 
 def _rate(v) -> str:
-    return fx.num(_mean(v), "steps/s") + (f" ({fx.span(min(v), max(v))})" if len(v) > 1 else "")
+    m, rng = fx.num(_mean(v), "steps/s"), fx.span(min(v), max(v))
+    return m + (f" (windows {rng})" if len(v) > 1 and rng != fx.num(_mean(v), with_unit=False) else "")
 
 
 # --------------------------------------------------------------------------- published metrics
@@ -103,11 +111,10 @@ def key_metrics(res) -> dict:
 
 
 def _host_job(res) -> str | None:
-    """The forced host path the headline uses: the first that ran (P2P off before P2P+SHM off)."""
-    for name in ("p2p_off", "p2p_shm_off"):
-        if _windows(res, name, "ddp"):
-            return name
-    return None
+    """The forced host path the published comparison uses: the slowest one-bucket run (the collapse)."""
+    runs = {h: _windows(res, h, "ddp") for h in ("p2p_off", "p2p_shm_off")}
+    runs = {h: w for h, w in runs.items() if w}
+    return min(runs, key=lambda h: _mean(runs[h])) if runs else None
 
 
 def _nccl_share(r) -> float | None:
@@ -123,13 +130,13 @@ def finding_ddp_one(res) -> Finding:
     dev = _device(res)
     mid, lo, hi = fx.ratio_interval(ddp1, one)
     d = fx.direction(ddp1, one, tol=0.02)
-    word = fx.choose(d, f"faster than the same model without DDP ({fx.times(mid)})",
-                     f"slower than the same model without DDP: {fx.pct(1 - mid)} of the throughput lost",
-                     f"level with the same model without DDP ({fx.times(mid)}, within the spread of the windows)")
+    word = fx.choose(d, f"faster ({fx.times(mid)})",
+                     f"slower: {fx.pct(1 - mid)} of the throughput lost",
+                     f"level ({fx.times(mid)}, within the spread of the windows)")
     return Finding("ddp_one_device",
-                   f"**DDP on one {dev}** ran {_rate(ddp1)}, {word}, which ran {_rate(one)}. "
-                   f"With one {dev} there is nothing to exchange: what DDP adds is its bookkeeping and the copies "
-                   f"of gradients into and out of its buckets.",
+                   f"**DDP on one {dev}** ran {_rate(ddp1)} against {_rate(one)} for the same model without DDP: "
+                   f"{word}. With one {dev} there is nothing to exchange: what DDP adds is its bookkeeping and "
+                   f"the copies of gradients into and out of its buckets.",
                    value=mid, unit="×", interval=(lo, hi), published="DDP on one GPU")
 
 
@@ -143,7 +150,7 @@ def finding_scaling(res) -> Finding:
     loss = 1 - mid
     meets = loss <= SCALING_TARGET
     transports = _transport_text(res, "n")
-    text = (f"**DDP on {n} {dev}s** ({transports}): the naive start (one bucket) ran {_rate(base)} per "
+    text = (f"**DDP on {_devs(res, n)}** ({transports}): the naive start (one bucket) ran {_rate(base)} per "
             f"{dev}, the best option ({rung_label(name)}) {_rate(bw)}, against {_rate(one)} on one {dev} without "
             f"DDP: each {dev} kept {fx.pct(mid)} of its single-{dev} throughput "
             + (f"(within the {fx.pct(SCALING_TARGET)} target)." if meets
@@ -163,35 +170,40 @@ def _transport_text(res, job: str) -> str:
     return "NCCL via " + ", ".join(f"{v} ({c} channel connections)" for v, c in kinds.items())
 
 
+def _host_jobs(res) -> list[str]:
+    return [h for h in ("p2p_off", "p2p_shm_off") if _windows(res, h, "ddp")]
+
+
 def finding_host_path(res) -> Finding | None:
-    host = _host_job(res)
-    if host is None:
+    hosts = _host_jobs(res)
+    if not hosts:
         return None
     one = _windows(res, "one", "no_ddp")
     direct = _windows(res, "n", "ddp")
-    hb = _windows(res, host, "ddp")
-    mid, lo, hi = fx.ratio_interval(one, hb)
-    share = _nccl_share(_row(res, host, "ddp"))
-    share_text = (f"; the profiler put NCCL kernels at {fx.pct(share)} of the step" if share is not None else "")
-    d = fx.direction(one, hb)
-    verb = fx.choose(d, f"{fx.times(mid)} slower than one GPU", f"{fx.times(1 / mid)} faster than one GPU",
-                     "level with one GPU")
+    parts, worst = [], None
+    for h in hosts:
+        hb = _windows(res, h, "ddp")
+        mid, lo, hi = fx.ratio_interval(one, hb)
+        share = _nccl_share(_row(res, h, "ddp"))
+        d = fx.direction(one, hb)
+        verb = fx.choose(d, f"{fx.times(mid)} slower than one GPU", f"{fx.times(1 / mid)} faster than one GPU",
+                         "level with one GPU")
+        parts.append(f"{PATH_LABELS[h]} ({_transport_text(res, h)}): {_rate(hb)}, {verb}"
+                     + (f", NCCL kernels {fx.pct(share)} of the step" if share is not None else ""))
+        if worst is None or mid > worst[0]:
+            worst = (mid, lo, hi)
     return Finding("host_path_collapse",
-                   f"**Forced off the direct path** ({PATH_LABELS[host]}, an emulation of a host whose GPUs talk "
-                   f"through host memory: {_transport_text(res, host)}), DDP with one bucket ran {_rate(hb)}: "
-                   f"{verb} and {fx.compare(direct, hb)} the direct path{share_text}.",
-                   value=mid, unit="×", interval=(lo, hi), published="DDP on N GPUs, host path: one GPU ÷ N GPUs")
+                   "**Forced off the direct path** (an emulation of a host whose GPUs talk through host memory or "
+                   f"the network stack, not such a host), DDP with one bucket ran: " + "; ".join(parts)
+                   + f". The direct path ran {_rate(direct)}.",
+                   value=worst[0], unit="×", interval=worst[1:], published="DDP on N GPUs, host path: one GPU ÷ N GPUs")
 
 
 def finding_compression(res) -> Finding:
-    """Compression on the host path (when it ran) against compression on the direct path."""
-    host = _host_job(res)
+    """Compression and more buckets on each forced host path, against the direct path."""
     parts = []
-    value = interval = None
-    pub = None
-    for job, where in ((host, "on the forced host path"), ("n", "on the direct path")):
-        if job is None:
-            continue
+    best = None  # (ratio, lo, hi, path, rung)
+    for job in [*_host_jobs(res), "n"]:
         base = _windows(res, job, "ddp")
         r = _rungs(res)
         r = r[(r["job"] == job) & (r["hook"] != "none")]
@@ -201,29 +213,35 @@ def finding_compression(res) -> Finding:
             if not w or not base:
                 continue
             mid, lo, hi = fx.ratio_interval(w, base)
-            bits.append(f"{rung_label(row['rung']).removeprefix('+ ')} {fx.compare(w, base, tol=0.03)} the "
-                        f"baseline")
-            if job == host and (value is None or mid > value):
-                value, interval, pub = mid, (lo, hi), "bf16 compression gain, host path"
+            bits.append(f"{rung_label(row['rung']).removeprefix('+ ')} {fx.compare(w, base, tol=0.03)} the baseline")
+            if job != "n" and (best is None or mid > best[0]):
+                best = (mid, lo, hi, job, row["rung"])
         if bits:
-            parts.append(where + ": " + "; ".join(bits))
+            where = PATH_LABELS[job] if job != "n" else ("the direct path" if res.metadata.get("backend") == "nccl"
+                                                         else PATH_LABELS["gloo"])
+            parts.append(f"{where}: "
+                         + "; ".join(bits))
     skipped = _rungs_all(res)
     skipped = skipped[skipped["status"] == "skipped"] if len(skipped) else skipped
     skip_text = "".join(f" {rung_label(s['rung'])} was skipped: {s['reason']}." for _, s in skipped.iterrows()
                         if "budget" not in str(s["reason"]))[:400]
-    if value is None:
-        best = _best(res, "n", compressed=True)
-        base = _windows(res, "n", "ddp")
-        if best and base:
-            value, lo, hi = fx.ratio_interval(best[1], base)
-            interval = (lo, hi)
+    value = interval = None
     verdict = ""
-    if host is not None and value is not None:
-        verdict = (f" The best scheme recovers {fx.times(value)} on the host path, "
-                   + ("meeting" if value >= RECOVERY_TARGET else "short of")
+    if best is not None:
+        value, interval = best[0], best[1:3]
+        verdict = (f" The best recovery on a forced host path was {rung_label(best[4]).removeprefix('+ ')} on "
+                   f"{PATH_LABELS[best[3]]}, {fx.times(best[0])} the baseline, "
+                   + ("meeting" if best[0] >= RECOVERY_TARGET else "short of")
                    + f" the {fx.times(RECOVERY_TARGET)} target.")
-    return Finding("compression", "**Gradient compression** " + " — ".join(parts) + "." + verdict + skip_text,
-                   value=value, unit="×", interval=interval, published=pub)
+    else:
+        b = _best(res, "n", compressed=True)
+        base = _windows(res, "n", "ddp")
+        if b and base:
+            value, lo, hi = fx.ratio_interval(b[1], base)
+            interval = (lo, hi)
+    return Finding("compression", "**Gradient compression and more buckets** against each path's one-bucket "
+                   "baseline — " + " — ".join(parts) + "." + verdict + skip_text,
+                   value=value, unit="×", interval=interval)
 
 
 def _rungs_all(res) -> pd.DataFrame:
@@ -246,16 +264,22 @@ def finding_bandwidth(res) -> Finding | None:
     d = d.iloc[0]
     others = "; ".join(f"{PATH_LABELS[r['path']]} {fx.num(r['busbw_GBps'], 'GB/s')}" for _, r in at.iterrows()
                        if r["path"] != direct_path)
-    pred = res.tables.get("prediction")
+    pred = _prediction(res)
     ptxt = ""
     if pred is not None and len(pred) and pred["profiled_nccl_ms"].notna().any():
         p = pred[pred["profiled_nccl_ms"].notna()]
-        ratios = p["profiled_nccl_ms"] / p["predicted_ms"]
-        ptxt = (f" Gradient bytes ÷ that bandwidth predict the all-reduce time of the uncompressed rungs; the "
-                f"profiled NCCL kernel time was {fx.span(ratios.min(), ratios.max(), '×')} the prediction "
-                f"over {len(p)} rungs.")
+        ratio = p["profiled_nccl_ms"] / p["predicted_ms"]
+        one = ratio[p["buckets"] <= 2]
+        many = ratio[p["buckets"] > 2]
+        ptxt = (" Gradient bytes ÷ the measured all-reduce bandwidth predict each uncompressed rung's all-reduce "
+                "time per step; the profiled NCCL kernel time was "
+                + (f"{fx.span(one.min(), one.max(), '×')} the prediction with one bucket ({len(one)} runs)"
+                   if len(one) else "")
+                + (" and " if len(one) and len(many) else "")
+                + (f"{fx.span(many.min(), many.max(), '×')} with several buckets ({len(many)} runs), where NCCL "
+                   "kernel time also counts kernels waiting for their peer" if len(many) else "") + ".")
     return Finding("allreduce_busbw",
-                   f"**All-reduce bus bandwidth** at {size_label(top)} on {_n(res)} {_device(res)}s: "
+                   f"**All-reduce bus bandwidth** at {size_label(top)} on {_devs(res, _n(res))}: "
                    f"{fx.num(d['busbw_GBps'], 'GB/s')} ({fx.span(d['busbw_min'], d['busbw_max'])} over "
                    f"{int(d['repeats'])} repeats) on {PATH_LABELS[direct_path]}"
                    + (f"; {others}" if others else "") + "." + ptxt,
@@ -286,7 +310,8 @@ def no_gpu_text(res, ref) -> str:
         return ""
     t = ("This machine has no CUDA device: the jobs ran on the CPU with the gloo backend and a small ViT, so "
          "the DDP code paths, hooks and collectives ran, but there are no NCCL transports, no GPU kernels and no "
-         "forced host paths here.")
+         "forced host paths here. The processes share this machine's cores, so their steps/s say how the code "
+         "path behaves, not how GPUs would.")
     if ref is not None:
         t += (f" Below, next to this run's tables, the reference run ({ref.metadata.get('world')} × "
               f"{ref.metadata.get('start', {}).get('device', 'GPU')}) is shown, labelled.")
@@ -309,8 +334,7 @@ def ladder_table(res) -> pd.DataFrame:
 def ladder_long(res) -> pd.DataFrame:
     """For the chart: one row per rung and path, mean and min–max over windows."""
     r = _rungs(res)
-    r = r.assign(label=[("1 " if w == 1 else f"{w} ") + _device(res) + ("s" if w > 1 else "") + " · "
-                        + PATH_LABELS.get(p, p) for w, p in zip(r["world"], r["path"])],
+    r = r.assign(label=[_devs(res, w) + " · " + PATH_LABELS.get(p, p) for w, p in zip(r["world"], r["path"])],
                  step=[rung_label(x) for x in r["rung"]])
     return r[["label", "step", "steps_per_s", "sps_min", "sps_max", "rung", "path"]]
 
@@ -360,8 +384,8 @@ def sweep_text(res) -> str:
     worst = s.sort_values("steps_per_s").iloc[0]
     bw, ww = _windows(res, "n", best["rung"]), _windows(res, "n", worst["rung"])
     return (f"Over the sweep, bucket_cap_mb={int(best['bucket_cap_mb'])} was fastest ({_rate(bw)}) and "
-            f"bucket_cap_mb={int(worst['bucket_cap_mb'])} slowest ({_rate(ww)}): "
-            f"{fx.compare(bw, ww)} it.")
+            f"bucket_cap_mb={int(worst['bucket_cap_mb'])} slowest ({_rate(ww)}); the fastest ran "
+            f"{fx.compare(bw, ww, tol=0.02)} the slowest.")
 
 
 def transports_table(res) -> pd.DataFrame:
@@ -373,15 +397,21 @@ def transports_table(res) -> pd.DataFrame:
     return g
 
 
+def topology(res) -> pd.DataFrame:
+    """The topology parsed (again, with this code) from the recorded ``nvidia-smi topo -m`` text."""
+    text = res.metadata.get("topology_text")
+    return parse_topology(text) if text else res.table("topology")
+
+
 def topology_pivot(res) -> pd.DataFrame:
-    t = res.table("topology")
+    t = topology(res)
     if t.empty:
         return t
     return t.pivot(index="a", columns="b", values="link").reset_index().rename(columns={"a": ""})
 
 
 def topology_text(res) -> str:
-    t = res.table("topology")
+    t = topology(res)
     if t.empty:
         return "No `nvidia-smi` here: no GPU topology to read."
     pairs = t[(t["a"] != t["b"]) & t["a"].str.startswith("GPU") & t["b"].str.startswith("GPU")]
@@ -398,12 +428,21 @@ def bench_long(res) -> pd.DataFrame:
     return s
 
 
+def _prediction(res) -> pd.DataFrame | None:
+    """The prediction, computed again with this code from the result's rungs and benchmark."""
+    if "bench" not in res.tables:
+        return None
+    from ...ddp import predict_comm
+
+    return predict_comm(res.table("rungs"), res.table("bench"), _n(res))
+
+
 def prediction_table(res) -> pd.DataFrame:
-    p = res.tables.get("prediction")
+    p = _prediction(res)
     if p is None or p.empty:
         return pd.DataFrame()
     return pd.DataFrame({"path": [PATH_LABELS.get(x, x) for x in p["path"]], "rung": [rung_label(x) for x in p["rung"]],
-                         "buckets (approx.)": p["buckets"], "gradient MB": p["grad_bytes"] / 1e6,
+                         "all-reduces per step": p["buckets"], "counted from": p["buckets_from"], "gradient MB": p["grad_bytes"] / 1e6,
                          "predicted all-reduce ms": p["predicted_ms"], "profiled NCCL ms": p["profiled_nccl_ms"],
                          "exposed NCCL ms": p["exposed_nccl_ms"]})
 
@@ -439,6 +478,24 @@ def ladder_summary(res) -> pd.DataFrame:
     dev = _device(res)
     g = w.groupby(["job", "path", "world", "rung"], sort=False)["steps_per_s"]
     s = g.agg(["mean", "std", "min", "max", "size"]).reset_index().rename(columns={"size": "n"})
-    s["label"] = [f"{wd} {dev}{'s' if wd > 1 else ''} · {PATH_LABELS.get(p, p)}" for wd, p in zip(s["world"], s["path"])]
+    s["label"] = [f"{_devs(res, wd)} · {PATH_LABELS.get(p, p)}" for wd, p in zip(s["world"], s["path"])]
     s["step"] = [rung_label(x) for x in s["rung"]]
     return s
+
+
+def spread_notes(res) -> str:
+    """A computed comment for every rung whose windows spread by more than findings.HIGH_SPREAD."""
+    w = res.table("windows")
+    if w.empty:
+        return ""
+    notes = []
+    for (job, path, world, rung), g in w.groupby(["job", "path", "world", "rung"], sort=False):
+        n = fx.spread_note(f"{rung_label(rung)} ({_devs(res, world)}, {PATH_LABELS.get(path, path)})",
+                           list(g["steps_per_s"]), "steps/s")
+        if n:
+            notes.append(n)
+    if not notes:
+        return ""
+    cause = ("" if res.metadata.get("cuda") else " Here the processes share few CPU cores with whatever else runs, "
+             "which is the likely cause; a GPU host's windows are far tighter (see the reference run).")
+    return "\n".join(f"* {n}" for n in notes) + cause
