@@ -170,7 +170,8 @@ reduce-scatter, so that bus bandwidth can be compared with a link's speed whatev
 of GPUs. From the gradient bytes of a rung, DDP's approximate bucket sizes and the all-reduce
 bandwidth measured at those sizes, the chapter predicts each uncompressed rung's all-reduce time
 and puts it beside the NCCL kernel time the profiler saw."""),
-    code('''for bsrc in [s for s in dict.fromkeys([res, gpu]) if s is not None and "bench" in s.tables]:
+    code('''shown = [res] + ([gpu] if gpu is not None and gpu is not res else [])
+for bsrc in [s for s in shown if "bench" in s.tables]:
     bl = page.bench_long(bsrc)
     label = "" if bsrc is res else " — reference run"
     plotting.size_ticks(plotting.lines_with_band(bl, x="size", color="series", unit="GB/s", centre="busbw_GBps",

@@ -117,10 +117,23 @@ def _host_job(res) -> str | None:
     return min(runs, key=lambda h: _mean(runs[h])) if runs else None
 
 
+#: A step whose GPU ran no kernel for more than this share of it was held up by the host.
+IDLE_SHARE = 0.10
+#: A profiled step whose GPU was busy this much longer than a timed step is flagged (the profiler slowed it).
+PROFILE_SLOWER = 1.2
+
+
+def _busy_ms(r) -> float:
+    """GPU-busy time per profiled step: compute and NCCL kernels (their overlap counted once) and copies."""
+    return float(r["prof_compute_ms"] + r["prof_nccl_ms"] - r["prof_overlap_ms"] + r.get("prof_copy_ms", 0.0))
+
+
 def _nccl_share(r) -> float | None:
+    """NCCL kernel time per profiled step ÷ the step (the timed step, or the profiled GPU-busy time
+    where the profiled steps ran longer)."""
     if r is None or "prof_nccl_ms" not in r or pd.isna(r.get("prof_nccl_ms")):
         return None
-    step = 1e3 / r["steps_per_s"]
+    step = max(1e3 / r["steps_per_s"], _busy_ms(r))
     return float(r["prof_nccl_ms"]) / step
 
 
@@ -345,10 +358,11 @@ def profile_table(res) -> pd.DataFrame:
         return pd.DataFrame()
     r = r[r["prof_nccl_ms"].notna()]
     return pd.DataFrame({"path": [PATH_LABELS.get(p, p) for p in r["path"]], "rung": [rung_label(x) for x in r["rung"]],
-                         "step ms": 1e3 / r["steps_per_s"], "NCCL kernels ms": r["prof_nccl_ms"],
-                         "of which beside compute ms": r["prof_overlap_ms"],
+                         "processes": r["world"], "timed step ms": 1e3 / r["steps_per_s"],
+                         "GPU busy per profiled step ms": [_busy_ms(x) for _, x in r.iterrows()],
+                         "NCCL kernels ms": r["prof_nccl_ms"], "of which beside compute ms": r["prof_overlap_ms"],
                          "exposed NCCL ms": r["prof_exposed_nccl_ms"],
-                         "NCCL share of step %": 100 * r["prof_nccl_ms"] / (1e3 / r["steps_per_s"]),
+                         "NCCL share of step %": [100 * (_nccl_share(x) or 0) for _, x in r.iterrows()],
                          "NCCL kernels/step": r["prof_nccl_kernels"]})
 
 
@@ -364,10 +378,24 @@ def profile_note(res) -> str:
     many = p[p["bucket_cap_mb"] == p["bucket_cap_mb"].min()]
     a = (one["prof_overlap_ms"] / one["prof_nccl_ms"]).median()
     b = (many["prof_overlap_ms"] / many["prof_nccl_ms"]).median()
+    slow = [x for _, x in p.iterrows() if _busy_ms(x) > PROFILE_SLOWER * 1e3 / x["steps_per_s"]]
+    slow_text = "".join(
+        f" The profiled steps of {rung_label(x['rung']).removeprefix('+ ')} ({PATH_LABELS.get(x['path'], x['path'])}) kept the GPU busy "
+        f"{fx.num(_busy_ms(x), 'ms')} per step against a timed step of {fx.num(1e3 / x['steps_per_s'], 'ms')}, "
+        f"with compute kernels at {fx.num(x['prof_compute_ms'], 'ms')}: those profiled steps ran slower than the timed "
+        "ones, so that row describes them, not the timed steps; its share is taken of the profiled busy time."
+        for x in slow)
+    idle = [x for _, x in p.iterrows() if _busy_ms(x) < (1 - IDLE_SHARE) * 1e3 / x["steps_per_s"]]
+    idle_text = "".join(
+        f" With {rung_label(x['rung']).removeprefix('+ ')} ({PATH_LABELS.get(x['path'], x['path'])}) the GPU ran "
+        f"kernels and copies for {fx.num(_busy_ms(x), 'ms')} of a {fx.num(1e3 / x['steps_per_s'], 'ms')} step: for "
+        f"{fx.num(1e3 / x['steps_per_s'] - _busy_ms(x), 'ms')} per step it ran nothing and waited for the host to "
+        "issue work."
+        for x in idle)
     return (f"With the largest bucket (bucket_cap_mb={int(one['bucket_cap_mb'].iloc[0])}) "
             f"{fx.pct(a)} of the NCCL kernel time ran beside a compute kernel (median over its rungs); with the "
             f"smallest (bucket_cap_mb={int(many['bucket_cap_mb'].iloc[0])}) {fx.pct(b)}. NCCL kernel time includes "
-            "the time a kernel waits for its peer, so it is an upper bound on transfer time.")
+            "the time a kernel waits for its peer, so it is an upper bound on transfer time." + slow_text + idle_text)
 
 
 def bucket_sweep(res) -> pd.DataFrame:
