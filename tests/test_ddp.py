@@ -195,6 +195,7 @@ def _result(no_ddp=10.0, ddp1=9.5, n=None, host=None, busbw=300.0) -> results.Re
                       "bucket_cap_mb": spec["bucket_cap_mb"], "status": "ok", "reason": None,
                       "grad_bytes": 1 << 30, "hook_state": None, "profile_error": None, "steps_per_s": v,
                       "sps_min": min(w), "sps_max": max(w), "prof_nccl_ms": 500.0 / v, "prof_overlap_ms": 0.0,
+                      "prof_compute_ms": 500.0 / v, "prof_copy_ms": 0.0,
                       "prof_exposed_nccl_ms": 500.0 / v, "prof_nccl_kernels": 2.0})
         windows += [{"job": job, "path": path, "world": world, "rung": rung, "window": i, "steps_per_s": x}
                     for i, x in enumerate(w)]

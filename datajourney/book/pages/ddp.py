@@ -125,7 +125,8 @@ PROFILE_SLOWER = 1.2
 
 def _busy_ms(r) -> float:
     """GPU-busy time per profiled step: compute and NCCL kernels (their overlap counted once) and copies."""
-    return float(r["prof_compute_ms"] + r["prof_nccl_ms"] - r["prof_overlap_ms"] + r.get("prof_copy_ms", 0.0))
+    g = lambda k: float(r.get(k, 0.0) or 0.0)  # noqa: E731
+    return g("prof_compute_ms") + g("prof_nccl_ms") - g("prof_overlap_ms") + g("prof_copy_ms")
 
 
 def _nccl_share(r) -> float | None:
