@@ -79,7 +79,6 @@ gpu = res if res.metadata["cuda"] else ref''', tags=("remove-stderr", "hide-inpu
 if not res.metadata["cuda"]:
     report.say(page.no_gpu_text(res, ref))
     if ref is not None:
-        report.say("**Key results of the reference run** (labelled; measured on its GPUs):")
         report.key_results(page.findings, ref, None, is_reference_run=True)'''),
     md("""## The jobs
 
@@ -134,6 +133,11 @@ if len(lad):
         title="Steps/s per GPU or process (bar: mean over windows; error bar: one std)",
         xaxis="rung", yaxis="steps/s per GPU (mean; error bar: std over windows)").show()
 report.say(page.spread_notes(src))
+for psrc in [s for s in ([res] if res.metadata["cuda"] else [res, gpu]) if s is not None]:
+    ph = page.phases(psrc)
+    if len(ph):
+        plotting.ddp_phase_bars(ph, title="Where a step's time goes" + ("" if psrc is res else " — reference run")
+                                ).show()
 report.say(page.powersgd_state(src))
 if gpu is not None and gpu is not res:
     report.table(page.ladder_table(gpu), "The ladder on the reference run (labelled)")'''),
@@ -194,12 +198,14 @@ GPUs is slow, and which options then help.
 
 ## What this means for a training job
 
-* On one GPU, train without DDP.
+* On one GPU, DDP has nothing to exchange and only adds work: train without it.
 * Look at the path before tuning: `nvidia-smi topo -m` and NCCL's `via` lines tell whether
   gradients go over NVLink, PCIe peer-to-peer, host memory or a socket.
-* When the path is fast, compression costs more than it saves; when it is slow, compression
-  (bf16, PowerSGD) and overlap through several buckets are the levers — with the accuracy
-  risk of lossy compression checked on the real training curve.
+* Compression trades GPU work (casting, low-rank factorisation) for fewer bytes on the wire;
+  it can only pay where the bytes are the bottleneck, so measure it on your own path, and
+  check the accuracy cost of a lossy scheme on the real training curve. Several buckets let
+  the all-reduce start while the backward pass is still computing, at the price of more
+  collectives.
 * Set a process-group timeout and let `torchrun` stop a job whose rank died."""),
 ]
 

@@ -951,4 +951,34 @@ def topology_matrix(topo: pd.DataFrame, *, title: str, legend: dict) -> go.Figur
     return fig
 
 
+def ddp_phase_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
+    """Per-step phases of each DDP rung as stacked horizontal bars, one panel per path. Columns:
+    ``path``, ``rung``, ``forward``, ``backward``, ``exposed``, ``optimizer`` (ms; ``backward``
+    without ``exposed``, the NCCL time that did not overlap compute)."""
+    from plotly.subplots import make_subplots
+
+    paths = list(dict.fromkeys(df["path"]))
+    counts = [int((df["path"] == p).sum()) for p in paths]
+    fig = make_subplots(rows=len(paths), cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[max(c, 1) for c in counts], subplot_titles=paths)
+    parts = [("forward", "forward", PALETTE[0]), ("backward", "backward (compute)", PALETTE[2]),
+             ("exposed", "waiting for the all-reduce (exposed NCCL)", PALETTE[5]),
+             ("optimizer", "optimizer", PALETTE[1])]
+    for ri, p in enumerate(paths, start=1):
+        d = df[df["path"] == p]
+        detail = d[[k for k, _, _ in parts] + ["step"]].to_numpy()
+        lines = "<br>".join(f"{name}: %{{customdata[{i}]:,.1f}} ms" for i, (_, name, _) in enumerate(parts))
+        for k, name, colour in parts:
+            fig.add_bar(y=list(d["rung"]), x=d[k], orientation="h", name=name, legendgroup=k, showlegend=ri == 1,
+                        marker_color=colour, customdata=detail,
+                        hovertemplate=(f"<b>%{{y}}</b> ({p})<br>{lines}<br>timed step %{{customdata[4]:,.1f}} ms"
+                                       "<br>phases: medians of CUDA events; the exposed NCCL time is from the "
+                                       "profiled steps<extra></extra>"), row=ri, col=1)
+        fig.update_yaxes(type="category", autorange="reversed", row=ri, col=1)
+    fig.update_layout(title=title, barmode="stack", legend_title_text="phase",
+                      height=140 + 30 * sum(counts) + 60 * len(paths))
+    fig.update_xaxes(title_text="ms per step (medians of the timed steps)", row=len(paths), col=1)
+    return fig
+
+
 # -- end of chapters --

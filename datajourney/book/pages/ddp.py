@@ -237,7 +237,7 @@ def finding_compression(res) -> Finding:
                          + "; ".join(bits))
     skipped = _rungs_all(res)
     skipped = skipped[skipped["status"] == "skipped"] if len(skipped) else skipped
-    skip_text = "".join(f" {rung_label(s['rung'])} was skipped: {s['reason']}." for _, s in skipped.iterrows()
+    skip_text = "".join(f" {rung_label(s['rung']).removeprefix('+ ')} was skipped: {s['reason']}." for _, s in skipped.iterrows()
                         if "budget" not in str(s["reason"]))[:400]
     value = interval = None
     verdict = ""
@@ -253,7 +253,8 @@ def finding_compression(res) -> Finding:
         if b and base:
             value, lo, hi = fx.ratio_interval(b[1], base)
             interval = (lo, hi)
-    return Finding("compression", "**Gradient compression and more buckets** against each path's one-bucket "
+    return Finding("compression" if best is not None else "compression_one_path",
+                   "**Gradient compression and more buckets** against each path's one-bucket "
                    "baseline — " + " — ".join(parts) + "." + verdict + skip_text,
                    value=value, unit="×", interval=interval)
 
@@ -412,8 +413,8 @@ def sweep_text(res) -> str:
     best = s.sort_values("steps_per_s").iloc[-1]
     worst = s.sort_values("steps_per_s").iloc[0]
     bw, ww = _windows(res, "n", best["rung"]), _windows(res, "n", worst["rung"])
-    return (f"Over the sweep, bucket_cap_mb={int(best['bucket_cap_mb'])} was fastest ({_rate(bw)}) and "
-            f"bucket_cap_mb={int(worst['bucket_cap_mb'])} slowest ({_rate(ww)}); the fastest ran "
+    return (f"Over the sweep, bucket_cap_mb={int(best['bucket_cap_mb'])} was fastest at {_rate(bw)} and "
+            f"bucket_cap_mb={int(worst['bucket_cap_mb'])} slowest at {_rate(ww)}; the fastest ran "
             f"{fx.compare(bw, ww, tol=0.02)} the slowest.")
 
 
@@ -528,3 +529,17 @@ def spread_notes(res) -> str:
     cause = ("" if res.metadata.get("cuda") else " Here the processes share few CPU cores with whatever else runs, "
              "which is the likely cause; a GPU host's windows are far tighter (see the reference run).")
     return "\n".join(f"* {n}" for n in notes) + cause
+
+
+def phases(res) -> pd.DataFrame:
+    """Per-step phases of every timed rung (ms): forward, backward split into compute and the NCCL
+    time that overlapped nothing (from the profile, at most the backward phase), optimizer."""
+    r = _rungs(res)
+    if r.empty or "forward_ms" not in r:
+        return pd.DataFrame()
+    exposed = r["prof_exposed_nccl_ms"].fillna(0.0) if "prof_exposed_nccl_ms" in r else 0.0
+    exposed = pd.concat([pd.Series(exposed, index=r.index), r["backward_ms"]], axis=1).min(axis=1)
+    return pd.DataFrame({"path": [f"{_devs(res, w)} · {PATH_LABELS.get(p, p)}" for w, p in zip(r["world"], r["path"])],
+                         "rung": [rung_label(x) for x in r["rung"]], "forward": r["forward_ms"],
+                         "backward": r["backward_ms"] - exposed, "exposed": exposed, "optimizer": r["optimizer_ms"],
+                         "step": 1e3 / r["steps_per_s"]})
