@@ -173,7 +173,7 @@ def test_ci_run_on_gloo(ci_result):
     assert set(b["op"]) == {"all_reduce", "all_gather"} and (b["busbw_GBps"] > 0).all()
     f = page.findings(r)
     assert 3 <= len(f) <= 6 and all("nan" not in x.text and "None" not in x.text for x in f)
-    assert "skipped" in next(x for x in f if x.key == "compression").text
+    assert "skipped" in next(x for x in f if x.key.startswith("compression")).text
     saved = results.Result.load(r.path)
     assert saved.table("rungs").shape == r.table("rungs").shape
 
