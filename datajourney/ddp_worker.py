@@ -5,8 +5,8 @@ nodes (torchrun's own rendezvous arguments)::
 
     torchrun --standalone --nproc-per-node=2 -m datajourney.ddp_worker --config job.json
 
-``job.json`` names the model, the rungs of the ladder and the collective sizes (see
-:func:`datajourney.ddp.job_config`). Rank 0 appends one JSON line per finished rung or
+``job.json`` names the model, the rungs of the ladder and the collective sizes (written by
+:func:`datajourney.ddp.run_job`; the keys are those of ``base`` in :func:`datajourney.ddp.run`). Rank 0 appends one JSON line per finished rung or
 benchmark point to ``<out>/results.jsonl``, so a job stopped by its timeout keeps what it
 finished. Every rank sets ``NCCL_NVLS_ENABLE=0`` before NCCL starts (NVLink multicast off).
 A rank that fails makes the job fail: torchrun stops the other ranks, and a rank stuck in a

@@ -87,8 +87,14 @@ appends one line of JSON per finished measurement to a result file, which this p
 runs under a wall-clock timeout (its whole process group is killed past it), `torchrun` stops all
 ranks as soon as one fails, and a rank blocked in a collective gives up after the process group's
 timeout, so a broken rank fails the chapter instead of hanging it. Every job runs with
-`NCCL_NVLS_ENABLE=0` (NVLink multicast off)."""),
-    code('''report.table(page.jobs_table(res), "torchrun jobs of this run")
+`NCCL_NVLS_ENABLE=0` (NVLink multicast off).
+
+The entry point also runs on several nodes: start it on every node with torchrun's own
+rendezvous arguments (`--nnodes`, `--node-rank` or `--rdzv-backend=c10d --rdzv-endpoint=HOST:PORT`)
+and the same `--config` file; each node needs the configuration's output folder, and global
+rank 0 writes the results. This page launches single-node jobs only."""),
+    code('''report.say(page.scope_text(res, ref))
+report.table(page.jobs_table(res), "torchrun jobs of this run")
 if page.failed_jobs_text(res):
     report.say(page.failed_jobs_text(res))'''),
     md("""## Topology and transport

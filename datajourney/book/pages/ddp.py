@@ -394,7 +394,15 @@ def profile_note(res) -> str:
         f"{fx.num(1e3 / x['steps_per_s'] - _busy_ms(x), 'ms')} per step it ran nothing and waited for the host to "
         "issue work."
         for x in idle)
-    return (f"With the largest bucket (bucket_cap_mb={int(one['bucket_cap_mb'].iloc[0])}) "
+    copies = ""
+    sg, bv = _row(res, "n", "static_graph"), _row(res, "n", "bucket_view")
+    if sg is not None and bv is not None and "prof_copy_ms" in sg and not pd.isna(sg["prof_copy_ms"]):
+        copies = (f" Device-to-device copies took {fx.num(sg['prof_copy_ms'], 'ms')} per step with static_graph "
+                  f"alone and {fx.num(bv['prof_copy_ms'], 'ms')} with gradient_as_bucket_view: "
+                  + fx.choose(fx.direction(sg["prof_copy_ms"], bv["prof_copy_ms"], tol=0.2),
+                              "the copies of gradients into and out of the buckets are what the option removes.",
+                              "the option did not remove copies here.", "about the same."))
+    return copies.lstrip() + " " + (f"With the largest bucket (bucket_cap_mb={int(one['bucket_cap_mb'].iloc[0])}) "
             f"{fx.pct(a)} of the NCCL kernel time ran beside a compute kernel (median over its rungs); with the "
             f"smallest (bucket_cap_mb={int(many['bucket_cap_mb'].iloc[0])}) {fx.pct(b)}. NCCL kernel time includes "
             "the time a kernel waits for its peer, so it is an upper bound on transfer time." + slow_text + idle_text)
@@ -543,3 +551,19 @@ def phases(res) -> pd.DataFrame:
                          "rung": [rung_label(x) for x in r["rung"]], "forward": r["forward_ms"],
                          "backward": r["backward_ms"] - exposed, "exposed": exposed, "optimizer": r["optimizer_ms"],
                          "step": 1e3 / r["steps_per_s"]})
+
+
+def scope_text(res, ref) -> str:
+    """Which scale this run (and the reference run) measured."""
+    def one(r, who):
+        st = r.metadata.get("start", {}) or {}
+        return (f"{who} ran the N-{_device(r)} jobs on {_devs(r, _n(r))} ({st.get('device', 'unknown device')}, "
+                f"{r.metadata.get('backend')}), model {r.metadata.get('model')}, batch {r.parameters.get('batch_size')} "
+                f"per {_device(r)}.")
+    t = one(res, "This run")
+    if ref is not None and ref is not res:
+        t += " " + one(ref, "The reference run")
+    refn = _n(ref if ref is not None else res)
+    t += (f" The code takes any number of GPUs (parameter `gpus`); the reference run measured {refn} GPUs of one "
+          "host, so the published figures from eight GPUs have no counterpart at the same scale here.")
+    return t
