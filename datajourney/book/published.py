@@ -27,6 +27,9 @@ SOURCES = {
            "LLaMA-3-8B on 4× NVIDIA H100 80 GB, Intel Xeon Platinum 8468, 240 GB RAM, data on a Ceph SSD "
            "parallel file system, DFTracer"),
     # -- S5: chapter 11 (GPU-to-GPU data transfer in DDP) --
+    "S5": ("“Optimizing Data Transfer in Distributed AI/ML Training Workloads” (nsys series, part 3): "
+           "Amazon EC2 g6e.48xlarge, 8 NVIDIA L40S on PCIe (NODE/SYS links, NCCL via SHM), and p4d.24xlarge, "
+           "8 NVIDIA A100 with NVLink (NCCL P2P/CUMEM); PyTorch 2.8, Ubuntu 24.04 Deep Learning AMI"),
 }
 #: Kept for callers that print the S1 hardware line.
 S1 = "S1: " + SOURCES["S1"]
@@ -179,6 +182,22 @@ PUBLISHED: dict[str, list[Figure]] = {
     ],
     # -- chapter 11 --
     "11_gpu_to_gpu": [
+        Figure("one GPU without DDP", "8.91", "steps/s",
+               setting=("L40S; 5.17 on one A100; ViT-L/32 (random weights), batch 32 per GPU, synthetic data, SGD, "
+                        "bucket_cap_mb=2000"), source="S5"),
+        Figure("DDP on one GPU", "8.40", "steps/s", setting="L40S; 5.04 on one A100", source="S5"),
+        Figure("DDP on N GPUs, direct path: slowdown vs one GPU", "8", "%",
+               setting="8 A100 over NVLink (P2P/CUMEM), throughput per step vs one A100", source="S5"),
+        Figure("DDP on N GPUs, host path: one GPU ÷ N GPUs", "6", "×",
+               setting="8 L40S over PCIe (SHM): “more than 6 times slower” than one GPU", source="S5"),
+        Figure("NCCL all-reduce share of the step, host path", "84", "%",
+               setting="8 L40S: 587 of 701 ms", source="S5"),
+        Figure("gradient_as_bucket_view gain", "1", "%", setting="on top of static_graph", source="S5"),
+        Figure("bf16 compression gain, host path", "65", "%", setting="8 L40S over PCIe; a loss on 8 A100 (NVLink)",
+               source="S5"),
+        Figure("PowerSGD, host path", "7.5", "steps/s",
+               setting="8 L40S over PCIe, naive PowerSGDState(process_group=None): “more than five times faster” "
+                       "than the DDP baseline", source="S5"),
     ],
     # -- end of chapters --
 }

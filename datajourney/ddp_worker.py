@@ -1,0 +1,411 @@
+"""Chapter 11's ``torchrun`` entry point: one training ladder and one collective benchmark per job.
+
+Launch it with torchrun, on any number of GPUs (or CPU processes with gloo), on one or many
+nodes (torchrun's own rendezvous arguments)::
+
+    torchrun --standalone --nproc-per-node=2 -m datajourney.ddp_worker --config job.json
+
+``job.json`` names the model, the rungs of the ladder and the collective sizes (written by
+:func:`datajourney.ddp.run_job`; the keys are those of ``base`` in :func:`datajourney.ddp.run`). Rank 0 appends one JSON line per finished rung or
+benchmark point to ``<out>/results.jsonl``, so a job stopped by its timeout keeps what it
+finished. Every rank sets ``NCCL_NVLS_ENABLE=0`` before NCCL starts (NVLink multicast off).
+A rank that fails makes the job fail: torchrun stops the other ranks, and a rank stuck in a
+collective gives up after the process group's timeout.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+#: NVLink multicast stays off in every process this chapter starts.
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+os.environ.update(SAFE_ENV)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+#: Hooks that compress gradients (None: DDP's own all-reduce).
+HOOKS = ("none", "bf16", "fp16", "powersgd")
+
+
+# --------------------------------------------------------------------------- models
+class SmallViT(nn.Module):
+    """A small Vision Transformer from torch's own modules (for machines without torchvision)."""
+
+    def __init__(self, image_size: int = 32, patch: int = 8, dim: int = 64, depth: int = 2, heads: int = 4,
+                 classes: int = 10):
+        super().__init__()
+        if image_size % patch:
+            raise ValueError(f"image_size {image_size} is not a multiple of the patch size {patch}")
+        n = (image_size // patch) ** 2
+        self.patch = nn.Conv2d(3, dim, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.norm(self.encoder(x))[:, 0])
+
+
+def build_model(name: str, image_size: int, classes: int) -> nn.Module:
+    if name == "vit_l_32":
+        from torchvision.models import vit_l_32
+
+        return vit_l_32(weights=None, image_size=image_size, num_classes=classes)
+    if name == "small_vit":
+        return SmallViT(image_size=image_size, classes=classes)
+    raise ValueError(f"unknown model {name!r}")
+
+
+# --------------------------------------------------------------------------- helpers
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _max_over_ranks(value: float, device, world: int) -> float:
+    if world == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+class Emitter:
+    """Rank 0 appends JSON lines; other ranks stay silent."""
+
+    def __init__(self, out: Path, rank: int):
+        self.path = out / "results.jsonl"
+        self.rank = rank
+
+    def __call__(self, **record):
+        if self.rank == 0:
+            with self.path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+
+def _fail_here(cfg: dict, rank: int, step: int) -> None:
+    """Test hook: make one rank die or hang at a given step (``fail`` in the job's config)."""
+    f = cfg.get("fail")
+    if not f or int(f["rank"]) != rank or step != int(f["after_steps"]):
+        return
+    if f["how"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif f["how"] == "hang":
+        time.sleep(3600)
+
+
+def register_hook(model, hook: str, cfg: dict) -> dict:
+    """Register a communication hook; returns what was registered (state stated)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if hook == "none":
+        return {}
+    if hook == "bf16":
+        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        return {"hook": "bf16_compress_hook"}
+    if hook == "fp16":
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        return {"hook": "fp16_compress_hook"}
+    if hook == "powersgd":
+        state = powerSGD_hook.PowerSGDState(process_group=None,
+                                            matrix_approximation_rank=int(cfg["powersgd_rank"]),
+                                            start_powerSGD_iter=int(cfg["powersgd_start_iter"]),
+                                            use_error_feedback=True, warm_start=True)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+        return {"hook": "powerSGD_hook", "matrix_approximation_rank": state.matrix_approximation_rank,
+                "start_powerSGD_iter": state.start_powerSGD_iter,
+                "min_compression_rate": state.min_compression_rate, "use_error_feedback": True,
+                "warm_start": True}
+    raise ValueError(f"unknown hook {hook!r}")
+
+
+def kernel_intervals(prof) -> list[tuple[str, float, float]]:
+    """(name, start µs, end µs) of every GPU activity (kernels and copies) in a profile."""
+    out = []
+    for e in prof.events():
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            out.append((e.name, float(e.time_range.start), float(e.time_range.end)))
+    if not out:  # older layouts: read the raw Kineto events
+        for e in prof.profiler.kineto_results.events():
+            if e.device_type() == torch.autograd.DeviceType.CUDA:
+                a = e.start_ns() / 1e3
+                out.append((e.name(), a, a + e.duration_ns() / 1e3))
+    return out
+
+
+def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _length(iv) -> float:
+    return sum(b - a for a, b in iv)
+
+
+def _intersection(a, b) -> float:
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def gpu_overlap(intervals: list[tuple[str, float, float]], steps: int) -> dict:
+    """Per step: NCCL kernel time (union), compute kernel time, and how much of the NCCL time
+    ran while a compute kernel was running (ms)."""
+    nccl = _union([(a, b) for n, a, b in intervals if "nccl" in n.lower()])
+    comp = _union([(a, b) for n, a, b in intervals
+                   if "nccl" not in n.lower() and not n.lower().startswith(("memcpy", "memset"))])
+    copies = _union([(a, b) for n, a, b in intervals if n.lower().startswith("memcpy")])
+    ov = _intersection(nccl, comp)
+    per = max(1, steps)
+    return {"nccl_ms": _length(nccl) / 1e3 / per, "compute_ms": _length(comp) / 1e3 / per,
+            "copy_ms": _length(copies) / 1e3 / per, "overlap_ms": ov / 1e3 / per,
+            "exposed_nccl_ms": (_length(nccl) - ov) / 1e3 / per,
+            "nccl_kernels": sum(1 for n, _, _ in intervals if "nccl" in n.lower()) / per}
+
+
+# --------------------------------------------------------------------------- the ladder
+def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter) -> None:
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = build_model(cfg["model"], cfg["image_size"], cfg["classes"])
+    record = {"kind": "rung", "rung": rung["name"], "world": world, **{k: rung[k] for k in
+              ("ddp", "static_graph", "bucket_view", "hook", "bucket_cap_mb")}}
+    n_params = sum(p.numel() for p in model.parameters())
+    record["grad_bytes"] = 4 * n_params
+    if rung["ddp"]:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        kw = {"device_ids": [device.index]} if device.type == "cuda" else {}
+        model = DDP(model, bucket_cap_mb=rung["bucket_cap_mb"], static_graph=rung["static_graph"],
+                    gradient_as_bucket_view=rung["bucket_view"], **kw)
+        try:
+            record["hook_state"] = register_hook(model, rung["hook"], cfg)
+        except (TypeError, RuntimeError, ValueError) as e:
+            record.update(status="skipped", reason=" ".join(str(e).split()))
+            emit(**record)
+            return
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    g = torch.Generator(device="cpu").manual_seed(rank)
+    batches = [(torch.randn(cfg["batch_size"], 3, cfg["image_size"], cfg["image_size"], generator=g).to(device),
+                torch.randint(0, cfg["classes"], (cfg["batch_size"],), generator=g).to(device)) for _ in range(2)]
+    cuda = device.type == "cuda"
+    step_no = [0]
+
+    def step(marks=None):
+        x, y = batches[step_no[0] % 2]
+        _fail_here(cfg, rank, cfg.get("_global_step", 0))
+        cfg["_global_step"] = cfg.get("_global_step", 0) + 1
+        if marks is not None:
+            marks.append(_mark(cuda))
+        loss = loss_fn(model(x), y)
+        if marks is not None:
+            marks.append(_mark(cuda))
+        opt.zero_grad()
+        loss.backward()
+        if marks is not None:
+            marks.append(_mark(cuda))
+        opt.step()
+        if marks is not None:
+            marks.append(_mark(cuda))
+        step_no[0] += 1
+        return loss
+
+    # the first rung of a job also pays for cuBLAS/cuDNN/NCCL start-up: it warms up twice as long
+    for _ in range(cfg["warmup_steps"] * (2 if cfg.get("_global_step", 0) == 0 else 1)):
+        step()
+    _sync(device)
+    loss_value = None
+    windows, phases = [], []
+    for w in range(cfg["windows"]):
+        if world > 1:
+            dist.barrier()
+        _sync(device)
+        t0 = time.perf_counter()
+        marks_all = []
+        for _ in range(cfg["steps"]):
+            marks = []
+            loss = step(marks)
+            marks_all.append(marks)
+        _sync(device)
+        elapsed = _max_over_ranks(time.perf_counter() - t0, device, world)
+        windows.append(cfg["steps"] / elapsed)
+        for m in marks_all:
+            phases.append(_phase_ms(m, cuda))
+        loss_value = float(loss.item())
+    record.update(status="ok", steps_per_s=windows, loss=loss_value, steps=cfg["steps"],
+                  phases_ms={k: sorted(p[k] for p in phases)[len(phases) // 2] for k in phases[0]})
+    if cfg["profile_steps"] > 0 and cuda:
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            _sync(device)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(cfg["profile_steps"]):
+                    step()
+                _sync(device)
+            record["profile"] = gpu_overlap(kernel_intervals(prof), cfg["profile_steps"])
+        except Exception as e:  # noqa: BLE001 - a profiler failure is recorded, the timings stand
+            record["profile_error"] = f"{type(e).__name__}: {e}"
+    elif cfg["profile_steps"] > 0:
+        record["profile_error"] = "no CUDA: no GPU kernels to profile"
+    if world > 1 and rung["ddp"]:
+        # DDP keeps the replicas identical: every rank applied the same averaged gradients
+        with torch.no_grad():
+            total = sum(p.detach().double().sum() for p in model.parameters())
+        hi = torch.tensor([float(total)], dtype=torch.float64, device=device)
+        lo = hi.clone()
+        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+        record["replica_spread"] = float(hi.item() - lo.item())
+        dist.barrier()
+    emit(**record)
+    del model, opt, batches
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+
+
+def _mark(cuda: bool):
+    if cuda:
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+    return time.perf_counter()
+
+
+def _phase_ms(m, cuda: bool) -> dict:
+    if cuda:
+        d = [m[i].elapsed_time(m[i + 1]) for i in range(3)]
+    else:
+        d = [(m[i + 1] - m[i]) * 1e3 for i in range(3)]
+    return {"forward": d[0], "backward": d[1], "optimizer": d[2]}
+
+
+# --------------------------------------------------------------------------- collectives
+#: nccl-tests' bus bandwidth factors (doc/PERFORMANCE.md).
+def bus_factor(op: str, n: int) -> float:
+    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n}[op]
+
+
+def bench(cfg: dict, rank: int, world: int, device, emit: Emitter) -> None:
+    for op in cfg["bench_ops"]:
+        for size in cfg["bench_sizes"]:
+            n = size // 4
+            n -= n % world
+            try:
+                if op == "all_reduce":
+                    buf = torch.ones(n, device=device)
+                    fn = lambda: dist.all_reduce(buf)  # noqa: E731
+                elif op == "all_gather":
+                    out = torch.empty(n, device=device)
+                    inp = torch.ones(n // world, device=device)
+                    fn = lambda: dist.all_gather_into_tensor(out, inp)  # noqa: E731
+                else:
+                    inp = torch.ones(n, device=device)
+                    out = torch.empty(n // world, device=device)
+                    fn = lambda: dist.reduce_scatter_tensor(out, inp)  # noqa: E731
+                for _ in range(2):
+                    fn()
+                iters = cfg["bench_iters"]
+                times = []
+                for _ in range(cfg["bench_repeats"]):
+                    dist.barrier()
+                    _sync(device)
+                    t0 = time.perf_counter()
+                    for _ in range(iters):
+                        fn()
+                    _sync(device)
+                    times.append(_max_over_ranks((time.perf_counter() - t0) / iters, device, world))
+                nbytes = 4 * n
+                for t in times:
+                    alg = nbytes / t / 1e9
+                    emit(kind="bench", op=op, size=nbytes, world=world, time_ms=t * 1e3, algbw_GBps=alg,
+                         busbw_GBps=alg * bus_factor(op, world), iters=iters, status="ok")
+                if op == "all_reduce":
+                    buf = None
+                out = inp = None
+            except (RuntimeError, ValueError, NotImplementedError) as e:
+                emit(kind="bench", op=op, size=4 * n, world=world, status="skipped",
+                     reason=" ".join(str(e).split())[:300])
+                break
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", required=True, help="the job's JSON configuration")
+    args = ap.parse_args(argv)
+    cfg = json.loads(Path(args.config).read_text())
+    out = Path(cfg["out"])
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    backend = cfg["backend"]
+    if backend == "nccl":
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(max(1, int(cfg.get("threads", 1))))
+    timeout = timedelta(seconds=float(cfg["pg_timeout_s"]))
+    kw = {"device_id": device} if backend == "nccl" else {}
+    dist.init_process_group(backend, timeout=timeout, **kw)
+    emit = Emitter(out, rank)
+    deadline = time.monotonic() + float(cfg.get("budget_s", 1e9))
+    emit(kind="start", world=world, backend=backend, torch=torch.__version__,
+         nccl=".".join(map(str, torch.cuda.nccl.version())) if backend == "nccl" else None,
+         device=torch.cuda.get_device_name(device) if backend == "nccl" else "cpu",
+         nodes=int(os.environ.get("GROUP_WORLD_SIZE", 1)))
+    try:
+        if world > 1 and cfg["bench_ops"]:
+            bench(cfg, rank, world, device, emit)  # first: a job cut short by its timeout still has it
+        for rung in cfg["rungs"]:
+            if time.monotonic() > deadline:
+                emit(kind="rung", rung=rung["name"], world=world, status="skipped",
+                     reason="the job's time budget ran out before this rung", **{k: rung[k] for k in (
+                         "ddp", "static_graph", "bucket_view", "hook", "bucket_cap_mb")})
+                continue
+            run_rung(rung, cfg, rank, world, device, emit)
+        emit(kind="done")
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

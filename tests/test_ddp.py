@@ -1,0 +1,284 @@
+"""Chapter 11 (GPU to GPU): parsing, parameters, failure handling of torchrun jobs (gloo on the
+CPU), the prediction, and findings that follow the data."""
+import os
+import time
+
+import pandas as pd
+import pytest
+
+from datajourney import ddp
+from datajourney.book import chapters, results, runner
+from datajourney.book.pages import ddp as page
+from datajourney.params import ParameterError
+
+# nvidia-smi topo -m as the 2-GPU H200 host printed it (underline escape codes included)
+TOPO_H200 = ("\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+             "GPU0\t X \tNV18\t0-31\t0\t\tN/A\nGPU1\tNV18\t X \t0-31\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n")
+TOPO_PCIE = """\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNODE\tSYS\tPIX\t0-47\t0\t\tN/A
+GPU1\tNODE\t X \tSYS\tNODE\t0-47\t0\t\tN/A
+GPU2\tSYS\tSYS\t X \tSYS\t48-95\t1\t\tN/A
+NIC0\tPIX\tNODE\tSYS\t X
+
+NIC Legend:
+
+  NIC0: mlx5_0
+"""
+
+
+def test_topology_is_parsed_from_nvidia_smi():
+    t = ddp.parse_topology(TOPO_H200)
+    assert set(map(tuple, t.to_numpy())) == {("GPU0", "GPU0", "X"), ("GPU0", "GPU1", "NV18"),
+                                             ("GPU1", "GPU0", "NV18"), ("GPU1", "GPU1", "X")}
+    p = ddp.parse_topology(TOPO_PCIE).set_index(["a", "b"])["link"]
+    assert len(p) == 16 and p[("GPU0", "GPU1")] == "NODE" and p[("GPU2", "GPU0")] == "SYS"
+    assert p[("NIC0", "GPU0")] == "PIX" and p[("GPU0", "NIC0")] == "PIX"
+    assert ddp.parse_topology("").empty and ddp.parse_topology("No devices were found").empty
+    assert ddp.link_kind("NV18") == "NV" and ddp.link_kind("SYS") == "SYS"
+
+
+def test_transports_are_parsed_from_nccl_info_lines():
+    log = "\n".join([
+        "host:1:2 [0] NCCL INFO NCCL version 2.28.9+cuda13.0",
+        "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+        "host:1:2 [1] NCCL INFO Channel 01/0 : 1[1] -> 0[0] via P2P/CUMEM/read",
+        "host:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+        "host:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/Socket/0",
+        "host:1:2 [0] NCCL INFO Connected all rings",
+    ])
+    t = ddp.parse_transports(log)
+    assert list(t["transport"]) == ["P2P", "P2P", "SHM", "NET"]
+    assert list(t["via"])[-1] == "NET/Socket/0" and list(t["kind"])[-1] == "receive"
+    assert list(t["src"]) == [0, 1, 0, 1] and list(t["dst"]) == [1, 0, 1, 0]
+    assert ddp.nccl_version(log) == "2.28.9+cuda13.0" and ddp.parse_transports("").empty
+
+
+def _defaults() -> dict:
+    return {**runner.notebook_parameters(chapters.lookup("11")), "run_dir": None}
+
+
+@pytest.mark.parametrize("name,value", [
+    ("model", "resnet"), ("windows", 1), ("steps", 0), ("batch_size", -1), ("image_size", 30),
+    ("ladder", ["ddp", "bf8"]), ("ladder", "ddp"), ("host_ladder", ["bf16@x"]), ("host_paths", ["nvlink_off"]),
+    ("bucket_sweep", [0]), ("bench_sizes", [100]), ("bench_ops", ["broadcast"]), ("powersgd_start_iter", 1),
+    ("powersgd_start_iter", 50), ("job_timeout_s", 1), ("reference_host", "nowhere"), ("gpus", 0),
+    ("cpu_procs", 0),
+])
+def test_bad_parameters_fail_before_any_work(name, value):
+    with pytest.raises(ParameterError) as e:
+        ddp.preflight({**_defaults(), name: value})
+    assert repr(name) in str(e.value)
+
+
+def test_rung_names():
+    r = ddp.parse_rung("bf16@25", 2000)
+    assert r["hook"] == "bf16" and r["bucket_cap_mb"] == 25 and r["static_graph"] and r["bucket_view"]
+    assert ddp.parse_rung("ddp", 2000)["bucket_cap_mb"] == 2000 and not ddp.parse_rung("ddp", 1)["static_graph"]
+    jobs = ddp.plan_jobs({**_defaults(), "bucket_sweep": [25, 2000]}, "nccl", 2)
+    assert [j.name for j in jobs] == ["one", "n", "p2p_off", "p2p_shm_off"]
+    assert [r["name"] for r in jobs[0].rungs] == ["no_ddp", "ddp"]
+    assert jobs[1].rungs[-1]["name"] == "bucket_view@25"  # 2000 is the baseline already
+    assert jobs[3].env == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+    assert [j.name for j in ddp.plan_jobs(_defaults(), "gloo", 2)] == ["one", "n"]   # no NCCL: no host paths
+    assert [j.name for j in ddp.plan_jobs(_defaults(), "nccl", 1)] == ["one"]
+
+
+def test_every_job_keeps_nvlink_multicast_off():
+    env = ddp.job_env({"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "1"})
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_P2P_DISABLE"] == "1" and env["NCCL_DEBUG"] == "INFO"
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    from datajourney.ddp_worker import bus_factor
+
+    assert bus_factor("all_reduce", 2) == 1 and bus_factor("all_reduce", 8) == 1.75
+    assert bus_factor("all_gather", 4) == 0.75 and bus_factor("reduce_scatter", 2) == 0.5
+
+
+def test_prediction_from_gradient_bytes_and_bandwidth():
+    assert ddp.bucket_sizes(100 * ddp.MiB, 25) == [ddp.MiB, 25 * ddp.MiB, 25 * ddp.MiB, 25 * ddp.MiB, 24 * ddp.MiB]
+    assert sum(ddp.bucket_sizes(1226141600, 2000)) == 1226141600
+    bench = pd.DataFrame([{"path": "direct", "op": "all_reduce", "size": s, "time_ms": 1.0, "algbw_GBps": bw,
+                           "busbw_GBps": bw, "status": "ok"} for s, bw in ((1 << 20, 10.0), (1 << 30, 100.0))])
+    s = ddp.bench_summary(bench)
+    assert ddp.interp_algbw(s, 1 << 25) == pytest.approx(55.0) and ddp.interp_algbw(s, 1 << 40) == 100.0
+    rungs = pd.DataFrame([{"path": "direct", "rung": "ddp", "status": "ok", "ddp": True, "hook": "none", "world": 2,
+                           "grad_bytes": 1 << 30, "bucket_cap_mb": 2000, "prof_nccl_kernels": 1.0,
+                           "prof_nccl_ms": 11.0, "prof_exposed_nccl_ms": 11.0}])
+    p = ddp.predict_comm(rungs, bench, 2)
+    assert p["predicted_ms"].iloc[0] == pytest.approx((1 << 30) / 100e9 * 1e3)
+    assert p["buckets_from"].iloc[0] == "profile"
+
+
+def test_gpu_overlap_of_nccl_and_compute():
+    from datajourney.ddp_worker import gpu_overlap
+
+    iv = [("gemm", 0, 100), ("ncclDevKernel_AllReduce", 50, 150), ("Memcpy DtoD", 150, 160), ("gemm", 200, 220)]
+    o = gpu_overlap(iv, steps=1)
+    assert o["nccl_ms"] == pytest.approx(0.1) and o["overlap_ms"] == pytest.approx(0.05)
+    assert o["exposed_nccl_ms"] == pytest.approx(0.05) and o["compute_ms"] == pytest.approx(0.12)
+    assert o["copy_ms"] == pytest.approx(0.01) and o["nccl_kernels"] == 1
+
+
+_TINY = {"backend": "gloo", "model": "small_vit", "batch_size": 4, "image_size": 16, "classes": 10,
+         "warmup_steps": 1, "steps": 2, "windows": 2, "profile_steps": 0, "powersgd_rank": 1,
+         "powersgd_start_iter": 2, "bench_sizes": [65536], "bench_iters": 2, "bench_repeats": 1, "threads": 1,
+         "rungs": [ddp.parse_rung("ddp", 25)] * 20, "bench_ops": []}
+
+
+@pytest.mark.parametrize("how,pg_timeout", [("kill", 300), ("hang", 5)])
+def test_a_failing_rank_fails_the_job_within_a_timeout(tmp_path, how, pg_timeout):
+    """Rank 1 dies (SIGKILL) or hangs after 3 steps: the job exits non-zero, well before the
+    job's own timeout, and leaves no process behind."""
+    cfg = {**_TINY, "pg_timeout_s": pg_timeout, "fail": {"rank": 1, "after_steps": 3, "how": how}}
+    t0 = time.monotonic()
+    rc, wall, log = ddp.launch(cfg, 2, tmp_path, timeout_s=90)
+    assert rc not in (0, 124), log[-2000:]
+    assert time.monotonic() - t0 < 60
+    recs = ddp.read_records(tmp_path)
+    assert not any(r["kind"] == "done" for r in recs)
+
+
+def test_the_job_timeout_kills_the_whole_process_group(tmp_path, monkeypatch):
+    monkeypatch.setattr(ddp, "torchrun_command", lambda n, c: ["bash", "-c", "sleep 300 & sleep 300; wait"])
+    t0 = time.monotonic()
+    rc, wall, _ = ddp.launch({}, 2, tmp_path, timeout_s=2)
+    assert rc == 124 and time.monotonic() - t0 < 15
+
+
+@pytest.fixture(scope="module")
+def ci_result(tmp_path_factory):
+    """A small run on the CPU: gloo, 2 processes, every rung kind."""
+    rd = tmp_path_factory.mktemp("ch11")
+    return ddp.run(model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
+                   profile_steps=0, cpu_procs=2, ladder=["ddp", "bucket_view", "bf16", "fp16", "powersgd"],
+                   bucket_sweep=[1], bench_sizes=[65536, 1 << 20], bench_ops=["all_reduce", "all_gather"],
+                   bench_iters=2, bench_repeats=2, job_timeout_s=60, run_dir=rd, progress=False)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU path")
+def test_ci_run_on_gloo(ci_result):
+    r = ci_result
+    assert r.metadata["backend"] == "gloo" and all(j["status"] == "ok" for j in r.metadata["jobs"])
+    rungs = r.table("rungs").set_index(["job", "rung"])
+    assert rungs.loc[("n", "bf16"), "status"] == "skipped" and "BF16" in rungs.loc[("n", "bf16"), "reason"]
+    ok = rungs[rungs["status"] == "ok"]
+    assert {"no_ddp", "ddp", "bucket_view", "fp16", "powersgd", "bucket_view@1"} <= {x for _, x in ok.index}
+    assert (ok["steps_per_s"] > 0).all() and (ok["windows"] == 2).all()
+    # each rank saw its own data, yet every DDP rung ended with identical replicas (compressed ones too)
+    n = ok.loc["n"]
+    assert n["replica_spread"].notna().all() and (n["replica_spread"] == 0).all(), n["replica_spread"]
+    b = ddp.bench_summary(r.table("bench"))
+    assert set(b["op"]) == {"all_reduce", "all_gather"} and (b["busbw_GBps"] > 0).all()
+    f = page.findings(r)
+    assert 3 <= len(f) <= 6 and all("nan" not in x.text and "None" not in x.text for x in f)
+    assert "skipped" in next(x for x in f if x.key.startswith("compression")).text
+    saved = results.Result.load(r.path)
+    assert saved.table("rungs").shape == r.table("rungs").shape
+
+
+# --------------------------------------------------------------------------- findings follow the data
+def _result(no_ddp=10.0, ddp1=9.5, n=None, host=None, busbw=300.0) -> results.Result:
+    """A constructed result: steps/s per (job, rung) with three windows of ±1%."""
+    n = n or {"ddp": 9.0, "bucket_view": 9.8, "bf16": 8.5}
+    host = host if host is not None else {"p2p_shm_off": {"ddp": 2.0, "bf16": 3.5, "powersgd": 8.0}}
+    runs = [("one", "direct", 1, "no_ddp", no_ddp), ("one", "direct", 1, "ddp", ddp1)]
+    runs += [("n", "direct", 2, k, v) for k, v in n.items()]
+    runs += [(h, h, 2, k, v) for h, d in host.items() for k, v in d.items()]
+    rungs, windows = [], []
+    for job, path, world, rung, v in runs:
+        spec = ddp.parse_rung(rung, 2000)
+        w = [v * 0.99, v, v * 1.01]
+        rungs.append({"job": job, "path": path, "world": world, "rung": rung, "ddp": spec["ddp"],
+                      "static_graph": spec["static_graph"], "bucket_view": spec["bucket_view"], "hook": spec["hook"],
+                      "bucket_cap_mb": spec["bucket_cap_mb"], "status": "ok", "reason": None,
+                      "grad_bytes": 1 << 30, "hook_state": None, "profile_error": None, "steps_per_s": v,
+                      "sps_min": min(w), "sps_max": max(w), "prof_nccl_ms": 500.0 / v, "prof_overlap_ms": 0.0,
+                      "prof_compute_ms": 500.0 / v, "prof_copy_ms": 0.0,
+                      "prof_exposed_nccl_ms": 500.0 / v, "prof_nccl_kernels": 2.0})
+        windows += [{"job": job, "path": path, "world": world, "rung": rung, "window": i, "steps_per_s": x}
+                    for i, x in enumerate(w)]
+    bench = [{"job": "n", "path": "direct", "op": "all_reduce", "size": 1 << 30, "world": 2, "time_ms": 1.0,
+              "algbw_GBps": busbw, "busbw_GBps": busbw * f, "status": "ok"} for f in (0.99, 1.0, 1.01)]
+    res = results.Result(chapter=ddp.CHAPTER, run_id="t", parameters={}, fingerprint={},
+                         metadata={"cuda": True, "backend": "nccl", "world": 2, "jobs": []})
+    res.add("rungs", rungs)
+    res.add("windows", windows)
+    res.add("bench", bench)
+    res.add("transports", pd.DataFrame([{"job": "n", "path": "direct", "channel": 0, "src": 0, "dst": 1, "kind": "",
+                                         "via": "P2P/CUMEM/read", "transport": "P2P"}]))
+    res.add("topology", ddp.parse_topology(TOPO_H200))
+    return res
+
+
+def _text(res, key):
+    return next(f for f in page.findings(res) if f.key == key).text
+
+
+def test_findings_ddp_on_one_gpu_follow_the_data():
+    assert "slower" in _text(_result(no_ddp=10, ddp1=9), "ddp_one_device")
+    assert "faster" in _text(_result(no_ddp=9, ddp1=10), "ddp_one_device")
+    assert "level" in _text(_result(no_ddp=10, ddp1=10.01), "ddp_one_device")
+
+
+def test_findings_scaling_target_follows_the_data():
+    assert "within the 5% target" in _text(_result(n={"ddp": 9.0, "bucket_view@1": 9.8}), "scaling_direct")
+    t = _text(_result(n={"ddp": 5.0, "bucket_view@1": 6.0}), "scaling_direct")
+    assert "more than the 5% target" in t and "kept 60% of" in t
+
+
+def test_findings_host_path_and_compression_follow_the_data():
+    t = _text(_result(), "host_path_collapse")
+    assert "5.0× slower than one GPU" in t and "emulation" in t
+    t = _text(_result(host={"p2p_off": {"ddp": 12.0}}), "host_path_collapse")
+    assert "faster than one GPU" in t
+    assert "meeting the 1.50× target" in _text(_result(), "compression")
+    t = _text(_result(host={"p2p_off": {"ddp": 5.0, "bf16": 5.5, "powersgd": 4.0}}), "compression")
+    assert "short of the 1.50× target" in t and "PowerSGD 1.25× slower than the baseline" in t
+    assert "bf16 compression 1.06× slower than the baseline" in _text(_result(), "compression")  # direct path
+    assert "bf16 compression 1.11× faster" in _text(_result(n={"ddp": 9.0, "bf16": 10.0}), "compression")
+    assert not any(f.key == "host_path_collapse" for f in page.findings(_result(host={})))
+
+
+def test_findings_bandwidth_and_published_metrics():
+    f = next(f for f in page.findings(_result(busbw=100.0)) if f.key == "allreduce_busbw")
+    assert f.value == pytest.approx(100.0) and "100 GB/s" in f.text
+    m = page.key_metrics(_result())
+    assert m["one GPU without DDP"][0] == pytest.approx(10.0)
+    assert m["DDP on N GPUs, host path: one GPU ÷ N GPUs"][0] == pytest.approx(5.0)
+    assert m["bf16 compression gain, host path"][0] == pytest.approx(75.0)
+    from datajourney.book import published
+
+    names = {f.metric for f in published.figures(ddp.CHAPTER)}
+    assert set(m) <= names
+
+
+# --------------------------------------------------------------------------- the recorded reference run
+def test_reference_run_meets_the_chapters_targets():
+    r = results.load_reference(ddp.CHAPTER, "h200")
+    assert r is not None and r.metadata["world"] == 2 and r.metadata["model"] == "vit_l_32"
+    b = ddp.bench_summary(r.table("bench"))
+    ar = b[(b["op"] == "all_reduce") & (b["path"] == "direct") & (b["size"] == 1 << 30)]
+    assert float(ar["busbw_GBps"].iloc[0]) >= 295
+    one = page._windows(r, "one", "no_ddp")
+    best = page._best(r, "n")[1]
+    assert sum(best) / len(best) >= 0.95 * sum(one) / len(one)
+    base = page._windows(r, "p2p_shm_off", "ddp")
+    assert sum(base) / len(base) < 0.5 * sum(one) / len(one)               # the collapse
+    assert max(sum(page._windows(r, "p2p_shm_off", x)) / len(base) for x in ("bf16", "powersgd")) >= 1.5 * (
+        sum(base) / len(base))                                            # a compression scheme recovers
+    assert set(r.table("transports")["transport"]) == {"P2P", "SHM", "NET"}
+
+
+def test_reference_full_profile_fits_its_time():
+    """The recorded reference run of chapter 11 (full profile, 2 GPUs) took at most 6 minutes."""
+    import json
+
+    runs = []
+    for p in sorted((results.REFERENCE_DIR / "h200").glob("run-reference-h200-*.json")):
+        rec = json.loads(p.read_text())
+        runs += [(rec["profile"], c) for c in rec.get("chapters", []) if c.get("chapter") == ddp.CHAPTER]
+    assert runs, "no run record of chapter 11"
+    full = [c for prof, c in runs if prof == "full" and c["status"] == "ok"]
+    assert full and all(c["seconds"] <= 360 for c in full)
