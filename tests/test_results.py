@@ -78,7 +78,8 @@ def test_three_columns_table():
 
 def test_published_figures_are_quoted_exactly():
     """Every published figure (value and std) appears verbatim in its source document."""
-    sources = {"S1": "000_48310452fe021a32.txt"}
+    sources = {"S1": "000_48310452fe021a32.txt", "S2": "001_8e7b62aa73f37afa.txt", "S3": "003_b7d462fde50cc154.txt",
+               "S4": "004_01937026ad74bacc.txt", "S5": "002_60da5f7a42a33467.txt"}
     shared = REPO_ROOT.parent / "shared" / "sources"
     if not shared.is_dir():
         pytest.skip("../shared/sources is not beside this checkout")

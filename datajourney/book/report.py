@@ -45,7 +45,7 @@ def table(df: pd.DataFrame, caption: str | None = None) -> None:
 
 #: Parameters whose values are byte counts (shown also as KiB/MiB/GiB).
 BYTE_PARAMETERS = {"file_size", "shard_size", "size_sweep", "chunk_sweep", "sizes", "overlap_sizes",
-                   "ceiling_size", "staging_sizes"}
+                   "ceiling_size", "staging_sizes", "bench_sizes"}
 
 
 def _param_text(name: str, value) -> str:
