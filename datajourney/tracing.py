@@ -32,7 +32,6 @@ import glob
 import gzip
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys

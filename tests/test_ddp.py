@@ -1,6 +1,5 @@
 """Chapter 11 (GPU to GPU): parsing, parameters, failure handling of torchrun jobs (gloo on the
 CPU), the prediction, and findings that follow the data."""
-import os
 import time
 
 import pandas as pd

@@ -1,5 +1,4 @@
 """Chapter 10: the indexed token data set, its readers, bad input, and findings that follow the data."""
-import copy
 import json
 import struct
 import warnings

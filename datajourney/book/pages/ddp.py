@@ -3,7 +3,6 @@ published metrics, computed notes and display tables."""
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 
@@ -208,7 +207,7 @@ def finding_host_path(res) -> Finding | None:
             worst = (mid, lo, hi)
     return Finding("host_path_collapse",
                    "**Forced off the direct path** (an emulation of a host whose GPUs talk through host memory or "
-                   f"the network stack, not such a host), DDP with one bucket ran: " + "; ".join(parts)
+                   "the network stack, not such a host), DDP with one bucket ran: " + "; ".join(parts)
                    + f". The direct path ran {_rate(direct)}.",
                    value=worst[0], unit="×", interval=worst[1:], published="DDP on N GPUs, host path: one GPU ÷ N GPUs")
 
