@@ -48,7 +48,7 @@ class Figure:
 
     @property
     def mean(self) -> float:
-        return float(self.value.replace(",", ""))
+        return float(self.value.replace(",", "").replace(" ", ""))  # "9 846" as some sources print it
 
     @property
     def text(self) -> str:
@@ -161,7 +161,7 @@ PUBLISHED: dict[str, list[Figure]] = {
     ],
     # -- chapter 10 --
     "10_mmap_vs_read": [
-        Figure("POSIX events per run, mmap", "9,846", "events", setting="≈ constant over all nine sweep points "
+        Figure("POSIX events per run, mmap", "9 846", "events", setting="≈ constant over all nine sweep points "
                "(a whole training job: initialisation, metadata, checkpoints)", source="S4"),
         Figure("POSIX events, read(), largest point", "906,600", "events",
                setting="sequence length 2048, global batch 512 (133,037 at 512 / 128)", source="S4"),
