@@ -148,6 +148,13 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
+def _terminal_signals():
+    """The child starts as from a terminal: Ctrl-C and SIGTERM at their defaults, whatever an earlier
+    test left ignored in this process (an ignored signal is inherited across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupt_stops_cleanly_and_leaves_no_process(tmp_path, sig):
     pids, marker = tmp_path / "pids", tmp_path / "finally"
@@ -158,7 +165,7 @@ def test_interrupt_stops_cleanly_and_leaves_no_process(tmp_path, sig):
                    f"try:\n    time.sleep(120)\nfinally:\n    open({str(marker)!r}, 'w').write('cleaned up')")
     p = subprocess.Popen([PY, "-c", DRIVER, str(nb), "run", "1", "--profile", "ci", "--quiet", "--results",
                           str(tmp_path / "res"), "--run-id", "i"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=_terminal_signals)
     deadline = time.monotonic() + 60
     while not pids.exists() or not pids.read_text():
         assert time.monotonic() < deadline and p.poll() is None, p.communicate()
