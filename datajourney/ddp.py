@@ -33,8 +33,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import REPO_ROOT
-from .ddp_worker import HOOKS, SAFE_ENV, bus_factor
-from .params import (ParameterError, boolean, choice, creatable_dir, int_list, number, positive_int)
+from .ddp_worker import SAFE_ENV
+from .params import (ParameterError, choice, int_list, number, positive_int, run_options)
 
 CHAPTER = "11_gpu_to_gpu"
 MiB = 1 << 20
@@ -260,7 +260,6 @@ def check_parameters(p: dict) -> dict:
     """Every parameter of the chapter, checked; a one-line error names the first bad one."""
     import torch
 
-    from .book import results
 
     q = dict(p)
     q["model"] = choice("model", p["model"], MODELS)
@@ -317,15 +316,7 @@ def check_parameters(p: dict) -> dict:
     q["job_timeout_s"] = number("job_timeout_s", p["job_timeout_s"], minimum=10, maximum=86_400)
     q["pg_timeout_s"] = number("pg_timeout_s", p["pg_timeout_s"], minimum=5, maximum=86_400)
     q["time_budget_s"] = number("time_budget_s", p["time_budget_s"], minimum=30, maximum=86_400)
-    if "is_reference_run" in p:
-        q["is_reference_run"] = boolean("is_reference_run", p["is_reference_run"])
-    if p.get("reference_host") is not None:
-        hosts = results.reference_hosts()
-        if p["reference_host"] not in hosts:
-            raise ParameterError("reference_host", p["reference_host"],
-                                 "None or a host under data/reference/: " + (", ".join(hosts) or "none committed"))
-    if p.get("run_dir") not in (None, ""):
-        q["run_dir"] = creatable_dir("run_dir", p["run_dir"])
+    q.update(run_options(p))
     _memory_check(q, n_dev)
     return q
 

@@ -230,3 +230,22 @@ def memory(name: str, value, needed_bytes: int, *, what: str) -> None:
         raise ParameterError(name, value, f"a value for which {what} fits in memory "
                                           f"(needs {needed_bytes / 2**30:.1f} GiB, {available / 2**30:.1f} GiB "
                                           f"available under {limit})")
+
+
+def run_options(params: dict) -> dict:
+    """The options the runner gives every notebook, checked: ``is_reference_run`` (a boolean),
+    ``reference_host`` (None or a host with committed reference results) and ``run_dir`` (a
+    directory that can be created). Returns those present, checked."""
+    out = {}
+    if "is_reference_run" in params:
+        out["is_reference_run"] = boolean("is_reference_run", params["is_reference_run"])
+    if params.get("reference_host") is not None:
+        from .book.results import reference_hosts
+
+        hosts = reference_hosts()
+        if params["reference_host"] not in hosts:
+            raise ParameterError("reference_host", params["reference_host"],
+                                 "None or a host under data/reference/: " + (", ".join(hosts) or "none committed"))
+    if params.get("run_dir") not in (None, ""):
+        out["run_dir"] = creatable_dir("run_dir", params["run_dir"])
+    return out

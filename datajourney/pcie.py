@@ -47,7 +47,7 @@ import pandas as pd
 import torch
 
 from .book.fingerprint import cgroup_limits
-from .params import (ParameterError, boolean, creatable_dir, int_list, number, positive_int)
+from .params import (ParameterError, boolean, int_list, number, positive_int, run_options)
 from .timing import cuda_ms, interleaved_ms, nvml_reader
 
 CHAPTER = "06_pcie"
@@ -810,7 +810,6 @@ def _at_least(name: str, value: int, minimum: int, maximum: int) -> int:
 
 def check_parameters(p: dict) -> dict:
     """Every parameter of the chapter, checked; a one-line error names the first bad one."""
-    from .book import results
 
     q = dict(p)
     for name in ("sizes", "overlap_sizes", "staging_sizes"):
@@ -822,15 +821,7 @@ def check_parameters(p: dict) -> dict:
     q["kernel_ms"] = number("kernel_ms", p["kernel_ms"], minimum=0, maximum=10_000, exclusive_minimum=True)
     q["kernel_rounds"] = _at_least("kernel_rounds", p["kernel_rounds"], 3, 10_000)
     q["profile_timeline"] = boolean("profile_timeline", p["profile_timeline"])
-    if "is_reference_run" in p:
-        q["is_reference_run"] = boolean("is_reference_run", p["is_reference_run"])
-    if p.get("reference_host") is not None:
-        hosts = results.reference_hosts()
-        if p["reference_host"] not in hosts:
-            raise ParameterError("reference_host", p["reference_host"],
-                                 "None or a host under data/reference/: " + (", ".join(hosts) or "none committed"))
-    if p.get("run_dir") not in (None, ""):
-        q["run_dir"] = creatable_dir("run_dir", p["run_dir"])
+    q.update(run_options(p))
     return q
 
 

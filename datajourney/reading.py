@@ -47,8 +47,8 @@ import pandas as pd
 
 from . import datasets, pagecache, storage
 from .book.fingerprint import storage_info
-from .params import (ParameterError, boolean, choice, choices, creatable_dir, int_list, memory, nonnegative_int,
-                     number, positive_int)
+from .params import (ParameterError, choice, choices, int_list, memory, nonnegative_int,
+                     number, positive_int, run_options)
 
 CHAPTER = "09_reading_smarter"
 GB = 1e9
@@ -88,7 +88,7 @@ class DiskStats:
     device: str | None
 
     def snapshot(self) -> tuple[float, list[int] | None, int | None]:
-        return time.perf_counter(), (_diskstats_line(self.device) if self.device else None), own_read_bytes()
+        return time.perf_counter(), (_diskstats_line(self.device) if self.device else None), pagecache.io_read_bytes()
 
     @staticmethod
     def delta(a, b) -> dict:
@@ -111,17 +111,6 @@ class DiskStats:
                     dev_read_ms=read_ms / reads if reads else None, own_bytes=own,
                     own_share=min(1.0, own / dev_bytes) if own is not None and dev_bytes else None)
 
-
-def own_read_bytes() -> int | None:
-    """Bytes this process (all its threads) caused to be read from storage so far (``read_bytes`` of
-    ``/proc/self/io``), None where the kernel does not account it."""
-    try:
-        for line in Path("/proc/self/io").read_text().splitlines():
-            if line.startswith("read_bytes:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 def seen_over_asked(dev: dict, asked: int) -> float | None:
@@ -776,7 +765,6 @@ _SIZE_MAX = 1 << 40
 
 def check_parameters(p: dict) -> dict:
     """Every parameter, checked; a one-line error names the first bad one."""
-    from .book import results
 
     q = dict(p)
     q["file_size"] = positive_int("file_size", p["file_size"], maximum=_SIZE_MAX)
@@ -814,14 +802,7 @@ def check_parameters(p: dict) -> dict:
     q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**32 - 1)
     if q["purge_method"] == "drop_caches" and not pagecache.can_drop_caches():
         raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
-    for name in ("is_reference_run",):
-        if name in p:
-            q[name] = boolean(name, p[name])
-    if p.get("reference_host") is not None and p["reference_host"] not in results.reference_hosts():
-        raise ParameterError("reference_host", p["reference_host"],
-                             "None or a host under data/reference/: " + ", ".join(results.reference_hosts()))
-    if p.get("run_dir") not in (None, ""):
-        q["run_dir"] = creatable_dir("run_dir", p["run_dir"])
+    q.update(run_options(p))
     return q
 
 
