@@ -189,3 +189,15 @@ def warm(paths: Sequence[str | os.PathLike], block: int = 1 << 20) -> Residency:
                 pass
     return residency(paths)
 
+
+
+def io_read_bytes() -> int | None:
+    """Bytes this process (all its threads) has caused to be read from storage so far, readahead
+    included (``read_bytes`` of ``/proc/self/io``); None where the kernel does not account it."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None

@@ -416,16 +416,6 @@ def load_sweep(model, opt, *, lr: float, work: list[bytes], out_size: int, batch
 
 
 # --------------------------------------------------------------------------- per-sample costs
-def _io_read_bytes() -> int | None:
-    """Bytes this process has caused to be read from storage (``/proc/self/io``), readahead included."""
-    try:
-        for line in Path("/proc/self/io").read_text().splitlines():
-            if line.startswith("read_bytes:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
 
 @contextmanager
 def torch_threads(n: int | None):
@@ -459,12 +449,12 @@ def reader_costs(src, shards, *, out_size: int, samples: int, seed: int, purge_m
     for fmt, (read, files) in readers.items():
         purge = pagecache.purge(files, purge_method)
         data, cold = [], []
-        b0 = _io_read_bytes()
+        b0 = pagecache.io_read_bytes()
         for i in idx:
             t0 = time.perf_counter()
             data.append(read(i))
             cold.append((time.perf_counter() - t0) * 1e3)
-        b1 = _io_read_bytes()
+        b1 = pagecache.io_read_bytes()
         disk_kb = (b1 - b0) / len(idx) / 1024 if b0 is not None and b1 is not None else None
         warm = _per_item(read, idx)
         rgb = [images.decode_rgb(d, out_size) for d in data]
