@@ -135,21 +135,8 @@ def photo_set(data_dir=None, *, n_images: int, width: int = 500, height: int = 3
     workers = workers or max(1, len(os.sched_getaffinity(0)))
 
     def write(tmp: Path, show: bool) -> str:
-        from tqdm import tqdm
-
-        for k in range(min(classes, n_images)):
-            (tmp / f"class_{k:03d}").mkdir()
-        chunk = 64
-        jobs = [(str(tmp), range(s, min(s + chunk, n_images)), seed, width, height, quality, classes)
-                for s in range(0, n_images, chunk)]
-        digests = [""] * n_images
-        pool = get_context("fork").Pool(workers, initializer=images.die_with_parent, initargs=(os.getpid(),))
-        with pool, tqdm(total=n_images, desc="photo JPEGs", disable=not show, leave=False) as bar:
-            for part in pool.imap_unordered(_write_photos, jobs):
-                for i, d in part:
-                    digests[i] = d
-                bar.update(len(part))
-        return hashlib.sha256("".join(digests).encode()).hexdigest()
+        return images.write_folder(tmp, n_images, classes, _write_photos, (seed, width, height, quality, classes),
+                                   chunk=64, workers=workers, show=show, desc="photo JPEGs")
 
     root = datasets.generate(parent, name, params, None, needed, write, progress)
     return images.ImageFolderSet(root, n_images, classes)

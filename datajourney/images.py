@@ -123,25 +123,31 @@ def image_folder(data_dir=None, *, n_images: int, size: int = 224, quality: int 
     workers = workers or max(1, len(os.sched_getaffinity(0)))
 
     def write(tmp: Path, show: bool) -> str:
-        from tqdm import tqdm
-
-        for k in range(min(classes, n_images)):
-            (tmp / f"class_{k:03d}").mkdir()
-        chunk = 256
-        jobs = [(str(tmp), range(s, min(s + chunk, n_images)), seed, size, quality, classes)
-                for s in range(0, n_images, chunk)]
-        digests = [""] * n_images
-        ctx = get_context("fork")
-        pool = ctx.Pool(workers, initializer=die_with_parent, initargs=(os.getpid(),))
-        with pool, tqdm(total=n_images, desc="JPEG images", disable=not show, leave=False) as bar:
-            for part in pool.imap_unordered(_write_chunk, jobs):
-                for i, d in part:
-                    digests[i] = d
-                bar.update(len(part))
-        return hashlib.sha256("".join(digests).encode()).hexdigest()
+        return write_folder(tmp, n_images, classes, _write_chunk, (seed, size, quality, classes), chunk=256,
+                            workers=workers, show=show, desc="JPEG images")
 
     root = datasets.generate(parent, name, params, None, needed, write, progress)
     return ImageFolderSet(root, n_images, classes)
+
+
+def write_folder(tmp: Path, n_images: int, classes: int, writer, args: tuple, *, chunk: int, workers: int,
+                 show: bool, desc: str) -> str:
+    """Write an ImageFolder layout of ``n_images`` into ``tmp`` with a pool of forked ``workers``:
+    ``writer((str(tmp), range_of_indices, *args))`` writes a chunk and returns ``[(index, digest)]``.
+    Returns the data set's digest (over the images in index order) for its manifest."""
+    from tqdm import tqdm
+
+    for k in range(min(classes, n_images)):
+        (tmp / f"class_{k:03d}").mkdir()
+    jobs = [(str(tmp), range(s, min(s + chunk, n_images)), *args) for s in range(0, n_images, chunk)]
+    digests = [""] * n_images
+    pool = get_context("fork").Pool(workers, initializer=die_with_parent, initargs=(os.getpid(),))
+    with pool, tqdm(total=n_images, desc=desc, disable=not show, leave=False) as bar:
+        for part in pool.imap_unordered(writer, jobs):
+            for i, d in part:
+                digests[i] = d
+            bar.update(len(part))
+    return hashlib.sha256("".join(digests).encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- MDS shards
