@@ -83,26 +83,38 @@ def test_pipeline_map_hovers(server, browser):
     page.close()
 
 
+def _slider_plot(browser, url):
+    """Open ``url`` and return (page, the first chart that has sliders, page errors)."""
+    page, _, errors = _open(browser, url)
+    page.wait_for_selector(".js-plotly-plot .slider-container", timeout=15000)
+    plot = page.locator(".js-plotly-plot", has=page.locator(".slider-container")).first
+    plot.scroll_into_view_if_needed()
+    return page, plot, errors
+
+
+def _move_slider(page, plot, idx: int, frac: float) -> None:
+    """Click slider ``idx`` of ``plot`` at ``frac`` of its rail (0: first step, 1: last) and wait
+    until plotly has moved it."""
+    active = plot.evaluate("(el, i) => el.layout.sliders[i].active", idx)
+    rail = plot.locator(".slider-group").nth(idx).locator(".slider-rail-rect").bounding_box()
+    page.mouse.click(rail["x"] + 3 + frac * (rail["width"] - 6), rail["y"] + rail["height"] / 2)
+    page.wait_for_function("([el, i, a]) => el.layout.sliders[i].active !== a",
+                           arg=[plot.element_handle(), idx, active], timeout=5000)
+
+
 def test_whatif_sliders_recompute_in_the_browser(server, browser):
     """The chart's JavaScript recomputes wait and AU as the Python model does (predicted_wait_ms,
     predicted_au), at two slider settings, so the two implementations cannot drift apart."""
     from datajourney import starvation
     from datajourney.book.pages.starvation import WHATIF_D
 
-    page, _, errors = _open(browser, f"{server}/notebooks/04_cpu_starvation.html")
-    page.wait_for_selector(".js-plotly-plot .slider-container", timeout=15000)
-    plot = page.locator(".js-plotly-plot", has=page.locator(".slider-container")).first
-    plot.scroll_into_view_if_needed()
+    page, plot, errors = _slider_plot(browser, f"{server}/notebooks/04_cpu_starvation.html")
     read = "el => [el.data[0].x.slice(0, 6), el.data[0].y.slice(0, 6), el.data[2].y.slice(0, 6), " \
            "el.layout.sliders[0].active]"
-    _, before, _, active = plot.evaluate(read)
-    rail = plot.locator(".slider-group").first.locator(".slider-rail-rect").bounding_box()
+    _, before, _, _ = plot.evaluate(read)
     b, g = 32, 50  # B and G unchanged from the notebook defaults
     for frac, d in ((1.0, WHATIF_D[-1]), (0.0, WHATIF_D[0])):   # the largest D, the smallest
-        x = rail["x"] + 3 + frac * (rail["width"] - 6)
-        page.mouse.click(x, rail["y"] + rail["height"] / 2)
-        page.wait_for_function("el => el.layout.sliders[0].active !== %d" % active, arg=plot.element_handle(),
-                               timeout=5000)
+        _move_slider(page, plot, 0, frac)
         ws, wait, au, active = plot.evaluate(read)
         assert active == WHATIF_D.index(d)
         assert wait == pytest.approx([starvation.predicted_wait_ms(d, b, int(w), g) for w in ws])
@@ -120,22 +132,15 @@ def test_budget_sliders_recompute_in_the_browser(server, browser):
 
     from datajourney.book.pages import diagnosis as dpage
 
-    page, _, errors = _open(browser, f"{server}/notebooks/12_conclusion.html")
-    page.wait_for_selector(".js-plotly-plot .slider-container", timeout=15000)
-    plot = page.locator(".js-plotly-plot", has=page.locator(".slider-container")).first
-    plot.scroll_into_view_if_needed()
+    page, plot, errors = _slider_plot(browser, f"{server}/notebooks/12_conclusion.html")
     read = "el => [el.data[0].x, el.data[1].x, el.layout.sliders.map(s => s.active), " \
            "el.layout.sliders.map(s => s.steps.map(t => t.value))]"
-    before, _, active, values = plot.evaluate(read)
+    before, _, _, values = plot.evaluate(read)
     script = page.evaluate("() => Array.from(document.scripts).map(s => s.textContent)"
                            ".find(t => t.includes('function loglog'))")
     state = json.loads(script.rsplit("var s = ", 1)[1].split(";\n", 1)[0])  # the script, not the layout's copy
-    rails = plot.locator(".slider-group")
     for idx, name in ((0, "step"), (2, "kib")):   # the GPU step, then the sample size on disk
-        rail = rails.nth(idx).locator(".slider-rail-rect").bounding_box()
-        page.mouse.click(rail["x"] + rail["width"] - 3, rail["y"] + rail["height"] / 2)  # the largest value
-        page.wait_for_function("([el, i, a]) => el.layout.sliders[i].active !== a",
-                               arg=[plot.element_handle(), idx, active[idx]], timeout=5000)
+        _move_slider(page, plot, idx, 1.0)   # its largest value
         xs, demand, active, _ = plot.evaluate(read)
         state[name] = float(values[idx][active[idx]])
         m = dpage.budget_model(state)

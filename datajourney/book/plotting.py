@@ -51,6 +51,16 @@ def tidy(fig_dict: dict) -> dict:
     return fig_dict
 
 
+def value_slider(name: str, label: str, values, current: float, y: float) -> dict:
+    """A plotly slider over ``values``, starting at the one nearest ``current``, that only reports its
+    value: its steps run no plotly method, so a chart's own ``post_script`` recomputes the figure on
+    ``plotly_sliderchange`` (``e.slider.name``, ``e.step.value``)."""
+    active = min(range(len(values)), key=lambda i: abs(values[i] - current))
+    return dict(name=name, active=active, y=y, yanchor="top", len=0.9, x=0.05, pad=dict(t=0, b=10),
+                font=dict(size=11), currentvalue=dict(prefix=f"{label}: ", xanchor="left", font=dict(size=13)),
+                steps=[dict(method="skip", label=f"{v:g}", value=str(v), args=[]) for v in values])
+
+
 def _plain(values) -> list:
     """Trace coordinates as a list (numpy arrays and plotly's base64 'bdata' dicts decoded)."""
     if values is None:

@@ -213,6 +213,11 @@ BUDGET_KIB = [4, 8, 16, 32, 64, 110, 256, 512, 1024]
 BUDGET_CPU_MS = [0.25, 0.5, 1, 2, 4, 8, 16]
 
 
+def _with(values, current: float) -> list:
+    """A slider's values with this run's own value among them (so the chart starts exactly there)."""
+    return sorted(set(values) | {round(current, 3)})
+
+
 def budget_inputs(res) -> dict | None:
     """The measured curves and this run's workload that the budget chart starts from."""
     wl = res.metadata.get("image_workload")
@@ -252,7 +257,7 @@ def budget_figure(res):
     :func:`datajourney.diagnosis.budget` (no kernel needed)."""
     import plotly.graph_objects as go
 
-    from ..plotting import PALETTE
+    from ..plotting import PALETTE, value_slider
 
     state = budget_inputs(res)
     if state is None:
@@ -269,21 +274,14 @@ def budget_figure(res):
                     name="the GPU's need", line=dict(dash="dash", color=PALETTE[7]),
                     hovertemplate="the GPU's need: %{x:,.3~s} samples/s<extra></extra>")
 
-    def slider(name, label, values, current, y):
-        values = sorted(set(values) | {round(current, 3)})
-        active = min(range(len(values)), key=lambda i: abs(values[i] - current))
-        return dict(name=name, active=active, y=y, yanchor="top", len=0.9, x=0.05, pad=dict(t=0, b=10),
-                    font=dict(size=11), currentvalue=dict(prefix=f"{label}: ", xanchor="left", font=dict(size=13)),
-                    steps=[dict(method="skip", label=f"{v:g}", value=str(v), args=[]) for v in values])
-
     state_js = dict(state, ok=PALETTE[2], short=PALETTE[5])
     fig.update_layout(
         title="Budget: which hops keep up? (move the sliders; starts at this run's workload)",
         height=820, margin=dict(t=90, b=430, l=20), legend=dict(orientation="h", y=1.02, yanchor="bottom"),
-        sliders=[slider("step", "GPU step (ms)", BUDGET_STEP_MS, state["step"], -0.35),
-                 slider("B", "batch size", BUDGET_BATCH, state["B"], -0.35 - 0.32),
-                 slider("kib", "sample on disk (KiB)", BUDGET_KIB, state["kib"], -0.35 - 0.64),
-                 slider("cpu", "CPU time per sample (ms)", BUDGET_CPU_MS, state["cpu"], -0.35 - 0.96)],
+        sliders=[value_slider("step", "GPU step (ms)", _with(BUDGET_STEP_MS, state["step"]), state["step"], -0.35),
+                 value_slider("B", "batch size", _with(BUDGET_BATCH, state["B"]), state["B"], -0.35 - 0.32),
+                 value_slider("kib", "sample on disk (KiB)", _with(BUDGET_KIB, state["kib"]), state["kib"], -0.35 - 0.64),
+                 value_slider("cpu", "CPU time per sample (ms)", _with(BUDGET_CPU_MS, state["cpu"]), state["cpu"], -0.35 - 0.96)],
         meta={"post_script": _BUDGET_JS % json.dumps(state_js)})
     fig.update_xaxes(type="log", title_text="samples/s (log scale)")
     return fig

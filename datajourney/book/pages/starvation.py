@@ -722,7 +722,7 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
 
     from plotly.subplots import make_subplots
 
-    from ..plotting import PALETTE
+    from ..plotting import PALETTE, value_slider
 
     ws = list(range(0, max_workers + 1))
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -741,20 +741,13 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
                        text=f"AU {fx.pct(AU_THRESHOLD)}: keeping up", font=dict(color=PALETTE[2], size=12))
     layout = dict(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0), margin=dict(t=110))
     if sliders:
-        def slider(name, label, values, current, y):
-            active = min(range(len(values)), key=lambda i: abs(values[i] - current))
-            return dict(name=name, active=active, y=y, yanchor="top", len=0.9, x=0.05,
-                        pad=dict(t=0, b=10), font=dict(size=11),
-                        currentvalue=dict(prefix=f"{label}: ", xanchor="left", font=dict(size=13)),
-                        steps=[dict(method="skip", label=f"{v:g}", value=str(v), args=[]) for v in values])
-
         # each slider takes ~95 px (title, rail, tick labels); the plot area is 320 px high
         height, bottom, plot = 760, 330, 320
         step_y = 105 / plot
         layout.update(height=height, margin=dict(t=110, b=bottom),
-                      sliders=[slider("D", "CPU cost per sample D (ms)", WHATIF_D, d_ms, -0.2),
-                               slider("B", "batch size B", WHATIF_B, batch_size, -0.2 - step_y),
-                               slider("G", "GPU step G (ms)", WHATIF_G, g_ms, -0.2 - 2 * step_y)],
+                      sliders=[value_slider("D", "CPU cost per sample D (ms)", WHATIF_D, d_ms, -0.2),
+                               value_slider("B", "batch size B", WHATIF_B, batch_size, -0.2 - step_y),
+                               value_slider("G", "GPU step G (ms)", WHATIF_G, g_ms, -0.2 - 2 * step_y)],
                       meta={"post_script": _WHATIF_JS % json.dumps({"D": d_ms, "B": batch_size, "G": g_ms})})
         title = "What if? The model of chapter 4 (move the sliders)"
     else:
