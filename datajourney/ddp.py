@@ -62,6 +62,8 @@ RUNG_LABELS = {"no_ddp": "one GPU, no DDP", "ddp": "DDP", "static_graph": "+ sta
 #: A forced-host-path job starts only with this many seconds of the time budget left.
 MIN_JOB_S = 45
 MODELS = ("auto", "vit_l_32", "small_vit")
+#: Scaling jobs are named "<SCALE_JOB><k>" (direct path) and "<host path>@<k>" (forced host path).
+SCALE_JOB = "scale"
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 
 
@@ -298,6 +300,21 @@ def check_parameters(p: dict) -> dict:
             except ValueError:
                 raise ParameterError(name, vals, "a list of rung names: " + ", ".join(RUNGS)
                                      + " (optionally '@<bucket_cap_mb>', e.g. 'bf16@25')") from None
+    q["scale_worlds"] = _scale_worlds_param(p.get("scale_worlds", "auto"), n_dev)
+    vals = p.get("scale_ladder", [])
+    ddp_rungs = ", ".join(r for r in RUNGS if r != "no_ddp")
+    if isinstance(vals, str) or not isinstance(vals, (list, tuple)) or not vals:
+        raise ParameterError("scale_ladder", vals, "a non-empty list of DDP rung names: " + ddp_rungs)
+    for v in vals:
+        try:
+            if parse_rung(v, 1)["base"] == "no_ddp":
+                raise ValueError(v)
+        except ValueError:
+            raise ParameterError("scale_ladder", vals, f"a list of DDP rung names: {ddp_rungs} "
+                                 "(optionally '@<bucket_cap_mb>')") from None
+    shp = p.get("scale_host_paths", [])
+    if isinstance(shp, str) or any(h not in HOST_PATHS for h in shp):
+        raise ParameterError("scale_host_paths", shp, "a list drawn from " + ", ".join(map(repr, HOST_PATHS)))
     q["bucket_cap_mb"] = positive_int("bucket_cap_mb", p["bucket_cap_mb"], maximum=100_000)
     q["bucket_sweep"] = [] if not p["bucket_sweep"] else int_list("bucket_sweep", p["bucket_sweep"], minimum=1,
                                                                    maximum=100_000)
@@ -319,6 +336,23 @@ def check_parameters(p: dict) -> dict:
     q.update(run_options(p))
     _memory_check(q, n_dev)
     return q
+
+
+def _scale_worlds_param(value, n_dev: int):
+    """'auto' or a list of process counts from 2 up (at most the GPUs here)."""
+    if value == "auto":
+        return value
+    top = n_dev or 64
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ParameterError("scale_worlds", value, f"'auto' or a list of integers from 2 to {top}")
+    return int_list("scale_worlds", value, minimum=2, maximum=top) if value else []
+
+
+def scale_worlds(spec, n: int) -> list[int]:
+    """The process counts of the scaling jobs: below N (the N-process job covers N itself);
+    'auto' takes the powers of two from 2 below N, so a 4-GPU host adds 2, an 8-GPU host 2 and 4."""
+    ks = [2 ** i for i in range(1, 7)] if spec == "auto" else spec
+    return sorted({int(k) for k in ks if 2 <= int(k) < n})
 
 
 def _memory_check(q: dict, n_dev: int) -> None:
@@ -355,17 +389,29 @@ def plan_jobs(p: dict, backend: str, n: int) -> list[Job]:
     jobs = [Job("one", path, 1, [rung("no_ddp"), rung("ddp")], [])]
     if n >= 2:
         jobs.append(Job("n", path, n, ladder, list(p["bench_ops"])))
+        worlds = scale_worlds(p.get("scale_worlds", "auto"), n)
+        scale = [rung(s) for s in p.get("scale_ladder", ["ddp"])]
+        jobs += [Job(f"{SCALE_JOB}{k}", path, k, scale, ["all_reduce"]) for k in worlds]
         if backend == "nccl":
             for h in p["host_paths"]:
                 jobs.append(Job(h, h, n, [rung(s) for s in p["host_ladder"]], ["all_reduce"], env=HOST_PATHS[h]))
+            jobs += [Job(f"{h}@{k}", h, k, [rung("ddp")], ["all_reduce"], env=HOST_PATHS[h])
+                     for h in p.get("scale_host_paths", []) for k in worlds]
     return jobs
+
+
+def is_scale_job(name: str) -> bool:
+    """A job of the scaling curve below N (its records go to the ``scale_*`` tables)."""
+    return "@" in name or (name.startswith(SCALE_JOB) and name[len(SCALE_JOB):].isdigit())
 
 
 def run(*, model: str = "auto", batch_size: int = 32, image_size: int = 224, warmup_steps: int = 3,
         steps: int = 8, windows: int = 3, profile_steps: int = 2, gpus="all", cpu_procs: int = 2,
         ladder=("ddp", "static_graph", "bucket_view", "bf16", "powersgd"), bucket_cap_mb: int = 2000,
         bucket_sweep=(1, 25, 100, 500), host_paths=("p2p_off", "p2p_shm_off"),
-        host_ladder=("ddp", "bf16", "powersgd"), powersgd_rank: int = 1, powersgd_start_iter: int = 2,
+        host_ladder=("ddp", "bf16", "powersgd"), scale_worlds="auto",
+        scale_ladder=("ddp", "bucket_view", "bf16", "bucket_view@1", "bucket_view@25"),
+        scale_host_paths=("p2p_off",), powersgd_rank: int = 1, powersgd_start_iter: int = 2,
         bench_sizes=(MiB, 16 * MiB, 256 * MiB, 1024 * MiB), bench_ops=OPS, bench_iters: int = 5,
         bench_repeats: int = 3, job_timeout_s: float = 240, pg_timeout_s: float = 60, time_budget_s: float = 900,
         run_dir=None,
@@ -413,9 +459,14 @@ def run(*, model: str = "auto", batch_size: int = 32, image_size: int = 224, war
                                else log_tail(j.log)} for j in jobs],
                         start=next((r for j in jobs for r in j.records if r.get("kind") == "start"), {}),
                         note=None if n >= 2 else "one device only: the N-process jobs need at least two")
-    tables = tidy(jobs)
+    tables = tidy([j for j in jobs if not is_scale_job(j.name)])
     for name, df in tables.items():
         res.add(name, df)
+    scale_jobs = [j for j in jobs if is_scale_job(j.name)]
+    res.metadata["scale_worlds"] = sorted({j.nproc for j in scale_jobs})
+    if scale_jobs:  # the scaling curve below N, kept apart so the tables above stay those of N
+        for name, df in tidy(scale_jobs).items():
+            res.add(f"scale_{name}", df)
     if "bench" in tables and "rungs" in tables:
         res.add("prediction", predict_comm(tables["rungs"], tables["bench"], n))
     res.save(rd)

@@ -291,7 +291,7 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
         record["replica_spread"] = float(hi.item() - lo.item())
         dist.barrier()
     emit(**record)
-    del model, opt, batches
+    model = opt = batches = None  # free the GPU memory before the next rung (closures hold the names)
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()

@@ -718,7 +718,7 @@ def to_gpu(path, *, chunk: int, runs: int, kvikio_threads: Sequence[int], kvikio
                              resident_at_start=resident, **r))
             if progress:
                 progress.update(1)
-    del held, host, dst
+    held = host = dst = None  # free the buffers (the closures above hold the names)
     return pd.DataFrame(rows), gds
 
 

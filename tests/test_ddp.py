@@ -61,7 +61,8 @@ def _defaults() -> dict:
     ("ladder", ["ddp", "bf8"]), ("ladder", "ddp"), ("host_ladder", ["bf16@x"]), ("host_paths", ["nvlink_off"]),
     ("bucket_sweep", [0]), ("bench_sizes", [100]), ("bench_ops", ["broadcast"]), ("powersgd_start_iter", 1),
     ("powersgd_start_iter", 50), ("job_timeout_s", 1), ("reference_host", "nowhere"), ("gpus", 0),
-    ("cpu_procs", 0),
+    ("cpu_procs", 0), ("scale_worlds", [1]), ("scale_worlds", "2"), ("scale_ladder", ["no_ddp"]),
+    ("scale_ladder", []), ("scale_host_paths", ["nvlink_off"]),
 ])
 def test_bad_parameters_fail_before_any_work(name, value):
     with pytest.raises(ParameterError) as e:
@@ -151,8 +152,9 @@ def ci_result(tmp_path_factory):
     """A small run on the CPU: gloo, 2 processes, every rung kind."""
     rd = tmp_path_factory.mktemp("ch11")
     return ddp.run(model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
-                   profile_steps=0, cpu_procs=2, ladder=["ddp", "bucket_view", "bf16", "fp16", "powersgd"],
+                   profile_steps=0, cpu_procs=3, ladder=["ddp", "bucket_view", "bf16", "fp16", "powersgd"],
                    bucket_sweep=[1], bench_sizes=[65536, 1 << 20], bench_ops=["all_reduce", "all_gather"],
+                   scale_worlds=[2], scale_ladder=["ddp", "bucket_view@1"], scale_host_paths=["p2p_off"],
                    bench_iters=2, bench_repeats=2, job_timeout_s=60, run_dir=rd, progress=False)
 
 
@@ -175,6 +177,15 @@ def test_ci_run_on_gloo(ci_result):
     assert "skipped" in next(x for x in f if x.key.startswith("compression")).text
     saved = results.Result.load(r.path)
     assert saved.table("rungs").shape == r.table("rungs").shape
+    # the scaling job below N (3 processes here) ran apart from the N-process tables
+    assert r.metadata["world"] == 3 and r.metadata["scale_worlds"] == [2] and set(rungs.reset_index()["job"]) == {
+        "one", "n"}
+    sr = r.table("scale_rungs")
+    assert set(sr["world"]) == {2} and set(sr["rung"]) == {"ddp", "bucket_view@1"} and (sr["status"] == "ok").all()
+    assert (r.table("scale_bench")["world"] == 2).all() and (r.table("bench")["world"] == 3).all()
+    t = page.scaling_table(r)
+    assert sorted(set(t["processes"])) == [1, 2, 3] and (t["path"] == "gloo").all()
+    assert next(f for f in page.findings(r) if f.key == "scaling_curve").text.count(" at ") >= 2
 
 
 # --------------------------------------------------------------------------- findings follow the data
@@ -251,6 +262,78 @@ def test_findings_bandwidth_and_published_metrics():
 
     names = {f.metric for f in published.figures(ddp.CHAPTER)}
     assert set(m) <= names
+
+
+# --------------------------------------------------------------------------- scaling with N
+def _p(**kw) -> dict:
+    return {**ddp.check_parameters({**_defaults(), "gpus": "all", **kw}), "host_paths": ["p2p_off"]}
+
+
+@pytest.mark.parametrize("n,spec,worlds", [(2, "auto", []), (4, "auto", [2]), (8, "auto", [2, 4]),
+                                           (8, [3, 8, 16], [3]), (4, [], [])])
+def test_scaling_jobs_run_below_n(n, spec, worlds):
+    assert ddp.scale_worlds(spec, n) == worlds
+    jobs = ddp.plan_jobs(_p(scale_worlds=spec if spec != [3, 8, 16] else [3]), "nccl", n)
+    scale = [j for j in jobs if ddp.is_scale_job(j.name)]
+    assert [(j.name, j.nproc) for j in scale] == [(f"scale{k}", k) for k in worlds] + [
+        (f"p2p_off@{k}", k) for k in worlds]
+    assert all(j.env.get("NCCL_P2P_DISABLE") == "1" for j in scale if "@" in j.name)
+    assert [j.name for j in jobs if not ddp.is_scale_job(j.name)] == ["one", "n", "p2p_off"]
+    gloo = ddp.plan_jobs(_p(scale_worlds=spec if spec != [3, 8, 16] else [3]), "gloo", n)
+    assert not any("@" in j.name for j in gloo)  # no forced host paths without NCCL
+
+
+def _scaled(per_world: dict, busbw: dict) -> results.Result:
+    """A constructed 4-GPU result: best-option steps/s per process count (1 GPU: 10 steps/s), bus bandwidth."""
+    res = _result(n={"ddp": 0.9 * per_world[4], "bucket_view@1": per_world[4]}, host={})
+    res.metadata["world"] = 4
+    r, w = res.table("rungs"), res.table("windows")
+    r.loc[r["job"] == "n", "world"] = 4
+    w.loc[w["job"] == "n", "world"] = 4
+    rows, wins = [], []
+    for rung, v in (("ddp", 0.9 * per_world[2]), ("bucket_view@1", per_world[2])):
+        spec = ddp.parse_rung(rung, 2000)
+        rows.append({"job": "scale2", "path": "direct", "world": 2, "rung": rung, "status": "ok", "steps_per_s": v,
+                     **{k: spec[k] for k in ("ddp", "static_graph", "bucket_view", "hook", "bucket_cap_mb")}})
+        wins += [{"job": "scale2", "path": "direct", "world": 2, "rung": rung, "window": i, "steps_per_s": x}
+                 for i, x in enumerate((v * 0.99, v, v * 1.01))]
+    res.add("scale_rungs", rows)
+    res.add("scale_windows", wins)
+    b = res.table("bench")
+    b["world"] = 4
+    b["busbw_GBps"] = busbw[4]
+    res.add("scale_bench", [{"job": "scale2", "path": "direct", "op": "all_reduce", "size": 1 << 30, "world": 2,
+                             "time_ms": 1.0, "algbw_GBps": busbw[2], "busbw_GBps": busbw[2], "status": "ok"}])
+    return res
+
+
+def test_scaling_curve_follows_the_data():
+    t = _text(_scaled({2: 9.8, 4: 9.0}, {2: 300.0, 4: 350.0}), "scaling_curve")
+    assert "kept 98.0% at 2 (gradient_as_bucket_view, bucket_cap_mb=1)" in t and "90% at 4" in t and "300 GB/s at 2, 350 GB/s at 4" in t
+    f = next(f for f in page.findings(_scaled({2: 7.0, 4: 9.5}, {2: 350.0, 4: 300.0})) if f.key == "scaling_curve")
+    assert "70% at 2" in f.text and "95% at 4" in f.text and f.value == pytest.approx(70.0)
+    assert "350 GB/s at 2, 300 GB/s at 4" in f.text
+    # the runs shown name the process counts none of them measured
+    text = page.scaling_text([("this run, 4 GPUs", _scaled({2: 9.8, 4: 9.0}, {2: 300.0, 4: 350.0}))])
+    assert "Not measured by any run shown here: 8 GPUs." in text
+    assert "scaling_curve" not in {f.key for f in page.findings(_result())}  # one count above one: no curve
+
+
+def test_extra_references_are_promoted_beside_the_main_one(tmp_path, monkeypatch):
+    from datajourney.__main__ import main
+
+    run = tmp_path / "run-x"
+    (run / "notebooks").mkdir(parents=True)
+    res = _scaled({2: 9.8, 4: 9.0}, {2: 300.0, 4: 350.0})
+    res.run_id = "run-x"
+    res.save(run)
+    (run / "run.json").write_text('{"status": "ok", "run_id": "run-x", "chapters": []}')
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
+    monkeypatch.setattr("datajourney.__main__.REPO_ROOT", tmp_path)
+    assert main(["promote", str(run), "--host", "h200", "--extra"]) == 0
+    got = results.extra_references(ddp.CHAPTER, "h200")
+    assert [r.run_id for r in got] == ["run-x"] and not (tmp_path / "ref" / "h200" / f"{ddp.CHAPTER}.json").exists()
+    assert (tmp_path / "ref" / "h200" / "more" / "run-run-x.json").exists()
 
 
 # --------------------------------------------------------------------------- the recorded reference run

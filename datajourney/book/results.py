@@ -164,6 +164,16 @@ def reference_hosts() -> list[str]:
     return sorted(p.name for p in REFERENCE_DIR.iterdir() if p.is_dir()) if REFERENCE_DIR.is_dir() else []
 
 
+#: Further reference runs of a chapter on bigger hosts of the same kind (e.g. more GPUs), beside the main one.
+EXTRA_DIR = "more"
+
+
+def extra_references(chapter: str, host: str | None = None) -> list[Result]:
+    """The committed further reference runs of ``chapter`` (``<host>/more/<chapter>-<run id>.json``), oldest first."""
+    d = REFERENCE_DIR / (host or DEFAULT_REFERENCE_HOST) / EXTRA_DIR
+    return [Result.load(p) for p in sorted(d.glob(f"{chapter}-*.json"))] if d.is_dir() else []
+
+
 def load_reference(chapter: str, host: str | None = None) -> Result | None:
     """The committed reference result of ``chapter`` (``None`` when there is none)."""
     path = REFERENCE_DIR / (host or DEFAULT_REFERENCE_HOST) / f"{chapter}.json"

@@ -312,10 +312,26 @@ def findings(res) -> list[Finding]:
     b = finding_bandwidth(res)
     if b is not None:
         out.append(b)
+    c = finding_scaling_curve(res)
+    if c is not None:
+        out.append(c)
     if len(out) < 3:
         out.append(Finding("single_device", f"Only one {_device(res)} was available: the N-{_device(res)} jobs "
                            "did not run."))
     return out[:6]
+
+
+def finding_scaling_curve(res) -> Finding | None:
+    """Per-GPU throughput and bus bandwidth over the process counts this run measured (three or more)."""
+    t = scaling_table(res)
+    best = t[t["series"] == "best option"] if len(t) else t
+    if best.empty or best["processes"].nunique() < 2:
+        return None
+    worst = best.sort_values("of_one").iloc[0]
+    return Finding("scaling_curve", "**Scaling with the number of GPUs:** "
+                   + _scale_sentence(t, scaling_bench(res)) + ".",
+                   value=100 * float(worst["of_one"]), unit="%",
+                   interval=(100 * float(worst["of_one_min"]), 100 * float(worst["of_one_max"])))
 
 
 # --------------------------------------------------------------------------- notes and tables
@@ -512,7 +528,6 @@ def ladder_summary(res) -> pd.DataFrame:
     w = res.table("windows")
     if w.empty:
         return pd.DataFrame()
-    dev = _device(res)
     g = w.groupby(["job", "path", "world", "rung"], sort=False)["steps_per_s"]
     s = g.agg(["mean", "std", "min", "max", "size"]).reset_index().rename(columns={"size": "n"})
     s["label"] = [f"{_devs(res, wd)} · {PATH_LABELS.get(p, p)}" for wd, p in zip(s["world"], s["path"])]
@@ -562,7 +577,171 @@ def scope_text(res, ref) -> str:
     t = one(res, "This run")
     if ref is not None and ref is not res:
         t += " " + one(ref, "The reference run")
-    refn = _n(ref if ref is not None else res)
-    t += (f" The code takes any number of GPUs (parameter `gpus`); the reference run measured {refn} GPUs of one "
-          "host, so the published figures from eight GPUs have no counterpart at the same scale here.")
+    counts = sorted({_n(r) for _, r in scaling_sources(res, ref)})
+    t += (" The code takes any number of GPUs (parameter `gpus`); the runs shown here measured "
+          + ", ".join(map(str, counts)) + " GPUs of one host"
+          + (", so the published figures from eight GPUs have no counterpart at the same scale here."
+             if max(counts) < 8 else "."))
     return t
+
+
+# --------------------------------------------------------------------------- scaling with N
+#: The process counts the scaling curve is drawn for (the published results are from eight GPUs).
+SCALE_POINTS = (1, 2, 4, 8)
+
+
+def _opt(res, name: str) -> pd.DataFrame:
+    """A table the result may lack (runs without scaling jobs, results older than them)."""
+    return res.table(name) if name in res.tables else pd.DataFrame()
+
+
+def _scale_windows(res, world: int, path: str, rung: str) -> list[float]:
+    """Steps/s windows of ``rung`` on ``world`` processes and ``path``, from whichever job ran it."""
+    n = _n(res)
+    if world == 1:
+        return _windows(res, "one", rung) if path in ("direct", "gloo") else []
+    if world == n:
+        job = "n" if path in ("direct", "gloo") else path
+        return _windows(res, job, rung)
+    w = _opt(res, "scale_windows")
+    if w.empty:
+        return []
+    w = w[(w["world"] == world) & (w["path"] == path) & (w["rung"] == rung)]
+    return list(w["steps_per_s"])
+
+
+def _scale_rows(res) -> pd.DataFrame:
+    """Every ok rung of every job with its process count: one, N, the host paths at N and the scaling jobs."""
+    parts = [t for t in (_rungs(res), _opt(res, "scale_rungs")) if len(t)]
+    if not parts:
+        return pd.DataFrame()
+    r = pd.concat(parts, ignore_index=True)
+    return r[r["status"] == "ok"]
+
+
+def scaling_table(res) -> pd.DataFrame:
+    """Per process count and path: the one-bucket DDP baseline and the best option of the rungs run
+    at every count, as steps/s per GPU and as a share of one GPU without DDP; NCCL's share of the step."""
+    one = _windows(res, "one", "no_ddp")
+    r = _scale_rows(res)
+    if not one or r.empty:
+        return pd.DataFrame()
+    direct = "direct" if res.metadata.get("backend") == "nccl" else "gloo"
+    rows = [{"processes": 1, "path": direct, "series": "one GPU, no DDP", "rung": "no_ddp", "w": one}]
+    worlds = sorted(int(k) for k in r.loc[r["world"] >= 2, "world"].unique())
+    # "best option" only among the rungs that ran at every process count of that path, like for like
+    for path in (direct, *HOST_PATHS_ORDER):
+        have = {k: set(r[(r["world"] == k) & (r["path"] == path) & r["ddp"]]["rung"]) for k in worlds}
+        have = {k: v for k, v in have.items() if v}
+        if not have:
+            continue
+        common = set.intersection(*have.values())
+        for k in have:
+            base = _scale_windows(res, k, path, "ddp")
+            if base:
+                rows.append({"processes": k, "path": path, "series": "DDP, one bucket", "rung": "ddp", "w": base})
+            if path != direct or not common:
+                continue
+            best = max(common, key=lambda g: _mean(_scale_windows(res, k, path, g) or [0.0]))
+            rows.append({"processes": k, "path": path, "series": "best option", "rung": best,
+                         "w": _scale_windows(res, k, path, best)})
+    out = []
+    for x in rows:
+        w = x.pop("w")
+        mid, lo, hi = fx.ratio_interval(w, one)
+        src = r[(r["world"] == x["processes"]) & (r["path"] == x["path"]) & (r["rung"] == x["rung"])]
+        share = _nccl_share(src.iloc[0]) if len(src) else None
+        out.append({**x, "mean": _mean(w), "min": min(w), "max": max(w), "n": len(w), "of_one": mid,
+                    "of_one_min": lo, "of_one_max": hi, "nccl_share": share})
+    return pd.DataFrame(out)
+
+
+HOST_PATHS_ORDER = ("p2p_off", "p2p_shm_off")
+
+
+def scaling_bench(res, size: int = HEADLINE_SIZE) -> pd.DataFrame:
+    """All-reduce bus bandwidth at ``size`` (or the largest size measured) per process count and path."""
+    parts = [t for t in (_opt(res, "bench"), _opt(res, "scale_bench")) if len(t)]
+    if not parts:
+        return pd.DataFrame()
+    b = pd.concat(parts, ignore_index=True)
+    b = b[(b["status"] == "ok") & (b["op"] == "all_reduce")]
+    if b.empty:
+        return pd.DataFrame()
+    at = size if (b["size"] == size).any() else int(b["size"].max())
+    b = b[b["size"] == at]
+    g = b.groupby(["world", "path"])["busbw_GBps"]
+    s = g.agg(["median", "min", "max", "size"]).reset_index()
+    return s.rename(columns={"world": "processes", "median": "mean", "size": "n"}).assign(bytes=at)
+
+
+def scaling_sources(res, ref) -> list[tuple[str, object]]:
+    """The runs the scaling curve is drawn from: this run, the reference run and the committed
+    reference runs of the same host kind with more GPUs (each labelled by its GPU count)."""
+    from .. import results
+
+    out, seen = [], set()
+    for who, r in [("this run", res), ("reference run", ref),
+                   *[("reference run", x) for x in results.extra_references(CHAPTER)]]:
+        if r is None or r.run_id in seen or not r.metadata.get("cuda") and who != "this run":
+            continue
+        seen.add(r.run_id)
+        out.append((f"{who}, {_devs(r, _n(r))}", r))
+    return out
+
+
+def scaling_long(sources) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The steps/s and bandwidth tables of every source, with a ``run`` column."""
+    steps = [scaling_table(r).assign(run=label) for label, r in sources]
+    bw = [scaling_bench(r).assign(run=label) for label, r in sources]
+    steps = [t for t in steps if len(t) > 1]
+    bw = [t for t in bw if len(t)]
+    steps = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
+    bw = pd.concat(bw, ignore_index=True) if bw else pd.DataFrame()
+    if len(steps):  # chart columns: the share of one GPU in percent, one line per series and path
+        steps = steps.assign(line=[s if p in ("direct", "gloo") else f"{s} · {PATH_LABELS[p]}"
+                                   for s, p in zip(steps["series"], steps["path"])],
+                             pct=100 * steps["of_one"], pct_min=100 * steps["of_one_min"],
+                             pct_max=100 * steps["of_one_max"])
+    if len(bw):
+        bw = bw.assign(line=bw["path"].map(PATH_LABELS))
+    return steps, bw
+
+
+def _scale_sentence(t: pd.DataFrame, b: pd.DataFrame) -> str:
+    """One run's curve: the share of one device each kept at every count, and the bus bandwidth."""
+    dev = "process" if (t["path"] == "gloo").any() else "GPU"
+    best = t[t["series"] == "best option"].sort_values("processes")
+    text = (f"each {dev} kept " + ", ".join(f"{fx.pct(x['of_one'])} at {int(x['processes'])} "
+                                          f"({rung_label(x['rung']).removeprefix('+ ')})" for _, x in best.iterrows())
+            + f" of one {dev}'s throughput without DDP")
+    if len(b):
+        d = b[b["path"].isin(["direct", "gloo"])].sort_values("processes")
+        h = b[b["path"] == "p2p_off"].sort_values("processes")
+        at = lambda df: ", ".join(f"{fx.num(x['mean'], 'GB/s')} at {int(x['processes'])}"  # noqa: E731
+                                  for _, x in df.iterrows())
+        text += (f"; all-reduce bus bandwidth at {size_label(int(b['bytes'].iloc[0]))}: {at(d)}"
+                 + (f" ({PATH_LABELS['p2p_off']}: {at(h)})" if len(h) else ""))
+    return text
+
+
+def scaling_text(sources) -> str:
+    """Which process counts were measured, per-GPU throughput kept at each, and the missing counts."""
+    steps, bw = scaling_long(sources)
+    if steps.empty:
+        return "No run shown here measured more than one process count."
+    parts = [f"{run}: " + _scale_sentence(t, bw[bw["run"] == run] if len(bw) else bw)
+             for run, t in steps.groupby("run", sort=False)]
+    missing = [k for k in SCALE_POINTS if k not in set(steps["processes"].astype(int))]
+    return ("**Scaling with the number of GPUs.** " + "; ".join(parts) + "."
+            + (f" Not measured by any run shown here: {', '.join(map(str, missing))} GPUs." if missing else ""))
+
+
+def scaling_display(steps: pd.DataFrame) -> pd.DataFrame:
+    """The scaling table as shown: one row per run, process count, path and series."""
+    return pd.DataFrame({"run": steps["run"], "GPUs": steps["processes"].astype(int),
+                         "path": steps["path"].map(PATH_LABELS), "series": steps["series"],
+                         "rung": steps["rung"].map(rung_label), "steps/s per GPU": steps["mean"],
+                         "% of one GPU": steps["pct"],
+                         "NCCL share of the step": [None if v is None or pd.isna(v) else fx.pct(v)
+                                                    for v in steps["nccl_share"]]})
