@@ -364,3 +364,19 @@ def test_reference_full_profile_fits_its_time():
     assert runs, "no run record of chapter 11"
     full = [c for prof, c in runs if prof == "full" and c["status"] == "ok"]
     assert full and all(c["seconds"] <= 360 for c in full)
+
+
+def test_reference_on_four_gpus_meets_the_scaling_targets():
+    """The further reference run on a host with 4 H200s (NVLink): all-reduce bus bandwidth at 1 GiB of at
+    least 320 GB/s at 4 GPUs, and each GPU within 5% of one GPU's throughput after the best option."""
+    four = [r for r in results.extra_references(ddp.CHAPTER, "h200") if r.metadata["world"] == 4]
+    assert four, "no 4-GPU reference run committed"
+    for r in four:
+        bw = page.scaling_bench(r)
+        assert float(bw[(bw["processes"] == 4) & (bw["path"] == "direct")]["mean"].iloc[0]) >= 320
+        t = page.scaling_table(r)
+        best = t[(t["series"] == "best option") & (t["processes"] == 4)]
+        assert float(best["of_one"].iloc[0]) >= 1 - page.SCALING_TARGET
+        assert sorted(set(t["processes"])) == [1, 2, 4] and r.metadata["jobs"] and all(
+            j["status"] == "ok" for j in r.metadata["jobs"])
+        assert r.fingerprint["software"]["git_commit"]
