@@ -459,11 +459,26 @@ WORKLOADS = {"image": "ResNet-50 training", "tokens": "token-based step", "gradi
 UNITS = {"image": "images/s", "tokens": "tokens/s", "gradients": "steps/s"}
 
 
+def weakest_links(found: dict, *, llm_tokens_per_s: float = 1_000_000.0, token_bytes: int = 4,
+                  tokens_per_batch: int = 131072) -> dict:
+    """The weakest link of each workload for the results in ``found`` (nothing saved)."""
+    hops, _ = image_hops(found)
+    ghops, _ = gradient_hops(found)
+    return {"image": weakest(hops), "tokens": weakest(token_hops(found, llm_tokens_per_s, token_bytes,
+                                                                 tokens_per_batch)),
+            "gradients": weakest(ghops)}
+
+
 def summary_lines(res) -> list[str]:
     """A few lines for the end of a run: the weakest link of each workload on this machine."""
+    return summary_from(res.metadata.get("weakest", {}), res.metadata.get("missing"))
+
+
+def summary_from(weakest_by_workload: dict, missing=None) -> list[str]:
+    """:func:`summary_lines` for the weakest links of :func:`weakest_links` and the chapters missing."""
     lines = []
     for wl, title in WORKLOADS.items():
-        w = res.metadata.get("weakest", {}).get(wl)
+        w = weakest_by_workload.get(wl)
         if not w:
             lines.append(f"{title}: no diagnosis (its chapters are not in this run)")
             continue
@@ -474,8 +489,8 @@ def summary_lines(res) -> list[str]:
         if w.get("next_label"):
             line += f"; next: {w['next_label']} ({times(w['margin'])} more)"
         lines.append(line)
-    if res.metadata.get("missing"):
-        lines.append("not run, so not diagnosed: chapters " + ", ".join(str(int(c[:2])) for c in res.metadata["missing"]))
+    if missing:
+        lines.append("not run, so not diagnosed: chapters " + ", ".join(str(int(c[:2])) for c in missing))
     return lines
 
 

@@ -132,8 +132,8 @@ def photo_workers(res) -> fx.Finding | None:
                      f"more than the {p['cores']} cores of chapter 8's host: decoding photos on the CPU cannot "
                      "feed this GPU there", f"every one of the {p['cores']} cores of chapter 8's host")
     text = (f"**Photos instead of small JPEGs** (chapter 8's {size} images): decode + resize take "
-            f"{fx.num(p['ms'], 'ms')} per image on one core ({p['decoder']}), so the GPU's "
-            f"{fx.num(need, 'images/s')} need **{n}** cores' worth of decoding, {fits}.")
+            f"{fx.num(p['ms'], 'ms')} per image on one core ({p['decoder']}), so feeding the GPU's "
+            f"{fx.num(need, 'images/s')} takes **{n}** cores' worth of decoding, {fits}.")
     kinds = [(k, p[k]) for k in ("process", "thread") if p.get(k)]
     if kinds:
         best_kind, best = max(kinds, key=lambda kb: kb[1]["images_per_s"])
