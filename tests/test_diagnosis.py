@@ -293,3 +293,18 @@ def test_checklist_rows_follow_this_run(tmp_path, chapter, key, edit, check):
     ref = _run_with(tmp_path / "ref").table("checklist").set_index(["chapter", "key"]).loc[(chapter, key), "value"]
     mine = _run_with(tmp_path / "mine", edit=lambda ch, r: edit(r) if ch == chapter else None)
     assert check(mine.table("checklist").set_index(["chapter", "key"]).loc[(chapter, key), "value"], ref)
+
+
+def test_the_run_command_ends_with_the_diagnosis(tmp_path, capsys):
+    """`./journey book` runs `python -m datajourney run --book`, which ends by printing chapter 12's
+    summary of the run: one line per workload, and the chapters missing."""
+    from datajourney.__main__ import _print_diagnosis
+
+    res = _run_with(tmp_path, chapters=[c for c in diagnosis.SOURCES if c != "11_gpu_to_gpu"])
+    _print_diagnosis(tmp_path)
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[0] == "Your pipeline, diagnosed (chapter 12):"
+    for line in res.metadata["summary"]:
+        assert line in out
+    assert "data-parallel step: no diagnosis" in out and "not run, so not diagnosed: chapters 11" in out
+    assert len(out.strip().splitlines()) <= 8
