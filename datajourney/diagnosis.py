@@ -228,6 +228,7 @@ def gradient_exchange(r11) -> dict | None:
     if default not in paths:
         return None
     return dict(model=r11.metadata.get("model"), world=int(many["world"].iloc[0]), grad_bytes=grad,
+                cuda=bool(r11.metadata.get("cuda")),
                 step_ms=1e3 / float(one["steps_per_s"].iloc[0]), default=default, paths=paths)
 
 
@@ -333,6 +334,11 @@ def token_hops(found: dict, tokens_per_s: float, token_bytes: int, tokens_per_ba
     return hops
 
 
+def _sig(x: float) -> str:
+    """Three significant digits without an exponent: 1,226 · 83.7 · 0.457."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def gradient_hops(found: dict) -> tuple[list[Hop], dict | None]:
     """Chapter 11's model on N GPUs, in steps per second: what one GPU's step allows, and what one
     all-reduce of the step's gradients over the path DDP used allows if nothing overlapped it."""
@@ -340,12 +346,13 @@ def gradient_hops(found: dict) -> tuple[list[Hop], dict | None]:
     if g is None:
         return [Hop("gpu", "GPU step (chapter 11's model)", "11_gpu_to_gpu", None, "")], None
     d = g["paths"][g["default"]]
-    return [Hop("gpu", f"GPU: {g['model']} step on one GPU", "11_gpu_to_gpu", 1e3 / g["step_ms"],
-                f"1 ÷ {g['step_ms']:.1f} ms per step without DDP"),
-            Hop("allreduce", f"GPU to GPU: all-reduce of the gradients, {g['world']} GPUs ({g['default']})",
-                "11_gpu_to_gpu", 1e3 / d["allreduce_ms"],
-                f"1 ÷ ({g['grad_bytes'] / 1e6:,.0f} MB of gradients ÷ the all-reduce's measured bandwidth at that "
-                f"size: {d['allreduce_ms']:.2f} ms, bus bandwidth {d['busbw_GBps']:.1f} GB/s), "
+    dev, devs = ("GPU", "GPUs") if g["cuda"] else ("CPU process", "CPU processes")
+    return [Hop("gpu", f"{'GPU' if g['cuda'] else 'CPU'}: {g['model']} step on one {dev}", "11_gpu_to_gpu",
+                1e3 / g["step_ms"], f"1 ÷ {_sig(g['step_ms'])} ms per step without DDP"),
+            Hop("allreduce", f"{'GPU to GPU' if g['cuda'] else 'process to process'}: all-reduce of the gradients, "
+                f"{g['world']} {devs} ({g['default']})", "11_gpu_to_gpu", 1e3 / d["allreduce_ms"],
+                f"1 ÷ ({_sig(g['grad_bytes'] / 1e6)} MB of gradients ÷ the all-reduce's measured bandwidth at that "
+                f"size: {_sig(d['allreduce_ms'])} ms, bus bandwidth {_sig(d['busbw_GBps'])} GB/s), "
                 "with no overlap with the backward pass")], g
 
 

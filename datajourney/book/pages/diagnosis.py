@@ -127,13 +127,14 @@ def photo_workers(res) -> fx.Finding | None:
     if not p or need is None:
         return None
     n = math.ceil(p["ms"] * need / 1e3)
+    cores_worth = "core's" if n == 1 else "cores'"
     size = "×".join(str(v) for v in p["image_size"]) if p.get("image_size") else "photo-like"
     fits = fx.choose(fx.direction(p["cores"], n, tol=0.0), f"within the {p['cores']} cores of chapter 8's host",
                      f"more than the {p['cores']} cores of chapter 8's host: decoding photos on the CPU cannot "
                      "feed this GPU there", f"every one of the {p['cores']} cores of chapter 8's host")
     text = (f"**Photos instead of small JPEGs** (chapter 8's {size} images): decode + resize take "
             f"{fx.num(p['ms'], 'ms')} per image on one core ({p['decoder']}), so feeding the GPU's "
-            f"{fx.num(need, 'images/s')} takes **{n}** cores' worth of decoding, {fits}.")
+            f"{fx.num(need, 'images/s')} takes **{n}** {cores_worth} worth of decoding, {fits}.")
     kinds = [(k, p[k]) for k in ("process", "thread") if p.get(k)]
     if kinds:
         best_kind, best = max(kinds, key=lambda kb: kb[1]["images_per_s"])
@@ -196,7 +197,7 @@ def token_loader_finding(res) -> fx.Finding | None:
     return fx.Finding("token_loader", text, b["tokens_per_s"], "tokens/s")
 
 
-PATHS = {"direct": "NCCL's own choice", "p2p_off": "P2P off", "p2p_shm_off": "P2P and SHM off"}
+PATHS = {"direct": "NCCL's own choice", "p2p_off": "P2P off", "p2p_shm_off": "P2P and SHM off", "gloo": "gloo (CPU)"}
 
 
 def allreduce_finding(res) -> fx.Finding | None:
@@ -206,10 +207,11 @@ def allreduce_finding(res) -> fx.Finding | None:
         return None
     d = g["paths"][g["default"]]
     share = d["allreduce_ms"] / g["step_ms"]
-    text = (f"**Gradients against the step** (chapter 11, {g['model']} on {g['world']} GPUs): one all-reduce of its "
+    dev, devs = ("GPU", "GPUs") if g.get("cuda", True) else ("CPU process", "CPU processes")
+    text = (f"**Gradients against the step** (chapter 11, {g['model']} on {g['world']} {devs}): one all-reduce of its "
             f"{fx.num(g['grad_bytes'] / 1e6, 'MB')} of gradients at the bus bandwidth measured at that size on "
             f"{PATHS.get(g['default'], g['default'])} ({fx.num(d['busbw_GBps'], 'GB/s')}) takes "
-            f"**{fx.num(d['allreduce_ms'], 'ms')}**, {fx.pct(share)} of the one-GPU step "
+            f"**{fx.num(d['allreduce_ms'], 'ms')}**, {fx.pct(share)} of the step on one {dev} "
             f"({fx.num(g['step_ms'], 'ms')}): "
             + fx.choose(fx.direction(d["allreduce_ms"], g["step_ms"], tol=0.0),
                         "longer than the step, so no overlap can hide it",
@@ -222,8 +224,8 @@ def allreduce_finding(res) -> fx.Finding | None:
             "of the step)" for k, v in forced)
     if d.get("ddp_steps_per_s"):
         kept = d["ddp_steps_per_s"] * g["step_ms"] / 1e3
-        text += (f". Measured, DDP with one bucket ran {fx.num(d['ddp_steps_per_s'], 'steps/s')} per GPU, "
-                 f"{fx.pct(kept)} of one GPU's rate")
+        text += (f". Measured, DDP with one bucket ran {fx.num(d['ddp_steps_per_s'], 'steps/s')} per {dev}, "
+                 f"{fx.pct(kept)} of one {dev}'s rate without DDP")
     return fx.Finding("allreduce_vs_step", text + ".", 100 * share, "%")
 
 
