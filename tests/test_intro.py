@@ -13,7 +13,7 @@ def test_every_chapter_2_to_11_measures_a_hop():
     table = front.hops_markdown()
     for n in range(2, 12):
         name = [c for c in diagnosis.SOURCES if int(c[:2]) == n][0]
-        assert f"({name}.ipynb)" in table
+        assert f"({name}.html)" in table
     links = [a.text for a in intro.pipeline_map().layout.annotations if a.text and "href" in a.text]
     assert len(links) == len(intro.HOPS)
     assert all(f'href="{c}.html"' in "".join(links) for c in diagnosis.SOURCES)
@@ -47,7 +47,7 @@ def test_this_run_column_follows_its_results(tmp_path):
 def test_a_fresh_run_says_where_its_numbers_will_be(tmp_path):
     md = front.front_markdown(tmp_path, "h200")
     assert "this run" not in front.front_table(tmp_path, "h200").columns
-    assert "have not run yet" in md and "(12_conclusion.ipynb)" in md
+    assert "have not run yet" in md and "(12_conclusion.html)" in md
     assert "have not run yet" not in front.front_markdown(tmp_path, "h200", is_reference_run=True)
 
 

@@ -27,8 +27,10 @@ FRONT = [
 
 
 def _link(chapter: str) -> str:
+    """A link to a chapter's page in the built book. Computed Markdown is rendered as CommonMark, whose
+    links Sphinx leaves as they are, so it names the HTML page (a sibling of chapter 1's page)."""
     c = lookup(chapter)
-    return f"[{c.number}. {c.title}]({c.name}.ipynb)"
+    return f"[{c.number}. {c.title}]({c.name}.html)"
 
 
 def _headline(res: results.Result | None, chapter: str, key: str) -> str | None:
