@@ -308,3 +308,17 @@ def test_the_run_command_ends_with_the_diagnosis(tmp_path, capsys):
         assert line in out
     assert "data-parallel step: no diagnosis" in out and "not run, so not diagnosed: chapters 11" in out
     assert len(out.strip().splitlines()) <= 8
+
+
+def test_reference_column_follows_the_reference_files(tmp_path):
+    """A reader's run (not the reference) gets the reference column from every chapter's committed
+    result, chapters 8-11 included, even where the committed diagnosis predates them."""
+    res = _run_with(tmp_path, edit=lambda ch, r: r.tables["gpu"].__setitem__("GBps", r.tables["gpu"]["GBps"] * 2)
+                    if ch == "09_reading_smarter" else None)
+    old = results.load_reference(diagnosis.CHAPTER)
+    table = page.checklist(res, old).set_index(["chapter", "practice"])
+    row = table.loc[(9, page.PRACTICE[("09_reading_smarter", "to_gpu")])]
+    assert row["reference run"] != row["this run"]
+    assert row["reference run"] == page.reference_checklist().set_index(["chapter", "key"]).loc[
+        ("09_reading_smarter", "to_gpu"), "headline"]
+    assert not (table["reference run"] == "—").any()

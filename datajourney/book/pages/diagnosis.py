@@ -263,11 +263,21 @@ def hops_display(res, workload: str) -> pd.DataFrame:
         "how": h["basis"]})
 
 
-def checklist(res, ref) -> pd.DataFrame:
+def reference_checklist(host: str | None = None) -> pd.DataFrame:
+    """The checklist as each chapter's page computes it from that chapter's committed reference
+    result (so the column follows the reference files, not an older diagnosis of them)."""
+    from ..results import load_reference
+
+    found = {ch: r for ch in dict.fromkeys(c for c, _ in diagnosis.CHECKLIST)
+             if (r := load_reference(ch, host)) is not None}
+    return diagnosis.checklist_table(found)
+
+
+def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
     """Practice · this run · reference run · published figure, one row per checklist entry."""
     mine = res.table("checklist")
-    theirs = ({(r.chapter, r.key): r for r in ref.table("checklist").itertuples()}
-              if ref is not None and ref is not res and "checklist" in ref.tables else {})
+    theirs = ({(r.chapter, r.key): r for r in reference_checklist(host).itertuples()}
+              if ref is not None and ref is not res else {})
     rows = []
     for r in mine.itertuples():
         fig = published.figure(r.chapter, r.published) if isinstance(r.published, str) else None
