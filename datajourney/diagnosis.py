@@ -31,6 +31,10 @@ SOURCES = {
     "05_padding_tax": "real tokens per computed position",
     "06_pcie": "host-to-device bandwidth, pinned",
     "07_full_picture": "ResNet-50's step, decode cost per image and the measured end-to-end pipeline",
+    "08_threads_processes_gil": "photo-like JPEGs: decode cost per image per core and the best loader, threads vs processes",
+    "09_reading_smarter": "a file's path from the disk to GPU memory against the PCIe and device ceilings",
+    "10_mmap_vs_read": "a token data set read by mmap vs read(), and what a POSIX tracer sees of it",
+    "11_gpu_to_gpu": "all-reduce bandwidth against the gradient bytes of one step",
 }
 
 #: Bytes of one decoded 224×224 RGB image as the tuned chapter 7 recipe ships it (uint8).
@@ -127,6 +131,107 @@ def image_workload(r7) -> dict | None:
     return out
 
 
+def _page(chapter: str):
+    """The page module of ``chapter`` (its own rules pick, for example, a steady loader)."""
+    import importlib
+
+    from .book.chapters import lookup
+
+    return importlib.import_module(lookup(chapter).page)
+
+
+def photo_decode(r8) -> dict | None:
+    """Chapter 8's photo-like JPEGs: decode + resize of one image on one core (its calibration, for
+    the decoder its loaders used), the cores, and the best steady loader of each kind (worker
+    processes: the DataLoader; threads: SPDL or a plain pool), as chapter 8's page picks them."""
+    if r8 is None or "calibration" not in r8.tables or "loaders" not in r8.tables:
+        return None
+    page = _page("08_threads_processes_gil")
+    lo = r8.table("loaders")
+    decoder = str(lo["decoder"].iloc[0]) if "decoder" in lo and len(lo) else "pillow"
+    ms = page.unit_cost_ms(r8, decoder)
+    if not math.isfinite(ms) or ms <= 0:
+        return None
+    out = dict(decoder=decoder, ms=ms, cores=int(r8.metadata.get("cores") or 1),
+               image_size=r8.metadata.get("image_size"), process=None, thread=None)
+    for kind, loaders in (("process", ["dataloader"]), ("thread", list(page.THREADED))):
+        b = page.best_loader(r8, loaders)
+        if b is not None:
+            out[kind] = dict(loader=b["kind"], label=b["label"], concurrency=b["c"], images_per_s=b["mean"])
+    return out
+
+
+def disk_to_gpu(r9) -> dict | None:
+    """Chapter 9's fastest cold path from a file to GPU memory (GB/s, mean over runs, bytes verified),
+    beside the two ceilings it cannot beat: the device's cold sequential read (dd) and the PCIe copy."""
+    if r9 is None or not r9.metadata.get("cuda") or "gpu" not in r9.tables:
+        return None
+    g = r9.table("gpu")
+    g = g[(g["cache"] == "cold") & g["error"].isna() & g["verified"].astype(bool)]
+    if g.empty:
+        return None
+    by = g.groupby("path")["GBps"].mean()
+    pc = r9.metadata.get("pcie_ceiling") or {}
+    dev = r9.table("ceiling")["GBps"].astype(float) if "ceiling" in r9.tables else pd.Series(dtype=float)
+    gds = r9.metadata.get("gds") or {}
+    return dict(path=str(by.idxmax()), GBps=float(by.max()), paths={str(k): float(v) for k, v in by.items()},
+                pcie=float(pc["GBps"]) if pc.get("available") and pc.get("GBps") else None,
+                device=float(dev.mean()) if len(dev) else None, gds=gds.get("path"))
+
+
+def token_loader(r10) -> dict | None:
+    """Chapter 10's token loader, cold: tokens per second of the best configuration of each mode
+    (mmap, read()) over its sweep (tokens read ÷ loader time, mean over runs)."""
+    if r10 is None or "sweep" not in r10.tables:
+        return None
+    s = r10.table("sweep")
+    s = s[(s["cache"] == "cold") & (s["loader_s"] > 0)]
+    if s.empty:
+        return None
+    rate = (s.assign(rate=s["tokens"] / s["loader_s"])
+            .groupby(["mode", "seq", "batch", "workers"])["rate"].mean().reset_index())
+    modes = {}
+    for mode, part in rate.groupby("mode"):
+        top = part.loc[part["rate"].idxmax()]
+        modes[str(mode)] = dict(tokens_per_s=float(top["rate"]), seq=int(top["seq"]), batch=int(top["batch"]),
+                                workers=int(top["workers"]))
+    best = max(modes, key=lambda m: modes[m]["tokens_per_s"])
+    return dict(best=best, modes=modes, itemsize=r10.metadata.get("itemsize"))
+
+
+def gradient_exchange(r11) -> dict | None:
+    """Chapter 11's model on N GPUs: the gradient bytes of one step, the one-GPU step time (no DDP),
+    and for each path the time one all-reduce of all those bytes takes at the all-reduce bandwidth
+    measured at that size (interpolated in log(size) between the measured sizes), with the bus
+    bandwidth there. The path DDP ran on by default is the one the plain DDP rung used."""
+    if r11 is None or "rungs" not in r11.tables or "bench" not in r11.tables:
+        return None
+    from .ddp import bench_summary, interp_algbw
+
+    r = r11.table("rungs")
+    r = r[r["status"] == "ok"]
+    one = r[(r["world"] == 1) & (r["rung"] == "no_ddp")]
+    many = r[(r["world"] > 1) & (r["rung"] == "ddp")]
+    summ = bench_summary(r11.table("bench"))
+    summ = summ[summ["op"] == "all_reduce"]
+    if one.empty or many.empty or summ.empty:
+        return None
+    grad = int(one["grad_bytes"].iloc[0])
+    default = str(many["path"].iloc[0])
+    paths = {}
+    for path, part in summ.groupby("path"):
+        alg = interp_algbw(part, grad)
+        paths[str(path)] = dict(allreduce_ms=grad / (alg * 1e9) * 1e3,
+                                busbw_GBps=_loglog(grad, part["size"], part["busbw_GBps"]),
+                                ddp_steps_per_s=(float(many.loc[many["path"] == path, "steps_per_s"].iloc[0])
+                                                 if (many["path"] == path).any() else None))
+    if default not in paths:
+        return None
+    return dict(model=r11.metadata.get("model"), world=int(many["world"].iloc[0]), grad_bytes=grad,
+                cuda=bool(r11.metadata.get("cuda")),
+                step_ms=1e3 / float(one["steps_per_s"].iloc[0]), default=default, paths=paths)
+
+
 # ----------------------------------------------------------------------------- the model
 def budget(*, step_ms: float, batch_size: int, file_bytes: float, cpu_ms: float, cores: int,
            storage: pd.DataFrame | None, pcie: pd.DataFrame | None,
@@ -176,7 +281,27 @@ def image_hops(found: dict) -> tuple[list[Hop], dict | None]:
         Hop("gpu", f"GPU: {w['model']} step, batch {w['batch_size']}", "07_full_picture", b["demand"],
             f"{w['batch_size']} images per {w['step_ms']:.1f} ms step (data already in GPU memory)"),
     ]
-    return hops, w
+    return hops + photo_hops(found), w
+
+
+def photo_hops(found: dict) -> list[Hop]:
+    """Chapter 8's photo-like JPEGs as the samples: all cores decoding and resizing, and the best
+    loader it measured from cold files (threads or worker processes), in images/s."""
+    p = photo_decode(found.get("08_threads_processes_gil"))
+    size = "×".join(str(v) for v in p["image_size"]) if p and p.get("image_size") else "photo-like"
+    cpu = Hop("photo_cpu", f"CPU: decode + resize {size} photos, all cores", "08_threads_processes_gil",
+              None if p is None else p["cores"] * 1000.0 / p["ms"],
+              "" if p is None else f"{p['cores']} cores ÷ {p['ms']:.2f} ms per image on one core ({p['decoder']})")
+    best = None if p is None else max((p[k] for k in ("process", "thread") if p[k]),
+                                      key=lambda b: b["images_per_s"], default=None)
+    other = None if p is None or best is None else next(
+        (p[k] for k in ("process", "thread") if p[k] and p[k] is not best), None)
+    basis = "" if best is None else (f"the best steady loader measured from cold files: {best['label']}"
+                                     + (f" (the best of the other kind: {other['label']}, "
+                                        f"{other['images_per_s']:,.0f} images/s)" if other else ""))
+    loader = Hop("photo_loader", f"loader: {size} photos, best measured", "08_threads_processes_gil",
+                 None if best is None else best["images_per_s"], basis)
+    return [cpu, loader]
 
 
 def token_hops(found: dict, tokens_per_s: float, token_bytes: int, tokens_per_batch: int) -> list[Hop]:
@@ -193,7 +318,42 @@ def token_hops(found: dict, tokens_per_s: float, token_bytes: int, tokens_per_ba
     hops.append(Hop("pcie", "PCIe: pinned host-to-device copy of int64 ids", "06_pcie",
                     None if pcie is None else _loglog(tokens_per_batch * 8, pcie["size"], pcie["GBps"]) * 1e9 / 8,
                     f"pinned H2D at a {tokens_per_batch:,}-token batch ÷ 8 bytes per token"))
+    g = disk_to_gpu(found.get("09_reading_smarter"))
+    hops.append(Hop("to_gpu", "storage → GPU memory, fastest cold path", "09_reading_smarter",
+                    None if g is None else g["GBps"] * 1e9 / token_bytes,
+                    "" if g is None else f"{g['path']} at {g['GBps']:.2f} GB/s ÷ {token_bytes} bytes per token"))
+    t = token_loader(found.get("10_mmap_vs_read"))
+    if t is not None:
+        b, m = t["best"], t["modes"][t["best"]]
+        others = "; ".join(f"{k}: {v['tokens_per_s']:,.0f} tokens/s" for k, v in t["modes"].items() if k != b)
+        basis = (f"{'mmap' if b == 'mmap' else 'read()'} at sequence {m['seq']}, batch {m['batch']}, "
+                 f"{m['workers']} workers: tokens read ÷ loader time, cold" + (f" ({others})" if others else ""))
+    hops.append(Hop("token_loader", "token loader: indexed data set, cold, best of mmap and read()",
+                    "10_mmap_vs_read", None if t is None else t["modes"][t["best"]]["tokens_per_s"],
+                    "" if t is None else basis))
     return hops
+
+
+def _sig(x: float) -> str:
+    """Three significant digits without an exponent: 1,226 · 83.7 · 0.457."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def gradient_hops(found: dict) -> tuple[list[Hop], dict | None]:
+    """Chapter 11's model on N GPUs, in steps per second: what one GPU's step allows, and what one
+    all-reduce of the step's gradients over the path DDP used allows if nothing overlapped it."""
+    g = gradient_exchange(found.get("11_gpu_to_gpu"))
+    if g is None:
+        return [Hop("gpu", "GPU step (chapter 11's model)", "11_gpu_to_gpu", None, "")], None
+    d = g["paths"][g["default"]]
+    dev, devs = ("GPU", "GPUs") if g["cuda"] else ("CPU process", "CPU processes")
+    return [Hop("gpu", f"{'GPU' if g['cuda'] else 'CPU'}: {g['model']} step on one {dev}", "11_gpu_to_gpu",
+                1e3 / g["step_ms"], f"1 ÷ {_sig(g['step_ms'])} ms per step without DDP"),
+            Hop("allreduce", f"{'GPU to GPU' if g['cuda'] else 'process to process'}: all-reduce of the gradients, "
+                f"{g['world']} {devs} ({g['default']})", "11_gpu_to_gpu", 1e3 / d["allreduce_ms"],
+                f"1 ÷ ({_sig(g['grad_bytes'] / 1e6)} MB of gradients ÷ the all-reduce's measured bandwidth at that "
+                f"size: {_sig(d['allreduce_ms'])} ms, bus bandwidth {_sig(d['busbw_GBps'])} GB/s), "
+                "with no overlap with the backward pass")], g
 
 
 def padding_shares(r5) -> pd.DataFrame | None:
@@ -231,6 +391,20 @@ CHECKLIST = [
     ("06_pcie", "cpu_overlap"),
     ("07_full_picture", "workers4"),
     ("07_full_picture", "best_vs_ceiling"),
+    ("08_threads_processes_gil", "primitives"),
+    ("08_threads_processes_gil", "end_to_end"),
+    ("08_threads_processes_gil", "cost"),
+    ("08_threads_processes_gil", "first_batch"),
+    ("09_reading_smarter", "to_gpu"),
+    ("09_reading_smarter", "gds"),
+    ("09_reading_smarter", "parallel_random"),
+    ("10_mmap_vs_read", "loader_time"),
+    ("10_mmap_vs_read", "posix_events"),
+    ("10_mmap_vs_read", "kernel_view"),
+    ("10_mmap_vs_read", "overhead"),
+    ("11_gpu_to_gpu", "scaling_direct"),
+    ("11_gpu_to_gpu", "host_path_collapse"),
+    ("11_gpu_to_gpu", "allreduce_busbw"),
 ]
 
 
@@ -264,7 +438,8 @@ def _why_missing(found: dict, hops: list[Hop]) -> list[Hop]:
     for h in hops:
         if h.capacity is None:
             why = ("not in this run" if h.chapter not in found
-                   else "ran without a GPU" if h.chapter == "06_pcie" else "has no usable result")
+                   else "ran without a GPU" if h.chapter in ("06_pcie", "09_reading_smarter")
+                   and not found[h.chapter].metadata.get("cuda") else "has no usable result")
             h = Hop(h.key, h.label, h.chapter, None, f"chapter {int(h.chapter[:2])} {why}")
         out.append(h)
     return out
@@ -286,23 +461,43 @@ def preflight(params: dict) -> dict:
     return dict(params)
 
 
+#: The workloads diagnosed, their titles and the unit of their rates.
+WORKLOADS = {"image": "ResNet-50 training", "tokens": "token-based step", "gradients": "data-parallel step"}
+UNITS = {"image": "images/s", "tokens": "tokens/s", "gradients": "steps/s"}
+
+
+def weakest_links(found: dict, *, llm_tokens_per_s: float = 1_000_000.0, token_bytes: int = 4,
+                  tokens_per_batch: int = 131072) -> dict:
+    """The weakest link of each workload for the results in ``found`` (nothing saved)."""
+    hops, _ = image_hops(found)
+    ghops, _ = gradient_hops(found)
+    return {"image": weakest(hops), "tokens": weakest(token_hops(found, llm_tokens_per_s, token_bytes,
+                                                                 tokens_per_batch)),
+            "gradients": weakest(ghops)}
+
+
 def summary_lines(res) -> list[str]:
     """A few lines for the end of a run: the weakest link of each workload on this machine."""
+    return summary_from(res.metadata.get("weakest", {}), res.metadata.get("missing"))
+
+
+def summary_from(weakest_by_workload: dict, missing=None) -> list[str]:
+    """:func:`summary_lines` for the weakest links of :func:`weakest_links` and the chapters missing."""
     lines = []
-    for wl, title in (("image", "ResNet-50 training"), ("tokens", "token-based step")):
-        w = res.metadata.get("weakest", {}).get(wl)
+    for wl, title in WORKLOADS.items():
+        w = weakest_by_workload.get(wl)
         if not w:
             lines.append(f"{title}: no diagnosis (its chapters are not in this run)")
             continue
-        unit = "images/s" if wl == "image" else "tokens/s"
+        unit = UNITS[wl]
         from .book.findings import num, times
 
         line = f"{title}: weakest link {w['label']} at {num(w['capacity'], unit)}"
         if w.get("next_label"):
             line += f"; next: {w['next_label']} ({times(w['margin'])} more)"
         lines.append(line)
-    if res.metadata.get("missing"):
-        lines.append("not run, so not diagnosed: chapters " + ", ".join(str(int(c[:2])) for c in res.metadata["missing"]))
+    if missing:
+        lines.append("not run, so not diagnosed: chapters " + ", ".join(str(int(c[:2])) for c in missing))
     return lines
 
 
@@ -325,7 +520,10 @@ def run(*, llm_tokens_per_s: float = 1_000_000.0, token_bytes: int = 4, tokens_p
     hops, w = image_hops(found)
     hops = _why_missing(found, hops)
     thops = _why_missing(found, token_hops(found, llm_tokens_per_s, token_bytes, tokens_per_batch))
-    res.add("hops", pd.concat([hops_table(hops, "image"), hops_table(thops, "tokens")], ignore_index=True))
+    ghops, grads = gradient_hops(found)
+    ghops = _why_missing(found, ghops)
+    res.add("hops", pd.concat([hops_table(hops, "image"), hops_table(thops, "tokens"),
+                               hops_table(ghops, "gradients")], ignore_index=True))
     res.add("checklist", checklist_table(found))
     pad = padding_shares(found.get("05_padding_tax"))
     if pad is not None:
@@ -341,7 +539,11 @@ def run(*, llm_tokens_per_s: float = 1_000_000.0, token_bytes: int = 4, tokens_p
         sources={c: dict(run_id=r.run_id, host=r.fingerprint.get("host", {}).get("hostname")
                          if isinstance(r.fingerprint.get("host"), dict) else None)
                  for c, r in found.items()},
-        image_workload=w, weakest={"image": weakest(hops), "tokens": weakest(thops)},
+        image_workload=w, weakest={"image": weakest(hops), "tokens": weakest(thops), "gradients": weakest(ghops)},
+        photo=photo_decode(found.get("08_threads_processes_gil")),
+        to_gpu=disk_to_gpu(found.get("09_reading_smarter")),
+        token_loader=token_loader(found.get("10_mmap_vs_read")),
+        gradient_exchange=grads,
     )
     res.metadata["summary"] = summary_lines(res)
     res.save(rd)

@@ -12,13 +12,13 @@ CHAPTER = "01_introduction"
 
 #: The hops of a training sample, in order, with the chapters planned to measure them.
 HOPS = [
-    ("Storage", "NVMe / network disk: file layout, read size, O_DIRECT, GPUDirect", (2, 9)),
+    ("Storage", "NVMe / network disk: file layout, read size, queue depth, O_DIRECT, GPUDirect", (2, 9)),
     ("Page cache", "kernel RAM cache: cold vs warm, readahead, purge and residency", (2, 3, 9)),
     ("User space", "read() vs mmap(), syscalls and page faults, one handle vs many files", (3, 10)),
     ("CPU preprocessing", "decode, tokenise, augment: worker processes vs threads and the GIL", (4, 7, 8)),
     ("Batching", "collation, padding vs packing, pinned host memory", (5, 6)),
-    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", (6, 7)),
-    ("GPU memory", "forward, backward, optimizer: does the data keep up?", (7,)),
+    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", (6, 7, 9)),
+    ("GPU memory", "forward, backward, optimizer: does the data keep up?", (7, 9)),
     ("GPU to GPU", "gradient all-reduce over NVLink / PCIe, NCCL", (11,)),
 ]
 
@@ -29,6 +29,13 @@ def hop_chapters(planned) -> str:
 
     have = [n for n in planned if chapters.CHAPTERS[n - 1].available]
     return ", ".join(str(n) for n in have) if have else "not measured yet"
+
+
+def chapter_link(number: int) -> str:
+    """A link to chapter ``number``'s page, relative to chapter 1's page in the built book."""
+    from .book import chapters
+
+    return f'<a href="{chapters.CHAPTERS[number - 1].name}.html">{number}</a>'
 
 
 def pipeline_map() -> go.Figure:
@@ -49,8 +56,12 @@ def pipeline_map() -> go.Figure:
         customdata=[[h[1], w] for h, w in zip(HOPS, where, strict=True)],
         hovertemplate="<b>%{text}</b><br>%{customdata[0]}<br>chapters: %{customdata[1]}<extra></extra>",
     )
-    fig.update_layout(title="The journey of a training sample (hover a hop)", height=260,
-                      xaxis=dict(visible=False, range=[-0.6, n - 0.4]), yaxis=dict(visible=False, range=[-0.8, 0.8]),
+    for i, h in enumerate(HOPS):  # the chapters under each box, as links to their pages in the book
+        if where[i] != "not measured yet":
+            fig.add_annotation(x=i, y=-0.68, showarrow=False, font=dict(size=12),
+                               text="ch. " + ", ".join(chapter_link(int(c)) for c in where[i].split(", ")))
+    fig.update_layout(title="The journey of a training sample (hover a hop; click a chapter)", height=280,
+                      xaxis=dict(visible=False, range=[-0.6, n - 0.4]), yaxis=dict(visible=False, range=[-0.9, 0.8]),
                       margin=dict(t=50, l=10, r=10, b=10))
     return fig
 

@@ -87,7 +87,7 @@ def test_partial_run_names_the_missing_chapters(tmp_path):
 
 def test_empty_run_still_renders(tmp_path):
     res = diagnosis.run(run_dir=tmp_path)
-    assert res.metadata["found"] == [] and res.metadata["weakest"] == {"image": None, "tokens": None}
+    assert res.metadata["found"] == [] and res.metadata["weakest"] == {"image": None, "tokens": None, "gradients": None}
     assert page.budget_figure(res) is None
     assert len(page.findings(res)) >= 2
 
@@ -129,3 +129,196 @@ def test_copy_leaves_reference_untouched(tmp_path):
     _run_with(tmp_path)
     assert before == {p.name: p.read_bytes() for p in REF.glob("0*.json")}
     shutil.rmtree(tmp_path)
+
+
+# ----------------------------------------------------------------------------- chapters 8-11
+def _f(res):
+    return {x.key: x for x in [*page.findings(res), *(n for wl in ("image", "tokens", "gradients")
+                                                      for n in page.hop_notes(res, wl))]}
+
+
+def test_sources_cover_chapters_2_to_11():
+    assert [int(c[:2]) for c in diagnosis.SOURCES] == list(range(2, 12))
+
+
+def test_photo_decode_too_slow_for_the_gpu(tmp_path):
+    """Reverse chapter 8: decoding 30× slower needs more cores than the host has, and the
+    photo CPU hop becomes the weakest link."""
+    def slow(ch, r):
+        if ch == "08_threads_processes_gil":
+            r.tables["calibration"][["decode_ms", "resize_ms"]] *= 30
+
+    res = _run_with(tmp_path, edit=slow)
+    f = _f(res)["photo_workers"]
+    assert f.value > res.metadata["photo"]["cores"] and "cannot feed this GPU" in f.text
+    assert res.metadata["weakest"]["image"]["key"] == "photo_cpu"
+    ref = _f(_run_with(tmp_path / "ref"))["photo_workers"]
+    assert ref.value <= res.metadata["photo"]["cores"] and "within the" in ref.text
+
+
+def test_threads_faster_than_processes_is_said(tmp_path):
+    """Reverse chapter 8's end-to-end result: thread loaders 4× faster; the best loader is a thread
+    pipeline, the sentence and the checklist row say so."""
+    def fast_threads(ch, r):
+        if ch == "08_threads_processes_gil":
+            lo = r.tables["loaders"]
+            t = lo["loader"].isin(["spdl", "threadpool"])
+            lo.loc[t, "images_per_s"] *= 4
+            lo.loc[t, "seconds"] /= 4
+
+    res = _run_with(tmp_path, edit=fast_threads)
+    f = _f(res)["photo_workers"]
+    assert "(threads)" in f.text and "slower than threads" in f.text
+    assert res.metadata["photo"]["thread"]["images_per_s"] > res.metadata["photo"]["process"]["images_per_s"]
+    row = res.table("checklist").set_index(["chapter", "key"]).loc[("08_threads_processes_gil", "end_to_end")]
+    assert row["value"] > 0
+    ref = _run_with(tmp_path / "ref").table("checklist").set_index(["chapter", "key"])
+    assert ref.loc[("08_threads_processes_gil", "end_to_end"), "value"] < 0
+
+
+def test_slow_loaders_fall_short(tmp_path):
+    def slow(ch, r):
+        if ch == "08_threads_processes_gil":
+            r.tables["loaders"]["images_per_s"] /= 20
+            r.tables["loaders"]["seconds"] *= 20
+
+    res = _run_with(tmp_path, edit=slow)
+    assert "it falls short" in _f(res)["photo_workers"].text
+    assert res.metadata["weakest"]["image"]["key"] == "photo_loader"
+
+
+def test_disk_to_gpu_names_the_lower_ceiling(tmp_path):
+    """Reference: the disk is the lower ceiling. Reversed: a PCIe ceiling below the disk's."""
+    assert "the lower ceiling is the device's" in _f(_run_with(tmp_path / "ref"))["to_gpu_path"].text
+
+    def narrow_link(ch, r):
+        if ch == "09_reading_smarter":
+            r.metadata["pcie_ceiling"] = dict(r.metadata["pcie_ceiling"], GBps=0.5)
+
+    f = _f(_run_with(tmp_path, edit=narrow_link))["to_gpu_path"]
+    assert "the lower ceiling is the pinned PCIe copy" in f.text
+
+
+def test_slow_path_to_gpu_limits_tokens(tmp_path):
+    def slow(ch, r):
+        if ch == "09_reading_smarter":
+            r.tables["gpu"]["GBps"] /= 1e4
+
+    res = _run_with(tmp_path, edit=slow)
+    assert res.metadata["weakest"]["tokens"]["key"] == "to_gpu"
+    assert "storage → GPU memory" in _f(res)["weakest_tokens"].text
+
+
+def test_chapter_9_without_a_gpu_is_named(tmp_path):
+    def cpu_only(ch, r):
+        if ch == "09_reading_smarter":
+            r.metadata["cuda"] = False
+            del r.tables["gpu"]
+
+    res = _run_with(tmp_path, edit=cpu_only)
+    assert "to_gpu_path" not in _f(res)
+    assert "chapter 9 ran without a GPU" in _f(res)["weakest_tokens"].text
+
+
+def test_token_loader_follows_the_faster_mode(tmp_path):
+    """Reference: read() is the faster cold loader. Reversed: mmap 10× faster; then 1,000× slower
+    loaders fall short of the demand and become the weakest link."""
+    ref = _run_with(tmp_path / "ref")
+    assert ref.metadata["token_loader"]["best"] == "read" and "used **read()**" in _f(ref)["token_loader"].text
+
+    def fast_mmap(ch, r):
+        if ch == "10_mmap_vs_read":
+            s = r.tables["sweep"]
+            s.loc[s["mode"] == "mmap", "loader_s"] /= 10
+
+    res = _run_with(tmp_path / "mmap", edit=fast_mmap)
+    f = _f(res)["token_loader"]
+    assert "used **mmap**" in f.text and "faster than read()'s best" in f.text
+
+    def slow(ch, r):
+        if ch == "10_mmap_vs_read":
+            r.tables["sweep"]["loader_s"] *= 1000
+
+    res = _run_with(tmp_path / "slow", edit=slow)
+    assert "it falls short" in _f(res)["token_loader"].text
+    assert res.metadata["weakest"]["tokens"]["key"] == "token_loader"
+
+
+def test_allreduce_slower_than_the_step(tmp_path):
+    """Reference: the gradients' all-reduce fits in the step. Reversed: 100× less bandwidth."""
+    ref = _run_with(tmp_path / "ref")
+    assert "shorter than the step" in _f(ref)["allreduce_vs_step"].text
+    assert ref.metadata["weakest"]["gradients"]["key"] == "gpu"
+
+    def slow(ch, r):
+        if ch == "11_gpu_to_gpu":
+            b = r.tables["bench"]
+            b[["algbw_GBps", "busbw_GBps"]] /= 100
+            b["time_ms"] *= 100
+
+    res = _run_with(tmp_path / "slow", edit=slow)
+    f = _f(res)["allreduce_vs_step"]
+    assert "longer than the step, so no overlap can hide it" in f.text and f.value > 100
+    assert res.metadata["weakest"]["gradients"]["key"] == "allreduce"
+    g = res.metadata["gradient_exchange"]
+    d = g["paths"][g["default"]]
+    assert d["allreduce_ms"] == pytest.approx(100 * ref.metadata["gradient_exchange"]["paths"][g["default"]]["allreduce_ms"])
+
+
+def test_partial_run_without_chapters_8_to_11(tmp_path):
+    res = _run_with(tmp_path, chapters=[c for c in diagnosis.SOURCES if int(c[:2]) < 8])
+    f = _f(res)
+    assert {"photo_workers", "to_gpu_path", "token_loader", "allreduce_vs_step"}.isdisjoint(f)
+    assert "chapter 8 not in this run" in f["weakest_image"].text
+    assert "chapter 9 not in this run" in f["weakest_tokens"].text and "chapter 10 not in this run" in f["weakest_tokens"].text
+    assert res.metadata["weakest"]["gradients"] is None and "chapter 11 not in this run" in f["weakest_gradients"].text
+    assert "data-parallel step: no diagnosis" in "\n".join(res.metadata["summary"])
+    table = page.checklist(res, None)
+    assert (table.loc[table["chapter"].isin([8, 9, 10, 11]), "this run"] == "not run").all()
+
+
+@pytest.mark.parametrize("chapter,key,edit,check", [
+    ("09_reading_smarter", "to_gpu", lambda r: r.tables["gpu"].__setitem__("GBps", r.tables["gpu"]["GBps"] * 2),
+     lambda mine, ref: mine == pytest.approx(2 * ref)),
+    ("10_mmap_vs_read", "loader_time", lambda r: r.tables["sweep"].__setitem__(
+        "loader_s", r.tables["sweep"]["loader_s"].where(r.tables["sweep"]["mode"] != "read",
+                                                        r.tables["sweep"]["loader_s"] * 4)),
+     lambda mine, ref: mine == pytest.approx(4 * ref)),
+    ("11_gpu_to_gpu", "allreduce_busbw",
+     lambda r: r.tables["bench"].__setitem__("busbw_GBps", r.tables["bench"]["busbw_GBps"] / 10),
+     lambda mine, ref: mine == pytest.approx(ref / 10)),
+])
+def test_checklist_rows_follow_this_run(tmp_path, chapter, key, edit, check):
+    """The checklist shows what the chapter computes from this run's data, not a stored figure."""
+    ref = _run_with(tmp_path / "ref").table("checklist").set_index(["chapter", "key"]).loc[(chapter, key), "value"]
+    mine = _run_with(tmp_path / "mine", edit=lambda ch, r: edit(r) if ch == chapter else None)
+    assert check(mine.table("checklist").set_index(["chapter", "key"]).loc[(chapter, key), "value"], ref)
+
+
+def test_the_run_command_ends_with_the_diagnosis(tmp_path, capsys):
+    """`./journey book` runs `python -m datajourney run --book`, which ends by printing chapter 12's
+    summary of the run: one line per workload, and the chapters missing."""
+    from datajourney.__main__ import _print_diagnosis
+
+    res = _run_with(tmp_path, chapters=[c for c in diagnosis.SOURCES if c != "11_gpu_to_gpu"])
+    _print_diagnosis(tmp_path)
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[0] == "Your pipeline, diagnosed (chapter 12):"
+    for line in res.metadata["summary"]:
+        assert line in out
+    assert "data-parallel step: no diagnosis" in out and "not run, so not diagnosed: chapters 11" in out
+    assert len(out.strip().splitlines()) <= 8
+
+
+def test_reference_column_follows_the_reference_files(tmp_path):
+    """A reader's run (not the reference) gets the reference column from every chapter's committed
+    result, chapters 8-11 included, even where the committed diagnosis predates them."""
+    res = _run_with(tmp_path, edit=lambda ch, r: r.tables["gpu"].__setitem__("GBps", r.tables["gpu"]["GBps"] * 2)
+                    if ch == "09_reading_smarter" else None)
+    old = results.load_reference(diagnosis.CHAPTER)
+    table = page.checklist(res, old).set_index(["chapter", "practice"])
+    row = table.loc[(9, page.PRACTICE[("09_reading_smarter", "to_gpu")])]
+    assert row["reference run"] != row["this run"]
+    assert row["reference run"] == page.reference_checklist().set_index(["chapter", "key"]).loc[
+        ("09_reading_smarter", "to_gpu"), "headline"]
+    assert not (table["reference run"] == "—").any()

@@ -25,10 +25,25 @@ PRACTICE = {
     ("06_pcie", "cpu_overlap"): "Copy with non_blocking=True from pinned memory so the CPU keeps working",
     ("07_full_picture", "workers4"): "End to end: a few workers feed the GPU",
     ("07_full_picture", "best_vs_ceiling"): "End to end: the best loader against the GPU's own ceiling",
+    ("08_threads_processes_gil", "primitives"): "Decode in processes or threads: where the interpreter lock binds",
+    ("08_threads_processes_gil", "end_to_end"): "A thread pipeline instead of DataLoader worker processes",
+    ("08_threads_processes_gil", "cost"): "Count the loader's CPU and memory over all its processes",
+    ("08_threads_processes_gil", "first_batch"): "Start workers with fork, or keep the Dataset small to pickle",
+    ("09_reading_smarter", "to_gpu"): "Overlap reading and copying to reach the slower of disk and PCIe",
+    ("09_reading_smarter", "gds"): "GPUDirect Storage only where cuFile really runs without compatibility mode",
+    ("09_reading_smarter", "parallel_random"): "Keep many small reads in flight (threads issuing pread)",
+    ("10_mmap_vs_read", "loader_time"): "mmap or read() for an indexed token set: measure cold and warm",
+    ("10_mmap_vs_read", "posix_events"): "A POSIX tracer does not see mmap's I/O",
+    ("10_mmap_vs_read", "kernel_view"): "Check page faults and /proc/<pid>/io beside the tracer",
+    ("10_mmap_vs_read", "overhead"): "Measure the tracer's own cost, traced against untraced",
+    ("11_gpu_to_gpu", "scaling_direct"): "DDP over a direct GPU-to-GPU path, with tuned buckets",
+    ("11_gpu_to_gpu", "host_path_collapse"): "Know whether the GPUs talk directly or through the host",
+    ("11_gpu_to_gpu", "allreduce_busbw"): "Compare gradient bytes per step with the all-reduce bandwidth",
 }
 
-UNITS = {"image": "images/s", "tokens": "tokens/s"}
-WORKLOADS = {"image": "ResNet-50 training", "tokens": "A token-based step"}
+UNITS = diagnosis.UNITS
+WORKLOADS = {"image": "ResNet-50 training", "tokens": "A token-based step",
+             "gradients": "A data-parallel step (chapter 11's model)"}
 
 
 def _hops(res, workload: str) -> pd.DataFrame:
@@ -99,6 +114,121 @@ def workers_needed(res) -> fx.Finding | None:
                       n, "workers")
 
 
+def _demand(res, workload: str) -> float | None:
+    h = _hops(res, workload)
+    d = h.loc[h["hop"] == "gpu", "capacity"]
+    return float(d.iloc[0]) if len(d) and pd.notna(d.iloc[0]) else None
+
+
+def photo_workers(res) -> fx.Finding | None:
+    """Chapter 8's decode cost per photo on one core against the GPU's demand (chapter 7): the
+    workers needed, and whether the best loader it measured (threads or processes) keeps up."""
+    p, need = res.metadata.get("photo"), _demand(res, "image")
+    if not p or need is None:
+        return None
+    n = math.ceil(p["ms"] * need / 1e3)
+    cores_worth = "core's" if n == 1 else "cores'"
+    size = "×".join(str(v) for v in p["image_size"]) if p.get("image_size") else "photo-like"
+    fits = fx.choose(fx.direction(p["cores"], n, tol=0.0), f"within the {p['cores']} cores of chapter 8's host",
+                     f"more than the {p['cores']} cores of chapter 8's host: decoding photos on the CPU cannot "
+                     "feed this GPU there", f"every one of the {p['cores']} cores of chapter 8's host")
+    text = (f"**Photos instead of small JPEGs** (chapter 8's {size} images): decode + resize take "
+            f"{fx.num(p['ms'], 'ms')} per image on one core ({p['decoder']}), so feeding the GPU's "
+            f"{fx.num(need, 'images/s')} takes **{n}** {cores_worth} worth of decoding, {fits}.")
+    kinds = [(k, p[k]) for k in ("process", "thread") if p.get(k)]
+    if kinds:
+        best_kind, best = max(kinds, key=lambda kb: kb[1]["images_per_s"])
+        text += (f" The best loader it measured from cold files, {best['label']} "
+                 f"({'worker processes' if best_kind == 'process' else 'threads'}), delivered "
+                 f"{fx.num(best['images_per_s'], 'images/s')}, "
+                 + fx.choose(fx.direction(best["images_per_s"], need, tol=0.0),
+                             f"{fx.times(best['images_per_s'] / need)} the GPU's need: it keeps up",
+                             f"{fx.pct(best['images_per_s'] / need)} of the GPU's need: it falls short",
+                             "exactly the GPU's need") + ".")
+        if len(kinds) == 2:
+            (_, a), (_, b) = kinds
+            text += (f" Processes ({a['label']}) were {fx.compare(a['images_per_s'], b['images_per_s'])} "
+                     f"threads ({b['label']}).")
+    return fx.Finding("photo_workers", text, n, "workers")
+
+
+def to_gpu_finding(res) -> fx.Finding | None:
+    """Chapter 9's fastest cold path from a file to GPU memory against the device's and the link's ceilings."""
+    g = res.metadata.get("to_gpu")
+    if not g:
+        return None
+    text = (f"**From a file to GPU memory** (chapter 9): the fastest cold path, {g['path']}, moved "
+            f"**{fx.num(g['GBps'], 'GB/s')}**")
+    ceilings = [(name, v) for name, v in (("the device's cold sequential read (dd)", g.get("device")),
+                                          ("the pinned PCIe copy", g.get("pcie"))) if v]
+    if ceilings:
+        text += ", " + " and ".join(f"{fx.pct(g['GBps'] / v)} of {name} ({fx.num(v, 'GB/s')})"
+                                    for name, v in ceilings)
+        low_name, low = min(ceilings, key=lambda c: c[1])
+        if len(ceilings) == 2:
+            text += f": the lower ceiling is {low_name}, " + fx.choose(
+                fx.direction(max(c[1] for c in ceilings), low, tol=0.05),
+                f"{fx.times(max(c[1] for c in ceilings) / low)} below the other",
+                "", "level with the other")
+    gds = g.get("gds")
+    if gds and gds != "GDS":
+        text += f". kvikio ran in {gds}, not GPUDirect Storage: its data still passed through host memory"
+    return fx.Finding("to_gpu_path", text + ".", g["GBps"], "GB/s")
+
+
+def token_loader_finding(res) -> fx.Finding | None:
+    """Chapter 10's cold token loader, mmap against read(), against the stated token demand."""
+    t = res.metadata.get("token_loader")
+    need = _demand(res, "tokens")
+    if not t or need is None:
+        return None
+    name = {"mmap": "mmap", "read": "read()"}
+    b = t["modes"][t["best"]]
+    text = (f"**Reading tokens** (chapter 10, cold): the fastest configuration used **{name.get(t['best'], t['best'])}**, "
+            f"{fx.num(b['tokens_per_s'], 'tokens/s')} (sequence {b['seq']}, batch {b['batch']}, "
+            f"{b['workers']} workers)")
+    others = [(k, v) for k, v in t["modes"].items() if k != t["best"]]
+    for k, v in others:
+        text += f", {fx.compare(b['tokens_per_s'], v['tokens_per_s'])} {name.get(k, k)}'s best"
+    text += (", " + fx.choose(fx.direction(b["tokens_per_s"], need, tol=0.0),
+                              f"{fx.times(b['tokens_per_s'] / need)} the stated demand: it keeps up",
+                              f"{fx.pct(b['tokens_per_s'] / need)} of the stated demand: it falls short",
+                              "exactly the stated demand") + ".")
+    return fx.Finding("token_loader", text, b["tokens_per_s"], "tokens/s")
+
+
+PATHS = {"direct": "NCCL's own choice", "p2p_off": "P2P off", "p2p_shm_off": "P2P and SHM off", "gloo": "gloo (CPU)"}
+
+
+def allreduce_finding(res) -> fx.Finding | None:
+    """Chapter 11: one all-reduce of a step's gradients at the measured bandwidth against the step."""
+    g = res.metadata.get("gradient_exchange")
+    if not g:
+        return None
+    d = g["paths"][g["default"]]
+    share = d["allreduce_ms"] / g["step_ms"]
+    dev, devs = ("GPU", "GPUs") if g.get("cuda", True) else ("CPU process", "CPU processes")
+    text = (f"**Gradients against the step** (chapter 11, {g['model']} on {g['world']} {devs}): one all-reduce of its "
+            f"{fx.num(g['grad_bytes'] / 1e6, 'MB')} of gradients at the bus bandwidth measured at that size on "
+            f"{PATHS.get(g['default'], g['default'])} ({fx.num(d['busbw_GBps'], 'GB/s')}) takes "
+            f"**{fx.num(d['allreduce_ms'], 'ms')}**, {fx.pct(share)} of the step on one {dev} "
+            f"({fx.num(g['step_ms'], 'ms')}): "
+            + fx.choose(fx.direction(d["allreduce_ms"], g["step_ms"], tol=0.0),
+                        "longer than the step, so no overlap can hide it",
+                        "shorter than the step, so DDP can hide it behind the backward pass",
+                        "as long as the step"))
+    forced = [(k, v) for k, v in g["paths"].items() if k != g["default"]]
+    if forced:
+        text += "; forced through the host: " + ", ".join(
+            f"{PATHS.get(k, k)} {fx.num(v['allreduce_ms'], 'ms')} ({fx.pct(v['allreduce_ms'] / g['step_ms'])} "
+            "of the step)" for k, v in forced)
+    if d.get("ddp_steps_per_s"):
+        kept = d["ddp_steps_per_s"] * g["step_ms"] / 1e3
+        text += (f". Measured, DDP with one bucket ran {fx.num(d['ddp_steps_per_s'], 'steps/s')} per {dev}, "
+                 f"{fx.pct(kept)} of one {dev}'s rate without DDP")
+    return fx.Finding("allreduce_vs_step", text + ".", 100 * share, "%")
+
+
 def coverage(res) -> fx.Finding:
     found, missing = res.metadata["found"], res.metadata["missing"]
     text = f"**Coverage**: this diagnosis reads {len(found)} of the {len(diagnosis.SOURCES)} chapters it uses"
@@ -108,8 +238,15 @@ def coverage(res) -> fx.Finding:
 
 def findings(res) -> list[fx.Finding]:
     out = [weakest_finding(res, "image"), predicted_vs_measured(res), workers_needed(res),
-           weakest_finding(res, "tokens"), coverage(res)]
+           weakest_finding(res, "tokens"), weakest_finding(res, "gradients"), coverage(res)]
     return [f for f in out if f is not None]
+
+
+def hop_notes(res, workload: str) -> list[fx.Finding]:
+    """The computed sentences under each workload's chart: what chapters 8-11 add to its hops."""
+    fns = {"image": [photo_workers], "tokens": [to_gpu_finding, token_loader_finding],
+           "gradients": [allreduce_finding]}[workload]
+    return [f for f in (fn(res) for fn in fns) if f is not None]
 
 
 # ----------------------------------------------------------------------------- tables
@@ -126,11 +263,21 @@ def hops_display(res, workload: str) -> pd.DataFrame:
         "how": h["basis"]})
 
 
-def checklist(res, ref) -> pd.DataFrame:
+def reference_checklist(host: str | None = None) -> pd.DataFrame:
+    """The checklist as each chapter's page computes it from that chapter's committed reference
+    result (so the column follows the reference files, not an older diagnosis of them)."""
+    from ..results import load_reference
+
+    found = {ch: r for ch in dict.fromkeys(c for c, _ in diagnosis.CHECKLIST)
+             if (r := load_reference(ch, host)) is not None}
+    return diagnosis.checklist_table(found)
+
+
+def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
     """Practice · this run · reference run · published figure, one row per checklist entry."""
     mine = res.table("checklist")
-    theirs = ({(r.chapter, r.key): r for r in ref.table("checklist").itertuples()}
-              if ref is not None and ref is not res and "checklist" in ref.tables else {})
+    theirs = ({(r.chapter, r.key): r for r in reference_checklist(host).itertuples()}
+              if ref is not None and ref is not res else {})
     rows = []
     for r in mine.itertuples():
         fig = published.figure(r.chapter, r.published) if isinstance(r.published, str) else None
