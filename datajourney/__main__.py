@@ -122,18 +122,30 @@ def _bench(a) -> int:
     from .book import runner
     from .book.fingerprint import fingerprint, summary
 
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
         run_dir = runner.run(profile=a.profile, overrides={"data_dir": tmp}, run_id="bench",
                              results_root=Path(tmp), progress=False)
         record = json.loads((run_dir / "run.json").read_text())
+        book_s = None
+        if a.book:  # what `./journey book` does after the chapters: build the HTML book
+            from .book import sphinx_ext
+
+            t1 = time.monotonic()
+            sphinx_ext.build(run_dir)
+            book_s = time.monotonic() - t1
         fp = fingerprint(tmp)
     out = {
-        "benchmark": f"wall time of each chapter under the {a.profile} profile",
+        "benchmark": f"wall time of each chapter under the {a.profile} profile"
+                     + (", then the book build" if a.book else ""),
         "target_seconds_per_chapter": a.target,
         "seconds": {c["chapter"]: c["seconds"] for c in record["chapters"]},
+        "status": {c["chapter"]: c["status"] for c in record["chapters"]},
         "machine": summary(fp),
         "fingerprint": fp,
     }
+    if a.book:
+        out.update(book_build_seconds=book_s, total_seconds=time.monotonic() - t0, target_total_seconds=a.target_total)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(out, indent=1))
     for k, v in out["seconds"].items():
@@ -310,6 +322,8 @@ def main(argv=None) -> int:
     be.add_argument("what", nargs="?", choices=("chapters", "verify"), default="chapters")
     be.add_argument("--profile", help="profile (default: ci; full for 'bench verify')")
     be.add_argument("--target", type=float, default=60.0, help="seconds per chapter to meet")
+    be.add_argument("--book", action="store_true", help="bench chapters: also build the book and record the total")
+    be.add_argument("--target-total", type=float, default=600.0, help="bench chapters --book: seconds for it all")
     be.add_argument("--target-ratio", type=float, default=0.10, help="bench verify: verification / generation to meet")
     be.add_argument("--chapters", nargs="*", help="bench verify: chapters whose data sets to measure (default: 2 3)")
     be.add_argument("--out", type=Path, help="where to record it (default: data/benchmarks/ci_profile.json, "
