@@ -16,7 +16,8 @@ What is measured, on an indexed token data set written by :mod:`datajourney.toke
   process and every worker, and ``/proc/diskstats`` of the data set's device); and the
   POSIX view of DFTracer's ``LD_PRELOAD`` library, where it loads.
 * **Tracer overhead.** The same loader point run with tracing off, POSIX only,
-  application spans only and both, in rounds, each view in its own process.
+  application spans only and both, in rounds: the views without the preloaded tracer share
+  one process per round and those with it another, alternating configuration by configuration.
 * **Checkpoint writes.** A model state saved with ``torch.save`` (then ``fsync``) and with
   ``torch.distributed.checkpoint`` (``save`` and ``async_save``, files synced), timed
   for the time the caller is blocked and until the files are on disk; and, under the
@@ -184,6 +185,23 @@ class SamplePlan:
         self.sample_doc = pos.astype(np.int64)
         self.sample_off = (starts - cum[pos]).astype(np.int64)
         self.shuffle = rng.permutation(self.n_samples).astype(np.int64)
+
+    ARRAYS = ("doc_order", "lengths", "sample_doc", "sample_off", "shuffle")
+
+    def save(self, path) -> None:
+        """Write the plan's arrays to ``path`` (an ``.npz``), so that every child process of the
+        chapter loads it instead of rebuilding it."""
+        np.savez(path, seq=np.int64(self.seq), n_samples=np.int64(self.n_samples),
+                 **{k: getattr(self, k) for k in self.ARRAYS})
+
+    @classmethod
+    def load(cls, path) -> SamplePlan:
+        with np.load(path) as z:
+            plan = cls.__new__(cls)
+            plan.seq, plan.n_samples = int(z["seq"]), int(z["n_samples"])
+            for k in cls.ARRAYS:
+                setattr(plan, k, z[k])
+        return plan
 
     def pieces(self, s: int) -> list[tuple[int, int, int]]:
         """(document, offset, length) of each piece of sample ``s``."""
@@ -480,7 +498,6 @@ def checkpoint_sweep(sizes, runs: int, work: Path, progress=None) -> pd.DataFram
 def child(spec: dict) -> list[dict]:
     """Run ``spec['configs']`` in this process (the tracer, if any, is preloaded by the parent)."""
     prefix = Path(spec["prefix"])
-    spans = spec["view"] in ("app", "both")
     # the cache state is set on .bin; the .idx stays mapped (as in Megatron), so it stays resident
     files = [prefix.with_suffix(".bin")]
     dev = block_device(files[0])
@@ -492,13 +509,21 @@ def child(spec: dict) -> list[dict]:
     if state is not None and ckpt_dir is not None:   # untimed warm-up of the checkpoint writer
         save_checkpoint(state, "dcp_save", ckpt_dir / "warmup")
         shutil.rmtree(ckpt_dir / "warmup", ignore_errors=True)
+    saved = spec.get("plans") or {}
     for c in spec["configs"]:
         key = (c["seq"], c["seed"])
         if key not in plans:
             t = time.perf_counter()
-            plans[key] = SamplePlan(files_tf["mmap"].index, c["seq"], c["seed"])
-            plans[key].build_s = time.perf_counter() - t
+            built = saved.get(f"{c['seq']}-{c['seed']}")
+            if built:   # built once by the parent: load it, keep the time it took to build
+                plans[key] = SamplePlan.load(built[0])
+                plans[key].build_s = built[1]
+            else:
+                plans[key] = SamplePlan(files_tf["mmap"].index, c["seq"], c["seed"])
+                plans[key].build_s = time.perf_counter() - t
         plan = plans[key]
+        view = c.get("view", spec["view"])
+        spans = view in ("app", "both")
         n = c["steps"] * c["batch"]
         if n > plan.n_samples:
             raise ParameterError("batch_sizes", c["batch"],
@@ -512,7 +537,7 @@ def child(spec: dict) -> list[dict]:
         w0 = time.time_ns() // 1000
         r = time_loader(ds, batch_size=c["batch"], workers=c["workers"], steps=c["steps"], dev=dev)
         w1 = time.time_ns() // 1000
-        row = {**c, **cache, **r, "view": spec["view"], "window_start_us": w0, "window_end_us": w1,
+        row = {**c, **cache, **r, "view": view, "window_start_us": w0, "window_end_us": w1,
                "plan_build_s": plan.build_s, "device": dev}
         if state is not None and ckpt_dir is not None:
             target = ckpt_dir / "dcp"
@@ -521,7 +546,8 @@ def child(spec: dict) -> list[dict]:
             row.update(ckpt_window_start_us=w2, ckpt_window_end_us=time.time_ns() // 1000,
                        ckpt_s=ck["total_s"], ckpt_bytes=ck["file_bytes"], ckpt_kernel_write_bytes=ck["kernel_write_bytes"])
             shutil.rmtree(target, ignore_errors=True)
-        rows.append(row)
+        if not c.get("discard"):
+            rows.append(row)
     if state is not None and ckpt_dir is not None and spec.get("ckpt_methods"):
         for method in CHECKPOINT_METHODS:
             target = ckpt_dir / f"m-{method}"
@@ -560,21 +586,30 @@ def run_child(spec: dict, work: Path, trace_root: Path) -> tuple[pd.DataFrame, l
     return pd.DataFrame(rows), events
 
 
-def events_in(events: list[dict], start_us: int, end_us: int) -> list[dict]:
-    return [e for e in events if start_us <= e["ts"] <= end_us]
+def events_in(events: list[dict], start_us: int, end_us: int, ts: list | None = None) -> list[dict]:
+    """The events with ``start_us <= ts <= end_us``; with ``ts`` (the events' sorted time
+    stamps; ``events`` sorted the same way) found by bisection."""
+    if ts is None:
+        return [e for e in events if start_us <= e["ts"] <= end_us]
+    import bisect
+
+    return events[bisect.bisect_left(ts, start_us):bisect.bisect_right(ts, end_us)]
 
 
 def attach_posix(rows: pd.DataFrame, events: list[dict], bin_name: str) -> pd.DataFrame:
     """Per row: the POSIX events inside its time window (data phase, and checkpoint phase)."""
+    events = sorted(events, key=lambda e: e["ts"])
+    stamps = [e["ts"] for e in events]
+    events_in_ = functools.partial(events_in, ts=stamps)
     out = []
     for _, r in rows.iterrows():
         d = r.to_dict()
-        ev = events_in(events, int(r["window_start_us"]), int(r["window_end_us"]))
+        ev = events_in_(events, int(r["window_start_us"]), int(r["window_end_us"]))
         s = summarise_events(ev)
         d.update({f"posix_{k}": v for k, v in s.items()})
         d["posix_bin_reads"] = sum(1 for e in ev if e["name"] in READ_CALLS and (e["path"] or "").endswith(bin_name))
         if pd.notna(d.get("ckpt_window_start_us")):
-            ce = summarise_events(events_in(events, int(r["ckpt_window_start_us"]), int(r["ckpt_window_end_us"])))
+            ce = summarise_events(events_in_(events, int(r["ckpt_window_start_us"]), int(r["ckpt_window_end_us"])))
             d.update({f"ckpt_posix_{k}": v for k, v in ce.items()})
         out.append(d)
     return pd.DataFrame(out)
@@ -663,11 +698,56 @@ def _configs(p: dict) -> list[dict]:
                         cs.append(dict(part="grid", mode=mode, seq=seq, batch=batch, workers=0, cache=cache, run=run,
                                        steps=p["steps"], seed=p["seed"]))
             for w in p["workers"]:
+                if w == 0 and p["workers_seq_length"] in p["seq_lengths"] and p["workers_batch_size"] in p["batch_sizes"]:
+                    continue   # the same configuration as the grid's point: its rows are copied, not re-run
                 for mode in (MODES if run % 2 == 0 else MODES[::-1]):
                     cs.append(dict(part="workers", mode=mode, seq=p["workers_seq_length"],
                                    batch=p["workers_batch_size"], workers=w, cache=cache, run=run, steps=p["steps"],
                                    seed=p["seed"]))
     return cs
+
+
+def workers_from_grid(rows: pd.DataFrame, p: dict) -> pd.DataFrame:
+    """The workers sweep's 0-worker rows, when its point is a point of the grid: the grid's rows
+    of that point (the same samples, cache state, run and steps), relabelled and marked."""
+    if 0 not in p["workers"] or rows.empty or "part" not in rows:
+        return rows
+    g = rows[(rows["part"] == "grid") & (rows["seq"] == p["workers_seq_length"])
+             & (rows["batch"] == p["workers_batch_size"]) & (rows["workers"] == 0)]
+    if g.empty or ((rows["part"] == "workers") & (rows["workers"] == 0)).any():
+        return rows
+    return pd.concat([rows, g.assign(part="workers", from_grid=True)], ignore_index=True)
+
+
+def build_plans(index: tokens.Index, keys, work: Path) -> dict:
+    """Build each (seq_length, seed) sample plan once and save it for the child processes:
+    ``{"seq-seed": [path, seconds to build]}``."""
+    out = {}
+    for seq, seed in sorted(set(keys)):
+        t = time.perf_counter()
+        plan = SamplePlan(index, seq, seed)
+        dt = time.perf_counter() - t
+        path = Path(work) / f"plan-{seq}-{seed}.npz"
+        plan.save(path)
+        out[f"{seq}-{seed}"] = [str(path), dt]
+    return out
+
+
+def overhead_specs(views, rnd: int, cfg: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The child processes of one overhead round: the views without the tracer (off, app) share
+    one process and those with it (posix, both) another; within each, the views alternate
+    configuration by configuration, in an order that turns with the round."""
+    order = list(views[rnd % len(views):]) + list(views[:rnd % len(views)])
+    groups = {}
+    for v in order:
+        groups.setdefault("posix" if v in ("posix", "both") else "off", []).append(v)
+    specs = []
+    for proc, vs in groups.items():
+        timed = [dict(c, view=v) for c in cfg for v in (vs if rnd % 2 == 0 else vs[::-1])]
+        # the first loader of a process pays one-time costs (imports, first allocations): an
+        # untimed copy of the first configuration runs before the timed ones
+        specs.append((proc, [dict(timed[0], discard=True)] + timed))
+    return specs
 
 
 def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, cache_states, workers,
@@ -684,9 +764,22 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
 
     p, parent = preflight(params)
     res = results.start(CHAPTER, params, run_dir, parent)
+    seconds, clock = {}, {"t": time.perf_counter()}
+
+    def lap(name):
+        now = time.perf_counter()
+        seconds[name] = round(now - clock["t"], 2)
+        clock["t"] = now
+
     ts = tokens.token_dataset(parent, total_bytes=p["dataset_bytes"], seed=p["seed"], progress=progress)
+    lap("data set")
     work = Path(tempfile.mkdtemp(prefix="ch10-", dir=parent))
     try:
+        keys = [(s_, p["seed"]) for s_ in p["seq_lengths"]] + [(p["workers_seq_length"], p["seed"])]
+        if p["overhead_rounds"]:
+            keys.append((p["overhead_seq_length"], p["seed"]))
+        plans = build_plans(tokens.read_index(ts.prefix.with_suffix(".idx")), keys, work)
+        lap("sample plans")
         why_not = None if p["posix_view"] != "off" else "switched off (posix_view = 'off')"
         if why_not is None:
             why_not = posix_probe(work)
@@ -696,11 +789,14 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
         views = [v for v in VIEWS if posix_ok or v in ("off", "app")]
         n_over = p["overhead_rounds"] * len(views)
         steps_total = 1 + (1 if posix_ok else 0) + n_over + len(p["checkpoint_sizes"]) * p["checkpoint_runs"] * 3
-        base = dict(prefix=str(ts.prefix), purge_method=p["purge_method"])
+        base = dict(prefix=str(ts.prefix), purge_method=p["purge_method"], plans=plans)
+        lap("probe")
         with tqdm(total=steps_total, desc="chapter 10", disable=not progress, mininterval=10) as bar:
             rows, _ = run_child({**base, "view": "app", "configs": _configs(p)}, work, parent)
+            rows = workers_from_grid(rows, p)
             res.add("sweep", rows.drop(columns=[c for c in ("window_start_us", "window_end_us") if c in rows]))
             bar.update(1)
+            lap("sweep")
             if posix_ok:
                 cfg = [dict(part="posix", mode=m, seq=s, batch=b, workers=0, cache="warm", run=0, steps=p["steps"],
                             seed=p["seed"]) for s in p["seq_lengths"] for b in p["batch_sizes"] for m in MODES]
@@ -718,21 +814,23 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
                 if "phase" in posix:
                     res.add("posix_checkpoint", posix[posix["phase"].notna()].dropna(axis=1, how="all"))
                 bar.update(1)
+            lap("posix view")
             over = []
             cfg = [dict(part="overhead", mode=m, seq=p["overhead_seq_length"], batch=p["overhead_batch_size"],
                         workers=0, cache="warm", run=0, steps=p["steps"], seed=p["seed"]) for m in MODES]
             for rnd in range(p["overhead_rounds"]):
-                order = views[rnd % len(views):] + views[:rnd % len(views)]
-                for v in order:
-                    orow, _ = run_child({**base, "view": v, "configs": cfg}, work, parent)
+                for proc, configs in overhead_specs(views, rnd, cfg):
+                    orow, _ = run_child({**base, "view": proc, "configs": configs}, work, parent)
                     orow["round"] = rnd
                     over.append(orow)
-                    bar.update(1)
+                    bar.update(len({c["view"] for c in configs}))
             if over:
                 o = pd.concat(over, ignore_index=True)
                 res.add("overhead", o.drop(columns=["window_start_us", "window_end_us"]))
+            lap("overhead")
             if p["checkpoint_sizes"]:
                 res.add("checkpoint", checkpoint_sweep(p["checkpoint_sizes"], p["checkpoint_runs"], work, bar))
+            lap("checkpoints")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     comp = ts.manifest.get("composition", {})
@@ -741,7 +839,7 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
                         tracer=_tracer_version() if posix_ok else None, itemsize=2,
                         constant_tolerance=CONSTANT_TOLERANCE, cores=os.cpu_count(),
                         block_device=block_device(ts.files[0]),
-                        read_ahead_kb=read_ahead_kb(block_device(ts.files[0])))
+                        read_ahead_kb=read_ahead_kb(block_device(ts.files[0])), seconds=seconds)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
