@@ -384,6 +384,11 @@ def test_spdl_limit_note_names_the_stage_the_data_show():
     assert "too few" in text and "GIL limits" not in text
     text = page.spdl_limit_note(_with_stages(_result(), limit="decode", decode_ms=(1.0, 1.0), read_ms=5.0))
     assert "storage latency limits the pipeline" in text and "5 ms reading" in text
+    res = _with_stages(_result(), limit="decode", decode_ms=(1.0, 1.0), read_ms=0.5)
+    t = res.tables["spdl_stages"]
+    res.tables["spdl_stages"] = t.assign(task_ms=[v + 4.0 if st == "decode" else v for v, st in zip(t["task_ms"], t["stage"])])
+    text = page.spdl_limit_note(res)
+    assert "hand-off between the event loop and the threads" in text and "4 ms handing" in text
     text = page.spdl_limit_note(_with_stages(_result(), limit="none"))
     assert "No stage was busy" in text
 

@@ -595,6 +595,8 @@ def spdl_limit(res) -> dict | None:
         cause = "none"
     elif stage != "decode":
         cause = "stage"
+    elif math.isfinite(read_ms) and (float(dec.get(c_hi, float("nan"))) - read_ms - work_ms) >= max(read_ms, work_ms):
+        cause = "handoff"
     elif math.isfinite(read_ms) and read_ms >= work_ms:
         cause = "read"
     else:
@@ -621,8 +623,11 @@ def spdl_limit_note(res, ref=None) -> str:
     head = (f"With {c} decode threads the SPDL pipeline delivered {num(lim['rate'], 'img/s')}. Its decode threads "
             f"were busy {pct(lim['decode_busy'])} of the timed window, at {num(lim['decode_ms'], 'ms')} per image")
     if math.isfinite(lim["read_ms"]):
-        head += (f": {num(lim['read_ms'], 'ms')} reading the file and {num(lim['work_ms'], 'ms')} decoding and "
-                 f"resizing it, which takes {num(lim['unit'], 'ms')} on one core alone")
+        other = lim["decode_ms"] - lim["read_ms"] - lim["work_ms"]
+        head += (f": {num(lim['read_ms'], 'ms')} reading the file, {num(lim['work_ms'], 'ms')} decoding and "
+                 f"resizing it (which takes {num(lim['unit'], 'ms')} on one core alone), and "
+                 f"{num(max(other, 0.0), 'ms')} handing the task to a pool thread and its result back to the "
+                 "pipeline's event loop")
     else:
         head += f" (decoding and resizing alone take {num(lim['unit'], 'ms')} on one core)"
     if math.isfinite(lim["decode_ms_lo"]) and lim["c_lo"] != c:
@@ -636,6 +641,11 @@ def spdl_limit_note(res, ref=None) -> str:
                        f"{num(lim['task_ms'], 'ms')} per task; at full time it would pass about "
                        f"{num(cap, 'img/s')}. So the {lim['stage']} stage, after decoding, limits the pipeline: "
                        "more decode threads cannot help, and the GIL is not what stops it.")
+    if lim["cause"] == "handoff":
+        return head + ("Decode was the busiest stage, and most of each task went to the hand-off between the "
+                       "event loop and the threads, Python code that runs one thread at a time under the "
+                       "interpreter lock: the GIL limits the pipeline, through its scheduling rather than the "
+                       "decode itself.")
     if lim["cause"] == "read":
         return head + ("Decode was the busiest stage, and its threads spent more of each image reading the cold "
                        "file than decoding it: storage latency limits the pipeline; more reads in flight (more "
