@@ -263,14 +263,22 @@ def collate(batch, spans: bool = False):
 
 # ---------------------------------------------------------------------------- kernel counters
 def proc_counters(pid="self") -> dict:
-    """Page faults (``/proc/<pid>/stat``) and I/O counters (``/proc/<pid>/io``) of one process."""
+    """Page faults and CPU seconds (``/proc/<pid>/stat``; ``/proc/<pid>/schedstat`` where it
+    exists, for the main thread: DataLoader workers and the loop run there) and I/O counters
+    (``/proc/<pid>/io``) of one process."""
     out = {}
     try:
         with open(f"/proc/{pid}/stat") as f:
             rest = f.read().rsplit(")", 1)[1].split()
         out["minflt"], out["majflt"] = int(rest[7]), int(rest[9])
+        out["cpu_s"] = (int(rest[11]) + int(rest[12])) / _CLK_TCK     # utime + stime, in clock ticks
     except (OSError, IndexError, ValueError):
-        out["minflt"] = out["majflt"] = None
+        out["minflt"] = out["majflt"] = out["cpu_s"] = None
+    try:   # nanoseconds on a CPU, of the process's main thread: finer than clock ticks where it exists
+        with open(f"/proc/{pid}/schedstat") as f:
+            out["cpu_s"] = int(f.read().split()[0]) / 1e9
+    except (OSError, IndexError, ValueError):
+        pass
     try:
         with open(f"/proc/{pid}/io") as f:
             for line in f:
@@ -281,7 +289,10 @@ def proc_counters(pid="self") -> dict:
     return out
 
 
-IO_KEYS = ("minflt", "majflt", "rchar", "syscr", "read_bytes", "wchar", "syscw", "write_bytes")
+IO_KEYS = ("minflt", "majflt", "rchar", "syscr", "read_bytes", "wchar", "syscw", "write_bytes", "cpu_s")
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: Slots per worker in the shared array: its pid, its counters at start, the time it started.
+_SLOTS = len(IO_KEYS) + 2
 
 
 def _delta(a: dict, b: dict) -> dict:
@@ -325,12 +336,14 @@ def disk_counters(dev: str | None) -> dict | None:
 
 
 def _worker_start(shared, worker_id: int) -> None:
-    """worker_init_fn: record this worker's pid and counters, so its own work can be told apart."""
+    """worker_init_fn: record this worker's pid, counters and start time (``perf_counter``, one
+    monotonic clock for all processes), so its own work can be told apart."""
     c = proc_counters()
-    base = worker_id * (len(IO_KEYS) + 1)
+    base = worker_id * _SLOTS
     shared[base] = os.getpid()
     for j, k in enumerate(IO_KEYS):
         shared[base + 1 + j] = c.get(k) or 0
+    shared[base + _SLOTS - 1] = time.perf_counter()
 
 
 # ---------------------------------------------------------------------------- one configuration
@@ -341,7 +354,7 @@ def time_loader(ds: TokenSamples, *, batch_size: int, workers: int, steps: int, 
     import torch
     from torch.utils.data import DataLoader
 
-    shared = multiprocessing.Array("d", max(workers, 1) * (len(IO_KEYS) + 1), lock=False)
+    shared = multiprocessing.Array("d", max(workers, 1) * _SLOTS, lock=False)
     dl = DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=workers,
                     collate_fn=functools.partial(collate, spans=ds.spans),
                     worker_init_fn=functools.partial(_worker_start, shared) if workers else None)
@@ -366,9 +379,12 @@ def time_loader(ds: TokenSamples, *, batch_size: int, workers: int, steps: int, 
         if kern[k] is not None and own[k] is not None:
             kern[k] = max(kern[k] - own[k], 0)
     wk = {k: 0 for k in IO_KEYS}
+    starts = []
     for w in range(workers):
-        base = w * (len(IO_KEYS) + 1)
+        base = w * _SLOTS
         pid = int(shared[base])
+        if pid:
+            starts.append(shared[base + _SLOTS - 1] - t0)
         now = proc_counters(pid) if pid else {}
         for j, k in enumerate(IO_KEYS):
             if now.get(k) is not None and wk[k] is not None:
@@ -380,7 +396,10 @@ def time_loader(ds: TokenSamples, *, batch_size: int, workers: int, steps: int, 
                step_ms=float(np.median(waits[1:])) * 1e3 if len(waits) > 1 else waits[0] * 1e3,
                samples=steps * batch_size, tokens=toks, app_bytes=float(stats[4]), pieces=float(stats[3]),
                lookup_s=float(stats[0]) / 1e9, read_s=float(stats[1]) / 1e9, construct_s=float(stats[2]) / 1e9,
-               collate_s=collate_ns / 1e9)
+               collate_s=collate_ns / 1e9,
+               # when the first and the last worker started, from the loader's start (None: no workers)
+               workers_first_start_s=min(starts) if starts else None,
+               workers_last_start_s=max(starts) if starts else None, workers_started=len(starts))
     for k in IO_KEYS:
         row[f"main_{k}"] = kern[k]
         row[f"workers_{k}"] = wk[k] if workers else 0

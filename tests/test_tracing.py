@@ -306,3 +306,46 @@ def test_synthetic_ids_do_not_depend_on_threads():
     a = np.concatenate(list(tokens.synthetic_ids(70_000, 5, chunk=20_000, threads=1)))
     b = np.concatenate(list(tokens.synthetic_ids(70_000, 5, chunk=20_000, threads=3)))
     assert a.size == 70_000 and np.array_equal(a, b) and a.max() < tokens.GPT2_VOCAB
+
+
+def _workers(res, *, start=(0.02, 0.08), main=(0.004, 0.004), work=(0.02, 0.02), loader=(0.100, 0.160)):
+    """Warm workers rows at 4 and 8 workers: per-count last start, main CPU, CPU per worker, loader time."""
+    rows = []
+    for k, st, mn, wk, lo in zip((4, 8), start, main, work, loader, strict=True):
+        for mode in ("mmap", "read"):
+            for run in (0, 1):
+                rows.append(dict(part="workers", mode=mode, seq=256, batch=8, workers=k, cache="warm", run=run,
+                                 steps=4, loader_s=lo * (1 + 0.01 * run), workers_last_start_s=st, main_cpu_s=mn,
+                                 workers_cpu_s=wk * k, workers_minflt=400 * k, main_minflt=50))
+    res.tables["sweep"] = pd.concat([res.table("sweep"), pd.DataFrame(rows)], ignore_index=True)
+    return res
+
+
+def test_workers_slowdown_cause_follows_the_counters():
+    t = page.workers_cause_note(_workers(_result()))
+    assert "slower than" in t and "Starting the extra workers accounts for 99.5% of the 60.3 ms extra" in t
+    t = page.workers_cause_note(_workers(_result(), start=(0.02, 0.02), main=(0.004, 0.054)))
+    assert "The main process's extra work accounts for 82.9%" in t
+    t = page.workers_cause_note(_workers(_result(), start=(0.02, 0.02), work=(0.02, 0.07)))
+    assert "Each worker's own extra work accounts for 82.9%" in t
+    t = page.workers_cause_note(_workers(_result(), start=(0.02, 0.03)))
+    assert "None of these accounts for half of the 60.3 ms extra" in t and "do not explain it" in t
+    t = page.workers_cause_note(_workers(_result(), loader=(0.160, 0.100)))
+    assert "no slowdown to explain" in t and "faster than" in t
+    # a result from before the counters says so
+    res = _workers(_result())
+    res.tables["sweep"] = res.table("sweep").drop(columns=["workers_last_start_s", "main_cpu_s", "workers_cpu_s"])
+    assert "not in the reference run" in page.workers_cause_note(res)
+
+
+def test_time_loader_records_worker_starts_and_cpu(small):
+    prefix, _, _ = small
+    tf = tokens.TokenFile(prefix, "mmap")
+    plan = tracing.SamplePlan(tf.index, 16, 0)
+    ds = tracing.TokenSamples(tf, plan, np.arange(8), spans=False)
+    tf.release()
+    row = tracing.time_loader(ds, batch_size=2, workers=2, steps=3)
+    assert row["workers_started"] == 2 and 0 <= row["workers_first_start_s"] <= row["workers_last_start_s"]
+    assert row["workers_last_start_s"] < row["loader_s"] and row["main_cpu_s"] >= 0 and row["workers_cpu_s"] >= 0
+    row0 = tracing.time_loader(ds, batch_size=2, workers=0, steps=3)
+    assert row0["workers_started"] == 0 and row0["workers_last_start_s"] is None and row0["workers_cpu_s"] == 0
