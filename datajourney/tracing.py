@@ -52,6 +52,9 @@ VIEWS = ("off", "posix", "app", "both")
 CACHE_STATES = ("cold", "warm")
 POSIX_OPTIONS = ("auto", "on", "off")
 SPANS = ("lookup", "read", "construct")
+#: DFTracer's category of the chapter's application spans, and their names.
+DFT_CAT = "app"
+DFT_SPANS = ("sample", "index_lookup", "read", "construct")
 MB = 1e6
 #: Variation of the POSIX event count under mmap that still counts as "constant".
 CONSTANT_TOLERANCE = 0.05
@@ -111,7 +114,8 @@ def posix_probe(work: Path) -> str | None:
 
 
 def read_trace(log_dir) -> list[dict]:
-    """POSIX events of every ``*.pfw.gz``/``*.pfw`` file under ``log_dir`` (a truncated gzip
+    """POSIX events (and the chapter's application spans, ``cat`` "app") of every
+    ``*.pfw.gz``/``*.pfw`` file under ``log_dir`` (a truncated gzip
     file, as a worker killed at shutdown can leave, is read up to where it breaks)."""
     events, paths = [], {}
     for f in sorted(glob.glob(str(Path(log_dir) / "*.pfw*"))):
@@ -129,10 +133,11 @@ def read_trace(log_dir) -> list[dict]:
                     if e.get("name") == "FH":
                         a = e.get("args", {})
                         paths[a.get("value")] = a.get("name")
-                    elif e.get("cat") == "POSIX":
+                    elif e.get("cat") in ("POSIX", DFT_CAT):
                         a = e.get("args") or {}
-                        events.append(dict(name=e["name"], pid=e.get("pid"), ts=e.get("ts", 0), dur=e.get("dur", 0),
-                                           ret=a.get("ret"), count=a.get("count"), fhash=a.get("fhash")))
+                        events.append(dict(name=e["name"], cat=e["cat"], pid=e.get("pid"), ts=e.get("ts", 0),
+                                           dur=e.get("dur", 0), ret=a.get("ret"), count=a.get("count"),
+                                           fhash=a.get("fhash")))
         except (EOFError, OSError):
             pass
     for e in events:
@@ -220,16 +225,23 @@ class SamplePlan:
 
 
 class TokenSamples:
-    """A map-style Dataset of Megatron-style samples; returns (tokens, labels, span stats)."""
+    """A map-style Dataset of Megatron-style samples; returns (tokens, labels, span stats).
+    With ``dft``, each sample fetch and its index lookup, read and construction are also
+    recorded as application spans through DFTracer's Python API (``dft_fn``), in the same
+    trace as the POSIX calls of the preloaded library."""
 
-    def __init__(self, tf: tokens.TokenFile, plan: SamplePlan, ids: np.ndarray, spans: bool):
+    def __init__(self, tf: tokens.TokenFile, plan: SamplePlan, ids: np.ndarray, spans: bool, dft: bool = False):
         self.tf, self.plan, self.ids, self.spans = tf, plan, np.asarray(ids, dtype=np.int64), spans
+        self.dft = dft
 
     def __len__(self):
         return int(self.ids.size)
 
     def __getitem__(self, k):
         import torch
+
+        if self.dft:
+            return self._traced(k)
 
         clock = time.perf_counter_ns if self.spans else _zero
         t0 = clock()
@@ -240,6 +252,27 @@ class TokenSamples:
         sample = torch.from_numpy(np.concatenate(parts).astype(np.int64))
         toks, labels = sample[:-1], sample[1:]
         t3 = clock()
+        nbytes = sum(n for _, _, n in pieces) * self.tf.index.itemsize
+        stats = torch.tensor([t1 - t0, t2 - t1, t3 - t2, len(pieces), nbytes], dtype=torch.float64)
+        return toks, labels, stats
+
+    def _traced(self, k):
+        import torch
+        from dftracer.python import dft_fn
+
+        clock = time.perf_counter_ns if self.spans else _zero
+        with dft_fn(cat=DFT_CAT, name="sample"):
+            t0 = clock()
+            with dft_fn(cat=DFT_CAT, name="index_lookup"):
+                pieces = self.plan.pieces(int(self.plan.shuffle[self.ids[k]]))
+            t1 = clock()
+            with dft_fn(cat=DFT_CAT, name="read"):
+                parts = [self.tf.get(d, o, n) for d, o, n in pieces]
+            t2 = clock()
+            with dft_fn(cat=DFT_CAT, name="construct"):
+                sample = torch.from_numpy(np.concatenate(parts).astype(np.int64))
+                toks, labels = sample[:-1], sample[1:]
+            t3 = clock()
         nbytes = sum(n for _, _, n in pieces) * self.tf.index.itemsize
         stats = torch.tensor([t1 - t0, t2 - t1, t3 - t2, len(pieces), nbytes], dtype=torch.float64)
         return toks, labels, stats
@@ -529,6 +562,14 @@ def child(spec: dict) -> list[dict]:
         save_checkpoint(state, "dcp_save", ckpt_dir / "warmup")
         shutil.rmtree(ckpt_dir / "warmup", ignore_errors=True)
     saved = spec.get("plans") or {}
+    dft = None
+    if spec.get("dft_spans") and os.environ.get("DFTRACER_ENABLE") == "1":
+        try:
+            from dftracer.python import dftracer as _dft
+
+            dft = _dft.initialize_log(logfile=None, data_dir=None, process_id=-1)
+        except Exception:  # noqa: BLE001 - without the Python API the POSIX view still runs
+            dft = None
     for c in spec["configs"]:
         key = (c["seq"], c["seed"])
         if key not in plans:
@@ -549,7 +590,10 @@ def child(spec: dict) -> list[dict]:
                                  f"at most {plan.n_samples // c['steps']:,} at seq_length {c['seq']} with "
                                  f"{c['steps']} steps (the data set holds {plan.n_samples:,} samples)")
         start = (c["run"] * n) % max(plan.n_samples - n + 1, 1)
-        ds = TokenSamples(files_tf[c["mode"]], plan, np.arange(start, start + n), spans)
+        # application spans in the main process only: a forked worker's copy of the Python
+        # tracer would not write to the trace
+        ds = TokenSamples(files_tf[c["mode"]], plan, np.arange(start, start + n), spans,
+                          dft=dft is not None and c["workers"] == 0)
         for tf in files_tf.values():
             tf.release()
         cache = _cache(files, c["cache"], spec["purge_method"])
@@ -575,6 +619,8 @@ def child(spec: dict) -> list[dict]:
             rows.append({"phase": "checkpoint_method", **ck, "window_start_us": w2,
                          "window_end_us": time.time_ns() // 1000, "view": spec["view"]})
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink()
+    if dft is not None:
+        dft.finalize()
     return rows
 
 
@@ -623,12 +669,21 @@ def attach_posix(rows: pd.DataFrame, events: list[dict], bin_name: str) -> pd.Da
     out = []
     for _, r in rows.iterrows():
         d = r.to_dict()
-        ev = events_in_(events, int(r["window_start_us"]), int(r["window_end_us"]))
+        both = events_in_(events, int(r["window_start_us"]), int(r["window_end_us"]))
+        ev = [e for e in both if e.get("cat", "POSIX") == "POSIX"]
+        app = [e for e in both if e.get("cat") == DFT_CAT]
         s = summarise_events(ev)
+        d["app_spans"] = len(app)
+        for name in DFT_SPANS:
+            sel = [e for e in app if e["name"] == name]
+            d[f"app_{name}_n"] = len(sel)
+            d[f"app_{name}_s"] = sum(e["dur"] for e in sel) / 1e6
         d.update({f"posix_{k}": v for k, v in s.items()})
         d["posix_bin_reads"] = sum(1 for e in ev if e["name"] in READ_CALLS and (e["path"] or "").endswith(bin_name))
         if pd.notna(d.get("ckpt_window_start_us")):
-            ce = summarise_events(events_in_(events, int(r["ckpt_window_start_us"]), int(r["ckpt_window_end_us"])))
+            ce = summarise_events([e for e in events_in_(events, int(r["ckpt_window_start_us"]),
+                                                         int(r["ckpt_window_end_us"]))
+                                   if e.get("cat", "POSIX") == "POSIX"])
             d.update({f"ckpt_posix_{k}": v for k, v in ce.items()})
         out.append(d)
     return pd.DataFrame(out)
@@ -825,6 +880,7 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
                 ck = work / "ckpt"
                 ck.mkdir()
                 prow, events = run_child({**base, "view": "posix", "configs": cfg, "ckpt_dir": str(ck),
+                                          "dft_spans": True,
                                           "ckpt_bytes": p["posix_checkpoint_bytes"], "ckpt_methods": True},
                                          work, parent)
                 posix = attach_posix(prow, events, "tokens.bin")

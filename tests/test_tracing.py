@@ -349,3 +349,18 @@ def test_time_loader_records_worker_starts_and_cpu(small):
     assert row["workers_last_start_s"] < row["loader_s"] and row["main_cpu_s"] >= 0 and row["workers_cpu_s"] >= 0
     row0 = tracing.time_loader(ds, batch_size=2, workers=0, steps=3)
     assert row0["workers_started"] == 0 and row0["workers_last_start_s"] is None and row0["workers_cpu_s"] == 0
+
+
+def test_dft_app_note_follows_the_trace():
+    res = _result()
+    assert "not in the reference run" in page.dft_app_note(res)
+    p = res.table("posix")
+    big = p["seq"].eq(p["seq"].max()) & p["batch"].eq(p["batch"].max())
+    app = dict(app_sample_n=32.0, app_index_lookup_n=32.0, app_read_n=32.0, app_construct_n=32.0,
+               app_sample_s=0.01, app_index_lookup_s=0.002, app_read_s=0.004, app_construct_s=0.002)
+    res.tables["posix"] = p.assign(**app, posix_bin_reads=[0.0 if m == "mmap" else v for m, v in
+                                                             zip(p["mode"], p["posix_bin_reads"])])
+    t = page.dft_app_note(res)
+    assert "32 sample fetches under mmap" in t and "cannot see" in t and big.any()
+    res.tables["posix"] = p.assign(**app)   # mmap reads visible to POSIX too (constructed)
+    assert "add timing, not visibility" in page.dft_app_note(res)

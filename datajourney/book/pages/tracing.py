@@ -594,3 +594,41 @@ def workers_cause_note(res: Result, cache: str = "warm") -> str:
                    f"None of these accounts for half of the {num(ex * 1e3, 'ms')} extra (the largest, "
                    f"{names[best]}, {pct(max(share, 0.0))}), so these counters do not explain it") + ".")
     return " ".join(out)
+
+
+# ---------------------------------------------------------------------------- DFTracer's application spans
+def dft_app_note(res: Result) -> str:
+    """What DFTracer's Python API recorded in the same trace as the POSIX calls, at the largest
+    grid point, against what the POSIX view saw there."""
+    if not has_posix(res):
+        return ""
+    p = res.table("posix")
+    if "app_sample_n" not in p:
+        return ("DFTracer's application spans (sample fetch, index lookup, read, construction, recorded through "
+                "its Python API in the same trace as the POSIX calls) are not in the reference run, which "
+                "predates them; a new run of the chapter records them.")
+    g = p[p["part"] == "posix"] if "part" in p else p
+    seq, batch = int(g["seq"].max()), int(g["batch"].max())
+    at = g[(g["seq"] == seq) & (g["batch"] == batch)].set_index("mode")
+    if not {"mmap", "read"} <= set(at.index) or float(at["app_sample_n"].sum()) == 0:
+        return ("DFTracer's Python API recorded no application spans in this run (the preloaded tracer was "
+                "active, but its Python side did not write to the trace).")
+    mm, rd = at.loc["mmap"], at.loc["read"]
+    text = (f"In the same trace as the POSIX calls, DFTracer's Python API (`dft_fn` around each sample fetch and "
+            f"its index lookup, read and construction) recorded, at sequence length {seq} and batch {batch}: "
+            f"{num(mm['app_sample_n'])} sample fetches under mmap, spending {num(mm['app_read_s'] * 1e3, 'ms')} "
+            f"in reads, while the POSIX view saw {num(mm['posix_bin_reads'])} read calls on `.bin`; and "
+            f"{num(rd['app_sample_n'])} fetches under read(), {num(rd['app_read_s'] * 1e3, 'ms')} in reads, with "
+            f"{num(rd['posix_bin_reads'])} read calls on `.bin`. Index lookups took "
+            f"{num(mm['app_index_lookup_s'] * 1e3, 'ms')} (mmap) and {num(rd['app_index_lookup_s'] * 1e3, 'ms')} "
+            "(read()). ")
+    seen = float(mm["app_read_s"]) > 0 and float(mm["posix_bin_reads"]) < 0.01 * float(mm["app_sample_n"])
+    text += choose(1 if seen else -1,
+                   "So the application view shows the time mmap spends reading that the POSIX view cannot see.",
+                   "Here the POSIX view also saw the mmap reads, so the application spans add timing, not "
+                   "visibility.", "")
+    n_workers = p[p["part"] == "posix_workers"] if "part" in p else p.iloc[0:0]
+    if len(n_workers):
+        text += (" With DataLoader workers the spans are not recorded: a forked worker's copy of the Python "
+                 "tracer does not write to the trace, while the preloaded library follows the workers' calls.")
+    return text
