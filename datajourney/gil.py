@@ -27,6 +27,7 @@ Experiments:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -701,11 +702,18 @@ class PathsDataset(Dataset):
         return torch.zeros(4)
 
 
+@functools.lru_cache(maxsize=2)
+def _paths_dataset(n_paths: int) -> tuple[PathsDataset, int]:
+    """The Dataset of ``n_paths`` paths and its pickled size, built once per size for the sweep
+    (:func:`startup_point`); ``_paths_dataset.cache_clear()`` frees them."""
+    ds = PathsDataset(n_paths)
+    return ds, len(pickle.dumps(ds, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def startup_point(workers: int, method: str, n_paths: int) -> dict:
     from torch.utils.data import DataLoader
 
-    ds = PathsDataset(n_paths)
-    size = len(pickle.dumps(ds, protocol=pickle.HIGHEST_PROTOCOL))
+    ds, size = _paths_dataset(n_paths)
     dl = DataLoader(ds, batch_size=1, num_workers=workers, multiprocessing_context=method,
                     worker_init_fn=_dl_worker_init)
     t0 = time.perf_counter()
@@ -1053,6 +1061,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                     except Exception as e:
                         errors.append(_error(f"start-up, {m}, {w} workers, {n} paths", e))
                     bar.update(1)
+        _paths_dataset.cache_clear()
         lap("start-up")
         ipc_rows = []
         for bs in p["ipc_batch_sizes"]:
