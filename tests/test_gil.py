@@ -399,3 +399,18 @@ def test_spdl_limit_note_says_when_the_result_has_no_stage_statistics():
     lo = res.table("loaders")
     res.tables["loaders"] = pd.concat([lo, lo[lo["loader"] == "threadpool"].assign(loader="spdl")], ignore_index=True)
     assert "not in the reference run" in page.spdl_limit_note(res)
+
+
+def test_full_profile_windows_skip_every_loader_queue():
+    """The full profile's timed windows start after the batches the deepest loaders keep in flight
+    (DataLoader 16 workers: 32; thread pool 32 threads: 34), and the data set holds them all."""
+    from datajourney.book import runner
+
+    prof = runner.profiles()["full"][gil.CHAPTER]
+    batch = prof.get("batch_size", 64)
+    deepest = max([gil.in_flight("dataloader", w, batch_size=batch) for w in prof["dataloader_workers"]]
+                  + [gil.in_flight(k, c, batch_size=batch) for k in ("threadpool", "spdl")
+                     for c in prof["thread_concurrency"]])
+    assert deepest >= 2 * max(prof["dataloader_workers"]) and deepest >= max(prof["thread_concurrency"]) + 2
+    assert (deepest + prof["loader_batches"] + 1) * batch <= prof["n_images"]
+    assert (deepest + prof["model_steps"] + 1) * batch <= prof["n_images"]
