@@ -17,7 +17,8 @@ What is measured, on an indexed token data set written by :mod:`datajourney.toke
   POSIX view of DFTracer's ``LD_PRELOAD`` library, where it loads.
 * **Tracer overhead.** The same loader point run with tracing off, POSIX only,
   application spans only and both, in rounds: the views without the preloaded tracer share
-  one process per round and those with it another, alternating configuration by configuration.
+  one process per round and those with it another, alternating configuration by configuration
+  (the first round at the end of the sweep's process and of the POSIX view's).
 * **Checkpoint writes.** A model state saved with ``torch.save`` (then ``fsync``) and with
   ``torch.distributed.checkpoint`` (``save`` and ``async_save``, files synced), timed
   for the time the caller is blocked and until the files are on disk; and, under the
@@ -593,7 +594,7 @@ def child(spec: dict) -> list[dict]:
         # application spans in the main process only: a forked worker's copy of the Python
         # tracer would not write to the trace
         ds = TokenSamples(files_tf[c["mode"]], plan, np.arange(start, start + n), spans,
-                          dft=dft is not None and c["workers"] == 0)
+                          dft=dft is not None and c["workers"] == 0 and c.get("part") != "overhead")
         for tf in files_tf.values():
             tf.release()
         cache = _cache(files, c["cache"], spec["purge_method"])
@@ -602,7 +603,7 @@ def child(spec: dict) -> list[dict]:
         w1 = time.time_ns() // 1000
         row = {**c, **cache, **r, "view": view, "window_start_us": w0, "window_end_us": w1,
                "plan_build_s": plan.build_s, "device": dev}
-        if state is not None and ckpt_dir is not None:
+        if state is not None and ckpt_dir is not None and c.get("part") != "overhead":
             target = ckpt_dir / "dcp"
             w2 = time.time_ns() // 1000
             ck = save_checkpoint(state, "dcp_save", target)
@@ -865,8 +866,25 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
         steps_total = 1 + (1 if posix_ok else 0) + n_over + len(p["checkpoint_sizes"]) * p["checkpoint_runs"] * 3
         base = dict(prefix=str(ts.prefix), purge_method=p["purge_method"], plans=plans)
         lap("probe")
+        cfg_over = [dict(part="overhead", mode=m, seq=p["overhead_seq_length"], batch=p["overhead_batch_size"],
+                         workers=0, cache="warm", run=0, steps=p["steps"], seed=p["seed"]) for m in MODES]
+        # round 0 of the overhead runs at the end of the sweep's process (views off, app) and of the
+        # POSIX view's (posix, both), after a warm-up pass; the other rounds start their own
+        first = dict(overhead_specs(views, 0, cfg_over)) if p["overhead_rounds"] else {}
+        over = []
+
+        def split(rows_, proc):
+            if "part" not in rows_ or proc not in first:
+                return rows_
+            o = rows_["part"] == "overhead"
+            if o.any():
+                over.append(rows_[o].assign(round=0).dropna(axis=1, how="all"))
+                bar.update(len(set(rows_[o]["view"])))
+            return rows_[~o]
+
         with tqdm(total=steps_total, desc="chapter 10", disable=not progress, mininterval=10) as bar:
-            rows, _ = run_child({**base, "view": "app", "configs": _configs(p)}, work, parent)
+            rows, _ = run_child({**base, "view": "app", "configs": _configs(p) + first.get("off", [])}, work, parent)
+            rows = split(rows, "off")
             rows = workers_from_grid(rows, p)
             res.add("sweep", rows.drop(columns=[c for c in ("window_start_us", "window_end_us") if c in rows]))
             bar.update(1)
@@ -879,10 +897,11 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
                         for m in MODES] if max(p["workers"]) > 0 else []
                 ck = work / "ckpt"
                 ck.mkdir()
-                prow, events = run_child({**base, "view": "posix", "configs": cfg, "ckpt_dir": str(ck),
-                                          "dft_spans": True,
+                prow, events = run_child({**base, "view": "posix", "configs": cfg + first.get("posix", []),
+                                          "ckpt_dir": str(ck), "dft_spans": True,
                                           "ckpt_bytes": p["posix_checkpoint_bytes"], "ckpt_methods": True},
                                          work, parent)
+                prow = split(prow, "posix")
                 posix = attach_posix(prow, events, "tokens.bin")
                 res.add("posix", posix[posix.get("phase", pd.Series(index=posix.index)).isna()]
                         if "phase" in posix else posix)
@@ -890,18 +909,16 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
                     res.add("posix_checkpoint", posix[posix["phase"].notna()].dropna(axis=1, how="all"))
                 bar.update(1)
             lap("posix view")
-            over = []
-            cfg = [dict(part="overhead", mode=m, seq=p["overhead_seq_length"], batch=p["overhead_batch_size"],
-                        workers=0, cache="warm", run=0, steps=p["steps"], seed=p["seed"]) for m in MODES]
-            for rnd in range(p["overhead_rounds"]):
-                for proc, configs in overhead_specs(views, rnd, cfg):
+            for rnd in range(1, p["overhead_rounds"]):
+                for proc, configs in overhead_specs(views, rnd, cfg_over):
                     orow, _ = run_child({**base, "view": proc, "configs": configs}, work, parent)
                     orow["round"] = rnd
                     over.append(orow)
                     bar.update(len({c["view"] for c in configs}))
             if over:
                 o = pd.concat(over, ignore_index=True)
-                res.add("overhead", o.drop(columns=["window_start_us", "window_end_us"]))
+                res.add("overhead", o.drop(columns=[c for c in o if c.startswith("ckpt_") or c in (
+                    "window_start_us", "window_end_us")]))
             lap("overhead")
             if p["checkpoint_sizes"]:
                 res.add("checkpoint", checkpoint_sweep(p["checkpoint_sizes"], p["checkpoint_runs"], work, bar))
