@@ -568,7 +568,9 @@ def child(spec: dict) -> list[dict]:
         try:
             from dftracer.python import dftracer as _dft
 
-            dft = _dft.initialize_log(logfile=None, data_dir=None, process_id=-1)
+            # the log file named as the preload library's, so that the Python side's own debug log
+            # (dft.log) lands in the trace directory, not in the working directory
+            dft = _dft.initialize_log(logfile=os.environ.get("DFTRACER_LOG_FILE"), data_dir=None, process_id=-1)
         except Exception:  # noqa: BLE001 - without the Python API the POSIX view still runs
             dft = None
     for c in spec["configs"]:
