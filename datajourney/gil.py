@@ -27,6 +27,7 @@ Experiments:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -295,10 +296,20 @@ def primitive_point(decoder: str, executor: str, concurrency: int, paths: list, 
     return row, per_op
 
 
+def primitive_images_at(concurrency: int, n_images: int, batch_size: int, available: int) -> int:
+    """Images of one primitive point: at least ``n_images`` and at least two batches per worker
+    (fewer batches than workers would leave some idle and measure fewer than ``concurrency``),
+    at most the ``available`` images of the data set."""
+    return min(max(n_images, 2 * concurrency * batch_size), available)
+
+
 def primitives(src, *, decoders, executors, concurrency, n_images: int, batch_size: int, out_size: int,
                repeats: int, progress=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Experiments 1 and 2 (page cache warm: this is about the CPU, not the disk)."""
-    paths = [str(src.path(i)) for i in range(n_images)]
+    """Experiments 1 and 2 (page cache warm: this is about the CPU, not the disk). Each point
+    decodes :func:`primitive_images_at` images: ``n_images`` at low concurrency, two batches per
+    worker at high."""
+    total = max(primitive_images_at(c, n_images, batch_size, src.n_images) for c in concurrency)
+    paths = [str(src.path(i)) for i in range(total)]
     for p in paths:
         _read(p)
     rows, ops = [], []
@@ -307,7 +318,8 @@ def primitives(src, *, decoders, executors, concurrency, n_images: int, batch_si
             for d in decoders:
                 for ex in executors:
                     for c in concurrency:
-                        row, per_op = primitive_point(d, ex, c, paths, batch_size=batch_size, out_size=out_size)
+                        n = primitive_images_at(c, n_images, batch_size, len(paths))
+                        row, per_op = primitive_point(d, ex, c, paths[:n], batch_size=batch_size, out_size=out_size)
                         rows.append(dict(row, repeat=r))
                         ops += [dict(o, repeat=r) for o in per_op]
                         if progress is not None:
@@ -352,9 +364,17 @@ def _collate_np(items):
     return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous(), torch.tensor(idx)
 
 
-def _decode_item(decoder: str, out_size: int, path_index):
+def _decode_item(decoder: str, out_size: int, path_index, ops=None):
+    """Read and decode one image; ``ops`` (a :class:`SpdlStages`) is given the ms of each step."""
     path, i = path_index
-    return decode_one(decoder, _read(path), out_size), i
+    if ops is None:
+        return decode_one(decoder, _read(path), out_size), i
+    t0 = time.perf_counter()
+    data = _read(path)
+    t = {"read": (time.perf_counter() - t0) * 1e3, "decode": 0.0, "resize": 0.0}
+    arr = decode_one(decoder, data, out_size, t)
+    ops.add_ops(t)
+    return arr, i
 
 
 def dataloader_iter(files, order, *, batch_size: int, out_size: int, workers: int, decoder: str = "pillow",
@@ -372,14 +392,88 @@ def _dl_worker_init(worker_id: int) -> None:
     images.die_with_parent()
 
 
+class SpdlStages:
+    """Per-stage statistics of one SPDL pipeline, from the counters ``spdl.pipeline`` keeps:
+    each stage's task times (``TaskStatsHook``) and each stage's output queue (``StatsQueue``:
+    the share of time it held an item, how long its producer waited to put and its consumer
+    to get). :meth:`lap` returns them for the time since the previous call, one row per stage."""
+
+    def __init__(self):
+        from spdl.pipeline import StatsQueue, TaskStatsHook
+
+        self.queues: dict = {}
+        self.hooks: dict = {}
+        rec = self
+
+        class Queue(StatsQueue):
+            def __init__(self, info, *, buffer_size: int = 1, interval: float = -1):
+                super().__init__(info, buffer_size=buffer_size, interval=interval)
+                rec.queues[str(info)] = self
+
+            def _log_stats(self, stats) -> None:   # kept here, not logged
+                pass
+
+        class Hook(TaskStatsHook):
+            def __init__(self, info, interval: float = -1):
+                super().__init__(info, interval)
+                rec.hooks[str(info)] = self
+
+            def _log_stats(self, stats) -> None:
+                pass
+
+        self.build_kwargs = dict(queue_class=Queue, task_hook_factory=lambda info: [Hook(info)])
+        self._lock = threading.Lock()
+        self._ops = dict(read=0.0, decode=0.0, resize=0.0, n=0)
+
+    def add_ops(self, t: dict) -> None:
+        """One image's read, decode and resize times (ms, wall clock in its decode thread)."""
+        with self._lock:
+            for k in ("read", "decode", "resize"):
+                self._ops[k] += t[k]
+            self._ops["n"] += 1
+
+    def _lap_ops(self) -> dict:
+        with self._lock:
+            o, self._ops = self._ops, dict(read=0.0, decode=0.0, resize=0.0, n=0)
+        n = o["n"]
+        return dict(read_ms=o["read"] / n if n else None, decode_ms=o["decode"] / n if n else None,
+                    resize_ms=o["resize"] / n if n else None)
+
+    @staticmethod
+    def stage_name(info) -> str:
+        return str(info.stage_name).split("(")[0]
+
+    def lap(self) -> list[dict]:
+        rows = {}
+        for key, q in list(self.queues.items()):
+            st = q._get_lap_stats()
+            rows[key] = dict(stage=self.stage_name(q.info), stage_concurrency=int(q.info.concurrency or 1),
+                             window_s=st.elapsed, out_items=st.num_items, out_occupancy=st.occupancy_rate,
+                             out_put_wait_ms=1e3 * st.ave_put_time, out_get_wait_ms=1e3 * st.ave_get_time,
+                             tasks=None, task_ms=None, busy=None)
+        for key, h in list(self.hooks.items()):
+            st = h._get_lap_stats()
+            r = rows.setdefault(key, dict(stage=self.stage_name(h.info), stage_concurrency=int(h.info.concurrency
+                                                                                               or 1)))
+            r.update(tasks=st.num_tasks, task_ms=1e3 * st.ave_time)
+            w = r.get("window_s")
+            # tasks finished in the window, some begun before it: at most a few tasks' worth above 1
+            r["busy"] = (st.num_tasks * st.ave_time / (w * r["stage_concurrency"])) if w else None
+        ops = self._lap_ops()
+        for r in rows.values():
+            r.update(ops if r["stage"] == "decode" else dict.fromkeys(ops))
+        return list(rows.values())
+
+
 def spdl_iter(files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str = "pillow",
-              transfer: bool = False, ordered: bool = True):
+              transfer: bool = False, ordered: bool = True, stages: SpdlStages | None = None):
     """An SPDL pipeline: source -> decode (``concurrency`` threads) -> batch -> collate ->
-    (pin + copy on SPDL's own CUDA stream) -> sink. Yields (images, indices)."""
+    (pin + copy on SPDL's own CUDA stream) -> sink. Yields (images, indices). With ``stages``,
+    the pipeline's per-stage statistics are kept there."""
     from spdl.pipeline import PipelineBuilder
 
     b = (PipelineBuilder().add_source([(str(files[i]), int(i)) for i in order])
-         .pipe(partial(_decode_item, decoder, out_size), concurrency=concurrency,
+         .pipe(partial(_decode_item, decoder, out_size, ops=stages), concurrency=concurrency,
                output_order="input" if ordered else "completion", name="decode")
          .aggregate(batch_size, drop_last=False)
          .pipe(_collate_np, name="collate"))
@@ -387,7 +481,7 @@ def spdl_iter(files, order, *, batch_size: int, out_size: int, concurrency: int,
         import spdl.io
 
         b = b.pipe(spdl.io.transfer_tensor, name="transfer")
-    pipe = b.add_sink(4).build(num_threads=concurrency + 3)
+    pipe = b.add_sink(4).build(num_threads=concurrency + 3, **(stages.build_kwargs if stages else {}))
     with pipe.auto_stop():
         yield from pipe.get_iterator(timeout=600)
 
@@ -509,10 +603,12 @@ def memory() -> dict:
     return dict(pss=pss, uss=uss, processes=n)
 
 
-def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None) -> dict:
+def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None, stages=None) -> dict:
     """Time to first batch (from building the loader), then ``warm`` batches, then ``batches``
     timed ones: images/s, CPU user/system seconds of all processes and their PSS/USS at the end.
-    Each batch is copied to the device (non_blocking; it is pinned) and given to ``step``."""
+    Each batch is copied to the device (non_blocking; it is pinned) and given to ``step``. With
+    ``stages`` (a :class:`SpdlStages`), its per-stage rows of the timed window come back under
+    ``"stages"``."""
     base = memory()
     t0 = time.perf_counter()
     it = make_iter()
@@ -526,6 +622,8 @@ def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None
             seen.append(y)
         _sync(device)
         a = cpu_times()
+        if stages is not None:
+            stages.lap()
         n = 0
         for _ in range(batches):
             x, y = next(it)
@@ -536,6 +634,7 @@ def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None
             n += int(x.shape[0])
         _sync(device)
         b = cpu_times()
+        window = stages.lap() if stages is not None else None
         m = memory()
     finally:
         close = getattr(it, "close", None)
@@ -548,7 +647,7 @@ def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None
                 cpu_cores=(b["user"] - a["user"] + b["system"] - a["system"]) / dt,
                 pss_bytes=m["pss"], uss_bytes=m["uss"], loader_pss_bytes=m["pss"] - base["pss"],
                 loader_uss_bytes=m["uss"] - base["uss"], processes=m["processes"],
-                images_seen=int(sum(len(s) for s in seen)))
+                images_seen=int(sum(len(s) for s in seen)), **({"stages": window} if window is not None else {}))
 
 
 def _sync(device: str) -> None:
@@ -571,14 +670,14 @@ def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: 
 
 
 def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str,
-                device: str, start_method: str = "fork", prefetch_factor: int = 2):
+                device: str, start_method: str = "fork", prefetch_factor: int = 2, stages: SpdlStages | None = None):
     cuda = device == "cuda"
     if kind == "dataloader":
         return partial(dataloader_iter, files, order, batch_size=batch_size, out_size=out_size, workers=concurrency,
                        decoder=decoder, start_method=start_method, prefetch_factor=prefetch_factor, pin=cuda)
     if kind == "spdl":
         return partial(spdl_iter, files, order, batch_size=batch_size, out_size=out_size, concurrency=concurrency,
-                       decoder=decoder, transfer=cuda)
+                       decoder=decoder, transfer=cuda, stages=stages)
     if kind == "threadpool":
         return partial(threadpool_iter, files, order, batch_size=batch_size, out_size=out_size,
                        concurrency=concurrency, decoder=decoder, pin=cuda)
@@ -603,11 +702,18 @@ class PathsDataset(Dataset):
         return torch.zeros(4)
 
 
+@functools.lru_cache(maxsize=2)
+def _paths_dataset(n_paths: int) -> tuple[PathsDataset, int]:
+    """The Dataset of ``n_paths`` paths and its pickled size, built once per size for the sweep
+    (:func:`startup_point`); ``_paths_dataset.cache_clear()`` frees them."""
+    ds = PathsDataset(n_paths)
+    return ds, len(pickle.dumps(ds, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def startup_point(workers: int, method: str, n_paths: int) -> dict:
     from torch.utils.data import DataLoader
 
-    ds = PathsDataset(n_paths)
-    size = len(pickle.dumps(ds, protocol=pickle.HIGHEST_PROTOCOL))
+    ds, size = _paths_dataset(n_paths)
     dl = DataLoader(ds, batch_size=1, num_workers=workers, multiprocessing_context=method,
                     worker_init_fn=_dl_worker_init)
     t0 = time.perf_counter()
@@ -920,7 +1026,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         lap("primitives")
 
         rng = np.random.default_rng(p["seed"])
-        loader_rows, errors = [], []
+        loader_rows, errors, stage_rows = [], [], []
         purge_methods = set()
         for kind, c, r in loader_plan:
             warm = max(p["warm_batches"], in_flight(kind, c, batch_size=p["batch_size"],
@@ -929,13 +1035,16 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
             order = rng.permutation(len(files))[:n_used].tolist()
             pr = pagecache.purge([files[i] for i in order], p["purge_method"])
             purge_methods.add(pr.method)
+            stages = SpdlStages() if kind == "spdl" else None
             mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"], concurrency=c,
-                             decoder=p["loader_decoder"], device=device, prefetch_factor=p["prefetch_factor"])
+                             decoder=p["loader_decoder"], device=device, prefetch_factor=p["prefetch_factor"],
+                             stages=stages)
             try:
-                row = measure_loader(mk, batches=p["loader_batches"], warm=warm, device=device)
+                row = measure_loader(mk, batches=p["loader_batches"], warm=warm, device=device, stages=stages)
             except Exception as e:
                 errors.append(_error(f"{LABELS[kind]}, concurrency {c}", e))
             else:
+                stage_rows += [dict(loader=kind, concurrency=c, repeat=r, **st) for st in row.pop("stages", [])]
                 loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=p["loader_decoder"], warm=warm,
                                         resident_at_start=pr.after["fraction"], **row))
             bar.update(1)
@@ -952,6 +1061,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                     except Exception as e:
                         errors.append(_error(f"start-up, {m}, {w} workers, {n} paths", e))
                     bar.update(1)
+        _paths_dataset.cache_clear()
         lap("start-up")
         ipc_rows = []
         for bs in p["ipc_batch_sizes"]:
@@ -1016,6 +1126,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
     res.add("primitives", prim)
     res.add("ops", ops)
     res.add("loaders", lo)
+    res.add("spdl_stages", pd.DataFrame(stage_rows))
     res.add("startup", pd.DataFrame(start_rows))
     res.add("ipc", pd.DataFrame(ipc_rows))
     res.add("model", pd.DataFrame(model_rows))

@@ -73,7 +73,8 @@ def write_indexed(prefix, tokens: np.ndarray, doc_lengths: np.ndarray) -> tuple[
     lengths = np.asarray(doc_lengths, dtype=np.int64)
     if lengths.sum() != tokens.size:
         raise ValueError(f"document lengths sum to {int(lengths.sum()):,}, tokens hold {tokens.size:,}")
-    code = CODE_OF[tokens.dtype]
+    if tokens.dtype not in CODE_OF:
+        raise ValueError(f"token dtype {tokens.dtype} has no Megatron dtype code (one of {sorted(map(str, CODE_OF))})")
     bin_path, idx_path = prefix.with_suffix(".bin"), prefix.with_suffix(".idx")
     with open(bin_path, "wb") as f:
         f.write(memoryview(tokens).cast("B"))
@@ -265,7 +266,7 @@ def plan(total_bytes: int, seed: int = 0, real: bool = True) -> tuple[str, dict,
     """(directory name, manifest parameters, bytes on disk) of the token data set."""
     positive_int("dataset_bytes", total_bytes, maximum=datasets.MAX_BYTES)
     params = {"kind": "megatron_tokens", "bytes": int(total_bytes), "seed": seed, "real_text": bool(real),
-              "dtype": "uint16", "format": 1}
+              "dtype": "uint16", "format": 2}
     tokens = total_bytes // 2
     # .bin + .idx (at most one sequence per MIN_DOC tokens: 20 bytes each)
     return f"tokens-{total_bytes}-s{seed}{'' if real else '-synthetic'}", params, \
@@ -283,6 +284,27 @@ def real_documents(text_records: int = 2000):
     eos = textdata.eos_id(tok)
     docs = [np.asarray(e.ids + [eos], dtype=np.uint16) for e in tok.encode_batch(texts)]
     return docs, f"{src.dataset}, {src.tokenizer}"
+
+
+def synthetic_ids(n: int, seed: int, chunk: int = 1 << 24, threads: int | None = None):
+    """``n`` uniform GPT-2 token ids in chunks, in order. Chunk ``k`` comes from its own
+    generator (seeded by ``seed`` and ``k``), so the ids do not depend on how many threads
+    draw them; the threads run ahead of the caller by at most two chunks each."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def draw(k):
+        rng = np.random.default_rng([seed, k, 10])
+        return rng.integers(0, GPT2_VOCAB, size=min(chunk, n - k * chunk), dtype=np.uint16)
+
+    n_chunks = -(-n // chunk)
+    threads = threads or max(1, min(8, len(os.sched_getaffinity(0))))
+    with ThreadPoolExecutor(threads) as pool:
+        pending, k = [], 0
+        while k < n_chunks or pending:
+            while k < n_chunks and len(pending) < 2 * threads:
+                pending.append(pool.submit(draw, k))
+                k += 1
+            yield pending.pop(0).result()
 
 
 def token_dataset(data_dir=None, *, total_bytes: int, seed: int = 0, real: bool = True,
@@ -331,12 +353,9 @@ def token_dataset(data_dir=None, *, total_bytes: int, seed: int = 0, real: bool 
                 f.write(d.tobytes())
                 h.update(d.tobytes())
             n_syn = int(syn_lengths.sum())
-            chunk = 1 << 25
-            for s in range(0, n_syn, chunk):
-                ids = rng.integers(0, GPT2_VOCAB, size=min(chunk, n_syn - s), dtype=np.uint16)
-                b = ids.tobytes()
-                f.write(b)
-                h.update(b)
+            for ids in synthetic_ids(n_syn, seed):
+                f.write(ids.data)
+                h.update(ids.data)
         lengths = np.concatenate([real_lengths, syn_lengths]).astype(np.int64)
         write_index(tmp / "tokens.idx", lengths, np.uint16)
         h.update((tmp / "tokens.idx").read_bytes())

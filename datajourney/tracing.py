@@ -16,7 +16,9 @@ What is measured, on an indexed token data set written by :mod:`datajourney.toke
   process and every worker, and ``/proc/diskstats`` of the data set's device); and the
   POSIX view of DFTracer's ``LD_PRELOAD`` library, where it loads.
 * **Tracer overhead.** The same loader point run with tracing off, POSIX only,
-  application spans only and both, in rounds, each view in its own process.
+  application spans only and both, in rounds: the views without the preloaded tracer share
+  one process per round and those with it another, alternating configuration by configuration
+  (the first round at the end of the sweep's process and of the POSIX view's).
 * **Checkpoint writes.** A model state saved with ``torch.save`` (then ``fsync``) and with
   ``torch.distributed.checkpoint`` (``save`` and ``async_save``, files synced), timed
   for the time the caller is blocked and until the files are on disk; and, under the
@@ -51,6 +53,9 @@ VIEWS = ("off", "posix", "app", "both")
 CACHE_STATES = ("cold", "warm")
 POSIX_OPTIONS = ("auto", "on", "off")
 SPANS = ("lookup", "read", "construct")
+#: DFTracer's category of the chapter's application spans, and their names.
+DFT_CAT = "app"
+DFT_SPANS = ("sample", "index_lookup", "read", "construct")
 MB = 1e6
 #: Variation of the POSIX event count under mmap that still counts as "constant".
 CONSTANT_TOLERANCE = 0.05
@@ -110,7 +115,8 @@ def posix_probe(work: Path) -> str | None:
 
 
 def read_trace(log_dir) -> list[dict]:
-    """POSIX events of every ``*.pfw.gz``/``*.pfw`` file under ``log_dir`` (a truncated gzip
+    """POSIX events (and the chapter's application spans, ``cat`` "app") of every
+    ``*.pfw.gz``/``*.pfw`` file under ``log_dir`` (a truncated gzip
     file, as a worker killed at shutdown can leave, is read up to where it breaks)."""
     events, paths = [], {}
     for f in sorted(glob.glob(str(Path(log_dir) / "*.pfw*"))):
@@ -128,10 +134,11 @@ def read_trace(log_dir) -> list[dict]:
                     if e.get("name") == "FH":
                         a = e.get("args", {})
                         paths[a.get("value")] = a.get("name")
-                    elif e.get("cat") == "POSIX":
+                    elif e.get("cat") in ("POSIX", DFT_CAT):
                         a = e.get("args") or {}
-                        events.append(dict(name=e["name"], pid=e.get("pid"), ts=e.get("ts", 0), dur=e.get("dur", 0),
-                                           ret=a.get("ret"), count=a.get("count"), fhash=a.get("fhash")))
+                        events.append(dict(name=e["name"], cat=e["cat"], pid=e.get("pid"), ts=e.get("ts", 0),
+                                           dur=e.get("dur", 0), ret=a.get("ret"), count=a.get("count"),
+                                           fhash=a.get("fhash")))
         except (EOFError, OSError):
             pass
     for e in events:
@@ -185,6 +192,23 @@ class SamplePlan:
         self.sample_off = (starts - cum[pos]).astype(np.int64)
         self.shuffle = rng.permutation(self.n_samples).astype(np.int64)
 
+    ARRAYS = ("doc_order", "lengths", "sample_doc", "sample_off", "shuffle")
+
+    def save(self, path) -> None:
+        """Write the plan's arrays to ``path`` (an ``.npz``), so that every child process of the
+        chapter loads it instead of rebuilding it."""
+        np.savez(path, seq=np.int64(self.seq), n_samples=np.int64(self.n_samples),
+                 **{k: getattr(self, k) for k in self.ARRAYS})
+
+    @classmethod
+    def load(cls, path) -> SamplePlan:
+        with np.load(path) as z:
+            plan = cls.__new__(cls)
+            plan.seq, plan.n_samples = int(z["seq"]), int(z["n_samples"])
+            for k in cls.ARRAYS:
+                setattr(plan, k, z[k])
+        return plan
+
     def pieces(self, s: int) -> list[tuple[int, int, int]]:
         """(document, offset, length) of each piece of sample ``s``."""
         need = self.seq + 1
@@ -202,16 +226,23 @@ class SamplePlan:
 
 
 class TokenSamples:
-    """A map-style Dataset of Megatron-style samples; returns (tokens, labels, span stats)."""
+    """A map-style Dataset of Megatron-style samples; returns (tokens, labels, span stats).
+    With ``dft``, each sample fetch and its index lookup, read and construction are also
+    recorded as application spans through DFTracer's Python API (``dft_fn``), in the same
+    trace as the POSIX calls of the preloaded library."""
 
-    def __init__(self, tf: tokens.TokenFile, plan: SamplePlan, ids: np.ndarray, spans: bool):
+    def __init__(self, tf: tokens.TokenFile, plan: SamplePlan, ids: np.ndarray, spans: bool, dft: bool = False):
         self.tf, self.plan, self.ids, self.spans = tf, plan, np.asarray(ids, dtype=np.int64), spans
+        self.dft = dft
 
     def __len__(self):
         return int(self.ids.size)
 
     def __getitem__(self, k):
         import torch
+
+        if self.dft:
+            return self._traced(k)
 
         clock = time.perf_counter_ns if self.spans else _zero
         t0 = clock()
@@ -222,6 +253,27 @@ class TokenSamples:
         sample = torch.from_numpy(np.concatenate(parts).astype(np.int64))
         toks, labels = sample[:-1], sample[1:]
         t3 = clock()
+        nbytes = sum(n for _, _, n in pieces) * self.tf.index.itemsize
+        stats = torch.tensor([t1 - t0, t2 - t1, t3 - t2, len(pieces), nbytes], dtype=torch.float64)
+        return toks, labels, stats
+
+    def _traced(self, k):
+        import torch
+        from dftracer.python import dft_fn
+
+        clock = time.perf_counter_ns if self.spans else _zero
+        with dft_fn(cat=DFT_CAT, name="sample"):
+            t0 = clock()
+            with dft_fn(cat=DFT_CAT, name="index_lookup"):
+                pieces = self.plan.pieces(int(self.plan.shuffle[self.ids[k]]))
+            t1 = clock()
+            with dft_fn(cat=DFT_CAT, name="read"):
+                parts = [self.tf.get(d, o, n) for d, o, n in pieces]
+            t2 = clock()
+            with dft_fn(cat=DFT_CAT, name="construct"):
+                sample = torch.from_numpy(np.concatenate(parts).astype(np.int64))
+                toks, labels = sample[:-1], sample[1:]
+            t3 = clock()
         nbytes = sum(n for _, _, n in pieces) * self.tf.index.itemsize
         stats = torch.tensor([t1 - t0, t2 - t1, t3 - t2, len(pieces), nbytes], dtype=torch.float64)
         return toks, labels, stats
@@ -245,14 +297,22 @@ def collate(batch, spans: bool = False):
 
 # ---------------------------------------------------------------------------- kernel counters
 def proc_counters(pid="self") -> dict:
-    """Page faults (``/proc/<pid>/stat``) and I/O counters (``/proc/<pid>/io``) of one process."""
+    """Page faults and CPU seconds (``/proc/<pid>/stat``; ``/proc/<pid>/schedstat`` where it
+    exists, for the main thread: DataLoader workers and the loop run there) and I/O counters
+    (``/proc/<pid>/io``) of one process."""
     out = {}
     try:
         with open(f"/proc/{pid}/stat") as f:
             rest = f.read().rsplit(")", 1)[1].split()
         out["minflt"], out["majflt"] = int(rest[7]), int(rest[9])
+        out["cpu_s"] = (int(rest[11]) + int(rest[12])) / _CLK_TCK     # utime + stime, in clock ticks
     except (OSError, IndexError, ValueError):
-        out["minflt"] = out["majflt"] = None
+        out["minflt"] = out["majflt"] = out["cpu_s"] = None
+    try:   # nanoseconds on a CPU, of the process's main thread: finer than clock ticks where it exists
+        with open(f"/proc/{pid}/schedstat") as f:
+            out["cpu_s"] = int(f.read().split()[0]) / 1e9
+    except (OSError, IndexError, ValueError):
+        pass
     try:
         with open(f"/proc/{pid}/io") as f:
             for line in f:
@@ -263,7 +323,10 @@ def proc_counters(pid="self") -> dict:
     return out
 
 
-IO_KEYS = ("minflt", "majflt", "rchar", "syscr", "read_bytes", "wchar", "syscw", "write_bytes")
+IO_KEYS = ("minflt", "majflt", "rchar", "syscr", "read_bytes", "wchar", "syscw", "write_bytes", "cpu_s")
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: Slots per worker in the shared array: its pid, its counters at start, the time it started.
+_SLOTS = len(IO_KEYS) + 2
 
 
 def _delta(a: dict, b: dict) -> dict:
@@ -307,12 +370,14 @@ def disk_counters(dev: str | None) -> dict | None:
 
 
 def _worker_start(shared, worker_id: int) -> None:
-    """worker_init_fn: record this worker's pid and counters, so its own work can be told apart."""
+    """worker_init_fn: record this worker's pid, counters and start time (``perf_counter``, one
+    monotonic clock for all processes), so its own work can be told apart."""
     c = proc_counters()
-    base = worker_id * (len(IO_KEYS) + 1)
+    base = worker_id * _SLOTS
     shared[base] = os.getpid()
     for j, k in enumerate(IO_KEYS):
         shared[base + 1 + j] = c.get(k) or 0
+    shared[base + _SLOTS - 1] = time.perf_counter()
 
 
 # ---------------------------------------------------------------------------- one configuration
@@ -323,7 +388,7 @@ def time_loader(ds: TokenSamples, *, batch_size: int, workers: int, steps: int, 
     import torch
     from torch.utils.data import DataLoader
 
-    shared = multiprocessing.Array("d", max(workers, 1) * (len(IO_KEYS) + 1), lock=False)
+    shared = multiprocessing.Array("d", max(workers, 1) * _SLOTS, lock=False)
     dl = DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=workers,
                     collate_fn=functools.partial(collate, spans=ds.spans),
                     worker_init_fn=functools.partial(_worker_start, shared) if workers else None)
@@ -348,9 +413,12 @@ def time_loader(ds: TokenSamples, *, batch_size: int, workers: int, steps: int, 
         if kern[k] is not None and own[k] is not None:
             kern[k] = max(kern[k] - own[k], 0)
     wk = {k: 0 for k in IO_KEYS}
+    starts = []
     for w in range(workers):
-        base = w * (len(IO_KEYS) + 1)
+        base = w * _SLOTS
         pid = int(shared[base])
+        if pid:
+            starts.append(shared[base + _SLOTS - 1] - t0)
         now = proc_counters(pid) if pid else {}
         for j, k in enumerate(IO_KEYS):
             if now.get(k) is not None and wk[k] is not None:
@@ -362,7 +430,10 @@ def time_loader(ds: TokenSamples, *, batch_size: int, workers: int, steps: int, 
                step_ms=float(np.median(waits[1:])) * 1e3 if len(waits) > 1 else waits[0] * 1e3,
                samples=steps * batch_size, tokens=toks, app_bytes=float(stats[4]), pieces=float(stats[3]),
                lookup_s=float(stats[0]) / 1e9, read_s=float(stats[1]) / 1e9, construct_s=float(stats[2]) / 1e9,
-               collate_s=collate_ns / 1e9)
+               collate_s=collate_ns / 1e9,
+               # when the first and the last worker started, from the loader's start (None: no workers)
+               workers_first_start_s=min(starts) if starts else None,
+               workers_last_start_s=max(starts) if starts else None, workers_started=len(starts))
     for k in IO_KEYS:
         row[f"main_{k}"] = kern[k]
         row[f"workers_{k}"] = wk[k] if workers else 0
@@ -480,7 +551,6 @@ def checkpoint_sweep(sizes, runs: int, work: Path, progress=None) -> pd.DataFram
 def child(spec: dict) -> list[dict]:
     """Run ``spec['configs']`` in this process (the tracer, if any, is preloaded by the parent)."""
     prefix = Path(spec["prefix"])
-    spans = spec["view"] in ("app", "both")
     # the cache state is set on .bin; the .idx stays mapped (as in Megatron), so it stays resident
     files = [prefix.with_suffix(".bin")]
     dev = block_device(files[0])
@@ -492,36 +562,58 @@ def child(spec: dict) -> list[dict]:
     if state is not None and ckpt_dir is not None:   # untimed warm-up of the checkpoint writer
         save_checkpoint(state, "dcp_save", ckpt_dir / "warmup")
         shutil.rmtree(ckpt_dir / "warmup", ignore_errors=True)
+    saved = spec.get("plans") or {}
+    dft = None
+    if spec.get("dft_spans") and os.environ.get("DFTRACER_ENABLE") == "1":
+        try:
+            from dftracer.python import dftracer as _dft
+
+            # the log file named as the preload library's, so that the Python side's own debug log
+            # (dft.log) lands in the trace directory, not in the working directory
+            dft = _dft.initialize_log(logfile=os.environ.get("DFTRACER_LOG_FILE"), data_dir=None, process_id=-1)
+        except Exception:  # noqa: BLE001 - without the Python API the POSIX view still runs
+            dft = None
     for c in spec["configs"]:
         key = (c["seq"], c["seed"])
         if key not in plans:
             t = time.perf_counter()
-            plans[key] = SamplePlan(files_tf["mmap"].index, c["seq"], c["seed"])
-            plans[key].build_s = time.perf_counter() - t
+            built = saved.get(f"{c['seq']}-{c['seed']}")
+            if built:   # built once by the parent: load it, keep the time it took to build
+                plans[key] = SamplePlan.load(built[0])
+                plans[key].build_s = built[1]
+            else:
+                plans[key] = SamplePlan(files_tf["mmap"].index, c["seq"], c["seed"])
+                plans[key].build_s = time.perf_counter() - t
         plan = plans[key]
+        view = c.get("view", spec["view"])
+        spans = view in ("app", "both")
         n = c["steps"] * c["batch"]
         if n > plan.n_samples:
             raise ParameterError("batch_sizes", c["batch"],
                                  f"at most {plan.n_samples // c['steps']:,} at seq_length {c['seq']} with "
                                  f"{c['steps']} steps (the data set holds {plan.n_samples:,} samples)")
         start = (c["run"] * n) % max(plan.n_samples - n + 1, 1)
-        ds = TokenSamples(files_tf[c["mode"]], plan, np.arange(start, start + n), spans)
+        # application spans in the main process only: a forked worker's copy of the Python
+        # tracer would not write to the trace
+        ds = TokenSamples(files_tf[c["mode"]], plan, np.arange(start, start + n), spans,
+                          dft=dft is not None and c["workers"] == 0 and c.get("part") != "overhead")
         for tf in files_tf.values():
             tf.release()
         cache = _cache(files, c["cache"], spec["purge_method"])
         w0 = time.time_ns() // 1000
         r = time_loader(ds, batch_size=c["batch"], workers=c["workers"], steps=c["steps"], dev=dev)
         w1 = time.time_ns() // 1000
-        row = {**c, **cache, **r, "view": spec["view"], "window_start_us": w0, "window_end_us": w1,
+        row = {**c, **cache, **r, "view": view, "window_start_us": w0, "window_end_us": w1,
                "plan_build_s": plan.build_s, "device": dev}
-        if state is not None and ckpt_dir is not None:
+        if state is not None and ckpt_dir is not None and c.get("part") != "overhead":
             target = ckpt_dir / "dcp"
             w2 = time.time_ns() // 1000
             ck = save_checkpoint(state, "dcp_save", target)
             row.update(ckpt_window_start_us=w2, ckpt_window_end_us=time.time_ns() // 1000,
                        ckpt_s=ck["total_s"], ckpt_bytes=ck["file_bytes"], ckpt_kernel_write_bytes=ck["kernel_write_bytes"])
             shutil.rmtree(target, ignore_errors=True)
-        rows.append(row)
+        if not c.get("discard"):
+            rows.append(row)
     if state is not None and ckpt_dir is not None and spec.get("ckpt_methods"):
         for method in CHECKPOINT_METHODS:
             target = ckpt_dir / f"m-{method}"
@@ -530,6 +622,8 @@ def child(spec: dict) -> list[dict]:
             rows.append({"phase": "checkpoint_method", **ck, "window_start_us": w2,
                          "window_end_us": time.time_ns() // 1000, "view": spec["view"]})
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink()
+    if dft is not None:
+        dft.finalize()
     return rows
 
 
@@ -560,21 +654,39 @@ def run_child(spec: dict, work: Path, trace_root: Path) -> tuple[pd.DataFrame, l
     return pd.DataFrame(rows), events
 
 
-def events_in(events: list[dict], start_us: int, end_us: int) -> list[dict]:
-    return [e for e in events if start_us <= e["ts"] <= end_us]
+def events_in(events: list[dict], start_us: int, end_us: int, ts: list | None = None) -> list[dict]:
+    """The events with ``start_us <= ts <= end_us``; with ``ts`` (the events' sorted time
+    stamps; ``events`` sorted the same way) found by bisection."""
+    if ts is None:
+        return [e for e in events if start_us <= e["ts"] <= end_us]
+    import bisect
+
+    return events[bisect.bisect_left(ts, start_us):bisect.bisect_right(ts, end_us)]
 
 
 def attach_posix(rows: pd.DataFrame, events: list[dict], bin_name: str) -> pd.DataFrame:
     """Per row: the POSIX events inside its time window (data phase, and checkpoint phase)."""
+    events = sorted(events, key=lambda e: e["ts"])
+    stamps = [e["ts"] for e in events]
+    events_in_ = functools.partial(events_in, ts=stamps)
     out = []
     for _, r in rows.iterrows():
         d = r.to_dict()
-        ev = events_in(events, int(r["window_start_us"]), int(r["window_end_us"]))
+        both = events_in_(events, int(r["window_start_us"]), int(r["window_end_us"]))
+        ev = [e for e in both if e.get("cat", "POSIX") == "POSIX"]
+        app = [e for e in both if e.get("cat") == DFT_CAT]
         s = summarise_events(ev)
+        d["app_spans"] = len(app)
+        for name in DFT_SPANS:
+            sel = [e for e in app if e["name"] == name]
+            d[f"app_{name}_n"] = len(sel)
+            d[f"app_{name}_s"] = sum(e["dur"] for e in sel) / 1e6
         d.update({f"posix_{k}": v for k, v in s.items()})
         d["posix_bin_reads"] = sum(1 for e in ev if e["name"] in READ_CALLS and (e["path"] or "").endswith(bin_name))
         if pd.notna(d.get("ckpt_window_start_us")):
-            ce = summarise_events(events_in(events, int(r["ckpt_window_start_us"]), int(r["ckpt_window_end_us"])))
+            ce = summarise_events([e for e in events_in_(events, int(r["ckpt_window_start_us"]),
+                                                         int(r["ckpt_window_end_us"]))
+                                   if e.get("cat", "POSIX") == "POSIX"])
             d.update({f"ckpt_posix_{k}": v for k, v in ce.items()})
         out.append(d)
     return pd.DataFrame(out)
@@ -663,11 +775,56 @@ def _configs(p: dict) -> list[dict]:
                         cs.append(dict(part="grid", mode=mode, seq=seq, batch=batch, workers=0, cache=cache, run=run,
                                        steps=p["steps"], seed=p["seed"]))
             for w in p["workers"]:
+                if w == 0 and p["workers_seq_length"] in p["seq_lengths"] and p["workers_batch_size"] in p["batch_sizes"]:
+                    continue   # the same configuration as the grid's point: its rows are copied, not re-run
                 for mode in (MODES if run % 2 == 0 else MODES[::-1]):
                     cs.append(dict(part="workers", mode=mode, seq=p["workers_seq_length"],
                                    batch=p["workers_batch_size"], workers=w, cache=cache, run=run, steps=p["steps"],
                                    seed=p["seed"]))
     return cs
+
+
+def workers_from_grid(rows: pd.DataFrame, p: dict) -> pd.DataFrame:
+    """The workers sweep's 0-worker rows, when its point is a point of the grid: the grid's rows
+    of that point (the same samples, cache state, run and steps), relabelled and marked."""
+    if 0 not in p["workers"] or rows.empty or "part" not in rows:
+        return rows
+    g = rows[(rows["part"] == "grid") & (rows["seq"] == p["workers_seq_length"])
+             & (rows["batch"] == p["workers_batch_size"]) & (rows["workers"] == 0)]
+    if g.empty or ((rows["part"] == "workers") & (rows["workers"] == 0)).any():
+        return rows
+    return pd.concat([rows, g.assign(part="workers", from_grid=True)], ignore_index=True)
+
+
+def build_plans(index: tokens.Index, keys, work: Path) -> dict:
+    """Build each (seq_length, seed) sample plan once and save it for the child processes:
+    ``{"seq-seed": [path, seconds to build]}``."""
+    out = {}
+    for seq, seed in sorted(set(keys)):
+        t = time.perf_counter()
+        plan = SamplePlan(index, seq, seed)
+        dt = time.perf_counter() - t
+        path = Path(work) / f"plan-{seq}-{seed}.npz"
+        plan.save(path)
+        out[f"{seq}-{seed}"] = [str(path), dt]
+    return out
+
+
+def overhead_specs(views, rnd: int, cfg: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The child processes of one overhead round: the views without the tracer (off, app) share
+    one process and those with it (posix, both) another; within each, the views alternate
+    configuration by configuration, in an order that turns with the round."""
+    order = list(views[rnd % len(views):]) + list(views[:rnd % len(views)])
+    groups = {}
+    for v in order:
+        groups.setdefault("posix" if v in ("posix", "both") else "off", []).append(v)
+    specs = []
+    for proc, vs in groups.items():
+        timed = [dict(c, view=v) for c in cfg for v in (vs if rnd % 2 == 0 else vs[::-1])]
+        # the first loader of a process pays one-time costs (imports, first allocations): an
+        # untimed copy of the first configuration runs before the timed ones
+        specs.append((proc, [dict(timed[0], discard=True)] + timed))
+    return specs
 
 
 def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, cache_states, workers,
@@ -684,9 +841,22 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
 
     p, parent = preflight(params)
     res = results.start(CHAPTER, params, run_dir, parent)
+    seconds, clock = {}, {"t": time.perf_counter()}
+
+    def lap(name):
+        now = time.perf_counter()
+        seconds[name] = round(now - clock["t"], 2)
+        clock["t"] = now
+
     ts = tokens.token_dataset(parent, total_bytes=p["dataset_bytes"], seed=p["seed"], progress=progress)
+    lap("data set")
     work = Path(tempfile.mkdtemp(prefix="ch10-", dir=parent))
     try:
+        keys = [(s_, p["seed"]) for s_ in p["seq_lengths"]] + [(p["workers_seq_length"], p["seed"])]
+        if p["overhead_rounds"]:
+            keys.append((p["overhead_seq_length"], p["seed"]))
+        plans = build_plans(tokens.read_index(ts.prefix.with_suffix(".idx")), keys, work)
+        lap("sample plans")
         why_not = None if p["posix_view"] != "off" else "switched off (posix_view = 'off')"
         if why_not is None:
             why_not = posix_probe(work)
@@ -696,11 +866,31 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
         views = [v for v in VIEWS if posix_ok or v in ("off", "app")]
         n_over = p["overhead_rounds"] * len(views)
         steps_total = 1 + (1 if posix_ok else 0) + n_over + len(p["checkpoint_sizes"]) * p["checkpoint_runs"] * 3
-        base = dict(prefix=str(ts.prefix), purge_method=p["purge_method"])
+        base = dict(prefix=str(ts.prefix), purge_method=p["purge_method"], plans=plans)
+        lap("probe")
+        cfg_over = [dict(part="overhead", mode=m, seq=p["overhead_seq_length"], batch=p["overhead_batch_size"],
+                         workers=0, cache="warm", run=0, steps=p["steps"], seed=p["seed"]) for m in MODES]
+        # round 0 of the overhead runs at the end of the sweep's process (views off, app) and of the
+        # POSIX view's (posix, both), after a warm-up pass; the other rounds start their own
+        first = dict(overhead_specs(views, 0, cfg_over)) if p["overhead_rounds"] else {}
+        over = []
+
+        def split(rows_, proc):
+            if "part" not in rows_ or proc not in first:
+                return rows_
+            o = rows_["part"] == "overhead"
+            if o.any():
+                over.append(rows_[o].assign(round=0).dropna(axis=1, how="all"))
+                bar.update(len(set(rows_[o]["view"])))
+            return rows_[~o]
+
         with tqdm(total=steps_total, desc="chapter 10", disable=not progress, mininterval=10) as bar:
-            rows, _ = run_child({**base, "view": "app", "configs": _configs(p)}, work, parent)
+            rows, _ = run_child({**base, "view": "app", "configs": _configs(p) + first.get("off", [])}, work, parent)
+            rows = split(rows, "off")
+            rows = workers_from_grid(rows, p)
             res.add("sweep", rows.drop(columns=[c for c in ("window_start_us", "window_end_us") if c in rows]))
             bar.update(1)
+            lap("sweep")
             if posix_ok:
                 cfg = [dict(part="posix", mode=m, seq=s, batch=b, workers=0, cache="warm", run=0, steps=p["steps"],
                             seed=p["seed"]) for s in p["seq_lengths"] for b in p["batch_sizes"] for m in MODES]
@@ -709,30 +899,32 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
                         for m in MODES] if max(p["workers"]) > 0 else []
                 ck = work / "ckpt"
                 ck.mkdir()
-                prow, events = run_child({**base, "view": "posix", "configs": cfg, "ckpt_dir": str(ck),
+                prow, events = run_child({**base, "view": "posix", "configs": cfg + first.get("posix", []),
+                                          "ckpt_dir": str(ck), "dft_spans": True,
                                           "ckpt_bytes": p["posix_checkpoint_bytes"], "ckpt_methods": True},
                                          work, parent)
+                prow = split(prow, "posix")
                 posix = attach_posix(prow, events, "tokens.bin")
                 res.add("posix", posix[posix.get("phase", pd.Series(index=posix.index)).isna()]
                         if "phase" in posix else posix)
                 if "phase" in posix:
                     res.add("posix_checkpoint", posix[posix["phase"].notna()].dropna(axis=1, how="all"))
                 bar.update(1)
-            over = []
-            cfg = [dict(part="overhead", mode=m, seq=p["overhead_seq_length"], batch=p["overhead_batch_size"],
-                        workers=0, cache="warm", run=0, steps=p["steps"], seed=p["seed"]) for m in MODES]
-            for rnd in range(p["overhead_rounds"]):
-                order = views[rnd % len(views):] + views[:rnd % len(views)]
-                for v in order:
-                    orow, _ = run_child({**base, "view": v, "configs": cfg}, work, parent)
+            lap("posix view")
+            for rnd in range(1, p["overhead_rounds"]):
+                for proc, configs in overhead_specs(views, rnd, cfg_over):
+                    orow, _ = run_child({**base, "view": proc, "configs": configs}, work, parent)
                     orow["round"] = rnd
                     over.append(orow)
-                    bar.update(1)
+                    bar.update(len({c["view"] for c in configs}))
             if over:
                 o = pd.concat(over, ignore_index=True)
-                res.add("overhead", o.drop(columns=["window_start_us", "window_end_us"]))
+                res.add("overhead", o.drop(columns=[c for c in o if c.startswith("ckpt_") or c in (
+                    "window_start_us", "window_end_us")]))
+            lap("overhead")
             if p["checkpoint_sizes"]:
                 res.add("checkpoint", checkpoint_sweep(p["checkpoint_sizes"], p["checkpoint_runs"], work, bar))
+            lap("checkpoints")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     comp = ts.manifest.get("composition", {})
@@ -741,7 +933,7 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
                         tracer=_tracer_version() if posix_ok else None, itemsize=2,
                         constant_tolerance=CONSTANT_TOLERANCE, cores=os.cpu_count(),
                         block_device=block_device(ts.files[0]),
-                        read_ahead_kb=read_ahead_kb(block_device(ts.files[0])))
+                        read_ahead_kb=read_ahead_kb(block_device(ts.files[0])), seconds=seconds)
     res.save(results.resolve_run_dir(run_dir))
     return res
 

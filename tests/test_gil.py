@@ -321,3 +321,96 @@ def test_gpu_share_note_follows_the_data():
     res2 = _result(model_pct=(60.0, 50.0))
     res2.tables["loaders"] = res.table("loaders")
     assert "something besides" in page.gpu_share_note(res2)
+
+
+# --------------------------------------------------------------------------- primitives: enough work for every worker
+def test_primitive_points_give_every_worker_two_batches():
+    assert gil.primitive_images_at(1, 256, 32, 5000) == 256
+    assert gil.primitive_images_at(8, 256, 32, 5000) == 512
+    assert gil.primitive_images_at(32, 256, 32, 5000) == 2048
+    assert gil.primitive_images_at(32, 256, 32, 1000) == 1000     # capped by the data set
+
+
+# --------------------------------------------------------------------------- SPDL per-stage statistics
+def test_spdl_pipeline_records_per_stage_statistics(photos):
+    pytest.importorskip("spdl.pipeline")
+    files = [str(photos.path(i)) for i in range(photos.n_images)]
+    stages = gil.SpdlStages()
+    mk = gil.make_loader("spdl", files, list(range(40)), batch_size=4, out_size=32, concurrency=2,
+                         decoder="pillow", device="cpu", stages=stages)
+    row = gil.measure_loader(mk, batches=4, warm=2, device="cpu", stages=stages)
+    st = pd.DataFrame(row["stages"])
+    assert {"decode", "aggregate", "collate", "sink"} <= set(st["stage"]) and row["images"] == 16
+    assert ((st["out_occupancy"] >= 0) & (st["out_occupancy"] <= 1)).all()
+    # over a whole pass, the decode stage ran one task per image, the collate stage one per batch
+    stages = gil.SpdlStages()
+    it = gil.spdl_iter(files, list(range(40)), batch_size=4, out_size=32, concurrency=2, stages=stages)
+    stages.lap()
+    assert sum(int(y.numel()) for _, y in it) == 40
+    st = pd.DataFrame(stages.lap()).set_index("stage")
+    assert st.loc["decode", "stage_concurrency"] == 2 and st.loc["decode", "tasks"] == 40
+    assert st.loc["collate", "tasks"] == 10 and st.loc["decode", "task_ms"] > 0
+    assert 0 < st.loc["decode", "busy"] <= 1.05
+
+
+def _with_stages(res, *, limit="collate", decode_ms=(1.0, 1.1), unit=1.0, read_ms=0.2):
+    """Constructed SPDL rows: ``limit`` is the stage busy 95% of the window at the top thread count."""
+    res.tables["calibration"] = pd.DataFrame([dict(decoder="pillow", decode_ms=0.8 * unit, resize_ms=0.2 * unit)])
+    lo = res.table("loaders")
+    sp = lo[lo["loader"] == "threadpool"].assign(loader="spdl", concurrency=4)
+    sp2 = sp.assign(concurrency=16)
+    res.tables["loaders"] = pd.concat([lo, sp, sp2], ignore_index=True)
+    rows = []
+    for c, dms in ((4, decode_ms[0]), (16, decode_ms[1])):
+        for stage, sc in (("src", 1), ("decode", c), ("aggregate", 1), ("collate", 1), ("sink", 1)):
+            busy = None if stage in ("src", "sink") else (0.95 if (c == 16 and stage == limit) else 0.3)
+            rows.append(dict(loader="spdl", concurrency=c, repeat=0, stage=stage, stage_concurrency=sc,
+                             window_s=1.0, out_items=100, out_occupancy=0.9 if stage == "src" else 0.1,
+                             out_put_wait_ms=0.1, out_get_wait_ms=1.0, tasks=None if busy is None else 100,
+                             task_ms=None if busy is None else (dms + read_ms if stage == "decode" else 5.0),
+                             busy=busy, read_ms=read_ms if stage == "decode" else None,
+                             decode_ms=0.8 * dms if stage == "decode" else None,
+                             resize_ms=0.2 * dms if stage == "decode" else None))
+    res.add("spdl_stages", rows)
+    return res
+
+
+def test_spdl_limit_note_names_the_stage_the_data_show():
+    text = page.spdl_limit_note(_with_stages(_result(), limit="collate"))
+    assert "collate stage, after decoding, limits the pipeline" in text and "GIL is not" in text
+    text = page.spdl_limit_note(_with_stages(_result(), limit="decode", decode_ms=(1.0, 4.0), unit=1.0))
+    assert "so the GIL limits the pipeline" in text and "4.0×" in text
+    text = page.spdl_limit_note(_with_stages(_result(), limit="decode", decode_ms=(1.0, 1.1), unit=1.0))
+    assert "too few" in text and "GIL limits" not in text
+    text = page.spdl_limit_note(_with_stages(_result(), limit="decode", decode_ms=(1.0, 1.0), read_ms=5.0))
+    assert "storage latency limits the pipeline" in text and "5 ms reading" in text
+    res = _with_stages(_result(), limit="decode", decode_ms=(1.0, 1.0), read_ms=0.5)
+    t = res.tables["spdl_stages"]
+    res.tables["spdl_stages"] = t.assign(task_ms=[v + 4.0 if st == "decode" else v for v, st in zip(t["task_ms"], t["stage"])])
+    text = page.spdl_limit_note(res)
+    assert "hand-off between the event loop and the threads" in text and "4 ms handing" in text
+    text = page.spdl_limit_note(_with_stages(_result(), limit="none"))
+    assert "No stage was busy" in text
+
+
+def test_spdl_limit_note_says_when_the_result_has_no_stage_statistics():
+    res = _result()
+    assert page.spdl_stages(res).empty and page.spdl_limit(res) is None
+    lo = res.table("loaders")
+    res.tables["loaders"] = pd.concat([lo, lo[lo["loader"] == "threadpool"].assign(loader="spdl")], ignore_index=True)
+    assert "not in the reference run" in page.spdl_limit_note(res)
+
+
+def test_full_profile_windows_skip_every_loader_queue():
+    """The full profile's timed windows start after the batches the deepest loaders keep in flight
+    (DataLoader 16 workers: 32; thread pool 32 threads: 34), and the data set holds them all."""
+    from datajourney.book import runner
+
+    prof = runner.profiles()["full"][gil.CHAPTER]
+    batch = prof.get("batch_size", 64)
+    deepest = max([gil.in_flight("dataloader", w, batch_size=batch) for w in prof["dataloader_workers"]]
+                  + [gil.in_flight(k, c, batch_size=batch) for k in ("threadpool", "spdl")
+                     for c in prof["thread_concurrency"]])
+    assert deepest >= 2 * max(prof["dataloader_workers"]) and deepest >= max(prof["thread_concurrency"]) + 2
+    assert (deepest + prof["loader_batches"] + 1) * batch <= prof["n_images"]
+    assert (deepest + prof["model_steps"] + 1) * batch <= prof["n_images"]

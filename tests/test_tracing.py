@@ -248,3 +248,119 @@ def test_a_ci_run_end_to_end(tmp_path, monkeypatch):
         p = res.table("posix")
         r = p[p["mode"] == "read"]
         assert (r["posix_reads"] == r["pieces"]).all()               # the tracer sees every piece's read
+
+
+def test_saved_sample_plan_loads_identical(small, tmp_path):
+    prefix, _, _ = small
+    index = tokens.read_index(prefix.with_suffix(".idx"))
+    plans = tracing.build_plans(index, [(16, 0), (16, 0), (8, 3)], tmp_path)
+    assert sorted(plans) == ["16-0", "8-3"] and all(v[1] >= 0 for v in plans.values())
+    a, b = tracing.SamplePlan(index, 16, 0), tracing.SamplePlan.load(plans["16-0"][0])
+    assert (a.seq, a.n_samples) == (b.seq, b.n_samples)
+    for k in tracing.SamplePlan.ARRAYS:
+        assert np.array_equal(getattr(a, k), getattr(b, k))
+    assert [a.pieces(s) for s in range(5)] == [b.pieces(s) for s in range(5)]
+
+
+def test_workers_sweep_reuses_the_grid_point_instead_of_rerunning_it():
+    p = dict(seq_lengths=[64, 128], batch_sizes=[4, 8], workers=[0, 2], workers_seq_length=128,
+             workers_batch_size=8, cache_states=["cold"], runs=1, steps=2, seed=0)
+    cs = tracing._configs(p)
+    assert not [c for c in cs if c["part"] == "workers" and c["workers"] == 0]
+    rows = pd.DataFrame([dict(c, loader_s=1.0 + i) for i, c in enumerate(cs)])
+    out = tracing.workers_from_grid(rows, p)
+    w0 = out[(out["part"] == "workers") & (out["workers"] == 0)]
+    g = rows[(rows["part"] == "grid") & (rows["seq"] == 128) & (rows["batch"] == 8)]
+    assert len(w0) == len(g) == 2 and sorted(w0["loader_s"]) == sorted(g["loader_s"]) and w0["from_grid"].all()
+    # a workers point off the grid is measured as before
+    p2 = dict(p, workers_batch_size=16)
+    assert [c for c in tracing._configs(p2) if c["part"] == "workers" and c["workers"] == 0]
+
+
+def test_overhead_rounds_pair_views_by_tracer_and_warm_each_process_first():
+    cfg = [dict(part="overhead", mode=m) for m in ("mmap", "read")]
+    for rnd in range(3):
+        specs = tracing.overhead_specs(list(tracing.VIEWS), rnd, cfg)
+        assert len(specs) == 2
+        for proc, configs in specs:
+            assert configs[0]["discard"] and not any(c.get("discard") for c in configs[1:])
+            views = {c["view"] for c in configs}
+            assert views == ({"posix", "both"} if proc == "posix" else {"off", "app"})
+            assert len(configs) == 1 + 2 * len(cfg)
+    firsts = [tracing.overhead_specs(list(tracing.VIEWS), r, cfg)[0][1][1]["view"] for r in range(2)]
+    assert firsts[0] != firsts[1]       # the order within a process turns with the round
+    assert len(tracing.overhead_specs(["off", "app"], 0, cfg)) == 1
+
+
+def test_posix_windows_by_bisection_match_a_scan():
+    rng = np.random.default_rng(0)
+    ev = [dict(name="read", pid=1, ts=int(t), dur=1, ret=10, count=10, path="/d/tokens.bin")
+          for t in rng.integers(0, 1000, 500)]
+    rows = pd.DataFrame([dict(window_start_us=a, window_end_us=a + 100) for a in (0, 250, 900, 2000)])
+    out = tracing.attach_posix(rows, ev, "tokens.bin")
+    for (_, r), n in zip(out.iterrows(), [sum(a <= e["ts"] <= a + 100 for e in ev) for a in (0, 250, 900, 2000)]):
+        assert r["posix_events"] == n and r["posix_bin_reads"] == n
+
+
+def test_synthetic_ids_do_not_depend_on_threads():
+    a = np.concatenate(list(tokens.synthetic_ids(70_000, 5, chunk=20_000, threads=1)))
+    b = np.concatenate(list(tokens.synthetic_ids(70_000, 5, chunk=20_000, threads=3)))
+    assert a.size == 70_000 and np.array_equal(a, b) and a.max() < tokens.GPT2_VOCAB
+
+
+def _workers(res, *, start=(0.02, 0.08), main=(0.004, 0.004), work=(0.02, 0.02), loader=(0.100, 0.160)):
+    """Warm workers rows at 4 and 8 workers: per-count last start, main CPU, CPU per worker, loader time."""
+    rows = []
+    for k, st, mn, wk, lo in zip((4, 8), start, main, work, loader, strict=True):
+        for mode in ("mmap", "read"):
+            for run in (0, 1):
+                rows.append(dict(part="workers", mode=mode, seq=256, batch=8, workers=k, cache="warm", run=run,
+                                 steps=4, loader_s=lo * (1 + 0.01 * run), workers_last_start_s=st, main_cpu_s=mn,
+                                 workers_cpu_s=wk * k, workers_minflt=400 * k, main_minflt=50))
+    res.tables["sweep"] = pd.concat([res.table("sweep"), pd.DataFrame(rows)], ignore_index=True)
+    return res
+
+
+def test_workers_slowdown_cause_follows_the_counters():
+    t = page.workers_cause_note(_workers(_result()))
+    assert "slower than" in t and "Starting the extra workers accounts for 99.5% of the 60.3 ms extra" in t
+    t = page.workers_cause_note(_workers(_result(), start=(0.02, 0.02), main=(0.004, 0.054)))
+    assert "The main process's extra work accounts for 82.9%" in t
+    t = page.workers_cause_note(_workers(_result(), start=(0.02, 0.02), work=(0.02, 0.07)))
+    assert "Each worker's own extra work accounts for 82.9%" in t
+    t = page.workers_cause_note(_workers(_result(), start=(0.02, 0.03)))
+    assert "None of these accounts for half of the 60.3 ms extra" in t and "do not explain it" in t
+    t = page.workers_cause_note(_workers(_result(), loader=(0.160, 0.100)))
+    assert "no slowdown to explain" in t and "faster than" in t
+    # a result from before the counters says so
+    res = _workers(_result())
+    res.tables["sweep"] = res.table("sweep").drop(columns=["workers_last_start_s", "main_cpu_s", "workers_cpu_s"])
+    assert "not in the reference run" in page.workers_cause_note(res)
+
+
+def test_time_loader_records_worker_starts_and_cpu(small):
+    prefix, _, _ = small
+    tf = tokens.TokenFile(prefix, "mmap")
+    plan = tracing.SamplePlan(tf.index, 16, 0)
+    ds = tracing.TokenSamples(tf, plan, np.arange(8), spans=False)
+    tf.release()
+    row = tracing.time_loader(ds, batch_size=2, workers=2, steps=3)
+    assert row["workers_started"] == 2 and 0 <= row["workers_first_start_s"] <= row["workers_last_start_s"]
+    assert row["workers_last_start_s"] < row["loader_s"] and row["main_cpu_s"] >= 0 and row["workers_cpu_s"] >= 0
+    row0 = tracing.time_loader(ds, batch_size=2, workers=0, steps=3)
+    assert row0["workers_started"] == 0 and row0["workers_last_start_s"] is None and row0["workers_cpu_s"] == 0
+
+
+def test_dft_app_note_follows_the_trace():
+    res = _result()
+    assert "not in the reference run" in page.dft_app_note(res)
+    p = res.table("posix")
+    big = p["seq"].eq(p["seq"].max()) & p["batch"].eq(p["batch"].max())
+    app = dict(app_sample_n=32.0, app_index_lookup_n=32.0, app_read_n=32.0, app_construct_n=32.0,
+               app_sample_s=0.01, app_index_lookup_s=0.002, app_read_s=0.004, app_construct_s=0.002)
+    res.tables["posix"] = p.assign(**app, posix_bin_reads=[0.0 if m == "mmap" else v for m, v in
+                                                             zip(p["mode"], p["posix_bin_reads"])])
+    t = page.dft_app_note(res)
+    assert "32 sample fetches under mmap" in t and "cannot see" in t and big.any()
+    res.tables["posix"] = p.assign(**app)   # mmap reads visible to POSIX too (constructed)
+    assert "add timing, not visibility" in page.dft_app_note(res)

@@ -529,3 +529,141 @@ def spdl_note(res) -> str | None:
         text += (f"; the plain thread pool reached {num(tp['mean'], 'img/s')} ({tp['label']}), "
                  + choose(d, "more than", "less than", "about as much as") + " the pipeline's best")
     return text + "."
+
+
+# --------------------------------------------------------------------------- SPDL per-stage statistics
+#: The pipeline's stages, source to sink (names as ``spdl.pipeline`` reports them).
+STAGE_ORDER = ("src", "decode", "aggregate", "collate", "transfer", "sink")
+#: A stage whose tasks kept its threads busy at least this share of the timed window sets the
+#: pipeline's pace: below it, the stage waits for input or for room downstream.
+BUSY_LIMIT = 0.80
+#: The decode time per image in a pipeline thread, over the same work on one core alone, above
+#: which the threads spend the difference waiting (for the interpreter lock, as in section 2).
+CONTENTION_LIMIT = 1.5
+
+
+def spdl_stages(res) -> pd.DataFrame:
+    """The SPDL pipeline's per-stage statistics (means of the runs), or an empty frame when the
+    result has none (runs made before they were recorded)."""
+    if "spdl_stages" not in res.tables or res.table("spdl_stages").empty:
+        return pd.DataFrame()
+    t = res.table("spdl_stages")
+    cols = [c for c in ("stage_concurrency", "tasks", "task_ms", "busy", "out_occupancy", "out_put_wait_ms",
+                        "out_get_wait_ms", "window_s", "read_ms", "decode_ms", "resize_ms") if c in t]
+    g = t.groupby(["concurrency", "stage"], sort=False)[cols].mean().reset_index()
+    g["order"] = [STAGE_ORDER.index(s) if s in STAGE_ORDER else len(STAGE_ORDER) for s in g["stage"]]
+    g = g.sort_values(["concurrency", "order"]).drop(columns="order").reset_index(drop=True)
+    # tasks that finished inside the window but began before it can push the sum past the window
+    g["busy"] = g["busy"].clip(upper=1.0)
+    return g
+
+
+def spdl_stage_table(res) -> pd.DataFrame:
+    g = spdl_stages(res)
+    if g.empty:
+        return g
+    out = pd.DataFrame({"threads": g["concurrency"], "stage": g["stage"], "tasks in window": g["tasks"],
+                        "ms per task": g["task_ms"], "busy (share of its threads)": g["busy"],
+                        "output queue held an item": g["out_occupancy"],
+                        "ms a task waited to put": g["out_put_wait_ms"]})
+    if "read_ms" in g:
+        out["of which read (ms)"] = g["read_ms"]
+    return out
+
+
+def spdl_limit(res) -> dict | None:
+    """Which stage limits the SPDL pipeline at its highest thread count, and the numbers that
+    decide it; None when the result has no per-stage statistics."""
+    g = spdl_stages(res)
+    if g.empty:
+        return None
+    c_hi, c_lo = int(g["concurrency"].max()), int(g["concurrency"].min())
+    at = g[g["concurrency"] == c_hi].set_index("stage")
+    busy = at["busy"].dropna()
+    if busy.empty:
+        return None
+    stage = str(busy.idxmax())
+    dec = g[g["stage"] == "decode"].set_index("concurrency")["task_ms"]
+    lo = res.table("loaders")
+    rate = float(lo[(lo["loader"] == "spdl") & (lo["concurrency"] == c_hi)]["images_per_s"].mean())
+    unit = unit_cost_ms(res, str(lo["decoder"].iloc[0]) if "decoder" in lo and len(lo) else "pillow")
+    # in a decode thread, per image: the read of the (cold) file and the CPU work (decode + resize)
+    read_ms = float(at["read_ms"].get("decode", float("nan"))) if "read_ms" in at else float("nan")
+    work_ms = (float(at["decode_ms"].get("decode", float("nan")) + at["resize_ms"].get("decode", float("nan")))
+               if "decode_ms" in at else float(dec.get(c_hi, float("nan"))))
+    if busy.max() < BUSY_LIMIT:
+        cause = "none"
+    elif stage != "decode":
+        cause = "stage"
+    elif math.isfinite(read_ms) and (float(dec.get(c_hi, float("nan"))) - read_ms - work_ms) >= max(read_ms, work_ms):
+        cause = "handoff"
+    elif math.isfinite(read_ms) and read_ms >= work_ms:
+        cause = "read"
+    else:
+        cause = "gil" if math.isfinite(unit) and work_ms / unit >= CONTENTION_LIMIT else "threads"
+    return dict(c=c_hi, c_lo=c_lo, stage=stage, busy=float(busy.max()), cause=cause, rate=rate, unit=unit,
+                read_ms=read_ms, work_ms=work_ms,
+                decode_busy=float(at["busy"].get("decode", float("nan"))),
+                decode_ms=float(dec.get(c_hi, float("nan"))), decode_ms_lo=float(dec.get(c_lo, float("nan"))),
+                task_ms=float(at["task_ms"].get(stage, float("nan"))),
+                stage_threads=int(at["stage_concurrency"].get(stage, 1)),
+                sink_occupancy=float(at["out_occupancy"].get("sink", float("nan"))))
+
+
+def spdl_limit_note(res, ref=None) -> str:
+    """The measured cause of the SPDL pipeline's plateau, computed from its per-stage statistics."""
+    lim = spdl_limit(res)
+    if lim is None:
+        if "loaders" in res.tables and (res.table("loaders")["loader"] == "spdl").any():
+            return ("The SPDL pipeline's per-stage statistics (task time per stage, queue occupancy) are not in "
+                    "this result: they are not in the reference run, which predates them; a new run of the "
+                    "chapter records them.")
+        return "The SPDL pipeline did not run here, so it has no per-stage statistics."
+    c, b = lim["c"], lim["busy"]
+    head = (f"With {c} decode threads the SPDL pipeline delivered {num(lim['rate'], 'img/s')}. Its decode threads "
+            f"were busy {pct(lim['decode_busy'])} of the timed window, at {num(lim['decode_ms'], 'ms')} per image")
+    if math.isfinite(lim["read_ms"]):
+        other = lim["decode_ms"] - lim["read_ms"] - lim["work_ms"]
+        head += (f": {num(lim['read_ms'], 'ms')} reading the file, {num(lim['work_ms'], 'ms')} decoding and "
+                 f"resizing it (which takes {num(lim['unit'], 'ms')} on one core alone), and "
+                 f"{num(max(other, 0.0), 'ms')} handing the task to a pool thread and its result back to the "
+                 "pipeline's event loop")
+    else:
+        head += f" (decoding and resizing alone take {num(lim['unit'], 'ms')} on one core)"
+    if math.isfinite(lim["decode_ms_lo"]) and lim["c_lo"] != c:
+        head += (f"; from {lim['c_lo']} to {c} threads the time per image grew "
+                 f"{times(lim['decode_ms'] / lim['decode_ms_lo'])} while the threads grew {times(c / lim['c_lo'])}")
+    head += ". "
+    if lim["cause"] == "stage":
+        cap = lim["rate"] / b if b > 0 else float("nan")
+        return head + (f"The busiest stage was {lim['stage']} ({lim['stage_threads']} "
+                       f"thread{'s' if lim['stage_threads'] != 1 else ''}), busy {pct(b)} of the window at "
+                       f"{num(lim['task_ms'], 'ms')} per task; at full time it would pass about "
+                       f"{num(cap, 'img/s')}. So the {lim['stage']} stage, after decoding, limits the pipeline: "
+                       "more decode threads cannot help, and the GIL is not what stops it.")
+    if lim["cause"] == "handoff":
+        return head + ("Decode was the busiest stage, and most of each task went to the hand-off between the "
+                       "event loop and the threads, Python code that runs one thread at a time under the "
+                       "interpreter lock: the GIL limits the pipeline, through its scheduling rather than the "
+                       "decode itself.")
+    if lim["cause"] == "read":
+        return head + ("Decode was the busiest stage, and its threads spent more of each image reading the cold "
+                       "file than decoding it: storage latency limits the pipeline; more reads in flight (more "
+                       "threads, or a separate read stage with its own concurrency) would raise throughput, and the "
+                       "GIL is not what stops it.")
+    if lim["cause"] == "gil":
+        return head + (f"Decode was the busiest stage, and decoding and resizing an image took "
+                       f"{times(lim['work_ms'] / lim['unit'])} its time on one core alone: the threads spend the "
+                       "difference waiting for the interpreter lock (the per-operation contention of section 2), "
+                       "so the GIL limits the pipeline, not the number of threads or the batching stages.")
+    if lim["cause"] == "threads":
+        return head + ("Decode was the busiest stage, and decoding an image took about its time on one core alone, "
+                       "so the decode threads were simply too few: more decode concurrency would raise "
+                       "throughput.")
+    return head + (f"No stage was busy {pct(BUSY_LIMIT)} of the window or more (the busiest, {lim['stage']}, "
+                   f"{pct(b)}), and the queue the training loop takes batches from held one "
+                   f"{pct(lim['sink_occupancy'])} of the time: " + choose(
+                       direction(lim["sink_occupancy"], 0.5, tol=0.0), "batches were waiting for the consumer, "
+                       "so the loop that takes them (the copy to the device) set the pace",
+                       "the pipeline's stages waited on each other, and these statistics do not single out "
+                       "one cause", "") + ".")

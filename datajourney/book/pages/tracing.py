@@ -505,3 +505,130 @@ def checkpoint_posix_note(res: Result) -> str:
                  + (" are this chapter's own stat and fsync after the save: the library's file calls bypass the "
                     "preloaded wrappers." if r["method"] == "torch_save" else "."))
     return "Checkpoint writes under the POSIX view: " + "; ".join(parts) + "." + tail
+
+
+# ---------------------------------------------------------------------------- why more workers can be slower
+#: A candidate explains a slowdown when it accounts for at least this share of the extra time.
+EXPLAINS = 0.5
+_CAUSE_COLS = ("workers_last_start_s", "main_cpu_s", "workers_cpu_s", "workers_minflt", "main_minflt")
+
+
+def workers_cause(res: Result, cache: str = "warm", mode: str = "read") -> dict | None:
+    """The largest worker count against the fastest smaller one (``cache``, ``mode``): the extra
+    loader time and the measured candidates for it (seconds), or None when the result lacks the
+    counters (runs made before they were recorded) or the sweep has fewer than two counts."""
+    s = res.table("sweep")
+    w = s[(s["part"] == "workers") & (s["cache"] == cache) & (s["mode"] == mode)]
+    if w.empty or any(c not in w for c in _CAUSE_COLS) or w["workers"].nunique() < 2:
+        return None
+    m = w.groupby("workers")[["loader_s", "steps", *_CAUSE_COLS]].mean()
+    k = int(m.index.max())
+    smaller = m[m.index < k]
+    b = int(smaller["loader_s"].idxmin())
+    hi, lo = m.loc[k], m.loc[b]
+    if hi[list(_CAUSE_COLS[1:])].isna().any() or lo[["main_cpu_s"]].isna().any():
+        return None
+    steps = float(hi["steps"])
+
+    def per_worker(r, n):
+        return float(r["workers_cpu_s"]) / n if n else 0.0
+
+    cand = {
+        "start": float(hi["workers_last_start_s"] if pd.notna(hi["workers_last_start_s"]) else 0.0)
+        - float(lo["workers_last_start_s"] if b and pd.notna(lo["workers_last_start_s"]) else 0.0),
+        "main": float(hi["main_cpu_s"] - lo["main_cpu_s"]),
+        "work": per_worker(hi, k) - per_worker(lo, b),
+    }
+    return dict(cache=cache, mode=mode, k=k, b=b, loader_k=float(hi["loader_s"]), loader_b=float(lo["loader_s"]),
+                extra=float(hi["loader_s"] - lo["loader_s"]), cand=cand, steps=steps,
+                start_k=float(hi["workers_last_start_s"]), start_b=float(lo["workers_last_start_s"]) if b else 0.0,
+                main_k=float(hi["main_cpu_s"]), main_b=float(lo["main_cpu_s"]),
+                work_k=per_worker(hi, k), work_b=per_worker(lo, b),
+                faults_k=float(hi["workers_minflt"]) / steps, faults_b=float(lo["workers_minflt"]) / steps if b else 0.0,
+                runs_k=w[w["workers"] == k]["loader_s"].tolist(), runs_b=w[w["workers"] == b]["loader_s"].tolist())
+
+
+def workers_cause_note(res: Result, cache: str = "warm") -> str:
+    """For each mode: is the largest worker count slower than a smaller one, and which measured
+    candidate (the later start of more workers, the main process's work per batch, each
+    worker's own work) accounts for the extra time."""
+    out = []
+    for mode in ("mmap", "read"):
+        c = workers_cause(res, cache, mode)
+        if c is None:
+            s = res.table("sweep")
+            if (s["part"] == "workers").any() and not all(col in s for col in _CAUSE_COLS):
+                return ("What decides why more workers can be slower (when each worker started, the CPU time of "
+                        "the main process and of every worker) is not in the reference run, which predates these "
+                        "counters; a new run of the chapter records them.")
+            continue
+        head = (f"{cache.capitalize()} cache, {MODE_NAMES[mode]}: {c['k']} worker{'s' if c['k'] != 1 else ''} took "
+                f"{num(c['loader_k'] * 1e3, 'ms')} "
+                f"for {int(c['steps'])} batches against {num(c['loader_b'] * 1e3, 'ms')} with {c['b']}, "
+                f"{compare(c['runs_k'], c['runs_b'], more='slower than', less='faster than')} it")
+        d = direction(c["loader_k"], c["loader_b"], tol=0.05)
+        if d <= 0:
+            out.append(head + ", so there is no slowdown to explain.")
+            continue
+        ex = c["extra"]
+        cand = c["cand"]
+        detail = (f". The last of the {c['k']} worker{'s' if c['k'] != 1 else ''} started {num(c['start_k'] * 1e3, 'ms')} after the loader "
+                  f"(with {c['b']}: {num(c['start_b'] * 1e3, 'ms')}); the main process used "
+                  f"{num(c['main_k'] * 1e3 / c['steps'], 'ms')} of CPU per batch, receiving batches from the "
+                  f"workers (with {c['b']}: {num(c['main_b'] * 1e3 / c['steps'], 'ms')}); each worker used "
+                  f"{num(c['work_k'] * 1e3, 'ms')} of CPU and took {num(c['faults_k'])} page faults per batch of "
+                  f"the run (with {c['b']}: {num(c['work_b'] * 1e3, 'ms')} and {num(c['faults_b'])})")
+        best = max(cand, key=cand.get)
+        share = cand[best] / ex if ex > 0 else 0.0
+        why = {"start": (f"starting the extra workers accounts for {pct(min(share, 1.0))} of the "
+                         f"{num(ex * 1e3, 'ms')} extra: a run of {int(c['steps'])} batches is over before more "
+                         "workers can pay for their start"),
+               "main": (f"the main process's extra work accounts for {pct(min(share, 1.0))} of the "
+                        f"{num(ex * 1e3, 'ms')} extra: with more workers it spends longer receiving and rebuilding "
+                        "batches (IPC), and it is one process"),
+               "work": (f"each worker's own extra work accounts for {pct(min(share, 1.0))} of the "
+                        f"{num(ex * 1e3, 'ms')} extra: the workers did more per batch (page faults, contention "
+                        "for cores)")}[best]
+        names = {"start": "the later start", "main": "the main process", "work": "the workers"}
+        out.append(head + detail + ". " + (why[0].upper() + why[1:] if share >= EXPLAINS else
+                   f"None of these accounts for half of the {num(ex * 1e3, 'ms')} extra (the largest, "
+                   f"{names[best]}, {pct(max(share, 0.0))}), so these counters do not explain it") + ".")
+    return " ".join(out)
+
+
+# ---------------------------------------------------------------------------- DFTracer's application spans
+def dft_app_note(res: Result) -> str:
+    """What DFTracer's Python API recorded in the same trace as the POSIX calls, at the largest
+    grid point, against what the POSIX view saw there."""
+    if not has_posix(res):
+        return ""
+    p = res.table("posix")
+    if "app_sample_n" not in p:
+        return ("DFTracer's application spans (sample fetch, index lookup, read, construction, recorded through "
+                "its Python API in the same trace as the POSIX calls) are not in the reference run, which "
+                "predates them; a new run of the chapter records them.")
+    g = p[p["part"] == "posix"] if "part" in p else p
+    seq, batch = int(g["seq"].max()), int(g["batch"].max())
+    at = g[(g["seq"] == seq) & (g["batch"] == batch)].set_index("mode")
+    if not {"mmap", "read"} <= set(at.index) or float(at["app_sample_n"].sum()) == 0:
+        return ("DFTracer's Python API recorded no application spans in this run (the preloaded tracer was "
+                "active, but its Python side did not write to the trace).")
+    mm, rd = at.loc["mmap"], at.loc["read"]
+    text = (f"In the same trace as the POSIX calls, DFTracer's Python API (`dft_fn` around each sample fetch and "
+            f"its index lookup, read and construction) recorded, at sequence length {seq} and batch {batch}: "
+            f"{num(mm['app_sample_n'])} sample fetches under mmap, spending {num(mm['app_read_s'] * 1e3, 'ms')} "
+            f"in reads, while the POSIX view saw {num(mm['posix_bin_reads'])} read calls on `.bin`; and "
+            f"{num(rd['app_sample_n'])} fetches under read(), {num(rd['app_read_s'] * 1e3, 'ms')} in reads, with "
+            f"{num(rd['posix_bin_reads'])} read calls on `.bin`. Index lookups took "
+            f"{num(mm['app_index_lookup_s'] * 1e3, 'ms')} (mmap) and {num(rd['app_index_lookup_s'] * 1e3, 'ms')} "
+            "(read()). ")
+    seen = float(mm["app_read_s"]) > 0 and float(mm["posix_bin_reads"]) < 0.01 * float(mm["app_sample_n"])
+    text += choose(1 if seen else -1,
+                   "So the application view shows the time mmap spends reading that the POSIX view cannot see.",
+                   "Here the POSIX view also saw the mmap reads, so the application spans add timing, not "
+                   "visibility.", "")
+    n_workers = p[p["part"] == "posix_workers"] if "part" in p else p.iloc[0:0]
+    if len(n_workers):
+        text += (" With DataLoader workers the spans are not recorded: a forked worker's copy of the Python "
+                 "tracer does not write to the trace, while the preloaded library follows the workers' calls.")
+    return text
