@@ -324,8 +324,8 @@ def measure_transfer(ds: datasets.SmallFiles, *, batch_sizes: Sequence[int], run
 
 def measure_handover_modes(ds: datasets.SmallFiles, *, workers: int, runs: int, batch_size: int, seed: int,
                            modes: Sequence[str] = HANDOVER_MODES, progress=None) -> pd.DataFrame:
-    """The plateau's deciding check: warm epochs of the shard read in order with ``workers``
-    workers, once per hand-over mode (:data:`HANDOVER_MODES`), the modes interleaved within each
+    """The plateau's deciding check: warm epochs (at most :data:`TRANSFER_MAX_SAMPLES` samples) of
+    the shard read in order with ``workers`` workers, once per hand-over mode (:data:`HANDOVER_MODES`), the modes interleaved within each
     run. If passing the batch's file descriptor (a request from the main process to the worker
     for every batch) sets the rate, the other two modes run faster; if the per-batch queue
     machinery does (pickling, the pipe, waking the main thread, taking batches in order), all three
@@ -344,6 +344,8 @@ def measure_handover_modes(ds: datasets.SmallFiles, *, workers: int, runs: int, 
                 tmp.set_sharing_strategy("file_system" if mode == "file name" else before)
                 raw = mode == "bytes through the pipe"
                 data = make_dataset(ds, "shard_in_order", "raw" if raw else "bytes")
+                if len(data) > TRANSFER_MAX_SAMPLES:   # enough batches for a steady state, no more
+                    data = torch.utils.data.Subset(data, range(TRANSFER_MAX_SAMPLES))
                 r = time_epoch(data, batch_size=batch_size, num_workers=workers, seed=seed + run, shuffle=False,
                                collate_fn=collate_raw if raw else None)
                 rows.append(dict(mode=mode, workers=workers, run=run, batch_size=batch_size, **r, **_derived(r),
