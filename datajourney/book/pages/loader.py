@@ -661,7 +661,7 @@ def residency(res) -> str:
 
 def in_order_note(res) -> str:
     """Where the in-order shard read slower with workers than without (cold): the measured numbers,
-    stated as an observation this run does not explain, with the hypothesis it does not test."""
+    stated with the explanation the data support (:func:`in_order_cause`)."""
     e = _epochs(res)
     cache = "cold" if "cold" in set(e["cache"]) else None
     ws = sorted(set(e["workers"]))

@@ -323,7 +323,7 @@ def _same_path_verdict(res, sizes, sweep: pd.Series, cached: pd.Series) -> str:
 def staging_details(res) -> str:
     """What the staging experiment shows beyond the key result, computed: the rates behind the cause,
     the share of one core's copy rate, where one core does not model the staging stage, a dip and
-    recovery the run does not explain, the same path measured in two experiments, huge pages."""
+    recovery decided by the interleaved check, the same path measured in two experiments, huge pages."""
     s = staging_story(res)
     if not s["has_staging"]:
         return ""
