@@ -426,6 +426,9 @@ def test_plateau_cause_follows_the_hand_over_modes():
     level = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
         {"file descriptor": fd, "file name": [1610, 1640, 1570], "bytes through the pipe": [1590, 1660, 1600]})))
     assert "does not set the plateau" in level and "file-descriptor explanation" not in level
+    pipe = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
+        {"file descriptor": fd, "file name": [1610, 1640, 1570], "bytes through the pipe": [2400, 2500, 2300]})))
+    assert "support the shared-memory explanation" in pipe and "file-descriptor explanation" not in pipe
     slower = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
         {"file descriptor": fd, "file name": [900, 950, 920], "bytes through the pipe": [800, 850, 820]})))
     assert "Both alternatives were slower" in slower

@@ -337,10 +337,15 @@ def plateau_cause(res, plateau: pd.DataFrame | None = None, cache: str = "warm")
                          for m, v in others.items()) + ". ")
     faster = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) > 0]
     slower = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) < 0]
-    if faster:
+    if "file name" in faster:
         return text + ("**The data support the file-descriptor explanation**: handing batches over without asking "
                        "the worker for a descriptor (" + ", ".join(faster) + ") raised the rate, so that "
                        "per-batch request sets the plateau.")
+    if faster:
+        return text + ("**The data support the shared-memory explanation**: only leaving shared memory out altogether "
+                       "(bytes through the pipe) raised the rate; naming the memory by a file instead of a descriptor "
+                       "did not, so setting up shared memory for every batch, not the request for its descriptor, "
+                       "sets the plateau.")
     if slower and len(slower) == len(others):
         return text + ("Both alternatives were slower, so the descriptor is not what limits the default; this "
                        "run does not show what does.")
