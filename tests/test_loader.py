@@ -409,6 +409,11 @@ def test_in_order_slowdown_cause_follows_the_device_and_the_warm_run():
     old = page.in_order_note(ref)
     assert "not in the reference run" in old and "the device is not what slows it down" in old
     assert "not recorded in this run" in page.in_order_note(_res(_grid(*grid)))
+    table = page.device_table(_with_device(_res(_grid(*grid)), {0: 512, 4: 256, 16: 64}))
+    assert list(table.columns) == ["layout", "num_workers", "requests per epoch", "KiB per request",
+                                   "merges per request"]
+    assert table.set_index("num_workers").loc[16, "KiB per request"].max() == 64
+    assert page.device_table(_res(_grid(*grid))).empty
     assert page.in_order_note(_res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))) == ""
 
 

@@ -563,6 +563,8 @@ def test_the_interleaved_check_decides_the_dip():
     text = page.staging_details(res)
     assert "support an artefact of the order" in text and "measured one size at a time 128 MiB and 256 MiB did" in text
     assert "nearer the bandwidth sweep" in text  # 256 MiB: 9.3 interleaved, 9.8 in the sweep vs 7.0 staging
+    table = page.dip_table(res)
+    assert list(table["copy size"]) == ["128 MiB", "256 MiB", "512 MiB"] and (table["copies"] == 5).all()
     # the dip stays, with more page faults per byte at its sizes
     res.tables["staging_dip"] = _dip_table({128 * MiB: 7.0, 256 * MiB: 7.0, 512 * MiB: 9.3},
                                            faults={128 * MiB: 4096, 256 * MiB: 8192, 512 * MiB: 0})
@@ -580,6 +582,7 @@ def test_the_interleaved_check_decides_the_dip():
     res = _dipped()
     res.run_id = "reference-h200-x"
     assert "The interleaved check that decides it is not in the reference run" in page.staging_details(res)
+    assert page.dip_table(res).empty
     res.metadata["cuda"] = False
     assert "not measured on this machine (skipped)" in page.dip_cause(res)
 

@@ -771,6 +771,22 @@ def in_order_cause(res) -> str:
                    "one; this run does not show why.")
 
 
+def device_table(res) -> pd.DataFrame:
+    """What the device saw during the cold epochs, per layout and worker count: requests, KiB per
+    request and merges per request (means over epochs); empty when the result has no counters."""
+    e = _epochs(res)
+    if "dev_request_bytes" not in e:
+        return pd.DataFrame()
+    c = e[(e["cache"] == "cold") & e["dev_request_bytes"].notna()]
+    if c.empty:
+        return pd.DataFrame()
+    g = c.assign(kib=c["dev_request_bytes"] / 1024).groupby(["kind", "workers"], sort=False)
+    out = g.agg(requests=("dev_reads", "mean"), kib=("kib", "mean"), merges=("dev_merge_ratio", "mean")).reset_index()
+    out["kind"] = out["kind"].map(LABELS)
+    return out.rename(columns={"kind": "layout", "workers": "num_workers", "requests": "requests per epoch",
+                               "kib": "KiB per request", "merges": "merges per request"})
+
+
 def throughput_table(res) -> pd.DataFrame:
     """Mean steady-state MB/s of each layout per (cache, workers), and each shard's ratio to the
     small files; readable headers and the cold label."""

@@ -780,6 +780,18 @@ def staging_table(res) -> pd.DataFrame:
     return piv
 
 
+def dip_table(res) -> pd.DataFrame:
+    """The interleaved dip check per size, with readable headers (empty without the check)."""
+    ds = dip_summary(res)
+    if ds.empty:
+        return ds
+    out = ds.reset_index()
+    out.insert(0, "copy size", out.pop("size").map(size_label))
+    return out.rename(columns={"median": "median (GB/s)", "p10": "p10 (GB/s)", "p90": "p90 (GB/s)",
+                               "cpu_ms_per_GB": "calling thread's CPU (ms per GB)",
+                               "faults_per_MiB": "page faults per MiB", "n": "copies"})
+
+
 def clocks_pivot(res) -> pd.DataFrame:
     t = clocks_table(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
     piv = t.pivot_table(index="size", columns="path", values="ratio").reset_index()
