@@ -780,7 +780,11 @@ def device_table(res) -> pd.DataFrame:
     c = e[(e["cache"] == "cold") & e["dev_request_bytes"].notna()]
     if c.empty:
         return pd.DataFrame()
-    g = c.assign(kib=c["dev_request_bytes"] / 1024).groupby(["kind", "workers"], sort=False)
+    c = c.assign(kib=c["dev_request_bytes"] / 1024)
+    for col in ("dev_reads", "dev_merge_ratio"):
+        if col not in c:
+            c[col] = float("nan")
+    g = c.groupby(["kind", "workers"], sort=False)
     out = g.agg(requests=("dev_reads", "mean"), kib=("kib", "mean"), merges=("dev_merge_ratio", "mean")).reset_index()
     out["kind"] = out["kind"].map(LABELS)
     return out.rename(columns={"kind": "layout", "workers": "num_workers", "requests": "requests per epoch",
