@@ -16,8 +16,11 @@ it, the steady state: from the first batch to the last, first batch excluded. It
 records the main process's CPU time, so the chapter can tell when the main process, not
 the workers, sets the pace.
 
-Two side experiments explain the chapter's oddities: :func:`measure_transfer` (what moving
-a batch from a worker to the main process costs, over batch sizes) and the cold-read
+Side experiments explain the chapter's oddities: :func:`measure_transfer` (what moving
+a batch from a worker to the main process costs, over batch sizes), :func:`measure_handover_modes`
+(the plateau with workers: the same warm epoch with three ways of handing a batch over), the
+device's own counters during every cold epoch (``/proc/diskstats``: requests, merges, average
+request size, so a cold epoch shows how its reads reached the device), and the cold-read
 latency check of chapter 2 (:func:`datajourney.storage.measure_latency`) on this
 chapter's shard.
 """
@@ -35,6 +38,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from . import datasets, pagecache
+from .reading import DiskStats, block_device
 from .params import ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int, positive_int
 from .storage import CACHE_STATES, LATENCY_BLOCK, MB, measure_latency, set_cache_state
 
@@ -48,9 +52,17 @@ PAYLOADS = ("bytes", "length")
 MAIN_BOUND_SHARE = 0.85
 #: The hand-over check reads at most this many samples per epoch (enough batches at every size).
 TRANSFER_MAX_SAMPLES = 16384
+#: Ways of handing a batch from a worker to the main process (:func:`measure_handover_modes`):
+#: PyTorch's default (the batch tensor in shared memory, its file descriptor passed through a
+#: socket: the main process asks the worker for it), shared memory named by a file in /dev/shm
+#: (``sharing_strategy="file_system"``: no descriptor to ask for), and no shared memory at all
+#: (the samples as ``bytes``, pickled through the queue's pipe).
+HANDOVER_MODES = ("file descriptor", "file name", "bytes through the pipe")
 
 
-def _sample(data: bytes, payload: str) -> torch.Tensor:
+def _sample(data: bytes, payload: str) -> torch.Tensor | bytes:
+    if payload == "raw":
+        return data
     if payload == "length":
         return torch.tensor(len(data), dtype=torch.long)
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
@@ -62,7 +74,7 @@ class SmallFilesDataset(Dataset):
     def __init__(self, files: Sequence[Path], sample_size: int, payload: str = "bytes"):
         self.files = [str(f) for f in files]
         self.sample_size = sample_size
-        self.payload = choice("payload", payload, PAYLOADS)
+        self.payload = choice("payload", payload, (*PAYLOADS, "raw"))
 
     def __len__(self):
         return len(self.files)
@@ -80,7 +92,7 @@ class ShardDataset(Dataset):
         self.shard = str(shard)
         self.sample_size = sample_size
         self.n = n_samples
-        self.payload = choice("payload", payload, PAYLOADS)
+        self.payload = choice("payload", payload, (*PAYLOADS, "raw"))
         self._fd = None
         self._pid = None
 
@@ -152,13 +164,25 @@ def _note_startup_cpu(cpu, worker_id: int) -> None:
     cpu[worker_id] = time.process_time()
 
 
-def _batch_bytes(batch: torch.Tensor) -> int:
+def collate_raw(samples: list) -> list:
+    """A batch of ``bytes`` samples left as a list: pickled through the queue's pipe, no shared memory."""
+    return list(samples)
+
+
+def _batch_len(batch) -> int:
+    return len(batch) if isinstance(batch, list) else batch.shape[0]
+
+
+def _batch_bytes(batch) -> int:
+    if isinstance(batch, list):
+        return sum(len(x) for x in batch)
     if batch.dtype == torch.uint8:
         return batch.numel()
     return int(batch.sum())   # a batch of lengths (payload "length")
 
 
-def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int, shuffle: bool = True) -> dict:
+def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int, shuffle: bool = True,
+               collate_fn=None) -> dict:
     """One epoch through a DataLoader, timed.
 
     Returns the seconds to the first batch (from creating the iterator: worker start-up
@@ -177,7 +201,7 @@ def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int
     with warnings.catch_warnings():   # more workers than cores is a setting this chapter measures on purpose
         warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
         dl = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, generator=g,
-                        worker_init_fn=functools.partial(_note_startup_cpu, startup) if num_workers else None)
+                        collate_fn=collate_fn, worker_init_fn=functools.partial(_note_startup_cpu, startup) if num_workers else None)
         children0 = _cpu(resource.RUSAGE_CHILDREN)
         proc0 = time.process_time()
         t0 = time.perf_counter()
@@ -187,7 +211,7 @@ def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int
     n_bytes = n_samples = batches = first_bytes = first_samples = 0
     for batch in it:
         t_last = time.perf_counter()
-        b, n = _batch_bytes(batch), batch.shape[0]
+        b, n = _batch_bytes(batch), _batch_len(batch)
         if first is None:
             first, thread_first, proc_first, wait_first = t_last - t0, time.thread_time(), time.process_time(), \
                 _runqueue_wait()
@@ -228,19 +252,36 @@ def _derived(r: dict) -> dict:
     )
 
 
+def device_view(dev: dict) -> dict:
+    """The device counters of one epoch (:meth:`datajourney.reading.DiskStats.delta`) as the sweep
+    keeps them: requests, merges, the average request size and the requests merged per request
+    completed (``dev_merge_ratio``: the block layer joined that many adjacent requests into each)."""
+    keep = ("dev_reads", "dev_merged", "dev_bytes", "dev_request_bytes", "dev_queue_depth", "dev_util", "own_bytes")
+    out = {k: dev.get(k) for k in keep}
+    out["dev_merge_ratio"] = dev["dev_merged"] / dev["dev_reads"] if dev.get("dev_reads") else None
+    return out
+
+
 def sweep(ds: datasets.SmallFiles, *, workers: Sequence[int], cache_states: Sequence[str], runs: int,
-          batch_size: int, method: str, seed: int, kinds: Sequence[str] = KINDS, progress=None) -> pd.DataFrame:
-    """Every (kind, workers, cache state, run) combination; one row per timed epoch."""
+          batch_size: int, method: str, seed: int, kinds: Sequence[str] = KINDS, progress=None,
+          device: str | None = None) -> pd.DataFrame:
+    """Every (kind, workers, cache state, run) combination; one row per timed epoch. With a block
+    ``device`` (its ``/proc/diskstats`` name) each row also holds what the device did during the
+    epoch (:func:`device_view`; device-wide: other processes' I/O on it counts too)."""
+    stats = DiskStats(device)
     rows = []
     for state in cache_states:
         for run in range(runs):
             for w in workers:
                 for kind in kinds:
                     info = set_cache_state(read_set(ds, kind), state, method)
+                    a = stats.snapshot()
                     r = time_epoch(make_dataset(ds, kind), batch_size=batch_size, num_workers=w, seed=seed + run,
                                    shuffle=shuffled(kind))
+                    dev = device_view(DiskStats.delta(a, stats.snapshot()))
                     rows.append(dict(kind=kind, shuffled=shuffled(kind), workers=w, cache=state, run=run,
-                                     batch_size=batch_size, sample_size=ds.file_size, **r, **_derived(r), **info))
+                                     batch_size=batch_size, sample_size=ds.file_size, **r, **_derived(r), **info,
+                                     **dev))
                     if progress:
                         progress.update(1)
     return pd.DataFrame(rows)
@@ -278,6 +319,41 @@ def measure_transfer(ds: datasets.SmallFiles, *, batch_sizes: Sequence[int], run
                                      resident_at_start=residency))
                     if progress:
                         progress.update(1)
+    return pd.DataFrame(rows)
+
+
+def measure_handover_modes(ds: datasets.SmallFiles, *, workers: int, runs: int, batch_size: int, seed: int,
+                           modes: Sequence[str] = HANDOVER_MODES, progress=None) -> pd.DataFrame:
+    """The plateau's deciding check: warm epochs (at most :data:`TRANSFER_MAX_SAMPLES` samples) of
+    the shard read in order with ``workers`` workers, once per hand-over mode (:data:`HANDOVER_MODES`), the modes interleaved within each
+    run. If passing the batch's file descriptor (a request from the main process to the worker
+    for every batch) sets the rate, the other two modes run faster; if the per-batch queue
+    machinery does (pickling, the pipe, waking the main thread, taking batches in order), all three
+    run at about the same rate. The sharing strategy is restored afterwards."""
+    import torch.multiprocessing as tmp
+
+    residency = pagecache.warm([ds.shard]).fraction
+    before = tmp.get_sharing_strategy()
+    rows = []
+    try:
+        for run in range(runs):
+            for mode in modes:
+                choice("mode", mode, HANDOVER_MODES)
+                if mode == "file name" and "file_system" not in tmp.get_all_sharing_strategies():
+                    continue
+                tmp.set_sharing_strategy("file_system" if mode == "file name" else before)
+                raw = mode == "bytes through the pipe"
+                data = make_dataset(ds, "shard_in_order", "raw" if raw else "bytes")
+                if len(data) > TRANSFER_MAX_SAMPLES:   # enough batches for a steady state, no more
+                    data = torch.utils.data.Subset(data, range(TRANSFER_MAX_SAMPLES))
+                r = time_epoch(data, batch_size=batch_size, num_workers=workers, seed=seed + run, shuffle=False,
+                               collate_fn=collate_raw if raw else None)
+                rows.append(dict(mode=mode, workers=workers, run=run, batch_size=batch_size, **r, **_derived(r),
+                                 resident_at_start=residency))
+                if progress:
+                    progress.update(1)
+    finally:
+        tmp.set_sharing_strategy(before)
     return pd.DataFrame(rows)
 
 
@@ -334,6 +410,10 @@ def check_parameters(p: dict) -> dict:
     if q["latency_reads"] and q["n_files"] * q["file_size"] < LATENCY_BLOCK:
         raise ParameterError("latency_reads", q["latency_reads"],
                              f"0 when the data set is smaller than {LATENCY_BLOCK:,} bytes (nothing to read)")
+    q["handover_workers"] = nonnegative_int("handover_workers", p.get("handover_workers", 0), maximum=limit)
+    if q["handover_workers"] and q["n_files"] < 2 * q["batch_size"]:
+        raise ParameterError("handover_workers", q["handover_workers"],
+                             "0 when n_files holds fewer than two batches (no steady state to time)")
     if "is_reference_run" in p:
         q["is_reference_run"] = boolean("is_reference_run", p["is_reference_run"])
 
@@ -354,7 +434,7 @@ def preflight(params: dict) -> tuple[dict, Path]:
 
 def run(*, n_files: int, file_size: int, batch_size: int, workers, cache_states, runs: int,
         purge_method: str, seed: int = 0, transfer_batch_sizes=(), latency_reads: int = 0,
-        data_dir=None, run_dir=None, progress: bool = True):
+        handover_workers: int = 0, data_dir=None, run_dir=None, progress: bool = True):
     """Run chapter 3's sweep and side experiments; save the result (tables + fingerprint) to ``run_dir``."""
     params = {k: v for k, v in locals().items() if k != "progress"}
     params["transfer_batch_sizes"] = list(transfer_batch_sizes or [])
@@ -367,7 +447,8 @@ def run(*, n_files: int, file_size: int, batch_size: int, workers, cache_states,
     ds = datasets.small_files(parent, n_files=n_files, file_size=file_size, seed=seed, progress=progress)
     tbs = p["transfer_batch_sizes"]
     steps = (len(p["cache_states"]) * runs * len(p["workers"]) * len(KINDS) + runs * len(tbs) * len(PAYLOADS) * 2
-             + (runs if p["latency_reads"] else 0))
+             + (runs if p["latency_reads"] else 0) + (runs * len(HANDOVER_MODES) if p["handover_workers"] else 0))
+    dev = block_device(ds.shard)
     with tqdm(total=steps, desc="chapter 3 epochs", disable=not progress, mininterval=10) as bar:
         if p["latency_reads"]:
             lat, cdf = measure_latency(ds.shard, reads=p["latency_reads"], runs=runs, method=purge_method,
@@ -375,10 +456,15 @@ def run(*, n_files: int, file_size: int, batch_size: int, workers, cache_states,
             res.add("latency", lat)
             res.add("latency_cdf", cdf)
         res.add("epochs", sweep(ds, workers=p["workers"], cache_states=p["cache_states"], runs=runs,
-                                batch_size=batch_size, method=purge_method, seed=seed, progress=bar))
+                                batch_size=batch_size, method=purge_method, seed=seed, progress=bar,
+                                device=dev["partition"]))
+        if p["handover_workers"]:
+            res.add("handover_modes", measure_handover_modes(ds, workers=p["handover_workers"], runs=runs,
+                                                             batch_size=batch_size, seed=seed, progress=bar))
         if tbs:
             res.add("transfer", measure_transfer(ds, batch_sizes=tbs, runs=runs, seed=seed, progress=bar))
-    res.metadata.update(dataset=ds.manifest, start_method=torch.multiprocessing.get_start_method(),
+    res.metadata.update(dataset=ds.manifest, diskstats_device=dev["partition"],
+                        read_ahead_kb=(dev["info"] or {}).get("read_ahead_kb"), start_method=torch.multiprocessing.get_start_method(),
                         main_bound_share=MAIN_BOUND_SHARE, usable_cores=_usable_cores(),
                         workers_above_cores=[w for w in p["workers"] if w + 1 > _usable_cores()])
     res.save(results.resolve_run_dir(run_dir))

@@ -47,7 +47,7 @@ import pandas as pd
 import torch
 
 from .book.fingerprint import cgroup_limits
-from .params import (ParameterError, boolean, int_list, number, positive_int, run_options)
+from .params import (ParameterError, boolean, int_list, nonnegative_int, number, positive_int, run_options)
 from .timing import cuda_ms, interleaved_ms, nvml_reader
 
 CHAPTER = "06_pcie"
@@ -449,6 +449,42 @@ def staging_experiment(sizes: Sequence[int], *, repeats: int, warmup: int, llc_b
     return pd.DataFrame(rows)
 
 
+def staging_dip_check(sizes: Sequence[int], *, rounds: int, warmup: int = 1, seed: int = 0,
+                      progress=None) -> pd.DataFrame:
+    """The dip's deciding check: pageable host-to-device copies of ``sizes`` (each its own source,
+    cached, and its own device buffer), interleaved: every round copies each size once, in a new
+    shuffled order, so that drift and what ran before fall on every size alike. Per copy: ms by
+    CUDA events, the calling thread's CPU ms (the driver stages a pageable copy on it) and the
+    page faults the process took during the copy (minor and major). Needs CUDA."""
+    import random
+
+    rng = random.Random(seed)
+    bufs = {n: (_host(n, False), torch.empty(n, dtype=torch.uint8, device="cuda")) for n in sizes}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    rows = []
+    for k in range(warmup + rounds):
+        order = list(sizes)
+        rng.shuffle(order)
+        for pos, n in enumerate(order):
+            src, dev = bufs[n]
+            torch.cuda.synchronize()
+            r0, c0 = resource.getrusage(resource.RUSAGE_SELF), time.thread_time()
+            start.record()
+            dev.copy_(src)
+            end.record()
+            end.synchronize()
+            c1, r1 = time.thread_time(), resource.getrusage(resource.RUSAGE_SELF)
+            if k >= warmup:
+                ms = start.elapsed_time(end)
+                rows.append(dict(size=n, round=k - warmup, position=pos, ms=ms, GBps=n / (ms / 1e3) / GB,
+                                 cpu_ms=(c1 - c0) * 1e3, minor_faults=r1.ru_minflt - r0.ru_minflt,
+                                 major_faults=r1.ru_majflt - r0.ru_majflt))
+        if progress and k >= warmup:
+            progress.update(1)
+    del bufs
+    return pd.DataFrame(rows)
+
+
 def summarise_staging(df: pd.DataFrame) -> pd.DataFrame:
     """Median, p10, p90 and n of GB/s per (size, measure)."""
     g = df.groupby(["size", "measure"], sort=False)["GBps"]
@@ -821,6 +857,11 @@ def check_parameters(p: dict) -> dict:
     q["kernel_ms"] = number("kernel_ms", p["kernel_ms"], minimum=0, maximum=10_000, exclusive_minimum=True)
     q["kernel_rounds"] = _at_least("kernel_rounds", p["kernel_rounds"], 3, 10_000)
     q["profile_timeline"] = boolean("profile_timeline", p["profile_timeline"])
+    ds = p.get("dip_sizes", [])
+    q["dip_sizes"] = int_list("dip_sizes", ds, minimum=4096, maximum=_SIZE_MAX) if ds else []
+    q["dip_rounds"] = nonnegative_int("dip_rounds", p.get("dip_rounds", 0), maximum=10_000)
+    if q["dip_sizes"] and q["dip_rounds"] < 3:
+        raise ParameterError("dip_rounds", q["dip_rounds"], "at least 3 when dip_sizes is set (a median of rounds)")
     q.update(run_options(p))
     return q
 
@@ -832,23 +873,24 @@ def _all_sizes(p: dict) -> list[int]:
 def preflight(params: dict) -> dict:
     """Check every parameter and that the largest buffers fit, before any work."""
     p = check_parameters(params)
-    check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(last_level_cache()["bytes"]))
+    check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(last_level_cache()["bytes"]) + sum(p["dip_sizes"]))
     return p
 
 
 def run(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_sizes, cpu_work_ms: float,
         staging_sizes=(64 << 20,), kernel_ms: float = 20.0, kernel_rounds: int = 20, profile_timeline: bool = True,
-        run_dir=None, progress: bool = True):
+        dip_sizes=(), dip_rounds: int = 0, run_dir=None, progress: bool = True):
     """Run chapter 6 (everything that needs a GPU is skipped, and said so, without CUDA; the host
     side of the staging experiment and the CPU work's jitter are measured anyway)."""
     params = {k: v for k, v in locals().items() if k != "progress"}
+    params["dip_sizes"] = list(dip_sizes or [])
     from tqdm import tqdm
 
     from .book import results
 
     p = check_parameters(params)
     llc = last_level_cache()
-    warnings = check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(llc["bytes"]))
+    warnings = check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(llc["bytes"]) + sum(p["dip_sizes"]))
     res = results.start(CHAPTER, params, run_dir)
     g = res.fingerprint["gpu"]
     peak = link_peak_gbps(g.get("pcie_gen_max"), g.get("pcie_width_max"))
@@ -861,7 +903,9 @@ def run(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_sizes, c
                         transparent_hugepages=transparent_hugepages(),
                         cpu_work=dict(iterations=spin_iters, calibrated_ms=spin_ms,
                                       **spin_jitter(spin_iters, max(10, repeats))))
-    steps = len(p["staging_sizes"]) + (len(p["sizes"]) * 4 + len(p["overlap_sizes"]) * 4 if cuda else 0)
+    dip = bool(p["dip_sizes"]) and p["dip_rounds"] > 0
+    steps = len(p["staging_sizes"]) + (len(p["sizes"]) * 4 + len(p["overlap_sizes"]) * 4
+                                       + (p["dip_rounds"] if dip else 0) if cuda else 0)
     with tqdm(total=steps, desc="chapter 6", disable=not progress) as bar:
         if cuda:
             torch.zeros(1, device="cuda")  # context creation stays out of every timing
@@ -877,6 +921,11 @@ def run(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_sizes, c
                                 llc_bytes=llc["bytes"], cuda=cuda, progress=bar)
         res.add("staging_raw", st)
         res.add("staging", summarise_staging(st))
+        if dip and cuda:
+            res.add("staging_dip", staging_dip_check(p["dip_sizes"], rounds=p["dip_rounds"], warmup=warmup,
+                                                     progress=bar))
+        elif dip:
+            res.metadata["staging_dip_note"] = "the interleaved dip check copies to a GPU: skipped, no CUDA here"
         if cuda:
             ov = overlap_experiment(p["overlap_sizes"], spin_iters=spin_iters, repeats=repeats, progress=bar)
             res.add("overlap_raw", ov)

@@ -90,8 +90,11 @@ class WorkDataset(Dataset):
     """
 
     def __init__(self, n: int, kind: str, *, cost_ms: float = 5.0, scale: int = 1, texts=None, tokenizer=None,
-                 seed: int = 0, variable: bool = False, n_images: int = 8):
+                 seed: int = 0, variable: bool = False, n_images: int = 8, timed: bool = False):
         self.n, self.kind, self.cost_ms, self.scale = n, kind, cost_ms, scale
+        #: With ``timed``, every item carries two more values: the wall and the CPU nanoseconds its work
+        #: took where it ran (main process or worker), so the loop can read D as the loader paid it.
+        self.timed = timed
         self.costs = None
         if kind == "sleep" and variable:  # exponential draws, scaled so that their mean is exactly cost_ms
             draws = np.random.default_rng([seed, 4]).exponential(1.0, n)
@@ -119,6 +122,14 @@ class WorkDataset(Dataset):
         return self.n if self.costs is not None else 1
 
     def __getitem__(self, i):
+        if not self.timed:
+            return self._item(i)
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        x = self._item(i)
+        c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
+        return torch.cat([x, torch.tensor([t1 - t0, c1 - c0], dtype=torch.int64)])
+
+    def _item(self, i):
         if self.kind == "sleep":
             cost = self.cost_ms if self.costs is None else self.costs[i]
             if cost > 0:
@@ -265,6 +276,7 @@ def train_steps(loader: DataLoader, step: Step, steps: int) -> pd.DataFrame:
     epoch = 0
     t_prev = time.perf_counter()
     t_start = t_prev
+    timed = getattr(loader.dataset, "timed", False)
     while len(rows) < steps:
         for i, batch in enumerate(loader):
             t_got = time.perf_counter()
@@ -272,12 +284,20 @@ def train_steps(loader: DataLoader, step: Step, steps: int) -> pd.DataFrame:
             t_done = time.perf_counter()
             rows.append(dict(step=len(rows), epoch=epoch, step_in_epoch=i, wait_ms=(t_got - t_prev) * 1e3,
                              compute_ms=compute, wall_ms=(t_done - t_prev) * 1e3,
-                             since_start_ms=(t_got - t_start) * 1e3, t0=t_got, t1=t_done))
+                             since_start_ms=(t_got - t_start) * 1e3, t0=t_got, t1=t_done,
+                             **(_work_times(batch) if timed else {})))
             t_prev = t_done
             if len(rows) >= steps:
                 break
         epoch += 1
     return pd.DataFrame(rows)
+
+
+def _work_times(batch: torch.Tensor) -> dict:
+    """The per-sample work of a batch of a timed :class:`WorkDataset`, as paid where it ran (ms):
+    mean wall time per sample and mean CPU time per sample (wall above CPU: it waited for a core)."""
+    n = batch.shape[0]
+    return dict(work_wall_ms=float(batch[:, -2].sum()) / 1e6 / n, work_cpu_ms=float(batch[:, -1].sum()) / 1e6 / n)
 
 
 def make_loader(ds: Dataset, *, batch_size: int, workers: int, prefetch_factor: int | None = None,
@@ -305,7 +325,7 @@ def summarise_steps(df: pd.DataFrame, warmup: int, g_cal_ms: float | None = None
                au=len(s) * g / wall if wall else float("nan"),
                compute_share=s["compute_ms"].sum() / wall if wall else float("nan"),
                idle_share=1 - s["compute_ms"].sum() / wall if wall else float("nan"), steps=len(s))
-    for col in ("sm_clock_mhz", "power_w", "gpu_util_pct"):
+    for col in ("sm_clock_mhz", "power_w", "gpu_util_pct", "work_wall_ms", "work_cpu_ms"):
         if col in s and s[col].notna().any():
             out[col] = s[col].mean()
     if "power_capped" in s and s["power_capped"].notna().any():
@@ -549,8 +569,9 @@ def run(*, d_ms: float, batch_size: int, g_ms: float, workers, published_workers
         g = step.steady_ms
         n = batch_size * (steps + warmup_steps) * 2
 
-        def dataset(kind, n_items=n, scale=1):
-            return WorkDataset(n_items, kind, cost_ms=d_ms, scale=scale, texts=texts, tokenizer=tok, seed=seed)
+        def dataset(kind, n_items=n, scale=1, timed=False):
+            return WorkDataset(n_items, kind, cost_ms=d_ms, scale=scale, texts=texts, tokenizer=tok, seed=seed,
+                               timed=timed)
 
         scales = {}
         for kind in p["work_kinds"]:
@@ -584,8 +605,12 @@ def run(*, d_ms: float, batch_size: int, g_ms: float, workers, published_workers
                 ds = dataset(kind, scale=scales.get(kind, 1))
                 d = d_ms if kind == "sleep" else measure_cost_ms(ds)
                 costs[kind] = d
-                st, sm = worker_sweep(ds, d, batch_size=batch_size, workers=p["workers"], step=step, steps=steps,
-                                      warmup=warmup_steps, progress=bar, sampler=sampler, origin=origin)
+                # the same work, each item timed where it runs: D as the loader pays it, inside the loop
+                st, sm = worker_sweep(dataset(kind, scale=scales.get(kind, 1), timed=True), d, batch_size=batch_size,
+                                      workers=p["workers"], step=step, steps=steps, warmup=warmup_steps,
+                                      progress=bar, sampler=sampler, origin=origin)
+                # D again, back to back, right after the sweep: did the machine itself change meanwhile?
+                sm["d_after_ms"] = d_ms if kind == "sleep" else measure_cost_ms(ds)
                 sm.insert(0, "experiment", "worker sweep")
                 st.insert(0, "experiment", "worker sweep")
                 steps_tables.append(st)

@@ -434,7 +434,7 @@ def reader_costs(src, shards, *, out_size: int, samples: int, seed: int, purge_m
     same ``samples`` random images: the read cold (page cache purged first; with the bytes the
     disk delivered per sample, readahead included) and warm, then decode and normalise (with
     this process's intra-op threads and with one), and for MDS the cost of streaming's own
-    iterator per sample over a direct ``get_item``. One row per (format, stage)."""
+    iterator per sample over a direct ``get_item``, warm and cold. One row per (format, stage)."""
     from . import pagecache
 
     rng = np.random.default_rng(seed)
@@ -471,34 +471,55 @@ def reader_costs(src, shards, *, out_size: int, samples: int, seed: int, purge_m
                  dict(base, stage="normalise", **_dist(norm)),
                  dict(base, stage="normalise (1 thread)", **_dist(norm1), threads=1)]
     if mds is not None:
-        rows += _streaming_iteration(shards, out_size=out_size, samples=len(idx), seed=seed, threads=threads)
+        rows += _streaming_iteration(shards, out_size=out_size, samples=len(idx), seed=seed, threads=threads,
+                                     purge_method=purge_method)
         images.stop_streaming(mds)
     return pd.DataFrame(rows)
 
 
-def _streaming_iteration(shards, *, out_size: int, samples: int, seed: int, threads: int) -> list[dict]:
-    """Iterate the decoding MDS dataset in this process, warm, as the loop does at W=0: the mean
-    wall time per sample, the read stage as timed inside the iteration (beside streaming's
-    background threads), and the time between samples that no stage covers (the iterator's
-    own bookkeeping)."""
+def _streaming_iteration(shards, *, out_size: int, samples: int, seed: int, threads: int,
+                         purge_method: str | None = None) -> list[dict]:
+    """Iterate the decoding MDS dataset in this process as the loop does at W=0: the mean wall time
+    per sample, the read stage as timed inside the iteration (beside streaming's background
+    threads), and the time between samples that no stage covers (the iterator's own bookkeeping).
+    Warm, and (with ``purge_method``) once more cold, page cache purged first as before the loop's
+    runs, with the bytes the storage delivered per sample: the loop's W=0 runs read cold."""
     from . import pagecache
 
-    pagecache.warm(_shard_files(shards))
-    ds = images.mds_dataset(shards, out_size, shuffle=True, seed=seed + 1)
-    it = iter(ds)
-    try:
-        next(it)
-        stages, t0 = [], time.perf_counter()
-        for _ in range(samples):
-            stages.append(next(it)[2])
-        per = (time.perf_counter() - t0) * 1e3 / samples
-    finally:
-        it.close()
-        images.stop_streaming(ds)
-    busy = float(np.mean([sum(s) for s in stages]))
-    base = dict(format="mds", samples=samples, threads=threads, iter_ms=per)
-    return [dict(base, stage="read inside the iterator", **_dist([s[0] for s in stages])),
-            dict(base, stage="iterator overhead", ms=per - busy, p90_ms=None)]
+    files = _shard_files(shards)
+    rows = []
+    for state in ("warm", "cold") if purge_method else ("warm",):
+        extra = {}
+        if state == "warm":
+            pagecache.warm(files)
+        ds = images.mds_dataset(shards, out_size, shuffle=True, seed=seed + (1 if state == "warm" else 2))
+        it = iter(ds)
+        try:
+            next(it)                      # starts streaming's threads; not timed
+            if state == "cold":
+                rep = pagecache.purge(files, purge_method)
+                extra = dict(purge_method=rep.method, resident_at_start=rep.after["fraction"])
+            b0 = pagecache.io_read_bytes()
+            stages, t0 = [], time.perf_counter()
+            for _ in range(samples):
+                stages.append(next(it)[2])
+            per = (time.perf_counter() - t0) * 1e3 / samples
+            b1 = pagecache.io_read_bytes()
+        finally:
+            it.close()
+            images.stop_streaming(ds)
+        busy = float(np.mean([sum(s) for s in stages]))
+        base = dict(format="mds", samples=samples, threads=threads, iter_ms=per)
+        if state == "warm":
+            rows += [dict(base, stage="read inside the iterator", **_dist([s[0] for s in stages])),
+                     dict(base, stage="iterator overhead", ms=per - busy, p90_ms=None)]
+        else:
+            disk_kb = (b1 - b0) / samples / 1024 if b0 is not None and b1 is not None else None
+            rows += [dict(base, stage="read inside the iterator (cold)", **_dist([s[0] for s in stages]),
+                          disk_kb=disk_kb, **extra),
+                     dict(base, stage="decode inside the iterator (cold)", **_dist([s[1] for s in stages])),
+                     dict(base, stage="iterator overhead (cold)", ms=per - busy, p90_ms=None)]
+    return rows
 
 
 def _dist(ms: list[float]) -> dict:

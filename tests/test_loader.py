@@ -165,7 +165,8 @@ def test_run_writes_every_table(tmp_path):
     assert set(e["kind"]) == set(loader.KINDS) and len(e) == 3 * 2 * 2
     assert {"steady_MBps", "first_batch_s", "main_busy", "batches_per_s"} <= set(e.columns)
     assert set(saved.table("transfer")["batch_size"]) == {8, 32}
-    assert "latency" in saved.tables
+    assert "latency" in saved.tables and "handover_modes" not in saved.tables
+    assert {"dev_reads", "dev_request_bytes"} <= set(e.columns)
     m = page.key_metrics(saved)
     assert set(m) == {f"{a}, workers=0" for a in ("small files", "shard", "shard ÷ small files")}
     items = page.findings(saved)
@@ -187,6 +188,7 @@ CH3 = dict(n_files=64, file_size=4096, batch_size=16, workers=[0], cache_states=
     ("seed", -1, "integer from 0"), ("seed", "abc", "integer from 0"), ("transfer_batch_sizes", [0], "from 1"),
     ("transfer_batch_sizes", [65], "to 64"), ("transfer_batch_sizes", 16, "list"), ("latency_reads", -1, "from 0"),
     ("is_reference_run", "maybe", "true or false"), ("workers", [0.5], "integers"),
+    ("handover_workers", -1, "from 0"), ("handover_workers", 1000, "to "),
 ])
 def test_chapter3_checks_every_parameter_before_work(tmp_path, name, value, needle):
     with pytest.raises(ParameterError) as e:
@@ -366,7 +368,8 @@ def test_plateau_note_compares_with_the_receive_rate_and_claims_no_cause():
                          transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.52))
     note = page.plateau_note(flat)
     assert "more workers stopped raising the rate" in note and "1,600–1,700 batches/s" in note
-    assert "1,923 batches/s" in note and "below it" in note and "this run does not show what does" in note
+    assert "1,923 batches/s" in note and "below it" in note and "its CPU time alone does not set the plateau" in note
+    assert "handing a batch over, did not run (`handover_workers` is 0)" in note
     assert "set the pace" not in note and "set the pace" not in _f(flat, "main_process").text
     matched = _plateau_grid({0: 3000, 1: 900, 4: 1850, 8: 1900, 16: 1880},
                             transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.52))
@@ -377,13 +380,97 @@ def test_plateau_note_compares_with_the_receive_rate_and_claims_no_cause():
     assert "receiving batches sets the pace" in page.plateau_note(busy)
 
 
-def test_in_order_shard_slower_with_workers_is_stated_as_unexplained():
-    slower = _res(_grid((74, 142, 734), (165, 224, 523), (237, 257, 367)))
-    note = page.in_order_note(slower)
-    assert "**734 MB/s** with no workers" in note and "523 (`num_workers=4`)" in note
-    assert "slower with every worker count measured" in note and "does not explain it" in note
-    assert "hypothesis it does not test" in note
+def _with_device(res, kib):
+    """The result with device counters on its cold in-order epochs: {workers: KiB per request}."""
+    e = res.table("epochs").copy()
+    e["dev_request_bytes"] = [kib.get(w, 0) * 1024.0 if c == "cold" else None for w, c in zip(e["workers"], e["cache"])]
+    e["dev_merge_ratio"] = [3.0 if c == "cold" else None for c in e["cache"]]
+    res.tables["epochs"] = e
+    return res
+
+
+def test_in_order_slowdown_cause_follows_the_device_and_the_warm_run():
+    grid = ((74, 142, 734), (165, 224, 523), (237, 257, 367))
+    # the device's requests shrank and the cold read fell behind the warm one: the device
+    device = page.in_order_note(_with_device(_res(_grid(*grid)), {0: 512, 4: 256, 16: 64}))
+    assert "**734 MB/s** with no workers" in device and "523 (`num_workers=4`)" in device
+    assert "slower with every worker count measured" in device
+    assert "512 KiB on average with no workers and 64 KiB" in device and "smaller with workers" in device
+    assert "support the device explanation" in device and "hand-over explanation" not in device
+    # cold as fast as warm: the hand-over, whatever the requests did
+    level = page.in_order_note(_with_device(_res(_grid(*grid, warm_factor=1.0)), {0: 512, 16: 64}))
+    assert "support the hand-over explanation" in level and "even though its requests shrank" in level
+    # requests kept their size, cold still slower than warm: neither
+    neither = page.in_order_note(_with_device(_res(_grid(*grid)), {0: 512, 16: 500}))
+    assert "not smaller with workers" in neither and "Neither explanation fits" in neither
+    # no device counters: said plainly, the warm comparison still decides what it can
+    ref = _res(_grid(*grid, warm_factor=1.0))
+    ref.run_id = "reference-h200-x"
+    old = page.in_order_note(ref)
+    assert "not in the reference run" in old and "the device is not what slows it down" in old
+    assert "not recorded in this run" in page.in_order_note(_res(_grid(*grid)))
+    table = page.device_table(_with_device(_res(_grid(*grid)), {0: 512, 4: 256, 16: 64}))
+    assert list(table.columns) == ["layout", "num_workers", "requests per epoch", "KiB per request",
+                                   "merges per request"]
+    assert table.set_index("num_workers").loc[16, "KiB per request"].max() == 64
+    assert page.device_table(_res(_grid(*grid))).empty
     assert page.in_order_note(_res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)))) == ""
+
+
+def _modes(rates):
+    """The hand-over modes table from {mode: [batches/s per run]} at 16 workers."""
+    return [dict(mode=m, workers=16, run=i, batches_per_s=v) for m, vals in rates.items() for i, v in enumerate(vals)]
+
+
+def test_plateau_cause_follows_the_hand_over_modes():
+    rates = {0: 3000, 1: 900, 4: 1650, 8: 1700, 16: 1600}
+    fd = [1600, 1650, 1580]
+    faster = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
+        {"file descriptor": fd, "file name": [2400, 2500, 2300], "bytes through the pipe": [1600, 1620, 1590]})))
+    assert "support the file-descriptor explanation" in faster and "(file name)" in faster
+    level = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
+        {"file descriptor": fd, "file name": [1610, 1640, 1570], "bytes through the pipe": [1590, 1660, 1600]})))
+    assert "does not set the plateau" in level and "file-descriptor explanation" not in level
+    pipe = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
+        {"file descriptor": fd, "file name": [1610, 1640, 1570], "bytes through the pipe": [2400, 2500, 2300]})))
+    assert "support the shared-memory explanation" in pipe and "file-descriptor explanation" not in pipe
+    slower = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
+        {"file descriptor": fd, "file name": [900, 950, 920], "bytes through the pipe": [800, 850, 820]})))
+    assert "Both alternatives were slower" in slower
+    ref = _plateau_grid(rates)
+    ref.run_id = "reference-h200-x"
+    assert "is not in the reference run" in page.plateau_note(ref)
+
+
+def test_worker_share_says_whether_workers_had_time_to_spare():
+    rates = {0: 3000, 1: 900, 4: 1650, 8: 1700, 16: 1600}
+    res = _plateau_grid(rates)
+    e = res.table("epochs")
+    e["workers_startup_cpu_s"] = 0.01
+    e["workers_cpu_s"] = 0.01 + 0.2 * e["workers"]       # 20% of a 1 s epoch per worker
+    assert "the workers had time to spare" in page.plateau_note(res)
+    e["workers_cpu_s"] = 0.01 + 0.95 * e["workers"]
+    assert "the workers were busy" in page.plateau_note(res)
+
+
+def test_handover_modes_run_every_mode_and_restore_the_strategy(ds):
+    import torch.multiprocessing as tmp
+
+    before = tmp.get_sharing_strategy()
+    hm = loader.measure_handover_modes(ds, workers=2, runs=1, batch_size=8, seed=0)
+    assert tmp.get_sharing_strategy() == before
+    assert set(hm["mode"]) <= set(loader.HANDOVER_MODES) and {"file descriptor", "bytes through the pipe"} <= set(hm["mode"])
+    assert (hm["samples"] == 40).all() and (hm["bytes"] == 40 * 4096).all() and (hm["batches_per_s"] > 0).all()
+
+
+def test_sweep_records_what_the_device_saw(ds):
+    dev = loader.block_device(ds.shard)["partition"]
+    e = loader.sweep(ds, workers=[0], cache_states=["cold"], runs=1, batch_size=8, method="auto", seed=0,
+                     kinds=["shard_in_order"], device=dev)
+    assert {"dev_reads", "dev_request_bytes", "dev_merge_ratio"} <= set(e.columns)
+    if dev:
+        assert e["dev_reads"].iloc[0] is not None and e["dev_reads"].iloc[0] >= 0
+    assert loader.device_view(dict(dev_reads=4, dev_merged=6))["dev_merge_ratio"] == 1.5
 
 
 def test_first_batch_note_labels_each_cache_state_once():

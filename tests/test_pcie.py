@@ -531,10 +531,68 @@ def test_staging_details_report_the_share_range_a_dip_and_copies_one_core_cannot
                                                     else None))
     text = page.staging_details(res)
     assert "At 32 MiB and 64 MiB the pageable copy" in text and "does not model the staging stage" in text
-    assert "dips to" in text and "recovers to" in text and "does not explain the recovery" in text
+    assert "dips to" in text and "recovers to" in text and "The interleaved check that decides it is not run here" in text
     assert "in the bandwidth sweep and" in text and "apart. They differ" in text  # 256 MiB: sweep and staging differ
     share = text.split("of one core's DRAM copy rate")[0].rsplit("runs at ", 1)[1]
     assert "–" in share  # a range, not one size's figure
+
+
+def _dipped():
+    """A GPU result whose cached pageable copy dips at 128-384 MiB in the block experiment."""
+    return _with_staging(gpu_result(), lambda m, n: (0.7 if m == "H2D pageable, source cached"
+                                                     and 128 * MiB <= n < 512 * MiB else None))
+
+
+def _dip_table(rates, faults=None, cpu=None, rounds=5):
+    """The interleaved check: {size: GB/s}, page faults per copy and CPU ms per GB per size."""
+    rows = []
+    for n, r in rates.items():
+        for k in range(rounds):
+            ms = n / (r * (1 + 0.01 * k) * 1e9) * 1e3
+            rows.append(dict(size=n, round=k, position=0, ms=ms, GBps=n / (ms / 1e3) / 1e9,
+                             cpu_ms=(cpu or {}).get(n, 100.0) * n / 1e9, minor_faults=(faults or {}).get(n, 0),
+                             major_faults=0))
+    return pd.DataFrame(rows)
+
+
+def test_the_interleaved_check_decides_the_dip():
+    sizes = [128 * MiB, 256 * MiB, 512 * MiB]
+    # no dip when interleaved: the order made it
+    res = _dipped()
+    res.tables["staging_dip"] = _dip_table({n: 9.3 for n in sizes})
+    text = page.staging_details(res)
+    assert "support an artefact of the order" in text and "measured one size at a time 128 MiB and 256 MiB did" in text
+    assert "nearer the bandwidth sweep" in text  # 256 MiB: 9.3 interleaved, 9.8 in the sweep vs 7.0 staging
+    table = page.dip_table(res)
+    assert list(table["copy size"]) == ["128 MiB", "256 MiB", "512 MiB"] and (table["copies"] == 5).all()
+    # the dip stays, with more page faults per byte at its sizes
+    res.tables["staging_dip"] = _dip_table({128 * MiB: 7.0, 256 * MiB: 7.0, 512 * MiB: 9.3},
+                                           faults={128 * MiB: 4096, 256 * MiB: 8192, 512 * MiB: 0})
+    text = page.staging_details(res)
+    assert "the dip belongs to the size, not the order" in text and "support page faults during the copy" in text
+    # the dip stays, more CPU per byte, no faults
+    res.tables["staging_dip"] = _dip_table({128 * MiB: 7.0, 256 * MiB: 7.0, 512 * MiB: 9.3},
+                                           cpu={128 * MiB: 140.0, 256 * MiB: 140.0, 512 * MiB: 100.0})
+    assert "support slower staging on the CPU" in page.staging_details(res)
+    # the dip stays, nothing differs: no explanation claimed
+    res.tables["staging_dip"] = _dip_table({128 * MiB: 7.0, 256 * MiB: 7.0, 512 * MiB: 9.3})
+    text = page.staging_details(res)
+    assert "support neither explanation" in text and "support page faults" not in text
+    # without the check: said plainly, by why
+    res = _dipped()
+    res.run_id = "reference-h200-x"
+    assert "The interleaved check that decides it is not in the reference run" in page.staging_details(res)
+    assert page.dip_table(res).empty
+    res.metadata["cuda"] = False
+    assert "not measured on this machine (skipped)" in page.dip_cause(res)
+
+
+def test_dip_check_parameters_are_checked():
+    with pytest.raises(ParameterError, match="'dip_rounds'"):
+        pcie.check_parameters({**P, "dip_sizes": [MiB], "dip_rounds": 2})
+    with pytest.raises(ParameterError, match="'dip_sizes'"):
+        pcie.check_parameters({**P, "dip_sizes": [0], "dip_rounds": 5})
+    assert pcie.check_parameters({**P, "dip_sizes": [], "dip_rounds": 0})["dip_sizes"] == []
 
 
 def test_huge_pages_with_a_wide_spread_are_not_resolved():

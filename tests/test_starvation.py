@@ -543,13 +543,60 @@ def test_model_gap_notes_give_large_excesses_as_a_factor():
     assert "50.0× the model" in t and "4,9" not in t
 
 
-def test_gap_cause_note_says_the_cause_is_not_measured():
+def _with_loop_cost(res, wall, cpu=None, after=None, kind="tokenize"):
+    """The result with the per-item work timed inside the loop ({workers: ms}) and D after the sweep."""
+    sw = res.tables["summary"]
+    sel = (sw["experiment"] == "worker sweep") & (sw["work"] == kind)
+    sw.loc[sel, "work_wall_ms"] = sw.loc[sel, "workers"].map(wall)
+    sw.loc[sel, "work_cpu_ms"] = sw.loc[sel, "workers"].map(cpu or wall)
+    sw.loc[sel, "d_after_ms"] = after if after is not None else 5.0
+    return res
+
+
+def test_gap_cause_note_without_the_loop_timing_says_so():
     res = _result(sweep_waits={"tokenize": {0: 240, 1: 150, 2: 60, 4: 1}})
     t = page.gap_cause_note(res)
-    assert "not measured by this run" in t and "7.50 ms at W=0" in t and "TOKENIZERS_PARALLELISM" in t
-    assert "would not explain the gap at W = 0" in t
+    assert "Why tokenize sits above the model" in t and "7.50 ms at W=0" in t
+    assert "timed inside the loop where it ran, is not recorded in this run" in t
+    res.run_id = "reference-h200-x"
+    assert "is not in the reference run" in page.gap_cause_note(res)
     on_line = _result(sweep_waits={"tokenize": {0: 160, 2: 30, 4: 1}})
     assert page.gap_cause_note(on_line) is None
+
+
+def test_gap_cause_follows_the_cost_timed_inside_the_loop():
+    waits = {"tokenize": {0: 240, 1: 150, 2: 60, 4: 1}}
+    # the work cost 7.5 ms inside the loop (D = 5): slower work, and the model holds with it at W=0
+    slower = page.gap_cause_note(_with_loop_cost(_result(sweep_waits=waits), {0: 7.5, 1: 6.0, 2: 5.6, 4: 5.0}))
+    assert "support the work itself running slower inside the loop" in slower and "(at W=0, W=1, W=2)" in slower
+    assert "its CPU time grew as well" in slower and "within 20% (or 2 ms) of the measured wait at W=0, W=1." in slower
+    assert "At W=2 even the loop's own cost leaves the wait above the model" in slower
+    # wall above CPU: waiting for a core
+    waiting = page.gap_cause_note(_with_loop_cost(_result(sweep_waits=waits), {0: 7.5, 1: 7.5, 2: 7.5, 4: 5},
+                                                  cpu={0: 5.0, 1: 5.0, 2: 5.0, 4: 5.0}))
+    assert "part of it was waiting for a core" in waiting
+    # the loop's cost equals D: the excess lies outside the work
+    same = page.gap_cause_note(_with_loop_cost(_result(sweep_waits=waits), {0: 5.1, 1: 5.0, 2: 4.9, 4: 5.0}))
+    assert "cost what `D` says inside the loop too" in same and "slower inside the loop" not in same
+    # D itself grew after the sweep: the machine changed
+    drift = page.gap_cause_note(_with_loop_cost(_result(sweep_waits=waits), {0: 7.5, 1: 7.5, 2: 7.5, 4: 7.5},
+                                                after=7.4))
+    assert "support a slower machine" in drift and "slower inside the loop" not in drift
+    # workers slower than the main process inside the loop
+    workers = page.gap_cause_note(_with_loop_cost(_result(sweep_waits=waits), {0: 5.0, 1: 7.0, 2: 7.0, 4: 5.0}))
+    assert "Workers paid more per item than the main process did inside the loop" in workers
+
+
+def test_timed_items_carry_their_work_and_the_loop_reads_it():
+    ds = starvation.WorkDataset(8, "sleep", cost_ms=2.0, timed=True)
+    x = ds[0]
+    assert x.shape == (66,) and 1.5e6 < int(x[-2]) < 50e6 and int(x[-1]) >= 0
+    step = starvation.Step(5.0, device="cpu", calibration_s=0.05)
+    df = starvation.train_steps(starvation.make_loader(ds, batch_size=4, workers=0), step, 2)
+    assert (df["work_wall_ms"] > 1.5).all() and (df["work_cpu_ms"] < df["work_wall_ms"]).all()  # sleep: no CPU
+    plain = starvation.train_steps(starvation.make_loader(starvation.WorkDataset(8, "sleep", cost_ms=0.1),
+                                                          batch_size=4, workers=0), step, 1)
+    assert "work_wall_ms" not in plain
 
 
 def test_first_batch_note_states_the_trend_over_all_workers():

@@ -258,7 +258,7 @@ def plateau_note(res) -> str:
     e = _epochs(res)
     wr = _worker_rates(e)
     if wr.empty or wr["workers"].nunique() < 3:
-        return ""
+        return plateau_cause(res) if "handover_modes" in res.tables else ""
     cache = "warm" if "warm" in set(wr["cache"]) else "cold"
     part = wr[wr["cache"] == cache]
     label = cold_label(res) if cache == "cold" else cache
@@ -296,11 +296,63 @@ def plateau_note(res) -> str:
             text += ": below it. "
     if p["busy"].max() < MAIN_BOUND_SHARE:
         text += ("The main thread was not on a CPU all the time, so its CPU time alone does not set the plateau, and "
-                 "more workers did not raise it either; this run does not show what does.")
+                 "more workers did not raise it either.")
     elif p["busy"].min() >= MAIN_BOUND_SHARE:
         text += (f"The main thread was on a CPU at least {pct(MAIN_BOUND_SHARE)} of the time throughout: receiving "
                  "batches sets the pace there.")
-    return text
+    return text + " " + plateau_cause(res, p, cache)
+
+
+def _worker_share(e: pd.DataFrame) -> pd.Series:
+    """Each worker's share of the epoch spent on a CPU (its CPU seconds after start-up ÷ workers × epoch)."""
+    return (e["workers_cpu_s"] - e["workers_startup_cpu_s"]) / (e["workers"] * e["seconds"])
+
+
+def plateau_cause(res, plateau: pd.DataFrame | None = None, cache: str = "warm") -> str:
+    """What sets the plateau, decided by the hand-over modes check: if asking the worker for each batch's
+    file descriptor sets it, the modes without one run faster; if all modes run level, the way a batch's
+    memory is shared does not matter and what remains is the per-batch path through the one queue."""
+    e = _epochs(res)
+    text = ""
+    if plateau is not None and not plateau.empty and "workers_cpu_s" in e:
+        rows = e[(e["cache"] == cache) & e["workers"].isin(set(plateau["workers"]))]
+        share = _worker_share(rows)
+        if not share.empty:
+            text += (f"Each worker was on a CPU {fnd.span(100 * share.min(), 100 * share.max(), '%')} of those epochs: "
+                     + ("the workers had time to spare, so their own work does not set the plateau either. "
+                        if share.max() < MAIN_BOUND_SHARE else "the workers were busy, so their work can set it. "))
+    if "handover_modes" not in res.tables or res.table("handover_modes").empty:
+        where = "is not in the reference run" if _is_reference(res) else "did not run (`handover_workers` is 0)"
+        return text + f"The check that decides it, the same epoch with three ways of handing a batch over, {where}."
+    hm = res.table("handover_modes")
+    w = int(hm["workers"].iloc[0])
+    runs = {m: hm[hm["mode"] == m]["batches_per_s"].dropna().tolist() for m in dict.fromkeys(hm["mode"])}
+    base = runs.get("file descriptor") or []
+    if not base:
+        return text + "The hand-over check has no run with PyTorch's default hand-over to compare against."
+    others = {m: v for m, v in runs.items() if m != "file descriptor" and v}
+    text += (f"Warm, shard in order, `num_workers={w}`: PyTorch's default hand-over (the batch in shared memory, its "
+             f"file descriptor fetched from the worker) ran at {num(_mean(base))} batches/s; "
+             + "; ".join(f"{m}: {num(_mean(v))} batches/s, {fnd.compare(v, base, tol=PLATEAU_TOL)} the default"
+                         for m, v in others.items()) + ". ")
+    faster = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) > 0]
+    slower = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) < 0]
+    if "file name" in faster:
+        return text + ("**The data support the file-descriptor explanation**: handing batches over without asking "
+                       "the worker for a descriptor (" + ", ".join(faster) + ") raised the rate, so that "
+                       "per-batch request sets the plateau.")
+    if faster:
+        return text + ("**The data support the shared-memory explanation**: only leaving shared memory out altogether "
+                       "(bytes through the pipe) raised the rate; naming the memory by a file instead of a descriptor "
+                       "did not, so setting up shared memory for every batch, not the request for its descriptor, "
+                       "sets the plateau.")
+    if slower and len(slower) == len(others):
+        return text + ("Both alternatives were slower, so the descriptor is not what limits the default; this "
+                       "run does not show what does.")
+    return text + ("**The way a batch's memory is shared does not set the plateau**: without a descriptor, or "
+                   "without shared memory at all, the rate stayed level. What remains is the per-batch path every "
+                   "mode shares: the worker pickles the batch into the one queue, the main thread wakes up, "
+                   "unpickles it and takes the batches in order.")
 
 
 def _main_bound(res, e) -> Finding | None:
@@ -443,6 +495,38 @@ def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
             f"{storage.cold_label(r)}, plain Python: sequential ÷ random = **{f.headline}**.")
 
 
+#: Chapter 8's notebook, whose section 4 measures moving a batch between processes on its own.
+IPC_CHAPTER = "08_threads_processes_gil"
+
+
+def ipc_crossref(run_dir=None, reference_host: str | None = None) -> str:
+    """A pointer to chapter 8's IPC section with what it measured: this run's chapter 8 result when the run
+    holds one, else the reference run's; the extra time per batch through one worker process at its
+    smallest batch size."""
+    from .. import results
+
+    path = Path(results.resolve_run_dir(run_dir)) / f"{IPC_CHAPTER}.json"
+    if path.exists():
+        r, whose = results.Result.load(path), "in this run"
+    else:
+        r = results.load_reference(IPC_CHAPTER, reference_host)
+        whose = f"on the reference host ({r.run_id})" if r is not None else ""
+    link = f"[chapter 8, section 4]({IPC_CHAPTER}.ipynb)"
+    ipc = r.table("ipc") if r is not None and "ipc" in r.tables else pd.DataFrame()
+    if ipc.empty or not {"batch_size", "workers", "ms_per_batch"} <= set(ipc.columns):
+        return f"{link} measures the cost of moving a batch between processes on its own; it has no result here yet."
+    bs = int(ipc["batch_size"].min())
+    g = ipc[ipc["batch_size"] == bs].groupby("workers")["ms_per_batch"].mean()
+    if 0 not in g.index or 1 not in g.index:
+        return f"{link} measures the cost of moving a batch between processes on its own."
+    extra = float(g[1] - g[0])
+    return (f"{link} measures that cost on its own, with already decoded images so that moving them is all the "
+            f"loader does: {whose}, a batch of {bs} images took {num(float(g[1]), 'ms')} through one worker process "
+            f"against {num(float(g[0]), 'ms')} in the main process ("
+            + (f"{num(extra, 'ms')} more)." if extra > 0 else "no extra cost measured).")
+            + " One worker can only be slower than none when that cost outweighs what it overlaps.")
+
+
 def one_worker_note(res) -> str:
     """Where one worker was slower than none in the sweep, per kind and cache state."""
     e = _epochs(res)
@@ -582,7 +666,7 @@ def residency(res) -> str:
 
 def in_order_note(res) -> str:
     """Where the in-order shard read slower with workers than without (cold): the measured numbers,
-    stated as an observation this run does not explain, with the hypothesis it does not test."""
+    stated with the explanation the data support (:func:`in_order_cause`)."""
     e = _epochs(res)
     cache = "cold" if "cold" in set(e["cache"]) else None
     ws = sorted(set(e["workers"]))
@@ -603,10 +687,108 @@ def in_order_note(res) -> str:
             + " MB/s with workers: "
             + ("slower with every worker count measured" if every else
                "slower with `num_workers=" + "`, `".join(str(w) for w in slower) + "`")
-            + ", although workers read several batches at once. This run does not explain it. A hypothesis it does "
-            "not test: each worker opens the shard on its own and reads every n-th batch, so the kernel's readahead "
-            "sees several interleaved streams instead of one sequential one.")
+            + ", although workers read several batches at once. " + in_order_cause(res))
     return text
+
+
+#: An average request this much smaller (relative) than with no workers counts as "smaller".
+REQUEST_SHRINK = 0.25
+#: Cold within this (relative) of warm at the same worker count counts as "as fast as warm".
+COLD_WARM_TOL = 0.10
+
+
+def _is_reference(res) -> bool:
+    return bool(res.parameters.get("is_reference_run")) or str(res.run_id).startswith("reference")
+
+
+def _request_kib(e: pd.DataFrame, w: int) -> tuple[float, float] | None:
+    """(mean KiB per request the device completed, merges per request) for the cold in-order epochs at ``w``."""
+    if "dev_request_bytes" not in e:
+        return None
+    part = e[(e["cache"] == "cold") & (e["kind"] == "shard_in_order") & (e["workers"] == w)]
+    rq = part["dev_request_bytes"].dropna() if not part.empty else pd.Series(dtype=float)
+    if rq.empty:
+        return None
+    mr = part["dev_merge_ratio"].dropna() if "dev_merge_ratio" in part else pd.Series(dtype=float)
+    return float(rq.mean()) / 1024, (float(mr.mean()) if not mr.empty else float("nan"))
+
+
+def in_order_cause(res) -> str:
+    """Which explanation of the in-order shard's cold slowdown with workers the data support.
+
+    Two readings: (a) the device: each worker opens the shard and reads every W-th batch, so the
+    kernel's readahead serves W interleaved streams and the device gets smaller requests; then the
+    device's average request shrinks with workers and cold runs slower than warm at the same count.
+    (b) the hand-over: the rate with workers is set by moving batches to the main process, cold or
+    warm alike; then cold runs as fast as warm at the same worker count, whatever the requests."""
+    e = _epochs(res)
+    ws = sorted(w for w in set(e["workers"]) if w)
+    if not ws or "warm" not in set(e["cache"]):
+        warm_text, warm_level = "", None
+    else:
+        w = ws[-1]
+        c = _values(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
+        h = _values(e, "steady_MBps", cache="warm", workers=w, kind="shard_in_order")
+        if c and h:
+            d = fnd.direction(c, h, tol=COLD_WARM_TOL)
+            warm_level = d >= 0
+            warm_text = (f"With `num_workers={w}` the {cold_label(res)} read ran {fnd.compare(c, h)} the warm one "
+                         f"({num(_mean(c), 'MB/s')} vs {num(_mean(h), 'MB/s')}, warm: no device at all)")
+        else:
+            warm_text, warm_level = "", None
+    dev0, devw = _request_kib(e, 0), (_request_kib(e, ws[-1]) if ws else None)
+    if dev0 is None or devw is None:
+        where = ("not in the reference run" if _is_reference(res) else
+                 "not recorded in this run (the data directory is not on a block device)")
+        text = f"The device's own counters (`/proc/diskstats`) for these epochs are {where}. "
+        if warm_level is None:
+            return text + "This run cannot say which explanation holds."
+        return text + warm_text + (": the device is not what slows it down; the hand-over of batches to the main "
+                                   "process (below) sets the rate with workers." if warm_level else
+                                   ": reading from the device cost throughput here, but without the device's "
+                                   "counters this run cannot say whether interleaved readahead is why.")
+    (k0, m0), (kw, mw) = dev0, devw
+    shrank = kw < (1 - REQUEST_SHRINK) * k0
+    text = (f"The device saw requests of {num(k0, 'KiB')} on average with no workers and {num(kw, 'KiB')} with "
+            f"`num_workers={ws[-1]}`" + (f" ({num(m0)} and {num(mw)} merges per request)" if m0 == m0 and mw == mw
+                                          else "") + ": " + ("smaller with workers. " if shrank else
+                                                            "not smaller with workers. "))
+    if warm_level is None:
+        return text + ("Interleaved readahead streams break the reads into smaller requests, but this run has no "
+                       "warm epochs to tell whether that costs throughput." if shrank else
+                       "The reads reached the device as before, so interleaved readahead is not the cause; "
+                       "this run has no warm epochs to test the hand-over.")
+    text += warm_text + ". "
+    if shrank and not warm_level:
+        return text + ("**The data support the device explanation**: with workers each reading every n-th batch, "
+                       "readahead serves interleaved streams, the requests shrink and the cold read falls behind "
+                       "the warm one.")
+    if warm_level:
+        return text + ("**The data support the hand-over explanation**: the cold read kept up with the warm one, "
+                       "so the device did not set the rate" + (" even though its requests shrank" if shrank else "")
+                       + "; moving batches to the main process did (see the plateau below).")
+    return text + ("Neither explanation fits: the requests kept their size, yet the cold read fell behind the warm "
+                   "one; this run does not show why.")
+
+
+def device_table(res) -> pd.DataFrame:
+    """What the device saw during the cold epochs, per layout and worker count: requests, KiB per
+    request and merges per request (means over epochs); empty when the result has no counters."""
+    e = _epochs(res)
+    if "dev_request_bytes" not in e:
+        return pd.DataFrame()
+    c = e[(e["cache"] == "cold") & e["dev_request_bytes"].notna()]
+    if c.empty:
+        return pd.DataFrame()
+    c = c.assign(kib=c["dev_request_bytes"] / 1024)
+    for col in ("dev_reads", "dev_merge_ratio"):
+        if col not in c:
+            c[col] = float("nan")
+    g = c.groupby(["kind", "workers"], sort=False)
+    out = g.agg(requests=("dev_reads", "mean"), kib=("kib", "mean"), merges=("dev_merge_ratio", "mean")).reset_index()
+    out["kind"] = out["kind"].map(LABELS)
+    return out.rename(columns={"kind": "layout", "workers": "num_workers", "requests": "requests per epoch",
+                               "kib": "KiB per request", "merges": "merges per request"})
 
 
 def throughput_table(res) -> pd.DataFrame:

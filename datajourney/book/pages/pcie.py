@@ -242,10 +242,88 @@ def _sizes_text(sizes) -> str:
     return f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
 
 
+#: A size whose interleaved median lies this much (relative) below the largest size's dips.
+DIP_TOL = 0.15
+#: Page faults or CPU time per byte this much (relative) above the largest size's count as "more".
+DIP_COST_TOL = 0.25
+
+
+def dip_summary(res) -> pd.DataFrame:
+    """Per size of the interleaved dip check: median GB/s (p10, p90), median CPU ms of the calling
+    thread per GB, mean page faults per MiB, and the number of copies."""
+    if "staging_dip" not in res.tables or res.table("staging_dip").empty:
+        return pd.DataFrame()
+    d = res.table("staging_dip").copy()
+    d["cpu_ms_per_GB"] = d["cpu_ms"] / (d["size"] / 1e9)
+    d["faults_per_MiB"] = (d["minor_faults"] + d["major_faults"]) / (d["size"] / MiB)
+    g = d.groupby("size")
+    return pd.DataFrame({"median": g["GBps"].median(), "p10": g["GBps"].quantile(0.1),
+                         "p90": g["GBps"].quantile(0.9), "cpu_ms_per_GB": g["cpu_ms_per_GB"].median(),
+                         "faults_per_MiB": g["faults_per_MiB"].mean(), "n": g["GBps"].count()}).sort_index()
+
+
+def dip_cause(res, block_dip: list[int] | None = None) -> str:
+    """Which explanation of the pageable dip the interleaved check supports: the order of the block
+    experiment (each size measured in one block, after different work: the dip vanishes when sizes
+    are interleaved), or something about those sizes (it stays); then whether the driver's staging
+    work per byte (the calling thread's CPU time) or page faults grow at the dip's sizes."""
+    ds = dip_summary(res)
+    if ds.empty:
+        if not res.metadata.get("cuda"):
+            return ("The interleaved check that decides the dip copies to a GPU: not measured on this machine "
+                    "(skipped).")
+        where = ("not in the reference run" if str(res.run_id).startswith("reference") else
+                 "not run here (`dip_sizes` is empty)")
+        return f"The interleaved check that decides it is {where}."
+    large = int(ds.index.max())
+    top = float(ds.loc[large, "median"])
+    mid = ds[ds.index < large]
+    dips = mid[mid["median"] * (1 + DIP_TOL) < top]
+    rounds = int(ds["n"].min())
+    text = (f"Interleaved ({rounds} rounds, every size once per round in a shuffled order), the pageable copy ran at "
+            + "; ".join(f"{fx.num(r['median'], 'GB/s')} at {size_label(int(n))}" for n, r in ds.iterrows()) + ". ")
+    block = set(block_dip or [])
+    if not len(dips):
+        return text + ("**The data support an artefact of the order**: interleaved, no size below "
+                       f"{size_label(large)} fell more than {fx.pct(DIP_TOL)} under it"
+                       + (f", although measured one size at a time {_sizes_text(sorted(block))} did" if block else "")
+                       + "; what ran before each block, not the size, made the dip.")
+    text += f"At {_sizes_text(list(dips.index))} it stays more than {fx.pct(DIP_TOL)} below {size_label(large)}: the dip belongs to the size, not the order. "
+    cpu_up = (dips["cpu_ms_per_GB"] > (1 + DIP_COST_TOL) * ds.loc[large, "cpu_ms_per_GB"]).all()
+    base_f = float(ds.loc[large, "faults_per_MiB"])
+    faults_up = (dips["faults_per_MiB"] > (1 + DIP_COST_TOL) * max(base_f, 1e-9)).all() and dips["faults_per_MiB"].max() > 0
+    text += (f"The calling thread spent {fx.span(dips['cpu_ms_per_GB'].min(), dips['cpu_ms_per_GB'].max(), 'ms')} of "
+             f"CPU per GB there against {fx.num(float(ds.loc[large, 'cpu_ms_per_GB']), 'ms')} at {size_label(large)}, "
+             f"and the process took {fx.span(dips['faults_per_MiB'].min(), dips['faults_per_MiB'].max())} page faults "
+             f"per MiB against {fx.num(base_f)}. ")
+    if faults_up:
+        return text + ("**The data support page faults during the copy**: the dip's sizes fault more per byte, and "
+                       "each fault stalls the staging.")
+    if cpu_up:
+        return text + ("**The data support slower staging on the CPU**: the driver's copy into its staging buffers "
+                       "costs more CPU per byte at those sizes, without more page faults.")
+    return text + ("Neither page faults nor the CPU's staging work per byte grow at those sizes, so the data support "
+                   "neither explanation: this run does not explain the dip.")
+
+
+def _same_path_verdict(res, sizes, sweep: pd.Series, cached: pd.Series) -> str:
+    """Which of two differing measurements of the same path the interleaved check agrees with."""
+    ds = dip_summary(res)
+    both = [x for x in sizes if x in ds.index]
+    if not both:
+        return "; this run does not say which difference matters."
+    parts = []
+    for x in both:
+        v = float(ds.loc[x, "median"])
+        near = "the bandwidth sweep" if abs(v - sweep[x]) < abs(v - cached[x]) else "the staging experiment"
+        parts.append(f"at {size_label(x)} the interleaved check measured {fx.num(v, 'GB/s')}, nearer {near}")
+    return "; " + "; ".join(parts) + "."
+
+
 def staging_details(res) -> str:
     """What the staging experiment shows beyond the key result, computed: the rates behind the cause,
     the share of one core's copy rate, where one core does not model the staging stage, a dip and
-    recovery the run does not explain, the same path measured in two experiments, huge pages."""
+    recovery decided by the interleaved check, the same path measured in two experiments, huge pages."""
     s = staging_story(res)
     if not s["has_staging"]:
         return ""
@@ -294,8 +372,7 @@ def staging_details(res) -> str:
         dip = mid[mid * (1 + 0.15) < s["cached_large"]]
         if len(dip):
             out.append(f"The cached copy dips to {fx.span(dip.min(), dip.max(), 'GB/s')} at {_sizes_text(dip.index)} "
-                       f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}; this run does not explain "
-                       "the recovery.")
+                       f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. " + dip_cause(res, list(dip.index)))
     # the same path in the bandwidth sweep
     b = _events(res)
     sweep = b[(b["direction"] == "H2D") & (b["memory"] == "pageable")].set_index("size")["median"]
@@ -308,7 +385,7 @@ def staging_details(res) -> str:
                                f"{fx.pct(abs(sweep[x] / cached[x] - 1))} apart" for x in differ)
                    + f". They differ by more than the {fx.pct(SAME_PATH_TOL)} this chapter treats as agreement. "
                      "Both time the same copy with CUDA events but in different experiments (what ran before "
-                     "each copy differs); this run does not say which difference matters.")
+                     "each copy differs)" + _same_path_verdict(res, differ, sweep, cached))
     elif both:
         out.append(f"At {_sizes_text(both)} the bandwidth sweep measured the same path within "
                    f"{fx.pct(SAME_PATH_TOL)} of this experiment.")
@@ -701,6 +778,18 @@ def staging_table(res) -> pd.DataFrame:
     piv = st.pivot_table(index="size", columns="measure", values="median", sort=False).reset_index()
     piv.insert(0, "buffer size", piv.pop("size").map(size_label))
     return piv
+
+
+def dip_table(res) -> pd.DataFrame:
+    """The interleaved dip check per size, with readable headers (empty without the check)."""
+    ds = dip_summary(res)
+    if ds.empty:
+        return ds
+    out = ds.reset_index()
+    out.insert(0, "copy size", out.pop("size").map(size_label))
+    return out.rename(columns={"median": "median (GB/s)", "p10": "p10 (GB/s)", "p90": "p90 (GB/s)",
+                               "cpu_ms_per_GB": "calling thread's CPU (ms per GB)",
+                               "faults_per_MiB": "page faults per MiB", "n": "copies"})
 
 
 def clocks_pivot(res) -> pd.DataFrame:

@@ -500,10 +500,18 @@ def model_gap_notes(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | No
 
 
 
+#: A per-sample cost this much (relative) above D counts as "slower than D".
+COST_TOL = 0.10
+
+
 def gap_cause_note(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
     """For real work whose wait sits above the model where the model predicts one: the per-sample
-    cost those waits imply, against the D measured in the main process, and a plain statement that
-    this run does not measure the cause (with the candidate hypothesis for tokenising)."""
+    cost those waits imply, and which explanation the data support. The deciding measurement: each
+    item's work timed where it ran, inside the loop (main process at W = 0, a worker at W ≥ 1), wall
+    and CPU, and D timed again back to back after the sweep. If the loop's cost exceeds D while D
+    after the sweep does not, the work itself ran slower inside the loop (then: with the loop's
+    own cost, does the model hold?); if the loop's cost is D, the excess lies outside the work."""
+
     sw = _sweep(res)
     out = []
     for k in dict.fromkeys(sw["work"]):
@@ -520,23 +528,72 @@ def gap_cause_note(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | Non
                    f"at W={w}" for w, r in above]
         how = ([] if all(w > 0 for w, _ in above) else ["`D·B` = the wait at W = 0"]) \
             + ([] if all(w == 0 for w, _ in above) else ["`D·B/W` = wait + compute at W ≥ 1"])
-        text = (f"**Why {k} sits above the model is not measured by this run.** Read through the model, its waits "
-                f"imply a per-sample cost of {', '.join(implied)} ({'; '.join(how)}), against `D` = "
-                f"{fx.num(d, 'ms')} timed in the main process just before the sweep")
+        text = (f"**Why {k} sits above the model.** Read through the model, its waits imply a per-sample cost of "
+                f"{', '.join(implied)} ({'; '.join(how)}), against `D` = {fx.num(d, 'ms')} timed back to back in the "
+                "main process just before the sweep")
         if 0 in part.index and 1 in part.index:
             f0, f1 = float(part.loc[0, "first_batch_ms"]), float(part.loc[1, "first_batch_ms"])
             text += (f"; its first batch took {fx.num(f1, 'ms')} with one worker against {fx.num(f0, 'ms')} in the "
                      "main process")
-        text += "."
-        if k == "tokenize" and any(w > 0 for w, _ in above):
-            text += (" A candidate, not tested here: the Hugging Face tokenizers library keeps a Rust thread pool in "
-                     "the process that uses it and disables it in processes forked after it was used (its "
-                     "`TOKENIZERS_PARALLELISM` warning), while `D` was measured in the main process; if the "
-                     "per-sample path uses that pool, a worker tokenises more slowly than `D` says.")
-            if any(w == 0 for w, _ in above):
-                text += " That would not explain the gap at W = 0, which ran in the main process."
+        text += ". " + _loop_cost_text(res, k, part, above, d, b, rel, floor_ms)
         out.append(text)
     return "\n\n".join(out) if out else None
+
+
+def _loop_cost_text(res, kind, part, above, d: float, b: int, rel: float, floor_ms: float) -> str:
+    from ...starvation import predicted_wait_ms
+
+    if "work_wall_ms" not in part or part["work_wall_ms"].isna().all():
+        where = ("not in the reference run" if str(res.run_id).startswith("reference") else "not recorded in this run")
+        return f"The deciding measurement, each item's work timed inside the loop where it ran, is {where}."
+    loop = {int(w): float(r["work_wall_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_wall_ms"))}
+    cpu = {int(w): float(r["work_cpu_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_cpu_ms"))}
+    ws = [w for w, _ in above if w in loop]
+    if not ws:
+        return ""
+    text = ("Timed inside the loop where it ran, one item's work took "
+            + ", ".join(f"{fx.num(loop[w], 'ms')} at W={w}" for w in ws)
+            + (" (CPU time " + ", ".join(f"{fx.num(cpu[w], 'ms')}" for w in ws if w in cpu) + ")" if cpu else "")
+            + f", against `D` = {fx.num(d, 'ms')}")
+    after = part["d_after_ms"].dropna() if "d_after_ms" in part else pd.Series(dtype=float)
+    drift = None
+    if not after.empty:
+        a = float(after.iloc[0])
+        drift = a > (1 + COST_TOL) * d
+        text += f"; timed back to back again right after the sweep, `D` = {fx.num(a, 'ms')}"
+    text += ". "
+    slow = [w for w in ws if loop[w] > (1 + COST_TOL) * d]
+    if drift:
+        return text + ("**The data support a slower machine**: `D` itself grew between the two back-to-back "
+                       "timings, so the sweep ran on a machine slower than the one `D` was timed on.")
+    if not slow:
+        return text + ("The work cost what `D` says inside the loop too, so the per-sample work is not what exceeds "
+                       "the model; the excess lies outside it (the loader's own per-batch work and the hand-over), "
+                       "which this run does not time.")
+    g = {int(w): float(r["g_cal_ms"]) if pd.notna(r.get("g_cal_ms")) else float(r["g_ms"]) for w, r in part.iterrows()}
+    fits = [w for w in slow if abs(float(part.loc[w, "wait_ms"]) - predicted_wait_ms(loop[w], b, w, g[w]))
+            <= max(floor_ms, rel * float(part.loc[w, "wait_ms"]))]
+    waiting = [w for w in slow if w in cpu and loop[w] > (1 + COST_TOL) * cpu[w]]
+    text += ("**The data support the work itself running slower inside the loop than back to back** (at "
+             + ", ".join(f"W={w}" for w in slow) + ")")
+    text += (": its wall time exceeds its CPU time there, so part of it was waiting for a core. " if waiting else
+             ": its CPU time grew as well, so it is slower work, not waiting for a core. ")
+    if fits:
+        text += ("Fed the loop's own per-item cost, the model lands within "
+                 f"{fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the measured wait at "
+                 + ", ".join(f"W={w}" for w in fits) + (": the model holds; it was given too small a `D`."
+                                                        if len(fits) == len(slow) else "."))
+    if len(fits) < len(slow):
+        text += (" At " + ", ".join(f"W={w}" for w in slow if w not in fits)
+                 + " even the loop's own cost leaves the wait above the model; this run does not explain the rest.")
+    both = [w for w in slow if w > 0] and 0 in loop
+    if both:
+        wk = [w for w in slow if w > 0]
+        if all(loop[w] > (1 + COST_TOL) * loop[0] for w in wk):
+            text += (f" Workers paid more per item than the main process did inside the loop ({fx.num(loop[0], 'ms')}"
+                     " at W=0).")
+    return text
+
 
 def cores_sentence(res) -> str:
     sw = _sweep(res)

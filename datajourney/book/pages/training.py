@@ -127,10 +127,61 @@ def _finding_formats_w0(res):
         share = extra / gap
         text += (f" Streaming's iterator costs {_signed(extra)} per batch of {bsz} (its read inside the iterator "
                  f"minus a direct read, plus its bookkeeping between samples; means × {bsz}): **{pct(share)} of the "
-                 f"gap**. " + (f"The remaining {num(rest, 'ms')} per batch is not explained by these measurements."
+                 f"gap**. " + (f"The remaining {num(rest, 'ms')} per batch is not explained by these warm measurements."
                                if rest > 0 else "Together they account for the whole gap."))
+    if gap > 0:
+        text += " " + cold_iterator_sentence(res, m, f, gap)
     return Finding("mds_vs_imagefolder_w0", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None,
                    values=dict(direction=d))
+
+
+#: A per-sample timing × batch size within this (relative) of the loop's stage time matches it.
+MATCH_TOL = 0.25
+
+
+def cold_iterator_sentence(res, m, f, gap: float) -> str:
+    """Whether streaming's iterator, timed cold as the loop's W=0 runs read, accounts for the loop's
+    MDS read: its cold read per sample × batch size against the loop's read stage per batch. Which
+    explanation of the W=0 gap the data support: the cold read through streaming's iterator, or not."""
+    inside = _reader(res, "mds", "read inside the iterator (cold)")
+    if inside is None:
+        where = ("not in the reference run" if str(res.run_id).startswith("reference")
+                 else "not measured in this run")
+        return f"Streaming's iterator timed cold, as the loop's W=0 runs read, is {where}."
+    if pd.isna(m.get("read_ms")) or not m["read_ms"] > 0:
+        return ""
+    bsz = int(res.parameters.get("batch_size", 64))
+    per_batch = bsz * inside
+    r = per_batch / float(m["read_ms"])
+    direct = _reader(res, "mds", "read (cold)")
+    kb = _reader(res, "mds", "read inside the iterator (cold)", "disk_kb")
+    text = (f"Timed cold, as the loop's W=0 runs read, streaming's iterator read a sample in {num(inside, 'ms')} "
+            f"(mean; × {bsz} = {num(per_batch, 'ms')} per batch"
+            + (f", {num(kb, 'KiB')} from the disk per sample" if kb is not None else "")
+            + f") against the loop's MDS read stage of {num(float(m['read_ms']), 'ms')} per batch")
+    read_gap = float(m["read_ms"] - f["read_ms"]) if pd.notna(f.get("read_ms")) else None
+    if 1 - MATCH_TOL <= r <= 1 + MATCH_TOL and (read_gap is None or read_gap < MATCH_TOL * gap):
+        return text + (": they match, but the loop's read differs between the formats by "
+                       + (f"only {num(read_gap, 'ms')} of the {num(gap, 'ms')} gap per batch" if read_gap is not None
+                          else "an unknown amount") + ", so the gap does not lie in the read; this run does not "
+                       "explain it.")
+    if 1 - MATCH_TOL <= r <= 1 + MATCH_TOL:
+        text += (f": they match. **The data support the cold read through streaming's iterator as the cause**: "
+                 f"the read is {num(read_gap, 'ms')} of the {num(gap, 'ms')} gap per batch")
+        if direct is not None and direct > 0:
+            text += (f", and a direct cold `get_item` took {num(direct, 'ms')} per sample, so the iterator's read "
+                     f"path cold costs {times(inside / direct)} a direct read of the same shards")
+        others = {k: float(m[f"{k}_ms"] - f[f"{k}_ms"]) for k in STAGES if k != "read"
+                  and pd.notna(m.get(f"{k}_ms")) and pd.notna(f.get(f"{k}_ms"))}
+        big = max(others, key=lambda k: abs(others[k])) if others else None
+        if big is not None and abs(others[big]) >= 0.05 * gap:
+            text += f"; of the rest, the largest stage difference is the {big} ({_signed(others[big])})"
+        return text + "."
+    if r < 1 - MATCH_TOL:
+        return text + (": well below it, so even cold, streaming's read does not account for the loop's; "
+                       "the data support neither explanation, and the remainder stays unexplained.")
+    return text + (": above it, so the cold read covers the loop's read but does not match it; this run does not "
+                   "pin the remainder on it.")
 
 
 def _signed(ms: float) -> str:
@@ -721,6 +772,14 @@ def reader_note(res) -> str:
         text += (" Where the mean lies above the p90, a few samples slower than nine in ten pulled it up: "
                  + "; ".join(parts) + ". Compare those rows by their p90.")
     return text
+
+
+def ipc_note(run_dir=None, reference_host: str | None = None) -> str:
+    """Where one worker meets none: a pointer to chapter 8's measurement of moving a batch between
+    processes, with the cost it measured (this run's chapter 8 if present, else the reference's)."""
+    from .loader import ipc_crossref
+
+    return ipc_crossref(run_dir, reference_host)
 
 
 def stage_rows(res) -> pd.DataFrame:
