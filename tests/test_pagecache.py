@@ -74,3 +74,16 @@ def test_residency_counts_pages(tmp_path):
 def test_unknown_method_is_named(tmp_path):
     with pytest.raises(ValueError, match="'purge_method'"):
         pagecache.purge([_file(tmp_path / "a")], "reboot")
+
+
+def test_residency_of_many_files_is_checked_on_a_fixed_sample(tmp_path):
+    files = [_file(tmp_path / f"f{i}", 4096) for i in range(30)]
+    assert pagecache.check_sample(files, None) == files and pagecache.check_sample(files, 40) == files
+    s = pagecache.check_sample(files, 10)
+    assert len(set(s)) == 10 and set(s) <= set(files) and s == pagecache.check_sample(files, 10)
+    r = pagecache.warm(files, sample=10)
+    assert r.files == 10 and r.fraction >= 0.95 or pytest.skip("this file system keeps no page cache")
+    rep = pagecache.purge(files, "fadvise", sample=10)
+    assert rep.before["files"] == rep.after["files"] == 10 and rep.after["fraction"] <= 0.05
+    # every file was purged, not only the checked ones
+    assert pagecache.residency(files).fraction <= 0.05
