@@ -17,7 +17,10 @@ What is measured, each on one large file of random bytes (a verified data set fr
    original value is restored in a ``finally`` and recorded), and per file with
    ``posix_fadvise`` hints (no root needed).
 3. **Random small reads** (:func:`random_small_reads`): one thread vs a thread pool issuing
-   ``pread`` vs ``mmap`` + touch; IOPS and latency, with the device's view.
+   ``pread`` vs ``mmap`` + touch; IOPS and latency, with the device's view. Beside them
+   (:func:`uring_random_reads`), one thread with one io_uring ring at several queue depths,
+   buffered and ``O_DIRECT`` (optional: the ``liburing`` binding of the ``ch9`` extra; where it
+   does not import or the kernel refuses a ring, the run records a labelled skip).
 4. **To GPU memory** (:func:`to_gpu`): pageable read + copy, pinned double-buffered
    asynchronous copy, mmap + pinned copy, kvikio (cuFile; its compatibility mode is
    detected and labelled, never called GDS), and the data already in RAM or in GPU memory;
@@ -444,6 +447,134 @@ def random_small_reads(path, *, reads: int, pool_threads: Sequence[int], runs: i
     return pd.DataFrame(rows)
 
 
+# --------------------------------------------------------------------------- experiment 3b: io_uring
+#: Queue depths of the io_uring reader when the run does not name them.
+URING_DEPTHS = (1, 16, 64)
+
+
+def uring_status() -> dict:
+    """Whether io_uring can be measured here: the optional ``liburing`` binding (the ``ch9`` extra)
+    must import and the kernel must grant a ring (seccomp profiles of containers and the sysctl
+    ``kernel.io_uring_disabled`` often refuse it). ``note`` says plainly which of these stopped it."""
+    try:
+        import liburing as L
+    except Exception as e:  # noqa: BLE001 - any import failure means: not measurable here
+        return dict(available=False, version=None,
+                    note=f"skipped: the optional package liburing does not import here ({type(e).__name__}: {e}); "
+                         "install the book's ch9 extra to measure io_uring")
+    version = getattr(L, "__version__", None) or getattr(getattr(L, "version", None), "__version__", None)
+    ring = L.Ring()
+    try:
+        L.io_uring_queue_init(2, ring)
+    except OSError as e:
+        return dict(available=False, version=version,
+                    note=f"skipped: the kernel refused to set up an io_uring ring ({e}); container seccomp "
+                         "profiles and the sysctl kernel.io_uring_disabled commonly block it")
+    L.io_uring_queue_exit(ring)
+    return dict(available=True, version=version, note="measured with the liburing binding")
+
+
+def uring_load(path, offsets: np.ndarray, *, size: int, depth: int, direct: bool, seconds: float = float("inf"),
+               keep: bool = False) -> dict:
+    """One thread keeps up to ``depth`` ``size``-byte reads in flight through one io_uring ring:
+    it submits a batch of reads at ``offsets`` (in order), reaps whatever completed, refills the
+    freed slots, until every offset is read or ``seconds`` pass (then it drains what is in flight).
+
+    Each request's latency is from just before the submit that carried it to the reap that saw it
+    complete (µs). ``keep=True`` also returns each request's bytes, in the order of ``offsets``."""
+    import liburing as L
+
+    positive_int("uring_depths", depth)
+    positive_int("size", size)
+    if direct and size % ALIGN:
+        raise ParameterError("size", size, f"a multiple of {ALIGN:,} bytes with O_DIRECT")
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if direct and np.any(offsets % ALIGN):
+        raise ParameterError("offsets", "unaligned", f"multiples of {ALIGN:,} bytes with O_DIRECT")
+    fd = open_file(path, direct)
+    ring, cqe = L.Ring(), L.Cqe()
+    mem = aligned_buffer(size * depth)
+    view = memoryview(mem)
+    # readv into page-aligned slices of one anonymous mapping: O_DIRECT needs the alignment.
+    slots = [view[i * size:(i + 1) * size] for i in range(depth)]
+    iovs = [L.Iovec([s]) for s in slots]
+    which = [0] * depth
+    started = [0] * depth
+    free = list(range(depth))
+    lat: list[float] = []
+    got: list[bytes | None] = [None] * len(offsets) if keep else []
+    done = nxt = inflight = 0
+    clock = time.perf_counter_ns
+    try:
+        L.io_uring_queue_init(max(2, depth), ring)
+        try:
+            t0 = time.perf_counter()
+            end = clock() + (int(seconds * 1e9) if np.isfinite(seconds) else 1 << 62)
+            while True:
+                now = clock()
+                while free and nxt < len(offsets) and now < end:
+                    slot = free.pop()
+                    sqe = L.io_uring_get_sqe(ring)
+                    L.io_uring_prep_readv(sqe, fd, iovs[slot], int(offsets[nxt]))
+                    L.io_uring_sqe_set_data64(sqe, slot)
+                    which[slot], started[slot] = nxt, now
+                    nxt += 1
+                    inflight += 1
+                if not inflight:
+                    break
+                L.io_uring_submit_and_wait(ring, 1)
+                t1 = clock()
+                ready = 0
+                it = L.io_uring_cqe_iter_init(ring)
+                while L.io_uring_cqe_iter_next(it, cqe):  # only cqe[0] is filled, once per completion
+                    ready += 1
+                    c = cqe[0]
+                    slot, res = c.user_data, c.res
+                    if res is None or res <= 0:
+                        raise OSError(-(res or 0), f"io_uring read returned {res} at offset {offsets[which[slot]]}")
+                    lat.append((t1 - started[slot]) / 1e3)
+                    done += res
+                    if keep:
+                        got[which[slot]] = bytes(slots[slot][:res])
+                    free.append(slot)
+                L.io_uring_cq_advance(ring, ready)
+                inflight -= ready
+            elapsed = time.perf_counter() - t0
+        finally:
+            L.io_uring_queue_exit(ring)
+    finally:
+        os.close(fd)
+        del iovs, slots, view  # the Iovec objects hold exports of the mapping; it is unmapped when they go
+    out = dict(bytes=done, seconds=elapsed, requests=len(lat), latencies_us=np.asarray(lat, dtype=np.float64))
+    if keep:
+        out["data"] = got
+    return out
+
+
+def uring_random_reads(path, *, reads: int, depths: Sequence[int], runs: int, seconds: float, method: str,
+                       disk: DiskStats, seed: int = 0, progress=None) -> pd.DataFrame:
+    """Cold 4 KiB reads through io_uring at each queue depth, buffered and O_DIRECT, at the same random
+    offsets as :func:`random_small_reads` (same seeds), so its rows sit beside the pread thread pool's."""
+    file_size = os.path.getsize(path)
+    variants = [(m, d) for m in MODES for d in depths]
+    rows = []
+    for run in range(runs):
+        offsets = random_offsets(file_size, ALIGN, reads, seed + 300 + run)
+        for k in np.random.default_rng(seed + 500 + run).permutation(len(variants)):
+            mode, depth = variants[k]
+            info = make_cold(path, method)
+            a = disk.snapshot()
+            r = uring_load(path, offsets, size=ALIGN, depth=depth, direct=mode == "O_DIRECT", seconds=seconds)
+            dev = DiskStats.delta(a, disk.snapshot())
+            rows.append(dict(mode=f"io_uring, {mode}", io_mode=mode, depth=depth, run=run, requests=r["requests"],
+                             bytes=r["bytes"], seconds=r["seconds"], IOPS=r["requests"] / r["seconds"],
+                             MBps=r["bytes"] / r["seconds"] / MB, **_lat_summary(r["latencies_us"]), **dev,
+                             seen_over_asked=seen_over_asked(dev, r["bytes"]), **info))
+            if progress:
+                progress.update(1)
+    return pd.DataFrame(rows)
+
+
 # --------------------------------------------------------------------------- experiment 4: to GPU memory
 class Target:
     """Where bytes go: host staging buffers, asynchronous copies into a destination, events.
@@ -781,6 +912,8 @@ def check_parameters(p: dict) -> dict:
         raise ParameterError("request_sizes", p["request_sizes"], f"sizes up to file_size ({q['file_size']:,})")
     q["threads"] = int_list("threads", p["threads"], minimum=1, maximum=1024)
     q["pool_threads"] = int_list("pool_threads", p["pool_threads"], minimum=2, maximum=1024)
+    q["uring_depths"] = int_list("uring_depths", p.get("uring_depths", list(URING_DEPTHS)), minimum=1, maximum=4096) \
+        if p.get("uring_depths", list(URING_DEPTHS)) else []
     q["runs"] = positive_int("runs", p["runs"], maximum=100)
     q["cell_seconds"] = number("cell_seconds", p["cell_seconds"], minimum=0, maximum=600, exclusive_minimum=True)
     q["cell_max_bytes"] = positive_int("cell_max_bytes", p["cell_max_bytes"], maximum=_SIZE_MAX)
@@ -836,8 +969,8 @@ def preflight(params: dict) -> tuple[dict, Path]:
 def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_seconds: float, cell_max_bytes: int,
         random_reads: int, pool_threads, random_seconds: float, readahead_sysfs: str, readahead_kb, fadvise,
         seq_chunk: int, seq_bytes: int, gpu: str, gpu_chunk: int, kvikio_threads, kvikio_task: int,
-        latency_reads: int, purge_method: str = "auto", seed: int = 0, data_dir=None, run_dir=None,
-        progress: bool = True):
+        latency_reads: int, uring_depths=URING_DEPTHS, purge_method: str = "auto", seed: int = 0, data_dir=None,
+        run_dir=None, progress: bool = True):
     """Run every chapter-9 experiment and save the result to ``run_dir``."""
     params = {k: v for k, v in locals().items() if k != "progress"}
     from tqdm import tqdm
@@ -859,7 +992,9 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
     ra_values = list(dict.fromkeys(p["readahead_kb"] + ([ra_now] if ra_now is not None else [])))
     n_cells = len(p["request_sizes"]) * len(p["threads"]) * len(p["modes"]) * runs
     n_ra = (len(ra_values) * sysfs + len(p["fadvise"])) * 2 * runs
-    n_rand = (3 + len(p["pool_threads"])) * runs
+    uring = uring_status() if p["uring_depths"] else dict(available=False, version=None,
+                                                          note="skipped: the run asked for no io_uring depths")
+    n_rand = (3 + len(p["pool_threads"]) + (len(MODES) * len(p["uring_depths"]) if uring["available"] else 0)) * runs
     n_gpu = ((3 + len(p["kvikio_threads"])) + 3) * runs if cuda else 0
     ra_log: list = []
     with tqdm(total=n_cells + n_ra + n_rand + n_gpu, desc="chapter 9", disable=not progress, mininterval=10) as bar:
@@ -880,6 +1015,9 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
             res.metadata["readahead_changes"] = ra_log
         res.add("random", random_small_reads(sh.path, reads=random_reads, pool_threads=p["pool_threads"], runs=runs,
                                        seconds=random_seconds, **kw))
+        if uring["available"]:
+            res.add("uring", uring_random_reads(sh.path, reads=random_reads, depths=p["uring_depths"], runs=runs,
+                                                seconds=random_seconds, **kw))
         res.add("ceiling", device_ceiling(sh.path, runs=runs, method=purge_method))
         if cuda:
             import torch
@@ -901,15 +1039,9 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
                              original_kb=ra_now, values_kb=ra_values if sysfs else []),
         can_drop_caches=pagecache.can_drop_caches(), dataset=sh.manifest,
         nand_read_floor_us=storage.NAND_READ_FLOOR_US, physical_nvme_qd1_us=list(PHYSICAL_NVME_QD1_US),
-        io_uring=IO_URING_NOTE,
+        io_uring=uring["note"], io_uring_status=uring,
         gpu_note=None if cuda else ("gpu='off' asked for" if p["gpu"] == "off" else
                                     "no CUDA device"),
     )
     res.save(results.resolve_run_dir(run_dir))
     return res
-
-
-#: Why io_uring is not measured (checked against the package index when the chapter was written).
-IO_URING_NOTE = ("not measured: Python bindings for io_uring exist on PyPI (liburing, pyuring) but none is part "
-                 "of this book's dependencies; the thread pool of pread calls stands in for an asynchronous "
-                 "interface")

@@ -462,6 +462,70 @@ def finding_virtual_disk(res) -> Finding:
     return Finding("virtual_disk", text, p50, "µs", interval=(min(st["first"]), max(st["first"])))
 
 
+# --------------------------------------------------------------------------- io_uring (experiment 3b)
+def uring_summary(res) -> pd.DataFrame:
+    u = _t(res, "uring")
+    if u.empty:
+        return u
+    return u.groupby(["io_mode", "depth"], sort=True).agg(
+        IOPS=("IOPS", "mean"), IOPS_min=("IOPS", "min"), IOPS_max=("IOPS", "max"), p50_us=("p50_us", "mean"),
+        p99_us=("p99_us", "mean"), seen_qd=("dev_queue_depth", "mean"), util=("dev_util", "mean"),
+        seen_over_asked=("seen_over_asked", "mean"), n=("run", "count")).reset_index()
+
+
+def uring_table(res) -> pd.DataFrame:
+    s = uring_summary(res)
+    if s.empty:
+        return s
+    return pd.DataFrame({"reader": [f"io_uring, {m}, depth {int(d)}" for m, d in zip(s["io_mode"], s["depth"])],
+                         "IOPS (mean)": s["IOPS"], "min": s["IOPS_min"], "max": s["IOPS_max"],
+                         "p50 (µs)": s["p50_us"], "p99 (µs)": s["p99_us"], "seen depth": s["seen_qd"],
+                         "device busy (%)": 100 * s["util"].clip(upper=1),
+                         "bytes read for us ÷ asked": s["seen_over_asked"], "runs": s["n"]})
+
+
+def uring_note(res) -> str:
+    """What io_uring did for the cold random 4 KiB reads, beside the pread thread pool at the same offsets;
+    or why it was not measured."""
+    u = _t(res, "uring")
+    status = res.metadata.get("io_uring_status")
+    if u.empty:
+        if isinstance(status, dict) and not status.get("available"):
+            return f"io_uring: {status.get('note')}."
+        return ("io_uring: not in the reference run (the io_uring reader was added after it); run the chapter "
+                "with the ch9 extra installed to measure it here.")
+    bits = []
+    for mode, g in u.groupby("io_mode", sort=False):
+        by = g.groupby("depth")["IOPS"].mean()
+        lo_d, best_d = int(by.index.min()), int(by.idxmax())
+        base = g[g["depth"] == lo_d]["IOPS"].tolist()
+        best = g[g["depth"] == best_d]["IOPS"].tolist()
+        bit = f"{mode}: **{fx.num(_mean(best))} IOPS** at depth {best_d}"
+        if best_d != lo_d:
+            bit += f", {fx.compare(best, base, more='above', less='below', same='level with')} depth {lo_d}"
+        hi_d = int(by.index.max())
+        if best_d < hi_d:
+            bit += f" (deeper queues, up to {hi_d}, added nothing: the device, or what serves it, was saturated)"
+        bits.append(bit)
+    text = "Cold random 4 KiB reads through one io_uring ring (one thread, no pool): " + "; ".join(bits) + "."
+    r = _t(res, "random")
+    pool = r[r["mode"] == "pread, thread pool"] if not r.empty else r
+    if not pool.empty:
+        best_t = pool.groupby("threads")["IOPS"].mean().idxmax()
+        pbest = pool[pool["threads"] == best_t]["IOPS"].tolist()
+        by_all = u.groupby(["io_mode", "depth"])["IOPS"].mean()
+        (m, d) = by_all.idxmax()
+        ubest = u[(u["io_mode"] == m) & (u["depth"] == d)]["IOPS"].tolist()
+        d_cmp = fx.direction(ubest, pbest)
+        text += (f" Its best ({m}, depth {int(d)}) was {fx.compare(ubest, pbest, same='level with')} the best pread "
+                 f"pool ({best_t} threads, {fx.num(_mean(pbest))} IOPS): "
+                 + fx.choose(d_cmp, "one thread with a deep queue beat many threads each waiting on one read.",
+                             "the thread pool kept more reads in flight, or spent less per read, than this ring.",
+                             "the same number of reads in flight gives the same IOPS whoever issues them; "
+                             "the device sets the pace."))
+    return text
+
+
 def findings(res) -> list[Finding]:
     return [finding_to_gpu(res), finding_gds(res), finding_parallel(res), finding_asked_vs_seen(res),
             finding_readahead(res), finding_virtual_disk(res)]
