@@ -25,7 +25,10 @@ What is measured, each on one large file of random bytes (a verified data set fr
    asynchronous copy, mmap + pinned copy, kvikio (cuFile; its compatibility mode is
    detected and labelled, never called GDS), and the data already in RAM or in GPU memory;
    GB/s, CPU time per GB, against the PCIe ceiling (chapter 6's measurement) and the
-   device's cold sequential ceiling (chapter 2's ``dd`` read, on the same file).
+   device's cold sequential ceiling (chapter 2's ``dd`` read, on the same file). Then
+   (:func:`pipeline_sweep`) path (b) at several chunk sizes and buffer counts, buffered and
+   ``O_DIRECT`` (aligned pinned buffers, no page cache), each run paired with a ``dd`` ceiling
+   measured in the same shuffled run: what decides how close (b) gets to the disk.
 5. **GDS or not** (:func:`gds_status`).
 6. **Scheduler, file system and a virtual disk's "cold"**: the fingerprint's storage facts,
    and chapter 2's QD1 ``O_DIRECT`` latency check (:func:`datajourney.storage.measure_latency`).
@@ -853,6 +856,87 @@ def to_gpu(path, *, chunk: int, runs: int, kvikio_threads: Sequence[int], kvikio
     return pd.DataFrame(rows), gds
 
 
+def aligned_host_buffers(tgt: Target, chunk: int, buffers: int) -> list:
+    """``buffers`` (pinned) host buffers of ``chunk`` bytes, each starting on an :data:`ALIGN` boundary
+    (O_DIRECT reads need it): each is cut out of an allocation one alignment unit larger."""
+    if chunk % ALIGN:
+        raise ParameterError("gpu_sweep_chunks", chunk, f"multiples of {ALIGN:,} bytes (O_DIRECT)")
+    out = []
+    for _ in range(buffers):
+        raw = tgt.host_buffer(chunk + ALIGN, pinned=True)
+        skip = (-raw.ctypes.data) % ALIGN
+        out.append(raw[skip:skip + chunk])
+    return out
+
+
+def path_double_buffered_direct(path, tgt: Target, dst, chunk: int, buffers: int = 2, *, bufs=None) -> int:
+    """(b) with the file opened ``O_DIRECT``: the reads go from the device straight into the aligned pinned
+    buffers, past the page cache (no copy out of it, no readahead, nothing left cached), while the previous
+    buffer is copied asynchronously. The file's size must be a multiple of :data:`ALIGN` (the chapter's is)."""
+    bufs = bufs or aligned_host_buffers(tgt, chunk, buffers)
+    bad = [b.ctypes.data % ALIGN for b in bufs if b.ctypes.data % ALIGN or len(b) % ALIGN]
+    if bad:
+        raise ParameterError("gpu_chunk", chunk, f"buffers aligned to {ALIGN:,} bytes for O_DIRECT")
+    events = [None] * len(bufs)
+    off = i = 0
+    fd = open_file(path, True)
+    try:
+        while True:
+            k = i % len(bufs)
+            tgt.wait(events[k])
+            n = os.preadv(fd, [memoryview(bufs[k])], off)
+            if not n:
+                break
+            events[k] = tgt.copy_async(dst, off, bufs[k], n)
+            off += n
+            i += 1
+    finally:
+        os.close(fd)
+    tgt.sync()
+    return off
+
+
+def pipeline_sweep(path, *, chunks: Sequence[int], buffers: Sequence[int], modes: Sequence[str], runs: int,
+                   method: str, tgt: Target | None = None, verify: bool = True, progress=None) -> pd.DataFrame:
+    """Path (b) cold at each (chunk, buffers, buffered/O_DIRECT), and the device's ``dd`` ceiling measured
+    in the same run, all in a shuffled order per run: each run's share of the disk is paired with that
+    run's own ceiling, so the disk's drift between runs does not pass for the pipeline's variation.
+
+    O_DIRECT cells need no purge (the page cache is bypassed); buffered cells and ``dd`` start cold."""
+    tgt = tgt or CudaTarget()
+    size = os.path.getsize(path)
+    dst = tgt.alloc(size)
+    expected = _expected(path, tgt) if verify else None
+    pools = {(c, b): aligned_host_buffers(tgt, c, b) for c in chunks for b in buffers}
+    cells = [(m, c, b) for m in modes for c in chunks for b in buffers] + [("dd", None, None)]
+    rows = []
+    for run in range(runs):
+        for k in np.random.default_rng(1300 + run).permutation(len(cells)):
+            mode, c, b = cells[k]
+            info = make_cold(path, method) if mode != "O_DIRECT" else \
+                {"purge_method": "none (O_DIRECT)", "resident_at_start": None}
+            if mode == "dd":
+                n, s = storage.dd_read(Path(path), 1 << 20)
+                rows.append(dict(mode="dd bs=1M", chunk=None, buffers=None, run=run, bytes=n, seconds=s,
+                                 GBps=n / s / GB, cpu_s_per_GB=None, verified=None, error=None, **info))
+            else:
+                fn = path_double_buffered_direct if mode == "O_DIRECT" else path_double_buffered
+                _clear(tgt, dst)
+                try:
+                    r = measure_path(lambda: fn(path, tgt, dst, c, bufs=pools[(c, b)]), expected=size)
+                    err = None
+                except Exception as e:  # noqa: BLE001 - reported in its row
+                    r = dict(bytes=0, seconds=None, cpu_s=None, GBps=None, cpu_s_per_GB=None)
+                    err = f"{type(e).__name__}: {e}"
+                ok = _same(tgt, dst, expected) if verify and err is None else None
+                r.pop("cpu_s", None)
+                rows.append(dict(mode=mode, chunk=c, buffers=b, run=run, **r, verified=ok, error=err, **info))
+            if progress:
+                progress.update(1)
+    pools = dst = None
+    return pd.DataFrame(rows)
+
+
 def _copy_all(tgt: Target, dst, host, size: int) -> int:
     tgt.copy_async(dst, 0, host, size)
     tgt.sync()
@@ -928,6 +1012,16 @@ def check_parameters(p: dict) -> dict:
     q["gpu_chunk"] = positive_int("gpu_chunk", p["gpu_chunk"], maximum=1 << 32)
     if q["gpu_chunk"] % ALIGN:
         raise ParameterError("gpu_chunk", p["gpu_chunk"], f"a multiple of {ALIGN:,} bytes")
+    q["gpu_sweep_chunks"] = int_list("gpu_sweep_chunks", p.get("gpu_sweep_chunks") or [q["gpu_chunk"]],
+                                     minimum=ALIGN, maximum=1 << 32)
+    bad = [c for c in q["gpu_sweep_chunks"] if c % ALIGN]
+    if bad:
+        raise ParameterError("gpu_sweep_chunks", p["gpu_sweep_chunks"],
+                             f"multiples of {ALIGN:,} bytes (the O_DIRECT variant reads whole aligned chunks; {bad} are not)")
+    q["gpu_sweep_buffers"] = int_list("gpu_sweep_buffers", p.get("gpu_sweep_buffers") or [2], minimum=2, maximum=64)
+    q["gpu_sweep_modes"] = choices("gpu_sweep_modes", p.get("gpu_sweep_modes", list(MODES)), MODES) \
+        if p.get("gpu_sweep_modes", list(MODES)) else []
+    q["gpu_sweep_runs"] = nonnegative_int("gpu_sweep_runs", p.get("gpu_sweep_runs", 2), maximum=100)
     q["kvikio_threads"] = int_list("kvikio_threads", p["kvikio_threads"], minimum=1, maximum=256)
     q["kvikio_task"] = positive_int("kvikio_task", p["kvikio_task"], maximum=1 << 30)
     q["latency_reads"] = nonnegative_int("latency_reads", p["latency_reads"], maximum=1_000_000)
@@ -955,8 +1049,9 @@ def preflight(params: dict) -> tuple[dict, Path]:
     if p["gpu"] == "auto" and cuda_available():
         import torch
 
-        memory("file_size", p["file_size"], 2 * p["file_size"] + 2 * p["gpu_chunk"],
-               what="the file twice in host memory (its pinned copy and the byte check's)")
+        sweep = sum(c * b for c in p["gpu_sweep_chunks"] for b in p["gpu_sweep_buffers"]) if p["gpu_sweep_modes"] else 0
+        memory("file_size", p["file_size"], 2 * p["file_size"] + 2 * p["gpu_chunk"] + sweep,
+               what="the file twice in host memory (its pinned copy and the byte check's) and the sweep's buffers")
         free, _ = torch.cuda.mem_get_info()
         need = 3 * p["file_size"]
         if need > free:
@@ -969,7 +1064,8 @@ def preflight(params: dict) -> tuple[dict, Path]:
 def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_seconds: float, cell_max_bytes: int,
         random_reads: int, pool_threads, random_seconds: float, readahead_sysfs: str, readahead_kb, fadvise,
         seq_chunk: int, seq_bytes: int, gpu: str, gpu_chunk: int, kvikio_threads, kvikio_task: int,
-        latency_reads: int, uring_depths=URING_DEPTHS, purge_method: str = "auto", seed: int = 0, data_dir=None,
+        latency_reads: int, uring_depths=URING_DEPTHS, gpu_sweep_chunks=None, gpu_sweep_buffers=(2,),
+        gpu_sweep_modes=MODES, gpu_sweep_runs: int = 2, purge_method: str = "auto", seed: int = 0, data_dir=None,
         run_dir=None, progress: bool = True):
     """Run every chapter-9 experiment and save the result to ``run_dir``."""
     params = {k: v for k, v in locals().items() if k != "progress"}
@@ -995,7 +1091,9 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
     uring = uring_status() if p["uring_depths"] else dict(available=False, version=None,
                                                           note="skipped: the run asked for no io_uring depths")
     n_rand = (3 + len(p["pool_threads"]) + (len(MODES) * len(p["uring_depths"]) if uring["available"] else 0)) * runs
-    n_gpu = ((3 + len(p["kvikio_threads"])) + 3) * runs if cuda else 0
+    n_sweep = ((len(p["gpu_sweep_modes"]) * len(p["gpu_sweep_chunks"]) * len(p["gpu_sweep_buffers"]) + 1)
+               * p["gpu_sweep_runs"] if p["gpu_sweep_modes"] else 0)
+    n_gpu = ((3 + len(p["kvikio_threads"])) + 3) * runs + n_sweep if cuda else 0
     ra_log: list = []
     with tqdm(total=n_cells + n_ra + n_rand + n_gpu, desc="chapter 9", disable=not progress, mininterval=10) as bar:
         kw = dict(method=purge_method, disk=disk, seed=seed, progress=bar)
@@ -1030,6 +1128,10 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
             g, gds = to_gpu(sh.path, chunk=gpu_chunk, runs=runs, kvikio_threads=p["kvikio_threads"],
                             kvikio_task=kvikio_task, method=purge_method, progress=bar)
             res.add("gpu", g)
+            if n_sweep:
+                res.add("pipeline", pipeline_sweep(sh.path, chunks=p["gpu_sweep_chunks"],
+                                                   buffers=p["gpu_sweep_buffers"], modes=p["gpu_sweep_modes"],
+                                                   runs=p["gpu_sweep_runs"], method=purge_method, progress=bar))
         else:
             gds = gds_status()
     res.metadata.update(

@@ -130,3 +130,72 @@ def test_reference_run_without_uring_reads_plainly():
         ref = results.load_reference(reading.CHAPTER, host)
         if ref is not None and "uring" not in ref.tables:
             assert "not in the reference run" in page.uring_note(ref)
+
+
+# --------------------------------------------------------------------------- path (b): O_DIRECT and the sweep
+def test_direct_double_buffered_delivers_the_files_bytes(tmp_path):
+    p = tmp_path / "g.bin"
+    p.write_bytes(np.random.default_rng(9).bytes(3 * MiB + 4096))     # not a multiple of the chunk
+    tgt = reading.HostTarget()
+    dst = tgt.alloc(os.path.getsize(p))
+    assert reading.path_double_buffered_direct(p, tgt, dst, MiB, 3) == os.path.getsize(p)
+    assert bytes(dst) == p.read_bytes()
+    assert all(b.ctypes.data % reading.ALIGN == 0 for b in reading.aligned_host_buffers(tgt, 8192, 4))
+
+
+def test_sweep_pairs_every_run_with_its_own_ceiling(tmp_path):
+    p = tmp_path / "g.bin"
+    p.write_bytes(np.random.default_rng(9).bytes(2 * MiB))
+    t = reading.pipeline_sweep(p, chunks=[65536, MiB], buffers=[2, 3], modes=["buffered", "O_DIRECT"], runs=2,
+                               method="fadvise", tgt=reading.HostTarget())
+    assert len(t) == 2 * (2 * 2 * 2 + 1) and t[t["mode"] != "dd bs=1M"]["verified"].all()
+    assert (t.groupby("run")["mode"].apply(lambda m: (m == "dd bs=1M").sum()) == 1).all()
+    assert (t[t["mode"] == "O_DIRECT"]["purge_method"] == "none (O_DIRECT)").all()
+
+
+@pytest.mark.parametrize("name,value", [("gpu_sweep_chunks", [5000]), ("gpu_sweep_buffers", [1]),
+                                        ("gpu_sweep_modes", ["mmap"])])
+def test_sweep_parameters_fail_early(name, value):
+    from test_reading import GOOD
+
+    with pytest.raises(ParameterError, match=name):
+        reading.check_parameters({**GOOD, name: value})
+
+
+def _sweep(cells: dict, dd: list[float]):
+    rows = [dict(mode="dd bs=1M", chunk=None, buffers=None, run=i, GBps=v, cpu_s_per_GB=None, error=None)
+            for i, v in enumerate(dd)]
+    for (mode, chunk, buffers), vals in cells.items():
+        rows += [dict(mode=mode, chunk=chunk, buffers=buffers, run=i, GBps=v, error=None,
+                      cpu_s_per_GB=0.2 if mode == "O_DIRECT" else 0.6) for i, v in enumerate(vals)]
+    return rows
+
+
+def test_pipeline_note_names_what_decides_it():
+    dd = [2.0, 1.6]
+    chunk_decides = {("buffered", 4 * MiB, 2): [1.5, 1.2], ("buffered", 16 * MiB, 2): [1.9, 1.55],
+                     ("buffered", 16 * MiB, 4): [1.9, 1.56], ("O_DIRECT", 16 * MiB, 2): [1.88, 1.54]}
+    t = page.pipeline_note(_res({"pipeline": _sweep(chunk_decides, dd)}, pcie_ceiling={"available": True, "GBps": 50}))
+    assert "buffered reads, 16 MiB chunks × 4 pinned buffers" in t and "on every one of its 2 runs" in t
+    assert "the chunk size decides it" in t and "more than" in t
+    flat = {("buffered", 4 * MiB, 2): [1.85, 1.3], ("buffered", 16 * MiB, 2): [1.86, 1.31],
+            ("O_DIRECT", 4 * MiB, 2): [1.85, 1.3]}
+    t2 = page.pipeline_note(_res({"pipeline": _sweep(flat, dd)}))
+    assert "on 1 of 2 runs" in t2 and "the disk, not the pipeline's settings, sets the pace" in t2
+    bufs = {("O_DIRECT", 16 * MiB, 2): [1.4, 1.1], ("O_DIRECT", 16 * MiB, 8): [1.95, 1.58]}
+    t3 = page.pipeline_note(_res({"pipeline": _sweep(bufs, dd)}))
+    assert "O_DIRECT reads, 16 MiB chunks × 8" in t3 and "the number of buffers decides it" in t3
+
+
+def _gpu_and_ceiling(pinned, dd):
+    return {"gpu": [dict(path=page.PINNED, cache="cold", run=i, GBps=v, error=None) for i, v in enumerate(pinned)],
+            "ceiling": [dict(run=i, GBps=v) for i, v in enumerate(dd)]}
+
+
+def test_drift_note_says_whose_spread_it_is():
+    disk = page.drift_note(_res(_gpu_and_ceiling([1.53, 1.64, 1.68], [1.98, 1.64, 1.77])))
+    assert "The disk drifts between runs more than path (b) does" in disk and "85" in disk
+    pipe = page.drift_note(_res(_gpu_and_ceiling([1.2, 1.7, 1.5], [1.8, 1.79, 1.81])))
+    assert "Path (b) varies more than the disk" in pipe
+    assert page.drift_note(_res({})) == ""
+    assert "not in the reference run" in page.pipeline_note(_res({}))

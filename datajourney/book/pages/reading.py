@@ -526,6 +526,113 @@ def uring_note(res) -> str:
     return text
 
 
+# --------------------------------------------------------------------------- path (b): what decides its share
+def pipeline_shares(res) -> pd.DataFrame:
+    """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run:
+    min(that run's ``dd`` ceiling, the PCIe ceiling)."""
+    t = _t(res, "pipeline")
+    if t.empty:
+        return t
+    if "error" in t:
+        t = t[t["error"].isna()]
+    dd = t[t["mode"].str.startswith("dd")].groupby("run")["GBps"].mean()
+    b = t[~t["mode"].str.startswith("dd")].copy()
+    pc = pcie_ceiling(res)
+    ceil = b["run"].map(dd)
+    if pc:
+        ceil = ceil.clip(upper=pc)
+    b["ceiling_GBps"] = ceil
+    b["share"] = b["GBps"] / ceil
+    return b.dropna(subset=["share"])
+
+
+def pipeline_summary(res) -> pd.DataFrame:
+    b = pipeline_shares(res)
+    if b.empty:
+        return b
+    s = b.groupby(["mode", "chunk", "buffers"]).agg(GBps=("GBps", "mean"), share=("share", "mean"),
+                                                    share_min=("share", "min"), share_max=("share", "max"),
+                                                    cpu=("cpu_s_per_GB", "mean"), n=("run", "count")).reset_index()
+    return s.sort_values(["share_min", "share"], ascending=False).reset_index(drop=True)
+
+
+def pipeline_table(res) -> pd.DataFrame:
+    s = pipeline_summary(res)
+    if s.empty:
+        return s
+    return pd.DataFrame({"reads": s["mode"], "chunk": s["chunk"].map(lambda v: size_label(int(v))),
+                         "buffers": s["buffers"].astype(int), "GB/s (mean)": s["GBps"],
+                         "share of the same run's ceiling (%)": 100 * s["share"],
+                         "lowest run (%)": 100 * s["share_min"], "highest run (%)": 100 * s["share_max"],
+                         "CPU s per GB": s["cpu"], "runs": s["n"]})
+
+
+def _effect(s: pd.DataFrame, col: str) -> float | None:
+    """The main effect of ``col`` on the mean share: max − min over its values of the share averaged over
+    the other settings (the sweep is a full grid); None when the sweep holds one value of it."""
+    m = s.groupby(col)["share"].mean()
+    return float(m.max() - m.min()) if len(m) >= 2 else None
+
+
+def drift_note(res) -> str:
+    """Does the disk's own drift between runs explain path (b)'s spread against the mean ceiling? From the
+    main table: the spread of the ``dd`` runs beside the spread of path (b)'s runs (max ÷ min of each)."""
+    dd, pin = device_ceiling(res), gpu_runs(res, PINNED, cache="cold")
+    if len(dd) < 2 or len(pin) < 2:
+        return ""
+    dd_s, pin_s = max(dd) / min(dd), max(pin) / min(pin)
+    m = _mean(dd)
+    text = (f"Against the mean ceiling ({fx.num(m, 'GB/s')}) path (b)'s runs spread over "
+            f"{fx.span(min(pin) / m * 100, max(pin) / m * 100, '%')}; the device's own `dd` runs spread over "
+            f"{fx.span(min(dd), max(dd), 'GB/s')} ({fx.times(dd_s)} max ÷ min, path (b): {fx.times(pin_s)}). ")
+    d = fx.direction(dd_s, pin_s, tol=0.02)
+    text += fx.choose(d, "The disk drifts between runs more than path (b) does: most of that spread is the disk's, "
+                         "not the pipeline's, so each run must be set against a ceiling measured in the same run.",
+                      "Path (b) varies more than the disk between runs: the pipeline itself (its chunk, its buffers, "
+                      "its readahead) adds variation, which the sweep below measures.",
+                      "The disk drifts between runs about as much as path (b) does: that spread is mostly the disk's, "
+                      "so each run must be set against a ceiling measured in the same run.")
+    return text
+
+
+def pipeline_note(res) -> str:
+    """Which chunk × buffers × read mode keeps path (b) closest to the disk on every run, and which of the
+    three decides it; or, where the run lacks the sweep, what the main table already says about the spread."""
+    s = pipeline_summary(res)
+    drift = drift_note(res)
+    if s.empty:
+        return ((drift + " " if drift else "") + "The chunk × buffers sweep of path (b), buffered and O_DIRECT, each "
+                "run paired with a `dd` ceiling of the same run, is not in the reference run; it runs where CUDA "
+                "is available.").strip()
+    best = s.iloc[0]
+    n_runs, n_hit = int(best["n"]), None
+    b = pipeline_shares(res)
+    rows = b[(b["mode"] == best["mode"]) & (b["chunk"] == best["chunk"]) & (b["buffers"] == best["buffers"])]
+    n_hit = int((rows["share"] >= PIPELINE_TARGET).sum())
+    text = (f"Steadiest path (b): **{best['mode']} reads, {size_label(int(best['chunk']))} chunks × "
+            f"{int(best['buffers'])} pinned buffers**, {fx.span(100 * best['share_min'], 100 * best['share_max'], '%')} "
+            f"of the slower link measured in the same run (mean {fx.pct(best['share'])}): ")
+    text += (f"at or above the {fx.pct(PIPELINE_TARGET)} target on every one of its {n_runs} runs."
+             if n_hit == n_runs else f"at or above the {fx.pct(PIPELINE_TARGET)} target on {n_hit} of {n_runs} runs.")
+    eff = {name: _effect(s, col) for name, col in (("the chunk size", "chunk"), ("the number of buffers", "buffers"),
+                                                    ("O_DIRECT versus buffered reads", "mode"))}
+    eff = {k: v for k, v in eff.items() if v is not None}
+    if eff:
+        top = max(eff, key=eff.get)
+        parts = [f"{k} {fx.num(100 * v)} points" for k, v in eff.items()]
+        text += (f" Averaged over the other settings, each setting moves the mean share by: {_and(parts)}; "
+                 + (f"{top} decides it." if eff[top] >= 0.02 else
+                    "none of them moves it by two points: the disk, not the pipeline's settings, sets the pace."))
+    od, bu = s[s["mode"] == "O_DIRECT"], s[s["mode"] == "buffered"]
+    if len(od) and len(bu):
+        o, u = od.iloc[0], bu.iloc[0]
+        if _ok(o["cpu"]) and _ok(u["cpu"]):
+            text += (f" At their best settings O_DIRECT used {fx.num(o['cpu'], 's')} of CPU per GB against "
+                     f"buffered reads' {fx.num(u['cpu'], 's')} ({fx.compare([u['cpu']], [o['cpu']], more='more than', less='less than', same='about the same as')} "
+                     "the O_DIRECT path's: buffered reads also copy out of the page cache).")
+    return (drift + " " + text).strip() if drift else text
+
+
 def findings(res) -> list[Finding]:
     return [finding_to_gpu(res), finding_gds(res), finding_parallel(res), finding_asked_vs_seen(res),
             finding_readahead(res), finding_virtual_disk(res)]
