@@ -199,3 +199,9 @@ def test_drift_note_says_whose_spread_it_is():
     assert "Path (b) varies more than the disk" in pipe
     assert page.drift_note(_res({})) == ""
     assert "not in the reference run" in page.pipeline_note(_res({}))
+
+
+def test_pipeline_note_does_not_pick_between_level_effects():
+    tied = {("buffered", 4 * MiB, 2): [1.5, 1.2], ("O_DIRECT", 16 * MiB, 4): [1.9, 1.55]}   # all three changed together
+    t = page.pipeline_note(_res({"pipeline": _sweep(tied, [2.0, 1.6])}))
+    assert "cannot tell them apart" in t and "decides it" not in t

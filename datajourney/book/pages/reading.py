@@ -621,8 +621,10 @@ def pipeline_note(res) -> str:
         top = max(eff, key=eff.get)
         parts = [f"{k} {fx.num(100 * v)} points" for k, v in eff.items()]
         text += (f" Averaged over the other settings, each setting moves the mean share by: {_and(parts)}; "
-                 + (f"{top} decides it." if eff[top] >= 0.02 else
-                    "none of them moves it by two points: the disk, not the pipeline's settings, sets the pace."))
+                 + ("none of them moves it by two points: the disk, not the pipeline's settings, sets the pace."
+                    if eff[top] < 0.02 else
+                    f"{top} decides it." if all(eff[top] - v >= 0.01 for k, v in eff.items() if k != top) else
+                    "the largest effects are level (within a point), so this sweep cannot tell them apart."))
     od, bu = s[s["mode"] == "O_DIRECT"], s[s["mode"] == "buffered"]
     if len(od) and len(bu):
         o, u = od.iloc[0], bu.iloc[0]
