@@ -205,3 +205,10 @@ def test_pipeline_note_does_not_pick_between_level_effects():
     tied = {("buffered", 4 * MiB, 2): [1.5, 1.2], ("O_DIRECT", 16 * MiB, 4): [1.9, 1.55]}   # all three changed together
     t = page.pipeline_note(_res({"pipeline": _sweep(tied, [2.0, 1.6])}))
     assert "cannot tell them apart" in t and "decides it" not in t
+
+
+def test_pipeline_note_sets_the_chunk_against_the_readahead_window():
+    cells = {("buffered", 4 * MiB, 2): [1.5, 1.2], ("buffered", 16 * MiB, 2): [1.9, 1.55]}
+    for ra, word in ((8192, "larger than"), (65536, "smaller than"), (16384, "the same size as")):
+        t = page.pipeline_note(_res({"pipeline": _sweep(cells, [2.0, 1.6])}, device={"read_ahead_kb": ra}))
+        assert f"is {word} the device's readahead window" in t, t

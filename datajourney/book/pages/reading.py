@@ -626,6 +626,13 @@ def pipeline_note(res) -> str:
                     f"{top} decides it." if all(eff[top] - v >= 0.01 for k, v in eff.items() if k != top) else
                     "the largest effects are level (within a point), so this sweep cannot tell them apart."))
     od, bu = s[s["mode"] == "O_DIRECT"], s[s["mode"] == "buffered"]
+    ra = (res.metadata.get("device") or {}).get("read_ahead_kb")
+    if len(bu) and _ok(ra) and ra:
+        c = int(bu.iloc[0]["chunk"])
+        d = fx.direction(c, ra * 1024, tol=0.0)
+        text += (f" The best buffered chunk ({size_label(c)}) is "
+                 + fx.choose(d, "larger than", "smaller than", "the same size as")
+                 + f" the device's readahead window ({size_label(int(ra) * 1024)}).")
     if len(od) and len(bu):
         o, u = od.iloc[0], bu.iloc[0]
         if _ok(o["cpu"]) and _ok(u["cpu"]):
