@@ -17,12 +17,18 @@ What is measured, each on one large file of random bytes (a verified data set fr
    original value is restored in a ``finally`` and recorded), and per file with
    ``posix_fadvise`` hints (no root needed).
 3. **Random small reads** (:func:`random_small_reads`): one thread vs a thread pool issuing
-   ``pread`` vs ``mmap`` + touch; IOPS and latency, with the device's view.
+   ``pread`` vs ``mmap`` + touch; IOPS and latency, with the device's view. Beside them
+   (:func:`uring_random_reads`), one thread with one io_uring ring at several queue depths,
+   buffered and ``O_DIRECT`` (optional: the ``liburing`` binding of the ``ch9`` extra; where it
+   does not import or the kernel refuses a ring, the run records a labelled skip).
 4. **To GPU memory** (:func:`to_gpu`): pageable read + copy, pinned double-buffered
    asynchronous copy, mmap + pinned copy, kvikio (cuFile; its compatibility mode is
    detected and labelled, never called GDS), and the data already in RAM or in GPU memory;
    GB/s, CPU time per GB, against the PCIe ceiling (chapter 6's measurement) and the
-   device's cold sequential ceiling (chapter 2's ``dd`` read, on the same file).
+   device's cold sequential ceiling (chapter 2's ``dd`` read, on the same file). Then
+   (:func:`pipeline_sweep`) path (b) at several chunk sizes and buffer counts, buffered and
+   ``O_DIRECT`` (aligned pinned buffers, no page cache), each run paired with a ``dd`` ceiling
+   measured in the same shuffled run: what decides how close (b) gets to the disk.
 5. **GDS or not** (:func:`gds_status`).
 6. **Scheduler, file system and a virtual disk's "cold"**: the fingerprint's storage facts,
    and chapter 2's QD1 ``O_DIRECT`` latency check (:func:`datajourney.storage.measure_latency`).
@@ -444,6 +450,134 @@ def random_small_reads(path, *, reads: int, pool_threads: Sequence[int], runs: i
     return pd.DataFrame(rows)
 
 
+# --------------------------------------------------------------------------- experiment 3b: io_uring
+#: Queue depths of the io_uring reader when the run does not name them.
+URING_DEPTHS = (1, 16, 64)
+
+
+def uring_status() -> dict:
+    """Whether io_uring can be measured here: the optional ``liburing`` binding (the ``ch9`` extra)
+    must import and the kernel must grant a ring (seccomp profiles of containers and the sysctl
+    ``kernel.io_uring_disabled`` often refuse it). ``note`` says plainly which of these stopped it."""
+    try:
+        import liburing as L
+    except Exception as e:  # noqa: BLE001 - any import failure means: not measurable here
+        return dict(available=False, version=None,
+                    note=f"skipped: the optional package liburing does not import here ({type(e).__name__}: {e}); "
+                         "install the book's ch9 extra to measure io_uring")
+    version = getattr(L, "__version__", None) or getattr(getattr(L, "version", None), "__version__", None)
+    ring = L.Ring()
+    try:
+        L.io_uring_queue_init(2, ring)
+    except OSError as e:
+        return dict(available=False, version=version,
+                    note=f"skipped: the kernel refused to set up an io_uring ring ({e}); container seccomp "
+                         "profiles and the sysctl kernel.io_uring_disabled commonly block it")
+    L.io_uring_queue_exit(ring)
+    return dict(available=True, version=version, note="measured with the liburing binding")
+
+
+def uring_load(path, offsets: np.ndarray, *, size: int, depth: int, direct: bool, seconds: float = float("inf"),
+               keep: bool = False) -> dict:
+    """One thread keeps up to ``depth`` ``size``-byte reads in flight through one io_uring ring:
+    it submits a batch of reads at ``offsets`` (in order), reaps whatever completed, refills the
+    freed slots, until every offset is read or ``seconds`` pass (then it drains what is in flight).
+
+    Each request's latency is from just before the submit that carried it to the reap that saw it
+    complete (µs). ``keep=True`` also returns each request's bytes, in the order of ``offsets``."""
+    import liburing as L
+
+    positive_int("uring_depths", depth)
+    positive_int("size", size)
+    if direct and size % ALIGN:
+        raise ParameterError("size", size, f"a multiple of {ALIGN:,} bytes with O_DIRECT")
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if direct and np.any(offsets % ALIGN):
+        raise ParameterError("offsets", "unaligned", f"multiples of {ALIGN:,} bytes with O_DIRECT")
+    fd = open_file(path, direct)
+    ring, cqe = L.Ring(), L.Cqe()
+    mem = aligned_buffer(size * depth)
+    view = memoryview(mem)
+    # readv into page-aligned slices of one anonymous mapping: O_DIRECT needs the alignment.
+    slots = [view[i * size:(i + 1) * size] for i in range(depth)]
+    iovs = [L.Iovec([s]) for s in slots]
+    which = [0] * depth
+    started = [0] * depth
+    free = list(range(depth))
+    lat: list[float] = []
+    got: list[bytes | None] = [None] * len(offsets) if keep else []
+    done = nxt = inflight = 0
+    clock = time.perf_counter_ns
+    try:
+        L.io_uring_queue_init(max(2, depth), ring)
+        try:
+            t0 = time.perf_counter()
+            end = clock() + (int(seconds * 1e9) if np.isfinite(seconds) else 1 << 62)
+            while True:
+                now = clock()
+                while free and nxt < len(offsets) and now < end:
+                    slot = free.pop()
+                    sqe = L.io_uring_get_sqe(ring)
+                    L.io_uring_prep_readv(sqe, fd, iovs[slot], int(offsets[nxt]))
+                    L.io_uring_sqe_set_data64(sqe, slot)
+                    which[slot], started[slot] = nxt, now
+                    nxt += 1
+                    inflight += 1
+                if not inflight:
+                    break
+                L.io_uring_submit_and_wait(ring, 1)
+                t1 = clock()
+                ready = 0
+                it = L.io_uring_cqe_iter_init(ring)
+                while L.io_uring_cqe_iter_next(it, cqe):  # only cqe[0] is filled, once per completion
+                    ready += 1
+                    c = cqe[0]
+                    slot, res = c.user_data, c.res
+                    if res is None or res <= 0:
+                        raise OSError(-(res or 0), f"io_uring read returned {res} at offset {offsets[which[slot]]}")
+                    lat.append((t1 - started[slot]) / 1e3)
+                    done += res
+                    if keep:
+                        got[which[slot]] = bytes(slots[slot][:res])
+                    free.append(slot)
+                L.io_uring_cq_advance(ring, ready)
+                inflight -= ready
+            elapsed = time.perf_counter() - t0
+        finally:
+            L.io_uring_queue_exit(ring)
+    finally:
+        os.close(fd)
+        del iovs, slots, view  # the Iovec objects hold exports of the mapping; it is unmapped when they go
+    out = dict(bytes=done, seconds=elapsed, requests=len(lat), latencies_us=np.asarray(lat, dtype=np.float64))
+    if keep:
+        out["data"] = got
+    return out
+
+
+def uring_random_reads(path, *, reads: int, depths: Sequence[int], runs: int, seconds: float, method: str,
+                       disk: DiskStats, seed: int = 0, progress=None) -> pd.DataFrame:
+    """Cold 4 KiB reads through io_uring at each queue depth, buffered and O_DIRECT, at the same random
+    offsets as :func:`random_small_reads` (same seeds), so its rows sit beside the pread thread pool's."""
+    file_size = os.path.getsize(path)
+    variants = [(m, d) for m in MODES for d in depths]
+    rows = []
+    for run in range(runs):
+        offsets = random_offsets(file_size, ALIGN, reads, seed + 300 + run)
+        for k in np.random.default_rng(seed + 500 + run).permutation(len(variants)):
+            mode, depth = variants[k]
+            info = make_cold(path, method)
+            a = disk.snapshot()
+            r = uring_load(path, offsets, size=ALIGN, depth=depth, direct=mode == "O_DIRECT", seconds=seconds)
+            dev = DiskStats.delta(a, disk.snapshot())
+            rows.append(dict(mode=f"io_uring, {mode}", io_mode=mode, depth=depth, run=run, requests=r["requests"],
+                             bytes=r["bytes"], seconds=r["seconds"], IOPS=r["requests"] / r["seconds"],
+                             MBps=r["bytes"] / r["seconds"] / MB, **_lat_summary(r["latencies_us"]), **dev,
+                             seen_over_asked=seen_over_asked(dev, r["bytes"]), **info))
+            if progress:
+                progress.update(1)
+    return pd.DataFrame(rows)
+
+
 # --------------------------------------------------------------------------- experiment 4: to GPU memory
 class Target:
     """Where bytes go: host staging buffers, asynchronous copies into a destination, events.
@@ -722,6 +856,87 @@ def to_gpu(path, *, chunk: int, runs: int, kvikio_threads: Sequence[int], kvikio
     return pd.DataFrame(rows), gds
 
 
+def aligned_host_buffers(tgt: Target, chunk: int, buffers: int) -> list:
+    """``buffers`` (pinned) host buffers of ``chunk`` bytes, each starting on an :data:`ALIGN` boundary
+    (O_DIRECT reads need it): each is cut out of an allocation one alignment unit larger."""
+    if chunk % ALIGN:
+        raise ParameterError("gpu_sweep_chunks", chunk, f"multiples of {ALIGN:,} bytes (O_DIRECT)")
+    out = []
+    for _ in range(buffers):
+        raw = tgt.host_buffer(chunk + ALIGN, pinned=True)
+        skip = (-raw.ctypes.data) % ALIGN
+        out.append(raw[skip:skip + chunk])
+    return out
+
+
+def path_double_buffered_direct(path, tgt: Target, dst, chunk: int, buffers: int = 2, *, bufs=None) -> int:
+    """(b) with the file opened ``O_DIRECT``: the reads go from the device straight into the aligned pinned
+    buffers, past the page cache (no copy out of it, no readahead, nothing left cached), while the previous
+    buffer is copied asynchronously. The file's size must be a multiple of :data:`ALIGN` (the chapter's is)."""
+    bufs = bufs or aligned_host_buffers(tgt, chunk, buffers)
+    bad = [b.ctypes.data % ALIGN for b in bufs if b.ctypes.data % ALIGN or len(b) % ALIGN]
+    if bad:
+        raise ParameterError("gpu_chunk", chunk, f"buffers aligned to {ALIGN:,} bytes for O_DIRECT")
+    events = [None] * len(bufs)
+    off = i = 0
+    fd = open_file(path, True)
+    try:
+        while True:
+            k = i % len(bufs)
+            tgt.wait(events[k])
+            n = os.preadv(fd, [memoryview(bufs[k])], off)
+            if not n:
+                break
+            events[k] = tgt.copy_async(dst, off, bufs[k], n)
+            off += n
+            i += 1
+    finally:
+        os.close(fd)
+    tgt.sync()
+    return off
+
+
+def pipeline_sweep(path, *, chunks: Sequence[int], buffers: Sequence[int], modes: Sequence[str], runs: int,
+                   method: str, tgt: Target | None = None, verify: bool = True, progress=None) -> pd.DataFrame:
+    """Path (b) cold at each (chunk, buffers, buffered/O_DIRECT), and the device's ``dd`` ceiling measured
+    in the same run, all in a shuffled order per run: each run's share of the disk is paired with that
+    run's own ceiling, so the disk's drift between runs does not pass for the pipeline's variation.
+
+    O_DIRECT cells need no purge (the page cache is bypassed); buffered cells and ``dd`` start cold."""
+    tgt = tgt or CudaTarget()
+    size = os.path.getsize(path)
+    dst = tgt.alloc(size)
+    expected = _expected(path, tgt) if verify else None
+    pools = {(c, b): aligned_host_buffers(tgt, c, b) for c in chunks for b in buffers}
+    cells = [(m, c, b) for m in modes for c in chunks for b in buffers] + [("dd", None, None)]
+    rows = []
+    for run in range(runs):
+        for k in np.random.default_rng(1300 + run).permutation(len(cells)):
+            mode, c, b = cells[k]
+            info = make_cold(path, method) if mode != "O_DIRECT" else \
+                {"purge_method": "none (O_DIRECT)", "resident_at_start": None}
+            if mode == "dd":
+                n, s = storage.dd_read(Path(path), 1 << 20)
+                rows.append(dict(mode="dd bs=1M", chunk=None, buffers=None, run=run, bytes=n, seconds=s,
+                                 GBps=n / s / GB, cpu_s_per_GB=None, verified=None, error=None, **info))
+            else:
+                fn = path_double_buffered_direct if mode == "O_DIRECT" else path_double_buffered
+                _clear(tgt, dst)
+                try:
+                    r = measure_path(lambda: fn(path, tgt, dst, c, bufs=pools[(c, b)]), expected=size)
+                    err = None
+                except Exception as e:  # noqa: BLE001 - reported in its row
+                    r = dict(bytes=0, seconds=None, cpu_s=None, GBps=None, cpu_s_per_GB=None)
+                    err = f"{type(e).__name__}: {e}"
+                ok = _same(tgt, dst, expected) if verify and err is None else None
+                r.pop("cpu_s", None)
+                rows.append(dict(mode=mode, chunk=c, buffers=b, run=run, **r, verified=ok, error=err, **info))
+            if progress:
+                progress.update(1)
+    pools = dst = None
+    return pd.DataFrame(rows)
+
+
 def _copy_all(tgt: Target, dst, host, size: int) -> int:
     tgt.copy_async(dst, 0, host, size)
     tgt.sync()
@@ -781,6 +996,8 @@ def check_parameters(p: dict) -> dict:
         raise ParameterError("request_sizes", p["request_sizes"], f"sizes up to file_size ({q['file_size']:,})")
     q["threads"] = int_list("threads", p["threads"], minimum=1, maximum=1024)
     q["pool_threads"] = int_list("pool_threads", p["pool_threads"], minimum=2, maximum=1024)
+    q["uring_depths"] = int_list("uring_depths", p.get("uring_depths", list(URING_DEPTHS)), minimum=1, maximum=4096) \
+        if p.get("uring_depths", list(URING_DEPTHS)) else []
     q["runs"] = positive_int("runs", p["runs"], maximum=100)
     q["cell_seconds"] = number("cell_seconds", p["cell_seconds"], minimum=0, maximum=600, exclusive_minimum=True)
     q["cell_max_bytes"] = positive_int("cell_max_bytes", p["cell_max_bytes"], maximum=_SIZE_MAX)
@@ -795,6 +1012,16 @@ def check_parameters(p: dict) -> dict:
     q["gpu_chunk"] = positive_int("gpu_chunk", p["gpu_chunk"], maximum=1 << 32)
     if q["gpu_chunk"] % ALIGN:
         raise ParameterError("gpu_chunk", p["gpu_chunk"], f"a multiple of {ALIGN:,} bytes")
+    q["gpu_sweep_chunks"] = int_list("gpu_sweep_chunks", p.get("gpu_sweep_chunks") or [q["gpu_chunk"]],
+                                     minimum=ALIGN, maximum=1 << 32)
+    bad = [c for c in q["gpu_sweep_chunks"] if c % ALIGN]
+    if bad:
+        raise ParameterError("gpu_sweep_chunks", p["gpu_sweep_chunks"],
+                             f"multiples of {ALIGN:,} bytes (the O_DIRECT variant reads whole aligned chunks; {bad} are not)")
+    q["gpu_sweep_buffers"] = int_list("gpu_sweep_buffers", p.get("gpu_sweep_buffers") or [2], minimum=2, maximum=64)
+    q["gpu_sweep_modes"] = choices("gpu_sweep_modes", p.get("gpu_sweep_modes", list(MODES)), MODES) \
+        if p.get("gpu_sweep_modes", list(MODES)) else []
+    q["gpu_sweep_runs"] = nonnegative_int("gpu_sweep_runs", p.get("gpu_sweep_runs", 2), maximum=100)
     q["kvikio_threads"] = int_list("kvikio_threads", p["kvikio_threads"], minimum=1, maximum=256)
     q["kvikio_task"] = positive_int("kvikio_task", p["kvikio_task"], maximum=1 << 30)
     q["latency_reads"] = nonnegative_int("latency_reads", p["latency_reads"], maximum=1_000_000)
@@ -822,8 +1049,9 @@ def preflight(params: dict) -> tuple[dict, Path]:
     if p["gpu"] == "auto" and cuda_available():
         import torch
 
-        memory("file_size", p["file_size"], 2 * p["file_size"] + 2 * p["gpu_chunk"],
-               what="the file twice in host memory (its pinned copy and the byte check's)")
+        sweep = sum(c * b for c in p["gpu_sweep_chunks"] for b in p["gpu_sweep_buffers"]) if p["gpu_sweep_modes"] else 0
+        memory("file_size", p["file_size"], 2 * p["file_size"] + 2 * p["gpu_chunk"] + sweep,
+               what="the file twice in host memory (its pinned copy and the byte check's) and the sweep's buffers")
         free, _ = torch.cuda.mem_get_info()
         need = 3 * p["file_size"]
         if need > free:
@@ -836,8 +1064,9 @@ def preflight(params: dict) -> tuple[dict, Path]:
 def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_seconds: float, cell_max_bytes: int,
         random_reads: int, pool_threads, random_seconds: float, readahead_sysfs: str, readahead_kb, fadvise,
         seq_chunk: int, seq_bytes: int, gpu: str, gpu_chunk: int, kvikio_threads, kvikio_task: int,
-        latency_reads: int, purge_method: str = "auto", seed: int = 0, data_dir=None, run_dir=None,
-        progress: bool = True):
+        latency_reads: int, uring_depths=URING_DEPTHS, gpu_sweep_chunks=None, gpu_sweep_buffers=(2,),
+        gpu_sweep_modes=MODES, gpu_sweep_runs: int = 2, purge_method: str = "auto", seed: int = 0, data_dir=None,
+        run_dir=None, progress: bool = True):
     """Run every chapter-9 experiment and save the result to ``run_dir``."""
     params = {k: v for k, v in locals().items() if k != "progress"}
     from tqdm import tqdm
@@ -859,8 +1088,12 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
     ra_values = list(dict.fromkeys(p["readahead_kb"] + ([ra_now] if ra_now is not None else [])))
     n_cells = len(p["request_sizes"]) * len(p["threads"]) * len(p["modes"]) * runs
     n_ra = (len(ra_values) * sysfs + len(p["fadvise"])) * 2 * runs
-    n_rand = (3 + len(p["pool_threads"])) * runs
-    n_gpu = ((3 + len(p["kvikio_threads"])) + 3) * runs if cuda else 0
+    uring = uring_status() if p["uring_depths"] else dict(available=False, version=None,
+                                                          note="skipped: the run asked for no io_uring depths")
+    n_rand = (3 + len(p["pool_threads"]) + (len(MODES) * len(p["uring_depths"]) if uring["available"] else 0)) * runs
+    n_sweep = ((len(p["gpu_sweep_modes"]) * len(p["gpu_sweep_chunks"]) * len(p["gpu_sweep_buffers"]) + 1)
+               * p["gpu_sweep_runs"] if p["gpu_sweep_modes"] else 0)
+    n_gpu = ((3 + len(p["kvikio_threads"])) + 3) * runs + n_sweep if cuda else 0
     ra_log: list = []
     with tqdm(total=n_cells + n_ra + n_rand + n_gpu, desc="chapter 9", disable=not progress, mininterval=10) as bar:
         kw = dict(method=purge_method, disk=disk, seed=seed, progress=bar)
@@ -880,6 +1113,13 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
             res.metadata["readahead_changes"] = ra_log
         res.add("random", random_small_reads(sh.path, reads=random_reads, pool_threads=p["pool_threads"], runs=runs,
                                        seconds=random_seconds, **kw))
+        if uring["available"]:
+            try:
+                res.add("uring", uring_random_reads(sh.path, reads=random_reads, depths=p["uring_depths"], runs=runs,
+                                                    seconds=random_seconds, **kw))
+            except OSError as e:  # a ring was granted but its reads were refused (e.g. restricted opcodes)
+                uring = dict(uring, available=False,
+                             note=f"skipped: io_uring reads failed here ({type(e).__name__}: {e})")
         res.add("ceiling", device_ceiling(sh.path, runs=runs, method=purge_method))
         if cuda:
             import torch
@@ -892,6 +1132,10 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
             g, gds = to_gpu(sh.path, chunk=gpu_chunk, runs=runs, kvikio_threads=p["kvikio_threads"],
                             kvikio_task=kvikio_task, method=purge_method, progress=bar)
             res.add("gpu", g)
+            if n_sweep:
+                res.add("pipeline", pipeline_sweep(sh.path, chunks=p["gpu_sweep_chunks"],
+                                                   buffers=p["gpu_sweep_buffers"], modes=p["gpu_sweep_modes"],
+                                                   runs=p["gpu_sweep_runs"], method=purge_method, progress=bar))
         else:
             gds = gds_status()
     res.metadata.update(
@@ -901,15 +1145,9 @@ def run(*, file_size: int, request_sizes, threads, modes, runs: int, cell_second
                              original_kb=ra_now, values_kb=ra_values if sysfs else []),
         can_drop_caches=pagecache.can_drop_caches(), dataset=sh.manifest,
         nand_read_floor_us=storage.NAND_READ_FLOOR_US, physical_nvme_qd1_us=list(PHYSICAL_NVME_QD1_US),
-        io_uring=IO_URING_NOTE,
+        io_uring=uring["note"], io_uring_status=uring,
         gpu_note=None if cuda else ("gpu='off' asked for" if p["gpu"] == "off" else
                                     "no CUDA device"),
     )
     res.save(results.resolve_run_dir(run_dir))
     return res
-
-
-#: Why io_uring is not measured (checked against the package index when the chapter was written).
-IO_URING_NOTE = ("not measured: Python bindings for io_uring exist on PyPI (liburing, pyuring) but none is part "
-                 "of this book's dependencies; the thread pool of pread calls stands in for an asynchronous "
-                 "interface")

@@ -55,3 +55,19 @@ def test_full_chapter_within_ten_minutes():
         for c in rec.get("chapters", []):
             if c.get("chapter") == "09_reading_smarter" and rec.get("profile") == "full":
                 assert c["seconds"] <= 600, (p.name, c["seconds"])
+
+
+def test_steadiest_path_b_setting_reaches_the_disk_on_every_run(ref):
+    """With the sweep in the reference: the chosen setting reaches the target against each run's own ceiling."""
+    s = page.pipeline_summary(ref)
+    if s.empty:
+        pytest.skip("the chunk x buffers sweep of path (b) is not in the reference run")
+    assert s.iloc[0]["share_min"] >= page.PIPELINE_TARGET, page.pipeline_note(ref)
+    assert ref.table("pipeline")["verified"].dropna().all()
+
+
+def test_uring_was_measured_or_its_skip_is_labelled(ref):
+    if "uring" not in ref.tables:
+        assert "not in the reference run" in page.uring_note(ref) or "skipped" in page.uring_note(ref)
+    else:
+        assert (ref.table("uring")["requests"] > 0).all()

@@ -462,6 +462,186 @@ def finding_virtual_disk(res) -> Finding:
     return Finding("virtual_disk", text, p50, "µs", interval=(min(st["first"]), max(st["first"])))
 
 
+# --------------------------------------------------------------------------- io_uring (experiment 3b)
+def uring_summary(res) -> pd.DataFrame:
+    u = _t(res, "uring")
+    if u.empty:
+        return u
+    return u.groupby(["io_mode", "depth"], sort=True).agg(
+        IOPS=("IOPS", "mean"), IOPS_min=("IOPS", "min"), IOPS_max=("IOPS", "max"), p50_us=("p50_us", "mean"),
+        p99_us=("p99_us", "mean"), seen_qd=("dev_queue_depth", "mean"), util=("dev_util", "mean"),
+        seen_over_asked=("seen_over_asked", "mean"), n=("run", "count")).reset_index()
+
+
+def uring_table(res) -> pd.DataFrame:
+    s = uring_summary(res)
+    if s.empty:
+        return s
+    return pd.DataFrame({"reader": [f"io_uring, {m}, depth {int(d)}" for m, d in zip(s["io_mode"], s["depth"])],
+                         "IOPS (mean)": s["IOPS"], "min": s["IOPS_min"], "max": s["IOPS_max"],
+                         "p50 (µs)": s["p50_us"], "p99 (µs)": s["p99_us"], "seen depth": s["seen_qd"],
+                         "device busy (%)": 100 * s["util"].clip(upper=1),
+                         "bytes read for us ÷ asked": s["seen_over_asked"], "runs": s["n"]})
+
+
+def uring_note(res) -> str:
+    """What io_uring did for the cold random 4 KiB reads, beside the pread thread pool at the same offsets;
+    or why it was not measured."""
+    u = _t(res, "uring")
+    status = res.metadata.get("io_uring_status")
+    if u.empty:
+        if isinstance(status, dict) and not status.get("available"):
+            return f"io_uring: {status.get('note')}."
+        return ("io_uring: not in the reference run (the io_uring reader was added after it); run the chapter "
+                "with the ch9 extra installed to measure it here.")
+    bits = []
+    for mode, g in u.groupby("io_mode", sort=False):
+        by = g.groupby("depth")["IOPS"].mean()
+        lo_d, best_d = int(by.index.min()), int(by.idxmax())
+        base = g[g["depth"] == lo_d]["IOPS"].tolist()
+        best = g[g["depth"] == best_d]["IOPS"].tolist()
+        bit = f"{mode}: **{fx.num(_mean(best))} IOPS** at depth {best_d}"
+        if best_d != lo_d:
+            bit += f", {fx.compare(best, base, more='above', less='below', same='level with')} depth {lo_d}"
+        hi_d = int(by.index.max())
+        if best_d < hi_d:
+            bit += f" (deeper queues, up to {hi_d}, added nothing: the device, or what serves it, was saturated)"
+        bits.append(bit)
+    text = "Cold random 4 KiB reads through one io_uring ring (one thread, no pool): " + "; ".join(bits) + "."
+    r = _t(res, "random")
+    pool = r[r["mode"] == "pread, thread pool"] if not r.empty else r
+    if not pool.empty:
+        best_t = pool.groupby("threads")["IOPS"].mean().idxmax()
+        pbest = pool[pool["threads"] == best_t]["IOPS"].tolist()
+        by_all = u.groupby(["io_mode", "depth"])["IOPS"].mean()
+        (m, d) = by_all.idxmax()
+        ubest = u[(u["io_mode"] == m) & (u["depth"] == d)]["IOPS"].tolist()
+        d_cmp = fx.direction(ubest, pbest)
+        text += (f" Its best ({m}, depth {int(d)}) was {fx.compare(ubest, pbest, same='level with')} the best pread "
+                 f"pool ({best_t} threads, {fx.num(_mean(pbest))} IOPS): "
+                 + fx.choose(d_cmp, "one thread with a deep queue beat many threads each waiting on one read.",
+                             "the thread pool kept more reads in flight, or spent less per read, than this ring.",
+                             "the same number of reads in flight gives the same IOPS whoever issues them; "
+                             "the device sets the pace."))
+    return text
+
+
+# --------------------------------------------------------------------------- path (b): what decides its share
+def pipeline_shares(res) -> pd.DataFrame:
+    """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run:
+    min(that run's ``dd`` ceiling, the PCIe ceiling)."""
+    t = _t(res, "pipeline")
+    if t.empty:
+        return t
+    if "error" in t:
+        t = t[t["error"].isna()]
+    dd = t[t["mode"].str.startswith("dd")].groupby("run")["GBps"].mean()
+    b = t[~t["mode"].str.startswith("dd")].copy()
+    pc = pcie_ceiling(res)
+    ceil = b["run"].map(dd)
+    if pc:
+        ceil = ceil.clip(upper=pc)
+    b["ceiling_GBps"] = ceil
+    b["share"] = b["GBps"] / ceil
+    return b.dropna(subset=["share"])
+
+
+def pipeline_summary(res) -> pd.DataFrame:
+    b = pipeline_shares(res)
+    if b.empty:
+        return b
+    s = b.groupby(["mode", "chunk", "buffers"]).agg(GBps=("GBps", "mean"), share=("share", "mean"),
+                                                    share_min=("share", "min"), share_max=("share", "max"),
+                                                    cpu=("cpu_s_per_GB", "mean"), n=("run", "count")).reset_index()
+    return s.sort_values(["share_min", "share"], ascending=False).reset_index(drop=True)
+
+
+def pipeline_table(res) -> pd.DataFrame:
+    s = pipeline_summary(res)
+    if s.empty:
+        return s
+    return pd.DataFrame({"reads": s["mode"], "chunk": s["chunk"].map(lambda v: size_label(int(v))),
+                         "buffers": s["buffers"].astype(int), "GB/s (mean)": s["GBps"],
+                         "share of the same run's ceiling (%)": 100 * s["share"],
+                         "lowest run (%)": 100 * s["share_min"], "highest run (%)": 100 * s["share_max"],
+                         "CPU s per GB": s["cpu"], "runs": s["n"]})
+
+
+def _effect(s: pd.DataFrame, col: str) -> float | None:
+    """The main effect of ``col`` on the mean share: max − min over its values of the share averaged over
+    the other settings (the sweep is a full grid); None when the sweep holds one value of it."""
+    m = s.groupby(col)["share"].mean()
+    return float(m.max() - m.min()) if len(m) >= 2 else None
+
+
+def drift_note(res) -> str:
+    """Does the disk's own drift between runs explain path (b)'s spread against the mean ceiling? From the
+    main table: the spread of the ``dd`` runs beside the spread of path (b)'s runs (max ÷ min of each)."""
+    dd, pin = device_ceiling(res), gpu_runs(res, PINNED, cache="cold")
+    if len(dd) < 2 or len(pin) < 2:
+        return ""
+    dd_s, pin_s = max(dd) / min(dd), max(pin) / min(pin)
+    m = _mean(dd)
+    text = (f"Against the mean ceiling ({fx.num(m, 'GB/s')}) path (b)'s runs spread over "
+            f"{fx.span(min(pin) / m * 100, max(pin) / m * 100, '%')}; the device's own `dd` runs spread over "
+            f"{fx.span(min(dd), max(dd), 'GB/s')} ({fx.times(dd_s)} max ÷ min, path (b): {fx.times(pin_s)}). ")
+    d = fx.direction(dd_s, pin_s, tol=0.02)
+    text += fx.choose(d, "The disk drifts between runs more than path (b) does: most of that spread is the disk's, "
+                         "not the pipeline's, so each run must be set against a ceiling measured in the same run.",
+                      "Path (b) varies more than the disk between runs: the pipeline itself (its chunk, its buffers, "
+                      "its readahead) adds variation, which the sweep below measures.",
+                      "The disk drifts between runs about as much as path (b) does: that spread is mostly the disk's, "
+                      "so each run must be set against a ceiling measured in the same run.")
+    return text
+
+
+def pipeline_note(res) -> str:
+    """Which chunk × buffers × read mode keeps path (b) closest to the disk on every run, and which of the
+    three decides it; or, where the run lacks the sweep, what the main table already says about the spread."""
+    s = pipeline_summary(res)
+    drift = drift_note(res)
+    if s.empty:
+        return ((drift + " " if drift else "") + "The chunk × buffers sweep of path (b), buffered and O_DIRECT, each "
+                "run paired with a `dd` ceiling of the same run, is not in the reference run; it runs where CUDA "
+                "is available.").strip()
+    best = s.iloc[0]
+    n_runs, n_hit = int(best["n"]), None
+    b = pipeline_shares(res)
+    rows = b[(b["mode"] == best["mode"]) & (b["chunk"] == best["chunk"]) & (b["buffers"] == best["buffers"])]
+    n_hit = int((rows["share"] >= PIPELINE_TARGET).sum())
+    text = (f"Steadiest path (b): **{best['mode']} reads, {size_label(int(best['chunk']))} chunks × "
+            f"{int(best['buffers'])} pinned buffers**, {fx.span(100 * best['share_min'], 100 * best['share_max'], '%')} "
+            f"of the slower link measured in the same run (mean {fx.pct(best['share'])}): ")
+    text += (f"at or above the {fx.pct(PIPELINE_TARGET)} target on every one of its {n_runs} runs."
+             if n_hit == n_runs else f"at or above the {fx.pct(PIPELINE_TARGET)} target on {n_hit} of {n_runs} runs.")
+    eff = {name: _effect(s, col) for name, col in (("the chunk size", "chunk"), ("the number of buffers", "buffers"),
+                                                    ("O_DIRECT versus buffered reads", "mode"))}
+    eff = {k: v for k, v in eff.items() if v is not None}
+    if eff:
+        top = max(eff, key=eff.get)
+        parts = [f"{k} {fx.num(100 * v)} points" for k, v in eff.items()]
+        text += (f" Averaged over the other settings, each setting moves the mean share by: {_and(parts)}; "
+                 + ("none of them moves it by two points: the disk, not the pipeline's settings, sets the pace."
+                    if eff[top] < 0.02 else
+                    f"{top} decides it." if all(eff[top] - v >= 0.01 for k, v in eff.items() if k != top) else
+                    "the largest effects are level (within a point), so this sweep cannot tell them apart."))
+    od, bu = s[s["mode"] == "O_DIRECT"], s[s["mode"] == "buffered"]
+    ra = (res.metadata.get("device") or {}).get("read_ahead_kb")
+    if len(bu) and _ok(ra) and ra:
+        c = int(bu.iloc[0]["chunk"])
+        d = fx.direction(c, ra * 1024, tol=0.0)
+        text += (f" The best buffered chunk ({size_label(c)}) is "
+                 + fx.choose(d, "larger than", "smaller than", "the same size as")
+                 + f" the device's readahead window ({size_label(int(ra) * 1024)}).")
+    if len(od) and len(bu):
+        o, u = od.iloc[0], bu.iloc[0]
+        if _ok(o["cpu"]) and _ok(u["cpu"]):
+            text += (f" At their best settings O_DIRECT used {fx.num(o['cpu'], 's')} of CPU per GB against "
+                     f"buffered reads' {fx.num(u['cpu'], 's')} ({fx.compare([u['cpu']], [o['cpu']], more='more than', less='less than', same='about the same as')} "
+                     "the O_DIRECT path's: buffered reads also copy out of the page cache).")
+    return (drift + " " + text).strip() if drift else text
+
+
 def findings(res) -> list[Finding]:
     return [finding_to_gpu(res), finding_gds(res), finding_parallel(res), finding_asked_vs_seen(res),
             finding_readahead(res), finding_virtual_disk(res)]
