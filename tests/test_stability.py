@@ -113,3 +113,11 @@ def test_committed_reference_and_repeats():
     text = stability.summary(found)
     assert text and all("nan" not in s and "None" not in s for s in text)
     assert stability.runs_table(found)["commit"].ne("unknown").all()
+
+
+def test_chapter_12_shows_the_committed_runs_whatever_this_run_is():
+    from datajourney.book.pages import diagnosis as page
+
+    table, runs, text = page.stability(results.DEFAULT_REFERENCE_HOST)
+    assert list(table.columns)[:3] == ["chapter", "repeat run", "metric"] and not runs.empty
+    assert text.startswith("* Chapter 7, repeat ") and "No repeat of the reference run" in text
