@@ -115,8 +115,8 @@ def comparisons(host: str | None = None, chapters=None) -> dict[str, list[tuple]
 
 
 def without_repeat(found: dict) -> list[str]:
-    """The chapters of :data:`REPEATED`, and any asked for, that have no committed repeat."""
-    return [name for name in dict.fromkeys([*REPEATED, *found]) if not found.get(name) and name in REPEATED]
+    """The chapters of :data:`REPEATED` among those compared that have no committed repeat."""
+    return [name for name in REPEATED if name in found and not found[name]]
 
 
 def _value(v, unit: str, std=None) -> str:
