@@ -121,3 +121,17 @@ def test_chapter_12_shows_the_committed_runs_whatever_this_run_is():
     table, runs, text = page.stability(results.DEFAULT_REFERENCE_HOST)
     assert list(table.columns)[:3] == ["chapter", "repeat run", "metric"] and not runs.empty
     assert text.startswith("* Chapter 7, repeat ") and "No repeat of the reference run" in text
+
+
+def test_committed_chapter_12_shows_the_committed_repeats():
+    """The executed chapter 12 in the book matches the committed repeats (re-render it after promoting one)."""
+    import nbformat
+
+    from datajourney.book import chapters
+    from datajourney.book.pages import diagnosis as page
+
+    nb = nbformat.read(chapters.lookup("12").notebook, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "page.stability(" in c.source)
+    assert "hide-input" in cell.metadata["tags"]
+    shown = [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
+    assert shown == [page.stability(results.DEFAULT_REFERENCE_HOST)[2]]
