@@ -80,7 +80,7 @@ def _book(a) -> int:
 def _promote(a) -> int:
     """Make a finished run the committed reference: results to data/reference/<host>/,
     executed notebooks to notebooks/."""
-    from .book.results import EXTRA_DIR, REFERENCE_DIR
+    from .book.results import EXTRA_DIR, REFERENCE_DIR, REPEAT_DIR
 
     from .book.runner import read_record
 
@@ -89,15 +89,18 @@ def _promote(a) -> int:
     if record.get("status") != "ok":
         raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok'")
     dest = REFERENCE_DIR / a.host
-    if a.extra:  # a further reference (e.g. more GPUs): results only, beside the chapter's main reference
-        dest = dest / EXTRA_DIR
+    # a further reference (e.g. more GPUs) or a repeat of the reference run: results only, beside the
+    # chapter's main reference, each named by its run id; the main reference and the notebooks stay
+    side = EXTRA_DIR if a.extra else REPEAT_DIR if a.repeat else None
+    if side:
+        dest = dest / side
     dest.mkdir(parents=True, exist_ok=True)
     for f in sorted(run_dir.glob("*.json")):  # run.json is kept per run: several runs may make one reference
         name = (f"run-{record['run_id']}.json" if f.name == "run.json"
-                else f"{f.stem}-{record['run_id']}.json" if a.extra else f.name)
+                else f"{f.stem}-{record['run_id']}.json" if side else f.name)
         shutil.copyfile(f, dest / name)
         print(f"  {f.name} -> {dest.relative_to(REPO_ROOT)}/{name}")
-    if a.extra:
+    if side:
         return 0
     import nbformat
 
@@ -308,8 +311,11 @@ def main(argv=None) -> int:
     p = sub.add_parser("promote", help="make a run the committed reference run of HOST")
     p.add_argument("run_dir")
     p.add_argument("--host", required=True)
-    p.add_argument("--extra", action="store_true", help="a further reference beside the main one (e.g. a host "
-                   "with more GPUs): results go to data/reference/HOST/more/, notebooks stay")
+    beside = p.add_mutually_exclusive_group()
+    beside.add_argument("--extra", action="store_true", help="a further reference beside the main one (e.g. a "
+                        "host with more GPUs): results go to data/reference/HOST/more/, notebooks stay")
+    beside.add_argument("--repeat", action="store_true", help="a repeat of the reference run (same parameters, "
+                        "another time or host): results go to data/reference/HOST/repeats/, notebooks stay")
     p.set_defaults(fn=_promote)
 
     f = sub.add_parser("fingerprint", help="print this machine's environment fingerprint")

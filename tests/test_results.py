@@ -89,3 +89,47 @@ def test_published_figures_are_quoted_exactly():
             for token in filter(None, (f.value, f.std)):
                 assert re.search(rf"(?<![\d.]){re.escape(token)}(?![\d])", text), (chapter, f.metric, token)
             assert f.setting, (chapter, f.metric)
+
+
+def _finished_run(tmp_path, run_id: str):
+    run = tmp_path / run_id
+    (run / "notebooks").mkdir(parents=True)
+    (run / "notebooks" / "07_full_picture.ipynb").write_text("{}")
+    res = results.Result(chapter="07_full_picture", run_id=run_id, parameters={"steps": 5}, fingerprint={})
+    res.add("t", pd.DataFrame({"a": [1.0]}))
+    res.save(run)
+    (run / "run.json").write_text(json.dumps({"status": "ok", "run_id": run_id, "chapters": []}))
+    return run
+
+
+@pytest.mark.parametrize("option, folder, loader", [("--repeat", "repeats", results.repeat_references),
+                                                    ("--extra", "more", results.extra_references)])
+def test_repeats_and_extra_references_are_promoted_beside_the_main_one(tmp_path, monkeypatch, option, folder,
+                                                                       loader):
+    from datajourney.__main__ import main
+
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
+    monkeypatch.setattr("datajourney.__main__.REPO_ROOT", tmp_path)
+    for run_id in ("run-b", "run-a"):
+        assert main(["promote", str(_finished_run(tmp_path, run_id)), "--host", "h200", option]) == 0
+    host = tmp_path / "ref" / "h200"
+    assert [r.run_id for r in loader("07_full_picture", "h200")] == ["run-a", "run-b"]  # oldest run id first
+    assert (host / folder / "run-run-a.json").exists() and (host / folder / "07_full_picture-run-b.json").exists()
+    # the main reference, the other folder and the notebooks are left alone
+    assert not (host / "07_full_picture.json").exists() and not (tmp_path / "notebooks").exists()
+    other = results.extra_references if loader is results.repeat_references else results.repeat_references
+    assert other("07_full_picture", "h200") == [] and loader("06_pcie", "h200") == []
+
+
+def test_promote_takes_one_of_repeat_and_extra(tmp_path, capsys):
+    from datajourney.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["promote", str(tmp_path), "--host", "h200", "--repeat", "--extra"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_committed_repeats_load():
+    got = results.repeat_references("07_full_picture", "h200")
+    assert got and all(r.chapter == "07_full_picture" and r.run_id != results.load_reference(r.chapter).run_id
+                       for r in got)

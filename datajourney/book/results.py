@@ -166,12 +166,26 @@ def reference_hosts() -> list[str]:
 
 #: Further reference runs of a chapter on bigger hosts of the same kind (e.g. more GPUs), beside the main one.
 EXTRA_DIR = "more"
+#: Repeats of a chapter's reference run (same parameters, another time or host), to show how stable it is.
+REPEAT_DIR = "repeats"
+
+
+def side_references(folder: str, chapter: str, host: str | None = None) -> list[Result]:
+    """The committed results of ``chapter`` kept beside its main reference in ``<host>/<folder>/``
+    (files ``<chapter>-<run id>.json``), oldest run id first."""
+    d = REFERENCE_DIR / (host or DEFAULT_REFERENCE_HOST) / folder
+    return [Result.load(p) for p in sorted(d.glob(f"{chapter}-*.json"))] if d.is_dir() else []
 
 
 def extra_references(chapter: str, host: str | None = None) -> list[Result]:
     """The committed further reference runs of ``chapter`` (``<host>/more/<chapter>-<run id>.json``), oldest first."""
-    d = REFERENCE_DIR / (host or DEFAULT_REFERENCE_HOST) / EXTRA_DIR
-    return [Result.load(p) for p in sorted(d.glob(f"{chapter}-*.json"))] if d.is_dir() else []
+    return side_references(EXTRA_DIR, chapter, host)
+
+
+def repeat_references(chapter: str, host: str | None = None) -> list[Result]:
+    """The committed repeats of ``chapter``'s reference run (``<host>/repeats/<chapter>-<run id>.json``),
+    oldest first."""
+    return side_references(REPEAT_DIR, chapter, host)
 
 
 def load_reference(chapter: str, host: str | None = None) -> Result | None:

@@ -443,3 +443,14 @@ def padding_text(res) -> str:
             f"{parts}. At the demand above, {best['label']} turns "
             f"{fx.num(best['efficiency'] * res.parameters['llm_tokens_per_s'], 'tokens/s')} into training signal and "
             f"{worst['label']} {fx.num(worst['efficiency'] * res.parameters['llm_tokens_per_s'], 'tokens/s')}.")
+
+
+# ----------------------------------------------------------------------------- how stable are these numbers?
+def stability(host: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The committed reference runs against their committed repeats (never this run, so a reader's run
+    shows the same section): the key metrics side by side, the compared runs (commit, date, host) and
+    the computed sentences, as Markdown bullets."""
+    from .. import stability as st
+
+    found = st.comparisons(host)
+    return st.table(found), st.runs_table(found), "\n".join(f"* {s}" for s in st.summary(found))

@@ -1,0 +1,248 @@
+"""How stable are the reference numbers? Each chapter's key metrics in its committed reference run
+beside the same metrics in the committed repeats of that run (``data/reference/<host>/repeats/``).
+
+This module reads result files only; it measures nothing. A repeat is the same chapter run again
+with the same parameters at another time or on another host (``python -m datajourney promote
+RUN --host HOST --repeat``). The comparison names each run's commit, date and host, so that a
+reader can tell a change of the code or of the machine from run-to-run noise.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+
+import pandas as pd
+
+from . import findings as fx
+from . import published, results
+from .chapters import CHAPTERS, lookup
+
+#: A key metric that moved by more than this fraction between two runs is named in the sentence.
+THRESHOLD = 0.10
+#: The chapters whose reference run the book repeats (storage, PCIe, the end-to-end step).
+REPEATED = ("02_random_vs_sequential", "06_pcie", "07_full_picture")
+#: Parameters that name the run rather than the experiment.
+_RUN_PARAMETERS = {"run_dir", "replay", "reference_host", "is_reference_run", "data_dir"}
+
+
+def key_metrics(res: results.Result) -> dict:
+    """``key_metrics(res)`` of the chapter's page: metric -> (value, std); {} when the page has none
+    or the result lacks what it needs."""
+    ch = lookup(res.chapter)
+    if ch.page is None:
+        return {}
+    page = importlib.import_module(ch.page)
+    try:
+        return dict(page.key_metrics(res)) if hasattr(page, "key_metrics") else {}
+    except (KeyError, ValueError, IndexError):
+        return {}
+
+
+def _number(x) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v and abs(v) != float("inf") else None
+
+
+def run_info(res: results.Result) -> dict:
+    """Commit, date and host of a run, from its fingerprint."""
+    fp = res.fingerprint or {}
+    h = fp.get("host") or {}
+    return {"run": res.run_id, "commit": (fp.get("software") or {}).get("git_commit"),
+            "date": fp.get("date_utc") or res.created_utc or None, "host": h.get("name"), "host_id": h.get("id"),
+            "boot_id": h.get("boot_id"), "gpu": (fp.get("gpu") or {}).get("name")}
+
+
+def host_text(info: dict) -> str:
+    """'vm (NVIDIA H200)', with the host id when the fingerprint has one."""
+    name = info.get("host") or "unknown host"
+    if info.get("host_id"):
+        name += f" · id {info['host_id']}"
+    return name + (f" ({info['gpu']})" if info.get("gpu") else "")
+
+
+def same_host(a: dict, b: dict) -> bool | None:
+    """True when two runs' fingerprints show one machine (same boot id or host id), False when they
+    show two (different host ids, names or GPUs), None when they cannot tell."""
+    if a.get("boot_id") and a.get("boot_id") == b.get("boot_id"):
+        return True
+    if a.get("host_id") and b.get("host_id"):
+        return a["host_id"] == b["host_id"]
+    if a.get("host") != b.get("host") or a.get("gpu") != b.get("gpu"):
+        return False
+    return None
+
+
+def _parameters(res: results.Result) -> dict:
+    return {k: v for k, v in res.parameters.items() if k not in _RUN_PARAMETERS}
+
+
+def compare(main: results.Result, repeat: results.Result) -> pd.DataFrame:
+    """One row per key metric of the chapter: its value in the main reference and in the repeat, the
+    change in percent of the main value, whether the change stays within the two runs' own spread
+    (the sum of their standard deviations, where the page gives them), and each run's commit, date
+    and host."""
+    a, b = key_metrics(main), key_metrics(repeat)
+    ia, ib = run_info(main), run_info(repeat)
+    rows = []
+    for metric in dict.fromkeys([*a, *b]):
+        (va, sa), (vb, sb) = a.get(metric, (None, None)), b.get(metric, (None, None))
+        va, sa, vb, sb = _number(va), _number(sa), _number(vb), _number(sb)
+        change = 100 * (vb - va) / abs(va) if va not in (None, 0) and vb is not None else None
+        within = None
+        if change is not None and sa is not None and sb is not None:
+            within = abs(vb - va) <= sa + sb
+        fig = published.figure(main.chapter, metric)
+        rows.append({"chapter": main.chapter, "metric": metric, "unit": fig.unit if fig else "",
+                     "reference": va, "reference_std": sa, "repeat": vb, "repeat_std": sb,
+                     "change_pct": change, "within_spread": within,
+                     **{f"reference_{k}": v for k, v in ia.items()}, **{f"repeat_{k}": v for k, v in ib.items()}})
+    return pd.DataFrame(rows)
+
+
+def comparisons(host: str | None = None, chapters=None) -> dict[str, list[tuple]]:
+    """For each chapter (all by default): [(main reference, repeat, :func:`compare` of the two), ...],
+    one per committed repeat; an empty list where the chapter has no main reference or no repeat."""
+    names = [c.name for c in CHAPTERS] if chapters is None else [lookup(c).name for c in chapters]
+    out = {}
+    for name in names:
+        main = results.load_reference(name, host)
+        reps = results.repeat_references(name, host) if main is not None else []
+        out[name] = [(main, r, compare(main, r)) for r in reps]
+    return out
+
+
+def without_repeat(found: dict) -> list[str]:
+    """The chapters of :data:`REPEATED` among those compared that have no committed repeat."""
+    return [name for name in REPEATED if name in found and not found[name]]
+
+
+def _value(v, unit: str, std=None) -> str:
+    return published.fmt(v, std, unit) if v is not None else "—"
+
+
+def _signed(pct: float) -> str:
+    return ("+" if pct > 0 else "−" if pct < 0 else "") + fx.num(abs(pct), "%")
+
+
+def table(found: dict) -> pd.DataFrame:
+    """The displayed table: chapter · metric · reference run · repeat · change · within the spread;
+    a row per chapter of :data:`REPEATED` without a repeat says so."""
+    rows = []
+    for name, pairs in found.items():
+        for _, rep, df in pairs:
+            for r in df.itertuples():
+                rows.append({"chapter": lookup(name).number, "repeat run": rep.run_id, "metric": r.metric,
+                             "reference run": _value(r.reference, r.unit, r.reference_std),
+                             "repeat": _value(r.repeat, r.unit, r.repeat_std),
+                             "change": _signed(r.change_pct) if r.change_pct is not None else "—",
+                             "within the runs' ± std": ("—" if r.within_spread is None
+                                                        else "yes" if r.within_spread else "no")})
+    for name in without_repeat(found):
+        rows.append({"chapter": lookup(name).number, "repeat run": "no repeat committed yet", "metric": "—",
+                     "reference run": "—", "repeat": "—",
+                     "change": "—", "within the runs' ± std": "—"})
+    df = pd.DataFrame(rows, columns=["chapter", "repeat run", "metric", "reference run", "repeat", "change",
+                                     "within the runs' ± std"])
+    return df.sort_values("chapter", kind="stable").reset_index(drop=True)
+
+
+def runs_table(found: dict) -> pd.DataFrame:
+    """Each compared run: chapter · role · run id · commit · date · host."""
+    rows, seen = [], set()
+    for name, pairs in found.items():
+        for main, rep in ((m, r) for m, r, _ in pairs):
+            for role, info in (("reference", run_info(main)), ("repeat", run_info(rep))):
+                if (name, info["run"]) in seen:
+                    continue
+                seen.add((name, info["run"]))
+                rows.append({"chapter": lookup(name).number, "run": role, "run id": info["run"],
+                             "commit": info["commit"] or "unknown", "date (UTC)": info["date"] or "unknown",
+                             "host": host_text(info)})
+    return pd.DataFrame(rows, columns=["chapter", "run", "run id", "commit", "date (UTC)", "host"])
+
+
+def _hours(a: str | None, b: str | None) -> float | None:
+    try:
+        t = [_dt.datetime.strptime(x, "%Y-%m-%dT%H:%M:%SZ") for x in (a, b)]
+    except (TypeError, ValueError):
+        return None
+    return abs((t[1] - t[0]).total_seconds()) / 3600
+
+
+def _apart(hours: float | None) -> str:
+    if hours is None:
+        return "at times the fingerprints do not give"
+    if hours < 1:
+        return f"{fx.num(round(hours * 60))} minutes apart"
+    if hours < 48:
+        return f"{fx.num(hours)} hours apart"
+    return f"{fx.num(hours / 24)} days apart"
+
+
+def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, threshold: float = THRESHOLD) -> str:
+    """What moved between the reference run and one repeat, by how much, and whether the two runs
+    share commit and host (so the change is run-to-run noise) or not."""
+    ch = lookup(main.chapter)
+    ia, ib = run_info(main), run_info(repeat)
+    head = f"Chapter {ch.number}, repeat {repeat.run_id}"
+    moved = df.dropna(subset=["change_pct"]) if not df.empty else df
+    if moved.empty:
+        text = f"{head}: no key metric was measured in both runs, so nothing can be compared."
+    else:
+        big = moved[moved["change_pct"].abs() > 100 * threshold]
+        top = moved.loc[moved["change_pct"].abs().idxmax()]
+        if big.empty:
+            text = (f"{head}: none of the {len(moved)} key metrics moved by more than {fx.pct(threshold)}; the "
+                    f"largest change is {top['metric']}, {_signed(top['change_pct'])}.")
+        else:
+            named = "; ".join(f"{r.metric}, {_signed(r.change_pct)}"
+                              + ("" if r.within_spread is None else
+                                 " (within the runs' own ± std)" if r.within_spread else " (beyond the runs' ± std)")
+                              for r in big.sort_values("change_pct", key=abs, ascending=False).itertuples())
+            text = (f"{head}: {len(big)} of the {len(moved)} key metrics moved by more than {fx.pct(threshold)}: "
+                    f"{named}. The largest change is {top['metric']}, {_signed(top['change_pct'])}.")
+        n_within = int((moved["within_spread"] == True).sum())  # noqa: E712 - None means no spread given
+        n_judged = int(moved["within_spread"].notna().sum())
+        if n_judged:
+            text += (f" {'All' if n_within == n_judged else f'{n_within} of the'} {n_judged} metrics with a spread "
+                     "moved by no more than the two runs' standard deviations together.")
+    same_commit = ia["commit"] is not None and ia["commit"] == ib["commit"]
+    host = same_host(ia, ib)
+    commit_text = (f"the same commit ({ia['commit']})" if same_commit
+                   else f"different commits ({ia['commit'] or 'unknown'} and {ib['commit'] or 'unknown'})")
+    boot = ia.get("boot_id") is not None and ia.get("boot_id") == ib.get("boot_id")
+    host_part = {True: f"on the same host{' and boot' if boot else ''}, {host_text(ia)}",
+                 False: f"on different hosts ({host_text(ia)} and {host_text(ib)})",
+                 None: f"on hosts named alike ({host_text(ia)}) whose fingerprints do not say whether they are "
+                       "one machine"}[host]
+    text += f" The two runs came from {commit_text}, {host_part}, {_apart(_hours(ia['date'], ib['date']))}"
+    if same_commit and host:
+        text += ", so these changes are run-to-run noise, not code or hardware."
+    elif not same_commit and host is False:
+        text += ": a change may come from the code, the host or noise, and these two runs cannot tell which."
+    elif not same_commit:
+        text += ": a change may come from the code as well as from noise."
+    else:
+        text += ": a change may come from the host as well as from noise."
+    diff = sorted(k for k in set(_parameters(main)) | set(_parameters(repeat))
+                  if _parameters(main).get(k) != _parameters(repeat).get(k))
+    if diff:
+        text += f" The runs' parameters differ ({', '.join(diff)}), so the comparison is not like for like."
+    return text
+
+
+def summary(found: dict, threshold: float = THRESHOLD) -> list[str]:
+    """One sentence per repeat, and one naming the chapters of :data:`REPEATED` without a repeat."""
+    out = []
+    for pairs in found.values():
+        out += [sentence(main, rep, df, threshold) for main, rep, df in pairs]
+    missing = without_repeat(found)
+    if missing:
+        nums = [str(lookup(n).number) for n in missing]
+        which = nums[0] if len(nums) == 1 else ", ".join(nums[:-1]) + " and " + nums[-1]
+        out.append(f"No repeat of the reference run is committed yet for chapter{'s' if len(nums) > 1 else ''} "
+                   f"{which}.")
+    return out

@@ -1,0 +1,137 @@
+"""How stable are the reference numbers: key metrics of a reference run beside its committed repeats."""
+import pandas as pd
+import pytest
+
+from datajourney.book import results, stability
+
+CH = "02_random_vs_sequential"
+HOST = {"name": "gpu-a", "id": "aaa", "boot_id": "boot-1"}
+
+
+def _result(random, sequential, *, run_id="ref", commit="c0ffee", host=None, date="2026-11-22T01:00:00Z",
+            params=None):
+    """A chapter-2 result whose cold reads run at these rates (MB/s, one value per run)."""
+    rows = [{"cache": "cold", "pattern": "random", "MBps": v} for v in random]
+    rows += [{"cache": "cold", "pattern": "sequential", "MBps": v} for v in sequential]
+    fp = {"date_utc": date, "software": {"git_commit": commit}, "host": dict(host or HOST),
+          "gpu": {"name": "NVIDIA H200"}}
+    res = results.Result(chapter=CH, run_id=run_id, parameters=dict(params or {"n_files": 100}), fingerprint=fp)
+    res.add("headline", pd.DataFrame(rows))
+    return res
+
+
+def test_a_metric_that_moved_is_named_and_one_that_did_not_is_not():
+    main = _result([70, 71, 69], [1400, 1410, 1390])
+    moved = _result([72, 73, 71], [700, 705, 695], run_id="rep", date="2026-11-22T01:30:00Z")
+    df = stability.compare(main, moved)
+    row = df.set_index("metric").loc["sequential read, cold"]
+    assert row["change_pct"] == pytest.approx(-50) and not row["within_spread"]
+    assert df.set_index("metric").loc["random read, cold", "change_pct"] == pytest.approx(100 * 2 / 70)
+    text = stability.sentence(main, moved, df)
+    assert "2 of the 3 key metrics moved by more than 10%" in text
+    assert "sequential read, cold, −50%" in text and "beyond the runs' ± std" in text
+    assert "random read, cold, " not in text.split("The largest change")[0]
+    assert "The largest change is sequential ÷ random, cold, −51.4%." in text
+    assert "same commit (c0ffee), on the same host and boot" in text and "30 minutes apart" in text
+    assert "run-to-run noise" in text
+    # the reversal: nothing moved
+    still = _result([70, 71, 69], [1400, 1410, 1390], run_id="rep")
+    text = stability.sentence(main, still, stability.compare(main, still))
+    assert "none of the 3 key metrics moved by more than 10%" in text and "largest change is" in text
+    assert "All 2 metrics with a spread moved by no more than" in text
+
+
+def test_the_threshold_decides_what_is_named():
+    main, rep = _result([70, 71, 69], [1400] * 3), _result([75, 76, 74], [1400] * 3, run_id="rep")
+    df = stability.compare(main, rep)
+    assert "none of the 3 key metrics" in stability.sentence(main, rep, df, threshold=0.10)
+    assert "2 of the 3 key metrics moved by more than 5%" in stability.sentence(main, rep, df, threshold=0.05)
+
+
+def test_a_change_within_the_runs_spread_says_so():
+    main = _result([50, 70, 90], [1400] * 3)
+    rep = _result([60, 80, 100], [1400] * 3, run_id="rep")
+    df = stability.compare(main, rep)
+    assert bool(df.set_index("metric").loc["random read, cold", "within_spread"])
+    assert "(within the runs' own ± std)" in stability.sentence(main, rep, df)
+
+
+@pytest.mark.parametrize("commit, host, expect", [
+    ("c0ffee", HOST, "so these changes are run-to-run noise"),
+    ("beef00", HOST, "different commits (c0ffee and beef00)"),
+    ("c0ffee", {"name": "gpu-b", "id": "bbb", "boot_id": "boot-2"}, "on different hosts"),
+    ("c0ffee", {"name": "gpu-a", "id": "aaa", "boot_id": "boot-2"}, "on the same host, gpu-a"),
+    ("c0ffee", {"name": "gpu-a", "id": None, "boot_id": "boot-2"}, "do not say whether they are one machine"),
+])
+def test_commit_and_host_tell_code_and_hardware_from_noise(commit, host, expect):
+    main = _result([70] * 3, [1400] * 3, host={**HOST, "id": HOST["id"] if host["id"] else None})
+    rep = _result([70] * 3, [1400] * 3, run_id="rep", commit=commit, host=host, date="2026-11-24T01:00:00Z")
+    text = stability.sentence(main, rep, stability.compare(main, rep))
+    assert expect in text and "2 days apart" in text
+    assert ("run-to-run noise" in text) == (expect == "so these changes are run-to-run noise"
+                                             or expect.startswith("on the same host"))
+
+
+def test_different_parameters_are_named():
+    main, rep = _result([70] * 3, [1400] * 3), _result([70] * 3, [1400] * 3, run_id="rep", params={"n_files": 50})
+    assert "parameters differ (n_files)" in stability.sentence(main, rep, stability.compare(main, rep))
+
+
+def test_a_metric_missing_from_one_run_shows_a_dash():
+    main = _result([70] * 3, [1400] * 3)
+    rep = _result([70] * 3, [], run_id="rep")  # the page gives no metric without both patterns
+    df = stability.compare(main, rep)
+    assert df["change_pct"].isna().all() and "nothing can be compared" in stability.sentence(main, rep, df)
+    assert set(stability.table({CH: [(main, rep, df)]})["change"]) == {"—"}
+
+
+def test_repeats_are_read_from_the_committed_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
+    _result([70] * 3, [1400] * 3).save(tmp_path / "h200")
+    rep = _result([70] * 3, [700] * 3, run_id="rep1", date="2026-11-23T01:00:00Z")
+    rep.save(tmp_path / "h200" / "repeats")
+    (tmp_path / "h200" / "repeats" / f"{CH}.json").rename(tmp_path / "h200" / "repeats" / f"{CH}-rep1.json")
+    found = stability.comparisons("h200", [2, 6, 7])
+    assert [r.run_id for _, r, _ in found[CH]] == ["rep1"] and found["06_pcie"] == []
+    t = stability.table(found)
+    assert t["chapter"].tolist() == [2, 2, 2, 6, 7]
+    assert t.set_index("metric").loc["sequential read, cold", "change"] == "−50%"
+    assert (t[t["chapter"] == 6]["repeat run"] == "no repeat committed yet").all()
+    runs = stability.runs_table(found)
+    assert runs["run"].tolist() == ["reference", "repeat"] and runs["commit"].tolist() == ["c0ffee"] * 2
+    text = stability.summary(found)
+    assert text[-1] == "No repeat of the reference run is committed yet for chapters 6 and 7."
+    assert "24 hours apart" in text[0]
+
+
+def test_committed_reference_and_repeats():
+    """The book's own table: chapter 7 has a repeat; every chapter the book repeats has a row."""
+    found = stability.comparisons(results.DEFAULT_REFERENCE_HOST)
+    t = stability.table(found)
+    assert {2, 6, 7} <= set(t["chapter"])
+    assert found["07_full_picture"] and len(found["07_full_picture"][0][2]) >= 5
+    text = stability.summary(found)
+    assert text and all("nan" not in s and "None" not in s for s in text)
+    assert stability.runs_table(found)["commit"].ne("unknown").all()
+
+
+def test_chapter_12_shows_the_committed_runs_whatever_this_run_is():
+    from datajourney.book.pages import diagnosis as page
+
+    table, runs, text = page.stability(results.DEFAULT_REFERENCE_HOST)
+    assert list(table.columns)[:3] == ["chapter", "repeat run", "metric"] and not runs.empty
+    assert text.startswith("* Chapter 7, repeat ") and "No repeat of the reference run" in text
+
+
+def test_committed_chapter_12_shows_the_committed_repeats():
+    """The executed chapter 12 in the book matches the committed repeats (re-render it after promoting one)."""
+    import nbformat
+
+    from datajourney.book import chapters
+    from datajourney.book.pages import diagnosis as page
+
+    nb = nbformat.read(chapters.lookup("12").notebook, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "page.stability(" in c.source)
+    assert "hide-input" in cell.metadata["tags"]
+    shown = [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
+    assert shown == [page.stability(results.DEFAULT_REFERENCE_HOST)[2]]
