@@ -86,8 +86,18 @@ def _promote(a) -> int:
 
     run_dir = Path(a.run_dir)
     record = read_record(run_dir) or {}
-    if record.get("status") != "ok":
-        raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok'")
+    only = None
+    if a.only:  # the chapters of a run that ended early (e.g. its host was taken back) that did finish
+        from .book.chapters import lookup
+
+        only = {lookup(c).name for c in a.only}
+        done = {c["chapter"] for c in record.get("chapters", []) if c.get("status") == "ok"}
+        if not only <= done:
+            raise ParameterError("only", a.only, "chapters this run finished ('ok' in its run.json): "
+                                 + (", ".join(sorted(done)) or "none"))
+    elif record.get("status") != "ok":
+        raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok' (or name its finished "
+                             "chapters with --only)")
     dest = REFERENCE_DIR / a.host
     # a further reference (e.g. more GPUs) or a repeat of the reference run: results only, beside the
     # chapter's main reference, each named by its run id; the main reference and the notebooks stay
@@ -96,6 +106,8 @@ def _promote(a) -> int:
         dest = dest / side
     dest.mkdir(parents=True, exist_ok=True)
     for f in sorted(run_dir.glob("*.json")):  # run.json is kept per run: several runs may make one reference
+        if only is not None and f.name != "run.json" and f.stem not in only:
+            continue
         name = (f"run-{record['run_id']}.json" if f.name == "run.json"
                 else f"{f.stem}-{record['run_id']}.json" if side else f.name)
         shutil.copyfile(f, dest / name)
@@ -105,6 +117,8 @@ def _promote(a) -> int:
     import nbformat
 
     for nb in sorted((run_dir / "notebooks").glob("*.ipynb")):
+        if only is not None and nb.stem not in only:
+            continue
         doc = nbformat.read(nb, as_version=4)
         pm = doc.metadata.get("papermill", {})
         for key in ("input_path", "output_path"):  # machine-local paths of the run host
@@ -311,6 +325,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("promote", help="make a run the committed reference run of HOST")
     p.add_argument("run_dir")
     p.add_argument("--host", required=True)
+    p.add_argument("--only", nargs="+", metavar="CHAPTER", help="promote only these chapters of the run (each "
+                   "must have finished 'ok'; the run record is kept as it is, saying how the run ended)")
     beside = p.add_mutually_exclusive_group()
     beside.add_argument("--extra", action="store_true", help="a further reference beside the main one (e.g. a "
                         "host with more GPUs): results go to data/reference/HOST/more/, notebooks stay")

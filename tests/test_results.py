@@ -133,3 +133,28 @@ def test_committed_repeats_load():
     got = results.repeat_references("07_full_picture", "h200")
     assert got and all(r.chapter == "07_full_picture" and r.run_id != results.load_reference(r.chapter).run_id
                        for r in got)
+
+
+def test_promote_only_the_finished_chapters_of_a_run_that_ended_early(tmp_path, monkeypatch, capsys):
+    from datajourney.__main__ import main
+
+    run = _finished_run(tmp_path, "run-x")
+    (run / "run.json").write_text(json.dumps({"status": "failed", "run_id": "run-x", "chapters": [
+        {"chapter": "07_full_picture", "status": "ok"}, {"chapter": "08_threads_processes_gil", "status": "failed"}]}))
+    (run / "08_threads_processes_gil.json").write_text("{}")  # a half-written result of the failed chapter
+    import nbformat
+
+    for name in ("07_full_picture", "08_threads_processes_gil"):
+        nbformat.write(nbformat.v4.new_notebook(), run / "notebooks" / f"{name}.ipynb")
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
+    monkeypatch.setattr("datajourney.__main__.REPO_ROOT", tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    assert main(["promote", str(run), "--host", "h200"]) == 2
+    assert "run_dir" in capsys.readouterr().err
+    assert main(["promote", str(run), "--host", "h200", "--only", "7", "8"]) == 2
+    assert "only" in capsys.readouterr().err
+    assert not (tmp_path / "ref").exists()  # nothing copied before the check
+    assert main(["promote", str(run), "--host", "h200", "--only", "7"]) == 0
+    host = tmp_path / "ref" / "h200"
+    assert sorted(p.name for p in host.iterdir()) == ["07_full_picture.json", "run-run-x.json"]
+    assert [p.name for p in (tmp_path / "notebooks").iterdir()] == ["07_full_picture.ipynb"]
