@@ -365,9 +365,15 @@ def padding_shares(r5) -> pd.DataFrame | None:
     return s[["strategy", "label", "efficiency"]].reset_index(drop=True)
 
 
+#: Chapter 8's photo hops describe other samples (500×375 photos, not chapter 7's images): they are
+#: shown beside the image workload as a what-if, never taken as its weakest link.
+ASIDE = frozenset({"photo_cpu", "photo_loader"})
+
+
 def weakest(hops: list[Hop]) -> dict | None:
-    """The hop with the smallest capacity, the next one and the margin between them."""
-    known = sorted((h for h in hops if h.capacity is not None), key=lambda h: h.capacity)
+    """The hop with the smallest capacity, the next one and the margin between them (hops in
+    :data:`ASIDE` left out)."""
+    known = sorted((h for h in hops if h.capacity is not None and h.key not in ASIDE), key=lambda h: h.capacity)
     if not any(h.key != "gpu" for h in known) or not any(h.key == "gpu" for h in known):
         return None  # nothing to compare: no measured data hop, or no demand
     first = known[0]
@@ -478,7 +484,18 @@ def weakest_links(found: dict, *, llm_tokens_per_s: float = 1_000_000.0, token_b
 
 def summary_lines(res) -> list[str]:
     """A few lines for the end of a run: the weakest link of each workload on this machine."""
-    return summary_from(res.metadata.get("weakest", {}), res.metadata.get("missing"))
+    return summary_from(weakest_of(res), res.metadata.get("missing"))
+
+
+def weakest_of(res) -> dict:
+    """The weakest link of each workload, computed again from the result's hops table (so a result
+    rendered by newer code follows that code's rule), else as the run stored it."""
+    if "hops" not in res.tables:
+        return res.metadata.get("weakest", {})
+    h = res.table("hops")
+    return {wl: weakest([Hop(r["hop"], r["label"], r["chapter"], None if pd.isna(r["capacity"]) else float(r["capacity"]),
+                             r["basis"]) for _, r in h[h["workload"] == wl].iterrows()])
+            for wl in ("image", "tokens", "gradients")}
 
 
 def summary_from(weakest_by_workload: dict, missing=None) -> list[str]:

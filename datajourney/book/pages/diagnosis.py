@@ -58,7 +58,7 @@ def _title(ch: str) -> str:
 
 def weakest_finding(res, workload: str) -> fx.Finding:
     """The hop that limits ``workload`` on this run, its rate and the margin to the next hop."""
-    w = res.metadata["weakest"].get(workload)
+    w = diagnosis.weakest_of(res).get(workload)
     unit = UNITS[workload]
     h = _hops(res, workload)
     gone = [f"{r.label} ({r.basis})" for r in h[h["capacity"].isna()].itertuples()]
@@ -77,7 +77,7 @@ def weakest_finding(res, workload: str) -> fx.Finding:
 
 def predicted_vs_measured(res) -> fx.Finding | None:
     """The diagnosis's rate (its weakest hop) against chapter 7's best measured pipeline."""
-    wl, w = res.metadata.get("image_workload"), res.metadata["weakest"].get("image")
+    wl, w = res.metadata.get("image_workload"), diagnosis.weakest_of(res).get("image")
     if not wl or not w or not wl.get("best"):
         return None
     best = wl["best"]
