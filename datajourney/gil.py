@@ -881,6 +881,8 @@ def check_parameters(p: dict) -> dict:
     q["loaders"] = choices("loaders", p["loaders"], LOADERS)
     if "spdl" in q["loaders"]:
         requires("loaders", p["loaders"], "spdl.pipeline", "spdl (pip install spdl)")
+        if torch.cuda.is_available():  # its last stage copies to the GPU with spdl.io's transfer_tensor
+            requires("loaders", p["loaders"], "spdl.io", "spdl-io for the GPU transfer stage (pip install spdl)")
     q["loader_decoder"] = choice("loader_decoder", p.get("loader_decoder", "pillow"), DECODERS)
     if q["loader_decoder"] != "pillow" and p["decoders"] != "auto" and q["loader_decoder"] not in q["decoders"]:
         raise ParameterError("loader_decoder", q["loader_decoder"], "pillow or one of `decoders`")

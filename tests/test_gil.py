@@ -143,6 +143,20 @@ def test_spdl_decoder_without_ffmpeg_fails_up_front_and_auto_skips_it(monkeypatc
     assert gil.check_parameters({**BASE, "decoders": "auto"})["decoders"] == ["pillow"]
 
 
+def test_spdl_pipeline_on_a_gpu_without_spdl_io_fails_up_front(monkeypatch):
+    """On a CUDA host the SPDL pipeline's last stage needs spdl.io: missing, it is a one-line error
+    naming `loaders` before any work, not a failure in the middle of the run."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(gil.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda m, *a: None if m == "spdl.io" else real(m, *a))
+    with pytest.raises(ParameterError, match="loaders") as e:
+        gil.check_parameters({**BASE, "loaders": ["dataloader", "spdl"], "decoders": ["pillow"]})
+    assert "spdl-io" in str(e.value)
+    gil.check_parameters({**BASE, "loaders": ["dataloader", "threadpool"], "decoders": ["pillow"]})
+
+
 def test_moonshot_required_without_a_gpu_is_an_error():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
