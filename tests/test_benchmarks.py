@@ -93,3 +93,16 @@ def test_recorded_verification_cost_of_the_full_data_sets(record):
     for r in rec["rows"]:
         assert r["verify_warm_s"] <= 0.10 * r["generate_s"], r
         assert r["bytes_hashed"] < r["bytes"] / 20, r  # a sample, not a re-read
+
+
+def test_recorded_quick_book_fits_ten_minutes():
+    """`./journey book` (quick profile: every chapter, data generation included, then the book build)
+    took at most 10 minutes on the 2-core CPU machine it was recorded on."""
+    from datajourney.book import chapters
+
+    rec = json.loads((REPO_ROOT / "data" / "benchmarks" / "quick_book.json").read_text())
+    assert set(rec["seconds"]) == {c.name for c in chapters.CHAPTERS if c.available}
+    assert set(rec["status"].values()) == {"ok"} and rec["book_build_seconds"] > 0
+    assert sum(rec["seconds"].values()) + rec["book_build_seconds"] <= rec["total_seconds"]
+    assert rec["total_seconds"] <= rec["target_total_seconds"] == 600
+    assert rec["fingerprint"]["gpu"]["available"] is False
