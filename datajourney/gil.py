@@ -49,7 +49,7 @@ import pandas as pd
 import torch
 from torch.utils.data import Dataset
 
-from . import datasets, images
+from . import datasets, images, timing
 
 CHAPTER = "08_threads_processes_gil"
 DECODERS = ("pillow", "spdl", "torchvision")
@@ -980,12 +980,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
     params.pop("progress")
     rd = results.resolve_run_dir(run_dir)
     res = results.start(CHAPTER, params, run_dir, parent)
-    seconds, clock = {}, {"t": time.perf_counter()}
-
-    def lap(name):
-        now = time.perf_counter()
-        seconds[name] = round(now - clock["t"], 2)
-        clock["t"] = now
+    lap = timing.Laps()
 
     cores = len(os.sched_getaffinity(0))
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -1142,7 +1137,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                          total=int(sizes.sum())),
         image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),
         ceiling=ceiling, model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
-        moonshot_target=MOONSHOT_TARGET, thread_target=THREAD_TARGET, seconds=seconds,
+        moonshot_target=MOONSHOT_TARGET, thread_target=THREAD_TARGET, seconds=lap.seconds,
         torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest})
     res.save(rd)
     return res

@@ -269,3 +269,16 @@ def _aggregate(s: list[dict]) -> dict:
     out.update(clock_reasons=bits, power_capped=bool(bits & 0x4), power_capped_share=capped / len(s),
                nvml_samples=len(s))
     return out
+
+
+class Laps:
+    """Wall seconds of a run's sections, for the result's metadata: ``lap(name)`` closes the section
+    that began at the previous lap (or at creation); ``seconds`` maps names to seconds."""
+
+    def __init__(self, clock=time.perf_counter):
+        self.clock, self.t, self.seconds = clock, clock(), {}
+
+    def __call__(self, name: str) -> None:
+        now = self.clock()
+        self.seconds[name] = round(now - self.t, 2)
+        self.t = now

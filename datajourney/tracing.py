@@ -29,6 +29,7 @@ so that the tracer can be preloaded into it and nothing else.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import gzip
@@ -44,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import datasets, pagecache, tokens
+from . import datasets, pagecache, timing, tokens
 from .params import (ParameterError, boolean, choice, choices, int_list, memory, nonnegative_int, positive_int)
 
 CHAPTER = "10_mmap_vs_read"
@@ -241,42 +242,34 @@ class TokenSamples:
     def __getitem__(self, k):
         import torch
 
-        if self.dft:
-            return self._traced(k)
-
+        span = _dft_span if self.dft else _no_span
         clock = time.perf_counter_ns if self.spans else _zero
-        t0 = clock()
-        pieces = self.plan.pieces(int(self.plan.shuffle[self.ids[k]]))
-        t1 = clock()
-        parts = [self.tf.get(d, o, n) for d, o, n in pieces]
-        t2 = clock()
-        sample = torch.from_numpy(np.concatenate(parts).astype(np.int64))
-        toks, labels = sample[:-1], sample[1:]
-        t3 = clock()
-        nbytes = sum(n for _, _, n in pieces) * self.tf.index.itemsize
-        stats = torch.tensor([t1 - t0, t2 - t1, t3 - t2, len(pieces), nbytes], dtype=torch.float64)
-        return toks, labels, stats
-
-    def _traced(self, k):
-        import torch
-        from dftracer.python import dft_fn
-
-        clock = time.perf_counter_ns if self.spans else _zero
-        with dft_fn(cat=DFT_CAT, name="sample"):
+        with span("sample"):
             t0 = clock()
-            with dft_fn(cat=DFT_CAT, name="index_lookup"):
+            with span("index_lookup"):
                 pieces = self.plan.pieces(int(self.plan.shuffle[self.ids[k]]))
             t1 = clock()
-            with dft_fn(cat=DFT_CAT, name="read"):
+            with span("read"):
                 parts = [self.tf.get(d, o, n) for d, o, n in pieces]
             t2 = clock()
-            with dft_fn(cat=DFT_CAT, name="construct"):
+            with span("construct"):
                 sample = torch.from_numpy(np.concatenate(parts).astype(np.int64))
                 toks, labels = sample[:-1], sample[1:]
             t3 = clock()
         nbytes = sum(n for _, _, n in pieces) * self.tf.index.itemsize
         stats = torch.tensor([t1 - t0, t2 - t1, t3 - t2, len(pieces), nbytes], dtype=torch.float64)
         return toks, labels, stats
+
+
+def _dft_span(name: str):
+    """An application span in DFTracer's trace (its Python API)."""
+    from dftracer.python import dft_fn
+
+    return dft_fn(cat=DFT_CAT, name=name)
+
+
+def _no_span(name: str):
+    return contextlib.nullcontext()
 
 
 def _zero() -> int:
@@ -841,12 +834,7 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
 
     p, parent = preflight(params)
     res = results.start(CHAPTER, params, run_dir, parent)
-    seconds, clock = {}, {"t": time.perf_counter()}
-
-    def lap(name):
-        now = time.perf_counter()
-        seconds[name] = round(now - clock["t"], 2)
-        clock["t"] = now
+    lap = timing.Laps()
 
     ts = tokens.token_dataset(parent, total_bytes=p["dataset_bytes"], seed=p["seed"], progress=progress)
     lap("data set")
@@ -933,7 +921,7 @@ def run(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, 
                         tracer=_tracer_version() if posix_ok else None, itemsize=2,
                         constant_tolerance=CONSTANT_TOLERANCE, cores=os.cpu_count(),
                         block_device=block_device(ts.files[0]),
-                        read_ahead_kb=read_ahead_kb(block_device(ts.files[0])), seconds=seconds)
+                        read_ahead_kb=read_ahead_kb(block_device(ts.files[0])), seconds=lap.seconds)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
