@@ -158,3 +158,11 @@ def test_promote_only_the_finished_chapters_of_a_run_that_ended_early(tmp_path, 
     host = tmp_path / "ref" / "h200"
     assert sorted(p.name for p in host.iterdir()) == ["07_full_picture.json", "run-run-x.json"]
     assert [p.name for p in (tmp_path / "notebooks").iterdir()] == ["07_full_picture.ipynb"]
+
+
+def test_parameters_show_no_machine_local_path():
+    from datajourney.book import report
+
+    assert report._param_text("diagnose", "/home/someone/runs/x") == "a directory on the machine that ran it"
+    assert report._param_text("data_dir", None) == "None" and report._param_text("mode", "auto") == "auto"
+    assert report._param_text("sweep_bytes", 1 << 20) == "1 MiB"

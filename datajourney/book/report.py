@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Callable
 
 import pandas as pd
@@ -53,6 +54,8 @@ def _param_text(name: str, value) -> str:
     from .findings import size_label
 
     def one(v):
+        if isinstance(v, str) and os.path.isabs(v):  # a directory of the machine that ran it, not the reader's
+            return "a directory on the machine that ran it"
         if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and (name in BYTE_PARAMETERS
                                                                              or name.endswith("_bytes")):
             return size_label(v)
