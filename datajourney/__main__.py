@@ -124,9 +124,28 @@ def _promote(a) -> int:
         for key in ("input_path", "output_path"):  # machine-local paths of the run host
             if key in pm:
                 pm[key] = f"notebooks/{nb.name}"
+        _hide_host_paths(doc)
         nbformat.write(doc, REPO_ROOT / "notebooks" / nb.name)
         print(f"  {nb.name} -> notebooks/")
     return 0
+
+
+#: What a committed notebook says instead of a directory of the machine that ran it.
+HOST_PATH = "<a directory on the run's host>"
+
+
+def _hide_host_paths(doc) -> None:
+    """Absolute paths among a run's injected parameters (run_dir, replay, diagnose, ...) name
+    directories of the run's host, not the reader's: replaced by :data:`HOST_PATH`."""
+    import re
+
+    params = doc.metadata.get("papermill", {}).get("parameters", {})
+    for k, v in params.items():
+        if isinstance(v, str) and os.path.isabs(v):
+            params[k] = HOST_PATH
+    for cell in doc.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.source = re.sub(r'"/[^"\n]*"', f'"{HOST_PATH}"', cell.source)
 
 
 def _bench(a) -> int:

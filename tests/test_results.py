@@ -166,3 +166,24 @@ def test_parameters_show_no_machine_local_path():
     assert report._param_text("diagnose", "/home/someone/runs/x") == "a directory on the machine that ran it"
     assert report._param_text("data_dir", None) == "None" and report._param_text("mode", "auto") == "auto"
     assert report._param_text("sweep_bytes", 1 << 20) == "1 MiB"
+
+
+def test_promoted_notebooks_name_no_directory_of_the_run_host(tmp_path, monkeypatch):
+    import nbformat
+
+    from datajourney.__main__ import HOST_PATH, main
+
+    run = _finished_run(tmp_path, "run-p")
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell('run_dir = "/srv/x/run-p"\nsteps = 5\nreplay = None',
+                                              metadata={"tags": ["injected-parameters"]}))
+    nb.metadata["papermill"] = {"parameters": {"run_dir": "/srv/x/run-p", "steps": 5}, "input_path": "/srv/in.ipynb"}
+    nbformat.write(nb, run / "notebooks" / "07_full_picture.ipynb")
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
+    monkeypatch.setattr("datajourney.__main__.REPO_ROOT", tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    assert main(["promote", str(run), "--host", "h200"]) == 0
+    out = nbformat.read(tmp_path / "notebooks" / "07_full_picture.ipynb", as_version=4)
+    assert "/srv" not in nbformat.writes(out)
+    assert out.metadata["papermill"]["parameters"] == {"run_dir": HOST_PATH, "steps": 5}
+    assert out.cells[0].source == f'run_dir = "{HOST_PATH}"\nsteps = 5\nreplay = None'
