@@ -2,6 +2,7 @@
 orphan-free when killed), reading with stage timers, collation into timed batches, corrupt
 images named, and the message when mosaicml-streaming is missing."""
 import builtins
+import json
 import os
 import signal
 import subprocess
@@ -28,6 +29,70 @@ def test_image_folder_is_generated_deterministically(tmp_path):
     stamp = (s.root / "manifest.json").stat().st_mtime_ns
     assert images.image_folder(tmp_path, n_images=40, size=32, classes=4, progress=False).root == s.root
     assert (s.root / "manifest.json").stat().st_mtime_ns == stamp  # reused, not rewritten
+
+
+def _jpeg_as_defined(seed, index, size, quality):
+    """The synthetic image as first written: full gradient images, N(0, 12) noise drawn whole."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng([seed, index])
+    yy, xx = np.mgrid[0:size, 0:size]
+    base = np.stack([(xx * rng.uniform(0.2, 1)) % 256, (yy * rng.uniform(0.2, 1)) % 256,
+                     ((xx + yy) * rng.uniform(0.1, 0.5)) % 256], axis=-1)
+    img = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("size", [1, 17, 64, 224])
+def test_the_fast_generator_writes_the_same_bytes(size):
+    """Broadcast gradients and in-place noise: byte for byte the images of the full-array definition,
+    so data sets generated before stay valid (same manifest, same digests)."""
+    for i in (0, 1, 7, 12345):
+        assert images.jpeg(3, i, size, 80) == _jpeg_as_defined(3, i, size, 80), (size, i)
+
+
+def test_path_names_are_built_once_and_match_the_paths(tmp_path):
+    s = images.ImageFolderSet(tmp_path / "a b", 250, 7)
+    assert s.names == [str(p) for p in s.files]
+    assert s.names is s.names  # cached on the set
+    assert images.ImageFolderDataset(s, 8).files is s.names
+
+
+def test_mds_layout_follows_the_writer_rule():
+    # shard header 10 bytes, 4 bytes per sample beside its encoded size, a limit of 50 bytes
+    assert images.mds_layout([10, 10, 10, 10], 50, shard_bytes=10, sample_bytes=4) == [(0, 2), (2, 4)]
+    assert images.mds_layout([20, 22], 50, shard_bytes=10, sample_bytes=4) == [(0, 1), (1, 2)]
+    assert images.mds_layout([5] * 3, None, shard_bytes=10, sample_bytes=4) == [(0, 3)]  # no limit: one shard
+    assert images.mds_layout([], 50, shard_bytes=10, sample_bytes=4) == []
+    # a sample too big for any shard: the writer flushes an empty shard first
+    assert images.mds_layout([60, 5], 50, shard_bytes=10, sample_bytes=4) == [(0, 0), (0, 1), (1, 2)]
+
+
+@pytest.mark.skipif(not images.streaming_status()[0], reason="mosaicml-streaming is not importable here")
+def test_mds_shards_written_in_parallel_are_those_of_one_writer(tmp_path):
+    """Shards written by a pool of writers, one shard each, are byte for byte what one MDSWriter
+    writes from all the samples in order: every shard, the index, the manifest's digest."""
+    s = images.image_folder(tmp_path, n_images=120, size=40, classes=7, workers=2, progress=False)
+    limit = 30_000  # several shards from a small set
+    one = images.mds_shards(s, tmp_path / "one", workers=1, size_limit=limit, progress=False)
+    many = images.mds_shards(s, tmp_path / "many", workers=3, size_limit=limit, progress=False)
+    names = sorted(p.name for p in one.iterdir())
+    assert len(names) >= 4 and names == sorted(p.name for p in many.iterdir())
+    for n in names:
+        assert (one / n).read_bytes() == (many / n).read_bytes(), n
+    m1 = json.loads((one.parent / "manifest.json").read_text())
+    m2 = json.loads((many.parent / "manifest.json").read_text())
+    assert m1["sha256"] == m2["sha256"] and m1["params"]["size_limit"] == limit
+    ds = images.mds_dataset(many, 40, shuffle=False, decoded=False)
+    try:
+        assert len(ds) == 120 and ds.get_item(37)["jpeg"] == s.path(37).read_bytes()
+    finally:
+        images.stop_streaming(ds)
 
 
 def test_reading_decodes_resizes_normalises_and_times_each_stage(tmp_path):
