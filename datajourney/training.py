@@ -46,7 +46,10 @@ STAGES = ("read", "decode", "normalise", "collate", "pin", "handover")
 #: Loader recipes. "default": float32 normalised on the CPU, workers at normal priority (the
 #: published recipe). "1 thread": W=0 with one torch intra-op thread in the main process.
 #: "tuned": uint8 batches normalised on the GPU, workers treated with ``tuned_remedy``.
-VARIANTS = ("default", "1 thread", "tuned")
+#: "graphed": the tuned recipe with the training step replayed from CUDA graphs (GPU only).
+VARIANTS = ("default", "1 thread", "tuned", "graphed")
+#: The step each variant runs, and so the ceiling its share is taken of.
+STEP_KINDS = {"graphed": "graphed"}
 #: How the load sweep's busy processes (or the tuned scenario's workers) are treated.
 REMEDIES = ("none", "nice", "reserve", "nice+reserve")
 LOAD_MODES = ("plain", "nice", "reserve", "nice+reserve", "cuda_graphs")
@@ -154,11 +157,14 @@ def cpu_cores(a: dict, b: dict) -> dict:
 
 
 def train_steps(batches, model: nn.Module, opt, *, steps: int, device: str, on_gpu_batch: bool = False,
-                profiler=None, first_step: int = 0) -> pd.DataFrame:
+                profiler=None, first_step: int = 0, graph: GraphedStep | None = None) -> pd.DataFrame:
     """Run ``steps`` training steps from the iterator ``batches``; one row per step with each
     phase's ms, the host-clock start and end of the step (``t_start``/``t_end``, seconds) and,
     when the batches are :class:`images.Batch` es, the ms of each loader stage for the batch.
-    A uint8 batch is normalised on the device inside H2D_TRANSFER."""
+    A uint8 batch is normalised on the device inside H2D_TRANSFER. With ``graph`` (a
+    :class:`GraphedStep`; ``model`` and ``opt`` are then unused) each phase replays its graph and
+    H2D_TRANSFER is the copy into the graph's static input; with ``on_gpu_batch`` as well the graph
+    runs on the batch put there beforehand (:meth:`GraphedStep.fill`), and nothing is copied."""
     cuda = device == "cuda"
     loss_fn = nn.CrossEntropyLoss()
     rows = []
@@ -171,20 +177,29 @@ def train_steps(batches, model: nn.Module, opt, *, steps: int, device: str, on_g
         x, y = batch
         marks.mark()
         with record_function("H2D_TRANSFER"):
-            if not on_gpu_batch:
+            if graph is not None:
+                if not on_gpu_batch:
+                    graph.load(x, y)
+            elif not on_gpu_batch:
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 if x.dtype == torch.uint8:
                     x = images.normalise_on_device(x)
         marks.mark()
         with record_function("FORWARD"):
-            loss = loss_fn(model(x), y)
+            loss = graph.forward() if graph is not None else loss_fn(model(x), y)
         marks.mark()
         with record_function("BACKWARD"):
-            loss.backward()
+            if graph is not None:
+                graph.backward()
+            else:
+                loss.backward()
         marks.mark()
         with record_function("OPTIMIZER"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            if graph is not None:
+                graph.step()
+            else:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
         marks.mark()
         h2d, fwd, bwd, optim = marks.durations_ms()
         t2 = time.perf_counter()
@@ -253,10 +268,14 @@ def util_summary(rows: list[dict], t0: float | None = None, t1: float | None = N
 
 
 def ceiling(model, opt, *, batch_size: int, out_size: int, classes: int, steps: int, warmup: int,
-            device: str) -> pd.DataFrame:
-    """The loop fed by one batch that stays in device memory: the most images/s this model can take."""
+            device: str, graph: GraphedStep | None = None) -> pd.DataFrame:
+    """The loop fed by one batch that stays in device memory: the most images/s this model can take.
+    With ``graph``: the same for the step replayed from that CUDA graph (the graphed ceiling)."""
     x, y = _device_batch(batch_size, out_size, classes, device)
-    return train_steps(cycle([(x, y)]), model, opt, steps=steps + warmup, device=device, on_gpu_batch=True)
+    if graph is not None:
+        graph.fill(x, y)
+    return train_steps(cycle([(x, y)]), model, opt, steps=steps + warmup, device=device, on_gpu_batch=True,
+                       graph=graph)
 
 
 def _device_batch(batch_size: int, out_size: int, classes: int, device: str):
@@ -313,66 +332,204 @@ def _worker_init(remedy: str, reserve: frozenset, worker_id: int) -> None:
     apply_remedy(remedy, reserve)
 
 
-def _busy(stop, ready, work: list[bytes], out_size: int, remedy: str, reserve: frozenset, parent: int) -> None:
-    """A busy process: the loader's per-image CPU work (decode, resize, normalise) in a loop."""
+def _busy(stop, go, started, stopped, work: list[bytes], out_size: int, remedy: str, reserve: frozenset,
+          parent: int) -> None:
+    """A busy process: the loader's per-image CPU work (decode, resize, normalise) in a loop while
+    its ``go`` event is set, idle (blocked, no CPU) while it is not; it says when it starts and
+    stops working (``started`` / ``stopped``), and ends when ``stop`` is set."""
     images.die_with_parent(parent)
     torch.set_num_threads(1)  # as in a DataLoader worker
     apply_remedy(remedy, reserve)
     k = 0
-    images.to_tensor(images.decode_rgb(work[0], out_size))
-    ready.release()
+    images.to_tensor(images.decode_rgb(work[0], out_size))  # the decoder warmed up before any timing
     while not stop.is_set():
-        images.to_tensor(images.decode_rgb(work[k % len(work)], out_size))
-        k += 1
+        if not go.wait(0.2):
+            continue
+        started.release()
+        while go.is_set() and not stop.is_set():
+            images.to_tensor(images.decode_rgb(work[k % len(work)], out_size))
+            k += 1
+        stopped.release()
+
+
+class BusyPool:
+    """``n`` processes that do the loader's CPU work when switched on (:meth:`running`) and sit idle
+    otherwise, all started once with the same treatment (``remedy``): a load sweep switches on as
+    many as a level needs instead of starting them anew for every point, which costs tens of ms
+    per process when the parent holds a GPU context. They die with this process if it is killed."""
+
+    def __init__(self, n: int, work: list[bytes], out_size: int, remedy: str = "none", reserve=frozenset()):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.stop, self.started, self.stopped = ctx.Event(), ctx.Semaphore(0), ctx.Semaphore(0)
+        self.go = [ctx.Event() for _ in range(n)]
+        self.procs = [ctx.Process(target=_busy, args=(self.stop, g, self.started, self.stopped, work, out_size,
+                                                      remedy, frozenset(reserve), os.getpid()), daemon=True)
+                      for g in self.go]
+        try:
+            for p in self.procs:
+                p.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _await(self, sem, n: int, what: str) -> None:
+        got, deadline = 0, time.monotonic() + 120
+        while got < n:
+            if sem.acquire(timeout=0.1):
+                got += 1
+            elif any(not p.is_alive() for p in self.procs) or time.monotonic() > deadline:
+                raise RuntimeError(f"a busy process of the load sweep did not {what} ({got} of {n})")
+
+    @contextmanager
+    def running(self, n: int):
+        """The first ``n`` processes at work for the block (each has started when it begins, and
+        each has stopped when it ends)."""
+        if n > len(self.procs):
+            raise ValueError(f"{n} busy processes asked of a pool of {len(self.procs)}")
+        for g in self.go[:n]:
+            g.set()
+        try:
+            self._await(self.started, n, "start")
+            yield self.procs[:n]
+        finally:
+            for g in self.go[:n]:
+                g.clear()
+            self._await(self.stopped, n, "stop")
+
+    def close(self) -> None:
+        self.stop.set()
+        for p in self.procs:
+            if p.pid is None:
+                continue
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 @contextmanager
 def busy_processes(n: int, work: list[bytes], out_size: int, remedy: str = "none", reserve=frozenset()):
     """``n`` processes doing the loader's CPU work until the block ends (each has started work
     when the block begins); they die with this process if it is killed."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    stop, ready = ctx.Event(), ctx.Semaphore(0)
-    procs = [ctx.Process(target=_busy, args=(stop, ready, work, out_size, remedy, frozenset(reserve), os.getpid()),
-                         daemon=True) for _ in range(n)]
-    try:
-        for p in procs:
-            p.start()
-        started, deadline = 0, time.monotonic() + 120
-        while started < n:
-            if ready.acquire(timeout=0.1):
-                started += 1
-            elif any(not p.is_alive() for p in procs) or time.monotonic() > deadline:
-                raise RuntimeError(f"a busy process of the load sweep did not start ({started} of {n} running)")
+    with BusyPool(n, work, out_size, remedy, reserve) as pool, pool.running(n) as procs:
         yield procs
-    finally:
-        stop.set()
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-                p.join()
 
 
-def graphed_copy(model: nn.Module, lr: float, x: torch.Tensor):
-    """A copy of ``model`` whose forward and backward run as CUDA graphs (one launch each instead
-    of one per kernel), with its own SGD optimizer."""
-    m = copy.deepcopy(model)
-    opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=0.9)
-    with warnings.catch_warnings():  # the capture's notes on gradient streams: expected here
-        warnings.simplefilter("ignore", UserWarning)
-        g = torch.cuda.make_graphed_callables(m, (x,))
-    return g, opt
+class GraphedStep:
+    """The training step of a copy of ``model`` (with its own SGD optimizer) captured as CUDA graphs
+    and replayed: FORWARD (with the loss), BACKWARD and OPTIMIZER are one graph each, so a step is
+    a handful of launches instead of one per kernel, and the main thread's place on the CPU no
+    longer paces the GPU. The graphs read their batch from static buffers on the device:
+    :meth:`load` copies a (pinned) host batch into them and, for a uint8 batch, replays a small
+    graph that normalises it on the device; the step times that as H2D, like the eager step's copy.
+    :meth:`fill` puts a batch already on the device there once, for the graphed ceiling.
+
+    The copy is warmed up eagerly on a side stream first (cuDNN's choices, the momentum buffers),
+    then captured with its gradients unset, so that the backward graph writes them afresh at every
+    replay; the graphs share one memory pool and are replayed in the order they were captured."""
+
+    def __init__(self, model: nn.Module, lr: float, *, batch_size: int, out_size: int, classes: int,
+                 uint8: bool = True, warmup: int = 3):
+        if not torch.cuda.is_available():
+            raise RuntimeError("CUDA graphs need a GPU")
+        self.model = copy.deepcopy(model)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
+        self.shape = (batch_size, 3, out_size, out_size)
+        x, y = _device_batch(batch_size, out_size, classes, "cuda")
+        self.x_in = (x.mul(40).add(128).clamp(0, 255).to(torch.uint8) if uint8 else x.clone())
+        self.y = y.clone()
+        loss_fn = nn.CrossEntropyLoss()
+
+        def prepare():
+            return images.normalise_on_device(self.x_in) if uint8 else self.x_in
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            for _ in range(warmup):
+                loss_fn(self.model(prepare()), self.y).backward()
+                self.opt.step()
+                self.opt.zero_grad(set_to_none=True)
+        torch.cuda.current_stream().wait_stream(side)
+        if uint8:
+            prepare()  # its constants reach the device before the capture (no copy may happen during one)
+        torch.cuda.synchronize()
+        pool = torch.cuda.graph_pool_handle()
+        self.g_in = None
+        if uint8:
+            self.g_in = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.g_in, pool=pool):
+                self.x = prepare()
+        else:
+            self.x = self.x_in
+        self.g_fwd, self.g_bwd, self.g_opt = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with warnings.catch_warnings():  # autograd's notes on the capture's streams: expected here
+            warnings.simplefilter("ignore", UserWarning)
+            with torch.cuda.graph(self.g_fwd, pool=pool):
+                self.loss = loss_fn(self.model(self.x), self.y)
+            with torch.cuda.graph(self.g_bwd, pool=pool):
+                self.loss.backward()
+            with torch.cuda.graph(self.g_opt, pool=pool):
+                self.opt.step()
+        torch.cuda.synchronize()
+
+    def load(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Copy a host batch into the static input (asynchronously from pinned memory) and, for a
+        uint8 batch, normalise it there."""
+        if tuple(x.shape) != self.shape or x.dtype != self.x_in.dtype:
+            raise ValueError(f"the graph was captured for {self.x_in.dtype} batches of shape {self.shape}, not "
+                             f"{x.dtype} {tuple(x.shape)}")
+        self.x_in.copy_(x, non_blocking=True)
+        self.y.copy_(y, non_blocking=True)
+        if self.g_in is not None:
+            self.g_in.replay()
+
+    def fill(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Put a float batch already in device memory where the forward graph reads it (no copy per step)."""
+        self.x.copy_(x)
+        self.y.copy_(y)
+
+    def forward(self) -> torch.Tensor:
+        self.g_fwd.replay()
+        return self.loss
+
+    def backward(self) -> None:
+        self.g_bwd.replay()
+
+    def step(self) -> None:
+        self.g_opt.replay()
 
 
-def load_sweep(model, opt, *, lr: float, work: list[bytes], out_size: int, batch_size: int, classes: int,
+def graphed_step(model: nn.Module, lr: float, *, batch_size: int, out_size: int, classes: int,
+                 device: str) -> tuple[GraphedStep | None, str | None]:
+    """A :class:`GraphedStep` for uint8 batches (it also runs float batches put there with
+    :meth:`GraphedStep.fill`), or None with the reason: no GPU here, or the capture failed."""
+    if device != "cuda":
+        return None, "CUDA graphs need a GPU; this machine has none"
+    try:
+        return GraphedStep(model, lr, batch_size=batch_size, out_size=out_size, classes=classes), None
+    except Exception as e:  # noqa: BLE001 - a failed capture is reported, the eager runs go on
+        return None, f"CUDA graph capture failed here ({type(e).__name__}: {e})"
+
+
+def load_sweep(model, opt, *, work: list[bytes], out_size: int, batch_size: int, classes: int,
                levels, modes, steps: int, warmup: int, repeats: int, device: str, reserve: int,
+               graph: GraphedStep | None = None, graph_note: str | None = None,
                progress=None) -> tuple[pd.DataFrame, dict]:
     """Compute per step of the ceiling loop (batch in device memory) while ``level`` processes
     do the loader's CPU work, for each mode: ``plain``; the busy processes at nice 19
     (``nice``); kept off ``reserve`` CPUs left to the main process (``reserve``); both; or the
-    model run as CUDA graphs (``cuda_graphs``, GPU only). One row per (mode, level, repeat)."""
+    step replayed from the CUDA graphs of ``graph`` (``cuda_graphs``; without a graph the mode is
+    skipped with ``graph_note``). One row per (mode, level, repeat)."""
     x, y = _device_batch(batch_size, out_size, classes, device)
     cores = len(os.sched_getaffinity(0))
     res_cpus = frozenset(reserved_cpus(reserve)) if reserve else frozenset()
@@ -380,36 +537,37 @@ def load_sweep(model, opt, *, lr: float, work: list[bytes], out_size: int, batch
     runners = {}
     for mode in modes:
         if mode == "cuda_graphs":
-            if device != "cuda":
-                notes[mode] = "CUDA graphs need a GPU: not measured on this machine"
+            if graph is None:
+                notes[mode] = graph_note or "CUDA graphs need a GPU: not measured on this machine"
                 continue
-            try:
-                runners[mode] = graphed_copy(model, lr, x)
-            except Exception as e:  # noqa: BLE001 - a failed capture is reported, the other modes run
-                notes[mode] = f"CUDA graph capture failed here ({type(e).__name__}: {e})"
-                continue
-        else:
-            runners[mode] = (model, opt)
+            graph.fill(x, y)
+        runners[mode] = graph if mode == "cuda_graphs" else None
     rows = []
-    for r in range(repeats):
-        for mode, (m, o) in runners.items():
-            remedy = mode if mode in REMEDIES else "none"
-            for level in levels:
-                with busy_processes(level, work, out_size, remedy, res_cpus), warnings.catch_warnings():
-                    if mode == "cuda_graphs":  # autograd's note on the graph's gradient streams: expected
-                        warnings.simplefilter("ignore", UserWarning)
-                    a = cpu_snapshot()
-                    df = train_steps(cycle([(x, y)]), m, o, steps=steps + warmup, device=device, on_gpu_batch=True)
-                    b = cpu_snapshot()
-                s = summarise(df, warmup)
-                st = df[df["step"] >= warmup]
-                rows.append(dict(mode=mode, busy=level, repeat=r, cores=cores, compute_ms=s["compute_ms"],
-                                 compute_p90_ms=float(st["compute_ms"].quantile(0.9)),
-                                 FORWARD=s["FORWARD"], BACKWARD=s["BACKWARD"], OPTIMIZER=s["OPTIMIZER"],
-                                 step_ms=s["step_ms"], images_per_s=s["images_per_s"],
-                                 reserved_cpus=len(res_cpus) if "reserve" in mode else 0, **cpu_cores(a, b)))
-                if progress is not None:
-                    progress.update(1)
+    pools: dict[str, BusyPool] = {}  # one pool per treatment of the busy processes, started once
+    try:
+        for r in range(repeats):
+            for mode, g in runners.items():
+                remedy = mode if mode in REMEDIES else "none"
+                if remedy not in pools:
+                    pools[remedy] = BusyPool(max(levels, default=0), work, out_size, remedy, res_cpus)
+                for level in levels:
+                    with pools[remedy].running(level):
+                        a = cpu_snapshot()
+                        df = train_steps(cycle([(x, y)]), model, opt, steps=steps + warmup, device=device,
+                                         on_gpu_batch=True, graph=g)
+                        b = cpu_snapshot()
+                    s = summarise(df, warmup)
+                    st = df[df["step"] >= warmup]
+                    rows.append(dict(mode=mode, busy=level, repeat=r, cores=cores, compute_ms=s["compute_ms"],
+                                     compute_p90_ms=float(st["compute_ms"].quantile(0.9)),
+                                     FORWARD=s["FORWARD"], BACKWARD=s["BACKWARD"], OPTIMIZER=s["OPTIMIZER"],
+                                     step_ms=s["step_ms"], images_per_s=s["images_per_s"],
+                                     reserved_cpus=len(res_cpus) if "reserve" in mode else 0, **cpu_cores(a, b)))
+                    if progress is not None:
+                        progress.update(1)
+    finally:
+        for pool in pools.values():
+            pool.close()
     if device == "cuda":
         torch.cuda.synchronize()
     return pd.DataFrame(rows), notes
@@ -542,7 +700,7 @@ def _shard_files(shards) -> list[Path]:
 
 
 # --------------------------------------------------------------------------- traces
-def profile_trace(batches, model, opt, *, device: str, out_dir, steps: int = 6) -> str:
+def profile_trace(batches, model, opt, *, device: str, out_dir, steps: int = 6, graph=None) -> str:
     """A few steps under ``torch.profiler``; the trace (Chrome trace JSON, which TensorBoard's
     profiler plugin and Perfetto both open) is written into ``out_dir``. Returns its file name."""
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
@@ -553,7 +711,7 @@ def profile_trace(batches, model, opt, *, device: str, out_dir, steps: int = 6) 
     with _quiet_stderr(), warnings.catch_warnings(), profile(activities=acts, schedule=plan,
                                                               on_trace_ready=handler) as prof:
         warnings.simplefilter("ignore", UserWarning)  # the profiler's notes on its own event buffers
-        train_steps(batches, model, opt, steps=steps, device=device, profiler=prof)
+        train_steps(batches, model, opt, steps=steps, device=device, profiler=prof, graph=graph)
     files = sorted(p.name for p in Path(out_dir).glob("*.json*"))
     return files[-1] if files else ""
 
@@ -691,6 +849,11 @@ def check_parameters(p: dict) -> dict:
     q["repeats"] = positive_int("repeats", p.get("repeats", 3), maximum=100)
     tw = p.get("tuned_workers", [])
     q["tuned_workers"] = [] if tw == [] else int_list("tuned_workers", tw, minimum=0, maximum=max(64, 4 * cores))
+    gw = p.get("graphed_workers", [])
+    q["graphed_workers"] = [] if gw == [] else int_list("graphed_workers", gw, minimum=0,
+                                                        maximum=max(64, 4 * cores))
+    ow = p.get("one_worker_formats", ["imagefolder"])
+    q["one_worker_formats"] = [] if ow == [] else choices("one_worker_formats", ow, FORMATS)
     q["tuned_remedy"] = choice("tuned_remedy", p.get("tuned_remedy", "nice"), REMEDIES)
     rc = p.get("reserve_cores", "auto")
     q["reserve_cores"] = auto_reserve(cores) if rc == "auto" else nonnegative_int("reserve_cores", rc,
@@ -707,7 +870,7 @@ def check_parameters(p: dict) -> dict:
     q["profile"] = boolean("profile", p["profile"])
     q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**31 - 1)
     # batches in flight: each worker prefetches two, the pin thread and the loop hold one each
-    w_max = max(q["workers"] + q["tuned_workers"])
+    w_max = max(q["workers"] + q["tuned_workers"] + q["graphed_workers"])
     batch_bytes = q["batch_size"] * 3 * q["out_size"] ** 2 * 4
     memory("batch_size", q["batch_size"], (2 * w_max + 3) * batch_bytes,
            what=f"{2 * w_max + 3} batches of {q['batch_size']} images of {q['out_size']}² pixels (float32)")
@@ -748,9 +911,9 @@ def _label(fmt: str, w: int, variant: str) -> str:
 class _Chapter:
     """What one run needs to build loaders and run scenarios."""
 
-    def __init__(self, p: dict, src, shards, net, opt, device: str, progress):
+    def __init__(self, p: dict, src, shards, net, opt, device: str, progress, graph: GraphedStep | None = None):
         self.p, self.src, self.shards, self.net, self.opt, self.device = p, src, shards, net, opt, device
-        self.progress = progress
+        self.progress, self.graph = progress, graph
         self.reserve = frozenset(reserved_cpus(p["reserve_cores"])) if p["reserve_cores"] else frozenset()
 
     def loader(self, fmt: str, w: int, variant: str, repeat: int):
@@ -758,8 +921,8 @@ class _Chapter:
         from torch.utils.data import DataLoader
 
         p = self.p
-        uint8 = variant == "tuned"
-        remedy = p["tuned_remedy"] if variant == "tuned" else "none"
+        uint8 = variant in ("tuned", "graphed")
+        remedy = p["tuned_remedy"] if uint8 else "none"
         in_flight = (p["warmup_steps"] + p["steps"] + 2 * w + 2) * p["batch_size"]
         if fmt == "imagefolder":
             ds = images.ImageFolderDataset(self.src, p["out_size"], uint8=uint8)
@@ -780,27 +943,34 @@ class _Chapter:
         from . import pagecache
 
         p = self.p
+        t0 = time.perf_counter()
         dl, files = self.loader(fmt, w, variant, repeat)
         purge = pagecache.purge(files, p["purge_method"])
         threads = 1 if variant == "1 thread" else None
+        graph = self.graph if variant == "graphed" else None
+        t1 = t2 = time.perf_counter()
         with torch_threads(threads), UtilSampler() as us:
             nthreads = torch.get_num_threads()
             it = forever(dl)
             try:
-                warm = train_steps(it, self.net, self.opt, steps=p["warmup_steps"], device=self.device)
+                warm = train_steps(it, self.net, self.opt, steps=p["warmup_steps"], device=self.device, graph=graph)
                 a = cpu_snapshot()
                 main = train_steps(it, self.net, self.opt, steps=p["steps"], device=self.device,
-                                   first_step=p["warmup_steps"])
+                                   first_step=p["warmup_steps"], graph=graph)
                 b = cpu_snapshot()
             finally:
+                t2 = time.perf_counter()
                 it.close()
                 images.stop_streaming(dl.dataset)
         df = pd.concat([warm, main], ignore_index=True)
         s = summarise(df, p["warmup_steps"])
         u = util_summary(us.rows, float(main["t_start"].min()), float(main["t_end"].max()))
+        # where the run's wall time went: loader and purge, the steps, the loader's shutdown
+        seconds = dict(setup_s=t1 - t0, purge_s=purge.seconds, loop_s=t2 - t1, close_s=time.perf_counter() - t2)
         row = dict(format=fmt, workers=w, variant=variant, repeat=repeat, label=_label(fmt, w, variant), **s, **u,
                    **cpu_cores(a, b), main_threads=nthreads, purge_method=purge.method,
-                   resident_before_purge=purge.before["fraction"], resident_at_start=purge.after["fraction"])
+                   resident_before_purge=purge.before["fraction"], resident_at_start=purge.after["fraction"],
+                   ceiling=step_kind(variant), **seconds)
         keys = dict(format=fmt, workers=w, variant=variant, repeat=repeat)
         steps = df.drop(columns=["t_start", "t_end", "images"]).assign(**keys)
         t_first = float(df["t_start"].min())
@@ -813,13 +983,14 @@ class _Chapter:
 
 def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_size: int, batch_size: int,
         model: str, lr: float, formats, workers, steps: int, warmup_steps: int, purge_method: str,
-        profile: bool, repeats: int = 3, tuned_workers=(8,), tuned_remedy: str = "nice", reserve_cores="auto",
-        single_thread_w0: bool = True, load_levels="auto", load_modes=("plain", "nice", "reserve", "cuda_graphs"),
-        load_steps: int = 12, reader_samples: int = 256, seed: int = 0, data_dir=None, run_dir=None,
-        progress: bool = True):
+        profile: bool, repeats: int = 3, tuned_workers=(8,), tuned_remedy: str = "nice", graphed_workers=(),
+        one_worker_formats=("imagefolder",), reserve_cores="auto", single_thread_w0: bool = True,
+        load_levels="auto", load_modes=("plain", "nice", "reserve", "cuda_graphs"), load_steps: int = 12,
+        reader_samples: int = 256, seed: int = 0, data_dir=None, run_dir=None, progress: bool = True):
     """Run chapter 7 and save the result (tables + fingerprint) to ``run_dir``."""
     params = {k: v for k, v in locals().items() if k != "progress"}
-    params["tuned_workers"], params["load_modes"] = list(tuned_workers), list(load_modes)
+    for k in ("tuned_workers", "graphed_workers", "one_worker_formats", "load_modes"):
+        params[k] = list(params[k])
     from tqdm import tqdm
 
     from . import pagecache
@@ -828,21 +999,16 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     p, parent = preflight(params)
     rd = results.resolve_run_dir(run_dir)
     res = results.start(CHAPTER, params, run_dir, parent)
-    clock = {"start": time.perf_counter()}
-    seconds = {}
-
-    def lap(name: str) -> None:  # how long each part of the run took (metadata)
-        now = time.perf_counter()
-        seconds[name] = round(now - clock["start"], 2)
-        clock["start"] = now
+    lap = timing.Laps()  # how long each part of the run took (metadata)
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     src = images.image_folder(parent, n_images=n_images, size=image_size, quality=jpeg_quality, classes=classes,
                               seed=seed, progress=progress)
+    lap("data sets: images")
     mds_ok, mds_why = images.streaming_status()
     shards = images.mds_shards(src, parent, progress=progress) if ("mds" in p["formats"] and mds_ok) else None
     fmts = [f for f in p["formats"] if f == "imagefolder" or shards is not None]
-    lap("data sets")
+    lap("data sets: MDS shards")
     cores = len(os.sched_getaffinity(0))
     levels = auto_levels(cores) if p["load_levels"] == "auto" else p["load_levels"]
 
@@ -853,15 +1019,24 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=1, warmup=warmup_steps,
             device=device)
     lap("model and warm-up")
+    # the graphed step, captured before any loader runs (no other thread may use the GPU during a capture)
+    graph, graph_note = None, None
+    if p["graphed_workers"] or "cuda_graphs" in p["load_modes"]:
+        graph, graph_note = graphed_step(net, lr, batch_size=batch_size, out_size=out_size, classes=classes,
+                                         device=device)
+        lap("CUDA graph capture")
 
-    plan = [(f, w, "default") for f in fmts for w in p["workers"]]
+    plan = [(f, w, "default") for f in fmts for w in p["workers"] if w != 1 or f in p["one_worker_formats"]]
     if p["single_thread_w0"] and 0 in p["workers"]:  # the question it answers is W=0 against W=1: one format
         plan += [(fmts[0], 0, "1 thread")]
     plan += [(f, w, "tuned") for f in fmts for w in p["tuned_workers"]]
+    if graph is not None:
+        plan += [(f, w, "graphed") for f in fmts for w in p["graphed_workers"]]
     n_load = repeats * len(levels) * len(p["load_modes"])
-    ch = _Chapter(p, src, shards, net, opt, device, progress)
-    summary, step_tables, util, ceil_rows = [], [], [], []
-    with tqdm(total=repeats * (len(plan) + 1) + n_load + 1, desc="chapter 7", disable=not progress) as bar:
+    ch = _Chapter(p, src, shards, net, opt, device, progress, graph)
+    summary, step_tables, util, ceil_rows, gceil_rows = [], [], [], [], []
+    n_ceil = 1 + (graph is not None and bool(p["graphed_workers"]))
+    with tqdm(total=repeats * (len(plan) + n_ceil) + n_load + 1, desc="chapter 7", disable=not progress) as bar:
         readers = reader_costs(src, shards, out_size=out_size, samples=p["reader_samples"], seed=seed,
                                purge_method=purge_method)
         bar.update(1)
@@ -871,28 +1046,34 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
                         warmup=warmup_steps, device=device)
             ceil_rows.append(dict(summarise(c, warmup_steps), repeat=r, model=model, device=device))
             bar.update(1)
+            if n_ceil > 1:  # the same graph on a batch in device memory: the graphed scenarios' ceiling
+                c = ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=steps,
+                            warmup=warmup_steps, device=device, graph=graph)
+                gceil_rows.append(dict(summarise(c, warmup_steps), repeat=r, model=model, device=device))
+                bar.update(1)
             for fmt, w, variant in plan:
                 row, st, u = ch.scenario(fmt, w, variant, r)
                 summary.append(row)
                 step_tables.append(st)
                 util += u
                 bar.update(1)
-        lap("scenarios and ceiling")
+        lap("scenarios and ceilings")
         load, load_notes = pd.DataFrame(), {}
         if p["load_modes"]:
             work = [src.path(i).read_bytes() for i in range(min(64, n_images))]
-            load, load_notes = load_sweep(net, opt, lr=lr, work=work, out_size=out_size, batch_size=batch_size,
+            load, load_notes = load_sweep(net, opt, work=work, out_size=out_size, batch_size=batch_size,
                                           classes=classes, levels=levels, modes=p["load_modes"], steps=load_steps,
                                           warmup=min(3, warmup_steps), repeats=repeats, device=device,
-                                          reserve=p["reserve_cores"], progress=bar)
+                                          reserve=p["reserve_cores"], graph=graph, graph_note=graph_note,
+                                          progress=bar)
         lap("load sweep")
 
-    ceil = pd.DataFrame(ceil_rows)
+    ceil, gceil = pd.DataFrame(ceil_rows), pd.DataFrame(gceil_rows)
     sc = pd.DataFrame(summary)
-    sc["pct_of_ceiling"] = 100 * sc["images_per_s"] / ceil["images_per_s"].mean()
+    sc["pct_of_ceiling"] = share_of_ceiling(sc, ceil, gceil)
     traces, timelines = {}, []
     if profile:
-        means = sc.groupby(["format", "workers", "variant"], sort=False)["images_per_s"].mean()
+        means = sc.groupby(["format", "workers", "variant"], sort=False)["pct_of_ceiling"].mean()
         best = means.idxmax()
         targets = {"imagefolder-w0": ("imagefolder", 0, "default")} if 0 in p["workers"] else {}
         if best not in targets.values():
@@ -905,7 +1086,8 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
             with torch_threads(1 if variant == "1 thread" else None):
                 it = forever(dl)
                 try:
-                    f = profile_trace(it, net, opt, device=device, out_dir=out)
+                    f = profile_trace(it, net, opt, device=device, out_dir=out,
+                                      graph=graph if variant == "graphed" else None)
                 finally:
                     it.close()
                     images.stop_streaming(dl.dataset)
@@ -919,6 +1101,7 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     res.add("scenarios", sc)
     res.add("steps", _rounded(pd.concat(step_tables, ignore_index=True)))
     res.add("ceiling", ceil)
+    res.add("graphed_ceiling", gceil)
     res.add("utilisation", _rounded(pd.DataFrame(util)))
     res.add("load", load)
     res.add("readers", readers)
@@ -926,7 +1109,8 @@ def run(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_
     res.metadata.update(device=device, model=model, mds_available=mds_ok, mds_note=None if shards else mds_why,
                         traces=traces, cores=cores, main_threads=torch.get_num_threads(), load_levels=levels,
                         load_notes=load_notes, reserved_cpus=sorted(ch.reserve), worker_nice=WORKER_NICE,
-                        keep_up=KEEP_UP, au_rule=AU_RULE, seconds=seconds, datasets={"imagefolder": src.manifest})
+                        keep_up=KEEP_UP, au_rule=AU_RULE, seconds=lap.seconds, datasets={"imagefolder": src.manifest},
+                        graph_note=graph_note if p["graphed_workers"] else None)
     res.save(rd)
     return res
 
@@ -940,6 +1124,28 @@ def _rounded(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- reading the result
+def step_kind(variant: str) -> str:
+    """``"graphed"`` for a step replayed from CUDA graphs, else ``"eager"``: the ceiling it is measured against."""
+    return STEP_KINDS.get(variant, "eager")
+
+
+def share_of_ceiling(sc: pd.DataFrame, ceil: pd.DataFrame, graphed_ceil: pd.DataFrame | None = None) -> pd.Series:
+    """Each run's images/s as % of the mean images/s of the ceiling of its own step: the eager
+    ceiling, or for a graphed step the graphed ceiling (the same graph fed from device memory)."""
+    kinds = sc["variant"].map(step_kind) if "variant" in sc else pd.Series("eager", index=sc.index)
+    ref = {"eager": float(ceil["images_per_s"].mean())}
+    if graphed_ceil is not None and not graphed_ceil.empty:
+        ref["graphed"] = float(graphed_ceil["images_per_s"].mean())
+    return 100 * sc["images_per_s"] / kinds.map(lambda k: ref.get(k, np.nan))
+
+
+def ceiling_runs(res, kind: str = "eager") -> pd.DataFrame:
+    """The runs of the eager ceiling (``kind="eager"``) or of the graphed one (empty when the result has none)."""
+    if kind == "graphed":
+        return res.table("graphed_ceiling") if "graphed_ceiling" in res.tables else pd.DataFrame()
+    return res.table("ceiling")
+
+
 def scenarios(res) -> pd.DataFrame:
     """The per-run scenario table, with the columns an older result lacks filled in."""
     sc = res.table("scenarios").copy()
@@ -947,15 +1153,17 @@ def scenarios(res) -> pd.DataFrame:
         sc["variant"] = "default"
     if "repeat" not in sc:
         sc["repeat"] = 0
+    sc["ceiling"] = sc["variant"].map(step_kind)
     sc["label"] = [_label(f, w, v) for f, w, v in zip(sc["format"], sc["workers"], sc["variant"], strict=True)]
     return sc
 
 
 def scenario_stats(res) -> pd.DataFrame:
     """One row per scenario (format, workers, variant): the mean over its runs of every measure,
-    with ``<measure>_min`` / ``_max`` / ``_std`` for the main ones and ``runs``."""
+    with ``<measure>_min`` / ``_max`` / ``_std`` for the main ones, ``runs`` and ``ceiling`` (the
+    step kind whose ceiling its share is taken of)."""
     sc = scenarios(res)
-    keys = ["format", "workers", "variant", "label"]
+    keys = ["format", "workers", "variant", "label", "ceiling"]
     measures = [c for c in sc.select_dtypes("number").columns if c not in ("workers", "repeat")]
     g = sc.groupby(keys, sort=False)
     out = g[measures].mean().reset_index()
@@ -969,5 +1177,6 @@ def scenario_stats(res) -> pd.DataFrame:
 
 
 def best_scenario(res):
+    """The scenario with the highest mean share of its own ceiling (over all recipes)."""
     st = scenario_stats(res)
-    return st.loc[st["images_per_s"].idxmax()]
+    return st.loc[st["pct_of_ceiling"].idxmax()]

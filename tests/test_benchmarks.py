@@ -50,11 +50,12 @@ def test_reference_pinned_copy_reaches_the_independent_ceiling(host):
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_reference_training_loop_keeps_up_on_two_full_runs(host):
-    """Chapter 7's best configuration reaches 95% of the GPU-resident ceiling in every run of its
-    scenario, in the reference run and in a second, separate full run recorded beside it; where a
-    run falls short, the chapter's own measurements explain why: its lost time per step is mostly
-    slower compute, and the load experiment measured compute slowing by more than that when the
-    loader's work keeps the cores busy."""
+    """Chapter 7's best configuration (over every recipe, eager or graphed: the highest share of the
+    GPU-resident ceiling of its own step) reaches 95% of that ceiling in every run of its scenario, in
+    the reference run and in a second, separate full run recorded beside it; where a run falls short,
+    the chapter's own measurements explain why: its lost time per step is mostly slower compute, and
+    the load experiment measured compute slowing by more than that when the loader's work keeps the
+    cores busy (for a graphed best, with the step replayed from CUDA graphs)."""
     from datajourney import training
     from datajourney.book.pages import training as page
 
@@ -72,8 +73,9 @@ def test_reference_training_loop_keeps_up_on_two_full_runs(host):
         gap, parts = page._gap(r, best)
         assert max(parts, key=parts.get) == "slower compute", (f.name, parts)
         load = r.table("load")
-        plain = load[load["mode"] == "plain"].groupby("busy")["compute_ms"].median()
-        assert plain.max() - plain.loc[0] > parts["slower compute"], (f.name, plain)
+        mode = "cuda_graphs" if training.step_kind(best["variant"]) == "graphed" else "plain"
+        under = load[load["mode"] == mode].groupby("busy")["compute_ms"].median()
+        assert under.max() - under.loc[0] > parts["slower compute"], (f.name, mode, under)
     records = [json.loads(p.read_text()) for p in sorted((results.REFERENCE_DIR / host).glob("**/run-*.json"))]
     seconds = [c["seconds"] for rec in records for c in rec["chapters"] if c["chapter"] == "07_full_picture"]
     assert seconds and max(seconds) <= 600  # data generation included

@@ -18,7 +18,8 @@ from conftest import has_nan
 P = dict(n_images=96, image_size=32, jpeg_quality=80, classes=4, out_size=32, batch_size=16, model="small_cnn",
          lr=0.1, formats=["imagefolder", "mds"], workers=[0, 1], steps=3, warmup_steps=1, purge_method="auto",
          profile=True, seed=0, repeats=2, tuned_workers=[1], tuned_remedy="nice", reserve_cores="auto",
-         single_thread_w0=True, load_levels=[0, 1], load_modes=["plain", "nice"], load_steps=2, reader_samples=8)
+         single_thread_w0=True, load_levels=[0, 1], load_modes=["plain", "nice"], load_steps=2, reader_samples=8,
+         graphed_workers=[1])
 
 
 def test_phases_sum_to_the_step():
@@ -117,11 +118,78 @@ def test_busy_processes_start_work_and_go_away(tmp_path):
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
 
 
+def test_a_busy_pool_works_only_while_switched_on(tmp_path):
+    src = images.image_folder(tmp_path, n_images=4, size=32, classes=2, workers=1, progress=False)
+    work = [p.read_bytes() for p in src.files]
+
+    def cores(seconds=0.4):
+        a = training.cpu_snapshot()
+        time.sleep(seconds)
+        return training.cpu_cores(a, training.cpu_snapshot())["worker_cores"]
+
+    with training.BusyPool(2, work, 32) as pool:
+        assert cores() < 0.2  # started, idle
+        with pool.running(1) as procs:
+            assert len(procs) == 1 and cores() > 0.5
+        assert cores() < 0.2  # switched off again, still alive
+        with pool.running(2):
+            assert cores() > 1.0
+        pids = [p.pid for p in pool.procs]
+        with pytest.raises(ValueError, match="pool of 2"):
+            with pool.running(3):
+                pass
+    assert not any(p.is_alive() for p in pool.procs) and pids
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_the_graphed_step_trains_as_the_eager_step_does():
+    """The captured step and an eager copy of the same model and optimizer state, fed the same uint8
+    batches: the same losses step by step. Then the step timed by the loop (the copy into the static
+    input is H2D) and the graphed ceiling on a batch put in device memory (nothing copied)."""
+    import copy
+
+    torch.manual_seed(0)
+    net = training.make_model("small_cnn", 4).cuda()
+    g = training.GraphedStep(net, 0.05, batch_size=8, out_size=32, classes=4, uint8=True)
+    ref = copy.deepcopy(g.model)
+    ref.zero_grad(set_to_none=True)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    opt.load_state_dict(g.opt.state_dict())  # the momentum the warm-up left behind
+    gen = torch.Generator().manual_seed(1)
+    batches = [(torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8, generator=gen).pin_memory(),
+                torch.randint(0, 4, (8,), generator=gen).pin_memory()) for _ in range(4)]
+    graphed, eager = [], []
+    for x, y in batches:
+        g.load(x, y)
+        graphed.append(float(g.forward()))
+        g.backward()
+        g.step()
+        loss = torch.nn.functional.cross_entropy(ref(images.normalise_on_device(x.cuda())), y.cuda())
+        eager.append(float(loss))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    assert graphed == pytest.approx(eager, rel=1e-3, abs=1e-4)
+    df = training.train_steps(iter(batches), None, None, steps=4, device="cuda", graph=g)
+    assert (df["H2D_TRANSFER"] > 0).all() and (df["compute_ms"] > 0).all()
+    c = training.ceiling(None, None, batch_size=8, out_size=32, classes=4, steps=3, warmup=1, device="cuda", graph=g)
+    assert len(c) == 4 and (c["compute_ms"] > 0).all()
+    with pytest.raises(ValueError, match="shape"):
+        g.load(batches[0][0][:4], batches[0][1][:4])
+
+
 def test_run_on_cpu(tmp_path):
     res = training.run(**P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
     sc = res.table("scenarios")
     assert set(sc["workers"]) == {0, 1} and set(sc["repeat"]) == {0, 1}
     assert set(sc["variant"]) == {"default", "1 thread", "tuned"} and (sc["resident_at_start"] <= 0.05).all()
+    # W=1 for ImageFolder only (one_worker_formats' default); no graphed step without a GPU, and the reason kept
+    assert set(sc[sc["workers"] == 1]["format"]) == {"imagefolder"}
+    assert res.metadata["graph_note"] == "CUDA graphs need a GPU; this machine has none"
+    assert res.table("graphed_ceiling").empty and "was not measured here" in page.graph_note(res)
+    assert {"data sets: images", "data sets: MDS shards", "scenarios and ceilings", "load sweep"} <= set(
+        res.metadata["seconds"])
+    assert (sc[["setup_s", "loop_s", "close_s"]] >= 0).all().all() and (sc["loop_s"] > 0).all()
     assert (sc.loc[sc["variant"] == "1 thread", "main_threads"] == 1).all()
     assert len(res.table("ceiling")) == 2 and (sc["pct_of_ceiling"] > 0).all()
     assert {"read (cold)", "read (warm)", "decode", "normalise"} <= set(res.table("readers")["stage"])
@@ -168,7 +236,8 @@ def test_a_corrupt_jpeg_stops_the_run_naming_the_file(tmp_path):
     ("single_thread_w0", "yes", "true or false"), ("repeats", 0, "from 1"), ("tuned_remedy", "pray", "'nice'"),
     ("load_modes", ["turbo"], "'cuda_graphs'"), ("load_levels", "many", "list of integers"),
     ("reserve_cores", 4096, "from 0"), ("reader_samples", 10_000, "from 1 to 96"), ("seed", -1, "from 0"),
-    ("tuned_workers", [-2], "from 0"), ("batch_size", 10**6, "from 1")])
+    ("tuned_workers", [-2], "from 0"), ("batch_size", 10**6, "from 1"), ("graphed_workers", [-1], "from 0"),
+    ("one_worker_formats", ["tfrecord"], "'imagefolder'")])
 def test_bad_parameters_are_named_before_any_work(tmp_path, name, value, needle):
     with pytest.raises(ParameterError, match=repr(name)) as e:
         training.preflight({**P, name: value, "data_dir": str(tmp_path), "run_dir": str(tmp_path / "run")})
@@ -232,7 +301,9 @@ def _scenario(fmt, w, variant="default", repeat=0, *, ips, wait, compute=32.0, h
 
 def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.2, ceiling=1990.0, inside=None,
             mds_cold=0.65, medians=False, grown=32.0, busy_cores=2.0, tuned_remedy="nice", inside_cold=None,
-            run_id="constructed", mds_read=10.0):
+            run_id="constructed", mds_read=10.0, tuned_compute=32.0, graphed=None, graph_note=None):
+    """A constructed chapter 7 result. ``graphed``: dict(ips, compute, wait, ceiling_ips, ceiling_compute)
+    adds the tuned loader with a graphed step (ImageFolder, W=4) and its graphed ceiling."""
     rows = []
     for r, jitter in enumerate((0.99, 1.0, 1.01)):
         rows += [_scenario("imagefolder", 0, repeat=r, ips=if_w0 * jitter, wait=60.0),
@@ -244,11 +315,22 @@ def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.
                  _scenario("imagefolder", 4, repeat=r, ips=1800.0 * jitter, wait=1.0, compute=grown * jitter,
                            cpu_busy_cores=busy_cores),
                  _scenario("mds", 4, repeat=r, ips=1790.0 * jitter, wait=1.2, cpu_busy_cores=busy_cores),
-                 _scenario("imagefolder", 4, "tuned", repeat=r, ips=best * jitter, wait=0.1, h2d=0.25)]
+                 _scenario("imagefolder", 4, "tuned", repeat=r, ips=best * jitter, wait=0.1, h2d=0.25,
+                           compute=tuned_compute * jitter)]
+        if graphed:
+            rows.append(_scenario("imagefolder", 4, "graphed", repeat=r, ips=graphed["ips"] * jitter,
+                                  wait=graphed.get("wait", 0.1), h2d=graphed.get("h2d", 0.25),
+                                  compute=graphed["compute"] * jitter))
     sc = pd.DataFrame(rows)
     ceil = pd.DataFrame([dict(images_per_s=ceiling * j, step_ms=32.2 / j, compute_ms=32.1 / j, DATALOADER_WAIT=0.03,
                               H2D_TRANSFER=0.02, repeat=r) for r, j in enumerate((0.995, 1.0, 1.005))])
-    sc["pct_of_ceiling"] = 100 * sc["images_per_s"] / ceil["images_per_s"].mean()
+    gceil = pd.DataFrame()
+    if graphed:
+        c = graphed["ceiling_compute"]
+        gceil = pd.DataFrame([dict(images_per_s=graphed["ceiling_ips"] * j, step_ms=(c + 0.1) / j, compute_ms=c / j,
+                                   DATALOADER_WAIT=0.03, H2D_TRANSFER=0.01, repeat=r)
+                              for r, j in enumerate((0.995, 1.0, 1.005))])
+    sc["pct_of_ceiling"] = training.share_of_ceiling(sc, ceil, gceil)
     load = pd.DataFrame([dict(mode=m, busy=b, repeat=r, cores=16, compute_p90_ms=0.0, main_cores=1.0,
                               cpu_busy_cores=float(b), compute_ms=(load_top if (b == 24 and m == "plain") else 32.1)
                               * (1 + 0.002 * r)) for m in ("plain", "nice") for b in (0, 16, 24) for r in range(3)])
@@ -268,9 +350,11 @@ def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.
         readers["median_ms"] = readers["ms"] - 0.05
     return results.Result(chapter=training.CHAPTER, run_id=run_id,
                           parameters={"batch_size": 64, "tuned_remedy": tuned_remedy},
-                          fingerprint={}, tables={"scenarios": sc, "ceiling": ceil, "load": load, "readers": readers,
-                                                  "timeline": pd.DataFrame(), "steps": pd.DataFrame()},
-                          metadata={"device": "cuda", "main_threads": 16, "cores": 16, "mds_note": None})
+                          fingerprint={}, tables={"scenarios": sc, "ceiling": ceil, "graphed_ceiling": gceil,
+                                                  "load": load, "readers": readers, "timeline": pd.DataFrame(),
+                                                  "steps": pd.DataFrame()},
+                          metadata={"device": "cuda", "main_threads": 16, "cores": 16, "mds_note": None,
+                                    "graph_note": graph_note})
 
 
 def _text(res, key):
@@ -352,6 +436,90 @@ def test_best_scenario_above_or_below_the_keep_up_share():
     assert "keeps up" in above and "falls short" not in above
     assert "falls short" in below and "keeps up" not in below
     assert "the largest part is" in below
+
+
+#: A graphed step that removes most of the tuned eager step's compute excess: the tuned loader at
+#: W=4 computes 34.5 ms against the eager ceiling's 32.1; graphed, 31.7 ms against its ceiling's 31.5.
+GRAPH_HELPS = dict(ips=1995.0, compute=31.7, ceiling_ips=2025.0, ceiling_compute=31.5)
+
+
+def test_each_scenario_is_a_share_of_its_own_ceiling():
+    res = _result(best=1850.0, tuned_compute=34.5, graphed=GRAPH_HELPS)
+    sc = training.scenarios(res)
+    g = sc[sc["variant"] == "graphed"]
+    assert (g["ceiling"] == "graphed").all() and (sc[sc["variant"] != "graphed"]["ceiling"] == "eager").all()
+    assert g["pct_of_ceiling"].mean() == pytest.approx(100 * 1995.0 / 2025.0, rel=1e-3)
+    t = sc[sc["variant"] == "tuned"]
+    assert t["pct_of_ceiling"].mean() == pytest.approx(100 * 1850.0 / 1990.0, rel=1e-3)
+    assert "CUDA graph" in set(page.scenario_table(res)["ceiling"])
+    assert "graphed ceiling 2,025 images/s" in page.ceiling_caption(res)
+
+
+def test_the_best_configuration_is_chosen_by_its_share_of_its_own_ceiling():
+    # the graphed step moves more images/s than the tuned one, but against a far higher ceiling of its
+    # own: its share is lower, so the tuned eager scenario is the best configuration
+    res = _result(best=1900.0, graphed=dict(ips=1950.0, compute=31.0, ceiling_ips=2300.0, ceiling_compute=27.0))
+    assert training.best_scenario(res)["variant"] == "tuned"
+    text = _text(res, "best_vs_ceiling")
+    assert "**ImageFolder, W=4, tuned**" in text and "of the eager ceiling" in text
+    # the same graphed throughput against a ceiling it nearly reaches: it is the best
+    res = _result(best=1900.0, graphed=dict(ips=1950.0, compute=31.0, ceiling_ips=1960.0, ceiling_compute=30.9))
+    assert training.best_scenario(res)["variant"] == "graphed"
+    text = _text(res, "best_vs_ceiling")
+    assert "**ImageFolder, W=4, graphed**" in text and "of the graphed ceiling" in text
+    assert "The eager ceiling took 1,990 images/s" in text
+
+
+def test_a_graph_that_closes_the_gap_reaches_the_target():
+    text = _text(_result(best=1850.0, tuned_compute=34.5, graphed=GRAPH_HELPS), "best_vs_ceiling")
+    assert "**ImageFolder, W=4, graphed**" in text and "it keeps up" in text and "falls short" not in text
+    assert "compute per step fell: **31.7 ms** against the eager tuned step's 34.5 ms (−2.80 ms)" in text
+    # eager: 34.5 - 32.1 = +2.40 ms over its ceiling; graphed: 31.7 - 31.5 = +0.20 ms over its own
+    assert "the graph removed **91.7%** of that excess" in text
+    assert "Share of its own ceiling: 93.0% eager, 98.5% graphed" in text
+
+
+def test_a_graph_that_does_not_help_says_so():
+    same = dict(ips=1850.0, compute=34.5, ceiling_ips=2025.0, ceiling_compute=31.5)
+    text = _text(_result(best=1850.0, tuned_compute=34.5, graphed=same), "best_vs_ceiling")
+    assert "compute per step did not change beyond the runs' spread" in text and "fell" not in text
+    assert "removed none of that excess" in text  # +3.0 ms over the graphed ceiling against +2.4 ms eager
+    assert "falls short of 95%" in text and "keeps up" not in text.split("The best of the default")[0]
+    # no compute excess to remove: the eager tuned step already ran at its ceiling's compute
+    flat = _text(_result(best=1850.0, tuned_compute=32.0, graphed=same), "best_vs_ceiling")
+    assert "no compute gap for the graph to remove" in flat
+
+
+def test_a_graphed_best_that_misses_names_the_part_that_holds_the_gap():
+    slow_loader = dict(ips=1800.0, compute=31.6, wait=3.0, ceiling_ips=1900.0, ceiling_compute=31.5)
+    text = _text(_result(best=1700.0, tuned_compute=34.5, graphed=slow_loader), "best_vs_ceiling")
+    assert "**ImageFolder, W=4, graphed**" in text and "falls short of 95%" in text
+    assert "the largest part is **data wait**" in text and "of the gap)" in text
+    slow_copy = dict(ips=1800.0, compute=31.6, h2d=3.0, ceiling_ips=1900.0, ceiling_compute=31.5)
+    text = _text(_result(best=1700.0, tuned_compute=34.5, graphed=slow_copy), "best_vs_ceiling")
+    assert "the largest part is **the copy to the GPU**" in text
+
+
+def test_without_a_graphed_run_the_chapter_says_why():
+    ref = _text(_result(run_id="reference-h200-x"), "best_vs_ceiling")
+    assert "The step replayed from a CUDA graph is not in the reference run: the best configuration is the best " \
+           "eager one." in ref
+    cpu = _result(graph_note="CUDA graphs need a GPU; this machine has none")
+    assert "was not measured here (CUDA graphs need a GPU; this machine has none)" in _text(cpu, "best_vs_ceiling")
+    assert "was not measured here" in page.graph_note(cpu) and "was not measured here" in page.takeaways(cpu)
+    assert "graphed_workers = []" in _text(_result(), "best_vs_ceiling")
+    with_graph = _result(best=1850.0, tuned_compute=34.5, graphed=GRAPH_HELPS)
+    note = page.graph_note(with_graph)
+    assert "graphed step computed in 31.5 ms" in note and "faster than the eager step's 32.1 ms" in note
+    assert "With its step replayed from a CUDA graph, the same loader reached 98.5%" in page.takeaways(with_graph)
+
+
+def test_the_benchmark_explanation_uses_the_ceiling_of_the_best_step():
+    res = _result(best=1700.0, tuned_compute=34.5,
+                  graphed=dict(ips=1800.0, compute=33.5, ceiling_ips=1900.0, ceiling_compute=31.5))
+    b = training.best_scenario(res)
+    gap, parts = page._gap(res, b)
+    assert b["variant"] == "graphed" and parts["slower compute"] == pytest.approx(2.0, abs=0.05)
 
 
 def test_compute_flat_or_growing_under_load_follows_the_data():

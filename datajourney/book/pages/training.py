@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ...training import (CHAPTER, KEEP_UP, LABELS, LOADER_KEEPS_UP, STAGES, WORKER_NICE, best_scenario,
-                         scenario_stats, scenarios)
+                         ceiling_runs, scenario_stats, scenarios)
 from ..findings import (HIGH_SPREAD, Finding, choose, compare, cv, direction, num, pct, ratio_interval, span,
                         spread_note, times)
 
@@ -30,8 +30,19 @@ def _range(values, unit: str = "", scale: float = 1.0) -> str:
     return f"min–max {span(min(v), max(v), unit)} over {len(v)} runs"
 
 
-def _ceiling_ips(res) -> float:
-    return float(res.table("ceiling")["images_per_s"].mean())
+def _ceiling_ips(res, kind: str = "eager") -> float:
+    return float(ceiling_runs(res, kind)["images_per_s"].mean())
+
+
+def _kind(row) -> str:
+    """The step kind of a scenario row (an older result: eager)."""
+    k = row.get("ceiling") if hasattr(row, "get") else None
+    return k if isinstance(k, str) else "eager"
+
+
+#: How the chapter names each ceiling, and what it is.
+CEILING_NAMES = {"eager": ("the eager ceiling", ""),
+                 "graphed": ("the graphed ceiling", " (the same CUDA graphs fed from GPU memory)")}
 
 
 def _finding_w0(res):
@@ -325,8 +336,11 @@ def _mode_label(mode: str) -> str:
 
 
 def _gap(res, row) -> tuple[float, dict]:
-    """ms per step a scenario lost against the ceiling, split into data wait, copy, compute, rest."""
-    ceil = res.table("ceiling")
+    """ms per step a scenario lost against the ceiling of its own step (eager or graphed), split
+    into data wait, copy, compute and the rest."""
+    ceil = ceiling_runs(res, _kind(row))
+    if ceil.empty:
+        ceil = ceiling_runs(res, "eager")
     gap = float(row["step_ms"] - ceil["step_ms"].mean())
     parts = {"data wait": float(row["DATALOADER_WAIT"] - ceil["DATALOADER_WAIT"].mean()),
              "the copy to the GPU": float(row["H2D_TRANSFER"] - ceil["H2D_TRANSFER"].mean()),
@@ -335,31 +349,100 @@ def _gap(res, row) -> tuple[float, dict]:
     return gap, parts
 
 
-def _finding_best(res):
+def graph_pairs(res) -> list[tuple]:
+    """(tuned row, graphed row) of scenario means for each format and worker count where both the
+    eager tuned step and the graphed step ran: the same loader, the step the only difference."""
+    st = scenario_stats(res)
+    out = []
+    for _, g in st[st["variant"] == "graphed"].iterrows():
+        t = _row(st, g["format"], int(g["workers"]), "tuned")
+        if t is not None:
+            out.append((t, g))
+    return out
 
+
+def graph_missing(res) -> str | None:
+    """Why this result has no scenario replayed from a CUDA graph (None when it has one)."""
+    st = scenario_stats(res)
+    if (st["variant"] == "graphed").any():
+        return None
+    if str(res.run_id).startswith("reference"):
+        return "is not in the reference run"
+    note = res.metadata.get("graph_note")
+    if note:
+        return f"was not measured here ({note})"
+    return "was not part of this run (graphed_workers = [])"
+
+
+def graph_effect(res, t, g) -> str:
+    """What replaying the step from a CUDA graph changed under the same workers: compute per step
+    against the eager tuned step, how much of the eager step's compute excess over its own ceiling
+    the graph removed, and the share of each one's own ceiling."""
+    a = _runs(res, g["format"], int(g["workers"]), "compute_ms", "graphed")
+    b = _runs(res, t["format"], int(t["workers"]), "compute_ms", "tuned")
+    d = direction(a, b, tol=0.02)
+    word = choose(d, "grew", "fell", "did not change beyond the runs' spread")
+    text = (f"Replayed from a CUDA graph under the same workers ({LABELS.get(g['format'], g['format'])}, "
+            f"W={int(g['workers'])}), compute per step {word}: **{num(g['compute_ms'], 'ms')}** against the eager "
+            f"tuned step's {num(t['compute_ms'], 'ms')} ({_signed(float(g['compute_ms'] - t['compute_ms']))}).")
+    ge = ceiling_runs(res, "graphed")
+    if not ge.empty:
+        excess_e = float(t["compute_ms"]) - float(ceiling_runs(res, "eager")["compute_ms"].mean())
+        excess_g = float(g["compute_ms"]) - float(ge["compute_ms"].mean())
+        if excess_e <= 0:
+            text += (f" The eager step's compute was not above its own ceiling's ({_signed(excess_e)}), so there was "
+                     "no compute gap for the graph to remove.")
+        else:
+            removed = 1 - excess_g / excess_e
+            share = ("all of that excess" if removed >= 1 else "none of that excess" if removed <= 0
+                     else f"**{pct(removed)}** of that excess")
+            text += (f" Over the compute of its own ceiling, the eager step took {_signed(excess_e)} per step and the "
+                     f"graphed step {_signed(excess_g)}: the graph removed {share}.")
+    text += (f" Share of its own ceiling: {num(t['pct_of_ceiling'], '%')} eager, "
+             f"{num(g['pct_of_ceiling'], '%')} graphed.")
+    return text
+
+
+def _finding_best(res):
     sc = scenarios(res)
     b = best_scenario(res)
+    kind = _kind(b)
     runs = [float(v) for v in sc[sc["label"] == b["label"]]["pct_of_ceiling"]]
     keep = 100 * KEEP_UP
     if min(runs) >= keep:
-        verdict = f"it keeps up: at least {num(keep, '%')} of the ceiling in " + (
+        verdict = f"it keeps up: at least {num(keep, '%')} of its ceiling in " + (
             "every run" if len(runs) > 1 else "its one run")
     elif b["pct_of_ceiling"] >= keep:
-        verdict = f"on average it keeps up ({num(keep, '%')} of the ceiling), but not in every run"
+        verdict = f"on average it keeps up ({num(keep, '%')} of its ceiling), but not in every run"
     else:
-        verdict = f"it falls short of {num(keep, '%')} of the ceiling"
-    text = (f"The best configuration, **{b['label']}**, reached **{num(b['pct_of_ceiling'], '%')} of the ceiling** "
-            f"({_range(runs, '%')}; {num(b['images_per_s'], 'images/s')} against "
-            f"{num(_ceiling_ips(res), 'images/s')}, AU {pct(b['au'])}): {verdict}.")
+        verdict = f"it falls short of {num(keep, '%')} of its ceiling"
+    text = (f"The best configuration (the highest share of its own ceiling), **{b['label']}**, reached "
+            f"**{num(b['pct_of_ceiling'], '%')} of {CEILING_NAMES[kind][0]}**{CEILING_NAMES[kind][1]} "
+            f"({_range(runs, '%')}; "
+            f"{num(b['images_per_s'], 'images/s')} against {num(_ceiling_ips(res, kind), 'images/s')}, "
+            f"AU {pct(b['au'])}): {verdict}.")
+    if kind != "eager":
+        text += f" The eager ceiling took {num(_ceiling_ips(res), 'images/s')}."
     gap, parts = _gap(res, b)
     if gap > 0:
         big = max(parts, key=parts.get)
-        text += (f" Of the {num(gap, 'ms')} per step it lost to the ceiling, "
-                 + ", ".join(f"{k} {_signed(v)}" for k, v in parts.items()) + f"; the largest part is {big}.")
+        text += (f" Of the {num(gap, 'ms')} per step it lost to its ceiling, "
+                 + ", ".join(f"{k} {_signed(v)}" for k, v in parts.items()) + f"; the largest part is **{big}** "
+                 + (f"({pct(parts[big] / gap)} of the gap)." if parts[big] <= gap else
+                    "(more than the whole gap: the parts below zero offset the rest)."))
+    pairs = graph_pairs(res)
+    if pairs:
+        t, g = next(((t, g) for t, g in pairs if g["label"] == b["label"]),
+                    max(pairs, key=lambda p: float(p[1]["pct_of_ceiling"])))
+        text += " " + graph_effect(res, t, g)
+    else:
+        why = graph_missing(res)
+        if why:
+            text += f" The step replayed from a CUDA graph {why}: the best configuration is the best eager one."
     st = scenario_stats(res)
     default = st[st["variant"] == "default"]
     if b["variant"] != "default" and not default.empty:
-        d = default.loc[default["images_per_s"].idxmax()]
+        d = default.loc[default["pct_of_ceiling"].idxmax()]
         gap_d, parts_d = _gap(res, d)
         big_d = max(parts_d, key=parts_d.get)
         text += (f" The best of the default recipe, {d['label']}, reached {num(d['pct_of_ceiling'], '%')}; the largest "
@@ -388,10 +471,11 @@ def spread_notes(res) -> str:
             notes.append(n)
         if len(v) > 1 and cv(v) > worst[0]:
             worst = (cv(v), label)
-    c = [float(x) for x in res.table("ceiling")["images_per_s"]]
-    n = spread_note("The ceiling", c, "images/s")
-    if n:
-        notes.append(n)
+    for kind, name in (("eager", "The ceiling"), ("graphed", "The graphed ceiling")):
+        c = [float(x) for x in ceiling_runs(res, kind).get("images_per_s", [])]
+        n = spread_note(name, c, "images/s") if c else None
+        if n:
+            notes.append(n)
     if notes:
         return "\n".join(f"* {x}" for x in notes)
     if worst[1]:
@@ -595,8 +679,8 @@ def compute_growth_note(res) -> str:
 
 
 def reference_runs(host: str | None = None) -> pd.DataFrame:
-    """The best configuration's share of the ceiling in every committed run of this chapter on the
-    reference host (the reference run and the runs under ``repeats/``): one row per run."""
+    """The best configuration's share of its own ceiling in every committed run of this chapter on
+    the reference host (the reference run and the runs under ``repeats/``): one row per run."""
     from .. import results
 
     host = host or results.DEFAULT_REFERENCE_HOST
@@ -612,7 +696,8 @@ def reference_runs(host: str | None = None) -> pd.DataFrame:
         b = best_scenario(r)
         runs = [float(v) for v in scenarios(r).query("label == @b.label")["pct_of_ceiling"]]
         rows.append({"run": r.run_id or path.stem, "kind": "repeat" if path.parent == rep else
-                     "reference run", "best configuration": b["label"], "% of ceiling (mean)": b["pct_of_ceiling"],
+                     "reference run", "best configuration": b["label"], "ceiling": _kind(b),
+                     "% of ceiling (mean)": b["pct_of_ceiling"],
                      "min–max over its runs (%)": span(min(runs), max(runs)), "runs": len(runs),
                      f"every run ≥ {num(100 * KEEP_UP, '%')}": "yes" if min(runs) >= 100 * KEEP_UP else "no"})
     return pd.DataFrame(rows)
@@ -715,7 +800,8 @@ def scenario_table(res, part: str = "main") -> pd.DataFrame:
         out = pd.DataFrame({
             "scenario": st["label"], "data wait (ms)": st["DATALOADER_WAIT"], "compute (ms)": st["compute_ms"],
             "step (ms)": st["step_ms"], "AU (%)": 100 * st["au"], "images/s": st["images_per_s"],
-            "% of ceiling": st["pct_of_ceiling"], "min–max (%)": rng("pct_of_ceiling")})
+            "% of ceiling": st["pct_of_ceiling"], "min–max (%)": rng("pct_of_ceiling"),
+            "ceiling": st["ceiling"].map({"eager": "eager", "graphed": "CUDA graph"})})
         if "cpu_busy_cores" in st:
             out["busy cores"] = st["cpu_busy_cores"]
         return out
@@ -730,6 +816,41 @@ def scenario_table(res, part: str = "main") -> pd.DataFrame:
         out["CPU util (%)"] = st["cpu_util"]
     out["cached at start (%)"] = 100 * st["resident_at_start"]
     return out
+
+
+def ceiling_caption(res) -> str:
+    """The scenario table's caption: which ceiling each share is taken of, with each ceiling's numbers."""
+    parts = []
+    for kind, name in (("eager", "eager ceiling"), ("graphed", "graphed ceiling")):
+        c = ceiling_runs(res, kind)
+        if not c.empty:
+            parts.append(f"{name} {num(c['images_per_s'].mean(), 'images/s')}, compute "
+                         f"{num(c['compute_ms'].mean(), 'ms')} per step, mean of {len(c)} runs")
+    return ("Scenarios: means over runs; each share is of the ceiling of the scenario's own step (column "
+            "*ceiling*: the eager step, or the same CUDA graph fed from GPU memory), with its min–max over the runs; "
+            "busy cores of the whole machine (" + "; ".join(parts) + ")")
+
+
+def graph_note(res) -> str:
+    """The graphed step against the eager one: the two ceilings (what launching kernels one by one
+    costs with the CPU idle), and for each loader run both ways what the graph changed."""
+    why = graph_missing(res)
+    if why:
+        return f"The training step replayed from a CUDA graph {why}."
+    e, g = ceiling_runs(res, "eager"), ceiling_runs(res, "graphed")
+    out = []
+    if not g.empty:
+        a, b = [float(v) for v in g["compute_ms"]], [float(v) for v in e["compute_ms"]]
+        word = choose(direction(a, b, tol=0.01), "slower than", "faster than", "level with")
+        out.append(f"Fed from GPU memory with the CPU otherwise idle, the graphed step computed in "
+                   f"{num(np.mean(a), 'ms')} ({_range(a, 'ms')}), {word} the eager step's {num(np.mean(b), 'ms')}: the "
+                   f"graphed ceiling is {num(g['images_per_s'].mean(), 'images/s')}, the eager one "
+                   f"{num(e['images_per_s'].mean(), 'images/s')}.")
+    out += [graph_effect(res, t, gr) for t, gr in graph_pairs(res)]
+    if not graph_pairs(res):
+        out.append("No loader ran both with the eager tuned step and with the graphed step, so the graph's effect "
+                   "under the same workers is not measured here.")
+    return " ".join(out)
 
 
 def reader_table(res) -> pd.DataFrame:
@@ -817,4 +938,14 @@ def takeaways(res) -> str:
         out.append(f"The tuned recipe (uint8 batches normalised on the GPU, workers: {remedy})"
                    f" reached {num(t['pct_of_ceiling'], '%')} of the ceiling at best ({t['label']}), with a copy of "
                    f"{num(t['H2D_TRANSFER'], 'ms')} per step.")
+    g = st[st["variant"] == "graphed"]
+    if not g.empty:
+        gb = g.loc[g["pct_of_ceiling"].idxmax()]
+        every = float(gb.get("pct_of_ceiling_min", gb["pct_of_ceiling"])) >= keep
+        out.append(f"With its step replayed from a CUDA graph, the same loader reached {num(gb['pct_of_ceiling'], '%')} "
+                   f"of the graphed ceiling at best ({gb['label']}): "
+                   + (f"at least {num(keep, '%')} in every run." if every else
+                      f"below {num(keep, '%')} in at least one run."))
+    elif not tuned.empty and graph_missing(res):
+        out.append(f"The step replayed from a CUDA graph {graph_missing(res)}.")
     return "\n".join(f"* {x}" for x in out)
