@@ -182,11 +182,19 @@ def test_run_on_cpu(tmp_path):
     res = training.run(**P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
     sc = res.table("scenarios")
     assert set(sc["workers"]) == {0, 1} and set(sc["repeat"]) == {0, 1}
-    assert set(sc["variant"]) == {"default", "1 thread", "tuned"} and (sc["resident_at_start"] <= 0.05).all()
-    # W=1 for ImageFolder only (one_worker_formats' default); no graphed step without a GPU, and the reason kept
-    assert set(sc[sc["workers"] == 1]["format"]) == {"imagefolder"}
-    assert res.metadata["graph_note"] == "CUDA graphs need a GPU; this machine has none"
-    assert res.table("graphed_ceiling").empty and "was not measured here" in page.graph_note(res)
+    # W=1 for ImageFolder only (one_worker_formats' default); the graphed step on a GPU, and without one
+    # no graphed step and the reason kept
+    assert set(sc[(sc["workers"] == 1) & (sc["variant"] == "default")]["format"]) == {"imagefolder"}
+    if torch.cuda.is_available():
+        assert set(sc["variant"]) == {"default", "1 thread", "tuned", "graphed"} and res.metadata["graph_note"] is None
+        g = sc[sc["variant"] == "graphed"]
+        assert (g["H2D_TRANSFER"] > 0).all() and (g["ceiling"] == "graphed").all()
+        assert len(res.table("graphed_ceiling")) == 2 and "graphed step computed in" in page.graph_note(res)
+    else:
+        assert set(sc["variant"]) == {"default", "1 thread", "tuned"}
+        assert res.metadata["graph_note"] == "CUDA graphs need a GPU; this machine has none"
+        assert res.table("graphed_ceiling").empty and "was not measured here" in page.graph_note(res)
+    assert (sc["resident_at_start"] <= 0.05).all()
     assert {"data sets: images", "data sets: MDS shards", "scenarios and ceilings", "load sweep"} <= set(
         res.metadata["seconds"])
     assert (sc[["setup_s", "loop_s", "close_s"]] >= 0).all().all() and (sc["loop_s"] > 0).all()

@@ -328,7 +328,7 @@ def _finding_load(res):
 MODE_LABELS = {"plain": "busy processes at normal priority", "nice": f"busy processes at nice {WORKER_NICE}",
                "reserve": "busy processes kept off the reserved cores",
                "nice+reserve": f"busy processes at nice {WORKER_NICE} and off the reserved cores",
-               "cuda_graphs": "the model as CUDA graphs"}
+               "cuda_graphs": "the training step as CUDA graphs"}
 
 
 def _mode_label(mode: str) -> str:
