@@ -928,7 +928,7 @@ class _Chapter:
             ds = images.ImageFolderDataset(self.src, p["out_size"], uint8=uint8)
             order = torch.randperm(len(ds), generator=torch.Generator().manual_seed(1000 * p["seed"] + repeat))
             sampler = order.tolist()
-            files = [self.src.path(i) for i in sampler[:in_flight]]
+            files = [self.src.names[i] for i in sampler[:in_flight]]
         else:
             ds = images.mds_dataset(self.shards, p["out_size"], batch_size=p["batch_size"], seed=p["seed"] + repeat,
                                     uint8=uint8)
