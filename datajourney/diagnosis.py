@@ -102,8 +102,8 @@ CPU_STAGES = ("read_ms", "decode_ms", "normalise_ms", "collate_ms")
 
 
 def image_workload(r7) -> dict | None:
-    """The ResNet-50 workload as chapter 7 ran it: batch, step time with data already on the GPU,
-    bytes per image on disk, the loader's CPU time per image (read, decode + resize, normalise,
+    """The ResNet-50 workload as chapter 7 ran it: batch, step time with data already on the GPU
+    (the faster of its eager and CUDA-graph ceilings, where both were measured), bytes per image on disk, the loader's CPU time per image (read, decode + resize, normalise,
     collate: the medians of its per-batch stage timings in the best scenario ÷ the batch size) and
     the best end-to-end pipeline measured."""
     if r7 is None or "ceiling" not in r7.tables:
@@ -113,8 +113,12 @@ def image_workload(r7) -> dict | None:
     rd = r7.table("readers") if "readers" in r7.tables else pd.DataFrame()
     steps = r7.table("steps") if "steps" in r7.tables else pd.DataFrame()
     b = int(r7.parameters["batch_size"])
+    step_ms, step_kind = float(c["step_ms"].mean()), "eager"
+    g = r7.table("graphed_ceiling") if "graphed_ceiling" in r7.tables else pd.DataFrame()
+    if not g.empty and float(g["step_ms"].mean()) < step_ms:
+        step_ms, step_kind = float(g["step_ms"].mean()), "graphed"
     out = dict(model=str(c["model"].iloc[0]) if "model" in c else r7.parameters.get("model"),
-               batch_size=b, step_ms=float(c["step_ms"].mean()), device=r7.metadata.get("device"),
+               batch_size=b, step_ms=step_ms, step_kind=step_kind, device=r7.metadata.get("device"),
                cores=int(r7.metadata.get("cores") or 1), file_bytes=None, cpu_ms=None, best=None)
     if not rd.empty and "stored_kb" in rd:
         cold = rd[rd["stage"] == "read (cold)"]
@@ -279,7 +283,8 @@ def image_hops(found: dict) -> tuple[list[Hop], dict | None]:
         Hop("pcie", "PCIe: pinned host-to-device copy", "06_pcie", b["pcie"],
             f"pinned H2D at a {w['batch_size']}-image uint8 batch ÷ {IMAGE_TENSOR_BYTES:,} bytes per image"),
         Hop("gpu", f"GPU: {w['model']} step, batch {w['batch_size']}", "07_full_picture", b["demand"],
-            f"{w['batch_size']} images per {w['step_ms']:.1f} ms step (data already in GPU memory)"),
+            f"{w['batch_size']} images per {w['step_ms']:.1f} ms step (data already in GPU memory"
+            + ("; the step replayed from CUDA graphs)" if w.get("step_kind") == "graphed" else ")")),
     ]
     return hops + photo_hops(found), w
 

@@ -329,3 +329,21 @@ def test_reference_column_follows_the_reference_files(tmp_path):
     assert row["reference run"] == page.reference_checklist().set_index(["chapter", "key"]).loc[
         ("09_reading_smarter", "to_gpu"), "headline"]
     assert not (table["reference run"] == "—").any()
+
+
+@pytest.mark.parametrize("graphed_factor, kind", [(0.9, "graphed"), (1.1, "eager")])
+def test_gpu_step_is_the_faster_of_the_eager_and_graphed_ceilings(tmp_path, graphed_factor, kind):
+    """Where chapter 7 measured its step replayed from CUDA graphs, the GPU hop is the faster ceiling."""
+    def graphed(ch, r):
+        if ch == "07_full_picture":
+            g = r.tables["ceiling"].copy()
+            g["step_ms"] *= graphed_factor
+            r.tables["graphed_ceiling"] = g
+
+    res = _run_with(tmp_path, edit=graphed)
+    wl, eager = res.metadata["image_workload"], results.Result.load(REF / "07_full_picture.json").table("ceiling")
+    assert wl["step_kind"] == kind
+    assert wl["step_ms"] == pytest.approx(eager["step_ms"].mean() * min(graphed_factor, 1.0))
+    hops = res.table("hops")
+    gpu = hops[(hops["workload"] == "image") & (hops["hop"] == "gpu")]
+    assert ("CUDA graphs" in gpu["basis"].iloc[0]) == (kind == "graphed")

@@ -400,7 +400,7 @@ def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
 
 
 def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, keep_up: float = 0.95) -> go.Figure:
-    """AU (%) and throughput as % of the ceiling per scenario: mean over runs, error bars min–max.
+    """AU (%) and throughput as % of its own step's ceiling (eager or CUDA graphs) per scenario: mean over runs, error bars min–max.
     The two thresholds are dashed lines named in the legend (no annotations to collide)."""
     fig, fmts = _format_facets(summary)
     for ci, fmt in enumerate(fmts, start=1):
@@ -417,7 +417,7 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
         fig.add_bar(x=x, y=pc, name="% of ceiling", legendgroup="pc", showlegend=ci == 1, marker_color=PALETTE[1],
                     error_y=dict(type="data", symmetric=False, array=phi - pc, arrayminus=pc - plo),
                     customdata=list(zip(plo, phi, d["runs"], strict=True)),
-                    hovertemplate=("<b>%{x}</b><br>%{y:.1f}% of the ceiling (mean)<br>min–max %{customdata[0]:.1f}–"
+                    hovertemplate=("<b>%{x}</b><br>%{y:.1f}% of its own step's ceiling (mean)<br>min–max %{customdata[0]:.1f}–"
                                    "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
         for y, name, colour in ((100 * au_rule, f"AU rule ({100 * au_rule:.0f}%)", PALETTE[0]),
                                 (100 * keep_up, f"keeping up ({100 * keep_up:.0f}% of ceiling)", PALETTE[1])):
