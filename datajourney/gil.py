@@ -63,6 +63,8 @@ MAX_CONCURRENCY = 256
 #: "auto" loader sweeps stop at the cores or here, whichever is lower, so that the batches the
 #: deepest loader keeps in flight (skipped before timing) fit in the default data set.
 AUTO_LOADER_MAX = 16
+#: A timed window holds at least this many times the batches the loader has in flight (whole waves).
+WINDOW_FACTOR = 4
 #: The moonshot target: this share of the model's ceiling.
 MOONSHOT_TARGET = 0.90
 #: The issue's target for the best thread pipeline over the best DataLoader.
@@ -488,28 +490,32 @@ def spdl_iter(files, order, *, batch_size: int, out_size: int, concurrency: int,
 
 def threadpool_iter(files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str = "pillow",
                     pin: bool = False):
-    """A plain thread pool: one task per batch (read, decode, resize, stack, pin), ``concurrency
-    + 2`` batches in flight (one per thread and two ready), batches yielded in order."""
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-
-    def task(idx):
-        arrs = [decode_one(decoder, _read(files[i]), out_size) for i in idx]
-        x = torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
-        return (x.pin_memory() if pin else x), torch.tensor(list(idx))
+    """A plain thread pool: one task per image (read, decode, resize), ``concurrency + 2 *
+    batch_size`` images in flight (one per thread and two batches ready); the consumer stacks
+    (and pins) each batch of finished images, in order. Per-image tasks make a smooth stream:
+    one task per batch would start in phase and deliver batches in waves of ``concurrency``."""
+    def task(i):
+        return decode_one(decoder, _read(files[i]), out_size)
 
     with ThreadPoolExecutor(concurrency) as pool:
         pending = deque()
-        it = iter(batches)
-        for b in it:
-            pending.append(pool.submit(task, b))
-            if len(pending) >= concurrency + 2:
+        it = iter(order)
+        for i in it:
+            pending.append((i, pool.submit(task, i)))
+            if len(pending) >= concurrency + 2 * batch_size:
                 break
+        arrs, idx = [], []
         while pending:
-            x = pending.popleft().result()
+            i, f = pending.popleft()
+            arrs.append(f.result())
+            idx.append(i)
             nxt = next(it, None)
             if nxt is not None:
-                pending.append(pool.submit(task, nxt))
-            yield x
+                pending.append((nxt, pool.submit(task, nxt)))
+            if len(arrs) == batch_size or not pending:
+                x = torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
+                yield (x.pin_memory() if pin else x), torch.tensor(idx)
+                arrs, idx = [], []
 
 
 def nvjpeg_iter(files, order, *, batch_size: int, out_size: int, read_threads: int, depth: int = 3):
@@ -603,12 +609,35 @@ def memory() -> dict:
     return dict(pss=pss, uss=uss, processes=n)
 
 
+def release_memory() -> None:
+    """Collect garbage and hand freed heap memory back to the system (glibc ``malloc_trim``), so
+    that a baseline taken next is not inflated by what an earlier measurement left freed but held."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None, stages=None) -> dict:
     """Time to first batch (from building the loader), then ``warm`` batches, then ``batches``
-    timed ones: images/s, CPU user/system seconds of all processes and their PSS/USS at the end.
+    timed ones: images/s, CPU user/system seconds of all processes, and memory.
+
+    Memory: ``pss_bytes``/``uss_bytes`` sum PSS and USS over every process of the loader (this
+    one and its workers) at the end of the timed window, while it runs; ``base_pss_bytes`` is the
+    same process tree's PSS just before the loader was built (after freeing what earlier runs
+    left), and ``added_pss_bytes`` the difference: what the loader added. PSS splits a page
+    shared by k processes k ways, so pages a forked worker shares with the main process move
+    from the main's PSS to the workers' without changing the sum; USS counts only pages of one
+    process, so after a fork the shared pages leave it (no increase is taken from USS).
     Each batch is copied to the device (non_blocking; it is pinned) and given to ``step``. With
     ``stages`` (a :class:`SpdlStages`), its per-stage rows of the timed window come back under
     ``"stages"``."""
+    release_memory()
     base = memory()
     t0 = time.perf_counter()
     it = make_iter()
@@ -642,11 +671,11 @@ def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None
             close()
         del it
     dt = b["t"] - a["t"]
-    return dict(first_batch_s=t_first, images=n, seconds=dt, images_per_s=n / dt,
+    return dict(first_batch_s=t_first, images=n, batches=batches, seconds=dt, images_per_s=n / dt,
                 cpu_user_s=b["user"] - a["user"], cpu_system_s=b["system"] - a["system"],
                 cpu_cores=(b["user"] - a["user"] + b["system"] - a["system"]) / dt,
-                pss_bytes=m["pss"], uss_bytes=m["uss"], loader_pss_bytes=m["pss"] - base["pss"],
-                loader_uss_bytes=m["uss"] - base["uss"], processes=m["processes"],
+                pss_bytes=m["pss"], uss_bytes=m["uss"], base_pss_bytes=base["pss"], base_processes=base["processes"],
+                added_pss_bytes=m["pss"] - base["pss"], processes=m["processes"],
                 images_seen=int(sum(len(s) for s in seen)), **({"stages": window} if window is not None else {}))
 
 
@@ -660,13 +689,31 @@ def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: 
     timed window must skip so that it measures production, not a queue built up earlier."""
     if kind == "dataloader":
         return concurrency * prefetch_factor
-    if kind == "threadpool":
-        return concurrency + 2
+    if kind == "threadpool":  # images in flight: one per thread and two batches ready
+        return -(-concurrency // batch_size) + 2
     if kind == "spdl":  # items in the decode stage, the batch being aggregated, the sink's buffer
         return -(-concurrency // batch_size) + 1 + 4
     if kind == "nvjpeg":
         return 3 + 1
     raise ValueError(kind)
+
+
+def wave(kind: str, concurrency: int) -> int:
+    """Batches a loader delivers together: a DataLoader's workers each make a whole batch and
+    start in phase, so they finish in waves of ``concurrency`` batches; the others make one
+    image (or one batch) at a time."""
+    return concurrency if kind == "dataloader" else 1
+
+
+def timed_batches(kind: str, concurrency: int, batches: int, *, batch_size: int, prefetch_factor: int = 2,
+                  factor: int = WINDOW_FACTOR) -> int:
+    """Batches of a timed window: at least ``batches`` and ``factor`` times the loader's batches in
+    flight, rounded up to whole waves. A window of a fraction of a wave more or less than whole
+    waves counts a wave's batches in the time of fewer (or more) waves: its rate depends on where
+    it falls; over whole waves, and many of them, it does not."""
+    w = wave(kind, concurrency)
+    n = max(batches, factor * in_flight(kind, concurrency, batch_size=batch_size, prefetch_factor=prefetch_factor))
+    return -(-n // w) * w
 
 
 def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str,
@@ -835,6 +882,18 @@ def auto_concurrency(cores: int) -> list[int]:
     return sorted(set(out + [cores, 2 * cores]))
 
 
+def loader_windows(q: dict) -> list[tuple[str, int, int, int]]:
+    """(loader, concurrency, batches skipped, batches timed) of every end-to-end configuration."""
+    out = []
+    for kind in q["loaders"]:
+        for c in q["dataloader_workers"] if kind == "dataloader" else q["thread_concurrency"]:
+            f = in_flight(kind, c, batch_size=q["batch_size"], prefetch_factor=q["prefetch_factor"])
+            out.append((kind, c, max(q["warm_batches"], f),
+                        timed_batches(kind, c, q["loader_batches"], batch_size=q["batch_size"],
+                                      prefetch_factor=q["prefetch_factor"], factor=q["window_factor"])))
+    return out
+
+
 def check_parameters(p: dict) -> dict:
     from . import pagecache
     from .params import ParameterError, boolean, choice, choices, int_list, nonnegative_int, positive_int, requires
@@ -891,17 +950,15 @@ def check_parameters(p: dict) -> dict:
     q["loader_batches"] = positive_int("loader_batches", p["loader_batches"], maximum=100_000)
     q["warm_batches"] = nonnegative_int("warm_batches", p.get("warm_batches", 2), maximum=1000)
     q["prefetch_factor"] = positive_int("prefetch_factor", p.get("prefetch_factor", 2), maximum=64)
-    depth = max([q["warm_batches"]]
-                + [in_flight("dataloader", w, batch_size=q["batch_size"], prefetch_factor=q["prefetch_factor"])
-                   for w in q["dataloader_workers"]]
-                + [in_flight(k, c, batch_size=q["batch_size"]) for k in ("threadpool", "spdl")
-                   for c in q["thread_concurrency"]])
-    need = (depth + q["loader_batches"] + 1) * q["batch_size"]
-    if need > q["n_images"]:
-        raise ParameterError("loader_batches", q["loader_batches"],
-                             f"at most {(q['n_images'] // q['batch_size']) - depth - 1}: n_images = "
-                             f"{q['n_images']} must also hold the {depth} batches the deepest loader has in "
-                             "flight, which are skipped before timing (or raise n_images)")
+    q["window_factor"] = positive_int("window_factor", p.get("window_factor", WINDOW_FACTOR), maximum=100)
+    plan = loader_windows(q)
+    k, c, warm, timed = max(plan, key=lambda t: t[2] + t[3]) if plan else ("dataloader", 0, 0, 0)
+    if plan and (warm + timed + 1) * q["batch_size"] > q["n_images"]:
+        raise ParameterError("n_images", q["n_images"],
+                             f"at least {(warm + timed + 1) * q['batch_size']}: {LABELS[k]} at {c} skips {warm} "
+                             f"batches (those in flight) and times {timed} (loader_batches = {q['loader_batches']}, "
+                             f"at least window_factor = {q['window_factor']} times those in flight, whole waves), "
+                             f"each of batch_size = {q['batch_size']} distinct images (or lower window_factor)")
     q["start_methods"] = choices("start_methods", p["start_methods"], START_METHODS)
     q["startup_workers"] = ([] if p["startup_workers"] == [] else
                             int_list("startup_workers", p["startup_workers"], minimum=1, maximum=lim))
@@ -934,10 +991,15 @@ def check_parameters(p: dict) -> dict:
     q["model_warmup"] = positive_int("model_warmup", p.get("model_warmup", 5), maximum=10_000)
     q["read_threads"] = positive_int("read_threads", p.get("read_threads", 8), maximum=lim)
     if mo is not False and torch.cuda.is_available():
-        need_model = (max(depth, q["model_warmup"]) + q["model_steps"] + 1) * q["batch_size"]
-        if need_model > q["n_images"]:
-            raise ParameterError("model_steps", q["model_steps"], f"at most {q['n_images'] // q['batch_size'] - depth - 1}"
-                                 f" (n_images = {q['n_images']}; the deepest feed skips {depth} batches first)")
+        for k, c, warm, _ in plan:
+            warm = max(q["model_warmup"], warm)
+            timed = timed_batches(k, c, q["model_steps"], batch_size=q["batch_size"],
+                                  prefetch_factor=q["prefetch_factor"], factor=q["window_factor"])
+            if (warm + timed + 1) * q["batch_size"] > q["n_images"]:
+                raise ParameterError("model_steps", q["model_steps"],
+                                     f"a model-fed window that fits n_images = {q['n_images']}: {LABELS[k]} at {c} "
+                                     f"skips {warm} batches and times {timed} (whole waves, at least window_factor "
+                                     "times those in flight)")
     q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
     q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2 ** 31 - 1)
     q["progress"] = boolean("progress", p.get("progress", True))
@@ -964,7 +1026,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         out_size: int = 224, batch_size: int = 64, primitive_batch: int = 32, primitive_images: int = 512,
         concurrency="auto", decoders="auto", executors=EXECUTORS, repeats: int = 2,
         loaders=LOADERS, loader_decoder: str = "pillow", dataloader_workers="auto", thread_concurrency="auto",
-        loader_batches: int = 30, warm_batches: int = 2, prefetch_factor: int = 2,
+        loader_batches: int = 30, warm_batches: int = 2, prefetch_factor: int = 2, window_factor: int = WINDOW_FACTOR,
         start_methods=START_METHODS, startup_workers=(1, 4), startup_paths=(0, 1_000_000),
         ipc_batch_sizes=(32, 128), ipc_workers=(0, 1), free_threaded="auto", moonshot="auto",
         model: str = "resnet50", model_steps: int = 30, model_warmup: int = 5, read_threads: int = 8,
@@ -1028,7 +1090,9 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         for kind, c, r in loader_plan:
             warm = max(p["warm_batches"], in_flight(kind, c, batch_size=p["batch_size"],
                                                     prefetch_factor=p["prefetch_factor"]))
-            n_used = (warm + p["loader_batches"] + 1) * p["batch_size"]
+            timed = timed_batches(kind, c, p["loader_batches"], batch_size=p["batch_size"],
+                                  prefetch_factor=p["prefetch_factor"], factor=p["window_factor"])
+            n_used = (warm + timed + 1) * p["batch_size"]
             order = rng.permutation(len(files))[:n_used].tolist()
             pr = pagecache.purge([files[i] for i in order], p["purge_method"])
             purge_methods.add(pr.method)
@@ -1037,7 +1101,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                              decoder=p["loader_decoder"], device=device, prefetch_factor=p["prefetch_factor"],
                              stages=stages)
             try:
-                row = measure_loader(mk, batches=p["loader_batches"], warm=warm, device=device, stages=stages)
+                row = measure_loader(mk, batches=timed, warm=warm, device=device, stages=stages)
             except Exception as e:
                 errors.append(_error(f"{LABELS[kind]}, concurrency {c}", e))
             else:
@@ -1102,19 +1166,21 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
             for kind, c in feeds:
                 warm = max(p["model_warmup"], in_flight(kind, c, batch_size=p["batch_size"],
                                                         prefetch_factor=p["prefetch_factor"]))
-                n_model = (warm + p["model_steps"] + 1) * p["batch_size"]
+                steps = timed_batches(kind, c, p["model_steps"], batch_size=p["batch_size"],
+                                      prefetch_factor=p["prefetch_factor"], factor=p["window_factor"])
+                n_model = (warm + steps + 1) * p["batch_size"]
                 order = rng.permutation(len(files))[:n_model].tolist()
                 pr = pagecache.purge([files[i] for i in order], p["purge_method"])
                 mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
                                  concurrency=c, decoder=p["loader_decoder"], device=device,
                                  prefetch_factor=p["prefetch_factor"])
                 try:
-                    row = feed_model(mk, run_steps, steps=p["model_steps"], warmup=warm,
+                    row = feed_model(mk, run_steps, steps=steps, warmup=warm,
                                      classes=p["classes"])
                 except Exception as e:
                     errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}", e))
                     continue
-                model_rows.append(dict(loader=kind, concurrency=c, repeat=r, warm=warm,
+                model_rows.append(dict(loader=kind, concurrency=c, repeat=r, warm=warm, steps=steps,
                                        resident_at_start=pr.after["fraction"],
                                        pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
         lap("moonshot")
@@ -1137,6 +1203,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                          total=int(sizes.sum())),
         image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),
         ceiling=ceiling, model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
+        window_rule=dict(factor=p["window_factor"], whole_waves=True, threadpool="per image"),
         moonshot_target=MOONSHOT_TARGET, thread_target=THREAD_TARGET, seconds=lap.seconds,
         torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest})
     res.save(rd)

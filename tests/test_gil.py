@@ -1,5 +1,6 @@
 """Chapter 8: data, loaders (every image once, order, same pixels), bad input, findings that follow the data."""
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -173,7 +174,7 @@ def test_an_image_set_too_large_for_the_disk_is_refused(tmp_path):
 # --------------------------------------------------------------------------- findings follow the data
 def _result(*, thread_ips=2000.0, proc_ips=1000.0, thread_decode=(4.0, 4.2), proc_decode=4.0, tp_ips=3000.0,
             dl_ips=2000.0, tp_cpu=1.0, dl_cpu=2.0, tp_mem=1e8, dl_mem=3e9, model_pct=(95.0, 60.0),
-            cuda=True) -> results.Result:
+            cuda=True, old=False) -> results.Result:
     prim, ops = [], []
     for r in range(2):
         for ex, top in (("thread", thread_ips), ("process", proc_ips)):
@@ -193,7 +194,7 @@ def _result(*, thread_ips=2000.0, proc_ips=1000.0, thread_decode=(4.0, 4.2), pro
             lo.append(dict(loader=kind, concurrency=c, repeat=r, decoder="pillow", resident_at_start=0.0,
                            first_batch_s=0.5, images=1920, seconds=1920 / v, images_per_s=v,
                            cpu_user_s=cpu * 1.92 * 0.7, cpu_system_s=cpu * 1.92 * 0.3, cpu_cores=4.0,
-                           pss_bytes=mem + 5e8, uss_bytes=mem, loader_pss_bytes=mem, loader_uss_bytes=mem,
+                           pss_bytes=mem + 5e8, uss_bytes=mem, base_pss_bytes=5e8, added_pss_bytes=mem, batches=30,
                            processes=9 if kind == "dataloader" else 1, images_seen=2100))
     start = [dict(workers=4, start_method=m, n_paths=n, pickled_bytes=60_000_000 if n else 80,
                   first_batch_s=(0.05 if m == "fork" else 3.0) + (4.0 if (n and m != "fork") else 0.0))
@@ -215,6 +216,10 @@ def _result(*, thread_ips=2000.0, proc_ips=1000.0, thread_decode=(4.0, 4.2), pro
     res.add("ipc", [dict(batch_size=64, workers=0, batch_bytes=9633792, ms_per_batch=2.0),
                     dict(batch_size=64, workers=1, batch_bytes=9633792, ms_per_batch=12.0)])
     res.add("model", model)
+    if not old:
+        res.metadata["window_rule"] = dict(factor=4, whole_waves=True, threadpool="per image")
+    else:  # a result of the old fixed windows: no window rule, no added PSS
+        res.tables["loaders"] = res.table("loaders").drop(columns=["added_pss_bytes", "base_pss_bytes", "batches"])
     res.metadata.update(device="cuda" if cuda else "cpu", cores=8, ceiling=ceiling, thread_target=1.5,
                         moonshot_target=0.9, moonshot_note=None if cuda else "no CUDA GPU on this machine",
                         decoders={"pillow": {"ok": True, "note": "Pillow"}}, decoders_run=["pillow"],
@@ -290,9 +295,9 @@ def test_key_metrics_match_published_names():
 
 
 def test_findings_of_a_small_run(photos, tmp_path):
-    res = gil.run(n_images=48, width=96, height=72, classes=3, out_size=16, batch_size=4, primitive_batch=4,
+    res = gil.run(n_images=48, width=96, height=72, classes=3, out_size=16, batch_size=3, primitive_batch=4,
                   primitive_images=8, concurrency=[1, 2], decoders=["pillow"], repeats=1, dataloader_workers=[1],
-                  thread_concurrency=[2], loader_batches=2, warm_batches=1, start_methods=["fork"],
+                  thread_concurrency=[2], loader_batches=2, warm_batches=1, window_factor=1, start_methods=["fork"],
                   startup_workers=[1], startup_paths=[0, 100], ipc_batch_sizes=[4], moonshot=False,
                   model="small_cnn", data_dir=photos.root.parent, run_dir=tmp_path, progress=False)
     items = page.findings(results.Result.load(res.path))
@@ -300,27 +305,89 @@ def test_findings_of_a_small_run(photos, tmp_path):
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text, f
     lo = res.table("loaders")
-    assert ((lo["warm"] + 1 + 2) * 4 == lo["images_seen"]).all()   # first + warm + timed batches
-    assert (lo["warm"] >= [gil.in_flight(k, c, batch_size=4) for k, c in zip(lo["loader"], lo["concurrency"])]).all()
+    assert ((lo["warm"] + 1 + lo["batches"]) * 3 == lo["images_seen"]).all()   # first + warm + timed batches
+    assert (lo["warm"] >= [gil.in_flight(k, c, batch_size=3) for k, c in zip(lo["loader"], lo["concurrency"])]).all()
+    assert (lo["batches"] == [gil.timed_batches(k, c, 2, batch_size=3, factor=1)
+                              for k, c in zip(lo["loader"], lo["concurrency"])]).all()
+    assert "window_rule" in res.metadata and (lo["added_pss_bytes"] == lo["pss_bytes"] - lo["base_pss_bytes"]).all()
 
 
 def test_in_flight_depth_of_each_loader():
     assert gil.in_flight("dataloader", 8, batch_size=64, prefetch_factor=2) == 16
     assert gil.in_flight("dataloader", 0, batch_size=64) == 0
-    assert gil.in_flight("threadpool", 8, batch_size=64) == 10
+    assert gil.in_flight("threadpool", 8, batch_size=64) == 3      # 8 images + two batches of 64
     assert gil.in_flight("spdl", 32, batch_size=64) == 6
 
 
-def test_windows_that_drained_a_queue_are_left_out():
-    """A window whose CPU per image is below one image's cost cannot have produced its images."""
-    res = _result(tp_ips=9000, dl_ips=2000, tp_cpu=0.2)     # 0.2 ms per image < 0.85 × 1 ms
+def test_old_windows_that_drained_a_queue_are_left_out_and_said_to_be_old():
+    """Of a result timed with the old fixed windows, a window whose CPU per image is below one
+    image's cost cannot have produced its images: left out, and the page says the rows are old."""
+    res = _result(tp_ips=9000, dl_ips=2000, tp_cpu=0.2, old=True)     # 0.2 ms per image < 0.85 × 1 ms
     s = page.loader_summary(res).set_index(["loader", "concurrency"])
     assert not s.loc[("threadpool", 8), "steady"] and s.loc[("dataloader", 8), "steady"]
     f = _by_key(res)["end_to_end"]
     assert "lacks one of them" in f.text                       # the only thread loader was left out
     note = page.steady_note(res)
-    assert note and "thread pool, 8 threads" in note and "left out" in note
+    assert note and "thread pool, 8 threads" in note and "left out" in note and "old timed windows" in note
+    assert "old timed windows" in page.window_note(res)
+    assert "old: left out" in set(page.loader_table(res)["timed window"])
+    kept = _result(old=True)
+    assert "not in the reference run" in _by_key(kept)["cost"].text and page.PUB_MEM not in page.key_metrics(kept)
+    # windows sized by waves: every row counts, no flag, no old-window note
+    new = _result(tp_ips=9000, dl_ips=2000, tp_cpu=0.2)
+    assert page.loader_summary(new)["steady"].all() and page.steady_note(new) is None
+    assert "timed window" not in page.loader_table(new) and "whole waves" in page.window_note(new)
     assert page.steady_note(_result()) is None
+
+
+class _Waves:
+    """A fake DataLoader: ``workers`` workers start together and each delivers one batch every
+    ``period`` seconds, so batches arrive in waves of ``workers`` (true rate: workers × batch /
+    period images/s)."""
+
+    def __init__(self, workers, period, batch=4):
+        self.workers, self.period, self.batch = workers, period, batch
+
+    def __call__(self):
+        t0 = time.perf_counter()
+        for i in range(10_000):
+            due = t0 + (i // self.workers + 1) * self.period
+            time.sleep(max(0.0, due - time.perf_counter()))
+            yield torch.zeros(self.batch, 1), torch.arange(i * self.batch, (i + 1) * self.batch)
+
+    @property
+    def rate(self):
+        return self.workers * self.batch / self.period
+
+
+def test_a_short_window_overstates_a_loader_in_waves_and_whole_waves_do_not():
+    fake = _Waves(workers=4, period=0.04)
+    skip = gil.in_flight("dataloader", 4, batch_size=4)            # 8 batches: two waves
+    short = gil.measure_loader(fake, batches=10, warm=skip, device="cpu")   # 2.5 waves, as the old windows
+    assert short["images_per_s"] > 1.15 * fake.rate, (short["images_per_s"], fake.rate)
+    n = gil.timed_batches("dataloader", 4, 10, batch_size=4)
+    assert n == 32 and n % 4 == 0                                   # 4 × 8 in flight, whole waves of 4
+    good = gil.measure_loader(fake, batches=n, warm=skip, device="cpu")
+    assert abs(good["images_per_s"] / fake.rate - 1) < 0.08, (good["images_per_s"], fake.rate)
+    # the thread pool makes one image per task: no waves, its window is not rounded
+    assert gil.wave("threadpool", 32) == 1 and gil.in_flight("threadpool", 32, batch_size=64) == 3
+
+
+def test_loader_memory_is_the_whole_trees_pss_and_its_increase_is_not_negative_after_a_fork(photos):
+    """After fork the main process's PSS and USS fall as its pages become shared; the PSS summed
+    over the tree is conserved, so the loader's increase stays >= 0 (the old main-process-only
+    baseline could go negative)."""
+    files = [str(f) for f in photos.files]
+    mk = gil.make_loader("dataloader", files, list(range(len(files))), batch_size=8, out_size=32,
+                         concurrency=2, decoder="pillow", device="cpu")
+    row = gil.measure_loader(mk, batches=2, warm=2, device="cpu")
+    assert row["processes"] == 3 and row["base_processes"] == 1
+    assert row["added_pss_bytes"] == row["pss_bytes"] - row["base_pss_bytes"]
+    assert row["added_pss_bytes"] > 0 and row["uss_bytes"] <= row["pss_bytes"]
+    tp = gil.measure_loader(gil.make_loader("threadpool", files, list(range(len(files))), batch_size=8, out_size=32,
+                                            concurrency=2, decoder="pillow", device="cpu"),
+                            batches=2, warm=2, device="cpu")
+    assert tp["processes"] == 1 and tp["added_pss_bytes"] > -(8 << 20)   # no fork: only noise below zero
 
 
 def test_gpu_share_note_follows_the_data():
@@ -328,7 +395,8 @@ def test_gpu_share_note_follows_the_data():
     res.tables["loaders"] = pd.concat([res.table("loaders"), pd.DataFrame([dict(
         loader="nvjpeg", concurrency=8, repeat=0, decoder="pillow", resident_at_start=0.0, first_batch_s=0.5,
         images=1920, seconds=0.15, images_per_s=12800.0, cpu_user_s=0.1, cpu_system_s=0.1, cpu_cores=1.0,
-        pss_bytes=1e8, uss_bytes=1e8, loader_pss_bytes=1e8, loader_uss_bytes=1e8, processes=1, images_seen=2000)])],
+        pss_bytes=1e8, uss_bytes=1e8, base_pss_bytes=1e8, added_pss_bytes=0.0, batches=30, processes=1,
+        images_seen=2000)])],
         ignore_index=True)
     # step 16 ms (4000 img/s), decode 5 ms per 64 -> 76% if they take turns; measured 95% -> overlap
     assert "ran beside the training kernels" in page.gpu_share_note(res)
@@ -417,14 +485,17 @@ def test_spdl_limit_note_says_when_the_result_has_no_stage_statistics():
 
 def test_full_profile_windows_skip_every_loader_queue():
     """The full profile's timed windows start after the batches the deepest loaders keep in flight
-    (DataLoader 16 workers: 32; thread pool 32 threads: 34), and the data set holds them all."""
+    (DataLoader 16 workers: 32), hold at least 4 times those in flight in whole waves (128 batches,
+    8 waves of 16), and the data set holds them all, for the loaders and the model-fed runs."""
     from datajourney.book import runner
 
     prof = runner.profiles()["full"][gil.CHAPTER]
-    batch = prof.get("batch_size", 64)
-    deepest = max([gil.in_flight("dataloader", w, batch_size=batch) for w in prof["dataloader_workers"]]
-                  + [gil.in_flight(k, c, batch_size=batch) for k in ("threadpool", "spdl")
-                     for c in prof["thread_concurrency"]])
-    assert deepest >= 2 * max(prof["dataloader_workers"]) and deepest >= max(prof["thread_concurrency"]) + 2
-    assert (deepest + prof["loader_batches"] + 1) * batch <= prof["n_images"]
-    assert (deepest + prof["model_steps"] + 1) * batch <= prof["n_images"]
+    q = dict(prof, batch_size=prof.get("batch_size", 64), prefetch_factor=2, warm_batches=2,
+             window_factor=prof.get("window_factor", gil.WINDOW_FACTOR), loaders=list(gil.LOADERS))
+    plan = gil.loader_windows(q)
+    assert ("dataloader", 16, 32, 128) in plan
+    for kind, c, warm, timed in plan:
+        assert timed >= 4 * gil.in_flight(kind, c, batch_size=q["batch_size"]) and timed % gil.wave(kind, c) == 0
+        assert (warm + timed + 1) * q["batch_size"] <= prof["n_images"]
+        steps = gil.timed_batches(kind, c, prof["model_steps"], batch_size=q["batch_size"])
+        assert (max(warm, prof["model_warmup"]) + steps + 1) * q["batch_size"] <= prof["n_images"]

@@ -11,10 +11,11 @@ from .. import stats
 from ..findings import Finding, choose, compare, direction, num, pct, ratio_interval, span, spread_note, times
 
 THREADED = ("spdl", "threadpool")
-#: A timed window is steady when its CPU time per image (all processes) reaches this share of
-#: what decoding and resizing one image costs on one core (the calibration). Below it, part of
-#: the images it counted were decoded before the window opened (a queue filled during the
-#: warm-up), so its images/s overstate what the loader produces.
+#: Results measured before timed windows were sized by waves (no ``window_rule`` in their
+#: metadata) timed a fixed number of batches, a fraction of a wave more or less than whole waves
+#: of a DataLoader's batches. For them only, a window counts as steady when its CPU time per image
+#: (all processes) reaches this share of one image's decode + resize on one core (the
+#: calibration); below it, part of its images were decoded before it opened.
 STEADY_SHARE = 0.85
 #: A model-fed run cannot exceed its ceiling by more than this (timing noise).
 CEILING_SLACK = 1.05
@@ -115,7 +116,14 @@ def unit_cost_ms(res, decoder: str = "pillow") -> float:
     return float(cal.loc[decoder, "decode_ms"] + cal.loc[decoder, "resize_ms"])
 
 
-def _steady(kind: str, cpu_ms: float, unit: float) -> bool:
+def old_windows(res) -> bool:
+    """True for a result timed with the old fixed windows (before windows were sized by waves)."""
+    return "window_rule" not in res.metadata
+
+
+def _steady(res, kind: str, cpu_ms: float, unit: float) -> bool:
+    if not old_windows(res):  # whole waves, many of them: every window measures production
+        return True
     if kind == "nvjpeg" or not math.isfinite(unit):  # the GPU decodes: CPU time says nothing here
         return True
     return cpu_ms >= STEADY_SHARE * unit
@@ -124,18 +132,19 @@ def _steady(kind: str, cpu_ms: float, unit: float) -> bool:
 def loader_summary(res) -> pd.DataFrame:
     lo = res.table("loaders")
     out = stats.summarise(lo, ["loader", "concurrency"], "images_per_s")
+    added = lo["added_pss_bytes"] if "added_pss_bytes" in lo else pd.Series(np.nan, index=lo.index)
     extra = lo.assign(cpu_ms_per_image=1e3 * (lo["cpu_user_s"] + lo["cpu_system_s"]) / lo["images"],
                       user_ms_per_image=1e3 * lo["cpu_user_s"] / lo["images"],
                       system_ms_per_image=1e3 * lo["cpu_system_s"] / lo["images"],
-                      loader_pss_mb=lo["loader_pss_bytes"] / 1e6)
+                      pss_mb=lo["pss_bytes"] / 1e6, uss_mb=lo["uss_bytes"] / 1e6, added_pss_mb=added / 1e6)
     cols = ["first_batch_s", "cpu_ms_per_image", "user_ms_per_image", "system_ms_per_image", "cpu_cores",
-            "loader_pss_mb", "processes"]
+            "pss_mb", "uss_mb", "added_pss_mb", "processes"]
     agg = extra.groupby(["loader", "concurrency"], sort=False)[cols].mean().reset_index()
     out = out.merge(agg, on=["loader", "concurrency"])
     unit = unit_cost_ms(res, str(lo["decoder"].iloc[0]) if "decoder" in lo and len(lo) else "pillow")
     out["cpu_share"] = [np.nan if k == "nvjpeg" else v / unit for k, v in zip(out["loader"], out["cpu_ms_per_image"],
                                                                             strict=True)]
-    out["steady"] = [_steady(k, v, unit) for k, v in zip(out["loader"], out["cpu_ms_per_image"], strict=True)]
+    out["steady"] = [_steady(res, k, v, unit) for k, v in zip(out["loader"], out["cpu_ms_per_image"], strict=True)]
     return out
 
 
@@ -179,23 +188,35 @@ def finding_cost(res) -> Finding:
         return Finding("cost", "The CPU and memory comparison needs a DataLoader and a thread pipeline.")
     tc, dc = _cpu_per_image(t["runs"]), _cpu_per_image(d["runs"])
     red = 100 * (1 - np.mean(tc) / np.mean(dc))
-    tm, dm = t["runs"]["loader_pss_bytes"].mean() / 1e9, d["runs"]["loader_pss_bytes"].mean() / 1e9
+    has_added = "added_pss_bytes" in t["runs"] and "added_pss_bytes" in d["runs"]
+    tm = t["runs"]["added_pss_bytes"].mean() / 1e9 if has_added else float("nan")
+    dm = d["runs"]["added_pss_bytes"].mean() / 1e9 if has_added else float("nan")
+    tt, dt = t["runs"]["pss_bytes"].mean() / 1e9, d["runs"]["pss_bytes"].mean() / 1e9
+
     def per_image(runs, col):
         return float((1e3 * runs[col] / runs["images"]).mean())
 
     t_user, t_sys = per_image(t["runs"], "cpu_user_s"), per_image(t["runs"], "cpu_system_s")
     d_user, d_sys = per_image(d["runs"], "cpu_user_s"), per_image(d["runs"], "cpu_system_s")
     dcpu = direction(tc, dc, tol=0.05)
-    dmem = direction(tm, dm, tol=0.05)
     text = (f"Per image, the thread pipeline used {num(np.mean(tc), 'ms')} of CPU time (user {num(t_user, 'ms')}, system "
             f"{num(t_sys, 'ms')}) and the DataLoader {num(np.mean(dc), 'ms')} (user {num(d_user, 'ms')}, system "
             f"{num(d_sys, 'ms')}), summed over all their processes: "
-            + choose(dcpu, f"{pct(-red / 100)} more", f"{pct(red / 100)} less", "about the same")
-            + " CPU. Their memory beyond the main process before the loader started (PSS summed over processes) was "
-            f"{num(tm * 1e3, 'MB')} against {num(dm * 1e3, 'MB')}: "
-            + choose(dmem, "the threads took more", "the threads took less", "about the same") + ".")
+            + choose(dcpu, f"{pct(-red / 100)} more", f"{pct(red / 100)} less", "about the same") + " CPU. ")
+    if has_added:
+        text += ("The memory each loader added to the process tree while it ran (PSS summed over all its processes, "
+                 f"less the same tree's PSS just before it started) was {num(tm * 1e3, 'MB')} for the threads "
+                 f"against {num(dm * 1e3, 'MB')} for the DataLoader: "
+                 + choose(direction(tm, dm, tol=0.05), "the threads took more", "the threads took less",
+                          "about the same") + ".")
+    else:
+        text += ("The memory each loader added over the process tree before it started is not in the reference "
+                 "run (its baseline was taken from the main process before an earlier run's memory was freed, "
+                 "which made some increases negative); all its processes together held "
+                 f"{num(tt * 1e3, 'MB')} (PSS) with the threads and {num(dt * 1e3, 'MB')} with the DataLoader, "
+                 "main process included.")
     return Finding("cost", text, red, "%", published=PUB_CPU,
-                   values=dict(thread_mem_gb=tm, dl_mem_gb=dm, mem_saving_gb=dm - tm))
+                   values=dict(thread_mem_gb=tm, dl_mem_gb=dm, mem_saving_gb=dm - tm, thread_pss_gb=tt, dl_pss_gb=dt))
 
 
 def finding_first_batch(res) -> Finding:
@@ -232,7 +253,7 @@ def model_summary(res) -> pd.DataFrame:
     s["label"] = [_label(k, c) for k, c in zip(s["loader"], s["concurrency"], strict=True)]
     s["cpu_ms_per_image"] = 1e3 * s["cpu_cores"] / s["mean"]
     unit = unit_cost_ms(res)
-    s["steady"] = [_steady(k, v, unit) and p <= 100 * CEILING_SLACK
+    s["steady"] = [_steady(res, k, v, unit) and p <= 100 * CEILING_SLACK
                    for k, v, p in zip(s["loader"], s["cpu_ms_per_image"], s["pct_of_ceiling"], strict=True)]
     return s
 
@@ -277,7 +298,8 @@ def key_metrics(res) -> dict:
         out[PUB_GAIN] = (100 * (t["mean"] / d["mean"] - 1), None)
         tc, dc = _cpu_per_image(t["runs"]), _cpu_per_image(d["runs"])
         out[PUB_CPU] = (100 * (1 - np.mean(tc) / np.mean(dc)), None)
-        out[PUB_MEM] = ((d["runs"]["loader_pss_bytes"].mean() - t["runs"]["loader_pss_bytes"].mean()) / 1e9, None)
+        if "added_pss_bytes" in t["runs"] and "added_pss_bytes" in d["runs"]:
+            out[PUB_MEM] = ((d["runs"]["added_pss_bytes"].mean() - t["runs"]["added_pss_bytes"].mean()) / 1e9, None)
     sp = best_loader(res, ["spdl"])
     if sp is not None:
         out[PUB_SPDL] = (sp["mean"], float(sp["runs"]["images_per_s"].std()) if len(sp["runs"]) > 1 else None)
@@ -356,14 +378,35 @@ def startup_lines(res) -> pd.DataFrame:
 
 
 def loader_lines(res) -> pd.DataFrame:
-    """Steady windows only (the others overstate throughput; they stay in the table)."""
+    """Every configuration; of a result with the old windows, only those whose CPU time shows
+    they produced what they counted (the others overstate throughput; they stay in the table)."""
     s = loader_summary(res)
     s = s[s["steady"]]
     return s.assign(loader=s["loader"].map(gil.LABELS))
 
 
+def window_note(res) -> str:
+    """How the timed windows of this result were sized (and, for old ones, what that means)."""
+    lo = res.table("loaders")
+    if not old_windows(res):
+        f = res.metadata["window_rule"]["factor"]
+        t = (lo.groupby(["loader", "concurrency"])["batches"].first() if "batches" in lo else pd.Series(dtype=float))
+        span_txt = f" (here {int(t.min())} to {int(t.max())} batches)" if len(t) else ""
+        return (f"Each timed window held at least {f} times the batches its loader had in flight, in whole waves of "
+                f"the DataLoader's workers{span_txt}, and the thread pool made one image per task.")
+    n = int(res.parameters.get("loader_batches", 0))
+    return (f"These loader rows come from the old timed windows: a fixed {n} batches after the batches in flight, "
+            "with the thread pool making one batch per task. A DataLoader's workers (and those tasks) finish "
+            "their batches in waves, and a window of a fraction of a wave more or less than whole waves counts "
+            "a wave's batches in the time of fewer, so its rate depends on where it fell: the deeper "
+            "configurations may be overstated even where they are kept. Rerun the chapter for windows sized "
+            "by waves.")
+
+
 def steady_note(res) -> str | None:
-    """Which timed windows were not steady, with the numbers that show it (None: all were)."""
+    """Of a result with the old windows: which were not steady, with the numbers that show it."""
+    if not old_windows(res):
+        return None
     s = loader_summary(res)
     bad = s[~s["steady"]]
     m = model_summary(res)
@@ -376,10 +419,9 @@ def steady_note(res) -> str | None:
     parts += [f"the model fed by {r.label} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
               f"{pct(r.pct_of_ceiling / 100)} of the ceiling" for r in mbad.itertuples()]
     return (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
-            "a loader cannot produce an image for less. In these timed windows the CPU time per image fell below "
-            f"{pct(STEADY_SHARE)} of that: " + "; ".join(parts) + ". So part of the images they counted had been "
-            "decoded before the window opened, while the consumer skipped the warm-up batches and the loader kept "
-            "filling its queue; their images/s overstate production. They are left out of the chart, of the best "
+            "a loader cannot produce an image for less. In these old timed windows the CPU time per image fell "
+            f"below {pct(STEADY_SHARE)} of that: " + "; ".join(parts) + ". Their windows spanned too few waves of "
+            "batches, so their images/s overstate production; they are left out of the chart, of the best "
             "configurations and of the findings.")
 
 
@@ -408,12 +450,20 @@ def gpu_share_note(res) -> str | None:
 
 def loader_table(res) -> pd.DataFrame:
     s = loader_summary(res)
-    return pd.DataFrame({"loader": s["loader"].map(gil.LABELS), "workers / threads": s["concurrency"],
-                         "img/s": s["mean"], "min": s["min"], "max": s["max"],
-                         "steady window": ["yes" if v else "no: left out" for v in s["steady"]],
-                         "first batch (s)": s["first_batch_s"], "CPU ms/img (user)": s["user_ms_per_image"],
-                         "CPU ms/img (system)": s["system_ms_per_image"], "busy cores": s["cpu_cores"],
-                         "loader PSS (MB)": s["loader_pss_mb"], "processes": s["processes"]})
+    out = pd.DataFrame({"loader": s["loader"].map(gil.LABELS), "workers / threads": s["concurrency"],
+                        "img/s": s["mean"], "min": s["min"], "max": s["max"]})
+    if old_windows(res):
+        out["timed window"] = ["old: kept" if v else "old: left out" for v in s["steady"]]
+    out["first batch (s)"] = s["first_batch_s"]
+    out["CPU ms/img (user)"] = s["user_ms_per_image"]
+    out["CPU ms/img (system)"] = s["system_ms_per_image"]
+    out["busy cores"] = s["cpu_cores"]
+    out["PSS, all processes (MB)"] = s["pss_mb"]
+    out["USS, all processes (MB)"] = s["uss_mb"]
+    if s["added_pss_mb"].notna().any():
+        out["PSS added (MB)"] = s["added_pss_mb"]
+    out["processes"] = s["processes"]
+    return out
 
 
 def loader_spread(res) -> list[str]:
@@ -475,7 +525,8 @@ def model_table(res) -> pd.DataFrame:
     s = model_summary(res)
     if s.empty:
         return s
-    return pd.DataFrame({"feed": s["label"], "steady window": ["yes" if v else "no: left out" for v in s["steady"]],
+    return pd.DataFrame({"feed": s["label"], "timed window": [("old: " if old_windows(res) else "")
+                                                             + ("kept" if v else "left out") for v in s["steady"]],
                          "img/s": s["mean"], "min": s["min"], "max": s["max"],
                          "% of ceiling": s["pct_of_ceiling"], "data-wait share": 100 * s["wait_share"],
                          "busy cores": s["cpu_cores"]})
