@@ -485,17 +485,17 @@ def test_spdl_limit_note_says_when_the_result_has_no_stage_statistics():
 
 def test_full_profile_windows_skip_every_loader_queue():
     """The full profile's timed windows start after the batches the deepest loaders keep in flight
-    (DataLoader 16 workers: 32), hold at least 4 times those in flight in whole waves (128 batches,
-    8 waves of 16), and the data set holds them all, for the loaders and the model-fed runs."""
+    (DataLoader 16 workers: 32), hold at least window_factor (3) times those in flight in whole waves
+    (96 batches, 6 waves of 16), and the data set holds them all, for the loaders and the model-fed runs."""
     from datajourney.book import runner
 
     prof = runner.profiles()["full"][gil.CHAPTER]
     q = dict(prof, batch_size=prof.get("batch_size", 64), prefetch_factor=2, warm_batches=2,
              window_factor=prof.get("window_factor", gil.WINDOW_FACTOR), loaders=list(gil.LOADERS))
     plan = gil.loader_windows(q)
-    assert ("dataloader", 16, 32, 128) in plan
+    assert q["window_factor"] >= 3 and ("dataloader", 16, 32, 32 * q["window_factor"]) in plan
     for kind, c, warm, timed in plan:
-        assert timed >= 4 * gil.in_flight(kind, c, batch_size=q["batch_size"]) and timed % gil.wave(kind, c) == 0
+        assert timed >= q["window_factor"] * gil.in_flight(kind, c, batch_size=q["batch_size"]) and timed % gil.wave(kind, c) == 0
         assert (warm + timed + 1) * q["batch_size"] <= prof["n_images"]
         steps = gil.timed_batches(kind, c, prof["model_steps"], batch_size=q["batch_size"])
         assert (max(warm, prof["model_warmup"]) + steps + 1) * q["batch_size"] <= prof["n_images"]
