@@ -497,5 +497,5 @@ def test_full_profile_windows_skip_every_loader_queue():
     for kind, c, warm, timed in plan:
         assert timed >= q["window_factor"] * gil.in_flight(kind, c, batch_size=q["batch_size"]) and timed % gil.wave(kind, c) == 0
         assert (warm + timed + 1) * q["batch_size"] <= prof["n_images"]
-        steps = gil.timed_batches(kind, c, prof["model_steps"], batch_size=q["batch_size"])
+        steps = gil.timed_batches(kind, c, prof["model_steps"], batch_size=q["batch_size"], factor=q["window_factor"])
         assert (max(warm, prof["model_warmup"]) + steps + 1) * q["batch_size"] <= prof["n_images"]
