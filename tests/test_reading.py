@@ -110,6 +110,40 @@ def test_to_gpu_on_a_host_target_checks_every_path(data_file):
     assert (df[df["cache"] == "cold"]["resident_at_start"] <= 0.05).all()
     assert (df[df["cache"] == "warm"]["resident_at_start"] >= 0.95).all()
     assert df.groupby("path").size().eq(2).all() and (df["cpu_s_per_GB"] >= 0).all()
+    ok, why = reading.direct_allowed(data_file, os.path.getsize(data_file))
+    assert gds["path_b"] == dict(direct=ok, chunk=MiB, buffers=2, note=why)  # O_DIRECT where the file system takes it
+
+
+def test_path_b_falls_back_to_the_page_cache_with_the_reason(tmp_path, monkeypatch):
+    odd = tmp_path / "odd.bin"
+    odd.write_bytes(os.urandom(reading.ALIGN * 3 + 1))
+    ok, why = reading.direct_allowed(odd, odd.stat().st_size)
+    assert not ok and "multiple of" in why
+
+    def refuse(path, direct):
+        if direct:
+            raise OSError(22, "Invalid argument")
+        return os.open(path, os.O_RDONLY)
+
+    monkeypatch.setattr(reading, "open_file", refuse)
+    ok, why = reading.direct_allowed(odd.with_name("x"), reading.ALIGN)
+    assert not ok and "refused O_DIRECT (Invalid argument)" in why
+
+
+@pytest.mark.parametrize("pb, words", [
+    (None, "predates O_DIRECT"),
+    (dict(direct=True, chunk=64 * MiB, buffers=2, note=None), "O_DIRECT reads of 64 MiB into 2 aligned buffers"),
+    (dict(direct=False, chunk=64 * MiB, buffers=2, note="this file system refused O_DIRECT (x)"), "refused O_DIRECT")])
+def test_path_b_setting_is_said_from_the_run(pb, words):
+    from datajourney.book import results
+    from datajourney.book.pages import reading as page
+
+    res = results.Result.load(results.REFERENCE_DIR / "h200" / "09_reading_smarter.json")
+    if pb is None:
+        res.metadata["gds"].pop("path_b", None)
+    else:
+        res.metadata["gds"]["path_b"] = pb
+    assert words in page.path_b_setting(res) and words in page.finding_to_gpu(res).text
 
 
 # --------------------------------------------------------------------------- device counters

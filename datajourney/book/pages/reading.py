@@ -109,6 +109,20 @@ def key_metrics(res) -> dict:
 
 
 # --------------------------------------------------------------------------- findings
+def path_b_setting(res) -> str:
+    """How this run's path (b) read the file: O_DIRECT or through the page cache, its chunk and buffers.
+    Runs made before O_DIRECT became path (b)'s default read through the page cache."""
+    pb = (res.metadata.get("gds") or {}).get("path_b")
+    chunk = int((pb or {}).get("chunk") or res.parameters.get("gpu_chunk") or 0)
+    size = size_label(chunk) if chunk else "unknown"
+    if pb is None:
+        return (f"reads through the page cache in {size} chunks: this run predates O_DIRECT as path (b)'s "
+                "default")
+    if pb.get("direct"):
+        return f"O_DIRECT reads of {size} into {pb.get('buffers', 2)} aligned buffers"
+    return f"reads through the page cache in {size} chunks: {pb.get('note') or 'O_DIRECT was not used'}"
+
+
 def finding_to_gpu(res) -> Finding:
     if not has_gpu(res):
         return Finding("to_gpu", "No file was read into GPU memory in this run ("
@@ -131,7 +145,8 @@ def finding_to_gpu(res) -> Finding:
     else:
         verdict = f"below the {fx.pct(PIPELINE_TARGET)} target: the two stages did not fully overlap"
     text = (f"Cold, a {size_label(int(_t(res, 'gpu')['bytes'].iloc[0]))} file reached GPU memory at "
-            f"**{fx.num(_mean(b), 'GB/s')}** through two pinned buffers (read one while the other is copied), "
+            f"**{fx.num(_mean(b), 'GB/s')}** through two pinned buffers (read one while the other is copied; "
+            f"{path_b_setting(res)}), "
             f"{fx.pct(share)} ({fx.span(100 * lo, 100 * hi, '%')} over runs) of the slower link, {which} at "
             f"{fx.num(limit, 'GB/s')}, {verdict}.")
     if a:
