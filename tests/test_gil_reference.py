@@ -61,5 +61,9 @@ def test_dataset_size_slows_spawned_workers_not_forked_ones(host):
     st = results.load_reference(CHAPTER, host).table("startup")
     w, big = st["workers"].max(), st["n_paths"].max()
     at = st[st["workers"] == w].set_index(["start_method", "n_paths"])["first_batch_s"]
-    assert at[("spawn", big)] > 5 * at[("spawn", 0)]
+    assert at[("spawn", big)] > 3 * at[("spawn", 0)]
     assert at[("fork", big)] < 2 * at[("fork", 0)] + 0.5
+    # the pickled paths are sent to every spawned worker: their cost grows with the workers
+    added = {n: g.set_index("n_paths")["first_batch_s"] for n, g in st[st["start_method"] == "spawn"].groupby("workers")}
+    lo = min(added)
+    assert added[w][big] - added[w][0] > added[lo][big] - added[lo][0] if w > lo else True

@@ -154,7 +154,7 @@ def test_the_graphed_step_trains_as_the_eager_step_does():
     ref = copy.deepcopy(g.model)
     ref.zero_grad(set_to_none=True)
     opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
-    opt.load_state_dict(g.opt.state_dict())  # the momentum the warm-up left behind
+    opt.load_state_dict(copy.deepcopy(g.opt.state_dict()))  # the warm-up's momentum, copied: not shared
     gen = torch.Generator().manual_seed(1)
     batches = [(torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8, generator=gen).pin_memory(),
                 torch.randint(0, 4, (8,), generator=gen).pin_memory()) for _ in range(4)]
