@@ -23,13 +23,17 @@ Experiments:
 5. **Free-threaded Python**: detected; on a GIL interpreter a labelled skip.
 6. **Moonshot**: ResNet-50 in bf16 with channels_last (chapter 7's model and step) fed by
    the best DataLoader, the best thread pipeline and GPU decoding (nvJPEG through
-   ``torchvision.io.decode_jpeg(device="cuda")``), each against the model's ceiling.
+   ``torchvision.io.decode_jpeg(device="cuda")``), each against the model's ceiling; beside
+   them the DataLoader with its workers at a lower priority (``model_worker_nice``) and a
+   hybrid that decodes a share of each batch in niced DataLoader workers and the rest on the
+   GPU (``hybrid_share``).
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import io
+import math
 import os
 import pickle
 import queue
@@ -58,7 +62,7 @@ LOADERS = ("dataloader", "spdl", "threadpool")
 START_METHODS = ("fork", "forkserver", "spawn")
 OPS = ("read", "decode", "resize", "batch")
 LABELS = {"dataloader": "DataLoader", "spdl": "SPDL pipeline",
-          "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)"}
+          "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)", "hybrid": "DataLoader + nvJPEG"}
 MAX_CONCURRENCY = 256
 #: "auto" loader sweeps stop at the cores or here, whichever is lower, so that the batches the
 #: deepest loader keeps in flight (skipped before timing) fit in the default data set.
@@ -69,6 +73,13 @@ WINDOW_FACTOR = 4
 MOONSHOT_TARGET = 0.90
 #: The issue's target for the best thread pipeline over the best DataLoader.
 THREAD_TARGET = 1.5
+#: The automatic CPU share of the hybrid feed uses this part of the CPU loaders' measured rate (the
+#: rest is headroom for the main process's thread and the copy to the GPU).
+HYBRID_HEADROOM = 0.8
+#: The automatic share is rounded to this step.
+HYBRID_STEP = 0.05
+#: Batches the GPU-decoding feeds keep ready on their side stream.
+GPU_QUEUE_DEPTH = 3
 
 
 # --------------------------------------------------------------------------- data
@@ -380,18 +391,31 @@ def _decode_item(decoder: str, out_size: int, path_index, ops=None):
 
 
 def dataloader_iter(files, order, *, batch_size: int, out_size: int, workers: int, decoder: str = "pillow",
-                    start_method: str = "fork", prefetch_factor: int = 2, pin: bool = False):
+                    start_method: str = "fork", prefetch_factor: int = 2, pin: bool = False, nice: int = 0):
+    """The DataLoader; ``nice`` > 0 lowers its workers' priority by that much (``os.nice``)."""
     from torch.utils.data import DataLoader
 
     ds = PhotoDataset(files, out_size, decoder)
     kw = dict(prefetch_factor=prefetch_factor, multiprocessing_context=start_method,
-              worker_init_fn=_dl_worker_init) if workers else {}
+              worker_init_fn=worker_init(nice)) if workers else {}
     dl = DataLoader(ds, batch_size=batch_size, sampler=list(order), num_workers=workers, pin_memory=pin, **kw)
     return iter(dl)
 
 
 def _dl_worker_init(worker_id: int) -> None:
     images.die_with_parent()
+
+
+def _niced_worker_init(nice: int, worker_id: int) -> None:
+    images.die_with_parent()
+    os.nice(nice)
+
+
+def worker_init(nice: int = 0):
+    """A DataLoader ``worker_init_fn``: the worker dies with its parent and, with ``nice`` > 0,
+    runs at that much lower priority, so that the training step's kernel launches in the main
+    process are not delayed by busy workers on every core (chapter 7's nice 10 load)."""
+    return partial(_niced_worker_init, int(nice)) if nice else _dl_worker_init
 
 
 class SpdlStages:
@@ -518,37 +542,46 @@ def threadpool_iter(files, order, *, batch_size: int, out_size: int, concurrency
                 arrs, idx = [], []
 
 
-def nvjpeg_iter(files, order, *, batch_size: int, out_size: int, read_threads: int, depth: int = 3):
-    """GPU decoding: ``read_threads`` threads read the bytes of a batch, a decode thread runs
-    torchvision's batched nvJPEG decode and the resize on its own CUDA stream and hands each
-    (uint8 images, indices) over with an event the consumer's stream waits on."""
+def gpu_decode_resize(data, out_size: int, device: str = "cuda") -> torch.Tensor:
+    """A batch of JPEG byte tensors -> (n, 3, out_size, out_size) uint8 on ``device``: torchvision's
+    batched decode (nvJPEG on a GPU), a bilinear antialiased resize in float, rounded."""
     from torchvision.io import decode_jpeg
 
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    x = torch.stack(decode_jpeg(list(data), device=device)).float()
+    x = torch.nn.functional.interpolate(x, size=(out_size, out_size), mode="bilinear", antialias=True,
+                                        align_corners=False)
+    return x.round_().clamp_(0, 255).to(torch.uint8)
+
+
+def _side_stream_feed(source, work, *, device: str, depth: int = GPU_QUEUE_DEPTH):
+    """Yield ``work(item)`` for each item of the generator ``source()``, both run by a producer
+    thread on its own CUDA stream (on a GPU): each (images, indices) is handed over through a queue
+    of ``depth`` with an event the consumer's stream waits on, and the images are recorded on the
+    consumer's stream. Closing the consumer stops the producer and closes ``source``; an error in
+    the producer is raised in the consumer."""
+    cuda = device == "cuda"
     q: queue.Queue = queue.Queue(depth)
     stop = threading.Event()
-    stream = torch.cuda.Stream()
-
-    def read(idx):
-        return [torch.frombuffer(bytearray(_read(files[i])), dtype=torch.uint8) for i in idx], idx
+    stream = torch.cuda.Stream() if cuda else None
 
     def produce():
+        items = source()
         try:
-            with ThreadPoolExecutor(read_threads) as pool, torch.cuda.stream(stream):
-                for data, idx in pool.map(read, batches):
+            with torch.cuda.stream(stream) if cuda else nullcontext():
+                for item in items:
                     if stop.is_set():
                         return
-                    imgs = decode_jpeg(data, device="cuda")
-                    x = torch.stack(imgs).float()
-                    x = torch.nn.functional.interpolate(x, size=(out_size, out_size), mode="bilinear",
-                                                        antialias=True, align_corners=False)
-                    x = x.round_().clamp_(0, 255).to(torch.uint8)
-                    ev = torch.cuda.Event()
-                    ev.record(stream)
-                    q.put((x, torch.tensor(list(idx)), ev))
+                    x, idx = work(item)
+                    ev = None
+                    if cuda:
+                        ev = torch.cuda.Event()
+                        ev.record(stream)
+                    q.put((x, idx, ev))
             q.put(None)
         except BaseException as e:
             q.put(e)
+        finally:
+            items.close()
 
     th = threading.Thread(target=produce, daemon=True)
     th.start()
@@ -560,8 +593,9 @@ def nvjpeg_iter(files, order, *, batch_size: int, out_size: int, read_threads: i
             if isinstance(item, BaseException):
                 raise item
             x, y, ev = item
-            torch.cuda.current_stream().wait_event(ev)
-            x.record_stream(torch.cuda.current_stream())
+            if cuda:
+                torch.cuda.current_stream().wait_event(ev)
+                x.record_stream(torch.cuda.current_stream())
             yield x, y
     finally:
         stop.set()
@@ -570,6 +604,111 @@ def nvjpeg_iter(files, order, *, batch_size: int, out_size: int, read_threads: i
                 q.get_nowait()
             except queue.Empty:
                 time.sleep(0.01)
+
+
+def nvjpeg_iter(files, order, *, batch_size: int, out_size: int, read_threads: int, depth: int = GPU_QUEUE_DEPTH,
+                device: str = "cuda", gpu_decode=None):
+    """GPU decoding: ``read_threads`` threads read the bytes of a batch, a decode thread runs
+    ``gpu_decode`` (default :func:`gpu_decode_resize`: nvJPEG and the resize) on its own CUDA
+    stream and hands each (uint8 images, indices) over (:func:`_side_stream_feed`)."""
+    decode = gpu_decode or partial(gpu_decode_resize, device=device)
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+    def read(idx):
+        return [torch.frombuffer(bytearray(_read(files[i])), dtype=torch.uint8) for i in idx], idx
+
+    def source():
+        pool = ThreadPoolExecutor(read_threads)
+        try:
+            yield from pool.map(read, batches)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def work(item):
+        data, idx = item
+        return decode(data, out_size), torch.tensor(list(idx))
+
+    yield from _side_stream_feed(source, work, device=device, depth=depth)
+
+
+def hybrid_cpu_count(batch: int, share: float) -> int:
+    """Images of a batch of ``batch`` decoded on the CPU at ``share``: the first round(share × batch)."""
+    return min(batch, max(0, int(math.floor(share * batch + 0.5))))
+
+
+class HybridBatches(Dataset):
+    """Item ``b``: batch ``b`` of ``batches`` split for the hybrid feed. Its first
+    :func:`hybrid_cpu_count` images read, decoded and resized on the CPU (uint8, (k, 3, S, S)),
+    the rest as their JPEG bytes concatenated in one uint8 tensor with their sizes (one
+    shared-memory block to move, not one per image), and the batch's indices."""
+
+    def __init__(self, files, batches, out_size: int, share: float, decoder: str = "pillow"):
+        self.files = [str(f) for f in files]
+        self.batches = [list(map(int, b)) for b in batches]
+        self.out_size, self.share, self.decoder = out_size, float(share), decoder
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, b):
+        idx = self.batches[b]
+        k = hybrid_cpu_count(len(idx), self.share)
+        s = self.out_size
+        cpu = (torch.from_numpy(np.stack([decode_one(self.decoder, _read(self.files[i]), s) for i in idx[:k]]))
+               .permute(0, 3, 1, 2).contiguous() if k else torch.empty((0, 3, s, s), dtype=torch.uint8))
+        raw = [_read(self.files[i]) for i in idx[k:]]
+        data = torch.frombuffer(bytearray(b"".join(raw)), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        return cpu, data, torch.tensor([len(r) for r in raw], dtype=torch.int64), torch.tensor(idx)
+
+
+def hybrid_iter(files, order, *, batch_size: int, out_size: int, workers: int, share: float,
+                decoder: str = "pillow", start_method: str = "fork", prefetch_factor: int = 2, nice: int = 0,
+                device: str = "cuda", gpu_decode=None, depth: int = GPU_QUEUE_DEPTH):
+    """The hybrid feed: DataLoader workers (one whole batch each, at ``nice``) decode a ``share`` of
+    each batch on the CPU and pass the rest as bytes; a producer thread of this process copies the
+    CPU part to the device (pinned, non_blocking), decodes the bytes with ``gpu_decode`` (default
+    :func:`gpu_decode_resize`) on its own CUDA stream and yields one uint8 (B, 3, S, S) batch on
+    the device with its indices, in the batch's order. The CPU takes the images it can decode
+    without falling behind; the GPU spends decode time only on the rest."""
+    from torch.utils.data import DataLoader
+
+    decode = gpu_decode or partial(gpu_decode_resize, device=device)
+    cuda = device == "cuda"
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    ds = HybridBatches(files, batches, out_size, share, decoder)
+    kw = dict(prefetch_factor=prefetch_factor, multiprocessing_context=start_method,
+              worker_init_fn=worker_init(nice)) if workers else {}
+    dl = DataLoader(ds, batch_size=None, sampler=range(len(ds)), num_workers=workers, pin_memory=cuda, **kw)
+
+    def source():
+        it = iter(dl)
+        try:
+            yield from it
+        finally:
+            del it          # its workers are shut down when the iterator goes
+
+    def work(item):
+        cpu, data, sizes, idx = item
+        parts = [cpu.to(device, non_blocking=True)] if len(cpu) else []
+        if len(sizes):
+            parts.append(decode(torch.split(data, sizes.tolist()), out_size))
+        return (parts[0] if len(parts) == 1 else torch.cat(parts)), idx
+
+    yield from _side_stream_feed(source, work, device=device, depth=depth)
+
+
+def hybrid_share_auto(cpu_rate: float, ceiling_rate: float, headroom: float = HYBRID_HEADROOM) -> float:
+    """The hybrid's CPU share from this run's data: ``headroom`` × the CPU loaders' rate (best
+    DataLoader, loader alone) over the model's ceiling, clamped to [0, 1], rounded to 0.05."""
+    if not (cpu_rate > 0 and ceiling_rate > 0) or not math.isfinite(cpu_rate / ceiling_rate):
+        return 0.0
+    s = min(1.0, max(0.0, headroom * cpu_rate / ceiling_rate))
+    return round(round(s / HYBRID_STEP) * HYBRID_STEP, 2)
+
+
+HYBRID_MANUAL = "set by the parameter hybrid_share"
+HYBRID_RULE = (f"share = clamp({HYBRID_HEADROOM} × best DataLoader img/s (loader alone) ÷ ceiling img/s, 0, 1), "
+               f"rounded to {HYBRID_STEP}")
 
 
 # --------------------------------------------------------------------------- CPU and memory of a loader
@@ -694,7 +833,9 @@ def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: 
     if kind == "spdl":  # items in the decode stage, the batch being aggregated, the sink's buffer
         return -(-concurrency // batch_size) + 1 + 4
     if kind == "nvjpeg":
-        return 3 + 1
+        return GPU_QUEUE_DEPTH + 1
+    if kind == "hybrid":  # the DataLoader's batches and those ready or in the producer
+        return concurrency * prefetch_factor + GPU_QUEUE_DEPTH + 1
     raise ValueError(kind)
 
 
@@ -702,7 +843,7 @@ def wave(kind: str, concurrency: int) -> int:
     """Batches a loader delivers together: a DataLoader's workers each make a whole batch and
     start in phase, so they finish in waves of ``concurrency`` batches; the others make one
     image (or one batch) at a time."""
-    return concurrency if kind == "dataloader" else 1
+    return concurrency if kind in ("dataloader", "hybrid") else 1
 
 
 def timed_batches(kind: str, concurrency: int, batches: int, *, batch_size: int, prefetch_factor: int = 2,
@@ -717,11 +858,17 @@ def timed_batches(kind: str, concurrency: int, batches: int, *, batch_size: int,
 
 
 def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str,
-                device: str, start_method: str = "fork", prefetch_factor: int = 2, stages: SpdlStages | None = None):
+                device: str, start_method: str = "fork", prefetch_factor: int = 2, stages: SpdlStages | None = None,
+                nice: int = 0, share: float = 0.0, gpu_decode=None):
     cuda = device == "cuda"
     if kind == "dataloader":
         return partial(dataloader_iter, files, order, batch_size=batch_size, out_size=out_size, workers=concurrency,
-                       decoder=decoder, start_method=start_method, prefetch_factor=prefetch_factor, pin=cuda)
+                       decoder=decoder, start_method=start_method, prefetch_factor=prefetch_factor, pin=cuda,
+                       nice=nice)
+    if kind == "hybrid":
+        return partial(hybrid_iter, files, order, batch_size=batch_size, out_size=out_size, workers=concurrency,
+                       share=share, decoder=decoder, start_method=start_method, prefetch_factor=prefetch_factor,
+                       nice=nice, device=device, gpu_decode=gpu_decode)
     if kind == "spdl":
         return partial(spdl_iter, files, order, batch_size=batch_size, out_size=out_size, concurrency=concurrency,
                        decoder=decoder, transfer=cuda, stages=stages)
@@ -730,7 +877,7 @@ def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, conc
                        concurrency=concurrency, decoder=decoder, pin=cuda)
     if kind == "nvjpeg":
         return partial(nvjpeg_iter, files, order, batch_size=batch_size, out_size=out_size,
-                       read_threads=concurrency)
+                       read_threads=concurrency, device=device, gpu_decode=gpu_decode)
     raise ValueError(kind)
 
 
@@ -845,6 +992,39 @@ def feed_model(make_iter, run_steps, *, steps: int, warmup: int, classes: int) -
                 seconds_total=time.perf_counter() - t0)
 
 
+def moonshot_feeds(lo: pd.DataFrame, ceiling: dict | None, *, tv: tuple[bool, str], nice: int, read_threads: int,
+                   share="auto", hybrid: dict) -> list[tuple[str, int, int, float | None]]:
+    """The model-fed runs, (kind, concurrency, workers' nice, CPU share): the best of each loader
+    of the sweep ``lo`` (means over repeats), the best DataLoader again with niced workers, GPU
+    decoding, and the hybrid at the best DataLoader's workers and the share (``"auto"``:
+    :func:`hybrid_share_auto` of that DataLoader's rate and the ceiling). ``hybrid`` is filled
+    with the share, its rule and inputs, or the reason the hybrid is skipped."""
+    feeds, best = [], pd.DataFrame(columns=["loader", "concurrency", "images_per_s"])
+    if not lo.empty:
+        best = (lo.groupby(["loader", "concurrency"])["images_per_s"].mean().reset_index()
+                .sort_values("images_per_s").groupby("loader").tail(1))
+        feeds = [(r.loader, int(r.concurrency), 0, None) for r in best.itertuples() if r.loader != "nvjpeg"]
+    if nice:
+        feeds += [("dataloader", c, nice, None) for k, c, _, _ in list(feeds) if k == "dataloader"]
+    if tv[0]:
+        feeds.append(("nvjpeg", read_threads, 0, None))
+    dl_best = best[best["loader"] == "dataloader"]
+    if not tv[0]:
+        hybrid["note"] = "skipped: torchvision's JPEG decoder is not usable here (" + tv[1] + ")"
+    elif dl_best.empty:
+        hybrid["note"] = "skipped: it takes its workers from the DataLoader's sweep, which has no result here"
+    elif not ceiling:
+        hybrid["note"] = "skipped: the model's ceiling was not measured"
+    else:
+        r_cpu, c_rate = float(dl_best["images_per_s"].iloc[0]), float(ceiling["images_per_s"])
+        auto = share == "auto"
+        hybrid.update(share=hybrid_share_auto(r_cpu, c_rate) if auto else float(share),
+                      rule=HYBRID_RULE if auto else HYBRID_MANUAL, cpu_rate=r_cpu, ceiling=c_rate,
+                      workers=int(dl_best["concurrency"].iloc[0]))
+        feeds.append(("hybrid", hybrid["workers"], nice, hybrid["share"]))
+    return feeds
+
+
 def model_ceiling(net, opt, run_steps, *, batch_size: int, out_size: int, classes: int, device: str, steps: int,
                   warmup: int) -> dict:
     """The model fed by one uint8 batch kept in device memory (no loading, no copy)."""
@@ -892,6 +1072,17 @@ def loader_windows(q: dict) -> list[tuple[str, int, int, int]]:
                         timed_batches(kind, c, q["loader_batches"], batch_size=q["batch_size"],
                                       prefetch_factor=q["prefetch_factor"], factor=q["window_factor"])))
     return out
+
+
+def hybrid_share_param(v):
+    """``hybrid_share``: "auto" or the share of each batch decoded on the CPU, a number from 0 to 1."""
+    from .params import ParameterError
+
+    if v == "auto":
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+        raise ParameterError("hybrid_share", v, '"auto" or a number from 0 to 1 (the share decoded on the CPU)')
+    return float(v)
 
 
 def check_parameters(p: dict) -> dict:
@@ -990,8 +1181,14 @@ def check_parameters(p: dict) -> dict:
     q["model_steps"] = positive_int("model_steps", p.get("model_steps", 30), maximum=100_000)
     q["model_warmup"] = positive_int("model_warmup", p.get("model_warmup", 5), maximum=10_000)
     q["read_threads"] = positive_int("read_threads", p.get("read_threads", 8), maximum=lim)
+    q["model_worker_nice"] = nonnegative_int("model_worker_nice", p.get("model_worker_nice", 10), maximum=19)
+    q["hybrid_share"] = hybrid_share_param(p.get("hybrid_share", "auto"))
     if mo is not False and torch.cuda.is_available():
-        for k, c, warm, _ in plan:
+        model_plan = [(k, c, w, t) for k, c, w, t in plan if k != "nvjpeg"]
+        if "dataloader" in q["loaders"] and torchvision_status()[0]:  # the hybrid, at the most workers it may get
+            model_plan.append(("hybrid", max(q["dataloader_workers"]), 0, 0))
+        for k, c, _, _ in model_plan:
+            warm = in_flight(k, c, batch_size=q["batch_size"], prefetch_factor=q["prefetch_factor"])
             warm = max(q["model_warmup"], warm)
             timed = timed_batches(k, c, q["model_steps"], batch_size=q["batch_size"],
                                   prefetch_factor=q["prefetch_factor"], factor=q["window_factor"])
@@ -1030,7 +1227,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         start_methods=START_METHODS, startup_workers=(1, 4), startup_paths=(0, 1_000_000),
         ipc_batch_sizes=(32, 128), ipc_workers=(0, 1), free_threaded="auto", moonshot="auto",
         model: str = "resnet50", model_steps: int = 30, model_warmup: int = 5, read_threads: int = 8,
-        purge_method: str = "auto", seed: int = 0, data_dir=None, run_dir=None, progress: bool = True):
+        model_worker_nice: int = 10, hybrid_share="auto", purge_method: str = "auto", seed: int = 0, data_dir=None, run_dir=None, progress: bool = True):
     """Run chapter 8 and save its result (tables + fingerprint) to ``run_dir``."""
     params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in locals().items()}
     from tqdm import tqdm
@@ -1137,6 +1334,8 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
     lo = pd.DataFrame(loader_rows)
     model_rows, ceiling = [], None
     moon_why = None
+    nice = p["model_worker_nice"]
+    hybrid = dict(share=None, rule=None, cpu_rate=None, ceiling=None, workers=None, nice=nice, note=None)
     if p["moonshot"] is False:
         moon_why = "the moonshot was switched off (moonshot = false)"
     elif device != "cuda":
@@ -1154,16 +1353,10 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         except Exception as e:
             errors.append(_error("model ceiling", e))
             moon_why = "the model's ceiling could not be measured: " + errors[-1]["error"]
-        feeds = []
-        if not lo.empty:
-            best = (lo.groupby(["loader", "concurrency"])["images_per_s"].mean().reset_index()
-                    .sort_values("images_per_s").groupby("loader").tail(1))
-            feeds = [(r.loader, int(r.concurrency)) for r in best.itertuples() if r.loader != "nvjpeg"]
-        tv_ok = status["torchvision"][0]
-        if tv_ok:
-            feeds.append(("nvjpeg", p["read_threads"]))
+        feeds = moonshot_feeds(lo, ceiling, tv=status["torchvision"], nice=nice, read_threads=p["read_threads"],
+                               share=p["hybrid_share"], hybrid=hybrid)
         for r in range(p["repeats"] if ceiling else 0):
-            for kind, c in feeds:
+            for kind, c, f_nice, share in feeds:
                 warm = max(p["model_warmup"], in_flight(kind, c, batch_size=p["batch_size"],
                                                         prefetch_factor=p["prefetch_factor"]))
                 steps = timed_batches(kind, c, p["model_steps"], batch_size=p["batch_size"],
@@ -1173,17 +1366,22 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                 pr = pagecache.purge([files[i] for i in order], p["purge_method"])
                 mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
                                  concurrency=c, decoder=p["loader_decoder"], device=device,
-                                 prefetch_factor=p["prefetch_factor"])
+                                 prefetch_factor=p["prefetch_factor"], nice=f_nice, share=share or 0.0)
                 try:
                     row = feed_model(mk, run_steps, steps=steps, warmup=warm,
                                      classes=p["classes"])
                 except Exception as e:
-                    errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}", e))
+                    errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}"
+                                         + (f", nice {f_nice}" if f_nice else "")
+                                         + (f", CPU share {share:.2f}" if share is not None else ""), e))
                     continue
                 model_rows.append(dict(loader=kind, concurrency=c, repeat=r, warm=warm, steps=steps,
+                                       nice=f_nice, share=share,
                                        resident_at_start=pr.after["fraction"],
                                        pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
         lap("moonshot")
+    if hybrid["share"] is None and hybrid["note"] is None:
+        hybrid["note"] = "skipped: " + (moon_why or "the moonshot did not run")
 
     res.add("calibration", pd.DataFrame(calib))
     res.add("primitives", prim)
@@ -1203,6 +1401,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                          total=int(sizes.sum())),
         image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),
         ceiling=ceiling, model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
+        model_worker_nice=nice, hybrid=hybrid,
         window_rule=dict(factor=p["window_factor"], whole_waves=True, threadpool="per image"),
         moonshot_target=MOONSHOT_TARGET, thread_target=THREAD_TARGET, seconds=lap.seconds,
         torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest})

@@ -1,5 +1,6 @@
 """Chapter 8: data, loaders (every image once, order, same pixels), bad input, findings that follow the data."""
 
+import os
 import time
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import has_nan
+from torch.utils.data import Dataset
 
 from datajourney import gil
 from datajourney.book import results
@@ -66,6 +68,119 @@ def test_every_loader_yields_every_image_once_in_order_with_the_same_pixels(phot
     assert x.shape == (len(files), 3, 32, 32) and x.dtype == torch.uint8
     ref = np.stack([gil.decode_one("pillow", Path(files[i]).read_bytes(), 32) for i in order])
     assert torch.equal(x, torch.from_numpy(ref).permute(0, 3, 1, 2))   # same decoder: identical pixels
+
+
+def _pillow_batch_decode(data, out_size):
+    """A CPU stand-in for the GPU decode: the same bytes decoded and resized by Pillow."""
+    arrs = [gil.decode_one("pillow", bytes(t.numpy()), out_size) for t in data]
+    return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_hybrid_yields_every_image_once_in_order_with_the_dataloaders_pixels(photos, share, workers):
+    """The hybrid (CPU part in DataLoader workers, the rest through the GPU-decode callable, here
+    a Pillow stand-in on the CPU) gives the same batches as the DataLoader."""
+    files = [str(p) for p in photos.files]
+    order = [int(i) for i in np.random.default_rng(1).permutation(len(files))]
+    mk = gil.make_loader("hybrid", files, order, batch_size=5, out_size=32, concurrency=workers, decoder="pillow",
+                         device="cpu", share=share, nice=3, gpu_decode=_pillow_batch_decode)
+    batches = list(mk())
+    assert [len(y) for _, y in batches] == [5] * 9 + [3]                       # whole batches, last one short
+    x, y = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    assert y.tolist() == order                                                   # every image once, in order
+    dl = gil.make_loader("dataloader", files, order, batch_size=5, out_size=32, concurrency=0, decoder="pillow",
+                         device="cpu")
+    ref, ref_y = _collect(dl())
+    assert ref_y.tolist() == order and x.dtype == torch.uint8 and x.shape == ref.shape
+    assert torch.equal(x, ref)                                # same decoder on both sides: identical pixels
+
+
+def test_hybrid_splits_each_batch_by_the_share(photos):
+    ds = gil.HybridBatches([str(p) for p in photos.files], [[3, 1, 4, 0], [2]], 16, share=0.5)
+    cpu, data, sizes, idx = ds[0]
+    assert cpu.shape == (2, 3, 16, 16) and idx.tolist() == [3, 1, 4, 0] and len(sizes) == 2
+    assert bytes(data[:int(sizes[0])].numpy()) == photos.path(4).read_bytes()   # the first round(s×B) on the CPU
+    assert [gil.hybrid_cpu_count(64, s) for s in (0, 0.05, 0.5, 1)] == [0, 3, 32, 64]
+
+
+def test_hybrid_error_in_the_producer_reaches_the_consumer(photos):
+    def broken(data, out_size):
+        raise RuntimeError("decoder failed")
+
+    files = [str(p) for p in photos.files]
+    it = gil.hybrid_iter(files, list(range(10)), batch_size=5, out_size=16, workers=0, share=0.5, device="cpu",
+                         gpu_decode=broken)
+    with pytest.raises(RuntimeError, match="decoder failed"):
+        list(it)
+
+
+def test_nvjpeg_feed_with_a_stand_in_decoder_yields_every_image_once(photos):
+    files = [str(p) for p in photos.files]
+    order = list(range(len(files)))[::-1]
+    it = gil.nvjpeg_iter(files, order, batch_size=7, out_size=16, read_threads=2, device="cpu",
+                         gpu_decode=_pillow_batch_decode)
+    x, y = _collect(it)
+    assert y.tolist() == order
+    ref = np.stack([gil.decode_one("pillow", Path(files[i]).read_bytes(), 16) for i in order])
+    assert torch.equal(x, torch.from_numpy(ref).permute(0, 3, 1, 2))
+    it = gil.nvjpeg_iter(files, order, batch_size=7, out_size=16, read_threads=2, device="cpu",
+                         gpu_decode=_pillow_batch_decode)
+    next(it)
+    it.close()                                                 # a consumer that stops early stops the producer
+
+
+def test_hybrid_share_auto_rule():
+    assert gil.hybrid_share_auto(3150, 3242) == 0.8           # 0.8 × 0.97 = 0.777 -> 0.80
+    assert gil.hybrid_share_auto(1000, 4000) == 0.2
+    assert gil.hybrid_share_auto(1100, 4000) == 0.2           # 0.22 -> 0.20
+    assert gil.hybrid_share_auto(1150, 4000) == 0.25          # 0.23 -> 0.25
+    assert gil.hybrid_share_auto(8000, 4000) == 1.0           # R > C: all on the CPU (clamped)
+    assert gil.hybrid_share_auto(4400, 4000) == 0.9           # R a little above C: 0.8 × 1.1 = 0.88 -> 0.90
+    assert gil.hybrid_share_auto(0, 4000) == 0.0 and gil.hybrid_share_auto(10, 4000) == 0.0
+
+
+def test_moonshot_feeds_add_the_niced_dataloader_and_the_hybrid_from_this_runs_data():
+    lo = pd.DataFrame([dict(loader=k, concurrency=c, repeat=r, images_per_s=v + r)
+                       for r in range(2) for k, c, v in (("dataloader", 8, 3000.0), ("dataloader", 16, 3400.0),
+                                                         ("threadpool", 16, 2000.0), ("nvjpeg", 8, 9000.0))])
+    h = {}
+    feeds = gil.moonshot_feeds(lo, {"images_per_s": 4000.0}, tv=(True, ""), nice=10, read_threads=8, hybrid=h)
+    assert feeds == [("threadpool", 16, 0, None), ("dataloader", 16, 0, None), ("dataloader", 16, 10, None),
+                     ("nvjpeg", 8, 0, None), ("hybrid", 16, 10, 0.7)]     # 0.8 × 3400.5 / 4000 = 0.68 -> 0.70
+    assert h == dict(share=0.7, rule=gil.HYBRID_RULE, cpu_rate=3400.5, ceiling=4000.0, workers=16)
+    h = {}
+    feeds = gil.moonshot_feeds(lo, {"images_per_s": 4000.0}, tv=(True, ""), nice=0, read_threads=8, share=0.25,
+                               hybrid=h)
+    assert [f for f in feeds if f[2]] == [] and feeds[-1] == ("hybrid", 16, 0, 0.25) and h["rule"] == gil.HYBRID_MANUAL
+    h = {}
+    feeds = gil.moonshot_feeds(lo, {"images_per_s": 4000.0}, tv=(False, "no torchvision"), nice=10, read_threads=8,
+                               hybrid=h)
+    assert {f[0] for f in feeds} == {"dataloader", "threadpool"} and "no torchvision" in h["note"]
+    h = {}
+    gil.moonshot_feeds(lo[lo["loader"] != "dataloader"], {"images_per_s": 4000.0}, tv=(True, ""), nice=10,
+                       read_threads=8, hybrid=h)
+    assert "DataLoader's sweep" in h["note"]
+
+
+class _Niceness(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return os.getpriority(os.PRIO_PROCESS, 0), os.nice(0)
+
+
+@pytest.mark.parametrize("nice", [0, 7])
+def test_niced_workers_run_at_the_requested_niceness(nice):
+    from torch.utils.data import DataLoader
+
+    base = os.nice(0)
+    dl = DataLoader(_Niceness(), batch_size=None, num_workers=2, multiprocessing_context="fork",
+                    worker_init_fn=gil.worker_init(nice))
+    got = list(dl)
+    assert all(int(a) == int(b) == min(19, base + nice) for a, b in got), (base, got)
+    assert os.nice(0) == base                                  # the main process keeps its priority
 
 
 def test_spdl_pipeline_in_completion_order_still_yields_every_image_once(photos):
@@ -127,12 +242,28 @@ BASE = dict(n_images=128, width=96, height=72, jpeg_quality=92, out_size=32, bat
     ("loader_batches", 1000, "loader_batches"),
     ("ipc_workers", [1, 2], "ipc_workers"),
     ("primitive_images", 2, "primitive_images"),
+    ("hybrid_share", 1.5, "hybrid_share"),
+    ("hybrid_share", -0.1, "hybrid_share"),
+    ("hybrid_share", "half", "hybrid_share"),
+    ("hybrid_share", True, "hybrid_share"),
+    ("model_worker_nice", 20, "model_worker_nice"),
+    ("model_worker_nice", -1, "model_worker_nice"),
+    ("model_worker_nice", 2.5, "model_worker_nice"),
 ])
 def test_bad_parameters_fail_early_naming_the_parameter(name, value, needle):
     if name == "free_threaded" and not gil.free_threading()["gil_enabled"]:
         pytest.skip("a free-threaded interpreter accepts free_threaded=true")
-    with pytest.raises(ParameterError, match=needle):
+    with pytest.raises(ParameterError, match=needle) as e:
         gil.check_parameters({**BASE, name: value})
+    assert "\n" not in str(e.value)
+
+
+def test_good_hybrid_and_nice_parameters_are_accepted():
+    q = gil.check_parameters({**BASE, "hybrid_share": 0.25, "model_worker_nice": 0})
+    assert q["hybrid_share"] == 0.25 and q["model_worker_nice"] == 0
+    q = gil.check_parameters(BASE)
+    assert q["hybrid_share"] == "auto" and q["model_worker_nice"] == 10
+    assert gil.check_parameters({**BASE, "hybrid_share": 1})["hybrid_share"] == 1.0
 
 
 def test_spdl_decoder_without_ffmpeg_fails_up_front_and_auto_skips_it(monkeypatch):
@@ -278,6 +409,47 @@ def test_findings_moonshot_meets_or_misses_the_target():
     assert "short of the 90% target" in f.text and "DataLoader" in f.text
     f = _by_key(_result(cuda=False))["moonshot"]
     assert "did not run here" in f.text and f.value is None
+
+
+def _with_new_feeds(res, *, hybrid_pct=95.0, nice_pct=85.0, share=0.45):
+    """Constructed model-fed rows of the niced DataLoader and the hybrid, beside the older feeds."""
+    rows = [dict(loader=kind, concurrency=8, repeat=r, resident_at_start=0.0, nice=10, share=sh,
+                 pct_of_ceiling=v + r, images_per_s=40 * (v + r), first_batch_s=1.0, wait_share=0.01,
+                 compute_ms=16.0, cpu_cores=4.0, seconds_total=3.0)
+            for r in range(2) for kind, v, sh in (("dataloader", nice_pct, None), ("hybrid", hybrid_pct, share))]
+    res.tables["model"] = pd.concat([res.table("model"), pd.DataFrame(rows)], ignore_index=True)
+    res.metadata.update(model_worker_nice=10, hybrid=dict(share=share, rule=gil.HYBRID_RULE, cpu_rate=2000.0,
+                                                          ceiling=4000.0, workers=8, nice=10, note=None))
+    return res
+
+
+def test_moonshot_names_the_best_feed_among_niced_and_hybrid_feeds(tmp_path):
+    res = _with_new_feeds(_result(model_pct=(70.0, 60.0)), hybrid_pct=95.0, nice_pct=85.0)
+    f = _by_key(res)["moonshot"]
+    assert "fastest feed was DataLoader + nvJPEG, 8 workers at nice 10 (45% decoded on the CPU) at" in f.text
+    assert "meets the 90% target" in f.text and f.value == pytest.approx(95.5)
+    assert "DataLoader, 8 workers at nice 10 85.5%" in f.text and "DataLoader, 8 workers 60.5%" in f.text
+    assert page.WHY_NICE_HYBRID in f.text and "decoded 45% of each batch in 8 DataLoader workers" in f.text
+    t = page.model_table(res)
+    assert len(t) == 4 and t["feed"].is_unique                  # niced and plain DataLoader kept apart
+    assert len(page.model_bars(res)) == 4
+    f2 = _by_key(_with_new_feeds(_result(model_pct=(70.0, 60.0)), hybrid_pct=75.0, nice_pct=85.0))["moonshot"]
+    assert "fastest feed was DataLoader, 8 workers at nice 10" in f2.text and "short of the 90% target" in f2.text
+    # saved and loaded (the shares of the other feeds come back as missing values): the same text
+    back = results.Result.load(res.save(tmp_path))
+    assert _by_key(back)["moonshot"].text == f.text
+    # a result without the new feeds (as the reference) keeps its old text, without the new sentence
+    old = _by_key(_result())["moonshot"]
+    assert page.WHY_NICE_HYBRID not in old.text and "meets the 90% target" in old.text
+
+
+def test_moonshot_says_why_the_hybrid_did_not_run():
+    res = _result(model_pct=(70.0, 60.0))
+    m = res.table("model")
+    res.tables["model"] = pd.concat([m, m[m["loader"] == "dataloader"].assign(nice=10)], ignore_index=True)
+    res.metadata["hybrid"] = dict(share=None, note="skipped: torchvision's JPEG decoder is not usable here")
+    f = _by_key(res)["moonshot"]
+    assert "The hybrid feed did not run (skipped: torchvision" in f.text and page.WHY_NICE_HYBRID in f.text
 
 
 def test_findings_without_a_thread_loader_say_what_is_missing():
@@ -499,3 +671,9 @@ def test_full_profile_windows_skip_every_loader_queue():
         assert (warm + timed + 1) * q["batch_size"] <= prof["n_images"]
         steps = gil.timed_batches(kind, c, prof["model_steps"], batch_size=q["batch_size"], factor=q["window_factor"])
         assert (max(warm, prof["model_warmup"]) + steps + 1) * q["batch_size"] <= prof["n_images"]
+    # the model fed by the hybrid at the most workers: the DataLoader's batches and those on the GPU side
+    w = max(q["dataloader_workers"])
+    warm = max(prof["model_warmup"], gil.in_flight("hybrid", w, batch_size=q["batch_size"]))
+    steps = gil.timed_batches("hybrid", w, prof["model_steps"], batch_size=q["batch_size"], factor=q["window_factor"])
+    assert warm == 2 * w + gil.GPU_QUEUE_DEPTH + 1 and steps % w == 0
+    assert (warm + steps + 1) * q["batch_size"] <= prof["n_images"]

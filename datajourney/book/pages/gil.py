@@ -28,9 +28,14 @@ PUB_TTFB4 = "DataLoader time to first batch, 4 workers"
 PUB_TTFB32 = "DataLoader time to first batch, 32 workers"
 
 
-def _label(kind: str, c: int) -> str:
-    unit = "workers" if kind == "dataloader" else ("read threads" if kind == "nvjpeg" else "threads")
-    return f"{gil.LABELS.get(kind, kind)}, {int(c)} {unit}"
+def _label(kind: str, c: int, nice=0, share=None) -> str:
+    unit = "workers" if kind in ("dataloader", "hybrid") else ("read threads" if kind == "nvjpeg" else "threads")
+    out = f"{gil.LABELS.get(kind, kind)}, {int(c)} {unit}"
+    if nice is not None and not pd.isna(nice) and int(nice):
+        out += f" at nice {int(nice)}"
+    if share is not None and not pd.isna(share):
+        out += f" ({pct(float(share))} decoded on the CPU)"
+    return out
 
 
 # --------------------------------------------------------------------------- experiment 1 and 2
@@ -242,15 +247,26 @@ def finding_first_batch(res) -> Finding:
 
 
 # --------------------------------------------------------------------------- experiment 6
-def model_summary(res) -> pd.DataFrame:
+def model_runs(res) -> pd.DataFrame:
+    """The model-fed runs, each labelled with its feed (kind, concurrency, workers' nice, CPU share);
+    results made before the niced and hybrid feeds have neither column: nice 0, no share."""
     m = res.table("model") if "model" in res.tables else pd.DataFrame()
     if m.empty:
         return m
-    s = stats.summarise(m, ["loader", "concurrency"], "images_per_s")
-    extra = m.groupby(["loader", "concurrency"], sort=False)[["pct_of_ceiling", "wait_share", "cpu_cores",
-                                                              "first_batch_s"]].mean().reset_index()
-    s = s.merge(extra, on=["loader", "concurrency"])
-    s["label"] = [_label(k, c) for k, c in zip(s["loader"], s["concurrency"], strict=True)]
+    nice = m["nice"] if "nice" in m else pd.Series(0, index=m.index)
+    share = m["share"] if "share" in m else pd.Series(None, index=m.index, dtype=object)
+    return m.assign(label=[_label(k, c, n, sh) for k, c, n, sh in zip(m["loader"], m["concurrency"], nice, share,
+                                                                     strict=True)])
+
+
+def model_summary(res) -> pd.DataFrame:
+    m = model_runs(res)
+    if m.empty:
+        return m
+    s = stats.summarise(m, ["loader", "concurrency", "label"], "images_per_s")
+    extra = m.groupby(["loader", "concurrency", "label"], sort=False)[
+        ["pct_of_ceiling", "wait_share", "cpu_cores", "first_batch_s"]].mean().reset_index()
+    s = s.merge(extra, on=["loader", "concurrency", "label"])
     s["cpu_ms_per_image"] = 1e3 * s["cpu_cores"] / s["mean"]
     unit = unit_cost_ms(res)
     s["steady"] = [_steady(res, k, v, unit) and p <= 100 * CEILING_SLACK
@@ -280,9 +296,33 @@ def finding_moonshot(res) -> Finding:
             f"{pct(share)} of that ceiling: "
             + choose(1 if share >= target else -1, f"it meets the {pct(target)} target", f"short of the {pct(target)} target", "")
             + (f" (the others: {others})" if others else "") + ".")
-    m = res.table("model")
-    runs = m[(m["loader"] == top["loader"]) & (m["concurrency"] == top["concurrency"])]["pct_of_ceiling"]
+    m = model_runs(res)
+    if "hybrid" in set(m["loader"]) or ("nice" in m and (m["nice"].fillna(0) > 0).any()):
+        text += " " + hybrid_text(res)
+    runs = m[m["label"] == top["label"]]["pct_of_ceiling"]
     return Finding("moonshot", text, 100 * share, "%", interval=(float(runs.min()), float(runs.max())))
+
+
+#: Why the two newer feeds can help (mechanism only; the figures say whether they did).
+WHY_NICE_HYBRID = ("Workers at a lower priority leave the main process's thread the first claim on a core, so the "
+                   "training step's kernel launches are not delayed behind busy decoders; splitting each batch "
+                   "between CPU and GPU decoding gives the GPU back the decode time it would otherwise take from "
+                   "the training step, while the CPU decodes only as many images as it can keep up with.")
+
+
+def hybrid_text(res) -> str:
+    """The hybrid's CPU share and how it was chosen (from the run's metadata), and why the niced and
+    hybrid feeds can help."""
+    h = res.metadata.get("hybrid") or {}
+    if h.get("share") is not None:
+        how = (f"{num(h['cpu_rate'], 'img/s')} from the best DataLoader alone against a ceiling of "
+               f"{num(h['ceiling'], 'img/s')}, by the rule {h['rule']}" if h.get("rule") != gil.HYBRID_MANUAL
+               else gil.HYBRID_MANUAL)
+        lead = (f"The hybrid decoded {pct(float(h['share']))} of each batch in {h['workers']} DataLoader workers "
+                f"and the rest on the GPU ({how}). ")
+    else:
+        lead = f"The hybrid feed did not run ({h['note']}). " if h.get("note") else ""
+    return lead + WHY_NICE_HYBRID
 
 
 def findings(res) -> list[Finding]:
