@@ -26,7 +26,9 @@ Experiments:
    ``torchvision.io.decode_jpeg(device="cuda")``), each against the model's ceiling; beside
    them the DataLoader with its workers at a lower priority (``model_worker_nice``) and a
    hybrid that decodes a share of each batch in niced DataLoader workers and the rest on the
-   GPU (``hybrid_share``).
+   GPU (``hybrid_share``). By default the step is replayed from CUDA graphs (``model_step``),
+   so that the feeds' threads and processes cannot slow its kernel launches; the ceiling is
+   measured for both the graphed and the eager step.
 """
 from __future__ import annotations
 
@@ -78,6 +80,9 @@ THREAD_TARGET = 1.5
 HYBRID_HEADROOM = 0.8
 #: The automatic share is rounded to this step.
 HYBRID_STEP = 0.05
+#: How the model-fed runs step the model: replayed from CUDA graphs (falling back to eager, with the
+#: reason, where the capture fails) or launched op by op from Python.
+MODEL_STEPS = ("graphed", "eager")
 #: Batches the GPU-decoding feeds keep ready on their side stream.
 GPU_QUEUE_DEPTH = 3
 
@@ -720,14 +725,17 @@ def _procs():
 
 
 def cpu_times() -> dict:
-    """User and system CPU seconds of this process (all threads) and its live child processes."""
+    """User and system CPU seconds of this process (all threads) and its child processes, live or
+    ended: an ended child's time is in its parent's ``children_*`` counters once the parent has
+    waited for it, so a loader whose workers exit inside the timed window is still counted."""
     import psutil
 
     u = s = 0.0
     for p in _procs():
         try:
             t = p.cpu_times()
-            u, s = u + t.user, s + t.system
+            u += t.user + getattr(t, "children_user", 0.0)
+            s += t.system + getattr(t, "children_system", 0.0)
         except psutil.Error:
             pass
     return dict(user=u, system=s, t=time.perf_counter())
@@ -954,17 +962,35 @@ def ipc_point(batch_size: int, workers: int, out_size: int, batches: int) -> dic
 
 
 # --------------------------------------------------------------------------- experiment 6: the model
-def model_step_factory(net, opt, device: str):
+def model_step_factory(net, opt, device: str, graph=None):
     """Chapter 7's model in bf16 autocast and channels_last, stepped by chapter 7's loop
-    (:func:`datajourney.training.train_steps`: uint8 batches normalised on the device)."""
+    (:func:`datajourney.training.train_steps`: uint8 batches normalised on the device); with
+    ``graph`` (:func:`bf16_graphed_step`) each step replays its CUDA graphs instead."""
     from . import training
 
     def run_steps(batches, steps: int, first_step: int = 0):
+        if graph is not None:
+            return training.train_steps(batches, net, opt, steps=steps, device=device, first_step=first_step,
+                                        graph=graph)
         ctx = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else nullcontext()
         with ctx:
             return training.train_steps(batches, net, opt, steps=steps, device=device, first_step=first_step)
 
     return run_steps
+
+
+def bf16_graphed_step(net, *, batch_size: int, out_size: int, classes: int, device: str):
+    """Chapter 7's :class:`~datajourney.training.GraphedStep` of a copy of ``net``, captured under
+    bf16 autocast (its weight cache off, as a graph replays the casts each step): a step is a few
+    graph launches, so busy cores and other Python threads in this process no longer pace it.
+    Returns (graph or None, the reason it is None)."""
+    from . import training
+
+    if device != "cuda":
+        return None, "CUDA graphs need a GPU; this machine has none"
+    with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+        return training.graphed_step(net, 0.01, batch_size=batch_size, out_size=out_size, classes=classes,
+                                     device=device)
 
 
 def feed_model(make_iter, run_steps, *, steps: int, warmup: int, classes: int) -> dict:
@@ -1181,6 +1207,7 @@ def check_parameters(p: dict) -> dict:
     q["model_steps"] = positive_int("model_steps", p.get("model_steps", 30), maximum=100_000)
     q["model_warmup"] = positive_int("model_warmup", p.get("model_warmup", 5), maximum=10_000)
     q["read_threads"] = positive_int("read_threads", p.get("read_threads", 8), maximum=lim)
+    q["model_step"] = choice("model_step", p.get("model_step", "graphed"), MODEL_STEPS)
     q["model_worker_nice"] = nonnegative_int("model_worker_nice", p.get("model_worker_nice", 10), maximum=19)
     q["hybrid_share"] = hybrid_share_param(p.get("hybrid_share", "auto"))
     if mo is not False and torch.cuda.is_available():
@@ -1227,7 +1254,8 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         start_methods=START_METHODS, startup_workers=(1, 4), startup_paths=(0, 1_000_000),
         ipc_batch_sizes=(32, 128), ipc_workers=(0, 1), free_threaded="auto", moonshot="auto",
         model: str = "resnet50", model_steps: int = 30, model_warmup: int = 5, read_threads: int = 8,
-        model_worker_nice: int = 10, hybrid_share="auto", purge_method: str = "auto", seed: int = 0, data_dir=None, run_dir=None, progress: bool = True):
+        model_worker_nice: int = 10, hybrid_share="auto", model_step: str = "graphed", purge_method: str = "auto",
+        seed: int = 0, data_dir=None, run_dir=None, progress: bool = True):
     """Run chapter 8 and save its result (tables + fingerprint) to ``run_dir``."""
     params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in locals().items()}
     from tqdm import tqdm
@@ -1335,6 +1363,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
     model_rows, ceiling = [], None
     moon_why = None
     nice = p["model_worker_nice"]
+    ceilings, step_kind, graph_note = {}, "eager", None
     hybrid = dict(share=None, rule=None, cpu_rate=None, ceiling=None, workers=None, nice=nice, note=None)
     if p["moonshot"] is False:
         moon_why = "the moonshot was switched off (moonshot = false)"
@@ -1346,12 +1375,25 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         net = training.make_model(p["model"], p["classes"]).to(device, memory_format=torch.channels_last)
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
         run_steps = model_step_factory(net, opt, device)
+        cargs = dict(batch_size=p["batch_size"], out_size=p["out_size"], classes=p["classes"], device=device,
+                     steps=p["model_steps"], warmup=p["model_warmup"])
         try:
-            ceiling = model_ceiling(net, opt, run_steps, batch_size=p["batch_size"], out_size=p["out_size"],
-                                    classes=p["classes"], device=device, steps=p["model_steps"],
-                                    warmup=p["model_warmup"])
+            ceilings["eager"] = model_ceiling(net, opt, run_steps, **cargs)
         except Exception as e:
             errors.append(_error("model ceiling", e))
+        if p["model_step"] == "graphed":
+            graph, graph_note = bf16_graphed_step(net, batch_size=p["batch_size"], out_size=p["out_size"],
+                                                  classes=p["classes"], device=device)
+            if graph is not None:
+                graphed = model_step_factory(net, opt, device, graph=graph)
+                try:
+                    ceilings["graphed"] = model_ceiling(net, opt, graphed, **cargs)
+                    run_steps, step_kind = graphed, "graphed"
+                except Exception as e:
+                    errors.append(_error("graphed model ceiling", e))
+                    graph_note = "the graphed step failed: " + errors[-1]["error"]
+        ceiling = ceilings.get(step_kind)
+        if ceiling is None:
             moon_why = "the model's ceiling could not be measured: " + errors[-1]["error"]
         feeds = moonshot_feeds(lo, ceiling, tv=status["torchvision"], nice=nice, read_threads=p["read_threads"],
                                share=p["hybrid_share"], hybrid=hybrid)
@@ -1376,7 +1418,7 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
                                          + (f", CPU share {share:.2f}" if share is not None else ""), e))
                     continue
                 model_rows.append(dict(loader=kind, concurrency=c, repeat=r, warm=warm, steps=steps,
-                                       nice=f_nice, share=share,
+                                       nice=f_nice, share=share, step=step_kind,
                                        resident_at_start=pr.after["fraction"],
                                        pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
         lap("moonshot")
@@ -1400,7 +1442,8 @@ def run(*, n_images: int, width: int = 500, height: int = 375, jpeg_quality: int
         image_bytes=dict(mean=float(sizes.mean()), min=int(sizes.min()), max=int(sizes.max()),
                          total=int(sizes.sum())),
         image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),
-        ceiling=ceiling, model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
+        ceiling=ceiling, ceilings=ceilings, model_step=step_kind if ceiling else None, graph_note=graph_note,
+        model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
         model_worker_nice=nice, hybrid=hybrid,
         window_rule=dict(factor=p["window_factor"], whole_waves=True, threadpool="per image"),
         moonshot_target=MOONSHOT_TARGET, thread_target=THREAD_TARGET, seconds=lap.seconds,

@@ -249,6 +249,7 @@ BASE = dict(n_images=128, width=96, height=72, jpeg_quality=92, out_size=32, bat
     ("model_worker_nice", 20, "model_worker_nice"),
     ("model_worker_nice", -1, "model_worker_nice"),
     ("model_worker_nice", 2.5, "model_worker_nice"),
+    ("model_step", "compiled", "model_step"),
 ])
 def test_bad_parameters_fail_early_naming_the_parameter(name, value, needle):
     if name == "free_threaded" and not gil.free_threading()["gil_enabled"]:
@@ -441,6 +442,53 @@ def test_moonshot_names_the_best_feed_among_niced_and_hybrid_feeds(tmp_path):
     # a result without the new feeds (as the reference) keeps its old text, without the new sentence
     old = _by_key(_result())["moonshot"]
     assert page.WHY_NICE_HYBRID not in old.text and "meets the 90% target" in old.text
+
+
+def test_moonshot_ceiling_says_how_the_step_ran_and_follows_the_data():
+    """The ceiling sentence names the step the feeds were measured with and compares it with the
+    other step's ceiling in the direction the numbers give; reversed numbers reverse the words."""
+    res = _result(model_pct=(95.0, 60.0))
+    res.metadata.update(model_step="graphed", ceilings=dict(graphed=dict(images_per_s=4000.0),
+                                                            eager=dict(images_per_s=3200.0)))
+    res.metadata["ceiling"] = dict(images_per_s=4000.0)
+    f = _by_key(res)["moonshot"]
+    assert "its step replayed from CUDA graphs, runs at 4,000 img/s" in f.text
+    assert "(launched op by op: 3,200 img/s, slower)" in f.text
+    res.metadata["ceilings"]["eager"] = dict(images_per_s=4800.0)
+    assert "(launched op by op: 4,800 img/s, faster)" in _by_key(res)["moonshot"].text
+    res.metadata.update(model_step="eager", ceilings=dict(eager=dict(images_per_s=4000.0)),
+                        graph_note="CUDA graph capture failed here (RuntimeError: x)")
+    assert "the graphed step was not used (CUDA graph capture failed here" in _by_key(res)["moonshot"].text
+    old = _by_key(_result())["moonshot"]           # an older result, without the step's kind: eager
+    assert "its step launched op by op" in old.text
+
+
+def test_graphed_step_without_a_gpu_says_why():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    graph, why = gil.bf16_graphed_step(torch.nn.Linear(2, 2), batch_size=2, out_size=8, classes=2, device="cpu")
+    assert graph is None and "need a GPU" in why
+    assert gil.check_parameters(BASE)["model_step"] == "graphed"
+    assert gil.check_parameters({**BASE, "model_step": "eager"})["model_step"] == "eager"
+
+
+def _burn(seconds: float) -> None:
+    t = time.process_time()
+    while time.process_time() - t < seconds:
+        pass
+
+
+def test_cpu_times_keep_the_time_of_ended_child_processes():
+    """A worker that ended inside a timed window still counts: its CPU time moves to the parent's
+    counters of waited-for children (the hybrid's workers end before its last batch is used)."""
+    import multiprocessing as mp
+
+    a = gil.cpu_times()
+    p = mp.get_context("fork").Process(target=_burn, args=(0.3,))
+    p.start()
+    p.join()
+    b = gil.cpu_times()
+    assert b["user"] + b["system"] - a["user"] - a["system"] >= 0.25
 
 
 def test_moonshot_says_why_the_hybrid_did_not_run():
