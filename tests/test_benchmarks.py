@@ -108,3 +108,16 @@ def test_recorded_quick_book_fits_ten_minutes():
     assert sum(rec["seconds"].values()) + rec["book_build_seconds"] <= rec["total_seconds"]
     assert rec["total_seconds"] <= rec["target_total_seconds"] == 600
     assert rec["fingerprint"]["gpu"]["available"] is False
+
+
+def test_reference_chapters_come_from_one_commit_at_the_full_profile():
+    """Every chapter of the committed H200 reference was measured by the same code (one commit) under
+    the full profile, and each chapter's run record says it finished."""
+    from datajourney.book import chapters
+
+    refs = {c.name: results.load_reference(c.name, "h200") for c in chapters.CHAPTERS}
+    assert len({r.fingerprint["software"]["git_commit"] for r in refs.values()}) == 1
+    for name, r in refs.items():
+        rec = json.loads((results.REFERENCE_DIR / "h200" / f"run-{r.run_id}.json").read_text())
+        assert rec["profile"] == "full", name
+        assert [c["status"] for c in rec["chapters"] if c["chapter"] == name] == ["ok"], name

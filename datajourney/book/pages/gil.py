@@ -348,8 +348,16 @@ def hybrid_text(res) -> str:
 
 def findings(res) -> list[Finding]:
     dec = "pillow" if "pillow" in set(res.table("primitives")["decoder"]) else res.table("primitives")["decoder"].iloc[0]
-    return [finding_primitives(res, dec), finding_contention(res, dec), finding_end_to_end(res), finding_cost(res),
-            finding_first_batch(res), finding_moonshot(res)]
+    others = [d for d in ("spdl", "torchvision") if d != dec and d in set(res.table("primitives")["decoder"])]
+    return [finding_primitives(res, dec), *[decoder_primitives(res, d) for d in others], finding_contention(res, dec),
+            finding_end_to_end(res), finding_cost(res), finding_first_batch(res), finding_moonshot(res)]
+
+
+def decoder_primitives(res, decoder: str) -> Finding:
+    """The primitive scaling with another decoder of the run (spdl.io decodes without holding the
+    GIL, torchvision's CPU decoder with it released in its C++ code), under its own key."""
+    f = finding_primitives(res, decoder)
+    return Finding(f"primitives_{decoder}", f.text, f.value, f.unit, interval=f.interval)
 
 
 def key_metrics(res) -> dict:
