@@ -261,11 +261,29 @@ def test_to_gpu_finding_follows_the_share():
     mixed = page.finding_to_gpu(_res({"gpu": _gpu([1.7, 1.9, 1.95], [1.0] * 3, [1.5] * 3), "ceiling": CEIL}))
     assert "not in every run" in mixed.text
     bad = page.finding_to_gpu(_res({"gpu": _gpu([1.0, 1.1, 1.0], [1.9, 1.95, 1.92], [1.5] * 3), "ceiling": CEIL}))
-    assert "below the 90% target" in bad.text and "faster than" in bad.text
+    assert "below the 90% target" in bad.text and "faster than" in bad.text and "no chunk × buffers sweep" in bad.text
     # the slower link is the bus when the device is faster than it
     fast = _res({"gpu": _gpu([9.5] * 3, [5] * 3, [6] * 3), "ceiling": [dict(run=0, GBps=100.0)]},
                 pcie_ceiling={"available": True, "GBps": 10.0, "size": 1})
     assert "the PCIe copy" in page.finding_to_gpu(fast).text
+
+
+def _sweep(rows):
+    out = [dict(mode="dd bs=1M", chunk=None, buffers=None, run=r, GBps=2.0, cpu_s_per_GB=0.1) for r in (0, 1)]
+    return out + [dict(mode=m, chunk=c, buffers=2, run=r, GBps=v, cpu_s_per_GB=0.1)
+                  for (m, c, vals) in rows for r, v in enumerate(vals)]
+
+
+def test_a_path_b_below_target_cites_the_sweep_both_ways():
+    """Below its target at the default setting, path (b)'s finding names the sweep's steadiest setting
+    and says whether that one kept up in every run; reversing the sweep's numbers reverses the verdict."""
+    gpu = _gpu([1.0, 1.1, 1.0], [1.0] * 3, [1.5] * 3)
+    keeps = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
+        [("O_DIRECT", 4 << 20, [2.3, 2.2]), ("O_DIRECT", 64 << 20, [1.5, 1.4])])}))
+    assert "reads of 4 MiB into 2 buffers" in keeps.text and "decides whether path (b) keeps up" in keeps.text
+    short = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
+        [("O_DIRECT", 4 << 20, [1.5, 1.4]), ("O_DIRECT", 64 << 20, [1.6, 1.7])])}))
+    assert "reads of 64 MiB into 2 buffers" in short.text and "no setting swept reached the target" in short.text
 
 
 def test_no_gpu_is_said_plainly():
