@@ -110,13 +110,48 @@ def test_recorded_quick_book_fits_ten_minutes():
     assert rec["fingerprint"]["gpu"]["available"] is False
 
 
+DDP = "11_gpu_to_gpu"
+
+
+def _measured_alike(a: str, b: str) -> bool:
+    """Whether commits ``a`` and ``b`` measure chapter 11 alike: between them no module it imports
+    changed (pages, which only render, aside) and its full-profile parameters are the same."""
+    import subprocess
+
+    import yaml
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(results.REPO_ROOT), *args], capture_output=True, text=True)
+
+    if any(git("cat-file", "-e", f"{c}^{{commit}}").returncode for c in (a, b)):
+        pytest.skip(f"this checkout lacks the history of {a} and {b}")
+    changed = git("diff", "--name-only", a, b, "--", "datajourney").stdout.split()
+    ddp_modules = {"datajourney/ddp.py", "datajourney/ddp_worker.py", "datajourney/__init__.py"}
+    shared = {f for f in changed if not f.startswith("datajourney/book/pages/")
+              and f != "datajourney/book/profiles.yaml" and not _other_chapters_module(f)}
+    full = [yaml.safe_load(git("show", f"{c}:datajourney/book/profiles.yaml").stdout)["full"][DDP] for c in (a, b)]
+    return not (shared | (ddp_modules & set(changed))) and full[0] == full[1]
+
+
+def _other_chapters_module(path: str) -> bool:
+    """An experiment module of a chapter other than 11 (``datajourney/<module>.py``)."""
+    from datajourney.book import chapters
+
+    mods = {c.module for c in chapters.CHAPTERS if c.module and c.name != DDP}
+    return path.endswith(".py") and path.count("/") == 1 and f"datajourney.{path[12:-3]}" in mods
+
+
 def test_reference_chapters_come_from_one_commit_at_the_full_profile():
     """Every chapter of the committed H200 reference was measured by the same code (one commit) under
     the full profile, and each chapter's run record says it finished."""
     from datajourney.book import chapters
 
     refs = {c.name: results.load_reference(c.name, "h200") for c in chapters.CHAPTERS}
-    assert len({r.fingerprint["software"]["git_commit"] for r in refs.values()}) == 1
+    commits = {r.fingerprint["software"]["git_commit"] for n, r in refs.items() if n != DDP}
+    assert len(commits) == 1
+    ddp_commit = refs[DDP].fingerprint["software"]["git_commit"]
+    if ddp_commit not in commits:  # its multi-GPU host was not lent for the newest commit's run
+        assert _measured_alike(ddp_commit, commits.pop()), f"chapter 11's code changed since {ddp_commit}"
     for name, r in refs.items():
         rec = json.loads((results.REFERENCE_DIR / "h200" / f"run-{r.run_id}.json").read_text())
         assert rec["profile"] == "full", name

@@ -13,14 +13,17 @@ def ref(request):
 
 
 def test_pinned_double_buffered_path_reaches_the_slower_link(ref):
-    """Path (b) reaches 90% of the slower link: at the chapter's default setting on average and, where
-    the run has the chunk x buffers sweep, at its steadiest setting in every run of the sweep (against
-    the ceiling measured in the same run)."""
+    """Path (b) reaches 90% of the slower link at the steadiest setting of the chunk x buffers sweep, in
+    every run of the sweep (against the ceiling measured in the same run); at the profile's default
+    setting either on average too or, where that setting fell short (the best setting differs between
+    the reference hosts' disks), the finding names the sweep's setting that kept up."""
     f = page.finding_to_gpu(ref)
-    if "pipeline" in ref.tables:
-        best = page.pipeline_summary(ref).sort_values("share_min").iloc[-1]
-        assert best["share_min"] >= page.PIPELINE_TARGET and best["n"] == ref.parameters["gpu_sweep_runs"], best
-    assert f.values["share"] >= page.PIPELINE_TARGET, f.text    # and the default setting, over its runs
+    best = page.pipeline_summary(ref).sort_values("share_min").iloc[-1]
+    assert best["share_min"] >= page.PIPELINE_TARGET and best["n"] == ref.parameters["gpu_sweep_runs"], best
+    assert (f.values["share"] >= page.PIPELINE_TARGET
+            or ("decides whether path (b) keeps up" in f.text
+                and f"reads of {page.size_label(int(best['chunk']))} into {int(best['buffers'])} buffers" in f.text)
+            ), f.text
     assert ref.table("gpu")["verified"].all()                     # every path delivered the file's bytes
 
 

@@ -138,3 +138,88 @@ def test_committed_chapter_12_shows_the_committed_repeats():
     assert "hide-input" in cell.metadata["tags"]
     shown = [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
     assert shown == [page.stability(results.DEFAULT_REFERENCE_HOST)[2]]
+
+
+# ----------------------------------------------------------------------------- how long the reference run took
+def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict | None = None):
+    """Reference results in ``root/h200`` for every chapter, and each run's record: chapter -> seconds,
+    chapter -> run id (default 'one' for all but chapter 11, 'multi' for it), chapter -> status."""
+    import json
+
+    from datajourney.book.chapters import CHAPTERS
+
+    runs, status = runs or {}, status or {}
+    records: dict = {}
+    for ch in CHAPTERS:
+        run = runs.get(ch.number, "multi" if ch.name == stability.MULTI_GPU else "one")
+        gpus = 2 if ch.name == stability.MULTI_GPU else 1
+        fp = {"host": dict(HOST), "gpu": {"name": "NVIDIA H200", "count": gpus}}
+        results.Result(chapter=ch.name, run_id=run, parameters={}, fingerprint=fp).save(root / "h200")
+        records.setdefault(run, []).append({"chapter": ch.name, "seconds": seconds.get(ch.number, 100.0),
+                                            "status": status.get(ch.number, "ok")})
+    for run, chapters in records.items():
+        (root / "h200" / f"run-{run}.json").write_text(json.dumps(
+            {"run_id": run, "profile": "full", "status": "ok", "host": "gpu-a", "chapters": chapters}))
+
+
+@pytest.mark.parametrize("seconds, expect", [
+    (100.0, "1,100 s (18.3 minutes): 100 s (1.67 minutes) within the book's target of 20 minutes."),
+    (120.0, "1,320 s (22 minutes): 120 s (2 minutes) over the book's target of 20 minutes."),
+])
+def test_one_run_is_timed_against_the_target(tmp_path, monkeypatch, seconds, expect):
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
+    _timed_reference(tmp_path, {n: seconds for n in range(1, 13)} | {11: 250.0})
+    df = stability.run_times("h200")
+    assert len(df) == 12 and df.set_index("number").loc[11, "gpus"] == 2
+    text = stability.time_sentence(df)
+    assert text.startswith("Run one ran the 11 chapters that run on one GPU (1–10 and 12) on gpu-a · id aaa "
+                           "(NVIDIA H200) with 1 GPU in ") and expect in text
+    assert text.endswith("Chapter 11 needs two or more GPUs, so it ran apart, on gpu-a · id aaa (NVIDIA H200) "
+                         "with 2 GPUs: run multi, 250 s (4.17 minutes).")
+    # the direction follows the numbers: the same run against a target at its own time, and past it
+    total = 11 * seconds
+    assert f"{'1,100' if seconds == 100 else '1,320'} s" in stability.time_sentence(df, target=total)
+    assert ": exactly at the book's target" in stability.time_sentence(df, target=total)
+    assert "60 s (1 minute) within" in stability.time_sentence(df, target=total + 60)
+
+
+def test_chapters_from_several_runs_are_not_one_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
+    _timed_reference(tmp_path, {n: 50.0 for n in range(1, 13)}, runs={9: "two", 10: "two"}, status={4: "failed"})
+    text = stability.time_sentence(stability.run_times("h200"))
+    assert text.startswith("The reference results of the 11 chapters that run on one GPU (1–10 and 12) come from "
+                           "2 runs (one, two); their times sum to 550 s (9.17 minutes), but no single run holds "
+                           "them all")
+    assert "Chapter 4 has no time with status ok" in text and "within" not in text and "over" not in text
+    # a chapter whose run record is not committed: no time, and named
+    (tmp_path / "h200" / "run-two.json").unlink()
+    df = stability.run_times("h200")
+    assert df.set_index("number").loc[[9, 10], "seconds"].isna().all()
+    assert "Chapters 4, 9 and 10 have no time" in stability.time_sentence(df)
+
+
+def test_the_committed_reference_run_has_a_time_for_every_chapter():
+    from datajourney.book.chapters import CHAPTERS
+    from datajourney.book.pages import diagnosis as page
+
+    df = stability.run_times(results.DEFAULT_REFERENCE_HOST)
+    assert df["chapter"].tolist() == [c.name for c in CHAPTERS] and (df["seconds"] > 0).all()
+    table, text = page.run_time(results.DEFAULT_REFERENCE_HOST)
+    assert table["chapter"].tolist() == list(range(1, 13)) and text == stability.time_sentence(df)
+    assert " within the book's target" in text or " over the book's target" in text or "no single run" in text
+    assert "nan" not in text and "None" not in text
+
+
+def test_committed_chapter_12_shows_the_committed_run_time():
+    """The executed chapter 12 in the book shows the committed run's time (re-render it after promoting a run)."""
+    import nbformat
+
+    from datajourney.book import chapters
+    from datajourney.book.pages import diagnosis as page
+
+    nb = nbformat.read(chapters.lookup("12").notebook, as_version=4)
+    i = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "page.run_time(" in c.source)
+    assert "How long the reference run took" in nb.cells[i - 1].source
+    assert "page.stability(" in nb.cells[i - 2].source and "hide-input" in nb.cells[i].metadata["tags"]
+    shown = [o["data"]["text/markdown"] for o in nb.cells[i].outputs if "text/markdown" in o.get("data", {})]
+    assert shown == [page.run_time(results.DEFAULT_REFERENCE_HOST)[1]]

@@ -9,6 +9,7 @@ reader can tell a change of the code or of the machine from run-to-run noise.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import importlib
 
 import pandas as pd
@@ -246,3 +247,98 @@ def summary(found: dict, threshold: float = THRESHOLD) -> list[str]:
         out.append(f"No repeat of the reference run is committed yet for chapter{'s' if len(nums) > 1 else ''} "
                    f"{which}.")
     return out
+
+
+# ----------------------------------------------------------------------------- how long the reference run took
+#: The book's own goal, not a measurement: the chapters that need one GPU (all but :data:`MULTI_GPU`) run
+#: on one H200 host in 20 minutes.
+TARGET_SECONDS = 20 * 60
+#: The chapter that needs a host with two or more GPUs; it runs apart and its time is stated apart.
+MULTI_GPU = "11_gpu_to_gpu"
+#: The chapters the time target covers (1–10 and 12).
+TIMED = tuple(c.name for c in CHAPTERS if c.name != MULTI_GPU)
+
+
+def run_record(run_id: str, host: str | None = None) -> dict | None:
+    """The committed run record ``<host>/run-<run id>.json`` (None when it is not committed)."""
+    path = results.REFERENCE_DIR / (host or results.DEFAULT_REFERENCE_HOST) / f"run-{run_id}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_times(host: str | None = "h200") -> pd.DataFrame:
+    """One row per chapter with a committed reference: its run id, the wall time and status of the
+    chapter in that run's record (timed by the runner around the notebook's execution, data generation
+    included; None where the record is missing) and the GPU count and host from the result's fingerprint."""
+    rows, records = [], {}
+    for ch in CHAPTERS:
+        res = results.load_reference(ch.name, host)
+        if res is None:
+            continue
+        if res.run_id not in records:
+            records[res.run_id] = run_record(res.run_id, host) or {}
+        entry = next((c for c in reversed(records[res.run_id].get("chapters", [])) if c.get("chapter") == ch.name),
+                     {})
+        info = run_info(res)
+        rows.append({"chapter": ch.name, "number": ch.number, "run_id": res.run_id,
+                     "seconds": _number(entry.get("seconds")), "status": entry.get("status"),
+                     "gpus": ((res.fingerprint or {}).get("gpu") or {}).get("count"), "host": host_text(info)})
+    return pd.DataFrame(rows, columns=["chapter", "number", "run_id", "seconds", "status", "gpus", "host"])
+
+
+def _numbers(nums) -> str:
+    """[1, 2, 3, 5, 7, 8] -> '1–3, 5, 7 and 8'."""
+    spans: list[list[int]] = []
+    for n in sorted(nums):
+        if spans and n == spans[-1][-1] + 1:
+            spans[-1].append(n)
+        else:
+            spans.append([n])
+    parts = [p for s in spans for p in ([f"{s[0]}–{s[-1]}"] if len(s) > 2 else map(str, s))]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _duration(seconds: float) -> str:
+    """'1,171 s (19.5 minutes)'; seconds alone under a minute."""
+    if abs(seconds) < 60:
+        return fx.num(seconds, "s")
+    minutes = fx.num(seconds / 60)
+    return f"{fx.num(seconds, 's')} ({minutes} minute{'' if minutes == '1' else 's'})"
+
+
+def _where(row) -> str:
+    """'vm (NVIDIA H200) with 2 GPUs', the GPU count where the fingerprint gives it."""
+    n = _number(row["gpus"])
+    return row["host"] + ("" if n is None else f" with {fx.num(n)} GPU{'s' if n != 1 else ''}")
+
+
+def time_sentence(df: pd.DataFrame, target: float = TARGET_SECONDS) -> str:
+    """How long the chapters of :data:`TIMED` took in :func:`run_times`' table: one run's summed wall
+    time against the book's target when one run holds them all (status ok), else the number of runs
+    they come from and their sum; then :data:`MULTI_GPU`'s own time and run."""
+    timed = df[df["chapter"].isin(TIMED)]
+    which = f"the {len(TIMED)} chapters that run on one GPU ({_numbers(lookup(c).number for c in TIMED)})"
+    ok = set(timed.loc[timed["seconds"].notna() & (timed["status"] == "ok"), "chapter"])
+    runs = list(dict.fromkeys(timed["run_id"]))
+    total = float(timed["seconds"].sum())
+    if ok == set(TIMED) and len(runs) == 1:
+        gap = total - target
+        by = "exactly at" if gap == 0 else f"{_duration(abs(gap))} {'within' if gap < 0 else 'over'}"
+        text = (f"Run {runs[0]} ran {which} on {_where(timed.iloc[0])} in {_duration(total)}: {by} the "
+                f"book's target of {fx.num(target / 60, 'minutes')}.")
+    else:
+        text = (f"The reference results of {which} come from {len(runs)} run{'s' if len(runs) != 1 else ''} "
+                f"({', '.join(runs)}); their times sum to {_duration(total)}, but no single run holds them all, "
+                "so this is not one run's time.")
+        gaps = [lookup(c).number for c in TIMED if c not in ok]
+        if gaps:
+            text += (f" Chapter{'s' if len(gaps) > 1 else ''} {_numbers(gaps)} {'have' if len(gaps) > 1 else 'has'} "
+                     "no time with status ok in a committed run record.")
+    multi = df[(df["chapter"] == MULTI_GPU) & df["seconds"].notna()]
+    n = lookup(MULTI_GPU).number
+    if multi.empty:
+        text += f" Chapter {n} needs two or more GPUs and has no committed time."
+    else:
+        r = multi.iloc[0]
+        text += (f" Chapter {n} needs two or more GPUs, so it ran apart, on {_where(r)}: run {r['run_id']}, "
+                 f"{_duration(r['seconds'])}.")
+    return text

@@ -454,3 +454,15 @@ def stability(host: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]
 
     found = st.comparisons(host)
     return st.table(found), st.runs_table(found), "\n".join(f"* {s}" for s in st.summary(found))
+
+
+# ----------------------------------------------------------------------------- how long did the reference run take?
+def run_time(host: str | None = None) -> tuple[pd.DataFrame, str]:
+    """The committed reference run's wall time per chapter, from its run records (never this run), and
+    the computed sentence: the summed time against the book's target, chapter 11 apart."""
+    from .. import stability as st
+
+    df = st.run_times(host)
+    table = pd.DataFrame({"chapter": df["number"], "run id": df["run_id"], "wall time (s)": df["seconds"],
+                          "status": df["status"].fillna("no record"), "GPUs": df["gpus"], "host": df["host"]})
+    return table, st.time_sentence(df)

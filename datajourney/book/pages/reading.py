@@ -169,7 +169,7 @@ def _sweep_verdict(res) -> str:
             + (f"{fx.pct(b['share'])} of the same run's ceiling" if runs == 1 else
                f"{fx.span(100 * b['share_min'], 100 * b['share_max'], '%')} of the same runs' ceilings over {runs} runs")
             + ("): on this machine the read setting decides whether path (b) keeps up" if b["share_min"] >= PIPELINE_TARGET
-               else f"), so no setting swept reached the target in every run either"))
+               else "), so no setting swept reached the target in every run either"))
 
 
 def finding_gds(res) -> Finding:
