@@ -90,9 +90,9 @@ GPU_QUEUE_DEPTH = 3
 # --------------------------------------------------------------------------- data
 def photo_jpeg(seed: int, index: int, width: int = 500, height: int = 375, quality: int = 92) -> bytes:
     """One photo-like JPEG: a smooth 1/f colour field (the spectrum of natural images) with a few
-    hard-edged discs (objects) and light sensor noise. Depends only on (seed, index). Drawn in
-    float32, each disc only inside its bounding box, which makes the data set quicker to generate
-    (it counts in the chapter's wall time)."""
+    hard-edged discs (objects) and light sensor noise. Depends only on (seed, index), for a given NumPy
+    (its FFTs keep float32 from 2.0 on). Drawn in float32, each disc only inside its bounding box,
+    which makes the data set quicker to generate (it counts in the chapter's wall time)."""
     from PIL import Image
 
     rng = np.random.default_rng([seed, index, 8])
@@ -117,15 +117,22 @@ def photo_jpeg(seed: int, index: int, width: int = 500, height: int = 375, quali
     img = img * np.float32(rng.uniform(35, 60)) + rng.uniform(70, 180, size=3).astype(np.float32)
     for _ in range(int(rng.integers(2, 6))):
         cy, cx, r = rng.uniform(0, height), rng.uniform(0, width), rng.uniform(20, 120)
-        y0, x0 = max(0, int(cy - r)), max(0, int(cx - r))
-        yy, xx = np.ogrid[y0:min(height, int(cy + r) + 1), x0:min(width, int(cx + r) + 1)]
-        box = img[y0:y0 + yy.shape[0], x0:x0 + xx.shape[1]]
-        m = (yy - cy) ** 2 + (xx - cx) ** 2 < r * r
-        box[m] = box[m] * 0.5 + (rng.uniform(0, 255, size=3) * 0.5).astype(np.float32)
+        blend_disc(img, cy, cx, r, rng.uniform(0, 255, size=3).astype(np.float32))
     img += rng.standard_normal(img.shape, dtype=np.float32) * np.float32(3)
     buf = io.BytesIO()
     Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, format="JPEG", quality=quality)
     return buf.getvalue()
+
+
+def blend_disc(img: np.ndarray, cy: float, cx: float, r: float, colour: np.ndarray) -> None:
+    """Blend ``colour`` half into the pixels of ``img`` (H x W x 3) whose centres lie inside the disc,
+    touching only the disc's bounding box."""
+    height, width = img.shape[:2]
+    y0, x0 = max(0, int(cy - r)), max(0, int(cx - r))
+    yy, xx = np.ogrid[y0:min(height, int(cy + r) + 1), x0:min(width, int(cx + r) + 1)]
+    box = img[y0:y0 + yy.shape[0], x0:x0 + xx.shape[1]]
+    m = (yy - cy) ** 2 + (xx - cx) ** 2 < r * r
+    box[m] = box[m] * 0.5 + colour * 0.5
 
 
 def photo_plan(n_images: int, width: int, height: int, quality: int, classes: int, seed: int):

@@ -742,3 +742,19 @@ def test_full_profile_windows_skip_every_loader_queue():
     steps = gil.timed_batches("hybrid", w, prof["model_steps"], batch_size=q["batch_size"], factor=q["window_factor"])
     assert warm == 2 * w + gil.GPU_QUEUE_DEPTH + 1 and steps % w == 0
     assert (warm + steps + 1) * q["batch_size"] <= prof["n_images"]
+
+
+@pytest.mark.parametrize("cy, cx, r", [(5.0, 7.0, 3.5), (0.2, 0.3, 6.0), (11.9, 15.9, 4.0), (6.0, 8.0, 40.0)])
+def test_a_disc_blends_exactly_the_pixels_a_full_frame_mask_would(cy, cx, r):
+    """Drawing inside the bounding box changes the same pixels, by the same amount, as a mask over the
+    whole image, at the edges and for a disc larger than the image too."""
+    rng = np.random.default_rng(1)
+    img = rng.uniform(0, 255, (12, 16, 3)).astype(np.float32)
+    colour = np.array([10, 200, 90], np.float32)
+    want = img.copy()
+    yy, xx = np.mgrid[0:12, 0:16]
+    m = (yy - cy) ** 2 + (xx - cx) ** 2 < r * r
+    want[m] = want[m] * 0.5 + colour * 0.5
+    gil.blend_disc(img, cy, cx, r, colour)
+    assert m.any() and np.array_equal(img, want)
+

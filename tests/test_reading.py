@@ -281,9 +281,19 @@ def test_a_path_b_below_target_cites_the_sweep_both_ways():
     keeps = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
         [("O_DIRECT", 4 << 20, [2.3, 2.2]), ("O_DIRECT", 64 << 20, [1.5, 1.4])])}))
     assert "reads of 4 MiB into 2 buffers" in keeps.text and "decides whether path (b) keeps up" in keeps.text
+    assert "steadiest setting over its 2 runs" in keeps.text
     short = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
         [("O_DIRECT", 4 << 20, [1.5, 1.4]), ("O_DIRECT", 64 << 20, [1.6, 1.7])])}))
     assert "reads of 64 MiB into 2 buffers" in short.text and "no setting swept reached the target" in short.text
+    # a sweep that ran once names its best setting as such
+    once = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
+        [("O_DIRECT", 4 << 20, [2.3]), ("O_DIRECT", 64 << 20, [1.5])])}))
+    assert "best setting in its one run" in once.text and "(in the sweep's one run)" in once.text
+    # the steadiest setting is path (b)'s own: the setting cannot be what decides
+    own = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
+        [("O_DIRECT", 4 << 20, [2.3, 2.2]), ("O_DIRECT", 64 << 20, [1.5, 1.4])])},
+        gds={"kvikio": False, "path_b": dict(direct=True, chunk=4 << 20, buffers=2)}))
+    assert "(this same setting)" in own.text and "decides" not in own.text and "kept up in the sweep" in own.text
 
 
 def test_no_gpu_is_said_plainly():

@@ -265,10 +265,11 @@ def run_record(run_id: str, host: str | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def run_times(host: str | None = "h200") -> pd.DataFrame:
-    """One row per chapter with a committed reference: its run id, the wall time and status of the
-    chapter in that run's record (timed by the runner around the notebook's execution, data generation
-    included; None where the record is missing) and the GPU count and host from the result's fingerprint."""
+def run_times(host: str | None = None) -> pd.DataFrame:
+    """One row per chapter with a committed reference: its run id, the wall time of the chapter in that
+    run's record (timed by the runner around the notebook's execution, data generation included; every
+    attempt of it in the record summed; None where the record is missing), the status of its last
+    attempt, and the GPU count and host from the result's fingerprint."""
     rows, records = [], {}
     for ch in CHAPTERS:
         res = results.load_reference(ch.name, host)
@@ -276,11 +277,11 @@ def run_times(host: str | None = "h200") -> pd.DataFrame:
             continue
         if res.run_id not in records:
             records[res.run_id] = run_record(res.run_id, host) or {}
-        entry = next((c for c in reversed(records[res.run_id].get("chapters", [])) if c.get("chapter") == ch.name),
-                     {})
+        tries = [c for c in records[res.run_id].get("chapters", []) if c.get("chapter") == ch.name]
+        secs = [x for x in (_number(c.get("seconds")) for c in tries) if x is not None]
         info = run_info(res)
         rows.append({"chapter": ch.name, "number": ch.number, "run_id": res.run_id,
-                     "seconds": _number(entry.get("seconds")), "status": entry.get("status"),
+                     "seconds": sum(secs) if secs else None, "status": tries[-1].get("status") if tries else None,
                      "gpus": ((res.fingerprint or {}).get("gpu") or {}).get("count"), "host": host_text(info)})
     return pd.DataFrame(rows, columns=["chapter", "number", "run_id", "seconds", "status", "gpus", "host"])
 
@@ -313,30 +314,36 @@ def _where(row) -> str:
 
 def time_sentence(df: pd.DataFrame, target: float = TARGET_SECONDS) -> str:
     """How long the chapters of :data:`TIMED` took in :func:`run_times`' table: one run's summed wall
-    time against the book's target when one run holds them all (status ok), else the number of runs
-    they come from and their sum; then :data:`MULTI_GPU`'s own time and run."""
+    time against the book's target when one run holds them all (status ok), else which runs they come
+    from, what is missing and the time of those that have one; then :data:`MULTI_GPU`'s own time and run."""
     timed = df[df["chapter"].isin(TIMED)]
     which = f"the {len(TIMED)} chapters that run on one GPU ({_numbers(lookup(c).number for c in TIMED)})"
-    ok = set(timed.loc[timed["seconds"].notna() & (timed["status"] == "ok"), "chapter"])
+    good = timed[timed["seconds"].notna() & (timed["status"] == "ok")]
     runs = list(dict.fromkeys(timed["run_id"]))
-    total = float(timed["seconds"].sum())
-    if ok == set(TIMED) and len(runs) == 1:
+    total = float(good["seconds"].sum())
+    if len(good) == len(TIMED) and len(runs) == 1:
         gap = total - target
         by = "exactly at" if gap == 0 else f"{_duration(abs(gap))} {'within' if gap < 0 else 'over'}"
         text = (f"Run {runs[0]} ran {which} on {_where(timed.iloc[0])} in {_duration(total)}: {by} the "
                 f"book's target of {fx.num(target / 60, 'minutes')}.")
+    elif not runs:
+        text = f"No committed reference holds any of {which}."
     else:
-        text = (f"The reference results of {which} come from {len(runs)} run{'s' if len(runs) != 1 else ''} "
-                f"({', '.join(runs)}); their times sum to {_duration(total)}, but no single run holds them all, "
-                "so this is not one run's time.")
-        gaps = [lookup(c).number for c in TIMED if c not in ok]
+        gaps = [lookup(c).number for c in TIMED if c not in set(good["chapter"])]
+        text = (f"The reference results of {which} come from one run ({runs[0]}), but not all of them with a time "
+                "and status ok in its record." if len(runs) == 1 else
+                f"The reference results of {which} come from {len(runs)} runs ({', '.join(runs)}), so no one "
+                "run's time covers them all.")
         if gaps:
             text += (f" Chapter{'s' if len(gaps) > 1 else ''} {_numbers(gaps)} {'have' if len(gaps) > 1 else 'has'} "
                      "no time with status ok in a committed run record.")
-    multi = df[(df["chapter"] == MULTI_GPU) & df["seconds"].notna()]
+        if len(good):
+            text += (f" The {len(good)} chapter{'s' if len(good) != 1 else ''} with one took {_duration(total)} "
+                     "together.")
+    multi = df[(df["chapter"] == MULTI_GPU) & df["seconds"].notna() & (df["status"] == "ok")]
     n = lookup(MULTI_GPU).number
     if multi.empty:
-        text += f" Chapter {n} needs two or more GPUs and has no committed time."
+        text += f" Chapter {n} needs two or more GPUs and has no committed time with status ok."
     else:
         r = multi.iloc[0]
         text += (f" Chapter {n} needs two or more GPUs, so it ran apart, on {_where(r)}: run {r['run_id']}, "

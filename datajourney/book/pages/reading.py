@@ -156,20 +156,35 @@ def finding_to_gpu(res) -> Finding:
                    interval=(min(b), max(b)), values=dict(share=share, limit=limit))
 
 
+def steadiest_setting(res) -> pd.Series | None:
+    """The chunk x buffers sweep's setting with the highest lowest-run share of the slower link (ties:
+    the higher mean share); None without a sweep."""
+    s = pipeline_summary(res)
+    return None if s.empty else s.iloc[0]
+
+
 def _sweep_verdict(res) -> str:
     """What this run's chunk x buffers sweep says about a path (b) below its target: its steadiest
-    setting, and whether that one reached the target in every run."""
-    s = pipeline_summary(res)
-    if s.empty:
+    setting (its best, where the sweep ran once), and whether that one reached the target in every run."""
+    b = steadiest_setting(res)
+    if b is None:
         return " (this run has no chunk × buffers sweep to compare other settings with)"
-    b = s.iloc[0]
     runs = int(b["n"])
-    return (f"; the chunk × buffers sweep's steadiest setting, {b['mode']} reads of {size_label(int(b['chunk']))} "
-            f"into {int(b['buffers'])} buffers, reached {fx.num(b['GBps'], 'GB/s')} ("
-            + (f"{fx.pct(b['share'])} of the same run's ceiling" if runs == 1 else
-               f"{fx.span(100 * b['share_min'], 100 * b['share_max'], '%')} of the same runs' ceilings over {runs} runs")
-            + ("): on this machine the read setting decides whether path (b) keeps up" if b["share_min"] >= PIPELINE_TARGET
-               else "), so no setting swept reached the target in every run either"))
+    pb = (res.metadata.get("gds") or {}).get("path_b") or {}
+    same = (bool(pb.get("direct")) == (b["mode"] == "O_DIRECT") and int(pb.get("chunk") or 0) == int(b["chunk"])
+            and int(pb.get("buffers") or 0) == int(b["buffers"]))
+    which = "best setting in its one run" if runs == 1 else f"steadiest setting over its {runs} runs"
+    share = (f"{fx.pct(b['share'])} of that run's ceiling" if runs == 1 else
+             f"{fx.span(100 * b['share_min'], 100 * b['share_max'], '%')} of the same runs' ceilings")
+    text = (f"; the chunk × buffers sweep's {which}, {b['mode']} reads of {size_label(int(b['chunk']))} into "
+            f"{int(b['buffers'])} buffers{' (this same setting)' if same else ''}, reached "
+            f"{fx.num(b['GBps'], 'GB/s')} ({share})")
+    if b["share_min"] < PIPELINE_TARGET:
+        return text + ", so no setting swept reached the target in every run either"
+    if same:
+        return text + ": the same setting kept up in the sweep but not in these runs: its rate varied between the two measurements"
+    return text + ": on this machine the read setting decides whether path (b) keeps up" + (
+        " (in the sweep's one run)" if runs == 1 else "")
 
 
 def finding_gds(res) -> Finding:
