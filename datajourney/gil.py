@@ -144,8 +144,8 @@ def photo_plan(n_images: int, width: int, height: int, quality: int, classes: in
     positive_int("classes", classes, maximum=100_000)
     if not 1 <= int(quality) <= 95:
         raise ParameterError("jpeg_quality", quality, "an integer from 1 to 95")
-    params = {"kind": "photo_jpeg_f32", "n_images": n_images, "width": width, "height": height, "quality": quality,
-              "classes": classes, "seed": seed}
+    params = {"kind": "photo_jpeg_f32", "n_images": n_images, "width": width, "height": height,
+              "quality": quality, "classes": classes, "seed": seed}
     per = int(width * height * 3 * 0.3) + 8192  # generous: a detailed q92 photo is near 0.2 bytes per value
     return f"photos-{n_images}x{width}x{height}-q{quality}-c{classes}-s{seed}", params, n_images * per
 

@@ -111,6 +111,12 @@ def times(ratio: float) -> str:
     return num(ratio, "×")
 
 
+def and_list(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def span(low: float, high: float, unit: str = "") -> str:
     """A range as text: '1.2–3.4 ms'; 'a to b' when an end is negative ('−0.03 to 0.28 ms');
     a single value when both ends print the same ('20.9×')."""

@@ -9,8 +9,8 @@ reader can tell a change of the code or of the machine from run-to-run noise.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import importlib
+import json
 
 import pandas as pd
 
@@ -243,7 +243,7 @@ def summary(found: dict, threshold: float = THRESHOLD) -> list[str]:
     missing = without_repeat(found)
     if missing:
         nums = [str(lookup(n).number) for n in missing]
-        which = nums[0] if len(nums) == 1 else ", ".join(nums[:-1]) + " and " + nums[-1]
+        which = fx.and_list(nums)
         out.append(f"No repeat of the reference run is committed yet for chapter{'s' if len(nums) > 1 else ''} "
                    f"{which}.")
     return out
@@ -294,8 +294,7 @@ def _numbers(nums) -> str:
             spans[-1].append(n)
         else:
             spans.append([n])
-    parts = [p for s in spans for p in ([f"{s[0]}–{s[-1]}"] if len(s) > 2 else map(str, s))]
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return fx.and_list([p for s in spans for p in ([f"{s[0]}–{s[-1]}"] if len(s) > 2 else map(str, s))])
 
 
 def _duration(seconds: float) -> str:

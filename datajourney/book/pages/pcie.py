@@ -673,16 +673,12 @@ def _combos_text(rows: pd.DataFrame) -> str:
     return ", ".join(f"{m} {md}" for m, md in sorted(pairs))
 
 
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _by_size_text(rows: pd.DataFrame) -> str:
     """'1 MiB, 4 MiB and 16 MiB (all four) and 64 MiB (pinned, both modes)': sizes grouped by what they cover."""
     groups: dict[str, list[str]] = {}
     for n, g in rows.groupby("size", sort=True):
         groups.setdefault(_combos_text(g), []).append(size_label(int(n)))
-    return _and([f"{_and(sizes)} ({combo})" for combo, sizes in groups.items()])
+    return fx.and_list([f"{fx.and_list(sizes)} ({combo})" for combo, sizes in groups.items()])
 
 
 def overlap_caveat(res) -> str:

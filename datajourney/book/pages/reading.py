@@ -41,10 +41,6 @@ def _ok(x) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def has_gpu(res) -> bool:
     return "gpu" in res.tables and len(res.table("gpu")) > 0
 
@@ -182,7 +178,8 @@ def _sweep_verdict(res) -> str:
     if b["share_min"] < PIPELINE_TARGET:
         return text + ", so no setting swept reached the target in every run either"
     if same:
-        return text + ": the same setting kept up in the sweep but not in these runs: its rate varied between the two measurements"
+        return (text + ": the same setting kept up in the sweep but not in these runs: its rate varied between "
+                       "the two measurements")
     return text + ": on this machine the read setting decides whether path (b) keeps up" + (
         " (in the sweep's one run)" if runs == 1 else "")
 
@@ -457,7 +454,7 @@ def finding_readahead(res) -> Finding:
             bits.append(f"for random reads the storage read {fx.num(_mean(h), '×')} the asked bytes with "
                         f"POSIX_FADV_RANDOM and {fx.num(_mean(n0), '×')} without a hint ({word} without)")
         if bits:
-            text += " Per file, without root: sequentially, " + _and(bits) + "."
+            text += " Per file, without root: sequentially, " + fx.and_list(bits) + "."
         if value is None and none:
             s = fa[fa["fadvise"] == "SEQUENTIAL"]["MBps"].tolist()
             value = _mean(s) / _mean(none) if s else None
@@ -666,7 +663,7 @@ def pipeline_note(res) -> str:
     if eff:
         top = max(eff, key=eff.get)
         parts = [f"{k} {fx.num(100 * v)} points" for k, v in eff.items()]
-        text += (f" Averaged over the other settings, each setting moves the mean share by: {_and(parts)}; "
+        text += (f" Averaged over the other settings, each setting moves the mean share by: {fx.and_list(parts)}; "
                  + ("none of them moves it by two points: the disk, not the pipeline's settings, sets the pace."
                     if eff[top] < 0.02 else
                     f"{top} decides it." if all(eff[top] - v >= 0.01 for k, v in eff.items() if k != top) else
