@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from datajourney import REPO_ROOT
-from datajourney.book import sphinx_ext, runner
+from datajourney.book import runner, sphinx_ext
+from datajourney.core.paths import REPO_ROOT
 
 REPO = Path(__file__).resolve().parent.parent
 

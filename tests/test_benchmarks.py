@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from datajourney import REPO_ROOT
-from datajourney.book import results
-from datajourney.book.stats import summarise
+from datajourney.core import results
+from datajourney.core.paths import REPO_ROOT
+from datajourney.core.stats import summarise
 
 HOSTS = results.reference_hosts()
 
@@ -37,7 +37,7 @@ def test_recorded_ci_profile_time():
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_reference_pinned_copy_reaches_the_independent_ceiling(host):
-    from datajourney import pcie
+    from datajourney.chapters.c06_pcie import experiment as pcie
 
     r = results.load_reference("06_pcie", host)
     ceiling = r.metadata["ceiling"]
@@ -56,8 +56,8 @@ def test_reference_training_loop_keeps_up_on_two_full_runs(host):
     the chapter's own measurements explain why: its lost time per step is mostly slower compute, and
     the load experiment measured compute slowing by more than that when the loader's work keeps the
     cores busy (for a graphed best, with the step replayed from CUDA graphs)."""
-    from datajourney import training
-    from datajourney.book.pages import training as page
+    from datajourney.chapters.c07_full_picture import experiment as training
+    from datajourney.chapters.c07_full_picture import page
 
     files = [results.REFERENCE_DIR / host / "07_full_picture.json",
              *sorted((results.REFERENCE_DIR / host / "repeats").glob("07_full_picture-*.json"))]
@@ -100,7 +100,7 @@ def test_recorded_verification_cost_of_the_full_data_sets(record):
 def test_recorded_quick_book_fits_ten_minutes():
     """`./journey book` (quick profile: every chapter, data generation included, then the book build)
     took at most 10 minutes on the 2-core CPU machine it was recorded on."""
-    from datajourney.book import chapters
+    from datajourney.chapters import registry as chapters
 
     rec = json.loads((REPO_ROOT / "data" / "benchmarks" / "quick_book.json").read_text())
     assert set(rec["seconds"]) == {c.name for c in chapters.CHAPTERS if c.available}
@@ -142,21 +142,26 @@ def _measured_alike(a: str, b: str) -> bool:
     return not measuring and full[0] == full[1] and code[0] == code[1]
 
 
+#: Other chapters' experiment modules before the package took one folder per chapter.
+OLD_CHAPTER_MODULES = {"intro", "storage", "loader", "starvation", "padding", "pcie", "training", "gil", "reading",
+                       "tracing", "diagnosis"}
+
+
 def _other_chapters_module(path: str) -> bool:
-    """An experiment module of a chapter other than 11 (``datajourney/<module>.py``)."""
+    """A module of a chapter other than 11: ``datajourney/chapters/cNN_*/`` with NN != 11, or, in the
+    layout before the chapter folders, ``datajourney/<module>.py`` of another chapter."""
     from pathlib import PurePosixPath
 
-    from datajourney.book import chapters
-
     p = PurePosixPath(path)
-    mods = {c.module for c in chapters.CHAPTERS if c.module and c.name != DDP}
-    return p.suffix == ".py" and p.parent.name == "datajourney" and f"datajourney.{p.stem}" in mods
+    if len(p.parts) > 3 and p.parts[1] == "chapters" and p.parts[2].startswith("c"):
+        return not p.parts[2].startswith("c11_")
+    return p.suffix == ".py" and p.parent.name == "datajourney" and p.stem in OLD_CHAPTER_MODULES
 
 
 def test_reference_chapters_come_from_one_commit_at_the_full_profile():
     """Every chapter of the committed H200 reference was measured by the same code (one commit) under
     the full profile, and each chapter's run record says it finished."""
-    from datajourney.book import chapters
+    from datajourney.chapters import registry as chapters
 
     refs = {c.name: results.load_reference(c.name, "h200") for c in chapters.CHAPTERS}
     commits = {r.fingerprint["software"]["git_commit"] for n, r in refs.items() if n != DDP}

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from conftest import tracked_digest as _tracked_digest
 
-from datajourney.book import sphinx_ext, chapters
+from datajourney.book import sphinx_ext
+from datajourney.chapters import registry as chapters
 
 pytestmark = pytest.mark.book
 

@@ -105,8 +105,8 @@ def _move_slider(page, plot, idx: int, frac: float) -> None:
 def test_whatif_sliders_recompute_in_the_browser(server, browser):
     """The chart's JavaScript recomputes wait and AU as the Python model does (predicted_wait_ms,
     predicted_au), at two slider settings, so the two implementations cannot drift apart."""
-    from datajourney import starvation
-    from datajourney.book.pages.starvation import WHATIF_D
+    from datajourney.chapters.c04_cpu_starvation import experiment as starvation
+    from datajourney.chapters.c04_cpu_starvation.page import WHATIF_D
 
     page, plot, errors = _slider_plot(browser, f"{server}/notebooks/04_cpu_starvation.html")
     read = "el => [el.data[0].x.slice(0, 6), el.data[0].y.slice(0, 6), el.data[2].y.slice(0, 6), " \
@@ -130,7 +130,7 @@ def test_budget_sliders_recompute_in_the_browser(server, browser):
     rate and the GPU's need in the page, equal to the Python model (datajourney.diagnosis.budget)."""
     import json
 
-    from datajourney.book.pages import diagnosis as dpage
+    from datajourney.chapters.c12_conclusion import page as dpage
 
     page, plot, errors = _slider_plot(browser, f"{server}/notebooks/12_conclusion.html")
     read = "el => [el.data[0].x, el.data[1].x, el.layout.sliders.map(s => s.active), " \

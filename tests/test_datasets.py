@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from datajourney import datasets
+from datajourney.toolkit import datasets
 
 
 def _entries(d):

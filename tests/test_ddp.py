@@ -5,10 +5,12 @@ import time
 import pandas as pd
 import pytest
 
-from datajourney import ddp
-from datajourney.book import chapters, results, runner
-from datajourney.book.pages import ddp as page
-from datajourney.params import ParameterError
+from datajourney.book import runner
+from datajourney.chapters import registry as chapters
+from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
+from datajourney.chapters.c11_gpu_to_gpu import page
+from datajourney.core import results
+from datajourney.core.params import ParameterError
 
 # nvidia-smi topo -m as the 2-GPU H200 host printed it (underline escape codes included)
 TOPO_H200 = ("\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
@@ -90,7 +92,7 @@ def test_every_job_keeps_nvlink_multicast_off():
 
 
 def test_bus_bandwidth_follows_nccl_tests():
-    from datajourney.ddp_worker import bus_factor
+    from datajourney.chapters.c11_gpu_to_gpu.worker import bus_factor
 
     assert bus_factor("all_reduce", 2) == 1 and bus_factor("all_reduce", 8) == 1.75
     assert bus_factor("all_gather", 4) == 0.75 and bus_factor("reduce_scatter", 2) == 0.5
@@ -112,7 +114,7 @@ def test_prediction_from_gradient_bytes_and_bandwidth():
 
 
 def test_gpu_overlap_of_nccl_and_compute():
-    from datajourney.ddp_worker import gpu_overlap
+    from datajourney.chapters.c11_gpu_to_gpu.worker import gpu_overlap
 
     iv = [("gemm", 0, 100), ("ncclDevKernel_AllReduce", 50, 150), ("Memcpy DtoD", 150, 160), ("gemm", 200, 220)]
     o = gpu_overlap(iv, steps=1)
@@ -258,7 +260,7 @@ def test_findings_bandwidth_and_published_metrics():
     assert m["one GPU without DDP"][0] == pytest.approx(10.0)
     assert m["DDP on N GPUs, host path: one GPU ÷ N GPUs"][0] == pytest.approx(5.0)
     assert m["bf16 compression gain, host path"][0] == pytest.approx(75.0)
-    from datajourney.book import published
+    from datajourney.chapters import published
 
     names = {f.metric for f in published.figures(ddp.CHAPTER)}
     assert set(m) <= names
@@ -320,7 +322,7 @@ def test_scaling_curve_follows_the_data():
 
 
 def test_extra_references_are_promoted_beside_the_main_one(tmp_path, monkeypatch):
-    from datajourney.__main__ import main
+    from datajourney.cli import main
 
     run = tmp_path / "run-x"
     (run / "notebooks").mkdir(parents=True)
@@ -329,7 +331,7 @@ def test_extra_references_are_promoted_beside_the_main_one(tmp_path, monkeypatch
     res.save(run)
     (run / "run.json").write_text('{"status": "ok", "run_id": "run-x", "chapters": []}')
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
-    monkeypatch.setattr("datajourney.__main__.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("datajourney.cli.REPO_ROOT", tmp_path)
     assert main(["promote", str(run), "--host", "h200", "--extra"]) == 0
     got = results.extra_references(ddp.CHAPTER, "h200")
     assert [r.run_id for r in got] == ["run-x"] and not (tmp_path / "ref" / "h200" / f"{ddp.CHAPTER}.json").exists()

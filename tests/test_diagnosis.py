@@ -4,10 +4,10 @@ import shutil
 
 import pytest
 
-from datajourney import diagnosis
-from datajourney.book import results
-from datajourney.book.pages import diagnosis as page
-from datajourney.params import ParameterError
+from datajourney.chapters.c12_conclusion import experiment as diagnosis
+from datajourney.chapters.c12_conclusion import page
+from datajourney.core import results
+from datajourney.core.params import ParameterError
 
 REF = results.REFERENCE_DIR / "h200"
 
@@ -119,7 +119,7 @@ def test_checklist_rows_exist_in_their_chapters():
     """Every checklist row names a finding its chapter's page really computes on the reference run."""
     import importlib
 
-    from datajourney.book.chapters import lookup
+    from datajourney.chapters.registry import lookup
 
     for ch, key in diagnosis.CHECKLIST:
         keys = {f.key for f in importlib.import_module(lookup(ch).page).findings(results.load_reference(ch))}
@@ -305,7 +305,7 @@ def test_checklist_rows_follow_this_run(tmp_path, chapter, key, edit, check):
 def test_the_run_command_ends_with_the_diagnosis(tmp_path, capsys):
     """`./journey book` runs `python -m datajourney run --book`, which ends by printing chapter 12's
     summary of the run: one line per workload, and the chapters missing."""
-    from datajourney.__main__ import _print_diagnosis
+    from datajourney.cli import _print_diagnosis
 
     res = _run_with(tmp_path, chapters=[c for c in diagnosis.SOURCES if c != "11_gpu_to_gpu"])
     _print_diagnosis(tmp_path)

@@ -5,11 +5,12 @@ import json
 import re
 
 import pytest
-
-from datajourney import REPO_ROOT
-from datajourney.book import chapters, findings, results
-from datajourney.book.findings import compare, direction, num
 from conftest import has_nan
+
+from datajourney.chapters import registry as chapters
+from datajourney.core import findings, results
+from datajourney.core.findings import compare, direction, num
+from datajourney.core.paths import REPO_ROOT
 
 #: What a measured statement looks like in prose: a number with a unit of throughput, time, ratio or share.
 MEASURED = re.compile(r"\d[\d,.]*\s*(MB/s|GB/s|GiB/s|ms\b|µs\b|img/s|images/s|steps/s|tokens/s|×(?!\d)|%)")

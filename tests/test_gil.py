@@ -11,10 +11,10 @@ import torch
 from conftest import has_nan
 from torch.utils.data import Dataset
 
-from datajourney import gil
-from datajourney.book import results
-from datajourney.book.pages import gil as page
-from datajourney.params import ParameterError
+from datajourney.chapters.c08_threads_processes_gil import experiment as gil
+from datajourney.chapters.c08_threads_processes_gil import page
+from datajourney.core import results
+from datajourney.core.params import ParameterError
 
 SPDL_IO = gil.ffmpeg_status()[0]
 #: spdl.io scales with FFmpeg's swscale (bilinear, no antialiasing), Pillow with its antialiased
@@ -41,7 +41,7 @@ def test_photos_are_deterministic_and_photo_like():
 
 
 def test_photo_set_is_reused_through_the_data_set_machinery(photos, tmp_path):
-    from datajourney import datasets
+    from datajourney.toolkit import datasets
 
     again = gil.photo_set(photos.root.parent, n_images=48, width=96, height=72, classes=3, progress=False)
     assert again.root == photos.root
@@ -524,7 +524,7 @@ def test_findings_without_a_thread_loader_say_what_is_missing():
 
 
 def test_key_metrics_match_published_names():
-    from datajourney.book import published
+    from datajourney.chapters import published
 
     names = {f.metric for f in published.figures(gil.CHAPTER)}
     km = page.key_metrics(_result())

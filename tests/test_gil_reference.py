@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from datajourney.book import results
-from datajourney.book.pages import gil as page
+from datajourney.chapters.c08_threads_processes_gil import page
+from datajourney.core import results
 
 CHAPTER = "08_threads_processes_gil"
 HOSTS = [h for h in results.reference_hosts() if results.load_reference(CHAPTER, h) is not None]

@@ -14,8 +14,9 @@ import psutil
 import pytest
 import torch
 
-from datajourney import REPO_ROOT, images
-from datajourney.params import ParameterError
+from datajourney.core.params import ParameterError
+from datajourney.core.paths import REPO_ROOT
+from datajourney.toolkit import images
 
 
 def test_image_folder_is_generated_deterministically(tmp_path):
@@ -164,7 +165,7 @@ def test_killing_the_run_during_generation_leaves_no_pool_worker(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from datajourney import images
+        from datajourney.toolkit import images
         images.image_folder({str(tmp_path)!r}, n_images=600, size=1024, classes=4, workers=2, progress=False)
     """)
     parent = subprocess.Popen([sys.executable, "-c", code])
@@ -191,7 +192,7 @@ def test_killing_the_run_during_generation_leaves_no_pool_worker(tmp_path):
 
 
 def test_die_with_parent_exits_at_once_when_the_parent_is_gone():
-    code = "from datajourney import images; images.die_with_parent(1); print('still here')"
+    code = "from datajourney.toolkit import images; images.die_with_parent(1); print('still here')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
     assert out.returncode == 1 and "still here" not in out.stdout  # its parent is not pid 1: it exits
 

@@ -1,8 +1,9 @@
 """Chapter 1's front door: the key numbers and weakest links come from result files, and the
 pipeline map links every hop to the chapters that measure it."""
-from datajourney import diagnosis, intro
-from datajourney.book import results
-from datajourney.book.pages import intro as front
+from datajourney.book import overview as front
+from datajourney.book import overview as intro
+from datajourney.chapters.c12_conclusion import experiment as diagnosis
+from datajourney.core import results
 
 REF = results.REFERENCE_DIR / "h200"
 

@@ -4,8 +4,8 @@ import json
 import nbformat
 import pytest
 
-from datajourney.book import chapters
-from datajourney.book.results import Result
+from datajourney.chapters import registry as chapters
+from datajourney.core.results import Result
 
 pytestmark = pytest.mark.notebooks
 

@@ -5,13 +5,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from datajourney import padding, textdata
-from datajourney.book import plotting, published
-from datajourney.book.pages import padding as page
-from datajourney.params import ParameterError
-from datajourney.book.results import Result
 from conftest import has_nan
+
+from datajourney.chapters import published
+from datajourney.chapters.c05_padding_tax import experiment as padding
+from datajourney.chapters.c05_padding_tax import page
+from datajourney.core import charts as plotting
+from datajourney.core.params import ParameterError
+from datajourney.core.results import Result
+from datajourney.toolkit import textdata
 
 OFFLINE = pytest.mark.skipif(textdata.offline_dir() is None, reason="no offline copy of Alpaca/GPT-2 (../shared/data)")
 
@@ -521,7 +523,7 @@ def test_one_gain_ratio_or_the_difference_said_once():
 def test_shares_below_100_percent_never_print_as_100():
     assert page.share_text(131_053 / 131_072) == "99.99" and page.share_text(1.0) == "100"
     assert page.share_text(0.0233) == "2.33" and page.share_text(1e-6) == "0.0001"
-    from datajourney.book import plotting
+    from datajourney.core import charts as plotting
 
     fig = plotting.efficiency_bars(pd.DataFrame({"layout": ["a", "b"], "population": "p",
                                                  "efficiency": [99.986, 100.0]}), title="t")

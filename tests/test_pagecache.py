@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from datajourney import pagecache
-from datajourney.book.fingerprint import storage_info
+from datajourney.core.fingerprint import storage_info
+from datajourney.toolkit import pagecache
 
 
 def _file(path, size=4 << 20):

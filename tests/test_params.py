@@ -5,8 +5,10 @@ import sys
 
 import pytest
 
-from datajourney import datasets, loader, storage
-from datajourney.params import ParameterError, free_space, writable_dir
+from datajourney.chapters.c02_random_vs_sequential import experiment as storage
+from datajourney.chapters.c03_dataloader import experiment as loader
+from datajourney.core.params import ParameterError, free_space, writable_dir
+from datajourney.toolkit import datasets
 
 CH2 = dict(n_files=10, file_size=4096, runs=1, cache_states=["cold"], purge_method="auto", size_sweep=[4096],
            sweep_bytes=65536, shard_size=1 << 20, chunk_sweep=[4096], odirect=False, odirect_max_bytes=1 << 20,
@@ -60,7 +62,7 @@ def test_unwritable_data_dir_is_named():
         os.chmod(d, 0o555)
         # Root may write anywhere, so the child drops to an unprivileged user after its imports.
         drop = "import os; os.setgid(65534); os.setuid(65534)\n" if os.geteuid() == 0 else ""
-        code = ("from datajourney.params import writable_dir, ParameterError\n" + drop +
+        code = ("from datajourney.core.params import writable_dir, ParameterError\n" + drop +
                 f"try:\n    writable_dir('data_dir', {d!r})\nexcept ParameterError as e:\n    print(e)\n")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert "'data_dir'" in out.stdout and "writable directory" in out.stdout, out.stdout + out.stderr
@@ -97,7 +99,7 @@ def test_bad_input_leaves_existing_data_intact(tmp_path):
 def test_memory_check_sees_an_address_space_limit():
     # ulimit -v makes allocations fail long before the machine runs out: the check must see it
     code = ("import resource, psutil\n"
-            "from datajourney.params import memory, ParameterError\n"
+            "from datajourney.core.params import memory, ParameterError\n"
             "vms = psutil.Process().memory_info().vms\n"
             "resource.setrlimit(resource.RLIMIT_AS, (vms + (1 << 30), resource.RLIM_INFINITY))\n"
             "try:\n    memory('batch_size', 65536, 4 << 30, what='the token matrix')\n"
@@ -109,8 +111,7 @@ def test_memory_check_sees_an_address_space_limit():
 def test_available_memory_sees_a_parent_cgroups_limit(monkeypatch):
     """A container's limit often sits on a parent cgroup while the leaf says "max": the room
     left is bounded by the tightest limit up the tree, and the message names the cgroup."""
-    from datajourney import params
-    from datajourney.book import fingerprint
+    from datajourney.core import fingerprint, params
 
     GiB = 1 << 30
     monkeypatch.setattr(fingerprint, "cgroup_limits", lambda: {

@@ -12,12 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from datajourney import pcie
-from datajourney.book import plotting, results
-from datajourney.book.pages import pcie as page
-from datajourney.params import ParameterError
 from conftest import has_nan
+
+from datajourney.chapters.c06_pcie import experiment as pcie
+from datajourney.chapters.c06_pcie import page
+from datajourney.core import charts as plotting
+from datajourney.core import results
+from datajourney.core.params import ParameterError
 
 MiB, GiB = 1 << 20, 1 << 30
 P = dict(sizes=[65536], repeats=3, warmup=1, ceiling_size=65536, overlap_sizes=[65536], cpu_work_ms=1.0,
@@ -112,7 +113,7 @@ def test_a_tiny_copy_gets_no_verdict():
 
 
 def test_interleaved_rounds_run_on_cpu():
-    from datajourney.timing import interleaved_ms
+    from datajourney.core.timing import interleaved_ms
 
     t = interleaved_ms({"a": lambda: time.sleep(0.002), "b": lambda: time.sleep(0.004)}, 5,
                        sample=lambda: {"x": 1.0})
@@ -158,7 +159,7 @@ def test_limits_read_from_a_fake_cgroup_v2_tree(tmp_path, monkeypatch):
     room = t[t["limit"].str.startswith("room left")].iloc[0]
     assert room["value"] == "2.0 GiB" and "capped by available host memory" in room["limit"]
     # the fingerprint reads the same limits: one walk up the parents
-    from datajourney.book import fingerprint
+    from datajourney.core import fingerprint
     assert pcie.cgroup_limits is fingerprint.cgroup_limits
     monkeypatch.setattr(fingerprint, "cgroup_limits", lambda: pcie.cgroup_limits(cg, proc))
     info = fingerprint.container_info()

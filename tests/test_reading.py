@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from datajourney import reading
-from datajourney.book import results
-from datajourney.book.pages import reading as page
-from datajourney.params import ParameterError
 from conftest import has_nan
+
+from datajourney.chapters.c09_reading_smarter import experiment as reading
+from datajourney.chapters.c09_reading_smarter import page
+from datajourney.core import results
+from datajourney.core.params import ParameterError
 
 MiB = 1 << 20
 
@@ -135,8 +135,8 @@ def test_path_b_falls_back_to_the_page_cache_with_the_reason(tmp_path, monkeypat
     (dict(direct=True, chunk=64 * MiB, buffers=2, note=None), "O_DIRECT reads of 64 MiB into 2 aligned buffers"),
     (dict(direct=False, chunk=64 * MiB, buffers=2, note="this file system refused O_DIRECT (x)"), "refused O_DIRECT")])
 def test_path_b_setting_is_said_from_the_run(pb, words):
-    from datajourney.book import results
-    from datajourney.book.pages import reading as page
+    from datajourney.chapters.c09_reading_smarter import page
+    from datajourney.core import results
 
     res = results.Result.load(results.REFERENCE_DIR / "h200" / "09_reading_smarter.json")
     if pb is None:

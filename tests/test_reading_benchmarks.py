@@ -1,8 +1,8 @@
 """Chapter 9's targets, checked against the committed reference run (never timed in a test)."""
 import pytest
 
-from datajourney.book import results
-from datajourney.book.pages import reading as page
+from datajourney.chapters.c09_reading_smarter import page
+from datajourney.core import results
 
 HOSTS = [h for h in results.reference_hosts() if results.load_reference("09_reading_smarter", h) is not None]
 
@@ -57,7 +57,7 @@ def test_cold_runs_started_cold(ref):
 def test_full_chapter_within_ten_minutes():
     import json
 
-    from datajourney import REPO_ROOT
+    from datajourney.core.paths import REPO_ROOT
 
     for p in (REPO_ROOT / "data" / "reference").glob("*/run-reference-*.json"):
         rec = json.loads(p.read_text())

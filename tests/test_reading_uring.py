@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datajourney import reading
-from datajourney.book import results
-from datajourney.book.pages import reading as page
-from datajourney.params import ParameterError
+from datajourney.chapters.c09_reading_smarter import experiment as reading
+from datajourney.chapters.c09_reading_smarter import page
+from datajourney.core import results
+from datajourney.core.params import ParameterError
 
 MiB = 1 << 20
 STATUS = reading.uring_status()

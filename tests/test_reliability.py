@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from datajourney import datasets
-from datajourney.params import ParameterError, free_space
+from datajourney.core.params import ParameterError, free_space
+from datajourney.toolkit import datasets
 
 PY = sys.executable
 # A child process: imports, says "ready", waits for the go file, then gets a data set and prints its manifest.
 CHILD = """
 import json, os, sys, time
 from pathlib import Path
-from datajourney import datasets
+from datajourney.toolkit import datasets
 data, go, slow = sys.argv[1], sys.argv[2], float(sys.argv[3])
 if slow:  # a slow generation: each progress step sleeps
     class Slow:
@@ -209,7 +209,7 @@ def test_index_tampering_is_damage(tmp_path, capsys):
 # --------------------------------------------------------------------------- read-only data directories
 def _as_nobody(code: str, d: str) -> subprocess.CompletedProcess:
     drop = "import os; os.setgid(65534); os.setuid(65534)\n" if os.geteuid() == 0 else ""
-    return subprocess.run([PY, "-c", "from datajourney import datasets, storage\n" + drop + code, d],
+    return subprocess.run([PY, "-c", "from datajourney.toolkit import datasets\nfrom datajourney.chapters.c02_random_vs_sequential import experiment as storage\n" + drop + code, d],
                           capture_output=True, text=True)
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from datajourney.book import chapters, runner
-from datajourney.params import ParameterError
+from datajourney.book import runner
+from datajourney.chapters import registry as chapters
+from datajourney.core.params import ParameterError
 
 PY = sys.executable
 KERNELSPEC = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
@@ -141,9 +142,9 @@ def test_death_cause_reads_signals_and_oom_counters():
 DRIVER = """
 import sys
 from pathlib import Path
-from datajourney.book import chapters
+from datajourney.chapters import registry as chapters
 chapters.NOTEBOOK_DIR = Path(sys.argv[1])
-from datajourney.__main__ import main
+from datajourney.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -203,7 +204,7 @@ def _one_line_error(rc, err, expected_rc=2, *needles):
     (["-p", "n_files", "[1, 2"], None, ["'-p n_files' = '[1, 2'", "YAML"]),
 ], ids=["data_dir-list", "data_dir-int", "env-data-dir", "results", "yaml"])
 def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys, args, env, needles):
-    from datajourney.__main__ import main
+    from datajourney.cli import main
 
     for k, v in (env or {}).items():
         monkeypatch.setenv(k, v)
@@ -220,7 +221,10 @@ def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys, args, env, needles
 @pytest.fixture
 def fake_chapter(tmp_path, monkeypatch):
     """Chapter 1 with a module whose checks raise what ``$FAKE_RAISE`` says."""
-    (tmp_path / "fakech.py").write_text(
+    (tmp_path / "fakech").mkdir()
+    (tmp_path / "fakech" / "__init__.py").write_text("")
+    (tmp_path / "fakech" / "params.py").write_text("from datajourney.chapters.c01_introduction.params import Params\n")
+    (tmp_path / "fakech" / "experiment.py").write_text(
         "import json, os\n"
         "def preflight(params):\n"
         "    what = os.environ['FAKE_RAISE']\n"
@@ -228,7 +232,7 @@ def fake_chapter(tmp_path, monkeypatch):
         "    if what == 'module':\n        import tokenizers_not_here_at_all\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(tmp_path / "nb", "x = 1"))
-    ch = chapters.Chapter(1, "introduction", "fake", "fakech")
+    ch = chapters.Chapter(1, "introduction", "fake", "fakech")  # a package with an experiment module
     monkeypatch.setattr(chapters, "CHAPTERS", [ch, *chapters.CHAPTERS[1:]])
     return ch
 
@@ -239,7 +243,7 @@ def fake_chapter(tmp_path, monkeypatch):
                "which is not installed here (pip install tokenizers_not_here_at_all)"),
 ])
 def test_any_failure_of_a_chapter_check_is_one_line(tmp_path, monkeypatch, capsys, fake_chapter, what, needle):
-    from datajourney.__main__ import main
+    from datajourney.cli import main
 
     monkeypatch.setenv("FAKE_RAISE", what)
     rc = main(["run", "1", "--profile", "ci", "--results", str(tmp_path / "res")])
@@ -247,7 +251,7 @@ def test_any_failure_of_a_chapter_check_is_one_line(tmp_path, monkeypatch, capsy
 
 
 def test_missing_papermill_is_one_line(tmp_path):
-    code = ("import sys\nsys.modules['papermill'] = None\nfrom datajourney.__main__ import main\n"
+    code = ("import sys\nsys.modules['papermill'] = None\nfrom datajourney.cli import main\n"
             "sys.exit(main(sys.argv[1:]))\n")
     r = subprocess.run([PY, "-c", code, "run", "2", "--profile", "ci", "--results", str(tmp_path)],
                        capture_output=True, text=True)

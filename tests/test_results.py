@@ -1,14 +1,15 @@
 """Result files: tidy tables, metadata, and the environment fingerprint, round-tripped."""
 import json
-import re
 import math
+import re
 
 import pandas as pd
 import pytest
 
-from datajourney import REPO_ROOT
-from datajourney.book import published, results
-from datajourney.book.fingerprint import fingerprint, summary
+from datajourney.chapters import published
+from datajourney.core import results
+from datajourney.core.fingerprint import fingerprint, summary
+from datajourney.core.paths import REPO_ROOT
 
 FIELDS = {
     "gpu": ["available"], "cpu": ["model", "logical_cores", "usable_cores", "hypervisor"],
@@ -106,10 +107,10 @@ def _finished_run(tmp_path, run_id: str):
                                                     ("--extra", "more", results.extra_references)])
 def test_repeats_and_extra_references_are_promoted_beside_the_main_one(tmp_path, monkeypatch, option, folder,
                                                                        loader):
-    from datajourney.__main__ import main
+    from datajourney.cli import main
 
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
-    monkeypatch.setattr("datajourney.__main__.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("datajourney.cli.REPO_ROOT", tmp_path)
     for run_id in ("run-b", "run-a"):
         assert main(["promote", str(_finished_run(tmp_path, run_id)), "--host", "h200", option]) == 0
     host = tmp_path / "ref" / "h200"
@@ -122,7 +123,7 @@ def test_repeats_and_extra_references_are_promoted_beside_the_main_one(tmp_path,
 
 
 def test_promote_takes_one_of_repeat_and_extra(tmp_path, capsys):
-    from datajourney.__main__ import main
+    from datajourney.cli import main
 
     with pytest.raises(SystemExit):
         main(["promote", str(tmp_path), "--host", "h200", "--repeat", "--extra"])
@@ -136,7 +137,7 @@ def test_committed_repeats_load():
 
 
 def test_promote_only_the_finished_chapters_of_a_run_that_ended_early(tmp_path, monkeypatch, capsys):
-    from datajourney.__main__ import main
+    from datajourney.cli import main
 
     run = _finished_run(tmp_path, "run-x")
     (run / "run.json").write_text(json.dumps({"status": "failed", "run_id": "run-x", "chapters": [
@@ -147,7 +148,7 @@ def test_promote_only_the_finished_chapters_of_a_run_that_ended_early(tmp_path, 
     for name in ("07_full_picture", "08_threads_processes_gil"):
         nbformat.write(nbformat.v4.new_notebook(), run / "notebooks" / f"{name}.ipynb")
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
-    monkeypatch.setattr("datajourney.__main__.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("datajourney.cli.REPO_ROOT", tmp_path)
     (tmp_path / "notebooks").mkdir()
     assert main(["promote", str(run), "--host", "h200"]) == 2
     assert "run_dir" in capsys.readouterr().err
@@ -171,7 +172,7 @@ def test_parameters_show_no_machine_local_path():
 def test_promoted_notebooks_name_no_directory_of_the_run_host(tmp_path, monkeypatch):
     import nbformat
 
-    from datajourney.__main__ import HOST_PATH, main
+    from datajourney.cli import HOST_PATH, main
 
     run = _finished_run(tmp_path, "run-p")
     nb = nbformat.v4.new_notebook()
@@ -180,7 +181,7 @@ def test_promoted_notebooks_name_no_directory_of_the_run_host(tmp_path, monkeypa
     nb.metadata["papermill"] = {"parameters": {"run_dir": "/srv/x/run-p", "steps": 5}, "input_path": "/srv/in.ipynb"}
     nbformat.write(nb, run / "notebooks" / "07_full_picture.ipynb")
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
-    monkeypatch.setattr("datajourney.__main__.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("datajourney.cli.REPO_ROOT", tmp_path)
     (tmp_path / "notebooks").mkdir()
     assert main(["promote", str(run), "--host", "h200"]) == 0
     out = nbformat.read(tmp_path / "notebooks" / "07_full_picture.ipynb", as_version=4)

@@ -6,18 +6,40 @@ import sys
 import nbformat
 import pytest
 
-from datajourney.book import chapters, runner
-from datajourney.params import ParameterError
+from datajourney.book import runner
+from datajourney.chapters import registry as chapters
+from datajourney.core.params import ParameterError
 
 
 def test_every_profile_sets_only_real_parameters():
     profs = runner.profiles()
     assert set(profs) == {"ci", "quick", "full"}
     for ch in chapters.available():
-        names = set(runner.notebook_parameters(ch))
+        names = set(runner.chapter_parameters(ch))
         assert {"run_dir", "reference_host", "is_reference_run"} <= names, ch.name
         for prof in profs.values():
             assert set(prof.get(ch.name) or {}) <= names, ch.name
+
+
+@pytest.mark.parametrize("ch", chapters.available(), ids=lambda c: c.name)
+def test_notebook_parameters_cell_holds_the_params_defaults(ch):
+    """One default per parameter: the notebook's parameters cell is the chapter's ``Params`` (plus the
+    book's options), name for name and value for value."""
+    assert runner.notebook_parameters(ch) == runner.chapter_parameters(ch)
+
+
+def test_a_chapter_folder_missing_a_piece_is_named(tmp_path):
+    good = chapters.CHAPTER_DIR / "c02_random_vs_sequential"
+    folder = tmp_path / "c13_new_hop"
+    folder.mkdir()
+    for piece in chapters.PIECES:
+        (folder / piece).write_text((good / piece).read_text())
+    assert chapters.missing_pieces(folder) == []
+    (folder / "params.py").unlink()
+    (folder / "page.py").write_text("")
+    (folder / "experiment.py").write_text("CHAPTER = '13_new_hop'\n")
+    with pytest.raises(chapters.ChapterError, match=r"c13_new_hop lacks params.py, experiment.py: run"):
+        chapters.discover(tmp_path)
 
 
 def test_chapter_lookup():

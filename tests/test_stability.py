@@ -2,7 +2,8 @@
 import pandas as pd
 import pytest
 
-from datajourney.book import results, stability
+from datajourney.book import stability
+from datajourney.core import results
 
 CH = "02_random_vs_sequential"
 HOST = {"name": "gpu-a", "id": "aaa", "boot_id": "boot-1"}
@@ -116,9 +117,9 @@ def test_committed_reference_and_repeats():
 
 
 def test_chapter_12_shows_the_committed_runs_whatever_this_run_is():
-    from datajourney.book.pages import diagnosis as page
+    from datajourney.book import stability  # noqa: F401
 
-    table, runs, text = page.stability(results.DEFAULT_REFERENCE_HOST)
+    table, runs, text = stability.section(results.DEFAULT_REFERENCE_HOST)
     assert list(table.columns)[:3] == ["chapter", "repeat run", "metric"] and not runs.empty
     found = stability.comparisons(results.DEFAULT_REFERENCE_HOST)
     missing = [c for c in stability.REPEATED if not found.get(c)]
@@ -130,14 +131,14 @@ def test_committed_chapter_12_shows_the_committed_repeats():
     """The executed chapter 12 in the book matches the committed repeats (re-render it after promoting one)."""
     import nbformat
 
-    from datajourney.book import chapters
-    from datajourney.book.pages import diagnosis as page
+    from datajourney.book import stability  # noqa: F401
+    from datajourney.chapters import registry as chapters
 
     nb = nbformat.read(chapters.lookup("12").notebook, as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "page.stability(" in c.source)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "stability.section(" in c.source)
     assert "hide-input" in cell.metadata["tags"]
     shown = [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
-    assert shown == [page.stability(results.DEFAULT_REFERENCE_HOST)[2]]
+    assert shown == [stability.section(results.DEFAULT_REFERENCE_HOST)[2]]
 
 
 # ----------------------------------------------------------------------------- how long the reference run took
@@ -146,7 +147,7 @@ def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict
     chapter -> run id (default 'one' for all but chapter 11, 'multi' for it), chapter -> status."""
     import json
 
-    from datajourney.book.chapters import CHAPTERS
+    from datajourney.chapters.registry import CHAPTERS
 
     runs, status = runs or {}, status or {}
     records: dict = {}
@@ -223,12 +224,12 @@ def test_a_retried_chapter_counts_every_attempt(tmp_path, monkeypatch):
 
 
 def test_the_committed_reference_run_has_a_time_for_every_chapter():
-    from datajourney.book.chapters import CHAPTERS
-    from datajourney.book.pages import diagnosis as page
+    from datajourney.book import stability  # noqa: F401
+    from datajourney.chapters.registry import CHAPTERS
 
     df = stability.run_times(results.DEFAULT_REFERENCE_HOST)
     assert df["chapter"].tolist() == [c.name for c in CHAPTERS] and (df["seconds"] > 0).all()
-    table, text = page.run_time(results.DEFAULT_REFERENCE_HOST)
+    table, text = stability.run_time_section(results.DEFAULT_REFERENCE_HOST)
     assert table["chapter"].tolist() == list(range(1, 13)) and text == stability.time_sentence(df)
     assert " within the book's target" in text or " over the book's target" in text or "no one run" in text
     assert "nan" not in text and "None" not in text
@@ -238,12 +239,12 @@ def test_committed_chapter_12_shows_the_committed_run_time():
     """The executed chapter 12 in the book shows the committed run's time (re-render it after promoting a run)."""
     import nbformat
 
-    from datajourney.book import chapters
-    from datajourney.book.pages import diagnosis as page
+    from datajourney.book import stability  # noqa: F401
+    from datajourney.chapters import registry as chapters
 
     nb = nbformat.read(chapters.lookup("12").notebook, as_version=4)
-    i = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "page.run_time(" in c.source)
+    i = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "stability.run_time_section(" in c.source)
     assert "How long the reference run took" in nb.cells[i - 1].source
-    assert "page.stability(" in nb.cells[i - 2].source and "hide-input" in nb.cells[i].metadata["tags"]
+    assert "stability.section(" in nb.cells[i - 2].source and "hide-input" in nb.cells[i].metadata["tags"]
     shown = [o["data"]["text/markdown"] for o in nb.cells[i].outputs if "text/markdown" in o.get("data", {})]
-    assert shown == [page.run_time(results.DEFAULT_REFERENCE_HOST)[1]]
+    assert shown == [stability.run_time_section(results.DEFAULT_REFERENCE_HOST)[1]]

@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from datajourney import starvation, textdata
-from datajourney.book.pages import starvation as page
-from datajourney.params import ParameterError
-from datajourney.book.results import Result
-from datajourney.timing import NvmlSampler, clock_reason_names, run_sustained, steady_state
 from conftest import has_nan
+
+from datajourney.chapters.c04_cpu_starvation import experiment as starvation
+from datajourney.chapters.c04_cpu_starvation import page
+from datajourney.core.params import ParameterError
+from datajourney.core.results import Result
+from datajourney.core.timing import NvmlSampler, clock_reason_names, run_sustained, steady_state
+from datajourney.toolkit import textdata
 
 P = dict(d_ms=5.0, batch_size=32, g_ms=50.0, workers=[0, 4], published_workers=[0, 4], steps=4, warmup_steps=1,
          work_kinds=["sleep"], real_work_scale=0, boundary_workers=2, steps_per_epoch=3, prefetch_factors=[2],
@@ -420,7 +421,7 @@ def test_whatif_is_live_in_a_person_s_kernel_and_static_under_the_book_s_executo
     try:
         seen = {}
         for allow in (True, False):
-            msg_id = kc.execute("from datajourney.book.pages import starvation as page\npage.whatif(5.0, 32, 50.0)",
+            msg_id = kc.execute("from datajourney.chapters.c04_cpu_starvation import page\npage.whatif(5.0, 32, 50.0)",
                                 allow_stdin=allow)
             kinds = set()
             while True:
@@ -613,7 +614,7 @@ def test_first_batch_note_states_the_trend_over_all_workers():
 
 
 def test_measured_vs_model_is_one_panel_per_kind_with_few_legend_entries():
-    from datajourney.book import plotting
+    from datajourney.core import charts as plotting
 
     res = _result(sweep_waits={"sleep": {0: 160, 1: 110, 2: 30, 4: 1, 16: 1},
                                "tokenize": {0: 150, 1: 90, 2: 40, 4: 2, 16: 3},
@@ -627,7 +628,7 @@ def test_measured_vs_model_is_one_panel_per_kind_with_few_legend_entries():
 
 
 def test_ch4_axis_titles_keep_the_unit_only():
-    from datajourney.book import plotting
+    from datajourney.core import charts as plotting
 
     res = _result()
     sm = res.tables["summary"]

@@ -4,12 +4,13 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-
-from datajourney import datasets, pagecache, storage
-from datajourney.params import ParameterError
-from datajourney.book.pages import storage as page
-from datajourney.book.results import Result
 from conftest import has_nan
+
+from datajourney.chapters.c02_random_vs_sequential import experiment as storage
+from datajourney.chapters.c02_random_vs_sequential import page
+from datajourney.core.params import ParameterError
+from datajourney.core.results import Result
+from datajourney.toolkit import datasets, pagecache
 
 
 @pytest.fixture(scope="module")

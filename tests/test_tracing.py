@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datajourney import tokens, tracing
-from datajourney.book import results
-from datajourney.book.pages import tracing as page
-from datajourney.params import ParameterError
+from datajourney.chapters.c10_mmap_vs_read import experiment as tracing
+from datajourney.chapters.c10_mmap_vs_read import page
+from datajourney.core import results
+from datajourney.core.params import ParameterError
+from datajourney.toolkit import tokens
 
 
 @pytest.fixture()

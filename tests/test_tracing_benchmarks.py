@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from datajourney.book import results
-from datajourney.book.pages import tracing as page
-from datajourney.tracing import CHAPTER, CONSTANT_TOLERANCE
+from datajourney.chapters.c10_mmap_vs_read import page
+from datajourney.chapters.c10_mmap_vs_read.experiment import CHAPTER, CONSTANT_TOLERANCE
+from datajourney.core import results
 
 HOSTS = [h for h in results.reference_hosts() if (results.REFERENCE_DIR / h / f"{CHAPTER}.json").exists()]
 

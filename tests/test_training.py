@@ -7,13 +7,14 @@ import time
 import pandas as pd
 import pytest
 import torch
+from conftest import has_nan
 from torch.utils.data import DataLoader
 
-from datajourney import images, training
-from datajourney.book import results
-from datajourney.book.pages import training as page
-from datajourney.params import ParameterError
-from conftest import has_nan
+from datajourney.chapters.c07_full_picture import experiment as training
+from datajourney.chapters.c07_full_picture import page
+from datajourney.core import results
+from datajourney.core.params import ParameterError
+from datajourney.toolkit import images
 
 P = dict(n_images=96, image_size=32, jpeg_quality=80, classes=4, out_size=32, batch_size=16, model="small_cnn",
          lr=0.1, formats=["imagefolder", "mds"], workers=[0, 1], steps=3, warmup_steps=1, purge_method="auto",

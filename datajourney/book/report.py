@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-from . import published, results
-from .findings import Finding, as_markdown, num
+from datajourney.chapters import published
+from datajourney.core import results
+from datajourney.core.findings import Finding, as_markdown, num
 
 #: Cell padding and a horizontal scroll bar instead of cut-off columns.
 _TABLE_STYLE = [
@@ -51,7 +52,7 @@ BYTE_PARAMETERS = {"file_size", "shard_size", "size_sweep", "chunk_sweep", "size
 
 def _param_text(name: str, value) -> str:
     """A parameter's value as a reader wants it: byte sizes also in KiB/MiB/GiB."""
-    from .findings import size_label
+    from datajourney.core.findings import size_label
 
     def one(v):
         if isinstance(v, str) and os.path.isabs(v):  # a directory of the machine that ran it, not the reader's
@@ -72,7 +73,7 @@ def parameters(res: results.Result) -> None:
             if k not in ("run_dir", "replay")]
     table(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
     if res.replayed_from:
-        from .fingerprint import software_info
+        from datajourney.core.fingerprint import software_info
 
         sw = res.fingerprint.get("software", {})
         say(f"<small>Measured in run {res.run_id} on {res.fingerprint.get('date_utc', '?')} by the code of commit "

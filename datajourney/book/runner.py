@@ -43,9 +43,9 @@ from pathlib import Path
 
 import yaml
 
-from .. import REPO_ROOT
-from .chapters import Chapter, available, lookup
-from ..params import ParameterError, writable_dir
+from datajourney.chapters.registry import Chapter, available, lookup
+from datajourney.core.params import BOOK_OPTIONS, ParameterError, writable_dir
+from datajourney.core.paths import REPO_ROOT
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 RESULTS_ROOT = REPO_ROOT / "results"
@@ -106,6 +106,12 @@ def notebook_parameters(ch: Chapter) -> dict:
     return out
 
 
+def chapter_parameters(ch: Chapter) -> dict:
+    """Every parameter a chapter's notebook takes, with its one default: the chapter's ``Params``
+    dataclass, plus the book's options (:data:`~datajourney.core.params.BOOK_OPTIONS`)."""
+    return {**ch.params.defaults(), **dict.fromkeys(BOOK_OPTIONS), "is_reference_run": False}
+
+
 def parse_value(text: str, name: str | None = None):
     """A ``-p`` value: YAML scalars and lists ('4', '[0, 4]', 'true', 'null', 'fadvise').
     A YAML syntax error is an error naming the parameter (quote text to pass it as is)."""
@@ -139,14 +145,14 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
     for ch in chapters:
         if not ch.available:
             raise RunError(f"chapter {ch.number} ({ch.slug}) has no notebook yet: {ch.notebook.name}")
-    defaults = {ch.name: notebook_parameters(ch) for ch in chapters}
+    defaults = {ch.name: chapter_parameters(ch) for ch in chapters}
     known = set().union(*defaults.values()) if defaults else set()
     for name in overrides:
         if name in RUNNER_PARAMETERS:
             raise ParameterError(f"-p {name}", overrides[name], "not this one: the runner sets it (use --run-id)")
     unknown = [n for n in overrides if n not in known]
     if unknown:
-        others = {c: notebook_parameters(c) for c in available() if c.name not in defaults}
+        others = {c: chapter_parameters(c) for c in available() if c.name not in defaults}
         for name in unknown:
             users = [c for c, params in others.items() if name in params]
             if not users:
@@ -467,7 +473,7 @@ class _Notices:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def __enter__(self):
-        from ..datasets import NOTICES_ENV
+        from datajourney.toolkit.datasets import NOTICES_ENV
 
         self._env = NOTICES_ENV
         self._old = os.environ.get(NOTICES_ENV)
@@ -551,7 +557,7 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
     except ModuleNotFoundError as e:
         raise missing_module(e, "the runner") from None
 
-    from ..datasets import _boot_id
+    from datajourney.core.paths import boot_id
 
     # The console shows chapter and cell progress: no profiler debug lines from the kernels
     # (they inherit this environment) and no kernel-transport chatter.
@@ -561,7 +567,7 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
     nb_dir = run_dir / "notebooks"
     nb_dir.mkdir(parents=True, exist_ok=True)
     record = {"run_id": run_dir.name, "profile": profile, "started": _now(), "status": "running",
-              "host": socket.gethostname(), "pid": os.getpid(), "boot_id": _boot_id(), "chapters": []}
+              "host": socket.gethostname(), "pid": os.getpid(), "boot_id": boot_id(), "chapters": []}
     _write_record(run_dir, record)
     stop = _Stop()
     km_class = _kernel_manager_class()
@@ -686,22 +692,54 @@ def rerender(source, *, run_id: str | None = None, results_root: Path | None = N
     record = read_record(source) or {}
     if record.get("status") != "ok":
         raise ParameterError("run_dir", str(source), "a run directory whose run.json says status 'ok'")
+    recorded = [_recorded_parameters(entry, source) for entry in record.get("chapters") or []]
     root = results_dir(results_root)
     target, fixed = _target(root, run_id or f"{record['run_id']}-rendered", "rendered", replace)
     if replace and (target.exists() or target.is_symlink()):
         _remove_run(target)
     run_dir = _claim(target, fixed)
-    plans = []
-    for entry in record["chapters"]:
-        ch = lookup(entry["chapter"])
-        params = {**entry["parameters"], "replay": str(source), "run_dir": str(run_dir)}
-        plans.append(Plan(ch, params))
+    plans = [Plan(ch, {**params, "replay": str(source), "run_dir": str(run_dir)})
+             for ch, params in recorded]
     execute(plans, run_dir, profile=f"{record.get('profile')} (rendered from {record['run_id']})", progress=progress)
     rec = read_record(run_dir) or {}
     rec["rendered_from"] = {"run_id": record["run_id"], "started": record.get("started")}
     _write_record(run_dir, rec)
     _point_latest(root, run_dir)
     return run_dir
+
+
+def _plain(value) -> bool:
+    """A value papermill can write into a notebook as a literal: None, bool, number, text, or lists and
+    mappings of those (a run record is data from another host; nothing else passes)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def _recorded_parameters(entry, source: Path) -> tuple[Chapter, dict]:
+    """A chapter of a run record and its parameters, checked before anything runs: papermill writes
+    names and values into the notebook as code, so only the chapter's own parameter names (its
+    ``Params`` and the book's options) with plain literal values are accepted."""
+    where = str(source / "run.json")
+    if not isinstance(entry, dict) or not isinstance(entry.get("parameters"), dict):
+        raise ParameterError("run_dir", where, "a run record whose chapters each hold a 'parameters' mapping")
+    try:
+        ch = lookup(str(entry.get("chapter")))
+    except KeyError:
+        raise ParameterError("run_dir", where, f"a run record of known chapters (not {entry.get('chapter')!r})") from None
+    allowed = chapter_parameters(ch)
+    for name, value in entry["parameters"].items():
+        if not isinstance(name, str) or name not in allowed:
+            raise ParameterError("run_dir", where, f"a run record whose parameter names are {ch.name}'s own "
+                                                   f"(not {str(name)[:60]!r})")
+        if not _plain(value):
+            raise ParameterError("run_dir", where, f"a run record whose parameter {name!r} of {ch.name} is a "
+                                                   "plain value (None, bool, number, text, list)")
+    return ch, entry["parameters"]
 
 
 def tidy_executed(path: Path) -> None:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import REPO_ROOT
+from datajourney.core.paths import REPO_ROOT
 
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 

@@ -14,9 +14,10 @@ import json
 
 import pandas as pd
 
-from . import findings as fx
-from . import published, results
-from .chapters import CHAPTERS, lookup
+from datajourney.chapters import published
+from datajourney.chapters.registry import CHAPTERS, lookup
+from datajourney.core import findings as fx
+from datajourney.core import results
 
 #: A key metric that moved by more than this fraction between two runs is named in the sentence.
 THRESHOLD = 0.10
@@ -348,3 +349,22 @@ def time_sentence(df: pd.DataFrame, target: float = TARGET_SECONDS) -> str:
         text += (f" Chapter {n} needs two or more GPUs, so it ran apart, on {_where(r)}: run {r['run_id']}, "
                  f"{_duration(r['seconds'])}.")
     return text
+
+
+# ----------------------------------------------------------------------------- how stable are these numbers?
+def section(host: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The committed reference runs against their committed repeats (never this run, so a reader's run
+    shows the same section): the key metrics side by side, the compared runs (commit, date, host) and
+    the computed sentences, as Markdown bullets."""
+    found = comparisons(host)
+    return table(found), runs_table(found), "\n".join(f"* {s}" for s in summary(found))
+
+
+# ----------------------------------------------------------------------------- how long did the reference run take?
+def run_time_section(host: str | None = None) -> tuple[pd.DataFrame, str]:
+    """The committed reference run's wall time per chapter, from its run records (never this run), and
+    the computed sentence: the summed time against the book's target, chapter 11 apart."""
+    df = run_times(host)
+    table = pd.DataFrame({"chapter": df["number"], "run id": df["run_id"], "wall time (s)": df["seconds"],
+                          "status": df["status"].fillna("no record"), "GPUs": df["gpus"], "host": df["host"]})
+    return table, time_sentence(df)

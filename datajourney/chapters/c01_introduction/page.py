@@ -1,0 +1,20 @@
+"""What chapter 1's page says about this machine: its fingerprint beside the reference host's."""
+from __future__ import annotations
+
+import pandas as pd
+
+from datajourney.core import results
+from datajourney.core.fingerprint import summary
+
+
+def machine_table(this: results.Result, ref: results.Result | None, ref_label: str,
+                  is_reference_run: bool = False) -> pd.DataFrame:
+    """The machine of this run beside the reference host, field by field (one column when this
+    run is the reference run)."""
+    mine = summary(this.fingerprint)
+    if is_reference_run or ref is None:
+        label = ref_label if is_reference_run else "this machine"
+        return pd.DataFrame({"": list(mine), f"{label} (run {this.run_id})": list(mine.values())})
+    theirs = summary(ref.fingerprint)
+    return pd.DataFrame({"": list(mine), f"this machine (run {this.run_id})": list(mine.values()),
+                         f"{ref_label} (run {ref.run_id})": [theirs.get(k, "—") for k in mine]})

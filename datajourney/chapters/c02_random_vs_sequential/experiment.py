@@ -1,0 +1,319 @@
+"""Chapter 2: random small-file reads vs one sequential shard, in plain Python.
+
+What is measured: the wall time to read every byte of a data set either as ``N`` small
+files opened in shuffled order (``open``/``read``/``close`` each) or as one contiguous
+shard read front to back in fixed-size chunks; cold (page cache purged and verified
+before every run) and warm (data read once, then timed). Bandwidth is in MB/s with
+MB = 10^6 bytes, as in the published figures.
+
+Around the headline: a file-size sweep, a read-size sweep with and without ``O_DIRECT``,
+a check of the harness against ``dd``, a read of two shards of different length with the
+same settings (why the headline and the sweep differ), the latency of single cold 4 KiB
+reads (is "cold" really the device?), and what a purge without root leaves cached.
+
+What the chapter's page says about a result (findings, computed notes, display tables) is
+built by :mod:`datajourney.book.pages.storage`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from datajourney.chapters.c02_random_vs_sequential.params import Params
+from datajourney.core.params import (
+    ParameterError,
+    boolean,
+    choice,
+    choices,
+    int_list,
+    memory,
+    nonnegative_int,
+    positive_int,
+)
+from datajourney.core.units import MB
+from datajourney.toolkit import datasets, pagecache
+from datajourney.toolkit.reads import (  # noqa: F401
+    CACHE_STATES,
+    LATENCY_BLOCK,
+    LATENCY_QUANTILES,
+    NAND_READ_FLOOR_US,
+    dd_read,
+    measure_latency,
+    read_direct,
+    read_files,
+    read_latencies,
+    read_sequential,
+    set_cache_state,
+    timed,
+)
+
+CHAPTER = "02_random_vs_sequential"
+
+
+# --------------------------------------------------------------------------- experiments
+def measure_random_vs_sequential(
+    ds: datasets.SmallFiles, *, runs: int, cache_states: Sequence[str], method: str, seed: int,
+    chunk: int | None = None, progress=None,
+) -> pd.DataFrame:
+    """Shuffled small-file reads vs the shard read in ``chunk`` (default: file size) chunks.
+
+    Each timed read starts from the cache state of exactly what it reads (the files, or
+    the shard), purged and verified (cold) or read once (warm)."""
+    chunk = chunk or ds.file_size
+    files = ds.files
+    rows = []
+    for state in cache_states:
+        for run in range(runs):
+            order = np.random.default_rng(seed + run).permutation(len(files))
+            shuffled = [files[i] for i in order]
+            for pattern in ("random", "sequential"):
+                info = set_cache_state(files if pattern == "random" else [ds.shard], state, method)
+                if pattern == "random":
+                    n, s = timed(read_files, shuffled, ds.file_size)
+                else:
+                    n, s = timed(read_sequential, ds.shard, chunk)
+                rows.append(dict(pattern=pattern, cache=state, run=run, file_size=ds.file_size,
+                                 n_files=ds.n_files, chunk=chunk, bytes=n, seconds=s,
+                                 MBps=n / s / MB, **info))
+                if progress:
+                    progress.update(1)
+    return pd.DataFrame(rows)
+
+
+def measure_chunk_sweep(
+    sh: datasets.Shard, *, chunks: Sequence[int], runs: int, method: str, odirect: bool,
+    odirect_max_bytes: int, seed: int = 0, progress=None,
+) -> pd.DataFrame:
+    """Cold sequential read of one shard for each chunk size, buffered and with O_DIRECT.
+
+    The order of the read sizes is shuffled in every run, so that a slow phase of the
+    machine (a neighbour's I/O, a cache below the guest filling) falls on different sizes
+    in different runs instead of looking like a property of one size."""
+    rows = []
+    modes = ["buffered"] + (["O_DIRECT"] if odirect else [])
+    for run in range(runs):
+        order = np.random.default_rng(seed + 1000 + run).permutation(len(chunks))
+        for k in order:
+            chunk = chunks[k]
+            for mode in modes:
+                info = set_cache_state([sh.path], "cold", method)
+                err = None
+                try:
+                    if mode == "buffered":
+                        n, s = timed(read_sequential, sh.path, chunk)
+                    else:
+                        n, s = timed(read_direct, sh.path, chunk, odirect_max_bytes)
+                except OSError as e:
+                    n, s, err = 0, float("nan"), f"{type(e).__name__}: {e}"
+                rows.append(dict(mode=mode, chunk=chunk, run=run, bytes=n, seconds=s,
+                                 MBps=(n / s / MB) if n else float("nan"), error=err, **info))
+                if progress:
+                    progress.update(1)
+    return pd.DataFrame(rows)
+
+
+def _first_read_ms(path: Path, chunk: int) -> float:
+    """Time of the first ``chunk``-byte read of a (cold) file, open included, in ms."""
+    buf = bytearray(chunk)
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        f.readinto(buf)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def measure_shard_length(
+    main: datasets.SmallFiles, big: datasets.Shard, *, runs: int, method: str, seed: int = 0, progress=None,
+) -> pd.DataFrame:
+    """The same cold sequential read (the headline's chunk) of a short and a long shard.
+
+    Three reads, in shuffled order in every run, each after its own purge: the headline
+    shard (``N`` bytes), the first ``N`` bytes of the long shard, and the whole long shard.
+    If the first ``N`` bytes of the long shard read like the short shard, a difference
+    between the headline and the sweep comes from the length of the read (costs paid once
+    per read, amortised over more bytes); if they read like the whole long shard, it comes
+    from the file. A separate cold read of one chunk measures the cost paid at the start.
+    """
+    chunk = main.file_size
+    n_short = min(main.total_bytes, big.size)
+    reads = [("headline shard", main.shard, main.total_bytes),
+             ("long shard, first part", big.path, n_short),
+             ("long shard, whole", big.path, big.size)]
+    rows = []
+    for run in range(runs):
+        for k in np.random.default_rng(seed + 2000 + run).permutation(len(reads)):
+            what, path, limit = reads[k]
+            info = set_cache_state([path], "cold", method)
+            n, s = timed(read_sequential, path, chunk, limit)
+            rows.append(dict(read=what, run=run, chunk=chunk, file_bytes=os.path.getsize(path), bytes=n,
+                             seconds=s, MBps=n / s / MB, **info))
+            if progress:
+                progress.update(1)
+        for what, path, _ in reads[:2]:
+            set_cache_state([path], "cold", method)
+            rows.append(dict(read=what + ": first chunk", run=run, chunk=chunk,
+                             file_bytes=os.path.getsize(path), bytes=chunk, seconds=None, MBps=None,
+                             first_read_ms=_first_read_ms(path, chunk)))
+    return pd.DataFrame(rows)
+
+
+def measure_dd_fidelity(sh: datasets.Shard, *, runs: int, method: str, progress=None) -> pd.DataFrame:
+    """Python's 1 MiB sequential cold read vs ``dd bs=1M``, interleaved, same purge each time."""
+    rows = []
+    for run in range(runs):
+        for tool in ("python", "dd"):
+            info = set_cache_state([sh.path], "cold", method)
+            if tool == "python":
+                n, s = timed(read_sequential, sh.path, 1 << 20)
+            else:
+                n, s = dd_read(sh.path, 1 << 20)
+            rows.append(dict(tool=tool, run=run, bytes=n, seconds=s, MBps=n / s / MB, **info))
+            if progress:
+                progress.update(1)
+    return pd.DataFrame(rows)
+
+
+def measure_purge_methods(ds: datasets.SmallFiles, *, runs: int, seed: int, progress=None) -> pd.DataFrame:
+    """Cold shuffled small-file reads after drop_caches vs after per-file fadvise (needs root).
+
+    fadvise evicts file data but leaves dentries and inodes cached, so each ``open`` is
+    cheaper than on a truly cold machine; this table shows by how much.
+    """
+    rows = []
+    files = ds.files
+    for run in range(runs):
+        order = np.random.default_rng(seed + run).permutation(len(files))
+        shuffled = [files[i] for i in order]
+        for method in ("drop_caches", "fadvise"):
+            rep = pagecache.purge(files, method)
+            n, s = timed(read_files, shuffled, ds.file_size)
+            rows.append(dict(purge_method=method, run=run, bytes=n, seconds=s, MBps=n / s / MB,
+                             resident_at_start=rep.after["fraction"]))
+            if progress:
+                progress.update(1)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- chapter
+def check_parameters(p: dict) -> dict:
+    """Validate chapter 2's parameters before any work; return them normalised.
+
+    Parameters added after the first edition (``chunk_runs``, ``latency_reads``) default
+    to their notebook defaults when a caller does not pass them."""
+    q = dict(p)
+    q["n_files"] = positive_int("n_files", p["n_files"], maximum=datasets.MAX_FILES)
+    q["file_size"] = positive_int("file_size", p["file_size"], maximum=1 << 30)
+    q["runs"] = positive_int("runs", p["runs"], maximum=1000)
+    q["cache_states"] = choices("cache_states", p["cache_states"], CACHE_STATES)
+    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
+    q["size_sweep"] = int_list("size_sweep", p["size_sweep"], minimum=1, maximum=1 << 30) if p["size_sweep"] else []
+    q["sweep_bytes"] = positive_int("sweep_bytes", p["sweep_bytes"], maximum=datasets.MAX_BYTES)
+    q["shard_size"] = positive_int("shard_size", p["shard_size"], maximum=datasets.MAX_BYTES)
+    q["chunk_sweep"] = int_list("chunk_sweep", p["chunk_sweep"], minimum=512, maximum=1 << 30)
+    for c in q["chunk_sweep"]:
+        if c > q["shard_size"]:
+            raise ParameterError("chunk_sweep", c, f"chunk sizes up to shard_size ({q['shard_size']:,} bytes)")
+        if c % 512:
+            raise ParameterError("chunk_sweep", c, "multiples of 512 bytes (O_DIRECT needs aligned reads)")
+    memory("chunk_sweep", max(q["chunk_sweep"]), 2 * max(q["chunk_sweep"]), what="one read buffer")
+    memory("file_size", q["file_size"], 2 * q["file_size"], what="one read buffer")
+    for s in q["size_sweep"]:
+        if s > q["sweep_bytes"]:
+            raise ParameterError("size_sweep", s, f"sizes up to sweep_bytes ({q['sweep_bytes']:,})")
+    q["odirect"] = boolean("odirect", p["odirect"])
+    q["odirect_max_bytes"] = positive_int("odirect_max_bytes", p["odirect_max_bytes"], maximum=datasets.MAX_BYTES)
+    q["dd_check"] = boolean("dd_check", p["dd_check"])
+    q["compare_purge_methods"] = boolean("compare_purge_methods", p["compare_purge_methods"])
+    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**32 - 1)
+    q["chunk_runs"] = positive_int("chunk_runs", p.get("chunk_runs", q["runs"]), maximum=1000)
+    q["latency_reads"] = nonnegative_int("latency_reads", p.get("latency_reads", 0), maximum=1_000_000)
+    if q["latency_reads"] and q["shard_size"] < LATENCY_BLOCK:
+        raise ParameterError("latency_reads", q["latency_reads"],
+                             f"0 when shard_size is below {LATENCY_BLOCK:,} bytes (nothing to read)")
+    if "is_reference_run" in p:
+        q["is_reference_run"] = boolean("is_reference_run", p["is_reference_run"])
+    if q["purge_method"] == "drop_caches" and not pagecache.can_drop_caches():
+        raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
+    return q
+
+
+def plans(p: dict) -> list:
+    """Every data set chapter 2 needs, for the up-front free-space check."""
+    out = [datasets.small_files_plan(p["n_files"], p["file_size"], p["seed"]),
+           datasets.shard_plan(p["shard_size"], p["seed"])]
+    out += [datasets.small_files_plan(max(1, p["sweep_bytes"] // s), s, p["seed"]) for s in p["size_sweep"]]
+    return out
+
+
+def preflight(params: dict) -> tuple[dict, Path]:
+    """All checks that must pass before any work: parameters, data directory, free disk."""
+    p = check_parameters(params)
+    return p, datasets.check_space(p.get("data_dir"), plans(p))
+
+
+def _measure(
+    *, n_files: int, file_size: int, runs: int, cache_states, purge_method: str, size_sweep,
+    sweep_bytes: int, shard_size: int, chunk_sweep, odirect: bool, odirect_max_bytes: int,
+    dd_check: bool, compare_purge_methods: bool, seed: int, chunk_runs: int | None,
+    latency_reads: int, data_dir, run_dir=None, progress: bool = True,
+):
+    """Run every chapter-2 experiment and save the result (tables + fingerprint) to ``run_dir``."""
+    params = {k: v for k, v in locals().items() if k != "progress"}
+    if chunk_runs is None:
+        params["chunk_runs"] = runs
+    from tqdm import tqdm
+
+    from datajourney.core import results
+
+    p, parent = preflight(params)
+    res = results.start(CHAPTER, params, run_dir, parent)
+    can_drop = pagecache.can_drop_caches()
+    compare = p["compare_purge_methods"] and can_drop
+    crun = p["chunk_runs"]
+    steps = (len(p["cache_states"]) * runs * 2 * (1 + len(p["size_sweep"]))
+             + crun * len(p["chunk_sweep"]) * (2 if p["odirect"] else 1) + 3 * runs
+             + (runs if p["latency_reads"] else 0)
+             + (2 * runs if p["dd_check"] else 0) + (2 * runs if compare else 0))
+    main = datasets.small_files(parent, n_files=n_files, file_size=file_size, seed=seed, progress=progress)
+    sweep_sets = [datasets.small_files(parent, n_files=max(1, sweep_bytes // s), file_size=s, seed=seed,
+                                       progress=progress) for s in p["size_sweep"]]
+    big = datasets.shard(parent, size=shard_size, seed=seed, progress=progress)
+    kw = dict(runs=runs, method=purge_method)
+    with tqdm(total=steps, desc="chapter 2 runs", disable=not progress, mininterval=10) as bar:
+        res.add("headline", measure_random_vs_sequential(main, cache_states=p["cache_states"], seed=seed,
+                                                         progress=bar, **kw))
+        if p["latency_reads"]:   # before anything reads the long shard as a whole
+            lat, cdf = measure_latency(big.path, reads=p["latency_reads"], seed=seed, progress=bar, **kw)
+            res.add("latency", lat)
+            res.add("latency_cdf", cdf)
+        res.add("size_sweep", pd.concat(
+            [measure_random_vs_sequential(d, cache_states=p["cache_states"], seed=seed, progress=bar, **kw)
+             for d in sweep_sets], ignore_index=True) if sweep_sets else pd.DataFrame())
+        res.add("chunk_sweep", measure_chunk_sweep(big, chunks=p["chunk_sweep"], odirect=p["odirect"], runs=crun,
+                                                   method=purge_method, odirect_max_bytes=odirect_max_bytes,
+                                                   seed=seed, progress=bar))
+        res.add("shard_length", measure_shard_length(main, big, seed=seed, progress=bar, **kw))
+        if p["dd_check"]:
+            res.add("dd_fidelity", measure_dd_fidelity(big, progress=bar, **kw))
+        if compare:
+            res.add("purge_methods", measure_purge_methods(main, runs=runs, seed=seed, progress=bar))
+    res.metadata.update(
+        can_drop_caches=can_drop,
+        purge_methods_compared=compare,
+        purge_methods_note=None if compare else "needs root (write access to /proc/sys/vm/drop_caches)",
+        datasets={"headline": main.manifest, "shard": big.manifest},
+        nand_read_floor_us=NAND_READ_FLOOR_US,
+    )
+    res.save(results.resolve_run_dir(run_dir))
+    return res
+
+
+def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
+    """Run chapter 2's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
+    changed by ``changes``, save the result to ``run_dir`` and return it."""
+    p = (params or Params()).replace(**changes)
+    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)

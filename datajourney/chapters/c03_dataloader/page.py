@@ -1,0 +1,818 @@
+"""Chapter 3's page: the findings, computed notes and display tables built from a result of
+:mod:`datajourney.loader` (the DataLoader over small files vs over one shard). The helpers it
+shares with chapter 2's page (the cold label, value selection, residency) come from
+:mod:`datajourney.book.pages.storage`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from datajourney.chapters.c03_dataloader.experiment import (
+    CHAPTER,
+    KINDS,
+    MAIN_BOUND_SHARE,
+    hand_over_fit,
+    speedups,
+    transfer_cost,
+)
+from datajourney.chapters.common import (
+    IPC_CHAPTER,  # noqa: F401
+    STORAGE_CHAPTER,
+    _mean,
+    _values,
+    cold_label,
+    ipc_crossref,  # noqa: F401
+    residency_note,
+)
+from datajourney.core import findings as fnd
+from datajourney.core.findings import Finding, num, pct, times
+
+LABELS = {"small_files": "small files, shuffled", "shard": "shard, shuffled",
+          "shard_in_order": "shard, in order (published design)"}
+#: The published comparison's worker counts.
+PUBLISHED_WORKERS = (0, 4)
+
+
+# --------------------------------------------------------------------------- reading a result
+def _epochs(res) -> pd.DataFrame:
+    e = res.table("epochs")
+    if "steady_MBps" not in e:   # a result from before the steady state was recorded
+        raise KeyError("the epochs table has no steady-state columns (result from an older version)")
+    return e
+
+
+def key_metrics(res) -> dict:
+    """The published comparison, like for like: cold, steady state (first batch excluded),
+    the shard read in order vs the small files shuffled, at workers 0 and 4; metric -> (mean, std)."""
+    e = _epochs(res)
+    out = {}
+    for w in PUBLISHED_WORKERS:
+        sf = _values(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
+        sh = _values(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
+        if not sf or not sh:
+            continue
+        out[f"small files, workers={w}"] = (_mean(sf), pd.Series(sf).std())
+        out[f"shard, workers={w}"] = (_mean(sh), pd.Series(sh).std())
+        out[f"shard ÷ small files, workers={w}"] = (_mean(sh) / _mean(sf), None)
+    return out
+
+
+# --------------------------------------------------------------------------- findings
+def findings(res) -> list[Finding]:
+    """The chapter's key results, computed from ``res`` (3 to 6 findings)."""
+    try:
+        e = _epochs(res)
+    except KeyError:
+        return _old_result_findings(res)
+    out = [_published_finding(res, e, w) for w in PUBLISHED_WORKERS]
+    if not any(out) and "cold" not in set(e["cache"]):   # warm only: the same comparison, warm, unpublished
+        out = [_published_finding(res, e, w, cache="warm") for w in PUBLISHED_WORKERS]
+    out = [f for f in out if f is not None]
+    for f in (_shuffled_gap(res, e), _one_worker(res, e), _main_bound(res, e), _first_batch(res, e)):
+        if f is not None and len(out) < 6:
+            out.append(f)
+    if len(out) < 3:
+        out.append(_cold_vs_warm_finding(res, e))
+    if len(out) < 3:
+        out.append(Finding("residency", residency(res)))
+    return out
+
+
+def _old_result_findings(res) -> list[Finding]:
+    """A result written before the steady state and the in-order shard were measured."""
+    e = res.table("epochs")
+    w = sorted(set(e["workers"]))
+    sp = speedups(e, "MBps")
+    cold = sp[sp["cache"] == "cold"].set_index("workers")
+    out = [Finding("old_result", "This result predates the like-for-like design (no in-order shard, no steady "
+                                 "state): its numbers are whole epochs of a shuffled shard, start-up included.")]
+    for wk in (w[0], w[-1]):
+        if wk in cold.index and "shard ÷ small files" in cold:
+            r = cold.loc[wk, "shard ÷ small files"]
+            out.append(Finding(f"epoch_ratio_w{wk}", f"Cold, `num_workers={wk}`, whole epochs: the shuffled shard "
+                               f"ran at {times(r)} the throughput of the small files.", r, "×"))
+    while len(out) < 3:
+        out.append(Finding(f"not_measured_{len(out)}", "Not measured in this result."))
+    return out
+
+
+def _published_finding(res, e, w, cache: str = "cold") -> Finding | None:
+    sf = _values(e, "steady_MBps", cache=cache, workers=w, kind="small_files")
+    sh = _values(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order")
+    if not sf or not sh:
+        return None
+    mid, lo, hi = fnd.ratio_interval(sh, sf)
+    d = fnd.direction(sh, sf)
+    label = cold_label(res) if cache == "cold" else cache
+    text = (f"**`num_workers={w}`, {label}, steady state** (first batch excluded): the shard read in order, as the "
+            f"source did, ran at **{num(_mean(sh), 'MB/s')}** and the shuffled small files at "
+            f"**{num(_mean(sf), 'MB/s')}**: the shard was ")
+    text += fnd.choose(d, f"**{times(mid)} faster**", f"**{times(1 / mid)} slower**", f"level with them: {times(mid)}")
+    text += f" ({fnd.span(lo, hi, '×')} over the runs' extremes)."
+    return Finding(f"published_w{w}", text, mid, "×",
+                   published=f"shard ÷ small files, workers={w}" if cache == "cold" else None, interval=(lo, hi),
+                   values=dict(shard=_mean(sh), small_files=_mean(sf), cache=cache))
+
+
+def _shuffled_gap(res, e) -> Finding | None:
+    ws = sorted(set(e["workers"]))
+    w = ws[-1]
+    sh = _values(e, "steady_MBps", cache="cold", workers=w, kind="shard")
+    sf = _values(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
+    if not sh or not sf:
+        return None
+    mid, lo, hi = fnd.ratio_interval(sh, sf)
+    d = fnd.direction(sh, sf)
+    label = cold_label(res)
+    text = (f"**Shuffled, both layouts, `num_workers={w}`** (the largest worker count measured), {label}: the shuffled "
+            f"shard ran at {num(_mean(sh), 'MB/s')} and the small files at {num(_mean(sf), 'MB/s')} (shard ÷ small "
+            f"files {times(mid)}, {fnd.span(lo, hi, '×')}). ")
+    text += fnd.choose(d, "The gap narrows but stays open.", "The gap reverses: the small files were faster.",
+                       "The two were level within the runs' spread.")
+    sh0 = _values(e, "steady_MBps", cache="cold", workers=ws[0], kind="shard")
+    sf0 = _values(e, "steady_MBps", cache="cold", workers=ws[0], kind="small_files")
+    if sh0 and sf0 and ws[0] != w:
+        text += f" With `num_workers={ws[0]}` the ratio was {times(_mean(sh0) / _mean(sf0))}."
+    return Finding("shuffled_gap_max_workers", text, mid, "×", interval=(lo, hi), values=dict(workers=w, direction=d))
+
+
+def _transfer_row(res, batch_size: int, payload: str = "bytes") -> pd.Series | None:
+    tr = res.tables.get("transfer")
+    if tr is None or tr.empty:
+        return None
+    tc = transfer_cost(tr)
+    tc = tc[tc["payload"] == payload]
+    if tc.empty:
+        return None
+    row = tc.iloc[(tc["batch_size"] - batch_size).abs().argsort().iloc[0]]
+    return row
+
+
+def _one_worker(res, e) -> Finding | None:
+    bs = int(res.parameters.get("batch_size", 64))
+    row = _transfer_row(res, bs)
+    if row is None:
+        return None
+    tc = transfer_cost(res.table("transfer"))
+    by = tc[tc["payload"] == "bytes"].sort_values("batch_size")
+    extra, lo, hi = row["extra_ms_per_batch"], row["extra_min"], row["extra_max"]
+    d = 1 if lo > 0 else -1 if hi < 0 else 0
+    text = (f"**One worker vs none** (warm, shard in order, batch {int(row['batch_size'])}): "
+            f"{num(row['w1_ms_per_batch'], 'ms')} per batch with one worker against {num(row['w0_ms_per_batch'], 'ms')} "
+            f"with none. ")
+    text += fnd.choose(d, f"Handing each batch from the worker to the main process added **{num(extra, 'ms')}** "
+                          f"({fnd.span(lo, hi, 'ms')} over {int(row['n'])} paired runs); the main process "
+                          f"spent {num(row['main_cpu_ms_per_batch_w1'], 'ms')} of CPU receiving each batch.",
+                       f"One worker saved {num(-extra, 'ms')} per batch ({fnd.span(-hi, -lo, 'ms')}): the "
+                       "hand-over cost less than the work it took off the main process.",
+                       f"The difference ({num(extra, 'ms')}, {fnd.span(lo, hi, 'ms')}) is within the runs' "
+                       "spread: one worker neither costs nor saves measurably.")
+    if len(by) >= 2 and d > 0:
+        a, b = by.iloc[0], by.iloc[-1]
+        amort = fnd.direction(a["extra_us_per_sample"], b["extra_us_per_sample"], tol=0.25)
+        text += (f" Per sample the extra fell from {num(a['extra_us_per_sample'], 'µs')} at batch "
+                 f"{int(a['batch_size'])} to {num(b['extra_us_per_sample'], 'µs')} at batch {int(b['batch_size'])}"
+                 if amort > 0 else
+                 f" Per sample the extra went from {num(a['extra_us_per_sample'], 'µs')} at batch {int(a['batch_size'])} "
+                 f"to {num(b['extra_us_per_sample'], 'µs')} at batch {int(b['batch_size'])}")
+        text += fnd.choose(amort, ": a cost paid per batch, which larger batches amortise.",
+                           ": larger batches cost more than in proportion to their size.",
+                           ": about the same, a cost paid per sample (and, samples being of one size, per byte), "
+                           "which larger batches do not amortise.")
+        fit = hand_over_fit(tc)
+        if fit is not None and len(by) >= 3:
+            text += (f" A straight line through the {len(by)} batch sizes splits it into about {num(fit[0], 'ms')} per "
+                     f"batch plus {num(fit[1], 'µs')} per sample")
+            fit_len = hand_over_fit(tc, "length")
+            text += (f"; with samples returned as their length (as the source's Datasets did), "
+                     f"{num(fit_len[0], 'ms')} per batch plus {num(fit_len[1], 'µs')} per sample."
+                     if fit_len is not None else ".")
+    if d > 0:
+        text += _payload_sentence(res, row)
+    return Finding("one_worker", text, extra, "ms", interval=(lo, hi), values=dict(direction=d))
+
+
+def _payload_sentence(res, row) -> str:
+    """Bytes vs lengths: whether the hand-over's extra time follows the bytes or the batch, and the
+    worker's CPU per batch against the main process doing the same reads alone."""
+    bs = int(row["batch_size"])
+    length = _transfer_row(res, bs, "length")
+    text = ""
+    wk, m0 = row.get("worker_cpu_ms_per_batch_w1"), row.get("main_cpu_ms_per_batch_w0")
+    if wk is not None and pd.notna(wk) and m0 is not None and pd.notna(m0):
+        text += (f" The worker spent {num(wk, 'ms')} of CPU per batch of {bs}, against {num(m0, 'ms')} for the main "
+                 "process doing the same reads alone")
+        if length is not None and pd.notna(length.get("worker_cpu_ms_per_batch_w1")):
+            text += (f" ({num(length['worker_cpu_ms_per_batch_w1'], 'ms')} against "
+                     f"{num(length['main_cpu_ms_per_batch_w0'], 'ms')} with lengths)")
+        text += (": the worker does more work per batch than the reads alone."
+                 if fnd.direction(wk, m0, tol=0.10) > 0 else
+                 ": the worker did no more work, so the extra time is spent waiting on the hand-over, not computing.")
+    if length is None or int(length["batch_size"]) != bs:
+        return text
+    # the two payloads' extra per batch, as ranges over the paired runs: overlapping ranges are level
+    d = fnd.direction([row["extra_min"], row["extra_max"]], [length["extra_min"], length["extra_max"]], tol=0.10)
+    text += (f" At batch {bs}, with lengths (no bytes to share), the hand-over added "
+             f"{num(length['extra_ms_per_batch'], 'ms')} per batch ({fnd.span(length['extra_min'], length['extra_max'], 'ms')}), "
+             f"against {num(row['extra_ms_per_batch'], 'ms')} with bytes: ")
+    text += fnd.choose(
+        d, "moving the bytes accounts for the difference, and the rest is paid per batch whatever it holds.",
+        "more than with bytes, so the cost does not come from the bytes.",
+        "about the same, so the cost is paid per batch whatever the batch holds, not for copying bytes into shared "
+        "memory.")
+    return text
+
+
+def _worker_rates(e: pd.DataFrame) -> pd.DataFrame:
+    """Mean batches/s and main-thread CPU per batch (ms) per (cache, workers, kind), workers only."""
+    w = e[e["workers"] > 0].assign(cpu_ms=lambda x: x["main_busy"] / x["batches_per_s"] * 1e3)
+    return w.groupby(["cache", "workers", "kind"], as_index=False).agg(
+        rate=("batches_per_s", "mean"), busy=("main_busy", "mean"), cpu_ms=("cpu_ms", "mean"))
+
+
+def _receive_rate(res) -> tuple[float, float] | None:
+    """(main-process CPU ms per received batch in the hand-over check, the batches/s that alone allows)."""
+    row = _transfer_row(res, int(res.parameters.get("batch_size", 64)))
+    if row is None or not row["main_cpu_ms_per_batch_w1"] or not row["main_cpu_ms_per_batch_w1"] > 0:
+        return None
+    return float(row["main_cpu_ms_per_batch_w1"]), 1e3 / float(row["main_cpu_ms_per_batch_w1"])
+
+
+def _ceiling_sentence(res, e) -> str:
+    """The hand-over check's receive cost as a rate, called a ceiling only when every rate measured
+    with workers lies below it."""
+    rr = _receive_rate(res)
+    if rr is None:
+        return ""
+    cost, rate = rr
+    text = (f" Receiving one batch from a worker cost the main process {num(cost, 'ms')} of CPU in the hand-over "
+            f"check (warm, one worker), which alone would allow about {num(rate)} batches/s")
+    wr = _worker_rates(e)
+    if wr.empty:
+        return text + "."
+    top = wr.loc[wr["rate"].idxmax()]
+    where = f"{LABELS[top['kind']].split(' (')[0]}, {cold_label(res) if top['cache'] == 'cold' else top['cache']}, " \
+            f"`num_workers={int(top['workers'])}`"
+    if top["rate"] < rate:
+        return text + (f": a ceiling, above every rate the sweep measured with workers (at most {num(top['rate'])} "
+                       f"batches/s, {where}).")
+    return text + (f". It is not a ceiling here: the sweep measured up to {num(top['rate'])} batches/s with workers "
+                   f"({where}), where the main thread used {num(top['cpu_ms'], 'ms')} of CPU per batch.")
+
+
+#: Rates within this (relative) of a layout's best rate with workers belong to its plateau.
+PLATEAU_TOL = 0.10
+
+
+def plateau_note(res) -> str:
+    """Where more workers stopped raising the rate (warm if measured, else cold), compared with the
+    rate the main process's cost of receiving a batch would allow; no claim of what sets the pace
+    beyond what the numbers show."""
+    e = _epochs(res)
+    wr = _worker_rates(e)
+    if wr.empty or wr["workers"].nunique() < 3:
+        return plateau_cause(res) if "handover_modes" in res.tables else ""
+    cache = "warm" if "warm" in set(wr["cache"]) else "cold"
+    part = wr[wr["cache"] == cache]
+    label = cold_label(res) if cache == "cold" else cache
+    plateau, rising = [], []
+    for k, g in part.groupby("kind", sort=False):
+        g = g.sort_values("workers")
+        best = g.loc[g["rate"].idxmax()]
+        if best["workers"] == g["workers"].max():
+            rising.append(LABELS[k])
+            continue
+        plateau.append(g[(g["workers"] >= best["workers"]) & (g["rate"] >= (1 - PLATEAU_TOL) * best["rate"])])
+    if not plateau:
+        return (f"{label.capitalize()}, the rate of every layout still rose up to the largest worker count measured: "
+                "no plateau to explain.")
+    p = pd.concat(plateau)
+    lo, hi = p["rate"].min(), p["rate"].max()
+    ws = sorted(set(p["workers"]))
+    text = (f"{label.capitalize()}, more workers stopped raising the rate: from `num_workers={ws[0]}` to "
+            f"`num_workers={ws[-1]}` the layouts ran at {fnd.span(lo, hi)} batches/s, with the main thread on a CPU "
+            f"{fnd.span(100 * p['busy'].min(), 100 * p['busy'].max(), '%')} of the time "
+            f"({fnd.span(p['cpu_ms'].min(), p['cpu_ms'].max(), 'ms')} of CPU per batch)")
+    if rising:
+        text += f" ({', '.join(rising)} still rose up to the largest count)"
+    text += ". "
+    rr = _receive_rate(res)
+    if rr is not None:
+        cost, rate = rr
+        text += (f"That plateau is {fnd.span(100 * lo / rate, 100 * hi / rate, '%')} of the {num(rate)} batches/s "
+                 f"that the hand-over check's {num(cost, 'ms')} of main-process CPU per received batch would allow")
+        if hi > (1 + PLATEAU_TOL) * rate:
+            text += ": above it, so the check's receive cost does not bound the sweep. "
+        elif lo >= (1 - PLATEAU_TOL) * rate:
+            text += f": within {pct(PLATEAU_TOL)} of it, so the plateau matches the main process's cost of receiving batches. "
+        else:
+            text += ": below it. "
+    if p["busy"].max() < MAIN_BOUND_SHARE:
+        text += ("The main thread was not on a CPU all the time, so its CPU time alone does not set the plateau, and "
+                 "more workers did not raise it either.")
+    elif p["busy"].min() >= MAIN_BOUND_SHARE:
+        text += (f"The main thread was on a CPU at least {pct(MAIN_BOUND_SHARE)} of the time throughout: receiving "
+                 "batches sets the pace there.")
+    return text + " " + plateau_cause(res, p, cache)
+
+
+def _worker_share(e: pd.DataFrame) -> pd.Series:
+    """Each worker's share of the epoch spent on a CPU (its CPU seconds after start-up ÷ workers × epoch)."""
+    return (e["workers_cpu_s"] - e["workers_startup_cpu_s"]) / (e["workers"] * e["seconds"])
+
+
+def plateau_cause(res, plateau: pd.DataFrame | None = None, cache: str = "warm") -> str:
+    """What sets the plateau, decided by the hand-over modes check: if asking the worker for each batch's
+    file descriptor sets it, the modes without one run faster; if all modes run level, the way a batch's
+    memory is shared does not matter and what remains is the per-batch path through the one queue."""
+    e = _epochs(res)
+    text = ""
+    if plateau is not None and not plateau.empty and "workers_cpu_s" in e:
+        rows = e[(e["cache"] == cache) & e["workers"].isin(set(plateau["workers"]))]
+        share = _worker_share(rows)
+        if not share.empty:
+            text += (f"Each worker was on a CPU {fnd.span(100 * share.min(), 100 * share.max(), '%')} of those epochs: "
+                     + ("the workers had time to spare, so their own work does not set the plateau either. "
+                        if share.max() < MAIN_BOUND_SHARE else "the workers were busy, so their work can set it. "))
+    if "handover_modes" not in res.tables or res.table("handover_modes").empty:
+        where = "is not in the reference run" if _is_reference(res) else "did not run (`handover_workers` is 0)"
+        return text + f"The check that decides it, the same epoch with three ways of handing a batch over, {where}."
+    hm = res.table("handover_modes")
+    w = int(hm["workers"].iloc[0])
+    runs = {m: hm[hm["mode"] == m]["batches_per_s"].dropna().tolist() for m in dict.fromkeys(hm["mode"])}
+    base = runs.get("file descriptor") or []
+    if not base:
+        return text + "The hand-over check has no run with PyTorch's default hand-over to compare against."
+    others = {m: v for m, v in runs.items() if m != "file descriptor" and v}
+    text += (f"Warm, shard in order, `num_workers={w}`: PyTorch's default hand-over (the batch in shared memory, its "
+             f"file descriptor fetched from the worker) ran at {num(_mean(base))} batches/s; "
+             + "; ".join(f"{m}: {num(_mean(v))} batches/s, {fnd.compare(v, base, tol=PLATEAU_TOL)} the default"
+                         for m, v in others.items()) + ". ")
+    faster = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) > 0]
+    slower = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) < 0]
+    if "file name" in faster:
+        return text + ("**The data support the file-descriptor explanation**: handing batches over without asking "
+                       "the worker for a descriptor (" + ", ".join(faster) + ") raised the rate, so that "
+                       "per-batch request sets the plateau.")
+    if faster:
+        return text + ("**The data support the shared-memory explanation**: only leaving shared memory out altogether "
+                       "(bytes through the pipe) raised the rate; naming the memory by a file instead of a descriptor "
+                       "did not, so setting up shared memory for every batch, not the request for its descriptor, "
+                       "sets the plateau.")
+    if slower and len(slower) == len(others):
+        return text + ("Both alternatives were slower, so the descriptor is not what limits the default; this "
+                       "run does not show what does.")
+    return text + ("**The way a batch's memory is shared does not set the plateau**: without a descriptor, or "
+                   "without shared memory at all, the rate stayed level. What remains is the per-batch path every "
+                   "mode shares: the worker pickles the batch into the one queue, the main thread wakes up, "
+                   "unpickles it and takes the batches in order.")
+
+
+def _main_bound(res, e) -> Finding | None:
+    w = max(e["workers"])
+    if w == 0:
+        return None
+    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
+    if part.empty:
+        part = e[e["workers"] == w]
+    cache = part["cache"].iloc[0]
+    busy = {k: _values(part, "main_busy", kind=k) for k in KINDS}
+    waiting = {k: _values(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
+    bps = {k: _values(part, "batches_per_s", kind=k) for k in KINDS}
+    busy = {k: v for k, v in busy.items() if v}
+    if not busy:
+        return None
+    # wanting the CPU = on it, or runnable and waiting for it (a machine with too few cores)
+    demand = {k: _mean(v) + (_mean(waiting[k]) if waiting.get(k) else 0.0) for k, v in busy.items()}
+    bound = [k for k in busy if demand[k] >= MAIN_BOUND_SHARE]
+    free = [k for k in busy if k not in bound]
+    label = cold_label(res) if cache == "cold" else cache
+
+    def part_text(k):
+        t = f"{LABELS[k]}: on a CPU {pct(_mean(busy[k]))}"
+        if waiting.get(k):
+            t += f", waiting for one {pct(_mean(waiting[k]))}"
+        return t + f" ({num(_mean(bps[k]))} batches/s)"
+
+    text = (f"**The main process at `num_workers={w}`** ({label}), share of the steady state its receiving thread "
+            "spent: " + "; ".join(part_text(k) for k in busy) + ". ")
+    if any(waiting.get(k) and _mean(waiting[k]) >= 0.1 for k in busy):
+        text += "Waiting for a CPU means this machine had fewer free cores than runnable processes. "
+    if not free:
+        text += (f"Wanting the CPU at least {pct(MAIN_BOUND_SHARE)} of the time for every layout, it is the "
+                 "bottleneck: it cannot take batches faster, however many workers prepare them, so each layout runs "
+                 "at the rate the main process receives batches")
+        sh = _values(part, "steady_MBps", kind="shard")
+        sf = _values(part, "steady_MBps", kind="small_files")
+        if sh and sf:
+            d = fnd.direction(sh, sf)
+            text += fnd.choose(d, f"; the shuffled shard still ran {fnd.compare(sh, sf)} the small files.",
+                               f"; the small files even ran {fnd.compare(sf, sh)} the shuffled shard.",
+                               ", which is why the shuffled shard and the small files converge.")
+        else:
+            text += "."
+    elif not bound:
+        text += (f"Wanting the CPU less than {pct(MAIN_BOUND_SHARE)} of the time for every layout, it had time to "
+                 "spare: its CPU time was not the limit.")
+    else:
+        text += (f"It is the bottleneck (wanting the CPU at least {pct(MAIN_BOUND_SHARE)} of the time) for "
+                 + ", ".join(LABELS[k] for k in bound) + "; for " + ", ".join(LABELS[k] for k in free)
+                 + " it had time to spare.")
+    text += _ceiling_sentence(res, e)
+    share = demand["shard"] if "shard" in demand else min(demand.values())
+    return Finding("main_process", text, 100 * share, "%", values=dict(bound=bound, workers=w))
+
+
+def _first_batch(res, e) -> Finding | None:
+    w = max(e["workers"])
+    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
+    if part.empty:
+        part = e[e["workers"] == w]
+    if part.empty:
+        return None
+    fb = part["first_batch_s"] * 1e3
+    share = part["first_batch_share"]
+    w0 = e[(e["workers"] == min(e["workers"])) & (e["cache"] == part["cache"].iloc[0])]["first_batch_s"] * 1e3
+    cache = part["cache"].iloc[0]
+    text = (f"**Time to the first batch** with `num_workers={w}` ({cold_label(res) if cache == 'cold' else cache}): "
+            f"**{num(fb.mean(), 'ms')}** ({fnd.span(fb.min(), fb.max(), 'ms')}), "
+            f"{pct(share.mean())} of the whole epoch on average (up to {pct(share.max())})")
+    if w != min(e["workers"]) and len(w0):
+        text += f", against {num(w0.mean(), 'ms')} with `num_workers={min(e['workers'])}`"
+    text += ". The steady-state figures above leave it out; whole-epoch figures include it."
+    return Finding("first_batch", text, fb.mean(), "ms", interval=(fb.min(), fb.max()), values=dict(cache=cache))
+
+
+def _cold_vs_warm_finding(res, e) -> Finding:
+    text = cold_vs_warm_note(res)
+    return Finding("cold_vs_warm", text or "Only one cache state was measured.")
+
+
+# --------------------------------------------------------------------------- computed notes
+def _text(f: Finding | None, default: str = "") -> str:
+    return f.text if f is not None else default
+
+
+def hand_over_note(res) -> str:
+    """The hand-over check's result (one worker vs none, warm), or why it is missing."""
+    return _text(_one_worker(res, _epochs(res)), "The hand-over check was switched off (`transfer_batch_sizes = []`).")
+
+
+def main_process_table(res) -> pd.DataFrame:
+    """Per (cache, workers, kind): the main thread's share of the steady state on a CPU, waiting for
+    one, and both together (wanting the CPU), with batches per second; means over the epochs."""
+    e = _epochs(res).copy()
+    if "main_waiting_for_cpu" not in e:
+        e["main_waiting_for_cpu"] = float("nan")
+    e["wanting"] = e["main_busy"] + e["main_waiting_for_cpu"].fillna(0.0)
+    g = e.groupby(["cache", "workers", "kind"], sort=False)
+    out = g.agg(on_cpu=("main_busy", "mean"), waiting_for_cpu=("main_waiting_for_cpu", "mean"),
+                wanting=("wanting", "mean"), wanting_min=("wanting", "min"), wanting_max=("wanting", "max"),
+                batches_per_s=("batches_per_s", "mean"), n=("run", "size")).reset_index()
+    return out
+
+
+def main_process_note(res) -> str:
+    """How busy the main process was at the most workers, and whether that makes it the bottleneck."""
+    return _text(_main_bound(res, _epochs(res)), "The sweep had no run with workers.")
+
+
+def first_batch_note(res) -> str:
+    """Time to the first batch at the most workers, and its share of an epoch."""
+    f = _first_batch(res, _epochs(res))
+    skip = f.values.get("cache") if f is not None else None
+    return " ".join(t for t in (_text(f), startup_note(res, skip)) if t)
+
+
+def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
+    """What chapter 2 measured: this run's result when the run holds one, else the reference run's."""
+    from datajourney.chapters import common as storage  # chapter 2's findings, computed from its result file
+    from datajourney.core import results
+
+    path = Path(results.resolve_run_dir(run_dir)) / f"{STORAGE_CHAPTER}.json"
+    r, whose = None, ""
+    if path.exists():
+        r, whose = results.Result.load(path), "on this machine, in this run"
+    else:
+        r = results.load_reference(STORAGE_CHAPTER, reference_host)
+        whose = f"on the reference host ({r.run_id})" if r is not None else ""
+    if r is None:
+        return "Chapter 2 has not been run here, and no reference result of it is committed."
+    try:
+        f = storage._cold_gap(r)
+    except (KeyError, ValueError, IndexError):
+        return ""
+    if f.value is None:
+        return ""
+    return (f"Chapter 2 measured, {whose}: shuffled small files vs one shard read sequentially, "
+            f"{storage.cold_label(r)}, plain Python: sequential ÷ random = **{f.headline}**.")
+
+
+def one_worker_note(res) -> str:
+    """Where one worker was slower than none in the sweep, per kind and cache state."""
+    e = _epochs(res)
+    if not {0, 1} <= set(e["workers"]):
+        return "The sweep did not include both `num_workers=0` and `num_workers=1`."
+    lines = []
+    for cache in dict.fromkeys(e["cache"]):
+        for k in KINDS:
+            a, b = _values(e, "steady_MBps", cache=cache, workers=1, kind=k), _values(e, "steady_MBps", cache=cache,
+                                                                                  workers=0, kind=k)
+            if a and b:
+                lines.append(f"{LABELS[k]}, {cache}: one worker {fnd.compare(a, b)} none "
+                             f"({num(_mean(a), 'MB/s')} vs {num(_mean(b), 'MB/s')})")
+    return ("In the sweep (steady state): " + "; ".join(lines) + ".") if lines else ""
+
+
+def cold_vs_warm_note(res) -> str:
+    """How much faster warm epochs ran than cold ones, per kind, at the fewest and the most workers."""
+    e = _epochs(res)
+    if set(e["cache"]) != {"cold", "warm"}:
+        return ""
+    parts, ratios = [], []
+    for w in sorted({min(e["workers"]), max(e["workers"])}):
+        for k in KINDS:
+            c, h = _values(e, "steady_MBps", cache="cold", workers=w, kind=k), _values(e, "steady_MBps", cache="warm",
+                                                                                   workers=w, kind=k)
+            if c and h:
+                r = _mean(h) / _mean(c)
+                ratios.append(r)
+                parts.append(f"{LABELS[k]}, `num_workers={w}`: {times(r)}")
+    if not ratios:
+        return ""
+    label = cold_label(res)
+    text = f"Warm ÷ {label} steady-state throughput: " + "; ".join(parts) + ". "
+    w0 = min(e["workers"])
+    sh = _values(e, "steady_MBps", cache="warm", workers=w0, kind="shard_in_order")
+    sf = _values(e, "steady_MBps", cache="warm", workers=w0, kind="small_files")
+    if sh and sf:
+        from datajourney.chapters.common import NEAR_ONE
+
+        mid, lo, hi = fnd.ratio_interval(sh, sf)
+        near = fnd.direction(sh, sf) == 0 or 1 / NEAR_ONE <= mid <= NEAR_ONE
+        text += (f"Warm, with `num_workers={w0}`, the in-order shard ran at {times(mid)} ({fnd.span(lo, hi, '×')}) the "
+                 "small files' throughput; the source reports that warm the difference \u201ccollapses to near 1x\u201d: "
+                 + ("here it does. " if near else "here it does not. "))
+    hi, lo = max(ratios), min(ratios)
+    text += (f"The cache state changes throughput by between {times(lo)} and {times(hi)} here"
+             + (", an order of magnitude or more in the largest case." if hi >= 10 else
+                ", less than an order of magnitude." if hi >= 2 else ": little, in every configuration."))
+    return text
+
+
+def workers_gain_note(res) -> str:
+    """How much each layout gained from workers: steady MB/s at 4 workers (or the most) over none, cold."""
+    e = _epochs(res)
+    ws = sorted(set(e["workers"]))
+    if 0 not in ws or len(ws) < 2:
+        return ""
+    w = 4 if 4 in ws else ws[-1]
+    cache = "cold" if "cold" in set(e["cache"]) else e["cache"].iloc[0]
+    parts = []
+    for k in KINDS:
+        a, b = _values(e, "steady_MBps", cache=cache, workers=w, kind=k), _values(e, "steady_MBps", cache=cache, workers=0,
+                                                                              kind=k)
+        if a and b:
+            mid, lo, hi = fnd.ratio_interval(a, b)
+            parts.append(f"{LABELS[k]} {times(mid)} ({fnd.span(lo, hi, '×')})")
+    if not parts:
+        return ""
+    label = cold_label(res) if cache == "cold" else cache
+    return (f"What {w} workers bought over none ({label}, steady state, MB/s with {w} ÷ MB/s with none): "
+            + "; ".join(parts) + ".")
+
+
+def published_note(res) -> str:
+    """This run's like-for-like ratios against the published ones, and what still differs."""
+    from datajourney.chapters import common as storage  # chapter 2's findings, computed from its result file
+    from datajourney.chapters import published
+
+    out = []
+    for w in PUBLISHED_WORKERS:
+        fig = published.figure(CHAPTER, f"shard ÷ small files, workers={w}")
+        try:
+            f = _published_finding(res, _epochs(res), w)
+        except KeyError:
+            f = None
+        if fig is None or f is None:
+            continue
+        lo, hi = f.interval
+        inside = lo <= fig.mean <= hi
+        out.append(f"`num_workers={w}`: published {fig.text}, this run {f.headline}"
+                   + (" (the published figure lies within this run's range)" if inside else
+                      f" ({times(f.value / fig.mean)} the published figure)"))
+    if not out:
+        return ""
+    text = "Shard ÷ small files, like for like: " + "; ".join(out) + "."
+    if storage.guest_cold(res):
+        text += (" This run's cold reads were **guest-cold** (latency check below), the published ones came from a "
+                 "physical drive.")
+    return text
+
+
+def startup_note(res, skip: str | None = None) -> str:
+    """Start-up and the first batch as a share of an epoch at the most workers, per cache state
+    (leaving out ``skip``, the state the first-batch finding already states)."""
+    e = _epochs(res)
+    w = max(e["workers"])
+    parts = []
+    for cache in dict.fromkeys(e["cache"]):
+        part = e[(e["workers"] == w) & (e["cache"] == cache)]
+        if part.empty or cache == skip:
+            continue
+        label = cold_label(res) if cache == "cold" else cache
+        parts.append(f"{label}, {pct(part['first_batch_share'].mean())} of an epoch on average (up to "
+                     f"{pct(part['first_batch_share'].max())})")
+    if not parts:
+        return ""
+    return (f"With `num_workers={w}`, start-up and the first batch took: " + "; ".join(parts)
+            + ". This is why the steady state is reported apart from it.")
+
+
+def spread_notes(res) -> str:
+    """One sentence naming every configuration whose steady-state MB/s spread by more than
+    :data:`findings.HIGH_SPREAD` (coefficient of variation)."""
+    from datajourney.chapters.common import spread_summary
+
+    return spread_summary(_epochs(res), ["cache", "workers", "kind"],
+                          lambda c, w, k: f"{LABELS[k]}, {cold_label(res) if c == 'cold' else c}, `num_workers={w}`",
+                          col="steady_MBps")
+
+
+def residency(res) -> str:
+    """Whether cold epochs started cold and warm ones warm (the cold state named as the latency check says)."""
+    return residency_note(res.table("epochs"), "epochs", cold=cold_label(res))
+
+
+def in_order_note(res) -> str:
+    """Where the in-order shard read slower with workers than without (cold): the measured numbers,
+    stated with the explanation the data support (:func:`in_order_cause`)."""
+    e = _epochs(res)
+    cache = "cold" if "cold" in set(e["cache"]) else None
+    ws = sorted(set(e["workers"]))
+    if cache is None or 0 not in ws or len(ws) < 2:
+        return ""
+    none = _values(e, "steady_MBps", cache=cache, workers=0, kind="shard_in_order")
+    if not none:
+        return ""
+    per = {w: _values(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order") for w in ws if w}
+    per = {w: v for w, v in per.items() if v}
+    slower = [w for w, v in per.items() if fnd.direction(v, none) < 0]
+    if not slower:
+        return ""
+    label = cold_label(res)
+    every = len(slower) == len(per)
+    text = (f"Read {label}, the in-order shard ran at **{num(_mean(none), 'MB/s')}** with no workers and at "
+            + ", ".join(f"{num(_mean(v), 'MB/s', with_unit=False)} (`num_workers={w}`)" for w, v in per.items())
+            + " MB/s with workers: "
+            + ("slower with every worker count measured" if every else
+               "slower with `num_workers=" + "`, `".join(str(w) for w in slower) + "`")
+            + ", although workers read several batches at once. " + in_order_cause(res))
+    return text
+
+
+#: An average request this much smaller (relative) than with no workers counts as "smaller".
+REQUEST_SHRINK = 0.25
+#: Cold within this (relative) of warm at the same worker count counts as "as fast as warm".
+COLD_WARM_TOL = 0.10
+
+
+def _is_reference(res) -> bool:
+    return bool(res.parameters.get("is_reference_run")) or str(res.run_id).startswith("reference")
+
+
+def _request_kib(e: pd.DataFrame, w: int) -> tuple[float, float] | None:
+    """(mean KiB per request the device completed, merges per request) for the cold in-order epochs at ``w``."""
+    if "dev_request_bytes" not in e:
+        return None
+    part = e[(e["cache"] == "cold") & (e["kind"] == "shard_in_order") & (e["workers"] == w)]
+    rq = part["dev_request_bytes"].dropna() if not part.empty else pd.Series(dtype=float)
+    if rq.empty:
+        return None
+    mr = part["dev_merge_ratio"].dropna() if "dev_merge_ratio" in part else pd.Series(dtype=float)
+    return float(rq.mean()) / 1024, (float(mr.mean()) if not mr.empty else float("nan"))
+
+
+def in_order_cause(res) -> str:
+    """Which explanation of the in-order shard's cold slowdown with workers the data support.
+
+    Two readings: (a) the device: each worker opens the shard and reads every W-th batch, so the
+    kernel's readahead serves W interleaved streams and the device gets smaller requests; then the
+    device's average request shrinks with workers and cold runs slower than warm at the same count.
+    (b) the hand-over: the rate with workers is set by moving batches to the main process, cold or
+    warm alike; then cold runs as fast as warm at the same worker count, whatever the requests."""
+    e = _epochs(res)
+    ws = sorted(w for w in set(e["workers"]) if w)
+    if not ws or "warm" not in set(e["cache"]):
+        warm_text, warm_level = "", None
+    else:
+        w = ws[-1]
+        c = _values(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
+        h = _values(e, "steady_MBps", cache="warm", workers=w, kind="shard_in_order")
+        if c and h:
+            d = fnd.direction(c, h, tol=COLD_WARM_TOL)
+            warm_level = d >= 0
+            warm_text = (f"With `num_workers={w}` the {cold_label(res)} read ran {fnd.compare(c, h)} the warm one "
+                         f"({num(_mean(c), 'MB/s')} vs {num(_mean(h), 'MB/s')}, warm: no device at all)")
+        else:
+            warm_text, warm_level = "", None
+    dev0, devw = _request_kib(e, 0), (_request_kib(e, ws[-1]) if ws else None)
+    if dev0 is None or devw is None:
+        where = ("not in the reference run" if _is_reference(res) else
+                 "not recorded in this run (the data directory is not on a block device)")
+        text = f"The device's own counters (`/proc/diskstats`) for these epochs are {where}. "
+        if warm_level is None:
+            return text + "This run cannot say which explanation holds."
+        return text + warm_text + (": the device is not what slows it down; the hand-over of batches to the main "
+                                   "process (below) sets the rate with workers." if warm_level else
+                                   ": reading from the device cost throughput here, but without the device's "
+                                   "counters this run cannot say whether interleaved readahead is why.")
+    (k0, m0), (kw, mw) = dev0, devw
+    shrank = kw < (1 - REQUEST_SHRINK) * k0
+    text = (f"The device saw requests of {num(k0, 'KiB')} on average with no workers and {num(kw, 'KiB')} with "
+            f"`num_workers={ws[-1]}`" + (f" ({num(m0)} and {num(mw)} merges per request)" if m0 == m0 and mw == mw
+                                          else "") + ": " + ("smaller with workers. " if shrank else
+                                                            "not smaller with workers. "))
+    if warm_level is None:
+        return text + ("Interleaved readahead streams break the reads into smaller requests, but this run has no "
+                       "warm epochs to tell whether that costs throughput." if shrank else
+                       "The reads reached the device as before, so interleaved readahead is not the cause; "
+                       "this run has no warm epochs to test the hand-over.")
+    text += warm_text + ". "
+    if shrank and not warm_level:
+        return text + ("**The data support the device explanation**: with workers each reading every n-th batch, "
+                       "readahead serves interleaved streams, the requests shrink and the cold read falls behind "
+                       "the warm one.")
+    if warm_level:
+        return text + ("**The data support the hand-over explanation**: the cold read kept up with the warm one, "
+                       "so the device did not set the rate" + (" even though its requests shrank" if shrank else "")
+                       + "; moving batches to the main process did (see the plateau below).")
+    return text + ("Neither explanation fits: the requests kept their size, yet the cold read fell behind the warm "
+                   "one; this run does not show why.")
+
+
+def device_table(res) -> pd.DataFrame:
+    """What the device saw during the cold epochs, per layout and worker count: requests, KiB per
+    request and merges per request (means over epochs); empty when the result has no counters."""
+    e = _epochs(res)
+    if "dev_request_bytes" not in e:
+        return pd.DataFrame()
+    c = e[(e["cache"] == "cold") & e["dev_request_bytes"].notna()]
+    if c.empty:
+        return pd.DataFrame()
+    c = c.assign(kib=c["dev_request_bytes"] / 1024)
+    for col in ("dev_reads", "dev_merge_ratio"):
+        if col not in c:
+            c[col] = float("nan")
+    g = c.groupby(["kind", "workers"], sort=False)
+    out = g.agg(requests=("dev_reads", "mean"), kib=("kib", "mean"), merges=("dev_merge_ratio", "mean")).reset_index()
+    out["kind"] = out["kind"].map(LABELS)
+    return out.rename(columns={"kind": "layout", "workers": "num_workers", "requests": "requests per epoch",
+                               "kib": "KiB per request", "merges": "merges per request"})
+
+
+def throughput_table(res) -> pd.DataFrame:
+    """Mean steady-state MB/s of each layout per (cache, workers), and each shard's ratio to the
+    small files; readable headers and the cold label."""
+    sp = speedups(_epochs(res))
+    sp["cache"] = sp["cache"].map(lambda c: cold_label(res) if c == "cold" else c)
+    names = {k: f"{v} (MB/s)" for k, v in LABELS.items()}
+    names.update({"shard ÷ small files": "shard, shuffled ÷ small files (×)",
+                  "shard_in_order ÷ small files": "shard, in order ÷ small files (×)",
+                  "workers": "num_workers"})
+    cols = ["cache", "workers", *[k for k in KINDS if k in sp], *[c for c in sp.columns if "÷" in c]]
+    return sp[cols].rename(columns=names)
+
+
+def hand_over_table(res) -> pd.DataFrame:
+    """The hand-over check as the prose reads it: ms per batch with no worker and with one, the
+    extra (mean and min–max over paired runs), and CPU per batch of the main process alone, the
+    worker, and the main process receiving."""
+    tc = transfer_cost(res.table("transfer"))
+    return pd.DataFrame({
+        "payload": tc["payload"].map({"bytes": "bytes", "length": "length only"}),
+        "batch": tc["batch_size"],
+        "no worker (ms)": tc["w0_ms_per_batch"],
+        "one worker (ms)": tc["w1_ms_per_batch"],
+        "extra (ms)": tc["extra_ms_per_batch"],
+        "extra, min–max (ms)": [fnd.span(a, b) for a, b in zip(tc["extra_min"], tc["extra_max"])],
+        "CPU, main alone (ms)": tc["main_cpu_ms_per_batch_w0"],
+        "CPU, worker (ms)": tc["worker_cpu_ms_per_batch_w1"],
+        "CPU, main receiving (ms)": tc["main_cpu_ms_per_batch_w1"],
+    })
+
+
+def main_process_display(res) -> pd.DataFrame:
+    """:func:`main_process_table` as the chapter shows it: percent, readable names, no empty columns."""
+    mp = main_process_table(res)
+    out = pd.DataFrame({
+        "cache": mp["cache"].map(lambda c: cold_label(res) if c == "cold" else c),
+        "num_workers": mp["workers"],
+        "layout": mp["kind"].map(LABELS),
+        "on a CPU (%)": 100 * mp["on_cpu"],
+        "waiting for one (%)": 100 * mp["waiting_for_cpu"],
+        "batches/s": mp["batches_per_s"],
+    })
+    return out.dropna(axis=1, how="all")

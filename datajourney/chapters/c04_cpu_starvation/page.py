@@ -1,0 +1,910 @@
+"""Chapter 4's page: what the book says about a CPU-starvation result (findings, computed notes,
+display tables) and the what-if chart of the model, with its sliders' JavaScript. The measuring
+code and the model itself (:func:`~datajourney.starvation.predicted_wait_ms`,
+:func:`~datajourney.starvation.predicted_au`) live in :mod:`datajourney.starvation`."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from datajourney.chapters.c04_cpu_starvation.experiment import (
+    AU_THRESHOLD,
+    CHAPTER,  # noqa: F401  (re-exported: the page names its chapter)
+    COST_PROFILES,
+    DEFAULT_PREFETCH,
+    predicted_au,
+    predicted_wait_ms,
+    workers_needed,
+)
+from datajourney.core import findings as fx
+from datajourney.core.findings import Finding
+
+
+# --------------------------------------------------------------------------- published figures
+def key_metrics(res) -> dict:
+    """The published case as metric -> (mean, std)."""
+    s = res.table("summary")
+    s = s[s["experiment"] == "published case"].set_index("workers")
+    out = {}
+    for w in (0, 4):
+        if w in s.index:
+            out[f"data wait per step, W={w}"] = (s.loc[w, "wait_ms"], s.loc[w, "wait_std_ms"])
+            out[f"compute per step, W={w}"] = (s.loc[w, "compute_ms"], s.loc[w].get("compute_std_ms"))
+            out[f"GPU idle share, W={w}"] = (100 * s.loc[w, "idle_share"], None)
+    return out
+
+
+# --------------------------------------------------------------------------- computed findings
+def _g(res) -> float:
+    """The calibrated steady-state step of a result (older results: the burst calibration)."""
+    m = res.metadata
+    return float(m.get("step_steady_ms") or m.get("step_calibrated_ms") or res.parameters["g_ms"])
+
+
+def _published(res) -> pd.DataFrame:
+    s = res.table("summary")
+    return s[s["experiment"] == "published case"].set_index("workers")
+
+
+def _sweep(res) -> pd.DataFrame:
+    s = res.table("summary")
+    return s[s["experiment"] == "worker sweep"]
+
+
+def _au(row, g: float) -> float:
+    """AU of a summary row against the calibrated step (older results: steps × G / wall from the means)."""
+    if "g_cal_ms" in row and pd.notna(row.get("g_cal_ms")):
+        return float(row["au"])
+    return g / float(row["step_ms"])
+
+
+def _keeps(au: float) -> str:
+    return fx.choose(1 if au >= AU_THRESHOLD else -1, "keeps up", "falls short", "")
+
+
+def finding_w0(res) -> Finding:
+    p, g = _published(res), _g(res)
+    r = p.loc[0]
+    d, b = float(r["d_ms"]), int(r["batch_size"])
+    model = d * b
+    dev = fx.direction(float(r["wait_ms"]), model, tol=0.05)
+    return Finding(
+        "published_w0",
+        f"**Without workers** (`W = 0`) the training process prepares every batch itself: each step waited "
+        f"**{fx.num(r['wait_ms'], 'ms')}** for data, "
+        + fx.choose(dev, f"{fx.pct(r['wait_ms'] / model - 1)} more than",
+                    f"{fx.pct(1 - r['wait_ms'] / model)} less than",
+                    "close to")
+        + f" the model's `D·B` = {fx.num(model, 'ms')}, and the accelerator sat idle for "
+        f"**{fx.pct(r['idle_share'])}** of the step (compute {fx.num(r['compute_ms'], 'ms')} per step).",
+        value=float(r["wait_ms"]), unit="ms", published="data wait per step, W=0",
+        values=dict(model_ms=model, idle_share=float(r["idle_share"]), g_ms=g))
+
+
+def finding_w4(res) -> Finding:
+    p, g = _published(res), _g(res)
+    w = 4 if 4 in p.index else max(p.index)
+    r = p.loc[w]
+    d, b = float(r["d_ms"]), int(r["batch_size"])
+    per = d * b / w
+    au = _au(r, g)
+    return Finding(
+        f"published_w{w}",
+        f"**With {w} workers** a batch arrives every `D·B/W` = {fx.num(per, 'ms')} in the model, "
+        + fx.choose(1 if per <= g else -1, "within", "longer than", "")
+        + f" the calibrated step `G` = {fx.num(g, 'ms')}; the measured wait was **{fx.num(r['wait_ms'], 'ms')}** "
+        f"per step and AU against `G` **{fx.pct(au)}**: the loader **{_keeps(au)}** "
+        f"(threshold {fx.pct(AU_THRESHOLD)}).",
+        value=float(r["wait_ms"]), unit="ms", published=f"data wait per step, W={w}",
+        values=dict(au=au, per_batch_ms=per))
+
+
+def step_drift(res) -> dict | None:
+    """The numbers behind the step-drift finding: calibration trace, idle gaps, clocks."""
+    if "calibration" not in res.tables or "idle_gaps" not in res.tables:
+        return None
+    cal = res.table("calibration")
+    drift = cal[cal["phase"] == "drift"]
+    idle = res.table("idle_gaps")
+    g = _g(res)
+    gaps = sorted(idle["gap_ms"].unique())
+    base = idle[idle["gap_ms"] == gaps[0]]
+    top = idle[idle["gap_ms"] == gaps[-1]]
+    out = dict(g=g, first=float(drift["step_ms"].iloc[0]), gap0=gaps[0], gap1=gaps[-1],
+               base_ms=base["step_ms"].tolist(), top_ms=top["step_ms"].tolist(),
+               by_gap=idle.groupby("gap_ms")["step_ms"].mean().to_dict(),
+               settled=res.metadata.get("step_settled"), nvml=bool(res.metadata.get("nvml", {}).get("available")),
+               why=res.metadata.get("nvml", {}).get("why"), cuda=bool(res.metadata.get("cuda")))
+    if "sm_clock_mhz" in idle and idle["sm_clock_mhz"].notna().any():
+        cap = "power_capped_share" if "power_capped_share" in idle else "power_capped"
+        out.update(base_clock=float(base["sm_clock_mhz"].mean()), top_clock=float(top["sm_clock_mhz"].mean()),
+                   base_power=float(base["power_w"].mean()), top_power=float(top["power_w"].mean()),
+                   base_capped=float(base[cap].astype(float).mean()),
+                   top_capped=float(top[cap].astype(float).mean()), capped_by="samples" if cap.endswith("share")
+                   else "steps", power_limit=res.metadata.get("nvml", {}).get("power_limit_w"))
+        tail = drift.iloc[len(drift) // 2:]
+        if "sm_clock_mhz" in tail and tail["sm_clock_mhz"].notna().any():
+            out.update(steady_clock=float(tail["sm_clock_mhz"].mean()),
+                       steady_capped=float(tail["power_capped"].astype(float).mean()),
+                       reasons=int(np.bitwise_or.reduce(tail["clock_reasons"].fillna(0).astype(int).to_numpy())))
+    return out
+
+
+def finding_drift(res) -> Finding | None:
+    x = step_drift(res)
+    if x is None:
+        return None
+    g, gap1 = x["g"], x["gap1"]
+    top, base = float(np.mean(x["top_ms"])), float(np.mean(x["base_ms"]))
+    d = fx.direction(x["top_ms"], x["base_ms"], tol=0.02)
+    if not x["cuda"]:
+        return Finding("step_drift",
+                       f"**The step's own time.** The step is a simulated sleep on this machine (no GPU): calibrated "
+                       f"back-to-back it took `G` = **{fx.num(g, 'ms')}**, and the idle-gap experiment measures only "
+                       f"the sleep's jitter ({fx.num(top, 'ms')} after a {gap1:g} ms gap, {fx.num(base, 'ms')} "
+                       "back-to-back). The reference run shows a real GPU.",
+                       value=g, unit="ms", values=dict(after_gap_ms=top, back_to_back_ms=base, direction=0))
+    text = (f"**The step's own time.** Calibrated back-to-back, the step settled at `G` = **{fx.num(g, 'ms')}**"
+            + ("" if x["settled"] is not False else " (the calibration trace had not settled: its last quarter still "
+               "moved)")
+            + f"; the first step after a rest took {fx.num(x['first'], 'ms')}. ")
+    if d < 0:
+        text += (f"A step that followed an idle gap of {gap1:g} ms took {fx.num(top, 'ms')}, "
+                 f"{fx.pct(1 - top / base)} less than one run back-to-back ({fx.num(base, 'ms')}).")
+    elif d > 0:
+        text += (f"A step that followed an idle gap of {gap1:g} ms took {fx.num(top, 'ms')}, "
+                 f"{fx.pct(top / base - 1)} more than one run back-to-back ({fx.num(base, 'ms')}).")
+    else:
+        text += (f"A step took the same time after an idle gap of {gap1:g} ms as back-to-back "
+                 f"({fx.num(top, 'ms')} vs {fx.num(base, 'ms')}): idle gaps do not change it here.")
+    if "base_clock" in x:
+        dc = fx.direction(x["top_clock"], x["base_clock"], tol=0.01)
+        text += (f" NVML's SM clock averaged {x['top_clock']:,.0f} MHz in the steps after the gap and "
+                 f"{x['base_clock']:,.0f} MHz back-to-back")
+        if d < 0 and dc > 0:
+            text += ", so the steps after an idle gap ran at higher clocks"
+            limit = x.get("power_limit")
+            at_limit = bool(limit) and x["base_power"] >= 0.95 * limit
+            # NVML's power-cap flag is evidence only where it tells the two states apart (on some boards it is
+            # set in every sample, idle or not)
+            flag_tells = x["base_capped"] > 0.5 and x["base_capped"] - x["top_capped"] > 0.25
+            drop = 1 - x["base_clock"] / x["top_clock"]
+            if at_limit or flag_tells:
+                text += (f". Back-to-back the board drew {x['base_power']:,.0f} W"
+                         + (f" against its {limit:,.0f} W limit" if limit else "")
+                         + f" with the SM clock {fx.pct(drop)} below its after-gap value; after the gap it drew {x['top_power']:,.0f} W")
+                if flag_tells:
+                    unit = "samples" if x["capped_by"] == "samples" else "steps"
+                    text += (f", and NVML reported the software power cap in {fx.pct(x['base_capped'])} of the "
+                             f"back-to-back {unit} against {fx.pct(x['top_capped'])} after the gap")
+                text += (": under sustained load the GPU runs at its power limit, its clock comes down to fit, and "
+                         "`G` is calibrated there." if at_limit else
+                         ": under sustained load the GPU runs power-capped, and `G` is calibrated there.")
+            else:
+                text += (f" (power {x['base_power']:,.0f} W back-to-back, {x['top_power']:,.0f} W after the gap"
+                         + (f", below the board's {limit:,.0f} W limit" if limit else "")
+                         + ("; NVML did not report a power cap in most back-to-back steps)." if x["base_capped"] <= 0.5
+                            else "; NVML's power-cap flag was set after the gap as often as back-to-back, so it "
+                                 "does not tell the two apart)."))
+        elif d == 0 and dc == 0:
+            text += ": level as well."
+        else:
+            text += (" (" + fx.choose(dc, "higher", "lower", "level") + " after the gap): the clocks do not "
+                     "line up with the step times, so they are not the explanation here.")
+    elif x["cuda"]:
+        text += f" GPU clocks were not logged ({x['why'] or 'NVML not available'})."
+    return Finding("step_drift", text, value=g, unit="ms",
+                   values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d))
+
+
+
+def drift_details(res, *, near: float = 0.03) -> str | None:
+    """The step's own time in detail (the key result states the conclusion): how fast the drift trace
+    reached `G`, the step and the clock after every idle gap, and whether NVML's power-cap flag tells
+    the states apart on this board."""
+    x = step_drift(res)
+    if x is None or not x["cuda"]:
+        return None
+    g = x["g"]
+    cal = res.table("calibration")
+    drift = cal[cal["phase"] == "drift"].reset_index(drop=True)
+    clocks = "sm_clock_mhz" in drift and drift["sm_clock_mhz"].notna().any()
+    first = drift.iloc[0]
+    text = f"**In detail.** In the drift trace the first step after the rest took {fx.num(first['step_ms'], 'ms')}"
+    if clocks:
+        text += f" at {first['sm_clock_mhz']:,.0f} MHz, drawing {first['power_w']:,.0f} W"
+    reached = drift.index[(drift["step_ms"] - g).abs() <= near * g]
+    if len(reached):
+        k = int(reached[0])
+        text += (f"; step {k + 1} of the trace was within {fx.pct(near)} of `G` "
+                 f"({fx.num(drift['step_ms'].iloc[k], 'ms')}, "
+                 f"{fx.num(1e3 * (drift['t_start_s'].iloc[k] - first['t_start_s']), 'ms')} into the trace)")
+    else:
+        text += f"; no step of the trace came within {fx.pct(near)} of `G`"
+    if clocks:
+        tail = drift.iloc[len(drift) // 2:]
+        text += f", and its second half ran at {tail['sm_clock_mhz'].mean():,.0f} MHz on average"
+    idle = res.table("idle_gaps")
+    agg = dict(mean=("step_ms", "mean"), lo=("step_ms", "min"), hi=("step_ms", "max"), n=("step_ms", "count"))
+    if clocks and "sm_clock_mhz" in idle:
+        agg.update(clock=("sm_clock_mhz", "mean"), power=("power_w", "mean"))
+    by = idle.groupby("gap_ms").agg(**agg)
+    items = []
+    for gap, r in by.iterrows():
+        item = f"{gap:g} ms gap: {fx.num(r['mean'], 'ms')} ({fx.span(r['lo'], r['hi'], 'ms')})"
+        if "clock" in by and pd.notna(r["clock"]):
+            item += f" at {r['clock']:,.0f} MHz, {r['power']:,.0f} W"
+        items.append(item)
+    text += (f". The step after each idle gap (mean of {int(by['n'].min())}" + ("" if by["n"].nunique() == 1 else "+")
+             + " repeats, min–max): " + "; ".join(items) + ".")
+    means = by["mean"].tolist()
+    if len(means) > 2:
+        steps = [fx.direction(b, a, tol=0.01) for a, b in zip(means, means[1:])]
+        if all(s <= 0 for s in steps) and any(s < 0 for s in steps):
+            text += " The mean step shortened, or held within 1%, with every longer gap."
+        elif all(s >= 0 for s in steps) and any(s > 0 for s in steps):
+            text += " The mean step lengthened, or held within 1%, with every longer gap."
+        else:
+            text += " The step did not change steadily with the gap."
+    cap = "power_capped_share" if "power_capped_share" in idle else ("power_capped" if "power_capped" in idle else None)
+    if cap and idle[cap].notna().any():
+        shares = idle.groupby("gap_ms")[cap].apply(lambda v: float(v.astype(float).mean()))
+        lo, hi = float(shares.min()), float(shares.max())
+        if hi - lo <= 0.25 and lo > 0.5:
+            share = fx.pct(lo) if fx.pct(lo) == fx.pct(hi) else f"{fx.pct(lo)} to {fx.pct(hi)}"
+            text += (f" NVML's software power-cap flag was set in {share} of the samples after every gap, at low "
+                     "power as at the limit: on this board it does not tell a capped step from one with headroom, "
+                     "so the evidence is the power draw against the board's limit and the clock.")
+    return text
+
+def finding_sweep(res) -> Finding:
+    sw, g = _sweep(res), _g(res)
+    parts, firsts = [], {}
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[sw["work"] == k].sort_values("workers")
+        d = float(part["d_ms"].iloc[0])
+        b = int(part["batch_size"].iloc[0])
+        au = [_au(r, g) for _, r in part.iterrows()]
+        ok = [int(w) for w, a in zip(part["workers"], au, strict=True) if a >= AU_THRESHOLD]
+        model_w = workers_needed(d, b, g)
+        model_in = [int(w) for w in part["workers"] if w >= model_w]
+        model_first = min(model_in) if model_in else None
+        if ok:
+            firsts[k] = first = min(ok)
+            agree = ("as the model predicts" if model_first == first else
+                     f"the model predicts W = {model_first}" if model_first is not None else
+                     f"the model predicts {model_w}, beyond this sweep")
+            parts.append(f"**{k}** (D = {fx.num(d, 'ms')}) from **W = {first}** ({agree})")
+        else:
+            parts.append(f"**{k}** (D = {fx.num(d, 'ms')}) never, up to W = {int(part['workers'].max())} "
+                         f"(best AU {fx.pct(max(au))})")
+    real = [k for k in firsts if k != "sleep"]
+    value = firsts[real[0]] if real else firsts.get("sleep")
+    return Finding("workers_to_keep_up",
+                   f"**Workers needed** to keep the accelerator busy (AU ≥ {fx.pct(AU_THRESHOLD)} against "
+                   f"`G` = {fx.num(g, 'ms')}): " + "; ".join(parts) + ".",
+                   value=value, unit="workers")
+
+
+def prefetch_effect(pf: pd.DataFrame, cost: str, *, tol: float = 0.10) -> dict:
+    """The effect of the deepest against the shallowest prefetch_factor for one cost profile,
+    paired by run (every run uses the same per-sample costs for every prefetch_factor): the
+    per-run ratio shallow/deep of the mean wait, and a direction only when every run agrees
+    (+1: deeper prefetch shortened the wait by more than ``tol`` in every run, -1: lengthened it
+    in every run, 0: otherwise)."""
+    lo_pf, hi_pf = pf["prefetch_factor"].min(), pf["prefetch_factor"].max()
+    part = pf[pf["cost"] == cost]
+    a = part[part["prefetch_factor"] == lo_pf].set_index("run")["wait_ms"]
+    b = part[part["prefetch_factor"] == hi_pf].set_index("run")["wait_ms"]
+    runs = sorted(set(a.index) & set(b.index))
+    ratios = [float(a[r] / b[r]) if b[r] > 0 else float("inf") for r in runs]
+    if ratios and all(r > 1 + tol for r in ratios):
+        d = 1
+    elif ratios and all(r < 1 / (1 + tol) for r in ratios):
+        d = -1
+    else:
+        d = 0
+    return dict(direction=d, shallow_ms=float(a[runs].mean()), deep_ms=float(b[runs].mean()),
+                ratio=float(a[runs].mean() / b[runs].mean()) if b[runs].mean() > 0 else float("inf"),
+                low=min(ratios), high=max(ratios), runs=len(runs), lo=int(lo_pf), hi=int(hi_pf), tol=tol,
+                shallow_runs=a[runs].tolist(), deep_runs=b[runs].tolist())
+
+
+def finding_prefetch(res) -> Finding | None:
+    if "prefetch" not in res.tables:
+        return None
+    pf = res.table("prefetch")
+    if pf["prefetch_factor"].nunique() < 2:
+        return None
+    g = _g(res)
+    w, d = int(pf["workers"].iloc[0]), float(pf["d_ms"].iloc[0])
+    b = int(pf["batch_size"].iloc[0]) if "batch_size" in pf else int(res.parameters["batch_size"])
+    load = d * b / w / g
+    phrases, value, interval, lo, hi, wide = [], None, None, None, None, []
+    for cost in [c for c in COST_PROFILES if c in set(pf["cost"])]:
+        e = prefetch_effect(pf, cost)
+        lo, hi, n = e["lo"], e["hi"], e["runs"]
+        per_run = fx.span(e["low"], e["high"], "×") + " per run"
+        move = f"from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')}"
+        if n < 2:
+            verb = (fx.choose(e["direction"], f"cut the mean wait {move} ({fx.times(e['ratio'])} in its one run)",
+                              f"raised the mean wait {move} (in its one run)",
+                              f"made no clear difference ({move}, in its one run)"))
+        elif e["direction"] > 0:
+            verb = f"cut the mean wait {move} ({fx.times(e['ratio'])} on the means; shorter in every run, {per_run})"
+        elif e["direction"] < 0:
+            verb = (f"raised the mean wait {move} ({fx.times(1 / e['ratio'])} on the means; longer in every run, "
+                    f"{fx.span(1 / e['high'], 1 / e['low'], '×')} per run)")
+        elif e["low"] > 1:
+            verb = (f"lowered the wait in every run, but by only {per_run} ({move} on the means, "
+                    f"{fx.num(e['shallow_ms'] - e['deep_ms'], 'ms')} of a {fx.num(g, 'ms')} step): not by more "
+                    f"than {fx.pct(e['tol'])} in every run, which is within this chapter's tolerance, so no "
+                    "consistent effect")
+        elif e["high"] < 1:
+            verb = (f"raised the wait in every run, but by only {fx.span(1 / e['high'], 1 / e['low'], '×')} "
+                    f"per run ({move} on the means, {fx.num(e['deep_ms'] - e['shallow_ms'], 'ms')} of a "
+                    f"{fx.num(g, 'ms')} step): not by more "
+                    f"than {fx.pct(e['tol'])} in every run, which is within this chapter's tolerance, so no "
+                    "consistent effect")
+        else:
+            verb = (f"made no consistent difference ({move}; per-run ratio {fx.span(e['low'], e['high'], '×')}, "
+                    "shorter in some runs and longer in others)")
+        if cost == "variable" or value is None:
+            value, interval = e["ratio"], ((e["low"], e["high"]) if n > 1 else None)
+        phrases.append(f"with {cost} per-sample cost it {verb}")
+        for k, runs in ((lo, e["shallow_runs"]), (hi, e["deep_runs"])):
+            if len(runs) > 1 and fx.cv(runs) > fx.HIGH_SPREAD:
+                wide.append(f"{cost} cost at prefetch_factor {k}: {fx.span(min(runs), max(runs), 'ms')}")
+    return Finding(
+        "prefetch_balanced",
+        f"**`prefetch_factor` where it can matter**: with the work sized so that `D·B/W` is just under `G` "
+        f"({fx.num(d * b / w, 'ms')}, {fx.pct(load)} of {fx.num(g, 'ms')}; D = {fx.num(d, 'ms')}, W = {w}), "
+        f"raising `prefetch_factor` from {lo} to {hi}: " + "; ".join(phrases) + "."
+        + (f" The runs spread widely ({'; '.join(wide)}): read these as ranges." if wide else ""),
+        value=value, unit="×", interval=interval)
+
+
+def boundary_numbers(res) -> dict:
+    eb = res.table("epoch_boundary")
+    if "prefetch_factor" in eb and DEFAULT_PREFETCH in set(eb["prefetch_factor"]):
+        eb = eb[eb["prefetch_factor"] == DEFAULT_PREFETCH]
+    first2 = eb[(eb["epoch"] == 1) & (eb["step_in_epoch"] == 0)]
+    non = first2[~first2["persistent_workers"].astype(bool)]["wait_ms"].tolist()
+    per = first2[first2["persistent_workers"].astype(bool)]["wait_ms"].tolist()
+    p = res.parameters
+    d, b = float(p["d_ms"]), int(p["batch_size"])
+    start = eb["startup_ms"].dropna().tolist() if "startup_ms" in eb else []
+    return dict(non=non, per=per, db=d * b, startup=start)
+
+
+def finding_boundary(res) -> Finding:
+    x = boundary_numbers(res)
+    non, per, db = x["non"], x["per"], x["db"]
+    mn, mp = float(np.mean(non)), float(np.mean(per))
+    dr = fx.direction(non, per, tol=0.05)
+    text = (f"**At the epoch boundary** the first step of epoch 2 waited **{fx.num(mn, 'ms')}** without "
+            f"`persistent_workers` and **{fx.num(mp, 'ms')}** with them (one worker building a batch: `D·B` = "
+            f"{fx.num(db, 'ms')}")
+    if x["startup"]:
+        su = float(np.mean(x["startup"]))
+        text += f"; worker start-up alone, measured with free items: {fx.num(su, 'ms')}"
+    text += "): "
+    text += fx.choose(dr, f"persistent workers saved {fx.num(mn - mp, 'ms')} at every epoch start",
+                      f"persistent workers cost {fx.num(mp - mn, 'ms')} more here",
+                      "persistent workers made no clear difference here")
+    text += "."
+    r, rlo, rhi = fx.ratio_interval(non, per)
+    return Finding("epoch_boundary", text, value=mn - mp, unit="ms",
+                   interval=(min(non) - max(per), max(non) - min(per)) if len(non) > 1 else None,
+                   values=dict(non_ms=mn, persistent_ms=mp, ratio=r, ratio_low=rlo, ratio_high=rhi))
+
+
+def findings(res) -> list[Finding]:
+    """The chapter's key results, computed from a result (3-6 findings)."""
+    out = [finding_w0(res), finding_w4(res), finding_drift(res), finding_sweep(res), finding_prefetch(res),
+           finding_boundary(res)]
+    return [f for f in out if f is not None]
+
+
+# --------------------------------------------------------------------------- computed sentences further down
+def threshold_sentence() -> str:
+    return (f"This chapter uses MLPerf Storage's rule: a configuration **keeps up** when AU ≥ "
+            f"**{fx.pct(AU_THRESHOLD)}**.")
+
+
+def step_sentence(res) -> str:
+    m = res.metadata
+    g = _g(res)
+    if not m.get("cuda"):
+        return (f"Training step on this machine: **{m['step_kind']}** of about {fx.num(g, 'ms')} "
+                "(calibrated back-to-back). The GPU-side numbers below are therefore a simulation; the reference "
+                "run's are real.")
+    first = m.get("step_first_ms")
+    text = (f"Training step on this machine: **{m['step_kind']}**, {m.get('step_units')} matrix products, "
+            f"calibrated back-to-back to `G` = **{fx.num(g, 'ms')}** in steady state (target "
+            f"{fx.num(m.get('step_g_target_ms', res.parameters['g_ms']), 'ms')})")
+    if first:
+        text += f"; the first of those steps after a rested GPU took {fx.num(first, 'ms')}"
+    nv = m.get("nvml", {})
+    text += (". GPU clocks, power and clock-limit reasons were sampled through NVML every "
+             f"{fx.num(nv.get('interval_ms'), 'ms')} ({nv.get('name') or 'GPU'}, power limit "
+             f"{nv.get('power_limit_w') or 0:,.0f} W, max SM clock {nv.get('max_sm_clock_mhz') or 0:,} MHz)."
+             if nv.get("available") else f". NVML was not available ({nv.get('why')}): no clocks were logged.")
+    return text
+
+
+def published_case_sentences(res) -> str:
+    p, g = _published(res), _g(res)
+    lines = []
+    for w, r in p.iterrows():
+        lines.append(f"* `W={int(w)}`: data wait **{fx.num(r['wait_ms'], 'ms')}** per step (model "
+                     f"{fx.num(r['predicted_wait_ms'], 'ms')}), compute {fx.num(r['compute_ms'], 'ms')}, GPU idle "
+                     f"**{fx.pct(r['idle_share'])}**, AU against `G` {fx.pct(_au(r, g))}")
+    return "\n".join(lines)
+
+
+def model_walkthrough(res) -> str:
+    """The published case explained with this run's parameters (no numbers typed in prose)."""
+    p, g = _published(res), _g(res)
+    r0 = p.iloc[0]
+    d, b = float(r0["d_ms"]), int(r0["batch_size"])
+    db = d * b
+    idle0 = db / (db + g)
+    text = (f"With no workers the training process spends `D·B` = {fx.num(db, 'ms')} preparing every batch, so "
+            f"the model puts the GPU idle for {fx.pct(idle0)} of each step.")
+    ws = [int(w) for w in p.index if w > 0]
+    if ws:
+        w = max(ws)
+        per = db / w
+        text += (f" {w} workers each still need {fx.num(db, 'ms')} per batch, but together deliver one every "
+                 f"{fx.num(per, 'ms')}, " + fx.choose(1 if per <= g else -1, "within", "longer than", "")
+                 + f" the {fx.num(g, 'ms')} step: the model predicts a wait of "
+                 f"{fx.num(predicted_wait_ms(d, b, w, g), 'ms')}.")
+    return text
+
+
+def sizing_sentence(res) -> str | None:
+    """How close each real kind of work came to the sleep's D (they are sized to match, not equal)."""
+    sw = _sweep(res)
+    target = float(res.parameters["d_ms"])
+    parts = []
+    for k in dict.fromkeys(sw["work"]):
+        if k == "sleep":
+            continue
+        d = float(sw[sw["work"] == k]["d_ms"].iloc[0])
+        parts.append(f"{k} {fx.num(d, 'ms')} ({'+' if d >= target else '−'}{fx.pct(abs(d / target - 1))})")
+    if not parts:
+        return None
+    return (f"Sized to cost `D` = {fx.num(target, 'ms')} per sample, one sample of real work cost, measured in the "
+            f"main process: " + ", ".join(parts) + ". The model lines use these measured costs; the kinds differ "
+            "in cost as well as in whether the work occupies a core.")
+
+
+def model_gap_notes(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
+    """Where the measured wait leaves the model's line by more than ``rel`` (and ``floor_ms``)."""
+    sw = _sweep(res)
+    out = []
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[sw["work"] == k].sort_values("workers")
+        gaps = []
+        for _, r in part.iterrows():
+            m, p = float(r["wait_ms"]), float(r["predicted_wait_ms"])
+            if abs(m - p) > max(floor_ms, rel * max(m, p)):
+                word = "above" if m > p else "below"
+                how = (("" if p <= 0 else f"{fx.times(m / p)}") if m >= 2 * p
+                       else f"{fx.pct(abs(m / p - 1))} {word}")
+                how = how or "above"
+                gaps.append(f"W={int(r['workers'])}: {fx.num(m, 'ms')} vs {fx.num(p, 'ms')} ({how} the model"
+                            + (f"; compute {fx.num(r['compute_ms'], 'ms')} that step vs `G` = "
+                               f"{fx.num(_g(res), 'ms')}" if abs(r['compute_ms'] / _g(res) - 1) > 0.05 else "")
+                            + ")")
+        if gaps:
+            out.append(f"* **{k}** leaves the model's line at " + "; ".join(gaps) + ".")
+        else:
+            out.append(f"* **{k}** stays within {fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the model at every W.")
+    return "\n".join(out) if out else None
+
+
+
+#: A per-sample cost this much (relative) above D counts as "slower than D".
+COST_TOL = 0.10
+
+
+def gap_cause_note(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
+    """For real work whose wait sits above the model where the model predicts one: the per-sample
+    cost those waits imply, and which explanation the data support. The deciding measurement: each
+    item's work timed where it ran, inside the loop (main process at W = 0, a worker at W ≥ 1), wall
+    and CPU, and D timed again back to back after the sweep. If the loop's cost exceeds D while D
+    after the sweep does not, the work itself ran slower inside the loop (then: with the loop's
+    own cost, does the model hold?); if the loop's cost is D, the excess lies outside the work."""
+
+    sw = _sweep(res)
+    out = []
+    for k in dict.fromkeys(sw["work"]):
+        if k == "sleep":
+            continue
+        part = sw[sw["work"] == k].sort_values("workers").set_index("workers")
+        above = [(int(w), r) for w, r in part.iterrows()
+                 if r["predicted_wait_ms"] > 0 and r["wait_ms"] - r["predicted_wait_ms"]
+                 > max(floor_ms, rel * r["wait_ms"])]
+        if not above:
+            continue
+        d, b = float(part["d_ms"].iloc[0]), int(part["batch_size"].iloc[0])
+        implied = [f"{fx.num(r['wait_ms'] / b if w == 0 else (r['wait_ms'] + r['compute_ms']) * w / b, 'ms')} "
+                   f"at W={w}" for w, r in above]
+        how = ([] if all(w > 0 for w, _ in above) else ["`D·B` = the wait at W = 0"]) \
+            + ([] if all(w == 0 for w, _ in above) else ["`D·B/W` = wait + compute at W ≥ 1"])
+        text = (f"**Why {k} sits above the model.** Read through the model, its waits imply a per-sample cost of "
+                f"{', '.join(implied)} ({'; '.join(how)}), against `D` = {fx.num(d, 'ms')} timed back to back in the "
+                "main process just before the sweep")
+        if 0 in part.index and 1 in part.index:
+            f0, f1 = float(part.loc[0, "first_batch_ms"]), float(part.loc[1, "first_batch_ms"])
+            text += (f"; its first batch took {fx.num(f1, 'ms')} with one worker against {fx.num(f0, 'ms')} in the "
+                     "main process")
+        text += ". " + _loop_cost_text(res, k, part, above, d, b, rel, floor_ms)
+        out.append(text)
+    return "\n\n".join(out) if out else None
+
+
+def _loop_cost_text(res, kind, part, above, d: float, b: int, rel: float, floor_ms: float) -> str:
+    from datajourney.chapters.c04_cpu_starvation.experiment import predicted_wait_ms
+
+    if "work_wall_ms" not in part or part["work_wall_ms"].isna().all():
+        where = ("not in the reference run" if str(res.run_id).startswith("reference") else "not recorded in this run")
+        return f"The deciding measurement, each item's work timed inside the loop where it ran, is {where}."
+    loop = {int(w): float(r["work_wall_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_wall_ms"))}
+    cpu = {int(w): float(r["work_cpu_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_cpu_ms"))}
+    ws = [w for w, _ in above if w in loop]
+    if not ws:
+        return ""
+    text = ("Timed inside the loop where it ran, one item's work took "
+            + ", ".join(f"{fx.num(loop[w], 'ms')} at W={w}" for w in ws)
+            + (" (CPU time " + ", ".join(f"{fx.num(cpu[w], 'ms')}" for w in ws if w in cpu) + ")" if cpu else "")
+            + f", against `D` = {fx.num(d, 'ms')}")
+    after = part["d_after_ms"].dropna() if "d_after_ms" in part else pd.Series(dtype=float)
+    drift = None
+    if not after.empty:
+        a = float(after.iloc[0])
+        drift = a > (1 + COST_TOL) * d
+        text += f"; timed back to back again right after the sweep, `D` = {fx.num(a, 'ms')}"
+    text += ". "
+    slow = [w for w in ws if loop[w] > (1 + COST_TOL) * d]
+    if drift:
+        return text + ("**The data support a slower machine**: `D` itself grew between the two back-to-back "
+                       "timings, so the sweep ran on a machine slower than the one `D` was timed on.")
+    if not slow:
+        return text + ("The work cost what `D` says inside the loop too, so the per-sample work is not what exceeds "
+                       "the model; the excess lies outside it (the loader's own per-batch work and the hand-over), "
+                       "which this run does not time.")
+    g = {int(w): float(r["g_cal_ms"]) if pd.notna(r.get("g_cal_ms")) else float(r["g_ms"]) for w, r in part.iterrows()}
+    fits = [w for w in slow if abs(float(part.loc[w, "wait_ms"]) - predicted_wait_ms(loop[w], b, w, g[w]))
+            <= max(floor_ms, rel * float(part.loc[w, "wait_ms"]))]
+    waiting = [w for w in slow if w in cpu and loop[w] > (1 + COST_TOL) * cpu[w]]
+    text += ("**The data support the work itself running slower inside the loop than back to back** (at "
+             + ", ".join(f"W={w}" for w in slow) + ")")
+    text += (": its wall time exceeds its CPU time there, so part of it was waiting for a core. " if waiting else
+             ": its CPU time grew as well, so it is slower work, not waiting for a core. ")
+    if fits:
+        text += ("Fed the loop's own per-item cost, the model lands within "
+                 f"{fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the measured wait at "
+                 + ", ".join(f"W={w}" for w in fits) + (": the model holds; it was given too small a `D`."
+                                                        if len(fits) == len(slow) else "."))
+    if len(fits) < len(slow):
+        text += (" At " + ", ".join(f"W={w}" for w in slow if w not in fits)
+                 + " even the loop's own cost leaves the wait above the model; this run does not explain the rest.")
+    both = [w for w in slow if w > 0] and 0 in loop
+    if both:
+        wk = [w for w in slow if w > 0]
+        if all(loop[w] > (1 + COST_TOL) * loop[0] for w in wk):
+            text += (f" Workers paid more per item than the main process did inside the loop ({fx.num(loop[0], 'ms')}"
+                     " at W=0).")
+    return text
+
+
+def cores_sentence(res) -> str:
+    sw = _sweep(res)
+    cores = res.metadata.get("cores") or res.fingerprint.get("cpu", {}).get("usable_cores") or None
+    wmax = int(sw["workers"].max())
+    if not cores:
+        return f"The sweep ends at W = {wmax}."
+    text = f"This machine has {cores} usable cores and the sweep ends at W = {wmax}"
+    if wmax <= cores:
+        return text + ": it never asks for more workers than cores, so it cannot show what happens beyond them."
+    parts = []
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[sw["work"] == k].set_index("workers")["wait_ms"]
+        at = part[part.index <= cores]
+        beyond = part[part.index > cores]
+        if len(at) and len(beyond):
+            a, b = float(at.iloc[-1]), float(beyond.iloc[-1])
+            parts.append(f"{k} {fx.num(a, 'ms')} → {fx.num(b, 'ms')} ("
+                         + fx.choose(fx.direction(b, a, tol=0.1), "rose", "kept falling", "levelled off") + ")")
+    return text + "; from the last W within the cores to the largest W the wait went: " + "; ".join(parts) + "."
+
+
+def first_batch_note(res) -> str | None:
+    """Time to the first batch per kind: single measurements; name any non-monotonic step and set
+    it against the spread of start-up seen in the epoch-boundary runs."""
+    sw = _sweep(res)
+    notes, all_dips = [], []
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[(sw["work"] == k) & (sw["workers"] > 0)].sort_values("workers")
+        v = part["first_batch_ms"].tolist()
+        w = part["workers"].tolist()
+        dips = [(w[i - 1], w[i], v[i - 1], v[i]) for i in range(1, len(v)) if v[i] < v[i - 1] * 0.95]
+        if len(v) < 2:
+            continue
+        trend = fx.direction(v[-1], v[0], tol=0.1)
+        head = (f"**{k}** " + fx.choose(trend, "grew", "fell", "stayed level")
+                + f" from {fx.num(v[0], 'ms')} at W={w[0]} to {fx.num(v[-1], 'ms')} at W={w[-1]}")
+        if dips and trend >= 0:
+            head += (", except " + "; ".join(f"W={a} → W={b_}: {fx.num(x, 'ms')} → {fx.num(y, 'ms')}"
+                                             for a, b_, x, y in dips))
+        notes.append(head)
+        if trend >= 0:
+            all_dips += [(k, a, b_, x - y) for a, b_, x, y in dips]
+    eb = res.table("epoch_boundary") if "epoch_boundary" in res.tables else None
+    spread, noise = "", None
+    if eb is not None:
+        f0 = eb[(eb["epoch"] == 0) & (eb["step_in_epoch"] == 0)]["wait_ms"]
+        if len(f0) > 1:
+            noise = float(f0.max() - f0.min())
+            spread = (f" For scale: {len(f0)} fresh loaders of one configuration (the epoch-boundary runs, W = "
+                      f"{int(res.parameters['boundary_workers'])}, sleep work) took "
+                      f"{fx.span(f0.min(), f0.max(), 'ms')} to their first batch, a spread of {fx.num(noise, 'ms')}.")
+    if not notes:
+        return None
+    text = ("Time to the first batch is one measurement per configuration, not a mean: " + "; ".join(notes) + "."
+            + " Each worker is a process to start and to hand the dataset to." + spread)
+    if all_dips and noise is not None:
+        big = [x for x in all_dips if x[3] > noise]
+        text += (" " + fx.choose(1 if big else -1,
+                                 "The " + ("dip" if len(big) == 1 else "dips") + " ("
+                                 + ", ".join(f"{k}, {fx.num(x, 'ms')}" for k, _, _, x in big)
+                                 + ") " + ("exceeds" if len(big) == 1 else "exceed")
+                                 + " that spread; this run does not measure the cause.",
+                                 "The dips are within that spread: start-up noise.", ""))
+    return text
+
+
+def au_drift_sentence(res) -> str | None:
+    """Did back-to-back steps during the sweep keep to the calibrated G? (the drift, in numbers)"""
+    if "steps" not in res.tables:
+        return None
+    st = res.table("steps")
+    g = _g(res)
+    busy = st[(st["wait_ms"] < 2.0) & (st["step"] > 0)]
+    idle = st[st["wait_ms"] >= 20.0]
+    if busy.empty:
+        return None
+    b = float(busy["compute_ms"].median())
+    text = (f"During the sweep, steps that followed a wait under 2 ms (back-to-back) took a median "
+            f"{fx.num(b, 'ms')}, {fx.compare(b, g, more='above', less='below', same='level with', tol=0.03)} the "
+            f"calibrated `G` = {fx.num(g, 'ms')}")
+    if not idle.empty:
+        i = float(idle["compute_ms"].median())
+        d = fx.direction(i, b, tol=0.03)
+        text += (f"; steps that followed a wait of 20 ms or more took {fx.num(i, 'ms')}, "
+                 + fx.choose(d, f"{fx.pct(i / b - 1)} longer than", f"{fx.pct(1 - i / b)} shorter than", "level with")
+                 + " the back-to-back ones")
+    text += "."
+    sw = _sweep(res)
+    if "au" not in sw or sw["au"].isna().all():
+        return text
+    share = sw["compute_share"] if "compute_share" in sw else 1 - sw["idle_share"]
+    diff = 100 * (sw["au"] - share)
+    r = sw.loc[diff.abs().idxmax()]
+    a, c = float(r["au"]), float(share.loc[r.name])
+    d = fx.direction(a, c, tol=0.02)
+    text += (" AU counts every step as `G` of work, whatever it took: "
+             + fx.choose(d, "a step shorter than `G` still counts as `G`, so AU comes out above the share of the "
+                            "wall time the GPU measurably computed",
+                         "a step longer than `G` counts only as `G`, so AU comes out below the share of the wall "
+                         "time the GPU measurably computed",
+                         "here AU and the share of the wall time the GPU measurably computed agree")
+             + f". The largest difference was at {r['work']} W={int(r['workers'])}: AU {fx.pct(a)} against a "
+             f"measured compute share of {fx.pct(c)}, {abs(a - c) * 100:.1f} points "
+             + fx.choose(d, "higher", "lower", "apart")
+             + f" (compute {fx.num(r['compute_ms'], 'ms')} per step against `G` = {fx.num(g, 'ms')})")
+    quick = sw["wait_ms"] < 2.0
+    if quick.any() and not quick.all():
+        text += (f"; where the steps ran back-to-back (mean wait under 2 ms) the two differed by at most "
+                 f"{diff[quick].abs().max():.1f} points")
+    return text + "."
+
+
+def prefetch_sentence(res) -> str | None:
+    """The prefetch experiment in detail (the key result states the comparison): every
+    prefetch_factor's mean wait over the runs, and a comment on each widely spread one."""
+    if "prefetch" not in res.tables:
+        return None
+    pf = res.table("prefetch")
+    if pf["prefetch_factor"].nunique() < 2:
+        return None
+    parts, notes = [], []
+    for cost in dict.fromkeys(pf["cost"]):
+        part = pf[pf["cost"] == cost]
+        items = []
+        for k, v in part.groupby("prefetch_factor")["wait_ms"]:
+            runs = v.tolist()
+            items.append(f"{int(k)}: {fx.num(np.mean(runs), 'ms')}"
+                         + (f" ({fx.span(min(runs), max(runs), 'ms')})" if len(runs) > 1 else ""))
+            if len(runs) > 1 and fx.cv(runs) > fx.HIGH_SPREAD:
+                notes.append((fx.cv(runs), f"{cost} cost at prefetch_factor {int(k)}", runs))
+        parts.append(f"{cost} cost, " + ", ".join(items))
+    runs = int(pf["run"].nunique()) if "run" in pf else 1
+    text = ("Mean wait per step by `prefetch_factor` ("
+            + (f"mean of {runs} runs, min–max over the runs" if runs > 1 else "one run") + "): "
+            + "; ".join(parts) + ".")
+    if notes:   # the widest spread gets the full comment, the others are named
+        notes.sort(key=lambda n: -n[0])
+        text += " " + fx.spread_note(f"With {notes[0][1]} the mean wait", notes[0][2], "ms")
+        if len(notes) > 1:
+            text += f" The runs of {' and of '.join(n[1] for n in notes[1:])} spread widely too."
+    return text
+
+
+def nvml_util_sentence(res) -> str | None:
+    sw = _sweep(res)
+    if "gpu_util_pct" not in sw or sw["gpu_util_pct"].isna().all():
+        return None
+    g = _g(res)
+    rows = sw.dropna(subset=["gpu_util_pct"])
+    diff = rows["gpu_util_pct"] - 100 * rows.apply(lambda r: _au(r, g), axis=1)
+    worst = rows.loc[diff.abs().idxmax()]
+    return (f"NVML's utilisation (the share of time in which a kernel was running, sampled every "
+            f"{fx.num(res.metadata.get('nvml', {}).get('interval_ms'), 'ms')} and averaged over the steady-state "
+            f"steps only) differed from AU by {diff.abs().mean():.0f} points on average over the sweep; the largest "
+            f"difference was at {worst['work']} W={int(worst['workers'])}: {fx.num(worst['gpu_util_pct'], '%')} "
+            f"vs AU {fx.pct(_au(worst, g))}.")
+
+
+# --------------------------------------------------------------------------- what-if chart
+_WHATIF_JS = """
+var gd = document.getElementById('{plot_id}');
+var state = %s;
+function model() {
+  var xs = gd.data[0].x, D = state.D, B = state.B, G = state.G;
+  var wait = xs.map(function (w) { return w == 0 ? D * B : Math.max(0, D * B / w - G); });
+  var au = wait.map(function (x) { return 100 * G / (G + x); });
+  Plotly.restyle(gd, {y: [wait, xs.map(function () { return G; }), au]}, [0, 1, 2]);
+}
+gd.on('plotly_sliderchange', function (e) { state[e.slider.name] = +e.step.value; model(); });
+"""
+
+WHATIF_D = [0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50]
+WHATIF_B = [1, 4, 8, 16, 32, 64, 128, 256]
+WHATIF_G = [5, 10, 20, 30, 50, 75, 100, 150, 200, 300]
+
+
+def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 32, *, sliders: bool = True):
+    """Predicted data wait and AU against W. With ``sliders``, plotly sliders for D, B and G
+    recompute the model in the browser (a few lines of JavaScript: no kernel needed); without,
+    the figure for one (D, B, G), as drawn by the live widgets of :func:`whatif`."""
+    import json
+
+    from plotly.subplots import make_subplots
+
+    from datajourney.core.charts import PALETTE, value_slider
+
+    ws = list(range(0, max_workers + 1))
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_scatter(x=ws, y=[predicted_wait_ms(d_ms, batch_size, w, g_ms) for w in ws], name="predicted data wait",
+                    line=dict(color=PALETTE[5], width=3), hovertemplate="W=%{x}: wait %{y:.1f} ms<extra></extra>")
+    fig.add_scatter(x=ws, y=[g_ms] * len(ws), name="step compute G", line=dict(color=PALETTE[0], dash="dash"),
+                    hovertemplate="G = %{y:.0f} ms<extra></extra>")
+    fig.add_scatter(x=ws, y=[100 * predicted_au(d_ms, batch_size, w, g_ms) for w in ws], name="predicted AU (%)",
+                    line=dict(color=PALETTE[2]), hovertemplate="W=%{x}: AU %{y:.0f}%<extra></extra>",
+                    secondary_y=True)
+    # the threshold line and its label both live on the AU axis (y2), so a slider cannot move one without the other
+    t = 100 * AU_THRESHOLD
+    fig.add_shape(type="line", xref="x domain", x0=0, x1=1, yref="y2", y0=t, y1=t,
+                  line=dict(color=PALETTE[2], dash="dot", width=1))
+    fig.add_annotation(xref="x domain", x=1, xanchor="right", yref="y2", y=t, yanchor="bottom", showarrow=False,
+                       text=f"AU {fx.pct(AU_THRESHOLD)}: keeping up", font=dict(color=PALETTE[2], size=12))
+    layout = dict(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0), margin=dict(t=110))
+    if sliders:
+        # each slider takes ~95 px (title, rail, tick labels); the plot area is 320 px high
+        height, bottom, plot = 760, 330, 320
+        step_y = 105 / plot
+        layout.update(height=height, margin=dict(t=110, b=bottom),
+                      sliders=[value_slider("D", "CPU cost per sample D (ms)", WHATIF_D, d_ms, -0.2),
+                               value_slider("B", "batch size B", WHATIF_B, batch_size, -0.2 - step_y),
+                               value_slider("G", "GPU step G (ms)", WHATIF_G, g_ms, -0.2 - 2 * step_y)],
+                      meta={"post_script": _WHATIF_JS % json.dumps({"D": d_ms, "B": batch_size, "G": g_ms})})
+        title = "What if? The model of chapter 4 (move the sliders)"
+    else:
+        layout.update(height=460)
+        title = f"What if? D = {d_ms:g} ms, B = {batch_size}, G = {g_ms:g} ms"
+    fig.update_layout(title=title, **layout)
+    fig.update_xaxes(title_text="DataLoader workers W")
+    fig.update_yaxes(title_text="time per step (ms)", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="accelerator utilisation AU (%)", range=[0, 105], tickmode="array",
+                     tickvals=[0, 20, 40, 60, 80, 100], showgrid=False, secondary_y=True)
+    return fig
+
+
+def _frontend_is_interactive() -> bool:
+    """True in a kernel driven by a person's frontend (JupyterLab, Notebook, VS Code), which
+    allows ``input()``; False under papermill/nbclient (the book's executor never allows stdin)
+    and outside IPython."""
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        return bool(kernel is not None and getattr(kernel, "_allow_stdin", False))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def whatif(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 32, *, live: bool | None = None):
+    """The what-if chart. In a live JupyterLab session (``live`` None: detected) and with
+    ipywidgets installed, sliders recompute the model in the kernel; otherwise (the executed,
+    static book) the figure carries plotly sliders that recompute in the browser."""
+    import importlib.util
+
+    if live is None:
+        live = _frontend_is_interactive() and importlib.util.find_spec("ipywidgets") is not None
+    if not live:
+        return whatif_figure(d_ms, batch_size, g_ms, max_workers)
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    style = dict(description_width="initial")
+    d = widgets.SelectionSlider(options=sorted(set(WHATIF_D + [d_ms])), value=d_ms,
+                                description="CPU cost per sample D (ms)", style=style)
+    b = widgets.SelectionSlider(options=sorted(set(WHATIF_B + [batch_size])), value=batch_size,
+                                description="batch size B", style=style)
+    g = widgets.SelectionSlider(options=sorted(set(WHATIF_G + [g_ms])), value=g_ms,
+                                description="GPU step G (ms)", style=style)
+    out = widgets.Output()
+
+    def draw(*_):
+        with out:
+            out.clear_output(wait=True)
+            display(whatif_figure(d.value, b.value, g.value, max_workers, sliders=False))
+
+    for s in (d, b, g):
+        s.observe(draw, names="value")
+    draw()
+    return widgets.VBox([widgets.HBox([d, b, g], layout=widgets.Layout(flex_flow="row wrap")), out])
+
+
+def takeaways(res) -> str:
+    """The chapter's closing advice: the model's rules, and what this run measured for each knob."""
+    g = _g(res)
+    out = ["* Estimate `D·B/W` against `G` before buying hardware: if the CPU side cannot produce a batch per "
+           "step, a faster GPU only waits longer (try it in the what-if chart)."]
+    sw = finding_sweep(res)
+    out.append("* Workers are processes, and real preprocessing needs a core per busy worker. " + sw.text
+               .replace("**Workers needed** to keep", "On this run, workers needed to keep"))
+    x = step_drift(res)
+    if x is not None and x["cuda"]:
+        top, base = float(np.mean(x["top_ms"])), float(np.mean(x["base_ms"]))
+        d = fx.direction(x["top_ms"], x["base_ms"], tol=0.02)
+        out.append("* Time the step the way training runs it, back-to-back: "
+                   + fx.choose(d, f"here a step after an idle gap took {fx.pct(top / base - 1)} longer than a "
+                                  "sustained one",
+                               f"here a step after an idle gap took {fx.pct(1 - top / base)} less than a sustained "
+                               "one, so a burst calibration would have understated `G`",
+                               "here the step took the same time after an idle gap as sustained, so a burst would "
+                               "have done")
+                   + f" (`G` = {fx.num(g, 'ms')}).")
+    b = boundary_numbers(res)
+    mn, mp = float(np.mean(b["non"])), float(np.mean(b["per"]))
+    out.append("* `persistent_workers=True` avoids restarting the workers at each epoch: "
+               + fx.choose(fx.direction(b["non"], b["per"], tol=0.05),
+                           f"here it saved {fx.num(mn - mp, 'ms')} per epoch start",
+                           f"here it cost {fx.num(mp - mn, 'ms')} more per epoch start",
+                           "here it made no clear difference") + ".")
+    f = finding_prefetch(res)
+    if f is not None:
+        pf = res.table("prefetch")
+        helped = [c for c in dict.fromkeys(pf["cost"]) if prefetch_effect(pf, c)["direction"] > 0]
+        out.append("* `prefetch_factor` is slack against batches of uneven cost, not extra throughput: "
+                   + (f"here a deeper queue shortened the wait in the balanced case with {' and '.join(helped)} "
+                      "per-sample cost" if helped else
+                      "here it made no consistent difference even in the balanced case") + ".")
+    out.append("* Move work off the critical path: pre-tokenise or pre-decode once, offline, when the same samples "
+               "are seen many times.")
+    return "\n".join(out)

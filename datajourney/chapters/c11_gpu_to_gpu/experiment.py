@@ -1,0 +1,564 @@
+"""Chapter 11: GPU to GPU — DDP gradient traffic, NCCL transports, and what helps.
+
+Every measurement runs in ``torchrun`` jobs of :mod:`datajourney.ddp_worker` started as
+subprocesses: one job on one GPU (the model without DDP, then wrapped in DDP), one on N GPUs
+(the ladder of DDP options, the ``bucket_cap_mb`` sweep and the collective benchmark), and,
+where NCCL runs on several GPUs, the same again with NCCL forced off the direct GPU-to-GPU
+path (``NCCL_P2P_DISABLE=1``; then also ``NCCL_SHM_DISABLE=1``) to emulate a host whose GPUs
+talk only through host memory or sockets. Each job logs NCCL's own choice of transport
+(``NCCL_DEBUG=INFO``), which this module parses; ``nvidia-smi topo -m`` gives the topology.
+
+Without CUDA the jobs run on the CPU with the gloo backend and a small ViT, so the code path
+(DDP, hooks, collectives, failure handling) is exercised; NCCL transports and GPU kernels
+are then absent and said so.
+
+A job never hangs: torchrun stops the other ranks when one fails, the process group has a
+timeout, and the job as a whole runs under a wall-clock timeout after which its process group
+is killed (:func:`launch`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from datajourney.chapters.c11_gpu_to_gpu.params import Params
+from datajourney.chapters.c11_gpu_to_gpu.worker import SAFE_ENV
+from datajourney.core.params import ParameterError, choice, int_list, number, positive_int, run_options
+from datajourney.core.paths import REPO_ROOT
+from datajourney.core.units import MiB
+from datajourney.toolkit.collectives import bench_summary, interp_algbw  # noqa: F401
+
+CHAPTER = "11_gpu_to_gpu"
+HOST_PATHS = {
+    "p2p_off": {"NCCL_P2P_DISABLE": "1"},
+    "p2p_shm_off": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+}
+PATH_LABELS = {"direct": "NCCL's own choice", "p2p_off": "P2P off (NCCL_P2P_DISABLE=1)",
+               "p2p_shm_off": "P2P and SHM off (also NCCL_SHM_DISABLE=1)", "gloo": "gloo (CPU)"}
+#: The rung names of the ladder; "<rung>@<MiB>" sets bucket_cap_mb.
+RUNGS = {
+    "no_ddp": dict(ddp=False, static_graph=False, bucket_view=False, hook="none"),
+    "ddp": dict(ddp=True, static_graph=False, bucket_view=False, hook="none"),
+    "static_graph": dict(ddp=True, static_graph=True, bucket_view=False, hook="none"),
+    "bucket_view": dict(ddp=True, static_graph=True, bucket_view=True, hook="none"),
+    "bf16": dict(ddp=True, static_graph=True, bucket_view=True, hook="bf16"),
+    "fp16": dict(ddp=True, static_graph=True, bucket_view=True, hook="fp16"),
+    "powersgd": dict(ddp=True, static_graph=True, bucket_view=True, hook="powersgd"),
+}
+RUNG_LABELS = {"no_ddp": "one GPU, no DDP", "ddp": "DDP", "static_graph": "+ static_graph",
+               "bucket_view": "+ gradient_as_bucket_view", "bf16": "+ bf16 compression",
+               "fp16": "+ fp16 compression", "powersgd": "+ PowerSGD"}
+#: A forced-host-path job starts only with this many seconds of the time budget left.
+MIN_JOB_S = 45
+MODELS = ("auto", "vit_l_32", "small_vit")
+#: Scaling jobs are named "<SCALE_JOB><k>" (direct path) and "<host path>@<k>" (forced host path).
+SCALE_JOB = "scale"
+OPS = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+# --------------------------------------------------------------------------- rungs
+def parse_rung(text: str, default_cap: int) -> dict:
+    """'bf16@25' -> the bf16 rung with bucket_cap_mb=25."""
+    name, _, cap = str(text).partition("@")
+    if name not in RUNGS or (cap and not cap.isdigit()) or (cap and int(cap) < 1):
+        raise ValueError(text)
+    mb = int(cap) if cap else default_cap
+    return {"name": f"{name}@{mb}" if cap else name, "base": name, "bucket_cap_mb": mb, **RUNGS[name]}
+
+
+def rung_label(name: str) -> str:
+    base, _, cap = name.partition("@")
+    return RUNG_LABELS.get(base, base) + (f", bucket_cap_mb={cap}" if cap else "")
+
+
+# --------------------------------------------------------------------------- topology and transports
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TOPO_LEGEND = {
+    "X": "self", "SYS": "PCIe + the interconnect between NUMA nodes (e.g. QPI/UPI)",
+    "NODE": "PCIe + the interconnect between PCIe host bridges within a NUMA node",
+    "PHB": "PCIe + a PCIe host bridge (typically the CPU)", "PXB": "several PCIe bridges, no host bridge",
+    "PIX": "at most a single PCIe bridge", "NV": "NVLink (a bonded set of NV# links)",
+}
+
+
+def parse_topology(text: str) -> pd.DataFrame:
+    """``nvidia-smi topo -m`` as a tidy table: a, b, link (GPU and NIC columns only)."""
+    lines = [_ANSI.sub("", ln).rstrip() for ln in (text or "").splitlines()]
+    # the header is indented (it has no row label); the rows start with their device's name
+    header = next((ln for ln in lines if ln[:1].isspace() and re.search(r"\bGPU0\b", ln)), None)
+    if header is None:
+        return pd.DataFrame(columns=["a", "b", "link"])
+    devs = [c for c in header.split() if re.fullmatch(r"(GPU|NIC)\d+", c)]
+    rows = []
+    for ln in lines:
+        parts = ln.split()
+        if ln[:1].isspace() or not parts or not re.fullmatch(r"(GPU|NIC)\d+", parts[0]) or len(parts) <= len(devs):
+            continue
+        for dev, val in zip(devs, parts[1:1 + len(devs)]):
+            rows.append({"a": parts[0], "b": dev, "link": val})
+    return pd.DataFrame(rows, columns=["a", "b", "link"])
+
+
+def link_kind(link: str) -> str:
+    return "NV" if re.fullmatch(r"NV\d+", str(link)) else str(link)
+
+
+def read_topology() -> tuple[pd.DataFrame, str | None]:
+    """Run ``nvidia-smi topo -m`` (None and an empty table where there is no nvidia-smi)."""
+    if not shutil.which("nvidia-smi"):
+        return parse_topology(""), None
+    try:
+        out = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return parse_topology(""), None
+    return parse_topology(out.stdout), out.stdout
+
+
+_CHANNEL = re.compile(r"Channel (\d+)(?:/\d+)? ?: (\d+)\[(\w+)\] -> (\d+)\[(\w+)\](?: \[(\w+)\])? via (\S+)")
+_VERSION = re.compile(r"NCCL version (\S+)")
+
+
+def parse_transports(log: str) -> pd.DataFrame:
+    """NCCL's channel lines (``NCCL_DEBUG=INFO``): channel, from rank, to rank, via, transport."""
+    rows = []
+    for m in _CHANNEL.finditer(log or ""):
+        via = m.group(7)
+        rows.append({"channel": int(m.group(1)), "src": int(m.group(2)), "dst": int(m.group(4)),
+                     "kind": m.group(6) or "", "via": via, "transport": via.split("/")[0]})
+    return pd.DataFrame(rows, columns=["channel", "src", "dst", "kind", "via", "transport"])
+
+
+def nccl_version(log: str) -> str | None:
+    m = _VERSION.search(log or "")
+    return m.group(1) if m else None
+
+
+# --------------------------------------------------------------------------- launching
+class JobError(RuntimeError):
+    """A torchrun job failed or ran past its timeout; the message carries the log's tail."""
+
+
+@dataclass
+class Job:
+    name: str
+    path: str                 #: "direct", "p2p_off", "p2p_shm_off" or "gloo"
+    nproc: int
+    rungs: list
+    bench_ops: list
+    env: dict = field(default_factory=dict)
+    returncode: int | None = None
+    wall_s: float | None = None
+    status: str = "not run"
+    records: list = field(default_factory=list)
+    log: str = ""
+
+
+def job_env(extra: dict | None = None) -> dict:
+    """The environment of every job: NVLink multicast off, NCCL's transport choice logged, the
+    repository importable; ``extra`` on top (the forced host paths)."""
+    env = dict(os.environ)
+    env.update(SAFE_ENV)
+    env.update({"NCCL_DEBUG": "INFO", "PYTHONUNBUFFERED": "1"})
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                                            if p])
+    env.update(extra or {})
+    env.update({"NCCL_NVLS_ENABLE": "0"})  # whatever extra says
+    return env
+
+
+def torchrun_command(nproc: int, config: Path) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "--max-restarts=0", "--monitor-interval=0.2", "-m", "datajourney.chapters.c11_gpu_to_gpu.worker", "--config", str(config)]
+
+
+def launch(config: dict, nproc: int, out: Path, *, timeout_s: float, env_extra: dict | None = None) -> tuple[int, float, str]:
+    """Start one torchrun job and wait at most ``timeout_s``; returns (returncode, seconds, log).
+
+    The job runs in its own session; past the timeout the whole process group gets SIGTERM,
+    then SIGKILL, so no rank outlives it. Return code 124 means "timed out"."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.jsonl").unlink(missing_ok=True)
+    cfg_path = out / "config.json"
+    cfg_path.write_text(json.dumps({**config, "out": str(out)}, indent=1))
+    log_path = out / "log.txt"
+    t0 = time.monotonic()
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(torchrun_command(nproc, cfg_path), stdout=log, stderr=subprocess.STDOUT,
+                                env=job_env(env_extra), cwd=str(REPO_ROOT), start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            rc = 124
+    return rc, time.monotonic() - t0, log_path.read_text(errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def read_records(out: Path) -> list[dict]:
+    p = out / "results.jsonl"
+    if not p.exists():
+        return []
+    recs = []
+    for line in p.read_text().splitlines():
+        try:
+            recs.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a line cut by a kill
+    return recs
+
+
+def run_job(job: Job, base: dict, out: Path, *, timeout_s: float) -> Job:
+    cfg = {**base, "rungs": job.rungs, "bench_ops": job.bench_ops, "budget_s": max(10.0, 0.8 * timeout_s)}
+    job.returncode, job.wall_s, job.log = launch(cfg, job.nproc, out / job.name, timeout_s=timeout_s,
+                                                 env_extra=job.env)
+    job.records = read_records(out / job.name)
+    done = any(r.get("kind") == "done" for r in job.records)
+    job.status = ("ok" if job.returncode == 0 and done else "timed out" if job.returncode == 124
+                  else f"failed (exit {job.returncode})")
+    return job
+
+
+def log_tail(log: str, lines: int = 15) -> str:
+    keep = [ln for ln in log.splitlines() if "NCCL INFO" not in ln]
+    return "\n".join(keep[-lines:])
+
+
+# --------------------------------------------------------------------------- parameters
+def _resolve_model(model: str, cuda: bool) -> str:
+    if model != "auto":
+        return model
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # noqa: BLE001 - a CPU torch makes torchvision fail at import with a RuntimeError
+        return "small_vit"
+    return "vit_l_32" if cuda else "small_vit"
+
+
+def check_parameters(p: dict) -> dict:
+    """Every parameter of the chapter, checked; a one-line error names the first bad one."""
+    import torch
+
+
+    q = dict(p)
+    q["model"] = choice("model", p["model"], MODELS)
+    if q["model"] == "vit_l_32":
+        try:
+            import torchvision  # noqa: F401
+        except Exception as e:  # noqa: BLE001
+            raise ParameterError("model", "vit_l_32", f"'auto' or 'small_vit' here: torchvision does not import "
+                                 f"({type(e).__name__})") from None
+    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=4096)
+    q["image_size"] = positive_int("image_size", p["image_size"], maximum=1024)
+    if q["image_size"] % 32 and _resolve_model(q["model"], torch.cuda.is_available()) == "vit_l_32":
+        raise ParameterError("image_size", p["image_size"], "a multiple of 32 for vit_l_32")
+    if q["image_size"] % 8:
+        raise ParameterError("image_size", p["image_size"], "a multiple of 8")
+    q["warmup_steps"] = positive_int("warmup_steps", p["warmup_steps"], maximum=1000)
+    q["steps"] = positive_int("steps", p["steps"], maximum=10_000)
+    q["windows"] = positive_int("windows", p["windows"], maximum=100)
+    if q["windows"] < 2:
+        raise ParameterError("windows", p["windows"], "an integer from 2 to 100 (a spread needs two windows)")
+    q["profile_steps"] = number("profile_steps", p["profile_steps"], minimum=0, maximum=100)
+    q["gpus"] = p["gpus"]
+    n_dev = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if p["gpus"] != "all":
+        positive_int("gpus", p["gpus"], maximum=max(n_dev, 1) if n_dev else 64)
+        if n_dev and p["gpus"] > n_dev:
+            raise ParameterError("gpus", p["gpus"], f"'all' or an integer from 1 to {n_dev} (GPUs here)")
+    q["cpu_procs"] = positive_int("cpu_procs", p["cpu_procs"], maximum=64)
+    for name in ("ladder", "host_ladder"):
+        vals = p[name]
+        if isinstance(vals, str) or not isinstance(vals, (list, tuple)):
+            raise ParameterError(name, vals, "a list of rung names: " + ", ".join(RUNGS) + " (optionally @MiB)")
+        for v in vals:
+            try:
+                parse_rung(v, 1)
+            except ValueError:
+                raise ParameterError(name, vals, "a list of rung names: " + ", ".join(RUNGS)
+                                     + " (optionally '@<bucket_cap_mb>', e.g. 'bf16@25')") from None
+    q["scale_worlds"] = _scale_worlds_param(p.get("scale_worlds", "auto"), n_dev)
+    vals = p.get("scale_ladder", [])
+    ddp_rungs = ", ".join(r for r in RUNGS if r != "no_ddp")
+    if isinstance(vals, str) or not isinstance(vals, (list, tuple)) or not vals:
+        raise ParameterError("scale_ladder", vals, "a non-empty list of DDP rung names: " + ddp_rungs)
+    for v in vals:
+        try:
+            if parse_rung(v, 1)["base"] == "no_ddp":
+                raise ValueError(v)
+        except ValueError:
+            raise ParameterError("scale_ladder", vals, f"a list of DDP rung names: {ddp_rungs} "
+                                 "(optionally '@<bucket_cap_mb>')") from None
+    shp = p.get("scale_host_paths", [])
+    if isinstance(shp, str) or any(h not in HOST_PATHS for h in shp):
+        raise ParameterError("scale_host_paths", shp, "a list drawn from " + ", ".join(map(repr, HOST_PATHS)))
+    q["bucket_cap_mb"] = positive_int("bucket_cap_mb", p["bucket_cap_mb"], maximum=100_000)
+    q["bucket_sweep"] = [] if not p["bucket_sweep"] else int_list("bucket_sweep", p["bucket_sweep"], minimum=1,
+                                                                   maximum=100_000)
+    if isinstance(p["host_paths"], str) or any(h not in HOST_PATHS for h in p["host_paths"]):
+        raise ParameterError("host_paths", p["host_paths"], "a list drawn from " + ", ".join(map(repr, HOST_PATHS)))
+    q["powersgd_rank"] = positive_int("powersgd_rank", p["powersgd_rank"], maximum=1024)
+    q["powersgd_start_iter"] = positive_int("powersgd_start_iter", p["powersgd_start_iter"], maximum=10_000)
+    if q["powersgd_start_iter"] < 2 or q["powersgd_start_iter"] > q["warmup_steps"]:
+        raise ParameterError("powersgd_start_iter", p["powersgd_start_iter"],
+                             f"an integer from 2 to warmup_steps ({q['warmup_steps']}), so timed steps use PowerSGD")
+    q["bench_sizes"] = int_list("bench_sizes", p["bench_sizes"], minimum=4096, maximum=1 << 34)
+    if isinstance(p["bench_ops"], str) or any(o not in OPS for o in p["bench_ops"]):
+        raise ParameterError("bench_ops", p["bench_ops"], "a list drawn from " + ", ".join(map(repr, OPS)))
+    q["bench_iters"] = positive_int("bench_iters", p["bench_iters"], maximum=10_000)
+    q["bench_repeats"] = positive_int("bench_repeats", p["bench_repeats"], maximum=100)
+    q["job_timeout_s"] = number("job_timeout_s", p["job_timeout_s"], minimum=10, maximum=86_400)
+    q["pg_timeout_s"] = number("pg_timeout_s", p["pg_timeout_s"], minimum=5, maximum=86_400)
+    q["time_budget_s"] = number("time_budget_s", p["time_budget_s"], minimum=30, maximum=86_400)
+    q.update(run_options(p))
+    _memory_check(q, n_dev)
+    return q
+
+
+def _scale_worlds_param(value, n_dev: int):
+    """'auto' or a list of process counts from 2 up (at most the GPUs here)."""
+    if value == "auto":
+        return value
+    top = n_dev or 64
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ParameterError("scale_worlds", value, f"'auto' or a list of integers from 2 to {top}")
+    return int_list("scale_worlds", value, minimum=2, maximum=top) if value else []
+
+
+def scale_worlds(spec, n: int) -> list[int]:
+    """The process counts of the scaling jobs: below N (the N-process job covers N itself);
+    'auto' takes the powers of two from 2 below N, so a 4-GPU host adds 2, an 8-GPU host 2 and 4."""
+    ks = [2 ** i for i in range(1, 7)] if spec == "auto" else spec
+    return sorted({int(k) for k in ks if 2 <= int(k) < n})
+
+
+def _memory_check(q: dict, n_dev: int) -> None:
+    """The largest collective buffer (twice, for gather/scatter) must fit in a GPU's free memory."""
+    if not n_dev:
+        return
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(0)
+    need = 2 * max(q["bench_sizes"]) + (4 << 30)  # + the model, its gradients and its buckets
+    if need > free:
+        raise ParameterError("bench_sizes", q["bench_sizes"],
+                             f"sizes whose buffers fit the GPU's free memory ({free / 2**30:.1f} GiB)")
+
+
+def preflight(params: dict) -> dict:
+    """Check every parameter (and that the collective buffers fit) before any work."""
+    p = check_parameters(params)
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise ParameterError("model", params.get("model"), "a torch built with torch.distributed")
+    return p
+
+
+# --------------------------------------------------------------------------- the chapter
+def plan_jobs(p: dict, backend: str, n: int) -> list[Job]:
+    """The torchrun jobs of a run: one process; N processes; N on each forced host path (NCCL, N ≥ 2)."""
+    cap = p["bucket_cap_mb"]
+    rung = lambda s: parse_rung(s, cap)  # noqa: E731
+    path = "direct" if backend == "nccl" else "gloo"
+    ladder = [rung(s) for s in p["ladder"] if parse_rung(s, cap)["base"] != "no_ddp"]
+    ladder += [rung(f"bucket_view@{mb}") for mb in p["bucket_sweep"] if mb != cap]
+    jobs = [Job("one", path, 1, [rung("no_ddp"), rung("ddp")], [])]
+    if n >= 2:
+        jobs.append(Job("n", path, n, ladder, list(p["bench_ops"])))
+        worlds = scale_worlds(p.get("scale_worlds", "auto"), n)
+        scale = [rung(s) for s in p.get("scale_ladder", ["ddp"])]
+        jobs += [Job(f"{SCALE_JOB}{k}", path, k, scale, ["all_reduce"]) for k in worlds]
+        if backend == "nccl":
+            for h in p["host_paths"]:
+                jobs.append(Job(h, h, n, [rung(s) for s in p["host_ladder"]], ["all_reduce"], env=HOST_PATHS[h]))
+            jobs += [Job(f"{h}@{k}", h, k, [rung("ddp")], ["all_reduce"], env=HOST_PATHS[h])
+                     for h in p.get("scale_host_paths", []) for k in worlds]
+    return jobs
+
+
+def is_scale_job(name: str) -> bool:
+    """A job of the scaling curve below N (its records go to the ``scale_*`` tables)."""
+    return "@" in name or (name.startswith(SCALE_JOB) and name[len(SCALE_JOB):].isdigit())
+
+
+def _measure(*, model: str, batch_size: int, image_size: int, warmup_steps: int,
+        steps: int, windows: int, profile_steps: int, gpus, cpu_procs: int,
+        ladder, bucket_cap_mb: int,
+        bucket_sweep, host_paths,
+        host_ladder, scale_worlds,
+        scale_ladder,
+        scale_host_paths, powersgd_rank: int, powersgd_start_iter: int,
+        bench_sizes, bench_ops, bench_iters: int,
+        bench_repeats: int, job_timeout_s: float, pg_timeout_s: float, time_budget_s: float,
+        run_dir=None,
+        progress: bool = True):
+    """Run chapter 11: the torchrun jobs, their transports and the topology, as one result."""
+    params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in locals().items() if k != "progress"}
+    import torch
+    from tqdm import tqdm
+
+    from datajourney.core import results
+
+    p = check_parameters(params)
+    cuda = torch.cuda.is_available()
+    backend = "nccl" if cuda else "gloo"
+    n = (torch.cuda.device_count() if p["gpus"] == "all" else p["gpus"]) if cuda else p["cpu_procs"]
+    res = results.start(CHAPTER, params, run_dir)
+    rd = results.resolve_run_dir(run_dir)
+    topo, topo_text = read_topology()
+    res.add("topology", topo)
+    the_model = _resolve_model(p["model"], cuda)
+    base = {"backend": backend, "model": the_model, "batch_size": p["batch_size"], "image_size": p["image_size"],
+            "classes": 1000 if the_model == "vit_l_32" else 10, "warmup_steps": p["warmup_steps"],
+            "steps": p["steps"], "windows": p["windows"], "profile_steps": int(p["profile_steps"]),
+            "powersgd_rank": p["powersgd_rank"], "powersgd_start_iter": p["powersgd_start_iter"],
+            "bench_sizes": p["bench_sizes"], "bench_iters": p["bench_iters"], "bench_repeats": p["bench_repeats"],
+            "pg_timeout_s": p["pg_timeout_s"], "threads": 1}
+    jobs = plan_jobs(p, backend, n)
+    out = rd / "ddp"
+    deadline = time.monotonic() + p["time_budget_s"]
+    for j in tqdm(jobs, desc="chapter 11 jobs", disable=not progress):
+        left = deadline - time.monotonic()
+        if j.name not in ("one", "n") and left < MIN_JOB_S:
+            j.status = f"skipped: less than {MIN_JOB_S} s of time_budget_s left"
+            continue
+        run_job(j, base, out, timeout_s=p["job_timeout_s"] if j.name in ("one", "n")
+                else min(p["job_timeout_s"], left))
+        if j.name in ("one", "n") and j.status != "ok":
+            raise JobError(f"torchrun job {j.name!r} ({j.nproc} process(es), {backend}) {j.status} after "
+                           f"{j.wall_s:.0f} s; its log ends:\n{log_tail(j.log)}")
+    res.metadata.update(cuda=cuda, backend=backend, world=n, model=the_model, topology_text=topo_text,
+                        gpu_count=torch.cuda.device_count() if cuda else 0,
+                        jobs=[{"job": j.name, "path": j.path, "nproc": j.nproc, "env": j.env, "status": j.status,
+                               "returncode": j.returncode, "wall_s": j.wall_s,
+                               "nccl_version": nccl_version(j.log), "error_tail": None if j.status == "ok"
+                               else log_tail(j.log)} for j in jobs],
+                        start=next((r for j in jobs for r in j.records if r.get("kind") == "start"), {}),
+                        note=None if n >= 2 else "one device only: the N-process jobs need at least two")
+    tables = tidy([j for j in jobs if not is_scale_job(j.name)])
+    for name, df in tables.items():
+        res.add(name, df)
+    scale_jobs = [j for j in jobs if is_scale_job(j.name)]
+    res.metadata["scale_worlds"] = sorted({j.nproc for j in scale_jobs})
+    if scale_jobs:  # the scaling curve below N, kept apart so the tables above stay those of N
+        for name, df in tidy(scale_jobs).items():
+            res.add(f"scale_{name}", df)
+    if "bench" in tables and "rungs" in tables:
+        res.add("prediction", predict_comm(tables["rungs"], tables["bench"], n))
+    res.save(rd)
+    return res
+
+
+# --------------------------------------------------------------------------- tables
+def tidy(jobs: list[Job]) -> dict[str, pd.DataFrame]:
+    rungs, windows, bench, transports = [], [], [], []
+    for j in jobs:
+        for r in j.records:
+            if r.get("kind") == "rung":
+                prof = r.get("profile") or {}
+                row = {"job": j.name, "path": j.path, "world": r["world"], "rung": r["rung"], "ddp": r["ddp"],
+                       "static_graph": r["static_graph"], "bucket_view": r["bucket_view"], "hook": r["hook"],
+                       "bucket_cap_mb": r["bucket_cap_mb"], "status": r["status"], "reason": r.get("reason"),
+                       "grad_bytes": r.get("grad_bytes"), "loss": r.get("loss"),
+                       "replica_spread": r.get("replica_spread"),
+                       "hook_state": json.dumps(r["hook_state"]) if r.get("hook_state") else None,
+                       "profile_error": r.get("profile_error")}
+                sps = r.get("steps_per_s") or []
+                if sps:
+                    s = pd.Series(sps)
+                    row.update(steps_per_s=float(s.mean()), sps_min=float(s.min()), sps_max=float(s.max()),
+                               sps_std=float(s.std(ddof=1)) if len(s) > 1 else 0.0, windows=len(s))
+                for k, v in (r.get("phases_ms") or {}).items():
+                    row[f"{k}_ms"] = v
+                row.update({f"prof_{k}": v for k, v in prof.items()})
+                rungs.append(row)
+                for i, v in enumerate(sps):
+                    windows.append({"job": j.name, "path": j.path, "world": r["world"], "rung": r["rung"],
+                                    "window": i, "steps_per_s": v})
+            elif r.get("kind") == "bench":
+                bench.append({"job": j.name, "path": j.path, **{k: v for k, v in r.items() if k != "kind"}})
+        t = parse_transports(j.log)
+        if len(t):
+            t.insert(0, "path", j.path)
+            t.insert(0, "job", j.name)
+            transports.append(t)
+    out = {"rungs": pd.DataFrame(rungs), "windows": pd.DataFrame(windows)}
+    if bench:
+        out["bench"] = pd.DataFrame(bench)
+    tcols = ["job", "path", "channel", "src", "dst", "kind", "via", "transport"]
+    out["transports"] = pd.concat(transports, ignore_index=True) if transports else pd.DataFrame(columns=tcols)
+    return out
+
+
+def bucket_sizes(grad_bytes: int, cap_mb: int, first_mb: float = 1.0) -> list[int]:
+    """Approximate DDP bucket sizes: a first small bucket (DDP's default 1 MiB), then buckets of
+    ``cap_mb`` MiB (parameter boundaries ignored)."""
+    cap = cap_mb * MiB
+    first = min(grad_bytes, int(first_mb * MiB), cap)
+    left = grad_bytes - first
+    sizes = [first] if first else []
+    while left > 0:
+        sizes.append(min(cap, left))
+        left -= cap
+    return sizes
+
+
+def predict_comm(rungs: pd.DataFrame, bench: pd.DataFrame, n: int) -> pd.DataFrame:
+    """For each uncompressed DDP rung on N processes: the all-reduce time that its gradient bytes
+    and the measured all-reduce bandwidth predict, beside the profiled NCCL kernel time.
+
+    The buckets are taken as equal shares of the gradient bytes, as many as the profile counted
+    NCCL kernels per step (one all-reduce per bucket); without a profile, from ``bucket_cap_mb``."""
+    summ = bench_summary(bench)
+    summ = summ[summ["op"] == "all_reduce"]
+    rows = []
+    for _, r in rungs.iterrows():
+        if r["status"] != "ok" or not r["ddp"] or r["hook"] != "none" or r["world"] < 2:
+            continue
+        s = summ[summ["path"] == r["path"]]
+        if s.empty:
+            continue
+        k = r.get("prof_nccl_kernels")
+        if k is not None and not pd.isna(k) and k >= 1:
+            # DDP keeps parameters whole, so the profile's all-reduce count per step is the bucket count
+            k = int(round(k))
+            sizes, how = [int(r["grad_bytes"]) // k] * k, "profile"
+        else:
+            sizes, how = bucket_sizes(int(r["grad_bytes"]), int(r["bucket_cap_mb"])), "bucket_cap_mb"
+        pred = sum(b / (interp_algbw(s, b) * 1e9) for b in sizes) * 1e3
+        rows.append({"path": r["path"], "rung": r["rung"], "buckets": len(sizes), "buckets_from": how,
+                     "grad_bytes": int(r["grad_bytes"]),
+                     "predicted_ms": pred, "profiled_nccl_ms": r.get("prof_nccl_ms"),
+                     "exposed_nccl_ms": r.get("prof_exposed_nccl_ms")})
+    return pd.DataFrame(rows, columns=["path", "rung", "buckets", "buckets_from", "grad_bytes", "predicted_ms",
+                                       "profiled_nccl_ms", "exposed_nccl_ms"])
+
+
+def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
+    """Run chapter 11's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
+    changed by ``changes``, save the result to ``run_dir`` and return it."""
+    p = (params or Params()).replace(**changes)
+    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)

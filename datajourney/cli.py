@@ -1,0 +1,407 @@
+"""Command line: ``python -m datajourney {run,book,promote,fingerprint,chapters} ...``."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from datajourney.core.params import ParameterError
+from datajourney.core.paths import REPO_ROOT
+
+
+def _run(a) -> int:
+    from datajourney.book import runner
+
+    overrides = {}
+    for name, value in a.param or []:
+        overrides[name] = runner.parse_value(value, name)
+    if a.verify_data:
+        from datajourney.toolkit.datasets import VERIFY_ENV
+
+        os.environ[VERIFY_ENV] = a.verify_data  # the kernels inherit it
+    extra = {"reference_host": a.as_reference, "is_reference_run": True} if a.as_reference else None
+    run_dir = runner.run(a.chapters, profile=a.profile, overrides=overrides, run_id=a.run_id,
+                         results_root=a.results, extra=extra, progress=not a.quiet, replace=a.replace)
+    print(f"results and executed notebooks: {run_dir}")
+    if a.book:
+        from datajourney.book import sphinx_ext
+
+        index = sphinx_ext.build(run_dir)
+        print(f"book built: open file://{index}")
+    _print_diagnosis(run_dir)
+    return 0
+
+
+def _print_diagnosis(run_dir: Path) -> None:
+    """Chapter 12's one-screen summary of this run's weakest links, when chapter 12 ran."""
+    from datajourney.chapters.c12_conclusion.experiment import CHAPTER
+    from datajourney.core.results import Result
+
+    f = Path(run_dir) / f"{CHAPTER}.json"
+    if f.is_file():
+        lines = Result.load(f).metadata.get("summary") or []
+        print("\nYour pipeline, diagnosed (chapter 12):\n" + "\n".join(f"  {line}" for line in lines))
+
+
+def _rerender(a) -> int:
+    from datajourney.book import runner
+
+    run_dir = runner.rerender(a.run_dir, run_id=a.run_id, results_root=a.results, replace=a.replace,
+                              progress=not a.quiet)
+    print(f"rendered notebooks: {run_dir}")
+    return 0
+
+
+def _book(a) -> int:
+    from datajourney.book import runner, sphinx_ext
+
+    run_dir = None
+    if a.run:
+        run_dir = Path(a.run)
+        if not run_dir.is_absolute() and not run_dir.exists():
+            run_dir = runner.RESULTS_ROOT / a.run
+        if not (run_dir / "run.json").exists():
+            raise ParameterError("--run", a.run, "a run directory made by 'python -m datajourney run' "
+                                 f"(looked in {run_dir})")
+        record = runner.read_record(run_dir) or {}
+        if record.get("status") != "ok":
+            bad = [c["chapter"] for c in record.get("chapters", []) if c.get("status") != "ok"]
+            print(f"note: run {run_dir.name} ended with status {record.get('status', 'unknown')!r}"
+                  + (f"; the page of {', '.join(bad)} shows where it stopped" if bad else ""), file=sys.stderr)
+    index = sphinx_ext.build(run_dir, strict=not a.no_strict)
+    print(f"book built: open file://{index}")
+    return 0
+
+
+def _promote(a) -> int:
+    """Make a finished run the committed reference: results to data/reference/<host>/,
+    executed notebooks to notebooks/."""
+    from datajourney.book.runner import read_record
+    from datajourney.core.results import EXTRA_DIR, REFERENCE_DIR, REPEAT_DIR
+
+    run_dir = Path(a.run_dir)
+    record = read_record(run_dir) or {}
+    only = None
+    if a.only:  # the chapters of a run that ended early (e.g. its host was taken back) that did finish
+        from datajourney.chapters.registry import lookup
+
+        only = {lookup(c).name for c in a.only}
+        done = {c["chapter"] for c in record.get("chapters", []) if c.get("status") == "ok"}
+        if not only <= done:
+            raise ParameterError("only", a.only, "chapters this run finished ('ok' in its run.json): "
+                                 + (", ".join(sorted(done)) or "none"))
+    elif record.get("status") != "ok":
+        raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok' (or name its finished "
+                             "chapters with --only)")
+    dest = REFERENCE_DIR / a.host
+    # a further reference (e.g. more GPUs) or a repeat of the reference run: results only, beside the
+    # chapter's main reference, each named by its run id; the main reference and the notebooks stay
+    side = EXTRA_DIR if a.extra else REPEAT_DIR if a.repeat else None
+    if side:
+        dest = dest / side
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in sorted(run_dir.glob("*.json")):  # run.json is kept per run: several runs may make one reference
+        if only is not None and f.name != "run.json" and f.stem not in only:
+            continue
+        name = (f"run-{record['run_id']}.json" if f.name == "run.json"
+                else f"{f.stem}-{record['run_id']}.json" if side else f.name)
+        shutil.copyfile(f, dest / name)
+        print(f"  {f.name} -> {dest.relative_to(REPO_ROOT)}/{name}")
+    if side:
+        return 0
+    import nbformat
+
+    for nb in sorted((run_dir / "notebooks").glob("*.ipynb")):
+        if only is not None and nb.stem not in only:
+            continue
+        doc = nbformat.read(nb, as_version=4)
+        pm = doc.metadata.get("papermill", {})
+        for key in ("input_path", "output_path"):  # machine-local paths of the run host
+            if key in pm:
+                pm[key] = f"notebooks/{nb.name}"
+        _hide_host_paths(doc)
+        nbformat.write(doc, REPO_ROOT / "notebooks" / nb.name)
+        print(f"  {nb.name} -> notebooks/")
+    return 0
+
+
+#: What a committed notebook says instead of a directory of the machine that ran it.
+HOST_PATH = "<a directory on the run's host>"
+
+
+def _hide_host_paths(doc) -> None:
+    """Absolute paths among a run's injected parameters (run_dir, replay, diagnose, ...) name
+    directories of the run's host, not the reader's: replaced by :data:`HOST_PATH`."""
+    import re
+
+    params = doc.metadata.get("papermill", {}).get("parameters", {})
+    for k, v in params.items():
+        if isinstance(v, str) and os.path.isabs(v):
+            params[k] = HOST_PATH
+    for cell in doc.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.source = re.sub(r'"/[^"\n]*"', f'"{HOST_PATH}"', cell.source)
+
+
+def _bench(a) -> int:
+    """Record how long each chapter takes under a profile on this machine, data generation included
+    (``bench``), or what verifying data sets on reuse costs against generating them (``bench verify``)."""
+    if a.what == "verify":
+        return _bench_verify(a)
+    import tempfile
+
+    from datajourney.book import runner
+    from datajourney.core.fingerprint import fingerprint, summary
+
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
+        run_dir = runner.run(profile=a.profile, overrides={"data_dir": tmp}, run_id="bench",
+                             results_root=Path(tmp), progress=False)
+        record = json.loads((run_dir / "run.json").read_text())
+        book_s = None
+        if a.book:  # what `./journey book` does after the chapters: build the HTML book
+            from datajourney.book import sphinx_ext
+
+            t1 = time.monotonic()
+            sphinx_ext.build(run_dir)
+            book_s = time.monotonic() - t1
+        fp = fingerprint(tmp)
+    out = {
+        "benchmark": f"wall time of each chapter under the {a.profile} profile"
+                     + (", then the book build" if a.book else ""),
+        "target_seconds_per_chapter": a.target,
+        "seconds": {c["chapter"]: c["seconds"] for c in record["chapters"]},
+        "status": {c["chapter"]: c["status"] for c in record["chapters"]},
+        "machine": summary(fp),
+        "fingerprint": fp,
+    }
+    if a.book:
+        out.update(book_build_seconds=book_s, total_seconds=time.monotonic() - t0, target_total_seconds=a.target_total)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=1))
+    for k, v in out["seconds"].items():
+        print(f"{k:<28} {v:6.1f} s  (target < {a.target:.0f} s)")
+    print(f"recorded in {a.out}")
+    return 0
+
+
+def _bench_verify(a) -> int:
+    """Generate every data set of the chosen chapters under a profile, then time verification on
+    reuse, warm (page cache) and cold (caches dropped where permitted), against generation."""
+    import importlib
+    import tempfile
+
+    from datajourney.book import runner
+    from datajourney.chapters.registry import lookup
+    from datajourney.core.fingerprint import fingerprint, summary
+    from datajourney.toolkit import datasets
+
+    profile = a.profile
+    chapters = [lookup(c) for c in (a.chapters or ["2", "3"])]
+    plans = []
+    for ch in chapters:
+        if ch.number not in (2, 3):
+            raise ParameterError("--chapters", ch.number, "chapters whose data sets are small files and shards (2, 3)")
+        params = {**runner.chapter_parameters(ch), **(runner.profiles()[profile].get(ch.name) or {})}
+        mod = importlib.import_module(ch.module)
+        p = mod.check_parameters(params)
+        plans += mod.plans(p) if hasattr(mod, "plans") else [
+            datasets.small_files_plan(p["n_files"], p["file_size"], p.get("seed", 0))]
+    unique = list({n: (n, q, b) for n, q, b in plans}.values())
+    rows = []
+    with tempfile.TemporaryDirectory(dir=a.tmp, prefix="dj-bench-verify-") as tmp:
+        for name, q, nbytes in unique:
+            t0 = time.perf_counter()
+            if q["kind"] == "small_files":
+                datasets.small_files(tmp, n_files=q["n_files"], file_size=q["file_size"], seed=q["seed"],
+                                     progress=False)
+            else:
+                datasets.shard(tmp, size=q["size"], seed=q["seed"], progress=False)
+            gen = time.perf_counter() - t0
+            root = Path(tmp) / name
+            times = {}
+            for state in ("warm", "cold"):
+                method = _make_cold(root) if state == "cold" else "none"
+                stats = {}
+                t0 = time.perf_counter()
+                problems = datasets.check(root, full=False, stats=stats)
+                times[state] = time.perf_counter() - t0
+                if problems:
+                    raise RuntimeError(f"{name}: verification failed on a fresh data set: {problems}")
+                times[f"{state}_purge"] = method
+            t0 = time.perf_counter()
+            datasets.check(root, full=True)
+            full = time.perf_counter() - t0
+            rows.append({"data_set": name, "bytes": nbytes, "files": stats["files"], "generate_s": round(gen, 3),
+                         "verify_warm_s": round(times["warm"], 4), "verify_cold_s": round(times["cold"], 4),
+                         "cold_purge": times["cold_purge"], "bytes_hashed": stats["bytes_hashed"],
+                         "verify_full_warm_s": round(full, 3),
+                         "ratio_warm": round(times["warm"] / gen, 4), "ratio_cold": round(times["cold"] / gen, 4)})
+            print(f"{name:<34} generate {gen:7.2f} s   verify warm {times['warm']:6.3f} s  "
+                  f"cold {times['cold']:6.3f} s ({times['cold'] / gen:5.1%})   full {full:6.2f} s", flush=True)
+            datasets.release(tmp, name)
+        fp = fingerprint(tmp)
+    gen = sum(r["generate_s"] for r in rows)
+    out = {
+        "benchmark": f"verification on reuse vs generation of the {profile}-profile data sets of chapters "
+                     + ", ".join(str(c.number) for c in chapters),
+        "method": "each data set generated into an empty directory (timed: generation, indexing, publish), then "
+                  "datasets.check() timed with the page cache warm and after dropping it (drop_caches as root, "
+                  "else per-file fadvise); check(full=True) hashes every block, for comparison",
+        "target_ratio": a.target_ratio,
+        "profile": profile,
+        "rows": rows,
+        "total": {"generate_s": round(gen, 3),
+                  "verify_warm_s": round(sum(r["verify_warm_s"] for r in rows), 4),
+                  "verify_cold_s": round(sum(r["verify_cold_s"] for r in rows), 4),
+                  "verify_full_warm_s": round(sum(r["verify_full_warm_s"] for r in rows), 3)},
+        "machine": summary(fp),
+        "fingerprint": fp,
+    }
+    out["total"]["ratio_warm"] = round(out["total"]["verify_warm_s"] / gen, 4)
+    out["total"]["ratio_cold"] = round(out["total"]["verify_cold_s"] / gen, 4)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=1))
+    t = out["total"]
+    print(f"total: generate {t['generate_s']:.1f} s, verify warm {t['verify_warm_s']:.2f} s "
+          f"({t['ratio_warm']:.1%}), cold {t['verify_cold_s']:.2f} s ({t['ratio_cold']:.1%}); "
+          f"target <= {a.target_ratio:.0%}")
+    print(f"recorded in {a.out}")
+    return 0
+
+
+def _make_cold(root: Path) -> str:
+    """Drop the page cache (and the inode and dentry caches) where permitted, else evict the files."""
+    from datajourney.toolkit import pagecache
+
+    if pagecache.can_drop_caches():
+        pagecache.drop_caches()
+        return "drop_caches"
+    pagecache.fadvise_dontneed([p for p in root.rglob("*") if p.is_file()])
+    return "fadvise"
+
+
+def _fingerprint(a) -> int:
+    from datajourney.core.fingerprint import fingerprint, summary
+
+    fp = fingerprint(a.data_dir)
+    if a.json:
+        print(json.dumps(fp, indent=1))
+    else:
+        for k, v in summary(fp).items():
+            print(f"{k:>26}: {v}")
+    return 0
+
+
+def _chapters(a) -> int:
+    from datajourney.chapters.registry import CHAPTERS
+
+    for c in CHAPTERS:
+        print(f"{c.number:>3}  {c.name:<28} {'ready' if c.available else 'not yet written'}")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m datajourney", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="execute chapter notebooks into results/<run-id>/")
+    r.add_argument("chapters", nargs="*", help="chapter numbers or names (default: all written)")
+    r.add_argument("--profile", default="quick", help="ci, quick or full (datajourney/book/profiles.yaml)")
+    r.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="override one parameter (YAML value: 4, [0, 4], true, null)")
+    r.add_argument("--run-id", help="name of the run directory (default: date-time-profile, made unique); "
+                   "an existing one is refused unless --replace")
+    r.add_argument("--replace", action="store_true",
+                   help="with --run-id: delete the existing run of that name (after every check passed)")
+    r.add_argument("--verify-data", choices=("quick", "full"),
+                   help="how data sets are verified on reuse: quick (sizes, time stamps, a 0.5%% sample; the "
+                        "default) or full (every byte); same as DATAJOURNEY_VERIFY")
+    r.add_argument("--results", type=Path, help="parent of run directories (default: results/)")
+    r.add_argument("--as-reference", metavar="HOST", help="label this run as the reference run of HOST")
+    r.add_argument("--book", action="store_true", help="build the book from this run afterwards")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.set_defaults(fn=_run)
+
+    b = sub.add_parser("book", help="build the HTML book")
+    b.add_argument("--run", help="run directory or run id (default: the committed reference notebooks)")
+    b.add_argument("--no-strict", action="store_true", help="do not treat warnings as errors")
+    b.set_defaults(fn=_book)
+
+    rr = sub.add_parser("rerender", help="render a finished run's results again with this code (no measuring)")
+    rr.add_argument("run_dir", help="a finished run directory (its run.json says 'ok')")
+    rr.add_argument("--run-id", help="name of the new run directory (default: <run-id>-rendered)")
+    rr.add_argument("--replace", action="store_true", help="replace an existing run of that name")
+    rr.add_argument("--results", help="parent of run directories (default: results/)")
+    rr.add_argument("--quiet", action="store_true", help="no progress bars")
+    rr.set_defaults(fn=_rerender)
+
+    p = sub.add_parser("promote", help="make a run the committed reference run of HOST")
+    p.add_argument("run_dir")
+    p.add_argument("--host", required=True)
+    p.add_argument("--only", nargs="+", metavar="CHAPTER", help="promote only these chapters of the run (each "
+                   "must have finished 'ok'; the run record is kept as it is, saying how the run ended)")
+    beside = p.add_mutually_exclusive_group()
+    beside.add_argument("--extra", action="store_true", help="a further reference beside the main one (e.g. a "
+                        "host with more GPUs): results go to data/reference/HOST/more/, notebooks stay")
+    beside.add_argument("--repeat", action="store_true", help="a repeat of the reference run (same parameters, "
+                        "another time or host): results go to data/reference/HOST/repeats/, notebooks stay")
+    p.set_defaults(fn=_promote)
+
+    f = sub.add_parser("fingerprint", help="print this machine's environment fingerprint")
+    f.add_argument("--data-dir", help="describe the storage under this directory")
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(fn=_fingerprint)
+
+    be = sub.add_parser("bench", help="record each chapter's wall time under a profile (bench), or the cost of "
+                                      "verifying data sets on reuse against generating them (bench verify)")
+    be.add_argument("what", nargs="?", choices=("chapters", "verify"), default="chapters")
+    be.add_argument("--profile", help="profile (default: ci; full for 'bench verify')")
+    be.add_argument("--target", type=float, default=60.0, help="seconds per chapter to meet")
+    be.add_argument("--book", action="store_true", help="bench chapters: also build the book and record the total")
+    be.add_argument("--target-total", type=float, default=600.0, help="bench chapters --book: seconds for it all")
+    be.add_argument("--target-ratio", type=float, default=0.10, help="bench verify: verification / generation to meet")
+    be.add_argument("--chapters", nargs="*", help="bench verify: chapters whose data sets to measure (default: 2 3)")
+    be.add_argument("--out", type=Path, help="where to record it (default: data/benchmarks/ci_profile.json, "
+                    "or verify_<profile>.json for 'bench verify')")
+    be.add_argument("--tmp", help="directory for the temporary run and data (default: system temp; for "
+                    "'bench verify' put it on the disk to measure)")
+    be.set_defaults(fn=_bench)
+
+    c = sub.add_parser("chapters", help="list the chapters")
+    c.set_defaults(fn=_chapters)
+
+    a = ap.parse_args(argv)
+    if a.cmd == "bench":
+        a.profile = a.profile or ("full" if a.what == "verify" else "ci")
+        a.out = a.out or REPO_ROOT / "data" / "benchmarks" / (
+            "ci_profile.json" if a.what == "chapters" else f"verify_{a.profile}.json")
+    from datajourney.book.runner import Interrupted, RunError, missing_module
+
+    try:
+        return a.fn(a)
+    except Interrupted as e:
+        print(f"interrupted: {e}", file=sys.stderr)
+        return e.exit_code
+    except (ParameterError, RunError, KeyError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"error: {msg}", file=sys.stderr)
+        return 2 if isinstance(e, (ParameterError, KeyError)) else e.exit_code
+    except ModuleNotFoundError as e:
+        err = missing_module(e, f"'{a.cmd}'")
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except (RuntimeError, OSError) as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted before any chapter started: nothing was run", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""Parameter checks shared by every chapter.
+
+Each check raises :class:`ParameterError` naming the parameter and the allowed range, so
+that bad input fails before any data is generated or any timing starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+
+class ParameterError(ValueError):
+    """A parameter is outside its allowed range; the message names it."""
+
+    def __init__(self, name: str, value, allowed: str):
+        self.name = name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"parameter {name!r} = {value!r} is invalid: allowed {allowed}")
+
+
+def positive_int(name: str, value, *, maximum: int | None = None) -> int:
+    """An integer >= 1 (and <= maximum when given)."""
+    allowed = f"an integer from 1 to {maximum:,}" if maximum else "an integer >= 1"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParameterError(name, value, allowed)
+    if maximum is not None and value > maximum:
+        raise ParameterError(name, value, allowed)
+    return value
+
+
+def nonnegative_int(name: str, value, *, maximum: int | None = None) -> int:
+    """An integer >= 0 (and <= maximum when given)."""
+    allowed = f"an integer from 0 to {maximum:,}" if maximum is not None else "an integer >= 0"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ParameterError(name, value, allowed)
+    if maximum is not None and value > maximum:
+        raise ParameterError(name, value, allowed)
+    return value
+
+
+def int_list(name: str, values, *, minimum: int, maximum: int | None = None) -> list[int]:
+    """A non-empty list of integers within [minimum, maximum], order kept, duplicates dropped."""
+    hi = f"{maximum:,}" if maximum is not None else "any"
+    allowed = f"a non-empty list of integers from {minimum:,} to {hi}"
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ParameterError(name, values, allowed)
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (
+            maximum is not None and v > maximum
+        ):
+            raise ParameterError(name, values, allowed)
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise ParameterError(name, values, allowed)
+    return out
+
+
+def choice(name: str, value, allowed: Sequence[str]) -> str:
+    """One of a fixed set of strings."""
+    if value not in allowed:
+        raise ParameterError(name, value, "one of " + ", ".join(repr(a) for a in allowed))
+    return value
+
+
+def choices(name: str, values, allowed: Sequence[str]) -> list[str]:
+    """A non-empty list drawn from a fixed set of strings."""
+    text = "a non-empty list drawn from " + ", ".join(repr(a) for a in allowed)
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise ParameterError(name, values, text)
+    out = list(dict.fromkeys(values))
+    if not out or any(v not in allowed for v in out):
+        raise ParameterError(name, values, text)
+    return out
+
+
+def writable_dir(name: str, path, *, create: bool = True) -> Path:
+    """A directory we can write to. Its parent must exist; it is created if missing."""
+    if path is None or not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise ParameterError(name, path, "a directory path")
+    p = Path(path).expanduser()
+    if not p.exists():
+        if not create or not p.parent.is_dir():
+            raise ParameterError(name, str(path), "an existing directory (or one whose parent exists)")
+        try:
+            p.mkdir()
+        except OSError as e:
+            raise ParameterError(name, str(path), f"a writable directory ({e.strerror})") from None
+    if not p.is_dir():
+        raise ParameterError(name, str(path), "a directory, not a file")
+    try:  # os.access lies for root on read-only mounts; really try to write.
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ParameterError(name, str(path), f"a writable directory ({e.strerror})") from None
+    return p
+
+
+def creatable_dir(name: str, path) -> Path:
+    """A directory that exists and is writable, or could be created: its nearest existing
+    ancestor is a writable directory. Nothing is created."""
+    if path is None or not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise ParameterError(name, path, "a directory path")
+    p = Path(path).expanduser().absolute()
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ParameterError(name, str(path), f"a directory path ({probe} is a file)")
+    writable_dir(name, probe, create=False)
+    return p
+
+
+def free_space(name: str, path: Path, needed_bytes: int, *, margin: float = 0.05, inodes: int = 0,
+               pending_bytes: int = 0, pending_inodes: int = 0) -> None:
+    """Fail when the file system holding ``path`` has less free space than needed.
+
+    The margin scales with what is written: ``margin`` of it, at least 1 MiB (a small data
+    set fits a small disk). ``inodes``: files and directories to create, checked against the
+    free inodes where the file system has a limit. ``pending_bytes``/``pending_inodes``: what
+    other runs are still writing to the same file system; it is needed too.
+    """
+    want_bytes = needed_bytes + pending_bytes
+    free = shutil.disk_usage(path).free
+    want = want_bytes + max(int(want_bytes * margin), MIN_MARGIN_BYTES)
+    if free < want:
+        others = f", other runs are still writing {size_text(pending_bytes)}" if pending_bytes else ""
+        raise ParameterError(
+            name,
+            str(path),
+            f"a location with at least {size_text(want)} free "
+            f"(the data set needs {size_text(needed_bytes)}{others}; {size_text(free)} free)",
+        )
+    if inodes or pending_inodes:
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            return
+        if st.f_files == 0:  # no inode limit (btrfs, some network file systems)
+            return
+        want_i = inodes + pending_inodes
+        want_i += max(int(want_i * margin), 64)
+        if st.f_favail < want_i:
+            others = f", other runs are still creating {pending_inodes:,}" if pending_inodes else ""
+            raise ParameterError(
+                name, str(path),
+                f"a file system with at least {want_i:,} free inodes (the data set needs {inodes:,} "
+                f"files and directories{others}; {st.f_favail:,} free)")
+
+
+#: The smallest free-space margin: room for the manifest, index and file-system metadata.
+MIN_MARGIN_BYTES = 1 << 20
+
+
+def size_text(n: float) -> str:
+    """Bytes for people: '250 KiB', '20.0 MiB', '1.25 GiB'."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            v = n / (1 << shift)
+            return f"{v:.2f} {unit}" if v < 10 else f"{v:.1f} {unit}" if v < 100 else f"{v:,.0f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def boolean(name: str, value) -> bool:
+    """A real boolean (YAML ``true``/``false``); strings such as 'maybe' or 'yes' are refused."""
+    if not isinstance(value, bool):
+        raise ParameterError(name, value, "true or false")
+    return value
+
+
+def number(name: str, value, *, minimum: float | None = None, maximum: float | None = None,
+           exclusive_minimum: bool = False) -> float:
+    """A finite real number within [minimum, maximum] (minimum excluded when ``exclusive_minimum``)."""
+    import math
+
+    lo = "" if minimum is None else (f"> {minimum:g}" if exclusive_minimum else f">= {minimum:g}")
+    hi = "" if maximum is None else f"<= {maximum:g}"
+    allowed = "a number" + (f" {lo}" if lo else "") + (" and" if lo and hi else "") + (f" {hi}" if hi else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ParameterError(name, value, allowed)
+    if minimum is not None and (value < minimum or (exclusive_minimum and value == minimum)):
+        raise ParameterError(name, value, allowed)
+    if maximum is not None and value > maximum:
+        raise ParameterError(name, value, allowed)
+    return float(value)
+
+
+def requires(name: str, value, module: str, install: str) -> None:
+    """Fail when the option ``name = value`` needs a library that cannot be imported here."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ParameterError(name, value, f"an option this machine can run ({value!r} needs {install})")
+
+
+def available_memory() -> tuple[int, str]:
+    """(bytes this process can still allocate, what limits it): the least of the machine's
+    available memory (psutil), the room left under the tightest cgroup memory limit of this
+    process's cgroup and its parents (a container's limit, which psutil does not see and which
+    the out-of-memory killer enforces; :func:`~datajourney.book.fingerprint.cgroup_limits`), and
+    the address space left under ``ulimit -v``."""
+    import resource
+
+    import psutil
+
+    from datajourney.core.fingerprint import cgroup_limits
+
+    out = [(psutil.virtual_memory().available, "available memory")]
+    cg = cgroup_limits()
+    if cg["limit_bytes"] is not None and cg["used_bytes"] is not None:
+        out.append((max(0, cg["limit_bytes"] - cg["used_bytes"]),
+                    f"the cgroup memory limit (tightest of {cg['cgroup_path']} and its parents)"))
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        used = psutil.Process().memory_info().vms
+        out.append((max(0, soft - used), "the address-space limit (ulimit -v)"))
+    return min(out)
+
+
+def memory(name: str, value, needed_bytes: int, *, what: str) -> None:
+    """Fail when ``what`` needs more memory than this process can have (see :func:`available_memory`)."""
+    available, limit = available_memory()
+    if needed_bytes > available:
+        raise ParameterError(name, value, f"a value for which {what} fits in memory "
+                                          f"(needs {needed_bytes / 2**30:.1f} GiB, {available / 2**30:.1f} GiB "
+                                          f"available under {limit})")
+
+
+def run_options(params: dict) -> dict:
+    """The options the runner gives every notebook, checked: ``is_reference_run`` (a boolean),
+    ``reference_host`` (None or a host with committed reference results) and ``run_dir`` (a
+    directory that can be created). Returns those present, checked."""
+    out = {}
+    if "is_reference_run" in params:
+        out["is_reference_run"] = boolean("is_reference_run", params["is_reference_run"])
+    if params.get("reference_host") is not None:
+        from datajourney.core.paths import reference_hosts
+
+        hosts = reference_hosts()
+        if params["reference_host"] not in hosts:
+            raise ParameterError("reference_host", params["reference_host"],
+                                 "None or a host under data/reference/: " + (", ".join(hosts) or "none committed"))
+    if params.get("run_dir") not in (None, ""):
+        out["run_dir"] = creatable_dir("run_dir", params["run_dir"])
+    return out
+
+
+#: Options every notebook takes that belong to the book, not to an experiment: where results go,
+#: which reference to compare with, whether this run becomes the reference, a run to render again.
+BOOK_OPTIONS = ("run_dir", "reference_host", "is_reference_run", "replay")
+
+
+class ChapterParams:
+    """Base of every chapter's ``Params`` dataclass (``datajourney.chapters.cNN_*.params``).
+
+    A chapter's dataclass holds the one default of each parameter; the notebook's parameters
+    cell, the profiles and ``run()`` all start from it."""
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The parameter names, in the order the dataclass declares them."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """Every parameter's default value (fresh copies of list defaults)."""
+        return dataclasses.asdict(cls())
+
+    @classmethod
+    def from_namespace(cls, namespace: Mapping):
+        """The parameters as a notebook holds them: its parameters cell's names, picked from
+        ``namespace`` (e.g. ``globals()``); a name it lacks keeps its default."""
+        return cls(**{n: namespace[n] for n in cls.names() if n in namespace})
+
+    def replace(self, **changes):
+        """A copy with ``changes``; an unknown name is a :class:`ParameterError` naming it."""
+        for name in changes:
+            if name not in self.names():
+                raise ParameterError(name, changes[name], "a parameter of this chapter: " + ", ".join(self.names()))
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        """The parameters as a plain dict (what result files record)."""
+        return dataclasses.asdict(self)
