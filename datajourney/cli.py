@@ -1,16 +1,18 @@
-"""Command line: ``python -m datajourney {run,book,promote,fingerprint,chapters} ...``."""
+"""Command line: ``python -m datajourney COMMAND ...`` (``--help`` lists every command)."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
 
 from datajourney.core.params import ParameterError
 from datajourney.core.paths import REPO_ROOT
+
+#: The chapters' notebooks: present in a checkout, absent where a non-editable install put the package.
+CHECKOUT_NOTEBOOKS = REPO_ROOT / "notebooks"
 
 
 def _run(a) -> int:
@@ -25,7 +27,8 @@ def _run(a) -> int:
         os.environ[VERIFY_ENV] = a.verify_data  # the kernels inherit it
     extra = {"reference_host": a.as_reference, "is_reference_run": True} if a.as_reference else None
     run_dir = runner.run(a.chapters, profile=a.profile, overrides=overrides, run_id=a.run_id,
-                         results_root=a.results, extra=extra, progress=not a.quiet, replace=a.replace)
+                         results_root=a.results, extra=extra, progress=not a.quiet, replace=a.replace,
+                         keep_going=a.keep_going)
     print(f"results and executed notebooks: {run_dir}")
     if a.book:
         from datajourney.book import sphinx_ext
@@ -67,7 +70,7 @@ def _book(a) -> int:
         if not (run_dir / "run.json").exists():
             raise ParameterError("--run", a.run, "a run directory made by 'python -m datajourney run' "
                                  f"(looked in {run_dir})")
-        record = runner.read_record(run_dir) or {}
+        record = runner.check_run(run_dir)
         if record.get("status") != "ok":
             bad = [c["chapter"] for c in record.get("chapters", []) if c.get("status") != "ok"]
             print(f"note: run {run_dir.name} ended with status {record.get('status', 'unknown')!r}"
@@ -79,72 +82,15 @@ def _book(a) -> int:
 
 def _promote(a) -> int:
     """Make a finished run the committed reference: results to data/reference/<host>/,
-    executed notebooks to notebooks/."""
-    from datajourney.book.runner import read_record
-    from datajourney.core.results import EXTRA_DIR, REFERENCE_DIR, REPEAT_DIR
+    executed notebooks to notebooks/ (all or nothing, see :func:`~datajourney.book.runner.promote`)."""
+    from datajourney.book import runner
+    from datajourney.core.results import EXTRA_DIR, REPEAT_DIR
 
-    run_dir = Path(a.run_dir)
-    record = read_record(run_dir) or {}
-    only = None
-    if a.only:  # the chapters of a run that ended early (e.g. its host was taken back) that did finish
-        from datajourney.chapters.registry import lookup
-
-        only = {lookup(c).name for c in a.only}
-        done = {c["chapter"] for c in record.get("chapters", []) if c.get("status") == "ok"}
-        if not only <= done:
-            raise ParameterError("only", a.only, "chapters this run finished ('ok' in its run.json): "
-                                 + (", ".join(sorted(done)) or "none"))
-    elif record.get("status") != "ok":
-        raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok' (or name its finished "
-                             "chapters with --only)")
-    dest = REFERENCE_DIR / a.host
     # a further reference (e.g. more GPUs) or a repeat of the reference run: results only, beside the
     # chapter's main reference, each named by its run id; the main reference and the notebooks stay
     side = EXTRA_DIR if a.extra else REPEAT_DIR if a.repeat else None
-    if side:
-        dest = dest / side
-    dest.mkdir(parents=True, exist_ok=True)
-    for f in sorted(run_dir.glob("*.json")):  # run.json is kept per run: several runs may make one reference
-        if only is not None and f.name != "run.json" and f.stem not in only:
-            continue
-        name = (f"run-{record['run_id']}.json" if f.name == "run.json"
-                else f"{f.stem}-{record['run_id']}.json" if side else f.name)
-        shutil.copyfile(f, dest / name)
-        print(f"  {f.name} -> {dest.relative_to(REPO_ROOT)}/{name}")
-    if side:
-        return 0
-    import nbformat
-
-    for nb in sorted((run_dir / "notebooks").glob("*.ipynb")):
-        if only is not None and nb.stem not in only:
-            continue
-        doc = nbformat.read(nb, as_version=4)
-        pm = doc.metadata.get("papermill", {})
-        for key in ("input_path", "output_path"):  # machine-local paths of the run host
-            if key in pm:
-                pm[key] = f"notebooks/{nb.name}"
-        _hide_host_paths(doc)
-        nbformat.write(doc, REPO_ROOT / "notebooks" / nb.name)
-        print(f"  {nb.name} -> notebooks/")
+    runner.promote(a.run_dir, a.host, only=a.only, side=side)
     return 0
-
-
-#: What a committed notebook says instead of a directory of the machine that ran it.
-HOST_PATH = "<a directory on the run's host>"
-
-
-def _hide_host_paths(doc) -> None:
-    """Absolute paths among a run's injected parameters (run_dir, replay, diagnose, ...) name
-    directories of the run's host, not the reader's: replaced by :data:`HOST_PATH`."""
-    import re
-
-    params = doc.metadata.get("papermill", {}).get("parameters", {})
-    for k, v in params.items():
-        if isinstance(v, str) and os.path.isabs(v):
-            params[k] = HOST_PATH
-    for cell in doc.cells:
-        if "injected-parameters" in cell.metadata.get("tags", []):
-            cell.source = re.sub(r'"/[^"\n]*"', f'"{HOST_PATH}"', cell.source)
 
 
 def _bench(a) -> int:
@@ -297,6 +243,19 @@ def _fingerprint(a) -> int:
     return 0
 
 
+def _restore(a) -> int:
+    """Put back the system settings (e.g. a device's read_ahead_kb) that a killed run left changed."""
+    from datajourney.toolkit import sysfs
+
+    done = sysfs.restore_pending()
+    for e in done:
+        print(f"{e['file']}: {e['error']}" if e.get("error") else
+              f"{e['file']}: found {e['value_found']}, restored to {e['restored_to']}")
+    if not done:
+        print(f"nothing to restore (no journal of a dead run in {sysfs.state_dir()})")
+    return 1 if any(e.get("error") for e in done) else 0
+
+
 def _chapters(a) -> int:
     from datajourney.chapters.registry import CHAPTERS
 
@@ -305,11 +264,43 @@ def _chapters(a) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m datajourney", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+#: What ``--help`` says above the commands (plain text: argparse shows it as it is).
+DESCRIPTION = ("The Data Journey: measure each hop of a training sample from disk to GPU memory on this "
+               "machine, and build the book from the measurements. 'python -m datajourney COMMAND --help' "
+               "tells more about a command.")
 
-    r = sub.add_parser("run", help="execute chapter notebooks into results/<run-id>/")
+
+class _Help(argparse.HelpFormatter):
+    """argparse's help with each command and its help on one line: argparse measures command names
+    two columns short of the indent it prints them at, which puts the longest one's help on a line
+    of its own."""
+
+    def add_argument(self, action):
+        super().add_argument(action)
+        subactions = list(self._iter_indented_subactions(action)) if action.help is not argparse.SUPPRESS else []
+        if subactions:
+            longest = max(len(self._format_action_invocation(a)) for a in subactions)
+            self._action_max_length = max(self._action_max_length, longest + self._current_indent + 2)
+
+
+def _restart_in_utf8_mode(argv) -> None:
+    """Under a C locale without Python's UTF-8 mode, a non-ASCII argument (a path) arrives as
+    surrogate escapes, which neither YAML nor a notebook can hold: start again in UTF-8 mode
+    (``PYTHONUTF8=1``, which the kernels inherit), so the runner and the kernels read the same path.
+    Only for the process's own command line (``argv`` None)."""
+    if argv is not None or sys.flags.utf8_mode or os.environ.get("PYTHONUTF8") == "1":
+        return
+    if any("\udc80" <= ch <= "\udcff" for arg in sys.argv[1:] for ch in arg):
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, "PYTHONUTF8": "1"})
+
+
+def main(argv=None) -> int:
+    _restart_in_utf8_mode(argv)
+    ap = argparse.ArgumentParser(prog="python -m datajourney", description=DESCRIPTION, formatter_class=_Help)
+    sub = ap.add_subparsers(dest="cmd", required=True, title="commands", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run chapter notebooks into results/<run-id>/")
     r.add_argument("chapters", nargs="*", help="chapter numbers or names (default: all written)")
     r.add_argument("--profile", default="quick", help="ci, quick or full (datajourney/book/profiles.yaml)")
     r.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
@@ -325,14 +316,17 @@ def main(argv=None) -> int:
     r.add_argument("--as-reference", metavar="HOST", help="label this run as the reference run of HOST")
     r.add_argument("--book", action="store_true", help="build the book from this run afterwards")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--keep-going", action="store_true",
+                   help="run the remaining chapters after one fails (the run still ends 'failed')")
     r.set_defaults(fn=_run)
 
-    b = sub.add_parser("book", help="build the HTML book")
+    b = sub.add_parser("book", help="build the HTML book (the reference, or a run's)")
     b.add_argument("--run", help="run directory or run id (default: the committed reference notebooks)")
     b.add_argument("--no-strict", action="store_true", help="do not treat warnings as errors")
     b.set_defaults(fn=_book)
 
-    rr = sub.add_parser("rerender", help="render a finished run's results again with this code (no measuring)")
+    rr = sub.add_parser("rerender", help="render a finished run again with this code",
+                        description="Render a finished run's results again with this code (no measuring).")
     rr.add_argument("run_dir", help="a finished run directory (its run.json says 'ok')")
     rr.add_argument("--run-id", help="name of the new run directory (default: <run-id>-rendered)")
     rr.add_argument("--replace", action="store_true", help="replace an existing run of that name")
@@ -340,9 +334,12 @@ def main(argv=None) -> int:
     rr.add_argument("--quiet", action="store_true", help="no progress bars")
     rr.set_defaults(fn=_rerender)
 
-    p = sub.add_parser("promote", help="make a run the committed reference run of HOST")
+    p = sub.add_parser("promote", help="make a finished run the committed reference",
+                       description="Make a finished run the committed reference run of HOST: all its files "
+                                   "or none, checked first.")
     p.add_argument("run_dir")
-    p.add_argument("--host", required=True)
+    p.add_argument("--host", required=True, help="the reference host's name (lower-case letters, digits, "
+                   "'_' and '-'): data/reference/HOST/")
     p.add_argument("--only", nargs="+", metavar="CHAPTER", help="promote only these chapters of the run (each "
                    "must have finished 'ok'; the run record is kept as it is, saying how the run ended)")
     beside = p.add_mutually_exclusive_group()
@@ -357,8 +354,9 @@ def main(argv=None) -> int:
     f.add_argument("--json", action="store_true")
     f.set_defaults(fn=_fingerprint)
 
-    be = sub.add_parser("bench", help="record each chapter's wall time under a profile (bench), or the cost of "
-                                      "verifying data sets on reuse against generating them (bench verify)")
+    be = sub.add_parser("bench", help="time each chapter, or data-set verification",
+                        description="Record each chapter's wall time under a profile (bench), or the cost of "
+                                    "verifying data sets on reuse against generating them (bench verify).")
     be.add_argument("what", nargs="?", choices=("chapters", "verify"), default="chapters")
     be.add_argument("--profile", help="profile (default: ci; full for 'bench verify')")
     be.add_argument("--target", type=float, default=60.0, help="seconds per chapter to meet")
@@ -375,22 +373,30 @@ def main(argv=None) -> int:
     c = sub.add_parser("chapters", help="list the chapters")
     c.set_defaults(fn=_chapters)
 
+    rs = sub.add_parser("restore", help="put back system settings (e.g. read_ahead_kb) a killed run left changed")
+    rs.set_defaults(fn=_restore)
+
     a = ap.parse_args(argv)
+    if a.cmd != "fingerprint" and not CHECKOUT_NOTEBOOKS.is_dir():
+        print(f"error: '{a.cmd}' needs a checkout of the project (no {CHECKOUT_NOTEBOOKS}): clone it and "
+              "install it with pip install -e . from there", file=sys.stderr)
+        return 2
     if a.cmd == "bench":
         a.profile = a.profile or ("full" if a.what == "verify" else "ci")
         a.out = a.out or REPO_ROOT / "data" / "benchmarks" / (
             "ci_profile.json" if a.what == "chapters" else f"verify_{a.profile}.json")
     from datajourney.book.runner import Interrupted, RunError, missing_module
+    from datajourney.core.results import ResultError
 
     try:
         return a.fn(a)
     except Interrupted as e:
         print(f"interrupted: {e}", file=sys.stderr)
         return e.exit_code
-    except (ParameterError, RunError, KeyError) as e:
+    except (ParameterError, ResultError, RunError, KeyError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {msg}", file=sys.stderr)
-        return 2 if isinstance(e, (ParameterError, KeyError)) else e.exit_code
+        return e.exit_code if isinstance(e, RunError) else 2
     except ModuleNotFoundError as e:
         err = missing_module(e, f"'{a.cmd}'")
         print(f"error: {err}", file=sys.stderr)

@@ -11,7 +11,7 @@ shift $(( $# < 3 ? $# : 3 ))
 export DATAJOURNEY_DATA_DIR=${DATAJOURNEY_DATA_DIR:-/var/tmp/datajourney}
 mkdir -p "$DATAJOURNEY_DATA_DIR" "$out"
 run_id="reference-$host-$(date -u +%Y%m%d-%H%M%S)"
-python3 -m datajourney run "$@" --profile "$profile" --as-reference "$host" --results "$out" --run-id "$run_id" --quiet
+python3 -m datajourney run "$@" --profile "$profile" --as-reference "$host" --results "$out" --run-id "$run_id" --quiet --keep-going || echo "some chapters failed: promote the finished ones with --only"
 # profiler traces stay in the run directory on this host (they are large and never committed)
 tar czf "$out/$run_id.tgz" --exclude="$run_id/traces" -C "$out" "$run_id"
 echo "packed: $out/$run_id.tgz"

@@ -1,8 +1,11 @@
 """Charts render and respond to hover in a real headless browser, with the network cut off."""
+import contextlib
 import functools
 import http.server
+import os
 import shutil
 import threading
+from pathlib import Path
 
 import pytest
 from conftest import in_ci
@@ -15,13 +18,33 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 
 
 @pytest.fixture(scope="module")
-def server(run_book):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(run_book))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    handler.log_message = lambda *a: None
+def book_html(request) -> Path:
+    """The built book's html directory: ``$DATAJOURNEY_TEST_BOOK`` when set (a book built from another run,
+    e.g. the rendered reference run), else the book of this session's ci run."""
+    given = os.environ.get("DATAJOURNEY_TEST_BOOK")
+    return Path(given) if given else request.getfixturevalue("run_book")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def _serve(directory):
+    """``directory`` over HTTP on a free local port; yields its address."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def server(book_html):
+    with _serve(book_html) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +66,7 @@ def _open(browser, url):
     page.route("**/*", lambda route: (route.continue_() if route.request.url.startswith("http://127.0.0.1")
                                       else (blocked.append(route.request.url), route.abort())))
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url, wait_until="load")
+    page.goto(url, wait_until="load", timeout=90000)   # a busy 2-core machine loads a page in seconds
     return page, blocked, errors
 
 
@@ -150,3 +173,202 @@ def test_budget_sliders_recompute_in_the_browser(server, browser):
     assert xs != before
     assert not [e for e in errors if "Plotly" in e], errors
     page.close()
+
+
+# ------------------------------------------------------------------ what a reader sees on every page
+#: Visible text that is a Markdown table that was never rendered ("| a | b |", "| --- |").
+RAW_TABLE = r"^\s*\|.*\|.*\|\s*$|\|\s*:?-{3,}:?\s*\|"
+#: An object's repr printed where a reader expected a sentence, a table or a chart.
+REPRS = (r"\[Finding\(", r"\bFinding\(key=", r"<datajourney\.", r"Timestamp\(", r"\bdtype: \w",
+         r" object at 0x[0-9a-f]+", r"\bnp\.(float|int)\d+\(", r"<bound method", r"\bFigure\(\{", r"<IPython\.core\.",
+         r"<Figure size")
+
+#: Runs in the page: every check reads what the browser drew (bounding boxes, computed styles), after the
+#: charts stop moving (plotly's automargin redraws once the labels are measured).
+INSPECT = r"""async ([rawTable, reprs]) => {
+  const R = el => {
+    const r = el.getBoundingClientRect(); return {x0: r.left, y0: r.top, x1: r.right, y1: r.bottom};
+  };
+  const hit = (a, b) => Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0) > 1
+                        && Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0) > 1;
+  const shown = el => {
+    const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0 && el.textContent.trim();
+  };
+  const plots = [...document.querySelectorAll('.js-plotly-plot')];
+  const snap = () => JSON.stringify(plots.map(p => [...p.querySelectorAll('text')].map(t => R(t))));
+  for (let last = '', i = 0; i < 30; i++) {
+    const now = snap(); if (now === last) break; last = now; await new Promise(r => setTimeout(r, 150));
+  }
+  const article = document.querySelector('article') || document.querySelector('main') || document.body;
+  const copy = article.cloneNode(true);
+  copy.querySelectorAll('script, style, .cell_input').forEach(e => e.remove());
+  copy.querySelectorAll('.highlight').forEach(e => { if (!e.closest('.cell_output')) e.remove(); });
+  const raw = new RegExp(rawTable);
+  const markdown = copy.textContent.split('\n').filter(l => raw.test(l)).map(l => l.trim());
+  copy.querySelectorAll('.cell_output [class*="highlight-"]:not(.highlight-myst-ansi)')
+      .forEach(e => e.remove());   // a code listing that an output shows is code, not a repr
+  const outputs = [...copy.querySelectorAll('.cell_output')].map(o => o.textContent);
+  const repr = reprs.flatMap(p => outputs.flatMap(t => (t.match(new RegExp('.{0,40}' + p + '.{0,40}', 'm')) || [])));
+  const charts = [];
+  plots.forEach((plot, i) => {
+    const svg = plot.querySelector('.main-svg');
+    if (!svg || !shown(plot)) return;   // not drawn (inside a closed <details>)
+    const box = R(svg);
+    const label = 'chart ' + (i + 1) + ' "' + (plot.querySelector('.gtitle')?.textContent || '').slice(0, 60) + '"';
+    const pick = sel => [...plot.querySelectorAll(sel)].filter(shown);
+    const name = e => '"' + e.textContent.slice(0, 40) + '"';
+    const title = pick('.gtitle');
+    const axisTitles = pick('text').filter(e => /^[xy]\d*title$/.test(e.getAttribute('class') || ''));
+    const notes = pick('.annotation-text');
+    const areas = [...plot.querySelectorAll('.nsewdrag')].map(R);
+    const ticks = pick('g[class$="tick"] > text').filter(e => /^[xy]\d*tick$/.test(e.parentNode.getAttribute('class')));
+    for (const t of [...title, ...axisTitles, ...notes, ...ticks]) {
+      const r = R(t);
+      if (r.x0 < box.x0 - 2 || r.x1 > box.x1 + 2 || r.y0 < box.y0 - 2 || r.y1 > box.y1 + 2)
+        charts.push(`${label}: ${name(t)} is clipped by the chart's edge`);
+    }
+    for (const t of title) {
+      for (const o of [...axisTitles, ...notes, ...ticks])
+        if (hit(R(t), R(o))) charts.push(`${label}: the title overlaps ${name(o)}`);
+      if (areas.some(a => hit(R(t), a))) charts.push(`${label}: the title is drawn over the plot`);
+    }
+    axisTitles.forEach((t, k) => {
+      if (areas.some(a => hit(R(t), a))) charts.push(`${label}: axis title ${name(t)} is drawn over the plot`);
+      for (const o of [...axisTitles.slice(k + 1), ...ticks])
+        if (hit(R(t), R(o))) charts.push(`${label}: axis title ${name(t)} overlaps ${name(o)}`);
+    });
+    const groups = new Map();
+    for (const t of ticks) {
+      const key = (t.closest('.subplot')?.getAttribute('class') || '') + ' ' + t.parentNode.getAttribute('class');
+      if (/rotate/.test(t.getAttribute('transform') || '') && t.textContent.length > 12)
+        charts.push(`${label}: long tick label ${name(t)} is rotated`);
+      groups.set(key, [...(groups.get(key) || []), t]);
+    }
+    for (const g of groups.values())
+      g.forEach((t, k) => g.slice(k + 1).forEach(o => {
+        if (hit(R(t), R(o))) charts.push(`${label}: tick labels ${name(t)} and ${name(o)} overlap`);
+      }));
+  });
+  const right = R(article).x1;
+  const tables = [...article.querySelectorAll('table')].filter(t => shown(t)).flatMap(t => {
+    for (let e = t.parentElement; e && e !== document.body; e = e.parentElement)
+      if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX)) return [];
+    const caption = (t.querySelector('caption, th')?.textContent || '').trim().slice(0, 60);
+    return R(t).x1 > right + 1 ? [`table "${caption}" is ${Math.round(R(t).x1 - right)} px wider than the ` +
+                                  'text column, with no scroll box'] : [];
+  });
+  return {markdown, repr, charts, tables};
+}"""
+
+
+def book_pages(html) -> list[str]:
+    """The book's pages, relative to its html directory: the chapters and the book's own pages."""
+    return sorted(str(p.relative_to(html)) for p in [*html.glob("*.html"), *html.glob("*/*.html")]
+                  if p.name not in ("genindex.html", "search.html") and not p.parts[-2].startswith("_")
+                  and 'http-equiv="refresh"' not in p.read_text(errors="replace").lower())   # a redirect is no page
+
+
+@pytest.fixture(scope="module")
+def seen(server, browser, book_html):
+    """What each page of the book shows: the problems :data:`INSPECT` finds, by kind, per page."""
+    found = {}
+    for rel in book_pages(book_html):
+        page, _, _ = _open(browser, f"{server}/{rel}")
+        found[rel] = page.evaluate(INSPECT, [RAW_TABLE, list(REPRS)])
+        page.close()
+    return found
+
+
+def _problems(seen, kind: str) -> list[str]:
+    return [f"{page}: {p}" for page, kinds in seen.items() for p in kinds[kind]]
+
+
+def test_no_markdown_table_shows_as_text(seen):
+    assert not _problems(seen, "markdown"), "\n".join(_problems(seen, "markdown"))
+
+
+def test_no_python_repr_in_an_output(seen):
+    assert not _problems(seen, "repr"), "\n".join(_problems(seen, "repr"))
+
+
+def test_chart_titles_and_labels_neither_overlap_nor_clip(seen):
+    assert not _problems(seen, "charts"), "\n".join(_problems(seen, "charts"))
+
+
+def test_wide_tables_scroll_instead_of_hiding_columns(seen):
+    assert not _problems(seen, "tables"), "\n".join(_problems(seen, "tables"))
+
+
+def _inspect_page(browser, tmp_path, body: str) -> dict:
+    """INSPECT's findings on a page of ``body`` (with plotly.js, as the book serves it)."""
+    import plotly
+
+    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
+    (tmp_path / "page.html").write_text('<html><head><script src="plotly.min.js"></script></head><body>'
+                                        f'<article style="width: 800px">{body}</article></body></html>')
+    with _serve(tmp_path) as url:
+        page, _, errors = _open(browser, f"{url}/page.html")
+        found = page.evaluate(INSPECT, [RAW_TABLE, list(REPRS)])
+        page.close()
+    assert not errors, errors
+    return found
+
+
+def _chart_html(fig, tidy: bool) -> str:
+    from datajourney.core import charts
+
+    if tidy:
+        return charts.BookRenderer().to_mimebundle(fig.to_dict())["text/html"]
+    import plotly.io as pio
+
+    return pio.to_html(fig, include_plotlyjs=False, full_html=False)
+
+
+def _crowded_figures():
+    """Charts as chapters draw them: long rung names on bars, a long y title on small multiples with
+    subplot titles, a log axis over two decades (plotly's minor digits), whole numbers of workers."""
+    import pandas as pd
+
+    from datajourney.core import charts
+
+    charts.setup()
+    rungs = ["one GPU, no DDP", "+ gradient_as_bucket_view, bucket_cap_mb=100", "+ bf16 compression, bucket_cap_mb=25",
+             "+ PowerSGD", "+ static_graph, gradient_as_bucket_view"]
+    ladder = pd.DataFrame({"step": rungs, "label": "2 GPUs", "mean": [9.5, 9.1, 8.7, 8.2, 9.0], "min": 8.0,
+                           "max": 10.0, "n": 5})
+    bars = charts.bars_facets(ladder, x="step", color="label", facet=None, unit="steps/s", title="Steps/s per GPU",
+                              xaxis="rung", yaxis="steps/s per GPU (mean over the timed windows of every rung)")
+    rows = [dict(op=op, threads=t, executor=e, mean=v * t ** 0.5, min=v * t ** 0.5 * 0.9, max=v * t ** 0.5 * 1.1,
+                 n=3) for op in ("read", "decode", "resize") for t in (1, 2, 4, 8) for e, v in (("thread", 2.0),
+                                                                                           ("process", 3.0))]
+    lines = charts.lines_facets(pd.DataFrame(rows), x="threads", color="executor", facet="op", log_y=True,
+                                title="Time per image of each operation, by threads and processes",
+                                xaxis="threads or processes", unit="ms",
+                                yaxis="ms per image (point: mean of runs, log scale, three operations)")
+    return [bars, lines]
+
+
+def test_the_page_checks_catch_each_problem(browser, tmp_path):
+    """Every check fires on a page made to show its problem, so a clean book means something."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Bar(x=[f"a long category label, number {i}" for i in range(6)], y=[1, 2, 3, 4, 5, 6]))
+    fig.update_layout(title=dict(text="A title drawn over the plot", y=0.5, yref="container"), height=300)
+    fig.update_xaxes(tickangle=0)
+    body = ("<p>| phase | ms |\n| --- | --- |\n| read | 3 |</p>"
+            "<div class='cell_output'><pre>[Finding(key='read', text='…')]</pre></div>"
+            "<table><tr><td style='min-width: 1500px'>a wide table</td></tr></table>" + _chart_html(fig, tidy=False))
+    found = _inspect_page(browser, tmp_path, body)
+    assert found["markdown"] and found["repr"] and found["tables"]
+    assert any("title is drawn over the plot" in p for p in found["charts"])
+    assert any("tick labels" in p and "overlap" in p for p in found["charts"])
+
+
+def test_charts_read_well_once_tidied(browser, tmp_path):
+    """The same crowded charts overlap or clip as plotly draws them by default, and do not once they
+    went through the book's renderer (charts.tidy)."""
+    figs = _crowded_figures()
+    raw = _inspect_page(browser, tmp_path, "".join(_chart_html(f, tidy=False) for f in figs))
+    assert raw["charts"]
+    tidied = _inspect_page(browser, tmp_path, "".join(_chart_html(f, tidy=True) for f in figs))
+    assert not tidied["charts"], "\n".join(tidied["charts"])

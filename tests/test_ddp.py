@@ -143,7 +143,7 @@ def test_a_failing_rank_fails_the_job_within_a_timeout(tmp_path, how, pg_timeout
 
 
 def test_the_job_timeout_kills_the_whole_process_group(tmp_path, monkeypatch):
-    monkeypatch.setattr(ddp, "torchrun_command", lambda n, c: ["bash", "-c", "sleep 300 & sleep 300; wait"])
+    monkeypatch.setattr(ddp, "torchrun_command", lambda *a: ["bash", "-c", "sleep 300 & sleep 300; wait"])
     t0 = time.monotonic()
     rc, wall, _ = ddp.launch({}, 2, tmp_path, timeout_s=2)
     assert rc == 124 and time.monotonic() - t0 < 15
@@ -311,7 +311,11 @@ def _scaled(per_world: dict, busbw: dict) -> results.Result:
 
 def test_scaling_curve_follows_the_data():
     t = _text(_scaled({2: 9.8, 4: 9.0}, {2: 300.0, 4: 350.0}), "scaling_curve")
-    assert "kept 98.0% at 2 (gradient_as_bucket_view, bucket_cap_mb=1)" in t and "90% at 4" in t and "300 GB/s at 2, 350 GB/s at 4" in t
+    assert (
+        "kept 98.0% at 2 (gradient_as_bucket_view, bucket_cap_mb=1)" in t
+        and "90% at 4" in t
+        and "300 GB/s at 2, 350 GB/s at 4" in t
+    )
     f = next(f for f in page.findings(_scaled({2: 7.0, 4: 9.5}, {2: 350.0, 4: 300.0})) if f.key == "scaling_curve")
     assert "70% at 2" in f.text and "95% at 4" in f.text and f.value == pytest.approx(70.0)
     assert "350 GB/s at 2, 300 GB/s at 4" in f.text
@@ -382,3 +386,69 @@ def test_reference_on_four_gpus_meets_the_scaling_targets():
         assert sorted(set(t["processes"])) == [1, 2, 4] and r.metadata["jobs"] and all(
             j["status"] == "ok" for j in r.metadata["jobs"])
         assert r.fingerprint["software"]["git_commit"]
+
+
+# --------------------------------------------------------------------------- the opening follows the data
+def _relabel(res, job: str, swap: dict, scale: dict | None = None) -> results.Result:
+    """A copy of ``res`` whose rungs of ``job`` trade their measurements (windows and steps/s) by ``swap``, the
+    rungs' settings staying where they are, and the windows of (job, rung) in ``scale`` multiplied."""
+    w = res.table("windows").copy()
+    at = w["job"] == job
+    w.loc[at, "rung"] = w.loc[at, "rung"].map(lambda r: swap.get(r, r))
+    for (j, rung), f in (scale or {}).items():
+        w.loc[(w["job"] == j) & (w["rung"] == rung), "steps_per_s"] *= f
+    r = res.table("rungs").copy()
+    cols = ["steps_per_s", "sps_min", "sps_max"]
+    before = r[r["job"] == job].set_index("rung")[cols]
+    for i in r.index[(r["job"] == job) & r["rung"].isin(swap)]:
+        r.loc[i, cols] = before.loc[swap[r.loc[i, "rung"]]].to_numpy()
+    return results.Result(res.chapter, res.run_id, res.parameters, res.fingerprint,
+                          {**res.tables, "windows": w, "rungs": r}, res.metadata)
+
+
+def test_chapter_11_opening_follows_reversed_data():
+    """On the reference run: trade each forced host path's one-bucket windows with its best compressed rung's, the
+    direct path's one bucket with its best option, and slow one GPU down: the direction words and both actions
+    flip."""
+    ref = results.load_reference("11_gpu_to_gpu")
+    op = page.opening(ref)
+    scaling, host, rec = op.findings
+    assert "slower than" in scaling.text and scaling.value > 0 and "slower than" in host.text
+    assert "faster than" in rec.text and rec.value > 1
+    assert op.actions[0].text.startswith("Use ") and "bucket_cap_mb=25" in op.actions[0].snippet
+    assert "register PowerSGD" in op.actions[1].text and "powerSGD_hook" in op.actions[1].snippet
+    rev = _relabel(ref, "p2p_shm_off", {"ddp": "powersgd", "powersgd": "ddp"})
+    rev = _relabel(rev, "p2p_off", {"ddp": "bf16@25", "bf16@25": "ddp"})
+    rev = _relabel(rev, "n", {"ddp": "bucket_view@25", "bucket_view@25": "ddp"}, {("one", "no_ddp"): 0.9})
+    op = page.opening(rev)
+    scaling, host, rec = op.findings
+    assert "faster than" in scaling.text and scaling.value < 0
+    assert "slower than" in rec.text and rec.value < 1
+    assert op.actions[0].text.startswith("Keep plain DDP for a GPU job")
+    assert "no compression measured beat one bucket" in op.actions[1].text and op.actions[1].snippet is None
+
+
+def _on_cpu(res) -> results.Result:
+    res.metadata.update(cuda=False, backend="gloo", model="small_vit")
+    return res
+
+
+def test_chapter_11_opening_on_a_cpu_only_run_says_what_it_measured():
+    op = page.opening(_on_cpu(_result(host={})))
+    first = op.findings[0]
+    assert "No GPU here" in first.text and "gloo" in first.text and "reference host's" in first.text
+    assert op.actions[0].text.startswith("Use gradient_as_bucket_view in DDP: on gloo here")
+    assert "device_ids" not in op.actions[0].snippet and "gradient_as_bucket_view=True" in op.actions[0].snippet
+    assert "python -m datajourney run 11" in op.actions[-1].text
+    op = page.opening(_on_cpu(_result(host={}, n={"ddp": 9.8, "bucket_view": 9.0, "bf16": 8.5})))
+    assert op.actions[0].text.startswith("Keep plain DDP for a CPU (gloo) job") and op.actions[0].snippet is None
+    assert "slower than" in op.findings[2].text
+
+
+def test_chapter_11_opening_on_one_device_points_to_a_multi_gpu_host():
+    res = _result(host={})
+    for name in ("rungs", "windows"):
+        res.tables[name] = res.table(name)[res.table(name)["job"] != "n"]
+    op = page.opening(res)
+    assert [f.key for f in op.findings] == ["ddp_one_device"]
+    assert [a.text for a in op.actions] == [page.RUN_ON_GPUS]

@@ -12,6 +12,10 @@ from datajourney.core.params import ParameterError
 REF = results.REFERENCE_DIR / "h200"
 
 
+#: A stated token demand, so that these tests time no model (the measured step has tests of its own).
+STATED = dict(llm_tokens_per_s=1e6)
+
+
 def _run_with(tmp_path, chapters=None, edit=None, **params):
     """Diagnose a run directory holding the reference results of ``chapters`` (all by default),
     after ``edit(chapter, result)`` changed them."""
@@ -20,7 +24,7 @@ def _run_with(tmp_path, chapters=None, edit=None, **params):
         if edit:
             edit(ch, r)
         r.save(tmp_path)
-    return diagnosis.run(run_dir=tmp_path, **params)
+    return diagnosis.run(run_dir=tmp_path, **{**STATED, **params})
 
 
 def test_reference_run_names_the_slowest_hop(tmp_path):
@@ -89,7 +93,7 @@ def test_partial_run_names_the_missing_chapters(tmp_path):
 
 
 def test_empty_run_still_renders(tmp_path):
-    res = diagnosis.run(run_dir=tmp_path)
+    res = diagnosis.run(run_dir=tmp_path, **STATED)
     assert res.metadata["found"] == [] and res.metadata["weakest"] == {"image": None, "tokens": None, "gradients": None}
     assert page.budget_figure(res) is None
     assert len(page.findings(res)) >= 2
@@ -106,12 +110,15 @@ def test_budget_model_matches_the_hops(tmp_path):
 
 
 @pytest.mark.parametrize("name,value", [("token_bytes", 3), ("llm_tokens_per_s", 0), ("tokens_per_batch", 0),
-                                        ("llm_tokens_per_s", float("nan"))])
+                                        ("llm_tokens_per_s", float("nan")), ("token_model", "gpt3"),
+                                        ("token_seq_len", 0), ("token_steps", 0), ("tokens_per_batch", 512)])
 def test_bad_parameters_fail_before_work(tmp_path, name, value):
-    params = dict(llm_tokens_per_s=1e6, token_bytes=4, tokens_per_batch=1024, run_dir=tmp_path)
+    """One-line errors naming the parameter, before any work (512 tokens cannot fill one 1,024-token row)."""
+    params = dict(llm_tokens_per_s=None, token_bytes=4, tokens_per_batch=4096, run_dir=tmp_path)
     params[name] = value
-    with pytest.raises(ParameterError, match=name):
+    with pytest.raises(ParameterError, match=name) as e:
         diagnosis.run(**params)
+    assert "\n" not in str(e.value)
     assert not list(tmp_path.iterdir())
 
 
@@ -269,7 +276,9 @@ def test_allreduce_slower_than_the_step(tmp_path):
     assert res.metadata["weakest"]["gradients"]["key"] == "allreduce"
     g = res.metadata["gradient_exchange"]
     d = g["paths"][g["default"]]
-    assert d["allreduce_ms"] == pytest.approx(100 * ref.metadata["gradient_exchange"]["paths"][g["default"]]["allreduce_ms"])
+    assert d["allreduce_ms"] == pytest.approx(
+        100 * ref.metadata["gradient_exchange"]["paths"][g["default"]]["allreduce_ms"]
+    )
 
 
 def test_partial_run_without_chapters_8_to_11(tmp_path):
@@ -277,7 +286,10 @@ def test_partial_run_without_chapters_8_to_11(tmp_path):
     f = _f(res)
     assert {"photo_workers", "to_gpu_path", "token_loader", "allreduce_vs_step"}.isdisjoint(f)
     assert "chapter 8 not in this run" in f["weakest_image"].text
-    assert "chapter 9 not in this run" in f["weakest_tokens"].text and "chapter 10 not in this run" in f["weakest_tokens"].text
+    assert (
+        "chapter 9 not in this run" in f["weakest_tokens"].text
+        and "chapter 10 not in this run" in f["weakest_tokens"].text
+    )
     assert res.metadata["weakest"]["gradients"] is None and "chapter 11 not in this run" in f["weakest_gradients"].text
     assert "data-parallel step: no diagnosis" in "\n".join(res.metadata["summary"])
     table = page.checklist(res, None)

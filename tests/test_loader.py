@@ -277,31 +277,39 @@ def _transfer(extra_by_bs, w0_ms=0.3, main_ms=0.5, worker_extra=1.0, length_scal
 
 def test_one_worker_finding_measures_the_hand_over():
     grid = _grid((17, 60, 330), (80, 300, 385), (348, 336, 400))
-    per_batch = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58], 1024: [0.6, 0.62, 0.64]}))
+    per_batch = _res(
+        grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58], 1024: [0.6, 0.62, 0.64]})
+    )
     f = _f(per_batch, "one_worker")
-    assert "added **0.56 ms**" in f.text and "larger batches amortise" in f.text and "per batch plus" in f.text
-    assert f.value == pytest.approx(0.5633, rel=1e-3)
-    assert "more work per batch than the reads alone" in f.text
+    assert "added **0.56 ms**" in f.text and f.value == pytest.approx(0.5633, rel=1e-3)
+    # the finding is one short statement; how it scales and what it is made of go to the note beside the chart
+    assert "larger batches amortise" not in f.text
+    note = page.hand_over_note(per_batch)
+    assert note.startswith(f.text) and "larger batches amortise" in note and "per batch plus" in note
+    assert "more work per batch than the reads alone" in note
     # the extra barely changes without bytes: a cost per batch, not copying bytes into shared memory
-    assert "paid per batch whatever the batch holds, not for copying bytes" in f.text
-    assert "building the batch in shared memory" not in f.text
+    assert "paid per batch whatever the batch holds, not for copying bytes" in note
+    assert "building the batch in shared memory" not in note
     by_bytes = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58]}, length_scale=0.2))
-    assert "moving the bytes accounts for the difference" in _f(by_bytes, "one_worker").text
+    assert "moving the bytes accounts for the difference" in page.hand_over_note(by_bytes)
     waiting = _res(grid, transfer=_transfer({16: [0.55, 0.56, 0.57], 64: [0.55, 0.56, 0.58]}, worker_extra=0.0))
-    assert "spent waiting on the hand-over" in _f(waiting, "one_worker").text
+    assert "spent waiting on the hand-over" in page.hand_over_note(waiting)
     cheaper = _res(grid, transfer=_transfer({16: [-0.2, -0.25, -0.3], 64: [-0.2, -0.21, -0.22]}))
     assert "One worker saved" in _f(cheaper, "one_worker").text
     level = _res(grid, transfer=_transfer({16: [-0.1, 0.0, 0.1], 64: [-0.1, 0.05, 0.1]}))
     assert "within the runs' spread" in _f(level, "one_worker").text
     per_sample = _res(grid, transfer=_transfer({16: [0.1, 0.11, 0.12], 1024: [6.4, 6.5, 6.6]}))
-    assert "paid per sample" in _f(per_sample, "one_worker").text
+    assert "paid per sample" in page.hand_over_note(per_sample)
+    two = _res(grid, transfer=_transfer({64: [0.55, 0.58]}))   # two paired runs: no range
+    assert "(2 paired runs)" in _f(two, "one_worker").text and _f(two, "one_worker").interval is None
 
 
 def test_main_process_bottleneck_is_stated_only_when_measured():
     grid = _grid((17, 60, 330), (80, 300, 385), (348, 336, 400))
     bound = _res(grid, transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.5))
     f = _f(bound, "main_process")
-    assert "it is the bottleneck" in f.text and "converge" in f.text and "2,000 batches/s" in f.text
+    assert "it is the bottleneck" in f.text and "converge" in f.text
+    assert "2,000 batches/s" in page.main_process_note(bound) and "2,000 batches/s" not in f.text
     free_rows = _epochs(grid)
     for r in free_rows:
         r["main_busy"] = 0.3
@@ -347,9 +355,9 @@ def test_hand_over_check_caps_its_epochs(ds, monkeypatch):
 
 def test_receive_cost_is_a_ceiling_only_when_every_rate_is_below_it():
     grid = _grid((17, 60, 330), (80, 300, 385), (348, 336, 400))
-    high = _f(_res(grid, transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.1)), "main_process").text
+    high = page.main_process_note(_res(grid, transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.1)))
     assert "a ceiling, above every rate the sweep measured with workers" in high and "10,000 batches/s" in high
-    low = _f(_res(grid, transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.5)), "main_process").text
+    low = page.main_process_note(_res(grid, transfer=_transfer({64: [0.5, 0.5, 0.5]}, main_ms=0.5)))
     assert "It is not a ceiling here" in low and "a ceiling of" not in low
 
 
@@ -461,7 +469,9 @@ def test_handover_modes_run_every_mode_and_restore_the_strategy(ds):
     before = tmp.get_sharing_strategy()
     hm = loader.measure_handover_modes(ds, workers=2, runs=1, batch_size=8, seed=0)
     assert tmp.get_sharing_strategy() == before
-    assert set(hm["mode"]) <= set(loader.HANDOVER_MODES) and {"file descriptor", "bytes through the pipe"} <= set(hm["mode"])
+    assert set(hm["mode"]) <= set(loader.HANDOVER_MODES) and {"file descriptor", "bytes through the pipe"} <= set(
+        hm["mode"]
+    )
     assert (hm["samples"] == 40).all() and (hm["bytes"] == 40 * 4096).all() and (hm["batches_per_s"] > 0).all()
 
 
@@ -489,7 +499,11 @@ def test_chapter_3_tables_are_readable():
     assert not set(tp.columns) & set(loader.KINDS) and not any("_in_order" in c for c in tp.columns)
     ho = page.hand_over_table(res)
     assert len(ho.columns) <= 9 and not any("_" in c for c in ho.columns)
-    assert set(ho["payload"]) == {"bytes", "length only"} and "0.50–0.70" in set(ho["extra, min–max (ms)"])
+    col = "extra, min–max over the runs (ms)"
+    assert set(ho["payload"]) == {"bytes", "length only"} and "0.50–0.70" in set(ho[col])
+    two = page.hand_over_table(_res(_grid((17, 60, 330), (80, 300, 385), (348, 336, 400)),
+                                    transfer=_transfer({64: [0.5, 0.7]})))
+    assert set(two[col]) == {"2 runs"}   # no range from two runs
     mp = page.main_process_display(res)
     assert "layout" in mp and "small_files" not in set(mp["layout"]) and mp["on a CPU (%)"].max() > 1
     assert "waiting for one (%)" not in mp   # not measured in these rows: no empty column

@@ -15,7 +15,7 @@ from datajourney.core.params import ParameterError
 from datajourney.core.results import Result
 from datajourney.toolkit import textdata
 
-OFFLINE = pytest.mark.skipif(textdata.offline_dir() is None, reason="no offline copy of Alpaca/GPT-2 (../shared/data)")
+OFFLINE = pytest.mark.skipif(textdata.offline_dir() is None, reason="no local copy of Alpaca/GPT-2 (data/text/)")
 
 
 # ------------------------------------------------------------------------------------------ layouts
@@ -407,7 +407,8 @@ def test_findings_as_published():
     assert "**40.0× faster**" in f["measured_cost"].text and f["measured_cost"].value == pytest.approx(40.0)
     assert "reproduces each document alone" in f["packing_isolation"].text
     assert "does not: documents see each other" in f["packing_isolation"].text
-    assert "identical input ids" in f["packing_isolation"].text
+    # the collator comparison is the note's beside its table, not repeated in the key result
+    assert "identical input ids" in page.collator_note(_result()) and "identical" not in f["packing_isolation"].text
     assert f["first_batch_pad_to_context"].published == "efficiency, pad to context"
     assert f["first_batch_packed"].published == "efficiency, packed"
     assert f["first_batch_ratio"].published == "packed ÷ pad to context"
@@ -438,7 +439,8 @@ def test_findings_without_timings():
 def test_findings_when_documents_leak_or_collator_differs():
     f = _texts(_result(isolated=(False, False), collator_equal=False))
     t = f["packing_isolation"].text
-    assert "reproduces" not in t and t.count("documents see each other") == 2 and "different inputs" in t
+    assert "reproduces" not in t and t.count("documents see each other") == 2
+    assert "different position ids" in page.collator_note(_result(isolated=(False, False), collator_equal=False))
 
 
 def test_findings_name_a_setting_that_is_not_the_published_one():
@@ -516,8 +518,11 @@ def test_cost_range_without_equal_ends_and_model_named_by_size():
 
 def test_one_gain_ratio_or_the_difference_said_once():
     f = _texts(_result())["all_samples"].text
-    # efficiency ratio (end-of-text counted as real) and positions ratio differ: both named, the reason once
-    assert "**57.3×**" in f and "In positions computed the gain is 54.5×" in f and f.count("end-of-text") == 1
+    # efficiency ratio (end-of-text counted as real) and positions ratio differ: both named, the reason once,
+    # the reason in the note beside the populations' table
+    n = page.population_note(_result())
+    assert "**57.3×**" in f and "end-of-text" not in f
+    assert "In positions computed the gain is 54.5×" in n and n.count("end-of-text") == 1
 
 
 def test_shares_below_100_percent_never_print_as_100():

@@ -111,7 +111,32 @@ def test_to_gpu_on_a_host_target_checks_every_path(data_file):
     assert (df[df["cache"] == "warm"]["resident_at_start"] >= 0.95).all()
     assert df.groupby("path").size().eq(2).all() and (df["cpu_s_per_GB"] >= 0).all()
     ok, why = reading.direct_allowed(data_file, os.path.getsize(data_file))
-    assert gds["path_b"] == dict(direct=ok, chunk=MiB, buffers=2, note=why)  # O_DIRECT where the file system takes it
+    assert gds["path_b"] == dict(mode="O_DIRECT", chunk=MiB, buffers=2, by=None, best=None, settings=0,
+                                 direct=ok, note=why)  # O_DIRECT where the file system takes it
+
+
+def test_to_gpu_reads_path_b_at_the_setting_it_is_given(data_file):
+    """Path (b) reads at the chosen setting (here buffered, 2 MiB x 3), not at the staging chunk of (a) and (c),
+    and records it with the reason it was chosen."""
+    chosen = reading.choose_path_b(pd.DataFrame(), chunk=2 * MiB, buffers=3, mode="buffered", fallback_chunk=MiB)
+    seen = []
+    real = reading.path_double_buffered
+
+    def spy(path, tgt, dst, chunk, buffers=2, *, bufs=None):
+        seen.append((chunk, len(bufs)))
+        return real(path, tgt, dst, chunk, bufs=bufs)
+
+    reading.path_double_buffered = spy
+    try:
+        df, gds = reading.to_gpu(data_file, chunk=MiB, runs=1, kvikio_threads=[], kvikio_task=MiB,
+                                 method="fadvise", tgt=reading.HostTarget(), path_b=chosen)
+    finally:
+        reading.path_double_buffered = real
+    assert df["verified"].all()
+    assert (2 * MiB, 3) in seen                       # the cold path (b)
+    pb = gds["path_b"]
+    assert (pb["mode"], pb["chunk"], pb["buffers"], pb["direct"]) == ("buffered", 2 * MiB, 3, False)
+    assert pb["by"] == dict(mode="parameter", chunk="parameter", buffers="parameter")
 
 
 def test_path_b_falls_back_to_the_page_cache_with_the_reason(tmp_path, monkeypatch):
@@ -171,18 +196,46 @@ def test_readahead_is_restored_after_a_failure(tmp_path):
     f.write_text("8192\n")
     log = []
     with pytest.raises(RuntimeError, match="boom"):
-        with reading.readahead_kb("x", 128, log, _file=f) as now:
+        with reading.readahead_kb("x", 128, log, _file=f, _state=tmp_path / "state") as now:
             assert now == 128 and f.read_text().strip() == "128"
+            assert list((tmp_path / "state").glob("*.journal.json"))  # the original is on disk meanwhile
             raise RuntimeError("boom")
-    assert f.read_text().strip() == "8192"
+    assert f.read_text().strip() == "8192" and not list((tmp_path / "state").glob("*.journal.json"))
     assert log[0]["set"] == 128 and log[-1] == {"file": str(f), "restored": 8192, "read_back": 8192}
 
 
-def test_unwritable_readahead_is_a_clear_error():
+def test_readahead_left_by_a_killed_run_is_restored_by_the_next(tmp_path):
+    """A run killed (SIGKILL) while read_ahead_kb was changed leaves its journal: the next change of the same
+    setting puts the original back first and takes that, not the leftover, for the original."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    f, state = tmp_path / "read_ahead_kb", tmp_path / "state"
+    f.write_text("256\n")
+    code = ("import sys, time; from pathlib import Path\n"
+            "from datajourney.chapters.c09_reading_smarter import experiment as r\n"
+            "with r.readahead_kb('x', 4096, _file=Path(sys.argv[1]), _state=Path(sys.argv[2])):\n"
+            "    print('changed', flush=True); time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(f), str(state)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "changed"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    time.sleep(0.1)
+    assert f.read_text().strip() == "4096"                   # what the killed run left
+    log = []
+    with reading.readahead_kb("x", 16, log, _file=f, _state=state):
+        assert f.read_text().strip() == "16"
+    assert log[0]["original"] == 256 and f.read_text().strip() == "256"
+
+
+def test_unwritable_readahead_is_a_clear_error(tmp_path):
     target = Path("/proc/version")          # readable, never writable, even for root
     with pytest.raises(reading.SysfsError, match="cannot write"):
-        with reading.readahead_kb("x", 128, _file=target):
+        with reading.readahead_kb("x", 128, _file=target, _state=tmp_path):
             pass
+    assert not list(tmp_path.glob("*.journal.json"))  # nothing changed, nothing to restore
     ok, why = reading.can_set_readahead(None)
     assert not ok and "block device" in why
 
@@ -214,6 +267,10 @@ GOOD = dict(file_size=4 * MiB, request_sizes=[4096, MiB], threads=[1, 2], modes=
     ("fadvise", ["SOMETIMES"], "fadvise"),
     ("cell_seconds", 0, "cell_seconds"),
     ("pool_threads", [1], "pool_threads"),
+    ("path_b_chunk", 1000, "path_b_chunk"),                   # not aligned for O_DIRECT
+    ("path_b_chunk", "big", "path_b_chunk"),
+    ("path_b_buffers", 1, "path_b_buffers"),
+    ("path_b_mode", "mmap", "path_b_mode"),
 ])
 def test_bad_parameters_fail_early(name, value, match):
     with pytest.raises(ParameterError, match=match):
@@ -256,12 +313,16 @@ CEIL = [dict(run=i, GBps=v) for i, v in enumerate([2.0, 2.0, 2.0])]
 
 
 def test_to_gpu_finding_follows_the_share():
-    good = page.finding_to_gpu(_res({"gpu": _gpu([1.9, 1.95, 1.92], [1.0, 1.1, 1.0], [1.5] * 3), "ceiling": CEIL}))
-    assert "next to nothing" in good.text and "slower than" in good.text and good.values["share"] > 0.9
-    mixed = page.finding_to_gpu(_res({"gpu": _gpu([1.7, 1.9, 1.95], [1.0] * 3, [1.5] * 3), "ceiling": CEIL}))
-    assert "not in every run" in mixed.text
-    bad = page.finding_to_gpu(_res({"gpu": _gpu([1.0, 1.1, 1.0], [1.9, 1.95, 1.92], [1.5] * 3), "ceiling": CEIL}))
-    assert "below the 90% target" in bad.text and "faster than" in bad.text and "no chunk × buffers sweep" in bad.text
+    good_res = _res({"gpu": _gpu([1.9, 1.95, 1.92], [1.0, 1.1, 1.0], [1.5] * 3), "ceiling": CEIL})
+    good = page.finding_to_gpu(good_res)
+    assert "next to nothing" in good.text and good.values["share"] > 0.9 and "target" not in good.text
+    assert "Path (a), pageable reads each copied before the next, was 1.86× slower than path (b)" in page.gpu_note(
+        good_res)
+    bad_res = _res({"gpu": _gpu([1.0, 1.1, 1.0], [1.9, 1.95, 1.92], [1.5] * 3), "ceiling": CEIL})
+    bad = page.finding_to_gpu(bad_res)
+    assert "next to nothing" not in bad.text and "target" not in bad.text and "51.7% (50–55.0%)" in bad.text
+    assert "faster than path (b)" in page.gpu_note(bad_res)
+    assert page.gpu_note(bad_res).startswith("Cold paths, fastest first: (a) pageable + copy 1.92 GB/s")
     # the slower link is the bus when the device is faster than it
     fast = _res({"gpu": _gpu([9.5] * 3, [5] * 3, [6] * 3), "ceiling": [dict(run=0, GBps=100.0)]},
                 pcie_ceiling={"available": True, "GBps": 10.0, "size": 1})
@@ -274,26 +335,88 @@ def _sweep(rows):
                   for (m, c, vals) in rows for r, v in enumerate(vals)]
 
 
-def test_a_path_b_below_target_cites_the_sweep_both_ways():
-    """Below its target at the default setting, path (b)'s finding names the sweep's steadiest setting
-    and says whether that one kept up in every run; reversing the sweep's numbers reverses the verdict."""
-    gpu = _gpu([1.0, 1.1, 1.0], [1.0] * 3, [1.5] * 3)
-    keeps = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
-        [("O_DIRECT", 4 << 20, [2.3, 2.2]), ("O_DIRECT", 64 << 20, [1.5, 1.4])])}))
-    assert "reads of 4 MiB into 2 buffers" in keeps.text and "decides whether path (b) keeps up" in keeps.text
-    assert "steadiest setting over its 2 runs" in keeps.text
-    short = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
-        [("O_DIRECT", 4 << 20, [1.5, 1.4]), ("O_DIRECT", 64 << 20, [1.6, 1.7])])}))
-    assert "reads of 64 MiB into 2 buffers" in short.text and "no setting swept reached the target" in short.text
-    # a sweep that ran once names its best setting as such
-    once = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
-        [("O_DIRECT", 4 << 20, [2.3]), ("O_DIRECT", 64 << 20, [1.5])])}))
-    assert "best setting in its one run" in once.text and "(in the sweep's one run)" in once.text
-    # the steadiest setting is path (b)'s own: the setting cannot be what decides
-    own = page.finding_to_gpu(_res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(
-        [("O_DIRECT", 4 << 20, [2.3, 2.2]), ("O_DIRECT", 64 << 20, [1.5, 1.4])])},
-        gds={"kvikio": False, "path_b": dict(direct=True, chunk=4 << 20, buffers=2)}))
-    assert "(this same setting)" in own.text and "decides" not in own.text and "kept up in the sweep" in own.text
+SWEEP = [("O_DIRECT", 4 << 20, [2.3, 2.2]), ("buffered", 64 << 20, [1.5, 1.4]), ("O_DIRECT", 64 << 20, [1.8, 1.7])]
+
+
+def _reversed(rows):
+    """The same settings with their rates handed out in reverse order of speed."""
+    rates = sorted((r[2] for r in rows), key=lambda v: sum(v))
+    by_speed = sorted(rows, key=lambda r: -sum(r[2]))
+    return [(m, c, v) for (m, c, _), v in zip(by_speed, rates)]
+
+
+def _chosen(rows, **asked):
+    summary = reading.sweep_summary(pd.DataFrame(_sweep(rows)), 50.0)
+    return reading.choose_path_b(summary, **{**dict(chunk="auto", buffers="auto", mode="auto"), **asked},
+                                 fallback_chunk=8 << 20)
+
+
+def test_path_b_takes_the_sweeps_best_setting_and_follows_a_reversed_sweep():
+    best = _chosen(SWEEP)
+    assert (best["mode"], best["chunk"], best["buffers"]) == ("O_DIRECT", 4 << 20, 2)
+    assert best["by"] == dict(mode="sweep", chunk="sweep", buffers="sweep") and best["settings"] == 3
+    assert best["best"]["share_min"] == pytest.approx(1.1)                 # 2.2 / the run's dd of 2.0
+    rev = _chosen(_reversed(SWEEP))
+    assert (rev["mode"], rev["chunk"], rev["buffers"]) == ("buffered", 64 << 20, 2)
+
+
+def test_a_path_b_value_given_wins_over_the_sweep():
+    assert _chosen(SWEEP, mode="buffered")["chunk"] == 64 << 20            # the best buffered setting
+    fixed = _chosen(SWEEP, chunk=64 << 20)
+    assert (fixed["mode"], fixed["chunk"]) == ("O_DIRECT", 64 << 20)
+    assert fixed["by"] == dict(chunk="parameter", mode="sweep", buffers="sweep")
+    odd = _chosen(SWEEP, chunk=32 << 20)                                    # not swept: the overall best fills the rest
+    assert (odd["mode"], odd["chunk"], odd["buffers"]) == ("O_DIRECT", 32 << 20, 2)
+    none = reading.choose_path_b(pd.DataFrame(), chunk="auto", buffers=4, mode="auto", fallback_chunk=8 << 20)
+    assert (none["mode"], none["chunk"], none["buffers"]) == ("O_DIRECT", 8 << 20, 4)
+    assert none["by"] == dict(buffers="parameter", mode="fallback", chunk="fallback")
+
+
+def _with_choice(rows, gpu):
+    """A result whose path (b) was measured at the sweep's choice, as the run records it."""
+    c = _chosen(rows)
+    pb = dict(c, direct=c["mode"] == "O_DIRECT", note=None)
+    return _res({"gpu": gpu, "ceiling": CEIL, "pipeline": _sweep(rows)},
+                gds={"kvikio": False, "path": "kvikio not installed", "path_b": pb})
+
+
+def test_the_text_follows_the_chosen_setting():
+    """The finding, the sweep's note and the opening name the setting the sweep chose, and why; a reversed
+    sweep names the other setting; no text claims the sweep explains a default or calls dd a ceiling when a
+    read beat it."""
+    gpu = _gpu([2.2, 2.3, 2.25], [1.0] * 3, [1.5] * 3)
+    res = _with_choice(SWEEP, gpu)
+    f = page.finding_to_gpu(res)
+    assert "O_DIRECT reads of 4 MiB into 2 aligned buffers; the best of the sweep's 3 settings" in f.text
+    note = page.pipeline_note(res)
+    assert "Best of the sweep's 3 settings: **O_DIRECT, 4 MiB × 2 pinned buffers**" in note
+    assert "Path (b) above read at this best setting" in note and "no ceiling" in note
+    assert "default" not in note + f.text and "target" not in note + f.text
+    assert "no measured ceiling" in page.ceilings_text(res)
+    op = page.opening(res)
+    assert any("O_DIRECT, 4 MiB × 2" in a.text and "faster than the slowest (buffered, 64 MiB × 2)" in a.text
+               for a in op.actions)
+    rev = _with_choice(_reversed(SWEEP), gpu)
+    assert "buffered reads of 64 MiB into 2 buffers" in page.finding_to_gpu(rev).text
+    assert "**buffered, 64 MiB × 2 pinned buffers**" in page.pipeline_note(rev)
+    assert any("read buffered, 64 MiB × 2" in a.text for a in page.opening(rev).actions)
+
+
+def test_runs_are_counted_in_words():
+    once = _with_choice([(m, c, v[:1]) for m, c, v in SWEEP], _gpu([2.2] * 3, [1.0] * 3, [1.5] * 3))
+    assert "(in its one run)" in page.pipeline_note(once) and "1 runs" not in page.pipeline_note(once)
+    twice = _with_choice(SWEEP, _gpu([2.2] * 3, [1.0] * 3, [1.5] * 3))
+    assert "110–115% over its 2 runs" in page.pipeline_note(twice)
+
+
+def test_dd_is_a_ceiling_only_where_nothing_beat_it():
+    slow = [(m, c, [v[0] / 2, v[1] / 2]) for m, c, v in SWEEP]
+    res = _with_choice(slow, _gpu([1.0, 1.1, 1.0], [0.9] * 3, [0.8] * 3))
+    assert page.disk_ceiling(res) == 2.0 and "is the disk's ceiling here" in page.ceilings_text(res)
+    assert "no ceiling" not in page.pipeline_note(res)
+    fast = _with_choice(SWEEP, _gpu([1.0, 1.1, 1.0], [0.9] * 3, [0.8] * 3))
+    assert page.disk_ceiling(fast) is None and "path (b) at O_DIRECT, 4 MiB × 2 read 2.30 GB/s" in page.ceilings_text(
+        fast)
 
 
 def test_no_gpu_is_said_plainly():
@@ -305,12 +428,12 @@ def test_gds_finding_never_labels_compat_as_gds():
     r = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [2.5] * 3), "ceiling": CEIL})
     f = page.finding_gds(r)
     assert "compatibility" in f.text and "not GDS" in f.text and f.published is None and "faster than" in f.text
-    assert "more" in f.text        # CPU time per GB: 2.0 vs 1.0
+    assert "(more)" in page.gds_note(r)        # CPU time per GB: 2.0 vs 1.0
     assert "storage → GPU memory with GDS" not in page.key_metrics(r)
     g = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [1.5] * 3, cpu_kv=0.2), "ceiling": CEIL},
              gds={"kvikio": True, "path": "GDS", "compat_preferred": False, "gds_available": True, "nvidia_fs": True})
     f = page.finding_gds(g)
-    assert "(GDS)" in f.text and "slower than" in f.text and "less" in f.text
+    assert "(GDS)" in f.text and "slower than" in f.text and "(less)" in page.gds_note(g)
     assert "storage → GPU memory with GDS" in page.key_metrics(g)
 
 
@@ -326,11 +449,14 @@ def _random(one, pool):
 
 
 def test_parallel_finding_follows_the_ratio():
-    up = page.finding_parallel(_res({"random": _random([1000, 1000], [(4, [3000, 3000], 0.5), (16, [6000, 6100], 0.6)])}))
-    assert "past the 4.0× target" in up.text and "still grew" in up.text and up.value > 4
-    flat = page.finding_parallel(_res({"random": _random([1000, 1000], [(4, [2000, 2000], 0.9), (16, [2050, 2000], 0.99)])}))
-    assert "short of 4.0×" in flat.text and "saturates" in flat.text
-    assert "slower than one pread thread" in flat.text
+    up = page.finding_parallel(
+        _res({"random": _random([1000, 1000], [(4, [3000, 3000], 0.5), (16, [6000, 6100], 0.6)])})
+    )
+    assert "6.0× (6.0–6.1×)" in up.text and "still grew" in up.text and up.value > 4 and "target" not in up.text
+    flat_res = _res({"random": _random([1000, 1000], [(4, [2000, 2000], 0.9), (16, [2050, 2000], 0.99)])})
+    flat = page.finding_parallel(flat_res)
+    assert "saturates" in flat.text and "target" not in flat.text
+    assert "slower than one pread thread" in page.random_note(flat_res)
 
 
 def _ra(seq_lo, seq_hi, rnd_none, rnd_random):
@@ -348,9 +474,12 @@ def _ra(seq_lo, seq_hi, rnd_none, rnd_random):
 
 def test_readahead_finding_follows_the_data():
     f = page.finding_readahead(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1], [1.0, 1.0])}))
-    assert "faster than with 128" in f.text and "(less than without)" in f.text
-    f = page.finding_readahead(_res({"readahead": _ra([1500, 1490], [500, 510], [1.0, 1.0], [4.0, 4.1])}))
-    assert "slower than with 128" in f.text and "(more than without)" in f.text
+    assert "faster than with read_ahead_kb = 128" in f.text
+    assert "(less than without)" in page.readahead_more(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1],
+                                                                                [1.0, 1.0])}))
+    rev = _res({"readahead": _ra([1500, 1490], [500, 510], [1.0, 1.0], [4.0, 4.1])})
+    assert "slower than with read_ahead_kb = 128" in page.finding_readahead(rev).text
+    assert "(more than without)" in page.readahead_more(rev)
     f = page.finding_readahead(_res({"readahead": _ra([1, 1], [1, 1], [1, 1], [1, 1])[4:]},
                                     readahead_sysfs={"used": False, "note": "no permission (needs root)"}))
     assert "not changed: no permission" in f.text
@@ -376,20 +505,63 @@ def test_depth_sentence_names_where_the_time_went():
     rows = _grid(1.0, 4096, 1 << 20)
     for r in rows:
         r.update(threads=64, dev_queue_depth=7.5, dev_read_ms=0.1, dev_reads=100, mean_us=800.0)
-    f = page.finding_asked_vs_seen(_res({"grid": rows}))
-    assert "averaged 7.50 in flight" in f.text and "outside the device's queue" in f.text
+    note = page.asked_seen_note(_res({"grid": rows}))
+    assert "averaged 7.50 in flight" in note and "outside the device's queue" in note
     for r in rows:
         r.update(dev_queue_depth=150.0)
-    assert "more than asked" in page.finding_asked_vs_seen(_res({"grid": rows})).text
+    assert "more than asked" in page.asked_seen_note(_res({"grid": rows}))
 
 
 def test_asked_vs_seen_follows_the_counters():
-    f = page.finding_asked_vs_seen(_res({"grid": _grid(1.0, 4096, 1 << 20)}))
-    assert "(the same size)" in f.text and "between what the queue allows" in f.text and "At least 100%" in f.text
-    f = page.finding_asked_vs_seen(_res({"grid": _grid(0.4, 16384, 3 << 20)}))
-    assert "4.0× larger" in f.text and "cause not established" in f.text and "Caution" in f.text
+    same = _res({"grid": _grid(1.0, 4096, 1 << 20)})
+    assert "(the same size)" in page.finding_asked_vs_seen(same).text
+    note = page.asked_seen_note(same)
+    assert "between what the queue allows" in note and "At least 100%" in note
+    split = _res({"grid": _grid(0.4, 16384, 3 << 20)})
+    assert "4.0× larger" in page.finding_asked_vs_seen(split).text
+    assert "cause not established" in page.asked_seen_note(split) and "Caution" in page.asked_seen_note(split)
     f = page.finding_asked_vs_seen(_res({"grid": _grid(1.0, None, None)}, diskstats_device=None))
     assert "not on a block device" in f.text
+
+
+def test_chapter_9_opening_follows_reversed_data():
+    """Double path (b)'s cold rates and swap the single thread's random-read rates with the pool's: the opening
+    turns from "slower than dd" and "no special path" to "faster" and "use the pinned buffers", and from
+    "use a pool" to "keep one thread"."""
+    ref = results.load_reference(reading.CHAPTER)
+    op = page.opening(ref)
+    assert "slower than the disk's own `dd` read" in op.findings[0].text
+    assert "no special path is needed" in op.actions[0].text
+    assert "faster than** one thread" in op.findings[2].text and op.actions[2].text.startswith("Issue random small")
+    g = ref.table("gpu").copy()
+    fast = (g["path"] == page.PINNED) & (g["cache"] == "cold")
+    g.loc[fast, "GBps"] *= 2
+    r = ref.table("random").copy()
+    one, pool = r["mode"] == "pread, 1 thread", r["mode"] == "pread, thread pool"
+    r.loc[one, "IOPS"], r.loc[pool, "IOPS"] = r.loc[one, "IOPS"] * 10, r.loc[pool, "IOPS"] / 10
+    rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
+                         {**ref.tables, "gpu": g, "random": r}, ref.metadata)
+    op = page.opening(rev)
+    assert "faster than the disk's own `dd` read" in op.findings[0].text
+    assert op.findings[1].text.startswith("Of 5 cold paths to GPU memory the pinned buffers were fastest")
+    assert op.actions[0].text.startswith("Move files into GPU memory with two pinned buffers")
+    assert "os.O_DIRECT" in op.actions[0].snippet and "4 << 20, 2" in op.actions[0].snippet
+    assert "slower than** one thread" in op.findings[2].text
+    assert op.actions[2].text.startswith("Keep random small reads on one thread") and op.actions[2].snippet is None
+
+
+def test_opening_without_a_gpu_says_what_to_run(tmp_path):
+    """A run without CUDA: no path is recommended, the first action says what to run, and every opening
+    finding carries a number."""
+    ref = results.load_reference(reading.CHAPTER)
+    tables = {k: v for k, v in ref.tables.items() if k not in ("gpu", "pipeline")}
+    cpu = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, tables,
+                         {**ref.metadata, "cuda": False, "gpu_note": "no CUDA device"})
+    op = page.opening(cpu)
+    assert op.actions[0].text.startswith("Run this chapter on a machine with a CUDA GPU") and "no CUDA device" in \
+        op.actions[0].text
+    assert [f.key for f in op.findings] == ["parallel_random", "readahead", "virtual_disk"]
+    assert all(f.value is not None for f in op.findings)
 
 
 # --------------------------------------------------------------------------- a real small run

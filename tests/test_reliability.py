@@ -105,7 +105,7 @@ def test_a_damaged_data_set_is_not_replaced_under_a_run_reading_it(tmp_path):
     writer.stdin.close()
     assert writer.wait(timeout=60) == 0
     err = writer.stderr.read()
-    assert "another run is using or generating it (held on this host by pid %d" % reader.pid in err, err
+    assert f"another run is using or generating it (held on this host by pid {reader.pid}" in err, err
     assert "waiting before regenerating it" in err, err
     assert "files/00000003.bin is 1 bytes instead of 1,024 (truncated)" in err, err
 
@@ -209,8 +209,19 @@ def test_index_tampering_is_damage(tmp_path, capsys):
 # --------------------------------------------------------------------------- read-only data directories
 def _as_nobody(code: str, d: str) -> subprocess.CompletedProcess:
     drop = "import os; os.setgid(65534); os.setuid(65534)\n" if os.geteuid() == 0 else ""
-    return subprocess.run([PY, "-c", "from datajourney.toolkit import datasets\nfrom datajourney.chapters.c02_random_vs_sequential import experiment as storage\n" + drop + code, d],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [
+            PY,
+            "-c",
+            "from datajourney.toolkit import datasets\n"
+            "from datajourney.chapters.c02_random_vs_sequential import experiment as storage\n"
+            + drop
+            + code,
+            d,
+        ],
+        capture_output=True,
+        text=True,
+    )
 
 
 @pytest.fixture

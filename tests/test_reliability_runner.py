@@ -178,8 +178,7 @@ def test_interrupt_stops_cleanly_and_leaves_no_process(tmp_path, sig):
     assert "interrupted in chapter 1 (01_introduction.ipynb), cell 3" in err and "Kept in" in err, err
     rec = json.loads((tmp_path / "res" / "i" / "run.json").read_text())
     assert rec["status"] == "interrupted" and rec["chapters"][0]["status"] == "interrupted"
-    if sig == signal.SIGINT:  # the cell was interrupted, so its clean-up ran
-        assert marker.read_text() == "cleaned up"
+    assert marker.read_text() == "cleaned up"  # Ctrl-C or SIGTERM: the cell was interrupted, its clean-up ran
     kernel, child = map(int, pids.read_text().split())
     deadline = time.monotonic() + 5
     while not (_gone(kernel) and _gone(child)) and time.monotonic() < deadline:
@@ -271,3 +270,20 @@ def test_yaml_syntax_error_is_an_error_not_a_string():
     with pytest.raises(ParameterError, match=r"'-p workers' = '\[0, 4'.*YAML"):
         runner.parse_value("[0, 4", "workers")
     assert runner.parse_value("'[0, 4'") == "[0, 4"
+
+
+def test_keep_going_runs_the_chapters_after_a_failing_one(tmp_path, monkeypatch):
+    """With ``keep_going`` a failing chapter is recorded and the next one still runs; the run ends
+    'failed' with one line naming the chapter that failed."""
+    nb = _notebook(tmp_path / "nb", "raise ValueError('broken on purpose')", name="01_introduction")
+    _notebook(nb, "x = 1", name="02_random_vs_sequential")
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", nb)
+    plans = [runner.Plan(chapters.lookup("1"), {"run_dir": str(tmp_path / "run")}),
+             runner.Plan(chapters.lookup("2"), {"run_dir": str(tmp_path / "run")})]
+    (tmp_path / "run").mkdir()
+    with pytest.raises(runner.RunError, match=r"^1 of 2 chapters failed: 01_introduction;"):
+        runner.execute(plans, tmp_path / "run", profile="ci", progress=False, keep_going=True)
+    rec = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert rec["status"] == "failed"
+    assert [c["status"] for c in rec["chapters"]] == ["failed", "ok"]
+    assert (tmp_path / "run" / "notebooks" / "02_random_vs_sequential.ipynb").exists()

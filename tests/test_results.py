@@ -52,7 +52,7 @@ def test_round_trip_with_nan(tmp_path):
 
 def test_load_rejects_other_files(tmp_path):
     (tmp_path / "x.json").write_text('{"schema": "other"}')
-    with pytest.raises(ValueError, match="not a datajourney.result/1"):
+    with pytest.raises(results.ResultError, match="not a datajourney.result/2 file.*'other'"):
         results.Result.load(tmp_path / "x.json")
 
 
@@ -93,9 +93,11 @@ def test_published_figures_are_quoted_exactly():
 
 
 def _finished_run(tmp_path, run_id: str):
+    import nbformat
+
     run = tmp_path / run_id
     (run / "notebooks").mkdir(parents=True)
-    (run / "notebooks" / "07_full_picture.ipynb").write_text("{}")
+    nbformat.write(nbformat.v4.new_notebook(), run / "notebooks" / "07_full_picture.ipynb")
     res = results.Result(chapter="07_full_picture", run_id=run_id, parameters={"steps": 5}, fingerprint={})
     res.add("t", pd.DataFrame({"a": [1.0]}))
     res.save(run)
@@ -109,8 +111,7 @@ def test_repeats_and_extra_references_are_promoted_beside_the_main_one(tmp_path,
                                                                        loader):
     from datajourney.cli import main
 
-    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
-    monkeypatch.setattr("datajourney.cli.REPO_ROOT", tmp_path)
+    _reference_in(tmp_path, monkeypatch)
     for run_id in ("run-b", "run-a"):
         assert main(["promote", str(_finished_run(tmp_path, run_id)), "--host", "h200", option]) == 0
     host = tmp_path / "ref" / "h200"
@@ -141,14 +142,14 @@ def test_promote_only_the_finished_chapters_of_a_run_that_ended_early(tmp_path, 
 
     run = _finished_run(tmp_path, "run-x")
     (run / "run.json").write_text(json.dumps({"status": "failed", "run_id": "run-x", "chapters": [
-        {"chapter": "07_full_picture", "status": "ok"}, {"chapter": "08_threads_processes_gil", "status": "failed"}]}))
+        {"chapter": "07_full_picture", "status": "ok", "parameters": {"steps": 5}},
+        {"chapter": "08_threads_processes_gil", "status": "failed", "parameters": {}}]}))
     (run / "08_threads_processes_gil.json").write_text("{}")  # a half-written result of the failed chapter
     import nbformat
 
     for name in ("07_full_picture", "08_threads_processes_gil"):
         nbformat.write(nbformat.v4.new_notebook(), run / "notebooks" / f"{name}.ipynb")
-    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
-    monkeypatch.setattr("datajourney.cli.REPO_ROOT", tmp_path)
+    _reference_in(tmp_path, monkeypatch)
     (tmp_path / "notebooks").mkdir()
     assert main(["promote", str(run), "--host", "h200"]) == 2
     assert "run_dir" in capsys.readouterr().err
@@ -172,7 +173,8 @@ def test_parameters_show_no_machine_local_path():
 def test_promoted_notebooks_name_no_directory_of_the_run_host(tmp_path, monkeypatch):
     import nbformat
 
-    from datajourney.cli import HOST_PATH, main
+    from datajourney.book.runner import HOST_PATH
+    from datajourney.cli import main
 
     run = _finished_run(tmp_path, "run-p")
     nb = nbformat.v4.new_notebook()
@@ -180,11 +182,20 @@ def test_promoted_notebooks_name_no_directory_of_the_run_host(tmp_path, monkeypa
                                               metadata={"tags": ["injected-parameters"]}))
     nb.metadata["papermill"] = {"parameters": {"run_dir": "/srv/x/run-p", "steps": 5}, "input_path": "/srv/in.ipynb"}
     nbformat.write(nb, run / "notebooks" / "07_full_picture.ipynb")
-    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
-    monkeypatch.setattr("datajourney.cli.REPO_ROOT", tmp_path)
+    _reference_in(tmp_path, monkeypatch)
     (tmp_path / "notebooks").mkdir()
     assert main(["promote", str(run), "--host", "h200"]) == 0
     out = nbformat.read(tmp_path / "notebooks" / "07_full_picture.ipynb", as_version=4)
     assert "/srv" not in nbformat.writes(out)
     assert out.metadata["papermill"]["parameters"] == {"run_dir": HOST_PATH, "steps": 5}
-    assert out.cells[0].source == f'run_dir = "{HOST_PATH}"\nsteps = 5\nreplay = None'
+    # the injected values are kept in the metadata, not in a cell that would reset a reader's edits
+    assert out.metadata["datajourney"]["run_parameters"] == {"run_dir": HOST_PATH, "steps": 5}
+    assert out.cells == []
+
+
+def _reference_in(tmp_path, monkeypatch):
+    """Promotions of this test go to ``tmp_path/ref`` (results) and ``tmp_path/notebooks``."""
+    from datajourney.chapters import registry
+
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
+    monkeypatch.setattr(registry, "NOTEBOOK_DIR", tmp_path / "notebooks")

@@ -127,18 +127,30 @@ def test_chapter_12_shows_the_committed_runs_whatever_this_run_is():
     assert ("No repeat of the reference run" in text) == bool(missing)
 
 
-def test_committed_chapter_12_shows_the_committed_repeats():
-    """The executed chapter 12 in the book matches the committed repeats (re-render it after promoting one)."""
+@pytest.fixture(scope="module")
+def appendix():
+    """The appendix page on the reference runs, executed as the book build executes it."""
     import nbformat
+    from nbclient import NotebookClient
 
-    from datajourney.book import stability  # noqa: F401
-    from datajourney.chapters import registry as chapters
+    from datajourney.core.paths import REPO_ROOT
 
-    nb = nbformat.read(chapters.lookup("12").notebook, as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "stability.section(" in c.source)
+    nb = nbformat.read(REPO_ROOT / "book" / "reference_runs.ipynb", as_version=4)
+    assert nb.metadata["mystnb"]["execution_mode"] == "force"   # computed at every build, never stale
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO_ROOT)}}).execute()
+    return nb
+
+
+def _shown(nb, call: str) -> list[str]:
+    cell = next(c for c in nb.cells if c.cell_type == "code" and call in c.source)
     assert "hide-input" in cell.metadata["tags"]
-    shown = [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
-    assert shown == [stability.section(results.DEFAULT_REFERENCE_HOST)[2]]
+    return [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
+
+
+def test_the_appendix_shows_the_committed_repeats(appendix):
+    """The stability section left chapter 12 for an appendix page about the book's reference runs."""
+    assert _shown(appendix, "stability.section(") == [stability.section(results.DEFAULT_REFERENCE_HOST)[2]]
+    assert any("(stability-of-the-reference)=" in c.source for c in appendix.cells if c.cell_type == "markdown")
 
 
 # ----------------------------------------------------------------------------- how long the reference run took
@@ -235,16 +247,10 @@ def test_the_committed_reference_run_has_a_time_for_every_chapter():
     assert "nan" not in text and "None" not in text
 
 
-def test_committed_chapter_12_shows_the_committed_run_time():
-    """The executed chapter 12 in the book shows the committed run's time (re-render it after promoting a run)."""
-    import nbformat
+def test_the_appendix_shows_the_committed_run_time(appendix):
+    assert _shown(appendix, "stability.run_time_section(") == [
+        stability.run_time_section(results.DEFAULT_REFERENCE_HOST)[1]]
+    from datajourney.core.paths import REPO_ROOT
 
-    from datajourney.book import stability  # noqa: F401
-    from datajourney.chapters import registry as chapters
-
-    nb = nbformat.read(chapters.lookup("12").notebook, as_version=4)
-    i = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "stability.run_time_section(" in c.source)
-    assert "How long the reference run took" in nb.cells[i - 1].source
-    assert "stability.section(" in nb.cells[i - 2].source and "hide-input" in nb.cells[i].metadata["tags"]
-    shown = [o["data"]["text/markdown"] for o in nb.cells[i].outputs if "text/markdown" in o.get("data", {})]
-    assert shown == [stability.run_time_section(results.DEFAULT_REFERENCE_HOST)[1]]
+    toc = (REPO_ROOT / "_toc.yml").read_text()
+    assert "file: book/reference_runs" in toc

@@ -216,8 +216,9 @@ def test_findings_follow_the_data():
     rev = {f.key: f for f in page.findings(_result(mmap_events=(6, 60, 6, 6), mmap_loader=3.0, over=(1.0, 0.8)))}
     assert "not constant" in rev["posix_events"].text
     assert "slower than read()" in rev["loader_time"].text
-    assert "mmap was faster at 0 of 4 sweep points and read() at 4" in rev["loader_time"].text
-    assert "mmap was faster at 4 of 4 sweep points and read() at 0" in base["loader_time"].text
+    assert "mmap was faster at 0 of 4 sweep points and read() at 4" in page.loader_note(
+        _result(mmap_events=(6, 60, 6, 6), mmap_loader=3.0, over=(1.0, 0.8)))
+    assert "mmap was faster at 4 of 4 sweep points and read() at 0" in page.loader_note(_result())
     assert rev["overhead"].value == pytest.approx(-20.0)
     same = {f.key: f for f in page.findings(_result(mmap_loader=2.0))}
     assert "mmap level with" in same["loader_time"].text
@@ -228,9 +229,53 @@ def test_findings_without_the_posix_view():
     res = _result()
     del res.tables["posix"]
     res.metadata["posix_why_not"] = "the dftracer package is not installed"
-    f = page.findings(res)[0]
+    f = next(f for f in page.findings(res) if f.key == "posix_events")
     assert f.value is None and "did not run" in f.text and "not installed" in f.text
+    tracer = page.opening(res).actions[-1].text
+    assert "install DFTracer" in tracer and "not installed" in tracer
+    assert "event ratio" not in page.meaning(res)
     assert "POSIX events read() ÷ mmap, largest point" not in page.key_metrics(res)
+
+
+def _reversed(res: results.Result) -> results.Result:
+    """A copy of ``res`` whose two readers trade their measurements (sweep and overhead rounds) and whose
+    tracer overhead is turned around (tracing off and the POSIX view trade places)."""
+    swap = {"mmap": "read", "read": "mmap"}
+    sweep = res.table("sweep").assign(mode=lambda d: d["mode"].map(swap))
+    o = res.table("overhead")
+    o = o.assign(view=o["view"].map({"off": "posix", "posix": "off"}).fillna(o["view"]))
+    return results.Result(res.chapter, res.run_id, res.parameters, res.fingerprint,
+                          {**res.tables, "sweep": sweep, "overhead": o}, res.metadata)
+
+
+def test_chapter_10_opening_follows_reversed_data():
+    """The reference run leads with loader time, not the POSIX event ratio: cold, read() loaded faster and the
+    POSIX view cost read() loader time. With the readers' measurements traded and the tracer's rounds turned
+    around, the direction words, the reader to use and the advice on tracing all flip."""
+    ref = results.load_reference(tracing.CHAPTER)
+    op = page.opening(ref)
+    assert [f.key for f in op.findings] == ["sweep_loader", "per_sample_bandwidth", "overhead"]
+    sweep, _, over = op.findings
+    assert sweep.text.startswith("Cold") and "slower than" in sweep.text and sweep.value < 1
+    assert "added" in over.text and over.value > 0
+    assert op.actions[0].text.startswith("Read token pieces with read calls") and "preadv" in op.actions[0].snippet
+    assert "num_workers=" in op.actions[1].snippet and "read()" in op.actions[1].text
+    assert op.actions[2].text.startswith("Trace with DFTracer's POSIX view over a short window")
+    assert "mmap was 2.3× slower than read()" in page.meaning(ref)
+    op = page.opening(_reversed(ref))
+    sweep, bw, over = op.findings
+    assert "faster than" in sweep.text and sweep.value > 1
+    assert "took" in over.text and over.value < 0
+    assert op.actions[0].text.startswith("Keep the memory map") and "np.memmap" in op.actions[0].snippet
+    assert "mmap" in op.actions[1].text
+    assert op.actions[2].text.startswith("Tracing can stay on")
+    assert "mmap was 2.3× faster than read()" in page.meaning(_reversed(ref))
+
+
+def test_chapter_10_opening_when_the_readers_are_level():
+    op = page.opening(_result(mmap_loader=2.0))
+    assert "**level with**" in op.findings[0].text and op.actions[0].text.startswith("Keep the reader you have")
+    assert op.actions[0].snippet is None
 
 
 def test_a_ci_run_end_to_end(tmp_path, monkeypatch):

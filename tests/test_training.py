@@ -30,7 +30,7 @@ def test_phases_sum_to_the_step():
     assert len(df) == 4 and (df["DATALOADER_WAIT"] >= 0).all()
     parts = df[["DATALOADER_WAIT", "H2D_TRANSFER", "FORWARD", "BACKWARD", "OPTIMIZER"]].sum(axis=1)
     assert (parts <= df["wall_ms"] * 1.05 + 0.5).all()  # phases are inside the step
-    s = training.summarise(df, 1)
+    s = training.step_summary(df, 1)
     assert 0 < s["au"] <= 1 and s["images_per_s"] > 0
 
 
@@ -66,7 +66,7 @@ def test_stage_timers_add_up_to_the_data_wait_without_workers(tmp_path):
     df = _loop(src, 0)
     stages = df[[f"{k}_ms" for k in training.STAGES]].sum(axis=1)
     assert (stages <= df["DATALOADER_WAIT"] + 0.05).all()  # the stages are inside the wait
-    s = training.summarise(df, 1)
+    s = training.step_summary(df, 1)
     assert s["read_ms"] >= 8 * _SlowRead.delay * 1e3  # the slow reads are seen where they happen
     assert 0 <= s["loader_other_ms"] <= 0.25 * s["DATALOADER_WAIT"]  # little is left untimed
     assert (df["worker"] == -1).all()
@@ -75,7 +75,7 @@ def test_stage_timers_add_up_to_the_data_wait_without_workers(tmp_path):
 def test_with_one_slow_worker_its_busy_time_paces_the_steps(tmp_path):
     src = images.image_folder(tmp_path, n_images=96, size=32, classes=4, workers=1, progress=False)
     df = _loop(src, 1, steps=8, delay=0.025)  # 200 ms of reading per batch: far slower than the model
-    s = training.summarise(df, 2)
+    s = training.step_summary(df, 2)
     assert (df["worker"] == 0).all() and pd.isna(s["loader_other_ms"])  # stages overlap the loop with workers
     # the loop waits on the worker: a step lasts about as long as the worker needs for a batch
     assert 0.75 * s["step_ms"] <= s["worker_busy_ms"] <= 1.25 * s["step_ms"]
@@ -367,7 +367,8 @@ def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.
 
 
 def _text(res, key):
-    return next(f for f in page.findings(res) if f.key == key).text
+    """A key result with the note that carries its details beside its chart."""
+    return next(f for f in page.findings(res) if f.key == key).text + " " + page.finding_note(res, key)
 
 
 def test_findings_of_a_constructed_run_are_complete():
@@ -634,3 +635,60 @@ def test_streaming_iteration_times_the_iterator_warm_and_cold(tmp_path, monkeypa
     assert cold.loc["read inside the iterator (cold)", "purge_method"] == "fadvise"
     warm_only = training._streaming_iteration(tmp_path, out_size=32, samples=5, seed=0, threads=2)
     assert [r["stage"] for r in warm_only] == ["read inside the iterator", "iterator overhead"]
+
+
+# ---------------------------------------------------------------- the opening
+def test_key_results_are_short_and_their_details_sit_in_the_notes():
+    from datajourney.core import findings as fx
+
+    ref = results.load_reference(training.CHAPTER)
+    for f in page.findings(ref):
+        assert fx.words(f.text) <= 60, (f.key, fx.words(f.text))
+    assert "the largest part is" in page.finding_note(ref, "best_vs_ceiling")
+    assert "Per batch of 64" in page.finding_note(ref, "one_worker")
+    assert page.finding_note(ref, "wait_w0") == ""
+
+
+def test_two_runs_show_no_standard_deviation():
+    ref = results.load_reference(training.CHAPTER)  # two runs of every scenario
+    assert all(std is None for _, std in page.key_metrics(ref).values())
+    three = page.key_metrics(_result())  # three runs: the spread is printed
+    assert three["ImageFolder, workers=4: images/s"][1] is not None
+
+
+def _swap_workers(res, a: int, b: int):
+    """``res`` with the default recipe's W=a and W=b runs swapped, in every format."""
+    sc = res.table("scenarios").copy()
+    default = sc["variant"] == "default"
+    w = sc.loc[default, "workers"]
+    sc.loc[default, "workers"] = w.map(lambda x: b if x == a else a if x == b else x)
+    return results.Result(res.chapter, res.run_id, res.parameters, res.fingerprint, {**res.tables, "scenarios": sc},
+                          res.metadata)
+
+
+def test_chapter_7_opening_follows_reversed_data():
+    """Swap the runs without workers and with 8: the wait turns from longer than compute to a share of it,
+    and the advice from "use num_workers=8" to "keep num_workers=0"."""
+    ref = results.load_reference(training.CHAPTER)
+    op = page.opening(ref)
+    assert "2.9× as long as its 32.1 ms of compute" in op.findings[0].text and op.findings[0].key == "wait_w0"
+    assert "Use `num_workers=8`" in op.actions[0].text and "num_workers=8" in op.actions[0].snippet
+    assert "pin_memory=True" in op.actions[0].snippet
+    rev = page.opening(_swap_workers(ref, 0, 8))
+    assert "% of its" in rev.findings[0].text and "as long as" not in rev.findings[0].text
+    assert "Keep `num_workers=0`" in rev.actions[0].text and "num_workers=0" in rev.actions[0].snippet
+    assert "slower than with W=0" in rev.findings[1].text  # W=4 against the (now fast) W=0 runs
+
+
+def test_chapter_7_actions_follow_the_recipes():
+    faster = page.opening(_result(best=1950.0, graphed=dict(ips=1990.0, compute=31.0, ceiling_ips=2025.0,
+                                                            ceiling_compute=31.0)))
+    texts = [a.text for a in faster.actions]
+    assert any(t.startswith("Send uint8 batches") for t in texts)
+    assert any(t.startswith("Replay the training step from CUDA graphs") for t in texts)
+    slower = page.opening(_result(best=1700.0, graphed=dict(ips=1650.0, compute=31.0, ceiling_ips=2025.0,
+                                                            ceiling_compute=31.0)))
+    texts = [a.text for a in slower.actions]
+    assert any(t.startswith("Keep normalising in the workers") for t in texts)
+    assert any(t.startswith("Keep the eager step") for t in texts)
+    assert all(len(op.findings) <= 3 for op in (faster, slower))

@@ -1,6 +1,7 @@
-"""The book's front door, on chapter 1's page: the pipeline map, each chapter's key number on the
-reference host and in this run, and chapter 12's weakest links, computed from result files. It spans
-every chapter, so it sits in the book layer and reads their findings through the registry."""
+"""The book's front door: on the title page the findings that matter most, on chapter 1's page the
+pipeline map, each chapter's key number (published, reference host, this run) and chapter 12's answer,
+all computed from result files. It spans every chapter, so it sits in the book layer and reads their
+findings through the registry."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from datajourney.chapters import registry
+from datajourney.chapters import published, registry
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
+from datajourney.chapters.c12_conclusion import page as diagnosis_page
 from datajourney.chapters.registry import lookup
 from datajourney.core import results
 from datajourney.core.charts import PALETTE
@@ -22,72 +24,96 @@ FRONT = [
     ("05_padding_tax", "all_samples", "real tokens per position, packed ÷ padded"),
     ("06_pcie", "h2d_pinned", "pinned host-to-device copy of 1 GiB"),
     ("07_full_picture", "best_vs_ceiling", "the best ResNet-50 pipeline against the GPU's own ceiling"),
-    ("08_threads_processes_gil", "end_to_end", "throughput gained by a thread pipeline over the DataLoader (negative: lost)"),
+    (
+        "08_threads_processes_gil",
+        "end_to_end",
+        "throughput gained by a thread pipeline over the DataLoader (negative: lost)",
+    ),
     ("09_reading_smarter", "to_gpu", "a cold file into GPU memory through pinned buffers"),
     ("10_mmap_vs_read", "posix_events", "events a POSIX tracer sees, read() ÷ mmap"),
     ("11_gpu_to_gpu", "scaling_direct", "per-GPU throughput lost by DDP over the direct path"),
 ]
 
 
-def _link(chapter: str) -> str:
-    """A link to a chapter's page in the built book. Computed Markdown is rendered as CommonMark, whose
-    links Sphinx leaves as they are, so it names the HTML page (a sibling of chapter 1's page)."""
+def _link(chapter: str, base: str = "") -> str:
+    """A Markdown link to a chapter's notebook, which MyST resolves to its page; ``base`` is the path
+    from the page that shows it to the notebooks (``""`` from chapter 1, ``"../notebooks/"`` from the title page)."""
     c = lookup(chapter)
-    return f"[{c.number}. {c.title}]({c.name}.html)"
+    return f"[{c.number}. {c.title}]({base}{c.name}.ipynb)"
 
 
-def _headline(res: results.Result | None, chapter: str, key: str) -> str | None:
+def _finding(res: results.Result | None, chapter: str, key: str):
+    """The finding ``key`` that chapter ``chapter``'s page computes from ``res`` (None when it cannot)."""
     if res is None:
         return None
     try:
-        found = {f.key: f for f in registry.findings(chapter, res)}
+        return {f.key: f for f in registry.findings(chapter, res)}.get(key)
     except (KeyError, ValueError, IndexError):
         return None
-    f = found.get(key)
+
+
+def _headline(res: results.Result | None, chapter: str, key: str) -> str | None:
+    return _value(_finding(res, chapter, key))
+
+
+def _value(f) -> str | None:
+    """A finding's headline (value, unit, range over runs), None without a value."""
     return f.headline if f is not None and f.value is not None else None
+
+
+def _published(chapter: str, f) -> str:
+    """The published figure beside the key result ``f`` (the metric it names), else a dash."""
+    fig = published.figure(chapter, f.published) if f is not None and f.published else None
+    return fig.text if fig is not None else "—"
+
+
+def _load(run_dir, chapter: str) -> results.Result | None:
+    """Chapter ``chapter``'s result file in ``run_dir``, None when it is not there or unreadable."""
+    f = Path(run_dir) / f"{chapter}.json" if run_dir is not None else None
+    if f is None or not f.is_file():
+        return None
+    try:
+        return results.Result.load(f)
+    except (ValueError, KeyError):
+        return None
 
 
 def _load_dir(run_dir) -> dict:
     """Chapter -> Result for the chapters 2-11 whose result files ``run_dir`` holds."""
-    out = {}
     if run_dir is None or not Path(run_dir).is_dir():
-        return out
-    for ch, _, _ in FRONT:
-        f = Path(run_dir) / f"{ch}.json"
-        if f.is_file():
-            try:
-                out[ch] = results.Result.load(f)
-            except (ValueError, KeyError):
-                continue
-    return out
-
-
-def reference_found(host: str | None = None) -> dict:
-    """Chapter -> the committed reference result, for the chapters the diagnosis reads."""
-    return {ch: r for ch in diagnosis.SOURCES if (r := results.load_reference(ch, host)) is not None}
+        return {}
+    return {ch: r for ch, _, _ in FRONT if (r := _load(run_dir, ch)) is not None}
 
 
 def front_table(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> pd.DataFrame:
-    """One row per chapter 2-11: what its key number measures, the reference run's value and, where
-    ``this_dir`` holds the chapter's result (a finished or re-rendered run), this run's (that column
-    only when there is one)."""
+    """One row per chapter 2-11: what its key number measures, the published figure, the reference
+    run's value and, where ``this_dir`` holds the chapter's result (a finished or re-rendered run),
+    this run's (that column only when there is one)."""
     mine = {} if is_reference_run else _load_dir(this_dir)
     rows = []
     for ch, key, what in FRONT:
-        row = {"chapter": _link(ch), "key number": what,
-               "reference host": _headline(results.load_reference(ch, host), ch, key) or "not in the reference run"}
+        ref = _finding(results.load_reference(ch, host), ch, key)
+        row = {"chapter": _link(ch), "key number": what, "published": _published(ch, ref),
+               "reference host": _value(ref) or "not in the reference run"}
         if mine:
             row["this run"] = _headline(mine.get(ch), ch, key) or ("not run" if ch not in mine else "—")
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def front_markdown(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> str:
-    """:func:`front_table` as a Markdown table (its chapter links stay links) with the weakest links below."""
-    t = front_table(this_dir, host, is_reference_run)
+def markdown_table(t: pd.DataFrame) -> str:
+    """A DataFrame as a Markdown table (its links stay links; pipes in a cell escaped)."""
+    def cell(v) -> str:
+        return str(v).replace("|", "\\|")
+
     lines = ["| " + " | ".join(t.columns) + " |", "|" + " --- |" * len(t.columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in t.itertuples(index=False)]
-    return "\n".join(lines) + "\n\n" + front_door(this_dir, host, is_reference_run)
+    return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in t.itertuples(index=False)])
+
+
+def front_markdown(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> str:
+    """Chapter 12's answer (:func:`front_door`), then :func:`front_table` as a Markdown table."""
+    return front_door(this_dir, host, is_reference_run) + "\n\n" + markdown_table(
+        front_table(this_dir, host, is_reference_run))
 
 
 def hops_markdown() -> str:
@@ -99,34 +125,51 @@ def hops_markdown() -> str:
     return "\n".join(rows)
 
 
-def weakest_text(found: dict, who: str, params: dict | None = None) -> str:
-    """The weakest link of each workload, computed by chapter 12's model from ``found``."""
-    if not found:
-        return ""
-    keep = ("llm_tokens_per_s", "token_bytes", "tokens_per_batch")
-    lines = diagnosis.summary_from(diagnosis.weakest_links(found, **{k: v for k, v in (params or {}).items()
-                                                                     if k in keep}),
-                                   [c for c in diagnosis.SOURCES if c not in found])
-    return (f"**Weakest links on {who}** (chapter 12's model, {_link(diagnosis.CHAPTER)}):\n\n"
-            + "\n".join(f"* {line}" for line in lines))
+def weakest_text(res12: results.Result, who: str) -> str:
+    """Chapter 12's answer in ``res12``: each workload's weakest link, what to change and the GPUs fed."""
+    return (f"**The answer on {who}** (from {_link(diagnosis.CHAPTER)}):\n\n"
+            + "\n".join(f"* {line}" for line in diagnosis.summary_lines(res12)))
 
 
 def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> str:
-    """The summary under the table: the reference host's weakest links and, when this run's other
-    chapters are already there, this run's."""
+    """Chapter 12's answer on the reference host and, when this run's chapter 12 result is already
+    there (a re-rendered run), on this run."""
     ref12 = results.load_reference(diagnosis.CHAPTER, host)
-    params = ref12.parameters if ref12 is not None else None
-    parts = [weakest_text(reference_found(host), "the reference host", params)]
-    mine = {} if is_reference_run else {ch: r for ch in diagnosis.SOURCES
-                                       if this_dir and (Path(this_dir) / f"{ch}.json").is_file()
-                                       and (r := results.Result.load(Path(this_dir) / f"{ch}.json"))}
-    if mine:
-        parts.append(weakest_text(mine, "this run", params))
+    parts = [weakest_text(ref12, "the reference host")] if ref12 is not None else []
+    mine = None if is_reference_run else _load(this_dir, diagnosis.CHAPTER)
+    if mine is not None:
+        parts.append(weakest_text(mine, "this run"))
     elif not is_reference_run:
         parts.append("This run's other chapters have not run yet when this page is computed: each of them "
-                     f"opens with this run's key results, and {_link(diagnosis.CHAPTER)} names this run's "
-                     "weakest link (`./journey book` prints it at the end).")
-    return "\n\n".join(p for p in parts if p)
+                     f"opens with this run's key results, and {_link(diagnosis.CHAPTER)} gives this run's "
+                     "answer (`./journey book` prints it at the end).")
+    return "\n\n".join(parts)
+
+
+#: The two chapter findings the title page states beside chapter 12's three answers: (chapter, key, topic).
+TITLE_FINDINGS = [("02_random_vs_sequential", "cold_gap", "Storage layout"),
+                  ("05_padding_tax", "all_samples", "Padding")]
+
+
+def title_markdown(host: str | None = None) -> str:
+    """The title page's five findings, computed from the committed reference results: chapter 12's
+    answer for its three workloads (one sentence each) and the two largest levers of chapters 2 and 5
+    (their key number with the published figure), each with a link to its chapter."""
+    base = "../notebooks/"
+    lines = []
+    ref12 = results.load_reference(diagnosis.CHAPTER, host)
+    if ref12 is not None:
+        for f in diagnosis_page.opening(ref12).findings:
+            lines.append(f"* {f.text} ({_link(diagnosis.CHAPTER, base)})")
+    what = {(ch, key): w for ch, key, w in FRONT}
+    for ch, key, topic in TITLE_FINDINGS:
+        ref = _finding(results.load_reference(ch, host), ch, key)
+        value, pub = _value(ref), _published(ch, ref)
+        if value is None:
+            continue
+        lines.append(f"* **{topic}**: {what[(ch, key)]}: **{value}**"
+                     + (f" (published: {pub})" if pub != "—" else "") + f" ({_link(ch, base)})")
+    return "\n".join(lines)
 
 
 #: The hops of a training sample, in order, with the chapters planned to measure them.
@@ -175,7 +218,7 @@ def pipeline_map() -> go.Figure:
         customdata=[[h[1], w] for h, w in zip(HOPS, where, strict=True)],
         hovertemplate="<b>%{text}</b><br>%{customdata[0]}<br>chapters: %{customdata[1]}<extra></extra>",
     )
-    for i, h in enumerate(HOPS):  # the chapters under each box, as links to their pages in the book
+    for i, _h in enumerate(HOPS):  # the chapters under each box, as links to their pages in the book
         if where[i] != "not measured yet":
             fig.add_annotation(x=i, y=-0.68, showarrow=False, font=dict(size=12),
                                text="ch. " + ", ".join(chapter_link(int(c)) for c in where[i].split(", ")))

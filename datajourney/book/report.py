@@ -1,8 +1,15 @@
-"""Display helpers so notebook cells stay one line: key results, tables, published figures."""
+"""Display helpers so notebook cells stay one line: key results, tables, published figures.
+
+Every value that comes from a run (table cells and headers, parameters, run ids, notes made of
+a run's strings) is escaped before it is shown, so that ``<``, ``&``, ``*`` or ``_`` in it show as
+written (``/proc/<pid>/io``) and never become markup: a result file is data from another host.
+"""
 from __future__ import annotations
 
+import html as _html
 import math
 import os
+import re
 from collections.abc import Callable
 
 import pandas as pd
@@ -27,22 +34,36 @@ def say(text: str) -> None:
     display(Markdown(text))
 
 
-def _cell(value):
+def escape(value) -> str:
+    """``value`` as text that shows as written in Markdown and in HTML: HTML's special characters as
+    entities, Markdown's emphasis, code, link and table characters escaped with a backslash."""
+    return re.sub(r"([\\`*_\[\]|#~])", r"\\\1", _html.escape(str(value), quote=False))
+
+
+def _cell(value) -> str:
+    """A table cell as HTML text: numbers formatted, anything else escaped (it may come from a run)."""
     if isinstance(value, bool) or value is None:
         return "—" if value is None else str(value)
     if isinstance(value, float):
         return "—" if not math.isfinite(value) else num(value)
     if isinstance(value, int):
         return f"{value:,}"
-    return value
+    return _html.escape(str(value))
+
+
+def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
+    """A DataFrame as a padded HTML table (three significant digits, thousands separated) in a box
+    that scrolls sideways when the table is wider than the text column."""
+    styler = (df.style.hide(axis="index").format(_cell).format_index(escape="html", axis=1)
+              .set_table_styles(_TABLE_STYLE))
+    if caption:
+        styler = styler.set_caption(_html.escape(caption))
+    return f'<div style="overflow-x: auto">{styler.to_html()}</div>'
 
 
 def table(df: pd.DataFrame, caption: str | None = None) -> None:
-    """Show a DataFrame as a padded HTML table (three significant digits, thousands separated)."""
-    styler = df.style.hide(axis="index").format(_cell).set_table_styles(_TABLE_STYLE)
-    if caption:
-        styler = styler.set_caption(caption)
-    display(HTML(f'<div style="overflow-x: auto">{styler.to_html()}</div>'))
+    """Show a DataFrame as a padded HTML table (:func:`table_html`)."""
+    display(HTML(table_html(df, caption)))
 
 
 #: Parameters whose values are byte counts (shown also as KiB/MiB/GiB).
@@ -67,18 +88,20 @@ def _param_text(name: str, value) -> str:
     return one(value)
 
 
-def parameters(res: results.Result) -> None:
-    """The parameters this result was produced with (the notebook's editable defaults stay in Jupyter)."""
+def parameters(res: results.Result, *, folded: bool = False) -> None:
+    """The parameters this result was produced with (the notebook's editable defaults stay in Jupyter);
+    ``folded``: inside a collapsed block, as chapters show it at the end of the page."""
     rows = [{"parameter": k, "value": _param_text(k, v)} for k, v in res.parameters.items()
             if k not in ("run_dir", "replay")]
-    table(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
+    html = table_html(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
+    display(HTML(f"<details><summary>Parameters of this run</summary>{html}</details>" if folded else html))
     if res.replayed_from:
         from datajourney.core.fingerprint import software_info
 
         sw = res.fingerprint.get("software", {})
-        say(f"<small>Measured in run {res.run_id} on {res.fingerprint.get('date_utc', '?')} by the code of commit "
-            f"{sw.get('git_commit') or 'unknown'}; this page renders that run's result file with the code of commit "
-            f"{software_info().get('git_commit') or 'unknown'}.</small>")
+        say(f"<small>Measured in run {escape(res.run_id)} on {escape(res.fingerprint.get('date_utc', '?'))} by the "
+            f"code of commit {escape(sw.get('git_commit') or 'unknown')}; this page renders that run's result file "
+            f"with the code of commit {escape(software_info().get('git_commit') or 'unknown')}.</small>")
 
 
 def reference(chapter: str, this: results.Result, host: str | None, is_reference_run: bool):
@@ -98,10 +121,11 @@ def _safe(fn: Callable, res) -> list | dict | None:
         return None
 
 
-def key_results(fn: Callable[[results.Result], list[Finding]], this: results.Result,
-                ref: results.Result | None = None, *, is_reference_run: bool = False) -> list[Finding]:
-    """The chapter's key results: this run's findings, with the reference run's value and the
-    published figure beside each where one exists. Returns the findings."""
+def key_result_lines(fn: Callable[[results.Result], list[Finding]], this: results.Result,
+                     ref: results.Result | None = None, *,
+                     is_reference_run: bool = False) -> tuple[list[Finding], list[str]]:
+    """This run's findings and their Markdown bullets, with the reference run's value and the published
+    figure beside each where one exists."""
     mine = fn(this)
     theirs = {} if is_reference_run else {f.key: f for f in (_safe(fn, ref) or [])}
     lines = []
@@ -114,6 +138,14 @@ def key_results(fn: Callable[[results.Result], list[Finding]], this: results.Res
         if fig is not None:
             extra.append(f"published ({fig.source}): {fig.text}")
         lines.append(f"* {f.text}" + (f" <small>({'; '.join(extra)})</small>" if extra else ""))
+    return mine, lines
+
+
+def key_results(fn: Callable[[results.Result], list[Finding]], this: results.Result,
+                ref: results.Result | None = None, *, is_reference_run: bool = False) -> list[Finding]:
+    """The chapter's key results: this run's findings, with the reference run's value and the
+    published figure beside each where one exists. Returns the findings."""
+    mine, lines = key_result_lines(fn, this, ref, is_reference_run=is_reference_run)
     who = "the reference run" if is_reference_run else "this run"
     say(f"**Key results of {who}** (computed from its result file)\n\n" + "\n".join(lines))
     return mine

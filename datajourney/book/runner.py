@@ -15,16 +15,29 @@ new one.
 ``run.json`` says ``running`` (with host and pid) while the run goes on and always ends
 with ``ok``, ``failed`` or ``interrupted``. A failure names chapter, notebook and cell,
 also when the kernel died (with the likely cause: the signal that killed it, and whether
-the out-of-memory killer ran meanwhile). Ctrl-C interrupts the running cell (its
-``finally`` blocks run; a second Ctrl-C, SIGTERM or a cell that does not stop within
-:data:`GRACE_S` kills the kernel), says what was kept, and leaves no process of the
+the out-of-memory killer ran meanwhile). Ctrl-C and SIGTERM alike interrupt the running cell
+(its ``finally`` blocks run; a second signal or a cell that does not stop within
+:data:`GRACE_S` kills the kernel), say what was kept, and leave no process of the
 kernel behind: after every chapter, whatever is left of the kernel's process group
 (DataLoader or pool workers) is killed.
+
+Everything the runner writes in a run directory (``run.json``, executed notebooks) is
+written whole or not at all (:func:`~datajourney.core.files.write_atomic`; papermill writes
+into a hidden partial notebook that is published once complete). A write that fails (a full
+disk) is one line naming the chapter and the file, and ``run.json`` ends ``failed`` with
+the reason.
+
+Run records and result files are data from another host: their parameters reach papermill
+(``rerender``), the committed notebooks (``promote``) and the book (``book --run``) only
+when they are the chapter's own parameter names with plain literal values; result files
+pass :func:`~datajourney.core.results.check`.
 """
 from __future__ import annotations
 
 import ast
 import datetime as _dt
+import errno
+import fcntl
 import importlib
 import json
 import logging
@@ -44,6 +57,8 @@ from pathlib import Path
 import yaml
 
 from datajourney.chapters.registry import Chapter, available, lookup
+from datajourney.core import results
+from datajourney.core.files import WRITE_ERRNOS, write_atomic, write_error
 from datajourney.core.params import BOOK_OPTIONS, ParameterError, writable_dir
 from datajourney.core.paths import REPO_ROOT
 
@@ -112,16 +127,42 @@ def chapter_parameters(ch: Chapter) -> dict:
     return {**ch.params.defaults(), **dict.fromkeys(BOOK_OPTIONS), "is_reference_run": False}
 
 
+#: Words YAML 1.1 reads as booleans besides true and false (PyYAML: on, off, yes, no in any case).
+YAML_BOOLEAN_WORDS = ("on", "off", "yes", "no", "y", "n")
+
+
 def parse_value(text: str, name: str | None = None):
     """A ``-p`` value: YAML scalars and lists ('4', '[0, 4]', 'true', 'null', 'fadvise').
-    A YAML syntax error is an error naming the parameter (quote text to pass it as is)."""
+    A YAML syntax error is an error naming the parameter (quote text to pass it as is). A word
+    YAML reads as a boolean (on, off, yes, no) is said in a note, with how to pass it as text.
+    Text holding undecodable bytes (surrogate escapes, which YAML refuses) is passed as it is."""
+    if any("\udc80" <= ch <= "\udcff" for ch in text):
+        return text
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ParameterError(f"-p {name}" if name else "-p", text,
                              f"a YAML value such as 4, [0, 4], true or a name ({problem}; to pass "
                              f"text as it is, quote it: \"'...'\")") from None
+    if isinstance(value, bool) and text.strip().lower() in YAML_BOOLEAN_WORDS:
+        word = text.strip()
+        print(f"note: -p {name or 'NAME'} {word} was read as {str(value).lower()} (a YAML boolean); "
+              f"to pass the word {word!r}, quote it: -p {name or 'NAME'} \"'{word}'\"", file=sys.stderr)
+    return value
+
+
+def is_path_parameter(name: str) -> bool:
+    """Whether a parameter names a file or directory (``*_dir``, ``*_path``, ``diagnose``, ``replay``)."""
+    return name.endswith(("_dir", "_path")) or name in ("diagnose", "replay")
+
+
+def absolute_paths(params: dict) -> dict:
+    """``params`` with every relative path parameter made absolute against this process's working
+    directory, so the checks before the run and the kernel (which runs in ``notebooks/``) mean
+    the same place."""
+    return {k: str(Path(v).expanduser().absolute()) if is_path_parameter(k) and isinstance(v, str) and v else v
+            for k, v in params.items()}
 
 
 @dataclass
@@ -169,7 +210,7 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
             raise RunError(f"{PROFILES_FILE.name}: profile {profile!r} sets unknown parameters "
                            f"{sorted(unknown)} for {ch.name}")
         inject = {**prof, **{k: v for k, v in overrides.items() if k in defaults[ch.name]}, **(extra or {})}
-        inject = {k: v for k, v in inject.items() if k in defaults[ch.name]}
+        inject = absolute_paths({k: v for k, v in inject.items() if k in defaults[ch.name]})
         inject["run_dir"] = str(run_dir)
         if ch.module:
             _preflight(ch, {**defaults[ch.name], **inject})
@@ -409,7 +450,8 @@ class _Stopped(Exception):
 
 
 class _Stop:
-    """Ctrl-C and SIGTERM while chapters execute: interrupt the cell, then kill the kernel."""
+    """Ctrl-C, SIGTERM and SIGHUP while chapters execute, all alike: the first interrupts the running cell
+    (its clean-up runs) and kills the kernel after :data:`GRACE_S`; a second kills it at once."""
 
     def __init__(self):
         self.requested = None  # the signal's name once asked to stop
@@ -425,9 +467,9 @@ class _Stop:
         first = self.requested is None
         self.requested = self.requested or name
         k = self.kernel
-        if first and signum == signal.SIGINT:
-            print(f"\ninterrupting: stopping the running cell (Ctrl-C again stops at once; after {GRACE_S:.0f} s "
-                  "the kernel is killed)", file=sys.stderr, flush=True)
+        if first:
+            print(f"\ninterrupting ({name}): stopping the running cell (Ctrl-C again stops at once; after "
+                  f"{GRACE_S:.0f} s the kernel is killed)", file=sys.stderr, flush=True)
             if k is not None and k.alive():
                 k.signal(signal.SIGINT)
                 self._timer = threading.Timer(GRACE_S, k.kill_group)
@@ -521,15 +563,11 @@ class _Notices:
         return False
 
 
-def _mark_dead_cell(path: Path, ename: str, evalue: str) -> tuple[int | None, int | None]:
+def _mark_dead_cell(nb, ename: str, evalue: str) -> tuple[int | None, int | None]:
     """Find the cell that was running when execution stopped (the last one papermill started),
     give it an error output saying why, and return (cell index, execution count)."""
     import nbformat
 
-    try:
-        nb = nbformat.read(path, as_version=4)
-    except (OSError, ValueError):
-        return None, None
     last = None
     for i, cell in enumerate(nb.cells):
         if cell.get("cell_type") == "code" and cell.metadata.get("papermill", {}).get("start_time"):
@@ -539,16 +577,48 @@ def _mark_dead_cell(path: Path, ename: str, evalue: str) -> tuple[int | None, in
     cell = nb.cells[last]
     cell.outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]))
     cell.metadata.setdefault("papermill", {}).update(status="failed", exception=True)
-    try:
-        nbformat.write(nb, path)
-    except OSError:
-        pass
     return last, cell.get("execution_count")
 
 
+def _partial(out: Path) -> Path:
+    """Where papermill writes a chapter's notebook while it executes (hidden; published whole when done)."""
+    return out.with_name(f".{out.stem}.partial.ipynb")
+
+
+def _publish(out: Path, failure: dict | None, tidy: bool) -> None:
+    """Publish the notebook papermill wrote to :func:`_partial`: mark the cell a dead kernel or an
+    interrupt stopped in (filling ``failure``'s cell), tidy it when the chapter finished, and write it
+    to ``out`` whole (:func:`write_atomic`). A partial notebook that is not valid JSON (papermill's
+    write was cut short) publishes nothing. The partial file is removed in any case."""
+    import nbformat
+
+    partial = _partial(out)
+    if not partial.exists():  # the kernel did not start
+        return
+    try:
+        nb = nbformat.read(partial, as_version=4)
+    except (OSError, ValueError):
+        nb = None
+    finally:
+        partial.unlink(missing_ok=True)
+    if nb is None:
+        if failure is not None:
+            failure["notebook"] = "not written (its partial notebook was incomplete)"
+        return
+    if failure is not None and failure.pop("mark", False):
+        failure["cell"], failure["execution_count"] = _mark_dead_cell(nb, failure["ename"], failure["evalue"])
+    nb.metadata.setdefault("papermill", {})["output_path"] = str(out)
+    if tidy:
+        _tidy(nb)
+    write_atomic(out, nbformat.writes(nb) + "\n")
+
+
 # --------------------------------------------------------------------------- execute
-def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = True) -> dict:
-    """Execute each planned notebook in order; stop at the first failing cell."""
+def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = True,
+            keep_going: bool = False) -> dict:
+    """Execute each planned notebook in order; stop at the first failing cell, or with ``keep_going``
+    run the remaining chapters and fail at the end, naming every chapter that failed. A failed write in
+    the run directory stops the run with one line naming the chapter and the file."""
     global _WATCH
     try:
         import papermill as pm
@@ -565,83 +635,122 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
     for name in ("traitlets", "papermill", "nbclient"):
         logging.getLogger(name).setLevel(logging.ERROR)
     nb_dir = run_dir / "notebooks"
-    nb_dir.mkdir(parents=True, exist_ok=True)
     record = {"run_id": run_dir.name, "profile": profile, "started": _now(), "status": "running",
               "host": socket.gethostname(), "pid": os.getpid(), "boot_id": boot_id(), "chapters": []}
-    _write_record(run_dir, record)
     stop = _Stop()
     km_class = _kernel_manager_class()
-    with stop.installed(), _Notices(run_dir) as notices:
-        for i, p in enumerate(plans, 1):
-            out = nb_dir / p.chapter.notebook.name
-            where = f"chapter {p.chapter.number} ({p.chapter.notebook.name})"
-            if stop.requested:
-                _finish(record, run_dir, "interrupted")
-                raise Interrupted(_kept(run_dir, record, f"interrupted before {where}"))
-            print(f"[{i}/{len(plans)}] chapter {p.chapter.number}: {p.chapter.title}", file=sys.stderr, flush=True)
-            t0 = time.perf_counter()
-            entry = {"chapter": p.chapter.name, "parameters": p.parameters, "notebook": str(out.relative_to(run_dir))}
-            kernel = _Kernel()
-            _WATCH = stop.kernel = kernel
-            oom_before = oom_kills()
-            failure = None
-            try:
-                pm.execute_notebook(
-                    str(p.chapter.notebook), str(out), parameters=p.parameters, kernel_name="python3",
-                    progress_bar=progress, cwd=str(p.chapter.notebook.parent),
-                    kernel_manager_class=km_class, on_cell_start=stop.hook,
-                    extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no transport chatter on the console
-                )
-            except PapermillExecutionError as e:
-                failure = {"cell": e.cell_index, "execution_count": e.exec_count, "ename": e.ename,
-                           "evalue": _one_line(e.evalue)}
-            except DeadKernelError:
-                cause = "stopped on request" if stop.requested else death_cause(
-                    kernel.returncode, oom_before, oom_kills())
-                cell, count = _mark_dead_cell(out, "DeadKernelError", f"the kernel died: {cause}")
-                failure = {"cell": cell, "execution_count": count, "ename": "DeadKernelError",
-                           "evalue": f"the kernel died: {cause}", "returncode": kernel.returncode}
-            except _Stopped:
-                cell, count = _mark_dead_cell(out, "KeyboardInterrupt", "the run was interrupted")
-                failure = {"cell": cell, "execution_count": count, "ename": "KeyboardInterrupt",
-                           "evalue": "the run was interrupted"}
-            except Exception as e:  # noqa: BLE001 - the kernel did not start, papermill failed, ...
-                cell, count = _mark_dead_cell(out, type(e).__name__, _one_line(e))
-                failure = {"cell": cell, "execution_count": count, "ename": type(e).__name__,
-                           "evalue": _one_line(e) or repr(e)}
-            finally:
-                stop.cancel_timer()
-                kernel.kill_group()  # nothing of the chapter outlives it
-                _WATCH = stop.kernel = None
-            entry["seconds"] = round(time.perf_counter() - t0, 2)
-            said = notices.take()
-            if said:
-                entry["notices"] = said
-            if stop.requested:
-                entry.update(status="interrupted", error=failure)
+    where = "the run"
+    try:
+        nb_dir.mkdir(parents=True, exist_ok=True)
+        _write_record(run_dir, record)
+        with stop.installed(), _Notices(run_dir) as notices:
+            for i, p in enumerate(plans, 1):
+                out = nb_dir / p.chapter.notebook.name
+                where = f"chapter {p.chapter.number} ({p.chapter.notebook.name})"
+                if stop.requested:
+                    _finish(record, run_dir, "interrupted")
+                    raise Interrupted(_kept(run_dir, record, f"interrupted before {where}"))
+                print(f"[{i}/{len(plans)}] chapter {p.chapter.number}: {p.chapter.title}", file=sys.stderr,
+                      flush=True)
+                t0 = time.perf_counter()
+                entry = {"chapter": p.chapter.name, "parameters": p.parameters,
+                         "notebook": str(out.relative_to(run_dir))}
+                kernel = _Kernel()
+                _WATCH = stop.kernel = kernel
+                oom_before = oom_kills()
+                failure = None
+                try:
+                    pm.execute_notebook(
+                        str(p.chapter.notebook), str(_partial(out)), parameters=p.parameters,
+                        kernel_name="python3", progress_bar=progress, cwd=str(p.chapter.notebook.parent),
+                        kernel_manager_class=km_class, on_cell_start=stop.hook,
+                        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no transport chatter on the console
+                    )
+                except PapermillExecutionError as e:
+                    failure = {"cell": e.cell_index, "execution_count": e.exec_count, "ename": e.ename,
+                               "evalue": _one_line(e.evalue)}
+                except DeadKernelError:
+                    cause = "stopped on request" if stop.requested else death_cause(
+                        kernel.returncode, oom_before, oom_kills())
+                    failure = {"mark": True, "ename": "DeadKernelError", "evalue": f"the kernel died: {cause}",
+                               "returncode": kernel.returncode}
+                except _Stopped:
+                    failure = {"mark": True, "ename": "KeyboardInterrupt", "evalue": "the run was interrupted"}
+                except Exception as e:  # noqa: BLE001 - the kernel did not start, papermill could not write, ...
+                    wrote = isinstance(e, OSError) and e.errno in WRITE_ERRNOS  # its notebook (a full disk)
+                    failure = {"mark": True, "ename": type(e).__name__, "write": wrote,
+                               "evalue": write_error(e, out) if wrote else _one_line(e) or repr(e)}
+                finally:
+                    stop.cancel_timer()
+                    kernel.kill_group()  # nothing of the chapter outlives it
+                    _WATCH = stop.kernel = None
+                try:
+                    _publish(out, failure, tidy=failure is None and not stop.requested)
+                except OSError as e:
+                    failure = failure or {}
+                    failure.update(ename=failure.get("ename", "OSError"), write=True,
+                                   evalue=(f"{failure['evalue']}; " if failure.get("evalue") else "")
+                                   + write_error(e, out))
+                entry["seconds"] = round(time.perf_counter() - t0, 2)
+                said = notices.take()
+                if said:
+                    entry["notices"] = said
+                if failure is not None:
+                    failure.pop("mark", None)
+                    failure.setdefault("cell", None)
+                    failure.setdefault("execution_count", None)
+                if stop.requested:
+                    entry.update(status="interrupted", error=failure)
+                    record["chapters"].append(entry)
+                    _finish(record, run_dir, "interrupted")
+                    known = failure and failure.get("cell") is not None
+                    cell = f", cell {failure['cell']} of the executed notebook" if known else ""
+                    raise Interrupted(_kept(run_dir, record, f"interrupted in {where}{cell}"))
+                if failure and keep_going and not failure.get("write"):
+                    entry.update(status="failed", error=failure)
+                    record["chapters"].append(entry)
+                    _write_record(run_dir, record)
+                    print(f"      failed: {failure['ename']}: {failure['evalue']} (executed notebook: {out}); "
+                          "going on with the next chapter", file=sys.stderr, flush=True)
+                    continue
+                if failure:
+                    entry.update(status="failed", error=failure)
+                    record["chapters"].append(entry)
+                    _finish(record, run_dir, "failed")
+                    if failure.pop("write", False):
+                        raise RunError(f"{where} failed: {failure['evalue']}; run.json says 'failed' (kept in "
+                                       f"{run_dir})")
+                    at = (f" in cell {failure['cell']} of the executed notebook "
+                          f"(execution count {failure['execution_count']})" if failure.get("cell") is not None
+                          else "")
+                    raise RunError(f"{where} failed{at}: {failure['ename']}: {failure['evalue']}\n"
+                                   f"  executed notebook with the traceback: {out}")
+                entry.update(status="ok")
                 record["chapters"].append(entry)
-                _finish(record, run_dir, "interrupted")
-                known = failure and failure.get("cell") is not None
-                cell = f", cell {failure['cell']} of the executed notebook" if known else ""
-                raise Interrupted(_kept(run_dir, record, f"interrupted in {where}{cell}"))
-            if failure:
-                entry.update(status="failed", error=failure)
-                record["chapters"].append(entry)
-                _finish(record, run_dir, "failed")
-                at = (f" in cell {failure['cell']} of the executed notebook "
-                      f"(execution count {failure['execution_count']})" if failure.get("cell") is not None else "")
-                raise RunError(f"{where} failed{at}: {failure['ename']}: {failure['evalue']}\n"
-                               f"  executed notebook with the traceback: {out}")
-            tidy_executed(out)
-            entry.update(status="ok")
-            record["chapters"].append(entry)
-            _write_record(run_dir, record)
-            print(f"      done in {entry['seconds']:.1f} s", file=sys.stderr, flush=True)
-    if stop.requested:
-        _finish(record, run_dir, "interrupted")
-        raise Interrupted(_kept(run_dir, record, "interrupted after the last chapter"))
-    _finish(record, run_dir, "ok")
+                _write_record(run_dir, record)
+                print(f"      done in {entry['seconds']:.1f} s", file=sys.stderr, flush=True)
+        if stop.requested:
+            _finish(record, run_dir, "interrupted")
+            raise Interrupted(_kept(run_dir, record, "interrupted after the last chapter"))
+        failed = [c["chapter"] for c in record["chapters"] if c.get("status") == "failed"]
+        _finish(record, run_dir, "failed" if failed else "ok")
+        if failed:
+            raise RunError(f"{len(failed)} of {len(plans)} chapters failed: {', '.join(failed)}; the others "
+                           f"finished (kept in {run_dir}; their executed notebooks hold the tracebacks)")
+    except OSError as e:  # run.json, the notices file or the notebooks folder could not be written
+        raise RunError(f"{where} failed: {write_error(e, run_dir)}; {_record_failure(record, run_dir, e)}") from None
     return record
+
+
+def _record_failure(record: dict, run_dir: Path, e: OSError) -> str:
+    """Try to leave ``run.json`` saying ``failed`` with the reason; what it says, for the message."""
+    record.update(status="failed", finished=_now(), error=write_error(e, run_dir))
+    try:
+        _write_record(run_dir, record)
+    except OSError:
+        return ("run.json could not be updated either (it reads 'interrupted' once this runner has exited; "
+                f"kept in {run_dir})")
+    return f"run.json says 'failed' (kept in {run_dir})"
 
 
 def _finish(record: dict, run_dir: Path, status: str) -> None:
@@ -662,7 +771,7 @@ def _kept(run_dir: Path, record: dict, what: str) -> str:
 
 def run(chapter_keys=(), *, profile: str = "quick", overrides: dict | None = None, run_id: str | None = None,
         results_root: Path | None = None, extra: dict | None = None, progress: bool = True,
-        replace: bool = False) -> Path:
+        replace: bool = False, keep_going: bool = False) -> Path:
     """Plan (validating everything), then execute; return the run directory.
 
     ``run_id``: the run directory's name (default: date-time-profile, made unique); an
@@ -677,7 +786,7 @@ def run(chapter_keys=(), *, profile: str = "quick", overrides: dict | None = Non
     if run_dir != target:
         for p in plans:
             p.parameters["run_dir"] = str(run_dir)
-    execute(plans, run_dir, profile=profile, progress=progress)
+    execute(plans, run_dir, profile=profile, progress=progress, keep_going=keep_going)
     _point_latest(root, run_dir)
     return run_dir
 
@@ -692,7 +801,7 @@ def rerender(source, *, run_id: str | None = None, results_root: Path | None = N
     record = read_record(source) or {}
     if record.get("status") != "ok":
         raise ParameterError("run_dir", str(source), "a run directory whose run.json says status 'ok'")
-    recorded = [_recorded_parameters(entry, source) for entry in record.get("chapters") or []]
+    recorded = [_recorded_parameters(entry, source / "run.json") for entry in record.get("chapters") or []]
     root = results_dir(results_root)
     target, fixed = _target(root, run_id or f"{record['run_id']}-rendered", "rendered", replace)
     if replace and (target.exists() or target.is_symlink()):
@@ -720,17 +829,19 @@ def _plain(value) -> bool:
     return False
 
 
-def _recorded_parameters(entry, source: Path) -> tuple[Chapter, dict]:
-    """A chapter of a run record and its parameters, checked before anything runs: papermill writes
-    names and values into the notebook as code, so only the chapter's own parameter names (its
-    ``Params`` and the book's options) with plain literal values are accepted."""
-    where = str(source / "run.json")
+def _recorded_parameters(entry, where) -> tuple[Chapter, dict]:
+    """A chapter of a run record (the file ``where``) and its parameters, checked before anything
+    runs: papermill writes names and values into the notebook as code, so only the chapter's own
+    parameter names (its ``Params`` and the book's options) with plain literal values are accepted."""
+    where = str(where)
     if not isinstance(entry, dict) or not isinstance(entry.get("parameters"), dict):
         raise ParameterError("run_dir", where, "a run record whose chapters each hold a 'parameters' mapping")
     try:
         ch = lookup(str(entry.get("chapter")))
     except KeyError:
-        raise ParameterError("run_dir", where, f"a run record of known chapters (not {entry.get('chapter')!r})") from None
+        raise ParameterError(
+            "run_dir", where, f"a run record of known chapters (not {entry.get('chapter')!r})"
+        ) from None
     allowed = chapter_parameters(ch)
     for name, value in entry["parameters"].items():
         if not isinstance(name, str) or name not in allowed:
@@ -742,21 +853,296 @@ def _recorded_parameters(entry, source: Path) -> tuple[Chapter, dict]:
     return ch, entry["parameters"]
 
 
+# --------------------------------------------------------------------------- checks of a finished run
+def _notebook_of(path: Path, what: str):
+    """A run's executed notebook, read; one that is missing or not a notebook is a one-line error naming it."""
+    import nbformat
+
+    try:
+        return nbformat.read(path, as_version=4)
+    except FileNotFoundError:
+        raise ParameterError(what, str(path.parent.parent), f"a complete run: {path} is missing") from None
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise ParameterError(what, str(path.parent.parent), f"a run whose executed notebooks are whole: {path} is "
+                             f"not a notebook ({type(e).__name__}: {_one_line(e)[:120]})") from None
+
+
+def _result_of(run_dir: Path, name: str, what: str) -> Path:
+    """A chapter's result file in a run, checked (:func:`results.read`, :func:`results.check`)."""
+    f = run_dir / f"{name}.json"
+    if not f.is_file():
+        raise ParameterError(what, str(run_dir), f"a complete run: {name} has no result file {f}")
+    res = results.Result.load(f)
+    if res.chapter != name:
+        raise ParameterError(what, str(run_dir), f"a run whose result files are their chapters': {f} holds "
+                             f"chapter {res.chapter!r}")
+    return f
+
+
+def check_run(run_dir) -> dict:
+    """What ``book --run`` checks before building a run's book: every chapter of its run record has
+    its own parameter names with plain values, every executed notebook in it is a whole notebook, and
+    every chapter that finished has a result file that passes its check. Returns the record."""
+    run_dir = Path(run_dir)
+    record = read_record(run_dir) or {}
+    for entry in record.get("chapters") or []:
+        ch, _ = _recorded_parameters(entry, run_dir / "run.json")
+        nb = run_dir / "notebooks" / ch.notebook.name
+        if nb.exists():
+            _notebook_of(nb, "--run")
+        if entry.get("status") == "ok":
+            _result_of(run_dir, ch.name, "--run")
+    return record
+
+
+# --------------------------------------------------------------------------- promote
+#: A reference host's name: a folder of data/reference/, nothing else.
+_HOST = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+#: What a committed notebook says instead of a directory of the machine that ran it.
+HOST_PATH = "<a directory on the run's host>"
+
+
+def _hide_host_paths(doc) -> None:
+    """Absolute paths among a run's injected parameters (run_dir, replay, diagnose, ...) name
+    directories of the run's host, not the reader's: replaced by :data:`HOST_PATH` (in papermill's
+    record and in :data:`RUN_PARAMETERS`)."""
+    for params in (doc.metadata.get("papermill", {}).get("parameters", {}),
+                   doc.metadata.get(RUN_PARAMETERS[0], {}).get(RUN_PARAMETERS[1], {})):
+        for k, v in params.items():
+            if isinstance(v, str) and os.path.isabs(v):
+                params[k] = HOST_PATH
+
+
+def _committed_notebook(path: Path, ch: Chapter) -> str:
+    """A run's executed notebook as the committed one: no machine-local paths, the injected
+    parameters (checked like a run record's) kept in metadata instead of a cell."""
+    import nbformat
+
+    doc = _notebook_of(path, "run_dir")
+    pm = doc.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):  # machine-local paths of the run host
+        if key in pm:
+            pm[key] = f"notebooks/{path.name}"
+    _recorded_parameters({"chapter": ch.name, "parameters": pm.get("parameters") or {}}, path)
+    _strip_injected(doc)
+    _hide_host_paths(doc)
+    return nbformat.writes(doc) + "\n"
+
+
+def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[Path]:
+    """Make a finished run the committed reference of ``host``: its result files and run record to
+    ``data/reference/<host>/`` (or, for ``side`` ``more``/``repeats``, beside it under the run's id)
+    and, for the main reference, its executed notebooks to ``notebooks/``. ``only``: the chapters
+    (that finished) to take from a run that ended early.
+
+    All or nothing: everything is checked first (host name, run status, each chapter's result
+    file, notebook and parameters), the whole set is written into hidden staging folders beside
+    its destinations, and only then swapped in, under an exclusive lock on the host's folder (a
+    second promote waits). A failure leaves the previous files and names the file. Returns the
+    files written."""
+    if not isinstance(host, str) or not _HOST.match(host):
+        raise ParameterError("--host", host, "a plain host name: lower-case letters, digits, '_' and '-' (e.g. h200)")
+    run_dir = Path(run_dir).resolve()
+    record = read_record(run_dir) or {}
+    done = {c.get("chapter"): c for c in record.get("chapters") or [] if isinstance(c, dict)}
+    if only is not None:  # the chapters of a run that ended early (e.g. its host was taken back) that did finish
+        finished = {n for n, c in done.items() if c.get("status") == "ok"}
+        only = {lookup(c).name for c in only}
+        if not only <= finished:
+            raise ParameterError("only", sorted(only), "chapters this run finished ('ok' in its run.json): "
+                                 + (", ".join(sorted(finished)) or "none"))
+    elif record.get("status") != "ok":
+        raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok' (or name its finished "
+                             "chapters with --only)")
+    run_id = record.get("run_id")
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+        raise ParameterError("run_dir", str(run_dir / "run.json"), "a run record whose run_id is a plain name")
+    chapters = only if only is not None else _chapters_of(run_dir, done, notebooks=side is None)
+    from datajourney.chapters import registry
+
+    dest = results.REFERENCE_DIR / host / (side or "")
+    files: dict[Path, bytes] = {dest / f"run-{run_id}.json": (run_dir / "run.json").read_bytes()}
+    for name in sorted(chapters):
+        ch = lookup(name)
+        if name in done:
+            _recorded_parameters(done[name], run_dir / "run.json")
+        src = _result_of(run_dir, name, "run_dir")
+        files[dest / (f"{name}-{run_id}.json" if side else f"{name}.json")] = src.read_bytes()
+        if not side:
+            nb = run_dir / "notebooks" / ch.notebook.name
+            files[registry.NOTEBOOK_DIR / nb.name] = _committed_notebook(nb, ch).encode()
+    _swap(files, results.REFERENCE_DIR / host)
+    for target in files:
+        print(f"  -> {target}")
+    return list(files)
+
+
+def _chapters_of(run_dir: Path, done: dict, *, notebooks: bool) -> set[str]:
+    """The chapters a run holds: those its record says finished, those with a result file and
+    (``notebooks``) those with an executed notebook. A file of no chapter is an error."""
+    names = {n for n, c in done.items() if c.get("status") == "ok"}
+    files = [f for f in run_dir.glob("*.json") if f.name != "run.json" and not f.name.startswith(".")]
+    if notebooks:
+        files += [f for f in (run_dir / "notebooks").glob("*.ipynb") if not f.name.startswith(".")]
+    for f in files:
+        try:
+            name = lookup(f.stem).name
+        except KeyError:
+            name = None
+        if name != f.stem:
+            raise ParameterError("run_dir", str(run_dir), f"a run of this book's chapters: {f} is no chapter's")
+        names.add(name)
+    return names
+
+
+def _swap(files: dict[Path, bytes], lock_dir: Path) -> None:
+    """Write ``files`` (path -> content) all or nothing: staged whole (fsync) in a hidden folder
+    beside each destination, then moved into place one by one under an exclusive ``flock`` on
+    ``lock_dir``; if a step fails, the files already moved are put back as they were."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock = os.open(lock_dir, os.O_RDONLY)
+    staging: dict[Path, Path] = {}
+    moved: list[tuple[Path, Path | None]] = []  # (target, its previous file kept aside, or None)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"note: another promote is writing {lock_dir}; waiting for it to finish", file=sys.stderr,
+                  flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        for parent in {t.parent for t in files}:  # of a promote that was killed
+            for left in parent.glob(".promote-*"):
+                if not _runner_alive({"host": socket.gethostname(), "pid": left.name.split("-")[1]}):
+                    shutil.rmtree(left, ignore_errors=True)
+        tag = f".promote-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        for target in files:
+            folder = target.parent / tag
+            if folder not in staging.values():
+                folder.mkdir(parents=True, exist_ok=True)
+            staging[target] = folder
+        try:
+            for target, data in files.items():
+                try:
+                    write_atomic(staging[target] / target.name, data)
+                except OSError as e:
+                    raise RunError(f"promote: could not write {target}: {e.strerror or e} (while staging it); "
+                                   "nothing was changed") from None
+            for target in files:
+                kept = staging[target] / f"previous-{target.name}"
+                try:
+                    if not target.exists():
+                        kept = None
+                    elif not _link_or_copy(target, kept):
+                        raise OSError(errno.EIO, "the previous file could not be kept aside", str(target))
+                    os.replace(staging[target] / target.name, target)
+                except OSError as e:
+                    _put_back(moved)
+                    raise RunError(f"promote: could not write {target}: {e.strerror or e}; every file was put "
+                                   "back as it was") from None
+                moved.append((target, kept))
+        finally:
+            for folder in set(staging.values()):
+                shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(lock)  # releases the lock
+
+
+def _link_or_copy(src: Path, dst: Path) -> bool:
+    """Keep ``src`` aside as ``dst``: a hard link, else a copy; whether it worked."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        try:
+            shutil.copy2(src, dst)
+        except OSError:
+            return False
+    return True
+
+
+def _put_back(moved: list[tuple[Path, Path | None]]) -> None:
+    """Undo the moves of a promote that failed half way: previous files back, new ones removed."""
+    for target, kept in reversed(moved):
+        try:
+            if kept is None:
+                target.unlink()
+            else:
+                os.replace(kept, target)
+        except OSError:
+            pass
+
+
 def tidy_executed(path: Path) -> None:
-    """Make an executed notebook fit to read: papermill's injected-parameters cell is tagged
-    ``remove-cell`` (each chapter prints the parameters of its run as a table instead), and
-    stderr streams (progress bars, library warnings) are dropped; errors are kept."""
+    """Tidy an executed notebook in place (:func:`_tidy`), written whole."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
+    _tidy(nb)
+    write_atomic(path, nbformat.writes(nb) + "\n")
+
+
+def _tidy(nb) -> None:
+    """Make an executed notebook fit to read and to run again: stderr streams (progress bars,
+    library warnings) are dropped (errors are kept), and papermill's injected-parameters cell is
+    moved out of the code (:func:`_strip_injected`); each chapter prints the parameters of its run
+    as a table from its result file."""
     for cell in nb.cells:
-        tags = cell.metadata.setdefault("tags", [])
-        if "injected-parameters" in tags and "remove-cell" not in tags:
-            tags.append("remove-cell")
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.get("outputs", [])
                             if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
-    nbformat.write(nb, path)
+    _strip_injected(nb)
+
+
+#: Where a notebook keeps the parameters its run injected (once their cell is removed).
+RUN_PARAMETERS = ("datajourney", "run_parameters")
+
+
+def strip_injected(path) -> bool:
+    """Remove papermill's injected-parameters cell from the notebook at ``path`` (its values are kept
+    in the notebook's metadata, see :func:`_strip_injected`), written whole; whether it had one.
+    A committed notebook so treated runs top to bottom in JupyterLab with the reader's edits to
+    its parameters cell."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    if not _strip_injected(nb):
+        return False
+    write_atomic(path, nbformat.writes(nb) + "\n")
+    return True
+
+
+def _strip_injected(nb) -> bool:
+    """Remove the injected-parameters cell: run after the parameters cell, it would reset a reader's
+    edits to the values of the run (and to paths of the run's host). The values stay in
+    ``metadata["datajourney"]["run_parameters"]`` (papermill's record of them, else the cell's
+    assignments). Whether a cell was removed."""
+    cells = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    if not cells:
+        return False
+    values = dict(nb.metadata.get("papermill", {}).get("parameters") or {})
+    if not values:
+        for c in cells:
+            values.update(_assignments(c.source))
+    nb.metadata.setdefault(RUN_PARAMETERS[0], {})[RUN_PARAMETERS[1]] = values
+    drop = {id(c) for c in cells}
+    nb.cells = [c for c in nb.cells if id(c) not in drop]
+    return True
+
+
+def _assignments(source: str) -> dict:
+    """``name = literal`` lines of a cell as a dict (anything else is skipped)."""
+    out = {}
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return out
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return out
 
 
 def _now() -> str:
@@ -764,6 +1150,5 @@ def _now() -> str:
 
 
 def _write_record(run_dir: Path, record: dict) -> None:
-    tmp = run_dir / f".run.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(record, indent=1, default=str))
-    os.replace(tmp, run_dir / "run.json")
+    """Write ``run.json`` whole (:func:`write_atomic`)."""
+    write_atomic(run_dir / "run.json", json.dumps(record, indent=1, default=str))

@@ -3,13 +3,16 @@ chapters, the spread of repeated runs, and the pointer from chapters 3 and 7 to 
 measurement (read from its result file, never its code)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from datajourney.core import findings as fnd
 from datajourney.core.findings import Finding, num, pct
+from datajourney.core.stats import mean
 from datajourney.toolkit.reads import NAND_READ_FLOOR_US
 
 #: The source's claim for warm runs: "the difference collapses to near 1x" ("often within
@@ -24,7 +27,7 @@ COLD_TARGET, WARM_TARGET = 0.05, 0.95
 
 
 # --------------------------------------------------------------------------- reading a result
-def _values(df: pd.DataFrame, col: str = "MBps", **where) -> list[float]:
+def values_of(df: pd.DataFrame, col: str = "MBps", **where) -> list[float]:
     """The values of ``col`` in the rows matching every ``column=value`` of ``where`` (chapters 2 and 3)."""
     if df is None or df.empty or col not in df:
         return []
@@ -36,13 +39,10 @@ def _values(df: pd.DataFrame, col: str = "MBps", **where) -> list[float]:
     return [float(x) for x in df.loc[m, col].dropna()]
 
 
-def _mean(v: Sequence[float]) -> float:
-    return sum(v) / len(v)
-
-
 def cold_label(res) -> str:
-    """'guest-cold' when the data say the host served the cold reads, else 'cold'."""
-    return "guest-cold" if guest_cold(res) else "cold"
+    """The run's name for its cold state, from :func:`cold_verdict`: 'guest-cold', 'cold', or
+    :data:`UNDECIDED_LABEL` when the latency check cannot tell the device from a cache below the guest."""
+    return cold_verdict(res).label
 
 
 def spread_summary(df: pd.DataFrame, by: list[str], label, col: str = "MBps") -> str:
@@ -115,17 +115,153 @@ def ipc_crossref(run_dir=None, reference_host: str | None = None) -> str:
 
 
 def guest_cold(res) -> bool | None:
-    """True when the latency check shows cold reads served faster than flash on a virtual
-    machine (this run's "cold" is cold only for the guest); None when not measured."""
-    lat = latency_stats(res)
-    if lat is None:
+    """True when the run's latency check shows cold reads clearly faster than flash on a virtual machine
+    (this run's "cold" is cold only for the guest); False when it clearly does not; None when it cannot
+    tell (medians inside the band around the floor) or did not run. See :func:`cold_verdict`."""
+    v = cold_verdict(res)
+    if v.state is None or v.state == "undecided":
         return None
-    return bool(lat["median_us"] < NAND_READ_FLOOR_US and res.fingerprint.get("cpu", {}).get("hypervisor"))
+    return v.state == "cache" and v.hypervisor
+
+
+# --------------------------------------------------------------------------- what "cold" means in a run
+#: Medians within this factor of :data:`NAND_READ_FLOOR_US`, either side, cannot tell a cache below the
+#: guest from flash: with the floor at 40 µs the band is 32–50 µs, wider than the run-to-run spread of a
+#: median (a few µs), so noise moves a run into "cannot tell" but never across to the other answer.
+COLD_MARGIN = 1.25
+
+#: The cold label where the latency check cannot tell the device from a cache below the guest.
+UNDECIDED_LABEL = "cold (device or host cache: cannot tell)"
+
+
+@dataclass(frozen=True)
+class ColdVerdict:
+    """What the cold reads of a run reached, decided once per run from the latency check's
+    distribution: ``state`` is "cache" (every run's median below the band: something faster than
+    flash answered), "device" (every median above it), "undecided" (a median inside it) or None
+    (not measured); ``source`` says whose latency check decided."""
+
+    state: str | None
+    medians: tuple[float, ...] = ()
+    share_below: float | None = None      #: share of the first pass's reads faster than the floor
+    hypervisor: bool = False
+    source: str = "this chapter's latency check"
+    floor_us: float = NAND_READ_FLOOR_US
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """(low, high) µs: medians between them cannot tell."""
+        return self.floor_us / COLD_MARGIN, self.floor_us * COLD_MARGIN
+
+    @property
+    def label(self) -> str:
+        if self.state == "undecided":
+            return UNDECIDED_LABEL
+        return "guest-cold" if self.state == "cache" and self.hypervisor else "cold"
+
+    @property
+    def served(self) -> str:
+        """A short clause: what served a cold read (for a chapter's opening)."""
+        return {"cache": ("faster than NAND flash, so a cache below this machine served it and \"cold\" here is "
+                          + ("guest-cold" if self.hypervisor else "below the page cache only")),
+                "device": "as slow as a device read, so \"cold\" here reached the device",
+                "undecided": "too close to a flash read to tell the device from a cache below this machine",
+                }.get(self.state, "not measured")
+
+    def sentence(self, *, head: bool = True) -> str:
+        """What the latency check says about this run's cold reads and why (the rule); with ``head``, first
+        whose check decided and the medians it decided on."""
+        if self.state is None:
+            return "The latency check did not run, so whether 'cold' reads reached the device is not known."
+        lo, hi = self.band
+        meds = (f"the median of its {len(self.medians)} runs' medians, {num(_median(self.medians), 'µs')} "
+                f"({fnd.span(min(self.medians), max(self.medians), 'µs')})" if len(self.medians) > 1
+                else f"its median, {num(self.medians[0], 'µs')}")
+        share = f", with {pct(self.share_below)} of the reads below {num(self.floor_us, 'µs')}" \
+            if self.share_below is not None else ""
+        head = f"Classified by {self.source}: {meds}{share}. " if head else ""
+        floor = f"a NAND flash read takes at least about {num(self.floor_us, 'µs')}"
+        if self.state == "cache":
+            return head + (f"Every run's median lies below {num(lo, 'µs')}, clear of the flash floor ({floor}): "
+                           + ("a cache below this virtual machine (the host's) served the blocks, so this run's cold "
+                              "numbers are **guest-cold**: cold for the guest's page cache, not for the device."
+                              if self.hypervisor else
+                              "either a device built on faster memory or a cache below the page cache (a "
+                              "controller's, an array's) served the blocks."))
+        if self.state == "device":
+            return head + (f"Every run's median lies above {num(hi, 'µs')}, no faster than flash ({floor}): these "
+                           "cold reads are consistent with reads from the device"
+                           + (" (on a virtual machine, a slow cache below the guest cannot be ruled out by latency "
+                              "alone)." if self.hypervisor else "."))
+        return head + (f"A median within {fnd.span(lo, hi, 'µs')} of the flash floor ({floor}) cannot tell the "
+                       "device from a cache below this machine, so this run's cold reads are labelled "
+                       f"**{UNDECIDED_LABEL}**.")
+
+
+def _median(values) -> float:
+    return float(pd.Series(list(values), dtype=float).median())
+
+
+def _verdict_of(res, source: str) -> ColdVerdict:
+    """The verdict of ``res``'s own latency check (state None when it has none)."""
+    lat = latency_stats(res)
+    hyper = bool((res.fingerprint.get("cpu") or {}).get("hypervisor"))
+    if lat is None:
+        return ColdVerdict(None, hypervisor=hyper, source=source)
+    floor = float(res.metadata.get("nand_read_floor_us") or NAND_READ_FLOOR_US)
+    meds = tuple(float(m) for m in lat["medians"])
+    lo, hi = floor / COLD_MARGIN, floor * COLD_MARGIN
+    state = "cache" if max(meds) < lo else "device" if min(meds) > hi else "undecided"
+    return ColdVerdict(state, meds, _share_below(res, floor), hyper, source, floor)
+
+
+def _share_below(res, floor: float) -> float | None:
+    """Share of the first pass's reads faster than ``floor``, read off the pooled latency quantiles."""
+    cdf = table_of(res, "latency_cdf")
+    if cdf.empty or not {"series", "quantile", "us"} <= set(cdf.columns):
+        return None
+    first = cdf[cdf["series"] == "O_DIRECT, first pass"].dropna(subset=["us"]).sort_values("us")
+    if len(first) < 2:
+        return None
+    return float(np.interp(floor, first["us"], first["quantile"]))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, mtime_ns: int):
+    from datajourney.core import results
+
+    return results.Result.load(path)
+
+
+def same_run_result(res, chapter: str):
+    """``chapter``'s result of the same run as ``res`` (the file beside ``res``'s, with its run id), or None."""
+    if getattr(res, "path", None) is None:
+        return None
+    path = Path(res.path).parent / f"{chapter}.json"
+    try:
+        other = _load(str(path), path.stat().st_mtime_ns)
+    except (OSError, ValueError):
+        return None
+    return other if other.run_id == res.run_id else None
+
+
+def cold_verdict(res) -> ColdVerdict:
+    """The one classification of a run's cold reads, used by every chapter: chapter 2's latency check
+    when the run holds chapter 2's result (measured once per run, with its spread over runs), else the
+    chapter's own latency check. The rule: every run's median below ``floor / COLD_MARGIN`` means a
+    cache answered, every median above ``floor × COLD_MARGIN`` means the device, anything else cannot tell."""
+    if res.chapter != STORAGE_CHAPTER:
+        r2 = same_run_result(res, STORAGE_CHAPTER)
+        if r2 is not None:
+            v = _verdict_of(r2, "chapter 2's latency check in this run")
+            if v.state is not None:
+                return v
+    return _verdict_of(res, "this chapter's latency check")
 
 
 def latency_stats(res) -> dict | None:
     """Medians and spread of the latency check, or None when it did not run (or failed)."""
-    lat = _table(res, "latency")
+    lat = table_of(res, "latency")
     if lat.empty or "p50_us" not in lat:
         return None
     first = lat[(lat["series"] == "O_DIRECT, first pass") & lat["p50_us"].notna()]
@@ -142,39 +278,56 @@ def latency_stats(res) -> dict | None:
     )
 
 
-def _table(res, name: str) -> pd.DataFrame:
+def table_of(res, name: str) -> pd.DataFrame:
     return res.tables.get(name, pd.DataFrame())
 
 
-def _cold_gap(res) -> Finding:
+def cold_gap(res) -> Finding:
     h = res.table("headline")
-    rnd, seq = _values(h, pattern="random", cache="cold"), _values(h, pattern="sequential", cache="cold")
+    rnd, seq = values_of(h, pattern="random", cache="cold"), values_of(h, pattern="sequential", cache="cold")
     label = cold_label(res)
     if not rnd or not seq:
         return Finding("cold_gap", f"No {label} runs in this result (`cache_states` left out `cold`).")
     n, size = int(h["n_files"].iloc[0]), int(h["file_size"].iloc[0])
     mid, lo, hi = fnd.ratio_interval(seq, rnd)
-    phrase = _compared(seq, rnd, "the shard read sequentially", "the shuffled files")
-    text = (f"**{label.capitalize()}**, {n:,} files of {_size(size)} read in shuffled order ran at "
-            f"**{num(_mean(rnd), 'MB/s')}** and the same bytes read as one shard in {_size(size)} chunks at "
-            f"**{num(_mean(seq), 'MB/s')}**: {phrase} ({_extremes(lo, hi)}).")
+    phrase = compared(seq, rnd, "the shard read sequentially", "the shuffled files")
+    text = (f"**{label.capitalize()}**, {n:,} files of {size_text(size)} read in shuffled order ran at "
+            f"**{num(mean(rnd), 'MB/s')}** and the same bytes read as one shard in {size_text(size)} chunks at "
+            f"**{num(mean(seq), 'MB/s')}**: {phrase} ({extremes(lo, hi)}).")
     return Finding("cold_gap", text, mid, "×", published="sequential ÷ random, cold", interval=(lo, hi),
-                   values=dict(random=_mean(rnd), sequential=_mean(seq)))
+                   values=dict(random=mean(rnd), sequential=mean(seq)))
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     from datajourney.core.findings import size_label
 
     return size_label(int(n))
 
 
-def _compared(a: list[float], b: list[float], a_name: str, b_name: str) -> str:
+def compared(a: list[float], b: list[float], a_name: str, b_name: str) -> str:
     """'A was **5.1× faster than** B', or 'A and B were level (...)': :func:`findings.compare` in a clause."""
     if fnd.direction(a, b) == 0:
         return f"{a_name} and {b_name} were {fnd.compare(a, b, same='level')}, within the runs' spread"
     return f"{a_name} was **{fnd.compare(a, b)}** {b_name}"
 
 
-def _extremes(lo: float, hi: float) -> str:
+def extremes(lo: float, hi: float) -> str:
     """A ratio's range over the runs' extremes, e.g. '4.9–5.3× over the runs' extremes'."""
     return f"{fnd.span(lo, hi, '×')} over the runs' extremes"
+
+
+# --------------------------------------------------------------------------- ranges over runs
+#: A range over runs is shown from this many runs on; fewer runs show the value and how many runs gave it.
+MIN_RUNS_FOR_RANGE = 3
+
+
+def runs_interval(lo: float, hi: float, n: int) -> tuple[float, float] | None:
+    """``(lo, hi)`` as a finding's interval when ``n`` runs are enough to call it a range, else None."""
+    return (lo, hi) if n >= MIN_RUNS_FOR_RANGE else None
+
+
+def over_runs(lo: float, hi: float, n: int, unit: str = "×", what: str = "runs") -> str:
+    """'10.6–12.4× over 3 runs' from :data:`MIN_RUNS_FOR_RANGE` runs on, else '2 runs' (no range from fewer)."""
+    if n >= MIN_RUNS_FOR_RANGE:
+        return f"{fnd.span(lo, hi, unit)} over {n} {what}"
+    return f"{n} {what[:-1] if n == 1 and what.endswith('s') else what}"

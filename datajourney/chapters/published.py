@@ -31,8 +31,6 @@ SOURCES = {
            "Amazon EC2 g6e.48xlarge, 8 NVIDIA L40S on PCIe (NODE/SYS links, NCCL via SHM), and p4d.24xlarge, "
            "8 NVIDIA A100 with NVLink (NCCL P2P/CUMEM); PyTorch 2.8, Ubuntu 24.04 Deep Learning AMI"),
 }
-#: Kept for callers that print the S1 hardware line.
-S1 = "S1: " + SOURCES["S1"]
 
 
 @dataclass(frozen=True)

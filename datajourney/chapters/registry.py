@@ -4,7 +4,8 @@ is one folder, one notebook and one line of ``_toc.yml``.
 
 Every chapter folder holds the same pieces (see :data:`PIECES`): ``__init__.py`` with its
 ``TITLE``, ``params.py`` with its ``Params`` (the one set of defaults), ``experiment.py`` with
-``run(params)`` and ``preflight(params)``, and ``page.py`` (what its page says: ``findings(result)`` where it measures). A folder
+``run(params)`` and ``preflight(params)``, and ``page.py`` (what its page says: ``findings(result)`` where it measures).
+A folder
 that lacks one fails with a message naming it.
 """
 from __future__ import annotations

@@ -8,6 +8,10 @@ deficiencies.
 """
 from __future__ import annotations
 
+import math
+import numbers as numbers_
+import re
+
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -34,21 +38,373 @@ class BookRenderer(MimetypeRenderer):
 
 
 def tidy(fig_dict: dict) -> dict:
-    """Rules every chart follows, applied as it is shown: no legend with a single entry, and
-    log axes labelled at powers of ten only (plotly's minor digits read as values)."""
+    """Rules every chart follows, applied as it is shown (so charts built anywhere obey them): no legend
+    with a single entry; numeric legends and categories in numeric order; plain numbers (thousands
+    separated, never "1.73e+3"); axes that make room for their labels; a title above the plot that
+    cannot meet an axis title; long category labels on horizontal bars or wrapped, never rotated; log
+    axes only over a wide range, labelled 1, 2, 5, 10…; integer ticks on count axes."""
     layout = fig_dict.setdefault("layout", {})
-    shown = [t for t in fig_dict.get("data", []) if t.get("showlegend", True) is not False]
+    data = fig_dict.get("data", [])
+    shown = [t for t in data if t.get("showlegend", True) is not False]
     if len({t.get("legendgroup") or t.get("name") for t in shown}) <= 1 and "showlegend" not in layout:
         layout["showlegend"] = False
-    for key, axis in list(layout.items()):
-        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict) and axis.get("type") == "log":
-            letter, ref = key[0], key[0] + key[5:]   # "yaxis2" -> ("y", "y2")
-            values = [float(v) for t in fig_dict.get("data", []) if t.get(f"{letter}axis", letter) == ref
-                      for v in _plain(t.get(letter)) if isinstance(v, (int, float)) and v > 0]
-            if values and max(values) / min(values) >= 20:   # two decades or so: label powers of ten
-                axis.setdefault("dtick", 1)
-                axis.setdefault("minor", {"ticks": "outside", "showgrid": True})
+    _plain_formats(fig_dict)
+    _legend_order(data)
+    _long_categories(fig_dict)
+    _crowded_categories(fig_dict)
+    meta = layout.get("meta")
+    counts = set(meta.get(_COUNT_KEY, [])) if isinstance(meta, dict) else set()
+    for name in _axis_names(fig_dict):
+        axis = layout.setdefault(name, {})
+        values = _axis_values(data, name)
+        axis.setdefault("automargin", True)
+        if _is_category(axis, values):
+            _numeric_categories(axis, values)
+            continue
+        numbers = [float(v) for v in values if isinstance(v, numbers_.Real) and not isinstance(v, bool)
+                   and math.isfinite(v)]
+        axis.setdefault("exponentformat", "none")
+        axis.setdefault("separatethousands", True)
+        if axis.get("type") == "log":
+            _log_axis(fig_dict, name, axis, [v for v in numbers if v > 0])
+        elif axis.get("type") in (None, "linear", "-") and numbers and (
+                name[0] in counts or all(v.is_integer() for v in numbers)):
+            _integer_ticks(axis, numbers)
+    _wrap_axis_titles(layout)
+    _title_above(layout)
     return fig_dict
+
+
+#: Key of ``layout.meta`` listing the axis letters (``"x"``, ``"y"``) that :func:`count_axis` marked.
+_COUNT_KEY = "count_axes"
+#: Category labels longer than this turn bars horizontal (one panel) or wrap (several panels).
+LONG_LABEL = 12
+#: Rough width of a 13 px character, of the book's text column and of a plot area in it (the column less
+#: the tick labels beside the plot), to fit titles and labels before anything is drawn.
+_CHAR_PX, _COLUMN_PX, _PLOT_PX = 7.2, 720, 400
+#: Category labels on horizontal bars wrap past this many characters (they set the left margin).
+_HBAR_LABEL = 28
+
+
+def count_axis(fig: go.Figure, axis: str = "x") -> go.Figure:
+    """Mark every ``axis`` ("x" or "y") of ``fig`` as counting whole things (workers, GPUs, events):
+    its ticks fall on integers only, never "1.5 GPUs" (applied by :func:`tidy` when shown)."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    fig.update_layout(meta={**meta, _COUNT_KEY: sorted({*meta.get(_COUNT_KEY, []), axis})})
+    return fig
+
+
+def _axis_names(fig_dict: dict) -> list[str]:
+    """Every axis of the figure's layout: those it names and those its traces sit on ("x2" -> "xaxis2")."""
+    layout = fig_dict["layout"]
+    names = {k for k, v in layout.items() if re.fullmatch(r"[xy]axis\d*", k) and isinstance(v, dict)}
+    for t in fig_dict.get("data", []):
+        if t.get("type") in ("pie", "sunburst", "treemap", "table", "sankey", "indicator"):
+            continue
+        for letter in "xy":
+            names.add(letter + "axis" + (t.get(f"{letter}axis") or letter)[1:])
+    return sorted(names)
+
+
+def _on_axis(trace: dict, name: str) -> bool:
+    return (trace.get(f"{name[0]}axis") or name[0]) == name[0] + name[5:]
+
+
+def _axis_values(data: list, name: str) -> list:
+    """The coordinates that the traces on axis ``name`` put on it."""
+    return [v for t in data if _on_axis(t, name) for v in _plain(t.get(name[0]))]
+
+
+def _is_category(axis: dict, values: list) -> bool:
+    return axis.get("type") in ("category", "multicategory") or (
+        axis.get("type") in (None, "-") and any(isinstance(v, str) for v in values))
+
+
+def _number(text) -> float | None:
+    """``text`` as a number when it is one ("16", "1,024", "0.5"), else None."""
+    try:
+        return float(str(text).replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _numeric_categories(axis: dict, values: list) -> None:
+    """Categories that are all numbers ("1", "4", "16") in numeric order, unless an order was given."""
+    cats = list(dict.fromkeys(str(v) for v in values))
+    if "categoryarray" in axis or axis.get("categoryorder") not in (None, "trace"):
+        return
+    if cats and all(_number(c) is not None for c in cats):
+        axis.update(categoryorder="array", categoryarray=sorted(cats, key=_number))
+
+
+def _natural_key(name: str):
+    """``name`` split into (prefix, number, suffix) when it holds exactly one number ("W=4", "16 threads")."""
+    parts = re.split(r"(-?\d[\d,]*(?:\.\d+)?)", str(name))
+    return None if len(parts) != 3 else (parts[0], _number(parts[1]), parts[2])
+
+
+def _legend_order(data: list) -> None:
+    """Legend entries that differ only in a number (threads 1, 4, 16, 64) in numeric order."""
+    names = list(dict.fromkeys(t.get("name") for t in data if t.get("name") is not None
+                               and t.get("showlegend", True) is not False))
+    keys = {n: _natural_key(n) for n in names}
+    if len(names) < 2 or any(k is None for k in keys.values()) or len({(k[0], k[2]) for k in keys.values()}) != 1:
+        return
+    rank = {n: 1000 + i for i, n in enumerate(sorted(names, key=lambda n: keys[n][1]))}
+    for t in data:
+        if t.get("name") in rank:
+            t.setdefault("legendrank", rank[t["name"]])
+
+
+_FORMAT = re.compile(r"(%\{[^}:]+:[^}]*?)(~?)[ge]\}")
+
+
+def _plain_formats(fig_dict: dict) -> None:
+    """d3's ``g`` and ``e`` formats print 1730 as "1.73e+3": use ``r`` (as many significant digits, plain)."""
+    def fix(value):
+        if isinstance(value, str):
+            return _FORMAT.sub(lambda m: f"{m.group(1)}~r}}", value)
+        if isinstance(value, (list, tuple)):
+            return [fix(v) for v in value]
+        return value
+
+    for t in fig_dict.get("data", []):
+        for key in ("hovertemplate", "texttemplate"):
+            if key in t:
+                t[key] = fix(t[key])
+    layout = fig_dict["layout"]
+    for key, axis in layout.items():
+        if re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, dict) and re.search(r"[ge]$", axis.get(
+                "tickformat") or ""):
+            axis["tickformat"] = axis["tickformat"][:-1].rstrip("~") + "~r"
+
+
+def _nice(step: float) -> float:
+    """The smallest 1, 2 or 5 × 10ⁿ at least ``step``."""
+    if step <= 0:
+        return 1.0
+    e = 10 ** math.floor(math.log10(step))
+    return next(m * e for m in (1, 2, 5, 10) if m * e >= step * (1 - 1e-9))
+
+
+def _integer_ticks(axis: dict, values: list[float]) -> None:
+    """Ticks every whole 1, 2, 5, 10… units (about six of them), so a count axis never reads "1.5"."""
+    if axis.get("tickmode") == "array" or "tickvals" in axis or (axis.get("dtick") or 0) >= 1:
+        return
+    lo, hi = (axis["range"] if isinstance(axis.get("range"), (list, tuple)) and None not in axis["range"]
+              else (min(values), max(values)))
+    axis.update(tickmode="linear", tick0=0, dtick=max(1, int(_nice((hi - lo) / 6))), tickformat=",d")
+
+
+def tick_text(v: float) -> str:
+    """A tick value as plain text: 0.05, 2, 1,000 (no exponent)."""
+    return f"{v:,.0f}" if v >= 1 else f"{v:.{max(0, -math.floor(math.log10(v)))}f}"
+
+
+_LOG_WORDS = [(re.compile(r"\s*\(log scale\)"), ""), (re.compile(r",\s*log scale"), ""),
+              (re.compile(r"log scale[;,]\s*"), ""), (re.compile(r"\(log[;,]\s*"), "("),
+              (re.compile(r",\s*log\)"), ")")]
+
+
+def _unlog(text):
+    """``text`` without its "log scale" wording (for an axis that is drawn linear after all)."""
+    if not isinstance(text, str):
+        return text
+    for pattern, repl in _LOG_WORDS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float]) -> None:
+    """A log axis over less than :data:`LOG_SPAN` of range is drawn linear (its title and hovers lose the
+    "log scale" words); a wider one is labelled 1, 2, 5, 10… (powers of ten alone past three decades),
+    never with plotly's small "2, 3" digits."""
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    if hi / lo < LOG_SPAN:
+        axis["type"] = "linear"
+        for key in ("range", "dtick", "tick0", "minor"):
+            axis.pop(key, None)
+        title = axis.get("title")
+        if isinstance(title, dict):
+            title["text"] = _unlog(title.get("text"))
+        else:
+            axis["title"] = _unlog(title)
+        for t in fig_dict.get("data", []):
+            if _on_axis(t, name) and "hovertemplate" in t:
+                t["hovertemplate"] = _unlog(t["hovertemplate"])
+        return
+    if axis.get("tickmode") == "array" or "tickvals" in axis:
+        return
+    lo_d, hi_d = axis.get("domain") or (0, 1)
+    px = (_PLOT_PX if name[0] == "x" else (fig_dict["layout"].get("height") or 450) - 150) * (hi_d - lo_d)
+    label = (len(tick_text(hi)) * _CHAR_PX + 14) if name[0] == "x" else 20
+    per_decade = px / (math.log10(hi / lo) + 0.5)
+    steps = (1, 2, 5) if per_decade >= 3 * label else (1,)
+    every = max(1, math.ceil(label / per_decade))   # decades between labels
+    vals = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
+            for m in steps if lo / 5 <= m * 10.0 ** e <= hi * 5 and e % every == 0]
+    for key in ("dtick", "tick0"):
+        axis.pop(key, None)
+    axis.update(tickmode="array", tickvals=vals, ticktext=[tick_text(v) for v in vals])
+    axis.setdefault("minor", {"showgrid": False})
+
+
+#: The smallest range (largest ÷ smallest value) that an axis needs before it is drawn on a log scale.
+LOG_SPAN = 30
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` broken with <br> at spaces so that no line is longer than ``width`` characters."""
+    import textwrap
+
+    lines = []
+    for line in re.split(r"<br\s*/?>", text):
+        lines += textwrap.wrap(line, max(width, 8), break_long_words=False) or [""]
+    return "<br>".join(lines)
+
+
+def _visible(text: str) -> str:
+    return re.sub(r"<[^>]+>", "", str(text))
+
+
+def _wrap_axis_titles(layout: dict) -> None:
+    """Axis titles longer than their axis break onto more lines: a y title taller than the plot would
+    run into the chart's title."""
+    height = layout.get("height") or 450
+    for key, axis in layout.items():
+        if not (re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, dict)):
+            continue
+        title = axis.get("title")
+        title = title if isinstance(title, dict) else {"text": title}
+        text = title.get("text")
+        if not isinstance(text, str) or not text:
+            continue
+        lo, hi = axis.get("domain") or (0, 1)
+        px = (height - 150) * (hi - lo) if key[0] == "y" else _PLOT_PX * (hi - lo)
+        width = int(max(px, 120) / _CHAR_PX)
+        if any(len(_visible(line)) > width for line in re.split(r"<br\s*/?>", text)):
+            axis["title"] = {**title, "text": _wrap(text, width)}
+
+
+def _title_above(layout: dict) -> None:
+    """The chart's title sits above the plot area and pushes the top margin (plotly's title automargin),
+    from the chart's left edge, clear of subplot titles and labels drawn on top of the plot. Its first
+    line is the title, further lines its subtitle (plotly draws a multi-line title anchored at its first
+    line, down into the plot); a title too long for the column gets a smaller font, then a subtitle."""
+    title = layout.get("title")
+    title = dict(title) if isinstance(title, dict) else {"text": title}
+    if not title.get("text"):
+        return
+    main, *rest = re.split(r"<br\s*/?>", str(title["text"]))
+    if len(_visible(main)) > _TITLE_CHARS * 17 / 12:
+        cut = main.rfind(" ", 0, int(_TITLE_CHARS * 17 / 12))
+        main, rest = main[:cut], [main[cut + 1:], *rest]
+    if len(_visible(main)) > _TITLE_CHARS:
+        title["font"] = {"size": max(12, int(17 * _TITLE_CHARS / len(_visible(main)))), **(title.get("font") or {})}
+    sub = [re.sub(r"</?sup>", "", line) for line in rest]
+    old = (title.get("subtitle") or {}).get("text")
+    if sub or old:
+        text = "<br>".join([*sub, *([old] if old else [])])
+        title["subtitle"] = {**(title.get("subtitle") or {}), "text": _wrap(text, int(_TITLE_CHARS * 17 / 12))}
+    title["text"] = main
+    lines = 0
+    for a in layout.get("annotations") or []:
+        ref = str(a.get("yref") or "")
+        if (ref == "paper" or ref.endswith("domain")) and (a.get("y") or 0) >= 0.98 and a.get("yanchor") in (
+                None, "auto", "bottom"):
+            lines = max(lines, str(a.get("text") or "").count("<br") + 1)
+    pad = {"b": 10 + 22 * lines, "l": 10}
+    layout["title"] = {"automargin": True, "yref": "paper", "y": 1, "yanchor": "bottom", "xref": "container", "x": 0,
+                       "xanchor": "left", **title, "pad": {**pad, **(title.get("pad") or {})}}
+
+
+#: Characters of a chart title (17 px) that fit the text column.
+_TITLE_CHARS = 72
+
+
+_SWAP = {"x": "y", "y": "x", "x0": "y0", "y0": "x0", "x1": "y1", "y1": "x1", "xref": "yref", "yref": "xref",
+         "xshift": "yshift", "yshift": "xshift", "error_x": "error_y", "error_y": "error_x"}
+
+
+def _swap_ref(ref):
+    return re.sub(r"^([xy])", lambda m: "y" if m.group(1) == "x" else "x", ref) if isinstance(ref, str) else ref
+
+
+def _long_categories(fig_dict: dict) -> None:
+    """Vertical bars whose category labels are longer than :data:`LONG_LABEL` characters: one panel turns
+    into horizontal bars (labels read left to right, first category on top); several panels keep
+    their bars and wrap the labels, unrotated."""
+    data, layout = fig_dict.get("data", []), fig_dict["layout"]
+    bars = [t for t in data if t.get("type") == "bar" and t.get("orientation") in (None, "v")]
+    if not bars:
+        return
+    cats = list(dict.fromkeys(str(v) for t in bars for v in _plain(t.get("x")) if isinstance(v, str)))
+    longest = max((len(line) for c in cats for line in _visible(re.sub(r"<br\s*/?>", "\n", c)).split("\n")),
+                  default=0)
+    if longest <= LONG_LABEL:
+        return
+    one_panel = all((t.get("xaxis") or "x") == "x" and (t.get("yaxis") or "y") == "y" for t in data)
+    simple = all(t.get("type") == "bar" or all(v is None for v in _plain(t.get("x"))) for t in data)
+    if one_panel and simple:
+        for t in data:
+            swapped = {_SWAP.get(k, k): v for k, v in t.items()}
+            for key in ("hovertemplate", "texttemplate"):
+                if isinstance(swapped.get(key), str):
+                    swapped[key] = re.sub(r"%\{([xy])", lambda m: "%{" + ("y" if m.group(1) == "x" else "x"),
+                                          swapped[key])
+            if t.get("type") == "bar":
+                swapped["orientation"] = "h"
+            t.clear()
+            t.update(swapped)
+        layout["xaxis"], layout["yaxis"] = layout.get("yaxis", {}), layout.get("xaxis", {})
+        for key in ("domain", "anchor"):
+            for axis in (layout["xaxis"], layout["yaxis"]):
+                axis.pop(key, None)
+        layout["yaxis"].setdefault("autorange", "reversed")
+        text = [_wrap(c, _HBAR_LABEL) for c in cats]
+        if text != cats:
+            layout["yaxis"].update(tickmode="array", tickvals=cats, ticktext=text)
+        lines = max(t.count("<br>") + 1 for t in text)
+        for kind in ("shapes", "annotations"):
+            for item in layout.get(kind) or []:
+                swapped = {_SWAP.get(k, k): (_swap_ref(v) if k in ("xref", "yref") else v) for k, v in item.items()
+                           if k not in ("xanchor", "yanchor")}
+                item.clear()
+                item.update(swapped)
+        per_cat = len(bars) if layout.get("barmode") in (None, "group") else 1
+        row = max(18 * per_cat, 17 * lines) + 12
+        layout["height"] = max(layout.get("height") or 0, 260, 160 + len(cats) * row)
+        return
+    for name in _axis_names(fig_dict):
+        if name[0] != "x":
+            continue
+        on = list(dict.fromkeys(str(v) for t in bars if _on_axis(t, name) for v in _plain(t.get("x"))))
+        if not on:
+            continue
+        lo, hi = layout.get(name, {}).get("domain") or (0, 1)
+        width = int(_PLOT_PX * (hi - lo) / len(on) / _CHAR_PX) - 1
+        layout.setdefault(name, {}).update(tickmode="array", tickvals=on, ticktext=[_wrap(c, width) for c in on],
+                                           tickangle=0)
+
+
+def _crowded_categories(fig_dict: dict) -> None:
+    """Short category labels that would not fit side by side in their panel stand upright (-90°):
+    plotly's own choice misjudges labels of several lines."""
+    layout = fig_dict["layout"]
+    for name in _axis_names(fig_dict):
+        axis = layout.get(name) or {}
+        if name[0] != "x" or "tickangle" in axis:
+            continue
+        on = list(dict.fromkeys(str(v) for t in fig_dict.get("data", []) if _on_axis(t, name)
+                                for v in _plain(t.get("x")) if isinstance(v, str)))
+        if not on:
+            continue
+        lo, hi = axis.get("domain") or (0, 1)
+        widest = max(len(line) for c in on for line in _visible(re.sub(r"<br\s*/?>", "\n", c)).split("\n"))
+        if len(on) * (widest * _CHAR_PX + 8) > _PLOT_PX * (hi - lo):
+            layout.setdefault(name, {})["tickangle"] = -90
 
 
 def value_slider(name: str, label: str, values, current: float, y: float) -> dict:
@@ -87,41 +443,99 @@ def setup() -> None:
     pio.templates.default = "datajourney"
 
 
+#: Fewest runs behind a point before it gets an error bar: one run has no spread, and two give a range
+#: that a bar would overstate.
+MIN_RUNS_FOR_BARS = 3
+
+
+def series_order(values) -> list:
+    """The distinct ``values`` in order of appearance, or in numeric order when each holds one number
+    with the same words around it (threads 1, 4, 16, 64; "W=2", "W=8")."""
+    seen = list(dict.fromkeys(values))
+    keys = [_natural_key(v) for v in seen]
+    if len(seen) > 1 and all(k is not None for k in keys) and len({(k[0], k[2]) for k in keys}) == 1:
+        return [v for _, v in sorted(zip([k[1] for k in keys], seen, strict=True), key=lambda p: p[0])]
+    return seen
+
+
+def _runs_text(lo: float, hi: float, n, unit: str, band_label: str) -> str:
+    """The hover's spread of one point: the range with the number of runs, or why no bar is drawn."""
+    from datajourney.core.findings import num, span
+
+    if n is None or n != n:
+        return span(lo, hi, unit)
+    n = int(n)
+    if n < 2:
+        return "none (one run)"
+    if n < MIN_RUNS_FOR_BARS:
+        return f"{num(lo, unit)} and {num(hi, unit)} ({n} runs, too few for a bar)"
+    over = "" if "over" in band_label else (f" over {n} runs" if band_label.startswith("min–max") else f" (n = {n})")
+    return span(lo, hi, unit) + over
+
+
+def range_bars(centre, low, high, n=None) -> dict:
+    """Error bars from ``low`` to ``high`` around ``centre``, drawn only at points with at least
+    :data:`MIN_RUNS_FOR_BARS` runs (``n`` None: every point)."""
+    centre, low, high = (list(map(float, v)) for v in (centre, low, high))
+    ns = list(n) if n is not None else [None] * len(centre)
+    keep = [k is None or (k == k and k >= MIN_RUNS_FOR_BARS) for k in ns]
+    return dict(type="data", symmetric=False, visible=any(keep),
+                array=[h - c if s else None for c, h, s in zip(centre, high, keep, strict=True)],
+                arrayminus=[c - lo if s else None for c, lo, s in zip(centre, low, keep, strict=True)])
+
+
+def bars_label(n, band_label: str) -> str:
+    """What a chart's error bars are, for its axis title: "bars: min–max over 5 runs", or "one run"
+    when no point has runs enough for a bar."""
+    ns = sorted({int(k) for k in (n if n is not None else []) if k is not None and k == k})
+    if not ns:
+        return f"bars: {band_label}"
+    if ns[-1] < MIN_RUNS_FOR_BARS:
+        return "one run" if ns[-1] == 1 else f"{ns[-1]} runs at most: no error bars"
+    runs = str(ns[0]) if ns[0] == ns[-1] else f"{ns[0]}–{ns[-1]}"
+    label = band_label if "over" in band_label or not band_label.startswith("min–max") else \
+        f"{band_label} over {runs} runs"
+    if ns[0] < MIN_RUNS_FOR_BARS:
+        return f"bars: {band_label}, drawn where {MIN_RUNS_FOR_BARS} runs or more"
+    return f"bars: {label}"
+
+
 def lines_with_band(
     summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
     log_x: bool = True, log_y: bool = False, unit: str = "MB/s", x_format=str,
     centre: str = "mean", low: str = "min", high: str = "max", band_label: str = "min–max",
 ) -> go.Figure:
-    """One line per ``color`` value: the ``centre`` column with error bars from ``low`` to ``high``.
+    """One line per ``color`` value (numeric values in numeric order): the ``centre`` column with error
+    bars from ``low`` to ``high`` where a point has :data:`MIN_RUNS_FOR_BARS` runs or more (``n``).
 
     The hover names what the bars are (``band_label``: "min–max" over runs by default, or
     e.g. "p10–p90" for percentiles), so a reader never mistakes a range for a std."""
     fig = go.Figure()
-    for i, (name, g) in enumerate(summary.groupby(color, sort=False)):
-        g = g.sort_values(x)
-        n = g["n"] if "n" in g else pd.Series([None] * len(g), index=g.index)
+    for i, name in enumerate(series_order(summary[color])):
+        g = summary[summary[color] == name].sort_values(x)
+        n = g["n"] if "n" in g else None
+        spread = [_runs_text(a, b, k, unit, band_label) for a, b, k in
+                  zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
         fig.add_scatter(
             x=g[x], y=g[centre], name=str(name), mode="lines+markers",
-            line=dict(color=PALETTE[i % len(PALETTE)]),
-            error_y=dict(type="data", symmetric=False, array=g[high] - g[centre],
-                         arrayminus=g[centre] - g[low]),
-            customdata=list(zip(g[x].map(x_format), g[low], g[high], n, strict=True)),
-            hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>{centre} %{{y:,.3~g}} {unit}"
-                           f"<br>{band_label}: %{{customdata[1]:,.3~g}} – %{{customdata[2]:,.3~g}}"
-                           f"<br>n = %{{customdata[3]}}<extra></extra>"),
+            line=dict(color=PALETTE[i % len(PALETTE)]), error_y=range_bars(g[centre], g[low], g[high], n),
+            customdata=list(zip(g[x].map(x_format), spread, strict=True)),
+            hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>{centre} %{{y:,.3~r}} {unit}"
+                           f"<br>{band_label}: %{{customdata[1]}}<extra></extra>"),
         )
     fig.update_layout(title=title, legend_title_text=color)
     fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
-    fig.update_yaxes(title_text=yaxis + f" (bars: {band_label})", type="log" if log_y else "linear")
+    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label)})",
+                     type="log" if log_y else "linear")
     return fig
 
 
 def lines(df: pd.DataFrame, *, x: str, y: str, color: str, title: str, xaxis: str, yaxis: str,
           unit: str = "", log_x: bool = False, log_y: bool = False) -> go.Figure:
-    """One line per ``color`` value of single measurements (no spread)."""
+    """One line per ``color`` value (numeric values in numeric order) of single measurements (no spread)."""
     fig = go.Figure()
-    for i, (name, g) in enumerate(df.groupby(color, sort=False)):
-        g = g.sort_values(x)
+    for i, name in enumerate(series_order(df[color])):
+        g = df[df[color] == name].sort_values(x)
         fig.add_scatter(x=g[x], y=g[y], name=str(name), mode="lines+markers", line=dict(color=PALETTE[i % 8]),
                         hovertemplate=f"<b>{name}</b><br>{xaxis}: %{{x}}<br>{yaxis}: %{{y:,.1f}} {unit}<extra></extra>")
     fig.update_layout(title=title, legend_title_text=color)
@@ -247,8 +661,7 @@ def boundary_timeline(df: pd.DataFrame, *, steps_per_epoch: int, title: str) -> 
         name = "persistent_workers=True" if pers else "persistent_workers=False"
         fig.add_scatter(x=part["step"], y=part["median"], name=name, mode="lines+markers",
                         line=dict(color=PALETTE[[5, 0][i % 2]]),
-                        error_y=dict(type="data", symmetric=False, array=part["max"] - part["median"],
-                                     arrayminus=part["median"] - part["min"]),
+                        error_y=range_bars(part["median"], part["min"], part["max"], part["n"]),
                         customdata=list(zip(part["min"], part["max"], part["n"], strict=True)),
                         hovertemplate=(f"<b>{name}</b><br>step %{{x}}: median wait %{{y:,.1f}} ms"
                                        "<br>min–max over runs: %{customdata[0]:,.1f} – %{customdata[1]:,.1f} ms"
@@ -400,7 +813,8 @@ def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
 
 
 def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, keep_up: float = 0.95) -> go.Figure:
-    """AU (%) and throughput as % of its own step's ceiling (eager or CUDA graphs) per scenario: mean over runs, error bars min–max.
+    """AU (%) and throughput as % of its own step's ceiling (eager or CUDA graphs) per scenario: mean over runs, error
+    bars min–max.
     The two thresholds are dashed lines named in the legend (no annotations to collide)."""
     fig, fmts = _format_facets(summary)
     for ci, fmt in enumerate(fmts, start=1):
@@ -408,17 +822,28 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
         x = list(_short(d, "<br>"))
         au, lo, hi = 100 * d["au"], 100 * d.get("au_min", d["au"]), 100 * d.get("au_max", d["au"])
         fig.add_bar(x=x, y=au, name="AU (%)", legendgroup="au", showlegend=ci == 1, marker_color=PALETTE[0],
-                    error_y=dict(type="data", symmetric=False, array=hi - au, arrayminus=au - lo),
+                    error_y=range_bars(au, lo, hi, d["runs"]),
                     customdata=list(zip(lo, hi, d["runs"], strict=True)),
                     hovertemplate=("<b>%{x}</b><br>AU %{y:.1f}% (mean)<br>min–max %{customdata[0]:.1f}–"
                                    "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
         pc = d["pct_of_ceiling"]
         plo, phi = d.get("pct_of_ceiling_min", pc), d.get("pct_of_ceiling_max", pc)
-        fig.add_bar(x=x, y=pc, name="% of ceiling", legendgroup="pc", showlegend=ci == 1, marker_color=PALETTE[1],
-                    error_y=dict(type="data", symmetric=False, array=phi - pc, arrayminus=pc - plo),
-                    customdata=list(zip(plo, phi, d["runs"], strict=True)),
-                    hovertemplate=("<b>%{x}</b><br>%{y:.1f}% of its own step's ceiling (mean)<br>min–max %{customdata[0]:.1f}–"
-                                   "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
+        fig.add_bar(
+            x=x,
+            y=pc,
+            name="% of ceiling",
+            legendgroup="pc",
+            showlegend=ci == 1,
+            marker_color=PALETTE[1],
+            error_y=range_bars(pc, plo, phi, d["runs"]),
+            customdata=list(zip(plo, phi, d["runs"], strict=True)),
+            hovertemplate=(
+                "<b>%{x}</b><br>%{y:.1f}% of its own step's ceiling (mean)<br>min–max %{customdata[0]:.1f}–"
+                "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"
+            ),
+            row=1,
+            col=ci,
+        )
         for y, name, colour in ((100 * au_rule, f"AU rule ({100 * au_rule:.0f}%)", PALETTE[0]),
                                 (100 * keep_up, f"keeping up ({100 * keep_up:.0f}% of ceiling)", PALETTE[1])):
             fig.add_hline(y=y, line=dict(dash="dash", color=colour, width=1.5), row=1, col=ci)
@@ -480,8 +905,7 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
         name = (labels or {}).get(mode, mode)
         fig.add_scatter(x=g["busy"], y=g["compute_ms"], mode="lines+markers", name=name,
                         line=dict(color=PALETTE[i % len(PALETTE)]),
-                        error_y=dict(type="data", symmetric=False, array=g["compute_max"] - g["compute_ms"],
-                                     arrayminus=g["compute_ms"] - g["compute_min"]),
+                        error_y=range_bars(g["compute_ms"], g["compute_min"], g["compute_max"], g["n"]),
                         customdata=g[["compute_min", "compute_max", "n", "compute_p90_ms", "main_cores"]].to_numpy(),
                         hovertemplate=(f"<b>{name}</b><br>%{{x}} busy processes<br>compute %{{y:,.2f}} ms (mean)"
                                        "<br>min–max %{customdata[0]:,.2f}–%{customdata[1]:,.2f} ms over "
@@ -727,8 +1151,7 @@ def idle_gap_chart(idle: pd.DataFrame, *, g_ms: float, title: str) -> go.Figure:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_scatter(x=g["gap_ms"], y=g["step_ms_mean"], mode="lines+markers", name="step after the gap",
                     line=dict(color=PALETTE[0]),
-                    error_y=dict(type="data", symmetric=False, array=g["step_ms_max"] - g["step_ms_mean"],
-                                 arrayminus=g["step_ms_mean"] - g["step_ms_min"]),
+                    error_y=range_bars(g["step_ms_mean"], g["step_ms_min"], g["step_ms_max"], g["step_ms_count"]),
                     customdata=list(zip(g["step_ms_min"], g["step_ms_max"], g["step_ms_count"], strict=True)),
                     hovertemplate=("idle gap %{x} ms: step %{y:.2f} ms (mean)<br>min–max over repeats: "
                                    "%{customdata[0]:.2f} – %{customdata[1]:.2f} ms<br>repeats: %{customdata[2]}"
@@ -759,8 +1182,7 @@ def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
     for i, (cost, part) in enumerate(g.groupby("cost", sort=False)):
         fig.add_scatter(x=part["prefetch_factor"].astype(str), y=part["mean"], name=f"{cost} cost per sample",
                         mode="lines+markers", line=dict(color=PALETTE[[0, 5][i % 2]]),
-                        error_y=dict(type="data", symmetric=False, array=part["max"] - part["mean"],
-                                     arrayminus=part["mean"] - part["min"]),
+                        error_y=range_bars(part["mean"], part["min"], part["max"], part["n"]),
                         customdata=list(zip(part["min"], part["max"], part["n"], strict=True)),
                         hovertemplate=(f"<b>{cost}</b><br>prefetch_factor %{{x}}: mean wait %{{y:,.2f}} ms"
                                        "<br>min–max over runs: %{customdata[0]:,.2f} – %{customdata[1]:,.2f} ms"
@@ -781,13 +1203,14 @@ def _facet_grid(n: int, titles: list[str] | None, shared_y: bool):
 
 
 def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None, title: str, xaxis: str, yaxis: str,
-                unit: str = "MB/s", shared_y: bool = False, names: dict | None = None) -> go.Figure:
-    """Grouped bars of a :func:`datajourney.book.stats.summarise` table in one panel per ``facet``
+                unit: str = "MB/s", shared_y: bool = False, names: dict | None = None,
+                band_label: str = "min–max") -> go.Figure:
+    """Grouped bars of a :func:`datajourney.core.stats.summarise` table in one panel per ``facet``
     value, each panel on its own linear axis from zero (bar heights compare as ratios within a
-    panel; ``facet`` None: one panel). Error bars: one sample standard deviation; the hover adds min,
-    max and runs."""
+    panel; ``facet`` None: one panel). Error bars: min–max over the runs, where a bar has
+    :data:`MIN_RUNS_FOR_BARS` runs or more; the hover gives the range and the runs."""
     facets = list(dict.fromkeys(summary[facet])) if facet else [None]
-    series = list(dict.fromkeys(summary[color]))
+    series = series_order(summary[color])
     fig = _facet_grid(len(facets), [f"{facet}: {f}" for f in facets] if facet else None, shared_y)
     for ci, fv in enumerate(facets, start=1):
         part = summary[summary[facet] == fv] if facet else summary
@@ -796,33 +1219,35 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
             if g.empty:
                 continue
             label = (names or {}).get(name, str(name))
+            n = g["n"] if "n" in g else None
+            spread = [_runs_text(a, b, k, unit, band_label) for a, b, k in
+                      zip(g["min"], g["max"], n if n is not None else [None] * len(g), strict=True)]
             fig.add_bar(
                 x=g[x].astype(str), y=g["mean"], name=label, legendgroup=label, showlegend=ci == 1,
-                marker_color=PALETTE[i % len(PALETTE)],
-                error_y=dict(type="data", array=g["std"], visible=True),
-                customdata=g[["std", "min", "max", "n"]].to_numpy(),
+                marker_color=PALETTE[i % len(PALETTE)], error_y=range_bars(g["mean"], g["min"], g["max"], n),
+                customdata=spread,
                 hovertemplate=(f"<b>{label}</b>" + (f" ({facet}: {fv})" if facet else "")
-                               + f"<br>{xaxis}: %{{x}}<br>mean %{{y:,.3~g}} {unit}"
-                               f"<br>± %{{customdata[0]:,.3~g}} (std, error bar)<br>min %{{customdata[1]:,.3~g}}, "
-                               f"max %{{customdata[2]:,.3~g}}<br>runs: %{{customdata[3]}}<extra></extra>"),
+                               + f"<br>{xaxis}: %{{x}}<br>mean %{{y:,.3~r}} {unit}"
+                               f"<br>{band_label}: %{{customdata}}<extra></extra>"),
                 row=1, col=ci,
             )
     fig.update_layout(title=title, barmode="group", legend_title_text=color,
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(title_text=xaxis, type="category")
     fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text=yaxis + " (bars: ± std)", row=1, col=1)
+    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label)})", row=1, col=1)
     return fig
 
 
 def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title: str, xaxis: str, yaxis: str,
                  unit: str = "", centre: str = "mean", low: str = "min", high: str = "max",
                  band_label: str = "min–max", log_x: bool = False, log_y: bool = False, shared_y: bool = False,
-                 names: dict | None = None, y_format: str = ",.3~g") -> go.Figure:
-    """One panel per ``facet`` value, one line per ``color`` value: ``centre`` with error bars
-    from ``low`` to ``high`` (named by ``band_label`` on the axis and in the hover)."""
+                 names: dict | None = None, y_format: str = ",.3~r") -> go.Figure:
+    """One panel per ``facet`` value, one line per ``color`` value (numeric values in numeric order):
+    ``centre`` with error bars from ``low`` to ``high`` where a point has :data:`MIN_RUNS_FOR_BARS` runs
+    or more (named by ``band_label`` on the axis and in the hover)."""
     facets = list(dict.fromkeys(summary[facet]))
-    series = list(dict.fromkeys(summary[color]))
+    series = series_order(summary[color])
     fig = _facet_grid(len(facets), [f"{facet}: {f}" for f in facets], shared_y)
     for ci, fv in enumerate(facets, start=1):
         part = summary[summary[facet] == fv]
@@ -831,15 +1256,15 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
             if g.empty:
                 continue
             label = (names or {}).get(name, str(name))
-            n = g["n"] if "n" in g else pd.Series([None] * len(g), index=g.index)
+            n = g["n"] if "n" in g else None
+            spread = [_runs_text(a, b, k, unit, band_label) for a, b, k in
+                      zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
             fig.add_scatter(
                 x=g[x], y=g[centre], name=label, legendgroup=label, showlegend=ci == 1, mode="lines+markers",
-                line=dict(color=PALETTE[i % len(PALETTE)]),
-                error_y=dict(type="data", symmetric=False, array=g[high] - g[centre], arrayminus=g[centre] - g[low]),
-                customdata=list(zip(g[low], g[high], n, strict=True)),
+                line=dict(color=PALETTE[i % len(PALETTE)]), error_y=range_bars(g[centre], g[low], g[high], n),
+                customdata=spread,
                 hovertemplate=(f"<b>{label}</b> ({facet}: {fv})<br>{xaxis}: %{{x}}<br>{centre} %{{y:{y_format}}} {unit}"
-                               f"<br>{band_label}: %{{customdata[0]:{y_format}}} – %{{customdata[1]:{y_format}}}"
-                               f"<br>n = %{{customdata[2]}}<extra></extra>"),
+                               f"<br>{band_label}: %{{customdata}}<extra></extra>"),
                 row=1, col=ci,
             )
     fig.update_layout(title=title, legend_title_text=color, legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
@@ -847,7 +1272,47 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
     fig.update_yaxes(type="log" if log_y else "linear")
     if not log_y:
         fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text=f"{yaxis} (bars: {band_label})", row=1, col=1)
+    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label)})", row=1, col=1)
+    return fig
+
+
+def hbars(rows: pd.DataFrame, *, title: str, xaxis: str, unit: str, line: float | None = None,
+          line_label: str = "", log_x: bool | str = "auto", leave_out=()) -> go.Figure:
+    """Horizontal bars (long labels stay readable) of ``rows`` (``label``, ``mean``, ``min``, ``max``, ``n``),
+    largest on top, min–max bars where a row has :data:`MIN_RUNS_FOR_BARS` runs or more; ``line``: a
+    dashed reference value.
+
+    ``log_x="auto"`` draws a log axis when the values span more than :data:`LOG_SPAN` (one fast path would
+    make every other a sliver); on a log axis each row is a dot with its range, not a bar, because a bar's
+    length from an arbitrary floor means nothing. ``leave_out``: labels not drawn, each named with its
+    value under the title (for one value off every other's scale)."""
+    from datajourney.core.findings import num
+
+    gone = rows[rows["label"].isin(list(leave_out))]
+    r = rows[~rows["label"].isin(list(leave_out))].sort_values("mean")
+    values = [v for v in r["mean"] if v > 0]
+    log = bool(values) and (max(values) / min(values) > LOG_SPAN if log_x == "auto" else bool(log_x))
+    n = r["n"] if "n" in r else None
+    spread = [_runs_text(a, b, k, unit, "min–max") for a, b, k in
+              zip(r["min"], r["max"], n if n is not None else [None] * len(r), strict=True)]
+    err = range_bars(r["mean"], r["min"], r["max"], n)
+    hover = f"<b>%{{y}}</b><br>mean %{{x:,.3~r}} {unit}<br>min–max: %{{customdata}}<extra></extra>"
+    if log:
+        fig = go.Figure(go.Scatter(y=r["label"], x=r["mean"], mode="markers", marker=dict(size=11, color=PALETTE[0]),
+                                   error_x=err, customdata=spread, hovertemplate=hover))
+    else:
+        fig = go.Figure(go.Bar(y=r["label"], x=r["mean"], orientation="h", marker_color=PALETTE[0], error_x=err,
+                               customdata=spread, hovertemplate=hover))
+    if line is not None:
+        fig.add_vline(x=line, line=dict(dash="dash", color="#555555"), annotation_text=line_label,
+                      annotation_position="top")
+    notes = [f"not drawn: {g['label']}, {num(g['mean'], unit)}" for _, g in gone.iterrows()]
+    scale = "log scale, " if log else ""
+    fig.update_layout(title=_subtitle(title, "; ".join(notes)) if notes else title, showlegend=False,
+                      height=max(260, 80 + 34 * len(r)))
+    fig.update_xaxes(title_text=f"{xaxis} ({scale}{bars_label(n, 'min–max')})", type="log" if log else "linear",
+                     **({} if log else {"rangemode": "tozero"}))
+    fig.update_yaxes(type="category")
     return fig
 
 
@@ -859,7 +1324,7 @@ def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, floo
         g = g.sort_values("quantile")
         fig.add_scatter(x=g["us"], y=100 * g["quantile"], name=str(name), mode="lines+markers",
                         line=dict(color=PALETTE[i % len(PALETTE)]), marker=dict(size=5),
-                        hovertemplate=(f"<b>{name}</b><br>%{{y:.3~g}}% of requests took at most %{{x:,.3~g}} µs"
+                        hovertemplate=(f"<b>{name}</b><br>%{{y:.3~r}}% of requests took at most %{{x:,.3~r}} µs"
                                        "<extra></extra>"))
     fig.add_vline(x=floor_us, line=dict(dash="dot", color="#555555"))
     fig.add_annotation(x=float(__import__("math").log10(floor_us)), y=1.0, yref="paper", yanchor="bottom",
@@ -872,10 +1337,14 @@ def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, floo
 
 def size_ticks(fig: go.Figure, values, label=None) -> go.Figure:
     """Label every x axis of ``fig`` at ``values`` only (e.g. byte sizes as '4 KiB', '1 MiB'),
-    instead of plotly's log-axis digits."""
+    instead of plotly's log-axis digits; every second (third…) value when all would not fit side by
+    side in the narrowest panel."""
     vals = sorted({int(v) for v in values})
-    fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=[(label or size_label)(v) for v in vals],
-                     minor=dict(showgrid=False))
+    text = [(label or size_label)(v) for v in vals]
+    widths = [d[1] - d[0] for d in (ax.domain or (0, 1) for ax in fig.select_xaxes())] or [1]
+    room = _PLOT_PX * min(widths) / (max(map(len, text), default=1) * _CHAR_PX + 14)
+    step = max(1, math.ceil(len(vals) / max(room, 1)))
+    fig.update_xaxes(tickmode="array", tickvals=vals[::step], ticktext=text[::step], minor=dict(showgrid=False))
     return fig
 
 
@@ -913,8 +1382,8 @@ def cost_dots(df: pd.DataFrame, *, title: str, source: str) -> go.Figure:
         error_x=dict(type="data", symmetric=False, array=df["high"] - df["seconds"],
                      arrayminus=df["seconds"] - df["low"]),
         customdata=list(zip(df["low"], df["high"], df["how"], strict=True)),
-        hovertemplate=("<b>%{y}</b><br>%{x:,.3~g} s for all samples<br>bar: min–max %{customdata[0]:,.3~g} – "
-                       "%{customdata[1]:,.3~g} s<br>%{customdata[2]}<extra>" + source + "</extra>")))
+        hovertemplate=("<b>%{y}</b><br>%{x:,.3~r} s for all samples<br>bar: min–max %{customdata[0]:,.3~r} – "
+                       "%{customdata[1]:,.3~r} s<br>%{customdata[2]}<extra>" + source + "</extra>")))
     fig.update_layout(title=title, height=120 + 50 * len(df))
     fig.update_xaxes(title_text="time for all samples (s, log scale; bar: min–max)", type="log")
     fig.update_yaxes(title_text="layout", autorange="reversed")
@@ -939,8 +1408,8 @@ def heatmap_pair(df: pd.DataFrame, *, value: str, facet: str, title: str, unit: 
         g = df[df[facet] == fv].pivot(index="seq", columns="batch", values=value) * scale
         fig.add_heatmap(z=g.to_numpy(), x=[str(c) for c in g.columns], y=[str(i) for i in g.index],
                         zmin=0, zmax=zmax, coloraxis="coloraxis", text=g.round(3).to_numpy(),
-                        texttemplate="%{text:,.3~g}",
-                        hovertemplate=f"batch %{{x}}, sequence %{{y}}: %{{z:,.3~g}} {unit}<extra></extra>",
+                        texttemplate="%{text:,.3~r}",
+                        hovertemplate=f"batch %{{x}}, sequence %{{y}}: %{{z:,.3~r}} {unit}<extra></extra>",
                         row=1, col=ci)
         fig.update_xaxes(title_text="batch size", type="category", row=1, col=ci)
     fig.update_yaxes(title_text="sequence length", type="category", row=1, col=1)

@@ -21,8 +21,11 @@ spread", not a win), else from a relative tolerance.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from datajourney.core.stats import mean
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,35 @@ class Finding:
             if rng != num(self.value, with_unit=False):  # no "(20.9)" beside 20.9
                 text += f" ({rng})"
         return text
+
+
+#: The most findings a chapter opens with, and the most words in each (one sentence each).
+OPENING_FINDINGS, OPENING_WORDS = 3, 35
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing to do on this machine, chosen from this run's data: the setting that won here and
+    its measured gain (``text``), with a copy-pasteable ``snippet`` where code is the answer."""
+
+    text: str
+    snippet: str | None = None
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a chapter opens with: at most :data:`OPENING_FINDINGS` short findings (one sentence of at
+    most :data:`OPENING_WORDS` words each, with one number) and one to three :class:`Action` items."""
+
+    findings: list[Finding]
+    actions: list[Action]
+
+
+def words(text: str) -> int:
+    """Words a reader reads in ``text`` (Markdown emphasis, code ticks and links count as their words)."""
+    plain = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    plain = re.sub(r"[*`_]", "", plain)
+    return len(plain.split())
 
 
 # ---------------------------------------------------------------- numbers as text
@@ -170,7 +202,7 @@ def compare(a, b, *, more: str = "faster than", less: str = "slower than",
     printed is always ≥ 1 (the larger over the smaller).
     """
     d = direction(a, b, tol=tol)
-    ma, mb = _mean(a), _mean(b)
+    ma, mb = mean(a), mean(b)
     if d == 0:
         return f"{same} ({times(ratio(ma, mb))})" if as_ratio and mb else same
     r = ratio(ma, mb) if d > 0 else ratio(mb, ma)
@@ -210,11 +242,6 @@ def _runs(x) -> list[float]:
     if isinstance(x, (int, float)):
         return [float(x)]
     return [float(v) for v in x]
-
-
-def _mean(x) -> float:
-    r = _runs(x)
-    return sum(r) / len(r)
 
 
 def as_markdown(findings: Sequence[Finding]) -> str:

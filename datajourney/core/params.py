@@ -81,7 +81,11 @@ def choices(name: str, values, allowed: Sequence[str]) -> list[str]:
 
 
 def writable_dir(name: str, path, *, create: bool = True) -> Path:
-    """A directory we can write to. Its parent must exist; it is created if missing."""
+    """A directory we can write to. Its parent must exist; it is created if missing.
+
+    Race-free, so runs started together may check the same new directory: creating it accepts
+    one another run made a moment earlier (``exist_ok``), and the probe that really writes (as
+    ``os.access`` lies for root on read-only mounts) is a file of a unique name (``mkstemp``)."""
     if path is None or not isinstance(path, (str, os.PathLike)) or str(path) == "":
         raise ParameterError(name, path, "a directory path")
     p = Path(path).expanduser()
@@ -89,12 +93,12 @@ def writable_dir(name: str, path, *, create: bool = True) -> Path:
         if not create or not p.parent.is_dir():
             raise ParameterError(name, str(path), "an existing directory (or one whose parent exists)")
         try:
-            p.mkdir()
+            p.mkdir(exist_ok=True)
         except OSError as e:
             raise ParameterError(name, str(path), f"a writable directory ({e.strerror})") from None
     if not p.is_dir():
         raise ParameterError(name, str(path), "a directory, not a file")
-    try:  # os.access lies for root on read-only mounts; really try to write.
+    try:
         fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=p)
         os.close(fd)
         os.unlink(probe)

@@ -1,30 +1,42 @@
 """Results are data: tidy tables + metadata + the environment fingerprint, as one JSON file.
 
 Every chapter writes ``<run_dir>/<chapter>.json`` with this shape (schema
-``datajourney.result/1``)::
+``datajourney.result/2``)::
 
     {"schema": ..., "chapter": "02_random_vs_sequential", "run_id": "...",
      "created_utc": "...", "parameters": {...}, "fingerprint": {...},
      "metadata": {...}, "tables": {"name": [{"column": value, ...}, ...], ...}}
 
-Reference runs are the same files under ``data/reference/<host>/``.
+Reference runs are the same files under ``data/reference/<host>/``. A file is checked when it
+is loaded (:func:`check`): a result file from another host or an edited one that does not fit
+this shape, or holds a number no measurement gives, is an error naming the file and the field,
+never a plausible page.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import math
-import os
-import tempfile
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from datajourney.core.files import write_atomic
 from datajourney.core.fingerprint import fingerprint
 from datajourney.core.paths import REFERENCE_DIR, REPO_ROOT, reference_hosts  # noqa: F401 - re-exported
 
-SCHEMA = "datajourney.result/1"
+SCHEMA = "datajourney.result/2"
+#: Schemas :meth:`Result.load` reads (older ones are upgraded on load, see :func:`_upgrade_v1`).
+SCHEMAS = ("datajourney.result/1", SCHEMA)
+#: The largest magnitude a number in a result file may have: beyond it no measurement of this book lies
+#: (2 TB/s for a second, 10^15 bytes), so a larger one is damage or tampering.
+MAX_MAGNITUDE = 1e15
+#: Fields in microseconds or nanoseconds (``*_us``, ``*_ns``) may be time stamps since the epoch: larger.
+MAX_TIMESTAMP = 2**63
+#: Table columns of rates (``*Bps``, ``*_per_s``, ``IOPS``): never negative.
+NONNEGATIVE_COLUMN = re.compile(r"(Bps|_per_s|^IOPS)$")
 #: The host whose committed results the book shows as "reference run".
 DEFAULT_REFERENCE_HOST = "h200"
 #: Where results go when a notebook is run by hand rather than by the runner.
@@ -90,24 +102,22 @@ class Result:
         )
 
     def save(self, run_dir) -> Path:
-        """Write ``<run_dir>/<chapter>.json`` atomically and return its path."""
+        """Write ``<run_dir>/<chapter>.json`` atomically (whole or not at all, mode 0644 under the
+        usual umask) and return its path; a failed write names the file and leaves the old one."""
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.created_utc = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        target = run_dir / f"{self.chapter}.json"
-        fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=f".{self.chapter}.", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.to_dict(), f, indent=1, allow_nan=False)
-        os.replace(tmp, target)
+        target = write_atomic(run_dir / f"{self.chapter}.json",
+                              json.dumps(self.to_dict(), indent=1, allow_nan=False))
         self.path = target
         return target
 
     @classmethod
     def load(cls, path) -> Result:
+        """Read a result file, upgraded to the current schema and checked (:func:`check`); a file that
+        is no result file or fails the check is a :class:`ResultError` naming the file and the field."""
         path = Path(path)
-        d = json.loads(path.read_text())
-        if d.get("schema") != SCHEMA:
-            raise ValueError(f"{path} is not a {SCHEMA} file (schema={d.get('schema')!r})")
+        d = check(read(path), path)
         return cls(
             chapter=d["chapter"],
             run_id=d["run_id"],
@@ -118,6 +128,98 @@ class Result:
             created_utc=d.get("created_utc", ""),
             path=path,
         )
+
+
+class ResultError(ValueError):
+    """A result file that cannot be read as one; the message names the file and the field."""
+
+
+#: What ``json`` reads for the non-standard NaN and Infinity literals: refused by :func:`check`.
+_NON_FINITE = object()
+
+
+def read(path) -> dict:
+    """A result file's JSON as a dict, upgraded to the current schema; not JSON, not a mapping or an
+    unknown schema is a :class:`ResultError`. NaN and Infinity literals are kept for :func:`check`."""
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text(), parse_constant=lambda _: _NON_FINITE)
+    except UnicodeDecodeError as e:
+        raise ResultError(f"{path}: not a result file (not UTF-8 text: {e.reason})") from None
+    except ValueError as e:
+        raise ResultError(f"{path}: not a result file (not valid JSON: {getattr(e, 'msg', e)}, line "
+                          f"{getattr(e, 'lineno', '?')})") from None
+    if not isinstance(d, dict) or d.get("schema") not in SCHEMAS:
+        schema = d.get("schema") if isinstance(d, dict) else None
+        raise ResultError(f"{path} is not a {SCHEMA} file (field 'schema' = {schema!r}; read: "
+                          + ", ".join(SCHEMAS) + ")")
+    if d["schema"] == "datajourney.result/1":
+        d = _upgrade_v1(d)
+    return d
+
+
+def _upgrade_v1(d: dict) -> dict:
+    """A ``datajourney.result/1`` file as ``datajourney.result/2``. The two shapes are the same: version
+    2 says that its files pass :func:`check` when written (version 1 files are checked the same way
+    on load), so the conversion is just the version bump."""
+    return {**d, "schema": SCHEMA}
+
+
+#: Top-level fields: name -> (type, required).
+_FIELDS = {"schema": (str, True), "chapter": (str, True), "run_id": (str, True), "created_utc": (str, False),
+           "parameters": (dict, True), "fingerprint": (dict, True), "metadata": (dict, False),
+           "tables": (dict, True)}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def check(d: dict, path) -> dict:
+    """Refuse a result that fits no measurement: top-level fields of the wrong type, table rows that
+    are not mappings of JSON scalars, NaN or Infinity literals, numbers beyond :data:`MAX_MAGNITUDE`
+    (fields in µs or ns: :data:`MAX_TIMESTAMP`), negative rates (bandwidths, steps per second). Returns ``d``."""
+    def bad(field: str, value, why: str):
+        text = "NaN/Infinity" if value is _NON_FINITE else repr(value)
+        raise ResultError(f"{path}: field {field} = {text[:80]} is invalid: {why}")
+
+    for name, (kind, required) in _FIELDS.items():
+        if name not in d:
+            if required:
+                raise ResultError(f"{path}: field {name} is missing")
+        elif not isinstance(d[name], kind):
+            bad(name, d[name], f"a {kind.__name__} is expected")
+    for name in ("parameters", "fingerprint", "metadata"):
+        _check_numbers(d.get(name, {}), name, bad)
+    for tname, rows in d["tables"].items():
+        where = f"tables.{tname}"
+        if not isinstance(rows, list):
+            bad(where, rows, "a list of rows is expected")
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                bad(f"{where}[{i}]", row, "a row is a mapping of column -> value")
+            for col, v in row.items():
+                at = f"{where}[{i}].{col}"
+                if not isinstance(v, _SCALARS):
+                    bad(at, v, "a table cell is a number, text, true/false or null")
+                _check_numbers(v, at, bad)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 \
+                        and NONNEGATIVE_COLUMN.search(col):
+                    bad(at, v, "a rate is never negative")
+    return d
+
+
+def _check_numbers(value, field: str, bad) -> None:
+    """Every number in ``value`` (nested) finite and within range; ``bad(field, value, why)`` otherwise."""
+    if value is _NON_FINITE:
+        bad(field, value, "a finite number or null (NaN and Infinity are not JSON)")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_numbers(v, f"{field}.{k}", bad)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_numbers(v, f"{field}[{i}]", bad)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        limit = MAX_TIMESTAMP if field.endswith(("_us", "_ns")) else MAX_MAGNITUDE
+        if not math.isfinite(value) or abs(value) >= limit:
+            bad(field, value, f"a number of magnitude below {limit:.0e}")
 
 
 def resolve_run_dir(run_dir) -> Path:
@@ -142,8 +244,6 @@ def replay(chapter: str, source, run_dir=None) -> Result | None:
     of measuring again (``python -m datajourney rerender``). None when ``source`` is None."""
     if source is None:
         return None
-    import shutil
-
     src = Path(source) / f"{chapter}.json"
     if not src.is_file():
         from datajourney.core.params import ParameterError
@@ -153,7 +253,7 @@ def replay(chapter: str, source, run_dir=None) -> Result | None:
     dest = resolve_run_dir(run_dir)
     dest.mkdir(parents=True, exist_ok=True)
     if dest.resolve() != src.parent.resolve():
-        shutil.copyfile(src, dest / src.name)
+        write_atomic(dest / src.name, src.read_bytes())
     res.path = dest / src.name
     res.replayed_from = str(src.parent)
     return res

@@ -1,10 +1,25 @@
 """Timing helpers shared by the GPU chapters: device time between CUDA events, and host time
-between two device synchronisations."""
+between two device synchronisations.
+
+Example::
+
+    import time
+
+    from datajourney.core.timing import NvmlSampler
+
+    with NvmlSampler(interval_ms=10) as gpu:        # samples NVML in a thread; records nothing without a GPU
+        t0 = time.perf_counter()
+        time.sleep(0.2)                             # your training steps here
+        t1 = time.perf_counter()
+    print(gpu.why or gpu.window(t0, t1))            # SM clock, power, utilisation, throttle reasons over [t0, t1]
+"""
 from __future__ import annotations
 
 import time
 
 import torch
+
+__all__ = ["cuda_ms", "interleaved_ms", "NvmlSampler", "nvml_reader", "run_sustained", "steady_state"]
 
 
 def cuda_ms(fn, calls: int = 1) -> float:

@@ -1,10 +1,25 @@
 """Collective benchmarks summarised: median time, algorithm and bus bandwidth per path, op and size,
-and the all-reduce bandwidth at any size (interpolated between measured sizes)."""
+and the all-reduce bandwidth at any size (interpolated between measured sizes).
+
+Example::
+
+    import pandas as pd
+
+    from datajourney.toolkit.collectives import bench_summary, interp_algbw
+
+    bench = pd.DataFrame([dict(path="nccl", op="all_reduce", size=s, time_ms=t, algbw_GBps=s / t / 1e6,
+                               busbw_GBps=s / t / 1e6, status="ok") for s, t in ((1 << 20, 0.05), (1 << 30, 5.0))])
+    summary = bench_summary(bench)
+    print(summary[["op", "size", "busbw_GBps"]])
+    print(interp_algbw(summary[summary["op"] == "all_reduce"], 64 << 20))   # GB/s at 64 MiB, interpolated
+"""
 from __future__ import annotations
 
 import math
 
 import pandas as pd
+
+__all__ = ["bench_summary", "interp_algbw"]
 
 
 def bench_summary(bench: pd.DataFrame) -> pd.DataFrame:

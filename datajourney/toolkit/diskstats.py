@@ -1,5 +1,26 @@
 """What the block layer saw: ``/proc/diskstats`` counters around a read, and the block device
-behind a path (its queue settings from sysfs)."""
+behind a path (its queue settings from sysfs).
+
+Example::
+
+    import pathlib
+    import tempfile
+
+    from datajourney.toolkit import pagecache
+    from datajourney.toolkit.diskstats import DiskStats, block_device
+
+    path = pathlib.Path(tempfile.mkdtemp()) / "shard.bin"
+    path.write_bytes(bytes(8 << 20))
+    pagecache.purge([path], method="fadvise")
+    dev = block_device(path)                          # the partition and disk under the file
+    stats = DiskStats(dev["partition"])
+    before = stats.snapshot()
+    with open(path, "rb") as f:                       # asked: 64 KiB reads
+        while f.read(1 << 16):
+            pass
+    seen = DiskStats.delta(before, stats.snapshot())  # seen by the block layer (None where not a block device)
+    print(dev["disk"], seen["dev_request_bytes"], seen["own_bytes"])
+"""
 from __future__ import annotations
 
 import time
@@ -8,6 +29,8 @@ from pathlib import Path
 
 from datajourney.core.fingerprint import storage_info
 from datajourney.toolkit import pagecache
+
+__all__ = ["DiskStats", "block_device", "SECTOR"]
 
 
 @dataclass

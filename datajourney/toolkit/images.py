@@ -3,7 +3,7 @@ layout) and the same images as MosaicML Streaming (MDS) shards.
 
 Images are generated in parallel, deterministically (image ``i`` depends only on the seed
 and ``i``), into a hidden temporary directory that is renamed into place once the manifest
-is written, like every data set of :mod:`datajourney.datasets`. The MDS shards are written
+is written, like every data set of :mod:`datajourney.toolkit.datasets`. The MDS shards are written
 with the ``mosaicml-streaming`` library's own ``MDSWriter`` from the ImageFolder files, so
 both formats hold byte-identical JPEGs.
 

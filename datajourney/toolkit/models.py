@@ -1,5 +1,18 @@
 """Models and training steps the chapters feed: ResNet-50 (torchvision) or a small CNN for CPU runs,
-a timed training loop that marks where each step waits, and a step replayed from CUDA graphs."""
+a timed training loop that marks where each step waits, and a step replayed from CUDA graphs.
+
+Example::
+
+    import torch
+
+    from datajourney.toolkit.models import make_model, train_steps
+
+    model = make_model("small_cnn", classes=10)          # "resnet50" needs torchvision
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = iter([(torch.randn(8, 3, 64, 64), torch.randint(0, 10, (8,)))] * 3)
+    steps = train_steps(batches, model, opt, steps=3, device="cpu")
+    print(steps.filter(like="_ms").round(2))             # where each step spent its time, by phase
+"""
 from __future__ import annotations
 
 import copy
@@ -12,6 +25,8 @@ from torch import nn
 from torch.profiler import record_function
 
 from datajourney.toolkit import images
+
+__all__ = ["make_model", "train_steps", "handover_ms", "GraphedStep", "graphed_step"]
 
 
 def make_model(name: str, classes: int) -> nn.Module:

@@ -17,6 +17,19 @@ Two ways to purge, tried in this order by :func:`purge` with ``method="auto"``:
     a small-files data set is warmer than a real cold start.
 
 Never prompts for a password: ``sudo`` is not used.
+
+Example::
+
+    import pathlib
+    import tempfile
+
+    from datajourney.toolkit import pagecache
+
+    path = pathlib.Path(tempfile.mkdtemp()) / "sample.bin"
+    path.write_bytes(bytes(1 << 20))
+    print(pagecache.warm([path]).fraction)                # 1.0: every page resident after one read
+    report = pagecache.purge([path], method="fadvise")    # evict, then count resident pages with mincore
+    print(report.method, report.after["fraction"])        # what is left in RAM: 0.0 when the purge worked
 """
 from __future__ import annotations
 
@@ -31,6 +44,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from datajourney.core.params import choice
+
+__all__ = ["METHODS", "Residency", "PurgeReport", "residency", "file_residency", "can_drop_caches", "drop_caches",
+           "fadvise_dontneed", "purge", "warm", "io_read_bytes"]
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 PAGE = mmap.PAGESIZE

@@ -1,7 +1,22 @@
 """Cold and warm reads of files: plain, sequential, ``O_DIRECT``, single-block latency, ``dd``.
 
 The readers every storage chapter times, and the cache-state helper that makes a read cold
-(purge, then a ``mincore`` residency check) or warm (one untimed read first)."""
+(purge, then a ``mincore`` residency check) or warm (one untimed read first).
+
+Example::
+
+    import pathlib
+    import tempfile
+
+    from datajourney.toolkit import reads
+
+    path = pathlib.Path(tempfile.mkdtemp()) / "shard.bin"
+    path.write_bytes(bytes(16 << 20))
+    summary, quantiles = reads.measure_latency(path, reads=200, runs=1, method="fadvise")
+    print(summary[["series", "p50_us", "p99_us"]])      # single 4 KiB reads: O_DIRECT after a purge, then cached
+    n, seconds = reads.dd_read(path)                   # dd's view of the same file, 1 MiB blocks
+    print(f"dd: {n / seconds / 1e6:,.0f} MB/s")
+"""
 from __future__ import annotations
 
 import mmap
@@ -16,6 +31,9 @@ import numpy as np
 import pandas as pd
 
 from datajourney.toolkit import pagecache
+
+__all__ = ["CACHE_STATES", "LATENCY_BLOCK", "NAND_READ_FLOOR_US", "read_files", "read_sequential", "read_direct",
+           "read_latencies", "dd_read", "timed", "set_cache_state", "measure_latency"]
 
 CACHE_STATES = ("cold", "warm")
 
@@ -119,6 +137,7 @@ def dd_read(path: Path, block: int = 1 << 20) -> tuple[int, float]:
 
 
 def timed(fn, *args) -> tuple[int, float]:
+    """``fn(*args)`` (a reader returning the bytes it read) and the host seconds it took."""
     t0 = time.perf_counter()
     n = fn(*args)
     return n, time.perf_counter() - t0

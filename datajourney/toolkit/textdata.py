@@ -4,9 +4,10 @@ Where they come from, in this order:
 
 1. explicit local files (``dataset_path``: Alpaca JSON; ``tokenizer_dir``: a directory with
    GPT-2's ``vocab.json`` and ``merges.txt``);
-2. an offline copy in ``$DATAJOURNEY_TEXT_DATA`` or ``../shared/data`` beside the checkout
-   (``alpaca_data_first2000.json`` and ``gpt2/``), when present;
-3. the public names (``tatsu-lab/alpaca`` through the ``datasets`` library, ``gpt2`` through
+2. an offline copy in ``$DATAJOURNEY_TEXT_DATA`` (a directory holding ``alpaca_data_first2000.json``
+   and ``gpt2/``), when set;
+3. the copy that travels with the checkout in ``data/text/`` (see its README for sources and licences);
+4. the public names (``tatsu-lab/alpaca`` through the ``datasets`` library, ``gpt2`` through
    ``tokenizers``) when a model hub is reachable.
 
 With none of these the loader fails before any work, saying how to provide the data. It
@@ -27,6 +28,10 @@ from datajourney.core.paths import REPO_ROOT
 DATASET_NAME = "tatsu-lab/alpaca"
 TOKENIZER_NAME = "gpt2"
 OFFLINE_JSON = "alpaca_data_first2000.json"
+#: Environment variable naming a directory laid out like :data:`CHECKOUT_TEXT_DIR`.
+TEXT_DATA_ENV = "DATAJOURNEY_TEXT_DATA"
+#: The copy of the text data committed with the project.
+CHECKOUT_TEXT_DIR = REPO_ROOT / "data" / "text"
 
 
 @dataclass(frozen=True)
@@ -61,12 +66,19 @@ HUB_HOST = "huggingface.co"
 
 
 def offline_dir() -> Path | None:
-    """The offline copy of the text data, if one is present."""
-    env = os.environ.get("DATAJOURNEY_TEXT_DATA")
-    for d in ([Path(env)] if env else []) + [REPO_ROOT.parent / "shared" / "data"]:
-        if (d / OFFLINE_JSON).exists() and (d / "gpt2" / "vocab.json").exists():
-            return d
-    return None
+    """The local copy of the text data: ``$DATAJOURNEY_TEXT_DATA`` when set, else ``data/text/``
+    in the checkout; None when neither holds the Alpaca file and ``gpt2/vocab.json``. A variable
+    that names an incomplete directory is an error (it would otherwise be silently ignored)."""
+    env = os.environ.get(TEXT_DATA_ENV)
+    if env:
+        d = Path(env).expanduser()
+        missing = [f for f in (OFFLINE_JSON, "gpt2/vocab.json", "gpt2/merges.txt") if not (d / f).is_file()]
+        if missing:
+            raise ParameterError(TEXT_DATA_ENV, env, f"a directory holding {OFFLINE_JSON} and gpt2/vocab.json, "
+                                 f"gpt2/merges.txt (missing: {', '.join(missing)})")
+        return d
+    d = CHECKOUT_TEXT_DIR
+    return d if (d / OFFLINE_JSON).is_file() and (d / "gpt2" / "vocab.json").is_file() else None
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -80,8 +92,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 
 HOW = ("pass dataset_path=<alpaca_data.json> and tokenizer_dir=<dir with vocab.json and merges.txt>, "
-       "set DATAJOURNEY_TEXT_DATA to a directory holding alpaca_data_first2000.json and gpt2/, "
-       "or run where huggingface.co is reachable")
+       "set DATAJOURNEY_TEXT_DATA to a directory holding alpaca_data_first2000.json and gpt2/ "
+       "(the checkout's data/text/ is one), or run where huggingface.co is reachable")
 
 
 @dataclass

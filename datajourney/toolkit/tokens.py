@@ -29,6 +29,22 @@ or with an explicit ``open``/``lseek``/``read``/``fstat``/``close`` per call
 copy, GPT-2 tokenizer) where it can be loaded, extended to the wanted size with synthetic
 token ids whose document lengths are drawn from the real lengths. The manifest records
 how many documents and tokens of each kind there are.
+
+Example::
+
+    import pathlib
+    import tempfile
+
+    import numpy as np
+
+    from datajourney.toolkit.tokens import TokenFile, write_indexed
+
+    prefix = pathlib.Path(tempfile.mkdtemp()) / "tokens"
+    tokens = np.arange(1_000, dtype=np.int32)
+    write_indexed(prefix, tokens, doc_lengths=np.array([400, 600]))   # two documents
+    for mode in ("mmap", "read"):                                      # the two readers chapter 10 traces
+        seqs = TokenFile(prefix, mode=mode)
+        print(mode, len(seqs), seqs.get(1, offset=0, length=5))        # [400 401 402 403 404]
 """
 from __future__ import annotations
 
@@ -42,6 +58,8 @@ import numpy as np
 
 from datajourney.core.params import ParameterError, positive_int
 from datajourney.toolkit import datasets
+
+__all__ = ["MODES", "CorruptIndex", "Index", "TokenFile", "TokenSet", "write_indexed", "write_index", "read_index"]
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -83,6 +101,8 @@ def write_indexed(prefix, tokens: np.ndarray, doc_lengths: np.ndarray) -> tuple[
 
 
 def write_index(idx_path, lengths, dtype, document_indices=None) -> None:
+    """Write the ``.idx`` of sequences of ``lengths`` items of ``dtype`` stored back to back (by default
+    one sequence per document)."""
     lengths = np.asarray(lengths, dtype=np.int64)
     n = lengths.size
     pointers = np.zeros(n, dtype=np.int64)
@@ -148,8 +168,11 @@ def read_index(idx_path, bin_path=None) -> Index:
         raise CorruptIndex(idx_path, "sequence_count/document_count",
                            f"truncated: {size:,} bytes, but {n:,} sequences and {m:,} document indices need {need:,}")
     if size > need + n:   # Megatron's optional multimodal byte per sequence is the only allowed tail
-        raise CorruptIndex(idx_path, "sequence_count/document_count",
-                           f"{size - need:,} bytes past the arrays that {n:,} sequences and {m:,} document indices need")
+        raise CorruptIndex(
+            idx_path,
+            "sequence_count/document_count",
+            f"{size - need:,} bytes past the arrays that {n:,} sequences and {m:,} document indices need",
+        )
     mm = np.memmap(idx_path, dtype=np.uint8, mode="r")
     lengths = np.frombuffer(mm, dtype="<i4", count=n, offset=HEADER_BYTES)
     pointers = np.frombuffer(mm, dtype="<i8", count=n, offset=HEADER_BYTES + 4 * n)
@@ -162,7 +185,9 @@ def read_index(idx_path, bin_path=None) -> Index:
             raise CorruptIndex(idx_path, "sequence_lengths", f"sequence {i} has a negative length {int(lengths[i])}")
         if pointers.min() < 0:
             i = int(np.argmin(pointers))
-            raise CorruptIndex(idx_path, "sequence_pointers", f"sequence {i} points before the start ({int(pointers[i])})")
+            raise CorruptIndex(
+                idx_path, "sequence_pointers", f"sequence {i} points before the start ({int(pointers[i])})"
+            )
         ends = pointers + lengths.astype(np.int64) * dtype.itemsize
         if ends.max() > bin_size:
             i = int(np.argmax(ends > bin_size))

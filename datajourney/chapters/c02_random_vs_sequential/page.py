@@ -1,5 +1,5 @@
 """Chapter 2's page: the findings, computed notes and display tables built from a result of
-:mod:`datajourney.storage` (random small-file reads vs one sequential shard).
+:mod:`datajourney.chapters.c02_random_vs_sequential.experiment` (random small-file reads vs one sequential shard).
 
 Every sentence of the chapter that states a measured outcome is built by a function of
 this module from the run's result (:func:`findings` and the ``*_note`` functions).
@@ -10,26 +10,27 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from datajourney.chapters.c02_random_vs_sequential.experiment import CHAPTER, MB, NAND_READ_FLOOR_US
-from datajourney.chapters.common import (  # noqa: F401  # noqa: F401  # noqa: F401
+from datajourney.chapters.c02_random_vs_sequential.experiment import CHAPTER, MB
+from datajourney.chapters.common import (  # noqa: F401
     COLD_TARGET,
     NEAR_ONE,
     WARM_TARGET,
-    _cold_gap,
-    _compared,
-    _extremes,
-    _mean,
-    _size,
-    _table,
-    _values,
+    cold_gap,
     cold_label,
+    cold_verdict,
+    compared,
+    extremes,
     guest_cold,  # noqa: F401
     latency_stats,  # noqa: F401
     residency_note,
+    size_text,
     spread_summary,
+    table_of,
+    values_of,
 )
 from datajourney.core import findings as fnd
-from datajourney.core.findings import Finding, num, pct, times
+from datajourney.core.findings import Action, Finding, Opening, num, pct, times
+from datajourney.core.stats import mean
 
 #: A drop in bandwidth from one read size to the next larger one smaller than this (relative)
 #: is not worth a comment.
@@ -59,7 +60,7 @@ LATENCY_COLUMNS = {"series": "pass", "run": "run", "reads": "reads", "p10_us": "
 
 def latency_table(res) -> pd.DataFrame:
     """The latency check per pass and run, readable headers; columns empty in every row are left out."""
-    lat = _table(res, "latency")
+    lat = table_of(res, "latency")
     cols = [c for c in LATENCY_COLUMNS if c in lat and lat[c].notna().any()]
     return lat[cols].rename(columns=LATENCY_COLUMNS)
 
@@ -67,7 +68,7 @@ def latency_table(res) -> pd.DataFrame:
 # --------------------------------------------------------------------------- findings
 def findings(res) -> list[Finding]:
     """The chapter's key results, computed from ``res`` (3 to 6 findings)."""
-    out = [_cold_gap(res), _warm_gap(res)]
+    out = [cold_gap(res), _warm_gap(res)]
     for f in (_latency_finding(res), _size_finding(res), _odirect_finding(res)):
         if f is not None:
             out.append(f)
@@ -80,15 +81,15 @@ def findings(res) -> list[Finding]:
 
 def _warm_gap(res) -> Finding:
     h = res.table("headline")
-    rnd, seq = _values(h, pattern="random", cache="warm"), _values(h, pattern="sequential", cache="warm")
+    rnd, seq = values_of(h, pattern="random", cache="warm"), values_of(h, pattern="sequential", cache="warm")
     if not rnd or not seq:
         return Finding("warm_gap", "No warm runs in this result (`cache_states` left out `warm`).")
     mid, lo, hi = fnd.ratio_interval(seq, rnd)
     d = fnd.direction(seq, rnd)
-    phrase = _compared(seq, rnd, "sequential", "random")
+    phrase = compared(seq, rnd, "sequential", "random")
     collapsed = d == 0 or 1 / NEAR_ONE <= mid <= NEAR_ONE
-    text = (f"**Warm** (every page in RAM), the shard ran at **{num(_mean(seq), 'MB/s')}** and the small files "
-            f"at **{num(_mean(rnd), 'MB/s')}**: {phrase} ({_extremes(lo, hi)}). The source reports that "
+    text = (f"**Warm** (every page in RAM), the shard ran at **{num(mean(seq), 'MB/s')}** and the small files "
+            f"at **{num(mean(rnd), 'MB/s')}**: {phrase} ({extremes(lo, hi)}). The source reports that "
             f"warm the gap \u201ccollapses to near 1x\u201d; ")
     if collapsed:
         text += f"here it does (within {times(NEAR_ONE)} either way counts as near 1×)."
@@ -104,35 +105,23 @@ def _warm_gap(res) -> Finding:
 def _latency_finding(res) -> Finding | None:
     lat = latency_stats(res)
     if lat is None:
-        err = _table(res, "latency")
+        err = table_of(res, "latency")
         if not err.empty and "error" in err and err["error"].notna().any():
             return Finding("cold_latency", "The latency check could not use `O_DIRECT` on this file system "
                            f"(`{err['error'].dropna().iloc[0]}`): whether 'cold' reads reach the device is unknown.")
         return None
     med, second, warm = lat["median_us"], lat["second_medians"], lat["warm_medians"]
-    hyper = bool(res.fingerprint.get("cpu", {}).get("hypervisor"))
-    size = _size(lat["request_bytes"])
+    size = size_text(lat["request_bytes"])
     text = (f"A single {size} `O_DIRECT` read at a random offset, after a purge, took a median "
             f"**{num(med, 'µs')}** (p10 {num(lat['p10_us'], 'µs')}, p90 {num(lat['p90_us'], 'µs')}, "
             f"p99 {num(lat['p99_us'], 'µs')}; {lat['reads']:,} reads)")
     if warm:
-        text += f"; a page-cache hit took {num(_mean(warm), 'µs')}"
+        text += f"; a page-cache hit took {num(mean(warm), 'µs')}"
     text += ". "
-    if med < NAND_READ_FLOOR_US:
-        text += (f"That is faster than a NAND flash read (at least about {NAND_READ_FLOOR_US:.0f} µs): ")
-        text += ("a cache below this virtual machine (the host's) served the blocks, so this chapter's "
-                 "cold numbers are **guest-cold**: cold for the guest's page cache, not for the device."
-                 if hyper else
-                 "either a device built on faster memory or a cache below the page cache (a controller's, "
-                 "an array's) served the blocks.")
-    else:
-        text += (f"That is no faster than a flash read (at least about {NAND_READ_FLOOR_US:.0f} µs): these cold "
-                 "reads are consistent with reads from the device"
-                 + (" (on a virtual machine, a slow cache below the guest cannot be ruled out by latency alone)."
-                    if hyper else "."))
+    text += cold_verdict(res).sentence(head=False)
     if second:
         d = fnd.direction(lat["medians"], second, tol=0.10)
-        ratio = med / _mean(second)
+        ratio = med / mean(second)
         text += " " + fnd.choose(
             d, f"A second pass over the same blocks was {times(ratio)} faster: the first pass filled a cache below "
                "the guest's page cache.",
@@ -143,15 +132,15 @@ def _latency_finding(res) -> Finding | None:
 
 
 def _size_finding(res) -> Finding | None:
-    sw = _table(res, "size_sweep")
+    sw = table_of(res, "size_sweep")
     if sw.empty:
         return None
     label = cold_label(res)
     sizes = sorted(set(sw["file_size"]))
     per = {}
     for s in sizes:
-        seq, rnd = _values(sw, file_size=s, cache="cold", pattern="sequential"), _values(sw, file_size=s, cache="cold",
-                                                                                        pattern="random")
+        seq = values_of(sw, file_size=s, cache="cold", pattern="sequential")
+        rnd = values_of(sw, file_size=s, cache="cold", pattern="random")
         if seq and rnd:
             per[s] = (seq, rnd)
     if len(per) < 2:
@@ -161,40 +150,53 @@ def _size_finding(res) -> Finding | None:
     r_large = fnd.ratio_interval(*per[large])
     d_large = fnd.direction(*per[large])
     text = (f"{label.capitalize()}, by file size: the shard read sequentially was {times(r_small[0])} as fast as the "
-            f"shuffled files at {_size(small)} per file and {times(r_large[0])} "
-            f"({_extremes(r_large[1], r_large[2])}) at {_size(large)}. ")
+            f"shuffled files at {size_text(small)} per file and {times(r_large[0])} "
+            f"({extremes(r_large[1], r_large[2])}) at {size_text(large)}. ")
     trend = fnd.direction(r_small[0], r_large[0], tol=0.10)
     text += fnd.choose(trend, "The gap narrows as files grow", "The gap widens as files grow",
                        "The gap stays about the same across file sizes")
-    text += fnd.choose(d_large, f", but at {_size(large)} the two layouts have not converged: sequential is still faster.",
-                       f", and at {_size(large)} the files read faster than the shard.",
-                       f", and at {_size(large)} the two layouts are level within the runs' spread: they converge.")
+    text += fnd.choose(
+        d_large,
+        f", but at {size_text(large)} the two layouts have not converged: sequential is still faster.",
+        f", and at {size_text(large)} the files read faster than the shard.",
+        f", and at {size_text(large)} the two layouts are level within the runs' spread: they converge.",
+    )
     return Finding("size_sweep", text, r_large[0], "×", interval=(r_large[1], r_large[2]),
                    values=dict(small_size=small, large_size=large, small_ratio=r_small[0]))
 
 
 def _odirect_finding(res) -> Finding | None:
-    cs = _table(res, "chunk_sweep")
+    cs = table_of(res, "chunk_sweep")
     if cs.empty or "O_DIRECT" not in set(cs["mode"]) or cs[cs["mode"] == "O_DIRECT"]["MBps"].isna().all():
         return None
     label = cold_label(res)
     chunks = sorted(set(cs["chunk"]))
     smallest = chunks[0]
-    buf, od = _values(cs, mode="buffered", chunk=smallest), _values(cs, mode="O_DIRECT", chunk=smallest)
+    buf, od = values_of(cs, mode="buffered", chunk=smallest), values_of(cs, mode="O_DIRECT", chunk=smallest)
     if not buf or not od:
         return None
     mid, lo, hi = fnd.ratio_interval(buf, od)
     d = fnd.direction(buf, od)
-    text = (f"{label.capitalize()} sequential reads of one shard in {_size(smallest)} requests: through the page cache "
-            f"**{num(_mean(buf), 'MB/s')}**, with `O_DIRECT` (no readahead, one request at a time) "
-            f"**{num(_mean(od), 'MB/s')}**")
-    text += fnd.choose(d, f": readahead is worth {times(mid)} ({_extremes(lo, hi)}) at that size. ",
+    text = (f"{label.capitalize()} sequential reads of one shard in {size_text(smallest)} requests: "
+            f"through the page cache "
+            f"**{num(mean(buf), 'MB/s')}**, with `O_DIRECT` (no readahead, one request at a time) "
+            f"**{num(mean(od), 'MB/s')}**")
+    text += fnd.choose(d, f": readahead is worth {times(mid)} ({extremes(lo, hi)}) at that size. ",
                        ": `O_DIRECT` was faster even at that size. ", ": level at that size. ")
-    caught = next((c for c in chunks if _values(cs, mode="O_DIRECT", chunk=c)
-                   and fnd.direction(_values(cs, mode="O_DIRECT", chunk=c), _values(cs, mode="buffered", chunk=c)) >= 0),
-                  None)
-    text += (f"From {_size(caught)} per request on, `O_DIRECT` was level with or faster than buffered reads."
-             if caught is not None else f"Up to {_size(chunks[-1])} per request `O_DIRECT` stayed below buffered reads.")
+    caught = next(
+        (
+            c
+            for c in chunks
+            if values_of(cs, mode="O_DIRECT", chunk=c)
+            and fnd.direction(values_of(cs, mode="O_DIRECT", chunk=c), values_of(cs, mode="buffered", chunk=c)) >= 0
+        ),
+        None,
+    )
+    text += (
+        f"From {size_text(caught)} per request on, `O_DIRECT` was level with or faster than buffered reads."
+        if caught is not None
+        else f"Up to {size_text(chunks[-1])} per request `O_DIRECT` stayed below buffered reads."
+    )
     return Finding("odirect", text, mid, "×", interval=(lo, hi), values=dict(caught_up_at=caught))
 
 
@@ -222,7 +224,7 @@ def published_note(res) -> str:
     from datajourney.chapters import published
 
     fig = published.figure(CHAPTER, "sequential ÷ random, cold")
-    f = _cold_gap(res)
+    f = cold_gap(res)
     if fig is None or f.value is None:
         return ""
     lo, hi = f.interval
@@ -293,15 +295,15 @@ def residency_table(df: pd.DataFrame, by: Sequence[str], *, cold: str = "cold", 
 
 
 def size_sweep_notes(res) -> str:
-    sw = _table(res, "size_sweep")
+    sw = table_of(res, "size_sweep")
     if sw.empty:
         return ""
-    return spread_summary(sw, ["cache", "pattern", "file_size"], lambda c, p, s: f"{c} {p}, {_size(s)} files")
+    return spread_summary(sw, ["cache", "pattern", "file_size"], lambda c, p, s: f"{c} {p}, {size_text(s)} files")
 
 
 def chunk_sweep_notes(res) -> str:
     """Where bandwidth drops from one read size to the next larger one: inside the spread or not."""
-    cs = _table(res, "chunk_sweep")
+    cs = table_of(res, "chunk_sweep")
     if cs.empty:
         return ""
     cs = cs[cs["MBps"].notna()]
@@ -309,46 +311,51 @@ def chunk_sweep_notes(res) -> str:
     for mode, g in cs.groupby("mode", sort=False):
         chunks = sorted(set(g["chunk"]))
         for a, b in zip(chunks, chunks[1:]):
-            va, vb = _values(g, chunk=a), _values(g, chunk=b)
-            if not va or not vb or _mean(vb) >= (1 - DIP_TOL) * _mean(va):
+            va, vb = values_of(g, chunk=a), values_of(g, chunk=b)
+            if not va or not vb or mean(vb) >= (1 - DIP_TOL) * mean(va):
                 continue
             d = fnd.direction(va, vb)
             if d == 0:
-                lines.append(f"* {mode}: {_size(b)} requests averaged {num(_mean(vb), 'MB/s')}, below "
-                             f"{_size(a)} ({num(_mean(va), 'MB/s')}), but the runs overlap ({fnd.span(min(vb), max(vb), 'MB/s')}"
-                             f" vs {fnd.span(min(va), max(va), 'MB/s')}, "
-                             f"{len(vb)} runs each): the dip is inside the run-to-run spread, not a property of the "
-                             f"read size.")
+                lines.append(
+                    f"* {mode}: {size_text(b)} requests averaged {num(mean(vb), 'MB/s')}, below "
+                    f"{size_text(a)} ({num(mean(va), 'MB/s')}), but the runs overlap "
+                    f"({fnd.span(min(vb), max(vb), 'MB/s')}"
+                    f" vs {fnd.span(min(va), max(va), 'MB/s')}, "
+                    f"{len(vb)} runs each): the dip is inside the run-to-run spread, not a property of the "
+                    f"read size."
+                )
             else:
-                lines.append(f"* {mode}: {_size(b)} requests were slower than {_size(a)} in every run "
-                             f"({num(_mean(vb), 'MB/s')} vs {num(_mean(va), 'MB/s')}; ranges "
+                lines.append(f"* {mode}: {size_text(b)} requests were slower than {size_text(a)} in every run "
+                             f"({num(mean(vb), 'MB/s')} vs {num(mean(va), 'MB/s')}; ranges "
                              f"{fnd.span(min(vb), max(vb), 'MB/s')} and {fnd.span(min(va), max(va), 'MB/s')}): "
                              "a real dip on this machine.")
     if not lines:
         lines.append("* Bandwidth never fell by more than "
                      f"{pct(DIP_TOL)} from one read size to the next larger one.")
-    lines.append("* " + spread_summary(cs, ["mode", "chunk"], lambda m, c: f"{m} at {_size(c)}"))
+    lines.append("* " + spread_summary(cs, ["mode", "chunk"], lambda m, c: f"{m} at {size_text(c)}"))
     return "\n".join(lines)
 
 
 def shard_length_note(res) -> str:
     """Why the headline's sequential read and the sweep's differ: same settings, two shard lengths."""
-    sl = _table(res, "shard_length")
-    cs, h = _table(res, "chunk_sweep"), res.table("headline")
+    sl = table_of(res, "shard_length")
+    cs, h = table_of(res, "chunk_sweep"), res.table("headline")
     if sl.empty:
         return ""
-    short = _values(sl, read="headline shard")
-    part = _values(sl, read="long shard, first part")
-    whole = _values(sl, read="long shard, whole")
+    short = values_of(sl, read="headline shard")
+    part = values_of(sl, read="long shard, first part")
+    whole = values_of(sl, read="long shard, whole")
     if not (short and part and whole):
         return ""
     chunk = int(sl["chunk"].iloc[0])
     nbytes = int(sl[sl["read"] == "headline shard"]["bytes"].iloc[0])
     long_bytes = int(sl[sl["read"] == "long shard, whole"]["bytes"].iloc[0])
-    text = (f"Read cold with the same {_size(chunk)} requests, in shuffled order within each run: the headline shard "
-            f"({num(nbytes / MB, 'MB')}) ran at **{num(_mean(short), 'MB/s')}**, the first "
-            f"{num(min(nbytes, long_bytes) / MB, 'MB')} of the long shard at **{num(_mean(part), 'MB/s')}** and the whole "
-            f"long shard ({num(long_bytes / MB, 'MB')}) at **{num(_mean(whole), 'MB/s')}**. ")
+    text = (
+        f"Read cold with the same {size_text(chunk)} requests, in shuffled order within each run: the headline shard "
+        f"({num(nbytes / MB, 'MB')}) ran at **{num(mean(short), 'MB/s')}**, the first "
+        f"{num(min(nbytes, long_bytes) / MB, 'MB')} of the long shard at **{num(mean(part), 'MB/s')}** and the whole "
+        f"long shard ({num(long_bytes / MB, 'MB')}) at **{num(mean(whole), 'MB/s')}**. "
+    )
     d_len = fnd.direction(whole, part)     # same file, longer read
     d_file = fnd.direction(part, short)    # same length, other file
     text += fnd.choose(d_len, f"Same file, longer read: the whole long shard was {fnd.compare(whole, part)} its first "
@@ -375,23 +382,25 @@ def shard_length_note(res) -> str:
     first = sl[sl["read"].str.endswith(": first chunk")]
     if not first.empty and "first_read_ms" in first:
         fr = first.groupby("read")["first_read_ms"].mean()
-        text += (f" The first {_size(chunk)} read of a cold file, `open` included, took "
+        text += (f" The first {size_text(chunk)} read of a cold file, `open` included, took "
                  + " and ".join(f"{num(v, 'ms')} ({k.split(':')[0]})" for k, v in fr.items()) + ".")
-    seq_head = _values(h, pattern="sequential", cache="cold", chunk=chunk)
-    seq_sweep = _values(cs, mode="buffered", chunk=chunk) if not cs.empty else []
+    seq_head = values_of(h, pattern="sequential", cache="cold", chunk=chunk)
+    seq_sweep = values_of(cs, mode="buffered", chunk=chunk) if not cs.empty else []
     if seq_head and seq_sweep:
-        text += (f" For comparison, the headline's cold sequential runs averaged {num(_mean(seq_head), 'MB/s')} and the "
-                 f"read-size sweep's buffered {_size(chunk)} runs {num(_mean(seq_sweep), 'MB/s')}.")
+        text += (
+            f" For comparison, the headline's cold sequential runs averaged {num(mean(seq_head), 'MB/s')} and the "
+            f"read-size sweep's buffered {size_text(chunk)} runs {num(mean(seq_sweep), 'MB/s')}."
+        )
     return text
 
 
 def dd_note(res) -> str:
-    dd = _table(res, "dd_fidelity")
+    dd = table_of(res, "dd_fidelity")
     if dd.empty:
         return "The `dd` check was switched off (`dd_check = False`)."
-    py, d = _values(dd, tool="python"), _values(dd, tool="dd")
-    r = _mean(py) / _mean(d)
-    return (f"The Python reader reached **{pct(r)}** of `dd` ({num(_mean(py), 'MB/s')} vs {num(_mean(d), 'MB/s')}); "
+    py, d = values_of(dd, tool="python"), values_of(dd, tool="dd")
+    r = mean(py) / mean(d)
+    return (f"The Python reader reached **{pct(r)}** of `dd` ({num(mean(py), 'MB/s')} vs {num(mean(d), 'MB/s')}); "
             f"the target is at least {pct(0.9)}: **{'met' if r >= 0.9 else 'not met'}**.")
 
 
@@ -417,13 +426,13 @@ def purge_note(pm_res) -> str:
     """drop_caches vs fadvise: the residency each purge left, and fadvise ÷ drop_caches run by run
     (the two purges of a run read the same files back to back, so machine-wide swings cancel)."""
     pm = pm_res.table("purge_methods")
-    fa, dc = _values(pm, purge_method="fadvise"), _values(pm, purge_method="drop_caches")
+    fa, dc = values_of(pm, purge_method="fadvise"), values_of(pm, purge_method="drop_caches")
     if not fa or not dc:
         return ""
     res_max = pm.groupby("purge_method")["resident_at_start"].max()
-    text = (f"After `fadvise` the 'cold' small files read at **{num(_mean(fa), 'MB/s')}** "
+    text = (f"After `fadvise` the 'cold' small files read at **{num(mean(fa), 'MB/s')}** "
             f"({fnd.span(min(fa), max(fa), 'MB/s')}), after `drop_caches` at "
-            f"**{num(_mean(dc), 'MB/s')}** ({fnd.span(min(dc), max(dc), 'MB/s')}). ")
+            f"**{num(mean(dc), 'MB/s')}** ({fnd.span(min(dc), max(dc), 'MB/s')}). ")
     clean = [m for m, v in res_max.items() if v <= COLD_TARGET]
     dirty = [m for m, v in res_max.items() if v > COLD_TARGET]
     if not dirty:
@@ -435,7 +444,7 @@ def purge_note(pm_res) -> str:
             text += "`" + "`, `".join(clean) + f"` left {_at_most(res_max[clean].max())}. "
     pairs = paired_ratios(pm, dict(purge_method="fadvise"), dict(purge_method="drop_caches"))
     if pairs:
-        m = _mean(pairs)
+        m = mean(pairs)
         if min(pairs) > 1 and m > 1 + PAIRED_TOL:
             d = 1
         elif max(pairs) < 1 and m < 1 - PAIRED_TOL:
@@ -459,3 +468,62 @@ def purge_note(pm_res) -> str:
     if not wide.startswith("No configuration"):
         text += " " + wide
     return text
+
+
+# --------------------------------------------------------------------------- the opening
+SHARD_SNIPPET = '''import tarfile
+
+# many samples per file: one open, then large sequential reads
+with tarfile.open("train-00000.tar", "w") as shard:
+    for path in sample_paths:
+        shard.add(path, arcname=path.name)'''
+
+
+def opening(res) -> Opening:
+    """What the chapter opens with: the cold and warm gaps and what "cold" was here, in one sentence
+    each, and what to do about the layout and the request size, chosen from this run's numbers."""
+    h = res.table("headline")
+    label = cold_label(res)
+    out, actions = [], []
+    rnd, seq = values_of(h, pattern="random", cache="cold"), values_of(h, pattern="sequential", cache="cold")
+    d_cold = fnd.direction(seq, rnd) if rnd and seq else 0
+    if rnd and seq:
+        mid, lo, hi = fnd.ratio_interval(seq, rnd)
+        verdict = fnd.choose(d_cold, f"**{times(mid)} faster than**", f"**{times(1 / mid)} slower than**",
+                             "**level with**")
+        out.append(Finding("cold_gap", f"{label.capitalize()}, one shard read in order ran {verdict} the same bytes "
+                           f"as {int(h['n_files'].iloc[0]):,} shuffled files ({num(mean(seq), 'MB/s')} against "
+                           f"{num(mean(rnd), 'MB/s')}).", mid, "×", published="sequential ÷ random, cold",
+                           interval=(lo, hi)))
+    wr, ws = values_of(h, pattern="random", cache="warm"), values_of(h, pattern="sequential", cache="warm")
+    if wr and ws:
+        mid, lo, hi = fnd.ratio_interval(ws, wr)
+        d_warm = fnd.direction(ws, wr)
+        text = fnd.choose(
+            0 if mid <= NEAR_ONE and d_warm >= 0 else d_warm,
+            f"still **{times(mid)} faster**: opening and closing each file costs time even without the disk.",
+            f"**{times(1 / mid)} slower** than the small files: reading from RAM, the layout no longer decides.",
+            f"**{times(mid)}** the small files' speed: the gap is the disk's, and closes once data are cached.")
+        out.append(Finding("warm_gap", f"Warm, with every page in RAM, the shard was {text}", mid, "×",
+                           interval=(lo, hi)))
+    lat = latency_stats(res)
+    if lat is not None:
+        served = cold_verdict(res).served
+        out.append(Finding("cold_latency", f"A cold 4 KiB read took **{num(lat['median_us'], 'µs')}**, {served}.",
+                           lat["median_us"], "µs"))
+    if d_cold > 0:
+        actions.append(Action(f"Store samples in shards read sequentially (tar, WebDataset, MDS, an indexed `.bin`): "
+                              f"here that read {times(fnd.ratio_interval(seq, rnd)[0])} the throughput of one file per "
+                              "sample, cold.", SHARD_SNIPPET))
+    elif rnd and seq:
+        actions.append(Action("Keep the layout you have: on this storage one file per sample read as fast as a "
+                              f"shard ({compared(seq, rnd, 'the shard', 'the files')})."))
+    od = _odirect_finding(res)
+    if od is not None:
+        caught = od.values.get("caught_up_at")
+        actions.append(Action(
+            f"Read with `O_DIRECT` only in requests of {size_text(caught)} or more: below that, buffered reads with "
+            "readahead were faster here." if caught is not None else
+            "Keep buffered reads: `O_DIRECT` stayed below the page cache's readahead at every request size "
+            f"measured (up to {size_text(int(max(table_of(res, 'chunk_sweep')['chunk'])))})."))
+    return Opening(out[:3], actions[:3])

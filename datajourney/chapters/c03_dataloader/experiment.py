@@ -21,7 +21,7 @@ a batch from a worker to the main process costs, over batch sizes), :func:`measu
 (the plateau with workers: the same warm epoch with three ways of handing a batch over), the
 device's own counters during every cold epoch (``/proc/diskstats``: requests, merges, average
 request size, so a cold epoch shows how its reads reached the device), and the cold-read
-latency check of chapter 2 (:func:`datajourney.storage.measure_latency`) on this
+latency check of chapter 2 (:func:`datajourney.toolkit.reads.measure_latency`) on this
 chapter's shard.
 """
 from __future__ import annotations
@@ -200,7 +200,8 @@ def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int
     included), the steady state (first batch to last, first batch excluded: its seconds,
     batches, samples and bytes) and the total; and CPU seconds: of the main process's main
     thread (the one that receives batches) and of the whole main process from the first batch
-    to the end of the loop (``main_window_s``), and of the workers (collected when they exit at the end of the epoch); and the time
+    to the end of the loop (``main_window_s``), and of the workers (collected when they exit at the end of the epoch);
+    and the time
     the main thread spent waiting for a CPU in that window (Linux schedstat: on a
     busy machine a thread that wants to run is not always running).
     """
@@ -211,8 +212,15 @@ def time_epoch(dataset: Dataset, *, batch_size: int, num_workers: int, seed: int
     startup = multiprocessing.Array("d", max(num_workers, 1), lock=False)
     with warnings.catch_warnings():   # more workers than cores is a setting this chapter measures on purpose
         warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
-        dl = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, generator=g,
-                        collate_fn=collate_fn, worker_init_fn=functools.partial(_note_startup_cpu, startup) if num_workers else None)
+        dl = DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            num_workers=num_workers,
+            generator=g,
+            collate_fn=collate_fn,
+            worker_init_fn=functools.partial(_note_startup_cpu, startup) if num_workers else None,
+        )
         children0 = _cpu(resource.RUSAGE_CHILDREN)
         proc0 = time.process_time()
         t0 = time.perf_counter()
@@ -264,7 +272,7 @@ def _derived(r: dict) -> dict:
 
 
 def device_view(dev: dict) -> dict:
-    """The device counters of one epoch (:meth:`datajourney.reading.DiskStats.delta`) as the sweep
+    """The device counters of one epoch (:meth:`datajourney.toolkit.diskstats.DiskStats.delta`) as the sweep
     keeps them: requests, merges, the average request size and the requests merged per request
     completed (``dev_merge_ratio``: the block layer joined that many adjacent requests into each)."""
     keep = ("dev_reads", "dev_merged", "dev_bytes", "dev_request_bytes", "dev_queue_depth", "dev_util", "own_bytes")
@@ -336,7 +344,8 @@ def measure_transfer(ds: datasets.SmallFiles, *, batch_sizes: Sequence[int], run
 def measure_handover_modes(ds: datasets.SmallFiles, *, workers: int, runs: int, batch_size: int, seed: int,
                            modes: Sequence[str] = HANDOVER_MODES, progress=None) -> pd.DataFrame:
     """The plateau's deciding check: warm epochs (at most :data:`TRANSFER_MAX_SAMPLES` samples) of
-    the shard read in order with ``workers`` workers, once per hand-over mode (:data:`HANDOVER_MODES`), the modes interleaved within each
+    the shard read in order with ``workers`` workers, once per hand-over mode (:data:`HANDOVER_MODES`), the modes
+    interleaved within each
     run. If passing the batch's file descriptor (a request from the main process to the worker
     for every batch) sets the rate, the other two modes run faster; if the per-batch queue
     machinery does (pickling, the pipe, waking the main thread, taking batches in order), all three
@@ -474,10 +483,15 @@ def _measure(*, n_files: int, file_size: int, batch_size: int, workers, cache_st
                                                              batch_size=batch_size, seed=seed, progress=bar))
         if tbs:
             res.add("transfer", measure_transfer(ds, batch_sizes=tbs, runs=runs, seed=seed, progress=bar))
-    res.metadata.update(dataset=ds.manifest, diskstats_device=dev["partition"],
-                        read_ahead_kb=(dev["info"] or {}).get("read_ahead_kb"), start_method=torch.multiprocessing.get_start_method(),
-                        main_bound_share=MAIN_BOUND_SHARE, usable_cores=_usable_cores(),
-                        workers_above_cores=[w for w in p["workers"] if w + 1 > _usable_cores()])
+    res.metadata.update(
+        dataset=ds.manifest,
+        diskstats_device=dev["partition"],
+        read_ahead_kb=(dev["info"] or {}).get("read_ahead_kb"),
+        start_method=torch.multiprocessing.get_start_method(),
+        main_bound_share=MAIN_BOUND_SHARE,
+        usable_cores=_usable_cores(),
+        workers_above_cores=[w for w in p["workers"] if w + 1 > _usable_cores()],
+    )
     res.save(results.resolve_run_dir(run_dir))
     return res
 

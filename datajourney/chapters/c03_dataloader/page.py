@@ -1,7 +1,7 @@
 """Chapter 3's page: the findings, computed notes and display tables built from a result of
-:mod:`datajourney.loader` (the DataLoader over small files vs over one shard). The helpers it
-shares with chapter 2's page (the cold label, value selection, residency) come from
-:mod:`datajourney.book.pages.storage`.
+:mod:`datajourney.chapters.c03_dataloader.experiment` (the DataLoader over small files vs over one shard).
+The helpers it shares with chapter 2's page (the cold label, value selection, residency) come from
+:mod:`datajourney.chapters.common`.
 """
 from __future__ import annotations
 
@@ -19,15 +19,20 @@ from datajourney.chapters.c03_dataloader.experiment import (
 )
 from datajourney.chapters.common import (
     IPC_CHAPTER,  # noqa: F401
+    MIN_RUNS_FOR_RANGE,
     STORAGE_CHAPTER,
-    _mean,
-    _values,
     cold_label,
+    cold_verdict,
     ipc_crossref,  # noqa: F401
+    latency_stats,
+    over_runs,
     residency_note,
+    runs_interval,
+    values_of,
 )
 from datajourney.core import findings as fnd
-from datajourney.core.findings import Finding, num, pct, times
+from datajourney.core.findings import Action, Finding, Opening, num, pct, times
+from datajourney.core.stats import mean
 
 LABELS = {"small_files": "small files, shuffled", "shard": "shard, shuffled",
           "shard_in_order": "shard, in order (published design)"}
@@ -49,13 +54,13 @@ def key_metrics(res) -> dict:
     e = _epochs(res)
     out = {}
     for w in PUBLISHED_WORKERS:
-        sf = _values(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
-        sh = _values(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
+        sf = values_of(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
+        sh = values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
         if not sf or not sh:
             continue
-        out[f"small files, workers={w}"] = (_mean(sf), pd.Series(sf).std())
-        out[f"shard, workers={w}"] = (_mean(sh), pd.Series(sh).std())
-        out[f"shard ÷ small files, workers={w}"] = (_mean(sh) / _mean(sf), None)
+        out[f"small files, workers={w}"] = (mean(sf), pd.Series(sf).std())
+        out[f"shard, workers={w}"] = (mean(sh), pd.Series(sh).std())
+        out[f"shard ÷ small files, workers={w}"] = (mean(sh) / mean(sf), None)
     return out
 
 
@@ -99,43 +104,46 @@ def _old_result_findings(res) -> list[Finding]:
 
 
 def _published_finding(res, e, w, cache: str = "cold") -> Finding | None:
-    sf = _values(e, "steady_MBps", cache=cache, workers=w, kind="small_files")
-    sh = _values(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order")
+    sf = values_of(e, "steady_MBps", cache=cache, workers=w, kind="small_files")
+    sh = values_of(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order")
     if not sf or not sh:
         return None
     mid, lo, hi = fnd.ratio_interval(sh, sf)
     d = fnd.direction(sh, sf)
     label = cold_label(res) if cache == "cold" else cache
     text = (f"**`num_workers={w}`, {label}, steady state** (first batch excluded): the shard read in order, as the "
-            f"source did, ran at **{num(_mean(sh), 'MB/s')}** and the shuffled small files at "
-            f"**{num(_mean(sf), 'MB/s')}**: the shard was ")
+            f"source did, ran at **{num(mean(sh), 'MB/s')}** and the shuffled small files at "
+            f"**{num(mean(sf), 'MB/s')}**: the shard was ")
+    n = min(len(sh), len(sf))
     text += fnd.choose(d, f"**{times(mid)} faster**", f"**{times(1 / mid)} slower**", f"level with them: {times(mid)}")
-    text += f" ({fnd.span(lo, hi, '×')} over the runs' extremes)."
+    text += f" ({over_runs(lo, hi, n)})."
     return Finding(f"published_w{w}", text, mid, "×",
-                   published=f"shard ÷ small files, workers={w}" if cache == "cold" else None, interval=(lo, hi),
-                   values=dict(shard=_mean(sh), small_files=_mean(sf), cache=cache))
+                   published=f"shard ÷ small files, workers={w}" if cache == "cold" else None,
+                   interval=runs_interval(lo, hi, n),
+                   values=dict(shard=mean(sh), small_files=mean(sf), cache=cache, direction=d, runs=n))
 
 
 def _shuffled_gap(res, e) -> Finding | None:
     ws = sorted(set(e["workers"]))
     w = ws[-1]
-    sh = _values(e, "steady_MBps", cache="cold", workers=w, kind="shard")
-    sf = _values(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
+    sh = values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard")
+    sf = values_of(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
     if not sh or not sf:
         return None
     mid, lo, hi = fnd.ratio_interval(sh, sf)
     d = fnd.direction(sh, sf)
     label = cold_label(res)
     text = (f"**Shuffled, both layouts, `num_workers={w}`** (the largest worker count measured), {label}: the shuffled "
-            f"shard ran at {num(_mean(sh), 'MB/s')} and the small files at {num(_mean(sf), 'MB/s')} (shard ÷ small "
-            f"files {times(mid)}, {fnd.span(lo, hi, '×')}). ")
+            f"shard ran at {num(mean(sh), 'MB/s')} and the small files at {num(mean(sf), 'MB/s')} (shard ÷ small "
+            f"files {times(mid)}, {over_runs(lo, hi, min(len(sh), len(sf)))}). ")
     text += fnd.choose(d, "The gap narrows but stays open.", "The gap reverses: the small files were faster.",
                        "The two were level within the runs' spread.")
-    sh0 = _values(e, "steady_MBps", cache="cold", workers=ws[0], kind="shard")
-    sf0 = _values(e, "steady_MBps", cache="cold", workers=ws[0], kind="small_files")
+    sh0 = values_of(e, "steady_MBps", cache="cold", workers=ws[0], kind="shard")
+    sf0 = values_of(e, "steady_MBps", cache="cold", workers=ws[0], kind="small_files")
     if sh0 and sf0 and ws[0] != w:
-        text += f" With `num_workers={ws[0]}` the ratio was {times(_mean(sh0) / _mean(sf0))}."
-    return Finding("shuffled_gap_max_workers", text, mid, "×", interval=(lo, hi), values=dict(workers=w, direction=d))
+        text += f" With `num_workers={ws[0]}` the ratio was {times(mean(sh0) / mean(sf0))}."
+    return Finding("shuffled_gap_max_workers", text, mid, "×", interval=runs_interval(lo, hi, min(len(sh), len(sf))),
+                   values=dict(workers=w, direction=d, shard=mean(sh), small_files=mean(sf)))
 
 
 def _transfer_row(res, batch_size: int, payload: str = "bytes") -> pd.Series | None:
@@ -151,32 +159,49 @@ def _transfer_row(res, batch_size: int, payload: str = "bytes") -> pd.Series | N
 
 
 def _one_worker(res, e) -> Finding | None:
+    """One worker against none (the hand-over check): the extra time per batch; the detail behind it is
+    :func:`_one_worker_detail`, shown in the note beside the chart."""
     bs = int(res.parameters.get("batch_size", 64))
     row = _transfer_row(res, bs)
     if row is None:
         return None
+    extra, lo, hi, n = row["extra_ms_per_batch"], row["extra_min"], row["extra_max"], int(row["n"])
+    d = 1 if lo > 0 else -1 if hi < 0 else 0
+    text = (
+        f"**One worker vs none** (warm, shard in order, batch {int(row['batch_size'])}): "
+        f"{num(row['w1_ms_per_batch'], 'ms')} per batch with one worker against {num(row['w0_ms_per_batch'], 'ms')} "
+        f"with none. "
+    )
+    text += fnd.choose(d, f"Handing each batch from the worker to the main process added **{num(extra, 'ms')}** "
+                          f"({over_runs(lo, hi, n, 'ms', 'paired runs')}).",
+                       f"One worker saved {num(-extra, 'ms')} per batch "
+                       f"({over_runs(-hi, -lo, n, 'ms', 'paired runs')}): the hand-over cost less than the work it "
+                       "took off the main process.",
+                       f"The difference ({num(extra, 'ms')}, {over_runs(lo, hi, n, 'ms', 'paired runs')}) is within "
+                       "the runs' spread: one worker neither costs nor saves measurably.")
+    return Finding("one_worker", text, extra, "ms", interval=runs_interval(lo, hi, n), values=dict(direction=d))
+
+
+def _one_worker_detail(res) -> str:
+    """What the hand-over check adds to :func:`_one_worker`: the main process's CPU per received batch,
+    how the extra scales with the batch size, and bytes against lengths."""
+    row = _transfer_row(res, int(res.parameters.get("batch_size", 64)))
+    if row is None or not row["extra_min"] > 0:
+        return ""
     tc = transfer_cost(res.table("transfer"))
     by = tc[tc["payload"] == "bytes"].sort_values("batch_size")
-    extra, lo, hi = row["extra_ms_per_batch"], row["extra_min"], row["extra_max"]
-    d = 1 if lo > 0 else -1 if hi < 0 else 0
-    text = (f"**One worker vs none** (warm, shard in order, batch {int(row['batch_size'])}): "
-            f"{num(row['w1_ms_per_batch'], 'ms')} per batch with one worker against {num(row['w0_ms_per_batch'], 'ms')} "
-            f"with none. ")
-    text += fnd.choose(d, f"Handing each batch from the worker to the main process added **{num(extra, 'ms')}** "
-                          f"({fnd.span(lo, hi, 'ms')} over {int(row['n'])} paired runs); the main process "
-                          f"spent {num(row['main_cpu_ms_per_batch_w1'], 'ms')} of CPU receiving each batch.",
-                       f"One worker saved {num(-extra, 'ms')} per batch ({fnd.span(-hi, -lo, 'ms')}): the "
-                       "hand-over cost less than the work it took off the main process.",
-                       f"The difference ({num(extra, 'ms')}, {fnd.span(lo, hi, 'ms')}) is within the runs' "
-                       "spread: one worker neither costs nor saves measurably.")
-    if len(by) >= 2 and d > 0:
+    text = f"The main process spent {num(row['main_cpu_ms_per_batch_w1'], 'ms')} of CPU receiving each batch."
+    if len(by) >= 2:
         a, b = by.iloc[0], by.iloc[-1]
         amort = fnd.direction(a["extra_us_per_sample"], b["extra_us_per_sample"], tol=0.25)
-        text += (f" Per sample the extra fell from {num(a['extra_us_per_sample'], 'µs')} at batch "
-                 f"{int(a['batch_size'])} to {num(b['extra_us_per_sample'], 'µs')} at batch {int(b['batch_size'])}"
-                 if amort > 0 else
-                 f" Per sample the extra went from {num(a['extra_us_per_sample'], 'µs')} at batch {int(a['batch_size'])} "
-                 f"to {num(b['extra_us_per_sample'], 'µs')} at batch {int(b['batch_size'])}")
+        text += (
+            f" Per sample the extra fell from {num(a['extra_us_per_sample'], 'µs')} at batch "
+            f"{int(a['batch_size'])} to {num(b['extra_us_per_sample'], 'µs')} at batch {int(b['batch_size'])}"
+            if amort > 0
+            else f" Per sample the extra went from {num(a['extra_us_per_sample'], 'µs')} at batch "
+            f"{int(a['batch_size'])} "
+            f"to {num(b['extra_us_per_sample'], 'µs')} at batch {int(b['batch_size'])}"
+        )
         text += fnd.choose(amort, ": a cost paid per batch, which larger batches amortise.",
                            ": larger batches cost more than in proportion to their size.",
                            ": about the same, a cost paid per sample (and, samples being of one size, per byte), "
@@ -189,9 +214,7 @@ def _one_worker(res, e) -> Finding | None:
             text += (f"; with samples returned as their length (as the source's Datasets did), "
                      f"{num(fit_len[0], 'ms')} per batch plus {num(fit_len[1], 'µs')} per sample."
                      if fit_len is not None else ".")
-    if d > 0:
-        text += _payload_sentence(res, row)
-    return Finding("one_worker", text, extra, "ms", interval=(lo, hi), values=dict(direction=d))
+    return text + _payload_sentence(res, row)
 
 
 def _payload_sentence(res, row) -> str:
@@ -214,9 +237,12 @@ def _payload_sentence(res, row) -> str:
         return text
     # the two payloads' extra per batch, as ranges over the paired runs: overlapping ranges are level
     d = fnd.direction([row["extra_min"], row["extra_max"]], [length["extra_min"], length["extra_max"]], tol=0.10)
-    text += (f" At batch {bs}, with lengths (no bytes to share), the hand-over added "
-             f"{num(length['extra_ms_per_batch'], 'ms')} per batch ({fnd.span(length['extra_min'], length['extra_max'], 'ms')}), "
-             f"against {num(row['extra_ms_per_batch'], 'ms')} with bytes: ")
+    text += (
+        f" At batch {bs}, with lengths (no bytes to share), the hand-over added "
+        f"{num(length['extra_ms_per_batch'], 'ms')} per batch "
+        f"({over_runs(length['extra_min'], length['extra_max'], int(length['n']), 'ms', 'paired runs')}), "
+        f"against {num(row['extra_ms_per_batch'], 'ms')} with bytes: "
+    )
     text += fnd.choose(
         d, "moving the bytes accounts for the difference, and the rest is paid per batch whatever it holds.",
         "more than with bytes, so the cost does not come from the bytes.",
@@ -306,7 +332,8 @@ def plateau_note(res) -> str:
         if hi > (1 + PLATEAU_TOL) * rate:
             text += ": above it, so the check's receive cost does not bound the sweep. "
         elif lo >= (1 - PLATEAU_TOL) * rate:
-            text += f": within {pct(PLATEAU_TOL)} of it, so the plateau matches the main process's cost of receiving batches. "
+            text += (f": within {pct(PLATEAU_TOL)} of it, "
+                     "so the plateau matches the main process's cost of receiving batches. ")
         else:
             text += ": below it. "
     if p["busy"].max() < MAIN_BOUND_SHARE:
@@ -347,8 +374,8 @@ def plateau_cause(res, plateau: pd.DataFrame | None = None, cache: str = "warm")
         return text + "The hand-over check has no run with PyTorch's default hand-over to compare against."
     others = {m: v for m, v in runs.items() if m != "file descriptor" and v}
     text += (f"Warm, shard in order, `num_workers={w}`: PyTorch's default hand-over (the batch in shared memory, its "
-             f"file descriptor fetched from the worker) ran at {num(_mean(base))} batches/s; "
-             + "; ".join(f"{m}: {num(_mean(v))} batches/s, {fnd.compare(v, base, tol=PLATEAU_TOL)} the default"
+             f"file descriptor fetched from the worker) ran at {num(mean(base))} batches/s; "
+             + "; ".join(f"{m}: {num(mean(v))} batches/s, {fnd.compare(v, base, tol=PLATEAU_TOL)} the default"
                          for m, v in others.items()) + ". ")
     faster = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) > 0]
     slower = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) < 0]
@@ -378,34 +405,32 @@ def _main_bound(res, e) -> Finding | None:
     if part.empty:
         part = e[e["workers"] == w]
     cache = part["cache"].iloc[0]
-    busy = {k: _values(part, "main_busy", kind=k) for k in KINDS}
-    waiting = {k: _values(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
-    bps = {k: _values(part, "batches_per_s", kind=k) for k in KINDS}
+    busy = {k: values_of(part, "main_busy", kind=k) for k in KINDS}
+    waiting = {k: values_of(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
+    bps = {k: values_of(part, "batches_per_s", kind=k) for k in KINDS}
     busy = {k: v for k, v in busy.items() if v}
     if not busy:
         return None
     # wanting the CPU = on it, or runnable and waiting for it (a machine with too few cores)
-    demand = {k: _mean(v) + (_mean(waiting[k]) if waiting.get(k) else 0.0) for k, v in busy.items()}
+    demand = {k: mean(v) + (mean(waiting[k]) if waiting.get(k) else 0.0) for k, v in busy.items()}
     bound = [k for k in busy if demand[k] >= MAIN_BOUND_SHARE]
     free = [k for k in busy if k not in bound]
     label = cold_label(res) if cache == "cold" else cache
 
     def part_text(k):
-        t = f"{LABELS[k]}: on a CPU {pct(_mean(busy[k]))}"
+        t = f"{LABELS[k]}: on a CPU {pct(mean(busy[k]))}"
         if waiting.get(k):
-            t += f", waiting for one {pct(_mean(waiting[k]))}"
-        return t + f" ({num(_mean(bps[k]))} batches/s)"
+            t += f", waiting for one {pct(mean(waiting[k]))}"
+        return t + f" ({num(mean(bps[k]))} batches/s)"
 
-    text = (f"**The main process at `num_workers={w}`** ({label}), share of the steady state its receiving thread "
-            "spent: " + "; ".join(part_text(k) for k in busy) + ". ")
-    if any(waiting.get(k) and _mean(waiting[k]) >= 0.1 for k in busy):
-        text += "Waiting for a CPU means this machine had fewer free cores than runnable processes. "
+    text = (f"**The main process at `num_workers={w}`** ({label}) wanted a CPU (on one, or waiting for one) "
+            f"{fnd.span(100 * min(demand.values()), 100 * max(demand.values()), '%')} of the steady state, "
+            "depending on the layout: ")
     if not free:
-        text += (f"Wanting the CPU at least {pct(MAIN_BOUND_SHARE)} of the time for every layout, it is the "
-                 "bottleneck: it cannot take batches faster, however many workers prepare them, so each layout runs "
-                 "at the rate the main process receives batches")
-        sh = _values(part, "steady_MBps", kind="shard")
-        sf = _values(part, "steady_MBps", kind="small_files")
+        text += (f"at least {pct(MAIN_BOUND_SHARE)} for every layout, so it is the bottleneck: it cannot take "
+                 "batches faster, however many workers prepare them")
+        sh = values_of(part, "steady_MBps", kind="shard")
+        sf = values_of(part, "steady_MBps", kind="small_files")
         if sh and sf:
             d = fnd.direction(sh, sf)
             text += fnd.choose(d, f"; the shuffled shard still ran {fnd.compare(sh, sf)} the small files.",
@@ -414,15 +439,18 @@ def _main_bound(res, e) -> Finding | None:
         else:
             text += "."
     elif not bound:
-        text += (f"Wanting the CPU less than {pct(MAIN_BOUND_SHARE)} of the time for every layout, it had time to "
-                 "spare: its CPU time was not the limit.")
+        text += f"less than {pct(MAIN_BOUND_SHARE)} for every layout: it had time to spare."
     else:
-        text += (f"It is the bottleneck (wanting the CPU at least {pct(MAIN_BOUND_SHARE)} of the time) for "
-                 + ", ".join(LABELS[k] for k in bound) + "; for " + ", ".join(LABELS[k] for k in free)
+        text += (f"at least {pct(MAIN_BOUND_SHARE)} for " + ", ".join(LABELS[k] for k in bound)
+                 + ", where it is the bottleneck; for " + ", ".join(LABELS[k] for k in free)
                  + " it had time to spare.")
-    text += _ceiling_sentence(res, e)
+    detail = ("Share of the steady state its receiving thread spent: " + "; ".join(part_text(k) for k in busy)
+              + ".")
+    if any(waiting.get(k) and mean(waiting[k]) >= 0.1 for k in busy):
+        detail += " Waiting for a CPU means this machine had fewer free cores than runnable processes."
+    detail += _ceiling_sentence(res, e)
     share = demand["shard"] if "shard" in demand else min(demand.values())
-    return Finding("main_process", text, 100 * share, "%", values=dict(bound=bound, workers=w))
+    return Finding("main_process", text, 100 * share, "%", values=dict(bound=bound, workers=w, detail=detail))
 
 
 def _first_batch(res, e) -> Finding | None:
@@ -457,7 +485,10 @@ def _text(f: Finding | None, default: str = "") -> str:
 
 def hand_over_note(res) -> str:
     """The hand-over check's result (one worker vs none, warm), or why it is missing."""
-    return _text(_one_worker(res, _epochs(res)), "The hand-over check was switched off (`transfer_batch_sizes = []`).")
+    f = _one_worker(res, _epochs(res))
+    if f is None:
+        return "The hand-over check was switched off (`transfer_batch_sizes = []`)."
+    return " ".join(t for t in (f.text, _one_worker_detail(res)) if t)
 
 
 def main_process_table(res) -> pd.DataFrame:
@@ -476,7 +507,8 @@ def main_process_table(res) -> pd.DataFrame:
 
 def main_process_note(res) -> str:
     """How busy the main process was at the most workers, and whether that makes it the bottleneck."""
-    return _text(_main_bound(res, _epochs(res)), "The sweep had no run with workers.")
+    f = _main_bound(res, _epochs(res))
+    return f"{f.text} {f.values['detail']}" if f is not None else "The sweep had no run with workers."
 
 
 def first_batch_note(res) -> str:
@@ -501,7 +533,7 @@ def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
     if r is None:
         return "Chapter 2 has not been run here, and no reference result of it is committed."
     try:
-        f = storage._cold_gap(r)
+        f = storage.cold_gap(r)
     except (KeyError, ValueError, IndexError):
         return ""
     if f.value is None:
@@ -518,11 +550,11 @@ def one_worker_note(res) -> str:
     lines = []
     for cache in dict.fromkeys(e["cache"]):
         for k in KINDS:
-            a, b = _values(e, "steady_MBps", cache=cache, workers=1, kind=k), _values(e, "steady_MBps", cache=cache,
+            a, b = values_of(e, "steady_MBps", cache=cache, workers=1, kind=k), values_of(e, "steady_MBps", cache=cache,
                                                                                   workers=0, kind=k)
             if a and b:
                 lines.append(f"{LABELS[k]}, {cache}: one worker {fnd.compare(a, b)} none "
-                             f"({num(_mean(a), 'MB/s')} vs {num(_mean(b), 'MB/s')})")
+                             f"({num(mean(a), 'MB/s')} vs {num(mean(b), 'MB/s')})")
     return ("In the sweep (steady state): " + "; ".join(lines) + ".") if lines else ""
 
 
@@ -534,10 +566,10 @@ def cold_vs_warm_note(res) -> str:
     parts, ratios = [], []
     for w in sorted({min(e["workers"]), max(e["workers"])}):
         for k in KINDS:
-            c, h = _values(e, "steady_MBps", cache="cold", workers=w, kind=k), _values(e, "steady_MBps", cache="warm",
-                                                                                   workers=w, kind=k)
+            c = values_of(e, "steady_MBps", cache="cold", workers=w, kind=k)
+            h = values_of(e, "steady_MBps", cache="warm", workers=w, kind=k)
             if c and h:
-                r = _mean(h) / _mean(c)
+                r = mean(h) / mean(c)
                 ratios.append(r)
                 parts.append(f"{LABELS[k]}, `num_workers={w}`: {times(r)}")
     if not ratios:
@@ -545,16 +577,19 @@ def cold_vs_warm_note(res) -> str:
     label = cold_label(res)
     text = f"Warm ÷ {label} steady-state throughput: " + "; ".join(parts) + ". "
     w0 = min(e["workers"])
-    sh = _values(e, "steady_MBps", cache="warm", workers=w0, kind="shard_in_order")
-    sf = _values(e, "steady_MBps", cache="warm", workers=w0, kind="small_files")
+    sh = values_of(e, "steady_MBps", cache="warm", workers=w0, kind="shard_in_order")
+    sf = values_of(e, "steady_MBps", cache="warm", workers=w0, kind="small_files")
     if sh and sf:
         from datajourney.chapters.common import NEAR_ONE
 
         mid, lo, hi = fnd.ratio_interval(sh, sf)
         near = fnd.direction(sh, sf) == 0 or 1 / NEAR_ONE <= mid <= NEAR_ONE
-        text += (f"Warm, with `num_workers={w0}`, the in-order shard ran at {times(mid)} ({fnd.span(lo, hi, '×')}) the "
-                 "small files' throughput; the source reports that warm the difference \u201ccollapses to near 1x\u201d: "
-                 + ("here it does. " if near else "here it does not. "))
+        text += (
+            f"Warm, with `num_workers={w0}`, the in-order shard ran at {times(mid)} "
+            f"({over_runs(lo, hi, min(len(sh), len(sf)))}) the "
+            "small files' throughput; the source reports that warm the difference \u201ccollapses to near 1x\u201d: "
+            + ("here it does. " if near else "here it does not. ")
+        )
     hi, lo = max(ratios), min(ratios)
     text += (f"The cache state changes throughput by between {times(lo)} and {times(hi)} here"
              + (", an order of magnitude or more in the largest case." if hi >= 10 else
@@ -572,11 +607,13 @@ def workers_gain_note(res) -> str:
     cache = "cold" if "cold" in set(e["cache"]) else e["cache"].iloc[0]
     parts = []
     for k in KINDS:
-        a, b = _values(e, "steady_MBps", cache=cache, workers=w, kind=k), _values(e, "steady_MBps", cache=cache, workers=0,
-                                                                              kind=k)
+        a, b = (
+            values_of(e, "steady_MBps", cache=cache, workers=w, kind=k),
+            values_of(e, "steady_MBps", cache=cache, workers=0, kind=k),
+        )
         if a and b:
             mid, lo, hi = fnd.ratio_interval(a, b)
-            parts.append(f"{LABELS[k]} {times(mid)} ({fnd.span(lo, hi, '×')})")
+            parts.append(f"{LABELS[k]} {times(mid)} ({over_runs(lo, hi, min(len(a), len(b)))})")
     if not parts:
         return ""
     label = cold_label(res) if cache == "cold" else cache
@@ -598,8 +635,7 @@ def published_note(res) -> str:
             f = None
         if fig is None or f is None:
             continue
-        lo, hi = f.interval
-        inside = lo <= fig.mean <= hi
+        inside = f.interval is not None and f.interval[0] <= fig.mean <= f.interval[1]
         out.append(f"`num_workers={w}`: published {fig.text}, this run {f.headline}"
                    + (" (the published figure lies within this run's range)" if inside else
                       f" ({times(f.value / fig.mean)} the published figure)"))
@@ -654,18 +690,18 @@ def in_order_note(res) -> str:
     ws = sorted(set(e["workers"]))
     if cache is None or 0 not in ws or len(ws) < 2:
         return ""
-    none = _values(e, "steady_MBps", cache=cache, workers=0, kind="shard_in_order")
+    none = values_of(e, "steady_MBps", cache=cache, workers=0, kind="shard_in_order")
     if not none:
         return ""
-    per = {w: _values(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order") for w in ws if w}
+    per = {w: values_of(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order") for w in ws if w}
     per = {w: v for w, v in per.items() if v}
     slower = [w for w, v in per.items() if fnd.direction(v, none) < 0]
     if not slower:
         return ""
     label = cold_label(res)
     every = len(slower) == len(per)
-    text = (f"Read {label}, the in-order shard ran at **{num(_mean(none), 'MB/s')}** with no workers and at "
-            + ", ".join(f"{num(_mean(v), 'MB/s', with_unit=False)} (`num_workers={w}`)" for w, v in per.items())
+    text = (f"Read {label}, the in-order shard ran at **{num(mean(none), 'MB/s')}** with no workers and at "
+            + ", ".join(f"{num(mean(v), 'MB/s', with_unit=False)} (`num_workers={w}`)" for w, v in per.items())
             + " MB/s with workers: "
             + ("slower with every worker count measured" if every else
                "slower with `num_workers=" + "`, `".join(str(w) for w in slower) + "`")
@@ -709,13 +745,13 @@ def in_order_cause(res) -> str:
         warm_text, warm_level = "", None
     else:
         w = ws[-1]
-        c = _values(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
-        h = _values(e, "steady_MBps", cache="warm", workers=w, kind="shard_in_order")
+        c = values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
+        h = values_of(e, "steady_MBps", cache="warm", workers=w, kind="shard_in_order")
         if c and h:
             d = fnd.direction(c, h, tol=COLD_WARM_TOL)
             warm_level = d >= 0
             warm_text = (f"With `num_workers={w}` the {cold_label(res)} read ran {fnd.compare(c, h)} the warm one "
-                         f"({num(_mean(c), 'MB/s')} vs {num(_mean(h), 'MB/s')}, warm: no device at all)")
+                         f"({num(mean(c), 'MB/s')} vs {num(mean(h), 'MB/s')}, warm: no device at all)")
         else:
             warm_text, warm_level = "", None
     dev0, devw = _request_kib(e, 0), (_request_kib(e, ws[-1]) if ws else None)
@@ -797,7 +833,8 @@ def hand_over_table(res) -> pd.DataFrame:
         "no worker (ms)": tc["w0_ms_per_batch"],
         "one worker (ms)": tc["w1_ms_per_batch"],
         "extra (ms)": tc["extra_ms_per_batch"],
-        "extra, min–max (ms)": [fnd.span(a, b) for a, b in zip(tc["extra_min"], tc["extra_max"])],
+        "extra, min–max over the runs (ms)": [fnd.span(a, b) if n >= MIN_RUNS_FOR_RANGE else f"{int(n)} runs"
+                                              for a, b, n in zip(tc["extra_min"], tc["extra_max"], tc["n"])],
         "CPU, main alone (ms)": tc["main_cpu_ms_per_batch_w0"],
         "CPU, worker (ms)": tc["worker_cpu_ms_per_batch_w1"],
         "CPU, main receiving (ms)": tc["main_cpu_ms_per_batch_w1"],
@@ -816,3 +853,95 @@ def main_process_display(res) -> pd.DataFrame:
         "batches/s": mp["batches_per_s"],
     })
     return out.dropna(axis=1, how="all")
+
+
+def latency_note(res) -> str:
+    """What "cold" meant in this run: the one classification of :func:`common.cold_verdict` (chapter 2's
+    latency check of the same run when there is one, else this chapter's own), saying which it used."""
+    v = cold_verdict(res)
+    own = latency_stats(res)
+    text = v.sentence()
+    if v.source.startswith("chapter 2") and own is not None:
+        text += (f" This chapter's own check, on its own data set, measured a median of {num(own['median_us'], 'µs')}"
+                 f" ({own['reads']:,} reads); the label follows chapter 2's, measured once for the whole run.")
+    return text
+
+
+# --------------------------------------------------------------------------- the opening
+def _best_workers(e: pd.DataFrame, kind: str, cache: str) -> tuple[int, list[float], list[float]] | None:
+    """The fewest workers whose steady MB/s for ``kind`` is level with the fastest count's (within the
+    runs' spread, so a CPU is not spent on noise), its runs and those with no workers; None when not measured."""
+    runs = {int(w): values_of(e, "steady_MBps", cache=cache, workers=w, kind=kind) for w in sorted(set(e["workers"]))}
+    runs = {w: v for w, v in runs.items() if v}
+    if 0 not in runs:
+        return None
+    top = max(runs, key=lambda w: mean(runs[w]))
+    best = min(w for w, v in runs.items() if fnd.direction(v, runs[top]) >= 0)
+    return best, runs[best], runs[0]
+
+
+def _loader_snippet(res, workers: int) -> str:
+    bs = int(res.parameters.get("batch_size", 64))
+    return f"loader = DataLoader(dataset, batch_size={bs}, shuffle=True, num_workers={workers})"
+
+
+def opening(res) -> Opening:
+    """What the chapter opens with: the layout gap without workers, what the most workers left of it, and
+    the cost of starting them, one sentence each; then the worker count and the layout this run's numbers
+    choose, with their measured gain."""
+    e = _epochs(res)
+    cache = "cold" if "cold" in set(e["cache"]) else "warm"
+    label = cold_label(res) if cache == "cold" else cache
+    out, actions = [], []
+    f0 = _published_finding(res, e, 0, cache=cache)
+    if f0 is not None:
+        verdict = fnd.choose(f0.values["direction"], f"**{times(f0.value)} faster than**",
+                             f"**{times(1 / f0.value)} slower than**", "**level with**")
+        out.append(Finding(f0.key, f"{label.capitalize()}, with `num_workers=0`, one shard read in order ran "
+                           f"{verdict} the same samples as shuffled small files ({num(f0.values['shard'], 'MB/s')} "
+                           f"against {num(f0.values['small_files'], 'MB/s')}).", f0.value, "×",
+                           published=f0.published, interval=f0.interval))
+    g = _shuffled_gap(res, e) if cache == "cold" else None
+    if g is not None:
+        w = g.values["workers"]
+        out.append(Finding(g.key, f"With `num_workers={w}`, both shuffled, the shard ran " + fnd.choose(
+            g.values["direction"], f"**{times(g.value)} faster than** the small files: workers narrow the gap "
+                                   "without closing it.",
+            f"**{times(1 / g.value)} slower than** the small files.",
+            f"**level with** the small files ({times(g.value)}): enough workers hide the layout.")
+            , g.value, "×", interval=g.interval))
+    fb = _first_batch(res, e)
+    if fb is not None:
+        w, w0 = int(max(e["workers"])), int(min(e["workers"]))
+        same = e[e["cache"] == fb.values["cache"]]
+        out.append(Finding(fb.key, f"Starting {w} workers delayed the first batch to **{num(fb.value, 'ms')}**, "
+                           f"{pct(same[same['workers'] == w]['first_batch_share'].mean())} of an epoch, against "
+                           f"{num(float(same[same['workers'] == w0]['first_batch_s'].mean()) * 1e3, 'ms')} with "
+                           f"`num_workers={w0}`.", fb.value, "ms", interval=fb.interval))
+    best = _best_workers(e, "small_files", cache)
+    if best is not None:
+        w, v, v0 = best
+        if w > 0 and fnd.direction(v, v0) > 0:
+            actions.append(Action(f"Set `num_workers={w}` for one file per sample: it read "
+                                  f"{num(mean(v), 'MB/s')} against {num(mean(v0), 'MB/s')} with none "
+                                  f"({times(mean(v) / mean(v0))}, {label}); "
+                                  + ("the largest count measured, so more may help." if w == max(e["workers"]) else
+                                     "more workers gained nothing measurable."),
+                                  _loader_snippet(res, w)))
+        else:
+            actions.append(Action(f"Keep `num_workers=0` for one file per sample: no worker count read faster than "
+                                  f"the main process alone here ({num(mean(v0), 'MB/s')}, {label}).",
+                                  _loader_snippet(res, 0)))
+    shard = _best_workers(e, "shard_in_order", cache)
+    if best is not None and shard is not None:
+        sw, sv, _ = shard
+        d = fnd.direction(sv, best[1])
+        actions.append(Action(
+            fnd.choose(d, f"Store the samples in a shard read in order: with `num_workers={sw}` it read "
+                          f"{num(mean(sv), 'MB/s')}, {times(mean(sv) / mean(best[1]))} the best the small files "
+                          f"reached ({num(mean(best[1]), 'MB/s')}).",
+                       f"Keep one file per sample: with workers the small files ({num(mean(best[1]), 'MB/s')}) "
+                       f"outran the shard read in order ({num(mean(sv), 'MB/s')}).",
+                       f"Keep the layout you have: at their best worker counts the shard read in order "
+                       f"({num(mean(sv), 'MB/s')}) and the small files ({num(mean(best[1]), 'MB/s')}) were level.")))
+    return Opening(out[:3], actions[:3])

@@ -1,7 +1,8 @@
-"""Chapter 4's page: what the book says about a CPU-starvation result (findings, computed notes,
-display tables) and the what-if chart of the model, with its sliders' JavaScript. The measuring
-code and the model itself (:func:`~datajourney.starvation.predicted_wait_ms`,
-:func:`~datajourney.starvation.predicted_au`) live in :mod:`datajourney.starvation`."""
+"""Chapter 4's page: what the book says about a CPU-starvation result (findings, computed notes, display tables)
+and the what-if chart of the model, with its sliders' JavaScript. The measuring code and the model itself
+(:func:`~datajourney.chapters.c04_cpu_starvation.experiment.predicted_wait_ms`,
+:func:`~datajourney.chapters.c04_cpu_starvation.experiment.predicted_au`) live in
+:mod:`datajourney.chapters.c04_cpu_starvation.experiment`."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,9 @@ from datajourney.chapters.c04_cpu_starvation.experiment import (
     predicted_wait_ms,
     workers_needed,
 )
+from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
 from datajourney.core import findings as fx
-from datajourney.core.findings import Finding
+from datajourney.core.findings import Action, Finding, Opening
 
 
 # --------------------------------------------------------------------------- published figures
@@ -157,6 +159,7 @@ def finding_drift(res) -> Finding | None:
     else:
         text += (f"A step took the same time after an idle gap of {gap1:g} ms as back-to-back "
                  f"({fx.num(top, 'ms')} vs {fx.num(base, 'ms')}): idle gaps do not change it here.")
+    head, text = text, ""   # the clocks behind it go to the note beside the chart (drift_details)
     if "base_clock" in x:
         dc = fx.direction(x["top_clock"], x["base_clock"], tol=0.01)
         text += (f" NVML's SM clock averaged {x['top_clock']:,.0f} MHz in the steps after the gap and "
@@ -170,9 +173,12 @@ def finding_drift(res) -> Finding | None:
             flag_tells = x["base_capped"] > 0.5 and x["base_capped"] - x["top_capped"] > 0.25
             drop = 1 - x["base_clock"] / x["top_clock"]
             if at_limit or flag_tells:
-                text += (f". Back-to-back the board drew {x['base_power']:,.0f} W"
-                         + (f" against its {limit:,.0f} W limit" if limit else "")
-                         + f" with the SM clock {fx.pct(drop)} below its after-gap value; after the gap it drew {x['top_power']:,.0f} W")
+                text += (
+                    f". Back-to-back the board drew {x['base_power']:,.0f} W"
+                    + (f" against its {limit:,.0f} W limit" if limit else "")
+                    + f" with the SM clock {fx.pct(drop)} below its after-gap value; after the gap it drew "
+                    f"{x['top_power']:,.0f} W"
+                )
                 if flag_tells:
                     unit = "samples" if x["capped_by"] == "samples" else "steps"
                     text += (f", and NVML reported the software power cap in {fx.pct(x['base_capped'])} of the "
@@ -193,8 +199,8 @@ def finding_drift(res) -> Finding | None:
                      "line up with the step times, so they are not the explanation here.")
     elif x["cuda"]:
         text += f" GPU clocks were not logged ({x['why'] or 'NVML not available'})."
-    return Finding("step_drift", text, value=g, unit="ms",
-                   values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d))
+    return Finding("step_drift", head, value=g, unit="ms",
+                   values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d, clocks=text.strip()))
 
 
 
@@ -206,11 +212,13 @@ def drift_details(res, *, near: float = 0.03) -> str | None:
     if x is None or not x["cuda"]:
         return None
     g = x["g"]
+    clocks_text = finding_drift(res).values.get("clocks", "")
     cal = res.table("calibration")
     drift = cal[cal["phase"] == "drift"].reset_index(drop=True)
     clocks = "sm_clock_mhz" in drift and drift["sm_clock_mhz"].notna().any()
     first = drift.iloc[0]
-    text = f"**In detail.** In the drift trace the first step after the rest took {fx.num(first['step_ms'], 'ms')}"
+    text = (clocks_text + " " if clocks_text else "") + \
+        f"**In detail.** In the drift trace the first step after the rest took {fx.num(first['step_ms'], 'ms')}"
     if clocks:
         text += f" at {first['sm_clock_mhz']:,.0f} MHz, drawing {first['power_w']:,.0f} W"
     reached = drift.index[(drift["step_ms"] - g).abs() <= near * g]
@@ -320,11 +328,11 @@ def finding_prefetch(res) -> Finding | None:
     w, d = int(pf["workers"].iloc[0]), float(pf["d_ms"].iloc[0])
     b = int(pf["batch_size"].iloc[0]) if "batch_size" in pf else int(res.parameters["batch_size"])
     load = d * b / w / g
-    phrases, value, interval, lo, hi, wide = [], None, None, None, None, []
+    phrases, value, interval, lo, hi = [], None, None, None, None
     for cost in [c for c in COST_PROFILES if c in set(pf["cost"])]:
         e = prefetch_effect(pf, cost)
         lo, hi, n = e["lo"], e["hi"], e["runs"]
-        per_run = fx.span(e["low"], e["high"], "×") + " per run"
+        per_run = fx.span(e["low"], e["high"], "×") + " per run" if n >= MIN_RUNS_FOR_RANGE else f"{n} runs"
         move = f"from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')}"
         if n < 2:
             verb = (fx.choose(e["direction"], f"cut the mean wait {move} ({fx.times(e['ratio'])} in its one run)",
@@ -334,33 +342,25 @@ def finding_prefetch(res) -> Finding | None:
             verb = f"cut the mean wait {move} ({fx.times(e['ratio'])} on the means; shorter in every run, {per_run})"
         elif e["direction"] < 0:
             verb = (f"raised the mean wait {move} ({fx.times(1 / e['ratio'])} on the means; longer in every run, "
-                    f"{fx.span(1 / e['high'], 1 / e['low'], '×')} per run)")
+                    + (f"{fx.span(1 / e['high'], 1 / e['low'], '×')} per run)" if n >= MIN_RUNS_FOR_RANGE
+                       else f"{n} runs)"))
         elif e["low"] > 1:
-            verb = (f"lowered the wait in every run, but by only {per_run} ({move} on the means, "
-                    f"{fx.num(e['shallow_ms'] - e['deep_ms'], 'ms')} of a {fx.num(g, 'ms')} step): not by more "
-                    f"than {fx.pct(e['tol'])} in every run, which is within this chapter's tolerance, so no "
-                    "consistent effect")
+            verb = (f"lowered the wait only slightly ({move} on the means, "
+                    f"{fx.num(e['shallow_ms'] - e['deep_ms'], 'ms')} of a {fx.num(g, 'ms')} step): "
+                    f"not by more than {fx.pct(e['tol'])} in every run, so no consistent effect")
         elif e["high"] < 1:
-            verb = (f"raised the wait in every run, but by only {fx.span(1 / e['high'], 1 / e['low'], '×')} "
-                    f"per run ({move} on the means, {fx.num(e['deep_ms'] - e['shallow_ms'], 'ms')} of a "
-                    f"{fx.num(g, 'ms')} step): not by more "
-                    f"than {fx.pct(e['tol'])} in every run, which is within this chapter's tolerance, so no "
-                    "consistent effect")
+            verb = (f"raised the wait only slightly ({move} on the means, "
+                    f"{fx.num(e['deep_ms'] - e['shallow_ms'], 'ms')} of a {fx.num(g, 'ms')} step): "
+                    f"not by more than {fx.pct(e['tol'])} in every run, so no consistent effect")
         else:
-            verb = (f"made no consistent difference ({move}; per-run ratio {fx.span(e['low'], e['high'], '×')}, "
-                    "shorter in some runs and longer in others)")
+            verb = f"made no consistent difference ({move}; shorter in some runs and longer in others)"
         if cost == "variable" or value is None:
-            value, interval = e["ratio"], ((e["low"], e["high"]) if n > 1 else None)
+            value, interval = e["ratio"], ((e["low"], e["high"]) if n >= MIN_RUNS_FOR_RANGE else None)
         phrases.append(f"with {cost} per-sample cost it {verb}")
-        for k, runs in ((lo, e["shallow_runs"]), (hi, e["deep_runs"])):
-            if len(runs) > 1 and fx.cv(runs) > fx.HIGH_SPREAD:
-                wide.append(f"{cost} cost at prefetch_factor {k}: {fx.span(min(runs), max(runs), 'ms')}")
     return Finding(
         "prefetch_balanced",
-        f"**`prefetch_factor` where it can matter**: with the work sized so that `D·B/W` is just under `G` "
-        f"({fx.num(d * b / w, 'ms')}, {fx.pct(load)} of {fx.num(g, 'ms')}; D = {fx.num(d, 'ms')}, W = {w}), "
-        f"raising `prefetch_factor` from {lo} to {hi}: " + "; ".join(phrases) + "."
-        + (f" The runs spread widely ({'; '.join(wide)}): read these as ranges." if wide else ""),
+        f"**`prefetch_factor` where it can matter** (`D·B/W` at {fx.pct(load)} of `G`, W = {w}), raising it from "
+        f"{lo} to {hi}: " + "; ".join(phrases) + ".",
         value=value, unit="×", interval=interval)
 
 
@@ -395,7 +395,8 @@ def finding_boundary(res) -> Finding:
     text += "."
     r, rlo, rhi = fx.ratio_interval(non, per)
     return Finding("epoch_boundary", text, value=mn - mp, unit="ms",
-                   interval=(min(non) - max(per), max(non) - min(per)) if len(non) > 1 else None,
+                   interval=(min(non) - max(per), max(non) - min(per))
+                   if min(len(non), len(per)) >= MIN_RUNS_FOR_RANGE else None,
                    values=dict(non_ms=mn, persistent_ms=mp, ratio=r, ratio_low=rlo, ratio_high=rhi))
 
 
@@ -421,7 +422,7 @@ def step_sentence(res) -> str:
                 "run's are real.")
     first = m.get("step_first_ms")
     text = (f"Training step on this machine: **{m['step_kind']}**, {m.get('step_units')} matrix products, "
-            f"calibrated back-to-back to `G` = **{fx.num(g, 'ms')}** in steady state (target "
+            f"calibrated back-to-back to `G` = **{fx.num(g, 'ms')}** in steady state (asked for "
             f"{fx.num(m.get('step_g_target_ms', res.parameters['g_ms']), 'ms')})")
     if first:
         text += f"; the first of those steps after a rested GPU took {fx.num(first, 'ms')}"
@@ -733,8 +734,11 @@ def prefetch_sentence(res) -> str | None:
                 notes.append((fx.cv(runs), f"{cost} cost at prefetch_factor {int(k)}", runs))
         parts.append(f"{cost} cost, " + ", ".join(items))
     runs = int(pf["run"].nunique()) if "run" in pf else 1
-    text = ("Mean wait per step by `prefetch_factor` ("
-            + (f"mean of {runs} runs, min–max over the runs" if runs > 1 else "one run") + "): "
+    g, w, d = _g(res), int(pf["workers"].iloc[0]), float(pf["d_ms"].iloc[0])
+    b = int(pf["batch_size"].iloc[0]) if "batch_size" in pf else int(res.parameters["batch_size"])
+    text = (f"The balanced case sizes the work so that `D·B/W` is just under `G` ({fx.num(d * b / w, 'ms')} against "
+            f"{fx.num(g, 'ms')}; D = {fx.num(d, 'ms')}, W = {w}). Mean wait per step by `prefetch_factor` ("
+            + (f"mean of {runs} runs, min–max over {runs} runs" if runs > 1 else "one run") + "): "
             + "; ".join(parts) + ".")
     if notes:   # the widest spread gets the full comment, the others are named
         notes.sort(key=lambda n: -n[0])
@@ -908,3 +912,67 @@ def takeaways(res) -> str:
     out.append("* Move work off the critical path: pre-tokenise or pre-decode once, offline, when the same samples "
                "are seen many times.")
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- the opening
+def _loader_snippet(res, workers: int, persistent: bool, prefetch: int | None) -> str:
+    """The ``DataLoader(...)`` call with the settings this run chose (``prefetch`` None: PyTorch's default)."""
+    args = [f"batch_size={int(res.parameters['batch_size'])}", f"num_workers={workers}"]
+    if workers > 0 and persistent:
+        args.append("persistent_workers=True")
+    if workers > 0 and prefetch is not None:
+        args.append(f"prefetch_factor={prefetch}")
+    return "loader = DataLoader(dataset, " + ", ".join(args) + ")"
+
+
+def opening(res) -> Opening:
+    """What the chapter opens with: the wait with no workers, with the published worker count, and at the
+    epoch boundary, one sentence each; then the worker count, ``persistent_workers`` and ``prefetch_factor``
+    this run's numbers choose, with their measured effect, as one ``DataLoader`` call."""
+    f0, fw, fb = finding_w0(res), finding_w4(res), finding_boundary(res)
+    w = int(fw.key.rsplit("w", 1)[-1])
+    au = fw.values["au"]
+    out = [
+        Finding(f0.key, f"With no workers each step waited **{fx.num(f0.value, 'ms')}** for data, and the accelerator "
+                        f"sat idle {fx.pct(f0.values['idle_share'])} of the time.", f0.value, "ms",
+                published=f0.published),
+        Finding(fw.key, f"With {w} workers the wait fell to **{fx.num(fw.value, 'ms')}** per step: the loader "
+                        f"{_keeps(au)}, with the accelerator busy {fx.pct(au)} of the time.", fw.value, "ms",
+                published=fw.published),
+    ]
+    x = boundary_numbers(res)
+    d_pw = fx.direction(x["non"], x["per"], tol=0.05)
+    out.append(Finding(fb.key, "At each new epoch, `persistent_workers=True` " + fx.choose(
+        d_pw, f"saved **{fx.num(fb.value, 'ms')}** of waiting", f"cost **{fx.num(-fb.value, 'ms')}** more waiting",
+        f"made no clear difference (**{fx.num(fb.value, 'ms')}**)") + " before the first step.", fb.value, "ms",
+        interval=fb.interval))
+    sw = _sweep(res)
+    need = finding_sweep(res).value
+    g = _g(res)
+    actions = []
+    pf = res.table("prefetch") if "prefetch" in res.tables else pd.DataFrame()
+    deeper = None
+    if not pf.empty and pf["prefetch_factor"].nunique() > 1:
+        helped = [c for c in dict.fromkeys(pf["cost"]) if prefetch_effect(pf, c)["direction"] > 0]
+        deeper = int(pf["prefetch_factor"].max()) if helped else None
+    if need is not None:
+        rows = sw[sw["workers"] == need]
+        w0 = sw[sw["workers"] == 0]
+        gain = (f": the mean wait fell from {fx.num(w0['wait_ms'].mean(), 'ms')} with none to "
+                f"{fx.num(rows['wait_ms'].mean(), 'ms')}" if len(rows) and len(w0) else "")
+        text = (f"Give the loader `num_workers={int(need)}` (a free core each) when a batch costs about as much CPU "
+                f"as here{gain}, and the accelerator stays busy at least {fx.pct(AU_THRESHOLD)} of each "
+                f"{fx.num(g, 'ms')} step.")
+        actions.append(Action(text, _loader_snippet(res, int(need), d_pw > 0, deeper)))
+    else:
+        actions.append(Action(f"No worker count in this sweep (up to {int(sw['workers'].max())}) kept the "
+                              "accelerator busy: pre-process offline, or run on a machine with more cores."))
+    actions.append(Action(fx.choose(
+        d_pw, f"Set `persistent_workers=True`: it saved {fx.num(fb.value, 'ms')} at every epoch start here.",
+        f"Leave `persistent_workers` off: here it cost {fx.num(-fb.value, 'ms')} more at every epoch start.",
+        "`persistent_workers` is optional here: it made no clear difference at the epoch boundary.")))
+    if deeper is not None:
+        e = prefetch_effect(pf, "variable" if "variable" in set(pf["cost"]) else pf["cost"].iloc[0])
+        actions.append(Action(f"Raise `prefetch_factor` to {deeper} when per-sample cost varies: it cut the mean "
+                              f"wait from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')} here."))
+    return Opening(out, actions[:3])

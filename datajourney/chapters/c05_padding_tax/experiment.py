@@ -625,9 +625,12 @@ def efficiencies(lengths: list[int], *, eos: str, batch_size: int, context: int)
 
 #: Which column of :func:`template_comparison` each published figure of the chapter is compared with.
 PUBLISHED_COLUMNS = {
-    "first batch: shortest sample": ("first_batch_min", 1), "first batch: longest sample": ("first_batch_max", 1),
-    "first batch: mean length": ("first_batch_mean", 1), "first batch: median length": ("first_batch_median", 1),
-    "efficiency, pad to context": ("first_batch_pad_to_context", 100), "efficiency, packed": ("first_batch_greedy_pack", 100),
+    "first batch: shortest sample": ("first_batch_min", 1),
+    "first batch: longest sample": ("first_batch_max", 1),
+    "first batch: mean length": ("first_batch_mean", 1),
+    "first batch: median length": ("first_batch_median", 1),
+    "efficiency, pad to context": ("first_batch_pad_to_context", 100),
+    "efficiency, packed": ("first_batch_greedy_pack", 100),
     "packed ÷ pad to context": ("first_batch_ratio", 1),
 }
 

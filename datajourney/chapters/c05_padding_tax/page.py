@@ -1,5 +1,5 @@
-"""The page of chapter 5, the padding tax: findings, computed notes and display tables built from
-a result of :mod:`datajourney.padding` (which measures and holds the reusable packers, masks,
+"""The page of chapter 5, the padding tax: findings, computed notes and display tables built from a result of
+:mod:`datajourney.chapters.c05_padding_tax.experiment` (which measures and holds the reusable packers, masks,
 collator comparison and timing)."""
 from __future__ import annotations
 
@@ -12,15 +12,17 @@ from datajourney.chapters.c05_padding_tax.experiment import (
     ISOLATION_MODEL,
     LABELS,
     PUBLISHED_SETTING,
-    SHORT,
     STEP_PARTS,
     printed_as,
     uses_eos,
 )
+from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
 from datajourney.core import findings as fnd
 from datajourney.core.findings import (
     HIGH_SPREAD,
+    Action,
     Finding,
+    Opening,
     choose,
     compare,
     direction,
@@ -175,7 +177,7 @@ def findings(res) -> list:
             + (f" ({moved} the first batch)" if moved else "")
             + f", packed {pct(b['efficiency'])}: **{times(r)}** {word} real tokens per position, "
             f"{int(b['steps']):,} step{'s' if b['steps'] != 1 else ''} of {int(a['rows_per_step'])} rows instead "
-            f"of {int(a['steps']):,}." + _eos_note(a, b, eos),
+            f"of {int(a['steps']):,}.",
             value=r, unit="×"))
     out.append(_cost_finding(res))
     iso = _isolation_finding(res)
@@ -215,10 +217,17 @@ def _cost_finding(res):
            if a["mode"] == "all_batches" else "each batch shape timed and weighted by how many batches have it")
     passes = int(a["passes"]) if a["mode"] == "all_batches" else 0
 
-    def rng(x, y):   # the ratio's range, or 'in all N passes' when both ends print alike
+    def rng(x, y):   # the ratio's range (from 3 passes on), or 'in all N passes' when both ends print alike
+        if 0 < passes < MIN_RUNS_FOR_RANGE and fnd.span(x, y, "×") != num(x, "×"):
+            return f" ({passes} pass{'es' if passes != 1 else ''})"
         if fnd.span(x, y, "×") == num(x, "×"):
-            return (f", in all {passes} passes" if passes > 1 else
-                    ", in its one pass" if passes == 1 else ", from the fastest and the slowest step of each shape alike")
+            return (
+                f", in all {passes} passes"
+                if passes > 1
+                else ", in its one pass"
+                if passes == 1
+                else ", from the fastest and the slowest step of each shape alike"
+            )
         how_range = "min–max over passes" if passes else "from the fastest and slowest step of each shape"
         return f" (range {fnd.span(x, y, '×')}, {how_range})"
 
@@ -231,10 +240,15 @@ def _cost_finding(res):
     unit = "GPU" if res.metadata.get("timed_on") == "cuda" else "CPU"
     return Finding(
         "measured_cost",
-        f"Measured forward + backward of a {model_label(res)}, random weights, on {_device_name(res)}: all samples took "
+        f"Measured forward + backward of a {model_label(res)}, random weights, on {_device_name(res)}: "
+        "all samples took "
         f"**{num(b['seconds'], 's')}** packed against **{num(a['seconds'], 's')}** padded to the context ({how}): "
         f"packing is {ratio_text} in measured {unit} time{tail}.",
-        value=mid, unit="×", interval=None if fnd.span(lo, hi, "×") == num(lo, "×") else (lo, hi))
+        value=mid,
+        unit="×",
+        interval=None if fnd.span(lo, hi, "×") == num(lo, "×") or 0 < passes < MIN_RUNS_FOR_RANGE else (lo, hi),
+        values=dict(packed_s=float(b["seconds"]), padded_s=float(a["seconds"]), phrase=phrase),
+    )
 
 
 def _isolation_finding(res):
@@ -256,13 +270,6 @@ def _isolation_finding(res):
             f"mask): a small model of GPT-2's architecture in transformers {v} called with `use_cache=False` "
             f"{state(right)}; called with its "
             f"default `use_cache=True` it {state(default)}.")
-    if "collator" in res.tables and len(res.table("collator")):
-        col = res.table("collator")
-        same = col[["input_ids_equal", "position_ids_equal", "labels_equal"]].all(axis=None)
-        names = " and ".join(SHORT[s] for s in col["strategy"])
-        text += (f" The project's {names} packer{'s' if len(col) > 1 else ''} and the collator build "
-                 + ("identical input ids, position ids and labels for the first batch." if same else
-                    "different inputs for the first batch: see the comparison table."))
     return Finding("packing_isolation", text)
 
 
@@ -328,13 +335,24 @@ def populations_table(res) -> pd.DataFrame:
     """Efficiency of every layout in both populations, side by side."""
     fb = res.table("first_batch").set_index("strategy")
     al = res.table("strategies").set_index("strategy")
-    return pd.DataFrame([{
-        "layout": LABELS[s], "first batch: rows × positions": f"{int(fb.loc[s, 'rows'])} × {int(fb.loc[s, 'row_len']):,}",
-        "first batch: samples": int(fb.loc[s, "samples"]), "first batch: efficiency (%)": share_text(fb.loc[s, "efficiency"]),
-        "all samples: steps": int(al.loc[s, "steps"]), "all samples: efficiency (%)": share_text(al.loc[s, "efficiency"]),
-        "positions vs pad to context (×)": (al.loc["pad_to_context", "positions"] / al.loc[s, "positions"]
-                                            if "pad_to_context" in al.index else float("nan")),
-    } for s in al.index])
+    return pd.DataFrame(
+        [
+            {
+                "layout": LABELS[s],
+                "first batch: rows × positions": f"{int(fb.loc[s, 'rows'])} × {int(fb.loc[s, 'row_len']):,}",
+                "first batch: samples": int(fb.loc[s, "samples"]),
+                "first batch: efficiency (%)": share_text(fb.loc[s, "efficiency"]),
+                "all samples: steps": int(al.loc[s, "steps"]),
+                "all samples: efficiency (%)": share_text(al.loc[s, "efficiency"]),
+                "positions vs pad to context (×)": (
+                    al.loc["pad_to_context", "positions"] / al.loc[s, "positions"]
+                    if "pad_to_context" in al.index
+                    else float("nan")
+                ),
+            }
+            for s in al.index
+        ]
+    )
 
 
 def population_note(res) -> str:
@@ -345,11 +363,14 @@ def population_note(res) -> str:
         return ""
     rf = fb.loc[SOURCE_PACKER, "efficiency"] / fb.loc["pad_to_context", "efficiency"]
     ra = al.loc[SOURCE_PACKER, "efficiency"] / al.loc["pad_to_context", "efficiency"]
-    return (f"Same template, same tokenizer, same code: the population alone takes padding to the context from "
-            f"{pct(fb.loc['pad_to_context', 'efficiency'])} (first batch) to {pct(al.loc['pad_to_context', 'efficiency'])} "
-            f"(all samples), and the packing gain from {times(rf)} to {times(ra)} "
-            f"({compare(ra, rf, more='larger', less='smaller', same='about the same', as_ratio=False, tol=0.02)} "
-            "over all samples). A figure is only comparable with one of the same population.")
+    return (
+        f"Same template, same tokenizer, same code: the population alone takes padding to the context from "
+        f"{pct(fb.loc['pad_to_context', 'efficiency'])} (first batch) to {pct(al.loc['pad_to_context', 'efficiency'])} "
+        f"(all samples), and the packing gain from {times(rf)} to {times(ra)} "
+        f"({compare(ra, rf, more='larger', less='smaller', same='about the same', as_ratio=False, tol=0.02)} "
+        "over all samples). A figure is only comparable with one of the same population."
+        + _eos_note(al.loc["pad_to_context"], al.loc[SOURCE_PACKER], res.parameters.get("eos"))
+    )
 
 
 def cost_result(res, ref=None):
@@ -535,3 +556,85 @@ def takeaways(res) -> str:
             lines.append("This transformers version does not keep packed documents apart from position ids alone: "
                          "pass an explicit block-diagonal mask or use a variable-length attention kernel.")
     return "\n".join(f"* {x}" for x in lines)
+
+
+# --------------------------------------------------------------------------- the opening
+PACK_SNIPPET = """from transformers import DataCollatorWithFlattening
+
+# several samples per row, position ids restarting at each one
+loader = DataLoader(dataset, batch_size={bs}, collate_fn=DataCollatorWithFlattening())"""
+
+#: Added to the packing snippet when this run found the model's default cache mixing packed documents.
+NO_CACHE_LINE = "\nloss = model(**batch, use_cache=False).loss  # with the cache on, packed samples mixed here"
+
+PAD_SNIPPET = """from transformers import DataCollatorWithPadding
+
+# pad each batch to its own longest sample, not to the context
+loader = DataLoader(dataset, batch_size={bs}, collate_fn=DataCollatorWithPadding(tokenizer, padding="longest"))"""
+
+
+def opening(res) -> Opening:
+    """What the chapter opens with: the first batch's and all samples' gain of packing over padding to the
+    context, and the measured time, one sentence each; then the layout that cost least in this run (by
+    measured time where timed, else by the share of real tokens), with its snippet."""
+    f = {x.key: x for x in findings(res)}
+    out = []
+    if "first_batch_ratio" in f:
+        x = f["first_batch_ratio"]
+        fb = res.table("first_batch").set_index("strategy")
+        word = choose(direction(x.value, 1.0, tol=0.01), "more", "fewer", "as many")
+        out.append(Finding(x.key, f"In the first batch, packing put **{times(x.value)}** {word} real tokens in each "
+                           f"computed position than padding to the context ({pct(fb.loc[SOURCE_PACKER, 'efficiency'])}"
+                           f" against {pct(fb.loc['pad_to_context', 'efficiency'])}).", x.value, "×",
+                           published=x.published))
+    if "all_samples" in f:
+        x = f["all_samples"]
+        al = res.table("strategies").set_index("strategy")
+        word = choose(direction(x.value, 1.0, tol=0.01), "more", "fewer", "as many")
+        out.append(Finding(x.key, f"Over all {int(al.loc['pad_to_context', 'samples']):,} samples, packing needed "
+                           f"{int(al.loc[SOURCE_PACKER, 'steps']):,} steps instead of "
+                           f"{int(al.loc['pad_to_context', 'steps']):,}: **{times(x.value)}** {word} real tokens "
+                           "per position.", x.value, "×"))
+    cost = f.get("measured_cost")
+    if cost is not None and cost.value is not None:
+        phrase = cost.values["phrase"]
+        verdict = choose(1 if phrase == "faster" else -1 if phrase == "slower" else 0,
+                         f"**{times(cost.value)} less**", f"**{times(1 / cost.value)} more**", "**as much**")
+        out.append(Finding(cost.key, f"Forward and backward over all samples took {verdict} time packed than padded "
+                           f"to the context ({num(cost.values['packed_s'], 's')} against "
+                           f"{num(cost.values['padded_s'], 's')}, {_device_name(res)}).", cost.value, "×",
+                           interval=cost.interval))
+    return Opening(out[:3], _actions(res))
+
+
+def _actions(res) -> list[Action]:
+    """The layout this run's numbers choose: the fastest measured one, else the one with most real tokens."""
+    bs = int(res.parameters.get("batch_size", 32))
+    if "cost" in res.tables and len(res.table("cost")):
+        c = res.table("cost").set_index("strategy")
+        best, worst = c["seconds"].idxmin(), c["seconds"].idxmax()
+        if SOURCE_PACKER in c.index and direction(c.loc[SOURCE_PACKER, "seconds"], c.loc[best, "seconds"]) == 0:
+            best = SOURCE_PACKER   # level with the fastest: the simpler packer
+        gain = (f"here it took {num(c.loc[best, 'seconds'], 's')} for all samples against "
+                f"{num(c.loc[worst, 'seconds'], 's')} with {LABELS.get(worst, worst)} "
+                f"({times(c.loc[worst, 'seconds'] / c.loc[best, 'seconds'])})")
+    else:
+        c = res.table("strategies").set_index("strategy")
+        best, worst = c["efficiency"].idxmax(), c["efficiency"].idxmin()
+        gain = (f"here it filled {pct(c.loc[best, 'efficiency'])} of the computed positions with real tokens "
+                f"against {pct(c.loc[worst, 'efficiency'])} with {LABELS.get(worst, worst)}; no time was measured")
+    name = LABELS.get(best, best)
+    if best in ("greedy_pack", "best_fit_decreasing"):
+        return [Action(f"Pack samples into full rows ({name}): {gain}. Pass per-document position ids, as the "
+                       "collator below does.",
+                       PACK_SNIPPET.format(bs=bs) + (NO_CACHE_LINE if _cache_mixes(res) else ""))]
+    if best == "pad_to_context":
+        return [Action(f"Keep padding to the context: {gain}, so packing gained nothing measurable here.")]
+    return [Action(f"Use {name}: {gain}.", PAD_SNIPPET.format(bs=bs))]
+
+
+def _cache_mixes(res) -> bool:
+    """True when this run found packed documents kept apart with ``use_cache=False`` but not with the default."""
+    iso = res.tables.get("isolation")
+    hf = iso[iso["code"] == "transformers"].reset_index(drop=True) if iso is not None and "code" in iso else []
+    return len(hf) >= 2 and bool(hf.iloc[0]["isolated"]) and not bool(hf.iloc[1]["isolated"])

@@ -31,7 +31,9 @@ class Params(ChapterParams):
     """how fields become one text: "spaces" (the published setting), "plain", "alpaca","""
     eos: str = "packed_only"
     """end-of-text token: "packed_only" (published setting), "always" or "never" """
-    strategies: list[str] = field(default_factory=lambda: ["pad_to_context", "pad_to_longest", "bucketed", "greedy_pack", "best_fit_decreasing"])
+    strategies: list[str] = field(
+        default_factory=lambda: ["pad_to_context", "pad_to_longest", "bucketed", "greedy_pack", "best_fit_decreasing"]
+    )
     bucket_batches: int = 8
     """length bucketing sorts windows of this many batches"""
     heatmap_bins: int = 256

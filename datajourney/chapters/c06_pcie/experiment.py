@@ -7,9 +7,12 @@ What is measured:
   with a host clock around a synchronised call; median and 10th/90th percentiles of many
   repetitions after a warm-up;
 * the link itself (generation and width from the driver) and its theoretical peak;
-* an independent ceiling: the same pinned copy issued through a second path (CuPy's
-  ``cudaMemcpyAsync`` with its own pinned allocation, timed with events, median of several
-  large copies, as nvbandwidth measures);
+* a ceiling (:func:`ceiling_round`): the same pinned copy issued through a second path (CuPy's
+  ``cudaMemcpyAsync`` with its own pinned allocation, timed with events, as nvbandwidth
+  measures) and through PyTorch, in rounds spread over the whole run (before, between and after
+  the other experiments), so that the bus's drift over the run reaches the ceiling as it reaches
+  the copies; the page takes the highest of every pinned host-to-device measurement as the
+  ceiling, so that nothing measured can exceed it;
 * why pageable copies slow down at some size (:func:`staging_experiment`): for pageable
   memory the driver first copies the data through a pinned staging buffer with the CPU, so
   the copy can go no faster than one core reads the source. The experiment times the
@@ -59,7 +62,7 @@ from datajourney.core.params import (
 )
 from datajourney.core.timing import cuda_ms, interleaved_ms, nvml_reader
 from datajourney.core.units import GB, MiB
-from datajourney.toolkit.transfer import independent_ceiling  # noqa: F401
+from datajourney.toolkit.transfer import independent_ceiling
 
 CHAPTER = "06_pcie"
 #: Gen 1-2 use 8b/10b, Gen 3-5 128b/130b; Gen 6 (PAM4, FLIT mode) 242/256.
@@ -310,6 +313,44 @@ def summarise_bandwidth(df: pd.DataFrame, peak: float | None) -> pd.DataFrame:
     out = g.agg(median="median", p10=_q(0.1), p90=_q(0.9), mean="mean", std="std", n="count").reset_index()
     out["pct_of_peak"] = 100 * out["median"] / peak if peak else float("nan")
     return out
+
+
+#: Where the ceiling's rounds run: before, between and after the experiments (a bus that drifts over
+#: the run is then caught by the ceiling as much as by the copies it bounds).
+CEILING_PHASES = ("start", "after the bandwidth sweep", "after the staging experiment",
+                  "after the overlap experiment", "end")
+
+
+def ceiling_round(size: int, *, repeats: int, warmup: int, round_no: int, phase: str) -> tuple[list[dict], dict]:
+    """One round of the ceiling: ``repeats`` pinned host-to-device copies of ``size`` through CuPy
+    (:func:`independent_ceiling`) and as many through PyTorch's ``copy_``, both timed with CUDA
+    events; which path goes first alternates from round to round. Returns one row per copy and
+    CuPy's description (``available=False`` with a note when CuPy is missing)."""
+    rows = []
+
+    def cupy():
+        c = independent_ceiling(size, repeats=repeats, warmup=warmup)
+        return c.pop("ms", []), c
+
+    def pytorch():
+        dev, h = torch.empty(size, dtype=torch.uint8, device="cuda"), _host(size, True)
+        ev, _ = time_copy(dev, h, repeats=repeats, warmup=warmup)
+        return ev, None
+
+    about = {}
+    order = [("CuPy", cupy), ("PyTorch", pytorch)]
+    for path, fn in order[::-1] if round_no % 2 else order:
+        ms, info = fn()
+        about = info or about
+        rows += [dict(round=round_no, phase=phase, path=path, rep=i, size=size, ms=m, GBps=size / (m / 1e3) / GB)
+                 for i, m in enumerate(ms)]
+    return rows, about
+
+
+def summarise_ceiling(raw: pd.DataFrame) -> pd.DataFrame:
+    """Median GB/s, p10, p90 and n per (round, phase, path) of the ceiling's copies."""
+    g = raw.groupby(["round", "phase", "path", "size"], sort=False)["GBps"]
+    return g.agg(median="median", p10=_q(0.1), p90=_q(0.9), n="count").reset_index()
 
 
 # --------------------------------------------------------------------------- pageable staging
@@ -885,7 +926,19 @@ def _measure(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_siz
                                       **spin_jitter(spin_iters, max(10, repeats))))
     dip = bool(p["dip_sizes"]) and p["dip_rounds"] > 0
     steps = len(p["staging_sizes"]) + (len(p["sizes"]) * 4 + len(p["overlap_sizes"]) * 4
-                                       + (p["dip_rounds"] if dip else 0) if cuda else 0)
+                                       + (p["dip_rounds"] if dip else 0) + len(CEILING_PHASES) if cuda else 0)
+    ceil_rows, ceil_about = [], {}
+
+    def ceiling_now(phase: str, bar) -> None:
+        """One round of the ceiling, here in the run (GPU only)."""
+        nonlocal ceil_about
+        if cuda:
+            rows, about = ceiling_round(ceiling_size, repeats=max(5, repeats // 2), warmup=warmup,
+                                        round_no=len({r["round"] for r in ceil_rows}), phase=phase)
+            ceil_rows.extend(rows)
+            ceil_about = about or ceil_about
+            bar.update(1)
+
     with tqdm(total=steps, desc="chapter 6", disable=not progress) as bar:
         if cuda:
             torch.zeros(1, device="cuda")  # context creation stays out of every timing
@@ -894,9 +947,11 @@ def _measure(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_siz
             res.add("pin_cost_raw", raw)
             res.add("pin_cost", summarise_pin_cost(raw))
             res.metadata["pin_cost"] = meta
+            ceiling_now(CEILING_PHASES[0], bar)
             raw = bandwidth_sweep(p["sizes"], repeats=repeats, warmup=warmup, progress=bar)
             res.add("bandwidth_raw", raw)
             res.add("bandwidth", summarise_bandwidth(raw, peak))
+            ceiling_now(CEILING_PHASES[1], bar)
         st = staging_experiment(p["staging_sizes"], repeats=max(5, repeats // 2), warmup=warmup,
                                 llc_bytes=llc["bytes"], cuda=cuda, progress=bar)
         res.add("staging_raw", st)
@@ -906,19 +961,29 @@ def _measure(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_siz
                                                      progress=bar))
         elif dip:
             res.metadata["staging_dip_note"] = "the interleaved dip check copies to a GPU: skipped, no CUDA here"
+        ceiling_now(CEILING_PHASES[2], bar)
         if cuda:
             ov = overlap_experiment(p["overlap_sizes"], spin_iters=spin_iters, repeats=repeats, progress=bar)
             res.add("overlap_raw", ov)
             res.add("overlap", summarise_overlap(ov))
+        ceiling_now(CEILING_PHASES[3], bar)
+        if cuda:
+            mid = min(p["overlap_sizes"], key=lambda s: abs(s - (256 << 20)))
+            res.add("bidirectional", [bidirectional(mid, repeats=max(5, repeats // 2))])
+            calls, summary = copy_kernel_overlap(mid, kernel_ms=kernel_ms, rounds=kernel_rounds,
+                                                 timeline=profile_timeline)
+            res.add("copy_kernel_calls", calls)
+            res.add("copy_kernel", [summary])
+            res.add("stale_read", [stale_read()])
+        ceiling_now(CEILING_PHASES[4], bar)
     if cuda:
-        res.metadata["ceiling"] = independent_ceiling(ceiling_size, repeats=max(5, repeats // 2), warmup=warmup)
-        mid = min(p["overlap_sizes"], key=lambda s: abs(s - (256 << 20)))
-        res.add("bidirectional", [bidirectional(mid, repeats=max(5, repeats // 2))])
-        calls, summary = copy_kernel_overlap(mid, kernel_ms=kernel_ms, rounds=kernel_rounds,
-                                             timeline=profile_timeline)
-        res.add("copy_kernel_calls", calls)
-        res.add("copy_kernel", [summary])
-        res.add("stale_read", [stale_read()])
+        raw = pd.DataFrame(ceil_rows)
+        res.add("ceiling_raw", raw)
+        res.add("ceiling", summarise_ceiling(raw))
+        # what the CuPy path is (or why it is missing); its figures are in the "ceiling" table
+        about = {k: v for k, v in ceil_about.items() if k in ("available", "path", "note")}
+        res.metadata["ceiling"] = dict(about, rounds=len(CEILING_PHASES), phases=list(CEILING_PHASES),
+                                       size=ceiling_size, repeats=max(5, repeats // 2))
     else:
         res.metadata["note"] = "no CUDA device: nothing crossed a PCIe bus on this machine"
     res.save(results.resolve_run_dir(run_dir))
@@ -929,15 +994,6 @@ def _measure(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_siz
 def _events(res) -> pd.DataFrame:
     b = res.table("bandwidth")
     return b[b["clock"] == "CUDA events"]
-
-
-def pinned_h2d_1gib(res) -> float | None:
-    """Median pinned H2D GB/s by CUDA events at the largest measured size."""
-    if "bandwidth" not in res.tables:
-        return None
-    b = _events(res)
-    b = b[(b["direction"] == "H2D") & (b["memory"] == "pinned")]
-    return float(b.sort_values("size")["median"].iloc[-1]) if len(b) else None
 
 
 def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):

@@ -1,4 +1,4 @@
-"""What chapter 6's page says about a result of :mod:`datajourney.pcie`: the key findings, the
+"""What chapter 6's page says about a result of :mod:`datajourney.chapters.c06_pcie.experiment`: the key findings, the
 published metrics, the computed notes and the display tables of the notebook."""
 from __future__ import annotations
 
@@ -16,14 +16,12 @@ from datajourney.chapters.c06_pcie.experiment import (
     TOO_SHORT,
     MiB,
     _events,
-    pinned_h2d_1gib,
     verdict,
 )
 from datajourney.core import findings as fx
-from datajourney.core.findings import Finding, size_label
+from datajourney.core.findings import Action, Finding, Opening, size_label
+from datajourney.toolkit import transfer
 
-#: PyTorch's pinned copy should reach this share of the independent ceiling.
-CEILING_TARGET = 0.95
 #: Two clocks "agree" when their medians differ by less than this share.
 CLOCKS_AGREE = 0.05
 
@@ -94,28 +92,107 @@ def _repeats_note(res, size: int, n: int) -> str:
 
 
 # --------------------------------------------------------------------------- findings
-def finding_pinned_h2d(res) -> Finding:
-    """Pinned H2D at the largest size, against the link's peak and the independent ceiling."""
+def _largest_pinned_h2d(res) -> pd.Series:
+    """The bandwidth sweep's pinned host-to-device row (CUDA events) at its largest size."""
     b = _events(res)
     n = int(b["size"].max())
-    row = b[(b["size"] == n) & (b["direction"] == "H2D") & (b["memory"] == "pinned")].iloc[0]
+    return b[(b["size"] == n) & (b["direction"] == "H2D") & (b["memory"] == "pinned")].iloc[0]
+
+
+def finding_pinned_h2d(res) -> Finding:
+    """Pinned H2D at the largest size, against the link's peak and the run's ceiling (:func:`ceiling`)."""
+    row = _largest_pinned_h2d(res)
+    n = int(row["size"])
     peak = res.metadata.get("link", {}).get("peak_GBps")
-    c = res.metadata.get("ceiling", {})
-    text = (f"A pinned host-to-device copy of {size_label(n)} moved **{fx.num(row['median'], 'GB/s')}** "
-            f"({_repeats_note(res, n, int(row['n']))}; p10–p90 {fx.span(row['p10'], row['p90'], 'GB/s')})")
+    c = ceiling(res)
+    parts = []
     if peak:
-        text += f", {fx.pct(row['median'] / peak)} of the link's theoretical peak of {fx.num(peak, 'GB/s')}"
-    if c.get("available"):
-        share = row["median"] / c["GBps"]
-        text += (f", and {fx.pct(share)} of the ceiling measured through a second path "
-                 f"({fx.num(c['GBps'], 'GB/s')}): PyTorch's copy "
-                 + ("adds no measurable cost." if share >= CEILING_TARGET else
-                    f"falls short of it by more than {fx.pct(1 - CEILING_TARGET)}."))
-    else:
-        text += "."
+        parts.append(f"{fx.pct(row['median'] / peak)} of the link's theoretical peak of {fx.num(peak, 'GB/s')}")
+    if c is not None:
+        parts.append(f"{fx.pct(row['median'] / c['GBps'])} of the run's ceiling ({fx.num(c['GBps'], 'GB/s')})")
+    text = (f"A pinned host-to-device copy of {size_label(n)} moved **{fx.num(row['median'], 'GB/s')}**"
+            + (", " + fx.and_list(parts) if parts else "") + ".")
     return Finding("h2d_pinned", text, float(row["median"]), "GB/s",
                    published=_published_if(n, 1 << 30, "H2D pinned, 1 GiB"),
                    interval=(float(row["p10"]), float(row["p90"])), values=dict(size=n, peak=peak))
+
+
+# --------------------------------------------------------------------------- the ceiling
+def pinned_h2d_measurements(res) -> list[dict]:
+    """Every pinned host-to-device measurement of a run, each a median GB/s with where it comes from
+    (``source``) and its path (PyTorch or CuPy): every size of the bandwidth sweep, every round of the
+    ceiling through both paths (an older result: its one CuPy median), and the host-to-device copy
+    alone in the both-directions test."""
+    out = []
+    if "bandwidth" in res.tables:
+        b = _events(res)
+        for _, r in b[(b["direction"] == "H2D") & (b["memory"] == "pinned")].iterrows():
+            out.append(dict(source=f"PyTorch's {size_label(int(r['size']))} copy in the bandwidth sweep",
+                            path="PyTorch", GBps=float(r["median"])))
+    if "ceiling" in res.tables:
+        for _, r in res.table("ceiling").iterrows():
+            out.append(dict(source=f"{r['path']}'s {size_label(int(r['size']))} copy in the ceiling's round "
+                                   f"{int(r['round']) + 1} ({r['phase']})", path=r["path"], GBps=float(r["median"])))
+    else:
+        c = res.metadata.get("ceiling", {})
+        if c.get("available") and c.get("GBps"):
+            out.append(dict(source=f"CuPy's {size_label(int(c['size']))} copy", path="CuPy", GBps=float(c["GBps"])))
+    if "bidirectional" in res.tables:
+        bi = res.table("bidirectional").iloc[0]
+        out.append(dict(source=f"PyTorch's {size_label(int(bi['size']))} copy alone in the both-directions test",
+                        path="PyTorch", GBps=float(bi["h2d_GBps"])))
+    return out
+
+
+def ceiling(res) -> dict | None:
+    """The run's ceiling: the highest of every pinned host-to-device measurement of the chapter
+    (:func:`pinned_h2d_measurements`, :func:`datajourney.toolkit.transfer.highest`), so that no
+    measurement of the chapter exceeds it; None when nothing was measured."""
+    return transfer.highest(pinned_h2d_measurements(res))
+
+
+def _round_medians(res, path: str) -> list[float]:
+    """Median GB/s of each round of the ceiling through ``path`` (empty for an older result)."""
+    if "ceiling" not in res.tables:
+        return []
+    c = res.table("ceiling")
+    return [float(v) for v in c[c["path"] == path]["median"]]
+
+
+def ceiling_text(res) -> str:
+    """How the ceiling was measured and which measurement set it; the two paths compared round by
+    round; the drift of the rounds over the run; the largest pinned copy's share of the ceiling."""
+    c, about = ceiling(res), res.metadata.get("ceiling", {})
+    if c is None:
+        return f"No pinned host-to-device copy was measured here: {about.get('note', 'no GPU')}."
+    out = [f"The ceiling is **{fx.num(c['GBps'], 'GB/s')}**, the highest of the {c['of']} pinned host-to-device "
+           f"measurements of this run (each the median of its copies), set by {c['source']}: no measurement of "
+           "this chapter exceeds it."]
+    cupy, torch_ = _round_medians(res, "CuPy"), _round_medians(res, "PyTorch")
+    if torch_:
+        n = size_label(int(about.get("size", res.table("ceiling")["size"].iloc[0])))
+        if cupy:
+            out.append(f"In {len(torch_)} rounds spread over the run, {n} copies through CuPy's own pinned buffer "
+                       f"and `cudaMemcpyAsync` measured {fx.span(min(cupy), max(cupy), 'GB/s')} and PyTorch's copy "
+                       f"of the same size {fx.span(min(torch_), max(torch_), 'GB/s')}: PyTorch's copy was "
+                       f"{fx.compare(torch_, cupy, tol=0.02)} the second path.")
+        else:
+            out.append(f"No second path here ({about.get('note', 'CuPy did not run')}): in {len(torch_)} rounds "
+                       f"spread over the run, PyTorch's {n} copy measured "
+                       f"{fx.span(min(torch_), max(torch_), 'GB/s')}.")
+        both = cupy + torch_
+        out.append(f"From round to round the rate moved by {fx.pct(max(both) / min(both) - 1)} (highest over lowest"
+                   " round median); the ceiling is their highest, not one round's.")
+    elif about.get("available"):
+        out.append(f"This result has one measurement through the second path ({about.get('path', 'CuPy')}, "
+                   f"{size_label(int(about['size']))}): {fx.num(about['GBps'], 'GB/s')}.")
+    if "bandwidth" in res.tables:
+        row = _largest_pinned_h2d(res)
+        n = int(row["size"])
+        out.append(f"This chapter's pinned host-to-device copy at its largest size, {size_label(n)}, moved "
+                   f"**{fx.num(row['median'], 'GB/s')}** ({_repeats_note(res, n, int(row['n']))}; p10–p90 "
+                   f"{fx.span(row['p10'], row['p90'], 'GB/s')}), {fx.pct(row['median'] / c['GBps'])} of the ceiling.")
+    return " ".join(out)
 
 
 def finding_slowest_path(res) -> Finding:
@@ -208,39 +285,73 @@ def _cause_kind(s: dict) -> str:
             "cached" if flush_hurts else "none")
 
 
+#: A change of the staging experiment's rate (size to size, cached to flushed) smaller than this is "level".
+STAGING_TOL = 0.10
+
+
+def _staging_runs(res, measure: str, size: int) -> list[float]:
+    """GB/s of every copy of ``measure`` at ``size`` (the medians' table alone: its median)."""
+    if "staging_raw" in res.tables:
+        r = res.table("staging_raw")
+        v = r[(r["measure"] == measure) & (r["size"] == size)]["GBps"].tolist()
+        if v:
+            return [float(x) for x in v]
+    st = res.table("staging")
+    return [float(x) for x in st[(st["measure"] == measure) & (st["size"] == size)]["median"]]
+
+
+def _change(after: list[float], before: list[float], *, up: str, down: str, same: str) -> str:
+    """How ``after`` differs from ``before``, in words decided by the data: 'rose by 24%' (``up``),
+    'fell by 12%', or 'stayed within 10%'."""
+    d = fx.direction(after, before, tol=STAGING_TOL)
+    r = float(np.mean(after) / np.mean(before)) - 1
+    return fx.choose(d, f"{up} by {fx.pct(r)}", f"{down} by {fx.pct(-r)}", f"{same} within {fx.pct(STAGING_TOL)}")
+
+
+def pageable_drop_note(res) -> str:
+    """What the staging experiment says about the cause of the pageable host-to-device rate, in one
+    or two sentences computed from its table: the cause only when this run's data support it, and
+    otherwise how the rate moved with size and with a flushed cache, and that the CPU-cache cause
+    does not reproduce here."""
+    s = staging_story(res)
+    if not s["has_staging"]:
+        return "This result has no staging experiment, so the cause is not measured in it."
+    kind = _cause_kind(s)
+    small, large = size_label(s["small"]), size_label(s["large"])
+    if kind == "cache":
+        knee = s.get("knee")
+        return ("**Cause (staging experiment): the driver's CPU staging copy is fast only while the source is "
+                f"still in the CPU's cache**: flushing the cache slows a {small} copy from "
+                f"{fx.num(s['cached_small'])} to {fx.num(s['flushed_small'], 'GB/s')}, and from "
+                + (f"about {size_label(knee)}" if knee else "the larger sizes")
+                + " on the source no longer stays cached between copies.")
+    cached = "H2D pageable, source cached"
+    by_size = _change(_staging_runs(res, cached, s["large"]), _staging_runs(res, cached, s["small"]),
+                      up="rose", down="fell", same="stayed")
+    by_flush = _change(_staging_runs(res, "H2D pageable, cache flushed", s["small"]),
+                       _staging_runs(res, cached, s["small"]), up="sped up", down="slowed", same="stayed")
+    text = (f"In the staging experiment the cached pageable copy {by_size} from {small} to {large} "
+            f"({fx.num(s['cached_small'])} to {fx.num(s['cached_large'], 'GB/s')}), and a {small} copy "
+            f"{by_flush} with the CPU caches flushed first ({fx.num(s['flushed_small'], 'GB/s')}): ")
+    return text + {"other": "the rate falls with size, but not because the source leaves the CPU's cache; this run "
+                            "does not measure what else it is.",
+                   "cached": "the cache matters at that size, but the rate does not fall as the source outgrows "
+                             "it, so the CPU-cache cause does not reproduce in this run.",
+                   "none": "the CPU-cache cause does not reproduce in this run, and the run measures no other."}[kind]
+
+
 def finding_pageable_drop(res) -> Finding:
-    """The pageable H2D drop at large sizes (one sentence) and the cause the staging experiment
-    supports (one sentence); the details are in :func:`staging_details`."""
+    """The pageable H2D rate of the bandwidth sweep at large sizes, in one sentence; its cause, where
+    the staging experiment supports one, is :func:`pageable_drop_note`."""
     s = staging_story(res)
     drop = s["drop"] < 1 - 0.15
     text = (f"Host-to-device from pageable memory peaks at {fx.num(s['h2d_peak'], 'GB/s')} "
             f"({size_label(s['h2d_peak_size'])}) and "
             + (f"**falls to {fx.num(s['h2d_last'], 'GB/s')}** at {size_label(s['h2d_last_size'])}"
-               if drop else f"stays at {fx.num(s['h2d_last'], 'GB/s')} up to {size_label(s['h2d_last_size'])}")
+               if drop else f"stays within 15% of it up to {size_label(s['h2d_last_size'])} "
+                            f"({fx.num(s['h2d_last'], 'GB/s')})")
             + f", while device-to-host into pageable memory stays at {fx.span(s['d2h_min'], s['d2h_max'], 'GB/s')}.")
-    if not s["has_staging"]:
-        text += " This result has no staging experiment, so the cause is not measured in it."
-        return Finding("pageable_drop", text, s["h2d_last"], "GB/s", values=s)
-    kind = _cause_kind(s)
-    small = size_label(s["small"])
-    if kind == "cache":
-        knee = s.get("knee")
-        text += (" **Cause (staging experiment): the driver's CPU staging copy is fast only while the source is "
-                 f"still in the CPU's cache** — flushing the cache slows a {small} copy from "
-                 f"{fx.num(s['cached_small'])} to {fx.num(s['flushed_small'], 'GB/s')}, and from "
-                 + (f"about {size_label(knee)}" if knee else "the larger sizes")
-                 + " on the source no longer stays cached between copies.")
-    elif kind == "other":
-        text += (f" The staging experiment does not point to the cache: flushing it does not slow a {small} copy "
-                 f"({fx.num(s['cached_small'])} cached, {fx.num(s['flushed_small'], 'GB/s')} flushed), so the drop "
-                 "has another cause on this machine.")
-    elif kind == "cached":
-        text += (f" Flushing the cache slows a {small} copy ({fx.num(s['cached_small'])} to "
-                 f"{fx.num(s['flushed_small'], 'GB/s')}), but the large cached copy does not slow down: the source "
-                 "stays cached at every size of the staging experiment.")
-    else:
-        text += " In the staging experiment neither a flushed cache nor the size changes the pageable rate."
-    return Finding("pageable_drop", text, s["cached_large"], "GB/s", values=s)
+    return Finding("pageable_drop", text, s["cached_large"] if s["has_staging"] else s["h2d_last"], "GB/s", values=s)
 
 
 def _sizes_text(sizes) -> str:
@@ -292,16 +403,25 @@ def dip_cause(res, block_dip: list[int] | None = None) -> str:
     rounds = int(ds["n"].min())
     text = (f"Interleaved ({rounds} rounds, every size once per round in a shuffled order), the pageable copy ran at "
             + "; ".join(f"{fx.num(r['median'], 'GB/s')} at {size_label(int(n))}" for n, r in ds.iterrows()) + ". ")
-    block = set(block_dip or [])
+    block = sorted(block_dip or [])
+    covered = [x for x in block if x in ds.index]
+    if block and not covered:
+        return text + (f"The dip of the block experiment lies at {_sizes_text(block)}, which the interleaved check "
+                       "did not copy: this run does not say whether the order or the size made it.")
     if not len(dips):
+        missed = [x for x in block if x not in covered]
         return text + ("**The data support an artefact of the order**: interleaved, no size below "
                        f"{size_label(large)} fell more than {fx.pct(DIP_TOL)} under it"
-                       + (f", although measured one size at a time {_sizes_text(sorted(block))} did" if block else "")
-                       + "; what ran before each block, not the size, made the dip.")
-    text += f"At {_sizes_text(list(dips.index))} it stays more than {fx.pct(DIP_TOL)} below {size_label(large)}: the dip belongs to the size, not the order. "
+                       + (f", although measured one size at a time {_sizes_text(covered)} did" if covered else "")
+                       + "; what ran before each block, not the size, made the dip"
+                       + (f" (the check did not copy {_sizes_text(missed)})." if missed else "."))
+    text += (f"At {_sizes_text(list(dips.index))} it stays more than {fx.pct(DIP_TOL)} below {size_label(large)}: "
+             "the dip belongs to the size, not the order. ")
     cpu_up = (dips["cpu_ms_per_GB"] > (1 + DIP_COST_TOL) * ds.loc[large, "cpu_ms_per_GB"]).all()
     base_f = float(ds.loc[large, "faults_per_MiB"])
-    faults_up = (dips["faults_per_MiB"] > (1 + DIP_COST_TOL) * max(base_f, 1e-9)).all() and dips["faults_per_MiB"].max() > 0
+    faults_up = (dips["faults_per_MiB"] > (1 + DIP_COST_TOL) * max(base_f, 1e-9)).all() and dips[
+        "faults_per_MiB"
+    ].max() > 0
     text += (f"The calling thread spent {fx.span(dips['cpu_ms_per_GB'].min(), dips['cpu_ms_per_GB'].max(), 'ms')} of "
              f"CPU per GB there against {fx.num(float(ds.loc[large, 'cpu_ms_per_GB']), 'ms')} at {size_label(large)}, "
              f"and the process took {fx.span(dips['faults_per_MiB'].min(), dips['faults_per_MiB'].max())} page faults "
@@ -354,11 +474,13 @@ def staging_details(res) -> str:
             out.append(f"The flushed {small} copy runs about as fast as a cached {size_label(knee)} copy "
                        f"({fx.num(at_knee, 'GB/s')}): from there on the source is read from DRAM.")
         if llc:
-            out.append(f"That is where source and staging buffers outgrow the {size_label(llc)} last-level cache."
+            vm = ((res.fingerprint.get("cpu") or {}).get("hypervisor")
+                  and " (in a virtual machine other guests may share that cache; this run does not measure how much)")
+            out.append(f"The cached copy's knee, {size_label(knee)}, is where source and staging buffers outgrow "
+                       f"the {size_label(llc)} last-level cache."
                        if knee >= llc / 2 else
-                       f"That is well below the {size_label(llc)} last-level cache this CPU reports: the copy gets a "
-                       "smaller share of it" + (" (in a virtual machine the cache is shared with the rest of the host)"
-                                                if (res.fingerprint.get("cpu") or {}).get("hypervisor") else "") + ".")
+                       f"The cached copy's knee, {size_label(knee)}, lies well below the {size_label(llc)} last-level "
+                       f"cache this CPU reports, so the cache's size alone does not place it{vm or ''}.")
     # share of one core's DRAM copy rate beyond the knee
     beyond = [x for x in cached.index if x >= (knee or s["small"]) and x in mem_f.index and mem_f[x] > 0]
     if beyond:
@@ -381,8 +503,10 @@ def staging_details(res) -> str:
         mid = cached[(cached.index >= knee) & (cached.index < s["large"])]
         dip = mid[mid * (1 + 0.15) < s["cached_large"]]
         if len(dip):
-            out.append(f"The cached copy dips to {fx.span(dip.min(), dip.max(), 'GB/s')} at {_sizes_text(dip.index)} "
-                       f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. " + dip_cause(res, list(dip.index)))
+            out.append(
+                f"The cached copy dips to {fx.span(dip.min(), dip.max(), 'GB/s')} at {_sizes_text(dip.index)} "
+                f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. " + dip_cause(res, list(dip.index))
+            )
     # the same path in the bandwidth sweep
     b = _events(res)
     sweep = b[(b["direction"] == "H2D") & (b["memory"] == "pageable")].set_index("size")["median"]
@@ -415,8 +539,8 @@ def staging_details(res) -> str:
     return " ".join(out)
 
 
-def finding_cpu_overlap(res) -> Finding:
-    """Overlap of a copy with CPU work at the size nearest 256 MiB, with its spread and the verdicts."""
+def _cpu_overlap(res) -> tuple[Finding, str]:
+    """The overlap finding and the note that carries its details."""
     o = res.table("overlap")
     n = int(min(o["size"].unique(), key=lambda s: abs(s - (256 << 20))))
     at = o[o["size"] == n].set_index(["memory", "mode"])
@@ -434,29 +558,41 @@ def finding_cpu_overlap(res) -> Finding:
     text += f"): {v}."
     others = [f"{m} {md}: {r['verdict']} ({_pct(r['overlap'])})" for (m, md), r in at.iterrows()
               if (m, md) != ("pinned", "non_blocking")]
+    note = []
     if others and has_spread:
-        text += " The other three at that size: " + "; ".join(others) + "."
+        note.append(f"The other three at {size_label(n)}: " + "; ".join(others) + ".")
     if has_spread and jitter is not None:
         short = sorted(int(s) for s in o[o["verdict"] == TOO_SHORT]["size"].unique())
-        text += (f" The CPU work's jitter (its std within a row) was {fx.num(jitter, 'ms')} in that row and "
-                 f"{fx.span(o['jitter_ms'].min(), o['jitter_ms'].max(), 'ms')} over all rows; a copy shorter "
-                 f"than {MIN_COPY_OVER_JITTER:g}× its row's jitter gets no verdict")
-        text += (": some or all of the " + ", ".join(size_label(s) for s in short) + " copies were too short "
-                 "to tell." if short else "; every copy here was long enough to judge.")
-    return Finding("cpu_overlap", text, 100 * float(pn["overlap"]), "%",
-                   published=_published_if(n, 256 << 20, "overlap, pinned + non_blocking, 256 MiB"),
-                   interval=(100 * float(pn["overlap_p10"]), 100 * float(pn["overlap_p90"])) if has_spread else None,
-                   values=dict(size=n, verdict=v))
+        note.append(f"The CPU work's jitter (its std within a row) was {fx.num(jitter, 'ms')} in that row and "
+                    f"{fx.span(o['jitter_ms'].min(), o['jitter_ms'].max(), 'ms')} over all rows; a copy shorter "
+                    f"than {MIN_COPY_OVER_JITTER:g}× its row's jitter gets no verdict"
+                    + (": some or all of the " + ", ".join(size_label(s) for s in short) + " copies were too short "
+                       "to tell." if short else "; every copy here was long enough to judge."))
+    f = Finding("cpu_overlap", text, 100 * float(pn["overlap"]), "%",
+                published=_published_if(n, 256 << 20, "overlap, pinned + non_blocking, 256 MiB"),
+                interval=(100 * float(pn["overlap_p10"]), 100 * float(pn["overlap_p90"])) if has_spread else None,
+                values=dict(size=n, verdict=v))
+    return f, " ".join(note)
 
 
-def finding_copy_kernel(res) -> Finding:
-    """How much of a side-stream copy hides behind matrix products (paired rounds, timeline, clocks)."""
+def finding_cpu_overlap(res) -> Finding:
+    """Overlap of a copy with CPU work at the size nearest 256 MiB, with its spread and verdict."""
+    return _cpu_overlap(res)[0]
+
+
+def cpu_overlap_note(res) -> str:
+    """The other three combinations at that size and the CPU work's jitter, beside the overlap chart."""
+    return _cpu_overlap(res)[1]
+
+
+def _copy_kernel(res) -> tuple[Finding, str]:
+    """The copy-beside-kernels finding and the note that carries its details."""
     ck = res.table("copy_kernel").iloc[0]
     n = int(ck["size"])
     if "hidden" not in ck:  # an older result: one estimate from separately measured medians
         text = (f"A {size_label(n)} copy on a side stream during {fx.num(ck['kernel_ms'], 'ms')} of matrix "
                 f"products: {_pct(ck['overlap'])} hidden by one unpaired estimate (no interval in this run).")
-        return Finding("copy_kernel", text, 100 * float(ck["overlap"]), "%", values=dict(size=n))
+        return Finding("copy_kernel", text, 100 * float(ck["overlap"]), "%", values=dict(size=n)), ""
     lo, hi = float(ck["hidden_lo"]), float(ck["hidden_hi"])
     v = verdict(float(ck["hidden"]), low=lo, high=hi)
     text = (f"A {size_label(n)} pinned copy on a side stream ({fx.num(ck['copy_ms'], 'ms')} alone) during "
@@ -464,6 +600,7 @@ def finding_copy_kernel(res) -> Finding:
             f"(median of {int(ck['rounds'])} interleaved pairs, 95% interval "
             f"{fx.span(ck['added_lo_ms'], ck['added_hi_ms'], 'ms')}): **{_pct(ck['hidden'])} of the copy hidden** "
             f"(95% interval {fx.span(100 * lo, 100 * hi, '%')}; {v}).")
+    head, text = text, ""
     cov = ck.get("timeline_covered_share")
     if (ck.get("timeline") is True or ck.get("timeline") == 1.0) and cov is not None and math.isfinite(cov):
         text += (f" The profiler's GPU timeline shows {fx.pct(ck['timeline_covered_share'])} of the copy's time "
@@ -494,12 +631,22 @@ def finding_copy_kernel(res) -> Finding:
                         f"{fx.pct(drift / float(ck['copy_ms']))} of the copy")
                      + f". Every 1% the matrix products speed up or slow down between separately timed phases moves "
                        f"an unpaired estimate by {fx.num(per_pct)} percentage points; the paired rounds cancel it.")
-    return Finding("copy_kernel", text, 100 * float(ck["hidden"]), "%", interval=(100 * lo, 100 * hi),
-                   values=dict(size=n, verdict=v))
+    return (Finding("copy_kernel", head, 100 * float(ck["hidden"]), "%", interval=(100 * lo, 100 * hi),
+                    values=dict(size=n, verdict=v)), text.strip())
 
 
-def finding_pin_cost(res) -> Finding:
-    """What ``pin_memory()`` per batch costs: first call, later calls, a reused pinned buffer."""
+def finding_copy_kernel(res) -> Finding:
+    """How much of a side-stream copy hides behind matrix products (paired rounds)."""
+    return _copy_kernel(res)[0]
+
+
+def copy_kernel_note(res) -> str:
+    """The profiler's timeline, the naive estimate and the kernels' drift, beside the paired-rounds chart."""
+    return _copy_kernel(res)[1]
+
+
+def _pin_cost(res) -> tuple[Finding, str]:
+    """The pinning finding and the note that carries its details."""
     pc = res.table("pin_cost").set_index("way")
     pin, reuse = "pin_memory() per batch, then copy", "copy into a reused pinned buffer, then copy"
     n = int(pc["size"].iloc[0])
@@ -509,7 +656,7 @@ def finding_pin_cost(res) -> Finding:
         text = (f"For one {size_label(n)} batch, `pin_memory()` then copy took "
                 f"{fx.num(pc.loc[pin, 'median_ms'], 'ms')} "
                 f"(median), {d} copying into a reused pinned buffer ({fx.num(pc.loc[reuse, 'median_ms'], 'ms')}).")
-        return Finding("pin_cost", text, float(pc.loc[pin, "median_ms"]), "ms", values=dict(size=n))
+        return Finding("pin_cost", text, float(pc.loc[pin, "median_ms"]), "ms", values=dict(size=n)), ""
     first, later, reused = (float(pc.loc[pin, "first_ms"]), float(pc.loc[pin, "median_ms"]),
                             float(pc.loc[reuse, "median_ms"]))
     meta = res.metadata.get("pin_cost", {})
@@ -518,6 +665,7 @@ def finding_pin_cost(res) -> Finding:
             f"calls {fx.num(later, 'ms')} (median), "
             f"{fx.compare(later, reused, more='slower than', less='faster than', same='level with')} a reused "
             f"pinned buffer ({fx.num(reused, 'ms')}).")
+    head, text = text, ""
     if allocs is not None:
         calls = meta.get("pin_calls")
         text += (f" PyTorch's caching host allocator made {allocs} page-locked allocation"
@@ -535,7 +683,18 @@ def finding_pin_cost(res) -> Finding:
                              "that is what pinning afresh on every call would cost.",
                              "no slower, so the allocation itself is cheap here.",
                              "about the same, so the allocation itself is cheap here."))
-    return Finding("pin_cost", text, later, "ms", values=dict(size=n, first=first, reused=reused, allocs=allocs))
+    return (Finding("pin_cost", head, later, "ms", values=dict(size=n, first=first, reused=reused, allocs=allocs)),
+            text.strip())
+
+
+def finding_pin_cost(res) -> Finding:
+    """What ``pin_memory()`` per batch costs: first call, later calls, a reused pinned buffer."""
+    return _pin_cost(res)[0]
+
+
+def pin_cost_note(res) -> str:
+    """The caching host allocator's allocations and a fresh allocation per call, beside the pinning table."""
+    return _pin_cost(res)[1]
 
 
 def finding_no_cuda(res) -> Finding:
@@ -636,17 +795,6 @@ def two_clocks(res) -> str:
                       if abs(pr - 1) < CLOCKS_AGREE else
                       "part of the pageable copy's staging happens outside the CUDA events."))
     return " ".join(out)
-
-
-def ceiling_text(res) -> str:
-    c = res.metadata.get("ceiling", {})
-    mine = pinned_h2d_1gib(res)
-    if not c.get("available"):
-        return f"No second measurement path here: {c.get('note', 'not measured')}."
-    share = mine / c["GBps"]
-    return (f"Second path ({c['path']}, {size_label(c['size'])}): **{fx.num(c['GBps'], 'GB/s')}**. This chapter's "
-            f"pinned host-to-device copy at its largest size: **{fx.num(mine, 'GB/s')}**, {fx.pct(share)} of that "
-            f"ceiling (target {fx.pct(CEILING_TARGET)}: {'met' if share >= CEILING_TARGET else 'not met'}).")
 
 
 def bidirectional_text(res) -> str:
@@ -766,11 +914,18 @@ def bandwidth_by_path(res) -> pd.DataFrame:
     return _events(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
 
 
+#: How the tables name the four paths.
+_PATH_HEADERS = {"H2D, pinned": "to GPU, pinned", "H2D, pageable": "to GPU, pageable",
+                 "D2H, pinned": "from GPU, pinned", "D2H, pageable": "from GPU, pageable"}
+
+
 def bandwidth_table(res) -> pd.DataFrame:
+    """Median GB/s per size and path, then each as a share of the link's peak, with readable headers."""
     ev = bandwidth_by_path(res)
     piv = ev.pivot_table(index="size", columns="path", values="median")
-    pct = ev.pivot_table(index="size", columns="path", values="pct_of_peak").add_suffix(" (% of peak)")
-    out = piv.join(pct).reset_index()
+    pct = ev.pivot_table(index="size", columns="path", values="pct_of_peak")
+    out = piv.rename(columns=lambda c: f"{_PATH_HEADERS.get(c, c)} (GB/s)").join(
+        pct.rename(columns=lambda c: f"{_PATH_HEADERS.get(c, c)} (% of peak)")).reset_index()
     out.insert(0, "copy size", out.pop("size").map(size_label))
     return out
 
@@ -781,7 +936,8 @@ def has_staging(res) -> bool:
 
 def staging_table(res) -> pd.DataFrame:
     st = res.table("staging")
-    piv = st.pivot_table(index="size", columns="measure", values="median", sort=False).reset_index()
+    piv = st.pivot_table(index="size", columns="measure", values="median", sort=False)
+    piv = piv.rename(columns=lambda c: f"{c} (GB/s)").reset_index()
     piv.insert(0, "buffer size", piv.pop("size").map(size_label))
     return piv
 
@@ -899,3 +1055,93 @@ def versus_published(res, *, where: str = "here") -> str:
     else:
         text += ", and it is this machine's slowest path too."
     return text
+
+
+# --------------------------------------------------------------------------- the opening
+PIN_SNIPPET = '''loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, pin_memory=True)
+for x, y in loader:
+    x = x.to("cuda", non_blocking=True)  # returns at once: the copy engine reads the pinned batch
+    y = y.to("cuda", non_blocking=True)'''
+
+SIDE_STREAM_SNIPPET = '''copy_stream = torch.cuda.Stream()
+with torch.cuda.stream(copy_stream):           # the next batch crosses the bus ...
+    x_next = x_pinned.to("cuda", non_blocking=True)
+ready = torch.cuda.Event()
+ready.record(copy_stream)
+loss = step(x)                                  # ... while this step computes
+torch.cuda.current_stream().wait_event(ready)   # the GPU waits for the copy, not the host
+x_next.record_stream(torch.cuda.current_stream())'''
+
+
+def _pinning(res) -> tuple[int, list[float], list[float]]:
+    """The largest size of the sweep and the pinned and pageable host-to-device GB/s of its copies."""
+    b = _events(res)
+    n = int(b["size"].max())
+    at = b[b["size"] == n].set_index(["direction", "memory"])["median"]
+    pin = _raw_runs(res, n, "H2D", "pinned") or [float(at[("H2D", "pinned")])]
+    pag = _raw_runs(res, n, "H2D", "pageable") or [float(at[("H2D", "pageable")])]
+    return n, pin, pag
+
+
+def _opening_no_cuda(res) -> Opening:
+    out = []
+    if "staging" in res.tables:
+        f = finding_host_memcpy(res)
+        out.append(Finding("host_memcpy", f"No GPU here, so only the host side ran: one core copied a "
+                                          f"{size_label(f.values['size'])} buffer from DRAM at "
+                                          f"**{fx.num(f.value, 'GB/s')}**.", f.value, "GB/s"))
+    if "cpu_work" in res.metadata and res.metadata["cpu_work"].get("std_ms") is not None:
+        f = finding_cpu_jitter(res)
+        out.append(Finding("cpu_jitter", f"The calibrated CPU work varied by **{fx.num(f.value, 'ms')}** (std) "
+                                         "on this machine.", f.value, "ms"))
+    return Opening(out, [Action("Nothing crossed a PCIe bus here: run this chapter on a machine with an NVIDIA GPU "
+                                "(`./journey lab`) to measure what pinning and overlapping copies gain there.")])
+
+
+def opening(res) -> Opening:
+    """What the chapter opens with: pinned against pageable copies to the GPU, PyTorch's pinned copy
+    against the run's ceiling, and how much of a copy hides behind compute, one sentence each; then
+    whether to pin and whether to copy on a side stream, chosen from this run's numbers."""
+    if "bandwidth" not in res.tables:
+        return _opening_no_cuda(res)
+    n, pin, pag = _pinning(res)
+    mid, lo, hi = fx.ratio_interval(pin, pag)
+    d = fx.direction(pin, pag)
+    verdict = fx.choose(d, f"**{fx.times(mid)} faster than**", f"**{fx.times(1 / mid)} slower than**",
+                        "**level with**")
+    rates = f"{fx.num(np.median(pin), 'GB/s')} against {fx.num(np.median(pag), 'GB/s')}"
+    out = [Finding("pinned_vs_pageable", f"At {size_label(n)}, a copy to the GPU from pinned memory ran {verdict} "
+                                         f"from pageable memory ({rates}).", mid, "×", interval=(lo, hi))]
+    h2d, c = finding_pinned_h2d(res), ceiling(res)
+    if c is not None:
+        share = h2d.value / c["GBps"]
+        where = fx.choose(fx.direction(h2d.value, c["GBps"], tol=0.02), "above", f"{fx.pct(1 - share)} below",
+                          "level with")
+        out.append(Finding("h2d_pinned", f"PyTorch's pinned {size_label(n)} copy moved "
+                                         f"**{fx.num(h2d.value, 'GB/s')}**, {where} the run's ceiling of "
+                                         f"{fx.num(c['GBps'], 'GB/s')}, the fastest pinned copy measured.",
+                           h2d.value, "GB/s", published=h2d.published, interval=h2d.interval))
+    ck = finding_copy_kernel(res) if "copy_kernel" in res.tables else None
+    if ck is not None:
+        out.append(Finding("copy_kernel", f"On a side stream, **{_pct(ck.value / 100)}** of a "
+                                          f"{size_label(ck.values['size'])} copy hid behind matrix products "
+                                          f"({ck.values.get('verdict', 'one estimate')}).", ck.value, "%",
+                           interval=ck.interval))
+    size = size_label(n)
+    actions = [fx.choose(
+        d, Action(f"Set `pin_memory=True` and copy with `non_blocking=True`: pinned batches crossed "
+                  f"{fx.times(mid)} faster here ({rates} at {size}).", PIN_SNIPPET),
+        Action(f"Leave `pin_memory` off: on this machine pageable copies to the GPU ran {fx.times(1 / mid)} faster "
+               f"than pinned ones ({rates} at {size})."),
+        Action(f"Pinning changed nothing measurable here ({rates} at {size}): leave `pin_memory` as it is."))]
+    if ck is not None:
+        v = ck.values.get("verdict", "")
+        hidden = f"{_pct(ck.value / 100)} of the copy hid behind compute"
+        actions.append(
+            Action(f"Copy the next batch on a side stream while the current step computes: here {hidden}.",
+                   SIDE_STREAM_SNIPPET) if v == "overlaps" else
+            Action(f"A side-stream copy bought nothing here ({hidden}, {v}): keep the copy on the compute stream.")
+            if v == "serial" else
+            Action(f"The side-stream overlap is not settled here ({hidden}, {v}): run the chapter again with more "
+                   "`kernel_rounds` before restructuring the loop."))
+    return Opening(out[:3], actions[:3])

@@ -20,7 +20,7 @@ class Params(ChapterParams):
     warmup: int = 3
     """untimed copies first"""
     ceiling_size: int = 268435456
-    """independent pinned H2D measurement (CuPy)"""
+    """copy size of the ceiling's rounds (pinned H2D through CuPy and PyTorch, spread over the run)"""
     overlap_sizes: list[int] = field(default_factory=lambda: [16777216, 268435456])
     """copy sizes for the overlap experiments"""
     cpu_work_ms: float = 5.0

@@ -51,11 +51,6 @@ FORMATS = ("imagefolder", "mds")
 PHASES = ("DATALOADER_WAIT", "H2D_TRANSFER", "FORWARD", "BACKWARD", "OPTIMIZER")
 #: Stages of the data path timed inside the loader (per batch, ms).
 STAGES = ("read", "decode", "normalise", "collate", "pin", "handover")
-#: Loader recipes. "default": float32 normalised on the CPU, workers at normal priority (the
-#: published recipe). "1 thread": W=0 with one torch intra-op thread in the main process.
-#: "tuned": uint8 batches normalised on the GPU, workers treated with ``tuned_remedy``.
-#: "graphed": the tuned recipe with the training step replayed from CUDA graphs (GPU only).
-VARIANTS = ("default", "1 thread", "tuned", "graphed")
 #: The step each variant runs, and so the ceiling its share is taken of.
 STEP_KINDS = {"graphed": "graphed"}
 #: How the load sweep's busy processes (or the tuned scenario's workers) are treated.
@@ -129,7 +124,7 @@ def cpu_cores(a: dict, b: dict) -> dict:
                 worker_cores=max(0.0, b["workers"] - a["workers"]) / dt)
 
 
-def summarise(df: pd.DataFrame, warmup: int) -> dict:
+def step_summary(df: pd.DataFrame, warmup: int) -> dict:
     """Steady-state means (steps >= ``warmup``) of one run: phases, step, images/s, AU, and the
     loader stages per batch. At W=0, where the data wait is the stages one after the other,
     ``loader_other_ms`` is the part no stage timer covers (the DataLoader's own bookkeeping and,
@@ -349,7 +344,7 @@ def load_sweep(model, opt, *, work: list[bytes], out_size: int, batch_size: int,
                         df = train_steps(cycle([(x, y)]), model, opt, steps=steps + warmup, device=device,
                                          on_gpu_batch=True, graph=g)
                         b = cpu_snapshot()
-                    s = summarise(df, warmup)
+                    s = step_summary(df, warmup)
                     st = df[df["step"] >= warmup]
                     rows.append(dict(mode=mode, busy=level, repeat=r, cores=cores, compute_ms=s["compute_ms"],
                                      compute_p90_ms=float(st["compute_ms"].quantile(0.9)),
@@ -766,7 +761,7 @@ class _Chapter:
                 it.close()
                 images.stop_streaming(dl.dataset)
         df = pd.concat([warm, main], ignore_index=True)
-        s = summarise(df, p["warmup_steps"])
+        s = step_summary(df, p["warmup_steps"])
         u = util_summary(us.rows, float(main["t_start"].min()), float(main["t_end"].max()))
         # where the run's wall time went: loader and purge, the steps, the loader's shutdown
         seconds = dict(setup_s=t1 - t0, purge_s=purge.seconds, loop_s=t2 - t1, close_s=time.perf_counter() - t2)
@@ -847,12 +842,12 @@ def _measure(*, n_images: int, image_size: int, jpeg_quality: int, classes: int,
         for r in range(repeats):  # repeats interleaved, so that a drift of the machine spreads over all
             c = ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=steps,
                         warmup=warmup_steps, device=device)
-            ceil_rows.append(dict(summarise(c, warmup_steps), repeat=r, model=model, device=device))
+            ceil_rows.append(dict(step_summary(c, warmup_steps), repeat=r, model=model, device=device))
             bar.update(1)
             if n_ceil > 1:  # the same graph on a batch in device memory: the graphed scenarios' ceiling
                 c = ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=steps,
                             warmup=warmup_steps, device=device, graph=graph)
-                gceil_rows.append(dict(summarise(c, warmup_steps), repeat=r, model=model, device=device))
+                gceil_rows.append(dict(step_summary(c, warmup_steps), repeat=r, model=model, device=device))
                 bar.update(1)
             for fmt, w, variant in plan:
                 row, st, u = ch.scenario(fmt, w, variant, r)

@@ -1,6 +1,6 @@
 """Chapter 7's page: the key results, computed notes and display tables built from what
-:mod:`datajourney.training` measured (the profiled training loop, its ceiling, the per-sample
-reader costs and the load sweep)."""
+:mod:`datajourney.chapters.c07_full_picture.experiment` measured (the profiled training loop, its ceiling, the
+per-sample reader costs and the load sweep)."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +20,9 @@ from datajourney.chapters.c07_full_picture.experiment import (
 )
 from datajourney.core.findings import (
     HIGH_SPREAD,
+    Action,
     Finding,
+    Opening,
     choose,
     compare,
     cv,
@@ -32,6 +34,7 @@ from datajourney.core.findings import (
     spread_note,
     times,
 )
+from datajourney.toolkit import images
 
 
 def _row(stats: pd.DataFrame, fmt: str, w: int, variant: str = "default"):
@@ -118,7 +121,8 @@ def _finding_formats_w0(res):
     a, b = _runs(res, "mds", 0, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
     if not a or not b:
         why = res.metadata.get("mds_note") or "MDS or W=0 was not part of this run"
-        return Finding("mds_vs_imagefolder_w0", f"MDS against one file per image at W=0 was not measured here: {why}")
+        return Finding("mds_vs_imagefolder_w0", f"MDS against one file per image at W=0 was not measured here: {why}",
+                       ), ""
     st = scenario_stats(res)
     mid, lo, hi = ratio_interval(a, b)
     m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
@@ -126,15 +130,17 @@ def _finding_formats_w0(res):
     text = (f"At W=0, MDS shards ran **{compare(a, b)}** one file per image ({num(m['images_per_s'], 'images/s')} "
             f"vs {num(f['images_per_s'], 'images/s')}; images/s, MDS ÷ ImageFolder: {times(mid)}"
             + (f", {span(lo, hi, '×')} over the runs' extremes)." if len(a) > 1 else ")."))
+    head, text = text, ""
     wm, wf = _runs(res, "mds", 0, "DATALOADER_WAIT"), _runs(res, "imagefolder", 0, "DATALOADER_WAIT")
     gap = float(m["DATALOADER_WAIT"] - f["DATALOADER_WAIT"])
     dw = direction(wm, wf)
     if dw == 0:
-        text += (f" Their data waits were level ({num(m['DATALOADER_WAIT'], 'ms')} for shards, "
+        text += (f"Their data waits were level ({num(m['DATALOADER_WAIT'], 'ms')} for shards, "
                  f"{num(f['DATALOADER_WAIT'], 'ms')} for files): at W=0 the format made no difference beyond the "
                  "runs' spread.")
-        return Finding("mds_vs_imagefolder_w0", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
-    text += (f" Each step waited {num(abs(gap), 'ms')} {'longer' if gap > 0 else 'less'} for shards "
+        return (Finding("mds_vs_imagefolder_w0", head, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None),
+                text)
+    text += (f"Each step waited {num(abs(gap), 'ms')} {'longer' if gap > 0 else 'less'} for shards "
              f"({num(m['DATALOADER_WAIT'], 'ms')} vs {num(f['DATALOADER_WAIT'], 'ms')})")
     if pd.notna(m.get("read_ms")) and pd.notna(f.get("read_ms")):
         diffs = {k: float(m[f"{k}_ms"] - f[f"{k}_ms"]) for k in STAGES}
@@ -164,8 +170,8 @@ def _finding_formats_w0(res):
                                if rest > 0 else "Together they account for the whole gap."))
     if gap > 0:
         text += " " + cold_iterator_sentence(res, m, f, gap)
-    return Finding("mds_vs_imagefolder_w0", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None,
-                   values=dict(direction=d))
+    return (Finding("mds_vs_imagefolder_w0", head, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None,
+                    values=dict(direction=d)), text)
 
 
 #: A per-sample timing × batch size within this (relative) of the loop's stage time matches it.
@@ -234,15 +240,18 @@ def _finding_one_worker(res):
         return None
     a, b = _runs(res, "imagefolder", 1, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
     mid, lo, hi = ratio_interval(a, b)
-    text = (f"One worker was **{compare(a, b)}** none (ImageFolder: {num(r1['images_per_s'], 'images/s')} vs "
-            f"{num(r0['images_per_s'], 'images/s')}; images/s, W=1 ÷ W=0: {times(mid)}, {span(lo, hi, '×')} over the runs' "
-            "extremes).")
+    text = (
+        f"One worker was **{compare(a, b)}** none (ImageFolder: {num(r1['images_per_s'], 'images/s')} vs "
+        f"{num(r0['images_per_s'], 'images/s')}; images/s, W=1 ÷ W=0: {times(mid)}, {span(lo, hi, '×')} over the runs' "
+        "extremes)."
+    )
+    head, text = text, ""
     if "read_ms" in r0 and pd.notna(r1.get("read_ms")):
         bsz = int(res.parameters.get("batch_size", 64))
         threads = int(r0.get("main_threads", res.metadata.get("main_threads", 1)) or 1)
         diffs = {k: float(r1[f"{k}_ms"] - r0[f"{k}_ms"]) for k in STAGES}
         big = max(diffs, key=lambda k: abs(diffs[k]))
-        text += (f" Per batch of {bsz}, the worker spent {num(r1['worker_busy_ms'], 'ms')} "
+        text += (f"Per batch of {bsz}, the worker spent {num(r1['worker_busy_ms'], 'ms')} "
                  f"({_stage_text(r1, pin=False)}), then pinning took {num(r1['pin_ms'], 'ms')} and the hand-over "
                  f"to the loop {num(r1['handover_ms'], 'ms')} of the loop's wait; at W=0 the main process, with "
                  f"{threads} intra-op thread{'s' if threads != 1 else ''}, spent "
@@ -253,7 +262,7 @@ def _finding_one_worker(res):
             c = _runs(res, "imagefolder", 0, "images_per_s", "1 thread")
             text += (f" With one intra-op thread, W=0 normalised a batch in {num(t1['normalise_ms'], 'ms')} and ran "
                      f"{compare(c, b)} the runs with {threads} ({num(t1['images_per_s'], 'images/s')}).")
-    return Finding("one_worker", text, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None)
+    return Finding("one_worker", head, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None), text
 
 
 def _finding_w4(res):
@@ -302,7 +311,7 @@ def _finding_load(res):
         word = choose(direction(a, b, tol=0.03), "grew", "fell", "did not change beyond the runs' spread")
         text = (f"Compute per step {word} as workers were added: {num(lo_w['compute_ms'], 'ms')} at "
                 f"W={int(lo_w['workers'])}, {num(hi_w['compute_ms'], 'ms')} at W={int(hi_w['workers'])} (ImageFolder).")
-        return Finding("compute_under_load", text, value=float(hi_w["compute_ms"]), unit="ms")
+        return Finding("compute_under_load", text, value=float(hi_w["compute_ms"]), unit="ms"), ""
     t = res.table("load")
     cores = int(t["cores"].iloc[0])
     def runs(mode, busy):
@@ -340,10 +349,9 @@ def _finding_load(res):
             else:
                 others.append(f"{label}: {num(np.mean(r), 'ms')} ({_signed(np.mean(r) - m0)} against the "
                               f"unloaded {base_mode} loop)")
-    if others:
-        text += " At the same load: " + "; ".join(others) + "."
+    note = "At the same load: " + "; ".join(others) + "." if others else ""
     return Finding("compute_under_load", text, value=m1, unit="ms",
-                   interval=(min(c1), max(c1)) if len(c1) > 1 else None)
+                   interval=(min(c1), max(c1)) if len(c1) > 1 else None), note
 
 
 #: What each load-sweep mode does, as the chapter names it.
@@ -443,6 +451,7 @@ def _finding_best(res):
             f"({_range(runs, '%')}; "
             f"{num(b['images_per_s'], 'images/s')} against {num(_ceiling_ips(res, kind), 'images/s')}, "
             f"AU {pct(b['au'])}): {verdict}.")
+    head, text = text, ""
     if kind != "eager":
         text += f" The eager ceiling took {num(_ceiling_ips(res), 'images/s')}."
     gap, parts = _gap(res, b)
@@ -469,15 +478,26 @@ def _finding_best(res):
         big_d = max(parts_d, key=parts_d.get)
         text += (f" The best of the default recipe, {d['label']}, reached {num(d['pct_of_ceiling'], '%')}; the largest "
                  f"part of its {num(gap_d, 'ms')} gap was {big_d} ({_signed(parts_d[big_d])}).")
-    return Finding("best_vs_ceiling", text, value=float(b["pct_of_ceiling"]), unit="%",
-                   interval=(min(runs), max(runs)) if len(runs) > 1 else None)
+    return Finding("best_vs_ceiling", head, value=float(b["pct_of_ceiling"]), unit="%",
+                   interval=(min(runs), max(runs)) if len(runs) > 1 else None), text.strip()
+
+
+def _with_notes(res) -> list[tuple]:
+    """Each key result with the note that carries its details (empty where the sentence says it all)."""
+    short = [(_finding_w0(res), ""), (_finding_w4(res), "")]
+    out = [short[0], _finding_formats_w0(res), _finding_one_worker(res), short[1], _finding_load(res),
+           _finding_best(res)]
+    return [x for x in out if x is not None and x[0] is not None][:6]
 
 
 def findings(res) -> list:
-    """The chapter's key results (3-6), computed from a result."""
-    out = [_finding_w0(res), _finding_formats_w0(res), _finding_one_worker(res), _finding_w4(res),
-           _finding_load(res), _finding_best(res)]
-    return [f for f in out if f is not None][:6]
+    """The chapter's key results (3-6), one or two sentences each, computed from a result."""
+    return [f for f, _ in _with_notes(res)]
+
+
+def finding_note(res, key: str) -> str:
+    """The details of the key result ``key`` (what a section shows beside its chart), "" when none."""
+    return next((note for f, note in _with_notes(res) if f.key == key), "")
 
 
 # --------------------------------------------------------------------------- computed prose
@@ -773,23 +793,29 @@ def timeline_note(res) -> str:
     return " ".join(out)
 
 
+def _std(r, col: str):
+    """The standard deviation of ``col`` over a scenario's runs, or None below three runs (two runs give
+    no standard deviation worth printing)."""
+    return r.get(f"{col}_std") if int(r.get("runs", 0) or 0) >= 3 else None
+
+
 def key_metrics(res) -> dict:
-    """Metric name (as published) -> (mean, std) of this result."""
+    """Metric name (as published) -> (mean, std) of this result (std only from three runs or more)."""
     st = scenario_stats(res)
     out = {}
     for fmt, label in (("imagefolder", "ImageFolder"), ("mds", "streaming (MDS)")):
         for w in (0, 4):
             r = _row(st, fmt, w)
             if r is not None:
-                out[f"{label}, workers={w}: data wait"] = (r["DATALOADER_WAIT"], r.get("DATALOADER_WAIT_std"))
-                out[f"{label}, workers={w}: images/s"] = (r["images_per_s"], r.get("images_per_s_std"))
+                out[f"{label}, workers={w}: data wait"] = (r["DATALOADER_WAIT"], _std(r, "DATALOADER_WAIT"))
+                out[f"{label}, workers={w}: images/s"] = (r["images_per_s"], _std(r, "images_per_s"))
     a, b = _row(st, "imagefolder", 0), _row(st, "mds", 0)
     if a is not None and b is not None:  # the source's ratio: MDS's data-wait speed-up over ImageFolder
         out["streaming ÷ ImageFolder, workers=0"] = (a["DATALOADER_WAIT"] / b["DATALOADER_WAIT"], None)
     r = _row(st, "imagefolder", 0)
     if r is not None:
-        out["compute per step (forward+backward+optimizer)"] = (r["compute_ms"], r.get("compute_ms_std"))
-        out["H2D per step"] = (r["H2D_TRANSFER"], r.get("H2D_TRANSFER_std"))
+        out["compute per step (forward+backward+optimizer)"] = (r["compute_ms"], _std(r, "compute_ms"))
+        out["H2D per step"] = (r["H2D_TRANSFER"], _std(r, "H2D_TRANSFER"))
     return out
 
 
@@ -964,10 +990,146 @@ def takeaways(res) -> str:
     if not g.empty:
         gb = g.loc[g["pct_of_ceiling"].idxmax()]
         every = float(gb.get("pct_of_ceiling_min", gb["pct_of_ceiling"])) >= keep
-        out.append(f"With its step replayed from a CUDA graph, the same loader reached {num(gb['pct_of_ceiling'], '%')} "
-                   f"of the graphed ceiling at best ({gb['label']}): "
-                   + (f"at least {num(keep, '%')} in every run." if every else
-                      f"below {num(keep, '%')} in at least one run."))
+        out.append(
+            f"With its step replayed from a CUDA graph, the same loader reached {num(gb['pct_of_ceiling'], '%')} "
+            f"of the graphed ceiling at best ({gb['label']}): "
+            + (f"at least {num(keep, '%')} in every run." if every else f"below {num(keep, '%')} in at least one run.")
+        )
     elif not tuned.empty and graph_missing(res):
         out.append(f"The step replayed from a CUDA graph {graph_missing(res)}.")
     return "\n".join(f"* {x}" for x in out)
+
+
+# --------------------------------------------------------------------------- the opening
+def _best_default(st: pd.DataFrame):
+    """The default recipe's fastest scenario (highest mean images/s) and the fewest workers of its format."""
+    d = st[st["variant"] == "default"]
+    b = d.loc[d["images_per_s"].idxmax()]
+    return b, int(d[d["format"] == b["format"]]["workers"].min())
+
+
+def loader_snippet(res, workers: int) -> str:
+    """The ``DataLoader(...)`` of this chapter's loop with ``workers`` filled in, as this run built it."""
+    p = res.parameters
+    args = [f"batch_size={int(p.get('batch_size', 64))}", "shuffle=True", f"num_workers={workers}"]
+    if res.metadata.get("device") == "cuda":
+        args.append("pin_memory=True")
+    if workers:
+        args.append('multiprocessing_context="fork"')
+    return "loader = DataLoader(dataset, " + ", ".join(args) + ", drop_last=True)"
+
+
+def _uint8_snippet(nice: bool, device: str) -> str:
+    """Batches as uint8, normalised on ``device`` with the loader's mean and std (and nice workers)."""
+    lines = ["# the Dataset returns the decoded image as uint8 (C, H, W): a quarter of float32's bytes"]
+    if nice:
+        lines.append(f"loader = DataLoader(..., worker_init_fn=lambda _: os.nice({WORKER_NICE}))  # workers yield "
+                     "the CPU")
+    to = f'x.to("{device}", non_blocking=True)' if device == "cuda" else "x"
+    lines += [f"mean = torch.tensor({list(images.MEAN)}, device=\"{device}\").view(1, 3, 1, 1) * 255",
+              f"std = torch.tensor({list(images.STD)}, device=\"{device}\").view(1, 3, 1, 1) * 255",
+              "for x, y in loader:",
+              f"    x = ({to}.float() - mean) / std  # normalised in the training process, on {device}"]
+    return "\n".join(lines)
+
+
+def _graph_snippet(res) -> str:
+    p = res.parameters
+    return ("from datajourney.toolkit.models import GraphedStep\n\n"
+            f"step = GraphedStep(model, lr={p.get('lr', 0.1)}, batch_size={int(p.get('batch_size', 64))}, "
+            f"out_size={int(p.get('out_size', 224))}, classes={int(p.get('classes', 100))})  # captured once\n"
+            "for x, y in loader:\n"
+            "    step.load(x, y)  # the pinned uint8 batch copied in and normalised on the GPU\n"
+            "    step.forward(); step.backward(); step.step()  # three graph replays")
+
+
+def _opening_findings(res, st) -> list[Finding]:
+    out = []
+    w0 = min(st[(st["format"] == "imagefolder") & (st["variant"] == "default")]["workers"], default=None)
+    if w0 is not None:
+        r = _row(st, "imagefolder", w0)
+        waits, comp = (_runs(res, "imagefolder", w0, c) for c in ("DATALOADER_WAIT", "compute_ms"))
+        who = "Without workers" if w0 == 0 else f"With {w0} worker{'s' if w0 != 1 else ''}"
+        ratio = float(r["DATALOADER_WAIT"] / r["compute_ms"])
+        word = choose(direction(waits, comp), f"{times(ratio)} as long as", f"{pct(ratio)} of", "about as long as")
+        out.append(Finding("wait_w0", f"{who}, each step waited **{num(r['DATALOADER_WAIT'], 'ms')}** for data, "
+                                      f"{word} its {num(r['compute_ms'], 'ms')} of compute.",
+                           float(r["DATALOADER_WAIT"]), "ms", published="ImageFolder, workers=0: data wait"
+                           if w0 == 0 else None, interval=(min(waits), max(waits)) if len(waits) > 1 else None))
+        f4 = _row(st, "imagefolder", 4)
+        if f4 is not None and w0 != 4:
+            runs4 = _runs(res, "imagefolder", 4, "images_per_s")
+            out.append(Finding("workers4", f"With 4 workers, ImageFolder fed **{num(f4['images_per_s'], 'images/s')}**,"
+                                           f" {compare(runs4, _runs(res, 'imagefolder', w0, 'images_per_s'))} "
+                                           f"with W={w0}.", float(f4["images_per_s"]), "images/s",
+                               published="ImageFolder, workers=4: images/s",
+                               interval=(min(runs4), max(runs4)) if len(runs4) > 1 else None))
+    b = best_scenario(res)
+    kind = _kind(b)
+    runs = [float(v) for v in scenarios(res).query("label == @b['label']")["images_per_s"]]
+    ceil = [float(v) for v in ceiling_runs(res, kind)["images_per_s"]] or [_ceiling_ips(res)]
+    where = choose(direction(runs, ceil), "above it", "short of it", "level with it")
+    out.append(Finding("best_vs_ceiling", f"The best setting, {b['label']}, fed **{num(b['pct_of_ceiling'], '%')}** "
+                                          f"of its own ceiling's images/s, {where}.", float(b["pct_of_ceiling"]), "%"))
+    return out[:3]
+
+
+def _action_workers(res, st) -> Action:
+    b, w0 = _best_default(st)
+    fmt, w = b["format"], int(b["workers"])
+    runs_b, runs_0 = _runs(res, fmt, w, "images_per_s"), _runs(res, fmt, w0, "images_per_s")
+    ips0 = num(float(np.mean(runs_0)), "images/s")
+    if w != w0 and direction(runs_b, runs_0) > 0:
+        return Action(f"Use `num_workers={w}`: with {LABELS.get(fmt, fmt)} it fed {compare(runs_b, runs_0)} "
+                      f"`num_workers={w0}` here ({num(b['images_per_s'], 'images/s')} against {ips0}).",
+                      loader_snippet(res, w))
+    if w == w0:
+        return Action(f"Keep `num_workers={w0}`: no worker count fed the loop faster here "
+                      f"({LABELS.get(fmt, fmt)}, {ips0}).", loader_snippet(res, w0))
+    return Action(f"Keep `num_workers={w0}`: the fastest count, W={w}, was {compare(runs_b, runs_0)} it here "
+                  f"({LABELS.get(fmt, fmt)}).", loader_snippet(res, w0))
+
+
+def _action_uint8(res, st) -> Action | None:
+    t = st[st["variant"] == "tuned"]
+    if t.empty:
+        return None
+    t = t.loc[t["images_per_s"].idxmax()]
+    fmt, w = t["format"], int(t["workers"])
+    a, b = _runs(res, fmt, w, "images_per_s", "tuned"), _runs(res, fmt, w, "images_per_s")
+    if not b:
+        return None
+    remedy = str(res.parameters.get("tuned_remedy", "nice"))
+    how = f", workers at nice {WORKER_NICE}" if "nice" in remedy else ""
+    device = res.metadata.get("device", "cuda")
+    on = "on the GPU" if device == "cuda" else "in the training process"
+    where = (f"{LABELS.get(fmt, fmt)}, W={w}: {num(float(np.mean(a)), 'images/s')} against "
+             f"{num(float(np.mean(b)), 'images/s')}")
+    if direction(a, b) > 0:
+        return Action(f"Send uint8 batches and normalise them {on}{how}: that fed {compare(a, b)} the "
+                      f"float32 recipe here ({where}).", _uint8_snippet("nice" in remedy, device))
+    return Action(f"Keep normalising in the workers: uint8 batches normalised {on}{how} fed "
+                  f"{compare(a, b)} the float32 recipe here ({where}).")
+
+
+def _action_graphs(res) -> Action | None:
+    pairs = graph_pairs(res)
+    if not pairs:
+        return None
+    t, g = max(pairs, key=lambda p: float(p[1]["images_per_s"]))
+    fmt, w = g["format"], int(g["workers"])
+    a, b = _runs(res, fmt, w, "images_per_s", "graphed"), _runs(res, fmt, w, "images_per_s", "tuned")
+    if direction(a, b, tol=0.02) > 0:
+        return Action(f"Replay the training step from CUDA graphs: under the same loader ({LABELS.get(fmt, fmt)}, "
+                      f"W={w}) it fed {compare(a, b, tol=0.02)} the eager step here.", _graph_snippet(res))
+    return Action(f"Keep the eager step: replayed from CUDA graphs it fed {compare(a, b, tol=0.02)} it here "
+                  f"({LABELS.get(fmt, fmt)}, W={w}).")
+
+
+def opening(res) -> Opening:
+    """What the chapter opens with: the data wait without workers, what 4 workers fed and how close
+    the best setting came to its ceiling, one sentence each; then the worker count, the uint8 recipe
+    and CUDA graphs, each recommended only where this run measured a gain."""
+    st = scenario_stats(res)
+    actions = [_action_workers(res, st), _action_uint8(res, st), _action_graphs(res)]
+    return Opening(_opening_findings(res, st), [a for a in actions if a is not None][:3])

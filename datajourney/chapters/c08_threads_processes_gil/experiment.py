@@ -2,7 +2,7 @@
 
 The data are photo-like JPEGs (about 500×375 pixels, a 1/f colour field with hard-edged
 shapes, so that decoding costs what a real photo costs), generated deterministically
-through :mod:`datajourney.datasets` in the ImageFolder layout of chapter 7.
+through :mod:`datajourney.toolkit.datasets` in the ImageFolder layout of chapter 7.
 
 Experiments:
 
@@ -13,22 +13,28 @@ Experiments:
 2. **GIL contention**: every task times its operations (read, decode, resize, batch);
    the same operation timed in threads and in processes at the same concurrency shows
    what waiting for the interpreter lock adds.
-3. **End to end**: the DataLoader (worker sweep), an SPDL ``PipelineBuilder`` pipeline
-   (per-stage concurrency, transfer on its own CUDA stream) and a plain thread pool,
-   from cold files to pinned memory and an H2D copy, consumed by a no-op step; time to
-   first batch, throughput, CPU user and system time summed over every process of the
-   loader, PSS and USS summed over processes. Then the DataLoader's time to first batch vs
-   workers × start method × size of the Dataset object.
+3. **End to end**: the DataLoader (worker sweep, with the decoder whose process pool peaked
+   highest in experiment 1), an SPDL ``PipelineBuilder`` pipeline (per-stage concurrency,
+   transfer on its own CUDA stream) and a plain thread pool, each thread loader with Pillow and
+   with ``spdl.io`` (the paper's setting: decoding without the GIL, a batch converted from the
+   decoded frames in one copy), from cold files to pinned memory and an H2D copy, consumed by a
+   no-op step; time to first batch, throughput, CPU user and system time summed over every
+   process of the loader, PSS and USS summed over processes. The collate check runs the Pillow
+   pipeline once more with each image decoded into its row of the batch (no collate copy), to
+   tell whether the collate stage holds it back. Then the DataLoader's time to first batch vs
+   workers × start method × size of the Dataset object, and the memory of every process over a
+   whole epoch of a Dataset holding ImageNet's 1.28 M paths as a Python list or a NumPy array,
+   in DataLoader workers and in pipeline threads.
 4. **IPC**: the cost of moving a batch from a worker process to the main process.
 5. **Free-threaded Python**: detected; on a GIL interpreter a labelled skip.
 6. **Moonshot**: ResNet-50 in bf16 with channels_last (chapter 7's model and step) fed by
    the best DataLoader, the best thread pipeline and GPU decoding (nvJPEG through
    ``torchvision.io.decode_jpeg(device="cuda")``), each against the model's ceiling; beside
    them the DataLoader with its workers at a lower priority (``model_worker_nice``) and a
-   hybrid that decodes a share of each batch in niced DataLoader workers and the rest on the
-   GPU (``hybrid_share``). By default the step is replayed from CUDA graphs (``model_step``),
-   so that the feeds' threads and processes cannot slow its kernel launches; the ceiling is
-   measured for both the graphed and the eager step.
+   hybrid that decodes a share of each batch in DataLoader workers (at nice 0 and at that nice)
+   and the rest on the GPU (``hybrid_share``). By default the step is replayed from CUDA graphs
+   (``model_step``), so that the feeds' threads and processes cannot slow its kernel launches;
+   the ceiling is measured for both the graphed and the eager step.
 """
 from __future__ import annotations
 
@@ -65,18 +71,16 @@ EXECUTORS = ("thread", "process")
 LOADERS = ("dataloader", "spdl", "threadpool")
 START_METHODS = ("fork", "forkserver", "spawn")
 OPS = ("read", "decode", "resize", "batch")
-LABELS = {"dataloader": "DataLoader", "spdl": "SPDL pipeline",
+LABELS = {"dataloader": "DataLoader", "spdl": "SPDL pipeline", "spdl_prealloc": "SPDL pipeline, no collate copy",
           "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)", "hybrid": "DataLoader + nvJPEG"}
+#: The loaders that run in threads of one process.
+THREADED = ("spdl", "spdl_prealloc", "threadpool")
 MAX_CONCURRENCY = 256
 #: "auto" loader sweeps stop at the cores or here, whichever is lower, so that the batches the
 #: deepest loader keeps in flight (skipped before timing) fit in the default data set.
 AUTO_LOADER_MAX = 16
 #: A timed window holds at least this many times the batches the loader has in flight (whole waves).
 WINDOW_FACTOR = 4
-#: The moonshot target: this share of the model's ceiling.
-MOONSHOT_TARGET = 0.90
-#: The issue's target for the best thread pipeline over the best DataLoader.
-THREAD_TARGET = 1.5
 #: The automatic CPU share of the hybrid feed uses this part of the CPU loaders' measured rate (the
 #: rest is headroom for the main process's thread and the copy to the GPU).
 HYBRID_HEADROOM = 0.8
@@ -166,7 +170,7 @@ def photo_set(data_dir=None, *, n_images: int, width: int = 500, height: int = 3
               classes: int = 10, seed: int = 0, workers: int | None = None,
               progress: bool = True) -> images.ImageFolderSet:
     """Get (generate in parallel, or reuse) ``n_images`` photo-like JPEGs, ImageFolder layout,
-    through :func:`datajourney.datasets.generate` (atomic, manifest, verified on reuse)."""
+    through :func:`datajourney.toolkit.datasets.generate` (atomic, manifest, verified on reuse)."""
     name, params, needed = photo_plan(n_images, width, height, quality, classes, seed)
     parent = datasets.parent_dir(data_dir)
     workers = workers or max(1, len(os.sched_getaffinity(0)))
@@ -258,10 +262,7 @@ def decode_one(decoder: str, data: bytes, out_size: int, times: dict | None = No
     elif decoder == "spdl":
         import spdl.io
 
-        # stretch to out_size² like the other decoders (SPDL's helper keeps the aspect ratio and pads)
-        frames = spdl.io.decode_packets(spdl.io.demux_image(data), filter_desc=(
-            f"scale=w={out_size}:h={out_size}:flags=bilinear,format=pix_fmts=rgb24"))
-        arr = spdl.io.to_numpy(spdl.io.convert_frames(frames))
+        arr = spdl.io.to_numpy(spdl.io.convert_frames(spdl_frames(data, out_size)))
         t1 = time.perf_counter()
     elif decoder == "torchvision":
         from torchvision.io import decode_jpeg
@@ -277,6 +278,41 @@ def decode_one(decoder: str, data: bytes, out_size: int, times: dict | None = No
         times["decode"] += (t1 - t0) * 1e3
         times["resize"] += (t2 - t1) * 1e3
     return arr
+
+
+def spdl_frames(data: bytes, out_size: int):
+    """JPEG bytes -> ``spdl.io`` frames decoded and scaled to out_size² in one FFmpeg filter graph,
+    without the interpreter lock; stretched like the other decoders (SPDL's own helper keeps the
+    aspect ratio and pads). Left unconverted: a batch of them becomes one array in one copy
+    (:func:`collate`)."""
+    import spdl.io
+
+    return spdl.io.decode_packets(spdl.io.demux_image(data), filter_desc=(
+        f"scale=w={out_size}:h={out_size}:flags=bilinear,format=pix_fmts=rgb24"))
+
+
+def decode_item(decoder: str, data: bytes, out_size: int, times: dict | None = None):
+    """One image as a loader's decode step leaves it for :func:`collate`: ``spdl.io`` frames for
+    spdl (converted a whole batch at a time), an (S, S, 3) uint8 array for the other decoders."""
+    if decoder != "spdl":
+        return decode_one(decoder, data, out_size, times)
+    t0 = time.perf_counter()
+    frames = spdl_frames(data, out_size)
+    if times is not None:
+        times["decode"] += (time.perf_counter() - t0) * 1e3
+    return frames
+
+
+def collate(decoder: str, items) -> torch.Tensor:
+    """A batch of :func:`decode_item` results -> (B, 3, S, S) uint8. spdl.io's batch conversion
+    copies the frames once into one buffer with the lock released and the batch stays channels-last
+    in memory (the layout the model uses); the arrays of the other decoders are stacked and
+    transposed to a contiguous NCHW batch in Python, as ``default_collate`` leaves a DataLoader's."""
+    if decoder == "spdl":
+        import spdl.io
+
+        return spdl.io.to_torch(spdl.io.convert_frames(list(items))).permute(0, 3, 1, 2)
+    return torch.from_numpy(np.stack(items)).permute(0, 3, 1, 2).contiguous()
 
 
 def load_batch(decoder: str, paths, out_size: int) -> tuple[np.ndarray, dict]:
@@ -377,15 +413,12 @@ def torch_threads(n: int | None):
 # --------------------------------------------------------------------------- loaders
 class PhotoDataset(Dataset):
     """Item ``i``: image ``i`` read, decoded and resized to a (3, out, out) uint8 tensor, and ``i``
-    (so that a test can check that every image comes exactly once). ``extra_paths`` pads the
-    object with that many path strings, like an ImageNet dataset holding its file list."""
+    (so that a test can check that every image comes exactly once)."""
 
-    def __init__(self, files, out_size: int, decoder: str = "pillow", extra_paths: int = 0):
+    def __init__(self, files, out_size: int, decoder: str = "pillow"):
         self.files = [str(f) for f in files]
         self.out_size = out_size
         self.decoder = decoder
-        self.extra = [f"/data/imagenet/train/n{k // 1300:08d}/n{k // 1300:08d}_{k:06d}.JPEG"
-                      for k in range(extra_paths)]
 
     def __len__(self):
         return len(self.files)
@@ -395,22 +428,67 @@ class PhotoDataset(Dataset):
         return torch.from_numpy(arr).permute(2, 0, 1).contiguous(), i
 
 
-def _collate_np(items):
+def _collate_items(decoder: str, items):
+    """A pipeline's batch of (image, index) items -> (images, indices)."""
     arrs, idx = zip(*items, strict=True)
-    return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous(), torch.tensor(idx)
+    return collate(decoder, arrs), torch.tensor(idx)
 
 
 def _decode_item(decoder: str, out_size: int, path_index, ops=None):
-    """Read and decode one image; ``ops`` (a :class:`SpdlStages`) is given the ms of each step."""
+    """Read and decode one image (:func:`decode_item`); ``ops`` (a :class:`SpdlStages`) is given
+    the ms of each step."""
     path, i = path_index
     if ops is None:
-        return decode_one(decoder, _read(path), out_size), i
+        return decode_item(decoder, _read(path), out_size), i
     t0 = time.perf_counter()
     data = _read(path)
     t = {"read": (time.perf_counter() - t0) * 1e3, "decode": 0.0, "resize": 0.0}
-    arr = decode_one(decoder, data, out_size, t)
+    img = decode_item(decoder, data, out_size, t)
     ops.add_ops(t)
-    return arr, i
+    return img, i
+
+
+class BatchSlots:
+    """Batches filled in place: image ``k`` of the stream is written into row ``k % B`` of batch
+    ``k // B``, a (rows, S, S, 3) uint8 array allocated when its first image arrives, so that no
+    stage stacks or transposes a batch (the pipeline's collate stage, off the critical path). A
+    batch is handed over, and forgotten here, when it is assembled."""
+
+    def __init__(self, batch_size: int, out_size: int, total: int):
+        self.batch_size, self.out_size, self.total = batch_size, out_size, total
+        self._bufs: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def row(self, k: int) -> np.ndarray:
+        b = k // self.batch_size
+        with self._lock:
+            buf = self._bufs.get(b)
+            if buf is None:
+                rows = min(self.batch_size, self.total - b * self.batch_size)
+                buf = self._bufs[b] = np.empty((rows, self.out_size, self.out_size, 3), np.uint8)
+        return buf[k % self.batch_size]
+
+    def take(self, k: int) -> np.ndarray:
+        with self._lock:
+            return self._bufs.pop(k // self.batch_size)
+
+
+def _decode_into(decoder: str, out_size: int, slots: BatchSlots, item, ops=None):
+    """Decode one image (path, index, position in the stream) straight into its batch's row."""
+    path, i, k = item
+    img, _ = _decode_item(decoder, out_size, (path, i), ops)
+    if decoder == "spdl":  # frames: converted one image at a time here
+        import spdl.io
+
+        img = spdl.io.to_numpy(spdl.io.convert_frames(img))
+    slots.row(k)[...] = img
+    return k, i
+
+
+def _assemble(slots: BatchSlots, items):
+    """The filled batch of a group of decoded rows, as a channels-last (B, 3, S, S) view, and its indices."""
+    ks, idx = zip(*items, strict=True)
+    return torch.from_numpy(slots.take(ks[0])).permute(0, 3, 1, 2), torch.tensor(idx)
 
 
 def dataloader_iter(files, order, *, batch_size: int, out_size: int, workers: int, decoder: str = "pillow",
@@ -515,17 +593,29 @@ class SpdlStages:
 
 
 def spdl_iter(files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str = "pillow",
-              transfer: bool = False, ordered: bool = True, stages: SpdlStages | None = None):
+              transfer: bool = False, ordered: bool = True, stages: SpdlStages | None = None,
+              prealloc: bool = False):
     """An SPDL pipeline: source -> decode (``concurrency`` threads) -> batch -> collate ->
-    (pin + copy on SPDL's own CUDA stream) -> sink. Yields (images, indices). With ``stages``,
-    the pipeline's per-stage statistics are kept there."""
+    (pin + copy on SPDL's own CUDA stream) -> sink. Yields (images, indices). With ``prealloc``
+    the decode threads write each image into its row of the batch (:class:`BatchSlots`) and the
+    collate stage only hands the filled batch on. With ``stages``, the pipeline's per-stage
+    statistics are kept there."""
     from spdl.pipeline import PipelineBuilder
 
-    b = (PipelineBuilder().add_source([(str(files[i]), int(i)) for i in order])
-         .pipe(partial(_decode_item, decoder, out_size, ops=stages), concurrency=concurrency,
-               output_order="input" if ordered else "completion", name="decode")
+    order = [int(i) for i in order]
+    if prealloc:
+        slots = BatchSlots(batch_size, out_size, len(order))
+        src = [(str(files[i]), i, k) for k, i in enumerate(order)]
+        decode, gather = partial(_decode_into, decoder, out_size, slots, ops=stages), partial(_assemble, slots)
+    else:
+        src = [(str(files[i]), i) for i in order]
+        decode, gather = partial(_decode_item, decoder, out_size, ops=stages), partial(_collate_items, decoder)
+    # prealloc fills rows by stream position: it needs the input order
+    b = (PipelineBuilder().add_source(src)
+         .pipe(decode, concurrency=concurrency, output_order="input" if ordered or prealloc else "completion",
+               name="decode")
          .aggregate(batch_size, drop_last=False)
-         .pipe(_collate_np, name="collate"))
+         .pipe(gather, name="collate"))
     if transfer:
         import spdl.io
 
@@ -538,11 +628,12 @@ def spdl_iter(files, order, *, batch_size: int, out_size: int, concurrency: int,
 def threadpool_iter(files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str = "pillow",
                     pin: bool = False):
     """A plain thread pool: one task per image (read, decode, resize), ``concurrency + 2 *
-    batch_size`` images in flight (one per thread and two batches ready); the consumer stacks
-    (and pins) each batch of finished images, in order. Per-image tasks make a smooth stream:
-    one task per batch would start in phase and deliver batches in waves of ``concurrency``."""
+    batch_size`` images in flight (one per thread and two batches ready); the consumer collates
+    (:func:`collate`) and pins each batch of finished images, in order. Per-image tasks make a
+    smooth stream: one task per batch would start in phase and deliver batches in waves of
+    ``concurrency``."""
     def task(i):
-        return decode_one(decoder, _read(files[i]), out_size)
+        return decode_item(decoder, _read(files[i]), out_size)
 
     with ThreadPoolExecutor(concurrency) as pool:
         pending = deque()
@@ -551,18 +642,18 @@ def threadpool_iter(files, order, *, batch_size: int, out_size: int, concurrency
             pending.append((i, pool.submit(task, i)))
             if len(pending) >= concurrency + 2 * batch_size:
                 break
-        arrs, idx = [], []
+        imgs, idx = [], []
         while pending:
             i, f = pending.popleft()
-            arrs.append(f.result())
+            imgs.append(f.result())
             idx.append(i)
             nxt = next(it, None)
             if nxt is not None:
                 pending.append((nxt, pool.submit(task, nxt)))
-            if len(arrs) == batch_size or not pending:
-                x = torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
+            if len(imgs) == batch_size or not pending:
+                x = collate(decoder, imgs)
                 yield (x.pin_memory() if pin else x), torch.tensor(idx)
-                arrs, idx = [], []
+                imgs, idx = [], []
 
 
 def gpu_decode_resize(data, out_size: int, device: str = "cuda") -> torch.Tensor:
@@ -680,7 +771,9 @@ class HybridBatches(Dataset):
         cpu = (torch.from_numpy(np.stack([decode_one(self.decoder, _read(self.files[i]), s) for i in idx[:k]]))
                .permute(0, 3, 1, 2).contiguous() if k else torch.empty((0, 3, s, s), dtype=torch.uint8))
         raw = [_read(self.files[i]) for i in idx[k:]]
-        data = torch.frombuffer(bytearray(b"".join(raw)), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        data = (
+            torch.frombuffer(bytearray(b"".join(raw)), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        )
         return cpu, data, torch.tensor([len(r) for r in raw], dtype=torch.int64), torch.tensor(idx)
 
 
@@ -728,10 +821,6 @@ def hybrid_share_auto(cpu_rate: float, ceiling_rate: float, headroom: float = HY
     s = min(1.0, max(0.0, headroom * cpu_rate / ceiling_rate))
     return round(round(s / HYBRID_STEP) * HYBRID_STEP, 2)
 
-
-HYBRID_MANUAL = "set by the parameter hybrid_share"
-HYBRID_RULE = (f"share = clamp({HYBRID_HEADROOM} × best DataLoader img/s (loader alone) ÷ ceiling img/s, 0, 1), "
-               f"rounded to {HYBRID_STEP}")
 
 
 # --------------------------------------------------------------------------- CPU and memory of a loader
@@ -795,8 +884,8 @@ def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None
     Memory: ``pss_bytes``/``uss_bytes`` sum PSS and USS over every process of the loader (this
     one and its workers) at the end of the timed window, while it runs; ``base_pss_bytes`` is the
     same process tree's PSS just before the loader was built (after freeing what earlier runs
-    left), and ``added_pss_bytes`` the difference: what the loader added. PSS splits a page
-    shared by k processes k ways, so pages a forked worker shares with the main process move
+    left), and ``added_pss_mb`` the difference in MB (noise can take it below 0): what the loader
+    added. PSS splits a page shared by k processes k ways, so pages a forked worker shares with the main process move
     from the main's PSS to the workers' without changing the sum; USS counts only pages of one
     process, so after a fork the shared pages leave it (no increase is taken from USS).
     Each batch is copied to the device (non_blocking; it is pinned) and given to ``step``. With
@@ -840,7 +929,7 @@ def measure_loader(make_iter, *, batches: int, warm: int, device: str, step=None
                 cpu_user_s=b["user"] - a["user"], cpu_system_s=b["system"] - a["system"],
                 cpu_cores=(b["user"] - a["user"] + b["system"] - a["system"]) / dt,
                 pss_bytes=m["pss"], uss_bytes=m["uss"], base_pss_bytes=base["pss"], base_processes=base["processes"],
-                added_pss_bytes=m["pss"] - base["pss"], processes=m["processes"],
+                added_pss_mb=(m["pss"] - base["pss"]) / 1e6, processes=m["processes"],
                 images_seen=int(sum(len(s) for s in seen)), **({"stages": window} if window is not None else {}))
 
 
@@ -856,7 +945,7 @@ def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: 
         return concurrency * prefetch_factor
     if kind == "threadpool":  # images in flight: one per thread and two batches ready
         return -(-concurrency // batch_size) + 2
-    if kind == "spdl":  # items in the decode stage, the batch being aggregated, the sink's buffer
+    if kind in ("spdl", "spdl_prealloc"):  # items in the decode stage, the batch being aggregated, the sink's buffer
         return -(-concurrency // batch_size) + 1 + 4
     if kind == "nvjpeg":
         return GPU_QUEUE_DEPTH + 1
@@ -895,9 +984,9 @@ def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, conc
         return partial(hybrid_iter, files, order, batch_size=batch_size, out_size=out_size, workers=concurrency,
                        share=share, decoder=decoder, start_method=start_method, prefetch_factor=prefetch_factor,
                        nice=nice, device=device, gpu_decode=gpu_decode)
-    if kind == "spdl":
+    if kind in ("spdl", "spdl_prealloc"):
         return partial(spdl_iter, files, order, batch_size=batch_size, out_size=out_size, concurrency=concurrency,
-                       decoder=decoder, transfer=cuda, stages=stages)
+                       decoder=decoder, transfer=cuda, stages=stages, prealloc=kind == "spdl_prealloc")
     if kind == "threadpool":
         return partial(threadpool_iter, files, order, batch_size=batch_size, out_size=out_size,
                        concurrency=concurrency, decoder=decoder, pin=cuda)
@@ -908,25 +997,40 @@ def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, conc
 
 
 # --------------------------------------------------------------------------- experiment 3b: start-up
-class PathsDataset(Dataset):
-    """A Dataset whose only weight is a list of ``n_paths`` file names; items are tiny."""
+def imagenet_paths(n: int) -> list[str]:
+    """``n`` file names laid out like ImageNet's training set (1,300 per class folder)."""
+    return [f"/data/imagenet/train/n{k // 1300:08d}/n{k // 1300:08d}_{k:06d}.JPEG" for k in range(n)]
 
-    def __init__(self, n_paths: int, items: int = 64):
-        self.paths = [f"/data/imagenet/train/n{k // 1300:08d}/n{k // 1300:08d}_{k:06d}.JPEG" for k in range(n_paths)]
-        self.items = items
+
+#: How a Dataset can hold its file list: Python ``str`` objects in a list, or one NumPy array of
+#: fixed-width bytes (a single buffer, no object per path).
+PATH_STORAGE = ("list", "numpy")
+
+
+class PathsDataset(Dataset):
+    """A Dataset whose only weight is a list of ``n_paths`` file names (``storage``: a Python list
+    or a NumPy bytes array); item ``i`` is the length of path ``i % n_paths`` (0 without paths), so
+    reading an item touches its path the way a real Dataset opening the file would. ``items``: the
+    length (default one per path)."""
+
+    def __init__(self, n_paths: int, items: int | None = None, storage: str = "list"):
+        paths = imagenet_paths(n_paths)
+        self.paths = np.array(paths, dtype=np.bytes_) if storage == "numpy" else paths
+        self.items = n_paths if items is None else items
 
     def __len__(self):
         return self.items
 
     def __getitem__(self, i):
-        return torch.zeros(4)
+        n = len(self.paths)
+        return len(self.paths[i % n]) if n else 0
 
 
 @functools.lru_cache(maxsize=2)
 def _paths_dataset(n_paths: int) -> tuple[PathsDataset, int]:
     """The Dataset of ``n_paths`` paths and its pickled size, built once per size for the sweep
     (:func:`startup_point`); ``_paths_dataset.cache_clear()`` frees them."""
-    ds = PathsDataset(n_paths)
+    ds = PathsDataset(n_paths, items=64)
     return ds, len(pickle.dumps(ds, protocol=pickle.HIGHEST_PROTOCOL))
 
 
@@ -942,6 +1046,106 @@ def startup_point(workers: int, method: str, n_paths: int) -> dict:
     t1 = time.perf_counter()
     del it
     return dict(workers=workers, start_method=method, n_paths=n_paths, pickled_bytes=size, first_batch_s=t1 - t0)
+
+
+# --------------------------------------------------------------------------- experiment 3c: memory over an epoch
+class MemorySampler:
+    """PSS and USS of this process and of each child process started after it (a loader's workers,
+    not helpers that were already running), every ``interval`` seconds in a background thread and
+    whenever :meth:`sample` is called: rows of (seconds since start, process: "main" or "worker k"
+    in order of appearance, pss_bytes, uss_bytes). A process that is exiting (no memory left) is
+    not sampled."""
+
+    def __init__(self, interval: float):
+        self.interval, self.rows = interval, []
+        self._names: dict[int, str] = {}
+        self._before: set[int] = set()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        t = time.perf_counter() - self._t0
+        with self._lock:
+            kids = sorted((c for c in me.children(recursive=True) if c.pid not in self._before), key=lambda c: c.pid)
+            for p in [me] + kids:
+                try:
+                    m = p.memory_full_info()
+                except psutil.Error:
+                    continue
+                if not m.uss:
+                    continue
+                name = self._names.setdefault(p.pid, "main" if p.pid == me.pid else f"worker {len(self._names)}")
+                self.rows.append(dict(t=t, process=name, pss_bytes=getattr(m, "pss", m.uss), uss_bytes=m.uss))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self):
+        import psutil
+
+        self._t0 = time.perf_counter()
+        self._before = {c.pid for c in psutil.Process().children(recursive=True)}
+        self._names[os.getpid()] = "main"
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def _epoch_fetch(ds, idx) -> torch.Tensor:
+    return torch.tensor([ds[int(i)] for i in idx])
+
+
+def epoch_iter(loader: str, ds, batches, workers: int):
+    """One pass over ``batches`` (index arrays) of ``ds``: DataLoader worker processes (fork) or an
+    SPDL pipeline whose ``workers`` threads fetch the batches in this process."""
+    if loader == "dataloader":
+        from torch.utils.data import DataLoader
+
+        yield from DataLoader(ds, batch_sampler=batches, num_workers=workers, multiprocessing_context="fork",
+                              worker_init_fn=_dl_worker_init)
+        return
+    from spdl.pipeline import PipelineBuilder
+
+    pipe = (PipelineBuilder().add_source(batches).pipe(partial(_epoch_fetch, ds), concurrency=workers)
+            .add_sink(4).build(num_threads=workers + 1))
+    with pipe.auto_stop():
+        yield from pipe.get_iterator(timeout=600)
+
+
+def epoch_point(loader: str, storage: str, n_paths: int, *, workers: int, batch_size: int, interval: float,
+                seed: int = 0) -> tuple[dict, list[dict]]:
+    """A whole epoch over a Dataset of ``n_paths`` paths held as ``storage`` (shuffled, batches of
+    ``batch_size``), with the memory of every process sampled: the summary and the samples. The
+    last sample is taken just before the last batch is taken, while the DataLoader's workers live."""
+    release_memory()
+    base = memory()["pss"]
+    ds = PathsDataset(n_paths, storage=storage)
+    built = memory()["pss"]  # the main process alone: helpers started earlier are in both
+    order = np.random.default_rng(seed).permutation(n_paths)
+    batches = [order[i:i + batch_size] for i in range(0, n_paths, batch_size)]
+    seen = 0
+    with MemorySampler(interval) as ms:
+        t0 = time.perf_counter()
+        it = epoch_iter(loader, ds, batches, workers)
+        for k in range(len(batches)):
+            if k == len(batches) - 1:
+                ms.sample()
+            seen += len(next(it))
+        seconds = time.perf_counter() - t0
+        it.close()
+    del ds
+    rows = [dict(loader=loader, storage=storage, **r) for r in ms.rows]
+    return dict(loader=loader, storage=storage, n_paths=n_paths, workers=workers, items=seen, seconds=seconds,
+                dataset_pss_mb=(built - base) / 1e6, samples=len(rows)), rows
 
 
 # --------------------------------------------------------------------------- experiment 4: IPC
@@ -1035,35 +1239,40 @@ def feed_model(make_iter, run_steps, *, steps: int, warmup: int, classes: int) -
 
 
 def moonshot_feeds(lo: pd.DataFrame, ceiling: dict | None, *, tv: tuple[bool, str], nice: int, read_threads: int,
-                   share="auto", hybrid: dict) -> list[tuple[str, int, int, float | None]]:
-    """The model-fed runs, (kind, concurrency, workers' nice, CPU share): the best of each loader
-    of the sweep ``lo`` (means over repeats), the best DataLoader again with niced workers, GPU
-    decoding, and the hybrid at the best DataLoader's workers and the share (``"auto"``:
-    :func:`hybrid_share_auto` of that DataLoader's rate and the ceiling). ``hybrid`` is filled
-    with the share, its rule and inputs, or the reason the hybrid is skipped."""
-    feeds, best = [], pd.DataFrame(columns=["loader", "concurrency", "images_per_s"])
+                   share="auto", hybrid: dict) -> list[tuple[str, int, int, float | None, str | None]]:
+    """The model-fed runs, (kind, concurrency, workers' nice, CPU share, decoder): the best of each
+    loader of the sweep ``lo`` (means over repeats) with its decoder, the best DataLoader again with
+    its workers at ``nice``, GPU decoding, and the hybrid at the best DataLoader's workers and
+    decoder, at nice 0 and at ``nice`` (the run tells which priority feeds the model better), with
+    the share (``"auto"``: :func:`hybrid_share_auto` of that DataLoader's rate and the ceiling).
+    ``hybrid`` is filled with the share, how it was chosen and its inputs, or why the hybrid is
+    skipped (a code: the page words it)."""
+    feeds, best = [], pd.DataFrame(columns=["loader", "concurrency", "decoder", "images_per_s"])
     if not lo.empty:
-        best = (lo.groupby(["loader", "concurrency"])["images_per_s"].mean().reset_index()
-                .sort_values("images_per_s").groupby("loader").tail(1))
-        feeds = [(r.loader, int(r.concurrency), 0, None) for r in best.itertuples() if r.loader != "nvjpeg"]
+        dec = lo["decoder"] if "decoder" in lo else pd.Series("pillow", index=lo.index)
+        best = (lo.assign(decoder=dec.fillna("")).groupby(["loader", "concurrency", "decoder"])["images_per_s"]
+                .mean().reset_index().sort_values("images_per_s").groupby("loader").tail(1))
+        feeds = [(r.loader, int(r.concurrency), 0, None, r.decoder or None) for r in best.itertuples()
+                 if r.loader != "nvjpeg"]
     if nice:
-        feeds += [("dataloader", c, nice, None) for k, c, _, _ in list(feeds) if k == "dataloader"]
+        feeds += [("dataloader", c, nice, None, d) for k, c, _, _, d in list(feeds) if k == "dataloader"]
     if tv[0]:
-        feeds.append(("nvjpeg", read_threads, 0, None))
+        feeds.append(("nvjpeg", read_threads, 0, None, None))
     dl_best = best[best["loader"] == "dataloader"]
     if not tv[0]:
-        hybrid["note"] = "skipped: torchvision's JPEG decoder is not usable here (" + tv[1] + ")"
+        hybrid.update(skipped="torchvision", why=tv[1])
     elif dl_best.empty:
-        hybrid["note"] = "skipped: it takes its workers from the DataLoader's sweep, which has no result here"
+        hybrid.update(skipped="no_dataloader")
     elif not ceiling:
-        hybrid["note"] = "skipped: the model's ceiling was not measured"
+        hybrid.update(skipped="no_ceiling")
     else:
         r_cpu, c_rate = float(dl_best["images_per_s"].iloc[0]), float(ceiling["images_per_s"])
         auto = share == "auto"
         hybrid.update(share=hybrid_share_auto(r_cpu, c_rate) if auto else float(share),
-                      rule=HYBRID_RULE if auto else HYBRID_MANUAL, cpu_rate=r_cpu, ceiling=c_rate,
-                      workers=int(dl_best["concurrency"].iloc[0]))
-        feeds.append(("hybrid", hybrid["workers"], nice, hybrid["share"]))
+                      how="auto" if auto else "parameter", headroom=HYBRID_HEADROOM, step=HYBRID_STEP,
+                      cpu_rate=r_cpu, ceiling=c_rate, workers=int(dl_best["concurrency"].iloc[0]))
+        dec = dl_best["decoder"].iloc[0] or None
+        feeds += [("hybrid", hybrid["workers"], n, hybrid["share"], dec) for n in sorted({0, nice})]
     return feeds
 
 
@@ -1116,6 +1325,50 @@ def loader_windows(q: dict) -> list[tuple[str, int, int, int]]:
     return out
 
 
+def plan_loaders(p: dict, *, gpu_decode: bool) -> list[tuple[str, int, str | None, int]]:
+    """(loader, concurrency, decoder, repeat) of the end-to-end runs, repeats interleaved: the
+    DataLoader's sweep (decoder None: chosen from the primitive sweep, :func:`dataloader_decoder_choice`),
+    each thread loader with each of ``thread_decoders``, the collate check (the SPDL pipeline with
+    Pillow at the most threads, decoding into its batch's rows) and GPU decoding alone."""
+    plan = []
+    for r in range(p["repeats"]):
+        for kind in p["loaders"]:
+            if kind == "dataloader":
+                plan += [(kind, c, None, r) for c in p["dataloader_workers"]]
+            else:
+                plan += [(kind, c, d, r) for d in p["thread_decoders"] for c in p["thread_concurrency"]]
+        if p["collate_check"] and "spdl" in p["loaders"] and "pillow" in p["thread_decoders"]:
+            plan.append(("spdl_prealloc", max(p["thread_concurrency"]), "pillow", r))
+        if gpu_decode:  # GPU decoding as a loader alone, no model
+            plan.append(("nvjpeg", p["read_threads"], None, r))
+    return plan
+
+
+def dataloader_decoder_choice(prim: pd.DataFrame, param) -> dict:
+    """The DataLoader's decoder: ``param``, or ("auto") the decoder whose process pool peaked highest
+    in the primitive sweep (means over repeats), with the peaks it was chosen from."""
+    peaks = {}
+    if not prim.empty and "process" in set(prim["executor"]):
+        m = prim[prim["executor"] == "process"].groupby(["decoder", "concurrency"])["images_per_s"].mean()
+        peaks = {str(d): float(g.max()) for d, g in m.groupby(level=0)}
+    if param != "auto":
+        return dict(decoder=param, how="parameter", peaks=peaks)
+    if not peaks:
+        return dict(decoder="pillow", how="no_process_sweep", peaks=peaks)
+    return dict(decoder=max(peaks, key=peaks.get), how="auto", peaks=peaks)
+
+
+def dali_status() -> dict:
+    """Whether NVIDIA DALI imports here (the chapter does not measure it either way)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("nvidia.dali") is not None
+    except ModuleNotFoundError:
+        found = False
+    return dict(installed=found)
+
+
 def hybrid_share_param(v):
     """``hybrid_share``: "auto" or the share of each batch decoded on the CPU, a number from 0 to 1."""
     from datajourney.core.params import ParameterError
@@ -1127,6 +1380,19 @@ def hybrid_share_param(v):
     return float(v)
 
 
+def runnable(name: str, value, decoders) -> None:
+    """A :class:`ParameterError` naming ``name`` when one of ``decoders`` cannot run on this machine."""
+    from datajourney.core.params import ParameterError, requires
+
+    if "spdl" in decoders:
+        requires(name, value, "spdl.io", "spdl (pip install spdl) and FFmpeg's shared libraries")
+    for d, status in (("spdl", ffmpeg_status), ("torchvision", torchvision_status)):
+        if d in decoders:
+            ok, why = status()
+            if not ok:
+                raise ParameterError(name, value, f"decoders this machine can run ({why})")
+
+
 def check_parameters(p: dict) -> dict:
     from datajourney.core.params import (
         ParameterError,
@@ -1135,6 +1401,7 @@ def check_parameters(p: dict) -> dict:
         choices,
         int_list,
         nonnegative_int,
+        number,
         positive_int,
         requires,
     )
@@ -1169,26 +1436,24 @@ def check_parameters(p: dict) -> dict:
         q["decoders"] = [d for d in DECODERS if status[d][0]]
     else:
         q["decoders"] = choices("decoders", ds, DECODERS)
-        if "spdl" in q["decoders"]:
-            requires("decoders", ds, "spdl.io", "spdl (pip install spdl) and FFmpeg's shared libraries")
-            ok, why = ffmpeg_status()
-            if not ok:
-                raise ParameterError("decoders", ds, f"decoders this machine can run ({why})")
-        if "torchvision" in q["decoders"]:
-            ok, why = torchvision_status()
-            if not ok:
-                raise ParameterError("decoders", ds, f"decoders this machine can run ({why})")
+        runnable("decoders", ds, q["decoders"])
     q["executors"] = choices("executors", p.get("executors", list(EXECUTORS)), EXECUTORS)
     q["loaders"] = choices("loaders", p["loaders"], LOADERS)
     if "spdl" in q["loaders"]:
         requires("loaders", p["loaders"], "spdl.pipeline", "spdl (pip install spdl)")
         if torch.cuda.is_available():  # its last stage copies to the GPU with spdl.io's transfer_tensor
             requires("loaders", p["loaders"], "spdl.io", "spdl-io for the GPU transfer stage (pip install spdl)")
-    q["loader_decoder"] = choice("loader_decoder", p.get("loader_decoder", "pillow"), DECODERS)
-    if q["loader_decoder"] != "pillow" and p["decoders"] != "auto" and q["loader_decoder"] not in q["decoders"]:
-        raise ParameterError("loader_decoder", q["loader_decoder"], "pillow or one of `decoders`")
-    if q["loader_decoder"] == "spdl" and not ffmpeg_status()[0]:
-        raise ParameterError("loader_decoder", "spdl", "a decoder this machine can run: " + ffmpeg_status()[1])
+    td = p.get("thread_decoders", "auto")
+    if td == "auto":
+        q["thread_decoders"] = ["spdl", "pillow"] if (status or decoder_status())["spdl"][0] else ["pillow"]
+    else:
+        q["thread_decoders"] = choices("thread_decoders", td, DECODERS)
+        runnable("thread_decoders", td, q["thread_decoders"])
+    dd = p.get("dataloader_decoder", "auto")
+    if dd != "auto":
+        runnable("dataloader_decoder", dd, [choice("dataloader_decoder", dd, DECODERS)])
+    q["dataloader_decoder"] = dd
+    q["collate_check"] = boolean("collate_check", p.get("collate_check", True))
     q["loader_batches"] = positive_int("loader_batches", p["loader_batches"], maximum=100_000)
     q["warm_batches"] = nonnegative_int("warm_batches", p.get("warm_batches", 2), maximum=1000)
     q["prefetch_factor"] = positive_int("prefetch_factor", p.get("prefetch_factor", 2), maximum=64)
@@ -1208,6 +1473,17 @@ def check_parameters(p: dict) -> dict:
     mem("startup_paths", max(q["startup_paths"] or [0]),
         max(q["startup_paths"] or [0]) * 200 * (2 + max(q["startup_workers"] or [0])),
         what="the path lists of the Dataset objects in the main process and every worker")
+    q["epoch_paths"] = nonnegative_int("epoch_paths", p.get("epoch_paths", 0), maximum=20_000_000)
+    q["epoch_batch_size"] = positive_int("epoch_batch_size", p.get("epoch_batch_size", 256), maximum=65536)
+    ew = p.get("epoch_workers", "auto")
+    q["epoch_workers"] = (max(q["dataloader_workers"]) if ew == "auto"
+                          else positive_int("epoch_workers", ew, maximum=lim))
+    q["memory_interval_s"] = number("memory_interval_s", p.get("memory_interval_s", 0.25), minimum=0, maximum=60,
+                                    exclusive_minimum=True)
+    if q["epoch_paths"]:
+        requires("epoch_paths", q["epoch_paths"], "spdl.pipeline", "spdl (pip install spdl) for the thread pipeline")
+        mem("epoch_paths", q["epoch_paths"], q["epoch_paths"] * 200 * (2 + q["epoch_workers"]),
+            what="the path list in the main process and a copy in every worker")
     q["ipc_batch_sizes"] = ([] if p["ipc_batch_sizes"] == [] else
                             int_list("ipc_batch_sizes", p["ipc_batch_sizes"], minimum=1, maximum=4096))
     q["ipc_workers"] = int_list("ipc_workers", p.get("ipc_workers", [0, 1]), minimum=0, maximum=lim)
@@ -1227,7 +1503,7 @@ def check_parameters(p: dict) -> dict:
         raise ParameterError("moonshot", mo, 'false or "auto" on a machine without a CUDA GPU')
     q["moonshot"] = mo
     q["model"] = choice("model", p.get("model", "resnet50"), ("resnet50", "small_cnn"))
-    if q["model"] == "resnet50" and mo is not False and torch.cuda.is_available():
+    if q["model"] == "resnet50" and mo is True and torch.cuda.is_available():  # "auto" skips without it
         requires("model", "resnet50", "torchvision", "torchvision (pip install torchvision)")
     q["model_steps"] = positive_int("model_steps", p.get("model_steps", 30), maximum=100_000)
     q["model_warmup"] = positive_int("model_warmup", p.get("model_warmup", 5), maximum=10_000)
@@ -1274,9 +1550,10 @@ def preflight(params: dict):
 def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, classes: int,
         out_size: int, batch_size: int, primitive_batch: int, primitive_images: int,
         concurrency, decoders, executors, repeats: int,
-        loaders, loader_decoder: str, dataloader_workers, thread_concurrency,
+        loaders, thread_decoders, dataloader_decoder, collate_check: bool, dataloader_workers, thread_concurrency,
         loader_batches: int, warm_batches: int, prefetch_factor: int, window_factor: int,
         start_methods, startup_workers, startup_paths,
+        epoch_paths: int, epoch_batch_size: int, epoch_workers, memory_interval_s: float,
         ipc_batch_sizes, ipc_workers, free_threaded, moonshot,
         model: str, model_steps: int, model_warmup: int, read_threads: int,
         model_worker_nice: int, hybrid_share, model_step: str, purge_method: str,
@@ -1318,26 +1595,23 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
                           resize_ms=float(np.median([r[1] for r in reps]))))
     ft = free_threading()
     n_prim = p["repeats"] * len(p["decoders"]) * len(p["executors"]) * len(p["concurrency"])
-    loader_plan = []
-    for r in range(p["repeats"]):
-        for kind in p["loaders"]:
-            levels = p["dataloader_workers"] if kind == "dataloader" else p["thread_concurrency"]
-            loader_plan += [(kind, c, r) for c in levels]
-        if device == "cuda" and status["torchvision"][0]:  # GPU decoding as a loader alone, no model
-            loader_plan.append(("nvjpeg", p["read_threads"], r))
+    loader_plan = plan_loaders(p, gpu_decode=device == "cuda" and status["torchvision"][0])
     n_start = len(p["start_methods"]) * len(p["startup_workers"]) * len(p["startup_paths"])
     n_ipc = len(p["ipc_batch_sizes"]) * len(p["ipc_workers"])
-    bar = tqdm(total=n_prim + len(loader_plan) + n_start + n_ipc, desc="chapter 8", disable=not progress)
+    n_epoch = 2 * len(PATH_STORAGE) if p["epoch_paths"] else 0
+    bar = tqdm(total=n_prim + len(loader_plan) + n_start + n_epoch + n_ipc, desc="chapter 8", disable=not progress)
     with bar:
         prim, ops = primitives(src, decoders=p["decoders"], executors=p["executors"], concurrency=p["concurrency"],
                                n_images=p["primitive_images"], batch_size=p["primitive_batch"],
                                out_size=p["out_size"], repeats=p["repeats"], progress=bar)
         lap("primitives")
+        dl_dec = dataloader_decoder_choice(prim, p["dataloader_decoder"])
 
         rng = np.random.default_rng(p["seed"])
         loader_rows, errors, stage_rows = [], [], []
         purge_methods = set()
-        for kind, c, r in loader_plan:
+        for kind, c, dec, r in loader_plan:
+            dec = dec or dl_dec["decoder"]
             warm = max(p["warm_batches"], in_flight(kind, c, batch_size=p["batch_size"],
                                                     prefetch_factor=p["prefetch_factor"]))
             timed = timed_batches(kind, c, p["loader_batches"], batch_size=p["batch_size"],
@@ -1346,24 +1620,24 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
             order = rng.permutation(len(files))[:n_used].tolist()
             pr = pagecache.purge([files[i] for i in order], p["purge_method"])
             purge_methods.add(pr.method)
-            stages = SpdlStages() if kind == "spdl" else None
+            stages = SpdlStages() if kind in ("spdl", "spdl_prealloc") else None
             mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"], concurrency=c,
-                             decoder=p["loader_decoder"], device=device, prefetch_factor=p["prefetch_factor"],
-                             stages=stages)
+                             decoder=dec, device=device, prefetch_factor=p["prefetch_factor"], stages=stages)
             try:
                 row = measure_loader(mk, batches=timed, warm=warm, device=device, stages=stages)
             except Exception as e:
-                errors.append(_error(f"{LABELS[kind]}, concurrency {c}", e))
+                errors.append(_error(f"{LABELS[kind]}, concurrency {c}, {dec}", e))
             else:
-                stage_rows += [dict(loader=kind, concurrency=c, repeat=r, **st) for st in row.pop("stages", [])]
-                loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=p["loader_decoder"], warm=warm,
+                stage_rows += [dict(loader=kind, concurrency=c, decoder=dec, repeat=r, **st)
+                               for st in row.pop("stages", [])]
+                loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=dec, warm=warm,
                                         resident_at_start=pr.after["fraction"], **row))
             bar.update(1)
         lap("loaders")
 
         start_rows = []
-        for m in p["start_methods"]:  # one untimed start per method first (forkserver starts its server once)
-            if p["startup_workers"]:
+        for m in p["start_methods"]:
+            if m == "forkserver" and p["startup_workers"]:  # untimed: the server starts once, with the first
                 startup_point(1, m, 0)
             for w in p["startup_workers"]:
                 for n in p["startup_paths"]:
@@ -1374,6 +1648,20 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
                     bar.update(1)
         _paths_dataset.cache_clear()
         lap("start-up")
+        epoch_rows, memory_rows = [], []
+        for loader in ("dataloader", "spdl") if p["epoch_paths"] else ():
+            for storage in PATH_STORAGE:
+                try:
+                    row, samples = epoch_point(loader, storage, p["epoch_paths"], workers=p["epoch_workers"],
+                                               batch_size=p["epoch_batch_size"], interval=p["memory_interval_s"],
+                                               seed=p["seed"])
+                except Exception as e:
+                    errors.append(_error(f"epoch, {LABELS[loader]}, paths in a {storage}", e))
+                else:
+                    epoch_rows.append(row)
+                    memory_rows += samples
+                bar.update(1)
+        lap("epoch memory")
         ipc_rows = []
         for bs in p["ipc_batch_sizes"]:
             for w in p["ipc_workers"]:
@@ -1389,11 +1677,13 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
     moon_why = None
     nice = p["model_worker_nice"]
     ceilings, step_kind, graph_note = {}, "eager", None
-    hybrid = dict(share=None, rule=None, cpu_rate=None, ceiling=None, workers=None, nice=nice, note=None)
+    hybrid = dict(share=None, how=None, cpu_rate=None, ceiling=None, workers=None, nice=nice, skipped=None)
     if p["moonshot"] is False:
         moon_why = "the moonshot was switched off (moonshot = false)"
     elif device != "cuda":
         moon_why = "no CUDA GPU on this machine: the model-fed runs need one"
+    elif p["model"] == "resnet50" and not status["torchvision"][0]:
+        moon_why = "ResNet-50 needs torchvision (pip install torchvision): " + status["torchvision"][1]
     else:
         torch.manual_seed(p["seed"])
         torch.backends.cudnn.benchmark = True
@@ -1423,7 +1713,7 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
         feeds = moonshot_feeds(lo, ceiling, tv=status["torchvision"], nice=nice, read_threads=p["read_threads"],
                                share=p["hybrid_share"], hybrid=hybrid)
         for r in range(p["repeats"] if ceiling else 0):
-            for kind, c, f_nice, share in feeds:
+            for kind, c, f_nice, share, dec in feeds:
                 warm = max(p["model_warmup"], in_flight(kind, c, batch_size=p["batch_size"],
                                                         prefetch_factor=p["prefetch_factor"]))
                 steps = timed_batches(kind, c, p["model_steps"], batch_size=p["batch_size"],
@@ -1432,7 +1722,7 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
                 order = rng.permutation(len(files))[:n_model].tolist()
                 pr = pagecache.purge([files[i] for i in order], p["purge_method"])
                 mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
-                                 concurrency=c, decoder=p["loader_decoder"], device=device,
+                                 concurrency=c, decoder=dec, device=device,
                                  prefetch_factor=p["prefetch_factor"], nice=f_nice, share=share or 0.0)
                 try:
                     row = feed_model(mk, run_steps, steps=steps, warmup=warm,
@@ -1442,13 +1732,13 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
                                          + (f", nice {f_nice}" if f_nice else "")
                                          + (f", CPU share {share:.2f}" if share is not None else ""), e))
                     continue
-                model_rows.append(dict(loader=kind, concurrency=c, repeat=r, warm=warm, steps=steps,
+                model_rows.append(dict(loader=kind, concurrency=c, decoder=dec, repeat=r, warm=warm, steps=steps,
                                        nice=f_nice, share=share, step=step_kind,
                                        resident_at_start=pr.after["fraction"],
                                        pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
         lap("moonshot")
-    if hybrid["share"] is None and hybrid["note"] is None:
-        hybrid["note"] = "skipped: " + (moon_why or "the moonshot did not run")
+    if hybrid["share"] is None and hybrid["skipped"] is None:
+        hybrid["skipped"] = "no_moonshot"
 
     res.add("calibration", pd.DataFrame(calib))
     res.add("primitives", prim)
@@ -1456,6 +1746,8 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
     res.add("loaders", lo)
     res.add("spdl_stages", pd.DataFrame(stage_rows))
     res.add("startup", pd.DataFrame(start_rows))
+    res.add("epoch", pd.DataFrame(epoch_rows))
+    res.add("epoch_memory", pd.DataFrame(memory_rows))
     res.add("ipc", pd.DataFrame(ipc_rows))
     res.add("model", pd.DataFrame(model_rows))
     res.metadata.update(
@@ -1469,9 +1761,8 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
         image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),
         ceiling=ceiling, ceilings=ceilings, model_step=step_kind if ceiling else None, graph_note=graph_note,
         model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
-        model_worker_nice=nice, hybrid=hybrid,
-        window_rule=dict(factor=p["window_factor"], whole_waves=True, threadpool="per image"),
-        moonshot_target=MOONSHOT_TARGET, thread_target=THREAD_TARGET, seconds=lap.seconds,
+        model_worker_nice=nice, hybrid=hybrid, dataloader_decoder=dl_dec, dali=dali_status(),
+        window_rule=dict(factor=p["window_factor"], whole_waves=True, threadpool="per image"), seconds=lap.seconds,
         torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest})
     res.save(rd)
     return res

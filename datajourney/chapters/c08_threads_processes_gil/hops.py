@@ -9,12 +9,12 @@ from datajourney.chapters.c08_threads_processes_gil.page import THREADED, best_l
 
 def photo_decode(r8) -> dict | None:
     """Chapter 8's photo-like JPEGs: decode + resize of one image on one core (its calibration, for
-    the decoder its loaders used), the cores, and the best steady loader of each kind (worker
-    processes: the DataLoader; threads: SPDL or a plain pool)."""
+    the decoder of its best DataLoader), the cores, and the best steady loader of each kind (worker
+    processes: the DataLoader; threads: SPDL or a plain pool, with any decoder)."""
     if r8 is None or "calibration" not in r8.tables or "loaders" not in r8.tables:
         return None
-    lo = r8.table("loaders")
-    decoder = str(lo["decoder"].iloc[0]) if "decoder" in lo and len(lo) else "pillow"
+    dl = best_loader(r8, ["dataloader"])
+    decoder = dl["decoder"] if dl is not None else "pillow"
     ms = unit_cost_ms(r8, decoder)
     if not math.isfinite(ms) or ms <= 0:
         return None

@@ -36,8 +36,13 @@ class Params(ChapterParams):
     repeats: int = 2
     """runs of every point (interleaved)"""
     loaders: list[str] = field(default_factory=lambda: ["dataloader", "spdl", "threadpool"])
-    loader_decoder: str = "pillow"
-    """the decoder every end-to-end loader uses"""
+    thread_decoders: object = "auto"
+    """decoders of the SPDL pipeline and the thread pool; "auto": spdl (spdl.io, the paper's setting) and pillow,
+    those this machine can run"""
+    dataloader_decoder: object = "auto"
+    """the DataLoader's decoder; "auto": the one whose process pool peaked highest in the primitive sweep"""
+    collate_check: bool = True
+    """the SPDL pipeline with Pillow again at the most threads, decoding into each batch's rows (no collate copy)"""
     dataloader_workers: object = "auto"
     """DataLoader worker sweep; "auto": 1, 2, 4, … up to the cores (at most 16)"""
     thread_concurrency: object = "auto"
@@ -54,6 +59,13 @@ class Params(ChapterParams):
     """DataLoader workers of the start-up sweep"""
     startup_paths: list[int] = field(default_factory=lambda: [0, 100000])
     """file paths held by the Dataset object of the start-up sweep"""
+    epoch_paths: int = 1281167
+    """paths of the Dataset whose memory is followed over a whole epoch (0: skip); ImageNet's training set"""
+    epoch_batch_size: int = 256
+    epoch_workers: object = "auto"
+    """DataLoader workers and pipeline threads of the epoch; "auto": the most of the DataLoader sweep"""
+    memory_interval_s: float = 0.25
+    """seconds between memory samples of every process during the epoch"""
     ipc_batch_sizes: list[int] = field(default_factory=lambda: [32, 128])
     """batches passed through one worker process"""
     ipc_workers: list[int] = field(default_factory=lambda: [0, 1])
@@ -67,7 +79,7 @@ class Params(ChapterParams):
     read_threads: int = 8
     """threads reading bytes for GPU decoding"""
     model_worker_nice: int = 10
-    """nice of the DataLoader workers in the niced and hybrid model-fed runs (0: off)"""
+    """the DataLoader and hybrid model-fed runs are made at nice 0 and at this nice (0: nice 0 only)"""
     hybrid_share: object = "auto"
     """share of each batch the hybrid decodes on the CPU; "auto": from this run's rates"""
     model_step: str = "graphed"

@@ -2,8 +2,8 @@
 and the path from a file to GPU memory.
 
 What is measured, each on one large file of random bytes (a verified data set from
-:mod:`datajourney.datasets`), cold (page cache purged and the purge verified with
-:mod:`datajourney.pagecache`) unless said otherwise:
+:mod:`datajourney.toolkit.datasets`), cold (page cache purged and the purge verified with
+:mod:`datajourney.toolkit.pagecache`) unless said otherwise:
 
 1. **Request size and queue depth** (:func:`request_grid`): ``pread`` at random aligned
    offsets, request sizes × threads (each thread keeps one request in flight, so the
@@ -25,10 +25,11 @@ What is measured, each on one large file of random bytes (a verified data set fr
    asynchronous copy, mmap + pinned copy, kvikio (cuFile; its compatibility mode is
    detected and labelled, never called GDS), and the data already in RAM or in GPU memory;
    GB/s, CPU time per GB, against the PCIe ceiling (chapter 6's measurement) and the
-   device's cold sequential ceiling (chapter 2's ``dd`` read, on the same file). Then
-   (:func:`pipeline_sweep`) path (b) at several chunk sizes and buffer counts, buffered and
-   ``O_DIRECT`` (aligned pinned buffers, no page cache), each run paired with a ``dd`` ceiling
-   measured in the same shuffled run: what decides how close (b) gets to the disk.
+   device's cold sequential read (chapter 2's ``dd`` read, on the same file). First
+   (:func:`pipeline_sweep`) path (b) runs at several chunk sizes and buffer counts, buffered and
+   ``O_DIRECT`` (aligned pinned buffers, no page cache), each run paired with a ``dd`` read
+   measured in the same shuffled run; path (b) is then measured at the sweep's best setting
+   (:func:`choose_path_b`; a parameter given as a value wins over the sweep).
 5. **GDS or not** (:func:`gds_status`).
 6. **Scheduler, file system and a virtual disk's "cold"**: the fingerprint's storage facts,
    and chapter 2's QD1 ``O_DIRECT`` latency check (:func:`datajourney.reads.measure_latency`).
@@ -64,6 +65,7 @@ from datajourney.core.params import (
 )
 from datajourney.core.units import GB, MB
 from datajourney.toolkit import datasets, pagecache, reads, transfer
+from datajourney.toolkit import sysfs as sysfs_settings
 from datajourney.toolkit.diskstats import SECTOR, DiskStats, _diskstats_line, block_device  # noqa: F401  # noqa: F401
 
 CHAPTER = "09_reading_smarter"
@@ -72,10 +74,10 @@ MODES = ("buffered", "O_DIRECT")
 READAHEAD_SYSFS = ("auto", "on", "off")
 FADVISE = ("none", "SEQUENTIAL", "RANDOM", "WILLNEED")
 GPU_PATHS = ("auto", "off")
+#: A path (b) parameter with this value is chosen by the run's chunk x buffers x mode sweep.
+AUTO = "auto"
 #: Latency percentiles kept per cell.
 PCTS = (50, 90, 99)
-#: Random-read modes of experiment 3.
-RANDOM_MODES = ("pread, 1 thread", "pread, thread pool", "mmap + touch", "mmap + MADV_RANDOM")
 #: A physical NVMe SSD's QD1 4 KiB random read, as commonly quoted (µs): below the low end, a cache
 #: under the guest answered. Rendered by code, never typed into prose.
 PHYSICAL_NVME_QD1_US = (60.0, 100.0)
@@ -282,8 +284,8 @@ def request_grid(path, *, sizes: Sequence[int], threads: Sequence[int], modes: S
 
 
 # --------------------------------------------------------------------------- experiment 2
-class SysfsError(RuntimeError):
-    """The readahead setting cannot be changed here (no root, read-only sysfs, no block device)."""
+#: The readahead setting cannot be changed here (no root, read-only sysfs, no block device).
+SysfsError = sysfs_settings.SysfsError
 
 
 def readahead_file(disk: str | None) -> Path:
@@ -306,24 +308,23 @@ def can_set_readahead(disk: str | None) -> tuple[bool, str]:
 
 
 @contextmanager
-def readahead_kb(disk: str | None, value: int, log: list | None = None, _file: Path | None = None):
+def readahead_kb(disk: str | None, value: int, log: list | None = None, _file: Path | None = None,
+                 _state: Path | None = None):
     """Set the device's ``read_ahead_kb`` to ``value`` for the ``with`` block and restore the original
-    value afterwards, always (also when the block raises); every change and restore is appended to ``log``
-    with the value read back."""
+    value afterwards, always: journaled and under a lock shared by every run
+    (:func:`datajourney.toolkit.sysfs.changed`), so a killed run's change is undone by the next one and two
+    runs never measure under each other's value. Every change and restore is appended to ``log`` with the
+    value read back."""
     f = _file or readahead_file(disk)
-    original = f.read_text().strip()
+    original = None
     try:
-        f.write_text(f"{int(value)}\n")
-    except OSError as e:
-        raise SysfsError(f"cannot write {f}: {e.strerror or e}") from None
-    try:
-        now = int(f.read_text())
-        if log is not None:
-            log.append(dict(file=str(f), original=int(original), set=int(value), read_back=now))
-        yield now
+        with sysfs_settings.changed(f, int(value), state=_state) as original:
+            now = int(f.read_text())
+            if log is not None:
+                log.append(dict(file=str(f), original=int(original), set=int(value), read_back=now))
+            yield now
     finally:
-        f.write_text(original + "\n")
-        if log is not None:
+        if log is not None and original is not None:
             log.append(dict(file=str(f), restored=int(original), read_back=int(f.read_text())))
 
 
@@ -389,10 +390,22 @@ def random_small_reads(path, *, reads: int, pool_threads: Sequence[int], runs: i
             else:
                 r = mmap_touch(path, offsets, advice="RANDOM" if "RANDOM" in mode else None, seconds=seconds)
             dev = DiskStats.delta(a, disk.snapshot())
-            rows.append(dict(mode=mode, threads=th, run=run, requests=r["requests"], bytes=r["bytes"],
-                             seconds=r["seconds"], IOPS=r["requests"] / r["seconds"], MBps=r["bytes"] / r["seconds"] / MB,
-                             **_lat_summary(r["latencies_us"]), **dev,
-                             seen_over_asked=seen_over_asked(dev, r["bytes"]), **info))
+            rows.append(
+                dict(
+                    mode=mode,
+                    threads=th,
+                    run=run,
+                    requests=r["requests"],
+                    bytes=r["bytes"],
+                    seconds=r["seconds"],
+                    IOPS=r["requests"] / r["seconds"],
+                    MBps=r["bytes"] / r["seconds"] / MB,
+                    **_lat_summary(r["latencies_us"]),
+                    **dev,
+                    seen_over_asked=seen_over_asked(dev, r["bytes"]),
+                    **info,
+                )
+            )
             if progress:
                 progress.update(1)
     return pd.DataFrame(rows)
@@ -759,11 +772,13 @@ def direct_allowed(path, size: int) -> tuple[bool, str | None]:
 
 
 def to_gpu(path, *, chunk: int, runs: int, kvikio_threads: Sequence[int], kvikio_task: int, method: str,
-           tgt: Target | None = None, verify: bool = True, progress=None) -> tuple[pd.DataFrame, dict]:
+           tgt: Target | None = None, verify: bool = True, progress=None,
+           path_b: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """Every path from the file to (GPU) memory, cold, in a shuffled order per run; then the warm ones.
-    Path (b), pinned and double-buffered, reads with ``O_DIRECT`` where the file system allows it (the
-    setting the chapter's sweep found closest to the disk), into two aligned pinned buffers of ``chunk``
-    bytes; the setting used is returned in the second value's ``path_b``.
+    Paths (a) and (c) stage through buffers of ``chunk`` bytes. Path (b), pinned and double-buffered, reads
+    at ``path_b`` (``mode``, ``chunk``, ``buffers``, as :func:`choose_path_b` returns it; default: ``O_DIRECT``
+    into two buffers of ``chunk``); ``O_DIRECT`` only where the file system allows it, else through the page
+    cache. The setting used, and why, is returned in the second value's ``path_b``.
 
     Each transfer's destination is checked byte for byte against the file's contents (``verify``)."""
     tgt = tgt or CudaTarget()
@@ -772,10 +787,13 @@ def to_gpu(path, *, chunk: int, runs: int, kvikio_threads: Sequence[int], kvikio
     kv_label = "kvikio, " + ("GDS" if gds["path"] == "GDS" else gds["path"])
     dst = tgt.alloc(size)
     bufs = aligned_host_buffers(tgt, chunk, 2)
-    b_direct, b_note = direct_allowed(path, size)
-    gds["path_b"] = dict(direct=b_direct, chunk=chunk, buffers=len(bufs), note=b_note)
-    path_b = ((lambda: path_double_buffered_direct(path, tgt, dst, chunk, bufs=bufs)) if b_direct else
-              (lambda: path_double_buffered(path, tgt, dst, chunk, bufs=bufs)))
+    pb = dict(path_b or dict(mode="O_DIRECT", chunk=chunk, buffers=2, by=None, best=None, settings=0))
+    b_direct, b_note = direct_allowed(path, size) if pb["mode"] == "O_DIRECT" else (False, None)
+    b_chunk = int(pb["chunk"])
+    b_bufs = aligned_host_buffers(tgt, b_chunk, int(pb["buffers"]))
+    gds["path_b"] = dict(pb, direct=b_direct, note=b_note)
+    path_b = ((lambda: path_double_buffered_direct(path, tgt, dst, b_chunk, bufs=b_bufs)) if b_direct else
+              (lambda: path_double_buffered(path, tgt, dst, b_chunk, bufs=b_bufs)))
     cold = [("pageable + copy", lambda: path_pageable(path, tgt, dst, chunk)),
             ("pinned, double-buffered", path_b),
             ("mmap + pinned", lambda: path_mmap_pinned(path, tgt, dst, chunk, bufs=bufs))]
@@ -820,7 +838,7 @@ def to_gpu(path, *, chunk: int, runs: int, kvikio_threads: Sequence[int], kvikio
                              resident_at_start=resident, **r))
             if progress:
                 progress.update(1)
-    held = host = dst = None  # free the buffers (the closures above hold the names)
+    held = host = dst = b_bufs = None  # free the buffers (the closures above hold the names)
     return pd.DataFrame(rows), gds
 
 
@@ -891,7 +909,7 @@ def pipeline_sweep(path, *, chunks: Sequence[int], buffers: Sequence[int], modes
                 fn = path_double_buffered_direct if mode == "O_DIRECT" else path_double_buffered
                 _clear(tgt, dst)
                 try:
-                    r = measure_path(lambda: fn(path, tgt, dst, c, bufs=pools[(c, b)]), expected=size)
+                    r = measure_path(lambda fn=fn, c=c, b=b: fn(path, tgt, dst, c, bufs=pools[(c, b)]), expected=size)
                     err = None
                 except Exception as e:  # noqa: BLE001 - reported in its row
                     r = dict(bytes=0, seconds=None, cpu_s=None, GBps=None, cpu_s_per_GB=None)
@@ -903,6 +921,66 @@ def pipeline_sweep(path, *, chunks: Sequence[int], buffers: Sequence[int], modes
                 progress.update(1)
     pools = dst = None
     return pd.DataFrame(rows)
+
+
+def sweep_shares(table: pd.DataFrame, pcie_GBps: float | None) -> pd.DataFrame:
+    """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run:
+    min(that run's ``dd`` read, the PCIe copy). Setting each run against its own ``dd`` keeps the disk's
+    drift between runs out of the comparison of settings."""
+    if table is None or table.empty:
+        return pd.DataFrame()
+    t = table[table["error"].isna()] if "error" in table else table
+    dd = t[t["mode"].str.startswith("dd")].groupby("run")["GBps"].mean()
+    b = t[~t["mode"].str.startswith("dd")].copy()
+    ceil = b["run"].map(dd)
+    if pcie_GBps:
+        ceil = ceil.clip(upper=pcie_GBps)
+    b["ceiling_GBps"] = ceil
+    b["share"] = b["GBps"] / ceil
+    return b.dropna(subset=["share"])
+
+
+def sweep_summary(table: pd.DataFrame, pcie_GBps: float | None) -> pd.DataFrame:
+    """One row per swept setting (mode, chunk, buffers): mean GB/s, mean, lowest and highest share of the
+    same run's slower link, CPU s per GB and runs; best first: the highest lowest-run share (a setting
+    must keep up in every run), then the highest mean share."""
+    b = sweep_shares(table, pcie_GBps)
+    if b.empty:
+        return b
+    s = b.groupby(["mode", "chunk", "buffers"]).agg(GBps=("GBps", "mean"), share=("share", "mean"),
+                                                    share_min=("share", "min"), share_max=("share", "max"),
+                                                    cpu=("cpu_s_per_GB", "mean"), n=("run", "count")).reset_index()
+    return s.sort_values(["share_min", "share"], ascending=False).reset_index(drop=True)
+
+
+def choose_path_b(summary: pd.DataFrame, *, chunk, buffers, mode, fallback_chunk: int) -> dict:
+    """Path (b)'s setting for this run, and why. A parameter given as a value is kept; each ``"auto"`` one is
+    taken from the sweep's best setting (:func:`sweep_summary`'s first row) among the settings that match the
+    given values (among all, where none matches). Without a sweep to choose from, ``"auto"`` falls back to
+    ``O_DIRECT`` into two buffers of ``fallback_chunk`` bytes.
+
+    Returns ``mode``, ``chunk``, ``buffers``, ``by`` (per field: ``"parameter"``, ``"sweep"`` or
+    ``"fallback"``), ``best`` (the sweep's row the auto values came from, as a dict, or None) and
+    ``settings`` (how many settings the sweep compared)."""
+    asked = dict(mode=mode, chunk=chunk, buffers=buffers)
+    fixed = {k: v for k, v in asked.items() if v != AUTO}
+    out = dict(fixed, by={k: "parameter" for k in fixed}, best=None, settings=int(len(summary)))
+    auto = [k for k in asked if k not in fixed]
+    if not auto:
+        return out
+    if summary.empty:
+        fallback = dict(mode="O_DIRECT", chunk=int(fallback_chunk), buffers=2)
+        out.update({k: fallback[k] for k in auto})
+        out["by"].update({k: "fallback" for k in auto})
+        return out
+    match = summary
+    for k, v in fixed.items():
+        match = match[match[k] == v]
+    row = (match if len(match) else summary).iloc[0]
+    out.update({k: (str(row[k]) if k == "mode" else int(row[k])) for k in auto})
+    out["by"].update({k: "sweep" for k in auto})
+    out["best"] = {k: (str(v) if k == "mode" else float(v)) for k, v in row.items()}
+    return out
 
 
 def _copy_all(tgt: Target, dst, host, size: int) -> int:
@@ -946,6 +1024,20 @@ def _same(tgt: Target, dst, ref) -> bool:
 _SIZE_MAX = 1 << 40
 
 
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _auto_or(p: dict, name: str, ok: Callable[[object], bool], allowed: str):
+    """A path (b) parameter: ``"auto"`` (the default: the sweep chooses it), or a value ``ok`` accepts."""
+    value = p.get(name, AUTO)
+    if isinstance(value, str) and value == AUTO:
+        return AUTO
+    if not ok(value):
+        raise ParameterError(name, value, f"'{AUTO}' or {allowed}")
+    return value
+
+
 def check_parameters(p: dict) -> dict:
     """Every parameter, checked; a one-line error names the first bad one."""
 
@@ -984,12 +1076,20 @@ def check_parameters(p: dict) -> dict:
                                      minimum=ALIGN, maximum=1 << 32)
     bad = [c for c in q["gpu_sweep_chunks"] if c % ALIGN]
     if bad:
-        raise ParameterError("gpu_sweep_chunks", p["gpu_sweep_chunks"],
-                             f"multiples of {ALIGN:,} bytes (the O_DIRECT variant reads whole aligned chunks; {bad} are not)")
+        raise ParameterError(
+            "gpu_sweep_chunks",
+            p["gpu_sweep_chunks"],
+            f"multiples of {ALIGN:,} bytes (the O_DIRECT variant reads whole aligned chunks; {bad} are not)",
+        )
     q["gpu_sweep_buffers"] = int_list("gpu_sweep_buffers", p.get("gpu_sweep_buffers") or [2], minimum=2, maximum=64)
     q["gpu_sweep_modes"] = choices("gpu_sweep_modes", p.get("gpu_sweep_modes", list(MODES)), MODES) \
         if p.get("gpu_sweep_modes", list(MODES)) else []
     q["gpu_sweep_runs"] = nonnegative_int("gpu_sweep_runs", p.get("gpu_sweep_runs", 2), maximum=100)
+    q["path_b_chunk"] = _auto_or(p, "path_b_chunk", lambda v: _whole(v) and ALIGN <= v <= 1 << 32 and not v % ALIGN,
+                                 f"a multiple of {ALIGN:,} bytes up to 4 GiB (O_DIRECT reads whole aligned chunks)")
+    q["path_b_buffers"] = _auto_or(p, "path_b_buffers", lambda v: _whole(v) and 2 <= v <= 64,
+                                   "an integer from 2 to 64")
+    q["path_b_mode"] = _auto_or(p, "path_b_mode", lambda v: v in MODES, " or ".join(repr(m) for m in MODES))
     q["kvikio_threads"] = int_list("kvikio_threads", p["kvikio_threads"], minimum=1, maximum=256)
     q["kvikio_task"] = positive_int("kvikio_task", p["kvikio_task"], maximum=1 << 30)
     q["latency_reads"] = nonnegative_int("latency_reads", p["latency_reads"], maximum=1_000_000)
@@ -1018,7 +1118,9 @@ def preflight(params: dict) -> tuple[dict, Path]:
         import torch
 
         sweep = sum(c * b for c in p["gpu_sweep_chunks"] for b in p["gpu_sweep_buffers"]) if p["gpu_sweep_modes"] else 0
-        memory("file_size", p["file_size"], 2 * p["file_size"] + 2 * p["gpu_chunk"] + sweep,
+        b_chunk = p["path_b_chunk"] if p["path_b_chunk"] != AUTO else max(p["gpu_sweep_chunks"] + [p["gpu_chunk"]])
+        b_bufs = p["path_b_buffers"] if p["path_b_buffers"] != AUTO else max(p["gpu_sweep_buffers"] + [2])
+        memory("file_size", p["file_size"], 2 * p["file_size"] + 2 * p["gpu_chunk"] + max(sweep, b_chunk * b_bufs),
                what="the file twice in host memory (its pinned copy and the byte check's) and the sweep's buffers")
         free, _ = torch.cuda.mem_get_info()
         need = 3 * p["file_size"]
@@ -1031,7 +1133,8 @@ def preflight(params: dict) -> tuple[dict, Path]:
 
 def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_seconds: float, cell_max_bytes: int,
         random_reads: int, pool_threads, random_seconds: float, readahead_sysfs: str, readahead_kb, fadvise,
-        seq_chunk: int, seq_bytes: int, gpu: str, gpu_chunk: int, kvikio_threads, kvikio_task: int,
+        seq_chunk: int, seq_bytes: int, gpu: str, gpu_chunk: int, path_b_chunk, path_b_buffers, path_b_mode,
+        kvikio_threads, kvikio_task: int,
         latency_reads: int, uring_depths, gpu_sweep_chunks, gpu_sweep_buffers,
         gpu_sweep_modes, gpu_sweep_runs: int, purge_method: str, seed: int, data_dir,
         run_dir=None, progress: bool = True):
@@ -1043,6 +1146,8 @@ def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_s
 
     p, parent = preflight(params)
     res = results.start(CHAPTER, params, run_dir, parent)
+    # a killed run's read_ahead_kb is put back first, so that the device's setting read below is its own
+    res.metadata["sysfs_restored"] = sysfs_settings.restore_pending()
     sh = datasets.shard(parent, size=file_size, seed=seed, progress=progress)
     dev = block_device(sh.path)
     disk = DiskStats(dev["partition"])
@@ -1093,16 +1198,25 @@ def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_s
 
             torch.zeros(1, device="cuda")
             try:
-                res.metadata["pcie_ceiling"] = transfer.independent_ceiling(min(file_size, 1 << 30), repeats=5, warmup=2)
+                res.metadata["pcie_ceiling"] = transfer.independent_ceiling(
+                    min(file_size, 1 << 30), repeats=5, warmup=2
+                )
             except Exception as e:  # noqa: BLE001 - reported; the chapter goes on without this ceiling
                 res.metadata["pcie_ceiling"] = dict(available=False, note=f"{type(e).__name__}: {e}")
-            g, gds = to_gpu(sh.path, chunk=gpu_chunk, runs=runs, kvikio_threads=p["kvikio_threads"],
-                            kvikio_task=kvikio_task, method=purge_method, progress=bar)
-            res.add("gpu", g)
+            # the sweep first: path (b) is then measured at its best setting (or at the values asked for)
+            sweep = pd.DataFrame()
             if n_sweep:
-                res.add("pipeline", pipeline_sweep(sh.path, chunks=p["gpu_sweep_chunks"],
-                                                   buffers=p["gpu_sweep_buffers"], modes=p["gpu_sweep_modes"],
-                                                   runs=p["gpu_sweep_runs"], method=purge_method, progress=bar))
+                sweep = pipeline_sweep(sh.path, chunks=p["gpu_sweep_chunks"], buffers=p["gpu_sweep_buffers"],
+                                       modes=p["gpu_sweep_modes"], runs=p["gpu_sweep_runs"], method=purge_method,
+                                       progress=bar)
+                res.add("pipeline", sweep)
+            pc = res.metadata["pcie_ceiling"]
+            setting = choose_path_b(sweep_summary(sweep, pc.get("GBps") if pc.get("available") else None),
+                                    chunk=p["path_b_chunk"], buffers=p["path_b_buffers"], mode=p["path_b_mode"],
+                                    fallback_chunk=gpu_chunk)
+            g, gds = to_gpu(sh.path, chunk=gpu_chunk, runs=runs, kvikio_threads=p["kvikio_threads"],
+                            kvikio_task=kvikio_task, method=purge_method, progress=bar, path_b=setting)
+            res.add("gpu", g)
         else:
             gds = gds_status()
     res.metadata.update(

@@ -47,9 +47,15 @@ class Params(ChapterParams):
     gpu: object = "auto"
     """experiment 4: "auto" (when CUDA is there) or "off" """
     gpu_chunk: int = 8388608
-    """experiment 4: staging-buffer size"""
+    """experiment 4: staging-buffer size of paths (a) and (c)"""
+    path_b_chunk: object = "auto"
+    """experiment 4: path (b)'s chunk in bytes, or "auto" (the sweep's best)"""
+    path_b_buffers: object = "auto"
+    """experiment 4: path (b)'s pinned buffers, or "auto" (the sweep's best)"""
+    path_b_mode: object = "auto"
+    """experiment 4: path (b)'s reads, "buffered", "O_DIRECT" or "auto" (the sweep's best)"""
     gpu_sweep_chunks: list[int] = field(default_factory=lambda: [4194304, 16777216])
-    """experiment 4: path (b) chunk sizes swept (with CUDA)"""
+    """experiment 4: path (b) chunk sizes swept (with CUDA), before path (b) is measured"""
     gpu_sweep_buffers: list[int] = field(default_factory=lambda: [2, 4])
     """experiment 4: pinned buffers swept"""
     gpu_sweep_modes: list[str] = field(default_factory=lambda: ["buffered", "O_DIRECT"])

@@ -1,6 +1,6 @@
 """Chapter 10: tracing the I/O of a Megatron-style token data set, mmap vs read().
 
-What is measured, on an indexed token data set written by :mod:`datajourney.tokens`:
+What is measured, on an indexed token data set written by :mod:`datajourney.toolkit.tokens`:
 
 * **The sweep.** Samples of ``seq_length + 1`` tokens are built the way Megatron's
   ``GPTDataset`` builds them: documents in a shuffled order form one token stream, sample
@@ -24,7 +24,7 @@ What is measured, on an indexed token data set written by :mod:`datajourney.toke
   for the time the caller is blocked and until the files are on disk; and, under the
   POSIX view, the write calls a fixed checkpoint makes after every sweep point.
 
-Each group of configurations runs in a child process (``python -m datajourney.tracing``)
+Each group of configurations runs in a child process (``python -m datajourney.chapters.c10_mmap_vs_read.experiment``)
 so that the tracer can be preloaded into it and nothing else.
 """
 from __future__ import annotations
@@ -64,7 +64,6 @@ MODES = tokens.MODES
 VIEWS = ("off", "posix", "app", "both")
 CACHE_STATES = ("cold", "warm")
 POSIX_OPTIONS = ("auto", "on", "off")
-SPANS = ("lookup", "read", "construct")
 #: DFTracer's category of the chapter's application spans, and their names.
 DFT_CAT = "app"
 DFT_SPANS = ("sample", "index_lookup", "read", "construct")
@@ -611,8 +610,13 @@ def child(spec: dict) -> list[dict]:
             target = ckpt_dir / "dcp"
             w2 = time.time_ns() // 1000
             ck = save_checkpoint(state, "dcp_save", target)
-            row.update(ckpt_window_start_us=w2, ckpt_window_end_us=time.time_ns() // 1000,
-                       ckpt_s=ck["total_s"], ckpt_bytes=ck["file_bytes"], ckpt_kernel_write_bytes=ck["kernel_write_bytes"])
+            row.update(
+                ckpt_window_start_us=w2,
+                ckpt_window_end_us=time.time_ns() // 1000,
+                ckpt_s=ck["total_s"],
+                ckpt_bytes=ck["file_bytes"],
+                ckpt_kernel_write_bytes=ck["kernel_write_bytes"],
+            )
             shutil.rmtree(target, ignore_errors=True)
         if not c.get("discard"):
             rows.append(row)
@@ -643,8 +647,12 @@ def run_child(spec: dict, work: Path, trace_root: Path) -> tuple[pd.DataFrame, l
         env.update(tracer_env(logs, trace_root))
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent)]
                                         + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    r = subprocess.run([sys.executable, "-m", "datajourney.chapters.c10_mmap_vs_read.experiment", str(spec_path), str(out_path)], env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "datajourney.chapters.c10_mmap_vs_read.experiment", str(spec_path), str(out_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         tail = "\n".join((r.stderr or "").strip().splitlines()[-15:])
         raise RuntimeError(f"the {spec['view']} measurement process failed (exit {r.returncode}):\n{tail}")
@@ -777,7 +785,11 @@ def _configs(p: dict) -> list[dict]:
                         cs.append(dict(part="grid", mode=mode, seq=seq, batch=batch, workers=0, cache=cache, run=run,
                                        steps=p["steps"], seed=p["seed"]))
             for w in p["workers"]:
-                if w == 0 and p["workers_seq_length"] in p["seq_lengths"] and p["workers_batch_size"] in p["batch_sizes"]:
+                if (
+                    w == 0
+                    and p["workers_seq_length"] in p["seq_lengths"]
+                    and p["workers_batch_size"] in p["batch_sizes"]
+                ):
                     continue   # the same configuration as the grid's point: its rows are copied, not re-run
                 for mode in (MODES if run % 2 == 0 else MODES[::-1]):
                     cs.append(dict(part="workers", mode=mode, seq=p["workers_seq_length"],

@@ -8,7 +8,9 @@ import pandas as pd
 
 from datajourney.chapters.c10_mmap_vs_read.experiment import CONSTANT_TOLERANCE
 from datajourney.core.findings import (
+    Action,
     Finding,
+    Opening,
     choose,
     compare,
     direction,
@@ -70,12 +72,16 @@ def finding_posix(res: Result) -> Finding:
               + " POSIX events per sweep point under mmap — "
               + ("constant within ±" + pct(CONSTANT_TOLERANCE) if constant else
                  ("none at all" if hi == 0 else "not constant")))
-    r_text = (f"under read() the count {choose(1 if grows else -1, 'grows with the tokens read', 'does not follow the tokens read', '')}, "
-              f"from {num(float(r_small['posix_events']))} (sequence {int(r_small['seq'])}, batch "
-              f"{int(r_small['batch'])}) to {num(r_big)} (sequence {seq}, batch {batch})")
+    trend = choose(1 if grows else -1, "grows with the tokens read", "does not follow the tokens read", "")
+    r_text = (
+        f"under read() the count {trend}, "
+        f"from {num(float(r_small['posix_events']))} (sequence {int(r_small['seq'])}, batch "
+        f"{int(r_small['batch'])}) to {num(r_big)} (sequence {seq}, batch {batch})"
+    )
     ratio = r_big / m_big if m_big else None
-    tail = (f"; at the largest point read() shows {times(ratio)} the events of mmap." if ratio else
-            "; at the largest point mmap shows none, so the ratio is unbounded.")
+    tail = (f"; at the largest point read() shows {times(ratio)} the events of mmap" if ratio else
+            "; at the largest point mmap shows none, so the ratio is unbounded")
+    tail += "; the ratio counts calls (read() makes them for every document piece, mmap does not), not time."
     return Finding("posix_events", f"The tracer saw {m_text}; {r_text}{tail}", value=ratio, unit="×",
                    published="POSIX events read() ÷ mmap, largest point",
                    values=dict(mmap_min=lo, mmap_max=hi, read_big=r_big, read_small=float(r_small["posix_events"])))
@@ -132,7 +138,7 @@ def finding_loader(res: Result) -> Finding:
                      f"{span(lo, hi, '×')} over {len(m)} runs)")
         if head is None or cache == "warm":
             head = (mid, lo, hi)
-    text = f"Loader time at sequence {seq}, batch {batch}: " + "; ".join(parts) + "." + grid_wins_text(res)
+    text = f"Loader time at sequence {seq}, batch {batch}: " + "; ".join(parts) + "."
     return Finding("loader_time", text, value=head[0], unit="×", interval=(head[1], head[2]))
 
 
@@ -160,7 +166,12 @@ def grid_wins_text(res: Result) -> str:
             t += (f" (at those, mmap read {num(rw['mmap_storage_MB'].mean(), 'MB')} from storage per configuration "
                   f"and read() {num(rw['read_storage_MB'].mean(), 'MB')})")
         out.append(t)
-    return (" Over the whole sweep: " + "; ".join(out) + ".") if out else ""
+    return ("Over the whole sweep: " + "; ".join(out) + ".") if out else ""
+
+
+def loader_note(res: Result) -> str:
+    """Beside the loader-time heatmaps: at how many sweep points each mode was faster, per cache state."""
+    return grid_wins_text(res)
 
 
 def per_sample_bandwidth(res: Result) -> pd.DataFrame:
@@ -173,21 +184,28 @@ def per_sample_bandwidth(res: Result) -> pd.DataFrame:
     return out.rename(columns={"count": "n"})
 
 
-def finding_bandwidth(res: Result) -> Finding:
+def _bandwidth(res: Result) -> dict:
+    """Per-sample bandwidth at the largest sequence length (warm where measured): the runs of every
+    batch size per mode, mmap ÷ read() with its range, and mmap's mean at the smallest sequence length."""
     b = per_sample_bandwidth(res)
     cache = "warm" if "warm" in set(b["cache"]) else "cold"
     b = b[b["cache"] == cache]
-    seq = int(b["seq"].max())
-    small = int(b["seq"].min())
+    seq, small = int(b["seq"].max()), int(b["seq"].min())
     g = _grid(res)
     g = g[(g["cache"] == cache) & (g["seq"] == seq)].copy()
     g["MBps"] = g["app_bytes"] / (g["lookup_s"] + g["read_s"] + g["construct_s"]) / 1e6
     m, r = g[g["mode"] == "mmap"]["MBps"].tolist(), g[g["mode"] == "read"]["MBps"].tolist()
     mid, lo, hi = ratio_interval(m, r)
-    ms = b[(b["mode"] == "mmap") & (b["seq"] == small)]["mean"].mean()
-    text = (f"Per-sample bandwidth inside `__getitem__` ({cache}): mmap {num(ms, 'MB/s')} at sequence {small} and "
-            f"{num(np.mean(m), 'MB/s')} at {seq}; read() {num(np.mean(r), 'MB/s')} at {seq} — mmap "
-            f"{compare(m, r)} read() ({span(lo, hi, '×')} over runs and batch sizes).")
+    return dict(cache=cache, seq=seq, small=small, mmap=m, read=r, ratio=(mid, lo, hi),
+                mmap_small=b[(b["mode"] == "mmap") & (b["seq"] == small)]["mean"].mean())
+
+
+def finding_bandwidth(res: Result) -> Finding:
+    bw = _bandwidth(res)
+    m, r, (mid, lo, hi) = bw["mmap"], bw["read"], bw["ratio"]
+    text = (f"Per-sample bandwidth inside `__getitem__` ({bw['cache']}): mmap {num(bw['mmap_small'], 'MB/s')} at "
+            f"sequence {bw['small']} and {num(np.mean(m), 'MB/s')} at {bw['seq']}; read() {num(np.mean(r), 'MB/s')} "
+            f"at {bw['seq']} — mmap {compare(m, r)} read() ({span(lo, hi, '×')} over runs and batch sizes).")
     return Finding("per_sample_bandwidth", text, value=mid, unit="×", interval=(lo, hi),
                    published="mmap ÷ read() per-sample bandwidth, largest sequence")
 
@@ -241,22 +259,42 @@ def finding_checkpoint(res: Result) -> Finding:
     share = da["blocked_s"] / da["total_s"] if da["total_s"] else float("nan")
     c = res.table("checkpoint")
     c = c[c["state_bytes"] == size]
-    text = (f"Saving a {num(size / 1e9, 'GB')} state ({c['device'].iloc[0]} tensors, files synced): torch.save "
-            f"{num(ts_['GBps'], 'GB/s')}, DCP save {num(ds_['GBps'], 'GB/s')}; DCP async_save blocked the caller "
-            f"{num(da['blocked_s'], 's')} of its {num(da['total_s'], 's')} ({pct(share)}), against "
-            f"{num(ds_['blocked_s'], 's')} for the synchronous save — "
-            f"{compare(c[c['method'] == 'dcp_save']['blocked_s'].tolist(), c[c['method'] == 'dcp_async_save']['blocked_s'].tolist(), more='shorter', less='longer', same='no shorter')}"
-            ".")
-    bg = da["total_s"] - da["blocked_s"]
-    text += (f" After async_save returned, writing went on for {num(bg, 's')} in the background; from call to "
-             f"synced files it took {compare(c[c['method'] == 'dcp_async_save']['total_s'].tolist(), c[c['method'] == 'dcp_save']['total_s'].tolist(), more='longer than', less='less time than', same='as long as')}"
-             " the synchronous save.")
+    sync_blocked = c[c["method"] == "dcp_save"]["blocked_s"].tolist()
+    async_blocked = c[c["method"] == "dcp_async_save"]["blocked_s"].tolist()
+    text = (
+        f"Saving a {num(size / 1e9, 'GB')} state ({c['device'].iloc[0]} tensors, files synced): torch.save "
+        f"{num(ts_['GBps'], 'GB/s')}, DCP save {num(ds_['GBps'], 'GB/s')}; DCP async_save blocked the caller "
+        f"{num(da['blocked_s'], 's')} of its {num(da['total_s'], 's')} ({pct(share)}), against "
+        f"{num(ds_['blocked_s'], 's')} for the synchronous save — "
+        f"{compare(sync_blocked, async_blocked, more='shorter', less='longer', same='no shorter')}"
+        "."
+    )
     return Finding("checkpoint", text, value=float(share * 100), unit="%")
 
 
+def checkpoint_note(res: Result) -> str:
+    """Beside the checkpoint table: how long async_save went on writing after it returned, and its time
+    from call to synced files against the synchronous save (largest state)."""
+    if "checkpoint" not in res.tables:
+        return ""
+    s = checkpoint_summary(res)
+    size = int(s["state_bytes"].max())
+    da = s[s["state_bytes"] == size].set_index("method").loc["dcp_async_save"]
+    c = res.table("checkpoint")
+    c = c[c["state_bytes"] == size]
+    async_total = c[c["method"] == "dcp_async_save"]["total_s"].tolist()
+    sync_total = c[c["method"] == "dcp_save"]["total_s"].tolist()
+    return (f"After async_save returned, writing went on for {num(da['total_s'] - da['blocked_s'], 's')} in the "
+            "background; from call to synced files it took "
+            f"{compare(async_total, sync_total, more='longer than', less='less time than', same='as long as')}"
+            " the synchronous save.")
+
+
 def findings(res: Result) -> list[Finding]:
-    return [finding_posix(res), finding_kernel(res), finding_loader(res), finding_bandwidth(res),
-            finding_overhead(res), finding_checkpoint(res)]
+    """The chapter's key results: what the choice costs (loader time, per-sample bandwidth, the tracer's
+    overhead) first, then what the kernel and the POSIX tracer saw, then the checkpoint writes."""
+    return [finding_loader(res), finding_bandwidth(res), finding_overhead(res), finding_kernel(res),
+            finding_posix(res), finding_checkpoint(res)]
 
 
 def key_metrics(res: Result) -> dict:
@@ -270,15 +308,27 @@ def key_metrics(res: Result) -> dict:
         out["POSIX events per run, mmap"] = (m.mean(), m.std())
         seq, batch = _largest(c)
         r = c[(c["mode"] == "read")]
-        out["POSIX events, read(), largest point"] = (float(r[(r["seq"] == seq) & (r["batch"] == batch)]["posix_events"].iloc[0]), None)
+        out["POSIX events, read(), largest point"] = (
+            float(r[(r["seq"] == seq) & (r["batch"] == batch)]["posix_events"].iloc[0]),
+            None,
+        )
     f = finding_bandwidth(res)
     out["mmap ÷ read() per-sample bandwidth, largest sequence"] = (f.value, None)
     b = per_sample_bandwidth(res)
     b = b[b["cache"] == ("warm" if "warm" in set(b["cache"]) else "cold")]
     seq, small = int(b["seq"].max()), int(b["seq"].min())
-    out["per-sample bandwidth, mmap, smallest sequence"] = (b[(b["mode"] == "mmap") & (b["seq"] == small)]["mean"].mean(), None)
-    out["per-sample bandwidth, mmap, largest sequence"] = (b[(b["mode"] == "mmap") & (b["seq"] == seq)]["mean"].mean(), None)
-    out["per-sample bandwidth, read(), largest sequence"] = (b[(b["mode"] == "read") & (b["seq"] == seq)]["mean"].mean(), None)
+    out["per-sample bandwidth, mmap, smallest sequence"] = (
+        b[(b["mode"] == "mmap") & (b["seq"] == small)]["mean"].mean(),
+        None,
+    )
+    out["per-sample bandwidth, mmap, largest sequence"] = (
+        b[(b["mode"] == "mmap") & (b["seq"] == seq)]["mean"].mean(),
+        None,
+    )
+    out["per-sample bandwidth, read(), largest sequence"] = (
+        b[(b["mode"] == "read") & (b["seq"] == seq)]["mean"].mean(),
+        None,
+    )
     return out
 
 
@@ -289,10 +339,12 @@ def data_note(res: Result) -> str:
     if not tot:
         return "The data set's composition was not recorded."
     src = c.get("real_source") or "none could be loaded here"
-    return (f"Data set: {num(tot)} tokens in {num((c.get('real_documents') or 0) + (c.get('synthetic_documents') or 0))} "
-            f"documents; {num(c.get('real_tokens') or 0)} tokens ({num(c.get('real_documents') or 0)} documents) are "
-            f"real text ({src}), the other {num(c.get('synthetic_tokens') or 0)} are synthetic ids whose document "
-            f"lengths are {c.get('synthetic_lengths')}. Token values do not change the I/O; sizes and layout do.")
+    return (
+        f"Data set: {num(tot)} tokens in {num((c.get('real_documents') or 0) + (c.get('synthetic_documents') or 0))} "
+        f"documents; {num(c.get('real_tokens') or 0)} tokens ({num(c.get('real_documents') or 0)} documents) are "
+        f"real text ({src}), the other {num(c.get('synthetic_tokens') or 0)} are synthetic ids whose document "
+        f"lengths are {c.get('synthetic_lengths')}. Token values do not change the I/O; sizes and layout do."
+    )
 
 
 def heatmap_table(res: Result, value: str = "loader_s", cache: str | None = None) -> pd.DataFrame:
@@ -326,8 +378,11 @@ def calls_note(res: Result) -> str:
     wtext = ""
     if len(w):
         w = w.iloc[0]
-        wtext = (f" With {int(w['workers'])} DataLoader worker{'s' if int(w['workers']) != 1 else ''} it recorded {num(w['posix_bin_reads'])} reads of "
-                 f"`.bin` for {num(w['pieces'])} pieces: the workers' calls are traced too.")
+        wtext = (
+            f" With {int(w['workers'])} DataLoader worker{'s' if int(w['workers']) != 1 else ''} "
+            f"it recorded {num(w['posix_bin_reads'])} reads of "
+            f"`.bin` for {num(w['pieces'])} pieces: the workers' calls are traced too."
+        )
     return f"Calls the tracer recorded per document piece under read(): {listed}.{miss}{wtext}"
 
 
@@ -341,18 +396,18 @@ def views_table(res: Result) -> pd.DataFrame:
             part = g[(g["mode"] == mode) & (g["seq"] == seq) & (g["batch"] == batch) & (g["cache"] == cache)]
             m = part.mean(numeric_only=True)
             row = {"cache": cache, "mode": MODE_NAMES[mode],
-                   "app: lookup ms": m["lookup_s"] * 1e3, "app: read ms": m["read_s"] * 1e3,
-                   "app: construct ms": m["construct_s"] * 1e3, "app: collate ms": m["collate_s"] * 1e3,
-                   "app: MB": m["app_bytes"] / 1e6,
-                   "kernel: read calls": m["syscr"], "kernel: minor faults": m["minflt"],
-                   "kernel: major faults": m["majflt"],
-                   "kernel: MB from storage": m["read_bytes"] / 1e6 if pd.notna(m.get("read_bytes")) else None,
-                   "disk: MB read": m["disk_read_bytes"] / 1e6 if pd.notna(m.get("disk_read_bytes")) else None}
+                   "application: index lookup (ms)": m["lookup_s"] * 1e3, "application: read (ms)": m["read_s"] * 1e3,
+                   "application: construction (ms)": m["construct_s"] * 1e3,
+                   "application: collate (ms)": m["collate_s"] * 1e3, "application: sample data (MB)":
+                   m["app_bytes"] / 1e6, "kernel: read calls": m["syscr"], "kernel: minor page faults": m["minflt"],
+                   "kernel: major page faults": m["majflt"],
+                   "kernel: from storage (MB)": m["read_bytes"] / 1e6 if pd.notna(m.get("read_bytes")) else None,
+                   "disk: read (MB)": m["disk_read_bytes"] / 1e6 if pd.notna(m.get("disk_read_bytes")) else None}
             if has_posix(res) and cache == "warm":
                 c = posix_counts(res)
                 pc = c[(c["mode"] == mode) & (c["seq"] == seq) & (c["batch"] == batch)]
-                row["POSIX: events"] = float(pc["posix_events"].iloc[0]) if len(pc) else None
-                row["POSIX: reads"] = float(pc["posix_reads"].iloc[0]) if len(pc) else None
+                row["POSIX view: events"] = float(pc["posix_events"].iloc[0]) if len(pc) else None
+                row["POSIX view: read calls"] = float(pc["posix_reads"].iloc[0]) if len(pc) else None
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -425,24 +480,38 @@ def theory_note(res: Result) -> str:
                    "of these reads rather than the device's bandwidth.")
 
 
-def overhead_note(res: Result) -> str:
-    """What one traced call costs: the POSIX view's extra loader time ÷ the calls it recorded."""
+def per_call_cost(res: Result) -> dict | None:
+    """What one call recorded by the POSIX view costs under read() at the overhead point: calls per document
+    piece, calls recorded, the extra loader time (ms) and that time per call (µs); None where not measured."""
     if "overhead" not in res.tables or not has_posix(res):
-        return ""
+        return None
     t = overhead_table(res)
     row = t[(t["mode"] == "read") & (t["view"] == "posix")]
-    if row.empty:
-        return ""
     o = res.table("overhead")
+    if row.empty or "pieces" not in o:
+        return None
     pieces = o[(o["mode"] == "read") & (o["view"] == "posix")]["pieces"].mean()
-    allp = posix_counts(res)
-    p = allp[allp["mode"] == "read"]
+    p = posix_counts(res)
+    p = p[p["mode"] == "read"]
     per_piece = (p["posix_events"] / p["pieces"]).mean()
     calls = pieces * per_piece
     extra_ms = float(row["view_ms"].iloc[0] - row["off_ms"].iloc[0])
-    return (f"Under read() the POSIX tracer recorded about {num(per_piece)} calls per document piece, "
-            f"{num(calls)} calls at this point; its extra {num(extra_ms, 'ms')} of loader time is "
-            f"{num(extra_ms * 1e3 / calls, 'µs')} per recorded call." + _mmap_overhead_tail(t, allp[allp["mode"] == "mmap"]))
+    return dict(per_piece=per_piece, calls=calls, extra_ms=extra_ms,
+                us_per_call=extra_ms * 1e3 / calls if calls else float("nan"))
+
+
+def overhead_note(res: Result) -> str:
+    """What one traced call costs: the POSIX view's extra loader time ÷ the calls it recorded."""
+    c = per_call_cost(res)
+    if c is None:
+        return ""
+    allp = posix_counts(res)
+    return (
+        f"Under read() the POSIX tracer recorded about {num(c['per_piece'])} calls per document piece, "
+        f"{num(c['calls'])} calls at this point; its extra {num(c['extra_ms'], 'ms')} of loader time is "
+        f"{num(c['us_per_call'], 'µs')} per recorded call."
+        + _mmap_overhead_tail(overhead_table(res), allp[allp["mode"] == "mmap"])
+    )
 
 
 def _mmap_overhead_tail(t: pd.DataFrame, p: pd.DataFrame) -> str:
@@ -476,9 +545,12 @@ def workers_note(res: Result) -> str:
             out.append(f"{cache} {MODE_NAMES[mode]}: no worker count beat {int(base['workers'])} workers "
                        f"({num(base['mean'], 'ms')})")
         else:
-            out.append(f"{cache} {MODE_NAMES[mode]}: fastest with {int(best['workers'])} workers "
-                       f"({num(best['mean'], 'ms')}, {compare(best['mean'], base['mean'], more='slower than', less='faster than')}"
-                       f" the {num(base['mean'], 'ms')} of {int(base['workers'])} workers)")
+            out.append(
+                f"{cache} {MODE_NAMES[mode]}: fastest with {int(best['workers'])} workers "
+                f"({num(best['mean'], 'ms')}, "
+                f"{compare(best['mean'], base['mean'], more='slower than', less='faster than')}"
+                f" the {num(base['mean'], 'ms')} of {int(base['workers'])} workers)"
+            )
     notes = [spread_note(f"{c} {MODE_NAMES[m]} with {int(k)} workers", g["loader_s"].tolist(), "s")
              for (c, m, k), g in res.table("sweep")[res.table("sweep")["part"] == "workers"].groupby(
                  ["cache", "mode", "workers"])]
@@ -504,9 +576,11 @@ def checkpoint_posix_note(res: Result) -> str:
     c = res.table("posix_checkpoint")
     parts = []
     for _, r in c.iterrows():
-        parts.append(f"{r['method']}: {num(r['posix_writes'])} write calls ({num(r['posix_write_bytes'] / 1e6, 'MB')}), "
-                     f"{num(r['posix_fsyncs'])} fsync; the kernel counted {num(r['kernel_write_bytes'] / 1e6, 'MB')} "
-                     "written")
+        parts.append(
+            f"{r['method']}: {num(r['posix_writes'])} write calls ({num(r['posix_write_bytes'] / 1e6, 'MB')}), "
+            f"{num(r['posix_fsyncs'])} fsync; the kernel counted {num(r['kernel_write_bytes'] / 1e6, 'MB')} "
+            "written"
+        )
     blind = [r for _, r in c.iterrows() if r["posix_write_bytes"] < 0.5 * r["kernel_write_bytes"]]
     tail = ""
     for r in blind:
@@ -550,13 +624,27 @@ def workers_cause(res: Result, cache: str = "warm", mode: str = "read") -> dict 
         "main": float(hi["main_cpu_s"] - lo["main_cpu_s"]),
         "work": per_worker(hi, k) - per_worker(lo, b),
     }
-    return dict(cache=cache, mode=mode, k=k, b=b, loader_k=float(hi["loader_s"]), loader_b=float(lo["loader_s"]),
-                extra=float(hi["loader_s"] - lo["loader_s"]), cand=cand, steps=steps,
-                start_k=float(hi["workers_last_start_s"]), start_b=float(lo["workers_last_start_s"]) if b else 0.0,
-                main_k=float(hi["main_cpu_s"]), main_b=float(lo["main_cpu_s"]),
-                work_k=per_worker(hi, k), work_b=per_worker(lo, b),
-                faults_k=float(hi["workers_minflt"]) / steps, faults_b=float(lo["workers_minflt"]) / steps if b else 0.0,
-                runs_k=w[w["workers"] == k]["loader_s"].tolist(), runs_b=w[w["workers"] == b]["loader_s"].tolist())
+    return dict(
+        cache=cache,
+        mode=mode,
+        k=k,
+        b=b,
+        loader_k=float(hi["loader_s"]),
+        loader_b=float(lo["loader_s"]),
+        extra=float(hi["loader_s"] - lo["loader_s"]),
+        cand=cand,
+        steps=steps,
+        start_k=float(hi["workers_last_start_s"]),
+        start_b=float(lo["workers_last_start_s"]) if b else 0.0,
+        main_k=float(hi["main_cpu_s"]),
+        main_b=float(lo["main_cpu_s"]),
+        work_k=per_worker(hi, k),
+        work_b=per_worker(lo, b),
+        faults_k=float(hi["workers_minflt"]) / steps,
+        faults_b=float(lo["workers_minflt"]) / steps if b else 0.0,
+        runs_k=w[w["workers"] == k]["loader_s"].tolist(),
+        runs_b=w[w["workers"] == b]["loader_s"].tolist(),
+    )
 
 
 def workers_cause_note(res: Result, cache: str = "warm") -> str:
@@ -583,12 +671,15 @@ def workers_cause_note(res: Result, cache: str = "warm") -> str:
             continue
         ex = c["extra"]
         cand = c["cand"]
-        detail = (f". The last of the {c['k']} worker{'s' if c['k'] != 1 else ''} started {num(c['start_k'] * 1e3, 'ms')} after the loader "
-                  f"(with {c['b']}: {num(c['start_b'] * 1e3, 'ms')}); the main process used "
-                  f"{num(c['main_k'] * 1e3 / c['steps'], 'ms')} of CPU per batch, receiving batches from the "
-                  f"workers (with {c['b']}: {num(c['main_b'] * 1e3 / c['steps'], 'ms')}); each worker used "
-                  f"{num(c['work_k'] * 1e3, 'ms')} of CPU and took {num(c['faults_k'])} page faults per batch of "
-                  f"the run (with {c['b']}: {num(c['work_b'] * 1e3, 'ms')} and {num(c['faults_b'])})")
+        detail = (
+            f". The last of the {c['k']} worker{'s' if c['k'] != 1 else ''} "
+            f"started {num(c['start_k'] * 1e3, 'ms')} after the loader "
+            f"(with {c['b']}: {num(c['start_b'] * 1e3, 'ms')}); the main process used "
+            f"{num(c['main_k'] * 1e3 / c['steps'], 'ms')} of CPU per batch, receiving batches from the "
+            f"workers (with {c['b']}: {num(c['main_b'] * 1e3 / c['steps'], 'ms')}); each worker used "
+            f"{num(c['work_k'] * 1e3, 'ms')} of CPU and took {num(c['faults_k'])} page faults per batch of "
+            f"the run (with {c['b']}: {num(c['work_b'] * 1e3, 'ms')} and {num(c['faults_b'])})"
+        )
         best = max(cand, key=cand.get)
         share = cand[best] / ex if ex > 0 else 0.0
         why = {"start": (f"starting the extra workers accounts for {pct(min(share, 1.0))} of the "
@@ -643,3 +734,312 @@ def dft_app_note(res: Result) -> str:
         text += (" With DataLoader workers the spans are not recorded: a forked worker's copy of the Python "
                  "tracer does not write to the trace, while the preloaded library follows the workers' calls.")
     return text
+
+
+# ---------------------------------------------------------------------------- tables as shown
+def _shown(df: pd.DataFrame, headers: dict) -> pd.DataFrame:
+    """The columns of ``headers`` that ``df`` has, renamed to what a reader reads (units included)."""
+    return df[[c for c in headers if c in df]].rename(columns=headers)
+
+
+#: Headers of the POSIX view's table.
+POSIX_HEADERS = {"mode": "mode", "seq": "sequence length", "batch": "batch size", "samples": "samples",
+                 "pieces": "document pieces", "posix_events": "POSIX events", "posix_opens": "opens",
+                 "posix_reads": "reads", "posix_read_MB": "read (MB)", "mean_read_KB": "mean read (KB)",
+                 "posix_read_s": "time in reads (s)"}
+#: Headers of the theoretical check.
+THEORY_HEADERS = {"mode": "mode", "seq": "sequence length", "batch": "batch size",
+                  "bytes_per_sample": "bytes per sample", "samples_per_s": "samples/s",
+                  "needed_MBps": "sample data needed (MB/s)", "storage_MBps": "moved from storage (MB/s)",
+                  "amplification": "storage ÷ sample bytes (×)"}
+#: The tracer's views as a reader names them.
+VIEW_NAMES = {"off": "tracing off", "posix": "POSIX view (preloaded)", "app": "application spans",
+              "both": "POSIX view and application spans"}
+#: The views as the subject of a sentence.
+VIEW_SUBJECTS = {"posix": "DFTracer's POSIX view", "app": "The application spans"}
+#: Headers of the overhead table.
+OVERHEAD_HEADERS = {"mode": "mode", "view": "view", "mean": "overhead, mean (%)", "min": "lowest round (%)",
+                    "max": "highest round (%)", "n": "paired rounds", "off_ms": "loader, tracing off (ms)",
+                    "view_ms": "loader, traced (ms)"}
+#: Headers of the checkpoint table.
+CHECKPOINT_HEADERS = {"state_MB": "state (MB)", "method": "method", "GBps": "to synced files, mean (GB/s)",
+                      "GBps_min": "lowest run (GB/s)", "GBps_max": "highest run (GB/s)",
+                      "blocked_s": "caller blocked (s)", "total_s": "until synced (s)", "n": "runs"}
+
+
+def posix_display(res: Result) -> pd.DataFrame:
+    """The POSIX view per sweep point, readable headers."""
+    return _shown(posix_table(res), POSIX_HEADERS)
+
+
+def theory_display(res: Result) -> pd.DataFrame:
+    """The theoretical check, readable headers."""
+    return _shown(theory_table(res), THEORY_HEADERS)
+
+
+def overhead_display(res: Result) -> pd.DataFrame:
+    """The tracer overhead per mode and view, readable names and headers."""
+    t = overhead_table(res)
+    t = t.assign(mode=t["mode"].map(MODE_NAMES), view=t["view"].map(VIEW_NAMES))
+    return _shown(t, OVERHEAD_HEADERS)
+
+
+def checkpoint_display(res: Result) -> pd.DataFrame:
+    """The checkpoint writes per state size and method, readable headers."""
+    c = checkpoint_summary(res)
+    return _shown(c.assign(state_MB=c["state_bytes"] / 1e6), CHECKPOINT_HEADERS)
+
+
+def views_display(res: Result) -> pd.DataFrame:
+    """:func:`views_table` turned on its side: one row per measure, one column per cache state and mode, so
+    that the table fits the text column."""
+    v = views_table(res)
+    cols = [f"{c}, {m}" for c, m in zip(v["cache"], v["mode"])]
+    out = v.drop(columns=["cache", "mode"]).T
+    out.columns = cols
+    return out.reset_index(names="measure (means over runs)")
+
+
+# ---------------------------------------------------------------------------- the opening
+def sweep_loader(res: Result, cache: str) -> dict | None:
+    """Loader time summed over every sweep point of ``cache``, per run and mode: mmap's speed against
+    read()'s (read() time ÷ mmap time, and its range over the runs), its direction, at how many points
+    each mode was faster, and (where the kernel counted them) the bytes each brought in from storage."""
+    g = _grid(res)
+    g = g[g["cache"] == cache]
+    if g.empty or not {"mmap", "read"} <= set(g["mode"]):
+        return None
+    per = g.groupby(["mode", "run"])["loader_s"].sum()
+    m, r = per["mmap"].tolist(), per["read"].tolist()
+    w = grid_wins(res, cache)
+    out = dict(cache=cache, mmap=m, read=r, ratio=ratio_interval(r, m), d=direction(r, m), points=len(w),
+               mmap_wins=int((w["winner"] > 0).sum()), read_wins=int((w["winner"] < 0).sum()))
+    by = g.groupby("mode")[["read_bytes", "app_bytes"]].sum(min_count=1)
+    if by["read_bytes"].notna().all() and float(by.loc["read", "read_bytes"]) > 0:
+        out["storage"] = float(by.loc["mmap", "read_bytes"] / by.loc["read", "read_bytes"])
+        out["amplification"] = {mode: float(by.loc[mode, "read_bytes"] / by.loc[mode, "app_bytes"])
+                                for mode in ("mmap", "read")}
+    return out
+
+
+def _versus(sl: dict, *, bold: bool = False) -> str:
+    """'1.9× slower than' / '1.3× faster than' / 'level with': mmap against read() over a sweep."""
+    mid = sl["ratio"][0]
+    b = "**" if bold else ""
+    return choose(sl["d"], f"{b}{times(mid)} faster than{b}", f"{b}{times(1 / mid)} slower than{b}",
+                  f"{b}level with{b}")
+
+
+def _storage_clause(sl: dict) -> str:
+    """What mmap's page faults brought in from storage against read()'s calls (cold sweeps only)."""
+    s = sl.get("storage")
+    if sl["cache"] != "cold" or s is None:
+        return ""
+    return choose(direction(s, 1.0), f": its page faults pulled {times(s)} read()'s bytes from storage",
+                  f": read() pulled {times(1 / s)} the bytes mmap's page faults did from storage",
+                  ": both pulled about the same bytes from storage")
+
+
+def _finding_sweep(res: Result) -> Finding | None:
+    sl = sweep_loader(res, _cache_for_headline(_grid(res)))
+    if sl is None:
+        return None
+    mid, lo, hi = sl["ratio"]
+    text = (f"{sl['cache'].capitalize()}, over all {sl['points']} sweep points, mmap was {_versus(sl, bold=True)} "
+            f"read() at loading batches (read() ahead at {sl['read_wins']} points, mmap at {sl['mmap_wins']})"
+            f"{_storage_clause(sl)}.")
+    return Finding("sweep_loader", text, value=mid, unit="×", interval=(lo, hi),
+                   values=dict(cache=sl["cache"], read_wins=sl["read_wins"], mmap_wins=sl["mmap_wins"]))
+
+
+def _finding_bandwidth_short(res: Result) -> Finding:
+    bw = _bandwidth(res)
+    m, r, (mid, lo, hi) = bw["mmap"], bw["read"], bw["ratio"]
+    verdict = choose(direction(m, r), f"{times(mid)} faster than", f"{times(1 / mid)} slower than", "level with")
+    return Finding("per_sample_bandwidth",
+                   f"{bw['cache'].capitalize()}, inside `__getitem__` at sequence {bw['seq']}, mmap delivered "
+                   f"**{num(np.mean(m), 'MB/s')}** per sample, {verdict} read()'s {num(np.mean(r), 'MB/s')}.",
+                   value=mid, unit="×", interval=(lo, hi),
+                   published="mmap ÷ read() per-sample bandwidth, largest sequence")
+
+
+#: An overhead whose mean lies within this (relative) of zero is no overhead, whatever the rounds say.
+OVERHEAD_TOL = 0.05
+
+
+def _overhead_direction(row) -> int:
+    """+1 when every paired round of a view was slower than tracing off (and the mean beyond
+    :data:`OVERHEAD_TOL`), -1 when every one was faster, else 0."""
+    if row["min"] > 0 and row["mean"] > 100 * OVERHEAD_TOL:
+        return 1
+    if row["max"] < 0 and row["mean"] < -100 * OVERHEAD_TOL:
+        return -1
+    return 0
+
+
+def _overhead_rows(res: Result) -> tuple[str, pd.Series, pd.Series | None] | None:
+    """The heaviest view measured (POSIX where it ran, else the application spans) and its rows under
+    read() and under mmap."""
+    if "overhead" not in res.tables:
+        return None
+    t = overhead_table(res)
+    view = "posix" if "posix" in set(t["view"]) else "app"
+    rd, mm = t[(t["mode"] == "read") & (t["view"] == view)], t[(t["mode"] == "mmap") & (t["view"] == view)]
+    if rd.empty:
+        return None
+    return view, rd.iloc[0], (mm.iloc[0] if len(mm) else None)
+
+
+def _overhead_phrase(row, whose: str) -> str:
+    return choose(_overhead_direction(row), f"added **{num(row['mean'], '%')}** to {whose} loader time",
+                  f"took {num(-row['mean'], '%')} off {whose} loader time",
+                  f"added nothing beyond the rounds' spread to {whose} loader time ({num(row['mean'], '%')})")
+
+
+def _finding_overhead_short(res: Result) -> Finding | None:
+    rows = _overhead_rows(res)
+    if rows is None:
+        return None
+    view, rd, mm = rows
+    text = VIEW_SUBJECTS[view] + " " + _overhead_phrase(rd, "read()'s")
+    if mm is not None:
+        text += " and " + choose(_overhead_direction(mm), f"{num(mm['mean'], '%')} to mmap's",
+                                 f"took {num(-mm['mean'], '%')} off mmap's", "nothing measurable to mmap's")
+    return Finding("overhead", text + f", over {int(rd['n'])} paired rounds.", value=float(rd["mean"]), unit="%",
+                   interval=(float(rd["min"]), float(rd["max"])))
+
+
+READ_SNIPPET = '''import os
+import numpy as np
+
+def read_piece(bin_path, byte_offset, n_tokens, dtype=np.uint16):
+    """One document piece by a read call, instead of a slice of np.memmap."""
+    buf = np.empty(n_tokens, dtype=dtype)
+    fd = os.open(bin_path, os.O_RDONLY)
+    try:
+        os.preadv(fd, [memoryview(buf).cast("B")], byte_offset)
+    finally:
+        os.close(fd)
+    return buf'''
+
+MMAP_SNIPPET = '''import numpy as np
+
+tokens = np.memmap("train.bin", dtype=np.uint16, mode="r")   # mapped once per process
+piece = np.array(tokens[start:start + n_tokens])              # page faults, no read call'''
+
+
+def _mode_action(res: Result) -> Action | None:
+    cache = _cache_for_headline(_grid(res))
+    sl = sweep_loader(res, cache)
+    if sl is None:
+        return None
+    mid = sl["ratio"][0]
+    warm = sweep_loader(res, "warm") if cache == "cold" else None
+    tail = ("" if warm is None else "; warm, " + choose(warm["d"], f"mmap was {times(warm['ratio'][0])} faster",
+                                                        f"read() was {times(1 / warm['ratio'][0])} faster",
+                                                        "the two were level"))
+    if sl["d"] < 0:
+        when = ", for a data set that does not stay in the page cache" if cache == "cold" else ""
+        return Action(f"Read token pieces with read calls, not a memory map{when}: {cache}, read() loaded batches "
+                      f"{times(1 / mid)} faster than mmap over this sweep{tail}.", READ_SNIPPET)
+    if sl["d"] > 0:
+        return Action(f"Keep the memory map (Megatron's reader maps `.bin`): {cache}, mmap loaded batches "
+                      f"{times(mid)} faster than read() over this sweep{tail}.", MMAP_SNIPPET)
+    return Action(f"Keep the reader you have: {cache}, mmap and read() loaded batches level over this sweep "
+                  f"(read() ÷ mmap loader time {span(sl['ratio'][1], sl['ratio'][2], '×')}){tail}.")
+
+
+def _workers_action(res: Result) -> Action | None:
+    s = res.table("sweep")
+    w = s[s["part"] == "workers"]
+    if w.empty or w["workers"].nunique() < 2:
+        return None
+    cache = _cache_for_headline(w)
+    sl = sweep_loader(res, cache)
+    mode = "read" if sl is not None and sl["d"] < 0 else "mmap"
+    w = w[(w["cache"] == cache) & (w["mode"] == mode)]
+    runs = {int(k): g["loader_s"].tolist() for k, g in w.groupby("workers")}
+    base = min(runs)
+    best = min(runs, key=lambda k: np.mean(runs[k]))
+    d = direction(runs[base], runs[best]) if best != base else 0
+    batch, steps = int(w["batch"].iloc[0]), int(w["steps"].iloc[0])
+    if d > 0:
+        return Action(f"Set `num_workers={best}`: {cache}, {MODE_NAMES[mode]} loaded {steps} batches of {batch} in "
+                      f"{num(np.mean(runs[best]) * 1e3, 'ms')} against {num(np.mean(runs[base]) * 1e3, 'ms')} with "
+                      f"{base}, worker start included ({times(np.mean(runs[base]) / np.mean(runs[best]))} faster).",
+                      f"loader = DataLoader(dataset, batch_size={batch}, num_workers={best})")
+    return Action(f"Keep `num_workers={base}` for this loader: {cache}, no other worker count measured "
+                  f"({', '.join(str(k) for k in sorted(runs) if k != base)}) loaded {MODE_NAMES[mode]}'s "
+                  "batches faster beyond the runs' spread, worker start included.")
+
+
+def _tracer_action(res: Result) -> Action | None:
+    if not has_posix(res):
+        why = res.metadata.get("posix_why_not") or "the tracer did not run"
+        return Action(f"To see the POSIX view, install DFTracer (`pip install dftracer pydftracer`) and run the "
+                      f"chapter again: it did not run here ({why}).")
+    rows = _overhead_rows(res)
+    if rows is None:
+        return Action("Run the chapter with `overhead_rounds` of 1 or more to measure what the tracer costs here.")
+    view, rd, _ = rows
+    if _overhead_direction(rd) <= 0:
+        return Action(f"Tracing can stay on here: the {VIEW_NAMES[view]} added nothing to read()'s loader time beyond "
+                      f"the rounds' spread ({span(rd['min'], rd['max'], '%')}).")
+    c = per_call_cost(res)
+    t = overhead_table(res)
+    app = t[(t["mode"] == "read") & (t["view"] == "app")]
+    return Action(f"Trace with DFTracer's POSIX view over a short window of a job, not all of it: it added "
+                  f"{num(rd['mean'], '%')} to read()'s loader time here"
+                  + (f", {num(c['us_per_call'], 'µs')} per recorded call" if c else "")
+                  + ("; the application spans (`dft_fn`) " + _overhead_phrase(app.iloc[0], "read()'s").replace("**", "")
+                     if len(app) else "")
+                  + ".")
+
+
+def opening(res: Result) -> Opening:
+    """What chapter 10 opens with: what the choice of reader costs (loader time over the sweep, the
+    per-sample bandwidth) and what the tracer costs, one sentence each; then which reader, how many
+    workers and how to trace, each chosen from this run's numbers."""
+    out = [f for f in (_finding_sweep(res), _finding_bandwidth_short(res), _finding_overhead_short(res))
+           if f is not None]
+    actions = [a for a in (_mode_action(res), _workers_action(res), _tracer_action(res)) if a is not None]
+    return Opening(out[:3], actions[:3])
+
+
+def meaning(res: Result) -> str:
+    """What this means for a training job, computed from the run: the POSIX event ratio is set by how each
+    reader works, the cost of the choice shows in loader time and in the bytes pulled from storage, and a
+    POSIX tracer has a price of its own where calls are many."""
+    parts = []
+    f = finding_posix(res)
+    if f.value is not None:
+        parts.append(f"The POSIX event ratio ({times(f.value)} at the largest point) is large by construction: "
+                     "read() makes system calls for every document piece and mmap makes none, so it tells which "
+                     "reader a POSIX tracer can see, not which one is faster.")
+    sweeps = [x for x in (sweep_loader(res, c) for c in ("cold", "warm")) if x is not None]
+    if sweeps:
+        parts.append("What the choice costs shows in loader time: "
+                     + "; ".join(f"{x['cache']}, mmap was {_versus(x)} read() over the sweep" for x in sweeps) + ".")
+    cold = next((x for x in sweeps if x["cache"] == "cold" and "amplification" in x), None)
+    if cold is not None:
+        a = cold["amplification"]
+        text = (f"Cold, mmap's page faults brought in {times(a['mmap'])} the bytes the samples hold and read()'s "
+                f"calls {times(a['read'])}")
+        pulled_more = direction(a["mmap"], a["read"])
+        if pulled_more != 0 and pulled_more == -cold["d"]:
+            text += (": the reader that pulled fewer bytes from storage loaded faster, so for a data set that does "
+                     "not fit in memory the bytes each access pulls in decide, not the number of calls")
+        parts.append(text + ".")
+    rows = _overhead_rows(res)
+    if rows is not None and rows[0] == "posix":
+        _, rd, mm = rows
+        d = _overhead_direction(rd)
+        parts.append(choose(
+            d, f"Tracing has a price of its own: the POSIX view added {num(rd['mean'], '%')} to read()'s loader time "
+               "here, so trace a short window of a job, and read mmap's I/O from the kernel's page-fault counts or "
+               "from application spans, which a POSIX tracer cannot show.",
+            f"The POSIX view made read()'s loader {num(-rd['mean'], '%')} faster here, which no tracer does by "
+            "itself: read it as run-to-run variation.",
+            "The POSIX view cost nothing measurable here, so it can stay on; mmap's I/O still shows only in the "
+            "kernel's page-fault counts and in application spans."))
+    return " ".join(parts)

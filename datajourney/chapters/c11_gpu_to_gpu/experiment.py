@@ -12,9 +12,15 @@ Without CUDA the jobs run on the CPU with the gloo backend and a small ViT, so t
 (DDP, hooks, collectives, failure handling) is exercised; NCCL transports and GPU kernels
 are then absent and said so.
 
-A job never hangs: torchrun stops the other ranks when one fails, the process group has a
-timeout, and the job as a whole runs under a wall-clock timeout after which its process group
-is killed (:func:`launch`).
+A job never hangs and never outlives the run: torchrun stops the other ranks when one fails, the
+process group has a timeout, the job as a whole runs under a wall-clock timeout after which it is
+stopped, it is stopped as well when the launching process raises (Ctrl-C included), and it dies
+with that process however it ends (SIGTERM, SIGKILL) or after a hard time limit that does not
+depend on it (:func:`launch`, :mod:`datajourney.toolkit.lifetime`).
+
+With ``nnodes`` > 1 the jobs of N processes run across nodes: the same chapter is started on every
+node (``node_rank`` 0 to ``nnodes - 1``) and torchrun's c10d rendezvous at ``rdzv_endpoint`` joins
+them; the one-process job and the scaling jobs stay on each node (:func:`plan_jobs`).
 """
 from __future__ import annotations
 
@@ -26,16 +32,25 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from datajourney.chapters.c11_gpu_to_gpu.params import Params
 from datajourney.chapters.c11_gpu_to_gpu.worker import SAFE_ENV
-from datajourney.core.params import ParameterError, choice, int_list, number, positive_int, run_options
+from datajourney.core.params import (
+    ParameterError,
+    choice,
+    int_list,
+    nonnegative_int,
+    number,
+    positive_int,
+    run_options,
+)
 from datajourney.core.paths import REPO_ROOT
 from datajourney.core.units import MiB
+from datajourney.toolkit import lifetime
 from datajourney.toolkit.collectives import bench_summary, interp_algbw  # noqa: F401
 
 CHAPTER = "11_gpu_to_gpu"
@@ -43,6 +58,8 @@ HOST_PATHS = {
     "p2p_off": {"NCCL_P2P_DISABLE": "1"},
     "p2p_shm_off": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
 }
+#: ``node_path``: NCCL's own choice, or one of the forced host paths for the jobs across nodes.
+NODE_PATHS = ("direct", *HOST_PATHS)
 PATH_LABELS = {"direct": "NCCL's own choice", "p2p_off": "P2P off (NCCL_P2P_DISABLE=1)",
                "p2p_shm_off": "P2P and SHM off (also NCCL_SHM_DISABLE=1)", "gloo": "gloo (CPU)"}
 #: The rung names of the ladder; "<rung>@<MiB>" sets bucket_cap_mb.
@@ -60,6 +77,8 @@ RUNG_LABELS = {"no_ddp": "one GPU, no DDP", "ddp": "DDP", "static_graph": "+ sta
                "fp16": "+ fp16 compression", "powersgd": "+ PowerSGD"}
 #: A forced-host-path job starts only with this many seconds of the time budget left.
 MIN_JOB_S = 45
+#: A job still running this long after its timeout is killed, whatever the launching process does.
+KILL_AFTER_S = 10
 MODELS = ("auto", "vit_l_32", "small_vit")
 #: Scaling jobs are named "<SCALE_JOB><k>" (direct path) and "<host path>@<k>" (forced host path).
 SCALE_JOB = "scale"
@@ -152,10 +171,11 @@ class JobError(RuntimeError):
 class Job:
     name: str
     path: str                 #: "direct", "p2p_off", "p2p_shm_off" or "gloo"
-    nproc: int
+    nproc: int                #: processes per node
     rungs: list
     bench_ops: list
     env: dict = field(default_factory=dict)
+    nodes: int = 1            #: > 1: the job spans nodes (torchrun's rendezvous)
     returncode: int | None = None
     wall_s: float | None = None
     status: str = "not run"
@@ -177,16 +197,39 @@ def job_env(extra: dict | None = None) -> dict:
     return env
 
 
-def torchrun_command(nproc: int, config: Path) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            "--max-restarts=0", "--monitor-interval=0.2", "-m", "datajourney.chapters.c11_gpu_to_gpu.worker", "--config", str(config)]
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the nodes of a job spanning ``nnodes`` nodes meet: torchrun's c10d rendezvous at
+    ``endpoint`` (HOST:PORT, served by the node whose address it is), under ``run_id``; a node waits
+    ``wait_s`` for the others (they need not start at the same moment)."""
+    nnodes: int
+    node_rank: int
+    endpoint: str
+    run_id: str
+    wait_s: int = 600
 
 
-def launch(config: dict, nproc: int, out: Path, *, timeout_s: float, env_extra: dict | None = None) -> tuple[int, float, str]:
+def torchrun_command(nproc: int, config: Path, rendezvous: Rendezvous | None = None) -> list[str]:
+    """torchrun's command line: one node on its own (``--standalone``), or one of several."""
+    where = ["--standalone"] if rendezvous is None else [
+        f"--nnodes={rendezvous.nnodes}", f"--node-rank={rendezvous.node_rank}", "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={rendezvous.endpoint}", f"--rdzv-id={rendezvous.run_id}",
+        f"--rdzv-conf=join_timeout={rendezvous.wait_s},read_timeout={rendezvous.wait_s}"]
+    return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc-per-node={nproc}",
+            "--max-restarts=0", "--monitor-interval=0.2", "-m", "datajourney.chapters.c11_gpu_to_gpu.worker",
+            "--config", str(config)]
+
+
+def launch(config: dict, nproc: int, out: Path, *, timeout_s: float, env_extra: dict | None = None,
+           rendezvous: Rendezvous | None = None, kill_after_s: float = KILL_AFTER_S) -> tuple[int, float, str]:
     """Start one torchrun job and wait at most ``timeout_s``; returns (returncode, seconds, log).
 
-    The job runs in its own session; past the timeout the whole process group gets SIGTERM,
-    then SIGKILL, so no rank outlives it. Return code 124 means "timed out"."""
+    The job runs in its own session and never outlives this call: past the timeout, or when the
+    wait raises (KeyboardInterrupt included), torchrun and every rank are stopped
+    (:func:`~datajourney.toolkit.lifetime.stop`). Should this process die instead (SIGTERM, SIGKILL),
+    torchrun gets SIGKILL from the kernel and its ranks follow it; and ``kill_after_s`` past the
+    timeout torchrun is killed even when this process is alive but stuck. Return code 124 means
+    "timed out"."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.jsonl").unlink(missing_ok=True)
     cfg_path = out / "config.json"
@@ -194,27 +237,18 @@ def launch(config: dict, nproc: int, out: Path, *, timeout_s: float, env_extra: 
     log_path = out / "log.txt"
     t0 = time.monotonic()
     with log_path.open("w") as log:
-        proc = subprocess.Popen(torchrun_command(nproc, cfg_path), stdout=log, stderr=subprocess.STDOUT,
-                                env=job_env(env_extra), cwd=str(REPO_ROOT), start_new_session=True)
+        proc = subprocess.Popen(torchrun_command(nproc, cfg_path, rendezvous), stdout=log,
+                                stderr=subprocess.STDOUT, env=job_env(env_extra), cwd=str(REPO_ROOT),
+                                start_new_session=True, preexec_fn=lifetime.child_setup(timeout_s + kill_after_s))
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
             rc = 124
+        finally:
+            lifetime.stop(proc)
+    if rc == -signal.SIGALRM:  # the hard time limit
+        rc = 124
     return rc, time.monotonic() - t0, log_path.read_text(errors="replace")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def read_records(out: Path) -> list[dict]:
@@ -230,10 +264,11 @@ def read_records(out: Path) -> list[dict]:
     return recs
 
 
-def run_job(job: Job, base: dict, out: Path, *, timeout_s: float) -> Job:
+def run_job(job: Job, base: dict, out: Path, *, timeout_s: float, rendezvous: Rendezvous | None = None) -> Job:
+    """Run ``job`` (across nodes when it spans several: ``rendezvous``) and read what it recorded."""
     cfg = {**base, "rungs": job.rungs, "bench_ops": job.bench_ops, "budget_s": max(10.0, 0.8 * timeout_s)}
     job.returncode, job.wall_s, job.log = launch(cfg, job.nproc, out / job.name, timeout_s=timeout_s,
-                                                 env_extra=job.env)
+                                                 env_extra=job.env, rendezvous=rendezvous if job.nodes > 1 else None)
     job.records = read_records(out / job.name)
     done = any(r.get("kind") == "done" for r in job.records)
     job.status = ("ok" if job.returncode == 0 and done else "timed out" if job.returncode == 124
@@ -332,8 +367,26 @@ def check_parameters(p: dict) -> dict:
     q["job_timeout_s"] = number("job_timeout_s", p["job_timeout_s"], minimum=10, maximum=86_400)
     q["pg_timeout_s"] = number("pg_timeout_s", p["pg_timeout_s"], minimum=5, maximum=86_400)
     q["time_budget_s"] = number("time_budget_s", p["time_budget_s"], minimum=30, maximum=86_400)
+    q.update(_node_params(p))
     q.update(run_options(p))
     _memory_check(q, n_dev)
+    return q
+
+
+def _node_params(p: dict) -> dict:
+    """``nnodes``, ``node_rank``, ``rdzv_endpoint`` (HOST:PORT, only with several nodes) and ``node_path``."""
+    q = {"nnodes": positive_int("nnodes", p.get("nnodes", 1), maximum=4096)}
+    q["node_rank"] = nonnegative_int("node_rank", p.get("node_rank", 0), maximum=q["nnodes"] - 1)
+    ep = p.get("rdzv_endpoint")
+    if q["nnodes"] == 1 and ep is not None:
+        raise ParameterError("rdzv_endpoint", ep, "None with nnodes = 1 (one node needs no rendezvous)")
+    if q["nnodes"] > 1:
+        host, _, port = str(ep).rpartition(":") if isinstance(ep, str) else ("", "", "")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ParameterError("rdzv_endpoint", ep, f"'HOST:PORT' of node 0, the same on all {q['nnodes']} "
+                                 "nodes (e.g. 'node0:29400'), with nnodes > 1")
+    q["rdzv_endpoint"] = ep
+    q["node_path"] = choice("node_path", p.get("node_path", "direct"), NODE_PATHS)
     return q
 
 
@@ -379,21 +432,29 @@ def preflight(params: dict) -> dict:
 
 # --------------------------------------------------------------------------- the chapter
 def plan_jobs(p: dict, backend: str, n: int) -> list[Job]:
-    """The torchrun jobs of a run: one process; N processes; N on each forced host path (NCCL, N ≥ 2)."""
+    """The torchrun jobs of a run, ``n`` processes per node: one process; N processes; N on each forced
+    host path (NCCL, N ≥ 2); the scaling jobs below N.
+
+    With ``nnodes`` > 1, N is ``nnodes`` × ``n``: the N-process and forced-host-path jobs span the
+    nodes (their NCCL environment gets ``node_path``'s too), while the one-process job and the
+    scaling jobs (up to ``n``) run on each node alone."""
     cap = p["bucket_cap_mb"]
     rung = lambda s: parse_rung(s, cap)  # noqa: E731
     path = "direct" if backend == "nccl" else "gloo"
+    nodes = p.get("nnodes", 1)
+    node_env = HOST_PATHS.get(p.get("node_path", "direct"), {}) if nodes > 1 and backend == "nccl" else {}
     ladder = [rung(s) for s in p["ladder"] if parse_rung(s, cap)["base"] != "no_ddp"]
     ladder += [rung(f"bucket_view@{mb}") for mb in p["bucket_sweep"] if mb != cap]
     jobs = [Job("one", path, 1, [rung("no_ddp"), rung("ddp")], [])]
-    if n >= 2:
-        jobs.append(Job("n", path, n, ladder, list(p["bench_ops"])))
-        worlds = scale_worlds(p.get("scale_worlds", "auto"), n)
+    if n * nodes >= 2:
+        jobs.append(Job("n", path, n, ladder, list(p["bench_ops"]), env=dict(node_env), nodes=nodes))
+        worlds = scale_worlds(p.get("scale_worlds", "auto"), n if nodes == 1 else n + 1)
         scale = [rung(s) for s in p.get("scale_ladder", ["ddp"])]
         jobs += [Job(f"{SCALE_JOB}{k}", path, k, scale, ["all_reduce"]) for k in worlds]
         if backend == "nccl":
             for h in p["host_paths"]:
-                jobs.append(Job(h, h, n, [rung(s) for s in p["host_ladder"]], ["all_reduce"], env=HOST_PATHS[h]))
+                jobs.append(Job(h, h, n, [rung(s) for s in p["host_ladder"]], ["all_reduce"],
+                                env={**node_env, **HOST_PATHS[h]}, nodes=nodes))
             jobs += [Job(f"{h}@{k}", h, k, [rung("ddp")], ["all_reduce"], env=HOST_PATHS[h])
                      for h in p.get("scale_host_paths", []) for k in worlds]
     return jobs
@@ -413,6 +474,7 @@ def _measure(*, model: str, batch_size: int, image_size: int, warmup_steps: int,
         scale_host_paths, powersgd_rank: int, powersgd_start_iter: int,
         bench_sizes, bench_ops, bench_iters: int,
         bench_repeats: int, job_timeout_s: float, pg_timeout_s: float, time_budget_s: float,
+        nnodes: int, node_rank: int, rdzv_endpoint, node_path: str,
         run_dir=None,
         progress: bool = True):
     """Run chapter 11: the torchrun jobs, their transports and the topology, as one result."""
@@ -426,6 +488,9 @@ def _measure(*, model: str, batch_size: int, image_size: int, warmup_steps: int,
     cuda = torch.cuda.is_available()
     backend = "nccl" if cuda else "gloo"
     n = (torch.cuda.device_count() if p["gpus"] == "all" else p["gpus"]) if cuda else p["cpu_procs"]
+    world = n * p["nnodes"]
+    rdzv = Rendezvous(p["nnodes"], p["node_rank"], p["rdzv_endpoint"], f"datajourney-{CHAPTER}",
+                      int(p["job_timeout_s"])) if p["nnodes"] > 1 else None
     res = results.start(CHAPTER, params, run_dir)
     rd = results.resolve_run_dir(run_dir)
     topo, topo_text = read_topology()
@@ -442,22 +507,25 @@ def _measure(*, model: str, batch_size: int, image_size: int, warmup_steps: int,
     deadline = time.monotonic() + p["time_budget_s"]
     for j in tqdm(jobs, desc="chapter 11 jobs", disable=not progress):
         left = deadline - time.monotonic()
-        if j.name not in ("one", "n") and left < MIN_JOB_S:
+        whole = j.name in ("one", "n") or j.nodes > 1  # every node runs the jobs across nodes, in full
+        if not whole and left < MIN_JOB_S:
             j.status = f"skipped: less than {MIN_JOB_S} s of time_budget_s left"
             continue
-        run_job(j, base, out, timeout_s=p["job_timeout_s"] if j.name in ("one", "n")
-                else min(p["job_timeout_s"], left))
+        run_job(j, base, out, timeout_s=p["job_timeout_s"] if whole else min(p["job_timeout_s"], left),
+                rendezvous=rdzv and replace(rdzv, run_id=f"{rdzv.run_id}-{j.name}"))
         if j.name in ("one", "n") and j.status != "ok":
-            raise JobError(f"torchrun job {j.name!r} ({j.nproc} process(es), {backend}) {j.status} after "
+            raise JobError(f"torchrun job {j.name!r} ({j.nproc * j.nodes} process(es), {backend}) {j.status} after "
                            f"{j.wall_s:.0f} s; its log ends:\n{log_tail(j.log)}")
-    res.metadata.update(cuda=cuda, backend=backend, world=n, model=the_model, topology_text=topo_text,
-                        gpu_count=torch.cuda.device_count() if cuda else 0,
-                        jobs=[{"job": j.name, "path": j.path, "nproc": j.nproc, "env": j.env, "status": j.status,
+    res.metadata.update(cuda=cuda, backend=backend, world=world, model=the_model, topology_text=topo_text,
+                        gpu_count=torch.cuda.device_count() if cuda else 0, nnodes=p["nnodes"],
+                        node_rank=p["node_rank"], rdzv_endpoint=p["rdzv_endpoint"], node_path=p["node_path"],
+                        jobs=[{"job": j.name, "path": j.path, "nproc": j.nproc * j.nodes, "nodes": j.nodes,
+                               "env": j.env, "status": j.status,
                                "returncode": j.returncode, "wall_s": j.wall_s,
                                "nccl_version": nccl_version(j.log), "error_tail": None if j.status == "ok"
                                else log_tail(j.log)} for j in jobs],
                         start=next((r for j in jobs for r in j.records if r.get("kind") == "start"), {}),
-                        note=None if n >= 2 else "one device only: the N-process jobs need at least two")
+                        note=None if world >= 2 else "one device only: the N-process jobs need at least two")
     tables = tidy([j for j in jobs if not is_scale_job(j.name)])
     for name, df in tables.items():
         res.add(name, df)
@@ -467,7 +535,7 @@ def _measure(*, model: str, batch_size: int, image_size: int, warmup_steps: int,
         for name, df in tidy(scale_jobs).items():
             res.add(f"scale_{name}", df)
     if "bench" in tables and "rungs" in tables:
-        res.add("prediction", predict_comm(tables["rungs"], tables["bench"], n))
+        res.add("prediction", predict_comm(tables["rungs"], tables["bench"], world))
     res.save(rd)
     return res
 

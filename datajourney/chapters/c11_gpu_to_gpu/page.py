@@ -1,5 +1,5 @@
-"""What chapter 11's page says about a result of :mod:`datajourney.ddp`: key findings, the
-published metrics, computed notes and display tables."""
+"""What chapter 11's page says about a result of :mod:`datajourney.chapters.c11_gpu_to_gpu.experiment`: key
+findings, the published metrics, computed notes and display tables."""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,8 @@ from datajourney.chapters.c11_gpu_to_gpu.experiment import (
     rung_label,
 )
 from datajourney.core import findings as fx
-from datajourney.core.findings import Finding, size_label
+from datajourney.core.findings import Action, Finding, Opening, size_label
+from datajourney.core.stats import mean
 
 #: "Within" this share of the one-GPU throughput counts as scaling without loss (the issue's target).
 SCALING_TARGET = 0.05
@@ -59,10 +60,6 @@ def _devs(res, n: int) -> str:
     return f"{n} {d}" + ("" if n == 1 else "es" if d == "process" else "s")
 
 
-def _jobs(res) -> dict:
-    return {j["job"]: j for j in res.metadata.get("jobs", [])}
-
-
 def _best(res, job: str, *, compressed: bool | None = None) -> tuple[str, list[float]] | None:
     """The fastest rung of a job (by mean steps/s), optionally only (un)compressed ones."""
     r = _rungs(res)
@@ -75,13 +72,9 @@ def _best(res, job: str, *, compressed: bool | None = None) -> tuple[str, list[f
     return str(top["rung"]), _windows(res, job, str(top["rung"]))
 
 
-def _mean(v) -> float:
-    return sum(v) / len(v)
-
-
 def _rate(v) -> str:
-    m, rng = fx.num(_mean(v), "steps/s"), fx.span(min(v), max(v))
-    return m + (f" (windows {rng})" if len(v) > 1 and rng != fx.num(_mean(v), with_unit=False) else "")
+    m, rng = fx.num(mean(v), "steps/s"), fx.span(min(v), max(v))
+    return m + (f" (windows {rng})" if len(v) > 1 and rng != fx.num(mean(v), with_unit=False) else "")
 
 
 # --------------------------------------------------------------------------- published metrics
@@ -89,30 +82,30 @@ def key_metrics(res) -> dict:
     out = {}
     one, ddp1 = _windows(res, "one", "no_ddp"), _windows(res, "one", "ddp")
     if one:
-        out["one GPU without DDP"] = (_mean(one), None)
+        out["one GPU without DDP"] = (mean(one), None)
     if ddp1:
-        out["DDP on one GPU"] = (_mean(ddp1), None)
+        out["DDP on one GPU"] = (mean(ddp1), None)
     base = _windows(res, "n", "ddp")
     if one and base:
-        out["DDP on N GPUs, direct path: slowdown vs one GPU"] = (100 * (1 - _mean(base) / _mean(one)), None)
+        out["DDP on N GPUs, direct path: slowdown vs one GPU"] = (100 * (1 - mean(base) / mean(one)), None)
     host = _host_job(res)
     if host and one:
         hb = _windows(res, host, "ddp")
         if hb:
-            out["DDP on N GPUs, host path: one GPU ÷ N GPUs"] = (_mean(one) / _mean(hb), None)
+            out["DDP on N GPUs, host path: one GPU ÷ N GPUs"] = (mean(one) / mean(hb), None)
         r = _row(res, host, "ddp")
         share = _nccl_share(r)
         if share is not None:
             out["NCCL all-reduce share of the step, host path"] = (100 * share, None)
         bf = _windows(res, host, "bf16")
         if hb and bf:
-            out["bf16 compression gain, host path"] = (100 * (_mean(bf) / _mean(hb) - 1), None)
+            out["bf16 compression gain, host path"] = (100 * (mean(bf) / mean(hb) - 1), None)
         ps = _windows(res, host, "powersgd")
         if ps:
-            out["PowerSGD, host path"] = (_mean(ps), None)
+            out["PowerSGD, host path"] = (mean(ps), None)
     sg, bv = _windows(res, "n", "static_graph"), _windows(res, "n", "bucket_view")
     if sg and bv:
-        out["gradient_as_bucket_view gain"] = (100 * (_mean(bv) / _mean(sg) - 1), None)
+        out["gradient_as_bucket_view gain"] = (100 * (mean(bv) / mean(sg) - 1), None)
     return out
 
 
@@ -120,7 +113,7 @@ def _host_job(res) -> str | None:
     """The forced host path the published comparison uses: the slowest one-bucket run (the collapse)."""
     runs = {h: _windows(res, h, "ddp") for h in ("p2p_off", "p2p_shm_off")}
     runs = {h: w for h, w in runs.items() if w}
-    return min(runs, key=lambda h: _mean(runs[h])) if runs else None
+    return min(runs, key=lambda h: mean(runs[h])) if runs else None
 
 
 #: A step whose GPU ran no kernel for more than this share of it was held up by the host.
@@ -219,10 +212,26 @@ def finding_host_path(res) -> Finding | None:
                    value=worst[0], unit="×", interval=worst[1:], published="DDP on N GPUs, host path: one GPU ÷ N GPUs")
 
 
+def _best_recovery(res) -> tuple[float, float, float, str, str] | None:
+    """The compressed rung of a forced host path that ran fastest against that path's one-bucket baseline:
+    (ratio, low, high, path job, rung); None without host paths."""
+    best = None
+    for job in _host_jobs(res):
+        base = _windows(res, job, "ddp")
+        r = _rungs(res)
+        for rung in r[(r["job"] == job) & (r["hook"] != "none")]["rung"]:
+            w = _windows(res, job, rung)
+            if w and base:
+                mid, lo, hi = fx.ratio_interval(w, base)
+                if best is None or mid > best[0]:
+                    best = (mid, lo, hi, job, str(rung))
+    return best
+
+
 def finding_compression(res) -> Finding:
     """Compression and more buckets on each forced host path, against the direct path."""
     parts = []
-    best = None  # (ratio, lo, hi, path, rung)
+    best = _best_recovery(res)  # (ratio, lo, hi, path, rung)
     for job in [*_host_jobs(res), "n"]:
         base = _windows(res, job, "ddp")
         r = _rungs(res)
@@ -232,10 +241,7 @@ def finding_compression(res) -> Finding:
             w = _windows(res, job, row["rung"])
             if not w or not base:
                 continue
-            mid, lo, hi = fx.ratio_interval(w, base)
             bits.append(f"{rung_label(row['rung']).removeprefix('+ ')} {fx.compare(w, base, tol=0.03)} the baseline")
-            if job != "n" and (best is None or mid > best[0]):
-                best = (mid, lo, hi, job, row["rung"])
         if bits:
             where = PATH_LABELS[job] if job != "n" else ("the direct path" if res.metadata.get("backend") == "nccl"
                                                          else PATH_LABELS["gloo"])
@@ -243,8 +249,11 @@ def finding_compression(res) -> Finding:
                          + "; ".join(bits))
     skipped = _rungs_all(res)
     skipped = skipped[skipped["status"] == "skipped"] if len(skipped) else skipped
-    skip_text = "".join(f" {rung_label(s['rung']).removeprefix('+ ')} was skipped: {s['reason']}." for _, s in skipped.iterrows()
-                        if "budget" not in str(s["reason"]))[:400]
+    skip_text = "".join(
+        f" {rung_label(s['rung']).removeprefix('+ ')} was skipped: {s['reason']}."
+        for _, s in skipped.iterrows()
+        if "budget" not in str(s["reason"])
+    )[:400]
     value = interval = None
     verdict = ""
     if best is not None:
@@ -368,14 +377,6 @@ def ladder_table(res) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ladder_long(res) -> pd.DataFrame:
-    """For the chart: one row per rung and path, mean and min–max over windows."""
-    r = _rungs(res)
-    r = r.assign(label=[_devs(res, w) + " · " + PATH_LABELS.get(p, p) for w, p in zip(r["world"], r["path"])],
-                 step=[rung_label(x) for x in r["rung"]])
-    return r[["label", "step", "steps_per_s", "sps_min", "sps_max", "rung", "path"]]
-
-
 def profile_table(res) -> pd.DataFrame:
     r = _rungs(res)
     if "prof_nccl_ms" not in r:
@@ -404,11 +405,13 @@ def profile_note(res) -> str:
     b = (many["prof_overlap_ms"] / many["prof_nccl_ms"]).median()
     slow = [x for _, x in p.iterrows() if _busy_ms(x) > PROFILE_SLOWER * 1e3 / x["steps_per_s"]]
     slow_text = "".join(
-        f" The profiled steps of {rung_label(x['rung']).removeprefix('+ ')} ({PATH_LABELS.get(x['path'], x['path'])}) kept the GPU busy "
+        f" The profiled steps of {rung_label(x['rung']).removeprefix('+ ')} "
+        f"({PATH_LABELS.get(x['path'], x['path'])}) kept the GPU busy "
         f"{fx.num(_busy_ms(x), 'ms')} per step against a timed step of {fx.num(1e3 / x['steps_per_s'], 'ms')}, "
         f"with compute kernels at {fx.num(x['prof_compute_ms'], 'ms')}: those profiled steps ran slower than the timed "
         "ones, so that row describes them, not the timed steps; its share is taken of the profiled busy time."
-        for x in slow)
+        for x in slow
+    )
     idle = [x for _, x in p.iterrows() if _busy_ms(x) < (1 - IDLE_SHARE) * 1e3 / x["steps_per_s"]]
     idle_text = "".join(
         f" With {rung_label(x['rung']).removeprefix('+ ')} ({PATH_LABELS.get(x['path'], x['path'])}) the GPU ran "
@@ -463,13 +466,6 @@ def topology(res) -> pd.DataFrame:
     return parse_topology(text) if text else res.table("topology")
 
 
-def topology_pivot(res) -> pd.DataFrame:
-    t = topology(res)
-    if t.empty:
-        return t
-    return t.pivot(index="a", columns="b", values="link").reset_index().rename(columns={"a": ""})
-
-
 def topology_text(res) -> str:
     t = topology(res)
     if t.empty:
@@ -501,10 +497,18 @@ def prediction_table(res) -> pd.DataFrame:
     p = _prediction(res)
     if p is None or p.empty:
         return pd.DataFrame()
-    return pd.DataFrame({"path": [PATH_LABELS.get(x, x) for x in p["path"]], "rung": [rung_label(x) for x in p["rung"]],
-                         "all-reduces per step": p["buckets"], "counted from": p["buckets_from"], "gradient MB": p["grad_bytes"] / 1e6,
-                         "predicted all-reduce ms": p["predicted_ms"], "profiled NCCL ms": p["profiled_nccl_ms"],
-                         "exposed NCCL ms": p["exposed_nccl_ms"]})
+    return pd.DataFrame(
+        {
+            "path": [PATH_LABELS.get(x, x) for x in p["path"]],
+            "rung": [rung_label(x) for x in p["rung"]],
+            "all-reduces per step": p["buckets"],
+            "counted from": p["buckets_from"],
+            "gradient MB": p["grad_bytes"] / 1e6,
+            "predicted all-reduce ms": p["predicted_ms"],
+            "profiled NCCL ms": p["profiled_nccl_ms"],
+            "exposed NCCL ms": p["exposed_nccl_ms"],
+        }
+    )
 
 
 def powersgd_state(res) -> str:
@@ -548,7 +552,7 @@ def spread_notes(res) -> str:
     if w.empty:
         return ""
     notes = []
-    for (job, path, world, rung), g in w.groupby(["job", "path", "world", "rung"], sort=False):
+    for (_job, path, world, rung), g in w.groupby(["job", "path", "world", "rung"], sort=False):
         n = fx.spread_note(f"{rung_label(rung)} ({_devs(res, world)}, {PATH_LABELS.get(path, path)})",
                            list(g["steps_per_s"]), "steps/s")
         if n:
@@ -578,9 +582,11 @@ def scope_text(res, ref) -> str:
     """Which scale this run (and the reference run) measured."""
     def one(r, who):
         st = r.metadata.get("start", {}) or {}
-        return (f"{who} ran the N-{_device(r)} jobs on {_devs(r, _n(r))} ({st.get('device', 'unknown device')}, "
-                f"{r.metadata.get('backend')}), model {r.metadata.get('model')}, batch {r.parameters.get('batch_size')} "
-                f"per {_device(r)}.")
+        return (
+            f"{who} ran the N-{_device(r)} jobs on {_devs(r, _n(r))} ({st.get('device', 'unknown device')}, "
+            f"{r.metadata.get('backend')}), model {r.metadata.get('model')}, batch {r.parameters.get('batch_size')} "
+            f"per {_device(r)}."
+        )
     t = one(res, "This run")
     if ref is not None and ref is not res:
         t += " " + one(ref, "The reference run")
@@ -649,7 +655,7 @@ def scaling_table(res) -> pd.DataFrame:
                 rows.append({"processes": k, "path": path, "series": "DDP, one bucket", "rung": "ddp", "w": base})
             if path != direct or not common:
                 continue
-            best = max(common, key=lambda g: _mean(_scale_windows(res, k, path, g) or [0.0]))
+            best = max(common, key=lambda g: mean(_scale_windows(res, k, path, g) or [0.0]))
             rows.append({"processes": k, "path": path, "series": "best option", "rung": best,
                          "w": _scale_windows(res, k, path, best)})
     out = []
@@ -658,7 +664,7 @@ def scaling_table(res) -> pd.DataFrame:
         mid, lo, hi = fx.ratio_interval(w, one)
         src = r[(r["world"] == x["processes"]) & (r["path"] == x["path"]) & (r["rung"] == x["rung"])]
         share = _nccl_share(src.iloc[0]) if len(src) else None
-        out.append({**x, "mean": _mean(w), "min": min(w), "max": max(w), "n": len(w), "of_one": mid,
+        out.append({**x, "mean": mean(w), "min": min(w), "max": max(w), "n": len(w), "of_one": mid,
                     "of_one_min": lo, "of_one_max": hi, "nccl_share": share})
     return pd.DataFrame(out)
 
@@ -752,3 +758,176 @@ def scaling_display(steps: pd.DataFrame) -> pd.DataFrame:
                          "% of one GPU": steps["pct"],
                          "NCCL share of the step": [None if v is None or pd.isna(v) else fx.pct(v)
                                                     for v in steps["nccl_share"]]})
+
+
+# --------------------------------------------------------------------------- the opening
+#: Two rungs whose windows' means differ by less than this (relative) are level: windows of one host are tight.
+RUNG_TOL = 0.02
+#: The environment that forces each host path, as a reader would set it.
+PATH_ENV = {"p2p_off": "`NCCL_P2P_DISABLE=1`", "p2p_shm_off": "`NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1`"}
+
+
+def ddp_snippet(res, job: str, rung: str) -> str:
+    """The DDP call (and communication hook) of ``rung`` as this run made it, read from its row."""
+    r = _row(res, job, rung)
+    args = [f"bucket_cap_mb={int(r['bucket_cap_mb'])}"]
+    args += [f"{k}=True" for k, on in (("static_graph", r["static_graph"]),
+                                       ("gradient_as_bucket_view", r["bucket_view"])) if on]
+    lines = ["from torch.nn.parallel import DistributedDataParallel as DDP", "",
+             "model = DDP(model, device_ids=[local_rank], " + ", ".join(args) + ")"
+             if res.metadata.get("cuda") else "model = DDP(model, " + ", ".join(args) + ")"]
+    if r["hook"] in ("bf16", "fp16"):
+        lines[0:0] = ["from torch.distributed.algorithms.ddp_comm_hooks import default_hooks"]
+        lines.append(f"model.register_comm_hook(None, default_hooks.{r['hook']}_compress_hook)")
+    elif r["hook"] == "powersgd":
+        st = json.loads(r["hook_state"]) if isinstance(r.get("hook_state"), str) else {}
+        lines[0:0] = ["from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook"]
+        lines += ["state = powerSGD_hook.PowerSGDState(",
+                  f"    process_group=None, matrix_approximation_rank={st.get('matrix_approximation_rank', 1)},",
+                  f"    start_powerSGD_iter={st.get('start_powerSGD_iter', 2)}, use_error_feedback=True, "
+                  "warm_start=True)",
+                  "model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)"]
+    return "\n".join(lines)
+
+
+def _short(rung: str) -> str:
+    """'gradient_as_bucket_view with bucket_cap_mb=25': a rung's name without the ladder's '+'."""
+    return rung_label(rung).removeprefix("+ ").replace(", bucket_cap_mb=", " with bucket_cap_mb=")
+
+
+def _open_scaling(res) -> Finding:
+    """The N-device job's best option against one device without DDP (the long finding's key and value)."""
+    n, one = _n(res), _windows(res, "one", "no_ddp")
+    name, bw = _best(res, "n")
+    mid, lo, hi = fx.ratio_interval(bw, one)
+    verdict = fx.choose(fx.direction(bw, one, tol=RUNG_TOL), f"**{fx.pct(mid - 1)} faster than**",
+                        f"**{fx.pct(1 - mid)} slower than**", "**level with**")
+    if res.metadata.get("cuda"):
+        text = (f"On {_devs(res, n)} over NCCL, each GPU ran {verdict} one GPU without DDP, with DDP's best option "
+                f"({_short(name)}).")
+    else:
+        text = (f"No GPU here: on the CPU, {n} gloo processes training `{res.metadata.get('model')}` each ran "
+                f"{verdict} one process without DDP; GPU numbers on this page are the reference host's.")
+    return Finding("scaling_direct", text, value=100 * (1 - mid), unit="%", interval=(100 * (1 - hi), 100 * (1 - lo)),
+                   published="DDP on N GPUs, direct path: slowdown vs one GPU")
+
+
+def _open_host_path(res) -> Finding | None:
+    """The slowest forced host path against one GPU (the long finding's key and value)."""
+    hosts = _host_jobs(res)
+    one = _windows(res, "one", "no_ddp")
+    if not hosts or not one:
+        return None
+    job = max(hosts, key=lambda h: fx.ratio(mean(one), mean(_windows(res, h, "ddp"))))
+    hb = _windows(res, job, "ddp")
+    mid, lo, hi = fx.ratio_interval(one, hb)
+    verdict = fx.choose(fx.direction(one, hb, tol=RUNG_TOL), f"**{fx.times(mid)} slower than**",
+                        f"**{fx.times(1 / mid)} faster than**", "**level with**")
+    return Finding("host_path_collapse", f"Forced off the direct path with {PATH_ENV.get(job, job)}, DDP with one "
+                   f"bucket ran {verdict} one GPU without DDP ({fx.num(mean(hb), 'steps/s')} per GPU).",
+                   value=mid, unit="×", interval=(lo, hi), published="DDP on N GPUs, host path: one GPU ÷ N GPUs")
+
+
+def _open_recovery(res) -> Finding | None:
+    """The best compressed rung on a forced host path against its one-bucket baseline (the long finding's key
+    and value)."""
+    best = _best_recovery(res)
+    if best is None:
+        return None
+    mid, lo, hi, job, rung = best
+    w, base = _windows(res, job, rung), _windows(res, job, "ddp")
+    verdict = fx.choose(fx.direction(w, base, tol=RUNG_TOL), f"**{fx.times(mid)} faster than**",
+                        f"**{fx.times(1 / mid)} slower than**", "**level with**")
+    return Finding("compression", f"With {PATH_ENV.get(job, job)}, {_short(rung)} ran {verdict} one bucket "
+                   f"({fx.num(mean(w), 'steps/s')} against {fx.num(mean(base), 'steps/s')}).",
+                   value=mid, unit="×", interval=(lo, hi))
+
+
+def _open_ddp_one(res) -> Finding | None:
+    one, ddp1 = _windows(res, "one", "no_ddp"), _windows(res, "one", "ddp")
+    if not one or not ddp1:
+        return None
+    dev = _device(res)
+    mid, lo, hi = fx.ratio_interval(ddp1, one)
+    verdict = fx.choose(fx.direction(ddp1, one, tol=RUNG_TOL), f"**{fx.times(mid)} faster than**",
+                        f"**{fx.times(1 / mid)} slower than**", f"**level with** ({fx.times(mid)})")
+    # no published figure beside it: the published "DDP on one GPU" is a rate (steps/s), this is a ratio
+    return Finding("ddp_one_device", f"DDP on one {dev} ran {verdict} the same model without DDP.",
+                   value=mid, unit="×", interval=(lo, hi))
+
+
+def best_option(res) -> dict | None:
+    """The fastest DDP rung of the N-device job against DDP with one bucket: its name, windows, direction
+    (+1 faster beyond :data:`RUNG_TOL` and the windows' spread) and ratio with range; None without the job."""
+    base = _windows(res, "n", "ddp")
+    r = _rungs(res)
+    r = r[(r["job"] == "n") & r["ddp"] & (r["rung"] != "ddp")]
+    if not base or r.empty:
+        return None
+    rung = str(r.sort_values("steps_per_s").iloc[-1]["rung"])
+    w = _windows(res, "n", rung)
+    return dict(rung=rung, windows=w, base=base, d=fx.direction(w, base, tol=RUNG_TOL),
+                ratio=fx.ratio_interval(w, base), others=[str(x) for x in r["rung"]])
+
+
+def _open_best_option(res) -> Finding | None:
+    b = best_option(res)
+    if b is None:
+        return None
+    mid, lo, hi = b["ratio"]
+    verdict = fx.choose(b["d"], f"**{fx.times(mid)} faster than**", f"**{fx.times(1 / mid)} slower than**",
+                        "**level with**")
+    where = "over NCCL" if res.metadata.get("backend") == "nccl" else "on gloo"
+    return Finding("best_option", f"The fastest DDP option {where}, {_short(b['rung'])}, ran {verdict} DDP with one "
+                   f"bucket ({fx.num(mean(b['windows']), 'steps/s')} against {fx.num(mean(b['base']), 'steps/s')}).",
+                   value=mid, unit="×", interval=(lo, hi))
+
+
+RUN_ON_GPUS = ("To rank the DDP options and NCCL's paths between GPUs, run this chapter on a host with two or more "
+               "GPUs: `python -m datajourney run 11`.")
+
+
+def _option_action(res) -> Action | None:
+    b = best_option(res)
+    if b is None:
+        return None
+    cuda = res.metadata.get("cuda")
+    where = f"on {_devs(res, _n(res))} over NCCL" if cuda else "on gloo here"
+    if b["d"] > 0:
+        return Action(f"Use {_short(b['rung'])} in DDP: {where} it ran {fx.times(b['ratio'][0])} the throughput "
+                      f"of one bucket ({fx.num(mean(b['windows']), 'steps/s')} against "
+                      f"{fx.num(mean(b['base']), 'steps/s')}).", ddp_snippet(res, "n", b["rung"]))
+    job = "GPU" if cuda else "CPU (gloo)"
+    return Action(f"Keep plain DDP for a {job} job like this one: no option measured "
+                  f"({', '.join(_short(x) for x in b['others'])}) beat one bucket beyond the windows' spread {where}.")
+
+
+def _recovery_action(res) -> Action | None:
+    best = _best_recovery(res)
+    if best is None:
+        return None
+    mid, _, _, job, rung = best
+    d = fx.direction(_windows(res, job, rung), _windows(res, job, "ddp"), tol=RUNG_TOL)
+    if d <= 0:
+        return Action(f"Where GPUs talk through host memory or the network ({PATH_ENV.get(job, job)} here), no "
+                      "compression measured beat one bucket: move the job to GPUs that share a direct link.")
+    return Action(f"Where GPUs talk through host memory or the network (`nvidia-smi topo -m` shows no NV# or PIX "
+                  f"link between them), register {_short(rung)}: with {PATH_ENV.get(job, job)} it ran "
+                  f"{fx.times(mid)} the throughput of one bucket here.", ddp_snippet(res, job, rung))
+
+
+def opening(res) -> Opening:
+    """What chapter 11 opens with. On GPUs: how much per-GPU throughput DDP kept, the collapse forced off the
+    direct path and what compression recovered there; then the DDP options to start with, chosen from this
+    run. Without a GPU: what gloo on the CPU measured, said as such, the option that won there (if any),
+    and where to run for GPU numbers."""
+    if not _windows(res, "n", "ddp"):
+        out = [f for f in (_open_ddp_one(res),) if f is not None]
+        return Opening(out, [Action(RUN_ON_GPUS)])
+    if res.metadata.get("cuda"):
+        out = [_open_scaling(res), _open_host_path(res), _open_recovery(res)]
+        actions = [_option_action(res), _recovery_action(res)]
+    else:
+        out = [_open_scaling(res), _open_ddp_one(res), _open_best_option(res)]
+        actions = [_option_action(res), Action(RUN_ON_GPUS)]
+    return Opening([f for f in out if f is not None][:3], [a for a in actions if a is not None][:3])

@@ -43,7 +43,9 @@ class Params(ChapterParams):
     """rungs re-run on each forced host path"""
     scale_worlds: object = "auto"
     """process counts of the scaling jobs below N: "auto" (powers of two) or a list"""
-    scale_ladder: list[str] = field(default_factory=lambda: ["ddp", "bucket_view", "bf16", "bucket_view@1", "bucket_view@25"])
+    scale_ladder: list[str] = field(
+        default_factory=lambda: ["ddp", "bucket_view", "bf16", "bucket_view@1", "bucket_view@25"]
+    )
     """rungs of the scaling jobs"""
     scale_host_paths: list[str] = field(default_factory=lambda: ["p2p_off"])
     """forced host paths also run at each scaling count (ddp rung, all-reduce)"""
@@ -64,3 +66,11 @@ class Params(ChapterParams):
     """a rank stuck in a collective gives up after this many seconds"""
     time_budget_s: int = 900
     """forced-host-path and scaling jobs start only while this budget lasts"""
+    nnodes: int = 1
+    """nodes the N-process jobs span (the chapter runs on each, torchrun's rendezvous joins them)"""
+    node_rank: int = 0
+    """this node's number, 0 to nnodes - 1"""
+    rdzv_endpoint: object = None
+    """with nnodes > 1: "HOST:PORT" of node 0, the same on every node; None: one node on its own"""
+    node_path: str = "direct"
+    """NCCL across nodes: "direct" (its own choice) or a forced host path ("p2p_shm_off": sockets only)"""

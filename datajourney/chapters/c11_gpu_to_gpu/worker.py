@@ -1,16 +1,19 @@
 """Chapter 11's ``torchrun`` entry point: one training ladder and one collective benchmark per job.
 
-Launch it with torchrun, on any number of GPUs (or CPU processes with gloo), on one or many
-nodes (torchrun's own rendezvous arguments)::
+Launch it with torchrun, on any number of GPUs (or CPU processes with gloo), on one node or
+several (torchrun's own rendezvous arguments, as the chapter's ``torchrun_command`` writes them)::
 
-    torchrun --standalone --nproc-per-node=2 -m datajourney.ddp_worker --config job.json
+    torchrun --standalone --nproc-per-node=2 -m datajourney.chapters.c11_gpu_to_gpu.worker --config job.json
 
 ``job.json`` names the model, the rungs of the ladder and the collective sizes (written by
-:func:`datajourney.ddp.run_job`; the keys are those of ``base`` in :func:`datajourney.ddp.run`). Rank 0 appends one JSON line per finished rung or
-benchmark point to ``<out>/results.jsonl``, so a job stopped by its timeout keeps what it
-finished. Every rank sets ``NCCL_NVLS_ENABLE=0`` before NCCL starts (NVLink multicast off).
-A rank that fails makes the job fail: torchrun stops the other ranks, and a rank stuck in a
-collective gives up after the process group's timeout.
+:func:`~datajourney.chapters.c11_gpu_to_gpu.experiment.run_job`). Local rank 0 of each node
+appends one JSON line per finished rung or benchmark point to ``<out>/results.jsonl`` (the
+numbers are those of all ranks, so every node writes the same), and a job stopped by its timeout
+keeps what it finished. Every rank sets ``NCCL_NVLS_ENABLE=0`` before NCCL starts (NVLink
+multicast off) and dies with torchrun (``PR_SET_PDEATHSIG``: torchrun starts ranks in sessions
+of their own, so nothing else would end a rank whose torchrun was killed). A rank that fails
+makes the job fail: torchrun stops the other ranks, and a rank stuck in a collective gives up
+after the process group's timeout.
 """
 from __future__ import annotations
 
@@ -28,13 +31,14 @@ from pathlib import Path
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
             "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
 os.environ.update(SAFE_ENV)
+if __name__ == "__main__":  # a rank, started by torchrun: first of all, die with it
+    from datajourney.toolkit.lifetime import die_with_parent
+
+    die_with_parent()
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
-
-#: Hooks that compress gradients (None: DDP's own all-reduce).
-HOOKS = ("none", "bf16", "fp16", "powersgd")
 
 
 # --------------------------------------------------------------------------- models
@@ -87,14 +91,14 @@ def _max_over_ranks(value: float, device, world: int) -> float:
 
 
 class Emitter:
-    """Rank 0 appends JSON lines; other ranks stay silent."""
+    """Local rank 0 (one process per node) appends JSON lines; other ranks stay silent."""
 
-    def __init__(self, out: Path, rank: int):
+    def __init__(self, out: Path, local_rank: int):
         self.path = out / "results.jsonl"
-        self.rank = rank
+        self.local_rank = local_rank
 
     def __call__(self, **record):
-        if self.rank == 0:
+        if self.local_rank == 0:
             with self.path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
@@ -248,7 +252,7 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
     _sync(device)
     loss_value = None
     windows, phases = [], []
-    for w in range(cfg["windows"]):
+    for _w in range(cfg["windows"]):
         if world > 1:
             dist.barrier()
         _sync(device)
@@ -327,15 +331,15 @@ def bench(cfg: dict, rank: int, world: int, device, emit: Emitter) -> None:
             try:
                 if op == "all_reduce":
                     buf = torch.ones(n, device=device)
-                    fn = lambda: dist.all_reduce(buf)  # noqa: E731
+                    fn = lambda buf=buf: dist.all_reduce(buf)  # noqa: E731
                 elif op == "all_gather":
                     out = torch.empty(n, device=device)
                     inp = torch.ones(n // world, device=device)
-                    fn = lambda: dist.all_gather_into_tensor(out, inp)  # noqa: E731
+                    fn = lambda out=out, inp=inp: dist.all_gather_into_tensor(out, inp)  # noqa: E731
                 else:
                     inp = torch.ones(n, device=device)
                     out = torch.empty(n // world, device=device)
-                    fn = lambda: dist.reduce_scatter_tensor(out, inp)  # noqa: E731
+                    fn = lambda out=out, inp=inp: dist.reduce_scatter_tensor(out, inp)  # noqa: E731
                 for _ in range(2):
                     fn()
                 iters = cfg["bench_iters"]
@@ -355,7 +359,7 @@ def bench(cfg: dict, rank: int, world: int, device, emit: Emitter) -> None:
                          busbw_GBps=alg * bus_factor(op, world), iters=iters, status="ok")
                 if op == "all_reduce":
                     buf = None
-                out = inp = None
+                out = inp = fn = None  # the lambdas hold the tensors as defaults
             except (RuntimeError, ValueError, NotImplementedError) as e:
                 emit(kind="bench", op=op, size=4 * n, world=world, status="skipped",
                      reason=" ".join(str(e).split())[:300])
@@ -383,12 +387,12 @@ def main(argv=None) -> int:
     timeout = timedelta(seconds=float(cfg["pg_timeout_s"]))
     kw = {"device_id": device} if backend == "nccl" else {}
     dist.init_process_group(backend, timeout=timeout, **kw)
-    emit = Emitter(out, rank)
+    emit = Emitter(out, local)
     deadline = time.monotonic() + float(cfg.get("budget_s", 1e9))
     emit(kind="start", world=world, backend=backend, torch=torch.__version__,
          nccl=".".join(map(str, torch.cuda.nccl.version())) if backend == "nccl" else None,
          device=torch.cuda.get_device_name(device) if backend == "nccl" else "cpu",
-         nodes=int(os.environ.get("GROUP_WORLD_SIZE", 1)))
+         nodes=int(os.environ.get("GROUP_WORLD_SIZE", 1)), node_rank=int(os.environ.get("GROUP_RANK", 0)))
     try:
         if world > 1 and cfg["bench_ops"]:
             bench(cfg, rank, world, device, emit)  # first: a job cut short by its timeout still has it

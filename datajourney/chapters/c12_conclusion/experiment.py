@@ -1,7 +1,8 @@
 """Chapter 12: the reader's pipeline diagnosed from the other chapters' results.
 
-Nothing new is measured here. Every number comes from the result files the other chapters
-wrote into the same run directory: each hop of the journey is turned into the rate it can
+One thing is measured here: the training step of a GPT-2-family model, the token rate a GPU
+consumes (:mod:`datajourney.toolkit.lmstep`). Every other number comes from the result files the
+other chapters wrote into the same run directory: each hop of the journey is turned into the rate it can
 sustain for a reference workload (images per second for ResNet-50 training, tokens per
 second for a token-based step), and the smallest rate is the weakest link. A chapter this
 run did not execute leaves its hop out, named as missing, so a partial run still gets a
@@ -23,6 +24,7 @@ import pandas as pd
 
 from datajourney.chapters import registry
 from datajourney.chapters.c12_conclusion.params import Params
+from datajourney.core.findings import num, times
 
 CHAPTER = "12_conclusion"
 
@@ -34,7 +36,8 @@ SOURCES = {
     "05_padding_tax": "real tokens per computed position",
     "06_pcie": "host-to-device bandwidth, pinned",
     "07_full_picture": "ResNet-50's step, decode cost per image and the measured end-to-end pipeline",
-    "08_threads_processes_gil": "photo-like JPEGs: decode cost per image per core and the best loader, threads vs processes",
+    "08_threads_processes_gil": ("photo-like JPEGs: decode cost per image per core and the best loader, "
+                                 "threads vs processes"),
     "09_reading_smarter": "a file's path from the disk to GPU memory against the PCIe and device ceilings",
     "10_mmap_vs_read": "a token data set read by mmap vs read(), and what a POSIX tracer sees of it",
     "11_gpu_to_gpu": "all-reduce bandwidth against the gradient bytes of one step",
@@ -106,7 +109,8 @@ CPU_STAGES = ("read_ms", "decode_ms", "normalise_ms", "collate_ms")
 
 def image_workload(r7) -> dict | None:
     """The ResNet-50 workload as chapter 7 ran it: batch, step time with data already on the GPU
-    (the faster of its eager and CUDA-graph ceilings, where both were measured), bytes per image on disk, the loader's CPU time per image (read, decode + resize, normalise,
+    (the faster of its eager and CUDA-graph ceilings, where both were measured), bytes per image on disk, the loader's
+    CPU time per image (read, decode + resize, normalise,
     collate: the medians of its per-batch stage timings in the best scenario ÷ the batch size) and
     the best end-to-end pipeline measured."""
     if r7 is None or "ceiling" not in r7.tables:
@@ -260,7 +264,8 @@ def image_hops(found: dict) -> tuple[list[Hop], dict | None]:
             if w["cpu_ms"] else "no per-stage timings"),
         Hop("pcie", "PCIe: pinned host-to-device copy", "06_pcie", b["pcie"],
             f"pinned H2D at a {w['batch_size']}-image uint8 batch ÷ {IMAGE_TENSOR_BYTES:,} bytes per image"),
-        Hop("gpu", f"GPU: {w['model']} step, batch {w['batch_size']}", "07_full_picture", b["demand"],
+        Hop("gpu", f"{_device_word(w.get('device'))}: {w['model']} step, batch {w['batch_size']}", "07_full_picture",
+            b["demand"],
             f"{w['batch_size']} images per {w['step_ms']:.1f} ms step (data already in GPU memory"
             + ("; the step replayed from CUDA graphs)" if w.get("step_kind") == "graphed" else ")")),
     ]
@@ -287,13 +292,36 @@ def photo_hops(found: dict) -> list[Hop]:
     return [cpu, loader]
 
 
-def token_hops(found: dict, tokens_per_s: float, token_bytes: int, tokens_per_batch: int) -> list[Hop]:
-    """A token-based step asking for ``tokens_per_s``: storage (shard, ``token_bytes`` per token)
-    and PCIe (int64 ids), in tokens/s."""
+def _device_word(device) -> str:
+    """How a step's device is named: 'GPU', or 'CPU (no GPU here)' for a run without one."""
+    return "GPU" if str(device or "").startswith("cuda") else "CPU (no GPU here)"
+
+
+#: The token model's name in the page's words.
+TOKEN_MODELS = {"gpt2": "GPT-2 (124M)", "tiny": "a tiny GPT-2"}
+
+
+def token_gpu_hop(step: dict | None, stated: float | None) -> Hop:
+    """The token workload's demand: the stated ``llm_tokens_per_s`` when a reader gave one, else the
+    measured GPT-2 step (``step``, :func:`datajourney.toolkit.lmstep.token_step`)."""
+    if stated is not None:
+        return Hop("gpu", "GPU: token step (a stated demand, not a measurement)", CHAPTER, float(stated),
+                   "the parameter llm_tokens_per_s")
+    if step is None:
+        return Hop("gpu", "GPU: token step", CHAPTER, None, "chapter 12's token step did not run")
+    return Hop("gpu", f"{_device_word(step['device'])}: {TOKEN_MODELS.get(step['model'], step['model'])} "
+               f"training step, {step['precision']}", CHAPTER, float(step["tokens_per_s"]),
+               f"{step['tokens_per_batch']:,} tokens ({step['rows']} rows of {step['seq_len']:,}) per "
+               f"{step['median_ms']:.1f} ms step (median of {len(step['step_ms'])}), ids already in device memory")
+
+
+def token_hops(found: dict, gpu: Hop, token_bytes: int, tokens_per_batch: int) -> list[Hop]:
+    """The token workload's hops in tokens/s: the step's demand (``gpu``, :func:`token_gpu_hop`),
+    storage (shard, ``token_bytes`` per token), PCIe (int64 ids), chapter 9's path to GPU memory
+    and chapter 10's loader."""
     storage = storage_curve(found.get("02_random_vs_sequential"))
     pcie = pcie_curve(found.get("06_pcie"))
-    hops = [Hop("gpu", "GPU: token step (a stated demand, not a measurement)", CHAPTER, float(tokens_per_s),
-                "the parameter llm_tokens_per_s")]
+    hops = [gpu]
     seq = None if storage is None else storage[storage["pattern"] == "sequential"]
     hops.append(Hop("shard", "storage: token shard, read in order", "02_random_vs_sequential",
                     None if seq is None or seq.empty else float(seq["MBps"].max()) * 1e6 / token_bytes,
@@ -417,10 +445,11 @@ def checklist_table(found: dict) -> pd.DataFrame:
 
 
 def _why_missing(found: dict, hops: list[Hop]) -> list[Hop]:
-    """Hops without a rate say why: their chapter was not run, or ran without what it needs."""
+    """Hops without a rate say why: their chapter was not run, or ran without what it needs (chapter
+    12's own token step keeps its own reason)."""
     out = []
     for h in hops:
-        if h.capacity is None:
+        if h.capacity is None and h.chapter != CHAPTER:
             why = ("not in this run" if h.chapter not in found
                    else "ran without a GPU" if h.chapter in ("06_pcie", "09_reading_smarter")
                    and not found[h.chapter].metadata.get("cuda") else "has no usable result")
@@ -434,14 +463,188 @@ def hops_table(hops: list[Hop], workload: str) -> pd.DataFrame:
                               capacity=h.capacity, basis=h.basis) for h in hops])
 
 
+# ----------------------------------------------------------------------------- the answer
+#: MLPerf Storage's bar: a GPU counts as fed when it computes at least this share of the time.
+AU_MIN = 0.90
+#: The hops a host shares among all its GPUs, by workload, in groups of alternatives (the faster
+#: alternative of a group counts: a reader picks the better storage layout). PCIe links and the
+#: step itself come with each GPU.
+SHARED = {"image": {"storage": ("files", "shard"), "CPU": ("cpu",)},
+          "tokens": {"storage": ("shard", "to_gpu"), "token loader": ("token_loader",)}}
+
+#: Each hop in a few words, and what it does to a sample (for "the CPU could prepare 6.4× ...").
+HOP_NAMES = {"files": ("one-file-per-sample storage", "deliver"), "shard": ("sharded storage", "deliver"),
+             "cpu": ("the CPU", "prepare"), "pcie": ("the PCIe link", "copy"),
+             "to_gpu": ("the path from storage to GPU memory", "move"), "token_loader": ("the token loader", "load"),
+             "allreduce": ("the all-reduce", "keep pace with")}
+NOUNS = {"image": "images", "tokens": "tokens", "gradients": "steps"}
+
+
+def gpus_fed(workload: str, hops: pd.DataFrame) -> dict | None:
+    """How many GPUs like this run's one the host's shared hops (:data:`SHARED`) can feed with each
+    GPU computing at least :data:`AU_MIN` of the time: ⌊the slowest shared group's rate ÷ (AU_MIN × one
+    GPU's need)⌋, and the group that binds. None without a measured need or shared hop."""
+    demand = hops.loc[hops["hop"] == "gpu", "capacity"].dropna()
+    groups = {}
+    for name, keys in SHARED.get(workload, {}).items():
+        rates = hops[hops["hop"].isin(keys)].dropna(subset=["capacity"])
+        if not rates.empty:
+            best = rates.loc[rates["capacity"].idxmax()]
+            groups[name] = (float(best["capacity"]), str(best["hop"]))
+    if demand.empty or not groups:
+        return None
+    need = AU_MIN * float(demand.iloc[0])
+    name, (rate, hop) = min(groups.items(), key=lambda g: g[1][0])
+    return dict(gpus=int(math.floor(rate / need)), binding=name, hop=hop, rate=rate, need_per_gpu=need,
+                unmeasured=[g for g in SHARED[workload] if g not in groups])
+
+
+def _step_on_gpu(res, workload: str) -> bool:
+    """Whether the workload's step ran on a GPU (its label says so)."""
+    h = res.table("hops")
+    row = h[(h["workload"] == workload) & (h["hop"] == "gpu")]
+    return not row.empty and str(row["label"].iloc[0]).startswith("GPU")
+
+
+def remedy(res, workload: str, w: dict) -> dict:
+    """What to change for ``workload`` whose weakest link is ``w``: the chapter that measured the fix,
+    its setting filled in from this run's data, and why (the decision guide: which hop limits decides
+    which row applies). ``gain``: the most the fix can bring before the next hop limits (None: none from
+    the input pipeline)."""
+    md, key = res.metadata, w["key"]
+    gain = w["margin"] if key != "gpu" else None
+    wl = md.get("image_workload") or {}
+    if workload == "image":
+        if key == "gpu" and not _step_on_gpu(res, "image"):
+            return dict(chapter="07_full_picture", setting="run the step on a GPU", gain=None,
+                        why="the model's step on the CPU is slower than every hop that feeds it")
+        if key == "gpu":
+            n = math.ceil(wl["cpu_ms"] * wl["batch_size"] / wl["step_ms"]) if wl.get("cpu_ms") else None
+            return dict(chapter="04_cpu_starvation" if n else "07_full_picture",
+                        setting=f"num_workers={max(n, 1)}" if n else "keep the loader you have", gain=None,
+                        why="enough workers to stay ahead of the step, D·B/W ≤ G; the GPU limits, not the input"
+                        if n else "the GPU limits, not the input")
+        if key == "files":
+            return dict(chapter="02_random_vs_sequential", setting="shards read in order", gain=gain,
+                        why="one file per sample costs a random read each; a shard is read sequentially")
+        if key == "shard":
+            return dict(chapter="09_reading_smarter", setting="more reads in flight", gain=gain,
+                        why="one reader waits for each request; parallel reads fill the device's queue")
+        if key == "cpu":
+            return dict(chapter="08_threads_processes_gil", setting="decode on the GPU (nvJPEG)", gain=gain,
+                        why="every core busy with decoding still falls short of the step")
+        if key == "pcie":
+            return dict(chapter="06_pcie", setting="pin_memory=True, non_blocking=True", gain=gain,
+                        why="pageable copies go through a bounce buffer; uint8 batches cross at a quarter the bytes")
+    if workload == "tokens":
+        if key == "gpu":
+            pad = res.table("padding") if "padding" in res.tables else None
+            if pad is not None and {"pad_to_longest"} <= set(pad["strategy"]):
+                packed = float(pad["efficiency"].max())
+                padded = float(pad.loc[pad["strategy"] == "pad_to_longest", "efficiency"].iloc[0])
+                return dict(chapter="05_padding_tax", setting="pack sequences instead of padding them",
+                            gain=packed / padded, gain_of="real tokens per step",
+                            why="the input keeps up; the step's own waste is padding")
+            return dict(chapter="05_padding_tax", setting="pack sequences instead of padding them", gain=None,
+                        why="the input keeps up; the step's own waste is padding")
+        if key == "token_loader":
+            t = md.get("token_loader") or {}
+            m = (t.get("modes") or {}).get(t.get("best"), {})
+            setting = (f"{'mmap' if t.get('best') == 'mmap' else 'read()'}, num_workers={m['workers']}"
+                       if m else "the faster of mmap and read()")
+            return dict(chapter="10_mmap_vs_read", setting=setting, gain=gain,
+                        why="the fastest loader measured; more workers than it used keep more reads in flight")
+        if key in ("shard", "to_gpu"):
+            g = md.get("to_gpu") or {}
+            return dict(chapter="09_reading_smarter", setting=g.get("path") or "more reads in flight", gain=gain,
+                        why="the fastest cold path measured from a file into GPU memory")
+        if key == "pcie":
+            return dict(chapter="06_pcie", setting="pin_memory=True, non_blocking=True", gain=gain,
+                        why="pageable copies go through a bounce buffer")
+    if workload == "gradients":
+        g = md.get("gradient_exchange") or {}
+        if key == "gpu":
+            return dict(chapter="11_gpu_to_gpu", setting="keep NCCL's direct GPU-to-GPU path", gain=None,
+                        why="the all-reduce is shorter than the step: DDP hides it behind the backward pass")
+        return dict(chapter="11_gpu_to_gpu", setting="a direct GPU-to-GPU path, or no_sync() over several steps",
+                    gain=gain, why=f"the all-reduce over {g.get('default', 'this path')} is longer than the step")
+    return dict(chapter=w["chapter"], setting="see its chapter", gain=gain, why="")
+
+
+def guest_cold_of(r2) -> bool | None:
+    """Chapter 2's verdict on its cold reads: True when a cache below a virtual machine served them
+    (guest-cold), False when they reached the device, None when not measured."""
+    from datajourney.chapters.common import guest_cold
+
+    return None if r2 is None else guest_cold(r2)
+
+
+def caveats(res, workload: str, hops: set) -> list[str]:
+    """The measured facts that change a margin involving ``hops`` (the weakest, the next and the
+    binding shared hop): storage read guest-cold (chapter 2), and photos instead of chapter 7's small
+    synthetic JPEGs (chapter 8)."""
+    md, out = res.metadata, []
+    if hops & {"files", "shard", "to_gpu", "token_loader"}:
+        gc = md.get("storage_guest_cold", "unknown")
+        if gc is True:
+            out.append("storage rates are guest-cold: chapter 2's cold reads came from a cache below this virtual "
+                       "machine, so a physical disk may deliver less")
+        elif gc == "unknown":
+            out.append("this result does not record whether chapter 2's cold reads reached the device")
+    wl, photo = md.get("image_workload") or {}, md.get("photo")
+    if workload == "image" and "cpu" in hops and photo and wl.get("step_ms"):
+        need = wl["batch_size"] * 1e3 / wl["step_ms"]
+        rate = photo["cores"] * 1e3 / photo["ms"]
+        kib = f"{wl['file_bytes'] / 1024:.1f} KiB " if wl.get("file_bytes") else ""
+        out.append(f"chapter 7's images are small synthetic {kib}JPEGs; with {'×'.join(map(str, photo['image_size']))} "
+                   f"photos (chapter 8) the CPU would prepare {num(rate, 'images/s')}, "
+                   f"{times(rate / need)} the GPU's need")
+    return out
+
+
+def answer(res) -> dict:
+    """For each workload: its weakest link, what the margin to the next hop is, the remedy, the
+    GPUs this host can feed (:func:`gpus_fed`) and the caveats next to them, from the result."""
+    out = {}
+    weak = weakest_of(res)
+    h = res.table("hops") if "hops" in res.tables else pd.DataFrame(columns=["workload", "hop", "capacity"])
+    for wl in WORKLOADS:
+        w = weak.get(wl)
+        if not w:
+            out[wl] = None
+            continue
+        noun = NOUNS[wl]
+        consumer = "the GPU" if _step_on_gpu(res, wl) else "the CPU's step"
+        verb = "runs" if wl == "gradients" else "consumes"
+        if w["key"] == "gpu":
+            name, does = HOP_NAMES.get(w["next_key"], (w["next_label"], "deliver"))
+            margin = (f"{name} could {does} {times(w['margin'])} the {noun} {consumer} {verb}"
+                      if w["next_key"] else None)
+        else:
+            demand = h.loc[(h["workload"] == wl) & (h["hop"] == "gpu"), "capacity"].iloc[0]
+            name, does = HOP_NAMES.get(w["key"], (w["label"], "deliver"))
+            margin = f"{consumer} could {verb[:-1]} {times(demand / w['capacity'])} the {noun} {name} can {does}"
+        fed = gpus_fed(wl, h[h["workload"] == wl]) if _step_on_gpu(res, wl) else None
+        involved = {w["key"], w.get("next_key")} | ({fed["hop"]} if fed else set())
+        out[wl] = dict(weakest=w, margin=margin, remedy=remedy(res, wl, w), fed=fed,
+                       caveats=caveats(res, wl, involved), on_gpu=_step_on_gpu(res, wl))
+    return out
+
+
 # ----------------------------------------------------------------------------- run
 def preflight(params: dict) -> dict:
     """Check the chapter's parameters before any work (one-line errors naming the parameter)."""
-    from datajourney.core.params import choice, number, positive_int
+    from datajourney.core.params import ParameterError, choice, number, positive_int
 
-    number("llm_tokens_per_s", params.get("llm_tokens_per_s"), minimum=1.0)
+    if params.get("llm_tokens_per_s") is not None:
+        number("llm_tokens_per_s", params.get("llm_tokens_per_s"), minimum=1.0)
+    choice("token_model", params.get("token_model"), ("auto", "gpt2", "tiny"))
+    seq = positive_int("token_seq_len", params.get("token_seq_len"), maximum=8192)
+    positive_int("token_steps", params.get("token_steps"), maximum=1000)
     choice("token_bytes", params.get("token_bytes"), (2, 4, 8))
-    positive_int("tokens_per_batch", params.get("tokens_per_batch"), maximum=1 << 30)
+    n = positive_int("tokens_per_batch", params.get("tokens_per_batch"), maximum=1 << 30)
+    if n < seq:
+        raise ParameterError("tokens_per_batch", n, f"at least token_seq_len ({seq:,}): one row of tokens")
     return dict(params)
 
 
@@ -450,19 +653,26 @@ WORKLOADS = {"image": "ResNet-50 training", "tokens": "token-based step", "gradi
 UNITS = {"image": "images/s", "tokens": "tokens/s", "gradients": "steps/s"}
 
 
-def weakest_links(found: dict, *, llm_tokens_per_s: float = 1_000_000.0, token_bytes: int = 4,
-                  tokens_per_batch: int = 131072) -> dict:
-    """The weakest link of each workload for the results in ``found`` (nothing saved)."""
-    hops, _ = image_hops(found)
-    ghops, _ = gradient_hops(found)
-    return {"image": weakest(hops), "tokens": weakest(token_hops(found, llm_tokens_per_s, token_bytes,
-                                                                 tokens_per_batch)),
-            "gradients": weakest(ghops)}
-
-
 def summary_lines(res) -> list[str]:
-    """A few lines for the end of a run: the weakest link of each workload on this machine."""
-    return summary_from(weakest_of(res), res.metadata.get("missing"))
+    """A few lines for the end of a run: each workload's weakest link, what to change and how many
+    GPUs of this kind the host feeds."""
+    lines = []
+    for wl, a in answer(res).items():
+        if a is None:
+            lines.append(f"{WORKLOADS[wl]}: no diagnosis (its chapters are not in this run)")
+            continue
+        w, r = a["weakest"], a["remedy"]
+        line = f"{WORKLOADS[wl]}: weakest link {w['label']} at {num(w['capacity'], UNITS[wl])}"
+        if a["margin"]:
+            line += f" ({a['margin']})"
+        line += f"; do: chapter {int(r['chapter'][:2])}: {r['setting']}"
+        if a["fed"] is not None:
+            line += f"; feeds {a['fed']['gpus']} such GPUs at ≥ {AU_MIN:.0%} utilisation"
+        lines.append(line)
+    missing = res.metadata.get("missing")
+    if missing:
+        lines.append("not run, so not diagnosed: chapters " + ", ".join(str(int(c[:2])) for c in missing))
+    return lines
 
 
 def weakest_of(res) -> dict:
@@ -471,38 +681,32 @@ def weakest_of(res) -> dict:
     if "hops" not in res.tables:
         return res.metadata.get("weakest", {})
     h = res.table("hops")
-    return {wl: weakest([Hop(r["hop"], r["label"], r["chapter"], None if pd.isna(r["capacity"]) else float(r["capacity"]),
-                             r["basis"]) for _, r in h[h["workload"] == wl].iterrows()])
-            for wl in ("image", "tokens", "gradients")}
+    return {wl: weakest([Hop(r["hop"], r["label"], r["chapter"],
+                             None if pd.isna(r["capacity"]) else float(r["capacity"]), r["basis"])
+                         for _, r in h[h["workload"] == wl].iterrows()])
+            for wl in WORKLOADS}
 
 
-def summary_from(weakest_by_workload: dict, missing=None) -> list[str]:
-    """:func:`summary_lines` for the weakest links of :func:`weakest_links` and the chapters missing."""
-    lines = []
-    for wl, title in WORKLOADS.items():
-        w = weakest_by_workload.get(wl)
-        if not w:
-            lines.append(f"{title}: no diagnosis (its chapters are not in this run)")
-            continue
-        unit = UNITS[wl]
-        from datajourney.core.findings import num, times
+def measure_token_step(*, token_model: str, tokens_per_batch: int, token_seq_len: int, token_steps: int) -> dict:
+    """Time the GPT-2 training step on this machine's GPU (bf16), or on its CPU without one."""
+    import torch
 
-        line = f"{title}: weakest link {w['label']} at {num(w['capacity'], unit)}"
-        if w.get("next_label"):
-            line += f"; next: {w['next_label']} ({times(w['margin'])} more)"
-        lines.append(line)
-    if missing:
-        lines.append("not run, so not diagnosed: chapters " + ", ".join(str(int(c[:2])) for c in missing))
-    return lines
+    from datajourney.toolkit.lmstep import token_step
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    size = token_model if token_model != "auto" else ("gpt2" if device == "cuda" else "tiny")
+    return token_step(size=size, tokens_per_batch=tokens_per_batch, seq_len=token_seq_len, steps=token_steps,
+                      device=device)
 
 
-def _measure(*, llm_tokens_per_s: float, token_bytes: int, tokens_per_batch: int,
-        diagnose, run_dir=None):
+def _measure(*, llm_tokens_per_s: float | None, token_model: str, token_seq_len: int, token_steps: int,
+             token_bytes: int, tokens_per_batch: int, diagnose, run_dir=None):
     """Diagnose the run in ``diagnose`` (default: this run, ``run_dir``) from the other chapters'
-    result files there, and save the result to ``run_dir``."""
+    result files there, time the token step (unless a demand is stated) and save the result to ``run_dir``."""
     from datajourney.core import results
 
-    params = dict(llm_tokens_per_s=llm_tokens_per_s, token_bytes=token_bytes, tokens_per_batch=tokens_per_batch)
+    params = dict(llm_tokens_per_s=llm_tokens_per_s, token_model=token_model, token_seq_len=token_seq_len,
+                  token_steps=token_steps, token_bytes=token_bytes, tokens_per_batch=tokens_per_batch)
     preflight(params)
     if diagnose is not None and not Path(diagnose).is_dir():
         from datajourney.core.params import ParameterError
@@ -512,9 +716,15 @@ def _measure(*, llm_tokens_per_s: float, token_bytes: int, tokens_per_batch: int
     src = Path(diagnose) if diagnose is not None else rd
     found = load_run(src)
     res = results.start(CHAPTER, {**params, "diagnose": str(src), "run_dir": str(rd)}, run_dir)
+    step = None
+    if llm_tokens_per_s is None:
+        step = measure_token_step(token_model=token_model, tokens_per_batch=tokens_per_batch,
+                                  token_seq_len=token_seq_len, token_steps=token_steps)
+        res.add("token_step", pd.DataFrame({"step": range(1, len(step["step_ms"]) + 1), "ms": step["step_ms"]}))
     hops, w = image_hops(found)
     hops = _why_missing(found, hops)
-    thops = _why_missing(found, token_hops(found, llm_tokens_per_s, token_bytes, tokens_per_batch))
+    thops = _why_missing(found, token_hops(found, token_gpu_hop(step, llm_tokens_per_s), token_bytes,
+                                           tokens_per_batch))
     ghops, grads = gradient_hops(found)
     ghops = _why_missing(found, ghops)
     res.add("hops", pd.concat([hops_table(hops, "image"), hops_table(thops, "tokens"),
@@ -539,6 +749,8 @@ def _measure(*, llm_tokens_per_s: float, token_bytes: int, tokens_per_batch: int
         to_gpu=disk_to_gpu(found.get("09_reading_smarter")),
         token_loader=token_loader(found.get("10_mmap_vs_read")),
         gradient_exchange=grads,
+        token_step=None if step is None else {k: v for k, v in step.items() if k != "step_ms"},
+        storage_guest_cold=guest_cold_of(found.get("02_random_vs_sequential")),
     )
     res.metadata["summary"] = summary_lines(res)
     res.save(rd)

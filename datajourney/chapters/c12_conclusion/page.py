@@ -1,5 +1,6 @@
-"""Chapter 12's page: the weakest link, the checklist and the budget chart, computed from the
-diagnosis result (:mod:`datajourney.diagnosis`)."""
+"""Chapter 12's page: the answer first (each workload's weakest link, what to change, the expected gain
+and how many GPUs of this kind the host feeds), then the hops behind it, the checklist and the budget
+chart, all computed from the diagnosis result (:mod:`datajourney.chapters.c12_conclusion.experiment`)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion.experiment import CHAPTER  # noqa: F401 - the page's chapter
 from datajourney.chapters.registry import lookup
 from datajourney.core import findings as fx
+from datajourney.core.findings import Action, Finding, Opening
 
 #: What each checklist row checks (mechanism only: the numbers come from the run).
 PRACTICE = {
@@ -43,7 +45,7 @@ PRACTICE = {
 
 UNITS = diagnosis.UNITS
 WORKLOADS = {"image": "ResNet-50 training", "tokens": "A token-based step",
-             "gradients": "A data-parallel step (chapter 11's model)"}
+             "gradients": "A data-parallel step"}
 
 
 def _hops(res, workload: str) -> pd.DataFrame:
@@ -177,23 +179,26 @@ def to_gpu_finding(res) -> fx.Finding | None:
 
 
 def token_loader_finding(res) -> fx.Finding | None:
-    """Chapter 10's cold token loader, mmap against read(), against the stated token demand."""
+    """Chapter 10's cold token loader, mmap against read(), against the token step's need."""
     t = res.metadata.get("token_loader")
     need = _demand(res, "tokens")
     if not t or need is None:
         return None
     name = {"mmap": "mmap", "read": "read()"}
     b = t["modes"][t["best"]]
-    text = (f"**Reading tokens** (chapter 10, cold): the fastest configuration used **{name.get(t['best'], t['best'])}**, "
-            f"{fx.num(b['tokens_per_s'], 'tokens/s')} (sequence {b['seq']}, batch {b['batch']}, "
-            f"{b['workers']} workers)")
+    text = (
+        f"**Reading tokens** (chapter 10, cold): the fastest configuration used **{name.get(t['best'], t['best'])}**, "
+        f"{fx.num(b['tokens_per_s'], 'tokens/s')} (sequence {b['seq']}, batch {b['batch']}, "
+        f"{b['workers']} workers)"
+    )
     others = [(k, v) for k, v in t["modes"].items() if k != t["best"]]
     for k, v in others:
         text += f", {fx.compare(b['tokens_per_s'], v['tokens_per_s'])} {name.get(k, k)}'s best"
+    demand = "the stated demand" if _stated(res) else "the token step's need"
     text += (", " + fx.choose(fx.direction(b["tokens_per_s"], need, tol=0.0),
-                              f"{fx.times(b['tokens_per_s'] / need)} the stated demand: it keeps up",
-                              f"{fx.pct(b['tokens_per_s'] / need)} of the stated demand: it falls short",
-                              "exactly the stated demand") + ".")
+                              f"{fx.times(b['tokens_per_s'] / need)} {demand}: it keeps up",
+                              f"{fx.pct(b['tokens_per_s'] / need)} of {demand}: it falls short",
+                              f"exactly {demand}") + ".")
     return fx.Finding("token_loader", text, b["tokens_per_s"], "tokens/s")
 
 
@@ -244,23 +249,24 @@ def findings(res) -> list[fx.Finding]:
 
 def hop_notes(res, workload: str) -> list[fx.Finding]:
     """The computed sentences under each workload's chart: what chapters 8-11 add to its hops."""
-    fns = {"image": [photo_workers], "tokens": [to_gpu_finding, token_loader_finding],
+    fns = {"image": [photo_workers], "tokens": [token_step_finding, to_gpu_finding, token_loader_finding],
            "gradients": [allreduce_finding]}[workload]
     return [f for f in (fn(res) for fn in fns) if f is not None]
 
 
 # ----------------------------------------------------------------------------- tables
 def hops_display(res, workload: str) -> pd.DataFrame:
+    """Each hop of ``workload``: the chapter it comes from, its rate, that rate against the step's need
+    and how it was computed (readable headers with units)."""
     h = _hops(res, workload)
     unit = UNITS[workload]
-    demand = h.loc[h["hop"] == "gpu", "capacity"]
-    d = float(demand.iloc[0]) if len(demand) and pd.notna(demand.iloc[0]) else None
+    d = _demand(res, workload)
     return pd.DataFrame({
-        "hop": h["label"], "from": [lookup(c).number if c != diagnosis.CHAPTER else "—" for c in h["chapter"]],
-        unit: [fx.num(v, unit, with_unit=False) if pd.notna(v) else "not run" for v in h["capacity"]],
-        "× the GPU's need": ["—" if (d is None or pd.isna(v) or k == "gpu") else fx.times(v / d)
-                             for k, v in zip(h["hop"], h["capacity"])],
-        "how": h["basis"]})
+        "hop": h["label"], "chapter": [lookup(c).number for c in h["chapter"]],
+        f"rate ({unit})": [fx.num(v, unit, with_unit=False) if pd.notna(v) else "not run" for v in h["capacity"]],
+        "× the step's need": ["—" if (d is None or pd.isna(v) or k == "gpu") else fx.times(v / d)
+                              for k, v in zip(h["hop"], h["capacity"])],
+        "how it is computed": h["basis"]})
 
 
 def reference_checklist(host: str | None = None) -> pd.DataFrame:
@@ -317,7 +323,7 @@ def hops_chart(res, workload: str):
         fig.add_vline(x=d, line=dict(dash="dash", color=PALETTE[7]))
         fig.add_annotation(x=math.log10(d), yref="paper", y=1.02, showarrow=False, yanchor="bottom",
                            text=f"the GPU's need: {fx.num(d, unit)}")
-    fig.update_layout(title=f"{WORKLOADS[workload]}: what each hop sustains (green: keeps up)",
+    fig.update_layout(title=f"{WORKLOADS[workload]}: each hop's rate (green keeps up)",
                       height=160 + 55 * len(data), margin=dict(l=20, t=90))
     fig.update_xaxes(type="log", title_text=f"{unit} the hop sustains (log scale; a model of its measurement)")
     fig.update_yaxes(title_text="")
@@ -401,7 +407,7 @@ def budget_model(state: dict) -> dict:
 def budget_figure(res):
     """The budget calculator: sliders for the GPU step, batch size, bytes per sample on disk and
     CPU time per sample; every hop's rate is recomputed in the browser by the same model as
-    :func:`datajourney.diagnosis.budget` (no kernel needed)."""
+    :func:`datajourney.chapters.c12_conclusion.experiment.budget` (no kernel needed)."""
     import plotly.graph_objects as go
 
     from datajourney.core.charts import PALETTE, value_slider
@@ -424,24 +430,139 @@ def budget_figure(res):
     state_js = dict(state, ok=PALETTE[2], short=PALETTE[5])
     fig.update_layout(
         title="Budget: which hops keep up? (move the sliders; starts at this run's workload)",
-        height=820, margin=dict(t=90, b=430, l=20), legend=dict(orientation="h", y=1.02, yanchor="bottom"),
-        sliders=[value_slider("step", "GPU step (ms)", _with(BUDGET_STEP_MS, state["step"]), state["step"], -0.35),
-                 value_slider("B", "batch size", _with(BUDGET_BATCH, state["B"]), state["B"], -0.35 - 0.32),
-                 value_slider("kib", "sample on disk (KiB)", _with(BUDGET_KIB, state["kib"]), state["kib"], -0.35 - 0.64),
-                 value_slider("cpu", "CPU time per sample (ms)", _with(BUDGET_CPU_MS, state["cpu"]), state["cpu"], -0.35 - 0.96)],
-        meta={"post_script": _BUDGET_JS % json.dumps(state_js)})
+        height=820,
+        margin=dict(t=90, b=430, l=20),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+        sliders=[
+            value_slider("step", "GPU step (ms)", _with(BUDGET_STEP_MS, state["step"]), state["step"], -0.35),
+            value_slider("B", "batch size", _with(BUDGET_BATCH, state["B"]), state["B"], -0.35 - 0.32),
+            value_slider("kib", "sample on disk (KiB)", _with(BUDGET_KIB, state["kib"]), state["kib"], -0.35 - 0.64),
+            value_slider(
+                "cpu", "CPU time per sample (ms)", _with(BUDGET_CPU_MS, state["cpu"]), state["cpu"], -0.35 - 0.96
+            ),
+        ],
+        meta={"post_script": _BUDGET_JS % json.dumps(state_js)},
+    )
     fig.update_xaxes(type="log", title_text="samples/s (log scale)")
     return fig
 
 
 def padding_text(res) -> str:
-    """Chapter 5's share of real tokens per strategy: the part of the GPU's tokens/s that is data."""
+    """Chapter 5's share of real tokens per strategy: the part of the token step's tokens/s that is data."""
     p = res.table("padding").sort_values("efficiency")
     worst, best = p.iloc[0], p.iloc[-1]
     parts = ", ".join(f"{r.label} {fx.pct(r.efficiency)}" for r in p.itertuples())
-    return (f"Of every position the GPU computes, the share that holds a real token (chapter 5, all samples): "
-            f"{parts}. At the demand above, {best['label']} turns "
-            f"{fx.num(best['efficiency'] * res.parameters['llm_tokens_per_s'], 'tokens/s')} into training signal and "
-            f"{worst['label']} {fx.num(worst['efficiency'] * res.parameters['llm_tokens_per_s'], 'tokens/s')}.")
+    need = _demand(res, "tokens")
+    text = (f"Of every position the step computes, the share that holds a real token (chapter 5, all samples): "
+            f"{parts}.")
+    if need is not None:
+        text += (f" At the step's {fx.num(need, 'tokens/s')}, {best['label']} turns "
+                 f"{fx.num(best['efficiency'] * need, 'tokens/s')} into training signal and "
+                 f"{worst['label']} {fx.num(worst['efficiency'] * need, 'tokens/s')}.")
+    return text
 
 
+# ----------------------------------------------------------------------------- the answer
+def _stated(res) -> bool:
+    """Whether the token workload's demand is a stated figure (``llm_tokens_per_s``), not a measured step."""
+    h = _hops(res, "tokens")
+    row = h[h["hop"] == "gpu"]
+    return not row.empty and "stated demand" in str(row["label"].iloc[0])
+
+
+def chapter_link(ch: str) -> str:
+    """A Markdown link to chapter ``ch`` (a sibling notebook of this page: MyST resolves it to its page)."""
+    return f"[chapter {lookup(ch).number}]({lookup(ch).name}.ipynb)"
+
+
+def _limit(res, workload: str, w: dict) -> str:
+    """The weakest hop in a few words: the step itself, or the hop that cannot keep up with it."""
+    if w["key"] == "gpu":
+        if workload == "tokens" and _stated(res):
+            return "the stated token demand (not a measurement: set `llm_tokens_per_s=None` to time a step)"
+        return "the GPU's own step" if diagnosis._step_on_gpu(res, workload) else "the model's step on the CPU"
+    return diagnosis.HOP_NAMES.get(w["key"], (w["label"],))[0]
+
+
+def _margin_value(res, workload: str, w: dict) -> float:
+    """The number behind the margin: the next hop's rate ÷ the step's need when the step limits, else
+    the step's need ÷ the weakest hop's rate."""
+    if w["key"] == "gpu":
+        return w["margin"]
+    return _demand(res, workload) / w["capacity"]
+
+
+def opening(res) -> Opening:
+    """The answer in one screen: per workload, which hop limits it and by how much (one sentence each),
+    and what to do: the remedy's chapter and setting, its expected gain and the GPUs this host feeds."""
+    ans = diagnosis.answer(res)
+    out, actions = [], []
+    for wl, a in ans.items():
+        title = WORKLOADS[wl]
+        if a is None:
+            out.append(Finding(f"weakest_{wl}", f"**{title}**: no diagnosis, its chapters are not in this run."))
+            continue
+        w = a["weakest"]
+        margin = a["margin"]
+        if margin:
+            m = fx.times(_margin_value(res, wl, w))
+            margin = margin.replace(m, f"**{m}**", 1)
+        out.append(Finding(f"weakest_{wl}", f"**{title}**: the weakest link is {_limit(res, wl, w)}"
+                           + (f"; {margin}." if margin else "."), _margin_value(res, wl, w) if margin else None,
+                           "×"))
+        actions.append(Action(_action_text(res, wl, a), _snippet(res, wl, a)))
+    return Opening(out, actions)
+
+
+def _action_text(res, workload: str, a: dict) -> str:
+    """What to do for one workload: the remedy (chapter and setting), its expected gain, and the GPUs of
+    this kind the host's storage and CPU can feed at MLPerf Storage's utilisation bar."""
+    r, w = a["remedy"], a["weakest"]
+    setting = f"`{r['setting']}`" if "=" in r["setting"] else r["setting"]
+    text = f"**{WORKLOADS[workload]}**: {chapter_link(r['chapter'])}, {setting}"
+    if r.get("gain_of"):
+        text += f", {fx.times(r['gain'])} more {r['gain_of']}"
+    elif r["gain"] is not None:
+        nxt = diagnosis.HOP_NAMES.get(w["next_key"], (w["next_label"],))[0] if w["next_key"] else None
+        text += f": up to {fx.times(r['gain'])} faster" + (f" before {nxt} limits" if nxt else "")
+    else:
+        text += f" ({r['why']})"
+    fed = a["fed"]
+    if fed is not None:
+        bar = fx.pct(diagnosis.AU_MIN)
+        text += (f"; this host's storage and CPU feed **{fed['gpus']}** such GPUs at ≥ {bar} utilisation "
+                 f"({fed['binding']} binds first)" if fed["gpus"] else
+                 f"; this host's {fed['binding']} cannot feed even one such GPU at ≥ {bar} utilisation")
+    elif workload != "gradients" and not a["on_gpu"]:
+        text += "; no GPU here, so how many GPUs this host feeds needs a run on one"
+    return text + "."
+
+
+def _snippet(res, workload: str, a: dict) -> str | None:
+    """The DataLoader arguments when the remedy is a worker count (values from this run)."""
+    r = a["remedy"]
+    if workload != "image" or not r["setting"].startswith("num_workers="):
+        return None
+    wl = res.metadata["image_workload"]
+    return f"DataLoader(dataset, batch_size={wl['batch_size']}, shuffle=True, {r['setting']})"
+
+
+def caveats_markdown(res) -> str:
+    """The caveats that change a margin above (computed: guest-cold storage, photos instead of small
+    synthetic JPEGs), one line per workload that has any; empty when none applies."""
+    lines = [f"* {WORKLOADS[wl]}: " + "; ".join(a["caveats"]) + "."
+             for wl, a in diagnosis.answer(res).items() if a and a["caveats"]]
+    return ("**What could change these margins**\n\n" + "\n".join(lines)) if lines else ""
+
+
+def token_step_finding(res) -> Finding | None:
+    """The token step timed in this chapter: model, precision, device and the rate it consumes."""
+    t = res.metadata.get("token_step")
+    if not t:
+        return None
+    where = t["device_name"] if t["device"].startswith("cuda") else "the CPU (no GPU here)"
+    model = diagnosis.TOKEN_MODELS.get(t["model"], t["model"])
+    return Finding("token_step", f"**The token step** (timed here): {model} "
+                   f"({fx.num(t['parameters'] / 1e6, 'M')} parameters, {t['precision']}) on {where} trained on "
+                   f"{t['tokens_per_batch']:,} tokens in {fx.num(t['median_ms'], 'ms')} per step: "
+                   f"**{fx.num(t['tokens_per_s'], 'tokens/s')}**.", t["tokens_per_s"], "tokens/s")

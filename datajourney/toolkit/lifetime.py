@@ -1,0 +1,97 @@
+"""Child processes that never outlive the process that started them (Linux).
+
+A job started as a subprocess (``torchrun`` and its ranks) must end with the Python process that
+launched it, however that process ends: an exception or Ctrl-C (its ``finally`` stops the job,
+:func:`stop`), SIGTERM or SIGKILL (no ``finally`` runs: the kernel's ``PR_SET_PDEATHSIG`` sends
+SIGKILL to the child when its parent exits, :func:`die_with_parent`), or a parent that is alive but
+stuck (``alarm(2)`` kills the child after a hard time limit, :func:`child_setup`). Each process of
+a chain (launcher -> torchrun -> ranks) asks for its own death signal, so the whole chain follows.
+
+The death signal fires when the *thread* that started the child exits; :func:`child_setup` is
+meant for a launcher that waits for its child in the thread that started it.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+
+import psutil
+
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl():
+    """libc's ``prctl`` (None off Linux), resolved here so that nothing is loaded between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent exits; if the parent is already
+    gone (this process was re-parented before the request took effect), die now. False where the
+    request is not available (not Linux)."""
+    parent = os.getppid()
+    prctl = _prctl()
+    if prctl is None or prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        return False
+    if parent == 1 or os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+    return True
+
+
+def child_setup(hard_timeout_s: float | None = None) -> Callable[[], None]:
+    """A ``preexec_fn`` for :class:`subprocess.Popen`: the child gets SIGKILL when the launching thread
+    exits, and SIGALRM (whose default action ends it) after ``hard_timeout_s`` whatever the launcher
+    does; both survive the child's ``exec``."""
+    prctl = _prctl()
+    secs = max(1, math.ceil(hard_timeout_s)) if hard_timeout_s else 0
+
+    def setup() -> None:
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        if secs:
+            signal.alarm(secs)
+
+    return setup
+
+
+def stop(proc: subprocess.Popen, *, grace_s: float = 3.0) -> None:
+    """End a job started with ``start_new_session=True`` and every process under it: SIGTERM to its
+    process group (torchrun then stops its ranks, which run in sessions of their own), and after
+    ``grace_s`` SIGKILL to the group and to every descendant seen before the first signal. Does
+    nothing to a job that has ended with nothing left."""
+    try:
+        tracked = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+    except psutil.NoSuchProcess:
+        tracked = []
+    _killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    _, alive = psutil.wait_procs(tracked, timeout=0.5)
+    _killpg(proc.pid, signal.SIGKILL)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=2)
+    proc.wait()
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,164 @@
+"""The rules every chart follows (charts.tidy, applied as a figure is shown) and the shared helpers'
+spread, order and scale choices."""
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from datajourney.core import charts
+
+
+def shown(fig: go.Figure) -> dict:
+    """The figure as the book renders it."""
+    return charts.tidy(fig.to_dict())
+
+
+def summary(n: int, threads=(16, 4, 64, 1)) -> pd.DataFrame:
+    rows = [dict(threads=t, size=s, mode=m, mean=100.0 * s * t, min=90.0 * s * t, max=110.0 * s * t, n=n)
+            for t in threads for s in (1, 2, 4) for m in ("buffered", "direct")]
+    return pd.DataFrame(rows)
+
+
+def test_no_scientific_notation_in_hovers_texts_or_axes():
+    df = pd.DataFrame({"mode": "read", "seq": [512, 512, 1024, 1024], "batch": [32, 64, 32, 64],
+                       "loader_s": [1.734, 2.5, 3.1, 4.0]})
+    fig = shown(charts.heatmap_pair(df, value="loader_s", facet="mode", title="t", unit="ms", scale=1e3))
+    heat = fig["data"][0]
+    assert "~r}" in heat["texttemplate"] and "~r}" in heat["hovertemplate"]
+    assert "g}" not in heat["texttemplate"] + heat["hovertemplate"]
+    raw = go.Figure(go.Scatter(x=[1, 2], y=[1e6, 2e6], hovertemplate="%{y:,.3~g} B/s<extra></extra>"))
+    d = shown(raw)
+    assert d["data"][0]["hovertemplate"] == "%{y:,.3~r} B/s<extra></extra>"
+    assert d["layout"]["yaxis"]["exponentformat"] == "none" and d["layout"]["yaxis"]["separatethousands"]
+
+
+def test_log_axis_only_over_a_wide_range_with_readable_ticks():
+    narrow = go.Figure(go.Scatter(x=[1, 2, 3], y=[10, 15, 20], hovertemplate="%{y} MB/s (log scale)"))
+    narrow.update_yaxes(type="log", dtick=1, title_text="MB/s (log scale)")
+    d = shown(narrow)
+    assert d["layout"]["yaxis"]["type"] == "linear" and "dtick" not in d["layout"]["yaxis"]
+    assert d["layout"]["yaxis"]["title"]["text"] == "MB/s" and "log" not in d["data"][0]["hovertemplate"]
+    wide = go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 40, 900]))
+    wide.update_yaxes(type="log")
+    axis = shown(wide)["layout"]["yaxis"]
+    assert axis["type"] == "log" and axis["tickmode"] == "array"
+    shown_ticks = [t for v, t in zip(axis["tickvals"], axis["ticktext"], strict=True) if 3 <= v <= 900]
+    assert shown_ticks == ["5", "10", "20", "50", "100", "200", "500"]   # 1, 2, 5 × 10ⁿ, never plotly's "2, 3"
+    huge = go.Figure(go.Scatter(x=[1, 2], y=[0.01, 50_000]))
+    huge.update_yaxes(type="log")
+    axis = shown(huge)["layout"]["yaxis"]
+    assert {"0.01", "1", "1,000", "10,000"} <= set(axis["ticktext"]) and "2" not in axis["ticktext"]
+
+
+def test_whole_quantities_get_whole_ticks():
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3.5, 4.25]))
+    d = shown(fig)
+    assert d["layout"]["xaxis"]["dtick"] >= 1 and d["layout"]["xaxis"]["tickformat"] == ",d"   # no "1.5 GPUs"
+    assert "dtick" not in d["layout"]["yaxis"]   # a measured rate keeps plotly's ticks
+    counted = shown(charts.count_axis(go.Figure(go.Scatter(x=[0.5, 1.5], y=[0.4, 2.6])), "y"))
+    assert counted["layout"]["yaxis"]["dtick"] == 1 and counted["layout"]["yaxis"]["tickformat"] == ",d"
+    wide = shown(go.Figure(go.Scatter(x=[0, 100], y=[1.5, 2.5])))
+    assert wide["layout"]["xaxis"]["dtick"] == 20
+
+
+def test_numeric_legends_and_categories_in_numeric_order():
+    fig = charts.lines_facets(summary(5), x="size", color="threads", facet="mode", title="t", xaxis="size",
+                              yaxis="MB/s")
+    assert list(dict.fromkeys(t.name for t in fig.data)) == ["1", "4", "16", "64"]
+    raw = go.Figure([go.Scatter(x=[1, 2], y=[1, 2], name=f"{t} threads") for t in (16, 4, 64, 1)])
+    d = shown(raw)
+    assert sorted(d["data"], key=lambda t: t["legendrank"])[0]["name"] == "1 threads"
+    assert [t["name"] for t in sorted(d["data"], key=lambda t: t["legendrank"])][-1] == "64 threads"
+    words = shown(go.Figure([go.Scatter(x=[1], y=[1], name=n) for n in ("pinned", "pageable")]))
+    assert all("legendrank" not in t for t in words["data"])   # names without numbers keep their order
+    cats = shown(go.Figure(go.Bar(x=["16", "4", "64", "1"], y=[1, 2, 3, 4])))
+    assert cats["layout"]["xaxis"]["categoryarray"] == ["1", "4", "16", "64"]
+
+
+@pytest.mark.parametrize("helper", ["lines_facets", "lines_with_band", "bars_facets"])
+def test_error_bars_only_with_three_runs_or_more(helper):
+    def draw(n):
+        s = summary(n)
+        if helper == "lines_facets":
+            return charts.lines_facets(s, x="size", color="threads", facet="mode", title="t", xaxis="x", yaxis="y")
+        if helper == "lines_with_band":
+            return charts.lines_with_band(s[s["mode"] == "direct"], x="size", color="threads", title="t", xaxis="x",
+                                          yaxis="y")
+        return charts.bars_facets(s.assign(size=s["size"].astype(str)), x="size", color="threads", facet="mode",
+                                  title="t", xaxis="x", yaxis="y")
+
+    one = draw(1)
+    assert not any(t.error_y.visible for t in one.data)
+    assert "one run" in one.layout.yaxis.title.text and "bars" not in one.layout.yaxis.title.text
+    assert all("none (one run)" in t.customdata[0] if isinstance(t.customdata[0], str) else
+               "none (one run)" in t.customdata[0][1] for t in one.data)
+    two = draw(2)
+    assert not any(t.error_y.visible for t in two.data) and "no error bars" in two.layout.yaxis.title.text
+    five = draw(5)
+    assert all(t.error_y.visible and None not in t.error_y.array for t in five.data)
+    assert "min–max over 5 runs" in five.layout.yaxis.title.text
+    text = str(five.to_dict())
+    assert "std" not in text and "± " not in text
+
+
+def test_long_category_labels_turn_bars_horizontal_or_wrap():
+    rungs = ["one GPU, no DDP", "+ gradient_as_bucket_view, bucket_cap_mb=100", "+ PowerSGD"]
+    s = pd.DataFrame({"step": rungs, "label": "2 GPUs", "mean": [9.5, 9.1, 8.2], "min": 8.0, "max": 10.0, "n": 5})
+    fig = charts.bars_facets(s, x="step", color="label", facet=None, title="t", xaxis="rung", yaxis="steps/s")
+    fig.add_hline(y=9.0)
+    d = shown(fig)
+    bar = d["data"][0]
+    assert bar["orientation"] == "h" and list(bar["y"]) == rungs and "error_x" in bar
+    assert "%{y}" in bar["hovertemplate"] and "%{x:" in bar["hovertemplate"]
+    assert d["layout"]["yaxis"]["title"]["text"] == "rung" and "steps/s" in d["layout"]["xaxis"]["title"]["text"]
+    assert d["layout"]["yaxis"]["autorange"] == "reversed"   # the first rung on top
+    assert all("<br>" in t or len(t) <= 28 for t in d["layout"]["yaxis"]["ticktext"])
+    line = d["layout"]["shapes"][0]
+    assert line["xref"] == "x" and line["x0"] == line["x1"] == 9.0   # the reference line turned with the bars
+    short = shown(charts.bars_facets(s.assign(step=["a", "b", "c"]), x="step", color="label", facet=None, title="t",
+                                     xaxis="rung", yaxis="steps/s"))
+    assert short["data"][0].get("orientation") in (None, "v")
+    two = charts.bars_facets(pd.concat([s.assign(path="NVLink"), s.assign(path="PCIe")]), x="step", color="label",
+                             facet="path", title="t", xaxis="rung", yaxis="steps/s")
+    d = shown(two)
+    assert all(t.get("orientation") in (None, "v") for t in d["data"])
+    axis = d["layout"]["xaxis"]
+    assert axis["tickangle"] == 0 and any("<br>" in t for t in axis["ticktext"])
+
+
+def test_title_sits_above_the_plot_and_long_axis_titles_wrap():
+    fig = charts.lines_facets(summary(5), x="size", color="threads", facet="mode", title="A chart", xaxis="size",
+                              yaxis="milliseconds per image of each operation (point: mean of the runs, log scale)")
+    d = shown(fig)
+    title = d["layout"]["title"]
+    assert title["automargin"] and title["yref"] == "paper" and title["yanchor"] == "bottom"
+    assert title["pad"]["b"] >= 22   # clear of the subplot titles ("mode: buffered") drawn above the panels
+    assert "<br>" in d["layout"]["yaxis"]["title"]["text"]
+    assert all(d["layout"][k]["automargin"] for k in d["layout"] if k.startswith(("xaxis", "yaxis")))
+    plain = shown(go.Figure(go.Scatter(x=[1, 2], y=[1, 2]), layout=dict(title="t")))
+    assert plain["layout"]["title"]["pad"]["b"] == 10
+    noted = shown(go.Figure(go.Scatter(x=[1, 2], y=[1, 2]), layout=dict(title="Data wait<br><sup>bars: p10–p90</sup>")))
+    assert noted["layout"]["title"]["text"] == "Data wait"   # plotly would draw the second line into the plot
+    assert noted["layout"]["title"]["subtitle"]["text"] == "bars: p10–p90"
+
+
+def test_hbars_log_axis_or_leave_out_for_one_value_off_the_scale():
+    rows = pd.DataFrame({"label": ["O_DIRECT → pinned", "page cache → pinned", "device copy"],
+                         "mean": [6.1, 2.3, 1907.0], "min": [5.9, 2.1, 1900.0], "max": [6.4, 2.5, 1911.0],
+                         "n": [3, 3, 3]})
+    log = charts.hbars(rows, title="File to GPU memory", xaxis="GB/s", unit="GB/s")
+    assert log.layout.xaxis.type == "log" and log.data[0].type == "scatter"   # dots: no bar length on a log axis
+    assert "log scale" in log.layout.xaxis.title.text and "min–max over 3 runs" in log.layout.xaxis.title.text
+    linear = charts.hbars(rows, title="File to GPU memory", xaxis="GB/s", unit="GB/s", log_x=False,
+                          leave_out=["device copy"])
+    assert linear.layout.xaxis.type == "linear" and linear.data[0].type == "bar"
+    assert "device copy" not in list(linear.data[0].y) and "not drawn: device copy, 1,907 GB/s" in \
+        linear.layout.title.text
+    assert list(linear.data[0].y)[-1] == "O_DIRECT → pinned"   # the fastest on top (plotly draws upwards)
+
+
+def test_size_ticks_thin_out_when_labels_would_collide():
+    sizes = [2 ** k for k in range(10, 31)]
+    fig = charts.size_ticks(go.Figure(go.Scatter(x=sizes, y=sizes)).update_xaxes(type="log"), sizes)
+    assert len(fig.layout.xaxis.tickvals) < len(sizes) and fig.layout.xaxis.ticktext[0] == "1 KiB"
+    few = charts.size_ticks(go.Figure(go.Scatter(x=sizes[:4], y=sizes[:4])), sizes[:4])
+    assert len(few.layout.xaxis.tickvals) == 4

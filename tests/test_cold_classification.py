@@ -1,0 +1,77 @@
+"""One rule for what "cold" means in a run (datajourney.chapters.common.cold_verdict): a band around the
+flash floor where the answer is "cannot tell", chapter 2's check used by the other chapters of the same
+run, and chapters 2 and 3 naming the same data alike."""
+import pandas as pd
+import pytest
+
+from datajourney.chapters import common
+from datajourney.chapters.c02_random_vs_sequential import page as page2
+from datajourney.chapters.c03_dataloader import page as page3
+from datajourney.core.results import Result
+
+
+def _latency(medians):
+    rows = []
+    for run, m in enumerate(medians):
+        for series, f in (("O_DIRECT, first pass", 1.0), ("O_DIRECT, second pass", 1.0), ("page cache (warm)", 0.05)):
+            rows.append(dict(series=series, run=run, reads=1000, request_bytes=4096, p10_us=0.9 * m * f,
+                             p50_us=m * f, p90_us=1.2 * m * f, p99_us=2 * m * f, max_us=9 * m * f, error=None))
+    return pd.DataFrame(rows)
+
+
+def _result(chapter, medians, hypervisor=True, run_id="run-a"):
+    return Result(chapter, run_id, {}, {"cpu": {"hypervisor": hypervisor}}, {"latency": _latency(medians)})
+
+
+def test_medians_straddling_the_floor_cannot_tell():
+    # one run just above the floor, the others just below: the old bare threshold said guest-cold
+    r = _result(common.STORAGE_CHAPTER, [34.2, 40.3, 36.0])
+    v = common.cold_verdict(r)
+    assert v.state == "undecided"
+    assert common.cold_label(r) == common.UNDECIDED_LABEL == "cold (device or host cache: cannot tell)"
+    assert common.guest_cold(r) is None
+    assert "cannot tell" in v.sentence()
+
+
+def test_clearly_below_is_guest_cold_and_clearly_above_is_the_device():
+    low = _result(common.STORAGE_CHAPTER, [22.0, 25.7, 24.2])
+    assert common.cold_verdict(low).state == "cache" and common.cold_label(low) == "guest-cold"
+    assert common.guest_cold(low) is True
+    high = _result(common.STORAGE_CHAPTER, [68.0, 72.0, 60.0])
+    assert common.cold_verdict(high).state == "device" and common.cold_label(high) == "cold"
+    assert common.guest_cold(high) is False
+    bare = _result(common.STORAGE_CHAPTER, [15.0], hypervisor=False)   # fast, but no virtual machine
+    assert common.cold_verdict(bare).state == "cache" and common.cold_label(bare) == "cold"
+
+
+@pytest.mark.parametrize("medians", [[24.0, 26.0], [38.0, 41.0, 44.0], [70.0, 80.0]])
+def test_chapters_2_and_3_label_the_same_data_the_same_way(medians):
+    r2 = _result(common.STORAGE_CHAPTER, medians)
+    r3 = _result("03_dataloader", medians)
+    assert common.cold_label(r2) == common.cold_label(r3)
+    rule = common.cold_verdict(r2).sentence(head=False)
+    assert rule in page2.latency_note(r2) and rule in page3.latency_note(r3)
+
+
+def test_chapter_3_follows_chapter_2_of_the_same_run(tmp_path):
+    """Chapter 3's own check fell inside the band; chapter 2's, in the same run, clearly below it: chapter 3
+    uses chapter 2's and says so. A chapter 2 result of another run is not used."""
+    r2 = _result(common.STORAGE_CHAPTER, [22.0, 23.0, 24.0])
+    r2.save(tmp_path)
+    r3 = _result("03_dataloader", [68.0, 40.0])
+    r3.save(tmp_path)
+    v = common.cold_verdict(r3)
+    assert v.state == "cache" and v.source.startswith("chapter 2") and common.cold_label(r3) == "guest-cold"
+    assert "chapter 2's latency check in this run" in page3.latency_note(r3)
+    other = _result("03_dataloader", [68.0, 40.0], run_id="run-b")
+    other.save(tmp_path / "b")
+    (tmp_path / "b" / f"{common.STORAGE_CHAPTER}.json").write_bytes((tmp_path / f"{common.STORAGE_CHAPTER}.json")
+                                                                     .read_bytes())
+    assert common.cold_verdict(other).source == "this chapter's latency check"
+    assert common.cold_label(other) == common.UNDECIDED_LABEL
+
+
+def test_ranges_need_three_runs():
+    assert common.over_runs(10.6, 12.4, 2) == "2 runs" and common.runs_interval(10.6, 12.4, 2) is None
+    assert common.over_runs(10.6, 12.4, 3) == "10.6–12.4× over 3 runs"
+    assert common.runs_interval(10.6, 12.4, 3) == (10.6, 12.4)

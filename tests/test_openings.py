@@ -1,0 +1,59 @@
+"""Every chapter opens with at most three one-sentence findings and "What to do", computed from the
+run: checked on the committed reference results, on reversed data, and in the notebooks."""
+import re
+
+import nbformat
+import pytest
+
+from datajourney.chapters import registry
+from datajourney.core import findings as fx
+from datajourney.core import results
+
+MEASURING = [c for c in registry.available() if c.measures]
+ONE_SENTENCE = re.compile(r"[.!?]\*{0,2}\s+\*{0,2}[A-Z]")   # a second sentence starts after an end mark
+
+
+def _opening(ch):
+    import importlib
+
+    return importlib.import_module(ch.page).opening
+
+
+@pytest.mark.parametrize("ch", MEASURING, ids=lambda c: c.name)
+def test_opening_of_the_reference_run_is_short(ch):
+    op = _opening(ch)(results.load_reference(ch.name))
+    assert 1 <= len(op.findings) <= fx.OPENING_FINDINGS, ch.name
+    for f in op.findings:
+        assert fx.words(f.text) <= fx.OPENING_WORDS, (ch.name, fx.words(f.text), f.text)
+        assert not ONE_SENTENCE.search(f.text), (ch.name, "more than one sentence", f.text)
+        assert f.value is not None, (ch.name, f.key)
+    assert 1 <= len(op.actions) <= 3, ch.name
+    for a in op.actions:
+        assert a.text and fx.words(a.text) <= 60, (ch.name, a.text)
+
+
+@pytest.mark.parametrize("ch", MEASURING, ids=lambda c: c.name)
+def test_notebook_opens_with_the_opening_and_folds_its_parameters(ch):
+    nb = nbformat.read(ch.notebook, as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    setup = next(i for i, s in enumerate(code) if re.search(r"^res = ", s, re.M))
+    shown = next(i for i, s in enumerate(code) if "opening.show(page.opening" in s)
+    assert shown == setup + 1, f"{ch.name}: the opening is not the first thing the page shows"
+    assert code[-1].strip() == "report.parameters(res, folded=True)", ch.name
+
+
+def test_chapter_2_opening_follows_reversed_data():
+    """Swap the two layouts' measurements: the cold finding turns from faster to slower and the advice
+    from "use shards" to "keep the layout"."""
+    from datajourney.chapters.c02_random_vs_sequential import page
+
+    ref = results.load_reference("02_random_vs_sequential")
+    op = page.opening(ref)
+    assert "faster than" in op.findings[0].text and "shards" in op.actions[0].text
+    h = ref.table("headline").copy()
+    h["pattern"] = h["pattern"].map({"random": "sequential", "sequential": "random"})
+    rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, {**ref.tables, "headline": h},
+                         ref.metadata)
+    op = page.opening(rev)
+    assert "slower than" in op.findings[0].text and op.findings[0].value < 1
+    assert "Keep the layout" in op.actions[0].text

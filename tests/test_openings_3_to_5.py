@@ -1,0 +1,72 @@
+"""Chapters 3, 4 and 5 open with findings and advice that follow the data: flip the measured comparison in
+a copy of the reference result and the direction word and the action flip with it."""
+from datajourney.core import results
+
+
+def _with(ref, **tables):
+    return results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, {**ref.tables, **tables},
+                          ref.metadata)
+
+
+def test_chapter_3_opening_follows_reversed_data():
+    """Swap the small files and the in-order shard: the shard turns from faster to slower and the advice
+    from "store the samples in a shard" to "keep one file per sample"."""
+    from datajourney.chapters.c03_dataloader import page
+
+    ref = results.load_reference("03_dataloader")
+    op = page.opening(ref)
+    assert "faster than" in op.findings[0].text and op.findings[0].value > 1
+    assert op.actions[-1].text.startswith("Store the samples in a shard")
+    assert "num_workers=16" in op.actions[0].snippet
+    e = ref.table("epochs").copy()
+    e["kind"] = e["kind"].map({"small_files": "shard_in_order", "shard_in_order": "small_files"}).fillna(e["kind"])
+    op = page.opening(_with(ref, epochs=e))
+    assert "slower than" in op.findings[0].text and op.findings[0].value < 1
+    assert op.actions[-1].text.startswith("Keep one file per sample")
+
+
+def test_chapter_3_prints_no_range_from_two_runs():
+    from datajourney.chapters.c03_dataloader import page
+
+    ref = results.load_reference("03_dataloader")
+    f = next(f for f in page.findings(ref) if f.key == "published_w0")
+    assert ref.parameters["runs"] == 2 and f.interval is None and "(2 runs)" in f.text
+
+
+def test_chapter_4_opening_follows_reversed_data():
+    """Swap the epoch-boundary runs with and without persistent workers: "saved" turns to "cost" and the
+    advice to leave them off, without the argument in the snippet."""
+    from datajourney.chapters.c04_cpu_starvation import page
+
+    ref = results.load_reference("04_cpu_starvation")
+    op = page.opening(ref)
+    assert "saved" in op.findings[2].text and op.findings[2].value > 0
+    assert "persistent_workers=True" in op.actions[0].snippet and op.actions[1].text.startswith("Set")
+    eb = ref.table("epoch_boundary").copy()
+    eb["persistent_workers"] = ~eb["persistent_workers"].astype(bool)
+    op = page.opening(_with(ref, epoch_boundary=eb))
+    assert "cost" in op.findings[2].text and op.findings[2].value < 0
+    assert "persistent_workers" not in op.actions[0].snippet
+    assert op.actions[1].text.startswith("Leave `persistent_workers` off")
+
+
+def test_chapter_5_opening_follows_reversed_data():
+    """Give padding to the context the packed layout's time and the reverse: "less time" turns to "more"
+    and the advice from packing to keeping the padding."""
+    from datajourney.chapters.c05_padding_tax import page
+
+    ref = results.load_reference("05_padding_tax")
+    op = page.opening(ref)
+    cost = next(f for f in op.findings if f.key == "measured_cost")
+    assert "less** time" in cost.text and op.actions[0].text.startswith("Pack samples")
+    c = ref.table("cost").copy().set_index("strategy")
+    cols = ["seconds", "seconds_low", "seconds_high"]
+    slow = c.loc["pad_to_context", cols].to_numpy()
+    for s in c.index:
+        if s != "pad_to_context":
+            c.loc[s, cols] = slow * 3
+    c.loc["pad_to_context", cols] = ref.table("cost").set_index("strategy").loc["greedy_pack", cols].to_numpy()
+    op = page.opening(_with(ref, cost=c.reset_index()))
+    cost = next(f for f in op.findings if f.key == "measured_cost")
+    assert "more** time" in cost.text and cost.value < 1
+    assert op.actions[0].text.startswith("Keep padding to the context") and op.actions[0].snippet is None
