@@ -220,6 +220,7 @@ INSPECT = r"""async ([rawTable, reprs]) => {
     const title = pick('.gtitle');
     const axisTitles = pick('text').filter(e => /^[xy]\d*title$/.test(e.getAttribute('class') || ''));
     const notes = pick('.annotation-text');
+    const legend = pick('.legendtext');
     const areas = [...plot.querySelectorAll('.nsewdrag')].map(R);
     const ticks = pick('g[class$="tick"] > text').filter(e => /^[xy]\d*tick$/.test(e.parentNode.getAttribute('class')));
     for (const t of [...title, ...axisTitles, ...notes, ...ticks]) {
@@ -237,6 +238,9 @@ INSPECT = r"""async ([rawTable, reprs]) => {
       for (const o of [...axisTitles.slice(k + 1), ...ticks])
         if (hit(R(t), R(o))) charts.push(`${label}: axis title ${name(t)} overlaps ${name(o)}`);
     });
+    for (const t of legend)
+      for (const o of [...axisTitles, ...ticks])
+        if (hit(R(t), R(o))) charts.push(`${label}: legend entry ${name(t)} overlaps ${name(o)}`);
     const groups = new Map();
     for (const t of ticks) {
       const key = (t.closest('.subplot')?.getAttribute('class') || '') + ' ' + t.parentNode.getAttribute('class');

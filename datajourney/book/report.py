@@ -30,8 +30,10 @@ _TABLE_STYLE = [
 
 
 def say(text: str) -> None:
-    """Show Markdown that was built from results (numbers and directions computed)."""
-    display(Markdown(text))
+    """Show Markdown that was built from results (numbers and directions computed); nothing when it is
+    empty (an empty Markdown output shows in the book as its repr, "<IPython.core.display.Markdown object>")."""
+    if text and str(text).strip():
+        display(Markdown(text))
 
 
 def escape(value) -> str:

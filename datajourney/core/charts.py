@@ -49,6 +49,7 @@ def tidy(fig_dict: dict) -> dict:
     if len({t.get("legendgroup") or t.get("name") for t in shown}) <= 1 and "showlegend" not in layout:
         layout["showlegend"] = False
     _plain_formats(fig_dict)
+    _legend_below(fig_dict)
     _legend_order(data)
     _long_categories(fig_dict)
     _crowded_categories(fig_dict)
@@ -70,7 +71,7 @@ def tidy(fig_dict: dict) -> dict:
         elif axis.get("type") in (None, "linear", "-") and numbers and (
                 name[0] in counts or all(v.is_integer() for v in numbers)):
             _integer_ticks(axis, numbers)
-    _wrap_axis_titles(layout)
+    _wrap_axis_titles(layout, _plot_px(fig_dict))
     _title_above(layout)
     return fig_dict
 
@@ -92,6 +93,37 @@ def count_axis(fig: go.Figure, axis: str = "x") -> go.Figure:
     meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
     fig.update_layout(meta={**meta, _COUNT_KEY: sorted({*meta.get(_COUNT_KEY, []), axis})})
     return fig
+
+
+def _legend_below(fig_dict: dict) -> None:
+    """A legend on the right whose names are long (over :data:`_LEGEND_CHARS`) goes below the plot, across:
+    beside it, it would leave the plot a sliver."""
+    layout = fig_dict["layout"]
+    legend = layout.get("legend") or {}
+    if layout.get("showlegend") is False or legend.get("orientation") == "h" or "x" in legend or "y" in legend:
+        return
+    names = [_visible(t["name"]) for t in fig_dict.get("data", []) if t.get("name")
+             and t.get("showlegend", True) is not False]
+    if names and max(map(len, names)) > _LEGEND_CHARS:
+        layout["legend"] = {**legend, "orientation": "h", "yanchor": "top", "y": -0.25, "x": 0}
+
+
+#: Legend names longer than this move the legend below the plot.
+_LEGEND_CHARS = 24
+
+
+def _plot_px(fig_dict: dict) -> float:
+    """Rough width of the plot area: the text column less the y axis's tick labels and a legend on the right."""
+    layout, data = fig_dict["layout"], fig_dict.get("data", [])
+    labels = (layout.get("yaxis") or {}).get("ticktext") or [v for t in data for v in _plain(t.get("y"))
+                                                             if isinstance(v, str)]
+    widest = max((len(line) for c in labels for line in _visible(re.sub(r"<br\s*/?>", "\n", str(c))).split("\n")),
+                 default=6)
+    right = 0
+    if layout.get("showlegend") is not False and (layout.get("legend") or {}).get("orientation") != "h":
+        names = [_visible(t["name"]) for t in data if t.get("name") and t.get("showlegend", True) is not False]
+        right = max(map(len, names)) * _CHAR_PX + 60 if names else 0
+    return max(200.0, _COLUMN_PX - max(widest, 6) * _CHAR_PX - 50 - right)
 
 
 def _axis_names(fig_dict: dict) -> list[str]:
@@ -236,9 +268,9 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float]) -> Non
                 t["hovertemplate"] = _unlog(t["hovertemplate"])
         return
     if axis.get("tickmode") == "array" or "tickvals" in axis:
-        return
+        return _thin_ticks(axis, name, values, _plot_px(fig_dict))
     lo_d, hi_d = axis.get("domain") or (0, 1)
-    px = (_PLOT_PX if name[0] == "x" else (fig_dict["layout"].get("height") or 450) - 150) * (hi_d - lo_d)
+    px = (_plot_px(fig_dict) if name[0] == "x" else (fig_dict["layout"].get("height") or 450) - 150) * (hi_d - lo_d)
     label = (len(tick_text(hi)) * _CHAR_PX + 14) if name[0] == "x" else 20
     per_decade = px / (math.log10(hi / lo) + 0.5)
     steps = (1, 2, 5) if per_decade >= 3 * label else (1,)
@@ -249,6 +281,28 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float]) -> Non
         axis.pop(key, None)
     axis.update(tickmode="array", tickvals=vals, ticktext=[tick_text(v) for v in vals])
     axis.setdefault("minor", {"showgrid": False})
+
+
+def _thin_ticks(axis: dict, name: str, values: list[float], plot_px: float) -> None:
+    """Given tick labels (``tickvals``/``ticktext``) on an x axis, every one that would touch the one
+    before it left out (at a log axis's positions): sizes from 4 KiB to 1 GiB or rates up to 10⁹ do not fit
+    a narrow plot side by side."""
+    vals, text = list(axis.get("tickvals") or []), list(axis.get("ticktext") or [])
+    if name[0] != "x" or len(vals) < 3 or len(text) != len(vals) or not all(
+            isinstance(v, numbers_.Real) and v > 0 for v in vals):
+        return
+    lo, hi = min([*values, *vals]), max([*values, *vals])
+    if hi <= lo:
+        return
+    lo_d, hi_d = axis.get("domain") or (0, 1)
+    px = plot_px * (hi_d - lo_d) / math.log10(hi / lo * 1.3)
+    keep, last = [], None
+    for v, t in sorted(zip(vals, text, strict=True)):
+        here = math.log10(v) * px
+        if last is None or here - last[0] >= (len(_visible(t)) + last[1]) / 2 * _CHAR_PX + 12:
+            keep.append((v, t))
+            last = (here, len(_visible(t)))
+    axis.update(tickvals=[v for v, _ in keep], ticktext=[t for _, t in keep])
 
 
 #: The smallest range (largest ÷ smallest value) that an axis needs before it is drawn on a log scale.
@@ -269,7 +323,7 @@ def _visible(text: str) -> str:
     return re.sub(r"<[^>]+>", "", str(text))
 
 
-def _wrap_axis_titles(layout: dict) -> None:
+def _wrap_axis_titles(layout: dict, plot_px: float) -> None:
     """Axis titles longer than their axis break onto more lines: a y title taller than the plot would
     run into the chart's title."""
     height = layout.get("height") or 450
@@ -282,7 +336,7 @@ def _wrap_axis_titles(layout: dict) -> None:
         if not isinstance(text, str) or not text:
             continue
         lo, hi = axis.get("domain") or (0, 1)
-        px = (height - 150) * (hi - lo) if key[0] == "y" else _PLOT_PX * (hi - lo)
+        px = (height - 220) * (hi - lo) if key[0] == "y" else (plot_px - 40) * (hi - lo)
         width = int(max(px, 120) / _CHAR_PX)
         if any(len(_visible(line)) > width for line in re.split(r"<br\s*/?>", text)):
             axis["title"] = {**title, "text": _wrap(text, width)}
@@ -384,7 +438,7 @@ def _long_categories(fig_dict: dict) -> None:
         if not on:
             continue
         lo, hi = layout.get(name, {}).get("domain") or (0, 1)
-        width = int(_PLOT_PX * (hi - lo) / len(on) / _CHAR_PX) - 1
+        width = int(_plot_px(fig_dict) * (hi - lo) / len(on) / _CHAR_PX) - 1
         layout.setdefault(name, {}).update(tickmode="array", tickvals=on, ticktext=[_wrap(c, width) for c in on],
                                            tickangle=0)
 
@@ -403,7 +457,7 @@ def _crowded_categories(fig_dict: dict) -> None:
             continue
         lo, hi = axis.get("domain") or (0, 1)
         widest = max(len(line) for c in on for line in _visible(re.sub(r"<br\s*/?>", "\n", c)).split("\n"))
-        if len(on) * (widest * _CHAR_PX + 8) > _PLOT_PX * (hi - lo):
+        if len(on) * (widest * _CHAR_PX + 8) > _plot_px(fig_dict) * (hi - lo):
             layout.setdefault(name, {})["tickangle"] = -90
 
 
@@ -768,8 +822,9 @@ def _format_facets(summary: pd.DataFrame):
 
     fmts = list(dict.fromkeys(summary["format"]))
     names = {"imagefolder": "ImageFolder (one file per image)", "mds": "MDS shards"}
-    fig = make_subplots(rows=1, cols=len(fmts), shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=[names.get(f, f) for f in fmts])
+    fig = make_subplots(rows=len(fmts), cols=1, vertical_spacing=0.16 if len(fmts) > 1 else 0.1,
+                        subplot_titles=[names.get(f, f) for f in fmts])   # one above the other: the scenarios'
+    fig.update_layout(height=160 + 300 * len(fmts))                      # labels get the column's width
     return fig, fmts
 
 
@@ -825,7 +880,7 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
                     error_y=range_bars(au, lo, hi, d["runs"]),
                     customdata=list(zip(lo, hi, d["runs"], strict=True)),
                     hovertemplate=("<b>%{x}</b><br>AU %{y:.1f}% (mean)<br>min–max %{customdata[0]:.1f}–"
-                                   "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
+                                   "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=ci, col=1)
         pc = d["pct_of_ceiling"]
         plo, phi = d.get("pct_of_ceiling_min", pc), d.get("pct_of_ceiling_max", pc)
         fig.add_bar(
@@ -841,19 +896,19 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
                 "<b>%{x}</b><br>%{y:.1f}% of its own step's ceiling (mean)<br>min–max %{customdata[0]:.1f}–"
                 "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"
             ),
-            row=1,
-            col=ci,
+            row=ci,
+            col=1,
         )
         for y, name, colour in ((100 * au_rule, f"AU rule ({100 * au_rule:.0f}%)", PALETTE[0]),
                                 (100 * keep_up, f"keeping up ({100 * keep_up:.0f}% of ceiling)", PALETTE[1])):
-            fig.add_hline(y=y, line=dict(dash="dash", color=colour, width=1.5), row=1, col=ci)
+            fig.add_hline(y=y, line=dict(dash="dash", color=colour, width=1.5), row=ci, col=1)
             if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
                 fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line=dict(dash="dash", color=colour),
-                                hoverinfo="skip", row=1, col=ci)
+                                hoverinfo="skip", row=ci, col=1)
     fig.update_layout(title=_subtitle(title, "bars: mean over runs; error bars: min–max over runs"), barmode="group",
                       legend_title_text="measure")
-    fig.update_xaxes(title_text="DataLoader workers", type="category", tickangle=0)
-    fig.update_yaxes(title_text="%", range=[0, 110], row=1, col=1)
+    fig.update_xaxes(title_text="DataLoader workers", type="category")
+    fig.update_yaxes(title_text="%", range=[0, 110])
     return fig
 
 
@@ -944,11 +999,11 @@ def stage_bars(stats: pd.DataFrame, *, title: str, batch_size: int) -> go.Figure
                                             d["runs"].tolist(), strict=True)),
                         hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{k}: %{{y:,.3f}} ms per image"
                                        "<br>%{customdata[0]:,.2f} ms per batch<br>data wait %{customdata[1]:,.2f} ms"
-                                       " per step<br>means over %{customdata[2]} runs<extra></extra>"), row=1, col=ci)
+                                       " per step<br>means over %{customdata[2]} runs<extra></extra>"), row=ci, col=1)
     fig.update_layout(title=_subtitle(title, "mean over runs of each stage"), barmode="stack",
                       legend_title_text="stage")
-    fig.update_xaxes(title_text="DataLoader workers", type="category", tickangle=0)
-    fig.update_yaxes(title_text="ms per image", row=1, col=1)
+    fig.update_xaxes(title_text="DataLoader workers", type="category")
+    fig.update_yaxes(title_text="ms per image")
     return fig
 
 
@@ -1043,7 +1098,7 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
         fig.add_annotation(xref="paper", x=1.0, xanchor="left", y=y, yref="y", text=text, showarrow=False,
                            font=dict(size=11, color="#555555"))
     fig.update_layout(title=title + (" (every row too short to judge: drawn faded)" if faded else ""),
-                      legend=dict(title_text="copy mode", orientation="h", yanchor="top", y=-0.2, x=0),
+                      legend=dict(title_text="copy mode", orientation="h", yanchor="top", y=-0.3, x=0),
                       margin=dict(r=100, b=110))
     fig.update_yaxes(title_text="overlap (%; point: median, bars: p10–p90)", row=1, col=1)
     return fig
