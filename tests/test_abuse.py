@@ -526,6 +526,13 @@ def test_a_committed_notebook_runs_top_to_bottom_with_the_readers_edits(tmp_path
     ch = chapters.lookup("2")
     copy = tmp_path / ch.notebook.name
     copy.write_bytes(ch.notebook.read_bytes())
+    committed = nbformat.read(copy, as_version=4)
+    assert not [c for c in committed.cells if "injected-parameters" in c.metadata.get("tags", [])], (
+        "a committed notebook still holds papermill's injected cell")
+    assert runner.strip_injected(copy) is False   # nothing left to strip
+    inject = nbformat.v4.new_code_cell("is_reference_run = True", metadata={"tags": ["injected-parameters"]})
+    committed.cells.insert(1, inject)   # as papermill leaves a run's notebook
+    nbformat.write(committed, copy)
     assert runner.strip_injected(copy) is True and runner.strip_injected(copy) is False
     nb = nbformat.read(copy, as_version=4)
     assert not [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
