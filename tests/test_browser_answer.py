@@ -1,7 +1,7 @@
 """Chapter 12 opens with its answer: in a 1400×1000 window, the image workload's weakest link and its
 remedy sit within the first 1,000 px of the page's content."""
 import pytest
-from test_browser import browser, server  # noqa: F401  (the built book served, and headless chromium)
+from test_browser import book_html, browser, server  # noqa: F401  (the built book served, and headless chromium)
 
 pytestmark = pytest.mark.browser
 

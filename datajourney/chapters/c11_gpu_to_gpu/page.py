@@ -695,7 +695,7 @@ def scaling_sources(res, ref) -> list[tuple[str, object]]:
 
     out, seen = [], set()
     for who, r in [("reference run" if ref is res else "this run", res), ("reference run", ref),
-                   *[("further reference run", x) for x in results.extra_references(CHAPTER)]]:
+                   *[("further reference", x) for x in results.extra_references(CHAPTER)]]:
         if r is None or r.run_id in seen or not r.metadata.get("cuda") and who != "this run":
             continue
         seen.add(r.run_id)
