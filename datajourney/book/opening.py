@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from datajourney.book import report
-from datajourney.chapters import published
 from datajourney.core import results
 from datajourney.core.findings import Opening
 
@@ -34,15 +33,7 @@ def markdown(opening: Callable[[results.Result], Opening], this: results.Result,
     theirs = None if is_reference_run else _safe(opening, ref)
     by_key = {f.key: f for f in theirs.findings} if theirs is not None else {}
     lines = [f"**{_who(this, is_reference_run)}**", ""]
-    for f in op.findings:
-        extra = []
-        r = by_key.get(f.key)
-        if r is not None and r.value is not None:
-            extra.append(f"reference host: {r.headline}")
-        fig = published.figure(this.chapter, f.published) if f.published else None
-        if fig is not None:
-            extra.append(f"published: {fig.text}")
-        lines.append(f"* {f.text}" + (f" <small>({'; '.join(extra)})</small>" if extra else ""))
+    lines += report.finding_bullets(op.findings, by_key, this.chapter, ref_label="reference host", name_source=False)
     lines += ["", "**What to do**", ""]
     for a in op.actions:
         lines.append(f"* {a.text}")
