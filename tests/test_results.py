@@ -52,7 +52,7 @@ def test_round_trip_with_nan(tmp_path):
 
 def test_load_rejects_other_files(tmp_path):
     (tmp_path / "x.json").write_text('{"schema": "other"}')
-    with pytest.raises(results.ResultError, match="not a datajourney.result/2 file.*'other'"):
+    with pytest.raises(results.ResultError, match="not a datajourney.result/3 file.*'other'"):
         results.Result.load(tmp_path / "x.json")
 
 

@@ -1,12 +1,17 @@
-"""How a chapter opens: "On this machine" (at most three one-sentence findings, each with the reference
-run's and the published figure beside it) and "What to do" (the settings this run chose, with their
-measured gain and a snippet), then the full key results folded into "How we know"."""
+"""How a chapter opens: this run's host by name (at most three one-sentence findings, each with the
+reference host's value of the same fact and the published figure beside it) and "What to do" (the
+settings this run chose, with their measured gain and a snippet), then the full key results folded
+into "How we know". A chapter's page words its facts (``page.opening(facts)``, ``page.findings(facts)``);
+the reference host's value beside a finding is the same fact of the reference result, never recomputed."""
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 
 from datajourney.book import report
-from datajourney.core import results
+from datajourney.chapters import published, registry
+from datajourney.core import phrasing, results
+from datajourney.core.facts import host_label
 from datajourney.core.findings import Opening
 
 
@@ -26,9 +31,53 @@ def _safe(fn, res):
         return None
 
 
-def markdown(opening: Callable[[results.Result], Opening], this: results.Result, ref: results.Result | None = None,
+def heading(this: results.Result, is_reference_run: bool) -> str:
+    """Who measured what follows, by host: "On this machine, a CPU-only host (2 cores)" or "On the reference
+    host, an H200 host (16 cores)"."""
+    who = "On the reference host" if is_reference_run else "On this machine"
+    return f"{who}, {host_label(this.fingerprint)}"
+
+
+def fact_bullets(findings: list, this: results.Result, ref: results.Result | None, *,
+                 is_reference_run: bool) -> list[str]:
+    """Markdown bullets of a page's findings, each with the reference host's value of the same fact
+    (and the published figure where the finding names one)."""
+    theirs = {}
+    if not is_reference_run and ref is not None:
+        rf = registry.analysed(ref).facts
+        theirs = {f.key: rf.get(f.key) for f in findings if rf.get(f.key) is not None}
+    lines = []
+    for f in findings:
+        extra = []
+        r = theirs.get(f.key)
+        if r is not None and r.number is not None:
+            extra.append(f"reference host: {phrasing.headline(r)}")
+        fig = published.figure(this.chapter, f.published) if f.published else None
+        if fig is not None:
+            extra.append(f"published: {fig.text}")
+        lines.append(f"* {f.text}" + (f" <small>({'; '.join(extra)})</small>" if extra else ""))
+    return lines
+
+
+def _page_markdown(page: types.ModuleType, this: results.Result, ref: results.Result | None,
+                   is_reference_run: bool) -> str:
+    facts = registry.analysed(this).facts
+    op = page.opening(facts)
+    lines = [f"**{heading(this, is_reference_run)}**", ""]
+    lines += fact_bullets(op.findings, this, ref, is_reference_run=is_reference_run)
+    lines += ["", "**What to do**", ""]
+    for a in op.actions:
+        lines.append(f"* {a.text}")
+        if a.snippet:
+            lines += ["", "  ```python"] + [f"  {line}" for line in a.snippet.splitlines()] + ["  ```", ""]
+    return "\n".join(lines)
+
+
+def markdown(opening, this: results.Result, ref: results.Result | None = None,
              *, is_reference_run: bool = False) -> str:
-    """The opening block as Markdown (see :func:`show`)."""
+    """The opening block as Markdown (see :func:`show`); ``opening`` is the chapter's page module."""
+    if isinstance(opening, types.ModuleType):
+        return _page_markdown(opening, this, ref, is_reference_run)
     op = opening(this)
     theirs = None if is_reference_run else _safe(opening, ref)
     by_key = {f.key: f for f in theirs.findings} if theirs is not None else {}
@@ -50,7 +99,12 @@ def show(opening: Callable[[results.Result], Opening], this: results.Result, ref
 
 def evidence(findings, this: results.Result, ref: results.Result | None = None, *,
              is_reference_run: bool = False) -> None:
-    """The chapter's full key results, folded into a "How we know" block under the opening."""
-    _, lines = report.key_result_lines(findings, this, ref, is_reference_run=is_reference_run)
+    """The chapter's full key results, folded into a "How we know" block under the opening
+    (``findings``: the chapter's page module, whose ``findings(facts)`` words them)."""
+    if isinstance(findings, types.ModuleType):
+        lines = fact_bullets(findings.findings(registry.analysed(this).facts), this, ref,
+                             is_reference_run=is_reference_run)
+    else:
+        _, lines = report.key_result_lines(findings, this, ref, is_reference_run=is_reference_run)
     report.say("<details>\n<summary>How we know: every key result of this run</summary>\n\n"
                + "\n".join(lines) + "\n\n</details>")

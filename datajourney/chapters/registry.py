@@ -1,12 +1,14 @@
 """The chapters, found from their folders: ``datajourney/chapters/cNN_slug/`` with its notebook
-``notebooks/NN_slug.ipynb``. The runner, the book and chapter 12 use this list; adding a chapter
+``notebooks/NN_slug.ipynb``. The runner, the book and the tests use this list; adding a chapter
 is one folder, one notebook and one line of ``_toc.yml``.
 
-Every chapter folder holds the same pieces (see :data:`PIECES`): ``__init__.py`` with its
-``TITLE``, ``params.py`` with its ``Params`` (the one set of defaults), ``experiment.py`` with
-``run(params)`` and ``preflight(params)``, and ``page.py`` (what its page says: ``findings(result)`` where it measures).
-A folder
-that lacks one fails with a message naming it.
+Every chapter folder holds the same pieces, one protocol (see :data:`PIECES`): ``__init__.py``
+with its ``TITLE``; ``params.py`` with ``Params`` (each parameter declared once); ``experiment.py``
+with ``CHAPTER``, ``preflight(params) -> Plan`` and ``run(params) -> Result``; ``analysis.py`` with
+``analyse(result) -> Facts`` (pure, no prose) and ``EXPORTS`` (the fact keys other pages may read);
+``page.py`` with ``opening(facts)`` and ``findings(facts)`` (it only words facts). The pieces are
+checked by their attributes (:meth:`Chapter.verify`). Chapter 12 and the front page read other
+chapters' *facts* from result files, never their modules.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ from datajourney.core.paths import REPO_ROOT
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 CHAPTER_DIR = Path(__file__).resolve().parent
 #: The files every chapter folder holds, and the names each must define.
-PIECES = {"__init__.py": ("TITLE",), "params.py": ("Params",), "experiment.py": ("CHAPTER", "run"),
-          "page.py": ()}
+PIECES = {"__init__.py": ("TITLE",), "params.py": ("Params",),
+          "experiment.py": ("CHAPTER", "run", "preflight"), "analysis.py": ("analyse", "EXPORTS"),
+          "page.py": ("opening", "findings")}
 _FOLDER = re.compile(r"^c(\d{2})_([a-z0-9_]+)$")
 
 
@@ -36,7 +39,8 @@ class Chapter:
     title: str
     #: the chapter's package, e.g. ``datajourney.chapters.c02_random_vs_sequential``
     package: str
-    #: whether its experiment checks parameters before work (chapter 1 measures nothing to check)
+    #: whether it measures anything (chapter 1 shows the machine's fingerprint only: its
+    #: ``preflight`` has nothing to check and the runner need not call it)
     measures: bool = True
 
     @property
@@ -50,9 +54,26 @@ class Chapter:
         return f"{self.package}.experiment" if self.measures else None
 
     @property
-    def page(self) -> str | None:
-        """The module that turns this chapter's result into findings, notes and tables."""
-        return f"{self.package}.page" if self.measures else None
+    def page(self) -> str:
+        """The module that words this chapter's facts: opening, findings, notes and tables."""
+        return f"{self.package}.page"
+
+    def piece(self, name: str):
+        """One of the chapter's modules (``experiment``, ``analysis``, ``page``), imported."""
+        return importlib.import_module(f"{self.package}.{name}")
+
+    def analyse(self, result):
+        """The chapter's facts for ``result`` (its ``analysis.analyse``)."""
+        return self.piece("analysis").analyse(result)
+
+    def verify(self) -> list[str]:
+        """What the chapter's modules lack of the protocol, by attribute (empty when complete)."""
+        out = []
+        for piece, names in PIECES.items():
+            mod = importlib.import_module(self.package if piece == "__init__.py"
+                                          else f"{self.package}.{piece.removesuffix('.py')}")
+            out += [f"{piece}: {n}" for n in names if not hasattr(mod, n)]
+        return out
 
     @property
     def params(self):
@@ -69,17 +90,13 @@ class Chapter:
 
 
 def missing_pieces(folder: Path) -> list[str]:
-    """What ``folder`` lacks of the chapter interface, e.g. ``['params.py', 'page.py: findings']``."""
-    out = []
-    for piece, names in PIECES.items():
-        path = folder / piece
-        if not path.is_file():
-            out.append(piece)
-            continue
-        text = path.read_text()
-        out += [f"{piece}: {n}" for n in names
-                if not re.search(rf"^(def |class )?{n}\b", text, re.M)]
-    return out
+    """The files ``folder`` lacks of the chapter protocol, e.g. ``['analysis.py']`` (the names each
+    must define are checked by attribute, :meth:`Chapter.verify`)."""
+    return [piece for piece in PIECES if not (folder / piece).is_file() and piece not in _MIGRATING]
+
+
+#: pieces being introduced across the chapters (checked once every folder has them)
+_MIGRATING = {"analysis.py"}
 
 
 def discover(root: Path = CHAPTER_DIR) -> list[Chapter]:
@@ -92,9 +109,8 @@ def discover(root: Path = CHAPTER_DIR) -> list[Chapter]:
                                f"(every chapter has: {', '.join(PIECES)})")
         number, slug = _FOLDER.match(folder.name).groups()
         package = f"{__package__}.{folder.name}"
-        title = importlib.import_module(package).TITLE
-        measures = "def preflight" in (folder / "experiment.py").read_text()
-        out.append(Chapter(int(number), slug, title, package, measures))
+        init = importlib.import_module(package)
+        out.append(Chapter(int(number), slug, init.TITLE, package, getattr(init, "MEASURES", True)))
     return out
 
 
@@ -111,20 +127,21 @@ def lookup(key: str) -> Chapter:
     raise KeyError(f"unknown chapter {key!r}; available: {names}")
 
 
-def findings(name: str, result) -> list:
-    """The key results chapter ``name``'s page computes from ``result`` (its declared interface to
-    the chapters that summarise others: 1 and 12)."""
+def findings(name: str, result) -> list:  # retired once chapter 12 reads facts
     return importlib.import_module(lookup(name).page).findings(result)
 
 
-def export(name: str, attr: str):
-    """What chapter ``name`` exports to chapter 12 in its ``hops`` module (e.g. chapter 8's
-    ``photo_decode``): chapter 12 reads other chapters' results through these, never their pages."""
-    c = lookup(name)
-    try:
-        return getattr(importlib.import_module(f"{c.package}.hops"), attr)
-    except (ModuleNotFoundError, AttributeError) as e:
-        raise ChapterError(f"chapter folder {c.package.rsplit('.', 1)[-1]} exports no {attr!r} in hops.py") from e
+def export(name: str, attr: str):  # retired once chapter 12 reads facts
+    return getattr(importlib.import_module(f"{lookup(name).package}.hops"), attr)
+
+
+def analysed(result):
+    """``result`` with its facts: as stored (schema 3), else analysed now by its chapter's ``analyse`` —
+    the one place an older result file is upgraded. The book layer calls this when it loads results
+    for pages; chapter 12 only reads the stored facts."""
+    if result is not None and result.facts is None:
+        result.facts = lookup(result.chapter).analyse(result)
+    return result
 
 
 def available() -> list[Chapter]:

@@ -261,11 +261,160 @@ def run_options(params: dict) -> dict:
 BOOK_OPTIONS = ("run_dir", "reference_host", "is_reference_run", "replay")
 
 
+# ----------------------------------------------------------------------------- declared parameters
+#: The kinds of value a parameter declared with :func:`param` takes, and how each is checked.
+KINDS = ("int", "float", "bool", "str", "choice", "int_list", "float_list", "str_list", "path", "any")
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One parameter, declared once (as fio declares an option): its kind, range, choices, unit and help.
+    The generic validator (:meth:`ChapterParams.checked`), the notebook's parameters cell
+    (:func:`parameters_cell`) and the Parameters table read it; nothing else holds a default."""
+
+    kind: str
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple = ()
+    unit: str = ""
+    #: also accepts None ("off", "auto-detect") besides the declared kind
+    optional: bool = False
+    #: a further value of another kind it accepts, e.g. "auto" for a number chosen by the run
+    also: tuple = ()
+
+    def allowed(self) -> str:
+        """The allowed values in words, for a one-line error."""
+        lo = "" if self.minimum is None else f"{self.minimum:,g}"
+        hi = "" if self.maximum is None else f"{self.maximum:,g}"
+        rng = f" from {lo} to {hi}" if lo and hi else f" >= {lo}" if lo else f" <= {hi}" if hi else ""
+        base = {"int": f"an integer{rng}", "float": f"a number{rng}", "bool": "true or false",
+                "str": "a text", "path": "a directory path",
+                "choice": "one of " + ", ".join(repr(c) for c in self.choices),
+                "int_list": f"a list of integers{rng}", "float_list": f"a list of numbers{rng}",
+                "str_list": "a list drawn from " + ", ".join(repr(c) for c in self.choices) if self.choices
+                else "a list of texts", "any": "any value"}[self.kind]
+        extra = [repr(a) for a in self.also] + (["null"] if self.optional else [])
+        return base + (" or " + " or ".join(extra) if extra else "")
+
+    def check(self, name: str, value):
+        """``value`` checked against this declaration (lists: order kept, duplicates dropped); a
+        :class:`ParameterError` naming ``name`` otherwise."""
+        if value is None and self.optional:
+            return None
+        if self.also and isinstance(value, str) and value in self.also:
+            return value
+        bad = ParameterError(name, value, self.allowed())
+
+        def in_range(v) -> bool:
+            return (self.minimum is None or v >= self.minimum) and (self.maximum is None or v <= self.maximum)
+
+        def scalar(kind, v):
+            if kind == "int":
+                if isinstance(v, bool) or not isinstance(v, int) or not in_range(v):
+                    raise bad
+            elif kind == "float":
+                import math
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not in_range(v):
+                    raise bad
+                v = float(v)
+            elif kind == "str":
+                if not isinstance(v, str) or (self.choices and v not in self.choices):
+                    raise bad
+            return v
+
+        k = self.kind
+        if k == "any":
+            return value
+        if k == "bool":
+            if not isinstance(value, bool):
+                raise bad
+            return value
+        if k == "choice":
+            if value not in self.choices:
+                raise bad
+            return value
+        if k == "path":
+            if not isinstance(value, (str, os.PathLike)) or str(value) == "" or "\x00" in str(value):
+                raise bad
+            return str(value)
+        if k.endswith("_list"):
+            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                raise bad
+            out = list(dict.fromkeys(scalar(k.removesuffix("_list"), v) for v in value))
+            if not out and self.minimum is not None and k != "str_list":
+                raise bad
+            return out
+        return scalar(k, value)
+
+
+def param(default, help: str, *, kind: str | None = None, minimum: float | None = None,
+          maximum: float | None = None, choices=(), unit: str = "", optional: bool = False, also=()):
+    """A dataclass field of a chapter's ``Params`` declared with everything known about it (see
+    :class:`Spec`). ``kind`` is inferred from the default where it can be."""
+    if kind is None:
+        kind = ("bool" if isinstance(default, bool) else "int" if isinstance(default, int)
+                else "float" if isinstance(default, float) else "choice" if choices and isinstance(default, str)
+                else "str" if isinstance(default, str)
+                else "int_list" if isinstance(default, list) and all(isinstance(v, int) for v in default) and default
+                else "str_list" if isinstance(default, list) else "any")
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {KINDS}")
+    spec = Spec(kind, help, minimum, maximum, tuple(choices), unit, optional or default is None, tuple(also))
+    if isinstance(default, (list, dict)):
+        import copy
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata={"spec": spec})
+    return dataclasses.field(default=default, metadata={"spec": spec})
+
+
+def spec_of(field: dataclasses.Field) -> Spec | None:
+    """The :class:`Spec` a field was declared with (None for a field not declared with :func:`param`)."""
+    return field.metadata.get("spec")
+
+
+def parameters_cell(params_cls) -> str:
+    """The source of a notebook's cell tagged ``parameters``, generated from ``params_cls``: every
+    parameter as a reader types it, with its help (and unit) as a comment. A test keeps each committed
+    notebook's cell equal to this; ``python -m datajourney.core.params`` rewrites them."""
+    lines = ["# Parameters (papermill): generated from the chapter's Params; every knob, its default and what it sets."]
+    for f in dataclasses.fields(params_cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        spec = spec_of(f)
+        doc = spec.help + (f" ({spec.unit})" if spec and spec.unit else "") if spec else ""
+        lines.append(f"{f.name} = {default!r}" + (f"  # {doc}" if doc else ""))
+    return "\n".join(lines)
+
+
 class ChapterParams:
     """Base of every chapter's ``Params`` dataclass (``datajourney.chapters.cNN_*.params``).
 
-    A chapter's dataclass holds the one default of each parameter; the notebook's parameters
-    cell, the profiles and ``run()`` all start from it."""
+    A chapter's dataclass declares each parameter once with :func:`param` (default, kind, range,
+    choices, unit, help); the notebook's parameters cell, the profiles and ``run()`` all start from it,
+    and :meth:`checked` is the one generic validator."""
+
+    def checked(self):
+        """A copy with every declared field checked against its :class:`Spec` (lists de-duplicated);
+        the first bad one raises :class:`ParameterError` naming it. Cross-field checks (free space,
+        memory, libraries) stay in the chapter's ``preflight``."""
+        out = {}
+        for f in dataclasses.fields(self):
+            spec = spec_of(f)
+            v = getattr(self, f.name)
+            out[f.name] = spec.check(f.name, v) if spec is not None else v
+        return dataclasses.replace(self, **out)
+
+    @classmethod
+    def specs(cls) -> dict[str, Spec]:
+        """Every declared parameter's :class:`Spec`, by name."""
+        return {f.name: spec_of(f) for f in dataclasses.fields(cls) if spec_of(f) is not None}
+
+    @classmethod
+    def coerce(cls, params):
+        """``params`` as this class: an instance as it is, a mapping of names (the runner's, a profile's)
+        with unknown names refused."""
+        if isinstance(params, cls):
+            return params
+        return cls().replace(**{k: v for k, v in dict(params).items() if k not in BOOK_OPTIONS})
 
     @classmethod
     def names(cls) -> list[str]:

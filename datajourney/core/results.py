@@ -23,13 +23,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from datajourney.core.facts import Facts
 from datajourney.core.files import write_atomic
 from datajourney.core.fingerprint import fingerprint
 from datajourney.core.paths import REFERENCE_DIR, REPO_ROOT, reference_hosts  # noqa: F401 - re-exported
 
-SCHEMA = "datajourney.result/2"
-#: Schemas :meth:`Result.load` reads (older ones are upgraded on load, see :func:`_upgrade_v1`).
-SCHEMAS = ("datajourney.result/1", SCHEMA)
+SCHEMA = "datajourney.result/3"
+#: Schemas :meth:`Result.load` reads (older ones are upgraded on load, see :func:`_upgrade_v1`; a file
+#: without facts is analysed where results are loaded for pages, :func:`datajourney.chapters.registry.analysed`).
+SCHEMAS = ("datajourney.result/1", "datajourney.result/2", SCHEMA)
 #: The largest magnitude a number in a result file may have: beyond it no measurement of this book lies
 #: (2 TB/s for a second, 10^15 bytes), so a larger one is damage or tampering.
 MAX_MAGNITUDE = 1e15
@@ -75,6 +77,8 @@ class Result:
     path: Path | None = None
     #: set when this result was replayed from another run (see :func:`replay`); never saved
     replayed_from: str | None = None
+    #: what the chapter's analysis found in it (:class:`~datajourney.core.facts.Facts`); saved as "facts"
+    facts: Facts | None = None
 
     def add(self, name: str, table: pd.DataFrame | list[dict]) -> pd.DataFrame:
         """Attach a tidy table (one row per observation) under ``name``."""
@@ -98,6 +102,7 @@ class Result:
                 "fingerprint": self.fingerprint,
                 "metadata": self.metadata,
                 "tables": {k: v.to_dict(orient="records") for k, v in self.tables.items()},
+                **({"facts": self.facts.to_dict()} if self.facts is not None else {}),
             }
         )
 
@@ -127,7 +132,18 @@ class Result:
             metadata=d.get("metadata", {}),
             created_utc=d.get("created_utc", ""),
             path=path,
+            facts=_facts(d, path),
         )
+
+
+def _facts(d: dict, path) -> Facts | None:
+    """The stored facts of a result file (None for a file written before schema 3)."""
+    if "facts" not in d:
+        return None
+    try:
+        return Facts.from_dict(d["facts"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ResultError(f"{path}: field facts is invalid: {e}") from None
 
 
 class ResultError(ValueError):
@@ -153,22 +169,23 @@ def read(path) -> dict:
         schema = d.get("schema") if isinstance(d, dict) else None
         raise ResultError(f"{path} is not a {SCHEMA} file (field 'schema' = {schema!r}; read: "
                           + ", ".join(SCHEMAS) + ")")
-    if d["schema"] == "datajourney.result/1":
+    if d["schema"] != SCHEMA:
         d = _upgrade_v1(d)
     return d
 
 
 def _upgrade_v1(d: dict) -> dict:
-    """A ``datajourney.result/1`` file as ``datajourney.result/2``. The two shapes are the same: version
-    2 says that its files pass :func:`check` when written (version 1 files are checked the same way
-    on load), so the conversion is just the version bump."""
+    """A ``datajourney.result/1`` or ``/2`` file as ``/3``. The tables are the same: version 2 says that
+    its files pass :func:`check` when written (version 1 files are checked the same way on load), version 3
+    adds the chapter's facts, which an older file lacks until it is analysed
+    (:func:`datajourney.chapters.registry.analysed`), so the conversion is the version bump."""
     return {**d, "schema": SCHEMA}
 
 
 #: Top-level fields: name -> (type, required).
 _FIELDS = {"schema": (str, True), "chapter": (str, True), "run_id": (str, True), "created_utc": (str, False),
            "parameters": (dict, True), "fingerprint": (dict, True), "metadata": (dict, False),
-           "tables": (dict, True)}
+           "tables": (dict, True), "facts": (dict, False)}
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -186,7 +203,7 @@ def check(d: dict, path) -> dict:
                 raise ResultError(f"{path}: field {name} is missing")
         elif not isinstance(d[name], kind):
             bad(name, d[name], f"a {kind.__name__} is expected")
-    for name in ("parameters", "fingerprint", "metadata"):
+    for name in ("parameters", "fingerprint", "metadata", "facts"):
         _check_numbers(d.get(name, {}), name, bad)
     for tname, rows in d["tables"].items():
         where = f"tables.{tname}"
@@ -203,7 +220,43 @@ def check(d: dict, path) -> dict:
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 \
                         and NONNEGATIVE_COLUMN.search(col):
                     bad(at, v, "a rate is never negative")
+        _check_columns(rows, where, bad)
     return d
+
+
+#: Table columns of measured amounts, by their unit: durations (``*_s``, ``*_ms``, ``*_us``, ``*_ns``,
+#: ``seconds*``), sizes (``*bytes``, ``*_kb``, ``*_mb``) and rates (:data:`NONNEGATIVE_COLUMN`). They hold
+#: numbers (or null), never true/false or text, and are never negative ...
+MEASURE_COLUMN = re.compile(r"(Bps|_per_s|^IOPS)$|(^|_)(s|ms|us|ns|seconds|bytes|kb|mb)(_|$)")
+#: ... unless the name says a difference (``added_ms``, ``d_ms``, ``delta_s``, ``gain_bytes``, ...).
+SIGNED_COLUMN = re.compile(r"^(added|d|delta|diff|change|gain|net|offset|saved|saving|excess|error)_")
+
+
+def _kind(v) -> str | None:
+    return (None if v is None else "true/false" if isinstance(v, bool) else
+            "a number" if isinstance(v, (int, float)) else "text")
+
+
+def _check_columns(rows: list, where: str, bad) -> None:
+    """Each column of a table holds one kind of value (numbers, text or true/false; null anywhere): a
+    number where the column's other rows hold true/false is no measurement (true would count as 1). A
+    column of measured amounts (:data:`MEASURE_COLUMN`) holds numbers and, unless its name says a
+    difference (:data:`SIGNED_COLUMN`), never a negative one."""
+    first: dict[str, tuple[int, str]] = {}
+    for i, row in enumerate(rows):
+        for col, v in row.items():
+            kind = _kind(v)
+            if kind is None:
+                continue
+            at = f"{where}[{i}].{col}"
+            measure = MEASURE_COLUMN.search(col) is not None
+            if measure and kind != "a number":
+                bad(at, v, f"column {col} holds a measured amount: a number or null")
+            if measure and v < 0 and not SIGNED_COLUMN.match(col):
+                bad(at, v, f"column {col} holds a measured amount (a duration, size or rate): never negative")
+            seen = first.setdefault(col, (i, kind))
+            if seen[1] != kind:
+                bad(at, v, f"column {col} holds {seen[1]} (row {seen[0]}), so here too: {kind} is no value of it")
 
 
 def _check_numbers(value, field: str, bad) -> None:

@@ -3,8 +3,23 @@ from __future__ import annotations
 
 import pandas as pd
 
-from datajourney.core import results
+from datajourney.core import phrasing, results
+from datajourney.core.facts import Facts
+from datajourney.core.findings import Finding, Opening
 from datajourney.core.fingerprint import summary
+
+
+def findings(facts: Facts) -> list[Finding]:
+    """What chapter 1 records: the machine the run had, which every other chapter's findings depend on."""
+    cores, gpus = facts.get("cores"), facts.get("gpus")
+    text = (f"This run's machine is {phrasing.text(facts.data.get('host', 'unknown'))}: "
+            f"{phrasing.value(cores)} usable cores and {phrasing.value(gpus)} GPUs.")
+    return [Finding("host", text, cores.number if cores else None, "")]
+
+
+def opening(facts: Facts) -> Opening:
+    """Chapter 1 opens with the machine; what to change is chapter 12's answer, shown below it."""
+    return Opening(findings(facts), [])
 
 
 def machine_table(this: results.Result, ref: results.Result | None, ref_label: str,

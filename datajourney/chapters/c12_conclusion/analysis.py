@@ -1,0 +1,289 @@
+"""Chapter 12's analysis: each hop's sustainable rate for three workloads, from the facts the other
+chapters exported into this chapter's result (``metadata.inputs``), and the weakest link of each.
+
+Pure and prose-free. A hop's capacity is a stated model of another chapter's measurement (for example
+"files per second = the cold random-read bandwidth at this file size ÷ the file size"), never a new
+measurement; :func:`budget` is that model as a function of the workload's inputs (the page's budget
+chart evaluates the same model in the browser). The remedy for a weakest link is the advice of the
+chapter that measured it, copied with the fact that measures its gain, so it reads the same here as there.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from datajourney.core.facts import Advice, Fact, Facts, compare
+
+CHAPTER = "12_conclusion"
+#: The chapters whose exported facts the diagnosis reads.
+SOURCES = ("02_random_vs_sequential", "03_dataloader", "04_cpu_starvation", "05_padding_tax", "06_pcie",
+           "07_full_picture", "08_threads_processes_gil", "09_reading_smarter", "10_mmap_vs_read", "11_gpu_to_gpu")
+#: Bytes of one decoded 224×224 RGB image as chapter 7's tuned recipe ships it (uint8).
+IMAGE_TENSOR_BYTES = 3 * 224 * 224
+#: MLPerf Storage's bar: a GPU counts as fed when it computes at least this share of the time.
+AU_MIN = 0.90
+#: The workloads diagnosed and the unit of their rates.
+UNITS = {"image": "images/s", "tokens": "tokens/s", "gradients": "steps/s"}
+#: Chapter 8's photo hops describe other samples than chapter 7's images: shown as a what-if, never the weakest.
+ASIDE = frozenset({"photo_cpu", "photo_loader"})
+#: The hops a host shares among all its GPUs, by workload, in groups of alternatives (the faster of a group counts).
+SHARED = {"image": {"storage": ("files", "shard"), "CPU": ("cpu",)},
+          "tokens": {"storage": ("shard", "to_gpu"), "token loader": ("token_loader",)}}
+#: The remedy for a weakest hop: the chapter that measured the fix and the keys of its advice, in order of preference.
+REMEDY = {
+    ("image", "gpu"): ("07_full_picture", ("image.num_workers",)),
+    ("image", "files"): ("02_random_vs_sequential", ("storage.layout",)),
+    ("image", "shard"): ("09_reading_smarter", ("storage.parallel_reads", "storage_to_gpu.path")),
+    ("image", "cpu"): ("08_threads_processes_gil", ("image_decode.loader",)),
+    ("image", "pcie"): ("06_pcie", ("pcie.pin_memory",)),
+    ("tokens", "gpu"): ("05_padding_tax", ("tokens.batching",)),
+    ("tokens", "token_loader"): ("10_mmap_vs_read", ("tokens.loader_mode",)),
+    ("tokens", "shard"): ("09_reading_smarter", ("storage_to_gpu.path",)),
+    ("tokens", "to_gpu"): ("09_reading_smarter", ("storage_to_gpu.path",)),
+    ("tokens", "pcie"): ("06_pcie", ("pcie.pin_memory",)),
+    ("gradients", "gpu"): ("11_gpu_to_gpu", ("ddp.path", "ddp.option")),
+    ("gradients", "allreduce"): ("11_gpu_to_gpu", ("ddp.path", "ddp.option")),
+}
+#: The checklist: (chapter, fact key). Each row shows that chapter's fact as its own analysis computed it.
+CHECKLIST = [
+    ("02_random_vs_sequential", "cold_gap"), ("02_random_vs_sequential", "cold_latency"),
+    ("03_dataloader", "published_w4"), ("03_dataloader", "first_batch"),
+    ("04_cpu_starvation", "workers_to_keep_up"), ("05_padding_tax", "all_samples"),
+    ("06_pcie", "h2d_pinned"), ("06_pcie", "cpu_overlap"),
+    ("07_full_picture", "workers4"), ("07_full_picture", "best_vs_ceiling"),
+    ("08_threads_processes_gil", "primitives"), ("08_threads_processes_gil", "end_to_end"),
+    ("08_threads_processes_gil", "cost"), ("08_threads_processes_gil", "first_batch"),
+    ("09_reading_smarter", "to_gpu"), ("09_reading_smarter", "gds"), ("09_reading_smarter", "parallel_random"),
+    ("10_mmap_vs_read", "loader_time"), ("10_mmap_vs_read", "posix_events"), ("10_mmap_vs_read", "kernel_view"),
+    ("10_mmap_vs_read", "overhead"),
+    ("11_gpu_to_gpu", "scaling_direct"), ("11_gpu_to_gpu", "host_path_collapse"), ("11_gpu_to_gpu", "allreduce_busbw"),
+]
+EXPORTS = ("image.weakest", "tokens.weakest", "gradients.weakest", "image.margin", "tokens.margin",
+           "gradients.margin", "image.gpus_fed", "tokens.gpus_fed", "hops")
+
+
+# ----------------------------------------------------------------------------- inputs
+def inputs(res) -> dict[str, Facts]:
+    """The facts each source chapter exported into this result (chapter -> Facts)."""
+    return {ch: Facts.from_dict(v["facts"]) for ch, v in (res.metadata.get("inputs") or {}).items()
+            if isinstance(v, dict) and v.get("facts")}
+
+
+def _data(found: dict[str, Facts], chapter: str, name: str):
+    f = found.get(chapter)
+    return None if f is None else f.data.get(name)
+
+
+def _loglog(x: float, xs, ys) -> float:
+    """Interpolate ``ys`` at ``x`` on log-log axes (clamped to the measured range)."""
+    xs, ys = np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float))
+    order = np.argsort(xs)
+    return float(np.exp(np.interp(math.log(x), xs[order], ys[order])))
+
+
+def _frame(records) -> pd.DataFrame | None:
+    return None if not records else pd.DataFrame(records)
+
+
+def budget(*, step_ms: float, batch_size: int, file_bytes: float, cpu_ms: float, cores: int,
+           storage: pd.DataFrame | None, pcie: pd.DataFrame | None,
+           tensor_bytes: int = IMAGE_TENSOR_BYTES) -> dict:
+    """Samples per second each hop sustains for one workload, and what the GPU asks for:
+    storage, one file per sample: cold random MB/s at ``file_bytes`` ÷ ``file_bytes`` (one reader);
+    storage, shard: cold sequential MB/s at the same request size ÷ ``file_bytes``; CPU: ``cores`` × 1000
+    ÷ ``cpu_ms``; PCIe: pinned H2D GB/s at the batch's size ÷ ``tensor_bytes``; demand: batch × 1000 ÷ step."""
+    out = {"demand": batch_size * 1000.0 / step_ms}
+    for pattern, key in (("random", "files"), ("sequential", "shard")):
+        part = None if storage is None else storage[storage["pattern"] == pattern]
+        out[key] = (None if part is None or part.empty or not file_bytes
+                    else _loglog(file_bytes, part["file_size"], part["MBps"]) * 1e6 / file_bytes)
+    out["cpu"] = cores * 1000.0 / cpu_ms if cpu_ms else None
+    out["pcie"] = (None if pcie is None or pcie.empty
+                   else _loglog(batch_size * tensor_bytes, pcie["size"], pcie["GBps"]) * 1e9 / tensor_bytes)
+    return out
+
+
+def _hop(workload, key, chapter, capacity, **numbers) -> dict:
+    return dict(workload=workload, hop=key, chapter=chapter,
+                capacity=None if capacity is None or not math.isfinite(capacity) else float(capacity), **numbers)
+
+
+def image_hops(found: dict, step_on_gpu: bool) -> list[dict]:
+    """The image workload's hops (images/s): storage (files, shard), CPU, PCIe and the step (chapter 7),
+    with chapter 8's photo hops beside them."""
+    w = _data(found, "07_full_picture", "image_workload")
+    if not w:
+        return [_hop("image", "gpu", "07_full_picture", None)]
+    storage = _frame(_data(found, "02_random_vs_sequential", "storage_curve"))
+    pcie = _frame(_data(found, "06_pcie", "pcie_curve"))
+    b = budget(step_ms=w["step_ms"], batch_size=w["batch_size"], file_bytes=w.get("file_bytes") or 0,
+               cpu_ms=w.get("cpu_ms") or 0, cores=w["cores"], storage=storage, pcie=pcie)
+    hops = [_hop("image", "files", "02_random_vs_sequential", b["files"], file_bytes=w.get("file_bytes")),
+            _hop("image", "shard", "02_random_vs_sequential", b["shard"], file_bytes=w.get("file_bytes")),
+            _hop("image", "cpu", "07_full_picture", b["cpu"], cores=w["cores"], cpu_ms=w.get("cpu_ms")),
+            _hop("image", "pcie", "06_pcie", b["pcie"], batch_size=w["batch_size"]),
+            _hop("image", "gpu", "07_full_picture", b["demand"], batch_size=w["batch_size"], step_ms=w["step_ms"],
+                 on_gpu=step_on_gpu, graphed=w.get("step_kind") == "graphed")]
+    p = _data(found, "08_threads_processes_gil", "photo_decode")
+    if p:
+        best = max((p[k] for k in ("process", "thread") if p.get(k)), key=lambda x: x["images_per_s"], default=None)
+        hops += [_hop("image", "photo_cpu", "08_threads_processes_gil", p["cores"] * 1000.0 / p["ms"],
+                      cores=p["cores"], ms=p["ms"]),
+                 _hop("image", "photo_loader", "08_threads_processes_gil",
+                      None if best is None else best["images_per_s"])]
+    return hops
+
+
+def token_hops(found: dict, step: dict | None, stated: float | None, token_bytes: int,
+               tokens_per_batch: int) -> list[dict]:
+    """The token workload's hops (tokens/s): the step's demand (measured here, or stated), storage, PCIe
+    (int64 ids), chapter 9's path to GPU memory and chapter 10's loader."""
+    demand = stated if stated is not None else (step or {}).get("tokens_per_s")
+    hops = [_hop("tokens", "gpu", CHAPTER, demand, stated=stated is not None,
+                 on_gpu=bool(step and str(step.get("device", "")).startswith("cuda")) or stated is not None)]
+    storage = _frame(_data(found, "02_random_vs_sequential", "storage_curve"))
+    seq = None if storage is None else storage[storage["pattern"] == "sequential"]
+    hops.append(_hop("tokens", "shard", "02_random_vs_sequential",
+                     None if seq is None or seq.empty else float(seq["MBps"].max()) * 1e6 / token_bytes,
+                     token_bytes=token_bytes))
+    pcie = _frame(_data(found, "06_pcie", "pcie_curve"))
+    hops.append(_hop("tokens", "pcie", "06_pcie",
+                     None if pcie is None else _loglog(tokens_per_batch * 8, pcie["size"], pcie["GBps"]) * 1e9 / 8,
+                     tokens_per_batch=tokens_per_batch))
+    g = _data(found, "09_reading_smarter", "disk_to_gpu")
+    hops.append(_hop("tokens", "to_gpu", "09_reading_smarter", None if not g else g["GBps"] * 1e9 / token_bytes,
+                     token_bytes=token_bytes))
+    t = _data(found, "10_mmap_vs_read", "token_loader")
+    hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read",
+                     None if not t else t["modes"][t["best"]]["tokens_per_s"]))
+    return hops
+
+
+def gradient_hops(found: dict) -> list[dict]:
+    """Chapter 11's model on N devices (steps/s): one device's step without DDP, and one all-reduce of the
+    step's gradients at the bandwidth measured at that size on the path DDP used, with no overlap."""
+    g = _data(found, "11_gpu_to_gpu", "gradient_exchange")
+    if not g or g.get("default") not in (g.get("paths") or {}):
+        return [_hop("gradients", "gpu", "11_gpu_to_gpu", None)]
+    d = g["paths"][g["default"]]
+    return [_hop("gradients", "gpu", "11_gpu_to_gpu", 1e3 / g["step_ms"], on_gpu=bool(g.get("cuda"))),
+            _hop("gradients", "allreduce", "11_gpu_to_gpu", 1e3 / d["allreduce_ms"], world=g["world"],
+                 grad_bytes=g["grad_bytes"], allreduce_ms=d["allreduce_ms"], busbw_GBps=d["busbw_GBps"])]
+
+
+def weakest(hops: list[dict]) -> dict | None:
+    """The hop with the smallest capacity (hops in :data:`ASIDE` left out), the next one and the margin."""
+    known = sorted((h for h in hops if h["capacity"] is not None and h["hop"] not in ASIDE),
+                   key=lambda h: h["capacity"])
+    if not any(h["hop"] != "gpu" for h in known) or not any(h["hop"] == "gpu" for h in known):
+        return None  # nothing to compare: no measured data hop, or no demand
+    first, second = known[0], (known[1] if len(known) > 1 else None)
+    return dict(key=first["hop"], chapter=first["chapter"], capacity=first["capacity"],
+                next_key=second["hop"] if second else None, next_capacity=second["capacity"] if second else None)
+
+
+def gpus_fed(workload: str, hops: list[dict]) -> dict | None:
+    """How many GPUs like this run's one the host's shared hops (:data:`SHARED`) feed with each computing at
+    least :data:`AU_MIN` of the time: ⌊the slowest shared group's rate ÷ (AU_MIN × one GPU's need)⌋."""
+    demand = next((h["capacity"] for h in hops if h["hop"] == "gpu" and h["capacity"]), None)
+    groups = {}
+    for name, keys in SHARED.get(workload, {}).items():
+        rates = [h for h in hops if h["hop"] in keys and h["capacity"] is not None]
+        if rates:
+            top = max(rates, key=lambda h: h["capacity"])
+            groups[name] = (top["capacity"], top["hop"])
+    if demand is None or not groups:
+        return None
+    need = AU_MIN * demand
+    name, (rate, hop) = min(groups.items(), key=lambda g: g[1][0])
+    return dict(gpus=int(math.floor(rate / need)), binding=name, hop=hop, rate=rate, need_per_gpu=need)
+
+
+# ----------------------------------------------------------------------------- facts
+def _copy_advice(found: dict, workload: str, key: str, facts: Facts) -> Advice | None:
+    """The source chapter's advice for a weakest hop, with the fact that measures its gain copied under
+    a chapter-qualified key (``07.<key>``), so it reads exactly as it does on that chapter's page."""
+    chapter, keys = REMEDY.get((workload, key), (None, ()))
+    src = found.get(chapter)
+    if src is None:
+        return None
+    a = next((src.advice_for(k) for k in keys if src.advice_for(k) is not None), None)
+    if a is None:
+        return None
+    prefix = chapter[:2]
+    gain = None
+    if a.gain and src.get(a.gain) is not None:
+        g = src[a.gain]
+        gain = f"{prefix}.{g.key}"
+        facts.add(Fact(**{**g.__dict__, "key": gain,
+                          "basis": f"{prefix}.{g.basis}" if g.basis else None,
+                          "of": f"{prefix}.{g.of}" if g.of else None}))
+        for k in (g.basis, g.of):
+            if k and src.get(k) is not None:
+                facts.add(Fact(**{**src[k].__dict__, "key": f"{prefix}.{k}"}))
+    return Advice(**{**a.__dict__, "key": f"{workload}.remedy", "gain": gain,
+                     "evidence": tuple(f"{prefix}.{k}" for k in a.evidence)})
+
+
+def analyse(res) -> Facts:
+    """The diagnosis as facts: per workload the demand, the weakest hop, its margin, the GPUs fed and the
+    remedy (the advice of the chapter that measured it); the hops in ``data["hops"]``."""
+    found = inputs(res)
+    p = res.parameters
+    step = res.metadata.get("token_step")
+    stated = p.get("llm_tokens_per_s")
+    w = _data(found, "07_full_picture", "image_workload") or {}
+    image_on_gpu = str(w.get("device") or "").startswith("cuda")
+    by = {"image": image_hops(found, image_on_gpu),
+          "tokens": token_hops(found, step, stated, int(p["token_bytes"]), int(p["tokens_per_batch"])),
+          "gradients": gradient_hops(found)}
+    facts = Facts(CHAPTER, exports=EXPORTS)
+    facts.data["hops"] = [h for hops in by.values() for h in hops]
+    facts.data["found"] = sorted(found)
+    facts.data["missing"] = [c for c in SOURCES if c not in found]
+    facts.data["image_workload"] = w or None
+    facts.data["padding_shares"] = _data(found, "05_padding_tax", "padding_shares")
+    facts.data["storage_curve"] = _data(found, "02_random_vs_sequential", "storage_curve")
+    facts.data["pcie_curve"] = _data(found, "06_pcie", "pcie_curve")
+    facts.data["storage_guest_cold"] = _data(found, "02_random_vs_sequential", "guest_cold")
+    facts.data["checklist"] = [dict(chapter=ch, key=k) for ch, k in CHECKLIST]
+    for ch, k in CHECKLIST:
+        f = found.get(ch, Facts(ch)).get(k)
+        if f is not None:
+            facts.add(Fact(**{**f.__dict__, "key": f"{ch[:2]}.{k}", "basis": None, "of": None}))
+    for wl, hops in by.items():
+        unit = UNITS[wl]
+        demand = next((h for h in hops if h["hop"] == "gpu"), None)
+        if demand and demand["capacity"] is not None:
+            facts.add(Fact(f"{wl}.demand", demand["capacity"], unit, "the step's need", "rate"))
+        wk = weakest(hops)
+        facts.data[f"{wl}.weakest"] = wk
+        if wk is None:
+            continue
+        facts.add(Fact(f"{wl}.weakest", wk["key"], "", "the weakest link", "choice", None))
+        facts.add(Fact(f"{wl}.weakest_rate", wk["capacity"], unit, f"hop {wk['key']}", "rate"))
+        if wk["key"] == "gpu" and wk["next_key"]:
+            facts.add(Fact(f"{wl}.next_rate", wk["next_capacity"], unit, f"hop {wk['next_key']}", "rate"))
+            facts.add(compare(f"{wl}.margin", facts[f"{wl}.next_rate"], facts[f"{wl}.demand"]))
+        elif wk["key"] != "gpu":
+            facts.add(compare(f"{wl}.margin", facts[f"{wl}.weakest_rate"], facts[f"{wl}.demand"]))
+            if wk["next_key"]:
+                facts.add(Fact(f"{wl}.next_rate", wk["next_capacity"], unit, f"hop {wk['next_key']}", "rate"))
+                facts.add(compare(f"{wl}.headroom", facts[f"{wl}.next_rate"], facts[f"{wl}.weakest_rate"]))
+        on_gpu = bool(demand and demand.get("on_gpu"))
+        fed = gpus_fed(wl, hops) if on_gpu else None
+        facts.data[f"{wl}.fed"] = fed
+        if fed is not None:
+            facts.add(Fact(f"{wl}.gpus_fed", fed["gpus"], "", f"GPUs fed at ≥ {AU_MIN:.0%} of the time",
+                           "count", "higher", setting={"binding": fed["binding"]}))
+        facts.advise(_copy_advice(found, wl, wk["key"], facts))
+    contention = (w or {}).get("contention")
+    if contention:
+        facts.add(Fact("image.step_under_load", contention.get("ratio"), "×", "the GPU step under loader load",
+                       "time", "lower"))
+    if step:
+        facts.add(Fact("token_step", step["tokens_per_s"], "tokens/s", "the timed token step", "rate",
+                       n=len(res.table("token_step")) if "token_step" in res.tables else 1))
+    return facts

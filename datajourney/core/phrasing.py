@@ -1,0 +1,138 @@
+"""The one way the book words a fact: numbers, comparisons, advice, and text from result files.
+
+Pages, the front page, chapter 12 and the command-line summary call these; none of them builds a
+comparison or an advice sentence of its own, so the same fact reads the same everywhere.
+
+Conventions (the reader's, not the author's):
+
+* a comparison is "N× faster / slower / more / less than <baseline>", its direction taken from the
+  quantity and its better-direction; the ratio printed is always ≥ 1;
+* "level with" only when both sides ran at least twice and their spreads overlap, said as such;
+* percentages only for shares; a published figure beside a finding only when it is the same metric;
+* every string that comes from a result file goes through :func:`text` or :func:`code`, so a
+  hostile string cannot end a code span or open an HTML tag.
+"""
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+
+from datajourney.core.facts import Advice, Fact, Facts
+from datajourney.core.findings import num, span
+
+#: words for a ratio above 1 and below 1, by quantity (for a time, a ratio below 1 is faster)
+_WORDS = {"rate": ("faster than", "slower than"), "time": ("slower than", "faster than"),
+          "amount": ("more than", "less than"), "count": ("more than", "fewer than"),
+          "share": ("more than", "less than")}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+# ----------------------------------------------------------------------------- strings from results
+def text(value) -> str:
+    """A string from a result file as plain Markdown text: HTML special characters escaped and Markdown
+    markup characters backslash-escaped, control characters dropped, one line."""
+    s = _CONTROL.sub("", str(value)).replace("\n", " ").replace("\r", " ")
+    s = html.escape(s, quote=True)
+    return re.sub(r"([\\`*_\[\]{}#|!~<>])", r"\\\1", s)
+
+
+def code(value) -> str:
+    """A string from a result file as an inline code span that nothing inside it can end: fenced by one
+    more backtick than its longest run of backticks, padded when it starts or ends with one; control
+    characters dropped, one line. Inside a code span Markdown renders ``<`` as text, never as a tag."""
+    s = _CONTROL.sub("", str(value)).replace("\n", " ").replace("\r", " ")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or not s.strip() else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+# ----------------------------------------------------------------------------- one fact
+def value(f: Fact | None, *, runs: bool = True) -> str:
+    """A fact's value with its unit, and its spread over the runs: "2,123 MB/s (2,050–2,200, 3 runs)"."""
+    if f is None or f.value is None:
+        return "—"
+    if f.number is None:
+        return code(f.value)
+    out = num(f.number, f.unit)
+    if runs and f.spread is not None and f.n > 1:
+        lo, hi = f.spread
+        out += f" ({span(lo, hi, f.unit if f.unit in ('×', '%') else '')}, {f.n} runs)"
+    return out
+
+
+def headline(f: Fact | None) -> str:
+    """A fact's number alone, as a table cell shows it ("5.1×", "2,123 MB/s")."""
+    if f is None or f.number is None:
+        return "—"
+    if f.is_comparison:
+        return ratio_words(f) or num(f.number, "×")
+    return num(f.number, f.unit)
+
+
+# ----------------------------------------------------------------------------- comparisons
+def ratio_words(c: Fact) -> str | None:
+    """"2.0× faster" / "1.4× less" / "level" for a comparison fact (no baseline named)."""
+    r = c.number
+    if r is None or r <= 0:
+        return None
+    if c.level:
+        return "level"
+    up, down = _WORDS.get(c.quantity, ("more than", "less than"))
+    word = up if r >= 1 else down
+    return f"{num(r if r >= 1 else 1 / r, '×')} {word.removesuffix(' than')}"
+
+
+def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, baseline: str | None = None) -> str:
+    """A comparison in the book's one phrasing: "2.0× faster than the DataLoader (16 workers)", or "level
+    with the DataLoader (16 workers): within the runs' spread, 3 runs each". ``baseline`` names the
+    baseline; else the basis fact's label (looked up in ``facts``)."""
+    base = baseline
+    if base is None and facts is not None and c.basis is not None:
+        b = facts.get(c.basis)
+        base = text(b.label) if b is not None and b.label else None
+    base = base or "the baseline"
+    r = c.number
+    if r is None or r <= 0:
+        return f"not comparable with {base} (one side did not run)"
+    if c.level:
+        return f"level with {base}: within the runs' spread, {c.n} runs each"
+    up, down = _WORDS.get(c.quantity, ("more than", "less than"))
+    return f"{num(r if r >= 1 else 1 / r, '×')} {up if r >= 1 else down} {base}"
+
+
+def beside_published(c: Fact, published_value: float | None, source: str) -> str:
+    """The published figure beside a comparison: in the same phrasing when it is the same metric
+    (``c.published`` set by the analysis), else what the published work found, in its own words."""
+    if published_value is None:
+        return ""
+    r = float(published_value)
+    up, down = _WORDS.get(c.quantity, ("more than", "less than"))
+    words = f"{num(r if r >= 1 else 1 / r, '×')} {(up if r >= 1 else down).removesuffix(' than')}"
+    return f"{source}: {words}"
+
+
+def share(fraction: float | None) -> str:
+    """A share as a percentage ("76.3%"); the only place a percentage is used."""
+    return "—" if fraction is None else num(100 * float(fraction), "%")
+
+
+# ----------------------------------------------------------------------------- advice
+def setting(knob: str, val) -> str:
+    """``knob=value`` as code, the value as a reader types it (``True``, ``8``, ``"b"``)."""
+    return code(f"{knob}={val!r}" if isinstance(val, str) else f"{knob}={val}")
+
+
+_SCOPE = {"best": "", "edge": " (the largest value measured; more may help)",
+          "only": " (the only option that ran here)"}
+
+
+def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: str | None = None) -> str:
+    """One piece of advice, the same text wherever it appears: "For ResNet-50 training from JPEG files, set
+    `num_workers=8`: 1.9× faster than `num_workers=0` (the largest value measured; more may help)."
+    ``host`` labels advice measured on another machine ("on the reference host, an H200 host: ...")."""
+    head = f"For {text(a.workload)}, set {setting(a.knob, a.value)}"
+    gain = facts.get(a.gain) if facts is not None and a.gain else None
+    body = f": {comparison(gain, facts)}" if gain is not None and gain.number is not None else ""
+    where = f"On {host}: " if host else ""
+    return f"{where}{head}{body}{_SCOPE.get(a.scope, '')}."
