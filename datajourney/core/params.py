@@ -382,7 +382,17 @@ def parameters_cell(params_cls) -> str:
         spec = spec_of(f)
         doc = spec.help + (f" ({spec.unit})" if spec and spec.unit else "") if spec else ""
         lines.append(f"{f.name} = {default!r}" + (f"  # {doc}" if doc else ""))
+    lines += [f"{name} = {value!r}  # {doc}" for name, (value, doc) in BOOK_OPTION_DOCS.items()]
     return "\n".join(lines)
+
+
+#: The book's options as every parameters cell ends with them: (default, what it sets).
+BOOK_OPTION_DOCS = {
+    "reference_host": (None, "whose committed reference run to compare with (None: the book's reference host)"),
+    "is_reference_run": (False, "set by the runner when this run becomes the reference"),
+    "run_dir": (None, "this run's directory (None: results/interactive)"),
+    "replay": (None, "a finished run directory to render instead of measuring again"),
+}
 
 
 class ChapterParams:
