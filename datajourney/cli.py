@@ -46,7 +46,10 @@ def _print_diagnosis(run_dir: Path) -> None:
 
     f = Path(run_dir) / f"{CHAPTER}.json"
     if f.is_file():
-        lines = Result.load(f).metadata.get("summary") or []
+        from datajourney.chapters.c12_conclusion.page import summary_lines
+
+        res = Result.load(f)
+        lines = summary_lines(res.facts) if res.facts is not None else []
         print("\nYour pipeline, diagnosed (chapter 12):\n" + "\n".join(f"  {line}" for line in lines))
 
 
@@ -385,9 +388,10 @@ def main(argv=None) -> int:
         a.profile = a.profile or ("full" if a.what == "verify" else "ci")
         a.out = a.out or REPO_ROOT / "data" / "benchmarks" / (
             "ci_profile.json" if a.what == "chapters" else f"verify_{a.profile}.json")
-    from datajourney.book.runner import Interrupted, RunError, missing_module
+    from datajourney.book.runner import Interrupted, RunError, absolute_data_dir_env, missing_module
     from datajourney.core.results import ResultError
 
+    absolute_data_dir_env()  # a relative $DATAJOURNEY_DATA_DIR means the directory it names from here, once
     try:
         return a.fn(a)
     except Interrupted as e:

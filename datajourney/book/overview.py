@@ -1,7 +1,8 @@
 """The book's front door: on the title page the findings that matter most, on chapter 1's page the
 pipeline map, each chapter's key number (published, reference host, this run) and chapter 12's answer,
-all computed from result files. It spans every chapter, so it sits in the book layer and reads their
-findings through the registry."""
+all worded from the facts stored in result files (a file written before facts existed is analysed by
+its chapter through the registry, the one place that happens). The reader's own run comes first,
+headed with its host; the reference host's answer follows."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,9 @@ from datajourney.chapters import published, registry
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as diagnosis_page
 from datajourney.chapters.registry import lookup
-from datajourney.core import results
+from datajourney.core import phrasing, results
 from datajourney.core.charts import PALETTE
+from datajourney.core.facts import host_label
 
 #: One key result per chapter for the front door: (chapter, finding key, what its headline measures).
 FRONT = [
@@ -22,16 +24,16 @@ FRONT = [
     ("03_dataloader", "published_w4", "the same layouts behind a DataLoader with 4 workers"),
     ("04_cpu_starvation", "workers_to_keep_up", "workers needed to keep the GPU busy"),
     ("05_padding_tax", "all_samples", "real tokens per position, packed ÷ padded"),
-    ("06_pcie", "h2d_pinned", "pinned host-to-device copy of 1 GiB"),
+    ("06_pcie", "h2d_pinned", "pinned host-to-device copy"),
     ("07_full_picture", "best_vs_ceiling", "the best ResNet-50 pipeline against the GPU's own ceiling"),
     (
         "08_threads_processes_gil",
         "end_to_end",
-        "throughput gained by a thread pipeline over the DataLoader (negative: lost)",
+        "a thread pipeline against the DataLoader, end to end",
     ),
     ("09_reading_smarter", "to_gpu", "a cold file into GPU memory through pinned buffers"),
     ("10_mmap_vs_read", "posix_events", "events a POSIX tracer sees, read() ÷ mmap"),
-    ("11_gpu_to_gpu", "scaling_direct", "per-GPU throughput lost by DDP over the direct path"),
+    ("11_gpu_to_gpu", "scaling_direct", "DDP's per-GPU throughput over the direct path against one GPU"),
 ]
 
 
@@ -43,12 +45,12 @@ def _link(chapter: str, base: str = "") -> str:
 
 
 def _finding(res: results.Result | None, chapter: str, key: str):
-    """The finding ``key`` that chapter ``chapter``'s page computes from ``res`` (None when it cannot)."""
+    """The fact ``key`` of chapter ``chapter``'s result ``res`` (None when it has none)."""
     if res is None:
         return None
     try:
-        return {f.key: f for f in registry.findings(chapter, res)}.get(key)
-    except (KeyError, ValueError, IndexError):
+        return registry.analysed(res).facts.get(key)
+    except (KeyError, ValueError, IndexError, TypeError):
         return None
 
 
@@ -57,12 +59,12 @@ def _headline(res: results.Result | None, chapter: str, key: str) -> str | None:
 
 
 def _value(f) -> str | None:
-    """A finding's headline (value, unit, range over runs), None without a value."""
-    return f.headline if f is not None and f.value is not None else None
+    """A fact's headline as every page shows it (:func:`phrasing.headline`), None without a value."""
+    return phrasing.headline(f) if f is not None and f.number is not None else None
 
 
 def _published(chapter: str, f) -> str:
-    """The published figure beside the key result ``f`` (the metric it names), else a dash."""
+    """The published figure beside the fact ``f`` (when its analysis names the same metric), else a dash."""
     fig = published.figure(chapter, f.published) if f is not None and f.published else None
     return fig.text if fig is not None else "—"
 
@@ -125,21 +127,25 @@ def hops_markdown() -> str:
     return "\n".join(rows)
 
 
-def weakest_text(res12: results.Result, who: str) -> str:
-    """Chapter 12's answer in ``res12``: each workload's weakest link, what to change and the GPUs fed."""
-    return (f"**The answer on {who}** (from {_link(diagnosis.CHAPTER)}):\n\n"
-            + "\n".join(f"* {line}" for line in diagnosis.summary_lines(res12)))
+def weakest_text(res12: results.Result, who: str, base: str = "") -> str:
+    """Chapter 12's answer in ``res12``, headed with its host: each workload's weakest link and what to
+    change, worded by chapter 12's page from its facts (the same text as there)."""
+    facts = registry.analysed(res12).facts
+    op = diagnosis_page.opening(facts)
+    lines = [f"* {f.text}" for f in op.findings] + [f"* {a.text}" for a in op.actions]
+    head = f"**{who}, {host_label(res12.fingerprint)}** (from {_link(diagnosis.CHAPTER, base)}):"
+    return head + "\n\n" + "\n".join(lines).replace("](", f"]({base}" if base else "](")
 
 
 def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> str:
     """Chapter 12's answer on the reference host and, when this run's chapter 12 result is already
     there (a re-rendered run), on this run."""
     ref12 = results.load_reference(diagnosis.CHAPTER, host)
-    parts = [weakest_text(ref12, "the reference host")] if ref12 is not None else []
     mine = None if is_reference_run else _load(this_dir, diagnosis.CHAPTER)
-    if mine is not None:
-        parts.append(weakest_text(mine, "this run"))
-    elif not is_reference_run:
+    parts = [weakest_text(mine, "Your run")] if mine is not None else []
+    if ref12 is not None:
+        parts.append(weakest_text(ref12, "The reference host"))
+    if mine is None and not is_reference_run:
         parts.append("This run's other chapters have not run yet when this page is computed: each of them "
                      f"opens with this run's key results, and {_link(diagnosis.CHAPTER)} gives this run's "
                      "answer (`./journey book` prints it at the end).")
@@ -151,25 +157,30 @@ TITLE_FINDINGS = [("02_random_vs_sequential", "cold_gap", "Storage layout"),
                   ("05_padding_tax", "all_samples", "Padding")]
 
 
-def title_markdown(host: str | None = None) -> str:
-    """The title page's five findings, computed from the committed reference results: chapter 12's
-    answer for its three workloads (one sentence each) and the two largest levers of chapters 2 and 5
-    (their key number with the published figure), each with a link to its chapter."""
+def title_markdown(host: str | None = None, run_dir=None) -> str:
+    """The title page's findings, computed from result files: the reader's own run first when the book
+    is built from one (chapter 12's answer, headed with its host), then the reference host's answer for its
+    three workloads and the two largest levers of chapters 2 and 5 (their key fact with the published
+    figure), each with a link to its chapter."""
     base = "../notebooks/"
-    lines = []
+    parts = []
+    mine = _load(run_dir, diagnosis.CHAPTER) if run_dir is not None else None
+    if mine is not None:
+        parts.append(weakest_text(mine, "Your run", base))
     ref12 = results.load_reference(diagnosis.CHAPTER, host)
+    lines = []
     if ref12 is not None:
-        for f in diagnosis_page.opening(ref12).findings:
-            lines.append(f"* {f.text} ({_link(diagnosis.CHAPTER, base)})")
+        lines.append(weakest_text(ref12, "The reference host", base))
     what = {(ch, key): w for ch, key, w in FRONT}
+    levers = []
     for ch, key, topic in TITLE_FINDINGS:
         ref = _finding(results.load_reference(ch, host), ch, key)
         value, pub = _value(ref), _published(ch, ref)
         if value is None:
             continue
-        lines.append(f"* **{topic}**: {what[(ch, key)]}: **{value}**"
-                     + (f" (published: {pub})" if pub != "—" else "") + f" ({_link(ch, base)})")
-    return "\n".join(lines)
+        levers.append(f"* **{topic}** (reference host): {what[(ch, key)]}: **{value}**"
+                      + (f" (published: {pub})" if pub != "—" else "") + f" ({_link(ch, base)})")
+    return "\n\n".join(parts + lines + (["\n".join(levers)] if levers else []))
 
 
 #: The hops of a training sample, in order, with the chapters planned to measure them.

@@ -101,7 +101,26 @@ def stage(run_dir: Path) -> Path:
     for nb in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
         mine = executed / nb.name
         shutil.copyfile(mine if mine.exists() else nb, dest / "notebooks" / nb.name)
+    _title_page_of_run(dest / "book" / "index.ipynb", run_dir)
     return dest
+
+
+def _title_page_of_run(index: Path, run_dir: Path) -> None:
+    """The staged title page opens with this run's answer: its computed cell's output is written again
+    from the run's result files (the reader's host first, the reference host beside it)."""
+    import json
+
+    from datajourney.book import overview
+
+    if not index.is_file():
+        return
+    nb = json.loads(index.read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and "overview.title_markdown" in "".join(cell["source"]):
+            cell["outputs"] = [{"output_type": "display_data", "metadata": {},
+                                "data": {"text/markdown": overview.title_markdown(run_dir=run_dir),
+                                         "text/plain": ["<IPython.core.display.Markdown object>"]}}]
+    index.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
 def build(run_dir: Path | None = None, *, strict: bool = True, path_output: Path | None = None) -> Path:

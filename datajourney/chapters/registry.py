@@ -127,14 +127,6 @@ def lookup(key: str) -> Chapter:
     raise KeyError(f"unknown chapter {key!r}; available: {names}")
 
 
-def findings(name: str, result) -> list:  # retired once chapter 12 reads facts
-    return importlib.import_module(lookup(name).page).findings(result)
-
-
-def export(name: str, attr: str):  # retired once chapter 12 reads facts
-    return getattr(importlib.import_module(f"{lookup(name).package}.hops"), attr)
-
-
 def analysed(result):
     """``result`` with its facts: as stored (schema 3), else analysed now by its chapter's ``analyse`` —
     the one place an older result file is upgraded. The book layer calls this when it loads results
