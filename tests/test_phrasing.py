@@ -1,0 +1,76 @@
+"""The one phrasing: comparisons take their direction from the data and the quantity, "level" only
+within both sides' measured spread, advice reads the same wherever it is worded, and no string from a
+result file can leave a code span or open an HTML tag."""
+import pytest
+from markdown_it import MarkdownIt
+
+from datajourney.core import phrasing
+from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+
+HOSTILE = "x` <img src=x onerror=alert(1)> `y"
+
+
+def _html(md: str) -> str:
+    return MarkdownIt("commonmark").render(md)
+
+
+def test_comparison_follows_the_data_both_ways():
+    fast, slow = measured("a", [300, 310, 305], unit="MB/s", label="the shard"), \
+        measured("b", [100, 101, 99], unit="MB/s", label="small files")
+    assert phrasing.comparison(compare("c", fast, slow)).startswith("3.0× faster than")
+    assert phrasing.comparison(compare("c", slow, fast)).startswith("3.1× slower than")
+    facts = Facts("x").add(fast, slow)
+    assert phrasing.comparison(compare("c", fast, slow), facts).endswith("faster than small files")
+
+
+@pytest.mark.parametrize("quantity,better,more,less", [("time", "lower", "slower", "faster"),
+                                                        ("amount", "lower", "more", "less")])
+def test_direction_words_come_from_the_quantity(quantity, better, more, less):
+    a = Fact("a", 2.0, "ms", "a", quantity, better)
+    b = Fact("b", 1.0, "ms", "b", quantity, better)
+    assert phrasing.comparison(compare("c", a, b), baseline="b") == f"2.0× {more} than b"
+    assert phrasing.comparison(compare("c", b, a), baseline="b") == f"2.0× {less} than b"
+
+
+def test_level_only_within_both_spreads():
+    a = measured("a", [26.0, 27.4], unit="MB/s", label="a")
+    b = measured("b", [22.0, 23.4], unit="MB/s", label="b")
+    assert not compare("c", a, b).level  # 26.7 against 22.7 MB/s with no overlap is a difference
+    c = measured("c", [22.5, 26.5], unit="MB/s", label="c")
+    assert compare("d", a, c).level
+    assert "within the runs' spread, 2 runs each" in phrasing.comparison(compare("d", a, c), baseline="c")
+    one = Fact("e", 26.0, "MB/s", "e", n=1)
+    assert not compare("f", one, c).level  # one run has no spread: never "level"
+
+
+def test_advice_is_one_text_with_its_gain_and_scope():
+    w8 = measured("w8", [900, 910], unit="images/s", label="8 workers")
+    w0 = measured("w0", [300, 310], unit="images/s", label="no workers")
+    facts = Facts("x").add(w8, w0, compare("gain", w8, w0))
+    a = Advice("image.num_workers", "num_workers", 8, "ResNet-50 training", gain="gain", scope="edge")
+    text = phrasing.advice(a, facts)
+    assert text == ("For ResNet-50 training, set `num_workers=8`: 3.0× faster than no workers "
+                    "(the largest value measured; more may help).")
+    assert phrasing.advice(a, facts) == text
+
+
+def test_hostile_strings_stay_text():
+    html = _html(f"note {phrasing.code(HOSTILE)} and {phrasing.text(HOSTILE)}")
+    assert "<img" not in html and "onerror" in html  # shown, as text
+    for s in ("`", "``x``", "a`b", " ", "<script>alert(1)</script>"):
+        assert "<script" not in _html(phrasing.code(s)) and "<script" not in _html(phrasing.text(s))
+
+
+def test_facts_round_trip_through_json():
+    f = Facts("x", exports=("a",)).add(measured("a", [1, 2, 3], unit="ms", label="a", quantity="time",
+                                               better="lower", setting={"w": 4}))
+    f.advise(Advice("k.n", "n", 4, "w", gain=None, scope="only", evidence=("a",)))
+    back = Facts.from_dict(f.to_dict())
+    assert back.facts == f.facts and back.advice == f.advice and back.exports == f.exports
+
+
+def test_a_bad_fact_is_refused():
+    with pytest.raises(ValueError, match="quantity"):
+        Fact("a", 1, quantity="speed")
+    with pytest.raises(ValueError, match="scope"):
+        Advice("a", "k", 1, "w", scope="maybe")
