@@ -1,0 +1,143 @@
+"""One fact, one value, one phrasing: the facts and advice a page shows are the ones its chapter's
+analysis computed, and wherever a second page shows them (chapter 12, its checklist, the front page, the
+command-line summary) they are the same object worded the same way. Reader text carries no Python
+literals, raw column names, e-notation or acceptance-target words, and every snippet compiles."""
+import ast
+import importlib
+import re
+
+import pytest
+
+from datajourney.chapters import registry
+from datajourney.chapters.c12_conclusion import analysis as c12
+from datajourney.chapters.c12_conclusion import experiment as diagnosis
+from datajourney.chapters.c12_conclusion import page as c12page
+from datajourney.core import phrasing, results
+
+HOSTS = results.reference_hosts()
+MEASURED = [c for c in registry.CHAPTERS if c.name != c12.CHAPTER]
+
+
+def _facts(host):
+    out = {}
+    for c in MEASURED:
+        r = results.load_reference(c.name, host)
+        if r is not None:
+            out[c.name] = registry.analysed(r).facts
+    return out
+
+
+@pytest.fixture(scope="module", params=HOSTS)
+def diagnosed(request, tmp_path_factory):
+    """The reference results of one host with their facts, and chapter 12's diagnosis of them."""
+    d = tmp_path_factory.mktemp(request.param)
+    for c in MEASURED:
+        r = results.load_reference(c.name, request.param)
+        if r is not None:
+            registry.analysed(r).save(d)
+    return request.param, _facts(request.param), diagnosis.run(run_dir=d, llm_tokens_per_s=1e6)
+
+
+def test_each_piece_of_advice_comes_from_one_chapter():
+    """A question ("how many workers for this workload?") has one answer: its advice key is given by
+    one chapter only, the one that measured that workload."""
+    for host in HOSTS:
+        owner = {}
+        for ch, facts in _facts(host).items():
+            for a in facts.advice:
+                assert owner.setdefault(a.key, ch) == ch, f"{a.key} advised by {owner[a.key]} and {ch}"
+
+
+def test_chapter_12_words_the_remedy_as_its_chapter_does(diagnosed):
+    host, found, res = diagnosed
+    for wl in c12.UNITS:
+        copy = res.facts.advice_for(f"{wl}.remedy")
+        if copy is None:
+            continue
+        src_chapter = c12.REMEDY[(wl, res.facts.data[f"{wl}.weakest"]["key"])][0]
+        src = next(a for a in found[src_chapter].advice if a.knob == copy.knob and a.workload == copy.workload)
+        assert phrasing.advice(copy, res.facts) == phrasing.advice(src, found[src_chapter]), (host, wl)
+        assert phrasing.advice(copy, res.facts) in "\n".join(a.text for a in c12page.opening(res.facts).actions)
+
+
+def test_checklist_and_front_page_show_each_chapters_own_fact(diagnosed):
+    host, found, res = diagnosed
+    for ch, key in c12.CHECKLIST:
+        if ch not in found or key not in found[ch]:
+            continue
+        mine, theirs = res.facts[f"{ch[:2]}.{key}"], found[ch][key]
+        assert mine.value == theirs.value and phrasing.headline(mine) == phrasing.headline(theirs), (host, ch, key)
+    if host == results.DEFAULT_REFERENCE_HOST:
+        from datajourney.book import overview
+
+        table = overview.front_table(host=host)
+        for (ch, key, _), shown in zip(overview.FRONT, table["reference host"]):
+            f = found.get(ch, {}).get(key) if ch in found else None
+            if f is not None and f.number is not None:
+                assert shown == phrasing.headline(f), (ch, key)
+
+
+LEAKS = {
+    "a Python literal": re.compile(r"(?<![`\w])(True|False|None)(?![`\w])"),
+    "e-notation": re.compile(r"\b\d\.\d+e[+-]\d+\b"),
+    "a raw column name": re.compile(r"\b(busbw_GBps|algbw_GBps|time_ms|images_per_s|MBps)\b"),
+    "acceptance-target wording": re.compile(r"\b(the target is|% target|target at (most|least)|: met\b)"),
+    "a byte count": re.compile(r"\b\d{1,3}(,\d{3}){2,} (bytes|B)\b"),
+}
+
+
+def _texts(host):
+    for ch, facts in _facts(host).items():
+        page = importlib.import_module(registry.lookup(ch).page)
+        op = page.opening(facts)
+        for f in [*op.findings, *page.findings(facts)]:
+            yield ch, f.text
+        for a in op.actions:
+            yield ch, a.text
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_reader_text_has_no_leaks(host):
+    for ch, text in _texts(host):
+        plain = re.sub(r"`[^`]*`", "", text)  # code spans show values as a reader types them
+        for what, pat in LEAKS.items():
+            assert not pat.search(plain), f"{host} {ch} shows {what}: {text}"
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_openings_are_short(host):
+    from datajourney.core.findings import OPENING_FINDINGS, OPENING_WORDS, words
+
+    for ch, facts in _facts(host).items():
+        op = importlib.import_module(registry.lookup(ch).page).opening(facts)
+        assert len(op.findings) <= OPENING_FINDINGS, ch
+        assert 1 <= len(op.actions) <= 3 or ch == "01_introduction", ch
+        for f in op.findings:
+            assert words(f.text) <= OPENING_WORDS + 10, (ch, f.text)
+
+
+def _snippets():
+    for host in HOSTS:
+        for ch, facts in _facts(host).items():
+            op = importlib.import_module(registry.lookup(ch).page).opening(facts)
+            for a in [*op.actions]:
+                if a.snippet:
+                    yield host, ch, a.snippet
+            for a in facts.advice:
+                if a.snippet:
+                    yield host, ch, a.snippet
+
+
+def test_every_snippet_compiles_and_imports_public_modules():
+    """What a reader copies must parse, and import nothing but public packages or the book's toolkit."""
+    seen = 0
+    for host, ch, snippet in _snippets():
+        tree = ast.parse(snippet)  # a SyntaxError fails the test with the snippet
+        seen += 1
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module] if isinstance(node, ast.ImportFrom) else [n.name for n in node.names]
+                for name in names:
+                    assert not name.startswith("datajourney.") or name.startswith("datajourney.toolkit"), \
+                        (host, ch, snippet)
+    assert seen > 0
