@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from conftest import has_nan
 
+from datajourney.chapters.c09_reading_smarter import analysis, page
 from datajourney.chapters.c09_reading_smarter import experiment as reading
-from datajourney.chapters.c09_reading_smarter import page
 from datajourney.core import results
 from datajourney.core.params import ParameterError
 
@@ -156,19 +156,17 @@ def test_path_b_falls_back_to_the_page_cache_with_the_reason(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("pb, words", [
-    (None, "predates O_DIRECT"),
-    (dict(direct=True, chunk=64 * MiB, buffers=2, note=None), "O_DIRECT reads of 64 MiB into 2 aligned buffers"),
-    (dict(direct=False, chunk=64 * MiB, buffers=2, note="this file system refused O_DIRECT (x)"), "refused O_DIRECT")])
+    (None, "buffered, 4 MiB × 2"),                    # a run before O_DIRECT: path (b) read through the page cache
+    (dict(direct=True, chunk=64 * MiB, buffers=2, note=None), "O_DIRECT, 64 MiB × 2"),
+    (dict(direct=False, chunk=64 * MiB, buffers=2, note="this file system refused O_DIRECT (x)"),
+     "buffered, 64 MiB × 2")])
 def test_path_b_setting_is_said_from_the_run(pb, words):
-    from datajourney.chapters.c09_reading_smarter import page
-    from datajourney.core import results
-
     res = results.Result.load(results.REFERENCE_DIR / "h200" / "09_reading_smarter.json")
     if pb is None:
         res.metadata["gds"].pop("path_b", None)
     else:
         res.metadata["gds"]["path_b"] = pb
-    assert words in page.path_b_setting(res) and words in page.finding_to_gpu(res).text
+    assert words in analysis.analyse(res)["path.b"].label
 
 
 # --------------------------------------------------------------------------- device counters
@@ -272,13 +270,14 @@ GOOD = dict(file_size=4 * MiB, request_sizes=[4096, MiB], threads=[1, 2], modes=
     ("path_b_buffers", 1, "path_b_buffers"),
     ("path_b_mode", "mmap", "path_b_mode"),
 ])
-def test_bad_parameters_fail_early(name, value, match):
+def test_bad_parameters_fail_early(name, value, match, tmp_path):
     with pytest.raises(ParameterError, match=match):
-        reading.check_parameters({**GOOD, name: value})
+        reading.preflight({**GOOD, name: value, "data_dir": str(tmp_path)})
 
 
-def test_unaligned_sizes_are_fine_without_odirect():
-    assert reading.check_parameters({**GOOD, "modes": ["buffered"], "request_sizes": [5000]})["request_sizes"] == [5000]
+def test_unaligned_sizes_are_fine_without_odirect(tmp_path):
+    plan = reading.preflight({**GOOD, "modes": ["buffered"], "request_sizes": [5000], "data_dir": str(tmp_path)})
+    assert plan.params.request_sizes == [5000]
 
 
 def test_too_large_a_file_fails_on_free_space(tmp_path):
@@ -312,21 +311,26 @@ def _gpu(pinned, pageable, kv, cpu_pinned=1.0, cpu_kv=2.0):
 CEIL = [dict(run=i, GBps=v) for i, v in enumerate([2.0, 2.0, 2.0])]
 
 
+def _finding(res, key):
+    return page.finding(analysis.analyse(res), key)[0]
+
+
 def test_to_gpu_finding_follows_the_share():
     good_res = _res({"gpu": _gpu([1.9, 1.95, 1.92], [1.0, 1.1, 1.0], [1.5] * 3), "ceiling": CEIL})
-    good = page.finding_to_gpu(good_res)
-    assert "next to nothing" in good.text and good.values["share"] > 0.9 and "target" not in good.text
+    good = _finding(good_res, "to_gpu")
+    assert "(b) pinned, double-buffered" in good.text and "1.04× slower than the disk alone" in good.text
+    assert "target" not in good.text
     assert "Path (a), pageable reads each copied before the next, was 1.86× slower than path (b)" in page.gpu_note(
         good_res)
     bad_res = _res({"gpu": _gpu([1.0, 1.1, 1.0], [1.9, 1.95, 1.92], [1.5] * 3), "ceiling": CEIL})
-    bad = page.finding_to_gpu(bad_res)
-    assert "next to nothing" not in bad.text and "target" not in bad.text and "51.7% (50–55.0%)" in bad.text
+    bad = _finding(bad_res, "to_gpu")
+    assert "(a) pageable + copy" in bad.text and "target" not in bad.text and "1.04× slower than" in bad.text
     assert "faster than path (b)" in page.gpu_note(bad_res)
     assert page.gpu_note(bad_res).startswith("Cold paths, fastest first: (a) pageable + copy 1.92 GB/s")
     # the slower link is the bus when the device is faster than it
     fast = _res({"gpu": _gpu([9.5] * 3, [5] * 3, [6] * 3), "ceiling": [dict(run=0, GBps=100.0)]},
                 pcie_ceiling={"available": True, "GBps": 10.0, "size": 1})
-    assert "the PCIe copy" in page.finding_to_gpu(fast).text
+    assert "1.05× slower than the pinned PCIe copy alone" in _finding(fast, "to_gpu").text
 
 
 def _sweep(rows):
@@ -386,20 +390,19 @@ def test_the_text_follows_the_chosen_setting():
     read beat it."""
     gpu = _gpu([2.2, 2.3, 2.25], [1.0] * 3, [1.5] * 3)
     res = _with_choice(SWEEP, gpu)
-    f = page.finding_to_gpu(res)
-    assert "O_DIRECT reads of 4 MiB into 2 aligned buffers; the best of the sweep's 3 settings" in f.text
+    f = _finding(res, "to_gpu")
+    assert "(b) pinned, double-buffered at O\\_DIRECT, 4 MiB × 2" in f.text
     note = page.pipeline_note(res)
     assert "Best of the sweep's 3 settings: **O_DIRECT, 4 MiB × 2 pinned buffers**" in note
     assert "Path (b) above read at this best setting" in note and "no ceiling" in note
     assert "default" not in note + f.text and "target" not in note + f.text
     assert "no measured ceiling" in page.ceilings_text(res)
-    op = page.opening(res)
-    assert any("O_DIRECT, 4 MiB × 2" in a.text and "faster than the slowest (buffered, 64 MiB × 2)" in a.text
-               for a in op.actions)
+    op = page.opening(analysis.analyse(res))
+    assert any("O_DIRECT, 4 MiB × 2'`: 2.2× faster than (a) pageable + copy" in a.text for a in op.actions)
     rev = _with_choice(_reversed(SWEEP), gpu)
-    assert "buffered reads of 64 MiB into 2 buffers" in page.finding_to_gpu(rev).text
+    assert "(b) pinned, double-buffered at buffered, 64 MiB × 2" in _finding(rev, "to_gpu").text
     assert "**buffered, 64 MiB × 2 pinned buffers**" in page.pipeline_note(rev)
-    assert any("read buffered, 64 MiB × 2" in a.text for a in page.opening(rev).actions)
+    assert any("buffered, 64 MiB × 2'`" in a.text for a in page.opening(analysis.analyse(rev)).actions)
 
 
 def test_runs_are_counted_in_words():
@@ -420,19 +423,19 @@ def test_dd_is_a_ceiling_only_where_nothing_beat_it():
 
 
 def test_no_gpu_is_said_plainly():
-    f = page.finding_to_gpu(_res({}, gpu_note="no CUDA device"))
+    f = _finding(_res({}, gpu_note="no CUDA device"), "to_gpu")
     assert f.value is None and "no CUDA device" in f.text
 
 
 def test_gds_finding_never_labels_compat_as_gds():
     r = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [2.5] * 3), "ceiling": CEIL})
-    f = page.finding_gds(r)
+    f = _finding(r, "gds")
     assert "compatibility" in f.text and "not GDS" in f.text and f.published is None and "faster than" in f.text
     assert "(more)" in page.gds_note(r)        # CPU time per GB: 2.0 vs 1.0
     assert "storage → GPU memory with GDS" not in page.key_metrics(r)
     g = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [1.5] * 3, cpu_kv=0.2), "ceiling": CEIL},
              gds={"kvikio": True, "path": "GDS", "compat_preferred": False, "gds_available": True, "nvidia_fs": True})
-    f = page.finding_gds(g)
+    f = _finding(g, "gds")
     assert "(GDS)" in f.text and "slower than" in f.text and "(less)" in page.gds_note(g)
     assert "storage → GPU memory with GDS" in page.key_metrics(g)
 
@@ -449,12 +452,12 @@ def _random(one, pool):
 
 
 def test_parallel_finding_follows_the_ratio():
-    up = page.finding_parallel(
-        _res({"random": _random([1000, 1000], [(4, [3000, 3000], 0.5), (16, [6000, 6100], 0.6)])})
-    )
-    assert "6.0× (6.0–6.1×)" in up.text and "still grew" in up.text and up.value > 4 and "target" not in up.text
+    up = _finding(_res({"random": _random([1000, 1000], [(4, [3000, 3000], 0.5), (16, [6000, 6100], 0.6)])}),
+                  "parallel_random")
+    assert "6.0× faster than one pread thread" in up.text and "still grew" in up.text
+    assert up.value > 4 and "target" not in up.text
     flat_res = _res({"random": _random([1000, 1000], [(4, [2000, 2000], 0.9), (16, [2050, 2000], 0.99)])})
-    flat = page.finding_parallel(flat_res)
+    flat = _finding(flat_res, "parallel_random")
     assert "saturates" in flat.text and "target" not in flat.text
     assert "slower than one pread thread" in page.random_note(flat_res)
 
@@ -473,22 +476,22 @@ def _ra(seq_lo, seq_hi, rnd_none, rnd_random):
 
 
 def test_readahead_finding_follows_the_data():
-    f = page.finding_readahead(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1], [1.0, 1.0])}))
-    assert "faster than with read_ahead_kb = 128" in f.text
+    f = _finding(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1], [1.0, 1.0])}), "readahead")
+    assert "faster than read\\_ahead\\_kb = 128" in f.text
     assert "(less than without)" in page.readahead_more(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1],
                                                                                 [1.0, 1.0])}))
     rev = _res({"readahead": _ra([1500, 1490], [500, 510], [1.0, 1.0], [4.0, 4.1])})
-    assert "slower than with read_ahead_kb = 128" in page.finding_readahead(rev).text
+    assert "slower than read\\_ahead\\_kb = 128" in _finding(rev, "readahead").text
     assert "(more than without)" in page.readahead_more(rev)
-    f = page.finding_readahead(_res({"readahead": _ra([1, 1], [1, 1], [1, 1], [1, 1])[4:]},
-                                    readahead_sysfs={"used": False, "note": "no permission (needs root)"}))
+    f = _finding(_res({"readahead": _ra([1, 1], [1, 1], [1, 1], [1, 1])[4:]},
+                      readahead_sysfs={"used": False, "note": "no permission (needs root)"}), "readahead")
     assert "not changed: no permission" in f.text
 
 
 def test_virtual_disk_finding_follows_the_latency():
     lat = lambda us: [dict(series="O_DIRECT, first pass", run=i, reads=100, p50_us=us) for i in range(2)]  # noqa: E731
-    assert "a cache under this machine answered" in page.finding_virtual_disk(_res({"latency": lat(20.0)})).text
-    assert "came from a device" in page.finding_virtual_disk(_res({"latency": lat(80.0)})).text
+    assert "a cache under this machine answered" in _finding(_res({"latency": lat(20.0)}), "virtual_disk").text
+    assert "came from a device" in _finding(_res({"latency": lat(80.0)}), "virtual_disk").text
 
 
 def _grid(own_share, seen_4k, seen_big):
@@ -514,40 +517,36 @@ def test_depth_sentence_names_where_the_time_went():
 
 def test_asked_vs_seen_follows_the_counters():
     same = _res({"grid": _grid(1.0, 4096, 1 << 20)})
-    assert "(the same size)" in page.finding_asked_vs_seen(same).text
+    assert "(the same size)" in _finding(same, "asked_vs_seen").text
     note = page.asked_seen_note(same)
     assert "between what the queue allows" in note and "At least 100%" in note
     split = _res({"grid": _grid(0.4, 16384, 3 << 20)})
-    assert "4.0× larger" in page.finding_asked_vs_seen(split).text
+    assert "4.0× larger" in _finding(split, "asked_vs_seen").text
     assert "cause not established" in page.asked_seen_note(split) and "Caution" in page.asked_seen_note(split)
-    f = page.finding_asked_vs_seen(_res({"grid": _grid(1.0, None, None)}, diskstats_device=None))
+    f = _finding(_res({"grid": _grid(1.0, None, None)}, diskstats_device=None), "asked_vs_seen")
     assert "not on a block device" in f.text
 
 
 def test_chapter_9_opening_follows_reversed_data():
-    """Double path (b)'s cold rates and swap the single thread's random-read rates with the pool's: the opening
-    turns from "slower than dd" and "no special path" to "faster" and "use the pinned buffers", and from
-    "use a pool" to "keep one thread"."""
+    """Slow the disk's own dd read threefold and swap the single thread's random-read rates with the pool's:
+    the opening turns from "faster than the disk alone" to "slower", and from "use a pool" to "keep one thread"."""
     ref = results.load_reference(reading.CHAPTER)
-    op = page.opening(ref)
-    assert "slower than the disk's own `dd` read" in op.findings[0].text
-    assert "no special path is needed" in op.actions[0].text
-    assert "faster than** one thread" in op.findings[2].text and op.actions[2].text.startswith("Issue random small")
-    g = ref.table("gpu").copy()
-    fast = (g["path"] == page.PINNED) & (g["cache"] == "cold")
-    g.loc[fast, "GBps"] *= 2
+    op = page.opening(analysis.analyse(ref))
+    assert "faster than the disk alone" in op.findings[0].text
+    assert op.actions[0].text.startswith("For reading a 2 GiB file into GPU memory, cold, set `path=")
+    assert "faster than one pread thread" in op.findings[1].text and "`threads=16`" in op.actions[1].text
+    c = ref.table("ceiling").copy()
+    c["GBps"] *= 3
     r = ref.table("random").copy()
     one, pool = r["mode"] == "pread, 1 thread", r["mode"] == "pread, thread pool"
     r.loc[one, "IOPS"], r.loc[pool, "IOPS"] = r.loc[one, "IOPS"] * 10, r.loc[pool, "IOPS"] / 10
     rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
-                         {**ref.tables, "gpu": g, "random": r}, ref.metadata)
-    op = page.opening(rev)
-    assert "faster than the disk's own `dd` read" in op.findings[0].text
-    assert op.findings[1].text.startswith("Of 5 cold paths to GPU memory the pinned buffers were fastest")
-    assert op.actions[0].text.startswith("Move files into GPU memory with two pinned buffers")
-    assert "os.O_DIRECT" in op.actions[0].snippet and "4 << 20, 2" in op.actions[0].snippet
-    assert "slower than** one thread" in op.findings[2].text
-    assert op.actions[2].text.startswith("Keep random small reads on one thread") and op.actions[2].snippet is None
+                         {**ref.tables, "ceiling": c, "random": r}, ref.metadata)
+    op = page.opening(analysis.analyse(rev))
+    assert "slower than the disk alone" in op.findings[0].text
+    assert "os.O_DIRECT" in op.actions[0].snippet and "64 << 20, 4" in op.actions[0].snippet
+    assert "slower than one pread thread" in op.findings[1].text
+    assert "`threads=1`" in op.actions[1].text and op.actions[1].snippet is None
 
 
 def test_opening_without_a_gpu_says_what_to_run(tmp_path):
@@ -557,7 +556,7 @@ def test_opening_without_a_gpu_says_what_to_run(tmp_path):
     tables = {k: v for k, v in ref.tables.items() if k not in ("gpu", "pipeline")}
     cpu = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, tables,
                          {**ref.metadata, "cuda": False, "gpu_note": "no CUDA device"})
-    op = page.opening(cpu)
+    op = page.opening(analysis.analyse(cpu))
     assert op.actions[0].text.startswith("Run this chapter on a machine with a CUDA GPU") and "no CUDA device" in \
         op.actions[0].text
     assert [f.key for f in op.findings] == ["parallel_random", "readahead", "virtual_disk"]
@@ -568,7 +567,8 @@ def test_opening_without_a_gpu_says_what_to_run(tmp_path):
 def test_findings_of_a_small_real_run(tmp_path):
     res = reading.run(**{**GOOD, "latency_reads": 20}, data_dir=str(tmp_path / "data"), run_dir=tmp_path / "run",
                       progress=False)
-    items = page.findings(res)
+    assert res.facts is not None and set(results.Result.load(res.path).facts.facts) == set(res.facts.facts)
+    items = page.findings(res.facts)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text, f

@@ -1,7 +1,7 @@
 """Chapter 9's targets, checked against the committed reference run (never timed in a test)."""
 import pytest
 
-from datajourney.chapters.c09_reading_smarter import page
+from datajourney.chapters.c09_reading_smarter import analysis, page
 from datajourney.core import results
 
 #: Path (b) should reach this share of the slower of the two links (device, PCIe), measured in the same run.
@@ -26,13 +26,14 @@ def test_pinned_double_buffered_path_reaches_the_slower_link(ref):
     pb = ref.metadata["gds"]["path_b"]
     if set((pb.get("by") or {}).values()) == {"sweep"}:      # runs made before the sweep chose path (b) did not
         assert (pb["mode"], pb["chunk"], pb["buffers"]) == (best["mode"], best["chunk"], best["buffers"])
-        assert page.finding_to_gpu(ref).values["share"] >= PIPELINE_TARGET
+        f = analysis.analyse(ref)
+        assert f.number("path.b") / min(f.number("dd_read"), f.number("pcie_copy")) >= PIPELINE_TARGET
     assert ref.table("gpu")["verified"].all()                     # every path delivered the file's bytes
 
 
 def test_parallel_pread_reaches_four_times_or_shows_saturation(ref):
-    f = page.finding_parallel(ref)
-    assert f.value >= PARALLEL_TARGET or "saturates" in f.text, f.text
+    f = analysis.analyse(ref)
+    assert f.number("parallel_random") >= PARALLEL_TARGET or f["pool_saturates"].value == "yes"
 
 
 def test_readahead_was_restored_every_time(ref):

@@ -79,13 +79,14 @@ def test_refused_ring_is_a_labelled_skip(monkeypatch):
     assert st["available"] is False and "kernel refused" in st["note"]
 
 
-def test_uring_depths_are_checked():
+def test_uring_depths_are_checked(tmp_path):
     from test_reading import GOOD
 
+    good = {**GOOD, "data_dir": str(tmp_path)}
     with pytest.raises(ParameterError, match="uring_depths"):
-        reading.check_parameters({**GOOD, "uring_depths": [0]})
-    assert reading.check_parameters({**GOOD, "uring_depths": []})["uring_depths"] == []
-    assert reading.check_parameters(GOOD)["uring_depths"] == list(reading.URING_DEPTHS)
+        reading.preflight({**good, "uring_depths": [0]})
+    assert reading.preflight({**good, "uring_depths": []}).params.uring_depths == []
+    assert reading.preflight(good).params.uring_depths == list(reading.URING_DEPTHS)
 
 
 # --------------------------------------------------------------------------- the sentence follows the data
@@ -155,11 +156,11 @@ def test_sweep_pairs_every_run_with_its_own_ceiling(tmp_path):
 
 @pytest.mark.parametrize("name,value", [("gpu_sweep_chunks", [5000]), ("gpu_sweep_buffers", [1]),
                                         ("gpu_sweep_modes", ["mmap"])])
-def test_sweep_parameters_fail_early(name, value):
+def test_sweep_parameters_fail_early(name, value, tmp_path):
     from test_reading import GOOD
 
     with pytest.raises(ParameterError, match=name):
-        reading.check_parameters({**GOOD, name: value})
+        reading.preflight({**GOOD, name: value, "data_dir": str(tmp_path)})
 
 
 def _sweep(cells: dict, dd: list[float]):

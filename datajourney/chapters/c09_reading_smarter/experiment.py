@@ -46,23 +46,22 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c09_reading_smarter.params import Params
-from datajourney.core.params import (
-    ParameterError,
-    choice,
-    choices,
-    int_list,
-    memory,
-    nonnegative_int,
-    number,
-    positive_int,
-    run_options,
+from datajourney.chapters.c09_reading_smarter.analysis import sweep_shares, sweep_summary  # noqa: F401 - re-exported
+from datajourney.chapters.c09_reading_smarter.params import (  # noqa: F401 - re-exported
+    AUTO,
+    FADVISE,
+    GPU_PATHS,
+    MODES,
+    READAHEAD_SYSFS,
+    Params,
 )
+from datajourney.core.params import ParameterError, memory, positive_int
 from datajourney.core.units import GB, MB
 from datajourney.toolkit import datasets, pagecache, reads, transfer
 from datajourney.toolkit import sysfs as sysfs_settings
@@ -70,12 +69,6 @@ from datajourney.toolkit.diskstats import SECTOR, DiskStats, _diskstats_line, bl
 
 CHAPTER = "09_reading_smarter"
 ALIGN = 4096
-MODES = ("buffered", "O_DIRECT")
-READAHEAD_SYSFS = ("auto", "on", "off")
-FADVISE = ("none", "SEQUENTIAL", "RANDOM", "WILLNEED")
-GPU_PATHS = ("auto", "off")
-#: A path (b) parameter with this value is chosen by the run's chunk x buffers x mode sweep.
-AUTO = "auto"
 #: Latency percentiles kept per cell.
 PCTS = (50, 90, 99)
 #: A physical NVMe SSD's QD1 4 KiB random read, as commonly quoted (µs): below the low end, a cache
@@ -923,36 +916,6 @@ def pipeline_sweep(path, *, chunks: Sequence[int], buffers: Sequence[int], modes
     return pd.DataFrame(rows)
 
 
-def sweep_shares(table: pd.DataFrame, pcie_GBps: float | None) -> pd.DataFrame:
-    """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run:
-    min(that run's ``dd`` read, the PCIe copy). Setting each run against its own ``dd`` keeps the disk's
-    drift between runs out of the comparison of settings."""
-    if table is None or table.empty:
-        return pd.DataFrame()
-    t = table[table["error"].isna()] if "error" in table else table
-    dd = t[t["mode"].str.startswith("dd")].groupby("run")["GBps"].mean()
-    b = t[~t["mode"].str.startswith("dd")].copy()
-    ceil = b["run"].map(dd)
-    if pcie_GBps:
-        ceil = ceil.clip(upper=pcie_GBps)
-    b["ceiling_GBps"] = ceil
-    b["share"] = b["GBps"] / ceil
-    return b.dropna(subset=["share"])
-
-
-def sweep_summary(table: pd.DataFrame, pcie_GBps: float | None) -> pd.DataFrame:
-    """One row per swept setting (mode, chunk, buffers): mean GB/s, mean, lowest and highest share of the
-    same run's slower link, CPU s per GB and runs; best first: the highest lowest-run share (a setting
-    must keep up in every run), then the highest mean share."""
-    b = sweep_shares(table, pcie_GBps)
-    if b.empty:
-        return b
-    s = b.groupby(["mode", "chunk", "buffers"]).agg(GBps=("GBps", "mean"), share=("share", "mean"),
-                                                    share_min=("share", "min"), share_max=("share", "max"),
-                                                    cpu=("cpu_s_per_GB", "mean"), n=("run", "count")).reset_index()
-    return s.sort_values(["share_min", "share"], ascending=False).reset_index(drop=True)
-
-
 def choose_path_b(summary: pd.DataFrame, *, chunk, buffers, mode, fallback_chunk: int) -> dict:
     """Path (b)'s setting for this run, and why. A parameter given as a value is kept; each ``"auto"`` one is
     taken from the sweep's best setting (:func:`sweep_summary`'s first row) among the settings that match the
@@ -1021,84 +984,12 @@ def _same(tgt: Target, dst, ref) -> bool:
 
 
 # --------------------------------------------------------------------------- chapter
-_SIZE_MAX = 1 << 40
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`preflight` found: the checked parameters and the directory the data set lives in."""
 
-
-def _whole(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _auto_or(p: dict, name: str, ok: Callable[[object], bool], allowed: str):
-    """A path (b) parameter: ``"auto"`` (the default: the sweep chooses it), or a value ``ok`` accepts."""
-    value = p.get(name, AUTO)
-    if isinstance(value, str) and value == AUTO:
-        return AUTO
-    if not ok(value):
-        raise ParameterError(name, value, f"'{AUTO}' or {allowed}")
-    return value
-
-
-def check_parameters(p: dict) -> dict:
-    """Every parameter, checked; a one-line error names the first bad one."""
-
-    q = dict(p)
-    q["file_size"] = positive_int("file_size", p["file_size"], maximum=_SIZE_MAX)
-    if q["file_size"] < 1 << 20 or q["file_size"] % ALIGN:
-        raise ParameterError("file_size", p["file_size"], f"at least 1 MiB and a multiple of {ALIGN:,} bytes")
-    q["modes"] = choices("modes", p["modes"], MODES)
-    q["request_sizes"] = int_list("request_sizes", p["request_sizes"], minimum=512, maximum=1 << 30)
-    if "O_DIRECT" in q["modes"]:
-        bad = [s for s in q["request_sizes"] if s % ALIGN]
-        if bad:
-            raise ParameterError("request_sizes", p["request_sizes"],
-                                 f"multiples of {ALIGN:,} bytes when modes include 'O_DIRECT' ({bad} are not)")
-    if max(q["request_sizes"]) > q["file_size"]:
-        raise ParameterError("request_sizes", p["request_sizes"], f"sizes up to file_size ({q['file_size']:,})")
-    q["threads"] = int_list("threads", p["threads"], minimum=1, maximum=1024)
-    q["pool_threads"] = int_list("pool_threads", p["pool_threads"], minimum=2, maximum=1024)
-    q["uring_depths"] = int_list("uring_depths", p.get("uring_depths", list(URING_DEPTHS)), minimum=1, maximum=4096) \
-        if p.get("uring_depths", list(URING_DEPTHS)) else []
-    q["runs"] = positive_int("runs", p["runs"], maximum=100)
-    q["cell_seconds"] = number("cell_seconds", p["cell_seconds"], minimum=0, maximum=600, exclusive_minimum=True)
-    q["cell_max_bytes"] = positive_int("cell_max_bytes", p["cell_max_bytes"], maximum=_SIZE_MAX)
-    q["random_reads"] = positive_int("random_reads", p["random_reads"], maximum=10_000_000)
-    q["random_seconds"] = number("random_seconds", p["random_seconds"], minimum=0, maximum=600, exclusive_minimum=True)
-    q["readahead_sysfs"] = choice("readahead_sysfs", p["readahead_sysfs"], READAHEAD_SYSFS)
-    q["readahead_kb"] = int_list("readahead_kb", p["readahead_kb"], minimum=0, maximum=1 << 20)
-    q["fadvise"] = choices("fadvise", p["fadvise"], FADVISE)
-    q["seq_chunk"] = positive_int("seq_chunk", p["seq_chunk"], maximum=1 << 30)
-    q["seq_bytes"] = positive_int("seq_bytes", p["seq_bytes"], maximum=_SIZE_MAX)
-    q["gpu"] = choice("gpu", p["gpu"], GPU_PATHS)
-    q["gpu_chunk"] = positive_int("gpu_chunk", p["gpu_chunk"], maximum=1 << 32)
-    if q["gpu_chunk"] % ALIGN:
-        raise ParameterError("gpu_chunk", p["gpu_chunk"], f"a multiple of {ALIGN:,} bytes")
-    q["gpu_sweep_chunks"] = int_list("gpu_sweep_chunks", p.get("gpu_sweep_chunks") or [q["gpu_chunk"]],
-                                     minimum=ALIGN, maximum=1 << 32)
-    bad = [c for c in q["gpu_sweep_chunks"] if c % ALIGN]
-    if bad:
-        raise ParameterError(
-            "gpu_sweep_chunks",
-            p["gpu_sweep_chunks"],
-            f"multiples of {ALIGN:,} bytes (the O_DIRECT variant reads whole aligned chunks; {bad} are not)",
-        )
-    q["gpu_sweep_buffers"] = int_list("gpu_sweep_buffers", p.get("gpu_sweep_buffers") or [2], minimum=2, maximum=64)
-    q["gpu_sweep_modes"] = choices("gpu_sweep_modes", p.get("gpu_sweep_modes", list(MODES)), MODES) \
-        if p.get("gpu_sweep_modes", list(MODES)) else []
-    q["gpu_sweep_runs"] = nonnegative_int("gpu_sweep_runs", p.get("gpu_sweep_runs", 2), maximum=100)
-    q["path_b_chunk"] = _auto_or(p, "path_b_chunk", lambda v: _whole(v) and ALIGN <= v <= 1 << 32 and not v % ALIGN,
-                                 f"a multiple of {ALIGN:,} bytes up to 4 GiB (O_DIRECT reads whole aligned chunks)")
-    q["path_b_buffers"] = _auto_or(p, "path_b_buffers", lambda v: _whole(v) and 2 <= v <= 64,
-                                   "an integer from 2 to 64")
-    q["path_b_mode"] = _auto_or(p, "path_b_mode", lambda v: v in MODES, " or ".join(repr(m) for m in MODES))
-    q["kvikio_threads"] = int_list("kvikio_threads", p["kvikio_threads"], minimum=1, maximum=256)
-    q["kvikio_task"] = positive_int("kvikio_task", p["kvikio_task"], maximum=1 << 30)
-    q["latency_reads"] = nonnegative_int("latency_reads", p["latency_reads"], maximum=1_000_000)
-    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
-    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**32 - 1)
-    if q["purge_method"] == "drop_caches" and not pagecache.can_drop_caches():
-        raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
-    q.update(run_options(p))
-    return q
+    params: Params
+    parent: Path
 
 
 def cuda_available() -> bool:
@@ -1110,25 +1001,57 @@ def cuda_available() -> bool:
         return False
 
 
-def preflight(params: dict) -> tuple[dict, Path]:
-    """Parameters, the data directory's free space, host memory (and GPU memory) for experiment 4."""
-    p = check_parameters(params)
-    parent = datasets.check_space(p.get("data_dir"), [datasets.shard_plan(p["file_size"], p["seed"])])
-    if p["gpu"] == "auto" and cuda_available():
+def _aligned(name: str, values, value) -> None:
+    bad = [v for v in values if isinstance(v, int) and v % ALIGN]
+    if bad:
+        raise ParameterError(name, value, f"multiples of {ALIGN:,} bytes (O_DIRECT reads whole aligned blocks; "
+                             f"{bad} are not)")
+
+
+def preflight(params) -> Plan:
+    """Every parameter checked (:meth:`Params.checked`), then what the declarations cannot say: alignment for
+    ``O_DIRECT``, request sizes up to the file, time caps above zero, the data directory's free space, host
+    memory (and GPU memory) for experiment 4. The sweep's empty lists become their fallbacks."""
+    p = Params.coerce(params).checked()
+    _aligned("file_size", [p.file_size], p.file_size)
+    if "O_DIRECT" in p.modes:
+        _aligned("request_sizes", p.request_sizes, p.request_sizes)
+    if max(p.request_sizes) > p.file_size:
+        raise ParameterError("request_sizes", p.request_sizes, f"sizes up to file_size ({p.file_size:,})")
+    for name in ("cell_seconds", "random_seconds"):
+        if getattr(p, name) <= 0:
+            raise ParameterError(name, getattr(p, name), "a number > 0 and <= 600")
+    if any(d < 1 for d in p.uring_depths):
+        raise ParameterError("uring_depths", p.uring_depths, "a list of integers from 1 to 4,096 (or [])")
+    _aligned("gpu_chunk", [p.gpu_chunk], p.gpu_chunk)
+    chunks = p.gpu_sweep_chunks or [p.gpu_chunk]
+    if any(c < ALIGN for c in chunks):
+        raise ParameterError("gpu_sweep_chunks", p.gpu_sweep_chunks, f"sizes of at least {ALIGN:,} bytes")
+    _aligned("gpu_sweep_chunks", chunks, p.gpu_sweep_chunks)
+    bufs = p.gpu_sweep_buffers or [2]
+    if any(b < 2 for b in bufs):
+        raise ParameterError("gpu_sweep_buffers", p.gpu_sweep_buffers, "a list of integers from 2 to 64")
+    if p.path_b_chunk != AUTO:
+        _aligned("path_b_chunk", [p.path_b_chunk], p.path_b_chunk)
+    if p.purge_method == "drop_caches" and not pagecache.can_drop_caches():
+        raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
+    p = p.replace(gpu_sweep_chunks=chunks, gpu_sweep_buffers=bufs)
+    parent = datasets.check_space(p.data_dir, [datasets.shard_plan(p.file_size, p.seed)])
+    if p.gpu == "auto" and cuda_available():
         import torch
 
-        sweep = sum(c * b for c in p["gpu_sweep_chunks"] for b in p["gpu_sweep_buffers"]) if p["gpu_sweep_modes"] else 0
-        b_chunk = p["path_b_chunk"] if p["path_b_chunk"] != AUTO else max(p["gpu_sweep_chunks"] + [p["gpu_chunk"]])
-        b_bufs = p["path_b_buffers"] if p["path_b_buffers"] != AUTO else max(p["gpu_sweep_buffers"] + [2])
-        memory("file_size", p["file_size"], 2 * p["file_size"] + 2 * p["gpu_chunk"] + max(sweep, b_chunk * b_bufs),
+        sweep = sum(c * b for c in chunks for b in bufs) if p.gpu_sweep_modes else 0
+        b_chunk = p.path_b_chunk if p.path_b_chunk != AUTO else max(chunks + [p.gpu_chunk])
+        b_bufs = p.path_b_buffers if p.path_b_buffers != AUTO else max(bufs + [2])
+        memory("file_size", p.file_size, 2 * p.file_size + 2 * p.gpu_chunk + max(sweep, b_chunk * b_bufs),
                what="the file twice in host memory (its pinned copy and the byte check's) and the sweep's buffers")
         free, _ = torch.cuda.mem_get_info()
-        need = 3 * p["file_size"]
+        need = 3 * p.file_size
         if need > free:
-            raise ParameterError("file_size", p["file_size"],
+            raise ParameterError("file_size", p.file_size,
                                  f"a size whose three GPU buffers fit the GPU's free memory ({need / 2**30:.1f} GiB "
                                  f"needed, {free / 2**30:.1f} GiB free)")
-    return p, parent
+    return Plan(p, parent)
 
 
 def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_seconds: float, cell_max_bytes: int,
@@ -1139,13 +1062,15 @@ def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_s
         gpu_sweep_modes, gpu_sweep_runs: int, purge_method: str, seed: int, data_dir,
         run_dir=None, progress: bool = True):
     """Run every chapter-9 experiment and save the result to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k != "progress"}
+    params = {k: v for k, v in locals().items() if k not in ("progress", "run_dir")}
     from tqdm import tqdm
 
+    from datajourney.chapters.c09_reading_smarter import analysis
     from datajourney.core import results
 
-    p, parent = preflight(params)
-    res = results.start(CHAPTER, params, run_dir, parent)
+    plan = preflight(Params(**params))
+    p, parent = plan.params.as_dict(), plan.parent
+    res = results.start(CHAPTER, {**params, "run_dir": run_dir}, run_dir, parent)
     # a killed run's read_ahead_kb is put back first, so that the device's setting read below is its own
     res.metadata["sysfs_restored"] = sysfs_settings.restore_pending()
     sh = datasets.shard(parent, size=file_size, seed=seed, progress=progress)
@@ -1230,12 +1155,13 @@ def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_s
         gpu_note=None if cuda else ("gpu='off' asked for" if p["gpu"] == "off" else
                                     "no CUDA device"),
     )
+    res.facts = analysis.analyse(res)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
 
 def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
     """Run chapter 9's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
+    changed by ``changes``, save the result (with its facts) to ``run_dir`` and return it."""
+    p = Params.coerce(params if params is not None else Params()).replace(**changes)
     return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)

@@ -1,6 +1,7 @@
-"""What chapter 9's page says about a result of :mod:`datajourney.chapters.c09_reading_smarter.experiment`:
-the opening, key findings, the published metrics, computed notes and the display tables and charts of the
-notebook. Every number and direction word comes from the result."""
+"""What chapter 9's page says: the opening and the key results word the facts of
+:mod:`~datajourney.chapters.c09_reading_smarter.analysis` (through :mod:`~datajourney.core.phrasing`); the notes,
+tables and charts of the notebook show the result's tables as evidence. Every string from a result that reaches
+Markdown goes through :func:`~datajourney.core.phrasing.text` or :func:`~datajourney.core.phrasing.code`."""
 from __future__ import annotations
 
 import math
@@ -8,10 +9,12 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from datajourney.chapters.c09_reading_smarter import experiment as reading
-from datajourney.chapters.c09_reading_smarter.experiment import CHAPTER, classify_gds  # noqa: F401 - CHAPTER re-exported for the notebook
+from datajourney.chapters.c09_reading_smarter import analysis
+from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
 from datajourney.core import charts as plotting
 from datajourney.core import findings as fx
+from datajourney.core import phrasing
+from datajourney.core.facts import Facts, host_label
 from datajourney.core.findings import Action, Finding, Opening, size_label
 from datajourney.core.stats import mean, summarise
 
@@ -34,22 +37,11 @@ def _ok(x) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
-def has_gpu(res) -> bool:
-    return "gpu" in res.tables and len(res.table("gpu")) > 0
-
-
 def _gpu_ok(res) -> pd.DataFrame:
     g = _t(res, "gpu")
     if not g.empty and "error" in g:
         g = g[g["error"].isna()]
     return g
-
-
-def gpu_errors(res) -> list[str]:
-    g = _t(res, "gpu")
-    if g.empty or "error" not in g:
-        return []
-    return [f"{p}: {e}" for p, e in dict.fromkeys(zip(g["path"], g["error"])) if isinstance(e, str)]
 
 
 def gpu_runs(res, path: str, col: str = "GBps", cache: str | None = None) -> list[float]:
@@ -78,25 +70,6 @@ def kvikio_paths(res) -> list[str]:
 
 
 # --------------------------------------------------------------------------- published metrics
-def key_metrics(res) -> dict:
-    """Metric name (as in published.py) -> (mean, std) of this result."""
-    out = {}
-    v = gpu_runs(res, PINNED, cache="cold")
-    if v:
-        out["storage → GPU memory through the CPU"] = (mean(v), pd.Series(v).std() if len(v) > 1 else None)
-    gds = res.metadata.get("gds") or {}
-    if gds.get("path") == "GDS":   # never a compatibility-mode number under the GDS name
-        best = max(kvikio_paths(res), key=lambda p: mean(gpu_runs(res, p, cache="cold")), default=None)
-        if best:
-            w = gpu_runs(res, best, cache="cold")
-            out["storage → GPU memory with GDS"] = (mean(w), pd.Series(w).std() if len(w) > 1 else None)
-            if "storage → GPU memory through the CPU" in out:
-                out["GDS gain over the CPU path"] = (
-                    100
-                    * (out["storage → GPU memory with GDS"][0] / out["storage → GPU memory through the CPU"][0] - 1),
-                    None,
-                )
-    return out
 
 
 # --------------------------------------------------------------------------- findings
@@ -134,42 +107,6 @@ def _b_mode(pb: dict) -> str:
 
 def _setting(mode: str, chunk: int, buffers: int) -> str:
     return f"{mode}, {size_label(int(chunk))} × {int(buffers)}"
-
-
-def path_b_setting(res) -> str:
-    """How this run's path (b) read the file: O_DIRECT or through the page cache, its chunk and buffers.
-    Runs made before O_DIRECT became path (b)'s default read through the page cache."""
-    pb = _path_b(res)
-    chunk = int((pb or {}).get("chunk") or res.parameters.get("gpu_chunk") or 0)
-    size = size_label(chunk) if chunk else "unknown"
-    if pb is None:
-        return (f"reads through the page cache in {size} chunks: this run predates O_DIRECT as path (b)'s "
-                "default")
-    n = int(pb.get("buffers") or 2)
-    if pb.get("direct"):
-        return f"O_DIRECT reads of {size} into {n} aligned buffers"
-    if pb.get("mode") == "buffered":
-        return f"buffered reads of {size} into {n} buffers"
-    return f"reads through the page cache in {size} chunks: {pb.get('note') or 'O_DIRECT was not used'}"
-
-
-def path_b_choice(res) -> str:
-    """Why path (b) read at its setting: the sweep's best, the run's parameters, the fallback, or (a run made
-    before the sweep chose it) the run's fixed setting."""
-    pb = _path_b(res) or {}
-    by = pb.get("by")
-    if not by:
-        return "a fixed setting of this run, made before the sweep chose it"
-    n = int(pb.get("settings") or 0)
-    ways = set(by.values())
-    if ways == {"sweep"}:
-        return f"the best of the sweep's {n} setting{'s' if n != 1 else ''}, measured first"
-    if ways == {"parameter"}:
-        return "set by the run's parameters"
-    if ways == {"fallback"}:
-        return "the fallback setting: no sweep ran to choose from"
-    parts = [f"{k} by {'the ' + v if v != 'parameter' else 'parameter'}" for k, v in sorted(by.items())]
-    return fx.and_list(parts)
 
 
 def cold_paths(res) -> pd.Series:
@@ -211,36 +148,6 @@ def disk_ceiling(res) -> float | None:
     return max(dd)
 
 
-def _slower_link(res) -> tuple[list[float], str, str]:
-    """The slower of the two links this run measured: its runs (GB/s), its name in the long text and its
-    name in a few words."""
-    dev, pc = device_ceiling(res), pcie_ceiling(res)
-    if dev and (not pc or mean(dev) <= pc):
-        return dev, "the device's cold sequential read (`dd`)", "the disk's own `dd` read"
-    return ([pc] if pc else []), "the PCIe copy", "the PCIe copy alone"
-
-
-def finding_to_gpu(res) -> Finding:
-    if not has_gpu(res):
-        return Finding("to_gpu", "No file was read into GPU memory in this run ("
-                       + (res.metadata.get("gpu_note") or "no CUDA device") + "): the reference run's paths to GPU "
-                       "memory are shown below, labelled.")
-    b = gpu_runs(res, PINNED, cache="cold")
-    link, which, _ = _slower_link(res)
-    limit = mean(link) if link else float("nan")
-    share = mean(b) / limit if link else float("nan")
-    lo, hi = (min(b) / limit, max(b) / limit) if link else (float("nan"),) * 2
-    verdict = fx.choose(fx.direction(b, link), ", faster than that link's own measurement",
-                        "", ": reading into GPU memory cost next to nothing beyond that link") if link else ""
-    text = (f"Cold, a {size_label(int(_t(res, 'gpu')['bytes'].iloc[0]))} file reached GPU memory at "
-            f"**{fx.num(mean(b), 'GB/s')}** through path (b), two pinned buffers, one read while the other is "
-            f"copied ({path_b_setting(res)}; {path_b_choice(res)}): {fx.pct(share)} "
-            f"({fx.span(100 * lo, 100 * hi, '%')}) of the slower link, {which} at "
-            f"{fx.num(limit, 'GB/s')}{verdict}.")
-    return Finding("to_gpu", text, mean(b), "GB/s", published="storage → GPU memory through the CPU",
-                   interval=(min(b), max(b)), values=dict(share=share, limit=limit))
-
-
 def best_setting(res) -> pd.Series | None:
     """The chunk × buffers × mode sweep's best setting (:func:`experiment.sweep_summary`'s order: highest
     lowest-run share of the same run's slower link, then highest mean); None without a sweep."""
@@ -260,30 +167,6 @@ def gpu_note(res) -> str:
         text += (f" Path (a), pageable reads each copied before the next, was "
                  f"{fx.compare(a, b, more='faster than', less='slower than')} path (b).")
     return text
-
-
-def finding_gds(res) -> Finding:
-    gds = res.metadata.get("gds") or {}
-    mode = gds.get("path") or "unknown"
-    if not gds.get("kvikio"):
-        return Finding("gds", "kvikio (cuFile) is not installed here, so whether GPUDirect Storage works was not "
-                       "tested; the reference run's answer is shown below.")
-    why = (f"cuFile reports GDS {'available' if gds.get('gds_available') else 'not available'}, "
-           f"KvikIO {'prefers' if gds.get('compat_preferred') else 'does not prefer'} its POSIX path, "
-           f"nvidia-fs is {'loaded' if gds.get('nvidia_fs') else 'not loaded'}")
-    kv = kvikio_paths(res) if has_gpu(res) else []
-    if not kv:
-        errs = [e for e in gpu_errors(res) if e.startswith("kvikio")]
-        return Finding("gds", f"kvikio runs in **{mode}** here ({why}); "
-                       + (f"its reads failed: {errs[0]}." if errs else "nothing was read into GPU memory in this run."))
-    best = _best_kvikio(res)
-    k, b = gpu_runs(res, best, cache="cold"), gpu_runs(res, PINNED, cache="cold")
-    label = "GDS" if mode == "GDS" else f"{mode}, not GDS"
-    text = (f"kvikio ran in **{mode}** ({why}). Its fastest setting ({best.rsplit(', ', 1)[-1]}) read the cold file "
-            f"into GPU memory at {fx.num(mean(k), 'GB/s')} ({label}), "
-            f"{fx.compare(k, b, more='faster than', less='slower than')} path (b), the pinned buffers.")
-    return Finding("gds", text, mean(k), "GB/s", interval=(min(k), max(k)),
-                   published="storage → GPU memory with GDS" if mode == "GDS" else None)
 
 
 def _best_kvikio(res) -> str | None:
@@ -409,34 +292,6 @@ def contamination(res, table: str = "grid") -> float | None:
     return float(t["own_share"].dropna().min())
 
 
-def finding_asked_vs_seen(res) -> Finding:
-    s = asked_vs_seen(res)
-    if s.empty or not s["seen_request"].notna().any():
-        dev = res.metadata.get("diskstats_device")
-        return Finding(
-            "asked_vs_seen",
-            "The device's own counters could not be read here ("
-            + ("the data directory is not on a block device" if not dev else f"no /proc/diskstats line for {dev}")
-            + "), so only the program's side of each request is shown.",
-        )
-    small = s["size"].min()
-    parts = []
-    head = None
-    for mode in ("buffered", "O_DIRECT"):
-        r = s[(s["mode"] == mode) & (s["size"] == small)].sort_values("threads")
-        if r.empty or not _ok(r["seen_request"].iloc[0]):
-            continue
-        r = r.iloc[0]
-        ratio = r["seen_request"] / small
-        head = head if head is not None else ratio
-        what = ("the same size" if abs(math.log(ratio)) <= math.log(SAME_SIZE) else
-                f"{fx.times(ratio)} {'larger' if ratio > 1 else 'smaller'}")
-        parts.append(f"{mode} {size_label(small)} requests reached the device as {size_label(int(r['seen_request']))} "
-                     f"requests on average ({what})")
-    return Finding("asked_vs_seen", "Asked vs seen: " + "; ".join(parts) + ".", head, "×",
-                   values=dict(small=int(small)))
-
-
 def asked_seen_note(res) -> str:
     """Beside the asked-vs-seen table: how the largest O_DIRECT requests were split, the queue depth the device
     saw and where the rest of each request's time went, and how much of what the device read was ours."""
@@ -475,33 +330,6 @@ def random_summary(res) -> pd.DataFrame:
     return out
 
 
-def finding_parallel(res) -> Finding:
-    pool = _best_pool(res)
-    if pool is None:
-        return Finding("parallel_random", "No pread thread pool was measured in this run.")
-    t, best, one = pool
-    mid, lo, hi = fx.ratio_interval(best, one)
-    text = (f"Cold random 4 KiB reads: a pool of {t} threads issuing pread reached **{fx.num(mean(best))} "
-            f"IOPS**, {fx.times(mid)} ({fx.span(lo, hi, '×')}) the single thread's {fx.num(mean(one))} IOPS.")
-    s = random_summary(res)
-    ps = s[s["mode"] == "pread, thread pool"].sort_values("threads")
-    if len(ps) >= 2:
-        last, prev = ps.iloc[-1], ps.iloc[-2]
-        gain = last["IOPS"] / prev["IOPS"]
-        util = last["util"]
-        if gain < FLAT_GAIN or (_ok(util) and util >= BUSY):
-            text += (
-                f" From {int(prev['threads'])} to {int(last['threads'])} threads IOPS changed "
-                f"{fx.times(gain)}"
-                + (f" with the device busy {fx.pct(min(1, util))} of the time" if _ok(util) else "")
-                + ": the device (or what serves it) saturates there."
-            )
-        else:
-            text += (f" IOPS still grew {fx.times(gain)} from {int(prev['threads'])} to {int(last['threads'])} "
-                     "threads: more requests in flight would help further.")
-    return Finding("parallel_random", text, mid, "×", interval=(lo, hi))
-
-
 def random_note(res) -> str:
     """A memory map at the same random offsets against one pread thread, and what its page faults read."""
     r = _t(res, "random")
@@ -518,28 +346,6 @@ def random_note(res) -> str:
     if mr:
         text += f"; marked MADV_RANDOM, the map was {fx.compare(mr, one, same='level with')} pread"
     return text + "."
-
-
-def finding_readahead(res) -> Finding:
-    ra = _t(res, "readahead")
-    meta = res.metadata.get("readahead_sysfs") or {}
-    if ra.empty:
-        return Finding("readahead", "The readahead experiment did not run.")
-    seq = ra[ra["pattern"] == "sequential"]
-    pair = _readahead_pair(res)
-    value = mean(pair[1]) / mean(pair[3]) if pair is not None else None
-    if not seq[seq["setting"] == "read_ahead_kb"].empty:
-        la, a, lb, b = pair
-        chunk = size_label(int(seq["request_bytes"].iloc[0]))
-        text = (f"Cold sequential {chunk} reads with {la} were {fx.compare(a, b)} with {lb} "
-                f"({fx.num(mean(a), 'MB/s')} vs {fx.num(mean(b), 'MB/s')}; the original {meta.get('original_kb')} "
-                "KiB was restored after every setting).")
-    else:
-        text = "The device's read_ahead_kb was not changed: " + (meta.get("note") or "not asked for") + "."
-        if pair is not None:
-            la, a, lb, b = pair
-            text += f" Per file, cold sequential reads with {la} were {fx.compare(a, b)} reads with {lb}."
-    return Finding("readahead", text, value, "×" if value is not None else "")
 
 
 def readahead_more(res) -> str:
@@ -600,26 +406,6 @@ def latency_stats(res) -> dict | None:
                 second=second["p50_us"].tolist() if not second.empty else [])
 
 
-def finding_virtual_disk(res) -> Finding:
-    dev = res.metadata.get("device") or res.fingerprint.get("storage", {})
-    floor = res.metadata.get("nand_read_floor_us", 40.0)
-    lo_n, hi_n = res.metadata.get("physical_nvme_qd1_us", [60.0, 100.0])
-    where = f"On {dev.get('disk') or 'no block device'} ({dev.get('fs_type')}),"
-    st = latency_stats(res)
-    if st is None:
-        return Finding("virtual_disk", f"{where} the single-request latency check did not run.")
-    p50 = mean(st["first"])
-    below = p50 < floor
-    text = (f"{where} a cold 4 KiB O_DIRECT read, one at a time, took **{fx.num(p50, 'µs')}** (median), "
-            + (f"below the fastest a flash read can be ({fx.num(floor, 'µs')}) and the "
-               f"{fx.num(lo_n)}–{fx.num(hi_n, 'µs')} of a physical NVMe drive: a cache under this machine answered, "
-               "so \"cold\" here means cold for this machine's page cache, not for the storage below it."
-               if below else
-               f"within reach of flash (at least {fx.num(floor, 'µs')}; a physical NVMe drive takes about "
-               f"{fx.num(lo_n)}–{fx.num(hi_n, 'µs')}): cold reads here came from a device, not from a cache below."))
-    return Finding("virtual_disk", text, p50, "µs", interval=(min(st["first"]), max(st["first"])))
-
-
 def latency_note(res) -> str:
     """Beside the latency chart: the same blocks read again at once, against the first pass."""
     st = latency_stats(res)
@@ -663,7 +449,7 @@ def uring_note(res) -> str:
     status = res.metadata.get("io_uring_status")
     if u.empty:
         if isinstance(status, dict) and not status.get("available"):
-            return f"io_uring: {status.get('note')}."
+            return f"io_uring: {phrasing.text(status.get('note'))}."
         return ("io_uring: not in the reference run (the io_uring reader was added after it); run the chapter "
                 "with the ch9 extra installed to measure it here.")
     bits = []
@@ -699,14 +485,6 @@ def uring_note(res) -> str:
 
 
 # --------------------------------------------------------------------------- path (b): what decides its share
-def pipeline_shares(res) -> pd.DataFrame:
-    """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run."""
-    return reading.sweep_shares(_t(res, "pipeline"), pcie_ceiling(res))
-
-
-def pipeline_summary(res) -> pd.DataFrame:
-    """One row per swept setting, best first (:func:`experiment.sweep_summary`)."""
-    return reading.sweep_summary(_t(res, "pipeline"), pcie_ceiling(res))
 
 
 def _share_basis(res) -> str:
@@ -830,11 +608,6 @@ def pipeline_note(res) -> str:
                 "the O_DIRECT path's: buffered reads also copy out of the page cache)."
             )
     return (drift + " " + text).strip() if drift else text
-
-
-def findings(res) -> list[Finding]:
-    return [finding_to_gpu(res), finding_gds(res), finding_parallel(res), finding_asked_vs_seen(res),
-            finding_readahead(res), finding_virtual_disk(res)]
 
 
 # --------------------------------------------------------------------------- notes and tables
@@ -981,19 +754,6 @@ def readahead_table(res) -> pd.DataFrame:
                          "bytes read for us ÷ asked": out["seen_over_asked"], "runs": out["n"]})
 
 
-def readahead_note(res) -> str:
-    meta = res.metadata.get("readahead_sysfs") or {}
-    log = res.metadata.get("readahead_changes") or []
-    if not meta.get("used"):
-        return ("The device's `read_ahead_kb` was left alone: " + (meta.get("note") or "not asked for")
-                + ". The per-file hints below need no privilege.")
-    restored = [e for e in log if "restored" in e]
-    ok = all(e["read_back"] == e["restored"] for e in restored)
-    return (f"`read_ahead_kb` of the device was set {len(restored)} times and restored to its original "
-            f"{meta.get('original_kb')} KiB after each, " + ("read back equal every time." if ok else
-                                                            "but a read-back differed: see the result's metadata."))
-
-
 #: What kvikio reports, in words (the result's keys on the right).
 GDS_CHECKS = {"kvikio's path": "path", "kvikio version": "version", "compatibility mode setting": "compat_mode",
               "KvikIO prefers its POSIX path": "compat_preferred", "cuFile reports GDS available": "gds_available",
@@ -1003,53 +763,6 @@ STORAGE_FACTS = {"file system": "fs_type", "mount point": "mount_point", "mount 
                  "disk": "disk", "model": "model", "rotational flag": "rotational", "I/O scheduler": "scheduler",
                  "readahead (KiB)": "read_ahead_kb", "largest request (max_sectors_kb)": "max_sectors_kb",
                  "queue size (nr_requests)": "nr_requests", "logical block size (bytes)": "logical_block_size"}
-
-
-def gds_table(res) -> pd.DataFrame:
-    gds = res.metadata.get("gds") or {}
-    return pd.DataFrame([{"check": k, "value": str(gds.get(v))} for k, v in GDS_CHECKS.items()])
-
-
-def storage_table(res) -> pd.DataFrame:
-    d = res.metadata.get("device") or {}
-    return pd.DataFrame([{"fact": k, "value": str(d.get(v))} for k, v in STORAGE_FACTS.items()])
-
-
-def storage_notes(res) -> str:
-    """What each storage fact means for this chapter's results, from the facts themselves."""
-    d = res.metadata.get("device") or {}
-    notes = []
-    opts = str(d.get("mount_options") or "")
-    if "noatime" in opts:
-        notes.append("`noatime`: reads do not write access times")
-    elif "relatime" in opts:
-        notes.append("`relatime`: a read updates the access time at most once a day per file, so reads cost "
-                     "almost no metadata writes (`noatime` removes the rest)")
-    else:
-        notes.append("neither `noatime` nor `relatime`: every read of a file may write its access time")
-    sch = d.get("scheduler")
-    if sch:
-        notes.append(f"scheduler `{sch}`: " + ("requests go to the device in the order they come (the usual choice for "
-                                               "NVMe)" if sch == "none" else
-                                               "requests are sorted and batched with deadlines; at high queue depth on "
-                                               "fast flash it costs some CPU per request" if sch == "mq-deadline" else
-                                               "a fair-queueing scheduler: it trades throughput for fairness"))
-    if d.get("model") is None and d.get("disk"):
-        notes.append(f"`{d.get('disk')}` reports no model: a virtual disk, whose reads may be served from the host's "
-                     "cache")
-    if d.get("rotational") and str(d.get("disk", "")).startswith("vd"):
-        notes.append("the rotational flag of a virtio disk is the driver's default, not a fact about the storage below")
-    if d.get("max_sectors_kb"):
-        notes.append(f"max_sectors_kb {d.get('max_sectors_kb')}: larger requests are split into pieces of this size")
-    return "; ".join(notes) + "." if notes else "No storage facts were recorded."
-
-
-def no_gpu_text(res, ref) -> str:
-    why = res.metadata.get("gpu_note") or "no CUDA device"
-    if ref is None or not has_gpu(ref):
-        return f"Nothing was read into GPU memory here ({why}), and no reference run with a GPU is committed."
-    return (f"Nothing was read into GPU memory on this machine ({why}). The charts and tables of this section show "
-            f"the **reference run** ({ref.fingerprint.get('gpu', {}).get('name')}, run {ref.run_id}), labelled.")
 
 
 # --------------------------------------------------------------------------- the opening
@@ -1088,35 +801,6 @@ def _b_snippet(mode: str, chunk: int, buffers: int) -> str:
                                   close="\nos.close(fd)")
 
 
-def _path_snippet(res, path: str) -> str | None:
-    """The winning path to GPU memory as code, with this run's setting."""
-    chunk = int(res.parameters.get("gpu_chunk") or 1 << 24)
-    if path == PINNED:
-        pb = _path_b(res) or {}
-        mode = _b_mode(pb)
-        return _b_snippet(mode, int(pb.get("chunk") or chunk), int(pb.get("buffers") or 2))
-    if str(path).startswith("kvikio"):
-        threads = int(str(path).rsplit(", ", 1)[-1].split()[0])
-        task = int(res.parameters.get("kvikio_task") or 1 << 22)
-        return (f'import os\nimport kvikio\nimport kvikio.defaults\nimport torch\n\n'
-                f'gpu = torch.empty(os.path.getsize(path), dtype=torch.uint8, device="cuda")\n'
-                f'with kvikio.defaults.set({{"num_threads": {threads}, "task_size": {task >> 20} << 20}}):\n'
-                f'    with kvikio.CuFile(path, "r") as f:\n        f.read(gpu)')
-    if path == "pageable + copy":
-        return (f'import os\nimport torch\n\nCHUNK = {chunk >> 20} << 20\n'
-                f'gpu = torch.empty(os.path.getsize(path), dtype=torch.uint8, device="cuda")\n'
-                f'buf = torch.empty(CHUNK, dtype=torch.uint8)\noff = 0\n'
-                f'with open(path, "rb", buffering=0) as f:\n    while n := f.readinto(buf.numpy()):\n'
-                f'        gpu[off:off + n].copy_(buf[:n])\n        off += n')
-    if path == "mmap + pinned":
-        return _double_buffer_snippet(
-            "import mmap", 'with open(path, "rb") as f:\n    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n'
-            "m.madvise(mmap.MADV_SEQUENTIAL)\nsrc, size = torch.frombuffer(m, dtype=torch.uint8), len(m)",
-            "n = min(CHUNK, size - off)\n    bufs[k][:n].copy_(src[off:off + n])   # page faults read the file",
-            chunk, 2, f"a memory map copied through 2 pinned buffers of {size_label(chunk)}")
-    return None
-
-
 POOL_SNIPPET = '''import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -1138,160 +822,354 @@ def _best_pool(res) -> tuple[int, list[float], list[float]] | None:
     return t, pool[pool["threads"] == t]["IOPS"].tolist(), one
 
 
-def _readahead_pair(res) -> tuple[str, list[float], str, list[float]] | None:
-    """The readahead comparison the chapter leads with: the largest read_ahead_kb against the smallest
-    (root), else POSIX_FADV_SEQUENTIAL against no hint; (label, MB/s runs) of each side."""
-    ra = _t(res, "readahead")
-    if ra.empty:
-        return None
-    seq = ra[ra["pattern"] == "sequential"]
-    sys_ = seq[seq["setting"] == "read_ahead_kb"]
-    if not sys_.empty:
-        vals = sorted(sys_["read_ahead_kb"].dropna().unique())
-        lo_v, hi_v = vals[0], vals[-1]
-        return (f"read_ahead_kb = {int(hi_v):,}", sys_[sys_["read_ahead_kb"] == hi_v]["MBps"].tolist(),
-                f"read_ahead_kb = {int(lo_v):,}", sys_[sys_["read_ahead_kb"] == lo_v]["MBps"].tolist())
-    fa = seq[seq["setting"] == "fadvise"]
-    s, none = fa[fa["fadvise"] == "SEQUENTIAL"]["MBps"].tolist(), fa[fa["fadvise"] == "none"]["MBps"].tolist()
-    return ("POSIX_FADV_SEQUENTIAL", s, "no hint", none) if s and none else None
 
 
-def _opening_findings(res) -> list[Finding]:
-    out = []
-    if has_gpu(res):
-        long = finding_to_gpu(res)
-        b = gpu_runs(res, PINNED, cache="cold")
-        link, _, short = _slower_link(res)
-        pb = _path_b(res) or {}
-        mode = _b_mode(pb)
-        setting = _setting(mode, pb.get("chunk") or res.parameters.get("gpu_chunk"), pb.get("buffers") or 2)
-        out.append(Finding("to_gpu", f"Cold, two pinned buffers read in turn ({setting}) moved a "
-                           f"{size_label(int(_t(res, 'gpu')['bytes'].iloc[0]))} file into GPU memory at "
-                           f"**{fx.num(mean(b), 'GB/s')}**, {fx.compare(b, link, same='level with')} {short}.",
-                           long.value, "GB/s", published=long.published, interval=long.interval))
-        ranked = cold_paths(res)
-        top = ranked.index[0]
-        if top == PINNED and len(ranked) > 1:
-            nxt = ranked.index[1]
-            text = (f"Of {len(ranked)} cold paths to GPU memory the pinned buffers were fastest, "
-                    f"{fx.compare(b, gpu_runs(res, nxt, cache='cold'), same='level with')} {path_words(nxt)}.")
+# --------------------------------------------------------------------------- evidence helpers (tables, notes)
+def has_gpu(res) -> bool:
+    return "gpu" in res.tables and len(res.table("gpu")) > 0
+
+
+def pipeline_shares(res) -> pd.DataFrame:
+    """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run."""
+    return analysis.sweep_shares(_t(res, "pipeline"), pcie_ceiling(res))
+
+
+def pipeline_summary(res) -> pd.DataFrame:
+    """One row per swept setting, best first (:func:`analysis.sweep_summary`)."""
+    return analysis.pipeline_summary(res)
+
+
+def path_b_choice(res) -> str:
+    """Why path (b) read at its setting: the sweep's best, the run's parameters, the fallback, or (a run made
+    before the sweep chose it) the run's fixed setting."""
+    pb = _path_b(res) or {}
+    by = pb.get("by")
+    if not by:
+        return "a fixed setting of this run, made before the sweep chose it"
+    n = int(pb.get("settings") or 0)
+    ways = set(by.values())
+    if ways == {"sweep"}:
+        return f"the best of the sweep's {n} setting{'s' if n != 1 else ''}, measured first"
+    if ways == {"parameter"}:
+        return "set by the run's parameters"
+    if ways == {"fallback"}:
+        return "the fallback setting: no sweep ran to choose from"
+    parts = [f"{k} by {'the ' + v if v != 'parameter' else 'parameter'}" for k, v in sorted(by.items())]
+    return fx.and_list(parts)
+
+
+def gpu_errors(res) -> list[str]:
+    """Each failed path and its error, as Markdown (the error, a string from the result, in a code span)."""
+    g = _t(res, "gpu")
+    if g.empty or "error" not in g:
+        return []
+    return [f"{phrasing.text(p)}: {phrasing.code(e)}" for p, e in dict.fromkeys(zip(g["path"], g["error"]))
+            if isinstance(e, str)]
+
+
+def readahead_note(res) -> str:
+    meta = res.metadata.get("readahead_sysfs") or {}
+    log = res.metadata.get("readahead_changes") or []
+    if not meta.get("used"):
+        return ("The device's `read_ahead_kb` was left alone: " + phrasing.text(meta.get("note") or "not asked for")
+                + ". The per-file hints below need no privilege.")
+    restored = [e for e in log if "restored" in e]
+    ok = all(e["read_back"] == e["restored"] for e in restored)
+    return (f"`read_ahead_kb` of the device was set {len(restored)} times and restored to its original "
+            f"{fx.num(meta.get('original_kb'))} KiB after each, "
+            + ("read back equal every time." if ok else "but a read-back differed: see the result's metadata."))
+
+
+def _cell(v) -> str:
+    """A value of the result's metadata as a table cell: yes/no for flags, a dash for nothing, else plain text."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
+        return fx.num(v)
+    return str(v)
+
+
+def gds_table(res) -> pd.DataFrame:
+    gds = res.metadata.get("gds") or {}
+    return pd.DataFrame([{"check": k, "value": _cell(gds.get(v))} for k, v in GDS_CHECKS.items()])
+
+
+def storage_table(res) -> pd.DataFrame:
+    d = res.metadata.get("device") or {}
+    return pd.DataFrame([{"fact": k, "value": _cell(d.get(v))} for k, v in STORAGE_FACTS.items()])
+
+
+def storage_notes(res) -> str:
+    """What each storage fact means for this chapter's results, from the facts themselves."""
+    d = res.metadata.get("device") or {}
+    notes = []
+    opts = str(d.get("mount_options") or "")
+    if "noatime" in opts:
+        notes.append("`noatime`: reads do not write access times")
+    elif "relatime" in opts:
+        notes.append("`relatime`: a read updates the access time at most once a day per file, so reads cost "
+                     "almost no metadata writes (`noatime` removes the rest)")
+    else:
+        notes.append("neither `noatime` nor `relatime`: every read of a file may write its access time")
+    sch = d.get("scheduler")
+    if sch:
+        notes.append(f"scheduler {phrasing.code(sch)}: " + (
+            "requests go to the device in the order they come (the usual choice for NVMe)" if sch == "none" else
+            "requests are sorted and batched with deadlines; at high queue depth on fast flash it costs some CPU "
+            "per request" if sch == "mq-deadline" else "a fair-queueing scheduler: it trades throughput for fairness"))
+    if d.get("model") is None and d.get("disk"):
+        notes.append(f"{phrasing.code(d.get('disk'))} reports no model: a virtual disk, whose reads may be served "
+                     "from the host's cache")
+    if d.get("rotational") and str(d.get("disk", "")).startswith("vd"):
+        notes.append("the rotational flag of a virtio disk is the driver's default, not a fact about the storage below")
+    if d.get("max_sectors_kb"):
+        notes.append(f"max_sectors_kb {fx.num(d.get('max_sectors_kb'))}: larger requests are split into pieces of "
+                     "this size")
+    return "; ".join(notes) + "." if notes else "No storage facts were recorded."
+
+
+def no_gpu_text(res, ref) -> str:
+    why = phrasing.text(res.metadata.get("gpu_note") or "no CUDA device")
+    if ref is None or not has_gpu(ref):
+        return f"Nothing was read into GPU memory here ({why}), and no reference run with a GPU is committed."
+    return (f"Nothing was read into GPU memory in this run ({why}). The charts and tables of this section show "
+            f"the **reference run** ({phrasing.text(host_label(ref.fingerprint))}, run {phrasing.code(ref.run_id)}), "
+            "labelled.")
+
+
+def key_metrics(res) -> dict:
+    """Metric name (as in published.py) -> (value, None) of this result, from its facts: a rate is published
+    beside only the fact the analysis marked as the same metric."""
+    facts = _facts(res)
+    return {f.published: (f.number, None) for f in facts.facts.values()
+            if f.published and f.number is not None and not f.is_comparison}
+
+
+def _facts(res) -> Facts:
+    return res.facts if getattr(res, "facts", None) is not None else analysis.analyse(res)
+
+
+# --------------------------------------------------------------------------- findings: words for facts
+def _cmp(facts: Facts, key: str) -> str:
+    c = facts.get(key)
+    return phrasing.comparison(c, facts) if c is not None else ""
+
+
+def _to_gpu(facts: Facts, short: bool) -> Finding:
+    f = facts["to_gpu"]
+    if f.number is None:
+        why = phrasing.text(f.setting.get("why") or "no CUDA device")
+        return Finding("to_gpu", f"No file was read into GPU memory in this run ({why}): the reference run's paths "
+                       "to GPU memory are shown below, labelled.")
+    size = size_label(int(f.setting.get("bytes") or facts.data.get("file_bytes") or 0))
+    n = facts.number("cold_paths")
+    text = (f"Cold, the fastest of {fx.num(n)} paths into GPU memory, {phrasing.text(f.label)}, moved a {size} file "
+            f"at **{phrasing.value(f, runs=not short)}**: {_cmp(facts, 'to_gpu_vs_dd')}")
+    if not short:
+        text += f", and {_cmp(facts, 'to_gpu_vs_pcie')}"
+        if f.setting.get("measured_in") == "sweep":
+            text += " (path (b) at the best setting of its sweep, timed in the sweep)"
+    return Finding("to_gpu", text + ".", f.number, f.unit, published=f.published, interval=f.spread)
+
+
+def _gds(facts: Facts) -> Finding:
+    st = facts.data.get("gds_status") or {}
+    if not st.get("kvikio"):
+        return Finding("gds", "kvikio (cuFile) is not installed here, so whether GPUDirect Storage works was not "
+                       "tested; the reference run's answer is shown below.")
+    mode = st.get("path") or "unknown"
+    why = (f"cuFile reports GDS {'available' if st.get('gds_available') else 'not available'}, "
+           f"KvikIO {'prefers' if st.get('compat_preferred') else 'does not prefer'} its POSIX path, "
+           f"nvidia-fs is {'loaded' if st.get('nvidia_fs') else 'not loaded'}")
+    f = facts.get("gds")
+    if f is None:
+        errs = facts.data.get("gds_errors") or []
+        return Finding("gds", f"kvikio runs in {phrasing.code(mode)} here ({why}); "
+                       + (f"its reads failed: {phrasing.code(errs[0])}." if errs else
+                          "nothing was read into GPU memory in this run."))
+    label = "GDS" if mode == "GDS" else "not GDS"
+    text = (f"kvikio ran in {phrasing.code(mode)} ({why}). Its fastest setting, {phrasing.text(f.label)}, read the "
+            f"cold file into GPU memory at {phrasing.value(f)} ({label})")
+    if "gds_vs_path_b" in facts:
+        text += f", {_cmp(facts, 'gds_vs_path_b')}"
+    return Finding("gds", text + ".", f.number, f.unit, published=f.published, interval=f.spread)
+
+
+def _parallel(facts: Facts, short: bool) -> Finding | None:
+    c = facts.get("parallel_random")
+    if c is None:
+        return None if short else Finding("parallel_random", "No pread thread pool was measured in this run.")
+    pool = facts["random_pool"]
+    if short:
+        t = pool.setting.get("threads")
+        return Finding("parallel_random", f"Cold random 4 KiB reads from {t} threads issuing `pread` ran "
+                       f"**{_cmp(facts, 'parallel_random')}**.", c.number, "×")
+    text = (f"Cold random 4 KiB reads: {phrasing.text(pool.label)} reached **{phrasing.value(pool)}**, "
+            f"{_cmp(facts, 'parallel_random')}.")
+    step = facts.get("pool_step")
+    if step is not None:
+        last, prev = facts["random_pool_last"], facts["random_pool_prev"]
+        busy = facts.get("pool_busy")
+        span_ = f"From {prev.setting['threads']} to {last.setting['threads']} threads"
+        if facts["pool_saturates"].value == "yes":
+            text += (f" {span_} IOPS were {phrasing.ratio_words(step) or 'unchanged'}"
+                     + (f" with the device busy {phrasing.share(busy.number)} of the time" if busy else "")
+                     + ": the device (or what serves it) saturates there.")
         else:
-            text = (f"Of {len(ranked)} cold paths to GPU memory the fastest was {path_words(top)}, "
-                    f"**{fx.num(ranked.iloc[0], 'GB/s')}**, "
-                    f"{fx.compare(gpu_runs(res, top, cache='cold'), b, same='level with')} the pinned buffers.")
-        out.append(Finding("fastest_path", text, float(ranked.iloc[0]), "GB/s"))
-    pool = _best_pool(res)
-    if pool is not None:
-        t, best, one = pool
-        mid, lo, hi = fx.ratio_interval(best, one)
-        out.append(Finding("parallel_random", f"Cold random 4 KiB reads from {t} threads issuing `pread` ran "
-                           f"**{fx.compare(best, one, same='level with')}** one thread ({fx.num(mean(best))} against "
-                           f"{fx.num(mean(one))} IOPS).", mid, "×", interval=(lo, hi)))
-    pair = _readahead_pair(res)
-    if pair is not None and len(out) < 3:
-        la, a, lb, b2 = pair
-        out.append(Finding("readahead", f"Cold sequential reads with {la} ran "
-                           f"**{fx.compare(a, b2, same='level with')}** reads with {lb} "
-                           f"({fx.num(mean(a), 'MB/s')} against {fx.num(mean(b2), 'MB/s')}).", mean(a) / mean(b2), "×"))
-    st = latency_stats(res)
-    if st is not None and len(out) < 3:
-        p50, floor = mean(st["first"]), res.metadata.get("nand_read_floor_us", 40.0)
-        where = ("faster than any flash read, so a cache below this machine answered" if p50 < floor else
-                 "as slow as a flash read, so cold reads reached the device")
-        out.append(Finding("virtual_disk", f"A cold 4 KiB read took **{fx.num(p50, 'µs')}**, {where}.", p50, "µs",
-                           interval=(min(st["first"]), max(st["first"]))))
+            text += f" {span_} IOPS still grew ({phrasing.ratio_words(step)}): more requests in flight would help."
+    return Finding("parallel_random", text, c.number, "×")
+
+
+def _asked(facts: Facts) -> Finding:
+    f = facts.get("asked_vs_seen")
+    if f is None:
+        dev = facts.data.get("diskstats_device")
+        return Finding("asked_vs_seen", "The device's own counters could not be read here ("
+                       + ("the data directory is not on a block device" if not dev else
+                          f"no /proc/diskstats line for {phrasing.code(dev)}")
+                       + "), so only the program's side of each request is shown.")
+    parts = []
+    for mode in ("buffered", "O_DIRECT"):
+        m = facts.get(f"asked_vs_seen.{mode}")
+        if m is None:
+            continue
+        v = m.setting["verdict"]
+        what = "the same size" if v == "same" else f"{fx.num(m.number, '×')} {v}"
+        parts.append(f"{mode} {size_label(m.setting['asked'])} requests reached the device as "
+                     f"{size_label(m.setting['seen'])} requests on average ({what})")
+    return Finding("asked_vs_seen", "Asked vs seen: " + "; ".join(parts) + ".", f.number, "×")
+
+
+def _readahead(facts: Facts, short: bool) -> Finding | None:
+    c = facts.get("readahead")
+    meta = facts.data.get("readahead_sysfs") or {}
+    if c is None:
+        if short:
+            return None
+        if not meta.get("used"):
+            return Finding("readahead", "The device's read_ahead_kb was not changed: "
+                           + phrasing.text(meta.get("note") or "not asked for") + ".")
+        return Finding("readahead", "The readahead experiment did not run.")
+    hi, lo = facts["readahead_high"], facts["readahead_low"]
+    if short:
+        return Finding("readahead", f"Cold sequential reads with {phrasing.text(hi.label)} ran "
+                       f"**{_cmp(facts, 'readahead')}** ({phrasing.value(hi, runs=False)} against "
+                       f"{phrasing.value(lo, runs=False)}).", c.number, "×")
+    if hi.setting.get("how") == "sysfs":
+        chunk = hi.setting.get("chunk")
+        text = (f"Cold sequential {size_label(chunk) + ' ' if chunk else ''}reads with {phrasing.text(hi.label)} were "
+                f"{_cmp(facts, 'readahead')} ({phrasing.value(hi)} vs {phrasing.value(lo)}; the original "
+                f"{fx.num(meta.get('original_kb'))} KiB was restored after every setting).")
+    else:
+        text = ("The device's read_ahead_kb was not changed: " + phrasing.text(meta.get("note") or "not asked for")
+                + f". Per file, cold sequential reads with {phrasing.text(hi.label)} were {_cmp(facts, 'readahead')}.")
+    return Finding("readahead", text, c.number, "×")
+
+
+def _virtual_disk(facts: Facts, short: bool) -> Finding | None:
+    f = facts.get("virtual_disk")
+    st = facts.data.get("storage") or {}
+    where = f"On {phrasing.code(st.get('disk') or 'no block device')} ({phrasing.code(st.get('fs_type'))}),"
+    if f is None:
+        return None if short else Finding("virtual_disk", f"{where} the single-request latency check did not run.")
+    below = facts["virtual_disk_verdict"].value == "cache below"
+    floor = facts["flash_floor"]
+    if short:
+        how = ("faster than any flash read, so a cache below this machine answered" if below else
+               "as slow as a flash read, so cold reads reached the device")
+        return Finding("virtual_disk", f"A cold 4 KiB read took **{phrasing.value(f, runs=False)}**, {how}.",
+                       f.number, f.unit, interval=f.spread)
+    lo_n, hi_n = facts.data.get("physical_nvme_qd1_us") or [60.0, 100.0]
+    text = (f"{where} a cold 4 KiB O_DIRECT read, one at a time, took **{phrasing.value(f)}** (median), "
+            + (f"below the fastest a flash read can be ({phrasing.value(floor)}) and the "
+               f"{fx.num(lo_n)}–{fx.num(hi_n, 'µs')} of a physical NVMe drive: a cache under this machine answered, "
+               "so \"cold\" here means cold for this machine's page cache, not for the storage below it."
+               if below else
+               f"within reach of flash (at least {phrasing.value(floor)}; a physical NVMe drive takes about "
+               f"{fx.num(lo_n)}–{fx.num(hi_n, 'µs')}): cold reads here came from a device, not from a cache below."))
+    return Finding("virtual_disk", text, f.number, f.unit, interval=f.spread)
+
+
+def finding(facts: Facts, key: str) -> list[Finding]:
+    """The key result ``key`` (as a one-item list for :func:`~datajourney.book.report.findings`)."""
+    return [f for f in findings(facts) if f.key == key]
+
+
+def findings(facts: Facts) -> list[Finding]:
+    """The chapter's key results, each one fact in the book's words."""
+    if not isinstance(facts, Facts):        # a Result, from a caller that has not moved to facts yet
+        facts = _facts(facts)
+    out = [_to_gpu(facts, False), _gds(facts), _parallel(facts, False), _asked(facts), _readahead(facts, False),
+           _virtual_disk(facts, False)]
+    return [f for f in out if f is not None]
+
+
+# --------------------------------------------------------------------------- the opening
+def _snippet(a, facts: Facts) -> str | None:
+    """Code for a piece of advice, its setting filled in from the facts."""
+    if a.key == "random_reads.threads":
+        return POOL_SNIPPET.format(threads=a.value) if a.value > 1 else None
+    if a.key == "random_reads.fadvise":
+        return "os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)   # no readahead for this file"
+    if a.key != "storage_to_gpu.path":
+        return None
+    s = facts["to_gpu"].setting
+    path = s.get("path")
+    chunk = int(facts.data["gpu_chunk"])
+    if path == PINNED:
+        return _b_snippet(s["mode"], int(s["chunk"]), int(s["buffers"]))
+    if str(path).startswith("kvikio"):
+        threads = int(str(path).rsplit(", ", 1)[-1].split()[0])
+        task = int(facts.data["kvikio_task"])
+        return (f'import os\nimport kvikio\nimport kvikio.defaults\nimport torch\n\n'
+                f'gpu = torch.empty(os.path.getsize(path), dtype=torch.uint8, device="cuda")\n'
+                f'with kvikio.defaults.set({{"num_threads": {threads}, "task_size": {task >> 20} << 20}}):\n'
+                f'    with kvikio.CuFile(path, "r") as f:\n        f.read(gpu)')
+    if path == "pageable + copy":
+        return (f'import os\nimport torch\n\nCHUNK = {chunk >> 20} << 20\n'
+                f'gpu = torch.empty(os.path.getsize(path), dtype=torch.uint8, device="cuda")\n'
+                f'buf = torch.empty(CHUNK, dtype=torch.uint8)\noff = 0\n'
+                f'with open(path, "rb", buffering=0) as f:\n    while n := f.readinto(buf.numpy()):\n'
+                f'        gpu[off:off + n].copy_(buf[:n])\n        off += n')
+    if path == "mmap + pinned":
+        return _double_buffer_snippet(
+            "import mmap", 'with open(path, "rb") as f:\n    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n'
+            "m.madvise(mmap.MADV_SEQUENTIAL)\nsrc, size = torch.frombuffer(m, dtype=torch.uint8), len(m)",
+            "n = min(CHUNK, size - off)\n    bufs[k][:n].copy_(src[off:off + n])   # page faults read the file",
+            chunk, 2, f"a memory map copied through 2 pinned buffers of {size_label(chunk)}")
+    return None
+
+
+def actions(facts: Facts) -> list[Action]:
+    """What to do, each the advice of the analysis in the book's one phrasing (with code to paste)."""
+    out = []
+    if facts["to_gpu"].number is None:
+        why = phrasing.text(facts["to_gpu"].setting.get("why") or "no CUDA device")
+        out.append(Action("Run this chapter on a machine with a CUDA GPU (`python -m datajourney run 9`) to rank "
+                          f"the paths from a file into GPU memory: this run read none ({why})."))
+    for a in facts.advice:
+        out.append(Action(phrasing.advice(a, facts), _snippet(a, facts)))
     return out[:fx.OPENING_FINDINGS]
 
 
-def _path_action(res) -> Action:
-    ranked = cold_paths(res)
-    top = ranked.index[0]
-    base = "pageable + copy"
-    t, a = gpu_runs(res, top, cache="cold"), gpu_runs(res, base, cache="cold")
-    if top != base and a and fx.direction(t, a) > 0:
-        extra = ""
-        if top == PINNED:
-            pb = _path_b(res) or {}
-            mode = _b_mode(pb)
-            extra = f" at {_setting(mode, pb.get('chunk') or 0, pb.get('buffers') or 2)}"
-        return Action(f"Move files into GPU memory with {path_words(top)}{extra}: the fastest of this run's "
-                      f"{len(ranked)} cold paths, {fx.compare(t, a)} pageable reads copied one by one.",
-                      _path_snippet(res, top))
-    return Action(f"Plain reads copied to the GPU chunk by chunk ({fx.num(mean(a), 'GB/s')}) ran "
-                  f"{fx.compare(a, t, same='level with')} the fastest of this run's {len(ranked)} cold paths, "
-                  f"{path_words(top)} ({fx.num(ranked.iloc[0], 'GB/s')}): no special path is needed here.",
-                  _path_snippet(res, base))
+def opening(facts: Facts) -> Opening:
+    """What chapter 9 opens with: the fastest path measured from a file into GPU memory against the disk's own
+    read, the pread pool's gain on random reads, then readahead or the cold read's latency; and what to do,
+    each the analysis's advice (the path to GPU memory with its setting, the pool size, the per-file hint)."""
+    out = []
+    if facts["to_gpu"].number is not None:
+        out.append(_to_gpu(facts, True))
+    out += [f for f in (_parallel(facts, True), _readahead(facts, True), _virtual_disk(facts, True)) if f is not None]
+    return Opening(out[:fx.OPENING_FINDINGS], actions(facts))
 
 
-def _sweep_action(res) -> Action | None:
-    s = pipeline_summary(res)
-    if len(s) < 2:
-        return None
-    b = pipeline_shares(res)
-    best, worst = s.iloc[0], s.iloc[-1]
-    d = fx.direction(_runs_of(b, best), _runs_of(b, worst))
-    if d <= 0:
-        return Action(f"Path (b)'s chunk, buffer count and read mode made no clear difference here: the best and "
-                      f"the slowest of its {len(s)} settings were {fx.compare(_runs_of(b, best), _runs_of(b, worst))}"
-                      " each other; keep the simplest.")
-    return Action(f"With pinned buffers, read {_setting(best['mode'], best['chunk'], best['buffers'])} (mode, chunk "
-                  f"× buffers): the best of this run's {len(s)} settings, "
-                  f"{fx.compare(_runs_of(b, best), _runs_of(b, worst))} the slowest "
-                  f"({_setting(worst['mode'], worst['chunk'], worst['buffers'])}).",
-                  _b_snippet(str(best["mode"]), int(best["chunk"]), int(best["buffers"])))
-
-
-def _pool_action(res) -> Action | None:
-    pool = _best_pool(res)
-    if pool is None:
-        return None
-    t, best, one = pool
-    if fx.direction(best, one) > 0:
-        return Action(f"Issue random small reads from a pool of {t} threads: {fx.compare(best, one)} one thread "
-                      "here, cold.", POOL_SNIPPET.format(threads=t))
-    return Action(f"Keep random small reads on one thread: the best pool here ({t} threads) ran "
-                  f"{fx.compare(best, one, same='level with')} one thread, so more threads do not help on this "
-                  "storage.")
-
-
-def _fadvise_action(res) -> Action | None:
-    ra = _t(res, "readahead")
-    if ra.empty:
-        return None
-    fr = ra[(ra["pattern"] == "random") & (ra["setting"] == "fadvise")]
-    h = fr[fr["fadvise"] == "RANDOM"]["seen_over_asked"].dropna().tolist()
-    n0 = fr[fr["fadvise"] == "none"]["seen_over_asked"].dropna().tolist()
-    if not (h and n0):
-        return None
-    if fx.direction(n0, h, tol=0.10) > 0:
-        return Action(f"Mark files read at random with `POSIX_FADV_RANDOM`: without it the storage read "
-                      f"{fx.num(mean(n0), '×')} the asked bytes here, with it {fx.num(mean(h), '×')}.",
-                      "os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)   # no readahead for this file")
-    return Action(f"Leave readahead alone for random reads: the storage read {fx.num(mean(n0), '×')} the asked bytes "
-                  f"without a hint and {fx.num(mean(h), '×')} with `POSIX_FADV_RANDOM`, so the hint changed nothing "
-                  "here.")
-
-
-def opening(res) -> Opening:
-    """What chapter 9 opens with: how fast a cold file reached GPU memory through the pinned buffers and which
-    cold path was fastest (or, without a GPU, readahead and the cold read's latency), and the pread pool's
-    gain; then what to do, each chosen from this run's ranking (the path to GPU memory, path (b)'s setting,
-    random reads), or what to run where the run cannot tell."""
-    actions = []
-    if has_gpu(res) and not cold_paths(res).empty:
-        actions += [_path_action(res), _sweep_action(res), _pool_action(res)]
-    else:
-        actions += [Action("Run this chapter on a machine with a CUDA GPU (`python -m datajourney run 9`) to rank "
-                           "the paths from a file into GPU memory: this run read none"
-                           f" ({res.metadata.get('gpu_note') or 'no CUDA device'})."),
-                    _pool_action(res), _fadvise_action(res)]
-    return Opening(_opening_findings(res), [a for a in actions if a is not None][:3])
-
-
-def takeaways(res) -> str:
+def takeaways(facts: Facts) -> str:
     """What this means for a training job: the opening's actions, and whether a GDS gain can be expected here."""
-    items = [a.text for a in opening(res).actions]
-    gds = res.metadata.get("gds") or {}
-    if gds.get("kvikio") and gds.get("path") != "GDS":
-        items.append(f"kvikio ran in {gds.get('path')}: check `is_gds_available` before expecting a GDS gain.")
+    items = [a.text for a in actions(facts)]
+    st = facts.data.get("gds_status") or {}
+    if st.get("kvikio") and st.get("path") != "GDS":
+        items.append(f"kvikio ran in {phrasing.code(st.get('path'))}: check `is_gds_available` before expecting a "
+                     "GDS gain.")
     return "\n".join(f"* {i}" for i in items)
