@@ -8,8 +8,8 @@ import torch
 from conftest import has_nan
 
 from datajourney.chapters import published
+from datajourney.chapters.c05_padding_tax import analysis, page
 from datajourney.chapters.c05_padding_tax import experiment as padding
-from datajourney.chapters.c05_padding_tax import page
 from datajourney.core import charts as plotting
 from datajourney.core.params import ParameterError
 from datajourney.core.results import Result
@@ -90,17 +90,17 @@ def test_published_figures_reproduced_exactly_from_the_first_batch():
 def test_run_reproduces_and_labels_populations(tmp_path):
     res = padding.run(**{**P, "n_samples": 2000, "batch_size": 32, "strategies": list(padding.STRATEGIES),
                          "device": "none"}, run_dir=tmp_path, progress=False)
-    assert page.reproduction(res)["missed"] == []
+    assert res.facts["published_reproduced"].value == 3
     assert set(res.table("first_batch")["population"]) == {"first batch"}
     assert set(res.table("strategies")["population"]) == {"all samples"}
     assert list(res.table("length_stats")["population"]) == ["first batch", "all samples"]
     t = res.table("templates")
     best = t[t["published_matched"] == t["published_of"]]
     assert list(zip(best["template"], best["eos"])) == [("spaces", "packed_only")]
-    items = page.findings(res)
+    items = page.findings(res.facts)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     ratio = next(f for f in items if f.key == "first_batch_ratio")
-    assert "**42.4×**" in ratio.text and "reproduced as printed" in ratio.text
+    assert "**42.4× more than" in ratio.text and "reproduced as printed" in ratio.text
     assert "Of the 9 combinations" in page.template_note(res) and "only `spaces`" in page.template_note(res)
     tab = page.length_table(res)
     assert list(tab.iloc[:, 1]) == [published.figure(padding.CHAPTER, m).text for m in (
@@ -249,7 +249,7 @@ P = dict(n_samples=50, context_length=4096, batch_size=8, dataset="tatsu-lab/alp
     ("template", "alpacca"), ("template", "bogus"), ("template", "{nonsense}"), ("template", "{instruction}"),
     ("eos", True), ("eos", "maybe"), ("device", "gpu"), ("timing", "some"), ("timing_repeats", 0),
     ("warmup_steps", -1), ("seed", -1), ("seed", "abc"), ("dataset_path", [1, 2]), ("dataset", ""),
-    ("heatmap_bins", 0), ("bucket_batches", 1.5), ("progress", "maybe"),
+    ("heatmap_bins", 0), ("bucket_batches", 1.5), ("strategies", []),
 ])
 def test_bad_parameters_are_named(name, value):
     with pytest.raises(ParameterError, match=repr(name)):
@@ -392,7 +392,7 @@ def _result(*, pad_fb=0.02326, pack_fb=0.98549, pad_all=0.017, pack_all=0.974, c
 
 
 def _texts(res):
-    items = page.findings(res)
+    items = page.findings(analysis.analyse(res))
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text
@@ -402,9 +402,11 @@ def _texts(res):
 def test_findings_as_published():
     f = _texts(_result())
     assert "**2.3%**" in f["first_batch_pad_to_context"].text and "**98.5%**" in f["first_batch_packed"].text
-    assert "more real tokens" in f["first_batch_ratio"].text and "reproduced as printed" in f["first_batch_ratio"].text
-    assert "more real tokens" in f["all_samples"].text and "lower than the first batch" in f["all_samples"].text
-    assert "**40.0× faster**" in f["measured_cost"].text and f["measured_cost"].value == pytest.approx(40.0)
+    t = f["first_batch_ratio"].text
+    assert "42.4× more than padding every sample to the context" in t and "reproduced as printed" in t
+    assert "more than padding every sample to the context (all samples)" in f["all_samples"].text
+    assert "**40.0× faster than padding every sample to the context**" in f["packing_vs_context"].text
+    assert f["packing_vs_context"].value == pytest.approx(1 / 40.0)
     assert "reproduces each document alone" in f["packing_isolation"].text
     assert "does not: documents see each other" in f["packing_isolation"].text
     # the collator comparison is the note's beside its table, not repeated in the key result
@@ -416,24 +418,25 @@ def test_findings_as_published():
 
 def test_findings_when_packing_loses_the_first_batch():
     f = _texts(_result(pad_fb=0.5, pack_fb=0.4))
-    assert "fewer real tokens" in f["first_batch_ratio"].text and "not as published" in f["first_batch_ratio"].text
+    assert "less than padding every sample" in f["first_batch_ratio"].text
+    assert "not as published" in f["first_batch_ratio"].text
 
 
 def test_findings_when_the_populations_reverse():
     f = _texts(_result(pad_all=0.5, pack_all=0.3))
-    assert "fewer real tokens" in f["all_samples"].text and "higher than the first batch" in f["all_samples"].text
+    assert "less than padding every sample to the context (all samples)" in f["all_samples"].text
 
 
 def test_findings_when_packing_is_slower_or_level():
     f = _texts(_result(cost=(1.0, 2.5)))
-    assert "**2.5× slower**" in f["measured_cost"].text and "faster" not in f["measured_cost"].text
+    assert "**2.5× slower than" in f["packing_vs_context"].text and "faster" not in f["packing_vs_context"].text
     f = _texts(_result(cost=(1.0, 1.05), spread=0.1))
-    assert "level with padding" in f["measured_cost"].text
+    assert "level with padding every sample to the context" in f["packing_vs_context"].text
 
 
 def test_findings_without_timings():
     f = _texts(_result(cost=None))
-    assert "not measured" in f["measured_cost"].text and f["measured_cost"].value is None
+    assert "not measured" in f["packing_vs_longest"].text and f["packing_vs_longest"].value is None
 
 
 def test_findings_when_documents_leak_or_collator_differs():
@@ -454,8 +457,8 @@ def test_key_metrics_are_first_batch_metrics_with_published_names():
     names = {f.metric for f in published.figures(padding.CHAPTER)}
     assert set(km) == names
     assert km["efficiency, pad to context"][0] == pytest.approx(2.326)
-    assert page.reproduction(_result())["missed"] == []
-    assert "efficiency, packed" in page.reproduction(_result(pack_fb=0.99))["missed"]
+    assert analysis.analyse(_result())["published_reproduced"].value == 3
+    assert analysis.analyse(_result(pack_fb=0.99))["published_reproduced"].value == 1  # packed and ratio missed
 
 
 @OFFLINE
@@ -464,7 +467,8 @@ def test_run_writes_every_table(tmp_path):
                       progress=False)
     assert {"lengths", "length_stats", "strategies", "first_batch", "templates", "isolation", "collator"} <= set(
         res.tables)
-    assert "cost" not in res.tables and "device" in res.metadata["timing_note"]
+    assert "cost" not in res.tables and res.metadata["untimed_because"] == "device_none"
+    assert "device is 'none'" in page.untimed_note(res)
     assert list(res.table("length_stats")["samples"]) == [8, 40]
     assert res.metadata["heatmap_greedy_pack"]["efficiency"] > 0
     assert res.table("collator")[["input_ids_equal", "position_ids_equal", "labels_equal"]].all(axis=None)
@@ -486,7 +490,7 @@ def test_run_times_every_batch_on_cpu(tmp_path):
     assert c.loc["pad_to_context", "real_tokens"] == res.table("lengths")["tokens"].sum()
     assert c.loc["greedy_pack", "real_tokens"] == res.table("lengths")["tokens"].sum() + 24   # one EOS each
     f = _texts(res)
-    assert "CPU time" in f["measured_cost"].text
+    assert "greedy packing took" in f["packing_vs_context"].text
     note = page.cost_note(res)
     assert "A full padded step" in note and "output layer and loss" in note
     b = page.step_breakdown(res).set_index("strategy")
@@ -504,16 +508,9 @@ def test_cost_note_compares_partial_batches_only_with_their_own_row_length():
     assert "1 of 3 batches is partial (1 row)" in note and "per step against" not in note
 
 
-def test_cost_range_without_equal_ends_and_model_named_by_size():
-    import re
-
-    f = _texts(_result(spread=0.0))["measured_cost"].text
-    assert "in all 3 passes" in f and "range" not in f
-    for a, b in re.findall(r"([0-9][0-9.,]*)×?–([0-9][0-9.,]*)", f):
-        assert a != b, f
+def test_cost_finding_names_the_model_by_size():
+    f = _texts(_result(spread=0.0))["packing_vs_context"].text
     assert "GPT-2 architecture (4 layers, 512 wide)" in f and "of GPT-2 (" not in f
-    wide = _texts(_result(spread=0.05))["measured_cost"].text
-    assert "(range 36.2–44.2×, min–max over passes)" in wide
 
 
 def test_one_gain_ratio_or_the_difference_said_once():
@@ -521,7 +518,7 @@ def test_one_gain_ratio_or_the_difference_said_once():
     # efficiency ratio (end-of-text counted as real) and positions ratio differ: both named, the reason once,
     # the reason in the note beside the populations' table
     n = page.population_note(_result())
-    assert "**57.3×**" in f and "end-of-text" not in f
+    assert "**57.3× more than" in f and "end-of-text" not in f
     assert "In positions computed the gain is 54.5×" in n and n.count("end-of-text") == 1
 
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 import bisect
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,15 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from datajourney.chapters.c05_padding_tax.params import Params
-from datajourney.core.params import (
-    ParameterError,
-    boolean,
-    choice,
-    choices,
-    creatable_dir,
-    nonnegative_int,
-    positive_int,
-)
+from datajourney.core.params import ParameterError, run_options
 
 CHAPTER = "05_padding_tax"
 STRATEGIES = ("pad_to_context", "pad_to_longest", "bucketed", "greedy_pack", "best_fit_decreasing")
@@ -521,7 +512,8 @@ def time_layout(layout: Layout, step: Callable[[int], float | dict], *, mode: st
     and memory allocation once). ``all_batches``: every batch, ``repeats`` passes. ``per_shape``:
     ``repeats`` steps of each shape (cycling through the batches of that shape). One row per
     timed step: pass, batch, rows, row_len, ms."""
-    choice("timing", mode, tuple(TIMING_MODES))
+    if mode not in TIMING_MODES:
+        raise ParameterError("timing", mode, "one of " + ", ".join(map(repr, TIMING_MODES)))
     shapes = layout.shapes()
     for members in shapes.values():
         for _ in range(warmup):
@@ -670,43 +662,27 @@ def template_comparison(records, tok, *, batch_size: int, context: int, eos_id: 
 
 
 # --------------------------------------------------------------------------- chapter
-def check_parameters(p: dict) -> dict:
-    """Every parameter of the chapter, checked before any work (types, ranges, names)."""
+def check_parameters(params) -> Params:
+    """Every parameter checked before any work: the declarations (:meth:`Params.checked`), then what they
+    cannot say: the template names the record's fields, the names are not blank, at least one layout, the
+    heads divide the width, CUDA where it is asked for."""
     from datajourney.toolkit import textdata
 
-    q = dict(p)
-    q["n_samples"] = positive_int("n_samples", p["n_samples"], maximum=10_000_000)
-    q["context_length"] = positive_int("context_length", p["context_length"], maximum=1 << 20)
-    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=1 << 16)
-    for name in ("dataset", "tokenizer"):
-        if not isinstance(p[name], str) or not p[name].strip():
-            raise ParameterError(name, p[name], "a public name such as "
-                                 + repr(textdata.DATASET_NAME if name == "dataset" else textdata.TOKENIZER_NAME))
-    for name in ("dataset_path", "tokenizer_dir"):
-        if p.get(name) is not None and not (isinstance(p[name], str) and p[name].strip()):
-            raise ParameterError(name, p[name], "null (use the offline copy or the hub) or a path")
-    q["template"] = textdata.check_template(p["template"])
-    q["eos"] = choice("eos", p["eos"], tuple(EOS_MODES))
-    q["strategies"] = choices("strategies", p["strategies"], STRATEGIES)
-    q["bucket_batches"] = positive_int("bucket_batches", p["bucket_batches"], maximum=1 << 16)
-    q["heatmap_bins"] = positive_int("heatmap_bins", p["heatmap_bins"], maximum=4096)
-    q["device"] = choice("device", p["device"], DEVICES)
-    if q["device"] == "cuda" and not torch.cuda.is_available():
+    if isinstance(params, Mapping):
+        run_options(params)
+    p = Params.coerce(params).checked()
+    for name, example in (("dataset", textdata.DATASET_NAME), ("tokenizer", textdata.TOKENIZER_NAME)):
+        if not getattr(p, name).strip():
+            raise ParameterError(name, getattr(p, name), f"a public name such as {example!r}")
+    textdata.check_template(p.template)
+    if not p.strategies:
+        raise ParameterError("strategies", p.strategies,
+                             "a non-empty list drawn from " + ", ".join(map(repr, STRATEGIES)))
+    if p.d_model % p.n_heads:
+        raise ParameterError("n_heads", p.n_heads, f"a divisor of d_model ({p.d_model})")
+    if p.device == "cuda" and not torch.cuda.is_available():
         raise ParameterError("device", "cuda", "'auto', 'cpu' or 'none' (no CUDA device on this machine)")
-    q["timing"] = choice("timing", p["timing"], tuple(TIMING_MODES))
-    q["timing_repeats"] = positive_int("timing_repeats", p["timing_repeats"], maximum=1000)
-    q["warmup_steps"] = nonnegative_int("warmup_steps", p["warmup_steps"], maximum=1000)
-    for name in ("d_model", "n_layers", "n_heads"):
-        q[name] = positive_int(name, p[name], maximum=1 << 16)
-    if q["d_model"] % q["n_heads"]:
-        raise ParameterError("n_heads", q["n_heads"], f"a divisor of d_model ({q['d_model']})")
-    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**32 - 1)
-    q["progress"] = boolean("progress", p.get("progress", True))
-    if p.get("run_dir") is not None:
-        if not isinstance(p["run_dir"], (str, Path)) or not str(p["run_dir"]).strip():
-            raise ParameterError("run_dir", p["run_dir"], "a directory path")
-        creatable_dir("run_dir", p["run_dir"])
-    return q
+    return p
 
 
 def timing_device(device: str) -> str | None:
@@ -724,10 +700,10 @@ def _available_bytes(device: str) -> int:
     return int(psutil.virtual_memory().available)
 
 
-def check_memory(p: dict, layouts: dict[str, Layout], layout_lengths: dict[str, list[int]]) -> dict:
+def check_memory(p: Params, layouts: dict[str, Layout], layout_lengths: dict[str, list[int]]) -> dict:
     """Memory the timed steps need (their largest batch) against what the device has free; fails
     naming ``context_length`` (with the batch shape) before any work when it does not fit."""
-    dev = timing_device(p["device"])
+    dev = timing_device(p.device)
     if dev is None:
         return dict(device=None, needed_bytes=0, available_bytes=None)
     need, worst = 0, None
@@ -735,97 +711,107 @@ def check_memory(p: dict, layouts: dict[str, Layout], layout_lengths: dict[str, 
         for b in range(len(lay.batches)):
             real = sum(layout_lengths[s][i] for row in lay.batches[b] for i in row)
             m = memory_needed(rows=len(lay.batches[b]), row_len=lay.row_len[b], real_tokens=real,
-                              d_model=p["d_model"], n_layers=p["n_layers"], context=p["context_length"])
+                              d_model=p.d_model, n_layers=p.n_layers, context=p.context_length)
             if m > need:
                 need, worst = m, (s, *lay.shape(b))
     have = _available_bytes(dev)
     if need > have:
         s, rows, n = worst
         where = "GPU memory free" if dev == "cuda" else "memory available"
-        raise ParameterError("context_length", p["context_length"],
+        raise ParameterError("context_length", p.context_length,
                              f"a value for which one timed step fits ({LABELS[s]}: a batch of {rows:,} × {n:,} "
                              f"positions needs about {need / 2**30:,.1f} GiB, {have / 2**30:,.1f} GiB {where}); "
                              "lower context_length, batch_size or d_model, or set device 'none'")
     return dict(device=dev, needed_bytes=need, available_bytes=have, largest_batch=list(worst))
 
 
-def preflight(params: dict):
-    """Parameters, data and tokenizer, that every sample fits the context, and memory: before any work.
-    Returns (checked parameters, records, tokens per sample, tokenizer, source)."""
+@dataclass
+class Plan:
+    """What :func:`preflight` found: the checked parameters, the records and their tokens, the tokenizer,
+    where both came from, and the memory the timed steps need."""
+
+    params: Params
+    records: list
+    tokens: list[list[int]]
+    tokenizer: object
+    source: object
+    memory: dict
+
+
+def preflight(params) -> Plan:
+    """Parameters, data and tokenizer, that every sample fits the context, and memory: before any work."""
     import importlib.util
 
     from datajourney.core.params import requires
     from datajourney.toolkit import textdata
 
     p = check_parameters(params)
-    requires("tokenizer", p["tokenizer"], "tokenizers", "the tokenizers package: pip install tokenizers")
+    requires("tokenizer", p.tokenizer, "tokenizers", "the tokenizers package: pip install tokenizers")
     if importlib.util.find_spec("transformers") is None:
-        raise ParameterError("template", p["template"], "a setting this machine can run: chapter 5 needs the "
+        raise ParameterError("template", p.template, "a setting this machine can run: chapter 5 needs the "
                              "transformers package for GPT-2 and its packing collator (pip install transformers)")
-    records, d_origin = textdata.load_records(p["n_samples"], p["dataset"], p.get("dataset_path"))
-    tok, t_origin = textdata.load_tokenizer(p["tokenizer"], p.get("tokenizer_dir"))
-    tokens = tokenize([textdata.join(r, p["template"]) for r in records], tok)
-    longest = max(len(t) for t in tokens) + (1 if p["eos"] != "never" else 0)
-    if longest > p["context_length"]:
-        raise ParameterError("context_length", p["context_length"],
+    records, d_origin = textdata.load_records(p.n_samples, p.dataset, p.dataset_path)
+    tok, t_origin = textdata.load_tokenizer(p.tokenizer, p.tokenizer_dir)
+    tokens = tokenize([textdata.join(r, p.template) for r in records], tok)
+    longest = max(len(t) for t in tokens) + (1 if p.eos != "never" else 0)
+    if longest > p.context_length:
+        raise ParameterError("context_length", p.context_length,
                              f"at least the longest sample ({longest} tokens): a packer never splits a sample")
     layouts, lens = build_layouts(p, [len(t) for t in tokens])
-    p["memory"] = check_memory(p, layouts, lens)
-    return p, records, tokens, tok, textdata.Source(d_origin, t_origin)
+    return Plan(p, records, tokens, tok, textdata.Source(d_origin, t_origin), check_memory(p, layouts, lens))
 
 
-def build_layouts(p: dict, lengths: list[int]) -> tuple[dict[str, Layout], dict[str, list[int]]]:
+def build_layouts(p: Params, lengths: list[int]) -> tuple[dict[str, Layout], dict[str, list[int]]]:
     """Every requested layout (validated) and the per-sample lengths it carries (EOS included where used)."""
     layouts, lens = {}, {}
-    for s in p["strategies"]:
-        lens[s] = [n + 1 for n in lengths] if uses_eos(s, p["eos"]) else list(lengths)
-        kw = {"window_batches": p["bucket_batches"]} if s == "bucketed" else {}
-        layouts[s] = BUILDERS[s](lens[s], p["batch_size"], p["context_length"], **kw)
+    for s in p.strategies:
+        lens[s] = [n + 1 for n in lengths] if uses_eos(s, p.eos) else list(lengths)
+        kw = {"window_batches": p.bucket_batches} if s == "bucketed" else {}
+        layouts[s] = BUILDERS[s](lens[s], p.batch_size, p.context_length, **kw)
         validate(layouts[s], lens[s])
     return layouts, lens
 
 
-def _measure(*, n_samples: int, context_length: int, batch_size: int, dataset: str, dataset_path, tokenizer: str,
-        tokenizer_dir, template: str, eos: str, strategies, bucket_batches: int, heatmap_bins: int, device: str,
-        timing: str, timing_repeats: int, warmup_steps: int, d_model: int, n_layers: int, n_heads: int,
-        seed: int, run_dir=None, progress: bool = True):
-    """Run chapter 5 and save the result (tables + fingerprint) to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k != "progress"}
+def _measure(params: Params, *, run_dir=None, progress: bool = True):
+    """Run chapter 5 and save the result (tables, fingerprint, facts) to ``run_dir``."""
     from tqdm import tqdm
 
+    from datajourney.chapters.c05_padding_tax import analysis
     from datajourney.core import results
-    from datajourney.toolkit import textdata
 
-    p, records, tokens, tok, source = preflight({**params, "progress": progress})
+    plan = preflight(params)
+    p, tokens = plan.params, plan.tokens
+    batch_size, eos = p.batch_size, p.eos
     transformers = _import_transformers()
-    res = results.start(CHAPTER, params, run_dir)
+    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
     lengths = [len(t) for t in tokens]
     res.add("lengths", pd.DataFrame({"sample": range(len(lengths)), "tokens": lengths}))
     layouts, lens = build_layouts(p, lengths)
     pad_len = lens.get("pad_to_context") or ([n + 1 for n in lengths] if eos == "always" else lengths)
     res.add("length_stats", [length_stats(pad_len[:batch_size], "first batch"),
                              length_stats(pad_len, "all samples")])
-    res.add("strategies", [evaluate(layouts[s], lens[s], batch_size) for s in p["strategies"]])
-    res.add("first_batch", [first_batch(layouts[s], lens[s]) for s in p["strategies"]])
+    res.add("strategies", [evaluate(layouts[s], lens[s], batch_size) for s in p.strategies])
+    res.add("first_batch", [first_batch(layouts[s], lens[s]) for s in p.strategies])
     for s in ("pad_to_context", "greedy_pack", "best_fit_decreasing"):
         if s in layouts:
-            frac, width = fill_fractions(layouts[s], lens[s], heatmap_bins)
+            frac, width = fill_fractions(layouts[s], lens[s], p.heatmap_bins)
             fb = first_batch(layouts[s], lens[s])
             res.metadata[f"heatmap_{s}"] = dict(fraction_real=np.round(frac, 4).tolist(), bin_width=width,
                                                 row_len=layouts[s].row_len[0], efficiency=fb["efficiency"],
                                                 samples=fb["samples"])
-    res.add("templates", template_comparison(records, tok, batch_size=batch_size, context=context_length))
-    res.add("isolation", isolation_check(seed))
-    lay_tokens = {s: layout_tokens(tokens, s, eos) for s in p["strategies"]}
-    res.add("collator", [compare_with_collator(layouts[s], lay_tokens[s]) for s in p["strategies"] if s in PACKED])
-    dev = p["memory"]["device"]
+    res.add("templates", template_comparison(plan.records, plan.tokenizer, batch_size=batch_size,
+                                             context=p.context_length))
+    res.add("isolation", isolation_check(p.seed))
+    lay_tokens = {s: layout_tokens(tokens, s, eos) for s in p.strategies}
+    res.add("collator", [compare_with_collator(layouts[s], lay_tokens[s]) for s in p.strategies if s in PACKED])
+    dev = plan.memory["device"]
     if dev is not None:
-        model = gpt2_model(context=context_length, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
-                           seed=seed).to(dev).train()
+        model = gpt2_model(context=p.context_length, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
+                           seed=p.seed).to(dev).train()
         totals, shapes, steps = [], [], []
-        bar = tqdm(total=sum(timed_steps(layouts[s], timing, timing_repeats) for s in p["strategies"]),
+        bar = tqdm(total=sum(timed_steps(layouts[s], p.timing, p.timing_repeats) for s in p.strategies),
                    desc="chapter 5 timing", disable=not progress, mininterval=5)
-        for s in p["strategies"]:
+        for s in p.strategies:
             lay, toks = layouts[s], lay_tokens[s]
             collate = collate_packed if s in PACKED else collate_padded
 
@@ -833,8 +819,8 @@ def _measure(*, n_samples: int, context_length: int, batch_size: int, dataset: s
                 batch = {k: v.to(dev) for k, v in collate(lay.batches[b], toks, lay.row_len[b], EOS_ID).items()}
                 return train_step(model, batch, dev)
 
-            st = time_layout(lay, step, mode=timing, repeats=timing_repeats, warmup=warmup_steps, progress=bar)
-            total, shp = cost_of_layout(st, lay, mode=timing, real_tokens=sum(lens[s]))
+            st = time_layout(lay, step, mode=p.timing, repeats=p.timing_repeats, warmup=p.warmup_steps, progress=bar)
+            total, shp = cost_of_layout(st, lay, mode=p.timing, real_tokens=sum(lens[s]))
             totals.append({**total, "device": dev})
             shapes.append(shp)
             steps.append(st)
@@ -842,18 +828,21 @@ def _measure(*, n_samples: int, context_length: int, batch_size: int, dataset: s
         res.add("cost", totals)
         res.add("cost_shapes", pd.concat(shapes, ignore_index=True))
         res.add("cost_steps", pd.concat(steps, ignore_index=True))
-    t = textdata.TEMPLATES.get(template)
+    from datajourney.toolkit import textdata
+
+    t = textdata.TEMPLATES.get(p.template)
+    # names and values only: the page words them (EOS_MODES, the template's description) and escapes them
     res.metadata.update(
-        text_source=vars(source), timed_on=dev,
-        timing_note=None if dev else ("no CUDA device on this machine" if device == "auto"
-                                      else "the parameter device is 'none'"),
-        model=dict(architecture="GPT-2 (transformers, random weights from GPT2Config)", d_model=d_model,
-                   n_layers=n_layers, n_heads=n_heads, vocab=VOCAB, context=context_length),
-        transformers=transformers.__version__, memory=p["memory"],
-        template=dict(name=template, with_input=t.with_input if t else template,
-                      without_input=t.without_input if t else template, description=t.description if t else
-                      "a format string given as a parameter", example=textdata.join(records[0], template)),
-        eos=dict(mode=eos, description=EOS_MODES[eos]))
+        text_source=vars(plan.source), timed_on=dev,
+        untimed_because=None if dev else ("no_cuda" if p.device == "auto" else "device_none"),
+        model=dict(architecture="gpt2", d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads, vocab=VOCAB,
+                   context=p.context_length),
+        transformers=transformers.__version__, memory=plan.memory,
+        template=dict(name=p.template, with_input=t.with_input if t else p.template,
+                      without_input=t.without_input if t else p.template,
+                      example=textdata.join(plan.records[0], p.template)),
+        eos=dict(mode=eos))
+    res.facts = analysis.analyse(res)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
@@ -861,5 +850,5 @@ def _measure(*, n_samples: int, context_length: int, batch_size: int, dataset: s
 def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
     """Run chapter 5's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
     changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)
+    p = Params.coerce(params if params is not None else Params()).replace(**changes)
+    return _measure(p, run_dir=run_dir, progress=progress)

@@ -7,17 +7,22 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters import published
+from datajourney.chapters.c05_padding_tax.analysis import SOURCE_PACKER, device_name, isolated, model_label
 from datajourney.chapters.c05_padding_tax.experiment import (
     CHAPTER,
+    EOS_MODES,
+    ISOLATED,
     ISOLATION_MODEL,
     LABELS,
     PUBLISHED_SETTING,
     STEP_PARTS,
-    printed_as,
+    TIMING_MODES,
     uses_eos,
 )
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
 from datajourney.core import findings as fnd
+from datajourney.core import phrasing
+from datajourney.core.facts import Facts
 from datajourney.core.findings import (
     HIGH_SPREAD,
     Action,
@@ -32,8 +37,7 @@ from datajourney.core.findings import (
     times,
 )
 
-#: The packer the published figures used (the source's greedy, in-order packing).
-SOURCE_PACKER = "greedy_pack"
+__all__ = ["device_name", "model_label", "opening", "findings"]
 
 
 def _published(metric: str):
@@ -50,15 +54,6 @@ def _like(value: float, unit: str, metric: str | None = None) -> str:
     return f"{value:,.{digits}f}" + (unit if unit in ("%", "×") else f" {unit}")
 
 
-def model_label(res) -> str:
-    """The timed model as the chapter names it: 'GPT-2 architecture (4 layers, 512 wide)' (not GPT-2 itself)."""
-    m = res.metadata.get("model", {}) if hasattr(res, "metadata") else {}
-    n, d = m.get("n_layers"), m.get("d_model")
-    if n is None or d is None:
-        return "GPT-2 architecture"
-    return f"GPT-2 architecture ({n} layer{'s' if n != 1 else ''}, {d} wide)"
-
-
 def share_text(fraction: float) -> str:
     """A share in percent with enough digits that a share below 100% never prints as 100%
     (131,053 of 131,072 -> '99.99'), nor a share above 0 as 0; no % sign."""
@@ -69,13 +64,6 @@ def share_text(fraction: float) -> str:
     while digits < 6 and (round(v, digits) >= 100 or (v > 0 and round(v, digits) == 0)):
         digits += 1
     return f"{v:.{digits}f}"
-
-
-def _device_name(res) -> str:
-    dev = res.metadata.get("timed_on")
-    if dev == "cuda":
-        return (res.fingerprint.get("gpu") or {}).get("name") or "the GPU"
-    return (res.fingerprint.get("cpu") or {}).get("model") or "the CPU"
 
 
 def key_metrics(res) -> dict:
@@ -99,91 +87,114 @@ def key_metrics(res) -> dict:
     return out
 
 
-def reproduction(res) -> dict:
-    """Which published figures this run reproduces as printed (first batch), and which it does not."""
-    got = key_metrics(res)
-    out = {"matched": [], "missed": []}
-    for metric, (value, _) in got.items():
-        f = _published(metric)
-        if f is not None:
-            out["matched" if printed_as(value, f) else "missed"].append(metric)
-    return out
-
-
 def _setting_differs(res) -> list[str]:
     p = res.parameters
-    return [f"`{k}` = `{p.get(k)}` (published: `{v}`)" for k, v in PUBLISHED_SETTING.items() if p.get(k) != v]
+    return [f"{phrasing.code(k)} = {phrasing.code(p[k] if k in p else None)} (published: {phrasing.code(v)})"
+            for k, v in PUBLISHED_SETTING.items() if (p[k] if k in p else None) != v]
 
 
-def findings(res) -> list:
-    """The chapter's key results, computed from a result: first batch (the published figures'
-    population), all samples, measured cost, and whether packed documents stay apart."""
-    fb = res.table("first_batch").set_index("strategy")
-    al = res.table("strategies").set_index("strategy")
-    L = int(res.parameters["context_length"])
-    eos = res.parameters.get("eos")
-    out = []
-    pad = fb.loc["pad_to_context"] if "pad_to_context" in fb.index else None
-    pk = fb.loc[SOURCE_PACKER] if SOURCE_PACKER in fb.index else None
-    if pad is not None:
-        mean = pad["real_tokens"] / pad["samples"]
-        out.append(Finding(
-            "first_batch_pad_to_context",
-            f"**First batch** ({int(pad['samples'])} samples, the population of the published figures), padded "
-            f"to the context of {L:,}: **{_like(100 * pad['efficiency'], '%', 'efficiency, pad to context')}** "
-            f"of the positions are real tokens (a sample fills {mean:,.0f} of {L:,} positions on average).",
-            value=100 * pad["efficiency"], unit="%", published="efficiency, pad to context"))
-    if pk is not None:
-        sep = ", each followed by an end-of-text token" if uses_eos(SOURCE_PACKER, eos) else ""
-        out.append(Finding(
-            "first_batch_packed",
-            f"**First batch** packed greedily in sample order: its {int(pk['rows'])} rows of {int(pk['row_len']):,} "
-            f"positions carry samples {int(pk['first_sample'])}–{int(pk['last_sample']):,} "
-            f"({int(pk['samples']):,} samples{sep}), **{_like(100 * pk['efficiency'], '%', 'efficiency, packed')}** "
-            "real tokens.",
-            value=100 * pk["efficiency"], unit="%", published="efficiency, packed"))
-    if pad is not None and pk is not None:
-        r = pk["efficiency"] / pad["efficiency"]
-        cmp = choose(direction(pk["efficiency"], pad["efficiency"], tol=0.01),
-                     "more real tokens per computed position than", "fewer real tokens per computed position than",
-                     "as many real tokens per computed position as")
-        rep = reproduction(res)
-        three = ("efficiency, pad to context", "efficiency, packed", "packed ÷ pad to context")
-        if all(m in rep["matched"] for m in three):
-            verdict = ("the three published figures are reproduced as printed, from the first batch, with the "
-                       f"`{res.parameters.get('template')}` template and end-of-text `{eos}`")
-        else:
-            missed = [m for m in three if m not in rep["matched"]]
-            differs = _setting_differs(res)
-            verdict = (f"not as published for {', '.join(missed)}"
-                       + (f"; this run's setting differs from the published one: {', '.join(differs)}" if differs
-                          else ""))
-        out.append(Finding(
-            "first_batch_ratio",
-            f"In the first batch, packing carries {cmp} padding to the context: "
-            f"**{_like(r, '×', 'packed ÷ pad to context')}** ({verdict}).",
-            value=r, unit="×", published="packed ÷ pad to context"))
-    if "pad_to_context" in al.index and SOURCE_PACKER in al.index:
-        a, b = al.loc["pad_to_context"], al.loc[SOURCE_PACKER]
-        r = b["efficiency"] / a["efficiency"]
-        word = compare(b["efficiency"], a["efficiency"], more="more", less="fewer", same="as many", tol=0.01,
-                       as_ratio=False)
-        moved = compare(a["efficiency"], pad["efficiency"], more="higher than", less="lower than",
-                        same="the same as", tol=0.01, as_ratio=False) if pad is not None else None
-        out.append(Finding(
-            "all_samples",
-            f"**All {int(a['samples']):,} samples** (a second population: what an epoch costs): padded to the "
-            f"context {pct(a['efficiency'])} real tokens"
-            + (f" ({moved} the first batch)" if moved else "")
-            + f", packed {pct(b['efficiency'])}: **{times(r)}** {word} real tokens per position, "
-            f"{int(b['steps']):,} step{'s' if b['steps'] != 1 else ''} of {int(a['rows_per_step'])} rows instead "
-            f"of {int(a['steps']):,}.",
-            value=r, unit="×"))
-    out.append(_cost_finding(res))
-    iso = _isolation_finding(res)
-    if iso is not None:
-        out.append(iso)
-    return out
+# --------------------------------------------------------------------------- findings: words for facts
+def _count(facts: Facts, key: str) -> str:
+    return phrasing.value(facts.get(key), runs=False)
+
+
+def _differs(facts: Facts) -> str:
+    """This run's setting where it is not the published one, each value as code."""
+    d = facts.data.get("setting_differs") or {}
+    return ", ".join(f"{phrasing.code(k)} = {phrasing.code(v)} (published: {phrasing.code(PUBLISHED_SETTING[k])})"
+                     for k, v in d.items() if k in PUBLISHED_SETTING)
+
+
+def _finding(facts: Facts, key: str, text: str) -> Finding:
+    f = facts[key]
+    return Finding(key, text, f.number, f.unit, published=f.published,
+                   interval=f.spread if f.spread is not None and f.n >= MIN_RUNS_FOR_RANGE else None)
+
+
+def finding_first_batch_pad(facts: Facts) -> Finding | None:
+    if "first_batch_pad_to_context" not in facts:
+        return None
+    f = facts["first_batch_pad_to_context"]
+    return _finding(facts, f.key, f"**First batch** (the published figures' population), padded to the context of "
+                                  f"{_count(facts, 'first_batch_row_len')}: **{phrasing.value(f)}** of the computed "
+                                  "positions are real tokens.")
+
+
+def finding_first_batch_packed(facts: Facts) -> Finding | None:
+    if "first_batch_packed" not in facts:
+        return None
+    f = facts["first_batch_packed"]
+    return _finding(facts, f.key, f"**First batch**, packed greedily in sample order: its "
+                                  f"{_count(facts, 'first_batch_rows')} rows of {_count(facts, 'first_batch_row_len')} "
+                                  f"carry {_count(facts, 'first_batch_packed_samples')} samples, "
+                                  f"**{phrasing.value(f)}** real tokens.")
+
+
+def finding_first_batch_ratio(facts: Facts) -> Finding | None:
+    if "first_batch_ratio" not in facts:
+        return None
+    c = facts["first_batch_ratio"]
+    rep = facts.get("published_reproduced")
+    of = rep.setting.get("of") if rep is not None else None
+    if rep is not None and rep.number == of:
+        verdict = "the three published figures are reproduced as printed, from the first batch"
+    else:
+        differs = _differs(facts)
+        verdict = (f"{_count(facts, 'published_reproduced')} of {of} published figures reproduced as printed, "
+                   "not as published" + (f"; this run's setting differs from the published one: {differs}"
+                                         if differs else ""))
+    return _finding(facts, c.key, f"In the first batch, greedy packing's share of real tokens per computed "
+                                  f"position is **{phrasing.comparison(c, facts)}** ({verdict}).")
+
+
+def finding_all_samples(facts: Facts) -> Finding | None:
+    if "all_samples" not in facts:
+        return None
+    c = facts["all_samples"]
+    also = facts.get("all_samples_vs_context")
+    extra = (f", and {phrasing.comparison(also, facts)}" if also is not None and also.basis != c.basis else "")
+    return _finding(facts, c.key, f"**All {_count(facts, 'samples')} samples** (what an epoch costs): greedy packing "
+                                  f"filled {phrasing.value(facts[c.of])} of the computed positions with real tokens, "
+                                  f"**{phrasing.comparison(c, facts)}**{extra}; it needed "
+                                  f"{_count(facts, 'steps.greedy_pack')} steps instead of "
+                                  f"{_count(facts, 'steps.pad_to_context')} padded to the context.")
+
+
+def finding_cost(facts: Facts) -> Finding:
+    """The measured time: packing against padding each batch to its longest sample (the timed comparison a
+    reader would make), then against padding to the context."""
+    first = facts.get("packing_vs_longest") or facts.get("packing_vs_context")
+    if first is None:
+        return Finding("packing_vs_longest", "Cost in time: not measured in this run (no timed device, or greedy "
+                                             "packing was not among the layouts); the cost section shows the "
+                                             "reference run's timings where it has them, labelled as such.")
+    second = facts.get("packing_vs_context") if first.key == "packing_vs_longest" else None
+    where = phrasing.text(facts.data.get("device_name") or "the device")
+    text = (f"Forward and backward of {phrasing.text(facts.data.get('model') or 'the model')} over all samples on "
+            f"{where}: greedy packing took **{phrasing.value(facts[first.of], runs=False)}**, "
+            f"**{phrasing.comparison(first, facts)}**")
+    if second is not None:
+        text += f" and {phrasing.comparison(second, facts)}"
+    return _finding(facts, first.key, text + ".")
+
+
+def finding_isolation(facts: Facts) -> Finding | None:
+    """Whether packed documents stayed apart in transformers (with and without the cache)."""
+    if "isolation.no_cache" not in facts or "isolation.default" not in facts:
+        return None
+
+    def state(name):
+        f = facts[f"isolation.{name}"]
+        return (f"reproduces each document alone (largest logit difference below {num(ISOLATED)})"
+                if isolated(facts, name) else
+                f"does not: documents see each other (largest logit difference {phrasing.value(f)})")
+
+    version = phrasing.code(facts.data.get("transformers") or "?")
+    return Finding("packing_isolation",
+                   f"Packed rows from `DataCollatorWithFlattening` (position ids restarting per document, no "
+                   f"attention mask): a small model of GPT-2's architecture in transformers {version} called with "
+                   f"`use_cache=False` {state('no_cache')}; called with its default `use_cache=True` it "
+                   f"{state('default')}.")
 
 
 def _eos_note(a, b, eos) -> str:
@@ -199,98 +210,67 @@ def _eos_note(a, b, eos) -> str:
             f" In positions computed the gain is {times(pos)}") + " (the cost section compares time with positions)."
 
 
-def _cost_finding(res):
-    if "cost" not in res.tables:
-        note = res.metadata.get("timing_note") or "cost not measured"
-        return Finding("measured_cost", f"Cost in GPU time: not measured in this run ({note}); the cost section "
-                       "shows the reference run's timings where it has them, labelled as such.")
-    c = res.table("cost").set_index("strategy")
-    if not {"pad_to_context", SOURCE_PACKER} <= set(c.index):
-        return Finding("measured_cost", "Cost: this run timed neither both padding to the context and greedy "
-                       "packing, so the two are not compared.")
-    a, b = c.loc["pad_to_context"], c.loc[SOURCE_PACKER]
-    mid = a["seconds"] / b["seconds"]
-    lo, hi = a["seconds_low"] / b["seconds_high"], a["seconds_high"] / b["seconds_low"]
-    phrase = compare([a["seconds_low"], a["seconds_high"]], [b["seconds_low"], b["seconds_high"]],
-                     more="faster", less="slower", same="level with padding", as_ratio=False)
-    how = (f"every batch timed, {int(a['passes'])} pass{'es' if a['passes'] != 1 else ''}"
-           if a["mode"] == "all_batches" else "each batch shape timed and weighted by how many batches have it")
-    passes = int(a["passes"]) if a["mode"] == "all_batches" else 0
-
-    def rng(x, y):   # the ratio's range (from 3 passes on), or 'in all N passes' when both ends print alike
-        if 0 < passes < MIN_RUNS_FOR_RANGE and fnd.span(x, y, "×") != num(x, "×"):
-            return f" ({passes} pass{'es' if passes != 1 else ''})"
-        if fnd.span(x, y, "×") == num(x, "×"):
-            return (
-                f", in all {passes} passes"
-                if passes > 1
-                else ", in its one pass"
-                if passes == 1
-                else ", from the fastest and the slowest step of each shape alike"
-            )
-        how_range = "min–max over passes" if passes else "from the fastest and slowest step of each shape"
-        return f" (range {fnd.span(x, y, '×')}, {how_range})"
-
-    if phrase == "faster":
-        ratio_text, tail = f"**{num(mid, '×')} faster**", rng(lo, hi)
-    elif phrase == "slower":
-        ratio_text, tail = f"**{num(1 / mid, '×')} slower**", rng(1 / hi, 1 / lo)
-    else:
-        ratio_text, tail = f"**{phrase}** (padded ÷ packed time {num(mid, '×')})", rng(lo, hi)
-    unit = "GPU" if res.metadata.get("timed_on") == "cuda" else "CPU"
-    return Finding(
-        "measured_cost",
-        f"Measured forward + backward of a {model_label(res)}, random weights, on {_device_name(res)}: "
-        "all samples took "
-        f"**{num(b['seconds'], 's')}** packed against **{num(a['seconds'], 's')}** padded to the context ({how}): "
-        f"packing is {ratio_text} in measured {unit} time{tail}.",
-        value=mid,
-        unit="×",
-        interval=None if fnd.span(lo, hi, "×") == num(lo, "×") or 0 < passes < MIN_RUNS_FOR_RANGE else (lo, hi),
-        values=dict(packed_s=float(b["seconds"]), padded_s=float(a["seconds"]), phrase=phrase),
-    )
-
-
-def _isolation_finding(res):
-    if "isolation" not in res.tables:
-        return None
-    iso = res.table("isolation")
-    hf = iso[iso["code"] == "transformers"].reset_index(drop=True)
-    if len(hf) < 2:
-        return None
-    right, default = hf.iloc[0], hf.iloc[1]
-    v = right.get("transformers", "?")
-
-    def state(row):
-        return (f"reproduces each document alone (largest logit difference {row['max_abs_diff']:.0e})"
-                if row["isolated"] else
-                f"does not: documents see each other (largest logit difference {num(row['max_abs_diff'])})")
-
-    text = (f"Packed rows from `DataCollatorWithFlattening` (position ids restarting per document, no attention "
-            f"mask): a small model of GPT-2's architecture in transformers {v} called with `use_cache=False` "
-            f"{state(right)}; called with its "
-            f"default `use_cache=True` it {state(default)}.")
-    return Finding("packing_isolation", text)
+def findings(facts: Facts) -> list[Finding]:
+    """The chapter's key results: first batch (the published figures' population), all samples, measured
+    time against both baselines, and whether packed documents stay apart."""
+    out = [finding_first_batch_pad(facts), finding_first_batch_packed(facts), finding_first_batch_ratio(facts),
+           finding_all_samples(facts), finding_cost(facts), finding_isolation(facts)]
+    return [f for f in out if f is not None]
 
 
 # --------------------------------------------------------------------------- more computed text and tables
+def template_sentence(res) -> str:
+    """How this run joined the fields and handled end-of-text, and what the first record became: every
+    string from the result as code (a template can be any format string)."""
+    from datajourney.toolkit import textdata
+
+    t = res.metadata.get("template") or {}
+    name = t.get("name", res.parameters["template"])
+    known = textdata.TEMPLATES.get(name) if isinstance(name, str) else None
+    mode = (res.metadata.get("eos") or {}).get("mode", res.parameters["eos"])
+    what = f" ({known.description})" if known is not None else " (a format string given as a parameter)"
+    how = f" ({EOS_MODES[mode]})" if mode in EOS_MODES else ""
+    src = res.metadata.get("text_source") or {}
+    example = str(t.get("example", "")).replace("```", "` ` `")
+    version = phrasing.code(res.metadata.get("transformers"))
+    return (f"Samples from {phrasing.code(src.get('dataset', '?'))}, tokenizer from "
+            f"{phrasing.code(src.get('tokenizer', '?'))}, transformers {version}."
+            f"\n\nThis run joins the fields with the {phrasing.code(name)} template{what}: "
+            f"{phrasing.code(t.get('with_input', name))}; end-of-text: {phrasing.code(mode)}{how}. "
+            f"The first record becomes:\n\n````text\n{example}\n````")
+
+
+def timing_how(mode) -> str:
+    """A timing mode in words (the first clause of :data:`TIMING_MODES`), or the mode as code."""
+    return TIMING_MODES[mode].split(";")[0] if mode in TIMING_MODES else phrasing.code(mode)
+
+
+def untimed_note(res) -> str:
+    """Why this run measured no time, in words."""
+    why = res.metadata.get("untimed_because")
+    return {"no_cuda": "no CUDA device on this machine", "device_none": "the parameter device is 'none'"}.get(
+        why, "no timings in this run")
+
+
 def template_note(res) -> str:
     """Which joining of the fields and which end-of-text handling reproduce the published figures."""
     t = res.table("templates")
     best = t[t["published_matched"] == t["published_of"]]
     lines = []
     if len(best):
-        combos = ", ".join(f"`{r.template}` with end-of-text `{r.eos}`" for r in best.itertuples())
+        combos = ", ".join(f"{phrasing.code(r.template)} with end-of-text {phrasing.code(r.eos)}"
+                           for r in best.itertuples())
         lines.append(f"Of the {len(t)} combinations of template and end-of-text handling tried, "
                      f"{'only ' if len(best) == 1 else ''}{combos} reproduce{'s' if len(best) == 1 else ''} all "
                      f"{int(t['published_of'].iloc[0])} published first-batch figures as printed.")
     else:
         top = t.sort_values("published_matched", ascending=False).iloc[0]
         lines.append(f"None of the {len(t)} combinations tried reproduces all published first-batch figures; the "
-                     f"closest, `{top.template}` with `{top.eos}`, matches {int(top.published_matched)} of "
+                     f"closest, {phrasing.code(top.template)} with {phrasing.code(top.eos)}, matches "
+                     f"{int(top.published_matched)} of "
                      f"{int(top.published_of)}.")
     for r in t[t["eos"] == "packed_only"].itertuples():
-        lines.append(f"`{r.template}`: first batch {r.first_batch_min:.0f} / {r.first_batch_max:.0f} / "
+        lines.append(f"{phrasing.code(r.template)}: first batch {r.first_batch_min:.0f} / {r.first_batch_max:.0f} / "
                      f"{r.first_batch_mean:.1f} / {r.first_batch_median:.0f} tokens (min / max / mean / median), "
                      f"{100 * r.first_batch_pad_to_context:.2f}% padded, {100 * r.first_batch_greedy_pack:.2f}% "
                      f"packed, {r.first_batch_ratio:.2f}×.")
@@ -369,7 +349,7 @@ def population_note(res) -> str:
         f"(all samples), and the packing gain from {times(rf)} to {times(ra)} "
         f"({compare(ra, rf, more='larger', less='smaller', same='about the same', as_ratio=False, tol=0.02)} "
         "over all samples). A figure is only comparable with one of the same population."
-        + _eos_note(al.loc["pad_to_context"], al.loc[SOURCE_PACKER], res.parameters.get("eos"))
+        + _eos_note(al.loc["pad_to_context"], al.loc[SOURCE_PACKER], res.parameters["eos"])
     )
 
 
@@ -422,9 +402,9 @@ def cost_note(res) -> str:
         hf = res.table("isolation")
         hf = hf[hf["code"] == "transformers"]
         if len(hf) and not bool(hf.iloc[0]["isolated"]):
-            lines.append(f"In transformers {hf.iloc[0]['transformers']} the packed rows were timed as the library ran "
-                         "them: without a block-diagonal mask (documents saw each other in the check above), so "
-                         "their cost is that of plain causal attention.")
+            lines.append(f"In transformers {phrasing.code(hf.iloc[0]['transformers'])} the packed rows were timed "
+                         "as the library ran them: without a block-diagonal mask (documents saw each other in the "
+                         "check above), so their cost is that of plain causal attention.")
     if "cost_steps" in res.tables:
         st = res.table("cost_steps")
         if st["pass"].nunique() > 1:
@@ -559,82 +539,40 @@ def takeaways(res) -> str:
 
 
 # --------------------------------------------------------------------------- the opening
-PACK_SNIPPET = """from transformers import DataCollatorWithFlattening
-
-# several samples per row, position ids restarting at each one
-loader = DataLoader(dataset, batch_size={bs}, collate_fn=DataCollatorWithFlattening())"""
-
-#: Added to the packing snippet when this run found the model's default cache mixing packed documents.
-NO_CACHE_LINE = "\nloss = model(**batch, use_cache=False).loss  # with the cache on, packed samples mixed here"
-
-PAD_SNIPPET = """from transformers import DataCollatorWithPadding
-
-# pad each batch to its own longest sample, not to the context
-loader = DataLoader(dataset, batch_size={bs}, collate_fn=DataCollatorWithPadding(tokenizer, padding="longest"))"""
+def _short(facts: Facts, key: str, text: str) -> Finding:
+    f = facts[key]
+    return Finding(key, text, f.number, f.unit, published=f.published,
+                   interval=f.spread if f.spread is not None and f.n >= MIN_RUNS_FOR_RANGE else None)
 
 
-def opening(res) -> Opening:
-    """What the chapter opens with: the first batch's and all samples' gain of packing over padding to the
-    context, and the measured time, one sentence each; then the layout that cost least in this run (by
-    measured time where timed, else by the share of real tokens), with its snippet."""
-    f = {x.key: x for x in findings(res)}
+def opening(facts: Facts) -> Opening:
+    """What the chapter opens with: the measured time of packing against padding each batch to its longest
+    sample, then against padding to the context, then the real tokens per position over all samples (without
+    timings: the efficiencies of both populations); then the layout that cost least, with the code that was
+    timed."""
     out = []
-    if "first_batch_ratio" in f:
-        x = f["first_batch_ratio"]
-        fb = res.table("first_batch").set_index("strategy")
-        word = choose(direction(x.value, 1.0, tol=0.01), "more", "fewer", "as many")
-        out.append(Finding(x.key, f"In the first batch, packing put **{times(x.value)}** {word} real tokens in each "
-                           f"computed position than padding to the context ({pct(fb.loc[SOURCE_PACKER, 'efficiency'])}"
-                           f" against {pct(fb.loc['pad_to_context', 'efficiency'])}).", x.value, "×",
-                           published=x.published))
-    if "all_samples" in f:
-        x = f["all_samples"]
-        al = res.table("strategies").set_index("strategy")
-        word = choose(direction(x.value, 1.0, tol=0.01), "more", "fewer", "as many")
-        out.append(Finding(x.key, f"Over all {int(al.loc['pad_to_context', 'samples']):,} samples, packing needed "
-                           f"{int(al.loc[SOURCE_PACKER, 'steps']):,} steps instead of "
-                           f"{int(al.loc['pad_to_context', 'steps']):,}: **{times(x.value)}** {word} real tokens "
-                           "per position.", x.value, "×"))
-    cost = f.get("measured_cost")
-    if cost is not None and cost.value is not None:
-        phrase = cost.values["phrase"]
-        verdict = choose(1 if phrase == "faster" else -1 if phrase == "slower" else 0,
-                         f"**{times(cost.value)} less**", f"**{times(1 / cost.value)} more**", "**as much**")
-        out.append(Finding(cost.key, f"Forward and backward over all samples took {verdict} time packed than padded "
-                           f"to the context ({num(cost.values['packed_s'], 's')} against "
-                           f"{num(cost.values['padded_s'], 's')}, {_device_name(res)}).", cost.value, "×",
-                           interval=cost.interval))
-    return Opening(out[:3], _actions(res))
+    for key in ("packing_vs_longest", "packing_vs_context"):
+        if key in facts and facts[key].number is not None:
+            out.append(_short(facts, key, f"Over all samples, greedy packing's forward and backward took "
+                                          f"{phrasing.value(facts[facts[key].of], runs=False)}: "
+                                          f"**{phrasing.comparison(facts[key], facts)}**."))
+    for key in ("all_samples", "all_samples_vs_context", "first_batch_ratio"):
+        if key in facts and facts[key].number is not None and len(out) < 3:
+            pop = "the first batch" if key == "first_batch_ratio" else "all samples"
+            out.append(_short(facts, key, f"Over {pop}, greedy packing's real tokens per computed position: "
+                                          f"**{phrasing.comparison(facts[key], facts)}**."))
+    return Opening(out[:3], actions(facts))
 
 
-def _actions(res) -> list[Action]:
-    """The layout this run's numbers choose: the fastest measured one, else the one with most real tokens."""
-    bs = int(res.parameters.get("batch_size", 32))
-    if "cost" in res.tables and len(res.table("cost")):
-        c = res.table("cost").set_index("strategy")
-        best, worst = c["seconds"].idxmin(), c["seconds"].idxmax()
-        if SOURCE_PACKER in c.index and direction(c.loc[SOURCE_PACKER, "seconds"], c.loc[best, "seconds"]) == 0:
-            best = SOURCE_PACKER   # level with the fastest: the simpler packer
-        gain = (f"here it took {num(c.loc[best, 'seconds'], 's')} for all samples against "
-                f"{num(c.loc[worst, 'seconds'], 's')} with {LABELS.get(worst, worst)} "
-                f"({times(c.loc[worst, 'seconds'] / c.loc[best, 'seconds'])})")
-    else:
-        c = res.table("strategies").set_index("strategy")
-        best, worst = c["efficiency"].idxmax(), c["efficiency"].idxmin()
-        gain = (f"here it filled {pct(c.loc[best, 'efficiency'])} of the computed positions with real tokens "
-                f"against {pct(c.loc[worst, 'efficiency'])} with {LABELS.get(worst, worst)}; no time was measured")
-    name = LABELS.get(best, best)
-    if best in ("greedy_pack", "best_fit_decreasing"):
-        return [Action(f"Pack samples into full rows ({name}): {gain}. Pass per-document position ids, as the "
-                       "collator below does.",
-                       PACK_SNIPPET.format(bs=bs) + (NO_CACHE_LINE if _cache_mixes(res) else ""))]
-    if best == "pad_to_context":
-        return [Action(f"Keep padding to the context: {gain}, so packing gained nothing measurable here.")]
-    return [Action(f"Use {name}: {gain}.", PAD_SNIPPET.format(bs=bs))]
-
-
-def _cache_mixes(res) -> bool:
-    """True when this run found packed documents kept apart with ``use_cache=False`` but not with the default."""
-    iso = res.tables.get("isolation")
-    hf = iso[iso["code"] == "transformers"].reset_index(drop=True) if iso is not None and "code" in iso else []
-    return len(hf) >= 2 and bool(hf.iloc[0]["isolated"]) and not bool(hf.iloc[1]["isolated"])
+def actions(facts: Facts) -> list[Action]:
+    """What to do: the layout this run's numbers chose (the advice ``tokens.batching``, with the code that was
+    timed), and, where this run's check found the cache mixing packed documents, to turn it off."""
+    out = []
+    a = facts.advice_for("tokens.batching")
+    if a is not None:
+        out.append(Action(phrasing.advice(a, facts), a.snippet))
+    if isolated(facts, "no_cache") and isolated(facts, "default") is False:
+        out.append(Action("Call the model with `use_cache=False` on packed rows: with the cache on, packed samples "
+                          f"saw each other in this run's check (largest logit difference "
+                          f"{phrasing.value(facts['isolation.default'])})."))
+    return out or [Action("No layout was measured in this run.")]

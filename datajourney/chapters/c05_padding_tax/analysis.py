@@ -1,0 +1,237 @@
+"""Chapter 5's analysis: what a padding-tax result finds, as facts (no prose).
+
+Two populations are kept apart: the **first batch** (the published figures' population) and **all samples**
+(what an epoch costs). Efficiencies are exact counts (one "run", no spread); times are the mean over the
+timing passes with their min–max. Every comparison names its baseline: packing against padding each batch to
+its longest sample (the usual practice) comes first, against padding to the context (the published setting)
+second.
+"""
+from __future__ import annotations
+
+from datajourney.chapters.c05_padding_tax.experiment import (
+    CHAPTER,
+    EOS_ID,
+    EOS_MODES,
+    PACKED,
+    PUBLISHED_SETTING,
+    STRATEGIES,
+    printed_as,
+)
+from datajourney.core.facts import Advice, Fact, Facts, compare
+from datajourney.core.results import Result
+
+#: The packer the published figures used (the source's greedy, in-order packing).
+SOURCE_PACKER = "greedy_pack"
+#: A packer within this much (relative) of the fastest layout's time counts as level with it.
+LEVEL_TOL = 0.05
+#: Each layout as a noun phrase (the labels of facts, and so the baselines of comparisons).
+NOUNS = {"pad_to_context": "padding every sample to the context",
+         "pad_to_longest": "padding each batch to its longest sample",
+         "bucketed": "length-bucketed batches padded to their longest sample",
+         "greedy_pack": "greedy packing in sample order",
+         "best_fit_decreasing": "best-fit-decreasing packing"}
+#: The published figures' metrics whose meaning a fact shares.
+PUBLISHED = {"first_batch_pad_to_context": "efficiency, pad to context", "first_batch_packed": "efficiency, packed",
+             "first_batch_ratio": "packed ÷ pad to context"}
+#: Which published figures the first batch is checked against, as (metric, fact key).
+REPRODUCED = (("efficiency, pad to context", "first_batch_pad_to_context"),
+              ("efficiency, packed", "first_batch_packed"),
+              ("packed ÷ pad to context", "first_batch_ratio"))
+#: Facts and data other pages may read: chapter 12's checklist and padding shares, the front page.
+EXPORTS = ("all_samples", "all_samples_vs_context", "packing_vs_longest", "packing_vs_context", "first_batch_ratio",
+           "best_layout", "padding_shares")
+
+
+def _rows(res: Result, name: str) -> dict:
+    if name not in res.tables:
+        return {}
+    t = res.table(name)
+    return {r["strategy"]: r for r in t.to_dict(orient="records") if r.get("strategy") in STRATEGIES}
+
+
+def _share(key: str, row: dict, population: str) -> Fact:
+    s = row["strategy"]
+    return Fact(key, 100 * float(row["efficiency"]), "%", f"{NOUNS[s]} ({population})", "share", "higher",
+                setting={"strategy": s, "population": population}, published=PUBLISHED.get(key))
+
+
+def _time(key: str, row: dict) -> Fact:
+    """The time for all samples of one layout: the mean over the timing passes, min–max over them."""
+    s = row["strategy"]
+    passes = int(row["passes"]) if row.get("mode") == "all_batches" else 1
+    lo, hi = float(row["seconds_low"]), float(row["seconds_high"])
+    spread = (lo, hi) if passes > 1 else None
+    return Fact(key, float(row["seconds"]), "s", NOUNS[s], "time",
+                "lower", n=passes, spread=spread, setting={"strategy": s, "timing": str(row.get("mode"))})
+
+
+def _setting_differs(res: Result) -> list[str]:
+    p = res.parameters
+    return [k for k, v in PUBLISHED_SETTING.items() if (p[k] if k in p else None) != v]
+
+
+def padding_shares(res: Result) -> list[dict]:
+    """Real tokens per computed position by layout, all samples: records of strategy, label, efficiency
+    (a fraction), as chapter 12 reads them."""
+    if "strategies" not in res.tables:
+        return []
+    s = res.table("strategies")
+    s = s[s["population"] == "all samples"] if "population" in s else s
+    return [dict(strategy=str(r["strategy"]), label=str(r["label"]), efficiency=float(r["efficiency"]))
+            for r in s.to_dict(orient="records")]
+
+
+def model_label(res: Result) -> str:
+    """The timed model as the chapter names it: 'GPT-2 architecture (4 layers, 512 wide)' (not GPT-2 itself)."""
+    m = res.metadata.get("model") or {}
+    n, d = m.get("n_layers"), m.get("d_model")
+    if n is None or d is None:
+        return "GPT-2 architecture"
+    return f"GPT-2 architecture ({int(n)} layer{'s' if int(n) != 1 else ''}, {int(d)} wide)"
+
+
+def device_name(res: Result) -> str:
+    """Where the steps were timed: the GPU's or the CPU's name from the fingerprint."""
+    if res.metadata.get("timed_on") == "cuda":
+        return str((res.fingerprint.get("gpu") or {}).get("name") or "the GPU")
+    return str((res.fingerprint.get("cpu") or {}).get("model") or "the CPU")
+
+
+def workload(res: Result) -> str:
+    """The timed workload in plain words, from the result."""
+    p = res.parameters
+    return (f"{model_label(res)} training on the first {int(p['n_samples']):,} Alpaca samples, "
+            f"{int(p['batch_size'])} rows a step, context {int(p['context_length']):,}")
+
+
+def snippet(res: Result, strategy: str) -> str | None:
+    """The code that was timed for ``strategy``, with this run's values (None where a value is not one the
+    chapter knows: nothing from a result file reaches code unchecked)."""
+    p = res.parameters
+    eos = p["eos"] if "eos" in p else None
+    if strategy not in STRATEGIES or eos not in EOS_MODES:
+        return None
+    bs, ctx = int(p["batch_size"]), int(p["context_length"])
+    kw = f", window_batches={int(p['bucket_batches'])}" if strategy == "bucketed" else ""
+    collate = "collate_packed" if strategy in PACKED else "collate_padded"
+    how = ("each row built by transformers' DataCollatorWithFlattening (position ids restart per sample)"
+           if strategy in PACKED else "one sample per row, an attention mask over the padding")
+    return (f"from datajourney.chapters.c05_padding_tax import experiment as padding\n\n"
+            f"# as timed: {strategy}, {bs} rows a step, context {ctx:,}, end-of-text {eos};\n"
+            f"# {how}\n"
+            f"toks = padding.layout_tokens(tokens, {strategy!r}, {eos!r})\n"
+            f"layout = padding.BUILDERS[{strategy!r}]([len(t) for t in toks], {bs}, {ctx}{kw})\n"
+            f"for rows, row_len in zip(layout.batches, layout.row_len):\n"
+            f"    batch = padding.{collate}(rows, toks, row_len, pad_id={EOS_ID})\n"
+            f"    step = padding.train_step(model, batch, device)  # forward + backward, use_cache=False\n")
+
+
+def analyse(res: Result) -> Facts:
+    """Chapter 5's facts (see the module docstring)."""
+    out = Facts(CHAPTER, exports=EXPORTS)
+    fb, al, cost = _rows(res, "first_batch"), _rows(res, "strategies"), _rows(res, "cost")
+    # ---- first batch: the published figures' population
+    for s, r in fb.items():
+        key = {"pad_to_context": "first_batch_pad_to_context", SOURCE_PACKER: "first_batch_packed"}.get(
+            s, f"first_batch.{s}")
+        out.add(_share(key, r, "first batch"))
+    if SOURCE_PACKER in fb:
+        r = fb[SOURCE_PACKER]
+        out.add(Fact("first_batch_packed_samples", int(r["samples"]), "", "samples in the first packed batch",
+                     "count", None),
+                Fact("first_batch_rows", int(r["rows"]), "", "rows of the first batch", "count", None),
+                Fact("first_batch_row_len", int(r["row_len"]), "tokens", "positions per row", "count", None))
+    if {"first_batch_packed", "first_batch_pad_to_context"} <= set(out.facts):
+        out.add(compare("first_batch_ratio", out["first_batch_packed"], out["first_batch_pad_to_context"],
+                        published=PUBLISHED["first_batch_ratio"]))
+        matched = [m for m, k in REPRODUCED if out.number(k) is not None and _figure(m) is not None
+                   and printed_as(out.number(k), _figure(m))]
+        out.add(Fact("published_reproduced", len(matched), "", "published first-batch figures reproduced as printed",
+                     "count", "higher", setting={"of": len(REPRODUCED)}))
+    out.data["setting_differs"] = {k: res.parameters[k] if k in res.parameters else None
+                                   for k in _setting_differs(res)}
+    # ---- all samples: what an epoch costs
+    for s, r in al.items():
+        out.add(_share(f"all.{s}", r, "all samples"),
+                Fact(f"steps.{s}", int(r["steps"]), "", f"steps for all samples, {NOUNS[s]}", "count", "lower",
+                     setting={"strategy": s}))
+    if al:
+        out.add(Fact("samples", int(next(iter(al.values()))["samples"]), "", "samples", "count", None))
+    if f"all.{SOURCE_PACKER}" in out:
+        basis = "pad_to_longest" if "all.pad_to_longest" in out else "pad_to_context"
+        if f"all.{basis}" in out:
+            out.add(compare("all_samples", out[f"all.{SOURCE_PACKER}"], out[f"all.{basis}"]))
+        if "all.pad_to_context" in out:
+            out.add(compare("all_samples_vs_context", out[f"all.{SOURCE_PACKER}"], out["all.pad_to_context"]))
+    # ---- measured time
+    for s, r in cost.items():
+        out.add(_time(f"time.{s}", r))
+    if f"time.{SOURCE_PACKER}" in out:
+        for key, base in (("packing_vs_longest", "pad_to_longest"), ("packing_vs_context", "pad_to_context")):
+            if f"time.{base}" in out:
+                out.add(compare(key, out[f"time.{SOURCE_PACKER}"], out[f"time.{base}"]))
+    if cost:
+        out.data["device_name"] = device_name(res)
+        out.data["model"] = model_label(res)
+        out.add(Fact("timed_on", str(res.metadata.get("timed_on")), "", "where the steps were timed", "choice", None))
+    # ---- packed documents kept apart (transformers' collator, with and without the cache)
+    iso = res.tables.get("isolation")
+    if iso is not None and "code" in iso:
+        hf = iso[iso["code"] == "transformers"].reset_index(drop=True)
+        for i, name in ((0, "no_cache"), (1, "default")):
+            if len(hf) > i:
+                r = hf.iloc[i]
+                out.add(Fact(f"isolation.{name}", float(r["max_abs_diff"]), "", "largest logit difference, packed "
+                             "against alone", "amount", "lower", setting={"isolated": bool(r["isolated"]),
+                                                                          "inputs": str(r["inputs"])}))
+        if len(hf):
+            out.data["transformers"] = str(hf.iloc[0].get("transformers", ""))
+    out.advise(_advice(res, out))
+    out.data["padding_shares"] = padding_shares(res)
+    return out
+
+
+def _figure(metric: str):
+    from datajourney.chapters import published
+
+    return published.figure(CHAPTER, metric)
+
+
+def isolated(facts: Facts, name: str) -> bool | None:
+    """Whether the isolation check ``name`` (``no_cache``, ``default``) kept packed documents apart."""
+    f = facts.get(f"isolation.{name}")
+    return None if f is None else bool(f.setting.get("isolated"))
+
+
+def _advice(res: Result, out: Facts) -> Advice | None:
+    """The layout this run's numbers choose: the fastest measured, else the one with most real tokens; its
+    gain against padding each batch to its longest sample (else against padding to the context)."""
+    timed = [out[k] for k in out.facts if k.startswith("time.") and out[k].number is not None]
+    if timed:
+        best = min(timed, key=lambda f: f.number)
+        pack = out.get(f"time.{SOURCE_PACKER}")
+        if pack is not None and best.key != pack.key and (
+                compare("_", pack, best).level or pack.number <= (1 + LEVEL_TOL) * best.number):
+            best = pack   # level with the fastest (or within LEVEL_TOL of it): the simpler packer
+        prefix = "time."
+    else:
+        shares = [out[k] for k in out.facts if k.startswith("all.") and out[k].number is not None]
+        if not shares:
+            return None
+        best, prefix = max(shares, key=lambda f: f.number), "all."
+    s = best.setting["strategy"]
+    basis = next((b for b in ("pad_to_longest", "pad_to_context") if b != s and f"{prefix}{b}" in out), None)
+    gain = None
+    if basis is not None:
+        gain = {("time.", SOURCE_PACKER, "pad_to_longest"): "packing_vs_longest",
+                ("time.", SOURCE_PACKER, "pad_to_context"): "packing_vs_context",
+                ("all.", SOURCE_PACKER, "pad_to_longest"): "all_samples"}.get((prefix, s, basis))
+        if gain is None or gain not in out:
+            gain = "batching_gain"
+            out.add(compare(gain, best, out[f"{prefix}{basis}"]))
+    out.add(Fact("best_layout", s, "", "the layout that cost least", "choice", None,
+                 setting={"by": "time" if prefix == "time." else "efficiency"}))
+    n = len([k for k in out.facts if k.startswith(prefix)])
+    return Advice("tokens.batching", "batching", s, workload(res), gain=gain, scope="only" if n == 1 else "best",
+                  evidence=tuple(k for k in out.facts if k.startswith(prefix)), snippet=snippet(res, s),
+                  needs="gpu" if prefix == "time." and res.metadata.get("timed_on") == "cuda" else None)
