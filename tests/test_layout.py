@@ -87,3 +87,31 @@ def test_every_chapter_folder_has_the_interface():
         assert registry.missing_pieces(folder) == [], ch.name
         assert ch.available, f"{ch.name} has no notebook"
     assert [c.number for c in registry.CHAPTERS] == list(range(1, len(registry.CHAPTERS) + 1))
+
+
+def test_parameters_cells_are_generated_from_params():
+    """Each notebook's parameters cell is exactly what its chapter's Params declares (one default, one place)."""
+    from datajourney.book import cells
+    from datajourney.core.params import parameters_cell
+
+    for ch in registry.CHAPTERS:
+        assert cells.current(ch) == parameters_cell(ch.params), \
+            f"{ch.notebook.name}: run python -m datajourney.book.cells"
+
+
+def test_every_parameter_is_declared_once():
+    """Every Params field is declared with param() (kind, range, help) and nothing else gives a default:
+    no `.get(` on parameters in a chapter's experiment, analysis or page."""
+    import dataclasses
+    import re
+
+    from datajourney.core.params import spec_of
+
+    for ch in registry.CHAPTERS:
+        for f in dataclasses.fields(ch.params):
+            assert spec_of(f) is not None, f"{ch.name}: {f.name} is not declared with param()"
+        folder = registry.CHAPTER_DIR / ch.package.rsplit(".", 1)[-1]
+        for py in folder.glob("*.py"):
+            text = py.read_text()
+            bad = re.findall(r"\b(p|params|q|parameters|res\.parameters)\.get\(", text)
+            assert not bad, f"{py.relative_to(REPO_ROOT)}: {len(bad)} fallback default(s) on parameters"

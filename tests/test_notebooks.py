@@ -28,7 +28,7 @@ def test_chapter_executed_cleanly(ci_run, chapter):
     # every chapter opens with its computed opening, and folds its key results under it
     if chapter != "01_introduction":
         md = [d.get("text/markdown", "") for o in outputs for d in [o.get("data", {})]]
-        assert any(m.startswith(("**On this machine**", "**On the reference host")) for m in md), "no opening"
+        assert any(m.startswith(("**On this machine", "**On the reference host")) for m in md), "no opening"
         assert any("How we know" in m for m in md), "no key results block"
     # the injected parameters are kept in the metadata, not in a cell that would reset a reader's edits
     assert not [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
