@@ -11,30 +11,22 @@ a check of the harness against ``dd``, a read of two shards of different length 
 same settings (why the headline and the sweep differ), the latency of single cold 4 KiB
 reads (is "cold" really the device?), and what a purge without root leaves cached.
 
-What the chapter's page says about a result (findings, computed notes, display tables) is
-built by :mod:`datajourney.book.pages.storage`.
+What the run found is :mod:`.analysis`'s facts (stored in the result); the chapter's page words them
+(:mod:`.page`).
 """
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c02_random_vs_sequential.params import Params
-from datajourney.core.params import (
-    ParameterError,
-    boolean,
-    choice,
-    choices,
-    int_list,
-    memory,
-    nonnegative_int,
-    positive_int,
-)
+from datajourney.core.params import ParameterError, memory, run_options
 from datajourney.core.units import MB
 from datajourney.toolkit import datasets, pagecache
 from datajourney.toolkit.reads import (  # noqa: F401
@@ -199,115 +191,99 @@ def measure_purge_methods(ds: datasets.SmallFiles, *, runs: int, seed: int, prog
 
 
 # --------------------------------------------------------------------------- chapter
-def check_parameters(p: dict) -> dict:
-    """Validate chapter 2's parameters before any work; return them normalised.
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`preflight` found: the checked parameters and the directory the data sets go to."""
 
-    Parameters added after the first edition (``chunk_runs``, ``latency_reads``) default
-    to their notebook defaults when a caller does not pass them."""
-    q = dict(p)
-    q["n_files"] = positive_int("n_files", p["n_files"], maximum=datasets.MAX_FILES)
-    q["file_size"] = positive_int("file_size", p["file_size"], maximum=1 << 30)
-    q["runs"] = positive_int("runs", p["runs"], maximum=1000)
-    q["cache_states"] = choices("cache_states", p["cache_states"], CACHE_STATES)
-    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
-    q["size_sweep"] = int_list("size_sweep", p["size_sweep"], minimum=1, maximum=1 << 30) if p["size_sweep"] else []
-    q["sweep_bytes"] = positive_int("sweep_bytes", p["sweep_bytes"], maximum=datasets.MAX_BYTES)
-    q["shard_size"] = positive_int("shard_size", p["shard_size"], maximum=datasets.MAX_BYTES)
-    q["chunk_sweep"] = int_list("chunk_sweep", p["chunk_sweep"], minimum=512, maximum=1 << 30)
-    for c in q["chunk_sweep"]:
-        if c > q["shard_size"]:
-            raise ParameterError("chunk_sweep", c, f"chunk sizes up to shard_size ({q['shard_size']:,} bytes)")
-        if c % 512:
-            raise ParameterError("chunk_sweep", c, "multiples of 512 bytes (O_DIRECT needs aligned reads)")
-    memory("chunk_sweep", max(q["chunk_sweep"]), 2 * max(q["chunk_sweep"]), what="one read buffer")
-    memory("file_size", q["file_size"], 2 * q["file_size"], what="one read buffer")
-    for s in q["size_sweep"]:
-        if s > q["sweep_bytes"]:
-            raise ParameterError("size_sweep", s, f"sizes up to sweep_bytes ({q['sweep_bytes']:,})")
-    q["odirect"] = boolean("odirect", p["odirect"])
-    q["odirect_max_bytes"] = positive_int("odirect_max_bytes", p["odirect_max_bytes"], maximum=datasets.MAX_BYTES)
-    q["dd_check"] = boolean("dd_check", p["dd_check"])
-    q["compare_purge_methods"] = boolean("compare_purge_methods", p["compare_purge_methods"])
-    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**32 - 1)
-    q["chunk_runs"] = positive_int("chunk_runs", p.get("chunk_runs", q["runs"]), maximum=1000)
-    q["latency_reads"] = nonnegative_int("latency_reads", p.get("latency_reads", 0), maximum=1_000_000)
-    if q["latency_reads"] and q["shard_size"] < LATENCY_BLOCK:
-        raise ParameterError("latency_reads", q["latency_reads"],
-                             f"0 when shard_size is below {LATENCY_BLOCK:,} bytes (nothing to read)")
-    if "is_reference_run" in p:
-        q["is_reference_run"] = boolean("is_reference_run", p["is_reference_run"])
-    if q["purge_method"] == "drop_caches" and not pagecache.can_drop_caches():
-        raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
-    return q
+    params: Params
+    data_dir: Path
 
 
-def plans(p: dict) -> list:
+def plans(p: Params) -> list:
     """Every data set chapter 2 needs, for the up-front free-space check."""
-    out = [datasets.small_files_plan(p["n_files"], p["file_size"], p["seed"]),
-           datasets.shard_plan(p["shard_size"], p["seed"])]
-    out += [datasets.small_files_plan(max(1, p["sweep_bytes"] // s), s, p["seed"]) for s in p["size_sweep"]]
+    out = [datasets.small_files_plan(p.n_files, p.file_size, p.seed), datasets.shard_plan(p.shard_size, p.seed)]
+    out += [datasets.small_files_plan(max(1, p.sweep_bytes // s), s, p.seed) for s in p.size_sweep]
     return out
 
 
-def preflight(params: dict) -> tuple[dict, Path]:
-    """All checks that must pass before any work: parameters, data directory, free disk."""
-    p = check_parameters(params)
-    return p, datasets.check_space(p.get("data_dir"), plans(p))
+def preflight(params) -> Plan:
+    """All checks that must pass before any work: every declared range (:meth:`Params.checked`), then
+    what spans fields or depends on this machine (read buffers in memory, root for ``drop_caches``, the
+    data directory and its free space)."""
+    if not isinstance(params, Params):
+        run_options(dict(params))
+    p = Params.coerce(params).checked()
+    if not p.cache_states:
+        raise ParameterError("cache_states", p.cache_states, "a non-empty list drawn from 'cold', 'warm'")
+    for s in p.size_sweep:
+        if s < 1:
+            raise ParameterError("size_sweep", p.size_sweep, f"a list of integers from 1 to {1 << 30:,} (or [])")
+        if s > p.sweep_bytes:
+            raise ParameterError("size_sweep", s, f"sizes up to sweep_bytes ({p.sweep_bytes:,})")
+    for c in p.chunk_sweep:
+        if c > p.shard_size:
+            raise ParameterError("chunk_sweep", c, f"chunk sizes up to shard_size ({p.shard_size:,} bytes)")
+        if c % 512:
+            raise ParameterError("chunk_sweep", c, "multiples of 512 bytes (O_DIRECT needs aligned reads)")
+    memory("chunk_sweep", max(p.chunk_sweep), 2 * max(p.chunk_sweep), what="one read buffer")
+    memory("file_size", p.file_size, 2 * p.file_size, what="one read buffer")
+    if p.latency_reads and p.shard_size < LATENCY_BLOCK:
+        raise ParameterError("latency_reads", p.latency_reads,
+                             f"0 when shard_size is below {LATENCY_BLOCK:,} bytes (nothing to read)")
+    if p.purge_method == "drop_caches" and not pagecache.can_drop_caches():
+        raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
+    if p.chunk_runs is None:
+        p = p.replace(chunk_runs=p.runs)
+    return Plan(p, datasets.check_space(p.data_dir, plans(p)))
 
 
-def _measure(
-    *, n_files: int, file_size: int, runs: int, cache_states, purge_method: str, size_sweep,
-    sweep_bytes: int, shard_size: int, chunk_sweep, odirect: bool, odirect_max_bytes: int,
-    dd_check: bool, compare_purge_methods: bool, seed: int, chunk_runs: int | None,
-    latency_reads: int, data_dir, run_dir=None, progress: bool = True,
-):
-    """Run every chapter-2 experiment and save the result (tables + fingerprint) to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k != "progress"}
-    if chunk_runs is None:
-        params["chunk_runs"] = runs
+def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
+    """Run every chapter-2 experiment, analyse it and save the result (tables, fingerprint, facts)."""
     from tqdm import tqdm
 
+    from datajourney.chapters.c02_random_vs_sequential import analysis
     from datajourney.core import results
 
-    p, parent = preflight(params)
-    res = results.start(CHAPTER, params, run_dir, parent)
+    p, parent = plan.params, plan.data_dir
+    res = results.start(CHAPTER, p.as_dict(), run_dir, parent)
     can_drop = pagecache.can_drop_caches()
-    compare = p["compare_purge_methods"] and can_drop
-    crun = p["chunk_runs"]
-    steps = (len(p["cache_states"]) * runs * 2 * (1 + len(p["size_sweep"]))
-             + crun * len(p["chunk_sweep"]) * (2 if p["odirect"] else 1) + 3 * runs
-             + (runs if p["latency_reads"] else 0)
-             + (2 * runs if p["dd_check"] else 0) + (2 * runs if compare else 0))
-    main = datasets.small_files(parent, n_files=n_files, file_size=file_size, seed=seed, progress=progress)
-    sweep_sets = [datasets.small_files(parent, n_files=max(1, sweep_bytes // s), file_size=s, seed=seed,
-                                       progress=progress) for s in p["size_sweep"]]
-    big = datasets.shard(parent, size=shard_size, seed=seed, progress=progress)
-    kw = dict(runs=runs, method=purge_method)
+    compare = p.compare_purge_methods and can_drop
+    runs, crun, seed = p.runs, p.chunk_runs, p.seed
+    steps = (len(p.cache_states) * runs * 2 * (1 + len(p.size_sweep))
+             + crun * len(p.chunk_sweep) * (2 if p.odirect else 1) + 3 * runs
+             + (runs if p.latency_reads else 0)
+             + (2 * runs if p.dd_check else 0) + (2 * runs if compare else 0))
+    main = datasets.small_files(parent, n_files=p.n_files, file_size=p.file_size, seed=seed, progress=progress)
+    sweep_sets = [datasets.small_files(parent, n_files=max(1, p.sweep_bytes // s), file_size=s, seed=seed,
+                                       progress=progress) for s in p.size_sweep]
+    big = datasets.shard(parent, size=p.shard_size, seed=seed, progress=progress)
+    kw = dict(runs=runs, method=p.purge_method)
     with tqdm(total=steps, desc="chapter 2 runs", disable=not progress, mininterval=10) as bar:
-        res.add("headline", measure_random_vs_sequential(main, cache_states=p["cache_states"], seed=seed,
+        res.add("headline", measure_random_vs_sequential(main, cache_states=p.cache_states, seed=seed,
                                                          progress=bar, **kw))
-        if p["latency_reads"]:   # before anything reads the long shard as a whole
-            lat, cdf = measure_latency(big.path, reads=p["latency_reads"], seed=seed, progress=bar, **kw)
+        if p.latency_reads:   # before anything reads the long shard as a whole
+            lat, cdf = measure_latency(big.path, reads=p.latency_reads, seed=seed, progress=bar, **kw)
             res.add("latency", lat)
             res.add("latency_cdf", cdf)
         res.add("size_sweep", pd.concat(
-            [measure_random_vs_sequential(d, cache_states=p["cache_states"], seed=seed, progress=bar, **kw)
+            [measure_random_vs_sequential(d, cache_states=p.cache_states, seed=seed, progress=bar, **kw)
              for d in sweep_sets], ignore_index=True) if sweep_sets else pd.DataFrame())
-        res.add("chunk_sweep", measure_chunk_sweep(big, chunks=p["chunk_sweep"], odirect=p["odirect"], runs=crun,
-                                                   method=purge_method, odirect_max_bytes=odirect_max_bytes,
+        res.add("chunk_sweep", measure_chunk_sweep(big, chunks=p.chunk_sweep, odirect=p.odirect, runs=crun,
+                                                   method=p.purge_method, odirect_max_bytes=p.odirect_max_bytes,
                                                    seed=seed, progress=bar))
         res.add("shard_length", measure_shard_length(main, big, seed=seed, progress=bar, **kw))
-        if p["dd_check"]:
+        if p.dd_check:
             res.add("dd_fidelity", measure_dd_fidelity(big, progress=bar, **kw))
         if compare:
             res.add("purge_methods", measure_purge_methods(main, runs=runs, seed=seed, progress=bar))
     res.metadata.update(
         can_drop_caches=can_drop,
         purge_methods_compared=compare,
-        purge_methods_note=None if compare else "needs root (write access to /proc/sys/vm/drop_caches)",
+        purge_methods_needs_root=not compare and not can_drop,
         datasets={"headline": main.manifest, "shard": big.manifest},
         nand_read_floor_us=NAND_READ_FLOOR_US,
     )
+    res.facts = analysis.analyse(res)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
@@ -316,4 +292,4 @@ def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **
     """Run chapter 2's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
     changed by ``changes``, save the result to ``run_dir`` and return it."""
     p = (params or Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)
+    return _measure(preflight(p), run_dir=run_dir, progress=progress)

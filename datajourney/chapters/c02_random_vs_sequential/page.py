@@ -1,8 +1,8 @@
-"""Chapter 2's page: the findings, computed notes and display tables built from a result of
-:mod:`datajourney.chapters.c02_random_vs_sequential.experiment` (random small-file reads vs one sequential shard).
+"""Chapter 2's page: it words the facts of :mod:`.analysis` (opening, key results, notes) through
+:mod:`datajourney.core.phrasing`, and shapes the result's tables for display (evidence).
 
-Every sentence of the chapter that states a measured outcome is built by a function of
-this module from the run's result (:func:`findings` and the ``*_note`` functions).
+Every sentence that states a measured outcome takes its numbers and its direction from a fact; every
+string that comes from a result file reaches Markdown through ``phrasing.code`` or ``phrasing.text``.
 """
 from __future__ import annotations
 
@@ -10,33 +10,90 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from datajourney.chapters.c02_random_vs_sequential.experiment import CHAPTER, MB
-from datajourney.chapters.common import (  # noqa: F401
-    COLD_TARGET,
-    NEAR_ONE,
-    WARM_TARGET,
-    cold_gap,
+from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold: the notebook's chart labels
+    ColdVerdict,
     cold_label,
-    cold_verdict,
-    compared,
-    extremes,
-    guest_cold,  # noqa: F401
-    latency_stats,  # noqa: F401
-    residency_note,
-    size_text,
+    guest_cold,
     spread_summary,
     table_of,
     values_of,
 )
 from datajourney.core import findings as fnd
-from datajourney.core.findings import Action, Finding, Opening, num, pct, times
+from datajourney.core import phrasing as say
+from datajourney.core.facts import Facts
+from datajourney.core.findings import Action, Finding, Opening, num, pct, size_label
 from datajourney.core.stats import mean
 
 #: A drop in bandwidth from one read size to the next larger one smaller than this (relative)
 #: is not worth a comment.
 DIP_TOL = 0.10
-#: Paired run-by-run ratios (fadvise ÷ drop_caches) whose mean lies within this of 1 are level.
-PAIRED_TOL = 0.05
+#: What "guest-cold" means, said where the page first uses the word.
+GUEST_COLD = ("guest-cold (purged from this virtual machine's page cache; a cache on its host may still hold the "
+              "data)")
+
+
+# --------------------------------------------------------------------------- wording helpers
+def _facts(x) -> Facts:
+    """``x`` as facts: facts as they are; a result (a caller not yet on facts: chapter 12, the front page)
+    by its stored facts, else analysed now."""
+    if isinstance(x, Facts):
+        return x
+    from datajourney.chapters.c02_random_vs_sequential import analysis
+
+    return x.facts if getattr(x, "facts", None) is not None else analysis.analyse(x)
+
+
+def _define(text: str) -> str:
+    """``text`` with its first "guest-cold" defined in place."""
+    for word in ("Guest-cold", "guest-cold"):
+        i = text.find(word)
+        if i >= 0:
+            return text[:i] + word[0] + GUEST_COLD[1:] + text[i + len(word):]
+    return text
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def _label(facts: Facts, key: str) -> str:
+    f = facts.get(key)
+    return say.text(f.label) if f is not None else ""
+
+
+def _cold(facts: Facts) -> str:
+    return say.text(facts.data.get("cold_label") or "cold")
+
+
+def _served(facts: Facts) -> str:
+    """A short clause: what served a cold read, from the cold-state fact."""
+    st = facts.get("cold_state")
+    state = st.setting.get("state") if st is not None else None
+    hyper = bool(st.setting.get("hypervisor")) if st is not None else False
+    return {"cache": ("faster than a NAND flash read, so a cache below this machine served it"
+                      + (": guest-cold" if hyper else "")),
+            "device": "as slow as a device read, so a cold read reached the device",
+            "undecided": "too close to a flash read to tell the device from a cache below this machine",
+            }.get(state, "not measured")
+
+
+def _verdict(facts: Facts) -> ColdVerdict | None:
+    """The cold-state fact as the shared classification, for its one explanation of the rule."""
+    st = facts.get("cold_state")
+    if st is None or st.setting.get("state") is None:
+        return None
+    g = st.setting
+    return ColdVerdict(g["state"], tuple(g.get("medians") or ()), g.get("share_below"), bool(g.get("hypervisor")),
+                       g.get("source") or "this chapter's latency check", float(g.get("floor_us")))
+
+
+def _pair(facts: Facts, key: str) -> str:
+    """"A ran at x MB/s and B at y MB/s: A was N× faster than B" for comparison ``key``."""
+    c = facts[key]
+    a, b = facts[c.of], facts[c.basis]
+    return (f"{_cap(say.text(a.label))} ran at **{say.value(a)}** and {say.text(b.label)} at **{say.value(b)}**: "
+            f"**{say.comparison(c, facts)}**")
+
 
 
 def key_metrics(res) -> dict:
@@ -65,182 +122,262 @@ def latency_table(res) -> pd.DataFrame:
     return lat[cols].rename(columns=LATENCY_COLUMNS)
 
 
-# --------------------------------------------------------------------------- findings
-def findings(res) -> list[Finding]:
-    """The chapter's key results, computed from ``res`` (3 to 6 findings)."""
-    out = [cold_gap(res), _warm_gap(res)]
-    for f in (_latency_finding(res), _size_finding(res), _odirect_finding(res)):
-        if f is not None:
-            out.append(f)
+# --------------------------------------------------------------------------- key results
+def findings(facts: Facts) -> list[Finding]:
+    """The chapter's key results, worded from ``facts`` (3 to 6 findings)."""
+    facts = _facts(facts)
+    out = [f for f in (_cold_gap(facts), _warm_gap(facts), _latency_finding(facts), _size_finding(facts),
+                       _odirect_finding(facts)) if f is not None]
     if len(out) < 3:   # a run with most experiments switched off: say what the rest showed
-        extra = [Finding("shard_length", shard_length_note(res)),
-                 Finding("residency", residency_note(res.table("headline")))]
+        extra = [Finding("shard_length", shard_length_note(facts)), Finding("residency", residency_note(facts))]
         out += [f for f in extra if f.text][: 3 - len(out)]
+    if out:
+        out[0] = Finding(out[0].key, _define(out[0].text), out[0].value, out[0].unit, out[0].published,
+                         out[0].interval, out[0].values)
     return out
 
 
-def _warm_gap(res) -> Finding:
-    h = res.table("headline")
-    rnd, seq = values_of(h, pattern="random", cache="warm"), values_of(h, pattern="sequential", cache="warm")
-    if not rnd or not seq:
+def _finding(facts: Facts, key: str, text: str) -> Finding:
+    f = facts[key]
+    return Finding(key, text, f.number, f.unit, f.published, f.spread)
+
+
+def _cold_gap(facts: Facts) -> Finding:
+    if "cold_gap" not in facts:
+        return Finding("cold_gap", f"No {_cold(facts)} runs in this result (`cache_states` left out `cold`).")
+    return _finding(facts, "cold_gap", _pair(facts, "cold_gap") + ".")
+
+
+def _warm_gap(facts: Facts) -> Finding:
+    if "warm_gap" not in facts:
         return Finding("warm_gap", "No warm runs in this result (`cache_states` left out `warm`).")
-    mid, lo, hi = fnd.ratio_interval(seq, rnd)
-    d = fnd.direction(seq, rnd)
-    phrase = compared(seq, rnd, "sequential", "random")
-    collapsed = d == 0 or 1 / NEAR_ONE <= mid <= NEAR_ONE
-    text = (f"**Warm** (every page in RAM), the shard ran at **{num(mean(seq), 'MB/s')}** and the small files "
-            f"at **{num(mean(rnd), 'MB/s')}**: {phrase} ({extremes(lo, hi)}). The source reports that "
-            f"warm the gap \u201ccollapses to near 1x\u201d; ")
-    if collapsed:
-        text += f"here it does (within {times(NEAR_ONE)} either way counts as near 1×)."
-    elif d < 0:
-        text += "here it reverses: the small files read faster than the shard."
-    else:
-        text += (f"here it does not: the shard stays {times(mid)} ahead. With the device out of the picture, what "
-                 "still differs between the layouts is the per-file `open` and `close` (and the lookup of each "
-                 "path), which the shard does not pay; this run does not time those calls on their own.")
-    return Finding("warm_gap", text, mid, "×", interval=(lo, hi), values=dict(collapsed=collapsed))
+    verdict = facts["warm_gap.verdict"].value
+    text = (_pair(facts, "warm_gap") + ". Every page was in RAM. The source reports that warm the gap "
+            "\u201ccollapses to near 1x\u201d; ")
+    text += {"collapses": "here it does (within 1.1× either way counts as near 1×).",
+             "reverses": "here it reverses: the small files read faster than the shard.",
+             "stays open": ("here it does not. With the device out of the picture, what still differs between the "
+                            "layouts is the per-file `open` and `close` (and the lookup of each path), which the "
+                            "shard does not pay; this run does not time those calls on their own.")}[verdict]
+    return _finding(facts, "warm_gap", text)
 
 
-def _latency_finding(res) -> Finding | None:
-    lat = latency_stats(res)
-    if lat is None:
-        err = table_of(res, "latency")
-        if not err.empty and "error" in err and err["error"].notna().any():
+def _latency_finding(facts: Facts) -> Finding | None:
+    if "cold_latency" not in facts:
+        err = facts.data.get("latency_error")
+        if err:
             return Finding("cold_latency", "The latency check could not use `O_DIRECT` on this file system "
-                           f"(`{err['error'].dropna().iloc[0]}`): whether 'cold' reads reach the device is unknown.")
+                           f"({say.code(err)}): whether cold reads reach the device is unknown.")
         return None
-    med, second, warm = lat["median_us"], lat["second_medians"], lat["warm_medians"]
-    size = size_text(lat["request_bytes"])
-    text = (f"A single {size} `O_DIRECT` read at a random offset, after a purge, took a median "
-            f"**{num(med, 'µs')}** (p10 {num(lat['p10_us'], 'µs')}, p90 {num(lat['p90_us'], 'µs')}, "
-            f"p99 {num(lat['p99_us'], 'µs')}; {lat['reads']:,} reads)")
-    if warm:
-        text += f"; a page-cache hit took {num(mean(warm), 'µs')}"
+    lat = facts["cold_latency"]
+    text = (f"{_cap(say.text(lat.label))}, after a purge, took a median **{say.value(lat)}** (p10 "
+            f"{say.value(facts.get('cold_latency.p10'), runs=False)}, p90 "
+            f"{say.value(facts.get('cold_latency.p90'), runs=False)}, p99 "
+            f"{say.value(facts.get('cold_latency.p99'), runs=False)}; {num(lat.setting.get('reads'))} reads)")
+    if "cold_latency.warm" in facts:
+        text += f"; a page-cache hit took {say.value(facts['cold_latency.warm'])}"
     text += ". "
-    text += cold_verdict(res).sentence(head=False)
-    if second:
-        d = fnd.direction(lat["medians"], second, tol=0.10)
-        ratio = med / mean(second)
-        text += " " + fnd.choose(
-            d, f"A second pass over the same blocks was {times(ratio)} faster: the first pass filled a cache below "
-               "the guest's page cache.",
-            f"A second pass over the same blocks was {times(1 / ratio)} slower.",
-            "A second pass over the same blocks took as long: both passes were served from the same place.")
-    return Finding("cold_latency", text, med, "µs", interval=(min(lat["medians"]), max(lat["medians"])),
-                   values=dict(guest_cold=guest_cold(res)))
+    v = _verdict(facts)
+    if v is not None:
+        text += v.sentence(head=False)
+    c = facts.get("second_pass")
+    if c is not None:
+        text += f" A second pass over the same blocks ran {say.comparison(c, facts)}"
+        text += (": the first pass filled a cache below the guest's page cache." if not c.level and c.number < 1
+                 else "; both passes were served from the same place." if c.level else ".")
+    return _finding(facts, "cold_latency", text)
 
 
-def _size_finding(res) -> Finding | None:
-    sw = table_of(res, "size_sweep")
-    if sw.empty:
+def _size_finding(facts: Facts) -> Finding | None:
+    if "size_sweep" not in facts:
         return None
-    label = cold_label(res)
-    sizes = sorted(set(sw["file_size"]))
-    per = {}
-    for s in sizes:
-        seq = values_of(sw, file_size=s, cache="cold", pattern="sequential")
-        rnd = values_of(sw, file_size=s, cache="cold", pattern="random")
-        if seq and rnd:
-            per[s] = (seq, rnd)
-    if len(per) < 2:
+    small, large = facts.data["size_sweep_sizes"]
+    text = (f"{_cap(_cold(facts))}, by file size: at {size_label(small)} per file "
+            f"{_label(facts, f'size.{small}.sequential')} ran {say.comparison(facts[f'size.{small}'], facts)}; at "
+            f"{size_label(large)}, {say.comparison(facts['size_sweep'], facts)}. ")
+    text += {"narrows": "The gap narrows as files grow", "widens": "The gap widens as files grow",
+             "stays": "The gap stays about the same across file sizes"}[facts["size_sweep.trend"].value]
+    text += {"no": f", but at {size_label(large)} the two layouts have not converged: sequential is still faster.",
+             "reversed": f", and at {size_label(large)} the files read faster than the shard.",
+             "yes": f", and at {size_label(large)} the two layouts are level within the runs' spread: they converge."
+             }[facts["size_sweep.converged"].value]
+    return _finding(facts, "size_sweep", text)
+
+
+def _caught_up(facts: Facts) -> str:
+    f = facts.get("odirect.caught_up_at")
+    if f is None:
+        return ""
+    if f.number is not None:
+        return (f"From {size_label(int(f.number))} per request on, `O_DIRECT` was level with or faster than "
+                "buffered reads.")
+    return f"Up to {size_label(int(f.setting['largest']))} per request `O_DIRECT` stayed below buffered reads."
+
+
+def _odirect_finding(facts: Facts) -> Finding | None:
+    if "odirect" not in facts:
         return None
-    small, large = min(per), max(per)
-    r_small = fnd.ratio_interval(*per[small])
-    r_large = fnd.ratio_interval(*per[large])
-    d_large = fnd.direction(*per[large])
-    text = (f"{label.capitalize()}, by file size: the shard read sequentially was {times(r_small[0])} as fast as the "
-            f"shuffled files at {size_text(small)} per file and {times(r_large[0])} "
-            f"({extremes(r_large[1], r_large[2])}) at {size_text(large)}. ")
-    trend = fnd.direction(r_small[0], r_large[0], tol=0.10)
-    text += fnd.choose(trend, "The gap narrows as files grow", "The gap widens as files grow",
-                       "The gap stays about the same across file sizes")
-    text += fnd.choose(
-        d_large,
-        f", but at {size_text(large)} the two layouts have not converged: sequential is still faster.",
-        f", and at {size_text(large)} the files read faster than the shard.",
-        f", and at {size_text(large)} the two layouts are level within the runs' spread: they converge.",
-    )
-    return Finding("size_sweep", text, r_large[0], "×", interval=(r_large[1], r_large[2]),
-                   values=dict(small_size=small, large_size=large, small_ratio=r_small[0]))
+    text = (f"{_pair(facts, 'odirect')} (`O_DIRECT`: no readahead, one request at a time). " + _caught_up(facts))
+    return _finding(facts, "odirect", text)
 
 
-def _odirect_finding(res) -> Finding | None:
-    cs = table_of(res, "chunk_sweep")
-    if cs.empty or "O_DIRECT" not in set(cs["mode"]) or cs[cs["mode"] == "O_DIRECT"]["MBps"].isna().all():
-        return None
-    label = cold_label(res)
-    chunks = sorted(set(cs["chunk"]))
-    smallest = chunks[0]
-    buf, od = values_of(cs, mode="buffered", chunk=smallest), values_of(cs, mode="O_DIRECT", chunk=smallest)
-    if not buf or not od:
-        return None
-    mid, lo, hi = fnd.ratio_interval(buf, od)
-    d = fnd.direction(buf, od)
-    text = (f"{label.capitalize()} sequential reads of one shard in {size_text(smallest)} requests: "
-            f"through the page cache "
-            f"**{num(mean(buf), 'MB/s')}**, with `O_DIRECT` (no readahead, one request at a time) "
-            f"**{num(mean(od), 'MB/s')}**")
-    text += fnd.choose(d, f": readahead is worth {times(mid)} ({extremes(lo, hi)}) at that size. ",
-                       ": `O_DIRECT` was faster even at that size. ", ": level at that size. ")
-    caught = next(
-        (
-            c
-            for c in chunks
-            if values_of(cs, mode="O_DIRECT", chunk=c)
-            and fnd.direction(values_of(cs, mode="O_DIRECT", chunk=c), values_of(cs, mode="buffered", chunk=c)) >= 0
-        ),
-        None,
-    )
-    text += (
-        f"From {size_text(caught)} per request on, `O_DIRECT` was level with or faster than buffered reads."
-        if caught is not None
-        else f"Up to {size_text(chunks[-1])} per request `O_DIRECT` stayed below buffered reads."
-    )
-    return Finding("odirect", text, mid, "×", interval=(lo, hi), values=dict(caught_up_at=caught))
-
-
-# --------------------------------------------------------------------------- computed notes
-def latency_note(res) -> str:
+# --------------------------------------------------------------------------- notes beside the evidence
+def latency_note(facts: Facts) -> str:
     """The latency check as a sentence (empty when it did not run)."""
-    f = _latency_finding(res)
+    f = _latency_finding(facts)
     return f.text if f is not None else ""
 
 
-def size_note(res) -> str:
+def size_note(facts: Facts, res) -> str:
     """The file-size sweep's result, then a comment on every configuration with a wide spread."""
-    f = _size_finding(res)
+    f = _size_finding(facts)
     return "\n\n".join(t for t in ((f.text if f else ""), size_sweep_notes(res)) if t)
 
 
-def odirect_note(res) -> str:
-    """The read-size sweep's result, then the dips and wide spreads, each judged against the runs."""
-    f = _odirect_finding(res)
-    return "\n\n".join(t for t in ((f.text if f else ""), chunk_sweep_notes(res)) if t)
+def odirect_note(facts: Facts, res) -> str:
+    """The read-size sweep's result, the dips and wide spreads, and any O_DIRECT error (as code: it comes
+    from the result file)."""
+    f = _odirect_finding(facts)
+    parts = [f.text if f else "", chunk_sweep_notes(res)]
+    errors = facts.data.get("odirect_errors") or []
+    if errors:
+        parts.append("`O_DIRECT` could not be used on this file system: " + "; ".join(say.code(e) for e in errors))
+    return "\n\n".join(t for t in parts if t)
 
 
-def published_note(res) -> str:
-    """This run's cold ratio against the published one, and whether the two 'cold's are comparable."""
+def published_note(facts: Facts) -> str:
+    """The published cold ratio beside this run's, and whether the two 'cold's are comparable."""
     from datajourney.chapters import published
 
-    fig = published.figure(CHAPTER, "sequential ÷ random, cold")
-    f = cold_gap(res)
-    if fig is None or f.value is None:
+    fig = published.figure("02_random_vs_sequential", "sequential ÷ random, cold")
+    c = facts.get("cold_gap")
+    if fig is None or c is None or c.number is None:
         return ""
-    lo, hi = f.interval
-    d = fnd.direction([lo, hi], fig.mean, tol=0.10) if lo <= fig.mean <= hi else (1 if lo > fig.mean else -1)
-    text = (f"The published cold ratio is {fig.text}; this run's is {f.headline}, "
-            + fnd.choose(d, f"{times(f.value / fig.mean)} larger", f"{times(fig.mean / f.value)} smaller",
-                         "the published figure lies within this run's range") + ". ")
-    g = guest_cold(res)
+    text = f"Published cold ratio: {fig.text}; this run's: {say.headline(c)}. "
+    g = facts.data.get("guest_cold")
     if g:
-        text += ("This run's cold reads were **guest-cold** (latency check below): a cache under the virtual machine "
+        text += ("This run's cold reads were guest-cold (latency check below): a cache under the virtual machine "
                  "served them, while the published figures come from a physical drive, so the two 'cold's differ.")
     elif g is False:
         text += "The latency check below found this run's cold reads no faster than flash."
     return text
 
 
+def shard_length_note(facts: Facts) -> str:
+    """Why the headline's sequential read and the sweep's differ: same settings, two shard lengths."""
+    if "shard_length.by_length" not in facts:
+        return ""
+    short, part, whole = (facts[f"shard_length.{k}"] for k in ("short", "part", "whole"))
+    chunk = int(short.setting["chunk"])
+    text = (f"Read cold with the same {size_label(chunk)} requests, in shuffled order within each run: "
+            f"{say.text(short.label)} ran at **{say.value(short)}**, {say.text(part.label)} at "
+            f"**{say.value(part)}** and {say.text(whole.label)} at **{say.value(whole)}**. ")
+    ln, fl = facts["shard_length.by_length"], facts["shard_length.by_file"]
+    text += f"Same file, longer read: {say.text(whole.label)} ran {say.comparison(ln, facts)}. "
+    text += f"Same length, other file: {say.text(part.label)} ran {say.comparison(fl, facts)}. "
+    if not ln.level and ln.number > 1 and fl.level:
+        text += ("So the difference between the headline and the sweep comes from the length of the read: what is "
+                 "paid once per read (opening the file, the first requests while the readahead window grows) weighs "
+                 "more over fewer bytes.")
+    elif ln.level and not fl.level:
+        text += ("So the difference comes from the file (where its blocks lie, or whether a cache below the guest "
+                 "holds them), not from the length of the read.")
+    elif not ln.level and not fl.level:
+        text += "Both the length of the read and the file make a difference in this run."
+    else:
+        text += ("Neither makes a difference beyond the runs' spread: a gap between the headline and the sweep in "
+                 "this run is run-to-run variation.")
+    firsts = [facts[k] for k in ("first_read.short", "first_read.part") if k in facts]
+    if firsts:
+        text += " " + _cap(" and ".join(f"{say.text(f.label)} took {say.value(f)}" for f in firsts)) + "."
+    if "shard_length.headline" in facts:
+        hd, sw = facts["shard_length.headline"], facts["shard_length.sweep"]
+        text += (f" For comparison, {say.text(hd.label)} averaged {say.value(hd)} and {say.text(sw.label)} "
+                 f"{say.value(sw)}.")
+    return text
+
+
+def dd_note(facts: Facts) -> str:
+    """The harness against ``dd``: the measured ratio, nothing more."""
+    if "dd_ratio" not in facts:
+        return "The `dd` check was switched off (`dd_check = False`)."
+    py, d = facts["dd.python"], facts["dd.dd"]
+    return (f"{_cap(say.text(py.label))} ran at **{say.value(py)}** and {say.text(d.label)} at {say.value(d)}: "
+            f"{say.comparison(facts['dd_ratio'], facts)}.")
+
+
+def residency_note(facts: Facts) -> str:
+    """Whether cold runs started cold and warm runs warm: the residency measured when each timed read began."""
+    parts = []
+    c, w = facts.get("residency.cold"), facts.get("residency.warm")
+    if c is not None:
+        share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
+        parts.append(f"{_cold(facts)} runs started with {share} resident")
+    if w is not None:
+        parts.append(f"warm runs with at least **{say.value(w)}**")
+    return ("Residency: " + "; ".join(parts) + ".") if parts else "No timed runs to check."
+
+
+def purge_note(facts: Facts) -> str:
+    """drop_caches vs fadvise: the residency each purge left, and fadvise ÷ drop_caches run by run
+    (the two purges of a run read the same files back to back, so machine-wide swings cancel)."""
+    if "purge.fadvise" not in facts:
+        return ""
+    fa, dc = facts["purge.fadvise"], facts["purge.drop_caches"]
+    text = (f"After `fadvise` the 'cold' small files read at **{say.value(fa)}**, after `drop_caches` at "
+            f"**{say.value(dc)}**. ")
+    left = {m: facts[f"purge.resident.{m}"] for m in ("drop_caches", "fadvise") if f"purge.resident.{m}" in facts}
+    if left and all(f.number == 0 for f in left.values()):
+        text += "Both purges left none of the data pages resident when the timed read started. "
+    else:
+        text += "; ".join(f"`{m}` left up to {say.value(f)} of the data pages resident" for m, f in left.items()) + ". "
+    p = facts.get("purge_paired")
+    if p is not None:
+        d = facts["purge_paired.direction"]
+        every = f"in all {p.n} runs" if p.n > 1 else "in the one run"
+        text += ("Run by run (each run reads the same files after both purges), `fadvise` ÷ `drop_caches` was "
+                 f"**{say.value(p)}**. ")
+        text += {
+            "faster": (f"`fadvise` was faster {every}: the difference is the directory entries and inodes that only "
+                       "`drop_caches` evicts, so a rootless cold run of many small files overstates what a truly cold "
+                       "start delivers."),
+            "slower": (f"`fadvise` was slower {every}, the opposite of what the cached metadata would predict: read it "
+                       "as run-to-run variation."),
+            "level": ("The run-by-run ratio " + ("fell on both sides of 1×" if d.setting.get("straddles") else
+                                                 "stayed within 5% of 1×")
+                      + ": in this run re-reading directory entries and inodes cost little next to the data reads. A "
+                      "rootless cold run is still an upper bound; on another file system or device the gap can be "
+                      "large."),
+        }[d.value]
+    return text
+
+
+# --------------------------------------------------------------------------- the opening
+def opening(facts: Facts) -> Opening:
+    """What the chapter opens with: the cold and warm gaps and what "cold" was, one sentence each, and
+    what to set, as the analysis advises it."""
+    facts = _facts(facts)
+    out = []
+    if "cold_gap" in facts:
+        c = facts["cold_gap"]
+        out.append(Finding("cold_gap", _define(f"{_cap(say.text(facts[c.of].label))} ran "
+                                               f"**{say.comparison(c, facts)}**."),
+                           c.number, "×", c.published))
+    if "warm_gap" in facts:
+        c = facts["warm_gap"]
+        out.append(Finding("warm_gap", f"With every page in RAM, {say.text(facts[c.of].label)} ran "
+                           f"**{say.comparison(c, facts)}**.", c.number, "×"))
+    if "cold_latency" in facts:
+        lat = facts["cold_latency"]
+        out.append(Finding("cold_latency", _define(f"A cold 4 KiB read took **{say.value(lat, runs=False)}**, "
+                                                   f"{_served(facts)}.") if not out else
+                           f"A cold 4 KiB read took **{say.value(lat, runs=False)}**, {_served(facts)}.",
+                           lat.number, "µs"))
+    actions = [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
+    return Opening(out[:3], actions[:3])
+
+
+# --------------------------------------------------------------------------- evidence: tables and spreads
 def headline_summary(res) -> pd.DataFrame:
     from datajourney.core.stats import summarise
 
@@ -298,7 +435,7 @@ def size_sweep_notes(res) -> str:
     sw = table_of(res, "size_sweep")
     if sw.empty:
         return ""
-    return spread_summary(sw, ["cache", "pattern", "file_size"], lambda c, p, s: f"{c} {p}, {size_text(s)} files")
+    return spread_summary(sw, ["cache", "pattern", "file_size"], lambda c, p, s: f"{c} {p}, {size_label(s)} files")
 
 
 def chunk_sweep_notes(res) -> str:
@@ -317,96 +454,23 @@ def chunk_sweep_notes(res) -> str:
             d = fnd.direction(va, vb)
             if d == 0:
                 lines.append(
-                    f"* {mode}: {size_text(b)} requests averaged {num(mean(vb), 'MB/s')}, below "
-                    f"{size_text(a)} ({num(mean(va), 'MB/s')}), but the runs overlap "
+                    f"* {mode}: {size_label(b)} requests averaged {num(mean(vb), 'MB/s')}, below "
+                    f"{size_label(a)} ({num(mean(va), 'MB/s')}), but the runs overlap "
                     f"({fnd.span(min(vb), max(vb), 'MB/s')}"
                     f" vs {fnd.span(min(va), max(va), 'MB/s')}, "
                     f"{len(vb)} runs each): the dip is inside the run-to-run spread, not a property of the "
                     f"read size."
                 )
             else:
-                lines.append(f"* {mode}: {size_text(b)} requests were slower than {size_text(a)} in every run "
+                lines.append(f"* {mode}: {size_label(b)} requests were slower than {size_label(a)} in every run "
                              f"({num(mean(vb), 'MB/s')} vs {num(mean(va), 'MB/s')}; ranges "
                              f"{fnd.span(min(vb), max(vb), 'MB/s')} and {fnd.span(min(va), max(va), 'MB/s')}): "
-                             "a real dip on this machine.")
+                             "a real dip in this run.")
     if not lines:
         lines.append("* Bandwidth never fell by more than "
                      f"{pct(DIP_TOL)} from one read size to the next larger one.")
-    lines.append("* " + spread_summary(cs, ["mode", "chunk"], lambda m, c: f"{m} at {size_text(c)}"))
+    lines.append("* " + spread_summary(cs, ["mode", "chunk"], lambda m, c: f"{m} at {size_label(c)}"))
     return "\n".join(lines)
-
-
-def shard_length_note(res) -> str:
-    """Why the headline's sequential read and the sweep's differ: same settings, two shard lengths."""
-    sl = table_of(res, "shard_length")
-    cs, h = table_of(res, "chunk_sweep"), res.table("headline")
-    if sl.empty:
-        return ""
-    short = values_of(sl, read="headline shard")
-    part = values_of(sl, read="long shard, first part")
-    whole = values_of(sl, read="long shard, whole")
-    if not (short and part and whole):
-        return ""
-    chunk = int(sl["chunk"].iloc[0])
-    nbytes = int(sl[sl["read"] == "headline shard"]["bytes"].iloc[0])
-    long_bytes = int(sl[sl["read"] == "long shard, whole"]["bytes"].iloc[0])
-    text = (
-        f"Read cold with the same {size_text(chunk)} requests, in shuffled order within each run: the headline shard "
-        f"({num(nbytes / MB, 'MB')}) ran at **{num(mean(short), 'MB/s')}**, the first "
-        f"{num(min(nbytes, long_bytes) / MB, 'MB')} of the long shard at **{num(mean(part), 'MB/s')}** and the whole "
-        f"long shard ({num(long_bytes / MB, 'MB')}) at **{num(mean(whole), 'MB/s')}**. "
-    )
-    d_len = fnd.direction(whole, part)     # same file, longer read
-    d_file = fnd.direction(part, short)    # same length, other file
-    text += fnd.choose(d_len, f"Same file, longer read: the whole long shard was {fnd.compare(whole, part)} its first "
-                              "part. ",
-                       f"Same file, longer read: the whole long shard was {fnd.compare(whole, part)} its first part. ",
-                       "Same file, longer read: the whole long shard and its first part were level. ")
-    text += fnd.choose(d_file, f"Same length, other file: the long shard's first part was {fnd.compare(part, short)} "
-                               "the headline shard. ",
-                       f"Same length, other file: the long shard's first part was {fnd.compare(part, short)} the "
-                       "headline shard. ",
-                       "Same length, other file: the long shard's first part and the headline shard were level. ")
-    if d_len > 0 and d_file == 0:
-        text += ("So the difference between the headline and the sweep comes from the length of the read: what is "
-                 "paid once per read (opening the file, the first requests while the readahead window grows) weighs "
-                 "more over fewer bytes.")
-    elif d_len == 0 and d_file != 0:
-        text += ("So the difference comes from the file (where its blocks lie, or whether a cache below the guest "
-                 "holds them), not from the length of the read.")
-    elif d_len != 0 and d_file != 0:
-        text += "Both the length of the read and the file make a difference on this run."
-    else:
-        text += ("Neither makes a difference beyond the runs' spread: a gap between the headline and the sweep on "
-                 "this run is run-to-run variation.")
-    first = sl[sl["read"].str.endswith(": first chunk")]
-    if not first.empty and "first_read_ms" in first:
-        fr = first.groupby("read")["first_read_ms"].mean()
-        text += (f" The first {size_text(chunk)} read of a cold file, `open` included, took "
-                 + " and ".join(f"{num(v, 'ms')} ({k.split(':')[0]})" for k, v in fr.items()) + ".")
-    seq_head = values_of(h, pattern="sequential", cache="cold", chunk=chunk)
-    seq_sweep = values_of(cs, mode="buffered", chunk=chunk) if not cs.empty else []
-    if seq_head and seq_sweep:
-        text += (
-            f" For comparison, the headline's cold sequential runs averaged {num(mean(seq_head), 'MB/s')} and the "
-            f"read-size sweep's buffered {size_text(chunk)} runs {num(mean(seq_sweep), 'MB/s')}."
-        )
-    return text
-
-
-def dd_note(res) -> str:
-    dd = table_of(res, "dd_fidelity")
-    if dd.empty:
-        return "The `dd` check was switched off (`dd_check = False`)."
-    py, d = values_of(dd, tool="python"), values_of(dd, tool="dd")
-    r = mean(py) / mean(d)
-    return (f"The Python reader reached **{pct(r)}** of `dd` ({num(mean(py), 'MB/s')} vs {num(mean(d), 'MB/s')}); "
-            f"the target is at least {pct(0.9)}: **{'met' if r >= 0.9 else 'not met'}**.")
-
-
-def _at_most(fraction: float, what: str = "of the data pages") -> str:
-    """'none of the data pages' when nothing was resident, else 'at most 0.4% of the data pages'."""
-    return f"none {what}" if fraction <= 0 else f"at most {pct(fraction)} {what}"
 
 
 def paired_ratios(df: pd.DataFrame, a: dict, b: dict, col: str = "MBps") -> list[float]:
@@ -421,109 +485,3 @@ def paired_ratios(df: pd.DataFrame, a: dict, b: dict, col: str = "MBps") -> list
     both = x.index.intersection(y.index)
     return [float(x[r] / y[r]) for r in both if y[r]]
 
-
-def purge_note(pm_res) -> str:
-    """drop_caches vs fadvise: the residency each purge left, and fadvise ÷ drop_caches run by run
-    (the two purges of a run read the same files back to back, so machine-wide swings cancel)."""
-    pm = pm_res.table("purge_methods")
-    fa, dc = values_of(pm, purge_method="fadvise"), values_of(pm, purge_method="drop_caches")
-    if not fa or not dc:
-        return ""
-    res_max = pm.groupby("purge_method")["resident_at_start"].max()
-    text = (f"After `fadvise` the 'cold' small files read at **{num(mean(fa), 'MB/s')}** "
-            f"({fnd.span(min(fa), max(fa), 'MB/s')}), after `drop_caches` at "
-            f"**{num(mean(dc), 'MB/s')}** ({fnd.span(min(dc), max(dc), 'MB/s')}). ")
-    clean = [m for m, v in res_max.items() if v <= COLD_TARGET]
-    dirty = [m for m, v in res_max.items() if v > COLD_TARGET]
-    if not dirty:
-        text += f"Both purges left {_at_most(res_max.max())} resident when the timed read started. "
-    else:
-        text += ("`" + "`, `".join(dirty) + f"` left up to {pct(res_max[dirty].max())} of the data pages resident "
-                 f"(target at most {pct(COLD_TARGET)}), so its runs were not fully cold. ")
-        if clean:
-            text += "`" + "`, `".join(clean) + f"` left {_at_most(res_max[clean].max())}. "
-    pairs = paired_ratios(pm, dict(purge_method="fadvise"), dict(purge_method="drop_caches"))
-    if pairs:
-        m = mean(pairs)
-        if min(pairs) > 1 and m > 1 + PAIRED_TOL:
-            d = 1
-        elif max(pairs) < 1 and m < 1 - PAIRED_TOL:
-            d = -1
-        else:
-            d = 0
-        every = f"in all {len(pairs)} runs" if len(pairs) > 1 else "in the one run"
-        text += (f"Run by run (each run reads the same files after both purges), `fadvise` ÷ `drop_caches` was "
-                 f"**{times(m)}** ({fnd.span(min(pairs), max(pairs), '×')} over {len(pairs)} runs). ")
-        text += fnd.choose(
-            d, f"`fadvise` was faster {every}: the difference is the directory entries and inodes that only "
-               "`drop_caches` evicts, so a rootless cold run of many small files overstates what a truly cold start "
-               "delivers.",
-            f"`fadvise` was slower {every}, the opposite of what the cached metadata would predict: read it as "
-            "run-to-run variation.",
-            "The run-by-run ratio " + ("fell on both sides of 1×" if min(pairs) < 1 < max(pairs) else
-                                       f"stayed within {pct(PAIRED_TOL)} of 1×") + ": on this "
-            "machine re-reading directory entries and inodes costs little next to the data reads. A rootless cold "
-            "run is still an upper bound; on another file system or device the gap can be large.")
-    wide = spread_summary(pm, ["purge_method"], lambda m: f"`{m}`")
-    if not wide.startswith("No configuration"):
-        text += " " + wide
-    return text
-
-
-# --------------------------------------------------------------------------- the opening
-SHARD_SNIPPET = '''import tarfile
-
-# many samples per file: one open, then large sequential reads
-with tarfile.open("train-00000.tar", "w") as shard:
-    for path in sample_paths:
-        shard.add(path, arcname=path.name)'''
-
-
-def opening(res) -> Opening:
-    """What the chapter opens with: the cold and warm gaps and what "cold" was here, in one sentence
-    each, and what to do about the layout and the request size, chosen from this run's numbers."""
-    h = res.table("headline")
-    label = cold_label(res)
-    out, actions = [], []
-    rnd, seq = values_of(h, pattern="random", cache="cold"), values_of(h, pattern="sequential", cache="cold")
-    d_cold = fnd.direction(seq, rnd) if rnd and seq else 0
-    if rnd and seq:
-        mid, lo, hi = fnd.ratio_interval(seq, rnd)
-        verdict = fnd.choose(d_cold, f"**{times(mid)} faster than**", f"**{times(1 / mid)} slower than**",
-                             "**level with**")
-        out.append(Finding("cold_gap", f"{label.capitalize()}, one shard read in order ran {verdict} the same bytes "
-                           f"as {int(h['n_files'].iloc[0]):,} shuffled files ({num(mean(seq), 'MB/s')} against "
-                           f"{num(mean(rnd), 'MB/s')}).", mid, "×", published="sequential ÷ random, cold",
-                           interval=(lo, hi)))
-    wr, ws = values_of(h, pattern="random", cache="warm"), values_of(h, pattern="sequential", cache="warm")
-    if wr and ws:
-        mid, lo, hi = fnd.ratio_interval(ws, wr)
-        d_warm = fnd.direction(ws, wr)
-        text = fnd.choose(
-            0 if mid <= NEAR_ONE and d_warm >= 0 else d_warm,
-            f"still **{times(mid)} faster**: opening and closing each file costs time even without the disk.",
-            f"**{times(1 / mid)} slower** than the small files: reading from RAM, the layout no longer decides.",
-            f"**{times(mid)}** the small files' speed: the gap is the disk's, and closes once data are cached.")
-        out.append(Finding("warm_gap", f"Warm, with every page in RAM, the shard was {text}", mid, "×",
-                           interval=(lo, hi)))
-    lat = latency_stats(res)
-    if lat is not None:
-        served = cold_verdict(res).served
-        out.append(Finding("cold_latency", f"A cold 4 KiB read took **{num(lat['median_us'], 'µs')}**, {served}.",
-                           lat["median_us"], "µs"))
-    if d_cold > 0:
-        actions.append(Action(f"Store samples in shards read sequentially (tar, WebDataset, MDS, an indexed `.bin`): "
-                              f"here that read {times(fnd.ratio_interval(seq, rnd)[0])} the throughput of one file per "
-                              "sample, cold.", SHARD_SNIPPET))
-    elif rnd and seq:
-        actions.append(Action("Keep the layout you have: on this storage one file per sample read as fast as a "
-                              f"shard ({compared(seq, rnd, 'the shard', 'the files')})."))
-    od = _odirect_finding(res)
-    if od is not None:
-        caught = od.values.get("caught_up_at")
-        actions.append(Action(
-            f"Read with `O_DIRECT` only in requests of {size_text(caught)} or more: below that, buffered reads with "
-            "readahead were faster here." if caught is not None else
-            "Keep buffered reads: `O_DIRECT` stayed below the page cache's readahead at every request size "
-            f"measured (up to {size_text(int(max(table_of(res, 'chunk_sweep')['chunk'])))})."))
-    return Opening(out[:3], actions[:3])

@@ -1,0 +1,296 @@
+"""Chapter 2's analysis: what a result of :mod:`.experiment` found, as facts (no prose).
+
+The page (:mod:`.page`), the front page and chapter 12 word these facts; nothing else computes a
+number of this chapter from its tables. Keys other pages may read are listed in :data:`EXPORTS`.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+import pandas as pd
+
+from datajourney.chapters.common import cold_verdict, guest_cold, latency_stats, table_of, values_of
+from datajourney.core import findings as fnd
+from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.findings import num, size_label
+
+CHAPTER = "02_random_vs_sequential"
+#: Facts and ``facts.data`` entries the front page, chapter 12 and the checklist read.
+EXPORTS = ("cold_gap", "cold_latency", "cold_state", "cold.random", "cold.sequential", "warm_gap",
+           "storage_curve", "guest_cold", "samples.layout")
+#: A warm sequential ÷ random ratio within this factor of 1 counts as near 1x (the source: the gap
+#: "collapses to near 1x" warm).
+NEAR_ONE = 1.10
+#: Paired fadvise ÷ drop_caches ratios whose mean lies within this of 1 are level.
+PAIRED_TOL = 0.05
+#: What a reader pastes to store samples in shards.
+SHARD_SNIPPET = '''import tarfile
+
+# many samples per file: one open, then large sequential reads
+with tarfile.open("train-00000.tar", "w") as shard:
+    for path in sample_paths:
+        shard.add(path, arcname=path.name)'''
+
+
+def _direction(a: list[float], b: list[float], tol: float = 0.05) -> int:
+    return fnd.direction(a, b, tol=tol) if a and b else 0
+
+
+def _recorded(res, name: str) -> int:
+    """An integer parameter as the result recorded it (0 when it did not)."""
+    value = res.parameters[name] if name in (res.parameters or {}) else None
+    return int(value) if value else 0
+
+
+def analyse(res) -> Facts:
+    """Every number chapter 2's page states, from ``res``'s tables."""
+    out = Facts(CHAPTER, exports=EXPORTS)
+    verdict = cold_verdict(res)
+    cold = verdict.label
+    h = table_of(res, "headline")
+    n = int(h["n_files"].iloc[0]) if "n_files" in h and len(h) else _recorded(res, "n_files")
+    size = int(h["file_size"].iloc[0]) if "file_size" in h and len(h) else _recorded(res, "file_size")
+    files = f"{n:,} shuffled files of {size_label(size)}"
+    out.add(Fact("cold_state", cold if verdict.state is not None else None, label="what a cold read reached",
+                 quantity="choice", better=None, n=len(verdict.medians),
+                 setting=dict(state=verdict.state, hypervisor=verdict.hypervisor, source=verdict.source,
+                              floor_us=verdict.floor_us, medians=list(verdict.medians),
+                              share_below=verdict.share_below, label=cold)))
+    out.data.update(cold_label=cold, guest_cold=guest_cold(res), n_files=n, file_size=size)
+
+    # the headline: cold and warm, both layouts
+    for cache in ("cold", "warm"):
+        word = cold if cache == "cold" else "warm"
+        rnd = values_of(h, pattern="random", cache=cache)
+        seq = values_of(h, pattern="sequential", cache=cache)
+        if not rnd or not seq:
+            continue
+        r = measured(f"{cache}.random", rnd, unit="MB/s", label=f"{files}, {word}", setting=dict(cache=cache))
+        s = measured(f"{cache}.sequential", seq, unit="MB/s", label=f"one shard read in order, {word}",
+                     setting=dict(cache=cache, chunk=size))
+        gap = compare(f"{cache}_gap", s, r, published="sequential ÷ random, cold" if cache == "cold" else None)
+        out.add(r, s, gap)
+        if cache == "warm":
+            d = _direction(seq, rnd)
+            state = ("collapses" if d == 0 or 1 / NEAR_ONE <= gap.number <= NEAR_ONE else
+                     "reverses" if d < 0 else "stays open")
+            out.add(Fact("warm_gap.verdict", state, label="the warm gap against the near 1x of the source",
+                         quantity="choice", better=None))
+    _residency(out, h)
+    _latency(out, res)
+    _size_sweep(out, res, cold)
+    _chunk_sweep(out, res, cold)
+    _shard_length(out, res)
+    _dd(out, res)
+    _purge(out, res)
+    _advice(out, res, n, size)
+    return out
+
+
+def _residency(out: Facts, h: pd.DataFrame) -> None:
+    if h.empty or "resident_at_start" not in h:
+        return
+    c, w = h[h["cache"] == "cold"], h[h["cache"] == "warm"]
+    if len(c):
+        out.add(Fact("residency.cold", 100 * float(c["resident_at_start"].max()), "%", quantity="share",
+                     better="lower", n=len(c), label="the most of the data resident when a cold read started"))
+    if len(w):
+        out.add(Fact("residency.warm", 100 * float(w["resident_at_start"].min()), "%", quantity="share",
+                     better="higher", n=len(w), label="the least of the data resident when a warm read started"))
+
+
+def _latency(out: Facts, res) -> None:
+    lat = latency_stats(res)
+    if lat is None:
+        err = table_of(res, "latency")
+        if not err.empty and "error" in err and err["error"].notna().any():
+            out.data["latency_error"] = str(err["error"].dropna().iloc[0])
+        return
+    meds = [float(m) for m in lat["medians"]]
+    size = size_label(lat["request_bytes"])
+    first = Fact("cold_latency", float(lat["median_us"]), "µs", f"one cold {size} O_DIRECT read at a random offset",
+                 "time", "lower", len(meds), (min(meds), max(meds)) if len(meds) > 1 else None,
+                 dict(reads=int(lat["reads"]), request_bytes=int(lat["request_bytes"])))
+    out.add(first)
+    for q in ("p10", "p90", "p99"):
+        out.add(Fact(f"cold_latency.{q}", float(lat[f"{q}_us"]), "µs", f"the {q} of one cold {size} read",
+                     "time", "lower", len(meds)))
+    if lat["warm_medians"]:
+        out.add(measured("cold_latency.warm", lat["warm_medians"], unit="µs", label="a page-cache hit",
+                         quantity="time", better="lower"))
+    if lat["second_medians"]:
+        second = measured("cold_latency.second", lat["second_medians"], unit="µs",
+                          label="a second pass over the same blocks", quantity="time", better="lower")
+        base = Fact("cold_latency.first", statistics.fmean(meds), "µs", "the first pass", "time", "lower",
+                    len(meds), (min(meds), max(meds)) if len(meds) > 1 else None)
+        c = compare("second_pass", second, base)
+        d = fnd.direction(meds, lat["second_medians"], tol=0.10)
+        out.add(second, base, c if d != 0 else replace(c, level=True))
+
+
+def _size_sweep(out: Facts, res, cold: str) -> None:
+    sw = table_of(res, "size_sweep")
+    if sw.empty:
+        return
+    per = {}
+    for s in sorted(set(sw["file_size"])):
+        seq = values_of(sw, file_size=s, cache="cold", pattern="sequential")
+        rnd = values_of(sw, file_size=s, cache="cold", pattern="random")
+        if seq and rnd:
+            a = measured(f"size.{s}.sequential", seq, unit="MB/s",
+                         label=f"one shard in {size_label(s)} requests, {cold}", setting=dict(file_size=int(s)))
+            b = measured(f"size.{s}.random", rnd, unit="MB/s", label=f"shuffled files of {size_label(s)}, {cold}",
+                         setting=dict(file_size=int(s)))
+            per[int(s)] = (seq, rnd)
+            out.add(a, b, compare(f"size.{s}", a, b))
+    ss = sw[sw["cache"] == "cold"]
+    if not ss.empty:
+        curve = ss.groupby(["pattern", "file_size"], as_index=False)["MBps"].mean()
+        out.data["storage_curve"] = [dict(pattern=str(r.pattern), file_size=int(r.file_size), MBps=float(r.MBps))
+                                     for r in curve.itertuples()]
+    if len(per) < 2:
+        return
+    small, large = min(per), max(per)
+    c = out[f"size.{large}"]
+    out.add(replace(c, key="size_sweep"))
+    trend = fnd.direction(out.number(f"size.{small}"), out.number(f"size.{large}"), tol=0.10)
+    out.add(Fact("size_sweep.trend", {1: "narrows", -1: "widens", 0: "stays"}[trend],
+                 label="the gap as files grow", quantity="choice", better=None,
+                 setting=dict(small=small, large=large)))
+    out.add(Fact("size_sweep.converged", {1: "no", -1: "reversed", 0: "yes"}[_direction(*per[large])],
+                 label="whether the layouts converge at the largest file size", quantity="choice", better=None,
+                 setting=dict(file_size=large)))
+    out.data["size_sweep_sizes"] = [small, large]
+
+
+def _chunk_sweep(out: Facts, res, cold: str) -> None:
+    cs = table_of(res, "chunk_sweep")
+    if cs.empty:
+        return
+    if "error" in cs:
+        errs = [str(e) for e in dict.fromkeys(cs["error"].dropna())]
+        if errs:
+            out.data["odirect_errors"] = errs
+    out.data["chunk_max"] = int(max(cs["chunk"]))
+    if "O_DIRECT" not in set(cs["mode"]) or cs[cs["mode"] == "O_DIRECT"]["MBps"].isna().all():
+        return
+    chunks = sorted(int(c) for c in set(cs["chunk"]))
+    for c in chunks:
+        buf, od = values_of(cs, mode="buffered", chunk=c), values_of(cs, mode="O_DIRECT", chunk=c)
+        out.add(measured(f"chunk.{c}.buffered", buf, unit="MB/s",
+                         label=f"buffered reads in {size_label(c)} requests, {cold}", setting=dict(chunk=c)),
+                measured(f"chunk.{c}.direct", od, unit="MB/s",
+                         label=f"O_DIRECT reads in {size_label(c)} requests, {cold}", setting=dict(chunk=c)))
+    smallest = chunks[0]
+    buf, od = values_of(cs, mode="buffered", chunk=smallest), values_of(cs, mode="O_DIRECT", chunk=smallest)
+    if not buf or not od:
+        return
+    out.add(compare("odirect", out[f"chunk.{smallest}.buffered"], out[f"chunk.{smallest}.direct"]))
+    out.add(compare("odirect.direct", out[f"chunk.{smallest}.direct"], out[f"chunk.{smallest}.buffered"]))
+    caught = next((c for c in chunks if values_of(cs, mode="O_DIRECT", chunk=c)
+                   and fnd.direction(values_of(cs, mode="O_DIRECT", chunk=c),
+                                     values_of(cs, mode="buffered", chunk=c)) >= 0), None)
+    out.add(Fact("odirect.caught_up_at", caught, "B",
+                 "the smallest request at which O_DIRECT kept up with buffered reads", "amount", None,
+                 setting=dict(largest=chunks[-1])))
+    out.data["odirect_buffered_wins"] = fnd.direction(buf, od) > 0
+
+
+def _shard_length(out: Facts, res) -> None:
+    sl = table_of(res, "shard_length")
+    if sl.empty:
+        return
+    reads = {"short": "headline shard", "part": "long shard, first part", "whole": "long shard, whole"}
+    runs = {k: values_of(sl, read=v) for k, v in reads.items()}
+    if not all(runs.values()):
+        return
+    chunk = int(sl["chunk"].iloc[0])
+    nbytes = {k: int(sl[sl["read"] == v]["bytes"].iloc[0]) for k, v in reads.items()}
+    mb = {k: num(v / 1e6, "MB") for k, v in nbytes.items()}
+    labels = {"short": f"the headline shard ({mb['short']})", "part": f"the first {mb['part']} of the long shard",
+              "whole": f"the whole long shard ({mb['whole']})"}
+    for k in reads:
+        out.add(measured(f"shard_length.{k}", runs[k], unit="MB/s", label=labels[k],
+                         setting=dict(chunk=chunk, bytes=nbytes[k])))
+    for key, a, b in (("shard_length.by_length", "whole", "part"), ("shard_length.by_file", "part", "short")):
+        c = compare(key, out[f"shard_length.{a}"], out[f"shard_length.{b}"])
+        level = fnd.direction(runs[a], runs[b]) == 0
+        out.add(replace(c, level=level))
+    first = sl[sl["read"].str.endswith(": first chunk")] if "read" in sl else sl.iloc[0:0]
+    if not first.empty and "first_read_ms" in first:
+        for name, key in (("headline shard", "short"), ("long shard, first part", "part")):
+            v = first[first["read"] == f"{name}: first chunk"]["first_read_ms"].dropna().tolist()
+            if v:
+                out.add(measured(f"first_read.{key}", v, unit="ms", quantity="time", better="lower",
+                                 label=f"the first {size_label(chunk)} read of {labels[key]}, cold, open included"))
+    cs, h = table_of(res, "chunk_sweep"), table_of(res, "headline")
+    head = values_of(h, pattern="sequential", cache="cold", chunk=chunk)
+    sweep = values_of(cs, mode="buffered", chunk=chunk) if not cs.empty else []
+    if head and sweep:
+        out.add(measured("shard_length.headline", head, unit="MB/s", label="the cold sequential runs of the headline"),
+                measured("shard_length.sweep", sweep, unit="MB/s",
+                         label=f"the buffered {size_label(chunk)} runs of the read-size sweep"))
+
+
+def _dd(out: Facts, res) -> None:
+    dd = table_of(res, "dd_fidelity")
+    if dd.empty:
+        return
+    py = measured("dd.python", values_of(dd, tool="python"), unit="MB/s", label="the 1 MiB reader of this book")
+    d = measured("dd.dd", values_of(dd, tool="dd"), unit="MB/s", label="dd with 1 MiB blocks")
+    out.add(py, d, compare("dd_ratio", py, d))
+
+
+def _purge(out: Facts, res) -> None:
+    pm = table_of(res, "purge_methods")
+    if pm.empty:
+        return
+    fa, dc = values_of(pm, purge_method="fadvise"), values_of(pm, purge_method="drop_caches")
+    if not fa or not dc:
+        return
+    out.add(measured("purge.fadvise", fa, unit="MB/s", label="the small files after fadvise"),
+            measured("purge.drop_caches", dc, unit="MB/s", label="the small files after drop_caches"))
+    for m, v in pm.groupby("purge_method")["resident_at_start"].max().items():
+        out.add(Fact(f"purge.resident.{m}", 100 * float(v), "%", f"the most resident after {m}", "share", "lower"))
+
+    def by_run(method):
+        return pm[pm["purge_method"] == method].groupby("run")["MBps"].mean()
+
+    x, y = by_run("fadvise"), by_run("drop_caches")
+    pairs = [float(x[r] / y[r]) for r in x.index.intersection(y.index) if y[r]]
+    if pairs:
+        m = statistics.fmean(pairs)
+        d = 1 if min(pairs) > 1 and m > 1 + PAIRED_TOL else -1 if max(pairs) < 1 and m < 1 - PAIRED_TOL else 0
+        out.add(measured("purge_paired", pairs, unit="×", label="fadvise ÷ drop_caches, run by run"),
+                Fact("purge_paired.direction", {1: "faster", -1: "slower", 0: "level"}[d],
+                     label="fadvise against drop_caches in every run", quantity="choice", better=None,
+                     setting=dict(straddles=min(pairs) < 1 < max(pairs))))
+
+
+def _advice(out: Facts, res, n: int, size: int) -> None:
+    """What to set, for the workload this chapter measured: plain-Python reads of its synthetic samples."""
+    workload = f"{n:,} synthetic samples of {size_label(size)} read in plain Python (no DataLoader)"
+    gap = out.get("cold_gap")
+    if gap is not None and gap.number is not None:
+        h = table_of(res, "headline")
+        d = _direction(values_of(h, pattern="sequential", cache="cold"), values_of(h, pattern="random", cache="cold"))
+        if d > 0:
+            out.advise(Advice("samples.layout", "layout", "one shard read in order", workload, gain="cold_gap",
+                              evidence=("cold.sequential", "cold.random"), snippet=SHARD_SNIPPET))
+        else:
+            out.add(compare("cold_gap.files", out["cold.random"], out["cold.sequential"]))
+            out.advise(Advice("samples.layout", "layout", "one file per sample", workload, gain="cold_gap.files",
+                              evidence=("cold.random", "cold.sequential")))
+    if "odirect" in out:
+        shard = _recorded(res, "shard_size")
+        smallest = out["odirect"].setting.get("chunk")
+        wl = f"sequential reads of one {size_label(shard)} shard in {size_label(smallest)} requests" if shard \
+            else f"sequential reads of one shard in {size_label(smallest)} requests"
+        if out.data.get("odirect_buffered_wins"):
+            out.advise(Advice("shard.odirect", "O_DIRECT", False, wl, gain="odirect",
+                              evidence=("odirect", "odirect.caught_up_at")))
+        else:
+            out.advise(Advice("shard.odirect", "O_DIRECT", True, wl, gain="odirect.direct",
+                              evidence=("odirect.direct", "odirect.caught_up_at")))
+
