@@ -1,0 +1,3 @@
+from datajourney.book.scaffold import main
+
+raise SystemExit(main())
