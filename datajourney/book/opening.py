@@ -6,13 +6,12 @@ the reference host's value beside a finding is the same fact of the reference re
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from pathlib import Path
 
 from datajourney.book import report
 from datajourney.chapters import published, registry
 from datajourney.core import phrasing, results
 from datajourney.core.facts import host_label
-from datajourney.core.findings import Opening
 
 
 def _who(res: results.Result, is_reference_run: bool) -> str:
@@ -91,10 +90,20 @@ def markdown(opening, this: results.Result, ref: results.Result | None = None,
     return "\n".join(lines)
 
 
-def show(opening: Callable[[results.Result], Opening], this: results.Result, ref: results.Result | None = None,
+def where_saved(this: results.Result) -> str:
+    """For a notebook run by hand: where its result file went (a directory of its own per kernel)."""
+    path = this.path
+    interactive = results.REPO_ROOT / "results" / "interactive"
+    if path is None or this.replayed_from or interactive not in Path(path).parents:
+        return ""
+    return (f"\n\n<small>This run's result: {phrasing.code(Path(path).relative_to(results.REPO_ROOT))} "
+            "(a new directory for each kernel, so a later Run All keeps it).</small>")
+
+
+def show(opening, this: results.Result, ref: results.Result | None = None,
          *, is_reference_run: bool = False) -> None:
-    """Show the chapter's opening: "On this machine" and "What to do"."""
-    report.say(markdown(opening, this, ref, is_reference_run=is_reference_run))
+    """Show the chapter's opening: the findings under the host's name and "What to do"."""
+    report.say(markdown(opening, this, ref, is_reference_run=is_reference_run) + where_saved(this))
 
 
 def evidence(findings, this: results.Result, ref: results.Result | None = None, *,

@@ -446,7 +446,12 @@ class ChapterParams:
         """A copy with ``changes``; an unknown name is a :class:`ParameterError` naming it."""
         for name in changes:
             if name not in self.names():
-                raise ParameterError(name, changes[name], "a parameter of this chapter: " + ", ".join(self.names()))
+                import difflib
+
+                near = difflib.get_close_matches(name, self.names(), n=1)
+                hint = f"did you mean {near[0]!r}? (parameters of this chapter: " if near else \
+                    "a parameter of this chapter: "
+                raise ParameterError(name, changes[name], hint + ", ".join(self.names()) + (")" if near else ""))
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict:

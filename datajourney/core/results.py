@@ -41,8 +41,10 @@ MAX_TIMESTAMP = 2**63
 NONNEGATIVE_COLUMN = re.compile(r"(Bps|_per_s|^IOPS)$")
 #: The host whose committed results the book shows as "reference run".
 DEFAULT_REFERENCE_HOST = "h200"
-#: Where results go when a notebook is run by hand rather than by the runner.
-INTERACTIVE_RUN_DIR = REPO_ROOT / "results" / "interactive"
+#: Where results go when a notebook is run by hand rather than by the runner: one directory per kernel
+#: (its start time and process), so a later Run All in a new kernel never overwrites an earlier result.
+INTERACTIVE_RUN_DIR = (REPO_ROOT / "results" / "interactive"
+                       / f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%d-%H%M%S}-{__import__('os').getpid()}")
 
 
 def _clean(value):
