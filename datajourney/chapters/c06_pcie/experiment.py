@@ -49,17 +49,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from datajourney.chapters.c06_pcie.params import Params
+from datajourney.chapters.c06_pcie.params import SIZE_MAX, SIZE_MIN, Params
 from datajourney.core.fingerprint import cgroup_limits
-from datajourney.core.params import (
-    ParameterError,
-    boolean,
-    int_list,
-    nonnegative_int,
-    number,
-    positive_int,
-    run_options,
-)
+from datajourney.core.params import ParameterError, run_options
 from datajourney.core.timing import cuda_ms, interleaved_ms, nvml_reader
 from datajourney.core.units import GB, MiB
 from datajourney.toolkit.transfer import independent_ceiling
@@ -224,9 +216,11 @@ def transparent_hugepages() -> str | None:
 
 
 def check_sizes(sizes: Sequence[int], *, buffers: int = 3, extra_host_bytes: int = 0,
-                limits: dict | None = None) -> list[str]:
+                limits: dict | None = None) -> list[dict]:
     """Fail (naming ``sizes``) when the largest size cannot be allocated on host or device; return
-    warnings where pinning it may exceed a container's limits."""
+    what may exceed a container's limits when it is pinned, as data (``kind``: ``"memlock"`` when
+    ``ulimit -l`` is below the largest buffer, ``"cgroup"`` when the pinned buffers take over half of
+    the cgroup's memory limit), for the page to word."""
     biggest = max(sizes)
     lim = limits or host_limits()
     host_cap = lim["usable_bytes"]
@@ -241,11 +235,10 @@ def check_sizes(sizes: Sequence[int], *, buffers: int = 3, extra_host_bytes: int
                                  f"fit in {free / 2**30:.1f} GiB of free GPU memory")
     warnings = []
     if lim["memlock_bytes"] is not None and biggest > lim["memlock_bytes"]:
-        warnings.append(f"ulimit -l is {lim['memlock_bytes'] / 2**20:.0f} MiB, below the largest pinned buffer "
-                        f"({biggest / 2**20:.0f} MiB): pinning may fail or fall back where the limit is enforced")
+        warnings.append(dict(kind="memlock", limit_bytes=int(lim["memlock_bytes"]), largest_bytes=int(biggest)))
     if lim["cgroup_limit_bytes"] and biggest * buffers > 0.5 * lim["cgroup_limit_bytes"]:
-        warnings.append("the pinned buffers take over half of the container's memory limit; pinned pages "
-                        "cannot be swapped and count against that limit")
+        warnings.append(dict(kind="cgroup", limit_bytes=int(lim["cgroup_limit_bytes"]),
+                             pinned_bytes=int(biggest * buffers)))
     return warnings
 
 
@@ -855,67 +848,39 @@ def stale_read(size: int = 64 << 20) -> dict:
 
 
 # --------------------------------------------------------------------------- chapter
-_SIZE_MAX = 1 << 36
+def _all_sizes(p: Params) -> list[int]:
+    return [*p.sizes, *p.overlap_sizes, *p.staging_sizes, p.ceiling_size]
 
 
-def _at_least(name: str, value: int, minimum: int, maximum: int) -> int:
-    positive_int(name, value, maximum=maximum)
-    if value < minimum:
-        raise ParameterError(name, value, f"an integer from {minimum:,} to {maximum:,}")
-    return value
-
-
-def check_parameters(p: dict) -> dict:
-    """Every parameter of the chapter, checked; a one-line error names the first bad one."""
-
-    q = dict(p)
-    for name in ("sizes", "overlap_sizes", "staging_sizes"):
-        q[name] = int_list(name, p[name], minimum=4096, maximum=_SIZE_MAX)
-    q["repeats"] = _at_least("repeats", p["repeats"], 3, 10_000)
-    q["warmup"] = positive_int("warmup", p["warmup"], maximum=1000)
-    q["ceiling_size"] = _at_least("ceiling_size", p["ceiling_size"], 4096, _SIZE_MAX)
-    q["cpu_work_ms"] = number("cpu_work_ms", p["cpu_work_ms"], minimum=0, maximum=10_000, exclusive_minimum=True)
-    q["kernel_ms"] = number("kernel_ms", p["kernel_ms"], minimum=0, maximum=10_000, exclusive_minimum=True)
-    q["kernel_rounds"] = _at_least("kernel_rounds", p["kernel_rounds"], 3, 10_000)
-    q["profile_timeline"] = boolean("profile_timeline", p["profile_timeline"])
-    ds = p.get("dip_sizes", [])
-    q["dip_sizes"] = int_list("dip_sizes", ds, minimum=4096, maximum=_SIZE_MAX) if ds else []
-    q["dip_rounds"] = nonnegative_int("dip_rounds", p.get("dip_rounds", 0), maximum=10_000)
-    if q["dip_sizes"] and q["dip_rounds"] < 3:
-        raise ParameterError("dip_rounds", q["dip_rounds"], "at least 3 when dip_sizes is set (a median of rounds)")
-    q.update(run_options(p))
-    return q
-
-
-def _all_sizes(p: dict) -> list[int]:
-    return [*p["sizes"], *p["overlap_sizes"], *p["staging_sizes"], p["ceiling_size"]]
-
-
-def preflight(params: dict) -> dict:
-    """Check every parameter and that the largest buffers fit, before any work."""
-    p = check_parameters(params)
-    check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(last_level_cache()["bytes"]) + sum(p["dip_sizes"]))
+def preflight(params) -> Params:
+    """Every parameter checked (:meth:`Params.checked`, then what spans fields: the interleaved check's
+    sizes and rounds), and that the largest buffers fit in host and GPU memory, before any work."""
+    if not isinstance(params, Params):
+        run_options(dict(params))
+    p = Params.coerce(params).checked()
+    if any(s < SIZE_MIN for s in p.dip_sizes):
+        raise ParameterError("dip_sizes", p.dip_sizes, f"a list of integers from {SIZE_MIN:,} to {SIZE_MAX:,} (or [])")
+    if p.dip_sizes and p.dip_rounds < 3:
+        raise ParameterError("dip_rounds", p.dip_rounds, "at least 3 when dip_sizes is set (a median of rounds)")
+    check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(last_level_cache()["bytes"]) + sum(p.dip_sizes))
     return p
 
 
-def _measure(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_sizes, cpu_work_ms: float,
-        staging_sizes, kernel_ms: float, kernel_rounds: int, profile_timeline: bool,
-        dip_sizes, dip_rounds: int, run_dir=None, progress: bool = True):
-    """Run chapter 6 (everything that needs a GPU is skipped, and said so, without CUDA; the host
+def _measure(p: Params, *, run_dir=None, progress: bool = True):
+    """Run chapter 6 (everything that needs a GPU is skipped without CUDA, which the result records; the host
     side of the staging experiment and the CPU work's jitter are measured anyway)."""
-    params = {k: v for k, v in locals().items() if k != "progress"}
-    params["dip_sizes"] = list(dip_sizes or [])
     from tqdm import tqdm
 
+    from datajourney.chapters.c06_pcie import analysis
     from datajourney.core import results
 
-    p = check_parameters(params)
+    repeats, warmup, ceiling_size = p.repeats, p.warmup, p.ceiling_size
     llc = last_level_cache()
-    warnings = check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(llc["bytes"]) + sum(p["dip_sizes"]))
-    res = results.start(CHAPTER, params, run_dir)
+    warnings = check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(llc["bytes"]) + sum(p.dip_sizes))
+    res = results.start(CHAPTER, p.as_dict(), run_dir)
     g = res.fingerprint["gpu"]
     peak = link_peak_gbps(g.get("pcie_gen_max"), g.get("pcie_width_max"))
-    spin_iters, spin_ms = calibrate_spin(cpu_work_ms)
+    spin_iters, spin_ms = calibrate_spin(p.cpu_work_ms)
     cuda = torch.cuda.is_available()
     res.metadata.update(link=dict(gen_current=g.get("pcie_gen_current"), gen_max=g.get("pcie_gen_max"),
                                   width_current=g.get("pcie_width_current"), width_max=g.get("pcie_width_max"),
@@ -924,9 +889,9 @@ def _measure(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_siz
                         transparent_hugepages=transparent_hugepages(),
                         cpu_work=dict(iterations=spin_iters, calibrated_ms=spin_ms,
                                       **spin_jitter(spin_iters, max(10, repeats))))
-    dip = bool(p["dip_sizes"]) and p["dip_rounds"] > 0
-    steps = len(p["staging_sizes"]) + (len(p["sizes"]) * 4 + len(p["overlap_sizes"]) * 4
-                                       + (p["dip_rounds"] if dip else 0) + len(CEILING_PHASES) if cuda else 0)
+    dip = bool(p.dip_sizes) and p.dip_rounds > 0
+    steps = len(p.staging_sizes) + (len(p.sizes) * 4 + len(p.overlap_sizes) * 4
+                                       + (p.dip_rounds if dip else 0) + len(CEILING_PHASES) if cuda else 0)
     ceil_rows, ceil_about = [], {}
 
     def ceiling_now(phase: str, bar) -> None:
@@ -942,36 +907,36 @@ def _measure(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_siz
     with tqdm(total=steps, desc="chapter 6", disable=not progress) as bar:
         if cuda:
             torch.zeros(1, device="cuda")  # context creation stays out of every timing
-            pin_size = min(p["overlap_sizes"], key=lambda s: abs(s - (64 << 20)))
+            pin_size = min(p.overlap_sizes, key=lambda s: abs(s - (64 << 20)))
             raw, meta = pin_on_the_fly(pin_size, repeats=max(5, repeats // 2))  # first: nothing pinned yet
             res.add("pin_cost_raw", raw)
             res.add("pin_cost", summarise_pin_cost(raw))
             res.metadata["pin_cost"] = meta
             ceiling_now(CEILING_PHASES[0], bar)
-            raw = bandwidth_sweep(p["sizes"], repeats=repeats, warmup=warmup, progress=bar)
+            raw = bandwidth_sweep(p.sizes, repeats=repeats, warmup=warmup, progress=bar)
             res.add("bandwidth_raw", raw)
             res.add("bandwidth", summarise_bandwidth(raw, peak))
             ceiling_now(CEILING_PHASES[1], bar)
-        st = staging_experiment(p["staging_sizes"], repeats=max(5, repeats // 2), warmup=warmup,
+        st = staging_experiment(p.staging_sizes, repeats=max(5, repeats // 2), warmup=warmup,
                                 llc_bytes=llc["bytes"], cuda=cuda, progress=bar)
         res.add("staging_raw", st)
         res.add("staging", summarise_staging(st))
         if dip and cuda:
-            res.add("staging_dip", staging_dip_check(p["dip_sizes"], rounds=p["dip_rounds"], warmup=warmup,
+            res.add("staging_dip", staging_dip_check(p.dip_sizes, rounds=p.dip_rounds, warmup=warmup,
                                                      progress=bar))
         elif dip:
-            res.metadata["staging_dip_note"] = "the interleaved dip check copies to a GPU: skipped, no CUDA here"
+            res.metadata["staging_dip_skipped"] = True  # it copies to a GPU
         ceiling_now(CEILING_PHASES[2], bar)
         if cuda:
-            ov = overlap_experiment(p["overlap_sizes"], spin_iters=spin_iters, repeats=repeats, progress=bar)
+            ov = overlap_experiment(p.overlap_sizes, spin_iters=spin_iters, repeats=repeats, progress=bar)
             res.add("overlap_raw", ov)
             res.add("overlap", summarise_overlap(ov))
         ceiling_now(CEILING_PHASES[3], bar)
         if cuda:
-            mid = min(p["overlap_sizes"], key=lambda s: abs(s - (256 << 20)))
+            mid = min(p.overlap_sizes, key=lambda s: abs(s - (256 << 20)))
             res.add("bidirectional", [bidirectional(mid, repeats=max(5, repeats // 2))])
-            calls, summary = copy_kernel_overlap(mid, kernel_ms=kernel_ms, rounds=kernel_rounds,
-                                                 timeline=profile_timeline)
+            calls, summary = copy_kernel_overlap(mid, kernel_ms=p.kernel_ms, rounds=p.kernel_rounds,
+                                                 timeline=p.profile_timeline)
             res.add("copy_kernel_calls", calls)
             res.add("copy_kernel", [summary])
             res.add("stale_read", [stale_read()])
@@ -984,8 +949,7 @@ def _measure(*, sizes, repeats: int, warmup: int, ceiling_size: int, overlap_siz
         about = {k: v for k, v in ceil_about.items() if k in ("available", "path", "note")}
         res.metadata["ceiling"] = dict(about, rounds=len(CEILING_PHASES), phases=list(CEILING_PHASES),
                                        size=ceiling_size, repeats=max(5, repeats // 2))
-    else:
-        res.metadata["note"] = "no CUDA device: nothing crossed a PCIe bus on this machine"
+    res.facts = analysis.analyse(res)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
@@ -999,5 +963,5 @@ def _events(res) -> pd.DataFrame:
 def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
     """Run chapter 6's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
     changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)
+    p = preflight(Params.coerce(params or Params()).replace(**changes))
+    return _measure(p, run_dir=run_dir, progress=progress)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c06_pcie import analysis
 from datajourney.chapters.c06_pcie.experiment import (
     CHAPTER,
     MIN_COPY_OVER_JITTER,
@@ -19,6 +20,8 @@ from datajourney.chapters.c06_pcie.experiment import (
     verdict,
 )
 from datajourney.core import findings as fx
+from datajourney.core import phrasing as say
+from datajourney.core.facts import Fact, Facts, host_label
 from datajourney.core.findings import Action, Finding, Opening, size_label
 from datajourney.toolkit import transfer
 
@@ -84,7 +87,7 @@ def _pct(fraction: float) -> str:
 
 def _repeats_note(res, size: int, n: int) -> str:
     """'median of 5' with the reason when the sweep timed fewer copies than ``repeats`` at a large size."""
-    rep_ = (res.parameters or {}).get("repeats")
+    rep_ = res.parameters["repeats"] if "repeats" in (res.parameters or {}) else None
     if rep_ is None or n >= int(rep_):
         return f"median of {n}"
     return (f"median of {n}: above {size_label(256 << 20)} the sweep times fewer copies than the {int(rep_)} "
@@ -99,48 +102,19 @@ def _largest_pinned_h2d(res) -> pd.Series:
     return b[(b["size"] == n) & (b["direction"] == "H2D") & (b["memory"] == "pinned")].iloc[0]
 
 
-def finding_pinned_h2d(res) -> Finding:
-    """Pinned H2D at the largest size, against the link's peak and the run's ceiling (:func:`ceiling`)."""
-    row = _largest_pinned_h2d(res)
-    n = int(row["size"])
-    peak = res.metadata.get("link", {}).get("peak_GBps")
-    c = ceiling(res)
-    parts = []
-    if peak:
-        parts.append(f"{fx.pct(row['median'] / peak)} of the link's theoretical peak of {fx.num(peak, 'GB/s')}")
-    if c is not None:
-        parts.append(f"{fx.pct(row['median'] / c['GBps'])} of the run's ceiling ({fx.num(c['GBps'], 'GB/s')})")
-    text = (f"A pinned host-to-device copy of {size_label(n)} moved **{fx.num(row['median'], 'GB/s')}**"
-            + (", " + fx.and_list(parts) if parts else "") + ".")
-    return Finding("h2d_pinned", text, float(row["median"]), "GB/s",
-                   published=_published_if(n, 1 << 30, "H2D pinned, 1 GiB"),
-                   interval=(float(row["p10"]), float(row["p90"])), values=dict(size=n, peak=peak))
-
-
 # --------------------------------------------------------------------------- the ceiling
 def pinned_h2d_measurements(res) -> list[dict]:
-    """Every pinned host-to-device measurement of a run, each a median GB/s with where it comes from
-    (``source``) and its path (PyTorch or CuPy): every size of the bandwidth sweep, every round of the
-    ceiling through both paths (an older result: its one CuPy median), and the host-to-device copy
-    alone in the both-directions test."""
+    """Every pinned host-to-device measurement of a run (:func:`analysis.pinned_h2d_measurements`), each with
+    ``source``, where it comes from in words."""
     out = []
-    if "bandwidth" in res.tables:
-        b = _events(res)
-        for _, r in b[(b["direction"] == "H2D") & (b["memory"] == "pinned")].iterrows():
-            out.append(dict(source=f"PyTorch's {size_label(int(r['size']))} copy in the bandwidth sweep",
-                            path="PyTorch", GBps=float(r["median"])))
-    if "ceiling" in res.tables:
-        for _, r in res.table("ceiling").iterrows():
-            out.append(dict(source=f"{r['path']}'s {size_label(int(r['size']))} copy in the ceiling's round "
-                                   f"{int(r['round']) + 1} ({r['phase']})", path=r["path"], GBps=float(r["median"])))
-    else:
-        c = res.metadata.get("ceiling", {})
-        if c.get("available") and c.get("GBps"):
-            out.append(dict(source=f"CuPy's {size_label(int(c['size']))} copy", path="CuPy", GBps=float(c["GBps"])))
-    if "bidirectional" in res.tables:
-        bi = res.table("bidirectional").iloc[0]
-        out.append(dict(source=f"PyTorch's {size_label(int(bi['size']))} copy alone in the both-directions test",
-                        path="PyTorch", GBps=float(bi["h2d_GBps"])))
+    for m in analysis.pinned_h2d_measurements(res):
+        n, path = size_label(m["size"]), say.text(m["path"])
+        source = {"sweep": f"PyTorch's {n} copy in the bandwidth sweep",
+                  "ceiling round": f"{path}'s {n} copy in the ceiling's round {m.get('round', 0) + 1} "
+                                   f"({say.text(m.get('phase', ''))})",
+                  "second path": f"{path}'s {n} copy",
+                  "both directions": f"PyTorch's {n} copy alone in the both-directions test"}[m["kind"]]
+        out.append(dict(m, source=source))
     return out
 
 
@@ -164,7 +138,7 @@ def ceiling_text(res) -> str:
     round; the drift of the rounds over the run; the largest pinned copy's share of the ceiling."""
     c, about = ceiling(res), res.metadata.get("ceiling", {})
     if c is None:
-        return f"No pinned host-to-device copy was measured here: {about.get('note', 'no GPU')}."
+        return f"No pinned host-to-device copy was measured here: {say.text(about.get('note', 'no GPU'))}."
     out = [f"The ceiling is **{fx.num(c['GBps'], 'GB/s')}**, the highest of the {c['of']} pinned host-to-device "
            f"measurements of this run (each the median of its copies), set by {c['source']}: no measurement of "
            "this chapter exceeds it."]
@@ -177,14 +151,14 @@ def ceiling_text(res) -> str:
                        f"of the same size {fx.span(min(torch_), max(torch_), 'GB/s')}: PyTorch's copy was "
                        f"{fx.compare(torch_, cupy, tol=0.02)} the second path.")
         else:
-            out.append(f"No second path here ({about.get('note', 'CuPy did not run')}): in {len(torch_)} rounds "
-                       f"spread over the run, PyTorch's {n} copy measured "
-                       f"{fx.span(min(torch_), max(torch_), 'GB/s')}.")
+            why = say.text(about.get("note", "CuPy did not run"))
+            out.append(f"No second path here ({why}): in {len(torch_)} rounds spread over the run, PyTorch's "
+                       f"{n} copy measured {fx.span(min(torch_), max(torch_), 'GB/s')}.")
         both = cupy + torch_
         out.append(f"From round to round the rate moved by {fx.pct(max(both) / min(both) - 1)} (highest over lowest"
                    " round median); the ceiling is their highest, not one round's.")
     elif about.get("available"):
-        out.append(f"This result has one measurement through the second path ({about.get('path', 'CuPy')}, "
+        out.append(f"This result has one measurement through the second path ({say.text(about.get('path', 'CuPy'))}, "
                    f"{size_label(int(about['size']))}): {fx.num(about['GBps'], 'GB/s')}.")
     if "bandwidth" in res.tables:
         row = _largest_pinned_h2d(res)
@@ -193,28 +167,6 @@ def ceiling_text(res) -> str:
                    f"**{fx.num(row['median'], 'GB/s')}** ({_repeats_note(res, n, int(row['n']))}; p10–p90 "
                    f"{fx.span(row['p10'], row['p90'], 'GB/s')}), {fx.pct(row['median'] / c['GBps'])} of the ceiling.")
     return " ".join(out)
-
-
-def finding_slowest_path(res) -> Finding:
-    """Which of the four paths is slowest at the largest size, and pinned vs pageable D2H."""
-    b = _events(res)
-    n = int(b["size"].max())
-    at = b[b["size"] == n].set_index(["direction", "memory"])["median"]
-    slow = at.idxmin()
-    fast = at.idxmax()
-    d2h_pin = _raw_runs(res, n, "D2H", "pinned") or [float(at[("D2H", "pinned")])]
-    d2h_pag = _raw_runs(res, n, "D2H", "pageable") or [float(at[("D2H", "pageable")])]
-    h2d_pin = _raw_runs(res, n, "H2D", "pinned") or [float(at[("H2D", "pinned")])]
-    h2d_pag = _raw_runs(res, n, "H2D", "pageable") or [float(at[("H2D", "pageable")])]
-    r, lo, hi = fx.ratio_interval(d2h_pin, d2h_pag)
-    rh, _, _ = fx.ratio_interval(h2d_pin, h2d_pag)
-    text = (f"At {size_label(n)} the slowest path is **{_PATHS[slow]}** at {fx.num(at[slow], 'GB/s')}, the fastest "
-            f"{_PATHS[fast]} at {fx.num(at[fast], 'GB/s')}. Device-to-host into pinned memory is "
-            f"{fx.compare(d2h_pin, d2h_pag, more='faster than', less='slower than', same='level with')} "
-            f"into pageable memory (range over repetitions {fx.span(lo, hi, '×')}); host-to-device, "
-            f"pinned is {fx.compare(h2d_pin, h2d_pag)} pageable.")
-    return Finding("slowest_path", text, r, "×", published=_published_if(n, 1 << 30, "D2H pinned ÷ pageable, 1 GiB"),
-                   interval=(lo, hi), values=dict(size=n, slowest=" ".join(slow), h2d_ratio=rh))
 
 
 def _staging_median(st: pd.DataFrame, measure: str) -> pd.Series:
@@ -340,20 +292,6 @@ def pageable_drop_note(res) -> str:
                    "none": "the CPU-cache cause does not reproduce in this run, and the run measures no other."}[kind]
 
 
-def finding_pageable_drop(res) -> Finding:
-    """The pageable H2D rate of the bandwidth sweep at large sizes, in one sentence; its cause, where
-    the staging experiment supports one, is :func:`pageable_drop_note`."""
-    s = staging_story(res)
-    drop = s["drop"] < 1 - 0.15
-    text = (f"Host-to-device from pageable memory peaks at {fx.num(s['h2d_peak'], 'GB/s')} "
-            f"({size_label(s['h2d_peak_size'])}) and "
-            + (f"**falls to {fx.num(s['h2d_last'], 'GB/s')}** at {size_label(s['h2d_last_size'])}"
-               if drop else f"stays within 15% of it up to {size_label(s['h2d_last_size'])} "
-                            f"({fx.num(s['h2d_last'], 'GB/s')})")
-            + f", while device-to-host into pageable memory stays at {fx.span(s['d2h_min'], s['d2h_max'], 'GB/s')}.")
-    return Finding("pageable_drop", text, s["cached_large"] if s["has_staging"] else s["h2d_last"], "GB/s", values=s)
-
-
 def _sizes_text(sizes) -> str:
     sizes = sorted(int(x) for x in sizes)
     if len(sizes) == 1:
@@ -391,7 +329,7 @@ def dip_cause(res, block_dip: list[int] | None = None) -> str:
     ds = dip_summary(res)
     if ds.empty:
         if not res.metadata.get("cuda"):
-            return ("The interleaved check that decides the dip copies to a GPU: not measured on this machine "
+            return ("The interleaved check that decides the dip copies to a GPU: not measured in this run "
                     "(skipped).")
         where = ("not in the reference run" if str(res.run_id).startswith("reference") else
                  "not run here (`dip_sizes` is empty)")
@@ -575,11 +513,6 @@ def _cpu_overlap(res) -> tuple[Finding, str]:
     return f, " ".join(note)
 
 
-def finding_cpu_overlap(res) -> Finding:
-    """Overlap of a copy with CPU work at the size nearest 256 MiB, with its spread and verdict."""
-    return _cpu_overlap(res)[0]
-
-
 def cpu_overlap_note(res) -> str:
     """The other three combinations at that size and the CPU work's jitter, beside the overlap chart."""
     return _cpu_overlap(res)[1]
@@ -635,11 +568,6 @@ def _copy_kernel(res) -> tuple[Finding, str]:
                     values=dict(size=n, verdict=v)), text.strip())
 
 
-def finding_copy_kernel(res) -> Finding:
-    """How much of a side-stream copy hides behind matrix products (paired rounds)."""
-    return _copy_kernel(res)[0]
-
-
 def copy_kernel_note(res) -> str:
     """The profiler's timeline, the naive estimate and the kernels' drift, beside the paired-rounds chart."""
     return _copy_kernel(res)[1]
@@ -687,72 +615,12 @@ def _pin_cost(res) -> tuple[Finding, str]:
             text.strip())
 
 
-def finding_pin_cost(res) -> Finding:
-    """What ``pin_memory()`` per batch costs: first call, later calls, a reused pinned buffer."""
-    return _pin_cost(res)[0]
-
-
 def pin_cost_note(res) -> str:
     """The caching host allocator's allocations and a fresh allocation per call, beside the pinning table."""
     return _pin_cost(res)[1]
 
 
-def finding_no_cuda(res) -> Finding:
-    return Finding("no_cuda", "This machine has **no CUDA device**: nothing crossed a PCIe bus here; what ran is "
-                              "the host side of the chapter.")
-
-
-def finding_host_memcpy(res) -> Finding:
-    """Host side of the staging experiment (runs on any machine): one core's memcpy from cache vs DRAM."""
-    st = res.table("staging")
-    c = _staging_median(st, "memcpy one core, source cached")
-    f = _staging_median(st, "memcpy one core, cache flushed")
-    llc = res.metadata.get("llc", {}).get("bytes")
-    parts = [f"{size_label(int(n))}: {fx.num(c[n])} GB/s cached, {fx.num(f[n])} GB/s flushed" for n in c.index]
-    text = ("One core of this machine copying a buffer (the work a pageable copy puts on the CPU) ran at "
-            + "; ".join(parts) + (f" (last-level cache: {size_label(llc)})." if llc else "."))
-    n = int(c.index.max())
-    return Finding("host_memcpy", text, float(f[n]), "GB/s", values=dict(size=n))
-
-
-def finding_cpu_jitter(res) -> Finding:
-    cw = res.metadata["cpu_work"]
-    j = cw.get("std_ms")
-    text = (f"The CPU work calibrated to {fx.num(cw['calibrated_ms'], 'ms')} varied by {fx.num(j, 'ms')} (std over "
-            f"{cw.get('n')} runs) on this machine, so a copy shorter than {fx.num(MIN_COPY_OVER_JITTER * j, 'ms')} "
-            "could not be judged against it.")
-    return Finding("cpu_jitter", text, j, "ms")
-
-
-def findings(res) -> list[Finding]:
-    """The chapter's key results (3-6), computed from a result; older results give what they can."""
-    if "bandwidth" not in res.tables:
-        out = [finding_no_cuda(res)]
-        if "staging" in res.tables:
-            out.append(finding_host_memcpy(res))
-        if "cpu_work" in res.metadata and res.metadata["cpu_work"].get("std_ms") is not None:
-            out.append(finding_cpu_jitter(res))
-        return out
-    out = [finding_pinned_h2d(res), finding_slowest_path(res), finding_pageable_drop(res)]
-    if "overlap" in res.tables:
-        out.append(finding_cpu_overlap(res))
-    if "copy_kernel" in res.tables:
-        out.append(finding_copy_kernel(res))
-    if "pin_cost" in res.tables:
-        out.append(finding_pin_cost(res))
-    return out[:6]
-
-
 # --------------------------------------------------------------------------- other computed text
-def link_text(res, *, this_machine: bool) -> str:
-    link = res.metadata["link"]
-    who = "this machine" if this_machine else "the reference host"
-    if not link.get("peak_GBps"):
-        return f"The link's generation and width could not be read on {who}."
-    return (f"On {who} the GPU sits on a **PCIe {link['gen_max']}.0 x{link['width_max']}** link (running at "
-            f"gen {link['gen_current']} x{link['width_current']} when read; idle links may train down), whose "
-            f"theoretical peak per direction is **{fx.num(link['peak_GBps'], 'GB/s')}**: "
-            f"{PER_LANE_GBPS[link['gen_max']]:.3f} GB/s per lane after line coding, × {link['width_max']} lanes.")
 
 
 def clocks_table(res) -> pd.DataFrame:
@@ -883,30 +751,7 @@ def overlap_caveat(res) -> str:
     return " ".join(parts)
 
 
-def takeaways(res) -> str:
-    """The chapter's closing advice, with the parts that depend on the data computed."""
-    b = _events(res)
-    n = int(b["size"].max())
-    at = b[b["size"] == n].set_index(["direction", "memory"])["median"]
-    slow = at.idxmin()
-    lines = [f"* Use pinned host memory for anything that crosses the bus every step (`DataLoader(pin_memory=True)`) "
-             f"and copy with `non_blocking=True`. Here at {size_label(n)} the slowest path was {_PATHS[slow]} "
-             f"({fx.num(at[slow], 'GB/s')}), pinned copies ran at {fx.num(at[('H2D', 'pinned')], 'GB/s')} "
-             f"(to the device) and {fx.num(at[('D2H', 'pinned')], 'GB/s')} (back)."]
-    if "copy_kernel" in res.tables and "hidden" in res.table("copy_kernel"):
-        ck = res.table("copy_kernel").iloc[0]
-        lines.append(f"* Overlap the next batch's copy with this step's compute on a side stream, with the stream "
-                     f"synchronisation done on the GPU (`wait_event`, `record_stream`); here that hid "
-                     f"{_pct(ck['hidden'])} of the copy (95% interval "
-                     f"{fx.span(100 * ck['hidden_lo'], 100 * ck['hidden_hi'], '%')}).")
-    return "\n".join(lines)
-
-
 # --------------------------------------------------------------------------- tables for the notebook
-def no_cuda_text(ref) -> str:
-    return ("**This machine has no CUDA device, so nothing here crossed a PCIe bus. The GPU sections below show "
-            + (f"the reference run ({ref.run_id}), labelled as such.**" if ref is not None else
-               "nothing: no reference result is committed.**"))
 
 
 def bandwidth_by_path(res) -> pd.DataFrame:
@@ -1050,98 +895,306 @@ def versus_published(res, *, where: str = "here") -> str:
             f"{where} it reached {fx.num(d2h, 'GB/s')} at {size_label(n)}, "
             f"{fx.compare(d2h, fig.mean, more='faster than', less='slower than', same='level with')} that figure")
     if slow != ("D2H", "pageable"):
-        text += (f", and it is not this machine's slowest path: the slowest is {_PATHS[slow]} "
+        text += (f", and it is not the run's slowest path: the slowest is {_PATHS[slow]} "
                  f"({fx.num(at[slow], 'GB/s')}). The staging experiment below measures what limits it here.")
     else:
-        text += ", and it is this machine's slowest path too."
+        text += ", and it is the run's slowest path too."
     return text
 
 
 # --------------------------------------------------------------------------- the opening
-PIN_SNIPPET = '''loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, pin_memory=True)
-for x, y in loader:
-    x = x.to("cuda", non_blocking=True)  # returns at once: the copy engine reads the pinned batch
-    y = y.to("cuda", non_blocking=True)'''
 
-SIDE_STREAM_SNIPPET = '''copy_stream = torch.cuda.Stream()
-with torch.cuda.stream(copy_stream):           # the next batch crosses the bus ...
+
+
+# --------------------------------------------------------------------------- facts, worded
+def facts_of(x) -> Facts:
+    """The facts of ``x``: a :class:`Facts` as it is, a result's stored facts, else its analysis now."""
+    if isinstance(x, Facts):
+        return x
+    if getattr(x, "facts", None) is not None:
+        return x.facts
+    return analysis.analyse(x)
+
+
+_VERDICT_WORDS = {"overlaps": "it overlaps", "partly overlaps": "it partly overlaps", "serial": "it ran serially",
+                  "unclear": "unclear: the spread reaches from serial to overlapping",
+                  "too short": "too short to tell against the CPU work's jitter"}
+
+
+def _size(f: Fact) -> str:
+    return size_label(int(f.setting["size"]))
+
+
+def _path_words(value) -> str:
+    """A path fact's value ("H2D, pageable") in words; anything else as code."""
+    d, _, m = str(value).partition(", ")
+    return _PATHS.get((d, m)) or say.code(value)
+
+
+def finding_pinned_h2d(facts) -> Finding:
+    """Pinned H2D at the largest size, against the link's peak and the run's ceiling."""
+    facts = facts_of(facts)
+    f = facts["h2d_pinned"]
+    parts = []
+    if "h2d_pinned_share_of_peak" in facts:
+        parts.append(f"{say.value(facts['h2d_pinned_share_of_peak'])} of the link's theoretical peak of "
+                     f"{say.value(facts['link_peak'])}")
+    if "h2d_pinned_share_of_ceiling" in facts:
+        parts.append(f"{say.value(facts['h2d_pinned_share_of_ceiling'])} of the run's ceiling "
+                     f"({say.value(facts['ceiling'])})")
+    text = (f"A pinned host-to-device copy of {_size(f)} moved **{say.value(f)}**"
+            + (", " + fx.and_list(parts) if parts else "") + ".")
+    return Finding("h2d_pinned", text, f.number, "GB/s", published=f.published, interval=f.spread,
+                   values=dict(size=f.setting["size"]))
+
+
+def finding_slowest_path(facts) -> Finding:
+    """Which of the four paths is slowest at the largest size, and pinned against pageable device-to-host."""
+    facts = facts_of(facts)
+    slow, fast, c = facts["slowest_path"], facts["fastest_path"], facts["d2h_pinned_vs_pageable"]
+    text = (f"At {_size(slow)} the slowest path is **{_path_words(slow.value)}** at "
+            f"{fx.num(slow.setting['GBps'], 'GB/s')}, the fastest {_path_words(fast.value)} at "
+            f"{fx.num(fast.setting['GBps'], 'GB/s')}; device-to-host into pinned memory ran "
+            f"{say.comparison(c, facts)}.")
+    return Finding("slowest_path", text, c.number, "×", published=c.published,
+                   values=dict(size=slow.setting["size"], slowest=str(slow.value)))
+
+
+def finding_pageable_drop(facts) -> Finding:
+    """The pageable H2D rate at the largest size against its peak from 16 MiB on; its cause, where the
+    staging experiment supports one, is :func:`pageable_drop_note`."""
+    facts = facts_of(facts)
+    last, c = facts["h2d_pageable"], facts["pageable_drop"]
+    text = (f"Host-to-device from pageable memory moved {say.value(last)} at {_size(last)}, "
+            f"{say.comparison(c, facts)}; device-to-host into pageable memory moved "
+            f"{say.value(facts['d2h_pageable'])}.")
+    return Finding("pageable_drop", text, c.number, "×")
+
+
+def finding_cpu_overlap(facts) -> Finding:
+    """Overlap of a pinned non_blocking copy with CPU work at the size nearest 256 MiB, and its verdict."""
+    facts = facts_of(facts)
+    f, v = facts["cpu_overlap"], facts["cpu_overlap_verdict"]
+    copy, work = facts.get("cpu_overlap_copy_ms"), facts.get("cpu_overlap_work_ms")
+    text = (f"At {_size(f)}, a pinned non_blocking copy ({say.value(copy, runs=False)}) and "
+            f"{say.value(work, runs=False)} of Python work: **{say.value(f)}** of the shorter hidden behind the "
+            f"other: {_VERDICT_WORDS.get(str(v.value), say.code(v.value))}.")
+    return Finding("cpu_overlap", text, f.number, "%", published=f.published, interval=f.spread,
+                   values=dict(size=f.setting["size"], verdict=str(v.value)))
+
+
+def finding_copy_kernel(facts) -> Finding:
+    """How much of a side-stream copy hides behind matrix products (paired rounds)."""
+    facts = facts_of(facts)
+    f = facts["copy_kernel"]
+    v = facts.get("copy_kernel_verdict")
+    if v is None:  # an older result: one unpaired estimate
+        text = f"A {_size(f)} copy on a side stream: {say.value(f)} hidden, by one unpaired estimate."
+        return Finding("copy_kernel", text, f.number, "%", values=dict(size=f.setting["size"]))
+    text = (f"A {_size(f)} pinned copy on a side stream ({say.value(facts['copy_kernel_copy_ms'], runs=False)} "
+            f"alone) beside {say.value(facts['copy_kernel_kernel_ms'], runs=False)} of matrix products added "
+            f"{say.value(facts['copy_kernel_added_ms'], runs=False)} to them: **{say.value(f, runs=False)} of the "
+            f"copy hidden** (95% interval {fx.span(*f.spread, '%')}; {_VERDICT_WORDS.get(str(v.value), '')}).")
+    return Finding("copy_kernel", text, f.number, "%", interval=f.spread,
+                   values=dict(size=f.setting["size"], verdict=str(v.value)))
+
+
+def finding_pin_cost(facts) -> Finding:
+    """What ``pin_memory()`` per batch costs: first call, later calls, against a reused pinned buffer."""
+    facts = facts_of(facts)
+    f, c = facts["pin_cost"], facts["pin_vs_reused"]
+    first = facts.get("pin_first")
+    text = (f"For one {_size(f)} batch, "
+            + (f"the first `pin_memory()` call took **{say.value(first)}**, later calls " if first is not None
+               else "`pin_memory()` then copy took ")
+            + f"{say.value(f)}, {say.comparison(c, facts)}.")
+    return Finding("pin_cost", text, f.number, "ms", interval=f.spread, values=dict(size=f.setting["size"]))
+
+
+def finding_no_cuda(facts=None) -> Finding:
+    return Finding("no_cuda", "This run measured **no PCIe**: the host has no CUDA device, so nothing crossed a bus; "
+                              "what ran is the host side of the chapter.")
+
+
+def finding_host_memcpy(facts) -> Finding:
+    """Host side of the staging experiment (runs on any machine): one core's memcpy from cache and from DRAM."""
+    facts = facts_of(facts)
+    f, c = facts["host_memcpy"], facts.get("host_memcpy_cached")
+    llc = f.setting.get("llc")
+    text = (f"One core copying a {_size(f)} buffer (the work a pageable copy puts on the CPU) ran at "
+            f"**{say.value(f)}** from DRAM" + (f" and {say.value(c)} from cache" if c is not None else "")
+            + (f" (last-level cache: {size_label(int(llc))})." if llc else "."))
+    return Finding("host_memcpy", text, f.number, "GB/s", values=dict(size=f.setting["size"]))
+
+
+def finding_cpu_jitter(facts) -> Finding:
+    facts = facts_of(facts)
+    f = facts["cpu_jitter"]
+    cal = f.setting.get("calibrated_ms")
+    text = (f"The CPU work calibrated to {fx.num(cal, 'ms')} varied by {say.value(f)} (std over {f.n} runs), so a "
+            f"copy shorter than {fx.num(MIN_COPY_OVER_JITTER * f.number, 'ms')} could not be judged against it.")
+    return Finding("cpu_jitter", text, f.number, "ms")
+
+
+def findings(facts) -> list[Finding]:
+    """The chapter's key results (3-6), worded from its facts (a result is analysed first)."""
+    facts = facts_of(facts)
+    if "no_cuda" in facts:
+        out = [finding_no_cuda()]
+        out += [fn(facts) for key, fn in (("host_memcpy", finding_host_memcpy), ("cpu_jitter", finding_cpu_jitter))
+                if key in facts]
+        return out
+    out = [finding_pinned_h2d(facts), finding_slowest_path(facts), finding_pageable_drop(facts)]
+    for key, fn in (("cpu_overlap", finding_cpu_overlap), ("copy_kernel", finding_copy_kernel),
+                    ("pin_cost", finding_pin_cost)):
+        if key in facts:
+            out.append(fn(facts))
+    return out[:6]
+
+
+# --------------------------------------------------------------------------- the opening
+SIDE_STREAM_SNIPPET = '''import torch
+
+copy_stream = torch.cuda.Stream()
+with torch.cuda.stream(copy_stream):
+    # the next batch crosses the bus ...
     x_next = x_pinned.to("cuda", non_blocking=True)
 ready = torch.cuda.Event()
 ready.record(copy_stream)
-loss = step(x)                                  # ... while this step computes
-torch.cuda.current_stream().wait_event(ready)   # the GPU waits for the copy, not the host
+loss = step(x)  # ... while this step computes
+# the GPU waits for the copy, not the host
+torch.cuda.current_stream().wait_event(ready)
 x_next.record_stream(torch.cuda.current_stream())'''
 
 
-def _pinning(res) -> tuple[int, list[float], list[float]]:
-    """The largest size of the sweep and the pinned and pageable host-to-device GB/s of its copies."""
-    b = _events(res)
-    n = int(b["size"].max())
-    at = b[b["size"] == n].set_index(["direction", "memory"])["median"]
-    pin = _raw_runs(res, n, "H2D", "pinned") or [float(at[("H2D", "pinned")])]
-    pag = _raw_runs(res, n, "H2D", "pageable") or [float(at[("H2D", "pageable")])]
-    return n, pin, pag
+def _opening_no_cuda(facts: Facts) -> Opening:
+    out = [Finding("no_cuda", "This run measured **no PCIe**: the host has no CUDA device, so nothing crossed a bus.")]
+    if "host_memcpy" in facts:
+        f = facts["host_memcpy"]
+        out.append(Finding("host_memcpy", f"Only the host side ran: one core copied a {_size(f)} buffer from DRAM at "
+                                          f"**{say.value(f)}**.", f.number, "GB/s"))
+    if "cpu_jitter" in facts:
+        f = facts["cpu_jitter"]
+        out.append(Finding("cpu_jitter", f"The calibrated CPU work varied by **{say.value(f, runs=False)}** (std).",
+                           f.number, "ms"))
+    return Opening(out[:3], [Action("Run this chapter on a host with an NVIDIA GPU (`./journey lab`) to measure "
+                                    "what pinning and overlapping copies gain there; the reference host's findings "
+                                    "follow.")])
 
 
-def _opening_no_cuda(res) -> Opening:
+def opening(facts) -> Opening:
+    """What the chapter opens with: pinned against pageable copies to the GPU at the sweep's largest size and
+    at a training batch's size, PyTorch's pinned copy against the run's ceiling, and how much of a copy hides
+    behind compute, one sentence each; then whether to pin and whether to copy on a side stream."""
+    facts = facts_of(facts)
+    if "no_cuda" in facts:
+        return _opening_no_cuda(facts)
     out = []
-    if "staging" in res.tables:
-        f = finding_host_memcpy(res)
-        out.append(Finding("host_memcpy", f"No GPU here, so only the host side ran: one core copied a "
-                                          f"{size_label(f.values['size'])} buffer from DRAM at "
-                                          f"**{fx.num(f.value, 'GB/s')}**.", f.value, "GB/s"))
-    if "cpu_work" in res.metadata and res.metadata["cpu_work"].get("std_ms") is not None:
-        f = finding_cpu_jitter(res)
-        out.append(Finding("cpu_jitter", f"The calibrated CPU work varied by **{fx.num(f.value, 'ms')}** (std) "
-                                         "on this machine.", f.value, "ms"))
-    return Opening(out, [Action("Nothing crossed a PCIe bus here: run this chapter on a machine with an NVIDIA GPU "
-                                "(`./journey lab`) to measure what pinning and overlapping copies gain there.")])
-
-
-def opening(res) -> Opening:
-    """What the chapter opens with: pinned against pageable copies to the GPU, PyTorch's pinned copy
-    against the run's ceiling, and how much of a copy hides behind compute, one sentence each; then
-    whether to pin and whether to copy on a side stream, chosen from this run's numbers."""
-    if "bandwidth" not in res.tables:
-        return _opening_no_cuda(res)
-    n, pin, pag = _pinning(res)
-    mid, lo, hi = fx.ratio_interval(pin, pag)
-    d = fx.direction(pin, pag)
-    verdict = fx.choose(d, f"**{fx.times(mid)} faster than**", f"**{fx.times(1 / mid)} slower than**",
-                        "**level with**")
-    rates = f"{fx.num(np.median(pin), 'GB/s')} against {fx.num(np.median(pag), 'GB/s')}"
-    out = [Finding("pinned_vs_pageable", f"At {size_label(n)}, a copy to the GPU from pinned memory ran {verdict} "
-                                         f"from pageable memory ({rates}).", mid, "×", interval=(lo, hi))]
-    h2d, c = finding_pinned_h2d(res), ceiling(res)
+    c, cb = facts.get("pinned_vs_pageable"), facts.get("pinned_vs_pageable_batch")
     if c is not None:
-        share = h2d.value / c["GBps"]
-        where = fx.choose(fx.direction(h2d.value, c["GBps"], tol=0.02), "above", f"{fx.pct(1 - share)} below",
-                          "level with")
-        out.append(Finding("h2d_pinned", f"PyTorch's pinned {size_label(n)} copy moved "
-                                         f"**{fx.num(h2d.value, 'GB/s')}**, {where} the run's ceiling of "
-                                         f"{fx.num(c['GBps'], 'GB/s')}, the fastest pinned copy measured.",
-                           h2d.value, "GB/s", published=h2d.published, interval=h2d.interval))
-    ck = finding_copy_kernel(res) if "copy_kernel" in res.tables else None
-    if ck is not None:
-        out.append(Finding("copy_kernel", f"On a side stream, **{_pct(ck.value / 100)}** of a "
-                                          f"{size_label(ck.values['size'])} copy hid behind matrix products "
-                                          f"({ck.values.get('verdict', 'one estimate')}).", ck.value, "%",
-                           interval=ck.interval))
-    size = size_label(n)
-    actions = [fx.choose(
-        d, Action(f"Set `pin_memory=True` and copy with `non_blocking=True`: pinned batches crossed "
-                  f"{fx.times(mid)} faster here ({rates} at {size}).", PIN_SNIPPET),
-        Action(f"Leave `pin_memory` off: on this machine pageable copies to the GPU ran {fx.times(1 / mid)} faster "
-               f"than pinned ones ({rates} at {size})."),
-        Action(f"Pinning changed nothing measurable here ({rates} at {size}): leave `pin_memory` as it is."))]
-    if ck is not None:
-        v = ck.values.get("verdict", "")
-        hidden = f"{_pct(ck.value / 100)} of the copy hid behind compute"
-        actions.append(
+        text = f"At {_size(facts['h2d_pinned'])}, a pinned copy to the GPU ran **{say.comparison(c, facts)}**"
+        if cb is not None and cb.setting["size"] != c.setting["size"]:
+            text += f"; at a batch's {_size(facts['h2d_pinned_batch'])}, {say.comparison(cb, facts)}"
+        out.append(Finding("pinned_vs_pageable", text + ".", c.number, "×"))
+    if "ceiling" in facts:
+        h = facts["h2d_pinned"]
+        share = facts.get("h2d_pinned_share_of_ceiling")
+        out.append(Finding("h2d_pinned", f"PyTorch's pinned {_size(h)} copy moved **{say.value(h, runs=False)}**, "
+                                         f"{say.value(share)} of the run's ceiling of {say.value(facts['ceiling'])}, "
+                                         "the fastest pinned copy measured.", h.number, "GB/s", published=h.published,
+                           interval=h.spread))
+    if "copy_kernel" in facts:
+        f = facts["copy_kernel"]
+        v = facts.get("copy_kernel_verdict")
+        out.append(Finding("copy_kernel", f"On a side stream, **{say.value(f, runs=False)}** of a {_size(f)} copy hid "
+                                          f"behind matrix products"
+                                          + (f" ({_VERDICT_WORDS.get(str(v.value), '')})." if v is not None else "."),
+                           f.number, "%", interval=f.spread))
+    return Opening(out[:3], _actions(facts)[:3])
+
+
+def _actions(facts: Facts) -> list[Action]:
+    out = []
+    a = facts.advice_for("pcie.pin_memory")
+    cb = facts.get("pinned_vs_pageable_batch")
+    if a is not None:
+        out.append(Action(say.advice(a, facts) + (" Copy with `non_blocking=True`." if a.value is True else ""),
+                          a.snippet))
+    elif cb is not None:
+        out.append(Action(f"Pinning changed nothing measurable at {_size(facts['h2d_pinned_batch'])}: "
+                          f"{say.comparison(cb, facts)}; leave `pin_memory` as it is."))
+    v = facts.get("copy_kernel_verdict")
+    if v is not None:
+        hidden = f"{say.value(facts['copy_kernel'], runs=False)} of the copy hid behind compute"
+        out.append(
             Action(f"Copy the next batch on a side stream while the current step computes: here {hidden}.",
-                   SIDE_STREAM_SNIPPET) if v == "overlaps" else
-            Action(f"A side-stream copy bought nothing here ({hidden}, {v}): keep the copy on the compute stream.")
-            if v == "serial" else
-            Action(f"The side-stream overlap is not settled here ({hidden}, {v}): run the chapter again with more "
-                   "`kernel_rounds` before restructuring the loop."))
-    return Opening(out[:3], actions[:3])
+                   SIDE_STREAM_SNIPPET) if v.value == "overlaps" else
+            Action(f"A side-stream copy bought nothing here ({hidden}): keep the copy on the compute stream.")
+            if v.value == "serial" else
+            Action(f"The side-stream overlap is not settled here ({hidden}, {_VERDICT_WORDS.get(str(v.value), '')}): "
+                   "run the chapter again with more `kernel_rounds` before restructuring the loop."))
+    return out
+
+
+def takeaways(facts) -> str:
+    """The chapter's closing advice, worded from its facts."""
+    facts = facts_of(facts)
+    if "no_cuda" in facts:
+        return "* This run measured no PCIe; the reference host's results above show what the copies gain there."
+    slow = facts["slowest_path"]
+    lines = [f"* Use pinned host memory for anything that crosses the bus every step (`DataLoader(pin_memory=True)`) "
+             f"and copy with `non_blocking=True`. In this result the slowest path at {_size(slow)} was "
+             f"{_path_words(slow.value)} ({fx.num(slow.setting['GBps'], 'GB/s')}); pinned copies moved "
+             f"{say.value(facts['h2d_pinned'], runs=False)} to the device and "
+             f"{say.value(facts['d2h_pinned'], runs=False)} back."]
+    if "copy_kernel_verdict" in facts:
+        f = facts["copy_kernel"]
+        lines.append(f"* Overlap the next batch's copy with this step's compute on a side stream, with the stream "
+                     f"synchronisation done on the GPU (`wait_event`, `record_stream`); in this result that hid "
+                     f"{say.value(f, runs=False)} of the copy (95% interval {fx.span(*f.spread, '%')}).")
+    return "\n".join(lines)
+
+
+def host_words(res, *, reference: bool) -> str:
+    """The host of ``res`` by name: "the reference host, an H200 host (16 cores)" or "a CPU-only host (2 cores)"."""
+    label = host_label(res.fingerprint)
+    return f"the reference host, {label}" if reference else label
+
+
+def link_text(facts, *, host: str) -> str:
+    """The PCIe link of the result whose facts these are, on ``host`` (:func:`host_words`)."""
+    facts = facts_of(facts)
+    link, peak = facts.data.get("link") or {}, facts.get("link_peak")
+    if "no_cuda" in facts:
+        return f"This run measured no PCIe link: {host} has no CUDA device."
+    if peak is None:
+        return f"The link's generation and width could not be read on {host}."
+    gen, width = link.get("gen_max"), link.get("width_max")
+    return (f"On {host}, the GPU sits on a **PCIe {gen}.0 x{width}** link (running at gen {link.get('gen_current')} "
+            f"x{link.get('width_current')} when read; idle links may train down), whose theoretical peak per "
+            f"direction is **{say.value(peak)}**: {PER_LANE_GBPS[gen]:.3f} GB/s per lane after line coding, "
+            f"× {width} lanes.")
+
+
+def no_cuda_text(ref) -> str:
+    return ("**This run measured no PCIe: the host has no CUDA device. The GPU sections below show "
+            + (f"the reference run ({say.code(ref.run_id)}), labelled as such.**" if ref is not None else
+               "nothing: no reference result is committed.**"))
+
+
+def warnings_text(res) -> list[str]:
+    """What may exceed this host's limits when the buffers are pinned, one sentence each (from the result's data;
+    an older result's sentences are shown as its text, escaped)."""
+    out = []
+    for w in res.metadata.get("warnings") or []:
+        if not isinstance(w, dict):
+            out.append(f"⚠ {say.text(w)}")
+        elif w.get("kind") == "memlock":
+            out.append(f"⚠ `ulimit -l` is {size_label(int(w['limit_bytes']))}, below the largest pinned buffer "
+                       f"({size_label(int(w['largest_bytes']))}): pinning may fail or fall back where the limit is "
+                       "enforced.")
+        elif w.get("kind") == "cgroup":
+            out.append(f"⚠ The pinned buffers ({size_label(int(w['pinned_bytes']))}) take over half of the "
+                       f"container's memory limit ({size_label(int(w['limit_bytes']))}); pinned pages cannot be "
+                       "swapped and count against that limit.")
+    return out
