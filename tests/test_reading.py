@@ -189,8 +189,18 @@ def test_diskstats_line_parsing():
 
 
 # --------------------------------------------------------------------------- readahead restore
-def test_readahead_is_restored_after_a_failure(tmp_path):
-    f = tmp_path / "read_ahead_kb"
+def _readahead_file(tmp_path, monkeypatch) -> Path:
+    """A device's read_ahead_kb under a directory standing in for /sys (only such files are changed)."""
+    from datajourney.toolkit import sysfs
+
+    monkeypatch.setenv(sysfs.SYSFS_ROOT_ENV, str(tmp_path / "sys"))
+    f = tmp_path / "sys" / "block" / "x" / "queue" / "read_ahead_kb"
+    f.parent.mkdir(parents=True)
+    return f
+
+
+def test_readahead_is_restored_after_a_failure(tmp_path, monkeypatch):
+    f = _readahead_file(tmp_path, monkeypatch)
     f.write_text("8192\n")
     log = []
     with pytest.raises(RuntimeError, match="boom"):
@@ -202,7 +212,7 @@ def test_readahead_is_restored_after_a_failure(tmp_path):
     assert log[0]["set"] == 128 and log[-1] == {"file": str(f), "restored": 8192, "read_back": 8192}
 
 
-def test_readahead_left_by_a_killed_run_is_restored_by_the_next(tmp_path):
+def test_readahead_left_by_a_killed_run_is_restored_by_the_next(tmp_path, monkeypatch):
     """A run killed (SIGKILL) while read_ahead_kb was changed leaves its journal: the next change of the same
     setting puts the original back first and takes that, not the leftover, for the original."""
     import signal
@@ -210,7 +220,7 @@ def test_readahead_left_by_a_killed_run_is_restored_by_the_next(tmp_path):
     import sys
     import time
 
-    f, state = tmp_path / "read_ahead_kb", tmp_path / "state"
+    f, state = _readahead_file(tmp_path, monkeypatch), tmp_path / "state"
     f.write_text("256\n")
     code = ("import sys, time; from pathlib import Path\n"
             "from datajourney.chapters.c09_reading_smarter import experiment as r\n"
@@ -228,8 +238,9 @@ def test_readahead_left_by_a_killed_run_is_restored_by_the_next(tmp_path):
     assert log[0]["original"] == 256 and f.read_text().strip() == "256"
 
 
-def test_unwritable_readahead_is_a_clear_error(tmp_path):
-    target = Path("/proc/version")          # readable, never writable, even for root
+def test_unwritable_readahead_is_a_clear_error(tmp_path, monkeypatch):
+    target = _readahead_file(tmp_path, monkeypatch)
+    target.symlink_to("/proc/version")      # readable, never writable, even for root
     with pytest.raises(reading.SysfsError, match="cannot write"):
         with reading.readahead_kb("x", 128, _file=target, _state=tmp_path):
             pass

@@ -38,8 +38,11 @@ def _changer(f, state, value, hold, times) -> subprocess.Popen:
 
 
 @pytest.fixture
-def setting(tmp_path):
-    f = tmp_path / "read_ahead_kb"
+def setting(tmp_path, monkeypatch):
+    """A device's read_ahead_kb under a directory standing in for /sys (only such files are restored)."""
+    monkeypatch.setenv(sysfs.SYSFS_ROOT_ENV, str(tmp_path / "sys"))
+    f = tmp_path / "sys" / "block" / "sda" / "queue" / "read_ahead_kb"
+    f.parent.mkdir(parents=True)
     f.write_text("256\n")
     return f, tmp_path / "state"
 
