@@ -63,7 +63,9 @@ def _run(tmp_path: Path, run_id: str, names=(CH7,), value: float = 1.0, paramete
             nbformat.v4.new_code_cell("run_dir = None", metadata={"tags": ["parameters"]}),
             nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in params.items()),
                                       metadata={"tags": ["injected-parameters", "remove-cell"]}),
-            nbformat.v4.new_code_cell(f"print({run_id!r})")], metadata=dict(KERNELSPEC))
+            nbformat.v4.new_code_cell("print(run_id)", outputs=[  # the same code in every run, its own output
+                nbformat.v4.new_output("stream", name="stdout", text=f"print({run_id!r})\n")])],
+            metadata=dict(KERNELSPEC))
         nb.metadata["papermill"] = {"parameters": params}
         nbformat.write(nb, run / "notebooks" / f"{name}.ipynb")
         entries.append({"chapter": name, "status": "ok", "parameters": params})
@@ -85,7 +87,7 @@ def _promoted_from(repo: Path) -> set[str]:
     """The run ids the committed files of chapters 6 and 7 come from."""
     ids = {results.Result.load(f).run_id for f in (repo / "data" / "reference" / "h200").glob("0*.json")}
     for nb in (repo / "notebooks").glob("*.ipynb"):
-        ids.add(re.search(r"print\('([^']+)'\)", nbformat.read(nb, as_version=4).cells[-1].source).group(1))
+        ids.add(re.search(r"print\('([^']+)'\)", nbformat.read(nb, as_version=4).cells[-1].outputs[0].text).group(1))
     return ids
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import ast
 import datetime as _dt
-import errno
 import fcntl
 import importlib
 import json
@@ -69,7 +68,7 @@ RUNNER_PARAMETERS = ("run_dir",)
 #: Seconds a cell gets to stop after Ctrl-C before its kernel is killed.
 GRACE_S = 10.0
 NOTICES_FILE = ".notices.log"
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # used with fullmatch: no trailing newline
 #: pip names of modules whose import name differs
 _PIP_NAMES = {"PIL": "pillow", "yaml": "pyyaml", "streaming": "mosaicml-streaming", "papermill": "papermill",
               "sklearn": "scikit-learn"}
@@ -179,6 +178,7 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
     """Resolve chapters and parameters, validate everything, and return what to execute.
     A ``-p`` name that only other chapters have is ignored with a note (scripts may pass
     ``data_dir`` to any selection); a name no chapter has is an error."""
+    absolute_data_dir_env()
     profs = profiles()
     if profile not in profs:
         raise ParameterError("--profile", profile, "one of " + ", ".join(profs))
@@ -186,6 +186,9 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
     for ch in chapters:
         if not ch.available:
             raise RunError(f"chapter {ch.number} ({ch.slug}) has no notebook yet: {ch.notebook.name}")
+        _check_parameters_cell(ch)
+    if extra and extra.get("reference_host") is not None:
+        _check_host("--as-reference", extra["reference_host"])
     defaults = {ch.name: chapter_parameters(ch) for ch in chapters}
     known = set().union(*defaults.values()) if defaults else set()
     for name in overrides:
@@ -212,10 +215,90 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
         inject = {**prof, **{k: v for k, v in overrides.items() if k in defaults[ch.name]}, **(extra or {})}
         inject = absolute_paths({k: v for k, v in inject.items() if k in defaults[ch.name]})
         inject["run_dir"] = str(run_dir)
+        _check_book_options(ch, inject, from_extra=set(extra or ()))
         if ch.module:
             _preflight(ch, {**defaults[ch.name], **inject})
         plans.append(Plan(ch, inject))
     return plans
+
+
+def absolute_data_dir_env() -> None:
+    """A relative ``$DATAJOURNEY_DATA_DIR`` made absolute against this process's working directory, once,
+    so that the checks before the run and the kernels (which run in ``notebooks/``) mean the same place."""
+    from datajourney.core.paths import DATA_DIR_ENV
+
+    value = os.environ.get(DATA_DIR_ENV)
+    if value and not os.path.isabs(os.path.expanduser(value)):
+        os.environ[DATA_DIR_ENV] = str(Path(value).expanduser().absolute())
+
+
+def _check_parameters_cell(ch: Chapter) -> None:
+    """A chapter's notebook must have its cell tagged ``parameters``: without it papermill puts the profile's
+    and ``-p`` values at the top, where the notebook's own assignments overwrite them unseen."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(ch.notebook, as_version=4)
+    except (OSError, ValueError) as e:
+        raise RunError(f"chapter {ch.number}: its notebook {ch.notebook} cannot be read ({type(e).__name__}: "
+                       f"{_one_line(e)[:120]})", exit_code=2) from None
+    if not any("parameters" in (c.get("metadata", {}).get("tags") or []) for c in nb.cells):
+        raise RunError(f"chapter {ch.number}: its notebook {ch.notebook} has no cell tagged 'parameters', so the "
+                       "profile's and -p values would be ignored (tag the cell that sets the parameters)",
+                       exit_code=2)
+
+
+def _check_host(name: str, host) -> str:
+    if not isinstance(host, str) or not _HOST.fullmatch(host):
+        raise ParameterError(name, host, "a plain host name: lower-case letters, digits, '_' and '-' (e.g. h200)")
+    return host
+
+
+def _check_book_options(ch: Chapter, params: dict, *, from_extra: set) -> None:
+    """The book's options (:data:`~datajourney.core.params.BOOK_OPTIONS`) and ``diagnose``, checked before
+    anything runs: ``reference_host`` a host with committed reference results (one named by
+    ``--as-reference`` only a plain host name), ``replay`` a run directory holding this chapter's result
+    file (which passes its check), ``diagnose`` a run directory holding other chapters' result files."""
+    from datajourney.core.params import run_options
+
+    if "reference_host" in params and params["reference_host"] is not None:
+        if "reference_host" in from_extra:
+            _check_host("--as-reference", params["reference_host"])
+        else:
+            run_options({"reference_host": params["reference_host"]})
+    if params.get("replay") is not None:
+        _replay_source(ch, params["replay"])
+    if params.get("diagnose") is not None:
+        _diagnose_source(ch, params["diagnose"])
+
+
+def _replay_source(ch: Chapter, source) -> results.Result:
+    """The result file a chapter replays (``-p replay DIR``), checked like any result file."""
+    allowed = f"a run directory holding {ch.name}.json (a result file of this chapter)"
+    if not isinstance(source, str) or not source:
+        raise ParameterError("replay", source, allowed)
+    f = Path(source) / f"{ch.name}.json"
+    if not f.is_file():
+        raise ParameterError("replay", source, allowed)
+    res = results.Result.load(f)
+    if res.chapter != ch.name:
+        raise ParameterError("replay", source, f"{allowed}: {f} holds chapter {res.chapter!r}")
+    return res
+
+
+def _diagnose_source(ch: Chapter, source) -> None:
+    """``-p diagnose DIR``: a run directory holding result files of other chapters (checked)."""
+    allowed = "a run directory holding other chapters' result files (<chapter>.json)"
+    if not isinstance(source, str) or not source or not Path(source).is_dir():
+        raise ParameterError("diagnose", source, allowed)
+    found = 0
+    for other in available():
+        f = Path(source) / f"{other.name}.json"
+        if other.name != ch.name and f.is_file():
+            results.Result.load(f)
+            found += 1
+    if not found:
+        raise ParameterError("diagnose", source, f"{allowed}: {source} holds none")
 
 
 def _preflight(ch: Chapter, params: dict) -> None:
@@ -250,7 +333,39 @@ def results_dir(results_root=None) -> Path:
             left.unlink(missing_ok=True)
         else:
             shutil.rmtree(left, ignore_errors=True)
+    for d in root.iterdir():
+        if not d.name.startswith(".") and d.is_dir() and not d.is_symlink():
+            _close_killed_run(d)
+    _repair_latest(root)
     return root
+
+
+def _close_killed_run(run_dir: Path) -> bool:
+    """A run whose runner was killed (``kill -9``: its ``run.json`` still says ``running`` and its process
+    is gone) is closed by the next run: its partial notebooks are published with the cell they stopped
+    in marked, its notices file is removed, and ``run.json`` says ``interrupted``. Whether it was one."""
+    try:
+        rec = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(rec, dict) or rec.get("status") != "running" or _runner_alive(rec):
+        return False
+    for partial in (run_dir / "notebooks").glob(".*.partial.ipynb"):
+        out = partial.with_name(partial.name[1:-len(".partial.ipynb")] + ".ipynb")
+        try:
+            _publish(out, {"mark": True, "ename": "Interrupted", "evalue": "the runner was killed"}, tidy=False)
+        except OSError:
+            partial.unlink(missing_ok=True)
+    (run_dir / NOTICES_FILE).unlink(missing_ok=True)
+    rec.update(status="interrupted", finished=rec.get("finished") or _now(),
+               note="the runner was killed without recording a status; closed by a later run")
+    try:
+        _write_record(run_dir, rec)
+    except OSError:
+        pass
+    print(f"note: run {run_dir.name} was killed while running; it is marked 'interrupted' and its partial "
+          "notebooks are kept with the cell they stopped in", file=sys.stderr, flush=True)
+    return True
 
 
 def read_record(run_dir) -> dict | None:
@@ -279,13 +394,18 @@ def _runner_alive(rec: dict) -> bool:
 
 
 def _target(root: Path, run_id: str | None, profile: str, replace: bool) -> tuple[Path, bool]:
-    """(run directory to claim, whether its name is fixed); refuses a used ``--run-id``."""
+    """(run directory to claim, whether its name is fixed); refuses a used ``--run-id``, and one that is a
+    symbolic link whatever it points to (a run directory is never reached through a link, so replacing
+    one never deletes anything outside ``root``)."""
     if not run_id:
-        return (root / new_run_id(profile)).resolve(), False
-    if not _RUN_ID.match(run_id) or run_id == "latest":
+        return root.resolve() / new_run_id(profile), False
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or run_id == "latest":
         raise ParameterError("--run-id", run_id, "a name of letters, digits, '.', '_' and '-' (not 'latest')")
-    target = (root / run_id).resolve()
-    if target.exists() or target.is_symlink():
+    target = root.resolve() / run_id  # the name itself, never what a link of that name points to
+    if target.is_symlink():
+        raise ParameterError("--run-id", run_id, f"the name of a run directory: {target} is a symbolic link "
+                             f"(to {os.readlink(target)}), which is left alone")
+    if target.exists():
         if not replace:
             raise ParameterError("--run-id", run_id, f"a new run id: {target} already exists "
                                  "(pass --replace to delete that run and make a new one)")
@@ -300,10 +420,34 @@ def _target(root: Path, run_id: str | None, profile: str, replace: bool) -> tupl
 
 
 def _remove_run(target: Path) -> None:
-    """Delete an old run directory (moved aside first, so a half-deleted one is never seen)."""
+    """Delete an old run directory (moved aside first, so a half-deleted one is never seen). A link is
+    never followed: what is moved aside must be a real directory, else nothing is deleted."""
+    if target.is_symlink() or not target.is_dir():
+        raise ParameterError("--run-id", target.name, f"the name of a run directory: {target} is not one")
     aside = target.with_name(f".replaced-{target.name}-{uuid.uuid4().hex[:8]}")
     target.rename(aside)
+    if aside.is_symlink() or not aside.is_dir():  # swapped for a link in between: put it back, delete nothing
+        os.rename(aside, target)
+        raise ParameterError("--run-id", target.name, f"the name of a run directory: {target} changed under us")
     shutil.rmtree(aside, ignore_errors=True)
+    _repair_latest(target.parent)
+
+
+def _repair_latest(root: Path) -> None:
+    """Keep ``root/latest`` a link to a run directory of ``root``: one left dangling (its run was deleted)
+    or pointing elsewhere is pointed at the newest run that ended ``ok``, or removed when there is none."""
+    latest = root / "latest"
+    if not latest.is_symlink():
+        return
+    name = os.readlink(latest)
+    if "/" not in name and (root / name).is_dir() and not (root / name).is_symlink():
+        return
+    runs = [d for d in root.iterdir() if not d.name.startswith(".") and d.name != "latest"
+            and d.is_dir() and not d.is_symlink() and (read_record(d) or {}).get("status") == "ok"]
+    if runs:
+        _point_latest(root, max(runs, key=lambda d: d.stat().st_mtime))
+    else:
+        latest.unlink(missing_ok=True)
 
 
 def _claim(target: Path, fixed: bool) -> Path:
@@ -379,16 +523,26 @@ class _Kernel:
 def _kernel_manager_class():
     from jupyter_client.manager import AsyncKernelManager
 
+    from datajourney.toolkit import lifetime
+
     class WatchedKernelManager(AsyncKernelManager):
-        """Records the kernel's process for the runner (exit signal, process group)."""
+        """Records the kernel's process for the runner (exit signal, process group). The kernel gets
+        SIGKILL when the runner dies, even by ``kill -9`` (:func:`~datajourney.toolkit.lifetime.child_setup`),
+        and the processes it forks get SIGKILL when it dies (:data:`KERNEL_STARTUP`)."""
 
         async def start_kernel(self, **kw):
+            kw.setdefault("preexec_fn", lifetime.child_setup())
             out = await super().start_kernel(**kw)
             if _WATCH is not None:
                 _WATCH.started(self.provisioner)
             return out
 
     return WatchedKernelManager
+
+
+#: Run by each kernel before the first cell (IPython's ``exec_lines``): whatever the kernel forks dies with it.
+KERNEL_STARTUP = ("--IPKernelApp.exec_lines=__import__('datajourney.toolkit.lifetime', fromlist=['_'])"
+                  ".children_die_with_this_process()")
 
 
 def oom_kills() -> dict:
@@ -664,7 +818,8 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                         str(p.chapter.notebook), str(_partial(out)), parameters=p.parameters,
                         kernel_name="python3", progress_bar=progress, cwd=str(p.chapter.notebook.parent),
                         kernel_manager_class=km_class, on_cell_start=stop.hook,
-                        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no transport chatter on the console
+                        extra_arguments=["--IPKernelApp.log_level=ERROR",  # no transport chatter on the console
+                                         KERNEL_STARTUP],
                     )
                 except PapermillExecutionError as e:
                     failure = {"cell": e.cell_index, "execution_count": e.exec_count, "ename": e.ename,
@@ -684,6 +839,8 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                     stop.cancel_timer()
                     kernel.kill_group()  # nothing of the chapter outlives it
                     _WATCH = stop.kernel = None
+                if failure is not None and failure.get("mark"):  # a dead or stopped kernel: settings it left
+                    failure["evalue"] += _left_changed()
                 try:
                     _publish(out, failure, tidy=failure is None and not stop.requested)
                 except OSError as e:
@@ -705,7 +862,8 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                     _finish(record, run_dir, "interrupted")
                     known = failure and failure.get("cell") is not None
                     cell = f", cell {failure['cell']} of the executed notebook" if known else ""
-                    raise Interrupted(_kept(run_dir, record, f"interrupted in {where}{cell}"))
+                    raise Interrupted(_kept(run_dir, record, f"interrupted in {where}{cell}"
+                                            + _left_changed().replace("; the kernel", ". The kernel")))
                 if failure and keep_going and not failure.get("write"):
                     entry.update(status="failed", error=failure)
                     record["chapters"].append(entry)
@@ -740,6 +898,18 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
     except OSError as e:  # run.json, the notices file or the notebooks folder could not be written
         raise RunError(f"{where} failed: {write_error(e, run_dir)}; {_record_failure(record, run_dir, e)}") from None
     return record
+
+
+def _left_changed() -> str:
+    """What a killed kernel left changed of the system's settings (a device's read_ahead_kb), with the
+    command that puts it back; empty when nothing was."""
+    from datajourney.toolkit import sysfs
+
+    left = sysfs.left_changed()
+    if not left:
+        return ""
+    return (f"; the kernel left {', '.join(left)} changed (it was killed before putting "
+            f"{'it' if len(left) == 1 else 'them'} back): run '{sysfs.RESTORE_COMMAND}'")
 
 
 def _record_failure(record: dict, run_dir: Path, e: OSError) -> str:
@@ -802,6 +972,12 @@ def rerender(source, *, run_id: str | None = None, results_root: Path | None = N
     if record.get("status") != "ok":
         raise ParameterError("run_dir", str(source), "a run directory whose run.json says status 'ok'")
     recorded = [_recorded_parameters(entry, source / "run.json") for entry in record.get("chapters") or []]
+    # Every result file is checked before anything is created, and the chapter's own parameters (what a page
+    # counts and titles) are the result's, the measurements' own record, not the run record's.
+    recorded = [(ch, {**params, **_result_parameters(ch, _replay_source(ch, str(source)), source)})
+                for ch, params in recorded]
+    for ch, _ in recorded:
+        _check_parameters_cell(ch)
     root = results_dir(results_root)
     target, fixed = _target(root, run_id or f"{record['run_id']}-rendered", "rendered", replace)
     if replace and (target.exists() or target.is_symlink()):
@@ -815,6 +991,14 @@ def rerender(source, *, run_id: str | None = None, results_root: Path | None = N
     _write_record(run_dir, rec)
     _point_latest(root, run_dir)
     return run_dir
+
+
+def _result_parameters(ch: Chapter, res: results.Result, source: Path) -> dict:
+    """The parameters a result file records that are the chapter's own (``Params``), checked like a run
+    record's (plain values): what a rendered page takes its counts and titles from."""
+    own = {k: v for k, v in (res.parameters or {}).items() if k in ch.params.defaults()}
+    _recorded_parameters({"chapter": ch.name, "parameters": own}, source / f"{ch.name}.json")
+    return own
 
 
 def _plain(value) -> bool:
@@ -897,7 +1081,7 @@ def check_run(run_dir) -> dict:
 
 # --------------------------------------------------------------------------- promote
 #: A reference host's name: a folder of data/reference/, nothing else.
-_HOST = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_HOST = re.compile(r"[a-z0-9][a-z0-9_-]*")  # used with fullmatch: no trailing newline
 #: What a committed notebook says instead of a directory of the machine that ran it.
 HOST_PATH = "<a directory on the run's host>"
 
@@ -925,8 +1109,32 @@ def _committed_notebook(path: Path, ch: Chapter) -> str:
             pm[key] = f"notebooks/{path.name}"
     _recorded_parameters({"chapter": ch.name, "parameters": pm.get("parameters") or {}}, path)
     _strip_injected(doc)
+    _same_code(doc, path, ch)
     _hide_host_paths(doc)
     return nbformat.writes(doc) + "\n"
+
+
+def _same_code(doc, path: Path, ch: Chapter) -> None:
+    """A run's notebook brings its outputs to the committed one, never code: its cells (injected parameters
+    removed) must be the committed notebook's, cell for cell, source for source; the first that differs
+    is a one-line error naming it. A chapter with no committed notebook yet has nothing to compare."""
+    import nbformat
+
+    committed = ch.notebook
+    if not committed.is_file():
+        return
+    ours = nbformat.read(committed, as_version=4)
+    _strip_injected(ours)
+    theirs = [(c.cell_type, c.source) for c in doc.cells]
+    mine = [(c.cell_type, c.source) for c in ours.cells]
+    for i in range(max(len(theirs), len(mine))):
+        if i < len(theirs) and i < len(mine) and theirs[i] == mine[i]:
+            continue
+        kind = (theirs[i] if i < len(theirs) else mine[i])[0]
+        what = ("is missing" if i >= len(theirs) else "is one more than the committed notebook has"
+                if i >= len(mine) else f"differs from the committed {committed}: {_one_line(theirs[i][1])[:80]!r}")
+        raise ParameterError("run_dir", str(path.parent.parent), f"a run of the committed notebooks: cell {i} "
+                             f"({kind}) of {path} {what} (run it again with this checkout, or 'rerender' it)")
 
 
 def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[Path]:
@@ -940,7 +1148,7 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
     its destinations, and only then swapped in, under an exclusive lock on the host's folder (a
     second promote waits). A failure leaves the previous files and names the file. Returns the
     files written."""
-    if not isinstance(host, str) or not _HOST.match(host):
+    if not isinstance(host, str) or not _HOST.fullmatch(host):
         raise ParameterError("--host", host, "a plain host name: lower-case letters, digits, '_' and '-' (e.g. h200)")
     run_dir = Path(run_dir).resolve()
     record = read_record(run_dir) or {}
@@ -955,7 +1163,7 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
         raise ParameterError("run_dir", str(run_dir), "a run whose status is 'ok' (or name its finished "
                              "chapters with --only)")
     run_id = record.get("run_id")
-    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise ParameterError("run_dir", str(run_dir / "run.json"), "a run record whose run_id is a plain name")
     chapters = only if only is not None else _chapters_of(run_dir, done, notebooks=side is None)
     from datajourney.chapters import registry
@@ -995,24 +1203,77 @@ def _chapters_of(run_dir: Path, done: dict, *, notebooks: bool) -> set[str]:
     return names
 
 
-def _swap(files: dict[Path, bytes], lock_dir: Path) -> None:
-    """Write ``files`` (path -> content) all or nothing: staged whole (fsync) in a hidden folder
-    beside each destination, then moved into place one by one under an exclusive ``flock`` on
-    ``lock_dir``; if a step fails, the files already moved are put back as they were."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    lock = os.open(lock_dir, os.O_RDONLY)
-    staging: dict[Path, Path] = {}
-    moved: list[tuple[Path, Path | None]] = []  # (target, its previous file kept aside, or None)
+#: The journal of a promote's swap, in the reference folder: written once every file is staged whole, removed
+#: once every file is in place. One left by a killed promote is completed by the next (:func:`_roll_forward`).
+SWAP_JOURNAL = ".promote-journal.json"
+
+
+@contextmanager
+def _flocked(folder: Path, what: str):
+    """An exclusive ``flock`` on ``folder`` for the block (a second holder waits, saying so)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
     try:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"note: another promote is writing {lock_dir}; waiting for it to finish", file=sys.stderr,
-                  flush=True)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        for parent in {t.parent for t in files}:  # of a promote that was killed
+            print(f"note: another promote is writing {what}; waiting for it to finish", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _roll_forward(root: Path, roots: tuple[Path, ...]) -> list[Path]:
+    """Complete the swap of a promote that was killed while moving its files into place: every file its
+    journal names that is still staged is moved to its target (all were staged whole before the journal was
+    written), so the reference is the new one throughout, never half old and half new. Moves that name a
+    place outside ``roots`` or a staged file outside a ``.promote-*`` folder are ignored. Returns the targets."""
+    journal = root / SWAP_JOURNAL
+    try:
+        moves = json.loads(journal.read_text())["moves"]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, KeyError, TypeError):
+        journal.unlink(missing_ok=True)
+        return []
+    done, folders = [], set()
+    for staged, target in moves if isinstance(moves, list) else []:
+        staged, target = Path(str(staged)), Path(str(target))
+        if not any(r in target.parents for r in roots) or \
+                not staged.parent.name.startswith(".promote-") or staged.parent.parent != target.parent:
+            continue
+        folders.add(staged.parent)
+        if staged.is_file() and not staged.is_symlink():
+            os.replace(staged, target)
+            done.append(target)
+    journal.unlink(missing_ok=True)
+    for folder in folders:
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+    if done:
+        print(f"note: completed a promote that was killed while swapping in its files ({len(done)} files)",
+              file=sys.stderr, flush=True)
+    return done
+
+
+def _swap(files: dict[Path, bytes], lock_dir: Path) -> None:
+    """Write ``files`` (path -> content) all or nothing: staged whole (fsync) in a hidden folder
+    beside each destination, then moved into place one by one under an exclusive ``flock`` on the
+    reference folder (one lock for every host, as all share ``notebooks/``) and on ``lock_dir``. Once
+    every file is staged a journal says which moves make the swap; a promote killed while moving is
+    completed by the next one from it (:func:`_roll_forward`), one killed before it left nothing. If a
+    move fails, the files already moved are put back as they were."""
+    from datajourney.chapters import registry
+
+    root = results.REFERENCE_DIR
+    staging: dict[Path, Path] = {}
+    moved: list[tuple[Path, Path | None]] = []  # (target, its previous file kept aside, or None)
+    with _flocked(root, str(root)), _flocked(lock_dir, str(lock_dir)):
+        _roll_forward(root, (root, registry.NOTEBOOK_DIR))
+        for parent in {t.parent for t in files}:  # staging of a promote killed before its journal: dropped
             for left in parent.glob(".promote-*"):
-                if not _runner_alive({"host": socket.gethostname(), "pid": left.name.split("-")[1]}):
+                if left.is_dir() and not left.is_symlink():
                     shutil.rmtree(left, ignore_errors=True)
         tag = f".promote-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         for target in files:
@@ -1027,24 +1288,33 @@ def _swap(files: dict[Path, bytes], lock_dir: Path) -> None:
                 except OSError as e:
                     raise RunError(f"promote: could not write {target}: {e.strerror or e} (while staging it); "
                                    "nothing was changed") from None
+            kept: dict[Path, Path | None] = {}
             for target in files:
-                kept = staging[target] / f"previous-{target.name}"
+                kept[target] = staging[target] / f"previous-{target.name}"
+                if not target.exists():
+                    kept[target] = None
+                elif not _link_or_copy(target, kept[target]):
+                    raise RunError(f"promote: could not keep {target} aside: nothing was changed")
+            try:
+                write_atomic(root / SWAP_JOURNAL, json.dumps(
+                    {"pid": os.getpid(), "moves": [[str(staging[t] / t.name), str(t)] for t in files]}))
+            except OSError as e:
+                raise RunError(f"promote: could not write {root / SWAP_JOURNAL}: {e.strerror or e}; nothing "
+                               "was changed") from None
+            for target in files:
                 try:
-                    if not target.exists():
-                        kept = None
-                    elif not _link_or_copy(target, kept):
-                        raise OSError(errno.EIO, "the previous file could not be kept aside", str(target))
                     os.replace(staging[target] / target.name, target)
                 except OSError as e:
                     _put_back(moved)
+                    (root / SWAP_JOURNAL).unlink(missing_ok=True)
                     raise RunError(f"promote: could not write {target}: {e.strerror or e}; every file was put "
                                    "back as it was") from None
-                moved.append((target, kept))
+                moved.append((target, kept[target]))
+            (root / SWAP_JOURNAL).unlink(missing_ok=True)
         finally:
-            for folder in set(staging.values()):
-                shutil.rmtree(folder, ignore_errors=True)
-    finally:
-        os.close(lock)  # releases the lock
+            if not (root / SWAP_JOURNAL).exists():
+                for folder in set(staging.values()):
+                    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _link_or_copy(src: Path, dst: Path) -> bool:

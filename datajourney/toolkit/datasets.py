@@ -427,14 +427,44 @@ def clean_stale(parent, *, holding: str | None = None) -> list[str]:
         try:
             if not entry.exists():
                 continue
-            size, _ = _du(entry)
-            shutil.rmtree(entry, ignore_errors=True)
+            notice(f"removing stale temporary data {parent / e.name} ({why}); a large one takes a while")
+            files, size = _remove_tree(entry)
             removed.append(e.name)
-            notice(f"removed stale temporary data {parent / e.name} ({size_text(size)}): {why}")
+            notice(f"removed stale temporary data {parent / e.name} ({files:,} files, {size_text(size)})")
         finally:
             if fd is not None:
                 os.close(fd)
     return removed
+
+
+#: Seconds between the progress lines of a long removal (:func:`_remove_tree`).
+PROGRESS_EVERY_S = 5.0
+
+
+def _remove_tree(root: Path) -> tuple[int, int]:
+    """Delete the directory ``root`` (links are removed, never followed), saying every
+    :data:`PROGRESS_EVERY_S` seconds how far it got (:func:`notice`): millions of files take minutes.
+    Returns (files removed, bytes they held)."""
+    files = size = 0
+    last = time.monotonic()
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            path = os.path.join(dirpath, name)
+            try:
+                size += os.lstat(path).st_blocks * 512
+                os.unlink(path)
+                files += 1
+            except OSError:
+                pass
+            if time.monotonic() - last >= PROGRESS_EVERY_S:
+                last = time.monotonic()
+                notice(f"  ... {files:,} files ({size_text(size)}) of {root} removed so far")
+        try:
+            os.rmdir(dirpath)
+        except OSError:
+            pass
+    shutil.rmtree(root, ignore_errors=True)  # anything the walk could not take
+    return files, size
 
 
 def pending_writes(parent, exclude_pid: int | None = None) -> tuple[int, int, list[str]]:
@@ -757,7 +787,8 @@ def generate(parent: Path, name: str, params: dict, total: int | None, needed: i
             (tmp / OWNER).unlink()
             _publish(tmp, final)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            notice(f"removing the unfinished data set {tmp}")
+            _remove_tree(tmp)
             raise
     finally:
         fcntl.flock(fd, fcntl.LOCK_SH)  # keep using it: nobody may replace it under us

@@ -9,6 +9,12 @@ a chain (launcher -> torchrun -> ranks) asks for its own death signal, so the wh
 
 The death signal fires when the *thread* that started the child exits; :func:`child_setup` is
 meant for a launcher that waits for its child in the thread that started it.
+
+The runner starts each chapter's kernel with :func:`child_setup` (the kernel dies with the runner, even
+under ``kill -9``), and the kernel calls :func:`children_die_with_this_process` when it starts: every
+process it forks from then on (DataLoader workers, process pools, and their own children in turn) gets
+SIGKILL when the kernel dies, so no worker is left behind, even one blocked writing to a queue nobody
+reads any more.
 """
 from __future__ import annotations
 
@@ -45,6 +51,41 @@ def die_with_parent(sig: int = signal.SIGKILL) -> bool:
         return False
     if parent == 1 or os.getppid() != parent:
         os.kill(os.getpid(), sig)
+    return True
+
+
+_FORKER: list[int] = []  # the pid of the process that is forking (set just before each fork)
+_BOUND = False
+_PRCTL = _prctl()  # resolved once, here: nothing is loaded in a freshly forked child
+
+
+def _before_fork() -> None:
+    _FORKER[:] = [os.getpid()]
+
+
+def _child_dies_with_parent() -> None:
+    """In a freshly forked child: SIGKILL when the forking thread exits; die now if it already has."""
+    if _PRCTL is None:
+        return
+    _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if _FORKER and os.getppid() != _FORKER[0]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def children_die_with_this_process() -> bool:
+    """Every process this one forks from now on (``os.fork``, multiprocessing's ``fork`` start method:
+    DataLoader and pool workers) gets SIGKILL when the thread that forked it exits, that is, at the latest,
+    when this process dies; the hook is inherited, so their own children follow them. Processes started
+    with ``subprocess`` (fork + exec, no Python hook) or the ``spawn`` and ``forkserver`` start methods
+    ask for it themselves (:func:`child_setup`, :func:`die_with_parent` as ``worker_init_fn``). Whether
+    the hook is in place (False off Linux)."""
+    global _BOUND
+    if _BOUND:
+        return True
+    if _PRCTL is None:
+        return False
+    os.register_at_fork(before=_before_fork, after_in_child=_child_dies_with_parent)
+    _BOUND = True
     return True
 
 
