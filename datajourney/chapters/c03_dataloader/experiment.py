@@ -31,6 +31,7 @@ import resource
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -38,20 +39,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from datajourney.chapters.c03_dataloader.params import Params
-from datajourney.core.params import (
-    ParameterError,
-    boolean,
-    choice,
-    choices,
-    int_list,
-    memory,
-    nonnegative_int,
-    positive_int,
-)
+from datajourney.core.params import ParameterError, choice, memory, run_options
 from datajourney.core.units import MB
 from datajourney.toolkit import datasets, pagecache
 from datajourney.toolkit.diskstats import DiskStats, block_device
-from datajourney.toolkit.reads import CACHE_STATES, LATENCY_BLOCK, measure_latency, set_cache_state
+from datajourney.toolkit.reads import LATENCY_BLOCK, measure_latency, set_cache_state
 
 CHAPTER = "03_dataloader"
 KINDS = ("small_files", "shard", "shard_in_order")
@@ -410,77 +402,71 @@ def hand_over_fit(tc: pd.DataFrame, payload: str = "bytes") -> tuple[float, floa
     return float(intercept), float(slope * 1e3)
 
 
-def check_parameters(p: dict) -> dict:
-    """Validate chapter 3's parameters before any work; return them normalised."""
-    q = dict(p)
-    q["n_files"] = positive_int("n_files", p["n_files"], maximum=datasets.MAX_FILES)
-    q["file_size"] = positive_int("file_size", p["file_size"], maximum=1 << 30)
-    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=1 << 20)
-    if q["batch_size"] > q["n_files"]:
-        raise ParameterError("batch_size", q["batch_size"], f"at most n_files ({q['n_files']:,})")
-    limit = max(64, 4 * (os.cpu_count() or 1))
-    q["workers"] = int_list("workers", p["workers"], minimum=0, maximum=limit)
-    q["runs"] = positive_int("runs", p["runs"], maximum=1000)
-    q["cache_states"] = choices("cache_states", p["cache_states"], CACHE_STATES)
-    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
-    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**32 - 1)
-    tb = p.get("transfer_batch_sizes", [])
-    q["transfer_batch_sizes"] = int_list("transfer_batch_sizes", tb, minimum=1, maximum=q["n_files"]) if tb else []
-    q["latency_reads"] = nonnegative_int("latency_reads", p.get("latency_reads", 0), maximum=1_000_000)
-    if q["latency_reads"] and q["n_files"] * q["file_size"] < LATENCY_BLOCK:
-        raise ParameterError("latency_reads", q["latency_reads"],
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`preflight` found: the checked parameters and the directory the data set goes to."""
+
+    params: Params
+    data_dir: Path
+
+
+def preflight(params) -> Plan:
+    """All checks that must pass before any work: every declared range (:meth:`Params.checked`), then
+    what spans fields or depends on this machine (worker counts against its cores, the batches in flight
+    against its memory, root for ``drop_caches``, the data directory and its free space)."""
+    if not isinstance(params, Params):
+        run_options(dict(params))
+    p = Params.coerce(params).checked()
+    if p.batch_size > p.n_files:
+        raise ParameterError("batch_size", p.batch_size, f"at most n_files ({p.n_files:,})")
+    if not p.cache_states:
+        raise ParameterError("cache_states", p.cache_states, "a non-empty list drawn from 'cold', 'warm'")
+    if any(b < 1 or b > p.n_files for b in p.transfer_batch_sizes):
+        raise ParameterError("transfer_batch_sizes", p.transfer_batch_sizes,
+                             f"a list of integers from 1 to {p.n_files:,} (n_files), or [] to skip")
+    if p.latency_reads and p.n_files * p.file_size < LATENCY_BLOCK:
+        raise ParameterError("latency_reads", p.latency_reads,
                              f"0 when the data set is smaller than {LATENCY_BLOCK:,} bytes (nothing to read)")
-    q["handover_workers"] = nonnegative_int("handover_workers", p.get("handover_workers", 0), maximum=limit)
-    if q["handover_workers"] and q["n_files"] < 2 * q["batch_size"]:
-        raise ParameterError("handover_workers", q["handover_workers"],
+    if p.handover_workers and p.n_files < 2 * p.batch_size:
+        raise ParameterError("handover_workers", p.handover_workers,
                              "0 when n_files holds fewer than two batches (no steady state to time)")
-    if "is_reference_run" in p:
-        q["is_reference_run"] = boolean("is_reference_run", p["is_reference_run"])
-
-    biggest = max([q["batch_size"], *q["transfer_batch_sizes"]])
+    biggest = max([p.batch_size, *p.transfer_batch_sizes])
     # a batch lives in every worker's prefetch queue (2 per worker) and in the main process
-    memory("batch_size", biggest, biggest * q["file_size"] * (2 * max(q["workers"]) + 4), what="the batches in flight")
-    if q["purge_method"] == "drop_caches" and not pagecache.can_drop_caches():
+    memory("batch_size", biggest, biggest * p.file_size * (2 * max(p.workers) + 4), what="the batches in flight")
+    if p.purge_method == "drop_caches" and not pagecache.can_drop_caches():
         raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
-    return q
+    plan = datasets.small_files_plan(p.n_files, p.file_size, p.seed)
+    return Plan(p, datasets.check_space(p.data_dir, [plan]))
 
 
-def preflight(params: dict) -> tuple[dict, Path]:
-    """All checks that must pass before any work: parameters, data directory, free disk."""
-    p = check_parameters(params)
-    plan = datasets.small_files_plan(p["n_files"], p["file_size"], p["seed"])
-    return p, datasets.check_space(p.get("data_dir"), [plan])
-
-
-def _measure(*, n_files: int, file_size: int, batch_size: int, workers, cache_states, runs: int,
-        purge_method: str, seed: int, transfer_batch_sizes, latency_reads: int,
-        handover_workers: int, data_dir, run_dir=None, progress: bool = True):
-    """Run chapter 3's sweep and side experiments; save the result (tables + fingerprint) to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k != "progress"}
-    params["transfer_batch_sizes"] = list(transfer_batch_sizes or [])
+def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
+    """Run chapter 3's sweep and side experiments, analyse them and save the result (tables, fingerprint,
+    facts) to ``run_dir``."""
     from tqdm import tqdm
 
+    from datajourney.chapters.c03_dataloader import analysis
     from datajourney.core import results
 
-    p, parent = preflight(params)
-    res = results.start(CHAPTER, params, run_dir, parent)
-    ds = datasets.small_files(parent, n_files=n_files, file_size=file_size, seed=seed, progress=progress)
-    tbs = p["transfer_batch_sizes"]
-    steps = (len(p["cache_states"]) * runs * len(p["workers"]) * len(KINDS) + runs * len(tbs) * len(PAYLOADS) * 2
-             + (runs if p["latency_reads"] else 0) + (runs * len(HANDOVER_MODES) if p["handover_workers"] else 0))
+    p, parent = plan.params, plan.data_dir
+    res = results.start(CHAPTER, p.as_dict(), run_dir, parent)
+    runs, seed, purge_method = p.runs, p.seed, p.purge_method
+    ds = datasets.small_files(parent, n_files=p.n_files, file_size=p.file_size, seed=seed, progress=progress)
+    tbs = p.transfer_batch_sizes
+    steps = (len(p.cache_states) * runs * len(p.workers) * len(KINDS) + runs * len(tbs) * len(PAYLOADS) * 2
+             + (runs if p.latency_reads else 0) + (runs * len(HANDOVER_MODES) if p.handover_workers else 0))
     dev = block_device(ds.shard)
     with tqdm(total=steps, desc="chapter 3 epochs", disable=not progress, mininterval=10) as bar:
-        if p["latency_reads"]:
-            lat, cdf = measure_latency(ds.shard, reads=p["latency_reads"], runs=runs, method=purge_method,
+        if p.latency_reads:
+            lat, cdf = measure_latency(ds.shard, reads=p.latency_reads, runs=runs, method=purge_method,
                                        seed=seed, progress=bar)
             res.add("latency", lat)
             res.add("latency_cdf", cdf)
-        res.add("epochs", sweep(ds, workers=p["workers"], cache_states=p["cache_states"], runs=runs,
-                                batch_size=batch_size, method=purge_method, seed=seed, progress=bar,
+        res.add("epochs", sweep(ds, workers=p.workers, cache_states=p.cache_states, runs=runs,
+                                batch_size=p.batch_size, method=purge_method, seed=seed, progress=bar,
                                 device=dev["partition"]))
-        if p["handover_workers"]:
-            res.add("handover_modes", measure_handover_modes(ds, workers=p["handover_workers"], runs=runs,
-                                                             batch_size=batch_size, seed=seed, progress=bar))
+        if p.handover_workers:
+            res.add("handover_modes", measure_handover_modes(ds, workers=p.handover_workers, runs=runs,
+                                                             batch_size=p.batch_size, seed=seed, progress=bar))
         if tbs:
             res.add("transfer", measure_transfer(ds, batch_sizes=tbs, runs=runs, seed=seed, progress=bar))
     res.metadata.update(
@@ -490,8 +476,9 @@ def _measure(*, n_files: int, file_size: int, batch_size: int, workers, cache_st
         start_method=torch.multiprocessing.get_start_method(),
         main_bound_share=MAIN_BOUND_SHARE,
         usable_cores=_usable_cores(),
-        workers_above_cores=[w for w in p["workers"] if w + 1 > _usable_cores()],
+        workers_above_cores=[w for w in p.workers if w + 1 > _usable_cores()],
     )
+    res.facts = analysis.analyse(res)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
@@ -514,4 +501,4 @@ def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **
     """Run chapter 3's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
     changed by ``changes``, save the result to ``run_dir`` and return it."""
     p = (params or Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)
+    return _measure(preflight(p), run_dir=run_dir, progress=progress)

@@ -26,11 +26,12 @@ from datajourney.chapters.common import (
     ipc_crossref,  # noqa: F401
     latency_stats,
     over_runs,
-    residency_note,
     runs_interval,
     values_of,
 )
 from datajourney.core import findings as fnd
+from datajourney.core import phrasing as say
+from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening, num, pct, times
 from datajourney.core.stats import mean
 
@@ -41,6 +42,11 @@ PUBLISHED_WORKERS = (0, 4)
 
 
 # --------------------------------------------------------------------------- reading a result
+def _batch_size(res) -> int:
+    """The batch size the result recorded."""
+    return int(res.parameters["batch_size"])
+
+
 def _epochs(res) -> pd.DataFrame:
     e = res.table("epochs")
     if "steady_MBps" not in e:   # a result from before the steady state was recorded
@@ -65,42 +71,102 @@ def key_metrics(res) -> dict:
 
 
 # --------------------------------------------------------------------------- findings
-def findings(res) -> list[Finding]:
-    """The chapter's key results, computed from ``res`` (3 to 6 findings)."""
-    try:
-        e = _epochs(res)
-    except KeyError:
-        return _old_result_findings(res)
-    out = [_published_finding(res, e, w) for w in PUBLISHED_WORKERS]
-    if not any(out) and "cold" not in set(e["cache"]):   # warm only: the same comparison, warm, unpublished
-        out = [_published_finding(res, e, w, cache="warm") for w in PUBLISHED_WORKERS]
-    out = [f for f in out if f is not None]
-    for f in (_shuffled_gap(res, e), _one_worker(res, e), _main_bound(res, e), _first_batch(res, e)):
+def _facts(x) -> Facts:
+    """``x`` as facts: facts as they are; a result (a caller not yet on facts: chapter 12, the front page)
+    by its stored facts, else analysed now."""
+    if isinstance(x, Facts):
+        return x
+    from datajourney.chapters.c03_dataloader import analysis
+
+    return x.facts if getattr(x, "facts", None) is not None else analysis.analyse(x)
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+#: What "guest-cold" means, said where the page first uses the word.
+GUEST_COLD = ("guest-cold (purged from this virtual machine's page cache; a cache on its host may still hold the "
+              "data)")
+
+
+def _define(text: str) -> str:
+    """``text`` with its first "guest-cold" defined in place."""
+    i = text.find("guest-cold")
+    return text if i < 0 else text[:i] + GUEST_COLD + text[i + len("guest-cold"):]
+
+
+def _pair(facts: Facts, key: str) -> str:
+    """"A ran at x MB/s and B at y MB/s: N× faster than B" for comparison ``key``."""
+    c = facts[key]
+    a, b = facts[c.of], facts[c.basis]
+    return (f"{_cap(say.text(a.label))} ran at **{say.value(a)}** and {say.text(b.label)} at **{say.value(b)}**: "
+            f"**{say.comparison(c, facts)}**")
+
+
+def _finding(facts: Facts, key: str, text: str) -> Finding:
+    f = facts[key]
+    return Finding(key, text, f.number, f.unit, f.published, f.spread)
+
+
+def findings(facts: Facts) -> list[Finding]:
+    """The chapter's key results, worded from ``facts`` (3 to 6 findings)."""
+    facts = _facts(facts)
+    out = [_finding(facts, k, _pair(facts, k) + " (steady state, first batch excluded).")
+           for k in (f"published_w{w}" for w in PUBLISHED_WORKERS) if k in facts]
+    if "shuffled_gap_max_workers" in facts:
+        out.append(_finding(facts, "shuffled_gap_max_workers", _pair(facts, "shuffled_gap_max_workers")
+                            + " (both layouts shuffled, at the largest worker count measured)."))
+    for f in (_one_worker_finding(facts), _main_process_finding(facts), _first_batch_finding(facts)):
         if f is not None and len(out) < 6:
             out.append(f)
     if len(out) < 3:
-        out.append(_cold_vs_warm_finding(res, e))
-    if len(out) < 3:
-        out.append(Finding("residency", residency(res)))
+        out.append(Finding("residency", residency(facts)))
+    if out:
+        out[0] = Finding(out[0].key, _define(out[0].text), out[0].value, out[0].unit, out[0].published,
+                         out[0].interval)
     return out
 
 
-def _old_result_findings(res) -> list[Finding]:
-    """A result written before the steady state and the in-order shard were measured."""
-    e = res.table("epochs")
-    w = sorted(set(e["workers"]))
-    sp = speedups(e, "MBps")
-    cold = sp[sp["cache"] == "cold"].set_index("workers")
-    out = [Finding("old_result", "This result predates the like-for-like design (no in-order shard, no steady "
-                                 "state): its numbers are whole epochs of a shuffled shard, start-up included.")]
-    for wk in (w[0], w[-1]):
-        if wk in cold.index and "shard ÷ small files" in cold:
-            r = cold.loc[wk, "shard ÷ small files"]
-            out.append(Finding(f"epoch_ratio_w{wk}", f"Cold, `num_workers={wk}`, whole epochs: the shuffled shard "
-                               f"ran at {times(r)} the throughput of the small files.", r, "×"))
-    while len(out) < 3:
-        out.append(Finding(f"not_measured_{len(out)}", "Not measured in this result."))
-    return out
+def _one_worker_finding(facts: Facts) -> Finding | None:
+    f = facts.get("one_worker")
+    if f is None:
+        return None
+    d = f.setting.get("direction", 0)
+    text = (f"**One worker vs none** (warm, shard in order, batch {f.setting.get('batch_size')}): "
+            f"{say.value(facts['one_worker.w1'])} per batch with one worker against "
+            f"{say.value(facts['one_worker.w0'])} with none. {_cap(say.text(f.label))}: **{say.value(f)}**")
+    text += {1: ": handing each batch from the worker to the main process costs that much.",
+             -1: ": one worker saved time, the hand-over cost less than the work it took off the main process.",
+             0: ": within the runs' spread, one worker neither costs nor saves measurably."}[d]
+    return _finding(facts, "one_worker", text)
+
+
+def _main_process_finding(facts: Facts) -> Finding | None:
+    f = facts.get("main_process")
+    if f is None:
+        return None
+    w, bound = f.setting["workers"], f.setting.get("bound") or []
+    parts = [facts[k] for k in (f"main_process.{kind}" for kind in KINDS) if k in facts]
+    text = (f"**The main process at `num_workers={w}`** wanted a CPU (on one, or waiting for one) for a share of "
+            "the steady state: " + "; ".join(f"{say.text(p.label.split(', ', 1)[-1])} {say.value(p)}" for p in parts)
+            + ". ")
+    text += ("It is the bottleneck for " + ", ".join(say.text(LABELS[k]) for k in bound)
+             + f": at least {pct(MAIN_BOUND_SHARE)}, it cannot take batches faster, however many workers prepare them."
+             if bound else f"Less than {pct(MAIN_BOUND_SHARE)} for every layout: it had time to spare.")
+    return _finding(facts, "main_process", text)
+
+
+def _first_batch_finding(facts: Facts) -> Finding | None:
+    f = facts.get("first_batch")
+    if f is None:
+        return None
+    text = (f"**{_cap(say.text(f.label))}**: **{say.value(f)}**, {say.value(facts['first_batch.share'])} of an "
+            "epoch on average")
+    if "first_batch.vs_fewest" in facts:
+        text += f", {say.comparison(facts['first_batch.vs_fewest'], facts)}"
+    text += ". The steady-state figures leave it out; whole-epoch figures include it."
+    return _finding(facts, "first_batch", text)
 
 
 def _published_finding(res, e, w, cache: str = "cold") -> Finding | None:
@@ -161,7 +227,7 @@ def _transfer_row(res, batch_size: int, payload: str = "bytes") -> pd.Series | N
 def _one_worker(res, e) -> Finding | None:
     """One worker against none (the hand-over check): the extra time per batch; the detail behind it is
     :func:`_one_worker_detail`, shown in the note beside the chart."""
-    bs = int(res.parameters.get("batch_size", 64))
+    bs = _batch_size(res)
     row = _transfer_row(res, bs)
     if row is None:
         return None
@@ -185,7 +251,7 @@ def _one_worker(res, e) -> Finding | None:
 def _one_worker_detail(res) -> str:
     """What the hand-over check adds to :func:`_one_worker`: the main process's CPU per received batch,
     how the extra scales with the batch size, and bytes against lengths."""
-    row = _transfer_row(res, int(res.parameters.get("batch_size", 64)))
+    row = _transfer_row(res, _batch_size(res))
     if row is None or not row["extra_min"] > 0:
         return ""
     tc = transfer_cost(res.table("transfer"))
@@ -260,7 +326,7 @@ def _worker_rates(e: pd.DataFrame) -> pd.DataFrame:
 
 def _receive_rate(res) -> tuple[float, float] | None:
     """(main-process CPU ms per received batch in the hand-over check, the batches/s that alone allows)."""
-    row = _transfer_row(res, int(res.parameters.get("batch_size", 64)))
+    row = _transfer_row(res, _batch_size(res))
     if row is None or not row["main_cpu_ms_per_batch_w1"] or not row["main_cpu_ms_per_batch_w1"] > 0:
         return None
     return float(row["main_cpu_ms_per_batch_w1"]), 1e3 / float(row["main_cpu_ms_per_batch_w1"])
@@ -375,14 +441,14 @@ def plateau_cause(res, plateau: pd.DataFrame | None = None, cache: str = "warm")
     others = {m: v for m, v in runs.items() if m != "file descriptor" and v}
     text += (f"Warm, shard in order, `num_workers={w}`: PyTorch's default hand-over (the batch in shared memory, its "
              f"file descriptor fetched from the worker) ran at {num(mean(base))} batches/s; "
-             + "; ".join(f"{m}: {num(mean(v))} batches/s, {fnd.compare(v, base, tol=PLATEAU_TOL)} the default"
+             + "; ".join(f"{say.code(m)}: {num(mean(v))} batches/s, {fnd.compare(v, base, tol=PLATEAU_TOL)} the default"
                          for m, v in others.items()) + ". ")
     faster = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) > 0]
     slower = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) < 0]
     if "file name" in faster:
         return text + ("**The data support the file-descriptor explanation**: handing batches over without asking "
-                       "the worker for a descriptor (" + ", ".join(faster) + ") raised the rate, so that "
-                       "per-batch request sets the plateau.")
+                       "the worker for a descriptor (" + ", ".join(say.code(m) for m in faster)
+                       + ") raised the rate, so that per-batch request sets the plateau.")
     if faster:
         return text + ("**The data support the shared-memory explanation**: only leaving shared memory out altogether "
                        "(bytes through the pipe) raised the rate; naming the memory by a file instead of a descriptor "
@@ -520,26 +586,25 @@ def first_batch_note(res) -> str:
 
 def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
     """What chapter 2 measured: this run's result when the run holds one, else the reference run's."""
-    from datajourney.chapters import common as storage  # chapter 2's findings, computed from its result file
     from datajourney.core import results
 
     path = Path(results.resolve_run_dir(run_dir)) / f"{STORAGE_CHAPTER}.json"
     r, whose = None, ""
     if path.exists():
-        r, whose = results.Result.load(path), "on this machine, in this run"
+        r, whose = results.Result.load(path), "in this run"
     else:
         r = results.load_reference(STORAGE_CHAPTER, reference_host)
         whose = f"on the reference host ({r.run_id})" if r is not None else ""
     if r is None:
         return "Chapter 2 has not been run here, and no reference result of it is committed."
-    try:
-        f = storage.cold_gap(r)
-    except (KeyError, ValueError, IndexError):
+    from datajourney.chapters import registry
+
+    facts = registry.analysed(r).facts
+    c = facts.get("cold_gap")
+    if c is None or c.number is None:
         return ""
-    if f.value is None:
-        return ""
-    return (f"Chapter 2 measured, {whose}: shuffled small files vs one shard read sequentially, "
-            f"{storage.cold_label(r)}, plain Python: sequential ÷ random = **{f.headline}**.")
+    return (f"Chapter 2 measured, {whose}, in plain Python: {say.text(facts[c.of].label)} ran "
+            f"**{say.comparison(c, facts)}**.")
 
 
 def one_worker_note(res) -> str:
@@ -621,30 +686,24 @@ def workers_gain_note(res) -> str:
             + "; ".join(parts) + ".")
 
 
-def published_note(res) -> str:
-    """This run's like-for-like ratios against the published ones, and what still differs."""
-    from datajourney.chapters import common as storage  # chapter 2's findings, computed from its result file
+def published_note(facts: Facts) -> str:
+    """This run's like-for-like ratios beside the published ones, and what still differs."""
     from datajourney.chapters import published
 
+    facts = _facts(facts)
     out = []
     for w in PUBLISHED_WORKERS:
         fig = published.figure(CHAPTER, f"shard ÷ small files, workers={w}")
-        try:
-            f = _published_finding(res, _epochs(res), w)
-        except KeyError:
-            f = None
-        if fig is None or f is None:
+        c = facts.get(f"published_w{w}")
+        if fig is None or c is None or c.published is None:
             continue
-        inside = f.interval is not None and f.interval[0] <= fig.mean <= f.interval[1]
-        out.append(f"`num_workers={w}`: published {fig.text}, this run {f.headline}"
-                   + (" (the published figure lies within this run's range)" if inside else
-                      f" ({times(f.value / fig.mean)} the published figure)"))
+        out.append(f"`num_workers={w}`: published {fig.text}, this run {say.headline(c)}")
     if not out:
         return ""
     text = "Shard ÷ small files, like for like: " + "; ".join(out) + "."
-    if storage.guest_cold(res):
-        text += (" This run's cold reads were **guest-cold** (latency check below), the published ones came from a "
-                 "physical drive.")
+    if facts.data.get("guest_cold"):
+        text += (" This run's cold reads were guest-cold (purged from this virtual machine's page cache; a cache on "
+                 "its host may still hold the data), the published ones came from a physical drive.")
     return text
 
 
@@ -677,9 +736,17 @@ def spread_notes(res) -> str:
                           col="steady_MBps")
 
 
-def residency(res) -> str:
-    """Whether cold epochs started cold and warm ones warm (the cold state named as the latency check says)."""
-    return residency_note(res.table("epochs"), "epochs", cold=cold_label(res))
+def residency(facts: Facts) -> str:
+    """Whether cold epochs started cold and warm ones warm: the residency measured when each epoch began."""
+    facts = _facts(facts)
+    parts = []
+    c, w = facts.get("residency.cold"), facts.get("residency.warm")
+    if c is not None:
+        share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
+        parts.append(f"{say.text(facts.data.get('cold_label') or 'cold')} epochs started with {share} resident")
+    if w is not None:
+        parts.append(f"warm epochs with at least **{say.value(w)}**")
+    return ("Residency: " + "; ".join(parts) + ".") if parts else "No timed epochs to check."
 
 
 def in_order_note(res) -> str:
@@ -716,7 +783,8 @@ COLD_WARM_TOL = 0.10
 
 
 def _is_reference(res) -> bool:
-    return bool(res.parameters.get("is_reference_run")) or str(res.run_id).startswith("reference")
+    return ("is_reference_run" in res.parameters and bool(res.parameters["is_reference_run"])) \
+        or str(res.run_id).startswith("reference")
 
 
 def _request_kib(e: pd.DataFrame, w: int) -> tuple[float, float] | None:
@@ -868,80 +936,23 @@ def latency_note(res) -> str:
 
 
 # --------------------------------------------------------------------------- the opening
-def _best_workers(e: pd.DataFrame, kind: str, cache: str) -> tuple[int, list[float], list[float]] | None:
-    """The fewest workers whose steady MB/s for ``kind`` is level with the fastest count's (within the
-    runs' spread, so a CPU is not spent on noise), its runs and those with no workers; None when not measured."""
-    runs = {int(w): values_of(e, "steady_MBps", cache=cache, workers=w, kind=kind) for w in sorted(set(e["workers"]))}
-    runs = {w: v for w, v in runs.items() if v}
-    if 0 not in runs:
-        return None
-    top = max(runs, key=lambda w: mean(runs[w]))
-    best = min(w for w, v in runs.items() if fnd.direction(v, runs[top]) >= 0)
-    return best, runs[best], runs[0]
-
-
-def _loader_snippet(res, workers: int) -> str:
-    bs = int(res.parameters.get("batch_size", 64))
-    return f"loader = DataLoader(dataset, batch_size={bs}, shuffle=True, num_workers={workers})"
-
-
-def opening(res) -> Opening:
+def opening(facts: Facts) -> Opening:
     """What the chapter opens with: the layout gap without workers, what the most workers left of it, and
-    the cost of starting them, one sentence each; then the worker count and the layout this run's numbers
-    choose, with their measured gain."""
-    e = _epochs(res)
-    cache = "cold" if "cold" in set(e["cache"]) else "warm"
-    label = cold_label(res) if cache == "cold" else cache
-    out, actions = [], []
-    f0 = _published_finding(res, e, 0, cache=cache)
-    if f0 is not None:
-        verdict = fnd.choose(f0.values["direction"], f"**{times(f0.value)} faster than**",
-                             f"**{times(1 / f0.value)} slower than**", "**level with**")
-        out.append(Finding(f0.key, f"{label.capitalize()}, with `num_workers=0`, one shard read in order ran "
-                           f"{verdict} the same samples as shuffled small files ({num(f0.values['shard'], 'MB/s')} "
-                           f"against {num(f0.values['small_files'], 'MB/s')}).", f0.value, "×",
-                           published=f0.published, interval=f0.interval))
-    g = _shuffled_gap(res, e) if cache == "cold" else None
-    if g is not None:
-        w = g.values["workers"]
-        out.append(Finding(g.key, f"With `num_workers={w}`, both shuffled, the shard ran " + fnd.choose(
-            g.values["direction"], f"**{times(g.value)} faster than** the small files: workers narrow the gap "
-                                   "without closing it.",
-            f"**{times(1 / g.value)} slower than** the small files.",
-            f"**level with** the small files ({times(g.value)}): enough workers hide the layout.")
-            , g.value, "×", interval=g.interval))
-    fb = _first_batch(res, e)
-    if fb is not None:
-        w, w0 = int(max(e["workers"])), int(min(e["workers"]))
-        same = e[e["cache"] == fb.values["cache"]]
-        out.append(Finding(fb.key, f"Starting {w} workers delayed the first batch to **{num(fb.value, 'ms')}**, "
-                           f"{pct(same[same['workers'] == w]['first_batch_share'].mean())} of an epoch, against "
-                           f"{num(float(same[same['workers'] == w0]['first_batch_s'].mean()) * 1e3, 'ms')} with "
-                           f"`num_workers={w0}`.", fb.value, "ms", interval=fb.interval))
-    best = _best_workers(e, "small_files", cache)
-    if best is not None:
-        w, v, v0 = best
-        if w > 0 and fnd.direction(v, v0) > 0:
-            actions.append(Action(f"Set `num_workers={w}` for one file per sample: it read "
-                                  f"{num(mean(v), 'MB/s')} against {num(mean(v0), 'MB/s')} with none "
-                                  f"({times(mean(v) / mean(v0))}, {label}); "
-                                  + ("the largest count measured, so more may help." if w == max(e["workers"]) else
-                                     "more workers gained nothing measurable."),
-                                  _loader_snippet(res, w)))
-        else:
-            actions.append(Action(f"Keep `num_workers=0` for one file per sample: no worker count read faster than "
-                                  f"the main process alone here ({num(mean(v0), 'MB/s')}, {label}).",
-                                  _loader_snippet(res, 0)))
-    shard = _best_workers(e, "shard_in_order", cache)
-    if best is not None and shard is not None:
-        sw, sv, _ = shard
-        d = fnd.direction(sv, best[1])
-        actions.append(Action(
-            fnd.choose(d, f"Store the samples in a shard read in order: with `num_workers={sw}` it read "
-                          f"{num(mean(sv), 'MB/s')}, {times(mean(sv) / mean(best[1]))} the best the small files "
-                          f"reached ({num(mean(best[1]), 'MB/s')}).",
-                       f"Keep one file per sample: with workers the small files ({num(mean(best[1]), 'MB/s')}) "
-                       f"outran the shard read in order ({num(mean(sv), 'MB/s')}).",
-                       f"Keep the layout you have: at their best worker counts the shard read in order "
-                       f"({num(mean(sv), 'MB/s')}) and the small files ({num(mean(best[1]), 'MB/s')}) were level.")))
+    the cost of starting them, one sentence each; then the worker count and the layout the analysis
+    advises, with their measured gain."""
+    facts = _facts(facts)
+    out = []
+    if "published_w0" in facts:
+        c = facts["published_w0"]
+        out.append(Finding(c.key, _define(f"{_cap(say.text(facts[c.of].label))} ran "
+                                          f"**{say.comparison(c, facts)}**."), c.number, "×", c.published))
+    if "shuffled_gap_max_workers" in facts:
+        c = facts["shuffled_gap_max_workers"]
+        out.append(Finding(c.key, f"{_cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
+                           c.number, "×"))
+    if "first_batch" in facts:
+        f = facts["first_batch"]
+        out.append(Finding("first_batch", f"{_cap(say.text(f.label))} was **{say.value(f, runs=False)}**, "
+                           f"{say.value(facts['first_batch.share'])} of an epoch.", f.number, "ms"))
+    actions = [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
     return Opening(out[:3], actions[:3])

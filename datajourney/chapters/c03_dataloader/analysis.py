@@ -1,0 +1,204 @@
+"""Chapter 3's analysis: what a result of :mod:`.experiment` found, as facts (no prose).
+
+The workload is the DataLoader over synthetic samples read one file each or from one shard (per-file
+reads only: no decoding, no model), so its advice is labelled as that, never as a training recipe.
+Keys other pages may read are listed in :data:`EXPORTS`.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from datajourney.chapters.c03_dataloader.experiment import KINDS, MAIN_BOUND_SHARE, transfer_cost
+from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, cold_verdict, guest_cold, table_of, values_of
+from datajourney.core import findings as fnd
+from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.findings import size_label
+
+CHAPTER = "03_dataloader"
+EXPORTS = ("published_w0", "published_w4", "first_batch", "shuffled_gap_max_workers", "cold_state",
+           "small_files.num_workers", "small_files.layout")
+#: The published comparison's worker counts.
+PUBLISHED_WORKERS = (0, 4)
+LABELS = {"small_files": "shuffled small files", "shard": "one shard read shuffled",
+          "shard_in_order": "one shard read in order"}
+
+
+def _runs(key: str, values, **kw) -> Fact:
+    """:func:`measured`, with no range from fewer than :data:`MIN_RUNS_FOR_RANGE` runs."""
+    f = measured(key, values, **kw)
+    return f if f.n >= MIN_RUNS_FOR_RANGE else replace(f, spread=None)
+
+
+def analyse(res) -> Facts:
+    """Every number chapter 3's opening and key results state, from ``res``'s tables."""
+    out = Facts(CHAPTER, exports=EXPORTS)
+    v = cold_verdict(res)
+    cold = v.label
+    out.add(Fact("cold_state", cold if v.state is not None else None, label="what a cold read reached",
+                 quantity="choice", better=None, n=len(v.medians),
+                 setting=dict(state=v.state, hypervisor=v.hypervisor, source=v.source, floor_us=v.floor_us,
+                              medians=list(v.medians), share_below=v.share_below, label=cold)))
+    out.data.update(cold_label=cold, guest_cold=guest_cold(res))
+    e = table_of(res, "epochs")
+    if e.empty or "steady_MBps" not in e:
+        return out
+    caches = set(e["cache"])
+    cache = "cold" if "cold" in caches else "warm"
+    word = cold if cache == "cold" else "warm"
+    ws = sorted(int(w) for w in set(e["workers"]))
+    n = (int(res.parameters["n_files"]) if "n_files" in res.parameters
+         else int(e["samples"].max()) if "samples" in e else 0)
+    size = int(e["sample_size"].iloc[0]) if "sample_size" in e else 0
+    out.data.update(cache=cache, workers=ws, n_files=n, sample_size=size)
+
+    def rate(kind, w, c=cache, key=None):
+        vals = values_of(e, "steady_MBps", cache=c, workers=w, kind=kind)
+        label = f"{LABELS[kind]}, num_workers={w}, {cold if c == 'cold' else c}"
+        return _runs(key or f"{c}.w{w}.{kind}", vals, unit="MB/s", label=label,
+                     setting=dict(cache=c, workers=w, kind=kind)) if vals else None
+
+    for w in PUBLISHED_WORKERS:
+        sh, sf = rate("shard_in_order", w), rate("small_files", w)
+        if sh is not None and sf is not None:
+            out.add(sh, sf, compare(f"published_w{w}", sh, sf,
+                                    published=f"shard ÷ small files, workers={w}" if cache == "cold" else None))
+    if "cold" in caches:
+        w = ws[-1]
+        sh, sf = rate("shard", w, "cold"), rate("small_files", w, "cold")
+        if sh is not None and sf is not None:
+            out.add(sh, sf, replace(compare("shuffled_gap_max_workers", sh, sf), setting=dict(workers=w)))
+    _first_batch(out, e, ws)
+    _main_process(out, e, ws)
+    _one_worker(out, res)
+    _residency(out, e)
+    _advice(out, res, e, ws, cache, word, n, size)
+    return out
+
+
+def _first_batch(out: Facts, e: pd.DataFrame, ws: list[int]) -> None:
+    w = ws[-1]
+    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
+    if part.empty:
+        part = e[e["workers"] == w]
+    if part.empty:
+        return
+    c = part["cache"].iloc[0]
+    fb = (part["first_batch_s"] * 1e3).tolist()
+    out.add(replace(measured("first_batch", fb, unit="ms", quantity="time", better="lower",
+                             label=f"the time to the first batch with num_workers={w}"),
+                    setting=dict(workers=w, cache=c)))
+    out.add(Fact("first_batch.share", 100 * float(part["first_batch_share"].mean()), "%",
+                 "the share of an epoch before the first batch", "share", "lower", len(part),
+                 setting=dict(workers=w, cache=c)))
+    w0 = e[(e["workers"] == ws[0]) & (e["cache"] == c)]["first_batch_s"] * 1e3
+    if ws[0] != w and len(w0):
+        out.add(measured("first_batch.fewest", w0.tolist(), unit="ms", quantity="time", better="lower",
+                         label=f"the time to the first batch with num_workers={ws[0]}", setting=dict(workers=ws[0])))
+        out.add(compare("first_batch.vs_fewest", out["first_batch"], out["first_batch.fewest"]))
+
+
+def _main_process(out: Facts, e: pd.DataFrame, ws: list[int]) -> None:
+    w = ws[-1]
+    if w == 0:
+        return
+    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
+    if part.empty:
+        part = e[e["workers"] == w]
+    busy = {k: values_of(part, "main_busy", kind=k) for k in KINDS}
+    waiting = {k: values_of(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
+    busy = {k: v for k, v in busy.items() if v}
+    if not busy:
+        return
+    demand = {k: sum(v) / len(v) + (sum(waiting[k]) / len(waiting[k]) if waiting.get(k) else 0.0)
+              for k, v in busy.items()}
+    for k, d in demand.items():
+        out.add(Fact(f"main_process.{k}", 100 * d, "%", f"the main process wanting a CPU, {LABELS[k]}", "share",
+                     None, len(busy[k]), setting=dict(workers=w, kind=k)))
+    key = "shard" if "shard" in demand else min(demand, key=demand.get)
+    out.add(replace(out[f"main_process.{key}"], key="main_process",
+                    setting=dict(workers=w, bound=[k for k in demand if demand[k] >= MAIN_BOUND_SHARE],
+                                 cache=str(part["cache"].iloc[0]))))
+
+
+def _one_worker(out: Facts, res) -> None:
+    tr = res.tables["transfer"] if "transfer" in res.tables else pd.DataFrame()
+    if tr.empty:
+        return
+    tc = transfer_cost(tr)
+    tc = tc[tc["payload"] == "bytes"]
+    if tc.empty:
+        return
+    bs = int(res.parameters["batch_size"]) if "batch_size" in res.parameters else int(tc["batch_size"].iloc[0])
+    row = tc.iloc[(tc["batch_size"] - bs).abs().argsort().iloc[0]]
+    n = int(row["n"])
+    out.add(Fact("one_worker", float(row["extra_ms_per_batch"]), "ms",
+                 f"the extra time per batch of {int(row['batch_size'])} with one worker against none", "time",
+                 "lower", n, (float(row["extra_min"]), float(row["extra_max"])) if n >= MIN_RUNS_FOR_RANGE else None,
+                 dict(batch_size=int(row["batch_size"]),
+                      direction=1 if row["extra_min"] > 0 else -1 if row["extra_max"] < 0 else 0)))
+    out.add(Fact("one_worker.w1", float(row["w1_ms_per_batch"]), "ms", "one worker, per batch", "time", "lower", n),
+            Fact("one_worker.w0", float(row["w0_ms_per_batch"]), "ms", "no worker, per batch", "time", "lower", n))
+
+
+def _residency(out: Facts, e: pd.DataFrame) -> None:
+    if "resident_at_start" not in e:
+        return
+    c, w = e[e["cache"] == "cold"], e[e["cache"] == "warm"]
+    if len(c):
+        out.add(Fact("residency.cold", 100 * float(c["resident_at_start"].max()), "%", quantity="share",
+                     better="lower", n=len(c), label="the most of the data resident when a cold epoch started"))
+    if len(w):
+        out.add(Fact("residency.warm", 100 * float(w["resident_at_start"].min()), "%", quantity="share",
+                     better="higher", n=len(w), label="the least of the data resident when a warm epoch started"))
+
+
+def _best(e: pd.DataFrame, kind: str, cache: str, ws: list[int]):
+    """The fewest workers whose steady MB/s for ``kind`` is level with the fastest count's (within the runs'
+    spread, so a CPU is not spent on noise), with its runs; None when not measured."""
+    runs = {w: values_of(e, "steady_MBps", cache=cache, workers=w, kind=kind) for w in ws}
+    runs = {w: v for w, v in runs.items() if v}
+    if 0 not in runs:
+        return None
+    top = max(runs, key=lambda w: sum(runs[w]) / len(runs[w]))
+    best = min(w for w, v in runs.items() if fnd.direction(v, runs[top]) >= 0)
+    return best, runs
+
+
+def _advice(out: Facts, res, e, ws, cache, word, n, size) -> None:
+    workload = (f"a DataLoader over {n:,} synthetic {size_label(size)} samples, one file each "
+                "(per-file reads only: no decoding, no model)")
+    small = _best(e, "small_files", cache, ws)
+    if small is None:
+        return
+    w, runs = small
+    none = _runs("small_files.none", runs[0], unit="MB/s", label=f"{LABELS['small_files']}, num_workers=0, {word}")
+    best = _runs("small_files.best", runs[w], unit="MB/s", label=f"{LABELS['small_files']}, num_workers={w}, {word}",
+                 setting=dict(workers=w))
+    out.add(none, best)
+    bs = int(res.parameters["batch_size"]) if "batch_size" in res.parameters else int(e["batch_size"].iloc[0])
+    if w > 0 and fnd.direction(runs[w], runs[0]) > 0:
+        out.add(compare("workers_gain", best, none))
+        out.advise(Advice("small_files.num_workers", "num_workers", w, workload, gain="workers_gain",
+                          scope="edge" if w == max(ws) else "best", evidence=("small_files.best", "small_files.none"),
+                          snippet=f"loader = DataLoader(dataset, batch_size={bs}, shuffle=True, num_workers={w})"))
+    else:
+        out.advise(Advice("small_files.num_workers", "num_workers", 0, workload, evidence=("small_files.none",),
+                          snippet=f"loader = DataLoader(dataset, batch_size={bs}, shuffle=True, num_workers=0)"))
+    shard = _best(e, "shard_in_order", cache, ws)
+    if shard is None:
+        return
+    sw, sruns = shard
+    sbest = _runs("shard_in_order.best", sruns[sw], unit="MB/s",
+                  label=f"{LABELS['shard_in_order']}, num_workers={sw}, {word}", setting=dict(workers=sw))
+    out.add(sbest)
+    d = fnd.direction(sruns[sw], runs[w])
+    if d > 0:
+        out.add(compare("layout_gain", sbest, best))
+        out.advise(Advice("small_files.layout", "layout", "one shard read in order", workload, gain="layout_gain",
+                          evidence=("shard_in_order.best", "small_files.best")))
+    else:
+        out.add(compare("layout_gain.files", best, sbest))
+        out.advise(Advice("small_files.layout", "layout", "one file per sample", workload, gain="layout_gain.files",
+                          evidence=("small_files.best", "shard_in_order.best")))
