@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import has_nan
 
+from datajourney.chapters.c04_cpu_starvation import analysis, page
 from datajourney.chapters.c04_cpu_starvation import experiment as starvation
-from datajourney.chapters.c04_cpu_starvation import page
 from datajourney.core.params import ParameterError
 from datajourney.core.results import Result
 from datajourney.core.timing import NvmlSampler, clock_reason_names, run_sustained, steady_state
@@ -51,8 +51,8 @@ def test_bad_parameters_are_named(name, value):
 
 
 def test_workers_auto_is_the_default_list_and_zero_is_refused():
-    assert starvation.check_parameters({**P, "workers": "auto"})["workers"] == starvation.default_workers()
-    assert starvation.check_parameters({**P, "workers": [0]})["workers"] == [0]
+    assert starvation.check_parameters({**P, "workers": "auto"}).workers == starvation.default_workers()
+    assert starvation.check_parameters({**P, "workers": [0]}).workers == [0]
     with pytest.raises(ParameterError, match="'workers'"):
         starvation.check_parameters({**P, "workers": 0})  # a scalar 0 never silently means the default list
 
@@ -63,7 +63,7 @@ def test_decode_scale_is_bounded_and_real_work_needs_a_cost():
     assert starvation.check_parameters({**P, "work_kinds": ["tokenize"], "real_work_scale": 1000})
     with pytest.raises(ParameterError, match="'d_ms'"):
         starvation.check_parameters({**P, "work_kinds": ["tokenize"], "d_ms": 0})
-    assert starvation.check_parameters({**P, "d_ms": 0})["d_ms"] == 0  # sleep work may cost nothing
+    assert starvation.check_parameters({**P, "d_ms": 0}).d_ms == 0  # sleep work may cost nothing
 
 
 def test_tokenize_needs_the_tokenizers_package(monkeypatch):
@@ -295,7 +295,7 @@ def _result(*, w0_wait=165.0, w4_wait=1.0, w4_step=51.0, g=50.0, sweep_waits=Non
 
 
 def _texts(res):
-    return {f.key: f.text for f in page.findings(res)}
+    return {f.key: f.text for f in page.findings(analysis.analyse(res))}
 
 
 def _drift(res):
@@ -305,18 +305,18 @@ def _drift(res):
 
 
 def test_findings_of_a_constructed_run_say_what_it_shows():
-    f = page.findings(_result())
+    f = page.findings(analysis.analyse(_result()))
     assert 3 <= len(f) <= 6 and len({x.key for x in f}) == len(f)
     t = {x.key: x.text for x in f}
-    assert "165 ms" in t["published_w0"] and "close to" in t["published_w0"]
-    assert "more than" in _texts(_result(w0_wait=175.0))["published_w0"]
-    assert "keeps up" in t["published_w4"]
+    assert "165 ms" in t["published_w0"] and "1.03× slower than D·B in the model" in t["published_w0"]
+    assert "keeps up" in t["published_w4"] and "`D·B/W` (the CPU cost of a batch" in t["published_w4"]
+    assert "accelerator utilisation (AU:" in t["published_w4"]
     assert "higher clocks" in _drift(_result()) and "power cap" in _drift(_result())
-    assert "less than one run back-to-back" in t["step_drift"] and "MHz" not in t["step_drift"]
-    assert "from **W = 4**" in t["workers_to_keep_up"]
-    assert "variable per-sample cost it cut the mean wait" in t["prefetch_balanced"]
-    assert "constant per-sample cost it made no consistent difference" in t["prefetch_balanced"]
-    assert "saved" in t["epoch_boundary"]
+    assert "faster than a step run back-to-back" in t["step_drift"] and "MHz" not in t["step_drift"]
+    assert "from **W = 4**" in t["workers_to_keep_up"] and "synthetic" in t["workers_to_keep_up"]
+    assert "variable per-sample cost, a prefetch factor of 4 was 3" in t["prefetch_balanced"]
+    assert "constant per-sample cost, a prefetch factor of 4 was level with" in t["prefetch_balanced"]
+    assert "faster than the first step of epoch 2 without persistent workers" in t["epoch_boundary"]
     by_key = {x.key: x for x in f}
     assert by_key["published_w0"].published == "data wait per step, W=0"
     assert by_key["published_w4"].published == "data wait per step, W=4"
@@ -330,13 +330,13 @@ def test_reversed_workers_that_do_not_keep_up():
 
 
 def test_reversed_w0_below_the_model():
-    assert "less than" in _texts(_result(w0_wait=120.0))["published_w0"]
-    assert "close to" in _texts(_result(w0_wait=161.0))["published_w0"]
+    assert "faster than D·B in the model" in _texts(_result(w0_wait=120.0))["published_w0"]
+    assert "slower than D·B in the model" in _texts(_result(w0_wait=175.0))["published_w0"]
 
 
 def test_reversed_a_step_that_does_not_drift():
     t = _texts(_result(after_gap=50.0, clocks=(1980, 1980)))["step_drift"]
-    assert "same time after an idle gap" in t and "higher clocks" not in t and "power cap" not in t
+    assert "level with a step run back-to-back" in t and "higher clocks" not in t and "power cap" not in t
 
 
 def test_reversed_a_step_slower_after_idle_and_clocks_that_do_not_explain_it():
@@ -351,39 +351,44 @@ def test_reversed_faster_after_idle_without_nvml():
 
 def test_reversed_prefetch_that_helps_and_one_that_does_not():
     t = _texts(_result(pf_variable=(10.0, 10.0)))["prefetch_balanced"]
-    assert "cut" not in t and t.count("made no consistent difference") == 2
-    t = _texts(_result(pf_constant=(10.0, 3.0), pf_variable=(10.0, 3.0)))["prefetch_balanced"]
-    assert t.count("cut the mean wait") == 2
-    assert "raised" in _texts(_result(pf_variable=(3.0, 10.0)))["prefetch_balanced"]
+    assert "faster" not in t and t.count("level with") == 2
+    f = analysis.analyse(_result(pf_constant=(10.0, 3.0), pf_variable=(10.0, 3.0)))
+    assert _texts(_result(pf_constant=(10.0, 3.0), pf_variable=(10.0, 3.0)))["prefetch_balanced"].count(
+        "shorter in every run") == 2
+    assert f.advice_for("synthetic.prefetch_factor").value == 4
+    assert "slower than" in _texts(_result(pf_variable=(3.0, 10.0)))["prefetch_balanced"]
+    assert analysis.analyse(_result(pf_variable=(3.0, 10.0))).advice_for("synthetic.prefetch_factor") is None
 
 
 def test_prefetch_runs_that_disagree_make_no_claim():
     res = _result()
     pf = res.tables["prefetch"]
     pf.loc[(pf["cost"] == "variable") & (pf["run"] == 1) & (pf["prefetch_factor"] == 4), "wait_ms"] = 40.0
-    t = _texts(res)["prefetch_balanced"]
-    assert "variable per-sample cost it made no consistent difference" in t
-    assert "shorter in some runs and longer in others" in t
+    f = analysis.analyse(res)
+    assert f["prefetch_balanced.variable"].setting["every_run"] == 0
+    assert f.advice_for("synthetic.prefetch_factor") is None
+    assert "not in every run by more than a tenth" in _texts(res)["prefetch_balanced"]
 
 
 def test_reversed_persistent_workers_that_do_not_help():
-    t = _texts(_result(non=(170.0, 172.0), per=(171.0, 170.5)))["epoch_boundary"]
-    assert "no clear difference" in t and "saved" not in t
+    res = _result(non=(170.0, 172.0), per=(171.0, 170.5))
+    assert "level with the first step of epoch 2 without" in _texts(res)["epoch_boundary"]
+    assert analysis.analyse(res).advice_for("synthetic.persistent_workers").value is False
 
 
 def test_takeaways_follow_the_data():
-    assert "saved" in page.takeaways(_result())
-    t = page.takeaways(_result(non=(170.0, 172.0), per=(171.0, 170.5), pf_variable=(10.0, 10.0),
-                                     pf_constant=(5.0, 5.0), after_gap=50.0, clocks=(1980, 1980)))
-    assert "no clear difference" in t and "made no consistent difference even in the balanced case" in t
-    assert "same time after an idle gap" in t
+    assert "`persistent_workers=True`" in page.takeaways(analysis.analyse(_result()))
+    t = page.takeaways(analysis.analyse(_result(non=(170.0, 172.0), per=(171.0, 170.5), pf_variable=(10.0, 10.0),
+                                                pf_constant=(5.0, 5.0), after_gap=50.0, clocks=(1980, 1980))))
+    assert "`persistent_workers=False`" in t and "prefetch_factor" not in t
+    assert "level with a step run back-to-back" in t
 
 
 def test_findings_of_an_older_result_without_the_new_tables():
     res = _result()
     for name in ("idle_gaps", "calibration", "prefetch"):
         del res.tables[name]
-    keys = [f.key for f in page.findings(res)]
+    keys = [f.key for f in page.findings(analysis.analyse(res))]
     assert keys == ["published_w0", "published_w4", "workers_to_keep_up", "epoch_boundary"]
 
 
@@ -394,14 +399,16 @@ def test_findings_of_a_short_cpu_run(tmp_path):
                          progress=False)
     assert (tmp_path / f"{starvation.CHAPTER}.json").exists()
     assert {"calibration", "idle_gaps", "summary", "steps", "prefetch", "epoch_boundary"} <= set(res.tables)
-    items = page.findings(res)
+    assert res.facts is not None and "workers_to_keep_up" in res.facts
+    items = page.findings(res.facts)
     assert 3 <= len(items) <= 6
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text
+    assert "None" not in page.takeaways(res.facts)
     assert res.metadata["nvml"]["available"] in (True, False)
     for fn in (page.step_sentence, page.published_case_sentences, page.model_walkthrough,
                page.model_gap_notes, page.cores_sentence, page.first_batch_note,
-               page.au_drift_sentence, page.takeaways):
+               page.au_drift_sentence):
         text = fn(res)
         assert text is None or (not has_nan(text) and "None" not in text), fn.__name__
 
@@ -492,25 +499,20 @@ def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
     assert page.drift_details(_result(cuda=False, nvml=False)) is None
 
 
-def test_prefetch_lower_in_every_run_but_within_tolerance_says_how_much():
+def test_prefetch_lower_in_every_run_but_within_tolerance_makes_no_claim():
     res = _result(pf_constant=(1.30, 1.25))     # 4% lower in every run: within the 10% tolerance
-    t = _texts(res)["prefetch_balanced"]
-    assert "constant per-sample cost it lowered the wait only slightly" in t and "on the means" in t
-    assert "not by more than 10% in every run" in t and "no consistent difference" not in t.split(";")[0]
-    t = _texts(_result(pf_constant=(1.25, 1.30)))["prefetch_balanced"]
-    assert "constant per-sample cost it raised the wait only slightly" in t and "not by more than 10%" in t
+    assert analysis.analyse(res)["prefetch_balanced.constant"].setting["every_run"] == 0
+    assert "not in every run by more than a tenth" in _texts(res)["prefetch_balanced"]
 
 
-def test_prefetch_ratio_on_the_means_is_not_called_the_ratio_of_every_run():
+def test_prefetch_note_keeps_the_spread_of_the_runs():
     res = _result()
     pf = res.tables["prefetch"]
     v = pf["cost"] == "variable"
     pf.loc[v & (pf["prefetch_factor"] == 4), "wait_ms"] = [9.0, 1.0, 5.0]     # every run shorter, by 1.1-30x
     pf.loc[v & (pf["prefetch_factor"] == 1), "wait_ms"] = [10.0, 30.0, 11.0]
     t = _texts(res)["prefetch_balanced"]
-    assert "on the means; shorter in every run" in t and "× in every run" not in t
-    assert "spread widely" not in t   # the spread is the note's to tell (three runs: a range per run)
-    assert "1.11–30.0× per run" in t
+    assert "spread widely" not in t   # the spread is the note's to tell
     s = page.prefetch_sentence(res)
     assert "coefficient of variation" in s and s not in t and "1–9 ms" in s
 

@@ -25,11 +25,13 @@ with variable per-sample cost; and the epoch boundary with and without persisten
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import os
 import time
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -37,17 +39,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from datajourney.chapters.c04_cpu_starvation.params import Params
-from datajourney.core.params import (
-    ParameterError,
-    boolean,
-    choices,
-    int_list,
-    memory,
-    nonnegative_int,
-    number,
-    positive_int,
-    requires,
-)
+from datajourney.core.params import ParameterError, memory, requires, run_options
 from datajourney.core.timing import NvmlSampler, cuda_ms, run_sustained, steady_state
 
 CHAPTER = "04_cpu_starvation"
@@ -488,88 +480,72 @@ def default_workers(cores: int | None = None) -> list[int]:
     return out
 
 
-def check_parameters(p: dict) -> dict:
-    """Every parameter of the chapter, checked before any work; returns them normalised."""
-    q = dict(p)
+def check_parameters(params) -> Params:
+    """Every parameter of the chapter checked before any work: the declarations (:meth:`Params.checked`), then
+    what they cannot say: worker counts against this machine's cores, at least one kind of work, the decode
+    image's size and memory, real work that has a cost to be sized to, data paths that exist. ``workers``
+    "auto" comes back as the list it stands for."""
+    if isinstance(params, Mapping):
+        run_options(params)
+    p = Params.coerce(params).checked()
     cores = len(os.sched_getaffinity(0))
     bound = max(64, 4 * cores)
-    q["d_ms"] = number("d_ms", p["d_ms"], minimum=0, maximum=10_000)
-    q["g_ms"] = number("g_ms", p["g_ms"], minimum=0, maximum=10_000, exclusive_minimum=True)
-    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=65536)
-    w = p["workers"]
-    if w == "auto":
-        q["workers"] = default_workers()
-    elif isinstance(w, (list, tuple)):
-        q["workers"] = int_list("workers", w, minimum=0, maximum=bound)
-    else:
-        raise ParameterError("workers", w, f"a non-empty list of integers from 0 to {bound:,}, or 'auto' "
-                                           "(0, 1, 2, 4, ... up to the usable cores)")
-    q["published_workers"] = int_list("published_workers", p["published_workers"], minimum=0, maximum=bound)
-    q["steps"] = positive_int("steps", p["steps"], maximum=100_000)
-    q["warmup_steps"] = nonnegative_int("warmup_steps", p["warmup_steps"], maximum=10_000)
-    q["work_kinds"] = choices("work_kinds", p["work_kinds"], WORK_KINDS)
-    real = [k for k in q["work_kinds"] if k != "sleep"]
-    max_scale = DECODE_MAX_PX // DECODE_PX if "decode" in real else 1000
-    q["real_work_scale"] = nonnegative_int("real_work_scale", p["real_work_scale"], maximum=max_scale)
-    if real and q["real_work_scale"] == 0 and q["d_ms"] == 0:
-        raise ParameterError("d_ms", p["d_ms"], "a cost above 0 ms when real work (" + ", ".join(real)
+    workers = default_workers() if p.workers == "auto" else p.workers
+    for name, values in (("workers", workers), ("published_workers", p.published_workers),
+                         ("boundary_workers", [p.boundary_workers]), ("prefetch_workers", [p.prefetch_workers])):
+        if any(v > bound for v in values):
+            raise ParameterError(name, getattr(p, name), f"worker counts from 0 to {bound:,} on this machine "
+                                                         f"({cores} usable cores)")
+    if not p.work_kinds:
+        raise ParameterError("work_kinds", p.work_kinds,
+                             "a non-empty list drawn from " + ", ".join(map(repr, WORK_KINDS)))
+    real = [k for k in p.work_kinds if k != "sleep"]
+    if "decode" in real and p.real_work_scale > DECODE_MAX_PX // DECODE_PX:
+        raise ParameterError("real_work_scale", p.real_work_scale,
+                             f"an integer from 0 to {DECODE_MAX_PX // DECODE_PX} when decode work runs")
+    if real and p.real_work_scale == 0 and p.d_ms == 0:
+        raise ParameterError("d_ms", p.d_ms, "a cost above 0 ms when real work (" + ", ".join(real)
                              + ") is calibrated to it (real_work_scale = 0)")
-    q["boundary_workers"] = positive_int("boundary_workers", p["boundary_workers"], maximum=bound)
-    q["steps_per_epoch"] = positive_int("steps_per_epoch", p["steps_per_epoch"], maximum=10_000)
-    q["boundary_runs"] = positive_int("boundary_runs", p.get("boundary_runs", 1), maximum=100)
-    q["prefetch_factors"] = int_list("prefetch_factors", p["prefetch_factors"], minimum=1, maximum=64)
-    q["prefetch_workers"] = positive_int("prefetch_workers", p.get("prefetch_workers", 4), maximum=bound)
-    q["prefetch_runs"] = positive_int("prefetch_runs", p.get("prefetch_runs", 1), maximum=100)
-    q["calibration_s"] = number("calibration_s", p.get("calibration_s", 3.0), minimum=0.05, maximum=600)
-    q["idle_gaps_ms"] = int_list("idle_gaps_ms", p.get("idle_gaps_ms", [0, 100]), minimum=0, maximum=10_000)
-    q["idle_repeats"] = positive_int("idle_repeats", p.get("idle_repeats", 1), maximum=1000)
-    q["idle_conditioning_steps"] = positive_int("idle_conditioning_steps", p.get("idle_conditioning_steps", 1),
-                                                maximum=1000)
-    q["seed"] = nonnegative_int("seed", p.get("seed", 0))
     for name in ("dataset_path", "tokenizer_dir"):
-        v = p.get(name)
-        if v is not None and (not isinstance(v, (str, os.PathLike)) or not os.path.exists(v)):
+        v = getattr(p, name)
+        if v is not None and not os.path.exists(v):
             raise ParameterError(name, v, "None (the offline copy or the hub) or an existing path")
-    if "is_reference_run" in p:
-        boolean("is_reference_run", p["is_reference_run"])
-    if p.get("reference_host") is not None and not isinstance(p["reference_host"], str):
-        raise ParameterError("reference_host", p["reference_host"], "None or the name of a reference host")
-    if "decode" in real and q["real_work_scale"]:
-        side = DECODE_PX * q["real_work_scale"]
-        memory("real_work_scale", p["real_work_scale"], 80 * side * side, what=f"generating {side} px test images")
-    return q
+    if "decode" in real and p.real_work_scale:
+        side = DECODE_PX * p.real_work_scale
+        memory("real_work_scale", p.real_work_scale, 80 * side * side, what=f"generating {side} px test images")
+    return dataclasses.replace(p, workers=workers)
 
 
-def preflight(params: dict) -> dict:
+def preflight(params) -> Params:
+    """The checked parameters (:func:`check_parameters`), and the tokenizer and texts the tokenize work needs."""
     p = check_parameters(params)
-    if "tokenize" in p["work_kinds"]:
-        requires("work_kinds", "tokenize", "tokenizers", "the tokenizers package (pip install tokenizers)")
+    if "tokenize" in p.work_kinds:
+        requires("work_kinds", "tokenize", "tokenizers", "tokenizers (pip install tokenizers)")
         from datajourney.toolkit import textdata
 
-        textdata.texts_and_source(min(256, 2000), dataset_path=p.get("dataset_path"),
-                                  tokenizer_dir=p.get("tokenizer_dir"))
+        textdata.texts_and_source(min(256, 2000), dataset_path=p.dataset_path, tokenizer_dir=p.tokenizer_dir)
     return p
 
 
 # --------------------------------------------------------------------------- chapter
-def _measure(*, d_ms: float, batch_size: int, g_ms: float, workers, published_workers, steps: int, warmup_steps: int,
-        work_kinds, real_work_scale: int, boundary_workers: int, steps_per_epoch: int, prefetch_factors,
-        boundary_runs: int, prefetch_workers: int, prefetch_runs: int, calibration_s: float,
-        idle_gaps_ms, idle_repeats: int, idle_conditioning_steps: int,
-        dataset_path, tokenizer_dir, seed: int, run_dir=None, progress: bool = True):
-    """Run chapter 4's experiments and save the result to ``run_dir``."""
-    params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in locals().items() if k != "progress"}
+def _measure(params: Params, *, run_dir=None, progress: bool = True):
+    """Run chapter 4's experiments and save the result (tables, fingerprint, facts) to ``run_dir``."""
     from tqdm import tqdm
 
+    from datajourney.chapters.c04_cpu_starvation import analysis
     from datajourney.core import results
     from datajourney.toolkit import textdata
 
-    p = check_parameters(params)
+    q = check_parameters(params)
+    p = q.as_dict()
+    d_ms, batch_size, g_ms, steps, warmup_steps = q.d_ms, q.batch_size, q.g_ms, q.steps, q.warmup_steps
+    dataset_path, tokenizer_dir, seed, boundary_workers = q.dataset_path, q.tokenizer_dir, q.seed, q.boundary_workers
+    steps_per_epoch = q.steps_per_epoch
     texts = tok = source = None
     if "tokenize" in p["work_kinds"]:
         texts, tok, source = textdata.texts_and_source(TOKENIZE_TEXTS, dataset_path=dataset_path,
                                                        tokenizer_dir=tokenizer_dir)
-    res = results.start(CHAPTER, params, run_dir)
+    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
     sampler = NvmlSampler() if torch.cuda.is_available() else None
     origin = time.perf_counter()
     if sampler is not None:
@@ -654,6 +630,7 @@ def _measure(*, d_ms: float, batch_size: int, g_ms: float, workers, published_wo
         text_source=vars(source) if source else None, real_work_scales=scales, real_work_costs_ms=costs,
         cores=len(os.sched_getaffinity(0)), au_threshold=AU_THRESHOLD,
         start_method=torch.multiprocessing.get_start_method())
+    res.facts = analysis.analyse(res)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
@@ -661,5 +638,5 @@ def _measure(*, d_ms: float, batch_size: int, g_ms: float, workers, published_wo
 def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
     """Run chapter 4's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
     changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)
+    p = Params.coerce(params if params is not None else Params()).replace(**changes)
+    return _measure(p, run_dir=run_dir, progress=progress)

@@ -11,14 +11,13 @@ import pandas as pd
 from datajourney.chapters.c04_cpu_starvation.experiment import (
     AU_THRESHOLD,
     CHAPTER,  # noqa: F401  (re-exported: the page names its chapter)
-    COST_PROFILES,
-    DEFAULT_PREFETCH,
     predicted_au,
     predicted_wait_ms,
-    workers_needed,
 )
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
 from datajourney.core import findings as fx
+from datajourney.core import phrasing
+from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening
 
 
@@ -62,43 +61,6 @@ def _au(row, g: float) -> float:
 
 def _keeps(au: float) -> str:
     return fx.choose(1 if au >= AU_THRESHOLD else -1, "keeps up", "falls short", "")
-
-
-def finding_w0(res) -> Finding:
-    p, g = _published(res), _g(res)
-    r = p.loc[0]
-    d, b = float(r["d_ms"]), int(r["batch_size"])
-    model = d * b
-    dev = fx.direction(float(r["wait_ms"]), model, tol=0.05)
-    return Finding(
-        "published_w0",
-        f"**Without workers** (`W = 0`) the training process prepares every batch itself: each step waited "
-        f"**{fx.num(r['wait_ms'], 'ms')}** for data, "
-        + fx.choose(dev, f"{fx.pct(r['wait_ms'] / model - 1)} more than",
-                    f"{fx.pct(1 - r['wait_ms'] / model)} less than",
-                    "close to")
-        + f" the model's `D·B` = {fx.num(model, 'ms')}, and the accelerator sat idle for "
-        f"**{fx.pct(r['idle_share'])}** of the step (compute {fx.num(r['compute_ms'], 'ms')} per step).",
-        value=float(r["wait_ms"]), unit="ms", published="data wait per step, W=0",
-        values=dict(model_ms=model, idle_share=float(r["idle_share"]), g_ms=g))
-
-
-def finding_w4(res) -> Finding:
-    p, g = _published(res), _g(res)
-    w = 4 if 4 in p.index else max(p.index)
-    r = p.loc[w]
-    d, b = float(r["d_ms"]), int(r["batch_size"])
-    per = d * b / w
-    au = _au(r, g)
-    return Finding(
-        f"published_w{w}",
-        f"**With {w} workers** a batch arrives every `D·B/W` = {fx.num(per, 'ms')} in the model, "
-        + fx.choose(1 if per <= g else -1, "within", "longer than", "")
-        + f" the calibrated step `G` = {fx.num(g, 'ms')}; the measured wait was **{fx.num(r['wait_ms'], 'ms')}** "
-        f"per step and AU against `G` **{fx.pct(au)}**: the loader **{_keeps(au)}** "
-        f"(threshold {fx.pct(AU_THRESHOLD)}).",
-        value=float(r["wait_ms"]), unit="ms", published=f"data wait per step, W={w}",
-        values=dict(au=au, per_batch_ms=per))
 
 
 def step_drift(res) -> dict | None:
@@ -198,7 +160,7 @@ def finding_drift(res) -> Finding | None:
             text += (" (" + fx.choose(dc, "higher", "lower", "level") + " after the gap): the clocks do not "
                      "line up with the step times, so they are not the explanation here.")
     elif x["cuda"]:
-        text += f" GPU clocks were not logged ({x['why'] or 'NVML not available'})."
+        text += f" GPU clocks were not logged ({phrasing.text(x['why'] or 'NVML not available')})."
     return Finding("step_drift", head, value=g, unit="ms",
                    values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d, clocks=text.strip()))
 
@@ -265,148 +227,6 @@ def drift_details(res, *, near: float = 0.03) -> str | None:
                      "so the evidence is the power draw against the board's limit and the clock.")
     return text
 
-def finding_sweep(res) -> Finding:
-    sw, g = _sweep(res), _g(res)
-    parts, firsts = [], {}
-    for k in dict.fromkeys(sw["work"]):
-        part = sw[sw["work"] == k].sort_values("workers")
-        d = float(part["d_ms"].iloc[0])
-        b = int(part["batch_size"].iloc[0])
-        au = [_au(r, g) for _, r in part.iterrows()]
-        ok = [int(w) for w, a in zip(part["workers"], au, strict=True) if a >= AU_THRESHOLD]
-        model_w = workers_needed(d, b, g)
-        model_in = [int(w) for w in part["workers"] if w >= model_w]
-        model_first = min(model_in) if model_in else None
-        if ok:
-            firsts[k] = first = min(ok)
-            agree = ("as the model predicts" if model_first == first else
-                     f"the model predicts W = {model_first}" if model_first is not None else
-                     f"the model predicts {model_w}, beyond this sweep")
-            parts.append(f"**{k}** (D = {fx.num(d, 'ms')}) from **W = {first}** ({agree})")
-        else:
-            parts.append(f"**{k}** (D = {fx.num(d, 'ms')}) never, up to W = {int(part['workers'].max())} "
-                         f"(best AU {fx.pct(max(au))})")
-    real = [k for k in firsts if k != "sleep"]
-    value = firsts[real[0]] if real else firsts.get("sleep")
-    return Finding("workers_to_keep_up",
-                   f"**Workers needed** to keep the accelerator busy (AU ≥ {fx.pct(AU_THRESHOLD)} against "
-                   f"`G` = {fx.num(g, 'ms')}): " + "; ".join(parts) + ".",
-                   value=value, unit="workers")
-
-
-def prefetch_effect(pf: pd.DataFrame, cost: str, *, tol: float = 0.10) -> dict:
-    """The effect of the deepest against the shallowest prefetch_factor for one cost profile,
-    paired by run (every run uses the same per-sample costs for every prefetch_factor): the
-    per-run ratio shallow/deep of the mean wait, and a direction only when every run agrees
-    (+1: deeper prefetch shortened the wait by more than ``tol`` in every run, -1: lengthened it
-    in every run, 0: otherwise)."""
-    lo_pf, hi_pf = pf["prefetch_factor"].min(), pf["prefetch_factor"].max()
-    part = pf[pf["cost"] == cost]
-    a = part[part["prefetch_factor"] == lo_pf].set_index("run")["wait_ms"]
-    b = part[part["prefetch_factor"] == hi_pf].set_index("run")["wait_ms"]
-    runs = sorted(set(a.index) & set(b.index))
-    ratios = [float(a[r] / b[r]) if b[r] > 0 else float("inf") for r in runs]
-    if ratios and all(r > 1 + tol for r in ratios):
-        d = 1
-    elif ratios and all(r < 1 / (1 + tol) for r in ratios):
-        d = -1
-    else:
-        d = 0
-    return dict(direction=d, shallow_ms=float(a[runs].mean()), deep_ms=float(b[runs].mean()),
-                ratio=float(a[runs].mean() / b[runs].mean()) if b[runs].mean() > 0 else float("inf"),
-                low=min(ratios), high=max(ratios), runs=len(runs), lo=int(lo_pf), hi=int(hi_pf), tol=tol,
-                shallow_runs=a[runs].tolist(), deep_runs=b[runs].tolist())
-
-
-def finding_prefetch(res) -> Finding | None:
-    if "prefetch" not in res.tables:
-        return None
-    pf = res.table("prefetch")
-    if pf["prefetch_factor"].nunique() < 2:
-        return None
-    g = _g(res)
-    w, d = int(pf["workers"].iloc[0]), float(pf["d_ms"].iloc[0])
-    b = int(pf["batch_size"].iloc[0]) if "batch_size" in pf else int(res.parameters["batch_size"])
-    load = d * b / w / g
-    phrases, value, interval, lo, hi = [], None, None, None, None
-    for cost in [c for c in COST_PROFILES if c in set(pf["cost"])]:
-        e = prefetch_effect(pf, cost)
-        lo, hi, n = e["lo"], e["hi"], e["runs"]
-        per_run = fx.span(e["low"], e["high"], "×") + " per run" if n >= MIN_RUNS_FOR_RANGE else f"{n} runs"
-        move = f"from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')}"
-        if n < 2:
-            verb = (fx.choose(e["direction"], f"cut the mean wait {move} ({fx.times(e['ratio'])} in its one run)",
-                              f"raised the mean wait {move} (in its one run)",
-                              f"made no clear difference ({move}, in its one run)"))
-        elif e["direction"] > 0:
-            verb = f"cut the mean wait {move} ({fx.times(e['ratio'])} on the means; shorter in every run, {per_run})"
-        elif e["direction"] < 0:
-            verb = (f"raised the mean wait {move} ({fx.times(1 / e['ratio'])} on the means; longer in every run, "
-                    + (f"{fx.span(1 / e['high'], 1 / e['low'], '×')} per run)" if n >= MIN_RUNS_FOR_RANGE
-                       else f"{n} runs)"))
-        elif e["low"] > 1:
-            verb = (f"lowered the wait only slightly ({move} on the means, "
-                    f"{fx.num(e['shallow_ms'] - e['deep_ms'], 'ms')} of a {fx.num(g, 'ms')} step): "
-                    f"not by more than {fx.pct(e['tol'])} in every run, so no consistent effect")
-        elif e["high"] < 1:
-            verb = (f"raised the wait only slightly ({move} on the means, "
-                    f"{fx.num(e['deep_ms'] - e['shallow_ms'], 'ms')} of a {fx.num(g, 'ms')} step): "
-                    f"not by more than {fx.pct(e['tol'])} in every run, so no consistent effect")
-        else:
-            verb = f"made no consistent difference ({move}; shorter in some runs and longer in others)"
-        if cost == "variable" or value is None:
-            value, interval = e["ratio"], ((e["low"], e["high"]) if n >= MIN_RUNS_FOR_RANGE else None)
-        phrases.append(f"with {cost} per-sample cost it {verb}")
-    return Finding(
-        "prefetch_balanced",
-        f"**`prefetch_factor` where it can matter** (`D·B/W` at {fx.pct(load)} of `G`, W = {w}), raising it from "
-        f"{lo} to {hi}: " + "; ".join(phrases) + ".",
-        value=value, unit="×", interval=interval)
-
-
-def boundary_numbers(res) -> dict:
-    eb = res.table("epoch_boundary")
-    if "prefetch_factor" in eb and DEFAULT_PREFETCH in set(eb["prefetch_factor"]):
-        eb = eb[eb["prefetch_factor"] == DEFAULT_PREFETCH]
-    first2 = eb[(eb["epoch"] == 1) & (eb["step_in_epoch"] == 0)]
-    non = first2[~first2["persistent_workers"].astype(bool)]["wait_ms"].tolist()
-    per = first2[first2["persistent_workers"].astype(bool)]["wait_ms"].tolist()
-    p = res.parameters
-    d, b = float(p["d_ms"]), int(p["batch_size"])
-    start = eb["startup_ms"].dropna().tolist() if "startup_ms" in eb else []
-    return dict(non=non, per=per, db=d * b, startup=start)
-
-
-def finding_boundary(res) -> Finding:
-    x = boundary_numbers(res)
-    non, per, db = x["non"], x["per"], x["db"]
-    mn, mp = float(np.mean(non)), float(np.mean(per))
-    dr = fx.direction(non, per, tol=0.05)
-    text = (f"**At the epoch boundary** the first step of epoch 2 waited **{fx.num(mn, 'ms')}** without "
-            f"`persistent_workers` and **{fx.num(mp, 'ms')}** with them (one worker building a batch: `D·B` = "
-            f"{fx.num(db, 'ms')}")
-    if x["startup"]:
-        su = float(np.mean(x["startup"]))
-        text += f"; worker start-up alone, measured with free items: {fx.num(su, 'ms')}"
-    text += "): "
-    text += fx.choose(dr, f"persistent workers saved {fx.num(mn - mp, 'ms')} at every epoch start",
-                      f"persistent workers cost {fx.num(mp - mn, 'ms')} more here",
-                      "persistent workers made no clear difference here")
-    text += "."
-    r, rlo, rhi = fx.ratio_interval(non, per)
-    return Finding("epoch_boundary", text, value=mn - mp, unit="ms",
-                   interval=(min(non) - max(per), max(non) - min(per))
-                   if min(len(non), len(per)) >= MIN_RUNS_FOR_RANGE else None,
-                   values=dict(non_ms=mn, persistent_ms=mp, ratio=r, ratio_low=rlo, ratio_high=rhi))
-
-
-def findings(res) -> list[Finding]:
-    """The chapter's key results, computed from a result (3-6 findings)."""
-    out = [finding_w0(res), finding_w4(res), finding_drift(res), finding_sweep(res), finding_prefetch(res),
-           finding_boundary(res)]
-    return [f for f in out if f is not None]
-
-
 # --------------------------------------------------------------------------- computed sentences further down
 def threshold_sentence() -> str:
     return (f"This chapter uses MLPerf Storage's rule: a configuration **keeps up** when AU ≥ "
@@ -417,20 +237,22 @@ def step_sentence(res) -> str:
     m = res.metadata
     g = _g(res)
     if not m.get("cuda"):
-        return (f"Training step on this machine: **{m['step_kind']}** of about {fx.num(g, 'ms')} "
+        return (f"Training step on this machine: **{phrasing.text(m['step_kind'])}** of about {fx.num(g, 'ms')} "
                 "(calibrated back-to-back). The GPU-side numbers below are therefore a simulation; the reference "
                 "run's are real.")
     first = m.get("step_first_ms")
-    text = (f"Training step on this machine: **{m['step_kind']}**, {m.get('step_units')} matrix products, "
+    text = (f"Training step on this machine: **{phrasing.text(m['step_kind'])}**, {m.get('step_units')} matrix "
+            "products, "
             f"calibrated back-to-back to `G` = **{fx.num(g, 'ms')}** in steady state (asked for "
             f"{fx.num(m.get('step_g_target_ms', res.parameters['g_ms']), 'ms')})")
     if first:
         text += f"; the first of those steps after a rested GPU took {fx.num(first, 'ms')}"
     nv = m.get("nvml", {})
     text += (". GPU clocks, power and clock-limit reasons were sampled through NVML every "
-             f"{fx.num(nv.get('interval_ms'), 'ms')} ({nv.get('name') or 'GPU'}, power limit "
+             f"{fx.num(nv.get('interval_ms'), 'ms')} ({phrasing.text(nv.get('name') or 'GPU')}, power limit "
              f"{nv.get('power_limit_w') or 0:,.0f} W, max SM clock {nv.get('max_sm_clock_mhz') or 0:,} MHz)."
-             if nv.get("available") else f". NVML was not available ({nv.get('why')}): no clocks were logged.")
+             if nv.get("available") else
+             f". NVML was not available ({phrasing.text(nv.get('why'))}): no clocks were logged.")
     return text
 
 
@@ -874,105 +696,220 @@ def whatif(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 32, *, 
     return widgets.VBox([widgets.HBox([d, b, g], layout=widgets.Layout(flex_flow="row wrap")), out])
 
 
-def takeaways(res) -> str:
+# --------------------------------------------------------------------------- tables and charts
+def sweep_table(res) -> pd.DataFrame:
+    """The worker sweep's steady-state means, with words in place of Python values."""
+    sw = _sweep(res)
+    return pd.DataFrame({
+        "work": sw["work"], "workers": sw["workers"], "D (ms)": sw["d_ms"], "wait (ms)": sw["wait_ms"],
+        "model wait (ms)": sw["predicted_wait_ms"], "compute (ms)": sw["compute_ms"], "AU (%)": 100 * sw["au"],
+        "first batch (ms)": sw["first_batch_ms"],
+        "keeps up": ["yes" if bool(k) else "no" for k in sw["keeps_up"]] if "keeps_up" in sw else "—"})
+
+
+def boundary_table(res) -> pd.DataFrame:
+    """The first step of epoch 2, with and without persistent workers, over the runs."""
+    eb = res.table("epoch_boundary")
+    first2 = eb[(eb["epoch"] == 1) & (eb["step_in_epoch"] == 0)]
+    t = first2.groupby(first2["persistent_workers"].astype(bool)).agg(
+        runs=("wait_ms", "count"), mean=("wait_ms", "mean"), lo=("wait_ms", "min"), hi=("wait_ms", "max"),
+        startup=("startup_ms", "mean")).reset_index()
+    return pd.DataFrame({"persistent_workers": ["on" if v else "off" for v in t["persistent_workers"]],
+                         "runs": t["runs"], "first step of epoch 2 (ms, mean)": t["mean"], "min (ms)": t["lo"],
+                         "max (ms)": t["hi"], "worker start-up alone (ms)": t["startup"]})
+
+
+def sweep_chart(res):
+    """Measured against the model, one panel per kind of work: the title's second line sits above the panel
+    titles, the legend below the axis."""
+    from datajourney.core import charts as plotting
+
+    fig = plotting.measured_vs_model(_sweep(res), title="Data wait per step: measured vs the model")
+    fig.update_layout(margin=dict(t=150, b=120), title=dict(yref="container", y=0.97, yanchor="top"))
+    return fig
+
+
+def _legend_below(fig):
+    """A chart with a right-hand axis: its legend goes below the plot, clear of that axis's title."""
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.25, yanchor="top"), margin=dict(b=120))
+    return fig
+
+
+def drift_chart(res):
+    from datajourney.core import charts as plotting
+
+    return _legend_below(plotting.step_drift(res.table("calibration"), g_ms=_g(res),
+                                             title="The calibrated step, back-to-back after a rest"))
+
+
+def idle_chart(res):
+    from datajourney.core import charts as plotting
+
+    return _legend_below(plotting.idle_gap_chart(res.table("idle_gaps"), g_ms=_g(res),
+                                                 title="The same step after a controlled idle gap (no DataLoader)"))
+
+
+# --------------------------------------------------------------------------- findings: words for facts
+def _v(facts: Facts, key: str) -> str:
+    return phrasing.value(facts.get(key), runs=False)
+
+
+def _finding(facts: Facts, key: str, text: str, *, fact: str | None = None) -> Finding:
+    f = facts[fact or key]
+    return Finding(key, text, f.number, f.unit, published=f.published,
+                   interval=f.spread if f.spread is not None and f.n >= MIN_RUNS_FOR_RANGE else None)
+
+
+#: The model's names, said where the page first uses them.
+DBW = "`D·B/W` (the CPU cost of a batch, spread over the workers)"
+AU = "accelerator utilisation (AU: steps × `G` ÷ wall time)"
+
+
+def finding_published_w0(facts: Facts) -> Finding | None:
+    if "published_w0" not in facts:
+        return None
+    return _finding(facts, "published_w0",
+                    f"**Without workers** (`W = 0`) the training process prepares every batch itself: each step "
+                    f"waited **{_v(facts, 'published_w0')}** for data, "
+                    f"{phrasing.comparison(facts['published_w0_vs_model'], facts)}, and the accelerator sat idle "
+                    f"for **{_v(facts, 'published_w0_idle')}** of the step.")
+
+
+def finding_published_w(facts: Facts) -> Finding | None:
+    if "published_w" not in facts:
+        return None
+    w = facts["published_w"].setting["workers"]
+    keeps = facts["published_w_keeps_up"].value == "keeps up"
+    return Finding(f"published_w{w}",
+                   f"**With {w} workers** the model's {DBW} is {_v(facts, 'published_w_per_batch')} against the "
+                   f"calibrated step `G` = {_v(facts, 'step_g')}; the measured wait was "
+                   f"**{_v(facts, 'published_w')}** per step and the {AU} **{_v(facts, 'published_w_au')}**: the "
+                   f"loader **{'keeps up' if keeps else 'falls short'}** (threshold {_v(facts, 'au_threshold')}).",
+                   facts.number("published_w"), "ms", published=facts["published_w"].published)
+
+
+def finding_drift_facts(facts: Facts) -> Finding | None:
+    if "step_drift" not in facts:
+        return None
+    c = facts["step_drift"]
+    if facts["step_device"].value != "gpu":
+        return _finding(facts, "step_drift", f"**The step's own time.** The step is a simulated sleep here (no GPU): "
+                                             f"calibrated back-to-back it took `G` = **{_v(facts, 'step_g')}**, and "
+                                             "the idle-gap experiment measures only the sleep's jitter.",
+                        fact="step_g")
+    return _finding(facts, "step_drift", f"**The step's own time.** Calibrated back-to-back, the step settled at "
+                                         f"`G` = **{_v(facts, 'step_g')}**; {phrasing.text(c.label)} took "
+                                         f"{phrasing.value(facts[c.of])}: "
+                                         f"**{phrasing.comparison(c, facts)}**.")
+
+
+def finding_workers(facts: Facts) -> Finding | None:
+    if "workers_to_keep_up" not in facts:
+        return None
+    f = facts["workers_to_keep_up"]
+    kinds = [k.split(".", 1)[1] for k in facts.facts if k.startswith("keep_up.")]
+    parts = []
+    for k in kinds:
+        first = facts[f"keep_up.{k}"]
+        model = f"the model asks for {_v(facts, f'model_workers.{k}')}"
+        parts.append(f"{phrasing.text(k)} (D = {_v(facts, f'd.{k}')}) "
+                     + (f"from **W = {int(first.number)}** ({model})" if first.number is not None else
+                        f"never, up to W = {_v(facts, 'sweep_max_workers')} (best AU {_v(facts, f'best_au.{k}')})"))
+    return Finding("workers_to_keep_up",
+                   f"**Workers needed** to keep the accelerator busy (AU ≥ {_v(facts, 'au_threshold')} against `G` = "
+                   f"{_v(facts, 'step_g')}) for synthetic per-sample work: " + "; ".join(parts) + ".",
+                   f.number, "workers")
+
+
+def finding_prefetch(facts: Facts) -> Finding | None:
+    keys = [k for k in facts.facts if k.startswith("prefetch_balanced.")]
+    if not keys:
+        return None
+    parts = []
+    for k in keys:
+        c = facts[k]
+        every = c.setting.get("every_run", 0)
+        runs = ("shorter in every run" if every > 0 else "longer in every run" if every < 0 else
+                "not in every run by more than a tenth")
+        parts.append(f"with {phrasing.text(c.setting.get('cost'))} per-sample cost, {phrasing.text(c.label)} was "
+                     f"{phrasing.comparison(c, facts)} ({runs})")
+    return _finding(facts, "prefetch_balanced",
+                    f"**`prefetch_factor` where it can matter** ({DBW} at {_v(facts, 'prefetch_load')} of `G`), the "
+                    "mean wait per step: " + "; ".join(parts) + ".")
+
+
+def finding_boundary(facts: Facts) -> Finding | None:
+    if "epoch_boundary" not in facts:
+        return None
+    c = facts["epoch_boundary"]
+    start = (f"; worker start-up alone, measured with free items: {_v(facts, 'boundary_startup')}"
+             if "boundary_startup" in facts else "")
+    return _finding(facts, "epoch_boundary",
+                    f"**At the epoch boundary** the first step of epoch 2 waited {_v(facts, 'boundary_persistent')} "
+                    f"with `persistent_workers` and {_v(facts, 'boundary_non_persistent')} without (one worker "
+                    f"building a batch: `D·B` = {_v(facts, 'boundary_db')}{start}): "
+                    f"**{phrasing.comparison(c, facts)}**.")
+
+
+def findings(facts: Facts) -> list[Finding]:
+    """The chapter's key results (3-6 findings), worded from its facts."""
+    out = [finding_published_w0(facts), finding_published_w(facts), finding_drift_facts(facts),
+           finding_workers(facts), finding_prefetch(facts), finding_boundary(facts)]
+    return [f for f in out if f is not None]
+
+
+def takeaways(facts: Facts) -> str:
     """The chapter's closing advice: the model's rules, and what this run measured for each knob."""
-    g = _g(res)
-    out = ["* Estimate `D·B/W` against `G` before buying hardware: if the CPU side cannot produce a batch per "
-           "step, a faster GPU only waits longer (try it in the what-if chart)."]
-    sw = finding_sweep(res)
-    out.append("* Workers are processes, and real preprocessing needs a core per busy worker. " + sw.text
-               .replace("**Workers needed** to keep", "On this run, workers needed to keep"))
-    x = step_drift(res)
-    if x is not None and x["cuda"]:
-        top, base = float(np.mean(x["top_ms"])), float(np.mean(x["base_ms"]))
-        d = fx.direction(x["top_ms"], x["base_ms"], tol=0.02)
-        out.append("* Time the step the way training runs it, back-to-back: "
-                   + fx.choose(d, f"here a step after an idle gap took {fx.pct(top / base - 1)} longer than a "
-                                  "sustained one",
-                               f"here a step after an idle gap took {fx.pct(1 - top / base)} less than a sustained "
-                               "one, so a burst calibration would have understated `G`",
-                               "here the step took the same time after an idle gap as sustained, so a burst would "
-                               "have done")
-                   + f" (`G` = {fx.num(g, 'ms')}).")
-    b = boundary_numbers(res)
-    mn, mp = float(np.mean(b["non"])), float(np.mean(b["per"]))
-    out.append("* `persistent_workers=True` avoids restarting the workers at each epoch: "
-               + fx.choose(fx.direction(b["non"], b["per"], tol=0.05),
-                           f"here it saved {fx.num(mn - mp, 'ms')} per epoch start",
-                           f"here it cost {fx.num(mp - mn, 'ms')} more per epoch start",
-                           "here it made no clear difference") + ".")
-    f = finding_prefetch(res)
-    if f is not None:
-        pf = res.table("prefetch")
-        helped = [c for c in dict.fromkeys(pf["cost"]) if prefetch_effect(pf, c)["direction"] > 0]
-        out.append("* `prefetch_factor` is slack against batches of uneven cost, not extra throughput: "
-                   + (f"here a deeper queue shortened the wait in the balanced case with {' and '.join(helped)} "
-                      "per-sample cost" if helped else
-                      "here it made no consistent difference even in the balanced case") + ".")
+    out = [f"* Estimate {DBW} against the step `G` before buying hardware: if the CPU side cannot produce a batch "
+           "per step, a faster GPU only waits longer (try it in the what-if chart)."]
+    for key in ("synthetic.num_workers", "synthetic.persistent_workers", "synthetic.prefetch_factor"):
+        a = facts.advice_for(key)
+        if a is not None:
+            out.append(f"* {phrasing.advice(a, facts)}")
+    if facts.advice_for("synthetic.num_workers") is None and "sweep_max_workers" in facts:
+        out.append(f"* No worker count in this sweep (up to {_v(facts, 'sweep_max_workers')}) kept the accelerator "
+                   "busy: pre-process offline, or run on a machine with more cores.")
+    out.append("* Workers are processes, and real preprocessing needs a core per busy worker: these counts are "
+               "for this synthetic workload; a real model's loader (chapter 7) needs its own measurement.")
+    if "step_drift" in facts and facts["step_device"].value == "gpu":
+        out.append("* Time the step the way training runs it, back-to-back: here "
+                   f"{phrasing.text(facts['step_drift'].label)} was "
+                   f"{phrasing.comparison(facts['step_drift'], facts)}.")
     out.append("* Move work off the critical path: pre-tokenise or pre-decode once, offline, when the same samples "
                "are seen many times.")
     return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- the opening
-def _loader_snippet(res, workers: int, persistent: bool, prefetch: int | None) -> str:
-    """The ``DataLoader(...)`` call with the settings this run chose (``prefetch`` None: PyTorch's default)."""
-    args = [f"batch_size={int(res.parameters['batch_size'])}", f"num_workers={workers}"]
-    if workers > 0 and persistent:
-        args.append("persistent_workers=True")
-    if workers > 0 and prefetch is not None:
-        args.append(f"prefetch_factor={prefetch}")
-    return "loader = DataLoader(dataset, " + ", ".join(args) + ")"
-
-
-def opening(res) -> Opening:
+def opening(facts: Facts) -> Opening:
     """What the chapter opens with: the wait with no workers, with the published worker count, and at the
     epoch boundary, one sentence each; then the worker count, ``persistent_workers`` and ``prefetch_factor``
-    this run's numbers choose, with their measured effect, as one ``DataLoader`` call."""
-    f0, fw, fb = finding_w0(res), finding_w4(res), finding_boundary(res)
-    w = int(fw.key.rsplit("w", 1)[-1])
-    au = fw.values["au"]
-    out = [
-        Finding(f0.key, f"With no workers each step waited **{fx.num(f0.value, 'ms')}** for data, and the accelerator "
-                        f"sat idle {fx.pct(f0.values['idle_share'])} of the time.", f0.value, "ms",
-                published=f0.published),
-        Finding(fw.key, f"With {w} workers the wait fell to **{fx.num(fw.value, 'ms')}** per step: the loader "
-                        f"{_keeps(au)}, with the accelerator busy {fx.pct(au)} of the time.", fw.value, "ms",
-                published=fw.published),
-    ]
-    x = boundary_numbers(res)
-    d_pw = fx.direction(x["non"], x["per"], tol=0.05)
-    out.append(Finding(fb.key, "At each new epoch, `persistent_workers=True` " + fx.choose(
-        d_pw, f"saved **{fx.num(fb.value, 'ms')}** of waiting", f"cost **{fx.num(-fb.value, 'ms')}** more waiting",
-        f"made no clear difference (**{fx.num(fb.value, 'ms')}**)") + " before the first step.", fb.value, "ms",
-        interval=fb.interval))
-    sw = _sweep(res)
-    need = finding_sweep(res).value
-    g = _g(res)
+    this run chose for its synthetic workload, as one ``DataLoader`` call."""
+    out = []
+    if "published_w0" in facts:
+        out.append(_finding(facts, "published_w0", f"With no workers each step waited "
+                                                   f"**{_v(facts, 'published_w0')}** for data, and the accelerator "
+                                                   f"sat idle {_v(facts, 'published_w0_idle')} of the time."))
+    if "published_w" in facts:
+        w = facts["published_w"].setting["workers"]
+        keeps = facts["published_w_keeps_up"].value == "keeps up"
+        out.append(Finding(f"published_w{w}", f"With {w} workers the wait fell to **{_v(facts, 'published_w')}** per "
+                                              f"step: the loader {'keeps up' if keeps else 'falls short'}, the "
+                                              f"accelerator busy {_v(facts, 'published_w_au')} of the time.",
+                           facts.number("published_w"), "ms", published=facts["published_w"].published))
+    if "epoch_boundary" in facts:
+        c = facts["epoch_boundary"]
+        out.append(_finding(facts, "epoch_boundary", f"At each new epoch, {phrasing.text(c.label)}: "
+                                                     f"**{phrasing.comparison(c, facts)}**."))
     actions = []
-    pf = res.table("prefetch") if "prefetch" in res.tables else pd.DataFrame()
-    deeper = None
-    if not pf.empty and pf["prefetch_factor"].nunique() > 1:
-        helped = [c for c in dict.fromkeys(pf["cost"]) if prefetch_effect(pf, c)["direction"] > 0]
-        deeper = int(pf["prefetch_factor"].max()) if helped else None
-    if need is not None:
-        rows = sw[sw["workers"] == need]
-        w0 = sw[sw["workers"] == 0]
-        gain = (f": the mean wait fell from {fx.num(w0['wait_ms'].mean(), 'ms')} with none to "
-                f"{fx.num(rows['wait_ms'].mean(), 'ms')}" if len(rows) and len(w0) else "")
-        text = (f"Give the loader `num_workers={int(need)}` (a free core each) when a batch costs about as much CPU "
-                f"as here{gain}, and the accelerator stays busy at least {fx.pct(AU_THRESHOLD)} of each "
-                f"{fx.num(g, 'ms')} step.")
-        actions.append(Action(text, _loader_snippet(res, int(need), d_pw > 0, deeper)))
-    else:
-        actions.append(Action(f"No worker count in this sweep (up to {int(sw['workers'].max())}) kept the "
+    a = facts.advice_for("synthetic.num_workers")
+    if a is not None:
+        actions.append(Action(phrasing.advice(a, facts), a.snippet))
+    elif "sweep_max_workers" in facts:
+        actions.append(Action(f"No worker count in this sweep (up to {_v(facts, 'sweep_max_workers')}) kept the "
                               "accelerator busy: pre-process offline, or run on a machine with more cores."))
-    actions.append(Action(fx.choose(
-        d_pw, f"Set `persistent_workers=True`: it saved {fx.num(fb.value, 'ms')} at every epoch start here.",
-        f"Leave `persistent_workers` off: here it cost {fx.num(-fb.value, 'ms')} more at every epoch start.",
-        "`persistent_workers` is optional here: it made no clear difference at the epoch boundary.")))
-    if deeper is not None:
-        e = prefetch_effect(pf, "variable" if "variable" in set(pf["cost"]) else pf["cost"].iloc[0])
-        actions.append(Action(f"Raise `prefetch_factor` to {deeper} when per-sample cost varies: it cut the mean "
-                              f"wait from {fx.num(e['shallow_ms'], 'ms')} to {fx.num(e['deep_ms'], 'ms')} here."))
-    return Opening(out, actions[:3])
+    for key in ("synthetic.persistent_workers", "synthetic.prefetch_factor"):
+        a = facts.advice_for(key)
+        if a is not None:
+            actions.append(Action(phrasing.advice(a, facts)))
+    return Opening(out[:3], actions[:3] or [Action("No DataLoader setting was measured in this run.")])

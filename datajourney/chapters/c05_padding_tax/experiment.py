@@ -45,18 +45,9 @@ PACKED = ("greedy_pack", "best_fit_decreasing")
 SHORT = {"greedy_pack": "greedy", "best_fit_decreasing": "best-fit-decreasing"}
 #: Where an end-of-text token follows a sample. The source's code tokenises each sample as is
 #: for the padded grid and packs samples "separated by EOS tokens": ``packed_only``.
-EOS_MODES = {
-    "packed_only": "an end-of-text token after each sample in packed rows only (padded rows end at the padding)",
-    "always": "an end-of-text token after every sample, in every layout",
-    "never": "no end-of-text token anywhere",
-}
-#: How the GPU (or CPU) cost of a layout is measured.
-TIMING_MODES = {
-    "all_batches": "every batch of every layout is timed, once per pass; the time for all samples is the "
-                   "sum of the step times (mean over passes, range min–max over passes)",
-    "per_shape": "each distinct batch shape (rows × row length) is timed ``timing_repeats`` times; the time "
-                 "for all samples is the sum over shapes of mean step time × batches of that shape",
-}
+EOS_MODES = ("packed_only", "always", "never")
+#: How the GPU (or CPU) cost of a layout is measured (the page says what each means).
+TIMING_MODES = ("all_batches", "per_shape")
 #: Where the cost is measured: ``auto`` = the GPU when there is one, else not measured.
 DEVICES = ("auto", "cuda", "cpu", "none")
 #: The setting the published figures were measured in (the source's code and text).
@@ -422,22 +413,22 @@ def isolation_check(seed: int = 0, lengths=(5, 9, 4), row_len: int = 24) -> pd.D
     rows = []
     with torch.no_grad():
         alone = [tiny(torch.tensor([d]))[0] for d in docs]
-        rows.append(("project", "small causal LM", "block-diagonal mask + per-document position ids",
+        rows.append(("project", "small causal LM", "explicit_mask",
                      _max_diff(tiny(ids, pos, block_causal_mask(doc))[0], alone, docs)))
-        rows.append(("project", "small causal LM", "plain causal attention, positions run on",
+        rows.append(("project", "small causal LM", "plain_causal",
                      _max_diff(tiny(ids)[0], alone, docs)))
         alone = [gpt2(input_ids=torch.tensor([d]), use_cache=False).logits[0] for d in docs]
         rows.append(("transformers", f"GPT-2 ({impl})",
-                     "collator's position ids, no attention mask, use_cache=False",
+                     "collator_no_cache",
                      _max_diff(gpt2(input_ids=flat["input_ids"], position_ids=flat["position_ids"],
                                     use_cache=False).logits[0], alone, docs)))
         gpt2.config.use_cache = True  # what a model loaded from the hub has
         rows.append(("transformers", f"GPT-2 ({impl})",
-                     "collator's position ids, model called with its default use_cache=True",
+                     "collator_default",
                      _max_diff(gpt2(input_ids=flat["input_ids"], position_ids=flat["position_ids"]).logits[0],
                                alone, docs)))
         gpt2.config.use_cache = False
-        rows.append(("transformers", f"GPT-2 ({impl})", "packed row without position ids",
+        rows.append(("transformers", f"GPT-2 ({impl})", "no_position_ids",
                      _max_diff(gpt2(input_ids=flat["input_ids"], use_cache=False).logits[0], alone, docs)))
     df = pd.DataFrame(rows, columns=["code", "model", "inputs", "max_abs_diff"])
     df["isolated"] = df["max_abs_diff"] < ISOLATED
@@ -746,7 +737,7 @@ def preflight(params) -> Plan:
     from datajourney.toolkit import textdata
 
     p = check_parameters(params)
-    requires("tokenizer", p.tokenizer, "tokenizers", "the tokenizers package: pip install tokenizers")
+    requires("tokenizer", p.tokenizer, "tokenizers", "tokenizers (pip install tokenizers)")
     if importlib.util.find_spec("transformers") is None:
         raise ParameterError("template", p.template, "a setting this machine can run: chapter 5 needs the "
                              "transformers package for GPT-2 and its packing collator (pip install transformers)")

@@ -10,13 +10,11 @@ from datajourney.chapters import published
 from datajourney.chapters.c05_padding_tax.analysis import SOURCE_PACKER, device_name, isolated, model_label
 from datajourney.chapters.c05_padding_tax.experiment import (
     CHAPTER,
-    EOS_MODES,
     ISOLATED,
     ISOLATION_MODEL,
     LABELS,
     PUBLISHED_SETTING,
     STEP_PARTS,
-    TIMING_MODES,
     uses_eos,
 )
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
@@ -38,6 +36,28 @@ from datajourney.core.findings import (
 )
 
 __all__ = ["device_name", "model_label", "opening", "findings"]
+
+#: Each end-of-text mode (:data:`~datajourney.chapters.c05_padding_tax.experiment.EOS_MODES`) in words.
+EOS_WORDS = {
+    "packed_only": "an end-of-text token after each sample in packed rows only (padded rows end at the padding)",
+    "always": "an end-of-text token after every sample, in every layout",
+    "never": "no end-of-text token anywhere",
+}
+#: Each timing mode in words.
+TIMING_WORDS = {
+    "all_batches": "every batch of every layout is timed, once per pass; the time for all samples is the "
+                   "sum of the step times (mean over passes, range min–max over passes)",
+    "per_shape": "each distinct batch shape (rows × row length) is timed a few times; the time "
+                 "for all samples is the sum over shapes of mean step time × batches of that shape",
+}
+#: How the isolation check fed each packed row, in words (older results stored the words themselves).
+INPUT_WORDS = {
+    "explicit_mask": "block-diagonal mask + per-document position ids",
+    "plain_causal": "plain causal attention, positions run on",
+    "collator_no_cache": "collator's position ids, no attention mask, use_cache=False",
+    "collator_default": "collator's position ids, model called with its default use_cache=True",
+    "no_position_ids": "packed row without position ids",
+}
 
 
 def _published(metric: str):
@@ -229,7 +249,7 @@ def template_sentence(res) -> str:
     known = textdata.TEMPLATES.get(name) if isinstance(name, str) else None
     mode = (res.metadata.get("eos") or {}).get("mode", res.parameters["eos"])
     what = f" ({known.description})" if known is not None else " (a format string given as a parameter)"
-    how = f" ({EOS_MODES[mode]})" if mode in EOS_MODES else ""
+    how = f" ({EOS_WORDS[mode]})" if mode in EOS_WORDS else ""
     src = res.metadata.get("text_source") or {}
     example = str(t.get("example", "")).replace("```", "` ` `")
     version = phrasing.code(res.metadata.get("transformers"))
@@ -241,8 +261,8 @@ def template_sentence(res) -> str:
 
 
 def timing_how(mode) -> str:
-    """A timing mode in words (the first clause of :data:`TIMING_MODES`), or the mode as code."""
-    return TIMING_MODES[mode].split(";")[0] if mode in TIMING_MODES else phrasing.code(mode)
+    """A timing mode in words (the first clause of :data:`TIMING_WORDS`), or the mode as text."""
+    return TIMING_WORDS[mode].split(";")[0] if mode in TIMING_WORDS else str(mode)
 
 
 def untimed_note(res) -> str:
@@ -491,7 +511,8 @@ def isolation_table(res) -> pd.DataFrame:
     iso = res.table("isolation")
     size = f"{ISOLATION_MODEL['n_layers']} layers, {ISOLATION_MODEL['d_model']} wide"
     model = iso["model"].str.replace(r"^GPT-2 \((.*)\)$", rf"GPT-2 architecture ({size}; \1)", regex=True)
-    return pd.DataFrame({"code": iso["code"], "model": model, "packed row fed as": iso["inputs"],
+    return pd.DataFrame({"code": iso["code"], "model": model,
+                         "packed row fed as": [INPUT_WORDS.get(v, v) for v in iso["inputs"]],
                          "largest |logit difference| vs alone": [f"{v:.1e}" for v in iso["max_abs_diff"]],
                          "documents kept apart": iso["isolated"].map({True: "yes", False: "no"})})
 
