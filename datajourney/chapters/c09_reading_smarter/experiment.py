@@ -417,18 +417,16 @@ def uring_status() -> dict:
         import liburing as L
     except Exception as e:  # noqa: BLE001 - any import failure means: not measurable here
         return dict(available=False, version=None,
-                    note=f"skipped: the optional package liburing does not import here ({type(e).__name__}: {e}); "
-                         "install the book's ch9 extra to measure io_uring")
+                    note=f"skipped: liburing does not import ({type(e).__name__}: {e})")
     version = getattr(L, "__version__", None) or getattr(getattr(L, "version", None), "__version__", None)
     ring = L.Ring()
     try:
         L.io_uring_queue_init(2, ring)
     except OSError as e:
         return dict(available=False, version=version,
-                    note=f"skipped: the kernel refused to set up an io_uring ring ({e}); container seccomp "
-                         "profiles and the sysctl kernel.io_uring_disabled commonly block it")
+                    note=f"skipped: the kernel refused an io_uring ring ({e})")
     L.io_uring_queue_exit(ring)
-    return dict(available=True, version=version, note="measured with the liburing binding")
+    return dict(available=True, version=version, note="measured (liburing)")
 
 
 def uring_load(path, offsets: np.ndarray, *, size: int, depth: int, direct: bool, seconds: float = float("inf"),
@@ -756,11 +754,11 @@ def direct_allowed(path, size: int) -> tuple[bool, str | None]:
     the file's size be a multiple of :data:`ALIGN`; otherwise why not (path (b) then reads through the
     page cache)."""
     if size % ALIGN:
-        return False, f"the file's size is not a multiple of {ALIGN:,} bytes, so path (b) read through the page cache"
+        return False, f"file size not {ALIGN:,}-aligned"
     try:
         os.close(open_file(path, True))
     except OSError as e:
-        return False, f"this file system refused O_DIRECT ({e.strerror or e}), so path (b) read through the page cache"
+        return False, f"file system refused O_DIRECT ({e.strerror or e})"
     return True, None
 
 
@@ -1044,7 +1042,7 @@ def preflight(params) -> Plan:
         b_chunk = p.path_b_chunk if p.path_b_chunk != AUTO else max(chunks + [p.gpu_chunk])
         b_bufs = p.path_b_buffers if p.path_b_buffers != AUTO else max(bufs + [2])
         memory("file_size", p.file_size, 2 * p.file_size + 2 * p.gpu_chunk + max(sweep, b_chunk * b_bufs),
-               what="the file twice in host memory (its pinned copy and the byte check's) and the sweep's buffers")
+               what="the file (twice) and buffers")
         free, _ = torch.cuda.mem_get_info()
         need = 3 * p.file_size
         if need > free:

@@ -449,7 +449,11 @@ def uring_note(res) -> str:
     status = res.metadata.get("io_uring_status")
     if u.empty:
         if isinstance(status, dict) and not status.get("available"):
-            return f"io_uring: {phrasing.text(status.get('note'))}."
+            note = str(status.get("note") or "")
+            why = (" Install the book's ch9 extra to measure io_uring." if "liburing" in note else
+                   " Container seccomp profiles and the sysctl kernel.io\\_uring\\_disabled commonly block it."
+                   if "refused" in note else "")
+            return f"io_uring: {phrasing.text(note)}.{why}"
         return ("io_uring: not in the reference run (the io_uring reader was added after it); run the chapter "
                 "with the ch9 extra installed to measure it here.")
     bits = []
