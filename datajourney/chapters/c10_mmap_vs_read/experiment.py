@@ -40,30 +40,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c10_mmap_vs_read.params import Params
+from datajourney.chapters.c10_mmap_vs_read.params import CACHE_STATES, POSIX_OPTIONS, Params  # noqa: F401
 from datajourney.core import timing
-from datajourney.core.params import (
-    ParameterError,
-    boolean,
-    choice,
-    choices,
-    int_list,
-    memory,
-    nonnegative_int,
-    positive_int,
-)
+from datajourney.core.params import ParameterError, memory
 from datajourney.toolkit import datasets, pagecache, tokens
 
 CHAPTER = "10_mmap_vs_read"
 MODES = tokens.MODES
 VIEWS = ("off", "posix", "app", "both")
-CACHE_STATES = ("cold", "warm")
-POSIX_OPTIONS = ("auto", "on", "off")
 #: DFTracer's category of the chapter's application spans, and their names.
 DFT_CAT = "app"
 DFT_SPANS = ("sample", "index_lookup", "read", "construct")
@@ -99,7 +89,7 @@ def tracer_env(log_dir: Path, data_dir: Path) -> dict:
 def posix_probe(work: Path) -> str | None:
     """None when DFTracer's preload library traces a read here; else why not."""
     if preload_library() is None:
-        return "the dftracer package is not installed (pip install dftracer pydftracer)"
+        return "dftracer not installed"
     work = Path(work)
     d, logs = work / "probe-data", work / "probe-logs"
     shutil.rmtree(d, ignore_errors=True)
@@ -119,7 +109,7 @@ def posix_probe(work: Path) -> str | None:
     shutil.rmtree(d, ignore_errors=True)
     shutil.rmtree(logs, ignore_errors=True)
     if not any(e["name"] == "read" for e in ev):
-        return "the preload library loaded but recorded no read call"
+        return "no read call recorded"
     return None
 
 
@@ -703,75 +693,58 @@ def attach_posix(rows: pd.DataFrame, events: list[dict], bin_name: str) -> pd.Da
 
 
 # ---------------------------------------------------------------------------- parameters
-def check_parameters(p: dict) -> dict:
-    q = dict(p)
-    q["dataset_bytes"] = positive_int("dataset_bytes", p["dataset_bytes"], maximum=datasets.MAX_BYTES)
-    if q["dataset_bytes"] < 1 << 20:
-        raise ParameterError("dataset_bytes", q["dataset_bytes"], "at least 1 MiB")
-    q["seq_lengths"] = int_list("seq_lengths", p["seq_lengths"], minimum=1, maximum=1 << 20)
-    q["batch_sizes"] = int_list("batch_sizes", p["batch_sizes"], minimum=1, maximum=1 << 16)
-    q["steps"] = positive_int("steps", p["steps"], maximum=10_000)
-    if q["steps"] < 2:
-        raise ParameterError("steps", q["steps"], "at least 2 (the first batch includes starting the loader)")
-    q["runs"] = positive_int("runs", p["runs"], maximum=100)
-    q["cache_states"] = choices("cache_states", p["cache_states"], CACHE_STATES)
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`preflight` found: the checked parameters and the directory the data set lives in."""
+
+    params: Params
+    parent: Path
+
+
+def preflight(params) -> Plan:
+    """Every parameter checked (:meth:`Params.checked`), then what the declarations cannot say: a checkpoint
+    size of at least 1 MiB, the worker counts this machine can start, samples that fit the data set, the
+    tracer's library, memory for the batches in flight and the checkpoints, free space."""
+    q = Params.coerce(params).checked()
+    if any(c < 1 << 20 for c in q.checkpoint_sizes):
+        raise ParameterError("checkpoint_sizes", q.checkpoint_sizes, "a list of sizes of at least 1 MiB (or [])")
     limit = max(64, 4 * (os.cpu_count() or 1))
-    q["workers"] = int_list("workers", p["workers"], minimum=0, maximum=limit)
-    q["workers_seq_length"] = positive_int("workers_seq_length", p["workers_seq_length"], maximum=1 << 20)
-    q["workers_batch_size"] = positive_int("workers_batch_size", p["workers_batch_size"], maximum=1 << 16)
-    q["posix_view"] = choice("posix_view", p["posix_view"], POSIX_OPTIONS)
-    q["overhead_rounds"] = nonnegative_int("overhead_rounds", p["overhead_rounds"], maximum=100)
-    q["overhead_seq_length"] = positive_int("overhead_seq_length", p["overhead_seq_length"], maximum=1 << 20)
-    q["overhead_batch_size"] = positive_int("overhead_batch_size", p["overhead_batch_size"], maximum=1 << 16)
-    cs = p.get("checkpoint_sizes", [])
-    q["checkpoint_sizes"] = int_list("checkpoint_sizes", cs, minimum=1 << 20, maximum=1 << 40) if cs else []
-    q["checkpoint_runs"] = positive_int("checkpoint_runs", p["checkpoint_runs"], maximum=100)
-    q["posix_checkpoint_bytes"] = positive_int("posix_checkpoint_bytes", p["posix_checkpoint_bytes"],
-                                               maximum=1 << 34)
-    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
-    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**32 - 1)
-    if "is_reference_run" in p:
-        q["is_reference_run"] = boolean("is_reference_run", p["is_reference_run"])
-    if q["purge_method"] == "drop_caches" and not pagecache.can_drop_caches():
+    if max(q.workers) > limit:
+        raise ParameterError("workers", q.workers, f"a list of integers from 0 to {limit}")
+    if q.purge_method == "drop_caches" and not pagecache.can_drop_caches():
         raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
-    if q["posix_view"] == "on" and preload_library() is None:
+    if q.posix_view == "on" and preload_library() is None:
         raise ParameterError("posix_view", "on", "'auto' or 'off' here: the dftracer package is not installed "
                              "(pip install dftracer pydftracer)")
     # a sample needs seq_length + 1 tokens; the data set holds dataset_bytes / 2 of them
-    total = q["dataset_bytes"] // 2
-    for name, seqs, batches in (("seq_lengths", q["seq_lengths"], q["batch_sizes"]),
-                                ("workers_seq_length", [q["workers_seq_length"]], [q["workers_batch_size"]]),
-                                ("overhead_seq_length", [q["overhead_seq_length"]], [q["overhead_batch_size"]])):
+    total = q.dataset_bytes // 2
+    for name, seqs, batches in (("seq_lengths", q.seq_lengths, q.batch_sizes),
+                                ("workers_seq_length", [q.workers_seq_length], [q.workers_batch_size]),
+                                ("overhead_seq_length", [q.overhead_seq_length], [q.overhead_batch_size])):
         for s in seqs:
             if s + 1 > total:
                 raise ParameterError(name, s, f"at most {total - 1:,} tokens: a data set of dataset_bytes "
-                                     f"{q['dataset_bytes']:,} holds {total:,} uint16 tokens and a sample needs "
+                                     f"{q.dataset_bytes:,} holds {total:,} uint16 tokens and a sample needs "
                                      "seq_length + 1")
             for b in batches:
-                if q["steps"] * b > (total - 1) // s:
+                if q.steps * b > (total - 1) // s:
                     raise ParameterError("batch_sizes" if name == "seq_lengths" else name.replace("seq_length",
-                                         "batch_size"), b, f"at most {((total - 1) // s) // q['steps']:,} at "
-                                         f"seq_length {s} with {q['steps']} steps: the data set holds "
+                                         "batch_size"), b, f"at most {((total - 1) // s) // q.steps:,} at "
+                                         f"seq_length {s} with {q.steps} steps: the data set holds "
                                          f"{(total - 1) // s:,} samples of that length")
-    big = max([max(q["batch_sizes"]), q["workers_batch_size"], q["overhead_batch_size"]])
-    big_seq = max([*q["seq_lengths"], q["workers_seq_length"], q["overhead_seq_length"]])
-    memory("batch_sizes", big, big * (big_seq + 1) * 8 * 3 * (2 * max(q["workers"]) + 3), what="the batches in flight")
-    if q["checkpoint_sizes"]:
-        memory("checkpoint_sizes", max(q["checkpoint_sizes"]), 3 * max(q["checkpoint_sizes"]),
-               what="a model state and its copies while it is saved")
-    return q
-
-
-def preflight(params: dict) -> tuple[dict, Path]:
-    p = check_parameters(params)
-    plans = [tokens.plan(p["dataset_bytes"], p["seed"])]
-    parent = datasets.check_space(p.get("data_dir"), plans)
-    need = 3 * max(p["checkpoint_sizes"] or [0]) + 4 * p["posix_checkpoint_bytes"]
+    big = max([max(q.batch_sizes), q.workers_batch_size, q.overhead_batch_size])
+    big_seq = max([*q.seq_lengths, q.workers_seq_length, q.overhead_seq_length])
+    memory("batch_sizes", big, big * (big_seq + 1) * 8 * 3 * (2 * max(q.workers) + 3), what="the batches in flight")
+    if q.checkpoint_sizes:
+        memory("checkpoint_sizes", max(q.checkpoint_sizes), 3 * max(q.checkpoint_sizes),
+               what="the model state, copied twice")
+    parent = datasets.check_space(q.data_dir, [tokens.plan(q.dataset_bytes, q.seed)])
+    need = 3 * max(q.checkpoint_sizes or [0]) + 4 * q.posix_checkpoint_bytes
     if need:
         from datajourney.core.params import free_space
 
         free_space("checkpoint_sizes", parent, need)
-    return p, parent
+    return Plan(q, parent)
 
 
 def _configs(p: dict) -> list[dict]:
@@ -847,14 +820,16 @@ def _measure(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: 
         checkpoint_runs: int, posix_checkpoint_bytes: int, purge_method: str,
         seed: int, data_dir, run_dir=None, progress: bool = True):
     """Run chapter 10's experiments; save the result (tables + fingerprint) to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k != "progress"}
+    params = {k: v for k, v in locals().items() if k not in ("progress", "run_dir")}
     params["checkpoint_sizes"] = list(checkpoint_sizes or [])
     from tqdm import tqdm
 
+    from datajourney.chapters.c10_mmap_vs_read import analysis
     from datajourney.core import results
 
-    p, parent = preflight(params)
-    res = results.start(CHAPTER, params, run_dir, parent)
+    plan = preflight(Params(**params))
+    p, parent = plan.params.as_dict(), plan.parent
+    res = results.start(CHAPTER, {**params, "run_dir": run_dir}, run_dir, parent)
     lap = timing.Laps()
 
     ts = tokens.token_dataset(parent, total_bytes=p["dataset_bytes"], seed=p["seed"], progress=progress)
@@ -943,6 +918,7 @@ def _measure(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: 
                         constant_tolerance=CONSTANT_TOLERANCE, cores=os.cpu_count(),
                         block_device=block_device(ts.files[0]),
                         read_ahead_kb=read_ahead_kb(block_device(ts.files[0])), seconds=lap.seconds)
+    res.facts = analysis.analyse(res)
     res.save(results.resolve_run_dir(run_dir))
     return res
 
@@ -967,5 +943,5 @@ if __name__ == "__main__":
 def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
     """Run chapter 10's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
     changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
+    p = Params.coerce(params if params is not None else Params()).replace(**changes)
     return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)

@@ -1,12 +1,28 @@
-"""Chapter 10's page: findings, notes and tables computed from a run's result."""
+"""Chapter 10's page: the opening and the key results word the facts of
+:mod:`~datajourney.chapters.c10_mmap_vs_read.analysis` (through :mod:`~datajourney.core.phrasing`); the notes,
+tables and charts of the notebook show the result's tables as evidence. Every string from a result that reaches
+Markdown goes through :func:`~datajourney.core.phrasing.text` or :func:`~datajourney.core.phrasing.code`."""
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c10_mmap_vs_read.experiment import CONSTANT_TOLERANCE
+from datajourney.chapters.c10_mmap_vs_read import analysis
+from datajourney.chapters.c10_mmap_vs_read.analysis import (  # noqa: F401 - used by the notebook
+    CHAPTER,
+    MODE_NAMES,
+    _grid,
+    grid_wins,
+    has_posix,
+    overhead_table,
+    per_call_cost,
+    posix_counts,
+)
+from datajourney.chapters.c10_mmap_vs_read.analysis import headline_cache as _cache_for_headline
+from datajourney.chapters.c10_mmap_vs_read.analysis import largest as _largest
+from datajourney.core import phrasing
+from datajourney.core.facts import Facts
 from datajourney.core.findings import (
     Action,
     Finding,
@@ -16,143 +32,13 @@ from datajourney.core.findings import (
     direction,
     num,
     pct,
-    ratio_interval,
+    size_label,
     span,
     spread_note,
-    times,
 )
 from datajourney.core.results import Result
 
-MODE_NAMES = {"mmap": "mmap", "read": "read()"}
-
-
-def _grid(res: Result) -> pd.DataFrame:
-    s = res.table("sweep")
-    return s[s["part"] == "grid"].copy()
-
-
-def _largest(df: pd.DataFrame) -> tuple[int, int]:
-    seq = int(df["seq"].max())
-    return seq, int(df[df["seq"] == seq]["batch"].max())
-
-
-def _cache_for_headline(df: pd.DataFrame) -> str:
-    return "cold" if "cold" in set(df["cache"]) else "warm"
-
-
-def has_posix(res: Result) -> bool:
-    return "posix" in res.tables and len(res.table("posix")) > 0
-
-
-def posix_counts(res: Result) -> pd.DataFrame:
-    """POSIX events of each grid point's data phase (W=0), by mode."""
-    p = res.table("posix")
-    p = p[p["part"] == "posix"]
-    return p[["mode", "seq", "batch", "samples", "posix_events", "posix_reads", "posix_opens", "posix_bin_reads",
-              "posix_read_bytes", "posix_mean_read_bytes", "posix_read_s", "pieces"]].copy()
-
-
 # ---------------------------------------------------------------------------- key results
-def finding_posix(res: Result) -> Finding:
-    if not has_posix(res):
-        why = res.metadata.get("posix_why_not") or "the tracer did not run"
-        return Finding("posix_events", f"The POSIX view did not run on this machine ({why}); the kernel and "
-                       "application views below stand in for it.")
-    c = posix_counts(res)
-    mm, rd = c[c["mode"] == "mmap"], c[c["mode"] == "read"]
-    seq, batch = _largest(c)
-    m_big = float(mm[(mm["seq"] == seq) & (mm["batch"] == batch)]["posix_events"].iloc[0])
-    r_big = float(rd[(rd["seq"] == seq) & (rd["batch"] == batch)]["posix_events"].iloc[0])
-    r_small = rd.sort_values(["seq", "batch"]).iloc[0]
-    lo, hi, mean = mm["posix_events"].min(), mm["posix_events"].max(), mm["posix_events"].mean()
-    constant = mean > 0 and (hi - lo) <= CONSTANT_TOLERANCE * mean
-    grows = np.corrcoef(rd["samples"] * rd["seq"], rd["posix_events"])[0, 1] > 0.9 if len(rd) > 2 else \
-        r_big > float(r_small["posix_events"])
-    m_text = ((f"exactly {num(lo)}" if lo == hi else f"between {num(lo)} and {num(hi)}")
-              + " POSIX events per sweep point under mmap — "
-              + ("constant within ±" + pct(CONSTANT_TOLERANCE) if constant else
-                 ("none at all" if hi == 0 else "not constant")))
-    trend = choose(1 if grows else -1, "grows with the tokens read", "does not follow the tokens read", "")
-    r_text = (
-        f"under read() the count {trend}, "
-        f"from {num(float(r_small['posix_events']))} (sequence {int(r_small['seq'])}, batch "
-        f"{int(r_small['batch'])}) to {num(r_big)} (sequence {seq}, batch {batch})"
-    )
-    ratio = r_big / m_big if m_big else None
-    tail = (f"; at the largest point read() shows {times(ratio)} the events of mmap" if ratio else
-            "; at the largest point mmap shows none, so the ratio is unbounded")
-    tail += "; the ratio counts calls (read() makes them for every document piece, mmap does not), not time."
-    return Finding("posix_events", f"The tracer saw {m_text}; {r_text}{tail}", value=ratio, unit="×",
-                   published="POSIX events read() ÷ mmap, largest point",
-                   values=dict(mmap_min=lo, mmap_max=hi, read_big=r_big, read_small=float(r_small["posix_events"])))
-
-
-def _kernel_row(res: Result, mode: str) -> pd.Series:
-    g = _grid(res)
-    cache = _cache_for_headline(g)
-    seq, batch = _largest(g)
-    part = g[(g["mode"] == mode) & (g["seq"] == seq) & (g["batch"] == batch) & (g["cache"] == cache)]
-    return part.mean(numeric_only=True)
-
-
-def finding_kernel(res: Result) -> Finding:
-    g = _grid(res)
-    cache = _cache_for_headline(g)
-    seq, batch = _largest(g)
-    m, r = _kernel_row(res, "mmap"), _kernel_row(res, "read")
-    mf = m["minflt"] + m["majflt"]
-    extra = mf - (r["minflt"] + r["majflt"])
-    text = (f"The kernel sees what the POSIX view misses: at sequence {seq}, batch {batch} ({cache}), mmap took "
-            f"{num(m['syscr'])} read calls but {num(m['minflt'])} minor and {num(m['majflt'])} major page faults "
-            f"({num(extra)} {choose(direction(mf, r['minflt'] + r['majflt']), 'more', 'fewer', 'about as many')} "
-            f"faults than read()), while read() made {num(r['syscr'])} read calls for {num(r['pieces'])} document "
-            f"pieces.")
-    if cache == "cold" and pd.notna(m.get("read_bytes")) and m["app_bytes"]:
-        text += (f" From storage, mmap brought in {num(m['read_bytes'] / m['app_bytes'], '×')} and read() "
-                 f"{num(r['read_bytes'] / r['app_bytes'], '×')} the bytes the samples hold.")
-    return Finding("kernel_view", text, value=float(m["majflt"] + m["minflt"]), unit="faults",
-                   values=dict(mmap_syscr=m["syscr"], read_syscr=r["syscr"]))
-
-
-def loader_ratio(res: Result, cache: str, seq: int | None = None, batch: int | None = None):
-    g = _grid(res)
-    if seq is None:
-        seq, batch = _largest(g)
-    part = g[(g["seq"] == seq) & (g["batch"] == batch) & (g["cache"] == cache)]
-    m = part[part["mode"] == "mmap"]["loader_s"].tolist()
-    r = part[part["mode"] == "read"]["loader_s"].tolist()
-    return m, r
-
-
-def finding_loader(res: Result) -> Finding:
-    g = _grid(res)
-    seq, batch = _largest(g)
-    parts = []
-    head = None
-    for cache in [c for c in ("cold", "warm") if c in set(g["cache"])]:
-        m, r = loader_ratio(res, cache)
-        mid, lo, hi = ratio_interval(r, m)
-        word = compare(m, r, more="slower than", less="faster than", same="level with")
-        parts.append(f"{cache}, mmap took {num(np.mean(m) * 1e3, 'ms')} and read() {num(np.mean(r) * 1e3, 'ms')} "
-                     f"for {int(g['steps'].iloc[0])} steps: mmap {word} read() (read() ÷ mmap "
-                     f"{span(lo, hi, '×')} over {len(m)} runs)")
-        if head is None or cache == "warm":
-            head = (mid, lo, hi)
-    text = f"Loader time at sequence {seq}, batch {batch}: " + "; ".join(parts) + "."
-    return Finding("loader_time", text, value=head[0], unit="×", interval=(head[1], head[2]))
-
-
-def grid_wins(res: Result, cache: str) -> pd.DataFrame:
-    """Per sweep point: which mode had the shorter loader time over the runs (+1 mmap, -1 read(),
-    0 within the spread), and the MB each read from storage."""
-    g = _grid(res)
-    g = g[g["cache"] == cache]
-    rows = []
-    for (seq, batch), part in g.groupby(["seq", "batch"]):
-        m, r = part[part["mode"] == "mmap"], part[part["mode"] == "read"]
-        rows.append(dict(seq=seq, batch=batch, winner=direction(r["loader_s"].tolist(), m["loader_s"].tolist()),
-                         mmap_storage_MB=m["read_bytes"].mean() / 1e6, read_storage_MB=r["read_bytes"].mean() / 1e6))
-    return pd.DataFrame(rows)
 
 
 def grid_wins_text(res: Result) -> str:
@@ -184,92 +70,12 @@ def per_sample_bandwidth(res: Result) -> pd.DataFrame:
     return out.rename(columns={"count": "n"})
 
 
-def _bandwidth(res: Result) -> dict:
-    """Per-sample bandwidth at the largest sequence length (warm where measured): the runs of every
-    batch size per mode, mmap ÷ read() with its range, and mmap's mean at the smallest sequence length."""
-    b = per_sample_bandwidth(res)
-    cache = "warm" if "warm" in set(b["cache"]) else "cold"
-    b = b[b["cache"] == cache]
-    seq, small = int(b["seq"].max()), int(b["seq"].min())
-    g = _grid(res)
-    g = g[(g["cache"] == cache) & (g["seq"] == seq)].copy()
-    g["MBps"] = g["app_bytes"] / (g["lookup_s"] + g["read_s"] + g["construct_s"]) / 1e6
-    m, r = g[g["mode"] == "mmap"]["MBps"].tolist(), g[g["mode"] == "read"]["MBps"].tolist()
-    mid, lo, hi = ratio_interval(m, r)
-    return dict(cache=cache, seq=seq, small=small, mmap=m, read=r, ratio=(mid, lo, hi),
-                mmap_small=b[(b["mode"] == "mmap") & (b["seq"] == small)]["mean"].mean())
-
-
-def finding_bandwidth(res: Result) -> Finding:
-    bw = _bandwidth(res)
-    m, r, (mid, lo, hi) = bw["mmap"], bw["read"], bw["ratio"]
-    text = (f"Per-sample bandwidth inside `__getitem__` ({bw['cache']}): mmap {num(bw['mmap_small'], 'MB/s')} at "
-            f"sequence {bw['small']} and {num(np.mean(m), 'MB/s')} at {bw['seq']}; read() {num(np.mean(r), 'MB/s')} "
-            f"at {bw['seq']} — mmap {compare(m, r)} read() ({span(lo, hi, '×')} over runs and batch sizes).")
-    return Finding("per_sample_bandwidth", text, value=mid, unit="×", interval=(lo, hi),
-                   published="mmap ÷ read() per-sample bandwidth, largest sequence")
-
-
-def overhead_table(res: Result) -> pd.DataFrame:
-    """Loader time of each view relative to tracing off, paired by round: % (mean, min, max)."""
-    o = res.table("overhead")
-    rows = []
-    for mode in ("mmap", "read"):
-        part = o[o["mode"] == mode]
-        off = part[part["view"] == "off"].set_index("round")["loader_s"]
-        for view in [v for v in ("posix", "app", "both") if v in set(part["view"])]:
-            v = part[part["view"] == view].set_index("round")["loader_s"]
-            pct_ = ((v / off - 1) * 100).dropna()
-            rows.append(dict(mode=mode, view=view, mean=pct_.mean(), min=pct_.min(), max=pct_.max(), n=len(pct_),
-                             off_ms=off.mean() * 1e3, view_ms=v.mean() * 1e3))
-    return pd.DataFrame(rows)
-
-
-def finding_overhead(res: Result) -> Finding:
-    if "overhead" not in res.tables:
-        return Finding("overhead", "The tracer overhead was not measured in this run (overhead_rounds = 0).")
-    t = overhead_table(res)
-    parts = []
-    for _, r in t.iterrows():
-        parts.append(f"{r['view']} on {MODE_NAMES[r['mode']]} {num(r['mean'], '%')} ({span(r['min'], r['max'], '%')})")
-    head = t[(t["mode"] == "read") & (t["view"] == ("posix" if "posix" in set(t["view"]) else "app"))].iloc[0]
-    n = int(t["n"].max())
-    text = (f"Tracer overhead on loader time, each view against tracing off in {n} paired round{'s' if n != 1 else ''} "
-            "(mean, min–max): "
-            + "; ".join(parts) + ".")
-    return Finding("overhead", text, value=float(head["mean"]), unit="%", interval=(float(head["min"]),
-                   float(head["max"])))
-
-
 def checkpoint_summary(res: Result) -> pd.DataFrame:
     c = res.table("checkpoint")
     return (c.groupby(["state_bytes", "method"]).agg(GBps=("GBps", "mean"), GBps_min=("GBps", "min"),
                                                      GBps_max=("GBps", "max"), blocked_s=("blocked_s", "mean"),
                                                      total_s=("total_s", "mean"), n=("GBps", "size"))
             .reset_index())
-
-
-def finding_checkpoint(res: Result) -> Finding:
-    if "checkpoint" not in res.tables:
-        return Finding("checkpoint", "No checkpoint was written in this run (checkpoint_sizes is empty).")
-    s = checkpoint_summary(res)
-    size = int(s["state_bytes"].max())
-    part = s[s["state_bytes"] == size].set_index("method")
-    ts_, ds_, da = part.loc["torch_save"], part.loc["dcp_save"], part.loc["dcp_async_save"]
-    share = da["blocked_s"] / da["total_s"] if da["total_s"] else float("nan")
-    c = res.table("checkpoint")
-    c = c[c["state_bytes"] == size]
-    sync_blocked = c[c["method"] == "dcp_save"]["blocked_s"].tolist()
-    async_blocked = c[c["method"] == "dcp_async_save"]["blocked_s"].tolist()
-    text = (
-        f"Saving a {num(size / 1e9, 'GB')} state ({c['device'].iloc[0]} tensors, files synced): torch.save "
-        f"{num(ts_['GBps'], 'GB/s')}, DCP save {num(ds_['GBps'], 'GB/s')}; DCP async_save blocked the caller "
-        f"{num(da['blocked_s'], 's')} of its {num(da['total_s'], 's')} ({pct(share)}), against "
-        f"{num(ds_['blocked_s'], 's')} for the synchronous save — "
-        f"{compare(sync_blocked, async_blocked, more='shorter', less='longer', same='no shorter')}"
-        "."
-    )
-    return Finding("checkpoint", text, value=float(share * 100), unit="%")
 
 
 def checkpoint_note(res: Result) -> str:
@@ -290,60 +96,19 @@ def checkpoint_note(res: Result) -> str:
             " the synchronous save.")
 
 
-def findings(res: Result) -> list[Finding]:
-    """The chapter's key results: what the choice costs (loader time, per-sample bandwidth, the tracer's
-    overhead) first, then what the kernel and the POSIX tracer saw, then the checkpoint writes."""
-    return [finding_loader(res), finding_bandwidth(res), finding_overhead(res), finding_kernel(res),
-            finding_posix(res), finding_checkpoint(res)]
-
-
-def key_metrics(res: Result) -> dict:
-    out = {}
-    f = finding_posix(res)
-    if f.value is not None:
-        out["POSIX events read() ÷ mmap, largest point"] = (f.value, None)
-    if has_posix(res):
-        c = posix_counts(res)
-        m = c[c["mode"] == "mmap"]["posix_events"]
-        out["POSIX events per run, mmap"] = (m.mean(), m.std())
-        seq, batch = _largest(c)
-        r = c[(c["mode"] == "read")]
-        out["POSIX events, read(), largest point"] = (
-            float(r[(r["seq"] == seq) & (r["batch"] == batch)]["posix_events"].iloc[0]),
-            None,
-        )
-    f = finding_bandwidth(res)
-    out["mmap ÷ read() per-sample bandwidth, largest sequence"] = (f.value, None)
-    b = per_sample_bandwidth(res)
-    b = b[b["cache"] == ("warm" if "warm" in set(b["cache"]) else "cold")]
-    seq, small = int(b["seq"].max()), int(b["seq"].min())
-    out["per-sample bandwidth, mmap, smallest sequence"] = (
-        b[(b["mode"] == "mmap") & (b["seq"] == small)]["mean"].mean(),
-        None,
-    )
-    out["per-sample bandwidth, mmap, largest sequence"] = (
-        b[(b["mode"] == "mmap") & (b["seq"] == seq)]["mean"].mean(),
-        None,
-    )
-    out["per-sample bandwidth, read(), largest sequence"] = (
-        b[(b["mode"] == "read") & (b["seq"] == seq)]["mean"].mean(),
-        None,
-    )
-    return out
-
-
 # ---------------------------------------------------------------------------- notes and tables
 def data_note(res: Result) -> str:
     c = res.metadata.get("composition", {})
     tot = (c.get("real_tokens") or 0) + (c.get("synthetic_tokens") or 0)
     if not tot:
         return "The data set's composition was not recorded."
-    src = c.get("real_source") or "none could be loaded here"
+    src = phrasing.text(c.get("real_source") or "none could be loaded here")
     return (
         f"Data set: {num(tot)} tokens in {num((c.get('real_documents') or 0) + (c.get('synthetic_documents') or 0))} "
         f"documents; {num(c.get('real_tokens') or 0)} tokens ({num(c.get('real_documents') or 0)} documents) are "
         f"real text ({src}), the other {num(c.get('synthetic_tokens') or 0)} are synthetic ids whose document "
-        f"lengths are {c.get('synthetic_lengths')}. Token values do not change the I/O; sizes and layout do."
+        f"lengths are {phrasing.text(c.get('synthetic_lengths'))}. Token values do not change the I/O; sizes and "
+        "layout do."
     )
 
 
@@ -371,7 +136,7 @@ def calls_note(res: Result) -> str:
     r = p[(p["part"] == "posix") & (p["mode"] == "read")].iloc[-1]
     calls = json.loads(r["posix_calls"])
     per = {k: v / r["pieces"] for k, v in calls.items() if v}
-    listed = ", ".join(f"{k} {num(v)}" for k, v in sorted(per.items()))
+    listed = ", ".join(f"{phrasing.code(k)} {num(v)}" for k, v in sorted(per.items()))
     miss = "" if any("stat" in k for k in calls) else (
         " The reader also calls fstat on every piece; the tracer recorded no stat call, so it is blind to it here.")
     w = p[(p["part"] == "posix_workers") & (p["mode"] == "read")]
@@ -480,26 +245,6 @@ def theory_note(res: Result) -> str:
                    "of these reads rather than the device's bandwidth.")
 
 
-def per_call_cost(res: Result) -> dict | None:
-    """What one call recorded by the POSIX view costs under read() at the overhead point: calls per document
-    piece, calls recorded, the extra loader time (ms) and that time per call (µs); None where not measured."""
-    if "overhead" not in res.tables or not has_posix(res):
-        return None
-    t = overhead_table(res)
-    row = t[(t["mode"] == "read") & (t["view"] == "posix")]
-    o = res.table("overhead")
-    if row.empty or "pieces" not in o:
-        return None
-    pieces = o[(o["mode"] == "read") & (o["view"] == "posix")]["pieces"].mean()
-    p = posix_counts(res)
-    p = p[p["mode"] == "read"]
-    per_piece = (p["posix_events"] / p["pieces"]).mean()
-    calls = pieces * per_piece
-    extra_ms = float(row["view_ms"].iloc[0] - row["off_ms"].iloc[0])
-    return dict(per_piece=per_piece, calls=calls, extra_ms=extra_ms,
-                us_per_call=extra_ms * 1e3 / calls if calls else float("nan"))
-
-
 def overhead_note(res: Result) -> str:
     """What one traced call costs: the POSIX view's extra loader time ÷ the calls it recorded."""
     c = per_call_cost(res)
@@ -577,15 +322,17 @@ def checkpoint_posix_note(res: Result) -> str:
     parts = []
     for _, r in c.iterrows():
         parts.append(
-            f"{r['method']}: {num(r['posix_writes'])} write calls ({num(r['posix_write_bytes'] / 1e6, 'MB')}), "
+            f"{phrasing.code(r['method'])}: {num(r['posix_writes'])} write calls "
+            f"({num(r['posix_write_bytes'] / 1e6, 'MB')}), "
             f"{num(r['posix_fsyncs'])} fsync; the kernel counted {num(r['kernel_write_bytes'] / 1e6, 'MB')} "
             "written"
         )
     blind = [r for _, r in c.iterrows() if r["posix_write_bytes"] < 0.5 * r["kernel_write_bytes"]]
     tail = ""
     for r in blind:
-        calls = ", ".join(f"{k} {v}" for k, v in json.loads(r["posix_calls"]).items())
-        tail += (f" For {r['method']} the tracer recorded {num(r['posix_write_bytes'] / 1e6, 'MB')} of the "
+        calls = ", ".join(f"{phrasing.code(k)} {phrasing.text(v)}" for k, v in json.loads(r["posix_calls"]).items())
+        tail += (f" For {phrasing.code(r['method'])} the tracer recorded "
+                 f"{num(r['posix_write_bytes'] / 1e6, 'MB')} of the "
                  f"{num(r['kernel_write_bytes'] / 1e6, 'MB')} the kernel counted; the only calls it recorded ({calls})"
                  + (" are this chapter's own stat and fsync after the save: the library's file calls bypass the "
                     "preloaded wrappers." if r["method"] == "torch_save" else "."))
@@ -801,112 +548,6 @@ def views_display(res: Result) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- the opening
-def sweep_loader(res: Result, cache: str) -> dict | None:
-    """Loader time summed over every sweep point of ``cache``, per run and mode: mmap's speed against
-    read()'s (read() time ÷ mmap time, and its range over the runs), its direction, at how many points
-    each mode was faster, and (where the kernel counted them) the bytes each brought in from storage."""
-    g = _grid(res)
-    g = g[g["cache"] == cache]
-    if g.empty or not {"mmap", "read"} <= set(g["mode"]):
-        return None
-    per = g.groupby(["mode", "run"])["loader_s"].sum()
-    m, r = per["mmap"].tolist(), per["read"].tolist()
-    w = grid_wins(res, cache)
-    out = dict(cache=cache, mmap=m, read=r, ratio=ratio_interval(r, m), d=direction(r, m), points=len(w),
-               mmap_wins=int((w["winner"] > 0).sum()), read_wins=int((w["winner"] < 0).sum()))
-    by = g.groupby("mode")[["read_bytes", "app_bytes"]].sum(min_count=1)
-    if by["read_bytes"].notna().all() and float(by.loc["read", "read_bytes"]) > 0:
-        out["storage"] = float(by.loc["mmap", "read_bytes"] / by.loc["read", "read_bytes"])
-        out["amplification"] = {mode: float(by.loc[mode, "read_bytes"] / by.loc[mode, "app_bytes"])
-                                for mode in ("mmap", "read")}
-    return out
-
-
-def _versus(sl: dict, *, bold: bool = False) -> str:
-    """'1.9× slower than' / '1.3× faster than' / 'level with': mmap against read() over a sweep."""
-    mid = sl["ratio"][0]
-    b = "**" if bold else ""
-    return choose(sl["d"], f"{b}{times(mid)} faster than{b}", f"{b}{times(1 / mid)} slower than{b}",
-                  f"{b}level with{b}")
-
-
-def _storage_clause(sl: dict) -> str:
-    """What mmap's page faults brought in from storage against read()'s calls (cold sweeps only)."""
-    s = sl.get("storage")
-    if sl["cache"] != "cold" or s is None:
-        return ""
-    return choose(direction(s, 1.0), f": its page faults pulled {times(s)} read()'s bytes from storage",
-                  f": read() pulled {times(1 / s)} the bytes mmap's page faults did from storage",
-                  ": both pulled about the same bytes from storage")
-
-
-def _finding_sweep(res: Result) -> Finding | None:
-    sl = sweep_loader(res, _cache_for_headline(_grid(res)))
-    if sl is None:
-        return None
-    mid, lo, hi = sl["ratio"]
-    text = (f"{sl['cache'].capitalize()}, over all {sl['points']} sweep points, mmap was {_versus(sl, bold=True)} "
-            f"read() at loading batches (read() ahead at {sl['read_wins']} points, mmap at {sl['mmap_wins']})"
-            f"{_storage_clause(sl)}.")
-    return Finding("sweep_loader", text, value=mid, unit="×", interval=(lo, hi),
-                   values=dict(cache=sl["cache"], read_wins=sl["read_wins"], mmap_wins=sl["mmap_wins"]))
-
-
-def _finding_bandwidth_short(res: Result) -> Finding:
-    bw = _bandwidth(res)
-    m, r, (mid, lo, hi) = bw["mmap"], bw["read"], bw["ratio"]
-    verdict = choose(direction(m, r), f"{times(mid)} faster than", f"{times(1 / mid)} slower than", "level with")
-    return Finding("per_sample_bandwidth",
-                   f"{bw['cache'].capitalize()}, inside `__getitem__` at sequence {bw['seq']}, mmap delivered "
-                   f"**{num(np.mean(m), 'MB/s')}** per sample, {verdict} read()'s {num(np.mean(r), 'MB/s')}.",
-                   value=mid, unit="×", interval=(lo, hi),
-                   published="mmap ÷ read() per-sample bandwidth, largest sequence")
-
-
-#: An overhead whose mean lies within this (relative) of zero is no overhead, whatever the rounds say.
-OVERHEAD_TOL = 0.05
-
-
-def _overhead_direction(row) -> int:
-    """+1 when every paired round of a view was slower than tracing off (and the mean beyond
-    :data:`OVERHEAD_TOL`), -1 when every one was faster, else 0."""
-    if row["min"] > 0 and row["mean"] > 100 * OVERHEAD_TOL:
-        return 1
-    if row["max"] < 0 and row["mean"] < -100 * OVERHEAD_TOL:
-        return -1
-    return 0
-
-
-def _overhead_rows(res: Result) -> tuple[str, pd.Series, pd.Series | None] | None:
-    """The heaviest view measured (POSIX where it ran, else the application spans) and its rows under
-    read() and under mmap."""
-    if "overhead" not in res.tables:
-        return None
-    t = overhead_table(res)
-    view = "posix" if "posix" in set(t["view"]) else "app"
-    rd, mm = t[(t["mode"] == "read") & (t["view"] == view)], t[(t["mode"] == "mmap") & (t["view"] == view)]
-    if rd.empty:
-        return None
-    return view, rd.iloc[0], (mm.iloc[0] if len(mm) else None)
-
-
-def _overhead_phrase(row, whose: str) -> str:
-    return choose(_overhead_direction(row), f"added **{num(row['mean'], '%')}** to {whose} loader time",
-                  f"took {num(-row['mean'], '%')} off {whose} loader time",
-                  f"added nothing beyond the rounds' spread to {whose} loader time ({num(row['mean'], '%')})")
-
-
-def _finding_overhead_short(res: Result) -> Finding | None:
-    rows = _overhead_rows(res)
-    if rows is None:
-        return None
-    view, rd, mm = rows
-    text = VIEW_SUBJECTS[view] + " " + _overhead_phrase(rd, "read()'s")
-    if mm is not None:
-        text += " and " + choose(_overhead_direction(mm), f"{num(mm['mean'], '%')} to mmap's",
-                                 f"took {num(-mm['mean'], '%')} off mmap's", "nothing measurable to mmap's")
-    return Finding("overhead", text + f", over {int(rd['n'])} paired rounds.", value=float(rd["mean"]), unit="%",
-                   interval=(float(rd["min"]), float(rd["max"])))
 
 
 READ_SNIPPET = '''import os
@@ -928,118 +569,218 @@ tokens = np.memmap("train.bin", dtype=np.uint16, mode="r")   # mapped once per p
 piece = np.array(tokens[start:start + n_tokens])              # page faults, no read call'''
 
 
-def _mode_action(res: Result) -> Action | None:
-    cache = _cache_for_headline(_grid(res))
-    sl = sweep_loader(res, cache)
-    if sl is None:
+
+
+# ---------------------------------------------------------------------------- findings: words for facts
+def _facts(res) -> Facts:
+    return res.facts if getattr(res, "facts", None) is not None else analysis.analyse(res)
+
+
+def _cmp(facts: Facts, key: str) -> str:
+    c = facts.get(key)
+    return phrasing.comparison(c, facts) if c is not None else ""
+
+
+def _loader(facts: Facts) -> Finding:
+    at = facts.data["largest"]
+    parts = []
+    for cache in ("cold", "warm"):
+        c = facts.get(f"loader_time.{cache}")
+        if c is None:
+            continue
+        m, r = facts[f"loader.{cache}.mmap"], facts[f"loader.{cache}.read"]
+        parts.append(f"{cache}, mmap took {phrasing.value(m)} and read() {phrasing.value(r)} for {at['steps']} "
+                     f"steps: mmap was {_cmp(facts, f'loader_time.{cache}')}")
+    c = facts["loader_time"]
+    return Finding("loader_time", f"Loader time at sequence {at['seq']}, batch {at['batch']}: " + "; ".join(parts)
+                   + ".", c.number, "×")
+
+
+def _bandwidth(facts: Facts, short: bool) -> Finding:
+    c, m, r = facts["per_sample_bandwidth"], facts["bandwidth.mmap"], facts["bandwidth.read"]
+    cache, seq = m.setting["cache"], m.setting["seq"]
+    if short:
+        text = (f"{cache.capitalize()}, inside `__getitem__` at sequence {seq}, mmap delivered "
+                f"**{phrasing.value(m, runs=False)}** per sample, {_cmp(facts, 'per_sample_bandwidth')}.")
+    else:
+        small = facts["bandwidth.mmap_small"]
+        text = (f"Per-sample bandwidth inside `__getitem__` ({cache}): mmap {phrasing.value(small)} at sequence "
+                f"{small.setting['seq']} and {phrasing.value(m)} at {seq}; read() {phrasing.value(r)} at {seq}: mmap "
+                f"was {_cmp(facts, 'per_sample_bandwidth')} over runs and batch sizes.")
+    return Finding("per_sample_bandwidth", text, c.number, "×", published=c.published)
+
+
+def _overhead(facts: Facts, short: bool) -> Finding | None:
+    c = facts.get("overhead")
+    if c is None:
+        return None if short else Finding("overhead", "The tracer overhead was not measured in this run "
+                                          "(overhead_rounds = 0).")
+    view = "DFTracer's POSIX view" if facts.data.get("overhead_view") == "posix" else "the application spans"
+    traced = facts["overhead.read." + facts.data["overhead_view"]]
+    text = (f"Traced by {view}, read() loaded batches {_cmp(facts, 'overhead')} "
+            f"({phrasing.value(traced, runs=not short)})")
+    if "overhead.mmap" in facts:
+        text += f"; mmap was {phrasing.ratio_words(facts['overhead.mmap']) or 'not comparable'} with tracing on"
+    n = facts["overhead.read.off"].n
+    return Finding("overhead", text + f", over {n} paired round{'s' if n != 1 else ''}.", c.number, "×")
+
+
+def _kernel(facts: Facts) -> Finding:
+    f = facts["kernel_view"]
+    s = f.setting
+    text = (f"The kernel sees what the POSIX view misses: at sequence {s['seq']}, batch {s['batch']} ({s['cache']}), "
+            f"mmap took {phrasing.value(facts['kernel.mmap.syscr'])} read calls but "
+            f"{phrasing.value(facts['kernel.mmap.minflt'])} minor and {phrasing.value(facts['kernel.mmap.majflt'])} "
+            f"major page faults ({_cmp(facts, 'kernel.faults_vs_read')}), while read() made "
+            f"{phrasing.value(facts['kernel.read.syscr'])} read calls for "
+            f"{phrasing.value(facts['kernel.read.pieces'])} document pieces.")
+    if "kernel.mmap.amplification" in facts:
+        text += (f" From storage, mmap brought in {phrasing.value(facts['kernel.mmap.amplification'])} and read() "
+                 f"{phrasing.value(facts['kernel.read.amplification'])} the bytes the samples hold.")
+    return Finding("kernel_view", text, f.number, "faults")
+
+
+def _posix(facts: Facts) -> Finding:
+    c = facts.get("posix_events")
+    if c is None:
+        why = phrasing.text(facts.data.get("posix_why_not") or "the tracer did not run")
+        return Finding("posix_events", f"The POSIX view did not run in this run ({why}); the kernel and "
+                       "application views below stand in for it.")
+    lo, hi = facts["posix.mmap_min"], facts["posix.mmap_max"]
+    const = facts["posix.mmap_constant"].value
+    m_text = ((f"exactly {phrasing.value(lo)}" if lo.number == hi.number else
+               f"between {phrasing.value(lo)} and {phrasing.value(hi)}") + " per sweep point under mmap: "
+              + {"yes": f"constant within ±{phrasing.share(facts['posix.mmap_constant'].setting['tolerance'])}",
+                 "none": "none at all"}.get(const, "not constant"))
+    small, big = facts["posix.read_small"], facts["posix.read_big"]
+    trend = "grows with the tokens read" if facts["posix.read_grows"].value == "yes" else \
+        "does not follow the tokens read"
+    text = (f"The tracer saw {m_text}; under read() the count {trend}, from {phrasing.value(small)} "
+            f"({phrasing.text(small.label)}) to {phrasing.value(big)} ({phrasing.text(big.label)})")
+    text += (f"; at the largest point read() shows {_cmp(facts, 'posix_events')}" if c.number is not None else
+             "; at the largest point mmap shows none, so the ratio is unbounded")
+    text += "; the ratio counts calls (read() makes them for every document piece, mmap does not), not time."
+    return Finding("posix_events", text, c.number, "×", published=c.published)
+
+
+def _checkpoint(facts: Facts) -> Finding:
+    f = facts.get("checkpoint")
+    if f is None:
+        return Finding("checkpoint", "No checkpoint was written in this run (checkpoint_sizes is empty).")
+    d = facts.data["checkpoint"]
+    a = facts["checkpoint.dcp_async_save.blocked"]
+    text = (f"Saving a {size_label(d['bytes'])} state ({phrasing.code(d['device'])} tensors, files synced): "
+            f"torch.save {phrasing.value(facts['checkpoint.torch_save'])}, DCP save "
+            f"{phrasing.value(facts['checkpoint.dcp_save'])};"
+            f" DCP async_save blocked the caller {phrasing.value(a)} of its "
+            f"{phrasing.value(facts['checkpoint.dcp_async_save.total'])} ({phrasing.share(f.number)}): "
+            f"{_cmp(facts, 'checkpoint.blocked_vs_sync')}.")
+    return Finding("checkpoint", text, f.number, "")
+
+
+def finding(facts: Facts, key: str) -> list[Finding]:
+    """The key result ``key`` (as a one-item list for :func:`~datajourney.book.report.findings`)."""
+    return [f for f in findings(facts) if f.key == key]
+
+
+def findings(facts: Facts) -> list[Finding]:
+    """The chapter's key results: what the choice costs (loader time, per-sample bandwidth, the tracer's
+    overhead) first, then what the kernel and the POSIX tracer saw, then the checkpoint writes."""
+    if not isinstance(facts, Facts):        # a Result, from a caller that has not moved to facts yet
+        facts = _facts(facts)
+    out = [_loader(facts), _bandwidth(facts, False), _overhead(facts, False), _kernel(facts), _posix(facts),
+           _checkpoint(facts)]
+    return [f for f in out if f is not None]
+
+
+def key_metrics(res) -> dict:
+    """Metric name (as in published.py) -> (value, None) of this result, from its facts: only facts the
+    analysis marked as the same metric, and the counts and rates the published table lists."""
+    facts = _facts(res)
+    out = {f.published: (f.number, None) for f in facts.facts.values() if f.published and f.number is not None}
+    if "posix.mmap_min" in facts:
+        out["POSIX events, read(), largest point"] = (facts.number("posix.read_big"), None)
+    return out
+
+
+# ---------------------------------------------------------------------------- the opening
+def _sweep(facts: Facts) -> Finding | None:
+    c = facts.get("sweep_loader")
+    if c is None:
         return None
-    mid = sl["ratio"][0]
-    warm = sweep_loader(res, "warm") if cache == "cold" else None
-    tail = ("" if warm is None else "; warm, " + choose(warm["d"], f"mmap was {times(warm['ratio'][0])} faster",
-                                                        f"read() was {times(1 / warm['ratio'][0])} faster",
-                                                        "the two were level"))
-    if sl["d"] < 0:
-        when = ", for a data set that does not stay in the page cache" if cache == "cold" else ""
-        return Action(f"Read token pieces with read calls, not a memory map{when}: {cache}, read() loaded batches "
-                      f"{times(1 / mid)} faster than mmap over this sweep{tail}.", READ_SNIPPET)
-    if sl["d"] > 0:
-        return Action(f"Keep the memory map (Megatron's reader maps `.bin`): {cache}, mmap loaded batches "
-                      f"{times(mid)} faster than read() over this sweep{tail}.", MMAP_SNIPPET)
-    return Action(f"Keep the reader you have: {cache}, mmap and read() loaded batches level over this sweep "
-                  f"(read() ÷ mmap loader time {span(sl['ratio'][1], sl['ratio'][2], '×')}){tail}.")
+    cache = facts[c.of].setting["cache"]
+    text = (f"{cache.capitalize()}, over all {phrasing.value(facts[f'sweep.{cache}.points'])} sweep points, mmap "
+            f"loaded batches **{_cmp(facts, 'sweep_loader')}** (read() ahead at "
+            f"{phrasing.value(facts[f'sweep.{cache}.read_wins'])} points, mmap at "
+            f"{phrasing.value(facts[f'sweep.{cache}.mmap_wins'])})")
+    st = facts.get(f"sweep.{cache}.storage")
+    if cache == "cold" and st is not None:
+        text += f": its page faults pulled {phrasing.value(st)} the bytes read() pulled from storage"
+    return Finding("sweep_loader", text + ".", c.number, "×")
 
 
-def _workers_action(res: Result) -> Action | None:
-    s = res.table("sweep")
-    w = s[s["part"] == "workers"]
-    if w.empty or w["workers"].nunique() < 2:
-        return None
-    cache = _cache_for_headline(w)
-    sl = sweep_loader(res, cache)
-    mode = "read" if sl is not None and sl["d"] < 0 else "mmap"
-    w = w[(w["cache"] == cache) & (w["mode"] == mode)]
-    runs = {int(k): g["loader_s"].tolist() for k, g in w.groupby("workers")}
-    base = min(runs)
-    best = min(runs, key=lambda k: np.mean(runs[k]))
-    d = direction(runs[base], runs[best]) if best != base else 0
-    batch, steps = int(w["batch"].iloc[0]), int(w["steps"].iloc[0])
-    if d > 0:
-        return Action(f"Set `num_workers={best}`: {cache}, {MODE_NAMES[mode]} loaded {steps} batches of {batch} in "
-                      f"{num(np.mean(runs[best]) * 1e3, 'ms')} against {num(np.mean(runs[base]) * 1e3, 'ms')} with "
-                      f"{base}, worker start included ({times(np.mean(runs[base]) / np.mean(runs[best]))} faster).",
-                      f"loader = DataLoader(dataset, batch_size={batch}, num_workers={best})")
-    return Action(f"Keep `num_workers={base}` for this loader: {cache}, no other worker count measured "
-                  f"({', '.join(str(k) for k in sorted(runs) if k != base)}) loaded {MODE_NAMES[mode]}'s "
-                  "batches faster beyond the runs' spread, worker start included.")
+def _snippet(a) -> str | None:
+    if a.key == "tokens.loader_mode":
+        return READ_SNIPPET if a.value == "read()" else MMAP_SNIPPET
+    if a.key == "tokens.num_workers":
+        return f"loader = DataLoader(dataset, batch_size=BATCH, num_workers={a.value})"
+    return None
 
 
-def _tracer_action(res: Result) -> Action | None:
-    if not has_posix(res):
-        why = res.metadata.get("posix_why_not") or "the tracer did not run"
+def _tracer_action(facts: Facts) -> Action:
+    if "posix_events" not in facts:
+        why = phrasing.text(facts.data.get("posix_why_not") or "the tracer did not run")
         return Action(f"To see the POSIX view, install DFTracer (`pip install dftracer pydftracer`) and run the "
                       f"chapter again: it did not run here ({why}).")
-    rows = _overhead_rows(res)
-    if rows is None:
+    c = facts.get("overhead")
+    if c is None:
         return Action("Run the chapter with `overhead_rounds` of 1 or more to measure what the tracer costs here.")
-    view, rd, _ = rows
-    if _overhead_direction(rd) <= 0:
-        return Action(f"Tracing can stay on here: the {VIEW_NAMES[view]} added nothing to read()'s loader time beyond "
-                      f"the rounds' spread ({span(rd['min'], rd['max'], '%')}).")
-    c = per_call_cost(res)
-    t = overhead_table(res)
-    app = t[(t["mode"] == "read") & (t["view"] == "app")]
-    return Action(f"Trace with DFTracer's POSIX view over a short window of a job, not all of it: it added "
-                  f"{num(rd['mean'], '%')} to read()'s loader time here"
-                  + (f", {num(c['us_per_call'], 'µs')} per recorded call" if c else "")
-                  + ("; the application spans (`dft_fn`) " + _overhead_phrase(app.iloc[0], "read()'s").replace("**", "")
-                     if len(app) else "")
-                  + ".")
+    if c.level or (c.number or 0) <= 1:
+        return Action(f"Tracing can stay on: traced, read() loaded batches {_cmp(facts, 'overhead')}.")
+    per = facts.get("posix_us_per_call")
+    return Action("Trace with DFTracer's POSIX view over a short window of a job, not all of it: traced, read() "
+                  f"loaded batches {_cmp(facts, 'overhead')}"
+                  + (f", {phrasing.value(per)} per recorded call" if per is not None and per.number else "")
+                  + (f"; with the application spans alone it was {_cmp(facts, 'overhead.app')}"
+                     if "overhead.app" in facts else "") + ".")
 
 
-def opening(res: Result) -> Opening:
-    """What chapter 10 opens with: what the choice of reader costs (loader time over the sweep, the
-    per-sample bandwidth) and what the tracer costs, one sentence each; then which reader, how many
-    workers and how to trace, each chosen from this run's numbers."""
-    out = [f for f in (_finding_sweep(res), _finding_bandwidth_short(res), _finding_overhead_short(res))
-           if f is not None]
-    actions = [a for a in (_mode_action(res), _workers_action(res), _tracer_action(res)) if a is not None]
-    return Opening(out[:3], actions[:3])
+def actions(facts: Facts) -> list[Action]:
+    out = [Action(phrasing.advice(a, facts), _snippet(a)) for a in facts.advice]
+    return (out + [_tracer_action(facts)])[:3]
 
 
-def meaning(res: Result) -> str:
-    """What this means for a training job, computed from the run: the POSIX event ratio is set by how each
-    reader works, the cost of the choice shows in loader time and in the bytes pulled from storage, and a
-    POSIX tracer has a price of its own where calls are many."""
+def opening(facts: Facts) -> Opening:
+    """What chapter 10 opens with: what the choice of reader costs (loader time over the sweep, the per-sample
+    bandwidth) and what the tracer costs, one sentence each; then which reader and how many workers (the
+    analysis's advice) and how to trace."""
+    out = [f for f in (_sweep(facts), _bandwidth(facts, True), _overhead(facts, True)) if f is not None]
+    return Opening(out[:3], actions(facts))
+
+
+def meaning(facts: Facts) -> str:
+    """What this means for a training job, in words of the facts: the POSIX event ratio is set by how each reader
+    works, the cost of the choice shows in loader time and in the bytes pulled from storage, and a POSIX tracer
+    has a price of its own where calls are many."""
     parts = []
-    f = finding_posix(res)
-    if f.value is not None:
-        parts.append(f"The POSIX event ratio ({times(f.value)} at the largest point) is large by construction: "
-                     "read() makes system calls for every document piece and mmap makes none, so it tells which "
-                     "reader a POSIX tracer can see, not which one is faster.")
-    sweeps = [x for x in (sweep_loader(res, c) for c in ("cold", "warm")) if x is not None]
+    c = facts.get("posix_events")
+    if c is not None and c.number is not None:
+        parts.append(f"The POSIX event ratio (read() {phrasing.ratio_words(c)} events than mmap at the largest point) "
+                     "is large by construction: read() makes system calls for every document piece and mmap makes "
+                     "none, so it tells which reader a POSIX tracer can see, not which one is faster.")
+    sweeps = [(cache, facts[f"sweep_loader.{cache}"]) for cache in ("cold", "warm")
+              if f"sweep_loader.{cache}" in facts]
     if sweeps:
         parts.append("What the choice costs shows in loader time: "
-                     + "; ".join(f"{x['cache']}, mmap was {_versus(x)} read() over the sweep" for x in sweeps) + ".")
-    cold = next((x for x in sweeps if x["cache"] == "cold" and "amplification" in x), None)
-    if cold is not None:
-        a = cold["amplification"]
-        text = (f"Cold, mmap's page faults brought in {times(a['mmap'])} the bytes the samples hold and read()'s "
-                f"calls {times(a['read'])}")
-        pulled_more = direction(a["mmap"], a["read"])
-        if pulled_more != 0 and pulled_more == -cold["d"]:
-            text += (": the reader that pulled fewer bytes from storage loaded faster, so for a data set that does "
-                     "not fit in memory the bytes each access pulls in decide, not the number of calls")
-        parts.append(text + ".")
-    rows = _overhead_rows(res)
-    if rows is not None and rows[0] == "posix":
-        _, rd, mm = rows
-        d = _overhead_direction(rd)
-        parts.append(choose(
-            d, f"Tracing has a price of its own: the POSIX view added {num(rd['mean'], '%')} to read()'s loader time "
-               "here, so trace a short window of a job, and read mmap's I/O from the kernel's page-fault counts or "
-               "from application spans, which a POSIX tracer cannot show.",
-            f"The POSIX view made read()'s loader {num(-rd['mean'], '%')} faster here, which no tracer does by "
-            "itself: read it as run-to-run variation.",
-            "The POSIX view cost nothing measurable here, so it can stay on; mmap's I/O still shows only in the "
-            "kernel's page-fault counts and in application spans."))
+                     + "; ".join(f"{cache}, mmap was {phrasing.comparison(x, facts, baseline='read()')} over the "
+                                 "sweep" for cache, x in sweeps) + ".")
+    if "sweep.cold.amplification.mmap" in facts:
+        parts.append(f"Cold, mmap's page faults brought in {phrasing.value(facts['sweep.cold.amplification.mmap'])} "
+                     f"the bytes the samples hold and read()'s calls "
+                     f"{phrasing.value(facts['sweep.cold.amplification.read'])}.")
+    o = facts.get("overhead")
+    if o is not None and facts.data.get("overhead_view") == "posix":
+        parts.append("Tracing has a price of its own: " + f"traced by the POSIX view, read() loaded batches "
+                     f"{_cmp(facts, 'overhead')}; mmap's I/O shows only in the kernel's page-fault counts and in "
+                     "application spans, which a POSIX tracer cannot show.")
     return " ".join(parts)

@@ -1,0 +1,347 @@
+"""Chapter 10's analysis: what a result of :mod:`~datajourney.chapters.c10_mmap_vs_read.experiment` found, as
+facts (no prose). The page, the front page and chapter 12 word these; none recomputes them.
+
+* loader time of mmap against read() at the largest sweep point (``loader_time``) and over the whole sweep
+  (``sweep_loader``), the reader to use (advice ``tokens.loader_mode``) and the worker count
+  (``tokens.num_workers``);
+* per-sample bandwidth inside ``__getitem__`` (``per_sample_bandwidth``);
+* what the kernel counted (``kernel_view``) and what the POSIX tracer saw (``posix_events``);
+* what tracing costs (``overhead``) and the checkpoint writes (``checkpoint``);
+* ``data["token_loader"]``: the best cold tokens per second of each reader, for chapter 12.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.findings import direction
+
+CHAPTER = "10_mmap_vs_read"
+EXPORTS = ("loader_time", "posix_events", "kernel_view", "overhead", "sweep_loader", "per_sample_bandwidth",
+           "token_loader")
+MODE_NAMES = {"mmap": "mmap", "read": "read()"}
+#: mmap's POSIX events are "constant" within this share of their mean (the experiment's tolerance).
+CONSTANT_TOLERANCE = 0.05
+
+
+def _grid(res) -> pd.DataFrame:
+    s = res.table("sweep")
+    return s[s["part"] == "grid"].copy()
+
+
+def largest(df: pd.DataFrame) -> tuple[int, int]:
+    seq = int(df["seq"].max())
+    return seq, int(df[df["seq"] == seq]["batch"].max())
+
+
+def headline_cache(df: pd.DataFrame) -> str:
+    return "cold" if "cold" in set(df["cache"]) else "warm"
+
+
+def has_posix(res) -> bool:
+    return "posix" in res.tables and len(res.table("posix")) > 0
+
+
+def posix_counts(res) -> pd.DataFrame:
+    """POSIX events of each grid point's data phase (W=0), by mode."""
+    p = res.table("posix")
+    p = p[p["part"] == "posix"]
+    return p[["mode", "seq", "batch", "samples", "posix_events", "posix_reads", "posix_opens", "posix_bin_reads",
+              "posix_read_bytes", "posix_mean_read_bytes", "posix_read_s", "pieces"]].copy()
+
+
+def overhead_table(res) -> pd.DataFrame:
+    """Loader time of each view relative to tracing off, paired by round: % (mean, min, max)."""
+    o = res.table("overhead")
+    rows = []
+    for mode in ("mmap", "read"):
+        part = o[o["mode"] == mode]
+        off = part[part["view"] == "off"].set_index("round")["loader_s"]
+        for view in [v for v in ("posix", "app", "both") if v in set(part["view"])]:
+            v = part[part["view"] == view].set_index("round")["loader_s"]
+            pct_ = ((v / off - 1) * 100).dropna()
+            rows.append(dict(mode=mode, view=view, mean=pct_.mean(), min=pct_.min(), max=pct_.max(), n=len(pct_),
+                             off_ms=off.mean() * 1e3, view_ms=v.mean() * 1e3))
+    return pd.DataFrame(rows)
+
+
+def grid_wins(res, cache: str) -> pd.DataFrame:
+    """Per sweep point: which mode had the shorter loader time over the runs (+1 mmap, -1 read(),
+    0 within the spread), and the MB each read from storage."""
+    g = _grid(res)
+    g = g[g["cache"] == cache]
+    rows = []
+    for (seq, batch), part in g.groupby(["seq", "batch"]):
+        m, r = part[part["mode"] == "mmap"], part[part["mode"] == "read"]
+        rows.append(dict(seq=seq, batch=batch, winner=direction(r["loader_s"].tolist(), m["loader_s"].tolist()),
+                         mmap_storage_MB=m["read_bytes"].mean() / 1e6, read_storage_MB=r["read_bytes"].mean() / 1e6))
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- loader time
+def _loader(res, f: Facts) -> None:
+    g = _grid(res)
+    seq, batch = largest(g)
+    f.data["largest"] = dict(seq=seq, batch=batch, steps=int(g["steps"].iloc[0]))
+    for cache in [c for c in ("cold", "warm") if c in set(g["cache"])]:
+        part = g[(g["seq"] == seq) & (g["batch"] == batch) & (g["cache"] == cache)]
+        for mode in ("mmap", "read"):
+            f.add(measured(f"loader.{cache}.{mode}", (part[part["mode"] == mode]["loader_s"] * 1e3).tolist(),
+                           unit="ms", quantity="time", better="lower",
+                           label=f"{MODE_NAMES[mode]} at sequence {seq}, batch {batch} ({cache})",
+                           setting=dict(mode=mode, cache=cache, seq=seq, batch=batch)))
+        f.add(compare(f"loader_time.{cache}", f[f"loader.{cache}.mmap"], f[f"loader.{cache}.read"]))
+    head = "warm" if "loader_time.warm" in f else "cold"
+    c = f[f"loader_time.{head}"]
+    f.add(Fact("loader_time", c.value, c.unit, c.label, c.quantity, c.better, c.n, None, dict(c.setting),
+               of=c.of, basis=c.basis, level=c.level))
+
+
+def _sweep(res, f: Facts) -> None:
+    g = _grid(res)
+    for cache in [c for c in ("cold", "warm") if c in set(g["cache"])]:
+        part = g[g["cache"] == cache]
+        if not {"mmap", "read"} <= set(part["mode"]):
+            continue
+        per = part.groupby(["mode", "run"])["loader_s"].sum() * 1e3
+        for mode in ("mmap", "read"):
+            f.add(measured(f"sweep.{cache}.{mode}", per[mode].tolist(), unit="ms", quantity="time", better="lower",
+                           label=f"{MODE_NAMES[mode]} over the whole sweep ({cache})",
+                           setting=dict(mode=mode, cache=cache)))
+        f.add(compare(f"sweep_loader.{cache}", f[f"sweep.{cache}.mmap"], f[f"sweep.{cache}.read"]))
+        w = grid_wins(res, cache)
+        f.add(Fact(f"sweep.{cache}.points", len(w), "", "sweep points", "count", None),
+              Fact(f"sweep.{cache}.mmap_wins", int((w["winner"] > 0).sum()), "", "points where mmap was faster",
+                   "count", None),
+              Fact(f"sweep.{cache}.read_wins", int((w["winner"] < 0).sum()), "", "points where read() was faster",
+                   "count", None))
+        by = part.groupby("mode")[["read_bytes", "app_bytes"]].sum(min_count=1)
+        if by["read_bytes"].notna().all() and float(by.loc["read", "read_bytes"]) > 0:
+            f.add(Fact(f"sweep.{cache}.storage", float(by.loc["mmap", "read_bytes"] / by.loc["read", "read_bytes"]),
+                       "×", "bytes mmap pulled from storage ÷ those read() pulled", "amount", None))
+            for mode in ("mmap", "read"):
+                f.add(Fact(f"sweep.{cache}.amplification.{mode}",
+                           float(by.loc[mode, "read_bytes"] / by.loc[mode, "app_bytes"]), "×",
+                           f"bytes {MODE_NAMES[mode]} pulled from storage per byte the samples hold", "amount",
+                           "lower"))
+    head = headline_cache(g)
+    if f"sweep_loader.{head}" not in f:
+        return
+    c = f[f"sweep_loader.{head}"]
+    f.add(Fact("sweep_loader", c.value, c.unit, c.label, c.quantity, c.better, c.n, None, dict(c.setting),
+               of=c.of, basis=c.basis, level=c.level))
+    # the reader to use: the faster over the sweep, with its gain over the other
+    mmap_faster = c.number is not None and c.number <= 1
+    win, lose = ("mmap", "read") if mmap_faster else ("read", "mmap")
+    f.add(compare("loader_mode_gain", f[f"sweep.{head}.{win}"], f[f"sweep.{head}.{lose}"]))
+    f.advise(Advice("tokens.loader_mode", "reader", MODE_NAMES[win],
+                    f"a Megatron-style indexed token data set, one loader process, {head} page cache",
+                    gain="loader_mode_gain", scope="best", evidence=("sweep_loader", "loader_time")))
+    _workers(res, f, head, win)
+
+
+def _workers(res, f: Facts, cache: str, mode: str) -> None:
+    s = res.table("sweep")
+    w = s[(s["part"] == "workers") & (s["cache"] == cache) & (s["mode"] == mode)]
+    if w.empty or w["workers"].nunique() < 2:
+        return
+    runs = {int(k): (g["loader_s"] * 1e3).tolist() for k, g in w.groupby("workers")}
+    base, best = min(runs), min(runs, key=lambda k: np.mean(runs[k]))
+    batch, steps = int(w["batch"].iloc[0]), int(w["steps"].iloc[0])
+    for k in runs:
+        f.add(measured(f"workers.{k}", runs[k], unit="ms", quantity="time", better="lower",
+                       label=f"num_workers={k} ({MODE_NAMES[mode]}, {steps} batches of {batch}, {cache})",
+                       setting=dict(workers=k, mode=mode, cache=cache, batch=batch, steps=steps)))
+    if best != base:
+        f.add(compare("workers_gain", f[f"workers.{best}"], f[f"workers.{base}"]))
+    f.advise(Advice("tokens.num_workers", "num_workers", best,
+                    f"a Megatron-style indexed token data set read by {MODE_NAMES[mode]}, batches of {batch}, "
+                    f"{cache} page cache, worker start included",
+                    gain="workers_gain" if best != base else None,
+                    scope="edge" if best == max(runs) and best != base else "best", evidence=("sweep_loader",)))
+
+
+def _bandwidth(res, f: Facts) -> None:
+    g = _grid(res).copy()
+    g["MBps"] = g["app_bytes"] / (g["lookup_s"] + g["read_s"] + g["construct_s"]) / 1e6
+    cache = "warm" if "warm" in set(g["cache"]) else "cold"
+    g = g[g["cache"] == cache]
+    seq, small = int(g["seq"].max()), int(g["seq"].min())
+    at = g[g["seq"] == seq]
+    for mode in ("mmap", "read"):
+        f.add(measured(f"bandwidth.{mode}", at[at["mode"] == mode]["MBps"].tolist(), unit="MB/s",
+                       label=f"{MODE_NAMES[mode]} per sample at sequence {seq} ({cache})",
+                       setting=dict(mode=mode, cache=cache, seq=seq)))
+    sm = g[(g["mode"] == "mmap") & (g["seq"] == small)].groupby("batch")["MBps"].mean()
+    f.add(Fact("bandwidth.mmap_small", float(sm.mean()), "MB/s", f"mmap per sample at sequence {small} ({cache})",
+               "rate", setting=dict(mode="mmap", cache=cache, seq=small)))
+    f.add(compare("per_sample_bandwidth", f["bandwidth.mmap"], f["bandwidth.read"],
+                  published="mmap ÷ read() per-sample bandwidth, largest sequence"))
+
+
+# --------------------------------------------------------------------------- what the kernel and the tracer saw
+def _kernel(res, f: Facts) -> None:
+    g = _grid(res)
+    cache = headline_cache(g)
+    seq, batch = largest(g)
+    at = g[(g["seq"] == seq) & (g["batch"] == batch) & (g["cache"] == cache)]
+    m, r = (at[at["mode"] == mode].mean(numeric_only=True) for mode in ("mmap", "read"))
+    where = f"at sequence {seq}, batch {batch} ({cache})"
+    setting = dict(seq=seq, batch=batch, cache=cache)
+    f.add(Fact("kernel_view", float(m["minflt"] + m["majflt"]), "faults", f"page faults under mmap {where}", "count",
+               None, setting=setting),
+          Fact("kernel.read.faults", float(r["minflt"] + r["majflt"]), "faults", f"page faults under read() {where}",
+               "count", None, setting=setting),
+          Fact("kernel.mmap.minflt", float(m["minflt"]), "", "minor page faults under mmap", "count", None),
+          Fact("kernel.mmap.majflt", float(m["majflt"]), "", "major page faults under mmap", "count", None),
+          Fact("kernel.mmap.syscr", float(m["syscr"]), "", "read calls under mmap", "count", None),
+          Fact("kernel.read.syscr", float(r["syscr"]), "", "read calls under read()", "count", None),
+          Fact("kernel.read.pieces", float(r["pieces"]), "", "document pieces read", "count", None))
+    f.add(compare("kernel.faults_vs_read", f["kernel_view"], f["kernel.read.faults"]))
+    if cache == "cold" and pd.notna(m.get("read_bytes")) and m["app_bytes"]:
+        for mode, row in (("mmap", m), ("read", r)):
+            f.add(Fact(f"kernel.{mode}.amplification", float(row["read_bytes"] / row["app_bytes"]), "×",
+                       f"bytes {MODE_NAMES[mode]} brought in from storage per byte the samples hold", "amount",
+                       "lower"))
+
+
+def _posix(res, f: Facts) -> None:
+    if not has_posix(res):
+        f.data["posix_why_not"] = res.metadata.get("posix_why_not") or "the tracer did not run"
+        return
+    c = posix_counts(res)
+    mm, rd = c[c["mode"] == "mmap"], c[c["mode"] == "read"]
+    seq, batch = largest(c)
+    at = dict(seq=seq, batch=batch)
+    m_big = float(mm[(mm["seq"] == seq) & (mm["batch"] == batch)]["posix_events"].iloc[0])
+    r_big = float(rd[(rd["seq"] == seq) & (rd["batch"] == batch)]["posix_events"].iloc[0])
+    small = rd.sort_values(["seq", "batch"]).iloc[0]
+    f.add(Fact("posix.mmap_big", m_big, "events", f"mmap at sequence {seq}, batch {batch}", "count", None,
+               setting=at),
+          Fact("posix.read_big", r_big, "events", f"read() at sequence {seq}, batch {batch}", "count", None,
+               setting=at),
+          Fact("posix.read_small", float(small["posix_events"]), "events",
+               f"read() at sequence {int(small['seq'])}, batch {int(small['batch'])}", "count", None,
+               setting=dict(seq=int(small["seq"]), batch=int(small["batch"]))),
+          Fact("posix.mmap_min", float(mm["posix_events"].min()), "events", "fewest events under mmap", "count", None),
+          Fact("posix.mmap_max", float(mm["posix_events"].max()), "events", "most events under mmap", "count", None))
+    lo, hi, mean = mm["posix_events"].min(), mm["posix_events"].max(), mm["posix_events"].mean()
+    f.add(Fact("posix.mmap_constant", "yes" if mean > 0 and (hi - lo) <= CONSTANT_TOLERANCE * mean else
+               ("none" if hi == 0 else "no"), "", "the events of mmap constant over the sweep", "choice",
+               None,
+               setting=dict(tolerance=CONSTANT_TOLERANCE)))
+    grows = (np.corrcoef(rd["samples"] * rd["seq"], rd["posix_events"])[0, 1] > 0.9 if len(rd) > 2 else
+             r_big > float(small["posix_events"]))
+    f.add(Fact("posix.read_grows", "yes" if grows else "no", "", "the events of read() follow the tokens read",
+               "choice", None))
+    f.add(compare("posix_events", f["posix.read_big"], f["posix.mmap_big"],
+                  published="POSIX events read() ÷ mmap, largest point"))
+
+
+def _overhead(res, f: Facts) -> None:
+    if "overhead" not in res.tables:
+        return
+    o = res.table("overhead")
+    view = "posix" if "posix" in set(o["view"]) else "app"
+    f.data["overhead_view"] = view
+    names = {"posix": "the POSIX view", "app": "the application spans"}
+    for mode in ("read", "mmap"):
+        part = o[o["mode"] == mode]
+        if part.empty:
+            continue
+        for v in ("off", view, "app"):
+            if v in set(part["view"]) and f"overhead.{mode}.{v}" not in f:
+                f.add(measured(f"overhead.{mode}.{v}", (part[part["view"] == v]["loader_s"] * 1e3).tolist(),
+                               unit="ms", quantity="time", better="lower",
+                               label=f"{MODE_NAMES[mode]} with tracing off" if v == "off" else
+                               f"{MODE_NAMES[mode]} traced by {names[v]}", setting=dict(mode=mode, view=v)))
+        if f"overhead.{mode}.{view}" in f and f"overhead.{mode}.off" in f:
+            f.add(compare("overhead" if mode == "read" else "overhead.mmap", f[f"overhead.{mode}.{view}"],
+                          f[f"overhead.{mode}.off"]))
+    if view == "posix" and "overhead.read.app" in f:
+        f.add(compare("overhead.app", f["overhead.read.app"], f["overhead.read.off"]))
+    c = per_call_cost(res)
+    if c is not None:
+        f.add(Fact("posix_us_per_call", c["us_per_call"], "µs", "the loader time one recorded call adds", "time",
+                   "lower"),
+              Fact("posix_calls_per_piece", c["per_piece"], "", "calls recorded per document piece", "count", None))
+
+
+def per_call_cost(res) -> dict | None:
+    """What one call recorded by the POSIX view costs under read() at the overhead point: calls per document
+    piece, calls recorded, the extra loader time (ms) and that time per call (µs); None where not measured."""
+    if "overhead" not in res.tables or not has_posix(res):
+        return None
+    t = overhead_table(res)
+    row = t[(t["mode"] == "read") & (t["view"] == "posix")]
+    o = res.table("overhead")
+    if row.empty or "pieces" not in o:
+        return None
+    pieces = o[(o["mode"] == "read") & (o["view"] == "posix")]["pieces"].mean()
+    p = posix_counts(res)
+    p = p[p["mode"] == "read"]
+    per_piece = (p["posix_events"] / p["pieces"]).mean()
+    calls = pieces * per_piece
+    extra_ms = float(row["view_ms"].iloc[0] - row["off_ms"].iloc[0])
+    return dict(per_piece=per_piece, calls=calls, extra_ms=extra_ms,
+                us_per_call=extra_ms * 1e3 / calls if calls else float("nan"))
+
+
+def _checkpoint(res, f: Facts) -> None:
+    if "checkpoint" not in res.tables:
+        return
+    c = res.table("checkpoint")
+    size = int(c["state_bytes"].max())
+    c = c[c["state_bytes"] == size]
+    f.data["checkpoint"] = dict(bytes=size, device=str(c["device"].iloc[0]))
+    for method in ("torch_save", "dcp_save", "dcp_async_save"):
+        part = c[c["method"] == method]
+        f.add(measured(f"checkpoint.{method}", part["GBps"].tolist(), unit="GB/s", label=method,
+                       setting=dict(method=method)))
+        f.add(measured(f"checkpoint.{method}.blocked", part["blocked_s"].tolist(), unit="s", quantity="time",
+                       better="lower", label=f"the caller blocked by {method}"),
+              measured(f"checkpoint.{method}.total", part["total_s"].tolist(), unit="s", quantity="time",
+                       better="lower", label=f"{method} until its files were synced"))
+    blocked, total = f.number("checkpoint.dcp_async_save.blocked"), f.number("checkpoint.dcp_async_save.total")
+    f.add(Fact("checkpoint", blocked / total if blocked is not None and total else None, "",
+               "the share of the async save during which the caller was blocked", "share", "lower"))
+    f.add(compare("checkpoint.blocked_vs_sync", f["checkpoint.dcp_async_save.blocked"],
+                  f["checkpoint.dcp_save.blocked"]),
+          compare("checkpoint.total_vs_sync", f["checkpoint.dcp_async_save.total"], f["checkpoint.dcp_save.total"]))
+
+
+def token_loader(res) -> dict | None:
+    """The token loader, cold: tokens per second of the best configuration of each mode (mmap, read()) over
+    its sweep (tokens read ÷ loader time, mean over runs)."""
+    if "sweep" not in res.tables:
+        return None
+    s = res.table("sweep")
+    s = s[(s["cache"] == "cold") & (s["loader_s"] > 0)]
+    if s.empty or "tokens" not in s:
+        return None
+    rate = (s.assign(rate=s["tokens"] / s["loader_s"])
+            .groupby(["mode", "seq", "batch", "workers"])["rate"].mean().reset_index())
+    modes = {}
+    for mode, part in rate.groupby("mode"):
+        top = part.loc[part["rate"].idxmax()]
+        modes[str(mode)] = dict(tokens_per_s=float(top["rate"]), seq=int(top["seq"]), batch=int(top["batch"]),
+                                workers=int(top["workers"]))
+    best = max(modes, key=lambda m: modes[m]["tokens_per_s"])
+    return dict(best=best, modes=modes, itemsize=res.metadata.get("itemsize"))
+
+
+def analyse(res) -> Facts:
+    """Every fact chapter 10's page, chapter 12 and the front page word, from ``res`` alone."""
+    f = Facts(CHAPTER, exports=EXPORTS)
+    _loader(res, f)
+    _sweep(res, f)
+    _bandwidth(res, f)
+    _kernel(res, f)
+    _posix(res, f)
+    _overhead(res, f)
+    _checkpoint(res, f)
+    tl = token_loader(res)
+    if tl is not None:
+        f.data["token_loader"] = tl
+    return f
