@@ -37,17 +37,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from datajourney.chapters.c11_gpu_to_gpu.params import Params
+from datajourney.chapters.c11_gpu_to_gpu.params import MODELS, OPS, Params  # noqa: F401 - re-exported
 from datajourney.chapters.c11_gpu_to_gpu.worker import SAFE_ENV
-from datajourney.core.params import (
-    ParameterError,
-    choice,
-    int_list,
-    nonnegative_int,
-    number,
-    positive_int,
-    run_options,
-)
+from datajourney.core.params import ParameterError, run_options
 from datajourney.core.paths import REPO_ROOT
 from datajourney.core.units import MiB
 from datajourney.toolkit import lifetime
@@ -60,8 +52,6 @@ HOST_PATHS = {
 }
 #: ``node_path``: NCCL's own choice, or one of the forced host paths for the jobs across nodes.
 NODE_PATHS = ("direct", *HOST_PATHS)
-PATH_LABELS = {"direct": "NCCL's own choice", "p2p_off": "P2P off (NCCL_P2P_DISABLE=1)",
-               "p2p_shm_off": "P2P and SHM off (also NCCL_SHM_DISABLE=1)", "gloo": "gloo (CPU)"}
 #: The rung names of the ladder; "<rung>@<MiB>" sets bucket_cap_mb.
 RUNGS = {
     "no_ddp": dict(ddp=False, static_graph=False, bucket_view=False, hook="none"),
@@ -79,10 +69,8 @@ RUNG_LABELS = {"no_ddp": "one GPU, no DDP", "ddp": "DDP", "static_graph": "+ sta
 MIN_JOB_S = 45
 #: A job still running this long after its timeout is killed, whatever the launching process does.
 KILL_AFTER_S = 10
-MODELS = ("auto", "vit_l_32", "small_vit")
 #: Scaling jobs are named "<SCALE_JOB><k>" (direct path) and "<host path>@<k>" (forced host path).
 SCALE_JOB = "scale"
-OPS = ("all_reduce", "all_gather", "reduce_scatter")
 
 
 # --------------------------------------------------------------------------- rungs
@@ -102,12 +90,6 @@ def rung_label(name: str) -> str:
 
 # --------------------------------------------------------------------------- topology and transports
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TOPO_LEGEND = {
-    "X": "self", "SYS": "PCIe + the interconnect between NUMA nodes (e.g. QPI/UPI)",
-    "NODE": "PCIe + the interconnect between PCIe host bridges within a NUMA node",
-    "PHB": "PCIe + a PCIe host bridge (typically the CPU)", "PXB": "several PCIe bridges, no host bridge",
-    "PIX": "at most a single PCIe bridge", "NV": "NVLink (a bonded set of NV# links)",
-}
 
 
 def parse_topology(text: str) -> pd.DataFrame:
@@ -143,7 +125,9 @@ def read_topology() -> tuple[pd.DataFrame, str | None]:
     return parse_topology(out.stdout), out.stdout
 
 
-_CHANNEL = re.compile(r"Channel (\d+)(?:/\d+)? ?: (\d+)\[(\w+)\] -> (\d+)\[(\w+)\](?: \[(\w+)\])? via (\S+)")
+#: NCCL's channel line, e.g. "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read" (spaces written \x20)
+_CHANNEL = re.compile(r"Channel\x20(\d+)(?:/\d+)?\x20?:\x20(\d+)\[(\w+)\]\x20->\x20(\d+)\[(\w+)\]"
+                      r"(?:\x20\[(\w+)\])?\x20via\x20(\S+)")
 _VERSION = re.compile(r"NCCL version (\S+)")
 
 
@@ -179,6 +163,7 @@ class Job:
     returncode: int | None = None
     wall_s: float | None = None
     status: str = "not run"
+    reason: str | None = None  #: why a job was skipped: the parameter that stopped it
     records: list = field(default_factory=list)
     log: str = ""
 
@@ -292,112 +277,35 @@ def _resolve_model(model: str, cuda: bool) -> str:
     return "vit_l_32" if cuda else "small_vit"
 
 
-def check_parameters(p: dict) -> dict:
-    """Every parameter of the chapter, checked; a one-line error names the first bad one."""
-    import torch
-
-
-    q = dict(p)
-    q["model"] = choice("model", p["model"], MODELS)
-    if q["model"] == "vit_l_32":
-        try:
-            import torchvision  # noqa: F401
-        except Exception as e:  # noqa: BLE001
-            raise ParameterError("model", "vit_l_32", f"'auto' or 'small_vit' here: torchvision does not import "
-                                 f"({type(e).__name__})") from None
-    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=4096)
-    q["image_size"] = positive_int("image_size", p["image_size"], maximum=1024)
-    if q["image_size"] % 32 and _resolve_model(q["model"], torch.cuda.is_available()) == "vit_l_32":
-        raise ParameterError("image_size", p["image_size"], "a multiple of 32 for vit_l_32")
-    if q["image_size"] % 8:
-        raise ParameterError("image_size", p["image_size"], "a multiple of 8")
-    q["warmup_steps"] = positive_int("warmup_steps", p["warmup_steps"], maximum=1000)
-    q["steps"] = positive_int("steps", p["steps"], maximum=10_000)
-    q["windows"] = positive_int("windows", p["windows"], maximum=100)
-    if q["windows"] < 2:
-        raise ParameterError("windows", p["windows"], "an integer from 2 to 100 (a spread needs two windows)")
-    q["profile_steps"] = number("profile_steps", p["profile_steps"], minimum=0, maximum=100)
-    q["gpus"] = p["gpus"]
-    n_dev = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if p["gpus"] != "all":
-        positive_int("gpus", p["gpus"], maximum=max(n_dev, 1) if n_dev else 64)
-        if n_dev and p["gpus"] > n_dev:
-            raise ParameterError("gpus", p["gpus"], f"'all' or an integer from 1 to {n_dev} (GPUs here)")
-    q["cpu_procs"] = positive_int("cpu_procs", p["cpu_procs"], maximum=64)
-    for name in ("ladder", "host_ladder"):
-        vals = p[name]
-        if isinstance(vals, str) or not isinstance(vals, (list, tuple)):
-            raise ParameterError(name, vals, "a list of rung names: " + ", ".join(RUNGS) + " (optionally @MiB)")
-        for v in vals:
-            try:
-                parse_rung(v, 1)
-            except ValueError:
-                raise ParameterError(name, vals, "a list of rung names: " + ", ".join(RUNGS)
-                                     + " (optionally '@<bucket_cap_mb>', e.g. 'bf16@25')") from None
-    q["scale_worlds"] = _scale_worlds_param(p.get("scale_worlds", "auto"), n_dev)
-    vals = p.get("scale_ladder", [])
-    ddp_rungs = ", ".join(r for r in RUNGS if r != "no_ddp")
-    if isinstance(vals, str) or not isinstance(vals, (list, tuple)) or not vals:
-        raise ParameterError("scale_ladder", vals, "a non-empty list of DDP rung names: " + ddp_rungs)
+def _rung_list(name: str, vals, *, ddp_only: bool = False, nonempty: bool = False) -> None:
+    """Every entry of ``vals`` a rung name (optionally '@<bucket_cap_mb>'); DDP rungs only where asked."""
+    names = ", ".join(r for r in RUNGS if not ddp_only or r != "no_ddp")
+    allowed = (f"a {'non-empty ' if nonempty else ''}list of {'DDP ' if ddp_only else ''}rung names: {names} "
+               "(optionally '@<bucket_cap_mb>', e.g. 'bf16@25')")
+    if nonempty and not vals:
+        raise ParameterError(name, vals, allowed)
     for v in vals:
         try:
-            if parse_rung(v, 1)["base"] == "no_ddp":
+            if parse_rung(v, 1)["base"] == "no_ddp" and ddp_only:
                 raise ValueError(v)
         except ValueError:
-            raise ParameterError("scale_ladder", vals, f"a list of DDP rung names: {ddp_rungs} "
-                                 "(optionally '@<bucket_cap_mb>')") from None
-    shp = p.get("scale_host_paths", [])
-    if isinstance(shp, str) or any(h not in HOST_PATHS for h in shp):
-        raise ParameterError("scale_host_paths", shp, "a list drawn from " + ", ".join(map(repr, HOST_PATHS)))
-    q["bucket_cap_mb"] = positive_int("bucket_cap_mb", p["bucket_cap_mb"], maximum=100_000)
-    q["bucket_sweep"] = [] if not p["bucket_sweep"] else int_list("bucket_sweep", p["bucket_sweep"], minimum=1,
-                                                                   maximum=100_000)
-    if isinstance(p["host_paths"], str) or any(h not in HOST_PATHS for h in p["host_paths"]):
-        raise ParameterError("host_paths", p["host_paths"], "a list drawn from " + ", ".join(map(repr, HOST_PATHS)))
-    q["powersgd_rank"] = positive_int("powersgd_rank", p["powersgd_rank"], maximum=1024)
-    q["powersgd_start_iter"] = positive_int("powersgd_start_iter", p["powersgd_start_iter"], maximum=10_000)
-    if q["powersgd_start_iter"] < 2 or q["powersgd_start_iter"] > q["warmup_steps"]:
-        raise ParameterError("powersgd_start_iter", p["powersgd_start_iter"],
-                             f"an integer from 2 to warmup_steps ({q['warmup_steps']}), so timed steps use PowerSGD")
-    q["bench_sizes"] = int_list("bench_sizes", p["bench_sizes"], minimum=4096, maximum=1 << 34)
-    if isinstance(p["bench_ops"], str) or any(o not in OPS for o in p["bench_ops"]):
-        raise ParameterError("bench_ops", p["bench_ops"], "a list drawn from " + ", ".join(map(repr, OPS)))
-    q["bench_iters"] = positive_int("bench_iters", p["bench_iters"], maximum=10_000)
-    q["bench_repeats"] = positive_int("bench_repeats", p["bench_repeats"], maximum=100)
-    q["job_timeout_s"] = number("job_timeout_s", p["job_timeout_s"], minimum=10, maximum=86_400)
-    q["pg_timeout_s"] = number("pg_timeout_s", p["pg_timeout_s"], minimum=5, maximum=86_400)
-    q["time_budget_s"] = number("time_budget_s", p["time_budget_s"], minimum=30, maximum=86_400)
-    q.update(_node_params(p))
-    q.update(run_options(p))
-    _memory_check(q, n_dev)
-    return q
+            raise ParameterError(name, vals, allowed) from None
 
 
-def _node_params(p: dict) -> dict:
-    """``nnodes``, ``node_rank``, ``rdzv_endpoint`` (HOST:PORT, only with several nodes) and ``node_path``."""
-    q = {"nnodes": positive_int("nnodes", p.get("nnodes", 1), maximum=4096)}
-    q["node_rank"] = nonnegative_int("node_rank", p.get("node_rank", 0), maximum=q["nnodes"] - 1)
-    ep = p.get("rdzv_endpoint")
-    if q["nnodes"] == 1 and ep is not None:
+def _node_params(params) -> None:
+    """``nnodes``, ``node_rank`` (0 to nnodes - 1), ``rdzv_endpoint`` (HOST:PORT, only with several nodes)
+    and ``node_path``, checked."""
+    p = Params.coerce(params).checked()
+    if p.node_rank > p.nnodes - 1:
+        raise ParameterError("node_rank", p.node_rank, f"an integer from 0 to {p.nnodes - 1}")
+    ep = p.rdzv_endpoint
+    if p.nnodes == 1 and ep is not None:
         raise ParameterError("rdzv_endpoint", ep, "None with nnodes = 1 (one node needs no rendezvous)")
-    if q["nnodes"] > 1:
+    if p.nnodes > 1:
         host, _, port = str(ep).rpartition(":") if isinstance(ep, str) else ("", "", "")
         if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise ParameterError("rdzv_endpoint", ep, f"'HOST:PORT' of node 0, the same on all {q['nnodes']} "
+            raise ParameterError("rdzv_endpoint", ep, f"'HOST:PORT' of node 0, the same on all {p.nnodes} "
                                  "nodes (e.g. 'node0:29400'), with nnodes > 1")
-    q["rdzv_endpoint"] = ep
-    q["node_path"] = choice("node_path", p.get("node_path", "direct"), NODE_PATHS)
-    return q
-
-
-def _scale_worlds_param(value, n_dev: int):
-    """'auto' or a list of process counts from 2 up (at most the GPUs here)."""
-    if value == "auto":
-        return value
-    top = n_dev or 64
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise ParameterError("scale_worlds", value, f"'auto' or a list of integers from 2 to {top}")
-    return int_list("scale_worlds", value, minimum=2, maximum=top) if value else []
 
 
 def scale_worlds(spec, n: int) -> list[int]:
@@ -407,56 +315,90 @@ def scale_worlds(spec, n: int) -> list[int]:
     return sorted({int(k) for k in ks if 2 <= int(k) < n})
 
 
-def _memory_check(q: dict, n_dev: int) -> None:
+def _memory_check(p: Params, n_dev: int) -> None:
     """The largest collective buffer (twice, for gather/scatter) must fit in a GPU's free memory."""
     if not n_dev:
         return
     import torch
 
     free, _ = torch.cuda.mem_get_info(0)
-    need = 2 * max(q["bench_sizes"]) + (4 << 30)  # + the model, its gradients and its buckets
+    need = 2 * max(p.bench_sizes) + (4 << 30)  # + the model, its gradients and its buckets
     if need > free:
-        raise ParameterError("bench_sizes", q["bench_sizes"],
+        raise ParameterError("bench_sizes", p.bench_sizes,
                              f"sizes whose buffers fit the GPU's free memory ({free / 2**30:.1f} GiB)")
 
 
-def preflight(params: dict) -> dict:
-    """Check every parameter (and that the collective buffers fit) before any work."""
-    p = check_parameters(params)
+def preflight(params) -> Params:
+    """Every parameter checked before any work: each against its declaration (:meth:`Params.checked`),
+    then what the declarations cannot say — rung names, ranges of lists that may be empty, the model and
+    GPUs this machine has, PowerSGD's start within the warm-up, the nodes, the collective buffers in GPU
+    memory. A mapping (the runner's) may carry the book's options, which are checked too."""
+    if not isinstance(params, Params):
+        run_options(dict(params))
+    p = Params.coerce(params).checked()
+    import torch
     import torch.distributed as dist
 
     if not dist.is_available():
-        raise ParameterError("model", params.get("model"), "a torch built with torch.distributed")
+        raise ParameterError("model", p.model, "a torch built with torch.distributed")
+    if p.model == "vit_l_32":
+        try:
+            import torchvision  # noqa: F401
+        except Exception as e:  # noqa: BLE001
+            raise ParameterError("model", "vit_l_32", f"'auto' or 'small_vit' here: torchvision does not import "
+                                 f"({type(e).__name__})") from None
+    if p.image_size % 32 and _resolve_model(p.model, torch.cuda.is_available()) == "vit_l_32":
+        raise ParameterError("image_size", p.image_size, "a multiple of 32 for vit_l_32")
+    if p.image_size % 8:
+        raise ParameterError("image_size", p.image_size, "a multiple of 8")
+    n_dev = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if p.gpus != "all" and n_dev and p.gpus > n_dev:
+        raise ParameterError("gpus", p.gpus, f"'all' or an integer from 1 to {n_dev} (GPUs here)")
+    _rung_list("ladder", p.ladder)
+    _rung_list("host_ladder", p.host_ladder)
+    _rung_list("scale_ladder", p.scale_ladder, ddp_only=True, nonempty=True)
+    top = n_dev or 64
+    if p.scale_worlds != "auto" and not all(2 <= k <= top for k in p.scale_worlds):
+        raise ParameterError("scale_worlds", p.scale_worlds, f"'auto' or a list of integers from 2 to {top}")
+    if not all(1 <= k <= 100_000 for k in p.bucket_sweep):
+        raise ParameterError("bucket_sweep", p.bucket_sweep, "a list of integers from 1 to 100,000 (may be empty)")
+    if p.powersgd_start_iter > p.warmup_steps:
+        raise ParameterError("powersgd_start_iter", p.powersgd_start_iter,
+                             f"an integer from 2 to warmup_steps ({p.warmup_steps}), so timed steps use PowerSGD")
+    _node_params(p)
+    _memory_check(p, n_dev)
     return p
 
 
 # --------------------------------------------------------------------------- the chapter
-def plan_jobs(p: dict, backend: str, n: int) -> list[Job]:
+def plan_jobs(params, backend: str, n: int) -> list[Job]:
     """The torchrun jobs of a run, ``n`` processes per node: one process; N processes; N on each forced
     host path (NCCL, N ≥ 2); the scaling jobs below N.
 
     With ``nnodes`` > 1, N is ``nnodes`` × ``n``: the N-process and forced-host-path jobs span the
     nodes (their NCCL environment gets ``node_path``'s too), while the one-process job and the
-    scaling jobs (up to ``n``) run on each node alone."""
-    cap = p["bucket_cap_mb"]
+    scaling jobs (up to ``n``) run on each node alone. ``params``: a :class:`Params` (or a mapping of
+    some of its names, the rest at their defaults)."""
+    p = Params.coerce(params)
+    cap = p.bucket_cap_mb
     rung = lambda s: parse_rung(s, cap)  # noqa: E731
     path = "direct" if backend == "nccl" else "gloo"
-    nodes = p.get("nnodes", 1)
-    node_env = HOST_PATHS.get(p.get("node_path", "direct"), {}) if nodes > 1 and backend == "nccl" else {}
-    ladder = [rung(s) for s in p["ladder"] if parse_rung(s, cap)["base"] != "no_ddp"]
-    ladder += [rung(f"bucket_view@{mb}") for mb in p["bucket_sweep"] if mb != cap]
+    nodes = p.nnodes
+    node_env = HOST_PATHS.get(p.node_path, {}) if nodes > 1 and backend == "nccl" else {}
+    ladder = [rung(s) for s in p.ladder if parse_rung(s, cap)["base"] != "no_ddp"]
+    ladder += [rung(f"bucket_view@{mb}") for mb in p.bucket_sweep if mb != cap]
     jobs = [Job("one", path, 1, [rung("no_ddp"), rung("ddp")], [])]
     if n * nodes >= 2:
-        jobs.append(Job("n", path, n, ladder, list(p["bench_ops"]), env=dict(node_env), nodes=nodes))
-        worlds = scale_worlds(p.get("scale_worlds", "auto"), n if nodes == 1 else n + 1)
-        scale = [rung(s) for s in p.get("scale_ladder", ["ddp"])]
+        jobs.append(Job("n", path, n, ladder, list(p.bench_ops), env=dict(node_env), nodes=nodes))
+        worlds = scale_worlds(p.scale_worlds, n if nodes == 1 else n + 1)
+        scale = [rung(s) for s in p.scale_ladder]
         jobs += [Job(f"{SCALE_JOB}{k}", path, k, scale, ["all_reduce"]) for k in worlds]
         if backend == "nccl":
-            for h in p["host_paths"]:
-                jobs.append(Job(h, h, n, [rung(s) for s in p["host_ladder"]], ["all_reduce"],
+            for h in p.host_paths:
+                jobs.append(Job(h, h, n, [rung(s) for s in p.host_ladder], ["all_reduce"],
                                 env={**node_env, **HOST_PATHS[h]}, nodes=nodes))
             jobs += [Job(f"{h}@{k}", h, k, [rung("ddp")], ["all_reduce"], env=HOST_PATHS[h])
-                     for h in p.get("scale_host_paths", []) for k in worlds]
+                     for h in p.scale_host_paths for k in worlds]
     return jobs
 
 
@@ -465,67 +407,55 @@ def is_scale_job(name: str) -> bool:
     return "@" in name or (name.startswith(SCALE_JOB) and name[len(SCALE_JOB):].isdigit())
 
 
-def _measure(*, model: str, batch_size: int, image_size: int, warmup_steps: int,
-        steps: int, windows: int, profile_steps: int, gpus, cpu_procs: int,
-        ladder, bucket_cap_mb: int,
-        bucket_sweep, host_paths,
-        host_ladder, scale_worlds,
-        scale_ladder,
-        scale_host_paths, powersgd_rank: int, powersgd_start_iter: int,
-        bench_sizes, bench_ops, bench_iters: int,
-        bench_repeats: int, job_timeout_s: float, pg_timeout_s: float, time_budget_s: float,
-        nnodes: int, node_rank: int, rdzv_endpoint, node_path: str,
-        run_dir=None,
-        progress: bool = True):
+def _measure(params: Params, *, run_dir=None, progress: bool = True):
     """Run chapter 11: the torchrun jobs, their transports and the topology, as one result."""
-    params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in locals().items() if k != "progress"}
     import torch
     from tqdm import tqdm
 
+    from datajourney.chapters.c11_gpu_to_gpu import analysis
     from datajourney.core import results
 
-    p = check_parameters(params)
+    p = preflight(params)
     cuda = torch.cuda.is_available()
     backend = "nccl" if cuda else "gloo"
-    n = (torch.cuda.device_count() if p["gpus"] == "all" else p["gpus"]) if cuda else p["cpu_procs"]
-    world = n * p["nnodes"]
-    rdzv = Rendezvous(p["nnodes"], p["node_rank"], p["rdzv_endpoint"], f"datajourney-{CHAPTER}",
-                      int(p["job_timeout_s"])) if p["nnodes"] > 1 else None
-    res = results.start(CHAPTER, params, run_dir)
+    n = (torch.cuda.device_count() if p.gpus == "all" else p.gpus) if cuda else p.cpu_procs
+    world = n * p.nnodes
+    rdzv = Rendezvous(p.nnodes, p.node_rank, p.rdzv_endpoint, f"datajourney-{CHAPTER}",
+                      int(p.job_timeout_s)) if p.nnodes > 1 else None
+    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
     rd = results.resolve_run_dir(run_dir)
     topo, topo_text = read_topology()
     res.add("topology", topo)
-    the_model = _resolve_model(p["model"], cuda)
-    base = {"backend": backend, "model": the_model, "batch_size": p["batch_size"], "image_size": p["image_size"],
-            "classes": 1000 if the_model == "vit_l_32" else 10, "warmup_steps": p["warmup_steps"],
-            "steps": p["steps"], "windows": p["windows"], "profile_steps": int(p["profile_steps"]),
-            "powersgd_rank": p["powersgd_rank"], "powersgd_start_iter": p["powersgd_start_iter"],
-            "bench_sizes": p["bench_sizes"], "bench_iters": p["bench_iters"], "bench_repeats": p["bench_repeats"],
-            "pg_timeout_s": p["pg_timeout_s"], "threads": 1}
+    the_model = _resolve_model(p.model, cuda)
+    base = {"backend": backend, "model": the_model, "batch_size": p.batch_size, "image_size": p.image_size,
+            "classes": 1000 if the_model == "vit_l_32" else 10, "warmup_steps": p.warmup_steps,
+            "steps": p.steps, "windows": p.windows, "profile_steps": int(p.profile_steps),
+            "powersgd_rank": p.powersgd_rank, "powersgd_start_iter": p.powersgd_start_iter,
+            "bench_sizes": p.bench_sizes, "bench_iters": p.bench_iters, "bench_repeats": p.bench_repeats,
+            "pg_timeout_s": p.pg_timeout_s, "threads": 1}
     jobs = plan_jobs(p, backend, n)
     out = rd / "ddp"
-    deadline = time.monotonic() + p["time_budget_s"]
+    deadline = time.monotonic() + p.time_budget_s
     for j in tqdm(jobs, desc="chapter 11 jobs", disable=not progress):
         left = deadline - time.monotonic()
         whole = j.name in ("one", "n") or j.nodes > 1  # every node runs the jobs across nodes, in full
         if not whole and left < MIN_JOB_S:
-            j.status = f"skipped: less than {MIN_JOB_S} s of time_budget_s left"
+            j.status, j.reason = "skipped", "time_budget_s"
             continue
-        run_job(j, base, out, timeout_s=p["job_timeout_s"] if whole else min(p["job_timeout_s"], left),
+        run_job(j, base, out, timeout_s=p.job_timeout_s if whole else min(p.job_timeout_s, left),
                 rendezvous=rdzv and replace(rdzv, run_id=f"{rdzv.run_id}-{j.name}"))
         if j.name in ("one", "n") and j.status != "ok":
             raise JobError(f"torchrun job {j.name!r} ({j.nproc * j.nodes} process(es), {backend}) {j.status} after "
                            f"{j.wall_s:.0f} s; its log ends:\n{log_tail(j.log)}")
     res.metadata.update(cuda=cuda, backend=backend, world=world, model=the_model, topology_text=topo_text,
-                        gpu_count=torch.cuda.device_count() if cuda else 0, nnodes=p["nnodes"],
-                        node_rank=p["node_rank"], rdzv_endpoint=p["rdzv_endpoint"], node_path=p["node_path"],
+                        gpu_count=torch.cuda.device_count() if cuda else 0, nnodes=p.nnodes,
+                        node_rank=p.node_rank, rdzv_endpoint=p.rdzv_endpoint, node_path=p.node_path,
                         jobs=[{"job": j.name, "path": j.path, "nproc": j.nproc * j.nodes, "nodes": j.nodes,
-                               "env": j.env, "status": j.status,
+                               "env": j.env, "status": j.status, "reason": j.reason,
                                "returncode": j.returncode, "wall_s": j.wall_s,
                                "nccl_version": nccl_version(j.log), "error_tail": None if j.status == "ok"
                                else log_tail(j.log)} for j in jobs],
-                        start=next((r for j in jobs for r in j.records if r.get("kind") == "start"), {}),
-                        note=None if world >= 2 else "one device only: the N-process jobs need at least two")
+                        start=next((r for j in jobs for r in j.records if r.get("kind") == "start"), {}))
     tables = tidy([j for j in jobs if not is_scale_job(j.name)])
     for name, df in tables.items():
         res.add(name, df)
@@ -536,6 +466,7 @@ def _measure(*, model: str, batch_size: int, image_size: int, warmup_steps: int,
             res.add(f"scale_{name}", df)
     if "bench" in tables and "rungs" in tables:
         res.add("prediction", predict_comm(tables["rungs"], tables["bench"], world))
+    res.facts = analysis.analyse(res)
     res.save(rd)
     return res
 
@@ -627,6 +558,6 @@ def predict_comm(rungs: pd.DataFrame, bench: pd.DataFrame, n: int) -> pd.DataFra
 
 def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
     """Run chapter 11's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)
+    changed by ``changes``, save the result (with its facts) to ``run_dir`` and return it."""
+    p = Params.coerce(params if params is not None else Params()).replace(**changes)
+    return _measure(p, run_dir=run_dir, progress=progress)

@@ -1,76 +1,74 @@
-"""Chapter 11's parameters: the one place their defaults live.
+"""Chapter 11's parameters: each declared once, with its default, range and help.
 
-The notebook's parameters cell, the profiles in ``profiles.yaml`` and ``run()`` start from
-:class:`Params`; a test fails when the cell and these defaults differ. Ranges are checked by
-the experiment's ``preflight`` before any work."""
+The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
+``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every field
+against its declaration, and the experiment's ``preflight`` adds the checks that need several fields or
+this machine (rung names, GPUs here, the collective buffers in GPU memory)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from datajourney.core.params import ChapterParams
+from datajourney.core.params import ChapterParams, param
+
+MODELS = ("auto", "vit_l_32", "small_vit")
+OPS = ("all_reduce", "all_gather", "reduce_scatter")
+HOST_PATH_NAMES = ("p2p_off", "p2p_shm_off")
+NODE_PATH_NAMES = ("direct", *HOST_PATH_NAMES)
 
 
 @dataclass
 class Params(ChapterParams):
-    """Every knob of chapter 11; the docstring of each field says what it sets."""
-    model: object = "auto"
-    """"vit_l_32" (torchvision, random weights), "small_vit" (torch modules only), "auto" """
-    batch_size: int = 32
-    """samples per GPU (per process) and step"""
-    image_size: int = 224
-    """a multiple of 32 for vit_l_32"""
-    warmup_steps: int = 3
-    """untimed steps before each rung (twice as many for a job's first rung)"""
-    steps: int = 8
-    """steps per timed window"""
-    windows: int = 3
-    """timed windows per rung (the spread); at least 2"""
-    profile_steps: int = 2
-    """steps under torch.profiler per rung (NCCL kernels, overlap), none if 0"""
-    gpus: str = "all"
-    """GPUs for the N-GPU jobs: "all" or a number"""
-    cpu_procs: int = 2
-    """processes per job without CUDA (gloo)"""
-    ladder: list[str] = field(default_factory=lambda: ["ddp", "static_graph", "bucket_view", "bf16", "powersgd"])
-    """rungs on N GPUs ("name@MiB" sets the bucket)"""
-    bucket_cap_mb: int = 2000
-    """the naive start: one bucket for all gradients"""
-    bucket_sweep: list[int] = field(default_factory=lambda: [1, 25, 100, 500])
-    """bucket_cap_mb values tried with static_graph + gradient_as_bucket_view"""
-    host_paths: list[str] = field(default_factory=lambda: ["p2p_off", "p2p_shm_off"])
-    """forced host paths (NCCL, two GPUs or more)"""
-    host_ladder: list[str] = field(default_factory=lambda: ["ddp", "bf16", "powersgd", "bf16@25"])
-    """rungs re-run on each forced host path"""
-    scale_worlds: object = "auto"
-    """process counts of the scaling jobs below N: "auto" (powers of two) or a list"""
-    scale_ladder: list[str] = field(
-        default_factory=lambda: ["ddp", "bucket_view", "bf16", "bucket_view@1", "bucket_view@25"]
-    )
-    """rungs of the scaling jobs"""
-    scale_host_paths: list[str] = field(default_factory=lambda: ["p2p_off"])
-    """forced host paths also run at each scaling count (ddp rung, all-reduce)"""
-    powersgd_rank: int = 1
-    """PowerSGD matrix_approximation_rank"""
-    powersgd_start_iter: int = 2
-    """PowerSGD starts after this many steps (at most warmup_steps)"""
-    bench_sizes: list[int] = field(default_factory=lambda: [1048576, 16777216, 268435456, 1073741824])
-    """collective sizes in bytes"""
-    bench_ops: list[str] = field(default_factory=lambda: ["all_reduce", "all_gather", "reduce_scatter"])
-    bench_iters: int = 5
-    """collectives per timed repeat"""
-    bench_repeats: int = 3
-    """timed repeats per size"""
-    job_timeout_s: int = 240
-    """a torchrun job is killed after this many seconds"""
-    pg_timeout_s: int = 60
-    """a rank stuck in a collective gives up after this many seconds"""
-    time_budget_s: int = 900
-    """forced-host-path and scaling jobs start only while this budget lasts"""
-    nnodes: int = 1
-    """nodes the N-process jobs span (the chapter runs on each, torchrun's rendezvous joins them)"""
-    node_rank: int = 0
-    """this node's number, 0 to nnodes - 1"""
-    rdzv_endpoint: object = None
-    """with nnodes > 1: "HOST:PORT" of node 0, the same on every node; None: one node on its own"""
-    node_path: str = "direct"
-    """NCCL across nodes: "direct" (its own choice) or a forced host path ("p2p_shm_off": sockets only)"""
+    """Every knob of chapter 11."""
+    model: str = param("auto", '"vit_l_32" (torchvision, random weights), "small_vit" (torch modules only), "auto"',
+                       choices=MODELS)
+    batch_size: int = param(32, "samples per GPU (per process) and step", minimum=1, maximum=4096)
+    image_size: int = param(224, "a multiple of 32 for vit_l_32 (of 8 otherwise)", minimum=8, maximum=1024,
+                            unit="pixels")
+    warmup_steps: int = param(3, "untimed steps before each rung (twice as many for a job's first rung)",
+                              minimum=1, maximum=1000)
+    steps: int = param(8, "steps per timed window", minimum=1, maximum=10_000)
+    windows: int = param(3, "timed windows per rung (the spread); at least 2", minimum=2, maximum=100)
+    profile_steps: int = param(2, "steps under torch.profiler per rung (NCCL kernels, overlap), none if 0",
+                               minimum=0, maximum=100)
+    gpus: object = param("all", 'GPUs for the N-GPU jobs: "all" or a number', kind="int", minimum=1, maximum=64,
+                         also=("all",))
+    cpu_procs: int = param(2, "processes per job without CUDA (gloo)", minimum=1, maximum=64)
+    ladder: list = param(["ddp", "static_graph", "bucket_view", "bf16", "powersgd"],
+                         'rungs on N GPUs ("name@MiB" sets the bucket)', kind="str_list")
+    bucket_cap_mb: int = param(2000, "the naive start: one bucket for all gradients", minimum=1, maximum=100_000,
+                               unit="MiB")
+    bucket_sweep: list = param([1, 25, 100, 500],
+                               "bucket_cap_mb values tried with static_graph + gradient_as_bucket_view (may be empty)",
+                               kind="int_list", unit="MiB")
+    host_paths: list = param(["p2p_off", "p2p_shm_off"], "forced host paths (NCCL, two GPUs or more)",
+                             kind="str_list", choices=HOST_PATH_NAMES)
+    host_ladder: list = param(["ddp", "bf16", "powersgd", "bf16@25"], "rungs re-run on each forced host path",
+                              kind="str_list")
+    scale_worlds: object = param("auto", 'process counts of the scaling jobs below N: "auto" (powers of two) or a list',
+                                 kind="int_list", also=("auto",))
+    scale_ladder: list = param(["ddp", "bucket_view", "bf16", "bucket_view@1", "bucket_view@25"],
+                               "rungs of the scaling jobs", kind="str_list")
+    scale_host_paths: list = param(["p2p_off"], "forced host paths also run at each scaling count (ddp rung, "
+                                   "all-reduce)", kind="str_list", choices=HOST_PATH_NAMES)
+    powersgd_rank: int = param(1, "PowerSGD matrix_approximation_rank", minimum=1, maximum=1024)
+    powersgd_start_iter: int = param(2, "PowerSGD starts after this many steps (from 2 to warmup_steps)",
+                                     minimum=2, maximum=10_000)
+    bench_sizes: list = param([1048576, 16777216, 268435456, 1073741824], "collective sizes",
+                              minimum=4096, maximum=1 << 34, unit="bytes")
+    bench_ops: list = param(["all_reduce", "all_gather", "reduce_scatter"], "collectives timed alone",
+                            kind="str_list", choices=OPS)
+    bench_iters: int = param(5, "collectives per timed repeat", minimum=1, maximum=10_000)
+    bench_repeats: int = param(3, "timed repeats per size", minimum=1, maximum=100)
+    job_timeout_s: float = param(240, "a torchrun job is killed after this many seconds", kind="float",
+                                 minimum=10, maximum=86_400, unit="s")
+    pg_timeout_s: float = param(60, "a rank stuck in a collective gives up after this many seconds", kind="float",
+                                minimum=5, maximum=86_400, unit="s")
+    time_budget_s: float = param(900, "forced-host-path and scaling jobs start only while this budget lasts",
+                                 kind="float", minimum=30, maximum=86_400, unit="s")
+    nnodes: int = param(1, "nodes the N-process jobs span (the chapter runs on each, torchrun's rendezvous joins "
+                        "them)", minimum=1, maximum=4096)
+    node_rank: int = param(0, "this node's number, 0 to nnodes - 1", minimum=0, maximum=4095)
+    rdzv_endpoint: object = param(None, 'with nnodes > 1: "HOST:PORT" of node 0, the same on every node; None: one '
+                                  "node on its own", kind="str", optional=True)
+    node_path: str = param("direct", 'NCCL across nodes: "direct" (its own choice) or a forced host path '
+                           '("p2p_shm_off": sockets only)', choices=NODE_PATH_NAMES)

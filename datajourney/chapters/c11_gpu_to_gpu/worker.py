@@ -283,7 +283,7 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
         except Exception as e:  # noqa: BLE001 - a profiler failure is recorded, the timings stand
             record["profile_error"] = f"{type(e).__name__}: {e}"
     elif cfg["profile_steps"] > 0:
-        record["profile_error"] = "no CUDA: no GPU kernels to profile"
+        record["profile_error"] = "no_cuda"  # a code: the page words it
     if world > 1 and rung["ddp"]:
         # DDP keeps the replicas identical: every rank applied the same averaged gradients
         with torch.no_grad():
@@ -399,7 +399,7 @@ def main(argv=None) -> int:
         for rung in cfg["rungs"]:
             if time.monotonic() > deadline:
                 emit(kind="rung", rung=rung["name"], world=world, status="skipped",
-                     reason="the job's time budget ran out before this rung", **{k: rung[k] for k in (
+                     reason="time_budget_s", **{k: rung[k] for k in (
                          "ddp", "static_graph", "bucket_view", "hook", "bucket_cap_mb")})
                 continue
             run_rung(rung, cfg, rank, world, device, emit)
