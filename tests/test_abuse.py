@@ -423,15 +423,17 @@ def test_tampered_result_is_one_line_naming_file_and_field(tmp_path, edit, field
     assert "\n" not in msg and msg.startswith(str(path)) and f"field {field}" in msg, msg
 
 
-def test_schema_1_is_read_and_saved_as_2(tmp_path):
+@pytest.mark.parametrize("old", ["datajourney.result/1", "datajourney.result/2"])
+def test_older_schemas_are_read_and_saved_as_3(tmp_path, old):
     path = _result("r").save(tmp_path)
     d = json.loads(path.read_text())
-    assert d["schema"] == "datajourney.result/2"
-    d["schema"] = "datajourney.result/1"
+    assert d["schema"] == "datajourney.result/3"
+    d["schema"] = old
     path.write_text(json.dumps(d))
     back = results.Result.load(path)
-    assert back.to_dict()["schema"] == "datajourney.result/2" and back.table("t")["a"][0] == 1.0
-    assert results._upgrade_v1(d) == {**d, "schema": "datajourney.result/2"}
+    assert back.to_dict()["schema"] == "datajourney.result/3" and back.table("t")["a"][0] == 1.0
+    assert back.facts is None  # an older file has no facts until its chapter analyses it
+    assert results._upgrade_v1(d) == {**d, "schema": "datajourney.result/3"}
 
 
 def test_book_of_a_run_with_a_tampered_result_names_file_and_field(tmp_path, monkeypatch, capsys):

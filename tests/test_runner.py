@@ -36,10 +36,21 @@ def test_a_chapter_folder_missing_a_piece_is_named(tmp_path):
         (folder / piece).write_text((good / piece).read_text())
     assert chapters.missing_pieces(folder) == []
     (folder / "params.py").unlink()
-    (folder / "page.py").write_text("")
-    (folder / "experiment.py").write_text("CHAPTER = '13_new_hop'\n")
-    with pytest.raises(chapters.ChapterError, match=r"c13_new_hop lacks params.py, experiment.py: run"):
+    (folder / "analysis.py").unlink()
+    with pytest.raises(chapters.ChapterError, match=r"c13_new_hop lacks params.py, analysis.py"):
         chapters.discover(tmp_path)
+
+
+def test_a_chapter_missing_a_name_of_the_protocol_is_named(monkeypatch):
+    """The protocol is checked by attribute: a page without ``opening`` is named, whatever its source says."""
+    import sys
+    import types
+
+    c = chapters.lookup("2")
+    page = types.ModuleType("page")
+    page.findings = lambda facts: []
+    monkeypatch.setitem(sys.modules, f"{c.package}.page", page)
+    assert "page.py: opening" in c.verify()
 
 
 def test_chapter_lookup():
