@@ -74,3 +74,8 @@ def test_a_bad_fact_is_refused():
         Fact("a", 1, quantity="speed")
     with pytest.raises(ValueError, match="scope"):
         Advice("a", "k", 1, "w", scope="maybe")
+
+
+def test_text_keeps_apostrophes_and_ampersands_readable():
+    html = _html(phrasing.text("the host's cache & *disk* #1 <b>"))
+    assert "the host's cache &amp; *disk* #1 &lt;b&gt;" in html.replace("&#x27;", "'")

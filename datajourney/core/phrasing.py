@@ -33,8 +33,8 @@ def text(value) -> str:
     """A string from a result file as plain Markdown text: HTML special characters escaped and Markdown
     markup characters backslash-escaped, control characters dropped, one line."""
     s = _CONTROL.sub("", str(value)).replace("\n", " ").replace("\r", " ")
-    s = html.escape(s, quote=True)
-    return re.sub(r"([\\`*_\[\]{}#|!~<>])", r"\\\1", s)
+    s = re.sub(r"([\\`*_\[\]{}#|!~])", r"\\\1", s)
+    return html.escape(s, quote=False)
 
 
 def code(value) -> str:
