@@ -33,7 +33,7 @@ FRONT = [
     ),
     ("09_reading_smarter", "to_gpu", "a cold file into GPU memory through pinned buffers"),
     ("10_mmap_vs_read", "posix_events", "events a POSIX tracer sees, read() ÷ mmap"),
-    ("11_gpu_to_gpu", "scaling_direct", "DDP's per-GPU throughput over the direct path against one GPU"),
+    ("11_gpu_to_gpu", "scaling_direct", "the share of one GPU's throughput each GPU loses under DDP, direct path"),
 ]
 
 
