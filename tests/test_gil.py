@@ -770,7 +770,7 @@ def test_full_profile_windows_skip_every_loader_queue():
     (96 batches, 6 waves of 16), and the data set holds them all, for the loaders and the model-fed runs."""
     from datajourney.book import runner
 
-    prof = runner.profiles()["full"][gil.CHAPTER]
+    prof = {**gil.Params().as_dict(), **runner.profiles()["full"][gil.CHAPTER]}  # a profile lists what differs
     q = dict(prof, batch_size=prof.get("batch_size", 64), prefetch_factor=2, warm_batches=2,
              window_factor=prof.get("window_factor", gil.WINDOW_FACTOR), loaders=list(gil.LOADERS))
     plan = gil.loader_windows(q)

@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from datajourney.chapters.c08_threads_processes_gil import analysis
 from datajourney.chapters.c08_threads_processes_gil.common import (  # noqa: F401
     AUTO_LOADER_MAX,
     CHAPTER,
@@ -130,6 +131,12 @@ from datajourney.chapters.c08_threads_processes_gil.model_feed import (  # noqa:
     model_ceiling,
     model_step_factory,
     moonshot_feeds,
+)
+from datajourney.chapters.c08_threads_processes_gil.paper import (  # noqa: F401
+    decomposition,
+    free_threaded_check,
+    paper_plan_size,
+    run_paper,
 )
 from datajourney.chapters.c08_threads_processes_gil.params import Params
 from datajourney.chapters.c08_threads_processes_gil.primitives import (  # noqa: F401
@@ -267,6 +274,7 @@ def check_parameters(p: dict) -> dict:
     from datajourney.core.params import memory as mem
     from datajourney.toolkit import pagecache
 
+    p = {**Params().as_dict(), **p}     # a partial dict (a test, an old caller) gets the defaults of Params
     q = dict(p)
     cores = len(os.sched_getaffinity(0))
     q["n_images"] = positive_int("n_images", p["n_images"], maximum=images.MAX_IMAGES)
@@ -355,6 +363,33 @@ def check_parameters(p: dict) -> dict:
         raise ParameterError("free_threaded", ft, "false or \"auto\" on this interpreter: it runs with the GIL "
                              "(run the chapter with a free-threaded Python such as python3.13t)")
     q["free_threaded"] = ft
+    pa = p["paper"]
+    if pa not in ("auto", True, False):
+        raise ParameterError("paper", pa, '"auto", true or false')
+    if pa is True:
+        requires("paper", pa, "spdl.pipeline", "spdl (pip install spdl)")
+        runnable("paper", pa, ["spdl"])
+    q["paper"] = pa
+    pw = p["paper_workers"]
+    q["paper_workers"] = "auto" if pw == "auto" else positive_int("paper_workers", pw, maximum=lim)
+    q["paper_window_factor"] = positive_int("paper_window_factor", p["paper_window_factor"], maximum=100)
+    q["gil_images"] = positive_int("gil_images", p["gil_images"], maximum=q["n_images"])
+    pc = p["paper_configs"]
+    if pc != "auto":
+        shape = ("a list of [images per task, concurrency, threads]: images per task dividing batch_size "
+                 f"= {q['batch_size']}, concurrency and threads from 1 to {lim}")
+        if not isinstance(pc, (list, tuple)) or not pc:
+            raise ParameterError("paper_configs", pc, '"auto" or ' + shape)
+        out = []
+        for c in pc:
+            ok = (isinstance(c, (list, tuple)) and len(c) == 3
+                  and all(isinstance(v, int) and not isinstance(v, bool) for v in c))
+            if not ok or not (1 <= c[0] <= q["batch_size"] and q["batch_size"] % c[0] == 0
+                              and 1 <= c[1] <= lim and 1 <= c[2] <= lim):
+                raise ParameterError("paper_configs", pc, '"auto" or ' + shape)
+            out.append([int(v) for v in c])
+        pc = out
+    q["paper_configs"] = pc
     mo = p.get("moonshot", "auto")
     if mo not in ("auto", True, False):
         raise ParameterError("moonshot", mo, '"auto", true or false')
@@ -413,7 +448,8 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
         loader_batches: int, warm_batches: int, prefetch_factor: int, window_factor: int,
         start_methods, startup_workers, startup_paths,
         epoch_paths: int, epoch_batch_size: int, epoch_workers, memory_interval_s: float,
-        ipc_batch_sizes, ipc_workers, free_threaded, moonshot,
+        ipc_batch_sizes, ipc_workers, free_threaded, paper, paper_workers, paper_configs, paper_window_factor,
+        gil_images, moonshot,
         model: str, model_steps: int, model_warmup: int, read_threads: int,
         model_worker_nice: int, hybrid_share, model_step: str, purge_method: str,
         seed: int, data_dir=None, run_dir=None, progress: bool = True):
@@ -458,7 +494,10 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
     n_start = len(p["start_methods"]) * len(p["startup_workers"]) * len(p["startup_paths"])
     n_ipc = len(p["ipc_batch_sizes"]) * len(p["ipc_workers"])
     n_epoch = 2 * len(PATH_STORAGE) if p["epoch_paths"] else 0
-    bar = tqdm(total=n_prim + len(loader_plan) + n_start + n_epoch + n_ipc, desc="chapter 8", disable=not progress)
+    paper_skipped = ("off" if p["paper"] is False else None if status["spdl"][0] else "spdl")
+    n_paper = 0 if paper_skipped else paper_plan_size(p)
+    bar = tqdm(total=n_prim + len(loader_plan) + n_start + n_epoch + n_ipc + n_paper, desc="chapter 8",
+               disable=not progress)
     with bar:
         prim, ops = primitives(src, decoders=p["decoders"], executors=p["executors"], concurrency=p["concurrency"],
                                n_images=p["primitive_images"], batch_size=p["primitive_batch"],
@@ -530,6 +569,20 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
                     errors.append(_error(f"IPC, batch {bs}, {w} workers", e))
                 bar.update(1)
         lap("ipc")
+        paper_out = None
+        if not paper_skipped:
+            def purge(paths):
+                pr = pagecache.purge(paths, p["purge_method"])
+                purge_methods.add(pr.method)
+                return pr.after["fraction"]
+
+            try:
+                paper_out = run_paper(files, params=p, device=device, rng=rng, purge=purge, cores=cores,
+                                      decoders=[d for d in ("pillow", "spdl") if status[d][0]], progress=bar)
+            except Exception as e:
+                errors.append(_error("the SPDL question", e))
+                paper_skipped = "error"
+            lap("paper")
 
     lo = pd.DataFrame(loader_rows)
     model_rows, ceiling = [], None
@@ -609,6 +662,9 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
     res.add("epoch_memory", pd.DataFrame(memory_rows))
     res.add("ipc", pd.DataFrame(ipc_rows))
     res.add("model", pd.DataFrame(model_rows))
+    for name, key in (("paper", "comparison"), ("paper_sweep", "sweep"), ("paper_stages", "stages"),
+                      ("gil_held", "gil_held")):
+        res.add(name, pd.DataFrame(paper_out[key] if paper_out else []))
     res.metadata.update(
         device=device, cores=cores, decoders={k: {"ok": v[0], "note": v[1]} for k, v in status.items()},
         decoders_run=p["decoders"], concurrency=p["concurrency"], free_threading=ft,
@@ -622,7 +678,10 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
         model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
         model_worker_nice=nice, hybrid=hybrid, dataloader_decoder=dl_dec, dali=dali_status(),
         window_rule=dict(factor=p["window_factor"], whole_waves=True, threadpool="per image"), seconds=lap.seconds,
-        torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest})
+        torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest},
+        paper=paper_out["meta"] if paper_out else None, paper_skipped=paper_skipped,
+        free_threaded_check=free_threaded_check())
+    res.facts = analysis.analyse(res)
     res.save(rd)
     return res
 

@@ -1296,3 +1296,164 @@ def opening(res) -> Opening:
             f"{num(by['fork'], 's')}): keep the start method you have.",
             "The start method made no difference to the first batch here: keep the one you have.")))
     return Opening(out[:3], actions[:3])
+
+
+# --------------------------------------------------------------------------- 7. the SPDL question
+#: The SPDL paper's ImageNet figures (96 cores): its thread pipeline's rate over the DataLoader's, and its
+#: CPU per image over the DataLoader's (74% faster, 38% less CPU).
+PAPER_GAIN, PAPER_CPU = 1.74, 0.62
+LIMIT_WORDS = {"gil": "the interpreter lock: the probe found it busy most of the window",
+               "cpu": "the cores: they were busy most of the window",
+               "decode_stage": "the decode stage's concurrency: its tasks kept every slot busy",
+               "consumer": "neither the lock, the cores nor the decode stage was saturated: the consumer's side "
+                           "(the batches' hand-over, the copy and the normalisation) sets the pace"}
+PAPER_KIND_NAMES = {"dl_pillow": "DataLoader, Pillow + transforms (the paper's baseline)",
+                    "dl_spdl": "DataLoader, spdl.io + transforms",
+                    "spdl_batch": "SPDL pipeline, spdl.io batch decode (the paper's SPDL)"}
+
+
+def paper_analysis(res):
+    from datajourney.chapters.c08_threads_processes_gil import analysis
+
+    return analysis.analyse(res)
+
+
+def _table_or_empty(res, name: str) -> pd.DataFrame:
+    try:
+        return res.table(name)
+    except Exception:
+        return pd.DataFrame()
+
+
+def paper_table(res) -> pd.DataFrame:
+    """The comparison: each loader, cold and warm (means of the runs)."""
+    df = _table_or_empty(res, "paper")
+    if df.empty:
+        return df
+    g = df.groupby(["loader", "state"], sort=False)
+    out = g.agg(runs=("images_per_s", "size"), rate=("images_per_s", "mean"), cpu=("cpu_ms_per_image", "mean"),
+                busy=("gil_busy_share", "mean"), wait=("gil_wait_ms", "mean"), config=("config", "first")).reset_index()
+    return pd.DataFrame({"loader": [PAPER_KIND_NAMES.get(k, k) for k in out["loader"]],
+                         "setting": out["config"], "files": out["state"], "runs": out["runs"],
+                         "images/s": out["rate"].round(0), "CPU ms per image": out["cpu"].round(2),
+                         "GIL busy (probe), %": (100 * out["busy"]).round(1),
+                         "probe's wait per wake, ms": out["wait"].round(2)})
+
+
+def sweep_table(res) -> pd.DataFrame:
+    """The thread sweep (warm files), with the comparison's pipeline (warm) beside it."""
+    df = pd.concat([_table_or_empty(res, "paper_sweep"),
+                    _table_or_empty(res, "paper").query("loader == 'spdl_batch' and state == 'warm'")
+                    if not _table_or_empty(res, "paper").empty else pd.DataFrame()], ignore_index=True)
+    if df.empty:
+        return df
+    st = _table_or_empty(res, "paper_stages")
+    busy = (st[(st["stage"] == "decode") & (st["state"] == "warm")].groupby("config")["busy"].mean()
+            if not st.empty else pd.Series(dtype=float))
+    g = df.groupby("config", sort=False).agg(runs=("images_per_s", "size"), rate=("images_per_s", "mean"),
+                                             cpu=("cpu_ms_per_image", "mean"), gil=("gil_busy_share", "mean"),
+                                             lag=("loop_lag_ms", "mean"), cores=("cpu_cores", "mean"))
+    g = g.sort_values("rate", ascending=False)
+    return pd.DataFrame({"decode tasks": g.index, "runs": g["runs"].values, "images/s": g["rate"].round(0).values,
+                         "CPU ms per image": g["cpu"].round(2).values, "cores busy": g["cores"].round(1).values,
+                         "GIL busy (probe), %": (100 * g["gil"]).round(1).values,
+                         "decode stage busy, %": [round(100 * float(busy.get(c)), 1) if c in busy.index else None
+                                                  for c in g.index],
+                         "event loop delay per wake, ms": g["lag"].round(2).values})
+
+
+GIL_OP_NAMES = {"read": "read the file (Python)", "decode_pillow": "decode + resize, Pillow",
+                "decode_spdl": "decode + resize, spdl.io (one image per call)",
+                "decode_spdl_batch": "decode + resize, spdl.io (a batch per call)",
+                "transforms": "to float + normalise, per image (the transforms)",
+                "collate": "stack a batch (default collate)", "normalise_batch": "to float + normalise, per batch"}
+
+
+def gil_table(res) -> pd.DataFrame:
+    df = _table_or_empty(res, "gil_held")
+    if df.empty:
+        return df
+    df = df[df["op"] != "idle"]
+    return pd.DataFrame({"operation": [GIL_OP_NAMES.get(o, o) for o in df["op"]],
+                         "ms per image, one thread": df["ms_per_image"].astype(float).round(3),
+                         "GIL held, % of its time": (100 * df["held_share"].astype(float)).round(1),
+                         "GIL-held ms per image": df["held_ms_per_image"].astype(float).round(3)})
+
+
+def paper_note(res) -> str | None:
+    """The SPDL question answered in the facts' phrasing: the paper's gain against this host's, its
+    decomposition, the best thread configuration and what limits it."""
+    from datajourney.core import phrasing
+
+    why = res.metadata.get("paper_skipped")
+    if why or "paper" not in res.tables:
+        return {"off": "The SPDL question was switched off (`paper = False`).",
+                "spdl": "The SPDL question needs spdl.io, which cannot decode here: "
+                        + phrasing.text(res.metadata.get("decoders", {}).get("spdl", {}).get("note", "")),
+                "error": "The SPDL question failed; the error is listed with the others."}.get(
+                    why, "This result has no SPDL question (an older run).")
+    f = paper_analysis(res)
+    parts = []
+    for state in ("warm", "cold"):
+        g = f.get(f"paper.gain.{state}")
+        if g is None or g.number is None:
+            continue
+        s = (f"With {state} files, {phrasing.text(f[g.of].label)} ran {phrasing.value(f[g.of])}: "
+             f"{phrasing.comparison(g, f)}")
+        if g.published:
+            s += f" ({phrasing.beside_published(g, PAPER_GAIN, 'published')})"
+        dec, par = f.get(f"paper.decoder.{state}"), f.get(f"paper.parallelism.{state}")
+        if dec is not None and par is not None and dec.number and par.number:
+            s += (f". The decoder alone (Pillow → spdl.io, both in DataLoader workers): "
+                  f"{phrasing.comparison(dec, f)}; the parallelism (processes → SPDL's threads, both spdl.io): "
+                  f"{phrasing.comparison(par, f)}")
+            ds = f.get(f"paper.decoder_share.{state}")
+            if (ds is not None and ds.number is not None and not (g.level or dec.level or par.level)
+                    and g.number > 1 and dec.number >= 1 and par.number >= 1):
+                s += f" — the decoder accounts for {phrasing.share(ds.number)} of the gain"
+        parts.append(s + ".")
+    cpu = f.get("paper.cpu_ratio.warm")
+    if cpu is not None and cpu.number:
+        parts.append(f"CPU per image with warm files, the SPDL pipeline against the paper baseline: "
+                     f"{phrasing.comparison(cpu, f)}"
+                     f" ({phrasing.beside_published(cpu, PAPER_CPU, 'published')}).")
+    bt, lim = f.get("paper.best_threads"), f.get("paper.limit")
+    if bt is not None and bt.number is not None:
+        s = f"The best thread configuration found: {phrasing.text(bt.label)}, {phrasing.value(bt)}"
+        bv = f.get("paper.best_vs_dataloader")
+        if bv is not None and bv.number:
+            s += f", {phrasing.comparison(bv, f)}"
+        if lim is not None:
+            s += (f". What limits it: {LIMIT_WORDS.get(lim.value, phrasing.text(lim.value))} (GIL busy "
+                  f"{phrasing.share(f.number('paper.best.gil_busy_share'))}, cores busy "
+                  f"{phrasing.share(f.number('paper.best.cpu_load'))}, decode stage busy "
+                  f"{phrasing.share(f.number('paper.best.decode_busy'))}, "
+                  f"{phrasing.value(f.get('paper.best.cpu_ms_per_image'))} of CPU per image)")
+        parts.append(s + ".")
+    a = f.advice_for("image_decode.loader")
+    if a is not None:
+        parts.append(phrasing.advice(a, f))
+    meta = res.metadata.get("paper") or {}
+    if meta.get("clamped"):
+        parts.append("Some levels were lowered to fit the data set's images (raise `n_images` on a host with "
+                     "many cores): " + ", ".join(f"{phrasing.text(c.get('what'))} {int(c.get('wanted', 0))} → "
+                                                 f"{int(c.get('got', 0))}" for c in meta["clamped"]) + ".")
+    if meta.get("transforms") == "numpy":
+        parts.append("torchvision is not installed here: the transforms ran as the same arithmetic in NumPy.")
+    return "\n\n".join(parts) if parts else None
+
+
+def free_threaded_check_text(res) -> str | None:
+    from datajourney.core import phrasing
+
+    c = res.metadata.get("free_threaded_check")
+    if not c:
+        return None
+    found = c.get("found") or {}
+    if not found:
+        return ("No free-threaded interpreter was found on this host (looked for "
+                + ", ".join(phrasing.code(x) for x in c.get("looked_for", [])) + " on the PATH); no package "
+                "index the chapter installs from serves CPython builds, so the thread pipeline was not run without "
+                "the GIL.")
+    return "Free-threaded interpreters found: " + ", ".join(
+        f"{phrasing.code(k)} (GIL {'on' if v.get('gil_enabled') else 'off'})" for k, v in found.items()) + "."

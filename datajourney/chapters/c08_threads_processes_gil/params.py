@@ -71,6 +71,18 @@ class Params(ChapterParams):
     ipc_workers: list[int] = field(default_factory=lambda: [0, 1])
     free_threaded: object = "auto"
     """true: require a free-threaded interpreter; "auto": detect"""
+    paper: object = "auto"
+    """the SPDL question: the paper's comparison, its decomposition, the GIL probes and the thread sweep;
+    "auto": when spdl.io decodes here (else a labelled skip)"""
+    paper_workers: object = "auto"
+    """DataLoader workers and pipeline concurrency of the paper's comparison; "auto": the cores (lowered to fit
+    n_images)"""
+    paper_configs: object = "auto"
+    """[images per decode task, concurrency, threads] of the thread sweep; "auto": from the cores"""
+    paper_window_factor: int = 2
+    """the paper runs' timed windows hold at least this many times the batches in flight (whole waves)"""
+    gil_images: int = 64
+    """images per operation of the GIL-held calibration"""
     moonshot: object = "auto"
     """model-fed runs (ResNet-50 bf16, channels_last); "auto": when a GPU is present"""
     model: str = "resnet50"
