@@ -165,3 +165,169 @@ def test_commands_outside_a_checkout_stop_with_one_line(monkeypatch, tmp_path, c
     assert err.count("\n") == 1 and "needs a checkout" in err and "pip install -e ." in err
     assert not (tmp_path / "results").exists()
     assert cli.main(["fingerprint"]) == 0  # describing the machine needs no checkout
+
+
+# --------------------------------------------------------------------------- offline install from a wheelhouse
+WHEELHOUSE = SCRIPTS / "wheelhouse.py"
+#: What the test's stand-in for a GPU host's own stack provides: torch and what torch requires.
+TORCH_STACK = ("torch", "numpy", "filelock", "typing-extensions", "sympy", "mpmath", "networkx", "jinja2",
+               "markupsafe", "fsspec")
+
+
+def _link_distributions(names, dest: Path) -> list[str]:
+    """Links in ``dest`` to the installed files of the distributions ``names`` (their top-level
+    packages and dist-info): a folder that provides them, as a host's own site-packages would."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    dest.mkdir(parents=True)
+    found = []
+    for name in names:
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            continue
+        found.append(name)
+        site = Path(dist.locate_file(""))
+        for top in {Path(str(f)).parts[0] for f in dist.files or []}:
+            if top not in ("..", "__pycache__") and (site / top).exists() and not (dest / top).exists():
+                (dest / top).symlink_to(site / top)
+    return found
+
+
+@pytest.mark.notebooks
+def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(tmp_path):
+    """./journey wheelhouse's script for this machine's Python and the package's own requirements, with the
+    torch stack provided by the 'host' (a folder the new venv sees, as a GPU host's site-packages): then a
+    git clone of this checkout installs from it alone (--no-index, no pip configuration) and runs."""
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout")
+    provides = tmp_path / "host-provides.txt"
+    host = tmp_path / "host-site"
+    provided = _link_distributions(TORCH_STACK, host)
+    assert "torch" in provided
+    provides.write_text("\n".join(provided) + "\n")
+    wh = tmp_path / "wheelhouse"
+    py_version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    r = _run([sys.executable, WHEELHOUSE, wh, "--python", py_version, "--extras", "none",
+              "--host-provides", provides], timeout=600)
+    if r.returncode != 0 and "Could not fetch URL" in r.stderr + r.stdout:
+        pytest.skip("no package index reachable: " + r.stderr[-300:])
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    wheels = {p.name.split("-")[0].lower() for p in (wh / "core").glob("*.whl")}
+    assert "pandas" in wheels and "papermill" in wheels and "setuptools" in wheels
+    assert not wheels & {"torch", "numpy", "sympy"}  # the host's are never downloaded
+    assert "MiB" in r.stderr
+    clone = tmp_path / "clone"
+    assert _run(["git", "clone", "-q", REPO_ROOT, clone], timeout=120).returncode == 0
+    venv = tmp_path / "venv"
+    py = venv / "bin" / "python"
+    assert _run([sys.executable, "-m", "venv", venv], timeout=120).returncode == 0
+    purelib = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    Path(purelib, "host.pth").write_text(f"{host}\n")
+    env = _env(isolated=True, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PIP_NO_INDEX="1", PIP_FIND_LINKS=f"{wh} {wh / 'core'}")
+    r = _run([py, "-m", "pip", "install", "-q", "--no-index", "-e", clone], env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _run([py, "-c", "import datajourney, torch; print(datajourney.__file__, torch.__file__)"], env=env, cwd=clone)
+    assert r.returncode == 0 and str(clone) in r.stdout and str(host) in r.stdout, r.stderr[-2000:]
+    r = _run([py, "-m", "datajourney", "chapters"], env=env, cwd=clone, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "12" in r.stdout and "random" in r.stdout.lower()
+
+
+def test_journey_wheelhouse_option_sets_no_index_and_find_links(journey_copy, tmp_path):
+    """--wheelhouse DIR: pip gets PIP_NO_INDEX and DIR with its parts as find-links (lab's dry run shows
+    the option is taken out of the arguments)."""
+    wh = tmp_path / "wh"
+    (wh / "core").mkdir(parents=True)
+    r = _run(["bash", journey_copy / "journey", "lab", "--wheelhouse", wh, "--port", "8890"],
+             env=_env(JOURNEY_DRY_RUN="1"), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--wheelhouse" not in r.stdout and "--port 8890" in r.stdout
+    assert f"wheelhouse {wh}" in r.stderr
+    r = _run(["bash", journey_copy / "journey", "lab", "--wheelhouse", tmp_path / "missing"],
+             env=_env(JOURNEY_DRY_RUN="1"), timeout=60)
+    assert r.returncode == 2 and "no such directory" in r.stderr
+
+
+# --------------------------------------------------------------------------- mosaicml-streaming and the host's numpy
+def _project() -> dict:
+    import tomllib
+
+    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _names(reqs) -> set[str]:
+    import re
+
+    return {re.sub(r"[-_.]+", "-", re.split(r"[=<>!~;\[ ]", r.strip(), maxsplit=1)[0]).lower() for r in reqs}
+
+
+def test_streaming_is_installed_without_its_declared_dependencies():
+    """No extra names mosaicml-streaming (pip would resolve its numpy<2.2 / transformers<5 and replace a GPU
+    host's); constraints/no-deps.txt does, and the gpu extra holds what local MDS shards use."""
+    extras = _project()["optional-dependencies"]
+    for name, reqs in extras.items():
+        assert "mosaicml-streaming" not in _names(reqs), name
+    assert "datajourney[mds]" in extras["gpu"]
+    assert _names(extras["mds"]) == {"brotli", "python-snappy", "zstd", "xxhash", "catalogue"}
+    lines = [s for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
+             if s.strip() and not s.startswith("#")]
+    assert _names(lines) == {"mosaicml-streaming"}
+
+
+#: mosaicml-streaming's requirements that local MDS shards never import: cloud storage and plotting.
+STREAMING_UNUSED = {"boto3", "google-cloud-storage", "paramiko", "oci", "azure-storage-blob",
+                    "azure-storage-file-datalake", "azure-identity", "matplotlib"}
+#: ... and those the host (or the base install) provides.
+STREAMING_FROM_HOST = {"torch", "torchvision", "numpy", "transformers", "tqdm"}
+
+
+def test_every_streaming_requirement_is_provided_or_unused(tmp_path):
+    """Each requirement the pinned mosaicml-streaming release declares is in the mds extra, provided by the
+    host's stack, or one local shards never import: a new release adding one fails here."""
+    from email.parser import Parser
+    from zipfile import ZipFile
+
+    lines = [s for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
+             if s.strip() and not s.startswith("#")]
+    r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+              "-d", tmp_path, *lines], timeout=300)
+    if r.returncode != 0:
+        pytest.skip("mosaicml-streaming could not be downloaded: " + r.stderr[-300:])
+    wheel = next(tmp_path.glob("mosaicml_streaming-*.whl"))
+    with ZipFile(wheel) as z:
+        meta = Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
+    declared = _names(r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r)
+    covered = _names(_project()["optional-dependencies"]["mds"]) | STREAMING_UNUSED | STREAMING_FROM_HOST
+    assert declared - covered == set(), f"{wheel.name} requires more: add what local reading imports to mds"
+    assert {"numpy", "transformers"} <= declared  # what --no-deps keeps pip from resolving
+
+
+def test_gpu_requirements_resolve_without_replacing_the_hosts_numpy_and_transformers(tmp_path):
+    """pip's resolver, asked for the gpu extra's own requirements with the installed numpy, transformers and
+    torch held (as a GPU host's), finds a set; with mosaicml-streaming resolved normally it cannot."""
+    import re
+    from importlib.metadata import version
+
+    pins = tmp_path / "host.txt"
+    pins.write_text("".join(f"{n}=={version(n).split('+')[0]}\n" for n in ("numpy", "transformers")))
+    gpu = [r for r in _project()["optional-dependencies"]["gpu"] if not r.startswith("datajourney[")
+           and not r.startswith("torchvision")]  # torchvision: the host's, matching its torch
+    reqs = [*gpu, *_project()["optional-dependencies"]["mds"]]
+
+    def resolve(extra):
+        report = tmp_path / "report.json"
+        r = _run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q", "--report",
+                  report, "-c", pins, *reqs, *extra], timeout=300)
+        return r, (json.loads(report.read_text())["install"] if r.returncode == 0 else [])
+
+    r, items = resolve([])
+    if r.returncode != 0 and "Could not fetch URL" in r.stderr:
+        pytest.skip("no package index reachable")
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = {re.sub(r"[-_.]+", "-", i["metadata"]["name"]).lower(): i["metadata"]["version"] for i in items}
+    for name in ("numpy", "transformers"):
+        assert got.get(name, version(name).split("+")[0]) == version(name).split("+")[0]
+    r, _ = resolve(["mosaicml-streaming>=0.11,<0.14"])
+    assert r.returncode != 0 and "conflict" in r.stderr.lower()  # what --no-deps avoids

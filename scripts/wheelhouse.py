@@ -1,0 +1,218 @@
+"""Download every wheel a GPU host without network needs to install the book, beyond what the host's
+own stack provides (torch, torchvision, numpy, transformers, CUDA libraries: constraints/host-cuda13.txt).
+
+    python scripts/wheelhouse.py DIR [--python 3.12] [--cuda 13] [--part all|core|optional]
+                                     [--host-provides FILE] [--extras book,gpu] [--glibc 2.28]
+
+Run it on a machine that reaches a package index; copy DIR to the host and install from it with
+``./journey book --wheelhouse DIR`` (pip's ``--no-index --find-links DIR``).
+
+How: pip resolves the whole set for the target (``--dry-run --report`` with ``--platform``,
+``--python-version``, ``--only-binary :all:``) with the host's packages held at the versions its file
+names, drops what the host provides, then downloads each remaining wheel at the resolved version with
+``--no-deps``. ``--part core`` is what every chapter run needs (./journey's required extras); ``--part
+optional`` the libraries ./journey installs one by one where it can (chapters 8, 9 and 10, the hub):
+each part alone stays under 64 MiB, so the set can be carried to the host in two transfers. Packages
+that ./journey installs with ``--no-deps`` (constraints/no-deps.txt: mosaicml-streaming, whose declared
+requirements would replace the host's numpy and transformers) are downloaded without their
+dependencies; the ones local reading uses are in the ``mds`` extra. Prints the wheelhouse's size."""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSTRAINTS = ROOT / "constraints"
+#: The extras of a GPU host's install, in two parts: core (what every chapter run needs, and chapter 7's MDS
+#: half, NVML and torchvision's models) and optional (the libraries of single sections, which ./journey installs
+#: one by one where it can: a missing one is reported and its section skipped).
+CORE_EXTRAS = ("gpu",)
+BOOK_EXTRAS = ("book",)
+OPTIONAL_EXTRAS = ("ch8", "ch10")  # and ch9 (or ch9-cu12) by the CUDA major; not hub: it needs the network
+#: What building the editable install needs (pyproject's build-system; pip builds it in isolation).
+BUILD = ("setuptools>=68",)
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_list(path: Path) -> list[str]:
+    """The requirement lines of a constraints-style file (comments and blank lines dropped)."""
+    return [s for line in path.read_text().splitlines() if (s := line.split("#", 1)[0].strip())]
+
+
+def host_provides(path: Path) -> tuple[list[str], list[str]]:
+    """(name patterns the host provides, pins ``name==version`` among them) from ``path``."""
+    patterns, pins = [], []
+    for line in read_list(path):
+        name = re.split(r"[=<>!~;\[ ]", line, maxsplit=1)[0]
+        patterns.append(canonical(name))
+        if "==" in line and "*" not in name:
+            pins.append(line)
+    return patterns, pins
+
+
+def provided(name: str, patterns) -> bool:
+    return any(fnmatch.fnmatchcase(canonical(name), p) for p in patterns)
+
+
+def extras_requirements(extras, skip=()) -> list[str]:
+    """The requirements of the project and ``extras`` (nested ``datajourney[...]`` expanded, but not
+    the extras in ``skip``)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    optional = project.get("optional-dependencies", {})
+    out, seen = list(project["dependencies"]), set()
+
+    def expand(extra):
+        if extra in seen or extra in skip:
+            return
+        seen.add(extra)
+        if extra not in optional:
+            sys.exit(f"wheelhouse: pyproject.toml has no extra {extra!r}")
+        for req in optional[extra]:
+            m = re.fullmatch(r"datajourney\[(.+)\]", req.strip())
+            if m:
+                for e in m.group(1).split(","):
+                    expand(e.strip())
+            else:
+                out.append(req)
+
+    for e in extras:
+        expand(e)
+    return list(dict.fromkeys(out))
+
+
+def target_args(python: str, glibc: str) -> list[str]:
+    """pip's options for a manylinux x86_64 CPython ``python`` with glibc ``glibc`` (every older
+    manylinux tag named: pip does not widen one --platform to older glibc versions)."""
+    major, minor = (int(x) for x in glibc.split("."))
+    plats = [f"manylinux_{major}_{m}_x86_64" for m in range(minor, 4, -1)]
+    plats += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    args = ["--only-binary", ":all:", "--python-version", python, "--implementation", "cp"]
+    for p in plats:
+        args += ["--platform", p]
+    return args
+
+
+def pip(*args, quiet=True) -> subprocess.CompletedProcess:
+    cmd = [os.environ.get("WHEELHOUSE_PYTHON", sys.executable), "-m", "pip", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PIP_NO_INDEX": "",
+                                                                   "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    if r.returncode != 0:
+        lines = [s for s in r.stderr.splitlines() if "is ignored" not in s]
+        sys.exit("wheelhouse: pip " + " ".join(args[:2]) + " failed:\n" + "\n".join(lines[-25:]))
+    return r
+
+
+def resolve(reqs, target, pins) -> dict[str, str]:
+    """name -> version pip installs for ``reqs`` on the target, with ``pins`` held."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cons = Path(tmp) / "host.txt"
+        cons.write_text("\n".join(pins) + "\n")
+        report = Path(tmp) / "report.json"
+        pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
+            "--target", str(Path(tmp) / "t"), "-c", str(cons), *target, *reqs)
+        items = json.loads(report.read_text())["install"]
+    return {canonical(i["metadata"]["name"]): i["metadata"]["version"] for i in items}
+
+
+def no_deps_lists() -> tuple[list[str], list[str]]:
+    """(installed with --no-deps always, and from a wheelhouse only): constraints/no-deps.txt and
+    constraints/wheelhouse-no-deps.txt."""
+    return read_list(CONSTRAINTS / "no-deps.txt"), read_list(CONSTRAINTS / "wheelhouse-no-deps.txt")
+
+
+def req_name(req: str) -> str:
+    return canonical(re.split(r"[=<>!~;\[ ]", req.strip(), maxsplit=1)[0])
+
+
+def plan(python: str, cuda: str, provides_file: Path, glibc: str, extras=None):
+    """{part: {name: version}} of the wheels to download: core (running the chapters), book (building
+    the HTML book, JupyterLab) and optional (the libraries of single sections)."""
+    patterns, pins = host_provides(provides_file)
+    target = target_args(python, glibc)
+    ch9 = {"13": "ch9", "12": "ch9-cu12"}.get(cuda)
+    always, offline = no_deps_lists()
+    lone = {req_name(r): r for r in always + offline}
+    core_x = list(CORE_EXTRAS if extras is None else extras)
+    book_x = list(BOOK_EXTRAS) if extras is None else []
+    opt_x = [*OPTIONAL_EXTRAS, *([ch9] if ch9 else [])] if extras is None else []
+
+    def reqs(xs, skip=()):
+        return [r for r in extras_requirements(xs, skip) if req_name(r) not in lone] + list(BUILD)
+
+    full = resolve(reqs(core_x + book_x + opt_x), target, pins)
+    core = resolve(reqs(core_x, skip=opt_x), target, pins) if book_x or opt_x else full
+    book = resolve(reqs(core_x + book_x, skip=opt_x), target, pins) if book_x else core
+    wanted = {req_name(r) for r in always if extras is None or "gpu" in extras} | {
+        req_name(r) for r in offline if extras is None or "ch10" in extras}
+    alone = resolve([r for n, r in lone.items() if n in wanted], target + ["--no-deps"], pins) if wanted else {}
+
+    def keep(names):
+        return {n: full.get(n, v) for n, v in names.items() if not provided(n, patterns)}
+
+    parts = {"core": keep(core)}
+    parts["core"].update(keep({n: v for n, v in alone.items() if n in {req_name(r) for r in always}}))
+    parts["book"] = {n: v for n, v in keep(book).items() if n not in parts["core"]}
+    parts["optional"] = {n: v for n, v in keep({**full, **alone}).items()
+                         if n not in parts["core"] and n not in parts["book"]}
+    return parts, target
+
+
+def download(wheels: dict[str, str], dest: Path, target) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    if wheels:
+        pip("download", "--no-deps", "--quiet", "-d", str(dest), *target,
+            *(f"{n}=={v}" for n, v in sorted(wheels.items())))
+
+
+def size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.glob("*.whl"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--python", default="3.12", help="the host's Python (major.minor; default 3.12)")
+    ap.add_argument("--cuda", default="13", help="the CUDA major of the host's torch (13 or 12; default 13)")
+    ap.add_argument("--part", choices=("all", "core", "book", "optional"), default="all",
+                    help="core: what every chapter run needs; optional: chapters 8, 9, 10 and the hub's "
+                         "libraries (default all: core in DIR/core, optional in DIR/optional)")
+    ap.add_argument("--host-provides", type=Path,
+                    help="what the host's own stack provides (default constraints/host-cuda<CUDA>.txt)")
+    ap.add_argument("--extras", help="comma-separated extras instead of the GPU host's set, all in the core "
+                    "part ('none': the package's own requirements only)")
+    ap.add_argument("--glibc", default="2.28", help="the oldest glibc of the host (manylinux tag; default 2.28)")
+    a = ap.parse_args(argv)
+    provides = a.host_provides or CONSTRAINTS / f"host-cuda{a.cuda}.txt"
+    if not provides.is_file():
+        sys.exit(f"wheelhouse: {provides} does not exist: list what the host provides there")
+    extras = None if a.extras is None else [e for e in a.extras.split(",") if e and e != "none"]
+    parts, target = plan(a.python, a.cuda, provides, a.glibc, extras)
+    print(f"resolved for CPython {a.python}, CUDA {a.cuda}, manylinux x86_64 (glibc {a.glibc}); the host provides "
+          f"what {provides.relative_to(ROOT) if provides.is_relative_to(ROOT) else provides} names", file=sys.stderr)
+    for name, wheels in parts.items():
+        if a.part in ("all", name):
+            download(wheels, a.dir / name, target)
+            print(f"{name}: {len(wheels)} wheels, {size(a.dir / name) / 2**20:.1f} MiB in {a.dir / name}",
+                  file=sys.stderr)
+    total = sum(size(a.dir / n) for n in parts if (a.dir / n).is_dir())
+    print(f"wheelhouse {a.dir}: {total / 2**20:.1f} MiB", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
