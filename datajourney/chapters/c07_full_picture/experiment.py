@@ -25,6 +25,7 @@ import os
 import time
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from itertools import cycle
 from pathlib import Path
@@ -33,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from datajourney.chapters.c07_full_picture.params import Params
+from datajourney.chapters.c07_full_picture.params import FORMATS, LOAD_MODES, REMEDIES, Params  # noqa: F401
 from datajourney.core import timing
 from datajourney.toolkit import images
 from datajourney.toolkit.models import (  # noqa: F401
@@ -47,15 +48,11 @@ from datajourney.toolkit.models import (  # noqa: F401
 )
 
 CHAPTER = "07_full_picture"
-FORMATS = ("imagefolder", "mds")
 PHASES = ("DATALOADER_WAIT", "H2D_TRANSFER", "FORWARD", "BACKWARD", "OPTIMIZER")
 #: Stages of the data path timed inside the loader (per batch, ms).
 STAGES = ("read", "decode", "normalise", "collate", "pin", "handover")
 #: The step each variant runs, and so the ceiling its share is taken of.
 STEP_KINDS = {"graphed": "graphed"}
-#: How the load sweep's busy processes (or the tuned scenario's workers) are treated.
-REMEDIES = ("none", "nice", "reserve", "nice+reserve")
-LOAD_MODES = ("plain", "nice", "reserve", "nice+reserve", "cuda_graphs")
 #: Niceness of worker processes under the "nice" remedy (lowest priority).
 WORKER_NICE = 19
 #: A configuration keeps up when it reaches this share of the ceiling's images/s.
@@ -605,90 +602,57 @@ def forever(loader):
             raise images.CorruptImageError(last.split("CorruptImageError: ", 1)[-1]) from None
 
 
-def check_parameters(p: dict) -> dict:
-    """Every parameter of the chapter, checked before any work (ParameterError names the bad one)."""
-    from datajourney.core.params import (
-        ParameterError,
-        boolean,
-        choice,
-        choices,
-        int_list,
-        memory,
-        nonnegative_int,
-        number,
-        positive_int,
-        requires,
-    )
-    from datajourney.toolkit import pagecache
+@dataclass(frozen=True)
+class Plan:
+    """What ``preflight`` hands to the run: the checked parameters and the directory the images go under."""
 
-    q = dict(p)
-    cores = len(os.sched_getaffinity(0))
-    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=65536)
-    q["n_images"] = positive_int("n_images", p["n_images"], maximum=images.MAX_IMAGES)
-    if q["n_images"] < q["batch_size"]:
-        raise ParameterError("n_images", q["n_images"], f"at least one batch (batch_size = {q['batch_size']})")
-    q["image_size"] = positive_int("image_size", p["image_size"], maximum=4096)
-    q["jpeg_quality"] = positive_int("jpeg_quality", p["jpeg_quality"], maximum=95)
-    q["classes"] = positive_int("classes", p["classes"], maximum=100_000)
-    q["out_size"] = positive_int("out_size", p["out_size"], maximum=4096)
-    q["model"] = choice("model", p["model"], ("resnet50", "small_cnn"))
-    if q["model"] == "resnet50":
-        requires("model", "resnet50", "torchvision", "torchvision (pip install torchvision)")
-    q["lr"] = number("lr", p["lr"], minimum=0, maximum=10, exclusive_minimum=True)
-    q["formats"] = choices("formats", p["formats"], FORMATS)
-    if q["formats"] == ["mds"]:
-        requires("formats", p["formats"], "streaming", "mosaicml-streaming (pip install mosaicml-streaming)")
-        ok, why = images.streaming_status()
-        if not ok:
-            raise ParameterError("formats", p["formats"], f"an option this machine can run ({why.split(';')[0]})")
-    q["workers"] = int_list("workers", p["workers"], minimum=0, maximum=max(64, 4 * cores))
-    q["steps"] = positive_int("steps", p["steps"], maximum=100_000)
-    q["warmup_steps"] = positive_int("warmup_steps", p["warmup_steps"], maximum=10_000)
-    q["repeats"] = positive_int("repeats", p.get("repeats", 3), maximum=100)
-    tw = p.get("tuned_workers", [])
-    q["tuned_workers"] = [] if tw == [] else int_list("tuned_workers", tw, minimum=0, maximum=max(64, 4 * cores))
-    gw = p.get("graphed_workers", [])
-    q["graphed_workers"] = [] if gw == [] else int_list("graphed_workers", gw, minimum=0,
-                                                        maximum=max(64, 4 * cores))
-    ow = p.get("one_worker_formats", ["imagefolder"])
-    q["one_worker_formats"] = [] if ow == [] else choices("one_worker_formats", ow, FORMATS)
-    q["tuned_remedy"] = choice("tuned_remedy", p.get("tuned_remedy", "nice"), REMEDIES)
-    rc = p.get("reserve_cores", "auto")
-    q["reserve_cores"] = auto_reserve(cores) if rc == "auto" else nonnegative_int("reserve_cores", rc,
-                                                                                   maximum=max(0, cores - 1))
-    q["single_thread_w0"] = boolean("single_thread_w0", p.get("single_thread_w0", True))
-    levels = p.get("load_levels", "auto")
-    q["load_levels"] = levels if levels == "auto" else int_list("load_levels", levels, minimum=0,
-                                                                 maximum=max(64, 4 * cores))
-    modes = p.get("load_modes", [])
-    q["load_modes"] = [] if modes == [] else choices("load_modes", modes, LOAD_MODES)
-    q["load_steps"] = positive_int("load_steps", p.get("load_steps", 12), maximum=100_000)
-    q["reader_samples"] = positive_int("reader_samples", p.get("reader_samples", 256), maximum=q["n_images"])
-    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
-    q["profile"] = boolean("profile", p["profile"])
-    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2**31 - 1)
-    # batches in flight: each worker prefetches two, the pin thread and the loop hold one each
-    w_max = max(q["workers"] + q["tuned_workers"] + q["graphed_workers"])
-    batch_bytes = q["batch_size"] * 3 * q["out_size"] ** 2 * 4
-    memory("batch_size", q["batch_size"], (2 * w_max + 3) * batch_bytes,
-           what=f"{2 * w_max + 3} batches of {q['batch_size']} images of {q['out_size']}² pixels (float32)")
-    return q
+    params: Params
+    data_parent: Path
 
 
-def preflight(params: dict):
-    """Parameters, output directory and free disk, before any work. A missing mosaicml-streaming
-    is an error when MDS is the only format asked for; with both formats the MDS half is skipped
-    with the reason, and the ImageFolder half runs."""
+def preflight(params) -> Plan:
+    """Every declared range (:meth:`Params.checked`), then what spans fields or depends on this machine: worker
+    counts for its cores, at least one batch of images, the libraries a model or format needs, the batches in
+    flight in memory, the output directory and the data directory's free space. A missing mosaicml-streaming
+    is an error when MDS is the only format asked for; with both formats the MDS half is skipped (the result
+    records why) and the ImageFolder half runs."""
     from datajourney.core import results
-    from datajourney.core.params import creatable_dir
+    from datajourney.core.params import ParameterError, creatable_dir, memory, requires, run_options
     from datajourney.toolkit import datasets
 
-    p = check_parameters(params)
-    creatable_dir("run_dir", results.resolve_run_dir(p.get("run_dir")))
-    plan = images.image_folder_plan(p["n_images"], p["image_size"], p["jpeg_quality"], p["classes"], p["seed"])
-    need = [plan] + ([images.mds_plan(plan)] if "mds" in p["formats"] else [])
-    parent = datasets.check_space(p.get("data_dir"), need)
-    return p, parent
+    opts = run_options(dict(params)) if not isinstance(params, Params) else {}
+    p = Params.coerce(params).checked()
+    cores = len(os.sched_getaffinity(0))
+    w_cap = max(64, 4 * cores)
+    for name in ("workers", "tuned_workers", "graphed_workers"):
+        if any(w < 0 or w > w_cap for w in getattr(p, name)):
+            raise ParameterError(name, getattr(p, name), f"a list of integers from 0 to {w_cap}")
+    if p.load_levels != "auto" and any(w > w_cap for w in p.load_levels):
+        raise ParameterError("load_levels", p.load_levels, f"'auto' or a list of integers from 0 to {w_cap}")
+    if p.reserve_cores != "auto" and p.reserve_cores > max(0, cores - 1):
+        raise ParameterError("reserve_cores", p.reserve_cores, f"'auto' or an integer from 0 to {max(0, cores - 1)}")
+    if not p.formats:
+        raise ParameterError("formats", p.formats, "a non-empty list drawn from " + ", ".join(map(repr, FORMATS)))
+    if p.n_images < p.batch_size:
+        raise ParameterError("n_images", p.n_images, f"at least one batch (batch_size = {p.batch_size})")
+    if p.reader_samples > p.n_images:
+        raise ParameterError("reader_samples", p.reader_samples, f"an integer from 1 to {p.n_images:,} (n_images)")
+    if p.model == "resnet50":
+        requires("model", "resnet50", "torchvision", "torchvision (pip install torchvision)")
+    if p.formats == ["mds"]:
+        requires("formats", p.formats, "streaming", "mosaicml-streaming (pip install mosaicml-streaming)")
+        ok, why = images.streaming_status()
+        if not ok:
+            raise ParameterError("formats", p.formats, f"an option this machine can run ({why.split(';')[0]})")
+    # batches in flight: each worker prefetches two, the pin thread and the loop hold one each
+    w_max = max(p.workers + p.tuned_workers + p.graphed_workers)
+    batch_bytes = p.batch_size * 3 * p.out_size ** 2 * 4
+    memory("batch_size", p.batch_size, (2 * w_max + 3) * batch_bytes,
+           what=f"{2 * w_max + 3} batches of {p.batch_size} images of {p.out_size}² pixels (float32)")
+    creatable_dir("run_dir", results.resolve_run_dir(opts["run_dir"] if "run_dir" in opts else None))
+    plan = images.image_folder_plan(p.n_images, p.image_size, p.jpeg_quality, p.classes, p.seed)
+    need = [plan] + ([images.mds_plan(plan)] if "mds" in p.formats else [])
+    return Plan(p, datasets.check_space(p.data_dir, need))
 
 
 def auto_reserve(cores: int) -> int:
@@ -779,22 +743,23 @@ class _Chapter:
         return row, steps, util
 
 
-def _measure(*, n_images: int, image_size: int, jpeg_quality: int, classes: int, out_size: int, batch_size: int,
-        model: str, lr: float, formats, workers, steps: int, warmup_steps: int, purge_method: str,
-        profile: bool, repeats: int, tuned_workers, tuned_remedy: str, graphed_workers,
-        one_worker_formats, reserve_cores, single_thread_w0: bool,
-        load_levels, load_modes, load_steps: int,
-        reader_samples: int, seed: int, data_dir, run_dir=None, progress: bool = True):
-    """Run chapter 7 and save the result (tables + fingerprint) to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k != "progress"}
-    for k in ("tuned_workers", "graphed_workers", "one_worker_formats", "load_modes"):
-        params[k] = list(params[k])
+def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
+    """Run chapter 7 and save the result (tables + fingerprint + facts) to ``run_dir``."""
     from tqdm import tqdm
 
+    from datajourney.chapters.c07_full_picture import analysis
     from datajourney.core import results
     from datajourney.toolkit import pagecache
 
-    p, parent = preflight(params)
+    parent = plan.data_parent
+    params = plan.params.as_dict()
+    cores = len(os.sched_getaffinity(0))
+    reserve = params["reserve_cores"]
+    p = dict(params, reserve_cores=auto_reserve(cores) if reserve == "auto" else reserve)
+    n_images, image_size, jpeg_quality, classes = p["n_images"], p["image_size"], p["jpeg_quality"], p["classes"]
+    out_size, batch_size, model, lr, seed = p["out_size"], p["batch_size"], p["model"], p["lr"], p["seed"]
+    steps, warmup_steps, repeats, purge_method = p["steps"], p["warmup_steps"], p["repeats"], p["purge_method"]
+    load_steps, profile = p["load_steps"], p["profile"]
     rd = results.resolve_run_dir(run_dir)
     res = results.start(CHAPTER, params, run_dir, parent)
     lap = timing.Laps()  # how long each part of the run took (metadata)
@@ -807,7 +772,6 @@ def _measure(*, n_images: int, image_size: int, jpeg_quality: int, classes: int,
     shards = images.mds_shards(src, parent, progress=progress) if ("mds" in p["formats"] and mds_ok) else None
     fmts = [f for f in p["formats"] if f == "imagefolder" or shards is not None]
     lap("data sets: MDS shards")
-    cores = len(os.sched_getaffinity(0))
     levels = auto_levels(cores) if p["load_levels"] == "auto" else p["load_levels"]
 
     torch.manual_seed(seed)
@@ -909,6 +873,7 @@ def _measure(*, n_images: int, image_size: int, jpeg_quality: int, classes: int,
                         load_notes=load_notes, reserved_cpus=sorted(ch.reserve), worker_nice=WORKER_NICE,
                         keep_up=KEEP_UP, au_rule=AU_RULE, seconds=lap.seconds, datasets={"imagefolder": src.manifest},
                         graph_note=graph_note if p["graphed_workers"] else None)
+    res.facts = analysis.analyse(res)
     res.save(rd)
     return res
 
@@ -983,5 +948,5 @@ def best_scenario(res):
 def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
     """Run chapter 7's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
     changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)
+    plan = preflight(Params.coerce(params or Params()).replace(**changes))
+    return _measure(plan, run_dir=run_dir, progress=progress)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c07_full_picture import analysis
 from datajourney.chapters.c07_full_picture.experiment import (
     CHAPTER,
     KEEP_UP,
@@ -18,6 +19,8 @@ from datajourney.chapters.c07_full_picture.experiment import (
     scenario_stats,
     scenarios,
 )
+from datajourney.core import phrasing as say
+from datajourney.core.facts import Fact, Facts
 from datajourney.core.findings import (
     HIGH_SPREAD,
     Action,
@@ -34,7 +37,20 @@ from datajourney.core.findings import (
     spread_note,
     times,
 )
+from datajourney.core.findings import num as fx_num
 from datajourney.toolkit import images
+
+
+def _md_stats(res) -> pd.DataFrame:
+    """:func:`scenario_stats` with each scenario's label as Markdown text (it holds the result's strings)."""
+    st = scenario_stats(res)
+    return st.assign(label=st["label"].map(say.text))
+
+
+def _md_scenarios(res) -> pd.DataFrame:
+    """:func:`scenarios` with each run's label as Markdown text."""
+    sc = scenarios(res)
+    return sc.assign(label=sc["label"].map(say.text))
 
 
 def _row(stats: pd.DataFrame, fmt: str, w: int, variant: str = "default"):
@@ -43,7 +59,7 @@ def _row(stats: pd.DataFrame, fmt: str, w: int, variant: str = "default"):
 
 
 def _runs(res, fmt: str, w: int, col: str, variant: str = "default") -> list[float]:
-    sc = scenarios(res)
+    sc = _md_scenarios(res)
     m = sc[(sc["format"] == fmt) & (sc["workers"] == w) & (sc["variant"] == variant)]
     return [float(v) for v in m[col].dropna()]
 
@@ -72,7 +88,7 @@ CEILING_NAMES = {"eager": ("the eager ceiling", ""),
 
 def _finding_w0(res):
 
-    st = scenario_stats(res)
+    st = _md_stats(res)
     w0 = min(st[st["format"] == "imagefolder"]["workers"], default=None)
     if w0 is None:
         return None
@@ -120,10 +136,10 @@ def _typ_text(t) -> str:
 def _finding_formats_w0(res):
     a, b = _runs(res, "mds", 0, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
     if not a or not b:
-        why = res.metadata.get("mds_note") or "MDS or W=0 was not part of this run"
+        why = say.text(res.metadata.get("mds_note") or "MDS or W=0 was not part of this run")
         return Finding("mds_vs_imagefolder_w0", f"MDS against one file per image at W=0 was not measured here: {why}",
                        ), ""
-    st = scenario_stats(res)
+    st = _md_stats(res)
     mid, lo, hi = ratio_interval(a, b)
     m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
     d = direction(a, b)
@@ -160,7 +176,7 @@ def _finding_formats_w0(res):
     warm_m, inside = _reader(res, "mds", "read (warm)"), _reader(res, "mds", "read inside the iterator")
     over = _reader(res, "mds", "iterator overhead")
     if gap > 0 and warm_m is not None and inside is not None and over is not None:
-        bsz = int(res.parameters.get("batch_size", 64))
+        bsz = int(res.parameters["batch_size"])
         extra = bsz * (inside - warm_m + over)
         rest = gap - extra
         share = extra / gap
@@ -189,7 +205,7 @@ def cold_iterator_sentence(res, m, f, gap: float) -> str:
         return f"Streaming's iterator timed cold, as the loop's W=0 runs read, is {where}."
     if pd.isna(m.get("read_ms")) or not m["read_ms"] > 0:
         return ""
-    bsz = int(res.parameters.get("batch_size", 64))
+    bsz = int(res.parameters["batch_size"])
     per_batch = bsz * inside
     r = per_batch / float(m["read_ms"])
     direct = _reader(res, "mds", "read (cold)")
@@ -234,7 +250,7 @@ def _stage_text(r, *, pin: bool) -> str:
 
 def _finding_one_worker(res):
 
-    st = scenario_stats(res)
+    st = _md_stats(res)
     r0, r1 = _row(st, "imagefolder", 0), _row(st, "imagefolder", 1)
     if r0 is None or r1 is None:
         return None
@@ -247,7 +263,7 @@ def _finding_one_worker(res):
     )
     head, text = text, ""
     if "read_ms" in r0 and pd.notna(r1.get("read_ms")):
-        bsz = int(res.parameters.get("batch_size", 64))
+        bsz = int(res.parameters["batch_size"])
         threads = int(r0.get("main_threads", res.metadata.get("main_threads", 1)) or 1)
         diffs = {k: float(r1[f"{k}_ms"] - r0[f"{k}_ms"]) for k in STAGES}
         big = max(diffs, key=lambda k: abs(diffs[k]))
@@ -267,7 +283,7 @@ def _finding_one_worker(res):
 
 def _finding_w4(res):
 
-    st = scenario_stats(res)
+    st = _md_stats(res)
     f4, m4 = _row(st, "imagefolder", 4), _row(st, "mds", 4)
     if f4 is None:
         return None
@@ -301,7 +317,7 @@ def _finding_load(res):
 
     ls = load_stats(res)
     if ls.empty:  # no load sweep: read compute against workers from the scenarios
-        st = scenario_stats(res)
+        st = _md_stats(res)
         d = st[(st["format"] == "imagefolder") & (st["variant"] == "default")].sort_values("workers")
         if len(d) < 2:
             return None
@@ -382,7 +398,7 @@ def _gap(res, row) -> tuple[float, dict]:
 def graph_pairs(res) -> list[tuple]:
     """(tuned row, graphed row) of scenario means for each format and worker count where both the
     eager tuned step and the graphed step ran: the same loader, the step the only difference."""
-    st = scenario_stats(res)
+    st = _md_stats(res)
     out = []
     for _, g in st[st["variant"] == "graphed"].iterrows():
         t = _row(st, g["format"], int(g["workers"]), "tuned")
@@ -393,14 +409,14 @@ def graph_pairs(res) -> list[tuple]:
 
 def graph_missing(res) -> str | None:
     """Why this result has no scenario replayed from a CUDA graph (None when it has one)."""
-    st = scenario_stats(res)
+    st = _md_stats(res)
     if (st["variant"] == "graphed").any():
         return None
     if str(res.run_id).startswith("reference"):
         return "is not in the reference run"
     note = res.metadata.get("graph_note")
     if note:
-        return f"was not measured here ({note})"
+        return f"was not measured here ({say.text(note)})"
     return "was not part of this run (graphed_workers = [])"
 
 
@@ -434,8 +450,9 @@ def graph_effect(res, t, g) -> str:
 
 
 def _finding_best(res):
-    sc = scenarios(res)
-    b = best_scenario(res)
+    sc = _md_scenarios(res)
+    b = best_scenario(res).copy()
+    b["label"] = say.text(b["label"])
     kind = _kind(b)
     runs = [float(v) for v in sc[sc["label"] == b["label"]]["pct_of_ceiling"]]
     keep = 100 * KEEP_UP
@@ -470,7 +487,7 @@ def _finding_best(res):
         why = graph_missing(res)
         if why:
             text += f" The step replayed from a CUDA graph {why}: the best configuration is the best eager one."
-    st = scenario_stats(res)
+    st = _md_stats(res)
     default = st[st["variant"] == "default"]
     if b["variant"] != "default" and not default.empty:
         d = default.loc[default["pct_of_ceiling"].idxmax()]
@@ -490,11 +507,6 @@ def _with_notes(res) -> list[tuple]:
     return [x for x in out if x is not None and x[0] is not None][:6]
 
 
-def findings(res) -> list:
-    """The chapter's key results (3-6), one or two sentences each, computed from a result."""
-    return [f for f, _ in _with_notes(res)]
-
-
 def finding_note(res, key: str) -> str:
     """The details of the key result ``key`` (what a section shows beside its chart), "" when none."""
     return next((note for f, note in _with_notes(res) if f.key == key), "")
@@ -504,7 +516,7 @@ def finding_note(res, key: str) -> str:
 def spread_notes(res) -> str:
     """A sentence for every scenario (and the ceiling) whose images/s spread by more than the
     threshold over its runs; else one sentence giving the largest spread."""
-    sc = scenarios(res)
+    sc = _md_scenarios(res)
     notes, worst = [], (0.0, "")
     for label, g in sc.groupby("label", sort=False):
         v = [float(x) for x in g["images_per_s"]]
@@ -530,13 +542,18 @@ def sizing(res) -> str:
     """How many workers the measured per-image cost predicts, against what the sweep shows: the
     first worker count at which the loader kept up, and what then kept the loop off the ceiling."""
 
-    st = scenario_stats(res)
+    st = _md_stats(res)
     r1 = _row(st, "imagefolder", 1)
     ceil = _ceiling_ips(res)
     ceil_compute = float(res.table("ceiling")["compute_ms"].mean())
-    bsz = int(res.parameters.get("batch_size", 64))
+    bsz = int(res.parameters["batch_size"])
     keep = 100 * KEEP_UP
     text = []
+    d = facts_of(res).get("cpu_ms_per_image")
+    if d is not None:
+        text.append(f"The loader's work cost **D = {say.value(d)}** of CPU per image in the best setting (read, "
+                    "decode, normalise and collate: the medians of its per-batch stage timers ÷ the batch size); "
+                    "chapter 12 sizes the workers with it.")
     warm = [_reader(res, "imagefolder", s) for s in ("read (warm)", "decode", "normalise")]
     if all(v is not None for v in warm):
         m = sum(warm)
@@ -609,7 +626,7 @@ def _pct_more(a: float, b: float) -> str:
 
 def cpu_note(res) -> str:
     """What the CPU columns show in this run, in numbers."""
-    st = scenario_stats(res)
+    st = _md_stats(res)
     if "main_cores" not in st:
         return ("This older result records CPU use only as psutil's system-wide percentage, averaged over the whole "
                 "scenario.")
@@ -641,7 +658,8 @@ def _kernel_share(res, label: str) -> float | None:
 def nvml_note(res) -> str:
     """NVML against AU for the best configuration, over the steady-state steps, with the share of
     the traced step in which the profiler saw kernels run (the measured check of AU)."""
-    b = best_scenario(res)
+    b = best_scenario(res).copy()
+    b["label"] = say.text(b["label"])
     if pd.isna(b.get("gpu_util")):
         return "NVML is not available here (no NVIDIA GPU or no nvidia-ml-py): no GPU utilisation was sampled."
     n = b.get("util_samples")
@@ -662,8 +680,8 @@ def compute_growth_note(res) -> str:
     """Which scenarios' compute per step grew against the ceiling, how busy the CPU was in them,
     and whether the load sweep measured that load; what the tuned recipe changes at once, and
     which runs would separate its changes."""
-    st = scenario_stats(res)
-    sc = scenarios(res)
+    st = _md_stats(res)
+    sc = _md_scenarios(res)
     c0 = [float(v) for v in res.table("ceiling")["compute_ms"]]
     m0 = float(np.mean(c0))
     cores = int(res.metadata.get("cores", 0)) or None
@@ -700,7 +718,7 @@ def compute_growth_note(res) -> str:
     if not tuned.empty:
         t = tuned.loc[tuned["images_per_s"].idxmax()]
         d = _row(st, t["format"], int(t["workers"]))
-        remedy = str(res.parameters.get("tuned_remedy", "nice"))
+        remedy = str(res.parameters["tuned_remedy"])
         changes = ["uint8 batches", "normalisation on the GPU"]
         if "nice" in remedy:
             changes.append(f"workers at nice {WORKER_NICE}")
@@ -747,7 +765,7 @@ def reference_runs(host: str | None = None) -> pd.DataFrame:
 
 def ratio_note(res) -> str:
     """What the two format ratios of the chapter divide, so that they are never read as one."""
-    st = scenario_stats(res)
+    st = _md_stats(res)
     m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
     if m is None or f is None:
         return ""
@@ -761,7 +779,7 @@ def ratio_note(res) -> str:
 def load_note(res) -> str:
     """Notes on modes of the load sweep that could not run here."""
     notes = res.metadata.get("load_notes") or {}
-    return " ".join(f"{_mode_label(k).capitalize()}: {v}." for k, v in notes.items())
+    return " ".join(f"{say.text(_mode_label(k).capitalize())}: {say.text(v)}." for k, v in notes.items())
 
 
 def timeline_note(res) -> str:
@@ -774,7 +792,7 @@ def timeline_note(res) -> str:
     out = []
     key = "trace" if "trace" in tl else "label"
     for _, g in tl.groupby(key, sort=False):
-        name = g["label"].iloc[0]
+        name = say.text(g["label"].iloc[0])
         step = float(g["step_ms"].iloc[0])
         busy = float(g[g["lane"] == "GPU: kernels"]["dur_ms"].sum())
         s = f"In the traced step of **{name}** ({num(step, 'ms')} under the profiler)"
@@ -820,16 +838,6 @@ def key_metrics(res) -> dict:
 
 
 # --------------------------------------------------------------------------- tables for the notebook
-def device_note(res) -> str:
-    """Where this run ran, and what did not run here."""
-    m = res.metadata
-    text = f"Ran on **{m['device']}** with **{m['model']}**, {m.get('cores', '?')} logical cores."
-    if m["device"] != "cuda":
-        text += (" Without a GPU these are CPU timings of a small network: they exercise the same code; the GPU "
-                 "numbers are the reference run's, in the comparison table below.")
-    if m.get("mds_note"):
-        text += f"\n\n**The MDS half did not run here:** {m['mds_note']}"
-    return text
 
 
 def scenario_table(res, part: str = "main") -> pd.DataFrame:
@@ -962,7 +970,7 @@ def stage_rows(res) -> pd.DataFrame:
 
 def takeaways(res) -> str:
     """The chapter's conclusions for a training job, each computed from this run."""
-    st = scenario_stats(res)
+    st = _md_stats(res)
     keep = 100 * KEEP_UP
     out = []
     for fmt in ("imagefolder", "mds"):
@@ -982,7 +990,7 @@ def takeaways(res) -> str:
     tuned = st[st["variant"] == "tuned"]
     if not tuned.empty:
         t = tuned.loc[tuned["images_per_s"].idxmax()]
-        remedy = res.parameters.get("tuned_remedy", "as recorded in the parameters")
+        remedy = say.code(res.parameters["tuned_remedy"])
         out.append(f"The tuned recipe (uint8 batches normalised on the GPU, workers: {remedy})"
                    f" reached {num(t['pct_of_ceiling'], '%')} of the ceiling at best ({t['label']}), with a copy of "
                    f"{num(t['H2D_TRANSFER'], 'ms')} per step.")
@@ -1001,135 +1009,232 @@ def takeaways(res) -> str:
 
 
 # --------------------------------------------------------------------------- the opening
-def _best_default(st: pd.DataFrame):
-    """The default recipe's fastest scenario (highest mean images/s) and the fewest workers of its format."""
-    d = st[st["variant"] == "default"]
-    b = d.loc[d["images_per_s"].idxmax()]
-    return b, int(d[d["format"] == b["format"]]["workers"].min())
 
 
-def loader_snippet(res, workers: int) -> str:
-    """The ``DataLoader(...)`` of this chapter's loop with ``workers`` filled in, as this run built it."""
-    p = res.parameters
-    args = [f"batch_size={int(p.get('batch_size', 64))}", "shuffle=True", f"num_workers={workers}"]
-    if res.metadata.get("device") == "cuda":
-        args.append("pin_memory=True")
-    if workers:
-        args.append('multiprocessing_context="fork"')
-    return "loader = DataLoader(dataset, " + ", ".join(args) + ", drop_last=True)"
+loader_snippet = analysis.loader_snippet
 
 
+
+# --------------------------------------------------------------------------- facts, worded
+def facts_of(x) -> Facts:
+    """The facts of ``x``: a :class:`Facts` as it is, a result's stored facts, else its analysis now."""
+    if isinstance(x, Facts):
+        return x
+    if getattr(x, "facts", None) is not None:
+        return x.facts
+    return analysis.analyse(x)
+
+
+def _setting_label(f: Fact) -> str:
+    """The scenario a fact belongs to, in words, its format escaped (it comes from the result)."""
+    s = f.setting
+    fmt = str(s.get("format"))
+    name = LABELS[fmt] if fmt in LABELS else say.text(fmt)
+    variant = str(s.get("variant", "default"))
+    return f"{name}, W={int(s['workers'])}" + ("" if variant == "default" else f", {say.text(variant)}")
+
+
+def _rates(a: Fact, b: Fact) -> str:
+    return f"{say.value(a, runs=False)} against {say.value(b, runs=False)}"
+
+
+def finding_wait_w0(facts: Facts) -> Finding | None:
+    f = facts.get("wait_w0")
+    if f is None:
+        return None
+    w0 = int(f.setting["workers"])
+    who = "Without workers" if w0 == 0 else f"With the fewest workers tried (W={w0})"
+    text = (f"{who} (ImageFolder, one file per image), each step waited **{say.value(f)}** for data, "
+            f"{say.comparison(facts['wait_vs_compute_w0'], facts)} ({say.value(facts['compute_w0'], runs=False)}).")
+    return Finding("wait_w0", text, f.number, "ms", published=f.published, interval=f.spread)
+
+
+def finding_mds_vs_imagefolder_w0(facts: Facts) -> Finding | None:
+    c = facts.get("mds_vs_imagefolder_w0")
+    if c is None:
+        return None
+    text = (f"At W=0, MDS shards ran **{say.comparison(c, facts)}** "
+            f"({_rates(facts[c.of], facts[c.basis])}).")
+    return Finding("mds_vs_imagefolder_w0", text, c.number, "×")
+
+
+def finding_one_worker(facts: Facts) -> Finding | None:
+    c = facts.get("one_worker")
+    if c is None:
+        return None
+    text = f"One ImageFolder worker ran **{say.comparison(c, facts)}** ({_rates(facts[c.of], facts[c.basis])})."
+    return Finding("one_worker", text, c.number, "×")
+
+
+def finding_workers4(facts: Facts) -> Finding | None:
+    f = facts.get("workers4")
+    if f is None:
+        return None
+    c = facts.get("workers4_vs_w0")
+    text = (f"With 4 workers, ImageFolder fed **{say.value(f)}**"
+            + (f", {say.comparison(c, facts)}" if c is not None else "") + ".")
+    return Finding("workers4", text, f.number, "images/s", published=f.published, interval=f.spread)
+
+
+def finding_compute_under_load(facts: Facts) -> Finding | None:
+    f = facts.get("compute_under_load")
+    if f is None:
+        return None
+    s = f.setting
+    if not s.get("sweep"):
+        text = (f"Compute per step at W={s['workers']} took {say.value(f)}, "
+                f"{say.comparison(facts['compute_growth'], facts)} (ImageFolder).")
+        return Finding("compute_under_load", text, f.number, "ms", interval=f.spread)
+    step = ("the GPU step" if facts.data.get("device") == "cuda"
+            else "the step (on a CPU, the model competes for the cores)")
+    text = (f"With {s['busy']} busy processes doing the loader's work on {s['cores']} cores, {step} took "
+            f"**{say.value(f)}**, {say.comparison(facts['contention'], facts)}.")
+    return Finding("compute_under_load", text, f.number, "ms", interval=f.spread)
+
+
+def finding_best_vs_ceiling(facts: Facts) -> Finding:
+    f = facts["best_vs_ceiling"]
+    kind = str(f.setting.get("ceiling", "eager"))
+    name = CEILING_NAMES.get(kind, CEILING_NAMES["eager"])[0]
+    v = facts.get("best_keeps_up")
+    keep = fx_num(v.setting["keep_up"], "%") if v is not None else ""
+    verdict = {"every run": f"it keeps up: at least {keep} of its ceiling in "
+                            + ("every run" if v is not None and v.setting.get("runs", 1) > 1 else "its one run"),
+               "on average": f"on average it keeps up ({keep} of its ceiling), but not in every run",
+               "short": f"it stays below {keep} of its ceiling"}.get(str(v.value) if v is not None else "", "")
+    text = (f"The best setting (the highest share of its own ceiling), **{_setting_label(f)}**, fed "
+            f"**{say.value(f)}** of {name}'s images/s, {say.comparison(facts['best_vs_ceiling_rate'], facts)}"
+            + (f": {verdict}." if verdict else "."))
+    return Finding("best_vs_ceiling", text, f.number, "%", interval=f.spread)
+
+
+def findings(facts) -> list[Finding]:
+    """The chapter's key results (3-6), worded from its facts (a result is analysed first)."""
+    facts = facts_of(facts)
+    out = [fn(facts) for fn in (finding_wait_w0, finding_mds_vs_imagefolder_w0, finding_one_worker,
+                                finding_workers4, finding_compute_under_load, finding_best_vs_ceiling)]
+    return [f for f in out if f is not None][:6]
+
+
+# --------------------------------------------------------------------------- the opening
 def _uint8_snippet(nice: bool, device: str) -> str:
     """Batches as uint8, normalised on ``device`` with the loader's mean and std (and nice workers)."""
-    lines = ["# the Dataset returns the decoded image as uint8 (C, H, W): a quarter of float32's bytes"]
+    lines = ["import os", "import torch", "from torch.utils.data import DataLoader", "",
+             "# the Dataset returns each decoded image as uint8 (C, H, W):", "# a quarter of float32's bytes"]
     if nice:
-        lines.append(f"loader = DataLoader(..., worker_init_fn=lambda _: os.nice({WORKER_NICE}))  # workers yield "
-                     "the CPU")
+        lines += ["loader = DataLoader(", "    dataset, batch_size=64, num_workers=8,",
+                  f"    worker_init_fn=lambda _: os.nice({WORKER_NICE}),  # workers yield the CPU", ")"]
+    else:
+        lines += ["loader = DataLoader(dataset, batch_size=64, num_workers=8)"]
     to = f'x.to("{device}", non_blocking=True)' if device == "cuda" else "x"
-    lines += [f"mean = torch.tensor({list(images.MEAN)}, device=\"{device}\").view(1, 3, 1, 1) * 255",
-              f"std = torch.tensor({list(images.STD)}, device=\"{device}\").view(1, 3, 1, 1) * 255",
-              "for x, y in loader:",
-              f"    x = ({to}.float() - mean) / std  # normalised in the training process, on {device}"]
+    mean = ", ".join(f"{v:g}" for v in images.MEAN)
+    std = ", ".join(f"{v:g}" for v in images.STD)
+    lines += [f'mean = torch.tensor([{mean}], device="{device}")', "mean = mean.view(1, 3, 1, 1) * 255",
+              f'std = torch.tensor([{std}], device="{device}")', "std = std.view(1, 3, 1, 1) * 255",
+              "for x, y in loader:", f"    x = ({to}.float() - mean) / std"]
     return "\n".join(lines)
 
 
-def _graph_snippet(res) -> str:
-    p = res.parameters
-    return ("from datajourney.toolkit.models import GraphedStep\n\n"
-            f"step = GraphedStep(model, lr={p.get('lr', 0.1)}, batch_size={int(p.get('batch_size', 64))}, "
-            f"out_size={int(p.get('out_size', 224))}, classes={int(p.get('classes', 100))})  # captured once\n"
-            "for x, y in loader:\n"
-            "    step.load(x, y)  # the pinned uint8 batch copied in and normalised on the GPU\n"
-            "    step.forward(); step.backward(); step.step()  # three graph replays")
+GRAPH_SNIPPET = '''import torch
+
+# the whole step captured once as a CUDA graph (PyTorch's recipe)
+static_x = torch.empty(64, 3, 224, 224, device="cuda")
+static_y = torch.empty(64, dtype=torch.long, device="cuda")
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):  # warm up before the capture
+    for _ in range(3):
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(static_x), static_y).backward()
+        opt.step()
+torch.cuda.current_stream().wait_stream(side)
+graph = torch.cuda.CUDAGraph()
+opt.zero_grad(set_to_none=True)
+with torch.cuda.graph(graph):
+    loss = loss_fn(model(static_x), static_y)
+    loss.backward()
+    opt.step()
+for x, y in loader:  # each step: copy the batch in, replay
+    static_x.copy_(x, non_blocking=True)
+    static_y.copy_(y, non_blocking=True)
+    graph.replay()'''
 
 
-def _opening_findings(res, st) -> list[Finding]:
+def _opening_findings(facts: Facts) -> list[Finding]:
     out = []
-    w0 = min(st[(st["format"] == "imagefolder") & (st["variant"] == "default")]["workers"], default=None)
-    if w0 is not None:
-        r = _row(st, "imagefolder", w0)
-        waits, comp = (_runs(res, "imagefolder", w0, c) for c in ("DATALOADER_WAIT", "compute_ms"))
+    f = facts.get("wait_w0")
+    if f is not None:
+        w0 = int(f.setting["workers"])
         who = "Without workers" if w0 == 0 else f"With {w0} worker{'s' if w0 != 1 else ''}"
-        ratio = float(r["DATALOADER_WAIT"] / r["compute_ms"])
-        word = choose(direction(waits, comp), f"{times(ratio)} as long as", f"{pct(ratio)} of", "about as long as")
-        out.append(Finding("wait_w0", f"{who}, each step waited **{num(r['DATALOADER_WAIT'], 'ms')}** for data, "
-                                      f"{word} its {num(r['compute_ms'], 'ms')} of compute.",
-                           float(r["DATALOADER_WAIT"]), "ms", published="ImageFolder, workers=0: data wait"
-                           if w0 == 0 else None, interval=(min(waits), max(waits)) if len(waits) > 1 else None))
-        f4 = _row(st, "imagefolder", 4)
-        if f4 is not None and w0 != 4:
-            runs4 = _runs(res, "imagefolder", 4, "images_per_s")
-            out.append(Finding("workers4", f"With 4 workers, ImageFolder fed **{num(f4['images_per_s'], 'images/s')}**,"
-                                           f" {compare(runs4, _runs(res, 'imagefolder', w0, 'images_per_s'))} "
-                                           f"with W={w0}.", float(f4["images_per_s"]), "images/s",
-                               published="ImageFolder, workers=4: images/s",
-                               interval=(min(runs4), max(runs4)) if len(runs4) > 1 else None))
-    b = best_scenario(res)
-    kind = _kind(b)
-    runs = [float(v) for v in scenarios(res).query("label == @b['label']")["images_per_s"]]
-    ceil = [float(v) for v in ceiling_runs(res, kind)["images_per_s"]] or [_ceiling_ips(res)]
-    where = choose(direction(runs, ceil), "above it", "short of it", "level with it")
-    out.append(Finding("best_vs_ceiling", f"The best setting, {b['label']}, fed **{num(b['pct_of_ceiling'], '%')}** "
-                                          f"of its own ceiling's images/s, {where}.", float(b["pct_of_ceiling"]), "%"))
+        out.append(Finding("wait_w0", f"{who}, each step waited **{say.value(f, runs=False)}** for data, "
+                                      f"{say.comparison(facts['wait_vs_compute_w0'], facts)}.",
+                           f.number, "ms", published=f.published, interval=f.spread))
+    f4 = facts.get("workers4")
+    if f4 is not None and "workers4_vs_w0" in facts:
+        out.append(Finding("workers4", f"With 4 workers, ImageFolder fed **{say.value(f4, runs=False)}**, "
+                                       f"{say.comparison(facts['workers4_vs_w0'], facts)}.", f4.number, "images/s",
+                           published=f4.published, interval=f4.spread))
+    b = facts["best_vs_ceiling"]
+    out.append(Finding("best_vs_ceiling", f"The best setting, {_setting_label(b)}, fed **{say.value(b, runs=False)}**"
+                                          f" of its own ceiling's images/s, "
+                                          f"{say.comparison(facts['best_vs_ceiling_rate'], facts)}.", b.number, "%"))
     return out[:3]
 
 
-def _action_workers(res, st) -> Action:
-    b, w0 = _best_default(st)
-    fmt, w = b["format"], int(b["workers"])
-    runs_b, runs_0 = _runs(res, fmt, w, "images_per_s"), _runs(res, fmt, w0, "images_per_s")
-    ips0 = num(float(np.mean(runs_0)), "images/s")
-    if w != w0 and direction(runs_b, runs_0) > 0:
-        return Action(f"Use `num_workers={w}`: with {LABELS.get(fmt, fmt)} it fed {compare(runs_b, runs_0)} "
-                      f"`num_workers={w0}` here ({num(b['images_per_s'], 'images/s')} against {ips0}).",
-                      loader_snippet(res, w))
-    if w == w0:
-        return Action(f"Keep `num_workers={w0}`: no worker count fed the loop faster here "
-                      f"({LABELS.get(fmt, fmt)}, {ips0}).", loader_snippet(res, w0))
-    return Action(f"Keep `num_workers={w0}`: the fastest count, W={w}, was {compare(runs_b, runs_0)} it here "
-                  f"({LABELS.get(fmt, fmt)}).", loader_snippet(res, w0))
+def _action_workers(facts: Facts) -> Action | None:
+    a = facts.advice_for("image.num_workers")
+    if a is None:
+        return None
+    d = facts.get("cpu_ms_per_image")
+    tail = (f" The loader's work cost {say.value(d)} of CPU per image in the best setting (D in chapter 4's model)."
+            if d is not None else "")
+    return Action(say.advice(a, facts) + tail, a.snippet)
 
 
-def _action_uint8(res, st) -> Action | None:
-    t = st[st["variant"] == "tuned"]
-    if t.empty:
+def _action_uint8(facts: Facts) -> Action | None:
+    c = facts.get("uint8_gain")
+    if c is None or c.number is None:
         return None
-    t = t.loc[t["images_per_s"].idxmax()]
-    fmt, w = t["format"], int(t["workers"])
-    a, b = _runs(res, fmt, w, "images_per_s", "tuned"), _runs(res, fmt, w, "images_per_s")
-    if not b:
-        return None
-    remedy = str(res.parameters.get("tuned_remedy", "nice"))
+    remedy = str(facts.data.get("tuned_remedy") or "")
     how = f", workers at nice {WORKER_NICE}" if "nice" in remedy else ""
-    device = res.metadata.get("device", "cuda")
+    device = facts.data.get("device") or "cpu"
     on = "on the GPU" if device == "cuda" else "in the training process"
-    where = (f"{LABELS.get(fmt, fmt)}, W={w}: {num(float(np.mean(a)), 'images/s')} against "
-             f"{num(float(np.mean(b)), 'images/s')}")
-    if direction(a, b) > 0:
-        return Action(f"Send uint8 batches and normalise them {on}{how}: that fed {compare(a, b)} the "
-                      f"float32 recipe here ({where}).", _uint8_snippet("nice" in remedy, device))
-    return Action(f"Keep normalising in the workers: uint8 batches normalised {on}{how} fed "
-                  f"{compare(a, b)} the float32 recipe here ({where}).")
+    if c.number > 1 and not c.level:
+        return Action(f"Send uint8 batches and normalise them {on}{how}: {say.comparison(c, facts)}.",
+                      _uint8_snippet("nice" in remedy, device))
+    return Action(f"Keep normalising in the workers: uint8 batches normalised {on}{how} ran "
+                  f"{say.comparison(c, facts)}.")
 
 
-def _action_graphs(res) -> Action | None:
-    pairs = graph_pairs(res)
-    if not pairs:
+def _action_graphs(facts: Facts) -> Action | None:
+    c = facts.get("graph_gain")
+    if c is None or c.number is None:
         return None
-    t, g = max(pairs, key=lambda p: float(p[1]["images_per_s"]))
-    fmt, w = g["format"], int(g["workers"])
-    a, b = _runs(res, fmt, w, "images_per_s", "graphed"), _runs(res, fmt, w, "images_per_s", "tuned")
-    if direction(a, b, tol=0.02) > 0:
-        return Action(f"Replay the training step from CUDA graphs: under the same loader ({LABELS.get(fmt, fmt)}, "
-                      f"W={w}) it fed {compare(a, b, tol=0.02)} the eager step here.", _graph_snippet(res))
-    return Action(f"Keep the eager step: replayed from CUDA graphs it fed {compare(a, b, tol=0.02)} it here "
-                  f"({LABELS.get(fmt, fmt)}, W={w}).")
+    if c.number > 1 and not c.level:
+        return Action(f"Replay the training step from CUDA graphs: under the same loader it ran "
+                      f"{say.comparison(c, facts)}.", GRAPH_SNIPPET)
+    return Action(f"Keep the eager step: replayed from CUDA graphs under the same loader it ran "
+                  f"{say.comparison(c, facts)}.")
 
 
-def opening(res) -> Opening:
-    """What the chapter opens with: the data wait without workers, what 4 workers fed and how close
-    the best setting came to its ceiling, one sentence each; then the worker count, the uint8 recipe
-    and CUDA graphs, each recommended only where this run measured a gain."""
-    st = scenario_stats(res)
-    actions = [_action_workers(res, st), _action_uint8(res, st), _action_graphs(res)]
-    return Opening(_opening_findings(res, st), [a for a in actions if a is not None][:3])
+def opening(facts) -> Opening:
+    """What the chapter opens with: the data wait without workers, what 4 workers fed and how close the best
+    setting came to its ceiling, one sentence each; then the worker count, the uint8 recipe and CUDA graphs,
+    each worded from the comparison this run measured."""
+    facts = facts_of(facts)
+    actions = [_action_workers(facts), _action_uint8(facts), _action_graphs(facts)]
+    return Opening(_opening_findings(facts), [a for a in actions if a is not None][:3])
+
+
+def device_note(res) -> str:
+    """Where this run ran and with which model, and what did not run here."""
+    facts = facts_of(res)
+    m = res.metadata
+    text = (f"What ran: {say.text(facts.data['workload'])} (model {say.code(facts.data['model'])}), "
+            f"{int(m.get('cores') or 0)} logical cores.")
+    if m.get("device") != "cuda":
+        text += (" Without a GPU these are CPU timings of the model that ran: they exercise the same code; the GPU "
+                 "numbers are the reference run's, in the comparison table below.")
+    if m.get("mds_note"):
+        text += f"\n\n**The MDS half did not run here:** {say.text(m['mds_note'])}"
+    return text

@@ -1,66 +1,66 @@
-"""Chapter 7's parameters: the one place their defaults live.
+"""Chapter 7's parameters: the one place their defaults live, each declared once with its range.
 
-The notebook's parameters cell, the profiles in ``profiles.yaml`` and ``run()`` start from
-:class:`Params`; a test fails when the cell and these defaults differ. Ranges are checked by
-the experiment's ``preflight`` before any work."""
+The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
+``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every
+declared range before any work, and the experiment's ``preflight`` adds the checks that span fields
+or depend on this machine (its cores, memory, libraries, the data directory's free space)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from datajourney.core.params import ChapterParams
+from datajourney.core.params import ChapterParams, param
+from datajourney.toolkit.images import MAX_IMAGES
+from datajourney.toolkit.pagecache import METHODS
+
+FORMATS = ("imagefolder", "mds")
+#: How the load sweep's busy processes (or the tuned scenario's workers) are treated.
+REMEDIES = ("none", "nice", "reserve", "nice+reserve")
+LOAD_MODES = ("plain", "nice", "reserve", "nice+reserve", "cuda_graphs")
+MODELS = ("resnet50", "small_cnn")
 
 
 @dataclass
 class Params(ChapterParams):
-    """Every knob of chapter 7; the docstring of each field says what it sets."""
-    n_images: int = 20000
-    """synthetic JPEGs (the full profile uses 100,000)"""
-    image_size: int = 224
-    """stored image side (pixels)"""
-    jpeg_quality: int = 80
-    classes: int = 100
-    """labels: image i belongs to class i mod classes"""
-    out_size: int = 224
-    """side after the resize transform"""
-    batch_size: int = 64
-    model: str = "resnet50"
-    """"resnet50" (needs torchvision; random weights) or "small_cnn" (CPU runs)"""
-    lr: float = 0.1
-    """SGD learning rate (momentum 0.9)"""
-    formats: list[str] = field(default_factory=lambda: ["imagefolder", "mds"])
-    """"mds" needs mosaicml-streaming; without it only ImageFolder runs"""
-    workers: list[int] = field(default_factory=lambda: [0, 1, 4])
-    """DataLoader num_workers values (the "default" recipe)"""
-    one_worker_formats: list[str] = field(default_factory=lambda: ["imagefolder"])
-    """formats also run with one worker (that question is asked of one format)"""
-    steps: int = 25
-    """timed steps per run (after the warm-up steps)"""
-    warmup_steps: int = 5
-    """steps left out of the means (the first batch is reported apart)"""
-    repeats: int = 3
-    """runs of every scenario and of the ceiling, interleaved"""
-    single_thread_w0: bool = True
-    """also run 0 workers with one torch intra-op thread in the main process"""
-    tuned_workers: list[int] = field(default_factory=lambda: [8])
-    """the tuned recipe (uint8 batches normalised on the GPU); [] to skip it"""
-    tuned_remedy: str = "nice"
-    """its workers: "none", "nice" (nice 19), "reserve" (cores left free), "nice+reserve" """
-    graphed_workers: list[int] = field(default_factory=lambda: [8])
-    """the tuned recipe with its step replayed from CUDA graphs (GPU only); [] to skip"""
-    reserve_cores: object = "auto"
-    """cores the "reserve" remedy leaves to the training process ("auto": 2)"""
-    load_levels: object = "auto"
-    """busy processes in the load sweep ("auto": 0, cores, 1.5 x cores)"""
-    load_modes: list[str] = field(default_factory=lambda: ["plain", "nice", "reserve", "cuda_graphs"])
-    """load-sweep modes; [] to skip the sweep"""
-    load_steps: int = 12
-    """timed steps per load-sweep point"""
-    reader_samples: int = 256
-    """samples timed one by one for the per-sample reader costs"""
-    purge_method: object = "auto"
-    """cold cache before each run: drop_caches when root, else fadvise"""
-    profile: bool = True
-    """record torch.profiler traces (0 workers, and the best configuration)"""
-    seed: int = 0
-    data_dir: object = None
-    """where the images are generated (default: ~/.cache/datajourney)"""
+    """Every knob of chapter 7."""
+    n_images: int = param(20000, "synthetic JPEGs (the full profile uses 100,000)", minimum=1, maximum=MAX_IMAGES)
+    image_size: int = param(224, "stored image side", minimum=1, maximum=4096, unit="pixels")
+    jpeg_quality: int = param(80, "JPEG quality of the stored images", minimum=1, maximum=95)
+    classes: int = param(100, "labels: image i belongs to class i mod classes", minimum=1, maximum=100_000)
+    out_size: int = param(224, "side after the resize transform", minimum=1, maximum=4096, unit="pixels")
+    batch_size: int = param(64, "images per batch", minimum=1, maximum=65536)
+    model: str = param("resnet50", '"resnet50" (needs torchvision; random weights) or "small_cnn" (CPU runs)',
+                       choices=MODELS)
+    lr: float = param(0.1, "SGD learning rate (momentum 0.9)", minimum=1e-6, maximum=10)
+    formats: list[str] = param(["imagefolder", "mds"], '"mds" needs mosaicml-streaming; without it only ImageFolder '
+                                                      "runs", kind="str_list", choices=FORMATS)
+    workers: list[int] = param([0, 1, 4], 'DataLoader num_workers values (the "default" recipe)', minimum=0,
+                               maximum=4096)
+    one_worker_formats: list[str] = param(["imagefolder"], "formats also run with one worker (that question is "
+                                                           "asked of one format)", kind="str_list", choices=FORMATS)
+    steps: int = param(25, "timed steps per run (after the warm-up steps)", minimum=1, maximum=100_000)
+    warmup_steps: int = param(5, "steps left out of the means (the first batch is reported apart)", minimum=1,
+                              maximum=10_000)
+    repeats: int = param(3, "runs of every scenario and of the ceiling, interleaved", minimum=1, maximum=100)
+    single_thread_w0: bool = param(True, "also run 0 workers with one torch intra-op thread in the main process")
+    tuned_workers: list[int] = param([8], "the tuned recipe (uint8 batches normalised on the GPU); [] to skip it",
+                                     kind="int_list", maximum=4096)
+    tuned_remedy: str = param("nice", 'its workers: "none", "nice" (nice 19), "reserve" (cores left free), '
+                                      '"nice+reserve"', choices=REMEDIES)
+    graphed_workers: list[int] = param([8], "the tuned recipe with its step replayed from CUDA graphs (GPU only); "
+                                            "[] to skip", kind="int_list", maximum=4096)
+    reserve_cores: object = param("auto", 'cores the "reserve" remedy leaves to the training process ("auto": 2)',
+                                  kind="int", minimum=0, also=("auto",))
+    load_levels: object = param("auto", 'busy processes in the load sweep ("auto": 0, cores, 1.5 x cores)',
+                                kind="int_list", minimum=0, maximum=4096, also=("auto",))
+    load_modes: list[str] = param(["plain", "nice", "reserve", "cuda_graphs"], "load-sweep modes; [] to skip the "
+                                                                               "sweep", kind="str_list",
+                                  choices=LOAD_MODES)
+    load_steps: int = param(12, "timed steps per load-sweep point", minimum=1, maximum=100_000)
+    reader_samples: int = param(256, "samples timed one by one for the per-sample reader costs", minimum=1,
+                                maximum=MAX_IMAGES)
+    purge_method: object = param("auto", "cold cache before each run: drop_caches when root, else fadvise",
+                                 choices=METHODS)
+    profile: bool = param(True, "record torch.profiler traces (0 workers, and the best configuration)")
+    seed: int = param(0, "seed of the images, the shuffles and the model", minimum=0, maximum=2**31 - 1)
+    data_dir: object = param(None, "where the images are generated (default: ~/.cache/datajourney)", kind="path",
+                             optional=True)

@@ -1,0 +1,275 @@
+"""What chapter 7 found in one result, as facts: no prose, no page (see :mod:`datajourney.core.facts`).
+
+The chapter is the source of the image workload's advice (``image.num_workers``) and of the numbers chapter
+12 prices that workload with (``facts.data["image_workload"]``: the model, its batch, its step with the data
+already on the GPU, the bytes of an image on disk, the loader's CPU time per image and the best pipeline
+measured), with the GPU step's slowdown under loader load (``contention``)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from datajourney.chapters.c07_full_picture.experiment import (
+    KEEP_UP,
+    LABELS,
+    WORKER_NICE,
+    ceiling_runs,
+    scenario_stats,
+    scenarios,
+)
+from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+
+CHAPTER = "07_full_picture"
+EXPORTS = ("wait_w0", "workers4", "best_vs_ceiling", "contention", "compute_under_load", "compute_unloaded",
+           "cpu_ms_per_image", "workers_gain", "image_workload")
+#: chapter 7's per-batch CPU stages a loader worker runs for each batch
+CPU_STAGES = ("read_ms", "decode_ms", "normalise_ms", "collate_ms")
+#: How a result names its model, and what the reader is told ran.
+MODEL_NAMES = {"resnet50": "ResNet-50", "small_cnn": "a small CNN (small_cnn)"}
+FORMAT_WORDS = {"imagefolder": "one JPEG file per image (ImageFolder)", "mds": "MDS shards"}
+
+
+def _plain(v):
+    """numpy scalars as Python numbers (plain JSON)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def image_workload(res) -> dict | None:
+    """The image workload as chapter 7 ran it: batch, step time with data already on the GPU (the faster of its
+    eager and CUDA-graph ceilings, where both were measured), bytes per image on disk, the loader's CPU time per
+    image (read, decode + resize, normalise, collate: the medians of its per-batch stage timings in the best
+    scenario ÷ the batch size) and the best end-to-end pipeline measured."""
+    if "ceiling" not in res.tables:
+        return None
+    c = res.table("ceiling")
+    sc = res.table("scenarios") if "scenarios" in res.tables else pd.DataFrame()
+    rd = res.table("readers") if "readers" in res.tables else pd.DataFrame()
+    steps = res.table("steps") if "steps" in res.tables else pd.DataFrame()
+    b = int(res.parameters["batch_size"]) if "batch_size" in (res.parameters or {}) else 64
+    step_ms, step_kind = float(c["step_ms"].mean()), "eager"
+    g = res.table("graphed_ceiling") if "graphed_ceiling" in res.tables else pd.DataFrame()
+    if not g.empty and float(g["step_ms"].mean()) < step_ms:
+        step_ms, step_kind = float(g["step_ms"].mean()), "graphed"
+    out = dict(model=str(c["model"].iloc[0]) if "model" in c else model_of(res),
+               batch_size=b, step_ms=step_ms, step_kind=step_kind, device=res.metadata.get("device"),
+               cores=int(res.metadata.get("cores") or 1), file_bytes=None, cpu_ms=None, best=None)
+    if not rd.empty and "stored_kb" in rd:
+        cold = rd[rd["stage"] == "read (cold)"]
+        if not cold.empty:
+            out["file_bytes"] = float(cold["stored_kb"].mean()) * 1024
+    if not sc.empty:
+        best = sc.groupby(["format", "workers", "variant"])["images_per_s"].mean()
+        (fmt, w, var), v = best.idxmax(), float(best.max())
+        out["best"] = dict(format=str(fmt), workers=int(w), variant=str(var), images_per_s=v)
+        if not steps.empty and all(s in steps for s in CPU_STAGES):
+            rows = steps[(steps["format"] == fmt) & (steps["workers"] == w) & (steps["variant"] == var)]
+            if not rows.empty:
+                out["cpu_ms"] = float(rows[list(CPU_STAGES)].median().sum()) / b
+    return {k: _plain(v) for k, v in out.items()}
+
+
+def model_of(res) -> str:
+    """The model that ran: the result's record of it (metadata, else the ceiling's rows, else its parameters)."""
+    if res.metadata.get("model"):
+        return str(res.metadata["model"])
+    if "ceiling" in res.tables and "model" in res.table("ceiling"):
+        return str(res.table("ceiling")["model"].iloc[0])
+    return str(res.parameters["model"]) if "model" in (res.parameters or {}) else "an unnamed model"
+
+
+def workload_name(res, fmt: str | None = None) -> str:
+    """The workload this result ran, honestly: the model that ran, where it ran, and what it read."""
+    model = model_of(res)
+    where = "a GPU" if res.metadata.get("device") == "cuda" else "a CPU"
+    name = MODEL_NAMES.get(str(model), str(model))
+    head = f"{name} training on {where}"
+    return head + (f", fed from {FORMAT_WORDS.get(fmt, fmt)}" if fmt else "")
+
+
+def _label(fmt: str, w: int, variant: str = "default") -> str:
+    return f"{LABELS.get(fmt, fmt)} with {w} worker{'s' if w != 1 else ''}" + (
+        "" if variant == "default" else f" ({variant})")
+
+
+def _runs(res, fmt: str, w: int, col: str, variant: str = "default") -> list[float]:
+    sc = scenarios(res)
+    m = sc[(sc["format"] == fmt) & (sc["workers"] == w) & (sc["variant"] == variant)]
+    return [float(v) for v in m[col].dropna()]
+
+
+def ips_key(fmt: str, w: int, variant: str = "default") -> str:
+    return f"ips.{fmt}.w{w}" + ("" if variant == "default" else "." + variant.replace(" ", "_"))
+
+
+def _ips(res, fmt: str, w: int, variant: str = "default", *, key: str | None = None,
+         published: str | None = None) -> Fact | None:
+    runs = _runs(res, fmt, w, "images_per_s", variant)
+    if not runs:
+        return None
+    return measured(key or ips_key(fmt, w, variant), runs, unit="images/s", label=_label(fmt, w, variant),
+                    setting={"format": fmt, "workers": int(w), "variant": variant}, published=published)
+
+
+def _amount(f: Fact) -> Fact:
+    """A time read as an amount (a wait "more than" its compute, not "slower than")."""
+    return dataclasses.replace(f, quantity="amount")
+
+
+# --------------------------------------------------------------------------- parts
+def _throughput(res, f: Facts, st: pd.DataFrame) -> None:
+    for _, r in st.iterrows():
+        f.add(_ips(res, r["format"], int(r["workers"]), r["variant"]))
+    w0s = st[(st["format"] == "imagefolder") & (st["variant"] == "default")]["workers"]
+    if w0s.empty:
+        return
+    w0 = int(w0s.min())
+    setting = {"format": "imagefolder", "workers": w0}
+    wait = measured("wait_w0", _runs(res, "imagefolder", w0, "DATALOADER_WAIT"), unit="ms",
+                    label=f"the data wait per step at W={w0}", quantity="time", better="lower", setting=setting,
+                    published="ImageFolder, workers=0: data wait" if w0 == 0 else None)
+    comp = measured("compute_w0", _runs(res, "imagefolder", w0, "compute_ms"), unit="ms",
+                    label=f"the compute per step at W={w0}", quantity="time", better="lower", setting=setting)
+    f.add(wait, comp, compare("wait_vs_compute_w0", _amount(wait), _amount(comp)))
+    f4 = _ips(res, "imagefolder", 4, key="workers4", published="ImageFolder, workers=4: images/s")
+    if f4 is not None and w0 != 4:
+        f.add(f4, compare("workers4_vs_w0", f4, f[ips_key("imagefolder", w0)]))
+    if ips_key("mds", 0) in f and ips_key("imagefolder", 0) in f:
+        f.add(compare("mds_vs_imagefolder_w0", f[ips_key("mds", 0)], f[ips_key("imagefolder", 0)]))
+    if ips_key("imagefolder", 1) in f and ips_key("imagefolder", 0) in f:
+        f.add(compare("one_worker", f[ips_key("imagefolder", 1)], f[ips_key("imagefolder", 0)]))
+
+
+def _load(res, f: Facts, st: pd.DataFrame) -> None:
+    """The GPU step alone against the step while busy processes do the loader's work (the load sweep); without
+    a sweep, compute at the most workers against the fewest."""
+    t = res.table("load") if "load" in res.tables else pd.DataFrame()
+    if t.empty:
+        d = st[(st["format"] == "imagefolder") & (st["variant"] == "default")].sort_values("workers")
+        if len(d) < 2:
+            return
+        lo, hi = int(d["workers"].iloc[0]), int(d["workers"].iloc[-1])
+        a = measured("compute_under_load", _runs(res, "imagefolder", hi, "compute_ms"), unit="ms",
+                     label=f"compute per step at W={hi}", quantity="time", better="lower",
+                     setting={"workers": hi, "sweep": False})
+        b = measured("compute_unloaded", _runs(res, "imagefolder", lo, "compute_ms"), unit="ms",
+                     label=f"compute per step at W={lo}", quantity="time", better="lower",
+                     setting={"workers": lo, "sweep": False})
+        f.add(a, b, compare("compute_growth", a, b))
+        return
+    cores = int(t["cores"].iloc[0])
+    modes = list(dict.fromkeys(t["mode"]))
+    base_mode = "plain" if "plain" in modes else modes[0]
+    base = t[t["mode"] == base_mode].groupby("busy")["compute_ms"].mean()
+    top = int(base.idxmax())
+
+    def runs(mode, busy):
+        return [float(v) for v in t[(t["mode"] == mode) & (t["busy"] == busy)]["compute_ms"]]
+
+    c0 = runs(base_mode, 0) or [float(v) for v in res.table("ceiling")["compute_ms"]]
+    alone = measured("compute_unloaded", c0, unit="ms", label="the GPU step alone" if res.metadata.get("device")
+                     == "cuda" else "the step alone", quantity="time", better="lower",
+                     setting={"mode": base_mode, "busy": 0, "cores": cores, "sweep": True})
+    loaded = measured("compute_under_load", runs(base_mode, top), unit="ms",
+                      label=f"the step beside {top} busy processes", quantity="time", better="lower",
+                      setting={"mode": base_mode, "busy": top, "cores": cores, "sweep": True})
+    f.add(alone, loaded, compare("contention", loaded, alone))
+    for mode in modes:
+        if mode == base_mode or not runs(mode, top):
+            continue
+        reserved = int(t[t["mode"] == mode]["reserved_cpus"].max()) if "reserved_cpus" in t else 0
+        m = measured(f"compute_under_load.{mode}", runs(mode, top), unit="ms",
+                     label=f"the step beside {top} busy processes ({mode})", quantity="time", better="lower",
+                     setting={"mode": mode, "busy": top, "reserved_cpus": reserved})
+        f.add(m, compare(f"remedy.{mode}", m, alone))
+
+
+def _best(res, f: Facts) -> None:
+    st = scenario_stats(res)
+    b = st.loc[st["pct_of_ceiling"].idxmax()]
+    fmt, w, var, kind = str(b["format"]), int(b["workers"]), str(b["variant"]), str(b["ceiling"])
+    runs = _runs(res, fmt, w, "pct_of_ceiling", var)
+    setting = {"format": fmt, "workers": w, "variant": var, "ceiling": kind}
+    share = measured("best_vs_ceiling", runs, unit="%", label="the share of its own ceiling that the best setting fed",
+                     quantity="share", setting=setting)
+    ceil = [float(v) for v in ceiling_runs(res, kind)["images_per_s"]] or [
+        float(v) for v in ceiling_runs(res)["images_per_s"]]
+    best_ips = measured("best_ips", _runs(res, fmt, w, "images_per_s", var), unit="images/s",
+                        label=_label(fmt, w, var), setting=setting)
+    ceiling = measured("ceiling_ips", ceil, unit="images/s", label=f"its own ceiling ({kind} step, data in GPU "
+                       "memory)", setting={"ceiling": kind})
+    keep = 100 * KEEP_UP
+    verdict = ("every run" if min(runs) >= keep else "on average" if share.number >= keep else "short")
+    f.add(share, best_ips, ceiling, compare("best_vs_ceiling_rate", best_ips, ceiling),
+          Fact("best_keeps_up", verdict, "", f"whether the best setting reached {keep:g}% of its ceiling",
+               "choice", None, setting={"keep_up": keep, "runs": len(runs)}))
+
+
+def _workers_advice(res, f: Facts, st: pd.DataFrame) -> None:
+    d = st[st["variant"] == "default"]
+    if d.empty:
+        return
+    top = d.loc[d["images_per_s"].idxmax()]
+    fmt = str(top["format"])
+    mine = d[d["format"] == fmt].sort_values("images_per_s", ascending=False)
+    ws = sorted(int(w) for w in mine["workers"])
+    w = int(top["workers"])
+    if len(ws) < 2:
+        return
+    base = ws[0] if w != ws[0] else int(mine["workers"].iloc[1])  # W=0 (the fewest), else the next best
+    gain = compare("workers_gain", f[ips_key(fmt, w)], f[ips_key(fmt, base)])
+    f.add(gain)
+    f.advise(Advice("image.num_workers", "num_workers", w, workload_name(res, fmt), gain="workers_gain",
+                    scope="edge" if w == ws[-1] else "best", evidence=(ips_key(fmt, w), ips_key(fmt, base)),
+                    snippet=loader_snippet(res, w)))
+
+
+def _recipes(res, f: Facts, st: pd.DataFrame) -> None:
+    """The uint8 recipe against the float32 one at the same workers; the graphed step against the eager one."""
+    t = st[st["variant"] == "tuned"]
+    if not t.empty:
+        r = t.loc[t["images_per_s"].idxmax()]
+        fmt, w = str(r["format"]), int(r["workers"])
+        if ips_key(fmt, w) in f and ips_key(fmt, w, "tuned") in f:
+            f.add(compare("uint8_gain", f[ips_key(fmt, w, "tuned")], f[ips_key(fmt, w)]))
+    g = st[st["variant"] == "graphed"]
+    pairs = [r for _, r in g.iterrows() if ips_key(str(r["format"]), int(r["workers"]), "tuned") in f]
+    if pairs:
+        r = max(pairs, key=lambda r: float(r["images_per_s"]))
+        fmt, w = str(r["format"]), int(r["workers"])
+        f.add(compare("graph_gain", f[ips_key(fmt, w, "graphed")], f[ips_key(fmt, w, "tuned")]))
+    f.data["tuned_remedy"] = res.parameters["tuned_remedy"] if "tuned_remedy" in (res.parameters or {}) else None
+
+
+def loader_snippet(res, workers: int) -> str:
+    """The ``DataLoader(...)`` of this chapter's loop with ``workers`` filled in, as this run built it."""
+    args = [f"batch_size={int(res.parameters['batch_size'])}" if "batch_size" in (res.parameters or {}) else
+            "batch_size=64", "shuffle=True", f"num_workers={workers}"]
+    if res.metadata.get("device") == "cuda":
+        args.append("pin_memory=True")
+    if workers:
+        args.append('multiprocessing_context="fork"')
+    args.append("drop_last=True")
+    lines = ["from torch.utils.data import DataLoader", "", "loader = DataLoader("]
+    lines += [f"    dataset, {args[0]}, {args[1]},"] + [f"    {a}," for a in args[2:]]
+    return "\n".join(lines) + "\n)"
+
+
+def analyse(res) -> Facts:
+    """Chapter 7's facts of ``res`` (pure: reads the result's tables, parameters and metadata only)."""
+    f = Facts(CHAPTER, exports=EXPORTS)
+    wl = image_workload(res)
+    f.data.update(image_workload=wl, model=model_of(res),
+                  device=res.metadata.get("device"), workload=workload_name(res), worker_nice=WORKER_NICE)
+    if wl is not None and wl.get("cpu_ms") is not None:
+        best = wl["best"] or {}
+        f.add(Fact("cpu_ms_per_image", wl["cpu_ms"], "ms", "the CPU time of the loader per image (read, decode, "
+                   "normalise, collate)", "amount", "lower", setting={k: best.get(k) for k in
+                                                                       ("format", "workers", "variant")}))
+    st = scenario_stats(res)
+    _throughput(res, f, st)
+    _load(res, f, st)
+    _best(res, f)
+    _workers_advice(res, f, st)
+    _recipes(res, f, st)
+    return f
