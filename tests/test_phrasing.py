@@ -79,3 +79,8 @@ def test_a_bad_fact_is_refused():
 def test_text_keeps_apostrophes_and_ampersands_readable():
     html = _html(phrasing.text("the host's cache & *disk* #1 <b>"))
     assert "the host's cache &amp; *disk* #1 &lt;b&gt;" in html.replace("&#x27;", "'")
+
+
+def test_a_fact_without_a_better_direction_keeps_it():
+    f = Fact("mode", "mmap", "", "the faster loader", "choice", None)
+    assert Fact.from_dict(f.to_dict()) == f

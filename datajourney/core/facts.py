@@ -66,7 +66,8 @@ class Fact:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["spread"] = list(self.spread) if self.spread is not None else None
-        return {k: v for k, v in d.items() if v not in (None, {}, "", False) or k in ("key", "value")}
+        return {k: v for k, v in d.items()
+                if v not in (None, {}, "", False) or k in ("key", "value", "better", "quantity")}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Fact:
