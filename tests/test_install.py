@@ -331,3 +331,31 @@ def test_gpu_requirements_resolve_without_replacing_the_hosts_numpy_and_transfor
         assert got.get(name, version(name).split("+")[0]) == version(name).split("+")[0]
     r, _ = resolve(["mosaicml-streaming>=0.11,<0.14"])
     assert r.returncode != 0 and "conflict" in r.stderr.lower()  # what --no-deps avoids
+
+
+@pytest.mark.notebooks
+def test_reference_run_script_runs_detached_reports_resumes_and_packs(tmp_path):
+    """scripts/reference-run.sh: the job runs detached, status names each chapter's machine, resume has
+    nothing left to run, pack gives one tar.gz whose run directory passes the runner's checks."""
+    from datajourney.book import runner
+
+    script = SCRIPTS / "reference-run.sh"
+    out = tmp_path / "out"
+    env = _env(REFERENCE_SETUP="0", DATAJOURNEY_DATA_DIR=str(tmp_path / "data"))
+    r = _run(["bash", script, "start", "testhost", out, "--profile", "ci", "--chapters", "1"], env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    r = _run(["bash", script, "wait", out], env=env, timeout=300)
+    assert r.returncode == 0 and "chapter   1: ok" in r.stdout and "1 of 1 chapters ok" in r.stdout, r.stdout
+    r = _run(["bash", script, "resume", out], env=env, timeout=120)
+    assert r.returncode == 0 and "chapters still to run: \n" in r.stderr, r.stderr
+    _run(["bash", script, "wait", out], env=env, timeout=120)
+    r = _run(["bash", script, "pack", out], env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    (tgz,) = out.glob("reference-testhost-*.tgz")
+    record = runner.check_run(out / tgz.name.removesuffix(".tgz"))
+    assert record["status"] == "ok" and record["profile_seconds"] > 0
+    (machine,) = record["machines"]
+    assert record["machines"][machine] == ["01_introduction"]
+    events = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    assert {"begin", "end", "job-start", "job-end"} <= {e["event"] for e in events}
+    assert all(e["boot_id"] and e["host"] for e in events)
