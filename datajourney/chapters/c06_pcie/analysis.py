@@ -136,7 +136,7 @@ def _link(res, f: Facts) -> None:
                       for k, v in link.items() if k in ("gen_current", "gen_max", "width_current", "width_max")}
     peak = link.get("peak_GBps")
     if peak:
-        f.add(Fact("link_peak", float(peak), "GB/s", "the link's theoretical peak per direction", "rate", "higher",
+        f.add(Fact("link_peak", float(peak), "GB/s", "the theoretical peak of the link per direction", "rate", "higher",
                    setting={"gen": link.get("gen_max"), "width": link.get("width_max")},
                    published="link peak (theoretical)"))
 
@@ -180,14 +180,15 @@ def _ceiling(res, f: Facts) -> None:
     if not ms:
         return
     top = max(ms, key=lambda m: m["GBps"])
-    f.add(Fact("ceiling", float(top["GBps"]), "GB/s", "the run's ceiling, its fastest pinned copy", "rate", "higher",
-               setting={k: v for k, v in top.items() if k != "GBps"} | {"measurements": len(ms)}))
+    f.add(Fact("ceiling", float(top["GBps"]), "GB/s", "the ceiling of the run, its fastest pinned copy", "rate",
+               "higher", setting={k: v for k, v in top.items() if k != "GBps"} | {"measurements": len(ms)}))
     if "h2d_pinned" in f:
         f.add(_share("h2d_pinned_share_of_ceiling", f.number("h2d_pinned") / top["GBps"],
-                     "the largest pinned copy's share of the ceiling", setting=f["h2d_pinned"].setting))
+                     "the share of the ceiling that the largest pinned copy reached", setting=f["h2d_pinned"].setting))
     if "h2d_pinned" in f and "link_peak" in f:
         f.add(_share("h2d_pinned_share_of_peak", f.number("h2d_pinned") / f.number("link_peak"),
-                     "the largest pinned copy's share of the link's peak", setting=f["h2d_pinned"].setting))
+                     "the share of the link peak that the largest pinned copy reached",
+                     setting=f["h2d_pinned"].setting))
 
 
 def _cpu_overlap(res, f: Facts) -> None:
@@ -213,7 +214,7 @@ def _cpu_overlap(res, f: Facts) -> None:
           _time("cpu_overlap_copy_ms", float(pn["copy_ms"]), f"the copy of {size_label(n)} alone", setting=setting),
           _time("cpu_overlap_work_ms", float(pn["cpu_ms"]), "the Python work alone", setting=setting))
     if "jitter_ms" in o:
-        f.add(_time("cpu_overlap_jitter_ms", float(pn["jitter_ms"]), "the CPU work's jitter in that row",
+        f.add(_time("cpu_overlap_jitter_ms", float(pn["jitter_ms"]), "the jitter of the CPU work in that row",
                     setting={"too_short_below_ms": MIN_COPY_OVER_JITTER * float(pn["jitter_ms"])}))
 
 
@@ -284,8 +285,8 @@ def _host_side(res, f: Facts) -> None:
                            setting={"size": n, "llc": (res.metadata.get("llc") or {}).get("bytes")}))
     cw = res.metadata.get("cpu_work") or {}
     if cw.get("std_ms") is not None:
-        f.add(Fact("cpu_jitter", float(cw["std_ms"]), "ms", "the calibrated CPU work's jitter (std)", "time", "lower",
-                   int(cw.get("n") or 1), setting={"calibrated_ms": cw.get("calibrated_ms")}))
+        f.add(Fact("cpu_jitter", float(cw["std_ms"]), "ms", "the jitter (std) of the calibrated CPU work", "time",
+                   "lower", int(cw.get("n") or 1), setting={"calibrated_ms": cw.get("calibrated_ms")}))
 
 
 def _advice(f: Facts) -> None:
