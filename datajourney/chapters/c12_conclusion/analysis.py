@@ -279,10 +279,10 @@ def analyse(res) -> Facts:
             facts.add(Fact(f"{wl}.gpus_fed", fed["gpus"], "", f"GPUs fed at ≥ {AU_MIN:.0%} of the time",
                            "count", "higher", setting={"binding": fed["binding"]}))
         facts.advise(_copy_advice(found, wl, wk["key"], facts))
-    contention = (w or {}).get("contention")
-    if contention:
-        facts.add(Fact("image.step_under_load", contention.get("ratio"), "×", "the GPU step under loader load",
-                       "time", "lower"))
+    c7 = found.get("07_full_picture")
+    contention = c7.get("contention") if c7 is not None else None
+    if contention is not None:  # chapter 7's step beside busy loader processes ÷ the step alone
+        facts.add(Fact(**{**contention.__dict__, "key": "image.step_under_load", "basis": None, "of": None}))
     if step:
         facts.add(Fact("token_step", step["tokens_per_s"], "tokens/s", "the timed token step", "rate",
                        n=len(res.table("token_step")) if "token_step" in res.tables else 1))
