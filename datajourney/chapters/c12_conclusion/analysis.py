@@ -244,6 +244,7 @@ def analyse(res) -> Facts:
     facts.data["found"] = sorted(found)
     facts.data["missing"] = [c for c in SOURCES if c not in found]
     facts.data["image_workload"] = w or None
+    facts.data["image_words"] = _data(found, "07_full_picture", "workload")
     facts.data["padding_shares"] = _data(found, "05_padding_tax", "padding_shares")
     facts.data["storage_curve"] = _data(found, "02_random_vs_sequential", "storage_curve")
     facts.data["pcie_curve"] = _data(found, "06_pcie", "pcie_curve")

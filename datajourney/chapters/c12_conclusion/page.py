@@ -4,6 +4,7 @@ budget chart. It words the facts of :mod:`.analysis` (the other chapters' export
 this chapter's result) through :mod:`datajourney.core.phrasing`; it computes no finding of its own."""
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -59,9 +60,11 @@ def workload_name(facts: Facts, workload: str) -> str:
     d = facts.data
     if workload == "image":
         w = d.get("image_workload") or {}
-        model = w.get("model") or "the image model"
+        if not w.get("batch_size"):
+            return "image training (chapter 7's workload)"
         dev = "GPU" if str(w.get("device") or "").startswith("cuda") else "CPU"
-        return f"{model} training on a {dev}, batch {w['batch_size']}" if w.get("batch_size") else f"{model} training"
+        words = d.get("image_words") or f"{w.get('model')} training on a {dev}"
+        return f"{phrasing.text(words)}, batch {w['batch_size']}"
     if workload == "tokens":
         h = _hop(facts, "tokens", "gpu")
         if h and h.get("stated"):
@@ -158,7 +161,8 @@ def summary_lines(facts: Facts) -> list[str]:
     op = opening(facts)
 
     def plain(s: str) -> str:
-        return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s.replace("**", "").replace("`", ""))
+        s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s.replace("**", "").replace("`", ""))
+        return html.unescape(re.sub(r"\\(.)", r"\1", s))
 
     lines = [plain(f.text) for f in op.findings] + [plain(a.text) for a in op.actions]
     missing = facts.data.get("missing") or []
