@@ -2,8 +2,11 @@
 pipeline map links every hop to the chapters that measure it."""
 from datajourney.book import overview as front
 from datajourney.book import overview as intro
+from datajourney.chapters import registry
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
-from datajourney.core import results
+from datajourney.chapters.c12_conclusion import page as dpage
+from datajourney.core import phrasing, results
+from datajourney.core.facts import host_label
 
 REF = results.REFERENCE_DIR / "h200"
 
@@ -20,12 +23,13 @@ def test_every_chapter_2_to_11_measures_a_hop():
     assert all(f'href="{c}.html"' in "".join(links) for c in diagnosis.SOURCES)
 
 
-def test_front_table_shows_the_reference_headlines():
+def test_front_table_shows_the_reference_facts():
     t = front.front_table(None, "h200", is_reference_run=True)
     assert list(t.columns) == ["chapter", "key number", "published", "reference host"]
     assert [int(c[:2]) for c, _, _ in front.FRONT] == list(range(2, 12))
     for row, (ch, key, _) in zip(t.itertuples(), front.FRONT):
-        assert row._4 == front._headline(results.load_reference(ch), ch, key)
+        f = registry.analysed(results.load_reference(ch)).facts.get(key)
+        assert row._4 == phrasing.headline(f), (ch, key)
         assert row._4 != "not in the reference run"
     published = t.set_index(t["chapter"].str.extract(r"\((\d\d)_")[0])["published"]
     assert published["02"] == "20.2×" and published["04"] == "—"   # chapter 4's key number has no source figure
@@ -36,6 +40,8 @@ def test_this_run_column_follows_its_results(tmp_path):
     shows that run's own number, and the chapters it lacks as not run."""
     r = results.Result.load(REF / "09_reading_smarter.json")
     r.tables["gpu"]["GBps"] *= 2
+    if "gpu_sweep" in r.tables:
+        r.tables["gpu_sweep"]["GBps"] *= 2
     r.save(tmp_path)
     t = front.front_table(tmp_path, "h200")
     mine = t["this run"].tolist()
@@ -43,7 +49,7 @@ def test_this_run_column_follows_its_results(tmp_path):
     assert mine[7] == ours and ours != t["reference host"].iloc[7]
     assert all(v == "not run" for i, v in enumerate(mine) if i != 7)
     md = front.front_markdown(tmp_path, "h200")
-    assert "The answer on the reference host" in md and "The answer on this run" not in md
+    assert "The reference host" in md and "Your run" not in md
     assert "| chapter | key number | published | reference host | this run |" in md
 
 
@@ -54,34 +60,37 @@ def test_a_fresh_run_says_where_its_numbers_will_be(tmp_path):
     assert "have not run yet" not in front.front_markdown(tmp_path, "h200", is_reference_run=True)
 
 
-def test_front_door_shows_chapter_12s_answer(tmp_path):
-    """The front door's answer is chapter 12's own: the reference host's from its committed result and,
-    once this run's chapter 12 result is there, this run's (here with storage made 1,000× slower)."""
-    ref12 = results.load_reference(diagnosis.CHAPTER)
-    md = front.front_door(None, "h200", is_reference_run=True)
-    for line in diagnosis.summary_lines(ref12):
-        assert line in md
+def _diagnosed(tmp_path, slow_files: bool):
     for ch in diagnosis.SOURCES:
         r = results.Result.load(REF / f"{ch}.json")
-        if ch == "02_random_vs_sequential":
+        if slow_files and ch == "02_random_vs_sequential":
             t = r.tables["size_sweep"]
             t.loc[t["pattern"] == "random", "MBps"] /= 1000
+        r.facts = registry.lookup(ch).analyse(r)
         r.save(tmp_path)
-    mine = diagnosis.run(run_dir=tmp_path, llm_tokens_per_s=1e6)
-    md = front.front_door(tmp_path, "h200")
-    assert "The answer on this run" in md and "do: chapter 2: shards read in order" in md
-    assert all(line in md for line in mine.metadata["summary"])
+    return diagnosis.run(run_dir=tmp_path, llm_tokens_per_s=1e6)
 
 
-def test_title_page_states_five_computed_findings():
-    """The title page's findings come from the reference results: chapter 12's three answers and the
-    key numbers of chapters 2 and 5, each with a link to its chapter's page."""
+def test_the_readers_run_comes_first(tmp_path):
+    """The front door and the title page of a reader's book open with that run's answer, headed with its
+    host, then the reference host's; the answer is chapter 12's own wording (here with storage 1,000×
+    slower, so the remedy is chapter 2's)."""
+    mine = _diagnosed(tmp_path, slow_files=True)
+    host = host_label(mine.fingerprint)
+    for md in (front.front_door(tmp_path, "h200"), front.title_markdown("h200", run_dir=tmp_path)):
+        assert md.index(f"**Your run, {host}**") < md.index("**The reference host, ")
+        assert "02_random_vs_sequential.ipynb)" in md
+        for f in dpage.opening(mine.facts).findings:
+            assert f.text in md
+
+
+def test_title_page_of_the_committed_book(tmp_path):
+    """The committed book's title page: the reference host's answer (chapter 12's opening, computed from
+    its committed result) and the key numbers of chapters 2 and 5, each linking to its chapter."""
     md = front.title_markdown("h200")
-    lines = md.splitlines()
-    assert len(lines) == 5 and all(line.startswith("* ") and "](../notebooks/" in line for line in lines)
-    from datajourney.chapters.c12_conclusion import page as dpage
-
-    for f in dpage.opening(results.load_reference(diagnosis.CHAPTER)).findings:
+    assert "Your run" not in md and "**The reference host, " in md
+    ref12 = registry.analysed(results.load_reference(diagnosis.CHAPTER))
+    for f in dpage.opening(ref12.facts).findings:
         assert f.text in md
-    assert front._headline(results.load_reference("02_random_vs_sequential"), "02_random_vs_sequential",
-                           "cold_gap") in lines[3]
+    cold = front._headline(results.load_reference("02_random_vs_sequential"), "02_random_vs_sequential", "cold_gap")
+    assert f"**{cold}**" in md and "](../notebooks/02_random_vs_sequential.ipynb)" in md
