@@ -239,8 +239,29 @@ INSPECT = r"""async ([rawTable, reprs]) => {
         if (hit(R(t), R(o))) charts.push(`${label}: axis title ${name(t)} overlaps ${name(o)}`);
     });
     for (const t of legend)
-      for (const o of [...axisTitles, ...ticks])
+      for (const o of [...title, ...axisTitles, ...ticks])
         if (hit(R(t), R(o))) charts.push(`${label}: legend entry ${name(t)} overlaps ${name(o)}`);
+    for (const t of pick('.slider-label'))
+      if (/\d\.\d{3,}/.test(t.textContent)) charts.push(`${label}: slider label ${name(t)} shows false precision`);
+    // every bar ends where its axis puts its value (a bar layer drawn before a re-layout does not)
+    const svgBox = R(svg);
+    plot.querySelectorAll('.barlayer .trace').forEach(g => {
+      const cd = g.__data__;
+      const tr = cd && cd[0] && cd[0].trace;
+      if (!tr || !plot._fullLayout) return;
+      const horiz = tr.orientation === 'h';
+      const ax = plot._fullLayout[horiz ? 'xaxis' + tr.xaxis.slice(1) : 'yaxis' + tr.yaxis.slice(1)];
+      g.querySelectorAll('.point').forEach(pt => {
+        const d = pt.__data__, path = pt.querySelector('path');
+        if (!ax || !path || d == null || d.s == null || !isFinite(d.s) || !shown(path)) return;
+        const end = (d.b || 0) + d.s, r = R(path);
+        const want = ax._offset + ax.l2p(ax.c2l(end));
+        const got = horiz ? (d.s >= 0 ? r.x1 : r.x0) - svgBox.x0 : (d.s >= 0 ? r.y0 : r.y1) - svgBox.y0;
+        if (Math.abs(got - want) > 2)
+          charts.push(`${label}: a bar of ${name(g.querySelector('text') || path)} ends ${Math.round(got - want)} px ` +
+                      `from its value ${end}`);
+      });
+    });
     const groups = new Map();
     for (const t of ticks) {
       const key = (t.closest('.subplot')?.getAttribute('class') || '') + ' ' + t.parentNode.getAttribute('class');
