@@ -1,13 +1,21 @@
 """Chapter 8's facts: what its result shows, typed and named, no prose (the page words them).
 
-So far the SPDL question (experiment 7) and the loader advice; the older findings are still
-computed by the page (see the chapter's notes)."""
+Every number the page's opening, key results and advice use is computed here from the result's tables:
+the primitive scaling (threads against processes at their peaks), the per-operation contention, the best
+thread pipeline against the best DataLoader end to end (throughput, CPU and memory), the time to the first
+batch by start method, the epoch's memory, the model-fed runs, the SPDL question (section 7) and the loader
+advice; with ``facts.data["photo_decode"]`` for chapter 12. The summaries the page's tables and charts show
+(:func:`loader_summary`, :func:`primitive_summary`, ...) live here too, so that both read one computation."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c08_threads_processes_gil.common import LABELS, THREADED
+from datajourney.core import stats
 from datajourney.core.facts import Advice, Fact, Facts, best, compare, measured
 
 CHAPTER = "08_threads_processes_gil"
@@ -21,7 +29,8 @@ KIND_LABELS = {"dl_pillow": "the DataLoader with Pillow and transforms (paper ba
 #: A GIL-busy share, a CPU load (of the cores) or a stage occupancy at or above this limits the pipeline.
 LIMIT_AT = 0.8
 LIMITS = ("gil", "cpu", "decode_stage", "consumer")
-EXPORTS = ("paper.gain.warm", "paper.gain.cold", "paper.decoder.warm", "paper.parallelism.warm",
+EXPORTS = ("primitives", "contention", "end_to_end", "cost", "first_batch", "moonshot", "epoch_memory",
+           "photo_decode", "paper.gain.warm", "paper.gain.cold", "paper.decoder.warm", "paper.parallelism.warm",
            "paper.decoder_share.warm", "paper.parallelism_share.warm", "paper.cpu_ratio.warm", "paper.best_threads",
            "paper.best_vs_dataloader", "paper.limit", "paper.best.gil_busy_share", "paper.best.cpu_ms_per_image",
            "image_decode.loader")
@@ -116,58 +125,509 @@ def paper_facts(res) -> list[Fact]:
     return out
 
 
-def loader_advice(facts: Facts, res) -> Advice | None:
-    """Which loader to use for this workload, from the SPDL question's warm runs."""
-    cands = [facts.get(k) for k in ("paper.dl_pillow.warm", "paper.dl_spdl.warm", "paper.best_threads")]
-    top = best([c for c in cands if c is not None])
-    if top is None:
-        return None
-    value = {"paper.dl_pillow.warm": "DataLoader, Pillow", "paper.dl_spdl.warm": "DataLoader, spdl.io",
-             "paper.best_threads": "SPDL pipeline, spdl.io"}[top.key]
-    cores = int(res.metadata.get("cores") or 1)
-    gain = ("paper.best_vs_dataloader" if top.key == "paper.best_threads"
-            else "paper.decoder.warm" if top.key == "paper.dl_spdl.warm" else None)
-    return Advice("image_decode.loader", "loader", value,
-                  f"photo-like JPEGs decoded and resized on {cores} cores", gain=gain,
-                  evidence=tuple(c.key for c in cands if c is not None) + ("paper.limit",))
+# --------------------------------------------------------------------------- summaries of the tables
+#: The decoders as the page names them.
+DECODER_NAMES = {"pillow": "Pillow", "spdl": "spdl.io", "torchvision": "torchvision"}
+#: Results measured before timed windows were sized by waves (no ``window_rule`` in their metadata) timed a
+#: fixed number of batches. For them only, a window counts as steady when its CPU time per image (all
+#: processes) reaches this share of one image's decode + resize on one core (the calibration).
+STEADY_SHARE = 0.85
+#: A model-fed run cannot exceed its ceiling by more than this (timing noise).
+CEILING_SLACK = 1.05
+PUB_MEM = "memory reduction, thread pipeline vs DataLoader"
+PUB_SPDL = "peak throughput, SPDL, Python 3.12"
+PUB_DL = "peak throughput, DataLoader, Python 3.12"
+PUB_TTFB4 = "DataLoader time to first batch, 4 workers"
+PUB_TTFB32 = "DataLoader time to first batch, 32 workers"
 
 
-#: The checklist's keys (chapter 12, the front page): still computed by the page's findings, carried
-#: over here as facts until the page words facts only.
-CHECKLIST = ("primitives", "end_to_end", "cost", "first_batch")
+def count(n: int, word: str) -> str:
+    """'1 thread', '8 threads', '2 processes'."""
+    return f"{int(n)} {word}" + ("" if int(n) == 1 else "es" if word.endswith("s") else "s")
 
 
-def checklist_facts(res) -> list[Fact]:
-    from datajourney.chapters.c08_threads_processes_gil import page as _page  # bridge, see CHECKLIST
+def decoder_name(d) -> str:
+    return DECODER_NAMES.get(d, str(d))
 
-    out = []
-    for key, fn in (("primitives", _page.finding_primitives), ("end_to_end", _page.finding_end_to_end),
-                    ("cost", _page.finding_cost), ("first_batch", _page.finding_first_batch)):
-        try:
-            f = fn(res)
-        except Exception:
-            continue
-        v = f.value if isinstance(f.value, (int, float)) and not isinstance(f.value, bool) else None
-        out.append(Fact(key, v, str(f.unit or ""), key.replace("_", " "), "share" if f.unit == "%" else "amount",
-                        None))
+
+def loader_label(kind: str, c: int, nice=0, share=None, decoder=None) -> str:
+    """A loader configuration in words: "thread pool, 32 threads, Pillow" (plain text; the page escapes it)."""
+    unit = "worker" if kind in ("dataloader", "hybrid") else ("read thread" if kind == "nvjpeg" else "thread")
+    out = f"{LABELS.get(kind, kind)}, {count(c, unit)}"
+    if decoder is not None and not pd.isna(decoder) and kind not in ("nvjpeg", "hybrid"):
+        out += f", {decoder_name(decoder)}"
+    if nice is not None and not pd.isna(nice) and int(nice):
+        out += f" at nice {int(nice)}"
+    if share is not None and not pd.isna(share):
+        out += f" ({100 * float(share):.0f}% decoded on the CPU)"
     return out
 
 
-def photo_decode(res) -> dict | None:
-    from datajourney.chapters.c08_threads_processes_gil import hops  # bridge: hops reads the page's rules
+def has(res, name: str) -> bool:
+    return name in res.tables and not res.table(name).empty
 
-    try:
-        return hops.photo_decode(res)
-    except Exception:
+
+def primitive_summary(res) -> pd.DataFrame:
+    s = stats.summarise(res.table("primitives"), ["decoder", "executor", "concurrency"], "images_per_s")
+    st = stats.summarise(res.table("primitives"), ["decoder", "executor", "concurrency"], "startup_s")
+    return s.merge(st[["decoder", "executor", "concurrency", "mean"]].rename(columns={"mean": "startup_s"}))
+
+
+def peak(res, decoder: str, executor: str) -> dict | None:
+    """The peak of one pool in the primitive sweep: its concurrency, mean, runs and where scaling stopped
+    (the smallest concurrency within 5% of the peak)."""
+    s = primitive_summary(res)
+    g = s[(s["decoder"] == decoder) & (s["executor"] == executor)]
+    if g.empty:
         return None
+    top = g.loc[g["mean"].idxmax()]
+    p = res.table("primitives")
+    runs = p[(p["decoder"] == decoder) & (p["executor"] == executor) & (p["concurrency"] == top["concurrency"])]
+    knee = int(g[g["mean"] >= 0.95 * top["mean"]]["concurrency"].min())
+    return dict(c=int(top["concurrency"]), mean=float(top["mean"]), runs=runs["images_per_s"].tolist(), knee=knee)
+
+
+def op_means(res) -> pd.DataFrame:
+    return res.table("ops").groupby(["decoder", "executor", "concurrency", "op"], as_index=False)["ms_per_image"].mean()
+
+
+def contention_level(res) -> int:
+    """The largest concurrency of the sweep that does not exceed the cores (no oversubscription)."""
+    cs = sorted(res.table("ops")["concurrency"].unique())
+    within = [c for c in cs if c <= res.metadata["cores"]]
+    return int(within[-1] if within else cs[0])
+
+
+def loaders(res) -> pd.DataFrame:
+    """The loader runs with a decoder on every row (results before the decoder sweep: Pillow) and the PSS each
+    added in MB (older results recorded it in bytes)."""
+    lo = res.table("loaders")
+    if "decoder" not in lo:
+        lo = lo.assign(decoder="pillow")
+    if "added_pss_mb" not in lo:
+        lo = lo.assign(added_pss_mb=lo["added_pss_bytes"] / 1e6 if "added_pss_bytes" in lo else np.nan)
+    return lo
+
+
+def unit_cost_ms(res, decoder: str = "pillow") -> float:
+    """Decode + resize of one image on one core (ms), from the run's calibration."""
+    cal = res.table("calibration").set_index("decoder")
+    if decoder not in cal.index:
+        return float("nan")
+    return float(cal.loc[decoder, "decode_ms"] + cal.loc[decoder, "resize_ms"])
+
+
+def old_windows(res) -> bool:
+    """Whether a result was timed with the old fixed windows (before windows were sized by waves)."""
+    return "window_rule" not in res.metadata
+
+
+def steady(res, kind: str, cpu_ms: float, unit: float) -> bool:
+    if not old_windows(res):  # whole waves, many of them: every window measures production
+        return True
+    if kind == "nvjpeg" or not math.isfinite(unit):  # the GPU decodes: CPU time says nothing here
+        return True
+    return cpu_ms >= STEADY_SHARE * unit
+
+
+def loader_summary(res) -> pd.DataFrame:
+    """One row per loader configuration (loader, concurrency, decoder): images/s over the runs and the means of
+    first batch, CPU per image (user, system), busy cores and memory."""
+    lo = loaders(res)
+    keys = ["loader", "concurrency", "decoder"]
+    out = stats.summarise(lo, keys, "images_per_s")
+    extra = lo.assign(cpu_ms_per_image=1e3 * (lo["cpu_user_s"] + lo["cpu_system_s"]) / lo["images"],
+                      user_ms_per_image=1e3 * lo["cpu_user_s"] / lo["images"],
+                      system_ms_per_image=1e3 * lo["cpu_system_s"] / lo["images"],
+                      pss_mb=lo["pss_bytes"] / 1e6, uss_mb=lo["uss_bytes"] / 1e6)
+    cols = ["first_batch_s", "cpu_ms_per_image", "user_ms_per_image", "system_ms_per_image", "cpu_cores",
+            "pss_mb", "uss_mb", "added_pss_mb", "processes"]
+    agg = extra.groupby(keys, sort=False)[cols].mean().reset_index()
+    out = out.merge(agg, on=keys)
+    unit = [unit_cost_ms(res, d) for d in out["decoder"]]
+    out["cpu_share"] = [np.nan if k == "nvjpeg" else v / u
+                        for k, v, u in zip(out["loader"], out["cpu_ms_per_image"], unit, strict=True)]
+    out["steady"] = [steady(res, k, v, u) for k, v, u in zip(out["loader"], out["cpu_ms_per_image"], unit,
+                                                             strict=True)]
+    return out
+
+
+def best_loader(res, kinds, decoders=None) -> dict | None:
+    """The fastest steady configuration among the loaders ``kinds`` (and ``decoders``, None: any)."""
+    s = loader_summary(res)
+    s = s[s["loader"].isin(kinds) & s["steady"] & (s["decoder"].isin(decoders) if decoders else True)]
+    if s.empty:
+        return None
+    top = s.loc[s["mean"].idxmax()]
+    lo = loaders(res)
+    runs = lo[(lo["loader"] == top["loader"]) & (lo["concurrency"] == top["concurrency"])
+              & (lo["decoder"] == top["decoder"])]
+    return dict(kind=top["loader"], c=int(top["concurrency"]), decoder=str(top["decoder"]), mean=float(top["mean"]),
+                runs=runs, label=loader_label(top["loader"], top["concurrency"], decoder=top["decoder"]))
+
+
+def best_threads(res) -> dict | None:
+    """The thread pipeline the chapter sets against the DataLoader: the fastest with spdl.io (the paper's setting,
+    decoding without the GIL) where the run has one, else the fastest of any decoder."""
+    return best_loader(res, THREADED, ["spdl"]) or best_loader(res, THREADED)
+
+
+def cpu_per_image(runs) -> list[float]:
+    return (1e3 * (runs["cpu_user_s"] + runs["cpu_system_s"]) / runs["images"]).tolist()
+
+
+def epoch_summary(res) -> pd.DataFrame:
+    """One row per epoch (loader, storage): its time, the Dataset's size in the main process and, from each
+    process's last sample, each worker's PSS and private memory (USS) and the whole tree's PSS growth over the
+    epoch (from the first sample, before any worker existed); empty for results without the epoch."""
+    if not has(res, "epoch"):
+        return pd.DataFrame()
+    ep, mem = res.table("epoch"), res.table("epoch_memory")
+    rows = []
+    for r in ep.itertuples():
+        m = mem[(mem["loader"] == r.loader) & (mem["storage"] == r.storage)].sort_values("t")
+        last = m.groupby("process").tail(1)
+        workers = last[last["process"] != "main"]
+        first = m[m["t"] == m["t"].min()]["pss_bytes"].sum()
+        rows.append(dict(loader=r.loader, storage=r.storage, n_paths=int(r.n_paths), workers=int(r.workers),
+                         seconds=float(r.seconds), dataset_mb=float(r.dataset_pss_mb),
+                         worker_pss_mb=float(workers["pss_bytes"].mean()) / 1e6 if len(workers) else np.nan,
+                         worker_uss_mb=float(workers["uss_bytes"].mean()) / 1e6 if len(workers) else np.nan,
+                         main_uss_mb=float(last[last["process"] == "main"]["uss_bytes"].sum()) / 1e6,
+                         tree_growth_mb=float(last["pss_bytes"].sum() - first) / 1e6 if len(m) else np.nan))
+    return pd.DataFrame(rows)
+
+
+def epoch_at(e: pd.DataFrame, loader: str, storage: str):
+    row = e[(e["loader"] == loader) & (e["storage"] == storage)]
+    return row.iloc[0] if len(row) else None
+
+
+def model_runs(res) -> pd.DataFrame:
+    """The model-fed runs, each labelled with its feed (kind, concurrency, workers' nice, CPU share); results made
+    before the niced and hybrid feeds have neither column: nice 0, no share."""
+    m = res.table("model") if "model" in res.tables else pd.DataFrame()
+    if m.empty:
+        return m
+    nice = m["nice"] if "nice" in m else pd.Series(0, index=m.index)
+    share = m["share"] if "share" in m else pd.Series(None, index=m.index, dtype=object)
+    dec = m["decoder"] if "decoder" in m else pd.Series(None, index=m.index, dtype=object)
+    return m.assign(nice=nice.fillna(0), label=[loader_label(k, c, n, sh, d) for k, c, n, sh, d in zip(
+        m["loader"], m["concurrency"], nice, share, dec, strict=True)])
+
+
+def model_summary(res) -> pd.DataFrame:
+    m = model_runs(res)
+    if m.empty:
+        return m
+    s = stats.summarise(m, ["loader", "concurrency", "label"], "images_per_s")
+    extra = m.groupby(["loader", "concurrency", "label"], sort=False)[
+        ["pct_of_ceiling", "wait_share", "cpu_cores", "first_batch_s"]].mean().reset_index()
+    s = s.merge(extra, on=["loader", "concurrency", "label"])
+    s["cpu_ms_per_image"] = 1e3 * s["cpu_cores"] / s["mean"]
+    unit = unit_cost_ms(res)
+    s["steady"] = [steady(res, k, v, unit) and p <= 100 * CEILING_SLACK
+                   for k, v, p in zip(s["loader"], s["cpu_ms_per_image"], s["pct_of_ceiling"], strict=True)]
+    return s
+
+
+# --------------------------------------------------------------------------- the key results as facts
+def _as(f: Fact | None, key: str) -> Fact | None:
+    """``f`` under another key (the headline copy of a per-decoder fact)."""
+    return None if f is None else dataclasses.replace(f, key=key)
+
+
+def headline_decoder(res) -> str | None:
+    """The decoder of the primitive and contention headlines: Pillow where it ran, else the first decoder."""
+    if not has(res, "primitives"):
+        return None
+    ds = list(dict.fromkeys(res.table("primitives")["decoder"]))
+    return "pillow" if "pillow" in ds else ds[0]
+
+
+def primitive_facts(res) -> list[Fact]:
+    """Threads against processes at their peaks, for every decoder of the sweep; "primitives" is the headline
+    decoder's comparison."""
+    out: list[Fact] = []
+    if not has(res, "primitives"):
+        return out
+    for d in dict.fromkeys(res.table("primitives")["decoder"]):
+        t, p = peak(res, d, "thread"), peak(res, d, "process")
+        if t is None or p is None:
+            continue
+        name = decoder_name(d)
+        ft = measured(f"primitives.{d}.thread", t["runs"], unit="images/s",
+                      label=f"a thread pool ({count(t['c'], 'thread')}, {name})",
+                      setting=dict(decoder=d, executor="thread", concurrency=t["c"], knee=t["knee"]))
+        fp = measured(f"primitives.{d}.process", p["runs"], unit="images/s",
+                      label=f"a process pool ({count(p['c'], 'process')}, {name})",
+                      setting=dict(decoder=d, executor="process", concurrency=p["c"], knee=p["knee"]))
+        out += [ft, fp, compare(f"primitives.{d}", ft, fp)]
+    head = headline_decoder(res)
+    out.append(_as(next((f for f in out if f.key == f"primitives.{head}"), None), "primitives"))
+    return out
+
+
+def contention_facts(res, op: str = "decode") -> list[Fact]:
+    """Each decoder's ``op`` per image with one thread, with as many threads as cores and with as many processes;
+    "contention" is the headline decoder's growth from one thread to many."""
+    out: list[Fact] = []
+    if not has(res, "ops"):
+        return out
+    m = op_means(res)
+    n = contention_level(res)
+    for d in dict.fromkeys(m["decoder"]):
+        g = m[(m["decoder"] == d) & (m["op"] == op)]
+        if g.empty:
+            continue
+        c1 = int(g["concurrency"].min())
+
+        def at(ex, c, g=g):
+            v = g[(g["executor"] == ex) & (g["concurrency"] == c)]["ms_per_image"]
+            return float(v.iloc[0]) if len(v) else None
+
+        t1, tn, pn = at("thread", c1), at("thread", n), at("process", n)
+        if t1 is None or tn is None:
+            continue
+        name = decoder_name(d)
+        what = f"{name} {op} per image"
+        f1 = Fact(f"contention.{d}.thread_1", t1, "ms", f"{what} with {count(c1, 'thread')}", "time", "lower",
+                  setting=dict(decoder=d, op=op, concurrency=c1, executor="thread"))
+        fn = Fact(f"contention.{d}.thread_n", tn, "ms", f"{what} with {count(n, 'thread')}", "time", "lower",
+                  setting=dict(decoder=d, op=op, concurrency=n, executor="thread"))
+        out += [f1, fn, compare(f"contention.{d}", fn, f1)]
+        if pn is not None:
+            fp = Fact(f"contention.{d}.process_n", pn, "ms", f"{what} in {count(n, 'process')}", "time", "lower",
+                      setting=dict(decoder=d, op=op, concurrency=n, executor="process"))
+            out += [fp, compare(f"contention.{d}.vs_processes", fn, fp)]
+    head = headline_decoder(res)
+    out.append(_as(next((f for f in out if f.key == f"contention.{head}"), None), "contention"))
+    return out
+
+
+def end_to_end_facts(res) -> list[Fact]:
+    """The best thread pipeline against the best DataLoader from cold files: images/s, CPU per image and the
+    memory each added (PSS over all processes)."""
+    if not has(res, "loaders"):
+        return []
+    t, d = best_threads(res), best_loader(res, ["dataloader"])
+    if t is None or d is None:
+        return []
+    st = dict(loader=t["kind"], concurrency=t["c"], decoder=t["decoder"])
+    sd = dict(loader=d["kind"], concurrency=d["c"], decoder=d["decoder"])
+    ft = measured("end_to_end.threads", t["runs"]["images_per_s"], unit="images/s",
+                  label=f"the best thread pipeline ({t['label']})", setting=st)
+    fd = measured("end_to_end.dataloader", d["runs"]["images_per_s"], unit="images/s",
+                  label=f"the best DataLoader ({d['label']})", setting=sd)
+    ct = measured("cost.threads", cpu_per_image(t["runs"]), unit="ms", quantity="amount", better="lower",
+                  label=f"the CPU per image of the best thread pipeline ({t['label']})", setting=st)
+    cd = measured("cost.dataloader", cpu_per_image(d["runs"]), unit="ms", quantity="amount", better="lower",
+                  label=f"the CPU per image of the best DataLoader ({d['label']}, all its processes)", setting=sd)
+    out = [ft, fd, compare("end_to_end", ft, fd, published=PUB_GAIN), compare("end_to_end.dataloader_gain", fd, ft),
+           ct, cd, compare("cost", ct, cd, published=PUB_CPU)]
+    tm, dm = float(t["runs"]["added_pss_mb"].mean()), float(d["runs"]["added_pss_mb"].mean())
+    if math.isfinite(tm) and math.isfinite(dm):
+        mt = Fact("cost.memory.threads", tm, "MB", f"the memory the best thread pipeline added ({t['label']})",
+                  "amount", "lower", setting=st)
+        md = Fact("cost.memory.dataloader", dm, "MB", f"the memory the best DataLoader added ({d['label']})",
+                  "amount", "lower", setting=sd)
+        out += [mt, md, compare("cost.memory", mt, md)]
+    else:  # the memory each added is not in the result: the whole trees' PSS
+        out += [Fact("cost.pss.threads", float(t["runs"]["pss_bytes"].mean()) / 1e6, "MB",
+                     "the memory of all the thread pipeline's processes (PSS)", "amount", "lower", setting=st),
+                Fact("cost.pss.dataloader", float(d["runs"]["pss_bytes"].mean()) / 1e6, "MB",
+                     "the memory of all the DataLoader's processes (PSS)", "amount", "lower", setting=sd)]
+    return out
+
+
+def first_batch_facts(res) -> list[Fact]:
+    """The DataLoader's time to its first batch with the most workers and the largest Dataset, by start method;
+    "first_batch" is the slowest method's."""
+    if not has(res, "startup"):
+        return []
+    st = res.table("startup")
+    w, n = int(st["workers"].max()), int(st["n_paths"].max())
+    part = st[(st["workers"] == w) & (st["n_paths"] == n)].set_index("start_method")
+    small = st[(st["workers"] == w) & (st["n_paths"] == st["n_paths"].min())].set_index("start_method")
+    by = {str(m): float(part.loc[m, "first_batch_s"]) for m in part.index}
+    out = [Fact(f"first_batch.{m}", v, "s", f"the first batch with {m}", "time", "lower",
+                setting=dict(start_method=m, workers=w, paths=n)) for m, v in by.items()]
+    slow = max(by, key=by.get)
+    head = dataclasses.replace(next(f for f in out if f.key == f"first_batch.{slow}"), key="first_batch")
+    out.append(head)
+    if slow in small.index and int(st["n_paths"].min()) != n:
+        empty = Fact(f"first_batch.{slow}.small", float(small.loc[slow, "first_batch_s"]), "s",
+                     f"the first batch with {slow} and {int(st['n_paths'].min()):,} paths", "time", "lower",
+                     setting=dict(start_method=slow, workers=w, paths=int(st["n_paths"].min())))
+        out += [empty, compare("first_batch.paths", head, empty)]
+    if "fork" in by and "spawn" in by:
+        out += [compare("first_batch.fork_vs_spawn", out[list(by).index("fork")], out[list(by).index("spawn")]),
+                compare("first_batch.spawn_vs_fork", out[list(by).index("spawn")], out[list(by).index("fork")])]
+    if "pickled_bytes" in part:
+        out.append(Fact("first_batch.pickled_mb", float(part["pickled_bytes"].iloc[0]) / 1e6, "MB",
+                        "the Dataset pickled", "amount", "lower", setting=dict(paths=n)))
+    return out
+
+
+def epoch_facts(res) -> list[Fact]:
+    """Each DataLoader worker's private memory at the end of an epoch, paths in a Python list against a NumPy
+    array, and the thread pipeline's growth over the same epoch."""
+    e = epoch_summary(res)
+    if e.empty:
+        return []
+    lst, arr = epoch_at(e, "dataloader", "list"), epoch_at(e, "dataloader", "numpy")
+    if lst is None or arr is None or not (math.isfinite(lst["worker_uss_mb"]) and math.isfinite(arr["worker_uss_mb"])):
+        return []
+    setting = dict(paths=int(lst["n_paths"]), workers=int(lst["workers"]))
+    fl = Fact("epoch_memory.list", float(lst["worker_uss_mb"]), "MB",
+              "each worker's private memory with the paths in a Python list", "amount", "lower", setting=setting)
+    fa = Fact("epoch_memory.numpy", float(arr["worker_uss_mb"]), "MB",
+              "each worker's private memory with the paths in a NumPy array", "amount", "lower", setting=setting)
+    out = [fl, fa, compare("epoch_memory", fl, fa), compare("epoch_memory.numpy_gain", fa, fl)]
+    thr = epoch_at(e, "spdl", "list")
+    if thr is not None and math.isfinite(thr["tree_growth_mb"]):
+        out.append(Fact("epoch_memory.threads_growth", float(thr["tree_growth_mb"]), "MB",
+                        "the thread pipeline's growth over the epoch (PSS)", "amount", "lower", setting=setting))
+    return out
+
+
+def moonshot_facts(res) -> list[Fact]:
+    """The model-fed runs: the fastest steady feed's share of the model's ceiling (over its runs)."""
+    s = model_summary(res)
+    ceil = res.metadata.get("ceiling")
+    if s.empty or not ceil:
+        return []
+    s = s[s["steady"]]
+    if s.empty:
+        return []
+    top = s.loc[s["mean"].idxmax()]
+    runs = model_runs(res)
+    runs = runs[runs["label"] == top["label"]]
+    kind = res.metadata.get("model_step") or "eager"
+    setting = dict(feed=str(top["label"]), step=kind, left_out=int((~model_summary(res)["steady"]).sum()))
+    out = [measured("moonshot", runs["pct_of_ceiling"], unit="%", quantity="share",
+                    label=f"the share of the model's ceiling fed by {top['label']}", setting=setting),
+           measured("moonshot.best", runs["images_per_s"], unit="images/s", label=str(top["label"]), setting=setting),
+           Fact("moonshot.ceiling", float(ceil["images_per_s"]), "images/s",
+                "the model's ceiling on a batch kept in GPU memory", setting=dict(step=kind))]
+    other = {"graphed": "eager", "eager": "graphed"}[kind]
+    oc = (res.metadata.get("ceilings") or {}).get(other)
+    if oc:
+        fo = Fact(f"moonshot.ceiling.{other}", float(oc["images_per_s"]), "images/s",
+                  f"the {other} step's ceiling", setting=dict(step=other))
+        out += [fo, compare("moonshot.step_gain", out[2], fo)]
+    return out
+
+
+# --------------------------------------------------------------------------- advice
+def _dataloader_snippet(res, workers: int, decoder: str) -> str:
+    p = res.parameters
+    pin = res.metadata.get("device") == "cuda"
+    return (f"# the Dataset decodes with {decoder_name(decoder)}\n"
+            f"loader = DataLoader(dataset, batch_size={p['batch_size'] if 'batch_size' in p else 64}, "
+            f"num_workers={workers}, pin_memory={pin},\n"
+            f"                    prefetch_factor={p['prefetch_factor'] if 'prefetch_factor' in p else 2}, "
+            "persistent_workers=True)")
+
+
+def _threads_snippet(res, kind: str, c: int, decoder: str) -> str:
+    """The winning thread loader as code, with this run's threads, batch and image size filled in."""
+    p = res.parameters
+    size = p["out_size"] if "out_size" in p else 224
+    batch = p["batch_size"] if "batch_size" in p else 64
+    if kind == "threadpool":
+        read = ("spdl.io.decode_packets(spdl.io.demux_image(path),\n"
+                f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")"
+                if decoder == "spdl" else
+                f"np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))")
+        stack = ("spdl.io.to_torch(spdl.io.convert_frames(images))" if decoder == "spdl"
+                 else "torch.from_numpy(np.stack(images))")
+        return (f"def decode(path):\n    return {read}\n\n"
+                f"with ThreadPoolExecutor({c}) as pool:   # one task per image, in order\n"
+                f"    images = list(pool.map(decode, paths[:{batch}]))\n"
+                f"    batch = {stack}")
+    if decoder == "spdl":
+        decode = (f"def decode(path):   # FFmpeg decodes and scales without the GIL\n"
+                  f"    return spdl.io.decode_packets(spdl.io.demux_image(path),\n"
+                  f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")\n\n"
+                  "def batch(frames):   # one copy of the whole batch, GIL released\n"
+                  "    return spdl.io.to_torch(spdl.io.convert_frames(frames))\n")
+    else:
+        decode = ("def decode(path):\n"
+                  f"    return np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))\n\n"
+                  "def batch(images):\n    return torch.from_numpy(np.stack(images))\n")
+    return ("import spdl.io\nfrom spdl.pipeline import PipelineBuilder\n\n" + decode + "\n"
+            f"pipeline = (PipelineBuilder().add_source(paths)\n"
+            f"            .pipe(decode, concurrency={c}).aggregate({batch}).pipe(batch)\n"
+            + ("            .pipe(spdl.io.transfer_tensor_h2d)\n" if res.metadata.get("device") == "cuda" else "")
+            + f"            .add_sink(4).build(num_threads={c + 3}))")
+
+
+def _workload(res) -> str:
+    return f"photo-like JPEGs decoded and resized on {int(res.metadata.get('cores') or 1)} cores"
+
+
+def loader_advice(facts: Facts, res) -> Advice | None:
+    """Which loader to use for this workload: from the SPDL question's warm runs where the result has them, else
+    from the end-to-end runs (the best thread pipeline against the best DataLoader, cold files)."""
+    cands = [facts.get(k) for k in ("paper.dl_pillow.warm", "paper.dl_spdl.warm", "paper.best_threads")]
+    top = best([c for c in cands if c is not None])
+    if top is not None:
+        value = {"paper.dl_pillow.warm": "DataLoader, Pillow", "paper.dl_spdl.warm": "DataLoader, spdl.io",
+                 "paper.best_threads": "SPDL pipeline, spdl.io"}[top.key]
+        gain = ("paper.best_vs_dataloader" if top.key == "paper.best_threads"
+                else "paper.decoder.warm" if top.key == "paper.dl_spdl.warm" else None)
+        snippet = (_threads_snippet(res, "spdl", int(top.setting["concurrency"]), "spdl")
+                   if top.key == "paper.best_threads" and "concurrency" in top.setting else None)
+        return Advice("image_decode.loader", "loader", value, _workload(res), gain=gain,
+                      evidence=tuple(c.key for c in cands if c is not None) + ("paper.limit",), snippet=snippet)
+    t, d = facts.get("end_to_end.threads"), facts.get("end_to_end.dataloader")
+    if t is None or d is None or t.number is None or d.number is None:
+        return None
+    win = t if t.number > d.number else d
+    s = win.setting
+    kind, c, dec = str(s["loader"]), int(s["concurrency"]), str(s["decoder"])
+    unit = "worker" if kind == "dataloader" else "thread"
+    value = f"{LABELS.get(kind, kind)}, {count(c, unit)}, {decoder_name(dec)}"
+    snippet = _dataloader_snippet(res, c, dec) if kind == "dataloader" else _threads_snippet(res, kind, c, dec)
+    return Advice("image_decode.loader", "loader", value, _workload(res),
+                  gain="end_to_end" if win is t else "end_to_end.dataloader_gain",
+                  evidence=("end_to_end.threads", "end_to_end.dataloader", "cost"), snippet=snippet)
+
+
+def photo_decode(res) -> dict | None:
+    """Chapter 8's photo-like JPEGs for chapter 12: decode + resize of one image on one core (its calibration, for
+    the decoder of its best DataLoader), the cores, and the best steady loader of each kind (worker processes: the
+    DataLoader; threads: SPDL or a plain pool, with any decoder)."""
+    if not (has(res, "calibration") and has(res, "loaders")):
+        return None
+    dl = best_loader(res, ["dataloader"])
+    decoder = dl["decoder"] if dl is not None else "pillow"
+    ms = unit_cost_ms(res, decoder)
+    if not math.isfinite(ms) or ms <= 0:
+        return None
+    size = res.metadata.get("image_size")
+    out = dict(decoder=decoder, ms=ms, cores=int(res.metadata.get("cores") or 1),
+               image_size=list(size) if size is not None else None, process=None, thread=None)
+    for kind, kinds in (("process", ["dataloader"]), ("thread", list(THREADED))):
+        b = best_loader(res, kinds)
+        if b is not None:
+            out[kind] = dict(loader=str(b["kind"]), label=b["label"], concurrency=b["c"], images_per_s=b["mean"])
+    return out
 
 
 def analyse(res) -> Facts:
-    facts = Facts(CHAPTER, exports=EXPORTS + CHECKLIST + ("photo_decode",))
-    facts.add(*checklist_facts(res))
-    facts.add(*paper_facts(res))
+    facts = Facts(CHAPTER, exports=EXPORTS)
+    for part in (primitive_facts, contention_facts, end_to_end_facts, first_batch_facts, epoch_facts,
+                 moonshot_facts, paper_facts):
+        facts.add(*part(res))
     facts.advise(loader_advice(facts, res))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_
+    md = res.metadata
+    facts.data.update(device=md.get("device"), cores=int(md.get("cores") or 1),
+                      moonshot_skipped=None if md.get("ceiling") else md.get("moonshot_note"),
+                      paper_skipped=md.get("paper_skipped") if "paper" not in res.tables or md.get("paper_skipped")
+                      else None)
     return facts

@@ -145,8 +145,7 @@ def ffmpeg_status() -> tuple[bool, str]:
             spdl.io.to_numpy(spdl.io.load_image(data))
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return False, ("spdl.io cannot decode here: FFmpeg's shared libraries (libavutil, libavcodec, ...) "
-                       f"did not load ({first[:160]})")
+        return False, f"FFmpeg libraries did not load: {first[:160]}"
     return True, "spdl " + _version("spdl_io")
 
 
@@ -173,7 +172,7 @@ def torchvision_status() -> tuple[bool, str]:
 
         torchvision.io.decode_jpeg(torch.frombuffer(bytearray(photo_jpeg(0, 0, 16, 16, 90)), dtype=torch.uint8))
     except Exception as e:
-        return False, f"torchvision's JPEG decoder is not usable here ({type(e).__name__}: {str(e)[:160]})"
+        return False, f"torchvision decode_jpeg failed: {type(e).__name__}: {str(e)[:160]}"
     return True, "torchvision " + torchvision.__version__
 
 

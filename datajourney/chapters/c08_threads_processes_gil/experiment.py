@@ -42,7 +42,9 @@ import os
 import sys
 import sysconfig
 from concurrent.futures import ProcessPoolExecutor  # noqa: F401  (tests reach it through this module)
+from dataclasses import dataclass
 from multiprocessing import get_context  # noqa: F401
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -149,7 +151,7 @@ from datajourney.chapters.c08_threads_processes_gil.primitives import (  # noqa:
     torch_threads,
 )
 from datajourney.core import timing
-from datajourney.toolkit import datasets, images, models
+from datajourney.toolkit import datasets, models
 
 
 def decoder_status() -> dict[str, tuple[bool, str]]:
@@ -235,23 +237,12 @@ def dali_status() -> dict:
     return dict(installed=found)
 
 
-def hybrid_share_param(v):
-    """``hybrid_share``: "auto" or the share of each batch decoded on the CPU, a number from 0 to 1."""
-    from datajourney.core.params import ParameterError
-
-    if v == "auto":
-        return v
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-        raise ParameterError("hybrid_share", v, '"auto" or a number from 0 to 1 (the share decoded on the CPU)')
-    return float(v)
-
-
 def runnable(name: str, value, decoders) -> None:
     """A :class:`ParameterError` naming ``name`` when one of ``decoders`` cannot run on this machine."""
     from datajourney.core.params import ParameterError, requires
 
     if "spdl" in decoders:
-        requires(name, value, "spdl.io", "spdl (pip install spdl) and FFmpeg's shared libraries")
+        requires(name, value, "spdl.io", "spdl (pip install spdl)")
     for d, status in (("spdl", ffmpeg_status), ("torchvision", torchvision_status)):
         if d in decoders:
             ok, why = status()
@@ -259,72 +250,50 @@ def runnable(name: str, value, decoders) -> None:
                 raise ParameterError(name, value, f"decoders this machine can run ({why})")
 
 
-def check_parameters(p: dict) -> dict:
-    from datajourney.core.params import (
-        ParameterError,
-        boolean,
-        choice,
-        choices,
-        int_list,
-        nonnegative_int,
-        number,
-        positive_int,
-        requires,
-    )
+def resolve(params) -> dict:
+    """The parameters as ``run()`` measures with them: every declared range checked (:meth:`Params.checked`), then
+    what the declarations cannot express — limits that depend on this machine's cores, memory, decoders and
+    libraries, checks that span fields (windows that fit the data set, batches that fit in memory) — and each
+    "auto" resolved for this machine. A :class:`ParameterError` names the first bad parameter."""
+    from datajourney.core.params import ParameterError, requires
     from datajourney.core.params import memory as mem
-    from datajourney.toolkit import pagecache
 
-    p = {**Params().as_dict(), **p}     # a partial dict (a test, an old caller) gets the defaults of Params
-    q = dict(p)
+    p = Params.coerce(params).checked()
+    q = p.as_dict()
     cores = len(os.sched_getaffinity(0))
-    q["n_images"] = positive_int("n_images", p["n_images"], maximum=images.MAX_IMAGES)
-    q["width"] = positive_int("width", p["width"], maximum=8192)
-    q["height"] = positive_int("height", p["height"], maximum=8192)
-    q["jpeg_quality"] = positive_int("jpeg_quality", p["jpeg_quality"], maximum=95)
-    q["classes"] = positive_int("classes", p.get("classes", 10), maximum=100_000)
-    q["out_size"] = positive_int("out_size", p["out_size"], maximum=4096)
-    q["batch_size"] = positive_int("batch_size", p["batch_size"], maximum=4096)
-    q["primitive_batch"] = positive_int("primitive_batch", p["primitive_batch"], maximum=4096)
-    q["primitive_images"] = positive_int("primitive_images", p["primitive_images"], maximum=q["n_images"])
-    if q["primitive_images"] < q["primitive_batch"]:
-        raise ParameterError("primitive_images", q["primitive_images"],
-                             f"at least one batch (primitive_batch = {q['primitive_batch']})")
-    q["repeats"] = positive_int("repeats", p["repeats"], maximum=100)
     lim = min(MAX_CONCURRENCY, max(16, 8 * cores))
+
+    def upto(name: str, values, low: int = 1) -> list[int]:
+        if any(v < low or v > lim for v in values):
+            raise ParameterError(name, values, f"a list of integers from {low} to {lim}")
+        return list(values)
+
+    if p.primitive_images > p.n_images:
+        raise ParameterError("primitive_images", p.primitive_images, f"an integer from 1 to {p.n_images:,} (n_images)")
+    if p.primitive_images < p.primitive_batch:
+        raise ParameterError("primitive_images", p.primitive_images,
+                             f"at least one batch (primitive_batch = {p.primitive_batch})")
     for name in ("concurrency", "dataloader_workers", "thread_concurrency"):
-        v = p[name]
+        v = getattr(p, name)
         auto = (auto_concurrency(cores) if name == "concurrency"
                 else [c for c in auto_concurrency(cores) if c <= min(cores, AUTO_LOADER_MAX)])
-        q[name] = auto if v == "auto" else int_list(name, v, minimum=1, maximum=lim)
-    ds = p["decoders"]
+        q[name] = auto if v == "auto" else upto(name, v)
     status = None
-    if ds == "auto":
+    if p.decoders == "auto":
         status = decoder_status()
         q["decoders"] = [d for d in DECODERS if status[d][0]]
     else:
-        q["decoders"] = choices("decoders", ds, DECODERS)
-        runnable("decoders", ds, q["decoders"])
-    q["executors"] = choices("executors", p.get("executors", list(EXECUTORS)), EXECUTORS)
-    q["loaders"] = choices("loaders", p["loaders"], LOADERS)
-    if "spdl" in q["loaders"]:
-        requires("loaders", p["loaders"], "spdl.pipeline", "spdl (pip install spdl)")
+        runnable("decoders", p.decoders, p.decoders)
+    if "spdl" in p.loaders:
+        requires("loaders", p.loaders, "spdl.pipeline", "spdl (pip install spdl)")
         if torch.cuda.is_available():  # its last stage copies to the GPU with spdl.io's transfer_tensor
-            requires("loaders", p["loaders"], "spdl.io", "spdl-io for the GPU transfer stage (pip install spdl)")
-    td = p.get("thread_decoders", "auto")
-    if td == "auto":
+            requires("loaders", p.loaders, "spdl.io", "spdl-io (pip install spdl)")
+    if p.thread_decoders == "auto":
         q["thread_decoders"] = ["spdl", "pillow"] if (status or decoder_status())["spdl"][0] else ["pillow"]
     else:
-        q["thread_decoders"] = choices("thread_decoders", td, DECODERS)
-        runnable("thread_decoders", td, q["thread_decoders"])
-    dd = p.get("dataloader_decoder", "auto")
-    if dd != "auto":
-        runnable("dataloader_decoder", dd, [choice("dataloader_decoder", dd, DECODERS)])
-    q["dataloader_decoder"] = dd
-    q["collate_check"] = boolean("collate_check", p.get("collate_check", True))
-    q["loader_batches"] = positive_int("loader_batches", p["loader_batches"], maximum=100_000)
-    q["warm_batches"] = nonnegative_int("warm_batches", p.get("warm_batches", 2), maximum=1000)
-    q["prefetch_factor"] = positive_int("prefetch_factor", p.get("prefetch_factor", 2), maximum=64)
-    q["window_factor"] = positive_int("window_factor", p.get("window_factor", WINDOW_FACTOR), maximum=100)
+        runnable("thread_decoders", p.thread_decoders, p.thread_decoders)
+    if p.dataloader_decoder != "auto":
+        runnable("dataloader_decoder", p.dataloader_decoder, [p.dataloader_decoder])
     plan = loader_windows(q)
     k, c, warm, timed = max(plan, key=lambda t: t[2] + t[3]) if plan else ("dataloader", 0, 0, 0)
     if plan and (warm + timed + 1) * q["batch_size"] > q["n_images"]:
@@ -333,111 +302,99 @@ def check_parameters(p: dict) -> dict:
                              f"batches (those in flight) and times {timed} (loader_batches = {q['loader_batches']}, "
                              f"at least window_factor = {q['window_factor']} times those in flight, whole waves), "
                              f"each of batch_size = {q['batch_size']} distinct images (or lower window_factor)")
-    q["start_methods"] = choices("start_methods", p["start_methods"], START_METHODS)
-    q["startup_workers"] = ([] if p["startup_workers"] == [] else
-                            int_list("startup_workers", p["startup_workers"], minimum=1, maximum=lim))
-    q["startup_paths"] = int_list("startup_paths", p["startup_paths"], minimum=0, maximum=20_000_000)
-    mem("startup_paths", max(q["startup_paths"] or [0]),
-        max(q["startup_paths"] or [0]) * 200 * (2 + max(q["startup_workers"] or [0])),
-        what="the path lists of the Dataset objects in the main process and every worker")
-    q["epoch_paths"] = nonnegative_int("epoch_paths", p.get("epoch_paths", 0), maximum=20_000_000)
-    q["epoch_batch_size"] = positive_int("epoch_batch_size", p.get("epoch_batch_size", 256), maximum=65536)
-    ew = p.get("epoch_workers", "auto")
-    q["epoch_workers"] = (max(q["dataloader_workers"]) if ew == "auto"
-                          else positive_int("epoch_workers", ew, maximum=lim))
-    q["memory_interval_s"] = number("memory_interval_s", p.get("memory_interval_s", 0.25), minimum=0, maximum=60,
-                                    exclusive_minimum=True)
-    if q["epoch_paths"]:
-        requires("epoch_paths", q["epoch_paths"], "spdl.pipeline", "spdl (pip install spdl) for the thread pipeline")
-        mem("epoch_paths", q["epoch_paths"], q["epoch_paths"] * 200 * (2 + q["epoch_workers"]),
-            what="the path list in the main process and a copy in every worker")
-    q["ipc_batch_sizes"] = ([] if p["ipc_batch_sizes"] == [] else
-                            int_list("ipc_batch_sizes", p["ipc_batch_sizes"], minimum=1, maximum=4096))
-    q["ipc_workers"] = int_list("ipc_workers", p.get("ipc_workers", [0, 1]), minimum=0, maximum=lim)
-    if q["ipc_batch_sizes"] and 0 not in q["ipc_workers"]:
-        raise ParameterError("ipc_workers", q["ipc_workers"], "a list that includes 0 (the baseline without IPC)")
-    ft = p.get("free_threaded", "auto")
-    if ft not in ("auto", True, False):
-        raise ParameterError("free_threaded", ft, '"auto", true or false')
-    if ft is True and free_threading()["gil_enabled"]:
-        raise ParameterError("free_threaded", ft, "false or \"auto\" on this interpreter: it runs with the GIL "
-                             "(run the chapter with a free-threaded Python such as python3.13t)")
-    q["free_threaded"] = ft
-    pa = p["paper"]
-    if pa not in ("auto", True, False):
-        raise ParameterError("paper", pa, '"auto", true or false')
-    if pa is True:
-        requires("paper", pa, "spdl.pipeline", "spdl (pip install spdl)")
-        runnable("paper", pa, ["spdl"])
-    q["paper"] = pa
-    pw = p["paper_workers"]
-    q["paper_workers"] = "auto" if pw == "auto" else positive_int("paper_workers", pw, maximum=lim)
-    q["paper_window_factor"] = positive_int("paper_window_factor", p["paper_window_factor"], maximum=100)
-    q["gil_images"] = positive_int("gil_images", p["gil_images"], maximum=q["n_images"])
-    pc = p["paper_configs"]
-    if pc != "auto":
-        shape = ("a list of [images per task, concurrency, threads]: images per task dividing batch_size "
-                 f"= {q['batch_size']}, concurrency and threads from 1 to {lim}")
-        if not isinstance(pc, (list, tuple)) or not pc:
-            raise ParameterError("paper_configs", pc, '"auto" or ' + shape)
-        out = []
-        for c in pc:
-            ok = (isinstance(c, (list, tuple)) and len(c) == 3
-                  and all(isinstance(v, int) and not isinstance(v, bool) for v in c))
-            if not ok or not (1 <= c[0] <= q["batch_size"] and q["batch_size"] % c[0] == 0
-                              and 1 <= c[1] <= lim and 1 <= c[2] <= lim):
-                raise ParameterError("paper_configs", pc, '"auto" or ' + shape)
-            out.append([int(v) for v in c])
-        pc = out
-    q["paper_configs"] = pc
-    mo = p.get("moonshot", "auto")
-    if mo not in ("auto", True, False):
-        raise ParameterError("moonshot", mo, '"auto", true or false')
-    if mo is True and not torch.cuda.is_available():
-        raise ParameterError("moonshot", mo, 'false or "auto" on a machine without a CUDA GPU')
-    q["moonshot"] = mo
-    q["model"] = choice("model", p.get("model", "resnet50"), ("resnet50", "small_cnn"))
-    if q["model"] == "resnet50" and mo is True and torch.cuda.is_available():  # "auto" skips without it
+    upto("startup_workers", p.startup_workers)
+    mem("startup_paths", max(p.startup_paths or [0]), max(p.startup_paths or [0]) * 200 * (2 + max(
+        p.startup_workers or [0])), what="path lists in every process")
+    q["epoch_workers"] = max(q["dataloader_workers"]) if p.epoch_workers == "auto" else upto(
+        "epoch_workers", [p.epoch_workers])[0]
+    if p.memory_interval_s <= 0:
+        raise ParameterError("memory_interval_s", p.memory_interval_s, "a number > 0 and <= 60")
+    if p.epoch_paths:
+        requires("epoch_paths", p.epoch_paths, "spdl.pipeline", "spdl (pip install spdl)")
+        mem("epoch_paths", p.epoch_paths, p.epoch_paths * 200 * (2 + q["epoch_workers"]),
+            what="path lists in every process")
+    if any(b < 1 or b > 4096 for b in p.ipc_batch_sizes):
+        raise ParameterError("ipc_batch_sizes", p.ipc_batch_sizes, "a list of integers from 1 to 4096")
+    upto("ipc_workers", p.ipc_workers, 0)
+    if p.ipc_batch_sizes and 0 not in p.ipc_workers:
+        raise ParameterError("ipc_workers", p.ipc_workers, "a list that includes 0 (the baseline without IPC)")
+    if p.free_threaded is True and free_threading()["gil_enabled"]:
+        raise ParameterError("free_threaded", p.free_threaded, "false or \"auto\" on this interpreter: it runs with "
+                             "the GIL (run the chapter with a free-threaded Python such as python3.13t)")
+    if p.paper is True:
+        requires("paper", p.paper, "spdl.pipeline", "spdl (pip install spdl)")
+        runnable("paper", p.paper, ["spdl"])
+    if p.paper_workers != "auto":
+        upto("paper_workers", [p.paper_workers])
+    if p.gil_images > p.n_images:
+        raise ParameterError("gil_images", p.gil_images, f"an integer from 1 to {p.n_images:,} (n_images)")
+    q["paper_configs"] = paper_configs(p.paper_configs, batch_size=p.batch_size, lim=lim)
+    if p.moonshot is True and not torch.cuda.is_available():
+        raise ParameterError("moonshot", p.moonshot, 'false or "auto" on a machine without a CUDA GPU')
+    if p.model == "resnet50" and p.moonshot is True and torch.cuda.is_available():  # "auto" skips without it
         requires("model", "resnet50", "torchvision", "torchvision (pip install torchvision)")
-    q["model_steps"] = positive_int("model_steps", p.get("model_steps", 30), maximum=100_000)
-    q["model_warmup"] = positive_int("model_warmup", p.get("model_warmup", 5), maximum=10_000)
-    q["read_threads"] = positive_int("read_threads", p.get("read_threads", 8), maximum=lim)
-    q["model_step"] = choice("model_step", p.get("model_step", "graphed"), MODEL_STEPS)
-    q["model_worker_nice"] = nonnegative_int("model_worker_nice", p.get("model_worker_nice", 10), maximum=19)
-    q["hybrid_share"] = hybrid_share_param(p.get("hybrid_share", "auto"))
-    if mo is not False and torch.cuda.is_available():
+    upto("read_threads", [p.read_threads])
+    if p.moonshot is not False and torch.cuda.is_available():
         model_plan = [(k, c, w, t) for k, c, w, t in plan if k != "nvjpeg"]
-        if "dataloader" in q["loaders"] and torchvision_status()[0]:  # the hybrid, at the most workers it may get
+        if "dataloader" in p.loaders and torchvision_status()[0]:  # the hybrid, at the most workers it may get
             model_plan.append(("hybrid", max(q["dataloader_workers"]), 0, 0))
         for k, c, _, _ in model_plan:
-            warm = in_flight(k, c, batch_size=q["batch_size"], prefetch_factor=q["prefetch_factor"])
-            warm = max(q["model_warmup"], warm)
-            timed = timed_batches(k, c, q["model_steps"], batch_size=q["batch_size"],
-                                  prefetch_factor=q["prefetch_factor"], factor=q["window_factor"])
-            if (warm + timed + 1) * q["batch_size"] > q["n_images"]:
-                raise ParameterError("model_steps", q["model_steps"],
-                                     f"a model-fed window that fits n_images = {q['n_images']}: {LABELS[k]} at {c} "
+            warm = max(p.model_warmup, in_flight(k, c, batch_size=p.batch_size, prefetch_factor=p.prefetch_factor))
+            timed = timed_batches(k, c, p.model_steps, batch_size=p.batch_size,
+                                  prefetch_factor=p.prefetch_factor, factor=p.window_factor)
+            if (warm + timed + 1) * p.batch_size > p.n_images:
+                raise ParameterError("model_steps", p.model_steps,
+                                     f"a model-fed window that fits n_images = {p.n_images}: {LABELS[k]} at {c} "
                                      f"skips {warm} batches and times {timed} (whole waves, at least window_factor "
                                      "times those in flight)")
-    q["purge_method"] = choice("purge_method", p["purge_method"], pagecache.METHODS)
-    q["seed"] = nonnegative_int("seed", p.get("seed", 0), maximum=2 ** 31 - 1)
-    q["progress"] = boolean("progress", p.get("progress", True))
     w_max = max(q["dataloader_workers"])
-    batch_bytes = q["batch_size"] * 3 * q["out_size"] ** 2
-    mem("batch_size", q["batch_size"], (q["prefetch_factor"] * w_max + 8) * batch_bytes + 2 * w_max * (200 << 20),
-        what=f"{q['prefetch_factor'] * w_max + 8} uint8 batches in flight and {w_max} worker processes")
+    batch_bytes = p.batch_size * 3 * p.out_size ** 2
+    mem("batch_size", p.batch_size, (p.prefetch_factor * w_max + 8) * batch_bytes + 2 * w_max * (200 << 20),
+        what=f"{p.prefetch_factor * w_max + 8} uint8 batches in flight and {w_max} worker processes")
     return q
 
 
-def preflight(params: dict):
-    from datajourney.core import results
-    from datajourney.core.params import creatable_dir
+def paper_configs(pc, *, batch_size: int, lim: int):
+    """``paper_configs``: "auto", or a list of [images per task, concurrency, threads] with images per task
+    dividing ``batch_size`` and concurrency and threads from 1 to ``lim``."""
+    from datajourney.core.params import ParameterError
 
-    p = check_parameters(params)
-    creatable_dir("run_dir", results.resolve_run_dir(p.get("run_dir")))
-    plan = photo_plan(p["n_images"], p["width"], p["height"], p["jpeg_quality"], p["classes"], p["seed"])
-    parent = datasets.check_space(p.get("data_dir"), [plan])
-    return p, parent
+    if pc == "auto":
+        return pc
+    ok = isinstance(pc, (list, tuple)) and bool(pc) and all(
+        isinstance(c, (list, tuple)) and len(c) == 3 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                             for v in c)
+        and 1 <= c[0] <= batch_size and batch_size % c[0] == 0 and 1 <= c[1] <= lim and 1 <= c[2] <= lim
+        for c in pc)
+    if not ok:
+        raise ParameterError("paper_configs", pc, '"auto" or a list of [images per task, concurrency, threads]: '
+                             f"images per task dividing batch_size = {batch_size}, concurrency and threads from 1 "
+                             f"to {lim}")
+    return [[int(v) for v in c] for c in pc]
+
+
+@dataclass
+class Plan:
+    """What preflight found: the checked parameters, the settings ``run()`` measures with (every "auto" resolved
+    for this machine) and the directory the data set goes under."""
+
+    params: Params
+    settings: dict
+    parent: Path
+
+
+def preflight(params, *, run_dir=None) -> Plan:
+    """Every declared range, then what spans fields or depends on this machine (:func:`resolve`), the output
+    directory and the data directory's free space."""
+    from datajourney.core import results
+    from datajourney.core.params import creatable_dir, run_options
+
+    opts = run_options(dict(params)) if not isinstance(params, Params) else {}
+    p = Params.coerce(params).checked()
+    q = resolve(p)
+    creatable_dir("run_dir", results.resolve_run_dir(run_dir if run_dir is not None else opts.get("run_dir")))
+    plan = photo_plan(p.n_images, p.width, p.height, p.jpeg_quality, p.classes, p.seed)
+    return Plan(p, q, datasets.check_space(p.data_dir, [plan]))
 
 
 # --------------------------------------------------------------------------- the chapter
@@ -460,8 +417,9 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
     from datajourney.core import results
     from datajourney.toolkit import pagecache
 
-    p, parent = preflight(params)
     params.pop("progress")
+    plan = preflight(params)
+    p, parent = plan.settings, plan.parent
     rd = results.resolve_run_dir(run_dir)
     res = results.start(CHAPTER, params, run_dir, parent)
     lap = timing.Laps()
@@ -591,11 +549,11 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
     ceilings, step_kind, graph_note = {}, "eager", None
     hybrid = dict(share=None, how=None, cpu_rate=None, ceiling=None, workers=None, nice=nice, skipped=None)
     if p["moonshot"] is False:
-        moon_why = "the moonshot was switched off (moonshot = false)"
+        moon_why = "off"
     elif device != "cuda":
-        moon_why = "no CUDA GPU on this machine: the model-fed runs need one"
+        moon_why = "no_gpu"
     elif p["model"] == "resnet50" and not status["torchvision"][0]:
-        moon_why = "ResNet-50 needs torchvision (pip install torchvision): " + status["torchvision"][1]
+        moon_why = "torchvision: " + status["torchvision"][1]
     else:
         torch.manual_seed(p["seed"])
         torch.backends.cudnn.benchmark = True
@@ -618,10 +576,10 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
                     run_steps, step_kind = graphed, "graphed"
                 except Exception as e:
                     errors.append(_error("graphed model ceiling", e))
-                    graph_note = "the graphed step failed: " + errors[-1]["error"]
+                    graph_note = "failed: " + errors[-1]["error"]
         ceiling = ceilings.get(step_kind)
         if ceiling is None:
-            moon_why = "the model's ceiling could not be measured: " + errors[-1]["error"]
+            moon_why = "no_ceiling: " + errors[-1]["error"]
         feeds = moonshot_feeds(lo, ceiling, tv=status["torchvision"], nice=nice, read_threads=p["read_threads"],
                                share=p["hybrid_share"], hybrid=hybrid)
         for r in range(p["repeats"] if ceiling else 0):
@@ -668,9 +626,7 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
     res.metadata.update(
         device=device, cores=cores, decoders={k: {"ok": v[0], "note": v[1]} for k, v in status.items()},
         decoders_run=p["decoders"], concurrency=p["concurrency"], free_threading=ft,
-        free_threaded_note=None if not ft["gil_enabled"] else (
-            "this interpreter runs with the GIL (sys._is_gil_enabled() is True): the free-threaded section is "
-            "skipped; run the chapter with a free-threaded build (python3.13t or 3.14t) to fill it"),
+        free_threaded_note=None if not ft["gil_enabled"] else "gil_enabled",
         image_bytes=dict(mean=float(sizes.mean()), min=int(sizes.min()), max=int(sizes.max()),
                          total=int(sizes.sum())),
         image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),

@@ -292,7 +292,7 @@ def _side_stream_feed(source, work, *, device: str, depth: int = GPU_QUEUE_DEPTH
     consumer's stream. Closing the consumer stops the producer and closes ``source``; an error in
     the producer is raised in the consumer."""
     cuda = device == "cuda"
-    q: queue.Queue = queue.Queue(depth)
+    ready: queue.Queue = queue.Queue(depth)
     stop = threading.Event()
     stream = torch.cuda.Stream() if cuda else None
 
@@ -308,10 +308,10 @@ def _side_stream_feed(source, work, *, device: str, depth: int = GPU_QUEUE_DEPTH
                     if cuda:
                         ev = torch.cuda.Event()
                         ev.record(stream)
-                    q.put((x, idx, ev))
-            q.put(None)
+                    ready.put((x, idx, ev))
+            ready.put(None)
         except BaseException as e:
-            q.put(e)
+            ready.put(e)
         finally:
             items.close()
 
@@ -319,7 +319,7 @@ def _side_stream_feed(source, work, *, device: str, depth: int = GPU_QUEUE_DEPTH
     th.start()
     try:
         while True:
-            item = q.get()
+            item = ready.get()
             if item is None:
                 return
             if isinstance(item, BaseException):
@@ -333,7 +333,7 @@ def _side_stream_feed(source, work, *, device: str, depth: int = GPU_QUEUE_DEPTH
         stop.set()
         while th.is_alive():
             try:
-                q.get_nowait()
+                ready.get_nowait()
             except queue.Empty:
                 time.sleep(0.01)
 

@@ -41,7 +41,7 @@ def bf16_graphed_step(net, *, batch_size: int, out_size: int, classes: int, devi
     Returns (graph or None, the reason it is None)."""
 
     if device != "cuda":
-        return None, "CUDA graphs need a GPU; this machine has none"
+        return None, "no_gpu"
     with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
         return models.graphed_step(net, 0.01, batch_size=batch_size, out_size=out_size, classes=classes,
                                      device=device)

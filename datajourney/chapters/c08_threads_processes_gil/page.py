@@ -1,4 +1,6 @@
-"""Chapter 8's page: findings, notes, tables and charts computed from a run's result."""
+"""Chapter 8's page: it words the facts :mod:`.analysis` computed (opening, key results, advice), and shows the
+result's tables, charts and notes as evidence. Every string from a result file that reaches Markdown goes
+through :func:`~datajourney.core.phrasing.text` or :func:`~datajourney.core.phrasing.code`."""
 from __future__ import annotations
 
 import math
@@ -6,8 +8,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters import published
+from datajourney.chapters.c08_threads_processes_gil import analysis
 from datajourney.chapters.c08_threads_processes_gil import experiment as gil
+from datajourney.core import phrasing as say
 from datajourney.core import stats
+from datajourney.core.facts import Fact, Facts
 from datajourney.core.findings import (
     Action,
     Finding,
@@ -26,220 +32,26 @@ from datajourney.core.findings import (
 from datajourney.core.stats import mean
 
 THREADED = gil.THREADED
-#: The decoders as the page names them.
-DECODER_NAMES = {"pillow": "Pillow", "spdl": "spdl.io", "torchvision": "torchvision"}
-#: Results measured before timed windows were sized by waves (no ``window_rule`` in their
-#: metadata) timed a fixed number of batches, a fraction of a wave more or less than whole waves
-#: of a DataLoader's batches. For them only, a window counts as steady when its CPU time per image
-#: (all processes) reaches this share of one image's decode + resize on one core (the
-#: calibration); below it, part of its images were decoded before it opened.
-STEADY_SHARE = 0.85
-#: A model-fed run cannot exceed its ceiling by more than this (timing noise).
-CEILING_SLACK = 1.05
-PUB_GAIN = "throughput gain, thread pipeline over DataLoader"
-PUB_CPU = "CPU reduction, thread pipeline vs DataLoader"
-PUB_MEM = "memory reduction, thread pipeline vs DataLoader"
-PUB_SPDL = "peak throughput, SPDL, Python 3.12"
-PUB_DL = "peak throughput, DataLoader, Python 3.12"
-PUB_TTFB4 = "DataLoader time to first batch, 4 workers"
-PUB_TTFB32 = "DataLoader time to first batch, 32 workers"
+CHAPTER = analysis.CHAPTER
+DECODER_NAMES = analysis.DECODER_NAMES
+STEADY_SHARE, CEILING_SLACK = analysis.STEADY_SHARE, analysis.CEILING_SLACK
+PUB_GAIN, PUB_CPU, PUB_MEM = analysis.PUB_GAIN, analysis.PUB_CPU, analysis.PUB_MEM
+PUB_SPDL, PUB_DL, PUB_TTFB4, PUB_TTFB32 = analysis.PUB_SPDL, analysis.PUB_DL, analysis.PUB_TTFB4, analysis.PUB_TTFB32
+# the summaries of the result's tables, computed once in the analysis (tables, charts and notes read them)
+primitive_summary, unit_cost_ms, old_windows = analysis.primitive_summary, analysis.unit_cost_ms, analysis.old_windows
+loader_summary, best_loader, best_threads = analysis.loader_summary, analysis.best_loader, analysis.best_threads
+epoch_summary, model_runs, model_summary = analysis.epoch_summary, analysis.model_runs, analysis.model_summary
+contention_level = analysis.contention_level
+_label, _count, _loaders, _epoch_at = analysis.loader_label, analysis.count, analysis.loaders, analysis.epoch_at
 
 
-def _label(kind: str, c: int, nice=0, share=None, decoder=None) -> str:
-    unit = "worker" if kind in ("dataloader", "hybrid") else ("read thread" if kind == "nvjpeg" else "thread")
-    out = f"{gil.LABELS.get(kind, kind)}, {_count(c, unit)}"
-    if decoder is not None and not pd.isna(decoder) and kind not in ("nvjpeg", "hybrid"):
-        out += f", {DECODER_NAMES.get(decoder, decoder)}"
-    if nice is not None and not pd.isna(nice) and int(nice):
-        out += f" at nice {int(nice)}"
-    if share is not None and not pd.isna(share):
-        out += f" ({pct(float(share))} decoded on the CPU)"
-    return out
-
-
-def _count(n: int, word: str) -> str:
-    """'1 thread', '8 threads', '2 processes'."""
-    return f"{int(n)} {word}" + ("" if int(n) == 1 else "es" if word.endswith("s") else "s")
-
-
-def _loaders(res) -> pd.DataFrame:
-    """The loader runs with a decoder on every row (results before the decoder sweep: Pillow) and
-    the PSS each added in MB (older results recorded it in bytes)."""
-    lo = res.table("loaders")
-    if "decoder" not in lo:
-        lo = lo.assign(decoder="pillow")
-    if "added_pss_mb" not in lo:
-        lo = lo.assign(added_pss_mb=lo["added_pss_bytes"] / 1e6 if "added_pss_bytes" in lo else np.nan)
-    return lo
+def _dec(d) -> str:
+    """A decoder's name from a result, escaped."""
+    return say.text(DECODER_NAMES.get(d, d))
 
 
 # --------------------------------------------------------------------------- experiment 1 and 2
-def primitive_summary(res) -> pd.DataFrame:
-    s = stats.summarise(res.table("primitives"), ["decoder", "executor", "concurrency"], "images_per_s")
-    st = stats.summarise(res.table("primitives"), ["decoder", "executor", "concurrency"], "startup_s")
-    return s.merge(st[["decoder", "executor", "concurrency", "mean"]].rename(columns={"mean": "startup_s"}))
-
-
-def _peak(res, decoder: str, executor: str):
-    s = primitive_summary(res)
-    g = s[(s["decoder"] == decoder) & (s["executor"] == executor)]
-    if g.empty:
-        return None
-    top = g.loc[g["mean"].idxmax()]
-    p = res.table("primitives")
-    runs = p[(p["decoder"] == decoder) & (p["executor"] == executor) & (p["concurrency"] == top["concurrency"])]
-    # where scaling stopped: the smallest concurrency within 5% of the peak
-    knee = int(g[g["mean"] >= 0.95 * top["mean"]]["concurrency"].min())
-    return dict(c=int(top["concurrency"]), mean=float(top["mean"]), runs=runs["images_per_s"].tolist(), knee=knee)
-
-
-def finding_primitives(res, decoder: str = "pillow") -> Finding:
-    t, p = _peak(res, decoder, "thread"), _peak(res, decoder, "process")
-    name = DECODER_NAMES.get(decoder, decoder)
-    if t is None or p is None:
-        return Finding("primitives", f"The primitive scaling of {name} needs both executors; this run has "
-                       f"{'threads' if t else 'processes' if p else 'neither'}.")
-    mid, lo, hi = ratio_interval(t["runs"], p["runs"])
-    text = (f"Decoding, resizing and batching with {name}, a thread pool peaked at {num(t['mean'], 'img/s')} "
-            f"({_count(t['c'], 'thread')}) and a process pool at {num(p['mean'], 'img/s')} "
-            f"({_count(p['c'], 'process')}): at their "
-            f"peaks threads were {compare(t['runs'], p['runs'])} processes. Threads reached 95% of their peak at "
-            f"{t['knee']} threads, processes at {p['knee']} "
-            f"(this host has {res.metadata['cores']} cores).")
-    return Finding("primitives", text, mid, "×", interval=(lo, hi))
-
-
-def _op_means(res) -> pd.DataFrame:
-    return res.table("ops").groupby(["decoder", "executor", "concurrency", "op"], as_index=False)["ms_per_image"].mean()
-
-
-def contention_level(res) -> int:
-    """The largest concurrency of the sweep that does not exceed the cores (no oversubscription)."""
-    cs = sorted(res.table("ops")["concurrency"].unique())
-    within = [c for c in cs if c <= res.metadata["cores"]]
-    return int(within[-1] if within else cs[0])
-
-
-def finding_contention(res, decoder: str = "pillow", op: str = "decode") -> Finding:
-    m = _op_means(res)
-    m = m[(m["decoder"] == decoder) & (m["op"] == op)]
-    n = contention_level(res)
-    c1 = int(m["concurrency"].min())
-
-    def at(ex, c):
-        v = m[(m["executor"] == ex) & (m["concurrency"] == c)]["ms_per_image"]
-        return float(v.iloc[0]) if len(v) else float("nan")
-
-    t1, tn, pn = at("thread", c1), at("thread", n), at("process", n)
-    if not all(math.isfinite(v) for v in (t1, tn)):
-        return Finding("contention", f"The per-operation times of {decoder} need a thread sweep; this run has none.")
-    grow = tn / t1
-    text = (f"Per image, {DECODER_NAMES.get(decoder, decoder)}'s {op} took {num(t1, 'ms')} with {c1} thread and "
-            f"{num(tn, 'ms')} each with {n} "
-            f"threads ({times(grow)})")
-    if math.isfinite(pn):
-        d = direction(tn, pn, tol=0.10)
-        text += (f"; in {n} processes it took {num(pn, 'ms')}: "
-                 + choose(d, f"the threads' extra {num(tn - pn, 'ms')} per image is time an operation spends "
-                             "holding or waiting for the interpreter lock, or sharing caches and memory bandwidth "
-                             "more closely than processes do",
-                          "threads were quicker per operation than processes here",
-                          "threads and processes took about as long per operation, so at this concurrency the "
-                          "interpreter lock did not slow this operation down"))
-    return Finding("contention", text + ".", grow, "×", values=dict(thread_1=t1, thread_n=tn, process_n=pn, n=n))
-
-
 # --------------------------------------------------------------------------- experiment 3
-def unit_cost_ms(res, decoder: str = "pillow") -> float:
-    """Decode + resize of one image on one core (ms), from the run's calibration."""
-    cal = res.table("calibration").set_index("decoder")
-    if decoder not in cal.index:
-        return float("nan")
-    return float(cal.loc[decoder, "decode_ms"] + cal.loc[decoder, "resize_ms"])
-
-
-def old_windows(res) -> bool:
-    """True for a result timed with the old fixed windows (before windows were sized by waves)."""
-    return "window_rule" not in res.metadata
-
-
-def _steady(res, kind: str, cpu_ms: float, unit: float) -> bool:
-    if not old_windows(res):  # whole waves, many of them: every window measures production
-        return True
-    if kind == "nvjpeg" or not math.isfinite(unit):  # the GPU decodes: CPU time says nothing here
-        return True
-    return cpu_ms >= STEADY_SHARE * unit
-
-
-def loader_summary(res) -> pd.DataFrame:
-    """One row per loader configuration (loader, concurrency, decoder): images/s over the runs and
-    the means of first batch, CPU per image (user, system), busy cores and memory."""
-    lo = _loaders(res)
-    keys = ["loader", "concurrency", "decoder"]
-    out = stats.summarise(lo, keys, "images_per_s")
-    extra = lo.assign(cpu_ms_per_image=1e3 * (lo["cpu_user_s"] + lo["cpu_system_s"]) / lo["images"],
-                      user_ms_per_image=1e3 * lo["cpu_user_s"] / lo["images"],
-                      system_ms_per_image=1e3 * lo["cpu_system_s"] / lo["images"],
-                      pss_mb=lo["pss_bytes"] / 1e6, uss_mb=lo["uss_bytes"] / 1e6)
-    cols = ["first_batch_s", "cpu_ms_per_image", "user_ms_per_image", "system_ms_per_image", "cpu_cores",
-            "pss_mb", "uss_mb", "added_pss_mb", "processes"]
-    agg = extra.groupby(keys, sort=False)[cols].mean().reset_index()
-    out = out.merge(agg, on=keys)
-    unit = [unit_cost_ms(res, d) for d in out["decoder"]]
-    out["cpu_share"] = [np.nan if k == "nvjpeg" else v / u
-                        for k, v, u in zip(out["loader"], out["cpu_ms_per_image"], unit, strict=True)]
-    out["steady"] = [_steady(res, k, v, u) for k, v, u in zip(out["loader"], out["cpu_ms_per_image"], unit,
-                                                              strict=True)]
-    return out
-
-
-def best_loader(res, kinds, decoders=None) -> dict | None:
-    """The fastest steady configuration among the loaders ``kinds`` (and ``decoders``, None: any)."""
-    s = loader_summary(res)
-    s = s[s["loader"].isin(kinds) & s["steady"] & (s["decoder"].isin(decoders) if decoders else True)]
-    if s.empty:
-        return None
-    top = s.loc[s["mean"].idxmax()]
-    lo = _loaders(res)
-    runs = lo[(lo["loader"] == top["loader"]) & (lo["concurrency"] == top["concurrency"])
-              & (lo["decoder"] == top["decoder"])]
-    return dict(kind=top["loader"], c=int(top["concurrency"]), decoder=str(top["decoder"]), mean=float(top["mean"]),
-                runs=runs, label=_label(top["loader"], top["concurrency"], decoder=top["decoder"]))
-
-
-def best_threads(res) -> dict | None:
-    """The thread pipeline the chapter sets against the DataLoader: the fastest with spdl.io (the
-    paper's setting, decoding without the GIL) where the run has one, else the fastest of any decoder."""
-    return best_loader(res, THREADED, ["spdl"]) or best_loader(res, THREADED)
-
-
-def _cpu_per_image(runs) -> list[float]:
-    return (1e3 * (runs["cpu_user_s"] + runs["cpu_system_s"]) / runs["images"]).tolist()
-
-
-def cpu_reduction(thread_ms, dataloader_ms) -> float:
-    """How much less CPU per image the threads used than the DataLoader, in % (nan when the
-    DataLoader's runs recorded no CPU time: too short for the clock's ticks)."""
-    d = float(np.mean(dataloader_ms))
-    return 100 * (1 - float(np.mean(thread_ms)) / d) if d > 0 else float("nan")
-
-
-def _dest(res) -> str:
-    return "the GPU" if res.metadata["device"] == "cuda" else "batches in memory"
-
-
-def finding_end_to_end(res) -> Finding:
-    t, d = best_threads(res), best_loader(res, ["dataloader"])
-    if t is None or d is None:
-        return Finding("end_to_end", "The end-to-end comparison needs a DataLoader and a thread pipeline in "
-                       "`loaders`; this run lacks one of them.")
-    tr, dr = t["runs"]["images_per_s"].tolist(), d["runs"]["images_per_s"].tolist()
-    mid, lo, hi = ratio_interval(tr, dr)
-    text = (f"From cold files to {_dest(res)}, the best thread pipeline ({t['label']}) delivered "
-            f"{num(t['mean'], 'img/s')} and the best DataLoader ({d['label']}) {num(d['mean'], 'img/s')}: the "
-            f"threads were {compare(tr, dr)} the DataLoader ({span(lo, hi, '×')} over the runs).")
-    return Finding("end_to_end", text, 100 * (mid - 1), "%", published=PUB_GAIN,
-                   interval=(100 * (lo - 1), 100 * (hi - 1)))
 
 
 def decoder_note(res) -> str | None:
@@ -251,47 +63,22 @@ def decoder_note(res) -> str | None:
     dl = res.metadata.get("dataloader_decoder") or {}
     peaks = dl.get("peaks") or {}
     how = {"auto": "the decoder whose process pool peaked highest in section 1 ("
-                   + ", ".join(f"{DECODER_NAMES.get(k, k)} {num(v, 'img/s')}" for k, v in peaks.items()) + ")",
+                   + ", ".join(f"{_dec(k)} {num(v, 'img/s')}" for k, v in peaks.items()) + ")",
            "parameter": "set by `dataloader_decoder`"}.get(dl.get("how"), "the decoder every loader used")
     parts = []
     dr = d["runs"]["images_per_s"].tolist()
     for dec in sorted(set(loader_summary(res)["decoder"])):
         t = best_loader(res, THREADED, [dec])
         if t is not None:
-            parts.append(f"the best with {DECODER_NAMES.get(dec, dec)} ({_label(t['kind'], t['c'])}) was "
+            parts.append(f"the best with {_dec(dec)} ({say.text(_label(t['kind'], t['c']))}) was "
                          f"{compare(t['runs']['images_per_s'].tolist(), dr)} it")
-    text = f"The DataLoader decoded with {DECODER_NAMES.get(d['decoder'], d['decoder'])}: {how}."
+    text = f"The DataLoader decoded with {_dec(d['decoder'])}: {how}."
     if parts:
         text += " Against its best configuration, of the thread loaders " + "; ".join(parts) + "."
     if "spdl" not in set(_loaders(res)["decoder"]):
         text += (" No loader of this result decoded with spdl.io, the paper's setting; a run where spdl.io loads "
                  "(FFmpeg's libraries) adds it.")
     return text
-
-
-def finding_cost(res) -> Finding:
-    t, d = best_threads(res), best_loader(res, ["dataloader"])
-    if t is None or d is None:
-        return Finding("cost", "The CPU and memory comparison needs a DataLoader and a thread pipeline.")
-    tc, dc = _cpu_per_image(t["runs"]), _cpu_per_image(d["runs"])
-    red = cpu_reduction(tc, dc)
-    tm, dm = t["runs"]["added_pss_mb"].mean() / 1e3, d["runs"]["added_pss_mb"].mean() / 1e3
-    tt, dt = t["runs"]["pss_bytes"].mean() / 1e9, d["runs"]["pss_bytes"].mean() / 1e9
-    dcpu = direction(tc, dc, tol=0.05)
-    text = (f"Per image, the thread pipeline used {num(np.mean(tc), 'ms')} of CPU time and the DataLoader "
-            f"{num(np.mean(dc), 'ms')}, summed over all their processes: "
-            + choose(dcpu, f"{pct(-red / 100)} more", f"{pct(red / 100)} less", "about the same") + " CPU. ")
-    if math.isfinite(tm) and math.isfinite(dm):
-        text += (f"While running, the threads added {num(tm * 1e3, 'MB')} of memory (PSS over all processes) and "
-                 f"the DataLoader {num(dm * 1e3, 'MB')}: "
-                 + choose(direction(tm, dm, tol=0.05), "the threads took more", "the threads took less",
-                          "about the same") + ".")
-    else:
-        text += (f"All their processes together held {num(tt * 1e3, 'MB')} (PSS) with the threads and "
-                 f"{num(dt * 1e3, 'MB')} with the DataLoader; the memory each added is not in this result (its "
-                 "baseline was taken before an earlier run's memory was freed).")
-    return Finding("cost", text, red, "%", published=PUB_CPU,
-                   values=dict(thread_mem_gb=tm, dl_mem_gb=dm, mem_saving_gb=dm - tm, thread_pss_gb=tt, dl_pss_gb=dt))
 
 
 def system_share(runs) -> float:
@@ -311,7 +98,8 @@ def finding_cpu_split(res) -> Finding:
     def ms(runs, col):
         return float((1e3 * runs[col] / runs["images"]).mean())
 
-    text = (f"The paper reports most of the DataLoader's CPU time as system time; here the DataLoader ({d['label']}) "
+    text = ("The paper reports most of the DataLoader's CPU time as system time; here the DataLoader "
+            f"({say.text(d['label'])}) "
             f"spent {pct(share)} of its CPU in the kernel ({num(ms(d['runs'], 'cpu_user_s'), 'ms')} user, "
             f"{num(ms(d['runs'], 'cpu_system_s'), 'ms')} system per image)")
     if t is not None:
@@ -319,84 +107,7 @@ def finding_cpu_split(res) -> Finding:
     text += ": " + choose(1 if share > 0.5 else -1, "system time dominated, as the paper found",
                           "user time dominated, the opposite of the paper's observation", "") + "."
     return Finding("cpu_split", text, 100 * share, "%")
-
-
-def finding_first_batch(res) -> Finding:
-    st = res.table("startup") if "startup" in res.tables else pd.DataFrame()
-    if st.empty:
-        return Finding("first_batch", "The DataLoader start-up sweep did not run (`startup_workers` is empty).")
-    w, n = int(st["workers"].max()), int(st["n_paths"].max())
-    part = st[(st["workers"] == w) & (st["n_paths"] == n)].set_index("start_method")
-    small = st[(st["workers"] == w) & (st["n_paths"] == st["n_paths"].min())].set_index("start_method")
-    by = {m: float(part.loc[m, "first_batch_s"]) for m in part.index}
-    slow = max(by, key=by.get)
-    fast = min(by, key=by.get)
-    text = (
-        f"With {w} worker{'s' if w > 1 else ''} and a Dataset holding {n:,} file paths "
-        f"({num(float(part['pickled_bytes'].iloc[0]) / 1e6, 'MB')} "
-        "pickled), the first batch arrived after " + ", ".join(f"{num(v, 's')} with {m}" for m, v in by.items())
-    )
-    if slow in small.index:
-        text += (f"; with an empty Dataset {slow} took {num(float(small.loc[slow, 'first_batch_s']), 's')}, so the "
-                 f"path list " + choose(direction(by[slow], float(small.loc[slow, 'first_batch_s']), tol=0.10),
-                                        f"added {num(by[slow] - float(small.loc[slow, 'first_batch_s']), 's')}",
-                                        "did not add to it", "added little to it"))
-    text += f". The slowest start method was {slow}, {times(by[slow] / by[fast])} the time of {fast}."
-    return Finding("first_batch", text, by[slow], "s", values=dict(by=by, workers=w, paths=n))
-
-
 # --------------------------------------------------------------------------- memory over an epoch
-def epoch_summary(res) -> pd.DataFrame:
-    """One row per epoch (loader, storage): its time, the Dataset's size in the main process and, from
-    each process's last sample (workers: taken just before the last batch, while they live), each
-    worker's PSS and private memory (USS) and the whole tree's PSS growth over the epoch (from the
-    first sample, before any worker existed); empty for results without the epoch."""
-    if "epoch" not in res.tables or res.table("epoch").empty:
-        return pd.DataFrame()
-    ep, mem = res.table("epoch"), res.table("epoch_memory")
-    rows = []
-    for r in ep.itertuples():
-        m = mem[(mem["loader"] == r.loader) & (mem["storage"] == r.storage)].sort_values("t")
-        last = m.groupby("process").tail(1)
-        workers = last[last["process"] != "main"]
-        first = m[m["t"] == m["t"].min()]["pss_bytes"].sum()
-        rows.append(dict(loader=r.loader, storage=r.storage, n_paths=int(r.n_paths), workers=int(r.workers),
-                         seconds=float(r.seconds), dataset_mb=float(r.dataset_pss_mb),
-                         worker_pss_mb=float(workers["pss_bytes"].mean()) / 1e6 if len(workers) else np.nan,
-                         worker_uss_mb=float(workers["uss_bytes"].mean()) / 1e6 if len(workers) else np.nan,
-                         main_uss_mb=float(last[last["process"] == "main"]["uss_bytes"].sum()) / 1e6,
-                         tree_growth_mb=float(last["pss_bytes"].sum() - first) / 1e6 if len(m) else np.nan))
-    return pd.DataFrame(rows)
-
-
-def _epoch_at(e: pd.DataFrame, loader: str, storage: str):
-    row = e[(e["loader"] == loader) & (e["storage"] == storage)]
-    return row.iloc[0] if len(row) else None
-
-
-def finding_epoch_memory(res) -> Finding | None:
-    """Copy-on-read over an epoch: each DataLoader worker's private memory with the paths in a
-    Python list against a NumPy array, and whether the thread pipeline's one process grew."""
-    e = epoch_summary(res)
-    if e.empty:
-        return None
-    lst, arr = _epoch_at(e, "dataloader", "list"), _epoch_at(e, "dataloader", "numpy")
-    if lst is None or arr is None or not (math.isfinite(lst["worker_uss_mb"]) and math.isfinite(arr["worker_uss_mb"])):
-        return Finding("epoch_memory", "The epoch's memory needs the DataLoader with both kinds of path list and "
-                       "a memory sample of its workers; this run lacks one of them.")
-    diff = float(lst["worker_uss_mb"] - arr["worker_uss_mb"])
-    text = (f"Over one epoch of a Dataset holding {int(lst['n_paths']):,} paths, each of {int(lst['workers'])} "
-            f"DataLoader workers ended with {num(lst['worker_uss_mb'], 'MB')} of private memory with the paths in a "
-            f"Python list and {num(arr['worker_uss_mb'], 'MB')} with a NumPy array: "
-            + choose(direction(float(lst["worker_uss_mb"]), float(arr["worker_uss_mb"]), tol=0.05),
-                     f"reading the list copied about {num(diff, 'MB')} into every worker",
-                     "the list cost the workers less than the array",
-                     "the list's storage made no difference here"))
-    thr = _epoch_at(e, "spdl", "list")
-    if thr is not None:
-        text += (f"; the thread pipeline's one process grew by {num(thr['tree_growth_mb'], 'MB')} (PSS) over the "
-                 f"same epoch")
-    return Finding("epoch_memory", text + ".", diff, "MB")
 
 
 def epoch_lines(res) -> pd.DataFrame:
@@ -469,7 +180,7 @@ def epoch_note(res) -> str | None:
         lst, arr = _epoch_at(g, loader, "list"), _epoch_at(g, loader, "numpy")
         if lst is None or arr is None:
             continue
-        parts.append(f"{gil.LABELS.get(loader, loader)} {num(lst['tree_growth_mb'], 'MB')} with the list and "
+        parts.append(f"{say.text(gil.LABELS.get(loader, loader))} {num(lst['tree_growth_mb'], 'MB')} with the list and "
                      f"{num(arr['tree_growth_mb'], 'MB')} with the array")
     if not parts:
         return None
@@ -485,57 +196,7 @@ def epoch_note(res) -> str | None:
                        "The DataLoader grew about as much with either kind of list: at this size copy-on-read of "
                        "the path objects did not show.")
     return text
-
-
 # --------------------------------------------------------------------------- experiment 6
-def model_runs(res) -> pd.DataFrame:
-    """The model-fed runs, each labelled with its feed (kind, concurrency, workers' nice, CPU share);
-    results made before the niced and hybrid feeds have neither column: nice 0, no share."""
-    m = res.table("model") if "model" in res.tables else pd.DataFrame()
-    if m.empty:
-        return m
-    nice = m["nice"] if "nice" in m else pd.Series(0, index=m.index)
-    share = m["share"] if "share" in m else pd.Series(None, index=m.index, dtype=object)
-    dec = m["decoder"] if "decoder" in m else pd.Series(None, index=m.index, dtype=object)
-    return m.assign(nice=nice.fillna(0), label=[_label(k, c, n, sh, d) for k, c, n, sh, d in zip(
-        m["loader"], m["concurrency"], nice, share, dec, strict=True)])
-
-
-def model_summary(res) -> pd.DataFrame:
-    m = model_runs(res)
-    if m.empty:
-        return m
-    s = stats.summarise(m, ["loader", "concurrency", "label"], "images_per_s")
-    extra = m.groupby(["loader", "concurrency", "label"], sort=False)[
-        ["pct_of_ceiling", "wait_share", "cpu_cores", "first_batch_s"]].mean().reset_index()
-    s = s.merge(extra, on=["loader", "concurrency", "label"])
-    s["cpu_ms_per_image"] = 1e3 * s["cpu_cores"] / s["mean"]
-    unit = unit_cost_ms(res)
-    s["steady"] = [_steady(res, k, v, unit) and p <= 100 * CEILING_SLACK
-                   for k, v, p in zip(s["loader"], s["cpu_ms_per_image"], s["pct_of_ceiling"], strict=True)]
-    return s
-
-
-def finding_moonshot(res) -> Finding:
-    s = model_summary(res)
-    ceil = res.metadata.get("ceiling")
-    if s.empty or not ceil:
-        why = res.metadata.get("moonshot_note") or "it did not run"
-        return Finding("moonshot", f"The model-fed runs did not run here ({why}).")
-    excluded = s[~s["steady"]]
-    s = s[s["steady"]]
-    if s.empty:
-        return Finding("moonshot", "No model-fed run of this result measured a steady state (see the note on "
-                       "steady windows), so the model-fed runs have no valid figure here.")
-    top = s.loc[s["mean"].idxmax()]
-    share = float(top["pct_of_ceiling"]) / 100
-    text = (ceiling_text(res) + f" From cold files, the fastest feed was {top['label']} at "
-            f"{num(top['mean'], 'img/s')}, {pct(share)} of that ceiling")
-    if len(excluded):
-        text += "; not steady, left out: " + ", ".join(excluded["label"])
-    runs = model_runs(res)
-    runs = runs[runs["label"] == top["label"]]["pct_of_ceiling"]
-    return Finding("moonshot", text + ".", 100 * share, "%", interval=(float(runs.min()), float(runs.max())))
 
 
 #: How each kind of model step is run, in the chapter's words.
@@ -556,7 +217,7 @@ def ceiling_text(res) -> str:
         text += (f" ({STEP_WORDS[other]}: {num(oc['images_per_s'], 'img/s')}, "
                  + choose(d, "slower", "faster", "level") + ")")
     if kind == "eager" and md.get("graph_note"):
-        text += f"; the graphed step was not used ({md['graph_note']})"
+        text += f"; the graphed step was not used ({_coded(md['graph_note'], GRAPH_SKIPS)})"
     return text + "."
 
 
@@ -583,6 +244,8 @@ def _hybrid_how(h: dict) -> str:
 
 
 #: Why the hybrid was skipped, by the code the experiment recorded.
+#: Why the graphed step was not used, by the code the experiment recorded.
+GRAPH_SKIPS = {"no_gpu": "CUDA graphs need a GPU; this machine has none", "failed": "the graphed step failed"}
 HYBRID_SKIPS = {"torchvision": "torchvision's JPEG decoder is not usable here",
                 "no_dataloader": "it takes its workers from the DataLoader's sweep, which has no result here",
                 "no_ceiling": "the model's ceiling was not measured",
@@ -628,34 +291,10 @@ def nice_hybrid_note(res) -> str | None:
         parts.append(text + ".")
     elif h.get("skipped") or h.get("note"):
         parts.append("The hybrid feed did not run ("
-                     + (HYBRID_SKIPS.get(h.get("skipped"), h.get("skipped")) if h.get("skipped") else h["note"])
-                     + (f": {h['why']}" if h.get("why") else "") + ").")
+                     + (HYBRID_SKIPS.get(h.get("skipped")) or say.text(h.get("skipped")) if h.get("skipped")
+                        else say.text(h["note"]))
+                     + (f": {say.text(h['why'])}" if h.get("why") else "") + ").")
     return " ".join(parts) or None
-
-
-def findings(res) -> list[Finding]:
-    """The chapter's key results, in the order of its sections (six, as every chapter has at most;
-    the collate check, the CPU split and the epoch's memory are shown in their own sections)."""
-    prim = res.table("primitives")
-    dec = "pillow" if "pillow" in set(prim["decoder"]) else prim["decoder"].iloc[0]
-    others = [d for d in ("spdl", "torchvision") if d != dec and d in set(prim["decoder"])]
-    first = finding_primitives(res, dec)
-    if others:
-        first = Finding(first.key, " ".join([first.text, *[decoder_sentence(res, d) for d in others]]), first.value,
-                        first.unit, interval=first.interval)
-    return [first, finding_contention(res, dec), finding_end_to_end(res), finding_cost(res), finding_first_batch(res),
-            finding_moonshot(res)]
-
-
-def decoder_sentence(res, decoder: str) -> str:
-    """The same peak comparison for another decoder of the run (spdl.io decodes without holding the
-    GIL), one sentence."""
-    t, p = _peak(res, decoder, "thread"), _peak(res, decoder, "process")
-    name = DECODER_NAMES.get(decoder, decoder)
-    if t is None or p is None:
-        return f"With {name} this run lacks one of the two executors."
-    return (f"With {name}, threads peaked at {num(t['mean'], 'img/s')} ({t['c']}) and processes at "
-            f"{num(p['mean'], 'img/s')} ({p['c']}): threads were {compare(t['runs'], p['runs'])} processes.")
 
 
 def key_metrics(res) -> dict:
@@ -663,8 +302,9 @@ def key_metrics(res) -> dict:
     t, d = best_threads(res), best_loader(res, ["dataloader"])
     if t is not None and d is not None:
         out[PUB_GAIN] = (100 * (t["mean"] / d["mean"] - 1), None)
-        tc, dc = _cpu_per_image(t["runs"]), _cpu_per_image(d["runs"])
-        out[PUB_CPU] = (cpu_reduction(tc, dc), None)
+        tc, dc = analysis.cpu_per_image(t["runs"]), analysis.cpu_per_image(d["runs"])
+        if float(np.mean(dc)) > 0:
+            out[PUB_CPU] = (100 * (1 - float(np.mean(tc)) / float(np.mean(dc))), None)
         saving = (d["runs"]["added_pss_mb"].mean() - t["runs"]["added_pss_mb"].mean()) / 1e3
         if math.isfinite(saving):
             out[PUB_MEM] = (saving, None)
@@ -688,7 +328,7 @@ def calibration_text(res) -> str:
     cal = res.table("calibration")
     ib = res.metadata["image_bytes"]
     w, h = res.metadata["image_size"]
-    parts = [f"{r.decoder} {num(r.decode_ms + r.resize_ms, 'ms')} " + (
+    parts = [f"{_dec(r.decoder)} {num(r.decode_ms + r.resize_ms, 'ms')} " + (
              "(decode and resize in one FFmpeg filter graph)" if r.decoder == "spdl" else
              f"(decode {num(r.decode_ms, 'ms')}, resize {num(r.resize_ms, 'ms')})") for r in cal.itertuples()]
     return (f"The {w}×{h} JPEGs of this run average {num(ib['mean'] / 1e3, 'kB')} "
@@ -700,8 +340,8 @@ def calibration_text(res) -> str:
 def decoder_notes(res) -> str:
     lines = []
     for k, v in res.metadata["decoders"].items():
-        lines.append(f"* **{k}**: " + ("measured" if k in res.metadata["decoders_run"] else "not measured")
-                     + f" — {v['note']}")
+        lines.append(f"* **{say.text(k)}**: " + ("measured" if k in res.metadata["decoders_run"] else "not measured")
+                     + f" — {say.text(v.get('note', ''))}")
     return "\n".join(lines)
 
 
@@ -775,7 +415,7 @@ def window_note(res) -> str:
         span_txt = f" (here {int(t.min())} to {int(t.max())} batches)" if len(t) else ""
         return (f"Each timed window held at least {f} times the batches its loader had in flight, in whole waves of "
                 f"the DataLoader's workers{span_txt}, and the thread pool made one image per task.")
-    n = int(res.parameters.get("loader_batches", 0))
+    n = int(res.parameters["loader_batches"]) if "loader_batches" in res.parameters else 0
     return (f"These loader rows come from the old timed windows: a fixed {n} batches after the batches in flight, "
             "with the thread pool making one batch per task. A DataLoader's workers (and those tasks) finish "
             "their batches in waves, and a window of a fraction of a wave more or less than whole waves counts "
@@ -797,7 +437,7 @@ def steady_note(res) -> str | None:
     unit = unit_cost_ms(res)
     parts = [f"{_label(r.loader, r.concurrency)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image "
              f"({pct(r.cpu_share)} of it) and showed {num(r.mean, 'img/s')}" for r in bad.itertuples()]
-    parts += [f"the model fed by {r.label} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
+    parts += [f"the model fed by {say.text(r.label)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
               f"{pct(r.pct_of_ceiling / 100)} of the ceiling" for r in mbad.itertuples()]
     return (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
             "a loader cannot produce an image for less. In these old timed windows the CPU time per image fell "
@@ -815,7 +455,7 @@ def gpu_share_note(res) -> str | None:
     mv = m[m["loader"] == "nvjpeg"] if not m.empty else m
     if nv.empty or mv.empty or not ceil:
         return None
-    bs = int(res.parameters.get("batch_size", 64))
+    bs = int(res.parameters["batch_size"]) if "batch_size" in res.parameters else 64
     dec_ms = bs / float(nv["mean"].iloc[0]) * 1e3
     step_ms = bs / float(ceil["images_per_s"]) * 1e3
     pred = step_ms / (step_ms + dec_ms)
@@ -869,9 +509,10 @@ def loader_spread(res) -> list[str]:
 def cold_note(res) -> str:
     lo = res.table("loaders")
     r = float(lo["resident_at_start"].max())
-    meth = ", ".join(res.metadata.get("purge_methods", [])) or "?"
-    return (f"Before each loader the files it reads were evicted from the page cache ({meth}); at most "
-            f"{pct(r)} of them were still resident when it started.")
+    meth = ", ".join(say.code(m) for m in res.metadata.get("purge_methods", [])) or "an unrecorded method"
+    left = ("none of them was still resident when it started" if r <= 0 else
+            f"what was still resident when it started was at most {pct(r)} of them")
+    return f"Before each loader the files it reads were evicted from the page cache ({meth}); {left}."
 
 
 def ipc_text(res) -> str:
@@ -900,9 +541,10 @@ def ipc_text(res) -> str:
 def free_threading_text(res) -> str:
     ft = res.metadata["free_threading"]
     if not ft["gil_enabled"]:
-        return (f"This run used Python {ft['python']} with the GIL disabled: experiments 1 and 2 above ran on a "
+        return (f"This run used Python {say.text(ft['python'])} with the GIL disabled: experiments 1 and 2 above "
+                "ran on a "
                 "free-threaded interpreter, and the threads' per-operation times show what is left without the lock.")
-    return (f"This run used Python {ft['python']} with the GIL enabled (free-threaded build: "
+    return (f"This run used Python {say.text(ft['python'])} with the GIL enabled (free-threaded build: "
             f"{'yes' if ft['free_threaded_build'] else 'no'}), so the free-threaded comparison is skipped here. "
             "The published figures for Python 3.13t are shown in the table above, labelled as published.")
 
@@ -948,7 +590,7 @@ def errors_text(res) -> str | None:
     if not errs:
         return None
     return ("These measurements failed in this run and are missing from its tables:\n\n"
-            + "\n".join(f"* {e['what']}: `{e['error']}`" for e in errs))
+            + "\n".join(f"* {say.text(e.get('what', ''))}: {say.code(e.get('error', ''))}" for e in errs))
 
 
 def spdl_note(res) -> str | None:
@@ -960,13 +602,13 @@ def spdl_note(res) -> str | None:
         sp = s[(s["loader"] == "spdl") & (s["decoder"] == dec) & s["steady"]]
         if len(sp) < 2:
             continue
-        text = (f"with {DECODER_NAMES.get(dec, dec)} the SPDL pipeline delivered "
+        text = (f"with {_dec(dec)} the SPDL pipeline delivered "
                 f"{span(sp['mean'].min(), sp['mean'].max(), 'img/s')} from {int(sp['concurrency'].min())} to "
                 f"{int(sp['concurrency'].max())} threads, keeping "
                 f"{span(sp['cpu_cores'].min(), sp['cpu_cores'].max())} cores busy")
         tp = best_loader(res, ["threadpool"], [dec])
         if tp is not None:
-            text += (f", and the plain thread pool {num(tp['mean'], 'img/s')} ({tp['label']}), "
+            text += (f", and the plain thread pool {num(tp['mean'], 'img/s')} ({say.text(tp['label'])}), "
                      + choose(direction(tp["mean"], float(sp["mean"].max())), "more than", "less than",
                               "about as much as") + " the pipeline's best")
         parts.append(text)
@@ -1184,118 +826,7 @@ def dali_note(res) -> str:
             "with mixed CPU/GPU decoding and describes its throughput as rising only modestly with more workers "
             "and its CPU use as flat; its text gives no DALI figures (they are in its charts), so none are shown "
             "here.")
-
-
 # --------------------------------------------------------------------------- the opening
-def _dataloader_snippet(res, workers: int) -> str:
-    p = res.parameters
-    pin = res.metadata.get("device") == "cuda"
-    return (f"loader = DataLoader(dataset, batch_size={p.get('batch_size', 64)}, num_workers={workers}, "
-            f"pin_memory={pin},\n                    prefetch_factor={p.get('prefetch_factor', 2)}, "
-            "persistent_workers=True)")
-
-
-#: The thread loaders as the advice names them.
-LOADER_ADVICE = {"spdl": "an SPDL pipeline", "spdl_prealloc": "an SPDL pipeline that decodes into each batch's rows",
-                 "threadpool": "a thread pool"}
-
-
-def _threads_snippet(res, best: dict) -> str:
-    """The winning thread loader as code, with this run's threads, batch and image size filled in."""
-    p = res.parameters
-    size, batch, c = p.get("out_size", 224), p.get("batch_size", 64), best["c"]
-    if best["kind"] == "threadpool":
-        read = ("spdl.io.decode_packets(spdl.io.demux_image(path),\n"
-                f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")"
-                if best["decoder"] == "spdl" else
-                f"np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))")
-        stack = ("spdl.io.to_torch(spdl.io.convert_frames(images))" if best["decoder"] == "spdl"
-                 else "torch.from_numpy(np.stack(images))")
-        return (f"def decode(path):\n    return {read}\n\n"
-                f"with ThreadPoolExecutor({c}) as pool:   # one task per image, in order\n"
-                f"    images = list(pool.map(decode, paths[:{batch}]))\n"
-                f"    batch = {stack}")
-    if best["decoder"] == "spdl":
-        decode = (f"def decode(path):   # FFmpeg decodes and scales without the GIL\n"
-                  f"    return spdl.io.decode_packets(spdl.io.demux_image(path),\n"
-                  f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")\n\n"
-                  "def batch(frames):   # one copy of the whole batch, GIL released\n"
-                  "    return spdl.io.to_torch(spdl.io.convert_frames(frames))\n")
-    else:
-        decode = ("def decode(path):\n"
-                  f"    return np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))\n\n"
-                  "def batch(images):\n    return torch.from_numpy(np.stack(images))\n")
-    return ("import spdl.io\nfrom spdl.pipeline import PipelineBuilder\n\n" + decode + "\n"
-            f"pipeline = (PipelineBuilder().add_source(paths)\n"
-            f"            .pipe(decode, concurrency={c}).aggregate({batch}).pipe(batch)\n"
-            + ("            .pipe(spdl.io.transfer_tensor_h2d)\n" if res.metadata.get("device") == "cuda" else "")
-            + f"            .add_sink(4).build(num_threads={c + 3}))")
-
-
-def opening(res) -> Opening:
-    """What the chapter opens with: threads against the DataLoader like with like, the epoch's
-    copy-on-read (or, in results without it, the start-up) and the CPU cost, then what to do here."""
-    out, actions = [], []
-    t, d = best_threads(res), best_loader(res, ["dataloader"])
-    if t is not None and d is not None:
-        tr, dr = t["runs"]["images_per_s"].tolist(), d["runs"]["images_per_s"].tolist()
-        mid, lo, hi = ratio_interval(tr, dr)
-        dd = direction(tr, dr)
-        out.append(Finding("end_to_end", f"From cold files, the best thread pipeline ({t['label']}) was "
-                           f"**{compare(tr, dr)}** the best DataLoader ({d['label']}).", 100 * (mid - 1), "%",
-                           published=PUB_GAIN, interval=(100 * (lo - 1), 100 * (hi - 1))))
-        if dd > 0:
-            actions.append(Action(f"Load with {LOADER_ADVICE[t['kind']]} of {_count(t['c'], 'thread')} decoding "
-                                  f"with {DECODER_NAMES.get(t['decoder'])}: "
-                                  f"{times(mid)} the DataLoader's images/s here.", _threads_snippet(res, t)))
-        else:
-            actions.append(Action(f"Keep the DataLoader with {d['c']} workers "
-                                  f"({DECODER_NAMES.get(d['decoder'])} in the Dataset): the best thread pipeline "
-                                  + choose(dd, "", f"reached only {times(mid)} its images/s here.",
-                                           f"was level with it here ({times(mid)}).")
-                                  , _dataloader_snippet(res, d["c"])))
-    e = epoch_summary(res)
-    lst, arr = (_epoch_at(e, "dataloader", "list"), _epoch_at(e, "dataloader", "numpy")) if not e.empty else (None,
-                                                                                                               None)
-    if lst is not None and arr is not None and math.isfinite(float(lst["worker_uss_mb"] - arr["worker_uss_mb"])):
-        diff = float(lst["worker_uss_mb"] - arr["worker_uss_mb"])
-        de = direction(float(lst["worker_uss_mb"]), float(arr["worker_uss_mb"]), tol=0.05)
-        out.append(Finding("epoch_memory", f"Over one epoch of {int(lst['n_paths']):,} paths, each DataLoader worker "
-                           "held " + choose(de, f"**{num(diff, 'MB')} more**", f"**{num(-diff, 'MB')} less**",
-                                            "**about the same**") + " private memory with the paths in a Python list "
-                           "than in a NumPy array.", diff, "MB"))
-        actions.append(Action(
-            choose(de, f"Hold the Dataset's paths in a NumPy array, not a list of strings: each of "
-                       f"{int(lst['workers'])} workers kept {num(diff, 'MB')} less private memory over an epoch here.",
-                   "Keep the paths as a Python list: the NumPy array cost the workers more memory here.",
-                   "Keep the paths as they are: a Python list and a NumPy array cost the workers the same here."),
-            "self.paths = np.array(paths, dtype=np.bytes_)   # one buffer, no object per path" if de > 0 else None))
-    if t is not None and d is not None:
-        tc, dc = _cpu_per_image(t["runs"]), _cpu_per_image(d["runs"])
-        red = cpu_reduction(tc, dc)
-        out.append(Finding("cost", "Per image, the thread pipeline used **" + choose(
-            direction(tc, dc, tol=0.05), f"{pct(-red / 100)} more", f"{pct(red / 100)} less", "about the same")
-                           + f"** CPU than the DataLoader ({num(np.mean(tc), 'ms')} against {num(np.mean(dc), 'ms')}).",
-                           red, "%", published=PUB_CPU))
-    st = res.table("startup") if "startup" in res.tables else pd.DataFrame()
-    if not st.empty and {"fork", "spawn"} <= set(st["start_method"]):
-        fb = finding_first_batch(res)
-        by, n = fb.values["by"], fb.values["paths"]
-        ds = direction(by["spawn"], by["fork"], tol=0.10)
-        if len(out) < 3:
-            slow = max(by, key=by.get)
-            out.append(Finding("first_batch", f"With {n:,} paths in the Dataset and {fb.values['workers']} workers, "
-                               f"the first batch took **{num(by[slow], 's')}** with {slow} and "
-                               + and_list([f"{num(v, 's')} with {m}" for m, v in by.items() if m != slow]) + ".",
-                               by[slow], "s"))
-        actions.append(Action(choose(
-            ds, f"Start workers with fork (`multiprocessing_context=\"fork\"`) where the platform allows: spawn "
-                f"took {num(by['spawn'], 's')} to the first batch with {n:,} paths in the Dataset, fork "
-                f"{num(by['fork'], 's')}.",
-            f"Spawned workers started faster than forked ones here ({num(by['spawn'], 's')} against "
-            f"{num(by['fork'], 's')}): keep the start method you have.",
-            "The start method made no difference to the first batch here: keep the one you have.")))
-    return Opening(out[:3], actions[:3])
 
 
 # --------------------------------------------------------------------------- 7. the SPDL question
@@ -1310,12 +841,6 @@ LIMIT_WORDS = {"gil": "the interpreter lock: the probe found it busy most of the
 PAPER_KIND_NAMES = {"dl_pillow": "DataLoader, Pillow + transforms (the paper's baseline)",
                     "dl_spdl": "DataLoader, spdl.io + transforms",
                     "spdl_batch": "SPDL pipeline, spdl.io batch decode (the paper's SPDL)"}
-
-
-def paper_analysis(res):
-    from datajourney.chapters.c08_threads_processes_gil import analysis
-
-    return analysis.analyse(res)
 
 
 def _table_or_empty(res, name: str) -> pd.DataFrame:
@@ -1392,7 +917,7 @@ def paper_note(res) -> str | None:
                         + phrasing.text(res.metadata.get("decoders", {}).get("spdl", {}).get("note", "")),
                 "error": "The SPDL question failed; the error is listed with the others."}.get(
                     why, "This result has no SPDL question (an older run).")
-    f = paper_analysis(res)
+    f = facts_of(res)
     parts = []
     for state in ("warm", "cold"):
         g = f.get(f"paper.gain.{state}")
@@ -1457,3 +982,365 @@ def free_threaded_check_text(res) -> str | None:
                 "the GIL.")
     return "Free-threaded interpreters found: " + ", ".join(
         f"{phrasing.code(k)} (GIL {'on' if v.get('gil_enabled') else 'off'})" for k, v in found.items()) + "."
+
+# --------------------------------------------------------------------------- facts, worded
+def facts_of(x) -> Facts:
+    """The facts of ``x``: a :class:`Facts` as it is, a result's stored facts, else its analysis now."""
+    if isinstance(x, Facts):
+        return x
+    if getattr(x, "facts", None) is not None:
+        return x.facts
+    return analysis.analyse(x)
+
+
+#: Where the published comparison was measured, in the reader's words (the SPDL paper, see published.py).
+PAPER_SETTING = "ImageNet, 96 cores"
+
+
+def published_gain() -> Fact | None:
+    """The SPDL paper's thread pipeline against the PyTorch DataLoader as a comparison fact (74% faster: 1.74×),
+    so that it reads in the book's one phrasing."""
+    fig = published.figure(CHAPTER, PUB_GAIN)
+    if fig is None:
+        return None
+    return Fact("published.gain", 1 + fig.mean / 100, "×", "the SPDL pipeline", "rate", "higher",
+                of="published.spdl", basis="published.dataloader")
+
+
+def _paper_words() -> str:
+    p = published_gain()
+    return "" if p is None else (f"the SPDL paper measured its thread pipeline "
+                                 f"{say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})")
+
+
+def _b(s: str) -> str:
+    return f"**{s}**"
+
+
+def finding_primitives(facts, decoder: str | None = None) -> Finding:
+    facts = facts_of(facts)
+    key = "primitives" if decoder is None else f"primitives.{decoder}"
+    c = facts.get(key)
+    if c is None:
+        return Finding(key, "The primitive scaling needs a thread pool and a process pool of the same decoder; "
+                            "this run lacks one of them.")
+    t, p = facts[c.of], facts[c.basis]
+    text = (f"Decoding, resizing and batching, {say.text(t.label)} peaked at {say.value(t)} and "
+            f"{say.text(p.label)} at {say.value(p)}: at their peaks threads were "
+            f"{_b(say.comparison(c, baseline='processes'))}. Threads reached 95% of their peak at "
+            f"{count_words(t.setting.get('knee'), 'thread')}, processes at "
+            f"{int(p.setting['knee']) if p.setting.get('knee') is not None else '—'}.")
+    return Finding(key, text, c.number, "×")
+
+
+def count_words(n, word: str) -> str:
+    return "—" if n is None else _count(int(n), word)
+
+
+def finding_contention(facts, decoder: str | None = None) -> Finding:
+    facts = facts_of(facts)
+    key = "contention" if decoder is None else f"contention.{decoder}"
+    c = facts.get(key)
+    if c is None:
+        return Finding(key, "The per-operation times need a thread sweep; this run has none.")
+    tn, t1 = facts[c.of], facts[c.basis]
+    d = str(tn.setting.get("decoder"))
+    n = int(tn.setting.get("concurrency", 0))
+    text = (f"Per image, {_dec(d)}'s {say.text(tn.setting.get('op', 'decode'))} took {say.value(t1)} with "
+            f"{_count(int(t1.setting.get('concurrency', 1)), 'thread')} and {say.value(tn)} each with "
+            f"{_count(n, 'thread')}: {_b(say.comparison(c, baseline='one thread'))}")
+    vp = facts.get(f"contention.{d}.vs_processes")
+    if vp is not None and vp.number is not None:
+        text += (f"; in {_count(n, 'process')} it took {say.value(facts[vp.basis])}, so the threads were "
+                 f"{say.comparison(vp, baseline='the processes')}")
+        if vp.number > 1.1:
+            text += (": the difference is time an operation spends holding or waiting for the interpreter lock, "
+                     "or sharing caches and memory bandwidth more closely than processes do")
+    return Finding(key, text + ".", c.number, "×")
+
+
+def _dest(facts: Facts) -> str:
+    return "the GPU" if facts.data.get("device") == "cuda" else "batches in memory"
+
+
+def _beside_paper(f: Fact) -> str:
+    """The published comparison beside a finding, in the same phrasing, when the fact names it."""
+    p = published_gain()
+    if f.published != PUB_GAIN or p is None:
+        return ""
+    return f" The SPDL paper: {say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})."
+
+
+def finding_end_to_end(facts) -> Finding:
+    facts = facts_of(facts)
+    c = facts.get("end_to_end")
+    if c is None:
+        return Finding("end_to_end", "The end-to-end comparison needs a DataLoader and a thread pipeline in "
+                                     "`loaders`; this run lacks one of them.")
+    t, d = facts[c.of], facts[c.basis]
+    text = (f"From cold files to {_dest(facts)}, {say.text(t.label)} delivered {say.value(t)} and "
+            f"{say.text(d.label)} {say.value(d)}: the threads were "
+            f"{_b(say.comparison(c, baseline='the DataLoader'))}." + _beside_paper(c))
+    return Finding("end_to_end", text, c.number, "×")
+
+
+def finding_cost(facts) -> Finding:
+    facts = facts_of(facts)
+    c = facts.get("cost")
+    if c is None:
+        return Finding("cost", "The CPU and memory comparison needs a DataLoader and a thread pipeline.")
+    text = (f"Per image, the thread pipeline used {say.value(facts[c.of])} of CPU time and the DataLoader "
+            f"{say.value(facts[c.basis])}, summed over all their processes: the threads used "
+            f"{_b(say.comparison(c, baseline='the DataLoader'))}.")
+    m = facts.get("cost.memory")
+    if m is not None:
+        text += (f" While running, the threads added {say.value(facts[m.of])} of memory (PSS over all processes) "
+                 f"and the DataLoader {say.value(facts[m.basis])}: {say.comparison(m, baseline='the DataLoader')}.")
+    elif "cost.pss.threads" in facts:
+        text += (f" All their processes together held {say.value(facts['cost.pss.threads'])} (PSS) with the "
+                 f"threads and {say.value(facts['cost.pss.dataloader'])} with the DataLoader; the memory each added "
+                 "is not in this result (its baseline was taken before an earlier run's memory was freed).")
+    return Finding("cost", text, c.number, "×")
+
+
+def finding_first_batch(facts) -> Finding:
+    facts = facts_of(facts)
+    f = facts.get("first_batch")
+    if f is None:
+        return Finding("first_batch", "The DataLoader start-up sweep did not run (`startup_workers` is empty).")
+    s = f.setting
+    by = [g for k, g in facts.facts.items() if k.startswith("first_batch.") and k.count(".") == 1
+          and g.setting.get("start_method") and not g.is_comparison and k != "first_batch.pickled_mb"]
+    pk = facts.get("first_batch.pickled_mb")
+    text = (f"With {_count(int(s['workers']), 'worker')} and a Dataset holding {int(s['paths']):,} file paths"
+            + (f" ({say.value(pk)} pickled)" if pk is not None else "") + ", the first batch arrived after "
+            + ", ".join(f"{say.value(g)} with {say.text(g.setting['start_method'])}" for g in by))
+    pc = facts.get("first_batch.paths")
+    if pc is not None:
+        e = facts[pc.basis]
+        few = "an empty Dataset" if int(e.setting["paths"]) == 0 else f"{int(e.setting['paths']):,} paths"
+        text += (f"; with {few} {say.text(s['start_method'])} took {say.value(e)}: the "
+                 f"path list made it {say.comparison(pc, baseline='that')}")
+    sf = facts.get("first_batch.spawn_vs_fork")
+    if sf is not None:
+        text += f". Spawned workers reached it {_b(say.comparison(sf, baseline='forked ones'))}"
+    return Finding("first_batch", text + ".", f.number, "s")
+
+
+STEP_WORDS = {"graphed": "replayed from CUDA graphs", "eager": "launched op by op"}
+#: Why the model-fed runs did not run, by the code the experiment recorded (older results: its sentence).
+MOONSHOT_SKIPS = {"off": "the moonshot was switched off (`moonshot = false`)",
+                  "no_gpu": "no CUDA GPU on this machine: the model-fed runs need one",
+                  "torchvision": "ResNet-50 needs torchvision",
+                  "no_ceiling": "the model's ceiling could not be measured"}
+
+
+def _coded(value, words: dict) -> str:
+    """A reason recorded as ``code`` or ``code: detail`` in the chapter's words, its detail as code; an older
+    result's sentence escaped."""
+    s = str(value)
+    code, _, detail = s.partition(": ")
+    if code in words:
+        return words[code] + (f" ({say.code(detail)})" if detail else "")
+    return say.text(s)
+
+
+def finding_moonshot(facts) -> Finding:
+    facts = facts_of(facts)
+    f = facts.get("moonshot")
+    if f is None:
+        why = facts.data.get("moonshot_skipped")
+        return Finding("moonshot", "The model-fed runs did not run here ("
+                       + (_coded(why, MOONSHOT_SKIPS) if why else "no model-fed run measured a steady state") + ").")
+    kind = str(f.setting.get("step", "eager"))
+    ceil = facts["moonshot.ceiling"]
+    text = (f"ResNet-50 in bf16 with channels_last, its step {STEP_WORDS.get(kind, say.text(kind))}, runs at "
+            f"{say.value(ceil)} on a batch kept in GPU memory")
+    g = facts.get("moonshot.step_gain")
+    if g is not None:
+        text += f" ({say.comparison(g, facts)})"
+    text += (f". From cold files, the fastest feed was {say.text(f.setting.get('feed'))} at "
+             f"{say.value(facts['moonshot.best'])}, {_b(say.value(f))} of that ceiling")
+    if f.setting.get("left_out"):
+        text += f"; {int(f.setting['left_out'])} feeds not steady were left out"
+    return Finding("moonshot", text + ".", f.number, "%", interval=f.spread)
+
+
+def finding_epoch_memory(facts) -> Finding | None:
+    facts = facts_of(facts)
+    c = facts.get("epoch_memory")
+    if c is None:
+        return None
+    lst, arr = facts[c.of], facts[c.basis]
+    s = lst.setting
+    text = (f"Over one epoch of a Dataset holding {int(s['paths']):,} paths, each of {int(s['workers'])} DataLoader "
+            f"workers ended with {say.value(lst)} of private memory with the paths in a Python list and "
+            f"{say.value(arr)} with a NumPy array: {_b(say.comparison(c, baseline='with the array'))}")
+    g = facts.get("epoch_memory.threads_growth")
+    if g is not None:
+        text += f"; the thread pipeline's one process grew by {say.value(g)} (PSS) over the same epoch"
+    return Finding("epoch_memory", text + ".", c.number, "×")
+
+
+#: What limits the best thread pipeline of the SPDL question, by ``paper.limit``.
+LIMIT_WORDS = {"gil": "the interpreter lock (the probe found it busy most of the window)",
+               "cpu": "the cores (they were busy most of the window)",
+               "decode_stage": "the decode stage's concurrency (its tasks kept every slot busy)",
+               "consumer": "the consumer's side (neither the lock, the cores nor the decode stage was saturated)"}
+
+
+def finding_paper(facts) -> Finding | None:
+    """The SPDL question with warm files: the paper's pipeline against the paper's baseline, beside the paper."""
+    facts = facts_of(facts)
+    g = facts.get("paper.gain.warm")
+    if g is None or g.number is None:
+        return None
+    text = (f"With warm files, {say.text(facts[g.of].label)} ran {say.value(facts[g.of])}: "
+            f"{_b(say.comparison(g, facts))}." + _beside_paper(g))
+    return Finding("paper.gain.warm", text, g.number, "×")
+
+
+def finding_limit(facts) -> Finding | None:
+    """What limits the best thread pipeline of the SPDL question, with the shares that decide it."""
+    facts = facts_of(facts)
+    lim = facts.get("paper.limit")
+    if lim is None:
+        return None
+    text = (f"What limits the best thread pipeline ({say.value(facts.get('paper.best_threads'))}): "
+            f"{LIMIT_WORDS.get(str(lim.value), say.text(lim.value))}; GIL busy "
+            f"{say.value(facts.get('paper.best.gil_busy_share'))}, cores busy "
+            f"{say.value(facts.get('paper.best.cpu_load'))}.")
+    return Finding("paper.limit", text)
+
+
+def findings(facts) -> list[Finding]:
+    """The chapter's key results, in the order of its sections (the SPDL question's when the result has it)."""
+    facts = facts_of(facts)
+    out = [finding_primitives(facts), finding_contention(facts), finding_end_to_end(facts), finding_cost(facts),
+           finding_first_batch(facts), finding_moonshot(facts), finding_paper(facts), finding_limit(facts)]
+    return [f for f in out if f is not None]
+
+
+def section_findings(res, section: str) -> list[Finding]:
+    """The findings a section of the notebook shows, worded from the result's facts: the primitive scaling and
+    the contention of every decoder, the epoch's memory, the model-fed runs."""
+    facts = facts_of(res)
+    decs = [k.split(".")[1] for k in facts.facts if k.startswith(f"{section}.") and k.count(".") == 1
+            and facts[k].is_comparison]
+    if section == "primitives":
+        return [finding_primitives(facts, d) for d in decs] or [finding_primitives(facts)]
+    if section == "contention":
+        return [finding_contention(facts, d) for d in decs] or [finding_contention(facts)]
+    one = {"epoch_memory": finding_epoch_memory, "moonshot": finding_moonshot, "paper": finding_paper}[section](facts)
+    return [f for f in [one] if f is not None]
+
+
+# --------------------------------------------------------------------------- the opening
+def _opening_question(facts: Facts) -> Finding | None:
+    """How the paper's comparison reads on this host: the SPDL question's warm runs where the result has them,
+    else the best thread pipeline against the best DataLoader from cold files."""
+    paper = _paper_words()
+    g = facts.get("paper.gain.warm")
+    if g is not None and g.number is not None:
+        here = say.comparison(g, baseline="the paper's DataLoader setup")
+        return Finding("paper.gain.warm", f"{paper[:1].upper() + paper[1:]}; here, with warm files, the SPDL "
+                                          f"pipeline ran {_b(here)}.", g.number, "×")
+    c = facts.get("end_to_end")
+    if c is None or c.number is None:
+        return None
+    here = say.comparison(c, facts)
+    return Finding("end_to_end", f"{paper[:1].upper() + paper[1:]}; here the best thread pipeline ran {_b(here)} "
+                                 "from cold files.", c.number, "×")
+
+
+def _opening_why(facts: Facts) -> Finding | None:
+    """Why, in the quantity this run measured: what limits the SPDL question's best thread pipeline (the lock,
+    the cores, the decode stage) and how the gain splits between the decoder and the parallelism; else the
+    thread pipeline's decode slowed by contention that processes do not see, and its CPU per image."""
+    lim = facts.get("paper.limit")
+    if lim is not None:
+        text = f"What limits its best thread pipeline here: {LIMIT_WORDS.get(str(lim.value), say.text(lim.value))}"
+        g, ds, ps = facts.get("paper.gain.warm"), facts.get("paper.decoder_share.warm"), facts.get(
+            "paper.parallelism_share.warm")
+        dec, par = facts.get("paper.decoder.warm"), facts.get("paper.parallelism.warm")
+        if (g is not None and ds is not None and ps is not None and dec is not None and par is not None
+                and g.number and g.number > 1 and not (g.level or dec.level or par.level)
+                and dec.number >= 1 and par.number >= 1):
+            text += f"; the decoder gave {say.share(ds.number)} of the gain, the threads {say.share(ps.number)}"
+        return Finding("paper.limit", text + ".")
+    cost = facts.get("cost")
+    t = facts.get("end_to_end.threads")
+    if cost is None or t is None:
+        return None
+    d = str(t.setting.get("decoder"))
+    cn = facts.get(f"contention.{d}")
+    text = f"Why: the threads' CPU per image was {_b(say.comparison(cost, baseline='the DataLoader' + chr(39) + 's'))}"
+    if cn is not None and cn.number is not None and cn.number > 1 and not cn.level:
+        n = int(facts[cn.of].setting.get("concurrency", 0))
+        text += (f", and in {_count(n, 'thread')} {_dec(d)} decoded each image "
+                 f"{say.comparison(cn, baseline='in one thread')}")
+        vp = facts.get(f"contention.{d}.vs_processes")
+        if vp is not None and vp.number is not None and vp.number > 1.1:
+            text += f" ({say.comparison(vp, baseline='in processes')})"
+    return Finding("cost", text + ".", cost.number, "×")
+
+
+def _opening_third(facts: Facts) -> Finding | None:
+    c = facts.get("epoch_memory")
+    if c is not None and c.number is not None:
+        lst = facts[c.of]
+        return Finding("epoch_memory", f"Over one epoch of {int(lst.setting['paths']):,} paths, each DataLoader "
+                                       f"worker held {say.value(lst, runs=False)} of private memory with a Python list "
+                                       f"of the paths, {_b(say.comparison(c, baseline='with a NumPy array'))}.",
+                       c.number, "×")
+    f = facts.get("first_batch")
+    if f is None:
+        return None
+    s = f.setting
+    sf = facts.get("first_batch.spawn_vs_fork")
+    tail = f", {say.comparison(sf, baseline='fork')}" if sf is not None and s["start_method"] == "spawn" else ""
+    return Finding("first_batch", f"With {int(s['paths']):,} paths in the Dataset and {int(s['workers'])} workers, "
+                                  f"the first batch took {_b(say.value(f, runs=False))} with "
+                                  f"{say.text(s['start_method'])}{tail}.", f.number, "s")
+
+
+PATHS_SNIPPET = "self.paths = np.array(paths, dtype=np.bytes_)   # one buffer, no object per path"
+FORK_SNIPPET = 'loader = DataLoader(dataset, num_workers=4, multiprocessing_context="fork")'
+
+
+def _action_loader(facts: Facts) -> Action | None:
+    a = facts.advice_for("image_decode.loader")
+    return None if a is None else Action(say.advice(a, facts), a.snippet)
+
+
+def _action_paths(facts: Facts) -> Action | None:
+    g = facts.get("epoch_memory.numpy_gain")
+    if g is None or g.number is None:
+        return None
+    if g.number < 1 and not g.level:
+        return Action("Hold the Dataset's paths in a NumPy array, not a list of strings: each worker's private "
+                      f"memory over an epoch was {say.comparison(g, baseline='with the list')}.", PATHS_SNIPPET)
+    return Action("Keep the paths as they are: with a NumPy array each worker's private memory over an epoch was "
+                  f"{say.comparison(g, baseline='with a Python list')}.")
+
+
+def _action_start(facts: Facts) -> Action | None:
+    g = facts.get("first_batch.fork_vs_spawn")
+    if g is None or g.number is None:
+        return None
+    n = int(facts[g.of].setting.get("paths", 0))
+    if g.number < 1 and not g.level:
+        return Action(f"Start workers with fork where the platform allows: with {n:,} paths in the Dataset the "
+                      f"first batch came {say.comparison(g, baseline='with spawn')}.", FORK_SNIPPET)
+    return Action("Keep the start method you have: with fork the first batch came "
+                  f"{say.comparison(g, baseline='with spawn')}.")
+
+
+def opening(facts) -> Opening:
+    """What the chapter opens with: how the SPDL paper's comparison reads on this host and why (the quantity that
+    limits the threads here), then the epoch's memory or the first batch; the loader to use, the paths' storage
+    and the start method, each from this run's comparison."""
+    facts = facts_of(facts)
+    out = [_opening_question(facts), _opening_why(facts), _opening_third(facts)]
+    acts = [_action_loader(facts), _action_paths(facts), _action_start(facts)]
+    return Opening([f for f in out if f is not None][:3], [a for a in acts if a is not None][:3])

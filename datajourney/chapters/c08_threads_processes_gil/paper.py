@@ -69,7 +69,7 @@ def transforms_status() -> tuple[str, str]:
         import torchvision
         from torchvision.transforms.v2 import functional  # noqa: F401
     except Exception as e:
-        return "numpy", f"torchvision is not importable ({type(e).__name__}); PIL resize + NumPy normalise"
+        return "numpy", f"torchvision is not importable ({type(e).__name__})"
     return "torchvision", "torchvision " + torchvision.__version__
 
 
