@@ -96,6 +96,7 @@ def paper_facts(res) -> list[Fact]:
         bd = best(dls)
         if bd is not None:
             out.append(compare("paper.best_vs_dataloader", bt, bd))
+            out.append(compare("paper.dataloader_vs_best", bd, bt))
         g = rows["gil_busy_share"].astype(float).mean()
         cpu_ms = rows["cpu_ms_per_image"].astype(float).mean()
         load = float(rows["cpu_cores"].astype(float).mean()) / cores
@@ -575,8 +576,7 @@ def loader_advice(facts: Facts, res) -> Advice | None:
     if top is not None:
         value = {"paper.dl_pillow.warm": "DataLoader, Pillow", "paper.dl_spdl.warm": "DataLoader, spdl.io",
                  "paper.best_threads": "SPDL pipeline, spdl.io"}[top.key]
-        gain = ("paper.best_vs_dataloader" if top.key == "paper.best_threads"
-                else "paper.decoder.warm" if top.key == "paper.dl_spdl.warm" else None)
+        gain = "paper.best_vs_dataloader" if top.key == "paper.best_threads" else "paper.dataloader_vs_best"
         snippet = (_threads_snippet(res, "spdl", int(top.setting["concurrency"]), "spdl")
                    if top.key == "paper.best_threads" and "concurrency" in top.setting else None)
         return Advice("image_decode.loader", "loader", value, _workload(res), gain=gain,

@@ -1189,13 +1189,17 @@ LIMIT_WORDS = {"gil": "the interpreter lock (the probe found it busy most of the
                "consumer": "the consumer's side (neither the lock, the cores nor the decode stage was saturated)"}
 
 
+LIMIT_SHORT = {"gil": "the interpreter lock", "cpu": "the cores", "decode_stage": "the decode stage's concurrency",
+               "consumer": "the consumer's side, not the lock, the cores or the decode stage"}
+
+
 def finding_paper(facts) -> Finding | None:
     """The SPDL question with warm files: the paper's pipeline against the paper's baseline, beside the paper."""
     facts = facts_of(facts)
     g = facts.get("paper.gain.warm")
     if g is None or g.number is None:
         return None
-    text = (f"With warm files, {say.text(facts[g.of].label)} ran {say.value(facts[g.of])}: "
+    text = (f"{say.text(facts[g.of].label)[:1].upper()}{say.text(facts[g.of].label)[1:]} ran {say.value(facts[g.of])}: "
             f"{_b(say.comparison(g, facts))}." + _beside_paper(g))
     return Finding("paper.gain.warm", text, g.number, "×")
 
@@ -1208,8 +1212,8 @@ def finding_limit(facts) -> Finding | None:
         return None
     text = (f"What limits the best thread pipeline ({say.value(facts.get('paper.best_threads'))}): "
             f"{LIMIT_WORDS.get(str(lim.value), say.text(lim.value))}; GIL busy "
-            f"{say.value(facts.get('paper.best.gil_busy_share'))}, cores busy "
-            f"{say.value(facts.get('paper.best.cpu_load'))}.")
+            f"{say.share(facts.number('paper.best.gil_busy_share'))}, cores busy "
+            f"{say.share(facts.number('paper.best.cpu_load'))}.")
     return Finding("paper.limit", text)
 
 
@@ -1259,7 +1263,9 @@ def _opening_why(facts: Facts) -> Finding | None:
     thread pipeline's decode slowed by contention that processes do not see, and its CPU per image."""
     lim = facts.get("paper.limit")
     if lim is not None:
-        text = f"What limits its best thread pipeline here: {LIMIT_WORDS.get(str(lim.value), say.text(lim.value))}"
+        text = (f"What limits its best thread pipeline here: {LIMIT_SHORT.get(str(lim.value), say.text(lim.value))}"
+                f" (GIL busy {say.share(facts.number('paper.best.gil_busy_share'))}, cores busy "
+                f"{say.share(facts.number('paper.best.cpu_load'))})")
         g, ds, ps = facts.get("paper.gain.warm"), facts.get("paper.decoder_share.warm"), facts.get(
             "paper.parallelism_share.warm")
         dec, par = facts.get("paper.decoder.warm"), facts.get("paper.parallelism.warm")
