@@ -1,5 +1,6 @@
 """Render the committed notebooks again from a host's committed reference results, with this checkout's
-code and without measuring: assemble a finished run directory from ``data/reference/HOST/``, run
+code and without measuring: assemble a finished run directory from ``data/reference/HOST/``, store each
+result's facts as this checkout's analyses find them (measurements untouched), run
 ``python -m datajourney rerender`` on it, and (with ``--promote``) promote the rendered run, which
 makes its notebooks the committed ones (the result files are the same bytes).
 
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from datajourney.book import runner  # noqa: E402
+from datajourney.book.analyse import analyse_dir  # noqa: E402
 from datajourney.chapters import registry  # noqa: E402
 from datajourney.core import results  # noqa: E402
 
@@ -47,6 +49,8 @@ def main() -> None:
     ap.add_argument("--promote", action="store_true", help="make the rendered notebooks the committed ones")
     a = ap.parse_args()
     src = assemble(a.host, ROOT / "results" / f"reference-{a.host}-committed")
+    for f in analyse_dir(src, force=True):  # every file's facts from this checkout's analyses (chapter 12 reads them)
+        print(f"facts stored: {f.name}")
     rendered = ROOT / "results" / f"reference-{a.host}-rendered"
     subprocess.run([sys.executable, "-m", "datajourney", "rerender", str(src), "--run-id", rendered.name,
                     "--replace", "--quiet"], check=True, cwd=ROOT)

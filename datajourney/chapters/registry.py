@@ -92,22 +92,18 @@ class Chapter:
 def missing_pieces(folder: Path) -> list[str]:
     """The files ``folder`` lacks of the chapter protocol, e.g. ``['analysis.py']`` (the names each
     must define are checked by attribute, :meth:`Chapter.verify`)."""
-    return [piece for piece in PIECES if not (folder / piece).is_file() and piece not in _MIGRATING]
-
-
-#: pieces being introduced across the chapters (checked once every folder has them)
-_MIGRATING = {"analysis.py"}
+    return [piece for piece in PIECES if not (folder / piece).is_file()]
 
 
 def discover(root: Path = CHAPTER_DIR) -> list[Chapter]:
     """The chapters under ``root``, in order; a folder missing a piece raises :class:`ChapterError`."""
     out = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and _FOLDER.match(p.name)):
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and _FOLDER.fullmatch(p.name)):
         missing = missing_pieces(folder)
         if missing:
             raise ChapterError(f"chapter folder {folder.name} lacks {', '.join(missing)} "
                                f"(every chapter has: {', '.join(PIECES)})")
-        number, slug = _FOLDER.match(folder.name).groups()
+        number, slug = _FOLDER.fullmatch(folder.name).groups()
         package = f"{__package__}.{folder.name}"
         init = importlib.import_module(package)
         out.append(Chapter(int(number), slug, init.TITLE, package, getattr(init, "MEASURES", True)))

@@ -99,7 +99,7 @@ def verdict(ratio: float, *, copy_ms: float | None = None, jitter_ms: float | No
     if not math.isfinite(ratio):
         return TOO_SHORT
     if low is not None and high is not None and low <= SERIAL and high >= OVERLAPS:
-        return "unclear (the spread spans serial to overlapping)"
+        return "unclear"  # the spread spans serial to overlapping
     return "overlaps" if ratio >= OVERLAPS else ("serial" if ratio <= SERIAL else "partly overlaps")
 
 

@@ -323,7 +323,7 @@ def load_sweep(model, opt, *, work: list[bytes], out_size: int, batch_size: int,
     for mode in modes:
         if mode == "cuda_graphs":
             if graph is None:
-                notes[mode] = graph_note or "CUDA graphs need a GPU: not measured on this machine"
+                notes[mode] = graph_note or "no graph captured"
                 continue
             graph.fill(x, y)
         runners[mode] = graph if mode == "cuda_graphs" else None

@@ -75,9 +75,9 @@ def paper_facts(res) -> list[Fact]:
         a, b, c = (f[k].number for k in ("dl_pillow", "dl_spdl", "spdl_batch"))
         if a and b and c and abs(math.log(c / a)) > 1e-9:
             lt = math.log(c / a)
-            out.append(Fact(f"paper.decoder_share.{state}", math.log(b / a) / lt, "%",
+            out.append(Fact(f"paper.decoder_share.{state}", math.log(b / a) / lt, "",
                             "the decoder's share of the gain (in logarithms)", "share", None, setting={"state": state}))
-            out.append(Fact(f"paper.parallelism_share.{state}", math.log(c / b) / lt, "%",
+            out.append(Fact(f"paper.parallelism_share.{state}", math.log(c / b) / lt, "",
                             "the parallelism's share of the gain (in logarithms)", "share", None,
                             setting={"state": state}))
     # the best thread configuration: the sweep and the comparison's pipeline, warm files

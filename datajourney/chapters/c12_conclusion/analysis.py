@@ -126,11 +126,12 @@ def image_hops(found: dict, step_on_gpu: bool) -> list[dict]:
             _hop("image", "pcie", "06_pcie", b["pcie"], batch_size=w["batch_size"]),
             _hop("image", "gpu", "07_full_picture", b["demand"], batch_size=w["batch_size"], step_ms=w["step_ms"],
                  on_gpu=step_on_gpu, graphed=w.get("step_kind") == "graphed")]
-    p = _data(found, "08_threads_processes_gil", "photo_decode")
-    if p:
-        best = max((p[k] for k in ("process", "thread") if p.get(k)), key=lambda x: x["images_per_s"], default=None)
-        hops += [_hop("image", "photo_cpu", "08_threads_processes_gil", p["cores"] * 1000.0 / p["ms"],
-                      cores=p["cores"], ms=p["ms"]),
+    photo = _data(found, "08_threads_processes_gil", "photo_decode")
+    if photo:
+        best = max((photo[k] for k in ("process", "thread") if photo.get(k)), key=lambda x: x["images_per_s"],
+                   default=None)
+        hops += [_hop("image", "photo_cpu", "08_threads_processes_gil", photo["cores"] * 1000.0 / photo["ms"],
+                      cores=photo["cores"], ms=photo["ms"]),
                  _hop("image", "photo_loader", "08_threads_processes_gil",
                       None if best is None else best["images_per_s"])]
     return hops
@@ -233,7 +234,7 @@ def analyse(res) -> Facts:
     found = inputs(res)
     p = res.parameters
     step = res.metadata.get("token_step")
-    stated = p.get("llm_tokens_per_s")
+    stated = p["llm_tokens_per_s"]
     w = _data(found, "07_full_picture", "image_workload") or {}
     image_on_gpu = str(w.get("device") or "").startswith("cuda")
     by = {"image": image_hops(found, image_on_gpu),

@@ -72,7 +72,8 @@ def workload_name(facts: Facts, workload: str) -> str:
         on_gpu = bool(h and h.get("on_gpu"))
         return "a token-based step (GPT-2 training)" if on_gpu else "a token-based step (a tiny GPT-2 on a CPU)"
     h = _hop(facts, "gradients", "gpu")
-    return "a data-parallel step" + ("" if not h or h.get("on_gpu") else " (CPU processes with gloo)")
+    return "a data-parallel step" + ("" if not h or h["capacity"] is None or h.get("on_gpu")
+                                     else " (CPU processes with gloo)")
 
 
 def _hops(facts: Facts, workload: str) -> list[dict]:
