@@ -39,7 +39,8 @@ def _sentences(path) -> list[str]:
 
 
 #: Row labels of tables, noun phrases that older result files carry as keys (not sentences).
-ROW_LABELS = {"copy into a reused pinned buffer, then copy", "pin_memory() with the pinned cache emptied before each call"}
+ROW_LABELS = {"copy into a reused pinned buffer, then copy",
+              "pin_memory() with the pinned cache emptied before each call"}
 
 
 @pytest.mark.parametrize("chapter", [c.name for c in registry.CHAPTERS])
@@ -47,5 +48,9 @@ def test_no_reader_sentences_outside_pages(chapter):
     c = registry.lookup(chapter)
     folder = registry.CHAPTER_DIR / c.package.rsplit(".", 1)[-1]
     skip = ("page.py", "params.py", "analysis.py", "__init__.py")
-    found = {p.name: s for p in sorted(folder.glob("*.py")) if p.name not in skip for s in [[t for t in _sentences(p) if t not in ROW_LABELS]] if s}
+    found = {}
+    for p in sorted(folder.glob("*.py")):
+        said = [t for t in _sentences(p) if t not in ROW_LABELS] if p.name not in skip else []
+        if said:
+            found[p.name] = said
     assert not found, f"{chapter}: reader sentences in its experiment: {found}"
