@@ -194,3 +194,35 @@ def test_gpu_step_is_the_faster_of_the_eager_and_graphed_ceilings(tmp_path, grap
     assert wl["step_kind"] == kind
     assert wl["step_ms"] == pytest.approx(eager["step_ms"].mean() * min(graphed_factor, 1.0))
     assert _hops(res, "image")["gpu"]["graphed"] == (kind == "graphed")
+
+
+def test_hostile_strings_from_other_chapters_stay_text(tmp_path):
+    """A hostile string in another chapter's result (its model name, its loader labels) reaches chapter 12's
+    page only as text: no tag opens in the opening, the notes, the hop table or the checklist."""
+    from markdown_it import MarkdownIt
+
+    from datajourney.book import report
+
+    evil = "x` <img src=x onerror=alert(1)> `y"
+
+    def edit(ch, r):
+        if ch == "07_full_picture":
+            r.metadata["model"] = evil
+            for t in r.tables.values():
+                if "model" in t:
+                    t["model"] = evil
+        if ch == "08_threads_processes_gil" and "loaders" in r.tables:
+            for col in ("label", "kind"):
+                if col in r.tables["loaders"]:
+                    r.tables["loaders"][col] = r.tables["loaders"][col].astype(str) + evil
+
+    res = _run_with(tmp_path, edit=edit)
+    op = page.opening(res.facts)
+    md = "\n".join([*(f.text for f in op.findings), *(a.text for a in op.actions),
+                    *(f.text for f in page.findings(res.facts)), page.caveats_markdown(res.facts),
+                    *(f.text for wl in analysis.UNITS for f in page.hop_notes(res.facts, wl))])
+    assert "onerror" in md  # the string is shown ...
+    assert "<img" not in MarkdownIt("commonmark").render(md)  # ... as text
+    for wl in analysis.UNITS:
+        assert "<img" not in report.table_html(page.hops_display(res, wl))
+    assert "<img" not in report.table_html(page.checklist(res, None))
