@@ -105,3 +105,49 @@ def test_no_target_words_or_python_literals_in_reader_text():
     md = "\n".join([*(f.text for f in page.findings(facts)), page.published_note(facts), page.residency(facts),
                     *(a.text for a in page.opening(facts).actions)])
     assert not re.search(r"\b(target|met|True|False|None)\b", md), md
+
+
+def _swapped(ref, column, a, b):
+    """A copy of ``ref`` whose epochs have ``a`` and ``b`` of ``column`` swapped."""
+    e = ref.table("epochs").copy()
+    e[column] = e[column].map({a: b, b: a}).fillna(e[column]).astype(e[column].dtype)
+    return results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, {**ref.tables, "epochs": e},
+                          ref.metadata)
+
+
+def test_workers_gain_note_follows_reversed_data():
+    ref = results.load_reference(CH)
+    note = page.workers_gain_note(analysis.analyse(ref))
+    assert "small files, shuffled: " in note and "faster than none" in note.split("small files, shuffled: ")[1][:40]
+    rev = page.workers_gain_note(analysis.analyse(_swapped(ref, "workers", 0, 4)))
+    assert "slower than none" in rev.split("small files, shuffled: ")[1][:40]
+
+
+def test_cold_vs_warm_note_follows_reversed_data():
+    ref = results.load_reference(CH)
+    note = page.cold_vs_warm_note(analysis.analyse(ref))
+    head = note.split("small files, shuffled, `num_workers=0`: ")[1][:40]
+    rev = page.cold_vs_warm_note(analysis.analyse(_swapped(ref, "cache", "cold", "warm")))
+    rhead = rev.split("small files, shuffled, `num_workers=0`: ")[1][:40]
+    assert ("faster" in head) == ("slower" in rhead)
+
+
+def test_in_order_note_follows_reversed_data():
+    ref = results.load_reference(CH)
+    note = page.in_order_note(analysis.analyse(ref))
+    assert "slower than no workers" in note
+    e = ref.table("epochs")
+    w = max(e["workers"])
+    assert page.in_order_note(analysis.analyse(_swapped(ref, "workers", 0, w))).count("slower than no workers") \
+        < note.count("slower than no workers")
+
+
+def test_first_batch_and_spread_notes_word_facts():
+    ref = results.load_reference(CH)
+    f = analysis.analyse(ref)
+    note = page.first_batch_note(f)
+    assert "slower than that" in note
+    rev = page.first_batch_note(analysis.analyse(_swapped(ref, "workers", 0, max(ref.table("epochs")["workers"]))))
+    assert "faster than that" in rev
+    assert all(x["cv"] > 0.2 for x in f.data["spread"])
+    assert ("No configuration varied" in page.spread_notes(f)) == (not f.data["spread"])

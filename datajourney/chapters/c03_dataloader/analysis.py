@@ -74,6 +74,7 @@ def analyse(res) -> Facts:
     _one_worker(out, res)
     _residency(out, e)
     _advice(out, res, e, ws, cache, word, n, size)
+    _notes(out, res, e, ws, cold)
     return out
 
 
@@ -202,3 +203,159 @@ def _advice(out: Facts, res, e, ws, cache, word, n, size) -> None:
         out.add(compare("layout_gain.files", best, sbest))
         out.advise(Advice("small_files.layout", "layout", "one file per sample", workload, gain="layout_gain.files",
                           evidence=("small_files.best", "shard_in_order.best")))
+
+
+# --------------------------------------------------------------------------- the notes beside the evidence
+#: Cold within this (relative) of warm at the same worker count counts as "as fast as warm".
+COLD_WARM_TOL = 0.10
+#: An average request this much smaller (relative) than with no workers counts as "smaller".
+REQUEST_SHRINK = 0.25
+
+
+def _rate(out: Facts, e: pd.DataFrame, kind: str, w: int, c: str, cold: str) -> Fact | None:
+    """The steady MB/s of ``kind`` at ``w`` workers in cache state ``c`` under its usual key
+    (``<cache>.w<w>.<kind>``), added to ``out`` (the same fact :func:`analyse` adds where it does)."""
+    key = f"{c}.w{w}.{kind}"
+    if key in out:
+        return out[key]
+    vals = values_of(e, "steady_MBps", cache=c, workers=w, kind=kind)
+    if not vals:
+        return None
+    f = _runs(key, vals, unit="MB/s", label=f"{LABELS[kind]}, num_workers={w}, {cold if c == 'cold' else c}",
+              setting=dict(cache=c, workers=w, kind=kind))
+    out.add(f)
+    return f
+
+
+def _notes(out: Facts, res, e: pd.DataFrame, ws: list[int], cold: str) -> None:
+    """The facts the page's notes word: what workers bought, cold against warm, the in-order shard's
+    slowdown and its cause, the first batch per cache state, and the wide spreads."""
+    caches = list(dict.fromkeys(e["cache"]))
+    out.data["is_reference"] = bool(("is_reference_run" in res.parameters and res.parameters["is_reference_run"])
+                                    or str(res.run_id).startswith("reference"))
+    # what the most workers (4 where measured) bought over none
+    if 0 in ws and len(ws) >= 2:
+        w = 4 if 4 in ws else ws[-1]
+        c = "cold" if "cold" in caches else caches[0]
+        keys = []
+        for k in KINDS:
+            a, b = _rate(out, e, k, w, c, cold), _rate(out, e, k, 0, c, cold)
+            if a is not None and b is not None:
+                out.add(compare(f"gain.w{w}.{k}", a, b))
+                keys.append(f"gain.w{w}.{k}")
+        out.data["workers_gain"] = dict(workers=w, cache=c, keys=keys)
+    # warm against cold, at the fewest and the most workers
+    if set(caches) == {"cold", "warm"}:
+        keys = []
+        for w in sorted({ws[0], ws[-1]}):
+            for k in KINDS:
+                h, c = _rate(out, e, k, w, "warm", cold), _rate(out, e, k, w, "cold", cold)
+                if h is not None and c is not None:
+                    out.add(compare(f"cold_vs_warm.w{w}.{k}", h, c))
+                    keys.append(f"cold_vs_warm.w{w}.{k}")
+        if keys:
+            ratios = [out.number(k) for k in keys if out.number(k) is not None]
+            hi = max(ratios) if ratios else None
+            out.add(Fact("cold_vs_warm.scale", None if hi is None else
+                         "order" if hi >= 10 else "less" if hi >= 2 else "little",
+                         label="how much the cache state changed throughput at most", quantity="choice",
+                         better=None, n=len(ratios)))
+            lo_key = min(keys, key=lambda k: out.number(k) or float("inf"))
+            hi_key = max(keys, key=lambda k: out.number(k) or 0.0)
+            out.add(replace(out[lo_key], key="cold_vs_warm.least"), replace(out[hi_key], key="cold_vs_warm.most"))
+            sh, sf = _rate(out, e, "shard_in_order", ws[0], "warm", cold), _rate(out, e, "small_files", ws[0], "warm",
+                                                                              cold)
+            if sh is not None and sf is not None:
+                from datajourney.chapters.common import NEAR_ONE
+
+                g = compare("warm_layout_gap", sh, sf)
+                near = (fnd.direction(values_of(e, "steady_MBps", cache="warm", workers=ws[0], kind="shard_in_order"),
+                                      values_of(e, "steady_MBps", cache="warm", workers=ws[0], kind="small_files"))
+                        == 0 or 1 / NEAR_ONE <= g.number <= NEAR_ONE)
+                out.add(g, Fact("warm_layout_gap.verdict", "collapses" if near else "stays",
+                                label="the warm gap against the near 1x of the source", quantity="choice",
+                                better=None))
+        out.data["cold_vs_warm"] = keys
+    _in_order(out, e, ws, cold)
+    _startup(out, e, ws, cold)
+    out.data["spread"] = _spread(e, cold)
+
+
+def _in_order(out: Facts, e: pd.DataFrame, ws: list[int], cold: str) -> None:
+    """The in-order shard read cold with workers against without, and the evidence on why it slowed:
+    cold against warm at the most workers, and the device's request size."""
+    if "cold" not in set(e["cache"]) or 0 not in ws or len(ws) < 2:
+        return
+    none = _rate(out, e, "shard_in_order", 0, "cold", cold)
+    if none is None:
+        return
+    runs0 = values_of(e, "steady_MBps", cache="cold", workers=0, kind="shard_in_order")
+    per, slower = [], []
+    for w in ws[1:]:
+        f = _rate(out, e, "shard_in_order", w, "cold", cold)
+        if f is None:
+            continue
+        per.append(f.key)
+        if fnd.direction(values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order"), runs0) < 0:
+            slower.append(w)
+            out.add(compare(f"in_order.slowdown.w{w}", f, none))
+    if not slower:
+        return
+    out.add(Fact("in_order.slower", len(slower), "", "worker counts at which the in-order shard ran slower cold",
+                 "count", None, setting=dict(workers=slower, every=len(slower) == len(per), rates=per,
+                                             none=none.key)))
+    w = ws[-1]
+    c, h = _rate(out, e, "shard_in_order", w, "cold", cold), _rate(out, e, "shard_in_order", w, "warm", cold)
+    if c is not None and h is not None:
+        d = fnd.direction(values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order"),
+                          values_of(e, "steady_MBps", cache="warm", workers=w, kind="shard_in_order"),
+                          tol=COLD_WARM_TOL)
+        cw = compare("in_order.cold_vs_warm", c, h)
+        out.add(replace(cw, level=d == 0, setting=dict(workers=w, direction=d)))
+    for wk in (0, w):
+        part = e[(e["cache"] == "cold") & (e["kind"] == "shard_in_order") & (e["workers"] == wk)]
+        if "dev_request_bytes" not in e or part["dev_request_bytes"].dropna().empty:
+            continue
+        kib = (part["dev_request_bytes"].dropna() / 1024).tolist()
+        out.add(measured(f"in_order.request.w{wk}", kib, unit="KiB", quantity="amount", better=None,
+                         label=f"the device's average request, num_workers={wk}", setting=dict(workers=wk)))
+        mr = part["dev_merge_ratio"].dropna().tolist() if "dev_merge_ratio" in part else []
+        if mr:
+            out.add(measured(f"in_order.merges.w{wk}", mr, unit="", quantity="amount", better=None,
+                             label=f"merges per request, num_workers={wk}", setting=dict(workers=wk)))
+    if "in_order.request.w0" in out and f"in_order.request.w{w}" in out:
+        k0, kw = out.number("in_order.request.w0"), out.number(f"in_order.request.w{w}")
+        out.add(compare("in_order.request", out[f"in_order.request.w{w}"], out["in_order.request.w0"]),
+                Fact("in_order.request.shrank", "yes" if kw < (1 - REQUEST_SHRINK) * k0 else "no",
+                     label="whether the device's requests shrank with workers", quantity="choice", better=None))
+
+
+def _startup(out: Facts, e: pd.DataFrame, ws: list[int], cold: str) -> None:
+    """The first batch's share of an epoch at the most workers, per cache state: mean and largest."""
+    w = ws[-1]
+    keys = []
+    for c in dict.fromkeys(e["cache"]):
+        part = e[(e["workers"] == w) & (e["cache"] == c)]
+        if part.empty:
+            continue
+        word = cold if c == "cold" else c
+        sh = part["first_batch_share"].tolist()
+        out.add(Fact(f"startup.{c}", 100 * sum(sh) / len(sh), "%", f"{word}, num_workers={w}", "share", "lower",
+                     len(sh), setting=dict(workers=w, cache=c)),
+                Fact(f"startup.{c}.max", 100 * max(sh), "%", f"{word}, num_workers={w}, the largest", "share",
+                     "lower", len(sh), setting=dict(workers=w, cache=c)))
+        keys.append(c)
+    out.data["startup"] = dict(workers=w, caches=keys)
+
+
+def _spread(e: pd.DataFrame, cold: str) -> list[dict]:
+    """Every (cache, workers, layout) whose steady MB/s spread by more than findings.HIGH_SPREAD over its
+    epochs (as printed, above the rule): its label, lowest, highest, runs and coefficient of variation."""
+    out = []
+    for (c, w, k), g in e.groupby(["cache", "workers", "kind"], sort=False):
+        v = g["steady_MBps"].dropna().tolist()
+        cv = fnd.cv(v)
+        if cv > fnd.HIGH_SPREAD and round(100 * cv) > round(100 * fnd.HIGH_SPREAD):
+            out.append(dict(label=f"{LABELS[k]}, {cold if c == 'cold' else c}", workers=int(w), low=min(v),
+                            high=max(v), n=len(v), cv=cv))
+    return out

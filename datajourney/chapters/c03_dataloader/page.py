@@ -577,11 +577,24 @@ def main_process_note(res) -> str:
     return f"{f.text} {f.values['detail']}" if f is not None else "The sweep had no run with workers."
 
 
-def first_batch_note(res) -> str:
+def first_batch_note(facts) -> str:
     """Time to the first batch at the most workers, and its share of an epoch."""
-    f = _first_batch(res, _epochs(res))
-    skip = f.values.get("cache") if f is not None else None
-    return " ".join(t for t in (_text(f), startup_note(res, skip)) if t)
+    facts = _facts(facts)
+    f = facts.get("first_batch")
+    if f is None:
+        return startup_note(facts)
+    c = f.setting.get("cache")
+    label = say.text(facts.data.get("cold_label") or "cold") if c == "cold" else say.text(c)
+    text = (f"**Time to the first batch** with `num_workers={f.setting['workers']}` ({label}): **{say.value(f)}**, "
+            f"{say.value(facts['first_batch.share'], runs=False)} of the whole epoch on average")
+    if f"startup.{c}.max" in facts:
+        text += f" (up to {say.value(facts[f'startup.{c}.max'], runs=False)})"
+    if "first_batch.vs_fewest" in facts:
+        fewest = facts["first_batch.fewest"]
+        text += (f", against {say.value(fewest, runs=False)} with `num_workers={fewest.setting['workers']}`: "
+                 f"{say.comparison(facts['first_batch.vs_fewest'], facts, baseline='that')}")
+    text += ". The steady-state figures above leave it out; whole-epoch figures include it."
+    return " ".join(t for t in (text, startup_note(facts, c)) if t)
 
 
 def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
@@ -623,67 +636,44 @@ def one_worker_note(res) -> str:
     return ("In the sweep (steady state): " + "; ".join(lines) + ".") if lines else ""
 
 
-def cold_vs_warm_note(res) -> str:
+def cold_vs_warm_note(facts) -> str:
     """How much faster warm epochs ran than cold ones, per kind, at the fewest and the most workers."""
-    e = _epochs(res)
-    if set(e["cache"]) != {"cold", "warm"}:
+    facts = _facts(facts)
+    keys = [k for k in facts.data.get("cold_vs_warm") or [] if k in facts]
+    if not keys:
         return ""
-    parts, ratios = [], []
-    for w in sorted({min(e["workers"]), max(e["workers"])}):
-        for k in KINDS:
-            c = values_of(e, "steady_MBps", cache="cold", workers=w, kind=k)
-            h = values_of(e, "steady_MBps", cache="warm", workers=w, kind=k)
-            if c and h:
-                r = mean(h) / mean(c)
-                ratios.append(r)
-                parts.append(f"{LABELS[k]}, `num_workers={w}`: {times(r)}")
-    if not ratios:
-        return ""
-    label = cold_label(res)
-    text = f"Warm ÷ {label} steady-state throughput: " + "; ".join(parts) + ". "
-    w0 = min(e["workers"])
-    sh = values_of(e, "steady_MBps", cache="warm", workers=w0, kind="shard_in_order")
-    sf = values_of(e, "steady_MBps", cache="warm", workers=w0, kind="small_files")
-    if sh and sf:
-        from datajourney.chapters.common import NEAR_ONE
-
-        mid, lo, hi = fnd.ratio_interval(sh, sf)
-        near = fnd.direction(sh, sf) == 0 or 1 / NEAR_ONE <= mid <= NEAR_ONE
-        text += (
-            f"Warm, with `num_workers={w0}`, the in-order shard ran at {times(mid)} "
-            f"({over_runs(lo, hi, min(len(sh), len(sf)))}) the "
-            "small files' throughput; the source reports that warm the difference \u201ccollapses to near 1x\u201d: "
-            + ("here it does. " if near else "here it does not. ")
-        )
-    hi, lo = max(ratios), min(ratios)
-    text += (f"The cache state changes throughput by between {times(lo)} and {times(hi)} here"
-             + (", an order of magnitude or more in the largest case." if hi >= 10 else
-                ", less than an order of magnitude." if hi >= 2 else ": little, in every configuration."))
+    label = say.text(facts.data.get("cold_label") or "cold")
+    parts = [f"{say.text(LABELS[facts[facts[k].of].setting['kind']])}, "
+             f"`num_workers={facts[facts[k].of].setting['workers']}`: "
+             f"warm {say.comparison(facts[k], facts, baseline=label)}" for k in keys]
+    text = "Warm against " + label + ", steady-state throughput: " + "; ".join(parts) + ". "
+    g = facts.get("warm_layout_gap")
+    if g is not None:
+        w0 = facts[g.of].setting["workers"]
+        text += (f"Warm, with `num_workers={w0}`, the in-order shard ran "
+                 f"{say.comparison(g, facts, baseline='the small files')}; the source reports that warm the "
+                 "difference \u201ccollapses to near 1x\u201d: "
+                 + ("here it does. " if facts["warm_layout_gap.verdict"].value == "collapses"
+                    else "here it does not. "))
+    lo, hi = facts["cold_vs_warm.least"], facts["cold_vs_warm.most"]
+    text += (f"The cache state changes throughput by between {say.ratio_words(lo)} and {say.ratio_words(hi)} here"
+             + {"order": ", an order of magnitude or more in the largest case.",
+                "less": ", less than an order of magnitude.",
+                "little": ": little, in every configuration."}[facts["cold_vs_warm.scale"].value])
     return text
 
 
-def workers_gain_note(res) -> str:
+def workers_gain_note(facts) -> str:
     """How much each layout gained from workers: steady MB/s at 4 workers (or the most) over none, cold."""
-    e = _epochs(res)
-    ws = sorted(set(e["workers"]))
-    if 0 not in ws or len(ws) < 2:
+    facts = _facts(facts)
+    g = facts.data.get("workers_gain")
+    if not g or not g["keys"]:
         return ""
-    w = 4 if 4 in ws else ws[-1]
-    cache = "cold" if "cold" in set(e["cache"]) else e["cache"].iloc[0]
-    parts = []
-    for k in KINDS:
-        a, b = (
-            values_of(e, "steady_MBps", cache=cache, workers=w, kind=k),
-            values_of(e, "steady_MBps", cache=cache, workers=0, kind=k),
-        )
-        if a and b:
-            mid, lo, hi = fnd.ratio_interval(a, b)
-            parts.append(f"{LABELS[k]} {times(mid)} ({over_runs(lo, hi, min(len(a), len(b)))})")
-    if not parts:
-        return ""
-    label = cold_label(res) if cache == "cold" else cache
-    return (f"What {w} workers bought over none ({label}, steady state, MB/s with {w} ÷ MB/s with none): "
-            + "; ".join(parts) + ".")
+    w = g["workers"]
+    parts = [f"{say.text(LABELS[facts[facts[k].of].setting['kind']])}: "
+             f"{say.comparison(facts[k], facts, baseline='none')}" for k in g["keys"]]
+    label = say.text(facts.data.get("cold_label") or "cold") if g["cache"] == "cold" else say.text(g["cache"])
+    return f"What {w} workers bought over none ({label}, steady state MB/s): " + "; ".join(parts) + "."
 
 
 def published_note(facts: Facts) -> str:
@@ -707,33 +697,31 @@ def published_note(facts: Facts) -> str:
     return text
 
 
-def startup_note(res, skip: str | None = None) -> str:
+def startup_note(facts, skip: str | None = None) -> str:
     """Start-up and the first batch as a share of an epoch at the most workers, per cache state
     (leaving out ``skip``, the state the first-batch finding already states)."""
-    e = _epochs(res)
-    w = max(e["workers"])
-    parts = []
-    for cache in dict.fromkeys(e["cache"]):
-        part = e[(e["workers"] == w) & (e["cache"] == cache)]
-        if part.empty or cache == skip:
-            continue
-        label = cold_label(res) if cache == "cold" else cache
-        parts.append(f"{label}, {pct(part['first_batch_share'].mean())} of an epoch on average (up to "
-                     f"{pct(part['first_batch_share'].max())})")
+    facts = _facts(facts)
+    st = facts.data.get("startup") or {}
+    parts = [f"{say.text(facts[f'startup.{c}'].label.split(', ')[0])}, {say.value(facts[f'startup.{c}'], runs=False)} "
+             f"of an epoch on average (up to {say.value(facts[f'startup.{c}.max'], runs=False)})"
+             for c in st.get("caches", []) if c != skip and f"startup.{c}" in facts]
     if not parts:
         return ""
-    return (f"With `num_workers={w}`, start-up and the first batch took: " + "; ".join(parts)
+    return (f"With `num_workers={st['workers']}`, start-up and the first batch took: " + "; ".join(parts)
             + ". This is why the steady state is reported apart from it.")
 
 
-def spread_notes(res) -> str:
+def spread_notes(facts) -> str:
     """One sentence naming every configuration whose steady-state MB/s spread by more than
-    :data:`findings.HIGH_SPREAD` (coefficient of variation)."""
-    from datajourney.chapters.common import spread_summary
-
-    return spread_summary(_epochs(res), ["cache", "workers", "kind"],
-                          lambda c, w, k: f"{LABELS[k]}, {cold_label(res) if c == 'cold' else c}, `num_workers={w}`",
-                          col="steady_MBps")
+    :data:`findings.HIGH_SPREAD` (coefficient of variation), from the facts' data."""
+    facts = _facts(facts)
+    wide = [f"{say.text(x['label'])}, `num_workers={x['workers']}` ({fnd.span(x['low'], x['high'], 'MB/s')}, "
+            f"coefficient of variation {say.share(x['cv'])})" for x in facts.data.get("spread") or []]
+    if not wide:
+        return (f"No configuration varied by more than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) over "
+                "its runs.")
+    return (f"Runs varied by more than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) for "
+            + "; ".join(wide) + ": read those as ranges, not points.")
 
 
 def residency(facts: Facts) -> str:
@@ -749,57 +737,31 @@ def residency(facts: Facts) -> str:
     return ("Residency: " + "; ".join(parts) + ".") if parts else "No timed epochs to check."
 
 
-def in_order_note(res) -> str:
+def in_order_note(facts) -> str:
     """Where the in-order shard read slower with workers than without (cold): the measured numbers,
     stated with the explanation the data support (:func:`in_order_cause`)."""
-    e = _epochs(res)
-    cache = "cold" if "cold" in set(e["cache"]) else None
-    ws = sorted(set(e["workers"]))
-    if cache is None or 0 not in ws or len(ws) < 2:
+    facts = _facts(facts)
+    f = facts.get("in_order.slower")
+    if f is None:
         return ""
-    none = values_of(e, "steady_MBps", cache=cache, workers=0, kind="shard_in_order")
-    if not none:
-        return ""
-    per = {w: values_of(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order") for w in ws if w}
-    per = {w: v for w, v in per.items() if v}
-    slower = [w for w, v in per.items() if fnd.direction(v, none) < 0]
-    if not slower:
-        return ""
-    label = cold_label(res)
-    every = len(slower) == len(per)
-    text = (f"Read {label}, the in-order shard ran at **{num(mean(none), 'MB/s')}** with no workers and at "
-            + ", ".join(f"{num(mean(v), 'MB/s', with_unit=False)} (`num_workers={w}`)" for w, v in per.items())
-            + " MB/s with workers: "
-            + ("slower with every worker count measured" if every else
+    none = facts[f.setting["none"]]
+    slower = f.setting["workers"]
+    text = (f"Read {say.text(facts.data.get('cold_label') or 'cold')}, the in-order shard ran at "
+            f"**{say.value(none, runs=False)}** with no workers and at "
+            + ", ".join(f"{say.value(facts[k], runs=False)} (`num_workers={facts[k].setting['workers']}`)"
+                        for k in f.setting["rates"])
+            + " with workers: "
+            + ("slower with every worker count measured" if f.setting["every"] else
                "slower with `num_workers=" + "`, `".join(str(w) for w in slower) + "`")
-            + ", although workers read several batches at once. " + in_order_cause(res))
+            + ", although workers read several batches at once"
+            + "".join(f"; with `num_workers={w}` "
+                      f"{say.comparison(facts[f'in_order.slowdown.w{w}'], facts, baseline='no workers')}"
+                      for w in slower if f"in_order.slowdown.w{w}" in facts)
+            + ". " + in_order_cause(facts))
     return text
 
 
-#: An average request this much smaller (relative) than with no workers counts as "smaller".
-REQUEST_SHRINK = 0.25
-#: Cold within this (relative) of warm at the same worker count counts as "as fast as warm".
-COLD_WARM_TOL = 0.10
-
-
-def _is_reference(res) -> bool:
-    return ("is_reference_run" in res.parameters and bool(res.parameters["is_reference_run"])) \
-        or str(res.run_id).startswith("reference")
-
-
-def _request_kib(e: pd.DataFrame, w: int) -> tuple[float, float] | None:
-    """(mean KiB per request the device completed, merges per request) for the cold in-order epochs at ``w``."""
-    if "dev_request_bytes" not in e:
-        return None
-    part = e[(e["cache"] == "cold") & (e["kind"] == "shard_in_order") & (e["workers"] == w)]
-    rq = part["dev_request_bytes"].dropna() if not part.empty else pd.Series(dtype=float)
-    if rq.empty:
-        return None
-    mr = part["dev_merge_ratio"].dropna() if "dev_merge_ratio" in part else pd.Series(dtype=float)
-    return float(rq.mean()) / 1024, (float(mr.mean()) if not mr.empty else float("nan"))
-
-
-def in_order_cause(res) -> str:
+def in_order_cause(facts) -> str:
     """Which explanation of the in-order shard's cold slowdown with workers the data support.
 
     Two readings: (a) the device: each worker opens the shard and reads every W-th batch, so the
@@ -807,24 +769,18 @@ def in_order_cause(res) -> str:
     device's average request shrinks with workers and cold runs slower than warm at the same count.
     (b) the hand-over: the rate with workers is set by moving batches to the main process, cold or
     warm alike; then cold runs as fast as warm at the same worker count, whatever the requests."""
-    e = _epochs(res)
-    ws = sorted(w for w in set(e["workers"]) if w)
-    if not ws or "warm" not in set(e["cache"]):
-        warm_text, warm_level = "", None
-    else:
-        w = ws[-1]
-        c = values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
-        h = values_of(e, "steady_MBps", cache="warm", workers=w, kind="shard_in_order")
-        if c and h:
-            d = fnd.direction(c, h, tol=COLD_WARM_TOL)
-            warm_level = d >= 0
-            warm_text = (f"With `num_workers={w}` the {cold_label(res)} read ran {fnd.compare(c, h)} the warm one "
-                         f"({num(mean(c), 'MB/s')} vs {num(mean(h), 'MB/s')}, warm: no device at all)")
-        else:
-            warm_text, warm_level = "", None
-    dev0, devw = _request_kib(e, 0), (_request_kib(e, ws[-1]) if ws else None)
-    if dev0 is None or devw is None:
-        where = ("not in the reference run" if _is_reference(res) else
+    facts = _facts(facts)
+    cw = facts.get("in_order.cold_vs_warm")
+    warm_level = None if cw is None else cw.setting["direction"] >= 0
+    warm_text = ""
+    if cw is not None:
+        warm_text = (f"With `num_workers={cw.setting['workers']}` the "
+                     f"{say.text(facts.data.get('cold_label') or 'cold')} read ran "
+                     f"{say.comparison(cw, facts, baseline='the warm one')} ({say.value(facts[cw.of], runs=False)} vs "
+                     f"{say.value(facts[cw.basis], runs=False)}, warm: no device at all)")
+    rq = facts.get("in_order.request")
+    if rq is None:
+        where = ("not in the reference run" if facts.data.get("is_reference") else
                  "not recorded in this run (the data directory is not on a block device)")
         text = f"The device's own counters (`/proc/diskstats`) for these epochs are {where}. "
         if warm_level is None:
@@ -833,12 +789,14 @@ def in_order_cause(res) -> str:
                                    "process (below) sets the rate with workers." if warm_level else
                                    ": reading from the device cost throughput here, but without the device's "
                                    "counters this run cannot say whether interleaved readahead is why.")
-    (k0, m0), (kw, mw) = dev0, devw
-    shrank = kw < (1 - REQUEST_SHRINK) * k0
-    text = (f"The device saw requests of {num(k0, 'KiB')} on average with no workers and {num(kw, 'KiB')} with "
-            f"`num_workers={ws[-1]}`" + (f" ({num(m0)} and {num(mw)} merges per request)" if m0 == m0 and mw == mw
-                                          else "") + ": " + ("smaller with workers. " if shrank else
-                                                            "not smaller with workers. "))
+    k0, kw = facts[rq.basis], facts[rq.of]
+    m0, mw = facts.get("in_order.merges.w0"), facts.get(f"in_order.merges.w{kw.setting['workers']}")
+    shrank = facts["in_order.request.shrank"].value == "yes"
+    text = (f"The device saw requests of {say.value(k0, runs=False)} on average with no workers and "
+            f"{say.value(kw, runs=False)} with `num_workers={kw.setting['workers']}`"
+            + (f" ({say.value(m0, runs=False)} and {say.value(mw, runs=False)} merges per request)"
+               if m0 is not None and mw is not None else "")
+            + ": " + ("smaller with workers. " if shrank else "not smaller with workers. "))
     if warm_level is None:
         return text + ("Interleaved readahead streams break the reads into smaller requests, but this run has no "
                        "warm epochs to tell whether that costs throughput." if shrank else
@@ -855,6 +813,11 @@ def in_order_cause(res) -> str:
                        + "; moving batches to the main process did (see the plateau below).")
     return text + ("Neither explanation fits: the requests kept their size, yet the cold read fell behind the warm "
                    "one; this run does not show why.")
+
+
+def _is_reference(res) -> bool:
+    return ("is_reference_run" in res.parameters and bool(res.parameters["is_reference_run"])) \
+        or str(res.run_id).startswith("reference")
 
 
 def device_table(res) -> pd.DataFrame:
