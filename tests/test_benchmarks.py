@@ -181,6 +181,8 @@ def test_reference_chapters_come_from_one_commit_at_the_full_profile():
                        for o in c.get("outputs", []))
         assert f"by the code of commit {ddp_commit}" in text, "chapter 11's page hides that older code measured it"
     for name, r in refs.items():
-        rec = json.loads((results.REFERENCE_DIR / "h200" / f"run-{r.run_id}.json").read_text())
+        from datajourney.book.stability import run_record
+
+        rec = run_record(r.run_id, "h200")
         assert rec["profile"] == "full", name
         assert [c["status"] for c in rec["chapters"] if c["chapter"] == name] == ["ok"], name

@@ -1,6 +1,5 @@
 """Chapter 8's targets and mechanisms, checked on the committed reference run (not timed here). The targets
 live here, not on the page."""
-import json
 
 import pytest
 
@@ -14,9 +13,9 @@ THREAD_TARGET, MOONSHOT_TARGET = 1.5, 90.0
 
 
 def _record(host):
-    ref = results.load_reference(CHAPTER, host)
-    path = results.REFERENCE_DIR / host / f"run-{ref.run_id}.json"
-    return json.loads(path.read_text())
+    from datajourney.book.stability import run_record
+
+    return run_record(results.load_reference(CHAPTER, host).run_id, host)
 
 
 @pytest.mark.parametrize("host", HOSTS)
