@@ -141,3 +141,19 @@ def test_every_parameter_is_declared_once():
             text = py.read_text()
             bad = re.findall(r"\b(p|params|q|parameters|res\.parameters)\.get\(", text)
             assert not bad, f"{py.relative_to(REPO_ROOT)}: {len(bad)} fallback default(s) on parameters"
+
+
+def _committed_results():
+    return sorted(p for p in results.REFERENCE_DIR.rglob("[0-9][0-9]_*.json"))
+
+
+@pytest.mark.parametrize("path", _committed_results(), ids=lambda p: str(p.relative_to(results.REFERENCE_DIR)))
+def test_stored_facts_are_what_the_analysis_finds_now(path):
+    """A committed result's stored facts are its chapter's analysis of it with this code (stale facts would
+    let one page show a number another page recomputes differently): `python -m datajourney.book.analyse
+    --force` stores them again after an analysis changed."""
+    res = results.Result.load(path)
+    if res.facts is None:
+        pytest.skip("no stored facts: analysed on load")
+    now = results._clean(registry.lookup(res.chapter).analyse(res).to_dict())
+    assert json.loads(json.dumps(now)) == json.loads(json.dumps(results._clean(res.facts.to_dict())))
