@@ -112,3 +112,22 @@ def test_no_target_words_or_python_literals_in_reader_text():
                     page.residency_note(facts), page.published_note(facts)])
     assert not re.search(r"\b(target|met|True|False|None)\b", md), md
     assert "guest-cold (purged from this virtual machine's page cache" in page.opening(facts).findings[0].text
+
+
+def test_spread_notes_word_the_facts_data():
+    """The spread notes name what the analysis found wide, with the first-run remark only when the data say so."""
+    ref = results.load_reference(CH)
+    h = ref.table("headline").copy()
+    m = (h["cache"] == "cold") & (h["pattern"] == "random")
+    first = h.loc[m, "run"].min()
+    h.loc[m, "MBps"] = [10.0 if r == first else 100.0 + r for r in h.loc[m, "run"]]
+    wide = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, {**ref.tables, "headline": h},
+                          ref.metadata)
+    facts = analysis.analyse(wide)
+    note = page.headline_notes(facts)
+    assert "random read varied over" in note and "The first run was the slowest." in note
+    h.loc[m, "MBps"] = [200.0 if r == first else 100.0 + r for r in h.loc[m, "run"]]
+    rev = page.headline_notes(analysis.analyse(results.Result(ref.chapter, ref.run_id, ref.parameters,
+                                                              ref.fingerprint, {**ref.tables, "headline": h},
+                                                              ref.metadata)))
+    assert "The first run was the slowest." not in rev

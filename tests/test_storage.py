@@ -245,7 +245,7 @@ def test_read_size_dips_are_judged_against_the_spread():
     flat = _result({"headline": _headline([400], [2100]), "chunk_sweep": _chunks({
         ("buffered", 4096): [3000, 3010, 3020], ("buffered", 65536): [3100, 3110, 3120]})})
     assert "never fell" in page.chunk_sweep_notes(flat) and "No configuration varied" in page.chunk_sweep_notes(flat)
-    assert "O_DIRECT at 1 MiB (1,768–3,115 MB/s, coefficient of variation 33.5%)" in text
+    assert "O\\_DIRECT at 1 MiB (1,768–3,115 MB/s, coefficient of variation 33.5%)" in text
 
 
 def test_odirect_finding_follows_the_data():

@@ -85,6 +85,7 @@ def analyse(res) -> Facts:
     _dd(out, res)
     _purge(out, res)
     _advice(out, res, n, size)
+    _spreads(out, res, h)
     return out
 
 
@@ -294,3 +295,30 @@ def _advice(out: Facts, res, n: int, size: int) -> None:
             out.advise(Advice("shard.odirect", "O_DIRECT", True, wl, gain="odirect.direct",
                               evidence=("odirect.direct", "odirect.caught_up_at")))
 
+
+
+def _wide(df: pd.DataFrame, by: list[str], label) -> list[dict]:
+    """Every group of ``by`` whose runs of MB/s spread by more than findings.HIGH_SPREAD (coefficient of
+    variation; as printed, above the rule): its label, lowest, highest, runs, coefficient of variation, and
+    whether the first run was the slowest."""
+    out = []
+    if df.empty or "MBps" not in df:
+        return out
+    for key, g in df.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        v = g["MBps"].dropna().tolist()
+        cv = fnd.cv(v)
+        if cv > fnd.HIGH_SPREAD and round(100 * cv) > round(100 * fnd.HIGH_SPREAD):
+            first = bool("run" in g and len(g) > 2 and g.loc[g["MBps"].idxmin(), "run"] == g["run"].min())
+            out.append(dict(label=label(*key), low=min(v), high=max(v), n=len(v), cv=cv, first_slowest=first))
+    return out
+
+
+def _spreads(out: Facts, res, h: pd.DataFrame) -> None:
+    """The configurations whose runs spread widely: the headline, the size sweep, the read-size sweep."""
+    cold = out.data.get("cold_label") or "cold"
+    out.data["spread"] = dict(
+        headline=_wide(h, ["cache", "pattern"], lambda c, p: f"the {cold if c == 'cold' else c} {p} read"),
+        size_sweep=_wide(table_of(res, "size_sweep"), ["cache", "pattern", "file_size"],
+                         lambda c, p, s: f"{cold if c == 'cold' else c} {p}, {size_label(s)} files"),
+        chunk_sweep=_wide(table_of(res, "chunk_sweep"), ["mode", "chunk"], lambda m, c: f"{m} at {size_label(c)}"))

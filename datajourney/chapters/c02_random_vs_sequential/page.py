@@ -401,12 +401,26 @@ def spread_notes(df: pd.DataFrame, by: list[str], label) -> list[str]:
     return out
 
 
-def headline_notes(res) -> str:
+def _wide_note(x: dict) -> str:
+    return (f"{_cap(say.text(x['label']))} varied over {fnd.span(x['low'], x['high'], 'MB/s')} in {x['n']} runs "
+            f"(coefficient of variation {say.share(x['cv'])}): read it as a range, not a point."
+            + (" The first run was the slowest." if x.get("first_slowest") else ""))
+
+
+def _wide_summary(wide: list[dict]) -> str:
+    if not wide:
+        return (f"No configuration varied by more than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) "
+                "over its runs.")
+    return (f"Runs varied by more than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) for "
+            + "; ".join(f"{say.text(x['label'])} ({fnd.span(x['low'], x['high'], 'MB/s')}, coefficient of variation "
+                        f"{say.share(x['cv'])})" for x in wide) + ": read those as ranges, not points.")
+
+
+def headline_notes(facts) -> str:
     """Spread comments on the headline (coefficient of variation above :data:`findings.HIGH_SPREAD`)."""
-    h = res.table("headline")
-    notes = spread_notes(h, ["cache", "pattern"], lambda c, p: f"The {c} {p} read")
-    return "\n".join(f"* {n}" for n in notes) if notes else "Every headline configuration varied by less than " \
-        f"{pct(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
+    wide = (_facts(facts).data.get("spread") or {}).get("headline") or []
+    return "\n".join(f"* {_wide_note(x)}" for x in wide) if wide else "Every headline configuration varied by " \
+        f"less than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
 
 
 #: Readable headers of the residency table's grouping columns.
@@ -432,10 +446,9 @@ def residency_table(df: pd.DataFrame, by: Sequence[str], *, cold: str = "cold", 
 
 
 def size_sweep_notes(res) -> str:
-    sw = table_of(res, "size_sweep")
-    if sw.empty:
+    if table_of(res, "size_sweep").empty:
         return ""
-    return spread_summary(sw, ["cache", "pattern", "file_size"], lambda c, p, s: f"{c} {p}, {size_label(s)} files")
+    return _wide_summary((_facts(res).data.get("spread") or {}).get("size_sweep") or [])
 
 
 def chunk_sweep_notes(res) -> str:
@@ -469,7 +482,7 @@ def chunk_sweep_notes(res) -> str:
     if not lines:
         lines.append("* Bandwidth never fell by more than "
                      f"{pct(DIP_TOL)} from one read size to the next larger one.")
-    lines.append("* " + spread_summary(cs, ["mode", "chunk"], lambda m, c: f"{m} at {size_label(c)}"))
+    lines.append("* " + _wide_summary((_facts(res).data.get("spread") or {}).get("chunk_sweep") or []))
     return "\n".join(lines)
 
 
