@@ -12,7 +12,7 @@ import math
 import pandas as pd
 
 from datajourney.chapters.c06_pcie.experiment import MIN_COPY_OVER_JITTER, OVERLAPS, SERIAL, TOO_SHORT
-from datajourney.core.facts import Advice, Fact, Facts, compare
+from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 from datajourney.core.findings import size_label
 
 CHAPTER = "06_pcie"
@@ -182,6 +182,7 @@ def _ceiling(res, f: Facts) -> None:
     top = max(ms, key=lambda m: m["GBps"])
     f.add(Fact("ceiling", float(top["GBps"]), "GB/s", "the ceiling of the run, its fastest pinned copy", "rate",
                "higher", setting={k: v for k, v in top.items() if k != "GBps"} | {"measurements": len(ms)}))
+    _ceiling_rounds(res, f)
     if "h2d_pinned" in f:
         f.add(_share("h2d_pinned_share_of_ceiling", f.number("h2d_pinned") / top["GBps"],
                      "the share of the ceiling that the largest pinned copy reached", setting=f["h2d_pinned"].setting))
@@ -189,6 +190,32 @@ def _ceiling(res, f: Facts) -> None:
         f.add(_share("h2d_pinned_share_of_peak", f.number("h2d_pinned") / f.number("link_peak"),
                      "the share of the link peak that the largest pinned copy reached",
                      setting=f["h2d_pinned"].setting))
+
+
+def _ceiling_rounds(res, f: Facts) -> None:
+    """The ceiling's rounds spread over the run: each path's round medians, PyTorch's against the second path's,
+    and how far the rounds moved (highest over lowest round median); an older result's one second-path copy."""
+    about = res.metadata.get("ceiling") or {}
+    if "ceiling" in res.tables:
+        c = res.table("ceiling")
+        n = int(about["size"]) if about.get("size") else int(c["size"].iloc[0])
+        for key, path in (("ceiling_rounds_pytorch", "PyTorch"), ("ceiling_rounds_cupy", "CuPy")):
+            runs = [float(v) for v in c[c["path"] == path]["median"]]
+            if runs:
+                f.add(measured(key, runs, unit="GB/s", label=f"{path}'s pinned copies of {size_label(n)} over the "
+                               "ceiling's rounds", setting={"size": n, "path": path}))
+        if "ceiling_rounds_pytorch" in f and "ceiling_rounds_cupy" in f:
+            f.add(compare("ceiling_pytorch_vs_cupy", f["ceiling_rounds_pytorch"], f["ceiling_rounds_cupy"]))
+        both = [float(v) for v in c[c["path"].isin(["PyTorch", "CuPy"])]["median"]]
+        if len(both) > 1 and min(both) > 0:
+            f.add(_share("ceiling_drift", max(both) / min(both) - 1, "how far the ceiling's round medians moved "
+                         "(highest over lowest)", n=len(both), setting={"size": n}))
+    elif about.get("available") and about.get("GBps") and about.get("size"):
+        f.add(Fact("ceiling_second_path", float(about["GBps"]), "GB/s", "the one copy through the second path",
+                   "rate", "higher", setting={"size": int(about["size"])}))
+    if "repeats" in (res.parameters or {}):
+        f.add(Fact("sweep_repeats", int(res.parameters["repeats"]), "", "the timed copies per point the sweep "
+                   "asked for", "count", None))
 
 
 def _cpu_overlap(res, f: Facts) -> None:
@@ -241,6 +268,12 @@ def _copy_kernel(res, f: Facts) -> None:
                 runs=[float(ck["added_lo_ms"]), float(ck["added_hi_ms"])], setting=setting),
           _time("copy_kernel_copy_ms", float(ck["copy_ms"]), f"the copy of {size_label(n)} alone", setting=setting),
           _time("copy_kernel_kernel_ms", float(ck["kernel_ms"]), "the matrix products alone", setting=setting))
+    if "copy_kernel_calls" in res.tables:
+        c = res.table("copy_kernel_calls")
+        alone = c[(c["design"] == "interleaved") & (c["name"] == "kernel")]["ms"]
+        if len(alone) > 1:  # how much the matrix products alone moved from round to round (std)
+            f.add(_time("copy_kernel_kernel_jitter_ms", float(alone.std()), "the round-to-round jitter (std) of the "
+                        "matrix products alone", setting=setting | {"rounds": int(len(alone))}))
 
 
 def _pin_cost(res, f: Facts) -> None:

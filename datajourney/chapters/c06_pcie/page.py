@@ -85,24 +85,6 @@ def _pct(fraction: float) -> str:
     return text
 
 
-def _repeats_note(res, size: int, n: int) -> str:
-    """'median of 5' with the reason when the sweep timed fewer copies than ``repeats`` at a large size."""
-    rep_ = res.parameters["repeats"] if "repeats" in (res.parameters or {}) else None
-    if rep_ is None or n >= int(rep_):
-        return f"median of {n}"
-    return (f"median of {n}: above {size_label(256 << 20)} the sweep times fewer copies than the {int(rep_)} "
-            f"repeats, to bound its run time")
-
-
-# --------------------------------------------------------------------------- findings
-def _largest_pinned_h2d(res) -> pd.Series:
-    """The bandwidth sweep's pinned host-to-device row (CUDA events) at its largest size."""
-    b = _events(res)
-    n = int(b["size"].max())
-    return b[(b["size"] == n) & (b["direction"] == "H2D") & (b["memory"] == "pinned")].iloc[0]
-
-
-# --------------------------------------------------------------------------- the ceiling
 def pinned_h2d_measurements(res) -> list[dict]:
     """Every pinned host-to-device measurement of a run (:func:`analysis.pinned_h2d_measurements`), each with
     ``source``, where it comes from in words."""
@@ -125,47 +107,51 @@ def ceiling(res) -> dict | None:
     return transfer.highest(pinned_h2d_measurements(res))
 
 
-def _round_medians(res, path: str) -> list[float]:
-    """Median GB/s of each round of the ceiling through ``path`` (empty for an older result)."""
-    if "ceiling" not in res.tables:
-        return []
-    c = res.table("ceiling")
-    return [float(v) for v in c[c["path"] == path]["median"]]
-
-
-def ceiling_text(res) -> str:
+def ceiling_text(facts) -> str:
     """How the ceiling was measured and which measurement set it; the two paths compared round by
-    round; the drift of the rounds over the run; the largest pinned copy's share of the ceiling."""
-    c, about = ceiling(res), res.metadata.get("ceiling", {})
+    round; the drift of the rounds over the run; the largest pinned copy's share of the ceiling
+    (worded from the chapter's facts)."""
+    facts = facts_of(facts)
+    c = facts.get("ceiling")
     if c is None:
-        return f"No pinned host-to-device copy was measured here: {say.text(about.get('note', 'no GPU'))}."
-    out = [f"The ceiling is **{fx.num(c['GBps'], 'GB/s')}**, the highest of the {c['of']} pinned host-to-device "
-           f"measurements of this run (each the median of its copies), set by {c['source']}: no measurement of "
+        return "No pinned host-to-device copy was measured here."
+    s = c.setting
+    n, path = size_label(int(s["size"])), say.text(s.get("path", ""))
+    source = {"sweep": f"PyTorch's {n} copy in the bandwidth sweep",
+              "ceiling round": f"{path}'s {n} copy in the ceiling's round {int(s.get('round', 0)) + 1} "
+                               f"({say.text(s.get('phase', ''))})",
+              "second path": f"{path}'s {n} copy",
+              "both directions": f"PyTorch's {n} copy alone in the both-directions test"}.get(str(s.get("kind")),
+                                                                                             f"a {n} copy")
+    out = [f"The ceiling is **{say.value(c)}**, the highest of the {int(s['measurements'])} pinned host-to-device "
+           f"measurements of this run (each the median of its copies), set by {source}: no measurement of "
            "this chapter exceeds it."]
-    cupy, torch_ = _round_medians(res, "CuPy"), _round_medians(res, "PyTorch")
-    if torch_:
-        n = size_label(int(about.get("size", res.table("ceiling")["size"].iloc[0])))
-        if cupy:
-            out.append(f"In {len(torch_)} rounds spread over the run, {n} copies through CuPy's own pinned buffer "
-                       f"and `cudaMemcpyAsync` measured {fx.span(min(cupy), max(cupy), 'GB/s')} and PyTorch's copy "
-                       f"of the same size {fx.span(min(torch_), max(torch_), 'GB/s')}: PyTorch's copy was "
-                       f"{fx.compare(torch_, cupy, tol=0.02)} the second path.")
+    torch_, cupy = facts.get("ceiling_rounds_pytorch"), facts.get("ceiling_rounds_cupy")
+    if torch_ is not None:
+        size = _size(torch_)
+        if cupy is not None:
+            out.append(f"In {torch_.n} rounds spread over the run, {size} copies through CuPy's own pinned buffer "
+                       f"and `cudaMemcpyAsync` measured {_range(cupy)} and PyTorch's copy of the same size "
+                       f"{_range(torch_)}: PyTorch's copy was "
+                       f"{say.comparison(facts['ceiling_pytorch_vs_cupy'], baseline='the second path')}.")
         else:
-            why = say.text(about.get("note", "CuPy did not run"))
-            out.append(f"No second path here ({why}): in {len(torch_)} rounds spread over the run, PyTorch's "
-                       f"{n} copy measured {fx.span(min(torch_), max(torch_), 'GB/s')}.")
-        both = cupy + torch_
-        out.append(f"From round to round the rate moved by {fx.pct(max(both) / min(both) - 1)} (highest over lowest"
-                   " round median); the ceiling is their highest, not one round's.")
-    elif about.get("available"):
-        out.append(f"This result has one measurement through the second path ({say.text(about.get('path', 'CuPy'))}, "
-                   f"{size_label(int(about['size']))}): {fx.num(about['GBps'], 'GB/s')}.")
-    if "bandwidth" in res.tables:
-        row = _largest_pinned_h2d(res)
-        n = int(row["size"])
-        out.append(f"This chapter's pinned host-to-device copy at its largest size, {size_label(n)}, moved "
-                   f"**{fx.num(row['median'], 'GB/s')}** ({_repeats_note(res, n, int(row['n']))}; p10–p90 "
-                   f"{fx.span(row['p10'], row['p90'], 'GB/s')}), {fx.pct(row['median'] / c['GBps'])} of the ceiling.")
+            out.append(f"No second path here: in {torch_.n} rounds spread over the run, PyTorch's {size} copy "
+                       f"measured {_range(torch_)}.")
+        if "ceiling_drift" in facts:
+            out.append(f"From round to round the rate moved by {say.value(facts['ceiling_drift'], runs=False)} "
+                       "(highest over lowest round median); the ceiling is their highest, not one round's.")
+    elif "ceiling_second_path" in facts:
+        sp = facts["ceiling_second_path"]
+        out.append(f"This result has one measurement through the second path ({_size(sp)}): {say.value(sp)}.")
+    h, share = facts.get("h2d_pinned"), facts.get("h2d_pinned_share_of_ceiling")
+    if h is not None and share is not None:
+        rep = facts.get("sweep_repeats")
+        why = (f": above {size_label(256 << 20)} the sweep times fewer copies than the {say.value(rep)} repeats, "
+               "to bound its run time" if rep is not None and rep.number is not None and h.n < rep.number else "")
+        spread = f"; lowest to highest {_range(h)}" if h.spread is not None and "–" in _range(h) else ""
+        out.append(f"This chapter's pinned host-to-device copy at its largest size, {_size(h)}, moved "
+                   f"**{say.value(h, runs=False)}** (median of {h.n}{why}{spread}), {say.value(share, runs=False)} "
+                   "of the ceiling.")
     return " ".join(out)
 
 
@@ -925,6 +911,40 @@ def _size(f: Fact) -> str:
     return size_label(int(f.setting["size"]))
 
 
+def _range(f: Fact) -> str:
+    """A fact's lowest to highest over its runs, with its unit ("46.3–51.8 GB/s"); its value without a spread."""
+    return fx.span(*f.spread, f.unit) if f.spread is not None else say.value(f)
+
+
+def _none_added(facts: Facts) -> bool:
+    """Whether the side-stream copy's paired rounds measured it adding less than nothing (a hidden share above
+    100%): then the share is no share, and the page words the time it added instead."""
+    a = facts.get("copy_kernel_added_ms")
+    return a is not None and a.number is not None and a.number < 0
+
+
+def _added_words(facts: Facts, *, jitter: bool = True) -> str:
+    """What the side-stream copy added to the matrix products, from the paired rounds: its median, the 95%
+    interval, and the matrix products' own round-to-round jitter that a negative median lies within."""
+    a, f = facts["copy_kernel_added_ms"], facts["copy_kernel"]
+    out = f"a median of {say.value(a, runs=False)} over {f.n} paired rounds"
+    if a.spread is not None:
+        out += f", 95% interval {fx.span(*a.spread, 'ms')}"
+    j = facts.get("copy_kernel_kernel_jitter_ms")
+    if j is not None and jitter:
+        out += f"; the matrix products alone moved by {say.value(j, runs=False)} (std) from round to round"
+    return out
+
+
+def _hidden_words(facts: Facts) -> str:
+    """How much of the side-stream copy hid: its share, or, where the rounds measured it adding less than
+    nothing, that it added no measurable time (a share above 100% is no share)."""
+    f = facts["copy_kernel"]
+    if _none_added(facts):
+        return f"the copy added no measurable time to the matrix products ({_added_words(facts)})"
+    return f"{say.value(f, runs=False)} of the copy hid behind compute"
+
+
 def _path_words(value) -> str:
     """A path fact's value ("H2D, pageable") in words; anything else as code."""
     d, _, m = str(value).partition(", ")
@@ -991,10 +1011,15 @@ def finding_copy_kernel(facts) -> Finding:
     if v is None:  # an older result: one unpaired estimate
         text = f"A {_size(f)} copy on a side stream: {say.value(f)} hidden, by one unpaired estimate."
         return Finding("copy_kernel", text, f.number, "%", values=dict(size=f.setting["size"]))
-    text = (f"A {_size(f)} pinned copy on a side stream ({say.value(facts['copy_kernel_copy_ms'], runs=False)} "
-            f"alone) beside {say.value(facts['copy_kernel_kernel_ms'], runs=False)} of matrix products added "
-            f"{say.value(facts['copy_kernel_added_ms'], runs=False)} to them: **{say.value(f, runs=False)} of the "
-            f"copy hidden** (95% interval {fx.span(*f.spread, '%')}; {_VERDICT_WORDS.get(str(v.value), '')}).")
+    head = (f"A {_size(f)} pinned copy on a side stream ({say.value(facts['copy_kernel_copy_ms'], runs=False)} "
+            f"alone) beside {say.value(facts['copy_kernel_kernel_ms'], runs=False)} of matrix products")
+    if _none_added(facts):
+        text = (f"{head} added **no measurable time** to them: {_added_words(facts)} "
+                f"({_VERDICT_WORDS.get(str(v.value), '')}).")
+    else:
+        text = (f"{head} added {say.value(facts['copy_kernel_added_ms'], runs=False)} to them: "
+                f"**{say.value(f, runs=False)} of the copy hidden** (95% interval {fx.span(*f.spread, '%')}; "
+                f"{_VERDICT_WORDS.get(str(v.value), '')}).")
     return Finding("copy_kernel", text, f.number, "%", interval=f.spread,
                    values=dict(size=f.setting["size"], verdict=str(v.value)))
 
@@ -1106,10 +1131,12 @@ def opening(facts) -> Opening:
     if "copy_kernel" in facts:
         f = facts["copy_kernel"]
         v = facts.get("copy_kernel_verdict")
-        out.append(Finding("copy_kernel", f"On a side stream, **{say.value(f, runs=False)}** of a {_size(f)} copy hid "
-                                          f"behind matrix products"
-                                          + (f" ({_VERDICT_WORDS.get(str(v.value), '')})." if v is not None else "."),
-                           f.number, "%", interval=f.spread))
+        text = (f"On a side stream, a {_size(f)} copy ({say.value(facts['copy_kernel_copy_ms'], runs=False)} alone) "
+                f"added **no measurable time** to matrix products: {_added_words(facts, jitter=False)}"
+                if _none_added(facts) else
+                f"On a side stream, **{say.value(f, runs=False)}** of a {_size(f)} copy hid behind matrix products")
+        out.append(Finding("copy_kernel", text + (f" ({_VERDICT_WORDS.get(str(v.value), '')})." if v is not None
+                                                  else "."), f.number, "%", interval=f.spread))
     return Opening(out[:3], _actions(facts)[:3])
 
 
@@ -1125,7 +1152,7 @@ def _actions(facts: Facts) -> list[Action]:
                           f"{say.comparison(cb, facts)}; leave `pin_memory` as it is."))
     v = facts.get("copy_kernel_verdict")
     if v is not None:
-        hidden = f"{say.value(facts['copy_kernel'], runs=False)} of the copy hid behind compute"
+        hidden = _hidden_words(facts)
         out.append(
             Action(f"Copy the next batch on a side stream while the current step computes: here {hidden}.",
                    SIDE_STREAM_SNIPPET) if v.value == "overlaps" else
@@ -1149,9 +1176,10 @@ def takeaways(facts) -> str:
              f"{say.value(facts['d2h_pinned'], runs=False)} back."]
     if "copy_kernel_verdict" in facts:
         f = facts["copy_kernel"]
+        did = (f"the copy added no measurable time to the compute ({_added_words(facts)})" if _none_added(facts)
+               else f"that hid {say.value(f, runs=False)} of the copy (95% interval {fx.span(*f.spread, '%')})")
         lines.append(f"* Overlap the next batch's copy with this step's compute on a side stream, with the stream "
-                     f"synchronisation done on the GPU (`wait_event`, `record_stream`); in this result that hid "
-                     f"{say.value(f, runs=False)} of the copy (95% interval {fx.span(*f.spread, '%')}).")
+                     f"synchronisation done on the GPU (`wait_event`, `record_stream`); in this result {did}.")
     return "\n".join(lines)
 
 
