@@ -101,7 +101,8 @@ def test_run_reproduces_and_labels_populations(tmp_path):
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     ratio = next(f for f in items if f.key == "first_batch_ratio")
     assert "**42.4× more than" in ratio.text and "reproduced as printed" in ratio.text
-    assert "Of the 9 combinations" in page.template_note(res) and "only `spaces`" in page.template_note(res)
+    note = page.template_note(analysis.analyse(res))
+    assert "Of the 9 combinations" in note and "only `spaces`" in note
     tab = page.length_table(res)
     assert list(tab.iloc[:, 1]) == [published.figure(padding.CHAPTER, m).text for m in (
         "first batch: shortest sample", "first batch: longest sample", "first batch: mean length",
@@ -410,7 +411,8 @@ def test_findings_as_published():
     assert "reproduces each document alone" in f["packing_isolation"].text
     assert "does not: documents see each other" in f["packing_isolation"].text
     # the collator comparison is the note's beside its table, not repeated in the key result
-    assert "identical input ids" in page.collator_note(_result()) and "identical" not in f["packing_isolation"].text
+    assert "identical input ids" in page.collator_note(analysis.analyse(_result()))
+    assert "identical" not in f["packing_isolation"].text
     assert f["first_batch_pad_to_context"].published == "efficiency, pad to context"
     assert f["first_batch_packed"].published == "efficiency, packed"
     assert f["first_batch_ratio"].published == "packed ÷ pad to context"
@@ -443,7 +445,8 @@ def test_findings_when_documents_leak_or_collator_differs():
     f = _texts(_result(isolated=(False, False), collator_equal=False))
     t = f["packing_isolation"].text
     assert "reproduces" not in t and t.count("documents see each other") == 2
-    assert "different position ids" in page.collator_note(_result(isolated=(False, False), collator_equal=False))
+    assert "different position ids" in page.collator_note(analysis.analyse(_result(isolated=(False, False),
+                                                                                 collator_equal=False)))
 
 
 def test_findings_name_a_setting_that_is_not_the_published_one():
@@ -491,7 +494,7 @@ def test_run_times_every_batch_on_cpu(tmp_path):
     assert c.loc["greedy_pack", "real_tokens"] == res.table("lengths")["tokens"].sum() + 24   # one EOS each
     f = _texts(res)
     assert "greedy packing took" in f["packing_vs_context"].text
-    note = page.cost_note(res)
+    note = page.cost_note(analysis.analyse(res))
     assert "A full padded step" in note and "output layer and loss" in note
     b = page.step_breakdown(res).set_index("strategy")
     assert b.loc["greedy_pack", "real_targets"] > b.loc["pad_to_context", "real_targets"]
@@ -504,7 +507,7 @@ def test_cost_note_compares_partial_batches_only_with_their_own_row_length():
     _, shapes = padding.cost_of_layout(st, lay, mode="all_batches", real_tokens=460)
     res = _result()
     res.add("cost_shapes", shapes)
-    note = page.cost_note(res)
+    note = page.cost_note(analysis.analyse(res))
     assert "1 of 3 batches is partial (1 row)" in note and "per step against" not in note
 
 
@@ -517,7 +520,7 @@ def test_one_gain_ratio_or_the_difference_said_once():
     f = _texts(_result())["all_samples"].text
     # efficiency ratio (end-of-text counted as real) and positions ratio differ: both named, the reason once,
     # the reason in the note beside the populations' table
-    n = page.population_note(_result())
+    n = page.population_note(analysis.analyse(_result()))
     assert "**57.3× more than" in f and "end-of-text" not in f
     assert "In positions computed the gain is 54.5×" in n and n.count("end-of-text") == 1
 

@@ -8,16 +8,25 @@ second.
 """
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
 from datajourney.chapters.c05_padding_tax.experiment import (
     CHAPTER,
     EOS_ID,
     EOS_MODES,
+    LABELS,
     PACKED,
     PUBLISHED_SETTING,
+    STEP_PARTS,
     STRATEGIES,
     printed_as,
+    uses_eos,
 )
-from datajourney.core.facts import Advice, Fact, Facts, compare
+from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.findings import HIGH_SPREAD, cv
 from datajourney.core.results import Result
 
 #: The packer the published figures used (the source's greedy, in-order packing).
@@ -188,7 +197,181 @@ def analyse(res: Result) -> Facts:
             out.data["transformers"] = str(hf.iloc[0].get("transformers", ""))
     out.advise(_advice(res, out))
     out.data["padding_shares"] = padding_shares(res)
+    _templates(res, out)
+    _population(res, out, fb, al)
+    if cost:
+        _cost_notes(res, out, al, cost)
+    _collator(res, out)
     return out
+
+
+def _count(key: str, value, label: str, unit: str = "", **kw) -> Fact:
+    return Fact(key, int(value), unit, label, "count", None, **kw)
+
+
+def _templates(res: Result, out: Facts) -> None:
+    """The first batch under every template and end-of-text handling: how many combinations were tried, which
+    reproduce every published first-batch figure, and each template's first batch with end-of-text after packed
+    samples only (``template.<i>.*``, the template's name in the setting)."""
+    if "templates" not in res.tables or not len(res.table("templates")):
+        return
+    t = res.table("templates").reset_index(drop=True)
+    out.add(_count("templates.tried", len(t), "combinations of template and end-of-text handling tried"),
+            _count("templates.published_of", int(t["published_of"].iloc[0]), "published first-batch figures"))
+    best = t[t["published_matched"] == t["published_of"]]
+    out.data["templates_matching"] = [{"template": str(r.template), "eos": str(r.eos)} for r in best.itertuples()]
+    out.add(_count("templates.matching", len(best), "combinations that reproduce every published figure"))
+    top = t.sort_values("published_matched", ascending=False).iloc[0]
+    out.add(_count("templates.closest_matched", int(top["published_matched"]),
+                   "published figures the closest combination reproduces",
+                   setting={"template": str(top["template"]), "eos": str(top["eos"])}))
+    for i, r in t[t["eos"] == "packed_only"].iterrows():
+        s, k = {"template": str(r["template"]), "eos": "packed_only"}, f"template.{i}"
+        pad = Fact(f"{k}.pad_to_context", 100 * float(r["first_batch_pad_to_context"]), "%",
+                   "padding every sample to the context", "share", "higher", setting=s)
+        pack = Fact(f"{k}.greedy_pack", 100 * float(r["first_batch_greedy_pack"]), "%",
+                    "greedy packing in sample order", "share", "higher", setting=s)
+        out.add(*(Fact(f"{k}.{c}", float(r[f"first_batch_{c}"]), "", f"the {c} sample length in tokens, first batch",
+                       "amount", None, setting=s) for c in ("min", "max", "mean", "median")),
+                pad, pack, compare(f"{k}.ratio", pack, pad))
+
+
+def _population(res: Result, out: Facts, fb: dict, al: dict) -> None:
+    """How much the population alone moves the packing gain, and the gain in positions computed."""
+    if not ({"pad_to_context", SOURCE_PACKER} <= set(fb) and {"pad_to_context", SOURCE_PACKER} <= set(al)):
+        return
+    if {"first_batch_ratio", "all_samples_vs_context"} <= set(out.facts):
+        gain_all = dataclasses.replace(out["all_samples_vs_context"], key="gain.all_samples", of=None, basis=None,
+                                       label="the packing gain over all samples", quantity="amount")
+        gain_fb = dataclasses.replace(out["first_batch_ratio"], key="gain.first_batch", of=None, basis=None,
+                                      label="the packing gain in the first batch", quantity="amount",
+                                      published=None)
+        out.add(gain_all, gain_fb, compare("population_gain", gain_all, gain_fb))
+    pos = {s: _count(f"positions.{s}", al[s]["positions"], f"positions computed, {NOUNS[s]}", unit="positions")
+           for s in ("pad_to_context", SOURCE_PACKER)}
+    eos = res.parameters["eos"] if "eos" in res.parameters else None
+    counted = bool(eos in EOS_MODES and uses_eos(SOURCE_PACKER, eos) and not uses_eos("pad_to_context", eos))
+    gain = compare("positions_gain", pos["pad_to_context"], pos[SOURCE_PACKER])
+    out.add(*pos.values(), dataclasses.replace(gain, setting={"eos_counted_as_real": counted}))
+
+
+def step_breakdown(res: Result) -> pd.DataFrame:
+    """The parts of a full step (the most frequent shape with the most rows) of each layout: layers
+    forward, output layer + loss, layers backward, with the real targets and positions of that shape."""
+    if "cost_shapes" not in res.tables:
+        return pd.DataFrame()
+    shp = res.table("cost_shapes")
+    if not set(STEP_PARTS) <= set(shp.columns) or "cost_steps" not in res.tables:
+        return pd.DataFrame()
+    st = res.table("cost_steps")
+    rows = []
+    for s, g in shp.groupby("strategy", sort=False):
+        full = g[g["rows"] == g["rows"].max()].sort_values("batches").iloc[-1]
+        mine = st[(st["strategy"] == s) & (st["rows"] == full["rows"]) & (st["row_len"] == full["row_len"])]
+        rows.append(dict(strategy=s, label=LABELS[s], rows=int(full["rows"]), row_len=int(full["row_len"]),
+                         positions=int(full["rows"] * full["row_len"]), ms=float(full["mean"]),
+                         **{k: float(full[k]) for k in STEP_PARTS},
+                         real_targets=float(mine["real_targets"].mean()) if "real_targets" in mine else float("nan")))
+    return pd.DataFrame(rows)
+
+
+def _shape(s: str, rows: int, row_len: int) -> dict:
+    return {"strategy": s, "rows": int(rows), "row_len": int(row_len)}
+
+
+def _cost_notes(res: Result, out: Facts, al: dict, cost: dict) -> None:
+    """The timing's details: partial batches (``partial.<s>.*``), shapes whose step times spread widely
+    (``spread.<s>.*``), time against positions (``time_of_positions``), the parts of a full step
+    (``breakdown.<s>.*``, ``breakdown.layers_per_position``, ``breakdown.head``) and the time per pass
+    (``passes.<s>``)."""
+    out.add(Fact("high_spread", 100 * HIGH_SPREAD, "%", "the coefficient of variation that counts as wide", "share",
+                 None))
+    if "cost_shapes" in res.tables:
+        for s, g in res.table("cost_shapes").groupby("strategy", sort=False):
+            if s not in STRATEGIES:
+                continue
+            full, part = g[g["rows"] == g["rows"].max()], g[g["rows"] < g["rows"].max()]
+            if len(part):
+                out.add(_count(f"partial.{s}.batches", part["batches"].sum(), f"partial batches, {NOUNS[s]}"),
+                        _count(f"partial.{s}.of", g["batches"].sum(), f"batches, {NOUNS[s]}"))
+                for i, r in enumerate(part.itertuples()):
+                    out.add(_count(f"partial.{s}.rows.{i}", r.rows, "rows of a partial batch", ))
+                same_len = part[part["row_len"].isin(full["row_len"])]
+                if len(same_len) and len(full):
+                    r = same_len.iloc[0]
+                    f = full[full["row_len"] == r["row_len"]].iloc[0]
+                    a = Fact(f"partial.{s}.step", float(r["mean"]), "ms",
+                             f"a partial {int(r['rows'])} × {int(r['row_len']):,} step", "time", "lower",
+                             setting=_shape(s, r["rows"], r["row_len"]))
+                    b = Fact(f"partial.{s}.full_step", float(f["mean"]), "ms",
+                             f"a full {int(f['rows'])} × {int(f['row_len']):,} step", "time", "lower",
+                             setting=_shape(s, f["rows"], f["row_len"]))
+                    out.add(a, b, compare(f"partial.{s}.vs_full", a, b))
+            wide = g[(g["timed"] > 1) & (g["mean"] > 0) & (g["std"] > HIGH_SPREAD * g["mean"])]
+            if len(wide):
+                w = wide.assign(cv=wide["std"] / wide["mean"]).sort_values("cv").iloc[-1]
+                out.add(_count(f"spread.{s}.wide", len(wide), f"batch shapes spread widely, {NOUNS[s]}"),
+                        _count(f"spread.{s}.shapes", len(g), f"batch shapes, {NOUNS[s]}"),
+                        Fact(f"spread.{s}.widest", float(w["mean"]), "ms",
+                             f"the widest-spread shape, {int(w['rows'])} × {int(w['row_len']):,}", "time", "lower",
+                             n=int(w["timed"]), spread=(float(w["min"]), float(w["max"])),
+                             setting=_shape(s, w["rows"], w["row_len"])))
+    if "packing_vs_context" in out and "positions_gain" in out:
+        t, p = out.number("packing_vs_context"), out.number("positions_gain")
+        if t and p:
+            out.add(Fact("time_of_positions", 100 * (1 / t) / p, "%",
+                         "the measured time's gain as a share of the positions' prediction", "share", "higher"))
+    b = step_breakdown(res)
+    if not b.empty and {"pad_to_context", SOURCE_PACKER} <= set(b["strategy"]):
+        b = b.set_index("strategy")
+        parts = {}
+        for s in ("pad_to_context", SOURCE_PACKER):
+            r, k, sh = b.loc[s], f"breakdown.{s}", _shape(s, b.loc[s, "rows"], b.loc[s, "row_len"])
+            layers = float(r["layers_forward_ms"] + r["layers_backward_ms"])
+            step = "a full packed step" if s == SOURCE_PACKER else "a full padded step"
+            parts[s] = dict(
+                layers=Fact(f"{k}.layers_per_position", layers / float(r["positions"]), "ms",
+                            f"the layers per position of {step}", "time", "lower", setting=sh),
+                head=Fact(f"{k}.head", float(r["head_ms"]), "ms", f"the output layer and loss of {step}", "time",
+                          "lower", setting=sh))
+            out.add(_count(f"{k}.rows", r["rows"], "rows of a full step"),
+                    _count(f"{k}.row_len", r["row_len"], "positions per row of a full step", unit="positions"),
+                    Fact(f"{k}.step", float(r["ms"]), "ms", f"a full step, {NOUNS[s]}", "time", "lower", setting=sh),
+                    Fact(f"{k}.layers", layers, "ms", f"the layers of a full step, {NOUNS[s]}", "time", "lower",
+                         setting=sh),
+                    *parts[s].values())
+            if not np.isnan(r["real_targets"]):
+                out.add(Fact(f"{k}.real_targets", float(r["real_targets"]), "", "real targets of a full step",
+                             "count", None, setting=sh))
+        for part in ("layers", "head"):
+            out.add(compare(f"breakdown.{part}", parts[SOURCE_PACKER][part], parts["pad_to_context"][part]))
+    if "cost_steps" in res.tables:
+        st = res.table("cost_steps")
+        if st["pass"].nunique() > 1:
+            for s, g in st.groupby("strategy", sort=False):
+                xs = (g.groupby("pass")["ms"].sum() / 1e3).tolist()
+                f = measured(f"passes.{s}", xs, unit="s", label=f"{NOUNS.get(s, s)}, time per pass", quantity="time",
+                             better="lower", setting={"strategy": s})
+                out.add(f, Fact(f"passes.{s}.cv", 100 * cv(xs), "%", "coefficient of variation over the passes",
+                                "share", "lower", setting={"strategy": s}))
+
+
+#: The three parts of a packed row the collator check compares.
+COLLATOR_PARTS = (("input ids", "input_ids_equal"), ("position ids", "position_ids_equal"), ("labels", "labels_equal"))
+
+
+def _collator(res: Result, out: Facts) -> None:
+    """The collator check's first batch of each packer (``collator.<s>.*``; which parts equal in the setting)."""
+    if "collator" not in res.tables:
+        return
+    for r in res.table("collator").to_dict(orient="records"):
+        s = r["strategy"]
+        if s not in STRATEGIES:
+            continue
+        same = {n: bool(r[c]) for n, c in COLLATOR_PARTS}
+        out.add(_count(f"collator.{s}.rows", r["rows"], "rows of the first batch", setting=same),
+                _count(f"collator.{s}.documents", r["documents"], "documents of the first batch"),
+                _count(f"collator.{s}.real_tokens", r["real_tokens"], "real tokens of the first batch"))
 
 
 def _figure(metric: str):
@@ -222,10 +405,16 @@ def _advice(res: Result, out: Facts) -> Advice | None:
     s = best.setting["strategy"]
     basis = next((b for b in ("pad_to_longest", "pad_to_context") if b != s and f"{prefix}{b}" in out), None)
     gain = None
-    if basis is not None:
+    if basis is not None and prefix == "all.":
+        # no timing: the gain is an efficiency, so both sides are named by what they measure
+        per = "the real tokens per computed position of "
+        a = dataclasses.replace(best, key=f"per_position.{s}", label=per + NOUNS[s])
+        b = dataclasses.replace(out[f"all.{basis}"], key=f"per_position.{basis}", label=per + NOUNS[basis])
+        gain = "batching_efficiency_gain"
+        out.add(a, b, compare(gain, a, b))
+    elif basis is not None:
         gain = {("time.", SOURCE_PACKER, "pad_to_longest"): "packing_vs_longest",
-                ("time.", SOURCE_PACKER, "pad_to_context"): "packing_vs_context",
-                ("all.", SOURCE_PACKER, "pad_to_longest"): "all_samples"}.get((prefix, s, basis))
+                ("time.", SOURCE_PACKER, "pad_to_context"): "packing_vs_context"}.get((prefix, s, basis))
         if gain is None or gain not in out:
             gain = "batching_gain"
             out.add(compare(gain, best, out[f"{prefix}{basis}"]))

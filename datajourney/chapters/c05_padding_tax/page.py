@@ -3,10 +3,10 @@
 collator comparison and timing)."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from datajourney.chapters import published
+from datajourney.chapters.c05_padding_tax import analysis
 from datajourney.chapters.c05_padding_tax.analysis import SOURCE_PACKER, device_name, isolated, model_label
 from datajourney.chapters.c05_padding_tax.experiment import (
     CHAPTER,
@@ -14,25 +14,15 @@ from datajourney.chapters.c05_padding_tax.experiment import (
     ISOLATION_MODEL,
     LABELS,
     PUBLISHED_SETTING,
-    STEP_PARTS,
-    uses_eos,
 )
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
-from datajourney.core import findings as fnd
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.findings import (
-    HIGH_SPREAD,
     Action,
     Finding,
     Opening,
-    choose,
-    compare,
-    direction,
     num,
-    pct,
-    spread_note,
-    times,
 )
 
 __all__ = ["device_name", "model_label", "opening", "findings"]
@@ -217,17 +207,16 @@ def finding_isolation(facts: Facts) -> Finding | None:
                    f"{state('default')}.")
 
 
-def _eos_note(a, b, eos) -> str:
+def _eos_note(facts: Facts) -> str:
     """Why the efficiency ratio and the positions ratio differ (end-of-text tokens count as real tokens
     in packed rows), said once, with both numbers; empty when they print alike."""
-    pos = a["positions"] / b["positions"]
-    eff = b["efficiency"] / a["efficiency"]
-    if times(pos) == times(eff):
+    pos, eff = facts.get("positions_gain"), facts.get("gain.all_samples")
+    if pos is None or eff is None or phrasing.value(pos) == phrasing.value(eff):
         return ""
-    return (f" In positions computed the gain is {times(pos)}: the efficiency counts each packed sample's "
-            "end-of-text token as a real token, as the source's grid does, and padded rows carry none"
-            if uses_eos(SOURCE_PACKER, eos) and not uses_eos("pad_to_context", eos) else
-            f" In positions computed the gain is {times(pos)}") + " (the cost section compares time with positions)."
+    gain = f" In positions computed the gain is {phrasing.value(pos)}"
+    return (gain + ": the efficiency counts each packed sample's end-of-text token as a real token, as the source's "
+            "grid does, and padded rows carry none" if pos.setting.get("eos_counted_as_real") else
+            gain) + " (the cost section compares time with positions)."
 
 
 def findings(facts: Facts) -> list[Finding]:
@@ -272,31 +261,34 @@ def untimed_note(res) -> str:
         why, "no timings in this run")
 
 
-def template_note(res) -> str:
+def template_note(facts: Facts) -> str:
     """Which joining of the fields and which end-of-text handling reproduce the published figures."""
-    t = res.table("templates")
-    best = t[t["published_matched"] == t["published_of"]]
+    if "templates.tried" not in facts:
+        return ""
+    v = lambda k: _count(facts, k)  # noqa: E731
+    best = facts.data.get("templates_matching") or []
     lines = []
-    if len(best):
-        combos = ", ".join(f"{phrasing.code(r.template)} with end-of-text {phrasing.code(r.eos)}"
-                           for r in best.itertuples())
-        lines.append(f"Of the {len(t)} combinations of template and end-of-text handling tried, "
-                     f"{'only ' if len(best) == 1 else ''}{combos} reproduce{'s' if len(best) == 1 else ''} all "
-                     f"{int(t['published_of'].iloc[0])} published first-batch figures as printed.")
+    if best:
+        combos = ", ".join(f"{phrasing.code(r['template'])} with end-of-text {phrasing.code(r['eos'])}" for r in best)
+        one = len(best) == 1
+        lines.append(f"Of the {v('templates.tried')} combinations of template and end-of-text handling tried, "
+                     f"{'only ' if one else ''}{combos} reproduce{'s' if one else ''} all "
+                     f"{v('templates.published_of')} published first-batch figures as printed.")
     else:
-        top = t.sort_values("published_matched", ascending=False).iloc[0]
-        lines.append(f"None of the {len(t)} combinations tried reproduces all published first-batch figures; the "
-                     f"closest, {phrasing.code(top.template)} with {phrasing.code(top.eos)}, matches "
-                     f"{int(top.published_matched)} of "
-                     f"{int(top.published_of)}.")
-    for r in t[t["eos"] == "packed_only"].itertuples():
-        lines.append(f"{phrasing.code(r.template)}: first batch {r.first_batch_min:.0f} / {r.first_batch_max:.0f} / "
-                     f"{r.first_batch_mean:.1f} / {r.first_batch_median:.0f} tokens (min / max / mean / median), "
-                     f"{100 * r.first_batch_pad_to_context:.2f}% padded, {100 * r.first_batch_greedy_pack:.2f}% "
-                     f"packed, {r.first_batch_ratio:.2f}×.")
-    differs = _setting_differs(res)
+        top = facts["templates.closest_matched"].setting
+        lines.append(f"None of the {v('templates.tried')} combinations tried reproduces all published first-batch "
+                     f"figures; the closest, {phrasing.code(top['template'])} with {phrasing.code(top['eos'])}, "
+                     f"matches {v('templates.closest_matched')} of {v('templates.published_of')}.")
+    for k in sorted({k.rsplit(".", 1)[0] for k in facts.facts if k.startswith("template.")},
+                    key=lambda k: int(k.split(".")[1])):
+        name = facts[f"{k}.ratio"].setting["template"]
+        lines.append(f"{phrasing.code(name)}: first batch {v(k + '.min')} / {v(k + '.max')} / {v(k + '.mean')} / "
+                     f"{v(k + '.median')} tokens (min / max / mean / median); padded to the context "
+                     f"{v(k + '.pad_to_context')} real tokens, packed {v(k + '.greedy_pack')} real tokens, "
+                     f"{phrasing.comparison(facts[k + '.ratio'], facts)}.")
+    differs = _differs(facts)
     if differs:
-        lines.append("This run's setting is not the published one: " + ", ".join(differs) + ".")
+        lines.append("This run's setting is not the published one: " + differs + ".")
     return "\n\n".join(lines[:1]) + "\n\n" + "\n".join(f"* {x}" for x in lines[1:])
 
 
@@ -355,21 +347,17 @@ def populations_table(res) -> pd.DataFrame:
     )
 
 
-def population_note(res) -> str:
+def population_note(facts: Facts) -> str:
     """How much the population alone moves the numbers."""
-    fb = res.table("first_batch").set_index("strategy")
-    al = res.table("strategies").set_index("strategy")
-    if not {"pad_to_context", SOURCE_PACKER} <= set(fb.index):
+    if not {"population_gain", "all.pad_to_context", "first_batch_pad_to_context"} <= set(facts.facts):
         return ""
-    rf = fb.loc[SOURCE_PACKER, "efficiency"] / fb.loc["pad_to_context", "efficiency"]
-    ra = al.loc[SOURCE_PACKER, "efficiency"] / al.loc["pad_to_context", "efficiency"]
     return (
         f"Same template, same tokenizer, same code: the population alone takes padding to the context from "
-        f"{pct(fb.loc['pad_to_context', 'efficiency'])} (first batch) to {pct(al.loc['pad_to_context', 'efficiency'])} "
-        f"(all samples), and the packing gain from {times(rf)} to {times(ra)} "
-        f"({compare(ra, rf, more='larger', less='smaller', same='about the same', as_ratio=False, tol=0.02)} "
-        "over all samples). A figure is only comparable with one of the same population."
-        + _eos_note(al.loc["pad_to_context"], al.loc[SOURCE_PACKER], res.parameters["eos"])
+        f"{phrasing.value(facts['first_batch_pad_to_context'])} real tokens (first batch) to "
+        f"{phrasing.value(facts['all.pad_to_context'])} (all samples), and the packing gain from "
+        f"{phrasing.value(facts['gain.first_batch'])} to {phrasing.value(facts['gain.all_samples'])}: over all "
+        f"samples the gain is {phrasing.comparison(facts['population_gain'], baseline='the gain in the first batch')}. "
+        "A figure is only comparable with one of the same population." + _eos_note(facts)
     )
 
 
@@ -382,95 +370,65 @@ def cost_result(res, ref=None):
     return None, None
 
 
-def cost_note(res) -> str:
-    """Per-shape facts of the timing: partial batches, spreads, and measured time against positions."""
-    c = res.table("cost").set_index("strategy")
-    shp = res.table("cost_shapes")
+def cost_note(facts: Facts) -> str:
+    """Per-shape facts of the timing (the facts of the result whose timings are shown): partial batches,
+    spreads, and measured time against positions."""
+    v = lambda k: _count(facts, k)  # noqa: E731
     lines = []
-    for s, g in shp.groupby("strategy", sort=False):
-        full = g[g["rows"] == g["rows"].max()]
-        part = g[g["rows"] < g["rows"].max()]
-        if len(part):
-            n, total = int(part["batches"].sum()), int(g["batches"].sum())
-            text = (f"{LABELS[s]}: {n} of {total} batches {'is' if n == 1 else 'are'} partial "
-                    f"({', '.join(str(int(r)) for r in part['rows'])} row{'s' if part['rows'].max() > 1 else ''})")
-            same_len = part[part["row_len"].isin(full["row_len"])]
-            if len(same_len) and len(full):
-                r = same_len.iloc[0]
-                f = full[full["row_len"] == r["row_len"]].iloc[0]
-                text += (f"; {int(r['rows'])} × {int(r['row_len']):,} took {num(r['mean'], 'ms')} per step against "
-                         f"{num(f['mean'], 'ms')} for {int(f['rows'])} × {int(f['row_len']):,}")
+    for s in LABELS:
+        if f"partial.{s}.batches" in facts:
+            n = facts.number(f"partial.{s}.batches")
+            rows = [k for k in facts.facts if k.startswith(f"partial.{s}.rows.")]
+            many = any(facts.number(k) > 1 for k in rows)
+            text = (f"{LABELS[s]}: {v(f'partial.{s}.batches')} of {v(f'partial.{s}.of')} batches "
+                    f"{'is' if n == 1 else 'are'} partial ({', '.join(v(k) for k in rows)} row{'s' if many else ''})")
+            if f"partial.{s}.vs_full" in facts:
+                text += (f"; one partial step took {v(f'partial.{s}.step')}, "
+                         f"{phrasing.comparison(facts[f'partial.{s}.vs_full'], facts)}")
             lines.append(text + "; each batch counts once, at its own cost.")
-        wide = g[(g["timed"] > 1) & (g["mean"] > 0) & (g["std"] > HIGH_SPREAD * g["mean"])]
-        if len(wide):
-            w = wide.assign(cv=wide["std"] / wide["mean"]).sort_values("cv").iloc[-1]
-            lines.append(f"{LABELS[s]}: step times of {len(wide)} of {len(g)} batch shape"
-                         f"{'s' if len(g) != 1 else ''} spread by more than {pct(HIGH_SPREAD)} (coefficient of "
-                         f"variation); the widest, {int(w['rows'])} × {int(w['row_len']):,}, ran "
-                         f"{fnd.span(w['min'], w['max'], 'ms')} over {int(w['timed'])} steps: read "
-                         "these as ranges.")
-    if {"pad_to_context", SOURCE_PACKER} <= set(c.index):
-        al = res.table("strategies").set_index("strategy")
-        pos = al.loc["pad_to_context", "positions"] / al.loc[SOURCE_PACKER, "positions"]
-        t = c.loc["pad_to_context", "seconds"] / c.loc[SOURCE_PACKER, "seconds"]
-        lines.append(f"Positions predict a {num(pos, '×')} gain; the measured time gives {num(t, '×')} "
-                     f"({num(100 * t / pos, '%')} of the positions' prediction).")
-        split = breakdown_note(res)
+        if f"spread.{s}.widest" in facts:
+            w = facts[f"spread.{s}.widest"]
+            lines.append(f"{LABELS[s]}: step times of {v(f'spread.{s}.wide')} of {v(f'spread.{s}.shapes')} batch "
+                         f"shape{'s' if facts.number(f'spread.{s}.shapes') != 1 else ''} spread by more than "
+                         f"{v('high_spread')} (coefficient of variation); the widest, "
+                         f"{w.setting['rows']} × {w.setting['row_len']:,}, ran {phrasing.value(w)}: read these as "
+                         "ranges.")
+    if "time_of_positions" in facts:
+        lines.append(f"Positions predict a gain of {v('positions_gain')}; the measured time gives packing "
+                     f"{phrasing.comparison(facts['packing_vs_context'], facts)} "
+                     f"({v('time_of_positions')} of the positions' prediction).")
+        split = breakdown_note(facts)
         if split:
             lines.append(split)
-    if "isolation" in res.tables:
-        hf = res.table("isolation")
-        hf = hf[hf["code"] == "transformers"]
-        if len(hf) and not bool(hf.iloc[0]["isolated"]):
-            lines.append(f"In transformers {phrasing.code(hf.iloc[0]['transformers'])} the packed rows were timed "
-                         "as the library ran them: without a block-diagonal mask (documents saw each other in the "
-                         "check above), so their cost is that of plain causal attention.")
-    if "cost_steps" in res.tables:
-        st = res.table("cost_steps")
-        if st["pass"].nunique() > 1:
-            for s, g in st.groupby("strategy", sort=False):
-                note = spread_note(f"{LABELS[s]}, time per pass", (g.groupby('pass')['ms'].sum() / 1e3).tolist(), "s")
-                if note:
-                    lines.append(note)
+    if isolated(facts, "no_cache") is False:
+        lines.append(f"In transformers {phrasing.code(facts.data.get('transformers') or '?')} the packed rows were "
+                     "timed as the library ran them: without a block-diagonal mask (documents saw each other in the "
+                     "check above), so their cost is that of plain causal attention.")
+    for s in LABELS:
+        f = facts.get(f"passes.{s}")
+        if f is not None and f.n > 1 and facts.number(f"passes.{s}.cv") > facts.number("high_spread"):
+            lines.append(f"{LABELS[s]}, time per pass, varied: {phrasing.value(f)} (coefficient of variation "
+                         f"{v(f'passes.{s}.cv')}): read it as a range, not a point.")
     return "\n".join(f"* {x}" for x in lines)
 
 
-def step_breakdown(res) -> pd.DataFrame:
-    """The parts of a full step (the most frequent shape with the most rows) of each layout: layers
-    forward, output layer + loss, layers backward, with the real targets and positions of that shape."""
-    shp = res.table("cost_shapes")
-    if not set(STEP_PARTS) <= set(shp.columns):
-        return pd.DataFrame()
-    st = res.table("cost_steps")
-    rows = []
-    for s, g in shp.groupby("strategy", sort=False):
-        full = g[g["rows"] == g["rows"].max()].sort_values("batches").iloc[-1]
-        mine = st[(st["strategy"] == s) & (st["rows"] == full["rows"]) & (st["row_len"] == full["row_len"])]
-        rows.append(dict(strategy=s, label=LABELS[s], rows=int(full["rows"]), row_len=int(full["row_len"]),
-                         positions=int(full["rows"] * full["row_len"]), ms=float(full["mean"]),
-                         **{k: float(full[k]) for k in STEP_PARTS},
-                         real_targets=float(mine["real_targets"].mean()) if "real_targets" in mine else float("nan")))
-    return pd.DataFrame(rows)
+#: The parts of a full step of each layout (the page's name for the analysis's table).
+step_breakdown = analysis.step_breakdown
 
 
-def breakdown_note(res) -> str:
+def breakdown_note(facts: Facts) -> str:
     """Why time does not follow positions: the parts of a full padded and a full packed step."""
-    b = step_breakdown(res)
-    if b.empty or not {"pad_to_context", SOURCE_PACKER} <= set(b["strategy"]):
+    a, k = "breakdown.pad_to_context", f"breakdown.{SOURCE_PACKER}"
+    if f"{a}.step" not in facts or f"{k}.step" not in facts:
         return ""
-    b = b.set_index("strategy")
-    a, k = b.loc["pad_to_context"], b.loc[SOURCE_PACKER]
-    layers_a = a["layers_forward_ms"] + a["layers_backward_ms"]
-    layers_k = k["layers_forward_ms"] + k["layers_backward_ms"]
-    per_pos = compare(layers_k / k["positions"], layers_a / a["positions"], more="more", less="less",
-                      same="about the same", as_ratio=False, tol=0.1)
-    head = compare(k["head_ms"], a["head_ms"], more="more", less="less", same="about the same", as_ratio=False)
-    targets = (f" for {num(k['real_targets'], '')} real targets against {num(a['real_targets'], '')}"
-               if not (np.isnan(k["real_targets"]) or np.isnan(a["real_targets"])) else "")
-    return (f"A full padded step ({int(a['rows'])} × {int(a['row_len']):,}) took {num(a['ms'], 'ms')}: layers "
-            f"{num(layers_a, 'ms')}, output layer and loss {num(a['head_ms'], 'ms')}. A full packed step "
-            f"({int(k['rows'])} × {int(k['row_len']):,}) took {num(k['ms'], 'ms')}: layers {num(layers_k, 'ms')} "
-            f"({per_pos} per position), output layer and loss {num(k['head_ms'], 'ms')} ({head}{targets}). "
+    v = lambda x: _count(facts, x)  # noqa: E731
+    targets = (f", for {v(k + '.real_targets')} real targets against {v(a + '.real_targets')}"
+               if f"{k}.real_targets" in facts and f"{a}.real_targets" in facts else "")
+    return (f"A full padded step ({v(a + '.rows')} × {v(a + '.row_len')}) took {v(a + '.step')}: layers "
+            f"{v(a + '.layers')}, output layer and loss {v(a + '.head')}. A full packed step "
+            f"({v(k + '.rows')} × {v(k + '.row_len')}) took {v(k + '.step')}: layers {v(k + '.layers')} "
+            f"(per position, {phrasing.comparison(facts['breakdown.layers'], facts)}), output layer and loss "
+            f"{v(k + '.head')} ({phrasing.comparison(facts['breakdown.head'], facts)}{targets}). "
             "Positions set the layers' cost; real tokens set the output layer's.")
 
 
@@ -517,45 +475,42 @@ def isolation_table(res) -> pd.DataFrame:
                          "documents kept apart": iso["isolated"].map({True: "yes", False: "no"})})
 
 
-def collator_note(res) -> str:
-    if "collator" not in res.tables or not len(res.table("collator")):
+def collator_note(facts: Facts) -> str:
+    keys = [k.rsplit(".", 1)[0] for k in facts.facts if k.startswith("collator.") and k.endswith(".rows")]
+    if not keys:
         return "No packing layout in this run: nothing to compare with the collator."
+    v = lambda x: _count(facts, x)  # noqa: E731
     lines = []
-    for r in res.table("collator").itertuples():
-        same = [n for n, ok in (("input ids", r.input_ids_equal), ("position ids", r.position_ids_equal),
-                                ("labels", r.labels_equal)) if ok]
-        diff = [n for n in ("input ids", "position ids", "labels") if n not in same]
-        lines.append(f"{LABELS[r.strategy]}, first batch ({r.rows} rows, {r.documents:,} documents, "
-                     f"{r.real_tokens:,} real tokens): "
+    for k in keys:
+        equal = facts[f"{k}.rows"].setting
+        same = [n for n, _ in analysis.COLLATOR_PARTS if equal.get(n)]
+        diff = [n for n, _ in analysis.COLLATOR_PARTS if not equal.get(n)]
+        lines.append(f"{LABELS[k.split('.')[1]]}, first batch ({v(k + '.rows')} rows, {v(k + '.documents')} documents, "
+                     f"{v(k + '.real_tokens')} real tokens): "
                      + ("identical " + ", ".join(same) if not diff else "different " + ", ".join(diff))
                      + " from `packed_inputs` and from `DataCollatorWithFlattening`.")
     return "\n".join(f"* {x}" for x in lines)
 
 
-def takeaways(res) -> str:
+def takeaways(facts: Facts) -> str:
     """The chapter's closing bullets, each following this run's data."""
-    al = res.table("strategies").set_index("strategy")
     lines = []
-    if "pad_to_context" in al.index:
-        order = al["efficiency"].sort_values(ascending=False)
-        lines.append("Efficiency over all samples, best first: " + ", ".join(
-            f"{LABELS[s]} {pct(e)}" for s, e in order.items()) + ".")
-    if {"pad_to_longest", SOURCE_PACKER} <= set(al.index):
-        d = direction(al.loc[SOURCE_PACKER, "efficiency"], al.loc["pad_to_longest", "efficiency"], tol=0.01)
-        lines.append(choose(d, "Padding to the longest sample of each batch recovers part of the waste; packing "
-                               "recovers more.",
-                            "Here padding to the longest sample of each batch is more efficient than greedy packing.",
-                            "Here padding to the longest sample of each batch is as efficient as greedy packing."))
-    iso = res.table("isolation") if "isolation" in res.tables else None
-    if iso is not None:
-        hf = iso[iso["code"] == "transformers"]
-        if len(hf) >= 2 and bool(hf.iloc[0]["isolated"]) and not bool(hf.iloc[1]["isolated"]):
-            lines.append("With transformers, packed rows stay correct only when nothing else overrides the "
-                         "position ids: no attention mask and no cache (`use_cache=False`), or a "
-                         "variable-length attention kernel.")
-        elif len(hf) >= 1 and not bool(hf.iloc[0]["isolated"]):
-            lines.append("This transformers version does not keep packed documents apart from position ids alone: "
-                         "pass an explicit block-diagonal mask or use a variable-length attention kernel.")
+    shares = [facts[f"all.{s}"] for s in LABELS if f"all.{s}" in facts and facts.number(f"all.{s}") is not None]
+    if "all.pad_to_context" in facts:
+        order = sorted(shares, key=lambda f: -f.number)
+        lines.append("Real tokens per computed position over all samples, best first: " + ", ".join(
+            f"{LABELS[f.setting['strategy']]} {phrasing.value(f)}" for f in order) + ".")
+    c = facts.get("all_samples")
+    if c is not None and c.basis == "all.pad_to_longest" and c.number is not None:
+        lines.append("Padding to the longest sample of each batch recovers part of the waste; greedy packing's real "
+                     f"tokens per computed position are {phrasing.comparison(c, facts)}.")
+    if isolated(facts, "no_cache") and isolated(facts, "default") is False:
+        lines.append("With transformers, packed rows stay correct only when nothing else overrides the "
+                     "position ids: no attention mask and no cache (`use_cache=False`), or a "
+                     "variable-length attention kernel.")
+    elif isolated(facts, "no_cache") is False:
+        lines.append("This transformers version does not keep packed documents apart from position ids alone: "
+                     "pass an explicit block-diagonal mask or use a variable-length attention kernel.")
     return "\n".join(f"* {x}" for x in lines)
 
 
