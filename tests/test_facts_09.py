@@ -21,6 +21,9 @@ CHAPTER = "09_reading_smarter"
 HOSTS = [h for h in results.reference_hosts() if results.load_reference(CHAPTER, h) is not None]
 FOLDER = Path(page.__file__).parent
 HOSTILE = "x` <img src=x onerror=alert(1)> `y"
+#: The notes under the notebook's tables and charts, each worded from facts.
+NOTES = (page.gpu_note, page.gds_note, page.asked_seen_note, page.random_note, page.readahead_more, page.latency_note,
+         page.drift_note, page.pipeline_note, page.ceilings_text)
 
 
 @pytest.fixture(params=HOSTS)
@@ -77,15 +80,17 @@ def test_facts_equal_what_the_tables_hold(ref):
 
 
 def test_the_headline_names_the_best_path_and_the_advice_its_setting():
-    """The h200 reference timed path (b) at a fixed 4 MiB × 2 while its sweep found 64 MiB × 4 faster: the
-    headline and the advice name the sweep's setting, not the slower one."""
+    """Path (b) reads at the setting its sweep chose (the sweep's best row, from the table): the headline and
+    the advice name that setting."""
     ref = results.load_reference(CHAPTER, "h200")
     f = analysis.analyse(ref)
-    assert "64 MiB × 4" in f["to_gpu"].label
+    s = analysis.pipeline_summary(ref).iloc[0]
+    words = analysis.setting_words(s["mode"], s["chunk"], s["buffers"])
+    assert words in f["to_gpu"].label
     op = page.opening(f)
-    assert "64 MiB × 4" in op.findings[0].text and "64 MiB × 4" in op.actions[0].text
+    assert words.replace("_", "\\_") in op.findings[0].text and words in op.actions[0].text
     assert "no special path" not in " ".join(a.text for a in op.actions)
-    assert "1.41× faster than (a) pageable + copy" in op.actions[0].text
+    assert "faster than (a) pageable + copy" in op.actions[0].text
 
 
 def _swap_dd(res, factor):
@@ -122,9 +127,8 @@ def test_notebook_parameters_cell_is_the_declared_one():
     nb = json.loads((Path(page.__file__).parents[3] / "notebooks" / f"{CHAPTER}.ipynb").read_text())
     cell = next(c for c in nb["cells"] if "parameters" in (c["metadata"].get("tags") or []))
     src = "".join(cell["source"])
-    assert src.startswith(parameters_cell(Params) + "\n")
-    rest = [line.split("=")[0].strip() for line in src[len(parameters_cell(Params)) + 1:].splitlines()]
-    assert rest == list(BOOK_OPTIONS)                 # the book's options, which Params does not hold
+    assert src == parameters_cell(Params)           # with the book's options, which Params does not hold
+    assert all(f"\n{name} = " in src for name in BOOK_OPTIONS)
     assert {"parameters", "remove-cell"} <= set(cell["metadata"]["tags"])
 
 
@@ -156,8 +160,8 @@ def test_a_hostile_string_never_reaches_markdown_as_html():
            opening.markdown(page, cpu, None, is_reference_run=True)]
     for facts in (f, analysis.analyse(cpu)):
         out += [x.text for x in page.findings(facts)] + [page.takeaways(facts)]
-    out += [page.readahead_note(r), page.storage_notes(r), page.no_gpu_text(cpu, r), page.uring_note(cpu),
-            page.gds_note(r), page.gpu_note(r), page.ceilings_text(r), page.pipeline_note(r)] + page.gpu_errors(r)
+    out += [page.readahead_note(r), page.storage_notes(r), page.no_gpu_text(cpu, r), page.uring_note(cpu, f)]
+    out += [note(facts) for facts in (f, analysis.analyse(cpu)) for note in NOTES] + page.gpu_errors(r)
     for text in out:
         assert "<img" not in _outside_code(text), text
     assert "True" not in page.gds_table(r).to_string() and "None" not in page.storage_table(r).to_string()
@@ -170,3 +174,89 @@ def test_no_python_literals_in_reader_text(ref):
         assert word not in text, word
     assert not isinstance(page.gds_table(ref), type(None)) and "True" not in page.gds_table(ref).to_string()
     assert isinstance(page.storage_table(ref), pd.DataFrame)
+
+
+# --------------------------------------------------------------------------- the notes follow reversed data
+def _h200():
+    return copy.deepcopy(results.load_reference(CHAPTER, "h200"))
+
+
+def _scaled(r, table: str, where, col: str, factor: float):
+    t = r.tables[table]
+    t.loc[where(t), col] = t.loc[where(t), col] * factor
+    return r
+
+
+def test_gpu_note_follows_reversed_data():
+    assert "slower than path (b)" in page.gpu_note(analysis.analyse(_h200()))
+    r = _h200()
+    g = r.tables["gpu"]
+    a, b = g["path"] == "pageable + copy", g["path"] == analysis.PINNED
+    g.loc[a, "GBps"], g.loc[b, "GBps"] = g.loc[a, "GBps"] * 3, g.loc[b, "GBps"] / 3
+    note = page.gpu_note(analysis.analyse(r))
+    assert "faster than path (b)" in note and note.startswith("Cold paths, fastest first: (a) pageable + copy")
+
+
+def test_gds_note_follows_reversed_data():
+    assert "more than path (b)" in page.gds_note(analysis.analyse(_h200()))
+    r = _scaled(_h200(), "gpu", lambda t: t["path"].str.startswith("kvikio"), "cpu_s_per_GB", 0.1)
+    assert "less than path (b)" in page.gds_note(analysis.analyse(r))
+
+
+def test_asked_seen_note_follows_reversed_data():
+    assert "outside the device's queue" in page.asked_seen_note(analysis.analyse(_h200()))
+    r = _scaled(_h200(), "grid", lambda t: t["size"] == t["size"].min(), "dev_queue_depth", 1000)
+    note = page.asked_seen_note(analysis.analyse(r))
+    assert "more than asked" in note and "outside the device's queue" not in note
+    r = _scaled(_h200(), "grid", lambda t: t["own_share"].notna(), "own_share", 0.5)
+    assert "Caution" in page.asked_seen_note(analysis.analyse(r))
+
+
+def test_random_note_follows_reversed_data():
+    assert "slower than one pread thread" in page.random_note(analysis.analyse(_h200()))
+    r = _scaled(_h200(), "random", lambda t: t["mode"].str.startswith("mmap"), "IOPS", 1000)
+    assert "faster than one pread thread" in page.random_note(analysis.analyse(r))
+
+
+def test_readahead_more_follows_reversed_data():
+    assert "POSIX_FADV_RANDOM was 1.96× slower than no hint" in page.readahead_more(analysis.analyse(_h200()))
+    r = _scaled(_h200(), "readahead", lambda t: (t["pattern"] == "sequential") & (t["fadvise"] == "RANDOM"),
+                "MBps", 4)
+    assert "POSIX_FADV_RANDOM was" in (n := page.readahead_more(analysis.analyse(r))) and "faster than no hint" in n
+
+
+def test_latency_note_follows_reversed_data():
+    assert "level with the first pass" in page.latency_note(analysis.analyse(_h200()))
+    second = lambda t: t["series"] == "O_DIRECT, second pass"    # noqa: E731
+    fast = page.latency_note(analysis.analyse(_scaled(_h200(), "latency", second, "p50_us", 0.2)))
+    slow = page.latency_note(analysis.analyse(_scaled(_h200(), "latency", second, "p50_us", 5)))
+    assert "faster than the first pass" in fast and "filled a cache below" in fast
+    assert "slower than the first pass" in slow and "cache below" not in slow
+
+
+def test_uring_note_follows_reversed_data():
+    r = _h200()
+    assert "faster than the best pread pool" in page.uring_note(r, analysis.analyse(r))
+    r = _scaled(r, "random", lambda t: t["mode"] == "pread, thread pool", "IOPS", 5)
+    assert "slower than the best pread pool" in page.uring_note(r, analysis.analyse(r))
+
+
+def test_pipeline_note_follows_reversed_data():
+    assert "more than the O_DIRECT path" in page.pipeline_note(analysis.analyse(_h200()))
+    r = _scaled(_h200(), "pipeline", lambda t: t["mode"] == "O_DIRECT", "cpu_s_per_GB", 10)
+    assert "less than the O_DIRECT path" in page.pipeline_note(analysis.analyse(r))
+
+
+def test_drift_note_follows_reversed_data():
+    r = _h200()
+    r.tables["ceiling"] = r.tables["ceiling"].assign(GBps=[1.0, 2.0])
+    assert "The disk drifts between runs more than path (b) does" in page.drift_note(analysis.analyse(r))
+    r.tables["ceiling"] = r.tables["ceiling"].assign(GBps=[1.5, 1.5])
+    assert "Path (b) varies more than the disk" in page.drift_note(analysis.analyse(r))
+
+
+def test_ceilings_text_follows_reversed_data():
+    assert "no measured ceiling" in page.ceilings_text(analysis.analyse(_h200()))
+    r = _scaled(_h200(), "ceiling", lambda t: t["GBps"] > 0, "GBps", 3)
+    r = _scaled(r, "pipeline", lambda t: t["mode"].str.startswith("dd"), "GBps", 3)
+    assert "is the disk's ceiling here" in page.ceilings_text(analysis.analyse(r))

@@ -156,7 +156,7 @@ def test_path_b_falls_back_to_the_page_cache_with_the_reason(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("pb, words", [
-    (None, "buffered, 4 MiB × 2"),                    # a run before O_DIRECT: path (b) read through the page cache
+    (None, "buffered, 16 MiB × 2"),                   # a run before O_DIRECT: path (b) read through the page cache
     (dict(direct=True, chunk=64 * MiB, buffers=2, note=None), "O_DIRECT, 64 MiB × 2"),
     (dict(direct=False, chunk=64 * MiB, buffers=2, note="this file system refused O_DIRECT (x)"),
      "buffered, 64 MiB × 2")])
@@ -322,6 +322,11 @@ def _gpu(pinned, pageable, kv, cpu_pinned=1.0, cpu_kv=2.0):
 CEIL = [dict(run=i, GBps=v) for i, v in enumerate([2.0, 2.0, 2.0])]
 
 
+def _note(fn, res):
+    """A note of the page, worded from the facts of ``res``."""
+    return fn(analysis.analyse(res))
+
+
 def _finding(res, key):
     return page.finding(analysis.analyse(res), key)[0]
 
@@ -331,13 +336,14 @@ def test_to_gpu_finding_follows_the_share():
     good = _finding(good_res, "to_gpu")
     assert "(b) pinned, double-buffered" in good.text and "1.04× slower than the disk alone" in good.text
     assert "target" not in good.text
-    assert "Path (a), pageable reads each copied before the next, was 1.86× slower than path (b)" in page.gpu_note(
+    assert "Path (a), pageable reads each copied before the next, was 1.86× slower than path (b)" in _note(
+        page.gpu_note,
         good_res)
     bad_res = _res({"gpu": _gpu([1.0, 1.1, 1.0], [1.9, 1.95, 1.92], [1.5] * 3), "ceiling": CEIL})
     bad = _finding(bad_res, "to_gpu")
     assert "(a) pageable + copy" in bad.text and "target" not in bad.text and "1.04× slower than" in bad.text
-    assert "faster than path (b)" in page.gpu_note(bad_res)
-    assert page.gpu_note(bad_res).startswith("Cold paths, fastest first: (a) pageable + copy 1.92 GB/s")
+    assert "faster than path (b)" in _note(page.gpu_note, bad_res)
+    assert _note(page.gpu_note, bad_res).startswith("Cold paths, fastest first: (a) pageable + copy 1.92 GB/s")
     # the slower link is the bus when the device is faster than it
     fast = _res({"gpu": _gpu([9.5] * 3, [5] * 3, [6] * 3), "ceiling": [dict(run=0, GBps=100.0)]},
                 pcie_ceiling={"available": True, "GBps": 10.0, "size": 1})
@@ -403,33 +409,35 @@ def test_the_text_follows_the_chosen_setting():
     res = _with_choice(SWEEP, gpu)
     f = _finding(res, "to_gpu")
     assert "(b) pinned, double-buffered at O\\_DIRECT, 4 MiB × 2" in f.text
-    note = page.pipeline_note(res)
-    assert "Best of the sweep's 3 settings: **O_DIRECT, 4 MiB × 2 pinned buffers**" in note
+    note = _note(page.pipeline_note, res)
+    assert "Best of the sweep's 3 settings: **O\\_DIRECT, 4 MiB × 2 pinned buffers**" in note
     assert "Path (b) above read at this best setting" in note and "no ceiling" in note
     assert "default" not in note + f.text and "target" not in note + f.text
-    assert "no measured ceiling" in page.ceilings_text(res)
+    assert "no measured ceiling" in _note(page.ceilings_text, res)
     op = page.opening(analysis.analyse(res))
     assert any("O_DIRECT, 4 MiB × 2'`: 2.2× faster than (a) pageable + copy" in a.text for a in op.actions)
     rev = _with_choice(_reversed(SWEEP), gpu)
     assert "(b) pinned, double-buffered at buffered, 64 MiB × 2" in _finding(rev, "to_gpu").text
-    assert "**buffered, 64 MiB × 2 pinned buffers**" in page.pipeline_note(rev)
+    assert "**buffered, 64 MiB × 2 pinned buffers**" in _note(page.pipeline_note, rev)
     assert any("buffered, 64 MiB × 2'`" in a.text for a in page.opening(analysis.analyse(rev)).actions)
 
 
 def test_runs_are_counted_in_words():
     once = _with_choice([(m, c, v[:1]) for m, c, v in SWEEP], _gpu([2.2] * 3, [1.0] * 3, [1.5] * 3))
-    assert "(in its one run)" in page.pipeline_note(once) and "1 runs" not in page.pipeline_note(once)
+    assert "(in its one run)" in _note(page.pipeline_note, once) and "1 runs" not in _note(page.pipeline_note, once)
     twice = _with_choice(SWEEP, _gpu([2.2] * 3, [1.0] * 3, [1.5] * 3))
-    assert "110–115% over its 2 runs" in page.pipeline_note(twice)
+    assert "110%–115% over its 2 runs" in _note(page.pipeline_note, twice)
 
 
 def test_dd_is_a_ceiling_only_where_nothing_beat_it():
     slow = [(m, c, [v[0] / 2, v[1] / 2]) for m, c, v in SWEEP]
     res = _with_choice(slow, _gpu([1.0, 1.1, 1.0], [0.9] * 3, [0.8] * 3))
-    assert page.disk_ceiling(res) == 2.0 and "is the disk's ceiling here" in page.ceilings_text(res)
-    assert "no ceiling" not in page.pipeline_note(res)
+    assert analysis.analyse(res).number("dd_fastest") == 2.0
+    assert "is the disk's ceiling here" in _note(page.ceilings_text, res)
+    assert "no ceiling" not in _note(page.pipeline_note, res)
     fast = _with_choice(SWEEP, _gpu([1.0, 1.1, 1.0], [0.9] * 3, [0.8] * 3))
-    assert page.disk_ceiling(fast) is None and "path (b) at O_DIRECT, 4 MiB × 2 read 2.30 GB/s" in page.ceilings_text(
+    assert analysis.analyse(fast)["disk_ceiling"].value == "no"
+    assert "path (b) at O\\_DIRECT, 4 MiB × 2 read 2.30 GB/s" in _note(page.ceilings_text,
         fast)
 
 
@@ -442,12 +450,12 @@ def test_gds_finding_never_labels_compat_as_gds():
     r = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [2.5] * 3), "ceiling": CEIL})
     f = _finding(r, "gds")
     assert "compatibility" in f.text and "not GDS" in f.text and f.published is None and "faster than" in f.text
-    assert "(more)" in page.gds_note(r)        # CPU time per GB: 2.0 vs 1.0
+    assert "more than path (b)" in _note(page.gds_note, r)        # CPU time per GB: 2.0 vs 1.0
     assert "storage → GPU memory with GDS" not in page.key_metrics(r)
     g = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [1.5] * 3, cpu_kv=0.2), "ceiling": CEIL},
              gds={"kvikio": True, "path": "GDS", "compat_preferred": False, "gds_available": True, "nvidia_fs": True})
     f = _finding(g, "gds")
-    assert "(GDS)" in f.text and "slower than" in f.text and "(less)" in page.gds_note(g)
+    assert "(GDS)" in f.text and "slower than" in f.text and "less than path (b)" in _note(page.gds_note, g)
     assert "storage → GPU memory with GDS" in page.key_metrics(g)
 
 
@@ -470,7 +478,7 @@ def test_parallel_finding_follows_the_ratio():
     flat_res = _res({"random": _random([1000, 1000], [(4, [2000, 2000], 0.9), (16, [2050, 2000], 0.99)])})
     flat = _finding(flat_res, "parallel_random")
     assert "saturates" in flat.text and "target" not in flat.text
-    assert "slower than one pread thread" in page.random_note(flat_res)
+    assert "slower than one pread thread" in _note(page.random_note, flat_res)
 
 
 def _ra(seq_lo, seq_hi, rnd_none, rnd_random):
@@ -489,11 +497,12 @@ def _ra(seq_lo, seq_hi, rnd_none, rnd_random):
 def test_readahead_finding_follows_the_data():
     f = _finding(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1], [1.0, 1.0])}), "readahead")
     assert "faster than read\\_ahead\\_kb = 128" in f.text
-    assert "(less than without)" in page.readahead_more(_res({"readahead": _ra([500, 510], [1500, 1490], [4.0, 4.1],
+    assert "less than without a hint)" in _note(page.readahead_more, _res({"readahead": _ra([500, 510], [1500, 1490],
+                                                                                            [4.0, 4.1],
                                                                                 [1.0, 1.0])}))
     rev = _res({"readahead": _ra([1500, 1490], [500, 510], [1.0, 1.0], [4.0, 4.1])})
     assert "slower than read\\_ahead\\_kb = 128" in _finding(rev, "readahead").text
-    assert "(more than without)" in page.readahead_more(rev)
+    assert "more than without a hint)" in _note(page.readahead_more, rev)
     f = _finding(_res({"readahead": _ra([1, 1], [1, 1], [1, 1], [1, 1])[4:]},
                       readahead_sysfs={"used": False, "note": "no permission (needs root)"}), "readahead")
     assert "not changed: no permission" in f.text
@@ -519,21 +528,22 @@ def test_depth_sentence_names_where_the_time_went():
     rows = _grid(1.0, 4096, 1 << 20)
     for r in rows:
         r.update(threads=64, dev_queue_depth=7.5, dev_read_ms=0.1, dev_reads=100, mean_us=800.0)
-    note = page.asked_seen_note(_res({"grid": rows}))
+    note = _note(page.asked_seen_note, _res({"grid": rows}))
     assert "averaged 7.50 in flight" in note and "outside the device's queue" in note
     for r in rows:
         r.update(dev_queue_depth=150.0)
-    assert "more than asked" in page.asked_seen_note(_res({"grid": rows}))
+    assert "more than asked" in _note(page.asked_seen_note, _res({"grid": rows}))
 
 
 def test_asked_vs_seen_follows_the_counters():
     same = _res({"grid": _grid(1.0, 4096, 1 << 20)})
     assert "(the same size)" in _finding(same, "asked_vs_seen").text
-    note = page.asked_seen_note(same)
+    note = _note(page.asked_seen_note, same)
     assert "between what the queue allows" in note and "At least 100%" in note
     split = _res({"grid": _grid(0.4, 16384, 3 << 20)})
     assert "4.0× larger" in _finding(split, "asked_vs_seen").text
-    assert "cause not established" in page.asked_seen_note(split) and "Caution" in page.asked_seen_note(split)
+    assert "cause not established" in _note(page.asked_seen_note, split)
+    assert "Caution" in _note(page.asked_seen_note, split)
     f = _finding(_res({"grid": _grid(1.0, None, None)}, diskstats_device=None), "asked_vs_seen")
     assert "not on a block device" in f.text
 
@@ -555,7 +565,7 @@ def test_chapter_9_opening_follows_reversed_data():
                          {**ref.tables, "ceiling": c, "random": r}, ref.metadata)
     op = page.opening(analysis.analyse(rev))
     assert "slower than the disk alone" in op.findings[0].text
-    assert "os.O_DIRECT" in op.actions[0].snippet and "64 << 20, 4" in op.actions[0].snippet
+    assert "os.O_DIRECT" in op.actions[0].snippet and "4 << 20, 2" in op.actions[0].snippet
     assert "slower than one pread thread" in op.findings[1].text
     assert "`threads=1`" in op.actions[1].text and op.actions[1].snippet is None
 

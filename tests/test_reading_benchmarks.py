@@ -78,12 +78,13 @@ def test_best_path_b_setting_reaches_the_disk_on_every_run(ref):
     s = page.pipeline_summary(ref)
     if s.empty:
         pytest.skip("the chunk x buffers sweep of path (b) is not in the reference run")
-    assert s.iloc[0]["share_min"] >= PIPELINE_TARGET, page.pipeline_note(ref)
+    assert s.iloc[0]["share_min"] >= PIPELINE_TARGET, page.pipeline_note(analysis.analyse(ref))
     assert ref.table("pipeline")["verified"].dropna().all()
 
 
 def test_uring_was_measured_or_its_skip_is_labelled(ref):
     if "uring" not in ref.tables:
-        assert "not in the reference run" in page.uring_note(ref) or "skipped" in page.uring_note(ref)
+        note = page.uring_note(ref, analysis.analyse(ref))
+        assert "not in the reference run" in note or "skipped" in note
     else:
         assert (ref.table("uring")["requests"] > 0).all()

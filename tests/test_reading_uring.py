@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from datajourney.chapters.c09_reading_smarter import analysis, page
 from datajourney.chapters.c09_reading_smarter import experiment as reading
-from datajourney.chapters.c09_reading_smarter import page
 from datajourney.core import results
 from datajourney.core.params import ParameterError
 
@@ -90,6 +90,14 @@ def test_uring_depths_are_checked(tmp_path):
 
 
 # --------------------------------------------------------------------------- the sentence follows the data
+def _uring_note(res):
+    return page.uring_note(res, analysis.analyse(res))
+
+
+def _note(fn, res):
+    return fn(analysis.analyse(res))
+
+
 def _res(tables: dict, **meta) -> results.Result:
     return results.Result(reading.CHAPTER, "t", {}, {}, {k: pd.DataFrame(v) for k, v in tables.items()}, meta)
 
@@ -109,20 +117,20 @@ def _pool(vals):
 
 def test_uring_note_follows_the_data():
     deep = {"buffered": {1: [1000, 1000], 64: [9000, 9100]}, "O_DIRECT": {1: [1100, 1100], 64: [12000, 12100]}}
-    up = page.uring_note(_res({"uring": _uring(deep), "random": _pool([3000, 3000])}))
-    assert "above depth 1" in up and "faster than the best pread pool" in up and "beat many threads" in up
+    up = _uring_note(_res({"uring": _uring(deep), "random": _pool([3000, 3000])}))
+    assert "faster than depth 1" in up and "faster than the best pread pool" in up and "beat many threads" in up
     assert "added nothing" not in up
     flat = {"buffered": {1: [1000, 1000], 16: [3000, 3000], 64: [2900, 2950]}}
-    down = page.uring_note(_res({"uring": _uring(flat), "random": _pool([6000, 6000])}))
+    down = _uring_note(_res({"uring": _uring(flat), "random": _pool([6000, 6000])}))
     assert "at depth 16" in down and "added nothing" in down and "slower than the best pread pool" in down
-    same = page.uring_note(_res({"uring": _uring(flat), "random": _pool([3000, 2990])}))
-    assert "level with (1.00×) the best pread pool" in same and "the device sets the pace" in same
+    same = _uring_note(_res({"uring": _uring(flat), "random": _pool([3000, 2990])}))
+    assert "level with the best pread pool" in same and "the device sets the pace" in same
 
 
 def test_uring_note_says_why_it_is_missing():
-    assert "not in the reference run" in page.uring_note(_res({}))
+    assert "not in the reference run" in _uring_note(_res({}))
     st = dict(available=False, note="skipped: the kernel refused to set up an io_uring ring (EPERM)")
-    assert page.uring_note(_res({}, io_uring_status=st)).startswith("io_uring: skipped: the kernel refused")
+    assert _uring_note(_res({}, io_uring_status=st)).startswith("io_uring: skipped: the kernel refused")
     assert page.uring_table(_res({})).empty
 
 
@@ -130,7 +138,7 @@ def test_reference_run_without_uring_reads_plainly():
     for host in results.reference_hosts():
         ref = results.load_reference(reading.CHAPTER, host)
         if ref is not None and "uring" not in ref.tables:
-            assert "not in the reference run" in page.uring_note(ref)
+            assert "not in the reference run" in _uring_note(ref)
 
 
 # --------------------------------------------------------------------------- path (b): O_DIRECT and the sweep
@@ -176,16 +184,17 @@ def test_pipeline_note_names_what_decides_it():
     dd = [2.0, 1.6]
     chunk_decides = {("buffered", 4 * MiB, 2): [1.5, 1.2], ("buffered", 16 * MiB, 2): [1.9, 1.55],
                      ("buffered", 16 * MiB, 4): [1.9, 1.56], ("O_DIRECT", 16 * MiB, 2): [1.88, 1.54]}
-    t = page.pipeline_note(_res({"pipeline": _sweep(chunk_decides, dd)}, pcie_ceiling={"available": True, "GBps": 50}))
+    t = _note(page.pipeline_note,
+              _res({"pipeline": _sweep(chunk_decides, dd)}, pcie_ceiling={"available": True, "GBps": 50}))
     assert "**buffered, 16 MiB × 4 pinned buffers**" in t and "over its 2 runs" in t and "target" not in t
     assert "the chunk size decides it" in t and "more than" in t
     flat = {("buffered", 4 * MiB, 2): [1.85, 1.3], ("buffered", 16 * MiB, 2): [1.86, 1.31],
             ("O_DIRECT", 4 * MiB, 2): [1.85, 1.3]}
-    t2 = page.pipeline_note(_res({"pipeline": _sweep(flat, dd)}))
+    t2 = _note(page.pipeline_note, _res({"pipeline": _sweep(flat, dd)}))
     assert "the disk, not the pipeline's settings, sets the pace" in t2
     bufs = {("O_DIRECT", 16 * MiB, 2): [1.4, 1.1], ("O_DIRECT", 16 * MiB, 8): [1.95, 1.58]}
-    t3 = page.pipeline_note(_res({"pipeline": _sweep(bufs, dd)}))
-    assert "O_DIRECT, 16 MiB × 8" in t3 and "the number of buffers decides it" in t3
+    t3 = _note(page.pipeline_note, _res({"pipeline": _sweep(bufs, dd)}))
+    assert "O\\_DIRECT, 16 MiB × 8" in t3 and "the number of buffers decides it" in t3
 
 
 def _gpu_and_ceiling(pinned, dd):
@@ -194,22 +203,22 @@ def _gpu_and_ceiling(pinned, dd):
 
 
 def test_drift_note_says_whose_spread_it_is():
-    disk = page.drift_note(_res(_gpu_and_ceiling([1.53, 1.64, 1.68], [1.98, 1.64, 1.77])))
+    disk = _note(page.drift_note, _res(_gpu_and_ceiling([1.53, 1.64, 1.68], [1.98, 1.64, 1.77])))
     assert "The disk drifts between runs more than path (b) does" in disk and "85" in disk
-    pipe = page.drift_note(_res(_gpu_and_ceiling([1.2, 1.7, 1.5], [1.8, 1.79, 1.81])))
+    pipe = _note(page.drift_note, _res(_gpu_and_ceiling([1.2, 1.7, 1.5], [1.8, 1.79, 1.81])))
     assert "Path (b) varies more than the disk" in pipe
-    assert page.drift_note(_res({})) == ""
-    assert "not in this result" in page.pipeline_note(_res({}))
+    assert page.drift_note(analysis.analyse(_res({}))) == ""
+    assert "not in this result" in _note(page.pipeline_note, _res({}))
 
 
 def test_pipeline_note_does_not_pick_between_level_effects():
     tied = {("buffered", 4 * MiB, 2): [1.5, 1.2], ("O_DIRECT", 16 * MiB, 4): [1.9, 1.55]}   # all three changed together
-    t = page.pipeline_note(_res({"pipeline": _sweep(tied, [2.0, 1.6])}))
+    t = _note(page.pipeline_note, _res({"pipeline": _sweep(tied, [2.0, 1.6])}))
     assert "cannot tell them apart" in t and "decides it" not in t
 
 
 def test_pipeline_note_sets_the_chunk_against_the_readahead_window():
     cells = {("buffered", 4 * MiB, 2): [1.5, 1.2], ("buffered", 16 * MiB, 2): [1.9, 1.55]}
     for ra, word in ((8192, "larger than"), (65536, "smaller than"), (16384, "the same size as")):
-        t = page.pipeline_note(_res({"pipeline": _sweep(cells, [2.0, 1.6])}, device={"read_ahead_kb": ra}))
+        t = _note(page.pipeline_note, _res({"pipeline": _sweep(cells, [2.0, 1.6])}, device={"read_ahead_kb": ra}))
         assert f"is {word} the device's readahead window" in t, t

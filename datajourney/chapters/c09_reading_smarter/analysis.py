@@ -140,7 +140,7 @@ def _to_gpu(res, f: Facts) -> None:
         f.add(Fact("to_gpu", None, "GB/s", "the fastest cold path into GPU memory", "rate",
                    setting={"why": res.metadata.get("gpu_note") or "no CUDA device"}))
         return
-    size = int(cold["bytes"].iloc[0])
+    size = int(cold["bytes"].iloc[0]) if "bytes" in cold else 0
     f.data.update(file_bytes=size, gpu_chunk=int(_param(res, "gpu_chunk")), kvikio_task=int(_param(res, "kvikio_task")))
     pb = path_b_used(res)
     b_setting = setting_words(pb["mode"], pb["chunk"], pb["buffers"]) if pb and pb["chunk"] else None
@@ -401,4 +401,306 @@ def analyse(res) -> Facts:
     _asked_vs_seen(res, f)
     _readahead(res, f)
     _latency(res, f)
+    return analyse_notes(res, f)
+
+
+# --------------------------------------------------------------------------- what the notebook's notes word
+def _paths_note(res, f: Facts) -> None:
+    """The cold paths ranked (for the note under the chart of paths), path (a) against path (b)."""
+    ranked = [k for k in f.facts if k.startswith("path.") and f.number(k) is not None]
+    if not ranked:
+        return
+    ranked.sort(key=lambda k: -f.number(k))
+    f.data["paths_ranked"] = ranked
+    if "path.a" in f and "path.b" in f:
+        f.add(compare("plain_vs_path_b", f["path.a"], f["path.b"]))
+
+
+def _drift(res, f: Facts) -> None:
+    """The disk's own drift between runs (max ÷ min of the ``dd`` runs) against path (b)'s, from the main table."""
+    dd = _t(res, "ceiling")
+    dd = dd["GBps"].astype(float).tolist() if not dd.empty else []
+    cold = gpu_cold(res)
+    pin = cold[cold["path"] == PINNED]["GBps"].astype(float).tolist() if not cold.empty else []
+    if len(dd) < 2 or len(pin) < 2 or min(dd) <= 0 or min(pin) <= 0:
+        return
+    m = sum(dd) / len(dd)
+    dd_s, pin_s = max(dd) / min(dd), max(pin) / min(pin)
+    f.add(Fact("path_b_share_of_dd", sum(pin) / len(pin) / m, "", "path (b) as a share of the mean dd read",
+               "share", "higher", len(pin), (min(pin) / m, max(pin) / m)))
+    f.add(Fact("dd_drift", dd_s, "×", "the dd runs, highest ÷ lowest", "amount", "lower", len(dd)),
+          Fact("path_b_drift", pin_s, "×", "the runs of path (b), highest ÷ lowest", "amount", "lower", len(pin)))
+    d = 0 if abs(dd_s - pin_s) <= 0.02 * max(dd_s, pin_s) else (1 if dd_s > pin_s else -1)
+    f.add(Fact("drift_whose", {1: "disk", -1: "pipeline", 0: "level"}[d], "", "whose spread the runs of path (b) show",
+               "choice", None))
+
+
+def _sweep_notes(res, f: Facts) -> None:
+    """The chunk × buffers × mode sweep of path (b): its best and slowest settings, the setting path (b) used,
+    the reads faster than ``dd``, each setting's main effect on the share, the chunk against readahead, CPU."""
+    pc = pcie_ceiling(res)
+    s = pipeline_summary(res)
+    if s.empty:
+        return
+    b = sweep_shares(_t(res, "pipeline"), pc)
+    clipped = bool(pc) and bool((b["ceiling_GBps"] >= pc).any())
+    f.add(Fact("sweep_basis", "dd or PCIe" if clipped else "dd", "", "what the sweep's shares are of", "choice", None))
+
+    def runs(row) -> list[float]:
+        return b[(b["mode"] == row["mode"]) & (b["chunk"] == row["chunk"]) & (b["buffers"] == row["buffers"])][
+            "GBps"].astype(float).tolist()
+
+    def setting(row) -> dict:
+        return dict(mode=str(row["mode"]), chunk=int(row["chunk"]), buffers=int(row["buffers"]))
+
+    best, worst = s.iloc[0], s.iloc[-1]
+    if "sweep_settings" not in f:
+        f.add(Fact("sweep_settings", int(len(s)), "", "settings of path (b) swept", "count", None))
+    f.add(measured("sweep_best", runs(best), unit="GB/s", label=setting_words(**setting(best)), setting=setting(best)))
+    n = int(best["n"])
+    f.add(Fact("sweep_best_share", float(best["share"]), "", "its share of the same run's slower link", "share",
+               "higher", n, (float(best["share_min"]), float(best["share_max"])) if n > 1 else None))
+    if len(s) > 1:
+        f.add(measured("sweep_worst", runs(worst), unit="GB/s", label=setting_words(**setting(worst)),
+                       setting=setting(worst)))
+        f.add(compare("sweep_best_vs_worst", f["sweep_best"], f["sweep_worst"]))
+    pb = (res.metadata.get("gds") or {}).get("path_b") or {}
+    f.add(Fact("path_b_by", "|".join(f"{k}:{v}" for k, v in sorted((pb.get("by") or {}).items())), "",
+               "how path (b)'s setting was chosen", "choice", None, setting={"settings": int(pb.get("settings") or 0)}))
+    if pb.get("chunk"):
+        used = dict(mode="O_DIRECT" if pb.get("direct") else "buffered", chunk=int(pb["chunk"]),
+                    buffers=int(pb.get("buffers") or 2))
+        mine = s[(s["mode"] == used["mode"]) & (s["chunk"] == used["chunk"]) & (s["buffers"] == used["buffers"])]
+        where = "absent" if mine.empty else ("best" if mine.index[0] == 0 else "other")
+        f.add(Fact("path_b_setting", where, "", setting_words(**used), "choice", None, setting=used))
+        if where == "other":
+            f.add(measured("sweep_used", runs(mine.iloc[0]), unit="GB/s", label=setting_words(**used), setting=used))
+            f.add(compare("sweep_used_vs_best", f["sweep_used"], f["sweep_best"]))
+    over = b[b["share"] > 1]
+    f.add(Fact("sweep_reads", int(len(b)), "", "reads of the sweep", "count", None),
+          Fact("sweep_over_dd", int(len(over)), "", "reads of the sweep faster than the same run's dd", "count", None))
+    if len(over):
+        f.add(Fact("sweep_over_dd_top", float(over["share"].max()), "", "the fastest of them, as a share of dd",
+                   "share"))
+    names = {"chunk": "the chunk size", "buffers": "the number of buffers", "mode": "O_DIRECT versus buffered reads"}
+    eff = {}
+    for col, name in names.items():
+        m = s.groupby(col)["share"].mean()
+        if len(m) >= 2:
+            eff[col] = float(m.max() - m.min())
+            f.add(Fact(f"sweep_effect.{col}", 100 * eff[col], "points", name, "amount", None))
+    if eff:
+        top = max(eff, key=eff.get)
+        verdict = ("none" if eff[top] < 0.02 else
+                   "one" if all(eff[top] - v >= 0.01 for k, v in eff.items() if k != top) else "level")
+        f.add(Fact("sweep_effect", verdict, "", "which setting moves the share most", "choice", None,
+                   setting={"top": names[top]}))
+    od, bu = s[s["mode"] == "O_DIRECT"], s[s["mode"] == "buffered"]
+    ra = (res.metadata.get("device") or {}).get("read_ahead_kb")
+    if len(bu) and ra is not None and ra == ra and ra:
+        c, w = int(bu.iloc[0]["chunk"]), int(ra) * 1024
+        f.add(Fact("sweep_buffered_chunk", c, "B", "the best buffered chunk", "amount", None),
+              Fact("readahead_window", w, "B", "the device's readahead window", "amount", None),
+              Fact("chunk_vs_window", "larger" if c > w else "smaller" if c < w else "same", "",
+                   "the best buffered chunk against the readahead window", "choice", None))
+    if len(od) and len(bu):
+        o, u = od.iloc[0], bu.iloc[0]
+        if o["cpu"] == o["cpu"] and u["cpu"] == u["cpu"]:
+            f.add(Fact("sweep_cpu_direct", float(o["cpu"]), "s", "the O_DIRECT path's", "amount", "lower"),
+                  Fact("sweep_cpu_buffered", float(u["cpu"]), "s", "buffered reads' CPU time per GB", "amount",
+                       "lower"))
+            f.add(compare("sweep_cpu_buffered_vs_direct", f["sweep_cpu_buffered"], f["sweep_cpu_direct"]))
+
+
+def _ceilings(res, f: Facts) -> None:
+    """Every ``dd`` read of the chapter (main table and sweep), and the fastest single cold read: the disk's
+    ceiling is the fastest ``dd`` run where no cold read beat it."""
+    t = _t(res, "pipeline")
+    t = t[t["error"].isna()] if not t.empty and "error" in t else t
+    sweep = t[t["mode"].str.startswith("dd")]["GBps"].astype(float).tolist() if not t.empty else []
+    dd = _t(res, "ceiling")
+    every = (dd["GBps"].astype(float).tolist() if not dd.empty else []) + sweep
+    c = res.metadata.get("pcie_ceiling") or {}
+    if c.get("available") and c.get("size"):
+        f.data["pcie_size"] = int(c["size"])
+    cands = []
+    cold = gpu_cold(res)
+    if not cold.empty:
+        cands += [(_path_label(p), float(v)) for p, v in zip(cold["path"], cold["GBps"])]
+    b = sweep_shares(_t(res, "pipeline"), pcie_ceiling(res))
+    if not b.empty:
+        cands += [(f"path (b) at {setting_words(m, c_, n)}", float(v))
+                  for m, c_, n, v in zip(b["mode"], b["chunk"], b["buffers"], b["GBps"])]
+    top = max(cands, key=lambda x: x[1]) if cands else None
+    if not every:
+        return
+    f.add(Fact("dd_runs_all", len(every), "", "dd runs of the chapter", "count", None))
+    f.add(Fact("dd_fastest", max(every), "GB/s", "the fastest dd run", "rate"))
+    if top is not None:
+        f.add(Fact("fastest_read", top[1], "GB/s", top[0], "rate"))
+    f.add(Fact("disk_ceiling", "yes" if top is None or top[1] <= max(every) else "no", "",
+               "the fastest dd run is the disk's ceiling", "choice", None))
+
+
+def _random_notes(res, f: Facts) -> None:
+    r = _t(res, "random")
+    if r.empty or "random_one_thread" not in f:
+        return
+    soa = f.get("random_mmap_read_per_touched")
+    if soa is not None:
+        f.add(Fact("random_mmap_readaround", "yes" if (soa.number or 0) > SAME_SIZE else "no", "",
+                   "page faults read more than they touched", "choice", None))
+    mr = r[r["mode"] == "mmap + MADV_RANDOM"]["IOPS"].astype(float).tolist()
+    if mr:
+        f.add(measured("random_madv", mr, unit="IOPS", label="the map marked MADV_RANDOM"))
+        f.add(compare("random_madv_vs_one", f["random_madv"], f["random_one_thread"]))
+
+
+def _uring_notes(res, f: Facts) -> None:
+    """Per io_uring mode: its best depth against its shallowest, and whether deeper queues added nothing."""
+    u = _t(res, "uring")
+    if u.empty:
+        return
+    modes = []
+    for mode, g in u.groupby("io_mode", sort=False):
+        by = g.groupby("depth")["IOPS"].mean()
+        lo_d, best_d, hi_d = int(by.index.min()), int(by.idxmax()), int(by.index.max())
+        k = f"uring.{mode}"
+        modes.append(str(mode))
+        f.add(measured(f"{k}.best", g[g["depth"] == best_d]["IOPS"].astype(float).tolist(), unit="IOPS",
+                       label=f"{mode}, depth {best_d}", setting={"depth": best_d, "deepest": hi_d}))
+        if best_d != lo_d:
+            f.add(measured(f"{k}.shallow", g[g["depth"] == lo_d]["IOPS"].astype(float).tolist(), unit="IOPS",
+                           label=f"depth {lo_d}", setting={"depth": lo_d}))
+            f.add(compare(f"{k}.gain", f[f"{k}.best"], f[f"{k}.shallow"]))
+    f.data["uring_modes"] = modes
+    r = _t(res, "random")
+    pool = r[r["mode"] == "pread, thread pool"] if not r.empty else r
+    if not pool.empty:
+        t = int(pool.groupby("threads")["IOPS"].mean().idxmax())
+        f.add(measured("pread_pool_best", pool[pool["threads"] == t]["IOPS"].astype(float).tolist(), unit="IOPS",
+                       label=f"a pool of {t} pread threads", setting={"threads": t}))
+        f.add(compare("uring_vs_pread_pool", f["uring_best"], f["pread_pool_best"]))
+
+
+def _asked_seen_notes(res, f: Facts) -> None:
+    """The device's view of the grid: how the largest O_DIRECT requests were split, the queue depth it saw and
+    where the rest of each request's time went, and how much of what it read was this process's."""
+    g = _ok_rows(_t(res, "grid"))
+    if g.empty or "dev_request_bytes" not in g:
+        return
+    g = g.copy()
+    for c in ("dev_bytes", "dev_reads", "own_share", "dev_read_ms", "mean_us", "dev_util", "dev_queue_depth"):
+        if c not in g:
+            g[c] = float("nan")
+    g["_ms"] = g["dev_read_ms"] * g["dev_reads"]
+
+    def total(x):
+        return x.astype(float).sum(min_count=1)
+
+    s = g.groupby(["mode", "size", "threads"], sort=True).agg(
+        runs_seen=("dev_request_bytes", "mean"), dev_bytes=("dev_bytes", total), dev_reads=("dev_reads", total),
+        dev_ms=("_ms", total), qd=("dev_queue_depth", "mean"), util=("dev_util", "mean"),
+        mean_us=("mean_us", "mean")).reset_index()
+    pooled = s["dev_bytes"] / s["dev_reads"].where(s["dev_reads"] > 0)
+    s["seen"] = pooled.where(s["dev_bytes"].notna() & (s["dev_reads"] > 0), s["runs_seen"])
+    s["ms_per"] = s["dev_ms"] / s["dev_reads"].where(s["dev_reads"] > 0)
+    if not s["seen"].notna().any():
+        return
+    small, large = int(s["size"].min()), int(s["size"].max())
+    big = s[(s["mode"] == "O_DIRECT") & (s["size"] == large) & s["seen"].notna()].sort_values("threads")
+    if not big.empty and large > small:
+        f.data["split_seen"] = [[int(t), int(v)] for t, v in zip(big["threads"], big["seen"])]
+        lo_s, hi_s = float(big["seen"].min()), float(big["seen"].max())
+        d = res.metadata.get("device") or {}
+        msk, segs = d.get("max_sectors_kb"), d.get("max_segments")
+        hi = min(large, msk * 1024) if msk else None
+        lo = large / math.ceil((large // 4096) / segs) if segs and large >= 4096 else None
+        if lo is not None and hi is not None:
+            lo = min(lo, hi)
+        verdict = ("as asked" if hi_s >= large / SAME_SIZE else
+                   "between" if lo is not None and hi is not None and lo / SAME_SIZE <= lo_s and hi_s <= hi * SAME_SIZE
+                   else "outside")
+        f.add(Fact("split", verdict, "", f"how O_DIRECT requests of {_size(large)} reached the device", "choice",
+                   None, setting={"asked": large, "low": int(lo) if lo else None, "high": int(hi) if hi else None,
+                                  "max_segments": segs}))
+    r = s[(s["mode"] == "O_DIRECT") & (s["size"] == small)]
+    if r.empty:
+        r = s[s["size"] == small]
+    r = r[r["qd"].notna()].sort_values("threads")
+    if not r.empty:
+        r = r.iloc[-1]
+        t, qd = int(r["threads"]), float(r["qd"])
+        f.add(Fact("seen_depth", qd, "", f"requests in flight at the device, {t} asked", "count", None,
+                   setting={"threads": t, "asked": int(r["size"]), "mode": str(r["mode"])}))
+        if r["util"] == r["util"]:
+            f.add(Fact("seen_busy", min(1.0, float(r["util"])), "", "the device busy", "share"))
+        why = "none"
+        ms, mu = r["ms_per"], r["mean_us"]
+        if qd < t / SAME_SIZE and ms == ms and mu == mu and mu > 0 and 1 - 1e3 * ms / mu > 0.5:
+            why = "outside"
+            f.add(Fact("device_us", 1e3 * float(ms), "µs", "in the block layer and the device", "time", "lower"),
+                  Fact("call_us", float(mu), "µs", "from call to return", "time", "lower"),
+                  Fact("outside_share", 1 - 1e3 * float(ms) / float(mu), "", "outside the device's queue", "share",
+                       "lower"))
+        elif qd > t * SAME_SIZE:
+            why = "split"
+        f.add(Fact("seen_depth_verdict", why, "", "where the asked depth went", "choice", None))
+    if "own_share" in g and g["own_share"].notna().any():
+        own = float(g["own_share"].dropna().min())
+        f.add(Fact("own_share", own, "", "what the device read that was this process's, the least of any cell",
+                   "share"), Fact("own_share_clean", "yes" if own >= OWN_SHARE else "no", "",
+                                  "the device's averages are this process's", "choice", None))
+
+
+#: The device's averages describe this process's requests when at least this share of what it read was ours.
+OWN_SHARE = 0.90
+
+
+def _readahead_notes(res, f: Facts) -> None:
+    ra = _t(res, "readahead")
+    if ra.empty:
+        return
+    seq, rnd = ra[ra["pattern"] == "sequential"], ra[ra["pattern"] == "random"]
+    sys_ = seq[seq["setting"] == "read_ahead_kb"]
+    if not sys_.empty:
+        vals = sorted(sys_["read_ahead_kb"].dropna().unique())
+        lo_v, hi_v = vals[0], vals[-1]
+        means = sys_.groupby("read_ahead_kb")["MBps"].mean()
+        best_v = means.idxmax()
+        if best_v not in (lo_v, hi_v):
+            f.add(measured("readahead_best", sys_[sys_["read_ahead_kb"] == best_v]["MBps"].tolist(), unit="MB/s",
+                           label=f"read_ahead_kb = {int(best_v):,}", setting={"read_ahead_kb": int(best_v)}),
+                  measured("readahead_largest", sys_[sys_["read_ahead_kb"] == hi_v]["MBps"].tolist(), unit="MB/s",
+                           label=f"read_ahead_kb = {int(hi_v):,}"))
+            f.add(compare("readahead_best_vs_largest", f["readahead_best"], f["readahead_largest"]))
+        ra_r = rnd[rnd["setting"] == "read_ahead_kb"]
+        for key, v in (("low", lo_v), ("high", hi_v)):
+            xs = ra_r[ra_r["read_ahead_kb"] == v]["seen_over_asked"].dropna().tolist()
+            if xs:
+                f.add(measured(f"readahead_random_bytes.{key}", xs, unit="×", quantity="amount", better="lower",
+                               label=f"{int(v):,} KiB", setting={"read_ahead_kb": int(v)}))
+    fa = seq[seq["setting"] == "fadvise"]
+    if fa.empty:
+        return
+    none = fa[fa["fadvise"] == "none"]["MBps"].tolist()
+    if none:
+        f.add(measured("no_hint_seq", none, unit="MB/s", label="no hint"))
+    for hint in ("SEQUENTIAL", "WILLNEED", "RANDOM"):
+        h = fa[fa["fadvise"] == hint]["MBps"].tolist()
+        if h and none:
+            f.add(measured(f"fadvise_seq.{hint}", h, unit="MB/s", label=f"POSIX_FADV_{hint}"))
+            f.add(compare(f"fadvise_seq.{hint}.vs_none", f[f"fadvise_seq.{hint}"], f["no_hint_seq"]))
+
+
+def analyse_notes(res, f: Facts) -> Facts:
+    """The facts the notebook's notes word (beside the key results)."""
+    _paths_note(res, f)
+    _drift(res, f)
+    _sweep_notes(res, f)
+    _ceilings(res, f)
+    _random_notes(res, f)
+    _uring_notes(res, f)
+    _asked_seen_notes(res, f)
+    _readahead_notes(res, f)
     return f

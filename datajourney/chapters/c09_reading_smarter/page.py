@@ -18,13 +18,6 @@ from datajourney.core.facts import Facts, host_label
 from datajourney.core.findings import Action, Finding, Opening, size_label
 from datajourney.core.stats import mean, summarise
 
-#: A device is "saturated" when its utilisation reaches this share, or when doubling the pool adds less than
-#: :data:`FLAT_GAIN`.
-BUSY = 0.95
-FLAT_GAIN = 1.15
-#: The device "saw what was asked" when the average request it completed is within this factor of the asked size.
-SAME_SIZE = 1.25
-
 PINNED = "pinned, double-buffered"
 
 
@@ -44,16 +37,6 @@ def _gpu_ok(res) -> pd.DataFrame:
     return g
 
 
-def gpu_runs(res, path: str, col: str = "GBps", cache: str | None = None) -> list[float]:
-    g = _gpu_ok(res)
-    if g.empty:
-        return []
-    g = g[g["path"] == path]
-    if cache:
-        g = g[g["cache"] == cache]
-    return g[col].astype(float).tolist()
-
-
 def device_ceiling(res) -> list[float]:
     c = _t(res, "ceiling")
     return c["GBps"].astype(float).tolist() if not c.empty else []
@@ -62,11 +45,6 @@ def device_ceiling(res) -> list[float]:
 def pcie_ceiling(res) -> float | None:
     c = res.metadata.get("pcie_ceiling") or {}
     return c.get("GBps") if c.get("available") else None
-
-
-def kvikio_paths(res) -> list[str]:
-    g = _gpu_ok(res)
-    return [p for p in dict.fromkeys(g["path"]) if str(p).startswith("kvikio")] if not g.empty else []
 
 
 # --------------------------------------------------------------------------- published metrics
@@ -96,56 +74,8 @@ def path_words(path: str) -> str:
     return str(path)
 
 
-def _path_b(res) -> dict | None:
-    return (res.metadata.get("gds") or {}).get("path_b")
-
-
-def _b_mode(pb: dict) -> str:
-    """How path (b) really read: O_DIRECT only where the file system took it."""
-    return "O_DIRECT" if pb.get("direct") else "buffered"
-
-
 def _setting(mode: str, chunk: int, buffers: int) -> str:
     return f"{mode}, {size_label(int(chunk))} × {int(buffers)}"
-
-
-def cold_paths(res) -> pd.Series:
-    """Mean cold GB/s of each path to GPU memory, fastest first."""
-    g = _gpu_ok(res)
-    if g.empty:
-        return pd.Series(dtype=float)
-    return g[g["cache"] == "cold"].groupby("path")["GBps"].mean().sort_values(ascending=False)
-
-
-def dd_runs(res) -> list[float]:
-    """Every ``dd`` read of this chapter: the main table's and the sweep's (GB/s)."""
-    t = _t(res, "pipeline")
-    sweep = t[t["mode"].str.startswith("dd")]["GBps"].astype(float).tolist() if not t.empty else []
-    return device_ceiling(res) + sweep
-
-
-def fastest_read(res) -> tuple[str, float] | None:
-    """The fastest single cold read of a file in this chapter (a path to GPU memory or a sweep setting)."""
-    cands = []
-    g = _gpu_ok(res)
-    if not g.empty:
-        c = g[g["cache"] == "cold"]
-        cands += [(path_letter(p), float(v)) for p, v in zip(c["path"], c["GBps"])]
-    b = pipeline_shares(res)
-    if not b.empty:
-        cands += [(f"path (b) at {_setting(m, c, n)}", float(v))
-                  for m, c, n, v in zip(b["mode"], b["chunk"], b["buffers"], b["GBps"])]
-    return max(cands, key=lambda x: x[1]) if cands else None
-
-
-def disk_ceiling(res) -> float | None:
-    """The highest of every ``dd`` read of the chapter, where no cold read went faster (then it is the disk's
-    ceiling); None where a read went faster than every ``dd`` run, or no ``dd`` ran."""
-    dd = dd_runs(res)
-    top = fastest_read(res)
-    if not dd or (top is not None and top[1] > max(dd)):
-        return None
-    return max(dd)
 
 
 def best_setting(res) -> pd.Series | None:
@@ -155,37 +85,37 @@ def best_setting(res) -> pd.Series | None:
     return None if s.empty else s.iloc[0]
 
 
-def gpu_note(res) -> str:
-    """The cold paths to GPU memory ranked by this run's means, and how path (b) compares with the simplest."""
-    ranked = cold_paths(res)
-    if ranked.empty:
+def _v(facts: Facts, key: str, runs: bool = False) -> str:
+    return phrasing.value(facts.get(key), runs=runs)
+
+
+def gpu_note(facts: Facts) -> str:
+    """The cold paths to GPU memory ranked by this run's means, and how path (a) compares with path (b)."""
+    ranked = facts.data.get("paths_ranked") or []
+    if not ranked:
         return ""
     text = ("Cold paths, fastest first: "
-            + ", ".join(f"{path_letter(p)} {fx.num(v, 'GB/s')}" for p, v in ranked.items()) + ".")
-    a, b = gpu_runs(res, "pageable + copy", cache="cold"), gpu_runs(res, PINNED, cache="cold")
-    if a and b:
-        text += (f" Path (a), pageable reads each copied before the next, was "
-                 f"{fx.compare(a, b, more='faster than', less='slower than')} path (b).")
+            + ", ".join(f"{phrasing.text(facts[k].label)} {_v(facts, k)}" for k in ranked) + ".")
+    if "plain_vs_path_b" in facts:
+        text += (" Path (a), pageable reads each copied before the next, was "
+                 f"{phrasing.comparison(facts['plain_vs_path_b'], baseline='path (b)')}.")
     return text
 
 
-def _best_kvikio(res) -> str | None:
-    kv = kvikio_paths(res) if has_gpu(res) else []
-    return max(kv, key=lambda p: mean(gpu_runs(res, p, cache="cold"))) if kv else None
-
-
-def gds_note(res) -> str:
+def gds_note(facts: Facts) -> str:
     """Beside the GDS finding: kvikio's CPU time per GB against path (b)'s, and whether the published GDS gain
     can be reproduced here."""
-    best = _best_kvikio(res)
-    if best is None:
+    if "gds" not in facts:
         return ""
-    ck, cb = gpu_runs(res, best, "cpu_s_per_GB", "cold"), gpu_runs(res, PINNED, "cpu_s_per_GB", "cold")
-    text = (f"kvikio's fastest setting used {fx.num(mean(ck), 's')} of CPU time per GB against path (b)'s "
-            f"{fx.num(mean(cb), 's')} ({fx.choose(fx.direction(ck, cb, tol=0.10), 'more', 'less', 'about the same')}).")
-    if (res.metadata.get("gds") or {}).get("path") != "GDS":
-        text += " The published GDS gain cannot be reproduced on this machine: its data still pass through host memory."
-    return text
+    text = ""
+    if "gds_cpu_vs_path_b" in facts:
+        text = (f"kvikio's fastest setting used {_v(facts, 'gds_cpu')} of CPU time per GB against path (b)'s "
+                f"{_v(facts, 'path_b_cpu')} "
+                f"({phrasing.comparison(facts['gds_cpu_vs_path_b'], baseline='path (b)')}).")
+    if (facts.data.get("gds_status") or {}).get("path") != "GDS":
+        text += " The published GDS gain cannot be reproduced here: its data still pass through host memory."
+    return text.strip()
+
 
 
 def _grid(res) -> pd.DataFrame:
@@ -222,97 +152,51 @@ def asked_vs_seen(res) -> pd.DataFrame:
     return out
 
 
-#: The device's averages describe this process's requests when at least this share of what it read was ours.
-OWN_SHARE = 0.90
-
-
-def split_bounds(res, size: int) -> tuple[float | None, float | None]:
-    """(smallest, largest) device request an ``O_DIRECT`` read of ``size`` bytes can become: a buffer of separate
-    4 KiB pages fills at most ``max_segments`` segments per request; a physically contiguous one (huge pages)
-    is cut only at ``max_sectors_kb``."""
-    d = res.metadata.get("device") or {}
-    msk, segs = d.get("max_sectors_kb"), d.get("max_segments")
-    hi = min(size, msk * 1024) if msk else None
-    lo = size / math.ceil((size // 4096) / segs) if segs and size >= 4096 else None
-    if lo is not None and hi is not None:
-        lo = min(lo, hi)
-    return lo, hi
-
-
-def _split_text(res, rows: pd.DataFrame) -> str:
-    size = int(rows["size"].iloc[0])
-    seen = rows["seen_request"].astype(float)
-    lo_s, hi_s = float(seen.min()), float(seen.max())
-    by = ", ".join(f"{size_label(int(v))} at {int(t)}" for t, v in zip(rows["threads"], seen))
-    text = (f" At {size_label(size)} with O_DIRECT the device saw requests of {by} "
-            f"thread{'s' if int(rows['threads'].iloc[-1]) > 1 else ''}")
-    lo, hi = split_bounds(res, size)
-    d = res.metadata.get("device") or {}
-    if hi_s >= size / SAME_SIZE:
-        return text + ": as asked."
-    if lo is not None and hi is not None and lo / SAME_SIZE <= lo_s and hi_s <= hi * SAME_SIZE:
-        return text + (f": between what the queue allows for a buffer of separate 4 KiB pages "
-                       f"({d.get('max_segments'):,} segments per request: {size_label(int(lo))}) and its "
-                       f"max_sectors_kb ({size_label(int(hi))}, reached only where the buffer is physically "
-                       "contiguous, as in huge pages). How contiguous each buffer was is not recorded here.")
-    return text + ": outside what the queue's max_segments and max_sectors_kb predict (cause not established here)."
-
-
-def _depth_text(res, s: pd.DataFrame) -> str:
-    """Asked vs seen queue depth at the smallest O_DIRECT size and the most threads, and where the rest of each
-    request's time went (device time per request vs the program's mean latency)."""
-    r = s[(s["mode"] == "O_DIRECT") & (s["size"] == s["size"].min())]
-    if r.empty:
-        r = s[s["size"] == s["size"].min()]
-    r = r[r["seen_qd"].notna()].sort_values("threads")
-    if r.empty:
-        return ""
-    r = r.iloc[-1]
-    t, qd = int(r["threads"]), float(r["seen_qd"])
-    text = (f" Asked for {t} requests of {size_label(int(r['size']))} at once ({r['mode']}), the device averaged "
-            f"{fx.num(qd)} in flight, busy {fx.pct(min(1.0, r['util']))} of the time")
-    dev_ms, mean_us = r.get("dev_ms_per_request"), r.get("mean_us")
-    if qd < t / SAME_SIZE and _ok(dev_ms) and _ok(mean_us) and mean_us > 0:
-        out = 1 - 1e3 * dev_ms / mean_us
-        if out > 0.5:
-            text += (f": each request spent {fx.num(1e3 * dev_ms, 'µs')} in the block layer and the device but "
-                     f"{fx.num(mean_us, 'µs')} on average from call to return, so {fx.pct(out)} of its time was "
-                     "spent outside the device's queue, in the program, where the threads take turns with Python's "
-                     "interpreter lock")
-    elif qd > t * SAME_SIZE:
-        text += ": more than asked, because the kernel split each request into several"
-    return text + "."
-
-
-def contamination(res, table: str = "grid") -> float | None:
-    """The smallest share, over cells, of what the device read that this process asked for."""
-    t = _t(res, table)
-    if t.empty or "own_share" not in t or not t["own_share"].notna().any():
-        return None
-    return float(t["own_share"].dropna().min())
-
-
-def asked_seen_note(res) -> str:
+def asked_seen_note(facts: Facts) -> str:
     """Beside the asked-vs-seen table: how the largest O_DIRECT requests were split, the queue depth the device
     saw and where the rest of each request's time went, and how much of what the device read was ours."""
-    s = asked_vs_seen(res)
-    if s.empty or not s["seen_request"].notna().any():
-        return ""
-    small = s["size"].min()
     text = ""
-    big = s[(s["mode"] == "O_DIRECT") & (s["size"] == s["size"].max()) & s["seen_request"].notna()].sort_values(
-        "threads"
-    )
-    if not big.empty and s["size"].max() > small:
-        text += _split_text(res, big)
-    text += _depth_text(res, s)
-    own = contamination(res)
-    if own is not None and own < OWN_SHARE:
-        text += (f" Caution: in some cells only {fx.pct(own)} of what the device read was this process's "
-                 "(/proc/self/io); other processes used the same device meanwhile, so its averages mix their "
-                 "requests with ours.")
-    elif own is not None:
-        text += f" At least {fx.pct(own)} of what the device read in every cell was this process's (/proc/self/io)."
+    sp = facts.get("split")
+    if sp is not None:
+        seen = facts.data.get("split_seen") or []
+        st = sp.setting
+        by = ", ".join(f"{size_label(v)} at {fx.num(t)}" for t, v in seen)
+        text += (f" At {size_label(st['asked'])} with O_DIRECT the device saw requests of {by} "
+                 f"thread{'s' if seen and seen[-1][0] > 1 else ''}")
+        if sp.value == "as asked":
+            text += ": as asked."
+        elif sp.value == "between":
+            text += (f": between what the queue allows for a buffer of separate 4 KiB pages "
+                     f"({fx.num(st['max_segments'])} segments per request: {size_label(st['low'])}) and its "
+                     f"max_sectors_kb ({size_label(st['high'])}, reached only where the buffer is physically "
+                     "contiguous, as in huge pages). How contiguous each buffer was is not recorded here.")
+        else:
+            text += ": outside what the queue's max_segments and max_sectors_kb predict (cause not established here)."
+    qd = facts.get("seen_depth")
+    if qd is not None:
+        s = qd.setting
+        busy = facts.get("seen_busy")
+        text += (f" Asked for {fx.num(s['threads'])} requests of {size_label(s['asked'])} at once "
+                 f"({phrasing.text(s['mode'])}), the device averaged {phrasing.value(qd)} in flight"
+                 + (f", busy {phrasing.share(busy.number)} of the time" if busy is not None else ""))
+        why = facts["seen_depth_verdict"].value
+        if why == "outside":
+            text += (f": each request spent {_v(facts, 'device_us')} in the block layer and the device but "
+                     f"{_v(facts, 'call_us')} on average from call to return, so "
+                     f"{phrasing.share(facts.number('outside_share'))} of its time was spent outside the device's "
+                     "queue, in the program, where the threads take turns with Python's interpreter lock")
+        elif why == "split":
+            text += ": more than asked, because the kernel split each request into several"
+        text += "."
+    own = facts.get("own_share")
+    if own is not None:
+        if facts["own_share_clean"].value == "no":
+            text += (f" Caution: in some cells only {phrasing.share(own.number)} of what the device read was this "
+                     "process's (/proc/self/io); other processes used the same device meanwhile, so its averages "
+                     "mix their requests with ours.")
+        else:
+            text += (f" At least {phrasing.share(own.number)} of what the device read in every cell was this "
+                     "process's (/proc/self/io).")
     return text.strip()
 
 
@@ -330,93 +214,56 @@ def random_summary(res) -> pd.DataFrame:
     return out
 
 
-def random_note(res) -> str:
+def random_note(facts: Facts) -> str:
     """A memory map at the same random offsets against one pread thread, and what its page faults read."""
-    r = _t(res, "random")
-    one = r[r["mode"] == "pread, 1 thread"]["IOPS"].tolist() if not r.empty else []
-    mm = r[r["mode"] == "mmap + touch"]["IOPS"].tolist() if not r.empty else []
-    if not (mm and one):
+    c = facts.get("random_mmap_vs_one")
+    if c is None:
         return ""
-    text = f"Touching a memory map at the same offsets was {fx.compare(mm, one)} one pread thread"
-    soa = r[r["mode"] == "mmap + touch"]["seen_over_asked"].dropna().tolist() if "seen_over_asked" in r else []
-    if soa and mean(soa) > SAME_SIZE:
-        text += (f": the storage read {fx.num(mean(soa), '×')} the bytes it touched, because each page fault "
-                 "reads around the faulting page, up to the readahead window")
-    mr = r[r["mode"] == "mmap + MADV_RANDOM"]["IOPS"].tolist()
-    if mr:
-        text += f"; marked MADV_RANDOM, the map was {fx.compare(mr, one, same='level with')} pread"
+    text = f"Touching a memory map at the same offsets was {phrasing.comparison(c, baseline='one pread thread')}"
+    if facts.get("random_mmap_readaround") is not None and facts["random_mmap_readaround"].value == "yes":
+        text += (f": the storage read {_v(facts, 'random_mmap_read_per_touched')} the bytes it touched, because "
+                 "each page fault reads around the faulting page, up to the readahead window")
+    if "random_madv_vs_one" in facts:
+        text += (f"; marked MADV_RANDOM, the map was "
+                 f"{phrasing.comparison(facts['random_madv_vs_one'], baseline='pread')}")
     return text + "."
 
 
-def readahead_more(res) -> str:
+def readahead_more(facts: Facts) -> str:
     """Beside the readahead table: the fastest read_ahead_kb where it is neither end, what random reads cost at
     each end, and the per-file hints (no root needed)."""
-    ra = _t(res, "readahead")
-    if ra.empty:
-        return ""
-    seq = ra[ra["pattern"] == "sequential"]
-    rnd = ra[ra["pattern"] == "random"]
-    sys_ = seq[seq["setting"] == "read_ahead_kb"]
     text = ""
-    if not sys_.empty:
-        vals = sorted(sys_["read_ahead_kb"].dropna().unique())
-        lo_v, hi_v = vals[0], vals[-1]
-        a = sys_[sys_["read_ahead_kb"] == hi_v]["MBps"].tolist()
-        means = sys_.groupby("read_ahead_kb")["MBps"].mean()
-        best_v = means.idxmax()
-        if best_v not in (lo_v, hi_v) and fx.direction(sys_[sys_["read_ahead_kb"] == best_v]["MBps"].tolist(), a) > 0:
-            text += f" The fastest setting was {int(best_v):,} KiB ({fx.num(means[best_v], 'MB/s')})."
-        ra_r = rnd[rnd["setting"] == "read_ahead_kb"]
-        ra_hi = ra_r[ra_r["read_ahead_kb"] == hi_v]["seen_over_asked"].dropna().tolist()
-        ra_lo = ra_r[ra_r["read_ahead_kb"] == lo_v]["seen_over_asked"].dropna().tolist()
-        if ra_hi and ra_lo:
-            text += (f" For random 4 KiB reads the storage read {fx.num(mean(ra_lo), '×')} the asked bytes at "
-                     f"{int(lo_v):,} KiB and {fx.num(mean(ra_hi), '×')} at {int(hi_v):,} KiB.")
-    fa = seq[seq["setting"] == "fadvise"]
-    if not fa.empty:
-        none = fa[fa["fadvise"] == "none"]["MBps"].tolist()
-        bits = []
-        for hint in ("SEQUENTIAL", "WILLNEED", "RANDOM"):
-            h = fa[fa["fadvise"] == hint]["MBps"].tolist()
-            if h and none:
-                bits.append(f"POSIX_FADV_{hint} was {fx.compare(h, none)} no hint")
-        fr = rnd[rnd["setting"] == "fadvise"]
-        h = fr[fr["fadvise"] == "RANDOM"]["seen_over_asked"].dropna().tolist()
-        n0 = fr[fr["fadvise"] == "none"]["seen_over_asked"].dropna().tolist()
-        if h and n0:
-            word = fx.choose(fx.direction(h, n0, tol=0.10), "more than", "less than", "about as much as")
-            bits.append(f"for random reads the storage read {fx.num(mean(h), '×')} the asked bytes with "
-                        f"POSIX_FADV_RANDOM and {fx.num(mean(n0), '×')} without a hint ({word} without)")
-        if bits:
-            text += " Per file, without root: sequentially, " + fx.and_list(bits) + "."
+    c = facts.get("readahead_best_vs_largest")
+    if c is not None and c.number is not None and c.number > 1 and not c.level:
+        text += (f" The fastest setting was {phrasing.text(facts['readahead_best'].label)} "
+                 f"({_v(facts, 'readahead_best')}), {phrasing.comparison(c, facts)}.")
+    lo, hi = facts.get("readahead_random_bytes.low"), facts.get("readahead_random_bytes.high")
+    if lo is not None and hi is not None:
+        text += (f" For random 4 KiB reads the storage read {phrasing.value(lo, runs=False)} the asked bytes at "
+                 f"{phrasing.text(lo.label)} and {phrasing.value(hi, runs=False)} at {phrasing.text(hi.label)}.")
+    bits = [f"POSIX_FADV_{h} was {phrasing.comparison(facts[f'fadvise_seq.{h}.vs_none'], baseline='no hint')}"
+            for h in ("SEQUENTIAL", "WILLNEED", "RANDOM") if f"fadvise_seq.{h}.vs_none" in facts]
+    if "fadvise_random" in facts:
+        bits.append(f"for random reads the storage read {_v(facts, 'fadvise_random_bytes')} the asked bytes with "
+                    f"POSIX_FADV_RANDOM and {_v(facts, 'no_hint_bytes')} without a hint "
+                    f"({phrasing.comparison(facts['fadvise_random'], baseline='without a hint')})")
+    if bits:
+        text += " Per file, without root: sequentially, " + fx.and_list(bits) + "."
     return text.strip()
 
 
-def latency_stats(res) -> dict | None:
-    lat = _t(res, "latency")
-    if lat.empty or "p50_us" not in lat:
-        return None
-    ok = lat[lat["reads"] > 0] if "reads" in lat else lat
-    first = ok[ok["series"] == "O_DIRECT, first pass"]
-    warm = ok[ok["series"] == "page cache (warm)"]
-    if first.empty:
-        return None
-    second = ok[ok["series"] == "O_DIRECT, second pass"]
-    return dict(first=first["p50_us"].tolist(), warm=warm["p50_us"].tolist() if not warm.empty else [],
-                second=second["p50_us"].tolist() if not second.empty else [])
-
-
-def latency_note(res) -> str:
+def latency_note(facts: Facts) -> str:
     """Beside the latency chart: the same blocks read again at once, against the first pass."""
-    st = latency_stats(res)
-    if st is None or not st.get("second"):
+    c = facts.get("second_vs_first")
+    if c is None:
         return ""
-    sec = st["second"]
-    d = fx.direction(sec, st["first"], tol=0.10)
-    return (f"Read again at once, the same blocks took {fx.num(mean(sec), 'µs')} against "
-            f"{fx.num(mean(st['first']), 'µs')} "
-            + fx.choose(d, "(slower)", "(faster: the first pass filled a cache below this machine)",
-                        "(the same: both passes were served from the same place)") + ".")
+    why = ""
+    if c.level:
+        why = "; both passes were served from the same place"
+    elif c.number is not None and c.number < 1:
+        why = "; the first pass filled a cache below this machine"
+    return (f"Read again at once, the same blocks took {_v(facts, 'second_pass')} against the first pass's "
+            f"{_v(facts, 'virtual_disk')}: {phrasing.comparison(c, baseline='the first pass')}{why}.")
 
 
 # --------------------------------------------------------------------------- io_uring (experiment 3b)
@@ -442,12 +289,12 @@ def uring_table(res) -> pd.DataFrame:
                          "bytes read for us ÷ asked": s["seen_over_asked"], "runs": s["n"]})
 
 
-def uring_note(res) -> str:
+def uring_note(res, facts: Facts) -> str:
     """What io_uring did for the cold random 4 KiB reads, beside the pread thread pool at the same offsets;
-    or why it was not measured."""
-    u = _t(res, "uring")
+    or why it was not measured (``res``: the status the run recorded)."""
+    modes = facts.data.get("uring_modes") or []
     status = res.metadata.get("io_uring_status")
-    if u.empty:
+    if not modes:
         if isinstance(status, dict) and not status.get("available"):
             note = str(status.get("note") or "")
             why = (" Install the book's ch9 extra to measure io_uring." if "liburing" in note else
@@ -457,34 +304,28 @@ def uring_note(res) -> str:
         return ("io_uring: not in the reference run (the io_uring reader was added after it); run the chapter "
                 "with the ch9 extra installed to measure it here.")
     bits = []
-    for mode, g in u.groupby("io_mode", sort=False):
-        by = g.groupby("depth")["IOPS"].mean()
-        lo_d, best_d = int(by.index.min()), int(by.idxmax())
-        base = g[g["depth"] == lo_d]["IOPS"].tolist()
-        best = g[g["depth"] == best_d]["IOPS"].tolist()
-        bit = f"{mode}: **{fx.num(mean(best))} IOPS** at depth {best_d}"
-        if best_d != lo_d:
-            bit += f", {fx.compare(best, base, more='above', less='below', same='level with')} depth {lo_d}"
-        hi_d = int(by.index.max())
-        if best_d < hi_d:
-            bit += f" (deeper queues, up to {hi_d}, added nothing: the device, or what serves it, was saturated)"
+    for mode in modes:
+        best = facts[f"uring.{mode}.best"]
+        bit = f"{phrasing.text(mode)}: **{_v(facts, f'uring.{mode}.best')}** at depth {fx.num(best.setting['depth'])}"
+        if f"uring.{mode}.gain" in facts:
+            shallow = facts[f"uring.{mode}.shallow"]
+            bit += (", " + phrasing.comparison(facts[f"uring.{mode}.gain"],
+                                               baseline=f"depth {fx.num(shallow.setting['depth'])}"))
+        if best.setting["depth"] < best.setting["deepest"]:
+            bit += (f" (deeper queues, up to {fx.num(best.setting['deepest'])}, added nothing: the device, or what "
+                    "serves it, was saturated)")
         bits.append(bit)
     text = "Cold random 4 KiB reads through one io_uring ring (one thread, no pool): " + "; ".join(bits) + "."
-    r = _t(res, "random")
-    pool = r[r["mode"] == "pread, thread pool"] if not r.empty else r
-    if not pool.empty:
-        best_t = pool.groupby("threads")["IOPS"].mean().idxmax()
-        pbest = pool[pool["threads"] == best_t]["IOPS"].tolist()
-        by_all = u.groupby(["io_mode", "depth"])["IOPS"].mean()
-        (m, d) = by_all.idxmax()
-        ubest = u[(u["io_mode"] == m) & (u["depth"] == d)]["IOPS"].tolist()
-        d_cmp = fx.direction(ubest, pbest)
-        text += (f" Its best ({m}, depth {int(d)}) was {fx.compare(ubest, pbest, same='level with')} the best pread "
-                 f"pool ({best_t} threads, {fx.num(mean(pbest))} IOPS): "
-                 + fx.choose(d_cmp, "one thread with a deep queue beat many threads each waiting on one read.",
-                             "the thread pool kept more reads in flight, or spent less per read, than this ring.",
-                             "the same number of reads in flight gives the same IOPS whoever issues them; "
-                             "the device sets the pace."))
+    c = facts.get("uring_vs_pread_pool")
+    if c is not None:
+        u, pool = facts["uring_best"], facts["pread_pool_best"]
+        text += (f" Its best ({phrasing.text(u.setting['mode'])}, depth {fx.num(u.setting['depth'])}) was "
+                 f"{phrasing.comparison(c, baseline='the best pread pool')} "
+                 f"({fx.num(pool.setting['threads'])} threads, {_v(facts, 'pread_pool_best')}): "
+                 + ("the same number of reads in flight gives the same IOPS whoever issues them; the device sets "
+                    "the pace." if c.level or c.number is None else
+                    "one thread with a deep queue beat many threads each waiting on one read." if c.number > 1 else
+                    "the thread pool kept more reads in flight, or spent less per read, than this ring."))
     return text
 
 
@@ -511,106 +352,79 @@ def pipeline_table(res) -> pd.DataFrame:
                          "CPU s per GB": s["cpu"], "runs": s["n"].astype(int)})
 
 
-def _effect(s: pd.DataFrame, col: str) -> float | None:
-    """The main effect of ``col`` on the mean share: max − min over its values of the share averaged over
-    the other settings (the sweep is a full grid); None when the sweep holds one value of it."""
-    m = s.groupby(col)["share"].mean()
-    return float(m.max() - m.min()) if len(m) >= 2 else None
-
-
-def drift_note(res) -> str:
+def drift_note(facts: Facts) -> str:
     """Does the disk's own drift between runs explain path (b)'s spread against the mean ``dd`` read? From the
-    main table: the spread of the ``dd`` runs beside the spread of path (b)'s runs (max ÷ min of each)."""
-    dd, pin = device_ceiling(res), gpu_runs(res, PINNED, cache="cold")
-    if len(dd) < 2 or len(pin) < 2:
+    main table: the spread of the ``dd`` runs beside the spread of path (b)'s runs (highest ÷ lowest of each)."""
+    share = facts.get("path_b_share_of_dd")
+    if share is None:
         return ""
-    dd_s, pin_s = max(dd) / min(dd), max(pin) / min(pin)
-    m = mean(dd)
-    text = (f"Against the mean `dd` read ({fx.num(m, 'GB/s')}) path (b)'s runs spread over "
-            f"{fx.span(min(pin) / m * 100, max(pin) / m * 100, '%')}; the device's own `dd` runs spread over "
-            f"{fx.span(min(dd), max(dd), 'GB/s')} ({fx.times(dd_s)} max ÷ min, path (b): {fx.times(pin_s)}). ")
-    d = fx.direction(dd_s, pin_s, tol=0.02)
-    text += fx.choose(d, "The disk drifts between runs more than path (b) does: most of that spread is the disk's, "
-                         "not the pipeline's, so each run must be set against a `dd` read of the same run.",
-                      "Path (b) varies more than the disk between runs: the pipeline itself (its chunk, its buffers, "
-                      "its readahead) adds variation, which the sweep below measures.",
-                      "The disk drifts between runs about as much as path (b) does: that spread is mostly the disk's, "
-                      "so each run must be set against a `dd` read of the same run.")
+    lo, hi = share.spread
+    text = (f"Against the mean `dd` read ({_v(facts, 'dd_read')}) path (b)'s runs spread over "
+            f"{phrasing.share(lo)}–{phrasing.share(hi)}; the device's own `dd` runs spread over "
+            f"{_v(facts, 'dd_read', runs=True)} ({_v(facts, 'dd_drift')} highest ÷ lowest, path (b): "
+            f"{_v(facts, 'path_b_drift')}). ")
+    whose = facts["drift_whose"].value
+    text += {"disk": "The disk drifts between runs more than path (b) does: most of that spread is the disk's, not "
+                     "the pipeline's, so each run must be set against a `dd` read of the same run.",
+             "pipeline": "Path (b) varies more than the disk between runs: the pipeline itself (its chunk, its "
+                         "buffers, its readahead) adds variation, which the sweep below measures.",
+             "level": "The disk drifts between runs about as much as path (b) does: that spread is mostly the "
+                      "disk's, so each run must be set against a `dd` read of the same run."}[whose]
     return text
 
 
-def _runs_of(b: pd.DataFrame, row) -> list[float]:
-    return b[(b["mode"] == row["mode"]) & (b["chunk"] == row["chunk"]) & (b["buffers"] == row["buffers"])][
-        "GBps"].astype(float).tolist()
-
-
-def pipeline_note(res) -> str:
+def pipeline_note(facts: Facts) -> str:
     """The sweep's best and slowest settings, which setting path (b) used and why, whether any setting read
     faster than ``dd``, and which of chunk, buffers and read mode moves the share most."""
-    s = pipeline_summary(res)
-    drift = drift_note(res)
-    if s.empty:
+    drift = drift_note(facts)
+    if "sweep_best" not in facts:
         return ((drift + " " if drift else "") + "The chunk × buffers sweep of path (b), buffered and O_DIRECT, each "
                 "run paired with a `dd` read of the same run, is not in this result; it runs where CUDA "
                 "is available.").strip()
-    b = pipeline_shares(res)
-    best, worst, k = s.iloc[0], s.iloc[-1], len(s)
-    n = int(best["n"])
-    basis = _share_basis(res)
-    spread = ("in its one run" if n == 1 else
-              f"{fx.span(100 * best['share_min'], 100 * best['share_max'], '%')} over its {n} runs")
-    name = _setting(best["mode"], best["chunk"], best["buffers"])
-    text = (f"Best of the sweep's {k} setting{'s' if k != 1 else ''}: **{name} pinned buffers**, "
-            f"{fx.num(best['GBps'], 'GB/s')}, {fx.pct(best['share'])} of {basis} ({spread}).")
-    if k > 1:
-        text += (f" The slowest, {_setting(worst['mode'], worst['chunk'], worst['buffers'])}, read "
-                 f"{fx.num(worst['GBps'], 'GB/s')}: the best was "
-                 f"{fx.compare(_runs_of(b, best), _runs_of(b, worst), same='level with')} it.")
-    pb = _path_b(res) or {}
-    if pb.get("chunk"):
-        mode = _b_mode(pb)
-        mine = s[(s["mode"] == mode) & (s["chunk"] == int(pb["chunk"])) & (s["buffers"] == int(pb.get("buffers") or 2))]
-        used = _setting(mode, pb["chunk"], pb.get("buffers") or 2)
-        if not mine.empty and mine.index[0] == 0:
-            text += f" Path (b) above read at this best setting ({path_b_choice(res)})."
-        elif not mine.empty:
-            text += (f" Path (b) above read at {used} ({path_b_choice(res)}), which in the sweep was "
-                     f"{fx.compare(_runs_of(b, mine.iloc[0]), _runs_of(b, best), same='level with')} the best.")
+    best, share = facts["sweep_best"], facts["sweep_best_share"]
+    k = int(facts.number("sweep_settings") or 0)
+    basis = ("the same run's slower link (dd or PCIe)" if facts["sweep_basis"].value == "dd or PCIe"
+             else "the same run's dd read")
+    spread = ("in its one run" if share.spread is None else
+              f"{phrasing.share(share.spread[0])}–{phrasing.share(share.spread[1])} over its {fx.num(share.n)} runs")
+    text = (f"Best of the sweep's {fx.num(k)} setting{'s' if k != 1 else ''}: **{phrasing.text(best.label)} pinned "
+            f"buffers**, {_v(facts, 'sweep_best')}, {phrasing.share(share.number)} of {basis} ({spread}).")
+    if "sweep_best_vs_worst" in facts:
+        text += (f" The slowest, {phrasing.text(facts['sweep_worst'].label)}, read {_v(facts, 'sweep_worst')}: the "
+                 f"best was {phrasing.comparison(facts['sweep_best_vs_worst'], baseline='it')}.")
+    used = facts.get("path_b_setting")
+    if used is not None:
+        why = path_b_choice(facts)
+        if used.value == "best":
+            text += f" Path (b) above read at this best setting ({why})."
+        elif used.value == "other":
+            text += (f" Path (b) above read at {phrasing.text(used.label)} ({why}), which in the sweep was "
+                     f"{phrasing.comparison(facts['sweep_used_vs_best'], baseline='the best')}.")
         else:
-            text += f" Path (b) above read at {used} ({path_b_choice(res)}), a setting the sweep did not include."
-    over = b[b["share"] > 1]
-    if len(over):
-        text += (f" {len(over)} of the sweep's {len(b)} reads went faster than the same run's `dd` (up to "
-                 f"{fx.pct(over['share'].max())}): `dd` reads 1 MiB at a time through the page cache, and is no "
-                 "ceiling for these settings.")
-    eff = {name: _effect(s, col) for name, col in (("the chunk size", "chunk"), ("the number of buffers", "buffers"),
-                                                    ("O_DIRECT versus buffered reads", "mode"))}
-    eff = {k: v for k, v in eff.items() if v is not None}
+            text += f" Path (b) above read at {phrasing.text(used.label)} ({why}), a setting the sweep did not include."
+    over = facts.number("sweep_over_dd") or 0
+    if over:
+        text += (f" {fx.num(over)} of the sweep's {fx.num(facts.number('sweep_reads'))} reads went faster than the "
+                 f"same run's `dd` (up to {phrasing.share(facts.number('sweep_over_dd_top'))}): `dd` reads 1 MiB at "
+                 "a time through the page cache, and is no ceiling for these settings.")
+    eff = [facts[f"sweep_effect.{c}"] for c in ("chunk", "buffers", "mode") if f"sweep_effect.{c}" in facts]
     if eff:
-        top = max(eff, key=eff.get)
-        parts = [f"{k} {fx.num(100 * v)} points" for k, v in eff.items()]
+        v = facts["sweep_effect"]
+        parts = [f"{phrasing.text(e.label)} {phrasing.value(e)}" for e in eff]
         text += (f" Averaged over the other settings, each setting moves the mean share by: {fx.and_list(parts)}; "
                  + ("none of them moves it by two points: the disk, not the pipeline's settings, sets the pace."
-                    if eff[top] < 0.02 else
-                    f"{top} decides it." if all(eff[top] - v >= 0.01 for k, v in eff.items() if k != top) else
+                    if v.value == "none" else f"{phrasing.text(v.setting['top'])} decides it." if v.value == "one" else
                     "the largest effects are level (within a point), so this sweep cannot tell them apart."))
-    od, bu = s[s["mode"] == "O_DIRECT"], s[s["mode"] == "buffered"]
-    ra = (res.metadata.get("device") or {}).get("read_ahead_kb")
-    if len(bu) and _ok(ra) and ra:
-        c = int(bu.iloc[0]["chunk"])
-        d = fx.direction(c, ra * 1024, tol=0.0)
-        text += (f" The best buffered chunk ({size_label(c)}) is "
-                 + fx.choose(d, "larger than", "smaller than", "the same size as")
-                 + f" the device's readahead window ({size_label(int(ra) * 1024)}).")
-    if len(od) and len(bu):
-        o, u = od.iloc[0], bu.iloc[0]
-        if _ok(o["cpu"]) and _ok(u["cpu"]):
-            text += (
-                f" At their best settings O_DIRECT used {fx.num(o['cpu'], 's')} of CPU per GB against "
-                f"buffered reads' {fx.num(u['cpu'], 's')} "
-                f"({fx.compare([u['cpu']], [o['cpu']], more='more than', less='less than', same='about the same as')} "
-                "the O_DIRECT path's: buffered reads also copy out of the page cache)."
-            )
+    cw = facts.get("chunk_vs_window")
+    if cw is not None:
+        text += (f" The best buffered chunk ({size_label(facts.number('sweep_buffered_chunk'))}) is "
+                 + {"larger": "larger than", "smaller": "smaller than", "same": "the same size as"}[cw.value]
+                 + f" the device's readahead window ({size_label(facts.number('readahead_window'))}).")
+    if "sweep_cpu_buffered_vs_direct" in facts:
+        text += (f" At their best settings O_DIRECT used {_v(facts, 'sweep_cpu_direct')} of CPU per GB against "
+                 f"buffered reads' {_v(facts, 'sweep_cpu_buffered')} "
+                 f"({phrasing.comparison(facts['sweep_cpu_buffered_vs_direct'], baseline='the O_DIRECT path')}: "
+                 "buffered reads also copy out of the page cache).")
     return (drift + " " + text).strip() if drift else text
 
 
@@ -686,28 +500,30 @@ def random_chart(res, title: str) -> go.Figure:
     return hbars(summarise(r, ["label"], "IOPS"), title=title, xaxis="reads per second (IOPS)", unit="IOPS")
 
 
-def ceilings_text(res) -> str:
+def ceilings_text(facts: Facts) -> str:
     """The two links measured in this run, and whether the disk's ``dd`` read is a ceiling here."""
-    dev = device_ceiling(res)
-    pc = res.metadata.get("pcie_ceiling") or {}
-    every = dd_runs(res)
-    out = (f"Measured in this run: the device's cold sequential read of the same file with `dd bs=1M` "
-           f"(chapter 2's check) {fx.num(mean(dev), 'GB/s')} ({fx.span(min(dev), max(dev), 'GB/s')} over "
-           f"{len(dev)} run{'s' if len(dev) != 1 else ''})" if dev else "No `dd` read was measured")
-    if pc.get("available"):
-        out += (f"; a pinned host-to-device copy of {size_label(int(pc['size']))} through a second path "
-                f"(chapter 6's independent ceiling) {fx.num(pc['GBps'], 'GB/s')}.")
+    dd = facts.get("dd_read")
+    pc = facts.get("pcie_copy")
+    out = ("Measured in this run: the device's cold sequential read of the same file with `dd bs=1M` "
+           f"(chapter 2's check) {phrasing.value(dd)}" if dd is not None and dd.number is not None
+           else "No `dd` read was measured")
+    if pc is not None and pc.number is not None and facts.data.get("pcie_size"):
+        out += (f"; a pinned host-to-device copy of {size_label(facts.data['pcie_size'])} through a second path "
+                f"(chapter 6's independent ceiling) {phrasing.value(pc)}.")
     else:
         out += "; no PCIe ceiling (no GPU)."
-    top, ceiling = fastest_read(res), disk_ceiling(res)
-    if every and ceiling is not None:
-        out += (f" The fastest of the chapter's {len(every)} `dd` runs, {fx.num(ceiling, 'GB/s')}, is the disk's "
-                "ceiling here: no cold read went faster.")
-    elif every and top is not None:
-        out += (f" The disk has no measured ceiling here: {top[0]} read {fx.num(top[1], 'GB/s')}, faster than "
-                f"every one of the chapter's {len(every)} `dd` runs (at most {fx.num(max(every), 'GB/s')}).")
-    note = fx.spread_note("The device's cold read", dev, "GB/s") if dev else None
-    return out + (" " + note if note else "")
+    every = facts.get("dd_runs_all")
+    if every is not None:
+        if facts["disk_ceiling"].value == "yes":
+            out += (f" The fastest of the chapter's {fx.num(every.number)} `dd` runs, {_v(facts, 'dd_fastest')}, is "
+                    "the disk's ceiling here: no cold read went faster.")
+        else:
+            top = facts["fastest_read"]
+            out += (f" The disk has no measured ceiling here: {phrasing.text(top.label)} read "
+                    f"{_v(facts, 'fastest_read')}, faster than every one of the chapter's {fx.num(every.number)} "
+                    "`dd` runs (at most "
+                    f"{_v(facts, 'dd_fastest')}).")
+    return out
 
 
 def asked_seen_table(res) -> pd.DataFrame:
@@ -813,21 +629,6 @@ with ThreadPoolExecutor(max_workers={threads}) as pool:   # {threads} reads in f
     records = list(pool.map(lambda off: os.pread(fd, 4096, off), offsets))'''
 
 
-def _best_pool(res) -> tuple[int, list[float], list[float]] | None:
-    """(threads, IOPS runs) of the fastest pread pool, and the single thread's IOPS runs."""
-    r = _t(res, "random")
-    if r.empty:
-        return None
-    pool = r[r["mode"] == "pread, thread pool"]
-    one = r[r["mode"] == "pread, 1 thread"]["IOPS"].tolist()
-    if pool.empty or not one:
-        return None
-    t = int(pool.groupby("threads")["IOPS"].mean().idxmax())
-    return t, pool[pool["threads"] == t]["IOPS"].tolist(), one
-
-
-
-
 # --------------------------------------------------------------------------- evidence helpers (tables, notes)
 def has_gpu(res) -> bool:
     return "gpu" in res.tables and len(res.table("gpu")) > 0
@@ -843,22 +644,23 @@ def pipeline_summary(res) -> pd.DataFrame:
     return analysis.pipeline_summary(res)
 
 
-def path_b_choice(res) -> str:
+def path_b_choice(facts: Facts) -> str:
     """Why path (b) read at its setting: the sweep's best, the run's parameters, the fallback, or (a run made
     before the sweep chose it) the run's fixed setting."""
-    pb = _path_b(res) or {}
-    by = pb.get("by")
+    f = facts.get("path_b_by")
+    by = dict(x.split(":", 1) for x in str(f.value).split("|")) if f is not None and f.value else {}
     if not by:
         return "a fixed setting of this run, made before the sweep chose it"
-    n = int(pb.get("settings") or 0)
+    n = int(f.setting.get("settings") or 0)
     ways = set(by.values())
     if ways == {"sweep"}:
-        return f"the best of the sweep's {n} setting{'s' if n != 1 else ''}, measured first"
+        return f"the best of the sweep's {fx.num(n)} setting{'s' if n != 1 else ''}, measured first"
     if ways == {"parameter"}:
         return "set by the run's parameters"
     if ways == {"fallback"}:
         return "the fallback setting: no sweep ran to choose from"
-    parts = [f"{k} by {'the ' + v if v != 'parameter' else 'parameter'}" for k, v in sorted(by.items())]
+    parts = [f"{phrasing.text(k)} by {'the ' + phrasing.text(v) if v != 'parameter' else 'parameter'}"
+             for k, v in sorted(by.items())]
     return fx.and_list(parts)
 
 
@@ -1103,8 +905,6 @@ def finding(facts: Facts, key: str) -> list[Finding]:
 
 def findings(facts: Facts) -> list[Finding]:
     """The chapter's key results, each one fact in the book's words."""
-    if not isinstance(facts, Facts):        # a Result, from a caller that has not moved to facts yet
-        facts = _facts(facts)
     out = [_to_gpu(facts, False), _gds(facts), _parallel(facts, False), _asked(facts), _readahead(facts, False),
            _virtual_disk(facts, False)]
     return [f for f in out if f is not None]
