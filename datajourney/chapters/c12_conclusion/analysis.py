@@ -254,7 +254,9 @@ def analyse(res) -> Facts:
     for ch, k in CHECKLIST:
         f = found.get(ch, Facts(ch)).get(k)
         if f is not None:
-            facts.add(Fact(**{**f.__dict__, "key": f"{ch[:2]}.{k}", "basis": None, "of": None}))
+            facts.add(Fact(**{**f.__dict__, "key": f"{ch[:2]}.{k}",  # a comparison stays one (its words)
+                              "basis": f"{ch[:2]}.{f.basis}" if f.basis else None,
+                              "of": f"{ch[:2]}.{f.of}" if f.of else None}))
     for wl, hops in by.items():
         unit = UNITS[wl]
         demand = next((h for h in hops if h["hop"] == "gpu"), None)
