@@ -220,6 +220,13 @@ def _workers_advice(res, f: Facts, st: pd.DataFrame) -> None:
     base = ws[0] if w != ws[0] else int(mine["workers"].iloc[1])  # W=0 (the fewest), else the next best
     gain = compare("workers_gain", f[ips_key(fmt, w)], f[ips_key(fmt, base)])
     f.add(gain)
+    if gain.level:  # the best is level with the baseline: keep the fewer workers, which cost less
+        keep, other = min(w, base), max(w, base)
+        f.add(compare("workers_kept", f[ips_key(fmt, keep)], f[ips_key(fmt, other)]))
+        f.advise(Advice("image.num_workers", "num_workers", keep, workload_name(res, fmt), gain="workers_kept",
+                        scope="best", evidence=(ips_key(fmt, keep), ips_key(fmt, other)),
+                        snippet=loader_snippet(res, keep)))
+        return
     f.advise(Advice("image.num_workers", "num_workers", w, workload_name(res, fmt), gain="workers_gain",
                     scope="edge" if w == ws[-1] else "best", evidence=(ips_key(fmt, w), ips_key(fmt, base)),
                     snippet=loader_snippet(res, w)))
