@@ -19,6 +19,9 @@ from datajourney.core.params import BOOK_OPTIONS, parameters_cell
 CHAPTER = "10_mmap_vs_read"
 FOLDER = Path(page.__file__).parent
 HOSTILE = "x` <img src=x onerror=alert(1)> `y"
+#: The notes under the notebook's tables and charts, each worded from facts.
+NOTES = (page.loader_note, page.checkpoint_note, page.data_note, page.calls_note, page.spans_note, page.theory_note,
+         page.overhead_note, page.workers_note, page.workers_cause_note)
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +95,8 @@ def test_notebook_parameters_cell_is_the_declared_one():
     nb = json.loads((Path(page.__file__).parents[3] / "notebooks" / f"{CHAPTER}.ipynb").read_text())
     cell = next(c for c in nb["cells"] if "parameters" in (c["metadata"].get("tags") or []))
     src = "".join(cell["source"])
-    assert src.startswith(parameters_cell(Params) + "\n")
-    rest = [line.split("=")[0].strip() for line in src[len(parameters_cell(Params)) + 1:].splitlines()]
-    assert rest == list(BOOK_OPTIONS)
+    assert src == parameters_cell(Params)           # with the book's options, which Params does not hold
+    assert all(f"\n{name} = " in src for name in BOOK_OPTIONS)
     assert {"parameters", "remove-cell"} <= set(cell["metadata"]["tags"])
 
 
@@ -122,7 +124,7 @@ def test_a_hostile_string_never_reaches_markdown_as_html(ref):
         facts = analysis.analyse(res)
         out += [opening.markdown(page, res, None, is_reference_run=True), page.meaning(facts)]
         out += [x.text for x in page.findings(facts)]
-        out += [page.data_note(res), page.calls_note(res), page.checkpoint_posix_note(res)]
+        out += [page.checkpoint_posix_note(res)] + [note(facts) for note in NOTES]
     for text in out:
         assert "<img" not in _outside_code(text), text
 
@@ -135,3 +137,91 @@ def test_no_python_literals_or_column_names_in_reader_text(ref):
     for table in (page.posix_display(ref), page.theory_display(ref), page.overhead_display(ref),
                   page.checkpoint_display(ref), page.views_display(ref)):
         assert not [c for c in table.columns if re.fullmatch(r"[a-z]+(_[a-z]+)+", str(c))], table.columns
+
+
+# --------------------------------------------------------------------------- the notes follow reversed data
+def _swapped(ref, table: str, part: str | None = None):
+    """A copy of ``ref`` whose two readers trade their rows of ``table`` (only the rows of ``part``)."""
+    r = copy.deepcopy(ref)
+    t = r.tables[table]
+    rows = t["part"] == part if part else t.index == t.index
+    t.loc[rows, "mode"] = t.loc[rows, "mode"].map({"mmap": "read", "read": "mmap"})
+    return r
+
+
+def test_loader_note_follows_reversed_data(ref):
+    assert "cold, mmap was faster at 1 of 9 sweep points and read() at 8" in page.loader_note(analysis.analyse(ref))
+    rev = page.loader_note(analysis.analyse(_swapped(ref, "sweep", "grid")))
+    assert "cold, mmap was faster at 8 of 9 sweep points and read() at 1" in rev
+
+
+def test_checkpoint_note_follows_reversed_data(ref):
+    assert "slower than the synchronous save" in page.checkpoint_note(analysis.analyse(ref))
+    r = copy.deepcopy(ref)
+    c = r.tables["checkpoint"]
+    a = c["method"] == "dcp_async_save"
+    c.loc[a, "total_s"] = c.loc[a, "total_s"] / 10
+    c.loc[a, "blocked_s"] = c.loc[a, "blocked_s"] / 10
+    assert "faster than the synchronous save" in page.checkpoint_note(analysis.analyse(r))
+
+
+def test_data_note_follows_the_composition(ref):
+    r = copy.deepcopy(ref)
+    r.metadata["composition"] = dict(r.metadata["composition"], real_tokens=7, synthetic_tokens=5)
+    assert page.data_note(analysis.analyse(r)).startswith("Data set: 12 tokens")
+    r.metadata["composition"] = {}
+    assert "not recorded" in page.data_note(analysis.analyse(r))
+
+
+def test_calls_note_follows_the_trace(ref):
+    assert "no stat call" in page.calls_note(analysis.analyse(ref))
+    r = copy.deepcopy(ref)
+    p = r.tables["posix"]
+    r.tables["posix"] = p.assign(posix_calls=json.dumps({"fstat": 1000, "read": 1000}))
+    note = page.calls_note(analysis.analyse(r))
+    assert "`fstat`" in note and "no stat call" not in note
+
+
+def test_spans_note_follows_reversed_data(ref):
+    r = copy.deepcopy(ref)
+    s = r.tables["sweep"]
+    s["read_s"], s["lookup_s"] = s["lookup_s"], s["read_s"]
+    assert "under mmap reading" in page.spans_note(analysis.analyse(ref))
+    assert "under mmap index lookup" in page.spans_note(analysis.analyse(r))
+
+
+def test_theory_note_follows_reversed_data(ref):
+    f, rev = analysis.analyse(ref), analysis.analyse(_swapped(ref, "sweep", "grid"))
+    assert f.number("theory.mmap.amplification") == pytest.approx(rev.number("theory.read.amplification"))
+    assert "mmap needed" in page.theory_note(rev) and "whole `.bin`" not in page.theory_note(rev)
+    assert "whole `.bin`" in page.theory_note(f)
+
+
+def test_overhead_note_follows_reversed_data(ref):
+    assert "within the spread of the rounds" in page.overhead_note(analysis.analyse(ref))
+    r = copy.deepcopy(ref)
+    o = r.tables["overhead"]
+    m = (o["mode"] == "mmap") & (o["view"] == "posix")
+    o.loc[m, "loader_s"] = o.loc[m, "loader_s"] * 2
+    note = page.overhead_note(analysis.analyse(r))
+    assert "within the spread" not in note and "its overhead was" in note
+
+
+def test_workers_note_follows_reversed_data(ref):
+    assert "cold read(): fastest with 4 workers" in page.workers_note(analysis.analyse(ref))
+    r = copy.deepcopy(ref)
+    s = r.tables["sweep"]
+    w = (s["part"] == "workers") & (s["workers"] == 0)
+    s.loc[w, "loader_s"] = s.loc[w, "loader_s"] / 100
+    note = page.workers_note(analysis.analyse(r))
+    assert "cold read(): no worker count beat 0 workers" in note and "faster than 0 workers" not in note
+
+
+def test_workers_cause_note_follows_reversed_data(ref):
+    assert "8 workers took" in (note := page.workers_cause_note(analysis.analyse(ref))) and "slower than it" in note
+    r = copy.deepcopy(ref)
+    s = r.tables["sweep"]
+    w = (s["part"] == "workers") & (s["workers"] == 8) & (s["cache"] == "warm")
+    s.loc[w, "loader_s"] = s.loc[w, "loader_s"] / 4
+    note = page.workers_cause_note(analysis.analyse(r))
+    assert "faster than it" in note and "no slowdown to explain" in note

@@ -344,4 +344,256 @@ def analyse(res) -> Facts:
     tl = token_loader(res)
     if tl is not None:
         f.data["token_loader"] = tl
+    return analyse_notes(res, f)
+
+
+# --------------------------------------------------------------------------- what the notebook's notes word
+#: A candidate explains a slowdown when it accounts for at least this share of the extra time.
+EXPLAINS = 0.5
+CAUSE_COLS = ("workers_last_start_s", "main_cpu_s", "workers_cpu_s", "workers_minflt", "main_minflt")
+
+
+def _loader_notes(res, f: Facts) -> None:
+    """At the sweep points where read() was faster (cold): the MB each reader pulled from storage there."""
+    if "sweep.cold.read_wins" not in f or not f.number("sweep.cold.read_wins"):
+        return
+    w = grid_wins(res, "cold")
+    if not w["mmap_storage_MB"].notna().all():
+        return
+    rw = w[w["winner"] < 0]
+    f.add(Fact("sweep.cold.read_won.mmap_MB", float(rw["mmap_storage_MB"].mean()), "MB",
+               "what mmap read from storage per configuration where read() won", "amount", "lower"),
+          Fact("sweep.cold.read_won.read_MB", float(rw["read_storage_MB"].mean()), "MB",
+               "what read() read from storage per configuration where it won", "amount", "lower"))
+
+
+def _data_notes(res, f: Facts) -> None:
+    c = res.metadata.get("composition") or {}
+    rt, st = c.get("real_tokens") or 0, c.get("synthetic_tokens") or 0
+    if not rt + st:
+        return
+    rd, sd = c.get("real_documents") or 0, c.get("synthetic_documents") or 0
+    f.add(Fact("data.tokens", rt + st, "", "tokens in the data set", "count", None),
+          Fact("data.documents", rd + sd, "", "documents in the data set", "count", None),
+          Fact("data.real_tokens", rt, "", "tokens of real text", "count", None),
+          Fact("data.real_documents", rd, "", "documents of real text", "count", None),
+          Fact("data.synthetic_tokens", st, "", "synthetic tokens", "count", None))
+    f.data["composition"] = {"real_source": c.get("real_source"), "synthetic_lengths": c.get("synthetic_lengths")}
+
+
+def _calls_notes(res, f: Facts) -> None:
+    """The calls the tracer recorded per document piece under read() (the last data-phase row), and with workers."""
+    if not has_posix(res):
+        return
+    import json
+
+    p = res.table("posix")
+    r = p[(p["part"] == "posix") & (p["mode"] == "read")].iloc[-1]
+    calls = json.loads(r["posix_calls"])
+    names = sorted(k for k, v in calls.items() if v)
+    for k in names:
+        f.add(Fact(f"calls.{k}", calls[k] / r["pieces"], "", k, "count", None))
+    f.data["calls_recorded"] = names
+    f.add(Fact("calls.stat_seen", "yes" if any("stat" in k for k in calls) else "no", "",
+               "the tracer recorded a stat call", "choice", None))
+    w = p[(p["part"] == "posix_workers") & (p["mode"] == "read")]
+    if len(w):
+        w = w.iloc[0]
+        f.add(Fact("calls.workers", int(w["workers"]), "", "DataLoader workers traced", "count", None),
+              Fact("calls.workers_bin_reads", float(w["posix_bin_reads"]), "", "reads of .bin with workers", "count",
+                   None),
+              Fact("calls.workers_pieces", float(w["pieces"]), "", "pieces read with workers", "count", None))
+
+
+SPANS = {"lookup_s": "index lookup", "read_s": "reading", "construct_s": "sample construction", "collate_s": "collate"}
+
+
+def _spans_notes(res, f: Facts) -> None:
+    g = _grid(res)
+    cache = "warm" if "warm" in set(g["cache"]) else "cold"
+    seq, batch = largest(g)
+    f.data["spans_at"] = dict(cache=cache, seq=seq, batch=batch)
+    for mode in ("mmap", "read"):
+        m = g[(g["mode"] == mode) & (g["seq"] == seq) & (g["batch"] == batch) & (g["cache"] == cache)].mean(
+            numeric_only=True)
+        sp = {name: float(m[col]) for col, name in SPANS.items()}
+        top = max(sp, key=sp.get)
+        f.add(Fact(f"spans.{mode}", sp[top] / sum(sp.values()), "", top, "share", None,
+                   setting=dict(mode=mode, span=top)))
+
+
+def _theory_notes(res, f: Facts) -> None:
+    """Sample data needed against bytes moved from storage at the largest point, cold, and the gap measured."""
+    g = _grid(res)
+    if "cold" not in set(g["cache"]):
+        f.add(Fact("theory", "no cold runs", "", "the theoretical check", "choice", None))
+        return
+    g = g[g["cache"] == "cold"]
+    if g["read_bytes"].isna().all():
+        f.add(Fact("theory", "no counters", "", "the theoretical check", "choice", None))
+        return
+    f.add(Fact("theory", "ran", "", "the theoretical check", "choice", None))
+    seq, batch = largest(g)
+    at = g[(g["seq"] == seq) & (g["batch"] == batch)]
+    itemsize = res.metadata.get("itemsize", 2)
+    # the largest point of each mode (sorted by sequence, then batch), as the table shows it
+    for mode in ("mmap", "read"):
+        gm = g[g["mode"] == mode]
+        if gm.empty:
+            continue
+        s2 = int(gm["seq"].max())
+        b2 = int(gm[gm["seq"] == s2]["batch"].max())
+        p = gm[(gm["seq"] == s2) & (gm["batch"] == b2)]
+        needed = ((s2 + 1) * itemsize * p["samples"] / p["loader_s"] / 1e6).mean()
+        moved = (p["read_bytes"] / p["loader_s"] / 1e6).mean()
+        amp = (p["read_bytes"] / p["app_bytes"]).mean()
+        f.add(Fact(f"theory.{mode}.needed", float(needed), "MB/s", f"sample data {MODE_NAMES[mode]} needed", "rate",
+                   None),
+              Fact(f"theory.{mode}.moved", float(moved), "MB/s", f"what {MODE_NAMES[mode]} moved from storage", "rate",
+                   None),
+              Fact(f"theory.{mode}.amplification", float(amp), "×", "the sample bytes", "amount", "lower"))
+    m, r = at[at["mode"] == "mmap"].mean(numeric_only=True), at[at["mode"] == "read"].mean(numeric_only=True)
+    if m.get("majflt") and pd.notna(m.get("read_bytes")):
+        f.add(Fact("theory.mmap.per_fault", float(m["read_bytes"] / m["majflt"] / 1024), "KiB",
+                   "brought in per major page fault under mmap", "amount", None))
+    if r.get("syscr") and pd.notna(r.get("read_bytes")):
+        f.add(Fact("theory.read.call_bytes", float(r["app_bytes"] / r["syscr"]), "bytes",
+                   "asked per read call under read()", "amount", None),
+              Fact("theory.read.per_call", float(r["read_bytes"] / r["syscr"] / 1024), "KiB",
+                   "brought in per read call under read()", "amount", None))
+    size = res.metadata.get("dataset", {}).get("params", {}).get("bytes")
+    if size and pd.notna(m.get("read_bytes")) and m["read_bytes"] >= 0.95 * size:
+        f.add(Fact("theory.mmap.whole_file", float(m["read_bytes"] / size), "",
+                   "of the whole .bin delivered for one configuration under mmap", "share", None))
+    ra = res.metadata.get("read_ahead_kb")
+    if ra is not None:
+        f.add(Fact("read_ahead_kb", float(ra), "KiB", "the device's readahead setting", "amount", None))
+
+
+def _overhead_notes(res, f: Facts) -> None:
+    c = per_call_cost(res)
+    if c is not None:
+        f.add(Fact("posix_calls", float(c["calls"]), "", "calls recorded at the overhead point", "count", None),
+              Fact("posix_extra_ms", float(c["extra_ms"]), "ms", "the extra loader time of the POSIX view", "time",
+                   "lower"))
+    if "overhead" not in res.tables:
+        return
+    t = overhead_table(res)
+    m = t[(t["mode"] == "mmap") & (t["view"] == "posix")]
+    if m.empty:
+        return
+    m = m.iloc[0]
+    f.add(Fact("overhead.mmap.paired", float(m["mean"]) / 100, "", "the POSIX view's overhead under mmap, paired by "
+               "round", "share", "lower", int(m["n"]), (float(m["min"]) / 100, float(m["max"]) / 100)),
+          Fact("overhead.mmap.inside", "yes" if m["min"] <= 0 <= m["max"] else "no", "",
+               "the overhead under mmap within the spread of the rounds", "choice", None))
+
+
+def _workers_notes(res, f: Facts) -> None:
+    """Per cache state and reader: the fastest worker count against the fewest workers swept."""
+    s = res.table("sweep")
+    w = s[s["part"] == "workers"]
+    groups = []
+    for (cache, mode), g in w.groupby(["cache", "mode"]):
+        runs = {int(k): (x["loader_s"] * 1e3).tolist() for k, x in g.groupby("workers")}
+        base, best = min(runs), min(runs, key=lambda k: np.mean(runs[k]))
+        key = f"workers_note.{cache}.{mode}"
+        groups.append(key)
+        for name, k in (("base", base), ("best", best)):
+            f.add(measured(f"{key}.{name}", runs[k], unit="ms", quantity="time", better="lower",
+                           label=f"{k} workers", setting=dict(workers=k, cache=str(cache), mode=str(mode))))
+        if best != base:
+            f.add(compare(f"{key}.gain", f[f"{key}.best"], f[f"{key}.base"]))
+    f.data["workers_note"] = groups
+
+
+def _cause(res, cache: str, mode: str) -> dict | None:
+    s = res.table("sweep")
+    w = s[(s["part"] == "workers") & (s["cache"] == cache) & (s["mode"] == mode)]
+    if w.empty or any(c not in w for c in CAUSE_COLS) or w["workers"].nunique() < 2:
+        return None
+    m = w.groupby("workers")[["loader_s", "steps", *CAUSE_COLS]].mean()
+    k = int(m.index.max())
+    b = int(m[m.index < k]["loader_s"].idxmin())
+    hi, lo = m.loc[k], m.loc[b]
+    if hi[list(CAUSE_COLS[1:])].isna().any() or lo[["main_cpu_s"]].isna().any():
+        return None
+
+    def per_worker(r, n):
+        return float(r["workers_cpu_s"]) / n if n else 0.0
+
+    start_k = float(hi["workers_last_start_s"]) if pd.notna(hi["workers_last_start_s"]) else 0.0
+    start_b = float(lo["workers_last_start_s"]) if b and pd.notna(lo["workers_last_start_s"]) else 0.0
+    return dict(k=k, b=b, steps=float(hi["steps"]), hi=hi, lo=lo, start_k=start_k, start_b=start_b,
+                work_k=per_worker(hi, k), work_b=per_worker(lo, b),
+                runs_k=(w[w["workers"] == k]["loader_s"] * 1e3).tolist(),
+                runs_b=(w[w["workers"] == b]["loader_s"] * 1e3).tolist())
+
+
+def _workers_cause(res, f: Facts, cache: str = "warm") -> None:
+    """For each reader: is the largest worker count slower than the fastest smaller one, and which measured
+    candidate (the later start of more workers, the main process's work, each worker's own work) accounts for
+    the extra loader time."""
+    s = res.table("sweep")
+    if (s["part"] == "workers").any() and not all(col in s for col in CAUSE_COLS):
+        f.add(Fact("cause", "no counters", "", "why more workers can be slower", "choice", None))
+        return
+    modes = []
+    for mode in ("mmap", "read"):
+        c = _cause(res, cache, mode)
+        if c is None:
+            continue
+        modes.append(mode)
+        key, k, b, steps, hi, lo = f"cause.{mode}", c["k"], c["b"], c["steps"], c["hi"], c["lo"]
+        f.add(measured(f"{key}.loader_k", c["runs_k"], unit="ms", quantity="time", better="lower",
+                       label=f"{k} worker{'s' if k != 1 else ''}", setting=dict(workers=k, steps=int(steps))),
+              measured(f"{key}.loader_b", c["runs_b"], unit="ms", quantity="time", better="lower",
+                       label=f"{b} worker{'s' if b != 1 else ''}", setting=dict(workers=b)))
+        f.add(compare(f"{key}.vs", f[f"{key}.loader_k"], f[f"{key}.loader_b"]))
+        loader_k, loader_b = float(hi["loader_s"]), float(lo["loader_s"])
+        slower = direction(loader_k, loader_b, tol=0.05) > 0
+        f.add(Fact(f"{key}.slower", "yes" if slower else "no", "", "the largest worker count slower", "choice", None))
+        if not slower:
+            continue
+        ms = dict(quantity="time", better="lower")
+        f.add(Fact(f"{key}.start_k", 1e3 * c["start_k"], "ms", "the last worker's start", **ms),
+              Fact(f"{key}.start_b", 1e3 * c["start_b"], "ms", "the last worker's start", **ms),
+              Fact(f"{key}.main_k", 1e3 * float(hi["main_cpu_s"]) / steps, "ms", "main CPU per batch", **ms),
+              Fact(f"{key}.main_b", 1e3 * float(lo["main_cpu_s"]) / steps, "ms", "main CPU per batch", **ms),
+              Fact(f"{key}.work_k", 1e3 * c["work_k"], "ms", "CPU per worker", **ms),
+              Fact(f"{key}.work_b", 1e3 * c["work_b"], "ms", "CPU per worker", **ms),
+              Fact(f"{key}.faults_k", float(hi["workers_minflt"]) / steps, "", "page faults per batch", "count", None),
+              Fact(f"{key}.faults_b", float(lo["workers_minflt"]) / steps if b else 0.0, "", "page faults per batch",
+                   "count", None))
+        extra = loader_k - loader_b
+        cand = {"start": c["start_k"] - c["start_b"], "main": float(hi["main_cpu_s"] - lo["main_cpu_s"]),
+                "work": c["work_k"] - c["work_b"]}
+        top = max(cand, key=cand.get)
+        share = cand[top] / extra if extra > 0 else 0.0
+        f.add(Fact(f"{key}.extra", 1e3 * extra, "ms", "the extra loader time", **ms),
+              Fact(f"{key}.cause", top if share >= EXPLAINS else "none", "", "what accounts for the extra time",
+                   "choice", None, setting=dict(largest=top)),
+              Fact(f"{key}.cause_share", min(max(share, 0.0), 1.0), "", "its share of the extra time", "share", None))
+    f.data["cause_modes"] = modes
+    f.data["cause_cache"] = cache
+
+
+def _checkpoint_notes(res, f: Facts) -> None:
+    b, t = f.number("checkpoint.dcp_async_save.blocked"), f.number("checkpoint.dcp_async_save.total")
+    if b is not None and t is not None:
+        f.add(Fact("checkpoint.async_background", t - b, "s", "the writing async_save did after it returned", "time",
+                   None))
+
+
+def analyse_notes(res, f: Facts) -> Facts:
+    """The facts the notebook's notes word (beside the key results)."""
+    _loader_notes(res, f)
+    _data_notes(res, f)
+    _calls_notes(res, f)
+    _spans_notes(res, f)
+    _theory_notes(res, f)
+    _overhead_notes(res, f)
+    _workers_notes(res, f)
+    _workers_cause(res, f)
+    _checkpoint_notes(res, f)
     return f

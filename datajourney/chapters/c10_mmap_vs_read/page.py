@@ -28,36 +28,31 @@ from datajourney.core.findings import (
     Finding,
     Opening,
     choose,
-    compare,
-    direction,
     num,
-    pct,
     size_label,
-    span,
-    spread_note,
 )
 from datajourney.core.results import Result
 
 # ---------------------------------------------------------------------------- key results
 
 
-def grid_wins_text(res: Result) -> str:
+def _v(facts: Facts, key: str, runs: bool = False) -> str:
+    return phrasing.value(facts.get(key), runs=runs)
+
+
+def loader_note(facts: Facts) -> str:
+    """Beside the loader-time heatmaps: at how many sweep points each mode was faster, per cache state."""
     out = []
-    for cache in [c for c in ("cold", "warm") if c in set(_grid(res)["cache"])]:
-        w = grid_wins(res, cache)
-        n_m, n_r, n = int((w["winner"] > 0).sum()), int((w["winner"] < 0).sum()), len(w)
-        t = f"{cache}, mmap was faster at {n_m} of {n} sweep points and read() at {n_r}"
-        if cache == "cold" and n_r and w["mmap_storage_MB"].notna().all():
-            rw = w[w["winner"] < 0]
-            t += (f" (at those, mmap read {num(rw['mmap_storage_MB'].mean(), 'MB')} from storage per configuration "
-                  f"and read() {num(rw['read_storage_MB'].mean(), 'MB')})")
+    for cache in ("cold", "warm"):
+        if f"sweep.{cache}.points" not in facts:
+            continue
+        t = (f"{cache}, mmap was faster at {_v(facts, f'sweep.{cache}.mmap_wins')} of "
+             f"{_v(facts, f'sweep.{cache}.points')} sweep points and read() at {_v(facts, f'sweep.{cache}.read_wins')}")
+        if cache == "cold" and "sweep.cold.read_won.mmap_MB" in facts:
+            t += (f" (at those, mmap read {_v(facts, 'sweep.cold.read_won.mmap_MB')} from storage per configuration "
+                  f"and read() {_v(facts, 'sweep.cold.read_won.read_MB')})")
         out.append(t)
     return ("Over the whole sweep: " + "; ".join(out) + ".") if out else ""
-
-
-def loader_note(res: Result) -> str:
-    """Beside the loader-time heatmaps: at how many sweep points each mode was faster, per cache state."""
-    return grid_wins_text(res)
 
 
 def per_sample_bandwidth(res: Result) -> pd.DataFrame:
@@ -78,38 +73,26 @@ def checkpoint_summary(res: Result) -> pd.DataFrame:
             .reset_index())
 
 
-def checkpoint_note(res: Result) -> str:
+def checkpoint_note(facts: Facts) -> str:
     """Beside the checkpoint table: how long async_save went on writing after it returned, and its time
     from call to synced files against the synchronous save (largest state)."""
-    if "checkpoint" not in res.tables:
+    c = facts.get("checkpoint.total_vs_sync")
+    if c is None or "checkpoint.async_background" not in facts:
         return ""
-    s = checkpoint_summary(res)
-    size = int(s["state_bytes"].max())
-    da = s[s["state_bytes"] == size].set_index("method").loc["dcp_async_save"]
-    c = res.table("checkpoint")
-    c = c[c["state_bytes"] == size]
-    async_total = c[c["method"] == "dcp_async_save"]["total_s"].tolist()
-    sync_total = c[c["method"] == "dcp_save"]["total_s"].tolist()
-    return (f"After async_save returned, writing went on for {num(da['total_s'] - da['blocked_s'], 's')} in the "
-            "background; from call to synced files it took "
-            f"{compare(async_total, sync_total, more='longer than', less='less time than', same='as long as')}"
-            " the synchronous save.")
+    return (f"After async_save returned, writing went on for {_v(facts, 'checkpoint.async_background')} in the "
+            f"background; from call to synced files it was {phrasing.comparison(c, baseline='the synchronous save')}.")
 
 
 # ---------------------------------------------------------------------------- notes and tables
-def data_note(res: Result) -> str:
-    c = res.metadata.get("composition", {})
-    tot = (c.get("real_tokens") or 0) + (c.get("synthetic_tokens") or 0)
-    if not tot:
+def data_note(facts: Facts) -> str:
+    if "data.tokens" not in facts:
         return "The data set's composition was not recorded."
+    c = facts.data.get("composition") or {}
     src = phrasing.text(c.get("real_source") or "none could be loaded here")
-    return (
-        f"Data set: {num(tot)} tokens in {num((c.get('real_documents') or 0) + (c.get('synthetic_documents') or 0))} "
-        f"documents; {num(c.get('real_tokens') or 0)} tokens ({num(c.get('real_documents') or 0)} documents) are "
-        f"real text ({src}), the other {num(c.get('synthetic_tokens') or 0)} are synthetic ids whose document "
-        f"lengths are {phrasing.text(c.get('synthetic_lengths'))}. Token values do not change the I/O; sizes and "
-        "layout do."
-    )
+    return (f"Data set: {_v(facts, 'data.tokens')} tokens in {_v(facts, 'data.documents')} documents; "
+            f"{_v(facts, 'data.real_tokens')} tokens ({_v(facts, 'data.real_documents')} documents) are real text "
+            f"({src}), the other {_v(facts, 'data.synthetic_tokens')} are synthetic ids whose document lengths are "
+            f"{phrasing.text(c.get('synthetic_lengths'))}. Token values do not change the I/O; sizes and layout do.")
 
 
 def heatmap_table(res: Result, value: str = "loader_s", cache: str | None = None) -> pd.DataFrame:
@@ -128,26 +111,20 @@ def posix_table(res: Result) -> pd.DataFrame:
               "posix_read_MB", "mean_read_KB", "posix_read_s"]]
 
 
-def calls_note(res: Result) -> str:
+def calls_note(facts: Facts) -> str:
     """Which calls the tracer recorded per document piece under read(), and which it did not."""
-    if not has_posix(res):
+    names = facts.data.get("calls_recorded")
+    if names is None:
         return ""
-    p = res.table("posix")
-    r = p[(p["part"] == "posix") & (p["mode"] == "read")].iloc[-1]
-    calls = json.loads(r["posix_calls"])
-    per = {k: v / r["pieces"] for k, v in calls.items() if v}
-    listed = ", ".join(f"{phrasing.code(k)} {num(v)}" for k, v in sorted(per.items()))
-    miss = "" if any("stat" in k for k in calls) else (
+    listed = ", ".join(f"{phrasing.code(k)} {_v(facts, f'calls.{k}')}" for k in names)
+    miss = "" if facts["calls.stat_seen"].value == "yes" else (
         " The reader also calls fstat on every piece; the tracer recorded no stat call, so it is blind to it here.")
-    w = p[(p["part"] == "posix_workers") & (p["mode"] == "read")]
     wtext = ""
-    if len(w):
-        w = w.iloc[0]
-        wtext = (
-            f" With {int(w['workers'])} DataLoader worker{'s' if int(w['workers']) != 1 else ''} "
-            f"it recorded {num(w['posix_bin_reads'])} reads of "
-            f"`.bin` for {num(w['pieces'])} pieces: the workers' calls are traced too."
-        )
+    if "calls.workers" in facts:
+        n = facts.number("calls.workers")
+        wtext = (f" With {_v(facts, 'calls.workers')} DataLoader worker{'s' if n != 1 else ''} it recorded "
+                 f"{_v(facts, 'calls.workers_bin_reads')} reads of `.bin` for {_v(facts, 'calls.workers_pieces')} "
+                 "pieces: the workers' calls are traced too.")
     return f"Calls the tracer recorded per document piece under read(): {listed}.{miss}{wtext}"
 
 
@@ -177,21 +154,16 @@ def views_table(res: Result) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def spans_note(res: Result) -> str:
+def spans_note(facts: Facts) -> str:
     """Which application span dominates each mode (warm, largest point)."""
-    g = _grid(res)
-    cache = "warm" if "warm" in set(g["cache"]) else "cold"
-    seq, batch = _largest(g)
-    out = []
-    for mode in ("mmap", "read"):
-        m = g[(g["mode"] == mode) & (g["seq"] == seq) & (g["batch"] == batch) & (g["cache"] == cache)].mean(
-            numeric_only=True)
-        sp = {"index lookup": m["lookup_s"], "reading": m["read_s"], "sample construction": m["construct_s"],
-              "collate": m["collate_s"]}
-        top = max(sp, key=sp.get)
-        out.append(f"under {MODE_NAMES[mode]} {top} takes the largest share ({pct(sp[top] / sum(sp.values()))} "
-                   f"of the spans)")
-    return f"Application spans ({cache}, sequence {seq}, batch {batch}): " + "; ".join(out) + "."
+    at = facts.data.get("spans_at")
+    if not at:
+        return ""
+    out = [f"under {MODE_NAMES[mode]} {phrasing.text(facts[f'spans.{mode}'].label)} takes the largest share "
+           f"({phrasing.share(facts.number(f'spans.{mode}'))} of the spans)" for mode in ("mmap", "read")
+           if f"spans.{mode}" in facts]
+    return (f"Application spans ({at['cache']}, sequence {num(at['seq'])}, batch {num(at['batch'])}): "
+            + "; ".join(out) + ".")
 
 
 def theory_table(res: Result) -> pd.DataFrame:
@@ -208,67 +180,51 @@ def theory_table(res: Result) -> pd.DataFrame:
     return out.assign(mode=out["mode"].map(MODE_NAMES))
 
 
-def theory_note(res: Result) -> str:
-    if "cold" not in set(_grid(res)["cache"]):
+def theory_note(facts: Facts) -> str:
+    st = facts.get("theory")
+    if st is None or st.value == "no cold runs":
         return "The theoretical check compares with bytes read from storage, so it needs cold runs; this run had none."
-    t = theory_table(res)
-    if t["storage_MBps"].isna().all():
+    if st.value == "no counters":
         return "The kernel's byte counters were not available here, so the theoretical check is left out."
-    big = t.sort_values(["seq", "batch"]).groupby("mode").tail(1)
-    parts = [f"{r['mode']} needed {num(r['needed_MBps'], 'MB/s')} of sample data but moved "
-             f"{num(r['storage_MBps'], 'MB/s')} from storage ({num(r['amplification'], '×')} the sample bytes)"
-             for _, r in big.iterrows()]
+    parts = [f"{MODE_NAMES[mode]} needed {_v(facts, f'theory.{mode}.needed')} of sample data but moved "
+             f"{_v(facts, f'theory.{mode}.moved')} from storage ({_v(facts, f'theory.{mode}.amplification')} the "
+             "sample bytes)" for mode in ("mmap", "read") if f"theory.{mode}.needed" in facts]
     text = "Theoretical check at the largest point, cold: " + "; ".join(parts) + "."
-    g = _grid(res)
-    g = g[g["cache"] == "cold"]
-    seq, batch = _largest(g)
-    g = g[(g["seq"] == seq) & (g["batch"] == batch)]
-    m, r = g[g["mode"] == "mmap"].mean(numeric_only=True), g[g["mode"] == "read"].mean(numeric_only=True)
     why = []
-    if m.get("majflt") and pd.notna(m.get("read_bytes")):
-        why.append(f"under mmap each major page fault brought in {num(m['read_bytes'] / m['majflt'] / 1024, 'KiB')} on "
-                   "average (the kernel reads around a faulting page)")
-    if r.get("syscr") and pd.notna(r.get("read_bytes")):
-        why.append(f"under read() each read call of {num(r['app_bytes'] / r['syscr'])} bytes on average brought in "
-                   f"{num(r['read_bytes'] / r['syscr'] / 1024, 'KiB')} (a page is the smallest unit the page cache "
-                   "reads)")
-    size = res.metadata.get("dataset", {}).get("params", {}).get("bytes")
-    if size and pd.notna(m.get("read_bytes")) and m["read_bytes"] >= 0.95 * size:
-        why.append(f"under mmap the storage delivered {pct(m['read_bytes'] / size)} of the whole `.bin` for one "
-                   "configuration: reading around the faults cached the file, so the later faults were minor")
-    ra = res.metadata.get("read_ahead_kb")
+    if "theory.mmap.per_fault" in facts:
+        why.append(f"under mmap each major page fault brought in {_v(facts, 'theory.mmap.per_fault')} on average "
+                   "(the kernel reads around a faulting page)")
+    if "theory.read.per_call" in facts:
+        why.append(f"under read() each read call of {_v(facts, 'theory.read.call_bytes')} on average brought in "
+                   f"{_v(facts, 'theory.read.per_call')} (a page is the smallest unit the page cache reads)")
+    if "theory.mmap.whole_file" in facts:
+        why.append(f"under mmap the storage delivered {phrasing.share(facts.number('theory.mmap.whole_file'))} of "
+                   "the whole `.bin` for one configuration: reading around the faults cached the file, so the later "
+                   "faults were minor")
     if why:
         text += " The gap, measured: " + "; ".join(why) + "."
-    if ra is not None:
-        text += f" The device's readahead setting is {num(ra)} KiB."
+    if "read_ahead_kb" in facts:
+        text += f" The device's readahead setting is {_v(facts, 'read_ahead_kb')}."
     return text + (" Each document piece is a random read somewhere in the file, so the loader pays the latency "
                    "of these reads rather than the device's bandwidth.")
 
 
-def overhead_note(res: Result) -> str:
+def overhead_note(facts: Facts) -> str:
     """What one traced call costs: the POSIX view's extra loader time ÷ the calls it recorded."""
-    c = per_call_cost(res)
-    if c is None:
+    if "posix_calls" not in facts:
         return ""
-    allp = posix_counts(res)
-    return (
-        f"Under read() the POSIX tracer recorded about {num(c['per_piece'])} calls per document piece, "
-        f"{num(c['calls'])} calls at this point; its extra {num(c['extra_ms'], 'ms')} of loader time is "
-        f"{num(c['us_per_call'], 'µs')} per recorded call."
-        + _mmap_overhead_tail(overhead_table(res), allp[allp["mode"] == "mmap"])
-    )
-
-
-def _mmap_overhead_tail(t: pd.DataFrame, p: pd.DataFrame) -> str:
-    m = t[(t["mode"] == "mmap") & (t["view"] == "posix")]
-    if m.empty:
-        return ""
-    m = m.iloc[0]
-    posix_counts_mmap_max = float(p["posix_events"].max()) if len(p) else None
-    inside = m["min"] <= 0 <= m["max"]
-    return (f" Under mmap, where it recorded at most {num(posix_counts_mmap_max)} calls per point, its overhead was "
-            + (f"within the spread of the rounds ({span(m['min'], m['max'], '%')})." if inside else
-               f"{num(m['mean'], '%')} ({span(m['min'], m['max'], '%')})."))
+    text = (f"Under read() the POSIX tracer recorded about {_v(facts, 'posix_calls_per_piece')} calls per document "
+            f"piece, {_v(facts, 'posix_calls')} calls at this point; its extra {_v(facts, 'posix_extra_ms')} of "
+            f"loader time is {_v(facts, 'posix_us_per_call')} per recorded call.")
+    m = facts.get("overhead.mmap.paired")
+    if m is not None:
+        lo, hi = m.spread
+        rounds = f"{phrasing.share(lo)} to {phrasing.share(hi)}"
+        most = num(facts.number("posix.mmap_max"))
+        text += (f" Under mmap, where it recorded at most {most} calls per point, its overhead was "
+                 + (f"within the spread of the rounds ({rounds})." if facts["overhead.mmap.inside"].value ==
+                           "yes" else f"{phrasing.share(m.number)} ({rounds})."))
+    return text
 
 
 def workers_table(res: Result) -> pd.DataFrame:
@@ -279,28 +235,19 @@ def workers_table(res: Result) -> pd.DataFrame:
                                                    max=lambda d: d["max"] * 1e3))
 
 
-def workers_note(res: Result) -> str:
-    w = workers_table(res)
+def workers_note(facts: Facts) -> str:
     out = []
-    for (cache, mode), g in w.groupby(["cache", "mode"]):
-        g = g.sort_values("workers")
-        best = g.loc[g["mean"].idxmin()]
-        base = g.iloc[0]
-        if int(best["workers"]) == int(base["workers"]):
-            out.append(f"{cache} {MODE_NAMES[mode]}: no worker count beat {int(base['workers'])} workers "
-                       f"({num(base['mean'], 'ms')})")
+    for key in facts.data.get("workers_note") or []:
+        _, cache, mode = key.split(".")
+        base, best = facts[f"{key}.base"], facts[f"{key}.best"]
+        if f"{key}.gain" not in facts:
+            out.append(f"{cache} {MODE_NAMES[mode]}: no worker count beat {phrasing.text(base.label)} "
+                       f"({phrasing.value(base)})")
         else:
-            out.append(
-                f"{cache} {MODE_NAMES[mode]}: fastest with {int(best['workers'])} workers "
-                f"({num(best['mean'], 'ms')}, "
-                f"{compare(best['mean'], base['mean'], more='slower than', less='faster than')}"
-                f" the {num(base['mean'], 'ms')} of {int(base['workers'])} workers)"
-            )
-    notes = [spread_note(f"{c} {MODE_NAMES[m]} with {int(k)} workers", g["loader_s"].tolist(), "s")
-             for (c, m, k), g in res.table("sweep")[res.table("sweep")["part"] == "workers"].groupby(
-                 ["cache", "mode", "workers"])]
-    return "Workers sweep (loader time, worker start-up included): " + "; ".join(out) + "." + \
-        "".join(" " + n for n in notes if n)
+            gain = phrasing.comparison(facts[f"{key}.gain"], facts)
+            out.append(f"{cache} {MODE_NAMES[mode]}: fastest with {phrasing.text(best.label)} "
+                       f"({phrasing.value(best, runs=False)}), {gain} ({phrasing.value(base, runs=False)})")
+    return "Workers sweep (loader time, worker start-up included): " + "; ".join(out) + "." if out else ""
 
 
 def checkpoint_invariance_note(res: Result) -> str:
@@ -340,108 +287,50 @@ def checkpoint_posix_note(res: Result) -> str:
 
 
 # ---------------------------------------------------------------------------- why more workers can be slower
-#: A candidate explains a slowdown when it accounts for at least this share of the extra time.
-EXPLAINS = 0.5
-_CAUSE_COLS = ("workers_last_start_s", "main_cpu_s", "workers_cpu_s", "workers_minflt", "main_minflt")
+_WHY = {"start": ("Starting the extra workers accounts for {share} of the {extra} extra: a run of {steps} batches is "
+                  "over before more workers can pay for their start"),
+        "main": ("The main process's extra work accounts for {share} of the {extra} extra: with more workers it spends "
+                 "longer receiving and rebuilding batches (IPC), and it is one process"),
+        "work": ("Each worker's own extra work accounts for {share} of the {extra} extra: the workers did more per "
+                 "batch (page faults, contention for cores)")}
+_WHO = {"start": "the later start", "main": "the main process", "work": "the workers"}
 
 
-def workers_cause(res: Result, cache: str = "warm", mode: str = "read") -> dict | None:
-    """The largest worker count against the fastest smaller one (``cache``, ``mode``): the extra
-    loader time and the measured candidates for it (seconds), or None when the result lacks the
-    counters (runs made before they were recorded) or the sweep has fewer than two counts."""
-    s = res.table("sweep")
-    w = s[(s["part"] == "workers") & (s["cache"] == cache) & (s["mode"] == mode)]
-    if w.empty or any(c not in w for c in _CAUSE_COLS) or w["workers"].nunique() < 2:
-        return None
-    m = w.groupby("workers")[["loader_s", "steps", *_CAUSE_COLS]].mean()
-    k = int(m.index.max())
-    smaller = m[m.index < k]
-    b = int(smaller["loader_s"].idxmin())
-    hi, lo = m.loc[k], m.loc[b]
-    if hi[list(_CAUSE_COLS[1:])].isna().any() or lo[["main_cpu_s"]].isna().any():
-        return None
-    steps = float(hi["steps"])
-
-    def per_worker(r, n):
-        return float(r["workers_cpu_s"]) / n if n else 0.0
-
-    cand = {
-        "start": float(hi["workers_last_start_s"] if pd.notna(hi["workers_last_start_s"]) else 0.0)
-        - float(lo["workers_last_start_s"] if b and pd.notna(lo["workers_last_start_s"]) else 0.0),
-        "main": float(hi["main_cpu_s"] - lo["main_cpu_s"]),
-        "work": per_worker(hi, k) - per_worker(lo, b),
-    }
-    return dict(
-        cache=cache,
-        mode=mode,
-        k=k,
-        b=b,
-        loader_k=float(hi["loader_s"]),
-        loader_b=float(lo["loader_s"]),
-        extra=float(hi["loader_s"] - lo["loader_s"]),
-        cand=cand,
-        steps=steps,
-        start_k=float(hi["workers_last_start_s"]),
-        start_b=float(lo["workers_last_start_s"]) if b else 0.0,
-        main_k=float(hi["main_cpu_s"]),
-        main_b=float(lo["main_cpu_s"]),
-        work_k=per_worker(hi, k),
-        work_b=per_worker(lo, b),
-        faults_k=float(hi["workers_minflt"]) / steps,
-        faults_b=float(lo["workers_minflt"]) / steps if b else 0.0,
-        runs_k=w[w["workers"] == k]["loader_s"].tolist(),
-        runs_b=w[w["workers"] == b]["loader_s"].tolist(),
-    )
-
-
-def workers_cause_note(res: Result, cache: str = "warm") -> str:
+def workers_cause_note(facts: Facts) -> str:
     """For each mode: is the largest worker count slower than a smaller one, and which measured
     candidate (the later start of more workers, the main process's work per batch, each
     worker's own work) accounts for the extra time."""
+    if "cause" in facts:
+        return ("What decides why more workers can be slower (when each worker started, the CPU time of "
+                "the main process and of every worker) is not in the reference run, which predates these "
+                "counters; a new run of the chapter records them.")
     out = []
-    for mode in ("mmap", "read"):
-        c = workers_cause(res, cache, mode)
-        if c is None:
-            s = res.table("sweep")
-            if (s["part"] == "workers").any() and not all(col in s for col in _CAUSE_COLS):
-                return ("What decides why more workers can be slower (when each worker started, the CPU time of "
-                        "the main process and of every worker) is not in the reference run, which predates these "
-                        "counters; a new run of the chapter records them.")
-            continue
-        head = (f"{cache.capitalize()} cache, {MODE_NAMES[mode]}: {c['k']} worker{'s' if c['k'] != 1 else ''} took "
-                f"{num(c['loader_k'] * 1e3, 'ms')} "
-                f"for {int(c['steps'])} batches against {num(c['loader_b'] * 1e3, 'ms')} with {c['b']}, "
-                f"{compare(c['runs_k'], c['runs_b'], more='slower than', less='faster than')} it")
-        d = direction(c["loader_k"], c["loader_b"], tol=0.05)
-        if d <= 0:
+    cache = str(facts.data.get("cause_cache") or "warm")
+    for mode in facts.data.get("cause_modes") or []:
+        key = f"cause.{mode}"
+        k, b = facts[f"{key}.loader_k"], facts[f"{key}.loader_b"]
+        head = (f"{cache.capitalize()} cache, {MODE_NAMES[mode]}: {phrasing.text(k.label)} took "
+                f"{phrasing.value(k, runs=False)} for {num(k.setting['steps'])} batches against "
+                f"{phrasing.value(b, runs=False)} with {num(b.setting['workers'])}, "
+                f"{phrasing.comparison(facts[f'{key}.vs'], baseline='it')}")
+        if facts[f"{key}.slower"].value != "yes":
             out.append(head + ", so there is no slowdown to explain.")
             continue
-        ex = c["extra"]
-        cand = c["cand"]
-        detail = (
-            f". The last of the {c['k']} worker{'s' if c['k'] != 1 else ''} "
-            f"started {num(c['start_k'] * 1e3, 'ms')} after the loader "
-            f"(with {c['b']}: {num(c['start_b'] * 1e3, 'ms')}); the main process used "
-            f"{num(c['main_k'] * 1e3 / c['steps'], 'ms')} of CPU per batch, receiving batches from the "
-            f"workers (with {c['b']}: {num(c['main_b'] * 1e3 / c['steps'], 'ms')}); each worker used "
-            f"{num(c['work_k'] * 1e3, 'ms')} of CPU and took {num(c['faults_k'])} page faults per batch of "
-            f"the run (with {c['b']}: {num(c['work_b'] * 1e3, 'ms')} and {num(c['faults_b'])})"
-        )
-        best = max(cand, key=cand.get)
-        share = cand[best] / ex if ex > 0 else 0.0
-        why = {"start": (f"starting the extra workers accounts for {pct(min(share, 1.0))} of the "
-                         f"{num(ex * 1e3, 'ms')} extra: a run of {int(c['steps'])} batches is over before more "
-                         "workers can pay for their start"),
-               "main": (f"the main process's extra work accounts for {pct(min(share, 1.0))} of the "
-                        f"{num(ex * 1e3, 'ms')} extra: with more workers it spends longer receiving and rebuilding "
-                        "batches (IPC), and it is one process"),
-               "work": (f"each worker's own extra work accounts for {pct(min(share, 1.0))} of the "
-                        f"{num(ex * 1e3, 'ms')} extra: the workers did more per batch (page faults, contention "
-                        "for cores)")}[best]
-        names = {"start": "the later start", "main": "the main process", "work": "the workers"}
-        out.append(head + detail + ". " + (why[0].upper() + why[1:] if share >= EXPLAINS else
-                   f"None of these accounts for half of the {num(ex * 1e3, 'ms')} extra (the largest, "
-                   f"{names[best]}, {pct(max(share, 0.0))}), so these counters do not explain it") + ".")
+        bw = num(b.setting["workers"])
+        detail = (f". The last of the {phrasing.text(k.label)} started {_v(facts, f'{key}.start_k')} after the loader "
+                  f"(with {bw}: {_v(facts, f'{key}.start_b')}); the main process used {_v(facts, f'{key}.main_k')} "
+                  f"of CPU per batch, receiving batches from the workers (with {bw}: {_v(facts, f'{key}.main_b')}); "
+                  f"each worker used {_v(facts, f'{key}.work_k')} of CPU and took {_v(facts, f'{key}.faults_k')} "
+                  f"page faults per batch of the run (with {bw}: {_v(facts, f'{key}.work_b')} and "
+                  f"{_v(facts, f'{key}.faults_b')})")
+        cause = facts[f"{key}.cause"]
+        share, extra = phrasing.share(facts.number(f"{key}.cause_share")), _v(facts, f"{key}.extra")
+        if cause.value != "none":
+            why = _WHY[cause.value].format(share=share, extra=extra, steps=num(k.setting["steps"]))
+        else:
+            why = (f"None of these accounts for half of the {extra} extra (the largest, "
+                   f"{_WHO[cause.setting['largest']]}, {share}), so these counters do not explain it")
+        out.append(head + detail + ". " + why + ".")
     return " ".join(out)
 
 
@@ -686,8 +575,6 @@ def finding(facts: Facts, key: str) -> list[Finding]:
 def findings(facts: Facts) -> list[Finding]:
     """The chapter's key results: what the choice costs (loader time, per-sample bandwidth, the tracer's
     overhead) first, then what the kernel and the POSIX tracer saw, then the checkpoint writes."""
-    if not isinstance(facts, Facts):        # a Result, from a caller that has not moved to facts yet
-        facts = _facts(facts)
     out = [_loader(facts), _bandwidth(facts, False), _overhead(facts, False), _kernel(facts), _posix(facts),
            _checkpoint(facts)]
     return [f for f in out if f is not None]
