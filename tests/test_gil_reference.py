@@ -76,24 +76,26 @@ def test_dataset_size_slows_spawned_workers_not_forked_ones(host):
 
 
 def test_chapter_8_opening_follows_reversed_data():
-    """Make the reference's thread loaders 4× faster: the headline turns from slower to faster and the
-    advice from "keep the DataLoader" to "load with threads"; make spawn start faster than fork: the
-    start-method advice turns too."""
+    """Of the reference without its SPDL question (the cold end-to-end comparison opens then), make the thread
+    loaders 4× faster: the headline turns from slower to faster and the advice from "keep the DataLoader" to "load
+    with threads"; make spawn start faster than fork: the start-method advice turns too."""
     ref = results.load_reference(CHAPTER)
-    op = page.opening(ref)
+    tables = {k: v for k, v in ref.tables.items() if not k.startswith("paper") and k != "gil_held"}
+    base = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, tables, ref.metadata)
+    op = page.opening(base)
     assert "slower than the best DataLoader" in op.findings[0].text and op.findings[0].value < 1
-    assert "loader='DataLoader, 16 workers, Pillow'" in op.actions[0].text and "num_workers=16" in \
+    assert "loader='DataLoader, 16 workers, spdl.io'" in op.actions[0].text and "num_workers=16" in \
         op.actions[0].snippet
-    assert "Start workers with fork" in op.actions[1].text
+    assert any(a.text.startswith("Start workers with fork") for a in op.actions)
     lo = ref.table("loaders").copy()
     fast = lo["loader"].isin(page.THREADED)
     lo.loc[fast, "images_per_s"] *= 4
     st = ref.table("startup").copy()
     st["first_batch_s"] = [0.05 if m == "spawn" else 9.0 for m in st["start_method"]]
     rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
-                         {**ref.tables, "loaders": lo, "startup": st}, ref.metadata)
+                         {**tables, "loaders": lo, "startup": st}, ref.metadata)
     op = page.opening(rev)
     assert "faster than the best DataLoader" in op.findings[0].text and op.findings[0].value > 1
-    assert "loader='thread pool, 32 threads, Pillow'" in op.actions[0].text
-    assert "ThreadPoolExecutor(32)" in op.actions[0].snippet
-    assert op.actions[1].text.startswith("Keep the start method you have")
+    assert "loader='thread pool, 16 threads, spdl.io'" in op.actions[0].text
+    assert "ThreadPoolExecutor(16)" in op.actions[0].snippet
+    assert any(a.text.startswith("Keep the start method you have") for a in op.actions)

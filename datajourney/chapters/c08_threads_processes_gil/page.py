@@ -20,11 +20,9 @@ from datajourney.core.findings import (
     Opening,
     and_list,
     choose,
-    compare,
     direction,
     num,
     pct,
-    ratio_interval,
     span,
     spread_note,
     times,
@@ -54,28 +52,32 @@ def _dec(d) -> str:
 # --------------------------------------------------------------------------- experiment 3
 
 
-def decoder_note(res) -> str | None:
+def note_facts(x) -> Facts:
+    """The facts a note words: a :class:`Facts` as it is, else the analysis of the result now (a result's stored
+    facts may predate the notes' keys)."""
+    return x if isinstance(x, Facts) else analysis.analyse(x)
+
+
+def decoder_note(facts) -> str | None:
     """The DataLoader's decoder and how it was chosen, and each thread loader with each decoder
     against the DataLoader: like with like, and what spdl.io changes."""
-    d = best_loader(res, ["dataloader"])
+    f = note_facts(facts)
+    d = f.get("decoders.dataloader")
     if d is None:
         return None
-    dl = res.metadata.get("dataloader_decoder") or {}
-    peaks = dl.get("peaks") or {}
+    dl = f.data.get("dataloader_decoder") or {}
+    peaks = [g for k, g in f.facts.items() if k.startswith("decoders.peak.")]
     how = {"auto": "the decoder whose process pool peaked highest in section 1 ("
-                   + ", ".join(f"{_dec(k)} {num(v, 'img/s')}" for k, v in peaks.items()) + ")",
+                   + ", ".join(f"{_dec(g.setting['decoder'])} {say.value(g)}" for g in peaks) + ")",
            "parameter": "set by `dataloader_decoder`"}.get(dl.get("how"), "the decoder every loader used")
-    parts = []
-    dr = d["runs"]["images_per_s"].tolist()
-    for dec in sorted(set(loader_summary(res)["decoder"])):
-        t = best_loader(res, THREADED, [dec])
-        if t is not None:
-            parts.append(f"the best with {_dec(dec)} ({say.text(_label(t['kind'], t['c']))}) was "
-                         f"{compare(t['runs']['images_per_s'].tolist(), dr)} it")
-    text = f"The DataLoader decoded with {_dec(d['decoder'])}: {how}."
+    cs = [c for k, c in f.facts.items() if k.startswith("decoders.threads_vs_dataloader.")]
+    parts = [f"the best with {_dec(c.setting['decoder'])} "
+             f"({say.text(_label(c.setting['loader'], c.setting['concurrency']))})"
+             f" ran {say.comparison(c, baseline='it')}" for c in cs]
+    text = f"The DataLoader decoded with {_dec(d.setting['decoder'])}: {how}."
     if parts:
         text += " Against its best configuration, of the thread loaders " + "; ".join(parts) + "."
-    if "spdl" not in set(_loaders(res)["decoder"]):
+    if "spdl" not in f.data.get("loader_decoders", ["spdl"]):
         text += (" No loader of this result decoded with spdl.io, the paper's setting; a run where spdl.io loads "
                  "(FFmpeg's libraries) adds it.")
     return text
@@ -87,26 +89,24 @@ def system_share(runs) -> float:
     return sy / (u + sy) if u + sy > 0 else float("nan")
 
 
-def finding_cpu_split(res) -> Finding:
+def finding_cpu_split(facts) -> Finding:
     """User against system CPU per image for the two loaders compared, set against the paper's
     observation that most of the DataLoader's CPU time was system time (inter-process communication)."""
-    t, d = best_threads(res), best_loader(res, ["dataloader"])
-    if d is None:
+    f = note_facts(facts)
+    sh = f.get("cpu_split.dataloader")
+    if sh is None or sh.number is None:
         return Finding("cpu_split", "The CPU split needs a DataLoader run.")
-    share = system_share(d["runs"])
-
-    def ms(runs, col):
-        return float((1e3 * runs[col] / runs["images"]).mean())
-
     text = ("The paper reports most of the DataLoader's CPU time as system time; here the DataLoader "
-            f"({say.text(d['label'])}) "
-            f"spent {pct(share)} of its CPU in the kernel ({num(ms(d['runs'], 'cpu_user_s'), 'ms')} user, "
-            f"{num(ms(d['runs'], 'cpu_system_s'), 'ms')} system per image)")
-    if t is not None:
-        text += f" and the thread pipeline {pct(system_share(t['runs']))}"
-    text += ": " + choose(1 if share > 0.5 else -1, "system time dominated, as the paper found",
-                          "user time dominated, the opposite of the paper's observation", "") + "."
-    return Finding("cpu_split", text, 100 * share, "%")
+            f"({say.text(_label(sh.setting['loader'], sh.setting['concurrency'], decoder=sh.setting['decoder']))}) "
+            f"spent {say.share(sh.number)} of its CPU in the kernel ({say.value(f['cpu_split.dataloader.user_ms'])} "
+            f"user, {say.value(f['cpu_split.dataloader.system_ms'])} system per image)")
+    t = f.get("cpu_split.threads")
+    if t is not None and t.number is not None:
+        text += f" and the thread pipeline {say.share(t.number)}"
+    text += ": " + {"system": "system time dominated, as the paper found",
+                    "user": "user time dominated, the opposite of the paper's observation"}[
+        str(f["cpu_split.dominant"].value)] + "."
+    return Finding("cpu_split", text, 100 * sh.number, "%")
 # --------------------------------------------------------------------------- memory over an epoch
 
 
@@ -170,31 +170,25 @@ def epoch_table(res) -> pd.DataFrame:
         "all processes' PSS growth over the epoch (MB)": e["tree_growth_mb"]})
 
 
-def epoch_note(res) -> str | None:
+def epoch_note(facts) -> str | None:
     """The whole tree's growth over the epoch, list against array, for each loader."""
-    e = epoch_summary(res)
-    if e.empty:
-        return None
-    parts = []
-    for loader, g in e.groupby("loader", sort=False):
-        lst, arr = _epoch_at(g, loader, "list"), _epoch_at(g, loader, "numpy")
-        if lst is None or arr is None:
-            continue
-        parts.append(f"{say.text(gil.LABELS.get(loader, loader))} {num(lst['tree_growth_mb'], 'MB')} with the list and "
-                     f"{num(arr['tree_growth_mb'], 'MB')} with the array")
+    f = note_facts(facts)
+    loaders_ = [g.setting["loader"] for k, g in f.facts.items()
+                if k.startswith("epoch_growth.") and k.endswith(".list")]
+    parts = [f"{say.text(gil.LABELS.get(lo, lo))} {say.value(f[f'epoch_growth.{lo}.list'])} with the list and "
+             f"{say.value(f[f'epoch_growth.{lo}.numpy'])} with the array" for lo in loaders_]
     if not parts:
         return None
     text = "Over the epoch the PSS of all processes together grew by: " + "; ".join(parts) + ". "
-    lst, arr = _epoch_at(e, "dataloader", "list"), _epoch_at(e, "dataloader", "numpy")
-    if lst is not None and arr is not None:
-        d = direction(float(lst["tree_growth_mb"]), float(arr["tree_growth_mb"]), tol=0.10)
-        text += choose(d, "The DataLoader's list grew more than its array: a forked worker starts out sharing the "
-                          "parent's pages, and reading a Python object writes its reference count, so each page of "
-                          "paths a worker reads is copied into it, while an array's bytes are only read.",
-                       "The DataLoader's array grew more than its list, so copy-on-read of the path objects was "
-                       "not what grew here.",
-                       "The DataLoader grew about as much with either kind of list: at this size copy-on-read of "
-                       "the path objects did not show.")
+    v = f.get("epoch_growth.dataloader.larger")
+    if v is not None:
+        text += {"list": "The DataLoader's list grew more than its array: a forked worker starts out sharing the "
+                         "parent's pages, and reading a Python object writes its reference count, so each page of "
+                         "paths a worker reads is copied into it, while an array's bytes are only read.",
+                 "numpy": "The DataLoader's array grew more than its list, so copy-on-read of the path objects was "
+                          "not what grew here.",
+                 "level": "The DataLoader grew about as much with either kind of list: at this size copy-on-read of "
+                          "the path objects did not show."}[str(v.value)]
     return text
 # --------------------------------------------------------------------------- experiment 6
 
@@ -368,25 +362,24 @@ def op_lines(res, decoder: str) -> pd.DataFrame:
     return s[s["op"].isin(["read", "decode", "resize"] if decoder != "spdl" else ["read", "decode"])]
 
 
-def startup_note(res) -> str:
+def startup_note(facts) -> str:
     """The start-up with an empty Dataset: fork against the other start methods at the most workers,
     and why a fresh interpreter costs more, said only where the numbers show it."""
-    st = res.table("startup")
-    empty = st[st["n_paths"] == st["n_paths"].min()]
-    w = int(empty["workers"].max())
-    at = empty[empty["workers"] == w].groupby("start_method")["first_batch_s"].mean()
-    fork = float(at.get("fork", float("nan")))
-    others = {m: float(v) for m, v in at.items() if m != "fork"}
-    if not others or not math.isfinite(fork):
+    f = note_facts(facts)
+    v = f.get("startup.empty.slower")
+    fork = f.get("startup.empty.fork")
+    if v is None or fork is None:
         return ""
-    txt = and_list([f"{m} {num(v, 's')}" for m, v in others.items()])
-    d = direction(max(others.values()), fork, tol=0.10)
-    return (f"With an empty Dataset and {w} worker{'s' if w != 1 else ''}, the first batch took {num(fork, 's')} "
-            f"with fork and {txt}: " + choose(
-                d, "a spawned or forkserver worker starts a fresh interpreter and imports torch before it can run "
-                   "the Dataset, which a forked copy of this process does not",
-                "forking this process cost more than starting fresh interpreters here",
-                "the start methods cost about the same here") + ".")
+    others = [g for k, g in f.facts.items() if k.startswith("startup.empty.") and not g.quantity == "choice"
+              and k != "startup.empty.fork"]
+    w = int(fork.setting["workers"])
+    txt = and_list([f"{say.text(g.setting['start_method'])} {say.value(g)}" for g in others])
+    return (f"With an empty Dataset and {w} worker{'s' if w != 1 else ''}, the first batch took {say.value(fork)} "
+            f"with fork and {txt}: " + {
+                "fresh": "a spawned or forkserver worker starts a fresh interpreter and imports torch before it can "
+                         "run the Dataset, which a forked copy of this process does not",
+                "fork": "forking this process cost more than starting fresh interpreters here",
+                "level": "the start methods cost about the same here"}[str(v.value)] + ".")
 
 
 def startup_lines(res) -> pd.DataFrame:
@@ -446,27 +439,21 @@ def steady_note(res) -> str | None:
             "configurations and of the findings.")
 
 
-def gpu_share_note(res) -> str | None:
-    """Why GPU decoding feeds the model below its ceiling, computed from the decode-only rate."""
-    s = loader_summary(res)
-    m = model_summary(res)
-    ceil = res.metadata.get("ceiling")
-    nv = s[s["loader"] == "nvjpeg"]
-    mv = m[m["loader"] == "nvjpeg"] if not m.empty else m
-    if nv.empty or mv.empty or not ceil:
+def gpu_share_note(facts) -> str | None:
+    """Why GPU decoding feeds the model below its ceiling, from the decode-only rate."""
+    f = note_facts(facts)
+    v = f.get("gpu_share.verdict")
+    if v is None:
         return None
-    bs = int(res.parameters["batch_size"]) if "batch_size" in res.parameters else 64
-    dec_ms = bs / float(nv["mean"].iloc[0]) * 1e3
-    step_ms = bs / float(ceil["images_per_s"]) * 1e3
-    pred = step_ms / (step_ms + dec_ms)
-    got = float(mv["pct_of_ceiling"].iloc[0]) / 100
-    d = direction(got, pred, tol=0.05)
-    return (f"GPU decoding alone delivered {num(float(nv['mean'].iloc[0]), 'img/s')}: at most {num(dec_ms, 'ms')} of "
-            f"GPU time per batch of {bs}, against a training step of {num(step_ms, 'ms')}. If decoding and training "
-            f"take turns on the GPU, the model can reach {pct(pred)} of its ceiling; fed this way it reached "
-            f"{pct(got)}: " + choose(d, "more than that, so part of the decoding ran beside the training kernels",
-                                    "less than that, so something besides the GPU's time also held the steps back",
-                                    "as predicted, so the shortfall is the GPU's own time spent decoding") + ".")
+    bs = int(f["gpu_share.decode"].setting["batch"])
+    return (f"GPU decoding alone delivered {say.value(f['gpu_share.decode'])}: at most "
+            f"{say.value(f['gpu_share.decode_ms'])} of GPU time per batch of {bs}, against a training step of "
+            f"{say.value(f['gpu_share.step_ms'])}. If decoding and training take turns on the GPU, the model can reach "
+            f"{say.share(f.number('gpu_share.predicted'))} of its ceiling; fed this way it reached "
+            f"{say.share(f.number('gpu_share.reached'))}: " + {
+                "above": "more than that, so part of the decoding ran beside the training kernels",
+                "below": "less than that, so something besides the GPU's time also held the steps back",
+                "level": "as predicted, so the shortfall is the GPU's own time spent decoding"}[str(v.value)] + ".")
 
 
 def loader_table(res) -> pd.DataFrame:
@@ -782,23 +769,24 @@ def collate_check(res) -> dict | None:
                 base_limit=spdl_limit(res, "spdl", "pillow"))
 
 
-def finding_collate(res) -> Finding | None:
-    """The deciding experiment for the Pillow pipeline's plateau: collate off the critical path."""
-    ck = collate_check(res)
-    if ck is None:
+def finding_collate(facts, res=None) -> Finding | None:
+    """The deciding experiment for the Pillow pipeline's plateau: collate off the critical path (``res``: the
+    result, for the busiest stage then, from its per-stage statistics)."""
+    f = note_facts(facts if facts is not None else res)
+    c = f.get("collate")
+    if c is None or c.number is None:
         return None
-    mid, lo, hi = ratio_interval(ck["pre"], ck["base"])
-    d = direction(ck["pre"], ck["base"])
+    pre, base = f[c.of], f[c.basis]
+    verdict = ("the collate stage was holding it back" if c.number > 1 and not c.level
+               else "the collate stage was not what held it")
     text = (f"With each image decoded straight into its batch's row (no collate copy), the Pillow SPDL pipeline at "
-            f"{ck['c']} threads delivered {num(mean(ck['pre']), 'img/s')} against {num(mean(ck['base']), 'img/s')} "
-            f"with its collate stage, " + choose(d, f"{times(mid)} as much: the collate stage was holding it back",
-                                                  f"{times(1 / mid)} less: the collate stage was not what held it",
-                                                  "level: the collate stage was not what held it"))
-    lim = ck["limit"]
+            f"{int(pre.setting['concurrency'])} threads delivered {say.value(pre)}, "
+            f"{say.comparison(c, f)} ({say.value(base)}), so {verdict}")
+    lim = spdl_limit(res, "spdl_prealloc", "pillow") if res is not None else None
     if lim is not None:
-        text += (f"; the busiest stage then was {lim['stage']}, busy {pct(lim['busy'])} of the window"
+        text += (f"; the busiest stage then was {say.text(lim['stage'])}, busy {pct(lim['busy'])} of the window"
                  + ("" if lim["stage"] != "decode" else f" at {num(lim['decode_ms'], 'ms')} per image"))
-    return Finding("collate", text + ".", mid, "×", interval=(lo, hi))
+    return Finding("collate", text + ".", c.number, "×")
 
 
 def collate_note(res) -> str | None:
@@ -923,7 +911,7 @@ def paper_note(res) -> str | None:
         g = f.get(f"paper.gain.{state}")
         if g is None or g.number is None:
             continue
-        s = (f"With {state} files, {phrasing.text(f[g.of].label)} ran {phrasing.value(f[g.of])}: "
+        s = (f"With {state} files, the SPDL pipeline ran {phrasing.value(f[g.of])}: "
              f"{phrasing.comparison(g, f)}")
         if g.published:
             s += f" ({phrasing.beside_published(g, PAPER_GAIN, 'published')})"
@@ -932,10 +920,7 @@ def paper_note(res) -> str | None:
             s += (f". The decoder alone (Pillow → spdl.io, both in DataLoader workers): "
                   f"{phrasing.comparison(dec, f)}; the parallelism (processes → SPDL's threads, both spdl.io): "
                   f"{phrasing.comparison(par, f)}")
-            ds = f.get(f"paper.decoder_share.{state}")
-            if (ds is not None and ds.number is not None and not (g.level or dec.level or par.level)
-                    and g.number > 1 and dec.number >= 1 and par.number >= 1):
-                s += f" — the decoder accounts for {phrasing.share(ds.number)} of the gain"
+            s += decomposition(f, state)
         parts.append(s + ".")
     cpu = f.get("paper.cpu_ratio.warm")
     if cpu is not None and cpu.number:
@@ -966,6 +951,32 @@ def paper_note(res) -> str | None:
     if meta.get("transforms") == "numpy":
         parts.append("torchvision is not installed here: the transforms ran as the same arithmetic in NumPy.")
     return "\n\n".join(parts) if parts else None
+
+
+def shares_hold(f: Facts, state: str) -> bool:
+    """Whether the gain of ``state`` splits into the decoder's and the threads' shares: a gain (not level) that
+    both factors pushed the same way (in logarithms a share is meaningless when the whole is level or a factor
+    goes the other way)."""
+    g, dec, par = f.get(f"paper.gain.{state}"), f.get(f"paper.decoder.{state}"), f.get(f"paper.parallelism.{state}")
+    ds = f.get(f"paper.decoder_share.{state}")
+    return (g is not None and dec is not None and par is not None and ds is not None and ds.number is not None
+            and g.number is not None and dec.number is not None and par.number is not None
+            and not (g.level or dec.level or par.level) and g.number > 1 and dec.number >= 1 and par.number >= 1)
+
+
+def decomposition(f: Facts, state: str) -> str:
+    """The tail of the decomposition sentence: the decoder's and the threads' shares of the gain where they hold,
+    else what each factor did (and why no shares are given)."""
+    g, dec, par = f.get(f"paper.gain.{state}"), f.get(f"paper.decoder.{state}"), f.get(f"paper.parallelism.{state}")
+    if g is None or dec is None or par is None or g.number is None:
+        return ""
+    if shares_hold(f, state):
+        return (f" — the decoder accounts for {say.share(f.number(f'paper.decoder_share.{state}'))} of the gain, "
+                f"the threads {say.share(f.number(f'paper.parallelism_share.{state}'))}")
+    did = f"the decoder {say.ratio_words(dec)}, the threads {say.ratio_words(par)}"
+    if g.level:
+        return f" — the whole comparison is level, so there is no gain to share between them: {did}"
+    return f" — the two went different ways, so the gain has no shares: {did}"
 
 
 def free_threaded_check_text(res) -> str | None:
@@ -1246,9 +1257,9 @@ def _opening_question(facts: Facts) -> Finding | None:
     paper = _paper_words()
     g = facts.get("paper.gain.warm")
     if g is not None and g.number is not None:
-        here = say.comparison(g, baseline="the paper's DataLoader setup")
-        return Finding("paper.gain.warm", f"{paper[:1].upper() + paper[1:]}; here, with warm files, the SPDL "
-                                          f"pipeline ran {_b(here)}.", g.number, "×")
+        here = say.comparison(g, baseline="the paper's baseline")
+        return Finding("paper.gain.warm", f"{paper[:1].upper() + paper[1:]}; here, with warm files, SPDL "
+                                          f"ran {_b(here)}.", g.number, "×")
     c = facts.get("end_to_end")
     if c is None or c.number is None:
         return None
@@ -1269,10 +1280,11 @@ def _opening_why(facts: Facts) -> Finding | None:
         g, ds, ps = facts.get("paper.gain.warm"), facts.get("paper.decoder_share.warm"), facts.get(
             "paper.parallelism_share.warm")
         dec, par = facts.get("paper.decoder.warm"), facts.get("paper.parallelism.warm")
-        if (g is not None and ds is not None and ps is not None and dec is not None and par is not None
-                and g.number and g.number > 1 and not (g.level or dec.level or par.level)
-                and dec.number >= 1 and par.number >= 1):
+        if shares_hold(facts, "warm"):
             text += f"; the decoder gave {say.share(ds.number)} of the gain, the threads {say.share(ps.number)}"
+        elif dec is not None and par is not None and dec.number and par.number and g is not None:
+            text += (f"; spdl.io decoded {say.comparison(dec, baseline='Pillow')}, SPDL's threads ran "
+                     f"{say.comparison(par, baseline='worker processes')}")
         return Finding("paper.limit", text + ".")
     cost = facts.get("cost")
     t = facts.get("end_to_end.threads")
