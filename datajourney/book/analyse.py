@@ -1,5 +1,6 @@
-"""Facts for result files written before schema 3: each file analysed by its own chapter (through the
-registry, the one place a result is upgraded) and written back whole, its measurements untouched.
+"""Facts for result files written before schema 3, or after an analysis changed: each file analysed by its
+own chapter (through the registry, the one place a result is upgraded) and written back whole, its
+measurements untouched; chapter 12's diagnosed again from the facts beside it.
 
 ``python -m datajourney.book.analyse PATH ...`` (a result file or a run directory; ``--force`` analyses
 files that already hold facts again, after an analysis changed). The render script and the tests call
@@ -33,12 +34,29 @@ def analyse_file(path: Path, *, force: bool = False) -> bool:
     return True
 
 
+def rediagnose(path: Path) -> bool:
+    """Chapter 12's result file ``path`` diagnosed again from the facts its sibling result files hold now
+    (its measured token step kept; what its notebook does when it renders a replayed result)."""
+    from datajourney.chapters.c12_conclusion import experiment as diagnosis
+
+    res = results.Result.load(path)
+    diagnosis.diagnose(res, Path(path).parent)
+    d = res.to_dict()
+    d["created_utc"] = res.created_utc
+    write_atomic(Path(path), json.dumps(d, indent=1, allow_nan=False))
+    return True
+
+
 def analyse_dir(run_dir: Path, *, force: bool = False) -> list[Path]:
-    """:func:`analyse_file` for every chapter result file in ``run_dir`` but chapter 12's (which reads
-    the others' facts: it is diagnosed again when its notebook renders); the files written."""
+    """:func:`analyse_file` for every chapter result file in ``run_dir``, then chapter 12's diagnosed again
+    from them (:func:`rediagnose`, when ``force`` or it has no facts); the files written."""
     out = []
-    for f in sorted(Path(run_dir).glob("[0-9][0-9]_*.json")):
+    files = sorted(Path(run_dir).glob("[0-9][0-9]_*.json"))
+    for f in files:
         if not f.name.startswith("12_") and analyse_file(f, force=force):
+            out.append(f)
+    for f in files:
+        if f.name.startswith("12_") and (force or results.Result.load(f).facts is None) and rediagnose(f):
             out.append(f)
     return out
 
