@@ -108,3 +108,64 @@ def test_hostile_strings_never_reach_the_page_unescaped():
         assert not _unescaped(t), t
     assert "no" in set(page.sweep_table(res)["keeps up"]) and "False" not in page.sweep_table(res).to_string()
     assert set(page.boundary_table(res)["persistent_workers"]) == {"on", "off"}
+
+
+def test_model_walkthrough_follows_reversed_data():
+    """Swap D·B/W and G: the batch that came faster than the step now comes slower."""
+    ref = _ref()
+    note = page.model_walkthrough(analysis.analyse(ref))
+    assert "deliver one every 40 ms, 1.25× faster than the calibrated step G" in note
+    f = analysis.analyse(ref)
+    g, per = f.number("step_g"), f.number("published_w_per_batch")
+    s = ref.table("summary").copy()
+    row = (s["experiment"] == "published case") & (s["workers"] == 4)
+    s.loc[row, "d_ms"] = g * 4 / int(s.loc[row, "batch_size"].iloc[0])
+    res = _with(ref, summary=s)
+    res.metadata["step_steady_ms"] = per
+    note = page.model_walkthrough(analysis.analyse(res))
+    assert "1.25× slower than the calibrated step G" in note and "faster than" not in note
+
+
+def test_sizing_sentence_follows_reversed_data():
+    ref = _ref()
+    note = page.sizing_sentence(analysis.analyse(ref))
+    assert "tokenize 3.11 ms (1.61× faster than D, the cost the work was sized to)" in note
+    s = ref.table("summary").copy()
+    tok = s["work"] == "tokenize"
+    d = float(s.loc[tok, "d_ms"].iloc[0])
+    s.loc[tok, "d_ms"] = ref.parameters["d_ms"]
+    res = _with(ref, summary=s)
+    res.parameters = {**ref.parameters, "d_ms": d}
+    note = page.sizing_sentence(analysis.analyse(res))
+    assert "tokenize 5 ms (1.61× slower than D, the cost the work was sized to)" in note
+
+
+def test_cores_sentence_follows_reversed_data():
+    ref = _ref()
+    assert "never asks for more workers than cores" in page.cores_sentence(analysis.analyse(ref))
+    res = _with(ref)
+    res.metadata["cores"] = 8
+    s = ref.table("summary").copy()
+    sel = (s["experiment"] == "worker sweep") & (s["work"] == "sleep")
+    s.loc[sel & (s["workers"] == 8), "wait_ms"], s.loc[sel & (s["workers"] == 16), "wait_ms"] = 2.0, 6.0
+    note = page.cores_sentence(analysis.analyse(_with(res, summary=s)))
+    assert "sleep: the wait at W = 16 was 6 ms, 3.0× slower than the wait at W = 8 (2 ms)" in note
+    s.loc[sel & (s["workers"] == 8), "wait_ms"], s.loc[sel & (s["workers"] == 16), "wait_ms"] = 6.0, 2.0
+    note = page.cores_sentence(analysis.analyse(_with(res, summary=s)))
+    assert "sleep: the wait at W = 16 was 2 ms, 3.0× faster than the wait at W = 8 (6 ms)" in note
+
+
+def test_au_drift_sentence_follows_reversed_data():
+    """Swap the steps after a short and after a long wait, and AU with the compute share: every direction flips."""
+    ref = _ref()
+    note = page.au_drift_sentence(analysis.analyse(ref))
+    assert "× faster than the back-to-back ones" in note and "AU comes out above" in note
+    assert "× more than the measured compute share" in note
+    st = ref.table("steps").copy()
+    st["wait_ms"] = [50.0 if w < 2 else 1.0 if w >= 20 else w for w in st["wait_ms"]]
+    s = ref.table("summary").copy()
+    sel = s["experiment"] == "worker sweep"
+    s.loc[sel, ["au", "compute_share"]] = s.loc[sel, ["compute_share", "au"]].to_numpy()
+    note = page.au_drift_sentence(analysis.analyse(_with(ref, steps=st, summary=s)))
+    assert "× slower than the back-to-back ones" in note and "AU comes out below" in note
+    assert "× less than the measured compute share" in note and "more than the measured" not in note

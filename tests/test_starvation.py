@@ -406,11 +406,12 @@ def test_findings_of_a_short_cpu_run(tmp_path):
         assert f.text and not has_nan(f.text) and "None" not in f.text
     assert "None" not in page.takeaways(res.facts)
     assert res.metadata["nvml"]["available"] in (True, False)
-    for fn in (page.step_sentence, page.published_case_sentences, page.model_walkthrough,
-               page.model_gap_notes, page.cores_sentence, page.first_batch_note,
-               page.au_drift_sentence):
-        text = fn(res)
-        assert text is None or (not has_nan(text) and "None" not in text), fn.__name__
+    texts = {fn.__name__: fn(res) for fn in (page.step_sentence, page.published_case_sentences,
+                                            page.model_gap_notes, page.first_batch_note)}
+    texts.update({fn.__name__: fn(res.facts) for fn in (page.model_walkthrough, page.sizing_sentence,
+                                                        page.cores_sentence, page.au_drift_sentence)})
+    for name, text in texts.items():
+        assert text is None or (not has_nan(text) and "None" not in text and "—" not in text), name
 
 
 def test_a_simulated_step_makes_no_claim_about_idle_gaps():
@@ -538,12 +539,12 @@ def test_au_against_compute_share_follows_the_step_length():
     w = sw["experiment"] == "worker sweep"
     sw.loc[w, "compute_ms"] = 42.0                                      # steps shorter than G = 50 ms
     sw.loc[w, "compute_share"] = 42.0 / sw.loc[w, "step_ms"]
-    t = page.au_drift_sentence(res)
-    assert "AU comes out above" in t and "points higher" in t and "does not inflate" not in t
+    t = page.au_drift_sentence(analysis.analyse(res))
+    assert "AU comes out above" in t and "× more than the measured compute share" in t and "does not inflate" not in t
     sw.loc[w, "compute_ms"] = 58.0                                      # steps longer than G
     sw.loc[w, "compute_share"] = 58.0 / sw.loc[w, "step_ms"]
-    t = page.au_drift_sentence(res)
-    assert "AU comes out below" in t and "points lower" in t
+    t = page.au_drift_sentence(analysis.analyse(res))
+    assert "AU comes out below" in t and "× less than the measured compute share" in t
 
 
 def test_model_gap_notes_give_large_excesses_as_a_factor():

@@ -77,6 +77,7 @@ def analyse(res: Result) -> Facts:
     _prefetch(res, out, g)
     _boundary(res, out)
     _advice(res, out, g)
+    _notes(res, out, g)
     return out
 
 
@@ -222,6 +223,96 @@ def _boundary(res: Result, out: Facts) -> None:
     out.add(_ms("boundary_db", float(res.parameters["d_ms"]) * int(res.parameters["batch_size"]),
                 "one worker building a batch (D·B)"))
     out.add(compare("epoch_boundary", out["boundary_persistent"], out["boundary_non_persistent"]))
+
+
+#: Steps after a wait under this (ms) count as back-to-back; after one of at least AFTER_WAIT_MS, as after a rest.
+QUICK_WAIT_MS = 2.0
+AFTER_WAIT_MS = 20.0
+#: AU and the measured compute share count as apart when they differ by more than this (relative).
+AU_SHARE_TOL = 0.02
+
+
+def _notes(res: Result, out: Facts, g: float) -> None:
+    """The facts behind the notes under the tables and charts (the model walk-through, the cost sizing,
+    the sweep beyond the cores, the step during the sweep and AU against the measured compute share)."""
+    _walkthrough(res, out, g)
+    _sizing(res, out)
+    _cores(res, out)
+    _sweep_steps(res, out, g)
+
+
+def _walkthrough(res: Result, out: Facts, g: float) -> None:
+    if "published_w0_model" not in out:
+        return
+    db = out.number("published_w0_model")
+    out.add(_pct("model_w0_idle", db / (db + g), "the accelerator's idle share the model predicts with no workers",
+                 "lower"))
+    if "published_w_per_batch" in out:
+        per = out["published_w_per_batch"]
+        w = int(per.setting["workers"])
+        p = _summary(res, "published case").set_index("workers").loc[w]
+        out.add(compare("model_w_vs_g", per, out["step_g"]),
+                _ms("model_w_wait", float(p["predicted_wait_ms"]), f"the wait the model predicts with {w} workers",
+                    setting={"workers": w}))
+
+
+def _sizing(res: Result, out: Facts) -> None:
+    kinds = [k.split(".", 1)[1] for k in out.facts if k.startswith("d.") and k != "d.sleep"]
+    if not kinds:
+        return
+    out.add(_ms("d_target", float(res.parameters["d_ms"]), "D, the cost the work was sized to", better=None))
+    for k in kinds:
+        out.add(compare(f"sizing.{k}", out[f"d.{k}"], out["d_target"]))
+
+
+def _cores(res: Result, out: Facts) -> None:
+    cores, wmax = out.number("cores"), out.number("sweep_max_workers")
+    if not cores or wmax is None or wmax <= cores:
+        return
+    sw = _summary(res, "worker sweep")
+    for k in dict.fromkeys(sw["work"]):
+        part = sw[sw["work"] == k].set_index("workers")["wait_ms"].sort_index()
+        at, beyond = part[part.index <= cores], part[part.index > cores]
+        if len(at) and len(beyond):
+            wa, wb = int(at.index[-1]), int(beyond.index[-1])
+            s = {"work": str(k)}
+            a = _ms(f"cores_wait.{k}.within", at.iloc[-1], f"the wait at W = {wa}", setting={**s, "workers": wa})
+            b = _ms(f"cores_wait.{k}.beyond", beyond.iloc[-1], f"the wait at W = {wb}", setting={**s, "workers": wb})
+            out.add(a, b, compare(f"cores_wait.{k}", b, a))
+
+
+def _sweep_steps(res: Result, out: Facts, g: float) -> None:
+    st = res.table("steps") if "steps" in res.tables else None
+    if st is not None and {"wait_ms", "compute_ms", "step"} <= set(st):
+        busy = st[(st["wait_ms"] < QUICK_WAIT_MS) & (st["step"] > 0)]["compute_ms"]
+        idle = st[st["wait_ms"] >= AFTER_WAIT_MS]["compute_ms"]
+        if not busy.empty:
+            out.add(_ms("sweep_step_quick", busy.median(), f"a step after a wait under {QUICK_WAIT_MS:g} ms "
+                        "(median over the sweep)", better=None))
+            out.add(compare("sweep_step_quick_vs_g", out["sweep_step_quick"], out["step_g"]))
+            if not idle.empty:
+                out.add(_ms("sweep_step_rested", idle.median(), f"a step after a wait of {AFTER_WAIT_MS:g} ms or "
+                            "more (median over the sweep)", better=None))
+                out.add(compare("sweep_step_rested_vs_quick", out["sweep_step_rested"], out["sweep_step_quick"]))
+    sw = _summary(res, "worker sweep")
+    if sw.empty or "au" not in sw or sw["au"].isna().all() or not {"wait_ms", "compute_ms"} <= set(sw):
+        return
+    share = sw["compute_share"] if "compute_share" in sw else 1 - sw["idle_share"]
+    diff = sw["au"] - share
+    r = sw.loc[diff.abs().idxmax()]
+    a, c = float(r["au"]), float(share.loc[r.name])
+    s = {"work": str(r["work"]), "workers": int(r["workers"])}
+    d = 1 if a > (1 + AU_SHARE_TOL) * c else -1 if a < c / (1 + AU_SHARE_TOL) else 0
+    au = _pct("au_vs_share.au", a, f"AU at {r['work']} W={int(r['workers'])}", None, setting=s)
+    cs = _pct("au_vs_share.share", c, "the measured compute share", None, setting=s)
+    cmp = compare("au_vs_share", au, cs)
+    out.add(au, cs, dataclasses.replace(cmp, setting={**cmp.setting, "direction": d}),
+            _ms("au_vs_share.compute", r["compute_ms"], "compute per step there", better=None, setting=s))
+    quick = sw["wait_ms"] < QUICK_WAIT_MS
+    if quick.any() and not quick.all():
+        out.add(Fact("au_vs_share.quick_points", round(100 * float(diff[quick].abs().max()), 1), "points",
+                     "the largest difference of AU and the compute share where the steps ran back-to-back",
+                     "amount", "lower"))
 
 
 def _advice(res: Result, out: Facts, g: float) -> None:

@@ -266,39 +266,29 @@ def published_case_sentences(res) -> str:
     return "\n".join(lines)
 
 
-def model_walkthrough(res) -> str:
+def model_walkthrough(facts: Facts) -> str:
     """The published case explained with this run's parameters (no numbers typed in prose)."""
-    p, g = _published(res), _g(res)
-    r0 = p.iloc[0]
-    d, b = float(r0["d_ms"]), int(r0["batch_size"])
-    db = d * b
-    idle0 = db / (db + g)
-    text = (f"With no workers the training process spends `D·B` = {fx.num(db, 'ms')} preparing every batch, so "
-            f"the model puts the GPU idle for {fx.pct(idle0)} of each step.")
-    ws = [int(w) for w in p.index if w > 0]
-    if ws:
-        w = max(ws)
-        per = db / w
-        text += (f" {w} workers each still need {fx.num(db, 'ms')} per batch, but together deliver one every "
-                 f"{fx.num(per, 'ms')}, " + fx.choose(1 if per <= g else -1, "within", "longer than", "")
-                 + f" the {fx.num(g, 'ms')} step: the model predicts a wait of "
-                 f"{fx.num(predicted_wait_ms(d, b, w, g), 'ms')}.")
+    if "model_w0_idle" not in facts:
+        return ""
+    text = (f"With no workers the training process spends `D·B` = {_v(facts, 'published_w0_model')} preparing every "
+            f"batch, so the model puts the GPU idle for {_v(facts, 'model_w0_idle')} of each step.")
+    if "model_w_vs_g" in facts:
+        w = facts["published_w_per_batch"].setting["workers"]
+        text += (f" {w} workers each still need {_v(facts, 'published_w0_model')} per batch, but together deliver one "
+                 f"every {_v(facts, 'published_w_per_batch')}, "
+                 f"{phrasing.comparison(facts['model_w_vs_g'], facts)}: the model predicts a wait of "
+                 f"{_v(facts, 'model_w_wait')}.")
     return text
 
 
-def sizing_sentence(res) -> str | None:
+def sizing_sentence(facts: Facts) -> str | None:
     """How close each real kind of work came to the sleep's D (they are sized to match, not equal)."""
-    sw = _sweep(res)
-    target = float(res.parameters["d_ms"])
-    parts = []
-    for k in dict.fromkeys(sw["work"]):
-        if k == "sleep":
-            continue
-        d = float(sw[sw["work"] == k]["d_ms"].iloc[0])
-        parts.append(f"{k} {fx.num(d, 'ms')} ({'+' if d >= target else '−'}{fx.pct(abs(d / target - 1))})")
-    if not parts:
+    keys = [k for k in facts.facts if k.startswith("sizing.")]
+    if not keys:
         return None
-    return (f"Sized to cost `D` = {fx.num(target, 'ms')} per sample, one sample of real work cost, measured in the "
+    parts = [f"{phrasing.text(facts[k].setting['work'])} {_v(facts, facts[k].of)} "
+             f"({phrasing.comparison(facts[k], facts)})" for k in keys]
+    return (f"Sized to cost `D` = {_v(facts, 'd_target')} per sample, one sample of real work cost, measured in the "
             f"main process: " + ", ".join(parts) + ". The model lines use these measured costs; the kinds differ "
             "in cost as well as in whether the work occupies a core.")
 
@@ -424,25 +414,19 @@ def _loop_cost_text(res, kind, part, above, d: float, b: int, rel: float, floor_
     return text
 
 
-def cores_sentence(res) -> str:
-    sw = _sweep(res)
-    cores = res.metadata.get("cores") or res.fingerprint.get("cpu", {}).get("usable_cores") or None
-    wmax = int(sw["workers"].max())
-    if not cores:
+def cores_sentence(facts: Facts) -> str:
+    """The sweep against the machine's cores: what the wait did beyond them, where the sweep went there."""
+    wmax = int(facts.number("sweep_max_workers"))
+    if not facts.number("cores"):
         return f"The sweep ends at W = {wmax}."
-    text = f"This machine has {cores} usable cores and the sweep ends at W = {wmax}"
-    if wmax <= cores:
+    text = f"This machine has {_v(facts, 'cores')} (usable) and the sweep ends at W = {wmax}"
+    if facts.number("sweep_max_workers") <= facts.number("cores"):
         return text + ": it never asks for more workers than cores, so it cannot show what happens beyond them."
-    parts = []
-    for k in dict.fromkeys(sw["work"]):
-        part = sw[sw["work"] == k].set_index("workers")["wait_ms"]
-        at = part[part.index <= cores]
-        beyond = part[part.index > cores]
-        if len(at) and len(beyond):
-            a, b = float(at.iloc[-1]), float(beyond.iloc[-1])
-            parts.append(f"{k} {fx.num(a, 'ms')} → {fx.num(b, 'ms')} ("
-                         + fx.choose(fx.direction(b, a, tol=0.1), "rose", "kept falling", "levelled off") + ")")
-    return text + "; from the last W within the cores to the largest W the wait went: " + "; ".join(parts) + "."
+    keys = [k for k in facts.facts if k.startswith("cores_wait.") and facts[k].is_comparison]
+    parts = [f"{phrasing.text(facts[k].setting['work'])}: {phrasing.text(facts[facts[k].of].label)} was "
+             f"{_v(facts, facts[k].of)}, {phrasing.comparison(facts[k], facts)} ({_v(facts, facts[k].basis)})"
+             for k in keys]
+    return text + "; from the last W within the cores to the largest W: " + "; ".join(parts) + "."
 
 
 def first_batch_note(res) -> str | None:
@@ -490,49 +474,34 @@ def first_batch_note(res) -> str | None:
     return text
 
 
-def au_drift_sentence(res) -> str | None:
+def au_drift_sentence(facts: Facts) -> str | None:
     """Did back-to-back steps during the sweep keep to the calibrated G? (the drift, in numbers)"""
-    if "steps" not in res.tables:
+    if "sweep_step_quick" not in facts:
         return None
-    st = res.table("steps")
-    g = _g(res)
-    busy = st[(st["wait_ms"] < 2.0) & (st["step"] > 0)]
-    idle = st[st["wait_ms"] >= 20.0]
-    if busy.empty:
-        return None
-    b = float(busy["compute_ms"].median())
-    text = (f"During the sweep, steps that followed a wait under 2 ms (back-to-back) took a median "
-            f"{fx.num(b, 'ms')}, {fx.compare(b, g, more='above', less='below', same='level with', tol=0.03)} the "
-            f"calibrated `G` = {fx.num(g, 'ms')}")
-    if not idle.empty:
-        i = float(idle["compute_ms"].median())
-        d = fx.direction(i, b, tol=0.03)
-        text += (f"; steps that followed a wait of 20 ms or more took {fx.num(i, 'ms')}, "
-                 + fx.choose(d, f"{fx.pct(i / b - 1)} longer than", f"{fx.pct(1 - i / b)} shorter than", "level with")
-                 + " the back-to-back ones")
+    text = (f"During the sweep, {phrasing.text(facts['sweep_step_quick'].label)} took {_v(facts, 'sweep_step_quick')}, "
+            f"{phrasing.comparison(facts['sweep_step_quick_vs_g'], facts)} = {_v(facts, 'step_g')}")
+    if "sweep_step_rested" in facts:
+        text += (f"; {phrasing.text(facts['sweep_step_rested'].label)} took {_v(facts, 'sweep_step_rested')}, "
+                 f"{phrasing.comparison(facts['sweep_step_rested_vs_quick'], facts, baseline='the back-to-back ones')}")
     text += "."
-    sw = _sweep(res)
-    if "au" not in sw or sw["au"].isna().all():
+    if "au_vs_share" not in facts:
         return text
-    share = sw["compute_share"] if "compute_share" in sw else 1 - sw["idle_share"]
-    diff = 100 * (sw["au"] - share)
-    r = sw.loc[diff.abs().idxmax()]
-    a, c = float(r["au"]), float(share.loc[r.name])
-    d = fx.direction(a, c, tol=0.02)
+    c = facts["au_vs_share"]
+    d = c.setting.get("direction", 0)
+    where = f"{phrasing.text(c.setting['work'])} W={c.setting['workers']}"
     text += (" AU counts every step as `G` of work, whatever it took: "
-             + fx.choose(d, "a step shorter than `G` still counts as `G`, so AU comes out above the share of the "
-                            "wall time the GPU measurably computed",
-                         "a step longer than `G` counts only as `G`, so AU comes out below the share of the wall "
-                         "time the GPU measurably computed",
-                         "here AU and the share of the wall time the GPU measurably computed agree")
-             + f". The largest difference was at {r['work']} W={int(r['workers'])}: AU {fx.pct(a)} against a "
-             f"measured compute share of {fx.pct(c)}, {abs(a - c) * 100:.1f} points "
-             + fx.choose(d, "higher", "lower", "apart")
-             + f" (compute {fx.num(r['compute_ms'], 'ms')} per step against `G` = {fx.num(g, 'ms')})")
-    quick = sw["wait_ms"] < 2.0
-    if quick.any() and not quick.all():
+             + ("a step shorter than `G` still counts as `G`, so AU comes out above the share of the wall time the "
+                "GPU measurably computed" if d > 0 else
+                "a step longer than `G` counts only as `G`, so AU comes out below the share of the wall time the "
+                "GPU measurably computed" if d < 0 else
+                "here AU and the share of the wall time the GPU measurably computed agree")
+             + f". The largest difference was at {where}: AU {_v(facts, 'au_vs_share.au')}, "
+             f"{phrasing.comparison(c, facts, baseline='the measured compute share')} "
+             f"({_v(facts, 'au_vs_share.share')}; compute {_v(facts, 'au_vs_share.compute')} per step against `G` = "
+             f"{_v(facts, 'step_g')})")
+    if "au_vs_share.quick_points" in facts:
         text += (f"; where the steps ran back-to-back (mean wait under 2 ms) the two differed by at most "
-                 f"{diff[quick].abs().max():.1f} points")
+                 f"{_v(facts, 'au_vs_share.quick_points')}")
     return text + "."
 
 
