@@ -9,7 +9,8 @@ from datajourney.chapters import registry
 from datajourney.core import findings as fx
 from datajourney.core import results
 
-MEASURING = [c for c in registry.available() if c.measures]
+#: the chapters that open with findings and actions (chapter 1 opens with the front door instead)
+MEASURING = [c for c in registry.available() if c.name != "01_introduction"]
 ONE_SENTENCE = re.compile(r"[.!?]\*{0,2}\s+\*{0,2}[A-Z]")   # a second sentence starts after an end mark
 
 
@@ -21,7 +22,7 @@ def _opening(ch):
 
 @pytest.mark.parametrize("ch", MEASURING, ids=lambda c: c.name)
 def test_opening_of_the_reference_run_is_short(ch):
-    op = _opening(ch)(results.load_reference(ch.name))
+    op = _opening(ch)(registry.analysed(results.load_reference(ch.name)).facts)
     assert 1 <= len(op.findings) <= fx.OPENING_FINDINGS, ch.name
     for f in op.findings:
         assert fx.words(f.text) <= fx.OPENING_WORDS, (ch.name, fx.words(f.text), f.text)

@@ -112,6 +112,19 @@ def beside_published(c: Fact, published_value: float | None, source: str) -> str
     return f"{source}: {words}"
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def magnitude(v: float | None) -> str:
+    """A number that may be tiny or huge, without e-notation: "7.2 × 10⁻⁷", "0.21", "2.5"."""
+    if v is None or v != v:
+        return "—"
+    if v == 0 or 1e-3 <= abs(v) < 1e6:
+        return num(float(v))
+    exp = int(f"{v:e}".split("e")[1])
+    return f"{v / 10 ** exp:.1f} × 10{str(exp).translate(_SUPERSCRIPT)}"
+
+
 def share(fraction: float | None) -> str:
     """A share as a percentage ("76.3%"); the only place a percentage is used."""
     return "—" if fraction is None else num(100 * float(fraction), "%")

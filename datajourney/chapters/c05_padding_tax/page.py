@@ -471,7 +471,7 @@ def isolation_table(res) -> pd.DataFrame:
     model = iso["model"].str.replace(r"^GPT-2 \((.*)\)$", rf"GPT-2 architecture ({size}; \1)", regex=True)
     return pd.DataFrame({"code": iso["code"], "model": model,
                          "packed row fed as": [INPUT_WORDS.get(v, v) for v in iso["inputs"]],
-                         "largest |logit difference| vs alone": [f"{v:.1e}" for v in iso["max_abs_diff"]],
+                         "largest |logit difference| vs alone": [phrasing.magnitude(v) for v in iso["max_abs_diff"]],
                          "documents kept apart": iso["isolated"].map({True: "yes", False: "no"})})
 
 

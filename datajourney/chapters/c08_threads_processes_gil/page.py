@@ -1285,7 +1285,8 @@ def _opening_why(facts: Facts) -> Finding | None:
         elif dec is not None and par is not None and dec.number and par.number and g is not None:
             text += (f"; spdl.io decoded {say.comparison(dec, baseline='Pillow')}, SPDL's threads ran "
                      f"{say.comparison(par, baseline='worker processes')}")
-        return Finding("paper.limit", text + ".")
+        busy = facts.number("paper.best.gil_busy_share")
+        return Finding("paper.limit", text + ".", None if busy is None else 100 * busy, "%")
     cost = facts.get("cost")
     t = facts.get("end_to_end.threads")
     if cost is None or t is None:

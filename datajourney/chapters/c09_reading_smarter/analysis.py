@@ -133,7 +133,7 @@ def _to_gpu(res, f: Facts) -> None:
     cold = gpu_cold(res)
     dd = _t(res, "ceiling")
     f.add(measured("dd_read", dd["GBps"].tolist() if not dd.empty else [], unit="GB/s", quantity="rate",
-                   label="the disk alone, read cold by dd in 1 MiB blocks"))
+                   label="dd reading the disk cold (1 MiB blocks)"))
     pc = pcie_ceiling(res)
     f.add(measured("pcie_copy", [pc] if pc else [], unit="GB/s", label="the pinned PCIe copy alone"))
     if cold.empty:

@@ -596,9 +596,9 @@ def _sweep(facts: Facts) -> Finding | None:
     if c is None:
         return None
     cache = facts[c.of].setting["cache"]
-    text = (f"{cache.capitalize()}, over all {phrasing.value(facts[f'sweep.{cache}.points'])} sweep points, mmap "
-            f"loaded batches **{_cmp(facts, 'sweep_loader')}** (read() ahead at "
-            f"{phrasing.value(facts[f'sweep.{cache}.read_wins'])} points, mmap at "
+    text = (f"{cache.capitalize()}, mmap loaded batches **{_cmp(facts, 'sweep_loader')}** (read() ahead at "
+            f"{phrasing.value(facts[f'sweep.{cache}.read_wins'])} of "
+            f"{phrasing.value(facts[f'sweep.{cache}.points'])} points, mmap at "
             f"{phrasing.value(facts[f'sweep.{cache}.mmap_wins'])})")
     st = facts.get(f"sweep.{cache}.storage")
     if cache == "cold" and st is not None:

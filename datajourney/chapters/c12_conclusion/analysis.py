@@ -43,7 +43,7 @@ REMEDY = {
     ("tokens", "shard"): ("09_reading_smarter", ("storage_to_gpu.path",)),
     ("tokens", "to_gpu"): ("09_reading_smarter", ("storage_to_gpu.path",)),
     ("tokens", "pcie"): ("06_pcie", ("pcie.pin_memory",)),
-    ("gradients", "gpu"): ("11_gpu_to_gpu", ("ddp.path", "ddp.option")),
+    ("gradients", "gpu"): ("11_gpu_to_gpu", ("ddp.option", "ddp.path")),
     ("gradients", "allreduce"): ("11_gpu_to_gpu", ("ddp.path", "ddp.option")),
 }
 #: The checklist: (chapter, fact key). Each row shows that chapter's fact as its own analysis computed it.
@@ -243,6 +243,8 @@ def analyse(res) -> Facts:
     facts = Facts(CHAPTER, exports=EXPORTS)
     facts.data["hops"] = [h for hops in by.values() for h in hops]
     facts.data["found"] = sorted(found)
+    facts.data["hosts"] = {ch: v.get("host") for ch, v in (res.metadata.get("inputs") or {}).items()
+                           if isinstance(v, dict)}
     facts.data["missing"] = [c for c in SOURCES if c not in found]
     facts.data["image_workload"] = w or None
     facts.data["image_words"] = _data(found, "07_full_picture", "workload")

@@ -25,7 +25,7 @@ PRACTICE = {
     ("02_random_vs_sequential", "cold_latency"): "Know the device's latency for one small read at queue depth 1",
     ("03_dataloader", "published_w4"): "Workers hide per-file latency, but do not remove the layout's cost",
     ("03_dataloader", "first_batch"): "Start-up: workers are processes, and the first batch waits for them",
-    ("04_cpu_starvation", "workers_to_keep_up"): "Give the loader enough workers to prepare a batch within a step",
+    ("04_cpu_starvation", "workers_to_keep_up"): "Synthetic work: enough workers to prepare a batch within a step",
     ("05_padding_tax", "all_samples"): "Pack variable-length sequences instead of padding them",
     ("06_pcie", "h2d_pinned"): "Copy from pinned memory",
     ("06_pcie", "cpu_overlap"): "Copy with non_blocking=True from pinned memory so the CPU keeps working",
@@ -72,8 +72,10 @@ def workload_name(facts: Facts, workload: str) -> str:
         on_gpu = bool(h and h.get("on_gpu"))
         return "a token-based step (GPT-2 training)" if on_gpu else "a token-based step (a tiny GPT-2 on a CPU)"
     h = _hop(facts, "gradients", "gpu")
+    host = (facts.data.get("hosts") or {}).get("11_gpu_to_gpu")
+    where = f", measured on {phrasing.text(host)}" if host and h and h["capacity"] is not None else ""
     return "a data-parallel step" + ("" if not h or h["capacity"] is None or h.get("on_gpu")
-                                     else " (CPU processes with gloo)")
+                                     else " (CPU processes with gloo)") + where
 
 
 def _hops(facts: Facts, workload: str) -> list[dict]:
@@ -273,6 +275,13 @@ def padding_text(facts: Facts) -> str:
     parts = ", ".join(f"{phrasing.text(r['label'])} {phrasing.share(r['efficiency'])}"
                       for r in sorted(shares, key=lambda r: r["efficiency"]))
     return f"Of every position the step computes, the share that holds a real token (chapter 5, all samples): {parts}."
+
+
+def checklist_caption(res, ref) -> str:
+    """The checklist's caption, naming the columns it has."""
+    both = ref is not None and ref is not res and ref.facts is not None
+    return ("The optimisation checklist: this run, the reference host, the published figure" if both else
+            "The optimisation checklist: this run and the published figure")
 
 
 def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
