@@ -105,8 +105,8 @@ def test_findings_follow_reversed_data(ref):
     # the disk's dd read set just above and just below the best path: the direction word flips
     up = analysis.analyse(_swap_dd(ref, 1.5 * to_gpu / f.number("dd_read")))
     down = analysis.analyse(_swap_dd(ref, 0.5 * to_gpu / f.number("dd_read")))
-    assert "slower than the disk alone" in page.finding(up, "to_gpu")[0].text
-    assert "faster than the disk alone" in page.finding(down, "to_gpu")[0].text
+    assert "slower than dd reading the disk cold" in page.finding(up, "to_gpu")[0].text
+    assert "faster than dd reading the disk cold" in page.finding(down, "to_gpu")[0].text
     r = copy.deepcopy(ref)
     t = r.tables["random"]
     one, pool = t["mode"] == "pread, 1 thread", t["mode"] == "pread, thread pool"

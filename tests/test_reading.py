@@ -334,7 +334,7 @@ def _finding(res, key):
 def test_to_gpu_finding_follows_the_share():
     good_res = _res({"gpu": _gpu([1.9, 1.95, 1.92], [1.0, 1.1, 1.0], [1.5] * 3), "ceiling": CEIL})
     good = _finding(good_res, "to_gpu")
-    assert "(b) pinned, double-buffered" in good.text and "1.04× slower than the disk alone" in good.text
+    assert "(b) pinned, double-buffered" in good.text and "1.04× slower than dd reading the disk cold" in good.text
     assert "target" not in good.text
     assert "Path (a), pageable reads each copied before the next, was 1.86× slower than path (b)" in _note(
         page.gpu_note,
@@ -550,10 +550,10 @@ def test_asked_vs_seen_follows_the_counters():
 
 def test_chapter_9_opening_follows_reversed_data():
     """Slow the disk's own dd read threefold and swap the single thread's random-read rates with the pool's:
-    the opening turns from "faster than the disk alone" to "slower", and from "use a pool" to "keep one thread"."""
+    the opening turns from "faster than dd reading the disk cold" to "slower", and from "use a pool" to "keep one thread"."""
     ref = results.load_reference(reading.CHAPTER)
     op = page.opening(analysis.analyse(ref))
-    assert "faster than the disk alone" in op.findings[0].text
+    assert "faster than dd reading the disk cold" in op.findings[0].text
     assert op.actions[0].text.startswith("For reading a 2 GiB file into GPU memory, cold, set `path=")
     assert "faster than one pread thread" in op.findings[1].text and "`threads=16`" in op.actions[1].text
     c = ref.table("ceiling").copy()
@@ -564,7 +564,7 @@ def test_chapter_9_opening_follows_reversed_data():
     rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
                          {**ref.tables, "ceiling": c, "random": r}, ref.metadata)
     op = page.opening(analysis.analyse(rev))
-    assert "slower than the disk alone" in op.findings[0].text
+    assert "slower than dd reading the disk cold" in op.findings[0].text
     assert "os.O_DIRECT" in op.actions[0].snippet and "4 << 20, 2" in op.actions[0].snippet
     assert "slower than one pread thread" in op.findings[1].text
     assert "`threads=1`" in op.actions[1].text and op.actions[1].snippet is None
