@@ -241,8 +241,10 @@ INSPECT = r"""async ([rawTable, reprs]) => {
     for (const t of legend)
       for (const o of [...title, ...axisTitles, ...ticks])
         if (hit(R(t), R(o))) charts.push(`${label}: legend entry ${name(t)} overlaps ${name(o)}`);
-    for (const t of pick('.slider-label'))
-      if (/\d\.\d{3,}/.test(t.textContent)) charts.push(`${label}: slider label ${name(t)} shows false precision`);
+    for (const t of pick('.slider-label'))   // a value with more than three significant digits and a fraction
+      for (const v of t.textContent.match(/\d[\d,]*\.\d+/g) || [])
+        if (v.replace(/[,.]/g, '').replace(/^0+/, '').length > 3)
+          charts.push(`${label}: slider label ${name(t)} shows false precision`);
     // every bar ends where its axis puts its value (a bar layer drawn before a re-layout does not)
     const svgBox = R(svg);
     plot.querySelectorAll('.barlayer .trace').forEach(g => {

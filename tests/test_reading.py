@@ -550,7 +550,8 @@ def test_asked_vs_seen_follows_the_counters():
 
 def test_chapter_9_opening_follows_reversed_data():
     """Slow the disk's own dd read threefold and swap the single thread's random-read rates with the pool's:
-    the opening turns from "faster than dd reading the disk cold" to "slower", and from "use a pool" to "keep one thread"."""
+    the opening turns from "faster than dd reading the disk cold" to "slower", and from "use a pool" to "keep
+    one thread"."""
     ref = results.load_reference(reading.CHAPTER)
     op = page.opening(analysis.analyse(ref))
     assert "faster than dd reading the disk cold" in op.findings[0].text

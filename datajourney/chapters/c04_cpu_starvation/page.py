@@ -597,12 +597,12 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
                   line=dict(color=PALETTE[2], dash="dot", width=1))
     fig.add_annotation(xref="x domain", x=1, xanchor="right", yref="y2", y=t, yanchor="bottom", showarrow=False,
                        text=f"AU {fx.pct(AU_THRESHOLD)}: keeping up", font=dict(color=PALETTE[2], size=12))
-    layout = dict(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0), margin=dict(t=110))
+    layout = dict(legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0), margin=dict(t=150))
     if sliders:
         # each slider takes ~95 px (title, rail, tick labels); the plot area is 320 px high
         height, bottom, plot = 760, 330, 320
         step_y = 105 / plot
-        layout.update(height=height, margin=dict(t=110, b=bottom),
+        layout.update(height=height, margin=dict(t=150, b=bottom),
                       sliders=[value_slider("D", "CPU cost per sample D (ms)", WHATIF_D, d_ms, -0.2),
                                value_slider("B", "batch size B", WHATIF_B, batch_size, -0.2 - step_y),
                                value_slider("G", "GPU step G (ms)", WHATIF_G, g_ms, -0.2 - 2 * step_y)],
@@ -611,7 +611,8 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
     else:
         layout.update(height=460)
         title = f"What if? D = {d_ms:g} ms, B = {batch_size}, G = {g_ms:g} ms"
-    fig.update_layout(title=title, **layout)
+    # the title at the top of the figure, the legend's row under it, above the plot: they never meet
+    fig.update_layout(title=dict(text=title, y=0.99, yref="container", yanchor="top"), **layout)
     fig.update_xaxes(title_text="DataLoader workers W")
     fig.update_yaxes(title_text="time per step (ms)", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="accelerator utilisation AU (%)", range=[0, 105], tickmode="array",

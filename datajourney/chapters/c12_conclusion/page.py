@@ -434,8 +434,7 @@ def budget_figure(res):
     state_js = dict(state, ok=PALETTE[2], short=PALETTE[5])
     fig.update_layout(
         title=dict(text="Budget: which hops keep up? (move the sliders; starts at this run's workload)", y=0.98),
-        height=860, margin=dict(t=130, b=430, l=20),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
+        height=860, margin=dict(t=130, b=430, l=20),  # the legend on the right (short names), clear of the title
         sliders=[
             value_slider("step", "GPU step (ms)", _with(BUDGET_STEP_MS, state["step"]), state["step"], -0.35),
             value_slider("B", "batch size", _with(BUDGET_BATCH, state["B"]), state["B"], -0.35 - 0.32),
