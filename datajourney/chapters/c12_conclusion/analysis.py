@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from datajourney.core.facts import Advice, Fact, Facts, compare
+from datajourney.core.facts import Advice, Fact, Facts, compare, host_label
 
 CHAPTER = "12_conclusion"
 #: The chapters whose exported facts the diagnosis reads.
@@ -245,6 +245,7 @@ def analyse(res) -> Facts:
     facts.data["found"] = sorted(found)
     facts.data["hosts"] = {ch: v.get("host") for ch, v in (res.metadata.get("inputs") or {}).items()
                            if isinstance(v, dict)}
+    facts.data["host"] = host_label(res.fingerprint)
     facts.data["missing"] = [c for c in SOURCES if c not in found]
     facts.data["image_workload"] = w or None
     facts.data["image_words"] = _data(found, "07_full_picture", "workload")

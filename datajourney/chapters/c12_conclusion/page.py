@@ -73,7 +73,8 @@ def workload_name(facts: Facts, workload: str) -> str:
         return "a token-based step (GPT-2 training)" if on_gpu else "a token-based step (a tiny GPT-2 on a CPU)"
     h = _hop(facts, "gradients", "gpu")
     host = (facts.data.get("hosts") or {}).get("11_gpu_to_gpu")
-    where = f", measured on {phrasing.text(host)}" if host and h and h["capacity"] is not None else ""
+    where = (f", measured on {phrasing.text(host)}" if host and host != facts.data.get("host")
+             and h and h["capacity"] is not None else "")
     return "a data-parallel step" + ("" if not h or h["capacity"] is None or h.get("on_gpu")
                                      else " (CPU processes with gloo)") + where
 
