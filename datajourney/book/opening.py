@@ -14,22 +14,6 @@ from datajourney.core import phrasing, results
 from datajourney.core.facts import host_label
 
 
-def _who(res: results.Result, is_reference_run: bool) -> str:
-    gpu = (res.fingerprint.get("gpu") or {}).get("name") if isinstance(res.fingerprint.get("gpu"), dict) else None
-    if is_reference_run:
-        return f"On the reference host{f' (an {gpu} host)' if gpu else ''}"
-    return "On this machine"
-
-
-def _safe(fn, res):
-    if res is None:
-        return None
-    try:
-        return fn(res)
-    except (KeyError, ValueError, IndexError, TypeError):
-        return None
-
-
 def heading(this: results.Result, is_reference_run: bool) -> str:
     """Who measured what follows, by host: "On this machine, a CPU-only host (2 cores)" or "On the reference
     host, an H200 host (16 cores)"."""
@@ -58,30 +42,13 @@ def fact_bullets(findings: list, this: results.Result, ref: results.Result | Non
     return lines
 
 
-def _page_markdown(page: types.ModuleType, this: results.Result, ref: results.Result | None,
-                   is_reference_run: bool) -> str:
-    facts = registry.analysed(this).facts
-    op = page.opening(facts)
+def markdown(page: types.ModuleType, this: results.Result, ref: results.Result | None = None,
+             *, is_reference_run: bool = False) -> str:
+    """The opening block as Markdown (see :func:`show`): ``page`` is the chapter's page module, whose
+    ``opening(facts)`` words this result's facts."""
+    op = page.opening(registry.analysed(this).facts)
     lines = [f"**{heading(this, is_reference_run)}**", ""]
     lines += fact_bullets(op.findings, this, ref, is_reference_run=is_reference_run)
-    lines += ["", "**What to do**", ""]
-    for a in op.actions:
-        lines.append(f"* {a.text}")
-        if a.snippet:
-            lines += ["", "  ```python"] + [f"  {line}" for line in a.snippet.splitlines()] + ["  ```", ""]
-    return "\n".join(lines)
-
-
-def markdown(opening, this: results.Result, ref: results.Result | None = None,
-             *, is_reference_run: bool = False) -> str:
-    """The opening block as Markdown (see :func:`show`); ``opening`` is the chapter's page module."""
-    if isinstance(opening, types.ModuleType):
-        return _page_markdown(opening, this, ref, is_reference_run)
-    op = opening(this)
-    theirs = None if is_reference_run else _safe(opening, ref)
-    by_key = {f.key: f for f in theirs.findings} if theirs is not None else {}
-    lines = [f"**{_who(this, is_reference_run)}**", ""]
-    lines += report.finding_bullets(op.findings, by_key, this.chapter, ref_label="reference host", name_source=False)
     lines += ["", "**What to do**", ""]
     for a in op.actions:
         lines.append(f"* {a.text}")
@@ -100,20 +67,16 @@ def where_saved(this: results.Result) -> str:
             "(a new directory for each kernel, so a later Run All keeps it).</small>")
 
 
-def show(opening, this: results.Result, ref: results.Result | None = None,
+def show(page: types.ModuleType, this: results.Result, ref: results.Result | None = None,
          *, is_reference_run: bool = False) -> None:
     """Show the chapter's opening: the findings under the host's name and "What to do"."""
-    report.say(markdown(opening, this, ref, is_reference_run=is_reference_run) + where_saved(this))
+    report.say(markdown(page, this, ref, is_reference_run=is_reference_run) + where_saved(this))
 
 
-def evidence(findings, this: results.Result, ref: results.Result | None = None, *,
+def evidence(page: types.ModuleType, this: results.Result, ref: results.Result | None = None, *,
              is_reference_run: bool = False) -> None:
-    """The chapter's full key results, folded into a "How we know" block under the opening
-    (``findings``: the chapter's page module, whose ``findings(facts)`` words them)."""
-    if isinstance(findings, types.ModuleType):
-        lines = fact_bullets(findings.findings(registry.analysed(this).facts), this, ref,
-                             is_reference_run=is_reference_run)
-    else:
-        _, lines = report.key_result_lines(findings, this, ref, is_reference_run=is_reference_run)
+    """The chapter's full key results, folded into a "How we know" block under the opening (the page's
+    ``findings(facts)``, each with the reference host's value of the same fact)."""
+    lines = fact_bullets(page.findings(registry.analysed(this).facts), this, ref, is_reference_run=is_reference_run)
     report.say("<details>\n<summary>How we know: every key result of this run</summary>\n\n"
                + "\n".join(lines) + "\n\n</details>")

@@ -123,42 +123,6 @@ def _safe(fn: Callable, res) -> list | dict | None:
         return None
 
 
-def finding_bullets(mine: list[Finding], theirs: dict, chapter: str, *, ref_label: str = "reference run",
-                    name_source: bool = True) -> list[str]:
-    """Markdown bullets of ``mine``, each with the value of the same key in ``theirs`` (key -> Finding
-    of the reference) and the published figure beside it where one exists."""
-    lines = []
-    for f in mine:
-        extra = []
-        r = theirs.get(f.key)
-        if r is not None and r.value is not None:
-            extra.append(f"{ref_label}: {r.headline}")
-        fig = published.figure(chapter, f.published) if f.published else None
-        if fig is not None:
-            extra.append(f"published ({fig.source}): {fig.text}" if name_source else f"published: {fig.text}")
-        lines.append(f"* {f.text}" + (f" <small>({'; '.join(extra)})</small>" if extra else ""))
-    return lines
-
-
-def key_result_lines(fn: Callable[[results.Result], list[Finding]], this: results.Result,
-                     ref: results.Result | None = None, *,
-                     is_reference_run: bool = False) -> tuple[list[Finding], list[str]]:
-    """This run's findings and their Markdown bullets (:func:`finding_bullets`)."""
-    mine = fn(this)
-    theirs = {} if is_reference_run else {f.key: f for f in (_safe(fn, ref) or [])}
-    return mine, finding_bullets(mine, theirs, this.chapter)
-
-
-def key_results(fn: Callable[[results.Result], list[Finding]], this: results.Result,
-                ref: results.Result | None = None, *, is_reference_run: bool = False) -> list[Finding]:
-    """The chapter's key results: this run's findings, with the reference run's value and the
-    published figure beside each where one exists. Returns the findings."""
-    mine, lines = key_result_lines(fn, this, ref, is_reference_run=is_reference_run)
-    who = "the reference run" if is_reference_run else "this run"
-    say(f"**Key results of {who}** (computed from its result file)\n\n" + "\n".join(lines))
-    return mine
-
-
 def findings(items: list[Finding]) -> None:
     """Show findings (computed sentences) as a bullet list."""
     if items:

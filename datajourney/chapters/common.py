@@ -331,3 +331,15 @@ def over_runs(lo: float, hi: float, n: int, unit: str = "×", what: str = "runs"
     if n >= MIN_RUNS_FOR_RANGE:
         return f"{fnd.span(lo, hi, unit)} over {n} {what}"
     return f"{n} {what[:-1] if n == 1 and what.endswith('s') else what}"
+
+
+def facts_of(x):
+    """What a page words: a :class:`~datajourney.core.facts.Facts` as it is; a result analysed now by its own
+    chapter (pure, from its tables, so a page of an edited result follows the edit)."""
+    from datajourney.core.facts import Facts
+
+    if isinstance(x, Facts):
+        return x
+    from datajourney.chapters import registry
+
+    return registry.lookup(x.chapter).analyse(x)

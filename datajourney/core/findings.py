@@ -11,8 +11,8 @@ A chapter module exposes::
 
     def findings(res: Result) -> list[Finding]: ...
 
-The notebook shows them with :func:`datajourney.book.report.key_results`, which puts the
-reference run's value and the published figure (when the finding names one) beside each.
+The notebook shows them with :func:`datajourney.book.opening.evidence`, which puts the reference
+host's value of the same fact and the published figure (when the finding names one) beside each.
 
 The helpers below turn numbers into words. Directions are decided from the spread of
 the runs where there are several (two min–max ranges that overlap are "within the

@@ -108,12 +108,13 @@ class Result:
             }
         )
 
-    def save(self, run_dir) -> Path:
+    def save(self, run_dir, *, created_utc: str | None = None) -> Path:
         """Write ``<run_dir>/<chapter>.json`` atomically (whole or not at all, mode 0644 under the
-        usual umask) and return its path; a failed write names the file and leaves the old one."""
+        usual umask) and return its path; a failed write names the file and leaves the old one.
+        ``created_utc``: keep this creation time (a result analysed or rendered again, not measured)."""
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.created_utc = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.created_utc = created_utc or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         target = write_atomic(run_dir / f"{self.chapter}.json",
                               json.dumps(self.to_dict(), indent=1, allow_nan=False))
         self.path = target

@@ -13,6 +13,7 @@ import pandas as pd
 from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold: the notebook's chart labels
     ColdVerdict,
     cold_label,
+    facts_of,
     guest_cold,
     spread_summary,
     table_of,
@@ -33,14 +34,6 @@ GUEST_COLD = ("guest-cold (purged from this virtual machine's page cache; a cach
 
 
 # --------------------------------------------------------------------------- wording helpers
-def _facts(x) -> Facts:
-    """``x`` as facts: facts as they are; a result (a caller not yet on facts: chapter 12, the front page)
-    by its stored facts, else analysed now."""
-    if isinstance(x, Facts):
-        return x
-    from datajourney.chapters.c02_random_vs_sequential import analysis
-
-    return x.facts if getattr(x, "facts", None) is not None else analysis.analyse(x)
 
 
 def _define(text: str) -> str:
@@ -125,7 +118,7 @@ def latency_table(res) -> pd.DataFrame:
 # --------------------------------------------------------------------------- key results
 def findings(facts: Facts) -> list[Finding]:
     """The chapter's key results, worded from ``facts`` (3 to 6 findings)."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     out = [f for f in (_cold_gap(facts), _warm_gap(facts), _latency_finding(facts), _size_finding(facts),
                        _odirect_finding(facts)) if f is not None]
     if len(out) < 3:   # a run with most experiments switched off: say what the rest showed
@@ -356,7 +349,7 @@ def purge_note(facts: Facts) -> str:
 def opening(facts: Facts) -> Opening:
     """What the chapter opens with: the cold and warm gaps and what "cold" was, one sentence each, and
     what to set, as the analysis advises it."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     out = []
     if "cold_gap" in facts:
         c = facts["cold_gap"]
@@ -418,7 +411,7 @@ def _wide_summary(wide: list[dict]) -> str:
 
 def headline_notes(facts) -> str:
     """Spread comments on the headline (coefficient of variation above :data:`findings.HIGH_SPREAD`)."""
-    wide = (_facts(facts).data.get("spread") or {}).get("headline") or []
+    wide = (facts_of(facts).data.get("spread") or {}).get("headline") or []
     return "\n".join(f"* {_wide_note(x)}" for x in wide) if wide else "Every headline configuration varied by " \
         f"less than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
 
@@ -448,7 +441,7 @@ def residency_table(df: pd.DataFrame, by: Sequence[str], *, cold: str = "cold", 
 def size_sweep_notes(res) -> str:
     if table_of(res, "size_sweep").empty:
         return ""
-    return _wide_summary((_facts(res).data.get("spread") or {}).get("size_sweep") or [])
+    return _wide_summary((facts_of(res).data.get("spread") or {}).get("size_sweep") or [])
 
 
 def chunk_sweep_notes(res) -> str:
@@ -482,7 +475,7 @@ def chunk_sweep_notes(res) -> str:
     if not lines:
         lines.append("* Bandwidth never fell by more than "
                      f"{pct(DIP_TOL)} from one read size to the next larger one.")
-    lines.append("* " + _wide_summary((_facts(res).data.get("spread") or {}).get("chunk_sweep") or []))
+    lines.append("* " + _wide_summary((facts_of(res).data.get("spread") or {}).get("chunk_sweep") or []))
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from datajourney.chapters.common import (
     STORAGE_CHAPTER,
     cold_label,
     cold_verdict,
+    facts_of,
     ipc_crossref,  # noqa: F401
     latency_stats,
     over_runs,
@@ -71,14 +72,6 @@ def key_metrics(res) -> dict:
 
 
 # --------------------------------------------------------------------------- findings
-def _facts(x) -> Facts:
-    """``x`` as facts: facts as they are; a result (a caller not yet on facts: chapter 12, the front page)
-    by its stored facts, else analysed now."""
-    if isinstance(x, Facts):
-        return x
-    from datajourney.chapters.c03_dataloader import analysis
-
-    return x.facts if getattr(x, "facts", None) is not None else analysis.analyse(x)
 
 
 def _cap(s: str) -> str:
@@ -111,7 +104,7 @@ def _finding(facts: Facts, key: str, text: str) -> Finding:
 
 def findings(facts: Facts) -> list[Finding]:
     """The chapter's key results, worded from ``facts`` (3 to 6 findings)."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     out = [_finding(facts, k, _pair(facts, k) + " (steady state, first batch excluded).")
            for k in (f"published_w{w}" for w in PUBLISHED_WORKERS) if k in facts]
     if "shuffled_gap_max_workers" in facts:
@@ -579,7 +572,7 @@ def main_process_note(res) -> str:
 
 def first_batch_note(facts) -> str:
     """Time to the first batch at the most workers, and its share of an epoch."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     f = facts.get("first_batch")
     if f is None:
         return startup_note(facts)
@@ -638,7 +631,7 @@ def one_worker_note(res) -> str:
 
 def cold_vs_warm_note(facts) -> str:
     """How much faster warm epochs ran than cold ones, per kind, at the fewest and the most workers."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     keys = [k for k in facts.data.get("cold_vs_warm") or [] if k in facts]
     if not keys:
         return ""
@@ -665,7 +658,7 @@ def cold_vs_warm_note(facts) -> str:
 
 def workers_gain_note(facts) -> str:
     """How much each layout gained from workers: steady MB/s at 4 workers (or the most) over none, cold."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     g = facts.data.get("workers_gain")
     if not g or not g["keys"]:
         return ""
@@ -680,7 +673,7 @@ def published_note(facts: Facts) -> str:
     """This run's like-for-like ratios beside the published ones, and what still differs."""
     from datajourney.chapters import published
 
-    facts = _facts(facts)
+    facts = facts_of(facts)
     out = []
     for w in PUBLISHED_WORKERS:
         fig = published.figure(CHAPTER, f"shard ÷ small files, workers={w}")
@@ -700,7 +693,7 @@ def published_note(facts: Facts) -> str:
 def startup_note(facts, skip: str | None = None) -> str:
     """Start-up and the first batch as a share of an epoch at the most workers, per cache state
     (leaving out ``skip``, the state the first-batch finding already states)."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     st = facts.data.get("startup") or {}
     parts = [f"{say.text(facts[f'startup.{c}'].label.split(', ')[0])}, {say.value(facts[f'startup.{c}'], runs=False)} "
              f"of an epoch on average (up to {say.value(facts[f'startup.{c}.max'], runs=False)})"
@@ -714,7 +707,7 @@ def startup_note(facts, skip: str | None = None) -> str:
 def spread_notes(facts) -> str:
     """One sentence naming every configuration whose steady-state MB/s spread by more than
     :data:`findings.HIGH_SPREAD` (coefficient of variation), from the facts' data."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     wide = [f"{say.text(x['label'])}, `num_workers={x['workers']}` ({fnd.span(x['low'], x['high'], 'MB/s')}, "
             f"coefficient of variation {say.share(x['cv'])})" for x in facts.data.get("spread") or []]
     if not wide:
@@ -726,7 +719,7 @@ def spread_notes(facts) -> str:
 
 def residency(facts: Facts) -> str:
     """Whether cold epochs started cold and warm ones warm: the residency measured when each epoch began."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     parts = []
     c, w = facts.get("residency.cold"), facts.get("residency.warm")
     if c is not None:
@@ -740,7 +733,7 @@ def residency(facts: Facts) -> str:
 def in_order_note(facts) -> str:
     """Where the in-order shard read slower with workers than without (cold): the measured numbers,
     stated with the explanation the data support (:func:`in_order_cause`)."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     f = facts.get("in_order.slower")
     if f is None:
         return ""
@@ -769,7 +762,7 @@ def in_order_cause(facts) -> str:
     device's average request shrinks with workers and cold runs slower than warm at the same count.
     (b) the hand-over: the rate with workers is set by moving batches to the main process, cold or
     warm alike; then cold runs as fast as warm at the same worker count, whatever the requests."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     cw = facts.get("in_order.cold_vs_warm")
     warm_level = None if cw is None else cw.setting["direction"] >= 0
     warm_text = ""
@@ -903,7 +896,7 @@ def opening(facts: Facts) -> Opening:
     """What the chapter opens with: the layout gap without workers, what the most workers left of it, and
     the cost of starting them, one sentence each; then the worker count and the layout the analysis
     advises, with their measured gain."""
-    facts = _facts(facts)
+    facts = facts_of(facts)
     out = []
     if "published_w0" in facts:
         c = facts["published_w0"]

@@ -19,6 +19,7 @@ from datajourney.chapters.c06_pcie.experiment import (
     _events,
     verdict,
 )
+from datajourney.chapters.common import facts_of
 from datajourney.core import findings as fx
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts, host_label
@@ -893,13 +894,6 @@ def versus_published(res, *, where: str = "here") -> str:
 
 
 # --------------------------------------------------------------------------- facts, worded
-def facts_of(x) -> Facts:
-    """The facts of ``x``: a :class:`Facts` as it is, a result's stored facts, else its analysis now."""
-    if isinstance(x, Facts):
-        return x
-    if getattr(x, "facts", None) is not None:
-        return x.facts
-    return analysis.analyse(x)
 
 
 _VERDICT_WORDS = {"overlaps": "it overlaps", "partly overlaps": "it partly overlaps", "serial": "it ran serially",

@@ -19,6 +19,7 @@ from datajourney.chapters.c07_full_picture.experiment import (
     scenario_stats,
     scenarios,
 )
+from datajourney.chapters.common import facts_of
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.findings import (
@@ -1016,13 +1017,6 @@ loader_snippet = analysis.loader_snippet
 
 
 # --------------------------------------------------------------------------- facts, worded
-def facts_of(x) -> Facts:
-    """The facts of ``x``: a :class:`Facts` as it is, a result's stored facts, else its analysis now."""
-    if isinstance(x, Facts):
-        return x
-    if getattr(x, "facts", None) is not None:
-        return x.facts
-    return analysis.analyse(x)
 
 
 def _setting_label(f: Fact) -> str:

@@ -11,6 +11,7 @@ import pandas as pd
 from datajourney.chapters import published
 from datajourney.chapters.c08_threads_processes_gil import analysis
 from datajourney.chapters.c08_threads_processes_gil import experiment as gil
+from datajourney.chapters.common import facts_of
 from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Fact, Facts
@@ -52,16 +53,12 @@ def _dec(d) -> str:
 # --------------------------------------------------------------------------- experiment 3
 
 
-def note_facts(x) -> Facts:
-    """The facts a note words: a :class:`Facts` as it is, else the analysis of the result now (a result's stored
-    facts may predate the notes' keys)."""
-    return x if isinstance(x, Facts) else analysis.analyse(x)
 
 
 def decoder_note(facts) -> str | None:
     """The DataLoader's decoder and how it was chosen, and each thread loader with each decoder
     against the DataLoader: like with like, and what spdl.io changes."""
-    f = note_facts(facts)
+    f = facts_of(facts)
     d = f.get("decoders.dataloader")
     if d is None:
         return None
@@ -92,7 +89,7 @@ def system_share(runs) -> float:
 def finding_cpu_split(facts) -> Finding:
     """User against system CPU per image for the two loaders compared, set against the paper's
     observation that most of the DataLoader's CPU time was system time (inter-process communication)."""
-    f = note_facts(facts)
+    f = facts_of(facts)
     sh = f.get("cpu_split.dataloader")
     if sh is None or sh.number is None:
         return Finding("cpu_split", "The CPU split needs a DataLoader run.")
@@ -172,7 +169,7 @@ def epoch_table(res) -> pd.DataFrame:
 
 def epoch_note(facts) -> str | None:
     """The whole tree's growth over the epoch, list against array, for each loader."""
-    f = note_facts(facts)
+    f = facts_of(facts)
     loaders_ = [g.setting["loader"] for k, g in f.facts.items()
                 if k.startswith("epoch_growth.") and k.endswith(".list")]
     parts = [f"{say.text(gil.LABELS.get(lo, lo))} {say.value(f[f'epoch_growth.{lo}.list'])} with the list and "
@@ -365,7 +362,7 @@ def op_lines(res, decoder: str) -> pd.DataFrame:
 def startup_note(facts) -> str:
     """The start-up with an empty Dataset: fork against the other start methods at the most workers,
     and why a fresh interpreter costs more, said only where the numbers show it."""
-    f = note_facts(facts)
+    f = facts_of(facts)
     v = f.get("startup.empty.slower")
     fork = f.get("startup.empty.fork")
     if v is None or fork is None:
@@ -441,7 +438,7 @@ def steady_note(res) -> str | None:
 
 def gpu_share_note(facts) -> str | None:
     """Why GPU decoding feeds the model below its ceiling, from the decode-only rate."""
-    f = note_facts(facts)
+    f = facts_of(facts)
     v = f.get("gpu_share.verdict")
     if v is None:
         return None
@@ -772,7 +769,7 @@ def collate_check(res) -> dict | None:
 def finding_collate(facts, res=None) -> Finding | None:
     """The deciding experiment for the Pillow pipeline's plateau: collate off the critical path (``res``: the
     result, for the busiest stage then, from its per-stage statistics)."""
-    f = note_facts(facts if facts is not None else res)
+    f = facts_of(facts if facts is not None else res)
     c = f.get("collate")
     if c is None or c.number is None:
         return None
@@ -995,13 +992,6 @@ def free_threaded_check_text(res) -> str | None:
         f"{phrasing.code(k)} (GIL {'on' if v.get('gil_enabled') else 'off'})" for k, v in found.items()) + "."
 
 # --------------------------------------------------------------------------- facts, worded
-def facts_of(x) -> Facts:
-    """The facts of ``x``: a :class:`Facts` as it is, a result's stored facts, else its analysis now."""
-    if isinstance(x, Facts):
-        return x
-    if getattr(x, "facts", None) is not None:
-        return x.facts
-    return analysis.analyse(x)
 
 
 #: Where the published comparison was measured, in the reader's words (the SPDL paper, see published.py).

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from datajourney.chapters.c09_reading_smarter import analysis
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
+from datajourney.chapters.common import facts_of
 from datajourney.core import charts as plotting
 from datajourney.core import findings as fx
 from datajourney.core import phrasing
@@ -748,13 +749,11 @@ def no_gpu_text(res, ref) -> str:
 def key_metrics(res) -> dict:
     """Metric name (as in published.py) -> (value, None) of this result, from its facts: a rate is published
     beside only the fact the analysis marked as the same metric."""
-    facts = _facts(res)
+    facts = facts_of(res)
     return {f.published: (f.number, None) for f in facts.facts.values()
             if f.published and f.number is not None and not f.is_comparison}
 
 
-def _facts(res) -> Facts:
-    return res.facts if getattr(res, "facts", None) is not None else analysis.analyse(res)
 
 
 # --------------------------------------------------------------------------- findings: words for facts

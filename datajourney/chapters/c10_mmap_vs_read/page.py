@@ -8,7 +8,6 @@ import json
 
 import pandas as pd
 
-from datajourney.chapters.c10_mmap_vs_read import analysis
 from datajourney.chapters.c10_mmap_vs_read.analysis import (  # noqa: F401 - used by the notebook
     CHAPTER,
     MODE_NAMES,
@@ -21,6 +20,7 @@ from datajourney.chapters.c10_mmap_vs_read.analysis import (  # noqa: F401 - use
 )
 from datajourney.chapters.c10_mmap_vs_read.analysis import headline_cache as _cache_for_headline
 from datajourney.chapters.c10_mmap_vs_read.analysis import largest as _largest
+from datajourney.chapters.common import facts_of
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.findings import (
@@ -461,8 +461,6 @@ piece = np.array(tokens[start:start + n_tokens])              # page faults, no 
 
 
 # ---------------------------------------------------------------------------- findings: words for facts
-def _facts(res) -> Facts:
-    return res.facts if getattr(res, "facts", None) is not None else analysis.analyse(res)
 
 
 def _cmp(facts: Facts, key: str) -> str:
@@ -583,7 +581,7 @@ def findings(facts: Facts) -> list[Finding]:
 def key_metrics(res) -> dict:
     """Metric name (as in published.py) -> (value, None) of this result, from its facts: only facts the
     analysis marked as the same metric, and the counts and rates the published table lists."""
-    facts = _facts(res)
+    facts = facts_of(res)
     out = {f.published: (f.number, None) for f in facts.facts.values() if f.published and f.number is not None}
     if "posix.mmap_min" in facts:
         out["POSIX events, read(), largest point"] = (facts.number("posix.read_big"), None)

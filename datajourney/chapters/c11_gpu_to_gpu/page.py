@@ -16,6 +16,7 @@ from datajourney.chapters.c11_gpu_to_gpu.experiment import (
     parse_topology,
     rung_label,
 )
+from datajourney.chapters.common import facts_of
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.findings import Action, Finding, Opening, num, size_label
@@ -44,10 +45,6 @@ SCALE_POINTS = (1, 2, 4, 8)
 
 
 # --------------------------------------------------------------------------- facts
-def facts_of(x) -> Facts:
-    """``x``'s facts: a :class:`Facts` as it is; a result analysed now (its tables, never stored facts, so a
-    page of an edited result follows the edit)."""
-    return x if isinstance(x, Facts) else analysis.analyse(x)
 
 
 def _finding(facts: Facts, key: str, text: str) -> Finding:

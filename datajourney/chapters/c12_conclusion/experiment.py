@@ -91,6 +91,7 @@ def run(params: Params | None = None, *, run_dir=None, **changes) -> results.Res
 def replayed(res: results.Result, run_dir) -> results.Result:
     """A replayed chapter 12 result diagnosed again from the facts in this run's directory (the other
     chapters' results rendered beside it), keeping its measured token step."""
+    created = res.created_utc
     diagnose(res, results.resolve_run_dir(run_dir))
-    res.save(results.resolve_run_dir(run_dir))
+    res.save(results.resolve_run_dir(run_dir), created_utc=created)  # rendered, not measured: its time stays
     return res
