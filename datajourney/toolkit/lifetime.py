@@ -85,8 +85,17 @@ def children_die_with_this_process() -> bool:
     if _PRCTL is None:
         return False
     os.register_at_fork(before=_before_fork, after_in_child=_child_dies_with_parent)
+    # multiprocessing's fork server is started by fork + exec (no hook runs in it), and its workers die with
+    # it, not with this process: the server asks for its own death signal as it imports its preload modules
+    import multiprocessing
+
+    multiprocessing.set_forkserver_preload([FORKSERVER_PRELOAD])
     _BOUND = True
     return True
+
+
+#: The module the fork server imports as it starts: it makes the server die with the process that started it.
+FORKSERVER_PRELOAD = "datajourney.toolkit.forkserver_dies_with_parent"
 
 
 def child_setup(hard_timeout_s: float | None = None) -> Callable[[], None]:
