@@ -50,6 +50,16 @@ def test_round_trip_with_nan(tmp_path):
         back.table("u")
 
 
+def test_a_column_of_missing_numbers_reads_back_as_numbers(tmp_path):
+    """A measure a host could not take (GPU utilisation on a CPU run) is NaN in every row, saved as null:
+    read back, it is still a numeric column (a page's numeric selections keep it), as in the run."""
+    res = results.start("99_test", {}, tmp_path)
+    res.add("t", pd.DataFrame({"gpu_util": [float("nan")] * 2, "rate": [1.0, 2.0], "note": [None, "x"]}))
+    back = results.Result.load(res.save(tmp_path)).table("t")
+    assert list(back.select_dtypes("number").columns) == ["gpu_util", "rate"]
+    assert back["gpu_util"].isna().all() and back["note"].isna().tolist() == [True, False]
+
+
 def test_load_rejects_other_files(tmp_path):
     (tmp_path / "x.json").write_text('{"schema": "other"}')
     with pytest.raises(results.ResultError, match="not a datajourney.result/3 file.*'other'"):

@@ -107,3 +107,14 @@ def test_failing_cell_is_reported(tmp_path, monkeypatch):
     assert "01_introduction.ipynb" in msg and "cell 3 of the executed notebook" in msg and "disk on fire" in msg
     record = json.loads((tmp_path / "res" / "r" / "run.json").read_text())
     assert record["status"] == "failed" and record["chapters"][0]["error"]["cell"] == 3
+
+
+@pytest.mark.notebooks
+def test_a_readers_run_renders_again_with_every_chapter(ci_run, tmp_path):
+    """``rerender`` of a reader's run renders every chapter from the stored result files (a CPU host's
+    results, with measures it could not take stored as nulls), as the run itself rendered them."""
+    out = runner.rerender(ci_run, results_root=tmp_path, progress=False)
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "ok", record
+    assert [c["chapter"] for c in record["chapters"]] == [c.name for c in chapters.available()]
+    assert all(c["status"] == "ok" for c in record["chapters"]), record["chapters"]

@@ -1,6 +1,6 @@
 """How a chapter opens: this run's host by name (at most three one-sentence findings, each with the
 reference host's value of the same fact and the published figure beside it) and "What to do" (the
-settings this run chose, with their measured gain and a snippet), then the full key results folded
+settings this run chose, with their measured gain and, folded under each, its code), then the full key results folded
 into "How we know". A chapter's page words its facts (``page.opening(facts)``, ``page.findings(facts)``);
 the reference host's value beside a finding is the same fact of the reference result, never recomputed."""
 from __future__ import annotations
@@ -53,7 +53,8 @@ def markdown(page: types.ModuleType, this: results.Result, ref: results.Result |
     for a in op.actions:
         lines.append(f"* {a.text}")
         if a.snippet:
-            lines += ["", "  ```python"] + [f"  {line}" for line in a.snippet.splitlines()] + ["  ```", ""]
+            lines += ["", "  <details><summary>The code</summary>", "", "  ```python"]
+            lines += [f"  {line}" for line in a.snippet.splitlines()] + ["  ```", "", "  </details>", ""]
     return "\n".join(lines)
 
 

@@ -480,6 +480,7 @@ def _point_latest(root: Path, run_dir: Path) -> None:
 
 # --------------------------------------------------------------------------- kernels
 _WATCH = None  # the _Kernel of the chapter being executed
+_REAPER = None  # kills the kernels' process groups when this runner ends, however it ends (first kernel)
 
 
 class _Kernel:
@@ -494,6 +495,13 @@ class _Kernel:
         self.process = getattr(provisioner, "process", None)
         self.pid = getattr(provisioner, "pid", None) or getattr(self.process, "pid", None)
         self.pgid = getattr(provisioner, "pgid", None)
+        if self.pgid and self.pgid == self.pid and self.pgid != os.getpgrp():
+            global _REAPER
+            if _REAPER is None:
+                from datajourney.toolkit.lifetime import GroupReaper
+
+                _REAPER = GroupReaper()
+            _REAPER.watch(self.pgid)  # its group dies with this runner, even under kill -9
 
     @property
     def returncode(self):
@@ -518,6 +526,13 @@ class _Kernel:
                 pass
         elif self.alive():
             self.signal(signal.SIGKILL)
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - still unreaped: the watcher keeps its group registered
+                return
+        if self.pgid and _REAPER is not None:
+            _REAPER.forget(self.pgid)
 
 
 def _kernel_manager_class():

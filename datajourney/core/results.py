@@ -131,7 +131,7 @@ class Result:
             run_id=d["run_id"],
             parameters=d["parameters"],
             fingerprint=d["fingerprint"],
-            tables={k: pd.DataFrame(v) for k, v in d["tables"].items()},
+            tables={k: _frame(v) for k, v in d["tables"].items()},
             metadata=d.get("metadata", {}),
             created_utc=d.get("created_utc", ""),
             path=path,
@@ -277,6 +277,17 @@ def _check_numbers(value, field: str, bad) -> None:
         limit = MAX_TIMESTAMP if field.endswith(("_us", "_ns")) else MAX_MAGNITUDE
         if not math.isfinite(value) or abs(value) >= limit:
             bad(field, value, f"a number of magnitude below {limit:.0e}")
+
+
+def _frame(rows: list) -> pd.DataFrame:
+    """A stored table as the run had it: a column stored as nulls only (a measure this host could not take,
+    such as GPU utilisation on a CPU run) was missing numbers (NaN, saved as null), so it reads back as
+    numbers, not as an untyped column that numeric selections would drop."""
+    df = pd.DataFrame(rows)
+    for col in df.columns:
+        if df[col].dtype == object and df[col].isna().all():
+            df[col] = df[col].astype(float)
+    return df
 
 
 def resolve_run_dir(run_dir) -> Path:

@@ -11,7 +11,9 @@ The death signal fires when the *thread* that started the child exits; :func:`ch
 meant for a launcher that waits for its child in the thread that started it.
 
 The runner starts each chapter's kernel with :func:`child_setup` (the kernel dies with the runner, even
-under ``kill -9``), and the kernel calls :func:`children_die_with_this_process` when it starts: every
+under ``kill -9``) and registers the kernel's process group with a :class:`GroupReaper` (whatever is still in
+that group when the runner ends is killed: workers started by fork + exec that have not yet asked for their
+own death signal), and the kernel calls :func:`children_die_with_this_process` when it starts: every
 process it forks from then on (DataLoader workers, process pools, and their own children in turn) gets
 SIGKILL when the kernel dies, so no worker is left behind, even one blocked writing to a queue nobody
 reads any more.
@@ -138,6 +140,37 @@ def stop(proc: subprocess.Popen, *, grace_s: float = 3.0) -> None:
             pass
     psutil.wait_procs(alive, timeout=2)
     proc.wait()
+
+
+class GroupReaper:
+    """Kills the process groups this process registered once it exits, however it exits (``kill -9``
+    included): a watcher process (:mod:`datajourney.toolkit.reaper`) in a session of its own reads the
+    groups from a pipe and kills those still registered when the pipe closes. Started on the first
+    :meth:`watch`. A group leader must be a direct child (its pid is its group: no reuse while unreaped)."""
+
+    def __init__(self):
+        self._proc: subprocess.Popen | None = None
+
+    def watch(self, pgid: int) -> None:
+        """Kill process group ``pgid`` when this process exits, unless :meth:`forget` is called first."""
+        if self._proc is None or self._proc.poll() is not None:
+            script = os.path.join(os.path.dirname(__file__), "reaper.py")
+            self._proc = subprocess.Popen([sys.executable, "-I", script], stdin=subprocess.PIPE,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True, text=True)
+        self._send(f"+{int(pgid)}")
+
+    def forget(self, pgid: int) -> None:
+        """Leave group ``pgid`` alone after all (it has ended)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._send(f"-{int(pgid)}")
+
+    def _send(self, line: str) -> None:
+        try:
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def _killpg(pgid: int, sig: int) -> None:
