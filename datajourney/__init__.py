@@ -2,15 +2,15 @@
 
 Four layers, imports only pointing down (checked by import-linter):
 
-* :mod:`datajourney.core`: result files, the machine's fingerprint, parameter types and
-  errors, statistics, timing, units, paths; no chapter knowledge.
+* :mod:`datajourney.core`: result files, the machine's fingerprint, facts and their one
+  phrasing, declared parameters, statistics, timing, units, shared charts; no chapter knowledge.
 * :mod:`datajourney.toolkit`: what a reader reuses in their own training code: page-cache
   purge and residency, generated data sets, ``/proc/diskstats``, disk-to-GPU readers, images,
   text, tokens, models. Public API, documented on the book's Toolkit page.
 * :mod:`datajourney.chapters`: one folder per chapter (``c02_random_vs_sequential`` ...):
   ``params`` (the one set of defaults), ``experiment`` (measures, writes no sentence),
-  ``page`` (what the chapter says), ``hops`` (what chapter 12 reads) and the registry that
-  finds them.
+  ``analysis`` (typed facts and advice, stored in the result; what chapter 12 reads), ``page``
+  (what the chapter says) and the registry that finds them.
 * :mod:`datajourney.book`: the runner and its profiles, reports, stability, the Jupyter
   Book build; :mod:`datajourney.cli` is the command line.
 """

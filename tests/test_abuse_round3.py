@@ -204,36 +204,21 @@ def _cmdline(pid: int) -> str:
         return "(gone)"
 
 
-def test_kill_9_of_the_runner_leaves_no_kernel_and_no_worker(tmp_path):
-    """A kernel whose cell has forked workers (as a DataLoader does) that block: kill -9 of the runner, and
-    5 s later neither the kernel nor a worker is left."""
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_kill_9_of_the_runner_leaves_no_kernel_and_no_worker(tmp_path, method):
+    """A kernel whose cell has started workers that block, forked (as a DataLoader does: the kernel's fork
+    hook asks for their death signal) or spawned by fork + exec (no hook runs in them; the runner's watcher
+    kills the kernel's process group, the resource tracker included): kill -9 of the runner, and 5 s later
+    neither the kernel nor a worker is left."""
     pids = tmp_path / "pids"
     nb = _notebook(tmp_path / "nb",
                    "import multiprocessing as mp, os, time\n"
-                   "ctx = mp.get_context('fork')\n"
+                   f"ctx = mp.get_context({method!r})\n"
                    "ws = [ctx.Process(target=time.sleep, args=(300,)) for _ in range(2)]\n"
                    "[w.start() for w in ws]\n"
                    f"open({str(pids)!r}, 'w').write(' '.join(str(w.pid) for w in ws))\n"
                    "time.sleep(300)")
-    token = f"k9-{os.getpid()}-{time.time()}"
-    cmd = [PY, "-c", DRIVER, str(nb), "run", "1", "--profile", "ci", "--quiet", "--results", str(tmp_path / "res")]
-    left = _killed_runner_leaves_nothing(cmd, token, lambda p, procs: pids.exists() and pids.read_text())
-    assert pids.exists() and left == [], left
-
-
-def test_kill_9_of_the_runner_leaves_no_spawned_worker(tmp_path):
-    """Workers started by fork + exec (multiprocessing's ``spawn`` method, and its resource tracker) run
-    none of the kernel's fork hooks and never ask for a death signal here: kill -9 of the runner, and 5 s
-    later none is left (the runner's watcher kills the kernel's process group)."""
-    pids = tmp_path / "pids"
-    nb = _notebook(tmp_path / "nb",
-                   "import multiprocessing as mp, time\n"
-                   "ctx = mp.get_context('spawn')\n"
-                   "ws = [ctx.Process(target=time.sleep, args=(300,)) for _ in range(2)]\n"
-                   "[w.start() for w in ws]\n"
-                   f"open({str(pids)!r}, 'w').write(' '.join(str(w.pid) for w in ws))\n"
-                   "time.sleep(300)")
-    token = f"k9s-{os.getpid()}-{time.time()}"
+    token = f"k9-{method}-{os.getpid()}-{time.time()}"
     cmd = [PY, "-c", DRIVER, str(nb), "run", "1", "--profile", "ci", "--quiet", "--results", str(tmp_path / "res")]
     left = _killed_runner_leaves_nothing(cmd, token, lambda p, procs: pids.exists() and pids.read_text())
     assert pids.exists() and left == [], left

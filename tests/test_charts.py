@@ -4,6 +4,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from datajourney.chapters.c09_reading_smarter import charts as c09_charts
+from datajourney.chapters.c10_mmap_vs_read import charts as c10_charts
 from datajourney.core import charts
 
 
@@ -21,7 +23,7 @@ def summary(n: int, threads=(16, 4, 64, 1)) -> pd.DataFrame:
 def test_no_scientific_notation_in_hovers_texts_or_axes():
     df = pd.DataFrame({"mode": "read", "seq": [512, 512, 1024, 1024], "batch": [32, 64, 32, 64],
                        "loader_s": [1.734, 2.5, 3.1, 4.0]})
-    fig = shown(charts.heatmap_pair(df, value="loader_s", facet="mode", title="t", unit="ms", scale=1e3))
+    fig = shown(c10_charts.heatmap_pair(df, value="loader_s", facet="mode", title="t", unit="ms", scale=1e3))
     heat = fig["data"][0]
     assert "~r}" in heat["texttemplate"] and "~r}" in heat["hovertemplate"]
     assert "g}" not in heat["texttemplate"] + heat["hovertemplate"]
@@ -145,10 +147,10 @@ def test_hbars_log_axis_or_leave_out_for_one_value_off_the_scale():
     rows = pd.DataFrame({"label": ["O_DIRECT → pinned", "page cache → pinned", "device copy"],
                          "mean": [6.1, 2.3, 1907.0], "min": [5.9, 2.1, 1900.0], "max": [6.4, 2.5, 1911.0],
                          "n": [3, 3, 3]})
-    log = charts.hbars(rows, title="File to GPU memory", xaxis="GB/s", unit="GB/s")
+    log = c09_charts.hbars(rows, title="File to GPU memory", xaxis="GB/s", unit="GB/s")
     assert log.layout.xaxis.type == "log" and log.data[0].type == "scatter"   # dots: no bar length on a log axis
     assert "log scale" in log.layout.xaxis.title.text and "min–max over 3 runs" in log.layout.xaxis.title.text
-    linear = charts.hbars(rows, title="File to GPU memory", xaxis="GB/s", unit="GB/s", log_x=False,
+    linear = c09_charts.hbars(rows, title="File to GPU memory", xaxis="GB/s", unit="GB/s", log_x=False,
                           leave_out=["device copy"])
     assert linear.layout.xaxis.type == "linear" and linear.data[0].type == "bar"
     assert "device copy" not in list(linear.data[0].y) and "not drawn: device copy, 1,907 GB/s" in \

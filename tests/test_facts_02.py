@@ -90,6 +90,7 @@ def _outside_code(md: str) -> str:
 def test_strings_from_a_result_stay_text():
     ref = results.load_reference(CH)
     cs = ref.table("chunk_sweep").copy()
+    cs["error"] = cs["error"].astype(object)  # read back from a file holding text here, the column is text
     cs.loc[cs["mode"] == "O_DIRECT", "error"] = HOSTILE
     lat = ref.table("latency").copy()
     lat["p50_us"] = float("nan")

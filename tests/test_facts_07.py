@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datajourney.chapters.c07_full_picture import analysis, chart, experiment, page
+from datajourney.chapters.c07_full_picture import analysis, experiment, page
+from datajourney.chapters.c07_full_picture import charts as c07_charts
 from datajourney.chapters.c07_full_picture.params import Params
 from datajourney.core import charts, results
 from datajourney.core.params import parameters_cell
@@ -133,9 +134,9 @@ def test_au_chart_keeps_its_legend_beside_the_plot():
     """A legend below the plot made plotly.js draw the bars about 9 points above their values: the chapter's
     chart names its threshold lines short enough to keep the legend beside the plot."""
     st = experiment.scenario_stats(results.Result.load(REF))
-    fig = chart.au_and_ceiling(st, title="AU", au_rule=0.9, keep_up=0.95)
+    fig = c07_charts.au_and_ceiling(st, title="AU", au_rule=0.9, keep_up=0.95)
     names = [t.name for t in fig.data if t.name]
-    assert max(map(len, names)) <= charts._LEGEND_CHARS
+    assert max(map(len, names)) <= charts.LEGEND_CHARS
     d = charts.tidy(json.loads(fig.to_json()))
     assert (d["layout"].get("legend") or {}).get("orientation") != "h"
 

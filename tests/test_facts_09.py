@@ -144,6 +144,7 @@ def test_a_hostile_string_never_reaches_markdown_as_html():
     g = r.tables["gpu"]
     g.loc[g["path"] == "mmap + pinned", "GBps"] *= 10            # the hostile path is the fastest
     g.loc[g["path"] == "mmap + pinned", "path"] = HOSTILE
+    g["error"] = g["error"].astype(object)  # read back from a file holding text here, the column is text
     g.loc[g.index[-1], "error"] = HOSTILE
     md = r.metadata
     md["gds"] = dict(md["gds"], path=HOSTILE, error=HOSTILE, compat_mode=HOSTILE)

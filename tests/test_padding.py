@@ -9,8 +9,8 @@ from conftest import has_nan
 
 from datajourney.chapters import published
 from datajourney.chapters.c05_padding_tax import analysis, page
+from datajourney.chapters.c05_padding_tax import charts as c05_charts
 from datajourney.chapters.c05_padding_tax import experiment as padding
-from datajourney.core import charts as plotting
 from datajourney.core.params import ParameterError
 from datajourney.core.results import Result
 from datajourney.toolkit import textdata
@@ -336,19 +336,19 @@ def test_templates():
 # ------------------------------------------------------------------------------------------ charts
 def test_heatmap_hover_names_computed_positions():
     frac, width = padding.fill_fractions(padding.pad_to_context([100, 5000], 2, 4100), [100, 5000], 256)
-    fig = plotting.occupancy_heatmap(frac, bin_width=width, row_len=4100, title="t")
+    fig = c05_charts.occupancy_heatmap(frac, bin_width=width, row_len=4100, title="t")
     cd = np.asarray(fig.data[0].customdata)
     assert width == 17 and cd[0, 0] == "0–16" and cd[0, 1] == "17–33" and cd[0, -1] == "4,097–4,099"
     assert "%{customdata}" in fig.data[0].hovertemplate and "+" not in fig.data[0].hovertemplate
 
 
 def test_histogram_gives_the_first_batch_its_own_panel():
-    fig = plotting.length_histogram(pd.Series(range(1, 2001)), context=4096, batch_size=32, title="t")
+    fig = c05_charts.length_histogram(pd.Series(range(1, 2001)), context=4096, batch_size=32, title="t")
     assert [t.yaxis for t in fig.data] == ["y", "y2"] and len(fig.data[1].x) == 32
 
 
 def test_cost_chart_uses_dots_on_the_log_axis():
-    fig = plotting.cost_dots(pd.DataFrame({"layout": ["a", "b"], "seconds": [20.0, 0.5], "low": [19.0, 0.4],
+    fig = c05_charts.cost_dots(pd.DataFrame({"layout": ["a", "b"], "seconds": [20.0, 0.5], "low": [19.0, 0.4],
                                            "high": [21.0, 0.6], "how": ["x", "x"]}), title="t", source="this run")
     assert fig.data[0].type == "scatter" and fig.layout.xaxis.type == "log" and "min–max" in fig.layout.xaxis.title.text
 
@@ -528,9 +528,8 @@ def test_one_gain_ratio_or_the_difference_said_once():
 def test_shares_below_100_percent_never_print_as_100():
     assert page.share_text(131_053 / 131_072) == "99.99" and page.share_text(1.0) == "100"
     assert page.share_text(0.0233) == "2.33" and page.share_text(1e-6) == "0.0001"
-    from datajourney.core import charts as plotting
 
-    fig = plotting.efficiency_bars(pd.DataFrame({"layout": ["a", "b"], "population": "p",
+    fig = c05_charts.efficiency_bars(pd.DataFrame({"layout": ["a", "b"], "population": "p",
                                                  "efficiency": [99.986, 100.0]}), title="t")
     assert list(fig.data[0].text) == ["99.99%", "100%"]
 

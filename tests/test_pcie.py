@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import has_nan
 
+from datajourney.chapters.c06_pcie import charts as c06_charts
 from datajourney.chapters.c06_pcie import experiment as pcie
 from datajourney.chapters.c06_pcie import page
 from datajourney.core import charts as plotting
@@ -489,7 +490,7 @@ def test_charts_and_tables_of_a_gpu_run():
                                    low="p10", high="p90", band_label="p10–p90")
     assert "p10–p90" in fig.data[0].hovertemplate and "median" in fig.data[0].hovertemplate
     assert "mean" not in fig.data[0].hovertemplate and "p10–p90" in fig.layout.yaxis.title.text
-    fig = plotting.overlap_ratio_chart(res.table("overlap"), title="t")
+    fig = c06_charts.overlap_ratio_chart(res.table("overlap"), title="t")
     points = {x for t in fig.data for x, y in zip(t.x, t.y) if y is not None}
     assert "1 MiB" not in points and "256 MiB" in points  # too-short rows are not what the chart leads with
     axis = {x for t in fig.data for x in t.x}
@@ -500,10 +501,10 @@ def test_charts_and_tables_of_a_gpu_run():
     assert fig.layout.title.text == "t" and "p10–p90" in fig.data[1].hovertemplate
     lines = [a for a in fig.layout.annotations if a.text in ("serial", "fully hidden")]
     assert len(lines) == 2 and all(a.xref == "paper" and a.x >= 1 for a in lines)  # outside the points
-    st = plotting.staging_chart(res.table("staging"), llc_bytes=96 * MiB, title="t")
+    st = c06_charts.staging_chart(res.table("staging"), llc_bytes=96 * MiB, title="t")
     assert "GB/s" in st.layout.yaxis.title.text and "memcpy" in st.layout.yaxis.title.text
     assert all(t.yaxis in (None, "y") for t in st.data)  # one axis, titled after its series
-    pr = plotting.paired_rounds_chart(res.table("copy_kernel_calls"), copy_ms=4.85, title="t")
+    pr = c06_charts.paired_rounds_chart(res.table("copy_kernel_calls"), copy_ms=4.85, title="t")
     by_axis = {t.yaxis or "y": t.name for t in pr.data}
     assert "added" in by_axis["y"] and "SM clock" in by_axis["y2"]
     assert "added" in pr.layout.yaxis.title.text and "SM clock" in pr.layout.yaxis2.title.text

@@ -9,6 +9,7 @@ import torch
 from conftest import has_nan
 
 from datajourney.chapters.c04_cpu_starvation import analysis, page
+from datajourney.chapters.c04_cpu_starvation import charts as c04_charts
 from datajourney.chapters.c04_cpu_starvation import experiment as starvation
 from datajourney.core.params import ParameterError
 from datajourney.core.results import Result
@@ -625,13 +626,12 @@ def test_first_batch_note_states_the_trend_over_all_workers():
 
 
 def test_measured_vs_model_is_one_panel_per_kind_with_few_legend_entries():
-    from datajourney.core import charts as plotting
 
     res = _result(sweep_waits={"sleep": {0: 160, 1: 110, 2: 30, 4: 1, 16: 1},
                                "tokenize": {0: 150, 1: 90, 2: 40, 4: 2, 16: 3},
                                "decode": {0: 140, 1: 80, 2: 25, 4: 1, 16: 1}})
     sw = res.tables["summary"]
-    fig = plotting.measured_vs_model(sw[sw["experiment"] == "worker sweep"], title="t")
+    fig = c04_charts.measured_vs_model(sw[sw["experiment"] == "worker sweep"], title="t")
     assert len({t.xaxis for t in fig.data}) == 3                        # small multiples
     assert fig.layout.xaxis.type == "category" and list(fig.layout.xaxis.categoryarray) == ["0", "1", "2", "4", "16"]
     assert len([t for t in fig.data if t.showlegend is not False]) <= 3
@@ -639,14 +639,13 @@ def test_measured_vs_model_is_one_panel_per_kind_with_few_legend_entries():
 
 
 def test_ch4_axis_titles_keep_the_unit_only():
-    from datajourney.core import charts as plotting
 
     res = _result()
     sm = res.tables["summary"]
-    figs = [plotting.stacked_step_bars(sm[sm["experiment"] == "published case"], x="workers", xaxis="W", title="t"),
-            plotting.idle_gap_chart(res.tables["idle_gaps"], g_ms=50.0, title="t"),
-            plotting.prefetch_chart(res.tables["prefetch"], title="t"),
-            plotting.boundary_timeline(res.tables["epoch_boundary"], steps_per_epoch=10, title="t")]
+    figs = [c04_charts.stacked_step_bars(sm[sm["experiment"] == "published case"], x="workers", xaxis="W", title="t"),
+            c04_charts.idle_gap_chart(res.tables["idle_gaps"], g_ms=50.0, title="t"),
+            c04_charts.prefetch_chart(res.tables["prefetch"], title="t"),
+            c04_charts.boundary_timeline(res.tables["epoch_boundary"], steps_per_epoch=10, title="t")]
     for fig in figs:
         y = fig.layout.yaxis.title.text
         assert "bars" not in y and "(ms" in y and len(y) <= 32, y

@@ -1,9 +1,11 @@
-"""The book's machinery, kept apart from the measurement code.
+"""The book's machinery, above the chapters: running, rendering and building.
 
-``chapters`` (the twelve chapters and their modules), ``runner`` + ``profiles.yaml``
-(papermill runs under named profiles), ``pages`` (what each chapter's page says), ``results`` (result
-files and reference runs), ``fingerprint`` (the environment of a run), ``findings``
-(sentences computed from results), ``published`` (figures quoted from the sources),
-``report`` (tables and findings in a notebook), ``plotting`` (offline plotly charts),
-``stats`` (summaries and intervals) and ``sphinx_ext`` (the Jupyter Book build).
+:mod:`~datajourney.book.runner` (papermill runs under the profiles of ``profiles.yaml``, rerender, promote),
+:mod:`~datajourney.book.opening` and :mod:`~datajourney.book.report` (what a notebook shows: the opening,
+tables, the computed text), :mod:`~datajourney.book.overview` (the front page and the checklist, from
+stored facts), :mod:`~datajourney.book.analyse` (facts stored again for older result files),
+:mod:`~datajourney.book.stability` (reference runs compared), :mod:`~datajourney.book.cells` (the
+generated parameters cells), :mod:`~datajourney.book.contracts` (the import contracts, built from the
+registry), :mod:`~datajourney.book.toolkit_page`, :mod:`~datajourney.book.scaffold` (a new chapter) and
+:mod:`~datajourney.book.sphinx_ext` (the Jupyter Book build).
 """

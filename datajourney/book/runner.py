@@ -912,7 +912,18 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                            f"finished (kept in {run_dir}; their executed notebooks hold the tracebacks)")
     except OSError as e:  # run.json, the notices file or the notebooks folder could not be written
         raise RunError(f"{where} failed: {write_error(e, run_dir)}; {_record_failure(record, run_dir, e)}") from None
+    finally:
+        _release_reaper()
     return record
+
+
+def _release_reaper() -> None:
+    """Every kernel of this run has ended: the watcher exits (a process that runs chapters in-process, such as
+    a test session, keeps no child of its own between runs)."""
+    global _REAPER
+    if _REAPER is not None:
+        _REAPER.close()
+        _REAPER = None
 
 
 def _left_changed() -> str:

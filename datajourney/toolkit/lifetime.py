@@ -165,6 +165,20 @@ class GroupReaper:
         if self._proc is not None and self._proc.poll() is None:
             self._send(f"-{int(pgid)}")
 
+    def close(self) -> None:
+        """Stop watching: the watcher kills the groups still registered (none, once each was forgotten) and exits."""
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
     def _send(self, line: str) -> None:
         try:
             self._proc.stdin.write(line + "\n")

@@ -692,9 +692,9 @@ def boundary_table(res) -> pd.DataFrame:
 def sweep_chart(res):
     """Measured against the model, one panel per kind of work: the title's second line sits above the panel
     titles, the legend below the axis."""
-    from datajourney.core import charts as plotting
+    from datajourney.chapters.c04_cpu_starvation import charts
 
-    fig = plotting.measured_vs_model(_sweep(res), title="Data wait per step: measured vs the model")
+    fig = charts.measured_vs_model(_sweep(res), title="Data wait per step: measured vs the model")
     fig.update_layout(margin=dict(t=150, b=120), title=dict(yref="container", y=0.97, yanchor="top"))
     return fig
 
@@ -706,17 +706,17 @@ def _legend_below(fig):
 
 
 def drift_chart(res):
-    from datajourney.core import charts as plotting
+    from datajourney.chapters.c04_cpu_starvation import charts
 
-    return _legend_below(plotting.step_drift(res.table("calibration"), g_ms=_g(res),
-                                             title="The calibrated step, back-to-back after a rest"))
+    return _legend_below(charts.step_drift(res.table("calibration"), g_ms=_g(res),
+                                           title="The calibrated step, back-to-back after a rest"))
 
 
 def idle_chart(res):
-    from datajourney.core import charts as plotting
+    from datajourney.chapters.c04_cpu_starvation import charts
 
-    return _legend_below(plotting.idle_gap_chart(res.table("idle_gaps"), g_ms=_g(res),
-                                                 title="The same step after a controlled idle gap (no DataLoader)"))
+    return _legend_below(charts.idle_gap_chart(res.table("idle_gaps"), g_ms=_g(res),
+                                               title="The same step after a controlled idle gap (no DataLoader)"))
 
 
 # --------------------------------------------------------------------------- findings: words for facts

@@ -9,10 +9,9 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from datajourney.chapters.c09_reading_smarter import analysis
+from datajourney.chapters.c09_reading_smarter import analysis, charts
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
 from datajourney.chapters.common import facts_of
-from datajourney.core import charts as plotting
 from datajourney.core import findings as fx
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts, host_label
@@ -450,38 +449,14 @@ def gpu_table(res) -> pd.DataFrame:
     return out.sort_values(["cache", "GB/s (mean)"], ascending=[True, False]).reset_index(drop=True)
 
 
-def hbars(rows: pd.DataFrame, *, title: str, xaxis: str, unit: str, line: float | None = None,
-          line_label: str = "") -> go.Figure:
-    """Horizontal bars (long labels stay readable) of ``rows`` (``label``, ``mean``, ``min``, ``max``, ``n``),
-    largest on top; with two runs or more a min–max bar named in the axis title (never a standard deviation);
-    ``line``: a dashed reference value."""
-    r = rows.sort_values("mean")
-    n = int(r["n"].max()) if len(r) else 0
-    err = (dict(type="data", symmetric=False, array=r["max"] - r["mean"], arrayminus=r["mean"] - r["min"])
-           if n >= 2 else None)
-    fig = go.Figure(go.Bar(y=r["label"], x=r["mean"], orientation="h", marker_color=plotting.PALETTE[0],
-                           error_x=err, customdata=list(zip(r["min"], r["max"], r["n"])),
-                           hovertemplate=(f"<b>%{{y}}</b><br>mean %{{x:,.3~r}} {unit}<br>lowest "
-                                          "%{customdata[0]:,.3~r}, highest %{customdata[1]:,.3~r}, "
-                                          "runs: %{customdata[2]}<extra></extra>")))
-    if line is not None:
-        fig.add_vline(x=line, line=dict(dash="dash", color="#555555"),
-                      annotation_text=line_label, annotation_position="top")
-    spread = f" (bars: min–max over {n} runs)" if n >= 2 else " (one run)"
-    fig.update_layout(title=title, showlegend=False, height=max(260, 60 + 34 * len(r)), margin=dict(l=10))
-    fig.update_xaxes(title_text=xaxis + spread, rangemode="tozero", tickformat=",.3~r")
-    fig.update_yaxes(type="category", automargin=True)
-    return fig
-
-
 def gpu_chart(res, title: str) -> go.Figure:
     """The cold paths to GPU memory, fastest on top, with the mean ``dd`` read as a dashed line."""
     g = _gpu_ok(res)
     c = g[g["cache"] == "cold"]
     s = summarise(c, ["path"], "GBps").assign(label=lambda d: d["path"].map(path_letter))
     dev = device_ceiling(res)
-    return hbars(s, title=title, xaxis="GB/s", unit="GB/s", line=mean(dev) if dev else None,
-                 line_label="dd, cold (mean)")
+    return charts.hbars(s, title=title, xaxis="GB/s", unit="GB/s", line=mean(dev) if dev else None,
+                        line_label="dd, cold (mean)")
 
 
 def pipeline_chart(res, title: str) -> go.Figure:
@@ -489,8 +464,8 @@ def pipeline_chart(res, title: str) -> go.Figure:
     b = pipeline_shares(res).copy()
     b["label"] = [_setting(m, c, n) for m, c, n in zip(b["mode"], b["chunk"], b["buffers"])]
     b["share_pct"] = 100 * b["share"]
-    return hbars(summarise(b, ["label"], "share_pct"), title=title, unit="%", line=100.0,
-                 xaxis=f"% of {_share_basis(res)}", line_label="= dd")
+    return charts.hbars(summarise(b, ["label"], "share_pct"), title=title, unit="%", line=100.0,
+                        xaxis=f"% of {_share_basis(res)}", line_label="= dd")
 
 
 def random_chart(res, title: str) -> go.Figure:
@@ -498,7 +473,7 @@ def random_chart(res, title: str) -> go.Figure:
     r = _t(res, "random")
     r = r.assign(label=[m if m != "pread, thread pool" else f"pread, {t} threads"
                         for m, t in zip(r["mode"], r["threads"])])
-    return hbars(summarise(r, ["label"], "IOPS"), title=title, xaxis="reads per second (IOPS)", unit="IOPS")
+    return charts.hbars(summarise(r, ["label"], "IOPS"), title=title, xaxis="reads per second (IOPS)", unit="IOPS")
 
 
 def ceilings_text(facts: Facts) -> str:

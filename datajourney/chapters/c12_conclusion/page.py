@@ -130,7 +130,8 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
     if a is not None:
         text = f"{chapter_link(chapter)}: {phrasing.advice(a, facts)}"
     else:
-        text = f"{chapter_link(chapter)} measures what to change for {hop_label(facts, wl, wk['key'])}."
+        text = (f"{chapter_link(chapter)}: this run measured no setting that shortens "
+                f"{hop_label(facts, wl, wk['key'])}.")
     fed = facts.get(f"{wl}.gpus_fed")
     if fed is not None:
         binding = (facts.data.get(f"{wl}.fed") or {}).get("binding", "")

@@ -1,0 +1,246 @@
+"""Chapter 7's own charts (the shared helpers are in :mod:`datajourney.core.charts`)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from datajourney.core.charts import PALETTE, range_bars, subtitle
+
+#: Phase colours shared by the chapter 7 charts.
+PHASE_COLOURS = {"DATALOADER_WAIT": PALETTE[5], "H2D_TRANSFER": PALETTE[6], "FORWARD": PALETTE[0],
+                 "BACKWARD": PALETTE[4], "OPTIMIZER": PALETTE[2]}
+
+
+FORMAT_COLOURS = {"imagefolder": PALETTE[0], "mds": PALETTE[1]}
+
+
+#: Readable names of the profiler's phases (the record_function ranges), for legends and hovers.
+PHASE_NAMES = {"DATALOADER_WAIT": "data wait", "H2D_TRANSFER": "copy to GPU", "FORWARD": "forward",
+               "BACKWARD": "backward", "OPTIMIZER": "optimizer"}
+
+
+def _format_facets(summary: pd.DataFrame):
+
+    fmts = list(dict.fromkeys(summary["format"]))
+    names = {"imagefolder": "ImageFolder (one file per image)", "mds": "MDS shards"}
+    fig = make_subplots(rows=len(fmts), cols=1, vertical_spacing=0.16 if len(fmts) > 1 else 0.1,
+                        subplot_titles=[names.get(f, f) for f in fmts])   # one above the other: the scenarios'
+    fig.update_layout(height=160 + 300 * len(fmts))                      # labels get the column's width
+    return fig, fmts
+
+
+def _short(summary: pd.DataFrame, sep: str = ", ") -> pd.Series:
+    """'W=4' / 'W=0, 1 thread' / 'W=4, tuned': the scenario within its format (``sep="<br>"``
+    puts the variant on a second line, so that category labels stay short and unrotated)."""
+    return "W=" + summary["workers"].astype(int).astype(str) + summary["variant"].map(
+        lambda v: "" if v == "default" else f"{sep}{v}")
+
+
+def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
+    """Stacked per-step phase times (means over runs), one horizontal bar per scenario, one panel
+    per format (one above the other), phases under their readable names. Every segment's hover
+    gives the whole step, the optimizer included (too thin to see at this scale)."""
+
+    fmts = list(dict.fromkeys(summary["format"]))
+    names = {"imagefolder": "ImageFolder (one file per image)", "mds": "MDS shards"}
+    counts = [int((summary["format"] == f).sum()) for f in fmts]
+    fig = make_subplots(rows=len(fmts), cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        row_heights=[max(c, 1) for c in counts], subplot_titles=[names.get(f, f) for f in fmts])
+    for ri, fmt in enumerate(fmts, start=1):
+        d = summary[summary["format"] == fmt]
+        y = list(_short(d))
+        detail = d[list(phases) + ["step_ms", "runs"]].to_numpy()
+        lines = "<br>".join(f"{PHASE_NAMES.get(ph, ph)}: %{{customdata[{k}]:,.2f}} ms" for k, ph in enumerate(phases))
+        for ph in phases:
+            name = PHASE_NAMES.get(ph, ph)
+            fig.add_bar(y=y, x=d[ph], orientation="h", name=name, legendgroup=ph, showlegend=ri == 1,
+                        marker_color=PHASE_COLOURS.get(ph), customdata=detail,
+                        hovertemplate=(f"<b>%{{y}}</b> ({fmt})<br>{lines}"
+                                       f"<br>step %{{customdata[{len(phases)}]:,.1f}} ms"
+                                       f"<br>means over %{{customdata[{len(phases) + 1}]}} runs"
+                                       "<br><i>the optimizer is too thin to see at this scale</i><extra></extra>"),
+                        row=ri, col=1)
+        fig.update_yaxes(type="category", autorange="reversed", row=ri, col=1)
+    fig.update_layout(title=subtitle(title, "mean over runs of each phase per step"), barmode="stack",
+                      legend_title_text="phase", height=120 + 34 * sum(counts) + 60 * len(fmts))
+    fig.update_xaxes(title_text="ms per step", row=len(fmts), col=1)
+    return fig
+
+
+def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, keep_up: float = 0.95) -> go.Figure:
+    """AU (%) and throughput as % of its own step's ceiling (eager or CUDA graphs) per scenario: mean over runs, error
+    bars min–max. The two thresholds are dashed lines named in the legend (no annotations to collide), in
+    names short enough to keep the legend beside the plot: a legend moved below makes plotly.js lay the
+    plot out twice and leave the bar layer where the first layout put it, about 9 points above the axis
+    (measured in a headless browser, with the names 9 characters longer)."""
+    fig, fmts = _format_facets(summary)
+    for ci, fmt in enumerate(fmts, start=1):
+        d = summary[summary["format"] == fmt]
+        x = list(_short(d, "<br>"))
+        au, lo, hi = 100 * d["au"], 100 * d.get("au_min", d["au"]), 100 * d.get("au_max", d["au"])
+        fig.add_bar(x=x, y=au, name="AU (%)", legendgroup="au", showlegend=ci == 1, marker_color=PALETTE[0],
+                    error_y=range_bars(au, lo, hi, d["runs"]),
+                    customdata=list(zip(lo, hi, d["runs"], strict=True)),
+                    hovertemplate=("<b>%{x}</b><br>AU %{y:.1f}% (mean)<br>min–max %{customdata[0]:.1f}–"
+                                   "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=ci, col=1)
+        pc = d["pct_of_ceiling"]
+        plo, phi = d.get("pct_of_ceiling_min", pc), d.get("pct_of_ceiling_max", pc)
+        fig.add_bar(
+            x=x,
+            y=pc,
+            name="% of ceiling",
+            legendgroup="pc",
+            showlegend=ci == 1,
+            marker_color=PALETTE[1],
+            error_y=range_bars(pc, plo, phi, d["runs"]),
+            customdata=list(zip(plo, phi, d["runs"], strict=True)),
+            hovertemplate=(
+                "<b>%{x}</b><br>%{y:.1f}% of its own step's ceiling (mean)<br>min–max %{customdata[0]:.1f}–"
+                "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"
+            ),
+            row=ci,
+            col=1,
+        )
+        for y, name, colour in ((100 * au_rule, f"AU rule: {100 * au_rule:.0f}%", PALETTE[0]),
+                                (100 * keep_up, f"keep-up: {100 * keep_up:.0f}% of ceiling", PALETTE[1])):
+            fig.add_hline(y=y, line=dict(dash="dash", color=colour, width=1.5), row=ci, col=1)
+            if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
+                fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line=dict(dash="dash", color=colour),
+                                hoverinfo="skip", row=ci, col=1)
+    fig.update_layout(title=subtitle(title, "bars: mean over runs; error bars: min–max over runs"), barmode="group",
+                      legend_title_text="measure")
+    fig.update_xaxes(title_text="DataLoader workers", type="category")
+    fig.update_yaxes(title_text="%", range=[0, 110])
+    return fig
+
+
+def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
+    """Small multiples: one panel per scenario (workers, variant), one line per format: the
+    median data wait of each step over the runs, with a min–max band; a linear axis per panel
+    (the waits differ by orders of magnitude between panels, not within one)."""
+
+    from plotly.subplots import make_subplots
+
+    keys = list(dict.fromkeys(zip(steps["workers"].astype(int), steps["variant"], strict=True)))
+    cols = min(4, len(keys))
+    rows = math.ceil(len(keys) / cols)
+    titles = [f"W={w}" + ("" if v == "default" else f", {v}") for w, v in keys]
+    fig = make_subplots(rows=rows, cols=cols, shared_xaxes=True, shared_yaxes=False, subplot_titles=titles,
+                        vertical_spacing=0.12 if rows > 1 else 0.1, horizontal_spacing=0.06)
+    names = {"imagefolder": "ImageFolder", "mds": "MDS"}
+    for k, (w, v) in enumerate(keys):
+        r, c = k // cols + 1, k % cols + 1
+        part = steps[(steps["workers"] == w) & (steps["variant"] == v)]
+        for fmt, g in part.groupby("format", sort=False):
+            q = g.groupby("step")["DATALOADER_WAIT"].agg(["median", "min", "max", "count"]).reset_index()
+            colour = FORMAT_COLOURS.get(fmt, PALETTE[2])
+            fig.add_scatter(x=list(q["step"]) + list(q["step"])[::-1], y=list(q["max"]) + list(q["min"])[::-1],
+                            fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0), hoverinfo="skip",
+                            showlegend=False, legendgroup=fmt, row=r, col=c)
+            fig.add_scatter(x=q["step"], y=q["median"], mode="lines", name=names.get(fmt, fmt), legendgroup=fmt,
+                            showlegend=k == 0, line=dict(color=colour, width=1.5),
+                            customdata=q[["min", "max", "count"]].to_numpy(),
+                            hovertemplate=(f"<b>{names.get(fmt, fmt)}</b>, {titles[k]}<br>step %{{x}}: median "
+                                           "%{y:,.2f} ms<br>min–max %{customdata[0]:,.2f}–"
+                                           "%{customdata[1]:,.2f} ms over "
+                                           "%{customdata[2]} runs<extra></extra>"), row=r, col=c)
+    fig.update_layout(title=subtitle(title, "line: median over runs; band: min–max over runs; each panel its own "
+                                             "scale"), legend_title_text="format", height=260 * rows + 140)
+    fig.update_yaxes(type="linear", rangemode="tozero", nticks=4)
+    fig.update_yaxes(title_text="ms", col=1)
+    fig.update_xaxes(title_text="training step", row=rows)
+    return fig
+
+
+def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, labels: dict | None = None) -> go.Figure:
+    """Compute per step of the GPU-resident loop against the number of busy processes, one line
+    per mode: mean over runs, error bars min–max; the dashed line is the unloaded ceiling."""
+    fig = go.Figure()
+    for i, (mode, g) in enumerate(load.groupby("mode", sort=False)):
+        g = g.sort_values("busy")
+        name = (labels or {}).get(mode, mode)
+        fig.add_scatter(x=g["busy"], y=g["compute_ms"], mode="lines+markers", name=name,
+                        line=dict(color=PALETTE[i % len(PALETTE)]),
+                        error_y=range_bars(g["compute_ms"], g["compute_min"], g["compute_max"], g["n"]),
+                        customdata=g[["compute_min", "compute_max", "n", "compute_p90_ms", "main_cores"]].to_numpy(),
+                        hovertemplate=(f"<b>{name}</b><br>%{{x}} busy processes<br>compute %{{y:,.2f}} ms (mean)"
+                                       "<br>min–max %{customdata[0]:,.2f}–%{customdata[1]:,.2f} ms over "
+                                       "%{customdata[2]} runs<br>p90 of steps %{customdata[3]:,.2f} ms"
+                                       "<br>training process %{customdata[4]:.2f} cores<extra></extra>"))
+    xs = [load["busy"].min(), load["busy"].max()]
+    fig.add_scatter(x=xs, y=[ceiling_ms, ceiling_ms], mode="lines", name="ceiling, no load (mean of its runs)",
+                    line=dict(dash="dash", color="#555555", width=1.5),
+                    hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
+    fig.update_layout(title=subtitle(title, "compute per step: mean over runs; error bars: min–max over runs"),
+                      legend_title_text="mode")
+    fig.update_xaxes(title_text="busy processes doing the loader's CPU work")
+    fig.update_yaxes(title_text="ms", rangemode="tozero")
+    return fig
+
+
+#: Colours of the loader stages (the data path).
+STAGE_COLOURS = {"read": PALETTE[4], "decode": PALETTE[0], "normalise": PALETTE[2], "collate": PALETTE[3],
+                 "pin": PALETTE[6], "handover": PALETTE[5], "other": "#999999"}
+
+
+def stage_bars(stats: pd.DataFrame, *, title: str, batch_size: int) -> go.Figure:
+    """Where a batch's data time goes, per image: the stages timed inside the loader (means over
+    runs), stacked, one bar per scenario, one panel per format."""
+    fig, fmts = _format_facets(stats)
+    stages = ["read", "decode", "normalise", "collate", "pin", "handover", "other"]
+    for ci, fmt in enumerate(fmts, start=1):
+        d = stats[stats["format"] == fmt]
+        x = list(_short(d, "<br>"))
+        vals = {k: (d[f"{k}_ms"] / batch_size).fillna(0.0) for k in stages[:-1]}
+        vals["other"] = (d["loader_other_ms"].clip(lower=0) / batch_size).fillna(0.0)  # defined at W=0 only
+        for k in stages:
+            fig.add_bar(x=x, y=vals[k].tolist(), name=k, legendgroup=k, showlegend=ci == 1,
+                        marker_color=STAGE_COLOURS[k],
+                        customdata=list(zip((vals[k] * batch_size).tolist(), d["DATALOADER_WAIT"].tolist(),
+                                            d["runs"].tolist(), strict=True)),
+                        hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{k}: %{{y:,.3f}} ms per image"
+                                       "<br>%{customdata[0]:,.2f} ms per batch<br>data wait %{customdata[1]:,.2f} ms"
+                                       " per step<br>means over %{customdata[2]} runs<extra></extra>"), row=ci, col=1)
+    fig.update_layout(title=subtitle(title, "mean over runs of each stage"), barmode="stack",
+                      legend_title_text="stage")
+    fig.update_xaxes(title_text="DataLoader workers", type="category")
+    fig.update_yaxes(title_text="ms per image")
+    return fig
+
+
+def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
+    """One profiled step per trace as lanes of intervals (ms from the step's start): the phases on
+    the main thread, the same phases as the GPU ran them, and the GPU's busy intervals."""
+
+    by = "trace" if "trace" in timeline else "label"
+    traces = list(dict.fromkeys(timeline[by]))
+    labels = [timeline[timeline[by] == t]["label"].iloc[0] for t in traces]
+    fig = make_subplots(rows=len(labels), cols=1, subplot_titles=labels, vertical_spacing=0.14, shared_xaxes=False)
+    lanes = ["GPU: copies", "GPU: kernels", "GPU: phases", "CPU: phases"]
+    shown = set()
+    for r, tr in enumerate(traces, start=1):
+        g = timeline[timeline[by] == tr]
+        for lane in lanes:
+            d = g[g["lane"] == lane]
+            for name, e in d.groupby("name", sort=False):
+                colour = PHASE_COLOURS.get(name, PALETTE[7] if name == "kernels" else PALETTE[3])
+                key = PHASE_NAMES.get(name, name) if lane != "GPU: kernels" else "GPU kernels"
+                fig.add_bar(y=[lane] * len(e), x=e["dur_ms"].astype(float).tolist(),
+                            base=e["start_ms"].astype(float).tolist(), orientation="h", name=key,
+                            legendgroup=key, showlegend=key not in shown, marker_color=colour,
+                            customdata=e[["start_ms", "dur_ms", "count", "busy_ms"]].astype(float).to_numpy().tolist(),
+                            hovertemplate=(f"<b>{PHASE_NAMES.get(name, name)}</b> ({lane})<br>from "
+                                           "%{customdata[0]:,.3f} ms for "
+                                           "%{customdata[1]:,.3f} ms" + (
+                                               "" if lane.startswith("CPU") else
+                                               "<br>GPU busy inside: %{customdata[3]:,.3f} ms<br>GPU activities: "
+                                               "%{customdata[2]}") + "<extra></extra>"), row=r, col=1)
+                shown.add(key)
+        fig.update_yaxes(categoryorder="array", categoryarray=lanes, row=r, col=1)
+    fig.update_xaxes(title_text="ms from the start of the step", row=len(labels), col=1)
+    fig.update_layout(title=title, barmode="overlay", height=230 * len(labels) + 140, legend_title_text="activity",
+                      bargap=0.25)
+    return fig

@@ -1,0 +1,69 @@
+"""Chapter 11's own charts (the shared helpers are in :mod:`datajourney.core.charts`)."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from datajourney.core.charts import PALETTE
+
+
+# -- chapter 11 --
+def topology_matrix(topo: pd.DataFrame, *, title: str, legend: dict) -> go.Figure:
+    """``nvidia-smi topo -m`` as a grid: one cell per device pair, coloured by link kind, labelled
+    with the link as nvidia-smi prints it; the hover explains the link."""
+
+    devs = list(dict.fromkeys(list(topo["a"]) + list(topo["b"])))
+    kinds = sorted({("NV" if re.fullmatch(r"NV\d+", str(v)) else str(v)) for v in topo["link"]})
+    code = {k: i for i, k in enumerate(kinds)}
+    z, text, hover = [], [], []
+    for a in devs:
+        zr, tr, hr = [], [], []
+        for b in devs:
+            v = topo[(topo["a"] == a) & (topo["b"] == b)]["link"]
+            v = str(v.iloc[0]) if len(v) else ""
+            k = "NV" if re.fullmatch(r"NV\d+", v) else v
+            zr.append(code.get(k))
+            tr.append(v)
+            hr.append(f"{a} ↔ {b}: {v} — {legend.get(k, '')}")
+        z.append(zr), text.append(tr), hover.append(hr)
+    n = max(1, len(kinds) - 1)
+    scale = [[i / n, PALETTE[i % len(PALETTE)]] for i in range(len(kinds))] if len(kinds) > 1 else [[0, PALETTE[0]],
+                                                                                                     [1, PALETTE[0]]]
+    fig = go.Figure(go.Heatmap(z=z, x=devs, y=devs, text=text, texttemplate="%{text}", customdata=hover,
+                               hovertemplate="%{customdata}<extra></extra>", colorscale=scale, showscale=False))
+    fig.update_layout(title=title, height=160 + 60 * len(devs), width=None)
+    fig.update_yaxes(autorange="reversed", title_text="device")
+    fig.update_xaxes(title_text="device (cell: link as nvidia-smi topo -m prints it)")
+    return fig
+
+
+def ddp_phase_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
+    """Per-step phases of each DDP rung as stacked horizontal bars, one panel per path. Columns:
+    ``path``, ``rung``, ``forward``, ``backward``, ``exposed``, ``optimizer`` (ms; ``backward``
+    without ``exposed``, the NCCL time that did not overlap compute)."""
+
+    paths = list(dict.fromkeys(df["path"]))
+    counts = [int((df["path"] == p).sum()) for p in paths]
+    fig = make_subplots(rows=len(paths), cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[max(c, 1) for c in counts], subplot_titles=paths)
+    parts = [("forward", "forward", PALETTE[0]), ("backward", "backward (compute)", PALETTE[2]),
+             ("exposed", "waiting for the all-reduce (exposed NCCL)", PALETTE[5]),
+             ("optimizer", "optimizer", PALETTE[1])]
+    for ri, p in enumerate(paths, start=1):
+        d = df[df["path"] == p]
+        detail = d[[k for k, _, _ in parts] + ["step"]].to_numpy()
+        lines = "<br>".join(f"{name}: %{{customdata[{i}]:,.1f}} ms" for i, (_, name, _) in enumerate(parts))
+        for k, name, colour in parts:
+            fig.add_bar(y=list(d["rung"]), x=d[k], orientation="h", name=name, legendgroup=k, showlegend=ri == 1,
+                        marker_color=colour, customdata=detail,
+                        hovertemplate=(f"<b>%{{y}}</b> ({p})<br>{lines}<br>timed step %{{customdata[4]:,.1f}} ms"
+                                       "<br>phases: medians of CUDA events; the exposed NCCL time is from the "
+                                       "profiled steps<extra></extra>"), row=ri, col=1)
+        fig.update_yaxes(type="category", autorange="reversed", row=ri, col=1)
+    fig.update_layout(title=title, barmode="stack", legend_title_text="phase",
+                      height=140 + 30 * sum(counts) + 60 * len(paths))
+    fig.update_xaxes(title_text="ms per step (medians of the timed steps)", row=len(paths), col=1)
+    return fig
