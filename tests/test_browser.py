@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import in_ci
 
+from datajourney.book import sphinx_ext
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -17,12 +19,16 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-@pytest.fixture(scope="module")
-def book_html(request) -> Path:
-    """The built book's html directory: ``$DATAJOURNEY_TEST_BOOK`` when set (a book built from another run,
-    e.g. the rendered reference run), else the book of this session's ci run."""
+@pytest.fixture(scope="module", params=["reader's run", "reference"])
+def book_html(request, tmp_path_factory) -> Path:
+    """The built book's html directory: ``$DATAJOURNEY_TEST_BOOK`` when set (a book built from another run),
+    else both books a reader opens: the book of this session's ci run, and the committed reference book."""
     given = os.environ.get("DATAJOURNEY_TEST_BOOK")
-    return Path(given) if given else request.getfixturevalue("run_book")
+    if given:
+        return Path(given)
+    if request.param == "reference":
+        return sphinx_ext.build(None, path_output=tmp_path_factory.mktemp("reference-book")).parent
+    return request.getfixturevalue("run_book")
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

@@ -1,7 +1,8 @@
 """Experiments measure; pages word. No experiment module of a chapter (``experiment.py`` and the modules
 it is split into: every module but ``page`` and ``charts``, the chapter's words and chart labels, and
-``analysis`` and ``params``, whose fact labels are noun phrases) holds a reader sentence: a string of six or more words outside docstrings, error messages,
-progress output and the reason a section was skipped (the environment's own words)."""
+``analysis`` and ``params``, whose fact labels are noun phrases) holds a reader sentence: a string of six
+or more words outside docstrings, error messages, progress output and the reason a section was skipped (the
+environment's own words)."""
 import ast
 
 import pytest

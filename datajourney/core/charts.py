@@ -228,8 +228,17 @@ def _integer_ticks(axis: dict, values: list[float]) -> None:
     axis.update(tickmode="linear", tick0=0, dtick=max(1, int(_nice((hi - lo) / 6))), tickformat=",d")
 
 
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
 def tick_text(v: float) -> str:
-    """A tick value as plain text: 0.05, 2, 1,000 (no exponent)."""
+    """A tick value as plain text: 0.05, 2, 1,000, 100,000; from a million on a power of ten (10⁶, 2×10⁹),
+    whose labels stay short enough to sit side by side on a log axis."""
+    if v >= 1e6:
+        e = math.floor(math.log10(v) + 1e-9)
+        m = round(v / 10.0 ** e, 6)
+        power = "10" + str(e).translate(_SUPERSCRIPT)
+        return power if m == 1 else f"{m:g}×{power}"
     return f"{v:,.0f}" if v >= 1 else f"{v:.{max(0, -math.floor(math.log10(v)))}f}"
 
 
@@ -271,12 +280,14 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float]) -> Non
         return _thin_ticks(axis, name, values, _plot_px(fig_dict))
     lo_d, hi_d = axis.get("domain") or (0, 1)
     px = (_plot_px(fig_dict) if name[0] == "x" else (fig_dict["layout"].get("height") or 450) - 150) * (hi_d - lo_d)
-    label = (len(tick_text(hi)) * _CHAR_PX + 14) if name[0] == "x" else 20
+    decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
+    candidates = [m * 10.0 ** e for e in decades for m in (1, 2, 5) if lo / 5 <= m * 10.0 ** e <= hi * 5]
+    widest = max((len(tick_text(v)) for v in candidates), default=1)  # the longest label that may be drawn
+    label = (widest * _CHAR_PX + 14) if name[0] == "x" else 20
     per_decade = px / (math.log10(hi / lo) + 0.5)
     steps = (1, 2, 5) if per_decade >= 3 * label else (1,)
     every = max(1, math.ceil(label / per_decade))   # decades between labels
-    vals = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
-            for m in steps if lo / 5 <= m * 10.0 ** e <= hi * 5 and e % every == 0]
+    vals = [m * 10.0 ** e for e in decades for m in steps if lo / 5 <= m * 10.0 ** e <= hi * 5 and e % every == 0]
     for key in ("dtick", "tick0"):
         axis.pop(key, None)
     axis.update(tickmode="array", tickvals=vals, ticktext=[tick_text(v) for v in vals])
