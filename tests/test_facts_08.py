@@ -137,7 +137,7 @@ def test_opening_states_the_paper_and_why(host):
     assert "1.74× faster than the PyTorch DataLoader" in first
     if "paper.gain.warm" in analysis.analyse(_load(host)):   # the SPDL question: level, the limit and each factor
         assert "level with the paper's baseline" in first
-        assert op.findings[1].text.startswith("What limits its best thread pipeline here: the decode stage")
+        assert op.findings[1].text.startswith("What limits the SPDL sweep's best thread setting here: the decode stage")
         assert "1.20× faster than Pillow" in op.findings[1].text and "1.21× slower" in op.findings[1].text
         assert "%" not in op.findings[1].text.split(";")[-1]    # no shares of a level gain
     else:

@@ -134,6 +134,15 @@ def _tree(root, rel, files):
         (d / k).write_text(v)
 
 
+def test_the_limits_table_shows_the_cgroup_version_not_its_path():
+    """The group's path names how the measuring host is laid out (its orchestration), not a limit: the page
+    shows the cgroup version only."""
+    res = results.load_reference(pcie.CHAPTER, "h200")
+    res.metadata["limits"] = {**res.metadata["limits"], "cgroup_path": "/some/orchestrator/abc123", "cgroup_version": 2}
+    t = page.limits_table(res)
+    assert "/some/orchestrator/abc123" not in t.to_string() and "v2" in set(t["value"])
+
+
 def test_limits_read_from_a_fake_cgroup_v2_tree(tmp_path, monkeypatch):
     cg = tmp_path / "cgroup"
     cg.mkdir()

@@ -178,7 +178,20 @@ def test_parameters_show_no_machine_local_path():
 
     assert report._param_text("diagnose", "/home/someone/runs/x") == "a directory on the machine that ran it"
     assert report._param_text("data_dir", None) == "None" and report._param_text("mode", "auto") == "auto"
-    assert report._param_text("sweep_bytes", 1 << 20) == "1 MiB"
+    assert report._param_text("sweep", 1 << 20, "bytes") == "1 MiB" and report._param_text("n", 1 << 20) == "1,048,576"
+
+
+def test_parameters_table_says_what_each_parameter_sets(monkeypatch):
+    """Each row of a chapter's parameters table carries the help its declaration gives (one source)."""
+    from datajourney.book import report
+    from datajourney.chapters import registry
+
+    shown = []
+    monkeypatch.setattr(report, "display", lambda obj: shown.append(obj.data))
+    res = results.load_reference("09_reading_smarter", "h200")
+    report.parameters(res)
+    help_ = registry.lookup("09_reading_smarter").params.specs()["file_size"].help
+    assert "what it sets" in shown[0] and help_.split(" (")[0] in shown[0]
 
 
 def test_promoted_notebooks_name_no_directory_of_the_run_host(tmp_path, monkeypatch):

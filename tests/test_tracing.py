@@ -224,7 +224,7 @@ def test_findings_follow_the_data():
     assert rev["overhead"].value == pytest.approx(0.8) and "1.25× faster than" in rev["overhead"].text
     same = {f.key: f for f in page.findings(analysis.analyse(_result(mmap_loader=2.0)))}
     assert "mmap was level with read()" in same["loader_time"].text
-    assert "5.0× faster than the caller blocked by dcp\\_save" in base["checkpoint"].text
+    assert "5.0× faster than the caller blocked by DCP save" in base["checkpoint"].text
 
 
 def test_findings_without_the_posix_view():

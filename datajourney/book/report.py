@@ -68,21 +68,19 @@ def table(df: pd.DataFrame, caption: str | None = None) -> None:
     display(HTML(table_html(df, caption)))
 
 
-#: Parameters whose values are byte counts (shown also as KiB/MiB/GiB).
-BYTE_PARAMETERS = {"file_size", "shard_size", "size_sweep", "chunk_sweep", "sizes", "overlap_sizes",
-                   "ceiling_size", "staging_sizes", "bench_sizes"}
-
-
-def _param_text(name: str, value) -> str:
-    """A parameter's value as a reader wants it: byte sizes also in KiB/MiB/GiB."""
+def _param_text(name: str, value, unit: str = "") -> str:
+    """A parameter's value as a reader wants it: sizes (declared with unit bytes) in KiB/MiB/GiB."""
     from datajourney.core.findings import size_label
+
+    sizes = unit == "bytes"
 
     def one(v):
         if isinstance(v, str) and os.path.isabs(v):  # a directory of the machine that ran it, not the reader's
             return "a directory on the machine that ran it"
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and (name in BYTE_PARAMETERS
-                                                                             or name.endswith("_bytes")):
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and sizes:
             return size_label(v)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return f"{v:,}"
         return str(v)
 
     if isinstance(value, list):
@@ -90,11 +88,23 @@ def _param_text(name: str, value) -> str:
     return one(value)
 
 
+def _specs(chapter: str) -> dict:
+    """The chapter's declared parameters (their help says what each sets); none for an unknown chapter."""
+    from datajourney.chapters import registry
+
+    try:
+        return registry.lookup(chapter).params.specs()
+    except (KeyError, LookupError, ImportError, AttributeError):
+        return {}
+
+
 def parameters(res: results.Result, *, folded: bool = False) -> None:
     """The parameters this result was produced with (the notebook's editable defaults stay in Jupyter);
     ``folded``: inside a collapsed block, as chapters show it at the end of the page."""
-    rows = [{"parameter": k, "value": _param_text(k, v)} for k, v in res.parameters.items()
-            if k not in ("run_dir", "replay")]
+    specs = _specs(res.chapter)
+    rows = [{"parameter": k, "value": _param_text(k, v, specs[k].unit if k in specs else ""),
+             "what it sets": specs[k].help if k in specs else ""}
+            for k, v in res.parameters.items() if k not in ("run_dir", "replay")]
     html = table_html(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
     display(HTML(f"<details><summary>Parameters of this run</summary>{html}</details>" if folded else html))
     if res.replayed_from:

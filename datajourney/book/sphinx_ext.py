@@ -44,8 +44,19 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = kept
 
 
+#: Pages computed on every build from result files (executed, not stored): the title page.
+COMPUTED_PAGES = ("book/index",)
+
+
+def _read_computed_pages(app, env, added, changed, removed) -> list[str]:
+    """Sphinx reads a page again only when its source changed; a computed page's output depends on the
+    result files, so it is read (and executed) again on every build, never left as an earlier build had it."""
+    return [d for d in COMPUTED_PAGES if d in env.found_docs and d not in added | changed]
+
+
 def setup(app):
     app.connect("builder-inited", _plotly_static)
+    app.connect("env-get-outdated", _read_computed_pages)
     app.connect("html-page-context", _dedupe_scripts, priority=900)  # after the theme adds its own
     app.add_js_file("plotly.min.js", priority=100)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -196,15 +196,16 @@ def direction(a: float | Sequence[float], b: float | Sequence[float], *, tol: fl
 
 def compare(a, b, *, more: str = "faster than", less: str = "slower than",
             same: str = "level with", tol: float = 0.05, as_ratio: bool = True) -> str:
-    """A comparison phrase of a against b, e.g. '3.1× faster than', '1.4× slower than', 'level with'.
+    """A comparison phrase of a against b, e.g. '3.1× faster than', '1.4× slower than', 'level with' (within
+    the runs' spread or ``tol``: no ratio then).
 
     For "higher is better" quantities (throughput): ``compare(shard, small)``. The ratio
     printed is always ≥ 1 (the larger over the smaller).
     """
     d = direction(a, b, tol=tol)
     ma, mb = mean(a), mean(b)
-    if d == 0:
-        return f"{same} ({times(ratio(ma, mb))})" if as_ratio and mb else same
+    if d == 0:  # no ratio beside "level": a number next to it reads as a difference the runs do not show
+        return same
     r = ratio(ma, mb) if d > 0 else ratio(mb, ma)
     word = more if d > 0 else less
     return f"{times(r)} {word}" if as_ratio else word

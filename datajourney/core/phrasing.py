@@ -98,7 +98,13 @@ def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, base
     if c.level:
         return f"level with {base}: within the runs' spread, {c.n} runs each"
     up, down = _WORDS.get(c.quantity, ("more than", "less than"))
+    if max(r, 1 / r) < SAME_WITHIN:  # "1.00× slower" would name a direction its own number does not show
+        return f"about the same as {base} (within {num(100 * (SAME_WITHIN - 1), '%')})"
     return f"{num(r if r >= 1 else 1 / r, '×')} {up if r >= 1 else down} {base}"
+
+
+#: A ratio closer to 1 than this prints as "about the same" (it would read 1.00× at the book's precision).
+SAME_WITHIN = 1.005
 
 
 def beside_published(c: Fact, published_value: float | None, source: str) -> str:

@@ -308,7 +308,7 @@ def _wide(df: pd.DataFrame, by: list[str], label) -> list[dict]:
         key = key if isinstance(key, tuple) else (key,)
         v = g["MBps"].dropna().tolist()
         cv = fnd.cv(v)
-        if cv > fnd.HIGH_SPREAD and round(100 * cv) > round(100 * fnd.HIGH_SPREAD):
+        if round(100 * cv, 1) > round(100 * fnd.HIGH_SPREAD, 1):  # above the rule as the tables print it
             first = bool("run" in g and len(g) > 2 and g.loc[g["MBps"].idxmin(), "run"] == g["run"].min())
             out.append(dict(label=label(*key), low=min(v), high=max(v), n=len(v), cv=cv, first_slowest=first))
     return out

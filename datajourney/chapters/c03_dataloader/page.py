@@ -241,6 +241,13 @@ def _one_worker(res, e) -> Finding | None:
     return Finding("one_worker", text, extra, "ms", interval=runs_interval(lo, hi, n), values=dict(direction=d))
 
 
+def _per_sample(slope_us: float) -> str:
+    """A fitted per-sample cost; a slope at or below zero is no cost the fit can tell from nothing."""
+    if slope_us > 0:
+        return f"{num(slope_us, 'µs')} per sample"
+    return f"nothing measurable per sample (the line's slope, {num(slope_us, 'µs')}, is not above zero)"
+
+
 def _one_worker_detail(res) -> str:
     """What the hand-over check adds to :func:`_one_worker`: the main process's CPU per received batch,
     how the extra scales with the batch size, and bytes against lengths."""
@@ -268,10 +275,10 @@ def _one_worker_detail(res) -> str:
         fit = hand_over_fit(tc)
         if fit is not None and len(by) >= 3:
             text += (f" A straight line through the {len(by)} batch sizes splits it into about {num(fit[0], 'ms')} per "
-                     f"batch plus {num(fit[1], 'µs')} per sample")
+                     f"batch plus {_per_sample(fit[1])}")
             fit_len = hand_over_fit(tc, "length")
             text += (f"; with samples returned as their length (as the source's Datasets did), "
-                     f"{num(fit_len[0], 'ms')} per batch plus {num(fit_len[1], 'µs')} per sample."
+                     f"{num(fit_len[0], 'ms')} per batch plus {_per_sample(fit_len[1])}."
                      if fit_len is not None else ".")
     return text + _payload_sentence(res, row)
 
@@ -376,8 +383,15 @@ def plateau_note(res) -> str:
     p = pd.concat(plateau)
     lo, hi = p["rate"].min(), p["rate"].max()
     ws = sorted(set(p["workers"]))
-    text = (f"{label.capitalize()}, more workers stopped raising the rate: from `num_workers={ws[0]}` to "
-            f"`num_workers={ws[-1]}` the layouts ran at {fnd.span(lo, hi)} batches/s, with the main thread on a CPU "
+    kinds = list(dict.fromkeys(p["kind"]))
+    who = "the layouts" if len(kinds) > 1 else LABELS[kinds[0]]
+    if len(ws) > 1:
+        text = (f"{label.capitalize()}, more workers stopped raising the rate: from `num_workers={ws[0]}` to "
+                f"`num_workers={ws[-1]}` {who} ran at {fnd.span(lo, hi)} batches/s")
+    else:
+        text = (f"{label.capitalize()}, {who} peaked at `num_workers={ws[0]}` ({fnd.span(lo, hi)} batches/s; "
+                "more workers were slower)")
+    text += (f", with the main thread on a CPU "
             f"{fnd.span(100 * p['busy'].min(), 100 * p['busy'].max(), '%')} of the time "
             f"({fnd.span(p['cpu_ms'].min(), p['cpu_ms'].max(), 'ms')} of CPU per batch)")
     if rising:

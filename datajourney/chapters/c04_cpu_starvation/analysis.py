@@ -340,8 +340,10 @@ def _advice(res: Result, out: Facts, g: float) -> None:
                           else None, scope="edge" if edge else "best",
                           evidence=("workers_to_keep_up", f"best_au.{kind}"),
                           snippet="loader = DataLoader(dataset, " + ", ".join(args) + ")"))
-    if eb is not None and eb.number is not None:
-        out.advise(Advice("synthetic.persistent_workers", "persistent_workers", persistent, wl, gain="epoch_boundary",
+    if eb is not None and eb.number is not None:  # measured on the sleep workload (the epoch-boundary experiment's)
+        wl_boundary = workload("sleep", float(res.parameters["d_ms"]), b, g)
+        out.advise(Advice("synthetic.persistent_workers", "persistent_workers", persistent, wl_boundary,
+                          gain="epoch_boundary",
                           scope="best", evidence=("boundary_persistent", "boundary_non_persistent")))
     if deeper is not None:
         out.advise(Advice("synthetic.prefetch_factor", "prefetch_factor", deeper, wl, gain="prefetch_balanced",

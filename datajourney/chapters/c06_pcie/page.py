@@ -860,8 +860,8 @@ def limits_table(res) -> pd.DataFrame:
     rows += [{"limit": "locked-memory limit (ulimit -l)", "value": gib(lim["memlock_bytes"])},
              {"limit": "CPU quota", "value": "none" if not lim["cpu_quota_cores"] else
               f"{lim['cpu_quota_cores']:.1f} cores"}]
-    if lim.get("cgroup_path"):
-        rows.append({"limit": f"cgroup (v{lim.get('cgroup_version')})", "value": lim["cgroup_path"]})
+    if lim.get("cgroup_version"):  # the version only: the group's path names the host's own layout, not a limit
+        rows.append({"limit": "cgroup version", "value": f"v{lim['cgroup_version']}"})
     return pd.DataFrame(rows)
 
 

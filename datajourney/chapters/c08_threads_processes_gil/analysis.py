@@ -3,7 +3,7 @@
 Every number the page's opening, key results and advice use is computed here from the result's tables:
 the primitive scaling (threads against processes at their peaks), the per-operation contention, the best
 thread pipeline against the best DataLoader end to end (throughput, CPU and memory), the time to the first
-batch by start method, the epoch's memory, the model-fed runs, the SPDL question (section 7) and the loader
+batch by start method, the epoch's memory, the model-fed runs, the SPDL question (section 8) and the loader
 advice; with ``facts.data["photo_decode"]`` for chapter 12. The summaries the page's tables and charts show
 (:func:`loader_summary`, :func:`primitive_summary`, ...) live here too, so that both read one computation."""
 from __future__ import annotations
@@ -35,6 +35,9 @@ EXPORTS = ("primitives", "contention", "end_to_end", "cost", "first_batch", "moo
            "paper.best_vs_dataloader", "paper.limit", "paper.best.gil_busy_share", "paper.best.cpu_ms_per_image",
            "image_decode.loader")
 
+
+#: The SPDL question's best thread configuration, named apart from section 3's "best thread pipeline" (cold).
+BEST = "the SPDL sweep's best thread setting"
 
 def _table(res, name: str) -> pd.DataFrame:
     try:
@@ -90,7 +93,7 @@ def paper_facts(res) -> list[Fact]:
         setting = dict(images_per_task=int(first["images_per_task"]), concurrency=int(first["concurrency"]),
                        threads=int(first["threads"]))
         bt = measured("paper.best_threads", _rates(rows), unit="images/s",
-                      label=f"the best thread pipeline ({cfg}), warm files", setting=setting)
+                      label=f"{BEST} ({cfg}), warm files", setting=setting)
         out.append(bt)
         dls = [x for x in out if x.key in ("paper.dl_pillow.warm", "paper.dl_spdl.warm")]
         bd = best(dls)
@@ -107,16 +110,14 @@ def paper_facts(res) -> list[Fact]:
             busy = min(1.0, float(d["busy"].astype(float).mean())) if not d.empty else None
         lag = rows["loop_lag_ms"].astype(float).mean() if "loop_lag_ms" in rows else float("nan")
         out += [Fact("paper.best.gil_busy_share", g, "%", "share of time the GIL was busy (probe)", "share", "lower"),
-                Fact("paper.best.cpu_ms_per_image", cpu_ms, "ms", "CPU per image, best thread pipeline", "amount",
-                     "lower"),
-                Fact("paper.best.cpu_load", load, "%", "share of the cores busy, best thread pipeline", "share", None),
-                Fact("paper.best.decode_busy", busy, "%", "decode stage occupancy, best thread pipeline", "share",
-                     None),
+                Fact("paper.best.cpu_ms_per_image", cpu_ms, "ms", f"CPU per image, {BEST}", "amount", "lower"),
+                Fact("paper.best.cpu_load", load, "%", f"share of the cores busy, {BEST}", "share", None),
+                Fact("paper.best.decode_busy", busy, "%", f"decode stage occupancy, {BEST}", "share", None),
                 Fact("paper.best.loop_lag_ms", lag if math.isfinite(lag) else None, "ms",
                      "the event loop's scheduling delay per wake", "time", "lower")]
         limit = ("gil" if g >= LIMIT_AT else "cpu" if load >= LIMIT_AT
                  else "decode_stage" if busy is not None and busy >= LIMIT_AT else "consumer")
-        out.append(Fact("paper.limit", limit, "", "what limits the best thread pipeline", "choice", None,
+        out.append(Fact("paper.limit", limit, "", f"what limits {BEST}", "choice", None,
                         setting=setting))
     held = _table(res, "gil_held")
     for r in held.itertuples() if not held.empty else ():
@@ -425,7 +426,7 @@ def end_to_end_facts(res) -> list[Fact]:
     cd = measured("cost.dataloader", cpu_per_image(d["runs"]), unit="ms", quantity="amount", better="lower",
                   label=f"the CPU per image of the best DataLoader ({d['label']}, all its processes)", setting=sd)
     # no ``published`` here: the paper's figures are percentages ("74% faster", "38% less CPU") that the front page
-    # and the checklist show as printed, which is not this ratio's phrasing; section 7's facts carry them instead
+    # and the checklist show as printed, which is not this ratio's phrasing; section 8's facts carry them instead
     out = [ft, fd, compare("end_to_end", ft, fd), compare("end_to_end.dataloader_gain", fd, ft),
            ct, cd, compare("cost", ct, cd)]
     tm, dm = float(t["runs"]["added_pss_mb"].mean()), float(d["runs"]["added_pss_mb"].mean())

@@ -19,7 +19,7 @@ from datajourney.chapters.c08_threads_processes_gil.loaders import (  # noqa: F4
 )
 
 
-# --------------------------------------------------------------------------- experiment 3b: start-up
+# --------------------------------------------------------------------------- experiment 4: start-up
 def imagenet_paths(n: int) -> list[str]:
     """``n`` file names laid out like ImageNet's training set (1,300 per class folder)."""
     return [f"/data/imagenet/train/n{k // 1300:08d}/n{k // 1300:08d}_{k:06d}.JPEG" for k in range(n)]
@@ -71,7 +71,7 @@ def startup_point(workers: int, method: str, n_paths: int) -> dict:
     return dict(workers=workers, start_method=method, n_paths=n_paths, pickled_bytes=size, first_batch_s=t1 - t0)
 
 
-# --------------------------------------------------------------------------- experiment 3c: memory over an epoch
+# --------------------------------------------------------------------------- experiment 5: memory over an epoch
 class MemorySampler:
     """PSS and USS of this process and of each child process started after it (a loader's workers,
     not helpers that were already running), every ``interval`` seconds in a background thread and
@@ -171,7 +171,7 @@ def epoch_point(loader: str, storage: str, n_paths: int, *, workers: int, batch_
                 dataset_pss_mb=(built - base) / 1e6, samples=len(rows)), rows
 
 
-# --------------------------------------------------------------------------- experiment 4: IPC
+# --------------------------------------------------------------------------- experiment 6: IPC
 class BatchSource(Dataset):
     """Items already decoded (one fixed image): moving them is all the loader does."""
 

@@ -1,4 +1,4 @@
-"""Chapter 8, experiment 6: the bf16 ResNet-50 fed by the loaders."""
+"""Chapter 8, experiment 9: the bf16 ResNet-50 fed by the loaders."""
 
 import time
 from contextlib import nullcontext
@@ -17,7 +17,7 @@ from datajourney.chapters.c08_threads_processes_gil.loaders import (  # noqa: F4
 from datajourney.toolkit import models
 
 
-# --------------------------------------------------------------------------- experiment 6: the model
+# --------------------------------------------------------------------------- experiment 9: the model
 def model_step_factory(net, opt, device: str, graph=None):
     """Chapter 7's model in bf16 autocast and channels_last, stepped by chapter 7's loop
     (:func:`datajourney.models.train_steps`: uint8 batches normalised on the device); with

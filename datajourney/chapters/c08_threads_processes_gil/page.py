@@ -1211,7 +1211,7 @@ def finding_limit(facts) -> Finding | None:
     lim = facts.get("paper.limit")
     if lim is None:
         return None
-    text = (f"What limits the best thread pipeline ({say.value(facts.get('paper.best_threads'))}): "
+    text = (f"What limits the SPDL sweep's best thread setting ({say.value(facts.get('paper.best_threads'))}): "
             f"{LIMIT_WORDS.get(str(lim.value), say.text(lim.value))}; GIL busy "
             f"{say.share(facts.number('paper.best.gil_busy_share'))}, cores busy "
             f"{say.share(facts.number('paper.best.cpu_load'))}.")
@@ -1264,7 +1264,8 @@ def _opening_why(facts: Facts) -> Finding | None:
     thread pipeline's decode slowed by contention that processes do not see, and its CPU per image."""
     lim = facts.get("paper.limit")
     if lim is not None:
-        text = (f"What limits its best thread pipeline here: {LIMIT_SHORT.get(str(lim.value), say.text(lim.value))}"
+        text = (f"What limits the SPDL sweep's best thread setting here: "
+                f"{LIMIT_SHORT.get(str(lim.value), say.text(lim.value))}"
                 f" (GIL busy {say.share(facts.number('paper.best.gil_busy_share'))}, cores busy "
                 f"{say.share(facts.number('paper.best.cpu_load'))})")
         g, ds, ps = facts.get("paper.gain.warm"), facts.get("paper.decoder_share.warm"), facts.get(

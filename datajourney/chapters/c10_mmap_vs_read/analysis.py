@@ -288,6 +288,10 @@ def per_call_cost(res) -> dict | None:
                 us_per_call=extra_ms * 1e3 / calls if calls else float("nan"))
 
 
+#: How the page names each checkpoint method (the result stores the experiment's ids).
+METHOD_LABELS = {"torch_save": "torch.save", "dcp_save": "DCP save", "dcp_async_save": "DCP async_save"}
+
+
 def _checkpoint(res, f: Facts) -> None:
     if "checkpoint" not in res.tables:
         return
@@ -297,12 +301,13 @@ def _checkpoint(res, f: Facts) -> None:
     f.data["checkpoint"] = dict(bytes=size, device=str(c["device"].iloc[0]))
     for method in ("torch_save", "dcp_save", "dcp_async_save"):
         part = c[c["method"] == method]
-        f.add(measured(f"checkpoint.{method}", part["GBps"].tolist(), unit="GB/s", label=method,
+        name = METHOD_LABELS[method]
+        f.add(measured(f"checkpoint.{method}", part["GBps"].tolist(), unit="GB/s", label=name,
                        setting=dict(method=method)))
         f.add(measured(f"checkpoint.{method}.blocked", part["blocked_s"].tolist(), unit="s", quantity="time",
-                       better="lower", label=f"the caller blocked by {method}"),
+                       better="lower", label=f"the caller blocked by {name}"),
               measured(f"checkpoint.{method}.total", part["total_s"].tolist(), unit="s", quantity="time",
-                       better="lower", label=f"{method} until its files were synced"))
+                       better="lower", label=f"{name} until its files were synced"))
     blocked, total = f.number("checkpoint.dcp_async_save.blocked"), f.number("checkpoint.dcp_async_save.total")
     f.add(Fact("checkpoint", blocked / total if blocked is not None and total else None, "",
                "the share of the async save during which the caller was blocked", "share", "lower"))

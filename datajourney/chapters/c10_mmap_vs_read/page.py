@@ -10,6 +10,7 @@ import pandas as pd
 
 from datajourney.chapters.c10_mmap_vs_read.analysis import (  # noqa: F401 - used by the notebook
     CHAPTER,
+    METHOD_LABELS,
     MODE_NAMES,
     _grid,
     grid_wins,
@@ -262,6 +263,11 @@ def checkpoint_invariance_note(res: Result) -> str:
                "— not identical across the sweep."))
 
 
+def _method(method) -> str:
+    """A checkpoint method as the page names it (an unknown id as stored)."""
+    return METHOD_LABELS.get(str(method), str(method))
+
+
 def checkpoint_posix_note(res: Result) -> str:
     if "posix_checkpoint" not in res.tables:
         return ""
@@ -269,7 +275,7 @@ def checkpoint_posix_note(res: Result) -> str:
     parts = []
     for _, r in c.iterrows():
         parts.append(
-            f"{phrasing.code(r['method'])}: {num(r['posix_writes'])} write calls "
+            f"{phrasing.code(_method(r['method']))}: {num(r['posix_writes'])} write calls "
             f"({num(r['posix_write_bytes'] / 1e6, 'MB')}), "
             f"{num(r['posix_fsyncs'])} fsync; the kernel counted {num(r['kernel_write_bytes'] / 1e6, 'MB')} "
             "written"
@@ -278,7 +284,7 @@ def checkpoint_posix_note(res: Result) -> str:
     tail = ""
     for r in blind:
         calls = ", ".join(f"{phrasing.code(k)} {phrasing.text(v)}" for k, v in json.loads(r["posix_calls"]).items())
-        tail += (f" For {phrasing.code(r['method'])} the tracer recorded "
+        tail += (f" For {phrasing.code(_method(r['method']))} the tracer recorded "
                  f"{num(r['posix_write_bytes'] / 1e6, 'MB')} of the "
                  f"{num(r['kernel_write_bytes'] / 1e6, 'MB')} the kernel counted; the only calls it recorded ({calls})"
                  + (" are this chapter's own stat and fsync after the save: the library's file calls bypass the "
@@ -504,11 +510,12 @@ def _overhead(facts: Facts, short: bool) -> Finding | None:
                                           "(overhead_rounds = 0).")
     view = "DFTracer's POSIX view" if facts.data.get("overhead_view") == "posix" else "the application spans"
     traced = facts["overhead.read." + facts.data["overhead_view"]]
-    text = (f"Traced by {view}, read() loaded batches {_cmp(facts, 'overhead')} "
-            f"({phrasing.value(traced, runs=not short)})")
+    off = facts["overhead.read.off"]
+    text = (f"Traced by {view}, read() loaded batches in {phrasing.value(traced, runs=not short)}: "
+            f"{_cmp(facts, 'overhead')} ({phrasing.value(off, runs=not short)})")
     if "overhead.mmap" in facts:
         text += f"; mmap was {phrasing.ratio_words(facts['overhead.mmap']) or 'not comparable'} with tracing on"
-    n = facts["overhead.read.off"].n
+    n = off.n
     return Finding("overhead", text + f", over {n} paired round{'s' if n != 1 else ''}.", c.number, "×")
 
 

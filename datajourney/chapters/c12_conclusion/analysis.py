@@ -255,11 +255,15 @@ def analyse(res) -> Facts:
     facts.data["storage_guest_cold"] = _data(found, "02_random_vs_sequential", "guest_cold")
     facts.data["checklist"] = [dict(chapter=ch, key=k) for ch, k in CHECKLIST]
     for ch, k in CHECKLIST:
-        f = found.get(ch, Facts(ch)).get(k)
+        src = found.get(ch, Facts(ch))
+        f = src.get(k)
         if f is not None:
             facts.add(Fact(**{**f.__dict__, "key": f"{ch[:2]}.{k}",  # a comparison stays one (its words)
                               "basis": f"{ch[:2]}.{f.basis}" if f.basis else None,
                               "of": f"{ch[:2]}.{f.of}" if f.of else None}))
+            for side in (f.of, f.basis):  # what it compares, so the checklist names both sides
+                if side and src.get(side) is not None and facts.get(f"{ch[:2]}.{side}") is None:
+                    facts.add(Fact(**{**src[side].__dict__, "key": f"{ch[:2]}.{side}"}))
     for wl, hops in by.items():
         unit = UNITS[wl]
         demand = next((h for h in hops if h["hop"] == "gpu"), None)

@@ -55,6 +55,13 @@ HOP_NAMES = {"files": "one-file-per-sample storage", "shard": "sharded storage r
              "photo_loader": "the best photo loader measured"}
 
 
+def _step_name(facts: Facts, workload: str) -> str:
+    """The step a "GPUs fed" count is measured against (the workload's own, which may differ from the model of
+    the chapter whose advice precedes it)."""
+    name = workload_name(facts, workload)
+    return name[0].lower() + name[1:] if workload == "tokens" else name
+
+
 def workload_name(facts: Facts, workload: str) -> str:
     """A workload named by what ran: the model and device of its step (a CPU run says so)."""
     d = facts.data
@@ -135,8 +142,10 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
     fed = facts.get(f"{wl}.gpus_fed")
     if fed is not None:
         binding = (facts.data.get(f"{wl}.fed") or {}).get("binding", "")
-        text += (f" This host's {binding} feeds **{fed.value}** such GPUs at ≥ {phrasing.share(AU_MIN)} of the time"
-                 if fed.value else f" This host's {binding} cannot feed one such GPU at ≥ {phrasing.share(AU_MIN)}")
+        step = f"GPU{'s' if fed.value != 1 else ''} like this one running {_step_name(facts, wl)}"
+        text += (f" This host's {binding} feeds **{fed.value}** {step} at ≥ {phrasing.share(AU_MIN)} of the time"
+                 if fed.value else f" This host's {binding} cannot feed one GPU like this one running "
+                 f"{_step_name(facts, wl)} at ≥ {phrasing.share(AU_MIN)}")
         load = facts.get("image.step_under_load") if wl == "image" else None
         if load is not None and load.number is not None:
             text += (f" (with the step as timed alone; under loader load chapter 7 measured the step "
@@ -286,6 +295,16 @@ def checklist_caption(res, ref) -> str:
             "The optimisation checklist: this run and the published figure")
 
 
+def _cell(f, facts) -> str:
+    """A checklist cell (plain text: the HTML table escapes it): a comparison with both its sides named
+    ("a thread pool: 1.65× slower than a process pool"), any other fact as its headline."""
+    subject = facts.get(f.of) if f.is_comparison and f.of else None
+    basis = facts.get(f.basis) if f.is_comparison and f.basis else None
+    if subject is None or basis is None or not subject.label or not basis.label or f.number is None:
+        return phrasing.headline(f)
+    return f"{subject.label}: {phrasing.comparison(f, baseline=basis.label)}"  # an HTML cell: escaped there
+
+
 def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
     """Practice · this run · reference host · published figure, one row per checklist entry: each the
     source chapter's own fact, copied into the diagnosis."""
@@ -296,8 +315,8 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
         o = theirs.get(f"{ch[:2]}.{key}") if theirs is not None else None
         fig = published.figure(ch, f.published) if f is not None and f.published else None
         rows.append({"chapter": lookup(ch).number, "practice": PRACTICE.get((ch, key), key),
-                     "this run": phrasing.headline(f) if f is not None else "not run",
-                     "reference host": phrasing.headline(o) if o is not None else "—",
+                     "this run": _cell(f, mine) if f is not None else "not run",
+                     "reference host": _cell(o, theirs) if o is not None else "—",
                      "published": f"{fig.text} ({fig.metric})" if fig is not None else "—"})
     df = pd.DataFrame(rows)
     if theirs is None:
