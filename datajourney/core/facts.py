@@ -122,6 +122,8 @@ class Advice:
     evidence: tuple[str, ...] = ()  #: keys of the facts it rests on
     snippet: str | None = None     #: code a reader can paste (it must compile)
     needs: str | None = None
+    #: the setting the gain was measured at where the value alone does not say it ("num_workers=0")
+    at: str | None = None
 
     def __post_init__(self):
         if self.scope not in SCOPES:

@@ -150,7 +150,7 @@ def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: 
     """One piece of advice, the same text wherever it appears: "For ResNet-50 training from JPEG files, set
     `num_workers=8`: 1.9× faster than `num_workers=0` (the largest value measured; more may help)."
     ``host`` labels advice measured on another machine ("on the reference host, an H200 host: ...")."""
-    head = f"For {text(a.workload)}, set {setting(a.knob, a.value)}"
+    head = f"For {text(a.workload)}, set {setting(a.knob, a.value)}" + (f" (at {code(a.at)})" if a.at else "")
     gain = facts.get(a.gain) if facts is not None and a.gain else None
     body = f": {comparison(gain, facts)}" if gain is not None and gain.number is not None else ""
     where = f"On {host}: " if host else ""

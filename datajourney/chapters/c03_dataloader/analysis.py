@@ -198,11 +198,11 @@ def _advice(out: Facts, res, e, ws, cache, word, n, size) -> None:
     if d > 0:
         out.add(compare("layout_gain", sbest, best))
         out.advise(Advice("small_files.layout", "layout", "one shard read in order", workload, gain="layout_gain",
-                          evidence=("shard_in_order.best", "small_files.best")))
+                          evidence=("shard_in_order.best", "small_files.best"), at=f"num_workers={sw}"))
     else:
         out.add(compare("layout_gain.files", best, sbest))
         out.advise(Advice("small_files.layout", "layout", "one file per sample", workload, gain="layout_gain.files",
-                          evidence=("small_files.best", "shard_in_order.best")))
+                          evidence=("small_files.best", "shard_in_order.best"), at=f"num_workers={w}"))
 
 
 # --------------------------------------------------------------------------- the notes beside the evidence
