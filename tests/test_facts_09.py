@@ -261,3 +261,17 @@ def test_ceilings_text_follows_reversed_data():
     r = _scaled(_h200(), "ceiling", lambda t: t["GBps"] > 0, "GBps", 3)
     r = _scaled(r, "pipeline", lambda t: t["mode"].str.startswith("dd"), "GBps", 3)
     assert "is the disk's ceiling here" in page.ceilings_text(analysis.analyse(r))
+
+
+def test_a_thread_plateau_blames_the_device_only_when_nothing_went_past_it():
+    """Where io_uring reached more IOPS than the pread pool's plateau, the plateau is the threads', not the
+    device's; without such a result the device (or what serves it) is named."""
+    ref = results.load_reference(CHAPTER, "h200")
+    f = analysis.analyse(ref)
+    if f.get("pool_saturates") is None or f["pool_saturates"].value != "yes" or f.get("uring_vs_pool") is None:
+        pytest.skip("the reference's pool did not plateau beside an io_uring run")
+    assert f["uring_vs_pool"].number > 1 and "not the device" in page._parallel(f, False).text
+    r = copy.deepcopy(ref)
+    r.tables.pop("uring", None)
+    text = page._parallel(analysis.analyse(r), False).text
+    assert "the device (or what serves it) saturates there" in text and "not the device" not in text

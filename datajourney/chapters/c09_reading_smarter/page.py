@@ -794,10 +794,16 @@ def _parallel(facts: Facts, short: bool) -> Finding | None:
         last, prev = facts["random_pool_last"], facts["random_pool_prev"]
         busy = facts.get("pool_busy")
         span_ = f"From {prev.setting['threads']} to {last.setting['threads']} threads"
+        beyond = facts.get("uring_vs_pool")  # another way of issuing reads that went past the pool's plateau
         if facts["pool_saturates"].value == "yes":
             text += (f" {span_} IOPS were {phrasing.ratio_words(step) or 'unchanged'}"
-                     + (f" with the device busy {phrasing.share(busy.number)} of the time" if busy else "")
-                     + ": the device (or what serves it) saturates there.")
+                     + (f" with the device busy {phrasing.share(busy.number)} of the time" if busy else ""))
+            if beyond is not None and beyond.number is not None and beyond.number > 1 and not beyond.level:
+                text += (f": the threads stop gaining there, not the device, since "
+                         f"{phrasing.text(facts['uring_best'].label)} reached {phrasing.value(facts['uring_best'])}, "
+                         f"{phrasing.comparison(beyond, facts)}.")
+            else:
+                text += ": the device (or what serves it) saturates there."
         else:
             text += f" {span_} IOPS still grew ({phrasing.ratio_words(step)}): more requests in flight would help."
     return Finding("parallel_random", text, c.number, "×")
