@@ -61,7 +61,8 @@ def test_advice_is_one_text_with_its_gain_and_scope():
                     "(the largest value measured; more may help).")
     assert phrasing.advice(a, facts) == text
     layout = Advice("files.layout", "layout", "shard", "reads", gain="gain", at="num_workers=0")
-    assert phrasing.advice(layout, facts).startswith("For reads, set `layout='shard'` (at `num_workers=0`): 3.0× faster")
+    assert phrasing.advice(layout, facts).startswith(
+        "For reads, set `layout='shard'` (at `num_workers=0`): 3.0× faster")
     assert Advice.from_dict(layout.to_dict()) == layout
 
 
