@@ -45,9 +45,9 @@ def test_reference_answer_names_a_remedy_and_the_gpus_fed(tmp_path):
     op = page.opening(facts)
     action = op.actions[0].text
     assert f"[chapter {int(chapter[:2])}]({chapter}.ipynb)" in action
-    assert phrasing.advice(advice, src) in action and f"feeds **{fed}** GPUs like this one running" in action
+    assert phrasing.advice(advice, src) in action and f"feeds **{fed}** such GPUs" in action
     assert "under loader load chapter 7 measured the step" in action  # chapter 7's contention, beside the count
-    assert any(f"feeds {fed} GPUs like this one running" in line for line in page.summary_lines(facts))
+    assert any(f"feeds {fed} such GPUs" in line for line in page.summary_lines(facts))
 
 
 def test_slow_storage_picks_the_shard_remedy_and_the_caveat_follows_chapter_2(tmp_path):

@@ -57,9 +57,9 @@ HOP_NAMES = {"files": "one-file-per-sample storage", "shard": "sharded storage r
 
 def _step_name(facts: Facts, workload: str) -> str:
     """The step a "GPUs fed" count is measured against (the workload's own, which may differ from the model of
-    the chapter whose advice precedes it)."""
+    the chapter whose advice precedes it), lower-cased to sit inside a sentence."""
     name = workload_name(facts, workload)
-    return name[0].lower() + name[1:] if workload == "tokens" else name
+    return name[0].lower() + name[1:]
 
 
 def workload_name(facts: Facts, workload: str) -> str:
@@ -142,10 +142,13 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
     fed = facts.get(f"{wl}.gpus_fed")
     if fed is not None:
         binding = (facts.data.get(f"{wl}.fed") or {}).get("binding", "")
-        step = f"GPU{'s' if fed.value != 1 else ''} like this one running {_step_name(facts, wl)}"
+        gpus = f"GPU{'s' if fed.value != 1 else ''}"
+        # the token count is against this chapter's own step, not the model of chapter 5's advice before it
+        step = f"{gpus} like this one running {_step_name(facts, wl)}" if wl == "tokens" else f"such {gpus}"
         text += (f" This host's {binding} feeds **{fed.value}** {step} at ≥ {phrasing.share(AU_MIN)} of the time"
-                 if fed.value else f" This host's {binding} cannot feed one GPU like this one running "
-                 f"{_step_name(facts, wl)} at ≥ {phrasing.share(AU_MIN)}")
+                 if fed.value else f" This host's {binding} cannot feed one "
+                 + (f"GPU like this one running {_step_name(facts, wl)}" if wl == "tokens" else "such GPU")
+                 + f" at ≥ {phrasing.share(AU_MIN)}")
         load = facts.get("image.step_under_load") if wl == "image" else None
         if load is not None and load.number is not None:
             text += (f" (with the step as timed alone; under loader load chapter 7 measured the step "
