@@ -176,9 +176,9 @@ def test_promote_only_the_finished_chapters_of_a_run_that_ended_early(tmp_path, 
 def test_parameters_show_no_machine_local_path():
     from datajourney.book import report
 
-    assert report._param_text("diagnose", "/home/someone/runs/x") == "a directory on the machine that ran it"
-    assert report._param_text("data_dir", None) == "None" and report._param_text("mode", "auto") == "auto"
-    assert report._param_text("sweep", 1 << 20, "bytes") == "1 MiB" and report._param_text("n", 1 << 20) == "1,048,576"
+    assert report._param_text("/home/someone/runs/x") == "a directory on the machine that ran it"
+    assert report._param_text(None) == "None" and report._param_text("auto") == "auto"
+    assert report._param_text(1 << 20, "bytes") == "1 MiB" and report._param_text(1 << 20) == "1,048,576"
 
 
 def test_parameters_table_says_what_each_parameter_sets(monkeypatch):

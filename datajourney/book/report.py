@@ -68,16 +68,14 @@ def table(df: pd.DataFrame, caption: str | None = None) -> None:
     display(HTML(table_html(df, caption)))
 
 
-def _param_text(name: str, value, unit: str = "") -> str:
+def _param_text(value, unit: str = "") -> str:
     """A parameter's value as a reader wants it: sizes (declared with unit bytes) in KiB/MiB/GiB."""
     from datajourney.core.findings import size_label
-
-    sizes = unit == "bytes"
 
     def one(v):
         if isinstance(v, str) and os.path.isabs(v):  # a directory of the machine that ran it, not the reader's
             return "a directory on the machine that ran it"
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and sizes:
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and unit == "bytes":
             return size_label(v)
         if isinstance(v, int) and not isinstance(v, bool):
             return f"{v:,}"
@@ -102,7 +100,7 @@ def parameters(res: results.Result, *, folded: bool = False) -> None:
     """The parameters this result was produced with (the notebook's editable defaults stay in Jupyter);
     ``folded``: inside a collapsed block, as chapters show it at the end of the page."""
     specs = _specs(res.chapter)
-    rows = [{"parameter": k, "value": _param_text(k, v, specs[k].unit if k in specs else ""),
+    rows = [{"parameter": k, "value": _param_text(v, specs[k].unit if k in specs else ""),
              "what it sets": specs[k].help if k in specs else ""}
             for k, v in res.parameters.items() if k not in ("run_dir", "replay")]
     html = table_html(pd.DataFrame(rows), f"Parameters of run {res.run_id}")

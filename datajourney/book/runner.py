@@ -496,12 +496,7 @@ class _Kernel:
         self.pid = getattr(provisioner, "pid", None) or getattr(self.process, "pid", None)
         self.pgid = getattr(provisioner, "pgid", None)
         if self.pgid and self.pgid == self.pid and self.pgid != os.getpgrp():
-            global _REAPER
-            if _REAPER is None:
-                from datajourney.toolkit.lifetime import GroupReaper
-
-                _REAPER = GroupReaper()
-            _REAPER.watch(self.pgid)  # its group dies with this runner, even under kill -9
+            _reaper().watch(self.pgid)  # its group dies with this runner, even under kill -9
 
     @property
     def returncode(self):
@@ -915,6 +910,16 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
     finally:
         _release_reaper()
     return record
+
+
+def _reaper():
+    """This runner's watcher (:class:`~datajourney.toolkit.lifetime.GroupReaper`), started with the first kernel."""
+    global _REAPER
+    if _REAPER is None:
+        from datajourney.toolkit.lifetime import GroupReaper
+
+        _REAPER = GroupReaper()
+    return _REAPER
 
 
 def _release_reaper() -> None:
@@ -1365,15 +1370,6 @@ def _put_back(moved: list[tuple[Path, Path | None]]) -> None:
                 os.replace(kept, target)
         except OSError:
             pass
-
-
-def tidy_executed(path: Path) -> None:
-    """Tidy an executed notebook in place (:func:`_tidy`), written whole."""
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    _tidy(nb)
-    write_atomic(path, nbformat.writes(nb) + "\n")
 
 
 def _tidy(nb) -> None:

@@ -18,6 +18,7 @@ import plotly.io as pio
 from plotly.io._base_renderers import MimetypeRenderer
 
 from datajourney.core.findings import size_label  # noqa: F401 - charts label byte sizes with it
+from datajourney.core.phrasing import superscript
 
 #: Okabe & Ito (2008), "Color Universal Design": safe for deuteranopia/protanopia/tritanopia.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -228,16 +229,13 @@ def _integer_ticks(axis: dict, values: list[float]) -> None:
     axis.update(tickmode="linear", tick0=0, dtick=max(1, int(_nice((hi - lo) / 6))), tickformat=",d")
 
 
-_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
-
-
 def tick_text(v: float) -> str:
     """A tick value as plain text: 0.05, 2, 1,000, 100,000; from a million on a power of ten (10⁶, 2×10⁹),
     whose labels stay short enough to sit side by side on a log axis."""
     if v >= 1e6:
         e = math.floor(math.log10(v) + 1e-9)
         m = round(v / 10.0 ** e, 6)
-        power = "10" + str(e).translate(_SUPERSCRIPT)
+        power = "10" + superscript(e)
         return power if m == 1 else f"{m:g}×{power}"
     return f"{v:,.0f}" if v >= 1 else f"{v:.{max(0, -math.floor(math.log10(v)))}f}"
 

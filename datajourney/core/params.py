@@ -33,16 +33,6 @@ def positive_int(name: str, value, *, maximum: int | None = None) -> int:
     return value
 
 
-def nonnegative_int(name: str, value, *, maximum: int | None = None) -> int:
-    """An integer >= 0 (and <= maximum when given)."""
-    allowed = f"an integer from 0 to {maximum:,}" if maximum is not None else "an integer >= 0"
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ParameterError(name, value, allowed)
-    if maximum is not None and value > maximum:
-        raise ParameterError(name, value, allowed)
-    return value
-
-
 def int_list(name: str, values, *, minimum: int, maximum: int | None = None) -> list[int]:
     """A non-empty list of integers within [minimum, maximum], order kept, duplicates dropped."""
     hi = f"{maximum:,}" if maximum is not None else "any"

@@ -121,6 +121,11 @@ def beside_published(c: Fact, published_value: float | None, source: str) -> str
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
+def superscript(n: int) -> str:
+    """An exponent as superscript digits: ``-7`` -> "⁻⁷"."""
+    return str(int(n)).translate(_SUPERSCRIPT)
+
+
 def magnitude(v: float | None) -> str:
     """A number that may be tiny or huge, without e-notation: "7.2 × 10⁻⁷", "0.21", "2.5"."""
     if v is None or v != v:
@@ -128,7 +133,7 @@ def magnitude(v: float | None) -> str:
     if v == 0 or 1e-3 <= abs(v) < 1e6:
         return num(float(v))
     exp = int(f"{v:e}".split("e")[1])
-    return f"{v / 10 ** exp:.1f} × 10{str(exp).translate(_SUPERSCRIPT)}"
+    return f"{v / 10 ** exp:.1f} × 10{superscript(exp)}"
 
 
 def share(fraction: float | None) -> str:

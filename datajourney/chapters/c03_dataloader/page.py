@@ -33,7 +33,7 @@ from datajourney.chapters.common import (
 from datajourney.core import findings as fnd
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Facts
-from datajourney.core.findings import Action, Finding, Opening, num, pct, times
+from datajourney.core.findings import Action, Finding, Opening, num, pct
 from datajourney.core.stats import mean
 
 LABELS = {"small_files": "small files, shuffled", "shard": "shard, shuffled",
@@ -160,49 +160,6 @@ def _first_batch_finding(facts: Facts) -> Finding | None:
         text += f", {say.comparison(facts['first_batch.vs_fewest'], facts)}"
     text += ". The steady-state figures leave it out; whole-epoch figures include it."
     return _finding(facts, "first_batch", text)
-
-
-def _published_finding(res, e, w, cache: str = "cold") -> Finding | None:
-    sf = values_of(e, "steady_MBps", cache=cache, workers=w, kind="small_files")
-    sh = values_of(e, "steady_MBps", cache=cache, workers=w, kind="shard_in_order")
-    if not sf or not sh:
-        return None
-    mid, lo, hi = fnd.ratio_interval(sh, sf)
-    d = fnd.direction(sh, sf)
-    label = cold_label(res) if cache == "cold" else cache
-    text = (f"**`num_workers={w}`, {label}, steady state** (first batch excluded): the shard read in order, as the "
-            f"source did, ran at **{num(mean(sh), 'MB/s')}** and the shuffled small files at "
-            f"**{num(mean(sf), 'MB/s')}**: the shard was ")
-    n = min(len(sh), len(sf))
-    text += fnd.choose(d, f"**{times(mid)} faster**", f"**{times(1 / mid)} slower**", f"level with them: {times(mid)}")
-    text += f" ({over_runs(lo, hi, n)})."
-    return Finding(f"published_w{w}", text, mid, "×",
-                   published=f"shard ÷ small files, workers={w}" if cache == "cold" else None,
-                   interval=runs_interval(lo, hi, n),
-                   values=dict(shard=mean(sh), small_files=mean(sf), cache=cache, direction=d, runs=n))
-
-
-def _shuffled_gap(res, e) -> Finding | None:
-    ws = sorted(set(e["workers"]))
-    w = ws[-1]
-    sh = values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard")
-    sf = values_of(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
-    if not sh or not sf:
-        return None
-    mid, lo, hi = fnd.ratio_interval(sh, sf)
-    d = fnd.direction(sh, sf)
-    label = cold_label(res)
-    text = (f"**Shuffled, both layouts, `num_workers={w}`** (the largest worker count measured), {label}: the shuffled "
-            f"shard ran at {num(mean(sh), 'MB/s')} and the small files at {num(mean(sf), 'MB/s')} (shard ÷ small "
-            f"files {times(mid)}, {over_runs(lo, hi, min(len(sh), len(sf)))}). ")
-    text += fnd.choose(d, "The gap narrows but stays open.", "The gap reverses: the small files were faster.",
-                       "The two were level within the runs' spread.")
-    sh0 = values_of(e, "steady_MBps", cache="cold", workers=ws[0], kind="shard")
-    sf0 = values_of(e, "steady_MBps", cache="cold", workers=ws[0], kind="small_files")
-    if sh0 and sf0 and ws[0] != w:
-        text += f" With `num_workers={ws[0]}` the ratio was {times(mean(sh0) / mean(sf0))}."
-    return Finding("shuffled_gap_max_workers", text, mid, "×", interval=runs_interval(lo, hi, min(len(sh), len(sf))),
-                   values=dict(workers=w, direction=d, shard=mean(sh), small_files=mean(sf)))
 
 
 def _transfer_row(res, batch_size: int, payload: str = "bytes") -> pd.Series | None:
@@ -544,11 +501,6 @@ def _first_batch(res, e) -> Finding | None:
         text += f", against {num(w0.mean(), 'ms')} with `num_workers={min(e['workers'])}`"
     text += ". The steady-state figures above leave it out; whole-epoch figures include it."
     return Finding("first_batch", text, fb.mean(), "ms", interval=(fb.min(), fb.max()), values=dict(cache=cache))
-
-
-def _cold_vs_warm_finding(res, e) -> Finding:
-    text = cold_vs_warm_note(res)
-    return Finding("cold_vs_warm", text or "Only one cache state was measured.")
 
 
 # --------------------------------------------------------------------------- computed notes

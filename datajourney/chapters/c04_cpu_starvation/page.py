@@ -59,10 +59,6 @@ def _au(row, g: float) -> float:
     return g / float(row["step_ms"])
 
 
-def _keeps(au: float) -> str:
-    return fx.choose(1 if au >= AU_THRESHOLD else -1, "keeps up", "falls short", "")
-
-
 def step_drift(res) -> dict | None:
     """The numbers behind the step-drift finding: calibration trace, idle gaps, clocks."""
     if "calibration" not in res.tables or "idle_gaps" not in res.tables:
@@ -163,7 +159,6 @@ def finding_drift(res) -> Finding | None:
         text += f" GPU clocks were not logged ({phrasing.text(x['why'] or 'NVML not available')})."
     return Finding("step_drift", head, value=g, unit="ms",
                    values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d, clocks=text.strip()))
-
 
 
 def drift_details(res, *, near: float = 0.03) -> str | None:
@@ -316,7 +311,6 @@ def model_gap_notes(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | No
         else:
             out.append(f"* **{k}** stays within {fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the model at every W.")
     return "\n".join(out) if out else None
-
 
 
 #: A per-sample cost this much (relative) above D counts as "slower than D".

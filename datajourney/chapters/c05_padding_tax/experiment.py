@@ -42,14 +42,11 @@ LABELS = {"pad_to_context": "pad to context", "pad_to_longest": "pad to longest 
           "best_fit_decreasing": "best-fit-decreasing packing"}
 #: Layouts that put several samples in one row (and so need per-document positions and masks).
 PACKED = ("greedy_pack", "best_fit_decreasing")
-SHORT = {"greedy_pack": "greedy", "best_fit_decreasing": "best-fit-decreasing"}
 #: Where an end-of-text token follows a sample. The source's code tokenises each sample as is
 #: for the padded grid and packs samples "separated by EOS tokens": ``packed_only``.
 EOS_MODES = ("packed_only", "always", "never")
 #: How the GPU (or CPU) cost of a layout is measured (the page says what each means).
 TIMING_MODES = ("all_batches", "per_shape")
-#: Where the cost is measured: ``auto`` = the GPU when there is one, else not measured.
-DEVICES = ("auto", "cuda", "cpu", "none")
 #: The setting the published figures were measured in (the source's code and text).
 PUBLISHED_SETTING = dict(n_samples=2000, template="spaces", eos="packed_only", context_length=4096, batch_size=32)
 #: Largest |logit difference| between a packed document and the same document alone that

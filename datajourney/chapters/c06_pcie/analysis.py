@@ -22,8 +22,6 @@ EXPORTS = ("h2d_pinned", "h2d_pageable", "pinned_vs_pageable", "h2d_pinned_batch
 #: One training batch as it crosses the bus: 64 images of 224×224 RGB as uint8, the batch chapter 7's tuned
 #: recipe sends to the GPU and chapter 12 prices. The sweep's size nearest to it (on a log scale) is "a batch".
 TYPICAL_BATCH_BYTES = 64 * 3 * 224 * 224
-#: How the result names the four paths (direction, memory) in a fact's value.
-PATHS = (("H2D", "pinned"), ("H2D", "pageable"), ("D2H", "pinned"), ("D2H", "pageable"))
 #: The verdicts a copy's overlap can get (the result's words, checked against this set).
 VERDICTS = ("overlaps", "partly overlaps", "serial", "unclear", "too short")
 

@@ -66,14 +66,6 @@ _PATHS = {("H2D", "pinned"): "host-to-device from pinned memory",
           ("D2H", "pageable"): "device-to-host into pageable memory"}
 
 
-def _raw_runs(res, size: int, direction: str, memory: str, clock: str = "CUDA events") -> list[float]:
-    if "bandwidth_raw" not in res.tables:
-        return []
-    r = res.table("bandwidth_raw")
-    r = r[(r["size"] == size) & (r["direction"] == direction) & (r["memory"] == memory) & (r["clock"] == clock)]
-    return r["GBps"].tolist()
-
-
 def _published_if(size: int, wanted: int, metric: str) -> str | None:
     return metric if size == wanted else None
 
@@ -890,7 +882,6 @@ def versus_published(res, *, where: str = "here") -> str:
 
 
 # --------------------------------------------------------------------------- the opening
-
 
 
 # --------------------------------------------------------------------------- facts, worded

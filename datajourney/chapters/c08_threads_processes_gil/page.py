@@ -53,8 +53,6 @@ def _dec(d) -> str:
 # --------------------------------------------------------------------------- experiment 3
 
 
-
-
 def decoder_note(facts) -> str | None:
     """The DataLoader's decoder and how it was chosen, and each thread loader with each decoder
     against the DataLoader: like with like, and what spdl.io changes."""
@@ -78,12 +76,6 @@ def decoder_note(facts) -> str | None:
         text += (" No loader of this result decoded with spdl.io, the paper's setting; a run where spdl.io loads "
                  "(FFmpeg's libraries) adds it.")
     return text
-
-
-def system_share(runs) -> float:
-    """The share of a loader's CPU time spent in the kernel (system time), over its runs."""
-    u, sy = float(runs["cpu_user_s"].sum()), float(runs["cpu_system_s"].sum())
-    return sy / (u + sy) if u + sy > 0 else float("nan")
 
 
 def finding_cpu_split(facts) -> Finding:

@@ -397,8 +397,6 @@ THEORY_HEADERS = {"mode": "mode", "seq": "sequence length", "batch": "batch size
 #: The tracer's views as a reader names them.
 VIEW_NAMES = {"off": "tracing off", "posix": "POSIX view (preloaded)", "app": "application spans",
               "both": "POSIX view and application spans"}
-#: The views as the subject of a sentence.
-VIEW_SUBJECTS = {"posix": "DFTracer's POSIX view", "app": "The application spans"}
 #: Headers of the overhead table.
 OVERHEAD_HEADERS = {"mode": "mode", "view": "view", "mean": "overhead, mean (%)", "min": "lowest round (%)",
                     "max": "highest round (%)", "n": "paired rounds", "off_ms": "loader, tracing off (ms)",
@@ -462,8 +460,6 @@ MMAP_SNIPPET = '''import numpy as np
 
 tokens = np.memmap("train.bin", dtype=np.uint16, mode="r")   # mapped once per process
 piece = np.array(tokens[start:start + n_tokens])              # page faults, no read call'''
-
-
 
 
 # ---------------------------------------------------------------------------- findings: words for facts

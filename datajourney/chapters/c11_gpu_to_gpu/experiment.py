@@ -50,8 +50,6 @@ HOST_PATHS = {
     "p2p_off": {"NCCL_P2P_DISABLE": "1"},
     "p2p_shm_off": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
 }
-#: ``node_path``: NCCL's own choice, or one of the forced host paths for the jobs across nodes.
-NODE_PATHS = ("direct", *HOST_PATHS)
 #: The rung names of the ladder; "<rung>@<MiB>" sets bucket_cap_mb.
 RUNGS = {
     "no_ddp": dict(ddp=False, static_graph=False, bucket_view=False, hook="none"),
