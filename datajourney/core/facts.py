@@ -25,6 +25,8 @@ BETTER = ("higher", "lower", None)
 #: How far a piece of advice holds: ``best`` — the best of the values measured, inside the range;
 #: ``edge`` — the largest (or smallest) value measured, more may help; ``only`` — the one option that ran.
 SCOPES = ("best", "edge", "only")
+#: A declared question's verdict: change the library default to the advised value, or keep the default.
+VERDICTS = ("change", "keep")
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class Advice:
     key: str                       #: one question, one key: "image.num_workers"
     knob: str                      #: the parameter or setting a reader changes: "num_workers"
     value: object                  #: what to set it to
-    workload: str                  #: the workload it was measured on: "ResNet-50 training from JPEG files"
+    workload: str = ""             #: the workload it was measured on: "ResNet-50 training from JPEG files"
     gain: str | None = None        #: the key of the comparison fact that measures the gain
     scope: str = "best"            #: one of :data:`SCOPES`
     evidence: tuple[str, ...] = ()  #: keys of the facts it rests on
@@ -124,14 +126,27 @@ class Advice:
     needs: str | None = None
     #: the setting the gain was measured at where the value alone does not say it ("num_workers=0")
     at: str | None = None
+    #: a declared question's answer (:mod:`datajourney.core.answers`): "change" the default, or "keep" it
+    verdict: str = "change"
+    default: str | None = None     #: the library default as a reader writes it: "bucket_cap_mb=25"
+    question: str | None = None    #: the question it answers, in a reader's words
+    within: float | None = None    #: keep: how far the default is from the best measured; change: gain - 1
+    threshold: float | None = None  #: the smallest gain that would change the default (a fraction)
+    cost: str | None = None        #: what the advised option costs (precision, convergence, alignment)
+    call: str | None = None        #: the setting as a reader pastes it, where ``knob=value`` is not it
+    best: str | None = None        #: keep: the best candidate measured, as a reader would set it
 
     def __post_init__(self):
         if self.scope not in SCOPES:
             raise ValueError(f"advice {self.key!r}: scope {self.scope!r} is not one of {SCOPES}")
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"advice {self.key!r}: verdict {self.verdict!r} is not one of {VERDICTS}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["evidence"] = list(self.evidence)
+        if d["verdict"] == "change":
+            del d["verdict"]
         return {k: v for k, v in d.items() if v not in (None, (), [], "") or k in ("key", "value")}
 
     @classmethod

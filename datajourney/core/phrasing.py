@@ -153,10 +153,35 @@ _SCOPE = {"best": "", "edge": " (the largest value measured; more may help)",
 
 def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: str | None = None) -> str:
     """One piece of advice, the same text wherever it appears: "For ResNet-50 training from JPEG files, set
-    `num_workers=8`: 1.9× faster than `num_workers=0` (the largest value measured; more may help)."
-    ``host`` labels advice measured on another machine ("on the reference host, an H200 host: ...")."""
-    head = f"For {text(a.workload)}, set {setting(a.knob, a.value)}" + (f" (at {code(a.at)})" if a.at else "")
+    `num_workers=8`: 1.9× faster than `num_workers=0` (the largest value measured; more may help)", or, for a
+    declared question the default answers, "keep the default `bucket_cap_mb=25`: within 1.2% of the best
+    measured (`bucket_cap_mb=500`), under the 3.0% that would change it". ``host`` labels advice measured on
+    another machine ("On the reference host, an H200 host: ...")."""
+    where = f"On {host}: " if host else ""
     gain = facts.get(a.gain) if facts is not None and a.gain else None
     body = f": {comparison(gain, facts)}" if gain is not None and gain.number is not None else ""
-    where = f"On {host}: " if host else ""
-    return f"{where}{head}{body}{_SCOPE.get(a.scope, '')}."
+    what = paste(a.call) if a.call else setting(a.knob, a.value)
+    at = f" (at {code(a.at)})" if a.at else ""
+    if a.verdict == "keep":
+        return where + _keep(a, what, at, body)
+    verb = "set" if not a.call or re.match(r"\w+=", a.call) else "use"
+    head = f"For {text(a.workload)}, {verb} {what}{at}"
+    cost = f" Its cost: {text(a.cost)}." if a.cost else ""
+    return f"{where}{head}{body}{_SCOPE.get(a.scope, '')}.{cost}"
+
+
+def paste(call: str) -> str:
+    """A setting as a reader writes it: code where it is code (``num_workers=8``, ``os.O_DIRECT``), else words
+    ("one file per sample")."""
+    return code(call) if re.search(r"[=(.]|^\w+$", call) else text(call)
+
+
+def _keep(a: Advice, what: str, at: str, body: str) -> str:
+    """The words of a "keep the default" verdict."""
+    head = f"For {text(a.workload)}, keep the default {paste(a.default) if a.default else what}"
+    if a.within and a.best:
+        need = f", under the {num(100 * a.threshold, '%')} that would change it" if a.threshold else ""
+        return (f"{head}: within {num(100 * a.within, '%')} of the best measured ({paste(a.best)}){need}.")
+    if a.default and a.call and a.call != a.default:
+        head += f" with {what}{at}"
+    return f"{head}, which ran {body.removeprefix(': ')}." if body else f"{head}."

@@ -12,7 +12,8 @@ import pandas as pd
 
 from datajourney.chapters.common import cold_verdict, guest_cold, latency_stats, table_of, values_of
 from datajourney.core import findings as fnd
-from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.answers import Candidate, Question, decide
+from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.findings import num, size_label
 
 CHAPTER = "02_random_vs_sequential"
@@ -272,29 +273,23 @@ def _purge(out: Facts, res) -> None:
 def _advice(out: Facts, res, n: int, size: int) -> None:
     """What to set, for the workload this chapter measured: plain-Python reads of its synthetic samples."""
     workload = f"{n:,} synthetic samples of {size_label(size)} read in plain Python (no DataLoader)"
-    gap = out.get("cold_gap")
-    if gap is not None and gap.number is not None:
-        h = table_of(res, "headline")
-        d = _direction(values_of(h, pattern="sequential", cache="cold"), values_of(h, pattern="random", cache="cold"))
-        if d > 0:
-            out.advise(Advice("samples.layout", "layout", "one shard read in order", workload, gain="cold_gap",
-                              evidence=("cold.sequential", "cold.random"), snippet=SHARD_SNIPPET))
-        else:
-            out.add(compare("cold_gap.files", out["cold.random"], out["cold.sequential"]))
-            out.advise(Advice("samples.layout", "layout", "one file per sample", workload, gain="cold_gap.files",
-                              evidence=("cold.random", "cold.sequential")))
+    if "cold.sequential" in out and "cold.random" in out:
+        q = Question("samples.layout", "One file per sample, or one shard read in order?", "layout", "files",
+                     "one file per sample", "an ImageFolder-style layout", workload)
+        out.advise(decide(q, [Candidate("files", out["cold.random"], call="one file per sample"),
+                              Candidate("shard", out["cold.sequential"], call="samples packed into one shard read "
+                                        "in order", snippet=SHARD_SNIPPET)], out))
     if "odirect" in out:
         shard = _recorded(res, "shard_size")
         smallest = out["odirect"].setting.get("chunk")
         wl = f"sequential reads of one {size_label(shard)} shard in {size_label(smallest)} requests" if shard \
             else f"sequential reads of one shard in {size_label(smallest)} requests"
-        if out.data.get("odirect_buffered_wins"):
-            out.advise(Advice("shard.odirect", "O_DIRECT", False, wl, gain="odirect",
-                              evidence=("odirect", "odirect.caught_up_at")))
-        else:
-            out.advise(Advice("shard.odirect", "O_DIRECT", True, wl, gain="odirect.direct",
-                              evidence=("odirect.direct", "odirect.caught_up_at")))
-
+        q = Question("shard.odirect", "Buffered reads or O_DIRECT?", "O_DIRECT", False, "buffered reads",
+                     "the operating system's default", wl,
+                     cost="O_DIRECT needs buffers, offsets and sizes aligned to the device's block size")
+        out.advise(decide(q, [Candidate(False, out[f"chunk.{smallest}.buffered"], call="buffered reads"),
+                              Candidate(True, out[f"chunk.{smallest}.direct"], call="os.O_DIRECT", costly=True)],
+                          out))
 
 
 def _wide(df: pd.DataFrame, by: list[str], label) -> list[dict]:

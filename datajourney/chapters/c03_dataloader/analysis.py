@@ -13,7 +13,8 @@ import pandas as pd
 from datajourney.chapters.c03_dataloader.experiment import KINDS, MAIN_BOUND_SHARE, transfer_cost
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, cold_verdict, guest_cold, table_of, values_of
 from datajourney.core import findings as fnd
-from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.answers import Candidate, Question, decide
+from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.findings import size_label
 
 CHAPTER = "03_dataloader"
@@ -179,14 +180,16 @@ def _advice(out: Facts, res, e, ws, cache, word, n, size) -> None:
                  setting=dict(workers=w))
     out.add(none, best)
     bs = int(res.parameters["batch_size"]) if "batch_size" in res.parameters else int(e["batch_size"].iloc[0])
-    if w > 0 and fnd.direction(runs[w], runs[0]) > 0:
+    if w > 0:
         out.add(compare("workers_gain", best, none))
-        out.advise(Advice("small_files.num_workers", "num_workers", w, workload, gain="workers_gain",
-                          scope="edge" if w == max(ws) else "best", evidence=("small_files.best", "small_files.none"),
-                          snippet=f"loader = DataLoader(dataset, batch_size={bs}, shuffle=True, num_workers={w})"))
-    else:
-        out.advise(Advice("small_files.num_workers", "num_workers", 0, workload, evidence=("small_files.none",),
-                          snippet=f"loader = DataLoader(dataset, batch_size={bs}, shuffle=True, num_workers=0)"))
+    snip = "loader = DataLoader(dataset, batch_size={bs}, shuffle=True, num_workers={k})"
+    q = Question("small_files.num_workers", "How many DataLoader workers for small files here?", "num_workers", 0,
+                 "num_workers=0", "PyTorch's DataLoader default", workload)
+    cands = [Candidate(k, {0: none, w: best}.get(k) or _runs(f"small_files.w{k}", runs[k], unit="MB/s",
+                       label=f"{LABELS['small_files']}, num_workers={k}, {word}", setting=dict(workers=k)),
+                       snippet=snip.format(bs=bs, k=k)) for k in sorted(runs)]
+    a = decide(q, cands, out)
+    out.advise(replace(a, scope="edge" if a.verdict == "change" and a.value == max(ws) else "best") if a else None)
     shard = _best(e, "shard_in_order", cache, ws)
     if shard is None:
         return
@@ -194,15 +197,11 @@ def _advice(out: Facts, res, e, ws, cache, word, n, size) -> None:
     sbest = _runs("shard_in_order.best", sruns[sw], unit="MB/s",
                   label=f"{LABELS['shard_in_order']}, num_workers={sw}, {word}", setting=dict(workers=sw))
     out.add(sbest)
-    d = fnd.direction(sruns[sw], runs[w])
-    if d > 0:
-        out.add(compare("layout_gain", sbest, best))
-        out.advise(Advice("small_files.layout", "layout", "one shard read in order", workload, gain="layout_gain",
-                          evidence=("shard_in_order.best", "small_files.best"), at=f"num_workers={sw}"))
-    else:
-        out.add(compare("layout_gain.files", best, sbest))
-        out.advise(Advice("small_files.layout", "layout", "one file per sample", workload, gain="layout_gain.files",
-                          evidence=("small_files.best", "shard_in_order.best"), at=f"num_workers={w}"))
+    q = Question("small_files.layout", "One file per sample, or shards read in order?", "layout", "files",
+                 "one file per sample", "an ImageFolder-style layout", workload)
+    out.advise(decide(q, [Candidate("files", best, call="one file per sample", at=f"num_workers={w}"),
+                          Candidate("shard", sbest, call="samples packed into shards read in order",
+                                    at=f"num_workers={sw}")], out))
 
 
 # --------------------------------------------------------------------------- the notes beside the evidence

@@ -8,11 +8,13 @@ host-to-device rate by copy size that chapter 12 reads."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 
 from datajourney.chapters.c06_pcie.experiment import MIN_COPY_OVER_JITTER, OVERLAPS, SERIAL, TOO_SHORT
-from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.answers import Candidate, Question, decide
+from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.findings import size_label
 
 CHAPTER = "06_pcie"
@@ -321,18 +323,15 @@ def _host_side(res, f: Facts) -> None:
 
 
 def _advice(f: Facts) -> None:
-    c = f.get("pinned_vs_pageable_batch")
-    if c is None or c.number is None or c.level:
+    pinned, pageable = f.get("h2d_pinned_batch"), f.get("h2d_pageable_batch")
+    if pinned is None or pageable is None:
         return
-    n = f["h2d_pinned_batch"].setting["size"]
-    gain = "pinned_vs_pageable_batch"
-    if c.number < 1:  # pageable won: its gain is pageable against pinned
-        gain = "pageable_vs_pinned_batch"
-        f.add(compare(gain, f["h2d_pageable_batch"], f["h2d_pinned_batch"]))
-    f.advise(Advice("pcie.pin_memory", "pin_memory", c.number >= 1, f"host-to-device copies of {size_label(n)} batches",
-                    gain=gain, scope="best",
-                    evidence=("h2d_pinned_batch", "h2d_pageable_batch", "pinned_vs_pageable"),
-                    snippet=PIN_SNIPPET if c.number >= 1 else None, needs="gpu"))
+    n = pinned.setting["size"]
+    q = Question("pcie.pin_memory", "Pinned or pageable memory for host-to-device batches?", "pin_memory", False,
+                 "pin_memory=False", "PyTorch's DataLoader default",
+                 f"host-to-device copies of {size_label(n)} batches")
+    a = decide(q, [Candidate(False, pageable), Candidate(True, pinned, snippet=PIN_SNIPPET)], f)
+    f.advise(replace(a, needs="gpu", evidence=a.evidence + ("pinned_vs_pageable",)) if a is not None else None)
 
 
 def analyse(res) -> Facts:

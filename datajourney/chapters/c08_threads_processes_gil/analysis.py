@@ -16,6 +16,7 @@ import pandas as pd
 
 from datajourney.chapters.c08_threads_processes_gil.common import LABELS, THREADED
 from datajourney.core import stats
+from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, best, compare, measured
 
 CHAPTER = "08_threads_processes_gil"
@@ -571,31 +572,45 @@ def _workload(res) -> str:
     return f"photo-like JPEGs decoded and resized on {int(res.metadata.get('cores') or 1)} cores"
 
 
+#: The question chapter 8 answers for a reader: keep PyTorch's DataLoader (worker processes), or decode in threads.
+LOADER_DEFAULT = "torch.utils.data.DataLoader"
+
+
 def loader_advice(facts: Facts, res) -> Advice | None:
-    """Which loader to use for this workload: from the SPDL question's warm runs where the result has them, else
-    from the end-to-end runs (the best thread pipeline against the best DataLoader, cold files)."""
-    cands = [facts.get(k) for k in ("paper.dl_pillow.warm", "paper.dl_spdl.warm", "paper.best_threads")]
-    top = best([c for c in cands if c is not None])
-    if top is not None:
-        value = {"paper.dl_pillow.warm": "DataLoader, Pillow", "paper.dl_spdl.warm": "DataLoader, spdl.io",
-                 "paper.best_threads": "SPDL pipeline, spdl.io"}[top.key]
-        gain = "paper.best_vs_dataloader" if top.key == "paper.best_threads" else "paper.dataloader_vs_best"
-        snippet = (_threads_snippet(res, "spdl", int(top.setting["concurrency"]), "spdl")
-                   if top.key == "paper.best_threads" and "concurrency" in top.setting else None)
-        return Advice("image_decode.loader", "loader", value, _workload(res), gain=gain,
-                      evidence=tuple(c.key for c in cands if c is not None) + ("paper.limit",), snippet=snippet)
+    """Which loader to use for this workload, decided like for like against the DataLoader (the default a reader
+    has): from the SPDL question's warm runs where the result has them (the DataLoader with either decoder
+    against the SPDL sweep's best thread setting, the same work), else from the end-to-end runs (the best
+    thread pipeline against the best DataLoader, cold files). The best of each kind is compared."""
+    q = Question("image_decode.loader", "Worker processes (the DataLoader) or threads for decoding photos here?",
+                 "loader", "dataloader", LOADER_DEFAULT, "PyTorch's loader", _workload(res))
+    paper = [facts.get(k) for k in ("paper.dl_pillow.warm", "paper.dl_spdl.warm", "paper.best_threads")]
+    if any(f is not None for f in paper):
+        dl_pillow, dl_spdl, threads = paper
+        c = int(threads.setting["concurrency"]) if threads is not None and "concurrency" in threads.setting else None
+        cands = [Candidate("DataLoader, Pillow", dl_pillow, group="dataloader"),
+                 Candidate("DataLoader, spdl.io", dl_spdl, group="dataloader"),
+                 Candidate("SPDL pipeline, spdl.io", threads, group="threads", call="spdl.pipeline.PipelineBuilder",
+                           at=f"concurrency={c}" if c else None,
+                           snippet=_threads_snippet(res, "spdl", c, "spdl") if c else None)]
+        a = decide(q, cands, facts)
+        return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("paper.limit",))
     t, d = facts.get("end_to_end.threads"), facts.get("end_to_end.dataloader")
-    if t is None or d is None or t.number is None or d.number is None:
-        return None
-    win = t if t.number > d.number else d
-    s = win.setting
-    kind, c, dec = str(s["loader"]), int(s["concurrency"]), str(s["decoder"])
-    unit = "worker" if kind == "dataloader" else "thread"
-    value = f"{LABELS.get(kind, kind)}, {count(c, unit)}, {decoder_name(dec)}"
-    snippet = _dataloader_snippet(res, c, dec) if kind == "dataloader" else _threads_snippet(res, kind, c, dec)
-    return Advice("image_decode.loader", "loader", value, _workload(res),
-                  gain="end_to_end" if win is t else "end_to_end.dataloader_gain",
-                  evidence=("end_to_end.threads", "end_to_end.dataloader", "cost"), snippet=snippet)
+    cands = []
+    for f, group in ((d, "dataloader"), (t, "threads")):
+        if f is None or f.number is None:
+            continue
+        kind, c, dec = str(f.setting["loader"]), int(f.setting["concurrency"]), str(f.setting["decoder"])
+        unit = "worker" if kind == "dataloader" else "thread"
+        snippet = _dataloader_snippet(res, c, dec) if kind == "dataloader" else _threads_snippet(res, kind, c, dec)
+        cands.append(Candidate(f"{LABELS.get(kind, kind)}, {count(c, unit)}, {decoder_name(dec)}", f, group=group,
+                               call=f"num_workers={c}" if kind == "dataloader" else THREAD_CALLS.get(kind, kind),
+                               at=None if kind == "dataloader" else f"{count(c, unit)}", snippet=snippet))
+    a = decide(q, cands, facts)
+    return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("cost",))
+
+
+#: How a reader builds each thread loader.
+THREAD_CALLS = {"threadpool": "concurrent.futures.ThreadPoolExecutor", "spdl": "spdl.pipeline.PipelineBuilder"}
 
 
 def photo_decode(res) -> dict | None:

@@ -14,10 +14,12 @@ GB/s and MB/s use 10^9 and 10^6 bytes.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 
 from datajourney.chapters.c09_reading_smarter.params import Params
+from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 
 CHAPTER = "09_reading_smarter"
@@ -191,10 +193,15 @@ def _to_gpu(res, f: Facts) -> None:
     f.data["disk_to_gpu"] = dict(path=str(top.label), GBps=float(top.value),
                                  paths={c.label: float(c.value) for c in pool if c.number is not None},
                                  pcie=pc, device=f.number("dd_read"), gds=gds)
-    f.advise(Advice("storage_to_gpu.path", "path", top.label.split(") ", 1)[-1],
-                    f"reading a {_size(size)} file into GPU memory, cold", gain="to_gpu_vs_plain" if "path.a" in f
-                    and top.key != "path.a" else None, scope="best" if len(pool) > 1 else "only",
-                    evidence=("to_gpu", "to_gpu_vs_dd", "to_gpu_vs_pcie"), needs="gpu"))
+    if "path.a" in f:
+        q = Question("storage_to_gpu.path", "Which path from a file to GPU memory?", "path", "a",
+                     "pageable read + copy", "PyTorch's plain path (read into pageable memory, then .to('cuda'))",
+                     f"reading a {_size(size)} file into GPU memory, cold")
+        a = decide(q, [Candidate("a" if c.key == "path.a" else c.label.split(") ", 1)[-1], c,
+                                 call="pageable read + copy" if c.key == "path.a" else c.label.split(") ", 1)[-1])
+                       for c in pool if c.number is not None], f)
+        f.advise(replace(a, needs="gpu", evidence=a.evidence + ("to_gpu", "to_gpu_vs_dd", "to_gpu_vs_pcie"))
+                 if a is not None else None)
 
 
 def _size(n: int) -> str:

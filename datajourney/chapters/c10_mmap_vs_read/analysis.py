@@ -11,9 +11,12 @@ facts (no prose). The page, the front page and chapter 12 word these; none recom
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
+from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 from datajourney.core.findings import direction
 
@@ -21,6 +24,9 @@ CHAPTER = "10_mmap_vs_read"
 EXPORTS = ("loader_time", "posix_events", "kernel_view", "overhead", "sweep_loader", "per_sample_bandwidth",
            "token_loader")
 MODE_NAMES = {"mmap": "mmap", "read": "read()"}
+#: How a reader reads a sequence in each mode (what the chapter's reader does).
+READER_CALLS = {"mmap": "numpy.memmap(bin_path, dtype=numpy.uint8, mode='r')",
+                "read": "os.preadv(fd, [buffer], offset)"}
 #: mmap's POSIX events are "constant" within this share of their mean (the experiment's tolerance).
 CONSTANT_TOLERANCE = 0.05
 
@@ -131,13 +137,13 @@ def _sweep(res, f: Facts) -> None:
     c = f[f"sweep_loader.{head}"]
     f.add(Fact("sweep_loader", c.value, c.unit, c.label, c.quantity, c.better, c.n, None, dict(c.setting),
                of=c.of, basis=c.basis, level=c.level))
-    # the reader to use: the faster over the sweep, with its gain over the other
-    mmap_faster = c.number is not None and c.number <= 1
-    win, lose = ("mmap", "read") if mmap_faster else ("read", "mmap")
-    f.add(compare("loader_mode_gain", f[f"sweep.{head}.{win}"], f[f"sweep.{head}.{lose}"]))
-    f.advise(Advice("tokens.loader_mode", "reader", MODE_NAMES[win],
-                    f"a Megatron-style indexed token data set, one loader process, {head} page cache",
-                    gain="loader_mode_gain", scope="best", evidence=("sweep_loader", "loader_time")))
+    # the reader to use: declared against Megatron's default (a memory map of the whole .bin)
+    q = Question("tokens.loader_mode", "mmap or read() for a token set?", "reader", "mmap", READER_CALLS["mmap"],
+                 "Megatron's indexed data set", f"a Megatron-style indexed token data set, one loader process, "
+                 f"{head} page cache")
+    a = decide(q, [Candidate(m, f.get(f"sweep.{head}.{m}"), call=READER_CALLS[m]) for m in ("mmap", "read")], f)
+    f.advise(dataclasses.replace(a, evidence=a.evidence + ("sweep_loader", "loader_time")) if a else None)
+    win = "mmap" if c.number is not None and c.number <= 1 else "read"  # the workers were swept on the faster
     _workers(res, f, head, win)
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,7 @@ from datajourney.chapters.c11_gpu_to_gpu.experiment import (
     predict_comm,
     rung_label,
 )
+from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, best, compare, measured
 from datajourney.core.findings import HIGH_SPREAD, cv, size_label
 
@@ -584,20 +586,6 @@ def _snippets(run: _Run) -> dict:
     return out
 
 
-#: Knob and value of an option, as a reader sets it.
-def _knob(rung: str) -> tuple[str, object]:
-    base, _, cap = str(rung).partition("@")
-    if base in ("bf16", "fp16"):
-        return "comm_hook", f"{base}_compress_hook"
-    if base == "powersgd":
-        return "comm_hook", "powerSGD_hook"
-    if cap:
-        return "bucket_cap_mb", int(cap)
-    if base == "bucket_view":
-        return "gradient_as_bucket_view", True
-    return base, True
-
-
 def _workload(run: _Run, path: str | None = None) -> str:
     model = str(run.res.metadata.get("model") or "the model")
     words = MODEL_WORDS.get(model, model)
@@ -606,26 +594,92 @@ def _workload(run: _Run, path: str | None = None) -> str:
     return f"{words} {how}" + (f", forced through the host ({PATH_ENV[path]})" if path else "")
 
 
-def _advise(facts: Facts, run: _Run) -> None:
-    """The option that beat plain DDP on each path (beyond the windows' spread), and the direct path."""
-    for name, key in (("direct", "ddp.option"), ("host", "ddp.host_option")):
-        gain = facts.get(f"best_option_{name}")
-        if gain is None or gain.level or gain.number is None or gain.number <= 1:
+#: DDP's defaults (torch.nn.parallel.DistributedDataParallel): the baseline of every DDP question.
+DDP_DEFAULTS = {"static_graph": False, "gradient_as_bucket_view": False, "bucket_cap_mb": 25, "comm_hook": "none"}
+#: The cost of a communication hook: it changes what is summed across GPUs.
+HOOK_COST = ("it changes the gradients' precision (bf16/fp16) or approximates them (PowerSGD), which can "
+             "change convergence: check the loss curve")
+_HOOK_CALLS = {"bf16": "default_hooks.bf16_compress_hook", "fp16": "default_hooks.fp16_compress_hook",
+               "powersgd": "powerSGD_hook.powerSGD_hook"}
+_ASK = {"static_graph": "Should DDP be told the graph is static?",
+        "gradient_as_bucket_view": "Should DDP's gradients be views of its buckets?",
+        "bucket_cap_mb": "How large should DDP's gradient buckets be?",
+        "comm_hook": "Should DDP compress its gradients?"}
+
+
+def _config(row) -> dict:
+    """A rung's DDP settings, by the names a reader passes to DDP."""
+    return {"static_graph": bool(row["static_graph"]), "gradient_as_bucket_view": bool(row["bucket_view"]),
+            "bucket_cap_mb": int(row["bucket_cap_mb"]), "comm_hook": str(row["hook"])}
+
+
+def _setting(knob: str, value) -> str:
+    if knob == "comm_hook":
+        return ("no communication hook" if value == "none"
+                else f"model.register_comm_hook(..., {_HOOK_CALLS.get(value, value)})")
+    return f"{knob}={value}"
+
+
+def _questions(facts: Facts, run: _Run, path: str) -> list[Advice]:
+    """Each DDP knob the run varied with every other knob held (like for like), decided against DDP's default
+    for it. The ladder adds settings one on top of another, so a knob's candidates are the rungs that differ
+    from a rung at its default in that knob alone; ``at`` names the other settings where they are not DDP's."""
+    wl = _workload(run, None if path == run.path0 else path)
+    rungs = [(g, _config(run.row(run.n, path, g))) for g in run.ddp_rungs(run.n, path)
+             if _rate_key(path, g, run.n) in facts]
+    out = []
+    for knob, default in DDP_DEFAULTS.items():
+        groups: dict[tuple, list] = {}
+        for g, c in rungs:
+            groups.setdefault(tuple((k, v) for k, v in c.items() if k != knob), []).append((g, c))
+        usable = [(held, m) for held, m in groups.items()
+                  if len(m) > 1 and any(c[knob] == default for _, c in m)]
+        if not usable:
             continue
-        path, rung = gain.setting["path"], gain.setting["rung"]
-        knob, value = _knob(rung)
-        facts.advise(Advice(key, knob, value, _workload(run, path if name == "host" else None),
-                            gain=gain.key, evidence=(gain.key, f"gap_closed_{name}"),
-                            snippet=facts.data["snippets"].get(f"{path}:{rung}"), needs="gpus"))
-    gain = facts.get("direct_path_gain")
-    if gain is not None and not gain.level and gain.number is not None and gain.number > 1:
-        facts.advise(Advice("ddp.path", "NCCL_P2P_DISABLE", 0, _workload(run), gain=gain.key,
-                            evidence=("host_path_cost", "host_path_collapse", gain.key),
-                            snippet=("import os\n\n# before torch.distributed.init_process_group: "
-                                     "NCCL picks the direct GPU-to-GPU path\n"
-                                     "os.environ.pop(\"NCCL_P2P_DISABLE\", None)\n"
-                                     "os.environ.pop(\"NCCL_SHM_DISABLE\", None)"),
+        held, members = max(usable, key=lambda x: (sum(DDP_DEFAULTS[k] == v for k, v in x[0]), len(x[1])))
+        at = ", ".join(_setting(k, v) for k, v in held if DDP_DEFAULTS[k] != v) or None
+        key = f"ddp.{knob}" if path == run.path0 else "ddp.host_option"
+        q = Question(key, _ASK[knob], knob, default, _setting(knob, default), "DDP's default", wl,
+                     cost=HOOK_COST if knob == "comm_hook" else None)
+        cands = [Candidate(c[knob], facts[_rate_key(path, g, run.n)], call=_setting(knob, c[knob]), at=at,
+                           snippet=facts.data["snippets"].get(f"{path}:{g}"),
+                           costly=knob == "comm_hook" and c[knob] != "none") for g, c in members]
+        out.append(decide(q, cands, facts))
+    return [replace(a, needs="gpus") for a in out if a is not None]
+
+
+def _advise(facts: Facts, run: _Run) -> None:
+    """Every DDP question on the direct path (and compression on the slowest host path); ``ddp.option``, the
+    chapter's one data-parallel answer, is the change with the largest gain, else "keep DDP's defaults"; and
+    ``ddp.path``: leave NCCL's direct path on (its default) unless a forced host path ran faster."""
+    answers = _questions(facts, run, run.path0)
+    worst = facts.get("host_path_collapse")
+    host = _questions(facts, run, worst.setting["path"]) if worst is not None and "path" in worst.setting else []
+    facts.advise(*answers, *(a for a in host if a.knob == "comm_hook"))
+    changes = [a for a in answers if a.verdict == "change"]
+    if changes:
+        top = max(changes, key=lambda a: a.within or 0.0)
+        facts.advise(Advice(**{**top.__dict__, "key": "ddp.option"}))
+    elif answers:
+        near = max(answers, key=lambda a: a.within or 0.0)
+        facts.advise(Advice("ddp.option", "DistributedDataParallel", "defaults", _workload(run), verdict="keep",
+                            default="DDP(model, device_ids=[local_rank])" if run.cuda else "DDP(model)",
+                            question="Which DDP settings?", within=near.within, threshold=near.threshold,
+                            best=near.best, gain=near.gain, evidence=tuple(a.key for a in answers),
                             needs="gpus"))
+    direct = facts.get(_rate_key(run.path0, "ddp", run.n))
+    if run.cuda and direct is not None:
+        cands = [Candidate("unset", direct, call="NCCL_P2P_DISABLE unset", group="direct")]
+        cands += [Candidate(p, facts.get(_rate_key(p, "ddp", run.n)), call=PATH_ENV[p], group="host")
+                  for p in HOST_ORDER if _rate_key(p, "ddp", run.n) in facts]
+        q = Question("ddp.path", "Should NCCL go through the host?", "NCCL_P2P_DISABLE", "unset",
+                     "NCCL_P2P_DISABLE unset", "NCCL's default", _workload(run))
+        a = decide(q, cands, facts)
+        if a is not None:
+            facts.advise(Advice(**{**a.__dict__, "needs": "gpus", "snippet": (
+                "import os\n\n# before torch.distributed.init_process_group: NCCL picks the direct GPU-to-GPU path\n"
+                "os.environ.pop(\"NCCL_P2P_DISABLE\", None)\nos.environ.pop(\"NCCL_SHM_DISABLE\", None)")
+                if a.verdict == "keep" else a.snippet}))
 
 
 # ----------------------------------------------------------------------------- chapter 12's gradient hop

@@ -1,0 +1,123 @@
+"""Answers: a question a reader brings to a chapter, decided by the run like for like against the default.
+
+A chapter's analysis declares each question once (:class:`Question`): the knob a reader changes, the
+candidates the run measured doing the same work, the library's default as the baseline (the setting a
+reader runs without the book), and the smallest effect worth a change. :func:`decide` turns the measured
+candidates into one :class:`~datajourney.core.facts.Advice`:
+
+* the best candidate is compared with the best *alternative*: the best of the default's group (the default
+  value itself for a plain knob; the best measured configuration of the default's kind, e.g. the best
+  DataLoader, for a choice between kinds), never with a weaker configuration;
+* below the threshold, the larger of :data:`MIN_EFFECT` (or the question's ``cost_effect`` for an option
+  with a cost: lower precision, alignment, convergence) and the runs' own relative spread, the verdict is
+  "keep the default", with how far the default is from the best measured;
+* a question whose default the run did not measure gives no advice: a gain needs its baseline.
+
+Nothing here words anything: :func:`datajourney.core.phrasing.advice` words the advice the same way
+wherever it appears (a chapter page, the front page, chapter 12).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from datajourney.core.facts import Advice, Fact, Facts, compare
+
+#: The smallest effect worth changing a default for, as a fraction (3%).
+MIN_EFFECT = 0.03
+#: The smallest effect worth an option that costs something (precision, convergence, alignment), 10%.
+COST_EFFECT = 0.10
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question a reader brings to a chapter, declared once by its analysis."""
+
+    key: str                    #: one question, one key: "image.num_workers"
+    ask: str                    #: the question in a reader's words: "How many DataLoader workers?"
+    knob: str                   #: what a reader changes: "num_workers", "bucket_cap_mb"
+    default: object             #: the candidate value that is the library's default (the baseline)
+    default_call: str           #: the default as a reader writes it: "num_workers=0", "NCCL_P2P_DISABLE unset"
+    whose: str                  #: whose default it is: "PyTorch's DataLoader default"
+    workload: str               #: the workload the candidates ran: "ResNet-50 training from JPEG files"
+    min_effect: float = MIN_EFFECT
+    cost: str | None = None     #: the cost of the non-default options, said with the advice
+    cost_effect: float = COST_EFFECT
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One measured candidate: the knob's ``value``, the fact measuring it, and how a reader sets it."""
+
+    value: object
+    fact: Fact | None
+    call: str | None = None     #: code a reader pastes for it: "num_workers=8" (default: knob=value)
+    group: object = None        #: the kind it belongs to (for a choice between kinds); default: the value
+    snippet: str | None = None
+    costly: bool = False        #: carries the question's cost
+    at: str | None = None       #: the setting it was measured at, where the value alone does not say it
+
+    @property
+    def kind(self) -> object:
+        return self.value if self.group is None else self.group
+
+
+def _spread(f: Fact) -> float:
+    """The relative half-width of a fact's runs (0 for one run)."""
+    if f.spread is None or f.n < 2 or not f.number:
+        return 0.0
+    lo, hi = f.spread
+    return abs(hi - lo) / abs(f.number) / 2
+
+
+def _gain(top: Fact, base: Fact) -> float:
+    """How much better ``top`` is than ``base``, as a ratio ≥ 1 when better (a time's ratio inverted)."""
+    r = top.number / base.number
+    return 1 / r if top.better == "lower" else r
+
+
+def _best(cands: Sequence[Candidate]) -> Candidate | None:
+    have = [c for c in cands if c.fact is not None and c.fact.number is not None and c.fact.number > 0]
+    if not have:
+        return None
+    lower = have[0].fact.better == "lower"
+    return (min if lower else max)(have, key=lambda c: c.fact.number)
+
+
+def threshold(q: Question, top: Candidate, base: Candidate) -> float:
+    """The smallest gain (a ratio above 1, as a fraction) that advises ``top`` over ``base``."""
+    floor = q.cost_effect if top.costly else q.min_effect
+    return max(floor, _spread(top.fact), _spread(base.fact))
+
+
+def decide(q: Question, candidates: Sequence[Candidate], facts: Facts) -> Advice | None:
+    """The run's answer to ``q`` (also stored in ``facts``: the gain as ``<key>.gain``), or None when the
+    run measured fewer than two candidates or not the default."""
+    top = _best(candidates)
+    default_kind = next((c.kind for c in candidates if c.value == q.default), q.default)
+    base = _best([c for c in candidates if c.kind == default_kind])
+    alt = _best([c for c in candidates if c.kind != default_kind])
+    if top is None or base is None or alt is None:
+        return None
+    facts.add(*(c.fact for c in candidates if c.fact is not None and c.fact.key not in facts))
+    evidence = tuple(dict.fromkeys(c.fact.key for c in candidates if c.fact is not None))
+    common = dict(workload=q.workload, default=q.default_call, question=q.ask, evidence=evidence)
+    if top.kind == default_kind:
+        # the default's kind won: keep it, and say by how much it beat the best other kind
+        facts.add(compare(f"{q.key}.gain", base.fact, alt.fact))
+        return Advice(q.key, q.knob, base.value, gain=f"{q.key}.gain", verdict="keep",
+                      within=0.0, threshold=threshold(q, alt, base), snippet=base.snippet,
+                      call=base.call, at=base.at, **common)
+    gain = _gain(top.fact, base.fact)
+    need = threshold(q, top, base)
+    facts.add(compare(f"{q.key}.gain", top.fact, base.fact))
+    if gain - 1 < need:
+        return Advice(q.key, q.knob, q.default, gain=f"{q.key}.gain", verdict="keep", within=gain - 1,
+                      threshold=need, call=q.default_call, best=top.call or _call(q.knob, top.value), **common)
+    return Advice(q.key, q.knob, top.value, gain=f"{q.key}.gain", verdict="change", within=gain - 1,
+                  threshold=need, snippet=top.snippet, call=top.call, at=top.at,
+                  cost=q.cost if top.costly else None, **common)
+
+
+def _call(knob: str, value) -> str:
+    return f"{knob}={value!r}" if isinstance(value, str) else f"{knob}={value}"

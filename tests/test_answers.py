@@ -1,0 +1,200 @@
+"""Declared questions, decided like for like against the library default (core.answers), and the invariants
+every committed reference result keeps: the advised candidate is the best measured, no advice rests on a gain
+under its threshold, chapter 12 repeats each chapter's verdict, and findings follow reversed data."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from datajourney.chapters import registry
+from datajourney.core import phrasing, results
+from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide
+from datajourney.core.facts import Facts, measured
+from datajourney.core.paths import REPO_ROOT
+
+REFERENCE = REPO_ROOT / "data" / "reference"
+FILES = sorted(p for p in REFERENCE.rglob("[01][0-9]_*.json") if not p.name.startswith(("01_", "12_")))
+
+
+def _q(**kw) -> Question:
+    base = dict(key="t.knob", ask="Which?", knob="knob", default=0, default_call="knob=0", whose="the library's",
+                workload="a test workload")
+    return Question(**{**base, **kw})
+
+
+def _c(value, runs, **kw) -> Candidate:
+    return Candidate(value, measured(f"rate.{value}", runs, unit="items/s", label=f"knob={value}"), **kw)
+
+
+# ----------------------------------------------------------------------------- the rule itself
+def test_a_gain_over_the_threshold_changes_the_default():
+    f = Facts("t")
+    a = decide(_q(), [_c(0, [100, 101]), _c(4, [150, 151]), _c(8, [140, 141])], f)
+    assert a.verdict == "change" and a.value == 4
+    assert f[a.gain].basis == "rate.0"  # against the default, not a weaker option
+    assert "set `knob=4`" in phrasing.advice(a, f)
+
+
+def test_a_gain_under_the_threshold_keeps_the_default_and_says_how_close():
+    f = Facts("t")
+    a = decide(_q(), [_c(0, [100]), _c(4, [101])], f)  # 1.01×: under the 3% floor
+    assert a.verdict == "keep" and a.value == 0 and a.within == pytest.approx(0.01)
+    words = phrasing.advice(a, f)
+    assert "keep the default `knob=0`" in words and "within 1.0% of the best measured (`knob=4`)" in words
+    assert "set `knob=" not in words
+
+
+def test_the_runs_spread_raises_the_threshold():
+    f = Facts("t")
+    # 10% apart, but each side's runs spread ±15%: noise, not a gain
+    a = decide(_q(), [_c(0, [85, 115]), _c(4, [95.5, 124.5])], f)
+    assert a.verdict == "keep" and a.threshold >= 0.14
+
+
+def test_an_option_with_a_cost_needs_a_larger_gain_and_names_its_cost():
+    f = Facts("t")
+    q = _q(cost="it changes precision")
+    kept = decide(q, [_c(0, [100]), _c(4, [106], costly=True)], f)
+    assert kept.verdict == "keep"  # 6% is over the 3% floor but under the 10% of a costly option
+    changed = decide(q, [_c(0, [100]), _c(4, [115], costly=True)], Facts("t"))
+    assert changed.verdict == "change" and changed.cost == "it changes precision"
+    assert "Its cost: it changes precision." in phrasing.advice(changed, Facts("t"))
+
+
+def test_the_best_of_each_kind_is_compared_not_a_weaker_configuration():
+    # the default kind (the DataLoader) has a strong and a weak configuration; threads beat only the weak one
+    cands = [Candidate("dl weak", measured("dl.weak", [2900], unit="i/s", label="weak"), group="dl"),
+             Candidate("dl best", measured("dl.best", [3800], unit="i/s", label="best"), group="dl"),
+             Candidate("threads", measured("threads", [3100], unit="i/s", label="threads"), group="threads")]
+    f = Facts("t")
+    a = decide(_q(default="dl"), cands, f)
+    assert a.verdict == "keep" and a.value == "dl best"
+    assert f[a.gain].of == "dl.best" and f[a.gain].basis == "threads"
+
+
+def test_no_advice_without_the_default_or_an_alternative():
+    assert decide(_q(), [_c(4, [100]), _c(8, [120])], Facts("t")) is None  # the default did not run
+    assert decide(_q(), [_c(0, [100])], Facts("t")) is None
+
+
+def test_times_are_better_lower():
+    f = Facts("t")
+    t = [Candidate(v, measured(f"t.{v}", [ms], unit="ms", label=str(v), quantity="time", better="lower"))
+         for v, ms in ((0, 10.0), (2, 5.0))]
+    a = decide(_q(), t, f)
+    assert a.verdict == "change" and a.value == 2 and a.within == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------------------- every committed result
+def _analysed(path: Path):
+    res = results.Result.load(path)
+    return res, registry.lookup(res.chapter).analyse(res)
+
+
+@pytest.fixture(scope="module")
+def analysed():
+    return {p: _analysed(p) for p in FILES}
+
+
+def _declared(facts: Facts):
+    return [a for a in facts.advice if a.question]
+
+
+def test_every_committed_result_answers_its_questions_by_the_rule(analysed):
+    seen = 0
+    for path, (_, facts) in analysed.items():
+        for a in _declared(facts):
+            seen += 1
+            where = f"{path.relative_to(REFERENCE)}: {a.key}"
+            assert a.threshold is not None and a.threshold >= MIN_EFFECT, where
+            if a.verdict == "change":
+                assert a.within >= a.threshold, f"{where}: advice on a gain under its threshold"
+                g = facts[a.gain]
+                assert g.basis is not None and not g.level, where
+                # the advised candidate is the best measured among the question's candidates
+                cands = [facts[k] for k in a.evidence if k in facts and not facts[k].is_comparison
+                         and facts[k].unit == facts[g.of].unit and facts[k].number is not None]
+                top = facts[g.of].number
+                better = [c for c in cands if (c.number > top if c.better != "lower" else c.number < top)]
+                assert not better, f"{where}: {[c.key for c in better]} measured better than the advice"
+            else:
+                assert a.within is not None and (a.within == 0 or a.within < a.threshold), where
+    assert seen >= 10
+
+
+LIBRARY_DEFAULTS = re.compile(r"set `(bucket_cap_mb=25|NCCL_P2P_DISABLE=0|O_DIRECT=False|pin_memory=False|"
+                              r"num_workers=0)\b|set `(loader|path|layout|reader)='")
+
+
+def test_no_advice_sells_a_library_default_or_a_pseudo_setting(analysed):
+    for path, (_, facts) in analysed.items():
+        for a in facts.advice:
+            words = phrasing.advice(a, facts)
+            assert not LIBRARY_DEFAULTS.search(words), f"{path.name}: {words}"
+
+
+def test_chapter_12_repeats_each_chapter_verdict(tmp_path, analysed):
+    from datajourney.book.analyse import rediagnose
+
+    copied = 0
+    for host in ("h200", "h100"):
+        folder = REFERENCE / host
+        run = tmp_path / host
+        run.mkdir()
+        for p in folder.glob("[01][0-9]_*.json"):
+            res = results.Result.load(p)
+            if not p.name.startswith(("01_", "12_")):
+                res.facts = analysed[p][1]
+            d = res.to_dict()
+            d["created_utc"] = res.created_utc
+            (run / p.name).write_text(json.dumps(d))
+        rediagnose(run / "12_conclusion.json")
+        c12 = results.Result.load(run / "12_conclusion.json").facts
+        remedies = [a for a in c12.advice if a.key.endswith(".remedy")]
+        copied += len(remedies)
+        for a in remedies:
+            # the copy keeps the chapter's verdict, value, default and setting (evidence keys: "07.<key>")
+            prefix = a.evidence[0].split(".", 1)[0]
+            owner = next(f for p, (_, f) in analysed.items() if p.parent == folder and p.name.startswith(prefix))
+            mine = next(b for b in owner.advice if b.value == a.value and b.workload == a.workload)
+            assert (mine.verdict, mine.default, mine.call, mine.within) == (a.verdict, a.default, a.call, a.within)
+    assert copied >= 3  # the H200 reference: images, tokens and data-parallel
+
+
+# ----------------------------------------------------------------------------- findings follow reversed data
+def _c11(scale: dict[str, float]):
+    res = results.Result.load(REFERENCE / "h200" / "11_gpu_to_gpu.json")
+    res = copy.deepcopy(res)
+    for name in ("windows",):
+        t = res.tables[name]
+        for rung, k in scale.items():
+            m = (t["rung"] == rung) & (t["job"] == "n")
+            t.loc[m, "steps_per_s"] = t.loc[m, "steps_per_s"] * k
+    return registry.lookup("11_gpu_to_gpu").analyse(res)
+
+
+def test_chapter_11_follows_a_bucket_size_made_faster():
+    before = _c11({})
+    assert before.advice_for("ddp.bucket_cap_mb").verdict == "keep"
+    after = _c11({"bucket_view@500": 1.10})
+    a = after.advice_for("ddp.bucket_cap_mb")
+    assert a.verdict == "change" and a.value == 500
+    assert after.advice_for("ddp.option").value == 500
+
+
+def test_chapter_11_keeps_the_default_for_a_gain_shrunk_to_one_percent():
+    # bucket_view (gradient_as_bucket_view=True) 1.01× over static_graph: under the threshold
+    f = _c11({"bucket_view": 1.01 * 11.052 / 11.258})
+    assert f.advice_for("ddp.gradient_as_bucket_view").verdict == "keep"
+
+
+def test_chapter_11_compression_needs_its_larger_threshold():
+    mild = _c11({"bf16": 1.06 * 11.258 / 10.945})   # 6% faster than no hook: under the 10% of a costly option
+    assert mild.advice_for("ddp.comm_hook").verdict == "keep"
+    strong = _c11({"bf16": 1.20 * 11.258 / 10.945})
+    a = strong.advice_for("ddp.comm_hook")
+    assert a.verdict == "change" and a.cost and "register_comm_hook" in a.call
