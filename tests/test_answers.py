@@ -48,6 +48,12 @@ def test_a_gain_under_the_threshold_keeps_the_default_and_says_how_close():
     assert "set `knob=" not in words
 
 
+def test_of_candidates_level_with_the_best_the_first_listed_is_advised():
+    f = Facts("t")
+    a = decide(_q(), [_c(0, [100]), _c(4, [150]), _c(8, [152])], f)  # 8 is within 3% of 4: four workers do
+    assert a.verdict == "change" and a.value == 4 and a.within == pytest.approx(0.5)
+
+
 def test_the_runs_spread_raises_the_threshold():
     f = Facts("t")
     # 10% apart, but each side's runs spread ±15%: noise, not a gain
@@ -119,7 +125,8 @@ def test_every_committed_result_answers_its_questions_by_the_rule(analysed):
                 cands = [facts[k] for k in a.evidence if k in facts and not facts[k].is_comparison
                          and facts[k].unit == facts[g.of].unit and facts[k].number is not None]
                 top = facts[g.of].number
-                better = [c for c in cands if (c.number > top if c.better != "lower" else c.number < top)]
+                k = 1 + a.threshold
+                better = [c for c in cands if (c.number > top * k if c.better != "lower" else c.number * k < top)]
                 assert not better, f"{where}: {[c.key for c in better]} measured better than the advice"
             else:
                 assert a.within is not None and (a.within == 0 or a.within < a.threshold), where

@@ -16,13 +16,13 @@ def test_chapter_3_opening_follows_reversed_data():
     ref = results.load_reference("03_dataloader")
     op = page.opening(ref)
     assert "faster than" in op.findings[0].text and op.findings[0].value > 1
-    assert "`layout='one shard read in order'`" in op.actions[-1].text
+    assert "use one shard read in order" in op.actions[-1].text
     assert "num_workers=16" in op.actions[0].snippet
     e = ref.table("epochs").copy()
     e["kind"] = e["kind"].map({"small_files": "shard_in_order", "shard_in_order": "small_files"}).fillna(e["kind"])
     op = page.opening(_with(ref, epochs=e))
     assert "slower than" in op.findings[0].text and op.findings[0].value < 1
-    assert "`layout='one file per sample'`" in op.actions[-1].text
+    assert "keep the default one file per sample" in op.actions[-1].text
 
 
 def test_chapter_3_prints_no_range_from_two_runs():

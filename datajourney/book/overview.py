@@ -16,9 +16,10 @@ from datajourney.chapters.c12_conclusion import page as diagnosis_page
 from datajourney.chapters.registry import lookup
 from datajourney.core import phrasing, results
 from datajourney.core.charts import PALETTE
-from datajourney.core.facts import host_label
+from datajourney.core.facts import FLAGGED, host_label
 
-#: One key result per chapter for the front door: (chapter, finding key, what its headline measures).
+#: One key result per chapter for the front door: (chapter, finding key, what its headline measures); a key
+#: starting with "?" names the chapter's declared question, shown as its verdict (the chapter's own words).
 FRONT = [
     ("02_random_vs_sequential", "cold_gap", "one shard read in order ÷ shuffled small files, cold"),
     ("03_dataloader", "published_w4", "the same layouts behind a DataLoader with 4 workers"),
@@ -26,11 +27,7 @@ FRONT = [
     ("05_padding_tax", "all_samples", "real tokens per position, packed ÷ padded"),
     ("06_pcie", "h2d_pinned", "pinned host-to-device copy"),
     ("07_full_picture", "best_vs_ceiling", "the best ResNet-50 pipeline against the GPU's own ceiling"),
-    (
-        "08_threads_processes_gil",
-        "end_to_end",
-        "a thread pipeline against the DataLoader, end to end",
-    ),
+    ("08_threads_processes_gil", "?image_decode.loader", "worker processes or threads for decoding photos"),
     ("09_reading_smarter", "to_gpu", "a cold file into GPU memory through pinned buffers"),
     ("10_mmap_vs_read", "posix_events", "events a POSIX tracer sees, read() ÷ mmap"),
     ("11_gpu_to_gpu", "scaling_direct", "the share of one GPU's throughput each GPU loses under DDP, direct path"),
@@ -55,7 +52,23 @@ def _finding(res: results.Result | None, chapter: str, key: str):
 
 
 def _headline(res: results.Result | None, chapter: str, key: str) -> str | None:
+    if key.startswith("?"):
+        return _answer(res, key)
+    if _finding(res, chapter, key + FLAGGED) is not None:
+        return "flagged: a measurement problem"
     return _value(_finding(res, chapter, key))
+
+
+def _answer(res: results.Result | None, key: str) -> str | None:
+    """A chapter's verdict on its question ``?<key>`` as its checklist row words it (None without one)."""
+    if res is None:
+        return None
+    try:
+        facts = registry.analysed(res).facts
+    except (KeyError, ValueError, IndexError, TypeError):
+        return None
+    a = facts.advice_for(key[1:])
+    return phrasing.verdict(a, facts) if a is not None else None
 
 
 def _value(f) -> str | None:
@@ -94,9 +107,10 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
     mine = {} if is_reference_run else _load_dir(this_dir)
     rows = []
     for ch, key, what in FRONT:
-        ref = _finding(results.load_reference(ch, host), ch, key)
+        reference = results.load_reference(ch, host)
+        ref = _finding(reference, ch, key)
         row = {"chapter": _link(ch), "key number": what, "published": _published(ch, ref),
-               "reference host": _value(ref) or "not in the reference run"}
+               "reference host": _headline(reference, ch, key) or "not in the reference run"}
         if mine:
             row["this run"] = _headline(mine.get(ch), ch, key) or ("not run" if ch not in mine else "—")
         rows.append(row)

@@ -27,6 +27,12 @@ COLD_TARGET, WARM_TARGET = 0.05, 0.95
 
 
 # --------------------------------------------------------------------------- reading a result
+#: The two storage layouts chapters 2 and 3 compare, as the advice names them (the first is the baseline a
+#: reader has: an ImageFolder-style tree).
+FILES = "one file per sample"
+SHARD = "one shard read in order"
+
+
 def values_of(df: pd.DataFrame, col: str = "MBps", **where) -> list[float]:
     """The values of ``col`` in the rows matching every ``column=value`` of ``where`` (chapters 2 and 3)."""
     if df is None or df.empty or col not in df:

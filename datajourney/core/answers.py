@@ -11,6 +11,8 @@ candidates into one :class:`~datajourney.core.facts.Advice`:
 * below the threshold, the larger of :data:`MIN_EFFECT` (or the question's ``cost_effect`` for an option
   with a cost: lower precision, alignment, convergence) and the runs' own relative spread, the verdict is
   "keep the default", with how far the default is from the best measured;
+* candidates level with the best (within its threshold) serve as well, so the first one listed (a caller
+  lists them cheapest first: fewer workers, less memory) is the one advised;
 * a question whose default the run did not measure gives no advice: a gain needs its baseline.
 
 Nothing here words anything: :func:`datajourney.core.phrasing.advice` words the advice the same way
@@ -43,6 +45,8 @@ class Question:
     min_effect: float = MIN_EFFECT
     cost: str | None = None     #: the cost of the non-default options, said with the advice
     cost_effect: float = COST_EFFECT
+    #: the published metric the gain matches when it reads "advised ÷ default" (a change of the default)
+    published: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,16 +112,34 @@ def decide(q: Question, candidates: Sequence[Candidate], facts: Facts) -> Advice
         return Advice(q.key, q.knob, base.value, gain=f"{q.key}.gain", verdict="keep",
                       within=0.0, threshold=threshold(q, alt, base), snippet=base.snippet,
                       call=base.call, at=base.at, **common)
-    gain = _gain(top.fact, base.fact)
-    need = threshold(q, top, base)
-    facts.add(compare(f"{q.key}.gain", top.fact, base.fact))
+    gain, need = _gain(top.fact, base.fact), threshold(q, top, base)
     if gain - 1 < need:
+        facts.add(compare(f"{q.key}.gain", top.fact, base.fact))
         return Advice(q.key, q.knob, q.default, gain=f"{q.key}.gain", verdict="keep", within=gain - 1,
                       threshold=need, call=q.default_call, best=top.call or _call(q.knob, top.value), **common)
-    return Advice(q.key, q.knob, top.value, gain=f"{q.key}.gain", verdict="change", within=gain - 1,
-                  threshold=need, snippet=top.snippet, call=top.call, at=top.at,
-                  cost=q.cost if top.costly else None, **common)
+    # candidates level with the best (within its threshold) that still clear the default's serve as well: the
+    # first listed, the cheapest, is advised
+    pick = next(c for c in candidates if c is top or (
+        c.kind != default_kind and c.fact is not None and c.fact.number
+        and _gain(top.fact, c.fact) - 1 < threshold(q, top, c)
+        and _gain(c.fact, base.fact) - 1 >= threshold(q, c, base)))
+    gain, need = _gain(pick.fact, base.fact), threshold(q, pick, base)
+    facts.add(compare(f"{q.key}.gain", pick.fact, base.fact, published=q.published))
+    return Advice(q.key, q.knob, pick.value, gain=f"{q.key}.gain", verdict="change", within=gain - 1,
+                  threshold=need, snippet=pick.snippet, call=pick.call, at=pick.at,
+                  cost=q.cost if pick.costly else None, **common)
 
 
 def _call(knob: str, value) -> str:
     return f"{knob}={value!r}" if isinstance(value, str) else f"{knob}={value}"
+
+
+def exceeds(value: Fact, bound: Fact) -> bool:
+    """Whether ``value`` measured beyond ``bound`` (a ceiling, a faster configuration it cannot beat) by more
+    than :data:`MIN_EFFECT` and both runs' spreads: an impossible result, which the book flags as a measurement
+    problem and never words as an outcome."""
+    if value.number is None or bound.number is None or not bound.number:
+        return False
+    over = value.number / bound.number if value.better != "lower" else bound.number / value.number
+    return over - 1 > max(MIN_EFFECT, _spread(value), _spread(bound))
+

@@ -27,6 +27,8 @@ BETTER = ("higher", "lower", None)
 SCOPES = ("best", "edge", "only")
 #: A declared question's verdict: change the library default to the advised value, or keep the default.
 VERDICTS = ("change", "keep")
+#: The suffix of the fact that flags another as an impossible result (:meth:`Facts.flagged`).
+FLAGGED = ".flagged"
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,12 @@ class Facts:
     def number(self, key: str) -> float | None:
         f = self.facts.get(key)
         return f.number if f is not None else None
+
+    def flagged(self, key: str) -> bool:
+        """Whether the analysis flagged the fact ``key`` as an impossible result (a measurement problem: a rate
+        above its ceiling, an occupancy above 100%), stored as the fact ``<key>.flagged``; summaries show the
+        flag, never the number as an outcome."""
+        return f"{key}{FLAGGED}" in self.facts
 
     def advice_for(self, key: str) -> Advice | None:
         return next((a for a in self.advice if a.key == key), None)

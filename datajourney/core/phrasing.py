@@ -170,6 +170,24 @@ def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: 
     return f"{where}{head}{body}{_SCOPE.get(a.scope, '')}.{cost}"
 
 
+def verdict(a: Advice, facts: Facts | Mapping[str, Fact] | None = None) -> str:
+    """A question's answer in a table cell (chapter 12's checklist, chapter 1's key numbers), as plain text the
+    table escapes: "set num_workers=8: 3.4× faster than num_workers=0", "keep the default bucket_cap_mb=25:
+    within 0.5% of the best measured (bucket_cap_mb=1)"."""
+    gain = facts.get(a.gain) if facts is not None and a.gain else None
+    basis = facts.get(gain.basis) if gain is not None and gain.basis and facts is not None else None
+    what = a.call or (f"{a.knob}={a.value!r}" if isinstance(a.value, str) else f"{a.knob}={a.value}")
+    vs = (comparison(gain, baseline=basis.label if basis is not None and basis.label else None)
+          if gain is not None and gain.number is not None else "")
+    if a.verdict == "keep":
+        head = f"keep the default {a.default or what}"
+        if a.within and a.best:
+            return f"{head}: within {num(100 * a.within, '%')} of the best measured ({a.best})"
+        return f"{head}, which ran {vs}" if vs else head
+    verb = "set" if re.match(r"\w+=", what) else "use"
+    return f"{verb} {what}: {vs}" if vs else f"{verb} {what}"
+
+
 def paste(call: str) -> str:
     """A setting as a reader writes it: code where it is code (``num_workers=8``, ``os.O_DIRECT``), else words
     ("one file per sample")."""

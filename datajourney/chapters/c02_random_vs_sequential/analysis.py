@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from datajourney.chapters.common import cold_verdict, guest_cold, latency_stats, table_of, values_of
+from datajourney.chapters.common import FILES, SHARD, cold_verdict, guest_cold, latency_stats, table_of, values_of
 from datajourney.core import findings as fnd
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
@@ -274,11 +274,11 @@ def _advice(out: Facts, res, n: int, size: int) -> None:
     """What to set, for the workload this chapter measured: plain-Python reads of its synthetic samples."""
     workload = f"{n:,} synthetic samples of {size_label(size)} read in plain Python (no DataLoader)"
     if "cold.sequential" in out and "cold.random" in out:
-        q = Question("samples.layout", "One file per sample, or one shard read in order?", "layout", "files",
-                     "one file per sample", "an ImageFolder-style layout", workload)
-        out.advise(decide(q, [Candidate("files", out["cold.random"], call="one file per sample"),
-                              Candidate("shard", out["cold.sequential"], call="samples packed into one shard read "
-                                        "in order", snippet=SHARD_SNIPPET)], out))
+        q = Question("samples.layout", "One file per sample, or one shard read in order?", "layout", FILES,
+                     FILES, "an ImageFolder-style layout", workload,
+                     published="sequential ÷ random, cold")
+        out.advise(decide(q, [Candidate(FILES, out["cold.random"], call=FILES),
+                              Candidate(SHARD, out["cold.sequential"], call=SHARD, snippet=SHARD_SNIPPET)], out))
     if "odirect" in out:
         shard = _recorded(res, "shard_size")
         smallest = out["odirect"].setting.get("chunk")

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pandas as pd
 
 from datajourney.chapters.c03_dataloader.experiment import KINDS, MAIN_BOUND_SHARE, transfer_cost
-from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, cold_verdict, guest_cold, table_of, values_of
+from datajourney.chapters.common import FILES, MIN_RUNS_FOR_RANGE, SHARD, cold_verdict, guest_cold, table_of, values_of
 from datajourney.core import findings as fnd
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
@@ -197,10 +197,10 @@ def _advice(out: Facts, res, e, ws, cache, word, n, size) -> None:
     sbest = _runs("shard_in_order.best", sruns[sw], unit="MB/s",
                   label=f"{LABELS['shard_in_order']}, num_workers={sw}, {word}", setting=dict(workers=sw))
     out.add(sbest)
-    q = Question("small_files.layout", "One file per sample, or shards read in order?", "layout", "files",
+    q = Question("small_files.layout", "One file per sample, or shards read in order?", "layout", FILES,
                  "one file per sample", "an ImageFolder-style layout", workload)
-    out.advise(decide(q, [Candidate("files", best, call="one file per sample", at=f"num_workers={w}"),
-                          Candidate("shard", sbest, call="samples packed into shards read in order",
+    out.advise(decide(q, [Candidate(FILES, best, call=FILES, at=f"num_workers={w}"),
+                          Candidate(SHARD, sbest, call=SHARD,
                                     at=f"num_workers={sw}")], out))
 
 

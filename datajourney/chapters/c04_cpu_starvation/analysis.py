@@ -18,6 +18,7 @@ from datajourney.chapters.c04_cpu_starvation.experiment import (
     DEFAULT_PREFETCH,
     workers_needed,
 )
+from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 from datajourney.core.results import Result
 
@@ -322,12 +323,10 @@ def _advice(res: Result, out: Facts, g: float) -> None:
     kind = need.setting["work"]
     b = int(_summary(res, "worker sweep")["batch_size"].iloc[0])
     wl = workload(kind, out.number(f"d.{kind}"), b, g)
-    eb = out.get("epoch_boundary")
-    persistent = bool(eb is not None and eb.number is not None and not eb.level and eb.number < 1 / (1 + BOUNDARY_TOL))
-    pf = out.get("prefetch_balanced")
-    deeper = None
-    if pf is not None and pf.setting.get("every_run", 0) > 0 and not pf.level:
-        deeper = int(out[pf.of].setting["prefetch_factor"])
+    persistent = _persistent_answer(res, out, b, g)
+    deeper = _prefetch_answer(res, out, wl)
+    persistent = persistent is not None and persistent.verdict == "change"
+    deeper = deeper.value if deeper is not None and deeper.verdict == "change" else None
     if need.number is not None:
         w = int(need.number)
         args = [f"batch_size={b}", f"num_workers={w}"]
@@ -340,12 +339,37 @@ def _advice(res: Result, out: Facts, g: float) -> None:
                           else None, scope="edge" if edge else "best",
                           evidence=("workers_to_keep_up", f"best_au.{kind}"),
                           snippet="loader = DataLoader(dataset, " + ", ".join(args) + ")"))
-    if eb is not None and eb.number is not None:  # measured on the sleep workload (the epoch-boundary experiment's)
-        wl_boundary = workload("sleep", float(res.parameters["d_ms"]), b, g)
-        out.advise(Advice("synthetic.persistent_workers", "persistent_workers", persistent, wl_boundary,
-                          gain="epoch_boundary",
-                          scope="best", evidence=("boundary_persistent", "boundary_non_persistent")))
-    if deeper is not None:
-        out.advise(Advice("synthetic.prefetch_factor", "prefetch_factor", deeper, wl, gain="prefetch_balanced",
-                          scope="edge" if deeper == max(int(x) for x in res.table("prefetch")["prefetch_factor"])
-                          else "best", evidence=("prefetch_balanced",)))
+
+
+def _persistent_answer(res: Result, out: Facts, b: int, g: float):
+    """persistent_workers against DataLoader's default (False), on the epoch-boundary experiment's sleep workload."""
+    on, off = out.get("boundary_persistent"), out.get("boundary_non_persistent")
+    if on is None or off is None:
+        return None
+    q = Question("synthetic.persistent_workers", "Should the DataLoader keep its workers between epochs?",
+                 "persistent_workers", False, "persistent_workers=False", "PyTorch's DataLoader default",
+                 workload("sleep", float(res.parameters["d_ms"]), b, g))
+    a = decide(q, [Candidate(False, off), Candidate(True, on)], out)
+    out.advise(a)
+    return a
+
+
+def _prefetch_answer(res: Result, out: Facts, wl: str):
+    """prefetch_factor against DataLoader's default (2), on the balanced case's mean wait per step (the variable
+    cost profile where it ran); no answer where the run did not measure the default."""
+    if "prefetch" not in res.tables:
+        return None
+    pf = res.table("prefetch")
+    cost = "variable" if "variable" in set(pf["cost"]) else str(pf["cost"].iloc[0])
+    part = pf[pf["cost"] == cost]
+    cands = [Candidate(int(k), measured(f"prefetch.{cost}.pf{int(k)}", g["wait_ms"].tolist(), unit="ms",
+                                        quantity="time", better="lower", label=f"a prefetch factor of {int(k)}",
+                                        setting={"cost": cost, "prefetch_factor": int(k)}))
+             for k, g in part.groupby("prefetch_factor")]
+    q = Question("synthetic.prefetch_factor", "How many batches should each worker prefetch?", "prefetch_factor",
+                 DEFAULT_PREFETCH, f"prefetch_factor={DEFAULT_PREFETCH}", "PyTorch's DataLoader default", wl)
+    a = decide(q, cands, out)
+    if a is not None:
+        top = max(c.value for c in cands)
+        out.advise(dataclasses.replace(a, scope="edge" if a.verdict == "change" and a.value == top else "best"))
+    return a

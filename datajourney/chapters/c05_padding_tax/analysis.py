@@ -25,14 +25,13 @@ from datajourney.chapters.c05_padding_tax.experiment import (
     printed_as,
     uses_eos,
 )
+from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 from datajourney.core.findings import HIGH_SPREAD, cv
 from datajourney.core.results import Result
 
 #: The packer the published figures used (the source's greedy, in-order packing).
 SOURCE_PACKER = "greedy_pack"
-#: A packer within this much (relative) of the fastest layout's time counts as level with it.
-LEVEL_TOL = 0.05
 #: Each layout as a noun phrase (the labels of facts, and so the baselines of comparisons).
 NOUNS = {"pad_to_context": "padding every sample to the context",
          "pad_to_longest": "padding each batch to its longest sample",
@@ -387,40 +386,27 @@ def isolated(facts: Facts, name: str) -> bool | None:
 
 
 def _advice(res: Result, out: Facts) -> Advice | None:
-    """The layout this run's numbers choose: the fastest measured, else the one with most real tokens; its
-    gain against padding each batch to its longest sample (else against padding to the context)."""
-    timed = [out[k] for k in out.facts if k.startswith("time.") and out[k].number is not None]
-    if timed:
-        best = min(timed, key=lambda f: f.number)
-        pack = out.get(f"time.{SOURCE_PACKER}")
-        if pack is not None and best.key != pack.key and (
-                compare("_", pack, best).level or pack.number <= (1 + LEVEL_TOL) * best.number):
-            best = pack   # level with the fastest (or within LEVEL_TOL of it): the simpler packer
-        prefix = "time."
-    else:
-        shares = [out[k] for k in out.facts if k.startswith("all.") and out[k].number is not None]
-        if not shares:
-            return None
-        best, prefix = max(shares, key=lambda f: f.number), "all."
-    s = best.setting["strategy"]
-    basis = next((b for b in ("pad_to_longest", "pad_to_context") if b != s and f"{prefix}{b}" in out), None)
-    gain = None
-    if basis is not None and prefix == "all.":
-        # no timing: the gain is an efficiency, so both sides are named by what they measure
-        per = "the real tokens per computed position of "
-        a = dataclasses.replace(best, key=f"per_position.{s}", label=per + NOUNS[s])
-        b = dataclasses.replace(out[f"all.{basis}"], key=f"per_position.{basis}", label=per + NOUNS[basis])
-        gain = "batching_efficiency_gain"
-        out.add(a, b, compare(gain, a, b))
-    elif basis is not None:
-        gain = {("time.", SOURCE_PACKER, "pad_to_longest"): "packing_vs_longest",
-                ("time.", SOURCE_PACKER, "pad_to_context"): "packing_vs_context"}.get((prefix, s, basis))
-        if gain is None or gain not in out:
-            gain = "batching_gain"
-            out.add(compare(gain, best, out[f"{prefix}{basis}"]))
-    out.add(Fact("best_layout", s, "", "the layout that cost least", "choice", None,
-                 setting={"by": "time" if prefix == "time." else "efficiency"}))
-    n = len([k for k in out.facts if k.startswith(prefix)])
-    return Advice("tokens.batching", "batching", s, workload(res), gain=gain, scope="only" if n == 1 else "best",
-                  evidence=tuple(k for k in out.facts if k.startswith(prefix)), snippet=snippet(res, s),
-                  needs="gpu" if prefix == "time." and res.metadata.get("timed_on") == "cuda" else None)
+    """The layout this run's numbers choose, decided against padding each batch to its longest sample (what a
+    padding collator does by default): by time where the run timed the layouts, else by real tokens per computed
+    position. Layouts are listed simplest first, so of layouts level with the fastest the simplest is advised."""
+    order = ("pad_to_longest", "pad_to_context", "bucketed", SOURCE_PACKER,
+             *(x for x in NOUNS if x not in ("pad_to_longest", "pad_to_context", "bucketed", SOURCE_PACKER)))
+    timed = any(k.startswith("time.") and out[k].number is not None for k in out.facts)
+    per = "the real tokens per computed position of "
+    cands = []
+    for name in order:
+        f = out.get(f"time.{name}") if timed else out.get(f"all.{name}")
+        if f is None or f.number is None:
+            continue
+        if not timed:
+            f = dataclasses.replace(f, key=f"per_position.{name}", label=per + NOUNS[name])
+        cands.append(Candidate(name, f, call=NOUNS[name], snippet=snippet(res, name)))
+    q = Question("tokens.batching", "Pad or pack the token batches?", "batching", "pad_to_longest",
+                 NOUNS["pad_to_longest"], "a padding collator's default", workload(res))
+    a = decide(q, cands, out)
+    if a is None:
+        return None
+    out.add(Fact("best_layout", a.value, "", "the layout that cost least", "choice", None,
+                 setting={"by": "time" if timed else "efficiency"}))
+    return dataclasses.replace(a, scope="only" if len(cands) == 1 else "best",
+                               needs="gpu" if timed and res.metadata.get("timed_on") == "cuda" else None)

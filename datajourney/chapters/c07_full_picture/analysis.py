@@ -7,6 +7,7 @@ measured), with the GPU step's slowdown under loader load (``contention``)."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pandas as pd
 
@@ -18,11 +19,12 @@ from datajourney.chapters.c07_full_picture.experiment import (
     scenario_stats,
     scenarios,
 )
-from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.answers import Candidate, Question, decide, exceeds
+from datajourney.core.facts import Fact, Facts, compare, measured
 
 CHAPTER = "07_full_picture"
-EXPORTS = ("wait_w0", "workers4", "best_vs_ceiling", "contention", "compute_under_load", "compute_unloaded",
-           "cpu_ms_per_image", "workers_gain", "image_workload")
+EXPORTS = ("wait_w0", "workers4", "best_vs_ceiling", "best_vs_ceiling.flagged", "contention", "compute_under_load",
+           "compute_unloaded", "cpu_ms_per_image", "workers_gain", "image_workload")
 #: chapter 7's per-batch CPU stages a loader worker runs for each batch
 CPU_STAGES = ("read_ms", "decode_ms", "normalise_ms", "collate_ms")
 #: How a result names its model, and what the reader is told ran.
@@ -204,6 +206,9 @@ def _best(res, f: Facts) -> None:
     f.add(share, best_ips, ceiling, compare("best_vs_ceiling_rate", best_ips, ceiling),
           Fact("best_keeps_up", verdict, "", f"whether the best setting reached {keep:g}% of its ceiling",
                "choice", None, setting={"keep_up": keep, "runs": len(runs)}))
+    if exceeds(best_ips, ceiling):  # a ceiling cannot be exceeded: the run's ceiling is flagged, not a finding
+        f.add(Fact("best_vs_ceiling.flagged", "flagged", "", "the best setting fed more than its own ceiling", "choice",
+                   None, setting=dict(setting)))
 
 
 def _workers_advice(res, f: Facts, st: pd.DataFrame) -> None:
@@ -218,18 +223,12 @@ def _workers_advice(res, f: Facts, st: pd.DataFrame) -> None:
     if len(ws) < 2:
         return
     base = ws[0] if w != ws[0] else int(mine["workers"].iloc[1])  # W=0 (the fewest), else the next best
-    gain = compare("workers_gain", f[ips_key(fmt, w)], f[ips_key(fmt, base)])
-    f.add(gain)
-    if gain.level:  # the best is level with the baseline: keep the fewer workers, which cost less
-        keep, other = min(w, base), max(w, base)
-        f.add(compare("workers_kept", f[ips_key(fmt, keep)], f[ips_key(fmt, other)]))
-        f.advise(Advice("image.num_workers", "num_workers", keep, workload_name(res, fmt), gain="workers_kept",
-                        scope="best", evidence=(ips_key(fmt, keep), ips_key(fmt, other)),
-                        snippet=loader_snippet(res, keep)))
-        return
-    f.advise(Advice("image.num_workers", "num_workers", w, workload_name(res, fmt), gain="workers_gain",
-                    scope="edge" if w == ws[-1] else "best", evidence=(ips_key(fmt, w), ips_key(fmt, base)),
-                    snippet=loader_snippet(res, w)))
+    f.add(compare("workers_gain", f[ips_key(fmt, w)], f[ips_key(fmt, base)]))
+    q = Question("image.num_workers", "How many DataLoader workers for this model from these files?", "num_workers",
+                 0, "num_workers=0", "PyTorch's DataLoader default", workload_name(res, fmt))
+    a = decide(q, [Candidate(k, f[ips_key(fmt, k)], snippet=loader_snippet(res, k)) for k in ws], f)
+    if a is not None:
+        f.advise(replace(a, scope="edge" if a.verdict == "change" and a.value == ws[-1] else "best"))
 
 
 def _recipes(res, f: Facts, st: pd.DataFrame) -> None:

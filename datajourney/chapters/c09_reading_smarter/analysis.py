@@ -276,15 +276,16 @@ def _random(res, f: Facts) -> None:
         step = f.number("pool_step") or 0.0
         f.add(Fact("pool_saturates", "yes" if step < FLAT_GAIN or (util == util and util >= BUSY) else "no", "",
                    "the pool saturates at its largest size", "choice", None))
-    c = f["parallel_random"]
-    if c.number is not None and c.number > 1 and not c.level:
-        f.advise(Advice("random_reads.threads", "threads", t, "cold random 4 KiB reads from one file",
-                        gain="parallel_random", scope="edge" if t == max(ts) else "best",
-                        evidence=("parallel_random",)))
-    else:
-        f.add(compare("one_vs_pool", f["random_one_thread"], f["random_pool"]))
-        f.advise(Advice("random_reads.threads", "threads", 1, "cold random 4 KiB reads from one file",
-                        gain="one_vs_pool", scope="best", evidence=("parallel_random",)))
+    q = Question("random_reads.threads", "How many threads for random small reads?", "threads", 1,
+                 "one reading thread", "a plain reader's", "cold random 4 KiB reads from one file")
+    cands = [Candidate(1, f["random_one_thread"], call="one reading thread")]
+    cands += [Candidate(int(k), measured(f"random_pool.t{int(k)}", g["IOPS"].astype(float).tolist(), unit="IOPS",
+                                         label=f"a pool of {int(k)} pread threads", setting={"threads": int(k)}),
+                        call=f"ThreadPoolExecutor(max_workers={int(k)})") for k, g in pool.groupby("threads") if k != 1]
+    a = decide(q, cands, f)
+    if a is not None:
+        f.advise(replace(a, scope="edge" if a.verdict == "change" and a.value == max(ts) else "best",
+                         evidence=a.evidence + ("parallel_random",)))
 
 
 def _uring(res, f: Facts) -> None:

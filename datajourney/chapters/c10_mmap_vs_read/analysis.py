@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from datajourney.core.answers import Candidate, Question, decide
-from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.findings import direction
 
 CHAPTER = "10_mmap_vs_read"
@@ -161,11 +161,14 @@ def _workers(res, f: Facts, cache: str, mode: str) -> None:
                        setting=dict(workers=k, mode=mode, cache=cache, batch=batch, steps=steps)))
     if best != base:
         f.add(compare("workers_gain", f[f"workers.{best}"], f[f"workers.{base}"]))
-    f.advise(Advice("tokens.num_workers", "num_workers", best,
-                    f"a Megatron-style indexed token data set read by {MODE_NAMES[mode]}, batches of {batch}, "
-                    f"{cache} page cache, worker start included",
-                    gain="workers_gain" if best != base else None,
-                    scope="edge" if best == max(runs) and best != base else "best", evidence=("sweep_loader",)))
+    q = Question("tokens.num_workers", "How many DataLoader workers for a token set?", "num_workers", 0,
+                 "num_workers=0", "PyTorch's DataLoader default",
+                 f"a Megatron-style indexed token data set read by {MODE_NAMES[mode]}, batches of {batch}, "
+                 f"{cache} page cache, worker start included")
+    a = decide(q, [Candidate(k, f[f"workers.{k}"]) for k in sorted(runs)], f)
+    if a is not None:
+        f.advise(dataclasses.replace(a, scope="edge" if a.verdict == "change" and a.value == max(runs) else "best",
+                                     evidence=a.evidence + ("sweep_loader",)))
 
 
 def _bandwidth(res, f: Facts) -> None:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from datajourney.core.facts import Advice, Fact, Facts, compare, host_label
+from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, host_label
 
 CHAPTER = "12_conclusion"
 #: The chapters whose exported facts the diagnosis reads.
@@ -46,19 +46,26 @@ REMEDY = {
     ("gradients", "gpu"): ("11_gpu_to_gpu", ("ddp.option", "ddp.path")),
     ("gradients", "allreduce"): ("11_gpu_to_gpu", ("ddp.path", "ddp.option")),
 }
-#: The checklist: (chapter, fact key). Each row shows that chapter's fact as its own analysis computed it.
+#: A checklist key naming a chapter's declared question (its advice key) rather than one of its facts.
+QUESTION = "?"
+#: The checklist: (chapter, fact key, or QUESTION + a question's key). Each row shows that chapter's fact as its own
+#: analysis computed it, or its verdict on the question, so the checklist never re-decides what a chapter answered.
 CHECKLIST = [
-    ("02_random_vs_sequential", "cold_gap"), ("02_random_vs_sequential", "cold_latency"),
+    ("02_random_vs_sequential", "?samples.layout"), ("02_random_vs_sequential", "cold_latency"),
+    ("02_random_vs_sequential", "?shard.odirect"),
     ("03_dataloader", "published_w4"), ("03_dataloader", "first_batch"),
-    ("04_cpu_starvation", "workers_to_keep_up"), ("05_padding_tax", "all_samples"),
-    ("06_pcie", "h2d_pinned"), ("06_pcie", "cpu_overlap"),
-    ("07_full_picture", "workers4"), ("07_full_picture", "best_vs_ceiling"),
-    ("08_threads_processes_gil", "primitives"), ("08_threads_processes_gil", "end_to_end"),
+    ("04_cpu_starvation", "workers_to_keep_up"), ("04_cpu_starvation", "?synthetic.persistent_workers"),
+    ("05_padding_tax", "?tokens.batching"),
+    ("06_pcie", "?pcie.pin_memory"), ("06_pcie", "cpu_overlap"),
+    ("07_full_picture", "?image.num_workers"), ("07_full_picture", "best_vs_ceiling"),
+    ("08_threads_processes_gil", "primitives"), ("08_threads_processes_gil", "?image_decode.loader"),
     ("08_threads_processes_gil", "cost"), ("08_threads_processes_gil", "first_batch"),
-    ("09_reading_smarter", "to_gpu"), ("09_reading_smarter", "gds"), ("09_reading_smarter", "parallel_random"),
-    ("10_mmap_vs_read", "loader_time"), ("10_mmap_vs_read", "posix_events"), ("10_mmap_vs_read", "kernel_view"),
+    ("09_reading_smarter", "?storage_to_gpu.path"), ("09_reading_smarter", "gds"),
+    ("09_reading_smarter", "?random_reads.threads"),
+    ("10_mmap_vs_read", "?tokens.loader_mode"), ("10_mmap_vs_read", "posix_events"), ("10_mmap_vs_read", "kernel_view"),
     ("10_mmap_vs_read", "overhead"),
-    ("11_gpu_to_gpu", "scaling_direct"), ("11_gpu_to_gpu", "host_path_collapse"), ("11_gpu_to_gpu", "allreduce_busbw"),
+    ("11_gpu_to_gpu", "scaling_direct"), ("11_gpu_to_gpu", "?ddp.option"), ("11_gpu_to_gpu", "host_path_collapse"),
+    ("11_gpu_to_gpu", "allreduce_busbw"),
 ]
 EXPORTS = ("image.weakest", "tokens.weakest", "gradients.weakest", "image.margin", "tokens.margin",
            "gradients.margin", "image.gpus_fed", "tokens.gpus_fed", "hops")
@@ -211,8 +218,12 @@ def _copy_advice(found: dict, workload: str, key: str, facts: Facts) -> Advice |
     if src is None:
         return None
     a = next((src.advice_for(k) for k in keys if src.advice_for(k) is not None), None)
-    if a is None:
-        return None
+    return None if a is None else copied(a, chapter, src, facts, f"{workload}.remedy")
+
+
+def copied(a: Advice, chapter: str, src: Facts, facts: Facts, key: str) -> Advice:
+    """Chapter ``chapter``'s advice ``a`` as chapter 12 repeats it under ``key``: the same verdict and setting,
+    with the fact measuring its gain and both its sides copied under chapter-qualified keys (``07.<key>``)."""
     prefix = chapter[:2]
     gain = None
     if a.gain and src.get(a.gain) is not None:
@@ -224,8 +235,7 @@ def _copy_advice(found: dict, workload: str, key: str, facts: Facts) -> Advice |
         for k in (g.basis, g.of):
             if k and src.get(k) is not None:
                 facts.add(Fact(**{**src[k].__dict__, "key": f"{prefix}.{k}"}))
-    return Advice(**{**a.__dict__, "key": f"{workload}.remedy", "gain": gain,
-                     "evidence": tuple(f"{prefix}.{k}" for k in a.evidence)})
+    return Advice(**{**a.__dict__, "key": key, "gain": gain, "evidence": tuple(f"{prefix}.{k}" for k in a.evidence)})
 
 
 def analyse(res) -> Facts:
@@ -256,7 +266,13 @@ def analyse(res) -> Facts:
     facts.data["checklist"] = [dict(chapter=ch, key=k) for ch, k in CHECKLIST]
     for ch, k in CHECKLIST:
         src = found.get(ch, Facts(ch))
+        if k.startswith(QUESTION):  # a question: the chapter's verdict, repeated
+            a = src.advice_for(k[1:])
+            facts.advise(copied(a, ch, src, facts, f"{ch[:2]}.{k[1:]}") if a is not None else None)
+            continue
         f = src.get(k)
+        if src.flagged(k):
+            facts.add(Fact(**{**src[k + FLAGGED].__dict__, "key": f"{ch[:2]}.{k}{FLAGGED}"}))
         if f is not None:
             facts.add(Fact(**{**f.__dict__, "key": f"{ch[:2]}.{k}",  # a comparison stays one (its words)
                               "basis": f"{ch[:2]}.{f.basis}" if f.basis else None,

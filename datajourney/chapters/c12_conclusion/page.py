@@ -21,28 +21,31 @@ from datajourney.core.findings import Action, Finding, Opening, num
 
 #: What each checklist row checks (mechanism only: the numbers come from the run).
 PRACTICE = {
-    ("02_random_vs_sequential", "cold_gap"): "Store many small samples as shards read in order, not one file each",
+    ("02_random_vs_sequential", "?samples.layout"): "Many small samples: one file each, or shards read in order?",
     ("02_random_vs_sequential", "cold_latency"): "Know the device's latency for one small read at queue depth 1",
+    ("02_random_vs_sequential", "?shard.odirect"): "Read a shard with buffered reads or O_DIRECT?",
     ("03_dataloader", "published_w4"): "Workers hide per-file latency, but do not remove the layout's cost",
     ("03_dataloader", "first_batch"): "Start-up: workers are processes, and the first batch waits for them",
     ("04_cpu_starvation", "workers_to_keep_up"): "Synthetic work: enough workers to prepare a batch within a step",
-    ("05_padding_tax", "all_samples"): "Pack variable-length sequences instead of padding them",
-    ("06_pcie", "h2d_pinned"): "Copy from pinned memory",
+    ("04_cpu_starvation", "?synthetic.persistent_workers"): "Keep the DataLoader's workers between epochs?",
+    ("05_padding_tax", "?tokens.batching"): "Pack variable-length sequences, or pad them?",
+    ("06_pcie", "?pcie.pin_memory"): "Copy batches to the GPU from pinned or pageable memory?",
     ("06_pcie", "cpu_overlap"): "Copy with non_blocking=True from pinned memory so the CPU keeps working",
-    ("07_full_picture", "workers4"): "End to end: a few workers feed the GPU",
+    ("07_full_picture", "?image.num_workers"): "End to end: how many DataLoader workers feed the GPU?",
     ("07_full_picture", "best_vs_ceiling"): "End to end: the best loader against the GPU's own ceiling",
     ("08_threads_processes_gil", "primitives"): "Decode in processes or threads: where the interpreter lock binds",
-    ("08_threads_processes_gil", "end_to_end"): "A thread pipeline instead of DataLoader worker processes",
+    ("08_threads_processes_gil", "?image_decode.loader"): "Decode photos in DataLoader worker processes or threads?",
     ("08_threads_processes_gil", "cost"): "Count the loader's CPU and memory over all its processes",
     ("08_threads_processes_gil", "first_batch"): "Start workers with fork, or keep the Dataset small to pickle",
-    ("09_reading_smarter", "to_gpu"): "Overlap reading and copying to reach the slower of disk and PCIe",
+    ("09_reading_smarter", "?storage_to_gpu.path"): "Which path from a file into GPU memory?",
     ("09_reading_smarter", "gds"): "GPUDirect Storage only where cuFile really runs without compatibility mode",
-    ("09_reading_smarter", "parallel_random"): "Keep many small reads in flight (threads issuing pread)",
-    ("10_mmap_vs_read", "loader_time"): "mmap or read() for an indexed token set: measure cold and warm",
+    ("09_reading_smarter", "?random_reads.threads"): "Keep many small reads in flight: how many threads?",
+    ("10_mmap_vs_read", "?tokens.loader_mode"): "mmap or read() for an indexed token set?",
     ("10_mmap_vs_read", "posix_events"): "A POSIX tracer does not see mmap's I/O",
     ("10_mmap_vs_read", "kernel_view"): "Check page faults and /proc/<pid>/io beside the tracer",
     ("10_mmap_vs_read", "overhead"): "Measure the tracer's own cost, traced against untraced",
-    ("11_gpu_to_gpu", "scaling_direct"): "DDP over a direct GPU-to-GPU path, with tuned buckets",
+    ("11_gpu_to_gpu", "scaling_direct"): "DDP over a direct GPU-to-GPU path: what each GPU loses",
+    ("11_gpu_to_gpu", "?ddp.option"): "DDP's settings: change a default only for a measured gain",
     ("11_gpu_to_gpu", "host_path_collapse"): "Know whether the GPUs talk directly or through the host",
     ("11_gpu_to_gpu", "allreduce_busbw"): "Compare gradient bytes per step with the all-reduce bandwidth",
 }
@@ -308,18 +311,33 @@ def _cell(f, facts) -> str:
     return f"{subject.label}: {phrasing.comparison(f, baseline=basis.label)}"  # an HTML cell: escaped there
 
 
+#: A checklist cell whose fact its chapter flagged as impossible (a rate above its ceiling, say).
+FLAGGED_CELL = "flagged: a measurement problem in this run (see the chapter)"
+
+
 def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
     """Practice · this run · reference host · published figure, one row per checklist entry: each the
     source chapter's own fact, copied into the diagnosis."""
     mine, theirs = res.facts, (ref.facts if ref is not None and ref is not res and ref.facts is not None else None)
     rows = []
     for ch, key in analysis.CHECKLIST:
-        f = mine.get(f"{ch[:2]}.{key}")
-        o = theirs.get(f"{ch[:2]}.{key}") if theirs is not None else None
-        fig = published.figure(ch, f.published) if f is not None and f.published else None
-        rows.append({"chapter": lookup(ch).number, "practice": PRACTICE.get((ch, key), key),
-                     "this run": _cell(f, mine) if f is not None else "not run",
-                     "reference host": _cell(o, theirs) if o is not None else "—",
+        if key.startswith(analysis.QUESTION):  # a question: the chapter's verdict, its gain's published figure
+            a = mine.advice_for(f"{ch[:2]}.{key[1:]}")
+            b = theirs.advice_for(f"{ch[:2]}.{key[1:]}") if theirs is not None else None
+            g = mine.get(a.gain) if a is not None and a.gain else None
+            fig = published.figure(ch, g.published) if g is not None and g.published else None
+            mine_cell = phrasing.verdict(a, mine) if a is not None else "not run"
+            theirs_cell = phrasing.verdict(b, theirs) if b is not None else "—"
+        else:
+            f = mine.get(f"{ch[:2]}.{key}")
+            o = theirs.get(f"{ch[:2]}.{key}") if theirs is not None else None
+            fig = published.figure(ch, f.published) if f is not None and f.published else None
+            mine_cell = _cell(f, mine) if f is not None else "not run"
+            theirs_cell = _cell(o, theirs) if o is not None else "—"
+            mine_cell, theirs_cell = (FLAGGED_CELL if facts is not None and facts.flagged(f"{ch[:2]}.{key}") else c
+                                      for facts, c in ((mine, mine_cell), (theirs, theirs_cell)))
+        rows.append({"chapter": lookup(ch).number, "practice": PRACTICE.get((ch, key), key), "this run": mine_cell,
+                     "reference host": theirs_cell,
                      "published": f"{fig.text} ({fig.metric})" if fig is not None else "—"})
     df = pd.DataFrame(rows)
     if theirs is None:
