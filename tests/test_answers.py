@@ -8,12 +8,13 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from datajourney.chapters import registry
 from datajourney.core import phrasing, results
 from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide
-from datajourney.core.facts import Facts, measured
+from datajourney.core.facts import Facts, compare, measured
 from datajourney.core.paths import REPO_ROOT
 
 REFERENCE = REPO_ROOT / "data" / "reference"
@@ -126,7 +127,8 @@ def test_every_committed_result_answers_its_questions_by_the_rule(analysed):
                          and facts[k].unit == facts[g.of].unit and facts[k].number is not None]
                 top = facts[g.of].number
                 k = 1 + a.threshold
-                better = [c for c in cands if (c.number > top * k if c.better != "lower" else c.number * k < top)]
+                better = [c for c in cands if (c.number > top * k if c.better != "lower" else c.number * k < top)
+                          and not compare("_", c, facts[g.of]).level]  # level: within the runs' spread
                 assert not better, f"{where}: {[c.key for c in better]} measured better than the advice"
             else:
                 assert a.within is not None and (a.within == 0 or a.within < a.threshold), where
@@ -205,3 +207,39 @@ def test_chapter_11_compression_needs_its_larger_threshold():
     strong = _c11({"bf16": 1.20 * 11.258 / 10.945})
     a = strong.advice_for("ddp.comm_hook")
     assert a.verdict == "change" and a.cost and "register_comm_hook" in a.call
+
+
+# ----------------------------------------------------------------------------- impossible results are flagged
+def _scaled(chapter: str, table: str, k: float, **where):
+    res = copy.deepcopy(results.load_reference(chapter))
+    t = res.tables[table]
+    m = pd.Series(True, index=t.index)
+    for col, v in where.items():
+        m &= t[col] == v
+    col = {"windows": "steps_per_s"}.get(table, "images_per_s")
+    t.loc[m, col] = t.loc[m, col] * k
+    return res
+
+
+def test_a_rate_above_its_own_ceiling_is_flagged_not_worded_as_an_outcome():
+    from datajourney.chapters.c07_full_picture import page
+
+    ok = registry.lookup("07_full_picture").analyse(results.load_reference("07_full_picture"))
+    assert not ok.flagged("best_vs_ceiling")
+    res = _scaled("07_full_picture", "ceiling", 0.5)
+    res.tables["graphed_ceiling"]["images_per_s"] *= 0.5
+    facts = registry.lookup("07_full_picture").analyse(res)
+    assert facts.flagged("best_vs_ceiling")
+    text = page.finding_best_vs_ceiling(facts).text
+    assert "measurement problem" in text and "it keeps up" not in text and "level with" not in text
+
+
+def test_ddp_faster_than_no_ddp_is_flagged():
+    from datajourney.chapters.c11_gpu_to_gpu import page
+
+    assert not registry.lookup("11_gpu_to_gpu").analyse(results.load_reference("11_gpu_to_gpu")).flagged(
+        "ddp_one_device")
+    facts = registry.lookup("11_gpu_to_gpu").analyse(_scaled("11_gpu_to_gpu", "windows", 1.5, job="one", rung="ddp"))
+    assert facts.flagged("ddp_one_device")
+    words = " ".join(f.text for f in page.findings(facts))
+    assert "measurement problem" in words and "faster than the same model without DDP" not in words

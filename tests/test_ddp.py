@@ -255,14 +255,14 @@ def test_findings_scaling_follows_the_data():
 
 def test_findings_host_path_and_compression_follow_the_data():
     t = _text(_result(), "host_path_collapse")
-    assert "One GPU without DDP ran 5.0× faster than plain DDP" in t and "emulation" in t
-    assert "4.5× slower than plain DDP over the path NCCL picked" in t
+    assert "One GPU without DDP ran 5.0× faster than one-bucket DDP" in t and "emulation" in t
+    assert "4.5× slower than one-bucket DDP over the path NCCL picked" in t
     t = _text(_result(host={"p2p_off": {"ddp": 12.0}}), "host_path_collapse")
-    assert "1.33× faster than plain DDP over the path NCCL picked" in t and "1.20× slower than" in t
-    assert "PowerSGD 4.0× faster than plain DDP" in _text(_result(), "compression")
+    assert "1.33× faster than one-bucket DDP over the path NCCL picked" in t and "1.20× slower than" in t
+    assert "PowerSGD 4.0× faster than one-bucket DDP" in _text(_result(), "compression")
     t = _text(_result(host={"p2p_off": {"ddp": 5.0, "bf16": 5.5, "powersgd": 4.0}}), "compression")
-    assert "bf16 compression 1.10× faster than plain DDP" in t and "PowerSGD 1.25× slower than plain DDP" in t
-    assert "bf16 compression 1.06× slower than plain DDP" in _text(_result(), "compression")  # direct path
+    assert "bf16 compression 1.10× faster than one-bucket DDP" in t and "PowerSGD 1.25× slower than one-bucket DDP" in t
+    assert "bf16 compression 1.06× slower than one-bucket DDP" in _text(_result(), "compression")  # direct path
     assert "bf16 compression 1.11× faster" in _text(_result(n={"ddp": 9.0, "bf16": 10.0}), "compression")
     assert not any(f.key == "host_path_collapse" for f in page.findings(_result(host={})))
 
@@ -438,7 +438,7 @@ def test_chapter_11_opening_follows_reversed_data():
     scaling, host, rec = op.findings
     assert "kept 107" in scaling.text and scaling.value < 0
     assert "slower than" in rec.text and rec.value < 1
-    assert op.actions[0].text.startswith("Keep plain DDP for ViT-L/32 training on 2 GPUs over NCCL")
+    assert op.actions[0].text.startswith("Keep one-bucket DDP for ViT-L/32 training on 2 GPUs over NCCL")
     assert not any("powerSGD_hook" in (a.snippet or "") for a in op.actions)
 
 
@@ -459,7 +459,7 @@ def test_chapter_11_opening_on_a_cpu_only_run_says_what_it_measured():
     assert "device_ids" not in op.actions[0].snippet and "gradient_as_bucket_view=True" in op.actions[0].snippet
     assert "python -m datajourney run 11" in op.actions[-1].text
     op = page.opening(_on_cpu(_result(host={}, n={"ddp": 9.8, "bucket_view": 9.0, "bf16": 8.5})))
-    assert op.actions[0].text.startswith("Keep plain DDP for a small ViT training in 2 CPU processes over gloo")
+    assert op.actions[0].text.startswith("Keep one-bucket DDP for a small ViT training in 2 CPU processes over gloo")
     assert op.actions[0].snippet is None
     assert "slower than" in op.findings[2].text
 

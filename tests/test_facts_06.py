@@ -51,7 +51,8 @@ def test_reference_facts_equal_the_tables(path):
     assert f.number("cpu_overlap") == pytest.approx(100 * float(at["overlap"].iloc[0]))
     assert f.number("copy_kernel") == pytest.approx(100 * float(res.table("copy_kernel")["hidden"].iloc[0]))
     a = f.advice_for("pcie.pin_memory")
-    assert a is not None and a.value is True and a.gain == "pinned_vs_pageable_batch" and a.needs == "gpu"
+    assert a is not None and a.value is True and a.verdict == "change" and a.needs == "gpu"
+    assert (f[a.gain].of, f[a.gain].basis) == ("h2d_pinned_batch", "h2d_pageable_batch")  # against the default
     compile(a.snippet, "snippet", "exec")
     assert max(map(len, a.snippet.splitlines())) <= 72  # no sideways scrolling
     curve = f.data["pcie_curve"]

@@ -64,7 +64,8 @@ def test_reference_facts_equal_the_tables():
     # the advice: the fastest default worker count against W=0, inside the range measured
     a = f.advice_for("image.num_workers")
     ws = sorted(set(st[st["variant"] == "default"]["workers"]))
-    assert a.value == 8 and a.scope == ("edge" if a.value == max(ws) else "best") and a.gain == "workers_gain"
+    assert a.value == 8 and a.scope == ("edge" if a.value == max(ws) else "best") and a.verdict == "change"
+    assert f[a.gain].basis == analysis.ips_key("imagefolder", 0) and a.default == "num_workers=0"
     assert a.workload.startswith("ResNet-50 training on a GPU")
     compile(a.snippet, "snippet", "exec")
     assert {"contention", "cpu_ms_per_image", "image_workload", "workers4", "best_vs_ceiling"} <= set(f.exports)
@@ -161,12 +162,12 @@ def test_advice_keeps_the_baseline_when_the_best_is_level_with_it():
     assert f["workers_gain"].level and f.number(analysis.ips_key("imagefolder", 1)) > f.number(
         analysis.ips_key("imagefolder", 0))
     a = f.advice_for("image.num_workers")
-    assert a.value == 0 and a.gain == "workers_kept"
+    assert a.value == 0 and a.verdict == "keep"
     act = page._action_workers(f).text
-    assert "keep `num_workers=0`" in act and "level with" in act and "set `num_workers=1`" not in act
+    assert "keep the default `num_workers=0`" in act and "level with" in act and "set `num_workers=1`" not in act
     # W=1 clear of W=0's spread: the advice sets it, with its gain
     fast = analysis.analyse(_two_settings([max(zero) * 1.5, max(zero) * 1.6]))
     a = fast.advice_for("image.num_workers")
-    assert a.value == 1 and a.gain == "workers_gain"
+    assert a.value == 1 and a.verdict == "change" and fast[a.gain].of == analysis.ips_key("imagefolder", 1)
     assert "set `num_workers=1`: " in page._action_workers(fast).text
     assert "faster than ImageFolder with 0 workers" in page._action_workers(fast).text

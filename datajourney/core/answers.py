@@ -9,8 +9,9 @@ candidates into one :class:`~datajourney.core.facts.Advice`:
   value itself for a plain knob; the best measured configuration of the default's kind, e.g. the best
   DataLoader, for a choice between kinds), never with a weaker configuration;
 * below the threshold, the larger of :data:`MIN_EFFECT` (or the question's ``cost_effect`` for an option
-  with a cost: lower precision, alignment, convergence) and the runs' own relative spread, the verdict is
-  "keep the default", with how far the default is from the best measured;
+  with a cost: lower precision, alignment, convergence) and the runs' own relative spread, or where the two
+  sides' runs overlap (level, :func:`~datajourney.core.facts.compare`), the verdict is "keep the default",
+  with how far the default is from the best measured;
 * candidates level with the best (within its threshold) serve as well, so the first one listed (a caller
   lists them cheapest first: fewer workers, less memory) is the one advised;
 * a question whose default the run did not measure gives no advice: a gain needs its baseline.
@@ -113,7 +114,7 @@ def decide(q: Question, candidates: Sequence[Candidate], facts: Facts) -> Advice
                       within=0.0, threshold=threshold(q, alt, base), snippet=base.snippet,
                       call=base.call, at=base.at, **common)
     gain, need = _gain(top.fact, base.fact), threshold(q, top, base)
-    if gain - 1 < need:
+    if gain - 1 < need or compare("_", top.fact, base.fact).level:
         facts.add(compare(f"{q.key}.gain", top.fact, base.fact))
         return Advice(q.key, q.knob, q.default, gain=f"{q.key}.gain", verdict="keep", within=gain - 1,
                       threshold=need, call=q.default_call, best=top.call or _call(q.knob, top.value), **common)
@@ -121,8 +122,8 @@ def decide(q: Question, candidates: Sequence[Candidate], facts: Facts) -> Advice
     # first listed, the cheapest, is advised
     pick = next(c for c in candidates if c is top or (
         c.kind != default_kind and c.fact is not None and c.fact.number
-        and _gain(top.fact, c.fact) - 1 < threshold(q, top, c)
-        and _gain(c.fact, base.fact) - 1 >= threshold(q, c, base)))
+        and (_gain(top.fact, c.fact) - 1 < threshold(q, top, c) or compare("_", top.fact, c.fact).level)
+        and _gain(c.fact, base.fact) - 1 >= threshold(q, c, base) and not compare("_", c.fact, base.fact).level))
     gain, need = _gain(pick.fact, base.fact), threshold(q, pick, base)
     facts.add(compare(f"{q.key}.gain", pick.fact, base.fact, published=q.published))
     return Advice(q.key, q.knob, pick.value, gain=f"{q.key}.gain", verdict="change", within=gain - 1,

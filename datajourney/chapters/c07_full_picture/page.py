@@ -1194,10 +1194,6 @@ def _action_workers(facts: Facts) -> Action | None:
     d = facts.get("cpu_ms_per_image")
     tail = (f" The loader's work cost {say.value(d)} of CPU per image in the best setting (D in chapter 4's model)."
             if d is not None else "")
-    kept = facts.get("workers_kept") if a.gain == "workers_kept" else None
-    if kept is not None:  # more workers gained nothing measurable: keep the fewer
-        return Action(f"For {say.text(a.workload)}, keep {say.setting(a.knob, a.value)}: more workers gained "
-                      f"nothing measurable here, {say.comparison(kept, facts)}.{tail}")
     return Action(say.advice(a, facts) + tail, a.snippet)
 
 

@@ -925,10 +925,17 @@ def paper_note(res) -> str | None:
         if lim is not None:
             s += (f". What limits it: {LIMIT_WORDS.get(lim.value, phrasing.text(lim.value))} (GIL busy "
                   f"{phrasing.share(f.number('paper.best.gil_busy_share'))}, cores busy "
-                  f"{phrasing.share(f.number('paper.best.cpu_load'))}, decode stage busy "
-                  f"{phrasing.share(f.number('paper.best.decode_busy'))}, "
-                  f"{phrasing.value(f.get('paper.best.cpu_ms_per_image'))} of CPU per image)")
+                  f"{phrasing.share(f.number('paper.best.cpu_load'))}, "
+                  + (f"decode stage busy {phrasing.share(f.number('paper.best.decode_busy'))}, "
+                     if not f.flagged("paper.best.decode_busy") else "")
+                  + f"{phrasing.value(f.get('paper.best.cpu_ms_per_image'))} of CPU per image)")
+        if f.flagged("paper.best.decode_busy"):
+            s += (". Flagged, a measurement problem: "
+                  + phrasing.text(f["paper.best.decode_busy.flagged"].label))
         parts.append(s + ".")
+    parts += [f"Flagged, a measurement problem: {phrasing.text(f[k + '.flagged'].label)}, which a cold read cannot "
+              "do; its cold numbers are not findings (run the chapter again)."
+              for k in ("paper.dl_pillow.cold", "paper.dl_spdl.cold", "paper.spdl_batch.cold") if f.flagged(k)]
     a = f.advice_for("image_decode.loader")
     if a is not None:
         parts.append(phrasing.advice(a, f))

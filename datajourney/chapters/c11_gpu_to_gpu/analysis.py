@@ -11,15 +11,15 @@ a rung name with ``@`` written ``_at_``):
 * ``rate_<path>_<slug>_<k>``: every DDP rung that ran, at every GPU count and path;
 * ``scaling_eff_<k>``: steps/s per GPU of the fastest DDP setting measured on ``k`` GPUs over the direct
   path, as a share of one GPU without DDP; ``scaling_direct``: the share lost at N (the checklist's key);
-* ``best_option_direct`` / ``best_option_host``: the fastest DDP option other than plain DDP on N GPUs,
-  against plain DDP on the same path (the direct path; the slowest forced host path), and
-  ``gap_closed_direct`` / ``gap_closed_host``: the share of the gap between plain DDP and one GPU without DDP
-  that option closed; ``option_<path>_<slug>_<k>``: every option against plain DDP on its path;
-* ``host_cost_<path>`` (each forced host path), ``host_path_cost`` (the slowest): plain DDP forced through the
-  host against plain DDP on the direct path; ``host_path_collapse``: one GPU without DDP against plain DDP on
+* ``best_option_direct`` / ``best_option_host``: the fastest DDP option other than one-bucket DDP on N GPUs,
+  against one-bucket DDP on the same path (the direct path; the slowest forced host path), and
+  ``gap_closed_direct`` / ``gap_closed_host``: the share of the gap between one-bucket DDP and one GPU without DDP
+  that option closed; ``option_<path>_<slug>_<k>``: every option against one-bucket DDP on its path;
+* ``host_cost_<path>`` (each forced host path), ``host_path_cost`` (the slowest): one-bucket DDP forced through the
+  host against one-bucket DDP on the direct path; ``host_path_collapse``: one GPU without DDP against one-bucket DDP on
   the slowest host path (the published metric's direction); ``direct_path_gain``: the direct path against
   P2P off, the gain of leaving ``NCCL_P2P_DISABLE`` unset; ``compression``: the compression hook that sped a
-  forced host path up most, against plain DDP there;
+  forced host path up most, against one-bucket DDP there;
 * ``allreduce_busbw``: all-reduce bus bandwidth at the largest size on N GPUs over the direct path;
   ``allreduce_busbw_<path>`` the same on a host path; ``busbw_<path>_<k>`` at the scaling size per count;
 * the published metrics' counterparts: ``ddp_slowdown_direct``, ``nccl_share_host``, ``bucket_view_gain``,
@@ -48,8 +48,8 @@ from datajourney.chapters.c11_gpu_to_gpu.experiment import (
     predict_comm,
     rung_label,
 )
-from datajourney.core.answers import Candidate, Question, decide
-from datajourney.core.facts import Advice, Fact, Facts, best, compare, measured
+from datajourney.core.answers import Candidate, Question, decide, exceeds
+from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured
 from datajourney.core.findings import HIGH_SPREAD, cv, size_label
 
 #: The facts and data other pages may read (``scaling_eff_<k>`` for every count the result holds).
@@ -91,7 +91,7 @@ def slug(rung: str) -> str:
 def option_words(rung: str) -> str:
     """'gradient_as_bucket_view with bucket_cap_mb=25': a rung's option without the ladder's '+'."""
     if str(rung).partition("@")[0] == "ddp":
-        return "plain DDP"
+        return "one-bucket DDP"
     return rung_label(rung).removeprefix("+ ").replace(", bucket_cap_mb=", " with bucket_cap_mb=")
 
 
@@ -109,7 +109,8 @@ def path_words(path: str) -> str:
 
 
 def rate_label(rung: str, k: int, path: str, cuda: bool, cap: int) -> str:
-    head = f"plain DDP (bucket_cap_mb={cap})" if str(rung).partition("@")[0] == "ddp" else f"DDP + {option_words(rung)}"
+    plain = str(rung).partition("@")[0] == "ddp"
+    head = f"one-bucket DDP (bucket_cap_mb={cap})" if plain else f"DDP + {option_words(rung)}"
     return f"{head} on {devices(cuda, k)} {path_words(path)}"
 
 
@@ -245,6 +246,9 @@ def _one_device(facts: Facts, run: _Run) -> None:
                            setting={"gpus": 1, "rung": "ddp"}, published="DDP on one GPU" if pub else None))
     if one and ddp1:
         facts.add(compare("ddp_one_device", facts["ddp_one_gpu"], facts["one_gpu"]))
+        if exceeds(facts["ddp_one_gpu"], facts["one_gpu"]):  # DDP only adds work: an impossible result, flagged
+            facts.add(Fact("ddp_one_device" + FLAGGED, "flagged", "", f"DDP on one {dev} ran faster than without DDP",
+                           "choice", None))
 
 
 def _rate_key(path: str, rung: str, k: int) -> str:
@@ -261,13 +265,13 @@ def _rates(facts: Facts, run: _Run) -> None:
 
 
 def _fastest(facts: Facts, run: _Run, k: int, path: str, *, plain: bool = True) -> Fact | None:
-    """The fastest DDP rung on ``k`` GPUs and ``path`` (plain DDP included or not)."""
+    """The fastest DDP rung on ``k`` GPUs and ``path`` (one-bucket DDP included or not)."""
     return best(facts[_rate_key(path, r, k)] for r in run.ddp_rungs(k, path)
                 if (plain or r.partition("@")[0] != "ddp") and _rate_key(path, r, k) in facts)
 
 
 def _scaling(facts: Facts, run: _Run) -> None:
-    """``scaling_eff_<k>`` and the curve's table: per count and path, plain DDP and the fastest setting."""
+    """``scaling_eff_<k>`` and the curve's table: per count and path, one-bucket DDP and the fastest setting."""
     one = run.w(1, run.path0, "no_ddp")
     dev = "GPU" if run.cuda else "process"
     rows = []
@@ -312,7 +316,8 @@ def _scaling(facts: Facts, run: _Run) -> None:
 
 def _gap_closed(key: str, best_w: list[float], base_w: list[float], one_w: list[float], label: str,
                 setting: dict) -> Fact | None:
-    """(best - plain DDP) ÷ (one GPU - plain DDP), in %: the share of DDP's gap to one GPU an option closed."""
+    """(best - one-bucket DDP) ÷ (one GPU - one-bucket DDP), in %: the share of DDP's gap to one GPU an option
+    closed."""
     if not best_w or not base_w or not one_w:
         return None
     b, base, one = (sum(x) / len(x) for x in (best_w, base_w, one_w))
@@ -323,7 +328,7 @@ def _gap_closed(key: str, best_w: list[float], base_w: list[float], one_w: list[
 
 
 def _options(facts: Facts, run: _Run) -> None:
-    """Every option against plain DDP on its path (N GPUs), and the fastest one on the direct path."""
+    """Every option against one-bucket DDP on its path (N GPUs), and the fastest one on the direct path."""
     for path in (run.path0, *HOST_ORDER):
         base = facts.get(_rate_key(path, "ddp", run.n))
         if base is None:
@@ -344,7 +349,7 @@ def _best_option(facts: Facts, run: _Run, path: str, name: str) -> None:
     dev = "GPU" if run.cuda else "process"
     facts.add(_gap_closed(f"gap_closed_{name}", run.w(run.n, path, rung), run.w(run.n, path, "ddp"),
                           run.w(1, run.path0, "no_ddp"), setting={"gpus": run.n, "path": path, "rung": rung},
-                          label=(f"the share of the gap between plain DDP on {devices(run.cuda, run.n)} "
+                          label=(f"the share of the gap between one-bucket DDP on {devices(run.cuda, run.n)} "
                                  f"{path_words(path)} and one {dev} without DDP that {option_words(rung)} "
                                  "closed")))
 
@@ -370,7 +375,7 @@ def _host_paths(facts: Facts, run: _Run) -> None:
     hooked = [compare("compression", facts[_rate_key(h, r, run.n)], facts[_rate_key(h, "ddp", run.n)])
               for h in hosts for r in run.ddp_rungs(run.n, h)
               if run.row(run.n, h, r) is not None and run.row(run.n, h, r)["hook"] != "none"]
-    facts.add(best(hooked))  # the compression that sped a forced host path up most, against plain DDP there
+    facts.add(best(hooked))  # the compression that sped a forced host path up most, against one-bucket DDP there
 
 
 def _bench(res) -> pd.DataFrame:
@@ -440,7 +445,7 @@ def _published(facts: Facts, run: _Run) -> None:
     if one and base and run.n >= 2:
         mid, lo, hi = _ratio(base, one)
         facts.add(Fact("ddp_slowdown_direct", 100 * (1 - mid), "%",
-                       f"per-{'GPU' if run.cuda else 'process'} throughput plain DDP lost on "
+                       f"per-{'GPU' if run.cuda else 'process'} throughput one-bucket DDP lost on "
                        f"{devices(run.cuda, run.n)} {path_words(run.path0)} against one without DDP", "share", "lower",
                        min(len(one), len(base)), (100 * (1 - hi), 100 * (1 - lo)), {"gpus": run.n},
                        published=pub("DDP on N GPUs, direct path: slowdown vs one GPU")))
@@ -457,14 +462,14 @@ def _published(facts: Facts, run: _Run) -> None:
     share = _nccl_share(run.row(run.n, host, "ddp"))
     if share is not None:
         facts.add(Fact("nccl_share_host", 100 * float(share), "%",
-                       f"share of the plain DDP step taken by NCCL all-reduce kernels {path_words(host)}", "share",
+                       f"share of the one-bucket DDP step taken by NCCL all-reduce kernels {path_words(host)}", "share",
                        "lower",
                        setting={"path": host}, published=pub("NCCL all-reduce share of the step, host path")))
     hb, bf = run.w(run.n, host, "ddp"), run.w(run.n, host, "bf16")
     if hb and bf:
         mid, lo, hi = _ratio(bf, hb)
         facts.add(Fact("bf16_gain_host", 100 * (mid - 1), "%",
-                       f"steps/s gained by bf16 compression over plain DDP {path_words(host)}", "share", "higher",
+                       f"steps/s gained by bf16 compression over one-bucket DDP {path_words(host)}", "share", "higher",
                        min(len(hb), len(bf)), (100 * (lo - 1), 100 * (hi - 1)), {"path": host},
                        published=pub("bf16 compression gain, host path")))
     ps = run.w(run.n, host, "powersgd")
@@ -687,7 +692,7 @@ def gradient_exchange(res) -> dict | None:
     """Chapter 11's model on N GPUs: the gradient bytes of one step, the one-GPU step time (no DDP), and for
     each path the time one all-reduce of all those bytes takes at the all-reduce bandwidth measured at that
     size (interpolated in log(size) between the measured sizes), with the bus bandwidth there. The path DDP
-    ran on by default is the one the plain DDP rung used."""
+    ran on by default is the one the one-bucket DDP rung used."""
     if res is None or "rungs" not in res.tables or "bench" not in res.tables:
         return None
     r = res.table("rungs")

@@ -38,8 +38,8 @@ REASONS = {"no_cuda": "no CUDA device: no GPU kernels to profile",
            "time_budget_s": "the job's time budget ran out before this rung"}
 RUN_ON_GPUS = ("To rank the DDP options and NCCL's paths between GPUs, run this chapter on a host with two or more "
                "GPUs: `python -m datajourney run 11`.")
-#: How the direct path's plain DDP reads as the baseline of a host path.
-DIRECT_BASE = "plain DDP over the path NCCL picked"
+#: How the direct path's one-bucket DDP reads as the baseline of a host path.
+DIRECT_BASE = "one-bucket DDP over the path NCCL picked"
 #: The process counts the scaling curve is drawn for (the published results are from eight GPUs).
 SCALE_POINTS = (1, 2, 4, 8)
 
@@ -100,8 +100,8 @@ def _option_action(facts: Facts) -> Action | None:
     b = facts.get("best_option_direct")
     if b is None:
         return None
-    return Action(f"Keep plain DDP for {say.text(facts.data['workload']['words'])}: its fastest option, {_option(b)}, "
-                  f"ran {say.comparison(b, facts, baseline='plain DDP')}.")
+    return Action(f"Keep one-bucket DDP for {say.text(facts.data['workload']['words'])}: its fastest option, "
+                  f"{_option(b)}, ran {say.comparison(b, facts, baseline='one-bucket DDP')}.")
 
 
 def _path_actions(facts: Facts) -> list[Action]:
@@ -112,7 +112,7 @@ def _path_actions(facts: Facts) -> list[Action]:
             out.append(Action(say.advice(a, facts), a.snippet))
     c = facts.get("host_path_cost")
     if facts.advice_for("ddp.path") is None and c is not None:
-        out.append(Action(f"Forced through the host with {_env(c.setting['path'])}, plain DDP ran "
+        out.append(Action(f"Forced through the host with {_env(c.setting['path'])}, one-bucket DDP ran "
                           f"{say.comparison(c, baseline=DIRECT_BASE)}: no direct path to keep."))
     return out
 
@@ -124,7 +124,8 @@ def opening(facts) -> Opening:
     numbers."""
     facts = facts_of(facts)
     dev = _dev(facts)
-    one_dev = [_finding(facts, "ddp_one_device", f"DDP on one {dev} ran "
+    one_dev = [_finding(facts, "ddp_one_device", _ddp_one_flagged(facts) if facts.flagged("ddp_one_device") else
+                        f"DDP on one {dev} ran "
                         f"{say.comparison(facts['ddp_one_device'], baseline='the same model without DDP')}.")
                ] if "ddp_one_device" in facts else []
     if "scaling_direct" not in facts:
@@ -137,12 +138,12 @@ def opening(facts) -> Opening:
         c = facts.get("host_path_cost")
         if c is not None:
             out.append(_finding(facts, "host_path_cost", f"Forced through the host with {_env(c.setting['path'])}, "
-                                f"plain DDP ran {say.comparison(c, baseline=DIRECT_BASE)}."))
+                                f"one-bucket DDP ran {say.comparison(c, baseline=DIRECT_BASE)}."))
         b, g = facts.get("best_option_host"), facts.get("gap_closed_host")
         if b is not None:
             gap = f", closing {say.value(g, runs=False)} of its gap to one GPU without DDP" if g is not None else ""
             out.append(_finding(facts, "best_option_host", f"There, {_option(b)} ran "
-                                f"{say.comparison(b, baseline='plain DDP')}{gap}."))
+                                f"{say.comparison(b, baseline='one-bucket DDP')}{gap}."))
         actions = [_option_action(facts), *_path_actions(facts)]
     else:
         model = say.code(facts.data["workload"]["model"])
@@ -153,7 +154,7 @@ def opening(facts) -> Opening:
         b = facts.get("best_option_direct")
         if b is not None:
             out.append(_finding(facts, "best_option_direct", f"The fastest DDP option on gloo, {_option(b)}, ran "
-                                f"{say.comparison(b, baseline='plain DDP')}."))
+                                f"{say.comparison(b, baseline='one-bucket DDP')}."))
         actions = [_option_action(facts), Action(RUN_ON_GPUS)]
     return Opening(out[:3], [a for a in actions if a is not None][:3])
 
@@ -180,8 +181,19 @@ def findings(facts) -> list[Finding]:
     return out[:6]
 
 
+def _ddp_one_flagged(facts: Facts) -> str:
+    """DDP on one device measured faster than the same model without it: impossible (DDP only adds work)."""
+    dev = _dev(facts)
+    return (f"**Flagged: a measurement problem.** DDP on one {dev} ran {say.value(facts['ddp_one_gpu'], runs=False)}"
+            f" against {say.value(facts['one_gpu'], runs=False)} without DDP. DDP only adds work on one {dev}, so the "
+            "two measurements cannot both be right: this run's DDP cost on one device is not a finding (run the "
+            "chapter again; the cause was not measured).")
+
+
 def _finding_ddp_one(facts: Facts) -> Finding:
     dev = _dev(facts)
+    if facts.flagged("ddp_one_device"):
+        return _finding(facts, "ddp_one_device", _ddp_one_flagged(facts))
     return _finding(facts, "ddp_one_device",
                     f"**DDP on one {dev}** ran {say.value(facts['ddp_one_gpu'])}: "
                     f"{say.comparison(facts['ddp_one_device'], facts)} ({say.value(facts['one_gpu'])}). With one "
@@ -198,7 +210,7 @@ def _finding_scaling(facts: Facts) -> Finding:
     n, dev, path = _n(facts), _dev(facts), s.setting["path"]
     base = _rate(facts, path, "ddp")
     top = _rate(facts, path, s.setting["rung"])
-    plain = f"plain DDP ran {say.value(base)} per {dev}; " if base is not None and base is not top else ""
+    plain = f"one-bucket DDP ran {say.value(base)} per {dev}; " if base is not None and base is not top else ""
     return _finding(facts, "scaling_direct",
                     f"**DDP on {_devs(facts, n)}** ({_transports(facts, 'n')}): {plain}the fastest setting, "
                     f"{_option(s)}, ran {say.value(top)}: each {dev} {_kept(facts, runs=True)} of one {dev}'s "
@@ -217,19 +229,19 @@ def _finding_host_path(facts: Facts) -> Finding:
                      + (f", NCCL kernels {say.value(share)} of the step" if share is not None else ""))
     return _finding(facts, "host_path_collapse",
                     "**Forced off the direct path** (an emulation of a host whose GPUs talk through host memory or "
-                    "the network stack, not such a host), plain DDP ran " + "; ".join(parts)
+                    "the network stack, not such a host), one-bucket DDP ran " + "; ".join(parts)
                     + f". One GPU without DDP ran {say.comparison(facts['host_path_collapse'], facts)}.")
 
 
 def _finding_options(facts: Facts) -> Finding | None:
-    """Every option against plain DDP on each path, and the one that closed most of the gap to one device."""
+    """Every option against one-bucket DDP on each path, and the one that closed most of the gap to one device."""
     key = "compression" if "compression" in facts else "best_option_direct"
     if key not in facts:
         return None
     n = _n(facts)
     parts = []
     for path in (facts.data["workload"]["path"], *analysis.HOST_ORDER):
-        bits = [f"{_option(f)} {say.comparison(f, baseline='plain DDP')}" for k, f in facts.facts.items()
+        bits = [f"{_option(f)} {say.comparison(f, baseline='one-bucket DDP')}" for k, f in facts.facts.items()
                 if k.startswith(f"option_{path}_") and k.endswith(f"_{n}")]
         if bits:
             parts.append(f"{path_words(path).split(' ', 1)[1]}: " + "; ".join(bits))
@@ -241,8 +253,8 @@ def _finding_options(facts: Facts) -> Finding | None:
     skipped = "".join(f" {say.text(option_words(x['rung']))} was skipped: "
                       f"{say.text(REASONS.get(x['reason'], x['reason'] or 'no reason given'))}."
                       for x in facts.data["skipped"] if "budget" not in str(x["reason"]))
-    text = ("**DDP options against plain DDP on each path** — " + " — ".join(parts) + "."
-            + (" The option that closed most of the gap between plain DDP and one "
+    text = ("**DDP options against one-bucket DDP on each path** — " + " — ".join(parts) + "."
+            + (" The option that closed most of the gap between one-bucket DDP and one "
                f"{_dev(facts)} without DDP: " + "; ".join(closed) + "." if closed else "") + skipped)
     return _finding(facts, key, text)
 
