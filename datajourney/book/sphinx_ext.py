@@ -44,6 +44,18 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = kept
 
 
+def _mathml(self, node) -> None:
+    """A page's LaTeX math (``$...$``, ``$$...$$``) as MathML, converted while the book builds: browsers
+    draw MathML themselves, so the book loads no MathJax from a CDN and its equations show offline."""
+    from docutils import nodes
+    from latex2mathml.converter import convert
+
+    block = not isinstance(node, nodes.math)
+    math = convert(node.astext(), display="block" if block else "inline")
+    self.body.append(f'<div class="math">{math}</div>' if block else math)
+    raise nodes.SkipNode
+
+
 #: Pages computed on every build from result files (executed, not stored): the title page.
 COMPUTED_PAGES = ("book/index",)
 
@@ -59,6 +71,7 @@ def setup(app):
     app.connect("env-get-outdated", _read_computed_pages)
     app.connect("html-page-context", _dedupe_scripts, priority=900)  # after the theme adds its own
     app.add_js_file("plotly.min.js", priority=100)
+    app.add_html_math_renderer("mathml", (_mathml, None), (_mathml, None))  # html_math_renderer in _config.yml
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
