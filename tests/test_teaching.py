@@ -179,3 +179,18 @@ def test_an_exercise_runs_under_the_ci_profile(tmp_path, data_dir):
     res = Result.load(run_dir / f"{ch.name}.json")
     for name, value in e["overrides"].items():
         assert res.parameters[name] == value, name
+
+
+def test_equations_are_drawn_as_mathml():
+    """The book's equations become MathML while it builds (browsers draw it offline), not MathJax from a CDN."""
+    from docutils import nodes
+
+    class Translator:
+        body: list = []
+
+    for node, display in ((nodes.math_block("", r"\frac{D \cdot B}{W} - G"), "block"), (nodes.math("", "D"), "inline")):
+        with pytest.raises(nodes.SkipNode):
+            sphinx_ext._mathml(Translator, node)
+        assert f'display="{display}"' in Translator.body[-1] and "<mi>D</mi>" in Translator.body[-1]
+    assert "<mfrac>" in Translator.body[0]
+    assert yaml.safe_load((REPO_ROOT / "_config.yml").read_text())["sphinx"]["config"]["html_math_renderer"] == "mathml"

@@ -52,7 +52,9 @@ def _mathml(self, node) -> None:
 
     block = not isinstance(node, nodes.math)
     math = convert(node.astext(), display="block" if block else "inline")
-    self.body.append(f'<div class="math">{math}</div>' if block else math)
+    # not the theme's div.math: its flex row (meant for MathJax and equation numbers) pushes MathML right
+    self.body.append(f'<div class="dj-math" style="overflow-x: auto; font-size: 1.15em">{math}</div>'
+                     if block else math)
     raise nodes.SkipNode
 
 
