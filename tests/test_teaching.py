@@ -88,6 +88,13 @@ def test_every_chapter_has_a_valid_svg_figure(ch):
         assert re.search(r"^:alt: \S", opts, re.M), f"{ch.name}: {path} has no alt text"
 
 
+def test_figures_share_one_style():
+    """One palette and one font: every figure of the book carries the same style sheet."""
+    styles = {f.name: ET.parse(f).getroot().find("{http://www.w3.org/2000/svg}style").text
+              for f in sorted((REPO_ROOT / "book" / "figures").glob("*.svg"))}
+    assert len(styles) >= len(CHAPTERS) and len(set(styles.values())) == 1, sorted(styles)
+
+
 @pytest.mark.parametrize("name", sorted(EQUATIONS))
 def test_a_model_is_shown_as_a_displayed_equation(name):
     text = _section(registry.lookup(name), "How it works")
