@@ -201,3 +201,12 @@ def test_equations_are_drawn_as_mathml():
         assert f'display="{display}"' in Translator.body[-1] and "<mi>D</mi>" in Translator.body[-1]
     assert "<mfrac>" in Translator.body[0]
     assert yaml.safe_load((REPO_ROOT / "_config.yml").read_text())["sphinx"]["config"]["html_math_renderer"] == "mathml"
+
+
+def test_a_book_extra_without_the_equation_renderer_is_named(monkeypatch):
+    """An environment whose book extra predates the equations gets one line naming what to install."""
+    from sphinx.errors import ExtensionError
+
+    monkeypatch.setitem(__import__("sys").modules, "latex2mathml", None)
+    with pytest.raises(ExtensionError, match=r"latex2mathml.*pip install -e '\.\[book\]'"):
+        sphinx_ext.setup(object())

@@ -69,6 +69,13 @@ def _read_computed_pages(app, env, added, changed, removed) -> list[str]:
 
 
 def setup(app):
+    try:
+        import latex2mathml  # noqa: F401 - the equations' renderer, checked before any page is read
+    except ModuleNotFoundError:
+        from sphinx.errors import ExtensionError
+
+        raise ExtensionError("the book's equations need latex2mathml, part of the book extra: "
+                             "pip install -e '.[book]'") from None
     app.connect("builder-inited", _plotly_static)
     app.connect("env-get-outdated", _read_computed_pages)
     app.connect("html-page-context", _dedupe_scripts, priority=900)  # after the theme adds its own
