@@ -44,6 +44,20 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = kept
 
 
+def _mathml(self, node) -> None:
+    """A page's LaTeX math (``$...$``, ``$$...$$``) as MathML, converted while the book builds: browsers
+    draw MathML themselves, so the book loads no MathJax from a CDN and its equations show offline."""
+    from docutils import nodes
+    from latex2mathml.converter import convert
+
+    block = not isinstance(node, nodes.math)
+    math = convert(node.astext(), display="block" if block else "inline")
+    # not the theme's div.math: its flex row (meant for MathJax and equation numbers) pushes MathML right
+    self.body.append(f'<div class="dj-math" style="overflow-x: auto; font-size: 1.15em">{math}</div>'
+                     if block else math)
+    raise nodes.SkipNode
+
+
 #: Pages computed on every build from result files (executed, not stored): the title page.
 COMPUTED_PAGES = ("book/index",)
 
@@ -55,10 +69,18 @@ def _read_computed_pages(app, env, added, changed, removed) -> list[str]:
 
 
 def setup(app):
+    try:
+        import latex2mathml  # noqa: F401 - the equations' renderer, checked before any page is read
+    except ModuleNotFoundError:
+        from sphinx.errors import ExtensionError
+
+        raise ExtensionError("the book's equations need latex2mathml, part of the book extra: "
+                             "pip install -e '.[book]'") from None
     app.connect("builder-inited", _plotly_static)
     app.connect("env-get-outdated", _read_computed_pages)
     app.connect("html-page-context", _dedupe_scripts, priority=900)  # after the theme adds its own
     app.add_js_file("plotly.min.js", priority=100)
+    app.add_html_math_renderer("mathml", (_mathml, None), (_mathml, None))  # html_math_renderer in _config.yml
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
