@@ -55,7 +55,8 @@ def image_workload(res) -> dict | None:
         step_ms, step_kind = float(g["step_ms"].mean()), "graphed"
     out = dict(model=str(c["model"].iloc[0]) if "model" in c else model_of(res),
                batch_size=b, step_ms=step_ms, step_kind=step_kind, device=res.metadata.get("device"),
-               cores=int(res.metadata.get("cores") or 1), file_bytes=None, cpu_ms=None, best=None)
+               cores=int(res.metadata.get("cores") or 1), file_bytes=None, cpu_ms=None, best=None, cpu_recipe=None,
+               main_cores=None, recipe_runs=None)
     if not rd.empty and "stored_kb" in rd:
         cold = rd[rd["stage"] == "read (cold)"]
         if not cold.empty:
@@ -64,6 +65,18 @@ def image_workload(res) -> dict | None:
         best = sc.groupby(["format", "workers", "variant"])["images_per_s"].mean()
         (fmt, w, var), v = best.idxmax(), float(best.max())
         out["best"] = dict(format=str(fmt), workers=int(w), variant=str(var), images_per_s=v)
+        # the CPU cost of the recipe the chapter advises (the default transforms, its fastest setting), in a worker,
+        # and the training process's own cores there (each GPU's training process needs its own)
+        d = sc[sc["variant"] == "default"]
+        if not d.empty:
+            rates = d.groupby(["format", "workers"])["images_per_s"]
+            fmt, w = rates.mean().idxmax()
+            var = "default"
+            out["recipe_runs"] = [float(x) for x in rates.get_group((fmt, w))]
+            if "main_cores" in d:
+                main = d[(d["format"] == fmt) & (d["workers"] == w)]["main_cores"].astype(float).mean()
+                out["main_cores"] = float(main) if main == main else None
+        out["cpu_recipe"] = dict(format=str(fmt), workers=int(w), variant=str(var))
         if not steps.empty and all(s in steps for s in CPU_STAGES):
             rows = steps[(steps["format"] == fmt) & (steps["workers"] == w) & (steps["variant"] == var)]
             if not rows.empty:

@@ -342,7 +342,8 @@ def token_loader(res) -> dict | None:
         modes[str(mode)] = dict(tokens_per_s=float(top["rate"]), seq=int(top["seq"]), batch=int(top["batch"]),
                                 workers=int(top["workers"]))
     best = max(modes, key=lambda m: modes[m]["tokens_per_s"])
-    return dict(best=best, modes=modes, itemsize=res.metadata.get("itemsize"))
+    return dict(best=best, modes=modes, itemsize=res.metadata.get("itemsize"),
+                cores=int(res.metadata["cores"]) if res.metadata.get("cores") else None)
 
 
 def analyse(res) -> Facts:

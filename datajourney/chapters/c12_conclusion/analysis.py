@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, host_label
+from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, host_label, measured
 
 CHAPTER = "12_conclusion"
 #: The chapters whose exported facts the diagnosis reads.
@@ -28,14 +28,17 @@ AU_MIN = 0.90
 UNITS = {"image": "images/s", "tokens": "tokens/s", "gradients": "steps/s"}
 #: Chapter 8's photo hops describe other samples than chapter 7's images: shown as a what-if, never the weakest.
 ASIDE = frozenset({"photo_cpu", "photo_loader"})
+#: Hops that only bound how many GPUs a host feeds, never one GPU's chain (a per-rank hop's host-wide total).
+HOST_ONLY = frozenset({"token_cpu"})
 #: The hops a host shares among all its GPUs, by workload, in groups of alternatives (the faster of a group counts).
+#: The token loader is not among them: every data-parallel rank runs its own loader, so its rate is one GPU's.
 SHARED = {"image": {"storage": ("files", "shard"), "CPU": ("cpu",)},
-          "tokens": {"storage": ("shard", "to_gpu"), "token loader": ("token_loader",)}}
+          "tokens": {"storage": ("shard", "to_gpu"), "CPU": ("token_cpu",)}}
 #: The remedy for a weakest hop: the chapter that measured the fix and the keys of its advice, in order of preference.
 REMEDY = {
     ("image", "gpu"): ("07_full_picture", ("image.num_workers",)),
-    ("image", "files"): ("02_random_vs_sequential", ("storage.layout",)),
-    ("image", "shard"): ("09_reading_smarter", ("storage.parallel_reads", "storage_to_gpu.path")),
+    ("image", "files"): ("02_random_vs_sequential", ("samples.layout",)),
+    ("image", "shard"): ("09_reading_smarter", ("random_reads.threads", "storage_to_gpu.path")),
     ("image", "cpu"): ("08_threads_processes_gil", ("image_decode.loader",)),
     ("image", "pcie"): ("06_pcie", ("pcie.pin_memory",)),
     ("tokens", "gpu"): ("05_padding_tax", ("tokens.batching",)),
@@ -96,17 +99,22 @@ def _frame(records) -> pd.DataFrame | None:
 
 def budget(*, step_ms: float, batch_size: int, file_bytes: float, cpu_ms: float, cores: int,
            storage: pd.DataFrame | None, pcie: pd.DataFrame | None,
-           tensor_bytes: int = IMAGE_TENSOR_BYTES) -> dict:
+           tensor_bytes: int = IMAGE_TENSOR_BYTES, main_cores: float | None = None) -> dict:
     """Samples per second each hop sustains for one workload, and what the GPU asks for:
     storage, one file per sample: cold random MB/s at ``file_bytes`` ÷ ``file_bytes`` (one reader);
     storage, shard: cold sequential MB/s at the same request size ÷ ``file_bytes``; CPU: ``cores`` × 1000
-    ÷ ``cpu_ms``; PCIe: pinned H2D GB/s at the batch's size ÷ ``tensor_bytes``; demand: batch × 1000 ÷ step."""
+    ÷ (``cpu_ms`` in a worker + the training process's ``main_cores`` spread over the images one GPU needs);
+    PCIe: pinned H2D GB/s at the batch's size ÷ ``tensor_bytes``; demand: batch × 1000 ÷ step."""
     out = {"demand": batch_size * 1000.0 / step_ms}
     for pattern, key in (("random", "files"), ("sequential", "shard")):
         part = None if storage is None else storage[storage["pattern"] == pattern]
         out[key] = (None if part is None or part.empty or not file_bytes
                     else _loglog(file_bytes, part["file_size"], part["MBps"]) * 1e6 / file_bytes)
-    out["cpu"] = cores * 1000.0 / cpu_ms if cpu_ms else None
+    # each GPU's training process keeps ``main_cores`` busy beside the loader's workers: per image at the rate
+    # one GPU needs (AU_MIN of its demand), that is main_cores × 1000 ÷ need ms more CPU
+    extra = main_cores * 1000.0 / (AU_MIN * out["demand"]) if main_cores else 0.0
+    out["cpu"] = cores * 1000.0 / (cpu_ms + extra) if cpu_ms else None
+    out["cpu_main_ms"] = extra
     out["pcie"] = (None if pcie is None or pcie.empty
                    else _loglog(batch_size * tensor_bytes, pcie["size"], pcie["GBps"]) * 1e9 / tensor_bytes)
     return out
@@ -126,10 +134,12 @@ def image_hops(found: dict, step_on_gpu: bool) -> list[dict]:
     storage = _frame(_data(found, "02_random_vs_sequential", "storage_curve"))
     pcie = _frame(_data(found, "06_pcie", "pcie_curve"))
     b = budget(step_ms=w["step_ms"], batch_size=w["batch_size"], file_bytes=w.get("file_bytes") or 0,
-               cpu_ms=w.get("cpu_ms") or 0, cores=w["cores"], storage=storage, pcie=pcie)
+               cpu_ms=w.get("cpu_ms") or 0, cores=w["cores"], storage=storage, pcie=pcie,
+               main_cores=w.get("main_cores"))
     hops = [_hop("image", "files", "02_random_vs_sequential", b["files"], file_bytes=w.get("file_bytes")),
             _hop("image", "shard", "02_random_vs_sequential", b["shard"], file_bytes=w.get("file_bytes")),
-            _hop("image", "cpu", "07_full_picture", b["cpu"], cores=w["cores"], cpu_ms=w.get("cpu_ms")),
+            _hop("image", "cpu", "07_full_picture", b["cpu"], cores=w["cores"], cpu_ms=w.get("cpu_ms"),
+                 main_cores=w.get("main_cores"), main_ms=b["cpu_main_ms"]),
             _hop("image", "pcie", "06_pcie", b["pcie"], batch_size=w["batch_size"]),
             _hop("image", "gpu", "07_full_picture", b["demand"], batch_size=w["batch_size"], step_ms=w["step_ms"],
                  on_gpu=step_on_gpu, graphed=w.get("step_kind") == "graphed")]
@@ -164,26 +174,44 @@ def token_hops(found: dict, step: dict | None, stated: float | None, token_bytes
     hops.append(_hop("tokens", "to_gpu", "09_reading_smarter", None if not g else g["GBps"] * 1e9 / token_bytes,
                      token_bytes=token_bytes))
     t = _data(found, "10_mmap_vs_read", "token_loader")
-    hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read",
-                     None if not t else t["modes"][t["best"]]["tokens_per_s"]))
+    one = None if not t else t["modes"][t["best"]]
+    hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read", None if one is None else one["tokens_per_s"]))
+    # every data-parallel rank runs its own loader, so the host's cores bound the ranks: each needs its loader's
+    # workers plus its own process. The cheapest loader measured that keeps one GPU fed sets how many fit; each
+    # rank's loader counts only up to what its GPU takes (AU_MIN of its need)
+    if one is not None and t.get("cores") and demand:
+        fits = sorted((m for m in t["modes"].values() if m["tokens_per_s"] >= AU_MIN * demand),
+                      key=lambda m: m["workers"]) or [one]
+        cheap = fits[0]
+        loaders = max(1, int(t["cores"]) // (int(cheap["workers"]) + 1))
+        hops.append(_hop("tokens", "token_cpu", "10_mmap_vs_read",
+                         loaders * min(cheap["tokens_per_s"], AU_MIN * demand), loaders=loaders,
+                         cores=int(t["cores"]), workers=int(cheap["workers"])))
     return hops
 
 
 def gradient_hops(found: dict) -> list[dict]:
-    """Chapter 11's model on N devices (steps/s): one device's step without DDP, and one all-reduce of the
-    step's gradients at the bandwidth measured at that size on the path DDP used, with no overlap."""
+    """Chapter 11's model on N devices (steps/s): one device's step without DDP, and the gradient exchange as
+    chapter 11 measured its cost: the step time DDP added per step on N devices with its fastest setting (each
+    device's steps/s against one device's without DDP), so the hop's rate is 1000 ÷ that time. The bandwidth
+    model (one all-reduce of all the gradients at the bus bandwidth measured at that size, no overlap) is kept
+    beside it to show how far a model from bandwidth alone is from the measured cost."""
     g = _data(found, "11_gpu_to_gpu", "gradient_exchange")
     if not g or g.get("default") not in (g.get("paths") or {}):
         return [_hop("gradients", "gpu", "11_gpu_to_gpu", None)]
     d = g["paths"][g["default"]]
+    eff = found["11_gpu_to_gpu"].number(f"scaling_eff_{g['world']}")
+    added = g["step_ms"] * (100 / eff - 1) if eff else None   # per step, ms; ≤ 0: no cost measurable
     return [_hop("gradients", "gpu", "11_gpu_to_gpu", 1e3 / g["step_ms"], on_gpu=bool(g.get("cuda"))),
-            _hop("gradients", "allreduce", "11_gpu_to_gpu", 1e3 / d["allreduce_ms"], world=g["world"],
-                 grad_bytes=g["grad_bytes"], allreduce_ms=d["allreduce_ms"], busbw_GBps=d["busbw_GBps"])]
+            _hop("gradients", "allreduce", "11_gpu_to_gpu", 1e3 / added if added and added > 0 else None,
+                 world=g["world"], grad_bytes=g["grad_bytes"], added_ms=added, allreduce_ms=d["allreduce_ms"],
+                 busbw_GBps=d["busbw_GBps"])]
 
 
 def weakest(hops: list[dict]) -> dict | None:
-    """The hop with the smallest capacity (hops in :data:`ASIDE` left out), the next one and the margin."""
-    known = sorted((h for h in hops if h["capacity"] is not None and h["hop"] not in ASIDE),
+    """The hop with the smallest capacity (hops in :data:`ASIDE` and :data:`HOST_ONLY` left out), the next one
+    and the margin."""
+    known = sorted((h for h in hops if h["capacity"] is not None and h["hop"] not in ASIDE | HOST_ONLY),
                    key=lambda h: h["capacity"])
     if not any(h["hop"] != "gpu" for h in known) or not any(h["hop"] == "gpu" for h in known):
         return None  # nothing to compare: no measured data hop, or no demand
@@ -207,6 +235,22 @@ def gpus_fed(workload: str, hops: list[dict]) -> dict | None:
     need = AU_MIN * demand
     name, (rate, hop) = min(groups.items(), key=lambda g: g[1][0])
     return dict(gpus=int(math.floor(rate / need)), binding=name, hop=hop, rate=rate, need_per_gpu=need)
+
+
+def _model_check(found: dict, hops: list[dict], facts: Facts) -> None:
+    """The image model against what chapter 7 measured: its recipe's end-to-end images/s on one GPU ÷ the rate
+    the model predicts for one GPU (its slowest hop, the step's need included), so a reader sees how far the
+    hop arithmetic is from a real pipeline."""
+    w = _data(found, "07_full_picture", "image_workload") or {}
+    known = [h["capacity"] for h in hops if h["capacity"] is not None and h["hop"] not in ASIDE]
+    if not w.get("recipe_runs") or not known:
+        return
+    r = w["cpu_recipe"]
+    measured_rate = measured("image.measured", w["recipe_runs"], unit="images/s",
+                             label=f"chapter 7's pipeline end to end ({r['format']}, num_workers={r['workers']})",
+                             setting=dict(r))
+    model = Fact("image.predicted", min(known), "images/s", "the rate the hops predict for one GPU", "rate")
+    facts.add(measured_rate, model, compare("image.model_check", measured_rate, model))
 
 
 # ----------------------------------------------------------------------------- facts
@@ -306,6 +350,7 @@ def analyse(res) -> Facts:
             facts.add(Fact(f"{wl}.gpus_fed", fed["gpus"], "", f"GPUs fed at ≥ {AU_MIN:.0%} of the time",
                            "count", "higher", setting={"binding": fed["binding"]}))
         facts.advise(_copy_advice(found, wl, wk["key"], facts))
+    _model_check(found, by.get("image") or [], facts)
     c7 = found.get("07_full_picture")
     contention = c7.get("contention") if c7 is not None else None
     if contention is not None:  # chapter 7's step beside busy loader processes ÷ the step alone

@@ -54,6 +54,7 @@ PRACTICE = {
 HOP_NAMES = {"files": "one-file-per-sample storage", "shard": "sharded storage read in order",
              "cpu": "the CPU (the loader's work on all cores)", "pcie": "the PCIe link (pinned copy)",
              "to_gpu": "the path from storage to GPU memory", "token_loader": "the token loader",
+             "token_cpu": "the CPU (one token loader per GPU, as many as the cores hold)",
              "allreduce": "the all-reduce of one step's gradients", "photo_cpu": "decoding photos on all cores",
              "photo_loader": "the best photo loader measured"}
 
@@ -223,6 +224,9 @@ def _basis(h: dict) -> str:
                 f"per request (chapter 2's size sweep) ÷ the file size")
     if k == "shard" and h.get("token_bytes"):
         return f"best cold sequential MB/s ÷ {h['token_bytes']} bytes per token"
+    if k == "cpu" and h.get("cpu_ms") and h.get("main_ms"):
+        return (f"{h['cores']} cores ÷ ({num(h['cpu_ms'], 'ms')} of loader work per image in a worker + "
+                f"{num(h['main_ms'], 'ms')} of the training process's own, chapter 7's measurements)")
     if k == "cpu" and h.get("cpu_ms"):
         return f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of loader work per image (chapter 7's stage timings)"
     if k == "pcie" and h.get("batch_size"):
@@ -233,6 +237,14 @@ def _basis(h: dict) -> str:
         return f"chapter 9's fastest cold path to GPU memory ÷ {h.get('token_bytes')} bytes per token"
     if k == "token_loader":
         return "chapter 10's best cold loader: tokens read ÷ loader time"
+    if k == "token_cpu":
+        return (f"{h['loaders']} ranks' loaders fit ({h['cores']} cores ÷ ({h['workers']} workers + the rank's "
+                "process), the cheapest loader that keeps a GPU fed) × what one GPU takes")
+    if k == "allreduce" and h.get("added_ms") is not None:
+        return (f"the time DDP added to each step on {h['world']} GPUs, measured (chapter 11): "
+                f"{num(h['added_ms'], 'ms')}; a bandwidth model alone ({num(h['grad_bytes'] / 1e6, 'MB')} of "
+                f"gradients at {num(h['busbw_GBps'], 'GB/s')} bus bandwidth, not overlapped) gives "
+                f"{num(h['allreduce_ms'], 'ms')}")
     if k == "allreduce":
         return (f"{num(h['grad_bytes'] / 1e6, 'MB')} of gradients at {num(h['busbw_GBps'], 'GB/s')} bus bandwidth: "
                 f"{num(h['allreduce_ms'], 'ms')} per all-reduce, not overlapped")
@@ -281,6 +293,11 @@ def hop_notes(facts: Facts, workload: str) -> list[Finding]:
                                f"chapter 8): {num(h['capacity'], UNITS[workload])}, "
                                f"{phrasing.comparison(_ratio(h['capacity'], d), baseline='the step’s need')}.",
                                h["capacity"], UNITS[workload]))
+    c = facts.get(f"{workload}.model_check")
+    if c is not None and c.number is not None:
+        out.append(Finding(c.key, f"**The model, checked**: {phrasing.text(facts[c.of].label)} measured "
+                                  f"{phrasing.value(facts[c.of])}, {phrasing.comparison(c, facts)} "
+                                  f"({phrasing.value(facts[c.basis], runs=False)}).", c.number, "×"))
     return out
 
 
