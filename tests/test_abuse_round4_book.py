@@ -327,3 +327,17 @@ def test_the_built_book_of_a_run_opens_with_your_run_and_shows_no_planted_markup
     assert "Your run" in article and article.index("Your run") < article.index("The reference host"), article[:2000]
     page = (html / "notebooks" / f"{CH3}.html").read_text()
     assert "alert(" not in page and "Plotly.newPlot" in page
+
+
+def test_the_notebook_of_a_failed_run_is_shown_with_its_error_without_papermills_banner(tmp_path):
+    from datajourney.book import sphinx_ext
+
+    nb = _committed()
+    k = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and i > 2)
+    nb.cells[k].outputs = [nbformat.v4.new_output("error", ename="OSError", evalue="disk gone", traceback=["t"])]
+    tag = {"tags": ["papermill-error-cell-tag"]}
+    nb.cells.insert(k, nbformat.v4.new_markdown_cell('<span id="papermill-error-cell">here</span>', metadata=tag))
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell('<span style="color:red">An Exception</span>', metadata=tag))
+    staged = nbformat.read(sphinx_ext.stage(_run_with(tmp_path, nb)) / "notebooks" / f"{CH3}.ipynb", as_version=4)
+    assert [c.source for c in staged.cells] == [c.source for c in _committed().cells]
+    assert staged.cells[k].outputs[0]["evalue"] == "disk gone"

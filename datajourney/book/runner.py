@@ -1126,6 +1126,7 @@ def shown_notebook(path: Path, ch: Chapter, what: str):
     except (AttributeError, TypeError):
         raise ParameterError(what, str(path.parent.parent), f"a run whose executed notebooks are whole: {path} "
                              "has cell tags or papermill metadata of the wrong type") from None
+    doc.cells = [c for c in doc.cells if PAPERMILL_ERROR_TAG not in c.get("metadata", {}).get("tags", [])]
     ours = _same_code(doc, path, ch, what)
     if ours is None:  # a chapter with no committed notebook yet: its cells, nothing else of the run's
         import nbformat
@@ -1141,6 +1142,9 @@ def shown_notebook(path: Path, ch: Chapter, what: str):
     return nb
 
 
+#: The tag of the cells papermill adds to a failed notebook (a banner, an anchor): its own, not the chapter's; the
+#: failed cell's error output says where the run stopped.
+PAPERMILL_ERROR_TAG = "papermill-error-cell-tag"
 #: The kernel a notebook made from a run's cells runs on.
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
