@@ -132,13 +132,17 @@ def _chart(fig) -> dict | None:
 
 
 def _register_scripts() -> None:
-    """Import every chapter's page, which registers the scripts its charts may run."""
+    """Import every chapter's page, which registers the scripts its charts may run (a page that cannot be
+    imported here registers none: its charts are kept without their script)."""
     import importlib
 
     from datajourney.chapters.registry import CHAPTERS
 
     for ch in CHAPTERS:
-        importlib.import_module(ch.page)
+        try:
+            importlib.import_module(ch.page)
+        except ImportError:
+            continue
 
 
 def output(out) -> dict:
