@@ -74,7 +74,10 @@ def _book(a) -> int:
             raise ParameterError("--run", a.run, "a run directory made by 'python -m datajourney run' "
                                  f"(looked in {run_dir})")
         record = runner.check_run(run_dir)
-        if record.get("status") != "ok":
+        if record.get("status") == "running":  # read_record: its runner is alive (or on another host)
+            print(f"note: run {run_dir.name} is still running (pid {record.get('pid')} on {record.get('host')}): "
+                  "the book shows the chapters it has finished so far", file=sys.stderr)
+        elif record.get("status") != "ok":
             bad = [c["chapter"] for c in record.get("chapters", []) if c.get("status") != "ok"]
             print(f"note: run {run_dir.name} ended with status {record.get('status', 'unknown')!r}"
                   + (f"; the page of {', '.join(bad)} shows where it stopped" if bad else ""), file=sys.stderr)

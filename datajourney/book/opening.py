@@ -5,6 +5,7 @@ into "How we know". A chapter's page words its facts (``page.opening(facts)``, `
 the reference host's value beside a finding is the same fact of the reference result, never recomputed."""
 from __future__ import annotations
 
+import re
 import types
 from pathlib import Path
 
@@ -16,9 +17,9 @@ from datajourney.core.facts import host_label
 
 def heading(this: results.Result, is_reference_run: bool) -> str:
     """Who measured what follows, by host: "On this machine, a CPU-only host (2 cores)" or "On the reference
-    host, an H200 host (16 cores)"."""
+    host, an H200 host (16 cores)". The label is made of the result's fingerprint, so it is shown as text."""
     who = "On the reference host" if is_reference_run else "On this machine"
-    return f"{who}, {host_label(this.fingerprint)}"
+    return f"{who}, {phrasing.text(host_label(this.fingerprint))}"
 
 
 def fact_bullets(findings: list, this: results.Result, ref: results.Result | None, *,
@@ -53,9 +54,18 @@ def markdown(page: types.ModuleType, this: results.Result, ref: results.Result |
     for a in op.actions:
         lines.append(f"* {a.text}")
         if a.snippet:
-            lines += ["", "  <details><summary>The code</summary>", "", "  ```python"]
-            lines += [f"  {line}" for line in a.snippet.splitlines()] + ["  ```", "", "  </details>", ""]
+            lines += ["", "  <details><summary>The code</summary>", "", *fenced(a.snippet, "  "),
+                      "", "  </details>", ""]
     return "\n".join(lines)
+
+
+def fenced(snippet: str, indent: str = "") -> list[str]:
+    """A Python snippet (it may come from a result file) as the lines of a code block that nothing inside it can
+    end: fenced by more backticks than its longest run of them, hidden characters dropped
+    (:func:`~datajourney.core.phrasing.visible`)."""
+    body = phrasing.visible(snippet.replace("\r", "")).splitlines()
+    fence = "`" * max(3, 1 + max((len(m) for line in body for m in re.findall(r"`+", line)), default=0))
+    return [f"{indent}{fence}python", *(f"{indent}{line}" for line in body), f"{indent}{fence}"]
 
 
 def where_saved(this: results.Result) -> str:

@@ -147,7 +147,7 @@ def weakest_text(res12: results.Result, who: str, base: str = "") -> str:
     facts = registry.analysed(res12).facts
     op = diagnosis_page.opening(facts)
     lines = [f"* {f.text}" for f in op.findings] + [f"* {a.text}" for a in op.actions]
-    head = f"**{who}, {host_label(res12.fingerprint)}** (from {_link(diagnosis.CHAPTER, base)}):"
+    head = f"**{who}, {phrasing.text(host_label(res12.fingerprint))}** (from {_link(diagnosis.CHAPTER, base)}):"
     return head + "\n\n" + "\n".join(lines).replace("](", f"]({base}" if base else "](")
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from datajourney.chapters import published
-from datajourney.core import results
+from datajourney.core import phrasing, results
 from datajourney.core.findings import Finding, as_markdown, num
 
 #: Cell padding and a horizontal scroll bar instead of cut-off columns.
@@ -38,8 +38,9 @@ def say(text: str) -> None:
 
 def escape(value) -> str:
     """``value`` as text that shows as written in Markdown and in HTML: HTML's special characters as
-    entities, Markdown's emphasis, code, link and table characters escaped with a backslash."""
-    return re.sub(r"([\\`*_\[\]|#~])", r"\\\1", _html.escape(str(value), quote=False))
+    entities, Markdown's emphasis, code, link and table characters escaped with a backslash, characters that
+    hide or reorder text dropped (:func:`~datajourney.core.phrasing.visible`)."""
+    return re.sub(r"([\\`*_\[\]|#~])", r"\\\1", _html.escape(phrasing.visible(value), quote=False))
 
 
 def _cell(value) -> str:
@@ -50,16 +51,21 @@ def _cell(value) -> str:
         return "—" if not math.isfinite(value) else num(value)
     if isinstance(value, int):
         return f"{value:,}"
-    return _html.escape(str(value))
+    return _text(value)
+
+
+def _text(value) -> str:
+    """A string (cell, header, caption) as HTML text: escaped, characters that hide or reorder text dropped."""
+    return _html.escape(phrasing.visible(value))
 
 
 def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
     """A DataFrame as a padded HTML table (three significant digits, thousands separated) in a box
     that scrolls sideways when the table is wider than the text column."""
-    styler = (df.style.hide(axis="index").format(_cell).format_index(escape="html", axis=1)
+    styler = (df.style.hide(axis="index").format(_cell).format_index(_text, axis=1)
               .set_table_styles(_TABLE_STYLE))
     if caption:
-        styler = styler.set_caption(_html.escape(caption))
+        styler = styler.set_caption(_text(caption))
     return f'<div style="overflow-x: auto">{styler.to_html()}</div>'
 
 

@@ -1096,18 +1096,57 @@ def _result_of(run_dir: Path, name: str, what: str) -> Path:
 
 def check_run(run_dir) -> dict:
     """What ``book --run`` checks before building a run's book: every chapter of its run record has
-    its own parameter names with plain values, every executed notebook in it is a whole notebook, and
-    every chapter that finished has a result file that passes its check. Returns the record."""
+    its own parameter names with plain values, every chapter that finished has a result file that passes
+    its check, and every executed notebook in it is a whole notebook of the committed cells
+    (:func:`shown_notebook`). Returns the record."""
     run_dir = Path(run_dir)
     record = read_record(run_dir) or {}
     for entry in record.get("chapters") or []:
         ch, _ = _recorded_parameters(entry, run_dir / "run.json")
-        nb = run_dir / "notebooks" / ch.notebook.name
-        if nb.exists():
-            _notebook_of(nb, "--run")
         if entry.get("status") == "ok":
             _result_of(run_dir, ch.name, "--run")
+    for ch in available():
+        nb = run_dir / "notebooks" / ch.notebook.name
+        if nb.exists():
+            shown_notebook(nb, ch, "--run")
     return record
+
+
+def shown_notebook(path: Path, ch: Chapter, what: str):
+    """A run's executed notebook as the book shows it and ``promote`` commits it: its cells must be the
+    committed notebook's (:func:`_same_code`, a one-line error naming ``what`` otherwise); what is taken is
+    the committed notebook, its metadata and cells, with the run's outputs as data (:mod:`.foreign`). A
+    run directory travels between hosts: its notebook metadata (which could ask myst-nb to execute it),
+    cell metadata and markup never come in."""
+    from datajourney.book import foreign
+
+    doc = _notebook_of(path, what)
+    try:
+        _strip_injected(doc)
+    except (AttributeError, TypeError):
+        raise ParameterError(what, str(path.parent.parent), f"a run whose executed notebooks are whole: {path} "
+                             "has cell tags or papermill metadata of the wrong type") from None
+    doc.cells = [c for c in doc.cells if PAPERMILL_ERROR_TAG not in c.get("metadata", {}).get("tags", [])]
+    ours = _same_code(doc, path, ch, what)
+    if ours is None:  # a chapter with no committed notebook yet: its cells, nothing else of the run's
+        import nbformat
+
+        ours = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
+        for c in doc.cells:
+            tags = c.get("metadata", {}).get("tags")
+            meta = {"tags": [t for t in tags if isinstance(t, str)]} if isinstance(tags, list) else {}
+            new = nbformat.v4.new_code_cell if c.cell_type == "code" else nbformat.v4.new_markdown_cell
+            ours.cells.append(new(c.source, metadata=meta))
+    nb = foreign.rebuilt(doc, ours)
+    nb.metadata.pop("mystnb", None)
+    return nb
+
+
+#: The tag of the cells papermill adds to a failed notebook (a banner, an anchor): its own, not the chapter's; the
+#: failed cell's error output says where the run stopped.
+PAPERMILL_ERROR_TAG = "papermill-error-cell-tag"
+#: The kernel a notebook made from a run's cells runs on.
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
 # --------------------------------------------------------------------------- promote
@@ -1128,32 +1167,42 @@ def _hide_host_paths(doc) -> None:
                 params[k] = HOST_PATH
 
 
+#: What of papermill's record of a run a committed notebook keeps (plain values only).
+PAPERMILL_KEYS = ("parameters", "duration", "start_time", "end_time", "exception", "version")
+
+
 def _committed_notebook(path: Path, ch: Chapter) -> str:
-    """A run's executed notebook as the committed one: no machine-local paths, the injected
-    parameters (checked like a run record's) kept in metadata instead of a cell."""
+    """A run's executed notebook as the committed one (:func:`shown_notebook`: the committed cells and
+    metadata, the run's outputs as data), with the run's parameters (checked like a run record's) and
+    papermill's record of its run in metadata, no machine-local paths."""
     import nbformat
 
-    doc = _notebook_of(path, "run_dir")
-    pm = doc.metadata.get("papermill", {})
-    for key in ("input_path", "output_path"):  # machine-local paths of the run host
-        if key in pm:
-            pm[key] = f"notebooks/{path.name}"
+    run = _notebook_of(path, "run_dir")
+    pm = run.metadata.get("papermill") if isinstance(run.metadata.get("papermill"), dict) else {}
+    pm = {k: v for k, v in pm.items() if k in PAPERMILL_KEYS and _plain(v)}
     _recorded_parameters({"chapter": ch.name, "parameters": pm.get("parameters") or {}}, path)
-    _strip_injected(doc)
-    _same_code(doc, path, ch)
+    _strip_injected(run)
+    ours = run.metadata.get(RUN_PARAMETERS[0])
+    mine = ours.get(RUN_PARAMETERS[1]) if isinstance(ours, dict) else None
+    mine = mine if isinstance(mine, dict) else {}
+    _recorded_parameters({"chapter": ch.name, "parameters": mine}, path)
+    doc = shown_notebook(path, ch, "run_dir")
+    doc.metadata["papermill"] = {**pm, "input_path": f"notebooks/{path.name}", "output_path": f"notebooks/{path.name}"}
+    doc.metadata[RUN_PARAMETERS[0]] = {RUN_PARAMETERS[1]: mine}
     _hide_host_paths(doc)
     return nbformat.writes(doc) + "\n"
 
 
-def _same_code(doc, path: Path, ch: Chapter) -> None:
+def _same_code(doc, path: Path, ch: Chapter, what: str = "run_dir"):
     """A run's notebook brings its outputs to the committed one, never code: its cells (injected parameters
     removed) must be the committed notebook's, cell for cell, source for source; the first that differs
-    is a one-line error naming it. A chapter with no committed notebook yet has nothing to compare."""
+    is a one-line error naming it (as parameter ``what``). Returns the committed notebook (injected
+    parameters removed); None for a chapter with no committed notebook yet (nothing to compare)."""
     import nbformat
 
     committed = ch.notebook
     if not committed.is_file():
-        return
+        return None
     ours = nbformat.read(committed, as_version=4)
     _strip_injected(ours)
     theirs = [(c.cell_type, c.source) for c in doc.cells]
@@ -1162,10 +1211,11 @@ def _same_code(doc, path: Path, ch: Chapter) -> None:
         if i < len(theirs) and i < len(mine) and theirs[i] == mine[i]:
             continue
         kind = (theirs[i] if i < len(theirs) else mine[i])[0]
-        what = ("is missing" if i >= len(theirs) else "is one more than the committed notebook has"
-                if i >= len(mine) else f"differs from the committed {committed}: {_one_line(theirs[i][1])[:80]!r}")
-        raise ParameterError("run_dir", str(path.parent.parent), f"a run of the committed notebooks: cell {i} "
-                             f"({kind}) of {path} {what} (run it again with this checkout, or 'rerender' it)")
+        differs = ("is missing" if i >= len(theirs) else "is one more than the committed notebook has"
+                   if i >= len(mine) else f"differs from the committed {committed}: {_one_line(theirs[i][1])[:80]!r}")
+        raise ParameterError(what, str(path.parent.parent), f"a run of the committed notebooks: cell {i} "
+                             f"({kind}) of {path} {differs} (run it again with this checkout, or 'rerender' it)")
+    return ours
 
 
 def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[Path]:

@@ -10,6 +10,7 @@ modified, so the reference book stays reproducible.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -115,9 +116,25 @@ def jupyter_book(source: Path, *, strict: bool = True, path_output: Path | None 
 
 
 def stage(run_dir: Path) -> Path:
-    """Copy the book sources into ``<run_dir>/book`` with the run's executed notebooks."""
+    """Copy the book sources into ``<run_dir>/book`` with the run's executed notebooks, as data: each is the
+    committed notebook with the run's outputs (:func:`~datajourney.book.runner.shown_notebook`), and the
+    staged configuration executes none of them. The title page holds this run's answer as a stored output.
+    A ``book`` folder that is, or holds, a symbolic link is refused before anything is deleted or written
+    (:func:`_no_links`)."""
+    import nbformat
+
+    from datajourney.book import runner
+    from datajourney.chapters.registry import lookup
+
     run_dir = Path(run_dir).resolve()
     dest = run_dir / "book"
+    _no_links(dest)
+    executed = run_dir / "notebooks"
+    shown = {}  # every run notebook checked before anything is deleted or written
+    for nb in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        if (executed / nb.name).exists():
+            shown[nb.name] = runner.shown_notebook(executed / nb.name, lookup(nb.stem), "--run")
+            shown[nb.name].metadata["mystnb"] = {"execution_mode": "off"}
     if dest.exists():
         for name in (*BOOK_SOURCES, "notebooks"):
             target = dest / name
@@ -125,22 +142,52 @@ def stage(run_dir: Path) -> Path:
                 shutil.rmtree(target)
             elif target.exists():
                 target.unlink()
-    dest.mkdir(parents=True, exist_ok=True)
+    dest.mkdir(exist_ok=True)
     for name in BOOK_SOURCES:
         src = REPO_ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copyfile)(src, dest / name)
+    _never_execute_notebooks(dest / "_config.yml")
     (dest / "notebooks").mkdir()
-    executed = run_dir / "notebooks"
     for nb in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
-        mine = executed / nb.name
-        shutil.copyfile(mine if mine.exists() else nb, dest / "notebooks" / nb.name)
+        if nb.name in shown:
+            (dest / "notebooks" / nb.name).write_text(nbformat.writes(shown[nb.name]) + "\n")
+        else:
+            shutil.copyfile(nb, dest / "notebooks" / nb.name)
     _title_page_of_run(dest / "book" / "index.ipynb", run_dir)
     return dest
 
 
+def _no_links(dest: Path) -> None:
+    """A run's ``book`` folder is written and deleted by every build of its book: when it, or anything in it,
+    is a symbolic link, that would reach outside the run. A one-line error naming the link; nothing is
+    followed, deleted or written."""
+    from datajourney.core.params import ParameterError
+
+    found = dest if dest.is_symlink() else None
+    if found is None and dest.is_dir():
+        for root, dirs, files in os.walk(dest):
+            found = next((Path(root) / n for n in (*dirs, *files) if os.path.islink(os.path.join(root, n))), None)
+            if found is not None:
+                break
+    if found is not None:
+        raise ParameterError("--run", str(dest.parent), f"a run whose book folder holds no symbolic link: {found} "
+                             f"is one (to {os.readlink(found)}), which is left alone")
+
+
+def _never_execute_notebooks(config: Path) -> None:
+    """The staged configuration names every chapter notebook as excluded from execution: a setting
+    no notebook's own metadata can override (only the title page, a page of the checkout, is computed)."""
+    import yaml
+
+    conf = yaml.safe_load(config.read_text())
+    conf.setdefault("execute", {}).update(execute_notebooks="off", exclude_patterns=["notebooks/*"])
+    config.write_text(yaml.safe_dump(conf, sort_keys=False, allow_unicode=True))
+
+
 def _title_page_of_run(index: Path, run_dir: Path) -> None:
-    """The staged title page opens with this run's answer: its computed cell's output is written again
-    from the run's result files (the reader's host first, the reference host beside it)."""
+    """The staged title page opens with this run's answer: its computed cell's output is written from the
+    run's result files (the reader's host first, the reference host beside it) and stored, never executed
+    again (the page's own metadata would execute it, without the run)."""
     import json
 
     from datajourney.book import overview
@@ -153,6 +200,7 @@ def _title_page_of_run(index: Path, run_dir: Path) -> None:
             cell["outputs"] = [{"output_type": "display_data", "metadata": {},
                                 "data": {"text/markdown": overview.title_markdown(run_dir=run_dir),
                                          "text/plain": ["<IPython.core.display.Markdown object>"]}}]
+    nb["metadata"]["mystnb"] = {"execution_mode": "off"}
     index.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 

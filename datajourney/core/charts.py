@@ -8,6 +8,7 @@ deficiencies.
 """
 from __future__ import annotations
 
+import json
 import math
 import numbers as numbers_
 import re
@@ -29,13 +30,54 @@ class BookRenderer(MimetypeRenderer):
 
     def to_mimebundle(self, fig_dict):
         tidy(fig_dict)
-        meta = (fig_dict.get("layout") or {}).get("meta")
-        html = pio.to_html(
-            fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
-            config={"displaylogo": False, "responsive": True},
-            post_script=meta.get("post_script") if isinstance(meta, dict) else None,
-        )
-        return {"application/vnd.plotly.v1+json": fig_dict, "text/html": html}
+        return {"application/vnd.plotly.v1+json": fig_dict, "text/html": html(fig_dict)}
+
+
+def html(fig_dict: dict, *, trusted_script: bool = True) -> str:
+    """A figure's HTML fragment as the book renders it (no plotly.js, no MathJax), with its ``post_script``
+    (``layout.meta``). A figure read from elsewhere (``trusted_script`` False, e.g. a run directory's
+    notebook) keeps its script only when it is a registered one with its state (:func:`script`)."""
+    meta = (fig_dict.get("layout") or {}).get("meta")
+    post = meta.get("post_script") if isinstance(meta, dict) else None
+    if post is not None and not trusted_script:
+        post = _registered(post)
+        meta = {k: v for k, v in meta.items() if k != "post_script"} | ({"post_script": post} if post else {})
+        fig_dict = {**fig_dict, "layout": {**fig_dict["layout"], "meta": meta}}
+    return pio.to_html(fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
+                       config={"displaylogo": False, "responsive": True}, post_script=post)
+
+
+#: The templates of the scripts a chart may run (:func:`script_template`).
+_SCRIPTS: set[str] = set()
+
+
+def script_template(template: str) -> str:
+    """Register a chart script: JavaScript with one ``%s`` where :func:`script` puts the chart's state."""
+    _SCRIPTS.add(template)
+    return template
+
+
+def script(template: str, state) -> str:
+    """A chart's ``post_script``: a registered ``template`` with ``state`` as JSON in which no string can end
+    the ``<script>`` element (``<``, ``>`` and ``&`` as JSON escapes)."""
+    if template not in _SCRIPTS:
+        raise ValueError("a chart script must be registered with script_template")
+    state_json = json.dumps(state).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return template.replace("%s", state_json, 1)
+
+
+def _registered(post) -> str | None:
+    """``post`` written again by :func:`script` when it is a registered template around a JSON state; else None."""
+    if not isinstance(post, str):
+        return None
+    for template in _SCRIPTS:
+        head, _, tail = template.partition("%s")
+        if len(post) >= len(head) + len(tail) and post.startswith(head) and post.endswith(tail):
+            try:
+                return script(template, json.loads(post[len(head):len(post) - len(tail)]))
+            except ValueError:
+                continue
+    return None
 
 
 def tidy(fig_dict: dict) -> dict:

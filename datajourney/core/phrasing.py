@@ -25,23 +25,33 @@ from datajourney.core.findings import num, span
 _WORDS = {"rate": ("faster than", "slower than"), "time": ("slower than", "faster than"),
           "amount": ("more than", "less than"), "count": ("more than", "fewer than"),
           "share": ("more than", "less than")}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: Characters a string from a result file never brings into a page: C0 controls, bidirectional overrides,
+#: embeddings, isolates and marks (which reverse how the text around them reads), zero-width characters.
+_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 
 
 # ----------------------------------------------------------------------------- strings from results
+def visible(value) -> str:
+    """``value`` as a string without the characters that hide or reorder text (:data:`_HIDDEN`), so what a
+    page shows reads as the result file says. Every escaper of result strings (here and in the book's
+    tables) starts with this one."""
+    return _HIDDEN.sub("", str(value))
+
+
 def text(value) -> str:
     """A string from a result file as plain Markdown text: HTML special characters escaped and Markdown
-    markup characters backslash-escaped, control characters dropped, one line."""
-    s = _CONTROL.sub("", str(value)).replace("\n", " ").replace("\r", " ")
+    markup characters backslash-escaped, hidden characters dropped (:func:`visible`), one line."""
+    s = visible(str(value).replace("\n", " ").replace("\r", " "))
     s = re.sub(r"([\\`*_\[\]{}#|!~])", r"\\\1", s)
     return html.escape(s, quote=False)
 
 
 def code(value) -> str:
     """A string from a result file as an inline code span that nothing inside it can end: fenced by one
-    more backtick than its longest run of backticks, padded when it starts or ends with one; control
-    characters dropped, one line. Inside a code span Markdown renders ``<`` as text, never as a tag."""
-    s = _CONTROL.sub("", str(value)).replace("\n", " ").replace("\r", " ")
+    more backtick than its longest run of backticks, padded when it starts or ends with one; hidden
+    characters dropped (:func:`visible`), one line. Inside a code span Markdown renders ``<`` as text, never
+    as a tag."""
+    s = visible(str(value).replace("\n", " ").replace("\r", " "))
     fence = "`" * (max((len(m) for m in re.findall(r"`+", s)), default=0) + 1)
     pad = " " if s.startswith("`") or s.endswith("`") or not s.strip() else ""
     return f"{fence}{pad}{s}{pad}{fence}"

@@ -37,6 +37,9 @@ SCHEMAS = ("datajourney.result/1", "datajourney.result/2", SCHEMA)
 MAX_MAGNITUDE = 1e15
 #: Fields in microseconds or nanoseconds (``*_us``, ``*_ns``) may be time stamps since the epoch: larger.
 MAX_TIMESTAMP = 2**63
+#: The largest result file read (bytes): the largest reference result is about 1 MiB; a bigger file is refused
+#: before it is parsed, as it would take seconds and gigabytes to load.
+MAX_BYTES = 64 * 2**20
 #: Table columns of rates (``*Bps``, ``*_per_s``, ``IOPS``): never negative.
 NONNEGATIVE_COLUMN = re.compile(r"(Bps|_per_s|^IOPS)$")
 #: The host whose committed results the book shows as "reference run".
@@ -161,10 +164,16 @@ def read(path) -> dict:
     """A result file's JSON as a dict, upgraded to the current schema; not JSON, not a mapping or an
     unknown schema is a :class:`ResultError`. NaN and Infinity literals are kept for :func:`check`."""
     path = Path(path)
+    with path.open("rb") as f:
+        raw = f.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise ResultError(f"{path}: not a result file (larger than the limit of {MAX_BYTES // 2**20} MiB)")
     try:
-        d = json.loads(path.read_text(), parse_constant=lambda _: _NON_FINITE)
+        d = json.loads(raw.decode("utf-8"), parse_constant=lambda _: _NON_FINITE)
     except UnicodeDecodeError as e:
         raise ResultError(f"{path}: not a result file (not UTF-8 text: {e.reason})") from None
+    except RecursionError:
+        raise ResultError(f"{path}: not a result file (nested too deeply to read)") from None
     except ValueError as e:
         raise ResultError(f"{path}: not a result file (not valid JSON: {getattr(e, 'msg', e)}, line "
                           f"{getattr(e, 'lineno', '?')})") from None

@@ -15,8 +15,8 @@ from datajourney.chapters.c04_cpu_starvation.experiment import (
     predicted_wait_ms,
 )
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
+from datajourney.core import charts, phrasing
 from datajourney.core import findings as fx
-from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening
 
@@ -549,7 +549,7 @@ def nvml_util_sentence(res) -> str | None:
 
 
 # --------------------------------------------------------------------------- what-if chart
-_WHATIF_JS = """
+_WHATIF_JS = charts.script_template("""
 var gd = document.getElementById('{plot_id}');
 var state = %s;
 function model() {
@@ -559,7 +559,7 @@ function model() {
   Plotly.restyle(gd, {y: [wait, xs.map(function () { return G; }), au]}, [0, 1, 2]);
 }
 gd.on('plotly_sliderchange', function (e) { state[e.slider.name] = +e.step.value; model(); });
-"""
+""")
 
 WHATIF_D = [0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50]
 WHATIF_B = [1, 4, 8, 16, 32, 64, 128, 256]
@@ -570,7 +570,6 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
     """Predicted data wait and AU against W. With ``sliders``, plotly sliders for D, B and G
     recompute the model in the browser (a few lines of JavaScript: no kernel needed); without,
     the figure for one (D, B, G), as drawn by the live widgets of :func:`whatif`."""
-    import json
 
     from plotly.subplots import make_subplots
 
@@ -600,7 +599,7 @@ def whatif_figure(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 
                       sliders=[value_slider("D", "CPU cost per sample D (ms)", WHATIF_D, d_ms, -0.2),
                                value_slider("B", "batch size B", WHATIF_B, batch_size, -0.2 - step_y),
                                value_slider("G", "GPU step G (ms)", WHATIF_G, g_ms, -0.2 - 2 * step_y)],
-                      meta={"post_script": _WHATIF_JS % json.dumps({"D": d_ms, "B": batch_size, "G": g_ms})})
+                      meta={"post_script": charts.script(_WHATIF_JS, {"D": d_ms, "B": batch_size, "G": g_ms})})
         title = "What if? The model of chapter 4 (move the sliders)"
     else:
         layout.update(height=460)

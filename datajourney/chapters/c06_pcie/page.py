@@ -1170,7 +1170,7 @@ def takeaways(facts) -> str:
 
 def host_words(res, *, reference: bool) -> str:
     """The host of ``res`` by name: "the reference host, an H200 host (16 cores)" or "a CPU-only host (2 cores)"."""
-    label = host_label(res.fingerprint)
+    label = say.text(host_label(res.fingerprint))
     return f"the reference host, {label}" if reference else label
 
 

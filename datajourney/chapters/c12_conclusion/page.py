@@ -5,7 +5,6 @@ this chapter's result) through :mod:`datajourney.core.phrasing`; it computes no 
 from __future__ import annotations
 
 import html
-import json
 import math
 import re
 
@@ -15,7 +14,7 @@ from datajourney.chapters import published
 from datajourney.chapters.c12_conclusion import analysis
 from datajourney.chapters.c12_conclusion.analysis import AU_MIN, IMAGE_TENSOR_BYTES, UNITS
 from datajourney.chapters.registry import lookup
-from datajourney.core import phrasing
+from datajourney.core import charts, phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening, num
 
@@ -75,7 +74,7 @@ def workload_name(facts: Facts, workload: str) -> str:
             return "image training (chapter 7's workload)"
         dev = "GPU" if str(w.get("device") or "").startswith("cuda") else "CPU"
         words = d.get("image_words") or f"{w.get('model')} training on a {dev}"
-        return f"{phrasing.text(words)}, batch {w['batch_size']}"
+        return f"{phrasing.text(words)}, batch {phrasing.text(w['batch_size'])}"
     if workload == "tokens":
         h = _hop(facts, "tokens", "gpu")
         if h and h.get("stated"):
@@ -105,7 +104,7 @@ def hop_label(facts: Facts, workload: str, key: str) -> str:
         if h.get("stated"):
             return "the stated token demand"
         return "the GPU's own step" if h.get("on_gpu") else "the model's step on the CPU"
-    return HOP_NAMES.get(key, key)
+    return HOP_NAMES.get(key) or phrasing.text(key)
 
 
 def chapter_link(ch: str) -> str:
@@ -145,11 +144,12 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
                 f"{hop_label(facts, wl, wk['key'])}.")
     fed = facts.get(f"{wl}.gpus_fed")
     if fed is not None:
-        binding = (facts.data.get(f"{wl}.fed") or {}).get("binding", "")
+        binding = phrasing.text((facts.data.get(f"{wl}.fed") or {}).get("binding", ""))
         gpus = f"GPU{'s' if fed.value != 1 else ''}"
         # the token count is against this chapter's own step, not the model of chapter 5's advice before it
         step = f"{gpus} like this one running {_step_name(facts, wl)}" if wl == "tokens" else f"such {gpus}"
-        text += (f" This host's {binding} feeds **{fed.value}** {step} at ≥ {phrasing.share(AU_MIN)} of the time"
+        text += (f" This host's {binding} feeds **{phrasing.text(fed.value)}** {step} at ≥ "
+                 f"{phrasing.share(AU_MIN)} of the time"
                  if fed.value else f" This host's {binding} cannot feed one "
                  + (f"GPU like this one running {_step_name(facts, wl)}" if wl == "tokens" else "such GPU")
                  + f" at ≥ {phrasing.share(AU_MIN)}")
@@ -390,7 +390,7 @@ def hops_chart(res, workload: str):
     return fig
 
 
-_BUDGET_JS = """
+_BUDGET_JS = charts.script_template("""
 var gd = document.getElementById('{plot_id}');
 var s = %s;
 function loglog(x, xs, ys) {
@@ -418,7 +418,7 @@ function model() {
   Plotly.restyle(gd, {x: [xs, [demand, demand]], 'marker.color': [colours, null]}, [0, 1]);
 }
 gd.on('plotly_sliderchange', function (e) { s[e.slider.name] = +e.step.value; model(); });
-"""
+""")
 
 BUDGET_STEP_MS = [5, 10, 20, 30, 50, 75, 100, 150, 200, 300]
 BUDGET_BATCH = [8, 16, 32, 64, 128, 256, 512]
@@ -501,7 +501,7 @@ def budget_figure(res):
             value_slider("cpu", "CPU time per sample (ms)", _with(BUDGET_CPU_MS, state["cpu"]), state["cpu"],
                          -0.35 - 0.96),
         ],
-        meta={"post_script": _BUDGET_JS % json.dumps(state_js)},
+        meta={"post_script": charts.script(_BUDGET_JS, state_js)},
     )
     fig.update_xaxes(type="log", title_text="samples/s (log scale)")
     return fig
