@@ -219,7 +219,9 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
         if ch.module:
             _preflight(ch, {**defaults[ch.name], **inject})
         plans.append(Plan(ch, inject))
-    return plans
+    # a chapter that measures nothing (chapter 1) summarises the others: it runs after them, so its page shows
+    # this run's numbers; the book orders pages by its table of contents, not by this order
+    return sorted(plans, key=lambda p: not p.chapter.measures)
 
 
 def absolute_data_dir_env() -> None:
