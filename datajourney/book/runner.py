@@ -59,10 +59,9 @@ from datajourney.chapters.registry import Chapter, available, lookup
 from datajourney.core import results
 from datajourney.core.files import WRITE_ERRNOS, write_atomic, write_error
 from datajourney.core.params import BOOK_OPTIONS, ParameterError, writable_dir
-from datajourney.core.paths import REPO_ROOT
+from datajourney.core.paths import RESULTS_ROOT
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
-RESULTS_ROOT = REPO_ROOT / "results"
 #: Parameters the runner sets itself; a profile or -p may not.
 RUNNER_PARAMETERS = ("run_dir",)
 #: Seconds a cell gets to stop after Ctrl-C before its kernel is killed.
@@ -216,10 +215,26 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
         inject = absolute_paths({k: v for k, v in inject.items() if k in defaults[ch.name]})
         inject["run_dir"] = str(run_dir)
         _check_book_options(ch, inject, from_extra=set(extra or ()))
+        if "data_dir" in defaults[ch.name]:
+            _check_data_dir(inject.get("data_dir"), run_dir.parent)
         if ch.module:
             _preflight(ch, {**defaults[ch.name], **inject})
         plans.append(Plan(ch, inject))
     return plans
+
+
+def _check_data_dir(data_dir, results_root: Path) -> None:
+    """The data directory a chapter will use (``-p data_dir``, else ``$DATAJOURNEY_DATA_DIR``, else the
+    default) is neither ``/``, the checkout nor this run's results folder (:func:`datasets.check_data_dir`)."""
+    from datajourney.core.paths import DATA_DIR_ENV, default_data_dir
+    from datajourney.toolkit import datasets
+
+    if data_dir is None:
+        data_dir, name = default_data_dir(), (DATA_DIR_ENV if os.environ.get(DATA_DIR_ENV) else "data_dir")
+    else:
+        name = "data_dir"
+    if isinstance(data_dir, (str, os.PathLike)) and str(data_dir):
+        datasets.check_data_dir(name, data_dir, results_root=results_root)
 
 
 def absolute_data_dir_env() -> None:
