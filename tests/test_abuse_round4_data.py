@@ -8,14 +8,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from test_abuse import _one_line, _tree
+from test_abuse import _one_line, _run, _tree, committed  # noqa: F401 - committed is a fixture
 
-from datajourney.book import runner
+from datajourney.book import runner, sphinx_ext
 from datajourney.cli import main
+from datajourney.core import results
 from datajourney.core.params import ParameterError
 from datajourney.core.paths import REPO_ROOT, RESULTS_ROOT
 from datajourney.toolkit import datasets
@@ -186,8 +190,8 @@ def test_the_stamps_are_written_through_fsync(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------- A15: where data sets may go
-@pytest.mark.parametrize("where", ["/", str(REPO_ROOT), str(RESULTS_ROOT), str(RESULTS_ROOT / "data")],
-                         ids=["root", "checkout", "results", "inside-results"])
+@pytest.mark.parametrize("where", ["/", str(REPO_ROOT), str(RESULTS_ROOT), f"{REPO_ROOT}/notebooks/.."],
+                         ids=["root", "checkout", "results", "checkout-spelled-otherwise"])
 def test_data_dir_is_never_the_root_the_checkout_or_the_results(where):
     with pytest.raises(ParameterError) as e:
         datasets.parent_dir(where)
@@ -213,3 +217,132 @@ def test_run_refuses_its_own_results_folder_as_data_dir_before_any_work(tmp_path
     assert main(argv) == 2
     _one_line(capsys.readouterr().err, "data_dir" if how == "-p" else datasets.DATA_DIR_ENV, str(root))
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == []
+
+
+# --------------------------------------------------------------------------- A08: two --replace runs of one id
+def test_replace_never_deletes_a_run_that_started_meanwhile(tmp_path, capsys):
+    """B checked X (a finished run, so it may replace it); meanwhile A replaced X and is running in it:
+    B's removal, checked again under the results folder's lock, is a one-line error and deletes nothing."""
+    root = tmp_path / "res"
+    _run(root, "X")
+    target, _ = runner._target(root, "X", "ci", True)  # B's early check
+    runner._remove_run(target)  # A ...
+    live = runner._claim(target, True)  # ... is running in X (its first run.json written with the folder)
+    assert runner.read_record(live)["status"] == "running"
+    with pytest.raises(ParameterError, match="being written by pid"):
+        runner._remove_run(target)
+    assert (live / "run.json").exists() and not list(root.glob(".replaced-*"))
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+from datajourney.book import runner
+from datajourney.core.params import ParameterError
+root, go = Path(sys.argv[1]), Path(sys.argv[2])
+target, _ = runner._target(root, "X", "ci", True)
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+try:  # what run() does once its plan is checked
+    if target.exists():
+        runner._remove_run(target)
+    runner._claim(target, True)
+    print("won", flush=True)
+    time.sleep(2)  # still running
+except ParameterError as e:
+    print("lost:", e, flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["together", "after-the-first-claimed"])
+def test_two_replace_runs_of_one_id_one_wins(tmp_path, when):
+    """Two processes replace X, each as run() does, both having checked X while it was a finished run: at
+    the same moment, or the second once the first runs in X. One runs in X, the other gets a one-line
+    error; never both (round 4: one deleted the other's running run and both went on)."""
+    root = tmp_path / "res"
+    env = {**os.environ, "PYTHONPATH": str(Path(runner.__file__).parents[2])}
+    _run(root, "X")
+    go = [tmp_path / f"go{k}" for k in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(root), str(g)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for g in go]
+    assert [p.stdout.readline() for p in procs] == ["ready\n"] * 2  # both have checked X: a finished run
+    go[0].touch()
+    if when != "together":
+        assert procs[0].stdout.readline() == "won\n"
+    go[1].touch()
+    outs = [p.communicate(timeout=60) for p in procs]
+    said = sorted(o.strip().split(":")[0] for o, _ in outs)
+    assert said == (["lost", "won"] if when == "together" else ["", "lost"]), outs  # "": "won" was read above
+
+
+# --------------------------------------------------------------------------- A01: run records of the wrong type
+BAD_RECORDS = {
+    "list": [], "string": "x", "number": 5, "not-json": "{\"run_id\": ",
+    "chapters-int": {"run_id": "r", "status": "ok", "chapters": 5},
+    "chapter-list": {"run_id": "r", "status": "ok", "chapters": [{"chapter": [1], "status": "ok", "parameters": {}}]},
+    "pid-1e20": {"run_id": "r", "status": "running", "host": socket.gethostname(), "pid": 10 ** 20, "chapters": []},
+}
+
+
+def _write_record(run: Path, record) -> None:
+    text = record if isinstance(record, str) and record.startswith("{") else json.dumps(record)
+    (run / "run.json").write_text(text)
+
+
+@pytest.mark.parametrize("record", BAD_RECORDS.values(), ids=BAD_RECORDS.keys())
+@pytest.mark.parametrize("cmd", ["book", "rerender", "promote"])
+def test_a_run_record_of_the_wrong_type_is_one_line(tmp_path, committed, capsys, monkeypatch, record, cmd):  # noqa: F811
+    monkeypatch.setattr(sphinx_ext, "build", lambda *a, **k: pytest.fail("the book was built"))
+    run = _run(tmp_path, "r")
+    _write_record(run, record)
+    argv = {"book": ["book", "--run", str(run)], "rerender": ["rerender", str(run), "--results", str(tmp_path / "res")],
+            "promote": ["promote", str(run), "--host", "h999"]}[cmd]
+    assert main(argv) == 2
+    _one_line(capsys.readouterr().err, str(run / "run.json"))
+    assert _tree(committed) == {} and _tree(tmp_path / "res") == {}
+
+
+@pytest.mark.parametrize("record", BAD_RECORDS.values(), ids=BAD_RECORDS.keys())
+def test_one_bad_run_record_does_not_stop_later_runs(tmp_path, capsys, record):
+    """A damaged run.json beside other runs: every later run there goes on, with a note naming it;
+    replacing that run is a one-line error naming it."""
+    root = tmp_path / "res"
+    _run(root, "good")
+    _write_record(_run(root, "evil"), record)
+    (root / "latest").symlink_to("gone")
+    assert runner.results_dir(root) == root
+    assert os.readlink(root / "latest") == "good"
+    assert str(root / "evil" / "run.json") in capsys.readouterr().err
+    assert runner._claim(runner._target(root, "next", "ci", False)[0], True) == root / "next"
+    with pytest.raises(ParameterError, match="run.json"):
+        runner._target(root, "evil", "ci", True)
+    assert (root / "evil" / "run.json").exists()
+
+
+# --------------------------------------------------------------------------- A18: a result's own parameters
+def _run_with_parameter(tmp_path: Path, name: str, value) -> Path:
+    """A finished run of chapter 3 whose result file records ``name = value`` among its parameters."""
+    run = _run(tmp_path, "src", names=("03_dataloader",), parameters={})
+    f = run / "03_dataloader.json"
+    doc = json.loads(f.read_text())
+    doc["parameters"][name] = value
+    f.write_text(json.dumps(doc))
+    return run
+
+
+@pytest.mark.parametrize("name,value", [("n_files", "many"), ("batch_size", [1, 2]), ("cache_states", ["hot"]),
+                                        ("workers", [-1])])
+@pytest.mark.parametrize("cmd", ["rerender", "promote --repeat", "promote", "book"])
+def test_a_result_whose_parameters_do_not_fit_their_declaration_is_one_line(tmp_path, committed, capsys,  # noqa: F811
+                                                                           monkeypatch, name, value, cmd):
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("a notebook was executed"))
+    monkeypatch.setattr(sphinx_ext, "build", lambda *a, **k: pytest.fail("the book was built"))
+    run = _run_with_parameter(tmp_path, name, value)
+    argv = {"rerender": ["rerender", str(run), "--results", str(tmp_path / "res")],
+            "promote --repeat": ["promote", str(run), "--host", "h999", "--repeat"],
+            "promote": ["promote", str(run), "--host", "h999"], "book": ["book", "--run", str(run)]}[cmd]
+    assert main(argv) == 2
+    _one_line(capsys.readouterr().err, str(run / "03_dataloader.json"), repr(name))
+    assert _tree(committed) == {} and _tree(tmp_path / "res") == {}
+    assert results.Result.load(run / "03_dataloader.json").parameters[name] == value  # the file was valid otherwise

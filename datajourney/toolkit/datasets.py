@@ -911,17 +911,16 @@ def parent_dir(data_dir=None) -> Path:
 
 
 def check_data_dir(name: str, path, *, results_root=None) -> None:
-    """Refuse, before any work, a data directory that is ``/``, the checkout, or a results root (the
-    default ``results/`` or ``results_root``) or a folder inside one: data sets would land among the
-    checkout's files or the run directories (a ``--replace`` deletes a run with what it holds), and the
-    clean-up of stale data would scan them. ``name``: what the error calls it."""
+    """Refuse, before any work, a data directory that is ``/``, the checkout, or a results folder (the
+    default ``results/`` or ``results_root``): data sets would land among the checkout's files or the run
+    directories, and the clean-up of stale data would scan them. ``name``: what the error calls it."""
     p = Path(path).expanduser().resolve()
-    why = ("the root directory" if p == Path(p.anchor) else "the checkout" if p == REPO_ROOT.resolve() else None)
-    for root in (RESULTS_ROOT, results_root):
-        if why is None and root is not None and p.is_relative_to(Path(root).resolve()):
-            why = f"inside the results folder {root}" if p != Path(root).resolve() else "the results folder"
-    if why:
-        raise ParameterError(name, str(path), f"a directory for data sets only, not {why} "
+    roots = {Path(p.anchor): "the root directory", REPO_ROOT.resolve(): "the checkout",
+             RESULTS_ROOT.resolve(): "the results folder"}
+    if results_root is not None:
+        roots.setdefault(Path(results_root).resolve(), "the results folder")
+    if p in roots:
+        raise ParameterError(name, str(path), f"a directory for data sets only, not {roots[p]} "
                              "(e.g. ~/.cache/datajourney, the default)")
 
 
