@@ -385,8 +385,8 @@ def _close_killed_run(run_dir: Path) -> bool:
     return True
 
 
-#: The largest process id Linux gives (``pid_max`` is at most 2**22).
-MAX_PID = 1 << 22
+#: The largest process id a ``pid_t`` holds (a larger number in a run record is no process id at all).
+MAX_PID = (1 << 31) - 1
 
 
 def _record_at(run_dir) -> dict | None:
@@ -479,25 +479,11 @@ def _replaceable(target: Path) -> None:
                              f"pid {rec.get('pid')} on {rec.get('host')}")
 
 
-#: The lock file of a results folder: replacing a run and claiming a run directory happen under it.
-RUNS_LOCK = ".runs.lock"
-
-
-@contextmanager
 def _runs_locked(root: Path):
-    """An exclusive ``flock`` on ``root``'s :data:`RUNS_LOCK` for the block (held for moments: the check
+    """An exclusive ``flock`` on the results folder ``root`` (:func:`_flocked`), held for moments: the check
     that a run is not running and its removal, or the creation of a run directory and its first
-    ``run.json``), so that two runs of one id never delete or share each other's directory."""
-    try:
-        fd = os.open(root / RUNS_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as e:
-        raise ParameterError("--results", str(root), f"a folder where the lock file {RUNS_LOCK} can be made "
-                             f"({e.strerror or e}; a symbolic link there is never followed)") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    ``run.json``, so that two runs of one id never delete or share each other's directory."""
+    return _flocked(root, f"the run directories of {root}", by="another run")
 
 
 def _remove_run(target: Path) -> None:
@@ -1353,15 +1339,16 @@ SWAP_JOURNAL = ".promote-journal.json"
 
 
 @contextmanager
-def _flocked(folder: Path, what: str):
-    """An exclusive ``flock`` on ``folder`` for the block (a second holder waits, saying so)."""
+def _flocked(folder: Path, what: str, *, by: str = "another promote"):
+    """An exclusive ``flock`` on ``folder`` for the block (a second holder waits, saying so: ``by`` is
+    writing ``what``)."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"note: another promote is writing {what}; waiting for it to finish", file=sys.stderr, flush=True)
+            print(f"note: {by} is writing {what}; waiting for it to finish", file=sys.stderr, flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
