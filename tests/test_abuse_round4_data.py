@@ -2,7 +2,8 @@
 results folder holds reaches outside it or stops a run with a traceback. Symbolic links planted in the
 data directory (also by another user), a data set folder that is a link, two ``--replace`` runs of one
 id at once, run records of the wrong type, a truncated stamps cache, a result's own parameters of the
-wrong kind, and a data directory that is ``/``, the checkout or the results folder."""
+wrong kind, and a data directory that is ``/``, the checkout or the results folder. And, left from round 3:
+spawned workers killed while still starting die with the process that started them."""
 from __future__ import annotations
 
 import json
@@ -12,10 +13,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 from test_abuse import _one_line, _run, _tree, committed  # noqa: F401 - committed is a fixture
+from test_abuse_round3 import _cmdline, _run_processes
 
 from datajourney.book import runner, sphinx_ext
 from datajourney.cli import main
@@ -346,3 +349,47 @@ def test_a_result_whose_parameters_do_not_fit_their_declaration_is_one_line(tmp_
     _one_line(capsys.readouterr().err, str(run / "03_dataloader.json"), repr(name))
     assert _tree(committed) == {} and _tree(tmp_path / "res") == {}
     assert results.Result.load(run / "03_dataloader.json").parameters[name] == value  # the file was valid otherwise
+
+
+# --------------------------------------------------------------------------- round 3: spawned workers die with it
+SPAWNER = """
+import multiprocessing as mp, sys, time
+from datajourney.toolkit import lifetime
+def work(path):
+    open(path, "w").write("running")
+    time.sleep(120)
+if __name__ == "__main__":
+    lifetime.children_die_with_this_process()
+    ctx = mp.get_context("spawn")
+    first = ctx.Process(target=work, args=(sys.argv[1],))
+    first.start()
+    while not __import__("os").path.exists(sys.argv[1]):
+        time.sleep(0.01)
+    ctx.Process(target=work, args=(sys.argv[1] + ".2",)).start()
+    print("started", flush=True)  # the second is still starting: no code of its own has run yet
+    time.sleep(120)
+"""
+
+
+def test_spawned_workers_and_their_resource_tracker_die_with_a_killed_parent(tmp_path):
+    """A process (a kernel) that asked for its children's death (as every kernel does) starts spawned workers
+    (chapter 8's start-up sweep) and is killed with -9: one worker running its code, one still starting
+    (before any worker_init_fn could ask for a death signal). No runner's watcher is there to kill a process
+    group: 2 s later neither worker nor the resource tracker is left."""
+    token = f"spawn-{os.getpid()}-{time.time()}"
+    env = {**os.environ, "DJ_TEST_RUN": token, "PYTHONPATH": str(Path(runner.__file__).parents[2])}
+    script = tmp_path / "spawner.py"
+    script.write_text(SPAWNER)
+    p = subprocess.Popen([sys.executable, str(script), str(tmp_path / "running")], stdout=subprocess.PIPE, text=True,
+                         env=env, cwd=tmp_path)
+    try:
+        assert p.stdout.readline() == "started\n"
+        started = _run_processes(token)
+    finally:
+        p.kill()
+        p.wait()
+    time.sleep(2)
+    left = [f"{pid} {_cmdline(pid)}" for pid in _run_processes(token)]
+    for pid in _run_processes(token):
+        os.kill(pid, 9)
+    assert len(started) >= 4 and left == [], left  # the parent, two workers and the resource tracker were there
