@@ -314,7 +314,7 @@ def _lock_fd(parent: Path, name: str) -> int | None:
         fd = _open_lock(path, os.O_RDWR | os.O_CREAT)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise _link_refused(parent, path) from None
+            raise _link_refused(parent, path, "plain file") from None
         try:
             fd = _open_lock(path, os.O_RDONLY)
         except OSError:
@@ -333,13 +333,14 @@ def _open_lock(path: str, flags: int) -> int:
     return fd
 
 
-def _link_refused(parent: Path, path) -> ParameterError:
-    """The one-line error for a symbolic link (or other non-file) where a data set folder or lock file belongs."""
+def _link_refused(parent: Path, path, what: str) -> ParameterError:
+    """The one-line error for a symbolic link, or anything but a ``what`` (folder, plain file), where a data
+    set folder or a lock file belongs."""
     path = Path(path)
-    to = f" (to {os.readlink(path)})" if path.is_symlink() else ""
-    return ParameterError("data_dir", str(parent), f"a directory whose data sets and lock files are its own: {path} "
-                          f"is a symbolic link{to} or not a plain file, which is never followed, replaced or emptied "
-                          "(remove it; to keep data sets on another disk, set data_dir there)")
+    found = f"a symbolic link (to {os.readlink(path)})" if path.is_symlink() else f"not a {what}"
+    return ParameterError("data_dir", str(parent), f"a directory whose data set folders and lock files are its "
+                          f"own: {path} is {found}, which is never followed, replaced or emptied (remove it; to "
+                          "keep data sets on another disk, set data_dir there)")
 
 
 def _writers(parent: Path, name: str) -> list[dict]:
@@ -753,7 +754,7 @@ def _own_folder(final: Path) -> None:
     (say, to keep one data set on another disk) would be followed into a folder the run does not own. To
     keep data sets elsewhere, ``data_dir`` (which may itself be a link) is set there instead."""
     if os.path.islink(final) or (os.path.lexists(final) and not final.is_dir()):
-        raise _link_refused(final.parent, final)
+        raise _link_refused(final.parent, final, "folder")
 
 
 def _state(final: Path, params: dict) -> tuple[str, list[str]]:
