@@ -59,10 +59,9 @@ from datajourney.chapters.registry import Chapter, available, lookup
 from datajourney.core import results
 from datajourney.core.files import WRITE_ERRNOS, write_atomic, write_error
 from datajourney.core.params import BOOK_OPTIONS, ParameterError, writable_dir
-from datajourney.core.paths import REPO_ROOT
+from datajourney.core.paths import RESULTS_ROOT
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
-RESULTS_ROOT = REPO_ROOT / "results"
 #: Parameters the runner sets itself; a profile or -p may not.
 RUNNER_PARAMETERS = ("run_dir",)
 #: Seconds a cell gets to stop after Ctrl-C before its kernel is killed.
@@ -216,12 +215,28 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
         inject = absolute_paths({k: v for k, v in inject.items() if k in defaults[ch.name]})
         inject["run_dir"] = str(run_dir)
         _check_book_options(ch, inject, from_extra=set(extra or ()))
+        if "data_dir" in defaults[ch.name]:
+            _check_data_dir(inject.get("data_dir"), run_dir.parent)
         if ch.module:
             _preflight(ch, {**defaults[ch.name], **inject})
         plans.append(Plan(ch, inject))
     # a chapter that measures nothing (chapter 1) summarises the others: it runs after them, so its page shows
     # this run's numbers; the book orders pages by its table of contents, not by this order
     return sorted(plans, key=lambda p: not p.chapter.measures)
+
+
+def _check_data_dir(data_dir, results_root: Path) -> None:
+    """The data directory a chapter will use (``-p data_dir``, else ``$DATAJOURNEY_DATA_DIR``, else the
+    default) is neither ``/``, the checkout nor this run's results folder (:func:`datasets.check_data_dir`)."""
+    from datajourney.core.paths import DATA_DIR_ENV, default_data_dir
+    from datajourney.toolkit import datasets
+
+    if data_dir is None:
+        data_dir, name = default_data_dir(), (DATA_DIR_ENV if os.environ.get(DATA_DIR_ENV) else "data_dir")
+    else:
+        name = "data_dir"
+    if isinstance(data_dir, (str, os.PathLike)) and str(data_dir):
+        datasets.check_data_dir(name, data_dir, results_root=results_root)
 
 
 def absolute_data_dir_env() -> None:
@@ -345,12 +360,14 @@ def results_dir(results_root=None) -> Path:
 def _close_killed_run(run_dir: Path) -> bool:
     """A run whose runner was killed (``kill -9``: its ``run.json`` still says ``running`` and its process
     is gone) is closed by the next run: its partial notebooks are published with the cell they stopped
-    in marked, its notices file is removed, and ``run.json`` says ``interrupted``. Whether it was one."""
+    in marked, its notices file is removed, and ``run.json`` says ``interrupted``. Whether it was one.
+    A damaged ``run.json`` is left alone with a note: one bad run never stops the others."""
     try:
-        rec = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
+        rec = _record_at(run_dir)
+    except ParameterError as e:
+        print(f"note: {e.value} is left alone (it should be {e.allowed})", file=sys.stderr, flush=True)
         return False
-    if not isinstance(rec, dict) or rec.get("status") != "running" or _runner_alive(rec):
+    if rec is None or rec.get("status") != "running" or _runner_alive(rec):
         return False
     for partial in (run_dir / "notebooks").glob(".*.partial.ipynb"):
         out = partial.with_name(partial.name[1:-len(".partial.ipynb")] + ".ipynb")
@@ -370,11 +387,45 @@ def _close_killed_run(run_dir: Path) -> bool:
     return True
 
 
-def read_record(run_dir) -> dict | None:
-    """A run's ``run.json``; a run whose runner died without a word reads as ``interrupted``."""
+#: The largest process id a ``pid_t`` holds (a larger number in a run record is no process id at all).
+MAX_PID = (1 << 31) - 1
+
+
+def _record_at(run_dir) -> dict | None:
+    """``run_dir/run.json`` as written (``None``: there is none), its shape checked: a file that is not
+    JSON, or not an object whose ``chapters`` is a list of objects each naming its chapter, whose
+    ``status`` and ``run_id`` are text and whose ``pid`` is a process id, is a one-line
+    :class:`ParameterError` naming the file (a run record may come from another host, or be damaged)."""
+    path = Path(run_dir) / "run.json"
     try:
-        rec = json.loads((Path(run_dir) / "run.json").read_text())
-    except (OSError, ValueError):
+        rec = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ParameterError("run_dir", str(path), f"a readable run record ({e.strerror or e})") from None
+    except (ValueError, RecursionError) as e:
+        raise ParameterError("run_dir", str(path), f"a run record in JSON ({_one_line(e)[:80]})") from None
+    chapters = rec.get("chapters", []) if isinstance(rec, dict) else None
+    pid = rec.get("pid") if isinstance(rec, dict) else None
+    if not isinstance(rec, dict):
+        why = f"a JSON object, not {type(rec).__name__}"
+    elif not isinstance(chapters, list) or not all(isinstance(c, dict) and isinstance(c.get("chapter"), str)
+                                                   for c in chapters):
+        why = "'chapters' a list of objects, each naming its chapter"
+    elif not all(isinstance(rec.get(k), (str, type(None))) for k in ("status", "run_id", "host")):
+        why = "'status', 'run_id' and 'host' texts"
+    elif pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= MAX_PID):
+        why = f"'pid' a process id (1 to {MAX_PID:,})"
+    else:
+        return rec
+    raise ParameterError("run_dir", str(path), f"a run record: {why}")
+
+
+def read_record(run_dir) -> dict | None:
+    """A run's ``run.json`` (``None``: there is none), checked (:func:`_record_at`); a run whose runner
+    died without a word reads as ``interrupted``."""
+    rec = _record_at(run_dir)
+    if rec is None:
         return None
     if rec.get("status") == "running" and not _runner_alive(rec):
         rec["status"] = "interrupted"
@@ -388,7 +439,7 @@ def _runner_alive(rec: dict) -> bool:
     pid = rec.get("pid")
     try:
         os.kill(int(pid), 0)
-    except (ProcessLookupError, TypeError, ValueError):
+    except (ProcessLookupError, TypeError, ValueError, OverflowError):
         return False
     except PermissionError:
         return True
@@ -398,7 +449,8 @@ def _runner_alive(rec: dict) -> bool:
 def _target(root: Path, run_id: str | None, profile: str, replace: bool) -> tuple[Path, bool]:
     """(run directory to claim, whether its name is fixed); refuses a used ``--run-id``, and one that is a
     symbolic link whatever it points to (a run directory is never reached through a link, so replacing
-    one never deletes anything outside ``root``)."""
+    one never deletes anything outside ``root``). Checked again, under the results folder's lock, by
+    :func:`_remove_run` and :func:`_claim`: this early check only says it before the run is planned."""
     if not run_id:
         return root.resolve() / new_run_id(profile), False
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or run_id == "latest":
@@ -411,41 +463,66 @@ def _target(root: Path, run_id: str | None, profile: str, replace: bool) -> tupl
         if not replace:
             raise ParameterError("--run-id", run_id, f"a new run id: {target} already exists "
                                  "(pass --replace to delete that run and make a new one)")
-        rec = read_record(target)
-        if rec is None and (not target.is_dir() or any(target.iterdir())):
-            raise ParameterError("--run-id", run_id, f"the id of a run: {target} is not a run directory "
-                                 "(no run.json), so it is left alone")
-        if rec and rec.get("status") == "running":
-            raise ParameterError("--run-id", run_id, f"a run that has finished: {target} is being written by "
-                                 f"pid {rec.get('pid')} on {rec.get('host')}")
+        _replaceable(target)
     return target, True
 
 
-def _remove_run(target: Path) -> None:
-    """Delete an old run directory (moved aside first, so a half-deleted one is never seen). A link is
-    never followed: what is moved aside must be a real directory, else nothing is deleted."""
+def _replaceable(target: Path) -> None:
+    """Refuse to replace ``target`` unless it is a run directory that is not running: a one-line error."""
+    run_id = target.name
     if target.is_symlink() or not target.is_dir():
-        raise ParameterError("--run-id", target.name, f"the name of a run directory: {target} is not one")
-    aside = target.with_name(f".replaced-{target.name}-{uuid.uuid4().hex[:8]}")
-    target.rename(aside)
-    if aside.is_symlink() or not aside.is_dir():  # swapped for a link in between: put it back, delete nothing
-        os.rename(aside, target)
-        raise ParameterError("--run-id", target.name, f"the name of a run directory: {target} changed under us")
+        raise ParameterError("--run-id", run_id, f"the name of a run directory: {target} is not one")
+    rec = read_record(target)
+    if rec is None and any(target.iterdir()):
+        raise ParameterError("--run-id", run_id, f"the id of a run: {target} is not a run directory "
+                             "(no run.json), so it is left alone")
+    if rec and rec.get("status") == "running":
+        raise ParameterError("--run-id", run_id, f"a run that has finished: {target} is being written by "
+                             f"pid {rec.get('pid')} on {rec.get('host')}")
+
+
+def _runs_locked(root: Path):
+    """An exclusive ``flock`` on the results folder ``root`` (:func:`_flocked`), held for moments: the check
+    that a run is not running and its removal, or the creation of a run directory and its first
+    ``run.json``, so that two runs of one id never delete or share each other's directory."""
+    return _flocked(root, f"the run directories of {root}", by="another run")
+
+
+def _remove_run(target: Path) -> None:
+    """Delete an old run directory (moved aside first, so a half-deleted one is never seen). Under the
+    results folder's lock (:func:`_runs_locked`) it is checked again to be a run directory that is not
+    running (another ``--replace`` may have started a run in it since :func:`_target` looked), and a
+    link is never followed: what is moved aside must be a real directory, else nothing is deleted."""
+    with _runs_locked(target.parent):
+        _replaceable(target)
+        aside = target.with_name(f".replaced-{target.name}-{uuid.uuid4().hex[:8]}")
+        target.rename(aside)
+        if aside.is_symlink() or not aside.is_dir():  # swapped for a link in between: put it back, delete nothing
+            os.rename(aside, target)
+            raise ParameterError("--run-id", target.name, f"the name of a run directory: {target} changed under us")
     shutil.rmtree(aside, ignore_errors=True)
     _repair_latest(target.parent)
 
 
 def _repair_latest(root: Path) -> None:
     """Keep ``root/latest`` a link to a run directory of ``root``: one left dangling (its run was deleted)
-    or pointing elsewhere is pointed at the newest run that ended ``ok``, or removed when there is none."""
+    or pointing elsewhere is pointed at the newest run that ended ``ok``, or removed when there is none.
+    A folder whose ``run.json`` is damaged is no candidate (:func:`results_dir` notes it)."""
     latest = root / "latest"
     if not latest.is_symlink():
         return
     name = os.readlink(latest)
     if "/" not in name and (root / name).is_dir() and not (root / name).is_symlink():
         return
+
+    def ended_ok(d: Path) -> bool:
+        try:
+            return (read_record(d) or {}).get("status") == "ok"
+        except ParameterError:
+            return False
+
     runs = [d for d in root.iterdir() if not d.name.startswith(".") and d.name != "latest"
-            and d.is_dir() and not d.is_symlink() and (read_record(d) or {}).get("status") == "ok"]
+            and d.is_dir() and not d.is_symlink() and ended_ok(d)]
     if runs:
         _point_latest(root, max(runs, key=lambda d: d.stat().st_mtime))
     else:
@@ -453,15 +530,26 @@ def _repair_latest(root: Path) -> None:
 
 
 def _claim(target: Path, fixed: bool) -> Path:
-    """Create the run directory with an exclusive mkdir: two runs never share one."""
-    for k in range(1, 1000):
-        cand = target if k == 1 else target.with_name(f"{target.name}-{k}")
-        try:
-            cand.mkdir()
+    """Create the run directory with an exclusive mkdir, and its first ``run.json`` (``running``, this
+    process), under the results folder's lock: two runs never share one, and a ``--replace`` checking
+    it meanwhile sees a running run, never an empty folder it may delete."""
+    with _runs_locked(target.parent):
+        for k in range(1, 1000):
+            cand = target if k == 1 else target.with_name(f"{target.name}-{k}")
+            try:
+                cand.mkdir()
+            except FileExistsError:
+                if fixed:
+                    raise ParameterError("--run-id", target.name,
+                                         "a new run id: another run has just taken it") from None
+                continue
+            try:
+                _write_record(cand, {"run_id": cand.name, "started": _now(), "status": "running",
+                                     "host": socket.gethostname(), "pid": os.getpid(), "chapters": []})
+            except OSError as e:
+                cand.rmdir()
+                raise RunError(f"the run could not start: {write_error(e, cand / 'run.json')}") from None
             return cand
-        except FileExistsError:
-            if fixed:
-                raise ParameterError("--run-id", target.name, "a new run id: another run has just taken it") from None
     raise RunError(f"no free run directory name next to {target}")
 
 
@@ -1028,9 +1116,19 @@ def rerender(source, *, run_id: str | None = None, results_root: Path | None = N
 
 def _result_parameters(ch: Chapter, res: results.Result, source: Path) -> dict:
     """The parameters a result file records that are the chapter's own (``Params``), checked like a run
-    record's (plain values): what a rendered page takes its counts and titles from."""
+    record's (plain values) and each against its declaration (kind, range, choices): what a rendered page
+    takes its counts and titles from. The first that is not is a one-line error naming the file and it."""
+    where = source / f"{ch.name}.json"
     own = {k: v for k, v in (res.parameters or {}).items() if k in ch.params.defaults()}
-    _recorded_parameters({"chapter": ch.name, "parameters": own}, source / f"{ch.name}.json")
+    _recorded_parameters({"chapter": ch.name, "parameters": own}, where)
+    specs = ch.params.specs()
+    for name, value in own.items():
+        if name in specs:
+            try:
+                specs[name].check(name, value)
+            except ParameterError as e:
+                raise ParameterError("run_dir", str(where), f"a result whose parameter {name!r} is "
+                                     f"{e.allowed} (not {_one_line(repr(value))[:60]})") from None
     return own
 
 
@@ -1093,6 +1191,7 @@ def _result_of(run_dir: Path, name: str, what: str) -> Path:
     if res.chapter != name:
         raise ParameterError(what, str(run_dir), f"a run whose result files are their chapters': {f} holds "
                              f"chapter {res.chapter!r}")
+    _result_parameters(lookup(name), res, run_dir)
     return f
 
 
@@ -1292,15 +1391,16 @@ SWAP_JOURNAL = ".promote-journal.json"
 
 
 @contextmanager
-def _flocked(folder: Path, what: str):
-    """An exclusive ``flock`` on ``folder`` for the block (a second holder waits, saying so)."""
+def _flocked(folder: Path, what: str, *, by: str = "another promote"):
+    """An exclusive ``flock`` on ``folder`` for the block (a second holder waits, saying so: ``by`` is
+    writing ``what``)."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"note: another promote is writing {what}; waiting for it to finish", file=sys.stderr, flush=True)
+            print(f"note: {by} is writing {what}; waiting for it to finish", file=sys.stderr, flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:

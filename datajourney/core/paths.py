@@ -10,6 +10,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR_ENV = "DATAJOURNEY_DATA_DIR"
 #: Committed reference results, one folder per host.
 REFERENCE_DIR = REPO_ROOT / "data" / "reference"
+#: Where ``run`` puts run directories unless ``--results`` says otherwise.
+RESULTS_ROOT = REPO_ROOT / "results"
 
 
 def default_data_dir() -> Path:

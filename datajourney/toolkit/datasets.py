@@ -46,6 +46,13 @@ and only when nobody holds that data set's lock and its owner is known to be dea
 owner file records host name, boot id, process id and process start time; an owner on
 this host is dead when that process no longer runs (or the host was restarted); an owner
 on another host is only presumed dead after :data:`STALE_AGE_S` without any write.
+
+**Nothing outside the data directory is touched.** Symbolic links in it are never followed: a link
+named like temporary data is removed as a link (its target left alone), lock files are opened with
+``O_NOFOLLOW`` (a link there is a one-line error), removals walk by descriptor, and a data set folder
+that is a link is refused in one line naming it, never renamed, emptied or written through. To keep
+data sets on another disk, ``data_dir`` is set there (it may itself be a link). ``/``, the checkout
+and the results folder are refused as ``data_dir`` (:func:`check_data_dir`).
 """
 from __future__ import annotations
 
@@ -60,6 +67,7 @@ import os
 import random
 import shutil
 import socket
+import stat
 import sys
 import time
 import uuid
@@ -68,8 +76,9 @@ from pathlib import Path
 
 import numpy as np
 
+from datajourney.core.files import write_atomic
 from datajourney.core.params import ParameterError, free_space, positive_int, size_text, writable_dir
-from datajourney.core.paths import DATA_DIR_ENV, boot_id, default_data_dir  # noqa: F401 - re-exported
+from datajourney.core.paths import DATA_DIR_ENV, REPO_ROOT, RESULTS_ROOT, boot_id, default_data_dir  # noqa: F401 - re-exported
 
 MANIFEST = "manifest.json"
 #: Per-file sizes and block digests; immutable once published (its SHA-256 is in the manifest).
@@ -174,19 +183,12 @@ def _read_json(path: Path):
         return None
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 # --------------------------------------------------------------------------- who writes
 def _proc_start(pid: int) -> int | None:
     """Start time of process ``pid`` (clock ticks since boot): tells a reused pid apart."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[19])
+        line = Path(f"/proc/{pid}/stat").read_text()
+        return int(line.rsplit(")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -309,20 +311,44 @@ def _lock_fd(parent: Path, name: str) -> int | None:
     if path in _HELD:
         return _HELD[path]
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
+        fd = _open_lock(path, os.O_RDWR | os.O_CREAT)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _link_refused(parent, path, "plain file") from None
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = _open_lock(path, os.O_RDONLY)
         except OSError:
             return None
     _HELD[path] = fd
     return fd
 
 
+def _open_lock(path: str, flags: int) -> int:
+    """Open a lock file without following a link (``O_NOFOLLOW``: a link planted under its name raises
+    ``ELOOP`` instead of creating or locking a file elsewhere); anything but a plain file is refused too."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.ELOOP, "not a plain file", path)
+    return fd
+
+
+def _link_refused(parent: Path, path, what: str) -> ParameterError:
+    """The one-line error for a symbolic link, or anything but a ``what`` (folder, plain file), where a data
+    set folder or a lock file belongs."""
+    path = Path(path)
+    found = f"a symbolic link (to {os.readlink(path)})" if path.is_symlink() else f"not a {what}"
+    return ParameterError("data_dir", str(parent), f"a directory whose data set folders and lock files are its "
+                          f"own: {path} is {found}, which is never followed, replaced or emptied (remove it; to "
+                          "keep data sets on another disk, set data_dir there)")
+
+
 def _writers(parent: Path, name: str) -> list[dict]:
     """Owner records of temporary directories of ``name`` being written now."""
     out = []
     for entry in parent.glob(f".tmp-{name}-*"):
+        if entry.is_symlink():  # never a generation's: its owner file is not read through it
+            continue
         owner = _read_json(entry / OWNER)
         if owner and not _owner_dead(entry, owner):
             out.append(owner)
@@ -386,7 +412,7 @@ def _try_exclusive(parent: Path, name: str):
     if not os.access(parent, os.W_OK):
         return None
     try:
-        fd = os.open(str(parent / f".lock-{name}"), os.O_RDWR | os.O_CREAT, 0o666)
+        fd = _open_lock(str(parent / f".lock-{name}"), os.O_RDWR | os.O_CREAT)
     except OSError:
         return None
     try:
@@ -407,7 +433,8 @@ def clean_stale(parent, *, holding: str | None = None) -> list[str]:
     parent = Path(parent)
     removed = []
     try:
-        entries = [e for e in os.scandir(parent) if e.name[:5] in (".tmp-", ".old-") and e.is_dir()]
+        entries = [e for e in os.scandir(parent) if e.name[:5] in (".tmp-", ".old-")
+                   and (e.is_dir(follow_symlinks=False) or e.is_symlink())]
     except OSError:
         return removed
     for e in entries:
@@ -415,6 +442,16 @@ def clean_stale(parent, *, holding: str | None = None) -> list[str]:
         if not name:
             continue
         entry = Path(e.path)
+        if e.is_symlink():  # never made by a generation: removed as a link, its target left alone
+            try:
+                target = os.readlink(entry)
+                os.unlink(entry)
+            except OSError:
+                continue
+            removed.append(e.name)
+            notice(f"removed {entry}: a symbolic link (to {target}) under a name of temporary data; "
+                   "its target was left alone")
+            continue
         if e.name.startswith(".tmp-"):
             why = _owner_dead(entry, _read_json(entry / OWNER))
         else:  # .old-*: a published data set moved aside; only a publish in progress owns it
@@ -442,28 +479,34 @@ PROGRESS_EVERY_S = 5.0
 
 
 def _remove_tree(root: Path) -> tuple[int, int]:
-    """Delete the directory ``root`` (links are removed, never followed), saying every
-    :data:`PROGRESS_EVERY_S` seconds how far it got (:func:`notice`): millions of files take minutes.
-    Returns (files removed, bytes they held)."""
+    """Delete the directory ``root``, saying every :data:`PROGRESS_EVERY_S` seconds how far it got
+    (:func:`notice`): millions of files take minutes. Links are removed, never followed: ``root`` itself
+    when it is one, and every link inside (``os.fwalk`` by descriptor, which never enters a directory
+    swapped for a link during the walk). Returns (files removed, bytes they held)."""
+    if os.path.islink(root):
+        os.unlink(root)
+        return 1, 0
     files = size = 0
     last = time.monotonic()
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            path = os.path.join(dirpath, name)
+    for _dirpath, dirnames, filenames, dir_fd in os.fwalk(root, topdown=False, follow_symlinks=False):
+        for name in filenames + dirnames:
             try:
-                size += os.lstat(path).st_blocks * 512
-                os.unlink(path)
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    os.rmdir(name, dir_fd=dir_fd)  # emptied already (bottom-up)
+                    continue
+                os.unlink(name, dir_fd=dir_fd)
+                size += st.st_blocks * 512
                 files += 1
             except OSError:
                 pass
             if time.monotonic() - last >= PROGRESS_EVERY_S:
                 last = time.monotonic()
                 notice(f"  ... {files:,} files ({size_text(size)}) of {root} removed so far")
-        try:
-            os.rmdir(dirpath)
-        except OSError:
-            pass
-    shutil.rmtree(root, ignore_errors=True)  # anything the walk could not take
+    try:
+        os.rmdir(root)
+    except OSError:
+        shutil.rmtree(root, ignore_errors=True)  # anything the walk could not take (rmtree never follows links)
     return files, size
 
 
@@ -475,6 +518,8 @@ def pending_writes(parent, exclude_pid: int | None = None) -> tuple[int, int, li
     nbytes = nfiles = 0
     names = []
     for entry in parent.glob(".tmp-*"):
+        if entry.is_symlink():  # never a generation's: nothing is read or counted through it
+            continue
         owner = _read_json(entry / OWNER)
         if not owner or (owner.get("host"), owner.get("pid")) == me or _owner_dead(entry, owner):
             continue
@@ -504,7 +549,7 @@ def _payload_files(root: Path) -> list[str]:
         dirs.sort()
         rel = os.path.relpath(d, root)
         for f in sorted(files):
-            if rel == "." and (f in _OWN_FILES or f.startswith(".settle") or f.startswith(STAMPS)):
+            if rel == "." and (f in _OWN_FILES or f.startswith(".settle") or f.startswith((STAMPS, "." + STAMPS))):
                 continue
             out.append(f if rel == "." else os.path.join(rel, f))
     return out
@@ -556,7 +601,7 @@ def build_index(root) -> tuple[dict, list]:
 
 def _write_stamps(root: Path, index_sha: str, stamps: list) -> None:
     """The stamps file: the index it belongs to, then a flat list of (inode, mtime, ctime) per file."""
-    _write_atomic(root / STAMPS, (index_sha + "\n" + json.dumps(stamps)).encode())
+    write_atomic(root / STAMPS, (index_sha + "\n" + json.dumps(stamps)).encode())
 
 
 def _read_stamps(root: Path, index_sha: str) -> str | None:
@@ -566,6 +611,16 @@ def _read_stamps(root: Path, index_sha: str) -> str | None:
     except (OSError, ValueError):
         return None
     return body if head == index_sha else None
+
+
+def _stamps_list(text: str) -> list | None:
+    """The stamps body parsed, or ``None`` when it is not a list (a truncated or damaged file): the stamps
+    are a cache, so damage only means every file is hashed, and the stamps written again."""
+    try:
+        old = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return old if isinstance(old, list) else None
 
 
 def verify_mode() -> str:
@@ -602,10 +657,10 @@ def check(root, *, full: bool | None = None, stats: dict | None = None) -> list[
     now: list[int] = []
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)  # names resolved from here: no path objects
     try:
-        stat = os.stat
+        stat_at = os.stat
         for k, rel in enumerate(paths):
             try:
-                st = stat(rel, dir_fd=root_fd)
+                st = stat_at(rel, dir_fd=root_fd)
             except OSError as e:
                 problems.append(f"{rel} is missing" if e.errno == errno.ENOENT
                                 else f"{rel} cannot be read ({e.strerror})")
@@ -619,10 +674,10 @@ def check(root, *, full: bool | None = None, stats: dict | None = None) -> list[
             now += [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
         now_text = json.dumps(now)
         to_hash: dict[int, set | None] = {}  # file number -> blocks to hash (None: all of them)
-        if full or not index.get("stamps_reliable", True) or saved is None:
+        old = _stamps_list(saved) if saved is not None and saved != now_text and not full else None
+        if full or not index.get("stamps_reliable", True) or saved is None or (saved != now_text and old is None):
             to_hash = {k: None for k in range(len(paths)) if k not in bad}
         elif saved != now_text:  # something was written, replaced or copied: find what
-            old = json.loads(saved)
             for k in range(len(paths)):
                 if k not in bad and old[3 * k:3 * k + 3] != now[3 * k:3 * k + 3]:
                     to_hash[k] = None
@@ -680,15 +735,26 @@ def describe(problems: list[str], limit: int = 4) -> str:
 
 # --------------------------------------------------------------------------- generate / reuse
 def _publish(tmp: Path, final: Path) -> None:
-    """Move a finished temporary directory into place, replacing an outdated one (under the lock)."""
+    """Move a finished temporary directory into place, replacing an outdated one (under the lock). A
+    ``final`` that is a symbolic link is refused (:func:`_own_folder`), never renamed or emptied."""
     os.sync()
-    if final.exists():
+    _own_folder(final)
+    if os.path.lexists(final):
         old = final.with_name(f".old-{final.name}-{uuid.uuid4().hex[:8]}")
         final.rename(old)
         tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
+        _remove_tree(old)
     else:
         tmp.rename(final)
+
+
+def _own_folder(final: Path) -> None:
+    """Refuse a data set folder that is a symbolic link (or not a directory), in one line naming it. A data
+    set is only ever read, replaced or emptied as a folder of the data directory itself: a link there
+    (say, to keep one data set on another disk) would be followed into a folder the run does not own. To
+    keep data sets elsewhere, ``data_dir`` (which may itself be a link) is set there instead."""
+    if os.path.islink(final) or (os.path.lexists(final) and not final.is_dir()):
+        raise _link_refused(final.parent, final, "folder")
 
 
 def _state(final: Path, params: dict) -> tuple[str, list[str]]:
@@ -725,6 +791,7 @@ def generate(parent: Path, name: str, params: dict, total: int | None, needed: i
     lock on the data set until it exits, so nobody replaces it while it is being read."""
     parent = Path(parent)
     final = parent / name
+    _own_folder(final)
     if not is_ready(parent, name, params):  # fail on a full disk before leaving anything behind
         free_space("data_dir", parent, needed, inodes=inodes_of(params, needed))
     fd = _lock_fd(parent, name)
@@ -838,9 +905,24 @@ def parent_dir(data_dir=None) -> Path:
     if not isinstance(data_dir, (str, os.PathLike)) or str(data_dir) == "":
         raise ParameterError("data_dir", data_dir, "a directory path")
     p = Path(data_dir).expanduser()
+    check_data_dir("data_dir", p)
     if p.is_dir():
         return p
     return writable_dir("data_dir", p)
+
+
+def check_data_dir(name: str, path, *, results_root=None) -> None:
+    """Refuse, before any work, a data directory that is ``/``, the checkout, or a results folder (the
+    default ``results/`` or ``results_root``): data sets would land among the checkout's files or the run
+    directories, and the clean-up of stale data would scan them. ``name``: what the error calls it."""
+    p = Path(path).expanduser().resolve()
+    roots = {Path(p.anchor): "the root directory", REPO_ROOT.resolve(): "the checkout",
+             RESULTS_ROOT.resolve(): "the results folder"}
+    if results_root is not None:
+        roots.setdefault(Path(results_root).resolve(), "the results folder")
+    if p in roots:
+        raise ParameterError(name, str(path), f"a directory for data sets only, not {roots[p]} "
+                             "(e.g. ~/.cache/datajourney, the default)")
 
 
 def check_space(data_dir, plans) -> Path:
@@ -850,6 +932,8 @@ def check_space(data_dir, plans) -> Path:
     parent = parent_dir(data_dir)
     if os.access(parent, os.W_OK):
         clean_stale(parent)
+    for n, _, _ in plans:
+        _own_folder(parent / n)
     missing = [(n, p, b) for n, p, b in plans if not is_ready(parent, n, p)]
     if not missing:
         return parent
@@ -948,6 +1032,7 @@ def ensure_default_dir() -> Path:
     """The default data directory, created if missing."""
     d = default_data_dir()
     name = DATA_DIR_ENV if os.environ.get(DATA_DIR_ENV) else "data_dir"
+    check_data_dir(name, d)
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:

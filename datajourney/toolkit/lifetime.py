@@ -12,11 +12,13 @@ meant for a launcher that waits for its child in the thread that started it.
 
 The runner starts each chapter's kernel with :func:`child_setup` (the kernel dies with the runner, even
 under ``kill -9``) and registers the kernel's process group with a :class:`GroupReaper` (whatever is still in
-that group when the runner ends is killed: workers started by fork + exec that have not yet asked for their
+that group when the runner ends is killed: processes started by fork + exec that never asked for their
 own death signal), and the kernel calls :func:`children_die_with_this_process` when it starts: every
 process it forks from then on (DataLoader workers, process pools, and their own children in turn) gets
 SIGKILL when the kernel dies, so no worker is left behind, even one blocked writing to a queue nobody
-reads any more.
+reads any more; every interpreter multiprocessing spawns starts through a launcher that asks for that
+signal before the interpreter's own code runs (:func:`spawn_launcher`), so a spawned worker killed while
+still importing is no exception.
 """
 from __future__ import annotations
 
@@ -77,10 +79,11 @@ def _child_dies_with_parent() -> None:
 def children_die_with_this_process() -> bool:
     """Every process this one forks from now on (``os.fork``, multiprocessing's ``fork`` start method:
     DataLoader and pool workers) gets SIGKILL when the thread that forked it exits, that is, at the latest,
-    when this process dies; the hook is inherited, so their own children follow them. Processes started
-    with ``subprocess`` (fork + exec, no Python hook) or the ``spawn`` and ``forkserver`` start methods
-    ask for it themselves (:func:`child_setup`, :func:`die_with_parent` as ``worker_init_fn``). Whether
-    the hook is in place (False off Linux)."""
+    when this process dies; the hook is inherited, so their own children follow them. Interpreters that
+    multiprocessing starts by fork + exec (``spawn`` workers, the resource tracker, the fork server) start
+    through :func:`spawn_launcher`, which asks for the same signal before their own code runs. Processes
+    started with ``subprocess`` (fork + exec, no Python hook) ask for it themselves (:func:`child_setup`).
+    Whether the hook is in place (False off Linux)."""
     global _BOUND
     if _BOUND:
         return True
@@ -92,8 +95,62 @@ def children_die_with_this_process() -> bool:
     import multiprocessing
 
     multiprocessing.set_forkserver_preload([FORKSERVER_PRELOAD])
+    # spawned interpreters (spawn workers, the resource tracker, the fork server) start through a launcher
+    # that asks for the death signal before any of their own code runs (imports, unpickling, worker_init_fn)
+    launcher = spawn_launcher()
+    if launcher is not None:
+        multiprocessing.set_executable(str(launcher))
     _BOUND = True
     return True
+
+
+#: What a spawned interpreter runs first (:func:`spawn_launcher`): remember the parent, ask for SIGKILL when it
+#: exits, die now if it already has, then exec the real interpreter with the same arguments.
+_LAUNCHER = """#!{python} -IS
+import ctypes, os, signal, sys
+parent = os.getppid()
+ctypes.CDLL(None).prctl({request}, int(signal.SIGKILL), 0, 0, 0)
+if parent == 1 or os.getppid() != parent:
+    os.kill(os.getpid(), signal.SIGKILL)
+os.execv({python!r}, [{python!r}] + sys.argv[1:])
+"""
+
+
+def spawn_launcher():
+    """The launcher :func:`children_die_with_this_process` gives ``multiprocessing.set_executable``: a script
+    run by this interpreter (``-IS``: no site, about 20 ms) that sets the parent-death signal and then execs
+    this interpreter, so that a spawned process dies with the thread that started it even when it is killed
+    while still importing. Written once per interpreter, in a folder of this user's own (mode 0700, checked:
+    a folder of that name made by someone else is never used). ``None`` where it cannot be written."""
+    import hashlib
+    import stat
+    import tempfile
+    from pathlib import Path
+
+    from datajourney.core.files import write_atomic
+
+    python = sys.executable
+    if not python or any(c.isspace() for c in python) or len(python) > 200:  # what a '#!' line holds
+        return None
+    text = _LAUNCHER.format(python=python, request=PR_SET_PDEATHSIG)
+    folder = Path(tempfile.gettempdir()) / f"datajourney-{os.getuid()}"
+    path = folder / f"spawn-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    try:
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None
+        try:
+            if path.read_text() == text:
+                return path
+        except OSError:
+            pass
+        return write_atomic(path, text, mode=0o700)
+    except OSError:
+        return None
 
 
 #: The module the fork server imports as it starts: it makes the server die with the process that started it.

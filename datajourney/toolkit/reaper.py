@@ -1,10 +1,10 @@
 """A watcher that outlives the process it watches and kills the process groups that process left.
 
 ``kill -9`` of a launcher runs none of its clean-up. The kernel it started dies with it (its death signal),
-and what the kernel *forked* dies with the kernel, but a process the kernel started by fork + exec (a worker
-of multiprocessing's ``spawn`` method, the resource tracker, a fork server still importing) asks for its
-death signal only once its own code runs, seconds later, if at all. They all stay in the kernel's process
-group, so the launcher registers that group with this watcher, a separate process in a session of its own:
+and what the kernel *forked* or spawned through :func:`~datajourney.toolkit.lifetime.spawn_launcher` dies
+with the kernel, but a process the kernel started by fork + exec in any other way (``subprocess`` without
+``child_setup``, a library's own helper) may never ask for a death signal. They all stay in the kernel's
+process group, so the launcher registers that group with this watcher, a separate process in a session of its own:
 when the launcher's end of the pipe closes (it exited, however), the watcher sends SIGKILL to every group
 still registered, twice 0.2 s apart, and exits.
 
