@@ -93,13 +93,12 @@ def test_the_token_step_is_measured(tmp_path):
 
 
 def test_chapter_12_opening_follows_reversed_data(tmp_path):
-    """Reverse the reference: all-reduce bandwidth 100× lower. The gradients answer turns to "the
-    all-reduce limits", slower than the step."""
+    """Reverse the reference: DDP on N GPUs at a third of one GPU's steps/s (chapter 11's measured cost). The
+    gradients answer turns to "the all-reduce limits", slower than the step."""
     def slow(ch, r):
         if ch == "11_gpu_to_gpu":
-            b = r.tables["bench"]
-            b[["algbw_GBps", "busbw_GBps"]] /= 100
-            b["time_ms"] *= 100
+            w = r.tables["windows"]
+            w.loc[w["world"] > 1, "steps_per_s"] /= 3
 
     op = page.opening(_run_with(tmp_path / "slow", edit=slow).facts)
     f = op.findings[2]

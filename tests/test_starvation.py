@@ -282,7 +282,7 @@ def _result(*, w0_wait=165.0, w4_wait=1.0, w4_step=51.0, g=50.0, sweep_waits=Non
                         for i in range(40)])
     pf = pd.DataFrame([dict(run=r, cost=c, prefetch_factor=k, workers=4, d_ms=6.25, wait_ms=v[i] + 0.1 * r)
                        for r in range(3) for c, v in (("constant", pf_constant), ("variable", pf_variable))
-                       for i, k in enumerate((1, 4))])
+                       for i, k in ((0, 1), (0, 2), (1, 4))])   # 2, the DataLoader's default, waits as 1 does
     eb = pd.DataFrame([dict(run=r, persistent_workers=p, prefetch_factor=2, step=s, epoch=s // 10,
                             step_in_epoch=s % 10, wait_ms=((per if p else non)[r % 2] if s == 10 else 1.0),
                             startup_ms=45.0)
@@ -358,7 +358,8 @@ def test_reversed_prefetch_that_helps_and_one_that_does_not():
         "shorter in every run") == 2
     assert f.advice_for("synthetic.prefetch_factor").value == 4
     assert "slower than" in _texts(_result(pf_variable=(3.0, 10.0)))["prefetch_balanced"]
-    assert analysis.analyse(_result(pf_variable=(3.0, 10.0))).advice_for("synthetic.prefetch_factor") is None
+    kept = analysis.analyse(_result(pf_variable=(3.0, 10.0))).advice_for("synthetic.prefetch_factor")
+    assert kept.verdict == "keep" and kept.value == 2   # deeper waited longer: keep the DataLoader's default
 
 
 def test_prefetch_runs_that_disagree_make_no_claim():
@@ -367,7 +368,7 @@ def test_prefetch_runs_that_disagree_make_no_claim():
     pf.loc[(pf["cost"] == "variable") & (pf["run"] == 1) & (pf["prefetch_factor"] == 4), "wait_ms"] = 40.0
     f = analysis.analyse(res)
     assert f["prefetch_balanced.variable"].setting["every_run"] == 0
-    assert f.advice_for("synthetic.prefetch_factor") is None
+    assert f.advice_for("synthetic.prefetch_factor").verdict == "keep"  # the runs' spread is over the gain
     assert "not in every run by more than a tenth" in _texts(res)["prefetch_balanced"]
 
 
@@ -381,7 +382,8 @@ def test_takeaways_follow_the_data():
     assert "`persistent_workers=True`" in page.takeaways(analysis.analyse(_result()))
     t = page.takeaways(analysis.analyse(_result(non=(170.0, 172.0), per=(171.0, 170.5), pf_variable=(10.0, 10.0),
                                                 pf_constant=(5.0, 5.0), after_gap=50.0, clocks=(1980, 1980))))
-    assert "`persistent_workers=False`" in t and "prefetch_factor" not in t
+    assert "keep the default `persistent_workers=False`" in t and "keep the default `prefetch_factor=2`" in t
+    assert "set `prefetch_factor" not in t
     assert "level with a step run back-to-back" in t
 
 

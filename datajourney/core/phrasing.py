@@ -191,9 +191,9 @@ def verdict(a: Advice, facts: Facts | Mapping[str, Fact] | None = None) -> str:
           if gain is not None and gain.number is not None else "")
     if a.verdict == "keep":
         head = f"keep the default {a.default or what}"
-        if a.within and a.best and (a.threshold is None or a.within < a.threshold):
+        if a.best and a.within and (a.threshold is None or a.within < a.threshold):
             return f"{head}: within {num(100 * a.within, '%')} of the best measured ({a.best})"
-        if a.within and a.best:
+        if a.best:
             return f"{head}: the best measured, {a.best}, ran {vs}"
         return f"{head}, which ran {vs}" if vs else head
     verb = "set" if re.match(r"\w+=", what) else "use"
@@ -209,8 +209,8 @@ def paste(call: str) -> str:
 def _keep(a: Advice, what: str, at: str, body: str) -> str:
     """The words of a "keep the default" verdict."""
     head = f"For {text(a.workload)}, keep the default {paste(a.default) if a.default else what}"
-    if a.within and a.best:
-        if a.threshold is None or a.within < a.threshold:
+    if a.best:  # another candidate measured best, by less than would change the default (or level with it)
+        if a.within and (a.threshold is None or a.within < a.threshold):
             need = f", under the {num(100 * a.threshold, '%')} that would change it" if a.threshold else ""
             return f"{head}: within {num(100 * a.within, '%')} of the best measured ({paste(a.best)}){need}."
         return f"{head}: the best measured, {paste(a.best)}, ran {body.removeprefix(': ')}."

@@ -282,10 +282,8 @@ def analyse(res) -> Facts:
     f.data.update(image_workload=wl, model=model_of(res),
                   device=res.metadata.get("device"), workload=workload_name(res), worker_nice=WORKER_NICE)
     if wl is not None and wl.get("cpu_ms") is not None:
-        best = wl["best"] or {}
         f.add(Fact("cpu_ms_per_image", wl["cpu_ms"], "ms", "the CPU time of the loader per image (read, decode, "
-                   "normalise, collate)", "amount", "lower", setting={k: best.get(k) for k in
-                                                                       ("format", "workers", "variant")}))
+                   "normalise, collate)", "amount", "lower", setting=dict(wl["cpu_recipe"] or {})))
     st = scenario_stats(res)
     _throughput(res, f, st)
     _load(res, f, st)

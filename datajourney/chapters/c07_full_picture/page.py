@@ -1192,8 +1192,9 @@ def _action_workers(facts: Facts) -> Action | None:
     if a is None:
         return None
     d = facts.get("cpu_ms_per_image")
-    tail = (f" The loader's work cost {say.value(d)} of CPU per image in the best setting (D in chapter 4's model)."
-            if d is not None else "")
+    w = d.setting.get("workers") if d is not None else None
+    tail = (f" The loader's work cost {say.value(d)} of CPU per image in a worker at "
+            f"{say.setting('num_workers', w)} (D in chapter 4's model)." if w is not None else "")
     return Action(say.advice(a, facts) + tail, a.snippet)
 
 

@@ -449,9 +449,11 @@ def budget_inputs(facts: Facts) -> dict | None:
         rows = sorted((r for r in rows if pattern is None or r.get("pattern") == pattern), key=lambda r: r[x])
         return {"x": [float(r[x]) for r in rows], "y": [float(r[y]) for r in rows]}
 
+    # CPU per sample: the loader's in a worker plus the training process's share at this run's need (the hop's)
+    main = (_hop(facts, "image", "cpu") or {}).get("main_ms") or 0.0
     return dict(step=float(f"{wl['step_ms']:.3g}"), B=wl["batch_size"],
                 kib=float(f"{(wl.get('file_bytes') or 16 * 1024) / 1024:.3g}"),
-                cpu=float(f"{(wl.get('cpu_ms') or 1.0):.3g}"), cores=wl["cores"], tensor=IMAGE_TENSOR_BYTES,
+                cpu=float(f"{(wl.get('cpu_ms') or 1.0) + main:.3g}"), cores=wl["cores"], tensor=IMAGE_TENSOR_BYTES,
                 random=curve(st, "random"), sequential=curve(st, "sequential"), pcie=curve(pc, None, "size", "GBps"),
                 keys=["files", "shard", "cpu", "pcie"])
 
@@ -498,7 +500,8 @@ def budget_figure(res):
             value_slider("step", "GPU step (ms)", _with(BUDGET_STEP_MS, state["step"]), state["step"], -0.35),
             value_slider("B", "batch size", _with(BUDGET_BATCH, state["B"]), state["B"], -0.35 - 0.32),
             value_slider("kib", "sample on disk (KiB)", _with(BUDGET_KIB, state["kib"]), state["kib"], -0.35 - 0.64),
-            value_slider("cpu", "CPU time per sample (ms)", _with(BUDGET_CPU_MS, state["cpu"]), state["cpu"],
+            value_slider("cpu", "CPU time per sample (ms), loader and training process", _with(BUDGET_CPU_MS,
+                                                                                            state["cpu"]), state["cpu"],
                          -0.35 - 0.96),
         ],
         meta={"post_script": charts.script(_BUDGET_JS, state_js)},
