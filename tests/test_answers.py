@@ -243,3 +243,17 @@ def test_ddp_faster_than_no_ddp_is_flagged():
     assert facts.flagged("ddp_one_device")
     words = " ".join(f.text for f in page.findings(facts))
     assert "measurement problem" in words and "faster than the same model without DDP" not in words
+
+
+def test_a_tracer_that_measured_faster_than_no_tracer_is_flagged_and_advises_nothing():
+    from datajourney.chapters.c10_mmap_vs_read import page
+
+    res = copy.deepcopy(results.load_reference("10_mmap_vs_read"))
+    facts = registry.lookup("10_mmap_vs_read").analyse(res)
+    assert facts.flagged("overhead.app") and not facts.flagged("overhead")  # the reference's application spans
+    o = res.tables["overhead"]
+    o.loc[(o["mode"] == "read") & (o["view"] == "posix"), "loader_s"] *= 0.2
+    facts = registry.lookup("10_mmap_vs_read").analyse(res)
+    assert facts.flagged("overhead")
+    text = page.actions(facts)[-1].text
+    assert "measurement problem" in text and "Tracing can stay on" not in text

@@ -16,8 +16,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from datajourney.core.answers import Candidate, Question, decide
-from datajourney.core.facts import Fact, Facts, compare, measured
+from datajourney.core.answers import Candidate, Question, decide, exceeds
+from datajourney.core.facts import FLAGGED, Fact, Facts, compare, measured
 from datajourney.core.findings import direction
 
 CHAPTER = "10_mmap_vs_read"
@@ -270,6 +270,11 @@ def _overhead(res, f: Facts) -> None:
                           f[f"overhead.{mode}.off"]))
     if view == "posix" and "overhead.read.app" in f:
         f.add(compare("overhead.app", f["overhead.read.app"], f["overhead.read.off"]))
+    for key in ("overhead", "overhead.mmap", "overhead.app"):  # a tracer only adds work: faster traced is flagged
+        c = f.get(key)
+        if c is not None and exceeds(f[c.of], f[c.basis]):
+            f.add(Fact(key + FLAGGED, "flagged", "", f"{f[c.of].label} measured faster than {f[c.basis].label}",
+                       "choice", None))
     c = per_call_cost(res)
     if c is not None:
         f.add(Fact("posix_us_per_call", c["us_per_call"], "µs", "the loader time one recorded call adds", "time",

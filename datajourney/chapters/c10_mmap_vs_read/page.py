@@ -467,6 +467,9 @@ piece = np.array(tokens[start:start + n_tokens])              # page faults, no 
 
 def _cmp(facts: Facts, key: str) -> str:
     c = facts.get(key)
+    if c is not None and facts.flagged(key):  # traced faster than untraced: not an outcome
+        return ("faster than with tracing off, which a tracer cannot make it: flagged as a measurement problem of "
+                "this run (measure again with more `overhead_rounds`)")
     return phrasing.comparison(c, facts) if c is not None else ""
 
 
@@ -509,7 +512,9 @@ def _overhead(facts: Facts, short: bool) -> Finding | None:
     off = facts["overhead.read.off"]
     text = (f"Traced by {view}, read() loaded batches in {phrasing.value(traced, runs=not short)}: "
             f"{_cmp(facts, 'overhead')} ({phrasing.value(off, runs=not short)})")
-    if "overhead.mmap" in facts:
+    if "overhead.mmap" in facts and facts.flagged("overhead.mmap"):
+        text += "; mmap measured faster with tracing on, flagged as a measurement problem"
+    elif "overhead.mmap" in facts:
         text += f"; mmap was {phrasing.ratio_words(facts['overhead.mmap']) or 'not comparable'} with tracing on"
     n = off.n
     return Finding("overhead", text + f", over {n} paired round{'s' if n != 1 else ''}.", c.number, "×")
@@ -609,7 +614,7 @@ def _sweep(facts: Facts) -> Finding | None:
 
 def _snippet(a) -> str | None:
     if a.key == "tokens.loader_mode":
-        return READ_SNIPPET if a.value == "read()" else MMAP_SNIPPET
+        return READ_SNIPPET if a.value == "read" else MMAP_SNIPPET
     if a.key == "tokens.num_workers":
         return f"loader = DataLoader(dataset, batch_size=BATCH, num_workers={a.value})"
     return None
@@ -623,6 +628,8 @@ def _tracer_action(facts: Facts) -> Action:
     c = facts.get("overhead")
     if c is None:
         return Action("Run the chapter with `overhead_rounds` of 1 or more to measure what the tracer costs here.")
+    if facts.flagged("overhead"):
+        return Action(f"Traced, read() loaded batches {_cmp(facts, 'overhead')}; no advice on the tracer's cost.")
     if c.level or (c.number or 0) <= 1:
         return Action(f"Tracing can stay on: traced, read() loaded batches {_cmp(facts, 'overhead')}.")
     per = facts.get("posix_us_per_call")
