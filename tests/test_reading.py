@@ -415,11 +415,13 @@ def test_the_text_follows_the_chosen_setting():
     assert "default" not in note + f.text and "target" not in note + f.text
     assert "no measured ceiling" in _note(page.ceilings_text, res)
     op = page.opening(analysis.analyse(res))
-    assert any("O_DIRECT, 4 MiB × 2'`: 2.2× faster than (a) pageable + copy" in a.text for a in op.actions)
+    assert any("use pinned, double-buffered at O\\_DIRECT, 4 MiB × 2: 2.2× faster than (a) pageable + copy" in a.text
+               for a in op.actions)
     rev = _with_choice(_reversed(SWEEP), gpu)
     assert "(b) pinned, double-buffered at buffered, 64 MiB × 2" in _finding(rev, "to_gpu").text
     assert "**buffered, 64 MiB × 2 pinned buffers**" in _note(page.pipeline_note, rev)
-    assert any("buffered, 64 MiB × 2'`" in a.text for a in page.opening(analysis.analyse(rev)).actions)
+    assert any("use pinned, double-buffered at buffered, 64 MiB × 2" in a.text
+               for a in page.opening(analysis.analyse(rev)).actions)
 
 
 def test_runs_are_counted_in_words():
@@ -555,8 +557,9 @@ def test_chapter_9_opening_follows_reversed_data():
     ref = results.load_reference(reading.CHAPTER)
     op = page.opening(analysis.analyse(ref))
     assert "faster than dd reading the disk cold" in op.findings[0].text
-    assert op.actions[0].text.startswith("For reading a 2 GiB file into GPU memory, cold, set `path=")
-    assert "faster than one pread thread" in op.findings[1].text and "`threads=16`" in op.actions[1].text
+    assert op.actions[0].text.startswith("For reading a 2 GiB file into GPU memory, cold, use pinned, double-buffered")
+    assert "faster than one pread thread" in op.findings[1].text
+    assert "`ThreadPoolExecutor(max_workers=16)`" in op.actions[1].text
     c = ref.table("ceiling").copy()
     c["GBps"] *= 3
     r = ref.table("random").copy()
@@ -568,7 +571,7 @@ def test_chapter_9_opening_follows_reversed_data():
     assert "slower than dd reading the disk cold" in op.findings[0].text
     assert "os.O_DIRECT" in op.actions[0].snippet and "4 << 20, 2" in op.actions[0].snippet
     assert "slower than one pread thread" in op.findings[1].text
-    assert "`threads=1`" in op.actions[1].text and op.actions[1].snippet is None
+    assert "keep the default one reading thread" in op.actions[1].text and op.actions[1].snippet is None
 
 
 def test_opening_without_a_gpu_says_what_to_run(tmp_path):

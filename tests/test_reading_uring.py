@@ -59,24 +59,44 @@ def test_uring_refuses_unaligned_odirect_before_any_work(data_file):
         reading.uring_load(data_file, [512], size=4096, depth=1, direct=True)
 
 
-def test_missing_binding_is_a_labelled_skip(monkeypatch):
+@pytest.fixture()
+def fresh_status():
+    reading.uring_status.cache_clear()
+    yield reading.uring_status
+    reading.uring_status.cache_clear()
+
+
+def test_missing_binding_is_a_labelled_skip(monkeypatch, fresh_status):
     monkeypatch.setitem(sys.modules, "liburing", None)          # import fails as if not installed
-    st = reading.uring_status()
+    st = fresh_status()
     assert st["available"] is False and st["note"].startswith("skipped:") and "liburing" in st["note"]
 
 
-def test_refused_ring_is_a_labelled_skip(monkeypatch):
-    class Fake:
-        class Ring:
-            pass
+def _probe_gives(monkeypatch, returncode: int, stdout: str):
+    import subprocess
 
-        @staticmethod
-        def io_uring_queue_init(n, ring):
-            raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setitem(sys.modules, "liburing", type(sys)("liburing"))   # imports here; the child decides
+    monkeypatch.setattr(reading, "uring_probe", lambda: subprocess.CompletedProcess([], returncode, stdout, ""))
 
-    monkeypatch.setitem(sys.modules, "liburing", Fake)
-    st = reading.uring_status()
-    assert st["available"] is False and "kernel refused" in st["note"]
+
+def test_refused_ring_is_a_labelled_skip(monkeypatch, fresh_status):
+    _probe_gives(monkeypatch, 3, "2026.3.30\nrefused [Errno 1] Operation not permitted\n")
+    st = fresh_status()
+    assert st["available"] is False and "kernel refused" in st["note"] and st["version"] == "2026.3.30"
+
+
+def test_a_binding_that_crashes_on_this_cpu_is_a_labelled_skip(monkeypatch, fresh_status):
+    """A wheel built for other CPUs dies of an illegal instruction in the child, never in the chapter."""
+    import signal
+
+    _probe_gives(monkeypatch, -signal.SIGILL, "2026.3.30\n")
+    st = fresh_status()
+    assert st["available"] is False and "cannot run on this CPU" in st["note"] and "SIGILL" in st["note"]
+
+
+def test_the_real_probe_returns_a_status_without_crashing(fresh_status):
+    st = fresh_status()
+    assert st["available"] in (True, False) and st["note"]
 
 
 def test_uring_depths_are_checked(tmp_path):

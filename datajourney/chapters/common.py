@@ -138,6 +138,8 @@ COLD_MARGIN = 1.25
 
 #: The cold label where the latency check cannot tell the device from a cache below the guest.
 UNDECIDED_LABEL = "cold (device or host cache: cannot tell)"
+#: What such a median says, in every chapter that words it.
+UNDECIDED_WORDS = "too close to a flash read to tell the device from a cache below this machine"
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,7 @@ class ColdVerdict:
         return {"cache": ("faster than NAND flash, so a cache below this machine served it and \"cold\" here is "
                           + ("guest-cold" if self.hypervisor else "below the page cache only")),
                 "device": "as slow as a device read, so \"cold\" here reached the device",
-                "undecided": "too close to a flash read to tell the device from a cache below this machine",
+                "undecided": UNDECIDED_WORDS,
                 }.get(self.state, "not measured")
 
     def sentence(self, *, head: bool = True) -> str:
@@ -216,9 +218,15 @@ def _verdict_of(res, source: str) -> ColdVerdict:
         return ColdVerdict(None, hypervisor=hyper, source=source)
     floor = float(res.metadata.get("nand_read_floor_us") or NAND_READ_FLOOR_US)
     meds = tuple(float(m) for m in lat["medians"])
+    return ColdVerdict(classify(meds, floor), meds, _share_below(res, floor), hyper, source, floor)
+
+
+def classify(medians, floor: float = NAND_READ_FLOOR_US) -> str:
+    """The one rule for what cold reads reached, from the medians of single 4 KiB reads (one per run):
+    "cache" when every median is below ``floor / COLD_MARGIN``, "device" when every one is above
+    ``floor × COLD_MARGIN``, else "undecided"."""
     lo, hi = floor / COLD_MARGIN, floor * COLD_MARGIN
-    state = "cache" if max(meds) < lo else "device" if min(meds) > hi else "undecided"
-    return ColdVerdict(state, meds, _share_below(res, floor), hyper, source, floor)
+    return "cache" if max(medians) < lo else "device" if min(medians) > hi else "undecided"
 
 
 def _share_below(res, floor: float) -> float | None:

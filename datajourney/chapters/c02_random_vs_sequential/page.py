@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold: the notebook's chart labels
+    UNDECIDED_WORDS,
     ColdVerdict,
     cold_label,
     facts_of,
@@ -66,7 +67,7 @@ def _served(facts: Facts) -> str:
     return {"cache": ("faster than a NAND flash read, so a cache below this machine served it"
                       + (": guest-cold" if hyper else "")),
             "device": "as slow as a device read, so a cold read reached the device",
-            "undecided": "too close to a flash read to tell the device from a cache below this machine",
+            "undecided": UNDECIDED_WORDS,
             }.get(state, "not measured")
 
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 import pandas as pd
 
 from datajourney.chapters.c09_reading_smarter.params import Params
+from datajourney.chapters.common import classify
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 
@@ -388,8 +389,9 @@ def _latency(res, f: Facts) -> None:
         return
     f.add(measured("virtual_disk", first, unit="µs", quantity="time", better="lower",
                    label="a cold 4 KiB O_DIRECT read, one at a time (median)"))
-    f.add(Fact("virtual_disk_verdict", "cache below" if f.number("virtual_disk") < floor else "device", "",
-               "what answered the cold reads", "choice", None))
+    state = classify(first, floor)  # the book's one rule (chapter 2 uses it too)
+    f.add(Fact("virtual_disk_verdict", {"cache": "cache below", "device": "device", "undecided": "cannot tell"}[state],
+               "", "what answered the cold reads", "choice", None))
     second = ok[ok["series"] == "O_DIRECT, second pass"]["p50_us"].astype(float).tolist()
     if second:
         f.add(measured("second_pass", second, unit="µs", quantity="time", better="lower",

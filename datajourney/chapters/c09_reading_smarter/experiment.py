@@ -39,6 +39,7 @@ GB/s and MB/s use 10^9 and 10^6 bytes. The chapter's text is built by
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import resource
@@ -409,23 +410,54 @@ def random_small_reads(path, *, reads: int, pool_threads: Sequence[int], runs: i
 URING_DEPTHS = (1, 16, 64)
 
 
+#: The probe :func:`uring_status` runs in a child interpreter: a binding built for other CPUs dies there of an
+#: illegal instruction instead of taking the chapter (or a test session) with it.
+_URING_PROBE = ("import liburing as L\n"
+                "v = getattr(L, '__version__', None) or getattr(getattr(L, 'version', None), '__version__', None)\n"
+                "print(v)\n"
+                "r = L.Ring()\n"
+                "try:\n"
+                "    L.io_uring_queue_init(2, r)\n"
+                "except OSError as e:\n"
+                "    print('refused', e)\n"
+                "    raise SystemExit(3)\n"
+                "L.io_uring_queue_exit(r)\n")
+
+
+def uring_probe():
+    """Run :data:`_URING_PROBE` in a child interpreter (a ``subprocess.CompletedProcess``)."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", _URING_PROBE], capture_output=True, text=True, timeout=60)
+
+
+@functools.lru_cache(maxsize=1)
 def uring_status() -> dict:
     """Whether io_uring can be measured here: the optional ``liburing`` binding (the ``ch9`` extra)
-    must import and the kernel must grant a ring (seccomp profiles of containers and the sysctl
-    ``kernel.io_uring_disabled`` often refuse it). ``note`` says plainly which of these stopped it."""
+    must import and run on this CPU, and the kernel must grant a ring (seccomp profiles of containers and the
+    sysctl ``kernel.io_uring_disabled`` often refuse it). ``note`` says plainly which of these stopped it.
+    Probed once per process, in a child interpreter."""
+    import signal
+
     try:
-        import liburing as L
+        import liburing  # noqa: F401 - only whether it imports; it runs in the child
     except Exception as e:  # noqa: BLE001 - any import failure means: not measurable here
         return dict(available=False, version=None,
                     note=f"skipped: liburing does not import ({type(e).__name__}: {e})")
-    version = getattr(L, "__version__", None) or getattr(getattr(L, "version", None), "__version__", None)
-    ring = L.Ring()
-    try:
-        L.io_uring_queue_init(2, ring)
-    except OSError as e:
+    p = uring_probe()
+    out = p.stdout.splitlines()
+    version = out[0] if out and out[0] != "None" else None
+    if p.returncode < 0:
+        name = signal.Signals(-p.returncode).name
         return dict(available=False, version=version,
-                    note=f"skipped: the kernel refused an io_uring ring ({e})")
-    L.io_uring_queue_exit(ring)
+                    note=f"skipped: the liburing binding cannot run on this CPU (it died of {name})")
+    if p.returncode == 3:
+        return dict(available=False, version=version,
+                    note=f"skipped: the kernel refused an io_uring ring ({out[-1].removeprefix('refused ')})")
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["no message"])[-1]
+        return dict(available=False, version=version, note=f"skipped: liburing failed here ({last})")
     return dict(available=True, version=version, note="measured (liburing)")
 
 

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from datajourney.chapters.c09_reading_smarter import analysis, charts
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
-from datajourney.chapters.common import facts_of
+from datajourney.chapters.common import UNDECIDED_WORDS, facts_of
 from datajourney.core import findings as fx
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts, host_label
@@ -861,8 +861,13 @@ def _virtual_disk(facts: Facts, short: bool) -> Finding | None:
     where = f"On {phrasing.code(st.get('disk') or 'no block device')} ({phrasing.code(st.get('fs_type'))}),"
     if f is None:
         return None if short else Finding("virtual_disk", f"{where} the single-request latency check did not run.")
-    below = facts["virtual_disk_verdict"].value == "cache below"
+    verdict = facts["virtual_disk_verdict"].value
+    below = verdict == "cache below"
     floor = facts["flash_floor"]
+    if verdict == "cannot tell":  # the shared rule's band around the flash floor (chapter 2 words it the same way)
+        text = (f"{where} a cold 4 KiB O_DIRECT read, one at a time, took **{phrasing.value(f, runs=not short)}**"
+                f" (median): {UNDECIDED_WORDS}.")
+        return Finding("virtual_disk", text, f.number, f.unit, interval=f.spread)
     if short:
         how = ("faster than any flash read, so a cache below this machine answered" if below else
                "as slow as a flash read, so cold reads reached the device")
