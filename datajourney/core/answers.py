@@ -95,6 +95,11 @@ def threshold(q: Question, top: Candidate, base: Candidate) -> float:
     return max(floor, _spread(top.fact), _spread(base.fact))
 
 
+def _clears(q: Question, a: Candidate, b: Candidate) -> bool:
+    """Whether ``a`` measured better than ``b`` by at least the threshold, with their runs apart (not level)."""
+    return _gain(a.fact, b.fact) - 1 >= threshold(q, a, b) and not compare("_", a.fact, b.fact).level
+
+
 def decide(q: Question, candidates: Sequence[Candidate], facts: Facts) -> Advice | None:
     """The run's answer to ``q`` (also stored in ``facts``: the gain as ``<key>.gain``), or None when the
     run measured fewer than two candidates or not the default."""
@@ -113,17 +118,16 @@ def decide(q: Question, candidates: Sequence[Candidate], facts: Facts) -> Advice
         return Advice(q.key, q.knob, base.value, gain=f"{q.key}.gain", verdict="keep",
                       within=0.0, threshold=threshold(q, alt, base), snippet=base.snippet,
                       call=base.call, at=base.at, **common)
-    gain, need = _gain(top.fact, base.fact), threshold(q, top, base)
-    if gain - 1 < need or compare("_", top.fact, base.fact).level:
+    if not _clears(q, top, base):
         facts.add(compare(f"{q.key}.gain", top.fact, base.fact))
-        return Advice(q.key, q.knob, q.default, gain=f"{q.key}.gain", verdict="keep", within=gain - 1,
-                      threshold=need, call=q.default_call, best=top.call or _call(q.knob, top.value), **common)
-    # candidates level with the best (within its threshold) that still clear the default's serve as well: the
-    # first listed, the cheapest, is advised
+        return Advice(q.key, q.knob, q.default, gain=f"{q.key}.gain", verdict="keep",
+                      within=_gain(top.fact, base.fact) - 1, threshold=threshold(q, top, base), call=q.default_call,
+                      best=top.call or _call(q.knob, top.value), **common)
+    # candidates level with the best that still clear the default serve as well: the first listed (a caller lists
+    # them cheapest first) is advised
     pick = next(c for c in candidates if c is top or (
         c.kind != default_kind and c.fact is not None and c.fact.number
-        and (_gain(top.fact, c.fact) - 1 < threshold(q, top, c) or compare("_", top.fact, c.fact).level)
-        and _gain(c.fact, base.fact) - 1 >= threshold(q, c, base) and not compare("_", c.fact, base.fact).level))
+        and not _clears(q, top, c) and _clears(q, c, base)))
     gain, need = _gain(pick.fact, base.fact), threshold(q, pick, base)
     facts.add(compare(f"{q.key}.gain", pick.fact, base.fact, published=q.published))
     return Advice(q.key, q.knob, pick.value, gain=f"{q.key}.gain", verdict="change", within=gain - 1,
