@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
+from datajourney.chapters.c11_gpu_to_gpu import reading
 from datajourney.core.paths import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
@@ -179,7 +180,7 @@ def test_jobs_across_nodes_use_torchrun_rendezvous():
     jobs = {j.name: j for j in ddp.plan_jobs(base, "nccl", 4)}
     assert jobs["one"].nodes == 1 and jobs["n"].nodes == 2 and jobs["p2p_off"].nodes == 2
     # the forced path of an emulated second node reaches every job across nodes, on top of its own
-    assert jobs["n"].env == ddp.HOST_PATHS["p2p_shm_off"]
+    assert jobs["n"].env == reading.HOST_PATHS["p2p_shm_off"]
     assert jobs["p2p_off"].env == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
     # the scaling curve stays on one node, up to its own 4 GPUs
     assert [(j.name, j.nodes) for j in jobs.values() if ddp.is_scale_job(j.name)] == [

@@ -11,6 +11,7 @@ from datajourney.chapters import published
 from datajourney.chapters.c05_padding_tax import analysis, page
 from datajourney.chapters.c05_padding_tax import charts as c05_charts
 from datajourney.chapters.c05_padding_tax import experiment as padding
+from datajourney.chapters.c05_padding_tax.params import PUBLISHED_SETTING
 from datajourney.core.params import ParameterError
 from datajourney.core.results import Result
 from datajourney.toolkit import textdata
@@ -356,7 +357,7 @@ def test_cost_chart_uses_dots_on_the_log_axis():
 # ------------------------------------------------------------------------------------------ findings follow the data
 def _result(*, pad_fb=0.02326, pack_fb=0.98549, pad_all=0.017, pack_all=0.974, cost=(20.0, 0.5), spread=0.05,
             isolated=(True, False), collator_equal=True, params=None, lengths=(13, 307, 95.28, 83)) -> Result:
-    p = {**padding.PUBLISHED_SETTING, "strategies": ["pad_to_context", "greedy_pack"], **(params or {})}
+    p = {**PUBLISHED_SETTING, "strategies": ["pad_to_context", "greedy_pack"], **(params or {})}
     fb = pd.DataFrame([
         dict(strategy="pad_to_context", label="pad to context", population="first batch", samples=32, first_sample=0,
              last_sample=31, real_tokens=int(pad_fb * 32 * 4096), positions=32 * 4096, efficiency=pad_fb, rows=32,

@@ -17,6 +17,12 @@ from datajourney.toolkit.reads import CACHE_STATES
 #: The most workers a sweep may ask for on this machine (four per core, at least 64).
 MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))
 
+#: The layouts timed: one file per sample, one shard read shuffled, one shard read in order.
+KINDS = ("small_files", "shard", "shard_in_order")
+#: A main process busy at least this share of the steady state is the bottleneck: it
+#: cannot take batches any faster, however many workers prepare them.
+MAIN_BOUND_SHARE = 0.85
+
 
 @dataclass
 class Params(ChapterParams):

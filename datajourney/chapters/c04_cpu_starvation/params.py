@@ -10,6 +10,11 @@ from dataclasses import dataclass
 
 from datajourney.core.params import ChapterParams, param
 
+#: Cost profiles of the prefetch experiment: every sample costs D, or D times an exponential draw (mean 1).
+COST_PROFILES = ("constant", "variable")
+#: The DataLoader's default prefetch_factor (used where the experiment does not vary it).
+DEFAULT_PREFETCH = 2
+
 
 @dataclass
 class Params(ChapterParams):

@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-from datajourney.chapters.c06_pcie.experiment import MIN_COPY_OVER_JITTER, OVERLAPS, SERIAL, TOO_SHORT
+from datajourney.chapters.c06_pcie.rules import MIN_COPY_OVER_JITTER, OVERLAPS, SERIAL, TOO_SHORT
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 from datajourney.core.findings import size_label
 

@@ -10,7 +10,7 @@ import dataclasses
 
 import pandas as pd
 
-from datajourney.chapters.c07_full_picture.experiment import (
+from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
     WORKER_NICE,

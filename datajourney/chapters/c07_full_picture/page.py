@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c07_full_picture import analysis
-from datajourney.chapters.c07_full_picture.experiment import (
-    CHAPTER,
+from datajourney.chapters.c07_full_picture.analysis import CHAPTER
+from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
     LOADER_KEEPS_UP,

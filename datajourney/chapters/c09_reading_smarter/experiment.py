@@ -52,7 +52,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c09_reading_smarter.analysis import sweep_shares, sweep_summary  # noqa: F401 - re-exported
 from datajourney.chapters.c09_reading_smarter.params import (  # noqa: F401 - re-exported
     AUTO,
     FADVISE,
@@ -61,6 +60,7 @@ from datajourney.chapters.c09_reading_smarter.params import (  # noqa: F401 - re
     READAHEAD_SYSFS,
     Params,
 )
+from datajourney.chapters.c09_reading_smarter.sweep import sweep_summary
 from datajourney.core.params import ParameterError, memory, positive_int
 from datajourney.core.units import GB, MB
 from datajourney.toolkit import datasets, pagecache, reads, transfer
