@@ -5,12 +5,13 @@ import time
 import pandas as pd
 import pytest
 
-from datajourney.book import runner
+from datajourney.book import harness, runner
 from datajourney.chapters import registry as chapters
 from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
 from datajourney.chapters.c11_gpu_to_gpu import page, reading
 from datajourney.core import results
 from datajourney.core.params import ParameterError
+from datajourney.core.units import MiB
 
 # nvidia-smi topo -m as the 2-GPU H200 host printed it (underline escape codes included)
 TOPO_H200 = ("\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
@@ -99,7 +100,7 @@ def test_bus_bandwidth_follows_nccl_tests():
 
 
 def test_prediction_from_gradient_bytes_and_bandwidth():
-    assert reading.bucket_sizes(100 * ddp.MiB, 25) == [ddp.MiB, 25 * ddp.MiB, 25 * ddp.MiB, 25 * ddp.MiB, 24 * ddp.MiB]
+    assert reading.bucket_sizes(100 * MiB, 25) == [MiB, 25 * MiB, 25 * MiB, 25 * MiB, 24 * MiB]
     assert sum(reading.bucket_sizes(1226141600, 2000)) == 1226141600
     bench = pd.DataFrame([{"path": "direct", "op": "all_reduce", "size": s, "time_ms": 1.0, "algbw_GBps": bw,
                            "busbw_GBps": bw, "status": "ok"} for s, bw in ((1 << 20, 10.0), (1 << 30, 100.0))])
@@ -153,7 +154,7 @@ def test_the_job_timeout_kills_the_whole_process_group(tmp_path, monkeypatch):
 def ci_result(tmp_path_factory):
     """A small run on the CPU: gloo, 2 processes, every rung kind."""
     rd = tmp_path_factory.mktemp("ch11")
-    return ddp.run(model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
+    return harness.run(ddp.CHAPTER, model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
                    profile_steps=0, cpu_procs=3, ladder=["ddp", "bucket_view", "bf16", "fp16", "powersgd"],
                    bucket_sweep=[1], bench_sizes=[65536, 1 << 20], bench_ops=["all_reduce", "all_gather"],
                    scale_worlds=[2], scale_ladder=["ddp", "bucket_view@1"], scale_host_paths=["p2p_off"],

@@ -127,8 +127,10 @@ def test_two_nodes_emulated_on_this_machine(tmp_path):
     endpoint = f"127.0.0.1:{_free_port()}"
     code = textwrap.dedent("""
         import sys
+        from datajourney.book import harness
         from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
-        ddp.run(model="small_vit", batch_size=2, image_size=16, warmup_steps=2, steps=2, windows=2, profile_steps=0,
+        harness.run(ddp.CHAPTER,
+                    model="small_vit", batch_size=2, image_size=16, warmup_steps=2, steps=2, windows=2, profile_steps=0,
                 cpu_procs=1, ladder=["ddp"], bucket_sweep=[], bench_sizes=[65536], bench_ops=["all_reduce"],
                 bench_iters=2, bench_repeats=2, job_timeout_s=240, nnodes=2, node_rank=int(sys.argv[1]),
                 rdzv_endpoint=sys.argv[2], run_dir=sys.argv[3], progress=False)

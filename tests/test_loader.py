@@ -7,6 +7,7 @@ import torch
 from conftest import has_nan
 from torch.utils.data import Dataset
 
+from datajourney.book import harness
 from datajourney.chapters.c03_dataloader import analysis, page
 from datajourney.chapters.c03_dataloader import experiment as loader
 from datajourney.core.params import ParameterError
@@ -158,7 +159,8 @@ def test_measure_transfer_runs_both_payloads(ds):
 
 
 def test_run_writes_every_table(tmp_path):
-    res = loader.run(n_files=64, file_size=4096, batch_size=16, workers=[0, 2], cache_states=["cold", "warm"], runs=1,
+    res = harness.run(loader.CHAPTER,
+                      n_files=64, file_size=4096, batch_size=16, workers=[0, 2], cache_states=["cold", "warm"], runs=1,
                      purge_method="auto", transfer_batch_sizes=[8, 32], latency_reads=20, handover_workers=0,
                      data_dir=tmp_path,
                      run_dir=tmp_path / "run", progress=False)

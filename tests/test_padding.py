@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import has_nan
 
+from datajourney.book import harness
 from datajourney.chapters import published
 from datajourney.chapters.c05_padding_tax import analysis, page
 from datajourney.chapters.c05_padding_tax import charts as c05_charts
@@ -89,7 +90,8 @@ def test_published_figures_reproduced_exactly_from_the_first_batch():
 
 @OFFLINE
 def test_run_reproduces_and_labels_populations(tmp_path):
-    res = padding.run(**{**P, "n_samples": 2000, "batch_size": 32, "strategies": list(padding.STRATEGIES),
+    res = harness.run(padding.CHAPTER,
+                      **{**P, "n_samples": 2000, "batch_size": 32, "strategies": list(padding.STRATEGIES),
                          "device": "none"}, run_dir=tmp_path, progress=False)
     assert res.facts["published_reproduced"].value == 3
     assert set(res.table("first_batch")["population"]) == {"first batch"}
@@ -467,7 +469,8 @@ def test_key_metrics_are_first_batch_metrics_with_published_names():
 
 @OFFLINE
 def test_run_writes_every_table(tmp_path):
-    res = padding.run(**{**P, "strategies": list(padding.STRATEGIES), "n_samples": 40}, run_dir=tmp_path,
+    res = harness.run(padding.CHAPTER,
+                      **{**P, "strategies": list(padding.STRATEGIES), "n_samples": 40}, run_dir=tmp_path,
                       progress=False)
     assert {"lengths", "length_stats", "strategies", "first_batch", "templates", "isolation", "collator"} <= set(
         res.tables)
@@ -483,7 +486,7 @@ def test_run_writes_every_table(tmp_path):
 @OFFLINE
 def test_run_times_every_batch_on_cpu(tmp_path):
     """The real timing path end to end, on a tiny setting: every batch timed, estimate = sum of steps."""
-    res = padding.run(**{**P, "strategies": ["pad_to_context", "greedy_pack"], "n_samples": 24,
+    res = harness.run(padding.CHAPTER, **{**P, "strategies": ["pad_to_context", "greedy_pack"], "n_samples": 24,
                          "context_length": 512, "device": "cpu", "d_model": 16, "n_heads": 2},
                       run_dir=tmp_path, progress=False)
     c, st = res.table("cost").set_index("strategy"), res.table("cost_steps")

@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import has_nan
 
+from datajourney.book import harness
 from datajourney.chapters.c06_pcie import charts as c06_charts
 from datajourney.chapters.c06_pcie import experiment as pcie
 from datajourney.chapters.c06_pcie import page, rules
@@ -279,7 +280,7 @@ def test_size_beyond_host_memory_fails_before_allocating():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only path")
 def test_without_cuda_the_chapter_says_so_and_measures_the_host_side(tmp_path):
-    res = pcie.run(pcie.Params(**P), run_dir=tmp_path, progress=False)
+    res = harness.run(pcie.CHAPTER, pcie.Params(**P), run_dir=tmp_path, progress=False)
     assert res.metadata["cuda"] is False and "note" not in res.metadata and "no_cuda" in res.facts
     assert "bandwidth" not in res.tables and page.key_metrics(res) == {}
     assert page.has_staging(res) and res.metadata["cpu_work"]["std_ms"] >= 0

@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import has_nan
 
+from datajourney.book import harness
 from datajourney.chapters.c04_cpu_starvation import analysis, model, page
 from datajourney.chapters.c04_cpu_starvation import charts as c04_charts
 from datajourney.chapters.c04_cpu_starvation import experiment as starvation
@@ -396,7 +397,8 @@ def test_findings_of_an_older_result_without_the_new_tables():
 def test_findings_of_a_short_cpu_run(tmp_path):
     """The whole chapter on CPU with tiny settings: every computed sentence is built from its result."""
     kw = {k: v for k, v in P.items() if k not in ("is_reference_run", "reference_host")}
-    res = starvation.run(**{**kw, "workers": [0, 2], "steps": 3, "prefetch_factors": [1, 2]}, run_dir=tmp_path,
+    res = harness.run(starvation.CHAPTER,
+                      **{**kw, "workers": [0, 2], "steps": 3, "prefetch_factors": [1, 2]}, run_dir=tmp_path,
                          progress=False)
     assert (tmp_path / f"{starvation.CHAPTER}.json").exists()
     assert {"calibration", "idle_gaps", "summary", "steps", "prefetch", "epoch_boundary"} <= set(res.tables)

@@ -10,6 +10,7 @@ import torch
 from conftest import has_nan
 from torch.utils.data import DataLoader
 
+from datajourney.book import harness
 from datajourney.chapters.c07_full_picture import experiment as training
 from datajourney.chapters.c07_full_picture import page, reading
 from datajourney.core import results
@@ -180,7 +181,7 @@ def test_the_graphed_step_trains_as_the_eager_step_does():
 
 
 def test_run_on_cpu(tmp_path):
-    res = training.run(**P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
+    res = harness.run(training.CHAPTER, **P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
     sc = res.table("scenarios")
     assert set(sc["workers"]) == {0, 1} and set(sc["repeat"]) == {0, 1}
     # W=1 for ImageFolder only (one_worker_formats' default); the graphed step on a GPU, and without one

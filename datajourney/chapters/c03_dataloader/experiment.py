@@ -402,16 +402,14 @@ def preflight(params) -> Plan:
     return Plan(p, datasets.check_space(p.data_dir, [plan]))
 
 
-def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
+def measure(plan: Plan, context) -> None:
     """Run chapter 3's sweep and side experiments, analyse them and save the result (tables, fingerprint,
     facts) to ``run_dir``."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c03_dataloader import analysis
-    from datajourney.core import results
 
     p, parent = plan.params, plan.data_dir
-    res = results.start(CHAPTER, p.as_dict(), run_dir, parent)
+    res, progress = context.result, context.progress
     runs, seed, purge_method = p.runs, p.seed, p.purge_method
     ds = datasets.small_files(parent, n_files=p.n_files, file_size=p.file_size, seed=seed, progress=progress)
     tbs = p.transfer_batch_sizes
@@ -441,13 +439,3 @@ def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
         usable_cores=_usable_cores(),
         workers_above_cores=[w for w in p.workers if w + 1 > _usable_cores()],
     )
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 3's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(preflight(p), run_dir=run_dir, progress=progress)

@@ -505,15 +505,12 @@ def preflight(params) -> Params:
 
 
 # --------------------------------------------------------------------------- chapter
-def _measure(params: Params, *, run_dir=None, progress: bool = True):
+def measure(q: Params, context) -> None:
     """Run chapter 4's experiments and save the result (tables, fingerprint, facts) to ``run_dir``."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c04_cpu_starvation import analysis
-    from datajourney.core import results
     from datajourney.toolkit import textdata
 
-    q = check_parameters(params)
     p = q.as_dict()
     d_ms, batch_size, g_ms, steps, warmup_steps = q.d_ms, q.batch_size, q.g_ms, q.steps, q.warmup_steps
     dataset_path, tokenizer_dir, seed, boundary_workers = q.dataset_path, q.tokenizer_dir, q.seed, q.boundary_workers
@@ -522,7 +519,7 @@ def _measure(params: Params, *, run_dir=None, progress: bool = True):
     if "tokenize" in p["work_kinds"]:
         texts, tok, source = textdata.texts_and_source(TOKENIZE_TEXTS, dataset_path=dataset_path,
                                                        tokenizer_dir=tokenizer_dir)
-    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
+    res, progress = context.result, context.progress
     sampler = NvmlSampler() if torch.cuda.is_available() else None
     origin = time.perf_counter()
     if sampler is not None:
@@ -607,13 +604,3 @@ def _measure(params: Params, *, run_dir=None, progress: bool = True):
         text_source=vars(source) if source else None, real_work_scales=scales, real_work_costs_ms=costs,
         cores=len(os.sched_getaffinity(0)), au_threshold=AU_THRESHOLD,
         start_method=torch.multiprocessing.get_start_method())
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 4's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = Params.coerce(params if params is not None else Params()).replace(**changes)
-    return _measure(p, run_dir=run_dir, progress=progress)

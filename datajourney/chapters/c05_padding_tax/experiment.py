@@ -735,18 +735,15 @@ def build_layouts(p: Params, lengths: list[int]) -> tuple[dict[str, Layout], dic
     return layouts, lens
 
 
-def _measure(params: Params, *, run_dir=None, progress: bool = True):
+def measure(plan: Plan, context) -> None:
     """Run chapter 5 and save the result (tables, fingerprint, facts) to ``run_dir``."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c05_padding_tax import analysis
-    from datajourney.core import results
 
-    plan = preflight(params)
     p, tokens = plan.params, plan.tokens
     batch_size, eos = p.batch_size, p.eos
     transformers = _import_transformers()
-    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
+    res, progress = context.result, context.progress
     lengths = [len(t) for t in tokens]
     res.add("lengths", pd.DataFrame({"sample": range(len(lengths)), "tokens": lengths}))
     layouts, lens = build_layouts(p, lengths)
@@ -805,13 +802,3 @@ def _measure(params: Params, *, run_dir=None, progress: bool = True):
                       without_input=t.without_input if t else p.template,
                       example=textdata.join(plan.records[0], p.template)),
         eos=dict(mode=eos))
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 5's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = Params.coerce(params if params is not None else Params()).replace(**changes)
-    return _measure(p, run_dir=run_dir, progress=progress)

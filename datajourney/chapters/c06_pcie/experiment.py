@@ -826,18 +826,16 @@ def preflight(params) -> Params:
     return p
 
 
-def _measure(p: Params, *, run_dir=None, progress: bool = True):
+def measure(p: Params, context) -> None:
     """Run chapter 6 (everything that needs a GPU is skipped without CUDA, which the result records; the host
     side of the staging experiment and the CPU work's jitter are measured anyway)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c06_pcie import analysis
-    from datajourney.core import results
 
     repeats, warmup, ceiling_size = p.repeats, p.warmup, p.ceiling_size
     llc = last_level_cache()
     warnings = check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(llc["bytes"]) + sum(p.dip_sizes))
-    res = results.start(CHAPTER, p.as_dict(), run_dir)
+    res, progress = context.result, context.progress
     g = res.fingerprint["gpu"]
     peak = link_peak_gbps(g.get("pcie_gen_max"), g.get("pcie_width_max"))
     spin_iters, spin_ms = calibrate_spin(p.cpu_work_ms)
@@ -909,13 +907,3 @@ def _measure(p: Params, *, run_dir=None, progress: bool = True):
         about = {k: v for k, v in ceil_about.items() if k in ("available", "path", "note")}
         res.metadata["ceiling"] = dict(about, rounds=len(CEILING_PHASES), phases=list(CEILING_PHASES),
                                        size=ceiling_size, repeats=max(5, repeats // 2))
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 6's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = preflight(Params.coerce(params or Params()).replace(**changes))
-    return _measure(p, run_dir=run_dir, progress=progress)

@@ -603,7 +603,7 @@ class Plan:
     """What ``preflight`` hands to the run: the checked parameters and the directory the images go under."""
 
     params: Params
-    data_parent: Path
+    data_dir: Path
 
 
 def preflight(params) -> Plan:
@@ -736,15 +736,13 @@ class _Chapter:
         return row, steps, util
 
 
-def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
+def measure(plan: Plan, context) -> None:
     """Run chapter 7 and save the result (tables + fingerprint + facts) to ``run_dir``."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c07_full_picture import analysis
-    from datajourney.core import results
     from datajourney.toolkit import pagecache
 
-    parent = plan.data_parent
+    parent = plan.data_dir
     params = plan.params.as_dict()
     cores = len(os.sched_getaffinity(0))
     reserve = params["reserve_cores"]
@@ -753,8 +751,7 @@ def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
     out_size, batch_size, model, lr, seed = p["out_size"], p["batch_size"], p["model"], p["lr"], p["seed"]
     steps, warmup_steps, repeats, purge_method = p["steps"], p["warmup_steps"], p["repeats"], p["purge_method"]
     load_steps, profile = p["load_steps"], p["profile"]
-    rd = results.resolve_run_dir(run_dir)
-    res = results.start(CHAPTER, params, run_dir, parent)
+    res, rd, progress = context.result, context.run_dir, context.progress
     lap = timing.Laps()  # how long each part of the run took (metadata)
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -866,9 +863,6 @@ def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
                         load_notes=load_notes, reserved_cpus=sorted(ch.reserve), worker_nice=WORKER_NICE,
                         keep_up=KEEP_UP, au_rule=AU_RULE, seconds=lap.seconds, datasets={"imagefolder": src.manifest},
                         graph_note=graph_note if p["graphed_workers"] else None)
-    res.facts = analysis.analyse(res)
-    res.save(rd)
-    return res
 
 
 def _rounded(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
@@ -880,10 +874,3 @@ def _rounded(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- reading the result
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 7's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    plan = preflight(Params.coerce(params or Params()).replace(**changes))
-    return _measure(plan, run_dir=run_dir, progress=progress)

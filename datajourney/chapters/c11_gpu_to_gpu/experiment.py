@@ -367,23 +367,18 @@ def is_scale_job(name: str) -> bool:
     return "@" in name or (name.startswith(SCALE_JOB) and name[len(SCALE_JOB):].isdigit())
 
 
-def _measure(params: Params, *, run_dir=None, progress: bool = True):
+def measure(p: Params, context) -> None:
     """Run chapter 11: the torchrun jobs, their transports and the topology, as one result."""
     import torch
     from tqdm import tqdm
 
-    from datajourney.chapters.c11_gpu_to_gpu import analysis
-    from datajourney.core import results
-
-    p = preflight(params)
     cuda = torch.cuda.is_available()
     backend = "nccl" if cuda else "gloo"
     n = (torch.cuda.device_count() if p.gpus == "all" else p.gpus) if cuda else p.cpu_procs
     world = n * p.nnodes
     rdzv = Rendezvous(p.nnodes, p.node_rank, p.rdzv_endpoint, f"datajourney-{CHAPTER}",
                       int(p.job_timeout_s)) if p.nnodes > 1 else None
-    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
-    rd = results.resolve_run_dir(run_dir)
+    res, rd, progress = context.result, context.run_dir, context.progress
     topo, topo_text = read_topology()
     res.add("topology", topo)
     the_model = _resolve_model(p.model, cuda)
@@ -426,9 +421,6 @@ def _measure(params: Params, *, run_dir=None, progress: bool = True):
             res.add(f"scale_{name}", df)
     if "bench" in tables and "rungs" in tables:
         res.add("prediction", predict_comm(tables["rungs"], tables["bench"], world))
-    res.facts = analysis.analyse(res)
-    res.save(rd)
-    return res
 
 
 # --------------------------------------------------------------------------- tables
@@ -470,10 +462,3 @@ def tidy(jobs: list[Job]) -> dict[str, pd.DataFrame]:
     tcols = ["job", "path", "channel", "src", "dst", "kind", "via", "transport"]
     out["transports"] = pd.concat(transports, ignore_index=True) if transports else pd.DataFrame(columns=tcols)
     return out
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 11's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result (with its facts) to ``run_dir`` and return it."""
-    p = Params.coerce(params if params is not None else Params()).replace(**changes)
-    return _measure(p, run_dir=run_dir, progress=progress)
