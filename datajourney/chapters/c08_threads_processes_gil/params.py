@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from datajourney.core.params import ChapterParams, param
-from datajourney.toolkit.images import MAX_IMAGES
+from datajourney.core.params import MAX_IMAGES, ChapterParams, param
 from datajourney.toolkit.pagecache import METHODS
 
 AUTO = ("auto",)
