@@ -238,7 +238,7 @@ def preflight(params) -> Plan:
 
 
 def measure(plan: Plan, context) -> None:
-    """Run every chapter-2 experiment, analyse it and save the result (tables, fingerprint, facts)."""
+    """Run every chapter-2 experiment into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
 

@@ -403,8 +403,7 @@ def preflight(params) -> Plan:
 
 
 def measure(plan: Plan, context) -> None:
-    """Run chapter 3's sweep and side experiments, analyse them and save the result (tables, fingerprint,
-    facts) to ``run_dir``."""
+    """Run chapter 3's sweep and side experiments into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
 

@@ -506,7 +506,7 @@ def preflight(params) -> Params:
 
 # --------------------------------------------------------------------------- chapter
 def measure(q: Params, context) -> None:
-    """Run chapter 4's experiments and save the result (tables, fingerprint, facts) to ``run_dir``."""
+    """Run chapter 4's experiments into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
     from datajourney.toolkit import textdata

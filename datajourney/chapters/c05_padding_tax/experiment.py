@@ -736,7 +736,7 @@ def build_layouts(p: Params, lengths: list[int]) -> tuple[dict[str, Layout], dic
 
 
 def measure(plan: Plan, context) -> None:
-    """Run chapter 5 and save the result (tables, fingerprint, facts) to ``run_dir``."""
+    """Run chapter 5 into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
 

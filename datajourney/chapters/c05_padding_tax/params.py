@@ -1,7 +1,7 @@
 """Chapter 5's parameters: the one place their defaults live, each declared once with its range and help.
 
 The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
-``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` is the one generic
+``profiles.yaml`` and the harness's ``run()`` start from :class:`Params`; :meth:`Params.checked` is the one generic
 validator, and the experiment's ``preflight`` adds only what the declarations cannot say (the template's
 fields, CUDA, data, memory)."""
 from __future__ import annotations

@@ -737,7 +737,7 @@ class _Chapter:
 
 
 def measure(plan: Plan, context) -> None:
-    """Run chapter 7 and save the result (tables + fingerprint + facts) to ``run_dir``."""
+    """Run chapter 7 into the started result (its tables, traces and metadata)."""
     from tqdm import tqdm
 
     from datajourney.toolkit import pagecache

@@ -250,7 +250,7 @@ def runnable(name: str, value, decoders) -> None:
 
 
 def resolve(params) -> dict:
-    """The parameters as ``run()`` measures with them: every declared range checked (:meth:`Params.checked`), then
+    """The parameters as ``measure`` runs with them: every declared range checked (:meth:`Params.checked`), then
     what the declarations cannot express — limits that depend on this machine's cores, memory, decoders and
     libraries, checks that span fields (windows that fit the data set, batches that fit in memory) — and each
     "auto" resolved for this machine. A :class:`ParameterError` names the first bad parameter."""
@@ -374,7 +374,7 @@ def paper_configs(pc, *, batch_size: int, lim: int):
 
 @dataclass
 class Plan:
-    """What preflight found: the checked parameters, the settings ``run()`` measures with (every "auto" resolved
+    """What preflight found: the checked parameters, the settings ``measure`` runs with (every "auto" resolved
     for this machine) and the directory the data set goes under."""
 
     params: Params
