@@ -9,7 +9,11 @@ The experiment never imports its analysis and the analysis never imports its exp
 way, experiment → result → analysis → facts.
 
 A notebook's run cell calls it (``res = results.replay(...) or harness.run(CHAPTER, Params.from_namespace(
-globals()), run_dir=run_dir)``), under the runner's papermill or by hand in JupyterLab alike.
+globals()), run_dir=run_dir)``), under the runner's papermill or by hand in JupyterLab alike. Under the runner,
+the same ``preflight`` has already checked every chapter of the run before any notebook started (so bad input
+stops the run before any work); the harness calls it once more in the kernel, the process that measures,
+because the plan it returns (data directory, resolved settings, chapter 5's tokenised records) cannot cross
+from the runner's process.
 """
 from __future__ import annotations
 
