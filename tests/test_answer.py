@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from datajourney.book import report
+from datajourney.book import harness, report
 from datajourney.chapters import registry
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
@@ -25,7 +25,7 @@ def _run_with(tmp_path, edit=None, **params):
             edit(ch, r)
         r.facts = registry.lookup(ch).analyse(r)
         r.save(tmp_path)
-    return diagnosis.run(run_dir=tmp_path, **{**STATED, **params})
+    return harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **{**STATED, **params})
 
 
 def _hop(res, wl, key):

@@ -37,14 +37,13 @@ def test_recorded_ci_profile_time():
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_reference_pinned_copy_reaches_the_independent_ceiling(host):
-    from datajourney.chapters.c06_pcie import experiment as pcie
-    from datajourney.chapters.c06_pcie import page
+    from datajourney.chapters.c06_pcie import analysis, page
 
     r = results.load_reference("06_pcie", host)
     ceiling = r.metadata["ceiling"]
     assert ceiling["available"] and ceiling["size"] == 1 << 30
     top = page.ceiling(r)["GBps"]   # the highest pinned copy of the chapter: nothing measured exceeds it
-    b = pcie._events(r)
+    b = analysis._events(r)
     pinned = b[(b["direction"] == "H2D") & (b["memory"] == "pinned")].sort_values("size")
     assert float(pinned["median"].iloc[-1]) >= 0.95 * top   # at the largest size measured
     b = r.table("bandwidth")
@@ -60,8 +59,7 @@ def test_reference_training_loop_keeps_up_on_two_full_runs(host):
     the chapter's own measurements explain why: its lost time per step is mostly slower compute, and
     the load experiment measured compute slowing by more than that when the loader's work keeps the
     cores busy (for a graphed best, with the step replayed from CUDA graphs)."""
-    from datajourney.chapters.c07_full_picture import experiment as training
-    from datajourney.chapters.c07_full_picture import page
+    from datajourney.chapters.c07_full_picture import page, reading
 
     files = [results.REFERENCE_DIR / host / "07_full_picture.json",
              *sorted((results.REFERENCE_DIR / host / "repeats").glob("07_full_picture-*.json"))]
@@ -69,15 +67,15 @@ def test_reference_training_loop_keeps_up_on_two_full_runs(host):
     for f in files:
         r = results.Result.load(f)
         assert r.parameters["n_images"] == 100_000, f
-        sc, best = training.scenarios(r), training.best_scenario(r)
+        sc, best = reading.scenarios(r), reading.best_scenario(r)
         runs = sc[sc["label"] == best["label"]]
         assert len(runs) == r.parameters["repeats"] >= 2, (f.name, runs)  # every repeat of the scenario
-        if runs["pct_of_ceiling"].min() >= 100 * training.KEEP_UP:
+        if runs["pct_of_ceiling"].min() >= 100 * reading.KEEP_UP:
             continue
         gap, parts = page._gap(r, best)
         assert max(parts, key=parts.get) == "slower compute", (f.name, parts)
         load = r.table("load")
-        mode = "cuda_graphs" if training.step_kind(best["variant"]) == "graphed" else "plain"
+        mode = "cuda_graphs" if reading.step_kind(best["variant"]) == "graphed" else "plain"
         under = load[load["mode"] == mode].groupby("busy")["compute_ms"].median()
         assert under.max() - under.loc[0] > parts["slower compute"], (f.name, mode, under)
     records = [json.loads(p.read_text()) for p in sorted((results.REFERENCE_DIR / host).glob("**/run-*.json"))]

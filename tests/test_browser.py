@@ -134,7 +134,7 @@ def _move_slider(page, plot, idx: int, frac: float) -> None:
 def test_whatif_sliders_recompute_in_the_browser(server, browser):
     """The chart's JavaScript recomputes wait and AU as the Python model does (predicted_wait_ms,
     predicted_au), at two slider settings, so the two implementations cannot drift apart."""
-    from datajourney.chapters.c04_cpu_starvation import experiment as starvation
+    from datajourney.chapters.c04_cpu_starvation import model
     from datajourney.chapters.c04_cpu_starvation.page import WHATIF_D
 
     page, plot, errors = _slider_plot(browser, f"{server}/notebooks/04_cpu_starvation.html")
@@ -146,8 +146,8 @@ def test_whatif_sliders_recompute_in_the_browser(server, browser):
         _move_slider(page, plot, 0, frac)
         ws, wait, au, active = plot.evaluate(read)
         assert active == WHATIF_D.index(d)
-        assert wait == pytest.approx([starvation.predicted_wait_ms(d, b, int(w), g) for w in ws])
-        assert au == pytest.approx([100 * starvation.predicted_au(d, b, int(w), g) for w in ws])
+        assert wait == pytest.approx([model.predicted_wait_ms(d, b, int(w), g) for w in ws])
+        assert au == pytest.approx([100 * model.predicted_au(d, b, int(w), g) for w in ws])
         if frac == 1.0:
             assert wait != before
     assert not [e for e in errors if "Plotly" in e], errors

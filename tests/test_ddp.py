@@ -5,12 +5,13 @@ import time
 import pandas as pd
 import pytest
 
-from datajourney.book import runner
+from datajourney.book import harness, runner
 from datajourney.chapters import registry as chapters
 from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
-from datajourney.chapters.c11_gpu_to_gpu import page
+from datajourney.chapters.c11_gpu_to_gpu import page, reading
 from datajourney.core import results
 from datajourney.core.params import ParameterError
+from datajourney.core.units import MiB
 
 # nvidia-smi topo -m as the 2-GPU H200 host printed it (underline escape codes included)
 TOPO_H200 = ("\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
@@ -28,14 +29,14 @@ NIC Legend:
 
 
 def test_topology_is_parsed_from_nvidia_smi():
-    t = ddp.parse_topology(TOPO_H200)
+    t = reading.parse_topology(TOPO_H200)
     assert set(map(tuple, t.to_numpy())) == {("GPU0", "GPU0", "X"), ("GPU0", "GPU1", "NV18"),
                                              ("GPU1", "GPU0", "NV18"), ("GPU1", "GPU1", "X")}
-    p = ddp.parse_topology(TOPO_PCIE).set_index(["a", "b"])["link"]
+    p = reading.parse_topology(TOPO_PCIE).set_index(["a", "b"])["link"]
     assert len(p) == 16 and p[("GPU0", "GPU1")] == "NODE" and p[("GPU2", "GPU0")] == "SYS"
     assert p[("NIC0", "GPU0")] == "PIX" and p[("GPU0", "NIC0")] == "PIX"
-    assert ddp.parse_topology("").empty and ddp.parse_topology("No devices were found").empty
-    assert ddp.link_kind("NV18") == "NV" and ddp.link_kind("SYS") == "SYS"
+    assert reading.parse_topology("").empty and reading.parse_topology("No devices were found").empty
+    assert reading.link_kind("NV18") == "NV" and reading.link_kind("SYS") == "SYS"
 
 
 def test_transports_are_parsed_from_nccl_info_lines():
@@ -99,16 +100,16 @@ def test_bus_bandwidth_follows_nccl_tests():
 
 
 def test_prediction_from_gradient_bytes_and_bandwidth():
-    assert ddp.bucket_sizes(100 * ddp.MiB, 25) == [ddp.MiB, 25 * ddp.MiB, 25 * ddp.MiB, 25 * ddp.MiB, 24 * ddp.MiB]
-    assert sum(ddp.bucket_sizes(1226141600, 2000)) == 1226141600
+    assert reading.bucket_sizes(100 * MiB, 25) == [MiB, 25 * MiB, 25 * MiB, 25 * MiB, 24 * MiB]
+    assert sum(reading.bucket_sizes(1226141600, 2000)) == 1226141600
     bench = pd.DataFrame([{"path": "direct", "op": "all_reduce", "size": s, "time_ms": 1.0, "algbw_GBps": bw,
                            "busbw_GBps": bw, "status": "ok"} for s, bw in ((1 << 20, 10.0), (1 << 30, 100.0))])
-    s = ddp.bench_summary(bench)
-    assert ddp.interp_algbw(s, 1 << 25) == pytest.approx(55.0) and ddp.interp_algbw(s, 1 << 40) == 100.0
+    s = reading.bench_summary(bench)
+    assert reading.interp_algbw(s, 1 << 25) == pytest.approx(55.0) and reading.interp_algbw(s, 1 << 40) == 100.0
     rungs = pd.DataFrame([{"path": "direct", "rung": "ddp", "status": "ok", "ddp": True, "hook": "none", "world": 2,
                            "grad_bytes": 1 << 30, "bucket_cap_mb": 2000, "prof_nccl_kernels": 1.0,
                            "prof_nccl_ms": 11.0, "prof_exposed_nccl_ms": 11.0}])
-    p = ddp.predict_comm(rungs, bench, 2)
+    p = reading.predict_comm(rungs, bench, 2)
     assert p["predicted_ms"].iloc[0] == pytest.approx((1 << 30) / 100e9 * 1e3)
     assert p["buckets_from"].iloc[0] == "profile"
 
@@ -153,7 +154,7 @@ def test_the_job_timeout_kills_the_whole_process_group(tmp_path, monkeypatch):
 def ci_result(tmp_path_factory):
     """A small run on the CPU: gloo, 2 processes, every rung kind."""
     rd = tmp_path_factory.mktemp("ch11")
-    return ddp.run(model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
+    return harness.run(ddp.CHAPTER, model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
                    profile_steps=0, cpu_procs=3, ladder=["ddp", "bucket_view", "bf16", "fp16", "powersgd"],
                    bucket_sweep=[1], bench_sizes=[65536, 1 << 20], bench_ops=["all_reduce", "all_gather"],
                    scale_worlds=[2], scale_ladder=["ddp", "bucket_view@1"], scale_host_paths=["p2p_off"],
@@ -172,7 +173,7 @@ def test_ci_run_on_gloo(ci_result):
     # each rank saw its own data, yet every DDP rung ended with identical replicas (compressed ones too)
     n = ok.loc["n"]
     assert n["replica_spread"].notna().all() and (n["replica_spread"] == 0).all(), n["replica_spread"]
-    b = ddp.bench_summary(r.table("bench"))
+    b = reading.bench_summary(r.table("bench"))
     assert set(b["op"]) == {"all_reduce", "all_gather"} and (b["busbw_GBps"] > 0).all()
     f = page.findings(r)
     assert 3 <= len(f) <= 6 and all("nan" not in x.text and "None" not in x.text for x in f)
@@ -229,7 +230,7 @@ def _result(no_ddp=10.0, ddp1=9.5, n=None, host=None, busbw=300.0) -> results.Re
     res.add("bench", bench)
     res.add("transports", pd.DataFrame([{"job": "n", "path": "direct", "channel": 0, "src": 0, "dst": 1, "kind": "",
                                          "via": "P2P/CUMEM/read", "transport": "P2P"}]))
-    res.add("topology", ddp.parse_topology(TOPO_H200))
+    res.add("topology", reading.parse_topology(TOPO_H200))
     return res
 
 
@@ -362,7 +363,7 @@ def test_extra_references_are_promoted_beside_the_main_one(tmp_path, monkeypatch
 def test_reference_run_meets_the_chapters_targets():
     r = results.load_reference(ddp.CHAPTER, "h200")
     assert r is not None and r.metadata["world"] == 2 and r.metadata["model"] == "vit_l_32"
-    b = ddp.bench_summary(r.table("bench"))
+    b = reading.bench_summary(r.table("bench"))
     ar = b[(b["op"] == "all_reduce") & (b["path"] == "direct") & (b["size"] == 1 << 30)]
     assert float(ar["busbw_GBps"].iloc[0]) >= 295
     f = page.facts_of(r)

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
+from datajourney.chapters.c11_gpu_to_gpu import reading
 from datajourney.core.paths import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
@@ -126,8 +127,10 @@ def test_two_nodes_emulated_on_this_machine(tmp_path):
     endpoint = f"127.0.0.1:{_free_port()}"
     code = textwrap.dedent("""
         import sys
+        from datajourney.book import harness
         from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
-        ddp.run(model="small_vit", batch_size=2, image_size=16, warmup_steps=2, steps=2, windows=2, profile_steps=0,
+        harness.run(ddp.CHAPTER,
+                    model="small_vit", batch_size=2, image_size=16, warmup_steps=2, steps=2, windows=2, profile_steps=0,
                 cpu_procs=1, ladder=["ddp"], bucket_sweep=[], bench_sizes=[65536], bench_ops=["all_reduce"],
                 bench_iters=2, bench_repeats=2, job_timeout_s=240, nnodes=2, node_rank=int(sys.argv[1]),
                 rdzv_endpoint=sys.argv[2], run_dir=sys.argv[3], progress=False)
@@ -179,7 +182,7 @@ def test_jobs_across_nodes_use_torchrun_rendezvous():
     jobs = {j.name: j for j in ddp.plan_jobs(base, "nccl", 4)}
     assert jobs["one"].nodes == 1 and jobs["n"].nodes == 2 and jobs["p2p_off"].nodes == 2
     # the forced path of an emulated second node reaches every job across nodes, on top of its own
-    assert jobs["n"].env == ddp.HOST_PATHS["p2p_shm_off"]
+    assert jobs["n"].env == reading.HOST_PATHS["p2p_shm_off"]
     assert jobs["p2p_off"].env == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
     # the scaling curve stays on one node, up to its own 4 GPUs
     assert [(j.name, j.nodes) for j in jobs.values() if ddp.is_scale_job(j.name)] == [

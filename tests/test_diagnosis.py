@@ -3,6 +3,7 @@ code), follows the data it reads, names what is missing, and the budget model is
 JavaScript evaluates."""
 import pytest
 
+from datajourney.book import harness
 from datajourney.chapters import registry
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
@@ -24,7 +25,7 @@ def _run_with(tmp_path, chapters=None, edit=None, **params):
             edit(ch, r)
         r.facts = registry.lookup(ch).analyse(r)
         r.save(tmp_path)
-    return diagnosis.run(run_dir=tmp_path, **{**STATED, **params})
+    return harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **{**STATED, **params})
 
 
 def _hops(res, workload):
@@ -69,7 +70,7 @@ def test_partial_run_names_the_missing_chapters(tmp_path):
 
 
 def test_empty_run_still_renders(tmp_path):
-    res = diagnosis.run(run_dir=tmp_path, **STATED)
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
     assert res.facts.data["found"] == []
     assert all(res.facts.data[f"{wl}.weakest"] is None for wl in analysis.UNITS)
     assert page.budget_figure(res) is None
@@ -82,7 +83,7 @@ def test_result_files_without_facts_are_not_read(tmp_path):
         r = results.Result.load(REF / f"{ch}.json")
         r.facts = None  # as a file written before schema 3
         r.save(tmp_path)
-    res = diagnosis.run(run_dir=tmp_path, **STATED)
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
     assert "07_full_picture" in res.facts.data["missing"]
 
 
@@ -107,7 +108,7 @@ def test_bad_parameters_fail_before_work(tmp_path, name, value):
     params = dict(llm_tokens_per_s=None, token_bytes=4, tokens_per_batch=4096, run_dir=tmp_path)
     params[name] = value
     with pytest.raises(ParameterError, match=name) as e:
-        diagnosis.run(**params)
+        harness.run(diagnosis.CHAPTER, **params)
     assert "\n" not in str(e.value)
     assert not list(tmp_path.iterdir())
 

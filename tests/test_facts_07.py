@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datajourney.chapters.c07_full_picture import analysis, experiment, page
+from datajourney.chapters.c07_full_picture import analysis, experiment, page, reading
 from datajourney.chapters.c07_full_picture import charts as c07_charts
 from datajourney.chapters.c07_full_picture.params import Params
 from datajourney.core import charts, results
@@ -39,7 +39,7 @@ def test_reference_facts_equal_the_tables():
     plain = t[t["mode"] == "plain"].groupby("busy")["compute_ms"].mean()
     assert f.number("contention") == pytest.approx(plain.max() / plain[0])
     assert f.number("contention") > 1  # the step slows under the loader's load
-    st = experiment.scenario_stats(res)
+    st = reading.scenario_stats(res)
     best = st.loc[st["pct_of_ceiling"].idxmax()]
     assert f.number("best_vs_ceiling") == pytest.approx(best["pct_of_ceiling"])
     # the image workload chapter 12 prices: the same dict its own function computed from these tables
@@ -138,7 +138,7 @@ def test_hostile_strings_stay_escaped():
 def test_au_chart_keeps_its_legend_beside_the_plot():
     """A legend below the plot made plotly.js draw the bars about 9 points above their values: the chapter's
     chart names its threshold lines short enough to keep the legend beside the plot."""
-    st = experiment.scenario_stats(results.Result.load(REF))
+    st = reading.scenario_stats(results.Result.load(REF))
     fig = c07_charts.au_and_ceiling(st, title="AU", au_rule=0.9, keep_up=0.95)
     names = [t.name for t in fig.data if t.name]
     assert max(map(len, names)) <= charts.LEGEND_CHARS

@@ -139,7 +139,7 @@ def test_notebook_opens_with_the_page_module():
     nb = json.loads((REPO_ROOT / "notebooks" / f"{CH}.ipynb").read_text())
     code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     assert any("opening.show(page, res, ref, is_reference_run=is_reference_run)" in c for c in code)
-    assert any("ddp.run(ddp.Params.from_namespace(globals()), run_dir=run_dir)" in c for c in code)
+    assert any("harness.run(ddp.CHAPTER, ddp.Params.from_namespace(globals()), run_dir=run_dir)" in c for c in code)
 
 
 # --------------------------------------------------------------------------- (e) hostile strings stay text

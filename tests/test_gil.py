@@ -11,6 +11,7 @@ import torch
 from conftest import has_nan
 from torch.utils.data import Dataset
 
+from datajourney.book import harness
 from datajourney.chapters.c08_threads_processes_gil import experiment as gil
 from datajourney.chapters.c08_threads_processes_gil import page
 from datajourney.core import results
@@ -570,7 +571,8 @@ def test_key_metrics_match_published_names():
 
 
 def test_findings_of_a_small_run(photos, tmp_path):
-    res = gil.run(n_images=48, width=96, height=72, classes=3, out_size=16, batch_size=3, primitive_batch=4,
+    res = harness.run(gil.CHAPTER,
+                      n_images=48, width=96, height=72, classes=3, out_size=16, batch_size=3, primitive_batch=4,
                   primitive_images=8, concurrency=[1, 2], decoders=["pillow"], repeats=1, dataloader_workers=[1],
                   thread_concurrency=[2], loader_batches=2, warm_batches=1, window_factor=1, start_methods=["fork"],
                   startup_workers=[1], startup_paths=[0, 100], epoch_paths=3000, memory_interval_s=0.02, gil_images=8,

@@ -1,5 +1,6 @@
 """Chapter 1's front door: the key numbers and weakest links come from result files, and the
 pipeline map links every hop to the chapters that measure it."""
+from datajourney.book import harness
 from datajourney.book import overview as front
 from datajourney.book import overview as intro
 from datajourney.chapters import registry
@@ -72,7 +73,7 @@ def _diagnosed(tmp_path, slow_files: bool):
             t.loc[t["pattern"] == "random", "MBps"] /= 1000
         r.facts = registry.lookup(ch).analyse(r)
         r.save(tmp_path)
-    return diagnosis.run(run_dir=tmp_path, llm_tokens_per_s=1e6)
+    return harness.run(diagnosis.CHAPTER, run_dir=tmp_path, llm_tokens_per_s=1e6)
 
 
 def test_the_readers_run_comes_first(tmp_path):

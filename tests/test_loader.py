@@ -7,8 +7,9 @@ import torch
 from conftest import has_nan
 from torch.utils.data import Dataset
 
+from datajourney.book import harness
+from datajourney.chapters.c03_dataloader import analysis, page
 from datajourney.chapters.c03_dataloader import experiment as loader
-from datajourney.chapters.c03_dataloader import page
 from datajourney.core.params import ParameterError
 from datajourney.core.results import Result
 from datajourney.toolkit import datasets
@@ -124,7 +125,7 @@ def test_sweep_with_per_file_latency_makes_the_shard_win(ds, monkeypatch):
     assert len(df) == len(loader.KINDS) * 2 * 2
     assert df[df["cache"] == "cold"]["resident_at_start"].max() <= 0.05
     assert df[df["cache"] == "warm"]["resident_at_start"].min() >= 0.95
-    sp = loader.speedups(df).set_index(["cache", "workers"])
+    sp = analysis.speedups(df).set_index(["cache", "workers"])
     for cache in ("cold", "warm"):
         assert sp.loc[(cache, 0), "shard_in_order ÷ small files"] > 3
         assert sp.loc[(cache, 0), "shard ÷ small files"] > 3
@@ -140,14 +141,14 @@ def test_transfer_cost_is_paired_by_run():
                           main_cpu_ms_per_batch=w0 * scale),
                      dict(payload="bytes", batch_size=bs, workers=1, run=run, ms_per_batch=w0 * scale + (w1 - w0),
                           main_cpu_ms_per_batch=0.3)]
-    tc = loader.transfer_cost(pd.DataFrame(rows)).set_index("batch_size")
+    tc = analysis.transfer_cost(pd.DataFrame(rows)).set_index("batch_size")
     assert tc.loc[16, "extra_ms_per_batch"] == pytest.approx(0.6)
     assert (tc.loc[16, "extra_min"], tc.loc[16, "extra_max"]) == (pytest.approx(0.4), pytest.approx(0.8))
     assert tc.loc[256, "extra_us_per_sample"] == pytest.approx(0.6 / 256 * 1e3)
     assert tc.loc[16, "main_cpu_ms_per_batch_w1"] == pytest.approx(0.3)
     line = pd.DataFrame(_transfer({bs: [0.5 + 0.01 * bs] * 2 for bs in (16, 64, 256)}))
-    assert loader.hand_over_fit(loader.transfer_cost(line)) == (pytest.approx(0.5), pytest.approx(10.0))
-    assert loader.hand_over_fit(loader.transfer_cost(line[line["batch_size"] == 16])) is None
+    assert analysis.hand_over_fit(analysis.transfer_cost(line)) == (pytest.approx(0.5), pytest.approx(10.0))
+    assert analysis.hand_over_fit(analysis.transfer_cost(line[line["batch_size"] == 16])) is None
 
 
 def test_measure_transfer_runs_both_payloads(ds):
@@ -158,7 +159,8 @@ def test_measure_transfer_runs_both_payloads(ds):
 
 
 def test_run_writes_every_table(tmp_path):
-    res = loader.run(n_files=64, file_size=4096, batch_size=16, workers=[0, 2], cache_states=["cold", "warm"], runs=1,
+    res = harness.run(loader.CHAPTER,
+                      n_files=64, file_size=4096, batch_size=16, workers=[0, 2], cache_states=["cold", "warm"], runs=1,
                      purge_method="auto", transfer_batch_sizes=[8, 32], latency_reads=20, handover_workers=0,
                      data_dir=tmp_path,
                      run_dir=tmp_path / "run", progress=False)

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from datajourney.book import harness
 from datajourney.chapters import registry
 from datajourney.chapters.c12_conclusion import analysis as c12
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
@@ -35,7 +36,7 @@ def diagnosed(request, tmp_path_factory):
         r = results.load_reference(c.name, request.param)
         if r is not None:
             registry.analysed(r).save(d)
-    return request.param, _facts(request.param), diagnosis.run(run_dir=d, llm_tokens_per_s=1e6)
+    return request.param, _facts(request.param), harness.run(diagnosis.CHAPTER, run_dir=d, llm_tokens_per_s=1e6)
 
 
 def test_each_piece_of_advice_comes_from_one_chapter():

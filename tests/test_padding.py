@@ -7,10 +7,12 @@ import pytest
 import torch
 from conftest import has_nan
 
+from datajourney.book import harness
 from datajourney.chapters import published
 from datajourney.chapters.c05_padding_tax import analysis, page
 from datajourney.chapters.c05_padding_tax import charts as c05_charts
 from datajourney.chapters.c05_padding_tax import experiment as padding
+from datajourney.chapters.c05_padding_tax.params import PUBLISHED_SETTING
 from datajourney.core.params import ParameterError
 from datajourney.core.results import Result
 from datajourney.toolkit import textdata
@@ -88,7 +90,8 @@ def test_published_figures_reproduced_exactly_from_the_first_batch():
 
 @OFFLINE
 def test_run_reproduces_and_labels_populations(tmp_path):
-    res = padding.run(**{**P, "n_samples": 2000, "batch_size": 32, "strategies": list(padding.STRATEGIES),
+    res = harness.run(padding.CHAPTER,
+                      **{**P, "n_samples": 2000, "batch_size": 32, "strategies": list(padding.STRATEGIES),
                          "device": "none"}, run_dir=tmp_path, progress=False)
     assert res.facts["published_reproduced"].value == 3
     assert set(res.table("first_batch")["population"]) == {"first batch"}
@@ -356,7 +359,7 @@ def test_cost_chart_uses_dots_on_the_log_axis():
 # ------------------------------------------------------------------------------------------ findings follow the data
 def _result(*, pad_fb=0.02326, pack_fb=0.98549, pad_all=0.017, pack_all=0.974, cost=(20.0, 0.5), spread=0.05,
             isolated=(True, False), collator_equal=True, params=None, lengths=(13, 307, 95.28, 83)) -> Result:
-    p = {**padding.PUBLISHED_SETTING, "strategies": ["pad_to_context", "greedy_pack"], **(params or {})}
+    p = {**PUBLISHED_SETTING, "strategies": ["pad_to_context", "greedy_pack"], **(params or {})}
     fb = pd.DataFrame([
         dict(strategy="pad_to_context", label="pad to context", population="first batch", samples=32, first_sample=0,
              last_sample=31, real_tokens=int(pad_fb * 32 * 4096), positions=32 * 4096, efficiency=pad_fb, rows=32,
@@ -466,7 +469,8 @@ def test_key_metrics_are_first_batch_metrics_with_published_names():
 
 @OFFLINE
 def test_run_writes_every_table(tmp_path):
-    res = padding.run(**{**P, "strategies": list(padding.STRATEGIES), "n_samples": 40}, run_dir=tmp_path,
+    res = harness.run(padding.CHAPTER,
+                      **{**P, "strategies": list(padding.STRATEGIES), "n_samples": 40}, run_dir=tmp_path,
                       progress=False)
     assert {"lengths", "length_stats", "strategies", "first_batch", "templates", "isolation", "collator"} <= set(
         res.tables)
@@ -482,7 +486,7 @@ def test_run_writes_every_table(tmp_path):
 @OFFLINE
 def test_run_times_every_batch_on_cpu(tmp_path):
     """The real timing path end to end, on a tiny setting: every batch timed, estimate = sum of steps."""
-    res = padding.run(**{**P, "strategies": ["pad_to_context", "greedy_pack"], "n_samples": 24,
+    res = harness.run(padding.CHAPTER, **{**P, "strategies": ["pad_to_context", "greedy_pack"], "n_samples": 24,
                          "context_length": 512, "device": "cpu", "d_model": 16, "n_heads": 2},
                       run_dir=tmp_path, progress=False)
     c, st = res.table("cost").set_index("strategy"), res.table("cost_steps")

@@ -14,9 +14,10 @@ import pytest
 import torch
 from conftest import has_nan
 
+from datajourney.book import harness
 from datajourney.chapters.c06_pcie import charts as c06_charts
 from datajourney.chapters.c06_pcie import experiment as pcie
-from datajourney.chapters.c06_pcie import page
+from datajourney.chapters.c06_pcie import page, rules
 from datajourney.core import charts as plotting
 from datajourney.core import findings as fx
 from datajourney.core import results
@@ -31,27 +32,27 @@ BOOK = dict(run_dir=None, reference_host=None, is_reference_run=False)
 
 # --------------------------------------------------------------------------- arithmetic
 def test_link_peaks():
-    assert pcie.link_peak_gbps(4, 16) == pytest.approx(31.51, abs=0.01)  # the published L40S link
-    assert pcie.link_peak_gbps(5, 16) == pytest.approx(63.02, abs=0.01)
-    assert pcie.link_peak_gbps(3, 8) == pytest.approx(7.88, abs=0.01)
-    assert pcie.link_peak_gbps(None, 16) is None
+    assert rules.link_peak_gbps(4, 16) == pytest.approx(31.51, abs=0.01)  # the published L40S link
+    assert rules.link_peak_gbps(5, 16) == pytest.approx(63.02, abs=0.01)
+    assert rules.link_peak_gbps(3, 8) == pytest.approx(7.88, abs=0.01)
+    assert rules.link_peak_gbps(None, 16) is None
 
 
 def test_overlap_ratio_is_not_clipped():
-    assert pcie.overlap_ratio(5, 5, 5) == 1.0 and pcie.overlap_ratio(5, 5, 10) == 0.0
-    assert pcie.overlap_ratio(2, 8, 9) == pytest.approx(0.5)
+    assert rules.overlap_ratio(5, 5, 5) == 1.0 and rules.overlap_ratio(5, 5, 10) == 0.0
+    assert rules.overlap_ratio(2, 8, 9) == pytest.approx(0.5)
     # noise shows as it is: "together" shorter than the CPU work alone, or longer than serial
-    assert pcie.overlap_ratio(0.1, 5.0, 4.9) == pytest.approx(2.0)
-    assert pcie.overlap_ratio(0.1, 5.0, 5.2) == pytest.approx(-1.0)
+    assert rules.overlap_ratio(0.1, 5.0, 4.9) == pytest.approx(2.0)
+    assert rules.overlap_ratio(0.1, 5.0, 5.2) == pytest.approx(-1.0)
 
 
 def test_verdicts_need_a_copy_longer_than_the_jitter():
-    assert pcie.verdict(0.9) == "overlaps" and pcie.verdict(0.1) == "serial"
-    assert pcie.verdict(0.5) == "partly overlaps"
+    assert rules.verdict(0.9) == "overlaps" and rules.verdict(0.1) == "serial"
+    assert rules.verdict(0.5) == "partly overlaps"
     # a 0.1 ms copy against 0.1 ms of jitter: no verdict, whatever the ratio says
-    assert pcie.verdict(1.0, copy_ms=0.1, jitter_ms=0.1) == pcie.TOO_SHORT
-    assert pcie.verdict(1.0, copy_ms=0.31, jitter_ms=0.1) == "overlaps"
-    assert pcie.verdict(0.5, low=-0.2, high=1.1).startswith("unclear")
+    assert rules.verdict(1.0, copy_ms=0.1, jitter_ms=0.1) == rules.TOO_SHORT
+    assert rules.verdict(1.0, copy_ms=0.31, jitter_ms=0.1) == "overlaps"
+    assert rules.verdict(0.5, low=-0.2, high=1.1).startswith("unclear")
 
 
 def test_bootstrap_interval_brackets_the_median():
@@ -81,10 +82,10 @@ def test_a_blocking_copy_is_serial_or_too_short_never_overlapping():
     busy test machine cannot stretch them.)"""
     raw = pcie.overlap_trials(lambda: time.sleep(0.02), lambda: None, lambda: time.sleep(0.01), 9)
     s = pcie.summarise_overlap(raw.assign(size=64 * MiB, memory="pageable", mode="blocking")).iloc[0]
-    assert s["verdict"] in ("serial", pcie.TOO_SHORT), s  # too short only where the test machine is very busy
-    assert s["overlap"] < pcie.SERIAL
+    assert s["verdict"] in ("serial", rules.TOO_SHORT), s  # too short only where the test machine is very busy
+    assert s["overlap"] < rules.SERIAL
     short = pcie.summarise_overlap(raw.assign(size=64 * MiB, memory="pageable", mode="blocking"), jitter_ms=10.0)
-    assert short.iloc[0]["verdict"] == pcie.TOO_SHORT  # the same copy against a 10 ms jitter cannot be judged
+    assert short.iloc[0]["verdict"] == rules.TOO_SHORT  # the same copy against a 10 ms jitter cannot be judged
 
 
 def test_a_copy_running_beside_the_work_overlaps():
@@ -102,16 +103,16 @@ def test_a_copy_running_beside_the_work_overlaps():
 
     raw = pcie.overlap_trials(start, wait, lambda: time.sleep(0.02), 9)
     s = pcie.summarise_overlap(raw.assign(size=1, memory="pinned", mode="non_blocking")).iloc[0]
-    assert s["verdict"] in ("overlaps", pcie.TOO_SHORT), s  # too short only where the test machine is very busy
+    assert s["verdict"] in ("overlaps", rules.TOO_SHORT), s  # too short only where the test machine is very busy
     assert s["overlap"] > 0.5, s
 
 
 def test_a_tiny_copy_gets_no_verdict():
     raw = pd.DataFrame(dict(rep=range(10), copy_ms=0.05, cpu_ms=5 + 0.1 * np.sin(np.arange(10)),
                             both_ms=5.0 + 0.1 * np.cos(np.arange(10))))
-    raw["ratio"] = [pcie.overlap_ratio(c, w, b) for c, w, b in zip(raw["copy_ms"], raw["cpu_ms"], raw["both_ms"])]
+    raw["ratio"] = [rules.overlap_ratio(c, w, b) for c, w, b in zip(raw["copy_ms"], raw["cpu_ms"], raw["both_ms"])]
     s = pcie.summarise_overlap(raw.assign(size=MiB, memory="pinned", mode="blocking")).iloc[0]
-    assert s["verdict"] == pcie.TOO_SHORT and s["jitter_ms"] > 0.05
+    assert s["verdict"] == rules.TOO_SHORT and s["jitter_ms"] > 0.05
     assert abs(s["overlap"]) > 0 and s["overlap_p90"] > s["overlap_p10"]  # unclipped, with its spread
 
 
@@ -279,7 +280,7 @@ def test_size_beyond_host_memory_fails_before_allocating():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only path")
 def test_without_cuda_the_chapter_says_so_and_measures_the_host_side(tmp_path):
-    res = pcie.run(pcie.Params(**P), run_dir=tmp_path, progress=False)
+    res = harness.run(pcie.CHAPTER, pcie.Params(**P), run_dir=tmp_path, progress=False)
     assert res.metadata["cuda"] is False and "note" not in res.metadata and "no_cuda" in res.facts
     assert "bandwidth" not in res.tables and page.key_metrics(res) == {}
     assert page.has_staging(res) and res.metadata["cpu_work"]["std_ms"] >= 0
@@ -312,7 +313,7 @@ def gpu_result(*, rates=None, h2d_large_drop=True, llc=96 * MiB, pin_later_ms=1.
     raw = pd.DataFrame(rows)
     res = results.Result(chapter=pcie.CHAPTER, run_id="constructed", parameters={},
                          fingerprint={"cpu": {"hypervisor": True}})
-    peak = pcie.link_peak_gbps(5, 16)
+    peak = rules.link_peak_gbps(5, 16)
     res.add("bandwidth_raw", raw)
     res.add("bandwidth", pcie.summarise_bandwidth(raw, peak))
     # staging: cached copies fast while the source fits in a 96 MiB cache, DRAM-bound beyond
@@ -342,7 +343,7 @@ def gpu_result(*, rates=None, h2d_large_drop=True, llc=96 * MiB, pin_later_ms=1.
                     w = 5 + jitter * rng.standard_normal()
                     hide = overlap_pinned_nb and (m, mode) == ("pinned", "non_blocking")
                     b = (max(cc, w) if hide else cc + w) + jitter * rng.standard_normal()
-                    ov.append(dict(rep=i, copy_ms=cc, cpu_ms=w, both_ms=b, ratio=pcie.overlap_ratio(cc, w, b),
+                    ov.append(dict(rep=i, copy_ms=cc, cpu_ms=w, both_ms=b, ratio=rules.overlap_ratio(cc, w, b),
                                    size=n, memory=m, mode=mode))
     ov = pd.DataFrame(ov)
     res.add("overlap_raw", ov)
@@ -454,9 +455,9 @@ def test_reversed_copy_that_does_not_overlap_cpu_work():
 def test_reversed_every_copy_too_short_to_tell():
     res = gpu_result(jitter=8.0)  # jitter above every copy: no verdict anywhere
     o = res.table("overlap")
-    assert (o["verdict"] == pcie.TOO_SHORT).all()
+    assert (o["verdict"] == rules.TOO_SHORT).all()
     f = _by_key(res)["cpu_overlap"]
-    assert pcie.TOO_SHORT in f.text and "overlaps." not in _full(res, "cpu_overlap")
+    assert rules.TOO_SHORT in f.text and "overlaps." not in _full(res, "cpu_overlap")
     assert page.key_metrics(res)["overlap, pinned + non_blocking, 256 MiB"] == (None, None)
 
 
@@ -464,7 +465,7 @@ def test_blocking_copies_never_read_as_overlapping():
     res = gpu_result()
     o = res.table("overlap")
     blocking = o[o["mode"] == "blocking"]
-    assert set(blocking["verdict"]) <= {"serial", pcie.TOO_SHORT}
+    assert set(blocking["verdict"]) <= {"serial", rules.TOO_SHORT}
     assert "Every blocking copy long enough to judge ran serially" in page.overlap_caveat(res)
 
 
@@ -506,7 +507,7 @@ def test_charts_and_tables_of_a_gpu_run():
     assert "1 MiB" in axis  # but every size keeps its place on the axis, labelled "no verdict"
     notes = [a for a in fig.layout.annotations if "no verdict" in (a.text or "")]
     o = res.table("overlap")
-    assert {a.x for a in notes} == {plotting.size_label(n) for n in o[o["verdict"] == pcie.TOO_SHORT]["size"]}
+    assert {a.x for a in notes} == {plotting.size_label(n) for n in o[o["verdict"] == rules.TOO_SHORT]["size"]}
     assert fig.layout.title.text == "t" and "p10–p90" in fig.data[1].hovertemplate
     lines = [a for a in fig.layout.annotations if a.text in ("serial", "fully hidden")]
     assert len(lines) == 2 and all(a.xref == "paper" and a.x >= 1 for a in lines)  # outside the points
@@ -640,7 +641,7 @@ def test_overlap_caveat_names_the_sizes_judged_and_why_not_the_rest():
     res = gpu_result()
     text = page.overlap_caveat(res)
     o = res.table("overlap")
-    judged = o[o["verdict"] != pcie.TOO_SHORT]
+    judged = o[o["verdict"] != rules.TOO_SHORT]
     assert text.startswith(f"{len(judged)} of {len(o)} rows could be judged: ")
     assert "No verdict for 1 MiB (all four)" in text and "CPU-work jitter" in text
     assert "does not explain the swing" not in text  # the constructed CPU work is steady

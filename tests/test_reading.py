@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from conftest import has_nan
 
+from datajourney.book import harness
 from datajourney.chapters.c09_reading_smarter import analysis, page
 from datajourney.chapters.c09_reading_smarter import experiment as reading
 from datajourney.core import results
@@ -590,7 +591,8 @@ def test_opening_without_a_gpu_says_what_to_run(tmp_path):
 
 # --------------------------------------------------------------------------- a real small run
 def test_findings_of_a_small_real_run(tmp_path):
-    res = reading.run(**{**GOOD, "latency_reads": 20}, data_dir=str(tmp_path / "data"), run_dir=tmp_path / "run",
+    res = harness.run(reading.CHAPTER,
+                      **{**GOOD, "latency_reads": 20}, data_dir=str(tmp_path / "data"), run_dir=tmp_path / "run",
                       progress=False)
     assert res.facts is not None and set(results.Result.load(res.path).facts.facts) == set(res.facts.facts)
     items = page.findings(res.facts)

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from datajourney.book import harness
 from datajourney.chapters.c08_threads_processes_gil import analysis, page, paper
 from datajourney.chapters.c08_threads_processes_gil import experiment as gil
 from datajourney.core.params import ParameterError
@@ -92,7 +93,8 @@ def test_paper_configs_are_checked_naming_the_parameter():
 
 
 def test_the_question_runs_end_to_end_and_its_facts_follow_the_tables(tmp_path):
-    res = gil.run(gil.Params(), run_dir=tmp_path / "run", progress=False, data_dir=tmp_path / "data", **SMALL)
+    res = harness.run(gil.CHAPTER,
+                      gil.Params(), run_dir=tmp_path / "run", progress=False, data_dir=tmp_path / "data", **SMALL)
     comp = res.table("paper")
     assert set(comp["loader"]) == set(paper.PAPER_KINDS)
     assert set(comp["state"]) == {"cold", "warm"} and len(comp) == 9
@@ -123,7 +125,7 @@ def test_the_question_runs_end_to_end_and_its_facts_follow_the_tables(tmp_path):
 def test_without_spdl_io_the_question_is_skipped_and_the_chapter_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(gil, "decoder_status", lambda: {"pillow": (True, ""), "spdl": (False, "no FFmpeg"),
                                                           "torchvision": (False, "none")})
-    res = gil.run(gil.Params(), run_dir=tmp_path / "run", progress=False, data_dir=tmp_path / "data",
+    res = harness.run(gil.CHAPTER, gil.Params(), run_dir=tmp_path / "run", progress=False, data_dir=tmp_path / "data",
                   **{**SMALL, "thread_decoders": ["pillow"], "decoders": ["pillow"], "dataloader_decoder": "pillow"})
     assert res.metadata["paper_skipped"] == "spdl" and res.table("paper").empty
     assert not res.table("loaders").empty

@@ -8,7 +8,8 @@ import pytest
 import torch
 from conftest import has_nan
 
-from datajourney.chapters.c04_cpu_starvation import analysis, page
+from datajourney.book import harness
+from datajourney.chapters.c04_cpu_starvation import analysis, model, page
 from datajourney.chapters.c04_cpu_starvation import charts as c04_charts
 from datajourney.chapters.c04_cpu_starvation import experiment as starvation
 from datajourney.core.params import ParameterError
@@ -29,13 +30,13 @@ def cpu_step(g_ms=1.0):
 
 # ---------------------------------------------------------------- the model
 def test_model_matches_published_case():
-    assert starvation.predicted_wait_ms(5, 32, 0, 50) == 160
-    assert starvation.predicted_wait_ms(5, 32, 4, 50) == 0
-    assert starvation.predicted_wait_ms(5, 32, 2, 50) == 30
-    assert starvation.predicted_au(5, 32, 0, 50) == pytest.approx(50 / 210)
+    assert model.predicted_wait_ms(5, 32, 0, 50) == 160
+    assert model.predicted_wait_ms(5, 32, 4, 50) == 0
+    assert model.predicted_wait_ms(5, 32, 2, 50) == 30
+    assert model.predicted_au(5, 32, 0, 50) == pytest.approx(50 / 210)
     # AU >= 0.9 needs W >= 0.9 * D*B / G
-    assert starvation.workers_needed(5, 32, 50) == 3
-    assert starvation.predicted_au(5, 32, 3, 50) >= 0.9 > starvation.predicted_au(5, 32, 2, 50)
+    assert model.workers_needed(5, 32, 50) == 3
+    assert model.predicted_au(5, 32, 3, 50) >= 0.9 > model.predicted_au(5, 32, 2, 50)
 
 
 # ---------------------------------------------------------------- parameters
@@ -265,8 +266,8 @@ def _result(*, w0_wait=165.0, w4_wait=1.0, w4_step=51.0, g=50.0, sweep_waits=Non
         return dict(experiment=exp, work=work, workers=w, d_ms=d, batch_size=32, g_ms=50.0, g_cal_ms=g,
                     first_batch_ms=200.0 + 10 * w, wait_ms=wait, wait_std_ms=1.0, compute_ms=step_ms - wait,
                     step_ms=step_ms, au=au, compute_share=(step_ms - wait) / wall, idle_share=wait / wall, steps=30,
-                    predicted_wait_ms=starvation.predicted_wait_ms(d, 32, w, g),
-                    predicted_au=starvation.predicted_au(d, 32, w, g), keeps_up=au >= 0.9)
+                    predicted_wait_ms=model.predicted_wait_ms(d, 32, w, g),
+                    predicted_au=model.predicted_au(d, 32, w, g), keeps_up=au >= 0.9)
 
     rows = [row("published case", "sleep", 0, w0_wait, w0_wait + 50),
             row("published case", "sleep", 4, w4_wait, w4_step)]
@@ -398,7 +399,8 @@ def test_findings_of_an_older_result_without_the_new_tables():
 def test_findings_of_a_short_cpu_run(tmp_path):
     """The whole chapter on CPU with tiny settings: every computed sentence is built from its result."""
     kw = {k: v for k, v in P.items() if k not in ("is_reference_run", "reference_host")}
-    res = starvation.run(**{**kw, "workers": [0, 2], "steps": 3, "prefetch_factors": [1, 2]}, run_dir=tmp_path,
+    res = harness.run(starvation.CHAPTER,
+                      **{**kw, "workers": [0, 2], "steps": 3, "prefetch_factors": [1, 2]}, run_dir=tmp_path,
                          progress=False)
     assert (tmp_path / f"{starvation.CHAPTER}.json").exists()
     assert {"calibration", "idle_gaps", "summary", "steps", "prefetch", "epoch_boundary"} <= set(res.tables)

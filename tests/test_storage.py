@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from conftest import has_nan
 
+from datajourney.book import harness
 from datajourney.chapters.c02_random_vs_sequential import analysis, page
 from datajourney.chapters.c02_random_vs_sequential import experiment as storage
 from datajourney.core.params import ParameterError
@@ -60,7 +61,8 @@ def test_cold_and_warm_states_reach_their_residency(small):
 
 
 def test_run_writes_result_with_fingerprint(tmp_path):
-    res = storage.run(n_files=20, file_size=4096, runs=2, cache_states=["cold", "warm"], purge_method="auto",
+    res = harness.run(storage.CHAPTER,
+                      n_files=20, file_size=4096, runs=2, cache_states=["cold", "warm"], purge_method="auto",
                       size_sweep=[4096, 16384], sweep_bytes=1 << 17, shard_size=1 << 20,
                       chunk_sweep=[4096, 1 << 20], chunk_runs=3, odirect=True, odirect_max_bytes=1 << 20,
                       latency_reads=50, dd_check=True, compare_purge_methods=True, data_dir=tmp_path / "..",

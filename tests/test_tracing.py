@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from datajourney.book import harness
 from datajourney.chapters.c10_mmap_vs_read import analysis, page
 from datajourney.chapters.c10_mmap_vs_read import experiment as tracing
 from datajourney.core import phrasing, results
@@ -289,7 +290,7 @@ def test_chapter_10_opening_when_the_readers_are_level():
 def test_a_ci_run_end_to_end(tmp_path, monkeypatch):
     """A small real run: findings are computed and the modes read the same samples."""
     monkeypatch.setenv("DATAJOURNEY_DATA_DIR", str(tmp_path / "data"))
-    res = tracing.run(**{**CI, "cache_states": ["cold", "warm"], "checkpoint_sizes": [1 << 20]},
+    res = harness.run(tracing.CHAPTER, **{**CI, "cache_states": ["cold", "warm"], "checkpoint_sizes": [1 << 20]},
                       data_dir=tmp_path / "data", run_dir=tmp_path / "run", progress=False)
     s = res.table("sweep")
     assert set(s["mode"]) == {"mmap", "read"} and (s["samples"] == 8).all()

@@ -10,8 +10,9 @@ import torch
 from conftest import has_nan
 from torch.utils.data import DataLoader
 
+from datajourney.book import harness
 from datajourney.chapters.c07_full_picture import experiment as training
-from datajourney.chapters.c07_full_picture import page
+from datajourney.chapters.c07_full_picture import page, reading
 from datajourney.core import results
 from datajourney.core.params import ParameterError
 from datajourney.toolkit import images
@@ -180,7 +181,7 @@ def test_the_graphed_step_trains_as_the_eager_step_does():
 
 
 def test_run_on_cpu(tmp_path):
-    res = training.run(**P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
+    res = harness.run(training.CHAPTER, **P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
     sc = res.table("scenarios")
     assert set(sc["workers"]) == {0, 1} and set(sc["repeat"]) == {0, 1}
     # W=1 for ImageFolder only (one_worker_formats' default); the graphed step on a GPU, and without one
@@ -340,7 +341,7 @@ def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.
         gceil = pd.DataFrame([dict(images_per_s=graphed["ceiling_ips"] * j, step_ms=(c + 0.1) / j, compute_ms=c / j,
                                    DATALOADER_WAIT=0.03, H2D_TRANSFER=0.01, repeat=r)
                               for r, j in enumerate((0.995, 1.0, 1.005))])
-    sc["pct_of_ceiling"] = training.share_of_ceiling(sc, ceil, gceil)
+    sc["pct_of_ceiling"] = reading.share_of_ceiling(sc, ceil, gceil)
     load = pd.DataFrame([dict(mode=m, busy=b, repeat=r, cores=16, compute_p90_ms=0.0, main_cores=1.0,
                               cpu_busy_cores=float(b), compute_ms=(load_top if (b == 24 and m == "plain") else 32.1)
                               * (1 + 0.002 * r)) for m in ("plain", "nice") for b in (0, 16, 24) for r in range(3)])
@@ -456,7 +457,7 @@ GRAPH_HELPS = dict(ips=1995.0, compute=31.7, ceiling_ips=2025.0, ceiling_compute
 
 def test_each_scenario_is_a_share_of_its_own_ceiling():
     res = _result(best=1850.0, tuned_compute=34.5, graphed=GRAPH_HELPS)
-    sc = training.scenarios(res)
+    sc = reading.scenarios(res)
     g = sc[sc["variant"] == "graphed"]
     assert (g["ceiling"] == "graphed").all() and (sc[sc["variant"] != "graphed"]["ceiling"] == "eager").all()
     assert g["pct_of_ceiling"].mean() == pytest.approx(100 * 1995.0 / 2025.0, rel=1e-3)
@@ -470,12 +471,12 @@ def test_the_best_configuration_is_chosen_by_its_share_of_its_own_ceiling():
     # the graphed step moves more images/s than the tuned one, but against a far higher ceiling of its
     # own: its share is lower, so the tuned eager scenario is the best configuration
     res = _result(best=1900.0, graphed=dict(ips=1950.0, compute=31.0, ceiling_ips=2300.0, ceiling_compute=27.0))
-    assert training.best_scenario(res)["variant"] == "tuned"
+    assert reading.best_scenario(res)["variant"] == "tuned"
     text = _text(res, "best_vs_ceiling")
     assert "**ImageFolder, W=4, tuned**" in text and "of the eager ceiling" in text
     # the same graphed throughput against a ceiling it nearly reaches: it is the best
     res = _result(best=1900.0, graphed=dict(ips=1950.0, compute=31.0, ceiling_ips=1960.0, ceiling_compute=30.9))
-    assert training.best_scenario(res)["variant"] == "graphed"
+    assert reading.best_scenario(res)["variant"] == "graphed"
     text = _text(res, "best_vs_ceiling")
     assert "**ImageFolder, W=4, graphed**" in text and "of the graphed ceiling" in text
     assert "The eager ceiling took 1,990 images/s" in text
@@ -528,7 +529,7 @@ def test_without_a_graphed_run_the_chapter_says_why():
 def test_the_benchmark_explanation_uses_the_ceiling_of_the_best_step():
     res = _result(best=1700.0, tuned_compute=34.5,
                   graphed=dict(ips=1800.0, compute=33.5, ceiling_ips=1900.0, ceiling_compute=31.5))
-    b = training.best_scenario(res)
+    b = reading.best_scenario(res)
     gap, parts = page._gap(res, b)
     assert b["variant"] == "graphed" and parts["slower compute"] == pytest.approx(2.0, abs=0.05)
 

@@ -12,6 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
+from datajourney.book import harness
 from datajourney.chapters import registry
 from datajourney.core import results
 from datajourney.core.files import write_atomic
@@ -37,13 +38,7 @@ def analyse_file(path: Path, *, force: bool = False) -> bool:
 def rediagnose(path: Path) -> bool:
     """Chapter 12's result file ``path`` diagnosed again from the facts its sibling result files hold now
     (its measured token step kept; what its notebook does when it renders a replayed result)."""
-    from datajourney.chapters.c12_conclusion import experiment as diagnosis
-
-    res = results.Result.load(path)
-    diagnosis.diagnose(res, Path(path).parent)
-    d = res.to_dict()
-    d["created_utc"] = res.created_utc
-    write_atomic(Path(path), json.dumps(d, indent=1, allow_nan=False))
+    harness.regather(results.Result.load(path), Path(path).parent)
     return True
 
 

@@ -241,3 +241,10 @@ def three_columns(chapter: str, this: dict, reference: dict | None, *, this_is_r
             row["this run"] = fmt(*t, f.unit)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def printed_as(value: float, figure) -> bool:
+    """Whether ``value`` prints as the published figure does, to the digits the source printed."""
+    text = figure.value.replace(",", "")
+    digits = len(text.split(".")[1]) if "." in text else 0
+    return f"{value:.{digits}f}" == text

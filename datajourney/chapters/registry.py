@@ -4,7 +4,8 @@ is one folder, one notebook and one line of ``_toc.yml``.
 
 Every chapter folder holds the same pieces, one protocol (see :data:`PIECES`): ``__init__.py``
 with its ``TITLE``; ``params.py`` with ``Params`` (each parameter declared once); ``experiment.py``
-with ``CHAPTER``, ``preflight(params) -> Plan`` and ``run(params) -> Result``; ``analysis.py`` with
+with ``CHAPTER``, ``preflight(params) -> Plan`` and ``measure(plan, context)`` (it only measures: the harness,
+:mod:`datajourney.book.harness`, starts, analyses and saves the result); ``analysis.py`` with
 ``analyse(result) -> Facts`` (pure, no prose) and ``EXPORTS`` (the fact keys other pages may read);
 ``page.py`` with ``opening(facts)`` and ``findings(facts)`` (it only words facts). The pieces are
 checked by their attributes (:meth:`Chapter.verify`). Chapter 12 and the front page read other
@@ -23,7 +24,7 @@ NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 CHAPTER_DIR = Path(__file__).resolve().parent
 #: The files every chapter folder holds, and the names each must define.
 PIECES = {"__init__.py": ("TITLE",), "params.py": ("Params",),
-          "experiment.py": ("CHAPTER", "run", "preflight"), "analysis.py": ("analyse", "EXPORTS"),
+          "experiment.py": ("CHAPTER", "preflight", "measure"), "analysis.py": ("analyse", "EXPORTS"),
           "page.py": ("opening", "findings")}
 _FOLDER = re.compile(r"^c(\d{2})_([a-z0-9_]+)$")
 
@@ -50,7 +51,7 @@ class Chapter:
 
     @property
     def module(self) -> str | None:
-        """The experiment module (``run``, ``preflight``), run by the runner before the notebook starts."""
+        """The experiment module (``preflight``, ``measure``); the runner calls its preflight before any notebook."""
         return f"{self.package}.experiment" if self.measures else None
 
     @property

@@ -151,6 +151,8 @@ def free_space(name: str, path: Path, needed_bytes: int, *, margin: float = 0.05
 
 #: The smallest free-space margin: room for the manifest, index and file-system metadata.
 MIN_MARGIN_BYTES = 1 << 20
+#: The most images a synthetic image data set may hold (the chapters' image counts are declared up to it).
+MAX_IMAGES = 10_000_000
 
 
 def size_text(n: float) -> str:

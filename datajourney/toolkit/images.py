@@ -29,13 +29,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datajourney.core.params import ParameterError, positive_int
+from datajourney.core.params import MAX_IMAGES, ParameterError, positive_int
 from datajourney.toolkit import datasets
-
-#: ImageNet channel statistics, used by the "normalise" step of the light transforms.
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
-MAX_IMAGES = 10_000_000
+from datajourney.toolkit.imagenet import MEAN, STD
 
 
 def jpeg(seed: int, index: int, size: int, quality: int) -> bytes:

@@ -237,15 +237,13 @@ def preflight(params) -> Plan:
     return Plan(p, datasets.check_space(p.data_dir, plans(p)))
 
 
-def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
-    """Run every chapter-2 experiment, analyse it and save the result (tables, fingerprint, facts)."""
+def measure(plan: Plan, context) -> None:
+    """Run every chapter-2 experiment into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c02_random_vs_sequential import analysis
-    from datajourney.core import results
 
     p, parent = plan.params, plan.data_dir
-    res = results.start(CHAPTER, p.as_dict(), run_dir, parent)
+    res, progress = context.result, context.progress
     can_drop = pagecache.can_drop_caches()
     compare = p.compare_purge_methods and can_drop
     runs, crun, seed = p.runs, p.chunk_runs, p.seed
@@ -283,13 +281,3 @@ def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
         datasets={"headline": main.manifest, "shard": big.manifest},
         nand_read_floor_us=NAND_READ_FLOOR_US,
     )
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 2's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(preflight(p), run_dir=run_dir, progress=progress)

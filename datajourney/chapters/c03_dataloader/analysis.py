@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from datajourney.chapters.c03_dataloader.experiment import KINDS, MAIN_BOUND_SHARE, transfer_cost
+from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE
 from datajourney.chapters.common import FILES, MIN_RUNS_FOR_RANGE, SHARD, cold_verdict, guest_cold, table_of, values_of
 from datajourney.core import findings as fnd
 from datajourney.core.answers import Candidate, Question, decide
@@ -358,3 +358,50 @@ def _spread(e: pd.DataFrame, cold: str) -> list[dict]:
             out.append(dict(label=f"{LABELS[k]}, {cold if c == 'cold' else c}", workers=int(w), low=min(v),
                             high=max(v), n=len(v), cv=cv))
     return out
+
+
+# --------------------------------------------------------------------------- reading a result
+def transfer_cost(tr: pd.DataFrame) -> pd.DataFrame:
+    """Per (payload, batch size): ms per batch with 0 and 1 worker and the difference, paired by
+    run (mean, min, max), per batch and per sample; and the main process's CPU per batch at W=1."""
+    rows = []
+    for (payload, bs), g in tr.groupby(["payload", "batch_size"], sort=True):
+        w0 = g[g["workers"] == 0].set_index("run")["ms_per_batch"]
+        w1 = g[g["workers"] == 1].set_index("run")["ms_per_batch"]
+        diff = (w1 - w0).dropna()
+        if diff.empty:
+            continue
+        main1 = g[g["workers"] == 1]["main_cpu_ms_per_batch"].mean()
+        main0 = g[g["workers"] == 0]["main_cpu_ms_per_batch"].mean()
+        worker1 = g[g["workers"] == 1]["workers_cpu_ms_per_batch"].mean() if "workers_cpu_ms_per_batch" in g else None
+        rows.append(dict(payload=payload, batch_size=int(bs), w0_ms_per_batch=w0.mean(), w1_ms_per_batch=w1.mean(),
+                         extra_ms_per_batch=diff.mean(), extra_min=diff.min(), extra_max=diff.max(),
+                         extra_us_per_sample=diff.mean() / bs * 1e3, extra_us_per_sample_min=diff.min() / bs * 1e3,
+                         extra_us_per_sample_max=diff.max() / bs * 1e3, main_cpu_ms_per_batch_w1=main1,
+                         main_cpu_ms_per_batch_w0=main0, worker_cpu_ms_per_batch_w1=worker1, n=len(diff)))
+    return pd.DataFrame(rows)
+
+
+def hand_over_fit(tc: pd.DataFrame, payload: str = "bytes") -> tuple[float, float] | None:
+    """Least-squares line through the extra ms per batch over batch sizes: (ms per batch, µs per
+    sample). None with fewer than two batch sizes."""
+    import numpy as np
+
+    part = tc[tc["payload"] == payload]
+    if len(part) < 2:
+        return None
+    slope, intercept = np.polyfit(part["batch_size"].astype(float), part["extra_ms_per_batch"].astype(float), 1)
+    return float(intercept), float(slope * 1e3)
+
+
+def speedups(epochs: pd.DataFrame, value: str = "steady_MBps") -> pd.DataFrame:
+    """Mean ``value`` (default: steady-state MB/s) of each kind per (cache, workers), and each
+    shard's advantage over the small files."""
+    if value not in epochs:
+        value = "MBps"
+    m = epochs.groupby(["cache", "workers", "kind"])[value].mean().unstack("kind").reset_index()
+    m.columns.name = None
+    for kind in ("shard", "shard_in_order"):
+        if kind in m and "small_files" in m:
+            m[f"{kind} ÷ small files"] = m[kind] / m["small_files"]
+    return m

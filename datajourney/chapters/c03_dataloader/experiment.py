@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from datajourney.chapters.c03_dataloader.params import Params
+from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE, Params
 from datajourney.core.params import ParameterError, choice, memory, run_options
 from datajourney.core.units import MB
 from datajourney.toolkit import datasets, pagecache
@@ -46,13 +46,9 @@ from datajourney.toolkit.diskstats import DiskStats, block_device
 from datajourney.toolkit.reads import LATENCY_BLOCK, measure_latency, set_cache_state
 
 CHAPTER = "03_dataloader"
-KINDS = ("small_files", "shard", "shard_in_order")
 #: What ``__getitem__`` returns: the sample's bytes as a uint8 tensor, or (as the source's
 #: Datasets did) only its length as a one-element int64 tensor.
 PAYLOADS = ("bytes", "length")
-#: A main process busy at least this share of the steady state is the bottleneck: it
-#: cannot take batches any faster, however many workers prepare them.
-MAIN_BOUND_SHARE = 0.85
 #: The hand-over check reads at most this many samples per epoch (enough batches at every size).
 TRANSFER_MAX_SAMPLES = 16384
 #: Ways of handing a batch from a worker to the main process (:func:`measure_handover_modes`):
@@ -369,39 +365,6 @@ def measure_handover_modes(ds: datasets.SmallFiles, *, workers: int, runs: int, 
     return pd.DataFrame(rows)
 
 
-def transfer_cost(tr: pd.DataFrame) -> pd.DataFrame:
-    """Per (payload, batch size): ms per batch with 0 and 1 worker and the difference, paired by
-    run (mean, min, max), per batch and per sample; and the main process's CPU per batch at W=1."""
-    rows = []
-    for (payload, bs), g in tr.groupby(["payload", "batch_size"], sort=True):
-        w0 = g[g["workers"] == 0].set_index("run")["ms_per_batch"]
-        w1 = g[g["workers"] == 1].set_index("run")["ms_per_batch"]
-        diff = (w1 - w0).dropna()
-        if diff.empty:
-            continue
-        main1 = g[g["workers"] == 1]["main_cpu_ms_per_batch"].mean()
-        main0 = g[g["workers"] == 0]["main_cpu_ms_per_batch"].mean()
-        worker1 = g[g["workers"] == 1]["workers_cpu_ms_per_batch"].mean() if "workers_cpu_ms_per_batch" in g else None
-        rows.append(dict(payload=payload, batch_size=int(bs), w0_ms_per_batch=w0.mean(), w1_ms_per_batch=w1.mean(),
-                         extra_ms_per_batch=diff.mean(), extra_min=diff.min(), extra_max=diff.max(),
-                         extra_us_per_sample=diff.mean() / bs * 1e3, extra_us_per_sample_min=diff.min() / bs * 1e3,
-                         extra_us_per_sample_max=diff.max() / bs * 1e3, main_cpu_ms_per_batch_w1=main1,
-                         main_cpu_ms_per_batch_w0=main0, worker_cpu_ms_per_batch_w1=worker1, n=len(diff)))
-    return pd.DataFrame(rows)
-
-
-def hand_over_fit(tc: pd.DataFrame, payload: str = "bytes") -> tuple[float, float] | None:
-    """Least-squares line through the extra ms per batch over batch sizes: (ms per batch, µs per
-    sample). None with fewer than two batch sizes."""
-    import numpy as np
-
-    part = tc[tc["payload"] == payload]
-    if len(part) < 2:
-        return None
-    slope, intercept = np.polyfit(part["batch_size"].astype(float), part["extra_ms_per_batch"].astype(float), 1)
-    return float(intercept), float(slope * 1e3)
-
-
 @dataclass(frozen=True)
 class Plan:
     """What :func:`preflight` found: the checked parameters and the directory the data set goes to."""
@@ -439,16 +402,13 @@ def preflight(params) -> Plan:
     return Plan(p, datasets.check_space(p.data_dir, [plan]))
 
 
-def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
-    """Run chapter 3's sweep and side experiments, analyse them and save the result (tables, fingerprint,
-    facts) to ``run_dir``."""
+def measure(plan: Plan, context) -> None:
+    """Run chapter 3's sweep and side experiments into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c03_dataloader import analysis
-    from datajourney.core import results
 
     p, parent = plan.params, plan.data_dir
-    res = results.start(CHAPTER, p.as_dict(), run_dir, parent)
+    res, progress = context.result, context.progress
     runs, seed, purge_method = p.runs, p.seed, p.purge_method
     ds = datasets.small_files(parent, n_files=p.n_files, file_size=p.file_size, seed=seed, progress=progress)
     tbs = p.transfer_batch_sizes
@@ -478,27 +438,3 @@ def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
         usable_cores=_usable_cores(),
         workers_above_cores=[w for w in p.workers if w + 1 > _usable_cores()],
     )
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-# --------------------------------------------------------------------------- reading a result
-def speedups(epochs: pd.DataFrame, value: str = "steady_MBps") -> pd.DataFrame:
-    """Mean ``value`` (default: steady-state MB/s) of each kind per (cache, workers), and each
-    shard's advantage over the small files."""
-    if value not in epochs:
-        value = "MBps"
-    m = epochs.groupby(["cache", "workers", "kind"])[value].mean().unstack("kind").reset_index()
-    m.columns.name = None
-    for kind in ("shard", "shard_in_order"):
-        if kind in m and "small_files" in m:
-            m[f"{kind} ÷ small files"] = m[kind] / m["small_files"]
-    return m
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 3's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(preflight(p), run_dir=run_dir, progress=progress)

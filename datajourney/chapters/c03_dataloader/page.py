@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from datajourney.chapters.c03_dataloader.experiment import (
-    CHAPTER,
-    KINDS,
-    MAIN_BOUND_SHARE,
-    hand_over_fit,
-    speedups,
-    transfer_cost,
-)
+from datajourney.chapters.c03_dataloader.analysis import CHAPTER, hand_over_fit, speedups, transfer_cost
+from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE
 from datajourney.chapters.common import (
     IPC_CHAPTER,  # noqa: F401
     MIN_RUNS_FOR_RANGE,

@@ -1,7 +1,7 @@
 """Chapter 3's parameters: the one place their defaults live, each declared once with its range.
 
 The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
-``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every
+``profiles.yaml`` and the harness's ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every
 declared range before any work, and the experiment's ``preflight`` adds the checks that span fields
 or depend on this machine (its core count, memory, the data directory)."""
 from __future__ import annotations
@@ -16,6 +16,12 @@ from datajourney.toolkit.reads import CACHE_STATES
 
 #: The most workers a sweep may ask for on this machine (four per core, at least 64).
 MAX_WORKERS = max(64, 4 * (os.cpu_count() or 1))
+
+#: The layouts timed: one file per sample, one shard read shuffled, one shard read in order.
+KINDS = ("small_files", "shard", "shard_in_order")
+#: A main process busy at least this share of the steady state is the bottleneck: it
+#: cannot take batches any faster, however many workers prepare them.
+MAIN_BOUND_SHARE = 0.85
 
 
 @dataclass

@@ -11,17 +11,13 @@ import dataclasses
 
 import pandas as pd
 
-from datajourney.chapters.c04_cpu_starvation.experiment import (
-    AU_THRESHOLD,
-    CHAPTER,
-    COST_PROFILES,
-    DEFAULT_PREFETCH,
-    workers_needed,
-)
+from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, workers_needed
+from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAULT_PREFETCH
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 from datajourney.core.results import Result
 
+CHAPTER = "04_cpu_starvation"
 #: The facts other pages may read (chapter 12's checklist, the front page).
 EXPORTS = ("workers_to_keep_up", "published_w0", "epoch_boundary", "step_g")
 #: A paired prefetch effect counts only when every run moved by more than this (relative).

@@ -38,18 +38,13 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from datajourney.chapters.c04_cpu_starvation.params import Params
+from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_au, predicted_wait_ms
+from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAULT_PREFETCH, Params
 from datajourney.core.params import ParameterError, memory, requires, run_options
 from datajourney.core.timing import NvmlSampler, cuda_ms, run_sustained, steady_state
 
 CHAPTER = "04_cpu_starvation"
 WORK_KINDS = ("sleep", "tokenize", "decode")
-#: MLPerf Storage counts a configuration as keeping up at AU at or above this share.
-AU_THRESHOLD = 0.90
-#: Cost profiles of the prefetch experiment: every sample costs D, or D times an exponential draw (mean 1).
-COST_PROFILES = ("constant", "variable")
-#: The DataLoader's default prefetch_factor (used where the experiment does not vary it).
-DEFAULT_PREFETCH = 2
 #: Pixels per unit of ``real_work_scale`` for the decode work (image side), and the largest side.
 DECODE_PX, DECODE_MAX_PX = 16, 4096
 #: At least this many items are timed to measure the cost of one item of real work.
@@ -60,24 +55,6 @@ TOKENIZE_TEXTS = 64
 PREFETCH_LOAD = 0.95
 #: Seconds the GPU idles before the drift trace, so that the trace starts from a rested GPU.
 IDLE_BEFORE_TRACE_S = 1.0
-
-
-# --------------------------------------------------------------------------- the model
-def predicted_wait_ms(d_ms: float, b: int, w: int, g_ms: float) -> float:
-    """Data wait per step that the simple model predicts (see the module docstring)."""
-    if w == 0:
-        return d_ms * b
-    return max(0.0, d_ms * b / w - g_ms)
-
-
-def predicted_au(d_ms: float, b: int, w: int, g_ms: float) -> float:
-    return g_ms / (g_ms + predicted_wait_ms(d_ms, b, w, g_ms))
-
-
-def workers_needed(d_ms: float, b: int, g_ms: float, threshold: float = AU_THRESHOLD) -> int:
-    """The fewest workers for which the model's AU reaches ``threshold``."""
-    # AU = G / (G + D·B/W − G) ≥ t  <=>  W ≥ t·D·B / G  (for W ≥ 1)
-    return max(1, math.ceil(threshold * d_ms * b / g_ms - 1e-9))
 
 
 # --------------------------------------------------------------------------- per-sample work
@@ -528,15 +505,12 @@ def preflight(params) -> Params:
 
 
 # --------------------------------------------------------------------------- chapter
-def _measure(params: Params, *, run_dir=None, progress: bool = True):
-    """Run chapter 4's experiments and save the result (tables, fingerprint, facts) to ``run_dir``."""
+def measure(q: Params, context) -> None:
+    """Run chapter 4's experiments into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c04_cpu_starvation import analysis
-    from datajourney.core import results
     from datajourney.toolkit import textdata
 
-    q = check_parameters(params)
     p = q.as_dict()
     d_ms, batch_size, g_ms, steps, warmup_steps = q.d_ms, q.batch_size, q.g_ms, q.steps, q.warmup_steps
     dataset_path, tokenizer_dir, seed, boundary_workers = q.dataset_path, q.tokenizer_dir, q.seed, q.boundary_workers
@@ -545,7 +519,7 @@ def _measure(params: Params, *, run_dir=None, progress: bool = True):
     if "tokenize" in p["work_kinds"]:
         texts, tok, source = textdata.texts_and_source(TOKENIZE_TEXTS, dataset_path=dataset_path,
                                                        tokenizer_dir=tokenizer_dir)
-    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
+    res, progress = context.result, context.progress
     sampler = NvmlSampler() if torch.cuda.is_available() else None
     origin = time.perf_counter()
     if sampler is not None:
@@ -630,13 +604,3 @@ def _measure(params: Params, *, run_dir=None, progress: bool = True):
         text_source=vars(source) if source else None, real_work_scales=scales, real_work_costs_ms=costs,
         cores=len(os.sched_getaffinity(0)), au_threshold=AU_THRESHOLD,
         start_method=torch.multiprocessing.get_start_method())
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 4's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = Params.coerce(params if params is not None else Params()).replace(**changes)
-    return _measure(p, run_dir=run_dir, progress=progress)

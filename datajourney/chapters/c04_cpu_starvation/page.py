@@ -1,19 +1,15 @@
 """Chapter 4's page: what the book says about a CPU-starvation result (findings, computed notes, display tables)
 and the what-if chart of the model, with its sliders' JavaScript. The measuring code and the model itself
-(:func:`~datajourney.chapters.c04_cpu_starvation.experiment.predicted_wait_ms`,
-:func:`~datajourney.chapters.c04_cpu_starvation.experiment.predicted_au`) live in
-:mod:`datajourney.chapters.c04_cpu_starvation.experiment`."""
+(:func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_wait_ms`,
+:func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_au`) live in
+:mod:`datajourney.chapters.c04_cpu_starvation.experiment` and :mod:`~datajourney.chapters.c04_cpu_starvation.model`."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c04_cpu_starvation.experiment import (
-    AU_THRESHOLD,
-    CHAPTER,  # noqa: F401  (re-exported: the page names its chapter)
-    predicted_au,
-    predicted_wait_ms,
-)
+from datajourney.chapters.c04_cpu_starvation.analysis import CHAPTER  # noqa: F401  (the page names its chapter)
+from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_au, predicted_wait_ms
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
 from datajourney.core import charts, phrasing
 from datajourney.core import findings as fx
@@ -354,8 +350,6 @@ def gap_cause_note(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | Non
 
 
 def _loop_cost_text(res, kind, part, above, d: float, b: int, rel: float, floor_ms: float) -> str:
-    from datajourney.chapters.c04_cpu_starvation.experiment import predicted_wait_ms
-
     if "work_wall_ms" not in part or part["work_wall_ms"].isna().all():
         where = ("not in the reference run" if str(res.run_id).startswith("reference") else "not recorded in this run")
         return f"The deciding measurement, each item's work timed inside the loop where it ran, is {where}."

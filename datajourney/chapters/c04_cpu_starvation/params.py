@@ -1,7 +1,7 @@
 """Chapter 4's parameters: the one place their defaults live, each declared once with its range and help.
 
 The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
-``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` is the one generic
+``profiles.yaml`` and the harness's ``run()`` start from :class:`Params`; :meth:`Params.checked` is the one generic
 validator, and the experiment's ``preflight`` adds only what the declarations cannot say (worker counts
 against this machine's cores, the decode image size, data paths, libraries)."""
 from __future__ import annotations
@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from datajourney.core.params import ChapterParams, param
+
+#: Cost profiles of the prefetch experiment: every sample costs D, or D times an exponential draw (mean 1).
+COST_PROFILES = ("constant", "variable")
+#: The DataLoader's default prefetch_factor (used where the experiment does not vary it).
+DEFAULT_PREFETCH = 2
 
 
 @dataclass

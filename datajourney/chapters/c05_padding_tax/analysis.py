@@ -13,8 +13,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c05_padding_tax.experiment import (
-    CHAPTER,
+from datajourney.chapters.c05_padding_tax.params import (
     EOS_ID,
     EOS_MODES,
     LABELS,
@@ -22,14 +21,15 @@ from datajourney.chapters.c05_padding_tax.experiment import (
     PUBLISHED_SETTING,
     STEP_PARTS,
     STRATEGIES,
-    printed_as,
     uses_eos,
 )
+from datajourney.chapters.published import printed_as
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 from datajourney.core.findings import HIGH_SPREAD, cv
 from datajourney.core.results import Result
 
+CHAPTER = "05_padding_tax"
 #: The packer the published figures used (the source's greedy, in-order packing).
 SOURCE_PACKER = "greedy_pack"
 #: Each layout as a noun phrase (the labels of facts, and so the baselines of comparisons).

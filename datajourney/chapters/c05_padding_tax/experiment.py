@@ -32,29 +32,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from datajourney.chapters.c05_padding_tax.params import Params
+from datajourney.chapters.c05_padding_tax.params import (
+    EOS_ID,
+    EOS_MODES,
+    ISOLATED,
+    ISOLATION_MODEL,
+    LABELS,
+    PACKED,
+    STEP_PARTS,
+    STRATEGIES,
+    VOCAB,
+    Params,
+    uses_eos,
+)
 from datajourney.core.params import ParameterError, run_options
 
 CHAPTER = "05_padding_tax"
-STRATEGIES = ("pad_to_context", "pad_to_longest", "bucketed", "greedy_pack", "best_fit_decreasing")
-LABELS = {"pad_to_context": "pad to context", "pad_to_longest": "pad to longest in batch",
-          "bucketed": "length-bucketed batches", "greedy_pack": "greedy packing (in order)",
-          "best_fit_decreasing": "best-fit-decreasing packing"}
-#: Layouts that put several samples in one row (and so need per-document positions and masks).
-PACKED = ("greedy_pack", "best_fit_decreasing")
-#: Where an end-of-text token follows a sample. The source's code tokenises each sample as is
-#: for the padded grid and packs samples "separated by EOS tokens": ``packed_only``.
-EOS_MODES = ("packed_only", "always", "never")
 #: How the GPU (or CPU) cost of a layout is measured (the page says what each means).
 TIMING_MODES = ("all_batches", "per_shape")
-#: The setting the published figures were measured in (the source's code and text).
-PUBLISHED_SETTING = dict(n_samples=2000, template="spaces", eos="packed_only", context_length=4096, batch_size=32)
-#: Largest |logit difference| between a packed document and the same document alone that
-#: still counts as "kept apart" (float32 rounding is ~1e-6).
-ISOLATED = 1e-4
-#: GPT-2's vocabulary size and its end-of-text id (the padding id of the timed batches).
-VOCAB = 50257
-EOS_ID = 50256
 
 
 # --------------------------------------------------------------------------- layouts
@@ -159,11 +154,6 @@ def validate(layout: Layout, lengths) -> None:
         for row in b:
             if sum(lengths[i] for i in row) > n:
                 raise AssertionError(f"{layout.strategy}: a row holds more than {n} tokens")
-
-
-def uses_eos(strategy: str, eos: str) -> bool:
-    """Whether samples in this layout are followed by an end-of-text token."""
-    return eos == "always" or (eos == "packed_only" and strategy in PACKED)
 
 
 def layout_tokens(tokens: list[list[int]], strategy: str, eos: str, eos_id: int = EOS_ID) -> list[list[int]]:
@@ -390,10 +380,6 @@ def _max_diff(packed: torch.Tensor, alone: list[torch.Tensor], docs) -> float:
     return out
 
 
-#: The models of the isolation check (random weights): small, since only equality of outputs matters.
-ISOLATION_MODEL = dict(d_model=64, n_layers=2, n_heads=4)
-
-
 def isolation_check(seed: int = 0, lengths=(5, 9, 4), row_len: int = 24) -> pd.DataFrame:
     """Three random documents packed into one row, against each run alone: the largest absolute
     logit difference for each way of feeding the packed row, on the project's small model (with
@@ -438,10 +424,6 @@ def isolation_check(seed: int = 0, lengths=(5, 9, 4), row_len: int = 24) -> pd.D
 #: (logits: tokens × vocabulary) stays bounded whatever the batch (as chunked or fused
 #: cross-entropy kernels do in memory-efficient trainers).
 HEAD_CHUNK = 4096
-
-
-#: The parts of a timed step, in order (their sum is the step).
-STEP_PARTS = ("layers_forward_ms", "head_ms", "layers_backward_ms")
 
 
 def train_step(model, batch: dict, device: str) -> dict:
@@ -615,13 +597,6 @@ PUBLISHED_COLUMNS = {
 }
 
 
-def printed_as(value: float, figure) -> bool:
-    """Whether ``value`` prints as the published figure does, to the digits the source printed."""
-    text = figure.value.replace(",", "")
-    digits = len(text.split(".")[1]) if "." in text else 0
-    return f"{value:.{digits}f}" == text
-
-
 def published_matches(row: dict) -> list[str]:
     """The published figures of this chapter that a :func:`efficiencies` row reproduces as printed."""
     from datajourney.chapters import published
@@ -629,7 +604,7 @@ def published_matches(row: dict) -> list[str]:
     out = []
     for metric, (col, scale) in PUBLISHED_COLUMNS.items():
         f = published.figure(CHAPTER, metric)
-        if f is not None and col in row and row[col] is not None and printed_as(scale * row[col], f):
+        if f is not None and col in row and row[col] is not None and published.printed_as(scale * row[col], f):
             out.append(metric)
     return out
 
@@ -760,18 +735,15 @@ def build_layouts(p: Params, lengths: list[int]) -> tuple[dict[str, Layout], dic
     return layouts, lens
 
 
-def _measure(params: Params, *, run_dir=None, progress: bool = True):
-    """Run chapter 5 and save the result (tables, fingerprint, facts) to ``run_dir``."""
+def measure(plan: Plan, context) -> None:
+    """Run chapter 5 into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c05_padding_tax import analysis
-    from datajourney.core import results
 
-    plan = preflight(params)
     p, tokens = plan.params, plan.tokens
     batch_size, eos = p.batch_size, p.eos
     transformers = _import_transformers()
-    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
+    res, progress = context.result, context.progress
     lengths = [len(t) for t in tokens]
     res.add("lengths", pd.DataFrame({"sample": range(len(lengths)), "tokens": lengths}))
     layouts, lens = build_layouts(p, lengths)
@@ -830,13 +802,3 @@ def _measure(params: Params, *, run_dir=None, progress: bool = True):
                       without_input=t.without_input if t else p.template,
                       example=textdata.join(plan.records[0], p.template)),
         eos=dict(mode=eos))
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 5's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = Params.coerce(params if params is not None else Params()).replace(**changes)
-    return _measure(p, run_dir=run_dir, progress=progress)

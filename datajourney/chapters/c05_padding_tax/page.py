@@ -7,14 +7,8 @@ import pandas as pd
 
 from datajourney.chapters import published
 from datajourney.chapters.c05_padding_tax import analysis
-from datajourney.chapters.c05_padding_tax.analysis import SOURCE_PACKER, device_name, isolated, model_label
-from datajourney.chapters.c05_padding_tax.experiment import (
-    CHAPTER,
-    ISOLATED,
-    ISOLATION_MODEL,
-    LABELS,
-    PUBLISHED_SETTING,
-)
+from datajourney.chapters.c05_padding_tax.analysis import CHAPTER, SOURCE_PACKER, device_name, isolated, model_label
+from datajourney.chapters.c05_padding_tax.params import ISOLATED, ISOLATION_MODEL, LABELS, PUBLISHED_SETTING
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts

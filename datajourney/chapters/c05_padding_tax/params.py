@@ -1,7 +1,7 @@
 """Chapter 5's parameters: the one place their defaults live, each declared once with its range and help.
 
 The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
-``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` is the one generic
+``profiles.yaml`` and the harness's ``run()`` start from :class:`Params`; :meth:`Params.checked` is the one generic
 validator, and the experiment's ``preflight`` adds only what the declarations cannot say (the template's
 fields, CUDA, data, memory)."""
 from __future__ import annotations
@@ -10,8 +10,33 @@ from dataclasses import dataclass
 
 from datajourney.core.params import ChapterParams, param
 
-#: The batch layouts the chapter builds (the experiment's ``STRATEGIES``).
-STRATEGY_CHOICES = ("pad_to_context", "pad_to_longest", "bucketed", "greedy_pack", "best_fit_decreasing")
+#: The batch layouts the chapter builds, and their names on the page.
+STRATEGIES = ("pad_to_context", "pad_to_longest", "bucketed", "greedy_pack", "best_fit_decreasing")
+LABELS = {"pad_to_context": "pad to context", "pad_to_longest": "pad to longest in batch",
+          "bucketed": "length-bucketed batches", "greedy_pack": "greedy packing (in order)",
+          "best_fit_decreasing": "best-fit-decreasing packing"}
+#: Layouts that put several samples in one row (and so need per-document positions and masks).
+PACKED = ("greedy_pack", "best_fit_decreasing")
+#: Where an end-of-text token follows a sample. The source's code tokenises each sample as is
+#: for the padded grid and packs samples "separated by EOS tokens": ``packed_only``.
+EOS_MODES = ("packed_only", "always", "never")
+#: The setting the published figures were measured in (the source's code and text).
+PUBLISHED_SETTING = dict(n_samples=2000, template="spaces", eos="packed_only", context_length=4096, batch_size=32)
+#: Largest |logit difference| between a packed document and the same document alone that
+#: still counts as "kept apart" (float32 rounding is ~1e-6).
+ISOLATED = 1e-4
+#: GPT-2's vocabulary size and its end-of-text id (the padding id of the timed batches).
+VOCAB = 50257
+EOS_ID = 50256
+#: The models of the isolation check (random weights): small, since only equality of outputs matters.
+ISOLATION_MODEL = dict(d_model=64, n_layers=2, n_heads=4)
+#: The parts of a timed step, in order (their sum is the step).
+STEP_PARTS = ("layers_forward_ms", "head_ms", "layers_backward_ms")
+
+
+def uses_eos(strategy: str, eos: str) -> bool:
+    """Whether samples in this layout are followed by an end-of-text token."""
+    return eos == "always" or (eos == "packed_only" and strategy in PACKED)
 
 
 @dataclass
@@ -32,8 +57,8 @@ class Params(ChapterParams):
                                     "\"alpaca\", or a format string naming {instruction}, {input}, {output}")
     eos: str = param("packed_only", "end-of-text token: \"packed_only\" (published setting), \"always\" or \"never\"",
                      choices=("packed_only", "always", "never"))
-    strategies: list[str] = param(list(STRATEGY_CHOICES), "batch layouts to build and time",
-                                  choices=STRATEGY_CHOICES)
+    strategies: list[str] = param(list(STRATEGIES), "batch layouts to build and time",
+                                  choices=STRATEGIES)
     bucket_batches: int = param(8, "length bucketing sorts windows of this many batches", minimum=1, maximum=1 << 16)
     heatmap_bins: int = param(256, "heatmap columns (positions are grouped for page weight; efficiencies are exact)",
                               minimum=1, maximum=4096)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from datajourney.chapters.c06_pcie.experiment import MIN_COPY_OVER_JITTER, OVERLAPS, SERIAL, TOO_SHORT
+from datajourney.chapters.c06_pcie.rules import MIN_COPY_OVER_JITTER, OVERLAPS, SERIAL, TOO_SHORT
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.findings import size_label

@@ -36,7 +36,6 @@ GB/s means 10^9 bytes per second.
 from __future__ import annotations
 
 import json
-import math
 import mmap
 import os
 import resource
@@ -50,6 +49,7 @@ import pandas as pd
 import torch
 
 from datajourney.chapters.c06_pcie.params import SIZE_MAX, SIZE_MIN, Params
+from datajourney.chapters.c06_pcie.rules import MIN_COPY_OVER_JITTER, link_peak_gbps, overlap_ratio, verdict
 from datajourney.core.fingerprint import cgroup_limits
 from datajourney.core.params import ParameterError, run_options
 from datajourney.core.timing import cuda_ms, interleaved_ms, nvml_reader
@@ -57,50 +57,10 @@ from datajourney.core.units import GB, MiB
 from datajourney.toolkit.transfer import independent_ceiling
 
 CHAPTER = "06_pcie"
-#: Gen 1-2 use 8b/10b, Gen 3-5 128b/130b; Gen 6 (PAM4, FLIT mode) 242/256.
-PER_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 / 8, 4: 16.0 * 128 / 130 / 8,
-                 5: 32.0 * 128 / 130 / 8, 6: 64.0 * 242 / 256 / 8}
-#: A copy must last at least this many times the CPU work's jitter (std) before its overlap is judged.
-MIN_COPY_OVER_JITTER = 3.0
-#: Overlap ratio at or above which a copy "overlaps", at or below which it is "serial".
-OVERLAPS, SERIAL = 0.8, 0.2
-#: Verdict when the copy is too short to be told apart from the CPU work's jitter.
-TOO_SHORT = "too short to tell"
 #: Chunk of the single-core memcpy that imitates the driver's staging of a pageable copy.
 STAGING_CHUNK = 2 * MiB
 #: Bootstrap resamples for intervals of paired differences.
 BOOTSTRAP = 2000
-
-
-def link_peak_gbps(gen: int | None, width: int | None) -> float | None:
-    """Theoretical one-direction peak of a PCIe link, GB/s (None when unknown)."""
-    if not gen or not width or gen not in PER_LANE_GBPS:
-        return None
-    return PER_LANE_GBPS[gen] * width
-
-
-def overlap_ratio(t_a: float, t_b: float, t_both: float) -> float:
-    """Share of the shorter activity that was hidden: 1 when two activities ran fully in
-    parallel (both together take as long as the longer), 0 when serially (they take the
-    sum). *Not clipped*: below 0 means "together" took longer than one after the other,
-    above 1 that it took less than the longer alone - both are measurement noise, and
-    showing them is how a reader sees how noisy the measurement is."""
-    shorter = min(t_a, t_b)
-    return float((t_a + t_b - t_both) / shorter) if shorter > 0 else float("nan")
-
-
-def verdict(ratio: float, *, copy_ms: float | None = None, jitter_ms: float | None = None,
-            low: float | None = None, high: float | None = None) -> str:
-    """Words for an overlap ratio. No verdict (:data:`TOO_SHORT`) when the copy lasted less than
-    :data:`MIN_COPY_OVER_JITTER` × the jitter of the work it is compared with, or when the
-    spread of the ratio (``low``-``high``) reaches from serial to overlapping."""
-    if copy_ms is not None and jitter_ms is not None and copy_ms < MIN_COPY_OVER_JITTER * jitter_ms:
-        return TOO_SHORT
-    if not math.isfinite(ratio):
-        return TOO_SHORT
-    if low is not None and high is not None and low <= SERIAL and high >= OVERLAPS:
-        return "unclear"  # the spread spans serial to overlapping
-    return "overlaps" if ratio >= OVERLAPS else ("serial" if ratio <= SERIAL else "partly overlaps")
 
 
 def bootstrap_interval(values: Sequence[float], stat: Callable = np.median, *, level: float = 0.95,
@@ -866,18 +826,16 @@ def preflight(params) -> Params:
     return p
 
 
-def _measure(p: Params, *, run_dir=None, progress: bool = True):
+def measure(p: Params, context) -> None:
     """Run chapter 6 (everything that needs a GPU is skipped without CUDA, which the result records; the host
     side of the staging experiment and the CPU work's jitter are measured anyway)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c06_pcie import analysis
-    from datajourney.core import results
 
     repeats, warmup, ceiling_size = p.repeats, p.warmup, p.ceiling_size
     llc = last_level_cache()
     warnings = check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(llc["bytes"]) + sum(p.dip_sizes))
-    res = results.start(CHAPTER, p.as_dict(), run_dir)
+    res, progress = context.result, context.progress
     g = res.fingerprint["gpu"]
     peak = link_peak_gbps(g.get("pcie_gen_max"), g.get("pcie_width_max"))
     spin_iters, spin_ms = calibrate_spin(p.cpu_work_ms)
@@ -949,19 +907,3 @@ def _measure(p: Params, *, run_dir=None, progress: bool = True):
         about = {k: v for k, v in ceil_about.items() if k in ("available", "path", "note")}
         res.metadata["ceiling"] = dict(about, rounds=len(CEILING_PHASES), phases=list(CEILING_PHASES),
                                        size=ceiling_size, repeats=max(5, repeats // 2))
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-# --------------------------------------------------------------------------- reading results
-def _events(res) -> pd.DataFrame:
-    b = res.table("bandwidth")
-    return b[b["clock"] == "CUDA events"]
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 6's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = preflight(Params.coerce(params or Params()).replace(**changes))
-    return _measure(p, run_dir=run_dir, progress=progress)

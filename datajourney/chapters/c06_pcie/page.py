@@ -8,15 +8,13 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c06_pcie import analysis
-from datajourney.chapters.c06_pcie.experiment import (
-    CHAPTER,
+from datajourney.chapters.c06_pcie.analysis import CHAPTER, _events
+from datajourney.chapters.c06_pcie.rules import (
     MIN_COPY_OVER_JITTER,
     OVERLAPS,
     PER_LANE_GBPS,
     SERIAL,
     TOO_SHORT,
-    MiB,
-    _events,
     verdict,
 )
 from datajourney.chapters.common import facts_of
@@ -24,6 +22,7 @@ from datajourney.core import findings as fx
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts, host_label
 from datajourney.core.findings import Action, Finding, Opening, size_label
+from datajourney.core.units import MiB
 from datajourney.toolkit import transfer
 
 #: Two clocks "agree" when their medians differ by less than this share.

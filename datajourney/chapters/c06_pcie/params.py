@@ -1,7 +1,7 @@
 """Chapter 6's parameters: the one place their defaults live, each declared once with its range.
 
 The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
-``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every
+``profiles.yaml`` and the harness's ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every
 declared range before any work, and the experiment's ``preflight`` adds the checks that span fields
 (the interleaved check's rounds) or depend on this machine (host and GPU memory)."""
 from __future__ import annotations

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from datajourney.chapters.c07_full_picture.experiment import (
+from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
     WORKER_NICE,

@@ -35,6 +35,16 @@ import pandas as pd
 import torch
 
 from datajourney.chapters.c07_full_picture.params import FORMATS, LOAD_MODES, REMEDIES, Params  # noqa: F401
+from datajourney.chapters.c07_full_picture.reading import (
+    AU_RULE,
+    KEEP_UP,
+    PHASES,
+    STAGES,
+    WORKER_NICE,
+    scenario_label,
+    share_of_ceiling,
+    step_kind,
+)
 from datajourney.core import timing
 from datajourney.toolkit import images
 from datajourney.toolkit.models import (  # noqa: F401
@@ -48,20 +58,6 @@ from datajourney.toolkit.models import (  # noqa: F401
 )
 
 CHAPTER = "07_full_picture"
-PHASES = ("DATALOADER_WAIT", "H2D_TRANSFER", "FORWARD", "BACKWARD", "OPTIMIZER")
-#: Stages of the data path timed inside the loader (per batch, ms).
-STAGES = ("read", "decode", "normalise", "collate", "pin", "handover")
-#: The step each variant runs, and so the ceiling its share is taken of.
-STEP_KINDS = {"graphed": "graphed"}
-#: Niceness of worker processes under the "nice" remedy (lowest priority).
-WORKER_NICE = 19
-#: A configuration keeps up when it reaches this share of the ceiling's images/s.
-KEEP_UP = 0.95
-#: MLPerf Storage's rule: the accelerator is kept busy when AU reaches this share.
-AU_RULE = 0.90
-#: The loader keeps up when the data wait is below this share of the step.
-LOADER_KEEPS_UP = 0.01
-LABELS = {"imagefolder": "ImageFolder", "mds": "MDS"}
 
 
 class UtilSampler(timing.NvmlSampler):
@@ -607,7 +603,7 @@ class Plan:
     """What ``preflight`` hands to the run: the checked parameters and the directory the images go under."""
 
     params: Params
-    data_parent: Path
+    data_dir: Path
 
 
 def preflight(params) -> Plan:
@@ -664,10 +660,6 @@ def auto_reserve(cores: int) -> int:
 def auto_levels(cores: int) -> list[int]:
     """Busy processes for the load sweep: none, as many as cores, one and a half times as many."""
     return sorted({0, cores, cores + max(1, cores // 2)})
-
-
-def _label(fmt: str, w: int, variant: str) -> str:
-    return f"{LABELS.get(fmt, fmt)}, W={int(w)}" + ("" if variant == "default" else f", {variant}")
 
 
 class _Chapter:
@@ -729,7 +721,8 @@ class _Chapter:
         u = util_summary(us.rows, float(main["t_start"].min()), float(main["t_end"].max()))
         # where the run's wall time went: loader and purge, the steps, the loader's shutdown
         seconds = dict(setup_s=t1 - t0, purge_s=purge.seconds, loop_s=t2 - t1, close_s=time.perf_counter() - t2)
-        row = dict(format=fmt, workers=w, variant=variant, repeat=repeat, label=_label(fmt, w, variant), **s, **u,
+        row = dict(format=fmt, workers=w, variant=variant, repeat=repeat, label=scenario_label(fmt, w, variant),
+                   **s, **u,
                    **cpu_cores(a, b), main_threads=nthreads, purge_method=purge.method,
                    resident_before_purge=purge.before["fraction"], resident_at_start=purge.after["fraction"],
                    ceiling=step_kind(variant), **seconds)
@@ -743,15 +736,13 @@ class _Chapter:
         return row, steps, util
 
 
-def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
-    """Run chapter 7 and save the result (tables + fingerprint + facts) to ``run_dir``."""
+def measure(plan: Plan, context) -> None:
+    """Run chapter 7 into the started result (its tables, traces and metadata)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c07_full_picture import analysis
-    from datajourney.core import results
     from datajourney.toolkit import pagecache
 
-    parent = plan.data_parent
+    parent = plan.data_dir
     params = plan.params.as_dict()
     cores = len(os.sched_getaffinity(0))
     reserve = params["reserve_cores"]
@@ -760,8 +751,7 @@ def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
     out_size, batch_size, model, lr, seed = p["out_size"], p["batch_size"], p["model"], p["lr"], p["seed"]
     steps, warmup_steps, repeats, purge_method = p["steps"], p["warmup_steps"], p["repeats"], p["purge_method"]
     load_steps, profile = p["load_steps"], p["profile"]
-    rd = results.resolve_run_dir(run_dir)
-    res = results.start(CHAPTER, params, run_dir, parent)
+    res, rd, progress = context.result, context.run_dir, context.progress
     lap = timing.Laps()  # how long each part of the run took (metadata)
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -856,7 +846,7 @@ def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
             traces[name] = str(out.relative_to(rd) / f) if f else ""
             if f:
                 tl = step_timeline(out / f)
-                timelines.append(tl.assign(trace=name, label=_label(fmt, int(w), variant),
+                timelines.append(tl.assign(trace=name, label=scenario_label(fmt, int(w), variant),
                                            step_ms=tl.attrs.get("step_ms")))
 
     lap("traces")
@@ -873,9 +863,6 @@ def _measure(plan: Plan, *, run_dir=None, progress: bool = True):
                         load_notes=load_notes, reserved_cpus=sorted(ch.reserve), worker_nice=WORKER_NICE,
                         keep_up=KEEP_UP, au_rule=AU_RULE, seconds=lap.seconds, datasets={"imagefolder": src.manifest},
                         graph_note=graph_note if p["graphed_workers"] else None)
-    res.facts = analysis.analyse(res)
-    res.save(rd)
-    return res
 
 
 def _rounded(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
@@ -887,66 +874,3 @@ def _rounded(df: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- reading the result
-def step_kind(variant: str) -> str:
-    """``"graphed"`` for a step replayed from CUDA graphs, else ``"eager"``: the ceiling it is measured against."""
-    return STEP_KINDS.get(variant, "eager")
-
-
-def share_of_ceiling(sc: pd.DataFrame, ceil: pd.DataFrame, graphed_ceil: pd.DataFrame | None = None) -> pd.Series:
-    """Each run's images/s as % of the mean images/s of the ceiling of its own step: the eager
-    ceiling, or for a graphed step the graphed ceiling (the same graph fed from device memory)."""
-    kinds = sc["variant"].map(step_kind) if "variant" in sc else pd.Series("eager", index=sc.index)
-    ref = {"eager": float(ceil["images_per_s"].mean())}
-    if graphed_ceil is not None and not graphed_ceil.empty:
-        ref["graphed"] = float(graphed_ceil["images_per_s"].mean())
-    return 100 * sc["images_per_s"] / kinds.map(lambda k: ref.get(k, np.nan))
-
-
-def ceiling_runs(res, kind: str = "eager") -> pd.DataFrame:
-    """The runs of the eager ceiling (``kind="eager"``) or of the graphed one (empty when the result has none)."""
-    if kind == "graphed":
-        return res.table("graphed_ceiling") if "graphed_ceiling" in res.tables else pd.DataFrame()
-    return res.table("ceiling")
-
-
-def scenarios(res) -> pd.DataFrame:
-    """The per-run scenario table, with the columns an older result lacks filled in."""
-    sc = res.table("scenarios").copy()
-    if "variant" not in sc:
-        sc["variant"] = "default"
-    if "repeat" not in sc:
-        sc["repeat"] = 0
-    sc["ceiling"] = sc["variant"].map(step_kind)
-    sc["label"] = [_label(f, w, v) for f, w, v in zip(sc["format"], sc["workers"], sc["variant"], strict=True)]
-    return sc
-
-
-def scenario_stats(res) -> pd.DataFrame:
-    """One row per scenario (format, workers, variant): the mean over its runs of every measure,
-    with ``<measure>_min`` / ``_max`` / ``_std`` for the main ones, ``runs`` and ``ceiling`` (the
-    step kind whose ceiling its share is taken of)."""
-    sc = scenarios(res)
-    keys = ["format", "workers", "variant", "label", "ceiling"]
-    measures = [c for c in sc.select_dtypes("number").columns if c not in ("workers", "repeat")]
-    g = sc.groupby(keys, sort=False)
-    out = g[measures].mean().reset_index()
-    for c in ("images_per_s", "pct_of_ceiling", "DATALOADER_WAIT", "compute_ms", "au", "step_ms", "H2D_TRANSFER"):
-        if c in sc:
-            out[f"{c}_min"] = g[c].min().values
-            out[f"{c}_max"] = g[c].max().values
-            out[f"{c}_std"] = g[c].std().values  # NaN for a single run: no spread to show
-    out["runs"] = g.size().values
-    return out
-
-
-def best_scenario(res):
-    """The scenario with the highest mean share of its own ceiling (over all recipes)."""
-    st = scenario_stats(res)
-    return st.loc[st["pct_of_ceiling"].idxmax()]
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 7's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    plan = preflight(Params.coerce(params or Params()).replace(**changes))
-    return _measure(plan, run_dir=run_dir, progress=progress)

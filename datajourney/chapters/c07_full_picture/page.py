@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c07_full_picture import analysis
-from datajourney.chapters.c07_full_picture.experiment import (
-    CHAPTER,
+from datajourney.chapters.c07_full_picture.analysis import CHAPTER
+from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
     LOADER_KEEPS_UP,
@@ -39,7 +39,7 @@ from datajourney.core.findings import (
     times,
 )
 from datajourney.core.findings import num as fx_num
-from datajourney.toolkit import images
+from datajourney.toolkit.imagenet import MEAN, STD
 
 
 def _md_stats(res) -> pd.DataFrame:
@@ -1132,8 +1132,8 @@ def _uint8_snippet(nice: bool, device: str) -> str:
     else:
         lines += ["loader = DataLoader(dataset, batch_size=64, num_workers=8)"]
     to = f'x.to("{device}", non_blocking=True)' if device == "cuda" else "x"
-    mean = ", ".join(f"{v:g}" for v in images.MEAN)
-    std = ", ".join(f"{v:g}" for v in images.STD)
+    mean = ", ".join(f"{v:g}" for v in MEAN)
+    std = ", ".join(f"{v:g}" for v in STD)
     lines += [f'mean = torch.tensor([{mean}], device="{device}")', "mean = mean.view(1, 3, 1, 1) * 255",
               f'std = torch.tensor([{std}], device="{device}")', "std = std.view(1, 3, 1, 1) * 255",
               "for x, y in loader:", f"    x = ({to}.float() - mean) / std"]

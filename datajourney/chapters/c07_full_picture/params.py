@@ -1,15 +1,14 @@
 """Chapter 7's parameters: the one place their defaults live, each declared once with its range.
 
 The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
-``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every
+``profiles.yaml`` and the harness's ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every
 declared range before any work, and the experiment's ``preflight`` adds the checks that span fields
 or depend on this machine (its cores, memory, libraries, the data directory's free space)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from datajourney.core.params import ChapterParams, param
-from datajourney.toolkit.images import MAX_IMAGES
+from datajourney.core.params import MAX_IMAGES, ChapterParams, param
 from datajourney.toolkit.pagecache import METHODS
 
 FORMATS = ("imagefolder", "mds")

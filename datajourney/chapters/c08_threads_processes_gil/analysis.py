@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c08_threads_processes_gil.common import LABELS, THREADED
+from datajourney.chapters.c08_threads_processes_gil.params import LABELS, THREADED
 from datajourney.core import stats
 from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured

@@ -11,34 +11,25 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from datajourney.chapters.c08_threads_processes_gil.params import (  # noqa: F401 - the chapter's names, for the loaders
+    AUTO_LOADER_MAX,
+    DECODERS,
+    EXECUTORS,
+    GPU_QUEUE_DEPTH,
+    HYBRID_HEADROOM,
+    HYBRID_STEP,
+    LABELS,
+    LOADERS,
+    MAX_CONCURRENCY,
+    MODEL_STEPS,
+    OPS,
+    START_METHODS,
+    THREADED,
+    WINDOW_FACTOR,
+)
 from datajourney.toolkit import datasets, images
 
 CHAPTER = "08_threads_processes_gil"
-DECODERS = ("pillow", "spdl", "torchvision")
-EXECUTORS = ("thread", "process")
-LOADERS = ("dataloader", "spdl", "threadpool")
-START_METHODS = ("fork", "forkserver", "spawn")
-OPS = ("read", "decode", "resize", "batch")
-LABELS = {"dataloader": "DataLoader", "spdl": "SPDL pipeline", "spdl_prealloc": "SPDL pipeline, no collate copy",
-          "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)", "hybrid": "DataLoader + nvJPEG"}
-#: The loaders that run in threads of one process.
-THREADED = ("spdl", "spdl_prealloc", "threadpool")
-MAX_CONCURRENCY = 256
-#: "auto" loader sweeps stop at the cores or here, whichever is lower, so that the batches the
-#: deepest loader keeps in flight (skipped before timing) fit in the default data set.
-AUTO_LOADER_MAX = 16
-#: A timed window holds at least this many times the batches the loader has in flight (whole waves).
-WINDOW_FACTOR = 4
-#: The automatic CPU share of the hybrid feed uses this part of the CPU loaders' measured rate (the
-#: rest is headroom for the main process's thread and the copy to the GPU).
-HYBRID_HEADROOM = 0.8
-#: The automatic share is rounded to this step.
-HYBRID_STEP = 0.05
-#: How the model-fed runs step the model: replayed from CUDA graphs (falling back to eager, with the
-#: reason, where the capture fails) or launched op by op from Python.
-MODEL_STEPS = ("graphed", "eager")
-#: Batches the GPU-decoding feeds keep ready on their side stream.
-GPU_QUEUE_DEPTH = 3
 
 
 # --------------------------------------------------------------------------- data
@@ -183,7 +174,6 @@ def _version(dist: str) -> str:
         return version(dist)
     except PackageNotFoundError:
         return "?"
-
 
 
 def _read(path) -> bytes:

@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from datajourney.chapters.c08_threads_processes_gil import analysis
 from datajourney.chapters.c08_threads_processes_gil.common import (  # noqa: F401
     AUTO_LOADER_MAX,
     CHAPTER,
@@ -251,7 +250,7 @@ def runnable(name: str, value, decoders) -> None:
 
 
 def resolve(params) -> dict:
-    """The parameters as ``run()`` measures with them: every declared range checked (:meth:`Params.checked`), then
+    """The parameters as ``measure`` runs with them: every declared range checked (:meth:`Params.checked`), then
     what the declarations cannot express — limits that depend on this machine's cores, memory, decoders and
     libraries, checks that span fields (windows that fit the data set, batches that fit in memory) — and each
     "auto" resolved for this machine. A :class:`ParameterError` names the first bad parameter."""
@@ -375,12 +374,12 @@ def paper_configs(pc, *, batch_size: int, lim: int):
 
 @dataclass
 class Plan:
-    """What preflight found: the checked parameters, the settings ``run()`` measures with (every "auto" resolved
+    """What preflight found: the checked parameters, the settings ``measure`` runs with (every "auto" resolved
     for this machine) and the directory the data set goes under."""
 
     params: Params
     settings: dict
-    parent: Path
+    data_dir: Path
 
 
 def preflight(params, *, run_dir=None) -> Plan:
@@ -398,30 +397,14 @@ def preflight(params, *, run_dir=None) -> Plan:
 
 
 # --------------------------------------------------------------------------- the chapter
-def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, classes: int,
-        out_size: int, batch_size: int, primitive_batch: int, primitive_images: int,
-        concurrency, decoders, executors, repeats: int,
-        loaders, thread_decoders, dataloader_decoder, collate_check: bool, dataloader_workers, thread_concurrency,
-        loader_batches: int, warm_batches: int, prefetch_factor: int, window_factor: int,
-        start_methods, startup_workers, startup_paths,
-        epoch_paths: int, epoch_batch_size: int, epoch_workers, memory_interval_s: float,
-        ipc_batch_sizes, ipc_workers, free_threaded, paper, paper_workers, paper_configs, paper_window_factor,
-        gil_images, moonshot,
-        model: str, model_steps: int, model_warmup: int, read_threads: int,
-        model_worker_nice: int, hybrid_share, model_step: str, purge_method: str,
-        seed: int, data_dir=None, run_dir=None, progress: bool = True):
-    """Run chapter 8 and save its result (tables + fingerprint) to ``run_dir``."""
-    params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in locals().items()}
+def measure(plan: Plan, context) -> None:
+    """Run chapter 8 into the started result (its tables and metadata), with the settings preflight resolved."""
     from tqdm import tqdm
 
-    from datajourney.core import results
     from datajourney.toolkit import pagecache
 
-    params.pop("progress")
-    plan = preflight(params)
-    p, parent = plan.settings, plan.parent
-    rd = results.resolve_run_dir(run_dir)
-    res = results.start(CHAPTER, params, run_dir, parent)
+    p, parent = plan.settings, plan.data_dir
+    res, progress = context.result, context.progress
     lap = timing.Laps()
 
     cores = len(os.sched_getaffinity(0))
@@ -637,13 +620,3 @@ def _measure(*, n_images: int, width: int, height: int, jpeg_quality: int, class
         torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest},
         paper=paper_out["meta"] if paper_out else None, paper_skipped=paper_skipped,
         free_threaded_check=free_threaded_check())
-    res.facts = analysis.analyse(res)
-    res.save(rd)
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 8's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = (params or Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from datajourney.chapters import published
 from datajourney.chapters.c08_threads_processes_gil import analysis
-from datajourney.chapters.c08_threads_processes_gil import experiment as gil
+from datajourney.chapters.c08_threads_processes_gil import params as gil
 from datajourney.chapters.common import facts_of
 from datajourney.core import phrasing as say
 from datajourney.core import stats

@@ -46,12 +46,10 @@ from datajourney.chapters.c08_threads_processes_gil.loaders import (
     measure_loader,
     worker_init,
 )
+from datajourney.toolkit.imagenet import MEAN, STD
 
 #: The three loaders of the comparison: the paper's baseline, the decoder swapped, the paper's SPDL.
 PAPER_KINDS = ("dl_pillow", "dl_spdl", "spdl_batch")
-#: ImageNet's channel means and deviations, as torchvision's transforms normalise with them.
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
 #: Seconds between wakes of the probe thread, and the lateness above which a wake counts as delayed.
 PROBE_PERIOD_S = 0.001
 DELAYED_S = 0.0002

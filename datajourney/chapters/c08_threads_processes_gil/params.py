@@ -1,25 +1,44 @@
 """Chapter 8's parameters: the one place their defaults live, each declared once with its range.
 
 The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
-``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every declared range
-before any work, and the experiment's ``preflight`` adds the checks that span fields or depend on this machine
-(its cores, memory, decoders and libraries, the data directory's free space) and resolves the "auto" values."""
+``profiles.yaml`` and the harness's ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every
+declared range before any work, and the experiment's ``preflight`` adds the checks that span fields or depend on
+this machine (its cores, memory, decoders and libraries, the data directory's free space)
+and resolves the "auto" values."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from datajourney.chapters.c08_threads_processes_gil.common import (
-    DECODERS,
-    EXECUTORS,
-    LOADERS,
-    MODEL_STEPS,
-    START_METHODS,
-)
-from datajourney.core.params import ChapterParams, param
-from datajourney.toolkit.images import MAX_IMAGES
+from datajourney.core.params import MAX_IMAGES, ChapterParams, param
 from datajourney.toolkit.pagecache import METHODS
 
 AUTO = ("auto",)
+#: The chapter's names: decoders, executors, loaders, start methods and the pipeline's operations.
+DECODERS = ("pillow", "spdl", "torchvision")
+EXECUTORS = ("thread", "process")
+LOADERS = ("dataloader", "spdl", "threadpool")
+START_METHODS = ("fork", "forkserver", "spawn")
+OPS = ("read", "decode", "resize", "batch")
+LABELS = {"dataloader": "DataLoader", "spdl": "SPDL pipeline", "spdl_prealloc": "SPDL pipeline, no collate copy",
+          "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)", "hybrid": "DataLoader + nvJPEG"}
+#: The loaders that run in threads of one process.
+THREADED = ("spdl", "spdl_prealloc", "threadpool")
+MAX_CONCURRENCY = 256
+#: "auto" loader sweeps stop at the cores or here, whichever is lower, so that the batches the
+#: deepest loader keeps in flight (skipped before timing) fit in the default data set.
+AUTO_LOADER_MAX = 16
+#: A timed window holds at least this many times the batches the loader has in flight (whole waves).
+WINDOW_FACTOR = 4
+#: The automatic CPU share of the hybrid feed uses this part of the CPU loaders' measured rate (the
+#: rest is headroom for the main process's thread and the copy to the GPU).
+HYBRID_HEADROOM = 0.8
+#: The automatic share is rounded to this step.
+HYBRID_STEP = 0.05
+#: How the model-fed runs step the model: replayed from CUDA graphs (falling back to eager, with the
+#: reason, where the capture fails) or launched op by op from Python.
+MODEL_STEPS = ("graphed", "eager")
+#: Batches the GPU-decoding feeds keep ready on their side stream.
+GPU_QUEUE_DEPTH = 3
 
 
 @dataclass

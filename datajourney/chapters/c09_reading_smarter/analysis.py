@@ -19,6 +19,7 @@ from dataclasses import replace
 import pandas as pd
 
 from datajourney.chapters.c09_reading_smarter.params import Params
+from datajourney.chapters.c09_reading_smarter.sweep import sweep_shares, sweep_summary
 from datajourney.chapters.common import classify
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
@@ -65,36 +66,6 @@ def gpu_cold(res) -> pd.DataFrame:
 def pcie_ceiling(res) -> float | None:
     c = res.metadata.get("pcie_ceiling") or {}
     return float(c["GBps"]) if c.get("available") and c.get("GBps") else None
-
-
-def sweep_shares(table: pd.DataFrame, pcie_GBps: float | None) -> pd.DataFrame:
-    """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run:
-    min(that run's ``dd`` read, the PCIe copy). Setting each run against its own ``dd`` keeps the disk's
-    drift between runs out of the comparison of settings."""
-    if table is None or table.empty:
-        return pd.DataFrame()
-    t = table[table["error"].isna()] if "error" in table else table
-    dd = t[t["mode"].str.startswith("dd")].groupby("run")["GBps"].mean()
-    b = t[~t["mode"].str.startswith("dd")].copy()
-    ceil = b["run"].map(dd)
-    if pcie_GBps:
-        ceil = ceil.clip(upper=pcie_GBps)
-    b["ceiling_GBps"] = ceil
-    b["share"] = b["GBps"] / ceil
-    return b.dropna(subset=["share"])
-
-
-def sweep_summary(table: pd.DataFrame, pcie_GBps: float | None) -> pd.DataFrame:
-    """One row per swept setting (mode, chunk, buffers): mean GB/s, mean, lowest and highest share of the
-    same run's slower link, CPU s per GB and runs; best first: the highest lowest-run share (a setting
-    must keep up in every run), then the highest mean share."""
-    b = sweep_shares(table, pcie_GBps)
-    if b.empty:
-        return b
-    s = b.groupby(["mode", "chunk", "buffers"]).agg(GBps=("GBps", "mean"), share=("share", "mean"),
-                                                    share_min=("share", "min"), share_max=("share", "max"),
-                                                    cpu=("cpu_s_per_GB", "mean"), n=("run", "count")).reset_index()
-    return s.sort_values(["share_min", "share"], ascending=False).reset_index(drop=True)
 
 
 def pipeline_summary(res) -> pd.DataFrame:

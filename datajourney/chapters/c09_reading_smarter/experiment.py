@@ -53,7 +53,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c09_reading_smarter.analysis import sweep_shares, sweep_summary  # noqa: F401 - re-exported
 from datajourney.chapters.c09_reading_smarter.params import (  # noqa: F401 - re-exported
     AUTO,
     FADVISE,
@@ -62,6 +61,7 @@ from datajourney.chapters.c09_reading_smarter.params import (  # noqa: F401 - re
     READAHEAD_SYSFS,
     Params,
 )
+from datajourney.chapters.c09_reading_smarter.sweep import sweep_summary
 from datajourney.core.params import ParameterError, memory, positive_int
 from datajourney.core.units import GB, MB
 from datajourney.toolkit import datasets, pagecache, reads, transfer
@@ -1019,7 +1019,7 @@ class Plan:
     """What :func:`preflight` found: the checked parameters and the directory the data set lives in."""
 
     params: Params
-    parent: Path
+    data_dir: Path
 
 
 def cuda_available() -> bool:
@@ -1084,26 +1084,16 @@ def preflight(params) -> Plan:
     return Plan(p, parent)
 
 
-def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_seconds: float, cell_max_bytes: int,
-        random_reads: int, pool_threads, random_seconds: float, readahead_sysfs: str, readahead_kb, fadvise,
-        seq_chunk: int, seq_bytes: int, gpu: str, gpu_chunk: int, path_b_chunk, path_b_buffers, path_b_mode,
-        kvikio_threads, kvikio_task: int,
-        latency_reads: int, uring_depths, gpu_sweep_chunks, gpu_sweep_buffers,
-        gpu_sweep_modes, gpu_sweep_runs: int, purge_method: str, seed: int, data_dir,
-        run_dir=None, progress: bool = True):
-    """Run every chapter-9 experiment and save the result to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k not in ("progress", "run_dir")}
+def measure(plan: Plan, context) -> None:
+    """Run every chapter-9 experiment into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c09_reading_smarter import analysis
-    from datajourney.core import results
-
-    plan = preflight(Params(**params))
-    p, parent = plan.params.as_dict(), plan.parent
-    res = results.start(CHAPTER, {**params, "run_dir": run_dir}, run_dir, parent)
+    q, parent = plan.params, plan.data_dir
+    p = q.as_dict()
+    res, progress = context.result, context.progress
     # a killed run's read_ahead_kb is put back first, so that the device's setting read below is its own
     res.metadata["sysfs_restored"] = sysfs_settings.restore_pending()
-    sh = datasets.shard(parent, size=file_size, seed=seed, progress=progress)
+    sh = datasets.shard(parent, size=q.file_size, seed=q.seed, progress=progress)
     dev = block_device(sh.path)
     disk = DiskStats(dev["partition"])
     can_ra, ra_note = can_set_readahead(dev["disk"])
@@ -1113,48 +1103,48 @@ def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_s
     cuda = p["gpu"] == "auto" and cuda_available()
     ra_now = dev["info"].get("read_ahead_kb")
     ra_values = list(dict.fromkeys(p["readahead_kb"] + ([ra_now] if ra_now is not None else [])))
-    n_cells = len(p["request_sizes"]) * len(p["threads"]) * len(p["modes"]) * runs
-    n_ra = (len(ra_values) * sysfs + len(p["fadvise"])) * 2 * runs
+    n_cells = len(p["request_sizes"]) * len(p["threads"]) * len(p["modes"]) * q.runs
+    n_ra = (len(ra_values) * sysfs + len(p["fadvise"])) * 2 * q.runs
     uring = uring_status() if p["uring_depths"] else dict(available=False, version=None,
                                                           note="skipped: the run asked for no io_uring depths")
-    n_rand = (3 + len(p["pool_threads"]) + (len(MODES) * len(p["uring_depths"]) if uring["available"] else 0)) * runs
+    n_rand = (3 + len(p["pool_threads"]) + (len(MODES) * len(p["uring_depths"]) if uring["available"] else 0)) * q.runs
     n_sweep = ((len(p["gpu_sweep_modes"]) * len(p["gpu_sweep_chunks"]) * len(p["gpu_sweep_buffers"]) + 1)
                * p["gpu_sweep_runs"] if p["gpu_sweep_modes"] else 0)
-    n_gpu = ((3 + len(p["kvikio_threads"])) + 3) * runs + n_sweep if cuda else 0
+    n_gpu = ((3 + len(p["kvikio_threads"])) + 3) * q.runs + n_sweep if cuda else 0
     ra_log: list = []
     with tqdm(total=n_cells + n_ra + n_rand + n_gpu, desc="chapter 9", disable=not progress, mininterval=10) as bar:
-        kw = dict(method=purge_method, disk=disk, seed=seed, progress=bar)
+        kw = dict(method=q.purge_method, disk=disk, seed=q.seed, progress=bar)
         if p["latency_reads"]:
-            lat, cdf = reads.measure_latency(sh.path, reads=p["latency_reads"], runs=min(runs, 3),
-                                               method=purge_method, seed=seed)
+            lat, cdf = reads.measure_latency(sh.path, reads=p["latency_reads"], runs=min(q.runs, 3),
+                                               method=q.purge_method, seed=q.seed)
             res.add("latency", lat)
             res.add("latency_cdf", cdf)
         res.add("grid", request_grid(sh.path, sizes=p["request_sizes"], threads=p["threads"], modes=p["modes"],
-                                     runs=runs, seconds=cell_seconds, max_bytes=cell_max_bytes, **kw))
+                                     runs=q.runs, seconds=q.cell_seconds, max_bytes=q.cell_max_bytes, **kw))
         try:
             res.add("readahead", readahead_experiment(
-                sh.path, values_kb=ra_values, fadvise=p["fadvise"], runs=runs, seq_chunk=seq_chunk,
-                seq_bytes=min(seq_bytes, file_size), rand_reads=random_reads, rand_seconds=random_seconds,
+                sh.path, values_kb=ra_values, fadvise=p["fadvise"], runs=q.runs, seq_chunk=q.seq_chunk,
+                seq_bytes=min(q.seq_bytes, q.file_size), rand_reads=q.random_reads, rand_seconds=q.random_seconds,
                 disk_name=dev["disk"], sysfs=sysfs, log=ra_log, **kw))
         finally:
             res.metadata["readahead_changes"] = ra_log
-        res.add("random", random_small_reads(sh.path, reads=random_reads, pool_threads=p["pool_threads"], runs=runs,
-                                       seconds=random_seconds, **kw))
+        res.add("random", random_small_reads(sh.path, reads=q.random_reads, pool_threads=p["pool_threads"],
+                                             runs=q.runs, seconds=q.random_seconds, **kw))
         if uring["available"]:
             try:
-                res.add("uring", uring_random_reads(sh.path, reads=random_reads, depths=p["uring_depths"], runs=runs,
-                                                    seconds=random_seconds, **kw))
+                res.add("uring", uring_random_reads(sh.path, reads=q.random_reads, depths=p["uring_depths"],
+                                                    runs=q.runs, seconds=q.random_seconds, **kw))
             except OSError as e:  # a ring was granted but its reads were refused (e.g. restricted opcodes)
                 uring = dict(uring, available=False,
                              note=f"skipped: io_uring reads failed here ({type(e).__name__}: {e})")
-        res.add("ceiling", device_ceiling(sh.path, runs=runs, method=purge_method))
+        res.add("ceiling", device_ceiling(sh.path, runs=q.runs, method=q.purge_method))
         if cuda:
             import torch
 
             torch.zeros(1, device="cuda")
             try:
                 res.metadata["pcie_ceiling"] = transfer.independent_ceiling(
-                    min(file_size, 1 << 30), repeats=5, warmup=2
+                    min(q.file_size, 1 << 30), repeats=5, warmup=2
                 )
             except Exception as e:  # noqa: BLE001 - reported; the chapter goes on without this ceiling
                 res.metadata["pcie_ceiling"] = dict(available=False, note=f"{type(e).__name__}: {e}")
@@ -1162,15 +1152,15 @@ def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_s
             sweep = pd.DataFrame()
             if n_sweep:
                 sweep = pipeline_sweep(sh.path, chunks=p["gpu_sweep_chunks"], buffers=p["gpu_sweep_buffers"],
-                                       modes=p["gpu_sweep_modes"], runs=p["gpu_sweep_runs"], method=purge_method,
+                                       modes=p["gpu_sweep_modes"], runs=p["gpu_sweep_runs"], method=q.purge_method,
                                        progress=bar)
                 res.add("pipeline", sweep)
             pc = res.metadata["pcie_ceiling"]
             setting = choose_path_b(sweep_summary(sweep, pc.get("GBps") if pc.get("available") else None),
                                     chunk=p["path_b_chunk"], buffers=p["path_b_buffers"], mode=p["path_b_mode"],
-                                    fallback_chunk=gpu_chunk)
-            g, gds = to_gpu(sh.path, chunk=gpu_chunk, runs=runs, kvikio_threads=p["kvikio_threads"],
-                            kvikio_task=kvikio_task, method=purge_method, progress=bar, path_b=setting)
+                                    fallback_chunk=q.gpu_chunk)
+            g, gds = to_gpu(sh.path, chunk=q.gpu_chunk, runs=q.runs, kvikio_threads=p["kvikio_threads"],
+                            kvikio_task=q.kvikio_task, method=q.purge_method, progress=bar, path_b=setting)
             res.add("gpu", g)
         else:
             gds = gds_status()
@@ -1185,13 +1175,3 @@ def _measure(*, file_size: int, request_sizes, threads, modes, runs: int, cell_s
         gpu_note=None if cuda else ("gpu='off' asked for" if p["gpu"] == "off" else
                                     "no CUDA device"),
     )
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 9's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result (with its facts) to ``run_dir`` and return it."""
-    p = Params.coerce(params if params is not None else Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)

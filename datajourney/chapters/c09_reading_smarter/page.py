@@ -79,7 +79,7 @@ def _setting(mode: str, chunk: int, buffers: int) -> str:
 
 
 def best_setting(res) -> pd.Series | None:
-    """The chunk × buffers × mode sweep's best setting (:func:`experiment.sweep_summary`'s order: highest
+    """The chunk × buffers × mode sweep's best setting (:func:`.sweep.sweep_summary`'s order: highest
     lowest-run share of the same run's slower link, then highest mean); None without a sweep."""
     s = pipeline_summary(res)
     return None if s.empty else s.iloc[0]
@@ -616,7 +616,7 @@ def pipeline_shares(res) -> pd.DataFrame:
 
 
 def pipeline_summary(res) -> pd.DataFrame:
-    """One row per swept setting, best first (:func:`analysis.sweep_summary`)."""
+    """One row per swept setting, best first (:func:`.sweep.sweep_summary`)."""
     return analysis.pipeline_summary(res)
 
 

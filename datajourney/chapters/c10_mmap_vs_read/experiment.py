@@ -698,7 +698,7 @@ class Plan:
     """What :func:`preflight` found: the checked parameters and the directory the data set lives in."""
 
     params: Params
-    parent: Path
+    data_dir: Path
 
 
 def preflight(params) -> Plan:
@@ -814,22 +814,13 @@ def overhead_specs(views, rnd: int, cfg: list[dict]) -> list[tuple[str, list[dic
     return specs
 
 
-def _measure(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: int, cache_states, workers,
-        workers_seq_length: int, workers_batch_size: int, posix_view: str, overhead_rounds: int,
-        overhead_seq_length: int, overhead_batch_size: int, checkpoint_sizes,
-        checkpoint_runs: int, posix_checkpoint_bytes: int, purge_method: str,
-        seed: int, data_dir, run_dir=None, progress: bool = True):
-    """Run chapter 10's experiments; save the result (tables + fingerprint) to ``run_dir``."""
-    params = {k: v for k, v in locals().items() if k not in ("progress", "run_dir")}
-    params["checkpoint_sizes"] = list(checkpoint_sizes or [])
+def measure(plan: Plan, context) -> None:
+    """Run chapter 10's experiments into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-    from datajourney.chapters.c10_mmap_vs_read import analysis
-    from datajourney.core import results
-
-    plan = preflight(Params(**params))
-    p, parent = plan.params.as_dict(), plan.parent
-    res = results.start(CHAPTER, {**params, "run_dir": run_dir}, run_dir, parent)
+    q, parent = plan.params, plan.data_dir
+    p = q.as_dict()
+    res, progress = context.result, context.progress
     lap = timing.Laps()
 
     ts = tokens.token_dataset(parent, total_bytes=p["dataset_bytes"], seed=p["seed"], progress=progress)
@@ -918,9 +909,6 @@ def _measure(*, dataset_bytes: int, seq_lengths, batch_sizes, steps: int, runs: 
                         constant_tolerance=CONSTANT_TOLERANCE, cores=os.cpu_count(),
                         block_device=block_device(ts.files[0]),
                         read_ahead_kb=read_ahead_kb(block_device(ts.files[0])), seconds=lap.seconds)
-    res.facts = analysis.analyse(res)
-    res.save(results.resolve_run_dir(run_dir))
-    return res
 
 
 def _tracer_version() -> str | None:
@@ -938,10 +926,3 @@ if __name__ == "__main__":
     _spec = json.loads(Path(sys.argv[1]).read_text())
     _rows = _mod.child(_spec)
     Path(sys.argv[2]).write_text(json.dumps(_rows, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 10's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result to ``run_dir`` and return it."""
-    p = Params.coerce(params if params is not None else Params()).replace(**changes)
-    return _measure(**p.as_dict(), run_dir=run_dir, progress=progress)

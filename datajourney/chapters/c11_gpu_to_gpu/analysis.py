@@ -40,18 +40,13 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c11_gpu_to_gpu.experiment import (
-    CHAPTER,
-    HOST_PATHS,
-    bench_summary,
-    interp_algbw,
-    predict_comm,
-    rung_label,
-)
+from datajourney.chapters.c11_gpu_to_gpu.reading import HOST_PATHS, predict_comm, rung_label
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured
 from datajourney.core.findings import HIGH_SPREAD, cv, size_label
+from datajourney.toolkit.collectives import bench_summary, interp_algbw
 
+CHAPTER = "11_gpu_to_gpu"
 #: The facts and data other pages may read (``scaling_eff_<k>`` for every count the result holds).
 EXPORTS = ("scaling_direct", "host_path_collapse", "allreduce_busbw", "host_path_cost", "best_option_direct",
            "best_option_host", "gap_closed_direct", "gap_closed_host", "direct_path_gain", "one_gpu",

@@ -38,18 +38,13 @@ from pathlib import Path
 import pandas as pd
 
 from datajourney.chapters.c11_gpu_to_gpu.params import MODELS, OPS, Params  # noqa: F401 - re-exported
+from datajourney.chapters.c11_gpu_to_gpu.reading import HOST_PATHS, MIN_JOB_S, parse_topology, predict_comm
 from datajourney.chapters.c11_gpu_to_gpu.worker import SAFE_ENV
 from datajourney.core.params import ParameterError, run_options
 from datajourney.core.paths import REPO_ROOT
-from datajourney.core.units import MiB
 from datajourney.toolkit import lifetime
-from datajourney.toolkit.collectives import bench_summary, interp_algbw  # noqa: F401
 
 CHAPTER = "11_gpu_to_gpu"
-HOST_PATHS = {
-    "p2p_off": {"NCCL_P2P_DISABLE": "1"},
-    "p2p_shm_off": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
-}
 #: The rung names of the ladder; "<rung>@<MiB>" sets bucket_cap_mb.
 RUNGS = {
     "no_ddp": dict(ddp=False, static_graph=False, bucket_view=False, hook="none"),
@@ -60,11 +55,6 @@ RUNGS = {
     "fp16": dict(ddp=True, static_graph=True, bucket_view=True, hook="fp16"),
     "powersgd": dict(ddp=True, static_graph=True, bucket_view=True, hook="powersgd"),
 }
-RUNG_LABELS = {"no_ddp": "one GPU, no DDP", "ddp": "DDP", "static_graph": "+ static_graph",
-               "bucket_view": "+ gradient_as_bucket_view", "bf16": "+ bf16 compression",
-               "fp16": "+ fp16 compression", "powersgd": "+ PowerSGD"}
-#: A forced-host-path job starts only with this many seconds of the time budget left.
-MIN_JOB_S = 45
 #: A job still running this long after its timeout is killed, whatever the launching process does.
 KILL_AFTER_S = 10
 #: Scaling jobs are named "<SCALE_JOB><k>" (direct path) and "<host path>@<k>" (forced host path).
@@ -81,35 +71,7 @@ def parse_rung(text: str, default_cap: int) -> dict:
     return {"name": f"{name}@{mb}" if cap else name, "base": name, "bucket_cap_mb": mb, **RUNGS[name]}
 
 
-def rung_label(name: str) -> str:
-    base, _, cap = name.partition("@")
-    return RUNG_LABELS.get(base, base) + (f", bucket_cap_mb={cap}" if cap else "")
-
-
 # --------------------------------------------------------------------------- topology and transports
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def parse_topology(text: str) -> pd.DataFrame:
-    """``nvidia-smi topo -m`` as a tidy table: a, b, link (GPU and NIC columns only)."""
-    lines = [_ANSI.sub("", ln).rstrip() for ln in (text or "").splitlines()]
-    # the header is indented (it has no row label); the rows start with their device's name
-    header = next((ln for ln in lines if ln[:1].isspace() and re.search(r"\bGPU0\b", ln)), None)
-    if header is None:
-        return pd.DataFrame(columns=["a", "b", "link"])
-    devs = [c for c in header.split() if re.fullmatch(r"(GPU|NIC)\d+", c)]
-    rows = []
-    for ln in lines:
-        parts = ln.split()
-        if ln[:1].isspace() or not parts or not re.fullmatch(r"(GPU|NIC)\d+", parts[0]) or len(parts) <= len(devs):
-            continue
-        for dev, val in zip(devs, parts[1:1 + len(devs)]):
-            rows.append({"a": parts[0], "b": dev, "link": val})
-    return pd.DataFrame(rows, columns=["a", "b", "link"])
-
-
-def link_kind(link: str) -> str:
-    return "NV" if re.fullmatch(r"NV\d+", str(link)) else str(link)
 
 
 def read_topology() -> tuple[pd.DataFrame, str | None]:
@@ -405,23 +367,18 @@ def is_scale_job(name: str) -> bool:
     return "@" in name or (name.startswith(SCALE_JOB) and name[len(SCALE_JOB):].isdigit())
 
 
-def _measure(params: Params, *, run_dir=None, progress: bool = True):
+def measure(p: Params, context) -> None:
     """Run chapter 11: the torchrun jobs, their transports and the topology, as one result."""
     import torch
     from tqdm import tqdm
 
-    from datajourney.chapters.c11_gpu_to_gpu import analysis
-    from datajourney.core import results
-
-    p = preflight(params)
     cuda = torch.cuda.is_available()
     backend = "nccl" if cuda else "gloo"
     n = (torch.cuda.device_count() if p.gpus == "all" else p.gpus) if cuda else p.cpu_procs
     world = n * p.nnodes
     rdzv = Rendezvous(p.nnodes, p.node_rank, p.rdzv_endpoint, f"datajourney-{CHAPTER}",
                       int(p.job_timeout_s)) if p.nnodes > 1 else None
-    res = results.start(CHAPTER, {**params.as_dict(), "run_dir": run_dir}, run_dir)
-    rd = results.resolve_run_dir(run_dir)
+    res, rd, progress = context.result, context.run_dir, context.progress
     topo, topo_text = read_topology()
     res.add("topology", topo)
     the_model = _resolve_model(p.model, cuda)
@@ -464,9 +421,6 @@ def _measure(params: Params, *, run_dir=None, progress: bool = True):
             res.add(f"scale_{name}", df)
     if "bench" in tables and "rungs" in tables:
         res.add("prediction", predict_comm(tables["rungs"], tables["bench"], world))
-    res.facts = analysis.analyse(res)
-    res.save(rd)
-    return res
 
 
 # --------------------------------------------------------------------------- tables
@@ -508,54 +462,3 @@ def tidy(jobs: list[Job]) -> dict[str, pd.DataFrame]:
     tcols = ["job", "path", "channel", "src", "dst", "kind", "via", "transport"]
     out["transports"] = pd.concat(transports, ignore_index=True) if transports else pd.DataFrame(columns=tcols)
     return out
-
-
-def bucket_sizes(grad_bytes: int, cap_mb: int, first_mb: float = 1.0) -> list[int]:
-    """Approximate DDP bucket sizes: a first small bucket (DDP's default 1 MiB), then buckets of
-    ``cap_mb`` MiB (parameter boundaries ignored)."""
-    cap = cap_mb * MiB
-    first = min(grad_bytes, int(first_mb * MiB), cap)
-    left = grad_bytes - first
-    sizes = [first] if first else []
-    while left > 0:
-        sizes.append(min(cap, left))
-        left -= cap
-    return sizes
-
-
-def predict_comm(rungs: pd.DataFrame, bench: pd.DataFrame, n: int) -> pd.DataFrame:
-    """For each uncompressed DDP rung on N processes: the all-reduce time that its gradient bytes
-    and the measured all-reduce bandwidth predict, beside the profiled NCCL kernel time.
-
-    The buckets are taken as equal shares of the gradient bytes, as many as the profile counted
-    NCCL kernels per step (one all-reduce per bucket); without a profile, from ``bucket_cap_mb``."""
-    summ = bench_summary(bench)
-    summ = summ[summ["op"] == "all_reduce"]
-    rows = []
-    for _, r in rungs.iterrows():
-        if r["status"] != "ok" or not r["ddp"] or r["hook"] != "none" or r["world"] < 2:
-            continue
-        s = summ[summ["path"] == r["path"]]
-        if s.empty:
-            continue
-        k = r.get("prof_nccl_kernels")
-        if k is not None and not pd.isna(k) and k >= 1:
-            # DDP keeps parameters whole, so the profile's all-reduce count per step is the bucket count
-            k = int(round(k))
-            sizes, how = [int(r["grad_bytes"]) // k] * k, "profile"
-        else:
-            sizes, how = bucket_sizes(int(r["grad_bytes"]), int(r["bucket_cap_mb"])), "bucket_cap_mb"
-        pred = sum(b / (interp_algbw(s, b) * 1e9) for b in sizes) * 1e3
-        rows.append({"path": r["path"], "rung": r["rung"], "buckets": len(sizes), "buckets_from": how,
-                     "grad_bytes": int(r["grad_bytes"]),
-                     "predicted_ms": pred, "profiled_nccl_ms": r.get("prof_nccl_ms"),
-                     "exposed_nccl_ms": r.get("prof_exposed_nccl_ms")})
-    return pd.DataFrame(rows, columns=["path", "rung", "buckets", "buckets_from", "grad_bytes", "predicted_ms",
-                                       "profiled_nccl_ms", "exposed_nccl_ms"])
-
-
-def run(params: Params | None = None, *, run_dir=None, progress: bool = True, **changes):
-    """Run chapter 11's experiment with ``params`` (default: :class:`Params`, the notebook's defaults)
-    changed by ``changes``, save the result (with its facts) to ``run_dir`` and return it."""
-    p = Params.coerce(params if params is not None else Params()).replace(**changes)
-    return _measure(p, run_dir=run_dir, progress=progress)

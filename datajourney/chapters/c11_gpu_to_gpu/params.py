@@ -1,7 +1,7 @@
 """Chapter 11's parameters: each declared once, with its default, range and help.
 
 The notebook's parameters cell (:func:`~datajourney.core.params.parameters_cell`), the profiles in
-``profiles.yaml`` and ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every field
+``profiles.yaml`` and the harness's ``run()`` start from :class:`Params`; :meth:`Params.checked` checks every field
 against its declaration, and the experiment's ``preflight`` adds the checks that need several fields or
 this machine (rung names, GPUs here, the collective buffers in GPU memory)."""
 from __future__ import annotations

@@ -14,12 +14,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c12_conclusion.params import SOURCES
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, host_label, measured
 
 CHAPTER = "12_conclusion"
-#: The chapters whose exported facts the diagnosis reads.
-SOURCES = ("02_random_vs_sequential", "03_dataloader", "04_cpu_starvation", "05_padding_tax", "06_pcie",
-           "07_full_picture", "08_threads_processes_gil", "09_reading_smarter", "10_mmap_vs_read", "11_gpu_to_gpu")
 #: Bytes of one decoded 224×224 RGB image as chapter 7's tuned recipe ships it (uint8).
 IMAGE_TENSOR_BYTES = 3 * 224 * 224
 #: MLPerf Storage's bar: a GPU counts as fed when it computes at least this share of the time.

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from datajourney.chapters.c12_conclusion import analysis
-from datajourney.chapters.c12_conclusion.analysis import CHAPTER, SOURCES  # noqa: F401 - the chapter's names
-from datajourney.chapters.c12_conclusion.params import Params
+from datajourney.chapters.c12_conclusion.params import SOURCES, Params
 from datajourney.core import results
 from datajourney.core.facts import host_label
 from datajourney.core.params import ParameterError
+
+CHAPTER = "12_conclusion"
 
 
 def collect(src) -> dict:
@@ -62,36 +62,23 @@ def measure_token_step(p: Params) -> dict:
                       steps=p.token_steps, device=device)
 
 
-def diagnose(res: results.Result, src) -> results.Result:
-    """``res`` with the facts the source chapters in ``src`` exported, analysed again (also how a
-    re-rendered run takes the other chapters' facts as they are now)."""
+def gather(res: results.Result, src) -> results.Result:
+    """``res`` with the facts the source chapters in ``src`` exported, as its inputs (the harness analyses
+    them; a re-rendered run gathers the other chapters' facts again as they are now)."""
     res.metadata["inputs"] = collect(src)
     res.metadata["found"] = sorted(res.metadata["inputs"])
     res.metadata["missing"] = [c for c in SOURCES if c not in res.metadata["inputs"]]
-    res.facts = analysis.analyse(res)
     return res
 
 
-def run(params: Params | None = None, *, run_dir=None, **changes) -> results.Result:
-    """Time the token step (unless a demand is stated), diagnose the run in ``diagnose`` (default: this
-    run, ``run_dir``) from its chapters' facts, save the result to ``run_dir`` and return it."""
-    p = preflight((params or Params()).replace(**changes))
-    rd = results.resolve_run_dir(run_dir)
-    src = Path(p.diagnose) if p.diagnose is not None else rd
-    res = results.start(CHAPTER, {**p.as_dict(), "diagnose": str(src), "run_dir": str(rd)}, run_dir)
+def measure(p: Params, context) -> None:
+    """Time the token step (unless a demand is stated) and gather the facts of the run in ``diagnose``
+    (default: this run, the run directory) into the started result."""
+    res = context.result
+    src = Path(p.diagnose) if p.diagnose is not None else context.run_dir
+    res.parameters.update(diagnose=str(src), run_dir=str(context.run_dir))
     if p.llm_tokens_per_s is None:
         step = measure_token_step(p)
         res.add("token_step", pd.DataFrame({"step": range(1, len(step["step_ms"]) + 1), "ms": step["step_ms"]}))
         res.metadata["token_step"] = {k: v for k, v in step.items() if k != "step_ms"}
-    diagnose(res, src)
-    res.save(rd)
-    return res
-
-
-def replayed(res: results.Result, run_dir) -> results.Result:
-    """A replayed chapter 12 result diagnosed again from the facts in this run's directory (the other
-    chapters' results rendered beside it), keeping its measured token step."""
-    created = res.created_utc
-    diagnose(res, results.resolve_run_dir(run_dir))
-    res.save(results.resolve_run_dir(run_dir), created_utc=created)  # rendered, not measured: its time stays
-    return res
+    gather(res, src)

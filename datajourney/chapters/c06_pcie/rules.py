@@ -1,0 +1,47 @@
+"""Chapter 6's rules over numbers: a PCIe link's theoretical peak and the overlap verdict. The experiment
+words each measured row with them and the analysis and page read a result with them, so they live apart
+from the measuring code (pure arithmetic, no torch)."""
+from __future__ import annotations
+
+import math
+
+#: Overlap ratio at or above which a copy "overlaps", at or below which it is "serial".
+OVERLAPS, SERIAL = 0.8, 0.2
+#: Gen 1-2 use 8b/10b, Gen 3-5 128b/130b; Gen 6 (PAM4, FLIT mode) 242/256.
+PER_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 / 8, 4: 16.0 * 128 / 130 / 8,
+                 5: 32.0 * 128 / 130 / 8, 6: 64.0 * 242 / 256 / 8}
+#: A copy must last at least this many times the CPU work's jitter (std) before its overlap is judged.
+MIN_COPY_OVER_JITTER = 3.0
+#: Verdict when the copy is too short to be told apart from the CPU work's jitter.
+TOO_SHORT = "too short to tell"
+
+
+def link_peak_gbps(gen: int | None, width: int | None) -> float | None:
+    """Theoretical one-direction peak of a PCIe link, GB/s (None when unknown)."""
+    if not gen or not width or gen not in PER_LANE_GBPS:
+        return None
+    return PER_LANE_GBPS[gen] * width
+
+
+def overlap_ratio(t_a: float, t_b: float, t_both: float) -> float:
+    """Share of the shorter activity that was hidden: 1 when two activities ran fully in
+    parallel (both together take as long as the longer), 0 when serially (they take the
+    sum). *Not clipped*: below 0 means "together" took longer than one after the other,
+    above 1 that it took less than the longer alone - both are measurement noise, and
+    showing them is how a reader sees how noisy the measurement is."""
+    shorter = min(t_a, t_b)
+    return float((t_a + t_b - t_both) / shorter) if shorter > 0 else float("nan")
+
+
+def verdict(ratio: float, *, copy_ms: float | None = None, jitter_ms: float | None = None,
+            low: float | None = None, high: float | None = None) -> str:
+    """Words for an overlap ratio. No verdict (:data:`TOO_SHORT`) when the copy lasted less than
+    :data:`MIN_COPY_OVER_JITTER` × the jitter of the work it is compared with, or when the
+    spread of the ratio (``low``-``high``) reaches from serial to overlapping."""
+    if copy_ms is not None and jitter_ms is not None and copy_ms < MIN_COPY_OVER_JITTER * jitter_ms:
+        return TOO_SHORT
+    if not math.isfinite(ratio):
+        return TOO_SHORT
+    if low is not None and high is not None and low <= SERIAL and high >= OVERLAPS:
+        return "unclear"  # the spread spans serial to overlapping
+    return "overlaps" if ratio >= OVERLAPS else ("serial" if ratio <= SERIAL else "partly overlaps")

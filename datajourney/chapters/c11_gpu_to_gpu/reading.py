@@ -1,0 +1,98 @@
+"""How a chapter 11 result is read: its host paths, its rung names, the topology's links and the all-reduce
+time the measured bandwidth predicts. The experiment records with them and the analysis and page read
+with them, so they live apart from the measuring code (pandas only, no torch)."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from datajourney.core.units import MiB
+from datajourney.toolkit.collectives import bench_summary, interp_algbw
+
+#: The host paths a scaling job can be forced onto, and the NCCL settings that force each.
+HOST_PATHS = {
+    "p2p_off": {"NCCL_P2P_DISABLE": "1"},
+    "p2p_shm_off": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+}
+#: Each rung's name on the page.
+RUNG_LABELS = {"no_ddp": "one GPU, no DDP", "ddp": "DDP", "static_graph": "+ static_graph",
+               "bucket_view": "+ gradient_as_bucket_view", "bf16": "+ bf16 compression",
+               "fp16": "+ fp16 compression", "powersgd": "+ PowerSGD"}
+#: A forced-host-path job starts only with this many seconds of the time budget left.
+MIN_JOB_S = 45
+
+
+def rung_label(name: str) -> str:
+    """A rung's name on the page, with its bucket_cap_mb when the rung name sets one ("bf16@25")."""
+    base, _, cap = name.partition("@")
+    return RUNG_LABELS.get(base, base) + (f", bucket_cap_mb={cap}" if cap else "")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def parse_topology(text: str) -> pd.DataFrame:
+    """``nvidia-smi topo -m`` as a tidy table: a, b, link (GPU and NIC columns only)."""
+    lines = [_ANSI.sub("", ln).rstrip() for ln in (text or "").splitlines()]
+    # the header is indented (it has no row label); the rows start with their device's name
+    header = next((ln for ln in lines if ln[:1].isspace() and re.search(r"\bGPU0\b", ln)), None)
+    if header is None:
+        return pd.DataFrame(columns=["a", "b", "link"])
+    devs = [c for c in header.split() if re.fullmatch(r"(GPU|NIC)\d+", c)]
+    rows = []
+    for ln in lines:
+        parts = ln.split()
+        if ln[:1].isspace() or not parts or not re.fullmatch(r"(GPU|NIC)\d+", parts[0]) or len(parts) <= len(devs):
+            continue
+        for dev, val in zip(devs, parts[1:1 + len(devs)]):
+            rows.append({"a": parts[0], "b": dev, "link": val})
+    return pd.DataFrame(rows, columns=["a", "b", "link"])
+
+
+def link_kind(link: str) -> str:
+    return "NV" if re.fullmatch(r"NV\d+", str(link)) else str(link)
+
+
+def bucket_sizes(grad_bytes: int, cap_mb: int, first_mb: float = 1.0) -> list[int]:
+    """Approximate DDP bucket sizes: a first small bucket (DDP's default 1 MiB), then buckets of
+    ``cap_mb`` MiB (parameter boundaries ignored)."""
+    cap = cap_mb * MiB
+    first = min(grad_bytes, int(first_mb * MiB), cap)
+    left = grad_bytes - first
+    sizes = [first] if first else []
+    while left > 0:
+        sizes.append(min(cap, left))
+        left -= cap
+    return sizes
+
+
+def predict_comm(rungs: pd.DataFrame, bench: pd.DataFrame, n: int) -> pd.DataFrame:
+    """For each uncompressed DDP rung on N processes: the all-reduce time that its gradient bytes
+    and the measured all-reduce bandwidth predict, beside the profiled NCCL kernel time.
+
+    The buckets are taken as equal shares of the gradient bytes, as many as the profile counted
+    NCCL kernels per step (one all-reduce per bucket); without a profile, from ``bucket_cap_mb``."""
+    summ = bench_summary(bench)
+    summ = summ[summ["op"] == "all_reduce"]
+    rows = []
+    for _, r in rungs.iterrows():
+        if r["status"] != "ok" or not r["ddp"] or r["hook"] != "none" or r["world"] < 2:
+            continue
+        s = summ[summ["path"] == r["path"]]
+        if s.empty:
+            continue
+        k = r.get("prof_nccl_kernels")
+        if k is not None and not pd.isna(k) and k >= 1:
+            # DDP keeps parameters whole, so the profile's all-reduce count per step is the bucket count
+            k = int(round(k))
+            sizes, how = [int(r["grad_bytes"]) // k] * k, "profile"
+        else:
+            sizes, how = bucket_sizes(int(r["grad_bytes"]), int(r["bucket_cap_mb"])), "bucket_cap_mb"
+        pred = sum(b / (interp_algbw(s, b) * 1e9) for b in sizes) * 1e3
+        rows.append({"path": r["path"], "rung": r["rung"], "buckets": len(sizes), "buckets_from": how,
+                     "grad_bytes": int(r["grad_bytes"]),
+                     "predicted_ms": pred, "profiled_nccl_ms": r.get("prof_nccl_ms"),
+                     "exposed_nccl_ms": r.get("prof_exposed_nccl_ms")})
+    return pd.DataFrame(rows, columns=["path", "rung", "buckets", "buckets_from", "grad_bytes", "predicted_ms",
+                                       "profiled_nccl_ms", "exposed_nccl_ms"])
