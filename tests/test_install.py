@@ -359,3 +359,24 @@ def test_reference_run_script_runs_detached_reports_resumes_and_packs(tmp_path):
     events = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
     assert {"begin", "end", "job-start", "job-end"} <= {e["event"] for e in events}
     assert all(e["boot_id"] and e["host"] for e in events)
+
+
+# --------------------------------------------------------------------------- a reference run for a new host
+def test_a_reference_run_for_a_new_host_passes_every_chapters_checks(tmp_path, monkeypatch):
+    """``--as-reference NEWHOST`` (scripts/reference-run.sh start NEWHOST): every chapter's checks before the
+    run accept a host with no folder under data/reference/ yet (promote makes it); comparing with one
+    (``-p reference_host``) still needs a committed reference, and a recorded host is still a plain name."""
+    from datajourney.book import runner
+    from datajourney.chapters.registry import available
+    from datajourney.core.params import ParameterError
+    from datajourney.core.paths import reference_hosts
+
+    monkeypatch.setenv("DATAJOURNEY_DATA_DIR", str(tmp_path / "data"))
+    new = "h100x4"
+    assert new not in reference_hosts()
+    plans = runner.plan(None, "ci", {}, tmp_path / "run", extra={"reference_host": new, "is_reference_run": True})
+    assert len(plans) == len(available()) and all(p.parameters["reference_host"] == new for p in plans)
+    with pytest.raises(ParameterError, match="a host under data/reference/"):
+        runner.plan(["2"], "ci", {"reference_host": new}, tmp_path / "run")
+    with pytest.raises(ParameterError, match="a plain host name"):
+        runner.plan(["2"], "ci", {}, tmp_path / "run", extra={"reference_host": "../x", "is_reference_run": True})
