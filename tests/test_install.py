@@ -289,7 +289,7 @@ def test_every_streaming_requirement_is_provided_or_unused(tmp_path):
     from email.parser import Parser
     from zipfile import ZipFile
 
-    lines = [s for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
+    lines = [s.split("#")[0].strip() for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
              if s.strip() and not s.startswith("#")]
     r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
               "-d", tmp_path, *lines], timeout=300)
@@ -380,3 +380,155 @@ def test_a_reference_run_for_a_new_host_passes_every_chapters_checks(tmp_path, m
         runner.plan(["2"], "ci", {"reference_host": new}, tmp_path / "run")
     with pytest.raises(ParameterError, match="a plain host name"):
         runner.plan(["2"], "ci", {}, tmp_path / "run", extra={"reference_host": "../x", "is_reference_run": True})
+
+
+# --------------------------------------------------------------------------- a clean install's output
+def _script(name: str):
+    """A module of scripts/ (they are run as files, not installed)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+#: pip's output, recorded, of two installs after mosaicml-streaming went in with --no-deps (pip 23.2 and 26.3).
+RESOLVER_OUTPUT = (Path(__file__).parent / "data" / "pip-resolver-after-no-deps.txt").read_text()
+
+
+def test_pips_complaints_about_a_no_deps_install_become_one_line_said_once(tmp_path):
+    """The resolver's report about mosaicml-streaming's skipped requirements (37 lines, two of them ERROR:)
+    becomes one line naming what was skipped and why; a second install's report adds nothing; a conflict of
+    any other package keeps pip's header and its line."""
+    noted = tmp_path / "noted"
+    filt = [sys.executable, SCRIPTS / "pip_filter.py", "--noted", noted]
+    assert RESOLVER_OUTPUT.count("ERROR:") == 2 and RESOLVER_OUTPUT.count("\n") > 30
+    r = _run(filt, input=RESOLVER_OUTPUT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (line,) = r.stdout.splitlines()
+    assert line.startswith("note: mosaicml-streaming is installed without its declared dependencies")
+    assert "constraints/no-deps.txt" in line and "numpy<2.2" in line  # why, from the file's comment
+    assert "16 not installed (azure-identity," in line and "2 left at the installed version (xxhash, numpy)" in line
+    r = _run(filt, input=RESOLVER_OUTPUT, timeout=60)
+    assert r.returncode == 0 and r.stdout == ""  # said once an install
+    other = ("Collecting spdl\n" + RESOLVER_OUTPUT.splitlines()[0] + "\n"
+             "spdl 0.8.0 requires spdl-io==0.8.0, which is not installed.\n"
+             + "\n".join(RESOLVER_OUTPUT.splitlines()[1:4]) + "\nSuccessfully installed spdl\n")
+    r = _run(filt, input=other, timeout=60)
+    assert r.stdout.splitlines() == ["Collecting spdl", RESOLVER_OUTPUT.splitlines()[0],
+                                     "spdl 0.8.0 requires spdl-io==0.8.0, which is not installed.",
+                                     "Successfully installed spdl"]
+
+
+def _fake_resolver(target_deps):
+    """A stand-in for pip's resolver in scripts/wheelhouse.py: each requirement and, unless --no-deps, the
+    dependencies ``target_deps`` gives it (name -> names), at version 1.0."""
+    def resolve(reqs, target, pins):
+        names = {_names([r]).pop() for r in reqs}
+        if "--no-deps" not in target:
+            todo = list(names)
+            while todo:
+                for d in target_deps.get(todo.pop(), ()):
+                    if d not in names:
+                        names.add(d)
+                        todo.append(d)
+        return dict.fromkeys(names, "1.0")
+    return resolve
+
+
+def test_the_wheelhouse_plan_carries_every_declared_extra(monkeypatch, capsys):
+    """``./journey wheelhouse --plan --python 3.12 --cuda 13`` (resolver stubbed: no network): the hub extra's
+    datasets and DFTracer's dftracer-utils are downloaded, mosaicml-streaming without its dependencies, and
+    nothing the host's stack provides."""
+    wh = _script("wheelhouse")
+    monkeypatch.setattr(wh, "resolve", _fake_resolver({
+        "datasets": ["pyarrow", "huggingface-hub"], "dftracer": ["dftracer-utils", "pydftracer"],
+        "mosaicml-streaming": ["boto3", "numpy"], "torchvision": ["torch"]}))
+    assert wh.main(["--plan", "--python", "3.12", "--cuda", "13"]) == 0
+    out = capsys.readouterr().out
+    parts, part = {}, None
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            part = line.split(":")[0]
+        else:
+            parts.setdefault(part, set()).add(line.strip().split("==")[0])
+    assert {"datasets", "pyarrow", "dftracer", "dftracer-utils", "kvikio-cu13"} <= parts["optional"]
+    assert {"mosaicml-streaming", "pandas", "setuptools", "nvidia-ml-py"} <= parts["core"]
+    assert "jupyter-book" in parts["book"]
+    every = set().union(*parts.values())
+    assert not every & {"boto3", "torch", "torchvision", "numpy", "huggingface-hub"}
+
+
+def test_a_wheel_over_the_transfer_limit_travels_in_pieces_and_is_joined(journey_copy, tmp_path):
+    """scripts/wheelhouse.py cuts a wheel larger than its limit into pieces (each file fits one transfer);
+    ``--wheelhouse`` joins them back, once, byte for byte."""
+    wh = _script("wheelhouse")
+    part = tmp_path / "wh" / "optional"
+    part.mkdir(parents=True)
+    data = os.urandom(2500)
+    (part / "big-1.0-py3-none-any.whl").write_bytes(data)
+    (part / "small-1.0-py3-none-any.whl").write_bytes(b"x" * 10)
+    assert wh.split_large(part, limit=1000) == ["big-1.0-py3-none-any.whl"]
+    assert sorted(p.name for p in part.iterdir()) == [f"big-1.0-py3-none-any.whl.00{k}" for k in (1, 2, 3)] + [
+        "small-1.0-py3-none-any.whl"]
+    assert wh.size(part) == 2510
+    for _ in range(2):
+        r = _run(["bash", journey_copy / "journey", "lab", "--wheelhouse", tmp_path / "wh"],
+                 env=_env(JOURNEY_DRY_RUN="1"), timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert (part / "big-1.0-py3-none-any.whl").read_bytes() == data
+    assert r.stderr.count("joined") == 0  # the second time there is nothing to join
+
+
+def _host_site(dest: Path, leave_out: tuple[str, ...]) -> Path:
+    """Links in ``dest`` to everything this environment has installed, but this checkout's package and
+    the distributions ``leave_out``: a host's own site-packages for a new .venv to see (a .pth file)."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    dest.mkdir()
+    skip = tuple(n.replace("-", "_") for n in ("datajourney", "__editable__", *leave_out))
+    for entry in site.iterdir():
+        if entry.suffix != ".pth" and not entry.name.replace("-", "_").startswith(skip):
+            (dest / entry.name).symlink_to(entry)
+    return dest
+
+
+@pytest.mark.notebooks
+def test_journey_setup_from_a_wheelhouse_prints_steps_and_no_error(tmp_path):
+    """A fresh clone's ``./journey setup --wheelhouse WH`` with no index: the host's stack (this environment's
+    packages, seen through a .pth file) lacks ``datasets``, and WH holds only what building the package needs.
+    The install succeeds, says each step as [k/n], prints no ERROR: line, and says in one line, once, that
+    the hub extra's datasets could not be installed. Everything it made is removed afterwards."""
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout")
+    wh = tmp_path / "wh"
+    r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", wh, "setuptools>=68"],
+             env=_env(PIP_CONFIG_FILE=os.devnull), timeout=300)
+    if r.returncode != 0:
+        pytest.skip("setuptools could not be downloaded: " + r.stderr[-300:])
+    clone = tmp_path / "clone"
+    try:
+        assert _run(["git", "clone", "-q", REPO_ROOT, clone], timeout=120).returncode == 0
+        host = _host_site(tmp_path / "host-site", leave_out=("datasets",))
+        assert _run([sys.executable, "-m", "venv", clone / ".venv"], timeout=120).returncode == 0
+        purelib = _run([clone / ".venv" / "bin" / "python", "-c",
+                        "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+        Path(purelib, "host.pth").write_text(f"{host}\n")
+        env = {k: v for k, v in _env(isolated=True).items() if not k.startswith("PIP_")}
+        env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+        r = _run(["bash", clone / "journey", "setup", "--wheelhouse", wh], env=env, cwd=clone, timeout=900)
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out[-3000:]
+        assert "ERROR" not in out, out
+        steps = [line.split("]")[0] + "]" for line in out.splitlines() if line.startswith("[")]
+        assert steps == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"], out
+        (skipped,) = [line for line in out.splitlines() if "datasets" in line and "could not" in line]
+        assert skipped.startswith("could not install datasets>=") and "the hub extra" in skipped
+        assert "No matching distribution" in skipped and "skipped" in skipped
+        r = _run([clone / ".venv" / "bin" / "python", "-c", "import datajourney, spdl; print(datajourney.__file__)"],
+                 env=env, cwd=clone, timeout=120)
+        assert r.returncode == 0 and str(clone) in r.stdout, r.stderr[-2000:]
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
