@@ -28,28 +28,36 @@ def _run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
 
 
+@pytest.fixture
+def scratch(tmp_path) -> Path:
+    """``tmp_path``, emptied when the test ends however it ends: the install tests fill it with virtual
+    environments, clones and wheelhouses (a GiB and more), which pytest would otherwise keep for three runs."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
 @pytest.mark.notebooks
-def test_fresh_venv_installs_and_runs_a_chapter(tmp_path):
+def test_fresh_venv_installs_and_runs_a_chapter(scratch):
     """A clean virtual environment (no system packages) and a copy of the checkout: torch, then
     ``pip install -e .[book]``, then chapter 2 under the ci profile runs and writes its result."""
-    src = tmp_path / "checkout"
+    src = scratch / "checkout"
     shutil.copytree(REPO_ROOT, src, ignore=shutil.ignore_patterns(
         ".venv", ".git", "results", "_build", "*.egg-info", "__pycache__", ".pytest_cache"))
-    venv = tmp_path / "venv"
+    venv = scratch / "venv"
     py = venv / "bin" / "python"
     assert _run([sys.executable, "-m", "venv", venv]).returncode == 0
     cfg = _run([py, "-c", "import sys; print(sys.prefix != sys.base_prefix)"])
     assert cfg.stdout.strip() == "True"
-    env = _env(isolated=True, DATAJOURNEY_DATA_DIR=str(tmp_path / "data"), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = _env(isolated=True, DATAJOURNEY_DATA_DIR=str(scratch / "data"), PIP_DISABLE_PIP_VERSION_CHECK="1")
     for args in (["torch==2.13.0"], ["-e", f"{src}[book]"]):
         r = _run([py, "-m", "pip", "install", "-q", *args], env=env, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
-    r = _run([py, "-m", "datajourney", "run", "2", "--profile", "ci", "--results", tmp_path / "results",
+    r = _run([py, "-m", "datajourney", "run", "2", "--profile", "ci", "--results", scratch / "results",
               "--run-id", "fresh", "--quiet"], env=env, cwd=src, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    result = tmp_path / "results" / "fresh" / "02_random_vs_sequential.json"
+    result = scratch / "results" / "fresh" / "02_random_vs_sequential.json"
     assert result.is_file()
-    assert json.loads((tmp_path / "results" / "fresh" / "run.json").read_text())["status"] == "ok"
+    assert json.loads((scratch / "results" / "fresh" / "run.json").read_text())["status"] == "ok"
 
 
 @pytest.fixture
@@ -195,18 +203,18 @@ def _link_distributions(names, dest: Path) -> list[str]:
 
 
 @pytest.mark.notebooks
-def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(tmp_path):
+def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(scratch):
     """./journey wheelhouse's script for this machine's Python and the package's own requirements, with the
     torch stack provided by the 'host' (a folder the new venv sees, as a GPU host's site-packages): then a
     git clone of this checkout installs from it alone (--no-index, no pip configuration) and runs."""
     if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout")
-    provides = tmp_path / "host-provides.txt"
-    host = tmp_path / "host-site"
+    provides = scratch / "host-provides.txt"
+    host = scratch / "host-site"
     provided = _link_distributions(TORCH_STACK, host)
     assert "torch" in provided
     provides.write_text("\n".join(provided) + "\n")
-    wh = tmp_path / "wheelhouse"
+    wh = scratch / "wheelhouse"
     py_version = f"{sys.version_info.major}.{sys.version_info.minor}"
     r = _run([sys.executable, WHEELHOUSE, wh, "--python", py_version, "--extras", "none",
               "--host-provides", provides], timeout=600)
@@ -217,9 +225,9 @@ def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(tmp_path):
     assert "pandas" in wheels and "papermill" in wheels and "setuptools" in wheels
     assert not wheels & {"torch", "numpy", "sympy"}  # the host's are never downloaded
     assert "MiB" in r.stderr
-    clone = tmp_path / "clone"
+    clone = scratch / "clone"
     assert _run(["git", "clone", "-q", REPO_ROOT, clone], timeout=120).returncode == 0
-    venv = tmp_path / "venv"
+    venv = scratch / "venv"
     py = venv / "bin" / "python"
     assert _run([sys.executable, "-m", "venv", venv], timeout=120).returncode == 0
     purelib = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
@@ -334,14 +342,14 @@ def test_gpu_requirements_resolve_without_replacing_the_hosts_numpy_and_transfor
 
 
 @pytest.mark.notebooks
-def test_reference_run_script_runs_detached_reports_resumes_and_packs(tmp_path):
+def test_reference_run_script_runs_detached_reports_resumes_and_packs(scratch):
     """scripts/reference-run.sh: the job runs detached, status names each chapter's machine, resume has
     nothing left to run, pack gives one tar.gz whose run directory passes the runner's checks."""
     from datajourney.book import runner
 
     script = SCRIPTS / "reference-run.sh"
-    out = tmp_path / "out"
-    env = _env(REFERENCE_SETUP="0", DATAJOURNEY_DATA_DIR=str(tmp_path / "data"))
+    out = scratch / "out"
+    env = _env(REFERENCE_SETUP="0", DATAJOURNEY_DATA_DIR=str(scratch / "data"))
     r = _run(["bash", script, "start", "testhost", out, "--profile", "ci", "--chapters", "1"], env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     r = _run(["bash", script, "wait", out], env=env, timeout=300)
@@ -496,39 +504,36 @@ def _host_site(dest: Path, leave_out: tuple[str, ...]) -> Path:
 
 
 @pytest.mark.notebooks
-def test_journey_setup_from_a_wheelhouse_prints_steps_and_no_error(tmp_path):
+def test_journey_setup_from_a_wheelhouse_prints_steps_and_no_error(scratch):
     """A fresh clone's ``./journey setup --wheelhouse WH`` with no index: the host's stack (this environment's
     packages, seen through a .pth file) lacks ``datasets``, and WH holds only what building the package needs.
     The install succeeds, says each step as [k/n], prints no ERROR: line, and says in one line, once, that
-    the hub extra's datasets could not be installed. Everything it made is removed afterwards."""
+    the hub extra's datasets could not be installed."""
     if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout")
-    wh = tmp_path / "wh"
+    wh = scratch / "wh"
     r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", wh, "setuptools>=68"],
              env=_env(PIP_CONFIG_FILE=os.devnull), timeout=300)
     if r.returncode != 0:
         pytest.skip("setuptools could not be downloaded: " + r.stderr[-300:])
-    clone = tmp_path / "clone"
-    try:
-        assert _run(["git", "clone", "-q", REPO_ROOT, clone], timeout=120).returncode == 0
-        host = _host_site(tmp_path / "host-site", leave_out=("datasets",))
-        assert _run([sys.executable, "-m", "venv", clone / ".venv"], timeout=120).returncode == 0
-        purelib = _run([clone / ".venv" / "bin" / "python", "-c",
-                        "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
-        Path(purelib, "host.pth").write_text(f"{host}\n")
-        env = {k: v for k, v in _env(isolated=True).items() if not k.startswith("PIP_")}
-        env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
-        r = _run(["bash", clone / "journey", "setup", "--wheelhouse", wh], env=env, cwd=clone, timeout=900)
-        out = r.stdout + r.stderr
-        assert r.returncode == 0, out[-3000:]
-        assert "ERROR" not in out, out
-        steps = [line.split("]")[0] + "]" for line in out.splitlines() if line.startswith("[")]
-        assert steps == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"], out
-        (skipped,) = [line for line in out.splitlines() if "datasets" in line and "could not" in line]
-        assert skipped.startswith("could not install datasets>=") and "the hub extra" in skipped
-        assert "No matching distribution" in skipped and "skipped" in skipped
-        r = _run([clone / ".venv" / "bin" / "python", "-c", "import datajourney, spdl; print(datajourney.__file__)"],
-                 env=env, cwd=clone, timeout=120)
-        assert r.returncode == 0 and str(clone) in r.stdout, r.stderr[-2000:]
-    finally:
-        shutil.rmtree(tmp_path, ignore_errors=True)
+    clone = scratch / "clone"
+    assert _run(["git", "clone", "-q", REPO_ROOT, clone], timeout=120).returncode == 0
+    host = _host_site(scratch / "host-site", leave_out=("datasets",))
+    assert _run([sys.executable, "-m", "venv", clone / ".venv"], timeout=120).returncode == 0
+    purelib = _run([clone / ".venv" / "bin" / "python", "-c",
+                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    Path(purelib, "host.pth").write_text(f"{host}\n")
+    env = {k: v for k, v in _env(isolated=True).items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    r = _run(["bash", clone / "journey", "setup", "--wheelhouse", wh], env=env, cwd=clone, timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "ERROR" not in out, out
+    steps = [line.split("]")[0] + "]" for line in out.splitlines() if line.startswith("[")]
+    assert steps == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"], out
+    (skipped,) = [line for line in out.splitlines() if "datasets" in line and "could not" in line]
+    assert skipped.startswith("could not install datasets>=") and "the hub extra" in skipped
+    assert "No matching distribution" in skipped and "skipped" in skipped
+    r = _run([clone / ".venv" / "bin" / "python", "-c", "import datajourney, spdl; print(datajourney.__file__)"],
+             env=env, cwd=clone, timeout=120)
+    assert r.returncode == 0 and str(clone) in r.stdout, r.stderr[-2000:]
