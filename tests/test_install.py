@@ -213,7 +213,9 @@ def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(scratch):
     host = scratch / "host-site"
     provided = _link_distributions(TORCH_STACK, host)
     assert "torch" in provided
-    provides.write_text("\n".join(provided) + "\n")
+    # torch's CUDA requirements (pip resolves torch from the index, a CUDA build): never downloaded, as on a GPU
+    # host (constraints/host-cuda13.txt); without these lines the wheelhouse held 2.4 GB of them
+    provides.write_text("\n".join([*provided, "nvidia-*", "cuda-*", "triton"]) + "\n")
     wh = scratch / "wheelhouse"
     py_version = f"{sys.version_info.major}.{sys.version_info.minor}"
     r = _run([sys.executable, WHEELHOUSE, wh, "--python", py_version, "--extras", "none",
@@ -224,6 +226,7 @@ def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(scratch):
     wheels = {p.name.split("-")[0].lower() for p in (wh / "core").glob("*.whl")}
     assert "pandas" in wheels and "papermill" in wheels and "setuptools" in wheels
     assert not wheels & {"torch", "numpy", "sympy"}  # the host's are never downloaded
+    assert not [w for w in wheels if w.startswith(("nvidia", "cuda", "triton"))]
     assert "MiB" in r.stderr
     clone = scratch / "clone"
     assert _run(["git", "clone", "-q", REPO_ROOT, clone], timeout=120).returncode == 0
