@@ -1,8 +1,9 @@
 """Download every wheel a GPU host without network needs to install the book, beyond what the host's
 own stack provides (torch, torchvision, numpy, transformers, CUDA libraries: constraints/host-cuda13.txt).
 
-    python scripts/wheelhouse.py DIR [--python 3.12] [--cuda 13] [--part all|core|optional]
+    python scripts/wheelhouse.py DIR [--python 3.12] [--cuda 13] [--part all|core|book|optional]
                                      [--host-provides FILE] [--extras book,gpu] [--glibc 2.28]
+    python scripts/wheelhouse.py --plan [...]       each part's wheels as resolved, nothing downloaded
 
 Run it on a machine that reaches a package index; copy DIR to the host and install from it with
 ``./journey book --wheelhouse DIR`` (pip's ``--no-index --find-links DIR``).
@@ -10,12 +11,14 @@ Run it on a machine that reaches a package index; copy DIR to the host and insta
 How: pip resolves the whole set for the target (``--dry-run --report`` with ``--platform``,
 ``--python-version``, ``--only-binary :all:``) with the host's packages held at the versions its file
 names, drops what the host provides, then downloads each remaining wheel at the resolved version with
-``--no-deps``. ``--part core`` is what every chapter run needs (./journey's required extras); ``--part
-optional`` the libraries ./journey installs one by one where it can (chapters 8, 9 and 10, the hub):
-each part alone stays under 64 MiB, so the set can be carried to the host in two transfers. Packages
-that ./journey installs with ``--no-deps`` (constraints/no-deps.txt: mosaicml-streaming, whose declared
-requirements would replace the host's numpy and transformers) are downloaded without their
-dependencies; the ones local reading uses are in the ``mds`` extra. Prints the wheelhouse's size."""
+``--no-deps``. ``--part core`` is what every chapter run needs (./journey's required extras), ``book`` the
+HTML book and JupyterLab, ``optional`` the libraries ./journey installs one by one where it can (the hub's
+datasets, chapters 8, 9 and 10's, DFTracer's dftracer-utils among them). No file is larger than 60 MiB: a
+larger wheel (dftracer-utils, 70 MiB) is cut into pieces ``NAME.whl.001``, ... that ``--wheelhouse`` joins,
+so the set can be carried in transfers of at most 64 MiB. Packages that ./journey installs with
+``--no-deps`` (constraints/no-deps.txt: mosaicml-streaming, whose declared requirements would replace the
+host's numpy and transformers) are downloaded without their dependencies; the ones local reading uses are
+in the ``mds`` extra. Prints each part's size."""
 from __future__ import annotations
 
 import argparse
@@ -35,14 +38,17 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "constraints"
-#: The extras of a GPU host's install, in two parts: core (what every chapter run needs, and chapter 7's MDS
-#: half, NVML and torchvision's models) and optional (the libraries of single sections, which ./journey installs
-#: one by one where it can: a missing one is reported and its section skipped).
+#: The extras of a GPU host's install, in three parts: core (what every chapter run needs, and chapter 7's MDS
+#: half, NVML and torchvision's models), book (the HTML book, JupyterLab) and optional (the libraries of single
+#: sections, which ./journey installs one by one where it can: a missing one is reported and its section skipped).
 CORE_EXTRAS = ("gpu",)
 BOOK_EXTRAS = ("book",)
-OPTIONAL_EXTRAS = ("ch8", "ch10")  # and ch9 (or ch9-cu12) by the CUDA major; not hub: it needs the network
+OPTIONAL_EXTRAS = ("hub", "ch8", "ch10")  # and ch9 (or ch9-cu12) by the CUDA major
 #: What building the editable install needs (pyproject's build-system; pip builds it in isolation).
 BUILD = ("setuptools>=68",)
+#: The largest file a wheelhouse holds: a larger wheel (dftracer-utils is 70 MiB) is cut into pieces that
+#: ./journey joins, so that every file can be carried in a transfer of at most 64 MiB.
+PIECE_BYTES = 60 * 2**20
 
 
 def canonical(name: str) -> str:
@@ -65,8 +71,11 @@ def host_provides(path: Path) -> tuple[list[str], list[str]]:
     return patterns, pins
 
 
-def provided(name: str, patterns) -> bool:
-    return any(fnmatch.fnmatchcase(canonical(name), p) for p in patterns)
+def provided(name: str, patterns, declared=()) -> bool:
+    """Whether the host provides ``name``: a pattern with ``*`` (torch's CUDA libraries, nvidia-*) never
+    covers a package the project itself declares (``declared``: nvidia-ml-py), only its exact name does."""
+    name = canonical(name)
+    return any(name == p or ("*" in p and name not in declared and fnmatch.fnmatchcase(name, p)) for p in patterns)
 
 
 def extras_requirements(extras, skip=()) -> list[str]:
@@ -129,10 +138,9 @@ def resolve(reqs, target, pins) -> dict[str, str]:
     return {canonical(i["metadata"]["name"]): i["metadata"]["version"] for i in items}
 
 
-def no_deps_lists() -> tuple[list[str], list[str]]:
-    """(installed with --no-deps always, and from a wheelhouse only): constraints/no-deps.txt and
-    constraints/wheelhouse-no-deps.txt."""
-    return read_list(CONSTRAINTS / "no-deps.txt"), read_list(CONSTRAINTS / "wheelhouse-no-deps.txt")
+def no_deps_list() -> list[str]:
+    """The packages ./journey installs with --no-deps (constraints/no-deps.txt)."""
+    return read_list(CONSTRAINTS / "no-deps.txt")
 
 
 def req_name(req: str) -> str:
@@ -145,8 +153,7 @@ def plan(python: str, cuda: str, provides_file: Path, glibc: str, extras=None):
     patterns, pins = host_provides(provides_file)
     target = target_args(python, glibc)
     ch9 = {"13": "ch9", "12": "ch9-cu12"}.get(cuda)
-    always, offline = no_deps_lists()
-    lone = {req_name(r): r for r in always + offline}
+    lone = {req_name(r): r for r in no_deps_list()}
     core_x = list(CORE_EXTRAS if extras is None else extras)
     book_x = list(BOOK_EXTRAS) if extras is None else []
     opt_x = [*OPTIONAL_EXTRAS, *([ch9] if ch9 else [])] if extras is None else []
@@ -157,18 +164,18 @@ def plan(python: str, cuda: str, provides_file: Path, glibc: str, extras=None):
     full = resolve(reqs(core_x + book_x + opt_x), target, pins)
     core = resolve(reqs(core_x, skip=opt_x), target, pins) if book_x or opt_x else full
     book = resolve(reqs(core_x + book_x, skip=opt_x), target, pins) if book_x else core
-    wanted = {req_name(r) for r in always if extras is None or "gpu" in extras} | {
-        req_name(r) for r in offline if extras is None or "ch10" in extras}
+    wanted = set(lone) if extras is None or "gpu" in extras else set()
     alone = resolve([r for n, r in lone.items() if n in wanted], target + ["--no-deps"], pins) if wanted else {}
 
+    declared = {req_name(r) for r in reqs(core_x + book_x + opt_x)} | set(wanted)
+
     def keep(names):
-        return {n: full.get(n, v) for n, v in names.items() if not provided(n, patterns)}
+        return {n: full.get(n, v) for n, v in names.items() if not provided(n, patterns, declared)}
 
     parts = {"core": keep(core)}
-    parts["core"].update(keep({n: v for n, v in alone.items() if n in {req_name(r) for r in always}}))
+    parts["core"].update(keep(alone))
     parts["book"] = {n: v for n, v in keep(book).items() if n not in parts["core"]}
-    parts["optional"] = {n: v for n, v in keep({**full, **alone}).items()
-                         if n not in parts["core"] and n not in parts["book"]}
+    parts["optional"] = {n: v for n, v in keep(full).items() if n not in parts["core"] and n not in parts["book"]}
     return parts, target
 
 
@@ -179,24 +186,44 @@ def download(wheels: dict[str, str], dest: Path, target) -> None:
             *(f"{n}=={v}" for n, v in sorted(wheels.items())))
 
 
+def split_large(folder: Path, limit: int = PIECE_BYTES) -> list[str]:
+    """Cut each wheel of ``folder`` larger than ``limit`` bytes into pieces ``<wheel>.001``, ``.002``, ...
+    of at most ``limit`` bytes each (the wheel itself removed; ./journey joins them): returns their names."""
+    cut = []
+    for whl in sorted(folder.glob("*.whl")):
+        if whl.stat().st_size <= limit:
+            continue
+        with whl.open("rb") as f:
+            for k, chunk in enumerate(iter(lambda: f.read(limit), b""), 1):
+                whl.with_name(f"{whl.name}.{k:03d}").write_bytes(chunk)
+        whl.unlink()
+        cut.append(whl.name)
+    return cut
+
+
 def size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.glob("*.whl"))
+    """Bytes of the wheels in ``path``, those cut into pieces included."""
+    return sum(f.stat().st_size for f in path.glob("*.whl*"))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dir", type=Path)
+    ap.add_argument("dir", type=Path, nargs="?", help="where the wheels go (not needed with --plan)")
+    ap.add_argument("--plan", action="store_true",
+                    help="print each part's wheels (name==version) as resolved for the host, download nothing")
     ap.add_argument("--python", default="3.12", help="the host's Python (major.minor; default 3.12)")
     ap.add_argument("--cuda", default="13", help="the CUDA major of the host's torch (13 or 12; default 13)")
     ap.add_argument("--part", choices=("all", "core", "book", "optional"), default="all",
-                    help="core: what every chapter run needs; optional: chapters 8, 9, 10 and the hub's "
-                         "libraries (default all: core in DIR/core, optional in DIR/optional)")
+                    help="core: what every chapter run needs; book: the HTML book; optional: chapters 8, 9, 10 "
+                         "and the hub's libraries (default all: each in DIR/<part>)")
     ap.add_argument("--host-provides", type=Path,
                     help="what the host's own stack provides (default constraints/host-cuda<CUDA>.txt)")
     ap.add_argument("--extras", help="comma-separated extras instead of the GPU host's set, all in the core "
                     "part ('none': the package's own requirements only)")
     ap.add_argument("--glibc", default="2.28", help="the oldest glibc of the host (manylinux tag; default 2.28)")
     a = ap.parse_args(argv)
+    if a.dir is None and not a.plan:
+        ap.error("DIR is needed (or --plan, which downloads nothing)")
     provides = a.host_provides or CONSTRAINTS / f"host-cuda{a.cuda}.txt"
     if not provides.is_file():
         sys.exit(f"wheelhouse: {provides} does not exist: list what the host provides there")
@@ -205,10 +232,18 @@ def main(argv=None) -> int:
     print(f"resolved for CPython {a.python}, CUDA {a.cuda}, manylinux x86_64 (glibc {a.glibc}); the host provides "
           f"what {provides.relative_to(ROOT) if provides.is_relative_to(ROOT) else provides} names", file=sys.stderr)
     for name, wheels in parts.items():
-        if a.part in ("all", name):
-            download(wheels, a.dir / name, target)
-            print(f"{name}: {len(wheels)} wheels, {size(a.dir / name) / 2**20:.1f} MiB in {a.dir / name}",
-                  file=sys.stderr)
+        if a.part not in ("all", name):
+            continue
+        if a.plan:
+            print(f"{name}: {len(wheels)} wheels")
+            print("".join(f"  {n}=={v}\n" for n, v in sorted(wheels.items())), end="")
+            continue
+        download(wheels, a.dir / name, target)
+        cut = split_large(a.dir / name)
+        print(f"{name}: {len(wheels)} wheels, {size(a.dir / name) / 2**20:.1f} MiB in {a.dir / name}"
+              + (f" ({', '.join(cut)} in pieces of at most {PIECE_BYTES >> 20} MiB)" if cut else ""), file=sys.stderr)
+    if a.plan:
+        return 0
     total = sum(size(a.dir / n) for n in parts if (a.dir / n).is_dir())
     print(f"wheelhouse {a.dir}: {total / 2**20:.1f} MiB", file=sys.stderr)
     return 0

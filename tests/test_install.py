@@ -28,28 +28,36 @@ def _run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
 
 
+@pytest.fixture
+def scratch(tmp_path) -> Path:
+    """``tmp_path``, emptied when the test ends however it ends: the install tests fill it with virtual
+    environments, clones and wheelhouses (a GiB and more), which pytest would otherwise keep for three runs."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
 @pytest.mark.notebooks
-def test_fresh_venv_installs_and_runs_a_chapter(tmp_path):
+def test_fresh_venv_installs_and_runs_a_chapter(scratch):
     """A clean virtual environment (no system packages) and a copy of the checkout: torch, then
     ``pip install -e .[book]``, then chapter 2 under the ci profile runs and writes its result."""
-    src = tmp_path / "checkout"
+    src = scratch / "checkout"
     shutil.copytree(REPO_ROOT, src, ignore=shutil.ignore_patterns(
         ".venv", ".git", "results", "_build", "*.egg-info", "__pycache__", ".pytest_cache"))
-    venv = tmp_path / "venv"
+    venv = scratch / "venv"
     py = venv / "bin" / "python"
     assert _run([sys.executable, "-m", "venv", venv]).returncode == 0
     cfg = _run([py, "-c", "import sys; print(sys.prefix != sys.base_prefix)"])
     assert cfg.stdout.strip() == "True"
-    env = _env(isolated=True, DATAJOURNEY_DATA_DIR=str(tmp_path / "data"), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = _env(isolated=True, DATAJOURNEY_DATA_DIR=str(scratch / "data"), PIP_DISABLE_PIP_VERSION_CHECK="1")
     for args in (["torch==2.13.0"], ["-e", f"{src}[book]"]):
         r = _run([py, "-m", "pip", "install", "-q", *args], env=env, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
-    r = _run([py, "-m", "datajourney", "run", "2", "--profile", "ci", "--results", tmp_path / "results",
+    r = _run([py, "-m", "datajourney", "run", "2", "--profile", "ci", "--results", scratch / "results",
               "--run-id", "fresh", "--quiet"], env=env, cwd=src, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    result = tmp_path / "results" / "fresh" / "02_random_vs_sequential.json"
+    result = scratch / "results" / "fresh" / "02_random_vs_sequential.json"
     assert result.is_file()
-    assert json.loads((tmp_path / "results" / "fresh" / "run.json").read_text())["status"] == "ok"
+    assert json.loads((scratch / "results" / "fresh" / "run.json").read_text())["status"] == "ok"
 
 
 @pytest.fixture
@@ -195,18 +203,20 @@ def _link_distributions(names, dest: Path) -> list[str]:
 
 
 @pytest.mark.notebooks
-def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(tmp_path):
+def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(scratch):
     """./journey wheelhouse's script for this machine's Python and the package's own requirements, with the
     torch stack provided by the 'host' (a folder the new venv sees, as a GPU host's site-packages): then a
     git clone of this checkout installs from it alone (--no-index, no pip configuration) and runs."""
     if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout")
-    provides = tmp_path / "host-provides.txt"
-    host = tmp_path / "host-site"
+    provides = scratch / "host-provides.txt"
+    host = scratch / "host-site"
     provided = _link_distributions(TORCH_STACK, host)
     assert "torch" in provided
-    provides.write_text("\n".join(provided) + "\n")
-    wh = tmp_path / "wheelhouse"
+    # torch's CUDA requirements (pip resolves torch from the index, a CUDA build): never downloaded, as on a GPU
+    # host (constraints/host-cuda13.txt); without these lines the wheelhouse held 2.4 GB of them
+    provides.write_text("\n".join([*provided, "nvidia-*", "cuda-*", "triton"]) + "\n")
+    wh = scratch / "wheelhouse"
     py_version = f"{sys.version_info.major}.{sys.version_info.minor}"
     r = _run([sys.executable, WHEELHOUSE, wh, "--python", py_version, "--extras", "none",
               "--host-provides", provides], timeout=600)
@@ -216,10 +226,11 @@ def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(tmp_path):
     wheels = {p.name.split("-")[0].lower() for p in (wh / "core").glob("*.whl")}
     assert "pandas" in wheels and "papermill" in wheels and "setuptools" in wheels
     assert not wheels & {"torch", "numpy", "sympy"}  # the host's are never downloaded
+    assert not [w for w in wheels if w.startswith(("nvidia", "cuda", "triton"))]
     assert "MiB" in r.stderr
-    clone = tmp_path / "clone"
+    clone = scratch / "clone"
     assert _run(["git", "clone", "-q", REPO_ROOT, clone], timeout=120).returncode == 0
-    venv = tmp_path / "venv"
+    venv = scratch / "venv"
     py = venv / "bin" / "python"
     assert _run([sys.executable, "-m", "venv", venv], timeout=120).returncode == 0
     purelib = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
@@ -289,7 +300,7 @@ def test_every_streaming_requirement_is_provided_or_unused(tmp_path):
     from email.parser import Parser
     from zipfile import ZipFile
 
-    lines = [s for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
+    lines = [s.split("#")[0].strip() for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
              if s.strip() and not s.startswith("#")]
     r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
               "-d", tmp_path, *lines], timeout=300)
@@ -334,14 +345,14 @@ def test_gpu_requirements_resolve_without_replacing_the_hosts_numpy_and_transfor
 
 
 @pytest.mark.notebooks
-def test_reference_run_script_runs_detached_reports_resumes_and_packs(tmp_path):
+def test_reference_run_script_runs_detached_reports_resumes_and_packs(scratch):
     """scripts/reference-run.sh: the job runs detached, status names each chapter's machine, resume has
     nothing left to run, pack gives one tar.gz whose run directory passes the runner's checks."""
     from datajourney.book import runner
 
     script = SCRIPTS / "reference-run.sh"
-    out = tmp_path / "out"
-    env = _env(REFERENCE_SETUP="0", DATAJOURNEY_DATA_DIR=str(tmp_path / "data"))
+    out = scratch / "out"
+    env = _env(REFERENCE_SETUP="0", DATAJOURNEY_DATA_DIR=str(scratch / "data"))
     r = _run(["bash", script, "start", "testhost", out, "--profile", "ci", "--chapters", "1"], env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     r = _run(["bash", script, "wait", out], env=env, timeout=300)
@@ -359,3 +370,173 @@ def test_reference_run_script_runs_detached_reports_resumes_and_packs(tmp_path):
     events = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
     assert {"begin", "end", "job-start", "job-end"} <= {e["event"] for e in events}
     assert all(e["boot_id"] and e["host"] for e in events)
+
+
+# --------------------------------------------------------------------------- a reference run for a new host
+def test_a_reference_run_for_a_new_host_passes_every_chapters_checks(tmp_path, monkeypatch):
+    """``--as-reference NEWHOST`` (scripts/reference-run.sh start NEWHOST): every chapter's checks before the
+    run accept a host with no folder under data/reference/ yet (promote makes it); comparing with one
+    (``-p reference_host``) still needs a committed reference, and a recorded host is still a plain name."""
+    from datajourney.book import runner
+    from datajourney.chapters.registry import available
+    from datajourney.core.params import ParameterError
+    from datajourney.core.paths import reference_hosts
+
+    monkeypatch.setenv("DATAJOURNEY_DATA_DIR", str(tmp_path / "data"))
+    new = "h100x4"
+    assert new not in reference_hosts()
+    plans = runner.plan(None, "ci", {}, tmp_path / "run", extra={"reference_host": new, "is_reference_run": True})
+    assert len(plans) == len(available()) and all(p.parameters["reference_host"] == new for p in plans)
+    with pytest.raises(ParameterError, match="a host under data/reference/"):
+        runner.plan(["2"], "ci", {"reference_host": new}, tmp_path / "run")
+    with pytest.raises(ParameterError, match="a plain host name"):
+        runner.plan(["2"], "ci", {}, tmp_path / "run", extra={"reference_host": "../x", "is_reference_run": True})
+
+
+# --------------------------------------------------------------------------- a clean install's output
+def _script(name: str):
+    """A module of scripts/ (they are run as files, not installed)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+#: pip's output, recorded, of two installs after mosaicml-streaming went in with --no-deps (pip 23.2 and 26.3).
+RESOLVER_OUTPUT = (Path(__file__).parent / "data" / "pip-resolver-after-no-deps.txt").read_text()
+
+
+def test_pips_complaints_about_a_no_deps_install_become_one_line_said_once(tmp_path):
+    """The resolver's report about mosaicml-streaming's skipped requirements (37 lines, two of them ERROR:)
+    becomes one line naming what was skipped and why; a second install's report adds nothing; a conflict of
+    any other package keeps pip's header and its line."""
+    noted = tmp_path / "noted"
+    filt = [sys.executable, SCRIPTS / "pip_filter.py", "--noted", noted]
+    assert RESOLVER_OUTPUT.count("ERROR:") == 2 and RESOLVER_OUTPUT.count("\n") > 30
+    r = _run(filt, input=RESOLVER_OUTPUT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (line,) = r.stdout.splitlines()
+    assert line.startswith("note: mosaicml-streaming is installed without its declared dependencies")
+    assert "constraints/no-deps.txt" in line and "numpy<2.2" in line  # why, from the file's comment
+    assert "16 not installed (azure-identity," in line and "2 left at the installed version (xxhash, numpy)" in line
+    r = _run(filt, input=RESOLVER_OUTPUT, timeout=60)
+    assert r.returncode == 0 and r.stdout == ""  # said once an install
+    other = ("Collecting spdl\n" + RESOLVER_OUTPUT.splitlines()[0] + "\n"
+             "spdl 0.8.0 requires spdl-io==0.8.0, which is not installed.\n"
+             + "\n".join(RESOLVER_OUTPUT.splitlines()[1:4]) + "\nSuccessfully installed spdl\n")
+    r = _run(filt, input=other, timeout=60)
+    assert r.stdout.splitlines() == ["Collecting spdl", RESOLVER_OUTPUT.splitlines()[0],
+                                     "spdl 0.8.0 requires spdl-io==0.8.0, which is not installed.",
+                                     "Successfully installed spdl"]
+
+
+def _fake_resolver(target_deps):
+    """A stand-in for pip's resolver in scripts/wheelhouse.py: each requirement and, unless --no-deps, the
+    dependencies ``target_deps`` gives it (name -> names), at version 1.0."""
+    def resolve(reqs, target, pins):
+        names = {_names([r]).pop() for r in reqs}
+        if "--no-deps" not in target:
+            todo = list(names)
+            while todo:
+                for d in target_deps.get(todo.pop(), ()):
+                    if d not in names:
+                        names.add(d)
+                        todo.append(d)
+        return dict.fromkeys(names, "1.0")
+    return resolve
+
+
+def test_the_wheelhouse_plan_carries_every_declared_extra(monkeypatch, capsys):
+    """``./journey wheelhouse --plan --python 3.12 --cuda 13`` (resolver stubbed: no network): the hub extra's
+    datasets and DFTracer's dftracer-utils are downloaded, mosaicml-streaming without its dependencies, and
+    nothing the host's stack provides."""
+    wh = _script("wheelhouse")
+    monkeypatch.setattr(wh, "resolve", _fake_resolver({
+        "datasets": ["pyarrow", "huggingface-hub"], "dftracer": ["dftracer-utils", "pydftracer"],
+        "mosaicml-streaming": ["boto3", "numpy"], "torchvision": ["torch"]}))
+    assert wh.main(["--plan", "--python", "3.12", "--cuda", "13"]) == 0
+    out = capsys.readouterr().out
+    parts, part = {}, None
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            part = line.split(":")[0]
+        else:
+            parts.setdefault(part, set()).add(line.strip().split("==")[0])
+    assert {"datasets", "pyarrow", "dftracer", "dftracer-utils", "kvikio-cu13"} <= parts["optional"]
+    assert {"mosaicml-streaming", "pandas", "setuptools", "nvidia-ml-py"} <= parts["core"]
+    assert "jupyter-book" in parts["book"]
+    every = set().union(*parts.values())
+    assert not every & {"boto3", "torch", "torchvision", "numpy", "huggingface-hub"}
+
+
+def test_a_wheel_over_the_transfer_limit_travels_in_pieces_and_is_joined(journey_copy, tmp_path):
+    """scripts/wheelhouse.py cuts a wheel larger than its limit into pieces (each file fits one transfer);
+    ``--wheelhouse`` joins them back, once, byte for byte."""
+    wh = _script("wheelhouse")
+    part = tmp_path / "wh" / "optional"
+    part.mkdir(parents=True)
+    data = os.urandom(2500)
+    (part / "big-1.0-py3-none-any.whl").write_bytes(data)
+    (part / "small-1.0-py3-none-any.whl").write_bytes(b"x" * 10)
+    assert wh.split_large(part, limit=1000) == ["big-1.0-py3-none-any.whl"]
+    assert sorted(p.name for p in part.iterdir()) == [f"big-1.0-py3-none-any.whl.00{k}" for k in (1, 2, 3)] + [
+        "small-1.0-py3-none-any.whl"]
+    assert wh.size(part) == 2510
+    for _ in range(2):
+        r = _run(["bash", journey_copy / "journey", "lab", "--wheelhouse", tmp_path / "wh"],
+                 env=_env(JOURNEY_DRY_RUN="1"), timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert (part / "big-1.0-py3-none-any.whl").read_bytes() == data
+    assert r.stderr.count("joined") == 0  # the second time there is nothing to join
+
+
+def _host_site(dest: Path, leave_out: tuple[str, ...]) -> Path:
+    """Links in ``dest`` to everything this environment has installed, but this checkout's package and
+    the distributions ``leave_out``: a host's own site-packages for a new .venv to see (a .pth file)."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    dest.mkdir()
+    skip = tuple(n.replace("-", "_") for n in ("datajourney", "__editable__", *leave_out))
+    for entry in site.iterdir():
+        if entry.suffix != ".pth" and not entry.name.replace("-", "_").startswith(skip):
+            (dest / entry.name).symlink_to(entry)
+    return dest
+
+
+@pytest.mark.notebooks
+def test_journey_setup_from_a_wheelhouse_prints_steps_and_no_error(scratch):
+    """A fresh clone's ``./journey setup --wheelhouse WH`` with no index: the host's stack (this environment's
+    packages, seen through a .pth file) lacks ``datasets``, and WH holds only what building the package needs.
+    The install succeeds, says each step as [k/n], prints no ERROR: line, and says in one line, once, that
+    the hub extra's datasets could not be installed."""
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout")
+    wh = scratch / "wh"
+    r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", wh, "setuptools>=68"],
+             env=_env(PIP_CONFIG_FILE=os.devnull), timeout=300)
+    if r.returncode != 0:
+        pytest.skip("setuptools could not be downloaded: " + r.stderr[-300:])
+    clone = scratch / "clone"
+    assert _run(["git", "clone", "-q", REPO_ROOT, clone], timeout=120).returncode == 0
+    host = _host_site(scratch / "host-site", leave_out=("datasets",))
+    assert _run([sys.executable, "-m", "venv", clone / ".venv"], timeout=120).returncode == 0
+    purelib = _run([clone / ".venv" / "bin" / "python", "-c",
+                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    Path(purelib, "host.pth").write_text(f"{host}\n")
+    env = {k: v for k, v in _env(isolated=True).items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    r = _run(["bash", clone / "journey", "setup", "--wheelhouse", wh], env=env, cwd=clone, timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "ERROR" not in out, out
+    steps = [line.split("]")[0] + "]" for line in out.splitlines() if line.startswith("[")]
+    assert steps == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"], out
+    (skipped,) = [line for line in out.splitlines() if "datasets" in line and "could not" in line]
+    assert skipped.startswith("could not install datasets>=") and "the hub extra" in skipped
+    assert "No matching distribution" in skipped and "skipped" in skipped
+    r = _run([clone / ".venv" / "bin" / "python", "-c", "import datajourney, spdl; print(datajourney.__file__)"],
+             env=env, cwd=clone, timeout=120)
+    assert r.returncode == 0 and str(clone) in r.stdout, r.stderr[-2000:]

@@ -266,9 +266,11 @@ def _check_parameters_cell(ch: Chapter) -> None:
 
 
 def _check_host(name: str, host) -> str:
-    if not isinstance(host, str) or not _HOST.fullmatch(host):
-        raise ParameterError(name, host, "a plain host name: lower-case letters, digits, '_' and '-' (e.g. h200)")
-    return host
+    """The host a reference run records (``--as-reference``): any plain name, a new one included (promote
+    makes its folder of data/reference/)."""
+    from datajourney.core.params import host_name
+
+    return host_name(name, host)
 
 
 def _check_book_options(ch: Chapter, params: dict, *, from_extra: set) -> None:

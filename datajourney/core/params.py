@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -229,14 +230,28 @@ def memory(name: str, value, needed_bytes: int, *, what: str) -> None:
                                           f"available under {limit})")
 
 
+#: A reference host's name, a folder of data/reference/ (used with fullmatch: no trailing newline).
+HOST_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+
+
+def host_name(name: str, value) -> str:
+    """``value`` as a reference host's name (a folder of data/reference/, existing or new)."""
+    if not isinstance(value, str) or not HOST_NAME.fullmatch(value):
+        raise ParameterError(name, value, "a plain host name: lower-case letters, digits, '_' and '-' (e.g. h200)")
+    return value
+
+
 def run_options(params: dict) -> dict:
     """The options the runner gives every notebook, checked: ``is_reference_run`` (a boolean),
-    ``reference_host`` (None or a host with committed reference results) and ``run_dir`` (a
-    directory that can be created). Returns those present, checked."""
+    ``reference_host`` (None or a host with committed reference results; in a reference run, the host
+    being recorded, which may be new: a plain name) and ``run_dir`` (a directory that can be created).
+    Returns those present, checked."""
     out = {}
     if "is_reference_run" in params:
         out["is_reference_run"] = boolean("is_reference_run", params["is_reference_run"])
-    if params.get("reference_host") is not None:
+    if out.get("is_reference_run") and params.get("reference_host") is not None:
+        host_name("reference_host", params["reference_host"])
+    elif params.get("reference_host") is not None:
         from datajourney.core.paths import reference_hosts
 
         hosts = reference_hosts()
