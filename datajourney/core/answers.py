@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 from datajourney.core.facts import Advice, Fact, Facts, compare
 
+#: MLPerf Storage's bar, the book's one definition of "keeps up": a loader keeps up, and a GPU is fed, when the
+#: accelerator's utilisation (AU: steps × the step alone ÷ wall time, the share of its own ceiling) reaches 90%.
+KEEPS_UP = 0.90
 #: The smallest effect worth changing a default for, as a fraction (3%).
 MIN_EFFECT = 0.03
 #: The smallest effect worth an option that costs something (precision, convergence, alignment), 10%.

@@ -71,7 +71,8 @@ def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
 
 
 def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, keep_up: float = 0.95) -> go.Figure:
-    """AU (%) and throughput as % of its own step's ceiling (eager or CUDA graphs) per scenario: mean over runs, error
+    """The compute share (%) and AU, the throughput as % of its own step's ceiling (eager or CUDA graphs), per
+    scenario: mean over runs, error
     bars min–max. The two thresholds are dashed lines named in the legend (no annotations to collide), in
     names short enough to keep the legend beside the plot: a legend moved below makes plotly.js lay the
     plot out twice and leave the bar layer where the first layout put it, about 9 points above the axis
@@ -81,17 +82,17 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
         d = summary[summary["format"] == fmt]
         x = list(_short(d, "<br>"))
         au, lo, hi = 100 * d["au"], 100 * d.get("au_min", d["au"]), 100 * d.get("au_max", d["au"])
-        fig.add_bar(x=x, y=au, name="AU (%)", legendgroup="au", showlegend=ci == 1, marker_color=PALETTE[0],
+        fig.add_bar(x=x, y=au, name="compute share (%)", legendgroup="au", showlegend=ci == 1, marker_color=PALETTE[0],
                     error_y=range_bars(au, lo, hi, d["runs"]),
                     customdata=list(zip(lo, hi, d["runs"], strict=True)),
-                    hovertemplate=("<b>%{x}</b><br>AU %{y:.1f}% (mean)<br>min–max %{customdata[0]:.1f}–"
+                    hovertemplate=("<b>%{x}</b><br>compute share %{y:.1f}% (mean)<br>min–max %{customdata[0]:.1f}–"
                                    "%{customdata[1]:.1f}% over %{customdata[2]} runs<extra></extra>"), row=ci, col=1)
         pc = d["pct_of_ceiling"]
         plo, phi = d.get("pct_of_ceiling_min", pc), d.get("pct_of_ceiling_max", pc)
         fig.add_bar(
             x=x,
             y=pc,
-            name="% of ceiling",
+            name="AU: % of ceiling",
             legendgroup="pc",
             showlegend=ci == 1,
             marker_color=PALETTE[1],
@@ -104,8 +105,9 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
             row=ci,
             col=1,
         )
-        for y, name, colour in ((100 * au_rule, f"AU rule: {100 * au_rule:.0f}%", PALETTE[0]),
-                                (100 * keep_up, f"keep-up: {100 * keep_up:.0f}% of ceiling", PALETTE[1])):
+        lines = {100 * au_rule: (f"keeps up: {100 * au_rule:.0f}%", PALETTE[1]),
+                 100 * keep_up: (f"keeps up: {100 * keep_up:.0f}%", PALETTE[1])}   # one line where they agree
+        for y, (name, colour) in lines.items():
             fig.add_hline(y=y, line=dict(dash="dash", color=colour, width=1.5), row=ci, col=1)
             if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
                 fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line=dict(dash="dash", color=colour),

@@ -98,10 +98,10 @@ def _finding_w0(res):
     share = float(r["wait_share"])
     who = "Without workers" if w0 == 0 else f"With the fewest workers tried (W={w0})"
     if share >= 0.1:
-        tail = f"the data wait was **{pct(share)}** of the step and AU **{pct(r['au'])}**."
+        tail = f"the data wait was **{pct(share)}** of the step and the compute share **{pct(r['au'])}**."
     else:
         tail = (f"the loader kept up even so: the data wait was only {pct(share)} of the step "
-                f"(AU {pct(r['au'])}).")
+                f"(compute share {pct(r['au'])}).")
     text = (f"{who} (ImageFolder, one file per image) each step waited **{num(r['DATALOADER_WAIT'], 'ms')}** for "
             f"data ({_range(waits, 'ms')}) against **{num(r['compute_ms'], 'ms')}** of compute: {tail}")
     return Finding("wait_w0", text, value=float(r["DATALOADER_WAIT"]), unit="ms",
@@ -468,7 +468,7 @@ def _finding_best(res):
             f"**{num(b['pct_of_ceiling'], '%')} of {CEILING_NAMES[kind][0]}**{CEILING_NAMES[kind][1]} "
             f"({_range(runs, '%')}; "
             f"{num(b['images_per_s'], 'images/s')} against {num(_ceiling_ips(res, kind), 'images/s')}, "
-            f"AU {pct(b['au'])}): {verdict}.")
+            f"compute share {pct(b['au'])}): {verdict}.")
     head, text = text, ""
     if kind != "eager":
         text += f" The eager ceiling took {num(_ceiling_ips(res), 'images/s')}."
@@ -657,8 +657,8 @@ def _kernel_share(res, label: str) -> float | None:
 
 
 def nvml_note(res) -> str:
-    """NVML against AU for the best configuration, over the steady-state steps, with the share of
-    the traced step in which the profiler saw kernels run (the measured check of AU)."""
+    """NVML against the compute share for the best configuration, over the steady-state steps, with the share of
+    the traced step in which the profiler saw kernels run (the measured check of both)."""
     b = best_scenario(res).copy()
     b["label"] = say.text(b["label"])
     if pd.isna(b.get("gpu_util")):
@@ -668,10 +668,11 @@ def nvml_note(res) -> str:
     text = (f"Over the steady-state steps of the best configuration ({b['label']}), NVML read "
             f"**{num(b['gpu_util'], '%')}** on average" + (f" ({int(round(n))} samples per run)" if pd.notna(n) else
                                                            " (an older result: averaged over the whole scenario)")
-            + f" while AU was {pct(au)}.")
+            + f" while the compute share was {pct(au)}.")
     k = _kernel_share(res, b["label"])
     if k is not None:
-        near = "closer to AU than to NVML's reading" if abs(k - au) < abs(k - nv) else "closer to NVML's reading"
+        near = ("closer to the compute share than to NVML's reading" if abs(k - au) < abs(k - nv)
+                else "closer to NVML's reading")
         text += (f" The profiler's traced step of the same configuration shows kernels running for {pct(k)} of the "
                  f"step, {near}.")
     return text
@@ -856,7 +857,7 @@ def scenario_table(res, part: str = "main") -> pd.DataFrame:
     if part == "main":
         out = pd.DataFrame({
             "scenario": st["label"], "data wait (ms)": st["DATALOADER_WAIT"], "compute (ms)": st["compute_ms"],
-            "step (ms)": st["step_ms"], "AU (%)": 100 * st["au"], "images/s": st["images_per_s"],
+            "step (ms)": st["step_ms"], "compute share (%)": 100 * st["au"], "images/s": st["images_per_s"],
             "% of ceiling": st["pct_of_ceiling"], "min–max (%)": rng("pct_of_ceiling"),
             "ceiling": st["ceiling"].map({"eager": "eager", "graphed": "CUDA graph"})})
         if "cpu_busy_cores" in st:
