@@ -100,7 +100,7 @@ def _finding_w0(res):
     if share >= 0.1:
         tail = f"the data wait was **{pct(share)}** of the step and the compute share **{pct(r['au'])}**."
     else:
-        tail = (f"the loader kept up even so: the data wait was only {pct(share)} of the step "
+        tail = (f"the data wait was only {pct(share)} of the step even so "
                 f"(compute share {pct(r['au'])}).")
     text = (f"{who} (ImageFolder, one file per image) each step waited **{num(r['DATALOADER_WAIT'], 'ms')}** for "
             f"data ({_range(waits, 'ms')}) against **{num(r['compute_ms'], 'ms')}** of compute: {tail}")
@@ -585,7 +585,7 @@ def sizing(res) -> str:
             continue
         k = fed.iloc[0]
         first = int(k["workers"])
-        s = f"{LABELS[fmt]}: the loader kept up (data wait below {pct(LOADER_KEEPS_UP)} of the step) from **W={first}**"
+        s = f"{LABELS[fmt]}: the data wait fell below {pct(LOADER_KEEPS_UP)} of the step from **W={first}**"
         if need is not None:
             s += ", " + _against_prediction(first, need, sorted(int(w) for w in d["workers"]))
         if ok.empty:
@@ -609,15 +609,15 @@ def sizing(res) -> str:
 
 
 def _against_prediction(first: int, need: float, tried: list[int]) -> str:
-    """Where the first worker count that kept up stands against the predicted count, on the grid
-    of counts actually tried (a count never run cannot be the first to keep up)."""
-    below = [w for w in tried if need <= w < first]  # tried, at or above the prediction, and not keeping up
+    """Where the first worker count whose data wait fell below the bar stands against the predicted count, on the
+    grid of counts actually tried (a count never run cannot be the first)."""
+    below = [w for w in tried if need <= w < first]  # tried, at or above the prediction, the wait still above
     if first < need:
         return f"below the prediction ({num(need, '')})"
     if not below:
         return f"the first count tried at or above the prediction ({num(need, '')})"
     return (f"although W={', '.join(str(w) for w in below)}, at or above the prediction ({num(need, '')}), "
-            "did not keep up")
+            "did not bring the wait below it")
 
 
 def _pct_more(a: float, b: float) -> str:
