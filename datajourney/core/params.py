@@ -382,7 +382,7 @@ def spec_of(field: dataclasses.Field) -> Spec | None:
 def parameters_cell(params_cls) -> str:
     """The source of a notebook's cell tagged ``parameters``, generated from ``params_cls``: every
     parameter as a reader types it, with its help (and unit) as a comment. A test keeps each committed
-    notebook's cell equal to this; ``python -m datajourney.core.params`` rewrites them."""
+    notebook's cell equal to this; ``python -m datajourney.book.cells`` rewrites them."""
     lines = ["# Parameters (papermill): generated from the chapter's Params; every knob, its default and what it sets."]
     for f in dataclasses.fields(params_cls):
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default

@@ -139,7 +139,7 @@ from datajourney.chapters.c08_threads_processes_gil.paper import (  # noqa: F401
     paper_plan_size,
     run_paper,
 )
-from datajourney.chapters.c08_threads_processes_gil.params import Params
+from datajourney.chapters.c08_threads_processes_gil.params import SCALED, Params, scaled
 from datajourney.chapters.c08_threads_processes_gil.primitives import (  # noqa: F401
     _pool_init,
     _warm,
@@ -150,6 +150,7 @@ from datajourney.chapters.c08_threads_processes_gil.primitives import (  # noqa:
     torch_threads,
 )
 from datajourney.core import timing
+from datajourney.core.params import MAX_IMAGES
 from datajourney.toolkit import datasets, models
 
 
@@ -267,8 +268,6 @@ def resolve(params) -> dict:
             raise ParameterError(name, values, f"a list of integers from {low} to {lim}")
         return list(values)
 
-    if p.primitive_images > p.n_images:
-        raise ParameterError("primitive_images", p.primitive_images, f"an integer from 1 to {p.n_images:,} (n_images)")
     if p.primitive_images < p.primitive_batch:
         raise ParameterError("primitive_images", p.primitive_images,
                              f"at least one batch (primitive_batch = {p.primitive_batch})")
@@ -276,7 +275,7 @@ def resolve(params) -> dict:
         v = getattr(p, name)
         auto = (auto_concurrency(cores) if name == "concurrency"
                 else [c for c in auto_concurrency(cores) if c <= min(cores, AUTO_LOADER_MAX)])
-        q[name] = auto if v == "auto" else upto(name, v)
+        q[name] = auto if v == "auto" else scaled(v, cores) if v in SCALED else upto(name, v)
     status = None
     if p.decoders == "auto":
         status = decoder_status()
@@ -295,6 +294,8 @@ def resolve(params) -> dict:
         runnable("dataloader_decoder", p.dataloader_decoder, [p.dataloader_decoder])
     plan = loader_windows(q)
     k, c, warm, timed = max(plan, key=lambda t: t[2] + t[3]) if plan else ("dataloader", 0, 0, 0)
+    if p.n_images == "auto":  # the fewest images every window needs on this host (the model-fed ones added below)
+        q["n_images"] = max((warm + timed + 1) * q["batch_size"], p.primitive_images, p.gil_images)
     if plan and (warm + timed + 1) * q["batch_size"] > q["n_images"]:
         raise ParameterError("n_images", q["n_images"],
                              f"at least {(warm + timed + 1) * q['batch_size']}: {LABELS[k]} at {c} skips {warm} "
@@ -325,9 +326,10 @@ def resolve(params) -> dict:
         runnable("paper", p.paper, ["spdl"])
     if p.paper_workers != "auto":
         upto("paper_workers", [p.paper_workers])
-    if p.gil_images > p.n_images:
-        raise ParameterError("gil_images", p.gil_images, f"an integer from 1 to {p.n_images:,} (n_images)")
+
     q["paper_configs"] = paper_configs(p.paper_configs, batch_size=p.batch_size, lim=lim)
+    if p.n_images == "auto" and p.paper is not False:  # the SPDL question's windows fit too, none lowered
+        q["n_images"] = max(q["n_images"], _paper_images(q, cores))
     if p.moonshot is True and not torch.cuda.is_available():
         raise ParameterError("moonshot", p.moonshot, 'false or "auto" on a machine without a CUDA GPU')
     if p.model == "resnet50" and p.moonshot is True and torch.cuda.is_available():  # "auto" skips without it
@@ -341,16 +343,37 @@ def resolve(params) -> dict:
             warm = max(p.model_warmup, in_flight(k, c, batch_size=p.batch_size, prefetch_factor=p.prefetch_factor))
             timed = timed_batches(k, c, p.model_steps, batch_size=p.batch_size,
                                   prefetch_factor=p.prefetch_factor, factor=p.window_factor)
-            if (warm + timed + 1) * p.batch_size > p.n_images:
+            if p.n_images == "auto":
+                q["n_images"] = max(q["n_images"], (warm + timed + 1) * p.batch_size)
+            if (warm + timed + 1) * p.batch_size > q["n_images"]:
                 raise ParameterError("model_steps", p.model_steps,
-                                     f"a model-fed window that fits n_images = {p.n_images}: {LABELS[k]} at {c} "
+                                     f"a model-fed window that fits n_images = {q['n_images']}: {LABELS[k]} at {c} "
                                      f"skips {warm} batches and times {timed} (whole waves, at least window_factor "
                                      "times those in flight)")
+    for name in ("primitive_images", "gil_images"):
+        if getattr(p, name) > q["n_images"]:
+            raise ParameterError(name, getattr(p, name), f"an integer from 1 to {q['n_images']:,} (n_images)")
+    if q["n_images"] > MAX_IMAGES:
+        raise ParameterError("n_images", p.n_images, f"at most {MAX_IMAGES:,}: this host's windows need "
+                             f"{q['n_images']:,} images (lower window_factor or loader_batches)")
     w_max = max(q["dataloader_workers"])
     batch_bytes = p.batch_size * 3 * p.out_size ** 2
     mem("batch_size", p.batch_size, (p.prefetch_factor * w_max + 8) * batch_bytes + 2 * w_max * (200 << 20),
         what=f"{p.prefetch_factor * w_max + 8} uint8 batches in flight and {w_max} worker processes")
     return q
+
+
+def _paper_images(q: dict, cores: int) -> int:
+    """The images the SPDL question's largest window needs (its DataLoader, its pipeline and its sweep)."""
+    from datajourney.chapters.c08_threads_processes_gil import paper
+
+    b = q["batch_size"]
+    win = dict(batch_size=b, batches=q["loader_batches"], factor=q["paper_window_factor"],
+               prefetch_factor=q["prefetch_factor"], warm_batches=q["warm_batches"])
+    want = cores if q["paper_workers"] == "auto" else int(q["paper_workers"])
+    configs = paper.auto_configs(cores, b) if q["paper_configs"] == "auto" else q["paper_configs"]
+    levels = [("dl_pillow", want, 0), ("spdl_batch", want, b), *(("spdl_batch", c, k) for k, c, _ in configs)]
+    return max((sum(paper.paper_window(kind, c, images_per_task=k, **win)) + 1) * b for kind, c, k in levels)
 
 
 def paper_configs(pc, *, batch_size: int, lim: int):
@@ -392,7 +415,7 @@ def preflight(params, *, run_dir=None) -> Plan:
     p = Params.coerce(params).checked()
     q = resolve(p)
     creatable_dir("run_dir", results.resolve_run_dir(run_dir if run_dir is not None else opts.get("run_dir")))
-    plan = photo_plan(p.n_images, p.width, p.height, p.jpeg_quality, p.classes, p.seed)
+    plan = photo_plan(q["n_images"], p.width, p.height, p.jpeg_quality, p.classes, p.seed)
     return Plan(p, q, datasets.check_space(p.data_dir, [plan]))
 
 

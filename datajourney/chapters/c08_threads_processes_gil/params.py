@@ -13,6 +13,22 @@ from datajourney.core.params import MAX_IMAGES, ChapterParams, param
 from datajourney.toolkit.pagecache import METHODS
 
 AUTO = ("auto",)
+#: Sweeps named by the host's cores, so a profile reaches every host's core count: "cores" is [cores],
+#: "half_and_cores" [cores ÷ 2, cores], "quarters" 1, 4, 16, … below the cores, then the cores.
+SCALED = ("cores", "half_and_cores", "quarters")
+
+
+def scaled(choice: str, cores: int) -> list[int]:
+    """The counts a :data:`SCALED` choice names on a host with ``cores`` cores."""
+    if choice == "cores":
+        return [cores]
+    if choice == "half_and_cores":
+        return sorted({max(1, cores // 2), cores})
+    out, c = [], 1
+    while c < cores:
+        out.append(c)
+        c *= 4
+    return out + [cores]
 #: The chapter's names: decoders, executors, loaders, start methods and the pipeline's operations.
 DECODERS = ("pillow", "spdl", "torchvision")
 EXECUTORS = ("thread", "process")
@@ -44,8 +60,9 @@ GPU_QUEUE_DEPTH = 3
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 8."""
-    n_images: int = param(11600, "photo-like JPEGs: enough for the skipped + timed batches of 16 DataLoader workers "
-                                 "(hybrid too)", minimum=1, maximum=MAX_IMAGES)
+    n_images: object = param(11600, "photo-like JPEGs: enough for the skipped + timed batches of 16 DataLoader "
+                                    'workers (hybrid too); "auto": the fewest every window needs on this host',
+                             kind="int", minimum=1, maximum=MAX_IMAGES, also=AUTO)
     width: int = param(500, "width of each stored JPEG", minimum=1, maximum=8192, unit="pixels")
     height: int = param(375, "height of each stored JPEG", minimum=1, maximum=8192, unit="pixels")
     jpeg_quality: int = param(92, "JPEG quality of the stored images", minimum=1, maximum=95)
@@ -55,7 +72,8 @@ class Params(ChapterParams):
     primitive_batch: int = param(32, "batch of the primitive scaling tasks", minimum=1, maximum=4096)
     primitive_images: int = param(256, "images per point of the primitive sweep", minimum=1, maximum=MAX_IMAGES)
     concurrency: object = param("auto", 'threads/processes of the primitive sweep; "auto": 1, 2, 4, … cores, '
-                                        "2 × cores", kind="int_list", minimum=1, also=AUTO)
+                                        '2 × cores; or one of "cores", "half_and_cores", "quarters"',
+                                kind="int_list", minimum=1, also=AUTO + SCALED)
     decoders: object = param("auto", 'any of pillow, spdl, torchvision; "auto": those this machine can run',
                              kind="str_list", choices=DECODERS, also=AUTO)
     executors: list[str] = param(["thread", "process"], "pools of the primitive sweep", kind="str_list",
@@ -71,9 +89,11 @@ class Params(ChapterParams):
     collate_check: bool = param(True, "the SPDL pipeline with Pillow again at the most threads, decoding into each "
                                       "batch's rows (no collate copy)")
     dataloader_workers: object = param("auto", 'DataLoader worker sweep; "auto": 1, 2, 4, … up to the cores (at '
-                                               "most 16)", kind="int_list", minimum=1, also=AUTO)
-    thread_concurrency: object = param("auto", "thread sweep of the SPDL pipeline and the thread pool",
-                                       kind="int_list", minimum=1, also=AUTO)
+                                               'most 16); or one of "cores", "half_and_cores", "quarters"',
+                                       kind="int_list", minimum=1, also=AUTO + SCALED)
+    thread_concurrency: object = param("auto", 'thread sweep of the SPDL pipeline and the thread pool; or one of '
+                                               '"cores", "half_and_cores", "quarters"',
+                                       kind="int_list", minimum=1, also=AUTO + SCALED)
     loader_batches: int = param(20, "timed batches per loader run (after the first and the warm ones)", minimum=1,
                                 maximum=100_000)
     warm_batches: int = param(2, "batches left out before timing (at least those in flight)", minimum=0,
