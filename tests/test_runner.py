@@ -118,3 +118,14 @@ def test_a_readers_run_renders_again_with_every_chapter(ci_run, tmp_path):
     assert record["status"] == "ok", record
     assert [c["chapter"] for c in record["chapters"]] == [c.name for c in chapters.available()]
     assert all(c["status"] == "ok" for c in record["chapters"]), record["chapters"]
+
+
+def test_a_misspelled_parameter_gets_did_you_mean_and_no_internal_knobs(tmp_path):
+    """`-p worker 2` names `workers`; an unknown name lists only what a reader sets (no replay, run_dir...)."""
+    with pytest.raises(ParameterError) as e:
+        runner.plan(["3"], "ci", {"worker": 2}, tmp_path)
+    assert "did you mean 'workers'?" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ParameterError) as e:
+        runner.plan(["3"], "ci", {"zzzq": 2}, tmp_path)
+    assert "workers" in str(e.value)
+    assert not any(k in str(e.value) for k in ("replay", "is_reference_run", "run_dir"))

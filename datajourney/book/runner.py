@@ -199,8 +199,7 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
         for name in unknown:
             users = [c for c, params in others.items() if name in params]
             if not users:
-                raise ParameterError(f"-p {name}", overrides[name],
-                                     "a parameter of the selected chapters: " + ", ".join(sorted(known)))
+                raise ParameterError(f"-p {name}", overrides[name], _unknown_words(name, known))
             which = (f"chapter {users[0].number} uses it" if len(users) == 1 else
                      "chapters " + ", ".join(str(c.number) for c in users) + " use it")
             print(f"note: -p {name} is not a parameter of the selected chapters; ignored ({which})", file=sys.stderr)
@@ -237,6 +236,18 @@ def _check_data_dir(data_dir, results_root: Path) -> None:
         name = "data_dir"
     if isinstance(data_dir, (str, os.PathLike)) and str(data_dir):
         datasets.check_data_dir(name, data_dir, results_root=results_root)
+
+
+def _unknown_words(name: str, known: set) -> str:
+    """What an unknown ``-p`` name should have been: the closest names ("did you mean"), else the parameters a
+    reader sets (the runner's own options, such as ``replay`` and ``is_reference_run``, left out)."""
+    import difflib
+
+    readers = sorted(k for k in known if k not in BOOK_OPTIONS)
+    close = difflib.get_close_matches(name, readers, n=3, cutoff=0.6)
+    if close:
+        return "a parameter of the selected chapters (did you mean " + " or ".join(f"'{c}'" for c in close) + "?)"
+    return "a parameter of the selected chapters: " + ", ".join(readers)
 
 
 def absolute_data_dir_env() -> None:
