@@ -177,8 +177,19 @@ def test_parameters_show_no_machine_local_path():
     from datajourney.book import report
 
     assert report._param_text("/home/someone/runs/x") == "a directory on the machine that ran it"
-    assert report._param_text(None) == "None" and report._param_text("auto") == "auto"
+    assert report._param_text("auto") == "auto"
     assert report._param_text(1 << 20, "bytes") == "1 MiB" and report._param_text(1 << 20) == "1,048,576"
+
+
+def test_parameters_show_no_raw_python_values():
+    """None and True are Python's words, not a reader's; a separator inside a list reads as more items."""
+    from datajourney.book import report
+
+    assert report._param_text(None) == "not set"
+    assert report._param_text(True) == "yes" and report._param_text(False) == "no"
+    assert report._param_text([0, 1281167]) == "[0, 1281167]" and report._param_text([16, 64, 1024]) == "[16, 64, 1024]"
+    assert report._param_text([4096, 1 << 20], "bytes") == "[4 KiB, 1 MiB]"
+    assert report._param_text([True, None]) == "[yes, not set]"
 
 
 def test_parameters_table_says_what_each_parameter_sets(monkeypatch):

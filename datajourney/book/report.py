@@ -69,20 +69,26 @@ def table(df: pd.DataFrame, caption: str | None = None) -> None:
 
 
 def _param_text(value, unit: str = "") -> str:
-    """A parameter's value as a reader wants it: sizes (declared with unit bytes) in KiB/MiB/GiB."""
+    """A parameter's value as a reader wants it: sizes (declared with unit bytes) in KiB/MiB/GiB, yes/no
+    for a switch, "not set" for None (the help says what that means), and no thousands separator inside a
+    list, where "[16, 64, 1,024]" would read as four items."""
     from datajourney.core.findings import size_label
 
-    def one(v):
+    def one(v, in_list: bool = False):
         if isinstance(v, str) and os.path.isabs(v):  # a directory of the machine that ran it, not the reader's
             return "a directory on the machine that ran it"
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and unit == "bytes":
+        if v is None:
+            return "not set"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, int) and v >= 1024 and unit == "bytes":
             return size_label(v)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return f"{v:,}"
+        if isinstance(v, int):
+            return str(v) if in_list else f"{v:,}"
         return str(v)
 
-    if isinstance(value, list):
-        return "[" + ", ".join(one(v) for v in value) + "]"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(one(v, in_list=True) for v in value) + "]"
     return one(value)
 
 
