@@ -96,3 +96,15 @@ def test_text_keeps_apostrophes_and_ampersands_readable():
 def test_a_fact_without_a_better_direction_keeps_it():
     f = Fact("mode", "mmap", "", "the faster loader", "choice", None)
     assert Fact.from_dict(f.to_dict()) == f
+
+
+def test_one_minus_sign_everywhere_a_number_is_printed():
+    """"-0.029" next to "−0.15" reads as two kinds of number: every negative number gets U+2212, and a value
+    that rounds to zero gets no sign at all."""
+    from datajourney.book import report
+    from datajourney.core.findings import num, span
+
+    assert num(-0.029, "ms") == "−0.029 ms" and num(-1234.5) == "−1,234" and num(-49.2, "%") == "−49.2%"
+    assert num(-0.0001, "%") == "0.0%" and num(-0.4) == "−0.40"
+    assert span(-0.03, 0.28, "ms") == "−0.030 to 0.28 ms"
+    assert report._cell(-0.15) == "−0.15" and "-" not in phrasing.magnitude(-3.5)
