@@ -108,3 +108,19 @@ def test_one_minus_sign_everywhere_a_number_is_printed():
     assert num(-0.0001, "%") == "0.0%" and num(-0.4) == "−0.40"
     assert span(-0.03, 0.28, "ms") == "−0.030 to 0.28 ms"
     assert report._cell(-0.15) == "−0.15" and "-" not in phrasing.magnitude(-3.5)
+
+
+def test_published_figures_are_separated_like_every_other_number():
+    """A published "1421.85 ± 13.47" beside this run's "1,856" reads as two formats: the source's digits
+    stay, the thousands separator is the book's."""
+    from datajourney.chapters import published
+
+    fig = published.Figure("m", "1421.85", "MB/s", "13.47")
+    assert fig.text == "1,421.85 ± 13.47 MB/s"
+    assert published.Figure("m", "9 846").text == "9,846" and published.Figure("m", "2627", "img/s").text == \
+        "2,627 img/s"
+    assert published.Figure("m", "98.5", "%").text == "98.5%" and published.separated("about 5") == "about 5"
+    every = [f for figs in published.PUBLISHED.values() for f in figs]
+    assert not [f.text for f in every if any(len(part) > 3 for part in
+                                             f.text.split(".")[0].replace("±", ",").replace(" ", ",").split(",")
+                                             if part.isdigit())]

@@ -80,7 +80,7 @@ def test_three_columns_table():
     this = {"random read, cold": (10.0, 1.0), "sequential read, cold": (100.0, 2.0),
             "sequential ÷ random, cold": (10.0, None)}
     df = published.three_columns("02_random_vs_sequential", this, None)
-    assert list(df["published (S1)"]) == ["70.39 ± 3.12 MB/s", "1421.85 ± 13.47 MB/s", "20.2×"]
+    assert list(df["published (S1)"]) == ["70.39 ± 3.12 MB/s", "1,421.85 ± 13.47 MB/s", "20.2×"]
     assert list(df["this run"]) == ["10 ± 1 MB/s", "100 ± 2 MB/s", "10.0×"]
     assert (df["reference run"] == "not committed yet").all()
     ref = published.three_columns("02_random_vs_sequential", this, None, this_is_reference=True)

@@ -50,11 +50,23 @@ class Figure:
 
     @property
     def text(self) -> str:
-        """The figure as the source prints it, with its unit."""
-        t = self.value + (f" ± {self.std}" if self.std else "")
+        """The figure with the source's digits and unit, thousands separated as every other number of the book
+        ("1,421.85 ± 13.47", "9,846"; sources print "1421.85" or "9 846")."""
+        t = separated(self.value) + (f" ± {separated(self.std)}" if self.std else "")
         if self.unit in ("×", "%"):
             return t + self.unit
         return t + (f" {self.unit}" if self.unit else "")
+
+
+def separated(digits: str) -> str:
+    """A number as a source printed it, its digits kept, its thousands separated by commas: "1421.85" ->
+    "1,421.85", "9 846" -> "9,846"; text that is not a plain number is returned as it is."""
+    plain = digits.replace(",", "").replace(" ", "")
+    whole, dot, frac = plain.partition(".")
+    sign = whole[:1] if whole[:1] in "+-" else ""
+    if not whole.lstrip("+-").isdigit() or (dot and not frac.isdigit()):
+        return digits
+    return f"{sign.replace('-', '−')}{int(whole.lstrip('+-')):,}{dot}{frac}"
 
 
 _CH3 = "50,000 × 4 KiB samples, batch 64, cold, 3 runs"
