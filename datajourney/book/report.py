@@ -112,12 +112,13 @@ def parameters(res: results.Result, *, folded: bool = False) -> None:
     html = table_html(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
     display(HTML(f"<details><summary>Parameters of this run</summary>{html}</details>" if folded else html))
     if res.replayed_from:
-        from datajourney.core.fingerprint import software_info
+        from datajourney.core.fingerprint import short_commit, software_info
 
         sw = res.fingerprint.get("software", {})
         say(f"<small>Measured in run {escape(res.run_id)} on {escape(res.fingerprint.get('date_utc', '?'))} by the "
-            f"code of commit {escape(sw.get('git_commit') or 'unknown')}; this page renders that run's result file "
-            f"with the code of commit {escape(software_info().get('git_commit') or 'unknown')}.</small>")
+            f"code of commit {escape(short_commit(sw.get('git_commit')) or 'unknown')}; this page renders that run's "
+            f"result file with the code of commit {escape(short_commit(software_info().get('git_commit')) or 'unknown')}"
+            ".</small>")
 
 
 def reference(chapter: str, this: results.Result, host: str | None, is_reference_run: bool):

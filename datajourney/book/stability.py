@@ -18,6 +18,7 @@ from datajourney.chapters import published
 from datajourney.chapters.registry import CHAPTERS, lookup
 from datajourney.core import findings as fx
 from datajourney.core import results
+from datajourney.core.fingerprint import short_commit
 
 #: A key metric that moved by more than this fraction between two runs is named in the sentence.
 THRESHOLD = 0.10
@@ -52,7 +53,7 @@ def run_info(res: results.Result) -> dict:
     """Commit, date and host of a run, from its fingerprint."""
     fp = res.fingerprint or {}
     h = fp.get("host") or {}
-    return {"run": res.run_id, "commit": (fp.get("software") or {}).get("git_commit"),
+    return {"run": res.run_id, "commit": short_commit((fp.get("software") or {}).get("git_commit")),
             "date": fp.get("date_utc") or res.created_utc or None, "host": h.get("name"), "host_id": h.get("id"),
             "boot_id": h.get("boot_id"), "gpu": (fp.get("gpu") or {}).get("name")}
 
