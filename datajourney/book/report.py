@@ -115,10 +115,10 @@ def parameters(res: results.Result, *, folded: bool = False) -> None:
         from datajourney.core.fingerprint import short_commit, software_info
 
         sw = res.fingerprint.get("software", {})
+        then, now = (short_commit(s.get("git_commit")) or "unknown" for s in (sw, software_info()))
         say(f"<small>Measured in run {escape(res.run_id)} on {escape(res.fingerprint.get('date_utc', '?'))} by the "
-            f"code of commit {escape(short_commit(sw.get('git_commit')) or 'unknown')}; this page renders that run's "
-            f"result file with the code of commit {escape(short_commit(software_info().get('git_commit')) or 'unknown')}"
-            ".</small>")
+            f"code of commit {escape(then)}; this page renders that run's result file with the code of commit "
+            f"{escape(now)}.</small>")
 
 
 def reference(chapter: str, this: results.Result, host: str | None, is_reference_run: bool):

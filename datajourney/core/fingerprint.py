@@ -355,7 +355,8 @@ def summary(fp: dict) -> dict:
         "GPU": f"{g['count']}x {g['name']}, {gib(g['memory_bytes'])}" if g.get("available") else "none",
         "PCIe link": link,
         "CPU": c.get("model"),
-        "NUMA nodes / last-level cache": f"{h.get('numa_nodes') or 'n/a'} / {size_text(h.get('llc')) or 'n/a'}" if h else "n/a",
+        "NUMA nodes / last-level cache": (f"{h.get('numa_nodes') or 'n/a'} / {size_text(h.get('llc')) or 'n/a'}"
+                                          if h else "n/a"),
         "Cores (usable / logical)": f"{c.get('usable_cores')} / {c.get('logical_cores')}",
         "RAM": gib(m.get("total_bytes")),
         "Virtualised": "yes" if c.get("hypervisor") else "no",
