@@ -124,3 +124,23 @@ def test_published_figures_are_separated_like_every_other_number():
     assert not [f.text for f in every if any(len(part) > 3 for part in
                                              f.text.split(".")[0].replace("±", ",").replace(" ", ",").split(",")
                                              if part.isdigit())]
+
+
+def test_a_negative_gain_and_a_share_above_the_whole_are_worded():
+    """"−49.0%" in a "throughput gain" row and a bare "133%" share leave the reader to guess what they mean:
+    a change is worded by its sign, and a share above 100% says that it is."""
+    from datajourney.chapters import published
+    from datajourney.core.findings import signed
+
+    assert signed(-49.04, "%", "faster", "slower") == "49.0% slower" and signed(74, "%", "faster", "slower") == \
+        "74% faster"
+    assert signed(-0.0001, "%", "faster", "slower") == "0.0%"
+    gain = published.figure("08_threads_processes_gil", "throughput gain, thread pipeline over DataLoader")
+    cpu = published.figure("08_threads_processes_gil", "CPU reduction, thread pipeline vs DataLoader")
+    assert gain.text == "74% faster" and cpu.text == "38% less CPU"
+    df = published.three_columns("08_threads_processes_gil", {gain.metric: (-49.04, None), cpu.metric: (-76.0, None)},
+                                 None)
+    cells = dict(zip(df["metric"], df["this run"], strict=True))
+    assert cells[gain.metric] == "49.0% slower" and cells[cpu.metric] == "76% more CPU"
+    assert phrasing.share(0.763) == "76.3%" and phrasing.share(1.0) == "100%"
+    assert phrasing.share(1.17) == f"117% ({phrasing.OVER_WHOLE})" and phrasing.share(36.71).startswith("3,671% (")

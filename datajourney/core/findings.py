@@ -140,6 +140,15 @@ def pct(fraction: float) -> str:
     return num(100 * fraction, "%")
 
 
+def signed(value: float | None, unit: str, up: str, down: str) -> str:
+    """A change that may go either way, worded so its sign needs no reading: ``signed(-49.0, "%", "faster",
+    "slower")`` -> "49.0% slower", ``signed(74, "%", "faster", "slower")`` -> "74% faster"."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    text = num(abs(float(value)), unit)
+    return text if text.strip("0.,%") == "" else f"{text} {up if value > 0 else down}"
+
+
 def times(ratio: float) -> str:
     """A ratio: 5.123 -> '5.1×'."""
     return num(ratio, "×")
