@@ -19,14 +19,19 @@ from datajourney.chapters import published
 from datajourney.core import results
 from datajourney.core.findings import Finding, as_markdown, num
 
-#: Cell padding and a horizontal scroll bar instead of cut-off columns.
+#: Cell padding, headers that wrap, numbers right-aligned and text left-aligned; a scroll box stays around
+#: every table as the last resort (a cell that cannot wrap).
 _TABLE_STYLE = [
-    {"selector": "", "props": "border-collapse: collapse; margin: 0.5em 0 1em 0; font-size: 0.9em;"},
-    {"selector": "th, td", "props": "padding: 0.3em 0.8em; border-bottom: 1px solid #ddd;"},
+    {"selector": "", "props": "border-collapse: collapse; margin: 0.5em 0 1em 0; font-size: 0.85em;"},
+    {"selector": "th, td", "props": "padding: 0.3em 0.5em; border-bottom: 1px solid #ddd;"},
     {"selector": "td", "props": "text-align: right; font-variant-numeric: tabular-nums;"},
-    {"selector": "th", "props": "text-align: left;"},
+    {"selector": "th", "props": "text-align: left; vertical-align: bottom; white-space: normal;"},
     {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600; padding: 0.3em 0;"},
 ]
+#: Width of the book's text column (px; 848 at a 1,300 px window, less at 1,280), the width of a character of
+#: a table (0.85 em of the page's 16 px) and a cell's padding and border: a table whose narrowest layout (every
+#: header and text cell wrapped at its spaces) is wider is split into parts that fit, key columns in each.
+COLUMN_PX, TABLE_CHAR_PX, CELL_PAD_PX = 800, 7.6, 18
 
 
 def say(text: str) -> None:
@@ -53,14 +58,59 @@ def _cell(value) -> str:
     return _html.escape(str(value))
 
 
-def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
-    """A DataFrame as a padded HTML table (three significant digits, thousands separated) in a box
-    that scrolls sideways when the table is wider than the text column."""
+def _min_px(header: str, cells: list[str]) -> float:
+    """The narrowest a column can be drawn: its longest word (headers and text wrap at spaces), or its
+    longest number (a number never wraps), plus the cell's padding."""
+    words = [w for t in (header, *cells) for w in re.split(r"[\s/]+", str(t)) if w]
+    return max(map(len, words), default=1) * TABLE_CHAR_PX + CELL_PAD_PX
+
+
+def column_parts(df: pd.DataFrame, width: float = COLUMN_PX) -> list[list]:
+    """The columns of ``df`` in parts that each fit ``width`` px at their narrowest: one part when the table
+    fits; else the key columns (the fewest leading columns that tell the rows apart) repeated in every part,
+    and the other columns, in their order, spread evenly over as few parts as fit."""
+    cols = list(df.columns)
+    px = {c: _min_px(str(c), [_cell(v) for v in df[c]]) for c in cols}
+    if sum(px.values()) <= width or len(cols) < 3:
+        return [cols]
+    keys = next((cols[:i] for i in range(1, len(cols) - 1) if not df[cols[:i]].astype(str).duplicated().any()),
+                cols[:1])
+    if sum(px[k] for k in keys) > width / 2:
+        keys = cols[:1]
+    rest, room = [c for c in cols if c not in keys], width - sum(px[k] for k in keys)
+
+    def pack(cap: float) -> list[list]:
+        parts: list[list] = []
+        for c in rest:
+            if parts and sum(px[k] for k in parts[-1]) + px[c] <= cap:
+                parts[-1].append(c)
+            else:
+                parts.append([c])
+        return parts
+
+    fewest = pack(room)
+    even = pack(min(room, max(max(px[c] for c in rest), sum(px[c] for c in rest) / len(fewest) * 1.1)))
+    return [keys + p for p in (even if len(even) == len(fewest) else fewest)]
+
+
+def _one_table_html(df: pd.DataFrame, caption: str | None) -> str:
+    text = [c for c in df.columns if len(df) and df[c].map(lambda v: isinstance(v, str)).all()]
     styler = (df.style.hide(axis="index").format(_cell).format_index(escape="html", axis=1)
               .set_table_styles(_TABLE_STYLE))
+    if text:
+        styler = styler.set_properties(subset=text, **{"text-align": "left"})
     if caption:
         styler = styler.set_caption(_html.escape(caption))
-    return f'<div style="overflow-x: auto">{styler.to_html()}</div>'
+    return f'<div style="overflow-x: auto; max-width: 100%">{styler.to_html()}</div>'
+
+
+def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
+    """A DataFrame as a padded HTML table (three significant digits, thousands separated) that fits the text
+    column: headers wrap, and a table too wide even so is shown in parts (:func:`column_parts`), each with
+    the key columns first; each part sits in a box that scrolls sideways should a cell still not fit."""
+    parts = column_parts(df)
+    return "".join(_one_table_html(df[cols], caption if i == 0 else (f"{caption} (continued)" if caption else None))
+                   for i, cols in enumerate(parts))
 
 
 def table(df: pd.DataFrame, caption: str | None = None) -> None:
