@@ -164,3 +164,36 @@ def test_size_ticks_thin_out_when_labels_would_collide():
     assert len(fig.layout.xaxis.tickvals) < len(sizes) and fig.layout.xaxis.ticktext[0] == "1 KiB"
     few = charts.size_ticks(go.Figure(go.Scatter(x=sizes[:4], y=sizes[:4])), sizes[:4])
     assert len(few.layout.xaxis.tickvals) == 4
+
+
+def test_error_bars_are_named_by_what_they_span_and_what_was_counted():
+    """Chapter 11's ladder said "error bar: one std" in its title and "min–max over 3 runs" on its axis, of
+    bars drawn from the slowest to the fastest timed window: the one function that draws the bars names them."""
+    from datajourney.chapters.c11_gpu_to_gpu import charts as c11_charts
+    from datajourney.chapters.c11_gpu_to_gpu import page as c11_page
+    from datajourney.core import results
+
+    lad = c11_page.ladder_summary(results.load_reference("11_gpu_to_gpu", "h200"))
+    fig = c11_charts.ladder_chart(lad)
+    text = str(fig.to_dict())
+    assert "std" not in text and "standard deviation" not in text
+    assert "min–max over" in fig.layout.yaxis.title.text and "timed windows" in fig.layout.yaxis.title.text
+    few = charts.bars_facets(lad.assign(n=2), x="step", color="label", facet=None, title="t", xaxis="x", yaxis="y",
+                             per="timed windows")
+    assert "2 timed windows at most: no error bars" in few.layout.yaxis.title.text
+    assert charts.bars_label([1], "min–max", per="epochs") == "one epoch"
+
+
+def test_no_notebook_says_in_fixed_words_what_its_error_bars_are():
+    """What error bars span is said by the code that draws them (charts.bars_label), never by a notebook's
+    fixed prose or a title typed in a cell, which cannot follow the data (chapters 2, 3 and 11 said "one
+    standard deviation" beside min–max bars)."""
+    import json
+    import re
+
+    from datajourney.core.paths import REPO_ROOT
+
+    claim = re.compile(r"error ?bars?[^.\n]{0,30}(standard\s+deviation|\bstd\b|min[–-]max)", re.I)
+    found = [f"{nb.name}: {m.group(0)!r}" for nb in sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+             for cell in json.loads(nb.read_text())["cells"] for m in [claim.search("".join(cell["source"]))] if m]
+    assert not found, found

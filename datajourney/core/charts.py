@@ -521,18 +521,20 @@ def series_order(values) -> list:
     return seen
 
 
-def runs_text(lo: float, hi: float, n, unit: str, band_label: str) -> str:
-    """The hover's spread of one point: the range with the number of runs, or why no bar is drawn."""
+def runs_text(lo: float, hi: float, n, unit: str, band_label: str, per: str = "runs") -> str:
+    """The hover's spread of one point: the range with the number of runs (``per``: what ``n`` counts,
+    e.g. "timed windows"), or why no bar is drawn."""
     from datajourney.core.findings import num, span
 
     if n is None or n != n:
         return span(lo, hi, unit)
     n = int(n)
+    one = per.split()[-1].removesuffix("s")
     if n < 2:
-        return "none (one run)"
+        return f"none (one {one})"
     if n < MIN_RUNS_FOR_BARS:
-        return f"{num(lo, unit)} and {num(hi, unit)} ({n} runs, too few for a bar)"
-    over = "" if "over" in band_label else (f" over {n} runs" if band_label.startswith("min–max") else f" (n = {n})")
+        return f"{num(lo, unit)} and {num(hi, unit)} ({n} {per}, too few for a bar)"
+    over = "" if "over" in band_label else (f" over {n} {per}" if band_label.startswith("min–max") else f" (n = {n})")
     return span(lo, hi, unit) + over
 
 
@@ -547,17 +549,19 @@ def range_bars(centre, low, high, n=None) -> dict:
                 arrayminus=[c - lo if s else None for c, lo, s in zip(centre, low, keep, strict=True)])
 
 
-def bars_label(n, band_label: str) -> str:
+def bars_label(n, band_label: str, per: str = "runs") -> str:
     """What a chart's error bars are, for its axis title: "bars: min–max over 5 runs", or "one run"
-    when no point has runs enough for a bar."""
+    when no point has runs enough for a bar (``per``: what ``n`` counts, e.g. "timed windows"). The one
+    place a chart says what its error bars are: a caption or title never says it in other words."""
     ns = sorted({int(k) for k in (n if n is not None else []) if k is not None and k == k})
     if not ns:
         return f"bars: {band_label}"
     if ns[-1] < MIN_RUNS_FOR_BARS:
-        return "one run" if ns[-1] == 1 else f"{ns[-1]} runs at most: no error bars"
+        return f"one {per.split()[-1].removesuffix('s')}" if ns[-1] == 1 else \
+            f"{ns[-1]} {per} at most: no error bars"
     runs = str(ns[0]) if ns[0] == ns[-1] else f"{ns[0]}–{ns[-1]}"
     label = band_label if "over" in band_label or not band_label.startswith("min–max") else \
-        f"{band_label} over {runs} runs"
+        f"{band_label} over {runs} {per}"
     if ns[0] < MIN_RUNS_FOR_BARS:
         return f"bars: {band_label}, drawn where {MIN_RUNS_FOR_BARS} runs or more"
     return f"bars: {label}"
@@ -622,7 +626,7 @@ def facet_grid(n: int, titles: list[str] | None, shared_y: bool):
 
 def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None, title: str, xaxis: str, yaxis: str,
                 unit: str = "MB/s", shared_y: bool = False, names: dict | None = None,
-                band_label: str = "min–max") -> go.Figure:
+                band_label: str = "min–max", per: str = "runs") -> go.Figure:
     """Grouped bars of a :func:`datajourney.core.stats.summarise` table in one panel per ``facet``
     value, each panel on its own linear axis from zero (bar heights compare as ratios within a
     panel; ``facet`` None: one panel). Error bars: min–max over the runs, where a bar has
@@ -638,7 +642,7 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
                 continue
             label = (names or {}).get(name, str(name))
             n = g["n"] if "n" in g else None
-            spread = [runs_text(a, b, k, unit, band_label) for a, b, k in
+            spread = [runs_text(a, b, k, unit, band_label, per) for a, b, k in
                       zip(g["min"], g["max"], n if n is not None else [None] * len(g), strict=True)]
             fig.add_bar(
                 x=g[x].astype(str), y=g["mean"], name=label, legendgroup=label, showlegend=ci == 1,
@@ -653,7 +657,7 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(title_text=xaxis, type="category")
     fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label)})", row=1, col=1)
+    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label, per)})", row=1, col=1)
     return fig
 
 
