@@ -197,3 +197,53 @@ def test_no_notebook_says_in_fixed_words_what_its_error_bars_are():
     found = [f"{nb.name}: {m.group(0)!r}" for nb in sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
              for cell in json.loads(nb.read_text())["cells"] for m in [claim.search("".join(cell["source"]))] if m]
     assert not found, found
+
+
+def _c08():
+    from datajourney.chapters.c08_threads_processes_gil import charts as c08_charts
+    from datajourney.chapters.c08_threads_processes_gil import page as c08_page
+    from datajourney.core import results
+
+    return c08_charts, c08_page, results.load_reference("08_threads_processes_gil", "h200")
+
+
+def test_chapter_8_names_and_colours_each_pool_the_same_in_every_chart():
+    """Threads were blue and "ThreadPoolExecutor" in one chart, orange and "thread" in the next."""
+    c08_charts, c08_page, res = _c08()
+    figs = [c08_charts.primitive_chart(c08_page.primitive_lines(res))]
+    figs += [c08_charts.op_chart(c08_page.op_lines(res, d), d) for d in res.metadata["decoders_run"]]
+    colours = {}
+    for fig in figs:
+        for t in fig.data:
+            colours.setdefault(t.name, set()).add(t.line.color)
+    assert set(colours) == set(c08_charts.POOLS.values())
+    assert all(len(c) == 1 for c in colours.values())
+    assert colours[c08_charts.POOLS["thread"]] == {charts.PALETTE[0]}
+    assert colours[c08_charts.POOLS["process"]] == {charts.PALETTE[1]}
+
+
+def test_chapter_8_loaders_at_one_count_are_drawn_apart_on_whole_ticks():
+    """Six of the seven loaders sat on top of each other at 16 workers; a narrow axis ticked 1.2, 1.4."""
+    c08_charts, c08_page, res = _c08()
+    lines = c08_page.loader_lines(res)
+    d = shown(c08_charts.loader_chart(lines))
+    xs = [x for t in d["data"] for x in t["x"]]
+    assert len(set(xs)) == len(xs)   # no two points share a position
+    for t in d["data"]:   # the hover still gives the count that was measured
+        measured = sorted(lines[lines["loader"] == t["name"]]["concurrency"])
+        assert sorted(int(c[0]) for c in t["customdata"]) == measured
+    assert d["layout"]["xaxis"]["tickformat"] == ",d" and d["layout"]["xaxis"]["dtick"] >= 1
+
+
+def test_no_axis_says_its_runs_twice_or_both_ways():
+    """"seconds (one run) (one run)" and "images/s (point: mean of runs) (one run)"."""
+    c08_charts, c08_page, res = _c08()
+    figs = [c08_charts.startup_chart(c08_page.startup_lines(res)), c08_charts.loader_chart(c08_page.loader_lines(res)),
+            c08_charts.primitive_chart(c08_page.primitive_lines(res))]
+    one = pd.DataFrame({"x": [1, 2], "s": "a", "f": "p", "mean": [1.0, 2.0], "min": [1.0, 2.0], "max": [1.0, 2.0],
+                        "n": 1})
+    figs.append(charts.lines_facets(one, x="x", color="s", facet="f", title="t", xaxis="x", yaxis="seconds"))
+    for fig in figs:
+        title = fig.layout.yaxis.title.text
+        assert title.count("run") <= 2 and "(one run) (one run)" not in title and "mean of runs" not in title, title
+    assert figs[-1].layout.yaxis.title.text == "seconds (one run)"

@@ -67,10 +67,11 @@ def tidy(fig_dict: dict) -> dict:
                    and math.isfinite(v)]
         axis.setdefault("exponentformat", "none")
         axis.setdefault("separatethousands", True)
-        if axis.get("type") == "log":
+        was_log = axis.get("type") == "log"
+        if was_log:   # drawn linear when its range is narrow: a count axis then gets whole ticks all the same
             _log_axis(fig_dict, name, axis, [v for v in numbers if v > 0])
-        elif axis.get("type") in (None, "linear", "-") and numbers and (
-                name[0] in counts or all(v.is_integer() for v in numbers)):
+        if axis.get("type") in (None, "linear", "-") and numbers and (
+                name[0] in counts or (not was_log and all(v.is_integer() for v in numbers))):
             _integer_ticks(axis, numbers)
     _wrap_axis_titles(layout, _plot_px(fig_dict))
     _title_above(layout)
@@ -567,25 +568,55 @@ def bars_label(n, band_label: str, per: str = "runs") -> str:
     return f"bars: {label}"
 
 
+def series_in(values, order: list | None = None) -> list:
+    """The series of a chart: those of ``order`` that are present, in its order (so a series keeps its
+    place, hence its colour, in every chart of a chapter), then any others (:func:`series_order`)."""
+    present = series_order(values)
+    if not order:
+        return present
+    return [v for v in order if v in present] + [v for v in present if v not in order]
+
+
+def series_colours(series: list, order: list | None = None) -> dict:
+    """A colour per series: by its place in ``order`` where it has one (the same in every chart that passes the
+    same order, even where some series are missing), the others after it."""
+    order = list(order or [])
+    extra = [s for s in series if s not in order]
+    return {s: PALETTE[(order.index(s) if s in order else len(order) + extra.index(s)) % len(PALETTE)]
+            for s in series}
+
+
+def dodged(xs, i: int, k: int, spread: float) -> list[float]:
+    """The x positions of series ``i`` of ``k``, spread sideways (by a factor, so as much on a log axis) by up
+    to ``2**±spread/2``: series measured at the same x stay apart instead of hiding each other."""
+    shift = 0.0 if k < 2 else spread * (i / (k - 1) - 0.5)
+    return [float(v) * 2 ** shift for v in xs]
+
+
 def lines_with_band(
     summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
     log_x: bool = True, log_y: bool = False, unit: str = "MB/s", x_format=str,
     centre: str = "mean", low: str = "min", high: str = "max", band_label: str = "min–max",
+    order: list | None = None, dodge: float = 0.0,
 ) -> go.Figure:
-    """One line per ``color`` value (numeric values in numeric order): the ``centre`` column with error
-    bars from ``low`` to ``high`` where a point has :data:`MIN_RUNS_FOR_BARS` runs or more (``n``).
+    """One line per ``color`` value (numeric values in numeric order, or ``order``): the ``centre`` column
+    with error bars from ``low`` to ``high`` where a point has :data:`MIN_RUNS_FOR_BARS` runs or more
+    (``n``); ``dodge``: series spread sideways (:func:`dodged`; the hover keeps the measured x).
 
     The hover names what the bars are (``band_label``: "min–max" over runs by default, or
     e.g. "p10–p90" for percentiles), so a reader never mistakes a range for a std."""
     fig = go.Figure()
-    for i, name in enumerate(series_order(summary[color])):
+    series = series_in(summary[color], order)
+    colour = series_colours(series, order)
+    for i, name in enumerate(series):
         g = summary[summary[color] == name].sort_values(x)
         n = g["n"] if "n" in g else None
         spread = [runs_text(a, b, k, unit, band_label) for a, b, k in
                   zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
         fig.add_scatter(
-            x=g[x], y=g[centre], name=str(name), mode="lines+markers",
-            line=dict(color=PALETTE[i % len(PALETTE)]), error_y=range_bars(g[centre], g[low], g[high], n),
+            x=dodged(g[x], i, len(series), dodge) if dodge else g[x], y=g[centre], name=str(name),
+            mode="lines+markers",
+            line=dict(color=colour[name]), error_y=range_bars(g[centre], g[low], g[high], n),
             customdata=list(zip(g[x].map(x_format), spread, strict=True)),
             hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>{centre} %{{y:,.3~r}} {unit}"
                            f"<br>{band_label}: %{{customdata[1]}}<extra></extra>"),
@@ -664,16 +695,17 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
 def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title: str, xaxis: str, yaxis: str,
                  unit: str = "", centre: str = "mean", low: str = "min", high: str = "max",
                  band_label: str = "min–max", log_x: bool = False, log_y: bool = False, shared_y: bool = False,
-                 names: dict | None = None, y_format: str = ",.3~r") -> go.Figure:
-    """One panel per ``facet`` value, one line per ``color`` value (numeric values in numeric order):
-    ``centre`` with error bars from ``low`` to ``high`` where a point has :data:`MIN_RUNS_FOR_BARS` runs
-    or more (named by ``band_label`` on the axis and in the hover)."""
+                 names: dict | None = None, y_format: str = ",.3~r", order: list | None = None) -> go.Figure:
+    """One panel per ``facet`` value, one line per ``color`` value (numeric values in numeric order, or
+    ``order``: :func:`series_in`): ``centre`` with error bars from ``low`` to ``high`` where a point has
+    :data:`MIN_RUNS_FOR_BARS` runs or more (named by ``band_label`` on the axis and in the hover)."""
     facets = list(dict.fromkeys(summary[facet]))
-    series = series_order(summary[color])
+    series = series_in(summary[color], order)
+    colour = series_colours(series, order)
     fig = facet_grid(len(facets), [f"{facet}: {f}" for f in facets], shared_y)
     for ci, fv in enumerate(facets, start=1):
         part = summary[summary[facet] == fv]
-        for i, name in enumerate(series):
+        for name in series:
             g = part[part[color] == name].sort_values(x)
             if g.empty:
                 continue
@@ -683,7 +715,7 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
                       zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
             fig.add_scatter(
                 x=g[x], y=g[centre], name=label, legendgroup=label, showlegend=ci == 1, mode="lines+markers",
-                line=dict(color=PALETTE[i % len(PALETTE)]), error_y=range_bars(g[centre], g[low], g[high], n),
+                line=dict(color=colour[name]), error_y=range_bars(g[centre], g[low], g[high], n),
                 customdata=spread,
                 hovertemplate=(f"<b>{label}</b> ({facet}: {fv})<br>{xaxis}: %{{x}}<br>{centre} %{{y:{y_format}}} {unit}"
                                f"<br>{band_label}: %{{customdata}}<extra></extra>"),
