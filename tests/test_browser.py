@@ -428,3 +428,29 @@ def test_a_wide_table_fits_the_column_once_split(browser, tmp_path):
     assert _inspect_page(browser, tmp_path, font + whole)["wide"]
     found = _inspect_page(browser, tmp_path, font + report.table_html(wide, "Loaders"))
     assert not found["wide"] and not found["tables"], found["wide"]
+
+
+def test_budget_chart_keeps_every_point_in_view_as_the_sliders_move(browser, tmp_path):
+    """Chapter 12's budget chart, as the book renders it: wherever the sliders put the hops and the step's
+    need, the axis moves with them and leaves room on both sides (a hop below the need once fell off)."""
+    import plotly
+
+    from datajourney.chapters.c12_conclusion import page as c12_page
+    from datajourney.core import charts, results
+
+    charts.setup()
+    fig = c12_page.budget_figure(results.load_reference("12_conclusion", "h200"))
+    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
+    (tmp_path / "page.html").write_text('<html><head><script src="plotly.min.js"></script></head><body>'
+                                        f'<article style="width: 848px">{_chart_html(fig, tidy=True)}</article>'
+                                        '</body></html>')
+    read = ("el => [el.data[0].x.concat(el.data[1].x).filter(v => v > 0), el._fullLayout.xaxis.range, "
+            "el._fullLayout.xaxis.type]")
+    with _serve(tmp_path) as url:
+        page, plot, errors = _slider_plot(browser, f"{url}/page.html")
+        for idx, frac in ((0, 0.0), (2, 1.0), (0, 1.0)):   # the shortest step, the largest sample, the longest step
+            _move_slider(page, plot, idx, frac)
+            xs, (lo, hi), kind = plot.evaluate(read)
+            assert kind == "log" and 10 ** lo * 1.5 < min(xs) and max(xs) * 1.5 < 10 ** hi, (idx, xs, lo, hi)
+        page.close()
+    assert not errors, errors

@@ -247,3 +247,46 @@ def test_no_axis_says_its_runs_twice_or_both_ways():
         title = fig.layout.yaxis.title.text
         assert title.count("run") <= 2 and "(one run) (one run)" not in title and "mean of runs" not in title, title
     assert figs[-1].layout.yaxis.title.text == "seconds (one run)"
+
+
+def _c12():
+    from datajourney.chapters.c12_conclusion import page as c12_page
+    from datajourney.core import results
+
+    return c12_page, results.load_reference("12_conclusion", "h200")
+
+
+@pytest.mark.parametrize("workload", ["image", "tokens", "gradients"])
+def test_chapter_12_hop_axes_hold_every_point_and_never_go_below_zero(workload):
+    """The data-parallel chart drew a rate in steps/s on a linear axis with a −50 tick."""
+    c12_page, res = _c12()
+    d = shown(c12_page.hops_chart(res, workload))
+    axis = d["layout"]["xaxis"]
+    need = res.facts.number(f"{workload}.demand")
+    pts = [*d["data"][0]["x"], *([need] if need else [])]
+    if axis["type"] == "log":
+        lo, hi = (10 ** v for v in axis["range"])
+        assert lo < min(pts) and max(pts) < hi
+        assert min(axis["tickvals"]) > 0
+    else:
+        assert axis["range"][0] == 0 and max(pts) < axis["range"][1]
+
+
+def test_chapter_12_budget_chart_leaves_room_labels_its_line_and_steps_regularly():
+    """The step's line sat on the axis edge, unlabelled; the sample-size slider read 64, 110, 256."""
+    c12_page, res = _c12()
+    fig = c12_page.budget_figure(res)
+    d = shown(fig)
+    axis = d["layout"]["xaxis"]
+    assert axis["type"] == "log"
+    lo, hi = (10 ** v for v in axis["range"])
+    pts = [v for t in d["data"] for v in t["x"] if v]
+    assert lo * 1.5 < min(pts) and max(pts) * 1.5 < hi   # room on both sides, the step's need included
+    line = d["data"][1]
+    assert "text" in line["mode"] and "the step's need" in line["text"]
+    kib = next(s for s in d["layout"]["sliders"] if s["name"] == "kib")
+    values = [float(st["value"]) for st in kib["steps"]]
+    run = c12_page.budget_inputs(res.facts)["kib"]
+    ladder = [v for v in values if v != run]
+    assert all(b == 2 * a for a, b in zip(ladder, ladder[1:], strict=False)), values
+    assert "s.pad" in d["layout"]["meta"]["post_script"] and "xaxis.range" in d["layout"]["meta"]["post_script"]

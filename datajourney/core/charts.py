@@ -69,7 +69,9 @@ def tidy(fig_dict: dict) -> dict:
         axis.setdefault("separatethousands", True)
         was_log = axis.get("type") == "log"
         if was_log:   # drawn linear when its range is narrow: a count axis then gets whole ticks all the same
-            _log_axis(fig_dict, name, axis, [v for v in numbers if v > 0])
+            kept = set(meta.get(_LOG_KEY, [])) if isinstance(meta, dict) else set()
+            _log_axis(fig_dict, name, axis, [v for v in numbers if v > 0 and math.isfinite(v)],
+                      narrow_too=name[0] in kept)
         if axis.get("type") in (None, "linear", "-") and numbers and (
                 name[0] in counts or (not was_log and all(v.is_integer() for v in numbers))):
             _integer_ticks(axis, numbers)
@@ -87,6 +89,18 @@ LONG_LABEL = 12
 _CHAR_PX, _COLUMN_PX, _PLOT_PX = 7.2, 720, 400
 #: Category labels on horizontal bars wrap past this many characters (they set the left margin).
 _HBAR_LABEL = 28
+
+
+#: Key of ``layout.meta`` listing the axis letters that :func:`log_axis` keeps logarithmic.
+_LOG_KEY = "log_axes"
+
+
+def log_axis(fig: go.Figure, axis: str = "x") -> go.Figure:
+    """Keep every ``axis`` ("x" or "y") of ``fig`` logarithmic however narrow its range (:func:`tidy` draws a
+    narrow log axis linear): for a chart whose script moves its points later, over a wider range."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    fig.update_layout(meta={**meta, _LOG_KEY: sorted({*meta.get(_LOG_KEY, []), axis})})
+    return fig
 
 
 def count_axis(fig: go.Figure, axis: str = "x") -> go.Figure:
@@ -255,14 +269,16 @@ def _unlog(text):
     return text
 
 
-def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float]) -> None:
+def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow_too: bool = False) -> None:
     """A log axis over less than :data:`LOG_SPAN` of range is drawn linear (its title and hovers lose the
-    "log scale" words); a wider one is labelled 1, 2, 5, 10… (powers of ten alone past three decades),
-    never with plotly's small "2, 3" digits."""
+    "log scale" words), unless ``narrow_too`` (:func:`log_axis`); a wider one is labelled 1, 2, 5, 10…
+    (powers of ten alone past three decades), never with plotly's small "2, 3" digits."""
     if not values:
         return
     lo, hi = min(values), max(values)
-    if hi / lo < LOG_SPAN:
+    if isinstance(axis.get("range"), (list, tuple)) and None not in axis["range"] and narrow_too:
+        lo, hi = min(lo, 10 ** axis["range"][0]), max(hi, 10 ** axis["range"][1])   # ticks over what is drawn
+    if hi / lo < LOG_SPAN and not narrow_too:
         axis["type"] = "linear"
         for key in ("range", "dtick", "tick0", "minor"):
             axis.pop(key, None)
