@@ -266,3 +266,13 @@ def test_the_appendix_shows_the_committed_run_time(appendix):
 
     toc = (REPO_ROOT / "_toc.yml").read_text()
     assert "file: book/reference_runs" in toc
+
+
+def test_a_gain_in_the_appendix_reads_by_its_sign():
+    """Chapter 8's "throughput gain" showed "−49.0%" in the appendix: a gain or reduction is worded."""
+    t = stability.table(stability.comparisons("h200", ["08_threads_processes_gil"]))
+    gains = t[t["metric"].str.contains("gain|reduction")]
+    assert len(gains) >= 2
+    for col in ("reference run", "repeat"):
+        assert gains[col].str.contains(r"(faster|slower|more|less)").all() and not gains[col].str.startswith(
+            ("-", "−")).any()
