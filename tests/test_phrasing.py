@@ -142,5 +142,5 @@ def test_a_negative_gain_and_a_share_above_the_whole_are_worded():
                                  None)
     cells = dict(zip(df["metric"], df["this run"], strict=True))
     assert cells[gain.metric] == "49.0% slower" and cells[cpu.metric] == "76% more CPU"
-    assert phrasing.share(0.763) == "76.3%" and phrasing.share(1.0) == "100%"
+    assert phrasing.share(0.763) == "76.3%" and phrasing.share(1.0) == "100%" and phrasing.share(-0.072) == "−7.2%"
     assert phrasing.share(1.17) == f"117% ({phrasing.OVER_WHOLE})" and phrasing.share(36.71).startswith("3,671% (")

@@ -146,7 +146,7 @@ def share(fraction: float | None) -> str:
     if fraction is None:
         return "—"
     text = num(100 * float(fraction), "%")
-    return f"{text} ({OVER_WHOLE})" if float(text.rstrip("%").replace(",", "")) > 100 else text
+    return f"{text} ({OVER_WHOLE})" if float(text.rstrip("%").replace(",", "").replace("−", "-")) > 100 else text
 
 
 # ----------------------------------------------------------------------------- advice
