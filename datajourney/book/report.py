@@ -75,7 +75,7 @@ def column_parts(df: pd.DataFrame, width: float = COLUMN_PX) -> list[list]:
         return [cols]
     keys = next((cols[:i] for i in range(1, len(cols) - 1) if not df[cols[:i]].astype(str).duplicated().any()),
                 cols[:1])
-    if sum(px[k] for k in keys) > width / 2:
+    if sum(px[k] for k in keys) > 0.7 * width:
         keys = cols[:1]
     rest, room = [c for c in cols if c not in keys], width - sum(px[k] for k in keys)
 
@@ -89,8 +89,10 @@ def column_parts(df: pd.DataFrame, width: float = COLUMN_PX) -> list[list]:
         return parts
 
     fewest = pack(room)
-    even = pack(min(room, max(max(px[c] for c in rest), sum(px[c] for c in rest) / len(fewest) * 1.1)))
-    return [keys + p for p in (even if len(even) == len(fewest) else fewest)]
+    total, k = sum(px[c] for c in rest), len(fewest)
+    caps = [max(max(px[c] for c in rest), total / k + (room - total / k) * i / 20) for i in range(21)]
+    even = next(p for p in (pack(min(cap, room)) for cap in caps) if len(p) == k)   # the most even packing
+    return [keys + p for p in even]
 
 
 def _one_table_html(df: pd.DataFrame, caption: str | None) -> str:
