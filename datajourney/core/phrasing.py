@@ -136,17 +136,9 @@ def magnitude(v: float | None) -> str:
     return f"{v / 10 ** exp:.1f} × 10{superscript(exp)}"
 
 
-#: What a share above 100% is told with: a part cannot exceed its whole, so the reader is told it did.
-OVER_WHOLE = "more than the whole it is measured against"
-
-
 def share(fraction: float | None) -> str:
-    """A share as a percentage ("76.3%"); the only place a percentage is used. A share that prints above
-    100% is flagged ("133% (more than the whole it is measured against)"), never shown bare."""
-    if fraction is None:
-        return "—"
-    text = num(100 * float(fraction), "%")
-    return f"{text} ({OVER_WHOLE})" if float(text.rstrip("%").replace(",", "").replace("−", "-")) > 100 else text
+    """A share as a percentage ("76.3%"); the only place a percentage is used."""
+    return "—" if fraction is None else num(100 * float(fraction), "%")
 
 
 # ----------------------------------------------------------------------------- advice
