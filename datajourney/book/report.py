@@ -28,10 +28,10 @@ _TABLE_STYLE = [
     {"selector": "th", "props": "text-align: left; vertical-align: bottom; white-space: normal;"},
     {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600; padding: 0.3em 0;"},
 ]
-#: Width of the book's text column (px; 848 at a 1,300 px window, less at 1,280), the width of a character of
+#: Width of the book's text column (px; a table there has 736 at a 1,300 px window, less at 1,280), a character of
 #: a table (0.85 em of the page's 16 px) and a cell's padding and border: a table whose narrowest layout (every
 #: header and text cell wrapped at its spaces) is wider is split into parts that fit, key columns in each.
-COLUMN_PX, TABLE_CHAR_PX, CELL_PAD_PX = 800, 7.6, 18
+COLUMN_PX, TABLE_CHAR_PX, CELL_PAD_PX = 720, 7.6, 18
 
 
 def say(text: str) -> None:
