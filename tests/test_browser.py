@@ -416,14 +416,14 @@ def test_charts_read_well_once_tidied(browser, tmp_path):
 
 
 def test_a_wide_table_fits_the_column_once_split(browser, tmp_path):
-    """Chapter 8's loaders table, drawn as one table, runs past an 848 px column (the check sees it); as the
+    """Chapter 8's loaders table, drawn as one table, runs past a 736 px column (the check sees it); as the
     book renders it (report.table_html), every part fits."""
     from datajourney.book import report
     from datajourney.chapters.c08_threads_processes_gil import page
     from datajourney.core import results
 
     wide = page.loader_table(results.load_reference("08_threads_processes_gil", "h200"))
-    font = "<style>article { width: 848px; font: 16px sans-serif; }</style>"
+    font = "<style>article { width: 736px; font: 16px sans-serif; }</style>"
     whole = report._one_table_html(wide, "Loaders")
     assert _inspect_page(browser, tmp_path, font + whole)["wide"]
     found = _inspect_page(browser, tmp_path, font + report.table_html(wide, "Loaders"))
