@@ -143,3 +143,14 @@ def test_a_negative_gain_is_worded_by_its_sign():
     cells = dict(zip(df["metric"], df["this run"], strict=True))
     assert cells[gain.metric] == "49.0% slower" and cells[cpu.metric] == "76% more CPU"
     assert phrasing.share(-0.072) == "−7.2%"
+
+
+def test_a_share_above_the_whole_is_flagged_not_shown_bare():
+    """"the best loader against the GPU's own ceiling | 133%" and "decode stage busy 117%": a share cannot
+    exceed its whole, so a share fact that prints above 100% says so; a ratio or a rate in % is left alone."""
+    over = Fact("s", 133.0, "%", "share of its ceiling", "share", "higher", 2, (130.0, 136.0))
+    assert phrasing.headline(over) == f"133% ({phrasing.OVER_WHOLE})"
+    assert phrasing.value(over) == f"133% (130–136%, 2 runs) ({phrasing.OVER_WHOLE})"
+    assert phrasing.headline(Fact("s", 98.5, "%", "share", "share", "higher")) == "98.5%"
+    assert phrasing.headline(Fact("s", 100.04, "%", "share", "share", "higher")) == "100%"   # prints as 100%
+    assert phrasing.headline(Fact("r", 133.0, "%", "of dd's read", "rate", "higher")) == "133%"
