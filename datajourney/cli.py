@@ -15,9 +15,26 @@ from datajourney.core.paths import REPO_ROOT
 CHECKOUT_NOTEBOOKS = REPO_ROOT / "notebooks"
 
 
+#: What a reader runs when the book's build tools are missing (``./journey setup`` installs none of them).
+BOOK_TOOLS_HINT = "run ./journey book, or install them with: pip install -e '.[book]'"
+
+
+def _check_book_tools() -> None:
+    """Refuse, in one line and before any work, to build the book where Jupyter Book is not installed."""
+    import importlib.util
+
+    from datajourney.book.runner import RunError
+
+    if importlib.util.find_spec("jupyter_book") is None:
+        raise RunError(f"building the book needs Jupyter Book (the 'book' extra), which is not installed here: "
+                       f"{BOOK_TOOLS_HINT}", exit_code=2)
+
+
 def _run(a) -> int:
     from datajourney.book import runner
 
+    if a.book:
+        _check_book_tools()
     overrides = {}
     for name, value in a.param or []:
         overrides[name] = runner.parse_value(value, name)
@@ -65,6 +82,7 @@ def _rerender(a) -> int:
 def _book(a) -> int:
     from datajourney.book import runner, sphinx_ext
 
+    _check_book_tools()
     run_dir = None
     if a.run:
         run_dir = Path(a.run)

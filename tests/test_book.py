@@ -2,6 +2,7 @@
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import tracked_digest as _tracked_digest
 
@@ -75,3 +76,26 @@ def test_every_module_the_book_names_imports():
             except ImportError:
                 missing.append(name)
     assert not missing, missing
+
+
+def test_a_table_wider_than_the_text_column_is_shown_in_parts_that_fit():
+    """Chapter 8's loaders table (13 columns) was 1,131 px in an 848 px column, its memory columns out of
+    sight: it is shown in parts, each with the columns that tell its rows apart first, none wider than the
+    column at its narrowest; a narrow table stays one table; text is left-aligned, numbers right-aligned."""
+    from datajourney.book import report
+    from datajourney.chapters.c08_threads_processes_gil import page
+    from datajourney.core import results
+
+    wide = page.loader_table(results.load_reference("08_threads_processes_gil", "h200"))
+    parts = report.column_parts(wide)
+    keys = ["loader", "decoder", "workers or threads"]
+    assert len(parts) >= 2 and all(p[:3] == keys for p in parts)
+    assert [c for p in parts for c in p[3:]] == [c for c in wide.columns if c not in keys]   # each column once
+    narrowest = [sum(report._min_px(str(c), [report._cell(v) for v in wide[c]]) for c in p) for p in parts]
+    assert max(narrowest) <= report.COLUMN_PX
+    html = report.table_html(wide, "Loaders")
+    assert html.count("<table") == len(parts) and html.count("Loaders (continued)") == len(parts) - 1
+    assert html.count("PSS added (MB)") == 1 and "white-space: normal" in html
+    small = pd.DataFrame({"loader": ["a", "b"], "images/s": [1.0, 2.0]})
+    one = report.table_html(small)
+    assert one.count("<table") == 1 and "text-align: left" in one

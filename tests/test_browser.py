@@ -283,14 +283,18 @@ INSPECT = r"""async ([rawTable, reprs]) => {
       }));
   });
   const right = R(article).x1;
+  const caption = t => (t.querySelector('caption, th')?.textContent || '').trim().slice(0, 60);
   const tables = [...article.querySelectorAll('table')].filter(t => shown(t)).flatMap(t => {
     for (let e = t.parentElement; e && e !== document.body; e = e.parentElement)
       if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX)) return [];
-    const caption = (t.querySelector('caption, th')?.textContent || '').trim().slice(0, 60);
-    return R(t).x1 > right + 1 ? [`table "${caption}" is ${Math.round(R(t).x1 - right)} px wider than the ` +
+    return R(t).x1 > right + 1 ? [`table "${caption(t)}" is ${Math.round(R(t).x1 - right)} px wider than the ` +
                                   'text column, with no scroll box'] : [];
   });
-  return {markdown, repr, charts, tables};
+  // a table in a scroll box still hides what lies past the column's edge (and print cuts it off)
+  const room = t => Math.round(R(article).x1 - R(t).x0);
+  const wide = [...article.querySelectorAll('table')].filter(t => shown(t) && t.scrollWidth > room(t) + 1)
+    .map(t => `table "${caption(t)}" is ${Math.round(t.scrollWidth)} px wide in a ${room(t)} px column`);
+  return {markdown, repr, charts, tables, wide};
 }"""
 
 
@@ -330,6 +334,10 @@ def test_chart_titles_and_labels_neither_overlap_nor_clip(seen):
 
 def test_wide_tables_scroll_instead_of_hiding_columns(seen):
     assert not _problems(seen, "tables"), "\n".join(_problems(seen, "tables"))
+
+
+def test_no_table_is_wider_than_the_text_column(seen):
+    assert not _problems(seen, "wide"), "\n".join(_problems(seen, "wide"))
 
 
 def _inspect_page(browser, tmp_path, body: str) -> dict:
@@ -405,3 +413,44 @@ def test_charts_read_well_once_tidied(browser, tmp_path):
     assert raw["charts"]
     tidied = _inspect_page(browser, tmp_path, "".join(_chart_html(f, tidy=True) for f in figs))
     assert not tidied["charts"], "\n".join(tidied["charts"])
+
+
+def test_a_wide_table_fits_the_column_once_split(browser, tmp_path):
+    """Chapter 8's loaders table, drawn as one table, runs past a 736 px column (the check sees it); as the
+    book renders it (report.table_html), every part fits."""
+    from datajourney.book import report
+    from datajourney.chapters.c08_threads_processes_gil import page
+    from datajourney.core import results
+
+    wide = page.loader_table(results.load_reference("08_threads_processes_gil", "h200"))
+    font = "<style>article { width: 736px; font: 16px sans-serif; }</style>"
+    whole = report._one_table_html(wide, "Loaders")
+    assert _inspect_page(browser, tmp_path, font + whole)["wide"]
+    found = _inspect_page(browser, tmp_path, font + report.table_html(wide, "Loaders"))
+    assert not found["wide"] and not found["tables"], found["wide"]
+
+
+def test_budget_chart_keeps_every_point_in_view_as_the_sliders_move(browser, tmp_path):
+    """Chapter 12's budget chart, as the book renders it: wherever the sliders put the hops and the step's
+    need, the axis moves with them and leaves room on both sides (a hop below the need once fell off)."""
+    import plotly
+
+    from datajourney.chapters.c12_conclusion import page as c12_page
+    from datajourney.core import charts, results
+
+    charts.setup()
+    fig = c12_page.budget_figure(results.load_reference("12_conclusion", "h200"))
+    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
+    (tmp_path / "page.html").write_text('<html><head><script src="plotly.min.js"></script></head><body>'
+                                        f'<article style="width: 848px">{_chart_html(fig, tidy=True)}</article>'
+                                        '</body></html>')
+    read = ("el => [el.data[0].x.concat(el.data[1].x).filter(v => v > 0), el._fullLayout.xaxis.range, "
+            "el._fullLayout.xaxis.type]")
+    with _serve(tmp_path) as url:
+        page, plot, errors = _slider_plot(browser, f"{url}/page.html")
+        for idx, frac in ((0, 0.0), (2, 1.0), (0, 1.0)):   # the shortest step, the largest sample, the longest step
+            _move_slider(page, plot, idx, frac)
+            xs, (lo, hi), kind = plot.evaluate(read)
+            assert kind == "log" and 10 ** lo * 1.5 < min(xs) and max(xs) * 1.5 < 10 ** hi, (idx, xs, lo, hi)
+        page.close()
+    assert not errors, errors

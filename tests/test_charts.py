@@ -164,3 +164,129 @@ def test_size_ticks_thin_out_when_labels_would_collide():
     assert len(fig.layout.xaxis.tickvals) < len(sizes) and fig.layout.xaxis.ticktext[0] == "1 KiB"
     few = charts.size_ticks(go.Figure(go.Scatter(x=sizes[:4], y=sizes[:4])), sizes[:4])
     assert len(few.layout.xaxis.tickvals) == 4
+
+
+def test_error_bars_are_named_by_what_they_span_and_what_was_counted():
+    """Chapter 11's ladder said "error bar: one std" in its title and "min–max over 3 runs" on its axis, of
+    bars drawn from the slowest to the fastest timed window: the one function that draws the bars names them."""
+    from datajourney.chapters.c11_gpu_to_gpu import charts as c11_charts
+    from datajourney.chapters.c11_gpu_to_gpu import page as c11_page
+    from datajourney.core import results
+
+    lad = c11_page.ladder_summary(results.load_reference("11_gpu_to_gpu", "h200"))
+    fig = c11_charts.ladder_chart(lad)
+    text = str(fig.to_dict())
+    assert "std" not in text and "standard deviation" not in text
+    assert "min–max over" in fig.layout.yaxis.title.text and "timed windows" in fig.layout.yaxis.title.text
+    few = charts.bars_facets(lad.assign(n=2), x="step", color="label", facet=None, title="t", xaxis="x", yaxis="y",
+                             per="timed windows")
+    assert "2 timed windows at most: no error bars" in few.layout.yaxis.title.text
+    assert charts.bars_label([1], "min–max", per="epochs") == "one epoch"
+
+
+def test_no_notebook_says_in_fixed_words_what_its_error_bars_are():
+    """What error bars span is said by the code that draws them (charts.bars_label), never by a notebook's
+    fixed prose or a title typed in a cell, which cannot follow the data (chapters 2, 3 and 11 said "one
+    standard deviation" beside min–max bars)."""
+    import json
+    import re
+
+    from datajourney.core.paths import REPO_ROOT
+
+    claim = re.compile(r"error ?bars?[^.\n]{0,30}(standard\s+deviation|\bstd\b|min[–-]max)", re.I)
+    found = [f"{nb.name}: {m.group(0)!r}" for nb in sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+             for cell in json.loads(nb.read_text())["cells"] for m in [claim.search("".join(cell["source"]))] if m]
+    assert not found, found
+
+
+def _c08():
+    from datajourney.chapters.c08_threads_processes_gil import charts as c08_charts
+    from datajourney.chapters.c08_threads_processes_gil import page as c08_page
+    from datajourney.core import results
+
+    return c08_charts, c08_page, results.load_reference("08_threads_processes_gil", "h200")
+
+
+def test_chapter_8_names_and_colours_each_pool_the_same_in_every_chart():
+    """Threads were blue and "ThreadPoolExecutor" in one chart, orange and "thread" in the next."""
+    c08_charts, c08_page, res = _c08()
+    figs = [c08_charts.primitive_chart(c08_page.primitive_lines(res))]
+    figs += [c08_charts.op_chart(c08_page.op_lines(res, d), d) for d in res.metadata["decoders_run"]]
+    colours = {}
+    for fig in figs:
+        for t in fig.data:
+            colours.setdefault(t.name, set()).add(t.line.color)
+    assert set(colours) == set(c08_charts.POOLS.values())
+    assert all(len(c) == 1 for c in colours.values())
+    assert colours[c08_charts.POOLS["thread"]] == {charts.PALETTE[0]}
+    assert colours[c08_charts.POOLS["process"]] == {charts.PALETTE[1]}
+
+
+def test_chapter_8_loaders_at_one_count_are_drawn_apart_on_whole_ticks():
+    """Six of the seven loaders sat on top of each other at 16 workers; a narrow axis ticked 1.2, 1.4."""
+    c08_charts, c08_page, res = _c08()
+    lines = c08_page.loader_lines(res)
+    d = shown(c08_charts.loader_chart(lines))
+    xs = [x for t in d["data"] for x in t["x"]]
+    assert len(set(xs)) == len(xs)   # no two points share a position
+    for t in d["data"]:   # the hover still gives the count that was measured
+        measured = sorted(lines[lines["loader"] == t["name"]]["concurrency"])
+        assert sorted(int(c[0]) for c in t["customdata"]) == measured
+    assert d["layout"]["xaxis"]["tickformat"] == ",d" and d["layout"]["xaxis"]["dtick"] >= 1
+
+
+def test_no_axis_says_its_runs_twice_or_both_ways():
+    """"seconds (one run) (one run)" and "images/s (point: mean of runs) (one run)"."""
+    c08_charts, c08_page, res = _c08()
+    figs = [c08_charts.startup_chart(c08_page.startup_lines(res)), c08_charts.loader_chart(c08_page.loader_lines(res)),
+            c08_charts.primitive_chart(c08_page.primitive_lines(res))]
+    one = pd.DataFrame({"x": [1, 2], "s": "a", "f": "p", "mean": [1.0, 2.0], "min": [1.0, 2.0], "max": [1.0, 2.0],
+                        "n": 1})
+    figs.append(charts.lines_facets(one, x="x", color="s", facet="f", title="t", xaxis="x", yaxis="seconds"))
+    for fig in figs:
+        title = fig.layout.yaxis.title.text
+        assert title.count("run") <= 2 and "(one run) (one run)" not in title and "mean of runs" not in title, title
+    assert figs[-1].layout.yaxis.title.text == "seconds (one run)"
+
+
+def _c12():
+    from datajourney.chapters.c12_conclusion import page as c12_page
+    from datajourney.core import results
+
+    return c12_page, results.load_reference("12_conclusion", "h200")
+
+
+@pytest.mark.parametrize("workload", ["image", "tokens", "gradients"])
+def test_chapter_12_hop_axes_hold_every_point_and_never_go_below_zero(workload):
+    """The data-parallel chart drew a rate in steps/s on a linear axis with a −50 tick."""
+    c12_page, res = _c12()
+    d = shown(c12_page.hops_chart(res, workload))
+    axis = d["layout"]["xaxis"]
+    need = res.facts.number(f"{workload}.demand")
+    pts = [*d["data"][0]["x"], *([need] if need else [])]
+    if axis["type"] == "log":
+        lo, hi = (10 ** v for v in axis["range"])
+        assert lo < min(pts) and max(pts) < hi
+        assert min(axis["tickvals"]) > 0
+    else:
+        assert axis["range"][0] == 0 and max(pts) < axis["range"][1]
+
+
+def test_chapter_12_budget_chart_leaves_room_labels_its_line_and_steps_regularly():
+    """The step's line sat on the axis edge, unlabelled; the sample-size slider read 64, 110, 256."""
+    c12_page, res = _c12()
+    fig = c12_page.budget_figure(res)
+    d = shown(fig)
+    axis = d["layout"]["xaxis"]
+    assert axis["type"] == "log"
+    lo, hi = (10 ** v for v in axis["range"])
+    pts = [v for t in d["data"] for v in t["x"] if v]
+    assert lo * 1.5 < min(pts) and max(pts) * 1.5 < hi   # room on both sides, the step's need included
+    line = d["data"][1]
+    assert "text" in line["mode"] and "the step's need" in line["text"]
+    kib = next(s for s in d["layout"]["sliders"] if s["name"] == "kib")
+    values = [float(st["value"]) for st in kib["steps"]]
+    run = c12_page.budget_inputs(res.facts)["kib"]
+    ladder = [v for v in values if v != run]
+    assert all(b == 2 * a for a, b in zip(ladder, ladder[1:], strict=False)), values
+    assert "s.pad" in d["layout"]["meta"]["post_script"] and "xaxis.range" in d["layout"]["meta"]["post_script"]

@@ -175,6 +175,25 @@ def test_commands_outside_a_checkout_stop_with_one_line(monkeypatch, tmp_path, c
     assert cli.main(["fingerprint"]) == 0  # describing the machine needs no checkout
 
 
+@pytest.mark.parametrize("argv", [["book"], ["run", "2", "--profile", "ci", "--book"]])
+def test_building_the_book_without_jupyter_book_says_what_to_install(argv, monkeypatch, tmp_path, capsys):
+    """``./journey setup`` installs no book extra: ``book`` (and ``run --book``) stop in one line naming what
+    to run, exit 2, before any chapter runs or anything is built."""
+    import importlib.util
+
+    from datajourney.book import runner, sphinx_ext
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jupyter_book"
+                        else real(name, *a))
+    monkeypatch.setattr(runner, "run", lambda *a, **k: pytest.fail("a chapter ran"))
+    monkeypatch.setattr(sphinx_ext, "build", lambda *a, **k: pytest.fail("the build started"))
+    assert cli.main([*argv, *(["--results", str(tmp_path)] if argv[0] == "run" else [])]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Jupyter Book" in err
+    assert "./journey book" in err and "pip install -e '.[book]'" in err
+
+
 # --------------------------------------------------------------------------- offline install from a wheelhouse
 WHEELHOUSE = SCRIPTS / "wheelhouse.py"
 #: What the test's stand-in for a GPU host's own stack provides: torch and what torch requires.

@@ -96,3 +96,61 @@ def test_text_keeps_apostrophes_and_ampersands_readable():
 def test_a_fact_without_a_better_direction_keeps_it():
     f = Fact("mode", "mmap", "", "the faster loader", "choice", None)
     assert Fact.from_dict(f.to_dict()) == f
+
+
+def test_one_minus_sign_everywhere_a_number_is_printed():
+    """"-0.029" next to "−0.15" reads as two kinds of number: every negative number gets U+2212, and a value
+    that rounds to zero gets no sign at all."""
+    from datajourney.book import report
+    from datajourney.core.findings import num, span
+
+    assert num(-0.029, "ms") == "−0.029 ms" and num(-1234.5) == "−1,234" and num(-49.2, "%") == "−49.2%"
+    assert num(-0.0001, "%") == "0.0%" and num(-0.4) == "−0.40"
+    assert span(-0.03, 0.28, "ms") == "−0.030 to 0.28 ms"
+    assert report._cell(-0.15) == "−0.15" and "-" not in phrasing.magnitude(-3.5)
+
+
+def test_published_figures_are_separated_like_every_other_number():
+    """A published "1421.85 ± 13.47" beside this run's "1,856" reads as two formats: the source's digits
+    stay, the thousands separator is the book's."""
+    from datajourney.chapters import published
+
+    fig = published.Figure("m", "1421.85", "MB/s", "13.47")
+    assert fig.text == "1,421.85 ± 13.47 MB/s"
+    assert published.Figure("m", "9 846").text == "9,846" and published.Figure("m", "2627", "img/s").text == \
+        "2,627 img/s"
+    assert published.Figure("m", "98.5", "%").text == "98.5%" and published.separated("about 5") == "about 5"
+    every = [f for figs in published.PUBLISHED.values() for f in figs]
+    assert not [f.text for f in every if any(len(part) > 3 for part in
+                                             f.text.split(".")[0].replace("±", ",").replace(" ", ",").split(",")
+                                             if part.isdigit())]
+
+
+def test_a_negative_gain_is_worded_by_its_sign():
+    """"−49.0%" in a "throughput gain" row leaves the reader to guess what it means: a change is worded by
+    its sign."""
+    from datajourney.chapters import published
+    from datajourney.core.findings import signed
+
+    assert signed(-49.04, "%", "faster", "slower") == "49.0% slower" and signed(74, "%", "faster", "slower") == \
+        "74% faster"
+    assert signed(-0.0001, "%", "faster", "slower") == "0.0%"
+    gain = published.figure("08_threads_processes_gil", "throughput gain, thread pipeline over DataLoader")
+    cpu = published.figure("08_threads_processes_gil", "CPU reduction, thread pipeline vs DataLoader")
+    assert gain.text == "74% faster" and cpu.text == "38% less CPU"
+    df = published.three_columns("08_threads_processes_gil", {gain.metric: (-49.04, None), cpu.metric: (-76.0, None)},
+                                 None)
+    cells = dict(zip(df["metric"], df["this run"], strict=True))
+    assert cells[gain.metric] == "49.0% slower" and cells[cpu.metric] == "76% more CPU"
+    assert phrasing.share(-0.072) == "−7.2%"
+
+
+def test_a_share_above_the_whole_is_flagged_not_shown_bare():
+    """"the best loader against the GPU's own ceiling | 133%" and "decode stage busy 117%": a share cannot
+    exceed its whole, so a share fact that prints above 100% says so; a ratio or a rate in % is left alone."""
+    over = Fact("s", 133.0, "%", "share of its ceiling", "share", "higher", 2, (130.0, 136.0))
+    assert phrasing.headline(over) == f"133% ({phrasing.OVER_WHOLE})"
+    assert phrasing.value(over) == f"133% (130–136%, 2 runs) ({phrasing.OVER_WHOLE})"
+    assert phrasing.headline(Fact("s", 98.5, "%", "share", "share", "higher")) == "98.5%"
+    assert phrasing.headline(Fact("s", 100.04, "%", "share", "share", "higher")) == "100%"   # prints as 100%
+    assert phrasing.headline(Fact("r", 133.0, "%", "of dd's read", "rate", "higher")) == "133%"

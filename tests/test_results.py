@@ -29,6 +29,21 @@ def test_fingerprint_has_every_field(tmp_path):
     assert set(summary(fp)) >= {"GPU", "PCIe link", "CPU", "RAM", "Storage device", "File system", "Kernel"}
 
 
+def test_fingerprint_summary_prints_one_commit_length_and_binary_units(tmp_path):
+    """A commit recorded with 12 or 40 characters prints with 7, and the last-level cache as sysfs writes it
+    ("307200K") in the unit every chapter uses ("300 MiB")."""
+    from datajourney.core.fingerprint import short_commit, size_text
+
+    fp = fingerprint(tmp_path)
+    fp["host"] = {**(fp.get("host") or {}), "numa_nodes": 1, "llc": "307200K"}
+    fp["software"]["git_commit"] = "86993a7" + "0" * 33
+    s = summary(fp)
+    assert s["NUMA nodes / last-level cache"] == "1 / 300 MiB" and s["Code (git commit)"] == "86993a7"
+    assert short_commit("86993a7b1b41") == short_commit("86993a7" + "f" * 33) == "86993a7"
+    assert short_commit("unknown") == "unknown" and short_commit(None) is None
+    assert size_text("32M") == "32 MiB" and size_text("512") == "512 B" and size_text(None) is None
+
+
 def test_storage_info_describes_block_device_fields(tmp_path):
     s = fingerprint(tmp_path)["storage"]
     if s.get("block_device") is None:
@@ -80,7 +95,7 @@ def test_three_columns_table():
     this = {"random read, cold": (10.0, 1.0), "sequential read, cold": (100.0, 2.0),
             "sequential ÷ random, cold": (10.0, None)}
     df = published.three_columns("02_random_vs_sequential", this, None)
-    assert list(df["published (S1)"]) == ["70.39 ± 3.12 MB/s", "1421.85 ± 13.47 MB/s", "20.2×"]
+    assert list(df["published (S1)"]) == ["70.39 ± 3.12 MB/s", "1,421.85 ± 13.47 MB/s", "20.2×"]
     assert list(df["this run"]) == ["10 ± 1 MB/s", "100 ± 2 MB/s", "10.0×"]
     assert (df["reference run"] == "not committed yet").all()
     ref = published.three_columns("02_random_vs_sequential", this, None, this_is_reference=True)
@@ -177,8 +192,19 @@ def test_parameters_show_no_machine_local_path():
     from datajourney.book import report
 
     assert report._param_text("/home/someone/runs/x") == "a directory on the machine that ran it"
-    assert report._param_text(None) == "None" and report._param_text("auto") == "auto"
+    assert report._param_text("auto") == "auto"
     assert report._param_text(1 << 20, "bytes") == "1 MiB" and report._param_text(1 << 20) == "1,048,576"
+
+
+def test_parameters_show_no_raw_python_values():
+    """None and True are Python's words, not a reader's; a separator inside a list reads as more items."""
+    from datajourney.book import report
+
+    assert report._param_text(None) == "not set"
+    assert report._param_text(True) == "yes" and report._param_text(False) == "no"
+    assert report._param_text([0, 1281167]) == "[0, 1281167]" and report._param_text([16, 64, 1024]) == "[16, 64, 1024]"
+    assert report._param_text([4096, 1 << 20], "bytes") == "[4 KiB, 1 MiB]"
+    assert report._param_text([True, None]) == "[yes, not set]"
 
 
 def test_parameters_table_says_what_each_parameter_sets(monkeypatch):

@@ -75,6 +75,16 @@ def test_commit_and_host_tell_code_and_hardware_from_noise(commit, host, expect)
                                              or expect.startswith("on the same host"))
 
 
+def test_one_commit_recorded_at_two_lengths_is_one_commit_of_seven_characters():
+    """Runs record 12- or 40-character commit ids: the table prints 7 for every run, and the two lengths of
+    one commit are the same commit."""
+    main = _result([70] * 3, [1400] * 3, commit="86993a7b1b41")
+    rep = _result([70] * 3, [1400] * 3, run_id="rep", commit="86993a7b1b41" + "0" * 28, date="2026-11-24T01:00:00Z")
+    assert stability.run_info(main)["commit"] == stability.run_info(rep)["commit"] == "86993a7"
+    assert "the same commit (86993a7)" in stability.sentence(main, rep, stability.compare(main, rep))
+    assert set(stability.runs_table({CH: [(main, rep, None)]})["commit"]) == {"86993a7"}
+
+
 def test_different_parameters_are_named():
     main, rep = _result([70] * 3, [1400] * 3), _result([70] * 3, [1400] * 3, run_id="rep", params={"n_files": 50})
     assert "parameters differ (n_files)" in stability.sentence(main, rep, stability.compare(main, rep))
@@ -256,3 +266,13 @@ def test_the_appendix_shows_the_committed_run_time(appendix):
 
     toc = (REPO_ROOT / "_toc.yml").read_text()
     assert "file: book/reference_runs" in toc
+
+
+def test_a_gain_in_the_appendix_reads_by_its_sign():
+    """Chapter 8's "throughput gain" showed "−49.0%" in the appendix: a gain or reduction is worded."""
+    t = stability.table(stability.comparisons("h200", ["08_threads_processes_gil"]))
+    gains = t[t["metric"].str.contains("gain|reduction")]
+    assert len(gains) >= 2
+    for col in ("reference run", "repeat"):
+        assert gains[col].str.contains(r"(faster|slower|more|less)").all() and not gains[col].str.startswith(
+            ("-", "−")).any()

@@ -39,3 +39,16 @@ def test_example_runs(name, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     exec(compile(code, f"<example of {name}>", "exec"), {"__name__": "__example__"})
     assert os.getcwd() == str(tmp_path)
+
+
+def test_signatures_read_as_code_and_pipes_survive_the_table():
+    """A signature shows its defaults as a reader types them (``'auto'``, ``time.perf_counter``, never the
+    repr ``<built-in function ...>``), and a ``|`` in a type shows as ``|``, not as an HTML entity."""
+    from markdown_it import MarkdownIt
+
+    md = toolkit_page.render()
+    assert "&#124;" not in md and "<built-in" not in md and "<function" not in md
+    assert "method: str = 'auto'" in md and "clock=time.perf_counter" in md
+    html = MarkdownIt("commonmark").enable("table").render(toolkit_page.section("datajourney.toolkit.pagecache"))
+    assert "<code>file_residency(path: str | os.PathLike) -&gt; tuple[int, int]</code>" in html
+    assert "&amp;#124;" not in html and "\\|" not in html

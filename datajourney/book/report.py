@@ -19,14 +19,19 @@ from datajourney.chapters import published
 from datajourney.core import phrasing, results
 from datajourney.core.findings import Finding, as_markdown, num
 
-#: Cell padding and a horizontal scroll bar instead of cut-off columns.
+#: Cell padding, headers that wrap, numbers right-aligned and text left-aligned; a scroll box stays around
+#: every table as the last resort (a cell that cannot wrap).
 _TABLE_STYLE = [
-    {"selector": "", "props": "border-collapse: collapse; margin: 0.5em 0 1em 0; font-size: 0.9em;"},
-    {"selector": "th, td", "props": "padding: 0.3em 0.8em; border-bottom: 1px solid #ddd;"},
+    {"selector": "", "props": "border-collapse: collapse; margin: 0.5em 0 1em 0; font-size: 0.85em;"},
+    {"selector": "th, td", "props": "padding: 0.3em 0.5em; border-bottom: 1px solid #ddd;"},
     {"selector": "td", "props": "text-align: right; font-variant-numeric: tabular-nums;"},
-    {"selector": "th", "props": "text-align: left;"},
+    {"selector": "th", "props": "text-align: left; vertical-align: bottom; white-space: normal;"},
     {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600; padding: 0.3em 0;"},
 ]
+#: Width of the book's text column (px; a table there has 736 at a 1,300 px window, less at 1,280), a character of
+#: a table (0.85 em of the page's 16 px) and a cell's padding and border: a table whose narrowest layout (every
+#: header and text cell wrapped at its spaces) is wider is split into parts that fit, key columns in each.
+COLUMN_PX, TABLE_CHAR_PX, CELL_PAD_PX = 720, 7.6, 18
 
 
 def say(text: str) -> None:
@@ -59,14 +64,61 @@ def _text(value) -> str:
     return _html.escape(phrasing.visible(value))
 
 
-def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
-    """A DataFrame as a padded HTML table (three significant digits, thousands separated) in a box
-    that scrolls sideways when the table is wider than the text column."""
+def _min_px(header: str, cells: list[str]) -> float:
+    """The narrowest a column can be drawn: its longest word (headers and text wrap at spaces), or its
+    longest number (a number never wraps), plus the cell's padding."""
+    words = [w for t in (header, *cells) for w in re.split(r"[\s/]+", str(t)) if w]
+    return max(map(len, words), default=1) * TABLE_CHAR_PX + CELL_PAD_PX
+
+
+def column_parts(df: pd.DataFrame, width: float = COLUMN_PX) -> list[list]:
+    """The columns of ``df`` in parts that each fit ``width`` px at their narrowest: one part when the table
+    fits; else the key columns (the fewest leading columns that tell the rows apart) repeated in every part,
+    and the other columns, in their order, spread evenly over as few parts as fit."""
+    cols = list(df.columns)
+    px = {c: _min_px(str(c), [_cell(v) for v in df[c]]) for c in cols}
+    if sum(px.values()) <= width or len(cols) < 3:
+        return [cols]
+    keys = next((cols[:i] for i in range(1, len(cols) - 1) if not df[cols[:i]].astype(str).duplicated().any()),
+                cols[:1])
+    if sum(px[k] for k in keys) > 0.7 * width:
+        keys = cols[:1]
+    rest, room = [c for c in cols if c not in keys], width - sum(px[k] for k in keys)
+
+    def pack(cap: float) -> list[list]:
+        parts: list[list] = []
+        for c in rest:
+            if parts and sum(px[k] for k in parts[-1]) + px[c] <= cap:
+                parts[-1].append(c)
+            else:
+                parts.append([c])
+        return parts
+
+    fewest = pack(room)
+    total, k = sum(px[c] for c in rest), len(fewest)
+    caps = [max(max(px[c] for c in rest), total / k + (room - total / k) * i / 20) for i in range(21)]
+    even = next(p for p in (pack(min(cap, room)) for cap in caps) if len(p) == k)   # the most even packing
+    return [keys + p for p in even]
+
+
+def _one_table_html(df: pd.DataFrame, caption: str | None) -> str:
+    text = [c for c in df.columns if len(df) and df[c].map(lambda v: isinstance(v, str)).all()]
     styler = (df.style.hide(axis="index").format(_cell).format_index(_text, axis=1)
               .set_table_styles(_TABLE_STYLE))
+    if text:
+        styler = styler.set_properties(subset=text, **{"text-align": "left"})
     if caption:
         styler = styler.set_caption(_text(caption))
-    return f'<div style="overflow-x: auto">{styler.to_html()}</div>'
+    return f'<div style="overflow-x: auto; max-width: 100%">{styler.to_html()}</div>'
+
+
+def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
+    """A DataFrame as a padded HTML table (three significant digits, thousands separated) that fits the text
+    column: headers wrap, and a table too wide even so is shown in parts (:func:`column_parts`), each with
+    the key columns first; each part sits in a box that scrolls sideways should a cell still not fit."""
+    parts = column_parts(df)
+    return "".join(_one_table_html(df[cols], caption if i == 0 else (f"{caption} (continued)" if caption else None))
+                   for i, cols in enumerate(parts))
 
 
 def table(df: pd.DataFrame, caption: str | None = None) -> None:
@@ -75,20 +127,26 @@ def table(df: pd.DataFrame, caption: str | None = None) -> None:
 
 
 def _param_text(value, unit: str = "") -> str:
-    """A parameter's value as a reader wants it: sizes (declared with unit bytes) in KiB/MiB/GiB."""
+    """A parameter's value as a reader wants it: sizes (declared with unit bytes) in KiB/MiB/GiB, yes/no
+    for a switch, "not set" for None (the help says what that means), and no thousands separator inside a
+    list, where "[16, 64, 1,024]" would read as four items."""
     from datajourney.core.findings import size_label
 
-    def one(v):
+    def one(v, in_list: bool = False):
         if isinstance(v, str) and os.path.isabs(v):  # a directory of the machine that ran it, not the reader's
             return "a directory on the machine that ran it"
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1024 and unit == "bytes":
+        if v is None:
+            return "not set"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, int) and v >= 1024 and unit == "bytes":
             return size_label(v)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return f"{v:,}"
+        if isinstance(v, int):
+            return str(v) if in_list else f"{v:,}"
         return str(v)
 
-    if isinstance(value, list):
-        return "[" + ", ".join(one(v) for v in value) + "]"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(one(v, in_list=True) for v in value) + "]"
     return one(value)
 
 
@@ -112,12 +170,13 @@ def parameters(res: results.Result, *, folded: bool = False) -> None:
     html = table_html(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
     display(HTML(f"<details><summary>Parameters of this run</summary>{html}</details>" if folded else html))
     if res.replayed_from:
-        from datajourney.core.fingerprint import software_info
+        from datajourney.core.fingerprint import short_commit, software_info
 
         sw = res.fingerprint.get("software", {})
+        then, now = (short_commit(s.get("git_commit")) or "unknown" for s in (sw, software_info()))
         say(f"<small>Measured in run {escape(res.run_id)} on {escape(res.fingerprint.get('date_utc', '?'))} by the "
-            f"code of commit {escape(sw.get('git_commit') or 'unknown')}; this page renders that run's result file "
-            f"with the code of commit {escape(software_info().get('git_commit') or 'unknown')}.</small>")
+            f"code of commit {escape(then)}; this page renders that run's result file with the code of commit "
+            f"{escape(now)}.</small>")
 
 
 def reference(chapter: str, this: results.Result, host: str | None, is_reference_run: bool):

@@ -18,6 +18,7 @@ from datajourney.chapters import published
 from datajourney.chapters.registry import CHAPTERS, lookup
 from datajourney.core import findings as fx
 from datajourney.core import results
+from datajourney.core.fingerprint import short_commit
 
 #: A key metric that moved by more than this fraction between two runs is named in the sentence.
 THRESHOLD = 0.10
@@ -52,7 +53,7 @@ def run_info(res: results.Result) -> dict:
     """Commit, date and host of a run, from its fingerprint."""
     fp = res.fingerprint or {}
     h = fp.get("host") or {}
-    return {"run": res.run_id, "commit": (fp.get("software") or {}).get("git_commit"),
+    return {"run": res.run_id, "commit": short_commit((fp.get("software") or {}).get("git_commit")),
             "date": fp.get("date_utc") or res.created_utc or None, "host": h.get("name"), "host_id": h.get("id"),
             "boot_id": h.get("boot_id"), "gpu": (fp.get("gpu") or {}).get("name")}
 
@@ -121,8 +122,8 @@ def without_repeat(found: dict) -> list[str]:
     return [name for name in REPEATED if name in found and not found[name]]
 
 
-def _value(v, unit: str, std=None) -> str:
-    return published.fmt(v, std, unit) if v is not None else "—"
+def _value(v, unit: str, std=None, ways: tuple[str, str] | None = None) -> str:
+    return published.fmt(v, std, unit, ways) if v is not None else "—"
 
 
 def _signed(pct: float) -> str:
@@ -136,9 +137,10 @@ def table(found: dict) -> pd.DataFrame:
     for name, pairs in found.items():
         for _, rep, df in pairs:
             for r in df.itertuples():
+                ways = getattr(published.figure(name, r.metric), "ways", None)   # a gain reads "49.0% slower"
                 rows.append({"chapter": lookup(name).number, "repeat run": rep.run_id, "metric": r.metric,
-                             "reference run": _value(r.reference, r.unit, r.reference_std),
-                             "repeat": _value(r.repeat, r.unit, r.repeat_std),
+                             "reference run": _value(r.reference, r.unit, r.reference_std, ways),
+                             "repeat": _value(r.repeat, r.unit, r.repeat_std, ways),
                              "change": _signed(r.change_pct) if r.change_pct is not None else "—",
                              "within the runs' ± std": ("—" if r.within_spread is None
                                                         else "yes" if r.within_spread else "no")})

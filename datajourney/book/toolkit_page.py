@@ -47,11 +47,47 @@ def _first_paragraph(obj) -> str:
     return doc.split("\n\n", 1)[0]
 
 
+class _Shown:
+    """A value whose ``repr`` is the given text (how a signature shows an annotation or a default)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _default(value) -> _Shown:
+    """A default as a reader would type it: ``time.perf_counter`` for a function, ``'auto'`` for a string."""
+    if inspect.isroutine(value) or inspect.isclass(value):
+        mod = getattr(value, "__module__", None) or ""
+        return _Shown(f"{mod}.{value.__qualname__}" if mod and mod != "builtins" else value.__qualname__)
+    return _Shown(repr(value))
+
+
 def _signature(obj) -> str:
+    """``obj``'s signature as its source writes it: annotations unquoted (they are strings under
+    ``from __future__ import annotations``), defaults as code (strings quoted, functions by name)."""
     try:
-        return str(inspect.signature(obj)).replace("'", "")
+        sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return ""
+    empty = inspect.Parameter.empty
+
+    def ann(a):
+        return _Shown(a) if isinstance(a, str) else a
+
+    params = [p.replace(annotation=ann(p.annotation) if p.annotation is not empty else empty,
+                        default=_default(p.default) if p.default is not empty else empty)
+              for p in sig.parameters.values()]
+    ret = sig.return_annotation
+    return str(sig.replace(parameters=params, return_annotation=ann(ret) if ret is not empty else empty))
+
+
+def _cell(text: str) -> str:
+    """Text for a cell of a Markdown table: a ``|`` (in code spans too) escaped as ``\\|``, which the table
+    reads as a character of the cell and the page shows as ``|``."""
+    return text.replace("|", "\\|")
 
 
 def section(name: str) -> str:
@@ -70,7 +106,7 @@ def section(name: str) -> str:
             else:
                 kind, desc, label = "constant", f"`{obj!r}`"[:80], f"`{n}`"
             desc = " ".join(_ROLE.sub(lambda m: f"`{m.group(1).split('.')[-1]}`", desc).replace("``", "`").split())
-            out.append(f"| {label.replace('|', '&#124;')} | {kind}: {desc.replace('|', '&#124;')} |")
+            out.append(f"| {_cell(label)} | {kind}: {_cell(desc)} |")
         out.append("")
     if code:
         out += ["Example:", "", "```python", code.rstrip(), "```", ""]

@@ -43,6 +43,9 @@ class Figure:
     std: str | None = None
     setting: str = ""
     source: str = "S1"
+    #: A change that may go either way (a gain, a reduction): the words for a positive and a negative value
+    #: ("faster", "slower"), so "−49.0%" reads "49.0% slower".
+    ways: tuple[str, str] | None = None
 
     @property
     def mean(self) -> float:
@@ -50,11 +53,22 @@ class Figure:
 
     @property
     def text(self) -> str:
-        """The figure as the source prints it, with its unit."""
-        t = self.value + (f" ± {self.std}" if self.std else "")
-        if self.unit in ("×", "%"):
-            return t + self.unit
-        return t + (f" {self.unit}" if self.unit else "")
+        """The figure with the source's digits and unit, thousands separated as every other number of the book
+        ("1,421.85 ± 13.47", "9,846"; sources print "1421.85" or "9 846")."""
+        t = separated(self.value) + (f" ± {separated(self.std)}" if self.std else "")
+        t += self.unit if self.unit in ("×", "%") else (f" {self.unit}" if self.unit else "")
+        return f"{t} {self.ways[0]}" if self.ways and not self.value.startswith("-") else t
+
+
+def separated(digits: str) -> str:
+    """A number as a source printed it, its digits kept, its thousands separated by commas: "1421.85" ->
+    "1,421.85", "9 846" -> "9,846"; text that is not a plain number is returned as it is."""
+    plain = digits.replace(",", "").replace(" ", "")
+    whole, dot, frac = plain.partition(".")
+    sign = whole[:1] if whole[:1] in "+-" else ""
+    if not whole.lstrip("+-").isdigit() or (dot and not frac.isdigit()):
+        return digits
+    return f"{sign.replace('-', '−')}{int(whole.lstrip('+-')):,}{dot}{frac}"
 
 
 _CH3 = "50,000 × 4 KiB samples, batch 64, cold, 3 runs"
@@ -125,13 +139,14 @@ PUBLISHED: dict[str, list[Figure]] = {
     # -- chapter 8 --
     "08_threads_processes_gil": [
         Figure("throughput gain, thread pipeline over DataLoader", "74", "%",
-               setting="SPDL vs the PyTorch DataLoader iterating ImageNet (abstract: “74% faster”)", source="S2"),
+               setting="SPDL vs the PyTorch DataLoader iterating ImageNet (abstract: “74% faster”)", source="S2",
+               ways=("faster", "slower")),
         Figure("CPU reduction, thread pipeline vs DataLoader", "38", "%",
                setting="total CPU utilisation where the pipeline is stable, no downstream load (Fig. 6)",
-               source="S2"),
+               source="S2", ways=("less CPU", "more CPU")),
         Figure("memory reduction, thread pipeline vs DataLoader", "50", "GB",
                setting="abstract: “50GB less memory” (about 15 GB of it the path list copied to each worker)",
-               source="S2"),
+               source="S2", ways=("less", "more")),
         Figure("peak throughput, DataLoader, Python 3.12", "1510", "img/s",
                setting="Table 3, “3.12 (PyTorch)”, FPS without downstream load", source="S2"),
         Figure("peak throughput, SPDL, Python 3.12", "2627", "img/s", setting="Table 3, FPS without downstream load",
@@ -155,7 +170,8 @@ PUBLISHED: dict[str, list[Figure]] = {
         Figure("storage → GPU memory with GDS", "9.6", "GB/s", setting="gdsio -x 0 (GPUDirect Storage), same settings",
                source="S3"),
         Figure("average latency with GDS", "1.00", "ms", setting="the same gdsio -x 0 run", source="S3"),
-        Figure("GDS gain over the CPU path", "20", "%", setting="printed as “+20%” beside 9.6 GB/s", source="S3"),
+        Figure("GDS gain over the CPU path", "20", "%", setting="printed as “+20%” beside 9.6 GB/s", source="S3",
+               ways=("faster", "slower")),
     ],
     # -- chapter 10 --
     "10_mmap_vs_read": [
@@ -190,9 +206,10 @@ PUBLISHED: dict[str, list[Figure]] = {
                setting="8 L40S over PCIe (SHM): “more than 6 times slower” than one GPU", source="S5"),
         Figure("NCCL all-reduce share of the step, host path", "84", "%",
                setting="8 L40S: 587 of 701 ms", source="S5"),
-        Figure("gradient_as_bucket_view gain", "1", "%", setting="on top of static_graph", source="S5"),
+        Figure("gradient_as_bucket_view gain", "1", "%", setting="on top of static_graph", source="S5",
+               ways=("faster", "slower")),
         Figure("bf16 compression gain, host path", "65", "%", setting="8 L40S over PCIe; a loss on 8 A100 (NVLink)",
-               source="S5"),
+               source="S5", ways=("faster", "slower")),
         Figure("PowerSGD, host path", "7.5", "steps/s",
                setting="8 L40S over PCIe, naive PowerSGDState(process_group=None): “more than five times faster” "
                        "than the DDP baseline", source="S5"),
@@ -209,12 +226,15 @@ def figure(chapter: str, metric: str) -> Figure | None:
     return next((f for f in figures(chapter) if f.metric == metric), None)
 
 
-def fmt(mean, std=None, unit: str = "") -> str:
-    """A measured value with sensible digits (three significant, thousands separated)."""
+def fmt(mean, std=None, unit: str = "", ways: tuple[str, str] | None = None) -> str:
+    """A measured value with sensible digits (three significant, thousands separated); with ``ways`` (see
+    :attr:`Figure.ways`) a change is worded by its sign ("49.0% slower"), never a bare "−49.0%"."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "—"
-    from datajourney.core.findings import num
+    from datajourney.core.findings import num, signed
 
+    if ways:
+        return signed(mean, unit, *ways) + (f" (± {num(std, unit)})" if std is not None and std == std else "")
     text = num(mean, unit)
     if std is not None and not (isinstance(std, float) and math.isnan(std)):
         text = text.removesuffix(unit).rstrip() + " ± " + num(std, unit)
@@ -235,10 +255,10 @@ def three_columns(chapter: str, this: dict, reference: dict | None, *, this_is_r
         r = (reference or {}).get(f.metric, (None, None))
         row = {"metric": f.metric, f"published ({f.source})": f.text, "published setting": f.setting}
         if this_is_reference:
-            row[reference_label] = fmt(*t, f.unit)
+            row[reference_label] = fmt(*t, f.unit, f.ways)
         else:
-            row[reference_label] = fmt(*r, f.unit) if reference else "not committed yet"
-            row["this run"] = fmt(*t, f.unit)
+            row[reference_label] = fmt(*r, f.unit, f.ways) if reference else "not committed yet"
+            row["this run"] = fmt(*t, f.unit, f.ways)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -109,10 +109,13 @@ def tidy(fig_dict: dict) -> dict:
                    and math.isfinite(v)]
         axis.setdefault("exponentformat", "none")
         axis.setdefault("separatethousands", True)
-        if axis.get("type") == "log":
-            _log_axis(fig_dict, name, axis, [v for v in numbers if v > 0])
-        elif axis.get("type") in (None, "linear", "-") and numbers and (
-                name[0] in counts or all(v.is_integer() for v in numbers)):
+        was_log = axis.get("type") == "log"
+        if was_log:   # drawn linear when its range is narrow: a count axis then gets whole ticks all the same
+            kept = set(meta.get(_LOG_KEY, [])) if isinstance(meta, dict) else set()
+            _log_axis(fig_dict, name, axis, [v for v in numbers if v > 0 and math.isfinite(v)],
+                      narrow_too=name[0] in kept)
+        if axis.get("type") in (None, "linear", "-") and numbers and (
+                name[0] in counts or (not was_log and all(v.is_integer() for v in numbers))):
             _integer_ticks(axis, numbers)
     _wrap_axis_titles(layout, _plot_px(fig_dict))
     _title_above(layout)
@@ -128,6 +131,18 @@ LONG_LABEL = 12
 _CHAR_PX, _COLUMN_PX, _PLOT_PX = 7.2, 720, 400
 #: Category labels on horizontal bars wrap past this many characters (they set the left margin).
 _HBAR_LABEL = 28
+
+
+#: Key of ``layout.meta`` listing the axis letters that :func:`log_axis` keeps logarithmic.
+_LOG_KEY = "log_axes"
+
+
+def log_axis(fig: go.Figure, axis: str = "x") -> go.Figure:
+    """Keep every ``axis`` ("x" or "y") of ``fig`` logarithmic however narrow its range (:func:`tidy` draws a
+    narrow log axis linear): for a chart whose script moves its points later, over a wider range."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    fig.update_layout(meta={**meta, _LOG_KEY: sorted({*meta.get(_LOG_KEY, []), axis})})
+    return fig
 
 
 def count_axis(fig: go.Figure, axis: str = "x") -> go.Figure:
@@ -296,14 +311,16 @@ def _unlog(text):
     return text
 
 
-def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float]) -> None:
+def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow_too: bool = False) -> None:
     """A log axis over less than :data:`LOG_SPAN` of range is drawn linear (its title and hovers lose the
-    "log scale" words); a wider one is labelled 1, 2, 5, 10… (powers of ten alone past three decades),
-    never with plotly's small "2, 3" digits."""
+    "log scale" words), unless ``narrow_too`` (:func:`log_axis`); a wider one is labelled 1, 2, 5, 10…
+    (powers of ten alone past three decades), never with plotly's small "2, 3" digits."""
     if not values:
         return
     lo, hi = min(values), max(values)
-    if hi / lo < LOG_SPAN:
+    if isinstance(axis.get("range"), (list, tuple)) and None not in axis["range"] and narrow_too:
+        lo, hi = min(lo, 10 ** axis["range"][0]), max(hi, 10 ** axis["range"][1])   # ticks over what is drawn
+    if hi / lo < LOG_SPAN and not narrow_too:
         axis["type"] = "linear"
         for key in ("range", "dtick", "tick0", "minor"):
             axis.pop(key, None)
@@ -563,18 +580,20 @@ def series_order(values) -> list:
     return seen
 
 
-def runs_text(lo: float, hi: float, n, unit: str, band_label: str) -> str:
-    """The hover's spread of one point: the range with the number of runs, or why no bar is drawn."""
+def runs_text(lo: float, hi: float, n, unit: str, band_label: str, per: str = "runs") -> str:
+    """The hover's spread of one point: the range with the number of runs (``per``: what ``n`` counts,
+    e.g. "timed windows"), or why no bar is drawn."""
     from datajourney.core.findings import num, span
 
     if n is None or n != n:
         return span(lo, hi, unit)
     n = int(n)
+    one = per.split()[-1].removesuffix("s")
     if n < 2:
-        return "none (one run)"
+        return f"none (one {one})"
     if n < MIN_RUNS_FOR_BARS:
-        return f"{num(lo, unit)} and {num(hi, unit)} ({n} runs, too few for a bar)"
-    over = "" if "over" in band_label else (f" over {n} runs" if band_label.startswith("min–max") else f" (n = {n})")
+        return f"{num(lo, unit)} and {num(hi, unit)} ({n} {per}, too few for a bar)"
+    over = "" if "over" in band_label else (f" over {n} {per}" if band_label.startswith("min–max") else f" (n = {n})")
     return span(lo, hi, unit) + over
 
 
@@ -589,41 +608,73 @@ def range_bars(centre, low, high, n=None) -> dict:
                 arrayminus=[c - lo if s else None for c, lo, s in zip(centre, low, keep, strict=True)])
 
 
-def bars_label(n, band_label: str) -> str:
+def bars_label(n, band_label: str, per: str = "runs") -> str:
     """What a chart's error bars are, for its axis title: "bars: min–max over 5 runs", or "one run"
-    when no point has runs enough for a bar."""
+    when no point has runs enough for a bar (``per``: what ``n`` counts, e.g. "timed windows"). The one
+    place a chart says what its error bars are: a caption or title never says it in other words."""
     ns = sorted({int(k) for k in (n if n is not None else []) if k is not None and k == k})
     if not ns:
         return f"bars: {band_label}"
     if ns[-1] < MIN_RUNS_FOR_BARS:
-        return "one run" if ns[-1] == 1 else f"{ns[-1]} runs at most: no error bars"
+        return f"one {per.split()[-1].removesuffix('s')}" if ns[-1] == 1 else \
+            f"{ns[-1]} {per} at most: no error bars"
     runs = str(ns[0]) if ns[0] == ns[-1] else f"{ns[0]}–{ns[-1]}"
     label = band_label if "over" in band_label or not band_label.startswith("min–max") else \
-        f"{band_label} over {runs} runs"
+        f"{band_label} over {runs} {per}"
     if ns[0] < MIN_RUNS_FOR_BARS:
         return f"bars: {band_label}, drawn where {MIN_RUNS_FOR_BARS} runs or more"
     return f"bars: {label}"
+
+
+def series_in(values, order: list | None = None) -> list:
+    """The series of a chart: those of ``order`` that are present, in its order (so a series keeps its
+    place, hence its colour, in every chart of a chapter), then any others (:func:`series_order`)."""
+    present = series_order(values)
+    if not order:
+        return present
+    return [v for v in order if v in present] + [v for v in present if v not in order]
+
+
+def series_colours(series: list, order: list | None = None) -> dict:
+    """A colour per series: by its place in ``order`` where it has one (the same in every chart that passes the
+    same order, even where some series are missing), the others after it."""
+    order = list(order or [])
+    extra = [s for s in series if s not in order]
+    return {s: PALETTE[(order.index(s) if s in order else len(order) + extra.index(s)) % len(PALETTE)]
+            for s in series}
+
+
+def dodged(xs, i: int, k: int, spread: float) -> list[float]:
+    """The x positions of series ``i`` of ``k``, spread sideways (by a factor, so as much on a log axis) by up
+    to ``2**±spread/2``: series measured at the same x stay apart instead of hiding each other."""
+    shift = 0.0 if k < 2 else spread * (i / (k - 1) - 0.5)
+    return [float(v) * 2 ** shift for v in xs]
 
 
 def lines_with_band(
     summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
     log_x: bool = True, log_y: bool = False, unit: str = "MB/s", x_format=str,
     centre: str = "mean", low: str = "min", high: str = "max", band_label: str = "min–max",
+    order: list | None = None, dodge: float = 0.0,
 ) -> go.Figure:
-    """One line per ``color`` value (numeric values in numeric order): the ``centre`` column with error
-    bars from ``low`` to ``high`` where a point has :data:`MIN_RUNS_FOR_BARS` runs or more (``n``).
+    """One line per ``color`` value (numeric values in numeric order, or ``order``): the ``centre`` column
+    with error bars from ``low`` to ``high`` where a point has :data:`MIN_RUNS_FOR_BARS` runs or more
+    (``n``); ``dodge``: series spread sideways (:func:`dodged`; the hover keeps the measured x).
 
     The hover names what the bars are (``band_label``: "min–max" over runs by default, or
     e.g. "p10–p90" for percentiles), so a reader never mistakes a range for a std."""
     fig = go.Figure()
-    for i, name in enumerate(series_order(summary[color])):
+    series = series_in(summary[color], order)
+    colour = series_colours(series, order)
+    for i, name in enumerate(series):
         g = summary[summary[color] == name].sort_values(x)
         n = g["n"] if "n" in g else None
         spread = [runs_text(a, b, k, unit, band_label) for a, b, k in
                   zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
         fig.add_scatter(
-            x=g[x], y=g[centre], name=str(name), mode="lines+markers",
-            line=dict(color=PALETTE[i % len(PALETTE)]), error_y=range_bars(g[centre], g[low], g[high], n),
+            x=dodged(g[x], i, len(series), dodge) if dodge else g[x], y=g[centre], name=str(name),
+            mode="lines+markers",
+            line=dict(color=colour[name]), error_y=range_bars(g[centre], g[low], g[high], n),
             customdata=list(zip(g[x].map(x_format), spread, strict=True)),
             hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>{centre} %{{y:,.3~r}} {unit}"
                            f"<br>{band_label}: %{{customdata[1]}}<extra></extra>"),
@@ -664,7 +715,7 @@ def facet_grid(n: int, titles: list[str] | None, shared_y: bool):
 
 def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None, title: str, xaxis: str, yaxis: str,
                 unit: str = "MB/s", shared_y: bool = False, names: dict | None = None,
-                band_label: str = "min–max") -> go.Figure:
+                band_label: str = "min–max", per: str = "runs") -> go.Figure:
     """Grouped bars of a :func:`datajourney.core.stats.summarise` table in one panel per ``facet``
     value, each panel on its own linear axis from zero (bar heights compare as ratios within a
     panel; ``facet`` None: one panel). Error bars: min–max over the runs, where a bar has
@@ -680,7 +731,7 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
                 continue
             label = (names or {}).get(name, str(name))
             n = g["n"] if "n" in g else None
-            spread = [runs_text(a, b, k, unit, band_label) for a, b, k in
+            spread = [runs_text(a, b, k, unit, band_label, per) for a, b, k in
                       zip(g["min"], g["max"], n if n is not None else [None] * len(g), strict=True)]
             fig.add_bar(
                 x=g[x].astype(str), y=g["mean"], name=label, legendgroup=label, showlegend=ci == 1,
@@ -695,23 +746,24 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(title_text=xaxis, type="category")
     fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label)})", row=1, col=1)
+    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label, per)})", row=1, col=1)
     return fig
 
 
 def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title: str, xaxis: str, yaxis: str,
                  unit: str = "", centre: str = "mean", low: str = "min", high: str = "max",
                  band_label: str = "min–max", log_x: bool = False, log_y: bool = False, shared_y: bool = False,
-                 names: dict | None = None, y_format: str = ",.3~r") -> go.Figure:
-    """One panel per ``facet`` value, one line per ``color`` value (numeric values in numeric order):
-    ``centre`` with error bars from ``low`` to ``high`` where a point has :data:`MIN_RUNS_FOR_BARS` runs
-    or more (named by ``band_label`` on the axis and in the hover)."""
+                 names: dict | None = None, y_format: str = ",.3~r", order: list | None = None) -> go.Figure:
+    """One panel per ``facet`` value, one line per ``color`` value (numeric values in numeric order, or
+    ``order``: :func:`series_in`): ``centre`` with error bars from ``low`` to ``high`` where a point has
+    :data:`MIN_RUNS_FOR_BARS` runs or more (named by ``band_label`` on the axis and in the hover)."""
     facets = list(dict.fromkeys(summary[facet]))
-    series = series_order(summary[color])
+    series = series_in(summary[color], order)
+    colour = series_colours(series, order)
     fig = facet_grid(len(facets), [f"{facet}: {f}" for f in facets], shared_y)
     for ci, fv in enumerate(facets, start=1):
         part = summary[summary[facet] == fv]
-        for i, name in enumerate(series):
+        for name in series:
             g = part[part[color] == name].sort_values(x)
             if g.empty:
                 continue
@@ -721,7 +773,7 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
                       zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
             fig.add_scatter(
                 x=g[x], y=g[centre], name=label, legendgroup=label, showlegend=ci == 1, mode="lines+markers",
-                line=dict(color=PALETTE[i % len(PALETTE)]), error_y=range_bars(g[centre], g[low], g[high], n),
+                line=dict(color=colour[name]), error_y=range_bars(g[centre], g[low], g[high], n),
                 customdata=spread,
                 hovertemplate=(f"<b>{label}</b> ({facet}: {fv})<br>{xaxis}: %{{x}}<br>{centre} %{{y:{y_format}}} {unit}"
                                f"<br>{band_label}: %{{customdata}}<extra></extra>"),

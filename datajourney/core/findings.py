@@ -85,10 +85,10 @@ def words(text: str) -> int:
 
 # ---------------------------------------------------------------- numbers as text
 def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
-    """A number with three significant digits (thousands separated, no false precision).
+    """A number with three significant digits (thousands separated, no false precision, a true minus sign).
 
-    >>> num(2123.19, "MB/s"), num(5.123, "×"), num(0.9712, "×"), num(76.2, "%"), num(0.036, "ms")
-    ('2,123 MB/s', '5.1×', '0.97×', '76.2%', '0.036 ms')
+    >>> num(2123.19, "MB/s"), num(5.123, "×"), num(0.9712, "×"), num(76.2, "%"), num(-0.029, "ms")
+    ('2,123 MB/s', '5.1×', '0.97×', '76.2%', '−0.029 ms')
     """
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
@@ -109,6 +109,8 @@ def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
     else:
         digits = min(6, max(2, 1 - int(math.floor(math.log10(a)))))
     text = f"{v:,.{digits}f}"
+    if text.startswith("-"):  # a true minus sign, and none on a value that rounds to zero ("0.0", not "−0.0")
+        text = "−" + text[1:] if text.strip("-0.,") else text[1:]
     if not with_unit or not unit:
         return text
     return text + unit if unit in ("×", "%") else f"{text} {unit}"
@@ -136,6 +138,15 @@ def size_label(n: int) -> str:
 def pct(fraction: float) -> str:
     """A fraction as a percentage: 0.7634 -> '76%'."""
     return num(100 * fraction, "%")
+
+
+def signed(value: float | None, unit: str, up: str, down: str) -> str:
+    """A change that may go either way, worded so its sign needs no reading: ``signed(-49.0, "%", "faster",
+    "slower")`` -> "49.0% slower", ``signed(74, "%", "faster", "slower")`` -> "74% faster"."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    text = num(abs(float(value)), unit)
+    return text if text.strip("0.,%") == "" else f"{text} {up if value > 0 else down}"
 
 
 def times(ratio: float) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import re
 import resource
 import shutil
 import subprocess
@@ -311,6 +312,29 @@ def _os_release():
     return None
 
 
+#: Characters of a commit id as the book prints it (git's own short form), whatever length a run recorded.
+COMMIT_CHARS = 7
+
+
+def short_commit(commit) -> str | None:
+    """A commit id as the book prints it: its first :data:`COMMIT_CHARS` hex digits (runs record 12 or 40),
+    anything that is not a hex id as it is; None stays None."""
+    if not commit:
+        return None
+    c = str(commit).strip()
+    return c[:COMMIT_CHARS] if re.fullmatch(r"[0-9a-fA-F]{7,40}", c) else c
+
+
+def size_text(value) -> str | None:
+    """A size as sysfs writes it ("307200K", "32M", "512") in the book's binary units ("300 MiB")."""
+    from datajourney.core.findings import size_label
+
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", str(value or ""))
+    if not m:
+        return None if value in (None, "") else str(value)
+    return size_label(int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)])
+
+
 def summary(fp: dict) -> dict:
     """A flat, human-sized view of a fingerprint for tables."""
     g, s, c, m, k = fp["gpu"], fp["storage"], fp["cpu"], fp["memory"], fp["container"]
@@ -331,7 +355,8 @@ def summary(fp: dict) -> dict:
         "GPU": f"{g['count']}x {g['name']}, {gib(g['memory_bytes'])}" if g.get("available") else "none",
         "PCIe link": link,
         "CPU": c.get("model"),
-        "NUMA nodes / last-level cache": f"{h.get('numa_nodes') or 'n/a'} / {h.get('llc') or 'n/a'}" if h else "n/a",
+        "NUMA nodes / last-level cache": (f"{h.get('numa_nodes') or 'n/a'} / {size_text(h.get('llc')) or 'n/a'}"
+                                          if h else "n/a"),
         "Cores (usable / logical)": f"{c.get('usable_cores')} / {c.get('logical_cores')}",
         "RAM": gib(m.get("total_bytes")),
         "Virtualised": "yes" if c.get("hypervisor") else "no",
@@ -347,6 +372,6 @@ def summary(fp: dict) -> dict:
         "Cache purge allowed": "drop_caches (root)" if k.get("can_drop_caches") else "fadvise only",
         "Python / torch / CUDA": f"{sw['python']} / {sw.get('torch')} / {sw.get('cuda')}",
         "Libraries": libs or "n/a",
-        "Code (git commit)": sw.get("git_commit") or "n/a",
+        "Code (git commit)": short_commit(sw.get("git_commit")) or "n/a",
         "Date (UTC)": fp["date_utc"],
     }

@@ -58,8 +58,19 @@ def code(value) -> str:
 
 
 # ----------------------------------------------------------------------------- one fact
+#: Said beside a share that prints above 100%: a part cannot exceed its whole, so the reader is told it did.
+OVER_WHOLE = "over 100%: more than the whole"
+
+
+def _over_whole(f: Fact) -> str:
+    """" (over 100%: more than the whole)" for a share (quantity "share", in %) that prints above 100%."""
+    shown = num(f.number, f.unit, with_unit=False).replace(",", "").replace("−", "-")
+    return f" ({OVER_WHOLE})" if f.quantity == "share" and f.unit == "%" and float(shown) > 100 else ""
+
+
 def value(f: Fact | None, *, runs: bool = True) -> str:
-    """A fact's value with its unit, and its spread over the runs: "2,123 MB/s (2,050–2,200, 3 runs)"."""
+    """A fact's value with its unit, and its spread over the runs: "2,123 MB/s (2,050–2,200, 3 runs)"; a share
+    above 100% says so ("133% (over 100%: more than the whole)"), never bare."""
     if f is None or f.value is None:
         return "—"
     if f.number is None:
@@ -68,16 +79,16 @@ def value(f: Fact | None, *, runs: bool = True) -> str:
     if runs and f.spread is not None and f.n > 1:
         lo, hi = f.spread
         out += f" ({span(lo, hi, f.unit if f.unit in ('×', '%') else '')}, {f.n} runs)"
-    return out
+    return out + _over_whole(f)
 
 
 def headline(f: Fact | None) -> str:
-    """A fact's number alone, as a table cell shows it ("5.1×", "2,123 MB/s")."""
+    """A fact's number alone, as a table cell shows it ("5.1×", "2,123 MB/s"; a share above 100% flagged)."""
     if f is None or f.number is None:
         return "—"
     if f.is_comparison:
         return ratio_words(f) or num(f.number, "×")
-    return num(f.number, f.unit)
+    return num(f.number, f.unit) + _over_whole(f)
 
 
 # ----------------------------------------------------------------------------- comparisons

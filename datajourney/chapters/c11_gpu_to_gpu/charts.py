@@ -7,10 +7,17 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE
+from datajourney.core.charts import PALETTE, bars_facets
 
 
 # -- chapter 11 --
+def ladder_chart(lad: pd.DataFrame) -> go.Figure:
+    """Steps/s per GPU of every rung (``page.ladder_summary``): bars at the mean over the timed windows, error
+    bars from their slowest to their fastest window, said on the axis by the code that draws them."""
+    return bars_facets(lad, x="step", color="label", facet=None, unit="steps/s", title="Steps/s per GPU or process",
+                       xaxis="rung", yaxis="steps/s per GPU (mean over the timed windows)", per="timed windows")
+
+
 def topology_matrix(topo: pd.DataFrame, *, title: str, legend: dict) -> go.Figure:
     """``nvidia-smi topo -m`` as a grid: one cell per device pair, coloured by link kind, labelled
     with the link as nvidia-smi prints it; the hover explains the link."""

@@ -367,13 +367,15 @@ def hops_chart(res, workload: str):
     """Each hop's rate (dots on a log axis) against what the step asks for (the dashed line)."""
     import plotly.graph_objects as go
 
-    from datajourney.core.charts import PALETTE
+    from datajourney.core.charts import LOG_SPAN, PALETTE, log_axis
 
     facts = res.facts
     unit = UNITS[workload]
     d = facts.number(f"{workload}.demand")
     data = [h for h in _hops(facts, workload) if h["hop"] != "gpu" and h["capacity"] is not None]
     xs = [h["capacity"] for h in data]
+    pts = [v for v in [*xs, d] if v is not None and v > 0]
+    wide = bool(pts) and max(pts) / min(pts) >= LOG_SPAN   # else a linear axis from zero: a rate is never below it
     colours = [PALETTE[2] if d is None or v >= d else PALETTE[5] for v in xs]
     fig = go.Figure(go.Scatter(x=xs, y=[hop_label(facts, workload, h["hop"]) for h in data], mode="markers",
                                name="hop", marker=dict(size=14, color=colours),
@@ -381,11 +383,16 @@ def hops_chart(res, workload: str):
                                hovertemplate="%{y}: %{x:,.3~s} " + unit + "<br>%{customdata[0]}<extra></extra>"))
     if d is not None:
         fig.add_vline(x=d, line=dict(dash="dash", color=PALETTE[7]))
-        fig.add_annotation(x=math.log10(d), yref="paper", y=1.02, showarrow=False, yanchor="bottom",
+        fig.add_annotation(x=math.log10(d) if wide else d, yref="paper", y=1.02, showarrow=False, yanchor="bottom",
                            text=f"the step's need: {num(d, unit)}")
     fig.update_layout(title=dict(text=f"{workload_name(facts, workload)}: each hop's rate (green keeps up)", y=0.97),
                       height=180 + 55 * len(data), margin=dict(l=20, t=110), showlegend=False)
-    fig.update_xaxes(type="log", title_text=f"{unit} the hop sustains (log scale; a model of its measurement)")
+    if wide:   # every point and the step's need inside the axis, with room on both sides
+        log_axis(fig.update_xaxes(type="log", range=[math.log10(min(pts) / 2), math.log10(max(pts) * 2)],
+                                  title_text=f"{unit} the hop sustains (log scale; a model of its measurement)"))
+    else:
+        fig.update_xaxes(type="linear", range=[0, 1.15 * max(pts)] if pts else None, rangemode="tozero",
+                         title_text=f"{unit} the hop sustains (a model of its measurement)")
     fig.update_yaxes(title_text="")
     return fig
 
@@ -416,20 +423,22 @@ function model() {
   var xs = s.keys.map(function (k) { return out[k]; });
   var colours = xs.map(function (v) { return v >= demand ? s.ok : s.short; });
   Plotly.restyle(gd, {x: [xs, [demand, demand]], 'marker.color': [colours, null]}, [0, 1]);
+  var all = xs.concat([demand]).filter(function (v) { return v > 0; });
+  Plotly.relayout(gd, {'xaxis.range': [Math.log10(Math.min.apply(null, all) / s.pad),
+                                       Math.log10(Math.max.apply(null, all) * s.pad)]});
 }
 gd.on('plotly_sliderchange', function (e) { s[e.slider.name] = +e.step.value; model(); });
 """)
 
-BUDGET_STEP_MS = [5, 10, 20, 30, 50, 75, 100, 150, 200, 300]
+#: The sliders' steps, each a regular ladder (1, 2, 5 or doubling), with this run's own value added by :func:`_with`.
+BUDGET_STEP_MS = [5, 10, 20, 50, 100, 200, 500]
 BUDGET_BATCH = [8, 16, 32, 64, 128, 256, 512]
-BUDGET_KIB = [4, 8, 16, 32, 64, 110, 256, 512, 1024]
+BUDGET_KIB = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 BUDGET_CPU_MS = [0.25, 0.5, 1, 2, 4, 8, 16]
 
 
-BUDGET_STEP_MS = [5, 10, 20, 30, 50, 75, 100, 150, 200, 300]
-BUDGET_BATCH = [8, 16, 32, 64, 128, 256, 512]
-BUDGET_KIB = [4, 8, 16, 32, 64, 110, 256, 512, 1024]
-BUDGET_CPU_MS = [0.25, 0.5, 1, 2, 4, 8, 16]
+#: Room (a factor) the budget chart leaves beyond its slowest and fastest point, the step's need included.
+BUDGET_PAD = 2.0
 
 
 def _with(values, current: float) -> list:
@@ -476,7 +485,7 @@ def budget_figure(res):
     :func:`datajourney.chapters.c12_conclusion.analysis.budget` (no kernel needed)."""
     import plotly.graph_objects as go
 
-    from datajourney.core.charts import PALETTE, value_slider
+    from datajourney.core.charts import PALETTE, log_axis, value_slider
 
     state = budget_inputs(res.facts)
     if state is None:
@@ -489,10 +498,12 @@ def budget_figure(res):
                                marker=dict(size=14, color=[PALETTE[2] if (v or 0) >= m["demand"] else PALETTE[5]
                                                            for v in xs]),
                                hovertemplate="%{y}: %{x:,.3~s} samples/s<extra></extra>"))
-    fig.add_scatter(x=[m["demand"]] * 2, y=[labels[state["keys"][0]], labels[state["keys"][-1]]], mode="lines",
-                    name="the step's need", line=dict(dash="dash", color=PALETTE[7]),
+    fig.add_scatter(x=[m["demand"]] * 2, y=[labels[state["keys"][0]], labels[state["keys"][-1]]],
+                    mode="lines+text", text=["", "the step's need"], textposition="top center",
+                    textfont=dict(color=PALETTE[7]), name="the step's need", line=dict(dash="dash", color=PALETTE[7]),
                     hovertemplate="the step's need: %{x:,.3~s} samples/s<extra></extra>")
-    state_js = dict(state, ok=PALETTE[2], short=PALETTE[5])
+    state_js = dict(state, ok=PALETTE[2], short=PALETTE[5], pad=BUDGET_PAD)
+    every = [v for v in [*xs, m["demand"]] if v is not None and v > 0]
     fig.update_layout(
         title=dict(text="Budget: which hops keep up? (move the sliders; starts at this run's workload)", y=0.98),
         height=860, margin=dict(t=130, b=430, l=20),  # the legend on the right (short names), clear of the title
@@ -506,5 +517,6 @@ def budget_figure(res):
         ],
         meta={"post_script": charts.script(_BUDGET_JS, state_js)},
     )
-    fig.update_xaxes(type="log", title_text="samples/s (log scale)")
-    return fig
+    fig.update_xaxes(type="log", title_text="samples/s (log scale)",   # the script keeps this room as values move
+                     range=[math.log10(min(every) / BUDGET_PAD), math.log10(max(every) * BUDGET_PAD)])
+    return log_axis(fig)
