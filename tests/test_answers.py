@@ -4,6 +4,7 @@ under its threshold, chapter 12 repeats each chapter's verdict, and findings fol
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -257,3 +258,80 @@ def test_a_tracer_that_measured_faster_than_no_tracer_is_flagged_and_advises_not
     assert facts.flagged("overhead")
     text = page.actions(facts)[-1].text
     assert "measurement problem" in text and "Tracing can stay on" not in text
+
+
+# ----------------------------------------------------------------------------- no page contradicts its advice
+def _advised_key(a, facts) -> str:
+    g = facts[a.gain]
+    return g.of if a.verdict == "change" or not a.within else g.basis
+
+
+def _contradictions(facts: Facts) -> list[str]:
+    """Comparison facts a page words that show another candidate of a question clearly better (beyond the
+    question's threshold, runs apart) than the candidate its advice names."""
+    out = []
+    for a in _declared(facts):
+        mine, cands = _advised_key(a, facts), set(a.evidence)
+        for c in facts.facts.values():
+            if not c.is_comparison or c.number is None or c.level or {c.of, c.basis} - cands or mine not in (
+                    c.of, c.basis):
+                continue
+            other_better = c.number if c.basis == mine else 1 / c.number   # other ÷ advised, as a rate
+            if facts[mine].better == "lower":
+                other_better = 1 / other_better
+            if other_better > 1 + a.threshold:
+                out.append(f"{a.key}: {c.key} shows {c.of if c.basis == mine else c.basis} better than {mine}")
+    return out
+
+
+def _with_cores(res, cores: int):
+    res = copy.deepcopy(res)
+    res.metadata["cores"] = cores
+    res.fingerprint.setdefault("cpu", {}).update(logical_cores=cores, usable_cores=cores)
+    return res
+
+
+def test_no_committed_page_contradicts_its_advice(analysed):
+    for path, (_, facts) in analysed.items():
+        assert not _contradictions(facts), path.name
+
+
+@pytest.mark.parametrize("host", ["h200", "h100"])
+def test_a_64_core_4_gpu_host_gets_advice_its_pages_agree_with(host, tmp_path):
+    """Chapter 8 on a 64-core fingerprint and chapter 11 on 4 GPUs, through chapter 12: every chapter's
+    advice is the best of its question on its own page, and chapter 12 repeats it unchanged."""
+    from datajourney.book.analyse import rediagnose
+
+    folder = REFERENCE / host
+    for p in folder.glob("[01][0-9]_*.json"):
+        res = results.Result.load(p)
+        if res.chapter == "08_threads_processes_gil":
+            res = _with_cores(res, 64)
+        if res.chapter == "11_gpu_to_gpu":
+            res = results.Result.load(next((REFERENCE / "h200" / "more").glob("11_*.json")))
+        if not p.name.startswith(("01_", "12_")):
+            res.facts = registry.lookup(res.chapter).analyse(res)
+            assert not _contradictions(res.facts), res.chapter
+        d = res.to_dict()
+        d["created_utc"] = res.created_utc
+        (tmp_path / p.name).write_text(json.dumps(d))
+    if (tmp_path / "12_conclusion.json").exists():
+        rediagnose(tmp_path / "12_conclusion.json")
+        c12 = results.Result.load(tmp_path / "12_conclusion.json").facts
+        for a in c12.advice:
+            prefix = a.evidence[0].split(".", 1)[0] if a.evidence else ""
+            src = results.Result.load(next(tmp_path.glob(f"{prefix}_*.json"))).facts
+            assert any((b.key, b.value, b.verdict) == (a.key.split(".", 1)[-1] if not a.key.endswith(".remedy")
+                       else b.key, a.value, a.verdict) for b in src.advice), a.key
+
+
+def test_the_contradiction_check_catches_advice_for_a_weaker_candidate():
+    f = Facts("t")
+    a = decide(_q(), [_c(0, [100, 101]), _c(4, [150, 151]), _c(8, [200, 201])], f)
+    f.advise(a)
+    assert a.value == 8 and not _contradictions(f)
+    f.add(compare("page.says", f["rate.8"], f["rate.4"]))     # the page words 8 against 4: agrees
+    assert not _contradictions(f)
+    f.advice[0] = dataclasses.replace(a, value=4, gain="page.four")   # advice names the weaker 4
+    f.add(compare("page.four", f["rate.4"], f["rate.0"]))
+    assert _contradictions(f)

@@ -454,3 +454,21 @@ def test_budget_chart_keeps_every_point_in_view_as_the_sliders_move(browser, tmp
             assert kind == "log" and 10 ** lo * 1.5 < min(xs) and max(xs) * 1.5 < 10 ** hi, (idx, xs, lo, hi)
         page.close()
     assert not errors, errors
+
+
+def test_a_readers_book_opens_with_your_run(run_book, browser):
+    """The title page of a book built from a reader's run shows that run's answer first, in the first screen
+    a browser draws (the staged title page holds it as a stored output: it is never executed again)."""
+    with _serve(run_book) as url:
+        page, blocked, errors = _open(browser, f"{url}/index.html")
+        try:
+            first = page.locator("text=Your run").first
+            assert first.count() and first.is_visible()
+            box = first.bounding_box()
+            assert box is not None and box["y"] < 900, f"'Your run' is {box} down the page"
+            reference = page.locator("text=The reference host").first
+            if reference.count():
+                assert reference.bounding_box()["y"] > box["y"]   # the reader's run comes first
+            assert not errors
+        finally:
+            page.close()
