@@ -9,6 +9,7 @@ import nbformat
 import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
+from test_abuse import _one_line
 
 from datajourney.cli import main
 from datajourney.core import phrasing, results
@@ -152,12 +153,6 @@ def test_the_outputs_the_package_writes_are_kept():
 CH3 = "03_dataloader"
 
 
-def _one_line(err: str, *needles) -> str:
-    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("note: ")]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
 
 
 def _run_with(tmp_path, nb, name=CH3):

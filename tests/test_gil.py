@@ -14,6 +14,7 @@ from torch.utils.data import Dataset
 from datajourney.book import harness
 from datajourney.chapters.c08_threads_processes_gil import experiment as gil
 from datajourney.chapters.c08_threads_processes_gil import page
+from datajourney.chapters.c08_threads_processes_gil import params as params8
 from datajourney.core import results
 from datajourney.core.params import ParameterError
 
@@ -152,7 +153,7 @@ def test_moonshot_feeds_add_the_niced_dataloader_and_the_hybrid_from_this_runs_d
     assert feeds == [("threadpool", 16, 0, None, "spdl"), ("dataloader", 16, 0, None, "pillow"),
                      ("dataloader", 16, 10, None, "pillow"), ("nvjpeg", 8, 0, None, None),
                      ("hybrid", 16, 0, 0.7, "pillow"), ("hybrid", 16, 10, 0.7, "pillow")]  # 0.8 × 3400.5 / 4000
-    assert h == dict(share=0.7, how="auto", headroom=gil.HYBRID_HEADROOM, step=gil.HYBRID_STEP, cpu_rate=3400.5,
+    assert h == dict(share=0.7, how="auto", headroom=params8.HYBRID_HEADROOM, step=params8.HYBRID_STEP, cpu_rate=3400.5,
                      ceiling=4000.0, workers=16)
     h = {}
     feeds = gil.moonshot_feeds(lo, {"images_per_s": 4000.0}, tv=(True, ""), nice=0, read_threads=8, share=0.25,
@@ -771,15 +772,22 @@ def test_spdl_limit_note_says_when_the_result_has_no_stage_statistics():
     assert "not in the reference run" in page.spdl_limit_note(res)
 
 
-def test_full_profile_windows_skip_every_loader_queue():
-    """The full profile's timed windows start after the batches the deepest loaders keep in flight
-    (DataLoader 16 workers: 32), hold at least window_factor (3) times those in flight in whole waves
-    (96 batches, 6 waves of 16), and the data set holds them all, for the loaders and the model-fed runs."""
-    from datajourney.book import runner
+def test_full_profile_windows_skip_every_loader_queue(monkeypatch):
+    """On a 16-core host, the full profile's timed windows start after the batches the deepest loaders keep in
+    flight (DataLoader 16 workers: 32), hold at least window_factor (3) times those in flight in whole waves
+    (96 batches, 6 waves of 16), and the data set ("auto") holds them all, for the loaders and the model-fed
+    runs (the hybrid: 9,536 images)."""
+    import os
 
-    prof = {**gil.Params().as_dict(), **runner.profiles()["full"][gil.CHAPTER]}  # a profile lists what differs
-    q = dict(prof, batch_size=prof.get("batch_size", 64), prefetch_factor=2, warm_batches=2,
-             window_factor=prof.get("window_factor", gil.WINDOW_FACTOR), loaders=list(gil.LOADERS))
+    from datajourney.book import runner
+    from datajourney.core import params as core_params
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(16)))
+    monkeypatch.setattr(core_params, "memory", lambda *a, **k: None)
+    full = {**runner.profiles()["full"][gil.CHAPTER], "paper": False}
+    q = gil.resolve(full)   # every "auto" and every host-scaled sweep resolved for 16 cores
+    prof = dict(q)
+    assert q["n_images"] == 9536
     plan = gil.loader_windows(q)
     assert q["window_factor"] >= 3 and ("dataloader", 16, 32, 32 * q["window_factor"]) in plan
     for kind, c, warm, timed in plan:
@@ -794,7 +802,7 @@ def test_full_profile_windows_skip_every_loader_queue():
     w = max(q["dataloader_workers"])
     warm = max(prof["model_warmup"], gil.in_flight("hybrid", w, batch_size=q["batch_size"]))
     steps = gil.timed_batches("hybrid", w, prof["model_steps"], batch_size=q["batch_size"], factor=q["window_factor"])
-    assert warm == 2 * w + gil.GPU_QUEUE_DEPTH + 1 and steps % w == 0
+    assert warm == 2 * w + params8.GPU_QUEUE_DEPTH + 1 and steps % w == 0
     assert (warm + steps + 1) * q["batch_size"] <= prof["n_images"]
 
 
@@ -1036,10 +1044,11 @@ def test_opening_is_short_and_follows_reversed_loaders():
     assert [f.key for f in op.findings] == ["end_to_end", "cost", "epoch_memory"]
     assert all(fx.words(f.text) <= fx.OPENING_WORDS and f.value is not None for f in op.findings)
     assert "1.50× faster than" in op.findings[0].text
-    assert "loader='thread pool, 8 threads, Pillow'" in op.actions[0].text
+    assert "use `concurrent.futures.ThreadPoolExecutor` (at `max_workers=8`)" in op.actions[0].text
     assert "ThreadPoolExecutor(8)" in op.actions[0].snippet and "np.stack" in op.actions[0].snippet
     assert "NumPy array" in op.actions[1].text and "np.bytes_" in op.actions[1].snippet
     res = _with_epoch(_result(tp_ips=2000.0, dl_ips=3000.0), list_uss=(60e6, 62e6))
     op = page.opening(res)
-    assert "1.50× slower than" in op.findings[0].text and "loader='DataLoader, 8 workers, Pillow'" in op.actions[0].text
+    assert "1.50× slower than" in op.findings[0].text
+    assert "keep the default `torch.utils.data.DataLoader` with `num_workers=8`" in op.actions[0].text
     assert "num_workers=8" in op.actions[0].snippet and "Keep the paths as they are" in op.actions[1].text

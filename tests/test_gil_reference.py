@@ -84,7 +84,7 @@ def test_chapter_8_opening_follows_reversed_data():
     base = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, tables, ref.metadata)
     op = page.opening(base)
     assert "slower than the best DataLoader" in op.findings[0].text and op.findings[0].value < 1
-    assert "loader='DataLoader, 16 workers, spdl.io'" in op.actions[0].text and "num_workers=16" in \
+    assert "keep the default `torch.utils.data.DataLoader` with `num_workers=16`" in op.actions[0].text and "num_workers=16" in \
         op.actions[0].snippet
     assert any(a.text.startswith("Start workers with fork") for a in op.actions)
     lo = ref.table("loaders").copy()
@@ -96,6 +96,6 @@ def test_chapter_8_opening_follows_reversed_data():
                          {**tables, "loaders": lo, "startup": st}, ref.metadata)
     op = page.opening(rev)
     assert "faster than the best DataLoader" in op.findings[0].text and op.findings[0].value > 1
-    assert "loader='thread pool, 16 threads, spdl.io'" in op.actions[0].text
+    assert "use `concurrent.futures.ThreadPoolExecutor` (at `max_workers=16`)" in op.actions[0].text
     assert "ThreadPoolExecutor(16)" in op.actions[0].snippet
     assert any(a.text.startswith("Keep the start method you have") for a in op.actions)

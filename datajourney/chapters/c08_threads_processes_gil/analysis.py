@@ -619,7 +619,8 @@ def loader_advice(facts: Facts, res) -> Advice | None:
         snippet = _dataloader_snippet(res, c, dec) if kind == "dataloader" else _threads_snippet(res, kind, c, dec)
         cands.append(Candidate(f"{LABELS.get(kind, kind)}, {count(c, unit)}, {decoder_name(dec)}", f, group=group,
                                call=f"num_workers={c}" if kind == "dataloader" else THREAD_CALLS.get(kind, kind),
-                               at=None if kind == "dataloader" else f"{count(c, unit)}", snippet=snippet))
+                               at=None if kind == "dataloader" else
+                               f"max_workers={c}" if kind == "threadpool" else f"concurrency={c}", snippet=snippet))
     a = decide(q, cands, facts)
     return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("cost",))
 

@@ -54,18 +54,9 @@ from datajourney.chapters.c08_threads_processes_gil.common import (  # noqa: F40
     AUTO_LOADER_MAX,
     CHAPTER,
     DECODERS,
-    EXECUTORS,
-    GPU_QUEUE_DEPTH,
-    HYBRID_HEADROOM,
-    HYBRID_STEP,
     LABELS,
-    LOADERS,
     MAX_CONCURRENCY,
-    MODEL_STEPS,
     OPS,
-    START_METHODS,
-    THREADED,
-    WINDOW_FACTOR,
     _keep_sigterm,
     _read,
     _version,
@@ -335,9 +326,12 @@ def resolve(params) -> dict:
     if p.model == "resnet50" and p.moonshot is True and torch.cuda.is_available():  # "auto" skips without it
         requires("model", "resnet50", "torchvision", "torchvision (pip install torchvision)")
     upto("read_threads", [p.read_threads])
-    if p.moonshot is not False and torch.cuda.is_available():
+    # the model-fed windows: "auto" sizes the data set for them wherever they may run (the same data set on a GPU
+    # host and off it); a fixed n_images is checked against them where they run
+    gpu = torch.cuda.is_available()
+    if p.moonshot is not False and (gpu or p.n_images == "auto"):
         model_plan = [(k, c, w, t) for k, c, w, t in plan if k != "nvjpeg"]
-        if "dataloader" in p.loaders and torchvision_status()[0]:  # the hybrid, at the most workers it may get
+        if "dataloader" in p.loaders and (not gpu or torchvision_status()[0]):  # the hybrid, at the most workers
             model_plan.append(("hybrid", max(q["dataloader_workers"]), 0, 0))
         for k, c, _, _ in model_plan:
             warm = max(p.model_warmup, in_flight(k, c, batch_size=p.batch_size, prefetch_factor=p.prefetch_factor))
