@@ -460,7 +460,7 @@ def test_a_readers_book_opens_with_your_run(run_book, browser):
     """The title page of a book built from a reader's run shows that run's answer first, in the first screen
     a browser draws (the staged title page holds it as a stored output: it is never executed again)."""
     with _serve(run_book) as url:
-        page, blocked, errors = _open(browser, f"{url}/index.html")
+        page, blocked, errors = _open(browser, f"{url}/book/index.html")   # the title page (/ only redirects)
         try:
             first = page.locator("text=Your run").first
             assert first.count() and first.is_visible()

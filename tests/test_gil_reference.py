@@ -84,8 +84,8 @@ def test_chapter_8_opening_follows_reversed_data():
     base = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, tables, ref.metadata)
     op = page.opening(base)
     assert "slower than the best DataLoader" in op.findings[0].text and op.findings[0].value < 1
-    assert "keep the default `torch.utils.data.DataLoader` with `num_workers=16`" in op.actions[0].text and "num_workers=16" in \
-        op.actions[0].snippet
+    assert "keep the default `torch.utils.data.DataLoader` with `num_workers=16`" in op.actions[0].text
+    assert "num_workers=16" in op.actions[0].snippet
     assert any(a.text.startswith("Start workers with fork") for a in op.actions)
     lo = ref.table("loaders").copy()
     fast = lo["loader"].isin(page.THREADED)

@@ -444,9 +444,9 @@ def test_one_worker_names_its_largest_stage():
 
 def test_best_scenario_above_or_below_the_keep_up_share():
     above = _text(_result(best=1950.0), "best_vs_ceiling")
-    below = _text(_result(best=1700.0), "best_vs_ceiling")
+    below = _text(_result(best=1700.0, ceiling=2100.0), "best_vs_ceiling")
     assert "keeps up" in above and "stays below" not in above
-    assert "stays below 95%" in below and "keeps up" not in below
+    assert "stays below 90%" in below and "keeps up" not in below   # the book's one bar (MLPerf Storage's AU)
     assert "the largest part is" in below
 
 
@@ -496,7 +496,7 @@ def test_a_graph_that_does_not_help_says_so():
     text = _text(_result(best=1850.0, tuned_compute=34.5, graphed=same), "best_vs_ceiling")
     assert "compute per step did not change beyond the runs' spread" in text and "fell" not in text
     assert "removed none of that excess" in text  # +3.0 ms over the graphed ceiling against +2.4 ms eager
-    assert "stays below 95%" in text and "keeps up" not in text.split("The best of the default")[0]
+    assert "keeps up" in text.split("The best of the default")[0]   # 93.0% of the ceiling, over the 90% bar
     # no compute excess to remove: the eager tuned step already ran at its ceiling's compute
     flat = _text(_result(best=1850.0, tuned_compute=32.0, graphed=same), "best_vs_ceiling")
     assert "no compute gap for the graph to remove" in flat
@@ -505,7 +505,7 @@ def test_a_graph_that_does_not_help_says_so():
 def test_a_graphed_best_that_misses_names_the_part_that_holds_the_gap():
     slow_loader = dict(ips=1800.0, compute=31.6, wait=3.0, ceiling_ips=1900.0, ceiling_compute=31.5)
     text = _text(_result(best=1700.0, tuned_compute=34.5, graphed=slow_loader), "best_vs_ceiling")
-    assert "**ImageFolder, W=4, graphed**" in text and "stays below 95%" in text
+    assert "**ImageFolder, W=4, graphed**" in text and "keeps up" in text   # 94.7%, over the 90% bar
     assert "the largest part is **data wait**" in text and "of the gap)" in text
     slow_copy = dict(ips=1800.0, compute=31.6, h2d=3.0, ceiling_ips=1900.0, ceiling_compute=31.5)
     text = _text(_result(best=1700.0, tuned_compute=34.5, graphed=slow_copy), "best_vs_ceiling")
@@ -563,7 +563,7 @@ def test_compute_growth_is_tied_to_the_sweep_only_at_a_matching_load():
 
 @pytest.mark.parametrize("first,need,tried,expected", [
     (8, 4.74, [0, 1, 2, 4, 8, 16], "the first count tried at or above the prediction (4.74)"),
-    (8, 4.74, [0, 1, 4, 5, 8], "although W=5, at or above the prediction (4.74), did not keep up"),
+    (8, 4.74, [0, 1, 4, 5, 8], "although W=5, at or above the prediction (4.74), did not bring the wait below it"),
     (4, 4.74, [0, 1, 4, 8], "below the prediction (4.74)"),
 ])
 def test_sizing_compares_with_the_counts_actually_tried(first, need, tried, expected):
@@ -680,7 +680,7 @@ def test_chapter_7_opening_follows_reversed_data():
     assert "pin_memory=True" in op.actions[0].snippet
     rev = page.opening(_swap_workers(ref, 0, 8))
     assert "less than the compute per step" in rev.findings[0].text and "more than" not in rev.findings[0].text
-    assert "set `num_workers=0`" in rev.actions[0].text and "num_workers=0" in rev.actions[0].snippet
+    assert "keep the default `num_workers=0`" in rev.actions[0].text and "num_workers=0" in rev.actions[0].snippet
     assert "slower than ImageFolder with 0 workers" in rev.findings[1].text  # W=4 against the (now fast) W=0
 
 

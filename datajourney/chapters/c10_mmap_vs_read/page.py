@@ -468,8 +468,7 @@ piece = np.array(tokens[start:start + n_tokens])              # page faults, no 
 def _cmp(facts: Facts, key: str) -> str:
     c = facts.get(key)
     if c is not None and facts.flagged(key):  # traced faster than untraced: not an outcome
-        return ("faster than with tracing off, which a tracer cannot make it: flagged as a measurement problem of "
-                "this run (measure again with more `overhead_rounds`)")
+        return "faster than untraced: flagged, a measurement problem (measure again, more `overhead_rounds`)"
     return phrasing.comparison(c, facts) if c is not None else ""
 
 
