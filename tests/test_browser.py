@@ -462,11 +462,11 @@ def test_a_readers_book_opens_with_your_run(run_book, browser):
     with _serve(run_book) as url:
         page, blocked, errors = _open(browser, f"{url}/book/index.html")   # the title page (/ only redirects)
         try:
-            first = page.locator("text=Your run").first
+            first = page.locator("strong", has_text="Your run,").first       # the answer's heading, with its host
             assert first.count() and first.is_visible()
             box = first.bounding_box()
             assert box is not None and box["y"] < 900, f"'Your run' is {box} down the page"
-            reference = page.locator("text=The reference host").first
+            reference = page.locator("strong", has_text="The reference host,").first
             if reference.count():
                 assert reference.bounding_box()["y"] > box["y"]   # the reader's run comes first
             assert not errors
