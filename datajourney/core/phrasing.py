@@ -201,12 +201,7 @@ def verdict(a: Advice, facts: Facts | Mapping[str, Fact] | None = None) -> str:
     vs = (comparison(gain, baseline=basis.label if basis is not None and basis.label else None)
           if gain is not None and gain.number is not None else "")
     if a.verdict == "keep":
-        head = f"keep the default {a.default or what}"
-        if a.best and a.within and (a.threshold is None or a.within < a.threshold):
-            return f"{head}: within {num(100 * a.within, '%')} of the best measured ({a.best})"
-        if a.best:
-            return f"{head}: the best measured, {a.best}, ran {vs}"
-        return f"{head}, which ran {vs}" if vs else head
+        return f"keep the default {a.default or what}" + _keep_clause(a, vs, str)
     verb = "set" if re.match(r"\w+=", what) else "use"
     return f"{verb} {what}: {vs}" if vs else f"{verb} {what}"
 
@@ -217,14 +212,21 @@ def paste(call: str) -> str:
     return code(call) if re.search(r"[=(.]|^\w+$", call) else text(call)
 
 
+def _keep_clause(a: Advice, vs: str, show, *, need: bool = False) -> str:
+    """What follows "keep the default …", in the advice and in a table cell alike: how close the best measured
+    came (``need``: and the gain that would have changed the default), or how the default ran (``vs``, the
+    comparison's words); ``show`` renders a setting (code on a page, plain in a cell)."""
+    if a.best:  # another candidate measured best, by less than would change the default (or level with it)
+        if a.within and (a.threshold is None or a.within < a.threshold):
+            more = f", under the {num(100 * a.threshold, '%')} that would change it" if need and a.threshold else ""
+            return f": within {num(100 * a.within, '%')} of the best measured ({show(a.best)}){more}"
+        return f": the best measured, {show(a.best)}, ran {vs}"
+    return f", which ran {vs}" if vs else ""
+
+
 def _keep(a: Advice, what: str, at: str, body: str) -> str:
     """The words of a "keep the default" verdict."""
     head = f"For {text(a.workload)}, keep the default {paste(a.default) if a.default else what}"
-    if a.best:  # another candidate measured best, by less than would change the default (or level with it)
-        if a.within and (a.threshold is None or a.within < a.threshold):
-            need = f", under the {num(100 * a.threshold, '%')} that would change it" if a.threshold else ""
-            return f"{head}: within {num(100 * a.within, '%')} of the best measured ({paste(a.best)}){need}."
-        return f"{head}: the best measured, {paste(a.best)}, ran {body.removeprefix(': ')}."
-    if a.default and a.call and a.call != a.default:
+    if not a.best and a.default and a.call and a.call != a.default:
         head += f" with {what}{at}"
-    return f"{head}, which ran {body.removeprefix(': ')}." if body else f"{head}."
+    return head + _keep_clause(a, body.removeprefix(": "), paste, need=True) + "."

@@ -189,7 +189,6 @@ def _chunk_sweep(out: Facts, res, cold: str) -> None:
     if not buf or not od:
         return
     out.add(compare("odirect", out[f"chunk.{smallest}.buffered"], out[f"chunk.{smallest}.direct"]))
-    out.add(compare("odirect.direct", out[f"chunk.{smallest}.direct"], out[f"chunk.{smallest}.buffered"]))
     caught = next((c for c in chunks if values_of(cs, mode="O_DIRECT", chunk=c)
                    and fnd.direction(values_of(cs, mode="O_DIRECT", chunk=c),
                                      values_of(cs, mode="buffered", chunk=c)) >= 0), None)

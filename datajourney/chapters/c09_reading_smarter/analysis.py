@@ -158,10 +158,6 @@ def _to_gpu(res, f: Facts) -> None:
                setting=dict(top.setting)))
     f.add(Fact("cold_paths", len(pool), "", "cold paths into GPU memory measured", "count", None))
     f.add(compare("to_gpu_vs_dd", f["to_gpu"], f["dd_read"]), compare("to_gpu_vs_pcie", f["to_gpu"], f["pcie_copy"]))
-    if "path.a" in f:
-        f.add(compare("to_gpu_vs_plain", f["to_gpu"], f["path.a"]))
-        if "path.b" in f:
-            f.add(compare("path_b_vs_plain", f["path.b"], f["path.a"]))
     f.data["disk_to_gpu"] = dict(path=str(top.label), GBps=float(top.value),
                                  paths={c.label: float(c.value) for c in pool if c.number is not None},
                                  pcie=pc, device=f.number("dd_read"), gds=gds)
