@@ -40,6 +40,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c11_gpu_to_gpu import efficiency
 from datajourney.chapters.c11_gpu_to_gpu.reading import HOST_PATHS, predict_comm, rung_label
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured
@@ -226,6 +227,10 @@ def analyse(res) -> Facts:
     facts.data["powersgd_state"] = _powersgd_state(run)
     facts.data["workload"]["words"] = _workload(run)
     _advise(facts, run)
+    words = lambda k: f"on {devices(run.cuda, k)} {path_words(run.path0)}"  # noqa: E731
+    efficiency.loss(facts, res, run, words)
+    efficiency.channels(facts, res, run, _workload(run), words)
+    efficiency.target(facts, run)
     return facts
 
 

@@ -38,7 +38,15 @@ from pathlib import Path
 import pandas as pd
 
 from datajourney.chapters.c11_gpu_to_gpu.params import MODELS, OPS, Params  # noqa: F401 - re-exported
-from datajourney.chapters.c11_gpu_to_gpu.reading import HOST_PATHS, MIN_JOB_S, parse_topology, predict_comm
+from datajourney.chapters.c11_gpu_to_gpu.reading import (
+    CHANNEL_ENV,
+    CHANNEL_JOB,
+    EXPLAIN,
+    HOST_PATHS,
+    MIN_JOB_S,
+    parse_topology,
+    predict_comm,
+)
 from datajourney.chapters.c11_gpu_to_gpu.worker import SAFE_ENV
 from datajourney.core.params import ParameterError, run_options
 from datajourney.core.paths import REPO_ROOT
@@ -320,6 +328,15 @@ def preflight(params) -> Params:
     top = n_dev or 64
     if p.scale_worlds != "auto" and not all(2 <= k <= top for k in p.scale_worlds):
         raise ParameterError("scale_worlds", p.scale_worlds, f"'auto' or a list of integers from 2 to {top}")
+    try:
+        ex = parse_rung(p.explain_rung, 1)
+    except ValueError:
+        ex = None
+    if ex is None or not ex["ddp"] or ex["hook"] != "none":
+        raise ParameterError("explain_rung", p.explain_rung, "a DDP rung without a communication hook: ddp, "
+                             "static_graph or bucket_view (optionally '@<bucket_cap_mb>', e.g. 'ddp@25')")
+    if not all(1 <= c <= 64 for c in p.nccl_channels):
+        raise ParameterError("nccl_channels", p.nccl_channels, "a list of integers from 1 to 64 (may be empty)")
     if not all(1 <= k <= 100_000 for k in p.bucket_sweep):
         raise ParameterError("bucket_sweep", p.bucket_sweep, "a list of integers from 1 to 100,000 (may be empty)")
     if p.powersgd_start_iter > p.warmup_steps:
@@ -347,19 +364,36 @@ def plan_jobs(params, backend: str, n: int) -> list[Job]:
     node_env = HOST_PATHS.get(p.node_path, {}) if nodes > 1 and backend == "nccl" else {}
     ladder = [rung(s) for s in p.ladder if parse_rung(s, cap)["base"] != "no_ddp"]
     ladder += [rung(f"bucket_view@{mb}") for mb in p.bucket_sweep if mb != cap]
-    jobs = [Job("one", path, 1, [rung("no_ddp"), rung("ddp")], [])]
+    jobs = [Job("one", path, 1, explained([rung("no_ddp"), rung("ddp")], p.explain_rung, cap, no_sync=False), [])]
     if n * nodes >= 2:
-        jobs.append(Job("n", path, n, ladder, list(p.bench_ops), env=dict(node_env), nodes=nodes))
+        jobs.append(Job("n", path, n, explained(ladder, p.explain_rung, cap), list(p.bench_ops), env=dict(node_env),
+                        nodes=nodes))
         worlds = scale_worlds(p.scale_worlds, n if nodes == 1 else n + 1)
         scale = [rung(s) for s in p.scale_ladder]
-        jobs += [Job(f"{SCALE_JOB}{k}", path, k, scale, ["all_reduce"]) for k in worlds]
-        if backend == "nccl":
+        jobs += [Job(f"{SCALE_JOB}{k}", path, k, explained(scale, p.explain_rung, cap), ["all_reduce"])
+                 for k in worlds]
+        if backend == "nccl":  # each channel count is its own launch: NCCL reads it when the process group starts
+            ex = {**rung(p.explain_rung), "part": EXPLAIN, "iso": True}
+            jobs += [Job(f"{CHANNEL_JOB}{c}", path, n, [ex], [], env={**node_env, **dict.fromkeys(CHANNEL_ENV, str(c))},
+                         nodes=nodes) for c in p.nccl_channels]
             for h in p.host_paths:
                 jobs.append(Job(h, h, n, [rung(s) for s in p.host_ladder], ["all_reduce"],
                                 env={**node_env, **HOST_PATHS[h]}, nodes=nodes))
             jobs += [Job(f"{h}@{k}", h, k, [rung("ddp")], ["all_reduce"], env=HOST_PATHS[h])
                      for h in p.scale_host_paths for k in worlds]
     return jobs
+
+
+def explained(rungs: list[dict], name: str, cap: int, *, no_sync: bool = True) -> list[dict]:
+    """``rungs`` with the decomposition's rungs: ``name`` (run as part of the decomposition where the list lacks it)
+    with its all-reduces timed alone after it, and ``name`` once more with gradient sync skipped (``no_sync``)."""
+    ex = parse_rung(name, cap)
+    out = [dict(r, iso=True) if r["name"] == ex["name"] else r for r in rungs]
+    if not any(r["name"] == ex["name"] for r in rungs):
+        out.append({**ex, "part": EXPLAIN, "iso": True})
+    if no_sync:
+        out.append({**ex, "part": EXPLAIN, "sync": False})
+    return out
 
 
 def is_scale_job(name: str) -> bool:
@@ -421,6 +455,8 @@ def measure(p: Params, context) -> None:
             res.add(f"scale_{name}", df)
     if "bench" in tables and "rungs" in tables:
         res.add("prediction", predict_comm(tables["rungs"], tables["bench"], world))
+    for name, df in tidy_explain(jobs).items():
+        res.add(name, df)
 
 
 # --------------------------------------------------------------------------- tables
@@ -428,6 +464,8 @@ def tidy(jobs: list[Job]) -> dict[str, pd.DataFrame]:
     rungs, windows, bench, transports = [], [], [], []
     for j in jobs:
         for r in j.records:
+            if r.get("part") == EXPLAIN:
+                continue
             if r.get("kind") == "rung":
                 prof = r.get("profile") or {}
                 row = {"job": j.name, "path": j.path, "world": r["world"], "rung": r["rung"], "ddp": r["ddp"],
@@ -462,3 +500,31 @@ def tidy(jobs: list[Job]) -> dict[str, pd.DataFrame]:
     tcols = ["job", "path", "channel", "src", "dst", "kind", "via", "transport"]
     out["transports"] = pd.concat(transports, ignore_index=True) if transports else pd.DataFrame(columns=tcols)
     return out
+
+
+def tidy_explain(jobs: list[Job]) -> dict[str, pd.DataFrame]:
+    """The decomposition's tables, from every job: ``explain`` (its own rungs: the explained rung where the job's
+    list lacked it, and the rung with gradient sync skipped), ``explain_windows`` (their windows) and
+    ``explain_iso`` (each job's all-reduces of the explained rung's buckets run alone, one row per window)."""
+    rungs, windows, iso = [], [], []
+    for j in jobs:
+        for r in j.records:
+            if r.get("kind") == "rung" and r.get("part") == EXPLAIN:
+                sps = r.get("steps_per_s") or []
+                row = {"job": j.name, "path": j.path, "world": r["world"], "rung": r["rung"], "sync": r["sync"],
+                       "status": r["status"], "reason": r.get("reason"), "env": json.dumps(j.env or {}),
+                       "steps_per_s": float(sum(sps) / len(sps)) if sps else None,
+                       "profile_error": r.get("profile_error")}
+                row.update({f"prof_{k}": v for k, v in (r.get("profile") or {}).items()})
+                rungs.append(row)
+                windows += [{"job": j.name, "path": j.path, "world": r["world"], "rung": r["rung"], "sync": r["sync"],
+                             "window": i, "steps_per_s": v} for i, v in enumerate(sps)]
+            elif r.get("kind") == "iso":
+                prof = r.get("profile") or {}
+                base = {"job": j.name, "path": j.path, "world": r["world"], "rung": r["rung"], "status": r["status"],
+                        "reason": r.get("reason"), "buckets": r.get("buckets"),
+                        "bucket_sizes": json.dumps(r.get("bucket_bytes") or []),
+                        "prof_nccl_ms": prof.get("nccl_ms"), "profile_error": r.get("profile_error")}
+                iso += [{**base, "window": i, "step_ms": v} for i, v in enumerate(r.get("step_ms") or [None])]
+    return {f"{EXPLAIN}": pd.DataFrame(rungs), f"{EXPLAIN}_windows": pd.DataFrame(windows),
+            f"{EXPLAIN}_iso": pd.DataFrame(iso)} if rungs or iso else {}

@@ -100,7 +100,7 @@ def _option_action(facts: Facts) -> Action | None:
 
 def _path_actions(facts: Facts) -> list[Action]:
     out = []
-    for key in ("ddp.path", "ddp.host_option"):
+    for key in ("ddp.path", "ddp.host_option", "ddp.nccl_channels"):
         a = facts.advice_for(key)
         if a is not None:
             out.append(Action(say.advice(a, facts), a.snippet))
@@ -392,6 +392,111 @@ def profile_note(facts) -> str:
             f"rungs); with the smallest (bucket_cap_mb={small.setting['bucket_cap_mb']}) {say.value(small, runs=False)}"
             ". NCCL kernel time includes the time a kernel waits for its peer, so it is an upper bound on transfer "
             "time." + "".join(flags))
+
+
+# --------------------------------------------------------------------------- where the per-GPU loss goes
+#: Each share of the decomposition as the page names it.
+SHARE_WORDS = {"bookkeeping": "DDP's own bookkeeping (DDP on one GPU against the plain model)",
+               "apart": "ranks running apart (the same ranks with gradient sync skipped, against DDP on one GPU)",
+               "exposed": "exposed communication (the step with gradient sync against the same step without it)",
+               "slowed": "NCCL kernels slowed by overlapping compute (exposed NCCL time beyond the same "
+                         "all-reduces run alone)"}
+#: Why a part of the decomposition was not measured, by the code the facts carry.
+NOT_MEASURED = {"no_cuda": "no CUDA device, so no GPU kernels to profile",
+                "no_profile": "no NCCL kernel profile of the training steps or of the all-reduces alone "
+                              "(profile_steps = 0, or the profiler failed)",
+                "not_measured": "this run's result holds no such measurement (it ran before the chapter measured it)",
+                "no_nccl": "gloo has no NCCL channels; the NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS settings apply "
+                           "to NCCL only"}
+
+
+def _share_name(key: str) -> str:
+    return SHARE_WORDS[key].split(" (")[0]
+
+
+def loss_text(facts) -> str:
+    """At each count: the explained rung's gap, its shares and the largest (all from the facts), or why not."""
+    facts = facts_of(facts)
+    d = facts.data.get("loss") or {"status": "not_measured"}
+    dev = _dev(facts)
+    if d["status"] != "ok":
+        return f"**Where each {dev}'s loss goes:** not measured: {NOT_MEASURED[d['status']]}."
+    out = []
+    for row in d["rows"]:
+        k = row["processes"]
+        parts = [f"{_share_name(s)} {say.value(facts[f'loss_{s}_{k}'], runs=False)}" for s in SHARES_SHOWN
+                 if f"loss_{s}_{k}" in facts]
+        top = facts[f"loss_largest_{k}"]
+        slow = facts.get(f"nccl_slowdown_{k}")
+        out.append(f"on {_devs(facts, k)}, {say.value(facts[f'loss_gap_{k}'], runs=False)} of one {dev}'s steps/s "
+                   f"per {dev}: " + ", ".join(parts) + f"; the largest is {_share_name(top.setting['share'])}"
+                   + (f" (NCCL kernels took {say.value(slow, runs=False)} their time alone)" if slow is not None
+                      else ""))
+    missing = ("" if d.get("slowed") is None else
+               f" NCCL kernels slowed by overlapping compute: not measured here ({NOT_MEASURED[d['slowed']]}), so "
+               "the whole sync cost counts as exposed communication.")
+    return (f"**Where each {dev}'s loss goes**, with {say.text(rung_label(d['rung']).removeprefix('+ '))}: "
+            + "; ".join(out) + "." + missing
+            + " A negative share is a step that ran faster than its baseline, within the windows' noise.")
+
+
+SHARES_SHOWN = ("bookkeeping", "apart", "exposed", "slowed")
+
+
+def loss_table(facts) -> pd.DataFrame:
+    """The decomposition's step times (ms) and shares (points of one device's steps/s), one row per count."""
+    d = facts_of(facts).data.get("loss") or {}
+    rows = d.get("rows") or []
+    return pd.DataFrame([{"processes": r["processes"], "one, no DDP ms": r["t_plain_ms"],
+                          "DDP on one ms": r["t_ddp_one_ms"], "no sync ms": r["t_no_sync_ms"],
+                          "with sync ms": r["t_sync_ms"], "NCCL in training ms": r["nccl_train_ms"],
+                          "of which exposed ms": r["nccl_exposed_ms"], "NCCL alone ms": r["nccl_alone_ms"],
+                          "all-reduces alone, wall ms": r["alone_step_ms"], "buckets": r["buckets"],
+                          "gap (points)": r["gap"], **{f"{s} (points)": r[s] for s in SHARES_SHOWN},
+                          "largest": r["largest"]} for r in rows])
+
+
+def channels_text(facts) -> str:
+    """The NCCL channel counts tried against NCCL's own choice, the answer, or why not tried."""
+    facts = facts_of(facts)
+    d = facts.data.get("channels") or {"status": "not_measured"}
+    if d["status"] != "ok":
+        return f"**NCCL channel count:** {'skipped' if d['status'] == 'skipped' else 'not measured'}: " \
+               f"{NOT_MEASURED[d.get('reason') or d['status']]}."
+    parts = []
+    for row in d["rows"]:
+        f = facts[f"channels_{row['channels']}"]
+        setup = f", NCCL set up {num(row['used'])} channels" if row.get("used") else ""
+        name = "NCCL's own choice" if row["channels"] == "unset" else f"{num(row['channels'])} channels"
+        parts.append(f"{name}: {say.value(f)}{setup}")
+    a = facts.advice_for("ddp.nccl_channels")
+    return ("**NCCL channel count** (each setting its own launch of the ranks), "
+            f"{say.text(rung_label(d['rung']).removeprefix('+ '))} on {_devs(facts, _n(facts))}: "
+            + "; ".join(parts) + "." + (f" {say.advice(a, facts)}" if a is not None else ""))
+
+
+def target_text(facts) -> str:
+    """The best measured setting against the chapter's declared target, and what keeps it below where it is."""
+    facts = facts_of(facts)
+    d = facts.data.get("target") or {}
+    f = facts.get("target_best")
+    if f is None:
+        return ""
+    dev = _dev(facts)
+    ch = f.setting.get("channels")
+    how = say.text(option_words(f.setting["rung"]))
+    how += "" if ch in (None, "unset") else f" with {num(ch)} NCCL channels"
+    head = (f"**The chapter's declared target** is {num(d['target'], '%')} of one {dev}'s steps/s per {dev}. "
+            f"The best setting measured on {_devs(facts, _n(facts))}, {how}, kept {say.value(f, runs=False)}: ")
+    if d["reached"]:
+        return head + "it reaches the target."
+    held = facts.get(d["held_by"]) if d.get("held_by") else None
+    if held is None:
+        return head + ("it stays below the target; where the loss goes was not measured in this run, so no share "
+                       "can be named.")
+    return head + (f"it stays below the target. The largest measured share of the loss on {_devs(facts, _n(facts))} "
+                   f"is {_share_name(held.setting['share'])}, {say.value(held, runs=False)} of one {dev}'s "
+                   f"steps/s (measured with {say.text(rung_label(held.setting['rung']).removeprefix('+ '))}).")
 
 
 def spread_notes(facts) -> str:

@@ -15,6 +15,12 @@ HOST_PATHS = {
     "p2p_off": {"NCCL_P2P_DISABLE": "1"},
     "p2p_shm_off": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
 }
+#: The part of a result that holds the loss's decomposition (its own rungs, kept apart from the ladder's tables).
+EXPLAIN = "explain"
+#: The jobs of the NCCL channel settings are named "<CHANNEL_JOB><channels>".
+CHANNEL_JOB = "nch"
+#: NCCL's channel count (the fewest and most it may use), read when the process group starts.
+CHANNEL_ENV = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
 #: Each rung's name on the page.
 RUNG_LABELS = {"no_ddp": "one GPU, no DDP", "ddp": "DDP", "static_graph": "+ static_graph",
                "bucket_view": "+ gradient_as_bucket_view", "bf16": "+ bf16 compression",

@@ -18,6 +18,7 @@ after the process group's timeout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -205,6 +206,9 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
         model = build_model(cfg["model"], cfg["image_size"], cfg["classes"])
     record = {"kind": "rung", "rung": rung["name"], "world": world, **{k: rung[k] for k in
               ("ddp", "static_graph", "bucket_view", "hook", "bucket_cap_mb")}}
+    sync = bool(rung.get("sync", True))
+    if rung.get("part"):  # a rung of the loss's decomposition: kept apart from the ladder
+        record.update(part=rung["part"], sync=sync)
     n_params = sum(p.numel() for p in model.parameters())
     record["grad_bytes"] = 4 * n_params
     if rung["ddp"]:
@@ -233,11 +237,13 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
         cfg["_global_step"] = cfg.get("_global_step", 0) + 1
         if marks is not None:
             marks.append(_mark(cuda))
-        loss = loss_fn(model(x), y)
-        if marks is not None:
-            marks.append(_mark(cuda))
-        opt.zero_grad()
-        loss.backward()
+        # without sync: the same forward and backward, DDP's all-reduce skipped (DDP.no_sync)
+        with contextlib.nullcontext() if sync or not rung["ddp"] else model.no_sync():
+            loss = loss_fn(model(x), y)
+            if marks is not None:
+                marks.append(_mark(cuda))
+            opt.zero_grad()
+            loss.backward()
         if marks is not None:
             marks.append(_mark(cuda))
         opt.step()
@@ -284,7 +290,9 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
             record["profile_error"] = f"{type(e).__name__}: {e}"
     elif cfg["profile_steps"] > 0:
         record["profile_error"] = "no_cuda"  # a code: the page words it
-    if world > 1 and rung["ddp"]:
+    if rung.get("iso") and rung["ddp"] and sync and world > 1:
+        isolated(model, rung, cfg, world, device, emit)
+    if world > 1 and rung["ddp"] and sync:
         # DDP keeps the replicas identical: every rank applied the same averaged gradients
         with torch.no_grad():
             total = sum(p.detach().double().sum() for p in model.parameters())
@@ -299,6 +307,59 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
+
+
+def bucket_bytes(model) -> list[int]:
+    """The bytes of each gradient bucket DDP all-reduces, in its order (after its rebuild, where it rebuilt)."""
+    d = model._get_ddp_logging_data()
+    text = d.get("rebuilt_bucket_sizes") or d.get("bucket_sizes") or ""
+    return [int(x) for x in str(text).replace(",", " ").split()]
+
+
+def isolated(model, rung: dict, cfg: dict, world: int, device, emit: Emitter) -> None:
+    """The all-reduces of one training step run alone: one per DDP bucket, of the same sizes, in the same
+    order, on the same process group, with no compute beside them; timed in windows of ``steps`` like the
+    rung (the slowest rank counts) and, on CUDA, profiled for their NCCL kernel time per step."""
+    sizes = bucket_bytes(model)
+    record = {"kind": "iso", "rung": rung["name"], "world": world, "buckets": len(sizes), "bucket_bytes": sizes}
+    if not sizes:
+        emit(**record, status="skipped", reason="no_buckets")
+        return
+    bufs = [torch.ones(max(1, b // 4), device=device) for b in sizes]
+
+    def one_step():
+        works = [dist.all_reduce(b, async_op=True) for b in bufs]
+        for w in works:
+            w.wait()
+
+    for _ in range(2):
+        one_step()
+    _sync(device)
+    ms = []
+    for _w in range(cfg["windows"]):
+        dist.barrier()
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(cfg["steps"]):
+            one_step()
+        _sync(device)
+        ms.append(1e3 * _max_over_ranks(time.perf_counter() - t0, device, world) / cfg["steps"])
+    record.update(status="ok", step_ms=ms)
+    if cfg["profile_steps"] > 0 and device.type == "cuda":
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            dist.barrier()
+            _sync(device)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(cfg["profile_steps"]):
+                    one_step()
+                _sync(device)
+            record["profile"] = gpu_overlap(kernel_intervals(prof), cfg["profile_steps"])
+        except Exception as e:  # noqa: BLE001 - a profiler failure is recorded, the timings stand
+            record["profile_error"] = f"{type(e).__name__}: {e}"
+    emit(**record)
+    bufs = None
 
 
 def _mark(cuda: bool):

@@ -1,0 +1,143 @@
+"""Chapter 11's per-GPU loss taken apart: the shares add up to the measured gap, the largest is named from the data,
+the NCCL channel question is asked on NCCL only (skipped with its reason on gloo), and a CPU run measures it end to
+end."""
+import pandas as pd
+import pytest
+
+from datajourney.book import harness
+from datajourney.chapters.c11_gpu_to_gpu import analysis, efficiency, page
+from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
+from datajourney.core import results
+
+
+def _windows(job, world, rung, v, **extra):
+    return [{"job": job, "path": "direct", "world": world, "rung": rung, "window": i, "steps_per_s": x, **extra}
+            for i, x in enumerate((v * 0.995, v, v * 1.005))]
+
+
+def _result(*, plain=10.0, ddp1=9.8, nosync=9.6, sync=9.0, nccl=20.0, exposed=4.0, alone=10.0, channels=None,
+            cuda=True) -> results.Result:
+    """A 4-GPU result with the decomposition's tables: steps/s of one GPU without DDP, DDP on one GPU, DDP on 4 with
+    and without sync, the profiled NCCL time in training (and its exposed part) and alone; ``channels``: steps/s of
+    DDP on 4 per NCCL channel count."""
+    spec = ddp.parse_rung("ddp", 2000)
+    keys = {k: spec[k] for k in ("ddp", "static_graph", "bucket_view", "hook", "bucket_cap_mb")}
+    rungs = [{"job": "one", "path": "direct", "world": 1, "rung": "no_ddp", "status": "ok", "steps_per_s": plain,
+              **keys, "ddp": False},
+             {"job": "one", "path": "direct", "world": 1, "rung": "ddp", "status": "ok", "steps_per_s": ddp1, **keys},
+             {"job": "n", "path": "direct", "world": 4, "rung": "ddp", "status": "ok", "steps_per_s": sync, **keys,
+              "prof_nccl_ms": nccl, "prof_exposed_nccl_ms": exposed, "prof_overlap_ms": nccl - exposed,
+              "prof_compute_ms": 1e3 / sync - exposed, "prof_copy_ms": 0.0, "prof_nccl_kernels": 2.0,
+              "grad_bytes": 1 << 30}]
+    windows = _windows("one", 1, "no_ddp", plain) + _windows("one", 1, "ddp", ddp1) + _windows("n", 4, "ddp", sync)
+    ex = [{"job": "n", "path": "direct", "world": 4, "rung": "ddp", "sync": False, "status": "ok",
+           "steps_per_s": nosync}]
+    exw = _windows("n", 4, "ddp", nosync, sync=False)
+    iso = [{"job": "n", "path": "direct", "world": 4, "rung": "ddp", "status": "ok", "buckets": 2,
+            "bucket_sizes": "[1048576, 1073741824]", "prof_nccl_ms": alone, "window": 0, "step_ms": alone}]
+    for c, v in (channels or {}).items():
+        ex.append({"job": f"nch{c}", "path": "direct", "world": 4, "rung": "ddp", "sync": True, "status": "ok",
+                   "steps_per_s": v})
+        exw += _windows(f"nch{c}", 4, "ddp", v, sync=True)
+    res = results.Result(chapter=ddp.CHAPTER, run_id="t", parameters={"explain_rung": "ddp", "bucket_cap_mb": 2000,
+                                                                      "nccl_channels": list(channels or {})},
+                         fingerprint={}, metadata={"cuda": cuda, "backend": "nccl" if cuda else "gloo", "world": 4,
+                                                   "jobs": []})
+    for name, rows in (("rungs", rungs), ("windows", windows), ("explain", ex), ("explain_windows", exw),
+                       ("explain_iso", iso)):
+        res.add(name, pd.DataFrame(rows))
+    if not cuda:  # the same jobs on gloo
+        for t in res.tables.values():
+            t["path"] = "gloo"
+    res.add("transports", pd.DataFrame(columns=["job", "path", "channel", "src", "dst", "kind", "via", "transport"]))
+    return res
+
+
+def _shares(f, k=4):
+    return {s: f[f"loss_{s}_{k}"].value for s in efficiency.SHARES if f"loss_{s}_{k}" in f}
+
+
+def test_shares_sum_to_the_measured_gap():
+    res = _result()
+    f = analysis.analyse(res)
+    gap = 100 * (1 - 9.0 / 10.0)  # the 4-GPU step against one GPU without DDP, from the windows' means
+    assert f["loss_gap_4"].value == pytest.approx(gap)
+    sh = _shares(f)
+    assert set(sh) == set(efficiency.SHARES) and sum(sh.values()) == pytest.approx(gap)
+    ts, tns = 1e3 / 9.0, 1e3 / 9.6
+    assert sh["bookkeeping"] == pytest.approx(100 * (1e3 / 9.8 - 1e3 / 10.0) / ts)
+    assert sh["apart"] == pytest.approx(100 * (tns - 1e3 / 9.8) / ts)
+    # NCCL ran 2x its time alone: half of its exposed 4 ms is the slowdown, within the sync cost
+    assert f["nccl_slowdown_4"].value == pytest.approx(2.0)
+    assert sh["slowed"] == pytest.approx(100 * 2.0 / ts) and sh["exposed"] == pytest.approx(100 * (ts - tns - 2.0) / ts)
+    # the slowdown is never more than the sync cost it sits in, and the sum still holds
+    d = efficiency.decompose(100.0, 101.0, 102.0, 103.0, 50.0)
+    assert d["shares"]["slowed"] == pytest.approx(100 * 1.0 / 103) and d["shares"]["exposed"] == pytest.approx(0.0)
+    assert sum(d["shares"].values()) == pytest.approx(d["gap"])
+
+
+def test_the_largest_share_follows_the_data():
+    f = analysis.analyse(_result(ddp1=9.8, nosync=9.7, sync=8.0))  # most of the loss comes with the sync
+    assert f["loss_largest_4"].setting["share"] == "exposed"
+    assert "the largest is exposed communication" in page.loss_text(f)
+    f = analysis.analyse(_result(ddp1=8.2, nosync=8.15, sync=8.0, exposed=0.1))  # most of it is DDP on one GPU
+    assert f["loss_largest_4"].setting["share"] == "bookkeeping"
+    assert "the largest is DDP's own bookkeeping" in page.loss_text(f)
+    f = analysis.analyse(_result(ddp1=9.9, nosync=8.5, sync=8.4, exposed=0.1))  # ranks apart, without any sync
+    assert f["loss_largest_4"].setting["share"] == "apart"
+    # below the target, the page names the largest measured share; at the target it says so
+    assert f.data["target"]["reached"] is False and "ranks running apart" in page.target_text(f)
+    f = analysis.analyse(_result(ddp1=9.95, nosync=9.9, sync=9.8, exposed=0.1))
+    assert f.data["target"]["reached"] is True and "it reaches the target" in page.target_text(f)
+
+
+def test_channel_question_against_nccls_own_choice():
+    f = analysis.analyse(_result(sync=9.0, channels={4: 9.9, 32: 9.05}))
+    a = f.advice_for("ddp.nccl_channels")
+    assert a.verdict == "change" and a.value == 4 and "NCCL_MAX_NCHANNELS=4" in a.call and a.needs == "gpus"
+    assert f["target_best"].setting["channels"] == 4 and f["target_best"].value == pytest.approx(99.0)
+    f = analysis.analyse(_result(sync=9.0, channels={4: 9.05, 32: 8.2}))
+    a = f.advice_for("ddp.nccl_channels")
+    assert a.verdict == "keep" and a.default.endswith("unset")  # 0.6% is under the 3% threshold
+    assert "NCCL's own choice" in page.channels_text(f)
+
+
+def test_channel_question_is_skipped_with_its_reason_on_gloo():
+    f = analysis.analyse(_result(cuda=False, channels={}))
+    assert f.data["channels"] == {"status": "skipped", "reason": "no_nccl", "asked": []}
+    assert f.advice_for("ddp.nccl_channels") is None
+    assert page.channels_text(f).startswith("**NCCL channel count:** skipped: gloo has no NCCL channels")
+    # without CUDA the NCCL slowdown is not measured and says why; the shares still add up
+    assert "loss_slowed_4" not in f and f.data["loss"]["slowed"] == "no_cuda"
+    assert sum(_shares(f).values()) == pytest.approx(f["loss_gap_4"].value)
+    assert "no CUDA device" in page.loss_text(f)
+    p = ddp.preflight({"nccl_channels": [4, 16], "scale_worlds": [], "host_paths": []})
+    assert [j.name for j in ddp.plan_jobs(p, "gloo", 2)] == ["one", "n"]
+    jobs = ddp.plan_jobs(p, "nccl", 2)
+    ch = [j for j in jobs if j.name.startswith("nch")]
+    assert [(j.name, j.env) for j in ch] == [
+        (f"nch{c}", {"NCCL_MIN_NCHANNELS": str(c), "NCCL_MAX_NCHANNELS": str(c)}) for c in (4, 16)]
+
+
+def test_a_result_without_the_decomposition_says_so():
+    ref = results.load_reference(ddp.CHAPTER, "h200")
+    f = analysis.analyse(ref)
+    assert f.data["loss"] == {"status": "not_measured"} and f.data["channels"]["status"] == "not_measured"
+    assert "not measured" in page.loss_text(f) and page.loss_table(f).empty
+    assert f["target_best"].value == pytest.approx(f[f"scaling_eff_{ref.metadata['world']}"].value)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU path")
+def test_ci_run_takes_the_loss_apart(tmp_path):
+    r = harness.run(ddp.CHAPTER, model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
+                    profile_steps=0, cpu_procs=2, ladder=["ddp"], bucket_sweep=[], bench_sizes=[65536],
+                    bench_ops=["all_reduce"], scale_worlds=[], host_paths=[], scale_host_paths=[], bench_iters=2,
+                    bench_repeats=2, nccl_channels=[4], job_timeout_s=60, run_dir=tmp_path, progress=False)
+    ex = r.table("explain")
+    assert list(ex["sync"]) == [False] and (ex["status"] == "ok").all() and (ex["world"] == 2).all()
+    iso = r.table("explain_iso")
+    assert (iso["status"] == "ok").all() and (iso["buckets"] >= 1).all() and (iso["step_ms"] > 0).all()
+    f = results.Result.load(r.path).facts
+    assert f.data["loss"]["status"] == "ok" and f.data["channels"]["reason"] == "no_nccl"
+    assert sum(_shares(f, 2).values()) == pytest.approx(f["loss_gap_2"].value)
+    assert all("nan" not in t for t in (page.loss_text(f), page.channels_text(f), page.target_text(f)))
