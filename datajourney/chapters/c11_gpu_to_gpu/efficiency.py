@@ -52,7 +52,8 @@ class _Explain:
 
     def __init__(self, res, run):
         self.res, self.run = res, run
-        self.rung = str(res.parameters.get("explain_rung") or "")
+        # a result from before the decomposition has neither the parameter nor its tables
+        self.rung = str(res.parameters["explain_rung"]) if "explain_rung" in res.parameters else ""
         self.t = res.table(EXPLAIN) if EXPLAIN in res.tables else pd.DataFrame()
         self.w = res.table(f"{EXPLAIN}_windows") if f"{EXPLAIN}_windows" in res.tables else pd.DataFrame()
         self.iso = res.table(f"{EXPLAIN}_iso") if f"{EXPLAIN}_iso" in res.tables else pd.DataFrame()
@@ -173,7 +174,7 @@ def loss(facts: Facts, res, run, words) -> None:
 def channels(facts: Facts, res, run, workload: str, words) -> None:
     """The explained rung on N GPUs with each NCCL channel count (its own launch) against NCCL's own choice, and the
     question ``ddp.nccl_channels``."""
-    asked = list(res.parameters.get("nccl_channels") or [])
+    asked = list(res.parameters["nccl_channels"]) if "nccl_channels" in res.parameters else []
     if not run.cuda:
         facts.data["channels"] = {"status": "skipped", "reason": "no_nccl", "asked": asked}
         return

@@ -389,10 +389,12 @@ def explained(rungs: list[dict], name: str, cap: int, *, no_sync: bool = True) -
     with its all-reduces timed alone after it, and ``name`` once more with gradient sync skipped (``no_sync``)."""
     ex = parse_rung(name, cap)
     out = [dict(r, iso=True) if r["name"] == ex["name"] else r for r in rungs]
-    if not any(r["name"] == ex["name"] for r in rungs):
+    at = next((i + 1 for i, r in enumerate(rungs) if r["name"] == ex["name"]), None)
+    if at is None:
         out.append({**ex, "part": EXPLAIN, "iso": True})
-    if no_sync:
-        out.append({**ex, "part": EXPLAIN, "sync": False})
+        at = len(out)
+    if no_sync:  # right after the synced rung: the same model, the same state of the host
+        out.insert(at, {**ex, "part": EXPLAIN, "sync": False})
     return out
 
 

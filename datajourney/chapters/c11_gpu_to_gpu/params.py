@@ -53,8 +53,8 @@ class Params(ChapterParams):
     explain_rung: str = param("ddp", "the DDP rung whose per-GPU loss is taken apart at each GPU count: on one GPU, "
                               "on N with and without gradient sync (DDP.no_sync), and its all-reduces run alone",
                               kind="str")
-    nccl_channels: list = param([], "NCCL channel counts tried with explain_rung on N GPUs, one launch each "
-                                "(NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS; NCCL only, may be empty)",
+    nccl_channels: list = param([], "NCCL channel counts tried with explain_rung on N GPUs, one launch each with "
+                                "NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS set to it, NCCL only, may be empty",
                                 kind="int_list", unit="channels")
     powersgd_rank: int = param(1, "PowerSGD matrix_approximation_rank", minimum=1, maximum=1024)
     powersgd_start_iter: int = param(2, "PowerSGD starts after this many steps (from 2 to warmup_steps)",
