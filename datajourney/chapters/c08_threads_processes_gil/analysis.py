@@ -14,10 +14,11 @@ import math
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c08_threads_processes_gil import choice
 from datajourney.chapters.c08_threads_processes_gil.params import LABELS, THREADED
 from datajourney.core import stats
 from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds
-from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured
+from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, measured
 
 CHAPTER = "08_threads_processes_gil"
 #: The published metrics (the SPDL paper) with the same meaning as a fact here: a rate ratio of the
@@ -33,7 +34,7 @@ LIMITS = ("gil", "cpu", "decode_stage", "consumer")
 EXPORTS = ("primitives", "contention", "end_to_end", "cost", "first_batch", "moonshot", "epoch_memory",
            "photo_decode", "paper.gain.warm", "paper.gain.cold", "paper.decoder.warm", "paper.parallelism.warm",
            "paper.decoder_share.warm", "paper.parallelism_share.warm", "paper.cpu_ratio.warm", "paper.best_threads",
-           "paper.best_vs_dataloader", "paper.limit", "paper.best.gil_busy_share", "paper.best.cpu_ms_per_image",
+           "paper.limit", "paper.best.gil_busy_share", "paper.best.cpu_ms_per_image",
            "image_decode.loader")
 
 
@@ -91,22 +92,18 @@ def paper_facts(res) -> list[Fact]:
         if cold is not None and warm_f is not None and exceeds(cold, warm_f):
             out.append(Fact(f"paper.{k}.cold" + FLAGGED, "flagged", "", f"{KIND_LABELS[k]} ran faster with cold files "
                             "than with warm ones", "choice", None))
-    # the best thread configuration: the sweep and the comparison's pipeline, warm files
-    warm = pd.concat([sweep, comp[(comp["state"] == "warm") & (comp["loader"] == "spdl_batch")]], ignore_index=True)
-    if not warm.empty and "config" in warm:
-        means = warm.groupby("config").agg(rate=("images_per_s", "mean"), n=("images_per_s", "size"))
-        cfg = str(means["rate"].idxmax())
+    # the best thread configuration: the sweep and the comparison's pipeline, warm files (the choice the experiment
+    # made from the same rows for the end-to-end comparison); its verdict against the DataLoaders is the loader
+    # question's (:func:`loader_advice`), never a second one here
+    warm = choice.warm_pipeline_rows(comp, sweep)
+    chosen = choice.best_setting(warm)
+    if chosen is not None:
+        cfg = chosen["config"]
         rows = warm[warm["config"] == cfg]
-        first = rows.iloc[0]
-        setting = dict(images_per_task=int(first["images_per_task"]), concurrency=int(first["concurrency"]),
-                       threads=int(first["threads"]))
+        setting = {k: chosen[k] for k in ("images_per_task", "concurrency", "threads")}
         bt = measured("paper.best_threads", _rates(rows), unit="images/s",
                       label=f"{BEST} ({cfg}), warm files", setting=setting)
         out.append(bt)
-        dls = [x for x in out if x.key in ("paper.dl_pillow.warm", "paper.dl_spdl.warm")]
-        bd = best(dls)
-        if bd is not None:
-            out.append(compare("paper.best_vs_dataloader", bt, bd))
         g = rows["gil_busy_share"].astype(float).mean()
         cpu_ms = rows["cpu_ms_per_image"].astype(float).mean()
         load = float(rows["cpu_cores"].astype(float).mean()) / cores
@@ -162,10 +159,24 @@ def decoder_name(d) -> str:
     return DECODER_NAMES.get(d, str(d))
 
 
-def loader_label(kind: str, c: int, nice=0, share=None, decoder=None) -> str:
-    """A loader configuration in words: "thread pool, 32 threads, Pillow" (plain text; the page escapes it)."""
+def shape_of(rows: pd.DataFrame) -> dict | None:
+    """The batch-decode pipeline's images per task and threads of loader or model rows (None: not that pipeline)."""
+    if "images_per_task" not in rows or rows.empty:
+        return None
+    k, t = rows["images_per_task"].iloc[0], rows["threads"].iloc[0] if "threads" in rows else None
+    if k is None or pd.isna(k) or not int(k) or t is None or pd.isna(t):
+        return None
+    return dict(images_per_task=int(k), threads=int(t))
+
+
+def loader_label(kind: str, c: int, nice=0, share=None, decoder=None, shape: dict | None = None) -> str:
+    """A loader configuration in words: "thread pool, 32 threads, Pillow", "SPDL pipeline, batch decode, 64 per
+    task, 16 at once, 20 threads, spdl.io" (plain text; the page escapes it)."""
     unit = "worker" if kind in ("dataloader", "hybrid") else ("read thread" if kind == "nvjpeg" else "thread")
     out = f"{LABELS.get(kind, kind)}, {count(c, unit)}"
+    if shape:
+        out = (f"{LABELS.get(kind, kind)}, {shape['images_per_task']} per task, {c} at once, "
+               f"{count(shape['threads'], 'thread')}")
     if decoder is not None and not pd.isna(decoder) and kind not in ("nvjpeg", "hybrid"):
         out += f", {decoder_name(decoder)}"
     if nice is not None and not pd.isna(nice) and int(nice):
@@ -274,8 +285,10 @@ def best_loader(res, kinds, decoders=None) -> dict | None:
     lo = loaders(res)
     runs = lo[(lo["loader"] == top["loader"]) & (lo["concurrency"] == top["concurrency"])
               & (lo["decoder"] == top["decoder"])]
+    shape = shape_of(runs)
     return dict(kind=top["loader"], c=int(top["concurrency"]), decoder=str(top["decoder"]), mean=float(top["mean"]),
-                runs=runs, label=loader_label(top["loader"], top["concurrency"], decoder=top["decoder"]))
+                runs=runs, shape=shape, label=loader_label(top["loader"], top["concurrency"], decoder=top["decoder"],
+                                                           shape=shape))
 
 
 def best_threads(res) -> dict | None:
@@ -324,8 +337,9 @@ def model_runs(res) -> pd.DataFrame:
     nice = m["nice"] if "nice" in m else pd.Series(0, index=m.index)
     share = m["share"] if "share" in m else pd.Series(None, index=m.index, dtype=object)
     dec = m["decoder"] if "decoder" in m else pd.Series(None, index=m.index, dtype=object)
-    return m.assign(nice=nice.fillna(0), label=[loader_label(k, c, n, sh, d) for k, c, n, sh, d in zip(
-        m["loader"], m["concurrency"], nice, share, dec, strict=True)])
+    shapes = [shape_of(m.loc[[i]]) for i in m.index]
+    return m.assign(nice=nice.fillna(0), label=[loader_label(k, c, n, sh, d, shape=sp) for k, c, n, sh, d, sp in zip(
+        m["loader"], m["concurrency"], nice, share, dec, shapes, strict=True)])
 
 
 def model_summary(res) -> pd.DataFrame:
@@ -417,22 +431,36 @@ def contention_facts(res, op: str = "decode") -> list[Fact]:
     return out
 
 
+def sweep_end_to_end(res) -> bool:
+    """Whether the end-to-end runs hold the SPDL sweep's best setting (``spdl_batch``: results made since the
+    experiment runs it after the sweep); older results compared thread loaders of one image per task only."""
+    return has(res, "loaders") and bool((res.table("loaders")["loader"] == "spdl_batch").any())
+
+
+def threads_label(t: dict) -> str:
+    """The end-to-end thread side in words, named by what it is: the SPDL sweep's best setting, or (older results)
+    the best of the thread loaders that decode one image per task."""
+    return (f"the best thread loader ({t['label']}: the SPDL sweep's best setting)" if t["kind"] == "spdl_batch"
+            else f"the best thread loader of one image per task ({t['label']})")
+
+
 def end_to_end_facts(res) -> list[Fact]:
-    """The best thread pipeline against the best DataLoader from cold files: images/s, CPU per image and the
-    memory each added (PSS over all processes)."""
+    """The best thread loader against the best DataLoader from cold files (the SPDL sweep's best setting among the
+    thread loaders where the run has it): images/s, CPU per image and the memory each added (PSS over all
+    processes)."""
     if not has(res, "loaders"):
         return []
     t, d = best_threads(res), best_loader(res, ["dataloader"])
     if t is None or d is None:
         return []
-    st = dict(loader=t["kind"], concurrency=t["c"], decoder=t["decoder"])
+    st = dict(loader=t["kind"], concurrency=t["c"], decoder=t["decoder"], **(t["shape"] or {}))
     sd = dict(loader=d["kind"], concurrency=d["c"], decoder=d["decoder"])
-    ft = measured("end_to_end.threads", t["runs"]["images_per_s"], unit="images/s",
-                  label=f"the best thread pipeline ({t['label']})", setting=st)
+    ft = measured("end_to_end.threads", t["runs"]["images_per_s"], unit="images/s", label=threads_label(t),
+                  setting=st)
     fd = measured("end_to_end.dataloader", d["runs"]["images_per_s"], unit="images/s",
                   label=f"the best DataLoader ({d['label']})", setting=sd)
     ct = measured("cost.threads", cpu_per_image(t["runs"]), unit="ms", quantity="amount", better="lower",
-                  label=f"the CPU per image of the best thread pipeline ({t['label']})", setting=st)
+                  label=f"the CPU per image of {threads_label(t)}", setting=st)
     cd = measured("cost.dataloader", cpu_per_image(d["runs"]), unit="ms", quantity="amount", better="lower",
                   label=f"the CPU per image of the best DataLoader ({d['label']}, all its processes)", setting=sd)
     # no ``published`` here: the paper's figures are percentages ("74% faster", "38% less CPU") that the front page
@@ -441,7 +469,7 @@ def end_to_end_facts(res) -> list[Fact]:
            ct, cd, compare("cost", ct, cd)]
     tm, dm = float(t["runs"]["added_pss_mb"].mean()), float(d["runs"]["added_pss_mb"].mean())
     if math.isfinite(tm) and math.isfinite(dm):
-        mt = Fact("cost.memory.threads", tm, "MB", f"the memory the best thread pipeline added ({t['label']})",
+        mt = Fact("cost.memory.threads", tm, "MB", f"the memory {threads_label(t)} added",
                   "amount", "lower", setting=st)
         md = Fact("cost.memory.dataloader", dm, "MB", f"the memory the best DataLoader added ({d['label']})",
                   "amount", "lower", setting=sd)
@@ -544,11 +572,24 @@ def _dataloader_snippet(res, workers: int, decoder: str) -> str:
             "persistent_workers=True)")
 
 
-def _threads_snippet(res, kind: str, c: int, decoder: str) -> str:
-    """The winning thread loader as code, with this run's threads, batch and image size filled in."""
+def _threads_snippet(res, kind: str, c: int, decoder: str, shape: dict | None = None) -> str:
+    """The winning thread loader as code, with this run's threads, batch and image size filled in (``shape``: the
+    batch-decode pipeline's images per task and threads)."""
     p = res.parameters
     size = p["out_size"] if "out_size" in p else 224
     batch = p["batch_size"] if "batch_size" in p else 64
+    gpu = res.metadata.get("device") == "cuda"
+    if kind == "spdl_batch" and shape:
+        k, t = int(shape["images_per_task"]), int(shape["threads"])
+        return ("import spdl.io\nimport torch\nfrom spdl.pipeline import PipelineBuilder\n\n"
+                "def load(paths):   # one call reads, decodes and scales a task's images into one buffer\n"
+                "    return spdl.io.to_torch(spdl.io.load_image_batch(paths, width=None, height=None, pix_fmt=None,\n"
+                f"        filter_desc=\"scale=w={size}:h={size}:flags=bilinear,format=pix_fmts=rgb24\"))\n\n"
+                f"pipeline = (PipelineBuilder().add_source(paths).aggregate({k})\n"
+                f"            .pipe(load, concurrency={c})\n"
+                + (f"            .aggregate({batch // k}).pipe(torch.cat)\n" if k < batch else "")
+                + ("            .pipe(spdl.io.transfer_tensor)\n" if gpu else "")
+                + f"            .add_sink(2).build(num_threads={t}))")
     if kind == "threadpool":
         read = ("spdl.io.decode_packets(spdl.io.demux_image(path),\n"
                 f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")"
@@ -577,8 +618,12 @@ def _threads_snippet(res, kind: str, c: int, decoder: str) -> str:
             + f"            .add_sink(4).build(num_threads={c + 3}))")
 
 
-def _workload(res) -> str:
-    return f"photo-like JPEGs decoded and resized on {int(res.metadata.get('cores') or 1)} cores"
+def _workload(res, how: str) -> str:
+    """The work the loader question's candidates did: from cold files to the GPU (the end-to-end runs), or warm
+    files into normalised batches (the SPDL question's runs)."""
+    dest = "the GPU" if res.metadata.get("device") == "cuda" else "batches in memory"
+    return (f"photo-like JPEGs decoded and resized on {int(res.metadata.get('cores') or 1)} cores, "
+            + (f"from cold files to {dest}" if how == "end_to_end" else "warm files, normalised batches"))
 
 
 #: Why a stage's measured occupancy can pass 100%: the counter adds each task's whole time to the lap it ends in.
@@ -592,40 +637,52 @@ LOADER_DEFAULT = "torch.utils.data.DataLoader"
 
 def loader_advice(facts: Facts, res) -> Advice | None:
     """Which loader to use for this workload, decided like for like against the DataLoader (the default a reader
-    has): from the SPDL question's warm runs where the result has them (the DataLoader with either decoder
-    against the SPDL sweep's best thread setting, the same work), else from the end-to-end runs (the best
-    thread pipeline against the best DataLoader, cold files). The best of each kind is compared."""
-    q = Question("image_decode.loader", "Worker processes (the DataLoader) or threads for decoding photos here?",
-                 "loader", "dataloader", LOADER_DEFAULT, "PyTorch's loader", _workload(res))
+    has), the best of each kind: from the end-to-end runs (the best thread loader, the SPDL sweep's best setting
+    among them, against the best DataLoader, cold files: the runs that feed the model) where the result has the
+    sweep's setting among them; older results, whose end-to-end thread loaders decoded one image per task, from the
+    SPDL question's warm runs (the DataLoader with either decoder against the sweep's best setting)."""
     paper = [facts.get(k) for k in ("paper.dl_pillow.warm", "paper.dl_spdl.warm", "paper.best_threads")]
-    if any(f is not None for f in paper):
+    if not sweep_end_to_end(res) and any(f is not None for f in paper):
+        q = _question(res, "paper")
         dl_pillow, dl_spdl, threads = paper
-        c = int(threads.setting["concurrency"]) if threads is not None and "concurrency" in threads.setting else None
+        shape = dict(threads.setting) if threads is not None and "concurrency" in threads.setting else None
+        c = int(shape["concurrency"]) if shape else None
         cands = [Candidate("DataLoader, Pillow", dl_pillow, group="dataloader"),
                  Candidate("DataLoader, spdl.io", dl_spdl, group="dataloader"),
                  Candidate("SPDL pipeline, spdl.io", threads, group="threads", call="spdl.pipeline.PipelineBuilder",
-                           at=f"concurrency={c}" if c else None,
-                           snippet=_threads_snippet(res, "spdl", c, "spdl") if c else None)]
+                           at=f"concurrency={c}, num_threads={shape['threads']}" if shape else None,
+                           snippet=_threads_snippet(res, "spdl_batch", c, "spdl", shape) if shape else None)]
         a = decide(q, cands, facts)
         return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("paper.limit",))
+    q = _question(res, "end_to_end")
     t, d = facts.get("end_to_end.threads"), facts.get("end_to_end.dataloader")
     cands = []
     for f, group in ((d, "dataloader"), (t, "threads")):
         if f is None or f.number is None:
             continue
         kind, c, dec = str(f.setting["loader"]), int(f.setting["concurrency"]), str(f.setting["decoder"])
+        shape = {k: f.setting[k] for k in ("images_per_task", "threads") if k in f.setting} or None
         unit = "worker" if kind == "dataloader" else "thread"
-        snippet = _dataloader_snippet(res, c, dec) if kind == "dataloader" else _threads_snippet(res, kind, c, dec)
+        snippet = (_dataloader_snippet(res, c, dec) if kind == "dataloader"
+                   else _threads_snippet(res, kind, c, dec, shape))
+        at = (None if kind == "dataloader" else f"max_workers={c}" if kind == "threadpool"
+              else f"concurrency={c}, num_threads={shape['threads']}" if shape else f"concurrency={c}")
         cands.append(Candidate(f"{LABELS.get(kind, kind)}, {count(c, unit)}, {decoder_name(dec)}", f, group=group,
                                call=f"num_workers={c}" if kind == "dataloader" else THREAD_CALLS.get(kind, kind),
-                               at=None if kind == "dataloader" else
-                               f"max_workers={c}" if kind == "threadpool" else f"concurrency={c}", snippet=snippet))
+                               at=at, snippet=snippet))
     a = decide(q, cands, facts)
     return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("cost",))
 
 
+def _question(res, how: str) -> Question:
+    """The loader question, with the work its candidates did (``how``: "end_to_end" or "paper")."""
+    return Question("image_decode.loader", "Worker processes (the DataLoader) or threads for decoding photos here?",
+                    "loader", "dataloader", LOADER_DEFAULT, "PyTorch's loader", _workload(res, how))
+
+
 #: How a reader builds each thread loader.
-THREAD_CALLS = {"threadpool": "concurrent.futures.ThreadPoolExecutor", "spdl": "spdl.pipeline.PipelineBuilder"}
+THREAD_CALLS = {"threadpool": "concurrent.futures.ThreadPoolExecutor", "spdl": "spdl.pipeline.PipelineBuilder",
+                "spdl_batch": "spdl.pipeline.PipelineBuilder", "spdl_prealloc": "spdl.pipeline.PipelineBuilder"}
 
 
 def photo_decode(res) -> dict | None:

@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from datajourney.chapters.c08_threads_processes_gil import choice, paper
 from datajourney.chapters.c08_threads_processes_gil.common import (  # noqa: F401
     AUTO_LOADER_MAX,
     CHAPTER,
@@ -319,8 +320,15 @@ def resolve(params) -> dict:
         upto("paper_workers", [p.paper_workers])
 
     q["paper_configs"] = paper_configs(p.paper_configs, batch_size=p.batch_size, lim=lim)
-    if p.n_images == "auto" and p.paper is not False:  # the SPDL question's windows fit too, none lowered
+    if p.n_images == "auto" and p.paper is not False:  # the SPDL question's windows fit too, none lowered, and
+        # the end-to-end window at whichever of its settings the sweep finds best
         q["n_images"] = max(q["n_images"], _paper_images(q, cores))
+        b = q["batch_size"]
+        want = cores if q["paper_workers"] == "auto" else int(q["paper_workers"])
+        configs = paper.auto_configs(cores, b) if q["paper_configs"] == "auto" else q["paper_configs"]
+        model = p.moonshot is not False
+        q["n_images"] = max([q["n_images"]] + [batch_pipeline_images(q, c, k, model=model)
+                                               for k, c, _ in [*configs, (b, want, 0)]])
     if p.moonshot is True and not torch.cuda.is_available():
         raise ParameterError("moonshot", p.moonshot, 'false or "auto" on a machine without a CUDA GPU')
     if p.model == "resnet50" and p.moonshot is True and torch.cuda.is_available():  # "auto" skips without it
@@ -357,10 +365,37 @@ def resolve(params) -> dict:
     return q
 
 
+def batch_pipeline_images(q: dict, concurrency: int, images_per_task: int, *, model: bool) -> int:
+    """The images the end-to-end window of the batch-decode pipeline needs at this setting (the loaders' rule:
+    ``window_factor``, whole waves), and its model-fed window where ``model``."""
+    b = q["batch_size"]
+    f = in_flight("spdl_batch", concurrency, batch_size=b, images_per_task=images_per_task)
+    out = 0
+    for skip, batches in ((q["warm_batches"], q["loader_batches"]),) + (((q["model_warmup"], q["model_steps"]),)
+                                                                          if model else ()):
+        t = timed_batches("spdl_batch", concurrency, batches, batch_size=b, factor=q["window_factor"],
+                          images_per_task=images_per_task)
+        out = max(out, (max(skip, f) + t + 1) * b)
+    return out
+
+
+def end_to_end_choice(paper_out: dict | None, skipped, *, n_images: int, q: dict, model: bool) -> dict:
+    """The end-to-end comparison's thread setting, chosen from what the run has just measured: the SPDL sweep's
+    best (:func:`.choice.best_setting` of its warm runs: images per task, concurrency, threads, with the rates it was
+    chosen from), ``how`` = "sweep_best"; or why there is none (``how`` = "no_sweep" with the reason, "no_fit" when
+    its windows need more images than the data set holds)."""
+    if paper_out is None:
+        return dict(how="no_sweep", why=skipped or "off")
+    best = choice.best_setting(choice.warm_pipeline_rows(pd.DataFrame(paper_out["comparison"]),
+                                                         pd.DataFrame(paper_out["sweep"])))
+    if best is None:
+        return dict(how="no_sweep", why="no_rows")
+    need = batch_pipeline_images(q, best["concurrency"], best["images_per_task"], model=model)
+    return dict(best, how="sweep_best" if need <= n_images else "no_fit", images_needed=need)
+
+
 def _paper_images(q: dict, cores: int) -> int:
     """The images the SPDL question's largest window needs (its DataLoader, its pipeline and its sweep)."""
-    from datajourney.chapters.c08_threads_processes_gil import paper
-
     b = q["batch_size"]
     win = dict(batch_size=b, batches=q["loader_batches"], factor=q["paper_window_factor"],
                prefetch_factor=q["prefetch_factor"], warm_batches=q["warm_batches"])
@@ -453,7 +488,7 @@ def measure(plan: Plan, context) -> None:
     n_ipc = len(p["ipc_batch_sizes"]) * len(p["ipc_workers"])
     n_epoch = 2 * len(PATH_STORAGE) if p["epoch_paths"] else 0
     paper_skipped = ("off" if p["paper"] is False else None if status["spdl"][0] else "spdl")
-    n_paper = 0 if paper_skipped else paper_plan_size(p)
+    n_paper = 0 if paper_skipped else paper_plan_size(p) + p["repeats"]
     bar = tqdm(total=n_prim + len(loader_plan) + n_start + n_epoch + n_ipc + n_paper, desc="chapter 8",
                disable=not progress)
     with bar:
@@ -466,29 +501,36 @@ def measure(plan: Plan, context) -> None:
         rng = np.random.default_rng(p["seed"])
         loader_rows, errors, stage_rows = [], [], []
         purge_methods = set()
-        for kind, c, dec, r in loader_plan:
-            dec = dec or dl_dec["decoder"]
+
+        def run_loader(kind, c, dec, r, shape=None):
+            """One end-to-end run from cold files into the loader rows (``shape``: the batch-decode pipeline's)."""
+            k = int(shape["images_per_task"]) if shape else 0
             warm = max(p["warm_batches"], in_flight(kind, c, batch_size=p["batch_size"],
-                                                    prefetch_factor=p["prefetch_factor"]))
+                                                    prefetch_factor=p["prefetch_factor"], images_per_task=k))
             timed = timed_batches(kind, c, p["loader_batches"], batch_size=p["batch_size"],
-                                  prefetch_factor=p["prefetch_factor"], factor=p["window_factor"])
+                                  prefetch_factor=p["prefetch_factor"], factor=p["window_factor"], images_per_task=k)
             n_used = (warm + timed + 1) * p["batch_size"]
             order = rng.permutation(len(files))[:n_used].tolist()
             pr = pagecache.purge([files[i] for i in order], p["purge_method"])
             purge_methods.add(pr.method)
-            stages = SpdlStages() if kind in ("spdl", "spdl_prealloc") else None
+            stages = SpdlStages() if kind in ("spdl", "spdl_prealloc", "spdl_batch") else None
             mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"], concurrency=c,
-                             decoder=dec, device=device, prefetch_factor=p["prefetch_factor"], stages=stages)
+                             decoder=dec, device=device, prefetch_factor=p["prefetch_factor"], stages=stages,
+                             shape=shape)
             try:
                 row = measure_loader(mk, batches=timed, warm=warm, device=device, stages=stages)
             except Exception as e:
                 errors.append(_error(f"{LABELS[kind]}, concurrency {c}, {dec}", e))
             else:
-                stage_rows += [dict(loader=kind, concurrency=c, decoder=dec, repeat=r, **st)
-                               for st in row.pop("stages", [])]
+                stage_rows.extend(dict(loader=kind, concurrency=c, decoder=dec, repeat=r, **st)
+                                  for st in row.pop("stages", []))
+                extra = dict(images_per_task=k, threads=int(shape["threads"])) if shape else {}
                 loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=dec, warm=warm,
-                                        resident_at_start=pr.after["fraction"], **row))
+                                        resident_at_start=pr.after["fraction"], **extra, **row))
             bar.update(1)
+
+        for kind, c, dec, r in loader_plan:
+            run_loader(kind, c, dec or dl_dec["decoder"], r)
         lap("loaders")
 
         start_rows = []
@@ -541,6 +583,14 @@ def measure(plan: Plan, context) -> None:
                 errors.append(_error("the SPDL question", e))
                 paper_skipped = "error"
             lap("paper")
+        # a declared step: the end-to-end comparison's thread pipeline at the SPDL sweep's best setting (read from
+        # the rows just measured), from cold files like the loaders above; the model-fed runs below take it
+        e2e = end_to_end_choice(paper_out, paper_skipped, n_images=len(files), q=p,
+                                model=p["moonshot"] is not False and device == "cuda")
+        if e2e["how"] == "sweep_best":
+            for r in range(p["repeats"]):
+                run_loader("spdl_batch", e2e["concurrency"], "spdl", r, shape=e2e)
+            lap("end to end at the sweep's best")
 
     lo = pd.DataFrame(loader_rows)
     model_rows, ceiling = [], None
@@ -584,16 +634,19 @@ def measure(plan: Plan, context) -> None:
                                share=p["hybrid_share"], hybrid=hybrid)
         for r in range(p["repeats"] if ceiling else 0):
             for kind, c, f_nice, share, dec in feeds:
+                shape = e2e if kind == "spdl_batch" else None
+                k = int(e2e["images_per_task"]) if shape else 0
                 warm = max(p["model_warmup"], in_flight(kind, c, batch_size=p["batch_size"],
-                                                        prefetch_factor=p["prefetch_factor"]))
+                                                        prefetch_factor=p["prefetch_factor"], images_per_task=k))
                 steps = timed_batches(kind, c, p["model_steps"], batch_size=p["batch_size"],
-                                      prefetch_factor=p["prefetch_factor"], factor=p["window_factor"])
+                                      prefetch_factor=p["prefetch_factor"], factor=p["window_factor"],
+                                      images_per_task=k)
                 n_model = (warm + steps + 1) * p["batch_size"]
                 order = rng.permutation(len(files))[:n_model].tolist()
                 pr = pagecache.purge([files[i] for i in order], p["purge_method"])
                 mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
                                  concurrency=c, decoder=dec, device=device,
-                                 prefetch_factor=p["prefetch_factor"], nice=f_nice, share=share or 0.0)
+                                 prefetch_factor=p["prefetch_factor"], nice=f_nice, share=share or 0.0, shape=shape)
                 try:
                     row = feed_model(mk, run_steps, steps=steps, warmup=warm,
                                      classes=p["classes"])
@@ -603,6 +656,7 @@ def measure(plan: Plan, context) -> None:
                                          + (f", CPU share {share:.2f}" if share is not None else ""), e))
                     continue
                 model_rows.append(dict(loader=kind, concurrency=c, decoder=dec, repeat=r, warm=warm, steps=steps,
+                                       **(dict(images_per_task=k, threads=int(shape["threads"])) if shape else {}),
                                        nice=f_nice, share=share, step=step_kind,
                                        resident_at_start=pr.after["fraction"],
                                        pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
@@ -635,5 +689,5 @@ def measure(plan: Plan, context) -> None:
         model_worker_nice=nice, hybrid=hybrid, dataloader_decoder=dl_dec, dali=dali_status(),
         window_rule=dict(factor=p["window_factor"], whole_waves=True, threadpool="per image"), seconds=lap.seconds,
         torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest},
-        paper=paper_out["meta"] if paper_out else None, paper_skipped=paper_skipped,
+        paper=paper_out["meta"] if paper_out else None, paper_skipped=paper_skipped, end_to_end_threads=e2e,
         free_threaded_check=free_threaded_check())

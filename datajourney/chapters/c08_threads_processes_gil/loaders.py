@@ -27,6 +27,8 @@ from datajourney.chapters.c08_threads_processes_gil.common import (  # noqa: F40
 )
 from datajourney.toolkit import images
 
+#: Batches the batch-decode pipeline (:func:`spdl_batch_iter`) keeps in its sink.
+SINK = 2
 
 # --------------------------------------------------------------------------- loaders
 class PhotoDataset(Dataset):
@@ -208,6 +210,64 @@ class SpdlStages:
         for r in rows.values():
             r.update(ops if r["stage"] == "decode" else dict.fromkeys(ops))
         return list(rows.values())
+
+
+def scale_filter(out_size: int) -> str:
+    """The FFmpeg filter of the chapter's spdl.io decoding: bilinear scale to out_size², RGB."""
+    return f"scale=w={out_size}:h={out_size}:flags=bilinear,format=pix_fmts=rgb24"
+
+
+def load_chunk(out_size: int, items):
+    """A list of (path, index) -> (uint8 (k, S, S, 3) tensor, indices): the files read, decoded and
+    scaled by one ``spdl.io.load_image_batch`` call into one buffer (the lock released inside)."""
+    import spdl.io
+
+    paths, idx = zip(*items, strict=True)
+    buf = spdl.io.load_image_batch(list(paths), width=None, height=None, pix_fmt=None,
+                                   filter_desc=scale_filter(out_size))
+    return spdl.io.to_torch(buf), torch.tensor(idx)
+
+
+def _merge(chunks):
+    xs, ids = zip(*chunks, strict=True)
+    return torch.cat(xs), torch.cat(ids)
+
+
+def _nchw(item):
+    x, idx = item
+    return x.permute(0, 3, 1, 2), idx
+
+
+def spdl_batch_iter(files, order, *, batch_size: int, out_size: int, images_per_task: int, concurrency: int,
+                    threads: int, transfer: bool = False, stages: SpdlStages | None = None,
+                    loop=None):
+    """SPDL's own way: source -> aggregate(``images_per_task``) -> decode (``load_chunk``,
+    ``concurrency`` tasks at once) -> [aggregate + concatenate into a batch] -> NCHW view ->
+    [heartbeat: ``loop``, a :class:`.paper.LoopProbe`] -> [copy to the GPU on SPDL's stream] -> sink,
+    built on ``threads`` threads. Yields (uint8 images, indices), channels-last in memory; the SPDL
+    question's consumer normalises them (:func:`.paper.normalise_batch`), the model's step does it on the GPU."""
+    from spdl.pipeline import PipelineBuilder
+
+    k = images_per_task
+    src = [(str(files[int(i)]), int(i)) for i in order]
+    b = (PipelineBuilder().add_source(src).aggregate(k, drop_last=False)
+         .pipe(partial(load_chunk, out_size), concurrency=concurrency, output_order="input", name="decode"))
+    if k < batch_size:
+        b = b.aggregate(batch_size // k, drop_last=False).pipe(_merge, name="merge")
+    b = b.pipe(_nchw, name="layout")
+    if loop is not None:
+        b = b.pipe(loop.tick, name="heartbeat")
+    if transfer:
+        import spdl.io
+
+        b = b.pipe(spdl.io.transfer_tensor, name="transfer")
+    pipe = b.add_sink(SINK).build(num_threads=threads, **(stages.build_kwargs if stages else {}))
+    try:
+        with pipe.auto_stop():
+            yield from pipe.get_iterator(timeout=600)
+    finally:
+        if loop is not None:
+            loop.stop = True
 
 
 def spdl_iter(files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str = "pillow",
@@ -556,15 +616,20 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: int = 2) -> int:
+def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: int = 2,
+              images_per_task: int = 0) -> int:
     """How many batches a loader works on ahead of the consumer once it is full: the batches a
-    timed window must skip so that it measures production, not a queue built up earlier."""
+    timed window must skip so that it measures production, not a queue built up earlier
+    (``images_per_task``: of the batch-decode pipeline, :func:`spdl_batch_iter`)."""
     if kind == "dataloader":
         return concurrency * prefetch_factor
     if kind == "threadpool":  # images in flight: one per thread and two batches ready
         return -(-concurrency // batch_size) + 2
     if kind in ("spdl", "spdl_prealloc"):  # items in the decode stage, the batch being aggregated, the sink's buffer
         return -(-concurrency // batch_size) + 1 + 4
+    if kind == "spdl_batch":  # decode tasks in flight, the batch being merged (part-batch tasks), the sink
+        k = images_per_task or batch_size
+        return -(-concurrency * k // batch_size) + 1 + (1 if k < batch_size else 0) + SINK
     if kind == "nvjpeg":
         return GPU_QUEUE_DEPTH + 1
     if kind == "hybrid":  # the DataLoader's batches and those ready or in the producer
@@ -572,27 +637,33 @@ def in_flight(kind: str, concurrency: int, *, batch_size: int, prefetch_factor: 
     raise ValueError(kind)
 
 
-def wave(kind: str, concurrency: int) -> int:
+def wave(kind: str, concurrency: int, *, batch_size: int = 0, images_per_task: int = 0) -> int:
     """Batches a loader delivers together: a DataLoader's workers each make a whole batch and
-    start in phase, so they finish in waves of ``concurrency`` batches; the others make one
+    start in phase, so they finish in waves of ``concurrency`` batches; the batch-decode pipeline's
+    tasks start together too (``concurrency`` × ``images_per_task`` images); the others make one
     image (or one batch) at a time."""
+    if kind == "spdl_batch":
+        return max(1, concurrency * (images_per_task or batch_size) // batch_size) if batch_size else 1
     return concurrency if kind in ("dataloader", "hybrid") else 1
 
 
 def timed_batches(kind: str, concurrency: int, batches: int, *, batch_size: int, prefetch_factor: int = 2,
-                  factor: int = WINDOW_FACTOR) -> int:
+                  factor: int = WINDOW_FACTOR, images_per_task: int = 0) -> int:
     """Batches of a timed window: at least ``batches`` and ``factor`` times the loader's batches in
     flight, rounded up to whole waves. A window of a fraction of a wave more or less than whole
     waves counts a wave's batches in the time of fewer (or more) waves: its rate depends on where
     it falls; over whole waves, and many of them, it does not."""
-    w = wave(kind, concurrency)
-    n = max(batches, factor * in_flight(kind, concurrency, batch_size=batch_size, prefetch_factor=prefetch_factor))
+    w = wave(kind, concurrency, batch_size=batch_size, images_per_task=images_per_task)
+    n = max(batches, factor * in_flight(kind, concurrency, batch_size=batch_size, prefetch_factor=prefetch_factor,
+                                        images_per_task=images_per_task))
     return -(-n // w) * w
 
 
 def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, concurrency: int, decoder: str,
                 device: str, start_method: str = "fork", prefetch_factor: int = 2, stages: SpdlStages | None = None,
-                nice: int = 0, share: float = 0.0, gpu_decode=None):
+                nice: int = 0, share: float = 0.0, gpu_decode=None, shape: dict | None = None):
+    """A loader of ``kind`` as a function that builds its iterator; ``shape`` ({"images_per_task", "threads"}):
+    the batch-decode pipeline's tasks and thread pool."""
     cuda = device == "cuda"
     if kind == "dataloader":
         return partial(dataloader_iter, files, order, batch_size=batch_size, out_size=out_size, workers=concurrency,
@@ -605,6 +676,10 @@ def make_loader(kind: str, files, order, *, batch_size: int, out_size: int, conc
     if kind in ("spdl", "spdl_prealloc"):
         return partial(spdl_iter, files, order, batch_size=batch_size, out_size=out_size, concurrency=concurrency,
                        decoder=decoder, transfer=cuda, stages=stages, prealloc=kind == "spdl_prealloc")
+    if kind == "spdl_batch":
+        return partial(spdl_batch_iter, files, order, batch_size=batch_size, out_size=out_size,
+                       images_per_task=int(shape["images_per_task"]), concurrency=concurrency,
+                       threads=int(shape["threads"]), transfer=cuda, stages=stages)
     if kind == "threadpool":
         return partial(threadpool_iter, files, order, batch_size=batch_size, out_size=out_size,
                        concurrency=concurrency, decoder=decoder, pin=cuda)

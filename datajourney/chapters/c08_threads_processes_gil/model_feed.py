@@ -75,7 +75,9 @@ def feed_model(make_iter, run_steps, *, steps: int, warmup: int, classes: int) -
 def moonshot_feeds(lo: pd.DataFrame, ceiling: dict | None, *, tv: tuple[bool, str], nice: int, read_threads: int,
                    share="auto", hybrid: dict) -> list[tuple[str, int, int, float | None, str | None]]:
     """The model-fed runs, (kind, concurrency, workers' nice, CPU share, decoder): the best of each
-    loader of the sweep ``lo`` (means over repeats) with its decoder, the best DataLoader again with
+    loader of the sweep ``lo`` (means over repeats) with its decoder (of the thread loaders only the SPDL
+    sweep's best setting, "spdl_batch", where ``lo`` has it: the end-to-end comparison's thread side), the best
+    DataLoader again with
     its workers at ``nice``, GPU decoding, and the hybrid at the best DataLoader's workers and
     decoder, at nice 0 and at ``nice`` (the run tells which priority feeds the model better), with
     the share (``"auto"``: :func:`hybrid_share_auto` of that DataLoader's rate and the ceiling).
@@ -86,8 +88,10 @@ def moonshot_feeds(lo: pd.DataFrame, ceiling: dict | None, *, tv: tuple[bool, st
         dec = lo["decoder"] if "decoder" in lo else pd.Series("pillow", index=lo.index)
         best = (lo.assign(decoder=dec.fillna("")).groupby(["loader", "concurrency", "decoder"])["images_per_s"]
                 .mean().reset_index().sort_values("images_per_s").groupby("loader").tail(1))
+        drop = {"nvjpeg"} | ({"spdl", "spdl_prealloc", "threadpool"} if (best["loader"] == "spdl_batch").any()
+                             else set())
         feeds = [(r.loader, int(r.concurrency), 0, None, r.decoder or None) for r in best.itertuples()
-                 if r.loader != "nvjpeg"]
+                 if r.loader not in drop]
     if nice:
         feeds += [("dataloader", c, nice, None, d) for k, c, _, _, d in list(feeds) if k == "dataloader"]
     if tv[0]:

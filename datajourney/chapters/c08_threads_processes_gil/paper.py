@@ -41,9 +41,17 @@ import torch
 from torch.utils.data import Dataset
 
 from datajourney.chapters.c08_threads_processes_gil.common import _read, decode_one
-from datajourney.chapters.c08_threads_processes_gil.loaders import (
+from datajourney.chapters.c08_threads_processes_gil.loaders import (  # noqa: F401 (the batch-decode pipeline)
+    SINK,
     SpdlStages,
+    _merge,
+    _nchw,
+    in_flight,
+    load_chunk,
     measure_loader,
+    scale_filter,
+    spdl_batch_iter,
+    wave,
     worker_init,
 )
 from datajourney.toolkit.imagenet import MEAN, STD
@@ -53,8 +61,6 @@ PAPER_KINDS = ("dl_pillow", "dl_spdl", "spdl_batch")
 #: Seconds between wakes of the probe thread, and the lateness above which a wake counts as delayed.
 PROBE_PERIOD_S = 0.001
 DELAYED_S = 0.0002
-#: Batches the paper pipelines keep in their sink.
-SINK = 2
 #: Operations of the GIL-held calibration.
 GIL_OPS = ("idle", "read", "decode_pillow", "decode_spdl", "decode_spdl_batch", "transforms", "collate",
            "normalise_batch")
@@ -115,32 +121,6 @@ def paper_dataloader_iter(files, order, *, batch_size: int, out_size: int, worke
               worker_init_fn=worker_init(0)) if workers else {}
     return iter(DataLoader(PaperDataset(files, out_size, decoder, how), batch_size=batch_size,
                            sampler=list(order), num_workers=workers, pin_memory=pin, **kw))
-
-
-def scale_filter(out_size: int) -> str:
-    """The FFmpeg filter of the chapter's spdl.io decoding: bilinear scale to out_size², RGB."""
-    return f"scale=w={out_size}:h={out_size}:flags=bilinear,format=pix_fmts=rgb24"
-
-
-def load_chunk(out_size: int, items):
-    """A list of (path, index) -> (uint8 (k, S, S, 3) tensor, indices): the files read, decoded and
-    scaled by one ``spdl.io.load_image_batch`` call into one buffer (the lock released inside)."""
-    import spdl.io
-
-    paths, idx = zip(*items, strict=True)
-    buf = spdl.io.load_image_batch(list(paths), width=None, height=None, pix_fmt=None,
-                                   filter_desc=scale_filter(out_size))
-    return spdl.io.to_torch(buf), torch.tensor(idx)
-
-
-def _merge(chunks):
-    xs, ids = zip(*chunks, strict=True)
-    return torch.cat(xs), torch.cat(ids)
-
-
-def _nchw(item):
-    x, idx = item
-    return x.permute(0, 3, 1, 2), idx
 
 
 class LoopProbe:
@@ -230,50 +210,17 @@ class Recorder:
         return rows + [probe]
 
 
-def spdl_batch_iter(files, order, *, batch_size: int, out_size: int, images_per_task: int, concurrency: int,
-                    threads: int, transfer: bool = False, stages: SpdlStages | None = None,
-                    loop: LoopProbe | None = None):
-    """SPDL's own way: source -> aggregate(``images_per_task``) -> decode (``load_chunk``,
-    ``concurrency`` tasks at once) -> [aggregate + concatenate into a batch] -> NCHW view ->
-    [heartbeat] -> [copy to the GPU on SPDL's stream] -> sink, built on ``threads`` threads.
-    Yields (uint8 images, indices); the consumer normalises (:func:`normalise_batch`)."""
-    from spdl.pipeline import PipelineBuilder
-
-    k = images_per_task
-    src = [(str(files[int(i)]), int(i)) for i in order]
-    b = (PipelineBuilder().add_source(src).aggregate(k, drop_last=False)
-         .pipe(partial(load_chunk, out_size), concurrency=concurrency, output_order="input", name="decode"))
-    if k < batch_size:
-        b = b.aggregate(batch_size // k, drop_last=False).pipe(_merge, name="merge")
-    b = b.pipe(_nchw, name="layout")
-    if loop is not None:
-        b = b.pipe(loop.tick, name="heartbeat")
-    if transfer:
-        import spdl.io
-
-        b = b.pipe(spdl.io.transfer_tensor, name="transfer")
-    pipe = b.add_sink(SINK).build(num_threads=threads, **(stages.build_kwargs if stages else {}))
-    try:
-        with pipe.auto_stop():
-            yield from pipe.get_iterator(timeout=600)
-    finally:
-        if loop is not None:
-            loop.stop = True
-
-
 # --------------------------------------------------------------------------- windows
 def paper_in_flight(kind: str, concurrency: int, *, batch_size: int, images_per_task: int = 0,
                     prefetch_factor: int = 2) -> int:
-    """Batches a paper loader works on ahead of the consumer once full."""
-    if kind.startswith("dl_"):
-        return concurrency * prefetch_factor
-    return -(-concurrency * images_per_task // batch_size) + 1 + (1 if images_per_task < batch_size else 0) + SINK
+    """Batches a paper loader works on ahead of the consumer once full (:func:`.loaders.in_flight`)."""
+    return in_flight("dataloader" if kind.startswith("dl_") else "spdl_batch", concurrency, batch_size=batch_size,
+                     prefetch_factor=prefetch_factor, images_per_task=images_per_task)
 
 
 def paper_wave(kind: str, concurrency: int, *, batch_size: int, images_per_task: int = 0) -> int:
-    if kind.startswith("dl_"):
-        return concurrency
-    return max(1, concurrency * images_per_task // batch_size)
+    return wave("dataloader" if kind.startswith("dl_") else "spdl_batch", concurrency, batch_size=batch_size,
+                images_per_task=images_per_task)
 
 
 def paper_window(kind: str, concurrency: int, *, batch_size: int, batches: int, factor: int,

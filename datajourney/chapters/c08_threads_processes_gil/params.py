@@ -36,9 +36,10 @@ LOADERS = ("dataloader", "spdl", "threadpool")
 START_METHODS = ("fork", "forkserver", "spawn")
 OPS = ("read", "decode", "resize", "batch")
 LABELS = {"dataloader": "DataLoader", "spdl": "SPDL pipeline", "spdl_prealloc": "SPDL pipeline, no collate copy",
-          "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)", "hybrid": "DataLoader + nvJPEG"}
-#: The loaders that run in threads of one process.
-THREADED = ("spdl", "spdl_prealloc", "threadpool")
+          "threadpool": "thread pool", "nvjpeg": "GPU decode (nvJPEG)", "hybrid": "DataLoader + nvJPEG",
+          "spdl_batch": "SPDL pipeline, batch decode"}
+#: The loaders that run in threads of one process ("spdl_batch": the SPDL sweep's best setting, run end to end).
+THREADED = ("spdl", "spdl_prealloc", "threadpool", "spdl_batch")
 MAX_CONCURRENCY = 256
 #: "auto" loader sweeps stop at the cores or here, whichever is lower, so that the batches the
 #: deepest loader keeps in flight (skipped before timing) fit in the default data set.
