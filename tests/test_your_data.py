@@ -146,8 +146,8 @@ def test_chapter_preflights_check_image_dir_before_any_work(tmp_path, folder):
         c3.preflight({"image_dir": str(folder), "n_files": 41, "batch_size": 8, "data_dir": str(data)})
     assert "n_files = 41" in one_line(e.value, "image_dir")
     with pytest.raises(ParameterError, match="'image_dir'.*does not exist"):
-        c7.preflight({"image_dir": str(tmp_path / "none"), "n_images": 8, "batch_size": 4, "reader_samples": 8, "model": "small_cnn",
-                      "data_dir": str(data)})
+        c7.preflight({"image_dir": str(tmp_path / "none"), "n_images": 8, "batch_size": 4, "reader_samples": 8,
+                      "model": "small_cnn", "data_dir": str(data)})
     plan = c3.preflight({"image_dir": str(folder), "n_files": 40, "batch_size": 8, "data_dir": str(data),
                          "latency_reads": 0, "transfer_batch_sizes": [8]})
     assert plan.images.n_images == 40 and list(data.iterdir()) == []   # nothing written by a preflight
