@@ -23,6 +23,7 @@ from pathlib import Path
 from datajourney.chapters import registry
 from datajourney.core import results
 from datajourney.core.params import ChapterParams
+from datajourney.toolkit import yourdata
 
 
 @dataclass
@@ -49,8 +50,11 @@ def run(chapter: str, params: ChapterParams | dict | None = None, *, run_dir=Non
     plan = experiment.preflight(ch.params.coerce(params if params is not None else ch.params()).replace(**changes))
     p = params_of(plan)
     rd = results.resolve_run_dir(run_dir)
-    res = results.start(ch.name, {**p.as_dict(), "run_dir": None if run_dir is None else str(run_dir)}, run_dir,
-                        getattr(plan, "data_dir", None))
+    recorded = {**p.as_dict(), "run_dir": None if run_dir is None else str(run_dir)}
+    for name in yourdata.PARAMETERS:   # the reader's data is described (metadata "your_data"), never named
+        if recorded.get(name) is not None:
+            recorded[name] = yourdata.RECORDED
+    res = results.start(ch.name, recorded, run_dir, getattr(plan, "data_dir", None))
     experiment.measure(plan, Context(res, rd, progress))
     res.facts = ch.analyse(res)
     res.save(rd)

@@ -19,7 +19,8 @@ def heading(this: results.Result, is_reference_run: bool) -> str:
     """Who measured what follows, by host: "On this machine, a CPU-only host (2 cores)" or "On the reference
     host, an H200 host (16 cores)". The label is made of the result's fingerprint, so it is shown as text."""
     who = "On the reference host" if is_reference_run else "On this machine"
-    return f"{who}, {phrasing.text(host_label(this.fingerprint))}"
+    yours = phrasing.your_data(this.facts.get("your_data") if this.facts is not None else None)
+    return f"{who}, {phrasing.text(host_label(this.fingerprint))}" + (f", reading {yours}" if yours else "")
 
 
 def fact_bullets(findings: list, this: results.Result, ref: results.Result | None, *,

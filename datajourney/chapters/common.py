@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from datajourney.core import findings as fnd
+from datajourney.core.facts import Fact
 from datajourney.core.findings import Finding, num, pct
 from datajourney.core.stats import mean
 from datajourney.toolkit.reads import NAND_READ_FLOOR_US
@@ -357,3 +358,18 @@ def facts_of(x):
     from datajourney.chapters import registry
 
     return registry.lookup(x.chapter).analyse(x)
+
+
+# --------------------------------------------------------------------------- the reader's own data
+#: The fact every chapter that read the reader's own data holds (``image_dir``, ``token_path``).
+YOUR_DATA = "your_data"
+
+
+def your_data_fact(res) -> Fact | None:
+    """What a run read of the reader's own data, from its ``your_data`` metadata (counts, sizes, format, no path):
+    a fact whose value is the files (images) or tokens (a token set) read, whose setting holds the description."""
+    d = (getattr(res, "metadata", None) or {}).get(YOUR_DATA)
+    if not isinstance(d, dict) or d.get("kind") not in ("images", "tokens"):
+        return None
+    value = d.get("files") if d["kind"] == "images" else d.get("tokens", d.get("tokens_sampled"))
+    return Fact(YOUR_DATA, value, "", f"your {d['kind']}", "count", None, setting=dict(d))

@@ -64,8 +64,14 @@ class Chapter:
         return importlib.import_module(f"{self.package}.{name}")
 
     def analyse(self, result):
-        """The chapter's facts for ``result`` (its ``analysis.analyse``)."""
-        return self.piece("analysis").analyse(result)
+        """The chapter's facts for ``result`` (its ``analysis.analyse``), with what it read of the reader's own
+        data (``image_dir``, ``token_path``) as the fact ``your_data`` where it read any."""
+        from datajourney.chapters.common import your_data_fact
+
+        facts = self.piece("analysis").analyse(result)
+        if facts is not None and facts.get("your_data") is None:
+            facts.add(your_data_fact(result))
+        return facts
 
     def verify(self) -> list[str]:
         """What the chapter's modules lack of the protocol, by attribute (empty when complete)."""

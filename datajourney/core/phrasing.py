@@ -230,3 +230,34 @@ def _keep(a: Advice, what: str, at: str, body: str) -> str:
     if not a.best and a.default and a.call and a.call != a.default:
         head += f" with {what}{at}"
     return head + _keep_clause(a, body.removeprefix(": "), paste, need=True) + "."
+
+
+# ----------------------------------------------------------------------------- the reader's own data
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+def _kb(n) -> str:
+    v = float(n) / 1e3
+    return f"{v:,.1f}" if v < 10 else f"{v:,.0f}"
+
+
+def your_data(f: Fact | None) -> str:
+    """The reader's own data as a page names it, from the ``your_data`` fact (what the run read, no path):
+    "your images (1,000 files, median 112 kB)", "your tokens (2,048,000 tokens in 9,000 documents, a Megatron
+    .bin/.idx pair)" or "your tokens (3 Parquet files of text, median 120 tokens per document)"."""
+    if f is None:
+        return ""
+    s = f.setting or {}
+    if s.get("kind") == "diagnosis":   # chapter 12: each kind of data with the chapters that read it
+        return " and ".join(your_data(Fact(f.key, None, setting=part)) + " in chapters "
+                            + _and([str(c) for c in part.get("chapters", [])]) for part in s.get("parts", []))
+    if s.get("kind") == "images":
+        return f"your images ({int(s.get('files', 0)):,} files, median {_kb(s.get('median_bytes', 0))} kB)"
+    fmt = text(s.get("format", "?"))
+    if s.get("format") == "Megatron":
+        return (f"your tokens ({int(s.get('tokens', 0)):,} tokens in {int(s.get('documents', 0)):,} documents, "
+                f"a Megatron .bin/.idx pair)")
+    per = s.get("median_doc_tokens")
+    return (f"your tokens ({int(s.get('files', 0)):,} {fmt} file{'s' if s.get('files', 0) != 1 else ''} of text"
+            + (f", median {per:,.0f} tokens per document)" if per else ")"))

@@ -205,8 +205,9 @@ def mds_shards(src: ImageFolderSet, data_dir=None, *, progress: bool = True, wor
         raise RuntimeError(why)
     parent = datasets.parent_dir(data_dir)
     p = src.manifest["params"]
-    name, params, _ = mds_plan(image_folder_plan(p["n_images"], p["size"], p["quality"], p["classes"], p["seed"]),
-                               size_limit)
+    source = src.source_plan() if hasattr(src, "source_plan") else \
+        image_folder_plan(p["n_images"], p["size"], p["quality"], p["classes"], p["seed"])  # a reader's own images
+    name, params, _ = mds_plan(source, size_limit)
     size = src.manifest["bytes"]
     workers = workers or max(1, len(os.sched_getaffinity(0)))
 
@@ -246,12 +247,11 @@ def _write_mds_part(args) -> tuple[int, list[str], list[dict]]:
     (first, the samples' sha256 digests, the writer's shard entries)."""
     import json
 
-    root, classes, first, end, out, size_limit = args
-    src = ImageFolderSet(Path(root), end, classes)
+    names, classes, first, end, out, size_limit = args
     digests = []
     with _mds_writer(out, size_limit) as w:
         for i in range(first, end):
-            data = src.path(i).read_bytes()
+            data = Path(names[i - first]).read_bytes()
             w.write({"jpeg": data, "label": i % classes})
             digests.append(hashlib.sha256(data).hexdigest())
     return first, digests, json.loads((Path(out) / "index.json").read_text())["shards"]
@@ -293,7 +293,7 @@ def write_mds(src: ImageFolderSet, out: Path, *, size_limit: int = MDS_SIZE_LIMI
         return h.hexdigest()
     out.mkdir()
     parts = out / ".parts"
-    jobs = [(str(src.root), src.classes, a, b, str(parts / f"{k:05d}"), size_limit) for k, (a, b) in enumerate(layout)]
+    jobs = [(src.names[a:b], src.classes, a, b, str(parts / f"{k:05d}"), size_limit) for k, (a, b) in enumerate(layout)]
     done = {}
     pool = get_context("fork").Pool(min(workers, len(jobs)), initializer=die_with_parent, initargs=(os.getpid(),))
     with pool, tqdm(total=src.n_images, desc="MDS shards", disable=not show, leave=False) as bar:

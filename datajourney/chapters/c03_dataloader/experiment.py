@@ -85,13 +85,15 @@ class SmallFilesDataset(Dataset):
 
 
 class ShardDataset(Dataset):
-    """Fixed-size samples in one shard; one file descriptor per process, ``os.pread`` per sample."""
+    """Fixed-size samples in one shard (or, with ``offsets``, sample ``i`` at ``offsets[i]:offsets[i + 1]``);
+    one file descriptor per process, ``os.pread`` per sample."""
 
-    def __init__(self, shard: Path, sample_size: int, n_samples: int, payload: str = "bytes"):
+    def __init__(self, shard: Path, sample_size: int, n_samples: int, payload: str = "bytes", offsets=None):
         self.shard = str(shard)
         self.sample_size = sample_size
         self.n = n_samples
         self.payload = choice("payload", payload, (*PAYLOADS, "raw"))
+        self.offsets = offsets
         self._fd = None
         self._pid = None
 
@@ -105,6 +107,9 @@ class ShardDataset(Dataset):
         return self._fd
 
     def __getitem__(self, i):
+        if self.offsets is not None:
+            a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+            return _sample(os.pread(self._handle(), b - a, a), self.payload)
         return _sample(os.pread(self._handle(), self.sample_size, i * self.sample_size), self.payload)
 
     def __getstate__(self):
@@ -124,7 +129,19 @@ def make_dataset(ds: datasets.SmallFiles, kind: str, payload: str = "bytes") -> 
     choice("kind", kind, KINDS)
     if kind == "small_files":
         return SmallFilesDataset(ds.files, ds.file_size, payload)
-    return ShardDataset(ds.shard, ds.file_size, ds.n_files, payload)
+    return ShardDataset(ds.shard, ds.file_size, ds.n_files, payload, getattr(ds, "offsets", None))
+
+
+def collate_concat(samples: list) -> tuple:
+    """Byte samples of different sizes (a reader's own files) as one flat uint8 tensor and their count: one
+    shared-memory block per batch, as the stacked batch of equal samples."""
+    return torch.cat(samples), torch.tensor(len(samples))
+
+
+def collate_for(ds, payload: str = "bytes"):
+    """The collate function of a batch of ``ds``'s samples: the default, or :func:`collate_concat` for samples
+    of different sizes as bytes."""
+    return collate_concat if getattr(ds, "varying", False) and payload == "bytes" else None
 
 
 def shuffled(kind: str) -> bool:
@@ -169,10 +186,14 @@ def collate_raw(samples: list) -> list:
 
 
 def _batch_len(batch) -> int:
+    if isinstance(batch, tuple):   # collate_concat: (bytes, count)
+        return int(batch[1])
     return len(batch) if isinstance(batch, list) else batch.shape[0]
 
 
 def _batch_bytes(batch) -> int:
+    if isinstance(batch, tuple):
+        return batch[0].numel()
     if isinstance(batch, list):
         return sum(len(x) for x in batch)
     if batch.dtype == torch.uint8:
@@ -284,7 +305,7 @@ def sweep(ds: datasets.SmallFiles, *, workers: Sequence[int], cache_states: Sequ
                     info = set_cache_state(read_set(ds, kind), state, method)
                     a = stats.snapshot()
                     r = time_epoch(make_dataset(ds, kind), batch_size=batch_size, num_workers=w, seed=seed + run,
-                                   shuffle=shuffled(kind))
+                                   shuffle=shuffled(kind), collate_fn=collate_for(ds))
                     dev = device_view(DiskStats.delta(a, stats.snapshot()))
                     rows.append(dict(kind=kind, shuffled=shuffled(kind), workers=w, cache=state, run=run,
                                      batch_size=batch_size, sample_size=ds.file_size, **r, **_derived(r), **info,
@@ -316,7 +337,8 @@ def measure_transfer(ds: datasets.SmallFiles, *, batch_sizes: Sequence[int], run
                     data = make_dataset(ds, "shard_in_order", payload)
                     if len(data) > TRANSFER_MAX_SAMPLES:
                         data = torch.utils.data.Subset(data, range(TRANSFER_MAX_SAMPLES))
-                    r = time_epoch(data, batch_size=bs, num_workers=w, seed=seed + run, shuffle=False)
+                    r = time_epoch(data, batch_size=bs, num_workers=w, seed=seed + run, shuffle=False,
+                                   collate_fn=collate_for(ds, payload))
                     d = _derived(r)
                     n = r["steady_batches"]
                     rows.append(dict(payload=payload, batch_size=bs, workers=w, run=run, **r, **d,
@@ -355,7 +377,7 @@ def measure_handover_modes(ds: datasets.SmallFiles, *, workers: int, runs: int, 
                 if len(data) > TRANSFER_MAX_SAMPLES:   # enough batches for a steady state, no more
                     data = torch.utils.data.Subset(data, range(TRANSFER_MAX_SAMPLES))
                 r = time_epoch(data, batch_size=batch_size, num_workers=workers, seed=seed + run, shuffle=False,
-                               collate_fn=collate_raw if raw else None)
+                               collate_fn=collate_raw if raw else collate_for(ds))
                 rows.append(dict(mode=mode, workers=workers, run=run, batch_size=batch_size, **r, **_derived(r),
                                  resident_at_start=residency))
                 if progress:
@@ -367,10 +389,12 @@ def measure_handover_modes(ds: datasets.SmallFiles, *, workers: int, runs: int, 
 
 @dataclass(frozen=True)
 class Plan:
-    """What :func:`preflight` found: the checked parameters and the directory the data set goes to."""
+    """What :func:`preflight` found: the checked parameters, the directory the data set goes to and, with
+    ``image_dir``, the reader's files to read instead of generated ones."""
 
     params: Params
     data_dir: Path
+    images: object = None
 
 
 def preflight(params) -> Plan:
@@ -380,6 +404,13 @@ def preflight(params) -> Plan:
     if not isinstance(params, Params):
         run_options(dict(params))
     p = Params.coerce(params).checked()
+    imgs = None
+    if p.image_dir is not None:   # the reader's files, checked before any work (sizes from them, not file_size)
+        from datajourney.toolkit import yourdata
+
+        imgs = yourdata.images(p.image_dir, p.n_files, seed=p.seed, data_dir=datasets.parent_dir(p.data_dir),
+                               what="n_files")
+    sizes = imgs.sizes if imgs else (p.file_size,)
     if p.batch_size > p.n_files:
         raise ParameterError("batch_size", p.batch_size, f"at most n_files ({p.n_files:,})")
     if not p.cache_states:
@@ -387,7 +418,7 @@ def preflight(params) -> Plan:
     if any(b < 1 or b > p.n_files for b in p.transfer_batch_sizes):
         raise ParameterError("transfer_batch_sizes", p.transfer_batch_sizes,
                              f"a list of integers from 1 to {p.n_files:,} (n_files), or [] to skip")
-    if p.latency_reads and p.n_files * p.file_size < LATENCY_BLOCK:
+    if p.latency_reads and (sum(sizes) if imgs else p.n_files * p.file_size) < LATENCY_BLOCK:
         raise ParameterError("latency_reads", p.latency_reads,
                              f"0 when the data set is smaller than {LATENCY_BLOCK:,} bytes (nothing to read)")
     if p.handover_workers and p.n_files < 2 * p.batch_size:
@@ -395,9 +426,13 @@ def preflight(params) -> Plan:
                              "0 when n_files holds fewer than two batches (no steady state to time)")
     biggest = max([p.batch_size, *p.transfer_batch_sizes])
     # a batch lives in every worker's prefetch queue (2 per worker) and in the main process
-    memory("batch_size", biggest, biggest * p.file_size * (2 * max(p.workers) + 4), what="the batches in flight")
+    memory("batch_size", biggest, biggest * max(sizes) * (2 * max(p.workers) + 4), what="the batches in flight")
     if p.purge_method == "drop_caches" and not pagecache.can_drop_caches():
         raise ParameterError("purge_method", "drop_caches", "'auto' or 'fadvise' (drop_caches needs root)")
+    if imgs:
+        from datajourney.toolkit import yourdata
+
+        return Plan(p, datasets.check_space(p.data_dir, [yourdata.shard_plan(imgs)]), imgs)
     plan = datasets.small_files_plan(p.n_files, p.file_size, p.seed)
     return Plan(p, datasets.check_space(p.data_dir, [plan]))
 
@@ -410,7 +445,14 @@ def measure(plan: Plan, context) -> None:
     p, parent = plan.params, plan.data_dir
     res, progress = context.result, context.progress
     runs, seed, purge_method = p.runs, p.seed, p.purge_method
-    ds = datasets.small_files(parent, n_files=p.n_files, file_size=p.file_size, seed=seed, progress=progress)
+    if plan.images is not None:   # the reader's files as they are, and a shard of their bytes (generated)
+        from datajourney.toolkit import yourdata
+
+        plan.images.recheck()
+        ds = yourdata.files_and_shard(plan.images, parent, progress=progress)
+        res.metadata["your_data"] = plan.images.describe()
+    else:
+        ds = datasets.small_files(parent, n_files=p.n_files, file_size=p.file_size, seed=seed, progress=progress)
     tbs = p.transfer_batch_sizes
     steps = (len(p.cache_states) * runs * len(p.workers) * len(KINDS) + runs * len(tbs) * len(PAYLOADS) * 2
              + (runs if p.latency_reads else 0) + (runs * len(HANDOVER_MODES) if p.handover_workers else 0))

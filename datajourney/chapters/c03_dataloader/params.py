@@ -47,3 +47,6 @@ class Params(ChapterParams):
                                      "(0: skip)", minimum=0, maximum=MAX_WORKERS)
     seed: int = param(0, "seed of the data and of the shuffled orders", minimum=0, maximum=2**32 - 1)
     data_dir: str | None = param(None, "where the data set is generated (null: ~/.cache/datajourney)", kind="path")
+    image_dir: object = param(None, "your own images instead of generated ones: a folder of JPEG or PNG files "
+                                    "(ImageFolder tree or flat), only ever read (null: the book's generated data)",
+                              kind="path")

@@ -494,14 +494,37 @@ def check_parameters(params) -> Params:
 
 
 def preflight(params) -> Params:
-    """The checked parameters (:func:`check_parameters`), and the tokenizer and texts the tokenize work needs."""
+    """The checked parameters (:func:`check_parameters`), and the tokenizer and texts the tokenize work needs
+    (with ``token_path``, the reader's texts, or their tokens decoded)."""
     p = check_parameters(params)
+    if p.token_path is not None and "tokenize" not in p.work_kinds:
+        raise ParameterError("token_path", p.token_path, "null unless work_kinds includes 'tokenize' (the work "
+                             "that reads your text)")
     if "tokenize" in p.work_kinds:
         requires("work_kinds", "tokenize", "tokenizers", "tokenizers (pip install tokenizers)")
-        from datajourney.toolkit import textdata
-
-        textdata.texts_and_source(min(256, 2000), dataset_path=p.dataset_path, tokenizer_dir=p.tokenizer_dir)
+        if p.token_path is not None:
+            your_texts(p)
+        else:
+            textdata_texts(p, min(256, 2000))
     return p
+
+
+def textdata_texts(p: Params, n: int):
+    """(texts, tokenizer, source) of the book's text (the Alpaca records)."""
+    from datajourney.toolkit import textdata
+
+    return textdata.texts_and_source(n, dataset_path=p.dataset_path, tokenizer_dir=p.tokenizer_dir)
+
+
+def your_texts(p: Params, n: int = TOKENIZE_TEXTS):
+    """(texts, tokenizer, source) of the reader's ``token_path``: its texts, or its tokens decoded with GPT-2's
+    tokenizer; the source names no path."""
+    from datajourney.toolkit import textdata, yourdata
+
+    src = yourdata.token_source(p.token_path)
+    tok, origin = textdata.load_tokenizer(tokenizer_dir=p.tokenizer_dir)
+    texts = src.texts_for(n, p.seed, tok)
+    return texts, tok, textdata.Source(f"your token_path ({src.kind})", origin), src
 
 
 # --------------------------------------------------------------------------- chapter
@@ -509,16 +532,16 @@ def measure(q: Params, context) -> None:
     """Run chapter 4's experiments into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-    from datajourney.toolkit import textdata
-
     p = q.as_dict()
     d_ms, batch_size, g_ms, steps, warmup_steps = q.d_ms, q.batch_size, q.g_ms, q.steps, q.warmup_steps
-    dataset_path, tokenizer_dir, seed, boundary_workers = q.dataset_path, q.tokenizer_dir, q.seed, q.boundary_workers
+    seed, boundary_workers = q.seed, q.boundary_workers
     steps_per_epoch = q.steps_per_epoch
     texts = tok = source = None
-    if "tokenize" in p["work_kinds"]:
-        texts, tok, source = textdata.texts_and_source(TOKENIZE_TEXTS, dataset_path=dataset_path,
-                                                       tokenizer_dir=tokenizer_dir)
+    if "tokenize" in p["work_kinds"] and q.token_path is not None:   # the reader's text, only read
+        texts, tok, source, yours = your_texts(q)
+        context.result.metadata["your_data"] = yours.describe(tok, seed=seed)
+    elif "tokenize" in p["work_kinds"]:
+        texts, tok, source = textdata_texts(q, TOKENIZE_TEXTS)
     res, progress = context.result, context.progress
     sampler = NvmlSampler() if torch.cuda.is_available() else None
     origin = time.perf_counter()

@@ -56,3 +56,6 @@ class Params(ChapterParams):
     tokenizer_dir: object = param(None, "directory with GPT-2 vocab.json and merges.txt (default: offline copy, "
                                         "else the hub)", kind="path")
     seed: int = param(0, "seed of the variable costs, the test images and the idle-gap order", minimum=0)
+    token_path: object = param(None, "your own tokens instead of the book's: a Megatron .bin/.idx pair or a folder "
+                                     "of Parquet, Arrow or JSONL text, only ever read (null: the book's data)",
+                               kind="path")

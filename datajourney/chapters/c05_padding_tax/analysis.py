@@ -108,7 +108,8 @@ def device_name(res: Result) -> str:
 def workload(res: Result) -> str:
     """The timed workload in plain words, from the result."""
     p = res.parameters
-    return (f"{model_label(res)} training on the first {int(p['n_samples']):,} Alpaca samples, "
+    what = "of your documents (token_path)" if res.metadata.get("your_data") else "Alpaca samples"
+    return (f"{model_label(res)} training on the first {int(p['n_samples']):,} {what}, "
             f"{int(p['batch_size'])} rows a step, context {int(p['context_length']):,}")
 
 

@@ -694,11 +694,13 @@ class Plan:
     where both came from, and the memory the timed steps need."""
 
     params: Params
-    records: list
+    records: list | None
     tokens: list[list[int]]
     tokenizer: object
     source: object
     memory: dict
+    #: with ``token_path``: what the reader's data is (:meth:`~datajourney.toolkit.yourdata.TokenSource.describe`)
+    your_data: dict | None = None
 
 
 def preflight(params) -> Plan:
@@ -713,15 +715,29 @@ def preflight(params) -> Plan:
     if importlib.util.find_spec("transformers") is None:
         raise ParameterError("template", p.template, "a setting this machine can run: chapter 5 needs the "
                              "transformers package for GPT-2 and its packing collator (pip install transformers)")
-    records, d_origin = textdata.load_records(p.n_samples, p.dataset, p.dataset_path)
-    tok, t_origin = textdata.load_tokenizer(p.tokenizer, p.tokenizer_dir)
-    tokens = tokenize([textdata.join(r, p.template) for r in records], tok)
+    yours = None
+    if p.token_path is not None:   # the reader's documents (their tokens, or their text tokenised), only read
+        from datajourney.toolkit import yourdata
+
+        src = yourdata.token_source(p.token_path)
+        tok, t_origin = textdata.load_tokenizer(p.tokenizer, p.tokenizer_dir)
+        records, d_origin = None, f"your token_path ({src.kind})"
+        tokens = yourdata.chapter_documents(src, p.n_samples, p.seed, tok, vocab=VOCAB, what="n_samples")
+        # a packer never splits a sample: longer documents are cut to the context (and counted)
+        keep = p.context_length - (1 if p.eos != "never" else 0)
+        cut = sum(len(t) > keep for t in tokens)
+        tokens = [t[:keep] for t in tokens]
+        yours = dict(src.describe(tok, seed=p.seed), documents_read=len(tokens), cut_to_context=cut)
+    else:
+        records, d_origin = textdata.load_records(p.n_samples, p.dataset, p.dataset_path)
+        tok, t_origin = textdata.load_tokenizer(p.tokenizer, p.tokenizer_dir)
+        tokens = tokenize([textdata.join(r, p.template) for r in records], tok)
     longest = max(len(t) for t in tokens) + (1 if p.eos != "never" else 0)
     if longest > p.context_length:
         raise ParameterError("context_length", p.context_length,
                              f"at least the longest sample ({longest} tokens): a packer never splits a sample")
     layouts, lens = build_layouts(p, [len(t) for t in tokens])
-    return Plan(p, records, tokens, tok, textdata.Source(d_origin, t_origin), check_memory(p, layouts, lens))
+    return Plan(p, records, tokens, tok, textdata.Source(d_origin, t_origin), check_memory(p, layouts, lens), yours)
 
 
 def build_layouts(p: Params, lengths: list[int]) -> tuple[dict[str, Layout], dict[str, list[int]]]:
@@ -759,8 +775,9 @@ def measure(plan: Plan, context) -> None:
             res.metadata[f"heatmap_{s}"] = dict(fraction_real=np.round(frac, 4).tolist(), bin_width=width,
                                                 row_len=layouts[s].row_len[0], efficiency=fb["efficiency"],
                                                 samples=fb["samples"])
-    res.add("templates", template_comparison(plan.records, plan.tokenizer, batch_size=batch_size,
-                                             context=p.context_length))
+    if plan.records is not None:   # the templates join Alpaca's fields; a reader's documents come joined
+        res.add("templates", template_comparison(plan.records, plan.tokenizer, batch_size=batch_size,
+                                                 context=p.context_length))
     res.add("isolation", isolation_check(p.seed))
     lay_tokens = {s: layout_tokens(tokens, s, eos) for s in p.strategies}
     res.add("collator", [compare_with_collator(layouts[s], lay_tokens[s]) for s in p.strategies if s in PACKED])
@@ -800,5 +817,8 @@ def measure(plan: Plan, context) -> None:
         transformers=transformers.__version__, memory=plan.memory,
         template=dict(name=p.template, with_input=t.with_input if t else p.template,
                       without_input=t.without_input if t else p.template,
-                      example=textdata.join(plan.records[0], p.template)),
+                      example=textdata.join(plan.records[0], p.template) if plan.records is not None
+                      else plan.tokenizer.decode(tokens[0])[:500]),
         eos=dict(mode=eos))
+    if plan.your_data is not None:
+        res.metadata["your_data"] = plan.your_data

@@ -236,6 +236,11 @@ def template_sentence(res) -> str:
     src = res.metadata.get("text_source") or {}
     example = str(t.get("example", "")).replace("```", "` ` `")
     version = phrasing.code(res.metadata.get("transformers"))
+    if res.metadata.get("your_data"):   # token_path: documents as they are, no fields to join
+        return (f"Samples from {phrasing.code(src.get('dataset', '?'))}, tokenizer from "
+                f"{phrasing.code(src.get('tokenizer', '?'))}, transformers {version}: your documents as they are "
+                f"(no template joins fields; end-of-text: {phrasing.code(mode)}{how}). The first one begins:"
+                f"\n\n````text\n{example}\n````")
     return (f"Samples from {phrasing.code(src.get('dataset', '?'))}, tokenizer from "
             f"{phrasing.code(src.get('tokenizer', '?'))}, transformers {version}."
             f"\n\nThis run joins the fields with the {phrasing.code(name)} template{what}: "
@@ -290,6 +295,9 @@ def templates_table(res) -> pd.DataFrame:
     """The first batch under every template and end-of-text handling, with short headers (the
     caption explains them): lengths in tokens, efficiencies in percent, the packing gain, and how
     many published first-batch figures each reproduces as printed."""
+    if "templates" not in res.tables:   # the reader's documents (token_path) come joined: no template ran
+        return pd.DataFrame(columns=["template", "eos", "min", "max", "mean", "median", "padded (%)", "packed (%)",
+                                     "gain (×)", "matched"])
     tt = res.table("templates")
     return pd.DataFrame({
         "template": tt["template"], "eos": tt["eos"], "min": tt["first_batch_min"], "max": tt["first_batch_max"],

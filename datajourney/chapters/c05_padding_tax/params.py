@@ -75,3 +75,6 @@ class Params(ChapterParams):
     n_heads: int = param(8, "GPT-2's attention heads (a divisor of d_model)", minimum=1, maximum=1 << 16)
     seed: int = param(0, "seed of the timed model's random weights and the isolation check", minimum=0,
                       maximum=2**32 - 1)
+    token_path: object = param(None, "your own tokens instead of the book's: a Megatron .bin/.idx pair or a folder "
+                                     "of Parquet, Arrow or JSONL text, only ever read (null: the book's data)",
+                               kind="path")

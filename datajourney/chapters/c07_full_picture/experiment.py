@@ -600,10 +600,12 @@ def forever(loader):
 
 @dataclass(frozen=True)
 class Plan:
-    """What ``preflight`` hands to the run: the checked parameters and the directory the images go under."""
+    """What ``preflight`` hands to the run: the checked parameters, the directory the images go under and, with
+    ``image_dir``, the reader's images to read instead of generated ones."""
 
     params: Params
     data_dir: Path
+    images: object = None
 
 
 def preflight(params) -> Plan:
@@ -646,9 +648,16 @@ def preflight(params) -> Plan:
     memory("batch_size", p.batch_size, (2 * w_max + 3) * batch_bytes,
            what=f"{2 * w_max + 3} batches of {p.batch_size} images of {p.out_size}² pixels (float32)")
     creatable_dir("run_dir", results.resolve_run_dir(opts["run_dir"] if "run_dir" in opts else None))
+    yours = None
+    if p.image_dir is not None:   # the reader's images, checked before any work
+        from datajourney.toolkit import yourdata
+
+        yours = yourdata.images(p.image_dir, p.n_images, seed=p.seed, data_dir=datasets.parent_dir(p.data_dir))
     plan = images.image_folder_plan(p.n_images, p.image_size, p.jpeg_quality, p.classes, p.seed)
     need = [plan] + ([images.mds_plan(plan)] if "mds" in p.formats else [])
-    return Plan(p, datasets.check_space(p.data_dir, need))
+    if yours is not None:
+        need = [images.mds_plan(yours.source_plan())] if "mds" in p.formats else []
+    return Plan(p, datasets.check_space(p.data_dir, need), yours)
 
 
 def auto_reserve(cores: int) -> int:
@@ -755,8 +764,13 @@ def measure(plan: Plan, context) -> None:
     lap = timing.Laps()  # how long each part of the run took (metadata)
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    src = images.image_folder(parent, n_images=n_images, size=image_size, quality=jpeg_quality, classes=classes,
-                              seed=seed, progress=progress)
+    if plan.images is not None:   # the reader's images, read where they lie
+        plan.images.recheck()
+        src = plan.images.labelled(classes)
+        res.metadata["your_data"] = src.describe()
+    else:
+        src = images.image_folder(parent, n_images=n_images, size=image_size, quality=jpeg_quality, classes=classes,
+                                  seed=seed, progress=progress)
     lap("data sets: images")
     mds_ok, mds_why = images.streaming_status()
     shards = images.mds_shards(src, parent, progress=progress) if ("mds" in p["formats"] and mds_ok) else None

@@ -63,3 +63,6 @@ class Params(ChapterParams):
     seed: int = param(0, "seed of the images, the shuffles and the model", minimum=0, maximum=2**31 - 1)
     data_dir: object = param(None, "where the images are generated (default: ~/.cache/datajourney)", kind="path",
                              optional=True)
+    image_dir: object = param(None, "your own images instead of generated ones: a folder of JPEG or PNG files "
+                                    "(ImageFolder tree or flat), only ever read (null: the book's generated data)",
+                              kind="path")

@@ -432,6 +432,8 @@ class Plan:
     params: Params
     settings: dict
     data_dir: Path
+    #: with ``image_dir``: the reader's images, read instead of generated photos
+    images: object = None
 
 
 def preflight(params, *, run_dir=None) -> Plan:
@@ -444,6 +446,11 @@ def preflight(params, *, run_dir=None) -> Plan:
     p = Params.coerce(params).checked()
     q = resolve(p)
     creatable_dir("run_dir", results.resolve_run_dir(run_dir if run_dir is not None else opts.get("run_dir")))
+    if p.image_dir is not None:   # the reader's images, checked before any work; nothing to generate
+        from datajourney.toolkit import yourdata
+
+        parent = datasets.parent_dir(p.data_dir)
+        return Plan(p, q, parent, yourdata.images(p.image_dir, q["n_images"], seed=p.seed, data_dir=parent))
     plan = photo_plan(q["n_images"], p.width, p.height, p.jpeg_quality, p.classes, p.seed)
     return Plan(p, q, datasets.check_space(p.data_dir, [plan]))
 
@@ -462,8 +469,13 @@ def measure(plan: Plan, context) -> None:
     cores = len(os.sched_getaffinity(0))
     device = "cuda" if torch.cuda.is_available() else "cpu"
     status = decoder_status()
-    src = photo_set(parent, n_images=p["n_images"], width=p["width"], height=p["height"], quality=p["jpeg_quality"],
-                    classes=p["classes"], seed=p["seed"], progress=progress)
+    if plan.images is not None:   # the reader's images, read where they lie
+        plan.images.recheck()
+        src = plan.images.labelled(p["classes"])
+        res.metadata["your_data"] = src.describe()
+    else:
+        src = photo_set(parent, n_images=p["n_images"], width=p["width"], height=p["height"],
+                        quality=p["jpeg_quality"], classes=p["classes"], seed=p["seed"], progress=progress)
     files = [str(f) for f in src.files]
     sizes = np.array([os.path.getsize(f) for f in files])
     lap("data set")
@@ -683,7 +695,9 @@ def measure(plan: Plan, context) -> None:
         free_threaded_note=None if not ft["gil_enabled"] else "gil_enabled",
         image_bytes=dict(mean=float(sizes.mean()), min=int(sizes.min()), max=int(sizes.max()),
                          total=int(sizes.sum())),
-        image_size=[p["width"], p["height"]], purge_methods=sorted(purge_methods),
+        image_size=[p["width"], p["height"]] if plan.images is None else
+        [round(res.metadata["your_data"]["median_width"]), round(res.metadata["your_data"]["median_height"])],
+        purge_methods=sorted(purge_methods),
         ceiling=ceiling, ceilings=ceilings, model_step=step_kind if ceiling else None, graph_note=graph_note,
         model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
         model_worker_nice=nice, hybrid=hybrid, dataloader_decoder=dl_dec, dali=dali_status(),

@@ -699,6 +699,18 @@ class Plan:
 
     params: Params
     data_dir: Path
+    #: with ``token_path``: the reader's token data (:class:`~datajourney.toolkit.yourdata.TokenSource`)
+    yours: object = None
+
+
+def your_tokens(q: Params):
+    """The reader's token data at ``token_path`` (checked: one-line errors naming it), its token count and the
+    tokenizer a text folder is tokenised with (GPT-2's, as the book's set)."""
+    from datajourney.toolkit import textdata, yourdata
+
+    src = yourdata.token_source(q.token_path, data_dir=datasets.parent_dir(q.data_dir))
+    tok = None if src.is_megatron else textdata.load_tokenizer()[0]
+    return src, src.token_count(tok), tok
 
 
 def preflight(params) -> Plan:
@@ -716,8 +728,9 @@ def preflight(params) -> Plan:
     if q.posix_view == "on" and preload_library() is None:
         raise ParameterError("posix_view", "on", "'auto' or 'off' here: the dftracer package is not installed "
                              "(pip install dftracer pydftracer)")
-    # a sample needs seq_length + 1 tokens; the data set holds dataset_bytes / 2 of them
-    total = q.dataset_bytes // 2
+    # a sample needs seq_length + 1 tokens; the data set holds dataset_bytes / 2 of them (or the reader's count)
+    yours = your_tokens(q) if q.token_path is not None else None
+    total = yours[1] if yours else q.dataset_bytes // 2
     for name, seqs, batches in (("seq_lengths", q.seq_lengths, q.batch_sizes),
                                 ("workers_seq_length", [q.workers_seq_length], [q.workers_batch_size]),
                                 ("overhead_seq_length", [q.overhead_seq_length], [q.overhead_batch_size])):
@@ -738,13 +751,19 @@ def preflight(params) -> Plan:
     if q.checkpoint_sizes:
         memory("checkpoint_sizes", max(q.checkpoint_sizes), 3 * max(q.checkpoint_sizes),
                what="the model state, copied twice")
-    parent = datasets.check_space(q.data_dir, [tokens.plan(q.dataset_bytes, q.seed)])
+    if yours:
+        from datajourney.toolkit import yourdata
+
+        need = [] if yours[0].is_megatron else [yourdata.token_set_plan(yours[0])]
+        parent = datasets.check_space(q.data_dir, need)
+    else:
+        parent = datasets.check_space(q.data_dir, [tokens.plan(q.dataset_bytes, q.seed)])
     need = 3 * max(q.checkpoint_sizes or [0]) + 4 * q.posix_checkpoint_bytes
     if need:
         from datajourney.core.params import free_space
 
         free_space("checkpoint_sizes", parent, need)
-    return Plan(q, parent)
+    return Plan(q, parent, yours[0] if yours else None)
 
 
 def _configs(p: dict) -> list[dict]:
@@ -823,7 +842,15 @@ def measure(plan: Plan, context) -> None:
     res, progress = context.result, context.progress
     lap = timing.Laps()
 
-    ts = tokens.token_dataset(parent, total_bytes=p["dataset_bytes"], seed=p["seed"], progress=progress)
+    if plan.yours is not None:   # the reader's pair read where it lies (or their text, tokenised once)
+        from datajourney.toolkit import textdata, yourdata
+
+        tok = None if plan.yours.is_megatron else textdata.load_tokenizer()[0]
+        ts = yourdata.token_set(plan.yours, parent, tokenizer=tok, eos=textdata.eos_id(tok) if tok else None,
+                                progress=progress)
+        res.metadata["your_data"] = plan.yours.describe(tok, seed=p["seed"])
+    else:
+        ts = tokens.token_dataset(parent, total_bytes=p["dataset_bytes"], seed=p["seed"], progress=progress)
     lap("data set")
     work = Path(tempfile.mkdtemp(prefix="ch10-", dir=parent))
     try:
@@ -905,7 +932,8 @@ def measure(plan: Plan, context) -> None:
     comp = ts.manifest.get("composition", {})
     res.metadata.update(dataset={k: ts.manifest.get(k) for k in ("params", "bytes", "sha256", "generation_seconds")},
                         composition=comp, posix_view=posix_ok, posix_why_not=why_not, views=views,
-                        tracer=_tracer_version() if posix_ok else None, itemsize=2,
+                        tracer=_tracer_version() if posix_ok else None,
+                        itemsize=tokens.read_index(ts.prefix.with_suffix(".idx")).itemsize,
                         constant_tolerance=CONSTANT_TOLERANCE, cores=os.cpu_count(),
                         block_device=block_device(ts.files[0]),
                         read_ahead_kb=read_ahead_kb(block_device(ts.files[0])), seconds=lap.seconds)

@@ -49,3 +49,6 @@ class Params(ChapterParams):
     seed: int = param(0, "seed of the data set and of the samples drawn", minimum=0, maximum=2**32 - 1)
     data_dir: object = param(None, "where the data set lives (default: $DATAJOURNEY_DATA_DIR)", kind="path",
                              optional=True)
+    token_path: object = param(None, "your own tokens instead of the book's: a Megatron .bin/.idx pair or a folder "
+                                     "of Parquet, Arrow or JSONL text, only ever read (null: the book's data)",
+                               kind="path")

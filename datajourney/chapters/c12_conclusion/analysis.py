@@ -281,6 +281,22 @@ def copied(a: Advice, chapter: str, src: Facts, facts: Facts, key: str) -> Advic
     return Advice(**{**a.__dict__, "key": key, "gain": gain, "evidence": tuple(f"{prefix}.{k}" for k in a.evidence)})
 
 
+def your_data(found: dict[str, Facts]) -> Fact | None:
+    """Which of the diagnosed chapters read the reader's own data (``image_dir``, ``token_path``) and what it is:
+    one fact ``your_data`` listing, per kind, the largest reading and the chapters (None when none did)."""
+    parts = []
+    for kind in ("images", "tokens"):
+        seen = {ch: f for ch, src in sorted(found.items()) if (f := src.get("your_data")) is not None
+                and f.setting.get("kind") == kind}
+        if seen:
+            most = max(seen.values(), key=lambda f: f.number or 0)
+            parts.append({**most.setting, "chapters": [int(ch[:2]) for ch in seen]})
+    if not parts:
+        return None
+    return Fact("your_data", sum(len(p["chapters"]) for p in parts), "", "chapters that read your data", "count",
+                None, setting={"kind": "diagnosis", "parts": parts})
+
+
 def analyse(res) -> Facts:
     """The diagnosis as facts: per workload the demand, the weakest hop, its margin, the GPUs fed and the
     remedy (the advice of the chapter that measured it); the hops in ``data["hops"]``."""
@@ -354,6 +370,7 @@ def analyse(res) -> Facts:
     contention = c7.get("contention") if c7 is not None else None
     if contention is not None:  # chapter 7's step beside busy loader processes ÷ the step alone
         facts.add(Fact(**{**contention.__dict__, "key": "image.step_under_load", "basis": None, "of": None}))
+    facts.add(your_data(found))
     if step:
         facts.add(Fact("token_step", step["tokens_per_s"], "tokens/s", "the timed token step", "rate",
                        n=len(res.table("token_step")) if "token_step" in res.tables else 1))

@@ -186,6 +186,9 @@ def summary_lines(facts: Facts) -> list[str]:
         return html.unescape(re.sub(r"\\(.)", r"\1", s))
 
     lines = [plain(f.text) for f in op.findings] + [plain(a.text) for a in op.actions]
+    yours = phrasing.your_data(facts.get("your_data"))
+    if yours:   # the diagnosis is of the reader's own data: said first
+        lines.insert(0, plain(f"Diagnosed reading {yours}; the other hops measured the book's generated data."))
     missing = facts.data.get("missing") or []
     if missing:
         lines.append("not run, so not diagnosed: chapters " + ", ".join(str(int(c[:2])) for c in missing))
