@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from datajourney.chapters.c07_full_picture.reading import STORAGE_FORMATS
 from datajourney.core.params import MAX_IMAGES, ChapterParams, param
 from datajourney.toolkit.pagecache import METHODS
 
@@ -16,8 +17,6 @@ FORMATS = ("imagefolder", "mds")
 REMEDIES = ("none", "nice", "reserve", "nice+reserve")
 LOAD_MODES = ("plain", "nice", "reserve", "nice+reserve", "cuda_graphs")
 MODELS = ("resnet50", "small_cnn")
-#: The storage formats of the format comparison (datajourney.toolkit.formats.FORMATS), the baseline first.
-STORAGE_FORMATS = ("imagefolder", "mds", "webdataset", "hf_datasets", "litdata", "parquet")
 
 
 @dataclass
