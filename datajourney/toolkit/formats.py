@@ -449,6 +449,20 @@ def epoch_order(stored: Stored, *, seed: int, batch_size: int, buffer: int) -> l
     return [i for i, _, _ in items()]
 
 
+def items(stored: Stored) -> Iterator[tuple[int, bytes, int]]:
+    """Every image of ``stored`` as ``(index, bytes, label)`` in storage order, through the format's own reader
+    (by index where it has one, else streamed without shuffling)."""
+    if stored.fmt == "webdataset":
+        yield from _wds_items(_tar_urls(stored), 0, 1, False)
+        return
+    get = accessor(stored)
+    try:
+        for i in range(stored.n):
+            yield (i, *get(i))
+    finally:
+        close(get)
+
+
 def cobatch(order: Sequence[int], batch_size: int) -> float:
     """How often two images stored side by side (``i`` and ``i + 1``) land in the same batch, as a multiple of
     how often a uniform shuffle of the whole set puts them together ((B - 1) / (N - 1)): 1 for a global
