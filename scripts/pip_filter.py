@@ -40,7 +40,7 @@ def no_deps_reasons(path: Path) -> dict[str, str]:
     for line in path.read_text().splitlines():
         req, _, why = line.partition("#")
         if req.strip():
-            out[req_name(req)] = why.strip()
+            out[req_name(req)] = re.sub(r"^\[[\w-]+\]\s*", "", why.strip())  # without the extra it belongs to
     return out
 
 

@@ -43,7 +43,7 @@ CONSTRAINTS = ROOT / "constraints"
 #: sections, which ./journey installs one by one where it can: a missing one is reported and its section skipped).
 CORE_EXTRAS = ("gpu",)
 BOOK_EXTRAS = ("book",)
-OPTIONAL_EXTRAS = ("hub", "ch8", "ch10")  # and ch9 (or ch9-cu12) by the CUDA major
+OPTIONAL_EXTRAS = ("hub", "ch8", "ch10", "formats")  # and ch9 (or ch9-cu12) by the CUDA major
 #: What building the editable install needs (pyproject's build-system; pip builds it in isolation).
 BUILD = ("setuptools>=68",)
 #: The largest file a wheelhouse holds: a larger wheel (dftracer-utils is 70 MiB) is cut into pieces that
@@ -143,6 +143,18 @@ def no_deps_list() -> list[str]:
     return read_list(CONSTRAINTS / "no-deps.txt")
 
 
+def no_deps_extras() -> dict[str, str]:
+    """{package: the extra it belongs to} of constraints/no-deps.txt (a line's comment starts with ``[extra]``;
+    ``gpu`` where it names none)."""
+    out = {}
+    for line in (CONSTRAINTS / "no-deps.txt").read_text().splitlines():
+        req, _, why = line.partition("#")
+        if req.strip():
+            m = re.match(r"\s*\[([\w-]+)\]", why)
+            out[req_name(req)] = m.group(1) if m else "gpu"
+    return out
+
+
 def req_name(req: str) -> str:
     return canonical(re.split(r"[=<>!~;\[ ]", req.strip(), maxsplit=1)[0])
 
@@ -164,8 +176,11 @@ def plan(python: str, cuda: str, provides_file: Path, glibc: str, extras=None):
     full = resolve(reqs(core_x + book_x + opt_x), target, pins)
     core = resolve(reqs(core_x, skip=opt_x), target, pins) if book_x or opt_x else full
     book = resolve(reqs(core_x + book_x, skip=opt_x), target, pins) if book_x else core
-    wanted = set(lone) if extras is None or "gpu" in extras else set()
+    tags = no_deps_extras()
+    chosen = set(core_x + book_x + opt_x)
+    wanted = {n for n in lone if tags.get(n, "gpu") in chosen}
     alone = resolve([r for n, r in lone.items() if n in wanted], target + ["--no-deps"], pins) if wanted else {}
+    in_core = {n: v for n, v in alone.items() if tags.get(n, "gpu") in core_x}
 
     declared = {req_name(r) for r in reqs(core_x + book_x + opt_x)} | set(wanted)
 
@@ -173,9 +188,10 @@ def plan(python: str, cuda: str, provides_file: Path, glibc: str, extras=None):
         return {n: full.get(n, v) for n, v in names.items() if not provided(n, patterns, declared)}
 
     parts = {"core": keep(core)}
-    parts["core"].update(keep(alone))
+    parts["core"].update(keep(in_core))
     parts["book"] = {n: v for n, v in keep(book).items() if n not in parts["core"]}
     parts["optional"] = {n: v for n, v in keep(full).items() if n not in parts["core"] and n not in parts["book"]}
+    parts["optional"].update({n: v for n, v in keep(alone).items() if n not in in_core})
     return parts, target
 
 

@@ -303,7 +303,36 @@ def test_streaming_is_installed_without_its_declared_dependencies():
     assert _names(extras["mds"]) == {"brotli", "python-snappy", "zstd", "xxhash", "catalogue"}
     lines = [s for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
              if s.strip() and not s.startswith("#")]
-    assert _names(lines) == {"mosaicml-streaming"}
+    assert _names(lines) == {"mosaicml-streaming", "litdata"}
+    assert "litdata" not in _names(r for reqs in extras.values() for r in reqs)
+
+
+#: litdata's requirements that local chunks of bytes never import (object stores, TIFF images, torchvision's
+#: image types), and those the base install provides.
+LITDATA_UNUSED = {"obstore", "tifffile", "torchvision"}
+LITDATA_FROM_BASE = {"torch", "numpy", "filelock", "requests", "urllib3"}
+
+
+def test_every_litdata_requirement_is_provided_or_unused(tmp_path):
+    """litdata goes in with --no-deps (its torch and torchvision would bring a CUDA build onto a CPU machine):
+    each requirement of the pinned release is in the formats extra, the base install, or never imported for a
+    local folder; a new release adding one fails here."""
+    from email.parser import Parser
+    from zipfile import ZipFile
+
+    line = next(s.split("#")[0].strip() for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
+                if s.startswith("litdata"))
+    r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:", "-d", tmp_path,
+              line], timeout=300)
+    if r.returncode != 0:
+        pytest.skip("litdata could not be downloaded: " + r.stderr[-300:])
+    wheel = next(tmp_path.glob("litdata-*.whl"))
+    with ZipFile(wheel) as z:
+        meta = Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
+    declared = _names(r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r)
+    covered = _names(_project()["optional-dependencies"]["formats"]) | LITDATA_UNUSED | LITDATA_FROM_BASE
+    assert declared - covered == set(), f"{wheel.name} requires more: add what local chunks import to formats"
+    assert {"torch", "torchvision"} <= declared  # what --no-deps keeps pip from resolving
 
 
 #: mosaicml-streaming's requirements that local MDS shards never import: cloud storage and plotting.
@@ -474,7 +503,7 @@ def test_the_wheelhouse_plan_carries_every_declared_extra(monkeypatch, capsys):
     wh = _script("wheelhouse")
     monkeypatch.setattr(wh, "resolve", _fake_resolver({
         "datasets": ["pyarrow", "huggingface-hub"], "dftracer": ["dftracer-utils", "pydftracer"],
-        "mosaicml-streaming": ["boto3", "numpy"], "torchvision": ["torch"]}))
+        "mosaicml-streaming": ["boto3", "numpy"], "litdata": ["torch", "torchvision"], "torchvision": ["torch"]}))
     assert wh.main(["--plan", "--python", "3.12", "--cuda", "13"]) == 0
     out = capsys.readouterr().out
     parts, part = {}, None
@@ -487,7 +516,11 @@ def test_the_wheelhouse_plan_carries_every_declared_extra(monkeypatch, capsys):
     assert {"mosaicml-streaming", "pandas", "setuptools", "nvidia-ml-py"} <= parts["core"]
     assert "jupyter-book" in parts["book"]
     every = set().union(*parts.values())
-    assert not every & {"boto3", "torch", "torchvision", "numpy", "huggingface-hub"}
+    assert not every & {"torch", "torchvision", "numpy", "huggingface-hub"}
+    # chapter 7's formats travel with the optional part, litdata without its torch; boto3 only as the formats
+    # extra names it (litdata imports it), never as mosaicml-streaming's requirement in the core part
+    assert {"webdataset", "litdata", "boto3", "lightning-utilities"} <= parts["optional"]
+    assert "boto3" not in parts["core"] and "litdata" not in parts["core"]
 
 
 def test_a_wheel_over_the_transfer_limit_travels_in_pieces_and_is_joined(journey_copy, tmp_path):

@@ -14,6 +14,7 @@ import pandas as pd
 from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
+    STORAGE_FORMATS,
     WORKER_NICE,
     ceiling_runs,
     scenario_stats,
@@ -275,6 +276,116 @@ def loader_snippet(res, workers: int) -> str:
     return "\n".join(lines) + "\n)"
 
 
+# --------------------------------------------------------------------------- storage formats
+#: What each format other than one file per image costs, said with the advice that picks it.
+FORMAT_COSTS = {
+    "mds": "a conversion step and a second copy of the images on disk, read through streaming's index and its "
+           "shared-memory bookkeeping",
+    "webdataset": "a conversion step and a second copy on disk; shards are read in a random order but samples "
+                  "shuffle only within each worker's buffer (.shuffle(n)), and there is no access by index",
+    "hf_datasets": "a conversion step and a second copy on disk (Arrow files, memory-mapped)",
+    "litdata": "a conversion step and a second copy on disk; samples shuffle only within the chunks a worker holds",
+    "parquet": "a conversion step and a second copy on disk; rows shuffle only within a row group, and fetching one "
+               "image by index reads its whole row group",
+}
+#: A cold run that started with more than this share of its files in the page cache was not cold.
+COLD_RESIDENT = 0.5
+
+
+def format_key(fmt: str, cache: str) -> str:
+    return f"format.{fmt}.{cache}"
+
+
+def _format_runs(res) -> pd.DataFrame:
+    return res.table("format_runs") if "format_runs" in res.tables else pd.DataFrame()
+
+
+def format_best(runs: pd.DataFrame, fmt: str, cache: str) -> tuple[int, list[float]] | None:
+    """The worker count at which ``fmt`` fed the most images/s (mean over its runs) from a ``cache`` cache, and
+    those runs' images/s."""
+    d = runs[(runs["format"] == fmt) & (runs["cache"] == cache)]
+    if d.empty:
+        return None
+    w = int(d.groupby("workers")["images_per_s"].mean().idxmax())
+    return w, [float(v) for v in d[d["workers"] == w]["images_per_s"]]
+
+
+def _formats(res, f: Facts) -> None:
+    """The storage-format comparison: each format's best images/s cold and warm, against the chapter's ceiling,
+    its conversion and size, and the declared question (ImageFolder the baseline, read cold)."""
+    if "formats" not in res.tables or _format_runs(res).empty:
+        return
+    table, runs = res.table("formats"), _format_runs(res)
+    ceil = [float(v) for v in ceiling_runs(res)["images_per_s"]]
+    ceiling = measured("format.ceiling", ceil, unit="images/s", label="the chapter's ceiling (data in memory)",
+                       setting={"ceiling": "eager"})
+    f.add(ceiling)
+    rows = []
+    for fmt in [x for x in STORAGE_FORMATS if x in set(table["format"])]:
+        t = table[table["format"] == fmt].iloc[0]
+        row = dict(format=fmt, library=str(t["library"]), convert_s=float(t["convert_s"]), bytes=int(t["bytes"]),
+                   source_bytes=int(t["source_bytes"]), shards=int(t["shards"]), per_shard=int(t["per_shard"]),
+                   shuffle=str(t["shuffle"]), buffer=None if pd.isna(t["buffer"]) else int(t["buffer"]),
+                   cobatch=_plain(t["cobatch"]), random_access=bool(t["random_access"]),
+                   access_cold_ms=None if pd.isna(t["access_cold_ms"]) else float(t["access_cold_ms"]),
+                   access_warm_ms=None if pd.isna(t["access_warm_ms"]) else float(t["access_warm_ms"]),
+                   cpu_ms_per_image=float(t["cpu_ms_per_image"]), call=str(t["call"]))
+        for cache in ("cold", "warm"):
+            b = format_best(runs, fmt, cache)
+            if b is None:
+                continue
+            w, vals = b
+            d = runs[(runs["format"] == fmt) & (runs["cache"] == cache) & (runs["workers"] == w)]
+            key = format_key(fmt, cache)
+            fact = measured(key, vals, unit="images/s", label=f"{LABELS.get(fmt, fmt)}, num_workers={w}, {cache}",
+                            setting={"format": fmt, "workers": w, "cache": cache})
+            f.add(fact, compare(f"{key}.vs_ceiling", fact, ceiling))
+            row[f"{cache}_workers"] = w
+            row[f"{cache}_first_batch_ms"] = float(d["first_batch_ms"].mean())
+            row[f"{cache}_resident"] = float(d["resident_at_start"].mean())
+            if exceeds(fact, ceiling):
+                f.add(Fact(f"{key}.flagged", "over the ceiling", "", f"{fact.label} fed more than the ceiling",
+                           "choice", None, setting=dict(fact.setting)))
+        cold, warm = f.get(format_key(fmt, "cold")), f.get(format_key(fmt, "warm"))
+        if cold is not None and warm is not None:
+            f.add(compare(f"format.{fmt}.cold_vs_warm", cold, warm))
+            if exceeds(cold, warm) or row["cold_resident"] > COLD_RESIDENT:
+                # a cold read faster than a warm one, or one that started with its files cached, is not a finding
+                f.add(Fact(f"format.{fmt}.cold_vs_warm.flagged", "not cold" if row["cold_resident"] > COLD_RESIDENT else
+                           "cold faster than warm", "", f"{cold.label} against warm", "choice", None,
+                           setting=dict(cold.setting, resident=row["cold_resident"])))
+        rows.append(row)
+    f.data["formats"] = dict(rows=rows, notes=dict((res.metadata.get("formats") or {}).get("notes") or {}),
+                             workers=list((res.metadata.get("formats") or {}).get("workers") or []),
+                             batch_size=int(res.parameters["batch_size"]) if "batch_size" in (res.parameters or {})
+                             else None)
+    _format_advice(res, f, table)
+
+
+def _format_advice(res, f: Facts, table: pd.DataFrame) -> None:
+    """The declared question: which format to store these images in, decided on the cold reads (the first epoch,
+    and every epoch of a set larger than memory) at each format's best worker count."""
+    cands = []
+    for fmt in [x for x in STORAGE_FORMATS if x in set(table["format"])]:
+        fact = f.get(format_key(fmt, "cold"))
+        if fact is None or f"format.{fmt}.cold_vs_warm.flagged" in f or f"{format_key(fmt, 'cold')}.flagged" in f:
+            continue
+        t = table[table["format"] == fmt].iloc[0]
+        cands.append(Candidate(fmt, fact, call=str(t["call"]), snippet=str(t["snippet"]), costly=fmt != "imagefolder",
+                               at=f"num_workers={int(fact.setting['workers'])}, cold cache"))
+    workload = f"{workload_name(res)}, read cold"
+
+    def question(cost: str | None) -> Question:
+        return Question("image.storage_format", "Which storage format should these images be kept in?", "format",
+                        "imagefolder", "one JPEG file per image (ImageFolder)", "the layout images come in",
+                        workload, cost=cost)
+
+    trial = decide(question(None), cands, Facts(CHAPTER))
+    if trial is None:
+        return
+    f.advise(decide(question(FORMAT_COSTS.get(str(trial.value))), cands, f))
+
+
 def analyse(res) -> Facts:
     """Chapter 7's facts of ``res`` (pure: reads the result's tables, parameters and metadata only)."""
     f = Facts(CHAPTER, exports=EXPORTS)
@@ -290,4 +401,5 @@ def analyse(res) -> Facts:
     _best(res, f)
     _workers_advice(res, f, st)
     _recipes(res, f, st)
+    _formats(res, f)
     return f

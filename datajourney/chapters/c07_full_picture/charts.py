@@ -246,3 +246,24 @@ def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
     fig.update_layout(title=title, barmode="overlay", height=230 * len(labels) + 140, legend_title_text="activity",
                       bargap=0.25)
     return fig
+
+
+def format_rates(rates: pd.DataFrame, *, ceiling: float, title: str) -> go.Figure:
+    """Images/s each storage format fed at its best worker count, cold and warm side by side (error bars: the
+    runs' minimum to maximum), against the chapter's ceiling (the step with its batch already in memory)."""
+    fig = go.Figure()
+    for cache, colour in (("cold", PALETTE[5]), ("warm", PALETTE[0])):
+        d = rates[rates["cache"] == cache]
+        fig.add_bar(x=d["format"].tolist(), y=d["images_per_s"].tolist(), name=cache, marker_color=colour,
+                    error_y=dict(type="data", symmetric=False, array=(d["high"] - d["images_per_s"]).tolist(),
+                                 arrayminus=(d["images_per_s"] - d["low"]).tolist()),
+                    customdata=d["workers"].tolist(),
+                    hovertemplate=f"<b>%{{x}}</b>, {cache}<br>%{{y:,.0f}} images/s at num_workers=%{{customdata}}"
+                                  "<extra></extra>")
+    fig.add_hline(y=ceiling, line_dash="dash", line_color=PALETTE[3],
+                  annotation_text=f"ceiling {ceiling:,.0f} images/s", annotation_position="top left")
+    fig.update_layout(title=subtitle(title, "each format at its best worker count; bars: the runs' range"),
+                      barmode="group", legend_title_text="page cache")
+    fig.update_xaxes(title_text="storage format", type="category")
+    fig.update_yaxes(title_text="images/s", rangemode="tozero")
+    return fig

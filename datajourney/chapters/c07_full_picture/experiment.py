@@ -615,7 +615,7 @@ def preflight(params) -> Plan:
     is an error when MDS is the only format asked for; with both formats the MDS half is skipped (the result
     records why) and the ImageFolder half runs."""
     from datajourney.core import results
-    from datajourney.core.params import ParameterError, creatable_dir, memory, requires, run_options
+    from datajourney.core.params import ParameterError, creatable_dir, free_space, memory, requires, run_options
     from datajourney.toolkit import datasets
 
     opts = run_options(dict(params)) if not isinstance(params, Params) else {}
@@ -655,9 +655,30 @@ def preflight(params) -> Plan:
         yours = yourdata.images(p.image_dir, p.n_images, seed=p.seed, data_dir=datasets.parent_dir(p.data_dir))
     plan = images.image_folder_plan(p.n_images, p.image_size, p.jpeg_quality, p.classes, p.seed)
     need = [plan] + ([images.mds_plan(plan)] if "mds" in p.formats else [])
+    if p.storage_formats:
+        if p.format_images > p.n_images:
+            raise ParameterError("format_images", p.format_images, f"an integer from 1 to {p.n_images:,} (n_images)")
+        w_top = max(cores if p.format_workers == "auto" else max(p.format_workers), 1)
+        if p.format_images < p.batch_size * w_top:
+            raise ParameterError("format_images", p.format_images, f"at least one batch per worker ({p.batch_size} x "
+                                 f"{w_top} workers = {p.batch_size * w_top:,})")
+        if p.shard_images != "auto" and p.shard_images > p.format_images:
+            raise ParameterError("shard_images", p.shard_images, f"'auto' or an integer from 1 to {p.format_images:,}"
+                                 " (format_images)")
+        if p.format_workers != "auto" and any(w > w_cap for w in p.format_workers):
+            raise ParameterError("format_workers", p.format_workers, f"'auto' or a list of integers from 0 to {w_cap}")
     if yours is not None:
         need = [images.mds_plan(yours.source_plan())] if "mds" in p.formats else []
-    return Plan(p, datasets.check_space(p.data_dir, need), yours)
+    parent = datasets.check_space(p.data_dir, need)
+    if p.storage_formats:
+        # the converted copies (each about the images' size; Hugging Face's writer holds a second one while it
+        # writes) exist together in a scratch folder of the run, removed at its end
+        copies = len(p.storage_formats) - ("imagefolder" in p.storage_formats) + 1
+        source = yours.source_plan() if yours is not None else plan
+        per_image = source[2] / p.n_images
+        pending = sum(b for n, q, b in need if not datasets.is_ready(parent, n, q))
+        free_space("storage_formats", parent, pending + int(copies * p.format_images * per_image))
+    return Plan(p, parent, yours)
 
 
 def auto_reserve(cores: int) -> int:
@@ -802,7 +823,13 @@ def measure(plan: Plan, context) -> None:
     ch = _Chapter(p, src, shards, net, opt, device, progress, graph)
     summary, step_tables, util, ceil_rows, gceil_rows = [], [], [], [], []
     n_ceil = 1 + (graph is not None and bool(p["graphed_workers"]))
-    with tqdm(total=repeats * (len(plan) + n_ceil) + n_load + 1, desc="chapter 7", disable=not progress) as bar:
+    n_formats = 0
+    if p["storage_formats"]:
+        from datajourney.chapters.c07_full_picture.storage import planned_steps
+
+        n_formats = planned_steps(p, cores)
+    with tqdm(total=repeats * (len(plan) + n_ceil) + n_load + 1 + n_formats, desc="chapter 7",
+              disable=not progress) as bar:
         readers = reader_costs(src, shards, out_size=out_size, samples=p["reader_samples"], seed=seed,
                                purge_method=purge_method)
         bar.update(1)
@@ -824,6 +851,15 @@ def measure(plan: Plan, context) -> None:
                 util += u
                 bar.update(1)
         lap("scenarios and ceilings")
+        fmt_table, fmt_runs, fmt_meta = pd.DataFrame(), pd.DataFrame(), {}
+        if p["storage_formats"]:
+            from datajourney.chapters.c07_full_picture import storage
+
+            source = storage.formats.Source(tuple(src.names[:p["format_images"]]),
+                                            tuple(i % classes for i in range(p["format_images"])))
+            fmt_table, fmt_runs, fmt_meta = storage.measure(source, p, data_dir=parent, net=net, opt=opt,
+                                                            device=device, progress=bar)
+        lap("storage formats")
         load, load_notes = pd.DataFrame(), {}
         if p["load_modes"]:
             work = [src.path(i).read_bytes() for i in range(min(64, n_images))]
@@ -872,6 +908,10 @@ def measure(plan: Plan, context) -> None:
     res.add("load", load)
     res.add("readers", readers)
     res.add("timeline", _rounded(pd.concat(timelines, ignore_index=True)) if timelines else pd.DataFrame())
+    if p["storage_formats"]:
+        res.add("formats", fmt_table)
+        res.add("format_runs", fmt_runs)
+        res.metadata["formats"] = fmt_meta
     res.metadata.update(device=device, model=model, mds_available=mds_ok, mds_note=None if shards else mds_why,
                         traces=traces, cores=cores, main_threads=torch.get_num_threads(), load_levels=levels,
                         load_notes=load_notes, reserved_cpus=sorted(ch.reserve), worker_nice=WORKER_NICE,

@@ -1246,3 +1246,106 @@ def device_note(res) -> str:
     if m.get("mds_note"):
         text += f"\n\n**The MDS half did not run here:** {say.text(m['mds_note'])}"
     return text
+
+
+# --------------------------------------------------------------------------- storage formats
+#: How each shuffle scope reads in the table.
+SHUFFLE_WORDS = {"global": "the whole set", "buffer": "shards in random order, samples within a buffer",
+                 "shard": "shards in random order, samples within their shard"}
+
+
+def _formats_data(facts: Facts) -> dict | None:
+    return facts.data.get("formats") if "formats" in facts.data else None
+
+
+def format_table(res) -> pd.DataFrame:
+    """One row per format measured: its conversion, its size on disk, its best images/s cold and warm (and the
+    share of the ceiling), the first batch, the CPU per image, its shuffle and its access by index."""
+    facts = facts_of(res)
+    data = _formats_data(facts)
+    if not data:
+        return pd.DataFrame()
+    rows = []
+    for r in data["rows"]:
+        fmt = r["format"]
+        row = {"format": LABELS.get(fmt, fmt), "library": r["library"],
+               "conversion (s)": r["convert_s"] if fmt != "imagefolder" else "none",
+               "on disk (MB)": r["bytes"] / 1e6, "× the images": r["bytes"] / r["source_bytes"]}
+        for cache in ("cold", "warm"):
+            f = facts.get(analysis.format_key(fmt, cache))
+            c = facts.get(f"{analysis.format_key(fmt, cache)}.vs_ceiling")
+            row[f"images/s, {cache} (W)"] = (f"{fx_num(f.number, 'images/s', with_unit=False)} ({f.setting['workers']})"
+                                             if f is not None and f.number is not None else "–")
+            if cache == "cold":
+                row["% of ceiling, cold"] = 100 * c.number if c is not None and c.number is not None else np.nan
+                row["first batch, cold (ms)"] = r.get("cold_first_batch_ms", np.nan)
+        row["CPU per image (ms)"] = r["cpu_ms_per_image"]
+        scope = SHUFFLE_WORDS.get(r["shuffle"], r["shuffle"])
+        if r["buffer"]:
+            scope += f" of {r['buffer']:,}"
+        elif r["shuffle"] == "shard":
+            scope += f" ({r['per_shard']:,} each)"
+        row["shuffle"] = scope
+        row["neighbours together (× global)"] = r["cobatch"]
+        row["by index, cold / warm (ms)"] = (f"{fx_num(r['access_cold_ms'], 'ms', with_unit=False)} / "
+                                             f"{fx_num(r['access_warm_ms'], 'ms', with_unit=False)}"
+                                             if r["random_access"] else "not supported")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_rates(res) -> pd.DataFrame:
+    """The chart's data: each format's best images/s cold and warm, with its runs' range."""
+    facts = facts_of(res)
+    data = _formats_data(facts)
+    rows = []
+    for r in data["rows"] if data else []:
+        for cache in ("cold", "warm"):
+            f = facts.get(analysis.format_key(r["format"], cache))
+            if f is None or f.number is None:
+                continue
+            lo, hi = f.spread or (f.number, f.number)
+            rows.append(dict(format=LABELS.get(r["format"], r["format"]), cache=cache, workers=f.setting["workers"],
+                             images_per_s=f.number, low=lo, high=hi))
+    return pd.DataFrame(rows)
+
+
+def format_note(res) -> str:
+    """The format comparison in words: "not measured in this run" where the result has none; else what was not
+    measured and why, the flagged measurements with their cause, and the advice of the declared question."""
+    facts = facts_of(res)
+    data = _formats_data(facts)
+    if not data:
+        return ("The storage formats were not measured in this run (its result has no format comparison: "
+                "`storage_formats` was empty, or the run predates it).")
+    out = []
+    for fmt, why in data["notes"].items():
+        out.append(f"* **{say.text(LABELS.get(fmt, fmt))}**: {say.text(why)}.")
+    for r in data["rows"]:
+        fmt = r["format"]
+        name = say.text(LABELS.get(fmt, fmt))
+        flag = facts.get(f"format.{fmt}.cold_vs_warm.flagged")
+        if flag is not None:
+            c = facts[f"format.{fmt}.cold_vs_warm"]
+            cause = (f"its cold runs started with {pct(flag.setting['resident'])} of its files in the page cache"
+                     if flag.value == "not cold" else
+                     f"cold {say.comparison(c, facts)}, with {pct(flag.setting['resident'])} of its files cached "
+                     "as the cold runs started: the difference is noise or a machine that drifted, not the cache")
+            out.append(f"* **Flagged: a measurement problem.** {name} read cold is not a finding: {cause}. "
+                       "Run the chapter again (more `format_repeats`, `format_steps`) before reading it.")
+        for cache in ("cold", "warm"):
+            if f"{analysis.format_key(fmt, cache)}.flagged" in facts:
+                f = facts[analysis.format_key(fmt, cache)]
+                out.append(f"* **Flagged: a measurement problem.** {name} ({cache}) fed {say.value(f, runs=False)}, "
+                           f"more than the ceiling ({say.value(facts['format.ceiling'], runs=False)}): a ceiling "
+                           "that is exceeded is not one, so this rate is not a finding.")
+    a = facts.advice_for("image.storage_format")
+    if a is not None:
+        out.append(say.advice(a, facts))
+        if a.verdict == "change" and a.snippet:
+            out.append(f"\n```python\n{a.snippet}\n```")
+    else:
+        out.append("The format question has no answer in this run: the baseline (one file per image, read cold) "
+                   "or every other format was not measured, or was flagged above.")
+    return "\n".join(out)
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from datajourney.chapters.c07_full_picture.reading import STORAGE_FORMATS
 from datajourney.core.params import MAX_IMAGES, ChapterParams, param
 from datajourney.toolkit.pagecache import METHODS
 
@@ -57,6 +58,23 @@ class Params(ChapterParams):
     load_steps: int = param(12, "timed steps per load-sweep point", minimum=1, maximum=100_000)
     reader_samples: int = param(256, "samples timed one by one for the per-sample reader costs", minimum=1,
                                 maximum=MAX_IMAGES)
+    storage_formats: list[str] = param(list(STORAGE_FORMATS), "the format comparison: the same images converted "
+                                       "into each format (a missing library is skipped and named); [] to skip it",
+                                       kind="str_list", choices=STORAGE_FORMATS)
+    format_images: int = param(2000, "images of the set converted into each format (at most n_images)", minimum=1,
+                               maximum=MAX_IMAGES)
+    format_workers: object = param("auto", 'DataLoader num_workers values of the format comparison ("auto": 0, a '
+                                           "quarter, half and all of the cores)", kind="int_list", minimum=0,
+                                   maximum=4096, also=("auto",))
+    format_steps: int = param(10, "timed steps per run of the format comparison (after the warm-up steps)",
+                              minimum=1, maximum=100_000)
+    format_repeats: int = param(2, "runs of every format, worker count and cache state, interleaved", minimum=1,
+                                maximum=100)
+    shard_images: object = param("auto", 'images per shard, chunk or row group ("auto": two shards per worker at '
+                                         "least, none above 64 MiB)", kind="int", minimum=1, also=("auto",))
+    shuffle_buffer: int = param(1000, "WebDataset's shuffle buffer (samples)", minimum=1, maximum=10_000_000)
+    access_reads: int = param(64, "random images fetched by index per format, cold and warm", minimum=1,
+                              maximum=MAX_IMAGES)
     purge_method: object = param("auto", "cold cache before each run: drop_caches when root, else fadvise",
                                  choices=METHODS)
     profile: bool = param(True, "record torch.profiler traces (0 workers, and the best configuration)")

@@ -23,7 +23,10 @@ AU_RULE = KEEPS_UP
 #: The loader keeps up when the data wait is below this share of the step.
 LOADER_KEEPS_UP = 0.01  # a data wait this small is named as such, never as "keeps up" (that is AU's bar)
 #: The data formats' names on the page.
-LABELS = {"imagefolder": "ImageFolder", "mds": "MDS"}
+LABELS = {"imagefolder": "ImageFolder", "mds": "MDS", "webdataset": "WebDataset",
+          "hf_datasets": "Hugging Face datasets", "litdata": "LitData", "parquet": "Parquet"}
+#: The storage formats of the format comparison, the baseline first (the order of the page's table).
+STORAGE_FORMATS = ("imagefolder", "mds", "webdataset", "hf_datasets", "litdata", "parquet")
 
 
 def scenario_label(fmt: str, w: int, variant: str) -> str:
