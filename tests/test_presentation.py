@@ -154,3 +154,26 @@ def test_chapter_9_tables_show_no_share_above_its_whole():
     assert gpu["speed ÷ dd's cold read (×)"].max() > 100   # the warm device copy: a ratio, shown as one
     copy = gpu[gpu["path"].str.contains(page.DEVICE_COPY)]
     assert len(copy) == 1 and copy["% of the PCIe copy"].isna().all()
+
+
+def test_names_in_a_caption_or_chart_title_carry_no_markdown_escapes():
+    """A table caption and a chart title are not Markdown: "small_cnn" there, never "small\\_cnn"."""
+    from datajourney.chapters.c12_conclusion import page
+
+    facts = Facts(chapter="12_conclusion", data={
+        "image_workload": {"batch_size": 32, "device": "cpu", "model": "small_cnn"},
+        "image_words": "a small CNN (small_cnn) training on a CPU", "hops": _diagnosis(False).facts.data["hops"]})
+    assert "\\" not in page.workload_name(facts, "image", plain=True)
+    assert "small\\_cnn" in page.workload_name(facts, "image")   # in a sentence it is Markdown, escaped
+    title = page.hops_chart(SimpleNamespace(facts=facts), "image").layout.title.text
+    assert "\\" not in title and title.startswith("A small CNN (small_cnn)")
+
+
+def test_a_cpu_build_of_torch_reads_as_one():
+    """The fingerprint's software row of a CPU run: no bare "None" where torch has no CUDA."""
+    from datajourney.core.fingerprint import summary
+
+    fp = results.load_reference("01_introduction", "h200").fingerprint
+    fp = {**fp, "software": {**fp["software"], "cuda": None}}
+    row = summary(fp)["Python / torch / CUDA"]
+    assert "None" not in row and row.endswith("none (a CPU build of torch)")

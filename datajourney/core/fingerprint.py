@@ -388,7 +388,8 @@ def summary(fp: dict) -> dict:
                                                       if k.get("memory_limit_bytes") else "none"),
         "CPU quota": f"{k['cpu_quota_cores']:.1f} cores" if k.get("cpu_quota_cores") else "none",
         "Cache purge allowed": "drop_caches (root)" if k.get("can_drop_caches") else "fadvise only",
-        "Python / torch / CUDA": f"{sw['python']} / {sw.get('torch')} / {sw.get('cuda')}",
+        "Python / torch / CUDA": (f"{sw['python']} / {sw.get('torch') or 'not installed'} / "
+                                  f"{sw.get('cuda') or 'none (a CPU build of torch)'}"),
         "Libraries": libs or "n/a",
         "Code (git commit)": short_commit(sw.get("git_commit")) or "n/a",
         "Date (UTC)": fp["date_utc"],

@@ -65,8 +65,11 @@ def _step_name(facts: Facts, workload: str) -> str:
     return name[0].lower() + name[1:]
 
 
-def workload_name(facts: Facts, workload: str) -> str:
-    """A workload named by what ran: the model and device of its step (a CPU run says so)."""
+def workload_name(facts: Facts, workload: str, *, plain: bool = False) -> str:
+    """A workload named by what ran: the model and device of its step (a CPU run says so); as Markdown, or
+    ``plain`` text for a table caption or chart title, which escape it themselves ("small_cnn", never
+    "small\\_cnn")."""
+    esc = phrasing.visible if plain else phrasing.text
     d = facts.data
     if workload == "image":
         w = d.get("image_workload") or {}
@@ -74,7 +77,7 @@ def workload_name(facts: Facts, workload: str) -> str:
             return "image training (chapter 7's workload)"
         dev = "GPU" if str(w.get("device") or "").startswith("cuda") else "CPU"
         words = d.get("image_words") or f"{w.get('model')} training on a {dev}"
-        return f"{phrasing.text(words)}, batch {phrasing.text(w['batch_size'])}"
+        return f"{esc(words)}, batch {esc(w['batch_size'])}"
     if workload == "tokens":
         h = _hop(facts, "tokens", "gpu")
         if h and h.get("stated"):
@@ -83,7 +86,7 @@ def workload_name(facts: Facts, workload: str) -> str:
         return "a token-based step (GPT-2 training)" if on_gpu else "a token-based step (a tiny GPT-2 on a CPU)"
     h = _hop(facts, "gradients", "gpu")
     host = (facts.data.get("hosts") or {}).get("11_gpu_to_gpu")
-    where = (f", measured on {phrasing.text(host)}" if host and host != facts.data.get("host")
+    where = (f", measured on {esc(host)}" if host and host != facts.data.get("host")
              and h and h["capacity"] is not None else "")
     return "a data-parallel step" + ("" if not h or h["capacity"] is None or h.get("on_gpu")
                                      else " (CPU processes with gloo)") + where
@@ -396,7 +399,8 @@ def hops_chart(res, workload: str):
         fig.add_vline(x=d, line=dict(dash="dash", color=PALETTE[7]))
         fig.add_annotation(x=math.log10(d) if wide else d, yref="paper", y=1.02, showarrow=False, yanchor="bottom",
                            text=f"the step's need: {num(d, unit)}")
-    fig.update_layout(title=dict(text=f"{workload_name(facts, workload)}: each hop's rate (green keeps up)", y=0.97),
+    name = html.escape(workload_name(facts, workload, plain=True), quote=False)
+    fig.update_layout(title=dict(text=f"{name[0].upper() + name[1:]}: each hop's rate (green keeps up)", y=0.97),
                       height=180 + 55 * len(data), margin=dict(l=20, t=110), showlegend=False)
     if wide:   # every point and the step's need inside the axis, with room on both sides
         log_axis(fig.update_xaxes(type="log", range=[math.log10(min(pts) / 2), math.log10(max(pts) * 2)],
