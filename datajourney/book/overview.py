@@ -23,10 +23,10 @@ from datajourney.core.facts import FLAGGED, host_label
 FRONT = [
     ("02_random_vs_sequential", "cold_gap", "one shard read in order ÷ shuffled small files, cold"),
     ("03_dataloader", "published_w4", "the same layouts behind a DataLoader with 4 workers"),
-    ("04_cpu_starvation", "workers_to_keep_up", "workers needed to keep the GPU busy"),
+    ("04_cpu_starvation", "workers_to_keep_up", "workers needed for the loader to keep up with the step"),
     ("05_padding_tax", "all_samples", "real tokens per position, packed ÷ padded"),
     ("06_pcie", "h2d_pinned", "pinned host-to-device copy"),
-    ("07_full_picture", "best_vs_ceiling", "the best ResNet-50 pipeline against the GPU's own ceiling"),
+    ("07_full_picture", "best_vs_ceiling", "the best image pipeline against its step's own ceiling"),
     ("08_threads_processes_gil", "?image_decode.loader", "worker processes or threads for decoding photos"),
     ("09_reading_smarter", "to_gpu", "a cold file into GPU memory through pinned buffers"),
     ("10_mmap_vs_read", "posix_events", "events a POSIX tracer sees, read() ÷ mmap"),

@@ -150,6 +150,23 @@ def _param_text(value, unit: str = "") -> str:
     return one(value)
 
 
+def _data_dir_text(value, fingerprint: dict) -> str:
+    """The data directory a run used, named the way the reader set it and never by the machine's own path:
+    ``$DATAJOURNEY_DATA_DIR`` when that variable chose it, ``~/.cache/datajourney`` when nothing did, a
+    directory given with ``-p data_dir`` as such. A result from before the choice was recorded
+    (``storage.data_dir_from``) with the parameter unset is told apart by the directory it described."""
+    from datajourney.core.paths import DATA_DIR_ENV
+
+    storage = (fingerprint or {}).get("storage") or {}
+    source = storage.get("data_dir_from")
+    if source is None:
+        source = ("data_dir" if value is not None else
+                  "default" if str(storage.get("path") or "").endswith("/.cache/datajourney") else DATA_DIR_ENV)
+    return {"data_dir": "a directory given with -p data_dir (on the machine that ran it)",
+            DATA_DIR_ENV: f"${DATA_DIR_ENV} (the environment variable, on the machine that ran it)",
+            "default": "~/.cache/datajourney (the default)"}[source]
+
+
 def _specs(chapter: str) -> dict:
     """The chapter's declared parameters (their help says what each sets); none for an unknown chapter."""
     from datajourney.chapters import registry
@@ -164,7 +181,8 @@ def parameters(res: results.Result, *, folded: bool = False) -> None:
     """The parameters this result was produced with (the notebook's editable defaults stay in Jupyter);
     ``folded``: inside a collapsed block, as chapters show it at the end of the page."""
     specs = _specs(res.chapter)
-    rows = [{"parameter": k, "value": _param_text(v, specs[k].unit if k in specs else ""),
+    rows = [{"parameter": k, "value": (_data_dir_text(v, res.fingerprint) if k == "data_dir" else
+                                       _param_text(v, specs[k].unit if k in specs else "")),
              "what it sets": specs[k].help if k in specs else ""}
             for k, v in res.parameters.items() if k not in ("run_dir", "replay")]
     html = table_html(pd.DataFrame(rows), f"Parameters of run {res.run_id}")

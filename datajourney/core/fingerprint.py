@@ -288,6 +288,10 @@ def fingerprint(data_dir=None, parameters: dict | None = None) -> dict:
     """The full fingerprint; ``data_dir`` picks the storage device that is described."""
     from datajourney.core.paths import default_data_dir
 
+    storage = storage_info(data_dir or default_data_dir())
+    source = data_dir_source(parameters or {})
+    if source:
+        storage["data_dir_from"] = source
     return {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "os": {
@@ -298,11 +302,25 @@ def fingerprint(data_dir=None, parameters: dict | None = None) -> dict:
         "cpu": cpu_info(),
         "memory": memory_info(),
         "container": container_info(),
-        "storage": storage_info(data_dir or default_data_dir()),
+        "storage": storage,
         "gpu": gpu_info(),
         "software": software_info(),
         "parameters": parameters or {},
     }
+
+
+def data_dir_source(parameters: dict) -> str | None:
+    """Where a run's data sets went, by what chose the directory: "data_dir" (the parameter was set),
+    ``DATAJOURNEY_DATA_DIR`` (the environment variable, the parameter unset) or "default"
+    (``~/.cache/datajourney``); None for a chapter without a ``data_dir`` parameter. Recorded so the book can
+    say which directory a run used without printing the machine's own path."""
+    from datajourney.core.paths import DATA_DIR_ENV
+
+    if "data_dir" not in parameters:
+        return None
+    if parameters["data_dir"] is not None:
+        return "data_dir"
+    return DATA_DIR_ENV if os.environ.get(DATA_DIR_ENV) else "default"
 
 
 def _os_release():
@@ -370,7 +388,8 @@ def summary(fp: dict) -> dict:
                                                       if k.get("memory_limit_bytes") else "none"),
         "CPU quota": f"{k['cpu_quota_cores']:.1f} cores" if k.get("cpu_quota_cores") else "none",
         "Cache purge allowed": "drop_caches (root)" if k.get("can_drop_caches") else "fadvise only",
-        "Python / torch / CUDA": f"{sw['python']} / {sw.get('torch')} / {sw.get('cuda')}",
+        "Python / torch / CUDA": (f"{sw['python']} / {sw.get('torch') or 'not installed'} / "
+                                  f"{sw.get('cuda') or 'none (a CPU build of torch)'}"),
         "Libraries": libs or "n/a",
         "Code (git commit)": short_commit(sw.get("git_commit")) or "n/a",
         "Date (UTC)": fp["date_utc"],

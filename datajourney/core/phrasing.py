@@ -57,6 +57,60 @@ def code(value) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
+#: Python's words for a module that is not installed, as an exception's message records them.
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+#: An exception's class name where a recorded reason starts with it ("ModuleNotFoundError: ...").
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:\s*")
+
+
+def reason(note) -> str:
+    """A reason a result recorded for what did not run, as plain text for a reader: no exception class names
+    and no traceback (its last line is the message), "No module named 'x'" said as "x is not installed", a
+    leading "skipped:" dropped (the caller labels the line), one sentence ending in a full stop."""
+    lines = [ln.strip() for ln in visible(str(note or "")).splitlines() if ln.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        lines = lines[-1:]
+    s = " ".join(lines)
+    s = _NO_MODULE.sub(lambda m: f"{m.group(1).split('.')[0]} is not installed", s)
+    s = _EXCEPTION.sub("", s)
+    s = re.sub(r"^(skipped|not measured|failed)\s*[:—-]\s*", "", s, flags=re.I).strip().rstrip(" .;:,")
+    return text(s + ".") if s else "no reason was recorded."
+
+
+def skipped(label: str, note) -> str:
+    """A section or measurement that did not run, as one labelled line: "**io_uring:** not measured:
+    liburing is not installed." (``note``: the reason the result recorded, through :func:`reason`)."""
+    return f"**{text(label)}:** not measured: {reason(note)}"
+
+
+# ----------------------------------------------------------------------------- where the step ran
+#: Words that depend on where a run's training step ran: (with a GPU, without one). The one table of them, so
+#: no page words a CPU run's step, memory or ranks as a GPU's.
+_WHERE = {"device": ("the GPU", "the CPU"),
+          "step": ("the GPU's own step", "the model's step on the CPU"),
+          "memory": ("GPU memory", "the training process's memory"),
+          "normalise": ("on the GPU", "in the training process"),
+          "ranks": ("GPUs", "CPU processes"),
+          "rank": ("GPU", "CPU process")}
+
+
+def on_gpu(device) -> bool:
+    """Whether a step ran on a GPU: ``device`` is a result's fingerprint (its ``gpu.available``), the device a
+    chapter recorded ("cuda", "cuda:0", "cpu"), or already a bool."""
+    if isinstance(device, Mapping):
+        return bool(((device.get("gpu") or {}) if "gpu" in device else device).get("available"))
+    if isinstance(device, str):
+        return device.startswith("cuda")
+    return bool(device)
+
+
+def where(word: str, device) -> str:
+    """``word`` (a key of :data:`_WHERE`: "device", "step", "memory", "normalise", "ranks", "rank") as it reads
+    for a step that ran where ``device`` says (:func:`on_gpu`): "GPU memory" on a GPU run, "the training
+    process's memory" on a CPU run."""
+    return _WHERE[word][0 if on_gpu(device) else 1]
+
+
 # ----------------------------------------------------------------------------- one fact
 #: Said beside a share that prints above 100%: a part cannot exceed its whole, so the reader is told it did.
 OVER_WHOLE = "over 100%: more than the whole"

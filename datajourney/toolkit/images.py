@@ -173,7 +173,8 @@ def streaming_status() -> tuple[bool, str]:
             warnings.simplefilter("ignore")
             import streaming  # noqa: F401
     except Exception as e:  # noqa: BLE001 - any import failure means the MDS half cannot run
-        return False, (f"mosaicml-streaming cannot be imported ({type(e).__name__}: {e}); install it with "
+        why = "it is not installed" if isinstance(e, ModuleNotFoundError) else f"its import failed: {e}"
+        return False, (f"mosaicml-streaming cannot be imported ({why}); install it with "
                        "'pip install mosaicml-streaming' to run the MDS half; the ImageFolder half runs without it")
     return True, "mosaicml-streaming " + getattr(__import__("streaming"), "__version__", "?")
 

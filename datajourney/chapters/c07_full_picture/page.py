@@ -721,7 +721,7 @@ def compute_growth_note(res) -> str:
         t = tuned.loc[tuned["images_per_s"].idxmax()]
         d = _row(st, t["format"], int(t["workers"]))
         remedy = str(res.parameters["tuned_remedy"])
-        changes = ["uint8 batches", "normalisation on the GPU"]
+        changes = ["uint8 batches", f"normalisation {say.where('normalise', res.metadata.get('device') or 'cpu')}"]
         if "nice" in remedy:
             changes.append(f"workers at nice {WORKER_NICE}")
         if "reserve" in remedy:
@@ -993,7 +993,8 @@ def takeaways(res) -> str:
     if not tuned.empty:
         t = tuned.loc[tuned["images_per_s"].idxmax()]
         remedy = say.code(res.parameters["tuned_remedy"])
-        out.append(f"The tuned recipe (uint8 batches normalised on the GPU, workers: {remedy})"
+        on = say.where("normalise", res.metadata.get("device") or "cpu")
+        out.append(f"The tuned recipe (uint8 batches normalised {on}, workers: {remedy})"
                    f" reached {num(t['pct_of_ceiling'], '%')} of the ceiling at best ({t['label']}), with a copy of "
                    f"{num(t['H2D_TRANSFER'], 'ms')} per step.")
     g = st[st["variant"] == "graphed"]
@@ -1206,7 +1207,7 @@ def _action_uint8(facts: Facts) -> Action | None:
     remedy = str(facts.data.get("tuned_remedy") or "")
     how = f", workers at nice {WORKER_NICE}" if "nice" in remedy else ""
     device = facts.data.get("device") or "cpu"
-    on = "on the GPU" if device == "cuda" else "in the training process"
+    on = say.where("normalise", device)
     if c.number > 1 and not c.level:
         return Action(f"Send uint8 batches and normalise them {on}{how}: {say.comparison(c, facts)}.",
                       _uint8_snippet("nice" in remedy, device))
@@ -1244,7 +1245,7 @@ def device_note(res) -> str:
         text += (" Without a GPU these are CPU timings of the model that ran: they exercise the same code; the GPU "
                  "numbers are the reference run's, in the comparison table below.")
     if m.get("mds_note"):
-        text += f"\n\n**The MDS half did not run here:** {say.text(m['mds_note'])}"
+        text += f"\n\n{say.skipped('The MDS half', m['mds_note'])}"
     return text
 
 

@@ -39,7 +39,7 @@ class Params(ChapterParams):
     random_reads: int = param(5000, "experiment 3: 4 KiB reads at random offsets", minimum=1, maximum=10_000_000)
     pool_threads: list[int] = param([4, 16], "experiment 3: thread-pool sizes", kind="int_list", minimum=2,
                                     maximum=1024)
-    uring_depths: list[int] = param([1, 16, 64], "experiment 3: io_uring queue depths (needs the ch9 extra; [] "
+    uring_depths: list[int] = param([1, 16, 64], "experiment 3: io_uring queue depths (needs liburing; [] "
                                     "skips it)", kind="int_list", maximum=4096)
     random_seconds: float = param(0.5, "experiments 2-3: time cap per random-read measurement", minimum=0,
                                   maximum=600, unit="s")

@@ -30,8 +30,8 @@ PRACTICE = {
     ("05_padding_tax", "?tokens.batching"): "Pack variable-length sequences, or pad them?",
     ("06_pcie", "?pcie.pin_memory"): "Copy batches to the GPU from pinned or pageable memory?",
     ("06_pcie", "cpu_overlap"): "Copy with non_blocking=True from pinned memory so the CPU keeps working",
-    ("07_full_picture", "?image.num_workers"): "End to end: how many DataLoader workers feed the GPU?",
-    ("07_full_picture", "best_vs_ceiling"): "End to end: the best loader against the GPU's own ceiling",
+    ("07_full_picture", "?image.num_workers"): "End to end: how many DataLoader workers feed the training step?",
+    ("07_full_picture", "best_vs_ceiling"): "End to end: the best loader against its step's own ceiling",
     ("08_threads_processes_gil", "primitives"): "Decode in processes or threads: where the interpreter lock binds",
     ("08_threads_processes_gil", "?image_decode.loader"): "Decode photos in DataLoader worker processes or threads?",
     ("08_threads_processes_gil", "cost"): "Count the loader's CPU and memory over all its processes",
@@ -65,8 +65,11 @@ def _step_name(facts: Facts, workload: str) -> str:
     return name[0].lower() + name[1:]
 
 
-def workload_name(facts: Facts, workload: str) -> str:
-    """A workload named by what ran: the model and device of its step (a CPU run says so)."""
+def workload_name(facts: Facts, workload: str, *, plain: bool = False) -> str:
+    """A workload named by what ran: the model and device of its step (a CPU run says so); as Markdown, or
+    ``plain`` text for a table caption or chart title, which escape it themselves ("small_cnn", never
+    "small\\_cnn")."""
+    esc = phrasing.visible if plain else phrasing.text
     d = facts.data
     if workload == "image":
         w = d.get("image_workload") or {}
@@ -74,7 +77,7 @@ def workload_name(facts: Facts, workload: str) -> str:
             return "image training (chapter 7's workload)"
         dev = "GPU" if str(w.get("device") or "").startswith("cuda") else "CPU"
         words = d.get("image_words") or f"{w.get('model')} training on a {dev}"
-        return f"{phrasing.text(words)}, batch {phrasing.text(w['batch_size'])}"
+        return f"{esc(words)}, batch {esc(w['batch_size'])}"
     if workload == "tokens":
         h = _hop(facts, "tokens", "gpu")
         if h and h.get("stated"):
@@ -83,7 +86,7 @@ def workload_name(facts: Facts, workload: str) -> str:
         return "a token-based step (GPT-2 training)" if on_gpu else "a token-based step (a tiny GPT-2 on a CPU)"
     h = _hop(facts, "gradients", "gpu")
     host = (facts.data.get("hosts") or {}).get("11_gpu_to_gpu")
-    where = (f", measured on {phrasing.text(host)}" if host and host != facts.data.get("host")
+    where = (f", measured on {esc(host)}" if host and host != facts.data.get("host")
              and h and h["capacity"] is not None else "")
     return "a data-parallel step" + ("" if not h or h["capacity"] is None or h.get("on_gpu")
                                      else " (CPU processes with gloo)") + where
@@ -103,7 +106,7 @@ def hop_label(facts: Facts, workload: str, key: str) -> str:
         h = _hop(facts, workload, "gpu") or {}
         if h.get("stated"):
             return "the stated token demand"
-        return "the GPU's own step" if h.get("on_gpu") else "the model's step on the CPU"
+        return phrasing.where("step", h.get("on_gpu"))
     return HOP_NAMES.get(key) or phrasing.text(key)
 
 
@@ -219,8 +222,14 @@ def caveats_markdown(facts: Facts) -> str:
 
 
 # ----------------------------------------------------------------------------- tables
-def _basis(h: dict) -> str:
-    """How a hop's rate was computed, from the numbers the analysis kept beside it."""
+def _on_gpu(facts: Facts, workload: str) -> bool:
+    """Whether the step of ``workload`` ran on a GPU (its "gpu" hop says), which decides how the page words it."""
+    return bool((_hop(facts, workload, "gpu") or {}).get("on_gpu"))
+
+
+def _basis(h: dict, gpu: bool) -> str:
+    """How a hop's rate was computed, from the numbers the analysis kept beside it; ``gpu``: whether the
+    workload's step ran on a GPU (:func:`datajourney.core.phrasing.where` words it)."""
     k = h["hop"]
     if k in ("files", "shard") and h.get("file_bytes"):
         return (f"cold {'random' if k == 'files' else 'sequential'} reads at {num(h['file_bytes'] / 1024, 'KiB')} "
@@ -244,8 +253,12 @@ def _basis(h: dict) -> str:
         return (f"{h['loaders']} ranks' loaders fit ({h['cores']} cores ÷ ({h['workers']} workers + the rank's "
                 "process), the cheapest loader that keeps a GPU fed) × what one GPU takes")
     if k == "allreduce" and h.get("added_ms") is not None:
-        return (f"the time DDP added to each step on {h['world']} GPUs, measured (chapter 11): "
-                f"{num(h['added_ms'], 'ms')}; a bandwidth model alone ({num(h['grad_bytes'] / 1e6, 'MB')} of "
+        ranks = f"{h['world']} {phrasing.where('ranks', gpu)}"
+        added = (num(h['added_ms'], 'ms') if h["added_ms"] > 0 else
+                 f"none measurable (DDP ran {num(-h['added_ms'], 'ms')} faster per step than without it, which no "
+                 "exchange can do: a measurement problem, not a gain)")
+        return (f"the time DDP added to each step on {ranks}, measured (chapter 11): "
+                f"{added}; a bandwidth model alone ({num(h['grad_bytes'] / 1e6, 'MB')} of "
                 f"gradients at {num(h['busbw_GBps'], 'GB/s')} bus bandwidth, not overlapped) gives "
                 f"{num(h['allreduce_ms'], 'ms')}")
     if k == "allreduce":
@@ -256,7 +269,8 @@ def _basis(h: dict) -> str:
     if k == "photo_loader":
         return "chapter 8's best steady loader from cold files"
     if k == "gpu" and h.get("step_ms"):
-        return f"{h['batch_size']} images per {num(h['step_ms'], 'ms')} step, the batch already in GPU memory"
+        return (f"{h['batch_size']} images per {num(h['step_ms'], 'ms')} step, the batch already in "
+                f"{phrasing.where('memory', gpu)}")
     if k == "gpu" and h.get("stated"):
         return "the parameter llm_tokens_per_s"
     if k == "gpu":
@@ -277,7 +291,7 @@ def hops_display(res, workload: str) -> pd.DataFrame:
                      "against the step's need": ("—" if d is None or v is None or h["hop"] == "gpu"
                                                  else phrasing.comparison(
                                                      _ratio(v, d), baseline="the need").replace(" than the need", "")),
-                     "how it is computed": _basis(h)})
+                     "how it is computed": _basis(h, _on_gpu(facts, workload))})
     return pd.DataFrame(rows)
 
 
@@ -382,13 +396,14 @@ def hops_chart(res, workload: str):
     colours = [PALETTE[2] if d is None or v >= d else PALETTE[5] for v in xs]
     fig = go.Figure(go.Scatter(x=xs, y=[hop_label(facts, workload, h["hop"]) for h in data], mode="markers",
                                name="hop", marker=dict(size=14, color=colours),
-                               customdata=[[_basis(h)] for h in data],
+                               customdata=[[_basis(h, _on_gpu(facts, workload))] for h in data],
                                hovertemplate="%{y}: %{x:,.3~s} " + unit + "<br>%{customdata[0]}<extra></extra>"))
     if d is not None:
         fig.add_vline(x=d, line=dict(dash="dash", color=PALETTE[7]))
         fig.add_annotation(x=math.log10(d) if wide else d, yref="paper", y=1.02, showarrow=False, yanchor="bottom",
                            text=f"the step's need: {num(d, unit)}")
-    fig.update_layout(title=dict(text=f"{workload_name(facts, workload)}: each hop's rate (green keeps up)", y=0.97),
+    name = html.escape(workload_name(facts, workload, plain=True), quote=False)
+    fig.update_layout(title=dict(text=f"{name[0].upper() + name[1:]}: each hop's rate (green keeps up)", y=0.97),
                       height=180 + 55 * len(data), margin=dict(l=20, t=110), showlegend=False)
     if wide:   # every point and the step's need inside the axis, with room on both sides
         log_axis(fig.update_xaxes(type="log", range=[math.log10(min(pts) / 2), math.log10(max(pts) * 2)],
@@ -511,7 +526,7 @@ def budget_figure(res):
         title=dict(text="Budget: which hops keep up? (move the sliders; starts at this run's workload)", y=0.98),
         height=860, margin=dict(t=130, b=430, l=20),  # the legend on the right (short names), clear of the title
         sliders=[
-            value_slider("step", "GPU step (ms)", _with(BUDGET_STEP_MS, state["step"]), state["step"], -0.35),
+            value_slider("step", "step (ms)", _with(BUDGET_STEP_MS, state["step"]), state["step"], -0.35),
             value_slider("B", "batch size", _with(BUDGET_BATCH, state["B"]), state["B"], -0.35 - 0.32),
             value_slider("kib", "sample on disk (KiB)", _with(BUDGET_KIB, state["kib"]), state["kib"], -0.35 - 0.64),
             value_slider("cpu", "CPU time per sample (ms), loader and training process", _with(BUDGET_CPU_MS,
