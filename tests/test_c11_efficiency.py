@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from datajourney.book import harness
-from datajourney.chapters.c11_gpu_to_gpu import analysis, efficiency, page
+from datajourney.chapters.c11_gpu_to_gpu import analysis, page
+from datajourney.chapters.c11_gpu_to_gpu import analysis_loss as efficiency
 from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
 from datajourney.core import results
 

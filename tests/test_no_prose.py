@@ -51,7 +51,8 @@ def test_no_reader_sentences_outside_pages(chapter):
     skip = ("page.py", "charts.py", "params.py", "analysis.py", "__init__.py")
     found = {}
     for p in sorted(folder.glob("*.py")):
-        said = [t for t in _sentences(p) if t not in ROW_LABELS] if p.name not in skip else []
+        worded = p.name in skip or p.name.startswith("analysis_")  # an analysis's own modules word facts too
+        said = [] if worded else [t for t in _sentences(p) if t not in ROW_LABELS]
         if said:
             found[p.name] = said
     assert not found, f"{chapter}: reader sentences in its experiment: {found}"

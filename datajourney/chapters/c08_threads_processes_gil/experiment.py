@@ -602,7 +602,7 @@ def measure(plan: Plan, context) -> None:
         if e2e["how"] == "sweep_best":
             for r in range(p["repeats"]):
                 run_loader("spdl_batch", e2e["concurrency"], "spdl", r, shape=e2e)
-            lap("end to end at the sweep's best")
+            lap("end-to-end at sweep's best")
 
     lo = pd.DataFrame(loader_rows)
     model_rows, ceiling = [], None

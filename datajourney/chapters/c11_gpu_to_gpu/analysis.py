@@ -40,7 +40,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c11_gpu_to_gpu import efficiency
+from datajourney.chapters.c11_gpu_to_gpu import analysis_loss as efficiency
 from datajourney.chapters.c11_gpu_to_gpu.reading import HOST_PATHS, predict_comm, rung_label
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured
