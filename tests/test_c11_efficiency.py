@@ -142,3 +142,12 @@ def test_ci_run_takes_the_loss_apart(tmp_path):
     assert f.data["loss"]["status"] == "ok" and f.data["channels"]["reason"] == "no_nccl"
     assert sum(_shares(f, 2).values()) == pytest.approx(f["loss_gap_2"].value)
     assert all("nan" not in t for t in (page.loss_text(f), page.channels_text(f), page.target_text(f)))
+
+
+def test_a_negative_share_is_noise_only_within_the_windows_spread():
+    """A step faster than its baseline is called noise only when the windows' spread covers it; beyond, flagged."""
+    row = {"processes": 4, "bookkeeping": 3.0, "apart": -2.7, "exposed": 0.0, "slowed": 9.0}
+    assert "within the windows' spread" in page._negative_shares([{**row, "noise": 3.0}], "GPU")
+    beyond = page._negative_shares([{**row, "noise": 0.5}], "GPU")
+    assert "beyond the windows' spread" in beyond and "flagged" in beyond
+    assert page._negative_shares([{**row, "apart": 1.0, "noise": 0.5}], "GPU") == ""

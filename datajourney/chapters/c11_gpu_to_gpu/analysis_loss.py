@@ -42,6 +42,11 @@ def _mean(xs) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _spread(xs) -> float:
+    """Points of spread of a list of windows' rates: (max - min) / mean, in %."""
+    return 100 * (max(xs) - min(xs)) / (sum(xs) / len(xs)) if xs else 0.0
+
+
 def _num(v) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
@@ -166,7 +171,8 @@ def loss(facts: Facts, res, run, words) -> None:
         rows.append(dict(processes=k, job=job, t_plain_ms=t1, t_ddp_one_ms=1e3 / td1, t_no_sync_ms=tns, t_sync_ms=ts,
                          nccl_train_ms=prof.get("nccl_ms"), nccl_exposed_ms=prof.get("exposed_ms"),
                          nccl_alone_ms=iso.get("nccl_ms"), alone_step_ms=iso.get("step_ms"),
-                         buckets=iso.get("buckets"), slowed_ms=slowed, gap=d["gap"], largest=top, **d["shares"]))
+                         buckets=iso.get("buckets"), slowed_ms=slowed, gap=d["gap"], largest=top,
+                         noise=max(_spread(ws), _spread(wns), _spread(ex.windows("one"))), **d["shares"]))
     facts.data["loss"] = {"status": "ok" if rows else "not_measured", "rung": ex.rung, "rows": rows,
                           "slowed": None if all(r["slowed"] is not None for r in rows) else _not_measured(run)}
 

@@ -437,7 +437,24 @@ def loss_text(facts) -> str:
                "the whole sync cost counts as exposed communication.")
     return (f"**Where each {dev}'s loss goes**, with {say.text(rung_label(d['rung']).removeprefix('+ '))}: "
             + "; ".join(out) + "." + missing
-            + " A negative share is a step that ran faster than its baseline, within the windows' noise.")
+            + _negative_shares(d["rows"], dev))
+
+
+def _negative_shares(rows, dev: str) -> str:
+    """A share below zero (a step faster than its baseline), set against the windows' spread: within it, noise;
+    beyond it, flagged as not explained by this run."""
+    out = []
+    for row in rows:
+        for s in SHARES_SHOWN:
+            v = row.get(s)
+            if v is None or v >= 0 or "noise" not in row:
+                continue
+            within = -v <= row["noise"]
+            out.append(f"{_share_name(s)} on {row['processes']} {dev}s at {v:.1f}% is ".replace("-", "−")
+                       + (f"within the windows' spread ({row['noise']:.1f}%), so it is noise" if within else
+                          f"beyond the windows' spread ({row['noise']:.1f}%): those steps ran faster than their "
+                          "baseline, which this run does not explain (flagged as a measurement to check)"))
+    return (" Negative shares: " + "; ".join(out) + ".") if out else ""
 
 
 SHARES_SHOWN = ("bookkeeping", "apart", "exposed", "slowed")
