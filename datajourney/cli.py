@@ -166,7 +166,7 @@ def _bench_verify(a) -> int:
     import tempfile
 
     from datajourney.book import runner
-    from datajourney.chapters.registry import lookup
+    from datajourney.book.registry import lookup
     from datajourney.core.fingerprint import fingerprint, summary
     from datajourney.toolkit import datasets
 
@@ -281,7 +281,7 @@ def _restore(a) -> int:
 
 
 def _chapters(a) -> int:
-    from datajourney.chapters.registry import CHAPTERS
+    from datajourney.book.registry import CHAPTERS
 
     for c in CHAPTERS:
         print(f"{c.number:>3}  {c.name:<28} {'ready' if c.available else 'not yet written'}")

@@ -5,8 +5,7 @@ import math
 
 import pytest
 
-from datajourney.book import harness, report
-from datajourney.chapters import registry
+from datajourney.book import harness, registry, report
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.core import findings as fx

@@ -3,8 +3,7 @@ code), follows the data it reads, names what is missing, and the budget model is
 JavaScript evaluates."""
 import pytest
 
-from datajourney.book import harness
-from datajourney.chapters import registry
+from datajourney.book import harness, registry
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.core import results

@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import has_nan
 
-from datajourney.chapters import registry as chapters
+from datajourney.book import registry as chapters
 from datajourney.core import findings, results
 from datajourney.core.findings import compare, direction, num
 from datajourney.core.paths import REPO_ROOT

@@ -3,8 +3,7 @@ checks once, starts, analyses and saves."""
 import ast
 import inspect
 
-from datajourney.book import harness
-from datajourney.chapters import registry
+from datajourney.book import harness, registry
 from datajourney.core import results
 
 

@@ -1,9 +1,8 @@
 """Chapter 1's front door: the key numbers and weakest links come from result files, and the
 pipeline map links every hop to the chapters that measure it."""
-from datajourney.book import harness
+from datajourney.book import harness, registry
 from datajourney.book import overview as front
 from datajourney.book import overview as intro
-from datajourney.chapters import registry
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as dpage
 from datajourney.core import phrasing, results

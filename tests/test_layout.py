@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from datajourney.chapters import registry
+from datajourney.book import registry
 from datajourney.core import results
 from datajourney.core.paths import REPO_ROOT
 

@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from datajourney.chapters import registry
+from datajourney.book import registry
 
 #: Calls whose text is for the person running the book, not the page: errors, warnings, progress.
 SPOKEN = {"ParameterError", "ValueError", "RuntimeError", "KeyError", "TypeError", "OSError", "FileNotFoundError",

@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from datajourney.book import harness
-from datajourney.chapters import registry
+from datajourney.book import harness, registry
 from datajourney.chapters.c12_conclusion import analysis as c12
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as c12page

@@ -5,7 +5,7 @@ import re
 import nbformat
 import pytest
 
-from datajourney.chapters import registry
+from datajourney.book import registry
 from datajourney.core import findings as fx
 from datajourney.core import results
 

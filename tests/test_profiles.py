@@ -6,8 +6,7 @@ import importlib
 
 import pytest
 
-from datajourney.book import runner
-from datajourney.chapters import registry
+from datajourney.book import registry, runner
 
 
 def _defaults(ch) -> dict:

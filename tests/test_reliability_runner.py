@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from datajourney.book import registry as chapters
 from datajourney.book import runner
-from datajourney.chapters import registry as chapters
 from datajourney.core.params import ParameterError
 
 PY = sys.executable
@@ -142,7 +142,7 @@ def test_death_cause_reads_signals_and_oom_counters():
 DRIVER = """
 import sys
 from pathlib import Path
-from datajourney.chapters import registry as chapters
+from datajourney.book import registry as chapters
 chapters.NOTEBOOK_DIR = Path(sys.argv[1])
 from datajourney.cli import main
 sys.exit(main(sys.argv[2:]))

@@ -171,7 +171,7 @@ def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict
     chapter -> run id (default 'one' for all but chapter 11, 'multi' for it), chapter -> status."""
     import json
 
-    from datajourney.chapters.registry import CHAPTERS
+    from datajourney.book.registry import CHAPTERS
 
     runs, status = runs or {}, status or {}
     records: dict = {}
@@ -247,7 +247,7 @@ def test_a_retried_chapter_counts_every_attempt(tmp_path, monkeypatch):
 
 def test_the_committed_reference_run_has_a_time_for_every_chapter():
     from datajourney.book import stability  # noqa: F401
-    from datajourney.chapters.registry import CHAPTERS
+    from datajourney.book.registry import CHAPTERS
 
     df = stability.run_times(results.DEFAULT_REFERENCE_HOST)
     assert df["chapter"].tolist() == [c.name for c in CHAPTERS] and (df["seconds"] > 0).all()

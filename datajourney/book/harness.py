@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from datajourney.chapters import registry
+from datajourney.book import registry
 from datajourney.core import results
 from datajourney.core.params import ChapterParams
 

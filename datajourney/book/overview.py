@@ -10,10 +10,11 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from datajourney.chapters import published, registry
+from datajourney.book import registry
+from datajourney.book.registry import lookup
+from datajourney.chapters import published
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as diagnosis_page
-from datajourney.chapters.registry import lookup
 from datajourney.core import phrasing, results
 from datajourney.core.charts import PALETTE
 from datajourney.core.facts import FLAGGED, host_label
@@ -212,7 +213,7 @@ HOPS = [
 
 def hop_chapters(planned) -> str:
     """The chapters of this checkout that measure a hop ("not measured yet" when none exists)."""
-    from datajourney.chapters import registry as chapters
+    from datajourney.book import registry as chapters
 
     have = [n for n in planned if chapters.CHAPTERS[n - 1].available]
     return ", ".join(str(n) for n in have) if have else "not measured yet"
@@ -220,7 +221,7 @@ def hop_chapters(planned) -> str:
 
 def chapter_link(number: int) -> str:
     """A link to chapter ``number``'s page, relative to chapter 1's page in the built book."""
-    from datajourney.chapters import registry as chapters
+    from datajourney.book import registry as chapters
 
     return f'<a href="{chapters.CHAPTERS[number - 1].name}.html">{number}</a>'
 

@@ -55,7 +55,7 @@ from pathlib import Path
 
 import yaml
 
-from datajourney.chapters.registry import Chapter, available, lookup
+from datajourney.book.registry import Chapter, available, lookup
 from datajourney.core import results
 from datajourney.core.files import WRITE_ERRNOS, write_atomic, write_error
 from datajourney.core.params import BOOK_OPTIONS, ParameterError, writable_dir
@@ -1361,7 +1361,7 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise ParameterError("run_dir", str(run_dir / "run.json"), "a run record whose run_id is a plain name")
     chapters = only if only is not None else _chapters_of(run_dir, done, notebooks=side is None)
-    from datajourney.chapters import registry
+    from datajourney.book import registry
 
     dest = results.REFERENCE_DIR / host / (side or "")
     files: dict[Path, bytes] = {dest / f"run-{run_id}.json": (run_dir / "run.json").read_bytes()}
@@ -1460,7 +1460,7 @@ def _swap(files: dict[Path, bytes], lock_dir: Path) -> None:
     every file is staged a journal says which moves make the swap; a promote killed while moving is
     completed by the next one from it (:func:`_roll_forward`), one killed before it left nothing. If a
     move fails, the files already moved are put back as they were."""
-    from datajourney.chapters import registry
+    from datajourney.book import registry
 
     root = results.REFERENCE_DIR
     staging: dict[Path, Path] = {}

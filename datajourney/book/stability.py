@@ -14,8 +14,8 @@ import json
 
 import pandas as pd
 
+from datajourney.book.registry import CHAPTERS, lookup
 from datajourney.chapters import published
-from datajourney.chapters.registry import CHAPTERS, lookup
 from datajourney.core import findings as fx
 from datajourney.core import results
 from datajourney.core.fingerprint import short_commit

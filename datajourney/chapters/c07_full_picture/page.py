@@ -8,6 +8,7 @@ import pandas as pd
 
 from datajourney.chapters.c07_full_picture import analysis
 from datajourney.chapters.c07_full_picture.analysis import CHAPTER
+from datajourney.chapters.c07_full_picture.analysis import analyse as _analyse
 from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
@@ -19,7 +20,7 @@ from datajourney.chapters.c07_full_picture.reading import (
     scenario_stats,
     scenarios,
 )
-from datajourney.chapters.common import facts_of
+from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.findings import (
@@ -40,6 +41,9 @@ from datajourney.core.findings import (
 )
 from datajourney.core.findings import num as fx_num
 from datajourney.toolkit.imagenet import MEAN, STD
+
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(_analyse)
 
 
 def _md_stats(res) -> pd.DataFrame:

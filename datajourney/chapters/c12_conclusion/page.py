@@ -13,7 +13,6 @@ import pandas as pd
 from datajourney.chapters import published
 from datajourney.chapters.c12_conclusion import analysis
 from datajourney.chapters.c12_conclusion.analysis import AU_MIN, IMAGE_TENSOR_BYTES, UNITS
-from datajourney.chapters.registry import lookup
 from datajourney.core import charts, phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening, num
@@ -107,9 +106,14 @@ def hop_label(facts: Facts, workload: str, key: str) -> str:
     return HOP_NAMES.get(key) or phrasing.text(key)
 
 
+def chapter_number(ch: str) -> int:
+    """The number of the chapter whose result file is named ``ch`` ('07_full_picture' -> 7)."""
+    return int(ch[:2])
+
+
 def chapter_link(ch: str) -> str:
     """A Markdown link to chapter ``ch`` (a sibling notebook of this page: MyST resolves it to its page)."""
-    return f"[chapter {lookup(ch).number}]({lookup(ch).name}.ipynb)"
+    return f"[chapter {chapter_number(ch)}]({ch}.ipynb)"
 
 
 def _weakest_sentence(facts: Facts, wl: str) -> str:
@@ -269,7 +273,7 @@ def hops_display(res, workload: str) -> pd.DataFrame:
     rows = []
     for h in _hops(facts, workload):
         v = h["capacity"]
-        rows.append({"hop": hop_label(facts, workload, h["hop"]), "chapter": lookup(h["chapter"]).number,
+        rows.append({"hop": hop_label(facts, workload, h["hop"]), "chapter": chapter_number(h["chapter"]),
                      f"rate ({unit})": num(v, unit, with_unit=False) if v is not None else "not run",
                      "against the step's need": ("—" if d is None or v is None or h["hop"] == "gpu"
                                                  else phrasing.comparison(
@@ -353,7 +357,7 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
             theirs_cell = _cell(o, theirs) if o is not None else "—"
             mine_cell, theirs_cell = (FLAGGED_CELL if facts is not None and facts.flagged(f"{ch[:2]}.{key}") else c
                                       for facts, c in ((mine, mine_cell), (theirs, theirs_cell)))
-        rows.append({"chapter": lookup(ch).number, "practice": PRACTICE.get((ch, key), key), "this run": mine_cell,
+        rows.append({"chapter": chapter_number(ch), "practice": PRACTICE.get((ch, key), key), "this run": mine_cell,
                      "reference host": theirs_cell,
                      "published": f"{fig.text} ({fig.metric})" if fig is not None else "—"})
     df = pd.DataFrame(rows)
