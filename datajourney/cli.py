@@ -180,7 +180,7 @@ def _bench_verify(a) -> int:
         mod = importlib.import_module(ch.module)
         p = mod.check_parameters(params)
         plans += mod.plans(p) if hasattr(mod, "plans") else [
-            datasets.small_files_plan(p["n_files"], p["file_size"], p.get("seed", 0))]
+            datasets.small_files_plan(p["n_files"], p["file_size"], p["seed"])]
     unique = list({n: (n, q, b) for n, q, b in plans}.values())
     rows = []
     with tempfile.TemporaryDirectory(dir=a.tmp, prefix="dj-bench-verify-") as tmp:

@@ -12,6 +12,9 @@ import pytest
 from datajourney.book import contracts, registry
 from datajourney.core.paths import REPO_ROOT
 
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
+
 #: contract name -> [(a module of the package, the import planted in it, what lint-imports must report)]
 PLANTED = {
     "An analysis reads a result, never its experiment": [(

@@ -12,6 +12,9 @@ from datajourney.core import findings, results
 from datajourney.core.findings import compare, direction, num
 from datajourney.core.paths import REPO_ROOT
 
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
+
 #: What a measured statement looks like in prose: a number with a unit of throughput, time, ratio or share.
 MEASURED = re.compile(r"\d[\d,.]*\s*(MB/s|GB/s|GiB/s|ms\b|µs\b|img/s|images/s|steps/s|tokens/s|×(?!\d)|%)")
 

@@ -11,6 +11,9 @@ from datajourney.book import registry
 from datajourney.core import results
 from datajourney.core.paths import REPO_ROOT
 
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
+
 #: The key results the pages of commit da3c797 computed from that commit's committed reference results,
 #: on both reference hosts (before the facts layer): the analyses must find the same values in the same files.
 BEFORE = json.loads((REPO_ROOT / "tests" / "data" / "reference_findings.json").read_text())

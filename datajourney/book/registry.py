@@ -57,6 +57,29 @@ class Chapter:
         return getattr(importlib.import_module(self.package), "MEASURES", True)
 
     @property
+    def diagnosed(self) -> bool:
+        """Whether the diagnosis (chapter 12) reads this chapter's exported facts: every chapter that measures a
+        hop, unless its package says ``DIAGNOSED = False`` (chapter 1: the machine, not a hop)."""
+        return getattr(importlib.import_module(self.package), "DIAGNOSED", True)
+
+    @property
+    def headline(self) -> tuple[str, str] | None:
+        """The chapter's key result for the front page: its package's ``HEADLINE``, (fact key, or ``?`` + a
+        question's key; what it measures), or None when it names none."""
+        h = getattr(importlib.import_module(self.package), "HEADLINE", None)
+        return tuple(h) if h else None
+
+    @property
+    def min_gpus(self) -> int:
+        """The GPUs a host needs to run the chapter (its package's ``MIN_GPUS``; 0 when it says none)."""
+        return int(getattr(importlib.import_module(self.package), "MIN_GPUS", 0))
+
+    @property
+    def exports(self) -> tuple[str, ...]:
+        """The fact and question keys the chapter's analysis exports to other pages (its ``EXPORTS``)."""
+        return tuple(self.piece("analysis").EXPORTS)
+
+    @property
     def name(self) -> str:
         """File stem and result-file name, e.g. ``02_random_vs_sequential``."""
         return f"{self.number:02d}_{self.slug}"
@@ -142,6 +165,13 @@ def analysed(result):
     if result is not None and result.facts is None:
         result.facts = lookup(result.chapter).analyse(result)
     return result
+
+
+def sources(of: str) -> tuple[str, ...]:
+    """The chapters whose exported facts chapter ``of``'s diagnosis reads: every other chapter it is not one
+    of the :attr:`Chapter.diagnosed` exceptions of, in order (a new chapter folder is among them)."""
+    me = lookup(of).name
+    return tuple(c.name for c in CHAPTERS if c.name != me and c.diagnosed)
 
 
 def available() -> list[Chapter]:

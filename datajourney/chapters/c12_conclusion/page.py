@@ -204,7 +204,7 @@ def findings(facts: Facts) -> list[Finding]:
     if t is not None:
         out.append(Finding("token_step", f"**The token step** (timed here): {phrasing.value(t)}.", t.number, t.unit))
     found, missing = facts.data.get("found", []), facts.data.get("missing", [])
-    text = f"**Coverage**: this diagnosis reads {len(found)} of the {len(analysis.SOURCES)} chapters it uses"
+    text = f"**Coverage**: this diagnosis reads {len(found)} of the {len(found) + len(missing)} chapters it uses"
     text += (f"; missing: {', '.join(chapter_link(c) for c in missing)}." if missing else ", all of them.")
     out.append(Finding("coverage", text, len(found), ""))
     return out
@@ -332,6 +332,15 @@ def _cell(f, facts) -> str:
     return f"{subject.label}: {phrasing.comparison(f, baseline=basis.label)}"  # an HTML cell: escaped there
 
 
+def _practice(facts: Facts, ch: str, key: str) -> str:
+    """What a checklist row of a chapter :data:`PRACTICE` does not name checks: its fact's or question's label."""
+    k = f"{ch[:2]}.{key.removeprefix(analysis.QUESTION)}"
+    a = facts.advice_for(k) if key.startswith(analysis.QUESTION) else None
+    f = facts.get(k) if a is None else None
+    return (a.question if a is not None and a.question else
+            f.label if f is not None and f.label else key.removeprefix(analysis.QUESTION))
+
+
 #: A checklist cell whose fact its chapter flagged as impossible (a rate above its ceiling, say).
 FLAGGED_CELL = "flagged: a measurement problem in this run (see the chapter)"
 
@@ -341,7 +350,8 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
     source chapter's own fact, copied into the diagnosis."""
     mine, theirs = res.facts, (ref.facts if ref is not None and ref is not res and ref.facts is not None else None)
     rows = []
-    for ch, key in analysis.CHECKLIST:
+    rows_of = mine.data.get("checklist") or [dict(chapter=ch, key=k) for ch, k in analysis.CHECKLIST]
+    for ch, key in ((r["chapter"], r["key"]) for r in rows_of):
         if key.startswith(analysis.QUESTION):  # a question: the chapter's verdict, its gain's published figure
             a = mine.advice_for(f"{ch[:2]}.{key[1:]}")
             b = theirs.advice_for(f"{ch[:2]}.{key[1:]}") if theirs is not None else None
@@ -357,7 +367,8 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
             theirs_cell = _cell(o, theirs) if o is not None else "—"
             mine_cell, theirs_cell = (FLAGGED_CELL if facts is not None and facts.flagged(f"{ch[:2]}.{key}") else c
                                       for facts, c in ((mine, mine_cell), (theirs, theirs_cell)))
-        rows.append({"chapter": chapter_number(ch), "practice": PRACTICE.get((ch, key), key), "this run": mine_cell,
+        practice = PRACTICE.get((ch, key)) or _practice(mine, ch, key)
+        rows.append({"chapter": chapter_number(ch), "practice": practice, "this run": mine_cell,
                      "reference host": theirs_cell,
                      "published": f"{fig.text} ({fig.metric})" if fig is not None else "—"})
     df = pd.DataFrame(rows)
