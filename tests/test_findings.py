@@ -87,6 +87,8 @@ def test_findings_of_the_reference_run(chapter):
     ch = chapters.lookup(chapter)
     mod = importlib.import_module(ch.page if importlib.util.find_spec(ch.page) else ch.module)
     ref = results.load_reference(ch.name)
+    if ref is None and not list(results.REFERENCE_DIR.glob(f"*/{ch.name}.json")):
+        pytest.skip(f"{ch.name} is new: no host has a committed reference result of it yet")
     assert ref is not None
     items = mod.findings(chapters.analysed(ref).facts)
     assert 3 <= len(items) <= 8, [f.key for f in items]

@@ -26,8 +26,8 @@ def _opening(ch):
 @pytest.mark.parametrize("ch", MEASURING, ids=lambda c: c.name)
 def test_opening_of_the_reference_run_is_short(ch):
     ref = results.load_reference(ch.name)
-    if ref is None:  # a new chapter: its opening is checked on its own run (tests/test_new_chapter.py)
-        pytest.skip(f"{ch.name} has no committed reference result yet")
+    if ref is None and not list(results.REFERENCE_DIR.glob(f"*/{ch.name}.json")):  # tests/test_new_chapter.py
+        pytest.skip(f"{ch.name} is new: no host has a committed reference result of it yet")   # runs its opening
     op = _opening(ch)(registry.analysed(ref).facts)
     assert 1 <= len(op.findings) <= fx.OPENING_FINDINGS, ch.name
     for f in op.findings:
