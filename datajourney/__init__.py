@@ -10,9 +10,9 @@ Four layers, imports only pointing down (checked by import-linter):
 * :mod:`datajourney.chapters`: one folder per chapter (``c02_random_vs_sequential`` ...):
   ``params`` (the one set of defaults), ``experiment`` (measures, writes no sentence),
   ``analysis`` (typed facts and advice, stored in the result; what chapter 12 reads), ``page``
-  (what the chapter says) and the registry that finds them.
-* :mod:`datajourney.book`: the runner and its profiles, reports, stability, the Jupyter
-  Book build; :mod:`datajourney.cli` is the command line.
+  (what the chapter says). A chapter reads another only through the facts its result file exports.
+* :mod:`datajourney.book`: the registry that finds the chapters (no chapter imports it), the runner
+  and its profiles, reports, stability, the Jupyter Book build; :mod:`datajourney.cli` is the command line.
 """
 
 __version__ = "0.1.0"

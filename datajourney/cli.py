@@ -166,7 +166,7 @@ def _bench_verify(a) -> int:
     import tempfile
 
     from datajourney.book import runner
-    from datajourney.chapters.registry import lookup
+    from datajourney.book.registry import lookup
     from datajourney.core.fingerprint import fingerprint, summary
     from datajourney.toolkit import datasets
 
@@ -180,7 +180,7 @@ def _bench_verify(a) -> int:
         mod = importlib.import_module(ch.module)
         p = mod.check_parameters(params)
         plans += mod.plans(p) if hasattr(mod, "plans") else [
-            datasets.small_files_plan(p["n_files"], p["file_size"], p.get("seed", 0))]
+            datasets.small_files_plan(p["n_files"], p["file_size"], p["seed"])]
     unique = list({n: (n, q, b) for n, q, b in plans}.values())
     rows = []
     with tempfile.TemporaryDirectory(dir=a.tmp, prefix="dj-bench-verify-") as tmp:
@@ -281,7 +281,7 @@ def _restore(a) -> int:
 
 
 def _chapters(a) -> int:
-    from datajourney.chapters.registry import CHAPTERS
+    from datajourney.book.registry import CHAPTERS
 
     for c in CHAPTERS:
         print(f"{c.number:>3}  {c.name:<28} {'ready' if c.available else 'not yet written'}")

@@ -49,7 +49,7 @@ launch() {  # $1: OUTDIR; the detached job (its own session: a dropped connectio
 
 default_chapters() {
   "$PY" - <<'EOF'
-from datajourney.chapters import registry
+from datajourney.book import registry
 try:
     import torch
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -17,9 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from datajourney.book import runner  # noqa: E402
+from datajourney.book import registry, runner  # noqa: E402
 from datajourney.book.analyse import analyse_dir  # noqa: E402
-from datajourney.chapters import registry  # noqa: E402
 from datajourney.core import results  # noqa: E402
 
 

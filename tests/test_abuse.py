@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from datajourney.book import registry as chapters
 from datajourney.book import report, runner
-from datajourney.chapters import registry as chapters
 from datajourney.cli import main
 from datajourney.core import files, results
 from datajourney.core.params import ParameterError, writable_dir
@@ -501,7 +501,7 @@ from datajourney import cli
 if not sys.flags.utf8_mode:
     cli.main()
 from pathlib import Path
-from datajourney.chapters import registry as chapters
+from datajourney.book import registry as chapters
 chapters.NOTEBOOK_DIR = Path(sys.argv[1])
 sys.exit(cli.main(sys.argv[2:]))
 """

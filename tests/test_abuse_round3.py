@@ -19,8 +19,8 @@ import pytest
 from test_abuse import CH7, _one_line, _result, _run, _tree, committed  # noqa: F401 - committed is a fixture
 from test_reliability_runner import DRIVER, _gone, _notebook, _terminal_signals
 
+from datajourney.book import registry as chapters
 from datajourney.book import runner
-from datajourney.chapters import registry as chapters
 from datajourney.cli import main
 from datajourney.core import results
 from datajourney.core.params import ParameterError
@@ -403,7 +403,7 @@ KILLED_PROMOTE = """
 import os, signal, sys
 from pathlib import Path
 from datajourney.book import runner
-from datajourney.chapters import registry
+from datajourney.book import registry
 from datajourney.core import results
 repo, run = Path(sys.argv[1]), sys.argv[2]
 results.REFERENCE_DIR = repo / "data" / "reference"

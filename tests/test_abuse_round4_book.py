@@ -263,8 +263,7 @@ def test_book_of_a_run_still_writing_says_it_is_still_running(tmp_path, monkeypa
 
 # --------------------------------------------------------------------------- promote takes outputs, never metadata
 def test_promote_takes_no_notebook_metadata_or_markup_from_a_run(tmp_path, monkeypatch):
-    from datajourney.book import runner
-    from datajourney.chapters import registry
+    from datajourney.book import registry, runner
 
     repo = tmp_path / "repo"
     (repo / "notebooks").mkdir(parents=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from datajourney.chapters import registry
+from datajourney.book import registry
 from datajourney.core import phrasing, results
 from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide
 from datajourney.core.facts import Facts, compare, measured

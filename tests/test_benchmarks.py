@@ -102,7 +102,7 @@ def test_recorded_verification_cost_of_the_full_data_sets(record):
 def test_recorded_quick_book_fits_ten_minutes():
     """`./journey book` (quick profile: every chapter, data generation included, then the book build)
     took at most 10 minutes on the 2-core CPU machine it was recorded on."""
-    from datajourney.chapters import registry as chapters
+    from datajourney.book import registry as chapters
 
     rec = json.loads((REPO_ROOT / "data" / "benchmarks" / "quick_book.json").read_text())
     assert set(rec["seconds"]) == {c.name for c in chapters.CHAPTERS if c.available}
@@ -163,7 +163,7 @@ def _other_chapters_module(path: str) -> bool:
 def test_reference_chapters_come_from_one_commit_at_the_full_profile():
     """Every chapter of the committed H200 reference was measured by the same code (one commit) under
     the full profile, and each chapter's run record says it finished."""
-    from datajourney.chapters import registry as chapters
+    from datajourney.book import registry as chapters
 
     refs = {c.name: results.load_reference(c.name, "h200") for c in chapters.CHAPTERS}
     commits = {r.fingerprint["software"]["git_commit"] for n, r in refs.items() if n != DDP}

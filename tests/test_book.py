@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from conftest import tracked_digest as _tracked_digest
 
+from datajourney.book import registry as chapters
 from datajourney.book import sphinx_ext
-from datajourney.chapters import registry as chapters
 
 pytestmark = pytest.mark.book
 

@@ -56,11 +56,15 @@ def test_chapters_2_and_3_label_the_same_data_the_same_way(medians):
 
 def test_chapter_3_follows_chapter_2_of_the_same_run(tmp_path):
     """Chapter 3's own check fell inside the band; chapter 2's, in the same run, clearly below it: chapter 3
-    uses chapter 2's and says so. A chapter 2 result of another run is not used."""
+    uses chapter 2's exported verdict (its stored facts, never its tables) and says so. A chapter 2 result of
+    another run is not used, nor one without stored facts."""
     r2 = _result(common.STORAGE_CHAPTER, [22.0, 23.0, 24.0])
     r2.save(tmp_path)
     r3 = _result("03_dataloader", [68.0, 40.0])
     r3.save(tmp_path)
+    assert common.cold_verdict(r3).source == "this chapter's latency check"  # chapter 2's tables are not read
+    r2.facts = analysis2.analyse(r2)
+    r2.save(tmp_path)
     v = common.cold_verdict(r3)
     assert v.state == "cache" and v.source.startswith("chapter 2") and common.cold_label(r3) == "guest-cold"
     assert "chapter 2's latency check in this run" in page3.latency_note(r3)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from datajourney.book import harness, runner
-from datajourney.chapters import registry as chapters
+from datajourney.book import registry as chapters
 from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
 from datajourney.chapters.c11_gpu_to_gpu import page, reading
 from datajourney.core import results

@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from datajourney.chapters import registry
+from datajourney.book import registry
 from datajourney.chapters.c11_gpu_to_gpu import analysis, page
 from datajourney.chapters.c11_gpu_to_gpu.params import Params
 from datajourney.core import phrasing, results

@@ -3,9 +3,13 @@ checks once, starts, analyses and saves."""
 import ast
 import inspect
 
-from datajourney.book import harness
-from datajourney.chapters import registry
+import pytest
+
+from datajourney.book import harness, registry
 from datajourney.core import results
+
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
 
 
 def test_every_experiment_only_measures():

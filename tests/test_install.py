@@ -426,7 +426,7 @@ def test_a_reference_run_for_a_new_host_passes_every_chapters_checks(tmp_path, m
     run accept a host with no folder under data/reference/ yet (promote makes it); comparing with one
     (``-p reference_host``) still needs a committed reference, and a recorded host is still a plain name."""
     from datajourney.book import runner
-    from datajourney.chapters.registry import available
+    from datajourney.book.registry import available
     from datajourney.core.params import ParameterError
     from datajourney.core.paths import reference_hosts
 

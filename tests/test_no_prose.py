@@ -7,7 +7,10 @@ import ast
 
 import pytest
 
-from datajourney.chapters import registry
+from datajourney.book import registry
+
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
 
 #: Calls whose text is for the person running the book, not the page: errors, warnings, progress.
 SPOKEN = {"ParameterError", "ValueError", "RuntimeError", "KeyError", "TypeError", "OSError", "FileNotFoundError",

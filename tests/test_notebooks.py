@@ -4,7 +4,7 @@ import json
 import nbformat
 import pytest
 
-from datajourney.chapters import registry as chapters
+from datajourney.book import registry as chapters
 from datajourney.core.results import Result
 
 pytestmark = pytest.mark.notebooks

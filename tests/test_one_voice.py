@@ -8,12 +8,14 @@ import re
 
 import pytest
 
-from datajourney.book import harness
-from datajourney.chapters import registry
+from datajourney.book import harness, registry
 from datajourney.chapters.c12_conclusion import analysis as c12
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as c12page
 from datajourney.core import phrasing, results
+
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
 
 HOSTS = results.reference_hosts()
 MEASURED = [c for c in registry.CHAPTERS if c.name != c12.CHAPTER]
@@ -76,7 +78,7 @@ def test_checklist_and_front_page_show_each_chapters_own_fact(diagnosed):
         from datajourney.book import overview
 
         table = overview.front_table(host=host)
-        for (ch, key, _), shown in zip(overview.FRONT, table["reference host"]):
+        for (ch, key, _), shown in zip(overview.front(), table["reference host"]):
             if key.startswith("?") and ch in found:  # a question: the chapter's verdict, as its checklist row
                 a = found[ch].advice_for(key[1:])
                 assert a is not None and shown == phrasing.verdict(a, found[ch]), (ch, key)

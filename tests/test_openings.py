@@ -5,9 +5,12 @@ import re
 import nbformat
 import pytest
 
-from datajourney.chapters import registry
+from datajourney.book import registry
 from datajourney.core import findings as fx
 from datajourney.core import results
+
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
 
 #: the chapters that open with findings and actions (chapter 1 opens with the front door instead)
 MEASURING = [c for c in registry.available() if c.name != "01_introduction"]
@@ -22,7 +25,10 @@ def _opening(ch):
 
 @pytest.mark.parametrize("ch", MEASURING, ids=lambda c: c.name)
 def test_opening_of_the_reference_run_is_short(ch):
-    op = _opening(ch)(registry.analysed(results.load_reference(ch.name)).facts)
+    ref = results.load_reference(ch.name)
+    if ref is None and not list(results.REFERENCE_DIR.glob(f"*/{ch.name}.json")):  # tests/test_new_chapter.py
+        pytest.skip(f"{ch.name} is new: no host has a committed reference result of it yet")   # runs its opening
+    op = _opening(ch)(registry.analysed(ref).facts)
     assert 1 <= len(op.findings) <= fx.OPENING_FINDINGS, ch.name
     for f in op.findings:
         assert fx.words(f.text) <= fx.OPENING_WORDS, (ch.name, fx.words(f.text), f.text)

@@ -1,13 +1,16 @@
 """profiles.yaml holds only differences: no profile sets a parameter to its chapter's ``Params`` default
-(the one place defaults live), so changing a default changes every profile that does not say otherwise."""
+(the one place defaults live), so changing a default changes every profile that does not say otherwise, and a
+chapter a profile does not name (a new one) runs with its declared defaults."""
 from __future__ import annotations
 
 import importlib
 
 import pytest
 
-from datajourney.book import runner
-from datajourney.chapters import registry
+from datajourney.book import registry, runner
+
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
 
 
 def _defaults(ch) -> dict:
@@ -25,8 +28,22 @@ def test_no_profile_repeats_a_default(ch):
                          "entries): " + "; ".join(repeats))
 
 
-def test_every_profile_names_every_chapter():
-    """An empty entry ({}) says the chapter runs with its defaults under that profile."""
-    names = {c.name for c in registry.available()}
+def test_a_chapter_a_profile_does_not_name_runs_with_its_defaults(tmp_path, monkeypatch):
+    """A profile without an entry for a chapter injects none of its parameters: the notebook keeps the
+    parameters cell, which is the chapter's ``Params`` defaults; one with an entry injects it."""
+    ch = registry.lookup("2")
     for profile, chapters in runner.profiles().items():
-        assert names <= set(chapters or {}), (profile, sorted(names - set(chapters or {})))
+        without = {k: v for k, v in (chapters or {}).items() if k != ch.name}
+        monkeypatch.setattr(runner, "profiles", lambda without=without, profile=profile: {profile: without})
+        (p,) = runner.plan([ch.name], profile, {}, tmp_path)
+        assert set(p.parameters) == {"run_dir"}, (profile, p.parameters)
+    named = next(name for name, chapters in yaml_profiles().items() if (chapters or {}).get(ch.name))
+    monkeypatch.setattr(runner, "profiles", yaml_profiles)
+    (p,) = runner.plan([ch.name], named, {}, tmp_path)
+    assert set(p.parameters) - {"run_dir"} == set(yaml_profiles()[named][ch.name])
+
+
+def yaml_profiles() -> dict:
+    import yaml
+
+    return yaml.safe_load(runner.PROFILES_FILE.read_text())

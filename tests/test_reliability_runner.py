@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from datajourney.book import registry as chapters
 from datajourney.book import runner
-from datajourney.chapters import registry as chapters
 from datajourney.core.params import ParameterError
 
 PY = sys.executable
@@ -142,7 +142,7 @@ def test_death_cause_reads_signals_and_oom_counters():
 DRIVER = """
 import sys
 from pathlib import Path
-from datajourney.chapters import registry as chapters
+from datajourney.book import registry as chapters
 chapters.NOTEBOOK_DIR = Path(sys.argv[1])
 from datajourney.cli import main
 sys.exit(main(sys.argv[2:]))
@@ -221,7 +221,7 @@ def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys, args, env, needles
 def fake_chapter(tmp_path, monkeypatch):
     """Chapter 1 with a module whose checks raise what ``$FAKE_RAISE`` says."""
     (tmp_path / "fakech").mkdir()
-    (tmp_path / "fakech" / "__init__.py").write_text("")
+    (tmp_path / "fakech" / "__init__.py").write_text("TITLE = 'fake'\n")
     (tmp_path / "fakech" / "params.py").write_text("from datajourney.chapters.c01_introduction.params import Params\n")
     (tmp_path / "fakech" / "experiment.py").write_text(
         "import json, os\n"
@@ -231,7 +231,7 @@ def fake_chapter(tmp_path, monkeypatch):
         "    if what == 'module':\n        import tokenizers_not_here_at_all\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(tmp_path / "nb", "x = 1"))
-    ch = chapters.Chapter(1, "introduction", "fake", "fakech")  # a package with an experiment module
+    ch = chapters.Chapter(1, "introduction", "fakech")  # a package with an experiment module
     monkeypatch.setattr(chapters, "CHAPTERS", [ch, *chapters.CHAPTERS[1:]])
     return ch
 

@@ -209,8 +209,7 @@ def test_parameters_show_no_raw_python_values():
 
 def test_parameters_table_says_what_each_parameter_sets(monkeypatch):
     """Each row of a chapter's parameters table carries the help its declaration gives (one source)."""
-    from datajourney.book import report
-    from datajourney.chapters import registry
+    from datajourney.book import registry, report
 
     shown = []
     monkeypatch.setattr(report, "display", lambda obj: shown.append(obj.data))
@@ -245,7 +244,7 @@ def test_promoted_notebooks_name_no_directory_of_the_run_host(tmp_path, monkeypa
 
 def _reference_in(tmp_path, monkeypatch):
     """Promotions of this test go to ``tmp_path/ref`` (results) and ``tmp_path/notebooks``."""
-    from datajourney.chapters import registry
+    from datajourney.book import registry
 
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
     monkeypatch.setattr(registry, "NOTEBOOK_DIR", tmp_path / "notebooks")

@@ -6,8 +6,8 @@ import sys
 import nbformat
 import pytest
 
+from datajourney.book import registry as chapters
 from datajourney.book import runner
-from datajourney.chapters import registry as chapters
 from datajourney.core.params import ParameterError
 
 

@@ -5,7 +5,11 @@ import pandas as pd
 import pytest
 
 from datajourney.book import stability
+from datajourney.book.registry import CHAPTERS
 from datajourney.core import results
+
+#: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
+pytestmark = pytest.mark.chapters
 
 CH = "02_random_vs_sequential"
 HOST = {"name": "gpu-a", "id": "aaa", "boot_id": "boot-1"}
@@ -171,13 +175,12 @@ def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict
     chapter -> run id (default 'one' for all but chapter 11, 'multi' for it), chapter -> status."""
     import json
 
-    from datajourney.chapters.registry import CHAPTERS
 
     runs, status = runs or {}, status or {}
     records: dict = {}
     for ch in CHAPTERS:
-        run = runs.get(ch.number, "multi" if ch.name == stability.MULTI_GPU else "one")
-        gpus = 2 if ch.name == stability.MULTI_GPU else 1
+        run = runs.get(ch.number, "multi" if ch.name in stability.multi_gpu() else "one")
+        gpus = 2 if ch.name in stability.multi_gpu() else 1
         fp = {"host": dict(HOST), "gpu": {"name": "NVIDIA H200", "count": gpus}}
         results.Result(chapter=ch.name, run_id=run, parameters={}, fingerprint=fp).save(root / "h200")
         records.setdefault(run, []).append({"chapter": ch.name, "seconds": seconds.get(ch.number, 100.0),
@@ -187,15 +190,27 @@ def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict
             {"run_id": run, "profile": "full", "status": "ok", "host": "gpu-a", "chapters": chapters}))
 
 
-@pytest.mark.parametrize("seconds, expect", [(100.0, "in 1,100 s (18.3 minutes)."),
-                                             (120.0, "in 1,320 s (22 minutes).")])
-def test_one_run_is_timed(tmp_path, monkeypatch, seconds, expect):
+def _one_gpu_chapters() -> str:
+    """'the 11 chapters that run on one GPU (1–10 and 12)', from the registry (a new chapter counts)."""
+    nums = [c.number for c in CHAPTERS if c.name not in stability.multi_gpu()]
+    return f"the {len(nums)} chapters that run on one GPU ({stability._numbers(nums)})"
+
+
+def test_the_one_gpu_chapters_are_named_from_the_registry():
+    assert stability.multi_gpu() == ("11_gpu_to_gpu",)
+    text = _one_gpu_chapters()
+    assert text.startswith(f"the {len(CHAPTERS) - 1} chapters that run on one GPU (1–10") and " 12" in text
+
+
+@pytest.mark.parametrize("seconds", [100.0, 120.0])
+def test_one_run_is_timed(tmp_path, monkeypatch, seconds):
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
-    _timed_reference(tmp_path, {n: seconds for n in range(1, 13)} | {11: 250.0})
+    _timed_reference(tmp_path, {c.number: seconds for c in CHAPTERS} | {11: 250.0})
     df = stability.run_times("h200")
-    assert len(df) == 12 and df.set_index("number").loc[11, "gpus"] == 2
+    assert len(df) == len(CHAPTERS) and df.set_index("number").loc[11, "gpus"] == 2
     text = stability.time_sentence(df)
-    assert text.startswith("Run one ran the 11 chapters that run on one GPU (1–10 and 12) on gpu-a · id aaa "
+    expect = f"in {stability._duration(seconds * (len(CHAPTERS) - 1))}."
+    assert text.startswith(f"Run one ran {_one_gpu_chapters()} on gpu-a · id aaa "
                            "(NVIDIA H200) with 1 GPU in ") and expect in text
     assert text.endswith("Chapter 11 needs two or more GPUs, so it ran apart, on gpu-a · id aaa (NVIDIA H200) "
                          "with 2 GPUs: run multi, 250 s (4.17 minutes).")
@@ -208,11 +223,13 @@ def test_one_run_is_timed(tmp_path, monkeypatch, seconds, expect):
 
 def test_chapters_from_several_runs_are_not_one_run(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
-    _timed_reference(tmp_path, {n: 50.0 for n in range(1, 13)}, runs={9: "two", 10: "two"}, status={4: "failed"})
+    _timed_reference(tmp_path, {c.number: 50.0 for c in CHAPTERS}, runs={9: "two", 10: "two"}, status={4: "failed"})
     text = stability.time_sentence(stability.run_times("h200"))
-    assert text.startswith("The reference results of the 11 chapters that run on one GPU (1–10 and 12) come from "
+    assert text.startswith(f"The reference results of {_one_gpu_chapters()} come from "
                            "2 runs (one, two), so no one run's time covers them all.")
-    assert "Chapter 4 has no time with status ok" in text and "The 10 chapters with one took 500 s" in text
+    n = len(CHAPTERS) - 2  # all but chapter 11 (apart) and chapter 4 (failed)
+    assert "Chapter 4 has no time with status ok" in text
+    assert f"The {n} chapters with one took {stability._duration(50.0 * n)}" in text
     assert "within the book" not in text and "over the book" not in text
     # a chapter whose run record is not committed: no time, and named
     (tmp_path / "h200" / "run-two.json").unlink()
@@ -223,9 +240,9 @@ def test_chapters_from_several_runs_are_not_one_run(tmp_path, monkeypatch):
 
 def test_one_run_that_did_not_finish_every_chapter_is_not_timed(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
-    _timed_reference(tmp_path, {n: 50.0 for n in range(1, 13)}, status={7: "failed", 11: "failed"})
+    _timed_reference(tmp_path, {c.number: 50.0 for c in CHAPTERS}, status={7: "failed", 11: "failed"})
     text = stability.time_sentence(stability.run_times("h200"))
-    assert text.startswith("The reference results of the 11 chapters that run on one GPU (1–10 and 12) come from "
+    assert text.startswith(f"The reference results of {_one_gpu_chapters()} come from "
                            "one run (one), but not all of them with a time and status ok")
     assert "Chapter 7 has no time" in text and "within" not in text and "over" not in text
     assert "Chapter 11 needs two or more GPUs and has no committed time with status ok." in text
@@ -236,25 +253,28 @@ def test_a_retried_chapter_counts_every_attempt(tmp_path, monkeypatch):
     import json
 
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
-    _timed_reference(tmp_path, {n: 100.0 for n in range(1, 13)})
+    _timed_reference(tmp_path, {c.number: 100.0 for c in CHAPTERS})
     rec = json.loads((tmp_path / "h200" / "run-one.json").read_text())
     rec["chapters"].insert(0, {"chapter": "03_dataloader", "seconds": 40.0, "status": "failed"})
     (tmp_path / "h200" / "run-one.json").write_text(json.dumps(rec))
     df = stability.run_times("h200")
     assert df.set_index("number").loc[3, "seconds"] == 140.0 and df.set_index("number").loc[3, "status"] == "ok"
-    assert "in 1,140 s (19 minutes)." in stability.time_sentence(df)
+    assert f"in {stability._duration(100.0 * (len(CHAPTERS) - 1) + 40.0)}." in stability.time_sentence(df)
 
 
 def test_the_committed_reference_run_has_a_time_for_every_chapter():
     from datajourney.book import stability  # noqa: F401
-    from datajourney.chapters.registry import CHAPTERS
 
     df = stability.run_times(results.DEFAULT_REFERENCE_HOST)
-    assert df["chapter"].tolist() == [c.name for c in CHAPTERS] and (df["seconds"] > 0).all()
+    referenced = [c for c in CHAPTERS if results.load_reference(c.name) is not None]  # a new chapter may have none
+    assert df["chapter"].tolist() == [c.name for c in referenced] and (df["seconds"] > 0).all()
+    assert [int(n[:2]) for n in df["chapter"]][:12] == list(range(1, 13))
     table, text = stability.run_time_section(results.DEFAULT_REFERENCE_HOST)
-    assert table["chapter"].tolist() == list(range(1, 13))
+    assert table["chapter"].tolist() == [c.number for c in referenced]
     assert text == stability.time_sentence(df, results.DEFAULT_REFERENCE_HOST)
-    assert "Run " in text or "no one run" in text
+    new = [c.number for c in CHAPTERS if c not in referenced]  # a new chapter: no time yet, and named
+    assert "Run " in text or "no one run" in text or (new and "not all of them with a time" in text
+                                                       and f"{new[-1]} " in text.split("no time")[0])
     assert "nan" not in text and "None" not in text
 
 

@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from datajourney.book import runner, sphinx_ext
-from datajourney.chapters import published, registry
+from datajourney.book import registry, runner, sphinx_ext
+from datajourney.chapters import published
 from datajourney.core.paths import REPO_ROOT
 from datajourney.core.results import Result
 

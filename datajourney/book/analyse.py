@@ -12,8 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from datajourney.book import harness
-from datajourney.chapters import registry
+from datajourney.book import harness, registry
 from datajourney.core import results
 from datajourney.core.files import write_atomic
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from datajourney.chapters.registry import CHAPTERS, Chapter
+from datajourney.book.registry import CHAPTERS, Chapter
 from datajourney.core.params import parameters_cell
 
 

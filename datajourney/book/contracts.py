@@ -3,7 +3,9 @@ list: layers (cli and book over chapters over toolkit over core), chapters indep
 experiments and analyses that never import a page or the phrasing module (they compute; pages word), and
 the one-way flow experiment → result → analysis → facts → page: no analysis imports an experiment, no
 experiment imports an analysis (the harness analyses), no page imports an experiment, and neither an
-analysis nor a page loads torch (reading a result needs no measuring code).
+analysis nor a page loads torch (reading a result needs no measuring code); and no chapter imports the
+registry or anything else in ``book/`` (the book finds the chapters, a chapter never finds another: it
+reads other chapters only through the facts their result files export).
 
 ``python -m datajourney.book.contracts`` writes the contracts to a temporary import-linter
 configuration and runs ``lint-imports`` on it (``./journey test`` does); :func:`config` is the text and
@@ -17,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from datajourney.chapters.registry import CHAPTERS
+from datajourney.book.registry import CHAPTERS
 from datajourney.core.paths import REPO_ROOT
 
 LAYERS = ("datajourney.cli", "datajourney.book", "datajourney.chapters", "datajourney.toolkit", "datajourney.core")
@@ -73,6 +75,12 @@ name = A page words facts and never imports an experiment
 type = forbidden
 source_modules ={block(pages)}
 forbidden_modules ={block(experiments)}
+
+[importlinter:contract:chapter-registry]
+name = No chapter imports the registry or anything in book/ (other chapters are read through exported facts)
+type = forbidden
+source_modules ={block(["datajourney.chapters"])}
+forbidden_modules ={block(["datajourney.book.registry", "datajourney.book"])}
 
 [importlinter:contract:no-torch]
 name = Analyses and pages read results without torch

@@ -136,7 +136,7 @@ def _register_scripts() -> None:
     imported here registers none: its charts are kept without their script)."""
     import importlib
 
-    from datajourney.chapters.registry import CHAPTERS
+    from datajourney.book.registry import CHAPTERS
 
     for ch in CHAPTERS:
         try:

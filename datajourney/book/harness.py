@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from datajourney.chapters import registry
+from datajourney.book import registry
 from datajourney.core import results
 from datajourney.core.params import ChapterParams
 from datajourney.toolkit import yourdata
@@ -29,11 +29,13 @@ from datajourney.toolkit import yourdata
 @dataclass
 class Context:
     """What a chapter's ``measure`` gets beside its plan: the started result it adds tables and metadata to,
-    the run directory its files go to, and whether to show progress bars."""
+    the run directory its files go to, whether to show progress bars, and the other chapters whose exported
+    facts it may read (the registry's: a chapter never looks its neighbours up itself)."""
 
     result: results.Result
     run_dir: Path
     progress: bool = True
+    sources: tuple[str, ...] = ()
 
 
 def params_of(plan) -> ChapterParams:
@@ -55,7 +57,7 @@ def run(chapter: str, params: ChapterParams | dict | None = None, *, run_dir=Non
         if recorded.get(name) is not None:
             recorded[name] = yourdata.RECORDED
     res = results.start(ch.name, recorded, run_dir, getattr(plan, "data_dir", None))
-    experiment.measure(plan, Context(res, rd, progress))
+    experiment.measure(plan, Context(res, rd, progress, registry.sources(ch.name)))
     res.facts = ch.analyse(res)
     res.save(rd)
     return res
@@ -67,7 +69,7 @@ def regather(res: results.Result, run_dir) -> results.Result:
     its measurements and creation time kept, and saved there."""
     ch = registry.lookup(res.chapter)
     rd = results.resolve_run_dir(run_dir)
-    ch.piece("experiment").gather(res, rd)
+    ch.piece("experiment").gather(res, rd, registry.sources(ch.name))
     res.facts = ch.analyse(res)
     res.save(rd, created_utc=res.created_utc)  # rendered, not measured: its time stays
     return res

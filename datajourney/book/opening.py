@@ -9,8 +9,8 @@ import re
 import types
 from pathlib import Path
 
-from datajourney.book import report
-from datajourney.chapters import published, registry
+from datajourney.book import registry, report
+from datajourney.chapters import published
 from datajourney.core import phrasing, results
 from datajourney.core.facts import host_label
 

@@ -10,28 +10,30 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from datajourney.chapters import published, registry
+from datajourney.book import registry
+from datajourney.book.registry import lookup
+from datajourney.chapters import published
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as diagnosis_page
-from datajourney.chapters.registry import lookup
 from datajourney.core import phrasing, results
 from datajourney.core.charts import PALETTE
 from datajourney.core.facts import FLAGGED, host_label
 
-#: One key result per chapter for the front door: (chapter, finding key, what its headline measures); a key
-#: starting with "?" names the chapter's declared question, shown as its verdict (the chapter's own words).
-FRONT = [
-    ("02_random_vs_sequential", "cold_gap", "one shard read in order ÷ shuffled small files, cold"),
-    ("03_dataloader", "published_w4", "the same layouts behind a DataLoader with 4 workers"),
-    ("04_cpu_starvation", "workers_to_keep_up", "workers needed for the loader to keep up with the step"),
-    ("05_padding_tax", "all_samples", "real tokens per position, packed ÷ padded"),
-    ("06_pcie", "h2d_pinned", "pinned host-to-device copy"),
-    ("07_full_picture", "best_vs_ceiling", "the best image pipeline against its step's own ceiling"),
-    ("08_threads_processes_gil", "?image_decode.loader", "worker processes or threads for decoding photos"),
-    ("09_reading_smarter", "to_gpu", "a cold file into GPU memory through pinned buffers"),
-    ("10_mmap_vs_read", "posix_events", "events a POSIX tracer sees, read() ÷ mmap"),
-    ("11_gpu_to_gpu", "scaling_direct", "the share of one GPU's throughput each GPU loses under DDP, direct path"),
-]
+
+def front() -> list[tuple[str, str, str]]:
+    """One key result per chapter for the front door, found from the registry: (chapter, fact key, what its
+    headline measures), from each chapter package's ``HEADLINE`` (a key starting with "?" names the chapter's
+    declared question, shown as its verdict, the chapter's own words); a chapter that names none shows its
+    first exported key, labelled as its own facts label it."""
+    out = []
+    for c in registry.CHAPTERS:
+        if not c.diagnosed or c.name == diagnosis.CHAPTER:
+            continue
+        if c.headline is not None:
+            out.append((c.name, *c.headline))
+        elif c.exports:
+            out.append((c.name, c.exports[0], ""))
+    return out
 
 
 def _link(chapter: str, base: str = "") -> str:
@@ -94,25 +96,28 @@ def _load(run_dir, chapter: str) -> results.Result | None:
 
 
 def _load_dir(run_dir) -> dict:
-    """Chapter -> Result for the chapters 2-11 whose result files ``run_dir`` holds."""
+    """Chapter -> Result for the chapters of :func:`front` whose result files ``run_dir`` holds."""
     if run_dir is None or not Path(run_dir).is_dir():
         return {}
-    return {ch: r for ch, _, _ in FRONT if (r := _load(run_dir, ch)) is not None}
+    return {ch: r for ch, _, _ in front() if (r := _load(run_dir, ch)) is not None}
 
 
 def front_table(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> pd.DataFrame:
-    """One row per chapter 2-11: what its key number measures, the published figure, the reference
-    run's value and, where ``this_dir`` holds the chapter's result (a finished or re-rendered run),
-    this run's (that column only when there is one)."""
+    """One row per chapter the diagnosis reads (2-11 and any new one): what its key number measures, the
+    published figure, the reference run's value and, where ``this_dir`` holds the chapter's result (a
+    finished or re-rendered run), this run's (that column only when there is one)."""
     mine = {} if is_reference_run else _load_dir(this_dir)
     rows = []
-    for ch, key, what in FRONT:
+    for ch, key, what in front():
         reference = results.load_reference(ch, host)
         ref = _finding(reference, ch, key)
+        mine_ch = mine.get(ch)
+        f = ref or _finding(mine_ch, ch, key)
+        what = what or (f.label if f is not None and f.label else key)
         row = {"chapter": _link(ch), "key number": what, "published": _published(ch, ref),
                "reference host": _headline(reference, ch, key) or "not in the reference run"}
         if mine:
-            row["this run"] = _headline(mine.get(ch), ch, key) or ("not run" if ch not in mine else "—")
+            row["this run"] = _headline(mine_ch, ch, key) or ("not run" if ch not in mine else "—")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -185,7 +190,7 @@ def title_markdown(host: str | None = None, run_dir=None) -> str:
     lines = []
     if ref12 is not None:
         lines.append(weakest_text(ref12, "The reference host", base))
-    what = {(ch, key): w for ch, key, w in FRONT}
+    what = {(ch, key): w for ch, key, w in front()}
     levers = []
     for ch, key, topic in TITLE_FINDINGS:
         ref = _finding(results.load_reference(ch, host), ch, key)
@@ -212,7 +217,7 @@ HOPS = [
 
 def hop_chapters(planned) -> str:
     """The chapters of this checkout that measure a hop ("not measured yet" when none exists)."""
-    from datajourney.chapters import registry as chapters
+    from datajourney.book import registry as chapters
 
     have = [n for n in planned if chapters.CHAPTERS[n - 1].available]
     return ", ".join(str(n) for n in have) if have else "not measured yet"
@@ -220,7 +225,7 @@ def hop_chapters(planned) -> str:
 
 def chapter_link(number: int) -> str:
     """A link to chapter ``number``'s page, relative to chapter 1's page in the built book."""
-    from datajourney.chapters import registry as chapters
+    from datajourney.book import registry as chapters
 
     return f'<a href="{chapters.CHAPTERS[number - 1].name}.html">{number}</a>'
 

@@ -169,7 +169,7 @@ def _data_dir_text(value, fingerprint: dict) -> str:
 
 def _specs(chapter: str) -> dict:
     """The chapter's declared parameters (their help says what each sets); none for an unknown chapter."""
-    from datajourney.chapters import registry
+    from datajourney.book import registry
 
     try:
         return registry.lookup(chapter).params.specs()

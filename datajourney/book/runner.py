@@ -55,7 +55,7 @@ from pathlib import Path
 
 import yaml
 
-from datajourney.chapters.registry import Chapter, available, lookup
+from datajourney.book.registry import Chapter, available, lookup
 from datajourney.core import results
 from datajourney.core.files import WRITE_ERRNOS, write_atomic, write_error
 from datajourney.core.params import BOOK_OPTIONS, ParameterError, writable_dir
@@ -881,16 +881,69 @@ def _publish(out: Path, failure: dict | None, tidy: bool) -> None:
 
 
 # --------------------------------------------------------------------------- execute
+def _run_notebook(p: Plan, out: Path, stop: _Stop, km_class, progress: bool) -> dict | None:
+    """Execute chapter ``p``'s notebook into ``out`` with papermill, in a kernel of its own that nothing of the
+    chapter outlives, and publish it: None when every cell ran, else the failure (the cell and its error, or
+    how the kernel died, with the settings it left changed; ``write`` when a file could not be written)."""
+    global _WATCH
+    import papermill as pm
+    from nbclient.exceptions import DeadKernelError
+    from papermill.exceptions import PapermillExecutionError
+
+    kernel = _Kernel()
+    _WATCH = stop.kernel = kernel
+    oom_before = oom_kills()
+    failure = None
+    try:
+        pm.execute_notebook(
+            str(p.chapter.notebook), str(_partial(out)), parameters=p.parameters,
+            kernel_name="python3", progress_bar=progress, cwd=str(p.chapter.notebook.parent),
+            kernel_manager_class=km_class, on_cell_start=stop.hook,
+            extra_arguments=["--IPKernelApp.log_level=ERROR",  # no transport chatter on the console
+                             KERNEL_STARTUP],
+        )
+    except PapermillExecutionError as e:
+        failure = {"cell": e.cell_index, "execution_count": e.exec_count, "ename": e.ename,
+                   "evalue": _one_line(e.evalue)}
+    except DeadKernelError:
+        cause = "stopped on request" if stop.requested else death_cause(
+            kernel.returncode, oom_before, oom_kills())
+        failure = {"mark": True, "ename": "DeadKernelError", "evalue": f"the kernel died: {cause}",
+                   "returncode": kernel.returncode}
+    except _Stopped:
+        failure = {"mark": True, "ename": "KeyboardInterrupt", "evalue": "the run was interrupted"}
+    except Exception as e:  # noqa: BLE001 - the kernel did not start, papermill could not write, ...
+        wrote = isinstance(e, OSError) and e.errno in WRITE_ERRNOS  # its notebook (a full disk)
+        failure = {"mark": True, "ename": type(e).__name__, "write": wrote,
+                   "evalue": write_error(e, out) if wrote else _one_line(e) or repr(e)}
+    finally:
+        stop.cancel_timer()
+        kernel.kill_group()  # nothing of the chapter outlives it
+        _WATCH = stop.kernel = None
+    if failure is not None and failure.get("mark"):  # a dead or stopped kernel: settings it left
+        failure["evalue"] += _left_changed()
+    try:
+        _publish(out, failure, tidy=failure is None and not stop.requested)
+    except OSError as e:
+        failure = failure or {}
+        failure.update(ename=failure.get("ename", "OSError"), write=True,
+                       evalue=(f"{failure['evalue']}; " if failure.get("evalue") else "")
+                       + write_error(e, out))
+    if failure is not None:
+        failure.pop("mark", None)
+        failure.setdefault("cell", None)
+        failure.setdefault("execution_count", None)
+    return failure
+
+
 def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = True,
             keep_going: bool = False) -> dict:
     """Execute each planned notebook in order; stop at the first failing cell, or with ``keep_going``
     run the remaining chapters and fail at the end, naming every chapter that failed. A failed write in
     the run directory stops the run with one line naming the chapter and the file."""
-    global _WATCH
     try:
-        import papermill as pm
-        from nbclient.exceptions import DeadKernelError
-        from papermill.exceptions import PapermillExecutionError
+        import nbclient  # noqa: F401
+        import papermill  # noqa: F401
     except ModuleNotFoundError as e:
         raise missing_module(e, "the runner") from None
 
@@ -922,53 +975,11 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                 t0 = time.perf_counter()
                 entry = {"chapter": p.chapter.name, "parameters": p.parameters,
                          "notebook": str(out.relative_to(run_dir))}
-                kernel = _Kernel()
-                _WATCH = stop.kernel = kernel
-                oom_before = oom_kills()
-                failure = None
-                try:
-                    pm.execute_notebook(
-                        str(p.chapter.notebook), str(_partial(out)), parameters=p.parameters,
-                        kernel_name="python3", progress_bar=progress, cwd=str(p.chapter.notebook.parent),
-                        kernel_manager_class=km_class, on_cell_start=stop.hook,
-                        extra_arguments=["--IPKernelApp.log_level=ERROR",  # no transport chatter on the console
-                                         KERNEL_STARTUP],
-                    )
-                except PapermillExecutionError as e:
-                    failure = {"cell": e.cell_index, "execution_count": e.exec_count, "ename": e.ename,
-                               "evalue": _one_line(e.evalue)}
-                except DeadKernelError:
-                    cause = "stopped on request" if stop.requested else death_cause(
-                        kernel.returncode, oom_before, oom_kills())
-                    failure = {"mark": True, "ename": "DeadKernelError", "evalue": f"the kernel died: {cause}",
-                               "returncode": kernel.returncode}
-                except _Stopped:
-                    failure = {"mark": True, "ename": "KeyboardInterrupt", "evalue": "the run was interrupted"}
-                except Exception as e:  # noqa: BLE001 - the kernel did not start, papermill could not write, ...
-                    wrote = isinstance(e, OSError) and e.errno in WRITE_ERRNOS  # its notebook (a full disk)
-                    failure = {"mark": True, "ename": type(e).__name__, "write": wrote,
-                               "evalue": write_error(e, out) if wrote else _one_line(e) or repr(e)}
-                finally:
-                    stop.cancel_timer()
-                    kernel.kill_group()  # nothing of the chapter outlives it
-                    _WATCH = stop.kernel = None
-                if failure is not None and failure.get("mark"):  # a dead or stopped kernel: settings it left
-                    failure["evalue"] += _left_changed()
-                try:
-                    _publish(out, failure, tidy=failure is None and not stop.requested)
-                except OSError as e:
-                    failure = failure or {}
-                    failure.update(ename=failure.get("ename", "OSError"), write=True,
-                                   evalue=(f"{failure['evalue']}; " if failure.get("evalue") else "")
-                                   + write_error(e, out))
+                failure = _run_notebook(p, out, stop, km_class, progress)
                 entry["seconds"] = round(time.perf_counter() - t0, 2)
                 said = notices.take()
                 if said:
                     entry["notices"] = said
-                if failure is not None:
-                    failure.pop("mark", None)
-                    failure.setdefault("cell", None)
-                    failure.setdefault("execution_count", None)
                 if stop.requested:
                     entry.update(status="interrupted", error=failure)
                     record["chapters"].append(entry)
@@ -1361,7 +1372,7 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise ParameterError("run_dir", str(run_dir / "run.json"), "a run record whose run_id is a plain name")
     chapters = only if only is not None else _chapters_of(run_dir, done, notebooks=side is None)
-    from datajourney.chapters import registry
+    from datajourney.book import registry
 
     dest = results.REFERENCE_DIR / host / (side or "")
     files: dict[Path, bytes] = {dest / f"run-{run_id}.json": (run_dir / "run.json").read_bytes()}
@@ -1460,7 +1471,7 @@ def _swap(files: dict[Path, bytes], lock_dir: Path) -> None:
     every file is staged a journal says which moves make the swap; a promote killed while moving is
     completed by the next one from it (:func:`_roll_forward`), one killed before it left nothing. If a
     move fails, the files already moved are put back as they were."""
-    from datajourney.chapters import registry
+    from datajourney.book import registry
 
     root = results.REFERENCE_DIR
     staging: dict[Path, Path] = {}

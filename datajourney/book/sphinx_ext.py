@@ -124,7 +124,7 @@ def stage(run_dir: Path) -> Path:
     import nbformat
 
     from datajourney.book import runner
-    from datajourney.chapters.registry import lookup
+    from datajourney.book.registry import lookup
 
     run_dir = Path(run_dir).resolve()
     dest = run_dir / "book"

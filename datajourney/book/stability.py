@@ -14,8 +14,8 @@ import json
 
 import pandas as pd
 
+from datajourney.book.registry import CHAPTERS, lookup
 from datajourney.chapters import published
-from datajourney.chapters.registry import CHAPTERS, lookup
 from datajourney.core import findings as fx
 from datajourney.core import results
 from datajourney.core.fingerprint import short_commit
@@ -253,10 +253,15 @@ def summary(found: dict, threshold: float = THRESHOLD) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- how long the reference run took
-#: The chapter that needs a host with two or more GPUs; it runs apart and its time is stated apart.
-MULTI_GPU = "11_gpu_to_gpu"
-#: The chapters the time target covers (1–10 and 12).
-TIMED = tuple(c.name for c in CHAPTERS if c.name != MULTI_GPU)
+def multi_gpu() -> tuple[str, ...]:
+    """The chapters that need a host with two or more GPUs (their package's ``MIN_GPUS``): a reference run runs
+    them apart, and their time is stated apart."""
+    return tuple(c.name for c in CHAPTERS if c.min_gpus > 1)
+
+
+def timed() -> tuple[str, ...]:
+    """The chapters that run on one GPU, timed together: every chapter but :func:`multi_gpu`'s."""
+    return tuple(c.name for c in CHAPTERS if c.name not in multi_gpu())
 
 
 def run_record(run_id: str, host: str | None = None) -> dict | None:
@@ -322,24 +327,25 @@ def _where(row) -> str:
 
 
 def time_sentence(df: pd.DataFrame, host: str | None = None) -> str:
-    """How long the chapters of :data:`TIMED` took in :func:`run_times`' table: one run's summed wall
+    """How long the chapters of :func:`timed` took in :func:`run_times`' table: one run's summed wall
     time (and the whole job's, where its record has it) when one run holds them all (status ok), else which
-    runs they come from, what is missing and the time of those that have one; then :data:`MULTI_GPU`'s own
+    runs they come from, what is missing and the time of those that have one; then each of :func:`multi_gpu`'s own
     time and run. (The time the full profile may take is a benchmark's target, not the page's.)"""
-    timed = df[df["chapter"].isin(TIMED)]
-    which = f"the {len(TIMED)} chapters that run on one GPU ({_numbers(lookup(c).number for c in TIMED)})"
-    good = timed[timed["seconds"].notna() & (timed["status"] == "ok")]
-    runs = list(dict.fromkeys(timed["run_id"]))
+    one_gpu = timed()
+    timed_df = df[df["chapter"].isin(one_gpu)]
+    which = f"the {len(one_gpu)} chapters that run on one GPU ({_numbers(lookup(c).number for c in one_gpu)})"
+    good = timed_df[timed_df["seconds"].notna() & (timed_df["status"] == "ok")]
+    runs = list(dict.fromkeys(timed_df["run_id"]))
     total = float(good["seconds"].sum())
-    if len(good) == len(TIMED) and len(runs) == 1:
-        text = f"Run {runs[0]} ran {which} on {_where(timed.iloc[0])} in {_duration(total)}."
+    if len(good) == len(one_gpu) and len(runs) == 1:
+        text = f"Run {runs[0]} ran {which} on {_where(timed_df.iloc[0])} in {_duration(total)}."
         wall = _number((run_record(runs[0], host) or {}).get("wall_seconds")) if host is not None else None
         if wall is not None:
             text = text[:-1] + f"; the whole job, start-up and the wait between chapters included, {_duration(wall)}."
     elif not runs:
         text = f"No committed reference holds any of {which}."
     else:
-        gaps = [lookup(c).number for c in TIMED if c not in set(good["chapter"])]
+        gaps = [lookup(c).number for c in one_gpu if c not in set(good["chapter"])]
         text = (f"The reference results of {which} come from one run ({runs[0]}), but not all of them with a time "
                 "and status ok in its record." if len(runs) == 1 else
                 f"The reference results of {which} come from {len(runs)} runs ({', '.join(runs)}), so no one "
@@ -350,14 +356,15 @@ def time_sentence(df: pd.DataFrame, host: str | None = None) -> str:
         if len(good):
             text += (f" The {len(good)} chapter{'s' if len(good) != 1 else ''} with one took {_duration(total)} "
                      "together.")
-    multi = df[(df["chapter"] == MULTI_GPU) & df["seconds"].notna() & (df["status"] == "ok")]
-    n = lookup(MULTI_GPU).number
-    if multi.empty:
-        text += f" Chapter {n} needs two or more GPUs and has no committed time with status ok."
-    else:
-        r = multi.iloc[0]
-        text += (f" Chapter {n} needs two or more GPUs, so it ran apart, on {_where(r)}: run {r['run_id']}, "
-                 f"{_duration(r['seconds'])}.")
+    for name in multi_gpu():
+        multi = df[(df["chapter"] == name) & df["seconds"].notna() & (df["status"] == "ok")]
+        n = lookup(name).number
+        if multi.empty:
+            text += f" Chapter {n} needs two or more GPUs and has no committed time with status ok."
+        else:
+            r = multi.iloc[0]
+            text += (f" Chapter {n} needs two or more GPUs, so it ran apart, on {_where(r)}: run {r['run_id']}, "
+                     f"{_duration(r['seconds'])}.")
     return text
 
 
@@ -373,7 +380,7 @@ def section(host: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
 # ----------------------------------------------------------------------------- how long did the reference run take?
 def run_time_section(host: str | None = None) -> tuple[pd.DataFrame, str]:
     """The committed reference run's wall time per chapter, from its run records (never this run), and
-    the computed sentence: the summed time and the whole job's, chapter 11 apart."""
+    the computed sentence: the summed time and the whole job's, the chapters that need several GPUs apart."""
     df = run_times(host)
     table = pd.DataFrame({"chapter": df["number"], "run id": df["run_id"], "wall time (s)": df["seconds"],
                           "status": df["status"].fillna("no record"), "GPUs": df["gpus"], "host": df["host"]})

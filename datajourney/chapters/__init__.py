@@ -1,4 +1,4 @@
-"""The chapters: one folder each (``c02_random_vs_sequential`` ...), found by :mod:`~datajourney.chapters.registry`.
+"""The chapters: one folder each (``c02_random_vs_sequential`` ...), found by :mod:`~datajourney.book.registry`.
 
 A chapter folder holds ``params`` (its declared parameters, the one set of defaults), ``experiment``
 (``preflight`` and ``measure``: measures into the result the harness starts, never a sentence),

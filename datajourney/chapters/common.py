@@ -1,6 +1,6 @@
 """What several chapters' pages say alike: the cold-cache label and residency note of the storage
 chapters, the spread of repeated runs, and the pointer from chapters 3 and 7 to chapter 8's IPC
-measurement (read from its result file, never its code)."""
+measurement. Another chapter's result is read only for the facts it exports (never its tables or code)."""
 from __future__ import annotations
 
 import functools
@@ -20,7 +20,7 @@ from datajourney.toolkit.reads import NAND_READ_FLOOR_US
 #: 10% of each other"). A warm sequential ÷ random ratio at or below this counts as near 1x.
 NEAR_ONE = 1.10
 
-#: Chapter 2's result file, whose cold gap chapter 3 recaps.
+#: Chapter 2's result file, whose exported cold verdict and cold gap chapter 3 reads.
 STORAGE_CHAPTER = "02_random_vs_sequential"
 
 #: Residency targets a cold (at most) and a warm (at least) run must meet.
@@ -261,17 +261,28 @@ def same_run_result(res, chapter: str):
 
 
 def cold_verdict(res) -> ColdVerdict:
-    """The one classification of a run's cold reads, used by every chapter: chapter 2's latency check
-    when the run holds chapter 2's result (measured once per run, with its spread over runs), else the
-    chapter's own latency check. The rule: every run's median below ``floor / COLD_MARGIN`` means a
-    cache answered, every median above ``floor × COLD_MARGIN`` means the device, anything else cannot tell."""
+    """The one classification of a run's cold reads, used by every chapter: the verdict chapter 2 exported
+    (its stored fact ``cold_state``) when the run holds chapter 2's result (measured once per run, with its
+    spread over runs), else the chapter's own latency check. The rule: every run's median below
+    ``floor / COLD_MARGIN`` means a cache answered, every median above ``floor × COLD_MARGIN`` means the
+    device, anything else cannot tell. Another chapter's tables are never read: only its exported facts."""
     if res.chapter != STORAGE_CHAPTER:
         r2 = same_run_result(res, STORAGE_CHAPTER)
-        if r2 is not None:
-            v = _verdict_of(r2, "chapter 2's latency check in this run")
-            if v.state is not None:
-                return v
+        v = exported_verdict(r2, "chapter 2's latency check in this run") if r2 is not None else None
+        if v is not None:
+            return v
     return _verdict_of(res, "this chapter's latency check")
+
+
+def exported_verdict(r2, source: str) -> ColdVerdict | None:
+    """The cold verdict chapter 2's result ``r2`` stored as its exported fact ``cold_state``, said to come from
+    ``source``; None when it stores none (no facts, or no latency check)."""
+    f = r2.facts.get("cold_state") if r2.facts is not None and "cold_state" in r2.facts.exports else None
+    if f is None or f.value is None:
+        return None
+    s = f.setting
+    return ColdVerdict(s["state"], tuple(float(m) for m in s["medians"]), s["share_below"], bool(s["hypervisor"]),
+                       source, float(s["floor_us"]))
 
 
 def latency_stats(res) -> dict | None:
@@ -348,16 +359,17 @@ def over_runs(lo: float, hi: float, n: int, unit: str = "×", what: str = "runs"
     return f"{n} {what[:-1] if n == 1 and what.endswith('s') else what}"
 
 
-def facts_of(x):
-    """What a page words: a :class:`~datajourney.core.facts.Facts` as it is; a result analysed now by its own
-    chapter (pure, from its tables, so a page of an edited result follows the edit)."""
+def facts_reader(analyse):
+    """A page's ``facts_of``, bound to its own chapter's ``analyse``: a :class:`~datajourney.core.facts.Facts`
+    as it is, a result of that chapter analysed now (pure, from its tables, so a page of an edited result
+    follows the edit)."""
     from datajourney.core.facts import Facts
 
-    if isinstance(x, Facts):
-        return x
-    from datajourney.chapters import registry
+    def facts_of(x):
+        """What this page words: ``x`` itself when it is facts, else the facts of the result ``x``."""
+        return x if isinstance(x, Facts) else analyse(x)
 
-    return registry.lookup(x.chapter).analyse(x)
+    return facts_of
 
 
 # --------------------------------------------------------------------------- the reader's own data

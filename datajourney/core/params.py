@@ -444,6 +444,16 @@ class ChapterParams:
         return dataclasses.asdict(cls())
 
     @classmethod
+    def value_of(cls, result, name: str):
+        """The value of parameter ``name`` that the run of ``result`` used: as the result stored it, else its one
+        declared default (a result written before the parameter existed ran with it). ``result`` is a result or
+        its parameters (a mapping); a name this class does not declare is a KeyError, never a silent default."""
+        if name not in cls.names():
+            raise KeyError(f"{cls.__module__}.{cls.__name__} declares no parameter {name!r}")
+        stored = result if isinstance(result, Mapping) else (getattr(result, "parameters", None) or {})
+        return stored[name] if name in stored else cls.defaults()[name]
+
+    @classmethod
     def from_namespace(cls, namespace: Mapping):
         """The parameters as a notebook holds them: its parameters cell's names, picked from
         ``namespace`` (e.g. ``globals()``); a name it lacks keeps its default."""

@@ -30,7 +30,7 @@ from datajourney.core.paths import REFERENCE_DIR, REPO_ROOT, reference_hosts  # 
 
 SCHEMA = "datajourney.result/3"
 #: Schemas :meth:`Result.load` reads (older ones are upgraded on load, see :func:`_upgrade_v1`; a file
-#: without facts is analysed where results are loaded for pages, :func:`datajourney.chapters.registry.analysed`).
+#: without facts is analysed where results are loaded for pages, :func:`datajourney.book.registry.analysed`).
 SCHEMAS = ("datajourney.result/1", "datajourney.result/2", SCHEMA)
 #: The largest magnitude a number in a result file may have: beyond it no measurement of this book lies
 #: (2 TB/s for a second, 10^15 bytes), so a larger one is damage or tampering.
@@ -190,7 +190,7 @@ def _upgrade_v1(d: dict) -> dict:
     """A ``datajourney.result/1`` or ``/2`` file as ``/3``. The tables are the same: version 2 says that
     its files pass :func:`check` when written (version 1 files are checked the same way on load), version 3
     adds the chapter's facts, which an older file lacks until it is analysed
-    (:func:`datajourney.chapters.registry.analysed`), so the conversion is the version bump."""
+    (:func:`datajourney.book.registry.analysed`), so the conversion is the version bump."""
     return {**d, "schema": SCHEMA}
 
 

@@ -1,7 +1,7 @@
 """A new chapter from the template: ``python -m datajourney.book.scaffold 13 my_slug "My title"`` writes
 ``datajourney/chapters/c13_my_slug/`` (params, experiment, analysis, page), ``notebooks/13_my_slug.ipynb``
-(its parameters cell generated from ``Params``) and the chapter's line in ``_toc.yml``. The template
-measures one thing (the time to sum a list, over several runs) through the whole protocol, so the new
+(its parameters cell generated from ``Params``) and the chapter's line in ``_toc.yml``, before the conclusion.
+The template measures one thing (the time to sum a list, over several runs) through the whole protocol, so the new
 chapter runs, renders and passes the suite before its own experiment replaces that measurement."""
 from __future__ import annotations
 
@@ -39,10 +39,17 @@ def create(number: int, slug: str, title: str, root: Path = REPO_ROOT) -> Path:
     nb["cells"][1]["source"] = [line + "\n" for line in lines[:-1]] + [lines[-1]]
     (root / "notebooks" / f"{name}.ipynb").write_text(json.dumps(nb, indent=1) + "\n")
     toc = root / "_toc.yml"
-    text = toc.read_text()
-    last = re.findall(r"^      - file: notebooks/\S+\n", text, re.M)[-1]
-    toc.write_text(text.replace(last, last + f"      - file: notebooks/{name}\n", 1))
+    toc.write_text(toc_with(toc.read_text(), name))
     return folder
+
+
+def toc_with(text: str, name: str) -> str:
+    """The table of contents ``text`` with notebook ``name`` among the chapters, in number order, before the
+    conclusion (the last chapter, which diagnoses all the others)."""
+    lines = re.findall(r"^      - file: notebooks/(\S+)\n", text, re.M)
+    later = [n for n in lines[:-1] if n > name] + lines[-1:]  # the conclusion stays last
+    anchor = f"      - file: notebooks/{later[0]}\n"
+    return text.replace(anchor, f"      - file: notebooks/{name}\n" + anchor, 1)
 
 
 def main(argv=None) -> int:

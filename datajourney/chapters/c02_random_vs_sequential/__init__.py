@@ -4,3 +4,5 @@ random small-file reads vs one sequential shard, in plain Python.
 """
 
 TITLE = 'Random vs sequential reads'
+#: The key result the front page shows (a fact key, or ? and a declared question's key; what it measures).
+HEADLINE = ('cold_gap', 'one shard read in order ÷ shuffled small files, cold')

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from datajourney.chapters.c02_random_vs_sequential.analysis import analyse as _analyse
 from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold: the notebook's chart labels
     UNDECIDED_WORDS,
     ColdVerdict,
     cold_label,
-    facts_of,
+    facts_reader,
     guest_cold,
     spread_summary,
     table_of,
@@ -25,6 +26,9 @@ from datajourney.core import phrasing as say
 from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening, num, pct, size_label
 from datajourney.core.stats import mean
+
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(_analyse)
 
 #: A drop in bandwidth from one read size to the next larger one smaller than this (relative)
 #: is not worth a comment.

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from datajourney.chapters.c03_dataloader.analysis import CHAPTER, hand_over_fit, speedups, transfer_cost
+from datajourney.chapters.c03_dataloader.analysis import analyse as _analyse
 from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE
 from datajourney.chapters.common import (
     IPC_CHAPTER,  # noqa: F401
@@ -17,7 +18,7 @@ from datajourney.chapters.common import (
     STORAGE_CHAPTER,
     cold_label,
     cold_verdict,
-    facts_of,
+    facts_reader,
     ipc_crossref,  # noqa: F401
     latency_stats,
     over_runs,
@@ -29,6 +30,9 @@ from datajourney.core import phrasing as say
 from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening, num, pct
 from datajourney.core.stats import mean
+
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(_analyse)
 
 LABELS = {"small_files": "small files, shuffled", "shard": "shard, shuffled",
           "shard_in_order": "shard, in order (published design)"}
@@ -551,7 +555,8 @@ def first_batch_note(facts) -> str:
 
 
 def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
-    """What chapter 2 measured: this run's result when the run holds one, else the reference run's."""
+    """What chapter 2 measured, from the facts it exported: this run's result when the run holds one, else the
+    reference run's."""
     from datajourney.core import results
 
     path = Path(results.resolve_run_dir(run_dir)) / f"{STORAGE_CHAPTER}.json"
@@ -563,10 +568,11 @@ def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
         whose = f"on the reference host ({r.run_id})" if r is not None else ""
     if r is None:
         return "Chapter 2 has not been run here, and no reference result of it is committed."
-    from datajourney.chapters import registry
-
-    facts = registry.analysed(r).facts
-    c = facts.get("cold_gap")
+    facts = r.facts  # what chapter 2 exported, as stored: its tables and code are not read here
+    if facts is None:
+        return ("Chapter 2's result holds no facts (it was written before they were stored; "
+                "`python -m datajourney.book.analyse` stores them).")
+    c = facts.get("cold_gap") if "cold_gap" in facts.exports else None
     if c is None or c.number is None:
         return ""
     return (f"Chapter 2 measured, {whose}, in plain Python: {say.text(facts[c.of].label)} ran "

@@ -9,6 +9,7 @@ import pandas as pd
 
 from datajourney.chapters.c06_pcie import analysis
 from datajourney.chapters.c06_pcie.analysis import CHAPTER, _events
+from datajourney.chapters.c06_pcie.analysis import analyse as _analyse
 from datajourney.chapters.c06_pcie.rules import (
     MIN_COPY_OVER_JITTER,
     OVERLAPS,
@@ -17,13 +18,16 @@ from datajourney.chapters.c06_pcie.rules import (
     TOO_SHORT,
     verdict,
 )
-from datajourney.chapters.common import facts_of
+from datajourney.chapters.common import facts_reader
 from datajourney.core import findings as fx
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts, host_label
 from datajourney.core.findings import Action, Finding, Opening, size_label
 from datajourney.core.units import MiB
 from datajourney.toolkit import transfer
+
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(_analyse)
 
 #: Two clocks "agree" when their medians differ by less than this share.
 CLOCKS_AGREE = 0.05

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from datajourney.chapters.c07_full_picture.params import Params
 from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
@@ -49,7 +50,7 @@ def image_workload(res) -> dict | None:
     sc = res.table("scenarios") if "scenarios" in res.tables else pd.DataFrame()
     rd = res.table("readers") if "readers" in res.tables else pd.DataFrame()
     steps = res.table("steps") if "steps" in res.tables else pd.DataFrame()
-    b = int(res.parameters["batch_size"]) if "batch_size" in (res.parameters or {}) else 64
+    b = int(Params.value_of(res, "batch_size"))
     step_ms, step_kind = float(c["step_ms"].mean()), "eager"
     g = res.table("graphed_ceiling") if "graphed_ceiling" in res.tables else pd.DataFrame()
     if not g.empty and float(g["step_ms"].mean()) < step_ms:
@@ -264,8 +265,7 @@ def _recipes(res, f: Facts, st: pd.DataFrame) -> None:
 
 def loader_snippet(res, workers: int) -> str:
     """The ``DataLoader(...)`` of this chapter's loop with ``workers`` filled in, as this run built it."""
-    args = [f"batch_size={int(res.parameters['batch_size'])}" if "batch_size" in (res.parameters or {}) else
-            "batch_size=64", "shuffle=True", f"num_workers={workers}"]
+    args = [f"batch_size={int(Params.value_of(res, 'batch_size'))}", "shuffle=True", f"num_workers={workers}"]
     if res.metadata.get("device") == "cuda":
         args.append("pin_memory=True")
     if workers:

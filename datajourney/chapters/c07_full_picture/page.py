@@ -8,6 +8,7 @@ import pandas as pd
 
 from datajourney.chapters.c07_full_picture import analysis
 from datajourney.chapters.c07_full_picture.analysis import CHAPTER
+from datajourney.chapters.c07_full_picture.analysis import analyse as _analyse
 from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
@@ -19,7 +20,7 @@ from datajourney.chapters.c07_full_picture.reading import (
     scenario_stats,
     scenarios,
 )
-from datajourney.chapters.common import facts_of
+from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.findings import (
@@ -40,6 +41,9 @@ from datajourney.core.findings import (
 )
 from datajourney.core.findings import num as fx_num
 from datajourney.toolkit.imagenet import MEAN, STD
+
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(_analyse)
 
 
 def _md_stats(res) -> pd.DataFrame:
@@ -1124,15 +1128,17 @@ def findings(facts) -> list[Finding]:
 
 
 # --------------------------------------------------------------------------- the opening
-def _uint8_snippet(nice: bool, device: str) -> str:
-    """Batches as uint8, normalised on ``device`` with the loader's mean and std (and nice workers)."""
+def _uint8_snippet(nice: bool, device: str, workers: int, batch_size: int | None) -> str:
+    """Batches as uint8, normalised on ``device`` with the loader's mean and std (and nice workers), with the
+    workers and batch size the run measured the recipe at."""
     lines = ["import os", "import torch", "from torch.utils.data import DataLoader", "",
              "# the Dataset returns each decoded image as uint8 (C, H, W):", "# a quarter of float32's bytes"]
+    args = ", ".join([f"batch_size={batch_size}"] * (batch_size is not None) + [f"num_workers={workers}"])
     if nice:
-        lines += ["loader = DataLoader(", "    dataset, batch_size=64, num_workers=8,",
+        lines += ["loader = DataLoader(", f"    dataset, {args},",
                   f"    worker_init_fn=lambda _: os.nice({WORKER_NICE}),  # workers yield the CPU", ")"]
     else:
-        lines += ["loader = DataLoader(dataset, batch_size=64, num_workers=8)"]
+        lines += [f"loader = DataLoader(dataset, {args})"]
     to = f'x.to("{device}", non_blocking=True)' if device == "cuda" else "x"
     mean = ", ".join(f"{v:g}" for v in MEAN)
     std = ", ".join(f"{v:g}" for v in STD)
@@ -1209,8 +1215,9 @@ def _action_uint8(facts: Facts) -> Action | None:
     device = facts.data.get("device") or "cpu"
     on = say.where("normalise", device)
     if c.number > 1 and not c.level:
+        batch = (facts.data.get("image_workload") or {}).get("batch_size")
         return Action(f"Send uint8 batches and normalise them {on}{how}: {say.comparison(c, facts)}.",
-                      _uint8_snippet("nice" in remedy, device))
+                      _uint8_snippet("nice" in remedy, device, int(facts[c.of].setting["workers"]), batch))
     return Action(f"Keep normalising in the workers: uint8 batches normalised {on}{how} ran "
                   f"{say.comparison(c, facts)}.")
 

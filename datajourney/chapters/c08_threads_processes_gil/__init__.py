@@ -4,3 +4,5 @@ threads, processes and the GIL - the multiprocess DataLoader against thread pipe
 """
 
 TITLE = 'Threads, processes and the GIL'
+#: The key result the front page shows (a fact key, or ? and a declared question's key; what it measures).
+HEADLINE = ('?image_decode.loader', 'worker processes or threads for decoding photos')

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c08_threads_processes_gil import choice
-from datajourney.chapters.c08_threads_processes_gil.params import LABELS, THREADED
+from datajourney.chapters.c08_threads_processes_gil.params import LABELS, THREADED, Params
 from datajourney.core import stats
 from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, measured
@@ -566,9 +566,9 @@ def _dataloader_snippet(res, workers: int, decoder: str) -> str:
     p = res.parameters
     pin = res.metadata.get("device") == "cuda"
     return (f"# the Dataset decodes with {decoder_name(decoder)}\n"
-            f"loader = DataLoader(dataset, batch_size={p['batch_size'] if 'batch_size' in p else 64}, "
+            f"loader = DataLoader(dataset, batch_size={Params.value_of(p, 'batch_size')}, "
             f"num_workers={workers}, pin_memory={pin},\n"
-            f"                    prefetch_factor={p['prefetch_factor'] if 'prefetch_factor' in p else 2}, "
+            f"                    prefetch_factor={Params.value_of(p, 'prefetch_factor')}, "
             "persistent_workers=True)")
 
 
@@ -576,8 +576,8 @@ def _threads_snippet(res, kind: str, c: int, decoder: str, shape: dict | None = 
     """The winning thread loader as code, with this run's threads, batch and image size filled in (``shape``: the
     batch-decode pipeline's images per task and threads)."""
     p = res.parameters
-    size = p["out_size"] if "out_size" in p else 224
-    batch = p["batch_size"] if "batch_size" in p else 64
+    size = Params.value_of(p, "out_size")
+    batch = Params.value_of(p, "batch_size")
     gpu = res.metadata.get("device") == "cuda"
     if kind == "spdl_batch" and shape:
         k, t = int(shape["images_per_task"]), int(shape["threads"])
@@ -847,7 +847,7 @@ def gpu_share_facts(res) -> list[Fact]:
     mv = m[m["loader"] == "nvjpeg"] if not m.empty else m
     if nv.empty or mv.empty or not ceil:
         return []
-    bs = int(res.parameters["batch_size"]) if "batch_size" in res.parameters else 64
+    bs = int(Params.value_of(res, "batch_size"))
     rate = float(nv["mean"].iloc[0])
     dec_ms, step_ms = bs / rate * 1e3, bs / float(ceil["images_per_s"]) * 1e3
     pred, got = step_ms / (step_ms + dec_ms), float(mv["pct_of_ceiling"].iloc[0]) / 100

@@ -10,7 +10,8 @@ import pandas as pd
 from datajourney.chapters import published
 from datajourney.chapters.c08_threads_processes_gil import analysis
 from datajourney.chapters.c08_threads_processes_gil import params as gil
-from datajourney.chapters.common import facts_of
+from datajourney.chapters.c08_threads_processes_gil.analysis import analyse as _analyse
+from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Fact, Facts
@@ -28,6 +29,9 @@ from datajourney.core.findings import (
     times,
 )
 from datajourney.core.stats import mean
+
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(_analyse)
 
 THREADED = gil.THREADED
 CHAPTER = analysis.CHAPTER

@@ -19,9 +19,10 @@ from datajourney.chapters.c10_mmap_vs_read.analysis import (  # noqa: F401 - use
     per_call_cost,
     posix_counts,
 )
+from datajourney.chapters.c10_mmap_vs_read.analysis import analyse as _analyse
 from datajourney.chapters.c10_mmap_vs_read.analysis import headline_cache as _cache_for_headline
 from datajourney.chapters.c10_mmap_vs_read.analysis import largest as _largest
-from datajourney.chapters.common import facts_of
+from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.findings import (
@@ -33,6 +34,9 @@ from datajourney.core.findings import (
     size_label,
 )
 from datajourney.core.results import Result
+
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(_analyse)
 
 # ---------------------------------------------------------------------------- key results
 

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c11_gpu_to_gpu import analysis_loss as efficiency
+from datajourney.chapters.c11_gpu_to_gpu.params import Params
 from datajourney.chapters.c11_gpu_to_gpu.reading import HOST_PATHS, predict_comm, rung_label
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured
@@ -159,7 +160,7 @@ class _Run:
         self.cuda = bool(md.get("cuda"))
         self.n = int(md.get("world", 1))
         self.path0 = "direct" if md.get("backend") == "nccl" else "gloo"
-        self.cap = int(res.parameters["bucket_cap_mb"]) if "bucket_cap_mb" in res.parameters else 2000
+        self.cap = int(Params.value_of(res, "bucket_cap_mb"))
         parts = [t for t in (_opt(res, "rungs"), _opt(res, "scale_rungs")) if len(t)]
         self.rungs = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
         wparts = [t for t in (_opt(res, "windows"), _opt(res, "scale_windows")) if len(t)]
@@ -559,8 +560,9 @@ def _transports(res) -> dict:
     return {str(job): {str(v): int(c) for v, c in g["via"].value_counts().items()} for job, g in t.groupby("job")}
 
 
-def snippet(row, cuda: bool) -> str:
-    """The DDP call (and communication hook) of a rung as the run made it, from its row (Python that compiles)."""
+def snippet(row, cuda: bool, res=None) -> str:
+    """The DDP call (and communication hook) of a rung as the run made it, from its row (Python that compiles);
+    a hook state the row does not record is the run's parameter (``res``'s, else the declared default)."""
     args = [f"bucket_cap_mb={int(row['bucket_cap_mb'])}"]
     args += [f"{k}=True" for k, on in (("static_graph", row["static_graph"]),
                                        ("gradient_as_bucket_view", row["bucket_view"])) if on]
@@ -573,8 +575,10 @@ def snippet(row, cuda: bool) -> str:
     elif row["hook"] == "powersgd":
         hs = row["hook_state"] if "hook_state" in row else None
         st = json.loads(hs) if isinstance(hs, str) else {}
-        rank = int(st["matrix_approximation_rank"]) if "matrix_approximation_rank" in st else 1
-        start = int(st["start_powerSGD_iter"]) if "start_powerSGD_iter" in st else 2
+        rank = int(st["matrix_approximation_rank"] if "matrix_approximation_rank" in st
+                   else Params.value_of(res or {}, "powersgd_rank"))
+        start = int(st["start_powerSGD_iter"] if "start_powerSGD_iter" in st
+                    else Params.value_of(res or {}, "powersgd_start_iter"))
         lines[0:0] = ["from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook"]
         lines += ["state = powerSGD_hook.PowerSGDState(",
                   f"    process_group=None, matrix_approximation_rank={rank},",
@@ -587,7 +591,7 @@ def _snippets(run: _Run) -> dict:
     out = {}
     for path in (run.path0, *HOST_ORDER):
         for rung in run.ddp_rungs(run.n, path):
-            out[f"{path}:{rung}"] = snippet(run.row(run.n, path, rung), run.cuda)
+            out[f"{path}:{rung}"] = snippet(run.row(run.n, path, rung), run.cuda, run.res)
     return out
 
 

@@ -8,12 +8,16 @@ import pandas as pd
 
 from datajourney.chapters.c11_gpu_to_gpu import analysis
 from datajourney.chapters.c11_gpu_to_gpu.analysis import CHAPTER, PATH_ENV, option_words, path_words
+from datajourney.chapters.c11_gpu_to_gpu.analysis import analyse as _analyse
 from datajourney.chapters.c11_gpu_to_gpu.reading import MIN_JOB_S, link_kind, parse_topology, rung_label
-from datajourney.chapters.common import facts_of
+from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.findings import Action, Finding, Opening, num, size_label
 from datajourney.toolkit.collectives import bench_summary
+
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(_analyse)
 
 __all__ = ["CHAPTER", "TOPO_LEGEND", "size_label"]
 

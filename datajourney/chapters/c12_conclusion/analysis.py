@@ -14,7 +14,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c12_conclusion.params import SOURCES
 from datajourney.core.answers import KEEPS_UP
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, host_label, measured
 
@@ -78,6 +77,21 @@ def inputs(res) -> dict[str, Facts]:
     """The facts each source chapter exported into this result (chapter -> Facts)."""
     return {ch: Facts.from_dict(v["facts"]) for ch, v in (res.metadata.get("inputs") or {}).items()
             if isinstance(v, dict) and v.get("facts")}
+
+
+def sources(res) -> list[str]:
+    """The chapters this diagnosis reads, in order: those the run gathered facts from and those it found
+    missing (the harness names them from the book's chapters, so a new chapter is among them)."""
+    return sorted({*res.metadata.get("found", []), *res.metadata.get("missing", [])})
+
+
+def checklist_rows(found: dict[str, Facts]) -> list[tuple[str, str]]:
+    """The checklist's (chapter, key) rows: :data:`CHECKLIST`, then for a chapter it does not name, every key
+    that chapter exports (its declared questions as ``?<key>``), so a new chapter is checked as it stands."""
+    named = {ch for ch, _ in CHECKLIST}
+    extra = [(ch, QUESTION + k if src.advice_for(k) is not None else k)
+             for ch, src in sorted(found.items()) if ch not in named for k in src.exports]
+    return CHECKLIST + extra
 
 
 def _data(found: dict[str, Facts], chapter: str, name: str):
@@ -315,15 +329,16 @@ def analyse(res) -> Facts:
     facts.data["hosts"] = {ch: v.get("host") for ch, v in (res.metadata.get("inputs") or {}).items()
                            if isinstance(v, dict)}
     facts.data["host"] = host_label(res.fingerprint)
-    facts.data["missing"] = [c for c in SOURCES if c not in found]
+    facts.data["missing"] = [c for c in sources(res) if c not in found]
     facts.data["image_workload"] = w or None
     facts.data["image_words"] = _data(found, "07_full_picture", "workload")
     facts.data["padding_shares"] = _data(found, "05_padding_tax", "padding_shares")
     facts.data["storage_curve"] = _data(found, "02_random_vs_sequential", "storage_curve")
     facts.data["pcie_curve"] = _data(found, "06_pcie", "pcie_curve")
     facts.data["storage_guest_cold"] = _data(found, "02_random_vs_sequential", "guest_cold")
-    facts.data["checklist"] = [dict(chapter=ch, key=k) for ch, k in CHECKLIST]
-    for ch, k in CHECKLIST:
+    rows = checklist_rows(found)
+    facts.data["checklist"] = [dict(chapter=ch, key=k) for ch, k in rows]
+    for ch, k in rows:
         src = found.get(ch, Facts(ch))
         if k.startswith(QUESTION):  # a question: the chapter's verdict, repeated
             a = src.advice_for(k[1:])

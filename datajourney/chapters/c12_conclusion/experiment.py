@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from datajourney.chapters.c12_conclusion.params import SOURCES, Params
+from datajourney.chapters.c12_conclusion.params import Params
 from datajourney.core import results
 from datajourney.core.facts import host_label
 from datajourney.core.params import ParameterError
@@ -22,11 +22,11 @@ from datajourney.core.params import ParameterError
 CHAPTER = "12_conclusion"
 
 
-def collect(src) -> dict:
+def collect(src, sources) -> dict:
     """The stored facts of each source chapter's result file in ``src`` (chapter -> run id, host, facts);
     a file without facts (written before schema 3) or unreadable is left out."""
     out = {}
-    for ch in SOURCES:
+    for ch in sources:
         f = Path(src) / f"{ch}.json"
         if not f.is_file():
             continue
@@ -62,12 +62,13 @@ def measure_token_step(p: Params) -> dict:
                       steps=p.token_steps, device=device)
 
 
-def gather(res: results.Result, src) -> results.Result:
-    """``res`` with the facts the source chapters in ``src`` exported, as its inputs (the harness analyses
-    them; a re-rendered run gathers the other chapters' facts again as they are now)."""
-    res.metadata["inputs"] = collect(src)
+def gather(res: results.Result, src, sources) -> results.Result:
+    """``res`` with the facts the chapters ``sources`` (the book's other chapters, which the harness names)
+    exported in ``src``, as its inputs (the harness analyses them; a re-rendered run gathers the other
+    chapters' facts again as they are now); the chapters without a result there are named as missing."""
+    res.metadata["inputs"] = collect(src, sources)
     res.metadata["found"] = sorted(res.metadata["inputs"])
-    res.metadata["missing"] = [c for c in SOURCES if c not in res.metadata["inputs"]]
+    res.metadata["missing"] = [c for c in sources if c not in res.metadata["inputs"]]
     return res
 
 
@@ -81,4 +82,4 @@ def measure(p: Params, context) -> None:
         step = measure_token_step(p)
         res.add("token_step", pd.DataFrame({"step": range(1, len(step["step_ms"]) + 1), "ms": step["step_ms"]}))
         res.metadata["token_step"] = {k: v for k, v in step.items() if k != "step_ms"}
-    gather(res, src)
+    gather(res, src, context.sources)

@@ -13,7 +13,6 @@ import pandas as pd
 from datajourney.chapters import published
 from datajourney.chapters.c12_conclusion import analysis
 from datajourney.chapters.c12_conclusion.analysis import AU_MIN, IMAGE_TENSOR_BYTES, UNITS
-from datajourney.chapters.registry import lookup
 from datajourney.core import charts, phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening, num
@@ -110,9 +109,14 @@ def hop_label(facts: Facts, workload: str, key: str) -> str:
     return HOP_NAMES.get(key) or phrasing.text(key)
 
 
+def chapter_number(ch: str) -> int:
+    """The number of the chapter whose result file is named ``ch`` ('07_full_picture' -> 7)."""
+    return int(ch[:2])
+
+
 def chapter_link(ch: str) -> str:
     """A Markdown link to chapter ``ch`` (a sibling notebook of this page: MyST resolves it to its page)."""
-    return f"[chapter {lookup(ch).number}]({lookup(ch).name}.ipynb)"
+    return f"[chapter {chapter_number(ch)}]({ch}.ipynb)"
 
 
 def _weakest_sentence(facts: Facts, wl: str) -> str:
@@ -206,7 +210,7 @@ def findings(facts: Facts) -> list[Finding]:
     if t is not None:
         out.append(Finding("token_step", f"**The token step** (timed here): {phrasing.value(t)}.", t.number, t.unit))
     found, missing = facts.data.get("found", []), facts.data.get("missing", [])
-    text = f"**Coverage**: this diagnosis reads {len(found)} of the {len(analysis.SOURCES)} chapters it uses"
+    text = f"**Coverage**: this diagnosis reads {len(found)} of the {len(found) + len(missing)} chapters it uses"
     text += (f"; missing: {', '.join(chapter_link(c) for c in missing)}." if missing else ", all of them.")
     out.append(Finding("coverage", text, len(found), ""))
     return out
@@ -286,7 +290,7 @@ def hops_display(res, workload: str) -> pd.DataFrame:
     rows = []
     for h in _hops(facts, workload):
         v = h["capacity"]
-        rows.append({"hop": hop_label(facts, workload, h["hop"]), "chapter": lookup(h["chapter"]).number,
+        rows.append({"hop": hop_label(facts, workload, h["hop"]), "chapter": chapter_number(h["chapter"]),
                      f"rate ({unit})": num(v, unit, with_unit=False) if v is not None else "not run",
                      "against the step's need": ("—" if d is None or v is None or h["hop"] == "gpu"
                                                  else phrasing.comparison(
@@ -345,6 +349,15 @@ def _cell(f, facts) -> str:
     return f"{subject.label}: {phrasing.comparison(f, baseline=basis.label)}"  # an HTML cell: escaped there
 
 
+def _practice(facts: Facts, ch: str, key: str) -> str:
+    """What a checklist row of a chapter :data:`PRACTICE` does not name checks: its fact's or question's label."""
+    k = f"{ch[:2]}.{key.removeprefix(analysis.QUESTION)}"
+    a = facts.advice_for(k) if key.startswith(analysis.QUESTION) else None
+    f = facts.get(k) if a is None else None
+    return (a.question if a is not None and a.question else
+            f.label if f is not None and f.label else key.removeprefix(analysis.QUESTION))
+
+
 #: A checklist cell whose fact its chapter flagged as impossible (a rate above its ceiling, say).
 FLAGGED_CELL = "flagged: a measurement problem in this run (see the chapter)"
 
@@ -354,7 +367,8 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
     source chapter's own fact, copied into the diagnosis."""
     mine, theirs = res.facts, (ref.facts if ref is not None and ref is not res and ref.facts is not None else None)
     rows = []
-    for ch, key in analysis.CHECKLIST:
+    rows_of = mine.data.get("checklist") or [dict(chapter=ch, key=k) for ch, k in analysis.CHECKLIST]
+    for ch, key in ((r["chapter"], r["key"]) for r in rows_of):
         if key.startswith(analysis.QUESTION):  # a question: the chapter's verdict, its gain's published figure
             a = mine.advice_for(f"{ch[:2]}.{key[1:]}")
             b = theirs.advice_for(f"{ch[:2]}.{key[1:]}") if theirs is not None else None
@@ -370,7 +384,8 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
             theirs_cell = _cell(o, theirs) if o is not None else "—"
             mine_cell, theirs_cell = (FLAGGED_CELL if facts is not None and facts.flagged(f"{ch[:2]}.{key}") else c
                                       for facts, c in ((mine, mine_cell), (theirs, theirs_cell)))
-        rows.append({"chapter": lookup(ch).number, "practice": PRACTICE.get((ch, key), key), "this run": mine_cell,
+        practice = PRACTICE.get((ch, key)) or _practice(mine, ch, key)
+        rows.append({"chapter": chapter_number(ch), "practice": practice, "this run": mine_cell,
                      "reference host": theirs_cell,
                      "published": f"{fig.text} ({fig.metric})" if fig is not None else "—"})
     df = pd.DataFrame(rows)

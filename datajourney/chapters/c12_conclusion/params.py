@@ -5,10 +5,6 @@ from dataclasses import dataclass
 
 from datajourney.core.params import ChapterParams, param
 
-#: The chapters whose exported facts the diagnosis reads.
-SOURCES = ("02_random_vs_sequential", "03_dataloader", "04_cpu_starvation", "05_padding_tax", "06_pcie",
-           "07_full_picture", "08_threads_processes_gil", "09_reading_smarter", "10_mmap_vs_read", "11_gpu_to_gpu")
-
 
 @dataclass
 class Params(ChapterParams):

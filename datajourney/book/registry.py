@@ -10,6 +10,9 @@ with ``CHAPTER``, ``preflight(params) -> Plan`` and ``measure(plan, context)`` (
 ``page.py`` with ``opening(facts)`` and ``findings(facts)`` (it only words facts). The pieces are
 checked by their attributes (:meth:`Chapter.verify`). Chapter 12 and the front page read other
 chapters' *facts* from result files, never their modules.
+
+The registry is book machinery: no chapter imports it (a contract says so). Importing it loads no chapter
+package: the folders are found by name, and a chapter's modules (its title too) are imported when asked for.
 """
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ from pathlib import Path
 from datajourney.core.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-CHAPTER_DIR = Path(__file__).resolve().parent
+CHAPTER_DIR = Path(__file__).resolve().parents[1] / "chapters"
+#: The package that holds the chapter folders.
+CHAPTERS_PACKAGE = "datajourney.chapters"
 #: The files every chapter folder holds, and the names each must define.
 PIECES = {"__init__.py": ("TITLE",), "params.py": ("Params",),
           "experiment.py": ("CHAPTER", "preflight", "measure"), "analysis.py": ("analyse", "EXPORTS"),
@@ -37,12 +42,42 @@ class ChapterError(RuntimeError):
 class Chapter:
     number: int
     slug: str
-    title: str
     #: the chapter's package, e.g. ``datajourney.chapters.c02_random_vs_sequential``
     package: str
-    #: whether it measures anything (chapter 1 shows the machine's fingerprint only: its
-    #: ``preflight`` has nothing to check and the runner need not call it)
-    measures: bool = True
+
+    @property
+    def title(self) -> str:
+        """The chapter's title (its package's ``TITLE``)."""
+        return importlib.import_module(self.package).TITLE
+
+    @property
+    def measures(self) -> bool:
+        """Whether it measures anything (chapter 1 shows the machine's fingerprint only: its ``preflight``
+        has nothing to check and the runner need not call it); the package's ``MEASURES``, True unless it says."""
+        return getattr(importlib.import_module(self.package), "MEASURES", True)
+
+    @property
+    def diagnosed(self) -> bool:
+        """Whether the diagnosis (chapter 12) reads this chapter's exported facts: every chapter that measures a
+        hop, unless its package says ``DIAGNOSED = False`` (chapter 1: the machine, not a hop)."""
+        return getattr(importlib.import_module(self.package), "DIAGNOSED", True)
+
+    @property
+    def headline(self) -> tuple[str, str] | None:
+        """The chapter's key result for the front page: its package's ``HEADLINE``, (fact key, or ``?`` + a
+        question's key; what it measures), or None when it names none."""
+        h = getattr(importlib.import_module(self.package), "HEADLINE", None)
+        return tuple(h) if h else None
+
+    @property
+    def min_gpus(self) -> int:
+        """The GPUs a host needs to run the chapter (its package's ``MIN_GPUS``; 0 when it says none)."""
+        return int(getattr(importlib.import_module(self.package), "MIN_GPUS", 0))
+
+    @property
+    def exports(self) -> tuple[str, ...]:
+        """The fact and question keys the chapter's analysis exports to other pages (its ``EXPORTS``)."""
+        return tuple(self.piece("analysis").EXPORTS)
 
     @property
     def name(self) -> str:
@@ -103,7 +138,8 @@ def missing_pieces(folder: Path) -> list[str]:
 
 
 def discover(root: Path = CHAPTER_DIR) -> list[Chapter]:
-    """The chapters under ``root``, in order; a folder missing a piece raises :class:`ChapterError`."""
+    """The chapters under ``root``, in order, found by their folders' names (nothing imported); a folder
+    missing a piece raises :class:`ChapterError`."""
     out = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and _FOLDER.fullmatch(p.name)):
         missing = missing_pieces(folder)
@@ -111,9 +147,7 @@ def discover(root: Path = CHAPTER_DIR) -> list[Chapter]:
             raise ChapterError(f"chapter folder {folder.name} lacks {', '.join(missing)} "
                                f"(every chapter has: {', '.join(PIECES)})")
         number, slug = _FOLDER.fullmatch(folder.name).groups()
-        package = f"{__package__}.{folder.name}"
-        init = importlib.import_module(package)
-        out.append(Chapter(int(number), slug, init.TITLE, package, getattr(init, "MEASURES", True)))
+        out.append(Chapter(int(number), slug, f"{CHAPTERS_PACKAGE}.{folder.name}"))
     return out
 
 
@@ -137,6 +171,13 @@ def analysed(result):
     if result is not None and result.facts is None:
         result.facts = lookup(result.chapter).analyse(result)
     return result
+
+
+def sources(of: str) -> tuple[str, ...]:
+    """The chapters whose exported facts chapter ``of``'s diagnosis reads: every other chapter it is not one
+    of the :attr:`Chapter.diagnosed` exceptions of, in order (a new chapter folder is among them)."""
+    me = lookup(of).name
+    return tuple(c.name for c in CHAPTERS if c.name != me and c.diagnosed)
 
 
 def available() -> list[Chapter]:
