@@ -93,10 +93,18 @@ def residency_note(df: pd.DataFrame, what: str = "runs", cold: str = "cold") -> 
 IPC_CHAPTER = "08_threads_processes_gil"
 
 
+def exported(r, key: str) -> Fact | None:
+    """The fact ``key`` that the result ``r`` stored and its chapter exports, else None (no result, no stored
+    facts, or a key the chapter keeps to itself): the one way a chapter reads another chapter's result."""
+    fs = getattr(r, "facts", None)
+    return fs.get(key) if fs is not None and key in fs.exports else None
+
+
 def ipc_crossref(run_dir=None, reference_host: str | None = None) -> str:
     """A pointer to chapter 8's IPC section with what it measured: this run's chapter 8 result when the run
     holds one, else the reference run's; the extra time per batch through one worker process at its
-    smallest batch size."""
+    smallest batch size, read from the facts chapter 8 exported (``ipc.main_ms``, ``ipc.worker_ms``,
+    ``ipc.extra_ms``), never from its tables."""
     from datajourney.core import results
 
     path = Path(results.resolve_run_dir(run_dir)) / f"{IPC_CHAPTER}.json"
@@ -106,18 +114,17 @@ def ipc_crossref(run_dir=None, reference_host: str | None = None) -> str:
         r = results.load_reference(IPC_CHAPTER, reference_host)
         whose = f"on the reference host ({r.run_id})" if r is not None else ""
     link = f"[chapter 8, section 4]({IPC_CHAPTER}.ipynb)"
-    ipc = r.table("ipc") if r is not None and "ipc" in r.tables else pd.DataFrame()
-    if ipc.empty or not {"batch_size", "workers", "ms_per_batch"} <= set(ipc.columns):
+    if r is None:
         return f"{link} measures the cost of moving a batch between processes on its own; it has no result here yet."
-    bs = int(ipc["batch_size"].min())
-    g = ipc[ipc["batch_size"] == bs].groupby("workers")["ms_per_batch"].mean()
-    if 0 not in g.index or 1 not in g.index:
-        return f"{link} measures the cost of moving a batch between processes on its own."
-    extra = float(g[1] - g[0])
+    main, one, extra = (exported(r, f"ipc.{k}_ms") for k in ("main", "worker", "extra"))
+    if any(f is None or f.number is None for f in (main, one, extra)):
+        return (f"{link} measures the cost of moving a batch between processes on its own; it was not measured "
+                f"{whose}.")
+    bs = int(one.setting["batch_size"])
     return (f"{link} measures that cost on its own, with already decoded images so that moving them is all the "
-            f"loader does: {whose}, a batch of {bs} images took {num(float(g[1]), 'ms')} through one worker process "
-            f"against {num(float(g[0]), 'ms')} in the main process ("
-            + (f"{num(extra, 'ms')} more)." if extra > 0 else "no extra cost measured).")
+            f"loader does: {whose}, a batch of {bs} images took {num(one.number, 'ms')} through one worker process "
+            f"against {num(main.number, 'ms')} in the main process ("
+            + (f"{num(extra.number, 'ms')} more)." if extra.number > 0 else "no extra cost measured).")
             + " One worker can only be slower than none when that cost outweighs what it overlaps.")
 
 
@@ -277,7 +284,7 @@ def cold_verdict(res) -> ColdVerdict:
 def exported_verdict(r2, source: str) -> ColdVerdict | None:
     """The cold verdict chapter 2's result ``r2`` stored as its exported fact ``cold_state``, said to come from
     ``source``; None when it stores none (no facts, or no latency check)."""
-    f = r2.facts.get("cold_state") if r2.facts is not None and "cold_state" in r2.facts.exports else None
+    f = exported(r2, "cold_state")
     if f is None or f.value is None:
         return None
     s = f.setting

@@ -1,11 +1,12 @@
 """Chapter 8's facts: what its result shows, typed and named, no prose (the page words them).
 
-Every number the page's opening, key results and advice use is computed here from the result's tables:
-the primitive scaling (threads against processes at their peaks), the per-operation contention, the best
-thread pipeline against the best DataLoader end to end (throughput, CPU and memory), the time to the first
-batch by start method, the epoch's memory, the model-fed runs, the SPDL question (section 8) and the loader
-advice; with ``facts.data["photo_decode"]`` for chapter 12. The summaries the page's tables and charts show
-(:func:`loader_summary`, :func:`primitive_summary`, ...) live here too, so that both read one computation."""
+Every number the page's opening, key results and advice use is computed here from the result's tables: the
+primitive scaling (threads against processes at their peaks), the per-operation contention, the best thread
+pipeline against the best DataLoader end to end (throughput, CPU and memory), the time to the first batch by
+start method, the cost of moving a batch between processes (for chapters 3 and 7), the epoch's memory, the
+model-fed runs, the SPDL question (section 8) and the loader advice; with ``facts.data["photo_decode"]`` for
+chapter 12. The summaries the page's tables and charts show (:func:`loader_summary`, :func:`primitive_summary`,
+...) live here too, so that both read one computation."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,7 +36,7 @@ EXPORTS = ("primitives", "contention", "end_to_end", "cost", "first_batch", "moo
            "photo_decode", "paper.gain.warm", "paper.gain.cold", "paper.decoder.warm", "paper.parallelism.warm",
            "paper.decoder_share.warm", "paper.parallelism_share.warm", "paper.cpu_ratio.warm", "paper.best_threads",
            "paper.limit", "paper.best.gil_busy_share", "paper.best.cpu_ms_per_image",
-           "image_decode.loader")
+           "image_decode.loader", "ipc.main_ms", "ipc.worker_ms", "ipc.extra_ms")
 
 
 #: The SPDL question's best thread configuration, named apart from section 3's "best thread pipeline" (cold).
@@ -511,6 +512,27 @@ def first_batch_facts(res) -> list[Fact]:
     return out
 
 
+def ipc_facts(res) -> list[Fact]:
+    """Moving a batch between processes on its own (already decoded images): ms per batch at the smallest
+    batch size measured, in the main process and through one worker process, and the worker's extra time;
+    exported for the pages of chapters 3 and 7, which point here where one worker meets none."""
+    ipc = _table(res, "ipc")
+    if ipc.empty or not {"batch_size", "workers", "ms_per_batch"} <= set(ipc.columns):
+        return []
+    bs = int(ipc["batch_size"].min())
+    at = ipc[ipc["batch_size"] == bs]
+    main, one = at[at["workers"] == 0]["ms_per_batch"], at[at["workers"] == 1]["ms_per_batch"]
+    if main.empty or one.empty:
+        return []
+    fm = measured("ipc.main_ms", main, unit="ms", label=f"a batch of {bs} decoded images in the main process",
+                  quantity="time", better="lower", setting=dict(batch_size=bs, workers=0))
+    fw = measured("ipc.worker_ms", one, unit="ms", label=f"a batch of {bs} decoded images through one worker process",
+                  quantity="time", better="lower", setting=dict(batch_size=bs, workers=1))
+    extra = fw.number - fm.number if fw.number is not None and fm.number is not None else None
+    return [fm, fw, Fact("ipc.extra_ms", extra, "ms", "one worker process's extra time per batch", "time", "lower",
+                         setting=dict(batch_size=bs, workers=1))]
+
+
 def epoch_facts(res) -> list[Fact]:
     """Each DataLoader worker's private memory at the end of an epoch, paths in a Python list against a NumPy
     array, and the thread pipeline's growth over the same epoch."""
@@ -865,7 +887,7 @@ def gpu_share_facts(res) -> list[Fact]:
 
 def analyse(res) -> Facts:
     facts = Facts(CHAPTER, exports=EXPORTS)
-    for part in (primitive_facts, contention_facts, end_to_end_facts, first_batch_facts, epoch_facts,
+    for part in (primitive_facts, contention_facts, end_to_end_facts, first_batch_facts, ipc_facts, epoch_facts,
                  moonshot_facts, paper_facts, decoder_facts, cpu_split_facts, epoch_note_facts, startup_facts,
                  collate_facts, gpu_share_facts):
         facts.add(*part(res))
