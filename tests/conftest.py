@@ -1,14 +1,13 @@
 """Shared fixtures: small data sets, and one ci-profile run of every notebook per session."""
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import pytest
+from helpers import has_nan, in_ci, tracked_digest  # noqa: F401  (also imported from here)
 
 from datajourney.book import runner, sphinx_ext
-from datajourney.core.paths import REPO_ROOT
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,19 +27,6 @@ def ci_run(tmp_path_factory, data_dir) -> Path:
                       progress=False)
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def tracked_digest() -> str:
-    """A digest of the committed book: notebooks, reference results, book configuration."""
-    h = hashlib.sha256()
-    for p in sorted([*REPO_ROOT.glob("notebooks/*.ipynb"), *REPO_ROOT.glob("data/reference/**/*.json"),
-                     REPO_ROOT / "_config.yml", REPO_ROOT / "_toc.yml"]):
-        h.update(p.name.encode() + p.read_bytes())
-    return h.hexdigest()
-
-
 @pytest.fixture(scope="session")
 def tracked_before() -> str:
     return tracked_digest()
@@ -51,9 +37,3 @@ def run_book(tracked_before, ci_run) -> Path:
     """The book of a reader's run (ci profile), built with warnings as errors; its html directory."""
     return sphinx_ext.build(ci_run).parent
 
-
-def has_nan(text: str) -> bool:
-    """A computed text that printed a missing number ('nan' as a word, not 'NAND')."""
-    import re
-
-    return re.search(r"\bnan\b", text, re.I) is not None

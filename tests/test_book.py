@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import tracked_digest as _tracked_digest
+from helpers import tracked_digest as _tracked_digest
 
 from datajourney.book import sphinx_ext
 from datajourney.chapters import registry as chapters

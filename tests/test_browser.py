@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import in_ci
+from helpers import in_ci
 
 from datajourney.book import sphinx_ext
 
