@@ -8,6 +8,8 @@ import pytest
 from helpers import has_nan, in_ci, tracked_digest  # noqa: F401  (also imported from here)
 
 from datajourney.book import runner, sphinx_ext
+from datajourney.chapters import registry as chapters
+from datajourney.core import results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,6 +29,16 @@ def ci_run(tmp_path_factory, data_dir) -> Path:
                       progress=False)
 
 
+@pytest.fixture
+def committed(tmp_path, monkeypatch) -> Path:
+    """Promotions go to ``tmp/repo/data/reference`` and ``tmp/repo/notebooks``; returns ``tmp/repo``."""
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    monkeypatch.setattr(results, "REFERENCE_DIR", repo / "data" / "reference")
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", repo / "notebooks")
+    return repo
+
+
 @pytest.fixture(scope="session")
 def tracked_before() -> str:
     return tracked_digest()
@@ -37,3 +49,23 @@ def run_book(tracked_before, ci_run) -> Path:
     """The book of a reader's run (ci profile), built with warnings as errors; its html directory."""
     return sphinx_ext.build(ci_run).parent
 
+
+@pytest.fixture(scope="session")
+def reference_book(tmp_path_factory) -> Path:
+    """The committed reference book, built with warnings as errors, once a session; its html directory."""
+    return sphinx_ext.build(None, path_output=tmp_path_factory.mktemp("reference-book")).parent
+
+
+
+#: The session fixtures that take minutes. Their tests run first and, under pytest-xdist's ``--dist loadgroup``
+#: (``./journey test``), in one worker: each is made once a session while the other worker runs the rest.
+SHARED = ("ci_run", "run_book", "reference_book")
+
+
+def pytest_collection_modifyitems(config, items):
+    shared = [i for i in items if set(SHARED) & set(getattr(i, "fixturenames", ()))]
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in shared:
+            item.add_marker(pytest.mark.xdist_group("shared-runs"))
+    ids = {id(i) for i in shared}
+    items[:] = shared + [i for i in items if id(i) not in ids]
