@@ -57,15 +57,33 @@ def reference_book(tmp_path_factory) -> Path:
 
 
 
-#: The session fixtures that take minutes. Their tests run first and, under pytest-xdist's ``--dist loadgroup``
-#: (``./journey test``), in one worker: each is made once a session while the other worker runs the rest.
-SHARED = ("ci_run", "run_book", "reference_book")
+#: The session fixtures that take minutes. Their tests run first and, under pytest-xdist (``./journey test``), in
+#: one worker: each is made once a session while the other worker runs the rest. (test_browser's ``book_html``
+#: asks for one of the books by name when it runs, so it is named here too.)
+SHARED = ("ci_run", "run_book", "reference_book", "book_html")
+TESTS = Path(__file__).resolve().parent
+
+
+def _shared(item) -> bool:
+    return bool(set(SHARED) & set(getattr(item, "fixturenames", ())))
 
 
 def pytest_collection_modifyitems(config, items):
-    shared = [i for i in items if set(SHARED) & set(getattr(i, "fixturenames", ()))]
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in shared:
-            item.add_marker(pytest.mark.xdist_group("shared-runs"))
-    ids = {id(i) for i in shared}
-    items[:] = shared + [i for i in items if id(i) not in ids]
+    items.sort(key=lambda i: not _shared(i))   # stable: the shared runs' tests first, each part in its order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Every test of a file that names a shared fixture in one unit of work (one worker), each other test its own
+    (xdist's --dist loadgroup cannot group by fixture: the scheduler sees test ids only)."""
+    import re
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    names = re.compile(r"\b(" + "|".join(SHARED) + r")\b")
+    files = {p.name for p in TESTS.glob("test_*.py") if names.search(p.read_text())}
+
+    class SharedRunsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return "shared-runs" if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in files else nodeid
+
+    return SharedRunsTogether(config, log)

@@ -43,8 +43,6 @@ from datajourney.core.facts import best
 from datajourney.core.params import BOOK_OPTIONS, parameters_cell
 from datajourney.core.paths import REPO_ROOT
 
-ROOT = REPO_ROOT
-
 
 # --------------------------------------------------------------------------- every chapter
 def _references():
@@ -101,11 +99,8 @@ def test_notebook_parameters_cell_is_generated_from_params(ch):
 
 
 # --------------------------------------------------------------------------- chapter 2
-# Chapter 2 on the facts layer: its analysis gives the numbers the page used to compute, its page words
-# them (following the data), its parameters are declared once, and strings from a result stay text.
 CH02 = "02_random_vs_sequential"
 HOSTS02 = [h for h in ("h200", "h100") if (results.REFERENCE_DIR / h / f"{CH02}.json").exists()]
-FOLDER02 = Path(an02.__file__).parent
 
 
 def _means02(df, **where):
@@ -204,12 +199,8 @@ def test_c02_spread_notes_word_the_facts_data():
     assert "The first run was the slowest." not in rev
 
 # --------------------------------------------------------------------------- chapter 3
-# Chapter 3 on the facts layer: its analysis gives the numbers the page used to compute, its page words
-# them (following the data), its parameters are declared once, its advice names its synthetic workload,
-# and strings from a result stay text.
 CH03 = "03_dataloader"
 HOSTS03 = [h for h in ("h200", "h100") if (results.REFERENCE_DIR / h / f"{CH03}.json").exists()]
-FOLDER03 = Path(an03.__file__).parent
 
 
 def _steady03(e, **where):
@@ -329,11 +320,6 @@ def test_c03_first_batch_and_spread_notes_word_facts():
     assert ("No configuration varied" in pg03.spread_notes(f)) == (not f.data["spread"])
 
 # --------------------------------------------------------------------------- chapter 4
-# Chapter 4 on the facts layer: the analysis reproduces the page's old numbers from the reference result,
-# its workload is named as the synthetic one it is, findings follow reversed data, parameters are declared once,
-# and strings from a result never reach the page unescaped.
-CHAPTER_DIR04 = Path(an04.__file__).parent
-NOTEBOOK04 = Path(__file__).resolve().parents[1] / "notebooks" / "04_cpu_starvation.ipynb"
 
 
 def _ref04():
@@ -460,11 +446,6 @@ def test_c04_au_drift_sentence_follows_reversed_data():
     assert "× less than the measured compute share" in note and "more than the measured" not in note
 
 # --------------------------------------------------------------------------- chapter 5
-# Chapter 5 on the facts layer: the analysis reproduces the page's old numbers from the reference result,
-# findings follow reversed data, parameters are declared once, and strings from a result never reach the page
-# unescaped.
-CHAPTER_DIR05 = Path(an05.__file__).parent
-NOTEBOOK05 = Path(__file__).resolve().parents[1] / "notebooks" / "05_padding_tax.ipynb"
 
 
 def _ref05():
@@ -627,11 +608,7 @@ def test_c05_collator_note_follows_the_check():
     assert "different position ids" in pg05.collator_note(an05.analyse(with_tables(ref, collator=c)))
 
 # --------------------------------------------------------------------------- chapter 6
-# Chapter 6 on the facts layer: the analysis of the committed reference results gives the numbers the
-# tables give, the findings follow reversed data, no parameter is read with ``.get``, the notebook's
-# parameters cell is the Params', and a hostile string in the result never reaches the page unescaped.
-ROOT06 = Path(__file__).resolve().parents[1]
-REFS06 = [p for p in (ROOT06 / "data/reference/h200/06_pcie.json", ROOT06 / "data/reference/h100/06_pcie.json")
+REFS06 = [p for p in (REPO_ROOT / "data/reference/h200/06_pcie.json", REPO_ROOT / "data/reference/h100/06_pcie.json")
         if p.is_file()]
 
 
@@ -778,12 +755,7 @@ def test_c06_a_share_above_100_percent_is_not_called_a_share():
     assert "**76%** of a 256 MiB copy hid behind matrix products" in op2.findings[-1].text
 
 # --------------------------------------------------------------------------- chapter 7
-# Chapter 7 on the facts layer: the analysis of the committed reference results gives the numbers the
-# tables give (and the image workload chapter 12 computed from them), the findings follow reversed data, no
-# parameter is read with ``.get``, the notebook's parameters cell is the Params', a hostile string in the
-# result never reaches the page unescaped, and the AU chart keeps its legend beside the plot.
-ROOT07 = Path(__file__).resolve().parents[1]
-REF07 = ROOT07 / "data/reference/h200/07_full_picture.json"
+REF07 = REPO_ROOT / "data/reference/h200/07_full_picture.json"
 
 
 def _runs07(res, fmt, w, col, variant="default"):
@@ -927,20 +899,15 @@ def test_c07_advice_keeps_the_baseline_when_the_best_is_level_with_it():
     assert "faster than ImageFolder with 0 workers" in pg07._action_workers(fast).text
 
 # --------------------------------------------------------------------------- chapter 8
-# Chapter 8 on the facts layer: the analysis of the committed reference results (H200 and H100) gives the key
-# results the page computed before (computed again here from the tables), chapter 12's photo_decode, the loader
-# advice; the findings follow reversed data; no parameter is read with ``.get``; the notebook's parameters cell is
-# the Params'; a hostile string in the result never reaches the page unescaped.
-ROOT08 = Path(__file__).resolve().parents[1]
 CHAPTER08 = "08_threads_processes_gil"
-HOSTS08 = [h for h in ("h200", "h100") if (ROOT08 / f"data/reference/{h}/{CHAPTER08}.json").is_file()]
+HOSTS08 = [h for h in ("h200", "h100") if (REPO_ROOT / f"data/reference/{h}/{CHAPTER08}.json").is_file()]
 #: The key results the page computed before the facts layer (tests/data/reference_findings.json).
-BEFORE08 = json.loads((ROOT08 / "tests/data/reference_findings.json").read_text())["values"]
-BEFORE_COMMIT08 = json.loads((ROOT08 / "tests/data/reference_findings.json").read_text())["commit"]
+BEFORE08 = json.loads((REPO_ROOT / "tests/data/reference_findings.json").read_text())["values"]
+BEFORE_COMMIT08 = json.loads((REPO_ROOT / "tests/data/reference_findings.json").read_text())["commit"]
 
 
 def _load08(host: str):
-    res = results.Result.load(ROOT08 / f"data/reference/{host}/{CHAPTER08}.json")
+    res = results.Result.load(REPO_ROOT / f"data/reference/{host}/{CHAPTER08}.json")
     res.facts = None
     return res
 
@@ -952,8 +919,8 @@ def _old08(host: str):
     import tempfile
 
     try:
-        text = subprocess.run(["git", "show", f"{BEFORE_COMMIT08}:data/reference/{host}/{CHAPTER08}.json"], cwd=ROOT08,
-                              capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(["git", "show", f"{BEFORE_COMMIT08}:data/reference/{host}/{CHAPTER08}.json"],
+                              cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
     except (subprocess.CalledProcessError, FileNotFoundError):
         return None
     with tempfile.TemporaryDirectory() as d:
@@ -1089,7 +1056,7 @@ def test_c08_findings_follow_reversed_data():
 
 
 def test_c08_notebook_opens_with_the_page_module():
-    nb = json.loads((ROOT08 / f"notebooks/{CHAPTER08}.ipynb").read_text())
+    nb = json.loads((REPO_ROOT / f"notebooks/{CHAPTER08}.ipynb").read_text())
     src = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert "opening.show(page, res, ref, is_reference_run=is_reference_run)" in src
     assert "opening.evidence(page, res, ref, is_reference_run=is_reference_run)" in src
@@ -1198,12 +1165,8 @@ def test_c08_paper_note_gives_shares_only_of_a_gain_both_factors_made():
     assert "slower than the DataLoader with Pillow" in warm and "different ways" in warm
 
 # --------------------------------------------------------------------------- chapter 9
-# Chapter 9 on the facts layer: the analysis gives the numbers the page used to compute (checked here from the
-# tables, independently), the findings follow reversed data, no parameter is read with a fallback default, the
-# notebook's parameters cell is the declared one, and a hostile string in the result never reaches Markdown as HTML.
 CHAPTER09 = "09_reading_smarter"
 HOSTS09 = [h for h in results.reference_hosts() if results.load_reference(CHAPTER09, h) is not None]
-FOLDER09 = Path(pg09.__file__).parent
 #: The notes under the notebook's tables and charts, each worded from facts.
 NOTES09 = (pg09.gpu_note, pg09.gds_note, pg09.asked_seen_note, pg09.random_note, pg09.readahead_more, pg09.latency_note,
          pg09.drift_note, pg09.pipeline_note, pg09.ceilings_text)
@@ -1436,11 +1399,7 @@ def test_c09_a_thread_plateau_blames_the_device_only_when_nothing_went_past_it()
     assert "the device (or what serves it) saturates there" in text and "not the device" not in text
 
 # --------------------------------------------------------------------------- chapter 10
-# Chapter 10 on the facts layer: the analysis gives the numbers the page used to compute (checked here from the
-# tables, independently), the findings follow reversed data, no parameter is read with a fallback default, the
-# notebook's parameters cell is the declared one, and a hostile string in the result never reaches Markdown as HTML.
 CHAPTER10 = "10_mmap_vs_read"
-FOLDER10 = Path(pg10.__file__).parent
 #: The notes under the notebook's tables and charts, each worded from facts.
 NOTES10 = (pg10.loader_note, pg10.checkpoint_note, pg10.data_note, pg10.calls_note, pg10.spans_note, pg10.theory_note,
          pg10.overhead_note, pg10.workers_note, pg10.workers_cause_note)
@@ -1629,11 +1588,7 @@ def test_c10_workers_cause_note_follows_reversed_data(ref10):
     assert "faster than it" in note and "no slowdown to explain" in note
 
 # --------------------------------------------------------------------------- chapter 11
-# Chapter 11 on the facts layer: the analysis finds in the reference results what an independent reading of
-# their tables finds, the page's words follow reversed data, parameters are declared once, and a hostile string
-# in a result stays text.
 CH11 = "11_gpu_to_gpu"
-FOLDER11 = REPO_ROOT / "datajourney" / "chapters" / "c11_gpu_to_gpu"
 
 
 def _refs11():
