@@ -1,14 +1,15 @@
 """Shared fixtures: small data sets, and one ci-profile run of every notebook per session."""
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import pytest
+from helpers import has_nan, in_ci, tracked_digest  # noqa: F401  (also imported from here)
 
+from datajourney.book import registry as chapters
 from datajourney.book import runner, sphinx_ext
-from datajourney.core.paths import REPO_ROOT
+from datajourney.core import results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,17 +29,14 @@ def ci_run(tmp_path_factory, data_dir) -> Path:
                       progress=False)
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def tracked_digest() -> str:
-    """A digest of the committed book: notebooks, reference results, book configuration."""
-    h = hashlib.sha256()
-    for p in sorted([*REPO_ROOT.glob("notebooks/*.ipynb"), *REPO_ROOT.glob("data/reference/**/*.json"),
-                     REPO_ROOT / "_config.yml", REPO_ROOT / "_toc.yml"]):
-        h.update(p.name.encode() + p.read_bytes())
-    return h.hexdigest()
+@pytest.fixture
+def committed(tmp_path, monkeypatch) -> Path:
+    """Promotions go to ``tmp/repo/data/reference`` and ``tmp/repo/notebooks``; returns ``tmp/repo``."""
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    monkeypatch.setattr(results, "REFERENCE_DIR", repo / "data" / "reference")
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", repo / "notebooks")
+    return repo
 
 
 @pytest.fixture(scope="session")
@@ -52,8 +50,40 @@ def run_book(tracked_before, ci_run) -> Path:
     return sphinx_ext.build(ci_run).parent
 
 
-def has_nan(text: str) -> bool:
-    """A computed text that printed a missing number ('nan' as a word, not 'NAND')."""
+@pytest.fixture(scope="session")
+def reference_book(tmp_path_factory) -> Path:
+    """The committed reference book, built with warnings as errors, once a session; its html directory."""
+    return sphinx_ext.build(None, path_output=tmp_path_factory.mktemp("reference-book")).parent
+
+
+
+#: The session fixtures that take minutes. Their tests run first and, under pytest-xdist (``./journey test``), in
+#: one worker: each is made once a session while the other worker runs the rest. (test_browser's ``book_html``
+#: asks for one of the books by name when it runs, so it is named here too.)
+SHARED = ("ci_run", "run_book", "reference_book", "book_html")
+TESTS = Path(__file__).resolve().parent
+
+
+def _shared(item) -> bool:
+    return bool(set(SHARED) & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda i: not _shared(i))   # stable: the shared runs' tests first, each part in its order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Every test of a file that names a shared fixture in one unit of work (one worker), each other test its own
+    (xdist's --dist loadgroup cannot group by fixture: the scheduler sees test ids only)."""
     import re
 
-    return re.search(r"\bnan\b", text, re.I) is not None
+    from xdist.scheduler import LoadScopeScheduling
+
+    names = re.compile(r"\b(" + "|".join(SHARED) + r")\b")
+    files = {p.name for p in TESTS.glob("test_*.py") if names.search(p.read_text())}
+
+    class SharedRunsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return "shared-runs" if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in files else nodeid
+
+    return SharedRunsTogether(config, log)

@@ -18,6 +18,7 @@ import nbformat
 import pandas as pd
 import pytest
 import yaml
+from helpers import CH7, file_tree, finished_run, notebook_dir, one_line, small_result
 
 from datajourney.book import registry as chapters
 from datajourney.book import report, runner
@@ -27,60 +28,9 @@ from datajourney.core.params import ParameterError, writable_dir
 from datajourney.toolkit import datasets
 
 PY = sys.executable
-KERNELSPEC = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-CH7 = "07_full_picture"
-
-
-def _one_line(err: str, *needles) -> str:
-    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("note: ")]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
-
-
-def _tree(d: Path) -> dict:
-    """Every file under ``d`` (relative path -> bytes)."""
-    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()} if d.exists() else {}
 
 
 # --------------------------------------------------------------------------- a finished run, and where promote writes
-def _result(run_id: str, chapter: str = CH7, value: float = 1.0) -> results.Result:
-    res = results.Result(chapter=chapter, run_id=run_id, parameters={"steps": 5}, fingerprint={})
-    res.add("t", pd.DataFrame({"a": [value]}))
-    return res
-
-
-def _run(tmp_path: Path, run_id: str, names=(CH7,), value: float = 1.0, parameters=None) -> Path:
-    """A finished run of ``names`` with result files, executed notebooks (with an injected cell) and run.json."""
-    run = tmp_path / run_id
-    (run / "notebooks").mkdir(parents=True)
-    entries = []
-    for name in names:
-        _result(run_id, name, value).save(run)
-        params = parameters if parameters is not None else {"run_dir": str(run), "reference_host": "h200"}
-        nb = nbformat.v4.new_notebook(cells=[
-            nbformat.v4.new_code_cell("run_dir = None", metadata={"tags": ["parameters"]}),
-            nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in params.items()),
-                                      metadata={"tags": ["injected-parameters", "remove-cell"]}),
-            nbformat.v4.new_code_cell("print(run_id)", outputs=[  # the same code in every run, its own output
-                nbformat.v4.new_output("stream", name="stdout", text=f"print({run_id!r})\n")])],
-            metadata=dict(KERNELSPEC))
-        nb.metadata["papermill"] = {"parameters": params}
-        nbformat.write(nb, run / "notebooks" / f"{name}.ipynb")
-        entries.append({"chapter": name, "status": "ok", "parameters": params})
-    (run / "run.json").write_text(json.dumps({"run_id": run_id, "status": "ok", "chapters": entries}))
-    return run
-
-
-@pytest.fixture
-def committed(tmp_path, monkeypatch) -> Path:
-    """Promotions go to ``tmp/repo/data/reference`` and ``tmp/repo/notebooks``; returns ``tmp/repo``."""
-    repo = tmp_path / "repo"
-    (repo / "notebooks").mkdir(parents=True)
-    monkeypatch.setattr(results, "REFERENCE_DIR", repo / "data" / "reference")
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", repo / "notebooks")
-    return repo
 
 
 def _promoted_from(repo: Path) -> set[str]:
@@ -98,35 +48,35 @@ def _promoted_from(repo: Path) -> set[str]:
     {"run_dir": [1, {"a": {"b": 2}}], "steps": {"__class__": "x"}, "x y": 3},
 ], ids=["code-name", "unknown-name", "name-with-space"])
 def test_promote_refuses_parameters_a_chapter_does_not_declare(tmp_path, committed, capsys, params):
-    run = _run(tmp_path, "r1")
+    run = finished_run(tmp_path, "r1")
     rec = json.loads((run / "run.json").read_text())
     rec["chapters"][0]["parameters"] = params
     (run / "run.json").write_text(json.dumps(rec))
     assert main(["promote", str(run), "--host", "h200"]) == 2
-    _one_line(capsys.readouterr().err, "run.json", "07_full_picture's own")
-    assert _tree(committed / "data") == {} and _tree(committed / "notebooks") == {}
+    one_line(capsys.readouterr().err, "run.json", "07_full_picture's own")
+    assert file_tree(committed / "data") == {} and file_tree(committed / "notebooks") == {}
 
 
 def test_promote_refuses_a_notebook_whose_injected_parameters_are_not_plain(tmp_path, committed, capsys):
-    run = _run(tmp_path, "r1")
+    run = finished_run(tmp_path, "r1")
     nb = nbformat.read(run / "notebooks" / f"{CH7}.ipynb", as_version=4)
     nb.metadata["papermill"]["parameters"] = {"run_dir": "/x", "evil = __import__('os'); y": 1}
     nbformat.write(nb, run / "notebooks" / f"{CH7}.ipynb")
     assert main(["promote", str(run), "--host", "h200"]) == 2
-    _one_line(capsys.readouterr().err, f"{CH7}.ipynb")
-    assert _tree(committed / "notebooks") == {}
+    one_line(capsys.readouterr().err, f"{CH7}.ipynb")
+    assert file_tree(committed / "notebooks") == {}
 
 
 def test_book_run_refuses_a_tampered_run_record_before_building(tmp_path, monkeypatch, capsys):
     from datajourney.book import sphinx_ext
 
     monkeypatch.setattr(sphinx_ext, "build", lambda *a, **k: pytest.fail("the book was built"))
-    run = _run(tmp_path, "r1")
+    run = finished_run(tmp_path, "r1")
     rec = json.loads((run / "run.json").read_text())
     rec["chapters"][0]["parameters"]["os.system('id')"] = 1
     (run / "run.json").write_text(json.dumps(rec))
     assert main(["book", "--run", str(run)]) == 2
-    _one_line(capsys.readouterr().err, str(run / "run.json"))
+    one_line(capsys.readouterr().err, str(run / "run.json"))
 
 
 # --------------------------------------------------------------------------- values of a run are text, not markup
@@ -198,19 +148,10 @@ def test_write_atomic_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch
 def test_result_files_are_0644_under_the_usual_umask(tmp_path):
     old = os.umask(0o022)
     try:
-        path = _result("r").save(tmp_path)
+        path = small_result("r").save(tmp_path)
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
-
-
-def _notebook_dir(d: Path, *cells: str) -> Path:
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("run_dir = None", metadata={"tags": ["parameters"]}),
-        *(nbformat.v4.new_code_cell(c) for c in cells)], metadata=KERNELSPEC)
-    d.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, d / "01_introduction.ipynb")
-    return d
 
 
 def _no_temporaries(run_dir: Path) -> None:
@@ -219,7 +160,7 @@ def _no_temporaries(run_dir: Path) -> None:
 
 
 def test_full_disk_while_publishing_the_notebook_is_one_line_and_recorded(tmp_path, monkeypatch):
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook_dir(tmp_path / "nb", "x = 1"))
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(tmp_path / "nb", "x = 1"))
     _enospc_for(monkeypatch, r"^\.01_introduction\.ipynb\.")
     with pytest.raises(runner.RunError) as e:
         runner.run(["1"], profile="ci", results_root=tmp_path / "res", run_id="full", progress=False)
@@ -264,7 +205,7 @@ def test_full_disk_while_papermill_writes_leaves_no_truncated_notebook(tmp_path,
         return f
 
     monkeypatch.setattr(papermill.iorw, "open", fake_open, raising=False)
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook_dir(tmp_path / "nb", "x = 1", "y = 2"))
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(tmp_path / "nb", "x = 1", "y = 2"))
     with pytest.raises(runner.RunError) as e:
         runner.run(["1"], profile="ci", results_root=tmp_path / "res", run_id="full", progress=False)
     run = tmp_path / "res" / "full"
@@ -281,7 +222,7 @@ def test_full_disk_in_the_kernel_names_the_result_file(tmp_path, monkeypatch):
     cell = ("import errno, os\nfrom datajourney.core import results\n"
             "os.write = lambda fd, b: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device'))\n"
             "results.Result(chapter='01_introduction', run_id='k', parameters={}, fingerprint={}).save(run_dir)")
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook_dir(tmp_path / "nb", cell))
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(tmp_path / "nb", cell))
     with pytest.raises(runner.RunError) as e:
         runner.run(["1"], profile="ci", results_root=tmp_path / "res", run_id="k", progress=False)
     first = str(e.value).splitlines()[0]
@@ -296,18 +237,18 @@ def test_book_of_a_run_with_a_truncated_notebook_names_the_file(tmp_path, monkey
     from datajourney.book import sphinx_ext
 
     monkeypatch.setattr(sphinx_ext, "build", lambda *a, **k: pytest.fail("the book was built"))
-    run = _run(tmp_path, "r1")
+    run = finished_run(tmp_path, "r1")
     nb = run / "notebooks" / f"{CH7}.ipynb"
     nb.write_bytes(nb.read_bytes()[:200])
     assert main(["book", "--run", str(run)]) == 2
-    _one_line(capsys.readouterr().err, str(nb), "not a notebook")
+    one_line(capsys.readouterr().err, str(nb), "not a notebook")
 
 
 # --------------------------------------------------------------------------- promote is all or nothing
 def test_promote_cut_short_leaves_the_previous_reference(tmp_path, committed, monkeypatch, capsys):
     names = (CH7, "06_pcie")
-    assert main(["promote", str(_run(tmp_path, "old", names)), "--host", "h200"]) == 0
-    before = {**_tree(committed / "data"), **_tree(committed / "notebooks")}
+    assert main(["promote", str(finished_run(tmp_path, "old", names)), "--host", "h200"]) == 0
+    before = {**file_tree(committed / "data"), **file_tree(committed / "notebooks")}
     real = os.replace
     count = [0]
 
@@ -319,30 +260,30 @@ def test_promote_cut_short_leaves_the_previous_reference(tmp_path, committed, mo
         return real(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
-    assert main(["promote", str(_run(tmp_path, "new", names, value=2.0)), "--host", "h200"]) == 1
-    _one_line(capsys.readouterr().err, "promote: could not write", "put back")
-    assert {**_tree(committed / "data"), **_tree(committed / "notebooks")} == before
+    assert main(["promote", str(finished_run(tmp_path, "new", names, value=2.0)), "--host", "h200"]) == 1
+    one_line(capsys.readouterr().err, "promote: could not write", "put back")
+    assert {**file_tree(committed / "data"), **file_tree(committed / "notebooks")} == before
     assert not list(committed.rglob(".promote-*"))
 
 
 def test_promote_on_a_full_disk_changes_nothing_and_names_the_file(tmp_path, committed, monkeypatch, capsys):
-    assert main(["promote", str(_run(tmp_path, "old")), "--host", "h200"]) == 0
-    before = {**_tree(committed / "data"), **_tree(committed / "notebooks")}
+    assert main(["promote", str(finished_run(tmp_path, "old")), "--host", "h200"]) == 0
+    before = {**file_tree(committed / "data"), **file_tree(committed / "notebooks")}
     _enospc_for(monkeypatch, r"^\.07_full_picture\.ipynb\.")
-    assert main(["promote", str(_run(tmp_path, "new", value=2.0)), "--host", "h200"]) == 1
-    _one_line(capsys.readouterr().err, str(committed / "notebooks" / f"{CH7}.ipynb"), "No space left on device")
-    assert {**_tree(committed / "data"), **_tree(committed / "notebooks")} == before
+    assert main(["promote", str(finished_run(tmp_path, "new", value=2.0)), "--host", "h200"]) == 1
+    one_line(capsys.readouterr().err, str(committed / "notebooks" / f"{CH7}.ipynb"), "No space left on device")
+    assert {**file_tree(committed / "data"), **file_tree(committed / "notebooks")} == before
     assert not list(committed.rglob(".promote-*"))
 
 
 def test_an_ok_run_missing_a_result_file_is_not_promoted(tmp_path, committed, capsys):
-    assert main(["promote", str(_run(tmp_path, "old", (CH7, "06_pcie"))), "--host", "h200"]) == 0
-    before = {**_tree(committed / "data"), **_tree(committed / "notebooks")}
-    run = _run(tmp_path, "new", (CH7, "06_pcie"))
+    assert main(["promote", str(finished_run(tmp_path, "old", (CH7, "06_pcie"))), "--host", "h200"]) == 0
+    before = {**file_tree(committed / "data"), **file_tree(committed / "notebooks")}
+    run = finished_run(tmp_path, "new", (CH7, "06_pcie"))
     (run / "06_pcie.json").unlink()
     assert main(["promote", str(run), "--host", "h200"]) == 2
-    _one_line(capsys.readouterr().err, "06_pcie has no result file", str(run / "06_pcie.json"))
-    assert {**_tree(committed / "data"), **_tree(committed / "notebooks")} == before
+    one_line(capsys.readouterr().err, "06_pcie has no result file", str(run / "06_pcie.json"))
+    assert {**file_tree(committed / "data"), **file_tree(committed / "notebooks")} == before
 
 
 def test_a_second_promote_waits_for_the_first(tmp_path, committed):
@@ -351,7 +292,7 @@ def test_a_second_promote_waits_for_the_first(tmp_path, committed):
     fd = os.open(host, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)  # a promote in progress
     done = []
-    t = threading.Thread(target=lambda: done.append(runner.promote(_run(tmp_path, "b"), "h200")))
+    t = threading.Thread(target=lambda: done.append(runner.promote(finished_run(tmp_path, "b"), "h200")))
     t.start()
     time.sleep(1.0)
     assert not done and not (host / f"{CH7}.json").exists()  # it waits: nothing written meanwhile
@@ -362,7 +303,7 @@ def test_a_second_promote_waits_for_the_first(tmp_path, committed):
 
 def test_promotes_at_once_never_mix_two_runs(tmp_path, committed, monkeypatch):
     names = (CH7, "06_pcie")
-    runs = [_run(tmp_path, f"run{i}", names) for i in range(4)]
+    runs = [finished_run(tmp_path, f"run{i}", names) for i in range(4)]
     real = files.write_atomic
 
     def slow(path, data, **kw):  # staging takes a while: the promotes overlap
@@ -380,11 +321,11 @@ def test_promotes_at_once_never_mix_two_runs(tmp_path, committed, monkeypatch):
 
 @pytest.mark.parametrize("host", ["../../x", "/abs", "H200", "h 200", "", "-x", "a/b"])
 def test_host_is_a_plain_name(tmp_path, committed, capsys, host):
-    run = _run(tmp_path, "r1")
+    run = finished_run(tmp_path, "r1")
     for extra in ([], ["--extra"]):
         assert main(["promote", str(run), f"--host={host}", *extra]) == 2
-        _one_line(capsys.readouterr().err, "'--host'", "a plain host name")
-    assert _tree(committed / "data") == {} and not (tmp_path / "x").exists() and not Path("/abs").exists()
+        one_line(capsys.readouterr().err, "'--host'", "a plain host name")
+    assert file_tree(committed / "data") == {} and not (tmp_path / "x").exists() and not Path("/abs").exists()
 
 
 # --------------------------------------------------------------------------- relative paths mean one place
@@ -410,7 +351,7 @@ def test_relative_data_dir_is_resolved_once_for_checks_and_kernel(tmp_path, monk
 ], ids=["nan", "huge", "negative-bandwidth", "list-cell", "inf-in-metadata", "parameters-type", "table-type",
         "missing"])
 def test_tampered_result_is_one_line_naming_file_and_field(tmp_path, edit, field):
-    path = _result("r").save(tmp_path)
+    path = small_result("r").save(tmp_path)
     d = json.loads(path.read_text())
     edit(d)
     text = json.dumps(d)
@@ -425,7 +366,7 @@ def test_tampered_result_is_one_line_naming_file_and_field(tmp_path, edit, field
 
 @pytest.mark.parametrize("old", ["datajourney.result/1", "datajourney.result/2"])
 def test_older_schemas_are_read_and_saved_as_3(tmp_path, old):
-    path = _result("r").save(tmp_path)
+    path = small_result("r").save(tmp_path)
     d = json.loads(path.read_text())
     assert d["schema"] == "datajourney.result/3"
     d["schema"] = old
@@ -440,11 +381,11 @@ def test_book_of_a_run_with_a_tampered_result_names_file_and_field(tmp_path, mon
     from datajourney.book import sphinx_ext
 
     monkeypatch.setattr(sphinx_ext, "build", lambda *a, **k: pytest.fail("the book was built"))
-    run = _run(tmp_path, "r1")
+    run = finished_run(tmp_path, "r1")
     path = run / f"{CH7}.json"
     path.write_text(path.read_text().replace('"a": 1.0', '"a": 1e308'))
     assert main(["book", "--run", str(run)]) == 2
-    _one_line(capsys.readouterr().err, str(path), "tables.t[0].a")
+    one_line(capsys.readouterr().err, str(path), "tables.t[0].a")
 
 
 # --------------------------------------------------------------------------- first use of a new data directory, at once
@@ -509,7 +450,7 @@ sys.exit(cli.main(sys.argv[2:]))
 
 def test_non_ascii_path_under_the_c_locale_is_accepted(tmp_path):
     data = tmp_path / "dätä"
-    nb = _notebook_dir(tmp_path / "nb", "import json, os\nos.makedirs(data_dir)\n"
+    nb = notebook_dir(tmp_path / "nb", "import json, os\nos.makedirs(data_dir)\n"
                                         "open(os.path.join(run_dir, 'seen.json'), 'w').write(json.dumps(data_dir))")
     cell = nbformat.read(nb / "01_introduction.ipynb", as_version=4)
     cell.cells[0].source = "run_dir = None\ndata_dir = None"

@@ -16,8 +16,18 @@ import nbformat
 import pandas as pd
 import psutil
 import pytest
-from test_abuse import CH7, _one_line, _result, _run, _tree, committed  # noqa: F401 - committed is a fixture
-from test_reliability_runner import DRIVER, _gone, _notebook, _terminal_signals
+from helpers import (
+    CH7,
+    DRIVER,
+    cmdline,
+    file_tree,
+    finished_run,
+    notebook_dir,
+    one_line,
+    process_gone,
+    run_processes,
+    terminal_signals,
+)
 
 from datajourney.book import registry as chapters
 from datajourney.book import runner
@@ -107,7 +117,7 @@ def test_a_new_journal_directory_is_private(fake_sysfs, tmp_path):
 
 # --------------------------------------------------------------------------- item 3: symbolic links as run ids
 def test_replace_never_follows_a_symlinked_run_id(tmp_path, monkeypatch):
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(tmp_path / "nb", "x = 1"))
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(tmp_path / "nb", "x = 1"))
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "run.json").write_text(json.dumps({"run_id": "r", "status": "ok", "chapters": []}))
@@ -121,7 +131,7 @@ def test_replace_never_follows_a_symlinked_run_id(tmp_path, monkeypatch):
 
 
 def test_a_dangling_latest_is_repaired(tmp_path, monkeypatch):
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(tmp_path / "nb", "x = 1"))
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(tmp_path / "nb", "x = 1"))
     res = tmp_path / "res"
     a = runner.run(["1"], profile="ci", results_root=res, run_id="a", progress=False)
     (res / "latest").unlink()
@@ -150,24 +160,12 @@ def test_a_forked_child_dies_with_its_parent():
     p.kill()
     p.wait()
     deadline = time.monotonic() + 5
-    while not _gone(child) and time.monotonic() < deadline:
+    while not process_gone(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    alive = not _gone(child)
+    alive = not process_gone(child)
     if alive:
         os.kill(child, signal.SIGKILL)
     assert not alive, "the forked child outlived its killed parent"
-
-
-def _run_processes(token: str) -> list[int]:
-    """Processes whose environment holds ``token`` (every process a run started inherits it)."""
-    out = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.pid != os.getpid() and token in p.environ().get("DJ_TEST_RUN", "") and p.status() != "zombie":
-                out.append(p.pid)
-        except (psutil.Error, OSError):
-            pass
-    return out
 
 
 def _kill_all(pids) -> None:
@@ -184,24 +182,17 @@ def _killed_runner_leaves_nothing(cmd: list[str], token: str, when, cwd=None) ->
     left either way)."""
     env = {**os.environ, "DJ_TEST_RUN": token, "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         preexec_fn=_terminal_signals)
+                         preexec_fn=terminal_signals)
     deadline = time.monotonic() + 120
-    while p.poll() is None and time.monotonic() < deadline and not when(p, _run_processes(token)):
+    while p.poll() is None and time.monotonic() < deadline and not when(p, run_processes(token)):
         time.sleep(0.1)
     p.kill()
     p.wait()
     time.sleep(5)
-    left = _run_processes(token)
-    named = [f"{pid} {_cmdline(pid)}" for pid in left]
+    left = run_processes(token)
+    named = [f"{pid} {cmdline(pid)}" for pid in left]
     _kill_all(left)
     return named
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return " ".join(psutil.Process(pid).cmdline())[:160]
-    except psutil.Error:
-        return "(gone)"
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
@@ -211,7 +202,7 @@ def test_kill_9_of_the_runner_leaves_no_kernel_and_no_worker(tmp_path, method):
     kills the kernel's process group, the resource tracker included): kill -9 of the runner, and 5 s later
     neither the kernel nor a worker is left."""
     pids = tmp_path / "pids"
-    nb = _notebook(tmp_path / "nb",
+    nb = notebook_dir(tmp_path / "nb",
                    "import multiprocessing as mp, os, time\n"
                    f"ctx = mp.get_context({method!r})\n"
                    "ws = [ctx.Process(target=time.sleep, args=(300,)) for _ in range(2)]\n"
@@ -256,16 +247,16 @@ def test_kill_9_of_the_runner_at_20_points_of_chapters_3_8_and_11(tmp_path, data
 
 # --------------------------------------------------------------------------- item 5: promote takes no code from a run
 def test_promote_refuses_a_notebook_whose_code_was_altered(tmp_path, committed, capsys):  # noqa: F811
-    assert main(["promote", str(_run(tmp_path, "old")), "--host", "h200"]) == 0
-    before = {**_tree(committed / "data"), **_tree(committed / "notebooks")}
-    run = _run(tmp_path, "new", value=2.0)
+    assert main(["promote", str(finished_run(tmp_path, "old")), "--host", "h200"]) == 0
+    before = {**file_tree(committed / "data"), **file_tree(committed / "notebooks")}
+    run = finished_run(tmp_path, "new", value=2.0)
     f = run / "notebooks" / f"{CH7}.ipynb"
     nb = nbformat.read(f, as_version=4)
     nb.cells[-1].source = "print(run_id)\nimport os; os.system('touch /tmp/owned')"
     nbformat.write(nb, f)
     assert main(["promote", str(run), "--host", "h200"]) == 2
-    _one_line(capsys.readouterr().err, "cell 1 (code)", str(f), "os.system")
-    assert {**_tree(committed / "data"), **_tree(committed / "notebooks")} == before
+    one_line(capsys.readouterr().err, "cell 1 (code)", str(f), "os.system")
+    assert {**file_tree(committed / "data"), **file_tree(committed / "notebooks")} == before
 
 
 # --------------------------------------------------------------------------- item 6: numbers that fit a measurement
@@ -336,10 +327,10 @@ def test_a_relative_data_dir_variable_is_made_absolute_once(tmp_path, monkeypatc
 
 # --------------------------------------------------------------------------- item 8: no trailing newline in names
 def test_names_with_a_trailing_newline_are_refused(tmp_path, committed, capsys):  # noqa: F811
-    run = _run(tmp_path, "r1")
+    run = finished_run(tmp_path, "r1")
     assert main(["promote", str(run), "--host", "evil\n"]) == 2
     assert "a plain host name" in capsys.readouterr().err
-    assert _tree(committed / "data") == {}
+    assert file_tree(committed / "data") == {}
     with pytest.raises(ParameterError, match="'--run-id'"):
         runner._target(tmp_path, "r\n", "ci", False)
     rec = json.loads((run / "run.json").read_text())
@@ -350,7 +341,7 @@ def test_names_with_a_trailing_newline_are_refused(tmp_path, committed, capsys):
 
 # --------------------------------------------------------------------------- item 9: the parameters cell
 def test_a_notebook_without_its_parameters_cell_is_refused(tmp_path, monkeypatch):
-    nb_dir = _notebook(tmp_path / "nb", "x = 1")
+    nb_dir = notebook_dir(tmp_path / "nb", "x = 1")
     f = nb_dir / "01_introduction.ipynb"
     nb = nbformat.read(f, as_version=4)
     nb.cells[0].metadata["tags"] = []
@@ -377,7 +368,7 @@ def test_book_options_are_checked_before_anything_runs(tmp_path, chapter, name, 
 def test_as_reference_is_a_plain_host_name(tmp_path, capsys):
     rc = main(["run", "1", "--profile", "ci", "--results", str(tmp_path / "res"), "--as-reference", "../x"])
     assert rc == 2
-    _one_line(capsys.readouterr().err, "'--as-reference'", "a plain host name")
+    one_line(capsys.readouterr().err, "'--as-reference'", "a plain host name")
     assert not (tmp_path / "res").exists() or list((tmp_path / "res").iterdir()) == []
 
 
@@ -390,7 +381,7 @@ def test_promotes_to_two_hosts_take_turns(tmp_path, committed):  # noqa: F811
     fd = os.open(ref, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)  # a promote to another host in progress
     done = []
-    t = threading.Thread(target=lambda: done.append(runner.promote(_run(tmp_path, "b"), "h100")))
+    t = threading.Thread(target=lambda: done.append(runner.promote(finished_run(tmp_path, "b"), "h100")))
     t.start()
     time.sleep(1.0)
     assert not done and not (committed / "notebooks" / f"{CH7}.ipynb").exists()
@@ -422,11 +413,11 @@ runner.promote(run, "h200")
 
 def test_a_promote_killed_mid_swap_is_completed_by_the_next(tmp_path, committed):  # noqa: F811
     names = (CH7, "06_pcie")
-    runner.promote(_run(tmp_path, "old", names), "h200")
-    new = _run(tmp_path, "new", names, value=2.0)
+    runner.promote(finished_run(tmp_path, "old", names), "h200")
+    new = finished_run(tmp_path, "new", names, value=2.0)
     r = subprocess.run([PY, "-c", KILLED_PROMOTE, str(committed), str(new)], capture_output=True, text=True)
     assert r.returncode == -signal.SIGKILL, r.stderr
-    runner.promote(_run(tmp_path, "side", (CH7,)), "h200", side=results.REPEAT_DIR)  # any later promote
+    runner.promote(finished_run(tmp_path, "side", (CH7,)), "h200", side=results.REPEAT_DIR)  # any later promote
     host = committed / "data" / "reference" / "h200"
     assert {results.Result.load(host / f"{n}.json").run_id for n in names} == {"new"}
     shown = {nbformat.read(committed / "notebooks" / f"{n}.ipynb", as_version=4).cells[-1].outputs[0].text
@@ -469,7 +460,7 @@ def test_a_killed_kernel_that_left_read_ahead_kb_changed_names_the_restore_comma
                                                                                     fake_sysfs):
     f, state = fake_sysfs
     monkeypatch.setenv("DATAJOURNEY_STATE_DIR", str(state))
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(
         tmp_path / "nb", "import os, signal\nfrom pathlib import Path\nfrom datajourney.toolkit import sysfs\n"
                          f"with sysfs.changed(Path({str(f)!r}), 4096):\n    os.kill(os.getpid(), signal.SIGKILL)"))
     with pytest.raises(runner.RunError) as e:
@@ -479,7 +470,6 @@ def test_a_killed_kernel_that_left_read_ahead_kb_changed_names_the_restore_comma
     assert sysfs.restore_pending(state)[0]["restored_to"] == "256" and f.read_text() == "256\n"
 
 
-
 def test_a_fork_server_and_its_workers_die_with_the_kernel():
     """multiprocessing's fork server is started by fork + exec, so no fork hook reaches it: it and the worker
     it forks must still die when the process that started it is killed (chapter 8 starts one)."""
@@ -487,7 +477,6 @@ def test_a_fork_server_and_its_workers_die_with_the_kernel():
     import sys
     import time
 
-    import psutil
 
     code = ("import multiprocessing as mp, time\n"
             "from datajourney.toolkit import lifetime\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+from helpers import markup, one_line
 from markdown_it import MarkdownIt
-from test_abuse import _one_line
 
 from datajourney.cli import main
 from datajourney.core import phrasing, results
@@ -21,16 +21,6 @@ HOSTILE = "H200\n\n<script>alert(1)</script>\n\n```{raw} html\n<b>x</b>\n```\n"
 HIDDEN = "\u202egnp.exe\u200b\u2066\ufeff\u200d\u2060"
 
 
-def _markup(md: str) -> list[str]:
-    """What a Markdown text would pass to a page as markup: HTML blocks, inline tags, directive fences."""
-    found = []
-    for t in MarkdownIt("commonmark").parse(md):
-        if t.type == "html_block" or (t.type == "fence" and t.info.strip().startswith("{")):
-            found.append(t.content)
-        found += [c.content for c in t.children or [] if c.type == "html_inline"]
-    return found
-
-
 # --------------------------------------------------------------------------- result strings in Markdown
 def test_a_gpu_name_with_newlines_is_one_line_of_text():
     from datajourney.book import opening
@@ -38,7 +28,7 @@ def test_a_gpu_name_with_newlines_is_one_line_of_text():
     res = results.Result(chapter="06_pcie", run_id="r", parameters={},
                          fingerprint={"gpu": {"available": True, "count": 1, "name": HOSTILE}})
     md = f"**{opening.heading(res, False)}**\n\nnext paragraph"
-    assert _markup(md) == [] and "\n" not in opening.heading(res, False)
+    assert markup(md) == [] and "\n" not in opening.heading(res, False)
 
 
 def test_an_advice_snippet_cannot_end_its_code_fence():
@@ -55,7 +45,7 @@ def test_an_advice_snippet_cannot_end_its_code_fence():
     res.facts = Facts("07_full_picture", advice=[Advice("k", "num_workers", 1, "w", snippet=snippet)])
     md = opening.markdown(Page, res)
     fences = [t for t in MarkdownIt("commonmark").parse(md) if t.type == "fence"]
-    assert _markup(md) == ["<details><summary>The code</summary>\n", "</details>\n"], md
+    assert markup(md) == ["<details><summary>The code</summary>\n", "</details>\n"], md
     assert len(fences) == 1 and "<script>" in fences[0].content  # shown as code, whole
 
 
@@ -70,7 +60,7 @@ def test_chapter_12_words_its_result_strings_as_text():
     facts.add(Fact("tokens.margin", 2.0, "×", quantity="rate"), Fact("image.gpus_fed", x, quantity="count"))
     md = "* " + c12._weakest_sentence(facts, "tokens") + "\n* " + c12._action(facts, "image", None).text
     md += "\n* " + c12.workload_name(facts, "image")
-    assert _markup(md) == [], md
+    assert markup(md) == [], md
 
 
 def test_characters_that_hide_or_reorder_text_are_dropped_everywhere():
@@ -189,7 +179,7 @@ def test_a_run_notebook_with_other_cells_is_refused_before_the_book_is_built(tmp
     nb.cells = [nb.cells[0], nbformat.v4.new_code_cell(f"open({str(mark)!r}, 'w').write('x')")]
     run = _run_with(tmp_path, nb)
     assert main(["book", "--run", str(run)]) == 2
-    _one_line(capsys.readouterr().err, "--run", f"{CH3}.ipynb", "committed")
+    one_line(capsys.readouterr().err, "--run", f"{CH3}.ipynb", "committed")
     with pytest.raises(ParameterError):
         sphinx_ext.stage(run)
     assert not mark.exists() and not (run / "book").exists()
@@ -241,7 +231,7 @@ def test_a_link_in_a_runs_book_folder_is_refused_and_never_followed(tmp_path, ca
     link.symlink_to(victim)
     before = {p: p.read_bytes() for p in victim.rglob("*") if p.is_file()}
     assert main(["book", "--run", str(run)]) == 2
-    _one_line(capsys.readouterr().err, "--run", str(link), "symbolic link")
+    one_line(capsys.readouterr().err, "--run", str(link), "symbolic link")
     assert {p: p.read_bytes() for p in victim.rglob("*") if p.is_file()} == before
     assert link.is_symlink()
 
@@ -304,7 +294,7 @@ def test_a_deeply_nested_result_is_a_result_error_naming_the_file(tmp_path, caps
 
 # --------------------------------------------------------------------------- the built book of a reader's run
 @pytest.mark.book
-def test_the_built_book_of_a_run_opens_with_your_run_and_shows_no_planted_markup(tmp_path):
+def test_the_built_book_of_a_run_opens_with_your_run_and_shows_no_plantedmarkup(tmp_path):
     """Built for real (Jupyter Book, warnings as errors): the title page opens with the run's own answer (a stored
     output, not executed again without the run), and a planted notebook's script never reaches a page."""
     pytest.importorskip("jupyter_book")

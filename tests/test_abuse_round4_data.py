@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_abuse import _one_line, _run, _tree, committed  # noqa: F401 - committed is a fixture
-from test_abuse_round3 import _cmdline, _run_processes
+from helpers import cmdline, file_tree, finished_run, one_line, run_processes
 
 from datajourney.book import runner, sphinx_ext
 from datajourney.cli import main
@@ -43,7 +42,7 @@ def _victim(d: Path) -> dict:
     (d / "sub").mkdir(parents=True)
     (d / "thesis.tex").write_text("precious")
     (d / "sub" / "notes.txt").write_text("precious too")
-    return _tree(d)
+    return file_tree(d)
 
 
 @pytest.fixture
@@ -86,7 +85,7 @@ def test_clean_stale_removes_a_planted_link_never_what_it_points_to(tmp_path, sh
     victim.chmod(0o700)
     _plant_link(victim, shared_data / name)
     assert datasets.clean_stale(shared_data) == [name]
-    assert _tree(victim) == before
+    assert file_tree(victim) == before
     assert not os.path.lexists(shared_data / name)  # the link itself is gone, as a link
 
 
@@ -100,7 +99,7 @@ def test_a_run_in_a_shared_data_directory_touches_nothing_outside(tmp_path, shar
     with pytest.raises(ParameterError, match=f"lock-{SET}.*symbolic link"):
         _plant_link(made, shared_data / f".lock-{SET}")
         _small(shared_data)
-    assert _tree(victim) == before
+    assert file_tree(victim) == before
     assert not os.path.lexists(made)
 
 
@@ -124,13 +123,13 @@ def test_a_linked_data_set_folder_is_refused_and_never_emptied(tmp_path):
     data, elsewhere = tmp_path / "data", tmp_path / "other-disk"
     data.mkdir()
     _small(elsewhere)  # an intact data set, made on the other disk
-    before = _tree(elsewhere / SET)
+    before = file_tree(elsewhere / SET)
     (data / SET).symlink_to(elsewhere / SET)
     for _ in range(2):
         with pytest.raises(ParameterError, match=f"{SET} is a symbolic link"):
             _small(data)
         datasets.clean_stale(data)
-        assert _tree(elsewhere / SET) == before
+        assert file_tree(elsewhere / SET) == before
         assert (data / SET).is_symlink()  # never renamed
     name, params, nbytes = datasets.small_files_plan(4, 4096)
     with pytest.raises(ParameterError, match=f"{SET} is a symbolic link"):  # a chapter's preflight says it first
@@ -152,7 +151,7 @@ def test_a_link_planted_as_the_data_set_while_it_is_generated_is_never_followed(
     with pytest.raises(ParameterError, match="symbolic link"):
         _small(data)
     datasets.clean_stale(data)
-    assert _tree(victim) == before
+    assert file_tree(victim) == before
 
 
 def test_remove_tree_of_a_link_removes_the_link_only(tmp_path):
@@ -160,7 +159,7 @@ def test_remove_tree_of_a_link_removes_the_link_only(tmp_path):
     before = _victim(victim)
     (tmp_path / "link").symlink_to(victim)
     datasets._remove_tree(tmp_path / "link")
-    assert _tree(victim) == before and not os.path.lexists(tmp_path / "link")
+    assert file_tree(victim) == before and not os.path.lexists(tmp_path / "link")
 
 
 # --------------------------------------------------------------------------- A12: the stamps cache
@@ -218,7 +217,7 @@ def test_run_refuses_its_own_results_folder_as_data_dir_before_any_work(tmp_path
     else:
         monkeypatch.setenv(datasets.DATA_DIR_ENV, str(root))
     assert main(argv) == 2
-    _one_line(capsys.readouterr().err, "data_dir" if how == "-p" else datasets.DATA_DIR_ENV, str(root))
+    one_line(capsys.readouterr().err, "data_dir" if how == "-p" else datasets.DATA_DIR_ENV, str(root))
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == []
 
 
@@ -227,7 +226,7 @@ def test_replace_never_deletes_a_run_that_started_meanwhile(tmp_path, capsys):
     """B checked X (a finished run, so it may replace it); meanwhile A replaced X and is running in it:
     B's removal, checked again under the results folder's lock, is a one-line error and deletes nothing."""
     root = tmp_path / "res"
-    _run(root, "X")
+    finished_run(root, "X")
     target, _ = runner._target(root, "X", "ci", True)  # B's early check
     runner._remove_run(target)  # A ...
     live = runner._claim(target, True)  # ... is running in X (its first run.json written with the folder)
@@ -265,7 +264,7 @@ def test_two_replace_runs_of_one_id_one_wins(tmp_path, when):
     error; never both (round 4: one deleted the other's running run and both went on)."""
     root = tmp_path / "res"
     env = {**os.environ, "PYTHONPATH": str(Path(runner.__file__).parents[2])}
-    _run(root, "X")
+    finished_run(root, "X")
     go = [tmp_path / f"go{k}" for k in range(2)]
     procs = [subprocess.Popen([sys.executable, "-c", RACER, str(root), str(g)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for g in go]
@@ -297,13 +296,13 @@ def _write_record(run: Path, record) -> None:
 @pytest.mark.parametrize("cmd", ["book", "rerender", "promote"])
 def test_a_run_record_of_the_wrong_type_is_one_line(tmp_path, committed, capsys, monkeypatch, record, cmd):  # noqa: F811
     monkeypatch.setattr(sphinx_ext, "build", lambda *a, **k: pytest.fail("the book was built"))
-    run = _run(tmp_path, "r")
+    run = finished_run(tmp_path, "r")
     _write_record(run, record)
     argv = {"book": ["book", "--run", str(run)], "rerender": ["rerender", str(run), "--results", str(tmp_path / "res")],
             "promote": ["promote", str(run), "--host", "h999"]}[cmd]
     assert main(argv) == 2
-    _one_line(capsys.readouterr().err, str(run / "run.json"))
-    assert _tree(committed) == {} and _tree(tmp_path / "res") == {}
+    one_line(capsys.readouterr().err, str(run / "run.json"))
+    assert file_tree(committed) == {} and file_tree(tmp_path / "res") == {}
 
 
 @pytest.mark.parametrize("record", BAD_RECORDS.values(), ids=BAD_RECORDS.keys())
@@ -311,8 +310,8 @@ def test_one_bad_run_record_does_not_stop_later_runs(tmp_path, capsys, record):
     """A damaged run.json beside other runs: every later run there goes on, with a note naming it;
     replacing that run is a one-line error naming it."""
     root = tmp_path / "res"
-    _run(root, "good")
-    _write_record(_run(root, "evil"), record)
+    finished_run(root, "good")
+    _write_record(finished_run(root, "evil"), record)
     (root / "latest").symlink_to("gone")
     assert runner.results_dir(root) == root
     assert os.readlink(root / "latest") == "good"
@@ -326,7 +325,7 @@ def test_one_bad_run_record_does_not_stop_later_runs(tmp_path, capsys, record):
 # --------------------------------------------------------------------------- A18: a result's own parameters
 def _run_with_parameter(tmp_path: Path, name: str, value) -> Path:
     """A finished run of chapter 3 whose result file records ``name = value`` among its parameters."""
-    run = _run(tmp_path, "src", names=("03_dataloader",), parameters={})
+    run = finished_run(tmp_path, "src", names=("03_dataloader",), parameters={})
     f = run / "03_dataloader.json"
     doc = json.loads(f.read_text())
     doc["parameters"][name] = value
@@ -346,8 +345,8 @@ def test_a_result_whose_parameters_do_not_fit_their_declaration_is_one_line(tmp_
             "promote --repeat": ["promote", str(run), "--host", "h999", "--repeat"],
             "promote": ["promote", str(run), "--host", "h999"], "book": ["book", "--run", str(run)]}[cmd]
     assert main(argv) == 2
-    _one_line(capsys.readouterr().err, str(run / "03_dataloader.json"), repr(name))
-    assert _tree(committed) == {} and _tree(tmp_path / "res") == {}
+    one_line(capsys.readouterr().err, str(run / "03_dataloader.json"), repr(name))
+    assert file_tree(committed) == {} and file_tree(tmp_path / "res") == {}
     assert results.Result.load(run / "03_dataloader.json").parameters[name] == value  # the file was valid otherwise
 
 
@@ -384,12 +383,12 @@ def test_spawned_workers_and_their_resource_tracker_die_with_a_killed_parent(tmp
                          env=env, cwd=tmp_path)
     try:
         assert p.stdout.readline() == "started\n"
-        started = _run_processes(token)
+        started = run_processes(token)
     finally:
         p.kill()
         p.wait()
     time.sleep(2)
-    left = [f"{pid} {_cmdline(pid)}" for pid in _run_processes(token)]
-    for pid in _run_processes(token):
+    left = [f"{pid} {cmdline(pid)}" for pid in run_processes(token)]
+    for pid in run_processes(token):
         os.kill(pid, 9)
     assert len(started) >= 4 and left == [], left  # the parent, two workers and the resource tracker were there

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import tracked_digest as _tracked_digest
+from helpers import tracked_digest as _tracked_digest
 
 from datajourney.book import registry as chapters
 from datajourney.book import sphinx_ext
@@ -29,15 +29,15 @@ def test_run_book_builds_strictly(run_book):
     assert "Published figure" in page and "70.39" in page  # the three columns are there
 
 
-def test_reference_book_builds_strictly(tmp_path):
+def test_reference_book_builds_strictly(reference_book):
     """The reference book builds with warnings as errors; built again into the same folder, the title page
     (computed from result files on every build) is computed again, not kept from the earlier build."""
-    html = sphinx_ext.build(None, path_output=tmp_path).parent
-    _check_html(html)
-    title = html / "book" / "index.html"
+    _check_html(reference_book)
+    title = reference_book / "book" / "index.html"
     title.write_text(title.read_text().replace("What it found", "What an earlier build found"))
-    sphinx_ext.build(None, path_output=tmp_path)
+    assert sphinx_ext.build(None, path_output=reference_book.parents[1]).parent == reference_book
     assert "What an earlier build found" not in title.read_text()
+    _check_html(reference_book)   # the session's reference book, whole again for the tests after this one
 
 
 def test_rerun_modifies_no_tracked_file(run_book, tracked_before):

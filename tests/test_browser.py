@@ -8,9 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import in_ci
-
-from datajourney.book import sphinx_ext
+from helpers import in_ci
 
 pytestmark = pytest.mark.browser
 
@@ -20,15 +18,13 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 
 
 @pytest.fixture(scope="module", params=["reader's run", "reference"])
-def book_html(request, tmp_path_factory) -> Path:
+def book_html(request) -> Path:
     """The built book's html directory: ``$DATAJOURNEY_TEST_BOOK`` when set (a book built from another run),
     else both books a reader opens: the book of this session's ci run, and the committed reference book."""
     given = os.environ.get("DATAJOURNEY_TEST_BOOK")
     if given:
         return Path(given)
-    if request.param == "reference":
-        return sphinx_ext.build(None, path_output=tmp_path_factory.mktemp("reference-book")).parent
-    return request.getfixturevalue("run_book")
+    return request.getfixturevalue("reference_book" if request.param == "reference" else "run_book")
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

@@ -5,7 +5,7 @@ import json
 import re
 
 import pytest
-from conftest import has_nan
+from helpers import has_nan
 
 from datajourney.book import registry as chapters
 from datajourney.core import findings, results

@@ -2,13 +2,14 @@
 
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import has_nan
+from helpers import findings_by_key, has_nan
 from torch.utils.data import Dataset
 
 from datajourney.book import harness
@@ -17,6 +18,8 @@ from datajourney.chapters.c08_threads_processes_gil import page
 from datajourney.chapters.c08_threads_processes_gil import params as params8
 from datajourney.core import results
 from datajourney.core.params import ParameterError
+
+_by_key = partial(findings_by_key, page)   # a page's findings by key
 
 SPDL_IO = gil.ffmpeg_status()[0]
 #: spdl.io scales with FFmpeg's swscale (bilinear, no antialiasing), Pillow with its antialiased
@@ -370,10 +373,6 @@ def _result(*, thread_ips=2000.0, proc_ips=1000.0, thread_decode=(4.0, 4.2), pro
                         purge_methods=["drop_caches"],
                         free_threading=dict(gil_enabled=True, free_threaded_build=False, python="3.12.3"))
     return res
-
-
-def _by_key(res):
-    return {f.key: f for f in page.findings(res)}
 
 
 def test_findings_threads_faster_and_slower_than_processes():

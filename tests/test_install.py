@@ -49,9 +49,11 @@ def test_fresh_venv_installs_and_runs_a_chapter(scratch):
     cfg = _run([py, "-c", "import sys; print(sys.prefix != sys.base_prefix)"])
     assert cfg.stdout.strip() == "True"
     env = _env(isolated=True, DATAJOURNEY_DATA_DIR=str(scratch / "data"), PIP_DISABLE_PIP_VERSION_CHECK="1")
-    for args in (["torch==2.13.0"], ["-e", f"{src}[book]"]):
-        r = _run([py, "-m", "pip", "install", "-q", *args], env=env, timeout=600)
-        assert r.returncode == 0, r.stderr[-2000:]
+    # one resolve for both; --no-compile: the installed files are byte-compiled when first imported, not all now
+    r = _run([py, "-m", "pip", "install", "-q", "--no-compile", "torch==2.13.0", "-e", f"{src}[book]"], env=env,
+             timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2.13.0" in _run([py, "-c", "import torch; print(torch.__version__)"], env=env).stdout
     r = _run([py, "-m", "datajourney", "run", "2", "--profile", "ci", "--results", scratch / "results",
               "--run-id", "fresh", "--quiet"], env=env, cwd=src, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
@@ -256,7 +258,7 @@ def test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index(scratch):
     Path(purelib, "host.pth").write_text(f"{host}\n")
     env = _env(isolated=True, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1",
                PIP_NO_INDEX="1", PIP_FIND_LINKS=f"{wh} {wh / 'core'}")
-    r = _run([py, "-m", "pip", "install", "-q", "--no-index", "-e", clone], env=env, timeout=600)
+    r = _run([py, "-m", "pip", "install", "-q", "--no-index", "--no-compile", "-e", clone], env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     r = _run([py, "-c", "import datajourney, torch; print(datajourney.__file__, torch.__file__)"], env=env, cwd=clone)
     assert r.returncode == 0 and str(clone) in r.stdout and str(host) in r.stdout, r.stderr[-2000:]

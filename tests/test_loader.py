@@ -4,7 +4,7 @@ import time
 import pandas as pd
 import pytest
 import torch
-from conftest import has_nan
+from helpers import has_nan
 from torch.utils.data import Dataset
 
 from datajourney.book import harness

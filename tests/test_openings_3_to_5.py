@@ -1,11 +1,8 @@
 """Chapters 3, 4 and 5 open with findings and advice that follow the data: flip the measured comparison in
 a copy of the reference result and the direction word and the action flip with it."""
+from helpers import with_tables
+
 from datajourney.core import results
-
-
-def _with(ref, **tables):
-    return results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, {**ref.tables, **tables},
-                          ref.metadata)
 
 
 def test_chapter_3_opening_follows_reversed_data():
@@ -20,7 +17,7 @@ def test_chapter_3_opening_follows_reversed_data():
     assert "num_workers=16" in op.actions[0].snippet
     e = ref.table("epochs").copy()
     e["kind"] = e["kind"].map({"small_files": "shard_in_order", "shard_in_order": "small_files"}).fillna(e["kind"])
-    op = page.opening(_with(ref, epochs=e))
+    op = page.opening(with_tables(ref, epochs=e))
     assert "slower than" in op.findings[0].text and op.findings[0].value < 1
     assert "keep the default one file per sample" in op.actions[-1].text
 

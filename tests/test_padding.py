@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import has_nan
+from helpers import has_nan
 
 from datajourney.book import harness
 from datajourney.chapters import published

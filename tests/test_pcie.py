@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import has_nan
+from helpers import findings_by_key, has_nan
 
 from datajourney.book import harness
 from datajourney.chapters.c06_pcie import charts as c06_charts
@@ -22,6 +23,8 @@ from datajourney.core import charts as plotting
 from datajourney.core import findings as fx
 from datajourney.core import results
 from datajourney.core.params import ParameterError
+
+_by_key = partial(findings_by_key, page)   # a page's findings by key
 
 MiB, GiB = 1 << 20, 1 << 30
 P = dict(sizes=[65536], repeats=3, warmup=1, ceiling_size=65536, overlap_sizes=[65536], cpu_work_ms=1.0,
@@ -387,10 +390,6 @@ def gpu_result(*, rates=None, h2d_large_drop=True, llc=96 * MiB, pin_later_ms=1.
         limits=dict(available_bytes=GiB, cgroup_limit_bytes=None, memlock_bytes=None, cpu_quota_cores=None),
         warnings=[])
     return res
-
-
-def _by_key(res):
-    return {f.key: f for f in page.findings(res)}
 
 
 #: The note beside each chart that carries the details of a key result.

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import has_nan
+from helpers import has_nan
 
 from datajourney.book import harness
 from datajourney.chapters.c09_reading_smarter import analysis, page

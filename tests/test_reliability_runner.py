@@ -12,31 +12,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import DRIVER, notebook_dir, process_gone, terminal_signals
 
 from datajourney.book import registry as chapters
 from datajourney.book import runner
 from datajourney.core.params import ParameterError
 
 PY = sys.executable
-KERNELSPEC = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-
-
-def _notebook(d: Path, *cells: str, name: str = "01_introduction") -> Path:
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("run_dir = None", metadata={"tags": ["parameters"]}),
-        *(nbformat.v4.new_code_cell(c) for c in cells)], metadata=KERNELSPEC)
-    d.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, d / f"{name}.ipynb")
-    return d
-
-
-def _gone(pid: int) -> bool:
-    """The process has exited (a zombie waiting for its parent counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
 
 
 # --------------------------------------------------------------------------- case 1: run directories
@@ -56,7 +38,7 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
 
 
 def test_two_runs_with_the_same_default_id_keep_their_own_results(tmp_path, monkeypatch):
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(tmp_path / "nb", "import os\nprint('pid', os.getpid())"))
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(tmp_path / "nb", "import os\nprint('pid', os.getpid())"))
     monkeypatch.setattr(runner, "new_run_id", lambda profile: "20260101-120000-ci")
     a = runner.run(["1"], profile="ci", results_root=tmp_path / "res", progress=False)
     b = runner.run(["1"], profile="ci", results_root=tmp_path / "res", progress=False)
@@ -70,7 +52,7 @@ def test_two_runs_with_the_same_default_id_keep_their_own_results(tmp_path, monk
 
 # --------------------------------------------------------------------------- case 10: reused run ids
 def test_reused_run_id_is_refused_and_replace_drops_the_old_pages(tmp_path, monkeypatch):
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(tmp_path / "nb", "x = 1"))
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(tmp_path / "nb", "x = 1"))
     old = tmp_path / "res" / "r"
     (old / "notebooks").mkdir(parents=True)
     (old / "run.json").write_text(json.dumps({"run_id": "r", "status": "failed", "chapters": []}))
@@ -107,7 +89,7 @@ def test_a_run_whose_runner_was_killed_reads_as_interrupted(tmp_path):
 # --------------------------------------------------------------------------- case 6: dead kernel
 def test_dead_kernel_names_chapter_notebook_cell_and_cause(tmp_path, monkeypatch):
     pids = tmp_path / "pids"
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(
         tmp_path / "nb", "x = 1",
         "import os, signal, subprocess\n"
         "child = subprocess.Popen(['sleep', '120'])\n"
@@ -126,9 +108,9 @@ def test_dead_kernel_names_chapter_notebook_cell_and_cause(tmp_path, monkeypatch
     assert nb.cells[3].outputs[-1]["ename"] == "DeadKernelError"  # the page shows where it stopped
     kernel, child = map(int, pids.read_text().split())
     deadline = time.monotonic() + 5
-    while not _gone(child) and time.monotonic() < deadline:
+    while not process_gone(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _gone(kernel) and _gone(child)  # the kernel's child did not outlive it
+    assert process_gone(kernel) and process_gone(child)  # the kernel's child did not outlive it
 
 
 def test_death_cause_reads_signals_and_oom_counters():
@@ -139,34 +121,19 @@ def test_death_cause_reads_signals_and_oom_counters():
 
 
 # --------------------------------------------------------------------------- Ctrl-C and SIGTERM
-DRIVER = """
-import sys
-from pathlib import Path
-from datajourney.book import registry as chapters
-chapters.NOTEBOOK_DIR = Path(sys.argv[1])
-from datajourney.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
-
-
-def _terminal_signals():
-    """The child starts as from a terminal: Ctrl-C and SIGTERM at their defaults, whatever an earlier
-    test left ignored in this process (an ignored signal is inherited across exec)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupt_stops_cleanly_and_leaves_no_process(tmp_path, sig):
     pids, marker = tmp_path / "pids", tmp_path / "finally"
-    nb = _notebook(tmp_path / "nb", "x = 1",
+    nb = notebook_dir(tmp_path / "nb", "x = 1",
                    "import os, subprocess, time\n"
                    "child = subprocess.Popen(['sleep', '120'])\n"
                    f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
                    f"try:\n    time.sleep(120)\nfinally:\n    open({str(marker)!r}, 'w').write('cleaned up')")
     p = subprocess.Popen([PY, "-c", DRIVER, str(nb), "run", "1", "--profile", "ci", "--quiet", "--results",
                           str(tmp_path / "res"), "--run-id", "i"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=_terminal_signals)
+                         text=True, preexec_fn=terminal_signals)
     deadline = time.monotonic() + 60
     while not pids.exists() or not pids.read_text():
         assert time.monotonic() < deadline and p.poll() is None, p.communicate()
@@ -181,9 +148,9 @@ def test_interrupt_stops_cleanly_and_leaves_no_process(tmp_path, sig):
     assert marker.read_text() == "cleaned up"  # Ctrl-C or SIGTERM: the cell was interrupted, its clean-up ran
     kernel, child = map(int, pids.read_text().split())
     deadline = time.monotonic() + 5
-    while not (_gone(kernel) and _gone(child)) and time.monotonic() < deadline:
+    while not (process_gone(kernel) and process_gone(child)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _gone(kernel) and _gone(child)
+    assert process_gone(kernel) and process_gone(child)
 
 
 # --------------------------------------------------------------------------- case 11, 14: one-line errors
@@ -230,7 +197,7 @@ def fake_chapter(tmp_path, monkeypatch):
         "    if what == 'json':\n        json.loads(open('/etc/hostname').read())\n"
         "    if what == 'module':\n        import tokenizers_not_here_at_all\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", _notebook(tmp_path / "nb", "x = 1"))
+    monkeypatch.setattr(chapters, "NOTEBOOK_DIR", notebook_dir(tmp_path / "nb", "x = 1"))
     ch = chapters.Chapter(1, "introduction", "fakech")  # a package with an experiment module
     monkeypatch.setattr(chapters, "CHAPTERS", [ch, *chapters.CHAPTERS[1:]])
     return ch
@@ -275,8 +242,8 @@ def test_yaml_syntax_error_is_an_error_not_a_string():
 def test_keep_going_runs_the_chapters_after_a_failing_one(tmp_path, monkeypatch):
     """With ``keep_going`` a failing chapter is recorded and the next one still runs; the run ends
     'failed' with one line naming the chapter that failed."""
-    nb = _notebook(tmp_path / "nb", "raise ValueError('broken on purpose')", name="01_introduction")
-    _notebook(nb, "x = 1", name="02_random_vs_sequential")
+    nb = notebook_dir(tmp_path / "nb", "raise ValueError('broken on purpose')", name="01_introduction")
+    notebook_dir(nb, "x = 1", name="02_random_vs_sequential")
     monkeypatch.setattr(chapters, "NOTEBOOK_DIR", nb)
     plans = [runner.Plan(chapters.lookup("1"), {"run_dir": str(tmp_path / "run")}),
              runner.Plan(chapters.lookup("2"), {"run_dir": str(tmp_path / "run")})]

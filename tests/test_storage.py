@@ -4,7 +4,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import has_nan
+from helpers import has_nan
 
 from datajourney.book import harness
 from datajourney.chapters.c02_random_vs_sequential import analysis, page

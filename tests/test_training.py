@@ -7,7 +7,7 @@ import time
 import pandas as pd
 import pytest
 import torch
-from conftest import has_nan
+from helpers import has_nan
 from torch.utils.data import DataLoader
 
 from datajourney.book import harness
