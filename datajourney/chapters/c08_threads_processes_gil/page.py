@@ -1309,7 +1309,7 @@ LIMIT_WORDS = {"gil": "the interpreter lock (the probe found it busy most of the
 
 
 LIMIT_SHORT = {"gil": "the interpreter lock", "cpu": "the cores", "decode_stage": "the decode stage's concurrency",
-               "consumer": "the consumer's side, not the lock, the cores or the decode stage"}
+               "consumer": "the consumer's side, not a saturated stage"}
 
 
 def finding_paper(facts) -> Finding | None:
@@ -1384,18 +1384,18 @@ def _opening_why(facts: Facts) -> Finding | None:
     thread pipeline's decode slowed by contention that processes do not see, and its CPU per image."""
     lim = facts.get("paper.limit")
     if lim is not None:
-        text = (f"What limits the SPDL sweep's best thread setting here: "
+        text = (f"What limits SPDL's best setting: "
                 f"{LIMIT_SHORT.get(str(lim.value), say.text(lim.value))}"
-                f" (GIL busy {say.share(facts.number('paper.best.gil_busy_share'))}, cores busy "
-                f"{say.share(facts.number('paper.best.cpu_load'))})")
+                f" (GIL {say.share(facts.number('paper.best.gil_busy_share'))}, cores "
+                f"{say.share(facts.number('paper.best.cpu_load'))} busy)")
         g, ds, ps = facts.get("paper.gain.warm"), facts.get("paper.decoder_share.warm"), facts.get(
             "paper.parallelism_share.warm")
         dec, par = facts.get("paper.decoder.warm"), facts.get("paper.parallelism.warm")
         if shares_hold(facts, "warm"):
             text += f"; the decoder gave {say.share(ds.number)} of the gain, the threads {say.share(ps.number)}"
         elif dec is not None and par is not None and dec.number and par.number and g is not None:
-            text += (f"; spdl.io decoded {say.comparison(dec, baseline='Pillow')}, SPDL's threads ran "
-                     f"{say.comparison(par, baseline='worker processes')}")
+            text += (f"; spdl.io decoded {say.comparison(dec, baseline='Pillow')}, threads ran "
+                     f"{say.comparison(par, baseline='processes')}")
         busy = facts.number("paper.best.gil_busy_share")
         return Finding("paper.limit", text + ".", None if busy is None else 100 * busy, "%")
     cost = facts.get("cost")
