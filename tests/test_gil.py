@@ -647,7 +647,7 @@ class _Waves:
 
 
 def test_a_short_window_overstates_a_loader_in_waves_and_whole_waves_do_not():
-    fake = _Waves(workers=4, period=0.04)
+    fake = _Waves(workers=4, period=0.12)
     skip = gil.in_flight("dataloader", 4, batch_size=4)            # 8 batches: two waves
     short = gil.measure_loader(fake, batches=10, warm=skip, device="cpu")   # 2.5 waves, as the old windows
     assert short["images_per_s"] > 1.15 * fake.rate, (short["images_per_s"], fake.rate)

@@ -277,17 +277,7 @@ def run_rung(rung: dict, cfg: dict, rank: int, world: int, device, emit: Emitter
     record.update(status="ok", steps_per_s=windows, loss=loss_value, steps=cfg["steps"],
                   phases_ms={k: sorted(p[k] for p in phases)[len(phases) // 2] for k in phases[0]})
     if cfg["profile_steps"] > 0 and cuda:
-        try:
-            from torch.profiler import ProfilerActivity, profile
-
-            _sync(device)
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for _ in range(cfg["profile_steps"]):
-                    step()
-                _sync(device)
-            record["profile"] = gpu_overlap(kernel_intervals(prof), cfg["profile_steps"])
-        except Exception as e:  # noqa: BLE001 - a profiler failure is recorded, the timings stand
-            record["profile_error"] = f"{type(e).__name__}: {e}"
+        _profile(step, cfg["profile_steps"], device, record)
     elif cfg["profile_steps"] > 0:
         record["profile_error"] = "no_cuda"  # a code: the page words it
     if rung.get("iso") and rung["ddp"] and sync and world > 1:
@@ -346,18 +336,8 @@ def isolated(model, rung: dict, cfg: dict, world: int, device, emit: Emitter) ->
         ms.append(1e3 * _max_over_ranks(time.perf_counter() - t0, device, world) / cfg["steps"])
     record.update(status="ok", step_ms=ms)
     if cfg["profile_steps"] > 0 and device.type == "cuda":
-        try:
-            from torch.profiler import ProfilerActivity, profile
-
-            dist.barrier()
-            _sync(device)
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for _ in range(cfg["profile_steps"]):
-                    one_step()
-                _sync(device)
-            record["profile"] = gpu_overlap(kernel_intervals(prof), cfg["profile_steps"])
-        except Exception as e:  # noqa: BLE001 - a profiler failure is recorded, the timings stand
-            record["profile_error"] = f"{type(e).__name__}: {e}"
+        dist.barrier()
+        _profile(one_step, cfg["profile_steps"], device, record)
     emit(**record)
     bufs = None
 
@@ -469,6 +449,22 @@ def main(argv=None) -> int:
         if dist.is_initialized():
             dist.destroy_process_group()
     return 0
+
+
+def _profile(step, steps: int, device, record: dict) -> None:
+    """``steps`` calls of ``step`` under the CUDA profiler: the kernels' overlap (NCCL beside compute) goes to
+    ``record["profile"]``; a profiler failure is recorded, and the timings already taken stand."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        _sync(device)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            _sync(device)
+        record["profile"] = gpu_overlap(kernel_intervals(prof), steps)
+    except Exception as e:  # noqa: BLE001 - a profiler failure is recorded, the timings stand
+        record["profile_error"] = f"{type(e).__name__}: {e}"
 
 
 if __name__ == "__main__":
