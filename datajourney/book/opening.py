@@ -15,6 +15,11 @@ from datajourney.chapters import published
 from datajourney.core import phrasing, results
 from datajourney.core.facts import host_label
 
+#: Characters a reader reads in the opening's findings and its actions' first sentences, together: about ten lines
+#: of the text column at 1280×800, what leaves the title, one paragraph and the headings room on the first screen.
+#: Findings past it (the page's order is its priority; the first is always shown) move to "How we know".
+OPENING_CHARS = 800
+
 
 def heading(this: results.Result, is_reference_run: bool) -> str:
     """Who measured what follows, by host: "On this machine, a CPU-only host (2 cores)" or "On the reference
@@ -53,7 +58,7 @@ def markdown(page: types.ModuleType, this: results.Result, ref: results.Result |
     code follow under the same number in one folded block."""
     op = page.opening(registry.analysed(this).facts)
     lines = [f"**{heading(this, is_reference_run)}**", ""]
-    lines += fact_bullets(op.findings, this, ref, is_reference_run=is_reference_run, beside_reference=False)
+    lines += fact_bullets(shown(op), this, ref, is_reference_run=is_reference_run, beside_reference=False)
     lines += ["", "**What to do**", ""]
     folded = []
     for i, a in enumerate(op.actions, 1):
@@ -67,6 +72,24 @@ def markdown(page: types.ModuleType, this: results.Result, ref: results.Result |
             else "The code"
         lines += ["", f"<details><summary>{summary}</summary>", "", *folded, "</details>", ""]
     return "\n".join(lines)
+
+
+def read_length(text: str) -> int:
+    """Characters a reader reads in a Markdown ``text``: link targets, emphasis, code ticks and escapes left out."""
+    return len(re.sub(r"[*`\\]", "", re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)))
+
+
+def shown(op) -> list:
+    """The opening's findings that fit :data:`OPENING_CHARS` beside its actions' first sentences: the first
+    always, the next ones in order while they fit."""
+    used = sum(read_length(first_sentence(a.text)[0]) for a in op.actions)
+    out = []
+    for f in op.findings:
+        used += read_length(f.text)
+        if out and used > OPENING_CHARS:
+            break
+        out.append(f)
+    return out
 
 
 def first_sentence(text: str) -> tuple[str, str]:
