@@ -64,3 +64,38 @@ def test_chapter_2_opening_follows_reversed_data():
     op = page.opening(rev)
     assert "slower than" in op.findings[0].text and op.findings[0].value < 1
     assert "one file per sample" in op.actions[0].text and "slower" not in op.actions[0].text
+
+
+def test_an_opening_that_would_not_fit_the_first_screen_moves_findings_and_details_below(monkeypatch):
+    """Findings past the opening's length budget, the reference host's values, each action's later sentences and its
+    code leave the first screen for folded blocks under it, and nothing is lost: each one is still on the page."""
+    from datajourney.book import opening
+    from datajourney.core.facts import Facts
+
+    long = "word " * 60
+    op = fx.Opening([fx.Finding(f"k{i}", f"Finding {i}: {long}ran **{i}× faster**.", float(i), "×") for i in (1, 2, 3)],
+                    [fx.Action(f"Use setting {i}: {long}faster. It has a cost {i}.", f"x = {i}") for i in (1, 2, 3)])
+
+    class Page:
+        @staticmethod
+        def opening(facts):
+            return op
+
+        @staticmethod
+        def findings(facts):
+            return op.findings[2:]
+
+    res = results.Result(chapter="07_full_picture", run_id="r", parameters={}, fingerprint={})
+    res.facts = Facts("07_full_picture")
+    md = opening.markdown(Page, res)
+    head, folded = md.split("<details>")
+    assert "Finding 1" in head and "Finding 2" not in head and "Finding 3" not in head
+    leads = [opening.first_sentence(a.text)[0] for a in op.actions]
+    assert sum(map(opening.read_length, [op.findings[0].text, *leads])) > opening.OPENING_CHARS  # shown even so
+    assert [re.search(rf"^{i}\. Use setting {i}:", head, re.M) is not None for i in (1, 2, 3)] == [True] * 3
+    assert "It has a cost" not in head and "x = 1" not in head
+    assert all(f"It has a cost {i}." in folded and f"x = {i}" in folded for i in (1, 2, 3))
+    said = []
+    monkeypatch.setattr(opening.report, "say", said.append)
+    opening.evidence(Page, res)
+    assert all(f"Finding {i}" in said[0] for i in (1, 2, 3))   # every finding is under "How we know"

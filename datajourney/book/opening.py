@@ -1,8 +1,9 @@
 """How a chapter opens: this run's host by name (at most three one-sentence findings, each with the
-reference host's value of the same fact and the published figure beside it) and "What to do" (the
-settings this run chose, with their measured gain and, folded under each, its code), then the full key results folded
-into "How we know". A chapter's page words its facts (``page.opening(facts)``, ``page.findings(facts)``);
-the reference host's value beside a finding is the same fact of the reference result, never recomputed."""
+published figure beside it where it names one) and "What to do" (the settings this run chose, each as its first
+sentence with its measured gain; the rest and the code folded under the list), then the full key results, each with
+the reference host's value of the same fact, folded into "How we know": the opening fits a laptop's first screen.
+A chapter's page words its facts (``page.opening(facts)``, ``page.findings(facts)``); the reference host's value
+beside a finding is the same fact of the reference result, never recomputed."""
 from __future__ import annotations
 
 import re
@@ -14,6 +15,11 @@ from datajourney.chapters import published
 from datajourney.core import phrasing, results
 from datajourney.core.facts import host_label
 
+#: Characters a reader reads in the opening's findings and its actions' first sentences, together: about ten lines
+#: of the text column at 1280×800, what leaves the title, one paragraph and the headings room on the first screen.
+#: Findings past it (the page's order is its priority; the first is always shown) move to "How we know".
+OPENING_CHARS = 800
+
 
 def heading(this: results.Result, is_reference_run: bool) -> str:
     """Who measured what follows, by host: "On this machine, a CPU-only host (2 cores)" or "On the reference
@@ -24,11 +30,11 @@ def heading(this: results.Result, is_reference_run: bool) -> str:
 
 
 def fact_bullets(findings: list, this: results.Result, ref: results.Result | None, *,
-                 is_reference_run: bool) -> list[str]:
-    """Markdown bullets of a page's findings, each with the reference host's value of the same fact
-    (and the published figure where the finding names one)."""
+                 is_reference_run: bool, beside_reference: bool = True) -> list[str]:
+    """Markdown bullets of a page's findings, each with the reference host's value of the same fact (unless
+    ``beside_reference`` is false) and the published figure where the finding names one."""
     theirs = {}
-    if not is_reference_run and ref is not None:
+    if beside_reference and not is_reference_run and ref is not None:
         rf = registry.analysed(ref).facts
         theirs = {f.key: rf.get(f.key) for f in findings if rf.get(f.key) is not None}
     lines = []
@@ -47,17 +53,60 @@ def fact_bullets(findings: list, this: results.Result, ref: results.Result | Non
 def markdown(page: types.ModuleType, this: results.Result, ref: results.Result | None = None,
              *, is_reference_run: bool = False) -> str:
     """The opening block as Markdown (see :func:`show`): ``page`` is the chapter's page module, whose
-    ``opening(facts)`` words this result's facts."""
+    ``opening(facts)`` words this result's facts. "What to do" lists each action's first sentence, numbered, so
+    the findings and the advice fit a laptop's first screen; the rest of each action (its cost, a caveat) and its
+    code follow under the same number in one folded block."""
     op = page.opening(registry.analysed(this).facts)
     lines = [f"**{heading(this, is_reference_run)}**", ""]
-    lines += fact_bullets(op.findings, this, ref, is_reference_run=is_reference_run)
+    lines += fact_bullets(shown(op), this, ref, is_reference_run=is_reference_run, beside_reference=False)
     lines += ["", "**What to do**", ""]
-    for a in op.actions:
-        lines.append(f"* {a.text}")
-        if a.snippet:
-            lines += ["", "  <details><summary>The code</summary>", "", *fenced(a.snippet, "  "),
-                      "", "  </details>", ""]
+    folded = []
+    for i, a in enumerate(op.actions, 1):
+        lead, rest = first_sentence(a.text)
+        lines.append(f"{i}. {lead}")
+        if rest or a.snippet:
+            folded += [f"{i}. {rest or 'The code:'}", ""]
+            folded += [*fenced(a.snippet, "   "), ""] if a.snippet else []
+    if folded:
+        summary = "More on each step, and its code" if any(first_sentence(a.text)[1] for a in op.actions) \
+            else "The code"
+        lines += ["", f"<details><summary>{summary}</summary>", "", *folded, "</details>", ""]
     return "\n".join(lines)
+
+
+def read_length(text: str) -> int:
+    """Characters a reader reads in a Markdown ``text``: link targets, emphasis, code ticks and escapes left out."""
+    return len(re.sub(r"[*`\\]", "", re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)))
+
+
+def shown(op) -> list:
+    """The opening's findings that fit :data:`OPENING_CHARS` beside its actions' first sentences: the first
+    always, the next ones in order while they fit."""
+    used = sum(read_length(first_sentence(a.text)[0]) for a in op.actions)
+    out = []
+    for f in op.findings:
+        used += read_length(f.text)
+        if out and used > OPENING_CHARS:
+            break
+        out.append(f)
+    return out
+
+
+def first_sentence(text: str) -> tuple[str, str]:
+    """``text`` split after its first sentence: a full stop, question or exclamation mark followed by a space and
+    a capital letter, outside code spans, links and brackets. The rest is "" for a text of one sentence."""
+    depth, code = 0, False
+    for i, ch in enumerate(text):
+        if ch == "`":
+            code = not code
+        elif not code and ch in "([":
+            depth += 1
+        elif not code and ch in ")]":
+            depth = max(0, depth - 1)
+        elif (not code and depth == 0 and ch in ".!?" and text[i + 1:i + 2] == " "
+              and re.match(r"\s+[A-Z*`\[]", text[i + 1:])):
+            return text[:i + 1], text[i + 1:].strip()
+    return text, ""
 
 
 def fenced(snippet: str, indent: str = "") -> list[str]:
@@ -88,7 +137,12 @@ def show(page: types.ModuleType, this: results.Result, ref: results.Result | Non
 def evidence(page: types.ModuleType, this: results.Result, ref: results.Result | None = None, *,
              is_reference_run: bool = False) -> None:
     """The chapter's full key results, folded into a "How we know" block under the opening (the page's
-    ``findings(facts)``, each with the reference host's value of the same fact)."""
-    lines = fact_bullets(page.findings(registry.analysed(this).facts), this, ref, is_reference_run=is_reference_run)
+    ``findings(facts)``, and the opening's findings they do not hold, each with the reference host's value of the
+    same fact: the opening leaves that value to this block, to fit the first screen)."""
+    facts = registry.analysed(this).facts
+    found = page.findings(facts)
+    keys = {f.key for f in found}
+    found = [f for f in page.opening(facts).findings if f.key not in keys] + list(found)
+    lines = fact_bullets(found, this, ref, is_reference_run=is_reference_run)
     report.say("<details>\n<summary>How we know: every key result of this run</summary>\n\n"
                + "\n".join(lines) + "\n\n</details>")
