@@ -99,3 +99,15 @@ def test_an_opening_that_would_not_fit_the_first_screen_moves_findings_and_detai
     monkeypatch.setattr(opening.report, "say", said.append)
     opening.evidence(Page, res)
     assert all(f"Finding {i}" in said[0] for i in (1, 2, 3))   # every finding is under "How we know"
+
+
+def test_a_finding_flagged_as_a_measurement_problem_stays_on_the_first_screen():
+    """The opening's budget folds findings away in order, but never one that flags a measurement problem."""
+    from datajourney.book import opening
+    from datajourney.core.findings import Action, Finding, Opening
+
+    long = "A finding that fills the screen " + "with many words " * 40 + "."
+    flag = Finding("x.flagged", f"{opening.FLAG_MARK}: a measurement problem.** The rate exceeded its ceiling.")
+    op = Opening([Finding("a", long), Finding("b", long), flag], [Action("Do this.")])
+    keys = [f.key for f in opening.shown(op)]
+    assert "x.flagged" in keys and "a" in keys and "b" not in keys

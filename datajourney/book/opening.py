@@ -79,17 +79,25 @@ def read_length(text: str) -> int:
     return len(re.sub(r"[*`\\]", "", re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)))
 
 
+#: How a finding that words a measurement problem starts (its bold label): such a finding is always shown.
+FLAG_MARK = "**Flagged"
+
+
 def shown(op) -> list:
-    """The opening's findings that fit :data:`OPENING_CHARS` beside its actions' first sentences: the first
-    always, the next ones in order while they fit."""
+    """The opening's findings that fit :data:`OPENING_CHARS` beside its actions' first sentences: any flagged as a
+    measurement problem and the first always, the next ones in order while they fit."""
     used = sum(read_length(first_sentence(a.text)[0]) for a in op.actions)
-    out = []
+    flagged = [f for f in op.findings if FLAG_MARK in f.text]   # a measurement problem is never folded away
+    out = list(flagged)
+    used += sum(read_length(f.text) for f in flagged)
     for f in op.findings:
+        if f in flagged:
+            continue
         used += read_length(f.text)
         if out and used > OPENING_CHARS:
             break
         out.append(f)
-    return out
+    return [f for f in op.findings if f in out]
 
 
 def first_sentence(text: str) -> tuple[str, str]:
