@@ -433,7 +433,7 @@ def test_a_reference_run_for_a_new_host_passes_every_chapters_checks(tmp_path, m
     from datajourney.core.paths import reference_hosts
 
     monkeypatch.setenv("DATAJOURNEY_DATA_DIR", str(tmp_path / "data"))
-    new = "h100x4"
+    new = "h200x8"
     assert new not in reference_hosts()
     plans = runner.plan(None, "ci", {}, tmp_path / "run", extra={"reference_host": new, "is_reference_run": True})
     assert len(plans) == len(available()) and all(p.parameters["reference_host"] == new for p in plans)
@@ -587,7 +587,7 @@ def test_journey_setup_from_a_wheelhouse_prints_steps_and_no_error(scratch):
     assert r.returncode == 0, out[-3000:]
     assert "ERROR" not in out, out
     steps = [line.split("]")[0] + "]" for line in out.splitlines() if line.startswith("[")]
-    assert steps == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"], out
+    assert steps == ["[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"], out
     (skipped,) = [line for line in out.splitlines() if "datasets" in line and "could not" in line]
     assert skipped.startswith("could not install datasets>=") and "the hub extra" in skipped
     assert "No matching distribution" in skipped and "skipped" in skipped

@@ -150,7 +150,7 @@ def test_uring_note_follows_the_data():
 def test_uring_note_says_why_it_is_missing():
     assert "not in the reference run" in _uring_note(_res({}))
     st = dict(available=False, note="skipped: the kernel refused to set up an io_uring ring (EPERM)")
-    assert _uring_note(_res({}, io_uring_status=st)).startswith("io_uring: skipped: the kernel refused")
+    assert _uring_note(_res({}, io_uring_status=st)).startswith("**io\\_uring:** not measured: the kernel refused")
     assert page.uring_table(_res({})).empty
 
 

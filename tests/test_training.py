@@ -21,7 +21,7 @@ P = dict(n_images=96, image_size=32, jpeg_quality=80, classes=4, out_size=32, ba
          lr=0.1, formats=["imagefolder", "mds"], workers=[0, 1], steps=3, warmup_steps=1, purge_method="auto",
          profile=True, seed=0, repeats=2, tuned_workers=[1], tuned_remedy="nice", reserve_cores="auto",
          single_thread_w0=True, load_levels=[0, 1], load_modes=["plain", "nice"], load_steps=2, reader_samples=8,
-         graphed_workers=[1])
+         graphed_workers=[1], storage_formats=[])  # the format comparison has its own tests (test_formats)
 
 
 def test_phases_sum_to_the_step():

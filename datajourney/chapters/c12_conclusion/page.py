@@ -419,14 +419,14 @@ def hops_chart(res, workload: str):
                            text=f"the step's need: {num(d, unit)}")
     name = html.escape(workload_name(facts, workload, plain=True), quote=False)
     fig.update_layout(title=dict(text=f"{name[0].upper() + name[1:]}: each hop's rate (green keeps up)", y=0.97),
-                      height=180 + 55 * len(data), margin=dict(l=20, t=110), showlegend=False)
+                      height=180 + 55 * max(len(data), 1), margin=dict(l=20, t=110), showlegend=False)
     if wide:   # every point and the step's need inside the axis, with room on both sides
         log_axis(fig.update_xaxes(type="log", range=[math.log10(min(pts) / 2), math.log10(max(pts) * 2)],
                                   title_text=f"{unit} the hop sustains (log scale; a model of its measurement)"))
     else:
         fig.update_xaxes(type="linear", range=[0, 1.15 * max(pts)] if pts else None, rangemode="tozero",
                          title_text=f"{unit} the hop sustains (a model of its measurement)")
-    fig.update_yaxes(title_text="")
+    fig.update_yaxes(title_text="", visible=bool(data))   # no hop measured (a flagged one left out): no empty axis
     return fig
 
 
