@@ -172,3 +172,20 @@ def terminal_signals():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
+
+
+def mean_where(df, column: str, **where):
+    """The mean of ``column`` over the rows of ``df`` whose columns equal ``where``'s values."""
+    import pandas as pd
+
+    m = pd.Series(True, index=df.index)
+    for k, v in where.items():
+        m &= df[k] == v
+    return df.loc[m, column].mean()
+
+
+def hosts_with(chapter: str) -> list[str]:
+    """The reference hosts whose committed reference holds ``chapter``."""
+    from datajourney.core import results
+
+    return [h for h in results.reference_hosts() if results.load_reference(chapter, h) is not None]

@@ -3,17 +3,13 @@ not against timings taken during the test run."""
 import json
 
 import pytest
+from helpers import hosts_with
 
 from datajourney.core import results
 from datajourney.core.paths import REPO_ROOT
 from datajourney.core.stats import summarise
 
 HOSTS = results.reference_hosts()
-
-
-def hosts_with(chapter: str) -> list[str]:
-    """The reference hosts that hold ``chapter`` (a multi-GPU host's reference holds only its chapters)."""
-    return [h for h in HOSTS if results.load_reference(chapter, h) is not None]
 
 
 @pytest.mark.parametrize("host", hosts_with("02_random_vs_sequential"))
@@ -57,7 +53,7 @@ def test_reference_pinned_copy_reaches_the_independent_ceiling(host):
     assert (1 << 30) in set(b["size"]) and {16 << 20, 256 << 20} <= set(r.table("overlap")["size"])
 
 
-@pytest.mark.parametrize("host", [h for h in HOSTS if results.load_reference("07_full_picture", h) is not None])
+@pytest.mark.parametrize("host", hosts_with("07_full_picture"))
 def test_reference_training_loop_keeps_up_on_two_full_runs(host):
     """Chapter 7's best configuration (over every recipe, eager or graphed: the highest share of the
     GPU-resident ceiling of its own step) reaches 95% of that ceiling in every run of its scenario, in

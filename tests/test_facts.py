@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import HOSTILE, assert_stays_text, with_tables
+from helpers import HOSTILE, assert_stays_text, mean_where, with_tables
 
 from datajourney.book import cells, opening, registry
 from datajourney.chapters.c02_random_vs_sequential import analysis as an02
@@ -102,23 +102,18 @@ CH02 = "02_random_vs_sequential"
 HOSTS02 = [h for h in ("h200", "h100") if (results.REFERENCE_DIR / h / f"{CH02}.json").exists()]
 
 
-def _means02(df, **where):
-    m = pd.Series(True, index=df.index)
-    for k, v in where.items():
-        m &= df[k] == v
-    return df.loc[m, "MBps"].mean()
-
-
 @pytest.mark.parametrize("host", HOSTS02)
 def test_c02_reference_facts_equal_what_the_tables_give(host):
     ref = results.load_reference(CH02, host)
     f = an02.analyse(ref)
     h = ref.table("headline")
-    seq, rnd = _means02(h, cache="cold", pattern="sequential"), _means02(h, cache="cold", pattern="random")
+    seq = mean_where(h, "MBps", cache="cold", pattern="sequential")
+    rnd = mean_where(h, "MBps", cache="cold", pattern="random")
     assert f.number("cold.sequential") == pytest.approx(seq) and f.number("cold.random") == pytest.approx(rnd)
     assert f.number("cold_gap") == pytest.approx(seq / rnd)
     assert f["cold_gap"].published == "sequential ÷ random, cold" and f["cold_gap"].basis == "cold.random"
-    warm = _means02(h, cache="warm", pattern="sequential") / _means02(h, cache="warm", pattern="random")
+    warm = (mean_where(h, "MBps", cache="warm", pattern="sequential")
+            / mean_where(h, "MBps", cache="warm", pattern="random"))
     assert f.number("warm_gap") == pytest.approx(warm)
     lat = ref.table("latency")
     first = lat[lat["series"] == "O_DIRECT, first pass"]["p50_us"]
@@ -130,10 +125,11 @@ def test_c02_reference_facts_equal_what_the_tables_give(host):
     assert [r["MBps"] for r in got] == pytest.approx(curve["MBps"].tolist())
     cs = ref.table("chunk_sweep")
     small = min(cs["chunk"])
-    assert f.number("odirect") == pytest.approx(_means02(cs, mode="buffered", chunk=small)
-                                                / _means02(cs, mode="O_DIRECT", chunk=small))
+    assert f.number("odirect") == pytest.approx(mean_where(cs, "MBps", mode="buffered", chunk=small)
+                                                / mean_where(cs, "MBps", mode="O_DIRECT", chunk=small))
     dd = ref.table("dd_fidelity")
-    assert f.number("dd_ratio") == pytest.approx(_means02(dd, tool="python") / _means02(dd, tool="dd"))
+    assert f.number("dd_ratio") == pytest.approx(mean_where(dd, "MBps", tool="python")
+                                                 / mean_where(dd, "MBps", tool="dd"))
 
 
 def test_c02_findings_follow_reversed_data():
@@ -202,26 +198,20 @@ CH03 = "03_dataloader"
 HOSTS03 = [h for h in ("h200", "h100") if (results.REFERENCE_DIR / h / f"{CH03}.json").exists()]
 
 
-def _steady03(e, **where):
-    m = e["cache"] == where.pop("cache")
-    for k, v in where.items():
-        m &= e[k] == v
-    return e.loc[m, "steady_MBps"].mean()
-
-
 @pytest.mark.parametrize("host", HOSTS03)
 def test_c03_reference_facts_equal_what_the_tables_give(host):
     ref = results.load_reference(CH03, host)
     f = an03.analyse(ref)
     e = ref.table("epochs")
     for w in (0, 4):
-        expected = (_steady03(e, cache="cold", workers=w, kind="shard_in_order")
-                    / _steady03(e, cache="cold", workers=w, kind="small_files"))
+        expected = (mean_where(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
+                    / mean_where(e, "steady_MBps", cache="cold", workers=w, kind="small_files"))
         assert f.number(f"published_w{w}") == pytest.approx(expected)
         assert f[f"published_w{w}"].published == f"shard ÷ small files, workers={w}"
     w = max(e["workers"])
     assert f.number("shuffled_gap_max_workers") == pytest.approx(
-        _steady03(e, cache="cold", workers=w, kind="shard") / _steady03(e, cache="cold", workers=w, kind="small_files"))
+        mean_where(e, "steady_MBps", cache="cold", workers=w, kind="shard")
+        / mean_where(e, "steady_MBps", cache="cold", workers=w, kind="small_files"))
     cold = e[(e["cache"] == "cold") & (e["workers"] == w)]
     assert f.number("first_batch") == pytest.approx(1e3 * cold["first_batch_s"].mean())
     fb = 1e3 * cold["first_batch_s"]

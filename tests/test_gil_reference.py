@@ -4,12 +4,13 @@ live here, not on the page."""
 import re
 
 import pytest
+from helpers import hosts_with
 
 from datajourney.chapters.c08_threads_processes_gil import page
 from datajourney.core import results
 
 CHAPTER = "08_threads_processes_gil"
-HOSTS = [h for h in results.reference_hosts() if results.load_reference(CHAPTER, h) is not None]
+HOSTS = hosts_with(CHAPTER)
 #: The best thread pipeline over the best DataLoader the chapter aims at, and the share of the model's ceiling.
 THREAD_TARGET, MOONSHOT_TARGET = 1.5, 90.0
 
