@@ -315,23 +315,30 @@ LITDATA_UNUSED = {"obstore", "tifffile", "torchvision"}
 LITDATA_FROM_BASE = {"torch", "numpy", "filelock", "requests", "urllib3"}
 
 
+
+def _declared_requirements(tmp_path, specs: list[str], pattern: str, what: str):
+    """Download ``specs`` without their dependencies and read the wheel matching ``pattern``'s declared
+    requirements (names, extras left out); skipped where the index cannot be reached."""
+    from email.parser import Parser
+    from zipfile import ZipFile
+
+    r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:", "-d", tmp_path,
+              *specs], timeout=300)
+    if r.returncode != 0:
+        pytest.skip(f"{what} could not be downloaded: " + r.stderr[-300:])
+    wheel = next(tmp_path.glob(pattern))
+    with ZipFile(wheel) as z:
+        meta = Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
+    return wheel, _names(q for q in meta.get_all("Requires-Dist") or [] if "extra ==" not in q)
+
 def test_every_litdata_requirement_is_provided_or_unused(tmp_path):
     """litdata goes in with --no-deps (its torch and torchvision would bring a CUDA build onto a CPU machine):
     each requirement of the pinned release is in the formats extra, the base install, or never imported for a
     local folder; a new release adding one fails here."""
-    from email.parser import Parser
-    from zipfile import ZipFile
 
     line = next(s.split("#")[0].strip() for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
                 if s.startswith("litdata"))
-    r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:", "-d", tmp_path,
-              line], timeout=300)
-    if r.returncode != 0:
-        pytest.skip("litdata could not be downloaded: " + r.stderr[-300:])
-    wheel = next(tmp_path.glob("litdata-*.whl"))
-    with ZipFile(wheel) as z:
-        meta = Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
-    declared = _names(r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r)
+    wheel, declared = _declared_requirements(tmp_path, [line], "litdata-*.whl", "litdata")
     covered = _names(_project()["optional-dependencies"]["formats"]) | LITDATA_UNUSED | LITDATA_FROM_BASE
     assert declared - covered == set(), f"{wheel.name} requires more: add what local chunks import to formats"
     assert {"torch", "torchvision"} <= declared  # what --no-deps keeps pip from resolving
@@ -347,19 +354,10 @@ STREAMING_FROM_HOST = {"torch", "torchvision", "numpy", "transformers", "tqdm"}
 def test_every_streaming_requirement_is_provided_or_unused(tmp_path):
     """Each requirement the pinned mosaicml-streaming release declares is in the mds extra, provided by the
     host's stack, or one local shards never import: a new release adding one fails here."""
-    from email.parser import Parser
-    from zipfile import ZipFile
 
     lines = [s.split("#")[0].strip() for s in (REPO_ROOT / "constraints" / "no-deps.txt").read_text().splitlines()
              if s.strip() and not s.startswith("#")]
-    r = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
-              "-d", tmp_path, *lines], timeout=300)
-    if r.returncode != 0:
-        pytest.skip("mosaicml-streaming could not be downloaded: " + r.stderr[-300:])
-    wheel = next(tmp_path.glob("mosaicml_streaming-*.whl"))
-    with ZipFile(wheel) as z:
-        meta = Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
-    declared = _names(r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r)
+    wheel, declared = _declared_requirements(tmp_path, lines, "mosaicml_streaming-*.whl", "mosaicml-streaming")
     covered = _names(_project()["optional-dependencies"]["mds"]) | STREAMING_UNUSED | STREAMING_FROM_HOST
     assert declared - covered == set(), f"{wheel.name} requires more: add what local reading imports to mds"
     assert {"numpy", "transformers"} <= declared  # what --no-deps keeps pip from resolving
