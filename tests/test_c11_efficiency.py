@@ -17,7 +17,7 @@ def _windows(job, world, rung, v, **extra):
 
 
 def _result(*, plain=10.0, ddp1=9.8, nosync=9.6, sync=9.0, nccl=20.0, exposed=4.0, alone=10.0, channels=None,
-            cuda=True) -> results.Result:
+            cuda=True, nosync1=None) -> results.Result:
     """A 4-GPU result with the decomposition's tables: steps/s of one GPU without DDP, DDP on one GPU, DDP on 4 with
     and without sync, the profiled NCCL time in training (and its exposed part) and alone; ``channels``: steps/s of
     DDP on 4 per NCCL channel count."""
@@ -34,6 +34,10 @@ def _result(*, plain=10.0, ddp1=9.8, nosync=9.6, sync=9.0, nccl=20.0, exposed=4.
     ex = [{"job": "n", "path": "direct", "world": 4, "rung": "ddp", "sync": False, "status": "ok",
            "steps_per_s": nosync}]
     exw = _windows("n", 4, "ddp", nosync, sync=False)
+    if nosync1 is not None:  # the no-sync step on one GPU
+        ex.append({"job": "one", "path": "direct", "world": 1, "rung": "ddp", "sync": False, "status": "ok",
+                   "steps_per_s": nosync1})
+        exw += _windows("one", 1, "ddp", nosync1, sync=False)
     iso = [{"job": "n", "path": "direct", "world": 4, "rung": "ddp", "status": "ok", "buckets": 2,
             "bucket_sizes": "[1048576, 1073741824]", "prof_nccl_ms": alone, "window": 0, "step_ms": alone}]
     for c, v in (channels or {}).items():
@@ -75,6 +79,27 @@ def test_shares_sum_to_the_measured_gap():
     d = efficiency.decompose(100.0, 101.0, 102.0, 103.0, 50.0)
     assert d["shares"]["slowed"] == pytest.approx(100 * 1.0 / 103) and d["shares"]["exposed"] == pytest.approx(0.0)
     assert sum(d["shares"].values()) == pytest.approx(d["gap"])
+
+
+def test_ranks_apart_is_set_against_the_no_sync_step_on_one_gpu():
+    """Measured, the one-GPU no-sync step is the baseline of ranks apart: skipping sync on 4 ranks is no longer
+    credited with the sync work one GPU does, and that work leaves the sync cost; the shares still add up."""
+    f = analysis.analyse(_result(ddp1=9.8, nosync1=10.1, nosync=9.9, sync=9.0))
+    sh, ts = _shares(f), 1e3 / 9.0
+    t1, td1, tns1, tns = 1e3 / 10.0, 1e3 / 9.8, 1e3 / 10.1, 1e3 / 9.9
+    assert sh["apart"] == pytest.approx(100 * (tns - tns1) / ts) and sh["apart"] > 0
+    assert sh["bookkeeping"] == pytest.approx(100 * (td1 - t1) / ts)
+    assert sh["exposed"] + sh["slowed"] == pytest.approx(100 * ((ts - tns) - (td1 - tns1)) / ts)
+    assert sum(sh.values()) == pytest.approx(f["loss_gap_4"].value)
+    assert f.data["loss"]["apart_from"] == "no_sync_one" and "no no-sync step" not in page.loss_text(f)
+    assert page.loss_table(f)["no sync on one ms"].iloc[0] == pytest.approx(tns1)
+    # the same result without it: against DDP on one GPU (negative here), and the page says which baseline
+    f = analysis.analyse(_result(ddp1=9.8, nosync=9.9, sync=9.0))
+    assert _shares(f)["apart"] < 0 and "no no-sync step on one GPU" in page.loss_text(f)
+    # the plan runs the no-sync step in the one-GPU job
+    p = ddp.preflight({"scale_worlds": [], "host_paths": [], "nccl_channels": []})
+    one = ddp.plan_jobs(p, "nccl", 2)[0]
+    assert one.name == "one" and any(r.get("sync") is False for r in one.rungs)
 
 
 def test_the_largest_share_follows_the_data():
@@ -135,11 +160,13 @@ def test_ci_run_takes_the_loss_apart(tmp_path):
                     bench_ops=["all_reduce"], scale_worlds=[], host_paths=[], scale_host_paths=[], bench_iters=2,
                     bench_repeats=2, nccl_channels=[4], job_timeout_s=60, run_dir=tmp_path, progress=False)
     ex = r.table("explain")
-    assert list(ex["sync"]) == [False] and (ex["status"] == "ok").all() and (ex["world"] == 2).all()
+    # the no-sync step on one process and on both
+    assert list(ex["sync"]) == [False, False] and (ex["status"] == "ok").all() and list(ex["world"]) == [1, 2]
     iso = r.table("explain_iso")
     assert (iso["status"] == "ok").all() and (iso["buckets"] >= 1).all() and (iso["step_ms"] > 0).all()
     f = results.Result.load(r.path).facts
     assert f.data["loss"]["status"] == "ok" and f.data["channels"]["reason"] == "no_nccl"
+    assert f.data["loss"]["apart_from"] == "no_sync_one"
     assert sum(_shares(f, 2).values()) == pytest.approx(f["loss_gap_2"].value)
     assert all("nan" not in t for t in (page.loss_text(f), page.channels_text(f), page.target_text(f)))
 

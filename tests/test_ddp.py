@@ -79,7 +79,8 @@ def test_rung_names():
     assert ddp.parse_rung("ddp", 2000)["bucket_cap_mb"] == 2000 and not ddp.parse_rung("ddp", 1)["static_graph"]
     jobs = ddp.plan_jobs({**_defaults(), "bucket_sweep": [25, 2000]}, "nccl", 2)
     assert [j.name for j in jobs] == ["one", "n", "p2p_off", "p2p_shm_off"]
-    assert [r["name"] for r in jobs[0].rungs] == ["no_ddp", "ddp"]
+    assert [(r["name"], r.get("sync", True)) for r in jobs[0].rungs] == [("no_ddp", True), ("ddp", True),
+                                                                        ("ddp", False)]
     assert jobs[1].rungs[-1]["name"] == "bucket_view@25"  # 2000 is the baseline already
     assert jobs[3].env == {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
     assert [j.name for j in ddp.plan_jobs(_defaults(), "gloo", 2)] == ["one", "n"]   # no NCCL: no host paths

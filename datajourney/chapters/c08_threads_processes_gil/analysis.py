@@ -395,6 +395,31 @@ def primitive_facts(res) -> list[Fact]:
     return out
 
 
+#: The pools of the primitive sweep as a reader builds them.
+POOL_CALLS = {"process": "concurrent.futures.ProcessPoolExecutor", "thread": "concurrent.futures.ThreadPoolExecutor"}
+
+
+def pool_advice(facts: Facts, res) -> list[Advice]:
+    """One threads-or-processes verdict per decoder, on the same work (section 1's warm decode, resize and batch of
+    the same images): each pool at its peak, worker processes (the DataLoader's way) the baseline."""
+    out = []
+    for key in [k for k in facts.facts if k.startswith("primitives.") and k.endswith(".process")]:
+        d = key.split(".")[1]
+        cands = []
+        for ex in ("process", "thread"):
+            f = facts[f"primitives.{d}.{ex}"]
+            c = int(f.setting["concurrency"])
+            cands.append(Candidate(ex, f, call=f"{POOL_CALLS[ex]}(max_workers={c})"))
+        q = Question(f"image_decode.pool.{d}", f"Worker processes or threads for decoding with {decoder_name(d)}?",
+                     "executor", "process", "worker processes", "the DataLoader's way",
+                     f"photo-like JPEGs decoded with {decoder_name(d)}, resized and batched, warm, on "
+                     f"{int(res.metadata.get('cores') or 1)} cores")
+        a = decide(q, cands, facts)
+        if a is not None:
+            out.append(a)
+    return out
+
+
 def contention_facts(res, op: str = "decode") -> list[Fact]:
     """Each decoder's ``op`` per image with one thread, with as many threads as cores and with as many processes;
     "contention" is the headline decoder's growth from one thread to many."""
@@ -891,7 +916,7 @@ def analyse(res) -> Facts:
                  moonshot_facts, paper_facts, decoder_facts, cpu_split_facts, epoch_note_facts, startup_facts,
                  collate_facts, gpu_share_facts):
         facts.add(*part(res))
-    facts.advise(loader_advice(facts, res))
+    facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_

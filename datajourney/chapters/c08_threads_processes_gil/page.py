@@ -1145,6 +1145,9 @@ def finding_primitives(facts, decoder: str | None = None) -> Finding:
             f"{_b(say.comparison(c, baseline='processes'))}. Threads reached 95% of their peak at "
             f"{count_words(t.setting.get('knee'), 'thread')}, processes at "
             f"{int(p.setting['knee']) if p.setting.get('knee') is not None else '—'}.")
+    a = facts.advice_for(f"image_decode.pool.{decoder or p.setting['decoder']}")
+    if a is not None:
+        text += " " + say.advice(a, facts)
     return Finding(key, text, c.number, "×")
 
 

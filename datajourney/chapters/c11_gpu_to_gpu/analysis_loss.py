@@ -6,9 +6,12 @@ the slowest rank counting). It splits exactly into step-time differences, each d
 steps/s per GPU):
 
 * ``bookkeeping``: DDP's own work on one GPU, ``tD1 - t1`` (R on one GPU against the plain model);
-* ``apart``: k ranks running the same step with gradient sync skipped (``DDP.no_sync``), ``tNS - tD1``: every rank
-  waits for the slowest and the ranks share one host;
-* the sync cost ``tS - tNS`` (the same ranks, the same work, with and without the all-reduce), split into
+* ``apart``: k ranks running the same step with gradient sync skipped (``DDP.no_sync``) against that no-sync step on
+  one GPU, ``tNS - tNS1``: every rank waits for the slowest and the ranks share one host (results from before the
+  one-GPU no-sync step was measured: against DDP on one GPU, ``tNS - tD1``, which also holds the sync work one GPU
+  does and no-sync skips);
+* the sync cost on k ranks beyond one GPU's, ``(tS - tNS) - (tD1 - tNS1)`` (the same ranks, the same work, with and
+  without the all-reduce, less the same difference on one GPU; older results: ``tS - tNS``), split into
   ``slowed``, NCCL kernels slower than alone: the exposed NCCL time (NCCL kernels beside no compute kernel, profiled)
   times ``1 - isolated / in training`` (the same all-reduces, bucket by bucket, profiled alone), at most the sync
   cost; and ``exposed``, the rest of the sync cost. Without CUDA (or without a profile) ``slowed`` is not measured and
@@ -102,18 +105,21 @@ class _Explain:
         """(k, job) of every count on the direct path with the rung run without sync."""
         if self.t.empty:
             return []
-        r = self.t[(~self.t["sync"].astype(bool)) & (self.t["status"] == "ok") & (self.t["path"] == self.run.path0)]
+        r = self.t[(~self.t["sync"].astype(bool)) & (self.t["status"] == "ok") & (self.t["path"] == self.run.path0)
+                   & (self.t["job"] != "one")]
         return sorted({(int(k), str(j)) for k, j in zip(r["world"], r["job"])})
 
 
-def decompose(t1: float, td1: float, tns: float, ts: float, slowed_ms: float | None) -> dict:
+def decompose(t1: float, td1: float, tns: float, ts: float, slowed_ms: float | None,
+              tns1: float | None = None) -> dict:
     """The gap ``1 - t1/ts`` and its shares (points of one device's steps/s), from step times (ms); the shares sum to
     the gap exactly. ``slowed_ms``: the NCCL slowdown on the step's critical path (None: not measured), at most the
-    sync cost."""
-    sync = ts - tns
+    sync cost; ``tns1``: the no-sync step on one GPU (None: not measured, so ranks apart is set against DDP on one)."""
+    base = td1 if tns1 is None else tns1
+    sync = (ts - tns) - (td1 - base)
     slowed = None if slowed_ms is None else min(max(slowed_ms, 0.0), max(sync, 0.0))
     pts = lambda ms: 100 * ms / ts  # noqa: E731
-    shares = {"bookkeeping": pts(td1 - t1), "apart": pts(tns - td1), "exposed": pts(sync - (slowed or 0.0)),
+    shares = {"bookkeeping": pts(td1 - t1), "apart": pts(tns - base), "exposed": pts(sync - (slowed or 0.0)),
               "slowed": None if slowed is None else pts(slowed)}
     return {"gap": pts(ts - t1), "shares": shares,
             "largest": max((k for k in SHARES if shares[k] is not None), key=lambda k: shares[k])}
@@ -144,6 +150,8 @@ def loss(facts: Facts, res, run, words) -> None:
         return
     dev = "GPU" if run.cuda else "process"
     t1 = 1e3 / _mean(one)
+    ns1 = _mean(ex.windows("one", sync=False))
+    tns1 = None if ns1 is None else 1e3 / ns1
     rows = []
     for k, job in counts:
         ws, wns = ex.windows(job), ex.windows(job, sync=False)
@@ -152,7 +160,7 @@ def loss(facts: Facts, res, run, words) -> None:
         ts, tns = 1e3 / _mean(ws), 1e3 / _mean(wns)
         prof, iso = ex.profile(job), ex.isolated(job)
         slowed = slowed_on_path(prof.get("exposed_ms"), prof.get("nccl_ms"), iso.get("nccl_ms")) if run.cuda else None
-        d = decompose(t1, 1e3 / td1, tns, ts, slowed)
+        d = decompose(t1, 1e3 / td1, tns, ts, slowed, tns1)
         on = words(k)
         n = min(len(ws), len(wns), len(one))
         facts.add(Fact(f"loss_gap_{k}", d["gap"], "%", f"points of one {dev}'s steps/s lost per {dev} with "
@@ -168,12 +176,15 @@ def loss(facts: Facts, res, run, words) -> None:
             facts.add(Fact(f"nccl_slowdown_{k}", prof["nccl_ms"] / iso["nccl_ms"], "×",
                            f"NCCL kernel time per step in training ÷ the same all-reduces alone {on}", "amount", None,
                            setting={"gpus": k, "rung": ex.rung}))
-        rows.append(dict(processes=k, job=job, t_plain_ms=t1, t_ddp_one_ms=1e3 / td1, t_no_sync_ms=tns, t_sync_ms=ts,
+        rows.append(dict(processes=k, job=job, t_plain_ms=t1, t_ddp_one_ms=1e3 / td1, t_no_sync_one_ms=tns1,
+                         t_no_sync_ms=tns, t_sync_ms=ts,
                          nccl_train_ms=prof.get("nccl_ms"), nccl_exposed_ms=prof.get("exposed_ms"),
                          nccl_alone_ms=iso.get("nccl_ms"), alone_step_ms=iso.get("step_ms"),
                          buckets=iso.get("buckets"), slowed_ms=slowed, gap=d["gap"], largest=top,
-                         noise=max(_spread(ws), _spread(wns), _spread(ex.windows("one"))), **d["shares"]))
+                         noise=max(_spread(ws), _spread(wns), _spread(ex.windows("one")),
+                                   _spread(ex.windows("one", sync=False))), **d["shares"]))
     facts.data["loss"] = {"status": "ok" if rows else "not_measured", "rung": ex.rung, "rows": rows,
+                          "apart_from": "ddp_one" if tns1 is None else "no_sync_one",
                           "slowed": None if all(r["slowed"] is not None for r in rows) else _not_measured(run)}
 
 

@@ -364,7 +364,9 @@ def plan_jobs(params, backend: str, n: int) -> list[Job]:
     node_env = HOST_PATHS.get(p.node_path, {}) if nodes > 1 and backend == "nccl" else {}
     ladder = [rung(s) for s in p.ladder if parse_rung(s, cap)["base"] != "no_ddp"]
     ladder += [rung(f"bucket_view@{mb}") for mb in p.bucket_sweep if mb != cap]
-    jobs = [Job("one", path, 1, explained([rung("no_ddp"), rung("ddp")], p.explain_rung, cap, no_sync=False), [])]
+    # on one GPU too, the explained rung without sync: "ranks apart" then compares no-sync steps on N ranks with the
+    # same no-sync step on one, and the sync cost beyond one GPU's is what the all-reduce adds on N
+    jobs = [Job("one", path, 1, explained([rung("no_ddp"), rung("ddp")], p.explain_rung, cap), [])]
     if n * nodes >= 2:
         jobs.append(Job("n", path, n, explained(ladder, p.explain_rung, cap), list(p.bench_ops), env=dict(node_env),
                         nodes=nodes))
@@ -384,7 +386,7 @@ def plan_jobs(params, backend: str, n: int) -> list[Job]:
     return jobs
 
 
-def explained(rungs: list[dict], name: str, cap: int, *, no_sync: bool = True) -> list[dict]:
+def explained(rungs: list[dict], name: str, cap: int) -> list[dict]:
     """``rungs`` with the decomposition's rungs: ``name`` (run as part of the decomposition where the list lacks it)
     with its all-reduces timed alone after it, and ``name`` once more with gradient sync skipped (``no_sync``)."""
     ex = parse_rung(name, cap)
@@ -393,8 +395,8 @@ def explained(rungs: list[dict], name: str, cap: int, *, no_sync: bool = True) -
     if at is None:
         out.append({**ex, "part": EXPLAIN, "iso": True})
         at = len(out)
-    if no_sync:  # right after the synced rung: the same model, the same state of the host
-        out.insert(at, {**ex, "part": EXPLAIN, "sync": False})
+    # right after the synced rung: the same model, the same state of the host
+    out.insert(at, {**ex, "part": EXPLAIN, "sync": False})
     return out
 
 

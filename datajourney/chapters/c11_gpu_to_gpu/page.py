@@ -399,12 +399,9 @@ def profile_note(facts) -> str:
 
 
 # --------------------------------------------------------------------------- where the per-GPU loss goes
-#: Each share of the decomposition as the page names it.
-SHARE_WORDS = {"bookkeeping": "DDP's own bookkeeping (DDP on one GPU against the plain model)",
-               "apart": "ranks running apart (the same ranks with gradient sync skipped, against DDP on one GPU)",
-               "exposed": "exposed communication (the step with gradient sync against the same step without it)",
-               "slowed": "NCCL kernels slowed by overlapping compute (exposed NCCL time beyond the same "
-                         "all-reduces run alone)"}
+#: Each share of the decomposition as the page names it (the chapter's prose says what each one compares).
+SHARE_WORDS = {"bookkeeping": "DDP's own bookkeeping", "apart": "ranks running apart",
+               "exposed": "exposed communication", "slowed": "NCCL kernels slowed by overlapping compute"}
 #: Why a part of the decomposition was not measured, by the code the facts carry.
 NOT_MEASURED = {"no_cuda": "no CUDA device, so no GPU kernels to profile",
                 "no_profile": "no NCCL kernel profile of the training steps or of the all-reduces alone "
@@ -412,10 +409,14 @@ NOT_MEASURED = {"no_cuda": "no CUDA device, so no GPU kernels to profile",
                 "not_measured": "this run's result holds no such measurement (it ran before the chapter measured it)",
                 "no_nccl": "gloo has no NCCL channels; the NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS settings apply "
                            "to NCCL only"}
+#: A result from before the no-sync step was measured on one GPU sets ranks apart against DDP on one GPU.
+OLDER_BASELINE = (" This run measured no no-sync step on one GPU, so ranks running apart is set against DDP on one "
+                  "GPU (which also does the sync work that no-sync skips) and exposed communication holds all of the "
+                  "sync cost.")
 
 
 def _share_name(key: str) -> str:
-    return SHARE_WORDS[key].split(" (")[0]
+    return SHARE_WORDS[key]
 
 
 def loss_text(facts) -> str:
@@ -440,7 +441,7 @@ def loss_text(facts) -> str:
                f" NCCL kernels slowed by overlapping compute: not measured here ({NOT_MEASURED[d['slowed']]}), so "
                "the whole sync cost counts as exposed communication.")
     return (f"**Where each {dev}'s loss goes**, with {say.text(rung_label(d['rung']).removeprefix('+ '))}: "
-            + "; ".join(out) + "." + missing
+            + "; ".join(out) + "." + missing + (OLDER_BASELINE if d.get("apart_from") != "no_sync_one" else "")
             + _negative_shares(d["rows"], dev))
 
 
@@ -469,7 +470,8 @@ def loss_table(facts) -> pd.DataFrame:
     d = facts_of(facts).data.get("loss") or {}
     rows = d.get("rows") or []
     return pd.DataFrame([{"processes": r["processes"], "one, no DDP ms": r["t_plain_ms"],
-                          "DDP on one ms": r["t_ddp_one_ms"], "no sync ms": r["t_no_sync_ms"],
+                          "DDP on one ms": r["t_ddp_one_ms"], "no sync on one ms": r.get("t_no_sync_one_ms"),
+                          "no sync ms": r["t_no_sync_ms"],
                           "with sync ms": r["t_sync_ms"], "NCCL in training ms": r["nccl_train_ms"],
                           "of which exposed ms": r["nccl_exposed_ms"], "NCCL alone ms": r["nccl_alone_ms"],
                           "all-reduces alone, wall ms": r["alone_step_ms"], "buckets": r["buckets"],
