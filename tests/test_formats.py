@@ -184,3 +184,14 @@ def test_the_ci_run_of_chapter_7_shows_the_section(ci_run):
     html = "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
     assert all(reading.LABELS[f] in html for f in measured)
     assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in cell.outputs)
+
+
+def test_format_workers_name_counts_by_the_cores_and_bad_ones_fail_first():
+    from datajourney.chapters.c07_full_picture import experiment
+    from datajourney.chapters.c07_full_picture.params import worker_counts
+    from datajourney.core.params import ParameterError
+
+    assert worker_counts("auto", 16) == [0, 4, 8, 16] and worker_counts("cores", 64) == [64]
+    assert worker_counts([2, 3], 16) == [2, 3] and worker_counts("auto", 1) == [0, 1]
+    with pytest.raises(ParameterError, match="format_workers"):
+        experiment.preflight({"format_workers": "half"})

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from datajourney.chapters.c07_full_picture.params import FORMATS, LOAD_MODES, REMEDIES, Params  # noqa: F401
+from datajourney.chapters.c07_full_picture.params import FORMATS, LOAD_MODES, REMEDIES, Params, worker_counts  # noqa: F401
 from datajourney.chapters.c07_full_picture.reading import (
     AU_RULE,
     KEEP_UP,
@@ -658,15 +658,16 @@ def preflight(params) -> Plan:
     if p.storage_formats:
         if p.format_images > p.n_images:
             raise ParameterError("format_images", p.format_images, f"an integer from 1 to {p.n_images:,} (n_images)")
-        w_top = max(cores if p.format_workers == "auto" else max(p.format_workers), 1)
+        w_top = max(max(worker_counts(p.format_workers, cores)), 1)
         if p.format_images < p.batch_size * w_top:
             raise ParameterError("format_images", p.format_images, f"at least one batch per worker ({p.batch_size} x "
                                  f"{w_top} workers = {p.batch_size * w_top:,})")
         if p.shard_images != "auto" and p.shard_images > p.format_images:
             raise ParameterError("shard_images", p.shard_images, f"'auto' or an integer from 1 to {p.format_images:,}"
                                  " (format_images)")
-        if p.format_workers != "auto" and any(w > w_cap for w in p.format_workers):
-            raise ParameterError("format_workers", p.format_workers, f"'auto' or a list of integers from 0 to {w_cap}")
+        if p.format_workers not in ("auto", "cores") and any(w > w_cap for w in p.format_workers):
+            raise ParameterError("format_workers", p.format_workers, f"'auto', 'cores' or a list of integers from 0 "
+                                 f"to {w_cap}")
     if yours is not None:
         need = [images.mds_plan(yours.source_plan())] if "mds" in p.formats else []
     parent = datasets.check_space(p.data_dir, need)

@@ -64,8 +64,8 @@ class Params(ChapterParams):
     format_images: int = param(2000, "images of the set converted into each format (at most n_images)", minimum=1,
                                maximum=MAX_IMAGES)
     format_workers: object = param("auto", 'DataLoader num_workers values of the format comparison ("auto": 0, a '
-                                           "quarter, half and all of the cores)", kind="int_list", minimum=0,
-                                   maximum=4096, also=("auto",))
+                                           'quarter, half and all of the cores; "cores": all of them)',
+                                   kind="int_list", minimum=0, maximum=4096, also=("auto", "cores"))
     format_steps: int = param(10, "timed steps per run of the format comparison (after the warm-up steps)",
                               minimum=1, maximum=100_000)
     format_repeats: int = param(2, "runs of every format, worker count and cache state, interleaved", minimum=1,
@@ -84,3 +84,13 @@ class Params(ChapterParams):
     image_dir: object = param(None, "your own images instead of generated ones: a folder of JPEG or PNG files "
                                     "(ImageFolder tree or flat), only ever read (null: the book's generated data)",
                               kind="path")
+
+
+def worker_counts(choice, cores: int) -> list[int]:
+    """The worker counts ``format_workers`` names on a host with ``cores`` cores: "auto" is none, then a quarter,
+    half and all of the cores; "cores" all of them alone (the comparison where a loader has the most help)."""
+    if choice == "auto":
+        return sorted({0, max(1, cores // 4), max(1, cores // 2), max(1, cores)})
+    if choice == "cores":
+        return [max(1, cores)]
+    return list(choice)

@@ -26,13 +26,9 @@ from datajourney.chapters.c07_full_picture.experiment import (
     step_summary,
     torch_threads,
 )
+from datajourney.chapters.c07_full_picture.params import worker_counts
 from datajourney.toolkit import formats, images, pagecache
 from datajourney.toolkit.models import train_steps
-
-
-def auto_workers(cores: int) -> list[int]:
-    """The worker counts of ``format_workers="auto"``: none, then a quarter, half and all of the cores."""
-    return sorted({0, max(1, cores // 4), max(1, cores // 2), max(1, cores)})
 
 
 def _loader(stored, p: dict, w: int, repeat: int, device: str):
@@ -123,7 +119,7 @@ def index_access(stored, p: dict) -> dict:
 def measure(source: formats.Source, p: dict, *, data_dir: Path, net, opt, device: str, progress=None):
     """The whole comparison: (the per-format table, the per-run table, metadata)."""
     cores = len(os.sched_getaffinity(0))
-    ws = auto_workers(cores) if p["format_workers"] == "auto" else list(p["format_workers"])
+    ws = worker_counts(p["format_workers"], cores)
     total = sum(os.stat(f).st_size for f in source.files)
     per_shard = (formats.auto_per_shard(len(source), total, max(ws)) if p["shard_images"] == "auto"
                  else int(p["shard_images"]))
@@ -167,6 +163,6 @@ def measure(source: formats.Source, p: dict, *, data_dir: Path, net, opt, device
 
 def planned_steps(p: dict, cores: int) -> int:
     """How many progress steps :func:`measure` reports (conversions, then runs), for the chapter's bar."""
-    ws = auto_workers(cores) if p["format_workers"] == "auto" else list(p["format_workers"])
+    ws = worker_counts(p["format_workers"], cores)
     n = len(p["storage_formats"])
     return n + p["format_repeats"] * n * len(ws) * 2
