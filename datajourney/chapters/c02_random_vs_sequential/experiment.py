@@ -241,9 +241,11 @@ def measure(plan: Plan, context) -> None:
     """Run every chapter-2 experiment into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
+    from datajourney.core.timing import Laps  # loads torch: only when the chapter measures
 
     p, parent = plan.params, plan.data_dir
     res, progress = context.result, context.progress
+    lap = Laps()  # how long each part of the run took (metadata)
     can_drop = pagecache.can_drop_caches()
     compare = p.compare_purge_methods and can_drop
     runs, crun, seed = p.runs, p.chunk_runs, p.seed
@@ -255,29 +257,38 @@ def measure(plan: Plan, context) -> None:
     sweep_sets = [datasets.small_files(parent, n_files=max(1, p.sweep_bytes // s), file_size=s, seed=seed,
                                        progress=progress) for s in p.size_sweep]
     big = datasets.shard(parent, size=p.shard_size, seed=seed, progress=progress)
+    lap("data sets")
     kw = dict(runs=runs, method=p.purge_method)
     with tqdm(total=steps, desc="chapter 2 runs", disable=not progress, mininterval=10) as bar:
         res.add("headline", measure_random_vs_sequential(main, cache_states=p.cache_states, seed=seed,
                                                          progress=bar, **kw))
+        lap("headline")
         if p.latency_reads:   # before anything reads the long shard as a whole
             lat, cdf = measure_latency(big.path, reads=p.latency_reads, seed=seed, progress=bar, **kw)
             res.add("latency", lat)
             res.add("latency_cdf", cdf)
+            lap("latency")
         res.add("size_sweep", pd.concat(
             [measure_random_vs_sequential(d, cache_states=p.cache_states, seed=seed, progress=bar, **kw)
              for d in sweep_sets], ignore_index=True) if sweep_sets else pd.DataFrame())
+        lap("size sweep")
         res.add("chunk_sweep", measure_chunk_sweep(big, chunks=p.chunk_sweep, odirect=p.odirect, runs=crun,
                                                    method=p.purge_method, odirect_max_bytes=p.odirect_max_bytes,
                                                    seed=seed, progress=bar))
+        lap("chunk sweep")
         res.add("shard_length", measure_shard_length(main, big, seed=seed, progress=bar, **kw))
+        lap("shard length")
         if p.dd_check:
             res.add("dd_fidelity", measure_dd_fidelity(big, progress=bar, **kw))
+            lap("dd check")
         if compare:
             res.add("purge_methods", measure_purge_methods(main, runs=runs, seed=seed, progress=bar))
+            lap("purge methods")
     res.metadata.update(
         can_drop_caches=can_drop,
         purge_methods_compared=compare,
         purge_methods_needs_root=not compare and not can_drop,
         datasets={"headline": main.manifest, "shard": big.manifest},
         nand_read_floor_us=NAND_READ_FLOOR_US,
+        seconds=lap.seconds,
     )

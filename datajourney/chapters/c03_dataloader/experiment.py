@@ -39,6 +39,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE, Params
+from datajourney.core import timing
 from datajourney.core.params import ParameterError, choice, memory, run_options
 from datajourney.core.units import MB
 from datajourney.toolkit import datasets, pagecache
@@ -441,9 +442,9 @@ def measure(plan: Plan, context) -> None:
     """Run chapter 3's sweep and side experiments into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-
     p, parent = plan.params, plan.data_dir
     res, progress = context.result, context.progress
+    lap = timing.Laps()  # how long each part of the run took (metadata)
     runs, seed, purge_method = p.runs, p.seed, p.purge_method
     if plan.images is not None:   # the reader's files as they are, and a shard of their bytes (generated)
         from datajourney.toolkit import yourdata
@@ -453,6 +454,7 @@ def measure(plan: Plan, context) -> None:
         res.metadata["your_data"] = plan.images.describe()
     else:
         ds = datasets.small_files(parent, n_files=p.n_files, file_size=p.file_size, seed=seed, progress=progress)
+    lap("data set")
     tbs = p.transfer_batch_sizes
     steps = (len(p.cache_states) * runs * len(p.workers) * len(KINDS) + runs * len(tbs) * len(PAYLOADS) * 2
              + (runs if p.latency_reads else 0) + (runs * len(HANDOVER_MODES) if p.handover_workers else 0))
@@ -463,14 +465,18 @@ def measure(plan: Plan, context) -> None:
                                        seed=seed, progress=bar)
             res.add("latency", lat)
             res.add("latency_cdf", cdf)
+            lap("latency")
         res.add("epochs", sweep(ds, workers=p.workers, cache_states=p.cache_states, runs=runs,
                                 batch_size=p.batch_size, method=purge_method, seed=seed, progress=bar,
                                 device=dev["partition"]))
+        lap("worker sweep")
         if p.handover_workers:
             res.add("handover_modes", measure_handover_modes(ds, workers=p.handover_workers, runs=runs,
                                                              batch_size=p.batch_size, seed=seed, progress=bar))
+            lap("handover modes")
         if tbs:
             res.add("transfer", measure_transfer(ds, batch_sizes=tbs, runs=runs, seed=seed, progress=bar))
+            lap("transfer")
     res.metadata.update(
         dataset=ds.manifest,
         diskstats_device=dev["partition"],
@@ -479,4 +485,5 @@ def measure(plan: Plan, context) -> None:
         main_bound_share=MAIN_BOUND_SHARE,
         usable_cores=_usable_cores(),
         workers_above_cores=[w for w in p.workers if w + 1 > _usable_cores()],
+        seconds=lap.seconds,
     )

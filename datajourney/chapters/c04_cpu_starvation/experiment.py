@@ -41,7 +41,7 @@ from torch.utils.data import DataLoader, Dataset
 from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_au, predicted_wait_ms
 from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAULT_PREFETCH, Params
 from datajourney.core.params import ParameterError, memory, requires, run_options
-from datajourney.core.timing import NvmlSampler, cuda_ms, run_sustained, steady_state
+from datajourney.core.timing import Laps, NvmlSampler, cuda_ms, run_sustained, steady_state
 
 CHAPTER = "04_cpu_starvation"
 WORK_KINDS = ("sleep", "tokenize", "decode")
@@ -532,6 +532,7 @@ def measure(q: Params, context) -> None:
     """Run chapter 4's experiments into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
+    lap = Laps()  # how long each part of the run took (metadata)
     p = q.as_dict()
     d_ms, batch_size, g_ms, steps, warmup_steps = q.d_ms, q.batch_size, q.g_ms, q.steps, q.warmup_steps
     seed, boundary_workers = q.seed, q.boundary_workers
@@ -542,6 +543,8 @@ def measure(q: Params, context) -> None:
         context.result.metadata["your_data"] = yours.describe(tok, seed=seed)
     elif "tokenize" in p["work_kinds"]:
         texts, tok, source = textdata_texts(q, TOKENIZE_TEXTS)
+    if texts is not None:
+        lap("data set")
     res, progress = context.result, context.progress
     sampler = NvmlSampler() if torch.cuda.is_available() else None
     origin = time.perf_counter()
@@ -563,6 +566,7 @@ def measure(q: Params, context) -> None:
                 scales[kind] = p["real_work_scale"] or calibrate_scale(
                     lambda s, k=kind: WorkDataset(COST_SAMPLES, k, scale=s, texts=texts, tokenizer=tok, seed=seed,
                                                   n_images=2), kind, d_ms, max_scale=mx)
+        lap("calibration")
 
         total = (1 + len(p["published_workers"])
                  + len(p["work_kinds"]) * len(p["workers"])
@@ -576,6 +580,7 @@ def measure(q: Params, context) -> None:
                                        conditioning=p["idle_conditioning_steps"], seed=seed, sampler=sampler,
                                        origin=origin)
             bar.update(1)
+            lap("idle gaps")
             st, sm = worker_sweep(dataset("sleep"), d_ms, batch_size=batch_size, workers=p["published_workers"],
                                   step=step, steps=steps, warmup=warmup_steps, progress=bar, sampler=sampler,
                                   origin=origin)
@@ -583,6 +588,7 @@ def measure(q: Params, context) -> None:
             st.insert(0, "experiment", "published case")
             summaries.append(sm)
             steps_tables.append(st)
+            lap("published case")
             costs = {}
             for kind in p["work_kinds"]:
                 ds = dataset(kind, scale=scales.get(kind, 1))
@@ -598,13 +604,16 @@ def measure(q: Params, context) -> None:
                 st.insert(0, "experiment", "worker sweep")
                 steps_tables.append(st)
                 summaries.append(sm)
+            lap("worker sweep")
             pf_steps, pf_summary = prefetch_experiment(
                 batch_size=batch_size, workers=p["prefetch_workers"], prefetch_factors=p["prefetch_factors"],
                 runs=p["prefetch_runs"], steps=steps, warmup=warmup_steps, step=step, seed=seed, sampler=sampler,
                 origin=origin, progress=bar)
+            lap("prefetch")
             boundary = epoch_boundary(lambda k: dataset("sleep", k), batch_size=batch_size, workers=boundary_workers,
                                       steps_per_epoch=steps_per_epoch, step=step, runs=p["boundary_runs"],
                                       sampler=sampler, origin=origin, progress=bar)
+            lap("epoch boundary")
     finally:
         if sampler is not None:
             sampler.stop()
@@ -626,4 +635,4 @@ def measure(q: Params, context) -> None:
               dict(available=False, why=sampler.why if sampler is not None else "no CUDA device")),
         text_source=vars(source) if source else None, real_work_scales=scales, real_work_costs_ms=costs,
         cores=len(os.sched_getaffinity(0)), au_threshold=AU_THRESHOLD,
-        start_method=torch.multiprocessing.get_start_method())
+        start_method=torch.multiprocessing.get_start_method(), seconds=lap.seconds)

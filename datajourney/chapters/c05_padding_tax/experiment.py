@@ -45,6 +45,7 @@ from datajourney.chapters.c05_padding_tax.params import (
     Params,
     uses_eos,
 )
+from datajourney.core import timing
 from datajourney.core.params import ParameterError, run_options
 
 CHAPTER = "05_padding_tax"
@@ -755,7 +756,7 @@ def measure(plan: Plan, context) -> None:
     """Run chapter 5 into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
-
+    lap = timing.Laps()  # how long each part of the run took (metadata)
     p, tokens = plan.params, plan.tokens
     batch_size, eos = p.batch_size, p.eos
     transformers = _import_transformers()
@@ -775,12 +776,16 @@ def measure(plan: Plan, context) -> None:
             res.metadata[f"heatmap_{s}"] = dict(fraction_real=np.round(frac, 4).tolist(), bin_width=width,
                                                 row_len=layouts[s].row_len[0], efficiency=fb["efficiency"],
                                                 samples=fb["samples"])
+    lap("layouts")
     if plan.records is not None:   # the templates join Alpaca's fields; a reader's documents come joined
         res.add("templates", template_comparison(plan.records, plan.tokenizer, batch_size=batch_size,
                                                  context=p.context_length))
+        lap("templates")
     res.add("isolation", isolation_check(p.seed))
+    lap("isolation check")
     lay_tokens = {s: layout_tokens(tokens, s, eos) for s in p.strategies}
     res.add("collator", [compare_with_collator(layouts[s], lay_tokens[s]) for s in p.strategies if s in PACKED])
+    lap("collator")
     dev = plan.memory["device"]
     if dev is not None:
         model = gpt2_model(context=p.context_length, d_model=p.d_model, n_layers=p.n_layers, n_heads=p.n_heads,
@@ -805,6 +810,7 @@ def measure(plan: Plan, context) -> None:
         res.add("cost", totals)
         res.add("cost_shapes", pd.concat(shapes, ignore_index=True))
         res.add("cost_steps", pd.concat(steps, ignore_index=True))
+        lap("step timing")
     from datajourney.toolkit import textdata
 
     t = textdata.TEMPLATES.get(p.template)
@@ -819,6 +825,6 @@ def measure(plan: Plan, context) -> None:
                       without_input=t.without_input if t else p.template,
                       example=textdata.join(plan.records[0], p.template) if plan.records is not None
                       else plan.tokenizer.decode(tokens[0])[:500]),
-        eos=dict(mode=eos))
+        eos=dict(mode=eos), seconds=lap.seconds)
     if plan.your_data is not None:
         res.metadata["your_data"] = plan.your_data

@@ -52,7 +52,7 @@ from datajourney.chapters.c06_pcie.params import SIZE_MAX, SIZE_MIN, Params
 from datajourney.chapters.c06_pcie.rules import MIN_COPY_OVER_JITTER, link_peak_gbps, overlap_ratio, verdict
 from datajourney.core.fingerprint import cgroup_limits
 from datajourney.core.params import ParameterError, run_options
-from datajourney.core.timing import cuda_ms, interleaved_ms, nvml_reader
+from datajourney.core.timing import Laps, cuda_ms, interleaved_ms, nvml_reader
 from datajourney.core.units import GB, MiB
 from datajourney.toolkit.transfer import independent_ceiling
 
@@ -831,7 +831,7 @@ def measure(p: Params, context) -> None:
     side of the staging experiment and the CPU work's jitter are measured anyway)."""
     from tqdm import tqdm
 
-
+    lap = Laps()  # how long each part of the run took (metadata)
     repeats, warmup, ceiling_size = p.repeats, p.warmup, p.ceiling_size
     llc = last_level_cache()
     warnings = check_sizes(_all_sizes(p), extra_host_bytes=flush_bytes(llc["bytes"]) + sum(p.dip_sizes))
@@ -847,6 +847,7 @@ def measure(p: Params, context) -> None:
                         transparent_hugepages=transparent_hugepages(),
                         cpu_work=dict(iterations=spin_iters, calibrated_ms=spin_ms,
                                       **spin_jitter(spin_iters, max(10, repeats))))
+    lap("calibration")
     dip = bool(p.dip_sizes) and p.dip_rounds > 0
     steps = len(p.staging_sizes) + (len(p.sizes) * 4 + len(p.overlap_sizes) * 4
                                        + (p.dip_rounds if dip else 0) + len(CEILING_PHASES) if cuda else 0)
@@ -861,6 +862,7 @@ def measure(p: Params, context) -> None:
             ceil_rows.extend(rows)
             ceil_about = about or ceil_about
             bar.update(1)
+            lap(f"ceiling, {phase}")
 
     with tqdm(total=steps, desc="chapter 6", disable=not progress) as bar:
         if cuda:
@@ -870,18 +872,22 @@ def measure(p: Params, context) -> None:
             res.add("pin_cost_raw", raw)
             res.add("pin_cost", summarise_pin_cost(raw))
             res.metadata["pin_cost"] = meta
+            lap("pin cost")
             ceiling_now(CEILING_PHASES[0], bar)
             raw = bandwidth_sweep(p.sizes, repeats=repeats, warmup=warmup, progress=bar)
             res.add("bandwidth_raw", raw)
             res.add("bandwidth", summarise_bandwidth(raw, peak))
+            lap("bandwidth sweep")
             ceiling_now(CEILING_PHASES[1], bar)
         st = staging_experiment(p.staging_sizes, repeats=max(5, repeats // 2), warmup=warmup,
                                 llc_bytes=llc["bytes"], cuda=cuda, progress=bar)
         res.add("staging_raw", st)
         res.add("staging", summarise_staging(st))
+        lap("staging")
         if dip and cuda:
             res.add("staging_dip", staging_dip_check(p.dip_sizes, rounds=p.dip_rounds, warmup=warmup,
                                                      progress=bar))
+            lap("staging dip")
         elif dip:
             res.metadata["staging_dip_skipped"] = True  # it copies to a GPU
         ceiling_now(CEILING_PHASES[2], bar)
@@ -889,6 +895,7 @@ def measure(p: Params, context) -> None:
             ov = overlap_experiment(p.overlap_sizes, spin_iters=spin_iters, repeats=repeats, progress=bar)
             res.add("overlap_raw", ov)
             res.add("overlap", summarise_overlap(ov))
+            lap("overlap")
         ceiling_now(CEILING_PHASES[3], bar)
         if cuda:
             mid = min(p.overlap_sizes, key=lambda s: abs(s - (256 << 20)))
@@ -898,6 +905,7 @@ def measure(p: Params, context) -> None:
             res.add("copy_kernel_calls", calls)
             res.add("copy_kernel", [summary])
             res.add("stale_read", [stale_read()])
+            lap("bidirectional, copy and kernel")
         ceiling_now(CEILING_PHASES[4], bar)
     if cuda:
         raw = pd.DataFrame(ceil_rows)
@@ -907,3 +915,4 @@ def measure(p: Params, context) -> None:
         about = {k: v for k, v in ceil_about.items() if k in ("available", "path", "note")}
         res.metadata["ceiling"] = dict(about, rounds=len(CEILING_PHASES), phases=list(CEILING_PHASES),
                                        size=ceiling_size, repeats=max(5, repeats // 2))
+    res.metadata["seconds"] = lap.seconds

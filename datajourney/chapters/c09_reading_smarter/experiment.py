@@ -1088,12 +1088,16 @@ def measure(plan: Plan, context) -> None:
     """Run every chapter-9 experiment into the started result (its tables and metadata)."""
     from tqdm import tqdm
 
+    from datajourney.core.timing import Laps  # loads torch: only when the chapter measures
+
+    lap = Laps()  # how long each part of the run took (metadata)
     q, parent = plan.params, plan.data_dir
     p = q.as_dict()
     res, progress = context.result, context.progress
     # a killed run's read_ahead_kb is put back first, so that the device's setting read below is its own
     res.metadata["sysfs_restored"] = sysfs_settings.restore_pending()
     sh = datasets.shard(parent, size=q.file_size, seed=q.seed, progress=progress)
+    lap("data set")
     dev = block_device(sh.path)
     disk = DiskStats(dev["partition"])
     can_ra, ra_note = can_set_readahead(dev["disk"])
@@ -1119,8 +1123,10 @@ def measure(plan: Plan, context) -> None:
                                                method=q.purge_method, seed=q.seed)
             res.add("latency", lat)
             res.add("latency_cdf", cdf)
+            lap("latency")
         res.add("grid", request_grid(sh.path, sizes=p["request_sizes"], threads=p["threads"], modes=p["modes"],
                                      runs=q.runs, seconds=q.cell_seconds, max_bytes=q.cell_max_bytes, **kw))
+        lap("request grid")
         try:
             res.add("readahead", readahead_experiment(
                 sh.path, values_kb=ra_values, fadvise=p["fadvise"], runs=q.runs, seq_chunk=q.seq_chunk,
@@ -1128,8 +1134,10 @@ def measure(plan: Plan, context) -> None:
                 disk_name=dev["disk"], sysfs=sysfs, log=ra_log, **kw))
         finally:
             res.metadata["readahead_changes"] = ra_log
+        lap("readahead")
         res.add("random", random_small_reads(sh.path, reads=q.random_reads, pool_threads=p["pool_threads"],
                                              runs=q.runs, seconds=q.random_seconds, **kw))
+        lap("random reads")
         if uring["available"]:
             try:
                 res.add("uring", uring_random_reads(sh.path, reads=q.random_reads, depths=p["uring_depths"],
@@ -1137,7 +1145,9 @@ def measure(plan: Plan, context) -> None:
             except OSError as e:  # a ring was granted but its reads were refused (e.g. restricted opcodes)
                 uring = dict(uring, available=False,
                              note=f"skipped: io_uring reads failed here ({type(e).__name__}: {e})")
+            lap("io_uring")
         res.add("ceiling", device_ceiling(sh.path, runs=q.runs, method=q.purge_method))
+        lap("device ceiling")
         if cuda:
             import torch
 
@@ -1148,6 +1158,7 @@ def measure(plan: Plan, context) -> None:
                 )
             except Exception as e:  # noqa: BLE001 - reported; the chapter goes on without this ceiling
                 res.metadata["pcie_ceiling"] = dict(available=False, note=f"{type(e).__name__}: {e}")
+            lap("PCIe ceiling")
             # the sweep first: path (b) is then measured at its best setting (or at the values asked for)
             sweep = pd.DataFrame()
             if n_sweep:
@@ -1155,6 +1166,7 @@ def measure(plan: Plan, context) -> None:
                                        modes=p["gpu_sweep_modes"], runs=p["gpu_sweep_runs"], method=q.purge_method,
                                        progress=bar)
                 res.add("pipeline", sweep)
+                lap("pipeline sweep")
             pc = res.metadata["pcie_ceiling"]
             setting = choose_path_b(sweep_summary(sweep, pc.get("GBps") if pc.get("available") else None),
                                     chunk=p["path_b_chunk"], buffers=p["path_b_buffers"], mode=p["path_b_mode"],
@@ -1162,6 +1174,7 @@ def measure(plan: Plan, context) -> None:
             g, gds = to_gpu(sh.path, chunk=q.gpu_chunk, runs=q.runs, kvikio_threads=p["kvikio_threads"],
                             kvikio_task=q.kvikio_task, method=q.purge_method, progress=bar, path_b=setting)
             res.add("gpu", g)
+            lap("to GPU")
         else:
             gds = gds_status()
     res.metadata.update(
@@ -1174,4 +1187,5 @@ def measure(plan: Plan, context) -> None:
         io_uring=uring["note"], io_uring_status=uring,
         gpu_note=None if cuda else ("gpu='off' asked for" if p["gpu"] == "off" else
                                     "no CUDA device"),
+        seconds=lap.seconds,
     )

@@ -75,6 +75,9 @@ def gather(res: results.Result, src, sources) -> results.Result:
 def measure(p: Params, context) -> None:
     """Time the token step (unless a demand is stated) and gather the facts of the run in ``diagnose``
     (default: this run, the run directory) into the started result."""
+    from datajourney.core.timing import Laps  # loads torch: only when the chapter measures
+
+    lap = Laps()  # how long each part of the run took (metadata)
     res = context.result
     src = Path(p.diagnose) if p.diagnose is not None else context.run_dir
     res.parameters.update(diagnose=str(src), run_dir=str(context.run_dir))
@@ -82,4 +85,7 @@ def measure(p: Params, context) -> None:
         step = measure_token_step(p)
         res.add("token_step", pd.DataFrame({"step": range(1, len(step["step_ms"]) + 1), "ms": step["step_ms"]}))
         res.metadata["token_step"] = {k: v for k, v in step.items() if k != "step_ms"}
+        lap("token step")
     gather(res, src, context.sources)
+    lap("gather facts")
+    res.metadata["seconds"] = lap.seconds
