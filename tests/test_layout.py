@@ -162,3 +162,34 @@ def test_stored_facts_are_what_the_analysis_finds_now(path):
         pytest.skip("no stored facts: analysed on load")
     now = results._clean(registry.lookup(res.chapter).analyse(res).to_dict())
     assert json.loads(json.dumps(now)) == json.loads(json.dumps(results._clean(res.facts.to_dict())))
+
+
+#: The project's limit on a function's length, in lines from its ``def`` to its last line.
+MAX_FUNCTION_LINES = 120
+
+
+def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``file:function:length`` of every function (nested ones and methods too) under ``root`` longer than
+    ``limit`` lines."""
+    import ast
+
+    out = []
+    for py in sorted(root.rglob("*.py")):
+        for n in ast.walk(ast.parse(py.read_text(), filename=str(py))):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit:
+                out.append(f"{py.relative_to(root.parent)}:{n.name}:{n.end_lineno - n.lineno + 1}")
+    return out
+
+
+def test_no_function_in_the_package_is_over_the_limit():
+    """No function in datajourney/ is longer than MAX_FUNCTION_LINES: a longer one is split into one helper
+    per part it does."""
+    assert long_functions(REPO_ROOT / "datajourney") == []
+
+
+def test_the_length_check_counts_from_def_to_the_last_line(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(f"def fits():\n{body}\n\nclass C:\n    def over(self):\n"
+                                           + body.replace("    ", "        ") + "        return 1\n")
+    assert long_functions(tmp_path / "pkg") == [f"pkg/m.py:over:{MAX_FUNCTION_LINES + 1}"]

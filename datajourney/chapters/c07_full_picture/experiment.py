@@ -767,145 +767,181 @@ class _Chapter:
         return row, steps, util
 
 
-def measure(plan: Plan, context) -> None:
-    """Run chapter 7 into the started result (its tables, traces and metadata)."""
-    from tqdm import tqdm
-
-    from datajourney.toolkit import pagecache
-
-    parent = plan.data_dir
-    params = plan.params.as_dict()
-    cores = len(os.sched_getaffinity(0))
-    reserve = params["reserve_cores"]
-    p = dict(params, reserve_cores=auto_reserve(cores) if reserve == "auto" else reserve)
-    n_images, image_size, jpeg_quality, classes = p["n_images"], p["image_size"], p["jpeg_quality"], p["classes"]
-    out_size, batch_size, model, lr, seed = p["out_size"], p["batch_size"], p["model"], p["lr"], p["seed"]
-    steps, warmup_steps, repeats, purge_method = p["steps"], p["warmup_steps"], p["repeats"], p["purge_method"]
-    load_steps, profile = p["load_steps"], p["profile"]
-    res, rd, progress = context.result, context.run_dir, context.progress
-    lap = timing.Laps()  # how long each part of the run took (metadata)
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    if plan.images is not None:   # the reader's images, read where they lie
+def _images(plan: Plan, p: dict, res, progress):
+    """The images: the reader's (read where they lie, described in the metadata) or the generated ImageFolder."""
+    if plan.images is not None:
         plan.images.recheck()
-        src = plan.images.labelled(classes)
+        src = plan.images.labelled(p["classes"])
         res.metadata["your_data"] = src.describe()
-    else:
-        src = images.image_folder(parent, n_images=n_images, size=image_size, quality=jpeg_quality, classes=classes,
-                                  seed=seed, progress=progress)
-    lap("data sets: images")
-    mds_ok, mds_why = images.streaming_status()
-    shards = images.mds_shards(src, parent, progress=progress) if ("mds" in p["formats"] and mds_ok) else None
-    fmts = [f for f in p["formats"] if f == "imagefolder" or shards is not None]
-    lap("data sets: MDS shards")
-    levels = auto_levels(cores) if p["load_levels"] == "auto" else p["load_levels"]
+        return src
+    return images.image_folder(plan.data_dir, n_images=p["n_images"], size=p["image_size"],
+                               quality=p["jpeg_quality"], classes=p["classes"], seed=p["seed"], progress=progress)
 
-    torch.manual_seed(seed)
-    net = make_model(model, classes).to(device)
-    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
-    # CUDA / cuDNN warm-up, before any cold read
-    ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=1, warmup=warmup_steps,
-            device=device)
-    lap("model and warm-up")
-    # the graphed step, captured before any loader runs (no other thread may use the GPU during a capture)
-    graph, graph_note = None, None
-    if p["graphed_workers"] or "cuda_graphs" in p["load_modes"]:
-        graph, graph_note = graphed_step(net, lr, batch_size=batch_size, out_size=out_size, classes=classes,
-                                         device=device)
-        lap("CUDA graph capture")
 
+def _model(p: dict, device: str):
+    """The model and its optimiser, with CUDA / cuDNN warmed up by a ceiling step before any cold read."""
+    torch.manual_seed(p["seed"])
+    net = make_model(p["model"], p["classes"]).to(device)
+    opt = torch.optim.SGD(net.parameters(), lr=p["lr"], momentum=0.9)
+    ceiling(net, opt, batch_size=p["batch_size"], out_size=p["out_size"], classes=p["classes"], steps=1,
+            warmup=p["warmup_steps"], device=device)
+    return net, opt
+
+
+def scenario_plan(p: dict, fmts: list[str], graphed: bool) -> list[tuple[str, int, str]]:
+    """(format, workers, variant) of every scenario a repeat runs: the default loader per format and worker count
+    (W=1 for ``one_worker_formats``), W=0 on one thread, the tuned loader, and the graphed step where captured."""
     plan = [(f, w, "default") for f in fmts for w in p["workers"] if w != 1 or f in p["one_worker_formats"]]
     if p["single_thread_w0"] and 0 in p["workers"]:  # the question it answers is W=0 against W=1: one format
         plan += [(fmts[0], 0, "1 thread")]
     plan += [(f, w, "tuned") for f in fmts for w in p["tuned_workers"]]
-    if graph is not None:
+    if graphed:
         plan += [(f, w, "graphed") for f in fmts for w in p["graphed_workers"]]
-    n_load = repeats * len(levels) * len(p["load_modes"])
+    return plan
+
+
+def _scenarios(ch: _Chapter, plan: list, n_ceil: int, bar) -> dict[str, list]:
+    """The ceilings (eager, and graphed where the graphed scenarios need one) and every scenario, repeats
+    interleaved so that a drift of the machine spreads over all: their rows, steps and utilisation samples."""
+    p, net, opt = ch.p, ch.net, ch.opt
+    out = dict(summary=[], steps=[], util=[], ceiling=[], graphed_ceiling=[])
+    cargs = dict(batch_size=p["batch_size"], out_size=p["out_size"], classes=p["classes"], steps=p["steps"],
+                 warmup=p["warmup_steps"], device=ch.device)
+    for r in range(p["repeats"]):
+        c = ceiling(net, opt, **cargs)
+        out["ceiling"].append(dict(step_summary(c, p["warmup_steps"]), repeat=r, model=p["model"], device=ch.device))
+        bar.update(1)
+        if n_ceil > 1:  # the same graph on a batch in device memory: the graphed scenarios' ceiling
+            c = ceiling(net, opt, **cargs, graph=ch.graph)
+            out["graphed_ceiling"].append(dict(step_summary(c, p["warmup_steps"]), repeat=r, model=p["model"],
+                                               device=ch.device))
+            bar.update(1)
+        for fmt, w, variant in plan:
+            row, st, u = ch.scenario(fmt, w, variant, r)
+            out["summary"].append(row)
+            out["steps"].append(st)
+            out["util"] += u
+            bar.update(1)
+    return out
+
+
+def _storage_formats(ch: _Chapter, data_dir, bar):
+    """The storage-format comparison (:mod:`.storage`) on the first ``format_images`` images, when asked for:
+    its table, its runs and its metadata."""
+    p = ch.p
+    if not p["storage_formats"]:
+        return pd.DataFrame(), pd.DataFrame(), {}
+    from datajourney.chapters.c07_full_picture import storage
+
+    source = storage.formats.Source(tuple(ch.src.names[:p["format_images"]]),
+                                    tuple(i % p["classes"] for i in range(p["format_images"])))
+    return storage.measure(source, p, data_dir=data_dir, net=ch.net, opt=ch.opt, device=ch.device, progress=bar)
+
+
+def _under_load(ch: _Chapter, levels: list[int], graph_note, bar):
+    """The load sweep: the ceiling loop while busy processes do the loader's CPU work, per remedy."""
+    p = ch.p
+    if not p["load_modes"]:
+        return pd.DataFrame(), {}
+    work = [ch.src.path(i).read_bytes() for i in range(min(64, p["n_images"]))]
+    return load_sweep(ch.net, ch.opt, work=work, out_size=p["out_size"], batch_size=p["batch_size"],
+                      classes=p["classes"], levels=levels, modes=p["load_modes"], steps=p["load_steps"],
+                      warmup=min(3, p["warmup_steps"]), repeats=p["repeats"], device=ch.device,
+                      reserve=p["reserve_cores"], graph=ch.graph, graph_note=graph_note, progress=bar)
+
+
+def _traces(ch: _Chapter, sc: pd.DataFrame, rd: Path) -> tuple[dict, list]:
+    """Profiler traces of W=0 and of the best scenario (share of the ceiling), each from cold files, and the
+    step timeline read from each: the trace paths (relative to the run directory) and the timelines."""
+    from datajourney.toolkit import pagecache
+
+    traces, timelines = {}, []
+    means = sc.groupby(["format", "workers", "variant"], sort=False)["pct_of_ceiling"].mean()
+    best = means.idxmax()
+    targets = {"imagefolder-w0": ("imagefolder", 0, "default")} if 0 in ch.p["workers"] else {}
+    if best not in targets.values():
+        targets["best"] = best
+    for name, (fmt, w, variant) in targets.items():
+        out = rd / "traces" / name
+        out.mkdir(parents=True, exist_ok=True)
+        dl, files = ch.loader(fmt, int(w), variant, 0)
+        pagecache.purge(files, ch.p["purge_method"])
+        with torch_threads(1 if variant == "1 thread" else None):
+            it = forever(dl)
+            try:
+                f = profile_trace(it, ch.net, ch.opt, device=ch.device, out_dir=out,
+                                  graph=ch.graph if variant == "graphed" else None)
+            finally:
+                it.close()
+                images.stop_streaming(dl.dataset)
+        traces[name] = str(out.relative_to(rd) / f) if f else ""
+        if f:
+            tl = step_timeline(out / f)
+            timelines.append(tl.assign(trace=name, label=scenario_label(fmt, int(w), variant),
+                                       step_ms=tl.attrs.get("step_ms")))
+    return traces, timelines
+
+
+def measure(plan: Plan, context) -> None:
+    """Run chapter 7 into the started result (its tables, traces and metadata)."""
+    from tqdm import tqdm
+
+    params = plan.params.as_dict()
+    cores = len(os.sched_getaffinity(0))
+    reserve = params["reserve_cores"]
+    p = dict(params, reserve_cores=auto_reserve(cores) if reserve == "auto" else reserve)
+    res, rd, progress = context.result, context.run_dir, context.progress
+    lap = timing.Laps()  # how long each part of the run took (metadata)
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    src = _images(plan, p, res, progress)
+    lap("data sets: images")
+    mds_ok, mds_why = images.streaming_status()
+    shards = images.mds_shards(src, plan.data_dir, progress=progress) if ("mds" in p["formats"] and mds_ok) else None
+    fmts = [f for f in p["formats"] if f == "imagefolder" or shards is not None]
+    lap("data sets: MDS shards")
+    levels = auto_levels(cores) if p["load_levels"] == "auto" else p["load_levels"]
+    net, opt = _model(p, device)
+    lap("model and warm-up")
+    # the graphed step, captured before any loader runs (no other thread may use the GPU during a capture)
+    graph, graph_note = None, None
+    if p["graphed_workers"] or "cuda_graphs" in p["load_modes"]:
+        graph, graph_note = graphed_step(net, p["lr"], batch_size=p["batch_size"], out_size=p["out_size"],
+                                         classes=p["classes"], device=device)
+        lap("CUDA graph capture")
+
+    runs = scenario_plan(p, fmts, graph is not None)
+    n_load = p["repeats"] * len(levels) * len(p["load_modes"])
     ch = _Chapter(p, src, shards, net, opt, device, progress, graph)
-    summary, step_tables, util, ceil_rows, gceil_rows = [], [], [], [], []
     n_ceil = 1 + (graph is not None and bool(p["graphed_workers"]))
     n_formats = 0
     if p["storage_formats"]:
         from datajourney.chapters.c07_full_picture.storage import planned_steps
 
         n_formats = planned_steps(p, cores)
-    with tqdm(total=repeats * (len(plan) + n_ceil) + n_load + 1 + n_formats, desc="chapter 7",
+    with tqdm(total=p["repeats"] * (len(runs) + n_ceil) + n_load + 1 + n_formats, desc="chapter 7",
               disable=not progress) as bar:
-        readers = reader_costs(src, shards, out_size=out_size, samples=p["reader_samples"], seed=seed,
-                               purge_method=purge_method)
+        readers = reader_costs(src, shards, out_size=p["out_size"], samples=p["reader_samples"], seed=p["seed"],
+                               purge_method=p["purge_method"])
         bar.update(1)
         lap("reader costs")
-        for r in range(repeats):  # repeats interleaved, so that a drift of the machine spreads over all
-            c = ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=steps,
-                        warmup=warmup_steps, device=device)
-            ceil_rows.append(dict(step_summary(c, warmup_steps), repeat=r, model=model, device=device))
-            bar.update(1)
-            if n_ceil > 1:  # the same graph on a batch in device memory: the graphed scenarios' ceiling
-                c = ceiling(net, opt, batch_size=batch_size, out_size=out_size, classes=classes, steps=steps,
-                            warmup=warmup_steps, device=device, graph=graph)
-                gceil_rows.append(dict(step_summary(c, warmup_steps), repeat=r, model=model, device=device))
-                bar.update(1)
-            for fmt, w, variant in plan:
-                row, st, u = ch.scenario(fmt, w, variant, r)
-                summary.append(row)
-                step_tables.append(st)
-                util += u
-                bar.update(1)
+        got = _scenarios(ch, runs, n_ceil, bar)
         lap("scenarios and ceilings")
-        fmt_table, fmt_runs, fmt_meta = pd.DataFrame(), pd.DataFrame(), {}
-        if p["storage_formats"]:
-            from datajourney.chapters.c07_full_picture import storage
-
-            source = storage.formats.Source(tuple(src.names[:p["format_images"]]),
-                                            tuple(i % classes for i in range(p["format_images"])))
-            fmt_table, fmt_runs, fmt_meta = storage.measure(source, p, data_dir=parent, net=net, opt=opt,
-                                                            device=device, progress=bar)
+        fmt_table, fmt_runs, fmt_meta = _storage_formats(ch, plan.data_dir, bar)
         lap("storage formats")
-        load, load_notes = pd.DataFrame(), {}
-        if p["load_modes"]:
-            work = [src.path(i).read_bytes() for i in range(min(64, n_images))]
-            load, load_notes = load_sweep(net, opt, work=work, out_size=out_size, batch_size=batch_size,
-                                          classes=classes, levels=levels, modes=p["load_modes"], steps=load_steps,
-                                          warmup=min(3, warmup_steps), repeats=repeats, device=device,
-                                          reserve=p["reserve_cores"], graph=graph, graph_note=graph_note,
-                                          progress=bar)
+        load, load_notes = _under_load(ch, levels, graph_note, bar)
         lap("load sweep")
 
-    ceil, gceil = pd.DataFrame(ceil_rows), pd.DataFrame(gceil_rows)
-    sc = pd.DataFrame(summary)
+    ceil, gceil = pd.DataFrame(got["ceiling"]), pd.DataFrame(got["graphed_ceiling"])
+    sc = pd.DataFrame(got["summary"])
     sc["pct_of_ceiling"] = share_of_ceiling(sc, ceil, gceil)
-    traces, timelines = {}, []
-    if profile:
-        means = sc.groupby(["format", "workers", "variant"], sort=False)["pct_of_ceiling"].mean()
-        best = means.idxmax()
-        targets = {"imagefolder-w0": ("imagefolder", 0, "default")} if 0 in p["workers"] else {}
-        if best not in targets.values():
-            targets["best"] = best
-        for name, (fmt, w, variant) in targets.items():
-            out = rd / "traces" / name
-            out.mkdir(parents=True, exist_ok=True)
-            dl, files = ch.loader(fmt, int(w), variant, 0)
-            pagecache.purge(files, purge_method)
-            with torch_threads(1 if variant == "1 thread" else None):
-                it = forever(dl)
-                try:
-                    f = profile_trace(it, net, opt, device=device, out_dir=out,
-                                      graph=graph if variant == "graphed" else None)
-                finally:
-                    it.close()
-                    images.stop_streaming(dl.dataset)
-            traces[name] = str(out.relative_to(rd) / f) if f else ""
-            if f:
-                tl = step_timeline(out / f)
-                timelines.append(tl.assign(trace=name, label=scenario_label(fmt, int(w), variant),
-                                           step_ms=tl.attrs.get("step_ms")))
-
+    traces, timelines = _traces(ch, sc, rd) if p["profile"] else ({}, [])
     lap("traces")
     res.add("scenarios", sc)
-    res.add("steps", _rounded(pd.concat(step_tables, ignore_index=True)))
+    res.add("steps", _rounded(pd.concat(got["steps"], ignore_index=True)))
     res.add("ceiling", ceil)
     res.add("graphed_ceiling", gceil)
-    res.add("utilisation", _rounded(pd.DataFrame(util)))
+    res.add("utilisation", _rounded(pd.DataFrame(got["util"])))
     res.add("load", load)
     res.add("readers", readers)
     res.add("timeline", _rounded(pd.concat(timelines, ignore_index=True)) if timelines else pd.DataFrame())
@@ -913,7 +949,7 @@ def measure(plan: Plan, context) -> None:
         res.add("formats", fmt_table)
         res.add("format_runs", fmt_runs)
         res.metadata["formats"] = fmt_meta
-    res.metadata.update(device=device, model=model, mds_available=mds_ok, mds_note=None if shards else mds_why,
+    res.metadata.update(device=device, model=p["model"], mds_available=mds_ok, mds_note=None if shards else mds_why,
                         traces=traces, cores=cores, main_threads=torch.get_num_threads(), load_levels=levels,
                         load_notes=load_notes, reserved_cpus=sorted(ch.reserve), worker_nice=WORKER_NICE,
                         keep_up=KEEP_UP, au_rule=AU_RULE, seconds=lap.seconds, datasets={"imagefolder": src.manifest},

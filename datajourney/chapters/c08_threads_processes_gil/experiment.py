@@ -42,7 +42,7 @@ import os
 import sys
 import sysconfig
 from concurrent.futures import ProcessPoolExecutor  # noqa: F401  (tests reach it through this module)
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context  # noqa: F401
 from pathlib import Path
 
@@ -334,8 +334,25 @@ def resolve(params) -> dict:
     if p.model == "resnet50" and p.moonshot is True and torch.cuda.is_available():  # "auto" skips without it
         requires("model", "resnet50", "torchvision", "torchvision (pip install torchvision)")
     upto("read_threads", [p.read_threads])
-    # the model-fed windows: "auto" sizes the data set for them wherever they may run (the same data set on a GPU
-    # host and off it); a fixed n_images is checked against them where they run
+    model_windows(p, q, plan)
+    for name in ("primitive_images", "gil_images"):
+        if getattr(p, name) > q["n_images"]:
+            raise ParameterError(name, getattr(p, name), f"an integer from 1 to {q['n_images']:,} (n_images)")
+    if q["n_images"] > MAX_IMAGES:
+        raise ParameterError("n_images", p.n_images, f"at most {MAX_IMAGES:,}: this host's windows need "
+                             f"{q['n_images']:,} images (lower window_factor or loader_batches)")
+    w_max = max(q["dataloader_workers"])
+    batch_bytes = p.batch_size * 3 * p.out_size ** 2
+    mem("batch_size", p.batch_size, (p.prefetch_factor * w_max + 8) * batch_bytes + 2 * w_max * (200 << 20),
+        what=f"{p.prefetch_factor * w_max + 8} uint8 batches in flight and {w_max} worker processes")
+    return q
+
+
+def model_windows(p: Params, q: dict, plan: list[tuple[str, int, int, int]]) -> None:
+    """The model-fed windows: "auto" sizes the data set (``q["n_images"]``) for them wherever they may run (the
+    same data set on a GPU host and off it); a fixed n_images is checked against them where they run."""
+    from datajourney.core.params import ParameterError
+
     gpu = torch.cuda.is_available()
     if p.moonshot is not False and (gpu or p.n_images == "auto"):
         model_plan = [(k, c, w, t) for k, c, w, t in plan if k != "nvjpeg"]
@@ -352,17 +369,6 @@ def resolve(params) -> dict:
                                      f"a model-fed window that fits n_images = {q['n_images']}: {LABELS[k]} at {c} "
                                      f"skips {warm} batches and times {timed} (whole waves, at least window_factor "
                                      "times those in flight)")
-    for name in ("primitive_images", "gil_images"):
-        if getattr(p, name) > q["n_images"]:
-            raise ParameterError(name, getattr(p, name), f"an integer from 1 to {q['n_images']:,} (n_images)")
-    if q["n_images"] > MAX_IMAGES:
-        raise ParameterError("n_images", p.n_images, f"at most {MAX_IMAGES:,}: this host's windows need "
-                             f"{q['n_images']:,} images (lower window_factor or loader_batches)")
-    w_max = max(q["dataloader_workers"])
-    batch_bytes = p.batch_size * 3 * p.out_size ** 2
-    mem("batch_size", p.batch_size, (p.prefetch_factor * w_max + 8) * batch_bytes + 2 * w_max * (200 << 20),
-        what=f"{p.prefetch_factor * w_max + 8} uint8 batches in flight and {w_max} worker processes")
-    return q
 
 
 def batch_pipeline_images(q: dict, concurrency: int, images_per_task: int, *, model: bool) -> int:
@@ -456,31 +462,73 @@ def preflight(params, *, run_dir=None) -> Plan:
 
 
 # --------------------------------------------------------------------------- the chapter
-def measure(plan: Plan, context) -> None:
-    """Run chapter 8 into the started result (its tables and metadata), with the settings preflight resolved."""
-    from tqdm import tqdm
+@dataclass
+class _Run:
+    """What the sections of one run share: the settings, the images, where the run measures, the random order of
+    its cold reads, its progress bar, and what it records across sections (errors, purge methods, loader rows)."""
 
-    from datajourney.toolkit import pagecache
+    p: dict
+    device: str
+    cores: int
+    status: dict
+    files: list[str] = field(default_factory=list)
+    rng: np.random.Generator | None = None
+    bar: object = None
+    errors: list[dict] = field(default_factory=list)
+    purge_methods: set[str] = field(default_factory=set)
+    loader_rows: list[dict] = field(default_factory=list)
+    stage_rows: list[dict] = field(default_factory=list)
 
-    p, parent = plan.settings, plan.data_dir
-    res, progress = context.result, context.progress
-    lap = timing.Laps()
+    def purge(self, paths) -> float:
+        """Evict ``paths`` from the page cache (the method used recorded); the share still resident after."""
+        from datajourney.toolkit import pagecache
 
-    cores = len(os.sched_getaffinity(0))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    status = decoder_status()
-    if plan.images is not None:   # the reader's images, read where they lie
+        pr = pagecache.purge(paths, self.p["purge_method"])
+        self.purge_methods.add(pr.method)
+        return pr.after["fraction"]
+
+    def loader(self, kind: str, c: int, dec, r: int, shape: dict | None = None) -> None:
+        """One end-to-end run from cold files into the loader rows (``shape``: the batch-decode pipeline's)."""
+        p, files = self.p, self.files
+        k = int(shape["images_per_task"]) if shape else 0
+        warm = max(p["warm_batches"], in_flight(kind, c, batch_size=p["batch_size"],
+                                                prefetch_factor=p["prefetch_factor"], images_per_task=k))
+        timed = timed_batches(kind, c, p["loader_batches"], batch_size=p["batch_size"],
+                              prefetch_factor=p["prefetch_factor"], factor=p["window_factor"], images_per_task=k)
+        n_used = (warm + timed + 1) * p["batch_size"]
+        order = self.rng.permutation(len(files))[:n_used].tolist()
+        resident = self.purge([files[i] for i in order])
+        stages = SpdlStages() if kind in ("spdl", "spdl_prealloc", "spdl_batch") else None
+        mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"], concurrency=c,
+                         decoder=dec, device=self.device, prefetch_factor=p["prefetch_factor"], stages=stages,
+                         shape=shape)
+        try:
+            row = measure_loader(mk, batches=timed, warm=warm, device=self.device, stages=stages)
+        except Exception as e:
+            self.errors.append(_error(f"{LABELS[kind]}, concurrency {c}, {dec}", e))
+        else:
+            self.stage_rows.extend(dict(loader=kind, concurrency=c, decoder=dec, repeat=r, **st)
+                                   for st in row.pop("stages", []))
+            extra = dict(images_per_task=k, threads=int(shape["threads"])) if shape else {}
+            self.loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=dec, warm=warm,
+                                         resident_at_start=resident, **extra, **row))
+        self.bar.update(1)
+
+
+def _data_set(plan: Plan, res, progress):
+    """The images: the reader's (read where they lie, described in the metadata) or the generated photos."""
+    p = plan.settings
+    if plan.images is not None:
         plan.images.recheck()
         src = plan.images.labelled(p["classes"])
         res.metadata["your_data"] = src.describe()
-    else:
-        src = photo_set(parent, n_images=p["n_images"], width=p["width"], height=p["height"],
-                        quality=p["jpeg_quality"], classes=p["classes"], seed=p["seed"], progress=progress)
-    files = [str(f) for f in src.files]
-    sizes = np.array([os.path.getsize(f) for f in files])
-    lap("data set")
+        return src
+    return photo_set(plan.data_dir, n_images=p["n_images"], width=p["width"], height=p["height"],
+                     quality=p["jpeg_quality"], classes=p["classes"], seed=p["seed"], progress=progress)
 
-    # calibration: one image's decode + resize cost on one core, per decoder
+
+def _calibration(p: dict, files: list[str]) -> list[dict]:
+    """One image's decode and resize cost on one core, per decoder (medians over up to 32 images)."""
     calib = []
     sample = _read(files[0])
     for d in p["decoders"]:
@@ -493,214 +541,248 @@ def measure(plan: Plan, context) -> None:
             reps.append((t["decode"], t["resize"]))
         calib.append(dict(decoder=d, decode_ms=float(np.median([r[0] for r in reps])),
                           resize_ms=float(np.median([r[1] for r in reps]))))
-    ft = free_threading()
+    return calib
+
+
+def _points(p: dict, loader_plan: list, paper_skipped) -> int:
+    """The measurements the progress bar counts: every section's points before the model-fed runs."""
     n_prim = p["repeats"] * len(p["decoders"]) * len(p["executors"]) * len(p["concurrency"])
-    loader_plan = plan_loaders(p, gpu_decode=device == "cuda" and status["torchvision"][0])
     n_start = len(p["start_methods"]) * len(p["startup_workers"]) * len(p["startup_paths"])
     n_ipc = len(p["ipc_batch_sizes"]) * len(p["ipc_workers"])
     n_epoch = 2 * len(PATH_STORAGE) if p["epoch_paths"] else 0
-    paper_skipped = ("off" if p["paper"] is False else None if status["spdl"][0] else "spdl")
     n_paper = 0 if paper_skipped else paper_plan_size(p) + p["repeats"]
-    bar = tqdm(total=n_prim + len(loader_plan) + n_start + n_epoch + n_ipc + n_paper, desc="chapter 8",
-               disable=not progress)
-    with bar:
-        prim, ops = primitives(src, decoders=p["decoders"], executors=p["executors"], concurrency=p["concurrency"],
-                               n_images=p["primitive_images"], batch_size=p["primitive_batch"],
-                               out_size=p["out_size"], repeats=p["repeats"], progress=bar)
-        lap("primitives")
-        dl_dec = dataloader_decoder_choice(prim, p["dataloader_decoder"])
+    return n_prim + len(loader_plan) + n_start + n_epoch + n_ipc + n_paper
 
-        rng = np.random.default_rng(p["seed"])
-        loader_rows, errors, stage_rows = [], [], []
-        purge_methods = set()
 
-        def run_loader(kind, c, dec, r, shape=None):
-            """One end-to-end run from cold files into the loader rows (``shape``: the batch-decode pipeline's)."""
-            k = int(shape["images_per_task"]) if shape else 0
-            warm = max(p["warm_batches"], in_flight(kind, c, batch_size=p["batch_size"],
-                                                    prefetch_factor=p["prefetch_factor"], images_per_task=k))
-            timed = timed_batches(kind, c, p["loader_batches"], batch_size=p["batch_size"],
-                                  prefetch_factor=p["prefetch_factor"], factor=p["window_factor"], images_per_task=k)
-            n_used = (warm + timed + 1) * p["batch_size"]
-            order = rng.permutation(len(files))[:n_used].tolist()
-            pr = pagecache.purge([files[i] for i in order], p["purge_method"])
-            purge_methods.add(pr.method)
-            stages = SpdlStages() if kind in ("spdl", "spdl_prealloc", "spdl_batch") else None
-            mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"], concurrency=c,
-                             decoder=dec, device=device, prefetch_factor=p["prefetch_factor"], stages=stages,
-                             shape=shape)
+def _startup(run: _Run) -> list[dict]:
+    """The DataLoader's time to first batch: workers × start method × size of the Dataset object."""
+    p, rows = run.p, []
+    for m in p["start_methods"]:
+        if m == "forkserver" and p["startup_workers"]:  # untimed: the server starts once, with the first
+            startup_point(1, m, 0)
+        for w in p["startup_workers"]:
+            for n in p["startup_paths"]:
+                try:
+                    rows.append(startup_point(w, m, n))
+                except Exception as e:
+                    run.errors.append(_error(f"start-up, {m}, {w} workers, {n} paths", e))
+                run.bar.update(1)
+    _paths_dataset.cache_clear()
+    return rows
+
+
+def _epoch_memory(run: _Run) -> tuple[list[dict], list[dict]]:
+    """The memory of every process over a whole epoch of a Dataset holding ``epoch_paths`` paths as a list or an
+    array, in DataLoader workers and in pipeline threads: one row per epoch, and the samples over time."""
+    p, epoch_rows, memory_rows = run.p, [], []
+    for loader in ("dataloader", "spdl") if p["epoch_paths"] else ():
+        for storage in PATH_STORAGE:
             try:
-                row = measure_loader(mk, batches=timed, warm=warm, device=device, stages=stages)
+                row, samples = epoch_point(loader, storage, p["epoch_paths"], workers=p["epoch_workers"],
+                                           batch_size=p["epoch_batch_size"], interval=p["memory_interval_s"],
+                                           seed=p["seed"])
             except Exception as e:
-                errors.append(_error(f"{LABELS[kind]}, concurrency {c}, {dec}", e))
+                run.errors.append(_error(f"epoch, {LABELS[loader]}, paths in a {storage}", e))
             else:
-                stage_rows.extend(dict(loader=kind, concurrency=c, decoder=dec, repeat=r, **st)
-                                  for st in row.pop("stages", []))
-                extra = dict(images_per_task=k, threads=int(shape["threads"])) if shape else {}
-                loader_rows.append(dict(loader=kind, concurrency=c, repeat=r, decoder=dec, warm=warm,
-                                        resident_at_start=pr.after["fraction"], **extra, **row))
-            bar.update(1)
+                epoch_rows.append(row)
+                memory_rows += samples
+            run.bar.update(1)
+    return epoch_rows, memory_rows
 
-        for kind, c, dec, r in loader_plan:
-            run_loader(kind, c, dec or dl_dec["decoder"], r)
-        lap("loaders")
 
-        start_rows = []
-        for m in p["start_methods"]:
-            if m == "forkserver" and p["startup_workers"]:  # untimed: the server starts once, with the first
-                startup_point(1, m, 0)
-            for w in p["startup_workers"]:
-                for n in p["startup_paths"]:
-                    try:
-                        start_rows.append(startup_point(w, m, n))
-                    except Exception as e:
-                        errors.append(_error(f"start-up, {m}, {w} workers, {n} paths", e))
-                    bar.update(1)
-        _paths_dataset.cache_clear()
-        lap("start-up")
-        epoch_rows, memory_rows = [], []
-        for loader in ("dataloader", "spdl") if p["epoch_paths"] else ():
-            for storage in PATH_STORAGE:
-                try:
-                    row, samples = epoch_point(loader, storage, p["epoch_paths"], workers=p["epoch_workers"],
-                                               batch_size=p["epoch_batch_size"], interval=p["memory_interval_s"],
-                                               seed=p["seed"])
-                except Exception as e:
-                    errors.append(_error(f"epoch, {LABELS[loader]}, paths in a {storage}", e))
-                else:
-                    epoch_rows.append(row)
-                    memory_rows += samples
-                bar.update(1)
-        lap("epoch memory")
-        ipc_rows = []
-        for bs in p["ipc_batch_sizes"]:
-            for w in p["ipc_workers"]:
-                try:
-                    ipc_rows.append(ipc_point(bs, w, p["out_size"], batches=max(8, min(40, 4096 // bs))))
-                except Exception as e:
-                    errors.append(_error(f"IPC, batch {bs}, {w} workers", e))
-                bar.update(1)
-        lap("ipc")
-        paper_out = None
-        if not paper_skipped:
-            def purge(paths):
-                pr = pagecache.purge(paths, p["purge_method"])
-                purge_methods.add(pr.method)
-                return pr.after["fraction"]
-
+def _ipc(run: _Run) -> list[dict]:
+    """The cost of moving a batch from a worker process to the main process, per batch size and workers."""
+    p, rows = run.p, []
+    for bs in p["ipc_batch_sizes"]:
+        for w in p["ipc_workers"]:
             try:
-                paper_out = run_paper(files, params=p, device=device, rng=rng, purge=purge, cores=cores,
-                                      decoders=[d for d in ("pillow", "spdl") if status[d][0]], progress=bar)
+                rows.append(ipc_point(bs, w, p["out_size"], batches=max(8, min(40, 4096 // bs))))
             except Exception as e:
-                errors.append(_error("the SPDL question", e))
-                paper_skipped = "error"
-            lap("paper")
-        # a declared step: the end-to-end comparison's thread pipeline at the SPDL sweep's best setting (read from
-        # the rows just measured), from cold files like the loaders above; the model-fed runs below take it
-        e2e = end_to_end_choice(paper_out, paper_skipped, n_images=len(files), q=p,
-                                model=p["moonshot"] is not False and device == "cuda")
-        if e2e["how"] == "sweep_best":
-            for r in range(p["repeats"]):
-                run_loader("spdl_batch", e2e["concurrency"], "spdl", r, shape=e2e)
-            lap("end-to-end at sweep's best")
+                run.errors.append(_error(f"IPC, batch {bs}, {w} workers", e))
+            run.bar.update(1)
+    return rows
 
-    lo = pd.DataFrame(loader_rows)
-    model_rows, ceiling = [], None
-    moon_why = None
+
+def _paper(run: _Run) -> tuple[dict | None, str | None]:
+    """The SPDL question (:func:`run_paper`); its output, or None and "error" when it failed."""
+    try:
+        return run_paper(run.files, params=run.p, device=run.device, rng=run.rng, purge=run.purge, cores=run.cores,
+                         decoders=[d for d in ("pillow", "spdl") if run.status[d][0]], progress=run.bar), None
+    except Exception as e:
+        run.errors.append(_error("the SPDL question", e))
+        return None, "error"
+
+
+def _end_to_end(run: _Run, paper_out, paper_skipped, lap) -> dict:
+    """A declared step: the end-to-end comparison's thread pipeline at the SPDL sweep's best setting (read from
+    the rows just measured), from cold files like the loaders; the model-fed runs take it too."""
+    p = run.p
+    e2e = end_to_end_choice(paper_out, paper_skipped, n_images=len(run.files), q=p,
+                            model=p["moonshot"] is not False and run.device == "cuda")
+    if e2e["how"] == "sweep_best":
+        for r in range(p["repeats"]):
+            run.loader("spdl_batch", e2e["concurrency"], "spdl", r, shape=e2e)
+        lap("end-to-end at sweep's best")
+    return e2e
+
+
+def _model_step(run: _Run, net, opt, ceilings: dict):
+    """The model's step (CUDA-graphed where ``model_step`` asks and the capture works, else eager), with the
+    ceiling of each step measured into ``ceilings``; (step function, its kind, the graph's note)."""
+    p = run.p
+    run_steps, step_kind, graph_note = model_step_factory(net, opt, run.device), "eager", None
+    cargs = dict(batch_size=p["batch_size"], out_size=p["out_size"], classes=p["classes"], device=run.device,
+                 steps=p["model_steps"], warmup=p["model_warmup"])
+    try:
+        ceilings["eager"] = model_ceiling(net, opt, run_steps, **cargs)
+    except Exception as e:
+        run.errors.append(_error("model ceiling", e))
+    if p["model_step"] == "graphed":
+        graph, graph_note = bf16_graphed_step(net, batch_size=p["batch_size"], out_size=p["out_size"],
+                                              classes=p["classes"], device=run.device)
+        if graph is not None:
+            graphed = model_step_factory(net, opt, run.device, graph=graph)
+            try:
+                ceilings["graphed"] = model_ceiling(net, opt, graphed, **cargs)
+                run_steps, step_kind = graphed, "graphed"
+            except Exception as e:
+                run.errors.append(_error("graphed model ceiling", e))
+                graph_note = "failed: " + run.errors[-1]["error"]
+    return run_steps, step_kind, graph_note
+
+
+def _model_runs(run: _Run, feeds, run_steps, ceiling: dict | None, step_kind: str, e2e: dict) -> list[dict]:
+    """The model fed by each feed from cold files, repeats interleaved; each against the model's ceiling."""
+    from datajourney.toolkit import pagecache
+
+    p, files, rows = run.p, run.files, []
+    for r in range(p["repeats"] if ceiling else 0):
+        for kind, c, f_nice, share, dec in feeds:
+            shape = e2e if kind == "spdl_batch" else None
+            k = int(e2e["images_per_task"]) if shape else 0
+            warm = max(p["model_warmup"], in_flight(kind, c, batch_size=p["batch_size"],
+                                                    prefetch_factor=p["prefetch_factor"], images_per_task=k))
+            steps = timed_batches(kind, c, p["model_steps"], batch_size=p["batch_size"],
+                                  prefetch_factor=p["prefetch_factor"], factor=p["window_factor"],
+                                  images_per_task=k)
+            n_model = (warm + steps + 1) * p["batch_size"]
+            order = run.rng.permutation(len(files))[:n_model].tolist()
+            pr = pagecache.purge([files[i] for i in order], p["purge_method"])
+            mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
+                             concurrency=c, decoder=dec, device=run.device,
+                             prefetch_factor=p["prefetch_factor"], nice=f_nice, share=share or 0.0, shape=shape)
+            try:
+                row = feed_model(mk, run_steps, steps=steps, warmup=warm,
+                                 classes=p["classes"])
+            except Exception as e:
+                run.errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}"
+                                         + (f", nice {f_nice}" if f_nice else "")
+                                         + (f", CPU share {share:.2f}" if share is not None else ""), e))
+                continue
+            rows.append(dict(loader=kind, concurrency=c, decoder=dec, repeat=r, warm=warm, steps=steps,
+                             **(dict(images_per_task=k, threads=int(shape["threads"])) if shape else {}),
+                             nice=f_nice, share=share, step=step_kind,
+                             resident_at_start=pr.after["fraction"],
+                             pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
+    return rows
+
+
+def _moonshot(run: _Run, lo: pd.DataFrame, e2e: dict, lap) -> dict:
+    """The model (bf16, channels_last) fed by the best DataLoader, the best thread pipeline, GPU decoding, niced
+    workers and the hybrid, each against its ceiling; or why it did not run (``why``)."""
+    p, status = run.p, run.status
     nice = p["model_worker_nice"]
-    ceilings, step_kind, graph_note = {}, "eager", None
-    hybrid = dict(share=None, how=None, cpu_rate=None, ceiling=None, workers=None, nice=nice, skipped=None)
+    out = dict(rows=[], ceiling=None, ceilings={}, step="eager", graph_note=None, why=None,
+               hybrid=dict(share=None, how=None, cpu_rate=None, ceiling=None, workers=None, nice=nice, skipped=None))
     if p["moonshot"] is False:
-        moon_why = "off"
-    elif device != "cuda":
-        moon_why = "no_gpu"
+        out["why"] = "off"
+    elif run.device != "cuda":
+        out["why"] = "no_gpu"
     elif p["model"] == "resnet50" and not status["torchvision"][0]:
-        moon_why = "torchvision: " + status["torchvision"][1]
+        out["why"] = "torchvision: " + status["torchvision"][1]
     else:
         torch.manual_seed(p["seed"])
         torch.backends.cudnn.benchmark = True
-        net = models.make_model(p["model"], p["classes"]).to(device, memory_format=torch.channels_last)
+        net = models.make_model(p["model"], p["classes"]).to(run.device, memory_format=torch.channels_last)
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        run_steps = model_step_factory(net, opt, device)
-        cargs = dict(batch_size=p["batch_size"], out_size=p["out_size"], classes=p["classes"], device=device,
-                     steps=p["model_steps"], warmup=p["model_warmup"])
-        try:
-            ceilings["eager"] = model_ceiling(net, opt, run_steps, **cargs)
-        except Exception as e:
-            errors.append(_error("model ceiling", e))
-        if p["model_step"] == "graphed":
-            graph, graph_note = bf16_graphed_step(net, batch_size=p["batch_size"], out_size=p["out_size"],
-                                                  classes=p["classes"], device=device)
-            if graph is not None:
-                graphed = model_step_factory(net, opt, device, graph=graph)
-                try:
-                    ceilings["graphed"] = model_ceiling(net, opt, graphed, **cargs)
-                    run_steps, step_kind = graphed, "graphed"
-                except Exception as e:
-                    errors.append(_error("graphed model ceiling", e))
-                    graph_note = "failed: " + errors[-1]["error"]
-        ceiling = ceilings.get(step_kind)
+        run_steps, out["step"], out["graph_note"] = _model_step(run, net, opt, out["ceilings"])
+        ceiling = out["ceiling"] = out["ceilings"].get(out["step"])
         if ceiling is None:
-            moon_why = "no_ceiling: " + errors[-1]["error"]
+            out["why"] = "no_ceiling: " + run.errors[-1]["error"]
         feeds = moonshot_feeds(lo, ceiling, tv=status["torchvision"], nice=nice, read_threads=p["read_threads"],
-                               share=p["hybrid_share"], hybrid=hybrid)
-        for r in range(p["repeats"] if ceiling else 0):
-            for kind, c, f_nice, share, dec in feeds:
-                shape = e2e if kind == "spdl_batch" else None
-                k = int(e2e["images_per_task"]) if shape else 0
-                warm = max(p["model_warmup"], in_flight(kind, c, batch_size=p["batch_size"],
-                                                        prefetch_factor=p["prefetch_factor"], images_per_task=k))
-                steps = timed_batches(kind, c, p["model_steps"], batch_size=p["batch_size"],
-                                      prefetch_factor=p["prefetch_factor"], factor=p["window_factor"],
-                                      images_per_task=k)
-                n_model = (warm + steps + 1) * p["batch_size"]
-                order = rng.permutation(len(files))[:n_model].tolist()
-                pr = pagecache.purge([files[i] for i in order], p["purge_method"])
-                mk = make_loader(kind, files, order, batch_size=p["batch_size"], out_size=p["out_size"],
-                                 concurrency=c, decoder=dec, device=device,
-                                 prefetch_factor=p["prefetch_factor"], nice=f_nice, share=share or 0.0, shape=shape)
-                try:
-                    row = feed_model(mk, run_steps, steps=steps, warmup=warm,
-                                     classes=p["classes"])
-                except Exception as e:
-                    errors.append(_error(f"model fed by {LABELS[kind]}, concurrency {c}"
-                                         + (f", nice {f_nice}" if f_nice else "")
-                                         + (f", CPU share {share:.2f}" if share is not None else ""), e))
-                    continue
-                model_rows.append(dict(loader=kind, concurrency=c, decoder=dec, repeat=r, warm=warm, steps=steps,
-                                       **(dict(images_per_task=k, threads=int(shape["threads"])) if shape else {}),
-                                       nice=f_nice, share=share, step=step_kind,
-                                       resident_at_start=pr.after["fraction"],
-                                       pct_of_ceiling=100 * row["images_per_s"] / ceiling["images_per_s"], **row))
+                               share=p["hybrid_share"], hybrid=out["hybrid"])
+        out["rows"] = _model_runs(run, feeds, run_steps, ceiling, out["step"], e2e)
         lap("moonshot")
-    if hybrid["share"] is None and hybrid["skipped"] is None:
-        hybrid["skipped"] = "no_moonshot"
+    if out["hybrid"]["share"] is None and out["hybrid"]["skipped"] is None:
+        out["hybrid"]["skipped"] = "no_moonshot"
+    return out
 
-    res.add("calibration", pd.DataFrame(calib))
-    res.add("primitives", prim)
-    res.add("ops", ops)
-    res.add("loaders", lo)
-    res.add("spdl_stages", pd.DataFrame(stage_rows))
-    res.add("startup", pd.DataFrame(start_rows))
-    res.add("epoch", pd.DataFrame(epoch_rows))
-    res.add("epoch_memory", pd.DataFrame(memory_rows))
-    res.add("ipc", pd.DataFrame(ipc_rows))
-    res.add("model", pd.DataFrame(model_rows))
+
+def measure(plan: Plan, context) -> None:
+    """Run chapter 8 into the started result (its tables and metadata), with the settings preflight resolved."""
+    from tqdm import tqdm
+
+    p, res = plan.settings, context.result
+    lap = timing.Laps()
+    run = _Run(p, cores=len(os.sched_getaffinity(0)), device="cuda" if torch.cuda.is_available() else "cpu",
+               status=decoder_status())
+    src = _data_set(plan, res, context.progress)
+    run.files = [str(f) for f in src.files]
+    sizes = np.array([os.path.getsize(f) for f in run.files])
+    lap("data set")
+
+    calib = _calibration(p, run.files)
+    ft = free_threading()
+    loader_plan = plan_loaders(p, gpu_decode=run.device == "cuda" and run.status["torchvision"][0])
+    paper_skipped = ("off" if p["paper"] is False else None if run.status["spdl"][0] else "spdl")
+    run.bar = tqdm(total=_points(p, loader_plan, paper_skipped), desc="chapter 8", disable=not context.progress)
+    with run.bar:
+        prim, ops = primitives(src, decoders=p["decoders"], executors=p["executors"], concurrency=p["concurrency"],
+                               n_images=p["primitive_images"], batch_size=p["primitive_batch"],
+                               out_size=p["out_size"], repeats=p["repeats"], progress=run.bar)
+        lap("primitives")
+        dl_dec = dataloader_decoder_choice(prim, p["dataloader_decoder"])
+        run.rng = np.random.default_rng(p["seed"])
+        for kind, c, dec, r in loader_plan:
+            run.loader(kind, c, dec or dl_dec["decoder"], r)
+        lap("loaders")
+        start_rows = _startup(run)
+        lap("start-up")
+        epoch_rows, memory_rows = _epoch_memory(run)
+        lap("epoch memory")
+        ipc_rows = _ipc(run)
+        lap("ipc")
+        paper_out = None
+        if not paper_skipped:
+            paper_out, paper_skipped = _paper(run)
+            lap("paper")
+        e2e = _end_to_end(run, paper_out, paper_skipped, lap)
+
+    lo = pd.DataFrame(run.loader_rows)
+    moon = _moonshot(run, lo, e2e, lap)
+    ceiling = moon["ceiling"]
+    tables = dict(calibration=pd.DataFrame(calib), primitives=prim, ops=ops, loaders=lo,
+                  spdl_stages=pd.DataFrame(run.stage_rows), startup=pd.DataFrame(start_rows),
+                  epoch=pd.DataFrame(epoch_rows), epoch_memory=pd.DataFrame(memory_rows), ipc=pd.DataFrame(ipc_rows),
+                  model=pd.DataFrame(moon["rows"]))
     for name, key in (("paper", "comparison"), ("paper_sweep", "sweep"), ("paper_stages", "stages"),
                       ("gil_held", "gil_held")):
-        res.add(name, pd.DataFrame(paper_out[key] if paper_out else []))
+        tables[name] = pd.DataFrame(paper_out[key] if paper_out else [])
+    for name, table in tables.items():
+        res.add(name, table)
     res.metadata.update(
-        device=device, cores=cores, decoders={k: {"ok": v[0], "note": v[1]} for k, v in status.items()},
+        device=run.device, cores=run.cores, decoders={k: {"ok": v[0], "note": v[1]} for k, v in run.status.items()},
         decoders_run=p["decoders"], concurrency=p["concurrency"], free_threading=ft,
         free_threaded_note=None if not ft["gil_enabled"] else "gil_enabled",
         image_bytes=dict(mean=float(sizes.mean()), min=int(sizes.min()), max=int(sizes.max()),
                          total=int(sizes.sum())),
         image_size=[p["width"], p["height"]] if plan.images is None else
         [round(res.metadata["your_data"]["median_width"]), round(res.metadata["your_data"]["median_height"])],
-        purge_methods=sorted(purge_methods),
-        ceiling=ceiling, ceilings=ceilings, model_step=step_kind if ceiling else None, graph_note=graph_note,
-        model=p["model"] if ceiling else None, moonshot_note=moon_why, errors=errors,
-        model_worker_nice=nice, hybrid=hybrid, dataloader_decoder=dl_dec, dali=dali_status(),
+        purge_methods=sorted(run.purge_methods),
+        ceiling=ceiling, ceilings=moon["ceilings"], model_step=moon["step"] if ceiling else None,
+        graph_note=moon["graph_note"], model=p["model"] if ceiling else None, moonshot_note=moon["why"],
+        errors=run.errors, model_worker_nice=p["model_worker_nice"], hybrid=moon["hybrid"],
+        dataloader_decoder=dl_dec, dali=dali_status(),
         window_rule=dict(factor=p["window_factor"], whole_waves=True, threadpool="per image"), seconds=lap.seconds,
         torch_threads=torch.get_num_threads(), datasets={"photos": src.manifest},
         paper=paper_out["meta"] if paper_out else None, paper_skipped=paper_skipped, end_to_end_threads=e2e,
