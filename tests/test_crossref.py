@@ -82,7 +82,8 @@ def test_no_chapter_8_result_at_all(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- no reads of other chapters' tables
 def _table_names_written(folder: Path) -> set[str]:
-    """The tables a chapter's modules write: ``x.add("name", ...)`` and ``x.tables["name"] = ...``."""
+    """The tables a chapter's modules write: ``x.add("name", ...)``, ``x.tables["name"] = ...``, and a dict of
+    tables gathered before they are added (``tables = dict(name=...)``, ``tables["name"] = ...``)."""
     out = set()
     for path in folder.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -91,8 +92,11 @@ def _table_names_written(folder: Path) -> set[str]:
                 out.add(node.args[0].value)
             elif isinstance(node, ast.Assign):
                 out |= {t.slice.value for t in node.targets if isinstance(t, ast.Subscript)
-                        and isinstance(t.value, ast.Attribute) and t.value.attr == "tables"
+                        and (getattr(t.value, "attr", None) == "tables" or getattr(t.value, "id", None) == "tables")
                         and isinstance(t.slice, ast.Constant)}
+                if (any(getattr(t, "id", None) == "tables" for t in node.targets) and isinstance(node.value, ast.Call)
+                        and getattr(node.value.func, "id", None) == "dict"):
+                    out |= {k.arg for k in node.value.keywords if k.arg}
     return out
 
 
