@@ -172,7 +172,7 @@ def test_c02_no_target_words_or_python_literals_in_reader_text():
     md = "\n".join([*(f.text for f in pg02.findings(facts)), pg02.dd_note(facts), pg02.purge_note(facts),
                     pg02.residency_note(facts), pg02.published_note(facts)])
     assert not re.search(r"\b(target|met|True|False|None)\b", md), md
-    assert "guest-cold (purged from this virtual machine's page cache" in pg02.opening(facts).findings[0].text
+    assert "guest-cold (out of this virtual machine's page cache" in pg02.opening(facts).findings[0].text
 
 
 def test_c02_spread_notes_word_the_facts_data():

@@ -193,7 +193,7 @@ def test_guest_cold_label_only_when_the_latency_says_so():
     host_cached = _result({"headline": h, "latency": _latency(19.0)}, hypervisor=True)
     items = _findings(host_cached)
     assert page.guest_cold(host_cached) is True
-    assert "guest-cold (purged from this virtual machine's page cache" in _key(items, "cold_gap").text
+    assert "guest-cold (out of this virtual machine's page cache" in _key(items, "cold_gap").text
     lat = _key(items, "cold_latency")
     assert "guest-cold" in lat.text and lat.value == pytest.approx(19.0, rel=0.02)
     device = _result({"headline": h, "latency": _latency(80.0)}, hypervisor=True)

@@ -94,6 +94,19 @@ _WHERE = {"device": ("the GPU", "the CPU"),
           "rank": ("GPU", "CPU process")}
 
 
+#: What "guest-cold" means, said where a page first uses the word (one phrasing for every chapter).
+GUEST_COLD = "guest-cold (out of this virtual machine's page cache; its host may still cache the data)"
+
+
+def define_guest_cold(text: str) -> str:
+    """``text`` with its first "guest-cold" (or "Guest-cold") defined in place."""
+    for word in ("Guest-cold", "guest-cold"):
+        i = text.find(word)
+        if i >= 0:
+            return text[:i] + word[0] + GUEST_COLD[1:] + text[i + len(word):]
+    return text
+
+
 def on_gpu(device) -> bool:
     """Whether a step ran on a GPU: ``device`` is a result's fingerprint (its ``gpu.available``), the device a
     chapter recorded ("cuda", "cuda:0", "cpu"), or already a bool."""

@@ -33,21 +33,12 @@ facts_of = facts_reader(_analyse)
 #: A drop in bandwidth from one read size to the next larger one smaller than this (relative)
 #: is not worth a comment.
 DIP_TOL = 0.10
-#: What "guest-cold" means, said where the page first uses the word.
-GUEST_COLD = ("guest-cold (purged from this virtual machine's page cache; a cache on its host may still hold the "
-              "data)")
 
 
 # --------------------------------------------------------------------------- wording helpers
 
 
-def _define(text: str) -> str:
-    """``text`` with its first "guest-cold" defined in place."""
-    for word in ("Guest-cold", "guest-cold"):
-        i = text.find(word)
-        if i >= 0:
-            return text[:i] + word[0] + GUEST_COLD[1:] + text[i + len(word):]
-    return text
+_define = say.define_guest_cold
 
 
 def _cap(s: str) -> str:

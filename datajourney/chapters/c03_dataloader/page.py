@@ -76,15 +76,7 @@ def _cap(s: str) -> str:
     return s[:1].upper() + s[1:]
 
 
-#: What "guest-cold" means, said where the page first uses the word.
-GUEST_COLD = ("guest-cold (purged from this virtual machine's page cache; a cache on its host may still hold the "
-              "data)")
-
-
-def _define(text: str) -> str:
-    """``text`` with its first "guest-cold" defined in place."""
-    i = text.find("guest-cold")
-    return text if i < 0 else text[:i] + GUEST_COLD + text[i + len("guest-cold"):]
+_define = say.define_guest_cold
 
 
 def _pair(facts: Facts, key: str) -> str:
@@ -651,8 +643,7 @@ def published_note(facts: Facts) -> str:
         return ""
     text = "Shard ÷ small files, like for like: " + "; ".join(out) + "."
     if facts.data.get("guest_cold"):
-        text += (" This run's cold reads were guest-cold (purged from this virtual machine's page cache; a cache on "
-                 "its host may still hold the data), the published ones came from a physical drive.")
+        text += f" This run's cold reads were {say.GUEST_COLD}, the published ones came from a physical drive."
     return text
 
 
