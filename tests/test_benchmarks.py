@@ -5,6 +5,7 @@ import json
 import pytest
 from helpers import hosts_with
 
+from datajourney.chapters.c07_full_picture.params import Params as Params07
 from datajourney.core import results
 from datajourney.core.paths import REPO_ROOT
 from datajourney.core.stats import summarise
@@ -74,7 +75,8 @@ def test_reference_training_loop_keeps_up_on_two_full_runs(host):
     assert len(files) >= 2, files
     for f in files:
         r = results.Result.load(f)
-        assert r.parameters["n_images"] >= profiles()["full"]["07_full_picture"]["n_images"], f  # at full scale
+        full = profiles()["full"]["07_full_picture"]
+        assert r.parameters["n_images"] >= full.get("n_images", Params07().n_images), f  # at full scale
         sc, best = reading.scenarios(r), reading.best_scenario(r)
         runs = sc[sc["label"] == best["label"]]
         assert len(runs) == r.parameters["repeats"] >= 2, (f.name, runs)  # every repeat of the scenario
