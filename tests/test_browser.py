@@ -468,3 +468,40 @@ def test_a_readers_book_opens_with_your_run(run_book, browser):
             assert not errors
         finally:
             page.close()
+
+
+# ------------------------------------------------------------------ a chapter's first screen
+#: The screen a reader opens a chapter on: a common laptop's browser window.
+FIRST_SCREEN = {"width": 1280, "height": 800}
+
+#: Where the chapter's "What to do" block ends on the page (its heading and the list after it), in CSS pixels
+#: from the top of the page; null where the page has none.
+WHAT_TO_DO_END = r"""() => {
+  const article = document.querySelector('article') || document.body;
+  const head = [...article.querySelectorAll('p')].find(p => p.textContent.trim() === 'What to do');
+  if (!head) return null;
+  let end = head;
+  for (let n = head.nextElementSibling; n && !['DETAILS', 'SECTION', 'H1', 'H2', 'H3'].includes(n.tagName);
+       n = n.nextElementSibling) end = n;
+  return Math.round(end.getBoundingClientRect().bottom + window.scrollY);
+}"""
+
+
+def test_each_chapter_opens_with_its_findings_and_what_to_do_on_the_first_screen(server, browser, book_html):
+    """At 1280×800, every chapter page that gives advice shows all of its "What to do" block on the first
+    screen, without scrolling: the findings and the advice come before the evidence."""
+    chapters = sorted(str(p.relative_to(book_html)) for p in book_html.glob("notebooks/*.html"))
+    assert chapters
+    late, seen = [], 0
+    for rel in chapters:
+        page = browser.new_page(viewport=FIRST_SCREEN)
+        page.goto(f"{server}/{rel}", wait_until="load", timeout=90000)
+        end = page.evaluate(WHAT_TO_DO_END)
+        page.close()
+        if end is None:
+            continue
+        seen += 1
+        if end > FIRST_SCREEN["height"]:
+            late.append(f"{rel}: 'What to do' ends at {end} px, below the first {FIRST_SCREEN['height']} px")
+    assert seen >= 10, f"only {seen} chapter pages have a 'What to do' block"
+    assert not late, "\n".join(late)
