@@ -16,3 +16,10 @@ Four layers, imports only pointing down (checked by import-linter):
 """
 
 __version__ = "0.1.0"
+
+import sys as _sys
+
+# jsonschema, which nbformat imports (and plotly imports nbformat in every kernel that draws a chart), compiles the
+# IRI grammar of rfc3987_syntax when that optional package is installed (jupyter-events asks for it): over 2 s of
+# CPU in each process. Nothing here validates IRIs, so jsonschema is left without that one format check.
+_sys.modules.setdefault("rfc3987_syntax", None)

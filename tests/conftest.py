@@ -69,7 +69,10 @@ def _shared(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda i: not _shared(i))   # stable: the shared runs' tests first, each part in its order
+    """The shared runs' tests first, then the other tests that run chapters end to end (marked ``notebooks``: a
+    minute or more each), then the rest, each part in its order: the other worker starts on the long runs, and
+    what is left for the end of the session, when a worker waits for the other, is short."""
+    items.sort(key=lambda i: (not _shared(i), i.get_closest_marker("notebooks") is None))
 
 
 def pytest_xdist_make_scheduler(config, log):

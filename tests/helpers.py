@@ -189,3 +189,43 @@ def hosts_with(chapter: str) -> list[str]:
     from datajourney.core import results
 
     return [h for h in results.reference_hosts() if results.load_reference(chapter, h) is not None]
+
+
+#: A committed result file -> (the result as loaded, the file its analysis of today writes): what
+#: :func:`analysed_references` needs of a result that no edit changed, made once a session.
+_ANALYSED: dict = {}
+
+
+def _unchanged(a, b) -> bool:
+    """``a`` holds what ``b`` holds: the same measurements, parameters, metadata and fingerprint."""
+    return ((a.chapter, a.run_id, a.parameters, a.metadata, a.fingerprint) ==
+            (b.chapter, b.run_id, b.parameters, b.metadata, b.fingerprint)
+            and a.tables.keys() == b.tables.keys() and all(a.tables[k].equals(b.tables[k]) for k in a.tables))
+
+
+def analysed_references(run_dir: Path, reference: Path, chapters, edit=None) -> Path:
+    """``run_dir`` holding the committed results of ``chapters`` (their files in ``reference``), each with the facts
+    its own analysis finds now, after ``edit(chapter, result)`` changed its measurements. A result the edit
+    leaves as it was is the file its analysis wrote the first time (an analysis reads the result alone)."""
+    import copy
+
+    from datajourney.book import registry
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for ch in chapters:
+        src = Path(reference) / f"{ch}.json"
+        if src not in _ANALYSED:
+            r = results.Result.load(src)
+            r.facts = registry.lookup(ch).analyse(r)
+            _ANALYSED[src] = (results.Result.load(src), r.save(run_dir).read_text())
+        loaded, text = _ANALYSED[src]
+        if edit:
+            r = copy.deepcopy(loaded)
+            edit(ch, r)
+            if not _unchanged(r, loaded):
+                r.facts = registry.lookup(ch).analyse(r)
+                r.save(run_dir)
+                continue
+        (run_dir / f"{ch}.json").write_text(text)
+    return run_dir

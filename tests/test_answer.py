@@ -4,6 +4,7 @@ caveats computed from the data, and a token step that is measured, not stated.""
 import math
 
 import pytest
+from helpers import analysed_references
 
 from datajourney.book import harness, registry, report
 from datajourney.chapters.c12_conclusion import analysis, page
@@ -20,13 +21,8 @@ TINY = dict(llm_tokens_per_s=None, token_model="tiny", tokens_per_batch=256, tok
 
 
 def _run_with(tmp_path, edit=None, **params):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    for ch in (c for c in registry.sources(diagnosis.CHAPTER) if (REF / f"{c}.json").is_file()):
-        r = results.Result.load(REF / f"{ch}.json")
-        if edit:
-            edit(ch, r)
-        r.facts = registry.lookup(ch).analyse(r)
-        r.save(tmp_path)
+    referenced = [c for c in registry.sources(diagnosis.CHAPTER) if (REF / f"{c}.json").is_file()]
+    analysed_references(tmp_path, REF, referenced, edit)
     return harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **{**STATED, **params})
 
 

@@ -2,7 +2,7 @@
 code), follows the data it reads, names what is missing, and the budget model is the one the chart's
 JavaScript evaluates."""
 import pytest
-from helpers import HOSTILE, assert_stays_text
+from helpers import HOSTILE, analysed_references, assert_stays_text
 
 from datajourney.book import harness, registry
 from datajourney.chapters.c12_conclusion import analysis, page
@@ -26,13 +26,7 @@ def _referenced() -> list[str]:
 def _run_with(tmp_path, chapters=None, edit=None, **params):
     """Diagnose a run directory holding the reference results of ``chapters`` (all by default), after
     ``edit(chapter, result)`` changed their measurements; each file's facts come from its own analysis."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    for ch in chapters or _referenced():
-        r = results.Result.load(REF / f"{ch}.json")
-        if edit:
-            edit(ch, r)
-        r.facts = registry.lookup(ch).analyse(r)
-        r.save(tmp_path)
+    analysed_references(tmp_path, REF, chapters or _referenced(), edit)
     return harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **{**STATED, **params})
 
 

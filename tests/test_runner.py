@@ -129,3 +129,17 @@ def test_a_misspelled_parameter_gets_did_you_mean_and_no_internal_knobs(tmp_path
         runner.plan(["3"], "ci", {"zzzq": 2}, tmp_path)
     assert "workers" in str(e.value)
     assert not any(k in str(e.value) for k in ("replay", "is_reference_run", "run_dir"))
+
+
+def test_a_kernel_drawing_charts_does_not_compile_the_iri_grammar():
+    """Every chapter's kernel imports plotly, whose renderers import nbformat and so jsonschema; with the optional
+    rfc3987_syntax installed, jsonschema would compile its IRI grammar (seconds of CPU per kernel). Importing the
+    package first leaves that module out; nbformat and jsonschema still load."""
+    import importlib.util
+
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        pytest.skip("rfc3987_syntax is not installed here: nothing to leave out")
+    code = ("import sys, datajourney, plotly.io._renderers; "
+            "print(sorted(m for m in ('nbformat', 'jsonschema', 'rfc3987_syntax', 'lark') if sys.modules.get(m)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == "['jsonschema', 'nbformat']", out.stdout + out.stderr

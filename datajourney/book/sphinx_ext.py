@@ -103,7 +103,9 @@ class PlotlyJsonPlugin:
 def jupyter_book(source: Path, *, strict: bool = True, path_output: Path | None = None) -> Path:
     """``jupyter-book build`` of ``source`` (warnings are errors when strict) into
     ``path_output/_build`` (default: ``source/_build``); the index page."""
-    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(source)]
+    # datajourney first: it keeps jsonschema (through myst-nb's nbformat) from compiling an IRI grammar it never uses
+    cmd = [sys.executable, "-c", "import datajourney; from jupyter_book.cli.main import main; main()", "build",
+           str(source)]
     if path_output:
         cmd += ["--path-output", str(path_output)]
     if strict:
