@@ -139,8 +139,7 @@ def _sweep(res, f: Facts) -> None:
                of=c.of, basis=c.basis, level=c.level))
     # the reader to use: declared against Megatron's default (a memory map of the whole .bin)
     q = Question("tokens.loader_mode", "mmap or read() for a token set?", "reader", "mmap", READER_CALLS["mmap"],
-                 "Megatron's indexed data set", f"a Megatron-style indexed token data set, one loader process, "
-                 f"{head} page cache")
+                 "Megatron's indexed data set", f"Megatron-style token files, one loader process, {head} page cache")
     a = decide(q, [Candidate(m, f.get(f"sweep.{head}.{m}"), call=READER_CALLS[m]) for m in ("mmap", "read")], f)
     f.advise(dataclasses.replace(a, evidence=a.evidence + ("sweep_loader", "loader_time")) if a else None)
     win = "mmap" if c.number is not None and c.number <= 1 else "read"  # the workers were swept on the faster
@@ -163,7 +162,7 @@ def _workers(res, f: Facts, cache: str, mode: str) -> None:
         f.add(compare("workers_gain", f[f"workers.{best}"], f[f"workers.{base}"]))
     q = Question("tokens.num_workers", "How many DataLoader workers for a token set?", "num_workers", 0,
                  "num_workers=0", "PyTorch's DataLoader default",
-                 f"a Megatron-style indexed token data set read by {MODE_NAMES[mode]}, batches of {batch}, "
+                 f"Megatron-style token files read by {MODE_NAMES[mode]}, batches of {batch}, "
                  f"{cache} page cache, worker start included")
     a = decide(q, [Candidate(k, f[f"workers.{k}"]) for k in sorted(runs)], f)
     if a is not None:
