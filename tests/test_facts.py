@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import HOSTILE, assert_stays_text, mean_where, with_tables
+from helpers import HOSTILE, assert_stays_text, hosts_with, mean_where, with_tables
 
 from datajourney.book import cells, opening, registry
 from datajourney.chapters.c02_random_vs_sequential import analysis as an02
@@ -99,7 +99,7 @@ def test_notebook_parameters_cell_is_generated_from_params(ch):
 
 # --------------------------------------------------------------------------- chapter 2
 CH02 = "02_random_vs_sequential"
-HOSTS02 = [h for h in ("h200", "h100") if (results.REFERENCE_DIR / h / f"{CH02}.json").exists()]
+HOSTS02 = hosts_with(CH02)
 
 
 @pytest.mark.parametrize("host", HOSTS02)
@@ -195,7 +195,7 @@ def test_c02_spread_notes_word_the_facts_data():
 
 # --------------------------------------------------------------------------- chapter 3
 CH03 = "03_dataloader"
-HOSTS03 = [h for h in ("h200", "h100") if (results.REFERENCE_DIR / h / f"{CH03}.json").exists()]
+HOSTS03 = hosts_with(CH03)
 
 
 @pytest.mark.parametrize("host", HOSTS03)
@@ -1161,7 +1161,7 @@ def test_c08_paper_note_gives_shares_only_of_a_gain_both_factors_made():
 
 # --------------------------------------------------------------------------- chapter 9
 CHAPTER09 = "09_reading_smarter"
-HOSTS09 = [h for h in results.reference_hosts() if results.load_reference(CHAPTER09, h) is not None]
+HOSTS09 = hosts_with(CHAPTER09)
 #: The notes under the notebook's tables and charts, each worded from facts.
 NOTES09 = (pg09.gpu_note, pg09.gds_note, pg09.asked_seen_note, pg09.random_note, pg09.readahead_more, pg09.latency_note,
          pg09.drift_note, pg09.pipeline_note, pg09.ceilings_text)
