@@ -38,9 +38,6 @@ DIP_TOL = 0.10
 # --------------------------------------------------------------------------- wording helpers
 
 
-_define = say.define_guest_cold
-
-
 def _cap(s: str) -> str:
     return s[:1].upper() + s[1:]
 
@@ -121,7 +118,7 @@ def findings(facts: Facts) -> list[Finding]:
         extra = [Finding("shard_length", shard_length_note(facts)), Finding("residency", residency_note(facts))]
         out += [f for f in extra if f.text][: 3 - len(out)]
     if out:
-        out[0] = Finding(out[0].key, _define(out[0].text), out[0].value, out[0].unit, out[0].published,
+        out[0] = Finding(out[0].key, say.define_guest_cold(out[0].text), out[0].value, out[0].unit, out[0].published,
                          out[0].interval, out[0].values)
     return out
 
@@ -349,7 +346,7 @@ def opening(facts: Facts) -> Opening:
     out = []
     if "cold_gap" in facts:
         c = facts["cold_gap"]
-        out.append(Finding("cold_gap", _define(f"{_cap(say.text(facts[c.of].label))} ran "
+        out.append(Finding("cold_gap", say.define_guest_cold(f"{_cap(say.text(facts[c.of].label))} ran "
                                                f"**{say.comparison(c, facts)}**."),
                            c.number, "×", c.published))
     if "warm_gap" in facts:
@@ -358,10 +355,8 @@ def opening(facts: Facts) -> Opening:
                            f"**{say.comparison(c, facts)}**.", c.number, "×"))
     if "cold_latency" in facts:
         lat = facts["cold_latency"]
-        out.append(Finding("cold_latency", _define(f"A cold 4 KiB read took **{say.value(lat, runs=False)}**, "
-                                                   f"{_served(facts)}.") if not out else
-                           f"A cold 4 KiB read took **{say.value(lat, runs=False)}**, {_served(facts)}.",
-                           lat.number, "µs"))
+        text = f"A cold 4 KiB read took **{say.value(lat, runs=False)}**, {_served(facts)}."
+        out.append(Finding("cold_latency", text if out else say.define_guest_cold(text), lat.number, "µs"))
     actions = [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
     return Opening(out[:3], actions[:3])
 

@@ -76,9 +76,6 @@ def _cap(s: str) -> str:
     return s[:1].upper() + s[1:]
 
 
-_define = say.define_guest_cold
-
-
 def _pair(facts: Facts, key: str) -> str:
     """"A ran at x MB/s and B at y MB/s: N× faster than B" for comparison ``key``."""
     c = facts[key]
@@ -106,7 +103,7 @@ def findings(facts: Facts) -> list[Finding]:
     if len(out) < 3:
         out.append(Finding("residency", residency(facts)))
     if out:
-        out[0] = Finding(out[0].key, _define(out[0].text), out[0].value, out[0].unit, out[0].published,
+        out[0] = Finding(out[0].key, say.define_guest_cold(out[0].text), out[0].value, out[0].unit, out[0].published,
                          out[0].interval)
     return out
 
@@ -857,7 +854,7 @@ def opening(facts: Facts) -> Opening:
     out = []
     if "published_w0" in facts:
         c = facts["published_w0"]
-        out.append(Finding(c.key, _define(f"{_cap(say.text(facts[c.of].label))} ran "
+        out.append(Finding(c.key, say.define_guest_cold(f"{_cap(say.text(facts[c.of].label))} ran "
                                           f"**{say.comparison(c, facts)}**."), c.number, "×", c.published))
     if "shuffled_gap_max_workers" in facts:
         c = facts["shuffled_gap_max_workers"]

@@ -415,10 +415,6 @@ OLDER_BASELINE = (" This run measured no no-sync step on one GPU, so ranks runni
                   "sync cost.")
 
 
-def _share_name(key: str) -> str:
-    return SHARE_WORDS[key]
-
-
 def loss_text(facts) -> str:
     """At each count: the explained rung's gap, its shares and the largest (all from the facts), or why not."""
     facts = facts_of(facts)
@@ -429,12 +425,12 @@ def loss_text(facts) -> str:
     out = []
     for row in d["rows"]:
         k = row["processes"]
-        parts = [f"{_share_name(s)} {say.value(facts[f'loss_{s}_{k}'], runs=False)}" for s in SHARES_SHOWN
+        parts = [f"{SHARE_WORDS[s]} {say.value(facts[f'loss_{s}_{k}'], runs=False)}" for s in SHARES_SHOWN
                  if f"loss_{s}_{k}" in facts]
         top = facts[f"loss_largest_{k}"]
         slow = facts.get(f"nccl_slowdown_{k}")
         out.append(f"on {_devs(facts, k)}, {say.value(facts[f'loss_gap_{k}'], runs=False)} of one {dev}'s steps/s "
-                   f"per {dev}: " + ", ".join(parts) + f"; the largest is {_share_name(top.setting['share'])}"
+                   f"per {dev}: " + ", ".join(parts) + f"; the largest is {SHARE_WORDS[top.setting['share']]}"
                    + (f" (NCCL kernels took {say.value(slow, runs=False)} their time alone)" if slow is not None
                       else ""))
     missing = ("" if d.get("slowed") is None else
@@ -455,7 +451,7 @@ def _negative_shares(rows, dev: str) -> str:
             if v is None or v >= 0 or "noise" not in row:
                 continue
             within = -v <= row["noise"]
-            out.append(f"{_share_name(s)} on {row['processes']} {dev}s at {v:.1f}% is ".replace("-", "−")
+            out.append(f"{SHARE_WORDS[s]} on {row['processes']} {dev}s at {v:.1f}% is ".replace("-", "−")
                        + (f"within the windows' spread ({row['noise']:.1f}%), so it is noise" if within else
                           f"beyond the windows' spread ({row['noise']:.1f}%): those steps ran faster than their "
                           "baseline, which this run does not explain (flagged as a measurement to check)"))
@@ -518,7 +514,7 @@ def target_text(facts) -> str:
         return head + ("it stays below the target; where the loss goes was not measured in this run, so no share "
                        "can be named.")
     return head + (f"it stays below the target. The largest measured share of the loss on {_devs(facts, _n(facts))} "
-                   f"is {_share_name(held.setting['share'])}, {say.value(held, runs=False)} of one {dev}'s "
+                   f"is {SHARE_WORDS[held.setting['share']]}, {say.value(held, runs=False)} of one {dev}'s "
                    f"steps/s (measured with {say.text(rung_label(held.setting['rung']).removeprefix('+ '))}).")
 
 
