@@ -137,7 +137,7 @@ def test_title_sits_above_the_plot_and_long_axis_titles_wrap():
     assert "<br>" in d["layout"]["yaxis"]["title"]["text"]
     assert all(d["layout"][k]["automargin"] for k in d["layout"] if k.startswith(("xaxis", "yaxis")))
     plain = shown(go.Figure(go.Scatter(x=[1, 2], y=[1, 2]), layout=dict(title="t")))
-    assert plain["layout"]["title"]["pad"]["b"] == 10
+    assert plain["layout"]["title"]["pad"]["b"] == 16   # clear of the top y tick's label, half of it above the plot
     noted = shown(go.Figure(go.Scatter(x=[1, 2], y=[1, 2]), layout=dict(title="Data wait<br><sup>bars: p10–p90</sup>")))
     assert noted["layout"]["title"]["text"] == "Data wait"   # plotly would draw the second line into the plot
     assert noted["layout"]["title"]["subtitle"]["text"] == "bars: p10–p90"

@@ -91,7 +91,7 @@ def test_an_opening_that_would_not_fit_the_first_screen_moves_findings_and_detai
     head, folded = md.split("<details>")
     assert "Finding 1" in head and "Finding 2" not in head and "Finding 3" not in head
     leads = [opening.first_sentence(a.text)[0] for a in op.actions]
-    assert sum(map(opening.read_length, [op.findings[0].text, *leads])) > opening.OPENING_CHARS  # shown even so
+    assert sum(map(opening.lines, [op.findings[0].text, *leads])) > opening.OPENING_LINES  # shown even so
     assert [re.search(rf"^{i}\. Use setting {i}:", head, re.M) is not None for i in (1, 2, 3)] == [True] * 3
     assert "It has a cost" not in head and "x = 1" not in head
     assert all(f"It has a cost {i}." in folded and f"x = {i}" in folded for i in (1, 2, 3))
@@ -111,3 +111,18 @@ def test_a_finding_flagged_as_a_measurement_problem_stays_on_the_first_screen():
     op = Opening([Finding("a", long), Finding("b", long), flag], [Action("Do this.")])
     keys = [f.key for f in opening.shown(op)]
     assert "x.flagged" in keys and "a" in keys and "b" not in keys
+
+
+def test_the_budget_counts_wrapped_lines_and_code_spans():
+    """Three two-line findings beside three three-line actions (code spans draw wider than prose) overran the first
+    screen of a CPU run's chapter 9 by a line: the budget counts lines, so the last finding moves to "How we know"."""
+    from datajourney.book import opening
+    from datajourney.core.findings import Action, Finding, Opening
+
+    finding = "Cold random 4 KiB reads from 4 threads issuing pread ran 3.2× faster than one pread thread, again."
+    action = ("For cold random 4 KiB reads from one file, use `ThreadPoolExecutor(max_workers=4)`: 3.2× faster than "
+              "one pread thread (the largest value measured; more may help).")
+    assert opening.lines(finding) == 2 and opening.lines(action) == 3
+    op = Opening([Finding(k, finding) for k in "abc"], [Action(action)] * 3)
+    assert [f.key for f in opening.shown(op)] == ["a", "b"]
+    assert [f.key for f in opening.shown(op, budget=15)] == ["a", "b", "c"]

@@ -6,6 +6,7 @@ A chapter's page words its facts (``page.opening(facts)``, ``page.findings(facts
 beside a finding is the same fact of the reference result, never recomputed."""
 from __future__ import annotations
 
+import math
 import re
 import types
 from pathlib import Path
@@ -15,10 +16,14 @@ from datajourney.chapters import published
 from datajourney.core import phrasing, results
 from datajourney.core.facts import host_label
 
-#: Characters a reader reads in the opening's findings and its actions' first sentences, together: about ten lines
-#: of the text column at 1280×800, what leaves the title, one paragraph and the headings room on the first screen.
-#: Findings past it (the page's order is its priority; the first is always shown) move to "How we know".
-OPENING_CHARS = 800
+#: Lines of the text column at 1280×800 that the opening's findings and its actions' first sentences fill together:
+#: what leaves the title, one short paragraph and the headings room on the first screen (measured on the built
+#: book: a list item wraps at about :data:`LINE_CHARS` characters, code spans a quarter wider than prose). Findings
+#: past it (the page's order is its priority; the first is always shown) move to "How we know". A page whose
+#: introduction runs longer sets its own ``OPENING_LINES``.
+OPENING_LINES = 13
+#: Characters of a list item's line in the text column.
+LINE_CHARS = 76
 
 
 def heading(this: results.Result, is_reference_run: bool) -> str:
@@ -58,7 +63,8 @@ def markdown(page: types.ModuleType, this: results.Result, ref: results.Result |
     code follow under the same number in one folded block."""
     op = page.opening(registry.analysed(this).facts)
     lines = [f"**{heading(this, is_reference_run)}**", ""]
-    lines += fact_bullets(shown(op), this, ref, is_reference_run=is_reference_run, beside_reference=False)
+    budget = getattr(page, "OPENING_LINES", OPENING_LINES)
+    lines += fact_bullets(shown(op, budget), this, ref, is_reference_run=is_reference_run, beside_reference=False)
     lines += ["", "**What to do**", ""]
     folded = []
     for i, a in enumerate(op.actions, 1):
@@ -79,22 +85,28 @@ def read_length(text: str) -> int:
     return len(re.sub(r"[*`\\]", "", re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)))
 
 
+def lines(text: str) -> int:
+    """Lines a list item of Markdown ``text`` takes in the text column (code spans drawn a quarter wider)."""
+    code = sum(len(c) for c in re.findall(r"`([^`]*)`", text))
+    return math.ceil((read_length(text) + code / 4) / LINE_CHARS)
+
+
 #: How a finding that words a measurement problem starts (its bold label): such a finding is always shown.
 FLAG_MARK = "**Flagged"
 
 
-def shown(op) -> list:
-    """The opening's findings that fit :data:`OPENING_CHARS` beside its actions' first sentences: any flagged as a
+def shown(op, budget: int = OPENING_LINES) -> list:
+    """The opening's findings that fit ``budget`` lines beside its actions' first sentences: any flagged as a
     measurement problem and the first always, the next ones in order while they fit."""
-    used = sum(read_length(first_sentence(a.text)[0]) for a in op.actions)
+    used = sum(lines(first_sentence(a.text)[0]) for a in op.actions)
     flagged = [f for f in op.findings if FLAG_MARK in f.text]   # a measurement problem is never folded away
     out = list(flagged)
-    used += sum(read_length(f.text) for f in flagged)
+    used += sum(lines(f.text) for f in flagged)
     for f in op.findings:
         if f in flagged:
             continue
-        used += read_length(f.text)
-        if out and used > OPENING_CHARS:
+        used += lines(f.text)
+        if out and used > budget:
             break
         out.append(f)
     return [f for f in op.findings if f in out]

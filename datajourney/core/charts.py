@@ -437,7 +437,8 @@ def _title_above(layout: dict) -> None:
         if (ref == "paper" or ref.endswith("domain")) and (a.get("y") or 0) >= 0.98 and a.get("yanchor") in (
                 None, "auto", "bottom"):
             lines = max(lines, str(a.get("text") or "").count("<br") + 1)
-    pad = {"b": 10 + 22 * lines, "l": 10}
+    # clear of the top y tick's label, which plotly centres on the plot's top edge (half a 12 px line above it)
+    pad = {"b": 16 + 22 * lines, "l": 10}
     layout["title"] = {"automargin": True, "yref": "paper", "y": 1, "yanchor": "bottom", "xref": "container", "x": 0,
                        "xanchor": "left", **title, "pad": {**pad, **(title.get("pad") or {})}}
 

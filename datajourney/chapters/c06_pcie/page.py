@@ -30,6 +30,8 @@ from datajourney.toolkit import transfer
 facts_of = facts_reader(_analyse)
 
 #: Two clocks "agree" when their medians differ by less than this share.
+#: Lines the opening's findings and first sentences of actions fill: the introduction above them runs six lines.
+OPENING_LINES = 10
 CLOCKS_AGREE = 0.05
 
 

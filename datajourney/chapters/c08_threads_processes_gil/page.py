@@ -33,6 +33,8 @@ from datajourney.core.stats import mean
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
 
+#: Lines the opening's findings and first sentences of actions fill: the introduction above them runs six lines.
+OPENING_LINES = 10
 THREADED = gil.THREADED
 CHAPTER = analysis.CHAPTER
 DECODER_NAMES = analysis.DECODER_NAMES
