@@ -91,6 +91,10 @@ class PurgeReport:
         return asdict(self)
 
 
+#: Every byte value with bit 0 clear: deleting them leaves one byte per resident page.
+_EVEN = bytes(range(0, 256, 2))
+
+
 def file_residency(path: str | os.PathLike) -> tuple[int, int]:
     """(resident pages, total pages) of one file, read with mincore(2)."""
     size = os.path.getsize(path)
@@ -108,7 +112,7 @@ def file_residency(path: str | os.PathLike) -> tuple[int, int]:
             if _libc.mincore(addr, size, vec) != 0:
                 err = ctypes.get_errno()
                 raise OSError(err, f"mincore failed for {path}: {os.strerror(err)}")
-            resident = sum(b & 1 for b in bytes(vec))
+            resident = len(bytes(vec).translate(None, _EVEN))   # bit 0 set: resident (odd bytes kept)
         finally:
             _libc.munmap(addr, size)
     finally:
