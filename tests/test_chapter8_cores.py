@@ -1,6 +1,6 @@
 """Chapter 8 on any number of cores: the full profile's sweeps are named by the host's cores ("quarters",
-"half_and_cores", "cores") and its data set is sized to their windows ("auto"), so a 64-core host sweeps to 64
-workers and threads while a 16-core host runs exactly the sweeps of the committed reference."""
+"cores") and its data set is sized to their windows ("auto"), so a 64-core host sweeps to 64 workers and
+threads and a 16-core host to 16."""
 from __future__ import annotations
 
 import os
@@ -29,10 +29,14 @@ def test_scaled_sweeps():
     assert scaled("quarters", 12) == [1, 4, 12] and scaled("half_and_cores", 1) == [1]
 
 
-def test_a_16_core_host_runs_the_reference_sweeps(monkeypatch):
+def test_a_16_core_host_sweeps_to_its_cores(monkeypatch):
     q = _full(16, monkeypatch)
-    assert q["concurrency"] == [1, 4, 16] and q["dataloader_workers"] == [8, 16] and q["thread_concurrency"] == [16]
+    assert q["concurrency"] == [1, 4, 16] and q["dataloader_workers"] == [16] and q["thread_concurrency"] == [16]
     assert q["n_images"] == 6208  # the DataLoader at 16 workers: 32 batches skipped, 64 timed, + 1, of 64
+    # (loader, concurrency, skipped, timed): the thread loaders time loader_batches (10), at least window_factor (2)
+    # times the batches they keep in flight
+    assert sorted(experiment.loader_windows(q)) == [("dataloader", 16, 32, 64), ("spdl", 16, 6, 12),
+                                                    ("threadpool", 16, 3, 10)]
 
 
 @pytest.mark.parametrize("cores", [32, 64, 96])
