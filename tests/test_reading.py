@@ -16,6 +16,7 @@ from datajourney.book import harness
 from datajourney.chapters.c09_reading_smarter import analysis, page
 from datajourney.chapters.c09_reading_smarter import experiment as reading
 from datajourney.core import results
+from datajourney.core.findings import size_label
 from datajourney.core.params import ParameterError
 
 MiB = 1 << 20
@@ -558,7 +559,9 @@ def test_chapter_9_opening_follows_reversed_data():
     ref = results.load_reference(reading.CHAPTER)
     op = page.opening(analysis.analyse(ref))
     assert "faster than dd reading the disk cold" in op.findings[0].text
-    assert op.actions[0].text.startswith("For reading a 2 GiB file into GPU memory, cold, use pinned, double-buffered")
+    size = size_label(ref.parameters["file_size"])     # the profile's file, as the run read it
+    assert op.actions[0].text.startswith(f"For reading a {size} file into GPU memory, cold, use pinned, "
+                                         "double-buffered")
     assert "faster than one pread thread" in op.findings[1].text
     assert "`ThreadPoolExecutor(max_workers=16)`" in op.actions[1].text
     c = ref.table("ceiling").copy()

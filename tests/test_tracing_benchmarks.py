@@ -17,7 +17,8 @@ def test_posix_events_constant_under_mmap_and_growing_under_read(host):
     assert r.metadata["posix_view"], "the reference run has a POSIX view"
     c = page.posix_counts(r)
     mm, rd = c[c["mode"] == "mmap"], c[c["mode"] == "read"]
-    assert len(mm) == len(rd) == 9
+    points = len(r.parameters["seq_lengths"]) * len(r.parameters["batch_sizes"])
+    assert len(mm) == len(rd) == points >= 6          # every grid point traced, enough of them for a trend
     ev = mm["posix_events"]
     assert ev.max() - ev.min() <= CONSTANT_TOLERANCE * ev.mean()
     rd = rd.assign(tokens=rd["samples"] * rd["seq"]).sort_values("tokens")
