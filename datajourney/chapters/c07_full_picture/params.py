@@ -22,7 +22,7 @@ MODELS = ("resnet50", "small_cnn")
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 7."""
-    n_images: int = param(20000, "synthetic JPEGs (the full profile uses 100,000)", minimum=1, maximum=MAX_IMAGES)
+    n_images: int = param(20000, "synthetic JPEGs", minimum=1, maximum=MAX_IMAGES)
     image_size: int = param(224, "stored image side", minimum=1, maximum=4096, unit="pixels")
     jpeg_quality: int = param(80, "JPEG quality of the stored images", minimum=1, maximum=95)
     classes: int = param(100, "labels: image i belongs to class i mod classes", minimum=1, maximum=100_000)
