@@ -188,6 +188,21 @@ def test_promote_only_the_finished_chapters_of_a_run_that_ended_early(tmp_path, 
     assert [p.name for p in (tmp_path / "notebooks").iterdir()] == ["07_full_picture.ipynb"]
 
 
+def test_another_hosts_run_never_replaces_the_books_pages(tmp_path, monkeypatch):
+    """The book shows the default reference host's executed notebooks: a run promoted as another host's reference
+    brings its results and run record, and leaves ``notebooks/`` as it was."""
+    from datajourney.cli import main
+
+    run = _finished_run(tmp_path, "run-h")
+    _reference_in(tmp_path, monkeypatch)
+    (tmp_path / "notebooks").mkdir()
+    assert main(["promote", str(run), "--host", "h100"]) == 0
+    assert sorted(p.name for p in (tmp_path / "ref" / "h100").iterdir()) == ["07_full_picture.json", "run-run-h.json"]
+    assert list((tmp_path / "notebooks").iterdir()) == []
+    assert main(["promote", str(run), "--host", results.DEFAULT_REFERENCE_HOST]) == 0
+    assert [p.name for p in (tmp_path / "notebooks").iterdir()] == ["07_full_picture.ipynb"]
+
+
 def test_parameters_show_no_machine_local_path():
     from datajourney.book import report
 

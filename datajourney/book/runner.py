@@ -1346,7 +1346,8 @@ def _same_code(doc, path: Path, ch: Chapter, what: str = "run_dir"):
 def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[Path]:
     """Make a finished run the committed reference of ``host``: its result files and run record to
     ``data/reference/<host>/`` (or, for ``side`` ``more``/``repeats``, beside it under the run's id)
-    and, for the main reference, its executed notebooks to ``notebooks/``. ``only``: the chapters
+    and, for the main reference of the book's own host (:data:`results.DEFAULT_REFERENCE_HOST`), its executed
+    notebooks to ``notebooks/`` (another host's run never replaces the book's pages). ``only``: the chapters
     (that finished) to take from a run that ended early.
 
     All or nothing: everything is checked first (host name, run status, each chapter's result
@@ -1371,7 +1372,8 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
     run_id = record.get("run_id")
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise ParameterError("run_dir", str(run_dir / "run.json"), "a run record whose run_id is a plain name")
-    chapters = only if only is not None else _chapters_of(run_dir, done, notebooks=side is None)
+    pages = side is None and host == results.DEFAULT_REFERENCE_HOST   # the book shows this host's notebooks
+    chapters = only if only is not None else _chapters_of(run_dir, done, notebooks=pages)
     from datajourney.book import registry
 
     dest = results.REFERENCE_DIR / host / (side or "")
@@ -1382,7 +1384,7 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
             _recorded_parameters(done[name], run_dir / "run.json")
         src = _result_of(run_dir, name, "run_dir")
         files[dest / (f"{name}-{run_id}.json" if side else f"{name}.json")] = src.read_bytes()
-        if not side:
+        if pages:
             nb = run_dir / "notebooks" / ch.notebook.name
             files[registry.NOTEBOOK_DIR / nb.name] = _committed_notebook(nb, ch).encode()
     _swap(files, results.REFERENCE_DIR / host)
