@@ -32,15 +32,16 @@ def _quiet():
         transformers.logging.set_verbosity(verbosity)
 
 
-def gpt2(size: str, *, context: int, vocab: int = GPT2_VOCAB, seed: int = 0):
+def gpt2(size: str, *, context: int, vocab: int = GPT2_VOCAB, seed: int = 0, device: str = "cpu"):
     """A GPT-2 model of ``size`` (a key of :data:`SIZES`) from its config, random weights, dropout
-    off so that every timed step does the same work."""
+    off so that every timed step does the same work; its weights are made on ``device`` (initialising
+    124M parameters on the CPU and copying them over takes seconds)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
     cfg = GPT2Config(vocab_size=vocab, n_positions=context, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                      use_cache=False, **SIZES[size])
-    with _quiet():
+    with _quiet(), torch.device(device):
         return GPT2LMHeadModel(cfg)
 
 
@@ -51,7 +52,7 @@ def token_step(*, size: str, tokens_per_batch: int, seq_len: int, steps: int, de
     ``warmup`` untimed steps. Returns the model, precision and shape, each step's ms (host clock
     around a synchronised step) and tokens/s at the median step."""
     rows = tokens_per_batch // seq_len
-    model = gpt2(size, context=seq_len, seed=seed).to(device)
+    model = gpt2(size, context=seq_len, seed=seed, device=device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, GPT2_VOCAB, (rows, seq_len), generator=gen).to(device)
