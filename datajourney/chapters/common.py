@@ -379,6 +379,26 @@ def facts_reader(analyse):
     return facts_of
 
 
+# --------------------------------------------------------------------------- exercises on paper
+def on_paper(intro: str, questions: list[str], answers: list[str]) -> str:
+    """A pen-and-paper exercise in Markdown: the page's numbers (``intro``), numbered questions, and their worked
+    answers folded in a ``<details>`` block, so a reader works them out before looking. The chapter's page
+    computes every number from its run; this only lays them out."""
+    if len(questions) != len(answers) or not questions:
+        raise ValueError(f"an exercise needs one answer per question: {len(questions)} questions, "
+                         f"{len(answers)} answers")
+    ask = "\n".join(f"{k}. {q}" for k, q in enumerate(questions, start=1))
+    worked = "\n".join(f"{k}. {a}" for k, a in enumerate(answers, start=1))
+    return (f"{intro}\n\n{ask}\n\n<details>\n<summary>Answers, worked from this run's numbers</summary>\n\n"
+            f"{worked}\n\n</details>")
+
+
+def short_time(seconds: float) -> str:
+    """A duration in the unit that reads best: '51.7 µs', '2.4 ms', '0.52 s'."""
+    a = abs(seconds)
+    return num(seconds * 1e6, "µs") if a < 1e-3 else num(seconds * 1e3, "ms") if a < 1 else num(seconds, "s")
+
+
 # --------------------------------------------------------------------------- the reader's own data
 #: The fact every chapter that read the reader's own data holds (``image_dir``, ``token_path``).
 YOUR_DATA = "your_data"

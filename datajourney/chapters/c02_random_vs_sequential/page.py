@@ -11,12 +11,15 @@ from collections.abc import Sequence
 import pandas as pd
 
 from datajourney.chapters.c02_random_vs_sequential.analysis import analyse as _analyse
+from datajourney.chapters.c02_random_vs_sequential.params import Params
 from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold: the notebook's chart labels
     UNDECIDED_WORDS,
     ColdVerdict,
     cold_label,
     facts_reader,
     guest_cold,
+    on_paper,
+    short_time,
     spread_summary,
     table_of,
     values_of,
@@ -359,6 +362,42 @@ def opening(facts: Facts) -> Opening:
         out.append(Finding("cold_latency", text if out else say.define_guest_cold(text), lat.number, "µs"))
     actions = [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
     return Opening(out[:3], actions[:3])
+
+
+# --------------------------------------------------------------------------- an exercise on paper
+def paper_exercise(facts: Facts, res) -> str:
+    """The headline turned into arithmetic a reader does by hand: the time of one file and of the same bytes
+    in the shard (bytes ÷ bandwidth), their difference (the per-file cost), that cost over an epoch, and the
+    share of it one cold read of the latency check accounts for; the answers folded, from this run's means."""
+    facts = facts_of(facts)
+    cache = next((c for c in ("cold", "warm") if f"{c}.random" in facts and f"{c}.sequential" in facts), None)
+    rand = facts.number(f"{cache}.random") if cache else None
+    seq = facts.number(f"{cache}.sequential") if cache else None
+    if not rand or not seq:
+        return "The exercise on paper needs the headline's two layouts: this run has no random or no sequential read."
+    n, size = int(Params.value_of(res, "n_files")), int(Params.value_of(res, "file_size"))
+    word = _cold(facts) if cache == "cold" else "warm"
+    t_file, t_shard = size / (rand * 1e6), size / (seq * 1e6)
+    extra = t_file - t_shard
+    intro = (f"**Work it out.** In the headline ({word}), {n:,} shuffled files of {size_label(size)} ({size:,} "
+             f"bytes) each were read at **{num(rand, 'MB/s')}** on average, and the same bytes as one shard read in "
+             f"order at **{num(seq, 'MB/s')}** (MB = 10⁶ bytes).")
+    questions = ["How long did one file take on average (its bytes ÷ the bandwidth)?",
+                 f"How long did the shard take for the same {size_label(size)}?",
+                 "The difference is what each file costs beyond its bytes: the lookup, the `open`, the `close` and "
+                 f"a request of its own. What does it add up to over one pass of {n:,} files, and what share of "
+                 "the whole read of the files is that?"]
+    answers = [f"{size:,} B ÷ {num(rand, 'MB/s')} = **{short_time(t_file)}** per file.",
+               f"{size:,} B ÷ {num(seq, 'MB/s')} = **{short_time(t_shard)}**.",
+               f"{short_time(t_file)} − {short_time(t_shard)} = **{short_time(extra)}** per file; × {n:,} files = "
+               f"**{short_time(extra * n)}**, {pct(extra / t_file)} of the {short_time(t_file * n)} the files took."]
+    lat = facts.get("cold_latency")
+    if cache == "cold" and lat is not None and lat.number:
+        request = size_label(int(lat.setting.get("request_bytes") or 4096))
+        questions.append(f"The latency check timed one cold {request} `O_DIRECT` read at **{num(lat.number, 'µs')}** "
+                         "(median). What share of the per-file cost from 3 is one such read?")
+        answers.append(f"{num(lat.number, 'µs')} ÷ {short_time(extra)} = **{pct(lat.number * 1e-6 / extra)}**.")
+    return on_paper(intro, questions, answers)
 
 
 # --------------------------------------------------------------------------- evidence: tables and spreads

@@ -21,6 +21,7 @@ from datajourney.chapters.common import (
     facts_reader,
     ipc_crossref,  # noqa: F401
     latency_stats,
+    on_paper,
     over_runs,
     runs_interval,
     values_of,
@@ -296,6 +297,40 @@ def _ceiling_sentence(res, e) -> str:
                        f"batches/s, {where}).")
     return text + (f". It is not a ceiling here: the sweep measured up to {num(top['rate'])} batches/s with workers "
                    f"({where}), where the main thread used {num(top['cpu_ms'], 'ms')} of CPU per batch.")
+
+
+def paper_exercise(res) -> str:
+    """The plateau as arithmetic a reader does by hand: the batches/s the hand-over check's main-process CPU per
+    received batch allows, that bound in MB/s, and the share of it the sweep's best rate with workers reached
+    (warm where measured); the answers folded, from this run's means."""
+    rr = _receive_rate(res)
+    if rr is None:
+        return ("The exercise on paper needs the hand-over check's cost of receiving a batch, which this run did not "
+                "measure (`transfer_batch_sizes` is empty, or holds no batch of the sweep's size).")
+    cost, bound = rr
+    e = _epochs(res)
+    wr = _worker_rates(e)
+    if wr.empty:
+        return ("The exercise on paper needs the sweep with workers, which this run did not measure (`workers` has "
+                "no count above 0).")
+    cache = "warm" if "warm" in set(wr["cache"]) else "cold"
+    top = wr[wr["cache"] == cache].sort_values("rate").iloc[-1]
+    b, size = _batch_size(res), int(res.parameters["file_size"])
+    where = (f"{LABELS[top['kind']].split(' (')[0]}, {cold_label(res) if cache == 'cold' else cache}, "
+             f"`num_workers={int(top['workers'])}`")
+    mbps = bound * b * size / 1e6
+    shown = f"{cost:.3g} ms"   # three significant digits: the bound worked from it by hand comes out as below
+    intro = (f"**Work it out.** In the hand-over check (warm, one worker) the main process spent **{shown}** "
+             f"of CPU receiving each batch of {b} samples of {size:,} bytes. The sweep's best rate with workers "
+             f"was **{num(top['rate'])} batches/s** ({where}).")
+    questions = ["If receiving batches were all the main process did, one after another, how many batches per second "
+                 "could it take at most?",
+                 "How many MB/s is that (MB = 10⁶ bytes)?",
+                 "What share of that bound did the sweep's best rate reach?"]
+    answers = [f"1,000 ms ÷ {shown} = **{num(bound)} batches/s**.",
+               f"{num(bound)} batches/s × {b} × {size:,} B = **{num(mbps, 'MB/s')}**.",
+               f"{num(top['rate'])} ÷ {num(bound)} = **{pct(top['rate'] / bound)}**."]
+    return on_paper(intro, questions, answers)
 
 
 #: Rates within this (relative) of a layout's best rate with workers belong to its plateau.

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, range_bars, subtitle
+from datajourney.core.charts import PALETTE, bars_label, range_bars
 
 #: Phase colours shared by the chapter 7 charts.
 PHASE_COLOURS = {"DATALOADER_WAIT": PALETTE[5], "H2D_TRANSFER": PALETTE[6], "FORWARD": PALETTE[0],
@@ -64,16 +64,19 @@ def phase_bars(summary: pd.DataFrame, *, phases, title: str) -> go.Figure:
                                        "<br><i>the optimizer is too thin to see at this scale</i><extra></extra>"),
                         row=ri, col=1)
         fig.update_yaxes(type="category", autorange="reversed", row=ri, col=1)
-    fig.update_layout(title=subtitle(title, "mean over runs of each phase per step"), barmode="stack",
-                      legend_title_text="phase", height=120 + 34 * sum(counts) + 60 * len(fmts))
-    fig.update_xaxes(title_text="ms per step", row=len(fmts), col=1)
+    fig.update_layout(title=title, barmode="stack", legend_title_text="phase",
+                      height=120 + 34 * sum(counts) + 60 * len(fmts))
+    fig.update_xaxes(title_text="ms per step (mean over runs of each phase)", row=len(fmts), col=1)
     return fig
 
 
 def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, keep_up: float = 0.95) -> go.Figure:
-    """The compute share (%) and AU, the throughput as % of its own step's ceiling (eager or CUDA graphs), per
-    scenario: mean over runs, error
-    bars min–max. The two thresholds are dashed lines named in the legend (no annotations to collide), in
+    """The compute share (the step's compute phases ÷ its wall time, %) and the share of the ceiling (images/s as
+    % of its own step's ceiling, eager or CUDA graphs: the glossary's AU, steps × G ÷ wall time), per scenario:
+    mean over runs, error bars min–max where a scenario has runs enough (the y title says which). The legend
+    names each bar for what it divides. The x title sits under the last panel only: the first panel's upright
+    labels would push it into the next panel's title.
+    The two thresholds are dashed lines named in the legend (no annotations to collide), in
     names short enough to keep the legend beside the plot: a legend moved below makes plotly.js lay the
     plot out twice and leave the bar layer where the first layout put it, about 9 points above the axis
     (measured in a headless browser, with the names 9 characters longer)."""
@@ -92,7 +95,7 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
         fig.add_bar(
             x=x,
             y=pc,
-            name="AU: % of ceiling",
+            name="share of the ceiling (%)",
             legendgroup="pc",
             showlegend=ci == 1,
             marker_color=PALETTE[1],
@@ -112,10 +115,10 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
             if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
                 fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line=dict(dash="dash", color=colour),
                                 hoverinfo="skip", row=ci, col=1)
-    fig.update_layout(title=subtitle(title, "bars: mean over runs; error bars: min–max over runs"), barmode="group",
-                      legend_title_text="measure")
-    fig.update_xaxes(title_text="DataLoader workers", type="category")
-    fig.update_yaxes(title_text="%", range=[0, 110])
+    fig.update_layout(title=title, barmode="group", legend_title_text="measure")
+    fig.update_xaxes(type="category")
+    fig.update_xaxes(title_text="DataLoader workers", row=len(fmts), col=1)
+    fig.update_yaxes(title_text=f"% (mean over runs; {bars_label(summary['runs'], 'min–max')})", range=[0, 110])
     return fig
 
 
@@ -149,10 +152,12 @@ def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
                                            "%{y:,.2f} ms<br>min–max %{customdata[0]:,.2f}–"
                                            "%{customdata[1]:,.2f} ms over "
                                            "%{customdata[2]} runs<extra></extra>"), row=r, col=c)
-    fig.update_layout(title=subtitle(title, "line: median over runs; band: min–max over runs; each panel its own "
-                                             "scale"), legend_title_text="format", height=260 * rows + 140)
+    fig.update_layout(title=title, height=260 * rows + 140,
+                      legend_title_text="format<br>(line: median,<br>band: min–max,<br>over runs)")
     fig.update_yaxes(type="linear", rangemode="tozero", nticks=4)
     fig.update_yaxes(title_text="ms", col=1)
+    first, last = int(steps["step"].min()), int(steps["step"].max())
+    fig.update_xaxes(range=[first - 1, last + 1])   # the first step's tick clear of the y axis's 0 in the corner
     fig.update_xaxes(title_text="training step", row=rows)
     return fig
 
@@ -176,10 +181,10 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
     fig.add_scatter(x=xs, y=[ceiling_ms, ceiling_ms], mode="lines", name="ceiling, no load (mean of its runs)",
                     line=dict(dash="dash", color="#555555", width=1.5),
                     hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
-    fig.update_layout(title=subtitle(title, "compute per step: mean over runs; error bars: min–max over runs"),
-                      legend_title_text="mode")
+    fig.update_layout(title=title, legend_title_text="mode")
     fig.update_xaxes(title_text="busy processes doing the loader's CPU work")
-    fig.update_yaxes(title_text="ms", rangemode="tozero")
+    fig.update_yaxes(title_text=f"compute per step, ms (mean over runs; {bars_label(load['n'], 'min–max')})",
+                     rangemode="tozero")
     return fig
 
 
@@ -206,10 +211,10 @@ def stage_bars(stats: pd.DataFrame, *, title: str, batch_size: int) -> go.Figure
                         hovertemplate=(f"<b>%{{x}}</b> ({fmt})<br>{k}: %{{y:,.3f}} ms per image"
                                        "<br>%{customdata[0]:,.2f} ms per batch<br>data wait %{customdata[1]:,.2f} ms"
                                        " per step<br>means over %{customdata[2]} runs<extra></extra>"), row=ci, col=1)
-    fig.update_layout(title=subtitle(title, "mean over runs of each stage"), barmode="stack",
-                      legend_title_text="stage")
-    fig.update_xaxes(title_text="DataLoader workers", type="category")
-    fig.update_yaxes(title_text="ms per image")
+    fig.update_layout(title=title, barmode="stack", legend_title_text="stage")
+    fig.update_xaxes(type="category")
+    fig.update_xaxes(title_text="DataLoader workers", row=len(fmts), col=1)
+    fig.update_yaxes(title_text="ms per image (mean over runs of each stage)")
     return fig
 
 
@@ -262,8 +267,7 @@ def format_rates(rates: pd.DataFrame, *, ceiling: float, title: str) -> go.Figur
                                   "<extra></extra>")
     fig.add_hline(y=ceiling, line_dash="dash", line_color=PALETTE[3],
                   annotation_text=f"ceiling {ceiling:,.0f} images/s", annotation_position="top left")
-    fig.update_layout(title=subtitle(title, "each format at its best worker count; bars: the runs' range"),
-                      barmode="group", legend_title_text="page cache")
-    fig.update_xaxes(title_text="storage format", type="category")
-    fig.update_yaxes(title_text="images/s", rangemode="tozero")
+    fig.update_layout(title=title, barmode="group", legend_title_text="page cache")
+    fig.update_xaxes(title_text="storage format (each at its best worker count)", type="category")
+    fig.update_yaxes(title_text="images/s (bars: the runs' range)", rangemode="tozero")
     return fig

@@ -20,7 +20,7 @@ from datajourney.chapters.c07_full_picture.reading import (
     scenario_stats,
     scenarios,
 )
-from datajourney.chapters.common import facts_reader
+from datajourney.chapters.common import facts_reader, on_paper
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.findings import (
@@ -972,6 +972,37 @@ def stage_rows(res) -> pd.DataFrame:
         return pd.DataFrame()
     keep = st["workers"].isin([0, 1]) | (st["variant"] == "tuned")
     return st[keep].reset_index(drop=True)
+
+
+def paper_exercise(res) -> str:
+    """AU and the compute share worked out by hand for the default recipe's best scenario (the plain DataLoader):
+    AU from its images/s and the ceiling's, the compute share from its compute phases and its step, and which of
+    the two the bar applies to, with the direction against the bar computed; the answers folded."""
+    st = scenario_stats(res)
+    plain = st[st["variant"] == "default"]
+    ceil = ceiling_runs(res)
+    if plain.empty or ceil.empty or "images_per_s" not in ceil:
+        return "The exercise on paper needs a measured ceiling and a default-recipe scenario; this run has none."
+    row = plain.loc[plain["pct_of_ceiling"].idxmax()]
+    c_ips = float(ceil["images_per_s"].mean())
+    ips, step, comp = float(row["images_per_s"]), float(row["step_ms"]), float(row["compute_ms"])
+    au, share = ips / c_ips, comp / step
+    intro = (f"**Work it out.** The ceiling (the same step with its batch already in GPU memory) fed "
+             f"**{num(c_ips)} images/s**. {say.text(row['label'])}, the best of the default recipe, fed "
+             f"**{num(ips)} images/s**; its steps took **{num(step, 'ms')}** on average, of which the compute phases "
+             f"(forward, backward, optimizer) took **{num(comp, 'ms')}**. AU is steps × G ÷ wall time, with G the "
+             "ceiling's step; with the same batch in every step that is the images/s ÷ the ceiling's.")
+    questions = ["What is this configuration's AU?",
+                 "What is its compute share (compute ÷ the step's wall time)?",
+                 f"MLPerf Storage's bar is an AU of {pct(KEEP_UP)}. Which of the two numbers is held to it, and does "
+                 "this configuration reach it?"]
+    answers = [f"{num(ips)} ÷ {num(c_ips)} = **{pct(au)}**.",
+               f"{num(comp, 'ms')} ÷ {num(step, 'ms')} = **{pct(share)}**.",
+               f"AU: {pct(au)} {'reaches' if au >= KEEP_UP else 'falls short of'} the {pct(KEEP_UP)} bar. The compute "
+               f"share ({pct(share)}, {'above' if share >= KEEP_UP else 'below'} the bar) counts the fed loop's own "
+               "compute, which can grow when loader processes share the CPU; AU counts the ceiling's G, so only AU "
+               "is held to the bar."]
+    return on_paper(intro, questions, answers)
 
 
 def takeaways(res) -> str:
