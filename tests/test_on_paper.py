@@ -217,3 +217,23 @@ def test_chapter_7_charts_draw_no_text_over_another(browser, tmp_path, host):  #
         found = page.evaluate(TEXTS_MEET)
         page.close()
     assert not errors and not found, "\n".join(found)
+
+
+#: A sentence of fixed prose about what a busy or a spare CPU does, with a direction or a limit in it.
+_WAY = r"(slower|faster|(?<!no )longer|shorter|grows?|only as long as)"
+CPU_CLAIM = re.compile(rf"\b(busy|spare cores?)\b.*\b{_WAY}\b|\b{_WAY}\b.*\b(busy|spare cores?)\b", re.I)
+#: Words that make such a sentence a mechanism or a hypothesis a section tests, not an outcome.
+HEDGE = re.compile(r"\b(may|might|can|could|would|if|whether|tests?)\b", re.I)
+
+
+@pytest.mark.parametrize("name", MINE)
+def test_fixed_prose_states_what_a_busy_cpu_does_only_as_a_hypothesis(name):
+    """Chapter 7's "How it works" said "A busy machine makes compute itself slower", where its computed finding
+    can say the sweep found no isolated cause; chapter 3 said workers hide latency "only as long as there are
+    spare cores", where its data put the plateau on the hand-over. Fixed prose words such a cause as a mechanism
+    or a hypothesis the page tests; the outcome is the computed text's."""
+    cells = json.loads(registry.lookup(name).notebook.read_text())["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    sentences = re.split(r"(?<=[.;:])\s+", re.sub(r"\s*\n\s*", " ", text))
+    claims = [s for s in sentences if CPU_CLAIM.search(s) and not HEDGE.search(s)]
+    assert not claims, claims
