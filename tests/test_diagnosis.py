@@ -95,7 +95,7 @@ def test_budget_model_matches_the_hops(tmp_path):
     state = page.budget_inputs(res.facts)
     hops = _hops(res, "image")
     w = res.facts.data["image_workload"]
-    exact = dict(state, step=w["step_ms"], kib=w["file_bytes"] / 1024, cpu=w["cpu_ms"] + hops["cpu"]["main_ms"])
+    exact = dict(state, step=w["step_ms"], kib=w["file_bytes"] / 1024, cpu=hops["cpu"]["cpu_ms"])
     m = page.budget_model(exact)
     for key in ("files", "shard", "cpu", "pcie"):
         assert m[key] == pytest.approx(hops[key]["capacity"])
@@ -234,3 +234,84 @@ def test_hostile_strings_from_other_chapters_stay_text(tmp_path):
     for wl in analysis.UNITS:
         assert "<img" not in report.table_html(page.hops_display(res, wl))
     assert "<img" not in report.table_html(page.checklist(res, None))
+
+
+def test_cpu_hop_is_priced_from_the_cpu_counters_of_the_pipeline_with_the_same_step(tmp_path):
+    """The CPU hop charges each image the whole machine's busy cores ÷ images/s of chapter 7's fastest pipeline run
+    with the step the diagnosis prices (never the loader's host-clock stage timings)."""
+    res = _run_with(tmp_path)
+    w = res.facts.data["image_workload"]
+    r = w["step_recipe"]
+    assert r["step"] == w["step_kind"] and r["busy_ms"] != pytest.approx(w["cpu_ms"], rel=0.05)
+    cpu = _hops(res, "image")["cpu"]
+    assert cpu["cpu_source"] == "counters"
+    assert cpu["cpu_ms"] == pytest.approx(r["busy_cores"] * 1000 / r["images_per_s"])
+    assert cpu["capacity"] == pytest.approx(w["cores"] * 1000 / cpu["cpu_ms"])
+    assert "CPU counters" in page.hops_display(res, "image").iloc[2]["how it is computed"]
+
+
+def test_a_gpu_count_needs_the_measured_pipeline_to_feed_one_gpu_at_the_bar(tmp_path):
+    """The reference pipeline with the priced step fed one GPU above the bar: a count is given. Slow its measured
+    images/s to 80%: the count goes and the answer gives the measured share instead."""
+    res = _run_with(tmp_path / "ref")
+    assert res.facts.number("image.fed_share") >= 100 * analysis.AU_MIN
+    assert res.facts.get("image.gpus_fed") is not None
+    assert "such GPUs at ≥ 90% of the time" in page.opening(res.facts).actions[0].text
+
+    def slower(ch, r):
+        if ch == "07_full_picture":
+            r.tables["scenarios"]["images_per_s"] *= 0.8
+
+    res = _run_with(tmp_path / "slow", edit=slower)
+    share = res.facts["image.fed_share"]
+    assert share.number < 100 * analysis.AU_MIN and res.facts.get("image.gpus_fed") is None
+    text = page.opening(res.facts).actions[0].text
+    assert "under the 90% bar" in text and "feeds **" not in text
+
+
+def test_the_token_next_hop_is_the_slowest_row_and_both_loader_rows_price_one_loader(tmp_path):
+    """The margin's next hop is the minimum over every other row of the token table (the CPU row included), and the
+    loader row and the CPU row price the same measured loader; the GPU count names this chapter's model."""
+    res = _run_with(tmp_path, llm_tokens_per_s=None, token_model="tiny", token_steps=1, tokens_per_batch=1024,
+                    token_seq_len=128)
+    hops = _hops(res, "tokens")
+    rest = [h["capacity"] for k, h in hops.items() if k != "gpu" and h["capacity"] is not None]
+    wk = res.facts.data["tokens.weakest"]
+    if wk["key"] == "gpu":
+        assert wk["next_capacity"] == min(rest)
+    loader, cpu = hops["token_loader"], hops["token_cpu"]
+    assert (loader["mode"], loader["workers"]) == (cpu["mode"], cpu["workers"])
+    assert cpu["capacity"] == pytest.approx(cpu["loaders"] * loader["capacity"])
+
+
+def test_token_loader_is_the_fewest_workers_that_feed_a_gpu():
+    modes = {"mmap": {"tokens_per_s": 2e6, "workers": 0}, "read": {"tokens_per_s": 3e6, "workers": 4}}
+    t = {"best": "read", "modes": modes, "cores": 16}
+    assert analysis.token_loader(t, 1e6)[0] == "mmap"     # both feed: the one with fewer workers
+    assert analysis.token_loader(t, 2.5e6)[0] == "read"   # only read feeds
+    assert analysis.token_loader(t, 1e8)[0] == "read"     # none feeds: chapter 10's fastest
+    hops = analysis.token_hops({"10_mmap_vs_read": analysis.Facts("10_mmap_vs_read")}, None, 1e6, 4, 4096)
+    assert hops[-1]["hop"] == "token_loader" and hops[-1]["capacity"] is None
+
+
+def test_how_we_know_shows_each_workload_once(tmp_path):
+    res = _run_with(tmp_path)
+    keys = [f.key for f in page.findings(res.facts)]
+    assert len(keys) == len(set(keys))
+    assert {f.key for f in page.opening(res.facts).findings} <= set(keys)
+
+
+def test_checklist_marks_unlike_figures_and_names_what_it_measured(tmp_path):
+    """The tracer row's published figure is marked not comparable, the start-up row shows fork's own time, and the
+    cold-latency row says guest-cold only while chapter 2 found a cache below the machine served it."""
+    res = _run_with(tmp_path)
+    t = page.checklist(res, None).set_index("practice")
+    assert "not comparable" in t.loc[page.PRACTICE[("10_mmap_vs_read", "posix_events")], "published"]
+    fork = res.facts["08.first_batch.fork"]
+    assert page.phrasing.headline(fork) in t.loc[page.PRACTICE[("08_threads_processes_gil",
+                                                                 "first_batch.fork_vs_spawn")], "this run"]
+    row = page.PRACTICE[("02_random_vs_sequential", "cold_latency")]
+    assert "guest-cold" in t.loc[row, "this run"]
+    st = res.facts["02.cold_state"]
+    res.facts.add(analysis.Fact(**{**st.__dict__, "setting": {**st.setting, "state": "device"}}))
+    assert "guest-cold" not in page.checklist(res, None).set_index("practice").loc[row, "this run"]

@@ -106,3 +106,15 @@ def test_title_page_of_the_committed_book(tmp_path):
         assert f.text in md
     cold = front._headline(results.load_reference("02_random_vs_sequential"), "02_random_vs_sequential", "cold_gap")
     assert f"**{cold}**" in md and "](../notebooks/02_random_vs_sequential.ipynb)" in md
+
+
+def test_front_door_names_guest_cold_and_marks_unlike_published_figures():
+    """The title page calls chapter 2's cold reads guest-cold where chapter 2 does; chapter 1's table shows chapter
+    5's reproduced published figure (same unit as its headline) and marks chapter 10's as not comparable."""
+    from datajourney.book import overview
+
+    assert "guest-cold" in overview.title_markdown("h200")
+    t = overview.front_table(None, "h200", True)
+    pub = dict(zip(t["chapter"].str.extract(r"\[(\d+)\.")[0].astype(int), t["published"], strict=True))
+    assert pub[5] != "—" and "42.4×" in pub[5]
+    assert "not comparable" in pub[10]

@@ -5,6 +5,7 @@ its chapter through the registry, the one place that happens). The reader's own 
 headed with its host; the reference host's answer follows."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -78,10 +79,38 @@ def _value(f) -> str | None:
     return phrasing.headline(f) if f is not None and f.number is not None else None
 
 
-def _published(chapter: str, f) -> str:
-    """The published figure beside the fact ``f`` (when its analysis names the same metric), else a dash."""
+def _published(chapter: str, f, res: results.Result | None = None) -> str:
+    """The published figure beside the fact ``f`` (when its analysis names the same metric; marked where it is not
+    comparable, :data:`diagnosis_page.NOT_COMPARABLE`). When ``f`` has none, the first fact the chapter exports
+    (in ``res``) that reproduces a published figure in ``f``'s unit: that figure with its metric and the run's value
+    of it, so a reproduced figure is never hidden behind a dash nor set beside a number of another kind."""
     fig = published.figure(chapter, f.published) if f is not None and f.published else None
-    return fig.text if fig is not None else "—"
+    if fig is not None:
+        return diagnosis_page.published_cell(chapter, fig, metric=False)
+    try:
+        facts = registry.analysed(res).facts if res is not None else None
+    except (KeyError, ValueError, IndexError, TypeError):
+        facts = None
+    for key in (facts.exports if facts is not None else ()):
+        g = facts.get(key)
+        fig = published.figure(chapter, g.published) if g is not None and g.published else None
+        if fig is not None and g.number is not None and f is not None and g.unit == f.unit:
+            return f"{diagnosis_page.published_cell(chapter, fig)}; this run of it: {phrasing.headline(g)}"
+    return "—"
+
+
+def _what(res: results.Result | None, what: str, *, define: bool = False) -> str:
+    """A headline's words with its cold reads named as the chapter names them: "guest-cold" where the chapter's
+    result says its cold reads were served from below the virtual machine (``data["guest_cold"]``), defined in
+    place with ``define``."""
+    try:
+        guest = res is not None and registry.analysed(res).facts.data.get("guest_cold") is True
+    except (KeyError, ValueError, IndexError, TypeError):
+        guest = False
+    if not guest:
+        return what
+    text = re.sub(r"(?<![-\w])cold\b", "guest-cold", what)
+    return phrasing.define_guest_cold(text) if define else text
 
 
 def _load(run_dir, chapter: str) -> results.Result | None:
@@ -113,8 +142,8 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
         ref = _finding(reference, ch, key)
         mine_ch = mine.get(ch)
         f = ref or _finding(mine_ch, ch, key)
-        what = what or (f.label if f is not None and f.label else key)
-        row = {"chapter": _link(ch), "key number": what, "published": _published(ch, ref),
+        what = _what(reference or mine_ch, what or (f.label if f is not None and f.label else key))
+        row = {"chapter": _link(ch), "key number": what, "published": _published(ch, ref, reference),
                "reference host": _headline(reference, ch, key) or "not in the reference run"}
         if mine:
             row["this run"] = _headline(mine_ch, ch, key) or ("not run" if ch not in mine else "—")
@@ -193,11 +222,12 @@ def title_markdown(host: str | None = None, run_dir=None) -> str:
     what = {(ch, key): w for ch, key, w in front()}
     levers = []
     for ch, key, topic in TITLE_FINDINGS:
-        ref = _finding(results.load_reference(ch, host), ch, key)
-        value, pub = _value(ref), _published(ch, ref)
+        res = results.load_reference(ch, host)
+        ref = _finding(res, ch, key)
+        value, pub = _value(ref), _published(ch, ref, res)
         if value is None:
             continue
-        levers.append(f"* **{topic}** (reference host): {what[(ch, key)]}: **{value}**"
+        levers.append(f"* **{topic}** (reference host): {_what(res, what[(ch, key)], define=True)}: **{value}**"
                       + (f" (published: {pub})" if pub != "—" else "") + f" ({_link(ch, base)})")
     return "\n\n".join(parts + lines + (["\n".join(levers)] if levers else []))
 

@@ -3,7 +3,8 @@
 The chapter is the source of the image workload's advice (``image.num_workers``) and of the numbers chapter
 12 prices that workload with (``facts.data["image_workload"]``: the model, its batch, its step with the data
 already on the GPU, the bytes of an image on disk, the loader's CPU time per image and the best pipeline
-measured), with the GPU step's slowdown under loader load (``contention``)."""
+measured; ``step_recipe``: the fastest pipeline run with that same step and the CPU time per image its CPU counters
+recorded), with the GPU step's slowdown under loader load (``contention``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -58,7 +59,7 @@ def image_workload(res) -> dict | None:
     out = dict(model=str(c["model"].iloc[0]) if "model" in c else model_of(res),
                batch_size=b, step_ms=step_ms, step_kind=step_kind, device=res.metadata.get("device"),
                cores=int(res.metadata.get("cores") or 1), file_bytes=None, cpu_ms=None, best=None, cpu_recipe=None,
-               main_cores=None, recipe_runs=None)
+               main_cores=None, recipe_runs=None, step_recipe=None)
     if not rd.empty and "stored_kb" in rd:
         cold = rd[rd["stage"] == "read (cold)"]
         if not cold.empty:
@@ -79,11 +80,39 @@ def image_workload(res) -> dict | None:
                 main = d[(d["format"] == fmt) & (d["workers"] == w)]["main_cores"].astype(float).mean()
                 out["main_cores"] = float(main) if main == main else None
         out["cpu_recipe"] = dict(format=str(fmt), workers=int(w), variant=str(var))
+        out["step_recipe"] = step_recipe(sc, step_kind)
         if not steps.empty and all(s in steps for s in CPU_STAGES):
             rows = steps[(steps["format"] == fmt) & (steps["workers"] == w) & (steps["variant"] == var)]
             if not rows.empty:
                 out["cpu_ms"] = float(rows[list(CPU_STAGES)].median().sum()) / b
-    return {k: _plain(v) for k, v in out.items()}
+    return {k: (_plain(v) if not isinstance(v, dict) else {i: _plain(x) for i, x in v.items()})
+            for k, v in out.items()}
+
+
+#: The CPU counters of a scenario run (cores busy on average while it ran): the whole machine, the training
+#: process and its loader workers.
+CPU_COUNTERS = {"busy": "cpu_busy_cores", "main": "main_cores", "workers": "worker_cores"}
+
+
+def step_recipe(sc: pd.DataFrame, step_kind: str) -> dict | None:
+    """The fastest pipeline measured end to end with the step chapter 12 prices (``step_kind``: the scenarios whose
+    ceiling is that step, all of them when the table does not say), its images/s per run and, from its CPU
+    counters, the CPU time each image cost: cores busy on average × 1000 ÷ images/s (ms per image), for the whole
+    machine, the training process and the loader's workers (None where a counter was not recorded)."""
+    if sc.empty or "images_per_s" not in sc:
+        return None
+    mine = sc[sc["ceiling"] == step_kind] if "ceiling" in sc and (sc["ceiling"] == step_kind).any() else sc
+    rates = mine.groupby(["format", "workers", "variant"])["images_per_s"].mean()
+    fmt, w, var = rates.idxmax()
+    rows = mine[(mine["format"] == fmt) & (mine["workers"] == w) & (mine["variant"] == var)]
+    ips = float(rows["images_per_s"].mean())
+    cpu = {}
+    for name, col in CPU_COUNTERS.items():
+        v = float(rows[col].astype(float).mean()) if col in rows else float("nan")
+        cpu[f"{name}_ms"] = v * 1000.0 / ips if v == v and ips > 0 else None
+        cpu[f"{name}_cores"] = v if v == v else None
+    return dict(format=str(fmt), workers=int(w), variant=str(var), step=step_kind,
+                runs=[float(x) for x in rows["images_per_s"]], images_per_s=ips, **cpu)
 
 
 def model_of(res) -> str:

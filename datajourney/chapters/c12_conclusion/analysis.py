@@ -26,8 +26,6 @@ AU_MIN = KEEPS_UP
 UNITS = {"image": "images/s", "tokens": "tokens/s", "gradients": "steps/s"}
 #: Chapter 8's photo hops describe other samples than chapter 7's images: shown as a what-if, never the weakest.
 ASIDE = frozenset({"photo_cpu", "photo_loader"})
-#: Hops that only bound how many GPUs a host feeds, never one GPU's chain (a per-rank hop's host-wide total).
-HOST_ONLY = frozenset({"token_cpu"})
 #: The hops a host shares among all its GPUs, by workload, in groups of alternatives (the faster of a group counts).
 #: The token loader is not among them: every data-parallel rank runs its own loader, so its rate is one GPU's.
 SHARED = {"image": {"storage": ("files", "shard"), "CPU": ("cpu",)},
@@ -60,7 +58,7 @@ CHECKLIST = [
     ("06_pcie", "?pcie.pin_memory"), ("06_pcie", "cpu_overlap"),
     ("07_full_picture", "?image.num_workers"), ("07_full_picture", "best_vs_ceiling"),
     ("08_threads_processes_gil", "primitives"), ("08_threads_processes_gil", "?image_decode.loader"),
-    ("08_threads_processes_gil", "cost"), ("08_threads_processes_gil", "first_batch"),
+    ("08_threads_processes_gil", "cost"), ("08_threads_processes_gil", "first_batch.fork_vs_spawn"),
     ("09_reading_smarter", "?storage_to_gpu.path"), ("09_reading_smarter", "gds"),
     ("09_reading_smarter", "?random_reads.threads"),
     ("10_mmap_vs_read", "?tokens.loader_mode"), ("10_mmap_vs_read", "posix_events"), ("10_mmap_vs_read", "kernel_view"),
@@ -112,22 +110,18 @@ def _frame(records) -> pd.DataFrame | None:
 
 def budget(*, step_ms: float, batch_size: int, file_bytes: float, cpu_ms: float, cores: int,
            storage: pd.DataFrame | None, pcie: pd.DataFrame | None,
-           tensor_bytes: int = IMAGE_TENSOR_BYTES, main_cores: float | None = None) -> dict:
+           tensor_bytes: int = IMAGE_TENSOR_BYTES) -> dict:
     """Samples per second each hop sustains for one workload, and what the GPU asks for:
     storage, one file per sample: cold random MB/s at ``file_bytes`` ÷ ``file_bytes`` (one reader);
     storage, shard: cold sequential MB/s at the same request size ÷ ``file_bytes``; CPU: ``cores`` × 1000
-    ÷ (``cpu_ms`` in a worker + the training process's ``main_cores`` spread over the images one GPU needs);
+    ÷ ``cpu_ms``, the CPU time one image costs (loader workers and training process together);
     PCIe: pinned H2D GB/s at the batch's size ÷ ``tensor_bytes``; demand: batch × 1000 ÷ step."""
     out = {"demand": batch_size * 1000.0 / step_ms}
     for pattern, key in (("random", "files"), ("sequential", "shard")):
         part = None if storage is None else storage[storage["pattern"] == pattern]
         out[key] = (None if part is None or part.empty or not file_bytes
                     else _loglog(file_bytes, part["file_size"], part["MBps"]) * 1e6 / file_bytes)
-    # each GPU's training process keeps ``main_cores`` busy beside the loader's workers: per image at the rate
-    # one GPU needs (AU_MIN of its demand), that is main_cores × 1000 ÷ need ms more CPU
-    extra = main_cores * 1000.0 / (AU_MIN * out["demand"]) if main_cores else 0.0
-    out["cpu"] = cores * 1000.0 / (cpu_ms + extra) if cpu_ms else None
-    out["cpu_main_ms"] = extra
+    out["cpu"] = cores * 1000.0 / cpu_ms if cpu_ms else None
     out["pcie"] = (None if pcie is None or pcie.empty
                    else _loglog(batch_size * tensor_bytes, pcie["size"], pcie["GBps"]) * 1e9 / tensor_bytes)
     return out
@@ -138,6 +132,23 @@ def _hop(workload, key, chapter, capacity, **numbers) -> dict:
                 capacity=None if capacity is None or not math.isfinite(capacity) else float(capacity), **numbers)
 
 
+def image_cpu(w: dict) -> dict:
+    """The CPU time one image of chapter 7's workload costs (ms), and how it was measured: from the CPU counters
+    of the fastest pipeline run with the priced step (``source`` "counters": the whole machine's busy cores ÷ its
+    images/s, with the workers' and the training process's parts), else, for a result without counters, the
+    loader's host-clock stage timings per image plus the training process's cores spread over one GPU's need
+    (``source`` "clock")."""
+    r = w.get("step_recipe") or {}
+    if r.get("busy_ms"):
+        return dict(source="counters", ms=r["busy_ms"], workers_ms=r.get("workers_ms"), main_ms=r.get("main_ms"),
+                    busy_cores=r.get("busy_cores"), images_per_s=r.get("images_per_s"))
+    if not w.get("cpu_ms"):
+        return dict(source=None, ms=None)
+    need = AU_MIN * w["batch_size"] * 1000.0 / w["step_ms"]
+    main = w["main_cores"] * 1000.0 / need if w.get("main_cores") else 0.0
+    return dict(source="clock", ms=w["cpu_ms"] + main, workers_ms=w["cpu_ms"], main_ms=main or None)
+
+
 def image_hops(found: dict, step_on_gpu: bool) -> list[dict]:
     """The image workload's hops (images/s): storage (files, shard), CPU, PCIe and the step (chapter 7),
     with chapter 8's photo hops beside them."""
@@ -146,13 +157,15 @@ def image_hops(found: dict, step_on_gpu: bool) -> list[dict]:
         return [_hop("image", "gpu", "07_full_picture", None)]
     storage = _frame(_data(found, "02_random_vs_sequential", "storage_curve"))
     pcie = _frame(_data(found, "06_pcie", "pcie_curve"))
+    cpu = image_cpu(w)
     b = budget(step_ms=w["step_ms"], batch_size=w["batch_size"], file_bytes=w.get("file_bytes") or 0,
-               cpu_ms=w.get("cpu_ms") or 0, cores=w["cores"], storage=storage, pcie=pcie,
-               main_cores=w.get("main_cores"))
+               cpu_ms=cpu["ms"] or 0, cores=w["cores"], storage=storage, pcie=pcie)
+    recipe = {k: (w.get("step_recipe") or {}).get(k) for k in ("format", "workers", "variant")}
     hops = [_hop("image", "files", "02_random_vs_sequential", b["files"], file_bytes=w.get("file_bytes")),
             _hop("image", "shard", "02_random_vs_sequential", b["shard"], file_bytes=w.get("file_bytes")),
-            _hop("image", "cpu", "07_full_picture", b["cpu"], cores=w["cores"], cpu_ms=w.get("cpu_ms"),
-                 main_cores=w.get("main_cores"), main_ms=b["cpu_main_ms"]),
+            _hop("image", "cpu", "07_full_picture", b["cpu"], cores=w["cores"], cpu_ms=cpu["ms"],
+                 cpu_source=cpu["source"], workers_ms=cpu.get("workers_ms"), main_ms=cpu.get("main_ms"),
+                 busy_cores=cpu.get("busy_cores"), recipe=recipe if cpu["source"] == "counters" else None),
             _hop("image", "pcie", "06_pcie", b["pcie"], batch_size=w["batch_size"]),
             _hop("image", "gpu", "07_full_picture", b["demand"], batch_size=w["batch_size"], step_ms=w["step_ms"],
                  on_gpu=step_on_gpu, graphed=w.get("step_kind") == "graphed")]
@@ -187,20 +200,37 @@ def token_hops(found: dict, step: dict | None, stated: float | None, token_bytes
     hops.append(_hop("tokens", "to_gpu", "09_reading_smarter", None if not g else g["GBps"] * 1e9 / token_bytes,
                      token_bytes=token_bytes))
     t = _data(found, "10_mmap_vs_read", "token_loader")
-    one = None if not t else t["modes"][t["best"]]
-    hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read", None if one is None else one["tokens_per_s"]))
-    # every data-parallel rank runs its own loader, so the host's cores bound the ranks: each needs its loader's
-    # workers plus its own process. The cheapest loader measured that keeps one GPU fed sets how many fit; each
-    # rank's loader counts only up to what its GPU takes (AU_MIN of its need)
-    if one is not None and t.get("cores") and demand:
-        fits = sorted((m for m in t["modes"].values() if m["tokens_per_s"] >= AU_MIN * demand),
-                      key=lambda m: m["workers"]) or [one]
-        cheap = fits[0]
-        loaders = max(1, int(t["cores"]) // (int(cheap["workers"]) + 1))
-        hops.append(_hop("tokens", "token_cpu", "10_mmap_vs_read",
-                         loaders * min(cheap["tokens_per_s"], AU_MIN * demand), loaders=loaders,
-                         cores=int(t["cores"]), workers=int(cheap["workers"])))
+    mode = token_loader(t, demand)
+    if mode is None:
+        hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read", None))
+        return hops
+    name, one = mode
+    hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read", one["tokens_per_s"], mode=name,
+                     workers=int(one["workers"]), fits=bool(demand) and one["tokens_per_s"] >= AU_MIN * demand))
+    # every data-parallel rank runs its own loader (the same one as the row above), so the host's cores bound the
+    # ranks: each needs its loader's workers plus its own process. The CPU's rate is those loaders together; the
+    # ranks it feeds are as many as fit, when one such loader feeds its GPU at AU_MIN of its need
+    if t.get("cores"):
+        loaders = max(1, int(t["cores"]) // (int(one["workers"]) + 1))
+        fed = loaders if demand and one["tokens_per_s"] >= AU_MIN * demand else 0
+        hops.append(_hop("tokens", "token_cpu", "10_mmap_vs_read", loaders * one["tokens_per_s"], loaders=loaders,
+                         cores=int(t["cores"]), workers=int(one["workers"]), mode=name, gpus=fed))
     return hops
+
+
+def token_loader(t: dict | None, demand: float | None) -> tuple[str, dict] | None:
+    """The one token loader both token hops price (the loader row and the CPU row): of chapter 10's measured
+    loaders (``modes``: read mode -> its rate and workers), the one with the fewest workers that feeds one GPU at
+    :data:`AU_MIN` of ``demand`` (the faster of a tie), so the most ranks fit on the cores; when none does, or the
+    demand is unknown, chapter 10's fastest (``best``)."""
+    if not t or not t.get("modes"):
+        return None
+    modes = t["modes"]
+    fits = [(k, m) for k, m in modes.items() if demand and m["tokens_per_s"] >= AU_MIN * demand]
+    if fits:
+        return min(fits, key=lambda km: (km[1]["workers"], -km[1]["tokens_per_s"]))
+    best = t.get("best") if t.get("best") in modes else max(modes, key=lambda k: modes[k]["tokens_per_s"])
+    return best, modes[best]
 
 
 def gradient_hops(found: dict) -> list[dict]:
@@ -222,9 +252,9 @@ def gradient_hops(found: dict) -> list[dict]:
 
 
 def weakest(hops: list[dict]) -> dict | None:
-    """The hop with the smallest capacity (hops in :data:`ASIDE` and :data:`HOST_ONLY` left out), the next one
-    and the margin."""
-    known = sorted((h for h in hops if h["capacity"] is not None and h["hop"] not in ASIDE | HOST_ONLY),
+    """The hop with the smallest capacity (the what-if hops of :data:`ASIDE` left out) and the next one: the
+    slowest of every other row of the workload's hop table."""
+    known = sorted((h for h in hops if h["capacity"] is not None and h["hop"] not in ASIDE),
                    key=lambda h: h["capacity"])
     if not any(h["hop"] != "gpu" for h in known) or not any(h["hop"] == "gpu" for h in known):
         return None  # nothing to compare: no measured data hop, or no demand
@@ -235,35 +265,58 @@ def weakest(hops: list[dict]) -> dict | None:
 
 def gpus_fed(workload: str, hops: list[dict]) -> dict | None:
     """How many GPUs like this run's one the host's shared hops (:data:`SHARED`) feed with each computing at
-    least :data:`AU_MIN` of the time: ⌊the slowest shared group's rate ÷ (AU_MIN × one GPU's need)⌋."""
+    least :data:`AU_MIN` of the time: per shared group its fastest hop, ⌊its rate ÷ (AU_MIN × one GPU's need)⌋, or
+    the ranks it counted itself (``gpus``: per-rank loaders that fit on the cores); the fewest of the groups (None
+    when a group was not measured)."""
     demand = next((h["capacity"] for h in hops if h["hop"] == "gpu" and h["capacity"]), None)
+    if demand is None:
+        return None
+    need = AU_MIN * demand
     groups = {}
     for name, keys in SHARED.get(workload, {}).items():
         rates = [h for h in hops if h["hop"] in keys and h["capacity"] is not None]
         if rates:
             top = max(rates, key=lambda h: h["capacity"])
-            groups[name] = (top["capacity"], top["hop"])
-    if demand is None or not groups:
-        return None
-    need = AU_MIN * demand
-    name, (rate, hop) = min(groups.items(), key=lambda g: g[1][0])
-    return dict(gpus=int(math.floor(rate / need)), binding=name, hop=hop, rate=rate, need_per_gpu=need)
+            n = top["gpus"] if top.get("gpus") is not None else int(math.floor(top["capacity"] / need))
+            groups[name] = (n, top["capacity"], top["hop"])
+    if not groups or set(groups) != set(SHARED.get(workload, {})):
+        return None   # a shared hop this run did not measure: no count
+    name, (n, rate, hop) = min(groups.items(), key=lambda g: g[1][0])
+    return dict(gpus=int(n), binding=name, hop=hop, rate=rate, need_per_gpu=need)
 
 
 def _model_check(found: dict, hops: list[dict], facts: Facts) -> None:
-    """The image model against what chapter 7 measured: its recipe's end-to-end images/s on one GPU ÷ the rate
-    the model predicts for one GPU (its slowest hop, the step's need included), so a reader sees how far the
-    hop arithmetic is from a real pipeline."""
+    """The image model against what chapter 7 measured with the same step: the end-to-end images/s of its fastest
+    pipeline with the priced step on one GPU ÷ the rate the model predicts for one GPU (its slowest hop, the
+    step's need included), and that pipeline's share of the step's need (``image.fed_share``), which decides
+    whether a count of GPUs fed is stated (:func:`supported`)."""
     w = _data(found, "07_full_picture", "image_workload") or {}
+    r = w.get("step_recipe") or {}
+    runs = r.get("runs") or []
     known = [h["capacity"] for h in hops if h["capacity"] is not None and h["hop"] not in ASIDE]
-    if not w.get("recipe_runs") or not known:
+    need = next((h["capacity"] for h in hops if h["hop"] == "gpu" and h["capacity"]), None)
+    if not runs or not known or not need:
         return
-    r = w["cpu_recipe"]
-    measured_rate = measured("image.measured", w["recipe_runs"], unit="images/s",
-                             label=f"chapter 7's pipeline end to end ({r['format']}, num_workers={r['workers']})",
-                             setting=dict(r))
+    label = (f"chapter 7's fastest pipeline with this step end to end ({r['format']}, num_workers={r['workers']}, "
+             f"{r['variant']})")
+    setting = {k: r[k] for k in ("format", "workers", "variant", "step")}
+    measured_rate = measured("image.measured", runs, unit="images/s", label=label, setting=setting)
     model = Fact("image.predicted", min(known), "images/s", "the rate the hops predict for one GPU", "rate")
-    facts.add(measured_rate, model, compare("image.model_check", measured_rate, model))
+    share = measured("image.fed_share", [100.0 * x / need for x in runs], unit="%", quantity="share",
+                     label=f"{label}: its share of the step's need", setting=setting)
+    facts.add(measured_rate, model, compare("image.model_check", measured_rate, model), share)
+
+
+def supported(facts: Facts, workload: str) -> bool:
+    """Whether a count of GPUs fed may be stated for ``workload``: for images only when chapter 7's pipeline with
+    the same step, measured end to end on one GPU, fed it at least :data:`AU_MIN` of its need (every run); the
+    other workloads have no end-to-end measurement and state the model's count as one."""
+    if workload != "image":
+        return True
+    s = facts.get("image.fed_share")
+    if s is None or s.number is None:
+        return False
+    return min(s.spread or (s.number, s.number)) >= 100 * AU_MIN
 
 
 # ----------------------------------------------------------------------------- facts
@@ -374,18 +427,23 @@ def analyse(res) -> Facts:
                 facts.add(Fact(f"{wl}.next_rate", wk["next_capacity"], unit, f"hop {wk['next_key']}", "rate"))
                 facts.add(compare(f"{wl}.headroom", facts[f"{wl}.next_rate"], facts[f"{wl}.weakest_rate"]))
         on_gpu = bool(demand and demand.get("on_gpu"))
-        fed = gpus_fed(wl, hops) if on_gpu else None
+        if wl == "image":
+            _model_check(found, hops, facts)
+        fed = gpus_fed(wl, hops) if on_gpu and supported(facts, wl) else None
         facts.data[f"{wl}.fed"] = fed
         if fed is not None:
             facts.add(Fact(f"{wl}.gpus_fed", fed["gpus"], "", f"GPUs fed at ≥ {AU_MIN:.0%} of the time",
                            "count", "higher", setting={"binding": fed["binding"]}))
         facts.advise(_copy_advice(found, wl, wk["key"], facts))
-    _model_check(found, by.get("image") or [], facts)
     c7 = found.get("07_full_picture")
     contention = c7.get("contention") if c7 is not None else None
     if contention is not None:  # chapter 7's step beside busy loader processes ÷ the step alone
         facts.add(Fact(**{**contention.__dict__, "key": "image.step_under_load", "basis": None, "of": None}))
     facts.add(your_data(found))
+    facts.data["token_step"] = {k: step.get(k) for k in ("model", "parameters", "seq_len", "tokens_per_batch",
+                                                           "device")} if step else None
+    if found.get("02_random_vs_sequential") is not None and found["02_random_vs_sequential"].get("cold_state"):
+        facts.add(Fact(**{**found["02_random_vs_sequential"]["cold_state"].__dict__, "key": "02.cold_state"}))
     if step:
         facts.add(Fact("token_step", step["tokens_per_s"], "tokens/s", "the timed token step", "rate",
                        n=len(res.table("token_step")) if "token_step" in res.tables else 1))

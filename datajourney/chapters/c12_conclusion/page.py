@@ -20,7 +20,7 @@ from datajourney.core.findings import Action, Finding, Opening, num
 #: What each checklist row checks (mechanism only: the numbers come from the run).
 PRACTICE = {
     ("02_random_vs_sequential", "?samples.layout"): "Many small samples: one file each, or shards read in order?",
-    ("02_random_vs_sequential", "cold_latency"): "Know the device's latency for one small read at queue depth 1",
+    ("02_random_vs_sequential", "cold_latency"): "Know what served one small cold read at queue depth 1",
     ("02_random_vs_sequential", "?shard.odirect"): "Read a shard with buffered reads or O_DIRECT?",
     ("03_dataloader", "published_w4"): "Workers hide per-file latency, but do not remove the layout's cost",
     ("03_dataloader", "first_batch"): "Start-up: workers are processes, and the first batch waits for them",
@@ -34,7 +34,8 @@ PRACTICE = {
     ("08_threads_processes_gil", "primitives"): "Decode in processes or threads: where the interpreter lock binds",
     ("08_threads_processes_gil", "?image_decode.loader"): "Decode photos in DataLoader worker processes or threads?",
     ("08_threads_processes_gil", "cost"): "Count the loader's CPU and memory over all its processes",
-    ("08_threads_processes_gil", "first_batch"): "Start workers with fork, or keep the Dataset small to pickle",
+    ("08_threads_processes_gil", "first_batch.fork_vs_spawn"):
+        "Start workers with fork, or keep the Dataset small to pickle",
     ("09_reading_smarter", "?storage_to_gpu.path"): "Which path from a file into GPU memory?",
     ("09_reading_smarter", "gds"): "GPUDirect Storage only where cuFile really runs without compatibility mode",
     ("09_reading_smarter", "?random_reads.threads"): "Keep many small reads in flight: how many threads?",
@@ -82,13 +83,22 @@ def workload_name(facts: Facts, workload: str, *, plain: bool = False) -> str:
         if h and h.get("stated"):
             return "a token-based step (a stated demand)"
         on_gpu = bool(h and h.get("on_gpu"))
-        return "a token-based step (GPT-2 training)" if on_gpu else "a token-based step (a tiny GPT-2 on a CPU)"
+        return (f"a token-based step ({token_model(facts)} training)" if on_gpu
+                else f"a token-based step ({token_model(facts)} on a CPU)")
     h = _hop(facts, "gradients", "gpu")
     host = (facts.data.get("hosts") or {}).get("11_gpu_to_gpu")
     where = (f", measured on {esc(host)}" if host and host != facts.data.get("host")
              and h and h["capacity"] is not None else "")
     return "a data-parallel step" + ("" if not h or h["capacity"] is None or h.get("on_gpu")
                                      else " (CPU processes with gloo)") + where
+
+
+def token_model(facts: Facts) -> str:
+    """The token step's model as this chapter timed it ("124M-parameter GPT-2"), so its GPU count is never read as
+    that of chapter 5's smaller model."""
+    t = facts.data.get("token_step") or {}
+    size = f"{t['parameters'] / 1e6:,.0f}M-parameter " if t.get("parameters") else ""
+    return size + ("GPT-2" if str(t.get("model") or "gpt2") == "gpt2" else f"GPT-2 {phrasing.text(t['model'])}")
 
 
 def _hops(facts: Facts, workload: str) -> list[dict]:
@@ -150,25 +160,41 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
         text = (f"{chapter_link(chapter)}: this run measured no setting that shortens "
                 f"{hop_label(facts, wl, wk['key'])}.")
     fed = facts.get(f"{wl}.gpus_fed")
-    if fed is not None:
-        binding = phrasing.text((facts.data.get(f"{wl}.fed") or {}).get("binding", ""))
-        gpus = f"GPU{'s' if fed.value != 1 else ''}"
-        # the token count is against this chapter's own step, not the model of chapter 5's advice before it
-        step = f"{gpus} like this one running {_step_name(facts, wl)}" if wl == "tokens" else f"such {gpus}"
-        text += (f" This host's {binding} feeds **{phrasing.text(fed.value)}** {step} at ≥ "
-                 f"{phrasing.share(AU_MIN)} of the time"
-                 if fed.value else f" This host's {binding} cannot feed one "
-                 + (f"GPU like this one running {_step_name(facts, wl)}" if wl == "tokens" else "such GPU")
-                 + f" at ≥ {phrasing.share(AU_MIN)}")
-        load = facts.get("image.step_under_load") if wl == "image" else None
-        if load is not None and load.number is not None:
-            text += (f" (with the step as timed alone; under loader load chapter 7 measured the step "
-                     f"{phrasing.ratio_words(load)})")
-        text += "."
+    if fed is not None or facts.get(f"{wl}.fed_share") is not None:
+        text += " " + gpus_sentence(facts, wl)
     elif wl != "gradients" and not (_hop(facts, wl, "gpu") or {}).get("on_gpu"):
         text += " No GPU ran here, so how many GPUs this host feeds needs a run on one."
     snippet = a.snippet if a is not None else None
     return Action(text, snippet)
+
+
+def _recipe(setting: dict) -> str:
+    """A chapter 7 pipeline in a few words: "imagefolder, num_workers=8, graphed"."""
+    return phrasing.text(f"{setting.get('format')}, num_workers={setting.get('workers')}, {setting.get('variant')}")
+
+
+def gpus_sentence(facts: Facts, wl: str) -> str:
+    """How many GPUs like this one the host feeds, in a sentence of its own that names the step it counts for. For
+    images the count is given only when chapter 7's pipeline with the same step, measured end to end on one GPU,
+    fed it at the bar (:func:`analysis.supported`); otherwise the sentence gives that measured share instead. The
+    token count names this chapter's own model, never chapter 5's (whose advice precedes it)."""
+    bar = phrasing.share(AU_MIN)
+    share = facts.get("image.fed_share") if wl == "image" else None
+    fed = facts.get(f"{wl}.gpus_fed")
+    if share is not None and share.number is not None:
+        measured = (f"Measured end to end, one such GPU got {phrasing.share(share.number / 100)} of its need "
+                    f"({_recipe(share.setting)})")
+        if fed is None:
+            return f"{measured}, under the {bar} bar, so this run gives no count of GPUs this host feeds."
+        lead = f"{measured}; by the hop model, "
+    elif wl == "tokens":
+        lead = f"For the {token_model(facts)} step timed here, "
+    else:
+        lead = ""
+    binding = phrasing.text((facts.data.get(f"{wl}.fed") or {}).get("binding", ""))
+    sentence = (f"{lead}this host's {binding} cannot feed one such GPU at ≥ {bar}." if not fed.value else
+                f"{lead}this host's {binding} feeds **{fed.value:,}** such GPUs at ≥ {bar} of the time.")
+    return sentence[0].upper() + sentence[1:]
 
 
 def opening(facts: Facts) -> Opening:
@@ -204,8 +230,7 @@ def summary_lines(facts: Facts) -> list[str]:
 
 def findings(facts: Facts) -> list[Finding]:
     """The key results: the weakest link of each workload, the token step, and the coverage."""
-    out = [Finding(f"{wl}.weakest_rate", _weakest_sentence(facts, wl),
-                   facts.number(f"{wl}.weakest_rate"), UNITS[wl]) for wl in UNITS]
+    out = list(opening(facts).findings)   # the opening's own (same keys), so "How we know" shows each once
     t = facts.get("token_step")
     if t is not None:
         out.append(Finding("token_step", f"**The token step** (timed here): {phrasing.value(t)}.", t.number, t.unit))
@@ -240,22 +265,36 @@ def _basis(h: dict, gpu: bool) -> str:
                 f"per request (chapter 2's size sweep) ÷ the file size")
     if k == "shard" and h.get("token_bytes"):
         return f"best cold sequential MB/s ÷ {h['token_bytes']} bytes per token"
+    if k == "cpu" and h.get("cpu_source") == "counters":
+        parts = " and ".join(f"{num(h[key], 'ms')} {where}" for key, where in
+                             (("workers_ms", "in its loader workers"), ("main_ms", "in the training process"))
+                             if h.get(key) is not None)
+        return (f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of CPU per image: the whole machine's busy cores "
+                f"({num(h['busy_cores'], '')}, from its CPU counters) ÷ the images/s of chapter 7's fastest pipeline "
+                f"with this step ({_recipe(h.get('recipe') or {})})" + (f", {parts}" if parts else ""))
     if k == "cpu" and h.get("cpu_ms") and h.get("main_ms"):
-        return (f"{h['cores']} cores ÷ ({num(h['cpu_ms'], 'ms')} of loader work per image in a worker + "
-                f"{num(h['main_ms'], 'ms')} of the training process's own, chapter 7's measurements)")
+        return (f"{h['cores']} cores ÷ ({num(h['workers_ms'], 'ms')} of loader work per image in a worker, from "
+                f"host-clock stage timings, + {num(h['main_ms'], 'ms')} of the training process's cores at one GPU's "
+                "need; this result has no CPU counters)")
     if k == "cpu" and h.get("cpu_ms"):
-        return f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of loader work per image (chapter 7's stage timings)"
+        return (f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of loader work per image (chapter 7's host-clock "
+                "stage timings; this result has no CPU counters)")
     if k == "pcie" and h.get("batch_size"):
         return f"pinned H2D at a {h['batch_size']}-image uint8 batch ÷ {IMAGE_TENSOR_BYTES:,} bytes per image"
     if k == "pcie" and h.get("tokens_per_batch"):
         return f"pinned H2D at a {h['tokens_per_batch']:,}-token batch ÷ 8 bytes per int64 id"
     if k == "to_gpu":
         return f"chapter 9's fastest cold path to GPU memory ÷ {h.get('token_bytes')} bytes per token"
+    if k == "token_loader" and h.get("mode"):
+        why = (f"the fewest workers that feed one GPU at ≥ {phrasing.share(AU_MIN)}" if h.get("fits")
+               else f"chapter 10's fastest; none measured feeds one GPU at ≥ {phrasing.share(AU_MIN)}")
+        return (f"chapter 10's cold loader with {phrasing.text(h['mode'])}, num_workers={h['workers']} ({why}): "
+                "tokens read ÷ loader time")
     if k == "token_loader":
-        return "chapter 10's best cold loader: tokens read ÷ loader time"
+        return "chapter 10's cold loader: tokens read ÷ loader time"
     if k == "token_cpu":
-        return (f"{h['loaders']} ranks' loaders fit ({h['cores']} cores ÷ ({h['workers']} workers + the rank's "
-                "process), the cheapest loader that keeps a GPU fed) × what one GPU takes")
+        return (f"{h['loaders']} of the token loader above fit, one per rank ({h['cores']} cores ÷ ({h['workers']} "
+                "workers + the rank's process)), × one loader's rate")
     if k == "allreduce" and h.get("added_ms") is not None:
         ranks = f"{h['world']} {phrasing.where('ranks', gpu)}"
         added = (num(h['added_ms'], 'ms') if h["added_ms"] > 0 else
@@ -339,13 +378,17 @@ def checklist_caption(res, ref) -> str:
             "The optimisation checklist: this run and the published figure")
 
 
-def _cell(f, facts) -> str:
+def _cell(f, facts, values: bool = False) -> str:
     """A checklist cell (plain text: the HTML table escapes it): a comparison with both its sides named
-    ("a thread pool: 1.65× slower than a process pool"), any other fact as its headline."""
+    ("a thread pool: 1.65× slower than a process pool"), with ``values`` each side's value too ("the first batch
+    with fork (0.08 s): 188× faster than the first batch with spawn (15.1 s)"), any other fact as its headline."""
     subject = facts.get(f.of) if f.is_comparison and f.of else None
     basis = facts.get(f.basis) if f.is_comparison and f.basis else None
     if subject is None or basis is None or not subject.label or not basis.label or f.number is None:
         return phrasing.headline(f)
+    if values:
+        return (f"{subject.label} ({phrasing.headline(subject)}): "
+                f"{phrasing.comparison(f, baseline=f'{basis.label} ({phrasing.headline(basis)})')}")
     return f"{subject.label}: {phrasing.comparison(f, baseline=basis.label)}"  # an HTML cell: escaped there
 
 
@@ -360,6 +403,33 @@ def _practice(facts: Facts, ch: str, key: str) -> str:
 
 #: A checklist cell whose fact its chapter flagged as impossible (a rate above its ceiling, say).
 FLAGGED_CELL = "flagged: a measurement problem in this run (see the chapter)"
+#: Published figures that measure something else than the row beside them, by (chapter, metric): why (the source's
+#: method, as the chapter explains it); the figure is shown marked, never as a value to compare with.
+NOT_COMPARABLE = {
+    ("10_mmap_vs_read", "POSIX events read() ÷ mmap, largest point"):
+        "the source counted every event of a whole training job, most of them not data reads (chapter 10)",
+}
+#: Checklist rows that show both sides' values beside the comparison (a start-up time is read by its value).
+WITH_VALUES = {("08_threads_processes_gil", "first_batch.fork_vs_spawn")}
+
+
+def published_cell(chapter: str, fig, *, metric: bool = True) -> str:
+    """A published figure as a summary table shows it: "20.2× (sequential ÷ random, cold)" (without ``metric``
+    the figure alone), marked not comparable where :data:`NOT_COMPARABLE` says the source measured something
+    else; a dash without one."""
+    if fig is None:
+        return "—"
+    why = NOT_COMPARABLE.get((chapter, fig.metric))
+    return fig.text + (f" ({fig.metric})" if metric else "") + (f"; not comparable: {why}" if why else "")
+
+
+def _served(facts: Facts, ch: str, key: str, cell: str) -> str:
+    """A cold-read row's cell with what served the read, as chapter 2's latency check classified it: guest-cold
+    (a cache below the virtual machine, not the device) where it says so."""
+    st = facts.get(f"{ch[:2]}.cold_state") if key == "cold_latency" else None
+    if st is None or (st.setting or {}).get("state") != "cache":
+        return cell
+    return f"{cell}, guest-cold: a cache below this virtual machine served it, not the device"
 
 
 def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
@@ -380,14 +450,16 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
             f = mine.get(f"{ch[:2]}.{key}")
             o = theirs.get(f"{ch[:2]}.{key}") if theirs is not None else None
             fig = published.figure(ch, f.published) if f is not None and f.published else None
-            mine_cell = _cell(f, mine) if f is not None else "not run"
-            theirs_cell = _cell(o, theirs) if o is not None else "—"
+            mine_cell = _cell(f, mine, (ch, key) in WITH_VALUES) if f is not None else "not run"
+            theirs_cell = _cell(o, theirs, (ch, key) in WITH_VALUES) if o is not None else "—"
+            mine_cell = _served(mine, ch, key, mine_cell) if f is not None else mine_cell
+            theirs_cell = _served(theirs, ch, key, theirs_cell) if o is not None else theirs_cell
             mine_cell, theirs_cell = (FLAGGED_CELL if facts is not None and facts.flagged(f"{ch[:2]}.{key}") else c
                                       for facts, c in ((mine, mine_cell), (theirs, theirs_cell)))
         practice = PRACTICE.get((ch, key)) or _practice(mine, ch, key)
         rows.append({"chapter": chapter_number(ch), "practice": practice, "this run": mine_cell,
                      "reference host": theirs_cell,
-                     "published": f"{fig.text} ({fig.metric})" if fig is not None else "—"})
+                     "published": published_cell(ch, fig)})
     df = pd.DataFrame(rows)
     if theirs is None:
         df = df.drop(columns=["reference host"])
@@ -491,11 +563,11 @@ def budget_inputs(facts: Facts) -> dict | None:
         rows = sorted((r for r in rows if pattern is None or r.get("pattern") == pattern), key=lambda r: r[x])
         return {"x": [float(r[x]) for r in rows], "y": [float(r[y]) for r in rows]}
 
-    # CPU per sample: the loader's in a worker plus the training process's share at this run's need (the hop's)
-    main = (_hop(facts, "image", "cpu") or {}).get("main_ms") or 0.0
+    # CPU per sample: the CPU hop's (loader workers and training process together)
+    cpu = (_hop(facts, "image", "cpu") or {}).get("cpu_ms") or 1.0
     return dict(step=float(f"{wl['step_ms']:.3g}"), B=wl["batch_size"],
                 kib=float(f"{(wl.get('file_bytes') or 16 * 1024) / 1024:.3g}"),
-                cpu=float(f"{(wl.get('cpu_ms') or 1.0) + main:.3g}"), cores=wl["cores"], tensor=IMAGE_TENSOR_BYTES,
+                cpu=float(f"{cpu:.3g}"), cores=wl["cores"], tensor=IMAGE_TENSOR_BYTES,
                 random=curve(st, "random"), sequential=curve(st, "sequential"), pcie=curve(pc, None, "size", "GBps"),
                 keys=["files", "shard", "cpu", "pcie"])
 
