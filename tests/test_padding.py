@@ -467,6 +467,35 @@ def test_key_metrics_are_first_batch_metrics_with_published_names():
     assert analysis.analyse(_result(pack_fb=0.99))["published_reproduced"].value == 1  # packed and ratio missed
 
 
+def test_key_metrics_word_the_facts_and_follow_the_length_table():
+    """The page's first-batch lengths and efficiencies are the analysis's facts: a result's stored facts give the
+    same metrics as the result, and a changed length table moves both."""
+    facts = analysis.analyse(_result(lengths=(7, 500, 99.5, 60)))
+    assert facts["first_batch_length.max"].published == "first batch: longest sample"
+    km = page.key_metrics(facts)
+    assert km == page.key_metrics(_result(lengths=(7, 500, 99.5, 60)))
+    assert km["first batch: shortest sample"] == (7.0, None) and km["first batch: median length"] == (60.0, None)
+    assert km["packed ÷ pad to context"][0] == pytest.approx(0.98549 / 0.02326)
+
+
+def test_run_notes_come_from_the_facts():
+    """How the run was made, why it was untimed and whether it was timed are facts' data: the page words them
+    from the facts alone, and the cost section falls back to the reference run only where the facts say so."""
+    res = _result(cost=None)
+    res.parameters = {**res.parameters, "template": "spaces", "eos": "packed_only"}
+    res.metadata.update(untimed_because="no_cuda", text_source={"dataset": "d.json", "tokenizer": "tok/"},
+                        template={"name": "spaces", "with_input": "{instruction} {input} {output}", "example": "Hi"})
+    facts = analysis.analyse(res)
+    assert facts.data["has_cost"] is False and facts.data["untimed_because"] == "no_cuda"
+    assert facts.data["template"]["eos"] == "packed_only"       # from the parameters where the metadata has none
+    assert page.untimed_note(facts) == "no CUDA device on this machine"
+    text = page.template_sentence(facts)
+    assert "`d.json`" in text and "`spaces` template" in text and text.endswith("Hi\n````")
+    timed = _result()
+    assert page.cost_result(res, timed) == (timed, "reference run constructed")
+    assert page.cost_result(timed, res) == (timed, "this run") and page.cost_result(res, None) == (None, None)
+
+
 @OFFLINE
 def test_run_writes_every_table(tmp_path):
     res = harness.run(padding.CHAPTER,

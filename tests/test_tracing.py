@@ -407,6 +407,28 @@ def test_time_loader_records_worker_starts_and_cpu(small):
     assert row0["workers_started"] == 0 and row0["workers_last_start_s"] is None and row0["workers_cpu_s"] == 0
 
 
+def test_checkpoint_notes_word_the_facts():
+    """The checkpoint notes read the analysis's facts alone: the writes of every sweep point's checkpoint, and
+    per method what the POSIX view recorded against the kernel (a tracer that missed most bytes is named)."""
+    res = _result()
+    f = analysis.analyse(res)
+    assert f["checkpoint_sweep.identical"].value == "yes" and f.number("checkpoint_sweep.bytes_max") == 1000
+    assert "4–4 write calls" in page.checkpoint_invariance_note(f) and "identical at every" in \
+        page.checkpoint_invariance_note(f)
+    p = res.table("posix")
+    res.tables["posix"] = p.assign(ckpt_posix_writes=range(len(p)))
+    assert "not identical" in page.checkpoint_invariance_note(analysis.analyse(res))
+    assert "posix_checkpoint" not in res.tables and page.checkpoint_posix_note(f) == ""
+    res.tables["posix_checkpoint"] = pd.DataFrame([
+        dict(method=m, posix_writes=w, posix_write_bytes=b, posix_fsyncs=1, kernel_write_bytes=2e6,
+             posix_calls=json.dumps({"fsync": 1})) for m, w, b in (("torch_save", 0, 0), ("dcp_save", 4, 2e6))])
+    f = analysis.analyse(res)
+    assert [r["blind"] for r in f.data["checkpoint_posix"]] == [True, False]
+    t = page.checkpoint_posix_note(f)
+    assert "`torch.save`: 0 write calls (0 MB)" in t and "For `torch.save` the tracer recorded 0 MB" in t
+    assert "For `DCP save`" not in t and page.checkpoint_posix_note(res) == t
+
+
 def test_dft_app_note_follows_the_trace():
     res = _result()
     assert "not in the reference run" in page.dft_app_note(res)
@@ -420,3 +442,6 @@ def test_dft_app_note_follows_the_trace():
     assert "32 sample fetches under mmap" in t and "cannot see" in t and big.any()
     res.tables["posix"] = p.assign(**app)   # mmap reads visible to POSIX too (constructed)
     assert "add timing, not visibility" in page.dft_app_note(res)
+    f = analysis.analyse(res)
+    assert f.data["dft_app"]["state"] == "recorded" and f["dft_app.seen"].value == "no"
+    assert f.number("dft_app.mmap.read_ms") == pytest.approx(4.0) and page.dft_app_note(f) == page.dft_app_note(res)

@@ -202,6 +202,8 @@ def analyse(res: Result) -> Facts:
     if cost:
         _cost_notes(res, out, al, cost)
     _collator(res, out)
+    _lengths(res, out)
+    _run_notes(res, out)
     return out
 
 
@@ -354,6 +356,39 @@ def _cost_notes(res: Result, out: Facts, al: dict, cost: dict) -> None:
                              better="lower", setting={"strategy": s})
                 out.add(f, Fact(f"passes.{s}.cv", 100 * cv(xs), "%", "coefficient of variation over the passes",
                                 "share", "lower", setting={"strategy": s}))
+
+
+#: The first batch's sample lengths: (column of ``length_stats``, the published metric of the same meaning).
+LENGTHS = (("min", "first batch: shortest sample"), ("max", "first batch: longest sample"),
+           ("mean", "first batch: mean length"), ("median", "first batch: median length"))
+
+
+def _lengths(res: Result, out: Facts) -> None:
+    """The sample lengths of the first batch (``first_batch_length.<min|max|mean|median>``), each marked as the
+    published metric it shares."""
+    if "length_stats" not in res.tables:
+        return
+    st = res.table("length_stats").set_index("population")
+    if "first batch" not in st.index:
+        return
+    for col, metric in LENGTHS:
+        out.add(Fact(f"first_batch_length.{col}", float(st.loc["first batch", col]), "tokens",
+                     f"the {col} sample length of the first batch", "amount", None, published=metric))
+
+
+def _run_notes(res: Result, out: Facts) -> None:
+    """What the page says of how this run was made, as the result holds it: ``data["template"]`` (the source,
+    the joining of the fields, the end-of-text handling, the first record as it became), ``data["untimed_because"]``
+    (why no time was measured, an id) and ``data["has_cost"]`` (whether the layouts were timed)."""
+    t, m, p = res.metadata.get("template") or {}, res.metadata, res.parameters
+    name = t["name"] if "name" in t else (p["template"] if "template" in p else None)
+    eos = m.get("eos") or {}
+    out.data["template"] = {"name": name, "with_input": t.get("with_input", name), "example": str(t.get("example", "")),
+                            "eos": eos["mode"] if "mode" in eos else (p["eos"] if "eos" in p else None),
+                            "source": dict(m.get("text_source") or {}), "transformers": m.get("transformers"),
+                            "your_data": bool(m.get("your_data"))}
+    out.data["untimed_because"] = m.get("untimed_because")
+    out.data["has_cost"] = "cost" in res.tables
 
 
 #: The three parts of a packed row the collator check compares.

@@ -9,7 +9,7 @@ from datajourney.chapters import published
 from datajourney.chapters.c05_padding_tax import analysis
 from datajourney.chapters.c05_padding_tax.analysis import CHAPTER, SOURCE_PACKER, device_name, isolated, model_label
 from datajourney.chapters.c05_padding_tax.params import ISOLATED, ISOLATION_MODEL, LABELS, PUBLISHED_SETTING
-from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
+from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.findings import (
@@ -44,6 +44,10 @@ INPUT_WORDS = {
 }
 
 
+#: This page's facts of a result: its chapter's own analysis (or facts as they are).
+facts_of = facts_reader(analysis.analyse)
+
+
 def _published(metric: str):
     return published.figure(CHAPTER, metric)
 
@@ -71,30 +75,10 @@ def share_text(fraction: float) -> str:
 
 
 def key_metrics(res) -> dict:
-    """First-batch metrics under the published metric names (the population the published figures describe)."""
-    fb = res.table("first_batch").set_index("strategy")
-    out = {}
-    if "pad_to_context" in fb.index:
-        out["efficiency, pad to context"] = (100 * fb.loc["pad_to_context", "efficiency"], None)
-    if SOURCE_PACKER in fb.index:
-        out["efficiency, packed"] = (100 * fb.loc[SOURCE_PACKER, "efficiency"], None)
-        if "pad_to_context" in fb.index:
-            out["packed ÷ pad to context"] = (fb.loc[SOURCE_PACKER, "efficiency"]
-                                              / fb.loc["pad_to_context", "efficiency"], None)
-    st = res.table("length_stats").set_index("population")
-    if "first batch" in st.index:
-        s = st.loc["first batch"]
-        out.update({"first batch: shortest sample": (float(s["min"]), None),
-                    "first batch: longest sample": (float(s["max"]), None),
-                    "first batch: mean length": (float(s["mean"]), None),
-                    "first batch: median length": (float(s["median"]), None)})
-    return out
-
-
-def _setting_differs(res) -> list[str]:
-    p = res.parameters
-    return [f"{phrasing.code(k)} = {phrasing.code(p[k] if k in p else None)} (published: {phrasing.code(v)})"
-            for k, v in PUBLISHED_SETTING.items() if (p[k] if k in p else None) != v]
+    """First-batch metrics under the published metric names (the population the published figures describe):
+    the facts the analysis marked as sharing a published metric, from a result or its facts."""
+    facts = facts_of(res)
+    return {f.published: (f.number, None) for f in facts.facts.values() if f.published and f.number is not None}
 
 
 # --------------------------------------------------------------------------- findings: words for facts
@@ -222,21 +206,20 @@ def findings(facts: Facts) -> list[Finding]:
 
 
 # --------------------------------------------------------------------------- more computed text and tables
-def template_sentence(res) -> str:
-    """How this run joined the fields and handled end-of-text, and what the first record became: every
-    string from the result as code (a template can be any format string)."""
+def template_sentence(facts) -> str:
+    """How this run joined the fields and handled end-of-text, and what the first record became (the facts'
+    ``data["template"]``; ``facts`` may be a result, analysed now): every string from the result as code (a
+    template can be any format string)."""
     from datajourney.toolkit import textdata
 
-    t = res.metadata.get("template") or {}
-    name = t.get("name", res.parameters["template"])
+    t = facts_of(facts).data["template"]
+    name, mode, src = t["name"], t["eos"], t["source"]
     known = textdata.TEMPLATES.get(name) if isinstance(name, str) else None
-    mode = (res.metadata.get("eos") or {}).get("mode", res.parameters["eos"])
     what = f" ({known.description})" if known is not None else " (a format string given as a parameter)"
-    how = f" ({EOS_WORDS[mode]})" if mode in EOS_WORDS else ""
-    src = res.metadata.get("text_source") or {}
-    example = str(t.get("example", "")).replace("```", "` ` `")
-    version = phrasing.code(res.metadata.get("transformers"))
-    if res.metadata.get("your_data"):   # token_path: documents as they are, no fields to join
+    how = f" ({EOS_WORDS[mode]})" if isinstance(mode, str) and mode in EOS_WORDS else ""
+    example = t["example"].replace("```", "` ` `")
+    version = phrasing.code(t["transformers"])
+    if t["your_data"]:   # token_path: documents as they are, no fields to join
         return (f"Samples from {phrasing.code(src.get('dataset', '?'))}, tokenizer from "
                 f"{phrasing.code(src.get('tokenizer', '?'))}, transformers {version}: your documents as they are "
                 f"(no template joins fields; end-of-text: {phrasing.code(mode)}{how}). The first one begins:"
@@ -244,7 +227,7 @@ def template_sentence(res) -> str:
     return (f"Samples from {phrasing.code(src.get('dataset', '?'))}, tokenizer from "
             f"{phrasing.code(src.get('tokenizer', '?'))}, transformers {version}."
             f"\n\nThis run joins the fields with the {phrasing.code(name)} template{what}: "
-            f"{phrasing.code(t.get('with_input', name))}; end-of-text: {phrasing.code(mode)}{how}. "
+            f"{phrasing.code(t['with_input'])}; end-of-text: {phrasing.code(mode)}{how}. "
             f"The first record becomes:\n\n````text\n{example}\n````")
 
 
@@ -253,9 +236,9 @@ def timing_how(mode) -> str:
     return TIMING_WORDS[mode].split(";")[0] if mode in TIMING_WORDS else str(mode)
 
 
-def untimed_note(res) -> str:
-    """Why this run measured no time, in words."""
-    why = res.metadata.get("untimed_because")
+def untimed_note(facts) -> str:
+    """Why this run measured no time, in words (``facts`` may be a result, analysed now)."""
+    why = facts_of(facts).data.get("untimed_because")
     return {"no_cuda": "no CUDA device on this machine", "device_none": "the parameter device is 'none'"}.get(
         why, "no timings in this run")
 
@@ -364,10 +347,11 @@ def population_note(facts: Facts) -> str:
 
 
 def cost_result(res, ref=None):
-    """The result whose timings the cost section shows (this run's, else the reference run's) and a label."""
-    if "cost" in res.tables:
+    """The result whose timings the cost section shows (this run's, else the reference run's, as their facts
+    say) and a label."""
+    if facts_of(res).data.get("has_cost"):
         return res, "this run"
-    if ref is not None and "cost" in getattr(ref, "tables", {}):
+    if ref is not None and facts_of(ref).data.get("has_cost"):
         return ref, f"reference run {ref.run_id}"
     return None, None
 

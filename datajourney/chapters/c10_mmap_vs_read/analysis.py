@@ -12,6 +12,7 @@ facts (no prose). The page, the front page and chapter 12 word these; none recom
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pandas as pd
@@ -604,6 +605,71 @@ def _checkpoint_notes(res, f: Facts) -> None:
                    None))
 
 
+def _checkpoint_posix_notes(res, f: Facts) -> None:
+    """The checkpoint writes as the POSIX view recorded them: per method (``data["checkpoint_posix"]``: its id,
+    the writes, bytes and fsyncs recorded, the bytes the kernel counted, the calls recorded, and whether the
+    tracer missed most of the bytes); and the checkpoint written after every sweep point
+    (``checkpoint_sweep.*``: the range of its write calls and bytes, and whether they were identical)."""
+    if "posix_checkpoint" in res.tables:
+        f.data["checkpoint_posix"] = [
+            dict(method=str(r["method"]), writes=float(r["posix_writes"]), write_bytes=float(r["posix_write_bytes"]),
+                 fsyncs=float(r["posix_fsyncs"]), kernel_write_bytes=float(r["kernel_write_bytes"]),
+                 blind=bool(r["posix_write_bytes"] < 0.5 * r["kernel_write_bytes"]),
+                 calls=json.loads(r["posix_calls"]))
+            for _, r in res.table("posix_checkpoint").iterrows()]
+    if not has_posix(res) or "ckpt_posix_writes" not in res.table("posix"):
+        return
+    p = res.table("posix")
+    w, b = p["ckpt_posix_writes"], p["ckpt_posix_write_bytes"]
+    f.add(Fact("checkpoint_sweep.writes_min", float(w.min()), "", "the fewest write calls of one checkpoint",
+               "count", None),
+          Fact("checkpoint_sweep.writes_max", float(w.max()), "", "the most write calls of one checkpoint", "count",
+               None),
+          Fact("checkpoint_sweep.bytes_min", float(b.min()), "B", "the fewest bytes written for one checkpoint",
+               "amount", None),
+          Fact("checkpoint_sweep.bytes_max", float(b.max()), "B", "the most bytes written for one checkpoint",
+               "amount", None),
+          Fact("checkpoint_sweep.identical", "yes" if w.nunique() == 1 and b.nunique() == 1 else "no", "",
+               "whether every sweep point's checkpoint made the same writes", "choice", None))
+
+
+#: DFTracer's application spans at the largest point: (name of the fact, column of the POSIX table, its unit:
+#: "ms" from seconds, "" a count, what it counts).
+DFT_APP = (("samples", "app_sample_n", "", "sample fetches"), ("read_ms", "app_read_s", "ms", "time in reads"),
+           ("bin_reads", "posix_bin_reads", "", "read calls on the .bin file in the POSIX view"),
+           ("lookup_ms", "app_index_lookup_s", "ms", "time in index lookups"))
+
+
+def _dft_app_notes(res, f: Facts) -> None:
+    """What DFTracer's Python API recorded in the same trace as the POSIX calls, at the largest grid point:
+    ``data["dft_app"]["state"]`` says whether it ran (``predates``: a result from before the spans, ``none``: no
+    span recorded, ``recorded``), ``dft_app.<mode>.*`` the spans and the POSIX view's reads of ``.bin``, and
+    ``dft_app.seen`` whether the spans saw reads under mmap that the POSIX view did not."""
+    if not has_posix(res):
+        return
+    p = res.table("posix")
+    if "app_sample_n" not in p:
+        f.data["dft_app"] = {"state": "predates"}
+        return
+    g = p[p["part"] == "posix"] if "part" in p else p
+    seq, batch = int(g["seq"].max()), int(g["batch"].max())
+    at = g[(g["seq"] == seq) & (g["batch"] == batch)].set_index("mode")
+    if not {"mmap", "read"} <= set(at.index) or float(at["app_sample_n"].sum()) == 0:
+        f.data["dft_app"] = {"state": "none"}
+        return
+    workers = p[p["part"] == "posix_workers"] if "part" in p else p.iloc[0:0]
+    f.data["dft_app"] = {"state": "recorded", "seq": seq, "batch": batch, "workers": bool(len(workers))}
+    for mode in ("mmap", "read"):
+        r = at.loc[mode]
+        f.add(*(Fact(f"dft_app.{mode}.{name}", float(r[col]) * (1e3 if unit == "ms" else 1), unit,
+                     f"{what} under {MODE_NAMES[mode]}", "time" if unit else "count", None)
+                for name, col, unit, what in DFT_APP))
+    mm = at.loc["mmap"]
+    seen = float(mm["app_read_s"]) > 0 and float(mm["posix_bin_reads"]) < 0.01 * float(mm["app_sample_n"])
+    f.add(Fact("dft_app.seen", "yes" if seen else "no", "", "whether only the application spans saw mmap's reads",
+               "choice", None))
+
+
 def analyse_notes(res, f: Facts) -> Facts:
     """The facts the notebook's notes word (beside the key results)."""
     _loader_notes(res, f)
@@ -615,4 +681,6 @@ def analyse_notes(res, f: Facts) -> Facts:
     _workers_notes(res, f)
     _workers_cause(res, f)
     _checkpoint_notes(res, f)
+    _checkpoint_posix_notes(res, f)
+    _dft_app_notes(res, f)
     return f

@@ -4,8 +4,6 @@ tables and charts of the notebook show the result's tables as evidence. Every st
 Markdown goes through :func:`~datajourney.core.phrasing.text` or :func:`~datajourney.core.phrasing.code`."""
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from datajourney.chapters.c10_mmap_vs_read.analysis import (  # noqa: F401 - used by the notebook
@@ -70,7 +68,7 @@ def per_sample_bandwidth(res: Result) -> pd.DataFrame:
     return out.rename(columns={"count": "n"})
 
 
-def checkpoint_summary(res: Result) -> pd.DataFrame:
+def checkpoint_summary_table(res: Result) -> pd.DataFrame:
     c = res.table("checkpoint")
     return (c.groupby(["state_bytes", "method"]).agg(GBps=("GBps", "mean"), GBps_min=("GBps", "min"),
                                                      GBps_max=("GBps", "max"), blocked_s=("blocked_s", "mean"),
@@ -255,16 +253,23 @@ def workers_note(facts: Facts) -> str:
     return "Workers sweep (loader time, worker start-up included): " + "; ".join(out) + "." if out else ""
 
 
-def checkpoint_invariance_note(res: Result) -> str:
-    if not has_posix(res) or "ckpt_posix_writes" not in res.table("posix"):
+def _mb(n: float | None) -> str:
+    """A byte count in MB (— where it is missing)."""
+    return num(None if n is None else n / 1e6, "MB")
+
+
+def checkpoint_invariance_note(facts) -> str:
+    """Whether the checkpoint written after every sweep point made the same writes (``facts`` may be a result,
+    analysed now)."""
+    facts = facts_of(facts)
+    if "checkpoint_sweep.identical" not in facts:
         return ""
-    p = res.table("posix")
-    w, b = p["ckpt_posix_writes"], p["ckpt_posix_write_bytes"]
-    same = w.nunique() == 1 and b.nunique() == 1
-    return (f"The same checkpoint, written after every sweep point under the POSIX view: {num(w.min())}–"
-            f"{num(w.max())} write calls and {num(b.min() / 1e6, 'MB')}–{num(b.max() / 1e6, 'MB')} "
-            + ("— identical at every sequence length and batch size." if same else
-               "— not identical across the sweep."))
+    n, mb = facts.number, lambda k: _mb(facts.number(k))
+    return (f"The same checkpoint, written after every sweep point under the POSIX view: "
+            f"{num(n('checkpoint_sweep.writes_min'))}–{num(n('checkpoint_sweep.writes_max'))} write calls and "
+            f"{mb('checkpoint_sweep.bytes_min')}–{mb('checkpoint_sweep.bytes_max')} "
+            + ("— identical at every sequence length and batch size."
+               if facts["checkpoint_sweep.identical"].value == "yes" else "— not identical across the sweep."))
 
 
 def _method(method) -> str:
@@ -272,25 +277,26 @@ def _method(method) -> str:
     return METHOD_LABELS.get(str(method), str(method))
 
 
-def checkpoint_posix_note(res: Result) -> str:
-    if "posix_checkpoint" not in res.tables:
+def checkpoint_posix_note(facts) -> str:
+    """The checkpoint writes each method made as the POSIX view recorded them, against what the kernel counted,
+    and what the tracer recorded where it missed most of the bytes (``facts`` may be a result, analysed now)."""
+    c = facts_of(facts).data.get("checkpoint_posix")
+    if c is None:
         return ""
-    c = res.table("posix_checkpoint")
     parts = []
-    for _, r in c.iterrows():
+    for r in c:
         parts.append(
-            f"{phrasing.code(_method(r['method']))}: {num(r['posix_writes'])} write calls "
-            f"({num(r['posix_write_bytes'] / 1e6, 'MB')}), "
-            f"{num(r['posix_fsyncs'])} fsync; the kernel counted {num(r['kernel_write_bytes'] / 1e6, 'MB')} "
+            f"{phrasing.code(_method(r['method']))}: {num(r['writes'])} write calls "
+            f"({_mb(r['write_bytes'])}), "
+            f"{num(r['fsyncs'])} fsync; the kernel counted {_mb(r['kernel_write_bytes'])} "
             "written"
         )
-    blind = [r for _, r in c.iterrows() if r["posix_write_bytes"] < 0.5 * r["kernel_write_bytes"]]
     tail = ""
-    for r in blind:
-        calls = ", ".join(f"{phrasing.code(k)} {phrasing.text(v)}" for k, v in json.loads(r["posix_calls"]).items())
+    for r in (r for r in c if r["blind"]):
+        calls = ", ".join(f"{phrasing.code(k)} {phrasing.text(v)}" for k, v in r["calls"].items())
         tail += (f" For {phrasing.code(_method(r['method']))} the tracer recorded "
-                 f"{num(r['posix_write_bytes'] / 1e6, 'MB')} of the "
-                 f"{num(r['kernel_write_bytes'] / 1e6, 'MB')} the kernel counted; the only calls it recorded ({calls})"
+                 f"{_mb(r['write_bytes'])} of the "
+                 f"{_mb(r['kernel_write_bytes'])} the kernel counted; the only calls it recorded ({calls})"
                  + (" are this chapter's own stat and fsync after the save: the library's file calls bypass the "
                     "preloaded wrappers." if r["method"] == "torch_save" else "."))
     return "Checkpoint writes under the POSIX view: " + "; ".join(parts) + "." + tail
@@ -345,38 +351,36 @@ def workers_cause_note(facts: Facts) -> str:
 
 
 # ---------------------------------------------------------------------------- DFTracer's application spans
-def dft_app_note(res: Result) -> str:
+def dft_app_note(facts) -> str:
     """What DFTracer's Python API recorded in the same trace as the POSIX calls, at the largest
-    grid point, against what the POSIX view saw there."""
-    if not has_posix(res):
+    grid point, against what the POSIX view saw there (``facts`` may be a result, analysed now)."""
+    facts = facts_of(facts)
+    d = facts.data.get("dft_app")
+    if d is None:
         return ""
-    p = res.table("posix")
-    if "app_sample_n" not in p:
+    if d["state"] == "predates":
         return ("DFTracer's application spans (sample fetch, index lookup, read, construction, recorded through "
                 "its Python API in the same trace as the POSIX calls) are not in the reference run, which "
                 "predates them; a new run of the chapter records them.")
-    g = p[p["part"] == "posix"] if "part" in p else p
-    seq, batch = int(g["seq"].max()), int(g["batch"].max())
-    at = g[(g["seq"] == seq) & (g["batch"] == batch)].set_index("mode")
-    if not {"mmap", "read"} <= set(at.index) or float(at["app_sample_n"].sum()) == 0:
+    if d["state"] != "recorded":
         return ("DFTracer's Python API recorded no application spans in this run (the preloaded tracer was "
                 "active, but its Python side did not write to the trace).")
-    mm, rd = at.loc["mmap"], at.loc["read"]
+
+    def n(mode, name, unit=""):
+        return num(facts.number(f"dft_app.{mode}.{name}"), unit)
+
     text = (f"In the same trace as the POSIX calls, DFTracer's Python API (`dft_fn` around each sample fetch and "
-            f"its index lookup, read and construction) recorded, at sequence length {seq} and batch {batch}: "
-            f"{num(mm['app_sample_n'])} sample fetches under mmap, spending {num(mm['app_read_s'] * 1e3, 'ms')} "
-            f"in reads, while the POSIX view saw {num(mm['posix_bin_reads'])} read calls on `.bin`; and "
-            f"{num(rd['app_sample_n'])} fetches under read(), {num(rd['app_read_s'] * 1e3, 'ms')} in reads, with "
-            f"{num(rd['posix_bin_reads'])} read calls on `.bin`. Index lookups took "
-            f"{num(mm['app_index_lookup_s'] * 1e3, 'ms')} (mmap) and {num(rd['app_index_lookup_s'] * 1e3, 'ms')} "
-            "(read()). ")
-    seen = float(mm["app_read_s"]) > 0 and float(mm["posix_bin_reads"]) < 0.01 * float(mm["app_sample_n"])
-    text += choose(1 if seen else -1,
+            f"its index lookup, read and construction) recorded, at sequence length {d['seq']} and batch "
+            f"{d['batch']}: {n('mmap', 'samples')} sample fetches under mmap, spending {n('mmap', 'read_ms', 'ms')} "
+            f"in reads, while the POSIX view saw {n('mmap', 'bin_reads')} read calls on `.bin`; and "
+            f"{n('read', 'samples')} fetches under read(), {n('read', 'read_ms', 'ms')} in reads, with "
+            f"{n('read', 'bin_reads')} read calls on `.bin`. Index lookups took "
+            f"{n('mmap', 'lookup_ms', 'ms')} (mmap) and {n('read', 'lookup_ms', 'ms')} (read()). ")
+    text += choose(1 if facts["dft_app.seen"].value == "yes" else -1,
                    "So the application view shows the time mmap spends reading that the POSIX view cannot see.",
                    "Here the POSIX view also saw the mmap reads, so the application spans add timing, not "
                    "visibility.", "")
-    n_workers = p[p["part"] == "posix_workers"] if "part" in p else p.iloc[0:0]
-    if len(n_workers):
+    if d["workers"]:
         text += (" With DataLoader workers the spans are not recorded: a forked worker's copy of the Python "
                  "tracer does not write to the trace, while the preloaded library follows the workers' calls.")
     return text
@@ -430,7 +434,7 @@ def overhead_display(res: Result) -> pd.DataFrame:
 
 def checkpoint_display(res: Result) -> pd.DataFrame:
     """The checkpoint writes per state size and method, readable headers."""
-    c = checkpoint_summary(res)
+    c = checkpoint_summary_table(res)
     return _shown(c.assign(state_MB=c["state_bytes"] / 1e6), CHECKPOINT_HEADERS)
 
 
