@@ -43,7 +43,7 @@ def _runs(key: str, values, **kw) -> Fact:
 
 
 def analyse(res) -> Facts:
-    """Every number chapter 3's opening and key results state, from ``res``'s tables."""
+    """Every number and decision chapter 3's page states (opening, key results, notes), from ``res``'s tables."""
     out = Facts(CHAPTER, exports=EXPORTS)
     v = cold_verdict(res)
     cold = v.label

@@ -1,7 +1,7 @@
-"""Chapter 3's page: the findings, computed notes and display tables built from a result of
-:mod:`datajourney.chapters.c03_dataloader.experiment` (the DataLoader over small files vs over one shard).
-The helpers it shares with chapter 2's page (the cold label, value selection, residency) come from
-:mod:`datajourney.chapters.common`.
+"""Chapter 3's page: it words the facts of :mod:`.analysis` (opening, key results, the notes beside the
+evidence) through :mod:`datajourney.core.phrasing`, and shapes the result's tables for display (the
+``*_table`` functions). Every number and every decision a note states (directions, which layout the main
+process bounds, the plateau and its cause) comes from the facts; the page only words them.
 """
 from __future__ import annotations
 
