@@ -101,6 +101,9 @@ def test_run_writes_result_with_fingerprint(tmp_path):
     for note in (page.headline_notes(saved), page.size_note(facts), page.odirect_note(facts),
                  page.shard_length_note(facts), page.dd_note(facts)):
         assert not has_nan(note)
+    # the notes word the facts stored in the file exactly as they word the result analysed now
+    for note in (page.size_note, page.odirect_note, page.key_metrics):
+        assert note(facts) == note(saved), note.__name__
     assert res.path == saved.path
 
 

@@ -202,15 +202,17 @@ def latency_note(facts: Facts) -> str:
     return f.text if f is not None else ""
 
 
-def size_note(facts: Facts) -> str:
+def size_note(facts) -> str:
     """The file-size sweep's result, then a comment on every configuration with a wide spread."""
+    facts = facts_of(facts)
     f = _size_finding(facts)
     return "\n\n".join(t for t in ((f.text if f else ""), size_sweep_notes(facts)) if t)
 
 
-def odirect_note(facts: Facts) -> str:
+def odirect_note(facts) -> str:
     """The read-size sweep's result, the dips and wide spreads, and any O_DIRECT error (as code: it comes
     from the result file)."""
+    facts = facts_of(facts)
     f = _odirect_finding(facts)
     parts = [f.text if f else "", chunk_sweep_notes(facts)]
     errors = facts.data.get("odirect_errors") or []
