@@ -182,7 +182,7 @@ def test_run_writes_every_table(tmp_path):
         assert not has_nan(note)
     # the notes word the facts stored in the file exactly as they word the result analysed now
     for note in (page.hand_over_note, page.main_process_note, page.plateau_note, page.one_worker_note,
-                 page.latency_note, page.key_metrics):
+                 page.latency_note, page.key_metrics, page.paper_exercise):
         assert note(saved.facts) == note(saved), note.__name__
     assert res.path == saved.path
 

@@ -651,7 +651,9 @@ def _exercise(out: Facts, res, e: pd.DataFrame) -> None:
         return
     cache = "warm" if "warm" in set(wr["cache"]) else "cold"
     top = wr[wr["cache"] == cache].sort_values("rate").iloc[-1]
-    b, size = int(res.parameters["batch_size"]), int(res.parameters["file_size"])
+    params = res.parameters or {}
+    b = int(params["batch_size"]) if "batch_size" in params else int(e["batch_size"].iloc[0])
+    size = int(params["file_size"]) if "file_size" in params else out.data["sample_size"]
     ex.update(cost_ms=rr["cost_ms"], bound=rr["rate"], batch_size=b, file_size=size, kind=str(top["kind"]),
               cache=cache, workers_at=int(top["workers"]), rate=float(top["rate"]), mbps=rr["rate"] * b * size / 1e6,
               share=float(top["rate"]) / rr["rate"])
