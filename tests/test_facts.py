@@ -160,7 +160,7 @@ def test_c02_strings_from_a_result_stay_text():
     facts = an02.analyse(hostile)
     assert facts.data["odirect_errors"] == [HOSTILE]
     md = "\n".join([*(f.text for f in pg02.findings(facts)), *(a.text for a in pg02.opening(facts).actions),
-                    *(f.text for f in pg02.opening(facts).findings), pg02.odirect_note(facts, hostile),
+                    *(f.text for f in pg02.opening(facts).findings), pg02.odirect_note(facts),
                     pg02.latency_note(facts), pg02.published_note(facts), pg02.shard_length_note(facts),
                     pg02.dd_note(facts), pg02.purge_note(facts), pg02.residency_note(facts)])
     assert "img src=x" in md                    # it is shown ...

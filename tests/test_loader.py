@@ -180,6 +180,10 @@ def test_run_writes_every_table(tmp_path):
     for note in (page.hand_over_note(saved), page.main_process_note(saved), page.first_batch_note(saved),
                  page.cold_vs_warm_note(saved), page.spread_notes(saved), page.residency(saved)):
         assert not has_nan(note)
+    # the notes word the facts stored in the file exactly as they word the result analysed now
+    for note in (page.hand_over_note, page.main_process_note, page.plateau_note, page.one_worker_note,
+                 page.latency_note, page.key_metrics, page.paper_exercise):
+        assert note(saved.facts) == note(saved), note.__name__
     assert res.path == saved.path
 
 

@@ -15,6 +15,7 @@ from datajourney.core import findings as fnd
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.findings import num, size_label
+from datajourney.core.stats import mean
 
 CHAPTER = "02_random_vs_sequential"
 #: Facts and ``facts.data`` entries the front page, chapter 12 and the checklist read.
@@ -25,6 +26,9 @@ EXPORTS = ("cold_gap", "cold_latency", "cold_state", "cold.random", "cold.sequen
 NEAR_ONE = 1.10
 #: Paired fadvise ÷ drop_caches ratios whose mean lies within this of 1 are level.
 PAIRED_TOL = 0.05
+#: A drop in bandwidth from one read size to the next larger one smaller than this (relative)
+#: is not worth a comment.
+DIP_TOL = 0.10
 #: What a reader pastes to store samples in shards.
 SHARD_SNIPPET = '''import tarfile
 
@@ -78,6 +82,7 @@ def analyse(res) -> Facts:
                      "reverses" if d < 0 else "stays open")
             out.add(Fact("warm_gap.verdict", state, label="the warm gap against the near 1x of the source",
                          quantity="choice", better=None))
+    _key_metrics(out, h)
     _residency(out, h)
     _latency(out, res)
     _size_sweep(out, res, cold)
@@ -88,6 +93,24 @@ def analyse(res) -> Facts:
     _advice(out, res, n, size)
     _spreads(out, res, h)
     return out
+
+
+def _key_metrics(out: Facts, h: pd.DataFrame) -> None:
+    """The published figures' counterparts, cold: metric -> [mean, sample std (None from one run)]."""
+    if h.empty or "cache" not in h:
+        return
+    c = h[h["cache"] == "cold"]
+    r, s = c[c["pattern"] == "random"]["MBps"], c[c["pattern"] == "sequential"]["MBps"]
+    if r.empty or s.empty:
+        return
+
+    def std(x):
+        v = float(x.std())
+        return v if v == v else None
+
+    out.data["key_metrics"] = {"random read, cold": [float(r.mean()), std(r)],
+                               "sequential read, cold": [float(s.mean()), std(s)],
+                               "sequential ÷ random, cold": [float(s.mean() / r.mean()), None]}
 
 
 def _residency(out: Facts, h: pd.DataFrame) -> None:
@@ -133,6 +156,7 @@ def _latency(out: Facts, res) -> None:
 
 def _size_sweep(out: Facts, res, cold: str) -> None:
     sw = table_of(res, "size_sweep")
+    out.data.setdefault("ran", {})["size_sweep"] = not sw.empty
     if sw.empty:
         return
     per = {}
@@ -168,8 +192,10 @@ def _size_sweep(out: Facts, res, cold: str) -> None:
 
 def _chunk_sweep(out: Facts, res, cold: str) -> None:
     cs = table_of(res, "chunk_sweep")
+    out.data.setdefault("ran", {})["chunk_sweep"] = not cs.empty
     if cs.empty:
         return
+    out.data["chunk_dips"] = _dips(cs)
     if "error" in cs:
         errs = [str(e) for e in dict.fromkeys(cs["error"].dropna())]
         if errs:
@@ -196,6 +222,24 @@ def _chunk_sweep(out: Facts, res, cold: str) -> None:
                  "the smallest request at which O_DIRECT kept up with buffered reads", "amount", None,
                  setting=dict(largest=chunks[-1])))
     out.data["odirect_buffered_wins"] = fnd.direction(buf, od) > 0
+
+
+def _dips(cs: pd.DataFrame) -> list[dict]:
+    """Every step from one read size to the next larger one where the mean bandwidth fell by more than
+    :data:`DIP_TOL`: both sizes, their means and ranges, the runs, and whether the runs' ranges part
+    (``real``) or overlap (a dip inside the run-to-run spread)."""
+    cs = cs[cs["MBps"].notna()]
+    out = []
+    for mode, g in cs.groupby("mode", sort=False):
+        chunks = sorted(set(g["chunk"]))
+        for a, b in zip(chunks, chunks[1:]):
+            va, vb = values_of(g, chunk=a), values_of(g, chunk=b)
+            if not va or not vb or mean(vb) >= (1 - DIP_TOL) * mean(va):
+                continue
+            out.append(dict(mode=str(mode), small=int(a), large=int(b), small_mean=mean(va), large_mean=mean(vb),
+                            small_low=min(va), small_high=max(va), large_low=min(vb), large_high=max(vb),
+                            runs=len(vb), real=fnd.direction(va, vb) != 0))
+    return out
 
 
 def _shard_length(out: Facts, res) -> None:
@@ -255,11 +299,7 @@ def _purge(out: Facts, res) -> None:
     for m, v in pm.groupby("purge_method")["resident_at_start"].max().items():
         out.add(Fact(f"purge.resident.{m}", 100 * float(v), "%", f"the most resident after {m}", "share", "lower"))
 
-    def by_run(method):
-        return pm[pm["purge_method"] == method].groupby("run")["MBps"].mean()
-
-    x, y = by_run("fadvise"), by_run("drop_caches")
-    pairs = [float(x[r] / y[r]) for r in x.index.intersection(y.index) if y[r]]
+    pairs = paired_ratios(pm, dict(purge_method="fadvise"), dict(purge_method="drop_caches"))
     if pairs:
         m = statistics.fmean(pairs)
         d = 1 if min(pairs) > 1 and m > 1 + PAIRED_TOL else -1 if max(pairs) < 1 and m < 1 - PAIRED_TOL else 0
@@ -267,6 +307,19 @@ def _purge(out: Facts, res) -> None:
                 Fact("purge_paired.direction", {1: "faster", -1: "slower", 0: "level"}[d],
                      label="fadvise against drop_caches in every run", quantity="choice", better=None,
                      setting=dict(straddles=min(pairs) < 1 < max(pairs))))
+
+
+def paired_ratios(df: pd.DataFrame, a: dict, b: dict, col: str = "MBps") -> list[float]:
+    """``col`` of the rows matching ``a`` ÷ that of the rows matching ``b``, run by run (runs in both)."""
+    def by_run(where):
+        m = pd.Series(True, index=df.index)
+        for k, v in where.items():
+            m &= df[k] == v
+        return df[m].groupby("run")[col].mean()
+
+    x, y = by_run(a), by_run(b)
+    both = x.index.intersection(y.index)
+    return [float(x[r] / y[r]) for r in both if y[r]]
 
 
 def _advice(out: Facts, res, n: int, size: int) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from datajourney.chapters.c02_random_vs_sequential.analysis import DIP_TOL
 from datajourney.chapters.c02_random_vs_sequential.analysis import analyse as _analyse
 from datajourney.chapters.c02_random_vs_sequential.params import Params
 from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold: the notebook's chart labels
@@ -20,22 +21,15 @@ from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold
     guest_cold,
     on_paper,
     short_time,
-    spread_summary,
     table_of,
-    values_of,
 )
 from datajourney.core import findings as fnd
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening, num, pct, size_label
-from datajourney.core.stats import mean
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
-
-#: A drop in bandwidth from one read size to the next larger one smaller than this (relative)
-#: is not worth a comment.
-DIP_TOL = 0.10
 
 
 # --------------------------------------------------------------------------- wording helpers
@@ -85,18 +79,9 @@ def _pair(facts: Facts, key: str) -> str:
 
 
 
-def key_metrics(res) -> dict:
+def key_metrics(facts) -> dict:
     """The chapter's headline numbers as metric -> (mean, std), for the three-column table."""
-    h = res.table("headline")
-    c = h[h["cache"] == "cold"]
-    r, s = c[c["pattern"] == "random"]["MBps"], c[c["pattern"] == "sequential"]["MBps"]
-    if r.empty or s.empty:
-        return {}
-    return {
-        "random read, cold": (r.mean(), r.std()),
-        "sequential read, cold": (s.mean(), s.std()),
-        "sequential ÷ random, cold": (s.mean() / r.mean(), None),
-    }
+    return {k: tuple(v) for k, v in (facts_of(facts).data.get("key_metrics") or {}).items()}
 
 
 #: The latency table's columns and their headers.
@@ -217,17 +202,19 @@ def latency_note(facts: Facts) -> str:
     return f.text if f is not None else ""
 
 
-def size_note(facts: Facts, res) -> str:
+def size_note(facts) -> str:
     """The file-size sweep's result, then a comment on every configuration with a wide spread."""
+    facts = facts_of(facts)
     f = _size_finding(facts)
-    return "\n\n".join(t for t in ((f.text if f else ""), size_sweep_notes(res)) if t)
+    return "\n\n".join(t for t in ((f.text if f else ""), size_sweep_notes(facts)) if t)
 
 
-def odirect_note(facts: Facts, res) -> str:
+def odirect_note(facts) -> str:
     """The read-size sweep's result, the dips and wide spreads, and any O_DIRECT error (as code: it comes
     from the result file)."""
+    facts = facts_of(facts)
     f = _odirect_finding(facts)
-    parts = [f.text if f else "", chunk_sweep_notes(res)]
+    parts = [f.text if f else "", chunk_sweep_notes(facts)]
     errors = facts.data.get("odirect_errors") or []
     if errors:
         parts.append("`O_DIRECT` could not be used on this file system: " + "; ".join(say.code(e) for e in errors))
@@ -401,27 +388,11 @@ def paper_exercise(facts: Facts, res) -> str:
 
 
 # --------------------------------------------------------------------------- evidence: tables and spreads
-def headline_summary(res) -> pd.DataFrame:
+def headline_table(res) -> pd.DataFrame:
+    """The headline's MB/s per cache state and access pattern: mean, spread and runs (for the chart and table)."""
     from datajourney.core.stats import summarise
 
     return summarise(res.table("headline"), ["cache", "pattern"], "MBps")
-
-
-def spread_notes(df: pd.DataFrame, by: list[str], label) -> list[str]:
-    """A :func:`findings.spread_note` for each group of ``by`` whose runs spread by more than
-    :data:`findings.HIGH_SPREAD` (coefficient of variation)."""
-    out = []
-    if df.empty:
-        return out
-    for key, g in df.groupby(by, sort=False):
-        key = key if isinstance(key, tuple) else (key,)
-        note = fnd.spread_note(label(*key), g["MBps"].dropna().tolist(), "MB/s")
-        if note:
-            slowest = g.loc[g["MBps"].idxmin(), "run"] if "run" in g else None
-            if slowest == g["run"].min() and len(g) > 2:
-                note += " The first run was the slowest."
-            out.append(note)
-    return out
 
 
 def _wide_note(x: dict) -> str:
@@ -468,56 +439,35 @@ def residency_table(df: pd.DataFrame, by: Sequence[str], *, cold: str = "cold", 
                              "most": "resident at start, most (%)", "least": "resident at start, least (%)"})
 
 
-def size_sweep_notes(res) -> str:
-    if table_of(res, "size_sweep").empty:
+def size_sweep_notes(facts) -> str:
+    """The size sweep's wide spreads (empty when the sweep did not run)."""
+    facts = facts_of(facts)
+    if not (facts.data.get("ran") or {}).get("size_sweep"):
         return ""
-    return _wide_summary((facts_of(res).data.get("spread") or {}).get("size_sweep") or [])
+    return _wide_summary((facts.data.get("spread") or {}).get("size_sweep") or [])
 
 
-def chunk_sweep_notes(res) -> str:
+def _dip_line(x: dict) -> str:
+    small, large = size_label(x["small"]), size_label(x["large"])
+    if not x["real"]:
+        return (f"* {x['mode']}: {large} requests averaged {num(x['large_mean'], 'MB/s')}, below {small} "
+                f"({num(x['small_mean'], 'MB/s')}), but the runs overlap "
+                f"({fnd.span(x['large_low'], x['large_high'], 'MB/s')} vs "
+                f"{fnd.span(x['small_low'], x['small_high'], 'MB/s')}, {x['runs']} runs each): the dip is inside the "
+                "run-to-run spread, not a property of the read size.")
+    return (f"* {x['mode']}: {large} requests were slower than {small} in every run "
+            f"({num(x['large_mean'], 'MB/s')} vs {num(x['small_mean'], 'MB/s')}; ranges "
+            f"{fnd.span(x['large_low'], x['large_high'], 'MB/s')} and "
+            f"{fnd.span(x['small_low'], x['small_high'], 'MB/s')}): a real dip in this run.")
+
+
+def chunk_sweep_notes(facts) -> str:
     """Where bandwidth drops from one read size to the next larger one: inside the spread or not."""
-    cs = table_of(res, "chunk_sweep")
-    if cs.empty:
+    facts = facts_of(facts)
+    if not (facts.data.get("ran") or {}).get("chunk_sweep"):
         return ""
-    cs = cs[cs["MBps"].notna()]
-    lines = []
-    for mode, g in cs.groupby("mode", sort=False):
-        chunks = sorted(set(g["chunk"]))
-        for a, b in zip(chunks, chunks[1:]):
-            va, vb = values_of(g, chunk=a), values_of(g, chunk=b)
-            if not va or not vb or mean(vb) >= (1 - DIP_TOL) * mean(va):
-                continue
-            d = fnd.direction(va, vb)
-            if d == 0:
-                lines.append(
-                    f"* {mode}: {size_label(b)} requests averaged {num(mean(vb), 'MB/s')}, below "
-                    f"{size_label(a)} ({num(mean(va), 'MB/s')}), but the runs overlap "
-                    f"({fnd.span(min(vb), max(vb), 'MB/s')}"
-                    f" vs {fnd.span(min(va), max(va), 'MB/s')}, "
-                    f"{len(vb)} runs each): the dip is inside the run-to-run spread, not a property of the "
-                    f"read size."
-                )
-            else:
-                lines.append(f"* {mode}: {size_label(b)} requests were slower than {size_label(a)} in every run "
-                             f"({num(mean(vb), 'MB/s')} vs {num(mean(va), 'MB/s')}; ranges "
-                             f"{fnd.span(min(vb), max(vb), 'MB/s')} and {fnd.span(min(va), max(va), 'MB/s')}): "
-                             "a real dip in this run.")
+    lines = [_dip_line(x) for x in facts.data.get("chunk_dips") or []]
     if not lines:
-        lines.append("* Bandwidth never fell by more than "
-                     f"{pct(DIP_TOL)} from one read size to the next larger one.")
-    lines.append("* " + _wide_summary((facts_of(res).data.get("spread") or {}).get("chunk_sweep") or []))
+        lines.append(f"* Bandwidth never fell by more than {pct(DIP_TOL)} from one read size to the next larger one.")
+    lines.append("* " + _wide_summary((facts.data.get("spread") or {}).get("chunk_sweep") or []))
     return "\n".join(lines)
-
-
-def paired_ratios(df: pd.DataFrame, a: dict, b: dict, col: str = "MBps") -> list[float]:
-    """``col`` of the rows matching ``a`` ÷ that of the rows matching ``b``, run by run (runs in both)."""
-    def by_run(where):
-        m = pd.Series(True, index=df.index)
-        for k, v in where.items():
-            m &= df[k] == v
-        return df[m].groupby("run")[col].mean()
-
-    x, y = by_run(a), by_run(b)
-    both = x.index.intersection(y.index)
-    return [float(x[r] / y[r]) for r in both if y[r]]
-

@@ -11,11 +11,21 @@ from dataclasses import replace
 import pandas as pd
 
 from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE
-from datajourney.chapters.common import FILES, MIN_RUNS_FOR_RANGE, SHARD, cold_verdict, guest_cold, table_of, values_of
+from datajourney.chapters.common import (
+    FILES,
+    MIN_RUNS_FOR_RANGE,
+    SHARD,
+    cold_verdict,
+    guest_cold,
+    latency_stats,
+    table_of,
+    values_of,
+)
 from datajourney.core import findings as fnd
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.findings import size_label
+from datajourney.core.stats import mean
 
 CHAPTER = "03_dataloader"
 EXPORTS = ("published_w0", "published_w4", "first_batch", "shuffled_gap_max_workers", "cold_state",
@@ -33,7 +43,7 @@ def _runs(key: str, values, **kw) -> Fact:
 
 
 def analyse(res) -> Facts:
-    """Every number chapter 3's opening and key results state, from ``res``'s tables."""
+    """Every number and decision chapter 3's page states (opening, key results, notes), from ``res``'s tables."""
     out = Facts(CHAPTER, exports=EXPORTS)
     v = cold_verdict(res)
     cold = v.label
@@ -42,6 +52,12 @@ def analyse(res) -> Facts:
                  setting=dict(state=v.state, hypervisor=v.hypervisor, source=v.source, floor_us=v.floor_us,
                               medians=list(v.medians), share_below=v.share_below, label=cold)))
     out.data.update(cold_label=cold, guest_cold=guest_cold(res))
+    own = latency_stats(res)
+    if own is not None:
+        meds = [float(m) for m in own["medians"]]
+        out.add(Fact("own_latency", float(own["median_us"]), "µs", "this chapter's own cold 4 KiB O_DIRECT read",
+                     "time", "lower", len(meds), setting=dict(reads=int(own["reads"]))))
+    _hand_over(out, res)
     e = table_of(res, "epochs")
     if e.empty or "steady_MBps" not in e:
         return out
@@ -76,7 +92,46 @@ def analyse(res) -> Facts:
     _residency(out, e)
     _advice(out, res, e, ws, cache, word, n, size)
     _notes(out, res, e, ws, cold)
+    _key_metrics(out, e)
+    _one_vs_none(out, e)
+    _main_bound(out, e)
+    _plateau(out, res, e)
+    _exercise(out, res, e)
     return out
+
+
+def _key_metrics(out: Facts, e: pd.DataFrame) -> None:
+    """The published comparison, like for like: cold, steady state (first batch excluded), the shard read
+    in order vs the small files shuffled, at workers 0 and 4; metric -> [mean, sample std]."""
+    km = {}
+    for w in PUBLISHED_WORKERS:
+        sf = values_of(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
+        sh = values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
+        if not sf or not sh:
+            continue
+        km[f"small files, workers={w}"] = [mean(sf), _std(sf)]
+        km[f"shard, workers={w}"] = [mean(sh), _std(sh)]
+        km[f"shard ÷ small files, workers={w}"] = [mean(sh) / mean(sf), None]
+    out.data["key_metrics"] = km
+
+
+def _std(values) -> float | None:
+    """The sample standard deviation (None from one value)."""
+    v = float(pd.Series(values).std())
+    return v if v == v else None
+
+
+def _plain(x) -> float | None:
+    """A table's number as a plain float, None where it is missing."""
+    return None if x is None or pd.isna(x) else float(x)
+
+
+def _versus(a, b, tol: float = 0.05) -> dict:
+    """``a`` against ``b`` as :func:`findings.compare` decides it: the direction, and the larger mean over the
+    smaller (the ratio a comparison states)."""
+    d = fnd.direction(a, b, tol=tol)
+    ma, mb = mean(a), mean(b)
+    return dict(direction=d, ratio=fnd.ratio(ma, mb) if d > 0 else fnd.ratio(mb, ma) if d < 0 else None)
 
 
 def _first_batch(out: Facts, e: pd.DataFrame, ws: list[int]) -> None:
@@ -405,3 +460,226 @@ def speedups(epochs: pd.DataFrame, value: str = "steady_MBps") -> pd.DataFrame:
         if kind in m and "small_files" in m:
             m[f"{kind} ÷ small files"] = m[kind] / m["small_files"]
     return m
+
+
+# --------------------------------------------------------------------------- the notes' numbers
+#: Rates within this (relative) of a layout's best rate with workers belong to its plateau.
+PLATEAU_TOL = 0.10
+
+
+def _nearest(tc: pd.DataFrame, batch_size: int, payload: str = "bytes") -> pd.Series | None:
+    """The hand-over check's row of ``payload`` at the batch size nearest ``batch_size`` (None when none)."""
+    tc = tc[tc["payload"] == payload] if not tc.empty else tc
+    if tc.empty:
+        return None
+    return tc.iloc[(tc["batch_size"] - batch_size).abs().argsort().iloc[0]]
+
+
+def _transfer(res) -> pd.DataFrame:
+    tr = res.tables.get("transfer")
+    return pd.DataFrame() if tr is None or tr.empty else transfer_cost(tr)
+
+
+def _fit(tc: pd.DataFrame, payload: str) -> dict | None:
+    fit = hand_over_fit(tc, payload)
+    return None if fit is None else dict(batch_ms=fit[0], sample_us=fit[1], per_sample=fit[1] > 0)
+
+
+def _hand_over(out: Facts, res) -> None:
+    """One worker against none (the hand-over check, warm, shard in order) at the run's batch size: the
+    extra time per batch over the paired runs and its direction; where it costs, how the extra scales with
+    the batch size (a straight-line fit), the CPU of the worker against the main process alone, and bytes
+    against lengths. ``facts.data["hand_over"]``: None when the check did not run."""
+    tc = _transfer(res)
+    bs = int(res.parameters["batch_size"]) if "batch_size" in (res.parameters or {}) else 0
+    row = _nearest(tc, bs)
+    out.data["hand_over"] = None
+    if row is None:
+        return
+    lo, hi = float(row["extra_min"]), float(row["extra_max"])
+    ho = dict(batch_size=int(row["batch_size"]), w0_ms=float(row["w0_ms_per_batch"]),
+              w1_ms=float(row["w1_ms_per_batch"]), extra_ms=float(row["extra_ms_per_batch"]), extra_min=lo,
+              extra_max=hi, runs=int(row["n"]), direction=1 if lo > 0 else -1 if hi < 0 else 0,
+              receive_ms=_plain(row["main_cpu_ms_per_batch_w1"]), costs=bool(lo > 0))
+    out.data["hand_over"] = ho
+    if not ho["costs"]:
+        return
+    by = tc[tc["payload"] == "bytes"].sort_values("batch_size")
+    if len(by) >= 2:
+        a, b = by.iloc[0], by.iloc[-1]
+        ho["per_sample"] = dict(first_batch=int(a["batch_size"]), first_us=float(a["extra_us_per_sample"]),
+                                last_batch=int(b["batch_size"]), last_us=float(b["extra_us_per_sample"]),
+                                direction=fnd.direction(a["extra_us_per_sample"], b["extra_us_per_sample"], tol=0.25))
+        if len(by) >= 3 and (fit := _fit(tc, "bytes")) is not None:
+            ho["fit"] = dict(fit, sizes=len(by), length=_fit(tc, "length"))
+    wk, m0 = _plain(row.get("worker_cpu_ms_per_batch_w1")), _plain(row.get("main_cpu_ms_per_batch_w0"))
+    length = _nearest(tc, ho["batch_size"], "length")
+    if wk is not None and m0 is not None:
+        cpu = dict(worker_ms=wk, main_alone_ms=m0, more=fnd.direction(wk, m0, tol=0.10) > 0)
+        if length is not None and pd.notna(length.get("worker_cpu_ms_per_batch_w1")):
+            cpu.update(length_worker_ms=float(length["worker_cpu_ms_per_batch_w1"]),
+                       length_main_alone_ms=_plain(length["main_cpu_ms_per_batch_w0"]))
+        ho["cpu"] = cpu
+    if length is not None and int(length["batch_size"]) == ho["batch_size"]:
+        # the two payloads' extra per batch, as ranges over the paired runs: overlapping ranges are level
+        d = fnd.direction([lo, hi], [length["extra_min"], length["extra_max"]], tol=0.10)
+        ho["length"] = dict(extra_ms=float(length["extra_ms_per_batch"]), extra_min=float(length["extra_min"]),
+                            extra_max=float(length["extra_max"]), runs=int(length["n"]), direction=d)
+
+
+def _one_vs_none(out: Facts, e: pd.DataFrame) -> None:
+    """One worker against none in the sweep, per cache state and layout (steady MB/s)."""
+    if not {0, 1} <= set(e["workers"]):
+        out.data["one_vs_none"] = None
+        return
+    rows = []
+    for cache in dict.fromkeys(e["cache"]):
+        for k in KINDS:
+            a = values_of(e, "steady_MBps", cache=cache, workers=1, kind=k)
+            b = values_of(e, "steady_MBps", cache=cache, workers=0, kind=k)
+            if a and b:
+                rows.append(dict(kind=k, cache=str(cache), one=mean(a), none=mean(b), vs=_versus(a, b)))
+    out.data["one_vs_none"] = rows
+
+
+def _worker_rates(e: pd.DataFrame) -> pd.DataFrame:
+    """Mean batches/s and main-thread CPU per batch (ms) per (cache, workers, kind), workers only."""
+    w = e[e["workers"] > 0].assign(cpu_ms=lambda x: x["main_busy"] / x["batches_per_s"] * 1e3)
+    return w.groupby(["cache", "workers", "kind"], as_index=False).agg(
+        rate=("batches_per_s", "mean"), busy=("main_busy", "mean"), cpu_ms=("cpu_ms", "mean"))
+
+
+def _receive(ho: dict | None) -> dict | None:
+    """The hand-over check's main-process CPU per received batch and the batches/s that alone allows."""
+    cost = (ho or {}).get("receive_ms")
+    return dict(cost_ms=cost, rate=1e3 / cost) if cost and cost > 0 else None
+
+
+def _main_bound(out: Facts, e: pd.DataFrame) -> None:
+    """The main process at the most workers (cold where measured): its share of the steady state on a CPU
+    and waiting for one, per layout, which layouts it bounds, and the hand-over check's receive rate against
+    the fastest rate the sweep measured with workers. ``facts.data["main_bound"]``: None without workers."""
+    out.data["main_bound"] = None
+    w = int(max(e["workers"]))
+    if w == 0:
+        return
+    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
+    if part.empty:
+        part = e[e["workers"] == w]
+    busy = {k: values_of(part, "main_busy", kind=k) for k in KINDS}
+    waiting = {k: values_of(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
+    bps = {k: values_of(part, "batches_per_s", kind=k) for k in KINDS}
+    busy = {k: v for k, v in busy.items() if v}
+    if not busy:
+        return
+    # wanting the CPU = on it, or runnable and waiting for it (a machine with too few cores)
+    demand = {k: mean(v) + (mean(waiting[k]) if waiting.get(k) else 0.0) for k, v in busy.items()}
+    bound = [k for k in busy if demand[k] >= MAIN_BOUND_SHARE]
+    mb = dict(workers=w, cache=str(part["cache"].iloc[0]), low=100 * min(demand.values()),
+              high=100 * max(demand.values()), bound=bound, free=[k for k in busy if k not in bound],
+              kinds=[dict(kind=k, busy=mean(busy[k]), waiting=mean(waiting[k]) if waiting.get(k) else None,
+                          batches_per_s=mean(bps[k])) for k in busy],
+              waited=any(bool(waiting.get(k)) and mean(waiting[k]) >= 0.1 for k in busy), shuffled=None)
+    if not mb["free"]:
+        sh, sf = values_of(part, "steady_MBps", kind="shard"), values_of(part, "steady_MBps", kind="small_files")
+        if sh and sf:
+            mb["shuffled"] = _versus(sh, sf)
+    rr = _receive(out.data.get("hand_over"))
+    mb["ceiling"] = None
+    if rr is not None:
+        wr = _worker_rates(e)
+        top = None
+        if not wr.empty:
+            t = wr.loc[wr["rate"].idxmax()]
+            top = dict(kind=str(t["kind"]), cache=str(t["cache"]), workers=int(t["workers"]), rate=float(t["rate"]),
+                       cpu_ms=float(t["cpu_ms"]), below=bool(t["rate"] < rr["rate"]))
+        mb["ceiling"] = dict(rr, top=top)
+    out.data["main_bound"] = mb
+
+
+def _plateau(out: Facts, res, e: pd.DataFrame) -> None:
+    """Where more workers stopped raising the rate (warm if measured, else cold): the plateau's rates, the
+    main thread's and the workers' CPU there, how it stands against the hand-over check's receive rate; and
+    the hand-over modes check, which decides what sets it. ``facts.data["plateau"]`` (None when the sweep has
+    fewer than three worker counts) and ``facts.data["handover_modes"]``."""
+    _handover_modes(out, res)
+    out.data["plateau"] = None
+    wr = _worker_rates(e)
+    if wr.empty or wr["workers"].nunique() < 3:
+        return
+    cache = "warm" if "warm" in set(wr["cache"]) else "cold"
+    plateau, rising = [], []
+    for k, g in wr[wr["cache"] == cache].groupby("kind", sort=False):
+        g = g.sort_values("workers")
+        top = g.loc[g["rate"].idxmax()]
+        if top["workers"] == g["workers"].max():
+            rising.append(str(k))
+            continue
+        plateau.append(g[(g["workers"] >= top["workers"]) & (g["rate"] >= (1 - PLATEAU_TOL) * top["rate"])])
+    pl = dict(cache=cache, rising=rising, found=bool(plateau))
+    out.data["plateau"] = pl
+    if not plateau:
+        return
+    p = pd.concat(plateau)
+    lo, hi = float(p["rate"].min()), float(p["rate"].max())
+    pl.update(low=lo, high=hi, workers=sorted(int(w) for w in set(p["workers"])),
+              kinds=[str(k) for k in dict.fromkeys(p["kind"])], busy_low=float(p["busy"].min()),
+              busy_high=float(p["busy"].max()), cpu_low=float(p["cpu_ms"].min()), cpu_high=float(p["cpu_ms"].max()),
+              main="spare" if p["busy"].max() < MAIN_BOUND_SHARE else
+              "bound" if p["busy"].min() >= MAIN_BOUND_SHARE else None, receive=None, worker_share=None)
+    rr = _receive(out.data.get("hand_over"))
+    if rr is not None:
+        pl["receive"] = dict(rr, relation="above" if hi > (1 + PLATEAU_TOL) * rr["rate"] else
+                             "within" if lo >= (1 - PLATEAU_TOL) * rr["rate"] else "below")
+    if "workers_cpu_s" in e:
+        rows = e[(e["cache"] == cache) & e["workers"].isin(set(p["workers"]))]
+        # each worker's share of the epoch on a CPU: its CPU seconds after start-up ÷ (workers × epoch)
+        share = (rows["workers_cpu_s"] - rows["workers_startup_cpu_s"]) / (rows["workers"] * rows["seconds"])
+        if not share.empty:
+            pl["worker_share"] = dict(low=float(share.min()), high=float(share.max()),
+                                      busy=bool(share.max() >= MAIN_BOUND_SHARE))
+
+
+def _exercise(out: Facts, res, e: pd.DataFrame) -> None:
+    """The numbers of the page's exercise on paper: the batches/s the hand-over check's receive cost allows
+    (``bound``), that bound in MB/s, and the sweep's best rate with workers (warm where measured) as a share of it."""
+    rr = _receive(out.data.get("hand_over"))
+    wr = _worker_rates(e)
+    ex = dict(receive=rr is not None, workers=not wr.empty)
+    out.data["exercise"] = ex
+    if rr is None or wr.empty:
+        return
+    cache = "warm" if "warm" in set(wr["cache"]) else "cold"
+    top = wr[wr["cache"] == cache].sort_values("rate").iloc[-1]
+    params = res.parameters or {}
+    b = int(params["batch_size"]) if "batch_size" in params else int(e["batch_size"].iloc[0])
+    size = int(params["file_size"]) if "file_size" in params else out.data["sample_size"]
+    ex.update(cost_ms=rr["cost_ms"], bound=rr["rate"], batch_size=b, file_size=size, kind=str(top["kind"]),
+              cache=cache, workers_at=int(top["workers"]), rate=float(top["rate"]), mbps=rr["rate"] * b * size / 1e6,
+              share=float(top["rate"]) / rr["rate"])
+
+
+def _handover_modes(out: Facts, res) -> None:
+    """The plateau check: warm, shard in order, one epoch per way of handing a batch over; each mode's
+    batches/s against PyTorch's default (the file descriptor), and which explanation the data support:
+    "file descriptor", "shared memory", "neither" (both alternatives slower) or "level"."""
+    hm = res.tables.get("handover_modes")
+    if hm is None:
+        out.data["handover_modes"] = None
+        return
+    info = dict(ran=not hm.empty)
+    out.data["handover_modes"] = info
+    if hm.empty:
+        return
+    runs = {m: hm[hm["mode"] == m]["batches_per_s"].dropna().tolist() for m in dict.fromkeys(hm["mode"])}
+    base = runs.get("file descriptor") or []
+    info.update(workers=int(hm["workers"].iloc[0]), default=mean(base) if base else None)
+    if not base:
+        return
+    others = {m: v for m, v in runs.items() if m != "file descriptor" and v}
+    info["others"] = [dict(mode=str(m), rate=mean(v), vs=_versus(v, base, tol=PLATEAU_TOL)) for m, v in others.items()]
+    faster = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) > 0]
+    slower = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) < 0]
+    info["faster"] = [str(m) for m in faster]
+    info["verdict"] = ("file descriptor" if "file name" in faster else "shared memory" if faster else
+                       "neither" if slower and len(slower) == len(others) else "level")

@@ -1,7 +1,7 @@
-"""Chapter 3's page: the findings, computed notes and display tables built from a result of
-:mod:`datajourney.chapters.c03_dataloader.experiment` (the DataLoader over small files vs over one shard).
-The helpers it shares with chapter 2's page (the cold label, value selection, residency) come from
-:mod:`datajourney.chapters.common`.
+"""Chapter 3's page: it words the facts of :mod:`.analysis` (opening, key results, the notes beside the
+evidence) through :mod:`datajourney.core.phrasing`, and shapes the result's tables for display (the
+``*_table`` functions). Every number and every decision a note states (directions, which layout the main
+process bounds, the plateau and its cause) comes from the facts; the page only words them.
 """
 from __future__ import annotations
 
@@ -9,28 +9,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from datajourney.chapters.c03_dataloader.analysis import CHAPTER, hand_over_fit, speedups, transfer_cost
+from datajourney.chapters.c03_dataloader.analysis import CHAPTER, PLATEAU_TOL, speedups, transfer_cost
 from datajourney.chapters.c03_dataloader.analysis import analyse as _analyse
 from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE
 from datajourney.chapters.common import (
     IPC_CHAPTER,  # noqa: F401
     MIN_RUNS_FOR_RANGE,
     STORAGE_CHAPTER,
+    ColdVerdict,
     cold_label,
-    cold_verdict,
     facts_reader,
     ipc_crossref,  # noqa: F401
-    latency_stats,
     on_paper,
     over_runs,
-    runs_interval,
-    values_of,
 )
 from datajourney.core import findings as fnd
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Facts
 from datajourney.core.findings import Action, Finding, Opening, num, pct
-from datajourney.core.stats import mean
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -42,32 +38,18 @@ PUBLISHED_WORKERS = (0, 4)
 
 
 # --------------------------------------------------------------------------- reading a result
-def _batch_size(res) -> int:
-    """The batch size the result recorded."""
-    return int(res.parameters["batch_size"])
-
-
-def _epochs(res) -> pd.DataFrame:
+def _epochs_frame(res) -> pd.DataFrame:
+    """The epochs table the display tables show (a result from before the steady state was recorded has none)."""
     e = res.table("epochs")
-    if "steady_MBps" not in e:   # a result from before the steady state was recorded
+    if "steady_MBps" not in e:
         raise KeyError("the epochs table has no steady-state columns (result from an older version)")
     return e
 
 
-def key_metrics(res) -> dict:
+def key_metrics(facts) -> dict:
     """The published comparison, like for like: cold, steady state (first batch excluded),
     the shard read in order vs the small files shuffled, at workers 0 and 4; metric -> (mean, std)."""
-    e = _epochs(res)
-    out = {}
-    for w in PUBLISHED_WORKERS:
-        sf = values_of(e, "steady_MBps", cache="cold", workers=w, kind="small_files")
-        sh = values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order")
-        if not sf or not sh:
-            continue
-        out[f"small files, workers={w}"] = (mean(sf), pd.Series(sf).std())
-        out[f"shard, workers={w}"] = (mean(sh), pd.Series(sh).std())
-        out[f"shard ÷ small files, workers={w}"] = (mean(sh) / mean(sf), None)
-    return out
+    return {k: tuple(v) for k, v in (facts_of(facts).data.get("key_metrics") or {}).items()}
 
 
 # --------------------------------------------------------------------------- findings
@@ -150,219 +132,159 @@ def _first_batch_finding(facts: Facts) -> Finding | None:
     return _finding(facts, "first_batch", text)
 
 
-def _transfer_row(res, batch_size: int, payload: str = "bytes") -> pd.Series | None:
-    tr = res.tables.get("transfer")
-    if tr is None or tr.empty:
-        return None
-    tc = transfer_cost(tr)
-    tc = tc[tc["payload"] == payload]
-    if tc.empty:
-        return None
-    row = tc.iloc[(tc["batch_size"] - batch_size).abs().argsort().iloc[0]]
-    return row
+def _vs(v: dict, more: str = "faster than", less: str = "slower than", same: str = "level with") -> str:
+    """A comparison the analysis decided (:func:`analysis._versus`) as a phrase: '3.1× faster than'."""
+    d = v["direction"]
+    return f"{fnd.times(v['ratio'])} {more if d > 0 else less}" if d else same
 
 
-def _one_worker(res, e) -> Finding | None:
-    """One worker against none (the hand-over check): the extra time per batch; the detail behind it is
-    :func:`_one_worker_detail`, shown in the note beside the chart."""
-    bs = _batch_size(res)
-    row = _transfer_row(res, bs)
-    if row is None:
-        return None
-    extra, lo, hi, n = row["extra_ms_per_batch"], row["extra_min"], row["extra_max"], int(row["n"])
-    d = 1 if lo > 0 else -1 if hi < 0 else 0
-    text = (
-        f"**One worker vs none** (warm, shard in order, batch {int(row['batch_size'])}): "
-        f"{num(row['w1_ms_per_batch'], 'ms')} per batch with one worker against {num(row['w0_ms_per_batch'], 'ms')} "
-        f"with none. "
-    )
-    text += fnd.choose(d, f"Handing each batch from the worker to the main process added **{num(extra, 'ms')}** "
-                          f"({over_runs(lo, hi, n, 'ms', 'paired runs')}).",
+def _ho(facts: Facts) -> dict | None:
+    return facts.data.get("hand_over")
+
+
+def _one_worker_text(ho: dict) -> str:
+    """One worker against none (the hand-over check): the extra time per batch, worded by its direction."""
+    extra, lo, hi, n = ho["extra_ms"], ho["extra_min"], ho["extra_max"], ho["runs"]
+    text = (f"**One worker vs none** (warm, shard in order, batch {ho['batch_size']}): "
+            f"{num(ho['w1_ms'], 'ms')} per batch with one worker against {num(ho['w0_ms'], 'ms')} with none. ")
+    text += fnd.choose(ho["direction"],
+                       f"Handing each batch from the worker to the main process added **{num(extra, 'ms')}** "
+                       f"({over_runs(lo, hi, n, 'ms', 'paired runs')}).",
                        f"One worker saved {num(-extra, 'ms')} per batch "
                        f"({over_runs(-hi, -lo, n, 'ms', 'paired runs')}): the hand-over cost less than the work it "
                        "took off the main process.",
                        f"The difference ({num(extra, 'ms')}, {over_runs(lo, hi, n, 'ms', 'paired runs')}) is within "
                        "the runs' spread: one worker neither costs nor saves measurably.")
-    return Finding("one_worker", text, extra, "ms", interval=runs_interval(lo, hi, n), values=dict(direction=d))
+    return text
 
 
-def _per_sample(slope_us: float) -> str:
+def _per_sample(fit: dict) -> str:
     """A fitted per-sample cost; a slope at or below zero is no cost the fit can tell from nothing."""
-    if slope_us > 0:
-        return f"{num(slope_us, 'µs')} per sample"
-    return f"nothing measurable per sample (the line's slope, {num(slope_us, 'µs')}, is not above zero)"
+    if fit["per_sample"]:
+        return f"{num(fit['sample_us'], 'µs')} per sample"
+    return f"nothing measurable per sample (the line's slope, {num(fit['sample_us'], 'µs')}, is not above zero)"
 
 
-def _one_worker_detail(res) -> str:
-    """What the hand-over check adds to :func:`_one_worker`: the main process's CPU per received batch,
+def _one_worker_detail(ho: dict) -> str:
+    """What the hand-over check adds where one worker costs: the main process's CPU per received batch,
     how the extra scales with the batch size, and bytes against lengths."""
-    row = _transfer_row(res, _batch_size(res))
-    if row is None or not row["extra_min"] > 0:
+    if not ho["costs"]:
         return ""
-    tc = transfer_cost(res.table("transfer"))
-    by = tc[tc["payload"] == "bytes"].sort_values("batch_size")
-    text = f"The main process spent {num(row['main_cpu_ms_per_batch_w1'], 'ms')} of CPU receiving each batch."
-    if len(by) >= 2:
-        a, b = by.iloc[0], by.iloc[-1]
-        amort = fnd.direction(a["extra_us_per_sample"], b["extra_us_per_sample"], tol=0.25)
-        text += (
-            f" Per sample the extra fell from {num(a['extra_us_per_sample'], 'µs')} at batch "
-            f"{int(a['batch_size'])} to {num(b['extra_us_per_sample'], 'µs')} at batch {int(b['batch_size'])}"
-            if amort > 0
-            else f" Per sample the extra went from {num(a['extra_us_per_sample'], 'µs')} at batch "
-            f"{int(a['batch_size'])} "
-            f"to {num(b['extra_us_per_sample'], 'µs')} at batch {int(b['batch_size'])}"
-        )
-        text += fnd.choose(amort, ": a cost paid per batch, which larger batches amortise.",
+    text = f"The main process spent {num(ho['receive_ms'], 'ms')} of CPU receiving each batch."
+    ps = ho.get("per_sample")
+    if ps is not None:
+        a, b = ps["first_us"], ps["last_us"]
+        text += (f" Per sample the extra fell from {num(a, 'µs')} at batch {ps['first_batch']} to {num(b, 'µs')} at "
+                 f"batch {ps['last_batch']}" if ps["direction"] > 0 else
+                 f" Per sample the extra went from {num(a, 'µs')} at batch {ps['first_batch']} to {num(b, 'µs')} at "
+                 f"batch {ps['last_batch']}")
+        text += fnd.choose(ps["direction"], ": a cost paid per batch, which larger batches amortise.",
                            ": larger batches cost more than in proportion to their size.",
                            ": about the same, a cost paid per sample (and, samples being of one size, per byte), "
                            "which larger batches do not amortise.")
-        fit = hand_over_fit(tc)
-        if fit is not None and len(by) >= 3:
-            text += (f" A straight line through the {len(by)} batch sizes splits it into about {num(fit[0], 'ms')} per "
-                     f"batch plus {_per_sample(fit[1])}")
-            fit_len = hand_over_fit(tc, "length")
+        fit = ho.get("fit")
+        if fit is not None:
+            text += (f" A straight line through the {fit['sizes']} batch sizes splits it into about "
+                     f"{num(fit['batch_ms'], 'ms')} per batch plus {_per_sample(fit)}")
+            fl = fit["length"]
             text += (f"; with samples returned as their length (as the source's Datasets did), "
-                     f"{num(fit_len[0], 'ms')} per batch plus {_per_sample(fit_len[1])}."
-                     if fit_len is not None else ".")
-    return text + _payload_sentence(res, row)
+                     f"{num(fl['batch_ms'], 'ms')} per batch plus {_per_sample(fl)}." if fl is not None else ".")
+    return text + _payload_sentence(ho)
 
 
-def _payload_sentence(res, row) -> str:
+def _payload_sentence(ho: dict) -> str:
     """Bytes vs lengths: whether the hand-over's extra time follows the bytes or the batch, and the
     worker's CPU per batch against the main process doing the same reads alone."""
-    bs = int(row["batch_size"])
-    length = _transfer_row(res, bs, "length")
-    text = ""
-    wk, m0 = row.get("worker_cpu_ms_per_batch_w1"), row.get("main_cpu_ms_per_batch_w0")
-    if wk is not None and pd.notna(wk) and m0 is not None and pd.notna(m0):
-        text += (f" The worker spent {num(wk, 'ms')} of CPU per batch of {bs}, against {num(m0, 'ms')} for the main "
-                 "process doing the same reads alone")
-        if length is not None and pd.notna(length.get("worker_cpu_ms_per_batch_w1")):
-            text += (f" ({num(length['worker_cpu_ms_per_batch_w1'], 'ms')} against "
-                     f"{num(length['main_cpu_ms_per_batch_w0'], 'ms')} with lengths)")
-        text += (": the worker does more work per batch than the reads alone."
-                 if fnd.direction(wk, m0, tol=0.10) > 0 else
+    bs, text = ho["batch_size"], ""
+    cpu = ho.get("cpu")
+    if cpu is not None:
+        text += (f" The worker spent {num(cpu['worker_ms'], 'ms')} of CPU per batch of {bs}, against "
+                 f"{num(cpu['main_alone_ms'], 'ms')} for the main process doing the same reads alone")
+        if "length_worker_ms" in cpu:
+            text += (f" ({num(cpu['length_worker_ms'], 'ms')} against {num(cpu['length_main_alone_ms'], 'ms')} "
+                     "with lengths)")
+        text += (": the worker does more work per batch than the reads alone." if cpu["more"] else
                  ": the worker did no more work, so the extra time is spent waiting on the hand-over, not computing.")
-    if length is None or int(length["batch_size"]) != bs:
+    ln = ho.get("length")
+    if ln is None:
         return text
-    # the two payloads' extra per batch, as ranges over the paired runs: overlapping ranges are level
-    d = fnd.direction([row["extra_min"], row["extra_max"]], [length["extra_min"], length["extra_max"]], tol=0.10)
-    text += (
-        f" At batch {bs}, with lengths (no bytes to share), the hand-over added "
-        f"{num(length['extra_ms_per_batch'], 'ms')} per batch "
-        f"({over_runs(length['extra_min'], length['extra_max'], int(length['n']), 'ms', 'paired runs')}), "
-        f"against {num(row['extra_ms_per_batch'], 'ms')} with bytes: "
-    )
+    text += (f" At batch {bs}, with lengths (no bytes to share), the hand-over added {num(ln['extra_ms'], 'ms')} per "
+             f"batch ({over_runs(ln['extra_min'], ln['extra_max'], ln['runs'], 'ms', 'paired runs')}), against "
+             f"{num(ho['extra_ms'], 'ms')} with bytes: ")
     text += fnd.choose(
-        d, "moving the bytes accounts for the difference, and the rest is paid per batch whatever it holds.",
+        ln["direction"], "moving the bytes accounts for the difference, and the rest is paid per batch whatever it "
+        "holds.",
         "more than with bytes, so the cost does not come from the bytes.",
         "about the same, so the cost is paid per batch whatever the batch holds, not for copying bytes into shared "
         "memory.")
     return text
 
 
-def _worker_rates(e: pd.DataFrame) -> pd.DataFrame:
-    """Mean batches/s and main-thread CPU per batch (ms) per (cache, workers, kind), workers only."""
-    w = e[e["workers"] > 0].assign(cpu_ms=lambda x: x["main_busy"] / x["batches_per_s"] * 1e3)
-    return w.groupby(["cache", "workers", "kind"], as_index=False).agg(
-        rate=("batches_per_s", "mean"), busy=("main_busy", "mean"), cpu_ms=("cpu_ms", "mean"))
+def _cache_word(facts: Facts, cache: str) -> str:
+    return (facts.data.get("cold_label") or "cold") if cache == "cold" else cache
 
 
-def _receive_rate(res) -> tuple[float, float] | None:
-    """(main-process CPU ms per received batch in the hand-over check, the batches/s that alone allows)."""
-    row = _transfer_row(res, _batch_size(res))
-    if row is None or not row["main_cpu_ms_per_batch_w1"] or not row["main_cpu_ms_per_batch_w1"] > 0:
-        return None
-    return float(row["main_cpu_ms_per_batch_w1"]), 1e3 / float(row["main_cpu_ms_per_batch_w1"])
-
-
-def _ceiling_sentence(res, e) -> str:
+def _ceiling_sentence(facts: Facts, ceiling: dict | None) -> str:
     """The hand-over check's receive cost as a rate, called a ceiling only when every rate measured
     with workers lies below it."""
-    rr = _receive_rate(res)
-    if rr is None:
+    if ceiling is None:
         return ""
-    cost, rate = rr
-    text = (f" Receiving one batch from a worker cost the main process {num(cost, 'ms')} of CPU in the hand-over "
-            f"check (warm, one worker), which alone would allow about {num(rate)} batches/s")
-    wr = _worker_rates(e)
-    if wr.empty:
+    text = (f" Receiving one batch from a worker cost the main process {num(ceiling['cost_ms'], 'ms')} of CPU in the "
+            f"hand-over check (warm, one worker), which alone would allow about {num(ceiling['rate'])} batches/s")
+    top = ceiling["top"]
+    if top is None:
         return text + "."
-    top = wr.loc[wr["rate"].idxmax()]
-    where = f"{LABELS[top['kind']].split(' (')[0]}, {cold_label(res) if top['cache'] == 'cold' else top['cache']}, " \
-            f"`num_workers={int(top['workers'])}`"
-    if top["rate"] < rate:
+    where = (f"{LABELS[top['kind']].split(' (')[0]}, {_cache_word(facts, top['cache'])}, "
+             f"`num_workers={top['workers']}`")
+    if top["below"]:
         return text + (f": a ceiling, above every rate the sweep measured with workers (at most {num(top['rate'])} "
                        f"batches/s, {where}).")
     return text + (f". It is not a ceiling here: the sweep measured up to {num(top['rate'])} batches/s with workers "
                    f"({where}), where the main thread used {num(top['cpu_ms'], 'ms')} of CPU per batch.")
 
 
-def paper_exercise(res) -> str:
+def paper_exercise(facts) -> str:
     """The plateau as arithmetic a reader does by hand: the batches/s the hand-over check's main-process CPU per
     received batch allows, that bound in MB/s, and the share of it the sweep's best rate with workers reached
-    (warm where measured); the answers folded, from this run's means."""
-    rr = _receive_rate(res)
-    if rr is None:
+    (warm where measured); the answers folded, from this run's means (the analysis's ``exercise`` data)."""
+    facts = facts_of(facts)
+    ex = facts.data.get("exercise") or {}
+    if not ex.get("receive"):
         return ("The exercise on paper needs the hand-over check's cost of receiving a batch, which this run did not "
                 "measure (`transfer_batch_sizes` is empty, or holds no batch of the sweep's size).")
-    cost, bound = rr
-    e = _epochs(res)
-    wr = _worker_rates(e)
-    if wr.empty:
+    if not ex.get("workers"):
         return ("The exercise on paper needs the sweep with workers, which this run did not measure (`workers` has "
                 "no count above 0).")
-    cache = "warm" if "warm" in set(wr["cache"]) else "cold"
-    top = wr[wr["cache"] == cache].sort_values("rate").iloc[-1]
-    b, size = _batch_size(res), int(res.parameters["file_size"])
-    where = (f"{LABELS[top['kind']].split(' (')[0]}, {cold_label(res) if cache == 'cold' else cache}, "
-             f"`num_workers={int(top['workers'])}`")
-    mbps = bound * b * size / 1e6
-    shown = f"{cost:.3g} ms"   # three significant digits: the bound worked from it by hand comes out as below
+    b, size, bound, rate = ex["batch_size"], ex["file_size"], ex["bound"], ex["rate"]
+    where = (f"{LABELS[ex['kind']].split(' (')[0]}, {_cache_word(facts, ex['cache'])}, "
+             f"`num_workers={ex['workers_at']}`")
+    shown = f"{ex['cost_ms']:.3g} ms"   # three significant digits: the bound worked from it by hand comes out as below
     intro = (f"**Work it out.** In the hand-over check (warm, one worker) the main process spent **{shown}** "
              f"of CPU receiving each batch of {b} samples of {size:,} bytes. The sweep's best rate with workers "
-             f"was **{num(top['rate'])} batches/s** ({where}).")
+             f"was **{num(rate)} batches/s** ({where}).")
     questions = ["If receiving batches were all the main process did, one after another, how many batches per second "
                  "could it take at most?",
                  "How many MB/s is that (MB = 10⁶ bytes)?",
                  "What share of that bound did the sweep's best rate reach?"]
     answers = [f"1,000 ms ÷ {shown} = **{num(bound)} batches/s**.",
-               f"{num(bound)} batches/s × {b} × {size:,} B = **{num(mbps, 'MB/s')}**.",
-               f"{num(top['rate'])} ÷ {num(bound)} = **{pct(top['rate'] / bound)}**."]
+               f"{num(bound)} batches/s × {b} × {size:,} B = **{num(ex['mbps'], 'MB/s')}**.",
+               f"{num(rate)} ÷ {num(bound)} = **{pct(ex['share'])}**."]
     return on_paper(intro, questions, answers)
 
 
-#: Rates within this (relative) of a layout's best rate with workers belong to its plateau.
-PLATEAU_TOL = 0.10
-
-
-def plateau_note(res) -> str:
+def plateau_note(facts) -> str:
     """Where more workers stopped raising the rate (warm if measured, else cold), compared with the
     rate the main process's cost of receiving a batch would allow; no claim of what sets the pace
     beyond what the numbers show."""
-    e = _epochs(res)
-    wr = _worker_rates(e)
-    if wr.empty or wr["workers"].nunique() < 3:
-        return plateau_cause(res) if "handover_modes" in res.tables else ""
-    cache = "warm" if "warm" in set(wr["cache"]) else "cold"
-    part = wr[wr["cache"] == cache]
-    label = cold_label(res) if cache == "cold" else cache
-    plateau, rising = [], []
-    for k, g in part.groupby("kind", sort=False):
-        g = g.sort_values("workers")
-        best = g.loc[g["rate"].idxmax()]
-        if best["workers"] == g["workers"].max():
-            rising.append(LABELS[k])
-            continue
-        plateau.append(g[(g["workers"] >= best["workers"]) & (g["rate"] >= (1 - PLATEAU_TOL) * best["rate"])])
-    if not plateau:
+    facts = facts_of(facts)
+    pl = facts.data.get("plateau")
+    if pl is None:
+        return plateau_cause(facts) if facts.data.get("handover_modes") is not None else ""
+    label = _cache_word(facts, pl["cache"])
+    if not pl["found"]:
         return (f"{label.capitalize()}, the rate of every layout still rose up to the largest worker count measured: "
                 "no plateau to explain.")
-    p = pd.concat(plateau)
-    lo, hi = p["rate"].min(), p["rate"].max()
-    ws = sorted(set(p["workers"]))
-    kinds = list(dict.fromkeys(p["kind"]))
+    lo, hi, ws, kinds = pl["low"], pl["high"], pl["workers"], pl["kinds"]
     who = "the layouts" if len(kinds) > 1 else LABELS[kinds[0]]
     if len(ws) > 1:
         text = (f"{label.capitalize()}, more workers stopped raising the rate: from `num_workers={ws[0]}` to "
@@ -370,77 +292,62 @@ def plateau_note(res) -> str:
     else:
         text = (f"{label.capitalize()}, {who} peaked at `num_workers={ws[0]}` ({fnd.span(lo, hi)} batches/s; "
                 "more workers were slower)")
-    text += (f", with the main thread on a CPU "
-            f"{fnd.span(100 * p['busy'].min(), 100 * p['busy'].max(), '%')} of the time "
-            f"({fnd.span(p['cpu_ms'].min(), p['cpu_ms'].max(), 'ms')} of CPU per batch)")
-    if rising:
-        text += f" ({', '.join(rising)} still rose up to the largest count)"
+    text += (f", with the main thread on a CPU {fnd.span(100 * pl['busy_low'], 100 * pl['busy_high'], '%')} of the "
+             f"time ({fnd.span(pl['cpu_low'], pl['cpu_high'], 'ms')} of CPU per batch)")
+    if pl["rising"]:
+        text += f" ({', '.join(LABELS[k] for k in pl['rising'])} still rose up to the largest count)"
     text += ". "
-    rr = _receive_rate(res)
+    rr = pl["receive"]
     if rr is not None:
-        cost, rate = rr
+        rate = rr["rate"]
         text += (f"That plateau is {fnd.span(100 * lo / rate, 100 * hi / rate, '%')} of the {num(rate)} batches/s "
-                 f"that the hand-over check's {num(cost, 'ms')} of main-process CPU per received batch would allow")
-        if hi > (1 + PLATEAU_TOL) * rate:
-            text += ": above it, so the check's receive cost does not bound the sweep. "
-        elif lo >= (1 - PLATEAU_TOL) * rate:
-            text += (f": within {pct(PLATEAU_TOL)} of it, "
-                     "so the plateau matches the main process's cost of receiving batches. ")
-        else:
-            text += ": below it. "
-    if p["busy"].max() < MAIN_BOUND_SHARE:
+                 f"that the hand-over check's {num(rr['cost_ms'], 'ms')} of main-process CPU per received batch would "
+                 "allow")
+        text += {"above": ": above it, so the check's receive cost does not bound the sweep. ",
+                 "within": (f": within {pct(PLATEAU_TOL)} of it, "
+                            "so the plateau matches the main process's cost of receiving batches. "),
+                 "below": ": below it. "}[rr["relation"]]
+    if pl["main"] == "spare":
         text += ("The main thread was not on a CPU all the time, so its CPU time alone does not set the plateau, and "
                  "more workers did not raise it either.")
-    elif p["busy"].min() >= MAIN_BOUND_SHARE:
+    elif pl["main"] == "bound":
         text += (f"The main thread was on a CPU at least {pct(MAIN_BOUND_SHARE)} of the time throughout: receiving "
                  "batches sets the pace there.")
-    return text + " " + plateau_cause(res, p, cache)
+    return text + " " + plateau_cause(facts)
 
 
-def _worker_share(e: pd.DataFrame) -> pd.Series:
-    """Each worker's share of the epoch spent on a CPU (its CPU seconds after start-up ÷ workers × epoch)."""
-    return (e["workers_cpu_s"] - e["workers_startup_cpu_s"]) / (e["workers"] * e["seconds"])
-
-
-def plateau_cause(res, plateau: pd.DataFrame | None = None, cache: str = "warm") -> str:
+def plateau_cause(facts) -> str:
     """What sets the plateau, decided by the hand-over modes check: if asking the worker for each batch's
     file descriptor sets it, the modes without one run faster; if all modes run level, the way a batch's
     memory is shared does not matter and what remains is the per-batch path through the one queue."""
-    e = _epochs(res)
+    facts = facts_of(facts)
     text = ""
-    if plateau is not None and not plateau.empty and "workers_cpu_s" in e:
-        rows = e[(e["cache"] == cache) & e["workers"].isin(set(plateau["workers"]))]
-        share = _worker_share(rows)
-        if not share.empty:
-            text += (f"Each worker was on a CPU {fnd.span(100 * share.min(), 100 * share.max(), '%')} of those epochs: "
-                     + ("the workers had time to spare, so their own work does not set the plateau either. "
-                        if share.max() < MAIN_BOUND_SHARE else "the workers were busy, so their work can set it. "))
-    if "handover_modes" not in res.tables or res.table("handover_modes").empty:
-        where = "is not in the reference run" if _is_reference(res) else "did not run (`handover_workers` is 0)"
+    share = (facts.data.get("plateau") or {}).get("worker_share")
+    if share is not None:
+        text += (f"Each worker was on a CPU {fnd.span(100 * share['low'], 100 * share['high'], '%')} of those epochs: "
+                 + ("the workers were busy, so their work can set it. " if share["busy"] else
+                    "the workers had time to spare, so their own work does not set the plateau either. "))
+    hm = facts.data.get("handover_modes")
+    if hm is None or not hm["ran"]:
+        where = ("is not in the reference run" if facts.data.get("is_reference") else
+                 "did not run (`handover_workers` is 0)")
         return text + f"The check that decides it, the same epoch with three ways of handing a batch over, {where}."
-    hm = res.table("handover_modes")
-    w = int(hm["workers"].iloc[0])
-    runs = {m: hm[hm["mode"] == m]["batches_per_s"].dropna().tolist() for m in dict.fromkeys(hm["mode"])}
-    base = runs.get("file descriptor") or []
-    if not base:
+    if hm["default"] is None:
         return text + "The hand-over check has no run with PyTorch's default hand-over to compare against."
-    others = {m: v for m, v in runs.items() if m != "file descriptor" and v}
-    text += (f"Warm, shard in order, `num_workers={w}`: PyTorch's default hand-over (the batch in shared memory, its "
-             f"file descriptor fetched from the worker) ran at {num(mean(base))} batches/s; "
-             + "; ".join(f"{say.code(m)}: {num(mean(v))} batches/s, {fnd.compare(v, base, tol=PLATEAU_TOL)} the default"
-                         for m, v in others.items()) + ". ")
-    faster = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) > 0]
-    slower = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) < 0]
-    if "file name" in faster:
+    text += (f"Warm, shard in order, `num_workers={hm['workers']}`: PyTorch's default hand-over (the batch in shared "
+             f"memory, its file descriptor fetched from the worker) ran at {num(hm['default'])} batches/s; "
+             + "; ".join(f"{say.code(o['mode'])}: {num(o['rate'])} batches/s, {_vs(o['vs'])} the default"
+                         for o in hm["others"]) + ". ")
+    if hm["verdict"] == "file descriptor":
         return text + ("**The data support the file-descriptor explanation**: handing batches over without asking "
-                       "the worker for a descriptor (" + ", ".join(say.code(m) for m in faster)
+                       "the worker for a descriptor (" + ", ".join(say.code(m) for m in hm["faster"])
                        + ") raised the rate, so that per-batch request sets the plateau.")
-    if faster:
+    if hm["verdict"] == "shared memory":
         return text + ("**The data support the shared-memory explanation**: only leaving shared memory out altogether "
                        "(bytes through the pipe) raised the rate; naming the memory by a file instead of a descriptor "
                        "did not, so setting up shared memory for every batch, not the request for its descriptor, "
                        "sets the plateau.")
-    if slower and len(slower) == len(others):
+    if hm["verdict"] == "neither":
         return text + ("Both alternatives were slower, so the descriptor is not what limits the default; this "
                        "run does not show what does.")
     return text + ("**The way a batch's memory is shared does not set the plateau**: without a descriptor, or "
@@ -449,44 +356,18 @@ def plateau_cause(res, plateau: pd.DataFrame | None = None, cache: str = "warm")
                    "unpickles it and takes the batches in order.")
 
 
-def _main_bound(res, e) -> Finding | None:
-    w = max(e["workers"])
-    if w == 0:
-        return None
-    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
-    if part.empty:
-        part = e[e["workers"] == w]
-    cache = part["cache"].iloc[0]
-    busy = {k: values_of(part, "main_busy", kind=k) for k in KINDS}
-    waiting = {k: values_of(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
-    bps = {k: values_of(part, "batches_per_s", kind=k) for k in KINDS}
-    busy = {k: v for k, v in busy.items() if v}
-    if not busy:
-        return None
-    # wanting the CPU = on it, or runnable and waiting for it (a machine with too few cores)
-    demand = {k: mean(v) + (mean(waiting[k]) if waiting.get(k) else 0.0) for k, v in busy.items()}
-    bound = [k for k in busy if demand[k] >= MAIN_BOUND_SHARE]
-    free = [k for k in busy if k not in bound]
-    label = cold_label(res) if cache == "cold" else cache
-
-    def part_text(k):
-        t = f"{LABELS[k]}: on a CPU {pct(mean(busy[k]))}"
-        if waiting.get(k):
-            t += f", waiting for one {pct(mean(waiting[k]))}"
-        return t + f" ({num(mean(bps[k]))} batches/s)"
-
-    text = (f"**The main process at `num_workers={w}`** ({label}) wanted a CPU (on one, or waiting for one) "
-            f"{fnd.span(100 * min(demand.values()), 100 * max(demand.values()), '%')} of the steady state, "
-            "depending on the layout: ")
+def _main_bound_text(facts: Facts, mb: dict) -> str:
+    """The main process at the most workers: whether it bounds the layouts, then the shares behind it."""
+    w, bound, free = mb["workers"], mb["bound"], mb["free"]
+    text = (f"**The main process at `num_workers={w}`** ({_cache_word(facts, mb['cache'])}) wanted a CPU (on one, or "
+            f"waiting for one) {fnd.span(mb['low'], mb['high'], '%')} of the steady state, depending on the layout: ")
     if not free:
         text += (f"at least {pct(MAIN_BOUND_SHARE)} for every layout, so it is the bottleneck: it cannot take "
                  "batches faster, however many workers prepare them")
-        sh = values_of(part, "steady_MBps", kind="shard")
-        sf = values_of(part, "steady_MBps", kind="small_files")
-        if sh and sf:
-            d = fnd.direction(sh, sf)
-            text += fnd.choose(d, f"; the shuffled shard still ran {fnd.compare(sh, sf)} the small files.",
-                               f"; the small files even ran {fnd.compare(sf, sh)} the shuffled shard.",
+        v = mb["shuffled"]
+        if v is not None:
+            text += fnd.choose(v["direction"], f"; the shuffled shard still ran {_vs(v)} the small files.",
+                               f"; the small files even ran {fnd.times(v['ratio'])} faster than the shuffled shard.",
                                ", which is why the shuffled shard and the small files converge.")
         else:
             text += "."
@@ -496,52 +377,33 @@ def _main_bound(res, e) -> Finding | None:
         text += (f"at least {pct(MAIN_BOUND_SHARE)} for " + ", ".join(LABELS[k] for k in bound)
                  + ", where it is the bottleneck; for " + ", ".join(LABELS[k] for k in free)
                  + " it had time to spare.")
-    detail = ("Share of the steady state its receiving thread spent: " + "; ".join(part_text(k) for k in busy)
+
+    def part_text(x):
+        t = f"{LABELS[x['kind']]}: on a CPU {pct(x['busy'])}"
+        if x["waiting"] is not None:
+            t += f", waiting for one {pct(x['waiting'])}"
+        return t + f" ({num(x['batches_per_s'])} batches/s)"
+
+    detail = ("Share of the steady state its receiving thread spent: " + "; ".join(part_text(x) for x in mb["kinds"])
               + ".")
-    if any(waiting.get(k) and mean(waiting[k]) >= 0.1 for k in busy):
+    if mb["waited"]:
         detail += " Waiting for a CPU means this machine had fewer free cores than runnable processes."
-    detail += _ceiling_sentence(res, e)
-    share = demand["shard"] if "shard" in demand else min(demand.values())
-    return Finding("main_process", text, 100 * share, "%", values=dict(bound=bound, workers=w, detail=detail))
-
-
-def _first_batch(res, e) -> Finding | None:
-    w = max(e["workers"])
-    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
-    if part.empty:
-        part = e[e["workers"] == w]
-    if part.empty:
-        return None
-    fb = part["first_batch_s"] * 1e3
-    share = part["first_batch_share"]
-    w0 = e[(e["workers"] == min(e["workers"])) & (e["cache"] == part["cache"].iloc[0])]["first_batch_s"] * 1e3
-    cache = part["cache"].iloc[0]
-    text = (f"**Time to the first batch** with `num_workers={w}` ({cold_label(res) if cache == 'cold' else cache}): "
-            f"**{num(fb.mean(), 'ms')}** ({fnd.span(fb.min(), fb.max(), 'ms')}), "
-            f"{pct(share.mean())} of the whole epoch on average (up to {pct(share.max())})")
-    if w != min(e["workers"]) and len(w0):
-        text += f", against {num(w0.mean(), 'ms')} with `num_workers={min(e['workers'])}`"
-    text += ". The steady-state figures above leave it out; whole-epoch figures include it."
-    return Finding("first_batch", text, fb.mean(), "ms", interval=(fb.min(), fb.max()), values=dict(cache=cache))
+    return f"{text} {detail + _ceiling_sentence(facts, mb['ceiling'])}"
 
 
 # --------------------------------------------------------------------------- computed notes
-def _text(f: Finding | None, default: str = "") -> str:
-    return f.text if f is not None else default
-
-
-def hand_over_note(res) -> str:
+def hand_over_note(facts) -> str:
     """The hand-over check's result (one worker vs none, warm), or why it is missing."""
-    f = _one_worker(res, _epochs(res))
-    if f is None:
+    ho = _ho(facts_of(facts))
+    if ho is None:
         return "The hand-over check was switched off (`transfer_batch_sizes = []`)."
-    return " ".join(t for t in (f.text, _one_worker_detail(res)) if t)
+    return " ".join(t for t in (_one_worker_text(ho), _one_worker_detail(ho)) if t)
 
 
 def main_process_table(res) -> pd.DataFrame:
     """Per (cache, workers, kind): the main thread's share of the steady state on a CPU, waiting for
     one, and both together (wanting the CPU), with batches per second; means over the epochs."""
-    e = _epochs(res).copy()
+    e = _epochs_frame(res).copy()
     if "main_waiting_for_cpu" not in e:
         e["main_waiting_for_cpu"] = float("nan")
     e["wanting"] = e["main_busy"] + e["main_waiting_for_cpu"].fillna(0.0)
@@ -552,10 +414,11 @@ def main_process_table(res) -> pd.DataFrame:
     return out
 
 
-def main_process_note(res) -> str:
+def main_process_note(facts) -> str:
     """How busy the main process was at the most workers, and whether that makes it the bottleneck."""
-    f = _main_bound(res, _epochs(res))
-    return f"{f.text} {f.values['detail']}" if f is not None else "The sweep had no run with workers."
+    facts = facts_of(facts)
+    mb = facts.data.get("main_bound")
+    return _main_bound_text(facts, mb) if mb is not None else "The sweep had no run with workers."
 
 
 def first_batch_note(facts) -> str:
@@ -603,19 +466,13 @@ def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
             f"**{say.comparison(c, facts)}**.")
 
 
-def one_worker_note(res) -> str:
+def one_worker_note(facts) -> str:
     """Where one worker was slower than none in the sweep, per kind and cache state."""
-    e = _epochs(res)
-    if not {0, 1} <= set(e["workers"]):
+    rows = facts_of(facts).data.get("one_vs_none")
+    if rows is None:
         return "The sweep did not include both `num_workers=0` and `num_workers=1`."
-    lines = []
-    for cache in dict.fromkeys(e["cache"]):
-        for k in KINDS:
-            a, b = values_of(e, "steady_MBps", cache=cache, workers=1, kind=k), values_of(e, "steady_MBps", cache=cache,
-                                                                                  workers=0, kind=k)
-            if a and b:
-                lines.append(f"{LABELS[k]}, {cache}: one worker {fnd.compare(a, b)} none "
-                             f"({num(mean(a), 'MB/s')} vs {num(mean(b), 'MB/s')})")
+    lines = [f"{LABELS[x['kind']]}, {x['cache']}: one worker {_vs(x['vs'])} none "
+             f"({num(x['one'], 'MB/s')} vs {num(x['none'], 'MB/s')})" for x in rows]
     return ("In the sweep (steady state): " + "; ".join(lines) + ".") if lines else ""
 
 
@@ -797,15 +654,10 @@ def in_order_cause(facts) -> str:
                    "one; this run does not show why.")
 
 
-def _is_reference(res) -> bool:
-    return ("is_reference_run" in res.parameters and bool(res.parameters["is_reference_run"])) \
-        or str(res.run_id).startswith("reference")
-
-
 def device_table(res) -> pd.DataFrame:
     """What the device saw during the cold epochs, per layout and worker count: requests, KiB per
     request and merges per request (means over epochs); empty when the result has no counters."""
-    e = _epochs(res)
+    e = _epochs_frame(res)
     if "dev_request_bytes" not in e:
         return pd.DataFrame()
     c = e[(e["cache"] == "cold") & e["dev_request_bytes"].notna()]
@@ -825,7 +677,7 @@ def device_table(res) -> pd.DataFrame:
 def throughput_table(res) -> pd.DataFrame:
     """Mean steady-state MB/s of each layout per (cache, workers), and each shard's ratio to the
     small files; readable headers and the cold label."""
-    sp = speedups(_epochs(res))
+    sp = speedups(_epochs_frame(res))
     sp["cache"] = sp["cache"].map(lambda c: cold_label(res) if c == "cold" else c)
     names = {k: f"{v} (MB/s)" for k, v in LABELS.items()}
     names.update({"shard ÷ small files": "shard, shuffled ÷ small files (×)",
@@ -868,15 +720,18 @@ def main_process_display(res) -> pd.DataFrame:
     return out.dropna(axis=1, how="all")
 
 
-def latency_note(res) -> str:
+def latency_note(facts) -> str:
     """What "cold" meant in this run: the one classification of :func:`common.cold_verdict` (chapter 2's
     latency check of the same run when there is one, else this chapter's own), saying which it used."""
-    v = cold_verdict(res)
-    own = latency_stats(res)
+    facts = facts_of(facts)
+    g = facts["cold_state"].setting
+    v = ColdVerdict(g["state"], tuple(g.get("medians") or ()), g.get("share_below"), bool(g.get("hypervisor")),
+                    g.get("source") or "this chapter's latency check", float(g.get("floor_us")))
     text = v.sentence()
+    own = facts.get("own_latency")
     if v.source.startswith("chapter 2") and own is not None:
-        text += (f" This chapter's own check, on its own data set, measured a median of {num(own['median_us'], 'µs')}"
-                 f" ({own['reads']:,} reads); the label follows chapter 2's, measured once for the whole run.")
+        text += (f" This chapter's own check, on its own data set, measured a median of {num(own.number, 'µs')}"
+                 f" ({own.setting['reads']:,} reads); the label follows chapter 2's, measured once for the whole run.")
     return text
 
 
