@@ -362,7 +362,8 @@ def _curve(res):
 def test_scaling_curve_follows_the_data():
     f = _curve(_scaled({2: 9.8, 4: 9.0}, {2: 300.0, 4: 350.0}))
     assert f.key == "scaling_eff_4" and f.value == pytest.approx(90.0)
-    assert "kept 98.0% at 2 (static\\_graph + gradient\\_as\\_bucket\\_view with bucket\\_cap\\_mb=1)" in f.text and "90% at 4" in f.text
+    assert "kept 98.0% at 2 (static\\_graph + gradient\\_as\\_bucket\\_view with bucket\\_cap\\_mb=1)" in f.text
+    assert "90% at 4" in f.text
     assert "300 GB/s at 2, 350 GB/s at 4" in f.text
     f = _curve(_scaled({2: 7.0, 4: 9.5}, {2: 350.0, 4: 300.0}))
     assert "70% at 2" in f.text and "95% at 4" in f.text and f.value == pytest.approx(70.0) and f.key == "scaling_eff_2"
@@ -575,3 +576,17 @@ def test_chapter_11_opening_on_one_device_points_to_a_multi_gpu_host():
     op = page.opening(res)
     assert [f.key for f in op.findings] == ["ddp_one_device"]
     assert [a.text for a in op.actions] == [page.RUN_ON_GPUS]
+
+
+def test_the_bucket_sweep_names_no_fastest_size_where_the_windows_overlap():
+    ref = results.load_reference("11_gpu_to_gpu")
+    # the reference: 25 MB's windows (11.52-11.55) lie above every other size's: it is the fastest, by 1.01×
+    text = page.sweep_text(ref)
+    assert "`bucket_cap_mb=25` was fastest" in text and "1.01× faster than the next, `bucket_cap_mb=500`" in text
+    assert "level" not in text
+    # 500 MB's windows moved up into 25 MB's range: the two are level, and neither is named fastest
+    lifted = _relabel(ref, "n", {}, {("n", "bucket_view@500"): 11.53 / 11.47})
+    text = page.sweep_text(lifted)
+    assert "was fastest" not in text and "were level at the top" in text and "none of them is named the fastest" in text
+    assert "`bucket_cap_mb=25`" in text and "`bucket_cap_mb=500`" in text and "`bucket_cap_mb=1` was slowest" in text
+    assert page.facts_of(lifted).data["sweep"]["level"] == ["rate_direct_bucket_view_at_500_2"]

@@ -389,8 +389,9 @@ def sweep_text(facts) -> str:
     head = f"Over the sweep ({say.text('static_graph + gradient_as_bucket_view')} at each bucket size), "
     top = [hi, *(facts[k] for k in d["level"])]
     if len(top) > 1:
-        text = (head + ", ".join(f"{size(f)} at {say.value(f)}" for f in top) + " were level at the top: their "
-                "windows' ranges overlap, so no one of them was fastest")
+        parts = [f"{size(f)} at {say.value(f)}" for f in top]
+        text = (head + ", ".join(parts[:-1]) + f" and {parts[-1]} were level at the top: their "
+                "windows' ranges overlap, so none of them is named the fastest")
     else:
         text = head + f"{size(hi)} was fastest at {say.value(hi)}"
         if nxt is not lo:
