@@ -103,19 +103,19 @@ def _option_action(facts: Facts) -> Action | None:
     if b is None or d.get("measured", True):
         return None
     return Action(f"For {say.text(facts.data['workload']['words'])}, DDP's defaults ({say.code(d['call'])}: "
-                  f"{say.text(d['settings'])}) were not measured in this run, so no DDP setting is advised against "
+                  f"{say.code(d['settings'])}) were not measured in this run, so no DDP setting is advised against "
                   f"them. The fastest setting it measured, {_option(b)}, ran "
                   f"{say.comparison(b, facts, baseline='one-bucket DDP')}.")
 
 
 def _default_words(facts: Facts) -> str:
-    """" With DDP's defaults, each GPU lost 5.1%." where the run measured them, else where it did not."""
+    """"; with DDP's defaults, each GPU lost 5.1%" where the run measured them, else that it did not."""
     f, lost, dev = facts.get("ddp_default_eff"), facts.get("ddp_default_loss"), _dev(facts)
     if f is None or lost is None:
         d = facts.data.get("ddp_default") or {}
-        return " DDP's defaults were not measured in this run." if d.get("measured") is False else ""
+        return "; DDP's defaults were not measured in this run" if d.get("measured") is False else ""
     kept = f"lost {say.value(lost, runs=False)}" if lost.number >= 0 else f"kept {say.value(f, runs=False)}"
-    return f" With DDP's defaults ({say.code(facts.data['ddp_default']['call'])}), each {dev} {kept}."
+    return f"; with DDP's defaults ({say.code(facts.data['ddp_default']['call'])}), each {dev} {kept}"
 
 
 def _path_actions(facts: Facts) -> list[Action]:
@@ -148,7 +148,7 @@ def opening(facts) -> Opening:
     n = _n(facts)
     if facts.data["workload"]["cuda"]:
         out = [_finding(facts, "scaling_direct", f"On {_devs(facts, n)} over NCCL, each GPU {_kept(facts)} of one "
-                        f"GPU's steps/s without DDP, with DDP's fastest setting, {_option(s)}.{_default_words(facts)}")]
+                        f"GPU's steps/s without DDP, with DDP's fastest setting, {_option(s)}{_default_words(facts)}.")]
         c = facts.get("host_path_cost")
         if c is not None:
             out.append(_finding(facts, "host_path_cost", f"Forced through the host with {_env(c.setting['path'])}, "
@@ -163,8 +163,7 @@ def opening(facts) -> Opening:
         model = say.code(facts.data["workload"]["model"])
         out = [_finding(facts, "scaling_direct", f"No GPU here: in {n} gloo processes training {model}, each process "
                         f"{_kept(facts)} of one process's steps/s without DDP, with the fastest DDP setting, "
-                        f"{_option(s)}."
-                        f"{_default_words(facts)} GPU numbers on this page are the reference host's.")]
+                        f"{_option(s)}{_default_words(facts)}; GPU numbers on this page are the reference host's.")]
         out += one_dev
         b = facts.get("best_option_direct")
         if b is not None:
