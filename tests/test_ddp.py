@@ -156,7 +156,7 @@ def ci_result(tmp_path_factory):
     """A small run on the CPU: gloo, 2 processes, every rung kind."""
     rd = tmp_path_factory.mktemp("ch11")
     return harness.run(ddp.CHAPTER, model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
-                   profile_steps=0, cpu_procs=3, ladder=["ddp", "bucket_view", "bf16", "fp16", "powersgd"],
+                   profile_steps=0, cpu_procs=3, ladder=["default", "ddp", "bucket_view", "bf16", "fp16", "powersgd"],
                    bucket_sweep=[1], bench_sizes=[65536, 1 << 20], bench_ops=["all_reduce", "all_gather"],
                    scale_worlds=[2], scale_ladder=["ddp", "bucket_view@1"], scale_host_paths=["p2p_off"],
                    bench_iters=2, bench_repeats=2, job_timeout_s=60, run_dir=rd, progress=False)
@@ -169,7 +169,12 @@ def test_ci_run_on_gloo(ci_result):
     rungs = r.table("rungs").set_index(["job", "rung"])
     assert rungs.loc[("n", "bf16"), "status"] == "skipped" and "BF16" in rungs.loc[("n", "bf16"), "reason"]
     ok = rungs[rungs["status"] == "ok"]
-    assert {"no_ddp", "ddp", "bucket_view", "fp16", "powersgd", "bucket_view@1"} <= {x for _, x in ok.index}
+    assert {"no_ddp", "default", "ddp", "bucket_view", "fp16", "powersgd", "bucket_view@1"} <= {x for _, x in ok.index}
+    assert ok.loc[("n", "default"), "bucket_cap_mb"] == 25 and not ok.loc[("n", "default"), "static_graph"]
+    # the data-parallel answer on gloo is decided against that rung, DDP with its defaults
+    a = r.facts.advice_for("ddp.option")
+    assert a is not None and a.default == "DDP(model)" and r.facts.data["ddp_default"]["measured"]
+    assert "rate_gloo_default_3" in {r.facts[a.gain].of, r.facts[a.gain].basis}
     assert (ok["steps_per_s"] > 0).all() and (ok["windows"] == 2).all()
     # each rank saw its own data, yet every DDP rung ended with identical replicas (compressed ones too)
     n = ok.loc["n"]
@@ -229,8 +234,11 @@ def _result(no_ddp=10.0, ddp1=9.5, n=None, host=None, busbw=300.0) -> results.Re
     res.add("rungs", rungs)
     res.add("windows", windows)
     res.add("bench", bench)
-    res.add("transports", pd.DataFrame([{"job": "n", "path": "direct", "channel": 0, "src": 0, "dst": 1, "kind": "",
-                                         "via": "P2P/CUMEM/read", "transport": "P2P"}]))
+    # NCCL's transport on each path, as its log names it: P2P direct, SHM with P2P off, sockets with both off
+    via = {"n": "P2P/CUMEM/read", "p2p_off": "SHM/direct/direct", "p2p_shm_off": "NET/Socket/0"}
+    res.add("transports", pd.DataFrame([{"job": j, "path": "direct" if j == "n" else j, "channel": 0, "src": 0,
+                                         "dst": 1, "kind": "", "via": v, "transport": v.split("/")[0]}
+                                        for j, v in via.items() if j == "n" or j in host]))
     res.add("topology", reading.parse_topology(TOPO_H200))
     return res
 
@@ -274,7 +282,7 @@ def test_findings_host_path_and_compression_follow_the_data():
 def test_findings_bandwidth_and_published_metrics():
     f = next(f for f in page.findings(_result(busbw=100.0)) if f.key == "allreduce_busbw")
     assert f.value == pytest.approx(100.0) and "100 GB/s" in f.text
-    m = page.key_metrics(_result())
+    m = page.key_metrics(_result(host={"p2p_off": {"ddp": 2.0, "bf16": 3.5, "powersgd": 8.0}}))
     assert m["one GPU without DDP"][0] == pytest.approx(10.0)
     assert m["DDP on N GPUs, host path: one GPU ÷ N GPUs"][0] == pytest.approx(5.0)
     assert m["bf16 compression gain, host path"][0] == pytest.approx(75.0)
@@ -282,6 +290,31 @@ def test_findings_bandwidth_and_published_metrics():
 
     names = {f.metric for f in published.figures(ddp.CHAPTER)}
     assert set(m) <= names
+
+
+HOST_PUB = ("DDP on N GPUs, host path: one GPU ÷ N GPUs", "NCCL all-reduce share of the step, host path",
+            "bf16 compression gain, host path", "PowerSGD, host path")
+
+
+def test_published_host_path_figures_pair_like_with_like():
+    """The published host-path figures ran over NCCL's shared-memory transport: the book's counterpart is the
+    forced path whose NCCL log says SHM (P2P off), never the slower sockets path (P2P and SHM off)."""
+    # only the sockets path ran: no counterpart of any published host-path figure
+    sockets = _result(host={"p2p_shm_off": {"ddp": 2.0, "bf16": 3.5, "powersgd": 8.0}})
+    assert not set(HOST_PUB) & set(page.key_metrics(sockets))
+    assert page.facts_of(sockets)["host_path_collapse"].published is None   # still measured, worded on the page
+    both = _result(host={"p2p_off": {"ddp": 8.0, "bf16": 9.0, "powersgd": 7.0},
+                         "p2p_shm_off": {"ddp": 2.0, "bf16": 3.5, "powersgd": 8.0}})
+    f, m = page.facts_of(both), page.key_metrics(both)
+    assert f["host_path_collapse"].value == pytest.approx(5.0) and f["host_path_collapse"].published is None
+    assert f["host_path_collapse_shm"].setting == f["one_gpu"].setting and f.data["shm_path"] == "p2p_off"
+    assert m[HOST_PUB[0]][0] == pytest.approx(10.0 / 8.0)        # one GPU ÷ one-bucket DDP over SHM
+    assert m[HOST_PUB[2]][0] == pytest.approx(12.5)              # bf16 over SHM: 9 against 8
+    assert m[HOST_PUB[3]][0] == pytest.approx(7.0)
+    assert f["nccl_share_host"].setting["path"] == "p2p_off"
+    # the share of NCCL kernels is said beside the path it was measured on
+    t = _text(both, "host_path_collapse")
+    assert t.index("NCCL kernels") < t.index("with P2P and SHM off")
 
 
 # --------------------------------------------------------------------------- scaling with N
@@ -334,7 +367,8 @@ def _curve(res):
 def test_scaling_curve_follows_the_data():
     f = _curve(_scaled({2: 9.8, 4: 9.0}, {2: 300.0, 4: 350.0}))
     assert f.key == "scaling_eff_4" and f.value == pytest.approx(90.0)
-    assert "kept 98.0% at 2 (gradient\\_as\\_bucket\\_view with bucket\\_cap\\_mb=1)" in f.text and "90% at 4" in f.text
+    assert "kept 98.0% at 2 (static\\_graph + gradient\\_as\\_bucket\\_view with bucket\\_cap\\_mb=1)" in f.text
+    assert "90% at 4" in f.text
     assert "300 GB/s at 2, 350 GB/s at 4" in f.text
     f = _curve(_scaled({2: 7.0, 4: 9.5}, {2: 350.0, 4: 300.0}))
     assert "70% at 2" in f.text and "95% at 4" in f.text and f.value == pytest.approx(70.0) and f.key == "scaling_eff_2"
@@ -431,8 +465,13 @@ def test_chapter_11_opening_follows_reversed_data():
     scaling, host, rec = op.findings
     assert "lost 3.6%" in scaling.text and scaling.value > 0 and "slower than" in host.text
     assert "faster than" in rec.text and rec.value > 1
-    # the declared questions: no DDP knob beat DDP's default by its threshold; NCCL's direct path is its default
-    assert op.actions[0].text.startswith("For ViT-L/32 training on 2 GPUs over NCCL, keep the default `DDP(model")
+    # this run did not measure DDP's defaults: the answer says so and claims no default; NCCL's direct path is its
+    # default and was measured
+    act = op.actions[0].text
+    assert "DDP's defaults (`DDP(model, device_ids=[local_rank])`: `bucket_cap_mb=25, static_graph=False" in act
+    assert "were not measured in this run" in op.actions[0].text and "keep the default `DDP" not in op.actions[0].text
+    assert "; DDP's defaults were not measured in this run." in scaling.text
+    assert page.facts_of(ref).advice_for("ddp.option") is None and "ddp_default_eff" not in page.facts_of(ref)
     assert any("keep the default NCCL\\_P2P\\_DISABLE unset" in a.text for a in op.actions)
     assert not any("set `bucket_cap_mb=25`" in a.text or "NCCL_P2P_DISABLE=0`" in a.text for a in op.actions)
     rev = _relabel(ref, "p2p_shm_off", {"ddp": "powersgd", "powersgd": "ddp"})
@@ -442,10 +481,72 @@ def test_chapter_11_opening_follows_reversed_data():
     scaling, host, rec = op.findings
     assert "kept 107" in scaling.text and scaling.value < 0
     assert "slower than" in rec.text and rec.value < 1
-    # DDP's default bucket now carries the one-bucket windows: 500 MB beats it by more than the threshold
-    assert op.actions[0].text.startswith("For ViT-L/32 training on 2 GPUs over NCCL, set `bucket_cap_mb=500`")
-    assert "bucket_cap_mb=500" in op.actions[0].snippet
+    # the 25 MB bucket now carries the one-bucket windows: with static_graph and the bucket view held, 500 MB beats
+    # it by more than the threshold
+    a = page.facts_of(rev).advice_for("ddp.bucket_cap_mb")
+    assert a.verdict == "change" and a.value == 500 and "bucket_cap_mb=500" in a.snippet
+    assert "were not measured in this run" in op.actions[0].text
     assert not any("powerSGD_hook" in (a.snippet or "") for a in op.actions)
+
+
+def _with_default(res, factor: float, like: str = "bucket_view@25") -> results.Result:
+    """A copy of ``res`` whose N-GPU job also ran the ``default`` rung (every DDP argument at PyTorch's default), its
+    windows those of ``like`` times ``factor``."""
+    spec = ddp.parse_rung("default", 2000)
+    r, w = res.table("rungs").copy(), res.table("windows").copy()
+    row = r[(r["job"] == "n") & (r["rung"] == like)].iloc[0].copy()
+    row[["rung", "static_graph", "bucket_view", "hook", "bucket_cap_mb"]] = ["default", False, False, "none", 25]
+    row[["steps_per_s", "sps_min", "sps_max"]] = row[["steps_per_s", "sps_min", "sps_max"]] * factor
+    wins = w[(w["job"] == "n") & (w["rung"] == like)].assign(rung="default")
+    wins["steps_per_s"] *= factor
+    assert spec["bucket_cap_mb"] == 25 and not spec["static_graph"] and not spec["bucket_view"]
+    return results.Result(res.chapter, res.run_id, res.parameters, res.fingerprint,
+                          {**res.tables, "rungs": pd.concat([r, row.to_frame().T], ignore_index=True),
+                           "windows": pd.concat([w, wins], ignore_index=True)}, res.metadata)
+
+
+def test_the_data_parallel_answer_is_decided_against_ddps_defaults():
+    """``ddp.option`` sets every DDP setting measured against the rung with every DDP argument at its default (never
+    against one-bucket DDP), and chapter 12's margin (``ddp_default_eff``) is that rung's."""
+    ref = results.load_reference("11_gpu_to_gpu")
+    one = page.facts_of(ref)["one_gpu"].number
+    # the defaults as fast as the best setting: keep them
+    f = page.facts_of(_with_default(ref, 1.0))
+    a = f.advice_for("ddp.option")
+    assert a.verdict == "keep" and a.default == "DDP(model, device_ids=[local_rank])"
+    assert f[a.gain].basis == "rate_direct_default_2" or f[a.gain].of == "rate_direct_default_2"
+    d = f["rate_direct_default_2"].number
+    assert f["ddp_default_eff"].value == pytest.approx(100 * d / one)
+    assert f["ddp_default_loss"].value == pytest.approx(100 * (1 - d / one))
+    assert f.data["ddp_default"]["measured"] and f.data["ddp_default"]["rung"] == "default"
+    assert "; with DDP's defaults (`DDP(model, device_ids=[local_rank])`), each GPU lost" in page.opening(
+        _with_default(ref, 1.0)).findings[0].text
+    # 1.5% slower than the best: under the 3% threshold, the default is kept, the best named with static_graph
+    text = page.opening(_with_default(ref, 0.985)).actions[0].text
+    assert text.startswith("For ViT-L/32 training on 2 GPUs over NCCL, keep the default `DDP(model, device_ids=[")
+    assert "within 1.5% of the best measured (`static_graph=True, gradient_as_bucket_view=True`)" in text
+    # 10% slower: the best setting is advised, with its gain over the defaults
+    slow = _with_default(ref, 0.9)
+    f = page.facts_of(slow)
+    a = f.advice_for("ddp.option")
+    assert a.verdict == "change" and a.call == "static_graph=True, gradient_as_bucket_view=True"
+    assert f[a.gain].basis == "rate_direct_default_2" and f[a.gain].number == pytest.approx(1 / 0.9)
+    assert "static_graph=True, gradient_as_bucket_view=True" in a.snippet
+    assert page.opening(slow).actions[0].text.startswith(
+        "For ViT-L/32 training on 2 GPUs over NCCL, set `static_graph=True, gradient_as_bucket_view=True`: 1.11× "
+        "faster than DDP with PyTorch's defaults")
+
+
+def test_the_default_rung_is_in_every_profile_and_the_default_ladder():
+    assert ddp.Params().ladder[0] == "default"
+    for name, profile in runner.profiles().items():
+        mine = profile.get(ddp.CHAPTER) or {}
+        assert "default" in mine.get("ladder", ddp.Params().ladder), name
+        jobs = ddp.plan_jobs({**_defaults(), **mine}, "nccl", 2)
+        r = next(r for r in jobs[1].rungs if r["name"] == "default")
+        assert (r["bucket_cap_mb"], r["static_graph"], r["bucket_view"], r["hook"]) == (25, False, False, "none")
+    with pytest.raises(ValueError):
+        ddp.parse_rung("default@100", 2000)   # DDP's defaults have DDP's own bucket
 
 
 def _on_cpu(res) -> results.Result:
@@ -457,16 +558,21 @@ def _on_cpu(res) -> results.Result:
 
 
 def test_chapter_11_opening_on_a_cpu_only_run_says_what_it_measured():
-    op = page.opening(_on_cpu(_result(host={})))
+    op = page.opening(_on_cpu(_result(host={}, n={"default": 9.7, "ddp": 9.0, "bucket_view": 9.8, "bf16": 8.5})))
     first = op.findings[0]
     assert "No GPU here" in first.text and "gloo" in first.text and "reference host's" in first.text
+    assert "; with DDP's defaults (`DDP(model)`), each process lost 3.0%" in first.text
     assert op.actions[0].text.startswith("For a small ViT training in 2 CPU processes over gloo, keep the default "
-                                         "`DDP(model)`")
+                                         "`DDP(model)`: within 1.0% of the best measured")
     assert "device_ids" not in op.actions[0].text
     assert "python -m datajourney run 11" in op.actions[-1].text
-    op = page.opening(_on_cpu(_result(host={}, n={"ddp": 9.8, "bucket_view": 9.0, "bf16": 8.5})))
+    op = page.opening(_on_cpu(_result(host={}, n={"default": 9.6, "ddp": 9.8, "bucket_view": 9.0, "bf16": 8.5})))
     assert op.actions[0].text.startswith("For a small ViT training in 2 CPU processes over gloo, keep the default")
     assert "slower than" in op.findings[2].text
+    # without the default rung, the answer says it was not measured
+    op = page.opening(_on_cpu(_result(host={})))
+    assert "DDP's defaults (`DDP(model)`: `bucket_cap_mb=25" in op.actions[0].text
+    assert "were not measured in this run" in op.actions[0].text
 
 
 def test_chapter_11_opening_on_one_device_points_to_a_multi_gpu_host():
@@ -476,3 +582,29 @@ def test_chapter_11_opening_on_one_device_points_to_a_multi_gpu_host():
     op = page.opening(res)
     assert [f.key for f in op.findings] == ["ddp_one_device"]
     assert [a.text for a in op.actions] == [page.RUN_ON_GPUS]
+
+
+def test_the_bucket_sweep_names_no_fastest_size_where_the_windows_overlap():
+    ref = results.load_reference("11_gpu_to_gpu")
+    # the reference: 25 MB's windows (11.52-11.55) lie above every other size's: it is the fastest, by 1.01×
+    text = page.sweep_text(ref)
+    assert "`bucket_cap_mb=25` was fastest" in text and "1.01× faster than the next, `bucket_cap_mb=500`" in text
+    assert "level" not in text
+    # 500 MB's windows moved up into 25 MB's range: the two are level, and neither is named fastest
+    lifted = _relabel(ref, "n", {}, {("n", "bucket_view@500"): 11.53 / 11.47})
+    text = page.sweep_text(lifted)
+    assert "was fastest" not in text and "were level at the top" in text and "none of them is named the fastest" in text
+    assert "`bucket_cap_mb=25`" in text and "`bucket_cap_mb=500`" in text and "`bucket_cap_mb=1` was slowest" in text
+    assert page.facts_of(lifted).data["sweep"]["level"] == ["rate_direct_bucket_view_at_500_2"]
+
+
+def test_chapter_11_tables_and_panel_titles_fit_the_text_column():
+    """The built book's text column is 688 px at a 1,280 px window: every part of the chapter's tables fits it at its
+    narrowest (the report's own estimate, with room to spare), and the phase chart's panel titles stay short."""
+    from datajourney.book import report
+
+    ref = results.load_reference("11_gpu_to_gpu")
+    for df in (page.ladder_table(ref), page.profile_table(ref), page.prediction_table(ref), page.bench_table(ref)):
+        for cols in report.column_parts(df):
+            assert sum(report._min_px(str(c), [report._cell(v) for v in df[c]]) for c in cols) <= 668, cols
+    assert max(len(p) for p in page.phases(ref)["path"]) <= 30

@@ -42,7 +42,13 @@ import pandas as pd
 
 from datajourney.chapters.c11_gpu_to_gpu import analysis_loss as efficiency
 from datajourney.chapters.c11_gpu_to_gpu.params import Params
-from datajourney.chapters.c11_gpu_to_gpu.reading import HOST_PATHS, predict_comm, rung_label
+from datajourney.chapters.c11_gpu_to_gpu.reading import (
+    DDP_DEFAULT_MB,
+    DEFAULT_RUNG,
+    HOST_PATHS,
+    option_words,
+    predict_comm,
+)
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured
 from datajourney.core.findings import HIGH_SPREAD, cv, size_label
@@ -52,7 +58,8 @@ CHAPTER = "11_gpu_to_gpu"
 #: The facts and data other pages may read (``scaling_eff_<k>`` for every count the result holds).
 EXPORTS = ("scaling_direct", "host_path_collapse", "allreduce_busbw", "host_path_cost", "best_option_direct",
            "best_option_host", "gap_closed_direct", "gap_closed_host", "direct_path_gain", "one_gpu",
-           "scaling_eff_2", "scaling_eff_4", "scaling_eff_8", "gradient_exchange", "scaling", "workload")
+           "scaling_eff_2", "scaling_eff_4", "scaling_eff_8", "ddp_default_eff", "gradient_exchange", "scaling",
+           "workload", "ddp_default")
 #: The all-reduce size the scaling curve's bus bandwidth is read at (else the largest measured).
 HEADLINE_SIZE = 1 << 30
 HOST_ORDER = ("p2p_off", "p2p_shm_off")
@@ -85,13 +92,6 @@ def slug(rung: str) -> str:
     return str(rung).replace("@", "_at_")
 
 
-def option_words(rung: str) -> str:
-    """'gradient_as_bucket_view with bucket_cap_mb=25': a rung's option without the ladder's '+'."""
-    if str(rung).partition("@")[0] == "ddp":
-        return "one-bucket DDP"
-    return rung_label(rung).removeprefix("+ ").replace(", bucket_cap_mb=", " with bucket_cap_mb=")
-
-
 def devices(cuda: bool, k: int) -> str:
     """'2 GPUs', '1 GPU', '2 processes'."""
     d = "GPU" if cuda else "process"
@@ -106,8 +106,10 @@ def path_words(path: str) -> str:
 
 
 def rate_label(rung: str, k: int, path: str, cuda: bool, cap: int) -> str:
-    plain = str(rung).partition("@")[0] == "ddp"
-    head = f"one-bucket DDP (bucket_cap_mb={cap})" if plain else f"DDP + {option_words(rung)}"
+    base = str(rung).partition("@")[0]
+    head = (f"one-bucket DDP (bucket_cap_mb={cap})" if rung == "ddp" else
+            f"DDP with PyTorch's defaults (bucket_cap_mb={DDP_DEFAULT_MB})" if base == DEFAULT_RUNG else
+            option_words(rung) if base == "ddp" else f"DDP + {option_words(rung)}")
     return f"{head} on {devices(cuda, k)} {path_words(path)}"
 
 
@@ -368,15 +370,34 @@ def _host_paths(facts: Facts, run: _Run) -> None:
                    dict(c.setting), of=c.of, basis=c.basis, level=c.level))
     mild = "p2p_off" if "p2p_off" in hosts else worst
     facts.add(compare("direct_path_gain", direct, facts[_rate_key(mild, "ddp", run.n)]))
+    # the published host-path figures are of NCCL's shared-memory transport: only a path that ran on it is their
+    # counterpart (the slowest path, on sockets, is another transport and carries no published figure)
+    shm = facts.data["shm_path"] = _shm_path(run.res, hosts)
     if "one_gpu" in facts:
         facts.add(compare("host_path_collapse", facts["one_gpu"], facts[_rate_key(worst, "ddp", run.n)],
-                          published="DDP on N GPUs, host path: one GPU ÷ N GPUs" if run.cuda else None))
+                          published=PUB_COLLAPSE if run.cuda and worst == shm else None))
+        if shm is not None and shm != worst:
+            facts.add(compare("host_path_collapse_shm", facts["one_gpu"], facts[_rate_key(shm, "ddp", run.n)],
+                              published=PUB_COLLAPSE if run.cuda else None))
     _best_option(facts, run, worst, "host")
     facts.data["host_path"] = worst
     hooked = [compare("compression", facts[_rate_key(h, r, run.n)], facts[_rate_key(h, "ddp", run.n)])
               for h in hosts for r in run.ddp_rungs(run.n, h)
               if run.row(run.n, h, r) is not None and run.row(run.n, h, r)["hook"] != "none"]
     facts.add(best(hooked))  # the compression that sped a forced host path up most, against one-bucket DDP there
+
+
+#: The published figure of one GPU against N GPUs over the host (NCCL's SHM transport).
+PUB_COLLAPSE = "DDP on N GPUs, host path: one GPU ÷ N GPUs"
+
+
+def _shm_path(res, hosts: list[str]) -> str | None:
+    """The forced host path whose every NCCL channel connection went through shared memory (``via SHM/…`` in its
+    log), the transport of the published host-path figures; None where no path ran on SHM alone."""
+    t = _opt(res, "transports")
+    if t.empty:
+        return None
+    return next((h for h in hosts if set(t.loc[t["job"] == h, "transport"]) == {"SHM"}), None)
 
 
 def _bench(res) -> pd.DataFrame:
@@ -457,7 +478,7 @@ def _published(facts: Facts, run: _Run) -> None:
                        "steps/s gained by gradient_as_bucket_view on top of static_graph", "share", "higher",
                        min(len(sg), len(bv)), (100 * (lo - 1), 100 * (hi - 1)), {"gpus": run.n},
                        published=pub("gradient_as_bucket_view gain")))
-    host = facts.data.get("host_path")
+    host = facts.data.get("shm_path")  # the published host path's transport: like with like, or no counterpart
     if host is None:
         return
     share = _nccl_share(run.row(run.n, host, "ddp"))
@@ -491,6 +512,11 @@ def _sweep_and_profile(facts: Facts, run: _Run) -> None:
             hi = best(facts[k] for k in keys)
             lo = min((facts[k] for k in keys), key=lambda f: f.number)
             facts.add(compare("sweep_best", hi, lo))
+            others = sorted((facts[k] for k in keys if k != hi.key), key=lambda f: -f.number)
+            facts.add(compare("sweep_next", hi, others[0]))
+            # the sizes whose windows overlap the fastest's are level with it: then no one size is the fastest
+            facts.data["sweep"] = dict(caps={k: int(c) for k, c in zip(keys, s["bucket_cap_mb"])},
+                                       level=[f.key for f in others if compare("_", f, hi).level])
     prof = r[r["prof_nccl_ms"].notna() & (r["world"] > 1)] if len(r) and "prof_nccl_ms" in r else pd.DataFrame()
     flags = []
     if len(prof):
@@ -657,25 +683,82 @@ def _questions(facts: Facts, run: _Run, path: str) -> list[Advice]:
     return [replace(a, needs="gpus") for a in out if a is not None]
 
 
+def _call_args(config: dict) -> str:
+    """A rung's DDP settings as a reader passes them, those that differ from DDP's defaults:
+    "static_graph=True, gradient_as_bucket_view=True" (a hook as the call that registers it)."""
+    args = [f"{k}={config[k]}" for k in ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")
+            if config[k] != DDP_DEFAULTS[k]]
+    if config["comm_hook"] != "none":
+        args.append(_setting("comm_hook", config["comm_hook"]))
+    return ", ".join(args)
+
+
+def default_call(cuda: bool) -> str:
+    """DDP as a reader wraps a model without the book: every argument at PyTorch's default."""
+    return "DDP(model, device_ids=[local_rank])" if cuda else "DDP(model)"
+
+
+def _default_rung(facts: Facts, run: _Run) -> str | None:
+    """The DDP rung on N devices over the run's own path whose settings are all DDP's defaults (the ``default``
+    rung), with ``ddp_default_eff``: its steps/s per device as a share of one device without DDP (chapter 12's
+    data-parallel margin). ``facts.data["ddp_default"]`` says whether the run measured it: a result from before the
+    rung has none, and its answer says so."""
+    p0, dev = run.path0, "GPU" if run.cuda else "process"
+    rung = next((g for g in run.ddp_rungs(run.n, p0) if _config(run.row(run.n, p0, g)) == DDP_DEFAULTS
+                 and _rate_key(p0, g, run.n) in facts), None)
+    facts.data["ddp_default"] = dict(measured=rung is not None, rung=rung, call=default_call(run.cuda),
+                                     settings=", ".join(f"{k}={DDP_DEFAULTS[k]}" for k in
+                                                        ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")))
+    one = run.w(1, p0, "no_ddp")
+    if rung is not None and one:
+        w = run.w(run.n, p0, rung)
+        where = f"on {devices(run.cuda, run.n)} with DDP's defaults (bucket_cap_mb={DDP_DEFAULT_MB}), {path_words(p0)}"
+        setting = {"gpus": run.n, "path": p0, "rung": rung}
+        facts.add(_share_fact("ddp_default_eff", w, one, setting=setting,
+                              label=f"steps/s per {dev} {where}, as a share of one {dev} without DDP"))
+        mid, lo, hi = _ratio(w, one)
+        facts.add(Fact("ddp_default_loss", 100 * (1 - mid), "%", f"steps/s per {dev} lost {where}, against one "
+                       f"{dev} without DDP", "share", "lower", min(len(w), len(one)), (100 * (1 - hi), 100 * (1 - lo)),
+                       dict(setting)))
+    return rung
+
+
+def _option_question(facts: Facts, run: _Run) -> Advice | None:
+    """``ddp.option``, the chapter's one data-parallel answer: every DDP rung measured on N devices over the run's
+    own path (the same model, batch and steps), decided against the rung with every DDP argument at its default;
+    none when the run did not measure that rung (a gain needs its baseline)."""
+    p0 = run.path0
+    call = default_call(run.cuda)
+    q = Question("ddp.option", "Which DDP settings?", "DistributedDataParallel", "defaults", call, "DDP's defaults",
+                 _workload(run), cost=HOOK_COST)
+    cands = []
+    for g in run.ddp_rungs(run.n, p0):
+        if _rate_key(p0, g, run.n) not in facts:
+            continue
+        c = _config(run.row(run.n, p0, g))
+        mine = c == DDP_DEFAULTS
+        cands.append(Candidate("defaults" if mine else _call_args(c), facts[_rate_key(p0, g, run.n)],
+                               call=call if mine else _call_args(c), snippet=facts.data["snippets"].get(f"{p0}:{g}"),
+                               costly=c["comm_hook"] != "none"))
+    # the fewest changes from DDP's defaults first, a hook last: of the candidates level with the best, the first is
+    # advised
+    cands.sort(key=lambda c: (c.costly, 0 if c.value == "defaults" else len(str(c.call).split(", "))))
+    a = decide(q, cands, facts)
+    return None if a is None else replace(a, needs="gpus")
+
+
 def _advise(facts: Facts, run: _Run) -> None:
     """Every DDP question on the direct path (and compression on the slowest host path); ``ddp.option``, the
-    chapter's one data-parallel answer, is the change with the largest gain, else "keep DDP's defaults"; and
-    ``ddp.path``: leave NCCL's direct path on (its default) unless a forced host path ran faster."""
+    chapter's one data-parallel answer, every measured DDP setting against DDP's defaults; and ``ddp.path``: leave
+    NCCL's direct path on (its default) unless a forced host path ran faster."""
     answers = _questions(facts, run, run.path0)
     worst = facts.get("host_path_collapse")
     host = _questions(facts, run, worst.setting["path"]) if worst is not None and "path" in worst.setting else []
     facts.advise(*answers, *(a for a in host if a.knob == "comm_hook"))
-    changes = [a for a in answers if a.verdict == "change"]
-    if changes:
-        top = max(changes, key=lambda a: a.within or 0.0)
-        facts.advise(Advice(**{**top.__dict__, "key": "ddp.option"}))
-    elif answers:
-        near = max(answers, key=lambda a: a.within or 0.0)
-        facts.advise(Advice("ddp.option", "DistributedDataParallel", "defaults", _workload(run), verdict="keep",
-                            default="DDP(model, device_ids=[local_rank])" if run.cuda else "DDP(model)",
-                            question="Which DDP settings?", within=near.within, threshold=near.threshold,
-                            best=near.best, gain=near.gain, evidence=tuple(a.key for a in answers),
-                            needs="gpus"))
+    _default_rung(facts, run)
+    option = _option_question(facts, run)
+    if option is not None:
+        facts.advise(option)
     direct = facts.get(_rate_key(run.path0, "ddp", run.n))
     if run.cuda and direct is not None:
         cands = [Candidate("unset", direct, call="NCCL_P2P_DISABLE unset", group="direct")]

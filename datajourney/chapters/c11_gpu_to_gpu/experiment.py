@@ -41,9 +41,12 @@ from datajourney.chapters.c11_gpu_to_gpu.params import MODELS, OPS, Params  # no
 from datajourney.chapters.c11_gpu_to_gpu.reading import (
     CHANNEL_ENV,
     CHANNEL_JOB,
+    DDP_DEFAULT_MB,
+    DEFAULT_RUNG,
     EXPLAIN,
     HOST_PATHS,
     MIN_JOB_S,
+    RUNGS,
     parse_topology,
     predict_comm,
 )
@@ -53,16 +56,6 @@ from datajourney.core.paths import REPO_ROOT
 from datajourney.toolkit import lifetime
 
 CHAPTER = "11_gpu_to_gpu"
-#: The rung names of the ladder; "<rung>@<MiB>" sets bucket_cap_mb.
-RUNGS = {
-    "no_ddp": dict(ddp=False, static_graph=False, bucket_view=False, hook="none"),
-    "ddp": dict(ddp=True, static_graph=False, bucket_view=False, hook="none"),
-    "static_graph": dict(ddp=True, static_graph=True, bucket_view=False, hook="none"),
-    "bucket_view": dict(ddp=True, static_graph=True, bucket_view=True, hook="none"),
-    "bf16": dict(ddp=True, static_graph=True, bucket_view=True, hook="bf16"),
-    "fp16": dict(ddp=True, static_graph=True, bucket_view=True, hook="fp16"),
-    "powersgd": dict(ddp=True, static_graph=True, bucket_view=True, hook="powersgd"),
-}
 #: A job still running this long after its timeout is killed, whatever the launching process does.
 KILL_AFTER_S = 10
 #: Scaling jobs are named "<SCALE_JOB><k>" (direct path) and "<host path>@<k>" (forced host path).
@@ -71,11 +64,12 @@ SCALE_JOB = "scale"
 
 # --------------------------------------------------------------------------- rungs
 def parse_rung(text: str, default_cap: int) -> dict:
-    """'bf16@25' -> the bf16 rung with bucket_cap_mb=25."""
+    """'bf16@25' -> the bf16 rung with bucket_cap_mb=25; 'default' -> DDP with every argument at PyTorch's default
+    (its bucket is DDP's own 25 MiB, whatever ``default_cap`` is, and cannot be set)."""
     name, _, cap = str(text).partition("@")
-    if name not in RUNGS or (cap and not cap.isdigit()) or (cap and int(cap) < 1):
+    if name not in RUNGS or (cap and not cap.isdigit()) or (cap and int(cap) < 1) or (cap and name == DEFAULT_RUNG):
         raise ValueError(text)
-    mb = int(cap) if cap else default_cap
+    mb = int(cap) if cap else DDP_DEFAULT_MB if name == DEFAULT_RUNG else default_cap
     return {"name": f"{name}@{mb}" if cap else name, "base": name, "bucket_cap_mb": mb, **RUNGS[name]}
 
 
@@ -333,7 +327,7 @@ def preflight(params) -> Params:
     except ValueError:
         ex = None
     if ex is None or not ex["ddp"] or ex["hook"] != "none":
-        raise ParameterError("explain_rung", p.explain_rung, "a DDP rung without a communication hook: ddp, "
+        raise ParameterError("explain_rung", p.explain_rung, "a DDP rung without a communication hook: default, ddp, "
                              "static_graph or bucket_view (optionally '@<bucket_cap_mb>', e.g. 'ddp@25')")
     if not all(1 <= c <= 64 for c in p.nccl_channels):
         raise ParameterError("nccl_channels", p.nccl_channels, "a list of integers from 1 to 64 (may be empty)")

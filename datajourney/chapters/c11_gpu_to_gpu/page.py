@@ -22,8 +22,9 @@ facts_of = facts_reader(_analyse)
 __all__ = ["CHAPTER", "TOPO_LEGEND", "size_label"]
 
 #: The paths as the tables and charts name them.
-PATH_LABELS = {"direct": "NCCL's own choice", "p2p_off": "P2P off (NCCL_P2P_DISABLE=1)",
-               "p2p_shm_off": "P2P and SHM off (also NCCL_SHM_DISABLE=1)", "gloo": "gloo (CPU)"}
+#: (short enough for a table cell and a chart panel's title; the environment each sets is in the jobs table)
+PATH_LABELS = {"direct": "NCCL's own choice", "p2p_off": "P2P off", "p2p_shm_off": "P2P and SHM off",
+               "gloo": "gloo (CPU)"}
 #: What each link code of ``nvidia-smi topo -m`` means (its own legend).
 TOPO_LEGEND = {
     "X": "self", "SYS": "PCIe + the interconnect between NUMA nodes (e.g. QPI/UPI)",
@@ -92,14 +93,29 @@ def _kept(facts: Facts, *, runs: bool = False) -> str:
 
 
 def _option_action(facts: Facts) -> Action | None:
+    """The chapter's data-parallel answer (every DDP setting against DDP's defaults), or, where the run did not
+    measure DDP's defaults, that it did not, with the fastest setting it measured against one-bucket DDP."""
     a = facts.advice_for("ddp.option")
     if a is not None:
         return Action(say.advice(a, facts), a.snippet)
+    d = facts.data.get("ddp_default") or {}
     b = facts.get("best_option_direct")
-    if b is None:
+    if b is None or d.get("measured", True):
         return None
-    return Action(f"Keep one-bucket DDP for {say.text(facts.data['workload']['words'])}: its fastest option, "
-                  f"{_option(b)}, ran {say.comparison(b, facts, baseline='one-bucket DDP')}.")
+    return Action(f"For {say.text(facts.data['workload']['words'])}, DDP's defaults ({say.code(d['call'])}: "
+                  f"{say.code(d['settings'])}) were not measured in this run, so no DDP setting is advised against "
+                  f"them. The fastest setting it measured, {_option(b)}, ran "
+                  f"{say.comparison(b, facts, baseline='one-bucket DDP')}.")
+
+
+def _default_words(facts: Facts) -> str:
+    """"; with DDP's defaults, each GPU lost 5.1%" where the run measured them, else that it did not."""
+    f, lost, dev = facts.get("ddp_default_eff"), facts.get("ddp_default_loss"), _dev(facts)
+    if f is None or lost is None:
+        d = facts.data.get("ddp_default") or {}
+        return "; DDP's defaults were not measured in this run" if d.get("measured") is False else ""
+    kept = f"lost {say.value(lost, runs=False)}" if lost.number >= 0 else f"kept {say.value(f, runs=False)}"
+    return f"; with DDP's defaults ({say.code(facts.data['ddp_default']['call'])}), each {dev} {kept}"
 
 
 def _path_actions(facts: Facts) -> list[Action]:
@@ -132,7 +148,7 @@ def opening(facts) -> Opening:
     n = _n(facts)
     if facts.data["workload"]["cuda"]:
         out = [_finding(facts, "scaling_direct", f"On {_devs(facts, n)} over NCCL, each GPU {_kept(facts)} of one "
-                        f"GPU's steps/s without DDP, with DDP's fastest option, {_option(s)}.")]
+                        f"GPU's steps/s without DDP, with DDP's fastest setting, {_option(s)}{_default_words(facts)}.")]
         c = facts.get("host_path_cost")
         if c is not None:
             out.append(_finding(facts, "host_path_cost", f"Forced through the host with {_env(c.setting['path'])}, "
@@ -146,8 +162,8 @@ def opening(facts) -> Opening:
     else:
         model = say.code(facts.data["workload"]["model"])
         out = [_finding(facts, "scaling_direct", f"No GPU here: in {n} gloo processes training {model}, each process "
-                        f"{_kept(facts)} of one process's steps/s without DDP; GPU numbers on this page are the "
-                        "reference host's.")]
+                        f"{_kept(facts)} of one process's steps/s without DDP, with the fastest DDP setting, "
+                        f"{_option(s)}{_default_words(facts)}; GPU numbers on this page are the reference host's.")]
         out += one_dev
         b = facts.get("best_option_direct")
         if b is not None:
@@ -221,7 +237,8 @@ def _finding_host_path(facts: Facts) -> Finding:
         c = facts.get(f"host_cost_{h}")
         if c is None:
             continue
-        share = facts.get("nccl_share_host") if facts.data.get("host_path") == h else None
+        share = facts.get("nccl_share_host")
+        share = share if share is not None and share.setting["path"] == h else None
         parts.append(f"{path_words(h)} ({_transports(facts, h)}): {say.value(_rate(facts, h, 'ddp'))}, "
                      f"{say.comparison(c, baseline=DIRECT_BASE)}"
                      + (f", NCCL kernels {say.value(share)} of the step" if share is not None else ""))
@@ -307,8 +324,8 @@ def _finding_curve(facts: Facts) -> Finding | None:
 
 
 # --------------------------------------------------------------------------- published metrics
-PUBLISHED_FACTS = ("one_gpu", "ddp_one_gpu", "ddp_slowdown_direct", "host_path_collapse", "nccl_share_host",
-                   "bucket_view_gain", "bf16_gain_host", "powersgd_host")
+PUBLISHED_FACTS = ("one_gpu", "ddp_one_gpu", "ddp_slowdown_direct", "host_path_collapse", "host_path_collapse_shm",
+                   "nccl_share_host", "bucket_view_gain", "bf16_gain_host", "powersgd_host")
 
 
 def key_metrics(facts) -> dict:
@@ -356,13 +373,32 @@ def scope_text(res, ref) -> str:
 
 
 def sweep_text(facts) -> str:
+    """The bucket sweep: the fastest size (or the sizes level with it: their windows overlap, so none is named
+    fastest), the next one and the slowest, each against the top."""
     facts = facts_of(facts)
     c = facts.get("sweep_best")
     if c is None:
         return ""
-    hi, lo = facts[c.of], facts[c.basis]
-    return (f"Over the sweep, {_option(hi)} was fastest at {say.value(hi)} and {_option(lo)} slowest at "
-            f"{say.value(lo)}; the fastest ran {say.comparison(c, baseline='the slowest')}.")
+    d = facts.data["sweep"]
+    hi, lo, nxt = facts[c.of], facts[c.basis], facts[facts["sweep_next"].basis]
+
+    def size(f: Fact) -> str:
+        return say.code(f"bucket_cap_mb={d['caps'][f.key]}")
+
+    head = f"Over the sweep ({say.text('static_graph + gradient_as_bucket_view')} at each bucket size), "
+    top = [hi, *(facts[k] for k in d["level"])]
+    if len(top) > 1:
+        parts = [f"{size(f)} at {say.value(f)}" for f in top]
+        text = (head + ", ".join(parts[:-1]) + f" and {parts[-1]} were level at the top: their "
+                "windows' ranges overlap, so none of them is named the fastest")
+    else:
+        text = head + f"{size(hi)} was fastest at {say.value(hi)}"
+        if nxt is not lo:
+            text += f", {say.comparison(facts['sweep_next'], baseline=f'the next, {size(nxt)}')}"
+    if lo not in top:
+        text += f"; {size(lo)} was slowest at {say.value(lo)}, and {size(hi)} ran " \
+                f"{say.comparison(c, baseline=size(lo))}"
+    return text + "."
 
 
 def profile_note(facts) -> str:

@@ -33,10 +33,11 @@ class Params(ChapterParams):
     gpus: object = param("all", 'GPUs for the N-GPU jobs: "all" or a number', kind="int", minimum=1, maximum=64,
                          also=("all",))
     cpu_procs: int = param(2, "processes per job without CUDA (gloo)", minimum=1, maximum=64)
-    ladder: list = param(["ddp", "static_graph", "bucket_view", "bf16", "powersgd"],
-                         'rungs on N GPUs ("name@MiB" sets the bucket)', kind="str_list")
-    bucket_cap_mb: int = param(2000, "the naive start: one bucket for all gradients", minimum=1, maximum=100_000,
-                               unit="MiB")
+    ladder: list = param(["default", "ddp", "static_graph", "bucket_view", "bf16", "powersgd"],
+                         'rungs on N GPUs ("name@MiB" sets the bucket; "default": DDP with PyTorch\'s defaults, the '
+                         "baseline of the chapter's answer)", kind="str_list")
+    bucket_cap_mb: int = param(2000, 'the naive start: one bucket for all gradients (every rung but "default")',
+                               minimum=1, maximum=100_000, unit="MiB")
     bucket_sweep: list = param([1, 25, 100, 500],
                                "bucket_cap_mb values tried with static_graph + gradient_as_bucket_view (may be empty)",
                                kind="int_list", unit="MiB")

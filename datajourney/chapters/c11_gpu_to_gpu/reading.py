@@ -21,10 +21,29 @@ EXPLAIN = "explain"
 CHANNEL_JOB = "nch"
 #: NCCL's channel count (the fewest and most it may use), read when the process group starts.
 CHANNEL_ENV = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+#: DDP's own bucket size (``DistributedDataParallel(bucket_cap_mb=25)``), which the ``default`` rung keeps.
+DDP_DEFAULT_MB = 25
+#: The rung that is DDP as a reader gets it without the book: every argument at PyTorch's default.
+DEFAULT_RUNG = "default"
+#: The rung names of the ladder and their DDP settings; "<rung>@<MiB>" sets bucket_cap_mb (not on ``default``,
+#: whose bucket is DDP's own :data:`DDP_DEFAULT_MB`).
+RUNGS = {
+    "no_ddp": dict(ddp=False, static_graph=False, bucket_view=False, hook="none"),
+    DEFAULT_RUNG: dict(ddp=True, static_graph=False, bucket_view=False, hook="none"),
+    "ddp": dict(ddp=True, static_graph=False, bucket_view=False, hook="none"),
+    "static_graph": dict(ddp=True, static_graph=True, bucket_view=False, hook="none"),
+    "bucket_view": dict(ddp=True, static_graph=True, bucket_view=True, hook="none"),
+    "bf16": dict(ddp=True, static_graph=True, bucket_view=True, hook="bf16"),
+    "fp16": dict(ddp=True, static_graph=True, bucket_view=True, hook="fp16"),
+    "powersgd": dict(ddp=True, static_graph=True, bucket_view=True, hook="powersgd"),
+}
 #: Each rung's name on the page.
-RUNG_LABELS = {"no_ddp": "one GPU, no DDP", "ddp": "DDP", "static_graph": "+ static_graph",
+RUNG_LABELS = {"no_ddp": "one GPU, no DDP", DEFAULT_RUNG: f"DDP's defaults (bucket_cap_mb={DDP_DEFAULT_MB})",
+               "ddp": "DDP", "static_graph": "+ static_graph",
                "bucket_view": "+ gradient_as_bucket_view", "bf16": "+ bf16 compression",
                "fp16": "+ fp16 compression", "powersgd": "+ PowerSGD"}
+#: A communication hook as the page names it.
+HOOK_WORDS = {"bf16": "bf16 compression", "fp16": "fp16 compression", "powersgd": "PowerSGD"}
 #: A forced-host-path job starts only with this many seconds of the time budget left.
 MIN_JOB_S = 45
 
@@ -33,6 +52,23 @@ def rung_label(name: str) -> str:
     """A rung's name on the page, with its bucket_cap_mb when the rung name sets one ("bf16@25")."""
     base, _, cap = name.partition("@")
     return RUNG_LABELS.get(base, base) + (f", bucket_cap_mb={cap}" if cap else "")
+
+
+def option_words(rung: str) -> str:
+    """A rung's DDP settings in full, every option that is on named (the ladder adds them one on top of another):
+    "static_graph + gradient_as_bucket_view with bucket_cap_mb=25", "one-bucket DDP", "DDP's defaults"."""
+    base, _, cap = str(rung).partition("@")
+    if base == DEFAULT_RUNG:
+        return "DDP's defaults"
+    if base == "ddp":
+        return f"DDP with bucket_cap_mb={cap}" if cap else "one-bucket DDP"
+    flags = RUNGS.get(base)
+    if flags is None:
+        return rung_label(rung)
+    on = [name for k, name in (("static_graph", "static_graph"), ("bucket_view", "gradient_as_bucket_view"))
+          if flags[k]]
+    on += [HOOK_WORDS[flags["hook"]]] if flags["hook"] in HOOK_WORDS else []
+    return " + ".join(on) + (f" with bucket_cap_mb={cap}" if cap else "")
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
