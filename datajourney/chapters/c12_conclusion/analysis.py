@@ -235,15 +235,16 @@ def token_loader(t: dict | None, demand: float | None) -> tuple[str, dict] | Non
 
 def gradient_hops(found: dict) -> list[dict]:
     """Chapter 11's model on N devices (steps/s): one device's step without DDP, and the gradient exchange as
-    chapter 11 measured its cost: the step time DDP added per step on N devices with its fastest setting (each
-    device's steps/s against one device's without DDP), so the hop's rate is 1000 ÷ that time. The bandwidth
+    chapter 11 measured its cost: the step time DDP added per step on N devices with its defaults (each device's
+    steps/s with ``DDP(model, device_ids=[rank])`` as is, against one device's without DDP), so the hop's rate is
+    1000 ÷ that time; a run that did not measure the defaults leaves the hop unmeasured. The bandwidth
     model (one all-reduce of all the gradients at the bus bandwidth measured at that size, no overlap) is kept
     beside it to show how far a model from bandwidth alone is from the measured cost."""
     g = _data(found, "11_gpu_to_gpu", "gradient_exchange")
     if not g or g.get("default") not in (g.get("paths") or {}):
         return [_hop("gradients", "gpu", "11_gpu_to_gpu", None)]
     d = g["paths"][g["default"]]
-    eff = found["11_gpu_to_gpu"].number(f"scaling_eff_{g['world']}")
+    eff = found["11_gpu_to_gpu"].number("ddp_default_eff")
     added = g["step_ms"] * (100 / eff - 1) if eff else None   # per step, ms; ≤ 0: no cost measurable
     return [_hop("gradients", "gpu", "11_gpu_to_gpu", 1e3 / g["step_ms"], on_gpu=bool(g.get("cuda"))),
             _hop("gradients", "allreduce", "11_gpu_to_gpu", 1e3 / added if added and added > 0 else None,

@@ -300,13 +300,14 @@ def _basis(h: dict, gpu: bool) -> str:
         added = (num(h['added_ms'], 'ms') if h["added_ms"] > 0 else
                  f"none measurable (DDP ran {num(-h['added_ms'], 'ms')} faster per step than without it, which no "
                  "exchange can do: a measurement problem, not a gain)")
-        return (f"the time DDP added to each step on {ranks}, measured (chapter 11): "
+        return (f"the time DDP with its defaults added to each step on {ranks}, measured (chapter 11): "
                 f"{added}; a bandwidth model alone ({num(h['grad_bytes'] / 1e6, 'MB')} of "
                 f"gradients at {num(h['busbw_GBps'], 'GB/s')} bus bandwidth, not overlapped) gives "
                 f"{num(h['allreduce_ms'], 'ms')}")
     if k == "allreduce":
-        return (f"{num(h['grad_bytes'] / 1e6, 'MB')} of gradients at {num(h['busbw_GBps'], 'GB/s')} bus bandwidth: "
-                f"{num(h['allreduce_ms'], 'ms')} per all-reduce, not overlapped")
+        return (f"not measured: chapter 11's run did not time DDP with its defaults; a bandwidth model alone "
+                f"({num(h['grad_bytes'] / 1e6, 'MB')} of gradients at {num(h['busbw_GBps'], 'GB/s')} bus bandwidth, "
+                f"not overlapped) gives {num(h['allreduce_ms'], 'ms')} per all-reduce")
     if k == "photo_cpu":
         return f"{h['cores']} cores ÷ {num(h['ms'], 'ms')} per photo on one core (chapter 8)"
     if k == "photo_loader":
@@ -432,6 +433,10 @@ def _served(facts: Facts, ch: str, key: str, cell: str) -> str:
     return f"{cell}, guest-cold: a cache below this virtual machine served it, not the device"
 
 
+#: A checklist question whose chapter ran but did not measure its baseline (the library's default) in this run.
+UNANSWERED = "not decided: this run did not measure the library's default it is decided against"
+
+
 def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
     """Practice · this run · reference host · published figure, one row per checklist entry: each the
     source chapter's own fact, copied into the diagnosis."""
@@ -444,7 +449,8 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
             b = theirs.advice_for(f"{ch[:2]}.{key[1:]}") if theirs is not None else None
             g = mine.get(a.gain) if a is not None and a.gain else None
             fig = published.figure(ch, g.published) if g is not None and g.published else None
-            mine_cell = phrasing.verdict(a, mine) if a is not None else "not run"
+            mine_cell = (phrasing.verdict(a, mine) if a is not None else "not run" if ch not in mine.data.get(
+                "found", []) else UNANSWERED)
             theirs_cell = phrasing.verdict(b, theirs) if b is not None else "—"
         else:
             f = mine.get(f"{ch[:2]}.{key}")
