@@ -205,7 +205,8 @@ def test_a_size_over_the_cgroup_headroom_fails_before_allocating(tmp_path):
         pcie.check_sizes([600 * MiB], limits=lim)  # three buffers: more than the room under the cgroup limit
     warnings = pcie.check_sizes([400 * MiB], limits=lim)  # fits, but takes over half of the limit
     assert len(warnings) == 1 and warnings[0]["kind"] == "cgroup"
-    res = type("R", (), {"metadata": {"warnings": warnings}})()
+    res = results.Result(chapter=pcie.CHAPTER, run_id="cpu", parameters={}, fingerprint={},
+                         metadata={"cuda": False, "warnings": warnings})
     assert "half of the container's memory limit" in page.warnings_text(res)[0]
 
 
@@ -524,13 +525,13 @@ def test_charts_and_tables_of_a_gpu_run():
     cp = page.clocks_pivot(res)
     ratios = cp.drop(columns="copy size")
     assert (ratios.iloc[0] > 1.2).all() and (ratios > 0.9).all().all()  # launch cost weighs on the smallest copy
-    od = page.overlap_display(res)
+    od = page.overlap_table(res)
     assert len(od.columns) <= 7 and len(od) == len(res.table("overlap"))
     assert set(od["verdict"]) <= {"overlaps", "serial", "unclear", "too short"}
     assert not od["overlap: median (p10 to p90)"].str.contains("-0.0%|–-|- ", regex=True).any()
     ck = page.copy_kernel_table(res)
     assert set(ck["call"]) == {"kernel", "copy", "both"} and (ck["median (ms)"] > 0).all()
-    pc = page.pin_cost_display(res)
+    pc = page.pin_cost_table(res)
     assert (pc["first call (ms)"] >= pc["later calls: median (ms)"]).all()
     lt = page.limits_table(res)
     assert lt.iloc[0]["value"] == "1.0 GiB" and "tightest" in lt.iloc[1]["limit"]
