@@ -54,16 +54,19 @@ def _pct(fraction: float) -> str:
 def pinned_h2d_measurements(res) -> list[dict]:
     """Every pinned host-to-device measurement of a run (:func:`analysis.pinned_h2d_measurements`), each with
     ``source``, where it comes from in words."""
-    out = []
-    for m in analysis.pinned_h2d_measurements(res):
-        n, path = size_label(m["size"]), say.text(m["path"])
-        source = {"sweep": f"PyTorch's {n} copy in the bandwidth sweep",
-                  "ceiling round": f"{path}'s {n} copy in the ceiling's round {m.get('round', 0) + 1} "
-                                   f"({say.text(m.get('phase', ''))})",
-                  "second path": f"{path}'s {n} copy",
-                  "both directions": f"PyTorch's {n} copy alone in the both-directions test"}[m["kind"]]
-        out.append(dict(m, source=source))
-    return out
+    return [dict(m, source=_source_words(m)) for m in analysis.pinned_h2d_measurements(res)]
+
+
+def _source_words(m: dict) -> str:
+    """Where a pinned host-to-device measurement comes from (its ``kind``, ``path``, ``size``, ``round`` and
+    ``phase``), in words."""
+    n, path = size_label(int(m["size"])), say.text(m.get("path", ""))
+    return {"sweep": f"PyTorch's {n} copy in the bandwidth sweep",
+            "ceiling round": f"{path}'s {n} copy in the ceiling's round {int(m.get('round', 0)) + 1} "
+                             f"({say.text(m.get('phase', ''))})",
+            "second path": f"{path}'s {n} copy",
+            "both directions": f"PyTorch's {n} copy alone in the both-directions test"}.get(str(m.get("kind")),
+                                                                                           f"a {n} copy")
 
 
 def ceiling(res) -> dict | None:
@@ -81,16 +84,9 @@ def ceiling_text(facts) -> str:
     c = facts.get("ceiling")
     if c is None:
         return "No pinned host-to-device copy was measured here."
-    s = c.setting
-    n, path = size_label(int(s["size"])), say.text(s.get("path", ""))
-    source = {"sweep": f"PyTorch's {n} copy in the bandwidth sweep",
-              "ceiling round": f"{path}'s {n} copy in the ceiling's round {int(s.get('round', 0)) + 1} "
-                               f"({say.text(s.get('phase', ''))})",
-              "second path": f"{path}'s {n} copy",
-              "both directions": f"PyTorch's {n} copy alone in the both-directions test"}.get(str(s.get("kind")),
-                                                                                             f"a {n} copy")
-    out = [f"The ceiling is **{say.value(c)}**, the highest of the {int(s['measurements'])} pinned host-to-device "
-           f"measurements of this run (each the median of its copies), set by {source}: no measurement of "
+    out = [f"The ceiling is **{say.value(c)}**, the highest of the {int(c.setting['measurements'])} pinned "
+           "host-to-device measurements of this run (each the median of its copies), set by "
+           f"{_source_words(c.setting)}: no measurement of "
            "this chapter exceeds it."]
     torch_, cupy = facts.get("ceiling_rounds_pytorch"), facts.get("ceiling_rounds_cupy")
     if torch_ is not None:
