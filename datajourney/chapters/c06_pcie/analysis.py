@@ -4,7 +4,9 @@ Every number the chapter's opening, key results and advice state is computed her
 of the four paths at the sweep's largest size and at the size of a typical training batch, pinned against
 pageable at both, the run's ceiling, the copy beside CPU work and beside matrix products, what pinning on
 the fly costs; on a host without CUDA, the host side only. ``facts.data["pcie_curve"]`` is the pinned
-host-to-device rate by copy size that chapter 12 reads."""
+host-to-device rate by copy size that chapter 12 reads; the rest of ``facts.data`` holds, as plain numbers and
+decisions, what the page's notes word (the staging story, the dip check, the two clocks, the overlap verdicts,
+the side-stream and pinning details, the published metrics, the limits' warnings)."""
 from __future__ import annotations
 
 import math
