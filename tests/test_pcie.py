@@ -5,6 +5,7 @@ results). The copies themselves need CUDA and run on the reference host; every p
 path runs here for real."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 from functools import partial
@@ -16,12 +17,13 @@ import torch
 from helpers import findings_by_key, has_nan
 
 from datajourney.book import harness
+from datajourney.chapters.c06_pcie import analysis, page, rules
 from datajourney.chapters.c06_pcie import charts as c06_charts
 from datajourney.chapters.c06_pcie import experiment as pcie
-from datajourney.chapters.c06_pcie import page, rules
 from datajourney.core import charts as plotting
 from datajourney.core import findings as fx
 from datajourney.core import results
+from datajourney.core.facts import Facts
 from datajourney.core.params import ParameterError
 
 _by_key = partial(findings_by_key, page)   # a page's findings by key
@@ -205,7 +207,8 @@ def test_a_size_over_the_cgroup_headroom_fails_before_allocating(tmp_path):
         pcie.check_sizes([600 * MiB], limits=lim)  # three buffers: more than the room under the cgroup limit
     warnings = pcie.check_sizes([400 * MiB], limits=lim)  # fits, but takes over half of the limit
     assert len(warnings) == 1 and warnings[0]["kind"] == "cgroup"
-    res = type("R", (), {"metadata": {"warnings": warnings}})()
+    res = results.Result(chapter=pcie.CHAPTER, run_id="cpu", parameters={}, fingerprint={},
+                         metadata={"cuda": False, "warnings": warnings})
     assert "half of the container's memory limit" in page.warnings_text(res)[0]
 
 
@@ -524,13 +527,13 @@ def test_charts_and_tables_of_a_gpu_run():
     cp = page.clocks_pivot(res)
     ratios = cp.drop(columns="copy size")
     assert (ratios.iloc[0] > 1.2).all() and (ratios > 0.9).all().all()  # launch cost weighs on the smallest copy
-    od = page.overlap_display(res)
+    od = page.overlap_table(res)
     assert len(od.columns) <= 7 and len(od) == len(res.table("overlap"))
     assert set(od["verdict"]) <= {"overlaps", "serial", "unclear", "too short"}
     assert not od["overlap: median (p10 to p90)"].str.contains("-0.0%|–-|- ", regex=True).any()
     ck = page.copy_kernel_table(res)
     assert set(ck["call"]) == {"kernel", "copy", "both"} and (ck["median (ms)"] > 0).all()
-    pc = page.pin_cost_display(res)
+    pc = page.pin_cost_table(res)
     assert (pc["first call (ms)"] >= pc["later calls: median (ms)"]).all()
     lt = page.limits_table(res)
     assert lt.iloc[0]["value"] == "1.0 GiB" and "tightest" in lt.iloc[1]["limit"]
@@ -802,3 +805,25 @@ def test_chapter_6_opening_without_a_gpu_says_what_to_run():
     assert [f.key for f in op.findings] == ["no_cuda", "host_memcpy", "cpu_jitter"]
     assert "measured **no PCIe**" in op.findings[0].text and all(f.value for f in op.findings[1:])
     assert "NVIDIA GPU" in op.actions[0].text
+
+
+WORDED = (page.pageable_drop_note, page.staging_details, page.dip_cause, page.two_clocks, page.cpu_overlap_note,
+         page.overlap_rule, page.overlap_caveat, page.copy_kernel_note, page.pin_cost_note, page.bidirectional_text,
+         page.stale_text, page.versus_published, page.warnings_text, page.key_metrics, page.has_staging,
+         page.has_overlap_spread)
+
+
+def test_the_page_words_the_stored_facts_and_reads_no_table():
+    """The notes read the facts as stored in a result file (plain JSON), not the tables: the same words from
+    the stored facts as from the result, and a decision changed in the stored facts changes the words."""
+    res = gpu_result()
+    stored = Facts.from_dict(json.loads(json.dumps(analysis.analyse(res).to_dict(), allow_nan=False)))
+    for note in WORDED:
+        assert note(stored) == note(res), note.__name__
+    stale = stored.data["stale_read"]["stale"]
+    assert ("Nothing crashed" in page.stale_text(res)) == stale
+    stored.data["stale_read"]["stale"] = not stale
+    assert ("Nothing crashed" in page.stale_text(stored)) != stale
+    agree = stored.data["clocks"]["pageable_agree"]
+    stored.data["clocks"]["pageable_agree"] = not agree
+    assert ("outside the CUDA events" in page.two_clocks(stored)) == agree

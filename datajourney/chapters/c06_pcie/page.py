@@ -2,77 +2,45 @@
 published metrics, the computed notes and the display tables of the notebook."""
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c06_pcie import analysis
 from datajourney.chapters.c06_pcie.analysis import CHAPTER, _events
 from datajourney.chapters.c06_pcie.analysis import analyse as _analyse
 from datajourney.chapters.c06_pcie.rules import (
+    CLOCKS_AGREE,
+    DIP_TOL,
     MIN_COPY_OVER_JITTER,
     OVERLAPS,
     PER_LANE_GBPS,
+    SAME_PATH_TOL,
     SERIAL,
+    STAGING_TOL,
     TOO_SHORT,
-    verdict,
 )
 from datajourney.chapters.common import facts_reader
 from datajourney.core import findings as fx
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts, host_label
 from datajourney.core.findings import Action, Finding, Opening, size_label
-from datajourney.core.units import MiB
 from datajourney.toolkit import transfer
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
 
-#: Two clocks "agree" when their medians differ by less than this share.
 #: Lines the opening's findings and first sentences of actions fill: the introduction above them runs six lines.
 OPENING_LINES = 10
-CLOCKS_AGREE = 0.05
 
 
 def key_metrics(res) -> dict:
-    """The published metrics of this chapter, from a result: name -> (value, None)."""
-    out = {}
-    if "bandwidth" not in res.tables:
-        return out
-    b = _events(res).set_index(["size", "direction", "memory"])["median"]
-    gib, q = 1 << 30, 256 << 20
-    for key, (size, d, m) in {"H2D pinned, 1 GiB": (gib, "H2D", "pinned"),
-                              "D2H pageable, 256 MiB": (q, "D2H", "pageable"),
-                              "D2H pageable, 1 GiB": (gib, "D2H", "pageable"),
-                              "D2H pinned, 1 GiB": (gib, "D2H", "pinned")}.items():
-        if (size, d, m) in b.index:
-            out[key] = (float(b.loc[(size, d, m)]), None)
-    if "D2H pinned, 1 GiB" in out and "D2H pageable, 1 GiB" in out:
-        out["D2H pinned ÷ pageable, 1 GiB"] = (out["D2H pinned, 1 GiB"][0] / out["D2H pageable, 1 GiB"][0], None)
-    if "overlap" in res.tables:
-        o = res.table("overlap")
-        o = o[(o["memory"] == "pinned") & (o["mode"] == "non_blocking")].set_index("size")
-        for size, label in ((q, "256 MiB"), (16 << 20, "16 MiB")):
-            if size in o.index:
-                row = o.loc[size]
-                judged = "verdict" not in row or row["verdict"] != TOO_SHORT
-                out[f"overlap, pinned + non_blocking, {label}"] = (100 * float(row["overlap"]) if judged else None,
-                                                                   None)
-    peak = res.metadata.get("link", {}).get("peak_GBps")
-    if peak:
-        out["link peak (theoretical)"] = (peak, None)
-    return out
+    """The published metrics of this chapter, from a result's facts: name -> (value, None)."""
+    return {k: (v, None) for k, v in (facts_of(res).data.get("key_metrics") or {}).items()}
 
 
 _PATHS = {("H2D", "pinned"): "host-to-device from pinned memory",
           ("H2D", "pageable"): "host-to-device from pageable memory",
           ("D2H", "pinned"): "device-to-host into pinned memory",
           ("D2H", "pageable"): "device-to-host into pageable memory"}
-
-
-def _published_if(size: int, wanted: int, metric: str) -> str | None:
-    return metric if size == wanted else None
 
 
 def _pct(fraction: float) -> str:
@@ -86,16 +54,19 @@ def _pct(fraction: float) -> str:
 def pinned_h2d_measurements(res) -> list[dict]:
     """Every pinned host-to-device measurement of a run (:func:`analysis.pinned_h2d_measurements`), each with
     ``source``, where it comes from in words."""
-    out = []
-    for m in analysis.pinned_h2d_measurements(res):
-        n, path = size_label(m["size"]), say.text(m["path"])
-        source = {"sweep": f"PyTorch's {n} copy in the bandwidth sweep",
-                  "ceiling round": f"{path}'s {n} copy in the ceiling's round {m.get('round', 0) + 1} "
-                                   f"({say.text(m.get('phase', ''))})",
-                  "second path": f"{path}'s {n} copy",
-                  "both directions": f"PyTorch's {n} copy alone in the both-directions test"}[m["kind"]]
-        out.append(dict(m, source=source))
-    return out
+    return [dict(m, source=_source_words(m)) for m in analysis.pinned_h2d_measurements(res)]
+
+
+def _source_words(m: dict) -> str:
+    """Where a pinned host-to-device measurement comes from (its ``kind``, ``path``, ``size``, ``round`` and
+    ``phase``), in words."""
+    n, path = size_label(int(m["size"])), say.text(m.get("path", ""))
+    return {"sweep": f"PyTorch's {n} copy in the bandwidth sweep",
+            "ceiling round": f"{path}'s {n} copy in the ceiling's round {int(m.get('round', 0)) + 1} "
+                             f"({say.text(m.get('phase', ''))})",
+            "second path": f"{path}'s {n} copy",
+            "both directions": f"PyTorch's {n} copy alone in the both-directions test"}.get(str(m.get("kind")),
+                                                                                           f"a {n} copy")
 
 
 def ceiling(res) -> dict | None:
@@ -113,16 +84,9 @@ def ceiling_text(facts) -> str:
     c = facts.get("ceiling")
     if c is None:
         return "No pinned host-to-device copy was measured here."
-    s = c.setting
-    n, path = size_label(int(s["size"])), say.text(s.get("path", ""))
-    source = {"sweep": f"PyTorch's {n} copy in the bandwidth sweep",
-              "ceiling round": f"{path}'s {n} copy in the ceiling's round {int(s.get('round', 0)) + 1} "
-                               f"({say.text(s.get('phase', ''))})",
-              "second path": f"{path}'s {n} copy",
-              "both directions": f"PyTorch's {n} copy alone in the both-directions test"}.get(str(s.get("kind")),
-                                                                                             f"a {n} copy")
-    out = [f"The ceiling is **{say.value(c)}**, the highest of the {int(s['measurements'])} pinned host-to-device "
-           f"measurements of this run (each the median of its copies), set by {source}: no measurement of "
+    out = [f"The ceiling is **{say.value(c)}**, the highest of the {int(c.setting['measurements'])} pinned "
+           "host-to-device measurements of this run (each the median of its copies), set by "
+           f"{_source_words(c.setting)}: no measurement of "
            "this chapter exceeds it."]
     torch_, cupy = facts.get("ceiling_rounds_pytorch"), facts.get("ceiling_rounds_cupy")
     if torch_ is not None:
@@ -153,106 +117,28 @@ def ceiling_text(facts) -> str:
     return " ".join(out)
 
 
-def _staging_median(st: pd.DataFrame, measure: str) -> pd.Series:
-    s = st[st["measure"] == measure].set_index("size")["median"]
-    return s.sort_index()
+def _staging(res) -> dict:
+    """The staging story of a result's facts (:func:`analysis.staging_story` and what its details decide)."""
+    return facts_of(res).data["staging"]
 
 
-def staging_story(res) -> dict:
-    """What the staging experiment shows about pageable H2D copies, as numbers (see
-    :func:`finding_pageable_drop`). Works on the bandwidth sweep alone when no staging table exists."""
-    out = dict(llc=res.metadata.get("llc", {}).get("bytes"))
-    b = _events(res)
-    h = b[(b["direction"] == "H2D") & (b["memory"] == "pageable")].set_index("size")["median"].sort_index()
-    d = b[(b["direction"] == "D2H") & (b["memory"] == "pageable")].set_index("size")["median"].sort_index()
-    big = h[h.index >= 16 * MiB] if (h.index >= 16 * MiB).any() else h
-    out.update(h2d_peak=float(big.max()), h2d_peak_size=int(big.idxmax()), h2d_last=float(h.iloc[-1]),
-               h2d_last_size=int(h.index[-1]), d2h_min=float(d[d.index >= big.index.min()].min()),
-               d2h_max=float(d[d.index >= big.index.min()].max()))
-    out["drop"] = out["h2d_last"] / out["h2d_peak"]
-    out["has_staging"] = ("staging" in res.tables
-                          and (res.table("staging")["measure"] == "H2D pageable, source cached").any())
-    if not out["has_staging"]:
-        return out
-    st = res.table("staging")
-    cached = _staging_median(st, "H2D pageable, source cached")
-    flushed = _staging_median(st, "H2D pageable, cache flushed")
-    mem_c = _staging_median(st, "memcpy one core, source cached")
-    mem_f = _staging_median(st, "memcpy one core, cache flushed")
-    d2h = _staging_median(st, "D2H pageable")
-    huge = _staging_median(st, "H2D pageable, huge pages")
-    small, large = int(cached.index.min()), int(cached.index.max())
-    out.update(small=small, large=large, cached_small=float(cached[small]), cached_large=float(cached[large]),
-               flushed_small=float(flushed[small]), flushed_large=float(flushed[large]),
-               memcpy_cached_small=float(mem_c[small]), memcpy_cached_large=float(mem_c[large]),
-               memcpy_flushed_small=float(mem_f[small]), d2h_small=float(d2h[small]), d2h_large=float(d2h[large]))
-    # where the cached copy falls below the midpoint between its small- and large-size rates
-    mid = (out["cached_small"] + out["cached_large"]) / 2
-    below = cached[cached < mid]
-    out["knee"] = int(below.index.min()) if len(below) else None
-    out["cached_at_knee"] = float(cached[out["knee"]]) if out["knee"] else None
-    out["memcpy_flushed_large"] = float(mem_f[large])
-    if len(huge):
-        beyond = [x for x in cached.index if x >= (out["knee"] or small) and x in huge.index]
-        out["huge_sizes"] = beyond
-        out["huge_runs"] = [float(huge[x]) for x in beyond]
-        out["cached_runs"] = [float(cached[x]) for x in beyond]
-        out["huge_ratios"] = [h / c for h, c in zip(out["huge_runs"], out["cached_runs"])]
-        hb = st[(st["measure"] == "H2D pageable, huge pages")]
-        out["huge_bytes"] = (float(hb["huge_bytes"].dropna().min())
-                             if "huge_bytes" in hb and hb["huge_bytes"].notna().any() else None)
-    # does the single-core memcpy follow the copy? correlation of the two curves over sizes
-    both = pd.concat([cached.rename("copy"), mem_c.rename("memcpy")], axis=1).dropna()
-    out["corr"] = float(both["copy"].corr(both["memcpy"])) if len(both) > 2 else float("nan")
-    return out
-
-
-#: a spread of the huge-page effect over sizes wider than this (max - min of the ratios) leaves it unresolved
-HUGE_SPREAD = 0.2
-#: two measurements of the same path that differ by more than this are reported as differing
-SAME_PATH_TOL = 0.10
-
-
-def _cause_kind(s: dict) -> str:
-    """Which reading of the staging experiment the data support: 'cache', 'other', 'cached', 'none'."""
-    flush_hurts = s["flushed_small"] < 0.8 * s["cached_small"]
-    cached_falls = s["cached_large"] < 0.8 * s["cached_small"]
-    return ("cache" if flush_hurts and cached_falls else "other" if cached_falls else
-            "cached" if flush_hurts else "none")
-
-
-#: A change of the staging experiment's rate (size to size, cached to flushed) smaller than this is "level".
-STAGING_TOL = 0.10
-
-
-def _staging_runs(res, measure: str, size: int) -> list[float]:
-    """GB/s of every copy of ``measure`` at ``size`` (the medians' table alone: its median)."""
-    if "staging_raw" in res.tables:
-        r = res.table("staging_raw")
-        v = r[(r["measure"] == measure) & (r["size"] == size)]["GBps"].tolist()
-        if v:
-            return [float(x) for x in v]
-    st = res.table("staging")
-    return [float(x) for x in st[(st["measure"] == measure) & (st["size"] == size)]["median"]]
-
-
-def _change(after: list[float], before: list[float], *, up: str, down: str, same: str) -> str:
-    """How ``after`` differs from ``before``, in words decided by the data: 'rose by 24%' (``up``),
+def _change_words(c: dict, *, up: str, down: str, same: str) -> str:
+    """A change the analysis measured (its direction and relative size), in words: 'rose by 24%' (``up``),
     'fell by 12%', or 'stayed within 10%'."""
-    d = fx.direction(after, before, tol=STAGING_TOL)
-    r = float(np.mean(after) / np.mean(before)) - 1
-    return fx.choose(d, f"{up} by {fx.pct(r)}", f"{down} by {fx.pct(-r)}", f"{same} within {fx.pct(STAGING_TOL)}")
+    r = c["change"]
+    return fx.choose(c["direction"], f"{up} by {fx.pct(r)}", f"{down} by {fx.pct(-r)}",
+                     f"{same} within {fx.pct(STAGING_TOL)}")
 
 
 def pageable_drop_note(res) -> str:
     """What the staging experiment says about the cause of the pageable host-to-device rate, in one
-    or two sentences computed from its table: the cause only when this run's data support it, and
+    or two sentences worded from its facts: the cause only when this run's data support it, and
     otherwise how the rate moved with size and with a flushed cache, and that the CPU-cache cause
     does not reproduce here."""
-    s = staging_story(res)
+    s = _staging(res)
     if not s["has_staging"]:
         return "This result has no staging experiment, so the cause is not measured in it."
-    kind = _cause_kind(s)
+    kind = s["kind"]
     small, large = size_label(s["small"]), size_label(s["large"])
     if kind == "cache":
         knee = s.get("knee")
@@ -261,11 +147,8 @@ def pageable_drop_note(res) -> str:
                 f"{fx.num(s['cached_small'])} to {fx.num(s['flushed_small'], 'GB/s')}, and from "
                 + (f"about {size_label(knee)}" if knee else "the larger sizes")
                 + " on the source no longer stays cached between copies.")
-    cached = "H2D pageable, source cached"
-    by_size = _change(_staging_runs(res, cached, s["large"]), _staging_runs(res, cached, s["small"]),
-                      up="rose", down="fell", same="stayed")
-    by_flush = _change(_staging_runs(res, "H2D pageable, cache flushed", s["small"]),
-                       _staging_runs(res, cached, s["small"]), up="sped up", down="slowed", same="stayed")
+    by_size = _change_words(s["by_size"], up="rose", down="fell", same="stayed")
+    by_flush = _change_words(s["by_flush"], up="sped up", down="slowed", same="stayed")
     text = (f"In the staging experiment the cached pageable copy {by_size} from {small} to {large} "
             f"({fx.num(s['cached_small'])} to {fx.num(s['cached_large'], 'GB/s')}), and a {small} copy "
             f"{by_flush} with the CPU caches flushed first ({fx.num(s['flushed_small'], 'GB/s')}): ")
@@ -285,104 +168,68 @@ def _sizes_text(sizes) -> str:
     return f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
 
 
-#: A size whose interleaved median lies this much (relative) below the largest size's dips.
-DIP_TOL = 0.15
-#: Page faults or CPU time per byte this much (relative) above the largest size's count as "more".
-DIP_COST_TOL = 0.25
+def dip_cause(res) -> str:
+    """Which explanation of the pageable dip the interleaved check supports, worded from the result's facts
+    (:func:`analysis.dip_check`; the staging details word it for the dip's own sizes)."""
+    return _dip_words(facts_of(res).data["dip_check"])
 
 
-def dip_summary(res) -> pd.DataFrame:
-    """Per size of the interleaved dip check: median GB/s (p10, p90), median CPU ms of the calling
-    thread per GB, mean page faults per MiB, and the number of copies."""
-    if "staging_dip" not in res.tables or res.table("staging_dip").empty:
-        return pd.DataFrame()
-    d = res.table("staging_dip").copy()
-    d["cpu_ms_per_GB"] = d["cpu_ms"] / (d["size"] / 1e9)
-    d["faults_per_MiB"] = (d["minor_faults"] + d["major_faults"]) / (d["size"] / MiB)
-    g = d.groupby("size")
-    return pd.DataFrame({"median": g["GBps"].median(), "p10": g["GBps"].quantile(0.1),
-                         "p90": g["GBps"].quantile(0.9), "cpu_ms_per_GB": g["cpu_ms_per_GB"].median(),
-                         "faults_per_MiB": g["faults_per_MiB"].mean(), "n": g["GBps"].count()}).sort_index()
-
-
-def dip_cause(res, block_dip: list[int] | None = None) -> str:
-    """Which explanation of the pageable dip the interleaved check supports: the order of the block
-    experiment (each size measured in one block, after different work: the dip vanishes when sizes
-    are interleaved), or something about those sizes (it stays); then whether the driver's staging
-    work per byte (the calling thread's CPU time) or page faults grow at the dip's sizes."""
-    ds = dip_summary(res)
-    if ds.empty:
-        if not res.metadata.get("cuda"):
+def _dip_words(d: dict) -> str:
+    """The interleaved check's reading of a dip (:func:`analysis.dip_check`): the order of the block
+    experiment (each size measured in one block, after different work: the dip vanishes when sizes are
+    interleaved), or something about those sizes (it stays); then whether the driver's staging work per byte
+    (the calling thread's CPU time) or page faults grow at the dip's sizes."""
+    if not d["ran"]:
+        if not d["cuda"]:
             return ("The interleaved check that decides the dip copies to a GPU: not measured in this run "
                     "(skipped).")
-        where = ("not in the reference run" if str(res.run_id).startswith("reference") else
-                 "not run here (`dip_sizes` is empty)")
+        where = "not in the reference run" if d["reference"] else "not run here (`dip_sizes` is empty)"
         return f"The interleaved check that decides it is {where}."
-    large = int(ds.index.max())
-    top = float(ds.loc[large, "median"])
-    mid = ds[ds.index < large]
-    dips = mid[mid["median"] * (1 + DIP_TOL) < top]
-    rounds = int(ds["n"].min())
-    text = (f"Interleaved ({rounds} rounds, every size once per round in a shuffled order), the pageable copy ran at "
-            + "; ".join(f"{fx.num(r['median'], 'GB/s')} at {size_label(int(n))}" for n, r in ds.iterrows()) + ". ")
-    block = sorted(block_dip or [])
-    covered = [x for x in block if x in ds.index]
+    large = d["large"]
+    text = (f"Interleaved ({d['rounds']} rounds, every size once per round in a shuffled order), the pageable copy "
+            "ran at " + "; ".join(f"{fx.num(v, 'GB/s')} at {size_label(n)}" for n, v in d["medians"]) + ". ")
+    block, covered = d["block"], d["covered"]
     if block and not covered:
         return text + (f"The dip of the block experiment lies at {_sizes_text(block)}, which the interleaved check "
                        "did not copy: this run does not say whether the order or the size made it.")
-    if not len(dips):
-        missed = [x for x in block if x not in covered]
+    if not d["dips"]:
+        missed = d["missed"]
         return text + ("**The data support an artefact of the order**: interleaved, no size below "
                        f"{size_label(large)} fell more than {fx.pct(DIP_TOL)} under it"
                        + (f", although measured one size at a time {_sizes_text(covered)} did" if covered else "")
                        + "; what ran before each block, not the size, made the dip"
                        + (f" (the check did not copy {_sizes_text(missed)})." if missed else "."))
-    text += (f"At {_sizes_text(list(dips.index))} it stays more than {fx.pct(DIP_TOL)} below {size_label(large)}: "
+    text += (f"At {_sizes_text(d['dips'])} it stays more than {fx.pct(DIP_TOL)} below {size_label(large)}: "
              "the dip belongs to the size, not the order. ")
-    cpu_up = (dips["cpu_ms_per_GB"] > (1 + DIP_COST_TOL) * ds.loc[large, "cpu_ms_per_GB"]).all()
-    base_f = float(ds.loc[large, "faults_per_MiB"])
-    faults_up = (dips["faults_per_MiB"] > (1 + DIP_COST_TOL) * max(base_f, 1e-9)).all() and dips[
-        "faults_per_MiB"
-    ].max() > 0
-    text += (f"The calling thread spent {fx.span(dips['cpu_ms_per_GB'].min(), dips['cpu_ms_per_GB'].max(), 'ms')} of "
-             f"CPU per GB there against {fx.num(float(ds.loc[large, 'cpu_ms_per_GB']), 'ms')} at {size_label(large)}, "
-             f"and the process took {fx.span(dips['faults_per_MiB'].min(), dips['faults_per_MiB'].max())} page faults "
-             f"per MiB against {fx.num(base_f)}. ")
-    if faults_up:
+    text += (f"The calling thread spent {fx.span(*d['cpu_per_GB'], 'ms')} of CPU per GB there against "
+             f"{fx.num(d['cpu_per_GB_large'], 'ms')} at {size_label(large)}, and the process took "
+             f"{fx.span(*d['faults_per_MiB'])} page faults per MiB against {fx.num(d['faults_per_MiB_large'])}. ")
+    if d["faults_up"]:
         return text + ("**The data support page faults during the copy**: the dip's sizes fault more per byte, and "
                        "each fault stalls the staging.")
-    if cpu_up:
+    if d["cpu_up"]:
         return text + ("**The data support slower staging on the CPU**: the driver's copy into its staging buffers "
                        "costs more CPU per byte at those sizes, without more page faults.")
     return text + ("Neither page faults nor the CPU's staging work per byte grow at those sizes, so the data support "
                    "neither explanation: this run does not explain the dip.")
 
 
-def _same_path_verdict(res, sizes, sweep: pd.Series, cached: pd.Series) -> str:
+def _same_path_words(same: dict) -> str:
     """Which of two differing measurements of the same path the interleaved check agrees with."""
-    ds = dip_summary(res)
-    both = [x for x in sizes if x in ds.index]
-    if not both:
+    if not same.get("check"):
         return "; this run does not say which difference matters."
-    parts = []
-    for x in both:
-        v = float(ds.loc[x, "median"])
-        near = "the bandwidth sweep" if abs(v - sweep[x]) < abs(v - cached[x]) else "the staging experiment"
-        parts.append(f"at {size_label(x)} the interleaved check measured {fx.num(v, 'GB/s')}, nearer {near}")
-    return "; " + "; ".join(parts) + "."
+    return "; " + "; ".join(
+        f"at {size_label(c['size'])} the interleaved check measured {fx.num(c['GBps'], 'GB/s')}, nearer "
+        + ("the bandwidth sweep" if c["nearer"] == "sweep" else "the staging experiment") for c in same["check"]) + "."
 
 
 def staging_details(res) -> str:
-    """What the staging experiment shows beyond the key result, computed: the rates behind the cause,
-    the share of one core's copy rate, where one core does not model the staging stage, a dip and
+    """What the staging experiment shows beyond the key result, worded from its facts: the rates behind the
+    cause, the share of one core's copy rate, where one core does not model the staging stage, a dip and
     recovery decided by the interleaved check, the same path measured in two experiments, huge pages."""
-    s = staging_story(res)
+    s = _staging(res)
     if not s["has_staging"]:
         return ""
-    st = res.table("staging")
-    cached = _staging_median(st, "H2D pageable, source cached")
-    mem_c = _staging_median(st, "memcpy one core, source cached")
-    mem_f = _staging_median(st, "memcpy one core, cache flushed")
     small, large = size_label(s["small"]), size_label(s["large"])
     out = [f"A {small} pageable copy ran at {fx.num(s['cached_small'], 'GB/s')} with its source cached and "
            f"{fx.num(s['flushed_small'], 'GB/s')} with the CPU caches flushed first; at {large}, "
@@ -390,288 +237,193 @@ def staging_details(res) -> str:
            f"the same {small} source managed {fx.num(s['memcpy_cached_small'], 'GB/s')} from cache and "
            f"{fx.num(s['memcpy_flushed_small'], 'GB/s')} from DRAM."]
     knee, llc = s.get("knee"), s["llc"]
-    if _cause_kind(s) == "cache" and knee:
-        at_knee = float(s["cached_at_knee"])
-        if 0.8 <= s["flushed_small"] / at_knee <= 1.25:
+    if s["kind"] == "cache" and knee:
+        if s["flushed_like_knee"]:
             out.append(f"The flushed {small} copy runs about as fast as a cached {size_label(knee)} copy "
-                       f"({fx.num(at_knee, 'GB/s')}): from there on the source is read from DRAM.")
+                       f"({fx.num(s['cached_at_knee'], 'GB/s')}): from there on the source is read from DRAM.")
         if llc:
-            vm = ((res.fingerprint.get("cpu") or {}).get("hypervisor")
-                  and " (in a virtual machine other guests may share that cache; this run does not measure how much)")
+            vm = (" (in a virtual machine other guests may share that cache; this run does not measure how much)"
+                  if s["in_vm"] else "")
             out.append(f"The cached copy's knee, {size_label(knee)}, is where source and staging buffers outgrow "
                        f"the {size_label(llc)} last-level cache."
-                       if knee >= llc / 2 else
+                       if s["knee_at_llc"] else
                        f"The cached copy's knee, {size_label(knee)}, lies well below the {size_label(llc)} last-level "
-                       f"cache this CPU reports, so the cache's size alone does not place it{vm or ''}.")
-    # share of one core's DRAM copy rate beyond the knee
-    beyond = [x for x in cached.index if x >= (knee or s["small"]) and x in mem_f.index and mem_f[x] > 0]
-    if beyond:
-        share = {x: cached[x] / mem_f[x] for x in beyond}
-        lo, hi = min(share.values()), max(share.values())
-        out.append(f"From {size_label(beyond[0])} on, the cached copy runs at "
+                       f"cache this CPU reports, so the cache's size alone does not place it{vm}.")
+    share = s.get("dram_share")
+    if share:
+        lo, hi = share["low"], share["high"]
+        out.append(f"From {size_label(share['from'])} on, the cached copy runs at "
                    f"{fx.span(100 * lo, 100 * hi, '%')} of one core's DRAM copy rate at the same size"
                    + ("" if fx.pct(lo) == fx.pct(hi) else
-                      f" ({fx.pct(share[beyond[-1]])} at {size_label(beyond[-1])})") + ".")
-    # where the copy beats one core even from cache: one core does not model the staging stage there
-    faster = [x for x in cached.index if x in mem_c.index and cached[x] > (1 + SAME_PATH_TOL) * mem_c[x]]
+                      f" ({fx.pct(share['last'])} at {size_label(share['last_size'])})") + ".")
+    faster = s.get("faster_than_core")
     if faster:
-        rate = fx.span(cached[faster].min(), cached[faster].max(), "GB/s")
-        out.append(f"At {_sizes_text(faster)} the pageable copy ({rate}) "
+        out.append(f"At {_sizes_text(faster['sizes'])} the pageable copy ({fx.span(*faster['copy'], 'GB/s')}) "
                    f"is faster than one core copying the same source even from cache "
-                   f"({fx.span(mem_c[faster].min(), mem_c[faster].max(), 'GB/s')}), so one core's memcpy does not "
+                   f"({fx.span(*faster['memcpy'], 'GB/s')}), so one core's memcpy does not "
                    "model the staging stage at those sizes.")
-    # a dip beyond the knee and a recovery at the largest size
-    if knee:
-        mid = cached[(cached.index >= knee) & (cached.index < s["large"])]
-        dip = mid[mid * (1 + 0.15) < s["cached_large"]]
-        if len(dip):
-            out.append(
-                f"The cached copy dips to {fx.span(dip.min(), dip.max(), 'GB/s')} at {_sizes_text(dip.index)} "
-                f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. " + dip_cause(res, list(dip.index))
-            )
-    # the same path in the bandwidth sweep
-    b = _events(res)
-    sweep = b[(b["direction"] == "H2D") & (b["memory"] == "pageable")].set_index("size")["median"]
-    both = [x for x in cached.index if x in sweep.index]
-    differ = [x for x in both if abs(sweep[x] / cached[x] - 1) > SAME_PATH_TOL]
-    if differ:
+    dip = s.get("dip")
+    if dip:
+        out.append(f"The cached copy dips to {fx.span(*dip['range'], 'GB/s')} at {_sizes_text(dip['sizes'])} "
+                   f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. " + _dip_words(dip["check"]))
+    same = s["same_path"]
+    if same["differ"]:
         out.append("The same path, pageable host-to-device, measured in two experiments: "
-                   + "; ".join(f"at {size_label(x)} {fx.num(sweep[x], 'GB/s')} in the bandwidth sweep and "
-                               f"{fx.num(cached[x], 'GB/s')} here (source cached), "
-                               f"{fx.pct(abs(sweep[x] / cached[x] - 1))} apart" for x in differ)
+                   + "; ".join(f"at {size_label(x['size'])} {fx.num(x['sweep'], 'GB/s')} in the bandwidth sweep and "
+                               f"{fx.num(x['staging'], 'GB/s')} here (source cached), {fx.pct(x['apart'])} apart"
+                               for x in same["differ"])
                    + f". They differ by more than the {fx.pct(SAME_PATH_TOL)} this chapter treats as agreement. "
                      "Both time the same copy with CUDA events but in different experiments (what ran before "
-                     "each copy differs)" + _same_path_verdict(res, differ, sweep, cached))
-    elif both:
-        out.append(f"At {_sizes_text(both)} the bandwidth sweep measured the same path within "
+                     "each copy differs)" + _same_path_words(same))
+    elif same["sizes"]:
+        out.append(f"At {_sizes_text(same['sizes'])} the bandwidth sweep measured the same path within "
                    f"{fx.pct(SAME_PATH_TOL)} of this experiment.")
-    if s.get("huge_runs"):
-        d = fx.direction(s["huge_runs"], s["cached_runs"], tol=0.1)
-        hb = s.get("huge_bytes")
-        backed = " (the kernel backed none of it with huge pages)" if hb == 0 else ""
-        r = s["huge_ratios"]
-        wide = max(r) - min(r) > HUGE_SPREAD
-        head = (f"Huge pages for the source{backed} changed the rate by a median of {_pct(float(np.median(r)) - 1)} "
-                f"over {len(r)} sizes from {size_label(s['huge_sizes'][0])}, "
-                f"{fx.span(100 * (min(r) - 1), 100 * (max(r) - 1), '%')} size by size: ")
-        if d == 0 and wide:
+    huge = s.get("huge")
+    if huge:
+        backed = " (the kernel backed none of it with huge pages)" if s.get("huge_bytes") == 0 else ""
+        lo, hi = huge["changes"]
+        head = (f"Huge pages for the source{backed} changed the rate by a median of {_pct(huge['median_change'])} "
+                f"over {huge['sizes']} sizes from {size_label(s['huge_sizes'][0])}, "
+                f"{fx.span(100 * lo, 100 * hi, '%')} size by size: ")
+        d = huge["direction"]
+        if d == 0 and huge["wide"]:
             out.append(head + "an effect, if any, is within that wide spread and not resolved by this run.")
         else:
             out.append(head + fx.choose(d, "page size matters too.", "they hurt here.", "page size is not the cause."))
     return " ".join(out)
 
 
-def _cpu_overlap(res) -> tuple[Finding, str]:
-    """The overlap finding and the note that carries its details."""
-    o = res.table("overlap")
-    n = int(min(o["size"].unique(), key=lambda s: abs(s - (256 << 20))))
-    at = o[o["size"] == n].set_index(["memory", "mode"])
-    pn = at.loc[("pinned", "non_blocking")]
-    has_spread = "overlap_p10" in o
-    jitter = float(pn["jitter_ms"]) if "jitter_ms" in o else None
-    v = pn["verdict"] if has_spread else verdict(float(pn["overlap"]))
-    shorter = "copy" if pn["copy_ms"] <= pn["cpu_ms"] else "Python work"
-    text = (f"At {size_label(n)}, a pinned non_blocking copy ({fx.num(pn['copy_ms'], 'ms')}) and "
-            f"{fx.num(pn['cpu_ms'], 'ms')} of Python work overlapped by **{_pct(pn['overlap'])}** (the share of the "
-            f"shorter one, the {shorter}, hidden behind the other")
-    if has_spread:
-        text += (f"; p10–p90 over {int(pn['n'])} rounds: "
-                 f"{fx.span(100 * pn['overlap_p10'], 100 * pn['overlap_p90'], '%')}")
-    text += f"): {v}."
-    others = [f"{m} {md}: {r['verdict']} ({_pct(r['overlap'])})" for (m, md), r in at.iterrows()
-              if (m, md) != ("pinned", "non_blocking")]
+def cpu_overlap_note(res) -> str:
+    """The other three combinations at the pinned non_blocking copy's size and the CPU work's jitter, beside
+    the overlap chart (worded from the result's facts)."""
+    facts = facts_of(res)
+    o = facts.data["overlap"]
+    beside, jitter = o.get("beside"), facts.get("cpu_overlap_jitter_ms")
+    if beside is None or not o["spread"]:
+        return ""
     note = []
-    if others and has_spread:
-        note.append(f"The other three at {size_label(n)}: " + "; ".join(others) + ".")
-    if has_spread and jitter is not None:
-        short = sorted(int(s) for s in o[o["verdict"] == TOO_SHORT]["size"].unique())
-        note.append(f"The CPU work's jitter (its std within a row) was {fx.num(jitter, 'ms')} in that row and "
-                    f"{fx.span(o['jitter_ms'].min(), o['jitter_ms'].max(), 'ms')} over all rows; a copy shorter "
+    if beside["others"]:
+        note.append(f"The other three at {size_label(beside['size'])}: "
+                    + "; ".join(f"{m} {md}: {v} ({_pct(r)})" for m, md, v, r in beside["others"]) + ".")
+    if jitter is not None:
+        short = beside["too_short"]
+        note.append(f"The CPU work's jitter (its std within a row) was {fx.num(jitter.number, 'ms')} in that row and "
+                    f"{fx.span(*o['jitter'], 'ms')} over all rows; a copy shorter "
                     f"than {MIN_COPY_OVER_JITTER:g}× its row's jitter gets no verdict"
                     + (": some or all of the " + ", ".join(size_label(s) for s in short) + " copies were too short "
                        "to tell." if short else "; every copy here was long enough to judge."))
-    f = Finding("cpu_overlap", text, 100 * float(pn["overlap"]), "%",
-                published=_published_if(n, 256 << 20, "overlap, pinned + non_blocking, 256 MiB"),
-                interval=(100 * float(pn["overlap_p10"]), 100 * float(pn["overlap_p90"])) if has_spread else None,
-                values=dict(size=n, verdict=v))
-    return f, " ".join(note)
-
-
-def cpu_overlap_note(res) -> str:
-    """The other three combinations at that size and the CPU work's jitter, beside the overlap chart."""
-    return _cpu_overlap(res)[1]
-
-
-def _copy_kernel(res) -> tuple[Finding, str]:
-    """The copy-beside-kernels finding and the note that carries its details."""
-    ck = res.table("copy_kernel").iloc[0]
-    n = int(ck["size"])
-    if "hidden" not in ck:  # an older result: one estimate from separately measured medians
-        text = (f"A {size_label(n)} copy on a side stream during {fx.num(ck['kernel_ms'], 'ms')} of matrix "
-                f"products: {_pct(ck['overlap'])} hidden by one unpaired estimate (no interval in this run).")
-        return Finding("copy_kernel", text, 100 * float(ck["overlap"]), "%", values=dict(size=n)), ""
-    lo, hi = float(ck["hidden_lo"]), float(ck["hidden_hi"])
-    v = verdict(float(ck["hidden"]), low=lo, high=hi)
-    text = (f"A {size_label(n)} pinned copy on a side stream ({fx.num(ck['copy_ms'], 'ms')} alone) during "
-            f"{fx.num(ck['kernel_ms'], 'ms')} of matrix products added {fx.num(ck['added_ms'], 'ms')} to them "
-            f"(median of {int(ck['rounds'])} interleaved pairs, 95% interval "
-            f"{fx.span(ck['added_lo_ms'], ck['added_hi_ms'], 'ms')}): **{_pct(ck['hidden'])} of the copy hidden** "
-            f"(95% interval {fx.span(100 * lo, 100 * hi, '%')}; {v}).")
-    head, text = text, ""
-    cov = ck.get("timeline_covered_share")
-    if (ck.get("timeline") is True or ck.get("timeline") == 1.0) and cov is not None and math.isfinite(cov):
-        text += (f" The profiler's GPU timeline shows {fx.pct(ck['timeline_covered_share'])} of the copy's time "
-                 "running under a kernel")
-        sl = ck.get("timeline_kernel_slowdown")
-        if sl is not None and math.isfinite(sl):
-            text += (f", and the kernels that ran beside the copy took {fx.times(sl)} as long as the others")
-        text += "."
-    bo = ck.get("blocks_overlap")
-    if bo is not None and math.isfinite(bo):
-        text += (f" Timed the naive way (all kernel-only runs, then all copy-only, then all together) the same "
-                 f"copy looked {_pct(bo)} hidden.")
-    if "copy_kernel_calls" in res.tables:
-        c = res.table("copy_kernel_calls")
-        kb = c[(c["design"] == "blocks") & (c["name"] == "kernel")]
-        if len(kb):
-            lo_k, hi_k = float(kb["ms"].min()), float(kb["ms"].max())
-            drift = hi_k - lo_k
-            text += (f" Within the kernel-only block alone the matrix products took "
-                     f"{fx.span(lo_k, hi_k, 'ms')}")
-            if "sm_clock_mhz" in kb and kb["sm_clock_mhz"].notna().any():
-                text += f" while the SM clock read {fx.span(kb['sm_clock_mhz'].min(), kb['sm_clock_mhz'].max(), 'MHz')}"
-                if "power_w" in kb and kb["power_w"].notna().any():
-                    text += f" and the power {fx.span(kb['power_w'].min(), kb['power_w'].max(), 'W')}"
-            per_pct = float(ck["kernel_ms"]) / float(ck["copy_ms"])
-            text += (f": a drift of {fx.num(drift, 'ms')}, "
-                     + ("more than the whole copy" if drift > float(ck["copy_ms"]) else
-                        f"{fx.pct(drift / float(ck['copy_ms']))} of the copy")
-                     + f". Every 1% the matrix products speed up or slow down between separately timed phases moves "
-                       f"an unpaired estimate by {fx.num(per_pct)} percentage points; the paired rounds cancel it.")
-    return (Finding("copy_kernel", head, 100 * float(ck["hidden"]), "%", interval=(100 * lo, 100 * hi),
-                    values=dict(size=n, verdict=v)), text.strip())
+    return " ".join(note)
 
 
 def copy_kernel_note(res) -> str:
-    """The profiler's timeline, the naive estimate and the kernels' drift, beside the paired-rounds chart."""
-    return _copy_kernel(res)[1]
-
-
-def _pin_cost(res) -> tuple[Finding, str]:
-    """The pinning finding and the note that carries its details."""
-    pc = res.table("pin_cost").set_index("way")
-    pin, reuse = "pin_memory() per batch, then copy", "copy into a reused pinned buffer, then copy"
-    n = int(pc["size"].iloc[0])
-    if "first_ms" not in pc:  # an older result: medians only
-        d = fx.compare(pc.loc[pin, "median_ms"], pc.loc[reuse, "median_ms"], more="slower than",
-                       less="faster than", same="level with")
-        text = (f"For one {size_label(n)} batch, `pin_memory()` then copy took "
-                f"{fx.num(pc.loc[pin, 'median_ms'], 'ms')} "
-                f"(median), {d} copying into a reused pinned buffer ({fx.num(pc.loc[reuse, 'median_ms'], 'ms')}).")
-        return Finding("pin_cost", text, float(pc.loc[pin, "median_ms"]), "ms", values=dict(size=n)), ""
-    first, later, reused = (float(pc.loc[pin, "first_ms"]), float(pc.loc[pin, "median_ms"]),
-                            float(pc.loc[reuse, "median_ms"]))
-    meta = res.metadata.get("pin_cost", {})
-    allocs = meta.get("host_allocations_during_pin_calls")
-    text = (f"For one {size_label(n)} batch, the first `pin_memory()` call took **{fx.num(first, 'ms')}**, later "
-            f"calls {fx.num(later, 'ms')} (median), "
-            f"{fx.compare(later, reused, more='slower than', less='faster than', same='level with')} a reused "
-            f"pinned buffer ({fx.num(reused, 'ms')}).")
-    head, text = text, ""
-    if allocs is not None:
-        calls = meta.get("pin_calls")
-        text += (f" PyTorch's caching host allocator made {allocs} page-locked allocation"
-                 f"{'' if allocs == 1 else 's'} over {calls} calls: "
-                 + ("later calls reuse the cached block, so pinning per batch costs about a host copy."
-                    if allocs <= 1 else "the cached block was not reused every time."))
-    if "pin_memory() with the pinned cache emptied before each call" in pc.index:
-        fresh = float(pc.loc["pin_memory() with the pinned cache emptied before each call", "median_ms"])
-        fa = meta.get("host_allocations_emptied_way")
-        made = ("" if fa is None else
-                f" ({fa} page-locked allocation{'' if fa == 1 else 's'} in {meta.get('pin_calls')} calls)")
-        text += (f" With the cache emptied before every call{made}, `pin_memory()` then copy took "
-                 f"{fx.num(fresh, 'ms')} per batch: "
-                 + fx.choose(fx.direction(fresh, later, tol=0.2),
-                             "that is what pinning afresh on every call would cost.",
-                             "no slower, so the allocation itself is cheap here.",
-                             "about the same, so the allocation itself is cheap here."))
-    return (Finding("pin_cost", head, later, "ms", values=dict(size=n, first=first, reused=reused, allocs=allocs)),
-            text.strip())
+    """The profiler's timeline, the naive estimate and the kernels' drift, beside the paired-rounds chart
+    (worded from the result's facts)."""
+    d = facts_of(res).data["copy_kernel_details"]
+    if not d:
+        return ""
+    text = ""
+    tl = d.get("timeline")
+    if tl:
+        text += f" The profiler's GPU timeline shows {fx.pct(tl['covered'])} of the copy's time running under a kernel"
+        if tl["slowdown"] is not None:
+            text += f", and the kernels that ran beside the copy took {fx.times(tl['slowdown'])} as long as the others"
+        text += "."
+    if d["blocks_overlap"] is not None:
+        text += (f" Timed the naive way (all kernel-only runs, then all copy-only, then all together) the same "
+                 f"copy looked {_pct(d['blocks_overlap'])} hidden.")
+    kb = d.get("kernel_block")
+    if kb:
+        text += f" Within the kernel-only block alone the matrix products took {fx.span(*kb['ms'], 'ms')}"
+        if kb["sm_clock_mhz"]:
+            text += f" while the SM clock read {fx.span(*kb['sm_clock_mhz'], 'MHz')}"
+            if kb["power_w"]:
+                text += f" and the power {fx.span(*kb['power_w'], 'W')}"
+        text += (f": a drift of {fx.num(kb['drift_ms'], 'ms')}, "
+                 + ("more than the whole copy" if kb["drift_over_copy"] else f"{fx.pct(kb['drift_share'])} of the copy")
+                 + f". Every 1% the matrix products speed up or slow down between separately timed phases moves "
+                   f"an unpaired estimate by {fx.num(kb['points_per_percent'])} percentage points; the paired rounds "
+                   "cancel it.")
+    return text.strip()
 
 
 def pin_cost_note(res) -> str:
-    """The caching host allocator's allocations and a fresh allocation per call, beside the pinning table."""
-    return _pin_cost(res)[1]
+    """The caching host allocator's allocations and a fresh allocation per call, beside the pinning table
+    (worded from the result's facts)."""
+    d = facts_of(res).data["pin_cost_details"]
+    if not d:
+        return ""
+    text = ""
+    allocs = d["allocations"]
+    if allocs is not None:
+        text += (f" PyTorch's caching host allocator made {allocs} page-locked allocation"
+                 f"{'' if allocs == 1 else 's'} over {d['calls']} calls: "
+                 + ("later calls reuse the cached block, so pinning per batch costs about a host copy."
+                    if d["reused"] else "the cached block was not reused every time."))
+    e = d.get("emptied")
+    if e:
+        fa = e["allocations"]
+        made = "" if fa is None else f" ({fa} page-locked allocation{'' if fa == 1 else 's'} in {d['calls']} calls)"
+        text += (f" With the cache emptied before every call{made}, `pin_memory()` then copy took "
+                 f"{fx.num(e['ms'], 'ms')} per batch: "
+                 + fx.choose(e["direction"], "that is what pinning afresh on every call would cost.",
+                             "no slower, so the allocation itself is cheap here.",
+                             "about the same, so the allocation itself is cheap here."))
+    return text.strip()
 
 
 # --------------------------------------------------------------------------- other computed text
 
 
 def clocks_table(res) -> pd.DataFrame:
-    """Host clock ÷ CUDA events (median ms ratio) per size, one column per path."""
-    r = res.table("bandwidth_raw")
-    med = r.groupby(["size", "direction", "memory", "clock"])["ms"].median().unstack("clock")
-    med["ratio"] = med["host clock"] / med["CUDA events"]
-    med["extra_us"] = 1e3 * (med["host clock"] - med["CUDA events"])
-    return med.reset_index()
+    """Host clock ÷ CUDA events (median ms ratio) per size, one row per size and path."""
+    return analysis.clock_ratios(res)
 
 
 def two_clocks(res) -> str:
-    """The conclusion of the two-clocks comparison, computed."""
-    t = clocks_table(res)
-    # smallest size from which every path agrees at that size and all larger ones
-    sizes = sorted(t["size"].unique())
-    from_size = None
-    for s in sizes:
-        if all((t[t["size"] >= s]["ratio"] - 1).abs() < CLOCKS_AGREE):
-            from_size = s
-            break
-    extra = float(t[t["size"] == sizes[0]]["extra_us"].median())
-    worst = t.loc[t["ratio"].idxmax()]
-    big = t[t["size"] == sizes[-1]]
-    pag = big[big["memory"] == "pageable"]["ratio"]
-    out = []
-    if from_size is not None:
-        out.append(f"From {size_label(from_size)} up the two clocks agree within {fx.pct(CLOCKS_AGREE)} on every path")
+    """The conclusion of the two-clocks comparison, worded from the result's facts."""
+    c = facts_of(res).data["clocks"]
+    if c["agree_from"] is not None:
+        out = [f"From {size_label(c['agree_from'])} up the two clocks agree within {fx.pct(CLOCKS_AGREE)} on every "
+               "path"]
     else:
-        out.append(f"The two clocks differ by more than {fx.pct(CLOCKS_AGREE)} on some path at every size")
-    out[-1] += (f"; at {size_label(sizes[0])} the host clock adds about {fx.num(extra, 'µs')} per copy (median over "
-                f"the four paths), the cost of launching and synchronising, which weighs most on the shortest copies "
-                f"(largest gap: {_PATHS[(worst['direction'], worst['memory'])]} at {size_label(int(worst['size']))}, "
-                f"host ÷ events {fx.times(worst['ratio'])}).")
-    if len(pag):
-        pr = float(pag.max())
-        out.append(f"For pageable memory at {size_label(sizes[-1])} host ÷ events is {fx.times(pr)}: "
+        out = [f"The two clocks differ by more than {fx.pct(CLOCKS_AGREE)} on some path at every size"]
+    w = c["worst"]
+    out[-1] += (f"; at {size_label(c['smallest'])} the host clock adds about {fx.num(c['extra_us'], 'µs')} per copy "
+                f"(median over the four paths), the cost of launching and synchronising, which weighs most on the "
+                f"shortest copies (largest gap: {_PATHS[(w['direction'], w['memory'])]} at {size_label(w['size'])}, "
+                f"host ÷ events {fx.times(w['ratio'])}).")
+    if c["pageable_ratio"] is not None:
+        out.append(f"For pageable memory at {size_label(c['largest'])} host ÷ events is "
+                   f"{fx.times(c['pageable_ratio'])}: "
                    + ("the CUDA events bracket the whole pageable copy, the CPU's staging included, because a "
                       "pageable copy returns to the host only when the staging is done."
-                      if abs(pr - 1) < CLOCKS_AGREE else
+                      if c["pageable_agree"] else
                       "part of the pageable copy's staging happens outside the CUDA events."))
     return " ".join(out)
 
 
 def bidirectional_text(res) -> str:
-    bi = res.table("bidirectional").iloc[0]
-    v = bi["verdict"]
-    spread = (f", p10–p90 {fx.span(100 * bi['overlap_p10'], 100 * bi['overlap_p90'], '%')}"
-              if "overlap_p10" in bi else "")
-    return (f"**Both directions at once** ({size_label(int(bi['size']))} each way, pinned, two streams): "
-            f"host-to-device "
-            f"alone {fx.num(bi['h2d_GBps'], 'GB/s')}, device-to-host alone {fx.num(bi['d2h_GBps'], 'GB/s')}, together "
-            f"**{fx.num(bi['aggregate_GBps'], 'GB/s')}** in aggregate: overlap {_pct(bi['overlap'])}{spread} ({v}).")
+    """Both directions at once: each alone, together in aggregate, and their overlap (from the facts)."""
+    bi = facts_of(res).data["bidirectional"]
+    spread = (f", p10–p90 {fx.span(100 * bi['spread'][0], 100 * bi['spread'][1], '%')}" if "spread" in bi else "")
+    return (f"**Both directions at once** ({size_label(bi['size'])} each way, pinned, two streams): "
+            f"host-to-device alone {fx.num(bi['h2d_GBps'], 'GB/s')}, device-to-host alone "
+            f"{fx.num(bi['d2h_GBps'], 'GB/s')}, together **{fx.num(bi['aggregate_GBps'], 'GB/s')}** in aggregate: "
+            f"overlap {_pct(bi['overlap'])}{spread} ({bi['verdict']}).")
 
 
 def stale_text(res) -> str:
-    st = res.table("stale_read").iloc[0]
-    stale = bool(st["stale"])
-    return (f"**Reading a non_blocking device-to-host result too early**: the host read **{st['read_before_sync']}** "
-            f"before synchronising and **{st['read_after_sync']}** after (expected {st['expected']}). "
-            + ("Nothing crashed; the value was simply not there yet." if stale else
+    """What the host read of a non_blocking device-to-host copy before and after synchronising (from the facts)."""
+    st = facts_of(res).data["stale_read"]
+    return (f"**Reading a non_blocking device-to-host result too early**: the host read **{st['before_sync']}** "
+            f"before synchronising and **{st['after_sync']}** after (expected {st['expected']}). "
+            + ("Nothing crashed; the value was simply not there yet." if st["stale"] else
                "This time the copy had already landed - by luck of timing, not by guarantee."))
 
 
-def _combos_text(rows: pd.DataFrame) -> str:
-    """Which (memory, mode) combinations a set of overlap rows of one size covers, in words."""
-    pairs = {(r["memory"], r["mode"]) for _, r in rows.iterrows()}
+def _combos_text(pairs) -> str:
+    """Which (memory, mode) combinations the overlap rows of one size cover, in words."""
+    pairs = {tuple(p) for p in pairs}
     if len(pairs) == 4:
         return "all four"
     mems = {m for m, _ in pairs}
@@ -683,55 +435,44 @@ def _combos_text(rows: pd.DataFrame) -> str:
     return ", ".join(f"{m} {md}" for m, md in sorted(pairs))
 
 
-def _by_size_text(rows: pd.DataFrame) -> str:
+def _by_size_text(groups) -> str:
     """'1 MiB, 4 MiB and 16 MiB (all four) and 64 MiB (pinned, both modes)': sizes grouped by what they cover."""
-    groups: dict[str, list[str]] = {}
-    for n, g in rows.groupby("size", sort=True):
-        groups.setdefault(_combos_text(g), []).append(size_label(int(n)))
-    return fx.and_list([f"{fx.and_list(sizes)} ({combo})" for combo, sizes in groups.items()])
+    out: dict[str, list[str]] = {}
+    for n, pairs in groups:
+        out.setdefault(_combos_text(pairs), []).append(size_label(int(n)))
+    return fx.and_list([f"{fx.and_list(sizes)} ({combo})" for combo, sizes in out.items()])
 
 
 def overlap_caveat(res) -> str:
-    """What the overlap table can and cannot say, computed from its verdicts: which sizes could be
-    judged, why the others could not, how steady the CPU work was, and the verdicts."""
-    o = res.table("overlap")
-    if "jitter_ms" not in o:
+    """What the overlap table can and cannot say, worded from its facts: which sizes could be judged, why the
+    others could not, how steady the CPU work was, and the verdicts."""
+    c = (facts_of(res).data["overlap"] or {}).get("caveat")
+    if c is None:
         return ""
-    short = o[o["verdict"] == TOO_SHORT]
-    judged = o[o["verdict"] != TOO_SHORT]
-    bl = judged[judged["mode"] == "blocking"]
-    if not len(judged):
-        copy = fx.span(o["copy_ms"].min(), o["copy_ms"].max(), "ms")
-        parts = [f"No row could be judged: in every one the copy ({copy}) "
+    if not c["judged_rows"]:
+        parts = [f"No row could be judged: in every one the copy ({fx.span(*c['copy_ms'], 'ms')}) "
                  f"lasted less than {MIN_COPY_OVER_JITTER:g}× its row's CPU-work jitter."]
     else:
-        parts = [f"{len(judged)} of {len(o)} rows could be judged: {_by_size_text(judged)}."]
-        if len(short):
-            parts.append(f"No verdict for {_by_size_text(short)}: in each of those rows the copy "
-                         f"({fx.span(short['copy_ms'].min(), short['copy_ms'].max(), 'ms')}) lasted less than "
+        parts = [f"{c['judged_rows']} of {c['rows']} rows could be judged: {_by_size_text(c['judged'])}."]
+        if c["short"]:
+            parts.append(f"No verdict for {_by_size_text(c['short'])}: in each of those rows the copy "
+                         f"({fx.span(*c['short_copy_ms'], 'ms')}) lasted less than "
                          f"{MIN_COPY_OVER_JITTER:g}× that row's CPU-work jitter (it would have needed "
-                         f"{fx.span(short['min_copy_ms'].min(), short['min_copy_ms'].max(), 'ms')}).")
-    med = o["cpu_ms"]
-    if med.max() > 1.2 * med.min():
-        parts.append(f"The same calibrated CPU work took {fx.span(med.min(), med.max(), 'ms')} (row medians) in "
-                     f"different rows, the slowest {fx.pct(med.max() / med.min() - 1)} above the fastest; this run "
+                         f"{fx.span(*c['short_min_copy_ms'], 'ms')}).")
+    if c["cpu_swing"]:
+        parts.append(f"The same calibrated CPU work took {fx.span(*c['cpu_ms'], 'ms')} (row medians) in "
+                     f"different rows, the slowest {fx.pct(c['cpu_swing_share'])} above the fastest; this run "
                      "does not explain the swing (candidates: time taken by other tenants of the host, CPU clock "
                      "changes).")
-    if len(bl):
-        bad = bl[bl["verdict"] != "serial"]
+    if c["blocking_judged"]:
+        bad = c["blocking_not_serial"]
         parts.append("Every blocking copy long enough to judge ran serially with the CPU work."
-                     if not len(bad) else
+                     if not bad else
                      f"{len(bad)} blocking row(s) did not read as serial: " +
-                     "; ".join(f"{size_label(int(r['size']))} {r['memory']}: {r['verdict']} ({_pct(r['overlap'])})"
-                               for _, r in bad.iterrows()) + ".")
-    pn = judged[(judged["memory"] == "pinned") & (judged["mode"] == "non_blocking")]
-    pg = judged[(judged["memory"] == "pageable") & (judged["mode"] == "non_blocking")]
-    if len(pn):
-        parts.append("Pinned non_blocking: " + ", ".join(f"{size_label(int(r['size']))} {r['verdict']}"
-                                                           for _, r in pn.iterrows()) + ".")
-    if len(pg):
-        parts.append("Pageable non_blocking: " + ", ".join(f"{size_label(int(r['size']))} {r['verdict']}"
-                                                             for _, r in pg.iterrows()) + ".")
+                     "; ".join(f"{size_label(n)} {m}: {v} ({_pct(r)})" for n, m, v, r in bad) + ".")
+    for key, name in (("pinned_non_blocking", "Pinned"), ("pageable_non_blocking", "Pageable")):
+        if c[key]:
+            parts.append(f"{name} non_blocking: " + ", ".join(f"{size_label(n)} {v}" for n, v in c[key]) + ".")
     return " ".join(parts)
 
 
@@ -760,7 +501,8 @@ def bandwidth_table(res) -> pd.DataFrame:
 
 
 def has_staging(res) -> bool:
-    return "staging" in res.tables and len(res.table("staging"))
+    """Whether the result holds a staging table (on any host: one core's memcpy runs without CUDA too)."""
+    return bool(facts_of(res).data.get("has_staging_table"))
 
 
 def staging_table(res) -> pd.DataFrame:
@@ -773,7 +515,7 @@ def staging_table(res) -> pd.DataFrame:
 
 def dip_table(res) -> pd.DataFrame:
     """The interleaved dip check per size, with readable headers (empty without the check)."""
-    ds = dip_summary(res)
+    ds = analysis.dip_summary(res)
     if ds.empty:
         return ds
     out = ds.reset_index()
@@ -791,19 +533,22 @@ def clocks_pivot(res) -> pd.DataFrame:
 
 
 def has_overlap_spread(res) -> bool:
-    return "overlap" in res.tables and "overlap_p10" in res.table("overlap")
+    """Whether the overlap was measured round by round (its p10 and p90, and verdicts)."""
+    o = facts_of(res).data.get("overlap")
+    return bool(o and o["spread"])
 
 
 def overlap_rule(res) -> str:
-    o = res.table("overlap")
+    """The verdict rule of the overlap table, with the CPU work's jitter over its rows (from the facts)."""
+    o = facts_of(res).data["overlap"]
     return (f"Rule: no verdict when the copy lasts less than {MIN_COPY_OVER_JITTER:g}× the CPU work's jitter in "
             f"its row (the standard deviation of the CPU work over the row's rounds: "
-            f"{fx.span(o['jitter_ms'].min(), o['jitter_ms'].max(), 'ms')} here); otherwise \"overlaps\" from "
+            f"{fx.span(*o['jitter'], 'ms')} here); otherwise \"overlaps\" from "
             f"a median ratio of {fx.pct(OVERLAPS)}, \"serial\" up to {fx.pct(SERIAL)}, and \"unclear\" when the "
             "p10–p90 spread reaches from one to the other.")
 
 
-def overlap_display(res) -> pd.DataFrame:
+def overlap_table(res) -> pd.DataFrame:
     """The overlap table in seven columns: size, memory + mode, the three median times, the
     overlap (median, and its p10 to p90 over rounds) and the verdict ('too short' for no verdict)."""
     o = res.table("overlap").copy()
@@ -830,7 +575,8 @@ def copy_kernel_table(res) -> pd.DataFrame:
                              "temperature_c": "temperature (°C)", "name": "call"})
 
 
-def pin_cost_display(res) -> pd.DataFrame:
+def pin_cost_table(res) -> pd.DataFrame:
+    """The pinning experiment's ways of getting one batch to the GPU, with readable headers."""
     pc = res.table("pin_cost")
     if "first_ms" in pc:
         return pc[["way", "first_ms", "median_ms", "p10_ms", "p90_ms", "n", "GBps"]].rename(columns={
@@ -868,19 +614,18 @@ def versus_published(res, *, where: str = "here") -> str:
     from datajourney.chapters import published
 
     fig = published.figure(CHAPTER, "D2H pageable, 1 GiB")
-    b = _events(res)
-    n = int(b["size"].max())
-    at = b[b["size"] == n].set_index(["direction", "memory"])["median"]
-    if fig is None or ("D2H", "pageable") not in at.index:
+    facts = facts_of(res)
+    d2h, slow = facts.get("d2h_pageable"), facts.get("slowest_path")
+    if fig is None or d2h is None or slow is None:
         return ""
-    slow = at.idxmin()
-    d2h = float(at[("D2H", "pageable")])
     text = (f"On the published host (S1) device-to-host into pageable memory collapsed to {fig.text} ({fig.setting}); "
-            f"{where} it reached {fx.num(d2h, 'GB/s')} at {size_label(n)}, "
-            f"{fx.compare(d2h, fig.mean, more='faster than', less='slower than', same='level with')} that figure")
-    if slow != ("D2H", "pageable"):
-        text += (f", and it is not the run's slowest path: the slowest is {_PATHS[slow]} "
-                 f"({fx.num(at[slow], 'GB/s')}). The staging experiment below measures what limits it here.")
+            f"{where} it reached {fx.num(d2h.number, 'GB/s')} at {_size(d2h)}, "
+            f"{fx.compare(d2h.number, fig.mean, more='faster than', less='slower than', same='level with')} that "
+            "figure")
+    if slow.value != "D2H, pageable":
+        text += (f", and it is not the run's slowest path: the slowest is {_path_words(slow.value)} "
+                 f"({fx.num(slow.setting['GBps'], 'GB/s')}). The staging experiment below measures what limits it "
+                 "here.")
     else:
         text += ", and it is the run's slowest path too."
     return text
@@ -1204,7 +949,7 @@ def warnings_text(res) -> list[str]:
     """What may exceed this host's limits when the buffers are pinned, one sentence each (from the result's data;
     an older result's sentences are shown as its text, escaped)."""
     out = []
-    for w in res.metadata.get("warnings") or []:
+    for w in facts_of(res).data.get("warnings") or []:
         if not isinstance(w, dict):
             out.append(f"⚠ {say.text(w)}")
         elif w.get("kind") == "memlock":

@@ -45,3 +45,18 @@ def verdict(ratio: float, *, copy_ms: float | None = None, jitter_ms: float | No
     if low is not None and high is not None and low <= SERIAL and high >= OVERLAPS:
         return "unclear"  # the spread spans serial to overlapping
     return "overlaps" if ratio >= OVERLAPS else ("serial" if ratio <= SERIAL else "partly overlaps")
+
+
+# --------------------------------------------------------------------------- thresholds of the analysis
+#: Two clocks "agree" when their medians differ by less than this share.
+CLOCKS_AGREE = 0.05
+#: A change of the staging experiment's rate (size to size, cached to flushed) smaller than this is "level".
+STAGING_TOL = 0.10
+#: Two measurements of the same path that differ by more than this are reported as differing.
+SAME_PATH_TOL = 0.10
+#: A spread of the huge-page effect over sizes wider than this (max - min of the ratios) leaves it unresolved.
+HUGE_SPREAD = 0.2
+#: A size whose interleaved median lies this much (relative) below the largest size's dips.
+DIP_TOL = 0.15
+#: Page faults or CPU time per byte this much (relative) above the largest size's count as "more".
+DIP_COST_TOL = 0.25
