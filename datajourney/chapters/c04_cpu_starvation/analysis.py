@@ -193,7 +193,10 @@ def _prefetch(res: Result, out: Facts, g: float) -> None:
         hi = measured(f"prefetch.{cost}.deep", e["deep"], unit="ms", quantity="time", better="lower",
                       label=f"a prefetch factor of {e['hi']}", setting={**s, "prefetch_factor": e["hi"]})
         c = compare(f"prefetch_balanced.{cost}", hi, lo)
-        out.add(lo, hi, dataclasses.replace(c, setting={**c.setting, "every_run": e["direction"]}))
+        # a run-by-run claim only where the comparison itself has a direction: with overlapping ranges the
+        # page says "level", and "shorter in every run" beside it would contradict it
+        paired = {} if c.level else {"every_run": e["direction"]}
+        out.add(lo, hi, dataclasses.replace(c, setting={**c.setting, **paired}))
     key = "prefetch_balanced.variable" if "prefetch_balanced.variable" in out else next(
         k for k in out.facts if k.startswith("prefetch_balanced."))
     out.add(dataclasses.replace(out[key], key="prefetch_balanced"))

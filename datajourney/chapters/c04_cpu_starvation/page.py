@@ -785,11 +785,13 @@ def finding_prefetch(facts: Facts) -> Finding | None:
     parts = []
     for k in keys:
         c = facts[k]
-        every = c.setting.get("every_run", 0)
-        runs = ("shorter in every run" if every > 0 else "longer in every run" if every < 0 else
-                "not in every run by more than a tenth")
+        every = c.setting.get("every_run")   # absent where the comparison is level: no run-by-run claim
+        # not level: the ranges do not overlap, so every run of one was shorter than every run of the other
+        way = "shorter" if (c.number or 1.0) < 1 else "longer"
+        runs = ("" if every is None else f" ({way} in every run)" if every else
+                f" ({way} in every run, not every run by more than a tenth)")
         parts.append(f"with {phrasing.text(c.setting.get('cost'))} per-sample cost, {phrasing.text(c.label)} was "
-                     f"{phrasing.comparison(c, facts)} ({runs})")
+                     f"{phrasing.comparison(c, facts)}{runs}")
     return _finding(facts, "prefetch_balanced",
                     f"**`prefetch_factor` where it can matter** ({DBW} at {_v(facts, 'prefetch_load')} of `G`), the "
                     "mean wait per step: " + "; ".join(parts) + ".")
