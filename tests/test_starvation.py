@@ -529,6 +529,24 @@ def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
     assert page.drift_details(_result(cuda=False, nvml=False)) is None
 
 
+def test_power_is_below_the_limit_only_where_no_step_drew_it():
+    """The clock note may call the power "below the board's limit" only where no single step reached it: one
+    back-to-back step above the limit turns it into "exceeded", one at the limit into "reached"."""
+    res = _result(capped=0.0)
+    res.metadata["nvml"]["power_limit_w"] = 800.0
+    note = _drift(res)
+    assert "every step below the board's 800 W limit (at most 700 W)" in note and "exceeded" not in note
+    assert analysis.analyse(res)["power_vs_limit"].value == "below"
+    for watts, state in ((816.0, "exceeded"), (800.2, "reached")):
+        idle = res.tables["idle_gaps"]
+        idle["power_w"] = idle["power_w"].astype(float)
+        idle.loc[idle.index[0], "power_w"] = watts      # one back-to-back step; their mean stays under 95%
+        note = _drift(res)
+        assert f"single steps {state} the board's 800 W limit, up to {watts:,.0f} W back-to-back" in note
+        assert "below the board" not in note
+        assert analysis.analyse(res)["power_vs_limit"].value == state
+
+
 def test_prefetch_lower_in_every_run_but_within_tolerance_makes_no_claim():
     res = _result(pf_constant=(10.0, 9.5))     # 5% lower in every run: within the 10% tolerance, ranges apart
     assert analysis.analyse(res)["prefetch_balanced.constant"].setting["every_run"] == 0
