@@ -1249,8 +1249,8 @@ def test_c09_findings_follow_reversed_data(ref09):
     # the disk's dd read set just above and just below the best path: the direction word flips
     up = an09.analyse(_swap_dd09(ref09, 1.5 * to_gpu / f.number("dd_read")))
     down = an09.analyse(_swap_dd09(ref09, 0.5 * to_gpu / f.number("dd_read")))
-    assert "slower than dd reading the disk cold" in pg09.finding(up, "to_gpu")[0].text
-    assert "faster than dd reading the disk cold" in pg09.finding(down, "to_gpu")[0].text
+    assert "slower than this chapter's dd reading the file cold" in pg09.finding(up, "to_gpu")[0].text
+    assert "faster than this chapter's dd reading the file cold" in pg09.finding(down, "to_gpu")[0].text
     r = copy.deepcopy(ref09)
     t = r.tables["random"]
     one, pool = t["mode"] == "pread, 1 thread", t["mode"] == "pread, thread pool"

@@ -336,7 +336,8 @@ def _finding(res, key):
 def test_to_gpu_finding_follows_the_share():
     good_res = _res({"gpu": _gpu([1.9, 1.95, 1.92], [1.0, 1.1, 1.0], [1.5] * 3), "ceiling": CEIL})
     good = _finding(good_res, "to_gpu")
-    assert "(b) pinned, double-buffered" in good.text and "1.04× slower than dd reading the disk cold" in good.text
+    assert "(b) pinned, double-buffered" in good.text
+    assert "1.04× slower than this chapter's dd reading the file cold" in good.text
     assert "target" not in good.text
     assert "Path (a), pageable reads each copied before the next, was 1.86× slower than path (b)" in _note(
         page.gpu_note,
@@ -554,11 +555,11 @@ def test_asked_vs_seen_follows_the_counters():
 
 def test_chapter_9_opening_follows_reversed_data():
     """Slow the disk's own dd read threefold and swap the single thread's random-read rates with the pool's:
-    the opening turns from "faster than dd reading the disk cold" to "slower", and from "use a pool" to "keep
-    one thread"."""
+    the opening turns from "faster than this chapter's dd reading the file cold" to "slower", and from "use a pool"
+    to "keep one thread"."""
     ref = results.load_reference(reading.CHAPTER)
     op = page.opening(analysis.analyse(ref))
-    assert "faster than dd reading the disk cold" in op.findings[0].text
+    assert "faster than this chapter's dd reading the file cold" in op.findings[0].text
     size = size_label(ref.parameters["file_size"])     # the profile's file, as the run read it
     assert op.actions[0].text.startswith(f"For reading a {size} file into GPU memory, cold, use pinned, "
                                          "double-buffered")
@@ -574,7 +575,7 @@ def test_chapter_9_opening_follows_reversed_data():
     rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
                          {**ref.tables, "ceiling": c, "pipeline": p, "random": r}, ref.metadata)
     op = page.opening(analysis.analyse(rev))
-    assert "slower than dd reading the disk cold" in op.findings[0].text
+    assert "slower than this chapter's dd reading the file cold" in op.findings[0].text
     assert "os.O_DIRECT" in op.actions[0].snippet and "4 << 20, 2" in op.actions[0].snippet
     assert "slower than one pread thread" in op.findings[1].text
     assert "keep the default one reading thread" in op.actions[1].text and op.actions[1].snippet is None
@@ -623,7 +624,7 @@ def test_the_chapter_states_one_dd_series_and_names_it_as_its_own():
     text = _note(page.ceilings_text, res)
     assert "`dd bs=1M` (chapter 2's method, run in this chapter) 2 GB/s (2, 5 runs)" in text
     assert "every one of these 5 `dd` runs" in text and "3 runs" not in text
-    assert "than dd reading the disk cold in this chapter (the same file" in _finding(res, "to_gpu").text
+    assert "than this chapter's dd reading the file cold" in _finding(res, "to_gpu").text
     pipe = res.tables["pipeline"]
     res.tables["pipeline"] = pipe[~pipe["mode"].str.startswith("dd")]
     f = analysis.analyse(res)

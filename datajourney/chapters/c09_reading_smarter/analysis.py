@@ -117,7 +117,7 @@ def _path_label(path: str) -> str:
 def _to_gpu(res, f: Facts) -> None:
     cold = gpu_cold(res)
     f.add(measured("dd_read", dd_runs(res), unit="GB/s", quantity="rate",
-                   label="dd reading the disk cold in this chapter (the same file, 1 MiB blocks)"))
+                   label="this chapter's dd reading the file cold"))
     pc = pcie_ceiling(res)
     f.add(measured("pcie_copy", [pc] if pc else [], unit="GB/s", label="the pinned PCIe copy alone"))
     if cold.empty:
