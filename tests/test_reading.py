@@ -336,7 +336,8 @@ def _finding(res, key):
 def test_to_gpu_finding_follows_the_share():
     good_res = _res({"gpu": _gpu([1.9, 1.95, 1.92], [1.0, 1.1, 1.0], [1.5] * 3), "ceiling": CEIL})
     good = _finding(good_res, "to_gpu")
-    assert "(b) pinned, double-buffered" in good.text and "1.04× slower than dd reading the disk cold" in good.text
+    assert "(b) pinned, double-buffered" in good.text
+    assert "1.04× slower than this chapter's dd reading the file cold" in good.text
     assert "target" not in good.text
     assert "Path (a), pageable reads each copied before the next, was 1.86× slower than path (b)" in _note(
         page.gpu_note,
@@ -554,11 +555,11 @@ def test_asked_vs_seen_follows_the_counters():
 
 def test_chapter_9_opening_follows_reversed_data():
     """Slow the disk's own dd read threefold and swap the single thread's random-read rates with the pool's:
-    the opening turns from "faster than dd reading the disk cold" to "slower", and from "use a pool" to "keep
-    one thread"."""
+    the opening turns from "faster than this chapter's dd reading the file cold" to "slower", and from "use a pool"
+    to "keep one thread"."""
     ref = results.load_reference(reading.CHAPTER)
     op = page.opening(analysis.analyse(ref))
-    assert "faster than dd reading the disk cold" in op.findings[0].text
+    assert "faster than this chapter's dd reading the file cold" in op.findings[0].text
     size = size_label(ref.parameters["file_size"])     # the profile's file, as the run read it
     assert op.actions[0].text.startswith(f"For reading a {size} file into GPU memory, cold, use pinned, "
                                          "double-buffered")
@@ -566,13 +567,15 @@ def test_chapter_9_opening_follows_reversed_data():
     assert "`ThreadPoolExecutor(max_workers=16)`" in op.actions[1].text
     c = ref.table("ceiling").copy()
     c["GBps"] *= 3
+    p = ref.table("pipeline").copy()                    # every dd run of the chapter: the sweep's too
+    p.loc[p["mode"].str.startswith("dd"), "GBps"] *= 3
     r = ref.table("random").copy()
     one, pool = r["mode"] == "pread, 1 thread", r["mode"] == "pread, thread pool"
     r.loc[one, "IOPS"], r.loc[pool, "IOPS"] = r.loc[one, "IOPS"] * 10, r.loc[pool, "IOPS"] / 10
     rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
-                         {**ref.tables, "ceiling": c, "random": r}, ref.metadata)
+                         {**ref.tables, "ceiling": c, "pipeline": p, "random": r}, ref.metadata)
     op = page.opening(analysis.analyse(rev))
-    assert "slower than dd reading the disk cold" in op.findings[0].text
+    assert "slower than this chapter's dd reading the file cold" in op.findings[0].text
     assert "os.O_DIRECT" in op.actions[0].snippet and "4 << 20, 2" in op.actions[0].snippet
     assert "slower than one pread thread" in op.findings[1].text
     assert "keep the default one reading thread" in op.actions[1].text and op.actions[1].snippet is None
@@ -608,3 +611,47 @@ def test_findings_of_a_small_real_run(tmp_path):
     assert results.Result.load(res.path).tables.keys() == res.tables.keys()
     for fn in (page.asked_seen_table, page.random_table, page.readahead_table, page.storage_table, page.gds_table):
         assert len(fn(res))
+
+
+def test_the_chapter_states_one_dd_series_and_names_it_as_its_own():
+    """The device-ceiling runs and the sweep's paired dd run are the same read of the same file: the ceilings
+    text gives one mean, range and run count, the "faster than every one of these N runs" count is that same N,
+    and the headline names the dd it compares with as this chapter's (not chapter 2's). Drop the sweep's dd and
+    the count follows."""
+    res = _with_choice(SWEEP, _gpu([1.0, 1.1, 1.0], [0.9] * 3, [0.8] * 3))   # 3 ceiling runs + 2 sweep runs
+    f = analysis.analyse(res)
+    assert f["dd_read"].n == 5 and f.number("dd_runs_all") == 5 and page.device_ceiling(res) == [2.0] * 5
+    text = _note(page.ceilings_text, res)
+    assert "`dd bs=1M` (chapter 2's method, run in this chapter) 2 GB/s (2, 5 runs)" in text
+    assert "every one of these 5 `dd` runs" in text and "3 runs" not in text
+    assert "than this chapter's dd reading the file cold" in _finding(res, "to_gpu").text
+    pipe = res.tables["pipeline"]
+    res.tables["pipeline"] = pipe[~pipe["mode"].str.startswith("dd")]
+    f = analysis.analyse(res)
+    assert f["dd_read"].n == 3 and f.number("dd_runs_all") == 3
+    assert "these 3 `dd` runs" in _note(page.ceilings_text, res)
+
+
+def test_time_outside_the_device_queue_names_no_unmeasured_cause():
+    """The depth note says how much of a call fell outside the device's queue, which was measured, and claims
+    no cause this run did not time (the interpreter lock is not measured in this chapter)."""
+    rows = _grid(1.0, 4096, 1 << 20)
+    for r in rows:
+        r.update(threads=64, dev_queue_depth=7.5, dev_read_ms=0.1, dev_reads=100, mean_us=800.0)
+    note = _note(page.asked_seen_note, _res({"grid": rows}))
+    assert "87.5% of its time was spent outside the device's queue" in note
+    assert "interpreter lock" not in note and "does not time those parts apart" in note
+
+
+def test_the_paths_figure_uses_the_chapters_letters():
+    """Fig. 9's labels name each path by the letter the chapter's text and tables give it."""
+    import re
+
+    from datajourney.core.paths import REPO_ROOT
+    svg = (REPO_ROOT / "book" / "figures" / "09-paths.svg").read_text()
+    labels = re.findall(r">\(([a-e])\) ([^<]+)<", svg)
+    assert {k for k, _ in labels} >= {"a", "b", "d"}
+    names = {**{v[0]: k for k, v in page.PATH_NAMES.items()}, "d": "kvikio"}
+    for letter, label in labels:
+        assert label.startswith(names[letter]), (letter, label)
+        assert page.path_letter(names[letter]).startswith(f"({letter}) ")

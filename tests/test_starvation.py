@@ -368,9 +368,33 @@ def test_prefetch_runs_that_disagree_make_no_claim():
     pf = res.tables["prefetch"]
     pf.loc[(pf["cost"] == "variable") & (pf["run"] == 1) & (pf["prefetch_factor"] == 4), "wait_ms"] = 40.0
     f = analysis.analyse(res)
-    assert f["prefetch_balanced.variable"].setting["every_run"] == 0
+    assert "every_run" not in f["prefetch_balanced.variable"].setting   # the ranges overlap: level, no run claim
     assert f.advice_for("synthetic.prefetch_factor").verdict == "keep"  # the runs' spread is over the gain
-    assert "not in every run by more than a tenth" in _texts(res)["prefetch_balanced"]
+    t = _texts(res)["prefetch_balanced"]
+    assert "variable per-sample cost, a prefetch factor of 4 was level with" in t and "every run" not in t
+
+
+def test_prefetch_shorter_in_each_pair_but_overlapping_ranges_is_level_without_a_run_claim():
+    """Each run's deeper prefetch waited over 10% less than the same run's shallower one, but the two ranges
+    overlap (run 0: 11.0 -> 9.8 ms, run 1: 7.7 -> 1.0 ms): the comparison is level, and nothing may say
+    "in every run" beside it. Moving the deep runs below every shallow run makes it a direction again."""
+    def with_variable(deep):
+        res = _result()
+        pf = res.tables["prefetch"]
+        v = (pf["cost"] == "variable") & (pf["run"] < 2)
+        res.tables["prefetch"] = pf = pf[(pf["run"] < 2)].copy()
+        pf.loc[v & (pf["prefetch_factor"] == 1), "wait_ms"] = [11.0, 7.7]
+        pf.loc[v & (pf["prefetch_factor"] == 4), "wait_ms"] = deep
+        return res
+
+    res = with_variable([9.8, 1.0])
+    assert analysis.prefetch_effect(res.tables["prefetch"], "variable")["direction"] == 1   # paired: shorter
+    t = _texts(res)["prefetch_balanced"]
+    assert "a prefetch factor of 4 was level with a prefetch factor of 1" in t
+    assert "shorter in every run" not in t and "every run" not in t.split("variable per-sample cost")[1]
+    t = _texts(with_variable([5.0, 1.0]))["prefetch_balanced"]      # every deep run below every shallow one
+    assert "variable per-sample cost, a prefetch factor of 4 was" in t and "faster than" in t.split("variable")[1]
+    assert "(shorter in every run)" in t.split("variable per-sample cost")[1]
 
 
 def test_reversed_persistent_workers_that_do_not_help():
@@ -505,10 +529,31 @@ def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
     assert page.drift_details(_result(cuda=False, nvml=False)) is None
 
 
+def test_power_is_below_the_limit_only_where_no_step_drew_it():
+    """The clock note may call the power "below the board's limit" only where no single step reached it: one
+    back-to-back step above the limit turns it into "exceeded", one at the limit into "reached"."""
+    res = _result(capped=0.0)
+    res.metadata["nvml"]["power_limit_w"] = 800.0
+    note = _drift(res)
+    assert "every step below the board's 800 W limit (at most 700 W)" in note and "exceeded" not in note
+    assert analysis.analyse(res)["power_vs_limit"].value == "below"
+    for watts, state in ((816.0, "exceeded"), (800.2, "reached")):
+        idle = res.tables["idle_gaps"]
+        idle["power_w"] = idle["power_w"].astype(float)
+        idle.loc[idle.index[0], "power_w"] = watts      # one back-to-back step; their mean stays under 95%
+        note = _drift(res)
+        assert f"single steps {state} the board's 800 W limit, up to {watts:,.0f} W back-to-back" in note
+        assert "below the board" not in note
+        assert analysis.analyse(res)["power_vs_limit"].value == state
+
+
 def test_prefetch_lower_in_every_run_but_within_tolerance_makes_no_claim():
-    res = _result(pf_constant=(1.30, 1.25))     # 4% lower in every run: within the 10% tolerance
+    res = _result(pf_constant=(10.0, 9.5))     # 5% lower in every run: within the 10% tolerance, ranges apart
     assert analysis.analyse(res)["prefetch_balanced.constant"].setting["every_run"] == 0
-    assert "not in every run by more than a tenth" in _texts(res)["prefetch_balanced"]
+    assert "(shorter in every run, not every run by more than a tenth)" in _texts(res)["prefetch_balanced"]
+    res = _result(pf_constant=(1.30, 1.25))    # 4% lower in every run, but the ranges overlap: level, no run claim
+    assert "every_run" not in analysis.analyse(res)["prefetch_balanced.constant"].setting
+    assert "every run" not in _texts(res)["prefetch_balanced"].split("variable per-sample cost")[0]
 
 
 def test_prefetch_note_keeps_the_spread_of_the_runs():

@@ -159,6 +159,24 @@ def _drift(res: Result, out: Facts, g: float) -> None:
             measured("step_after_gap", top, unit="ms", label=f"a step after an idle gap of {gaps[-1]:g} ms",
                      quantity="time", better=None, setting={"gap_ms": float(gaps[-1])}))
     out.add(compare("step_drift", out["step_after_gap"], out["step_back_to_back"]))
+    p = power_against_limit(idle, (res.metadata.get("nvml") or {}).get("power_limit_w"))
+    if p is not None:
+        out.add(Fact("power_peak", p["peak"], "W", "the most power a step of the idle-gap experiment drew", "amount",
+                     None, setting={"gap_ms": p["gap_ms"]}),
+                Fact("power_vs_limit", p["state"], "", f"the steps' power against the board's {p['limit']:.0f} W limit",
+                     "choice", None, setting={"limit_w": p["limit"]}))
+
+
+def power_against_limit(idle: pd.DataFrame, limit: float | None) -> dict | None:
+    """The highest per-step power of the idle-gap steps (NVML samples averaged over each step) against the
+    board's power limit: ``below`` only where no step drew as much as the limit, ``reached`` where the
+    highest step drew the limit (to the watt), ``exceeded`` above it. None without a limit or power samples."""
+    if not limit or "power_w" not in idle or not idle["power_w"].notna().any():
+        return None
+    top = idle.loc[idle["power_w"].idxmax()]
+    peak = float(top["power_w"])
+    state = "below" if round(peak) < round(limit) else "reached" if round(peak) == round(limit) else "exceeded"
+    return dict(state=state, peak=peak, gap_ms=float(top["gap_ms"]), limit=float(limit))
 
 
 def prefetch_effect(pf: pd.DataFrame, cost: str, *, tol: float = PREFETCH_TOL) -> dict:
@@ -193,7 +211,10 @@ def _prefetch(res: Result, out: Facts, g: float) -> None:
         hi = measured(f"prefetch.{cost}.deep", e["deep"], unit="ms", quantity="time", better="lower",
                       label=f"a prefetch factor of {e['hi']}", setting={**s, "prefetch_factor": e["hi"]})
         c = compare(f"prefetch_balanced.{cost}", hi, lo)
-        out.add(lo, hi, dataclasses.replace(c, setting={**c.setting, "every_run": e["direction"]}))
+        # a run-by-run claim only where the comparison itself has a direction: with overlapping ranges the
+        # page says "level", and "shorter in every run" beside it would contradict it
+        paired = {} if c.level else {"every_run": e["direction"]}
+        out.add(lo, hi, dataclasses.replace(c, setting={**c.setting, **paired}))
     key = "prefetch_balanced.variable" if "prefetch_balanced.variable" in out else next(
         k for k in out.facts if k.startswith("prefetch_balanced."))
     out.add(dataclasses.replace(out[key], key="prefetch_balanced"))

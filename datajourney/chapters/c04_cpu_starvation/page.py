@@ -8,7 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c04_cpu_starvation.analysis import CHAPTER  # noqa: F401  (the page names its chapter)
+from datajourney.chapters.c04_cpu_starvation.analysis import (
+    CHAPTER,  # noqa: F401  (the page names its chapter)
+    power_against_limit,
+)
 from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_au, predicted_wait_ms
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
 from datajourney.core import charts, phrasing
@@ -77,7 +80,8 @@ def step_drift(res) -> dict | None:
                    base_power=float(base["power_w"].mean()), top_power=float(top["power_w"].mean()),
                    base_capped=float(base[cap].astype(float).mean()),
                    top_capped=float(top[cap].astype(float).mean()), capped_by="samples" if cap.endswith("share")
-                   else "steps", power_limit=res.metadata.get("nvml", {}).get("power_limit_w"))
+                   else "steps", power_limit=res.metadata.get("nvml", {}).get("power_limit_w"),
+                   power_peak=power_against_limit(idle, res.metadata.get("nvml", {}).get("power_limit_w")))
         tail = drift.iloc[len(drift) // 2:]
         if "sm_clock_mhz" in tail and tail["sm_clock_mhz"].notna().any():
             out.update(steady_clock=float(tail["sm_clock_mhz"].mean()),
@@ -142,7 +146,7 @@ def finding_drift(res) -> Finding | None:
                          ": under sustained load the GPU runs power-capped, and `G` is calibrated there.")
             else:
                 text += (f" (power {x['base_power']:,.0f} W back-to-back, {x['top_power']:,.0f} W after the gap"
-                         + (f", below the board's {limit:,.0f} W limit" if limit else "")
+                         + _limit_words(x.get("power_peak"))
                          + ("; NVML did not report a power cap in most back-to-back steps)." if x["base_capped"] <= 0.5
                             else "; NVML's power-cap flag was set after the gap as often as back-to-back, so it "
                                  "does not tell the two apart)."))
@@ -155,6 +159,17 @@ def finding_drift(res) -> Finding | None:
         text += f" GPU clocks were not logged ({phrasing.text(x['why'] or 'NVML not available')})."
     return Finding("step_drift", head, value=g, unit="ms",
                    values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d, clocks=text.strip()))
+
+
+def _limit_words(p: dict | None) -> str:
+    """The mean powers against the board's limit, as the highest single step decides it: "below" only where no
+    step drew the limit."""
+    if p is None:
+        return ""
+    if p["state"] == "below":
+        return f"; every step below the board's {p['limit']:,.0f} W limit (at most {p['peak']:,.0f} W)"
+    where = "back-to-back" if p["gap_ms"] == 0 else f"after a {p['gap_ms']:g} ms gap"
+    return f"; single steps {p['state']} the board's {p['limit']:,.0f} W limit, up to {p['peak']:,.0f} W {where}"
 
 
 def drift_details(res, *, near: float = 0.03) -> str | None:
@@ -785,11 +800,13 @@ def finding_prefetch(facts: Facts) -> Finding | None:
     parts = []
     for k in keys:
         c = facts[k]
-        every = c.setting.get("every_run", 0)
-        runs = ("shorter in every run" if every > 0 else "longer in every run" if every < 0 else
-                "not in every run by more than a tenth")
+        every = c.setting.get("every_run")   # absent where the comparison is level: no run-by-run claim
+        # not level: the ranges do not overlap, so every run of one was shorter than every run of the other
+        way = "shorter" if (c.number or 1.0) < 1 else "longer"
+        runs = ("" if every is None else f" ({way} in every run)" if every else
+                f" ({way} in every run, not every run by more than a tenth)")
         parts.append(f"with {phrasing.text(c.setting.get('cost'))} per-sample cost, {phrasing.text(c.label)} was "
-                     f"{phrasing.comparison(c, facts)} ({runs})")
+                     f"{phrasing.comparison(c, facts)}{runs}")
     return _finding(facts, "prefetch_balanced",
                     f"**`prefetch_factor` where it can matter** ({DBW} at {_v(facts, 'prefetch_load')} of `G`), the "
                     "mean wait per step: " + "; ".join(parts) + ".")

@@ -48,6 +48,17 @@ def _t(res, name: str) -> pd.DataFrame:
     return res.tables[name] if name in res.tables else pd.DataFrame()
 
 
+def dd_runs(res) -> list[float]:
+    """Every cold ``dd bs=1M`` read of the chapter's file, in GB/s: the device-ceiling runs and the one paired
+    with each run of the sweep. They are the same read of the same file after the same purge, so the chapter
+    states them as one series (one mean, one range, one run count)."""
+    dd = _t(res, "ceiling")
+    t = _t(res, "pipeline")
+    t = t[t["error"].isna()] if not t.empty and "error" in t else t
+    sweep = t[t["mode"].str.startswith("dd")]["GBps"].astype(float).tolist() if not t.empty else []
+    return (dd["GBps"].astype(float).tolist() if not dd.empty else []) + sweep
+
+
 def _ok_rows(t: pd.DataFrame) -> pd.DataFrame:
     if t.empty:
         return t
@@ -105,9 +116,8 @@ def _path_label(path: str) -> str:
 # --------------------------------------------------------------------------- the paths to GPU memory
 def _to_gpu(res, f: Facts) -> None:
     cold = gpu_cold(res)
-    dd = _t(res, "ceiling")
-    f.add(measured("dd_read", dd["GBps"].tolist() if not dd.empty else [], unit="GB/s", quantity="rate",
-                   label="dd reading the disk cold (1 MiB blocks)"))
+    f.add(measured("dd_read", dd_runs(res), unit="GB/s", quantity="rate",
+                   label="this chapter's dd reading the file cold"))
     pc = pcie_ceiling(res)
     f.add(measured("pcie_copy", [pc] if pc else [], unit="GB/s", label="the pinned PCIe copy alone"))
     if cold.empty:
@@ -394,9 +404,8 @@ def _paths_note(res, f: Facts) -> None:
 
 
 def _drift(res, f: Facts) -> None:
-    """The disk's own drift between runs (max ÷ min of the ``dd`` runs) against path (b)'s, from the main table."""
-    dd = _t(res, "ceiling")
-    dd = dd["GBps"].astype(float).tolist() if not dd.empty else []
+    """The disk's own drift between runs (max ÷ min of the chapter's ``dd`` runs) against path (b)'s."""
+    dd = dd_runs(res)
     cold = gpu_cold(res)
     pin = cold[cold["path"] == PINNED]["GBps"].astype(float).tolist() if not cold.empty else []
     if len(dd) < 2 or len(pin) < 2 or min(dd) <= 0 or min(pin) <= 0:
@@ -492,11 +501,7 @@ def _sweep_notes(res, f: Facts) -> None:
 def _ceilings(res, f: Facts) -> None:
     """Every ``dd`` read of the chapter (main table and sweep), and the fastest single cold read: the disk's
     ceiling is the fastest ``dd`` run where no cold read beat it."""
-    t = _t(res, "pipeline")
-    t = t[t["error"].isna()] if not t.empty and "error" in t else t
-    sweep = t[t["mode"].str.startswith("dd")]["GBps"].astype(float).tolist() if not t.empty else []
-    dd = _t(res, "ceiling")
-    every = (dd["GBps"].astype(float).tolist() if not dd.empty else []) + sweep
+    every = dd_runs(res)
     c = res.metadata.get("pcie_ceiling") or {}
     if c.get("available") and c.get("size"):
         f.data["pcie_size"] = int(c["size"])

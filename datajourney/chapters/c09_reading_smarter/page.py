@@ -42,8 +42,8 @@ def _gpu_ok(res) -> pd.DataFrame:
 
 
 def device_ceiling(res) -> list[float]:
-    c = _t(res, "ceiling")
-    return c["GBps"].astype(float).tolist() if not c.empty else []
+    """The chapter's cold ``dd`` reads of its file (GB/s): one series, as the analysis states it."""
+    return analysis.dd_runs(res)
 
 
 def pcie_ceiling(res) -> float | None:
@@ -188,7 +188,8 @@ def asked_seen_note(facts: Facts) -> str:
             text += (f": each request spent {_v(facts, 'device_us')} in the block layer and the device but "
                      f"{_v(facts, 'call_us')} on average from call to return, so "
                      f"{phrasing.share(facts.number('outside_share'))} of its time was spent outside the device's "
-                     "queue, in the program, where the threads take turns with Python's interpreter lock")
+                     "queue, in the rest of each timed call (the system call above the block layer, and the thread "
+                     "getting to run again once the read returns); this run does not time those parts apart")
         elif why == "split":
             text += ": more than asked, because the kernel split each request into several"
         text += "."
@@ -492,7 +493,8 @@ def ceilings_text(facts: Facts) -> str:
     dd = facts.get("dd_read")
     pc = facts.get("pcie_copy")
     out = ("Measured in this run: the device's cold sequential read of the same file with `dd bs=1M` "
-           f"(chapter 2's check) {phrasing.value(dd)}" if dd is not None and dd.number is not None
+           f"(chapter 2's method, run in this chapter) {phrasing.value(dd)}"
+           if dd is not None and dd.number is not None
            else "No `dd` read was measured")
     if pc is not None and pc.number is not None and facts.data.get("pcie_size"):
         out += (f"; a pinned host-to-device copy of {size_label(facts.data['pcie_size'])} through a second path "
@@ -502,12 +504,12 @@ def ceilings_text(facts: Facts) -> str:
     every = facts.get("dd_runs_all")
     if every is not None:
         if facts["disk_ceiling"].value == "yes":
-            out += (f" The fastest of the chapter's {fx.num(every.number)} `dd` runs, {_v(facts, 'dd_fastest')}, is "
+            out += (f" The fastest of these {fx.num(every.number)} `dd` runs, {_v(facts, 'dd_fastest')}, is "
                     "the disk's ceiling here: no cold read went faster.")
         else:
             top = facts["fastest_read"]
             out += (f" The disk has no measured ceiling here: {phrasing.text(top.label)} read "
-                    f"{_v(facts, 'fastest_read')}, faster than every one of the chapter's {fx.num(every.number)} "
+                    f"{_v(facts, 'fastest_read')}, faster than every one of these {fx.num(every.number)} "
                     "`dd` runs (at most "
                     f"{_v(facts, 'dd_fastest')}).")
     return out
