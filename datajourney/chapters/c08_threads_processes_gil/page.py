@@ -1020,6 +1020,13 @@ def paper_note(res) -> str | None:
         g = f.get(f"paper.gain.{state}")
         if g is None or g.number is None:
             continue
+        if f.get(f"paper.one_run.{state}") is not None:   # no spread: the values, no side named faster
+            runs = [f.get(f"paper.{k}.{state}") for k in ("spdl_batch", "dl_pillow", "dl_spdl")]
+            parts.append(f"With {state} files ({phrasing.text(f[f'paper.one_run.{state}'].label)}): "
+                         + "; ".join(f"{phrasing.text(x.label.removesuffix(f', {state} files'))} "
+                                     f"{phrasing.value(x)}" for x in runs if x is not None and x.number is not None)
+                         + ".")
+            continue
         s = (f"With {state} files, the SPDL pipeline ran {phrasing.value(f[g.of])}: "
              f"{phrasing.comparison(g, f)}")
         if g.published:
