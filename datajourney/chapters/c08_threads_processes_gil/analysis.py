@@ -772,6 +772,18 @@ def loader_advice(facts: Facts, res) -> Advice | None:
     return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("cost",))
 
 
+def default_unmeasured(facts: Facts) -> list[Fact]:
+    """Why the loader question has no answer where its end-to-end runs held a DataLoader but not the default one
+    (decoding with Pillow): the decoder the run's DataLoader used instead."""
+    d = facts.get("end_to_end.dataloader")
+    if facts.advice_for("image_decode.loader") is not None or d is None:
+        return []
+    dec = str(d.setting.get("decoder"))
+    return [] if dec == DEFAULT_DECODER else [Fact(
+        "image_decode.loader.unmeasured", decoder_name(dec), "",
+        f"the DataLoader's decoder in the end-to-end runs, not {decoder_name(DEFAULT_DECODER)}", "choice", None)]
+
+
 def _question(res, how: str) -> Question:
     """The loader question, with the work its candidates did (``how``: "end_to_end" or "paper"); its baseline is the
     DataLoader decoding with Pillow."""
@@ -970,6 +982,7 @@ def analyse(res) -> Facts:
                  collate_facts, gpu_share_facts):
         facts.add(*part(res))
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
+    facts.add(*default_unmeasured(facts))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_

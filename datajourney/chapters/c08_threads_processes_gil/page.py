@@ -1448,7 +1448,12 @@ FORK_SNIPPET = 'loader = DataLoader(dataset, num_workers=4, multiprocessing_cont
 
 def _action_loader(facts: Facts) -> Action | None:
     a = facts.advice_for("image_decode.loader")
-    return None if a is None else Action(say.advice(a, facts), a.snippet)
+    if a is None:
+        u = facts.get("image_decode.loader.unmeasured")
+        return None if u is None else Action(
+            "No advice on the loader from this run: it measured no DataLoader decoding with Pillow, PyTorch's "
+            f"default (its DataLoader decoded with {say.text(u.value)}), and a gain needs its baseline.")
+    return Action(say.advice(a, facts), a.snippet)
 
 
 def _action_paths(facts: Facts) -> Action | None:
