@@ -222,17 +222,20 @@ def test_chapter_8_names_and_colours_each_pool_the_same_in_every_chart():
     assert colours[c08_charts.POOLS["process"]] == {charts.PALETTE[1]}
 
 
-def test_chapter_8_loaders_at_one_count_are_drawn_apart_on_whole_ticks():
-    """Six of the seven loaders sat on top of each other at 16 workers; a narrow axis ticked 1.2, 1.4."""
+def test_chapter_8_loaders_at_one_count_are_drawn_apart_each_at_its_measured_count():
+    """Six of the seven loaders sat on top of each other at 16 workers; then a dodge on a linear axis drew the
+    16-thread pool at 19. Now each point sits at its measured count (a category of the axis, in numeric order),
+    the loaders of one count grouped side by side around it."""
     c08_charts, c08_page, res = _c08()
     lines = c08_page.loader_lines(res)
     d = shown(c08_charts.loader_chart(lines))
-    xs = [x for t in d["data"] for x in t["x"]]
-    assert len(set(xs)) == len(xs)   # no two points share a position
-    for t in d["data"]:   # the hover still gives the count that was measured
+    counts = sorted(set(int(c) for c in lines["concurrency"]))
+    assert d["layout"]["xaxis"]["type"] == "category" and d["layout"]["scattermode"] == "group"
+    assert [int(c) for c in d["layout"]["xaxis"]["categoryarray"]] == counts
+    for t in d["data"]:   # each point at the count that was measured, and the hover gives it too
         measured = sorted(lines[lines["loader"] == t["name"]]["concurrency"])
+        assert [int(x) for x in t["x"]] == measured
         assert sorted(int(c[0]) for c in t["customdata"]) == measured
-    assert d["layout"]["xaxis"]["tickformat"] == ",d" and d["layout"]["xaxis"]["dtick"] >= 1
 
 
 def test_no_axis_says_its_runs_twice_or_both_ways():

@@ -38,7 +38,6 @@ from datajourney.chapters.c10_mmap_vs_read import page as pg10
 from datajourney.chapters.c11_gpu_to_gpu import analysis as an11
 from datajourney.chapters.c11_gpu_to_gpu import page as pg11
 from datajourney.core import charts, phrasing, results
-from datajourney.core.facts import best
 from datajourney.core.params import BOOK_OPTIONS, parameters_cell
 from datajourney.core.paths import REPO_ROOT
 
@@ -989,13 +988,15 @@ def test_c08_reference_facts_equal_the_tables_and_the_old_key_results(host):
     # the advice: the best of each kind against the other, the DataLoader being the default
     a = f.advice_for("image_decode.loader")
     g = f[a.gain]
-    if an08.sweep_end_to_end(res):  # the end-to-end runs hold the sweep's best setting: the advice comes from them
+    # the baseline is the library's default, the DataLoader decoding with Pillow, in every verdict
+    e2e = f.get("end_to_end.dataloader")
+    if an08.sweep_end_to_end(res) and e2e is not None and e2e.setting["decoder"] == "pillow":
         assert {g.of, g.basis} == {"end_to_end.dataloader", "end_to_end.threads"}
-    elif "paper.best_threads" in f:  # from the SPDL question's warm runs: the best DataLoader against the sweep's best
-        assert {g.of, g.basis} == {"paper.best_threads", best([f["paper.dl_pillow.warm"], f["paper.dl_spdl.warm"]]).key}
+    elif "paper.best_threads" in f:  # else from the SPDL question's warm runs, which hold the default
+        assert "paper.dl_pillow.warm" in {g.of, g.basis}
+        assert a.value != "DataLoader, Pillow" or a.verdict == "keep"
     else:
-        assert a.value.startswith("DataLoader, 16 workers") and (g.of, g.basis) == (
-            "end_to_end.dataloader", "end_to_end.threads")
+        assert a is None
     assert a.default == "torch.utils.data.DataLoader"
     if a.snippet:
         compile(a.snippet, "snippet", "exec")
@@ -1145,7 +1146,16 @@ def test_c08_paper_note_gives_shares_only_of_a_gain_both_factors_made():
     assert "level with the DataLoader with Pillow" in warm and "published: 1.74× faster" in warm
     assert "no gain to share" in warm and "the decoder 1.20× faster, the threads 1.21× slower" in warm
     assert "%" not in warm.split(" — ")[-1] and "accounts for" not in warm
-    assert "accounts for" in cold and "warm files ran" not in note
+    # one cold run of each loader: no spread, so no side is named faster and the gain is not shared
+    assert "one run each: no spread to decide" in cold and "2,956 images/s" in cold and "warm files ran" not in note
+    assert not re.search(r"faster|slower|level|accounts for", cold)
+    two = copy.deepcopy(res)
+    pp = two.table("paper").copy()
+    again = pp[pp["state"] == "cold"].assign(images_per_s=lambda d: d["images_per_s"] * 1.01)
+    two.tables["paper"] = pd.concat([pp, again], ignore_index=True)
+    two.facts = None
+    cold = pg08.paper_note(two).split("\n\n")[1]
+    assert "accounts for" in cold and "one run each" not in cold
     rev = copy.deepcopy(res)
     pp = rev.table("paper").copy()
     w = pp["state"] == "warm"

@@ -39,6 +39,10 @@ EXPORTS = ("primitives", "contention", "end_to_end", "cost", "first_batch", "moo
            "image_decode.loader", "ipc.main_ms", "ipc.worker_ms", "ipc.extra_ms")
 
 
+#: What the comparison of a state with one run per loader decides: nothing (no spread to call two sides level).
+ONE_RUN = "one_run"
+ONE_RUN_LABEL = "one run each: no spread to decide whether the loaders differ"
+
 #: The SPDL question's best thread configuration, named apart from section 3's "best thread pipeline" (cold).
 BEST = "the SPDL sweep's best thread setting"
 
@@ -79,7 +83,11 @@ def paper_facts(res) -> list[Fact]:
         out.append(compare(f"paper.cpu_ratio.{state}", cpu["spdl_batch"], cpu["dl_pillow"],
                            published=PUB_CPU if state == "warm" else None))
         a, b, c = (f[k].number for k in ("dl_pillow", "dl_spdl", "spdl_batch"))
-        if a and b and c and abs(math.log(c / a)) > 1e-9:
+        if any(x.number is not None and x.n < 2 for x in f.values()):
+            # one run: no spread to tell a difference from noise, so no side is named faster and no gain is shared
+            out.append(Fact(f"paper.one_run.{state}", ONE_RUN, "", ONE_RUN_LABEL, "choice", None,
+                            setting={"state": state}))
+        elif a and b and c and abs(math.log(c / a)) > 1e-9:
             lt = math.log(c / a)
             out.append(Fact(f"paper.decoder_share.{state}", math.log(b / a) / lt, "",
                             "the decoder's share of the gain (in logarithms)", "share", None, setting={"state": state}))
@@ -612,7 +620,12 @@ def moonshot_facts(res) -> list[Fact]:
 def _dataloader_snippet(res, workers: int, decoder: str) -> str:
     p = res.parameters
     pin = res.metadata.get("device") == "cuda"
-    return (f"# the Dataset decodes with {decoder_name(decoder)}\n"
+    size = Params.value_of(p, "out_size")
+    decode = (f"import spdl.io\n\n# in the Dataset's __getitem__, decode and scale with spdl.io in place of Pillow\n"
+              f"image = spdl.io.to_numpy(spdl.io.convert_frames({SPDL_DECODE_CALL.removesuffix(')')},\n"
+              f"    filter_desc=\"scale=w={size}:h={size}:flags=bilinear,format=pix_fmts=rgb24\")))\n\n"
+              if decoder == "spdl" else f"# the Dataset decodes with {decoder_name(decoder)}\n")
+    return (decode +
             f"loader = DataLoader(dataset, batch_size={Params.value_of(p, 'batch_size')}, "
             f"num_workers={workers}, pin_memory={pin},\n"
             f"                    prefetch_factor={Params.value_of(p, 'prefetch_factor')}, "
@@ -678,53 +691,105 @@ OVER_FULL = ("the decode stage's occupancy measured above 100%: each finished ta
              "it ends in, so tasks begun before a short lap push it past full")
 
 
-#: The question chapter 8 answers for a reader: keep PyTorch's DataLoader (worker processes), or decode in threads.
+#: The question chapter 8 answers for a reader: keep PyTorch's DataLoader (worker processes) as a reader has it,
+#: decoding with Pillow (torchvision's image loader), or change the decoder, or decode in threads.
 LOADER_DEFAULT = "torch.utils.data.DataLoader"
+#: The decoder a DataLoader has by default: torchvision's datasets open images with Pillow.
+DEFAULT_DECODER = "pillow"
+#: How a reader decodes and scales one image with spdl.io in place of Pillow (the call the chapter measured).
+SPDL_DECODE_CALL = "spdl.io.decode_packets(spdl.io.demux_image(data))"
+
+
+def dataloader_kind(decoder) -> str:
+    """A DataLoader candidate's kind, named by its decoder: "DataLoader, Pillow" (the default),
+    "DataLoader, spdl.io"."""
+    return f"DataLoader, {decoder_name(decoder)}"
+
+
+#: The loader question's baseline: the DataLoader with the decoder it has by default.
+DEFAULT_KIND = dataloader_kind(DEFAULT_DECODER)
+
+
+def _dataloader_candidate(res, value: str, f: Fact | None, workers: int | None, decoder: str) -> Candidate:
+    """A DataLoader candidate: its own kind for each decoder (the default's decoder is the baseline); another
+    decoder is advised as its decode call, in the DataLoader at its workers."""
+    dl_call = f"{LOADER_DEFAULT}(num_workers={workers})" if workers else LOADER_DEFAULT
+    default = decoder == DEFAULT_DECODER
+    return Candidate(value, f, group=dataloader_kind(decoder),
+                     call=(f"num_workers={workers}" if workers else None) if default
+                     else SPDL_DECODE_CALL if decoder == "spdl" else None,
+                     at=None if default else dl_call,
+                     snippet=_dataloader_snippet(res, workers, decoder) if workers else None)
+
+
+def _paper_workers(res, kind: str) -> int | None:
+    comp = _table(res, "paper")
+    rows = comp[comp["loader"] == kind] if not comp.empty and "loader" in comp else comp
+    return int(rows["concurrency"].iloc[0]) if not rows.empty and "concurrency" in rows else None
 
 
 def loader_advice(facts: Facts, res) -> Advice | None:
-    """Which loader to use for this workload, decided like for like against the DataLoader (the default a reader
-    has), the best of each kind: from the end-to-end runs (the best thread loader, the SPDL sweep's best setting
-    among them, against the best DataLoader, cold files: the runs that feed the model) where the result has the
-    sweep's setting among them; older results, whose end-to-end thread loaders decoded one image per task, from the
-    SPDL question's warm runs (the DataLoader with either decoder against the sweep's best setting)."""
+    """Which loader to use for this workload, decided like for like against the library's default: the DataLoader
+    decoding with Pillow. Each candidate is named by its loader and its decoder, and each is its own kind, so a gain
+    is always measured against that default. From the end-to-end runs (cold files to the GPU, the runs that feed
+    the model) where they hold the sweep's best thread setting and a DataLoader decoding with Pillow; else from the
+    SPDL question's warm runs, which always hold the default beside the DataLoader decoding with spdl.io and the
+    sweep's best thread setting."""
+    d, t = facts.get("end_to_end.dataloader"), facts.get("end_to_end.threads")
+    e2e_default = d is not None and d.number is not None and str(d.setting.get("decoder")) == DEFAULT_DECODER
     paper = [facts.get(k) for k in ("paper.dl_pillow.warm", "paper.dl_spdl.warm", "paper.best_threads")]
-    if not sweep_end_to_end(res) and any(f is not None for f in paper):
+    if not (sweep_end_to_end(res) and e2e_default) and paper[0] is not None:
         q = _question(res, "paper")
         dl_pillow, dl_spdl, threads = paper
         shape = dict(threads.setting) if threads is not None and "concurrency" in threads.setting else None
         c = int(shape["concurrency"]) if shape else None
-        cands = [Candidate("DataLoader, Pillow", dl_pillow, group="dataloader"),
-                 Candidate("DataLoader, spdl.io", dl_spdl, group="dataloader"),
+        cands = [_dataloader_candidate(res, DEFAULT_KIND, dl_pillow, _paper_workers(res, "dl_pillow"), "pillow"),
+                 _dataloader_candidate(res, dataloader_kind("spdl"), dl_spdl, _paper_workers(res, "dl_spdl"), "spdl"),
                  Candidate("SPDL pipeline, spdl.io", threads, group="threads", call="spdl.pipeline.PipelineBuilder",
                            at=f"concurrency={c}, num_threads={shape['threads']}" if shape else None,
                            snippet=_threads_snippet(res, "spdl_batch", c, "spdl", shape) if shape else None)]
         a = decide(q, cands, facts)
         return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("paper.limit",))
+    # the end-to-end runs: without a DataLoader decoding with Pillow among them the default was not measured, and
+    # :func:`decide` gives no advice
     q = _question(res, "end_to_end")
-    t, d = facts.get("end_to_end.threads"), facts.get("end_to_end.dataloader")
     cands = []
-    for f, group in ((d, "dataloader"), (t, "threads")):
+    for f in (d, t):
         if f is None or f.number is None:
             continue
         kind, c, dec = str(f.setting["loader"]), int(f.setting["concurrency"]), str(f.setting["decoder"])
+        if kind == "dataloader":
+            cands.append(_dataloader_candidate(res, f"DataLoader, {count(c, 'worker')}, {decoder_name(dec)}", f, c,
+                                               dec))
+            continue
         shape = {k: f.setting[k] for k in ("images_per_task", "threads") if k in f.setting} or None
-        unit = "worker" if kind == "dataloader" else "thread"
-        snippet = (_dataloader_snippet(res, c, dec) if kind == "dataloader"
-                   else _threads_snippet(res, kind, c, dec, shape))
-        at = (None if kind == "dataloader" else f"max_workers={c}" if kind == "threadpool"
+        at = (f"max_workers={c}" if kind == "threadpool"
               else f"concurrency={c}, num_threads={shape['threads']}" if shape else f"concurrency={c}")
-        cands.append(Candidate(f"{LABELS.get(kind, kind)}, {count(c, unit)}, {decoder_name(dec)}", f, group=group,
-                               call=f"num_workers={c}" if kind == "dataloader" else THREAD_CALLS.get(kind, kind),
-                               at=at, snippet=snippet))
+        cands.append(Candidate(f"{LABELS.get(kind, kind)}, {count(c, 'thread')}, {decoder_name(dec)}", f,
+                               group="threads", call=THREAD_CALLS.get(kind, kind), at=at,
+                               snippet=_threads_snippet(res, kind, c, dec, shape)))
     a = decide(q, cands, facts)
     return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("cost",))
 
 
+def default_unmeasured(facts: Facts) -> list[Fact]:
+    """Why the loader question has no answer where its end-to-end runs held a DataLoader but not the default one
+    (decoding with Pillow): the decoder the run's DataLoader used instead."""
+    d = facts.get("end_to_end.dataloader")
+    if facts.advice_for("image_decode.loader") is not None or d is None:
+        return []
+    dec = str(d.setting.get("decoder"))
+    return [] if dec == DEFAULT_DECODER else [Fact(
+        "image_decode.loader.unmeasured", decoder_name(dec), "",
+        f"the DataLoader's decoder in the end-to-end runs, not {decoder_name(DEFAULT_DECODER)}", "choice", None)]
+
+
 def _question(res, how: str) -> Question:
-    """The loader question, with the work its candidates did (``how``: "end_to_end" or "paper")."""
+    """The loader question, with the work its candidates did (``how``: "end_to_end" or "paper"); its baseline is the
+    DataLoader decoding with Pillow."""
     return Question("image_decode.loader", "Worker processes (the DataLoader) or threads for decoding photos here?",
-                    "loader", "dataloader", LOADER_DEFAULT, "PyTorch's loader", _workload(res, how))
+                    "loader", DEFAULT_KIND, LOADER_DEFAULT, "PyTorch's loader with torchvision's Pillow decoding",
+                    _workload(res, how))
 
 
 #: How a reader builds each thread loader.
@@ -917,6 +982,7 @@ def analyse(res) -> Facts:
                  collate_facts, gpu_share_facts):
         facts.add(*part(res))
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
+    facts.add(*default_unmeasured(facts))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_

@@ -11,8 +11,8 @@ from datajourney.core import charts
 POOLS = {"thread": "threads (ThreadPoolExecutor)", "process": "processes (ProcessPoolExecutor)"}
 #: The pools' own class names, as the tables of the page give them, to the same names.
 _POOL_NAMES = {"ThreadPoolExecutor": POOLS["thread"], "ProcessPoolExecutor": POOLS["process"], **POOLS}
-#: How far apart (as a power of two) the loaders measured at one worker count are drawn.
-LOADER_DODGE = 0.5
+#: The share of a count's slot left empty between neighbouring counts' groups of markers.
+LOADER_GAP = 0.3
 
 
 def _pools(lines: pd.DataFrame) -> pd.DataFrame:
@@ -36,11 +36,16 @@ def op_chart(lines: pd.DataFrame, decoder: str) -> go.Figure:
 
 
 def loader_chart(lines: pd.DataFrame) -> go.Figure:
-    """Images/s of every loader by workers or threads (``page.loader_lines``): loaders measured at the same
-    count are drawn side by side around it (the hover gives the count), never on top of each other."""
+    """Images/s of every loader by workers or threads (``page.loader_lines``), on an axis of the counts measured
+    (one category each): loaders measured at the same count are drawn as a group of markers around it, each at its
+    own count, never shifted along a numeric axis to another count."""
+    counts = sorted({int(c) for c in lines["concurrency"]})
     fig = charts.lines_with_band(lines, x="concurrency", color="loader", title="Loaders from cold files: images/s",
-                                 xaxis="workers or threads", yaxis="images/s", unit="img/s", dodge=LOADER_DODGE)
-    return charts.count_axis(fig, "x")
+                                 xaxis="workers or threads", yaxis="images/s", unit="img/s", log_x=False)
+    for t in fig.data:
+        t.x = [str(int(v)) for v in t.x]
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=[str(c) for c in counts])
+    return fig.update_layout(scattermode="group", scattergap=LOADER_GAP)
 
 
 def startup_chart(lines: pd.DataFrame) -> go.Figure:

@@ -1020,6 +1020,13 @@ def paper_note(res) -> str | None:
         g = f.get(f"paper.gain.{state}")
         if g is None or g.number is None:
             continue
+        if f.get(f"paper.one_run.{state}") is not None:   # no spread: the values, no side named faster
+            runs = [f.get(f"paper.{k}.{state}") for k in ("spdl_batch", "dl_pillow", "dl_spdl")]
+            parts.append(f"With {state} files ({phrasing.text(f[f'paper.one_run.{state}'].label)}): "
+                         + "; ".join(f"{phrasing.text(x.label.removesuffix(f', {state} files'))} "
+                                     f"{phrasing.value(x)}" for x in runs if x is not None and x.number is not None)
+                         + ".")
+            continue
         s = (f"With {state} files, the SPDL pipeline ran {phrasing.value(f[g.of])}: "
              f"{phrasing.comparison(g, f)}")
         if g.published:
@@ -1441,7 +1448,12 @@ FORK_SNIPPET = 'loader = DataLoader(dataset, num_workers=4, multiprocessing_cont
 
 def _action_loader(facts: Facts) -> Action | None:
     a = facts.advice_for("image_decode.loader")
-    return None if a is None else Action(say.advice(a, facts), a.snippet)
+    if a is None:
+        u = facts.get("image_decode.loader.unmeasured")
+        return None if u is None else Action(
+            "No advice on the loader from this run: it measured no DataLoader decoding with Pillow, PyTorch's "
+            f"default (its DataLoader decoded with {say.text(u.value)}), and a gain needs its baseline.")
+    return Action(say.advice(a, facts), a.snippet)
 
 
 def _action_paths(facts: Facts) -> Action | None:
