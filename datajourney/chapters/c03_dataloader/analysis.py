@@ -156,15 +156,21 @@ def _first_batch(out: Facts, e: pd.DataFrame, ws: list[int]) -> None:
         out.add(compare("first_batch.vs_fewest", out["first_batch"], out["first_batch.fewest"]))
 
 
+def _main_at(e: pd.DataFrame, w: int) -> tuple[pd.DataFrame, dict, dict]:
+    """The epochs at ``w`` workers (cold ones where there are any), with the main process's busy and waiting-for-CPU
+    shares per layout."""
+    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
+    if part.empty:
+        part = e[e["workers"] == w]
+    return (part, {k: values_of(part, "main_busy", kind=k) for k in KINDS},
+            {k: values_of(part, "main_waiting_for_cpu", kind=k) for k in KINDS})
+
+
 def _main_process(out: Facts, e: pd.DataFrame, ws: list[int]) -> None:
     w = ws[-1]
     if w == 0:
         return
-    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
-    if part.empty:
-        part = e[e["workers"] == w]
-    busy = {k: values_of(part, "main_busy", kind=k) for k in KINDS}
-    waiting = {k: values_of(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
+    part, busy, waiting = _main_at(e, w)
     busy = {k: v for k, v in busy.items() if v}
     if not busy:
         return
@@ -563,11 +569,7 @@ def _main_bound(out: Facts, e: pd.DataFrame) -> None:
     w = int(max(e["workers"]))
     if w == 0:
         return
-    part = e[(e["workers"] == w) & (e["cache"] == "cold")]
-    if part.empty:
-        part = e[e["workers"] == w]
-    busy = {k: values_of(part, "main_busy", kind=k) for k in KINDS}
-    waiting = {k: values_of(part, "main_waiting_for_cpu", kind=k) for k in KINDS}
+    part, busy, waiting = _main_at(e, w)
     bps = {k: values_of(part, "batches_per_s", kind=k) for k in KINDS}
     busy = {k: v for k, v in busy.items() if v}
     if not busy:
