@@ -2,7 +2,7 @@
 code), follows the data it reads, names what is missing, and the budget model is the one the chart's
 JavaScript evaluates."""
 import pytest
-from helpers import HOSTILE, analysed_references, assert_stays_text
+from helpers import HOSTILE, analysed_references, assert_stays_text, with_default_rung
 
 from datajourney.book import harness, registry
 from datajourney.chapters.c12_conclusion import analysis, page
@@ -66,7 +66,10 @@ def test_partial_run_names_the_missing_chapters(tmp_path):
     assert set(res.facts.data["missing"]) == set(registry.sources(diagnosis.CHAPTER)) - {"07_full_picture"}
     assert res.facts.data["image.weakest"]["key"] in ("cpu", "gpu")
     assert res.facts.data["tokens.weakest"] is None  # no measured hop for tokens: no verdict
-    assert "no diagnosis" in page.opening(res.facts).findings[1].text
+    op = page.opening(res.facts)   # the opening keeps the diagnosed workload; "How we know" says what is missing
+    assert [f.key for f in op.findings] == ["image.margin"]
+    assert any("no diagnosis (its chapters are not in this run)" in f.text and f.key == "tokens.margin"
+               for f in page.findings(res.facts))
     table = page.checklist(res, None)
     assert (table.loc[table["chapter"] == 2, "this run"] == "not run").all()
 
@@ -154,25 +157,12 @@ def test_photo_decode_too_slow_for_the_gpu(tmp_path):
     assert mine < ref
 
 
-def _with_default_rung(r):
-    """A chapter 11 result as a run of today's ladder holds it: the committed one-bucket DDP rung on N GPUs, also
-    recorded as the ``default`` rung with DDP's own bucket size (the rung the data-parallel margin reads)."""
-    import pandas as pd
-
-    rungs, w = r.tables["rungs"], r.tables["windows"]
-    row = rungs[(rungs["rung"] == "ddp") & (rungs["world"] > 1) & (rungs["path"] == "direct")].assign(
-        rung="default", bucket_cap_mb=25)
-    r.tables["rungs"] = pd.concat([rungs, row], ignore_index=True)
-    r.tables["windows"] = pd.concat([w, w[(w["rung"] == "ddp") & (w["world"] > 1) & (w["path"] == "direct")]
-                                     .assign(rung="default")], ignore_index=True)
-
-
 def test_allreduce_slower_than_the_step(tmp_path):
     """Reverse chapter 11: DDP on N GPUs at a third of one GPU's steps/s (its measured cost, not the bandwidth
     model) makes the exchange of gradients the weakest link."""
     def slow(ch, r):
         if ch == "11_gpu_to_gpu":
-            _with_default_rung(r)
+            with_default_rung(r)
             w = r.tables["windows"]
             w.loc[w["world"] > 1, "steps_per_s"] /= 3
 

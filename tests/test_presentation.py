@@ -33,7 +33,7 @@ def _diagnosis(on_gpu: bool):
     hops = [dict(workload="image", hop="gpu", chapter="07_full_picture", capacity=1286.0, on_gpu=on_gpu,
                  batch_size=32, step_ms=24.9),
             dict(workload="image", hop="cpu", chapter="07_full_picture", capacity=848.0, cores=2, cpu_ms=1.4,
-                 main_ms=0.96),
+                 workers_ms=0.44, main_ms=0.96),
             dict(workload="gradients", hop="gpu", chapter="11_gpu_to_gpu", capacity=34.4, on_gpu=on_gpu),
             dict(workload="gradients", hop="allreduce", chapter="11_gpu_to_gpu", capacity=None, world=2,
                  grad_bytes=4.6e5, added_ms=-1.54, allreduce_ms=2.07, busbw_GBps=0.22)]

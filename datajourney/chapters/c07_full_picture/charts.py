@@ -182,9 +182,9 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
                     line=dict(dash="dash", color="#555555", width=1.5),
                     hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
     fig.update_layout(title=title, legend_title_text="mode")
-    fig.update_xaxes(title_text="busy processes doing the loader's CPU work")
-    fig.update_yaxes(title_text=f"compute per step, ms (mean over runs; {bars_label(load['n'], 'min–max')})",
-                     rangemode="tozero")
+    # what the bars are goes under the x axis: a vertical title longer than the plot would reach its title
+    fig.update_xaxes(title_text=f"busy processes doing the loader's CPU work ({bars_label(load['n'], 'min–max')})")
+    fig.update_yaxes(title_text="compute per step, ms (mean over runs)", rangemode="tozero")
     return fig
 
 

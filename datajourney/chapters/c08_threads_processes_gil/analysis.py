@@ -698,6 +698,8 @@ LOADER_DEFAULT = "torch.utils.data.DataLoader"
 DEFAULT_DECODER = "pillow"
 #: How a reader decodes and scales one image with spdl.io in place of Pillow (the call the chapter measured).
 SPDL_DECODE_CALL = "spdl.io.decode_packets(spdl.io.demux_image(data))"
+#: What the advice names (its snippet holds the whole call): short enough for a table cell to wrap.
+SPDL_DECODE = "spdl.io.decode_packets"
 
 
 def dataloader_kind(decoder) -> str:
@@ -717,7 +719,7 @@ def _dataloader_candidate(res, value: str, f: Fact | None, workers: int | None, 
     default = decoder == DEFAULT_DECODER
     return Candidate(value, f, group=dataloader_kind(decoder),
                      call=(f"num_workers={workers}" if workers else None) if default
-                     else SPDL_DECODE_CALL if decoder == "spdl" else None,
+                     else SPDL_DECODE if decoder == "spdl" else None,
                      at=None if default else dl_call,
                      snippet=_dataloader_snippet(res, workers, decoder) if workers else None)
 

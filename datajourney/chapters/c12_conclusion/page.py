@@ -134,7 +134,11 @@ def _weakest_sentence(facts: Facts, wl: str) -> str:
     wk = facts.data.get(f"{wl}.weakest")
     title = workload_name(facts, wl)
     if not wk:
-        return f"**{title[0].upper() + title[1:]}**: no diagnosis (its chapters are not in this run)."
+        ran = {h["chapter"] for h in _hops(facts, wl)} & set(facts.data.get("found", []))
+        why = ("its chapters are not in this run" if not ran else
+               "chapter 11's run has no rung with DDP's defaults, the baseline its cost is measured against"
+               if wl == "gradients" else "its chapters measured too few of its hops")
+        return f"**{title[0].upper() + title[1:]}**: no diagnosis ({why})."
     text = f"**{title[0].upper() + title[1:]}**: the weakest link is {hop_label(facts, wl, wk['key'])}"
     m = facts.get(f"{wl}.margin")
     if m is not None and m.number is not None:
@@ -159,11 +163,10 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
     else:
         text = (f"{chapter_link(chapter)}: this run measured no setting that shortens "
                 f"{hop_label(facts, wl, wk['key'])}.")
-    fed = facts.get(f"{wl}.gpus_fed")
-    if fed is not None or facts.get(f"{wl}.fed_share") is not None:
-        text += " " + gpus_sentence(facts, wl)
-    elif wl != "gradients" and not (_hop(facts, wl, "gpu") or {}).get("on_gpu"):
+    if wl != "gradients" and not _on_gpu(facts, wl):
         text += " No GPU ran here, so how many GPUs this host feeds needs a run on one."
+    elif facts.get(f"{wl}.gpus_fed") is not None or facts.get(f"{wl}.fed_share") is not None:
+        text += " " + gpus_sentence(facts, wl)
     snippet = a.snippet if a is not None else None
     return Action(text, snippet)
 
@@ -192,8 +195,9 @@ def gpus_sentence(facts: Facts, wl: str) -> str:
     else:
         lead = ""
     binding = phrasing.text((facts.data.get(f"{wl}.fed") or {}).get("binding", ""))
+    count = phrasing.value(fed, runs=False)
     sentence = (f"{lead}this host's {binding} cannot feed one such GPU at ≥ {bar}." if not fed.value else
-                f"{lead}this host's {binding} feeds **{fed.value:,}** such GPUs at ≥ {bar} of the time.")
+                f"{lead}this host's {binding} feeds **{count}** such GPUs at ≥ {bar} of the time.")
     return sentence[0].upper() + sentence[1:]
 
 
@@ -202,12 +206,21 @@ def opening(facts: Facts) -> Opening:
     what to do: the remedy's chapter and setting, its measured gain and the GPUs this host feeds."""
     out, actions = [], []
     for wl in UNITS:
-        m = facts.get(f"{wl}.margin")
-        out.append(Finding(f"{wl}.margin", _weakest_sentence(facts, wl), m.number if m else None, "×"))
+        if facts.data.get(f"{wl}.weakest"):
+            m = facts.get(f"{wl}.margin")
+            out.append(Finding(f"{wl}.margin", _weakest_sentence(facts, wl), m.number if m else None, "×"))
         a = _action(facts, wl, None)
         if a is not None:
             actions.append(a)
-    return Opening(out, actions)
+    return Opening(out or undiagnosed(facts), actions)
+
+
+def undiagnosed(facts: Facts) -> list[Finding]:
+    """One line per workload this run could not diagnose, and why (its chapters not run, or not the measurement
+    its margin needs): shown under "How we know" and in the terminal's summary, and as the opening only when no
+    workload was diagnosed."""
+    return [Finding(f"{wl}.margin", _weakest_sentence(facts, wl), None, "×") for wl in UNITS
+            if not facts.data.get(f"{wl}.weakest")]
 
 
 def summary_lines(facts: Facts) -> list[str]:
@@ -218,7 +231,9 @@ def summary_lines(facts: Facts) -> list[str]:
         s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s.replace("**", "").replace("`", ""))
         return html.unescape(re.sub(r"\\(.)", r"\1", s))
 
-    lines = [plain(f.text) for f in op.findings] + [plain(a.text) for a in op.actions]
+    shown = [f.text for f in op.findings]
+    lines = [plain(t) for t in shown + [f.text for f in undiagnosed(facts) if f.text not in shown]]
+    lines += [plain(a.text) for a in op.actions]
     yours = phrasing.your_data(facts.get("your_data"))
     if yours:   # the diagnosis is of the reader's own data: said first
         lines.insert(0, plain(f"Diagnosed reading {yours}; the other hops measured the book's generated data."))
@@ -231,6 +246,7 @@ def summary_lines(facts: Facts) -> list[str]:
 def findings(facts: Facts) -> list[Finding]:
     """The key results: the weakest link of each workload, the token step, and the coverage."""
     out = list(opening(facts).findings)   # the opening's own (same keys), so "How we know" shows each once
+    out += [f for f in undiagnosed(facts) if f.key not in {x.key for x in out}]
     t = facts.get("token_step")
     if t is not None:
         out.append(Finding("token_step", f"**The token step** (timed here): {phrasing.value(t)}.", t.number, t.unit))
@@ -274,8 +290,8 @@ def _basis(h: dict, gpu: bool) -> str:
                 f"with this step ({_recipe(h.get('recipe') or {})})" + (f", {parts}" if parts else ""))
     if k == "cpu" and h.get("cpu_ms") and h.get("main_ms"):
         return (f"{h['cores']} cores ÷ ({num(h['workers_ms'], 'ms')} of loader work per image in a worker, from "
-                f"host-clock stage timings, + {num(h['main_ms'], 'ms')} of the training process's cores at one GPU's "
-                "need; this result has no CPU counters)")
+                f"host-clock stage timings, + {num(h['main_ms'], 'ms')} of the training process's cores at the "
+                "step's need; this result has no CPU counters)")
     if k == "cpu" and h.get("cpu_ms"):
         return (f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of loader work per image (chapter 7's host-clock "
                 "stage timings; this result has no CPU counters)")
