@@ -1401,6 +1401,8 @@ def _opening_why(facts: Facts) -> Finding | None:
         dec, par = facts.get("paper.decoder.warm"), facts.get("paper.parallelism.warm")
         if shares_hold(facts, "warm"):
             text += f"; the decoder gave {say.share(ds.number)} of the gain, the threads {say.share(ps.number)}"
+        elif dec is not None and par is not None and dec.level and par.level and g is not None:
+            text += "; spdl.io against Pillow and threads against processes both ran level, within the runs' spread"
         elif dec is not None and par is not None and dec.number and par.number and g is not None:
             text += (f"; spdl.io decoded {say.comparison(dec, baseline='Pillow')}, threads ran "
                      f"{say.comparison(par, baseline='processes')}")
