@@ -78,6 +78,7 @@ def test_facts_are_plain_json_and_hold_every_export(ch, path):
 FALLBACK = re.compile(r"\b(p|q|params|parameters|res\.parameters|\(res\.parameters or \{\}\))\.get\(")
 
 
+@pytest.mark.chapters
 @pytest.mark.parametrize("ch", registry.CHAPTERS, ids=lambda c: c.name)
 def test_no_parameter_is_read_with_a_fallback(ch):
     for py in (registry.CHAPTER_DIR / ch.package.rsplit(".", 1)[-1]).glob("*.py"):
@@ -86,6 +87,7 @@ def test_no_parameter_is_read_with_a_fallback(ch):
         assert "or 1 << 24" not in text and "or 1 << 22" not in text, py.name   # chapter 9's chunk sizes
 
 
+@pytest.mark.chapters
 @pytest.mark.parametrize("ch", registry.CHAPTERS, ids=lambda c: c.name)
 def test_notebook_parameters_cell_is_generated_from_params(ch):
     nb = json.loads(ch.notebook.read_text())

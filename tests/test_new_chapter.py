@@ -42,16 +42,37 @@ def test_the_scaffold_puts_the_chapter_before_the_conclusion(copy_with_chapter_1
     assert toc[-2:] == ["13_sums", "12_conclusion"] and toc[:-2] == sorted(toc[:-2])
 
 
+#: Collects the copy's suite and prints, as its last line, each test's id and the markers it carries.
+COLLECT = textwrap.dedent("""
+    import json
+    import pytest
+
+    class Markers:
+        def pytest_collection_finish(self, session):
+            self.items = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
+
+    markers = Markers()
+    pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestUnknownMarkWarning",
+                 "tests"], plugins=[markers])
+    print(json.dumps(markers.items))
+""")
+
+
 def test_the_chapter_tests_pass_with_the_new_chapter(copy_with_chapter_13):
     """Every test marked ``chapters`` (they iterate over the registry), run in the copy: chapter 13 is among the
     chapters they check, and none of them names a chapter list to edit. Of the tests parametrized by chapter, the
-    copy runs chapter 13's cases (the suite itself runs the other chapters'); every other test runs whole."""
+    copy runs chapter 13's cases (the suite itself runs the other chapters'); every other test runs whole. A test
+    parametrized by chapter carries the marker, so a rule added to every chapter is one the new chapter is held
+    to here (the "How it works" and "Try it" rules were not); those marked ``notebooks`` execute every chapter
+    end to end, which the next test does for chapter 13."""
     from datajourney.book import registry
     root, env = copy_with_chapter_13
-    listed = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
-                             "-m", "chapters", "-W", "ignore::pytest.PytestUnknownMarkWarning", "tests"],
-                            cwd=root, env=env, capture_output=True, text=True)
-    ids = [line for line in listed.stdout.splitlines() if line.startswith("tests/")]
+    listed = subprocess.run([sys.executable, "-c", COLLECT], cwd=root, env=env, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    markers = json.loads(listed.stdout.strip().splitlines()[-1])
+    unmarked = [i for i, m in markers.items() if "13_sums" in i and not {"chapters", "notebooks"} & set(m)]
+    assert not unmarked, f"parametrized by chapter without the chapters marker: {unmarked}"
+    ids = [i for i, m in markers.items() if "chapters" in m]
     assert any("13_sums" in i for i in ids)  # the parametrized tests took the new chapter in
     others = [c.name for c in registry.CHAPTERS]   # this checkout's chapters, all but the new one
     chosen = [i for i in ids if not any(name in i for name in others)]

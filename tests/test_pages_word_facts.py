@@ -42,6 +42,7 @@ def test_the_check_sees_a_planted_read():
     assert raw_readers(planted) == ["note", "cap", "rows"]
 
 
+@pytest.mark.chapters
 @pytest.mark.parametrize("page", PAGES, ids=[p.parent.name for p in PAGES])
 def test_page_functions_word_facts_and_only_display_functions_read_raw_data(page: Path):
     found = raw_readers(ast.parse(page.read_text()))

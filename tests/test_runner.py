@@ -11,6 +11,7 @@ from datajourney.book import runner
 from datajourney.core.params import ParameterError
 
 
+@pytest.mark.chapters
 def test_every_profile_sets_only_real_parameters():
     profs = runner.profiles()
     assert set(profs) == {"ci", "quick", "full"}
@@ -21,6 +22,7 @@ def test_every_profile_sets_only_real_parameters():
             assert set(prof.get(ch.name) or {}) <= names, ch.name
 
 
+@pytest.mark.chapters
 @pytest.mark.parametrize("ch", chapters.available(), ids=lambda c: c.name)
 def test_notebook_parameters_cell_holds_the_params_defaults(ch):
     """One default per parameter: the notebook's parameters cell is the chapter's ``Params`` (plus the

@@ -57,6 +57,7 @@ def _prose(text: str) -> str:
     return re.sub(r"^\(.*\)=$|^#.*$", "", text, flags=re.M)
 
 
+@pytest.mark.chapters
 @pytest.mark.parametrize("ch", CHAPTERS, ids=lambda c: c.name)
 def test_mechanism_section_follows_the_opening(ch):
     """The section that explains the mechanism comes right after the page's opening (its findings and What
@@ -72,6 +73,7 @@ def test_mechanism_section_follows_the_opening(ch):
     assert not measured, f"{ch.name}: the mechanism states measured-looking numbers {measured}"
 
 
+@pytest.mark.chapters
 @pytest.mark.parametrize("ch", CHAPTERS, ids=lambda c: c.name)
 def test_every_chapter_has_a_valid_svg_figure(ch):
     figures = [(m.group(1), m.group(2)) for md in _markdown(ch) for m in FIGURE.finditer(md)]
@@ -88,6 +90,7 @@ def test_every_chapter_has_a_valid_svg_figure(ch):
         assert re.search(r"^:alt: \S", opts, re.M), f"{ch.name}: {path} has no alt text"
 
 
+@pytest.mark.chapters
 def test_figures_share_one_style():
     """One palette and one font: every figure of the book carries the same style sheet."""
     styles = {f.name: ET.parse(f).getroot().find("{http://www.w3.org/2000/svg}style").text
@@ -102,6 +105,7 @@ def test_a_model_is_shown_as_a_displayed_equation(name):
     assert any(EQUATIONS[name] in eq for eq in shown), f"{name}: its model is not displayed"
 
 
+@pytest.mark.chapters
 @pytest.mark.parametrize("ch", CHAPTERS, ids=lambda c: c.name)
 def test_try_it_exercises_use_the_chapters_parameters(ch, tmp_path):
     """Two or three exercises at the end of the page, each with a prediction to make, what to look for,
@@ -130,6 +134,7 @@ def _bib_entries() -> dict[str, str]:
     return dict(re.findall(r"^@\w+\{([^,\s]+),(.*?)^\}", text, re.M | re.S))
 
 
+@pytest.mark.chapters
 def test_every_citation_resolves_to_a_full_bibliography_entry():
     config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text())
     assert config["bibtex_bibfiles"] == ["book/references.bib"]
@@ -146,6 +151,7 @@ def test_every_citation_resolves_to_a_full_bibliography_entry():
         assert fields & {"url", "publisher", "institution", "howpublished"}, f"{key}: neither a URL nor a venue"
 
 
+@pytest.mark.chapters
 def test_every_source_label_is_explained():
     """Each published source label (S1…S5) is cited on the bibliography page beside its label, and each
     chapter whose published column carries a label cites that source on its page."""
