@@ -181,3 +181,39 @@ def test_a_small_run_runs_the_sweeps_best_end_to_end_and_records_the_choice(tmp_
     f = analysis.analyse(res)
     assert f.advice_for("image_decode.loader") is not None
     assert "end_to_end.threads" in f.advice_for("image_decode.loader").evidence
+
+
+def _confirmed(res, rate: float):
+    """``res`` with fresh runs of its sweep's best setting at ``rate`` images/s (the runs a new run makes)."""
+    import copy
+
+    out = copy.deepcopy(res)
+    rows = choice.warm_pipeline_rows(out.table("paper"), out.table("paper_sweep"))
+    best = choice.best_setting(rows)
+    fresh = rows[rows["config"] == best["config"]].iloc[[0, 0]].copy()
+    fresh["images_per_s"] = [rate * 0.99, rate * 1.01]
+    fresh["repeat"] = [0, 1]
+    out.tables["paper_confirm"] = fresh.reset_index(drop=True)
+    return out, best
+
+
+@pytest.mark.parametrize("host", ["h100", "h200"])
+def test_the_sweeps_best_is_judged_on_fresh_runs_not_on_the_runs_that_picked_it(host):
+    """A maximum picked from one run each overstates itself: the verdict rests on fresh runs of the chosen setting.
+    Fresh runs far above every DataLoader advise the pipeline at the chosen setting; fresh runs at the default's
+    rate keep the default, whatever the picking run measured."""
+    from tests.test_facts import _load08
+
+    res = _load08(host)
+    f = analysis.analyse(res)
+    assert analysis.UNCONFIRMED in f    # the committed references predate the fresh runs
+    base = f.get("paper.dl_pillow.warm").number
+    fast, best = _confirmed(res, 3 * base)
+    f = analysis.analyse(fast)
+    a = f.advice_for("image_decode.loader")
+    assert analysis.UNCONFIRMED not in f and f[a.gain].of == "paper.best_threads"
+    assert f.get("paper.best_threads").number == pytest.approx(3 * base) and f.get("paper.best_threads").n == 2
+    assert a.verdict == "change" and a.at == f"concurrency={best['concurrency']}, num_threads={best['threads']}"
+    level, _ = _confirmed(res, base)
+    a = analysis.analyse(level).advice_for("image_decode.loader")
+    assert a.value != "SPDL pipeline, spdl.io"

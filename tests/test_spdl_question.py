@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from datajourney.book import harness
-from datajourney.chapters.c08_threads_processes_gil import analysis, page, paper
+from datajourney.chapters.c08_threads_processes_gil import analysis, choice, page, paper
 from datajourney.chapters.c08_threads_processes_gil import experiment as gil
 from datajourney.core.params import ParameterError
 
@@ -99,6 +99,10 @@ def test_the_question_runs_end_to_end_and_its_facts_follow_the_tables(tmp_path):
     assert set(comp["loader"]) == set(paper.PAPER_KINDS)
     assert set(comp["state"]) == {"cold", "warm"} and len(comp) == 9
     assert len(res.table("paper_sweep")) == 2 and not res.table("gil_held").empty
+    # the sweep's best runs again, as often as the comparison's loaders, and its verdict rests on those runs
+    best = choice.best_setting(choice.warm_pipeline_rows(comp, res.table("paper_sweep")))
+    fresh = res.table("paper_confirm")
+    assert len(fresh) == SMALL["repeats"] and set(fresh["config"]) == {best["config"]}
     assert res.metadata["seconds"]["paper"] > 0 and res.metadata["paper"]["seconds"]["gil_held"] > 0
     assert (res.table("gil_held")["held_share"].between(0, 1)).all()
     f = analysis.analyse(res)
@@ -107,7 +111,8 @@ def test_the_question_runs_end_to_end_and_its_facts_follow_the_tables(tmp_path):
     assert f.number("paper.decoder.warm") * f.number("paper.parallelism.warm") == pytest.approx(
         f.number("paper.gain.warm"))
     assert f["paper.limit"].value in analysis.LIMITS
-    assert f.advice_for("image_decode.loader") is not None
+    assert f.advice_for("image_decode.loader") is not None and analysis.UNCONFIRMED not in f
+    assert f.get("paper.best_threads").number == pytest.approx(fresh["images_per_s"].mean())
     assert {k for k in analysis.EXPORTS if k.startswith("paper.")} <= set(f.facts)
     note = page.paper_note(res)
     assert "published: 1.74× faster" in note and "What limits it" in note

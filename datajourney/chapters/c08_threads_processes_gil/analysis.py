@@ -45,6 +45,11 @@ ONE_RUN_LABEL = "one run each: no spread to decide whether the loaders differ"
 
 #: The SPDL question's best thread configuration, named apart from section 3's "best thread pipeline" (cold).
 BEST = "the SPDL sweep's best thread setting"
+#: A sweep's best measured only in the runs that picked it (results from before the fresh runs existed): the
+#: loader question then decides at the paper's own setting, whose runs picked nothing.
+UNCONFIRMED = "paper.best_threads.unconfirmed"
+UNCONFIRMED_LABEL = ("thread settings the sweep's best was picked from, with no fresh runs of it: the loader "
+                     "question decides at the paper's setting")
 
 def _table(res, name: str) -> pd.DataFrame:
     try:
@@ -108,11 +113,15 @@ def paper_facts(res) -> list[Fact]:
     chosen = choice.best_setting(warm)
     if chosen is not None:
         cfg = chosen["config"]
-        rows = warm[warm["config"] == cfg]
+        # its value from the fresh runs of it, where the run made them: the runs that picked a maximum overstate it
+        fresh = choice.confirmed_rows(_table(res, "paper_confirm"), chosen)
+        rows = warm[warm["config"] == cfg] if fresh.empty else fresh
         setting = {k: chosen[k] for k in ("images_per_task", "concurrency", "threads")}
         bt = measured("paper.best_threads", _rates(rows), unit="images/s",
                       label=f"{BEST} ({cfg}), warm files", setting=setting)
         out.append(bt)
+        if fresh.empty:
+            out.append(Fact(UNCONFIRMED, len(chosen["candidates"]), "", UNCONFIRMED_LABEL, "count", None))
         g = rows["gil_busy_share"].astype(float).mean()
         cpu_ms = rows["cpu_ms_per_image"].astype(float).mean()
         load = float(rows["cpu_cores"].astype(float).mean()) / cores
@@ -744,6 +753,8 @@ def loader_advice(facts: Facts, res) -> Advice | None:
         q = _question(res, "paper")
         dl_pillow, dl_spdl, threads = paper
         shape = dict(threads.setting) if threads is not None and "concurrency" in threads.setting else None
+        if UNCONFIRMED in facts:    # a maximum with no fresh runs overstates itself: the paper's setting instead
+            threads, shape = facts.get("paper.spdl_batch.warm"), (res.metadata.get("paper") or {}).get("spdl_config")
         c = int(shape["concurrency"]) if shape else None
         cands = [_dataloader_candidate(res, DEFAULT_KIND, dl_pillow, _paper_workers(res, "dl_pillow"), "pillow"),
                  _dataloader_candidate(res, dataloader_kind("spdl"), dl_spdl, _paper_workers(res, "dl_spdl"), "spdl"),

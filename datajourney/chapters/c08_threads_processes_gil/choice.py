@@ -30,3 +30,11 @@ def best_setting(rows: pd.DataFrame) -> dict | None:
                 threads=int(first["threads"]), images_per_s=float(means.loc[cfg, "mean"]),
                 runs=int(means.loc[cfg, "size"]),
                 candidates={str(k): float(v) for k, v in means["mean"].items()})
+
+
+def confirmed_rows(confirm: pd.DataFrame, best: dict | None) -> pd.DataFrame:
+    """The fresh runs of the sweep's best setting (``paper_confirm``): the runs its verdict rests on, since the runs
+    that picked a maximum overstate it. Empty where the run made none (results measured before they existed)."""
+    if best is None or confirm.empty or "config" not in confirm:
+        return confirm.iloc[0:0]
+    return confirm[confirm["config"] == best["config"]]

@@ -765,8 +765,8 @@ def measure(plan: Plan, context) -> None:
                   spdl_stages=pd.DataFrame(run.stage_rows), startup=pd.DataFrame(start_rows),
                   epoch=pd.DataFrame(epoch_rows), epoch_memory=pd.DataFrame(memory_rows), ipc=pd.DataFrame(ipc_rows),
                   model=pd.DataFrame(moon["rows"]))
-    for name, key in (("paper", "comparison"), ("paper_sweep", "sweep"), ("paper_stages", "stages"),
-                      ("gil_held", "gil_held")):
+    for name, key in (("paper", "comparison"), ("paper_sweep", "sweep"), ("paper_confirm", "confirm"),
+                      ("paper_stages", "stages"), ("gil_held", "gil_held")):
         tables[name] = pd.DataFrame(paper_out[key] if paper_out else [])
     for name, table in tables.items():
         res.add(name, table)

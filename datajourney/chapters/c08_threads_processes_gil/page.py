@@ -964,10 +964,14 @@ def stage_busy_note(res) -> str | None:
 
 
 def sweep_table(res) -> pd.DataFrame:
-    """The thread sweep (warm files), with the comparison's pipeline (warm) beside it."""
+    """The thread sweep (warm files), with the comparison's pipeline (warm) and the fresh runs of the sweep's best
+    (the runs its verdict rests on) beside it."""
+    fresh = _table_or_empty(res, "paper_confirm")
+    if not fresh.empty:
+        fresh = fresh.assign(config=fresh["config"] + ", fresh runs")
     df = pd.concat([_table_or_empty(res, "paper_sweep"),
                     _table_or_empty(res, "paper").query("loader == 'spdl_batch' and state == 'warm'")
-                    if not _table_or_empty(res, "paper").empty else pd.DataFrame()], ignore_index=True)
+                    if not _table_or_empty(res, "paper").empty else pd.DataFrame(), fresh], ignore_index=True)
     if df.empty:
         return df
     st = _table_or_empty(res, "paper_stages")

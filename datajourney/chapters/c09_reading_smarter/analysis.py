@@ -84,10 +84,10 @@ def pipeline_summary(res) -> pd.DataFrame:
 
 
 def setting_words(mode: str, chunk: int, buffers: int) -> str:
-    """"O_DIRECT, 16 MiB × 2": path (b)'s setting as the chapter names it."""
+    """"O_DIRECT reads, 16 MiB × 2": path (b)'s setting as the chapter names it (joined to the path by "with")."""
     from datajourney.core.findings import size_label
 
-    return f"{mode}, {size_label(int(chunk))} × {int(buffers)}"
+    return f"{mode} reads, {size_label(int(chunk))} × {int(buffers)}"
 
 
 def path_b_used(res) -> dict | None:
@@ -131,7 +131,7 @@ def _to_gpu(res, f: Facts) -> None:
     cands: dict[str, Fact] = {}
     for path, part in cold.groupby("path", sort=False):
         letter = PATH_WORDS.get(path, ("",))[0]
-        label = _path_label(path) + (f" at {b_setting}" if path == PINNED and b_setting else "")
+        label = _path_label(path) + (f" with {b_setting}" if path == PINNED and b_setting else "")
         setting = {"path": str(path)}
         if path == PINNED and pb:
             setting.update(mode=pb["mode"], chunk=pb["chunk"], buffers=pb["buffers"])
@@ -152,7 +152,7 @@ def _to_gpu(res, f: Facts) -> None:
             sw = sw[(sw["mode"] == mode) & (sw["chunk"] == chunk) & (sw["buffers"] == bufs)]
             runs = measured("x", sw["GBps"].astype(float).tolist(), unit="GB/s", label="")
             src = "sweep"
-        f.add(Fact("path_b_best", runs.value, "GB/s", f"(b) {PINNED} at {setting_words(mode, chunk, bufs)}", "rate",
+        f.add(Fact("path_b_best", runs.value, "GB/s", f"(b) {PINNED} with {setting_words(mode, chunk, bufs)}", "rate",
                    "higher", runs.n, runs.spread, dict(path=PINNED, mode=mode, chunk=chunk, buffers=bufs,
                                                      measured_in=src)))
         f.add(Fact("sweep_settings", int(len(s)), "", "settings of path (b) swept", "count", None))
@@ -511,7 +511,7 @@ def _ceilings(res, f: Facts) -> None:
         cands += [(_path_label(p), float(v)) for p, v in zip(cold["path"], cold["GBps"])]
     b = sweep_shares(_t(res, "pipeline"), pcie_ceiling(res))
     if not b.empty:
-        cands += [(f"path (b) at {setting_words(m, c_, n)}", float(v))
+        cands += [(f"path (b) with {setting_words(m, c_, n)}", float(v))
                   for m, c_, n, v in zip(b["mode"], b["chunk"], b["buffers"], b["GBps"])]
     top = max(cands, key=lambda x: x[1]) if cands else None
     if not every:

@@ -78,10 +78,6 @@ def path_words(path: str) -> str:
     return str(path)
 
 
-def _setting(mode: str, chunk: int, buffers: int) -> str:
-    return f"{mode}, {size_label(int(chunk))} × {int(buffers)}"
-
-
 def best_setting(res) -> pd.Series | None:
     """The chunk × buffers × mode sweep's best setting (:func:`.sweep.sweep_summary`'s order: highest
     lowest-run share of the same run's slower link, then highest mean); None without a sweep."""
@@ -404,10 +400,10 @@ def pipeline_note(facts: Facts) -> str:
         if used.value == "best":
             text += f" Path (b) above read at this best setting ({why})."
         elif used.value == "other":
-            text += (f" Path (b) above read at {phrasing.text(used.label)} ({why}), which in the sweep was "
+            text += (f" Path (b) above used {phrasing.text(used.label)} ({why}), which in the sweep was "
                      f"{phrasing.comparison(facts['sweep_used_vs_best'], baseline='the best')}.")
         else:
-            text += f" Path (b) above read at {phrasing.text(used.label)} ({why}), a setting the sweep did not include."
+            text += f" Path (b) above used {phrasing.text(used.label)} ({why}), a setting the sweep did not include."
     over = facts.number("sweep_over_dd") or 0
     if over:
         text += (f" {fx.num(over)} of the sweep's {fx.num(facts.number('sweep_reads'))} reads went faster than the "
@@ -474,7 +470,7 @@ def gpu_chart(res, title: str) -> go.Figure:
 def pipeline_chart(res, title: str) -> go.Figure:
     """Every swept setting of path (b) as a share of the same run's ``dd`` read, best on top; 100% dashed."""
     b = pipeline_shares(res).copy()
-    b["label"] = [_setting(m, c, n) for m, c, n in zip(b["mode"], b["chunk"], b["buffers"])]
+    b["label"] = [analysis.setting_words(m, c, n) for m, c, n in zip(b["mode"], b["chunk"], b["buffers"])]
     b["share_pct"] = 100 * b["share"]
     return charts.hbars(summarise(b, ["label"], "share_pct"), title=title, unit="%", line=100.0,
                         xaxis=f"% of {_share_basis(res)}", line_label="= dd")
