@@ -351,13 +351,14 @@ def test_no_table_is_wider_than_the_text_column(seen):
     assert not _problems(seen, "wide"), "\n".join(_problems(seen, "wide"))
 
 
-def _inspect_page(browser, tmp_path, body: str) -> dict:
-    """INSPECT's findings on a page of ``body`` (with plotly.js, as the book serves it)."""
+def _inspect_page(browser, tmp_path, body: str, width: int = 800) -> dict:
+    """INSPECT's findings on a page of ``body`` in a text column ``width`` px wide (with plotly.js, as the book
+    serves it)."""
     import plotly
 
     shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
-    (tmp_path / "page.html").write_text('<html><head><script src="plotly.min.js"></script></head><body>'
-                                        f'<article style="width: 800px">{body}</article></body></html>')
+    (tmp_path / "page.html").write_text('<!DOCTYPE html><html><head><script src="plotly.min.js"></script></head>'
+                                        f'<body><article style="width: {width}px">{body}</article></body></html>')
     with _serve(tmp_path) as url:
         page, _, errors = _open(browser, f"{url}/page.html")
         found = page.evaluate(INSPECT, [RAW_TABLE, list(REPRS)])
@@ -446,19 +447,38 @@ def test_charts_read_well_once_tidied(browser, tmp_path):
     assert not tidied["charts"], "\n".join(tidied["charts"])
 
 
-def test_a_wide_table_fits_the_column_once_split(browser, tmp_path):
-    """Chapter 8's loaders table, drawn as one table, runs past a 736 px column (the check sees it); as the
-    book renders it (report.table_html), every part fits."""
-    from datajourney.book import report
-    from datajourney.chapters.c08_threads_processes_gil import page
+def test_tables_fit_the_text_column_and_each_part_names_its_rows(browser, tmp_path):
+    """Tables as the book renders them (report.table_html), in the box a table gets at a 1,280 px window (688 px,
+    the book's font): chapter 8's loaders table drawn whole runs past it (the check sees it); chapter 10's POSIX
+    table (726 px) and chapter 11's tables (up to 699 px) once did too, split for a wider column than the book's.
+    Every part fits, and each part after the first repeats the first part's key columns (the appendix's
+    key-metric table once kept only "chapter")."""
+    import itertools
+    import re
+    from html import unescape
+
+    from datajourney.book import report, stability
+    from datajourney.chapters.c08_threads_processes_gil import page as c08
+    from datajourney.chapters.c10_mmap_vs_read import page as c10
+    from datajourney.chapters.c11_gpu_to_gpu import page as c11
     from datajourney.core import results
 
-    wide = page.loader_table(results.load_reference("08_threads_processes_gil", "h200"))
-    font = "<style>article { width: 736px; font: 16px sans-serif; }</style>"
-    whole = report._one_table_html(wide, "Loaders")
-    assert _inspect_page(browser, tmp_path, font + whole)["wide"]
-    found = _inspect_page(browser, tmp_path, font + report.table_html(wide, "Loaders"))
-    assert not found["wide"] and not found["tables"], found["wide"]
+    font, column = "<style>article { font: 16px system-ui, sans-serif; }</style>", 688   # the built book's
+    loaders = c08.loader_table(results.load_reference("08_threads_processes_gil", "h200"))
+    assert _inspect_page(browser, tmp_path, font + report._one_table_html(loaders, "Loaders"), column)["wide"]
+    ddp = results.load_reference("11_gpu_to_gpu")
+    tables = [loaders, c10.posix_display(results.load_reference("10_mmap_vs_read", "h200")), c11.jobs_table(ddp),
+              c11.ladder_table(ddp), c11.profile_table(ddp), c11.prediction_table(ddp), c11.bench_table(ddp),
+              stability.section()[0]]
+    html = "".join(report.table_html(df, f"table {i}") for i, df in enumerate(tables))
+    found = _inspect_page(browser, tmp_path, font + html, column)
+    assert not found["wide"] and not found["tables"], found["wide"] + found["tables"]
+    for i, df in enumerate(tables):
+        parts = [[unescape(h) for h in re.findall(r'class="col_heading[^"]*" >([^<]*)</th>', t)]
+                 for t in report.table_html(df, "T").split("<table")[1:]]
+        keys = [c[0] for c in itertools.takewhile(lambda cs: len(set(cs)) == 1, zip(*parts))]   # in every part
+        assert len(parts) == 1 or keys == [report.ROW] or (keys and not df[keys].astype(str).duplicated().any()), (
+            i, parts)
 
 
 def test_budget_chart_keeps_every_point_in_view_and_labels_the_need_as_the_sliders_move(browser, tmp_path):
