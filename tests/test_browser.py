@@ -246,7 +246,7 @@ INSPECT = r"""async ([rawTable, reprs]) => {
       if (!areas.some(a => inside(R(t), a))) charts.push(`${label}: point label ${name(t)} is cut at the plot's edge`);
     axisTitles.forEach((t, k) => {
       if (areas.some(a => hit(R(t), a))) charts.push(`${label}: axis title ${name(t)} is drawn over the plot`);
-      for (const o of [...axisTitles.slice(k + 1), ...ticks])
+      for (const o of [...axisTitles.slice(k + 1), ...ticks, ...notes])   // notes: a panel's title too
         if (hit(R(t), R(o))) charts.push(`${label}: axis title ${name(t)} overlaps ${name(o)}`);
     });
     for (const t of legend)
@@ -413,6 +413,7 @@ def _crowded_figures():
 def test_the_page_checks_catch_each_problem(browser, tmp_path):
     """Every check fires on a page made to show its problem, so a clean book means something."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     fig = go.Figure(go.Bar(x=[f"a long category label, number {i}" for i in range(6)], y=[1, 2, 3, 4, 5, 6]))
     fig.update_layout(title=dict(text="A title drawn over the plot", y=0.5, yref="container"), height=300)
@@ -422,18 +423,23 @@ def test_the_page_checks_catch_each_problem(browser, tmp_path):
                                textposition="middle right"))
     sub.update_layout(title=dict(text="A title", subtitle=dict(text="its subtitle"), yref="paper", y=1,
                                  yanchor="bottom"), height=300)
+    panels = make_subplots(rows=2, cols=1, subplot_titles=["upper panel", "lower panel"], vertical_spacing=0.15)
+    panels.add_scatter(x=[1, 2], y=[1, 2], row=1, col=1).add_scatter(x=[1, 2], y=[1, 2], row=2, col=1)
+    panels.update_xaxes(title_text="an x title over the next panel's title", row=1, col=1)
     body = ("<p>| phase | ms |\n| --- | --- |\n| read | 3 |</p>"
             "<div class='cell_output'><pre>[Finding(key='read', text='…')]</pre></div>"
             "<table><tr><td style='min-width: 1500px'>a wide table</td></tr></table>"
             "<div style='overflow-x: auto; width: 400px'><table><caption>boxed</caption>"
             "<tr><td style='min-width: 500px'>wider than its box</td></tr></table></div>"
-            + _chart_html(fig, tidy=False) + _chart_html(sub, tidy=False))
+            + "".join(_chart_html(f, tidy=False) for f in (fig, sub, panels)))
     found = _inspect_page(browser, tmp_path, body)
     assert found["markdown"] and found["repr"] and found["tables"]
     assert any('"boxed"' in p for p in found["wide"]), found["wide"]   # its box is narrower than the column
     assert any("title" in p and "is drawn over the plot" in p for p in found["charts"])
     assert any('the title "its subtitle" is drawn over the plot' in p for p in found["charts"]), found["charts"]
     assert any('point label "a label past the edge" is cut' in p for p in found["charts"]), found["charts"]
+    assert any('"an x title over the next panel' in p and 'overlaps "lower panel"' in p
+               for p in found["charts"]), found["charts"]
     assert any("tick labels" in p and "overlap" in p for p in found["charts"])
 
 
