@@ -99,3 +99,27 @@ def test_a_table_wider_than_the_text_column_is_shown_in_parts_that_fit():
     small = pd.DataFrame({"loader": ["a", "b"], "images/s": [1.0, 2.0]})
     one = report.table_html(small)
     assert one.count("<table") == 1 and "text-align: left" in one
+
+
+def test_every_part_of_a_split_table_names_its_rows():
+    """The reference-runs appendix's key-metric table was split with only "chapter" repeated: its "(continued)"
+    part could be read only by counting rows. Every part starts with the columns that tell the rows apart; where
+    those leave no room, or none do, with the rows' numbers (report.ROW)."""
+    from datajourney.book import report, stability
+
+    keyed = stability.section()[0]
+    keys = ["chapter", "repeat run", "metric"]
+    assert not keyed[keys].astype(str).duplicated().any()
+    assert all(p[:3] == keys for p in report.column_parts(keyed)), report.column_parts(keyed)
+    narrow = report.column_parts(keyed, width=560)   # the same table in a narrower column: split, keys in each
+    assert len(narrow) >= 2 and all(p[:3] == keys for p in narrow), narrow
+    n = 4
+    wide_keys = pd.DataFrame({"run": [f"{'x' * 80}{i}" for i in range(n)],
+                              **{f"measure number {k}": [1234.5] * n for k in range(8)}})
+    same = pd.DataFrame({"kind": ["a"] * n, **{f"measure number {k}": [1234.5] * n for k in range(10)}})
+    for df in (wide_keys, same):   # keys too wide to repeat beside a column; no leading columns unique
+        parts = report.column_parts(df)
+        assert len(parts) >= 2 and all(p[0] == report.ROW for p in parts), parts
+        html = report.table_html(df, "T")
+        assert html.count(f">{report.ROW}</th>") == html.count("<table") == len(parts)
+        assert html.count(">4</td>") == len(parts)   # the last row's number, in every part

@@ -62,8 +62,13 @@ def browser():
         b.close()
 
 
+#: The browser window the book is checked in: a common laptop's width, where the text column is narrowest (a table's
+#: box there is 688 px wide).
+WINDOW = {"width": 1280, "height": 900}
+
+
 def _open(browser, url):
-    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page = browser.new_page(viewport=WINDOW)
     blocked, errors = [], []
     page.route("**/*", lambda route: (route.continue_() if route.request.url.startswith("http://127.0.0.1")
                                       else (blocked.append(route.request.url), route.abort())))
@@ -219,7 +224,7 @@ INSPECT = r"""async ([rawTable, reprs]) => {
     const label = 'chart ' + (i + 1) + ' "' + (plot.querySelector('.gtitle')?.textContent || '').slice(0, 60) + '"';
     const pick = sel => [...plot.querySelectorAll(sel)].filter(shown);
     const name = e => '"' + e.textContent.slice(0, 40) + '"';
-    const title = pick('.gtitle');
+    const title = pick('.gtitle, .gtitle-subtitle');   // plotly draws a subtitle as a text of its own, under the title
     const axisTitles = pick('text').filter(e => /^[xy]\d*title$/.test(e.getAttribute('class') || ''));
     const notes = pick('.annotation-text');
     const legend = pick('.legendtext');
@@ -232,12 +237,16 @@ INSPECT = r"""async ([rawTable, reprs]) => {
     }
     for (const t of title) {
       for (const o of [...axisTitles, ...notes, ...ticks])
-        if (hit(R(t), R(o))) charts.push(`${label}: the title overlaps ${name(o)}`);
-      if (areas.some(a => hit(R(t), a))) charts.push(`${label}: the title is drawn over the plot`);
+        if (hit(R(t), R(o))) charts.push(`${label}: the title ${name(t)} overlaps ${name(o)}`);
+      if (areas.some(a => hit(R(t), a))) charts.push(`${label}: the title ${name(t)} is drawn over the plot`);
     }
+    // a label drawn beside a point is clipped at its plot area's edge (plotly's cliponaxis): it must lie inside
+    const inside = (r, a) => r.x0 >= a.x0 - 1 && r.x1 <= a.x1 + 1 && r.y0 >= a.y0 - 1 && r.y1 <= a.y1 + 1;
+    for (const t of pick('.scatterlayer .textpoint text'))
+      if (!areas.some(a => inside(R(t), a))) charts.push(`${label}: point label ${name(t)} is cut at the plot's edge`);
     axisTitles.forEach((t, k) => {
       if (areas.some(a => hit(R(t), a))) charts.push(`${label}: axis title ${name(t)} is drawn over the plot`);
-      for (const o of [...axisTitles.slice(k + 1), ...ticks])
+      for (const o of [...axisTitles.slice(k + 1), ...ticks, ...notes])   // notes: a panel's title too
         if (hit(R(t), R(o))) charts.push(`${label}: axis title ${name(t)} overlaps ${name(o)}`);
     });
     for (const t of legend)
@@ -278,16 +287,22 @@ INSPECT = r"""async ([rawTable, reprs]) => {
         if (hit(R(t), R(o))) charts.push(`${label}: tick labels ${name(t)} and ${name(o)} overlap`);
       }));
   });
-  const right = R(article).x1;
+  const right = R(article).x1 - parseFloat(getComputedStyle(article).paddingRight);   // the text column's edge
   const caption = t => (t.querySelector('caption, th')?.textContent || '').trim().slice(0, 60);
+  const scrolls = e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);
   const tables = [...article.querySelectorAll('table')].filter(t => shown(t)).flatMap(t => {
     for (let e = t.parentElement; e && e !== document.body; e = e.parentElement)
-      if (['auto', 'scroll'].includes(getComputedStyle(e).overflowX)) return [];
+      if (scrolls(e)) return [];
     return R(t).x1 > right + 1 ? [`table "${caption(t)}" is ${Math.round(R(t).x1 - right)} px wider than the ` +
                                   'text column, with no scroll box'] : [];
   });
-  // a table in a scroll box still hides what lies past the column's edge (and print cuts it off)
-  const room = t => Math.round(R(article).x1 - R(t).x0);
+  // a table in a scroll box still hides what lies past the box's edge (and print cuts it off): the room a table has
+  // is up to its box's edge and the text column's
+  const room = t => {
+    let box = t.parentElement;
+    while (box && box !== article && !scrolls(box)) box = box.parentElement;
+    return Math.round(Math.min(right, box && box !== article ? R(box).x0 + box.clientWidth : Infinity) - R(t).x0);
+  };
   const wide = [...article.querySelectorAll('table')].filter(t => shown(t) && t.scrollWidth > room(t) + 1)
     .map(t => `table "${caption(t)}" is ${Math.round(t.scrollWidth)} px wide in a ${room(t)} px column`);
   return {markdown, repr, charts, tables, wide};
@@ -336,13 +351,14 @@ def test_no_table_is_wider_than_the_text_column(seen):
     assert not _problems(seen, "wide"), "\n".join(_problems(seen, "wide"))
 
 
-def _inspect_page(browser, tmp_path, body: str) -> dict:
-    """INSPECT's findings on a page of ``body`` (with plotly.js, as the book serves it)."""
+def _inspect_page(browser, tmp_path, body: str, width: int = 800) -> dict:
+    """INSPECT's findings on a page of ``body`` in a text column ``width`` px wide (with plotly.js, as the book
+    serves it)."""
     import plotly
 
     shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
-    (tmp_path / "page.html").write_text('<html><head><script src="plotly.min.js"></script></head><body>'
-                                        f'<article style="width: 800px">{body}</article></body></html>')
+    (tmp_path / "page.html").write_text('<!DOCTYPE html><html><head><script src="plotly.min.js"></script></head>'
+                                        f'<body><article style="width: {width}px">{body}</article></body></html>')
     with _serve(tmp_path) as url:
         page, _, errors = _open(browser, f"{url}/page.html")
         found = page.evaluate(INSPECT, [RAW_TABLE, list(REPRS)])
@@ -364,7 +380,8 @@ def _chart_html(fig, tidy: bool) -> str:
 def _crowded_figures():
     """Charts as chapters draw them: long rung names on bars, a long y title on small multiples with
     subplot titles, a log axis over two decades (plotly's minor digits), whole numbers of workers, a
-    y axis whose top tick falls on the plot's top edge (its label half above it, under the title)."""
+    y axis whose top tick falls on the plot's top edge (its label half above it, under the title), and
+    subtitles (what the error bars are) over subplot titles and over that top tick."""
     import pandas as pd
 
     from datajourney.core import charts
@@ -380,12 +397,14 @@ def _crowded_figures():
                  n=3) for op in ("read", "decode", "resize") for t in (1, 2, 4, 8) for e, v in (("thread", 2.0),
                                                                                            ("process", 3.0))]
     lines = charts.lines_facets(pd.DataFrame(rows), x="threads", color="executor", facet="op", log_y=True,
-                                title="Time per image of each operation, by threads and processes",
+                                title=charts.subtitle("Time per image of each operation, by threads and processes",
+                                                      "error bars: min–max over runs (points: mean)"),
                                 xaxis="threads or processes", unit="ms",
                                 yaxis="ms per image (point: mean of runs, log scale, three operations)")
     loaders = pd.DataFrame({"concurrency": [1, 2, 1, 2], "loader": ["DataLoader, Pillow"] * 2 + ["thread pool"] * 2,
                             "mean": [750.0, 1440.0, 2830.0, 900.0], "min": 700.0, "max": 1500.0, "n": 1})
-    top = charts.lines_with_band(loaders, x="concurrency", color="loader", title="Loaders from cold files: images/s",
+    top = charts.lines_with_band(loaders, x="concurrency", color="loader",
+                                 title=charts.subtitle("Loaders from cold files: images/s", "points: mean of runs"),
                                  xaxis="workers or threads", yaxis="images/s", unit="img/s", dodge=0.5)
     top.update_yaxes(range=[0, 3000])
     return [bars, lines, top]
@@ -394,16 +413,33 @@ def _crowded_figures():
 def test_the_page_checks_catch_each_problem(browser, tmp_path):
     """Every check fires on a page made to show its problem, so a clean book means something."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     fig = go.Figure(go.Bar(x=[f"a long category label, number {i}" for i in range(6)], y=[1, 2, 3, 4, 5, 6]))
     fig.update_layout(title=dict(text="A title drawn over the plot", y=0.5, yref="container"), height=300)
     fig.update_xaxes(tickangle=0)
+    # a subtitle hanging from a title set on the plot's top edge; a point's label running out of the plot
+    sub = go.Figure(go.Scatter(x=[1, 2], y=[1, 2], mode="lines+text", text=["", "a label past the edge"],
+                               textposition="middle right"))
+    sub.update_layout(title=dict(text="A title", subtitle=dict(text="its subtitle"), yref="paper", y=1,
+                                 yanchor="bottom"), height=300)
+    panels = make_subplots(rows=2, cols=1, subplot_titles=["upper panel", "lower panel"], vertical_spacing=0.15)
+    panels.add_scatter(x=[1, 2], y=[1, 2], row=1, col=1).add_scatter(x=[1, 2], y=[1, 2], row=2, col=1)
+    panels.update_xaxes(title_text="an x title over the next panel's title", row=1, col=1)
     body = ("<p>| phase | ms |\n| --- | --- |\n| read | 3 |</p>"
             "<div class='cell_output'><pre>[Finding(key='read', text='…')]</pre></div>"
-            "<table><tr><td style='min-width: 1500px'>a wide table</td></tr></table>" + _chart_html(fig, tidy=False))
+            "<table><tr><td style='min-width: 1500px'>a wide table</td></tr></table>"
+            "<div style='overflow-x: auto; width: 400px'><table><caption>boxed</caption>"
+            "<tr><td style='min-width: 500px'>wider than its box</td></tr></table></div>"
+            + "".join(_chart_html(f, tidy=False) for f in (fig, sub, panels)))
     found = _inspect_page(browser, tmp_path, body)
     assert found["markdown"] and found["repr"] and found["tables"]
-    assert any("title is drawn over the plot" in p for p in found["charts"])
+    assert any('"boxed"' in p for p in found["wide"]), found["wide"]   # its box is narrower than the column
+    assert any("title" in p and "is drawn over the plot" in p for p in found["charts"])
+    assert any('the title "its subtitle" is drawn over the plot' in p for p in found["charts"]), found["charts"]
+    assert any('point label "a label past the edge" is cut' in p for p in found["charts"]), found["charts"]
+    assert any('"an x title over the next panel' in p and 'overlaps "lower panel"' in p
+               for p in found["charts"]), found["charts"]
     assert any("tick labels" in p and "overlap" in p for p in found["charts"])
 
 
@@ -417,43 +453,74 @@ def test_charts_read_well_once_tidied(browser, tmp_path):
     assert not tidied["charts"], "\n".join(tidied["charts"])
 
 
-def test_a_wide_table_fits_the_column_once_split(browser, tmp_path):
-    """Chapter 8's loaders table, drawn as one table, runs past a 736 px column (the check sees it); as the
-    book renders it (report.table_html), every part fits."""
-    from datajourney.book import report
-    from datajourney.chapters.c08_threads_processes_gil import page
+def test_tables_fit_the_text_column_and_each_part_names_its_rows(browser, tmp_path):
+    """Tables as the book renders them (report.table_html), in the box a table gets at a 1,280 px window (688 px,
+    the book's font): chapter 8's loaders table drawn whole runs past it (the check sees it); chapter 10's POSIX
+    table (726 px) and chapter 11's tables (up to 699 px) once did too, split for a wider column than the book's.
+    Every part fits, and each part after the first repeats the first part's key columns (the appendix's
+    key-metric table once kept only "chapter")."""
+    import itertools
+    import re
+    from html import unescape
+
+    from datajourney.book import report, stability
+    from datajourney.chapters.c08_threads_processes_gil import page as c08
+    from datajourney.chapters.c10_mmap_vs_read import page as c10
+    from datajourney.chapters.c11_gpu_to_gpu import page as c11
     from datajourney.core import results
 
-    wide = page.loader_table(results.load_reference("08_threads_processes_gil", "h200"))
-    font = "<style>article { width: 736px; font: 16px sans-serif; }</style>"
-    whole = report._one_table_html(wide, "Loaders")
-    assert _inspect_page(browser, tmp_path, font + whole)["wide"]
-    found = _inspect_page(browser, tmp_path, font + report.table_html(wide, "Loaders"))
-    assert not found["wide"] and not found["tables"], found["wide"]
+    font, column = "<style>article { font: 16px system-ui, sans-serif; }</style>", 688   # the built book's
+    loaders = c08.loader_table(results.load_reference("08_threads_processes_gil", "h200"))
+    assert _inspect_page(browser, tmp_path, font + report._one_table_html(loaders, "Loaders"), column)["wide"]
+    ddp = results.load_reference("11_gpu_to_gpu")
+    tables = [loaders, c10.posix_display(results.load_reference("10_mmap_vs_read", "h200")), c11.jobs_table(ddp),
+              c11.ladder_table(ddp), c11.profile_table(ddp), c11.prediction_table(ddp), c11.bench_table(ddp),
+              stability.section()[0]]
+    html = "".join(report.table_html(df, f"table {i}") for i, df in enumerate(tables))
+    found = _inspect_page(browser, tmp_path, font + html, column)
+    assert not found["wide"] and not found["tables"], found["wide"] + found["tables"]
+    for i, df in enumerate(tables):
+        parts = [[unescape(h) for h in re.findall(r'class="col_heading[^"]*" >([^<]*)</th>', t)]
+                 for t in report.table_html(df, "T").split("<table")[1:]]
+        keys = [c[0] for c in itertools.takewhile(lambda cs: len(set(cs)) == 1, zip(*parts))]   # in every part
+        assert len(parts) == 1 or keys == [report.ROW] or (keys and not df[keys].astype(str).duplicated().any()), (
+            i, parts)
 
 
-def test_budget_chart_keeps_every_point_in_view_as_the_sliders_move(browser, tmp_path):
+def test_budget_chart_keeps_every_point_in_view_and_labels_the_need_as_the_sliders_move(browser, tmp_path):
     """Chapter 12's budget chart, as the book renders it: wherever the sliders put the hops and the step's
-    need, the axis moves with them and leaves room on both sides (a hop below the need once fell off)."""
+    need, the axis moves with them and leaves room on both sides (a hop below the need once fell off), and
+    the need's line is labelled with its value as the hop charts label theirs, clear of the plot's edge
+    (its label, on the line's top point, was cut to "e step's need")."""
     import plotly
 
     from datajourney.chapters.c12_conclusion import page as c12_page
     from datajourney.core import charts, results
+    from datajourney.core.findings import num
 
     charts.setup()
-    fig = c12_page.budget_figure(results.load_reference("12_conclusion", "h200"))
+    res = results.load_reference("12_conclusion", "h200")
+    fig = c12_page.budget_figure(res)
     shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
     (tmp_path / "page.html").write_text('<html><head><script src="plotly.min.js"></script></head><body>'
-                                        f'<article style="width: 848px">{_chart_html(fig, tidy=True)}</article>'
+                                        f'<article style="width: 688px">{_chart_html(fig, tidy=True)}</article>'
                                         '</body></html>')
     read = ("el => [el.data[0].x.concat(el.data[1].x).filter(v => v > 0), el._fullLayout.xaxis.range, "
-            "el._fullLayout.xaxis.type]")
+            "el._fullLayout.xaxis.type, (el.layout.annotations || []).map(a => a.text), "
+            "el.layout.sliders.map(s => [s.name, s.steps[s.active].value])]")
+    state = c12_page.budget_inputs(res.facts)
     with _serve(tmp_path) as url:
         page, plot, errors = _slider_plot(browser, f"{url}/page.html")
-        for idx, frac in ((0, 0.0), (2, 1.0), (0, 1.0)):   # the shortest step, the largest sample, the longest step
-            _move_slider(page, plot, idx, frac)
-            xs, (lo, hi), kind = plot.evaluate(read)
+        # as drawn, then the shortest step, the largest sample, the longest step
+        for idx, frac in ((None, None), (0, 0.0), (2, 1.0), (0, 1.0)):
+            if idx is not None:
+                _move_slider(page, plot, idx, frac)
+            xs, (lo, hi), kind, notes, sliders = plot.evaluate(read)
             assert kind == "log" and 10 ** lo * 1.5 < min(xs) and max(xs) * 1.5 < 10 ** hi, (idx, xs, lo, hi)
+            state.update({name: float(value) for name, value in sliders})
+            need = c12_page.budget_model(state)["demand"]
+            assert notes == [f"the step's need: {num(need, c12_page.BUDGET_UNIT)}"], (idx, notes)
+            assert not page.evaluate(INSPECT, [RAW_TABLE, list(REPRS)])["charts"], idx
         page.close()
     assert not errors, errors
 

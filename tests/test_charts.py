@@ -1,5 +1,7 @@
 """The rules every chart follows (charts.tidy, applied as a figure is shown) and the shared helpers'
 spread, order and scale choices."""
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
@@ -7,6 +9,7 @@ import pytest
 from datajourney.chapters.c09_reading_smarter import charts as c09_charts
 from datajourney.chapters.c10_mmap_vs_read import charts as c10_charts
 from datajourney.core import charts
+from datajourney.core.findings import num
 
 
 def shown(fig: go.Figure) -> dict:
@@ -276,7 +279,10 @@ def test_chapter_12_hop_axes_hold_every_point_and_never_go_below_zero(workload):
 
 
 def test_chapter_12_budget_chart_leaves_room_labels_its_line_and_steps_regularly():
-    """The step's line sat on the axis edge, unlabelled; the sample-size slider read 64, 110, 256."""
+    """The step's line sat on the axis edge, unlabelled, then labelled without its value on its top point (cut
+    by the plot's edge); the sample-size slider read 64, 110, 256. Its line is labelled above the plot with
+    its value, as the hop charts label theirs: the same need, from the run's own step (not the slider's
+    rounded one), and the script writes the label again as the sliders move."""
     c12_page, res = _c12()
     fig = c12_page.budget_figure(res)
     d = shown(fig)
@@ -285,11 +291,31 @@ def test_chapter_12_budget_chart_leaves_room_labels_its_line_and_steps_regularly
     lo, hi = (10 ** v for v in axis["range"])
     pts = [v for t in d["data"] for v in t["x"] if v]
     assert lo * 1.5 < min(pts) and max(pts) * 1.5 < hi   # room on both sides, the step's need included
-    line = d["data"][1]
-    assert "text" in line["mode"] and "the step's need" in line["text"]
+    need = res.facts.number("image.demand")
+    assert d["data"][1]["x"] == pytest.approx([need, need], rel=1e-9)
+    [note] = [a for a in d["layout"].get("annotations", []) if a["text"].startswith("the step's need")]
+    hop = [a for a in shown(c12_page.hops_chart(res, "image"))["layout"]["annotations"]
+           if a["text"].startswith("the step's need")]
+    assert note["text"] == f"the step's need: {num(need, c12_page.BUDGET_UNIT)}"
+    assert [note["text"].split()[3]] == [a["text"].split()[3] for a in hop]   # the same value in both charts
+    assert note["x"] == pytest.approx(math.log10(need)) and note["yref"] == "paper" and note["y"] > 1
+    assert "annotations[0].text" in d["layout"]["meta"]["post_script"]
     kib = next(s for s in d["layout"]["sliders"] if s["name"] == "kib")
     values = [float(st["value"]) for st in kib["steps"]]
     run = c12_page.budget_inputs(res.facts)["kib"]
     ladder = [v for v in values if v != run]
     assert all(b == 2 * a for a, b in zip(ladder, ladder[1:], strict=False)), values
     assert "s.pad" in d["layout"]["meta"]["post_script"] and "xaxis.range" in d["layout"]["meta"]["post_script"]
+
+
+def test_chapter_7_phase_chart_names_the_model_by_its_readable_name():
+    """Its title read "…, batch 64, resnet50", the torchvision id, where the page's prose says ResNet-50."""
+    from datajourney.chapters.c07_full_picture import analysis
+    from datajourney.chapters.c07_full_picture import page as c07_page
+    from datajourney.chapters.c07_full_picture.params import Params
+    from datajourney.core import results
+
+    res = results.load_reference("07_full_picture", "h200")
+    title = shown(c07_page.phase_chart(res))["layout"]["title"]["text"]
+    model, batch = analysis.model_of(res), Params.value_of(res, "batch_size")
+    assert title.endswith(f"batch {batch}, {analysis.MODEL_NAMES[model]}") and model not in title, title

@@ -28,10 +28,18 @@ _TABLE_STYLE = [
     {"selector": "th", "props": "text-align: left; vertical-align: bottom; white-space: normal;"},
     {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600; padding: 0.3em 0;"},
 ]
-#: Width of the book's text column (px; a table there has 736 at a 1,300 px window, less at 1,280), a character of
-#: a table (0.85 em of the page's 16 px) and a cell's padding and border: a table whose narrowest layout (every
-#: header and text cell wrapped at its spaces) is wider is split into parts that fit, key columns in each.
-COLUMN_PX, TABLE_CHAR_PX, CELL_PAD_PX = 720, 7.6, 18
+#: Width (px) of the box a table sits in, in the book's text column at a 1,280 px window (704 at 1,300), and a
+#: cell's padding and border: a table whose narrowest layout (every header and text cell wrapped at its spaces) is
+#: wider is split into parts that fit, key columns in each.
+COLUMN_PX, CELL_PAD_PX = 688, 14
+#: Width (px) of a character of a table's text (0.85 em of the page's 16 px), by kind, as the built book draws it in
+#: a headless Chromium; headers are bold, so wider. Kinds: narrow letters and punctuation, m/w/% (the widest),
+#: other capitals, lower case, digits (tabular), wide symbols, anything else.
+_CHAR_KINDS = (("narrow", set("ijlftrI.,:;'|!()[]{} ")), ("wide", set("mwMW%")), ("symbol", set("≥≈→÷×±—…≤−–+=<>")))
+_CHAR_PX = {False: {"narrow": 5.0, "lower": 8.0, "upper": 9.0, "wide": 12.5, "digit": 8.5, "symbol": 10.6,
+                    "other": 7.0},
+            True: {"narrow": 5.8, "lower": 9.2, "upper": 10.2, "wide": 13.6, "digit": 9.9, "symbol": 11.0,
+                   "other": 7.0}}
 
 
 def say(text: str) -> None:
@@ -64,25 +72,45 @@ def _text(value) -> str:
     return _html.escape(phrasing.visible(value))
 
 
+def _char_kind(c: str) -> str:
+    kind = next((k for k, chars in _CHAR_KINDS if c in chars), None)
+    return kind or ("upper" if c.isupper() or c == "_" else "lower" if c.islower() else "digit" if c.isdigit()
+                    else "other")
+
+
+def _word_px(word: str, bold: bool = False) -> float:
+    """How wide ``word`` is drawn in a table (a header's text is bold)."""
+    return sum(_CHAR_PX[bold][_char_kind(c)] for c in _html.unescape(word))
+
+
 def _min_px(header: str, cells: list[str]) -> float:
-    """The narrowest a column can be drawn: its longest word (headers and text wrap at spaces), or its
-    longest number (a number never wraps), plus the cell's padding."""
-    words = [w for t in (header, *cells) for w in re.split(r"[\s/]+", str(t)) if w]
-    return max(map(len, words), default=1) * TABLE_CHAR_PX + CELL_PAD_PX
+    """The narrowest a column can be drawn: its widest word, plus the cell's padding. Headers and text wrap where a
+    browser breaks a line: at spaces and after a hyphen or an en dash ("reference-h200-…", "1.2–3.4"), never at a
+    slash ("images/s") nor inside a number."""
+    words = [(w, bold) for t, bold in ((header, True), *((c, False) for c in cells))
+             for w in re.split(r"\s+|(?<=[-–])", str(t)) if w]
+    return max((_word_px(w, bold) for w, bold in words), default=_CHAR_PX[False]["digit"]) + CELL_PAD_PX
+
+
+#: The column :func:`table_html` adds, numbering the rows, to a table shown in parts whose rows no leading columns
+#: tell apart (or whose key columns leave no room beside them): each part then starts with it.
+ROW = "row"
 
 
 def column_parts(df: pd.DataFrame, width: float = COLUMN_PX) -> list[list]:
     """The columns of ``df`` in parts that each fit ``width`` px at their narrowest: one part when the table
     fits; else the key columns (the fewest leading columns that tell the rows apart) repeated in every part,
-    and the other columns, in their order, spread evenly over as few parts as fit."""
+    and the other columns, in their order, spread evenly over as few parts as fit. A part that continues a
+    table always names its rows: where no leading columns tell them apart, or the key columns leave no room
+    for the widest other column, each part starts with :data:`ROW`, the rows' numbers, instead."""
     cols = list(df.columns)
     px = {c: _min_px(str(c), [_cell(v) for v in df[c]]) for c in cols}
     if sum(px.values()) <= width or len(cols) < 3:
         return [cols]
     keys = next((cols[:i] for i in range(1, len(cols) - 1) if not df[cols[:i]].astype(str).duplicated().any()),
-                cols[:1])
-    if sum(px[k] for k in keys) > 0.7 * width:
-        keys = cols[:1]
+                None)
+    if keys is None or sum(px[k] for k in keys) + max(px[c] for c in cols if c not in keys) > width:
+        keys, px[ROW] = [ROW], _min_px(ROW, [f"{len(df):,}"])
     rest, room = [c for c in cols if c not in keys], width - sum(px[k] for k in keys)
 
     def pack(cap: float) -> list[list]:
@@ -117,6 +145,8 @@ def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
     column: headers wrap, and a table too wide even so is shown in parts (:func:`column_parts`), each with
     the key columns first; each part sits in a box that scrolls sideways should a cell still not fit."""
     parts = column_parts(df)
+    if parts[0][0] == ROW and ROW not in df.columns:
+        df = pd.concat([pd.DataFrame({ROW: range(1, len(df) + 1)}, index=df.index), df], axis=1)
     return "".join(_one_table_html(df[cols], caption if i == 0 else (f"{caption} (continued)" if caption else None))
                    for i, cols in enumerate(parts))
 

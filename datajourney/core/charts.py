@@ -437,14 +437,20 @@ def _title_above(layout: dict) -> None:
         if (ref == "paper" or ref.endswith("domain")) and (a.get("y") or 0) >= 0.98 and a.get("yanchor") in (
                 None, "auto", "bottom"):
             lines = max(lines, str(a.get("text") or "").count("<br") + 1)
-    # clear of the top y tick's label, which plotly centres on the plot's top edge (half a 12 px line above it)
-    pad = {"b": 16 + 22 * lines, "l": 10}
+    # clear of the top y tick's label, which plotly centres on the plot's top edge (half a 12 px line above it),
+    # of the labels on the plot's top edge (subplot titles), and of the subtitle: plotly hangs it under the title,
+    # inside the title's padding, so the padding holds its lines
+    text = (title.get("subtitle") or {}).get("text")
+    below = _SUBTITLE_GAP + _SUBTITLE_LINE * (len(re.findall(r"<br\s*/?>", text)) + 1) if text else 0
+    pad = {"b": 16 + 22 * lines + below, "l": 10}
     layout["title"] = {"automargin": True, "yref": "paper", "y": 1, "yanchor": "bottom", "xref": "container", "x": 0,
                        "xanchor": "left", **title, "pad": {**pad, **(title.get("pad") or {})}}
 
 
 #: Characters of a chart title (17 px) that fit the text column.
 _TITLE_CHARS = 72
+#: Space (px) plotly leaves between a title and its subtitle, and the height of a subtitle's line (12 px text).
+_SUBTITLE_GAP, _SUBTITLE_LINE = 10, 17
 
 
 _SWAP = {"x": "y", "y": "x", "x0": "y0", "y0": "x0", "x1": "y1", "y1": "x1", "xref": "yref", "yref": "xref",
@@ -533,11 +539,16 @@ def _crowded_categories(fig_dict: dict) -> None:
 def value_slider(name: str, label: str, values, current: float, y: float) -> dict:
     """A plotly slider over ``values``, starting at the one nearest ``current``, that only reports its
     value: its steps run no plotly method, so a chart's own ``post_script`` recomputes the figure on
-    ``plotly_sliderchange`` (``e.slider.name``, ``e.step.value``)."""
+    ``plotly_sliderchange`` (``e.slider.name``, ``e.step.value``). A step is labelled with three significant
+    digits at most in its fraction (a run's own 31.5632 ms reads 31.6; 1024 stays 1024), its value kept exact."""
     active = min(range(len(values)), key=lambda i: abs(values[i] - current))
     return dict(name=name, active=active, y=y, yanchor="top", len=0.9, x=0.05, pad=dict(t=0, b=10),
                 font=dict(size=11), currentvalue=dict(prefix=f"{label}: ", xanchor="left", font=dict(size=13)),
-                steps=[dict(method="skip", label=f"{v:g}", value=str(v), args=[]) for v in values])
+                steps=[dict(method="skip", label=_slider_label(v), value=str(v), args=[]) for v in values])
+
+
+def _slider_label(v: float) -> str:
+    return f"{round(v, max(0, 2 - math.floor(math.log10(abs(v))))):g}" if v else "0"
 
 
 def _plain(values) -> list:

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, range_bars
+from datajourney.core.charts import PALETTE, range_bars, subtitle
 
 
 def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) -> go.Figure:
@@ -39,7 +39,7 @@ def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) 
 
 def _bars_note(title: str, what: str) -> str:
     """A chart title with what its error bars are on a second, smaller line (axis titles keep the unit only)."""
-    return f"{title}<br><sup>error bars: {what}</sup>"
+    return subtitle(title, f"error bars: {what}")
 
 
 def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:

@@ -305,6 +305,19 @@ def _finding_w4(res):
                    published="ImageFolder, workers=4: images/s")
 
 
+def phase_chart(res):
+    """Each scenario's step taken apart into its phases (means over runs), titled with the batch size and the
+    model that ran, by its readable name (ResNet-50, never the torchvision id)."""
+    from datajourney.chapters.c07_full_picture import charts
+    from datajourney.chapters.c07_full_picture.params import Params
+    from datajourney.chapters.c07_full_picture.reading import PHASES
+
+    model = analysis.model_of(res)
+    return charts.phase_bars(scenario_stats(res), phases=PHASES,
+                             title=f"Per-step phase breakdown, batch {Params.value_of(res, 'batch_size')}, "
+                                   f"{analysis.MODEL_NAMES.get(model, model)}")
+
+
 def load_stats(res) -> pd.DataFrame:
     """Compute per step under load: one row per (mode, busy) with mean, min, max over repeats."""
     if "load" not in res.tables or res.table("load").empty:

@@ -509,8 +509,7 @@ def hops_chart(res, workload: str):
                                hovertemplate="%{y}: %{x:,.3~s} " + unit + "<br>%{customdata[0]}<extra></extra>"))
     if d is not None:
         fig.add_vline(x=d, line=dict(dash="dash", color=PALETTE[7]))
-        fig.add_annotation(x=math.log10(d) if wide else d, yref="paper", y=1.02, showarrow=False, yanchor="bottom",
-                           text=f"the step's need: {num(d, unit)}")
+        fig.add_annotation(**_need_note(d, unit, math.log10(d) if wide else d))
     name = html.escape(workload_name(facts, workload, plain=True), quote=False)
     fig.update_layout(title=dict(text=f"{name[0].upper() + name[1:]}: each hop's rate (green keeps up)", y=0.97),
                       height=180 + 55 * max(len(data), 1), margin=dict(l=20, t=110), showlegend=False)
@@ -524,9 +523,21 @@ def hops_chart(res, workload: str):
     return fig
 
 
+def _need_note(d: float, unit: str, x: float) -> dict:
+    """The label of the step's need, above the plot at its dashed line (``x`` on the axis's own scale), with its
+    value: the same in the hop charts and in the budget chart (whose script writes it again as the sliders move)."""
+    return dict(x=x, yref="paper", y=1.02, showarrow=False, yanchor="bottom", text=f"the step's need: {num(d, unit)}")
+
+
 _BUDGET_JS = charts.script_template("""
 var gd = document.getElementById('{plot_id}');
 var s = %s;
+function num(v) {   // datajourney.core.findings.num for a rate: no false precision, thousands separated
+  var a = Math.abs(v);
+  var d = Number.isInteger(v) || a >= 100 || a == 0 ? 0 : a >= 10 ? 1 : a >= 1 ? 2
+          : Math.min(6, Math.max(2, 1 - Math.floor(Math.log10(a))));
+  return v.toLocaleString('en-US', {minimumFractionDigits: d, maximumFractionDigits: d});
+}
 function loglog(x, xs, ys) {
   var lx = Math.log(x), n = xs.length;
   if (n == 0) return null;
@@ -552,7 +563,9 @@ function model() {
   Plotly.restyle(gd, {x: [xs, [demand, demand]], 'marker.color': [colours, null]}, [0, 1]);
   var all = xs.concat([demand]).filter(function (v) { return v > 0; });
   Plotly.relayout(gd, {'xaxis.range': [Math.log10(Math.min.apply(null, all) / s.pad),
-                                       Math.log10(Math.max.apply(null, all) * s.pad)]});
+                                       Math.log10(Math.max.apply(null, all) * s.pad)],
+                       'annotations[0].x': Math.log10(demand),
+                       'annotations[0].text': "the step's need: " + num(demand) + ' ' + s.unit});
 }
 gd.on('plotly_sliderchange', function (e) { s[e.slider.name] = +e.step.value; model(); });
 """)
@@ -566,11 +579,14 @@ BUDGET_CPU_MS = [0.25, 0.5, 1, 2, 4, 8, 16]
 
 #: Room (a factor) the budget chart leaves beyond its slowest and fastest point, the step's need included.
 BUDGET_PAD = 2.0
+#: What the budget chart's rates count: a sample of any size (its slider sets the bytes on disk).
+BUDGET_UNIT = "samples/s"
 
 
 def _with(values, current: float) -> list:
-    """A slider's values with this run's own value among them, rounded as the slider shows them."""
-    return sorted(set(values) | {float(f"{current:.3g}")})
+    """A slider's values with this run's own value among them, exact (the slider shows it rounded): the chart starts
+    at the rates and the step's need that the hop charts show."""
+    return sorted(set(values) | {float(current)})
 
 
 def budget_inputs(facts: Facts) -> dict | None:
@@ -587,9 +603,8 @@ def budget_inputs(facts: Facts) -> dict | None:
 
     # CPU per sample: the CPU hop's (loader workers and training process together)
     cpu = (_hop(facts, "image", "cpu") or {}).get("cpu_ms") or 1.0
-    return dict(step=float(f"{wl['step_ms']:.3g}"), B=wl["batch_size"],
-                kib=float(f"{(wl.get('file_bytes') or 16 * 1024) / 1024:.3g}"),
-                cpu=float(f"{cpu:.3g}"), cores=wl["cores"], tensor=IMAGE_TENSOR_BYTES,
+    return dict(step=float(wl["step_ms"]), B=wl["batch_size"], kib=(wl.get("file_bytes") or 16 * 1024) / 1024,
+                cpu=float(cpu), cores=wl["cores"], tensor=IMAGE_TENSOR_BYTES,
                 random=curve(st, "random"), sequential=curve(st, "sequential"), pcie=curve(pc, None, "size", "GBps"),
                 keys=["files", "shard", "cpu", "pcie"])
 
@@ -624,16 +639,18 @@ def budget_figure(res):
     fig = go.Figure(go.Scatter(x=xs, y=[labels[k] for k in state["keys"]], mode="markers", name="hop",
                                marker=dict(size=14, color=[PALETTE[2] if (v or 0) >= m["demand"] else PALETTE[5]
                                                            for v in xs]),
-                               hovertemplate="%{y}: %{x:,.3~s} samples/s<extra></extra>"))
+                               hovertemplate=f"%{{y}}: %{{x:,.3~s}} {BUDGET_UNIT}<extra></extra>"))
+    # the step's need: a dashed line labelled above the plot, as in the hop charts (a label on the line's top
+    # point was cut by the plot's edge where the need lay near it)
     fig.add_scatter(x=[m["demand"]] * 2, y=[labels[state["keys"][0]], labels[state["keys"][-1]]],
-                    mode="lines+text", text=["", "the step's need"], textposition="top center",
-                    textfont=dict(color=PALETTE[7]), name="the step's need", line=dict(dash="dash", color=PALETTE[7]),
-                    hovertemplate="the step's need: %{x:,.3~s} samples/s<extra></extra>")
-    state_js = dict(state, ok=PALETTE[2], short=PALETTE[5], pad=BUDGET_PAD)
+                    mode="lines", name="the step's need", line=dict(dash="dash", color=PALETTE[7]),
+                    hovertemplate=f"the step's need: %{{x:,.3~s}} {BUDGET_UNIT}<extra></extra>")
+    fig.add_annotation(**_need_note(m["demand"], BUDGET_UNIT, math.log10(m["demand"])))
+    state_js = dict(state, ok=PALETTE[2], short=PALETTE[5], pad=BUDGET_PAD, unit=BUDGET_UNIT)
     every = [v for v in [*xs, m["demand"]] if v is not None and v > 0]
     fig.update_layout(
         title=dict(text="Budget: which hops keep up? (move the sliders; starts at this run's workload)", y=0.98),
-        height=860, margin=dict(t=130, b=430, l=20),  # the legend on the right (short names), clear of the title
+        height=860, margin=dict(t=130, b=430, l=20), showlegend=False,   # the dots and the line are labelled
         sliders=[
             value_slider("step", "step (ms)", _with(BUDGET_STEP_MS, state["step"]), state["step"], -0.35),
             value_slider("B", "batch size", _with(BUDGET_BATCH, state["B"]), state["B"], -0.35 - 0.32),
@@ -644,6 +661,6 @@ def budget_figure(res):
         ],
         meta={"post_script": charts.script(_BUDGET_JS, state_js)},
     )
-    fig.update_xaxes(type="log", title_text="samples/s (log scale)",   # the script keeps this room as values move
+    fig.update_xaxes(type="log", title_text=f"{BUDGET_UNIT} (log scale)",   # the script keeps this room as values move
                      range=[math.log10(min(every) / BUDGET_PAD), math.log10(max(every) * BUDGET_PAD)])
     return log_axis(fig)
