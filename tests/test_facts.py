@@ -774,7 +774,7 @@ def test_c07_reference_facts_equal_the_tables():
     sc = res.table("scenarios")
     d = sc[sc["variant"] == "default"].groupby(["format", "workers"])["images_per_s"].mean()
     fmt, w = d.idxmax()
-    assert wl["cpu_recipe"] == {"format": fmt, "workers": int(w), "variant": "default"}
+    assert wl["cpu_recipe"] == {"format": fmt, "format_name": an07.LABELS[fmt], "workers": int(w), "variant": "default"}
     rows = steps[(steps["format"] == fmt) & (steps["workers"] == w) & (steps["variant"] == "default")]
     cpu = float(rows[list(an07.CPU_STAGES)].median().sum()) / wl["batch_size"]
     assert wl["cpu_ms"] == pytest.approx(cpu) and f.number("cpu_ms_per_image") == wl["cpu_ms"]

@@ -67,7 +67,8 @@ def image_workload(res) -> dict | None:
     if not sc.empty:
         best = sc.groupby(["format", "workers", "variant"])["images_per_s"].mean()
         (fmt, w, var), v = best.idxmax(), float(best.max())
-        out["best"] = dict(format=str(fmt), workers=int(w), variant=str(var), images_per_s=v)
+        out["best"] = dict(format=str(fmt), format_name=LABELS.get(str(fmt), str(fmt)), workers=int(w),
+                           variant=str(var), images_per_s=v)
         # the CPU cost of the recipe the chapter advises (the default transforms, its fastest setting), in a worker,
         # and the training process's own cores there (each GPU's training process needs its own)
         d = sc[sc["variant"] == "default"]
@@ -79,7 +80,8 @@ def image_workload(res) -> dict | None:
             if "main_cores" in d:
                 main = d[(d["format"] == fmt) & (d["workers"] == w)]["main_cores"].astype(float).mean()
                 out["main_cores"] = float(main) if main == main else None
-        out["cpu_recipe"] = dict(format=str(fmt), workers=int(w), variant=str(var))
+        out["cpu_recipe"] = dict(format=str(fmt), format_name=LABELS.get(str(fmt), str(fmt)), workers=int(w),
+                                 variant=str(var))
         out["step_recipe"] = step_recipe(sc, step_kind)
         if not steps.empty and all(s in steps for s in CPU_STAGES):
             rows = steps[(steps["format"] == fmt) & (steps["workers"] == w) & (steps["variant"] == var)]
@@ -111,7 +113,8 @@ def step_recipe(sc: pd.DataFrame, step_kind: str) -> dict | None:
         v = float(rows[col].astype(float).mean()) if col in rows else float("nan")
         cpu[f"{name}_ms"] = v * 1000.0 / ips if v == v and ips > 0 else None
         cpu[f"{name}_cores"] = v if v == v else None
-    return dict(format=str(fmt), workers=int(w), variant=str(var), step=step_kind,
+    return dict(format=str(fmt), format_name=LABELS.get(str(fmt), str(fmt)), workers=int(w), variant=str(var),
+                step=step_kind,
                 runs=[float(x) for x in rows["images_per_s"]], images_per_s=ips, **cpu)
 
 

@@ -298,9 +298,10 @@ def _model_check(found: dict, hops: list[dict], facts: Facts) -> None:
     need = next((h["capacity"] for h in hops if h["hop"] == "gpu" and h["capacity"]), None)
     if not runs or not known or not need:
         return
-    label = (f"chapter 7's fastest pipeline with this step end to end ({r['format']}, num_workers={r['workers']}, "
-             f"{r['variant']})")
+    label = (f"chapter 7's fastest pipeline with this step end to end ({r.get('format_name') or r['format']}, "
+             f"num_workers={r['workers']}, {r['variant']})")
     setting = {k: r[k] for k in ("format", "workers", "variant", "step")}
+    setting["format_name"] = r.get("format_name") or r["format"]
     measured_rate = measured("image.measured", runs, unit="images/s", label=label, setting=setting)
     model = Fact("image.predicted", min(known), "images/s", "the rate the hops predict for one GPU", "rate")
     share = measured("image.fed_share", [100.0 * x / need for x in runs], unit="%", quantity="share",

@@ -172,8 +172,14 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
 
 
 def _recipe(setting: dict) -> str:
-    """A chapter 7 pipeline in a few words: "imagefolder, num_workers=8, graphed"."""
-    return phrasing.text(f"{setting.get('format')}, num_workers={setting.get('workers')}, {setting.get('variant')}")
+    """A chapter 7 pipeline in a few words: "ImageFolder, num_workers=8, tuned, CUDA-graphed step"."""
+    name = setting.get("format_name") or setting.get("format")
+    step = STEP_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
+    return phrasing.text(f"{name}, num_workers={setting.get('workers')}, {step}")
+
+
+#: Chapter 7's pipeline variants as a reader knows them.
+STEP_WORDS = {"default": "eager step", "tuned": "tuned, eager step", "graphed": "tuned, CUDA-graphed step"}
 
 
 def gpus_sentence(facts: Facts, wl: str) -> str:
