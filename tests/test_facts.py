@@ -1100,15 +1100,6 @@ def test_c08_hostile_strings_stay_escaped(host):
         assert_stays_text(t)
 
 
-def _swap08(df, col, a_mask, b_mask):
-    """``df`` with the values of ``col`` of the rows ``a_mask`` and ``b_mask`` exchanged (cycled to fit)."""
-    out = df.copy()
-    a, b = df.loc[a_mask, col].tolist(), df.loc[b_mask, col].tolist()
-    out.loc[a_mask, col] = [b[i % len(b)] for i in range(len(a))]
-    out.loc[b_mask, col] = [a[i % len(a)] for i in range(len(b))]
-    return out
-
-
 def test_c08_notes_follow_reversed_data():
     """Each converted note words its facts, and its direction word flips when the two sides are swapped."""
     res = _load08("h200")
@@ -1121,14 +1112,10 @@ def test_c08_notes_follow_reversed_data():
     lo = rev.table("loaders").copy()
     lo.loc[lo["loader"].isin(pg08.THREADED), "images_per_s"] *= 10
     lo["cpu_user_s"], lo["cpu_system_s"] = lo["cpu_system_s"].copy(), lo["cpu_user_s"].copy()
-    pre = (lo["loader"] == "spdl_prealloc") & (lo["decoder"] == "pillow")
-    c = int(lo[pre]["concurrency"].max())
-    base = (lo["loader"] == "spdl") & (lo["decoder"] == "pillow") & (lo["concurrency"] == c)
-    lo.loc[pre, "images_per_s"] *= 3
     st = rev.table("startup").copy()
     st["first_batch_s"] = [0.05 if m != "fork" else 9.0 for m in st["start_method"]]
     ep = rev.table("epoch_memory").copy()
-    ep = _swap08(ep, "pss_bytes", ep["storage"] == "list", ep["storage"] == "numpy")
+    ep["storage"] = ep["storage"].map({"list": "numpy", "numpy": "list"})   # each storage gets the other's memory
     m = rev.table("model").copy()
     m.loc[m["loader"] == "nvjpeg", "pct_of_ceiling"] = 30.0
     rev.tables.update(loaders=lo, startup=st, epoch_memory=ep, model=m)
@@ -1138,26 +1125,50 @@ def test_c08_notes_follow_reversed_data():
     assert "array grew more than its list" in pg08.epoch_note(g)
     assert "forking this process cost more" in pg08.startup_note(g)
     assert "less than that" in pg08.gpu_share_note(g)
+
+
+def test_c08_collate_check_follows_reversed_data():
+    """The collate check (on the H100 reference: its run holds it; the full profile has left it out since): the
+    pipeline decoding into the batch's rows made 3× faster turns the finding."""
+    res = _load08("h100")
+    rev = copy.deepcopy(res)
+    lo = rev.table("loaders").copy()
+    pre = (lo["loader"] == "spdl_prealloc") & (lo["decoder"] == "pillow")
+    c = int(lo[pre]["concurrency"].max())
+    assert ((lo["loader"] == "spdl") & (lo["decoder"] == "pillow") & (lo["concurrency"] == c)).any()
+    lo.loc[pre, "images_per_s"] *= 3
+    rev.tables.update(loaders=lo)
+    g = an08.analyse(rev)
     assert "faster than the pipeline with its collate stage" in pg08.finding_collate(g, rev).text
     assert "was holding it back" in pg08.finding_collate(g, rev).text
-    assert base.any()
 
 
 def test_c08_paper_note_gives_shares_only_of_a_gain_both_factors_made():
-    """On the H200 reference the warm comparison is level and the threads went the other way: no shares, what each
+    """A warm comparison that is level while the decoder and the threads went opposite ways: no shares, what each
     factor did instead; a gain both factors made (cold) is split in shares; reversed, the gain flips."""
     res = _load08("h200")
+    pp = res.table("paper").copy()
+    pp.loc[(pp["state"] == "warm") & (pp["loader"] == "dl_spdl"), "images_per_s"] = (
+        1.2 * pp.loc[(pp["state"] == "warm") & (pp["loader"] == "dl_pillow"), "images_per_s"].to_numpy())
+    pp.loc[(pp["state"] == "warm") & (pp["loader"] == "spdl_batch"), "images_per_s"] = (
+        pp.loc[(pp["state"] == "warm") & (pp["loader"] == "dl_pillow"), "images_per_s"].to_numpy()[::-1])
+    res.tables["paper"] = pp
     note = pg08.paper_note(res)
     warm, cold = note.split("\n\n")[:2]
     assert "level with the DataLoader with Pillow" in warm and "published: 1.74× faster" in warm
-    assert "no gain to share" in warm and "the decoder 1.20× faster, the threads 1.21× slower" in warm
+    assert "no gain to share" in warm and re.search(r"the decoder [0-9.]+× faster, the threads [0-9.]+× slower", warm)
     assert "%" not in warm.split(" — ")[-1] and "accounts for" not in warm
     # one cold run of each loader: no spread, so no side is named faster and the gain is not shared
-    assert "one run each: no spread to decide" in cold and "2,956 images/s" in cold and "warm files ran" not in note
+    pillow_cold = pp.loc[(pp["state"] == "cold") & (pp["loader"] == "dl_pillow"), "images_per_s"].iloc[0]
+    assert "one run each: no spread to decide" in cold and f"{pillow_cold:,.0f} images/s" in cold
+    assert "warm files ran" not in note
     assert not re.search(r"faster|slower|level|accounts for", cold)
     two = copy.deepcopy(res)
     pp = two.table("paper").copy()
-    again = pp[pp["state"] == "cold"].assign(images_per_s=lambda d: d["images_per_s"] * 1.01)
+    cold_rows = pp["state"] == "cold"    # a gain both factors made: Pillow < spdl.io < SPDL's threads
+    pp.loc[cold_rows, "images_per_s"] = pp.loc[cold_rows, "loader"].map(
+        {"dl_pillow": 1000.0, "dl_spdl": 1300.0, "spdl_batch": 1700.0})
+    again = pp[cold_rows].assign(images_per_s=lambda d: d["images_per_s"] * 1.01)
     two.tables["paper"] = pd.concat([pp, again], ignore_index=True)
     two.facts = None
     cold = pg08.paper_note(two).split("\n\n")[1]
@@ -1169,7 +1180,7 @@ def test_c08_paper_note_gives_shares_only_of_a_gain_both_factors_made():
     rev.tables["paper"] = pp
     rev.facts = None
     warm = pg08.paper_note(rev).split("\n\n")[0]
-    assert "1.49× faster than the DataLoader with Pillow" in warm and "accounts for" in warm
+    assert re.search(r"1\.[0-9]+× faster than the DataLoader with Pillow", warm) and "accounts for" in warm
     pp.loc[w & (pp["loader"] == "spdl_batch"), "images_per_s"] /= 3
     rev.tables["paper"] = pp
     warm = pg08.paper_note(rev).split("\n\n")[0]

@@ -512,7 +512,7 @@ def test_moonshot_ceiling_says_how_the_step_ran_and_follows_the_data():
     assert "(1.20× slower than the eager step's ceiling)" in _by_key(res)["moonshot"].text
     res.metadata.update(model_step="eager", ceilings=dict(eager=dict(images_per_s=4000.0)),
                         graph_note="failed: RuntimeError: x")
-    assert "the graphed step was not used (the graphed step failed (`RuntimeError: x`)" in page.ceiling_text(res)
+    assert "the graphed step was not used (the graphed step failed (`RuntimeError: x`)" in _by_key(res)["moonshot"].text
     old = _by_key(_result())["moonshot"]           # an older result, without the step's kind: eager
     assert "its step launched op by op" in old.text
 
@@ -765,7 +765,7 @@ def test_spdl_limit_note_names_the_stage_the_data_show():
 
 def test_spdl_limit_note_says_when_the_result_has_no_stage_statistics():
     res = _result()
-    assert page.spdl_stages(res).empty and page.spdl_limit(res) is None
+    assert page.spdl_stages_frame(res).empty and page.spdl_limit(res) is None
     lo = res.table("loaders")
     res.tables["loaders"] = pd.concat([lo, lo[lo["loader"] == "threadpool"].assign(loader="spdl")], ignore_index=True)
     assert "not in the reference run" in page.spdl_limit_note(res)

@@ -548,6 +548,13 @@ def first_batch_facts(res) -> list[Fact]:
     if "fork" in by and "spawn" in by:
         out += [compare("first_batch.fork_vs_spawn", out[list(by).index("fork")], out[list(by).index("spawn")]),
                 compare("first_batch.spawn_vs_fork", out[list(by).index("spawn")], out[list(by).index("fork")])]
+    # the published start-up figures' setting: spawned workers (4 and 32) with the largest Dataset
+    for k in (4, 32):
+        v = st[(st["n_paths"] == n) & (st["start_method"] == "spawn") & (st["workers"] == k)]["first_batch_s"]
+        if len(v):
+            out.append(measured(f"first_batch.spawn.w{k}", [float(x) for x in v], unit="s", quantity="time",
+                                better="lower", label=f"the first batch with spawn, {k} workers and {n:,} paths",
+                                setting=dict(start_method="spawn", workers=k, paths=n)))
     if "pickled_bytes" in part:
         out.append(Fact("first_batch.pickled_mb", float(part["pickled_bytes"].iloc[0]) / 1e6, "MB",
                         "the Dataset pickled", "amount", "lower", setting=dict(paths=n)))
@@ -622,6 +629,9 @@ def moonshot_facts(res) -> list[Fact]:
         fo = Fact(f"moonshot.ceiling.{other}", float(oc["images_per_s"]), "images/s",
                   f"the {other} step's ceiling", setting=dict(step=other))
         out += [fo, compare("moonshot.step_gain", out[2], fo)]
+    if kind == "eager" and res.metadata.get("graph_note"):   # why the graphed step was not used: a recorded code
+        out.append(Fact("moonshot.graph_skipped", str(res.metadata["graph_note"]), "",
+                        "why the graphed step was not used", "choice", None))
     return out
 
 
@@ -1000,11 +1010,33 @@ def analyse(res) -> Facts:
     if pd_ is not None:
         facts.data["photo_decode"] = pd_
     md = res.metadata
+    cal = _table(res, "calibration")
+    if not cal.empty and md.get("image_bytes") and md.get("image_size"):
+        # the images and what one costs on one core: the page's calibration sentence
+        facts.data["calibration"] = dict(
+            size=[int(v) for v in md["image_size"]],
+            bytes={k: float(md["image_bytes"][k]) for k in ("mean", "min", "max")},
+            decoders=[dict(decoder=str(r.decoder), decode_ms=float(r.decode_ms), resize_ms=float(r.resize_ms))
+                      for r in cal.itertuples()])
+    lo = loaders(res) if has(res, "loaders") else pd.DataFrame()
+    t = lo.groupby(["loader", "concurrency"])["batches"].first() if "batches" in lo else pd.Series(dtype=float)
+    # what the page says about the run itself: its decoders, failures, windows, interpreter and missing libraries
+    facts.data.update(
+        decoders={str(k): dict(run=k in (md.get("decoders_run") or []), note=str((v or {}).get("note", "")))
+                  for k, v in (md.get("decoders") or {}).items()},
+        errors=[dict(what=str(e.get("what", "")), error=str(e.get("error", ""))) for e in md.get("errors") or []],
+        windows=dict(old=old_windows(res), factor=(md.get("window_rule") or {}).get("factor"),
+                     batches=[int(t.min()), int(t.max())] if len(t) else None,
+                     loader_batches=int(res.parameters.get("loader_batches") or 0)),
+        end_to_end_threads=md.get("end_to_end_threads"), dali_installed=bool((md.get("dali") or {}).get("installed")),
+        free_threading=md.get("free_threading"), free_threaded_check=md.get("free_threaded_check"))
     dd = md.get("dataloader_decoder") or {}
     facts.data.update(dataloader_decoder=dict(how=dd.get("how")),
                       loader_decoders=sorted(str(d) for d in set(loaders(res)["decoder"])) if has(res, "loaders")
                       else [])
     facts.data.update(device=md.get("device"), cores=int(md.get("cores") or 1),
+                      n_images=int(((md.get("datasets") or {}).get("photos") or {}).get("params", {}).get("n_images")
+                                   or 0),
                       moonshot_skipped=None if md.get("ceiling") else md.get("moonshot_note"),
                       paper_skipped=md.get("paper_skipped") if "paper" not in res.tables or md.get("paper_skipped")
                       else None)

@@ -191,24 +191,6 @@ def epoch_note(facts) -> str | None:
 STEP_WORDS = {"graphed": "replayed from CUDA graphs", "eager": "launched op by op"}
 
 
-def ceiling_text(res) -> str:
-    """The ceiling the model-fed runs are measured against, how its step ran, and the other kind of
-    step's ceiling where it was measured (or why the graphed step was not used)."""
-    md = res.metadata
-    kind = md.get("model_step") or "eager"
-    text = (f"ResNet-50 in bf16 with channels_last, its step {STEP_WORDS[kind]}, runs at "
-            f"{num(md['ceiling']['images_per_s'], 'img/s')} on a batch kept in GPU memory")
-    other = {"graphed": "eager", "eager": "graphed"}[kind]
-    oc = (md.get("ceilings") or {}).get(other)
-    if oc:
-        d = direction(float(md["ceiling"]["images_per_s"]), float(oc["images_per_s"]), tol=0.01)
-        text += (f" ({STEP_WORDS[other]}: {num(oc['images_per_s'], 'img/s')}, "
-                 + choose(d, "slower", "faster", "level") + ")")
-    if kind == "eager" and md.get("graph_note"):
-        text += f"; the graphed step was not used ({_coded(md['graph_note'], GRAPH_SKIPS)})"
-    return text + "."
-
-
 def _model_pcts(res, loader: str, nice: int) -> list[float]:
     """% of the ceiling of each run of the steadiest-labelled feed of ``loader`` at workers' ``nice``."""
     m = model_runs(res)
@@ -309,20 +291,18 @@ def key_metrics(res) -> dict:
         if v is not None and v.number is not None:
             sd = (v.spread[1] - v.spread[0]) / 2 if v.spread is not None and v.n > 1 else None
             out[metric] = (v.number, sd)
-    st = res.table("startup") if "startup" in res.tables else pd.DataFrame()
-    if not st.empty:
-        big = st[(st["n_paths"] == st["n_paths"].max()) & (st["start_method"] == "spawn")]
-        for w, metric in ((4, PUB_TTFB4), (32, PUB_TTFB32)):
-            v = big[big["workers"] == w]["first_batch_s"]
-            if len(v):
-                out[metric] = (float(v.mean()), None)
+    for w, metric in ((4, PUB_TTFB4), (32, PUB_TTFB32)):
+        v = f.get(f"first_batch.spawn.w{w}")
+        if v is not None and v.number is not None:
+            out[metric] = (v.number, None)
     return out
 
 
 def published_apart_note(res) -> str | None:
     """The published figures this run has no measurement of the same work for, each with what differs; and, where
     the SPDL question did not run, that the paper's comparison is not set beside section 3's loaders."""
-    images = int(((res.metadata.get("datasets") or {}).get("photos") or {}).get("params", {}).get("n_images") or 0)
+    f = facts_of(res)
+    images = int(f.data.get("n_images") or 0)
     parts = []
     for metric, why in PUBLISHED_APART:
         fig = published.figure(CHAPTER, metric)
@@ -340,13 +320,15 @@ def published_apart_note(res) -> str | None:
 
 
 # --------------------------------------------------------------------------- notes and tables
-def calibration_text(res) -> str:
-    cal = res.table("calibration")
-    ib = res.metadata["image_bytes"]
-    w, h = res.metadata["image_size"]
-    parts = [f"{_dec(r.decoder)} {num(r.decode_ms + r.resize_ms, 'ms')} " + (
-             "(decode and resize in one FFmpeg filter graph)" if r.decoder == "spdl" else
-             f"(decode {num(r.decode_ms, 'ms')}, resize {num(r.resize_ms, 'ms')})") for r in cal.itertuples()]
+def calibration_text(facts) -> str:
+    """The images of this run and what decoding and resizing one cost on one core, per decoder."""
+    cal = facts_of(facts).data.get("calibration")
+    if not cal:
+        return ""
+    ib, (w, h) = cal["bytes"], cal["size"]
+    parts = [f"{_dec(d['decoder'])} {num(d['decode_ms'] + d['resize_ms'], 'ms')} " + (
+             "(decode and resize in one FFmpeg filter graph)" if d["decoder"] == "spdl" else
+             f"(decode {num(d['decode_ms'], 'ms')}, resize {num(d['resize_ms'], 'ms')})") for d in cal["decoders"]]
     return (f"The {w}×{h} JPEGs of this run average {num(ib['mean'] / 1e3, 'kB')} "
             f"({num(ib['min'] / 1e3, 'kB')}–{num(ib['max'] / 1e3, 'kB')}). Decoding and resizing one image on one "
             f"core (median of a few images, page cache warm) took: " + "; ".join(parts) + ". The SPDL paper does not "
@@ -354,11 +336,9 @@ def calibration_text(res) -> str:
 
 
 def decoder_notes(res) -> str:
-    lines = []
-    for k, v in res.metadata["decoders"].items():
-        lines.append(f"* **{say.text(k)}**: " + ("measured" if k in res.metadata["decoders_run"] else "not measured")
-                     + f" — {say.text(v.get('note', ''))}")
-    return "\n".join(lines)
+    """Each decoder on this machine: measured or not, and why."""
+    return "\n".join(f"* **{say.text(k)}**: " + ("measured" if v["run"] else "not measured")
+                     + f" — {say.text(v['note'])}" for k, v in facts_of(res).data.get("decoders", {}).items())
 
 
 def primitive_table(res) -> pd.DataFrame:
@@ -423,14 +403,13 @@ def loader_lines(res) -> pd.DataFrame:
 
 def window_note(res) -> str:
     """How the timed windows of this result were sized (and, for old ones, what that means)."""
-    lo = res.table("loaders")
-    if not old_windows(res):
-        f = res.metadata["window_rule"]["factor"]
-        t = (lo.groupby(["loader", "concurrency"])["batches"].first() if "batches" in lo else pd.Series(dtype=float))
-        span_txt = f" (here {int(t.min())} to {int(t.max())} batches)" if len(t) else ""
+    w = facts_of(res).data["windows"]
+    if not w["old"]:
+        f, t = w["factor"], w["batches"]
+        span_txt = f" (here {t[0]} to {t[1]} batches)" if t else ""
         return (f"Each timed window held at least {f} times the batches its loader had in flight, in whole waves of "
                 f"the DataLoader's workers{span_txt}, and the thread pool made one image per task.")
-    n = int(res.parameters["loader_batches"]) if "loader_batches" in res.parameters else 0
+    n = w["loader_batches"]
     return (f"These loader rows come from the old timed windows: a fixed {n} batches after the batches in flight, "
             "with the thread pool making one batch per task. A DataLoader's workers (and those tasks) finish "
             "their batches in waves, and a window of a fraction of a wave more or less than whole waves counts "
@@ -524,7 +503,8 @@ CHOICE_SKIPS = {"no_fit": "its windows need {need:,} images, more than the data 
 def end_to_end_choice_note(res) -> str:
     """Which thread setting the end-to-end comparison ran and why: the SPDL sweep's best (its warm rate among the
     configurations it was chosen from), or why not; older results ran thread loaders of one image per task only."""
-    ch = res.metadata.get("end_to_end_threads")
+    f = facts_of(res)
+    ch = f.data.get("end_to_end_threads")
     if ch is None:
         return ("In this result the thread loaders decode one image per task, at the thread counts of "
                 "`thread_concurrency`: it predates the run of the SPDL sweep's best setting from cold files, so the "
@@ -540,7 +520,15 @@ def end_to_end_choice_note(res) -> str:
             f"with warm files, chosen by the run from its own measurements before this step: "
             f"{say.text(ch['config'])} ({num(ch['images_per_s'], 'img/s')}, mean of {int(ch['runs'])} "
             f"run{'s' if int(ch['runs']) != 1 else ''}, best of {len(ch.get('candidates') or {})} configurations"
-            f"{runner}). Here it reads the same cold files as the other loaders.")
+            f"{runner}){_fresh(f)}. Here it reads the same cold files as the other loaders.")
+
+
+def _fresh(f) -> str:
+    """The fresh runs of the sweep's best setting (the runs its verdict rests on), where the run made them."""
+    bt = f.get("paper.best_threads")
+    if bt is None or bt.number is None or analysis.UNCONFIRMED in f:
+        return ""
+    return f"; run again on its own, it read {say.value(bt)}"
 
 
 def cold_note(res) -> str:
@@ -576,7 +564,8 @@ def ipc_text(res) -> str:
 
 
 def free_threading_text(res) -> str:
-    ft = res.metadata["free_threading"]
+    """The interpreter this run used: with or without the GIL."""
+    ft = facts_of(res).data["free_threading"]
     if not ft["gil_enabled"]:
         return (f"This run used Python {say.text(ft['python'])} with the GIL disabled: experiments 1 and 2 above "
                 "ran on a "
@@ -623,7 +612,7 @@ def model_chart(res):
 
 def errors_text(res) -> str | None:
     """The measurements that failed in this run, each with its error (none: None)."""
-    errs = res.metadata.get("errors") or []
+    errs = facts_of(res).data.get("errors") or []
     if not errs:
         return None
     return ("These measurements failed in this run and are missing from its tables:\n\n"
@@ -663,7 +652,7 @@ BUSY_LIMIT = 0.80
 CONTENTION_LIMIT = 1.5
 
 
-def spdl_stages(res, loader: str = "spdl", decoder: str = "pillow") -> pd.DataFrame:
+def spdl_stages_frame(res, loader: str = "spdl", decoder: str = "pillow") -> pd.DataFrame:
     """The per-stage statistics of one SPDL pipeline (``loader``, ``decoder``; means of the runs), or
     an empty frame when the result has none (runs made before they were recorded: Pillow's pipeline)."""
     if "spdl_stages" not in res.tables or res.table("spdl_stages").empty:
@@ -723,7 +712,7 @@ def spdl_stage_table(res) -> pd.DataFrame:
     """Each pipeline's stages at its highest thread count: task time, how busy, queue occupancy."""
     frames = []
     for loader, dec, what in PIPELINES:
-        g = spdl_stages(res, loader, dec)
+        g = spdl_stages_frame(res, loader, dec)
         if g.empty:
             continue
         g = g[g["concurrency"] == g["concurrency"].max()]
@@ -738,7 +727,7 @@ def spdl_stage_table(res) -> pd.DataFrame:
 def spdl_limit(res, loader: str = "spdl", decoder: str = "pillow") -> dict | None:
     """Which stage limits an SPDL pipeline at its highest thread count, and the numbers that
     decide it; None when the result has no per-stage statistics."""
-    g = spdl_stages(res, loader, decoder)
+    g = spdl_stages_frame(res, loader, decoder)
     if g.empty:
         return None
     c_hi, c_lo = int(g["concurrency"].max()), int(g["concurrency"].min())
@@ -890,7 +879,7 @@ def collate_note(res) -> str | None:
 
 def dali_note(res) -> str:
     """NVIDIA DALI: named by the paper, not measured here, said plainly."""
-    installed = (res.metadata.get("dali") or {}).get("installed")
+    installed = facts_of(res).data.get("dali_installed")
     here = ("it is installed on this machine, but the chapter has no DALI loader yet" if installed else
             "it is not installed here and the book does not install it (NVIDIA publishes it as "
             "`nvidia-dali-cuda120` and similar packages)")
@@ -911,7 +900,7 @@ PAPER_KIND_NAMES = {"dl_pillow": "DataLoader, Pillow + transforms (the paper's b
                     "spdl_batch": "SPDL pipeline, spdl.io batch decode (the paper's SPDL)"}
 
 
-def _table_or_empty(res, name: str) -> pd.DataFrame:
+def _result_table(res, name: str) -> pd.DataFrame:
     try:
         return res.table(name)
     except Exception:
@@ -920,7 +909,7 @@ def _table_or_empty(res, name: str) -> pd.DataFrame:
 
 def paper_table(res) -> pd.DataFrame:
     """The comparison: each loader, cold and warm (means of the runs)."""
-    df = _table_or_empty(res, "paper")
+    df = _result_table(res, "paper")
     if df.empty:
         return df
     g = df.groupby(["loader", "state"], sort=False)
@@ -936,7 +925,7 @@ def paper_table(res) -> pd.DataFrame:
 def sweep_busy(res) -> pd.DataFrame:
     """The decode stage of each configuration of the thread sweep (warm files): its measured occupancy, window and
     task time (means of the runs), named by the configuration."""
-    st = _table_or_empty(res, "paper_stages")
+    st = _result_table(res, "paper_stages")
     if st.empty:
         return pd.DataFrame(columns=["name", "busy", "window_s", "task_ms"])
     d = st[(st["stage"] == "decode") & (st["state"] == "warm")]
@@ -953,7 +942,7 @@ def stage_busy_note(res) -> str | None:
     """Why a stage's occupancy of the per-stage table is flagged (:func:`busy_flag_note`)."""
     frames = []
     for loader, dec, what in PIPELINES:
-        g = spdl_stages(res, loader, dec)
+        g = spdl_stages_frame(res, loader, dec)
         if g.empty or "window_s" not in g:
             continue
         g = g[g["concurrency"] == g["concurrency"].max()]
@@ -966,15 +955,15 @@ def stage_busy_note(res) -> str | None:
 def sweep_table(res) -> pd.DataFrame:
     """The thread sweep (warm files), with the comparison's pipeline (warm) and the fresh runs of the sweep's best
     (the runs its verdict rests on) beside it."""
-    fresh = _table_or_empty(res, "paper_confirm")
+    fresh = _result_table(res, "paper_confirm")
     if not fresh.empty:
         fresh = fresh.assign(config=fresh["config"] + ", fresh runs")
-    df = pd.concat([_table_or_empty(res, "paper_sweep"),
-                    _table_or_empty(res, "paper").query("loader == 'spdl_batch' and state == 'warm'")
-                    if not _table_or_empty(res, "paper").empty else pd.DataFrame(), fresh], ignore_index=True)
+    df = pd.concat([_result_table(res, "paper_sweep"),
+                    _result_table(res, "paper").query("loader == 'spdl_batch' and state == 'warm'")
+                    if not _result_table(res, "paper").empty else pd.DataFrame(), fresh], ignore_index=True)
     if df.empty:
         return df
-    st = _table_or_empty(res, "paper_stages")
+    st = _result_table(res, "paper_stages")
     busy = (st[(st["stage"] == "decode") & (st["state"] == "warm")].groupby("config")["busy"].mean()
             if not st.empty else pd.Series(dtype=float))
     g = df.groupby("config", sort=False).agg(runs=("images_per_s", "size"), rate=("images_per_s", "mean"),
@@ -996,7 +985,7 @@ GIL_OP_NAMES = {"read": "read the file (Python)", "decode_pillow": "decode + res
 
 
 def gil_table(res) -> pd.DataFrame:
-    df = _table_or_empty(res, "gil_held")
+    df = _result_table(res, "gil_held")
     if df.empty:
         return df
     df = df[df["op"] != "idle"]
@@ -1106,7 +1095,7 @@ def decomposition(f: Facts, state: str) -> str:
 def free_threaded_check_text(res) -> str | None:
     from datajourney.core import phrasing
 
-    c = res.metadata.get("free_threaded_check")
+    c = facts_of(res).data.get("free_threaded_check")
     if not c:
         return None
     found = c.get("found") or {}
@@ -1290,6 +1279,9 @@ def finding_moonshot(facts) -> Finding:
     g = facts.get("moonshot.step_gain")
     if g is not None:
         text += f" ({say.comparison(g, facts)})"
+    skipped = facts.get("moonshot.graph_skipped")
+    if skipped is not None:
+        text += f"; the graphed step was not used ({_coded(skipped.value, GRAPH_SKIPS)})"
     text += (f". From cold files, the fastest feed was {say.text(f.setting.get('feed'))} at "
              f"{say.value(facts['moonshot.best'])}, {_b(say.value(f))} of that ceiling")
     if f.setting.get("left_out"):
