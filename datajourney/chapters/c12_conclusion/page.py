@@ -172,10 +172,11 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
 
 
 def _recipe(setting: dict) -> str:
-    """A chapter 7 pipeline in a few words: "ImageFolder, num_workers=8, tuned, CUDA-graphed step"."""
+    """A chapter 7 pipeline in a few words, as plain text (a table cell; a sentence escapes it):
+    "ImageFolder, num_workers=8, tuned, CUDA-graphed step"."""
     name = setting.get("format_name") or setting.get("format")
     step = STEP_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
-    return phrasing.text(f"{name}, num_workers={setting.get('workers')}, {step}")
+    return f"{name}, num_workers={setting.get('workers')}, {step}"
 
 
 #: Chapter 7's pipeline variants as a reader knows them.
@@ -191,8 +192,9 @@ def gpus_sentence(facts: Facts, wl: str) -> str:
     share = facts.get("image.fed_share") if wl == "image" else None
     fed = facts.get(f"{wl}.gpus_fed")
     if share is not None and share.number is not None:
-        measured = (f"Measured end to end, one such GPU got {phrasing.share(share.number / 100)} of its need "
-                    f"({_recipe(share.setting)})")
+        measured = (f"Measured end to end, chapter 7's fastest pipeline with this step "
+                    f"({phrasing.text(_recipe(share.setting))}) gave one such GPU "
+                    f"{phrasing.share(share.number / 100)} of its need")
         if fed is None:
             return f"{measured}, under the {bar} bar, so this run gives no count of GPUs this host feeds."
         lead = f"{measured}; by the hop model, "
