@@ -176,7 +176,7 @@ def test_error_bars_are_named_by_what_they_span_and_what_was_counted():
     from datajourney.chapters.c11_gpu_to_gpu import page as c11_page
     from datajourney.core import results
 
-    lad = c11_page.ladder_summary(results.load_reference("11_gpu_to_gpu", "h200"))
+    lad = c11_page.ladder_frame(results.load_reference("11_gpu_to_gpu", "h200"))
     fig = c11_charts.ladder_chart(lad)
     text = str(fig.to_dict())
     assert "std" not in text and "standard deviation" not in text

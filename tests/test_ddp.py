@@ -584,6 +584,34 @@ def test_chapter_11_opening_on_one_device_points_to_a_multi_gpu_host():
     assert [a.text for a in op.actions] == [page.RUN_ON_GPUS]
 
 
+def test_the_notes_word_the_facts_of_the_run_they_describe():
+    """The topology, the failed jobs and the run's device reach the page through the facts, and follow the data."""
+    from datajourney.chapters.c11_gpu_to_gpu import analysis
+
+    res = _result(host={})
+    res.metadata["start"] = {"device": "NVIDIA H200"}
+    f = analysis.analyse(res)
+    assert f.data["topology"] == {"read": True, "links": ["NV"]} and f.data["failed_jobs"] == []
+    assert page.topology_text(f).startswith("GPU pairs are linked by `NV` (NVLink") and page.failed_jobs_text(f) == ""
+    assert page.no_gpu_text(res, None) == "" and "(NVIDIA H200, `nccl`)" in page.scope_text(res, None)
+    # a PCIe host's text (recorded beside the table) is read again; GPU-to-NIC links are not GPU pairs
+    res.metadata["topology_text"] = TOPO_PCIE
+    assert analysis.analyse(res).data["topology"]["links"] == ["NODE", "SYS"]
+    assert "`NODE` (PCIe + the interconnect between PCIe host bridges" in page.topology_text(res)
+    res.metadata["topology_text"], res.tables["topology"] = None, reading.parse_topology("")
+    assert page.topology_text(res) == "No `nvidia-smi` here: no GPU topology to read."
+    # a job skipped for lack of time and one that failed are worded, with the threshold the experiment used
+    res.metadata["jobs"] = [{"job": "n", "status": "ok"}, {"job": "p2p_off", "status": "skipped",
+                                                          "reason": "time_budget_s"},
+                            {"job": "p2p_shm_off", "status": "failed", "error_tail": "Traceback: boom"}]
+    text = page.failed_jobs_text(res)
+    assert f"Job `p2p_off` skipped: less than {reading.MIN_JOB_S} s of `time_budget_s` left." in text
+    assert "Job `p2p_shm_off` failed. Its log ends:" in text and "Traceback: boom" in text and "`n`" not in text
+    # the same result without a GPU says so, and names the reference run's device from its facts
+    cpu = _on_cpu(_result(host={}))
+    assert "no CUDA device" in page.no_gpu_text(cpu, res) and "(2 × NVIDIA H200)" in page.no_gpu_text(cpu, res)
+
+
 def test_the_bucket_sweep_names_no_fastest_size_where_the_windows_overlap():
     ref = results.load_reference("11_gpu_to_gpu")
     # the reference: 25 MB's windows (11.52-11.55) lie above every other size's: it is the fastest, by 1.01×
@@ -607,4 +635,4 @@ def test_chapter_11_tables_and_panel_titles_fit_the_text_column():
     for df in (page.ladder_table(ref), page.profile_table(ref), page.prediction_table(ref), page.bench_table(ref)):
         for cols in report.column_parts(df):
             assert sum(report._min_px(str(c), [report._cell(v) for v in df[c]]) for c in cols) <= 668, cols
-    assert max(len(p) for p in page.phases(ref)["path"]) <= 30
+    assert max(len(p) for p in page.phases_frame(ref)["path"]) <= 30

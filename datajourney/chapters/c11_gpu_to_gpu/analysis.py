@@ -29,7 +29,8 @@ a rung name with ``@`` written ``_at_``):
 ``facts.data``: ``workload`` (model, GPUs, backend), ``gradient_exchange`` (chapter 12's gradient hop),
 ``scaling`` and ``scaling_bench`` (the curve's points, records), ``transports`` (NCCL channel connections
 by job and transport), ``skipped`` (rungs that did not run and why), ``profile_flags`` (profiled rungs whose
-GPU was idle or slower than the timed steps), ``snippets`` (the DDP call of a rung, by job and rung).
+GPU was idle or slower than the timed steps), ``snippets`` (the DDP call of a rung, by job and rung),
+``topology`` (the kinds of link between GPU pairs), ``failed_jobs`` (the torchrun jobs that did not finish, and why).
 """
 from __future__ import annotations
 
@@ -46,7 +47,10 @@ from datajourney.chapters.c11_gpu_to_gpu.reading import (
     DDP_DEFAULT_MB,
     DEFAULT_RUNG,
     HOST_PATHS,
+    MIN_JOB_S,
+    link_kind,
     option_words,
+    parse_topology,
     predict_comm,
 )
 from datajourney.core.answers import Candidate, Question, decide, exceeds
@@ -211,7 +215,8 @@ def analyse(res) -> Facts:
     facts.data["workload"] = dict(model=model, model_words=MODEL_WORDS.get(model, model), world=run.n,
                                   backend=str(res.metadata.get("backend") or ""), cuda=run.cuda, device=dev,
                                   batch_size=res.parameters["batch_size"] if "batch_size" in res.parameters
-                                  else None, path=run.path0)
+                                  else None, path=run.path0,
+                                  device_name=str((res.metadata.get("start") or {}).get("device") or "") or None)
     _one_device(facts, run)
     _rates(facts, run)
     _scaling(facts, run)
@@ -222,6 +227,8 @@ def analyse(res) -> Facts:
     _sweep_and_profile(facts, run)
     facts.data["gradient_exchange"] = gradient_exchange(res)
     facts.data["transports"] = _transports(res)
+    facts.data["topology"] = _topology(res)
+    facts.data["failed_jobs"] = _failed_jobs(res)
     facts.data["skipped"] = [{"job": str(r["job"]), "path": str(r["path"]), "rung": str(r["rung"]),
                               "reason": None if pd.isna(r["reason"]) else str(r["reason"])}
                              for _, r in run.rungs.iterrows() if r["status"] == "skipped"] if len(run.rungs) else []
@@ -584,6 +591,38 @@ def _transports(res) -> dict:
     if t.empty:
         return {}
     return {str(job): {str(v): int(c) for v, c in g["via"].value_counts().items()} for job, g in t.groupby("job")}
+
+
+def topology_table(res) -> pd.DataFrame:
+    """The topology parsed (again, with this code) from the recorded ``nvidia-smi topo -m`` text, else the
+    result's own table: a, b, link."""
+    text = res.metadata.get("topology_text")
+    return parse_topology(text) if text else _opt(res, "topology")
+
+
+def _topology(res) -> dict:
+    """Whether the run read a topology (``read``), and the kinds of link between its GPU pairs (``links``, sorted:
+    ``NV`` for any bonded set of NVLinks, else the code of ``nvidia-smi topo -m``)."""
+    t = topology_table(res)
+    if t.empty:
+        return dict(read=False, links=[])
+    gpu = t["a"].astype(str).str.startswith("GPU") & t["b"].astype(str).str.startswith("GPU")
+    pairs = t[(t["a"] != t["b"]) & gpu]
+    return dict(read=True, links=sorted({link_kind(x) for x in pairs["link"]}))
+
+
+def _failed_jobs(res) -> list[dict]:
+    """The torchrun jobs that did not finish: job, status, reason, the tail of their log, and for a job skipped for
+    lack of time the least time a job needed (``min_s``, the experiment's threshold)."""
+    out = []
+    for j in res.metadata.get("jobs", []):
+        if j["status"] == "ok":
+            continue
+        reason = j.get("reason")
+        out.append(dict(job=str(j["job"]), status=str(j["status"]), reason=None if reason is None else str(reason),
+                        error_tail=str(j["error_tail"]) if j.get("error_tail") else None,
+                        min_s=MIN_JOB_S if reason == "time_budget_s" else None))
+    return out
 
 
 def snippet(row, cuda: bool, res=None) -> str:

@@ -12,7 +12,7 @@ from datajourney.core.charts import PALETTE, bars_facets
 
 # -- chapter 11 --
 def ladder_chart(lad: pd.DataFrame) -> go.Figure:
-    """Steps/s per GPU of every rung (``page.ladder_summary``): bars at the mean over the timed windows, error
+    """Steps/s per GPU of every rung (``page.ladder_frame``): bars at the mean over the timed windows, error
     bars from their slowest to their fastest window, said on the axis by the code that draws them."""
     return bars_facets(lad, x="step", color="label", facet=None, unit="steps/s", title="Steps/s per GPU or process",
                        xaxis="rung", yaxis="steps/s per GPU (mean over the timed windows)", per="timed windows")

@@ -7,9 +7,9 @@ import re
 import pandas as pd
 
 from datajourney.chapters.c11_gpu_to_gpu import analysis
-from datajourney.chapters.c11_gpu_to_gpu.analysis import CHAPTER, PATH_ENV, option_words, path_words
+from datajourney.chapters.c11_gpu_to_gpu.analysis import CHAPTER, PATH_ENV, option_words, path_words, topology_table
 from datajourney.chapters.c11_gpu_to_gpu.analysis import analyse as _analyse
-from datajourney.chapters.c11_gpu_to_gpu.reading import MIN_JOB_S, link_kind, parse_topology, rung_label
+from datajourney.chapters.c11_gpu_to_gpu.reading import rung_label
 from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
@@ -19,7 +19,7 @@ from datajourney.toolkit.collectives import bench_summary
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
 
-__all__ = ["CHAPTER", "TOPO_LEGEND", "size_label"]
+__all__ = ["CHAPTER", "TOPO_LEGEND", "size_label", "topology_table"]
 
 #: The paths as the tables and charts name them.
 #: (short enough for a table cell and a chart panel's title; the environment each sets is in the jobs table)
@@ -337,7 +337,8 @@ def key_metrics(facts) -> dict:
 
 # --------------------------------------------------------------------------- notes
 def no_gpu_text(res, ref) -> str:
-    if res.metadata.get("cuda"):
+    """Without a GPU: what the run measured instead, and the reference run shown beside it (from both runs' facts)."""
+    if facts_of(res).data["workload"]["cuda"]:
         return ""
     t = ("This machine has no CUDA device: the jobs ran on the CPU with the gloo backend and a small ViT, so "
          "the DDP code paths, hooks and collectives ran, but there are no NCCL transports, no GPU kernels and no "
@@ -345,21 +346,20 @@ def no_gpu_text(res, ref) -> str:
          "path behaves, not how GPUs would.")
     if ref is not None:
         wl = facts_of(ref).data["workload"]
-        device = (ref.metadata.get("start") or {}).get("device") or "GPU"
+        device = wl.get("device_name") or "GPU"
         t += (f" Below, next to this run's tables, the reference run ({num(wl['world'])} × {say.text(device)}) is "
               "shown, labelled.")
     return t
 
 
 def scope_text(res, ref) -> str:
-    """Which scale this run (and the reference run) measured."""
+    """Which scale this run (and the reference run) measured (from the runs' facts)."""
     def one(r, who):
         wl = facts_of(r).data["workload"]
-        st = r.metadata.get("start") or {}
         dev = "GPU" if wl["cuda"] else "process"
         batch = f", batch {num(wl['batch_size'])} per {dev}" if wl["batch_size"] is not None else ""
         return (f"{who} ran the N-{dev} jobs on {analysis.devices(wl['cuda'], wl['world'])} "
-                f"({say.text(st.get('device') or 'unknown device')}, {say.code(wl['backend'])}), model "
+                f"({say.text(wl.get('device_name') or 'unknown device')}, {say.code(wl['backend'])}), model "
                 f"{say.code(wl['model'])}{batch}.")
     t = one(res, "This run")
     if ref is not None and ref is not res:
@@ -574,18 +574,12 @@ def powersgd_state(facts) -> str:
     return "PowerSGD ran with " + ", ".join(say.setting(k, v) for k, v in st.items()) + "."
 
 
-def topology(res) -> pd.DataFrame:
-    """The topology parsed (again, with this code) from the recorded ``nvidia-smi topo -m`` text."""
-    text = res.metadata.get("topology_text")
-    return parse_topology(text) if text else res.table("topology")
-
-
-def topology_text(res) -> str:
-    t = topology(res)
-    if t.empty:
+def topology_text(facts) -> str:
+    """The kinds of link between the run's GPU pairs (from the facts), each with ``nvidia-smi``'s meaning."""
+    t = facts_of(facts).data.get("topology") or {"read": False, "links": []}
+    if not t["read"]:
         return "No `nvidia-smi` here: no GPU topology to read."
-    pairs = t[(t["a"] != t["b"]) & t["a"].str.startswith("GPU") & t["b"].str.startswith("GPU")]
-    kinds = sorted({link_kind(x) for x in pairs["link"]})
+    kinds = t["links"]
     return ("GPU pairs are linked by " + ", ".join(f"{say.code(k)} ({TOPO_LEGEND.get(k, 'see nvidia-smi legend')})"
                                                     for k in kinds) + ".") if kinds else "Only one GPU."
 
@@ -596,14 +590,13 @@ def _fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
-def failed_jobs_text(res) -> str:
-    bad = [j for j in res.metadata.get("jobs", []) if j["status"] != "ok"]
+def failed_jobs_text(facts) -> str:
+    """Each torchrun job that did not finish, why, and the end of its log (from the facts)."""
     out = []
-    for j in bad:
-        why = (f": less than {MIN_JOB_S} s of {say.code(j['reason'])} left" if j.get("reason") == "time_budget_s"
-               else "")
+    for j in facts_of(facts).data.get("failed_jobs") or []:
+        why = f": less than {num(j['min_s'])} s of {say.code(j['reason'])} left" if j.get("min_s") is not None else ""
         out.append(f"Job {say.code(j['job'])} {say.text(j['status'])}{why}."
-                   + (f" Its log ends:\n\n{_fenced(str(j['error_tail']))}" if j.get("error_tail") else ""))
+                   + (f" Its log ends:\n\n{_fenced(j['error_tail'])}" if j.get("error_tail") else ""))
     return "\n\n".join(out)
 
 
@@ -661,7 +654,7 @@ BUSBW_NOTE = ("Bus bandwidth is the algorithm bandwidth (bytes ÷ time) scaled b
               "be set against a link's speed whatever the number of GPUs.")
 
 
-def bench_long(res) -> pd.DataFrame:
+def bench_frame(res) -> pd.DataFrame:
     """The collectives' summary for the chart: median time, algorithm and bus bandwidth per path, op and size."""
     if "bench" not in res.tables:
         return pd.DataFrame()
@@ -671,8 +664,8 @@ def bench_long(res) -> pd.DataFrame:
 
 
 def bench_table(res) -> pd.DataFrame:
-    """:func:`bench_long` as readers read it: named columns, sizes in KiB/MiB/GiB."""
-    s = bench_long(res)
+    """:func:`bench_frame` as readers read it: named columns, sizes in KiB/MiB/GiB."""
+    s = bench_frame(res)
     if s.empty:
         return s
     s = s.drop(columns=["series"]).assign(path=[_path(p) for p in s["path"]],
@@ -698,7 +691,7 @@ def jobs_table(res) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ladder_summary(res) -> pd.DataFrame:
+def ladder_frame(res) -> pd.DataFrame:
     """mean/std/min/max/n of steps/s per rung and path (for :func:`plotting.bars_facets`)."""
     w = res.table("windows")
     if w.empty:
@@ -711,7 +704,7 @@ def ladder_summary(res) -> pd.DataFrame:
     return s
 
 
-def phases(res) -> pd.DataFrame:
+def phases_frame(res) -> pd.DataFrame:
     """Per-step phases of every timed rung (ms): forward, backward split into compute and the NCCL
     time that overlapped nothing (from the profile, at most the backward phase), optimizer."""
     r = res.table("rungs")
@@ -736,10 +729,12 @@ def scaling_sources(res, ref) -> list[tuple[str, object]]:
     out, seen = [], set()
     for who, r in [("reference run" if ref is res else "this run", res), ("reference run", ref),
                    *[("further reference", x) for x in results.extra_references(CHAPTER)]]:
-        if r is None or r.run_id in seen or not r.metadata.get("cuda") and who != "this run":
+        if r is None or r.run_id in seen:
+            continue
+        wl = facts_of(r).data["workload"]
+        if not wl["cuda"] and who != "this run":
             continue
         seen.add(r.run_id)
-        wl = facts_of(r).data["workload"]
         out.append((f"{who}, {analysis.devices(wl['cuda'], wl['world'])}", r))
     return out
 
