@@ -435,11 +435,10 @@ def test_findings_of_a_short_cpu_run(tmp_path):
         assert f.text and not has_nan(f.text) and "None" not in f.text
     assert "None" not in page.takeaways(res.facts)
     assert res.metadata["nvml"]["available"] in (True, False)
-    texts = {fn.__name__: fn(res) for fn in (page.model_gap_notes, page.gap_cause_note)}
-    texts.update({fn.__name__: fn(res.facts) for fn in (
-        page.step_sentence, page.published_case_sentences, page.first_batch_note, page.model_walkthrough,
-        page.sizing_sentence, page.cores_sentence, page.au_drift_sentence, page.prefetch_sentence,
-        page.nvml_util_sentence, page.drift_details)})
+    texts = {fn.__name__: fn(res.facts) for fn in (
+        page.model_gap_notes, page.gap_cause_note, page.step_sentence, page.published_case_sentences,
+        page.first_batch_note, page.model_walkthrough, page.sizing_sentence, page.cores_sentence,
+        page.au_drift_sentence, page.prefetch_sentence, page.nvml_util_sentence, page.drift_details)}
     assert "simulation" in texts["step_sentence"] or "matrix products" in texts["step_sentence"]
     for name, text in texts.items():
         assert text is None or (not has_nan(text) and "None" not in text and "—" not in text), name
@@ -636,6 +635,18 @@ def test_model_gap_notes_give_large_excesses_as_a_factor():
     sw.loc[(sw["work"] == "tokenize") & (sw["workers"] == 2), "predicted_wait_ms"] = 1.2
     t = page.model_gap_notes(res)
     assert "50.0× the model" in t and "4,9" not in t
+
+
+def test_model_gap_notes_follow_the_side_of_the_model():
+    """W = 1 waits 60 ms against the model's 110 ms (D·B/W - G): 45.5% below it; at 160 ms it is 45.5% above."""
+    res = _result(sweep_waits={"tokenize": {0: 160, 1: 60, 4: 1}})
+    f = analysis.analyse(res)
+    assert f["model_gap.tokenize.w1"].setting["side"] == "below"
+    assert "W=1: 60 ms vs 110 ms (45.5% below the model)" in page.model_gap_notes(f)
+    sw = res.tables["summary"]
+    sw.loc[(sw["work"] == "tokenize") & (sw["workers"] == 1), "wait_ms"] = 160.0
+    t = page.model_gap_notes(analysis.analyse(res))
+    assert "W=1: 160 ms vs 110 ms (45.5% above the model)" in t and "below" not in t
 
 
 def _with_loop_cost(res, wall, cpu=None, after=None, kind="tokenize"):

@@ -11,7 +11,7 @@ import dataclasses
 
 import pandas as pd
 
-from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, workers_needed
+from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_wait_ms, workers_needed
 from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAULT_PREFETCH
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
@@ -77,6 +77,8 @@ def analyse(res: Result) -> Facts:
     _boundary(res, out)
     _first_batch(res, out)
     _nvml_util(res, out, g)
+    _model_gaps(res, out, g)
+    _gap_causes(res, out)
     _advice(res, out, g)
     _notes(res, out, g)
     return out
@@ -569,6 +571,96 @@ def _sweep_steps(res: Result, out: Facts, g: float) -> None:
         out.add(Fact("au_vs_share.quick_points", round(100 * float(diff[quick].abs().max()), 1), "points",
                      "the largest difference of AU and the compute share where the steps ran back-to-back",
                      "amount", "lower"))
+
+
+#: The measured wait leaves the model's line where it differs by more than MODEL_GAP_REL (relative) and
+#: MODEL_GAP_FLOOR_MS; a step's compute is noted beside it where it is more than COMPUTE_OFF (relative) from G.
+MODEL_GAP_REL, MODEL_GAP_FLOOR_MS, COMPUTE_OFF = 0.2, 2.0, 0.05
+#: A per-sample cost this much (relative) above D counts as slower than D.
+COST_TOL = 0.10
+
+
+def _leaves(m: float, p: float) -> bool:
+    """Whether a measured wait ``m`` leaves the model's ``p`` (:data:`MODEL_GAP_REL`, :data:`MODEL_GAP_FLOOR_MS`)."""
+    return abs(m - p) > max(MODEL_GAP_FLOOR_MS, MODEL_GAP_REL * max(m, p))
+
+
+def _model_gaps(res: Result, out: Facts, g: float) -> None:
+    """Where the sweep's measured wait leaves the model's line: the wait against the model's, as a factor where
+    it is twice the model's or more, else as a relative difference, and the step's compute where it was off G."""
+    sw = _summary(res, "worker sweep")
+    kinds = [str(k) for k in dict.fromkeys(sw["work"])]
+    for k in kinds:
+        for _, r in sw[sw["work"] == k].sort_values("workers").iterrows():
+            m, p, w = float(r["wait_ms"]), float(r["predicted_wait_ms"]), int(r["workers"])
+            if not _leaves(m, p):
+                continue
+            s = {"work": k, "workers": w}
+            a = _ms(f"model_gap.{k}.w{w}.wait", m, f"the wait at W = {w}", setting=s)
+            b = _ms(f"model_gap.{k}.w{w}.model", p, f"the model's wait at W = {w}", setting=s)
+            c = compare(f"model_gap.{k}.w{w}", a, b)
+            off = abs(float(r["compute_ms"]) / g - 1) > COMPUTE_OFF
+            out.add(a, b, dataclasses.replace(c, setting={**s, "side": "above" if m > p else "below",
+                                                         "factor": m >= 2 * p, "compute_off": off}))
+            if off:
+                out.add(_ms(f"model_gap.{k}.w{w}.compute", r["compute_ms"], "compute that step", better=None,
+                            setting=s))
+    out.data["sweep_work"] = kinds
+
+
+def _gap_causes(res: Result, out: Facts) -> None:
+    """For real work whose wait sits above the model where the model predicts one: the per-sample cost those
+    waits imply, and which explanation the data support. The deciding measurement: each item's work timed where
+    it ran, inside the loop (main process at W = 0, a worker at W ≥ 1), wall and CPU, and D timed again back to
+    back after the sweep. If the loop's cost exceeds D while D after the sweep does not, the work itself ran
+    slower inside the loop (then: with the loop's own cost, does the model hold?); if the loop's cost is D, the
+    excess lies outside the work. The verdict is ``gap_cause.<work>``; its setting lists the worker counts."""
+    sw = _summary(res, "worker sweep")
+    for k in [str(k) for k in dict.fromkeys(sw["work"]) if k != "sleep"]:
+        part = sw[sw["work"] == k].sort_values("workers").set_index("workers")
+        above = [int(w) for w, r in part.iterrows() if r["predicted_wait_ms"] > 0
+                 and r["wait_ms"] - r["predicted_wait_ms"] > max(MODEL_GAP_FLOOR_MS, MODEL_GAP_REL * r["wait_ms"])]
+        if not above:
+            continue
+        d, b = float(part["d_ms"].iloc[0]), int(part["batch_size"].iloc[0])
+        s = {"work": k}
+        for w in above:
+            r = part.loc[w]
+            out.add(_ms(f"implied_d.{k}.w{w}", r["wait_ms"] / b if w == 0 else (r["wait_ms"] + r["compute_ms"]) * w / b,
+                        f"the per-sample cost the wait at W = {w} implies", setting={**s, "workers": w}))
+        if 0 in part.index and 1 in part.index:
+            out.add(*(_ms(f"gap_first.{k}.w{w}", part.loc[w, "first_batch_ms"], f"the first batch at W = {w}",
+                          setting={**s, "workers": w}) for w in (0, 1)))
+        verdict = dict(above=above)
+        if "work_wall_ms" not in part or part["work_wall_ms"].isna().all():
+            where = "the reference run" if str(res.run_id).startswith("reference") else "this run"
+            out.add(Fact(f"gap_cause.{k}", "not timed", "", "what the data support", "choice", None,
+                         setting={**s, **verdict, "where": where}))
+            continue
+        loop = {int(w): float(r["work_wall_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_wall_ms"))}
+        cpu = {int(w): float(r["work_cpu_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_cpu_ms"))}
+        ws = [w for w in above if w in loop]
+        for w in sorted(set(ws) | ({0} & set(loop))):
+            out.add(_ms(f"loop_wall.{k}.w{w}", loop[w], f"one item's work inside the loop at W = {w}",
+                        setting={**s, "workers": w}))
+            if w in cpu:
+                out.add(_ms(f"loop_cpu.{k}.w{w}", cpu[w], f"its CPU time at W = {w}", setting={**s, "workers": w}))
+        after = part["d_after_ms"].dropna() if "d_after_ms" in part else pd.Series(dtype=float)
+        if not after.empty:
+            out.add(_ms(f"d_after.{k}", after.iloc[0], "D timed back to back after the sweep", setting=s))
+        slow = [w for w in ws if loop[w] > (1 + COST_TOL) * d]
+        g = {int(w): float(r["g_cal_ms"]) if pd.notna(r.get("g_cal_ms")) else float(r["g_ms"])
+             for w, r in part.iterrows()}
+        fits = [w for w in slow if abs(float(part.loc[w, "wait_ms"]) - predicted_wait_ms(loop[w], b, w, g[w]))
+                <= max(MODEL_GAP_FLOOR_MS, MODEL_GAP_REL * float(part.loc[w, "wait_ms"]))]
+        wk = [w for w in slow if w > 0]
+        value = ("timed elsewhere" if not ws else
+                 "slower machine" if not after.empty and after.iloc[0] > (1 + COST_TOL) * d else
+                 "outside the work" if not slow else "slower work")
+        verdict.update(timed=ws, slow=slow, fits=fits,
+                       waiting=any(w in cpu and loop[w] > (1 + COST_TOL) * cpu[w] for w in slow),
+                       workers_pay_more=bool(wk) and 0 in loop and all(loop[w] > (1 + COST_TOL) * loop[0] for w in wk))
+        out.add(Fact(f"gap_cause.{k}", value, "", "what the data support", "choice", None, setting={**s, **verdict}))
 
 
 def _advice(res: Result, out: Facts, g: float) -> None:

@@ -9,6 +9,8 @@ import pandas as pd
 
 from datajourney.chapters.c04_cpu_starvation.analysis import (
     CHAPTER,  # noqa: F401  (the page names its chapter)
+    MODEL_GAP_FLOOR_MS,
+    MODEL_GAP_REL,
     calibrated_step,
 )
 from datajourney.chapters.c04_cpu_starvation.analysis import analyse as _analyse
@@ -196,121 +198,93 @@ def sizing_sentence(facts: Facts) -> str | None:
             "in cost as well as in whether the work occupies a core.")
 
 
-def model_gap_notes(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
-    """Where the measured wait leaves the model's line by more than ``rel`` (and ``floor_ms``)."""
-    sw, g = _sweep_frame(res), calibrated_step(res)
+def model_gap_notes(facts) -> str | None:
+    """Where the measured wait leaves the model's line by more than MODEL_GAP_REL (and MODEL_GAP_FLOOR_MS)."""
+    facts = facts_of(facts)
     out = []
-    for k in dict.fromkeys(sw["work"]):
-        part = sw[sw["work"] == k].sort_values("workers")
+    for k in facts.data.get("sweep_work") or []:
         gaps = []
-        for _, r in part.iterrows():
-            m, p = float(r["wait_ms"]), float(r["predicted_wait_ms"])
-            if abs(m - p) > max(floor_ms, rel * max(m, p)):
-                word = "above" if m > p else "below"
-                how = (("" if p <= 0 else f"{fx.times(m / p)}") if m >= 2 * p
-                       else f"{fx.pct(abs(m / p - 1))} {word}")
-                how = how or "above"
-                gaps.append(f"W={int(r['workers'])}: {fx.num(m, 'ms')} vs {fx.num(p, 'ms')} ({how} the model"
-                            + (f"; compute {fx.num(r['compute_ms'], 'ms')} that step vs `G` = "
-                               f"{fx.num(g, 'ms')}" if abs(r['compute_ms'] / g - 1) > 0.05 else "")
-                            + ")")
-        if gaps:
-            out.append(f"* **{k}** leaves the model's line at " + "; ".join(gaps) + ".")
-        else:
-            out.append(f"* **{k}** stays within {fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the model at every W.")
+        for c in [f for key, f in facts.facts.items() if key.startswith(f"model_gap.{k}.") and f.is_comparison]:
+            s, w = c.setting, c.setting["workers"]
+            how = (f"{fx.times(c.number)} the model" if s["factor"] and c.number is not None else
+                   "above the model" if s["factor"] else f"{fx.pct(abs(c.number - 1))} {s['side']} the model")
+            if s["compute_off"]:
+                how += f"; compute {_v(facts, f'{c.key}.compute')} that step vs `G` = {_v(facts, 'step_g')}"
+            gaps.append(f"W={w}: {_v(facts, c.of)} vs {_v(facts, c.basis)} ({how})")
+        out.append(f"* **{phrasing.text(k)}** leaves the model's line at " + "; ".join(gaps) + "." if gaps else
+                   f"* **{phrasing.text(k)}** stays within {fx.pct(MODEL_GAP_REL)} (or "
+                   f"{fx.num(MODEL_GAP_FLOOR_MS, 'ms')}) of the model at every W.")
     return "\n".join(out) if out else None
 
 
-#: A per-sample cost this much (relative) above D counts as "slower than D".
-COST_TOL = 0.10
+def _at(facts: Facts, prefix: str, ws) -> str:
+    """The facts ``<prefix>.w<W>`` for the worker counts ``ws``: "5 ms at W=0, 7 ms at W=1"."""
+    return ", ".join(f"{_v(facts, f'{prefix}.w{w}')} at W={w}" for w in ws)
 
 
-def gap_cause_note(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
-    """For real work whose wait sits above the model where the model predicts one: the per-sample
-    cost those waits imply, and which explanation the data support. The deciding measurement: each
-    item's work timed where it ran, inside the loop (main process at W = 0, a worker at W ≥ 1), wall
-    and CPU, and D timed again back to back after the sweep. If the loop's cost exceeds D while D
-    after the sweep does not, the work itself ran slower inside the loop (then: with the loop's
-    own cost, does the model hold?); if the loop's cost is D, the excess lies outside the work."""
+def _ws(ws) -> str:
+    return ", ".join(f"W={w}" for w in ws)
 
-    sw = _sweep_frame(res)
+
+def gap_cause_note(facts) -> str | None:
+    """For real work whose wait sits above the model where the model predicts one: the per-sample cost those
+    waits imply, and which explanation the data support (the analysis's ``gap_cause.<work>``)."""
+    facts = facts_of(facts)
     out = []
-    for k in dict.fromkeys(sw["work"]):
-        if k == "sleep":
-            continue
-        part = sw[sw["work"] == k].sort_values("workers").set_index("workers")
-        above = [(int(w), r) for w, r in part.iterrows()
-                 if r["predicted_wait_ms"] > 0 and r["wait_ms"] - r["predicted_wait_ms"]
-                 > max(floor_ms, rel * r["wait_ms"])]
-        if not above:
-            continue
-        d, b = float(part["d_ms"].iloc[0]), int(part["batch_size"].iloc[0])
-        implied = [f"{fx.num(r['wait_ms'] / b if w == 0 else (r['wait_ms'] + r['compute_ms']) * w / b, 'ms')} "
-                   f"at W={w}" for w, r in above]
-        how = ([] if all(w > 0 for w, _ in above) else ["`D·B` = the wait at W = 0"]) \
-            + ([] if all(w == 0 for w, _ in above) else ["`D·B/W` = wait + compute at W ≥ 1"])
-        text = (f"**Why {k} sits above the model.** Read through the model, its waits imply a per-sample cost of "
-                f"{', '.join(implied)} ({'; '.join(how)}), against `D` = {fx.num(d, 'ms')} timed back to back in the "
-                "main process just before the sweep")
-        if 0 in part.index and 1 in part.index:
-            f0, f1 = float(part.loc[0, "first_batch_ms"]), float(part.loc[1, "first_batch_ms"])
-            text += (f"; its first batch took {fx.num(f1, 'ms')} with one worker against {fx.num(f0, 'ms')} in the "
-                     "main process")
-        text += ". " + _loop_cost_text(res, k, part, above, d, b, rel, floor_ms)
-        out.append(text)
+    for key in [k for k in facts.facts if k.startswith("gap_cause.")]:
+        c = facts[key]
+        k, s = c.setting["work"], c.setting
+        above = s["above"]
+        how = ([] if all(w > 0 for w in above) else ["`D·B` = the wait at W = 0"]) \
+            + ([] if all(w == 0 for w in above) else ["`D·B/W` = wait + compute at W ≥ 1"])
+        text = (f"**Why {phrasing.text(k)} sits above the model.** Read through the model, its waits imply a "
+                f"per-sample cost of {_at(facts, f'implied_d.{k}', above)} ({'; '.join(how)}), against `D` = "
+                f"{_v(facts, f'd.{k}')} timed back to back in the main process just before the sweep")
+        if f"gap_first.{k}.w0" in facts:
+            text += (f"; its first batch took {_v(facts, f'gap_first.{k}.w1')} with one worker against "
+                     f"{_v(facts, f'gap_first.{k}.w0')} in the main process")
+        out.append(text + ". " + _loop_cost_text(facts, c))
     return "\n\n".join(out) if out else None
 
 
-def _loop_cost_text(res, kind, part, above, d: float, b: int, rel: float, floor_ms: float) -> str:
-    if "work_wall_ms" not in part or part["work_wall_ms"].isna().all():
-        where = ("not in the reference run" if str(res.run_id).startswith("reference") else "not recorded in this run")
+def _loop_cost_text(facts: Facts, c) -> str:
+    """The verdict of the per-item work timed inside the loop, in words."""
+    k, s = c.setting["work"], c.setting
+    if c.value == "not timed":
+        where = "not in the reference run" if s["where"] == "the reference run" else "not recorded in this run"
         return f"The deciding measurement, each item's work timed inside the loop where it ran, is {where}."
-    loop = {int(w): float(r["work_wall_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_wall_ms"))}
-    cpu = {int(w): float(r["work_cpu_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_cpu_ms"))}
-    ws = [w for w, _ in above if w in loop]
-    if not ws:
+    if c.value == "timed elsewhere":
         return ""
-    text = ("Timed inside the loop where it ran, one item's work took "
-            + ", ".join(f"{fx.num(loop[w], 'ms')} at W={w}" for w in ws)
-            + (" (CPU time " + ", ".join(f"{fx.num(cpu[w], 'ms')}" for w in ws if w in cpu) + ")" if cpu else "")
-            + f", against `D` = {fx.num(d, 'ms')}")
-    after = part["d_after_ms"].dropna() if "d_after_ms" in part else pd.Series(dtype=float)
-    drift = None
-    if not after.empty:
-        a = float(after.iloc[0])
-        drift = a > (1 + COST_TOL) * d
-        text += f"; timed back to back again right after the sweep, `D` = {fx.num(a, 'ms')}"
+    ws = s["timed"]
+    cpu = [w for w in ws if f"loop_cpu.{k}.w{w}" in facts]
+    text = ("Timed inside the loop where it ran, one item's work took " + _at(facts, f"loop_wall.{k}", ws)
+            + (" (CPU time " + ", ".join(_v(facts, f"loop_cpu.{k}.w{w}") for w in cpu) + ")" if cpu else "")
+            + f", against `D` = {_v(facts, f'd.{k}')}")
+    if f"d_after.{k}" in facts:
+        text += f"; timed back to back again right after the sweep, `D` = {_v(facts, f'd_after.{k}')}"
     text += ". "
-    slow = [w for w in ws if loop[w] > (1 + COST_TOL) * d]
-    if drift:
+    if c.value == "slower machine":
         return text + ("**The data support a slower machine**: `D` itself grew between the two back-to-back "
                        "timings, so the sweep ran on a machine slower than the one `D` was timed on.")
-    if not slow:
+    if c.value == "outside the work":
         return text + ("The work cost what `D` says inside the loop too, so the per-sample work is not what exceeds "
                        "the model; the excess lies outside it (the loader's own per-batch work and the hand-over), "
                        "which this run does not time.")
-    g = {int(w): float(r["g_cal_ms"]) if pd.notna(r.get("g_cal_ms")) else float(r["g_ms"]) for w, r in part.iterrows()}
-    fits = [w for w in slow if abs(float(part.loc[w, "wait_ms"]) - predicted_wait_ms(loop[w], b, w, g[w]))
-            <= max(floor_ms, rel * float(part.loc[w, "wait_ms"]))]
-    waiting = [w for w in slow if w in cpu and loop[w] > (1 + COST_TOL) * cpu[w]]
+    slow, fits = s["slow"], s["fits"]
     text += ("**The data support the work itself running slower inside the loop than back to back** (at "
-             + ", ".join(f"W={w}" for w in slow) + ")")
-    text += (": its wall time exceeds its CPU time there, so part of it was waiting for a core. " if waiting else
+             + _ws(slow) + ")")
+    text += (": its wall time exceeds its CPU time there, so part of it was waiting for a core. " if s["waiting"] else
              ": its CPU time grew as well, so it is slower work, not waiting for a core. ")
     if fits:
-        text += ("Fed the loop's own per-item cost, the model lands within "
-                 f"{fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the measured wait at "
-                 + ", ".join(f"W={w}" for w in fits) + (": the model holds; it was given too small a `D`."
-                                                        if len(fits) == len(slow) else "."))
+        text += (f"Fed the loop's own per-item cost, the model lands within {fx.pct(MODEL_GAP_REL)} (or "
+                 f"{fx.num(MODEL_GAP_FLOOR_MS, 'ms')}) of the measured wait at " + _ws(fits)
+                 + (": the model holds; it was given too small a `D`." if len(fits) == len(slow) else "."))
     if len(fits) < len(slow):
-        text += (" At " + ", ".join(f"W={w}" for w in slow if w not in fits)
+        text += (" At " + _ws(w for w in slow if w not in fits)
                  + " even the loop's own cost leaves the wait above the model; this run does not explain the rest.")
-    both = [w for w in slow if w > 0] and 0 in loop
-    if both:
-        wk = [w for w in slow if w > 0]
-        if all(loop[w] > (1 + COST_TOL) * loop[0] for w in wk):
-            text += (f" Workers paid more per item than the main process did inside the loop ({fx.num(loop[0], 'ms')}"
-                     " at W=0).")
+    if s["workers_pay_more"]:
+        text += (f" Workers paid more per item than the main process did inside the loop "
+                 f"({_v(facts, f'loop_wall.{k}.w0')} at W=0).")
     return text
 
 
