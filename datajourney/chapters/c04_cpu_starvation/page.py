@@ -1,6 +1,7 @@
-"""Chapter 4's page: what the book says about a CPU-starvation result (findings, computed notes, display tables)
-and the what-if chart of the model, with its sliders' JavaScript. The measuring code and the model itself
-(:func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_wait_ms`,
+"""Chapter 4's page: what the book says about a CPU-starvation result (findings and notes worded from the facts
+of :mod:`~datajourney.chapters.c04_cpu_starvation.analysis`; display tables and charts, the only functions that read
+the result's tables) and the what-if chart of the model, with its sliders' JavaScript. The measuring code and the
+model itself (:func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_wait_ms`,
 :func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_au`) live in
 :mod:`datajourney.chapters.c04_cpu_starvation.experiment` and :mod:`~datajourney.chapters.c04_cpu_starvation.model`."""
 from __future__ import annotations
@@ -31,12 +32,6 @@ def key_metrics(facts) -> dict:
 
 
 # --------------------------------------------------------------------------- the step's own time
-def _sweep_frame(res) -> pd.DataFrame:
-    """The worker sweep's rows of the summary table."""
-    s = res.table("summary")
-    return s[s["experiment"] == "worker sweep"]
-
-
 def _limit_words(facts: Facts) -> str:
     """The mean powers against the board's limit, as the highest single step decides it: "below" only where no
     step drew the limit."""
@@ -528,6 +523,12 @@ def whatif(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 32, *, 
 
 
 # --------------------------------------------------------------------------- tables and charts
+def _sweep_frame(res) -> pd.DataFrame:
+    """The worker sweep's rows of the summary table."""
+    s = res.table("summary")
+    return s[s["experiment"] == "worker sweep"]
+
+
 def sweep_table(res) -> pd.DataFrame:
     """The worker sweep's steady-state means, with words in place of Python values."""
     sw = _sweep_frame(res)
