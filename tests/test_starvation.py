@@ -302,8 +302,8 @@ def _texts(res):
 
 def _drift(res):
     """The step-drift finding with the clocks behind it (shown in the note beside the charts)."""
-    f = page.finding_drift(res)
-    return f"{f.text} {f.values.get('clocks', '')}"
+    f = analysis.analyse(res)
+    return f"{page.finding_drift_facts(f).text} {page.drift_clocks(f)}"
 
 
 def test_findings_of_a_constructed_run_say_what_it_shows():
@@ -343,12 +343,12 @@ def test_reversed_a_step_that_does_not_drift():
 
 def test_reversed_a_step_slower_after_idle_and_clocks_that_do_not_explain_it():
     t = _drift(_result(after_gap=55.0, clocks=(1980, 1980)))
-    assert "more than one run back-to-back" in t and "not the explanation" in t and "higher clocks" not in t
+    assert "slower than a step run back-to-back" in t and "not the explanation" in t and "higher clocks" not in t
 
 
 def test_reversed_faster_after_idle_without_nvml():
     t = _drift(_result(nvml=False))
-    assert "less than one run back-to-back" in t and "not logged" in t and "MHz" not in t
+    assert "faster than a step run back-to-back" in t and "not logged" in t and "MHz" not in t
 
 
 def test_reversed_prefetch_that_helps_and_one_that_does_not():
@@ -435,10 +435,11 @@ def test_findings_of_a_short_cpu_run(tmp_path):
         assert f.text and not has_nan(f.text) and "None" not in f.text
     assert "None" not in page.takeaways(res.facts)
     assert res.metadata["nvml"]["available"] in (True, False)
-    texts = {fn.__name__: fn(res) for fn in (page.step_sentence, page.published_case_sentences,
-                                            page.model_gap_notes, page.first_batch_note)}
-    texts.update({fn.__name__: fn(res.facts) for fn in (page.model_walkthrough, page.sizing_sentence,
-                                                        page.cores_sentence, page.au_drift_sentence)})
+    texts = {fn.__name__: fn(res.facts) for fn in (
+        page.model_gap_notes, page.gap_cause_note, page.step_sentence, page.published_case_sentences,
+        page.first_batch_note, page.model_walkthrough, page.sizing_sentence, page.cores_sentence,
+        page.au_drift_sentence, page.prefetch_sentence, page.nvml_util_sentence, page.drift_details)}
+    assert "simulation" in texts["step_sentence"] or "matrix products" in texts["step_sentence"]
     for name, text in texts.items():
         assert text is None or (not has_nan(text) and "None" not in text and "—" not in text), name
 
@@ -529,6 +530,37 @@ def test_drift_details_add_to_the_key_result_instead_of_repeating_it():
     assert page.drift_details(_result(cuda=False, nvml=False)) is None
 
 
+def test_clocks_that_move_against_the_step_are_not_its_explanation():
+    """Faster after an idle gap with the clock higher there: the clocks explain it. Swap the clocks (higher
+    back-to-back) and the same step times read as not explained by them, the clock worded lower after the gap."""
+    f = analysis.analyse(_result())
+    assert f["clocks_explain"].value == "higher clocks" and f["clocks_explain"].setting == {"step": -1, "clock": 1}
+    assert "ran at higher clocks" in page.drift_clocks(f)
+    f = analysis.analyse(_result(clocks=(1980, 1750)))
+    assert f["clocks_explain"].value == "no" and f["clocks_explain"].setting["clock"] == -1
+    t = page.drift_clocks(f)
+    assert "(lower after the gap)" in t and "not the explanation" in t and "higher clocks" not in t
+
+
+def test_key_metrics_are_the_published_case_from_a_result_or_its_facts():
+    res = _result()
+    km = page.key_metrics(res)
+    assert km == page.key_metrics(analysis.analyse(res))
+    assert km["data wait per step, W=0"] == (165.0, 1.0) and km["GPU idle share, W=4"][0] == pytest.approx(100 / 51)
+
+
+def test_nvml_utilisation_against_au_names_the_largest_difference():
+    res = _result()
+    sw = res.tables["summary"]
+    sw["gpu_util_pct"] = 100 * sw["au"]
+    at = (sw["experiment"] == "worker sweep") & (sw["work"] == "tokenize") & (sw["workers"] == 2)
+    sw.loc[at, "gpu_util_pct"] = 20
+    t = page.nvml_util_sentence(analysis.analyse(res))
+    assert "largest difference was at tokenize W=2: 20% vs AU 55.6%" in t
+    sw["gpu_util_pct"] = None
+    assert page.nvml_util_sentence(analysis.analyse(res)) is None
+
+
 def test_power_is_below_the_limit_only_where_no_step_drew_it():
     """The clock note may call the power "below the board's limit" only where no single step reached it: one
     back-to-back step above the limit turns it into "exceeded", one at the limit into "reached"."""
@@ -605,6 +637,18 @@ def test_model_gap_notes_give_large_excesses_as_a_factor():
     assert "50.0× the model" in t and "4,9" not in t
 
 
+def test_model_gap_notes_follow_the_side_of_the_model():
+    """W = 1 waits 60 ms against the model's 110 ms (D·B/W - G): 45.5% below it; at 160 ms it is 45.5% above."""
+    res = _result(sweep_waits={"tokenize": {0: 160, 1: 60, 4: 1}})
+    f = analysis.analyse(res)
+    assert f["model_gap.tokenize.w1"].setting["side"] == "below"
+    assert "W=1: 60 ms vs 110 ms (45.5% below the model)" in page.model_gap_notes(f)
+    sw = res.tables["summary"]
+    sw.loc[(sw["work"] == "tokenize") & (sw["workers"] == 1), "wait_ms"] = 160.0
+    t = page.model_gap_notes(analysis.analyse(res))
+    assert "W=1: 160 ms vs 110 ms (45.5% above the model)" in t and "below" not in t
+
+
 def _with_loop_cost(res, wall, cpu=None, after=None, kind="tokenize"):
     """The result with the per-item work timed inside the loop ({workers: ms}) and D after the sweep."""
     sw = res.tables["summary"]
@@ -666,12 +710,31 @@ def test_first_batch_note_states_the_trend_over_all_workers():
     sw = res.tables["summary"]
     tok = sw["work"] == "tokenize"
     sw.loc[tok, "first_batch_ms"] = sw.loc[tok, "workers"].map({0: 130, 1: 370, 2: 290, 4: 370, 8: 520, 16: 670})
-    t = page.first_batch_note(res)
-    assert "**tokenize** grew from 370 ms at W=1 to 670 ms at W=16, except W=1 → W=2" in t
-    assert "falls as workers are added" not in t and "exceeds that spread" in t
+    t = page.first_batch_note(analysis.analyse(res))
+    assert ("**tokenize** took 670 ms at W = 16, 1.81× slower than the first batch at W = 1 (370 ms), "
+            "except W=1 → W=2: 370 ms → 290 ms") in t
+    assert "exceeds that spread" in t
     sw.loc[tok, "first_batch_ms"] = sw.loc[tok, "workers"].map({0: 130, 1: 670, 2: 600, 4: 500, 8: 400, 16: 370})
-    t = page.first_batch_note(res)
-    assert "**tokenize** fell from 670 ms" in t and "except" not in t.split("**tokenize**")[1].split(";")[0]
+    t = page.first_batch_note(analysis.analyse(res))
+    assert "**tokenize** took 370 ms at W = 16, 1.81× faster than the first batch at W = 1 (670 ms)" in t
+    assert "except" not in t.split("**tokenize**")[1].split(";")[0]
+
+
+def test_a_first_batch_dip_within_the_start_up_spread_is_noise():
+    """A dip of 80 ms against fresh loaders that spread by 0 ms is named as beyond it; widen their spread past
+    the dip and the same dip reads as start-up noise."""
+    res = _result(sweep_waits={"tokenize": {0: 150, 1: 100, 2: 40, 4: 2}})
+    sw = res.tables["summary"]
+    tok = sw["work"] == "tokenize"
+    sw.loc[tok, "first_batch_ms"] = sw.loc[tok, "workers"].map({0: 130, 1: 370, 2: 290, 4: 400})
+    f = analysis.analyse(res)
+    assert f["first_batch_dip.tokenize.w2"].number == pytest.approx(80) and f["first_batch_noise"].number == 0
+    assert "exceeds that spread" in page.first_batch_note(f)
+    eb = res.tables["epoch_boundary"]
+    first = (eb["epoch"] == 0) & (eb["step_in_epoch"] == 0)
+    eb.loc[first, "wait_ms"] = [200.0 + 40 * i for i in range(int(first.sum()))]
+    t = page.first_batch_note(analysis.analyse(res))
+    assert "within that spread: start-up noise" in t and "exceeds" not in t
 
 
 def test_measured_vs_model_is_one_panel_per_kind_with_few_legend_entries():

@@ -1,237 +1,134 @@
-"""Chapter 4's page: what the book says about a CPU-starvation result (findings, computed notes, display tables)
-and the what-if chart of the model, with its sliders' JavaScript. The measuring code and the model itself
-(:func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_wait_ms`,
+"""Chapter 4's page: what the book says about a CPU-starvation result (findings and notes worded from the facts
+of :mod:`~datajourney.chapters.c04_cpu_starvation.analysis`; display tables and charts, the only functions that read
+the result's tables) and the what-if chart of the model, with its sliders' JavaScript. The measuring code and the
+model itself (:func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_wait_ms`,
 :func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_au`) live in
 :mod:`datajourney.chapters.c04_cpu_starvation.experiment` and :mod:`~datajourney.chapters.c04_cpu_starvation.model`."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c04_cpu_starvation.analysis import (
     CHAPTER,  # noqa: F401  (the page names its chapter)
-    power_against_limit,
+    MODEL_GAP_FLOOR_MS,
+    MODEL_GAP_REL,
+    calibrated_step,
 )
+from datajourney.chapters.c04_cpu_starvation.analysis import analyse as _analyse
 from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_au, predicted_wait_ms
-from datajourney.chapters.common import MIN_RUNS_FOR_RANGE
+from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader
 from datajourney.core import charts, phrasing
 from datajourney.core import findings as fx
 from datajourney.core.facts import Facts
-from datajourney.core.findings import Action, Finding, Opening
+from datajourney.core.findings import Action, Finding, Opening, num
+
+facts_of = facts_reader(_analyse)
 
 
 # --------------------------------------------------------------------------- published figures
-def key_metrics(res) -> dict:
-    """The published case as metric -> (mean, std)."""
-    s = res.table("summary")
-    s = s[s["experiment"] == "published case"].set_index("workers")
-    out = {}
-    for w in (0, 4):
-        if w in s.index:
-            out[f"data wait per step, W={w}"] = (s.loc[w, "wait_ms"], s.loc[w, "wait_std_ms"])
-            out[f"compute per step, W={w}"] = (s.loc[w, "compute_ms"], s.loc[w].get("compute_std_ms"))
-            out[f"GPU idle share, W={w}"] = (100 * s.loc[w, "idle_share"], None)
-    return out
+def key_metrics(facts) -> dict:
+    """The published case as metric -> (mean, std), from a result or its facts."""
+    return {k: tuple(v) for k, v in (facts_of(facts).data.get("key_metrics") or {}).items()}
 
 
-# --------------------------------------------------------------------------- computed findings
-def _g(res) -> float:
-    """The calibrated steady-state step of a result (older results: the burst calibration)."""
-    m = res.metadata
-    return float(m.get("step_steady_ms") or m.get("step_calibrated_ms") or res.parameters["g_ms"])
-
-
-def _published(res) -> pd.DataFrame:
-    s = res.table("summary")
-    return s[s["experiment"] == "published case"].set_index("workers")
-
-
-def _sweep(res) -> pd.DataFrame:
-    s = res.table("summary")
-    return s[s["experiment"] == "worker sweep"]
-
-
-def _au(row, g: float) -> float:
-    """AU of a summary row against the calibrated step (older results: steps × G / wall from the means)."""
-    if "g_cal_ms" in row and pd.notna(row.get("g_cal_ms")):
-        return float(row["au"])
-    return g / float(row["step_ms"])
-
-
-def step_drift(res) -> dict | None:
-    """The numbers behind the step-drift finding: calibration trace, idle gaps, clocks."""
-    if "calibration" not in res.tables or "idle_gaps" not in res.tables:
-        return None
-    cal = res.table("calibration")
-    drift = cal[cal["phase"] == "drift"]
-    idle = res.table("idle_gaps")
-    g = _g(res)
-    gaps = sorted(idle["gap_ms"].unique())
-    base = idle[idle["gap_ms"] == gaps[0]]
-    top = idle[idle["gap_ms"] == gaps[-1]]
-    out = dict(g=g, first=float(drift["step_ms"].iloc[0]), gap0=gaps[0], gap1=gaps[-1],
-               base_ms=base["step_ms"].tolist(), top_ms=top["step_ms"].tolist(),
-               by_gap=idle.groupby("gap_ms")["step_ms"].mean().to_dict(),
-               settled=res.metadata.get("step_settled"), nvml=bool(res.metadata.get("nvml", {}).get("available")),
-               why=res.metadata.get("nvml", {}).get("why"), cuda=bool(res.metadata.get("cuda")))
-    if "sm_clock_mhz" in idle and idle["sm_clock_mhz"].notna().any():
-        cap = "power_capped_share" if "power_capped_share" in idle else "power_capped"
-        out.update(base_clock=float(base["sm_clock_mhz"].mean()), top_clock=float(top["sm_clock_mhz"].mean()),
-                   base_power=float(base["power_w"].mean()), top_power=float(top["power_w"].mean()),
-                   base_capped=float(base[cap].astype(float).mean()),
-                   top_capped=float(top[cap].astype(float).mean()), capped_by="samples" if cap.endswith("share")
-                   else "steps", power_limit=res.metadata.get("nvml", {}).get("power_limit_w"),
-                   power_peak=power_against_limit(idle, res.metadata.get("nvml", {}).get("power_limit_w")))
-        tail = drift.iloc[len(drift) // 2:]
-        if "sm_clock_mhz" in tail and tail["sm_clock_mhz"].notna().any():
-            out.update(steady_clock=float(tail["sm_clock_mhz"].mean()),
-                       steady_capped=float(tail["power_capped"].astype(float).mean()),
-                       reasons=int(np.bitwise_or.reduce(tail["clock_reasons"].fillna(0).astype(int).to_numpy())))
-    return out
-
-
-def finding_drift(res) -> Finding | None:
-    x = step_drift(res)
-    if x is None:
-        return None
-    g, gap1 = x["g"], x["gap1"]
-    top, base = float(np.mean(x["top_ms"])), float(np.mean(x["base_ms"]))
-    d = fx.direction(x["top_ms"], x["base_ms"], tol=0.02)
-    if not x["cuda"]:
-        return Finding("step_drift",
-                       f"**The step's own time.** The step is a simulated sleep on this machine (no GPU): calibrated "
-                       f"back-to-back it took `G` = **{fx.num(g, 'ms')}**, and the idle-gap experiment measures only "
-                       f"the sleep's jitter ({fx.num(top, 'ms')} after a {gap1:g} ms gap, {fx.num(base, 'ms')} "
-                       "back-to-back). The reference run shows a real GPU.",
-                       value=g, unit="ms", values=dict(after_gap_ms=top, back_to_back_ms=base, direction=0))
-    text = (f"**The step's own time.** Calibrated back-to-back, the step settled at `G` = **{fx.num(g, 'ms')}**"
-            + ("" if x["settled"] is not False else " (the calibration trace had not settled: its last quarter still "
-               "moved)")
-            + f"; the first step after a rest took {fx.num(x['first'], 'ms')}. ")
-    if d < 0:
-        text += (f"A step that followed an idle gap of {gap1:g} ms took {fx.num(top, 'ms')}, "
-                 f"{fx.pct(1 - top / base)} less than one run back-to-back ({fx.num(base, 'ms')}).")
-    elif d > 0:
-        text += (f"A step that followed an idle gap of {gap1:g} ms took {fx.num(top, 'ms')}, "
-                 f"{fx.pct(top / base - 1)} more than one run back-to-back ({fx.num(base, 'ms')}).")
-    else:
-        text += (f"A step took the same time after an idle gap of {gap1:g} ms as back-to-back "
-                 f"({fx.num(top, 'ms')} vs {fx.num(base, 'ms')}): idle gaps do not change it here.")
-    head, text = text, ""   # the clocks behind it go to the note beside the chart (drift_details)
-    if "base_clock" in x:
-        dc = fx.direction(x["top_clock"], x["base_clock"], tol=0.01)
-        text += (f" NVML's SM clock averaged {x['top_clock']:,.0f} MHz in the steps after the gap and "
-                 f"{x['base_clock']:,.0f} MHz back-to-back")
-        if d < 0 and dc > 0:
-            text += ", so the steps after an idle gap ran at higher clocks"
-            limit = x.get("power_limit")
-            at_limit = bool(limit) and x["base_power"] >= 0.95 * limit
-            # NVML's power-cap flag is evidence only where it tells the two states apart (on some boards it is
-            # set in every sample, idle or not)
-            flag_tells = x["base_capped"] > 0.5 and x["base_capped"] - x["top_capped"] > 0.25
-            drop = 1 - x["base_clock"] / x["top_clock"]
-            if at_limit or flag_tells:
-                text += (
-                    f". Back-to-back the board drew {x['base_power']:,.0f} W"
-                    + (f" against its {limit:,.0f} W limit" if limit else "")
-                    + f" with the SM clock {fx.pct(drop)} below its after-gap value; after the gap it drew "
-                    f"{x['top_power']:,.0f} W"
-                )
-                if flag_tells:
-                    unit = "samples" if x["capped_by"] == "samples" else "steps"
-                    text += (f", and NVML reported the software power cap in {fx.pct(x['base_capped'])} of the "
-                             f"back-to-back {unit} against {fx.pct(x['top_capped'])} after the gap")
-                text += (": under sustained load the GPU runs at its power limit, its clock comes down to fit, and "
-                         "`G` is calibrated there." if at_limit else
-                         ": under sustained load the GPU runs power-capped, and `G` is calibrated there.")
-            else:
-                text += (f" (power {x['base_power']:,.0f} W back-to-back, {x['top_power']:,.0f} W after the gap"
-                         + _limit_words(x.get("power_peak"))
-                         + ("; NVML did not report a power cap in most back-to-back steps)." if x["base_capped"] <= 0.5
-                            else "; NVML's power-cap flag was set after the gap as often as back-to-back, so it "
-                                 "does not tell the two apart)."))
-        elif d == 0 and dc == 0:
-            text += ": level as well."
-        else:
-            text += (" (" + fx.choose(dc, "higher", "lower", "level") + " after the gap): the clocks do not "
-                     "line up with the step times, so they are not the explanation here.")
-    elif x["cuda"]:
-        text += f" GPU clocks were not logged ({phrasing.text(x['why'] or 'NVML not available')})."
-    return Finding("step_drift", head, value=g, unit="ms",
-                   values=dict(after_gap_ms=top, back_to_back_ms=base, direction=d, clocks=text.strip()))
-
-
-def _limit_words(p: dict | None) -> str:
+# --------------------------------------------------------------------------- the step's own time
+def _limit_words(facts: Facts) -> str:
     """The mean powers against the board's limit, as the highest single step decides it: "below" only where no
     step drew the limit."""
-    if p is None:
+    state = facts.get("power_vs_limit")
+    if state is None:
         return ""
-    if p["state"] == "below":
-        return f"; every step below the board's {p['limit']:,.0f} W limit (at most {p['peak']:,.0f} W)"
-    where = "back-to-back" if p["gap_ms"] == 0 else f"after a {p['gap_ms']:g} ms gap"
-    return f"; single steps {p['state']} the board's {p['limit']:,.0f} W limit, up to {p['peak']:,.0f} W {where}"
+    limit, peak = num(state.setting["limit_w"], "W"), _v(facts, "power_peak")
+    if state.value == "below":
+        return f"; every step below the board's {limit} limit (at most {peak})"
+    gap = facts["power_peak"].setting["gap_ms"]
+    where = "back-to-back" if gap == 0 else f"after a {gap:g} ms gap"
+    return f"; single steps {phrasing.text(state.value)} the board's {limit} limit, up to {peak} {where}"
 
 
-def drift_details(res, *, near: float = 0.03) -> str | None:
-    """The step's own time in detail (the key result states the conclusion): how fast the drift trace
-    reached `G`, the step and the clock after every idle gap, and whether NVML's power-cap flag tells
-    the states apart on this board."""
-    x = step_drift(res)
-    if x is None or not x["cuda"]:
+def drift_clocks(facts) -> str:
+    """The clocks and power behind the step's drift (the key result states the drift itself): whether the
+    clocks line up with the step times, and what the board's power and NVML's power-cap flag say of why."""
+    facts = facts_of(facts)
+    if "step_drift" not in facts or facts["step_device"].value != "gpu":
+        return ""
+    if "clocks_explain" not in facts:
+        why = facts.get("nvml_why")
+        return f"GPU clocks were not logged ({phrasing.text((why and why.value) or 'NVML not available')})."
+    e = facts["clocks_explain"]
+    text = (f"NVML's SM clock averaged {_v(facts, 'clock_after_gap')} in the steps after the gap and "
+            f"{_v(facts, 'clock_back_to_back')} back-to-back")
+    if e.value == "level":
+        return text + ": level as well."
+    if e.value != "higher clocks":
+        return text + (" (" + fx.choose(e.setting["clock"], "higher", "lower", "level") + " after the gap): the "
+                       "clocks do not line up with the step times, so they are not the explanation here.")
+    text += ", so the steps after an idle gap ran at higher clocks"
+    at_limit = facts["power_at_limit"].value == "yes"
+    flag = facts["cap_flag_tells"].value if "cap_flag_tells" in facts else None
+    if at_limit or flag == "tells":
+        text += (f". Back-to-back the board drew {_v(facts, 'power_back_to_back')}"
+                 + (f" against its {_v(facts, 'power_limit')} limit" if facts.number("power_limit") else "")
+                 + f"; after the gap it drew {_v(facts, 'power_after_gap')}, and "
+                 f"{phrasing.text(facts['clock_drift'].label)} was {phrasing.comparison(facts['clock_drift'], facts)}")
+        if flag == "tells":
+            text += (f", and NVML reported the software power cap in {_v(facts, 'capped_back_to_back')} of the "
+                     f"back-to-back {facts['capped_back_to_back'].setting['counted']} against "
+                     f"{_v(facts, 'capped_after_gap')} after the gap")
+        return text + (": under sustained load the GPU runs at its power limit, its clock comes down to fit, and "
+                       "`G` is calibrated there." if at_limit else
+                       ": under sustained load the GPU runs power-capped, and `G` is calibrated there.")
+    return text + (f" (power {_v(facts, 'power_back_to_back')} back-to-back, {_v(facts, 'power_after_gap')} after the "
+                   "gap" + _limit_words(facts)
+                   + ("; NVML's power-cap flag was set after the gap as often as back-to-back, so it does not tell the "
+                      "two apart)." if flag == "set alike" else
+                      "; NVML did not report a power cap in most back-to-back steps)." if flag == "mostly unset" else
+                      ")."))
+
+
+def drift_details(facts) -> str | None:
+    """The step's own time in detail (the key result states the conclusion): the clocks behind it, how fast
+    the drift trace reached `G`, the step and the clock after every idle gap, and whether NVML's power-cap
+    flag tells the states apart on this board. None where the step is a simulated sleep."""
+    facts = facts_of(facts)
+    if "step_drift" not in facts or facts["step_device"].value != "gpu":
         return None
-    g = x["g"]
-    clocks_text = finding_drift(res).values.get("clocks", "")
-    cal = res.table("calibration")
-    drift = cal[cal["phase"] == "drift"].reset_index(drop=True)
-    clocks = "sm_clock_mhz" in drift and drift["sm_clock_mhz"].notna().any()
-    first = drift.iloc[0]
-    text = (clocks_text + " " if clocks_text else "") + \
-        f"**In detail.** In the drift trace the first step after the rest took {fx.num(first['step_ms'], 'ms')}"
-    if clocks:
-        text += f" at {first['sm_clock_mhz']:,.0f} MHz, drawing {first['power_w']:,.0f} W"
-    reached = drift.index[(drift["step_ms"] - g).abs() <= near * g]
-    if len(reached):
-        k = int(reached[0])
-        text += (f"; step {k + 1} of the trace was within {fx.pct(near)} of `G` "
-                 f"({fx.num(drift['step_ms'].iloc[k], 'ms')}, "
-                 f"{fx.num(1e3 * (drift['t_start_s'].iloc[k] - first['t_start_s']), 'ms')} into the trace)")
-    else:
-        text += f"; no step of the trace came within {fx.pct(near)} of `G`"
-    if clocks:
-        tail = drift.iloc[len(drift) // 2:]
-        text += f", and its second half ran at {tail['sm_clock_mhz'].mean():,.0f} MHz on average"
-    idle = res.table("idle_gaps")
-    agg = dict(mean=("step_ms", "mean"), lo=("step_ms", "min"), hi=("step_ms", "max"), n=("step_ms", "count"))
-    if clocks and "sm_clock_mhz" in idle:
-        agg.update(clock=("sm_clock_mhz", "mean"), power=("power_w", "mean"))
-    by = idle.groupby("gap_ms").agg(**agg)
+    clocks = drift_clocks(facts)
+    text = ((clocks + " " if clocks else "")
+            + f"**In detail.** In the drift trace the first step after the rest took {_v(facts, 'step_first')}")
+    if "drift_first_clock" in facts:
+        text += f" at {_v(facts, 'drift_first_clock')}, drawing {_v(facts, 'drift_first_power')}"
+    reach = facts["drift_reach"]
+    near = fx.pct(reach.setting["near"])
+    text += (f"; step {int(reach.number)} of the trace was within {near} of `G` ({_v(facts, 'drift_reach_step')}, "
+             f"{_v(facts, 'drift_reach_at')} into the trace)" if reach.number is not None else
+             f"; no step of the trace came within {near} of `G`")
+    if "drift_tail_clock" in facts:
+        text += f", and its second half ran at {_v(facts, 'drift_tail_clock')} on average"
+    steps = [f for k, f in facts.facts.items() if k.startswith("idle_step.")]
     items = []
-    for gap, r in by.iterrows():
-        item = f"{gap:g} ms gap: {fx.num(r['mean'], 'ms')} ({fx.span(r['lo'], r['hi'], 'ms')})"
-        if "clock" in by and pd.notna(r["clock"]):
-            item += f" at {r['clock']:,.0f} MHz, {r['power']:,.0f} W"
+    for f in steps:
+        gap = f"{f.setting['gap_ms']:g}"
+        item = f"{gap} ms gap: {num(f.number, 'ms')}" + (f" ({fx.span(*f.spread, 'ms')})" if f.spread else "")
+        if f"idle_clock.g{gap}" in facts:
+            item += f" at {_v(facts, f'idle_clock.g{gap}')}, {_v(facts, f'idle_power.g{gap}')}"
         items.append(item)
-    text += (f". The step after each idle gap (mean of {int(by['n'].min())}" + ("" if by["n"].nunique() == 1 else "+")
+    ns = {f.n for f in steps}
+    text += (f". The step after each idle gap (mean of {min(ns)}" + ("" if len(ns) == 1 else "+")
              + " repeats, min–max): " + "; ".join(items) + ".")
-    means = by["mean"].tolist()
-    if len(means) > 2:
-        steps = [fx.direction(b, a, tol=0.01) for a, b in zip(means, means[1:])]
-        if all(s <= 0 for s in steps) and any(s < 0 for s in steps):
-            text += " The mean step shortened, or held within 1%, with every longer gap."
-        elif all(s >= 0 for s in steps) and any(s > 0 for s in steps):
-            text += " The mean step lengthened, or held within 1%, with every longer gap."
-        else:
-            text += " The step did not change steadily with the gap."
-    cap = "power_capped_share" if "power_capped_share" in idle else ("power_capped" if "power_capped" in idle else None)
-    if cap and idle[cap].notna().any():
-        shares = idle.groupby("gap_ms")[cap].apply(lambda v: float(v.astype(float).mean()))
-        lo, hi = float(shares.min()), float(shares.max())
-        if hi - lo <= 0.25 and lo > 0.5:
-            share = fx.pct(lo) if fx.pct(lo) == fx.pct(hi) else f"{fx.pct(lo)} to {fx.pct(hi)}"
-            text += (f" NVML's software power-cap flag was set in {share} of the samples after every gap, at low "
-                     "power as at the limit: on this board it does not tell a capped step from one with headroom, "
-                     "so the evidence is the power draw against the board's limit and the clock.")
+    trend = facts.get("idle_trend")
+    if trend is not None:
+        text += {"shorter": " The mean step shortened, or stayed level within the repeats' spread, with every "
+                            "longer gap.",
+                 "longer": " The mean step lengthened, or stayed level within the repeats' spread, with every "
+                           "longer gap."}.get(trend.value, " The step did not change steadily with the gap.")
+    if "cap_flag_everywhere" in facts and facts["cap_flag_everywhere"].value == "yes":
+        lo, hi = (num(x, "%") for x in facts["cap_flag_share"].spread)
+        text += (f" NVML's software power-cap flag was set in {lo if lo == hi else f'{lo} to {hi}'} of the samples "
+                 "after every gap, at low power as at the limit: on this board it does not tell a capped step from "
+                 "one with headroom, so the evidence is the power draw against the board's limit and the clock.")
     return text
+
 
 # --------------------------------------------------------------------------- computed sentences further down
 def threshold_sentence() -> str:
@@ -239,37 +136,34 @@ def threshold_sentence() -> str:
             f"**{fx.pct(AU_THRESHOLD)}**.")
 
 
-def step_sentence(res) -> str:
-    m = res.metadata
-    g = _g(res)
-    if not m.get("cuda"):
-        return (f"Training step on this machine: **{phrasing.text(m['step_kind'])}** of about {fx.num(g, 'ms')} "
-                "(calibrated back-to-back). The GPU-side numbers below are therefore a simulation; the reference "
-                "run's are real.")
-    first = m.get("step_first_ms")
-    text = (f"Training step on this machine: **{phrasing.text(m['step_kind'])}**, {m.get('step_units')} matrix "
-            "products, "
-            f"calibrated back-to-back to `G` = **{fx.num(g, 'ms')}** in steady state (asked for "
-            f"{fx.num(m.get('step_g_target_ms', res.parameters['g_ms']), 'ms')})")
-    if first:
-        text += f"; the first of those steps after a rested GPU took {fx.num(first, 'ms')}"
-    nv = m.get("nvml", {})
-    text += (". GPU clocks, power and clock-limit reasons were sampled through NVML every "
-             f"{fx.num(nv.get('interval_ms'), 'ms')} ({phrasing.text(nv.get('name') or 'GPU')}, power limit "
-             f"{nv.get('power_limit_w') or 0:,.0f} W, max SM clock {nv.get('max_sm_clock_mhz') or 0:,} MHz)."
-             if nv.get("available") else
-             f". NVML was not available ({phrasing.text(nv.get('why'))}): no clocks were logged.")
-    return text
+def step_sentence(facts) -> str:
+    """What the training step is, how it was calibrated, and what NVML sampled."""
+    facts = facts_of(facts)
+    kind = phrasing.text(facts["step_kind"].value)
+    if facts["step_device"].value != "gpu":
+        return (f"Training step on this machine: **{kind}** of about {_v(facts, 'step_g')} (calibrated "
+                "back-to-back). The GPU-side numbers below are therefore a simulation; the reference run's are real.")
+    text = (f"Training step on this machine: **{kind}**, {_v(facts, 'step_units')} matrix products, calibrated "
+            f"back-to-back to `G` = **{_v(facts, 'step_g')}** in steady state (asked for {_v(facts, 'step_g_target')})")
+    if facts.number("step_first_rested"):
+        text += f"; the first of those steps after a rested GPU took {_v(facts, 'step_first_rested')}"
+    if facts["nvml"].value != "available":
+        why = facts["nvml_why"].value
+        return text + f". NVML was not available ({phrasing.text(why or 'no reason recorded')}): no clocks were logged."
+    gpu = facts["nvml_gpu"].value
+    return text + (". GPU clocks, power and clock-limit reasons were sampled through NVML every "
+                   f"{_v(facts, 'nvml_interval')} ({phrasing.text(gpu or 'GPU')}, power limit "
+                   f"{num(facts.number('power_limit') or 0, 'W')}, max SM clock "
+                   f"{num(facts.number('max_sm_clock') or 0, 'MHz')}).")
 
 
-def published_case_sentences(res) -> str:
-    p, g = _published(res), _g(res)
-    lines = []
-    for w, r in p.iterrows():
-        lines.append(f"* `W={int(w)}`: data wait **{fx.num(r['wait_ms'], 'ms')}** per step (model "
-                     f"{fx.num(r['predicted_wait_ms'], 'ms')}), compute {fx.num(r['compute_ms'], 'ms')}, GPU idle "
-                     f"**{fx.pct(r['idle_share'])}**, AU against `G` {fx.pct(_au(r, g))}")
-    return "\n".join(lines)
+def published_case_sentences(facts) -> str:
+    """The published case, one line per worker count: the wait (and the model's), compute, idle share, AU."""
+    facts = facts_of(facts)
+    ws = [f.setting["workers"] for k, f in facts.facts.items() if k.startswith("case.") and k.endswith(".wait")]
+    return "\n".join(f"* `W={w}`: data wait **{_v(facts, f'case.w{w}.wait')}** per step (model "
+                     f"{_v(facts, f'case.w{w}.model')}), compute {_v(facts, f'case.w{w}.compute')}, GPU idle "
+                     f"**{_v(facts, f'case.w{w}.idle')}**, AU against `G` {_v(facts, f'case.w{w}.au')}" for w in ws)
 
 
 def model_walkthrough(facts: Facts) -> str:
@@ -299,121 +193,93 @@ def sizing_sentence(facts: Facts) -> str | None:
             "in cost as well as in whether the work occupies a core.")
 
 
-def model_gap_notes(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
-    """Where the measured wait leaves the model's line by more than ``rel`` (and ``floor_ms``)."""
-    sw = _sweep(res)
+def model_gap_notes(facts) -> str | None:
+    """Where the measured wait leaves the model's line by more than MODEL_GAP_REL (and MODEL_GAP_FLOOR_MS)."""
+    facts = facts_of(facts)
     out = []
-    for k in dict.fromkeys(sw["work"]):
-        part = sw[sw["work"] == k].sort_values("workers")
+    for k in facts.data.get("sweep_work") or []:
         gaps = []
-        for _, r in part.iterrows():
-            m, p = float(r["wait_ms"]), float(r["predicted_wait_ms"])
-            if abs(m - p) > max(floor_ms, rel * max(m, p)):
-                word = "above" if m > p else "below"
-                how = (("" if p <= 0 else f"{fx.times(m / p)}") if m >= 2 * p
-                       else f"{fx.pct(abs(m / p - 1))} {word}")
-                how = how or "above"
-                gaps.append(f"W={int(r['workers'])}: {fx.num(m, 'ms')} vs {fx.num(p, 'ms')} ({how} the model"
-                            + (f"; compute {fx.num(r['compute_ms'], 'ms')} that step vs `G` = "
-                               f"{fx.num(_g(res), 'ms')}" if abs(r['compute_ms'] / _g(res) - 1) > 0.05 else "")
-                            + ")")
-        if gaps:
-            out.append(f"* **{k}** leaves the model's line at " + "; ".join(gaps) + ".")
-        else:
-            out.append(f"* **{k}** stays within {fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the model at every W.")
+        for c in [f for key, f in facts.facts.items() if key.startswith(f"model_gap.{k}.") and f.is_comparison]:
+            s, w = c.setting, c.setting["workers"]
+            how = (f"{fx.times(c.number)} the model" if s["factor"] and c.number is not None else
+                   "above the model" if s["factor"] else f"{fx.pct(abs(c.number - 1))} {s['side']} the model")
+            if s["compute_off"]:
+                how += f"; compute {_v(facts, f'{c.key}.compute')} that step vs `G` = {_v(facts, 'step_g')}"
+            gaps.append(f"W={w}: {_v(facts, c.of)} vs {_v(facts, c.basis)} ({how})")
+        out.append(f"* **{phrasing.text(k)}** leaves the model's line at " + "; ".join(gaps) + "." if gaps else
+                   f"* **{phrasing.text(k)}** stays within {fx.pct(MODEL_GAP_REL)} (or "
+                   f"{fx.num(MODEL_GAP_FLOOR_MS, 'ms')}) of the model at every W.")
     return "\n".join(out) if out else None
 
 
-#: A per-sample cost this much (relative) above D counts as "slower than D".
-COST_TOL = 0.10
+def _at(facts: Facts, prefix: str, ws) -> str:
+    """The facts ``<prefix>.w<W>`` for the worker counts ``ws``: "5 ms at W=0, 7 ms at W=1"."""
+    return ", ".join(f"{_v(facts, f'{prefix}.w{w}')} at W={w}" for w in ws)
 
 
-def gap_cause_note(res, *, rel: float = 0.2, floor_ms: float = 2.0) -> str | None:
-    """For real work whose wait sits above the model where the model predicts one: the per-sample
-    cost those waits imply, and which explanation the data support. The deciding measurement: each
-    item's work timed where it ran, inside the loop (main process at W = 0, a worker at W ≥ 1), wall
-    and CPU, and D timed again back to back after the sweep. If the loop's cost exceeds D while D
-    after the sweep does not, the work itself ran slower inside the loop (then: with the loop's
-    own cost, does the model hold?); if the loop's cost is D, the excess lies outside the work."""
+def _ws(ws) -> str:
+    return ", ".join(f"W={w}" for w in ws)
 
-    sw = _sweep(res)
+
+def gap_cause_note(facts) -> str | None:
+    """For real work whose wait sits above the model where the model predicts one: the per-sample cost those
+    waits imply, and which explanation the data support (the analysis's ``gap_cause.<work>``)."""
+    facts = facts_of(facts)
     out = []
-    for k in dict.fromkeys(sw["work"]):
-        if k == "sleep":
-            continue
-        part = sw[sw["work"] == k].sort_values("workers").set_index("workers")
-        above = [(int(w), r) for w, r in part.iterrows()
-                 if r["predicted_wait_ms"] > 0 and r["wait_ms"] - r["predicted_wait_ms"]
-                 > max(floor_ms, rel * r["wait_ms"])]
-        if not above:
-            continue
-        d, b = float(part["d_ms"].iloc[0]), int(part["batch_size"].iloc[0])
-        implied = [f"{fx.num(r['wait_ms'] / b if w == 0 else (r['wait_ms'] + r['compute_ms']) * w / b, 'ms')} "
-                   f"at W={w}" for w, r in above]
-        how = ([] if all(w > 0 for w, _ in above) else ["`D·B` = the wait at W = 0"]) \
-            + ([] if all(w == 0 for w, _ in above) else ["`D·B/W` = wait + compute at W ≥ 1"])
-        text = (f"**Why {k} sits above the model.** Read through the model, its waits imply a per-sample cost of "
-                f"{', '.join(implied)} ({'; '.join(how)}), against `D` = {fx.num(d, 'ms')} timed back to back in the "
-                "main process just before the sweep")
-        if 0 in part.index and 1 in part.index:
-            f0, f1 = float(part.loc[0, "first_batch_ms"]), float(part.loc[1, "first_batch_ms"])
-            text += (f"; its first batch took {fx.num(f1, 'ms')} with one worker against {fx.num(f0, 'ms')} in the "
-                     "main process")
-        text += ". " + _loop_cost_text(res, k, part, above, d, b, rel, floor_ms)
-        out.append(text)
+    for key in [k for k in facts.facts if k.startswith("gap_cause.")]:
+        c = facts[key]
+        k, s = c.setting["work"], c.setting
+        above = s["above"]
+        how = ([] if all(w > 0 for w in above) else ["`D·B` = the wait at W = 0"]) \
+            + ([] if all(w == 0 for w in above) else ["`D·B/W` = wait + compute at W ≥ 1"])
+        text = (f"**Why {phrasing.text(k)} sits above the model.** Read through the model, its waits imply a "
+                f"per-sample cost of {_at(facts, f'implied_d.{k}', above)} ({'; '.join(how)}), against `D` = "
+                f"{_v(facts, f'd.{k}')} timed back to back in the main process just before the sweep")
+        if f"gap_first.{k}.w0" in facts:
+            text += (f"; its first batch took {_v(facts, f'gap_first.{k}.w1')} with one worker against "
+                     f"{_v(facts, f'gap_first.{k}.w0')} in the main process")
+        out.append(text + ". " + _loop_cost_text(facts, c))
     return "\n\n".join(out) if out else None
 
 
-def _loop_cost_text(res, kind, part, above, d: float, b: int, rel: float, floor_ms: float) -> str:
-    if "work_wall_ms" not in part or part["work_wall_ms"].isna().all():
-        where = ("not in the reference run" if str(res.run_id).startswith("reference") else "not recorded in this run")
+def _loop_cost_text(facts: Facts, c) -> str:
+    """The verdict of the per-item work timed inside the loop, in words."""
+    k, s = c.setting["work"], c.setting
+    if c.value == "not timed":
+        where = "not in the reference run" if s["where"] == "the reference run" else "not recorded in this run"
         return f"The deciding measurement, each item's work timed inside the loop where it ran, is {where}."
-    loop = {int(w): float(r["work_wall_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_wall_ms"))}
-    cpu = {int(w): float(r["work_cpu_ms"]) for w, r in part.iterrows() if pd.notna(r.get("work_cpu_ms"))}
-    ws = [w for w, _ in above if w in loop]
-    if not ws:
+    if c.value == "timed elsewhere":
         return ""
-    text = ("Timed inside the loop where it ran, one item's work took "
-            + ", ".join(f"{fx.num(loop[w], 'ms')} at W={w}" for w in ws)
-            + (" (CPU time " + ", ".join(f"{fx.num(cpu[w], 'ms')}" for w in ws if w in cpu) + ")" if cpu else "")
-            + f", against `D` = {fx.num(d, 'ms')}")
-    after = part["d_after_ms"].dropna() if "d_after_ms" in part else pd.Series(dtype=float)
-    drift = None
-    if not after.empty:
-        a = float(after.iloc[0])
-        drift = a > (1 + COST_TOL) * d
-        text += f"; timed back to back again right after the sweep, `D` = {fx.num(a, 'ms')}"
+    ws = s["timed"]
+    cpu = [w for w in ws if f"loop_cpu.{k}.w{w}" in facts]
+    text = ("Timed inside the loop where it ran, one item's work took " + _at(facts, f"loop_wall.{k}", ws)
+            + (" (CPU time " + ", ".join(_v(facts, f"loop_cpu.{k}.w{w}") for w in cpu) + ")" if cpu else "")
+            + f", against `D` = {_v(facts, f'd.{k}')}")
+    if f"d_after.{k}" in facts:
+        text += f"; timed back to back again right after the sweep, `D` = {_v(facts, f'd_after.{k}')}"
     text += ". "
-    slow = [w for w in ws if loop[w] > (1 + COST_TOL) * d]
-    if drift:
+    if c.value == "slower machine":
         return text + ("**The data support a slower machine**: `D` itself grew between the two back-to-back "
                        "timings, so the sweep ran on a machine slower than the one `D` was timed on.")
-    if not slow:
+    if c.value == "outside the work":
         return text + ("The work cost what `D` says inside the loop too, so the per-sample work is not what exceeds "
                        "the model; the excess lies outside it (the loader's own per-batch work and the hand-over), "
                        "which this run does not time.")
-    g = {int(w): float(r["g_cal_ms"]) if pd.notna(r.get("g_cal_ms")) else float(r["g_ms"]) for w, r in part.iterrows()}
-    fits = [w for w in slow if abs(float(part.loc[w, "wait_ms"]) - predicted_wait_ms(loop[w], b, w, g[w]))
-            <= max(floor_ms, rel * float(part.loc[w, "wait_ms"]))]
-    waiting = [w for w in slow if w in cpu and loop[w] > (1 + COST_TOL) * cpu[w]]
+    slow, fits = s["slow"], s["fits"]
     text += ("**The data support the work itself running slower inside the loop than back to back** (at "
-             + ", ".join(f"W={w}" for w in slow) + ")")
-    text += (": its wall time exceeds its CPU time there, so part of it was waiting for a core. " if waiting else
+             + _ws(slow) + ")")
+    text += (": its wall time exceeds its CPU time there, so part of it was waiting for a core. " if s["waiting"] else
              ": its CPU time grew as well, so it is slower work, not waiting for a core. ")
     if fits:
-        text += ("Fed the loop's own per-item cost, the model lands within "
-                 f"{fx.pct(rel)} (or {fx.num(floor_ms, 'ms')}) of the measured wait at "
-                 + ", ".join(f"W={w}" for w in fits) + (": the model holds; it was given too small a `D`."
-                                                        if len(fits) == len(slow) else "."))
+        text += (f"Fed the loop's own per-item cost, the model lands within {fx.pct(MODEL_GAP_REL)} (or "
+                 f"{fx.num(MODEL_GAP_FLOOR_MS, 'ms')}) of the measured wait at " + _ws(fits)
+                 + (": the model holds; it was given too small a `D`." if len(fits) == len(slow) else "."))
     if len(fits) < len(slow):
-        text += (" At " + ", ".join(f"W={w}" for w in slow if w not in fits)
+        text += (" At " + _ws(w for w in slow if w not in fits)
                  + " even the loop's own cost leaves the wait above the model; this run does not explain the rest.")
-    both = [w for w in slow if w > 0] and 0 in loop
-    if both:
-        wk = [w for w in slow if w > 0]
-        if all(loop[w] > (1 + COST_TOL) * loop[0] for w in wk):
-            text += (f" Workers paid more per item than the main process did inside the loop ({fx.num(loop[0], 'ms')}"
-                     " at W=0).")
+    if s["workers_pay_more"]:
+        text += (f" Workers paid more per item than the main process did inside the loop "
+                 f"({_v(facts, f'loop_wall.{k}.w0')} at W=0).")
     return text
 
 
@@ -432,48 +298,41 @@ def cores_sentence(facts: Facts) -> str:
     return text + "; from the last W within the cores to the largest W: " + "; ".join(parts) + "."
 
 
-def first_batch_note(res) -> str | None:
-    """Time to the first batch per kind: single measurements; name any non-monotonic step and set
-    it against the spread of start-up seen in the epoch-boundary runs."""
-    sw = _sweep(res)
-    notes, all_dips = [], []
-    for k in dict.fromkeys(sw["work"]):
-        part = sw[(sw["work"] == k) & (sw["workers"] > 0)].sort_values("workers")
-        v = part["first_batch_ms"].tolist()
-        w = part["workers"].tolist()
-        dips = [(w[i - 1], w[i], v[i - 1], v[i]) for i in range(1, len(v)) if v[i] < v[i - 1] * 0.95]
-        if len(v) < 2:
-            continue
-        trend = fx.direction(v[-1], v[0], tol=0.1)
-        head = (f"**{k}** " + fx.choose(trend, "grew", "fell", "stayed level")
-                + f" from {fx.num(v[0], 'ms')} at W={w[0]} to {fx.num(v[-1], 'ms')} at W={w[-1]}")
-        if dips and trend >= 0:
-            head += (", except " + "; ".join(f"W={a} → W={b_}: {fx.num(x, 'ms')} → {fx.num(y, 'ms')}"
-                                             for a, b_, x, y in dips))
+def first_batch_note(facts) -> str | None:
+    """Time to the first batch per kind: single measurements, from the fewest workers to the most, each dip on
+    the way (unless the trend itself falls), set against the spread of start-up seen in the epoch-boundary runs."""
+    facts = facts_of(facts)
+    notes, dips = [], []
+    for key in [k for k in facts.facts if k.startswith("first_batch_trend.")]:
+        t = facts[key]
+        kind = key.split(".", 1)[1]
+        a, b = facts[t.basis], facts[t.of]
+        head = (f"**{phrasing.text(kind)}** took {_v(facts, b.key)} at W = {b.setting['workers']}, "
+                f"{phrasing.comparison(t, facts)} ({_v(facts, a.key)})")
+        mine = [f for k, f in facts.facts.items() if k.startswith(f"first_batch_dip.{kind}.")]
+        if mine:
+            head += (", except " + "; ".join(f"W={facts[d.setting['from']].setting['workers']} → W="
+                                              f"{d.setting['workers']}: {_v(facts, d.setting['from'])} → "
+                                              f"{_v(facts, d.setting['to'])}" for d in mine))
         notes.append(head)
-        if trend >= 0:
-            all_dips += [(k, a, b_, x - y) for a, b_, x, y in dips]
-    eb = res.table("epoch_boundary") if "epoch_boundary" in res.tables else None
-    spread, noise = "", None
-    if eb is not None:
-        f0 = eb[(eb["epoch"] == 0) & (eb["step_in_epoch"] == 0)]["wait_ms"]
-        if len(f0) > 1:
-            noise = float(f0.max() - f0.min())
-            spread = (f" For scale: {len(f0)} fresh loaders of one configuration (the epoch-boundary runs, W = "
-                      f"{int(res.parameters['boundary_workers'])}, sleep work) took "
-                      f"{fx.span(f0.min(), f0.max(), 'ms')} to their first batch, a spread of {fx.num(noise, 'ms')}.")
+        dips += mine
     if not notes:
         return None
     text = ("Time to the first batch is one measurement per configuration, not a mean: " + "; ".join(notes) + "."
-            + " Each worker is a process to start and to hand the dataset to." + spread)
-    if all_dips and noise is not None:
-        big = [x for x in all_dips if x[3] > noise]
-        text += (" " + fx.choose(1 if big else -1,
-                                 "The " + ("dip" if len(big) == 1 else "dips") + " ("
-                                 + ", ".join(f"{k}, {fx.num(x, 'ms')}" for k, _, _, x in big)
-                                 + ") " + ("exceeds" if len(big) == 1 else "exceed")
-                                 + " that spread; this run does not measure the cause.",
-                                 "The dips are within that spread: start-up noise.", ""))
+            + " Each worker is a process to start and to hand the dataset to.")
+    fresh = facts.get("first_batch_fresh")
+    if fresh is not None and "first_batch_noise" in facts:
+        text += (f" For scale: {fresh.n} fresh loaders of one configuration (the epoch-boundary runs, W = "
+                 f"{fresh.setting['workers']}, sleep work) took {fx.span(*fresh.spread, 'ms')} to their first batch, "
+                 f"a spread of {_v(facts, 'first_batch_noise')}.")
+        big = [d for d in dips if d.setting.get("beyond_noise")]
+        if big:
+            text += (" The " + ("dip" if len(big) == 1 else "dips") + " ("
+                     + ", ".join(f"{phrasing.text(d.setting['work'])}, {_v(facts, d.key)}" for d in big) + ") "
+                     + ("exceeds" if len(big) == 1 else "exceed")
+                     + " that spread; this run does not measure the cause.")
+        elif dips:
+            text += " The dips are within that spread: start-up noise."
     return text
 
 
@@ -508,53 +367,48 @@ def au_drift_sentence(facts: Facts) -> str | None:
     return text + "."
 
 
-def prefetch_sentence(res) -> str | None:
+def prefetch_sentence(facts) -> str | None:
     """The prefetch experiment in detail (the key result states the comparison): every
     prefetch_factor's mean wait over the runs, and a comment on each widely spread one."""
-    if "prefetch" not in res.tables:
+    facts = facts_of(facts)
+    if "prefetch_balanced" not in facts:
         return None
-    pf = res.table("prefetch")
-    if pf["prefetch_factor"].nunique() < 2:
-        return None
-    parts, notes = [], []
-    for cost in dict.fromkeys(pf["cost"]):
-        part = pf[pf["cost"] == cost]
-        items = []
-        for k, v in part.groupby("prefetch_factor")["wait_ms"]:
-            runs = v.tolist()
-            items.append(f"{int(k)}: {fx.num(np.mean(runs), 'ms')}"
-                         + (f" ({fx.span(min(runs), max(runs), 'ms')})" if len(runs) > 1 else ""))
-            if len(runs) > 1 and fx.cv(runs) > fx.HIGH_SPREAD:
-                notes.append((fx.cv(runs), f"{cost} cost at prefetch_factor {int(k)}", runs))
-        parts.append(f"{cost} cost, " + ", ".join(items))
-    runs = int(pf["run"].nunique()) if "run" in pf else 1
-    g, w, d = _g(res), int(pf["workers"].iloc[0]), float(pf["d_ms"].iloc[0])
-    b = int(pf["batch_size"].iloc[0]) if "batch_size" in pf else int(res.parameters["batch_size"])
-    text = (f"The balanced case sizes the work so that `D·B/W` is just under `G` ({fx.num(d * b / w, 'ms')} against "
-            f"{fx.num(g, 'ms')}; D = {fx.num(d, 'ms')}, W = {w}). Mean wait per step by `prefetch_factor` ("
-            + (f"mean of {runs} runs, min–max over {runs} runs" if runs > 1 else "one run") + "): "
-            + "; ".join(parts) + ".")
-    if notes:   # the widest spread gets the full comment, the others are named
-        notes.sort(key=lambda n: -n[0])
-        text += " " + fx.spread_note(f"With {notes[0][1]} the mean wait", notes[0][2], "ms")
-        if len(notes) > 1:
-            text += f" The runs of {' and of '.join(n[1] for n in notes[1:])} spread widely too."
+    runs = [f for k, f in facts.facts.items()
+            if k == f"prefetch.{f.setting.get('cost')}.pf{f.setting.get('prefetch_factor')}"]
+    parts = {}
+    for f in runs:
+        parts.setdefault(f.setting["cost"], []).append(
+            f"{f.setting['prefetch_factor']}: {num(f.number, 'ms')}"
+            + (f" ({fx.span(*f.spread, 'ms')})" if f.spread is not None and f.n > 1 else ""))
+    n = max(f.n for f in runs)
+    text = (f"The balanced case sizes the work so that `D·B/W` is just under `G` ({_v(facts, 'prefetch_per_batch')} "
+            f"against {_v(facts, 'step_g')}; D = {_v(facts, 'prefetch_d')}, W = "
+            f"{facts['prefetch_d'].setting['workers']}). Mean wait per step by `prefetch_factor` ("
+            + (f"mean of {n} runs, min–max over {n} runs" if n > 1 else "one run") + "): "
+            + "; ".join(f"{phrasing.text(c)} cost, " + ", ".join(items) for c, items in parts.items()) + ".")
+    wide = [f for k, f in facts.facts.items() if k.startswith("prefetch_cv.")]   # widest first
+    if wide:   # the widest spread gets the full comment, the others are named
+        names = [f"{phrasing.text(w.setting['cost'])} cost at prefetch_factor {w.setting['prefetch_factor']}"
+                 for w in wide]
+        f = facts[wide[0].key.replace("prefetch_cv.", "prefetch.", 1)]
+        text += (f" With {names[0]} the mean wait varied over {fx.span(*f.spread, 'ms')} in {f.n} runs (coefficient "
+                 f"of variation {_v(facts, wide[0].key)}): read it as a range, not a point.")
+        if len(names) > 1:
+            text += f" The runs of {' and of '.join(names[1:])} spread widely too."
     return text
 
 
-def nvml_util_sentence(res) -> str | None:
-    sw = _sweep(res)
-    if "gpu_util_pct" not in sw or sw["gpu_util_pct"].isna().all():
+def nvml_util_sentence(facts) -> str | None:
+    """NVML's utilisation against AU over the sweep: how far apart on average, and where most."""
+    facts = facts_of(facts)
+    if "nvml_util_vs_au" not in facts:
         return None
-    g = _g(res)
-    rows = sw.dropna(subset=["gpu_util_pct"])
-    diff = rows["gpu_util_pct"] - 100 * rows.apply(lambda r: _au(r, g), axis=1)
-    worst = rows.loc[diff.abs().idxmax()]
+    w = facts["nvml_util_worst"].setting
     return (f"NVML's utilisation (the share of time in which a kernel was running, sampled every "
-            f"{fx.num(res.metadata.get('nvml', {}).get('interval_ms'), 'ms')} and averaged over the steady-state "
-            f"steps only) differed from AU by {diff.abs().mean():.0f} points on average over the sweep; the largest "
-            f"difference was at {worst['work']} W={int(worst['workers'])}: {fx.num(worst['gpu_util_pct'], '%')} "
-            f"vs AU {fx.pct(_au(worst, g))}.")
+            f"{_v(facts, 'nvml_interval')} and averaged over the steady-state steps only) differed from AU by "
+            f"{_v(facts, 'nvml_util_vs_au')} on average over the sweep; the largest difference was at "
+            f"{phrasing.text(w['work'])} W={w['workers']}: {_v(facts, 'nvml_util_worst')} vs AU "
+            f"{_v(facts, 'nvml_util_worst_au')}.")
 
 
 # --------------------------------------------------------------------------- what-if chart
@@ -669,9 +523,15 @@ def whatif(d_ms: float, batch_size: int, g_ms: float, max_workers: int = 32, *, 
 
 
 # --------------------------------------------------------------------------- tables and charts
+def _sweep_frame(res) -> pd.DataFrame:
+    """The worker sweep's rows of the summary table."""
+    s = res.table("summary")
+    return s[s["experiment"] == "worker sweep"]
+
+
 def sweep_table(res) -> pd.DataFrame:
     """The worker sweep's steady-state means, with words in place of Python values."""
-    sw = _sweep(res)
+    sw = _sweep_frame(res)
     return pd.DataFrame({
         "work": sw["work"], "workers": sw["workers"], "D (ms)": sw["d_ms"], "wait (ms)": sw["wait_ms"],
         "model wait (ms)": sw["predicted_wait_ms"], "compute (ms)": sw["compute_ms"], "AU (%)": 100 * sw["au"],
@@ -696,7 +556,7 @@ def sweep_chart(res):
     titles, the legend below the axis."""
     from datajourney.chapters.c04_cpu_starvation import charts
 
-    fig = charts.measured_vs_model(_sweep(res), title="Data wait per step: measured vs the model")
+    fig = charts.measured_vs_model(_sweep_frame(res), title="Data wait per step: measured vs the model")
     fig.update_layout(margin=dict(t=150, b=120), title=dict(yref="container", y=0.97, yanchor="top"))
     return fig
 
@@ -710,14 +570,14 @@ def _legend_below(fig):
 def drift_chart(res):
     from datajourney.chapters.c04_cpu_starvation import charts
 
-    return _legend_below(charts.step_drift(res.table("calibration"), g_ms=_g(res),
+    return _legend_below(charts.step_drift(res.table("calibration"), g_ms=calibrated_step(res),
                                            title="The calibrated step, back-to-back after a rest"))
 
 
 def idle_chart(res):
     from datajourney.chapters.c04_cpu_starvation import charts
 
-    return _legend_below(charts.idle_gap_chart(res.table("idle_gaps"), g_ms=_g(res),
+    return _legend_below(charts.idle_gap_chart(res.table("idle_gaps"), g_ms=calibrated_step(res),
                                                title="The same step after a controlled idle gap (no DataLoader)"))
 
 
