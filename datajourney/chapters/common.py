@@ -113,7 +113,7 @@ def ipc_crossref(run_dir=None, reference_host: str | None = None) -> str:
     else:
         r = results.load_reference(IPC_CHAPTER, reference_host)
         whose = f"on the reference host ({r.run_id})" if r is not None else ""
-    link = f"[chapter 8, section 4]({IPC_CHAPTER}.ipynb)"
+    link = f"[chapter 8, section 6]({IPC_CHAPTER}.ipynb)"
     if r is None:
         return f"{link} measures the cost of moving a batch between processes on its own; it has no result here yet."
     main, one, extra = (exported(r, f"ipc.{k}_ms") for k in ("main", "worker", "extra"))

@@ -33,7 +33,7 @@ class Params(ChapterParams):
                             minimum=1, maximum=MAX_BYTES, unit="bytes")
     chunk_sweep: list[int] = param([4096, 65536, 1048576, 4194304], "sequential read sizes, multiples of 512",
                                    minimum=512, maximum=1 << 30, unit="bytes")
-    chunk_runs: int = param(3, "runs of the read-size sweep, its order shuffled in every run (null: runs)",
+    chunk_runs: int = param(3, "runs of the read-size sweep, its order shuffled in every run (not set: runs)",
                             minimum=1, maximum=1000, optional=True)
     odirect: bool = param(True, "also read with O_DIRECT (bypasses the page cache)")
     odirect_max_bytes: int = param(67108864, "O_DIRECT reads at most this many bytes per run (small chunks are slow)",
@@ -43,4 +43,4 @@ class Params(ChapterParams):
     dd_check: bool = param(True, "compare the 1 MiB reader with dd (1 MiB blocks) after the same purge")
     compare_purge_methods: bool = param(True, "drop_caches vs fadvise on the small files (needs root)")
     seed: int = param(0, "seed of the data and of the shuffled orders", minimum=0, maximum=2**32 - 1)
-    data_dir: str | None = param(None, "where data sets are generated (null: ~/.cache/datajourney)", kind="path")
+    data_dir: str | None = param(None, "where data sets are generated (not set: ~/.cache/datajourney)", kind="path")

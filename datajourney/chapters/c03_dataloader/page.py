@@ -261,7 +261,7 @@ def paper_exercise(facts) -> str:
     shown = f"{ex['cost_ms']:.3g} ms"   # three significant digits: the bound worked from it by hand comes out as below
     intro = (f"**Work it out.** In the hand-over check (warm, one worker) the main process spent **{shown}** "
              f"of CPU receiving each batch of {b} samples of {size:,} bytes. The sweep's best rate with workers "
-             f"was **{num(rate)} batches/s** ({where}).")
+             f"and {_cache_word(facts, ex['cache'])} files was **{num(rate)} batches/s** ({where}).")
     questions = ["If receiving batches were all the main process did, one after another, how many batches per second "
                  "could it take at most?",
                  "How many MB/s is that (MB = 10⁶ bytes)?",

@@ -46,7 +46,7 @@ class Params(ChapterParams):
     handover_workers: int = param(4, "workers of the plateau check: one warm epoch per way of handing a batch over "
                                      "(0: skip)", minimum=0, maximum=MAX_WORKERS)
     seed: int = param(0, "seed of the data and of the shuffled orders", minimum=0, maximum=2**32 - 1)
-    data_dir: str | None = param(None, "where the data set is generated (null: ~/.cache/datajourney)", kind="path")
+    data_dir: str | None = param(None, "where the data set is generated (not set: ~/.cache/datajourney)", kind="path")
     image_dir: object = param(None, "your own images instead of generated ones: a folder of JPEG or PNG files "
-                                    "(ImageFolder tree or flat), only ever read (null: the book's generated data)",
+                                    "(ImageFolder tree or flat), only ever read (not set: the book's generated data)",
                               kind="path")

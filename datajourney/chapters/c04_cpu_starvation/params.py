@@ -57,5 +57,5 @@ class Params(ChapterParams):
                                         "else the hub)", kind="path")
     seed: int = param(0, "seed of the variable costs, the test images and the idle-gap order", minimum=0)
     token_path: object = param(None, "your own tokens instead of the book's: a Megatron .bin/.idx pair or a folder "
-                                     "of Parquet, Arrow or JSONL text, only ever read (null: the book's data)",
+                                     "of Parquet, Arrow or JSONL text, only ever read (not set: the book's data)",
                                kind="path")

@@ -95,7 +95,8 @@ def efficiency_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
     fig = go.Figure()
     for i, (pop, g) in enumerate(df.groupby("population", sort=False)):
         fig.add_bar(x=g["layout"], y=g["efficiency"], name=str(pop), marker_color=PALETTE[i % len(PALETTE)],
-                    text=[_share_label(v) for v in g["efficiency"]], textposition="outside",
+                    text=[_share_label(v) for v in g["efficiency"]], textposition="outside", cliponaxis=False,
+                    constraintext="none",   # a narrow bar never cuts its label ("99.99%" read "99.9")
                     customdata=[_share_label(v, digits=2) for v in g["efficiency"]],
                     hovertemplate=f"<b>{pop}</b><br>%{{x}}: %{{customdata}} of positions are real tokens"
                                   "<br>(exact count, no spread)<extra></extra>")

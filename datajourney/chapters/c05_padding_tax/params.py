@@ -76,5 +76,5 @@ class Params(ChapterParams):
     seed: int = param(0, "seed of the timed model's random weights and the isolation check", minimum=0,
                       maximum=2**32 - 1)
     token_path: object = param(None, "your own tokens instead of the book's: a Megatron .bin/.idx pair or a folder "
-                                     "of Parquet, Arrow or JSONL text, only ever read (null: the book's data)",
+                                     "of Parquet, Arrow or JSONL text, only ever read (not set: the book's data)",
                                kind="path")

@@ -53,8 +53,9 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
             short = summary[(summary["memory"] == mem) & (summary["verdict"] == too_short)]
             for size, g in short.groupby("size", sort=True):
                 modes = sorted(set(g["mode"]))
-                text = "no verdict" if len(modes) == 2 else f"no verdict<br>({modes[0]})"
-                fig.add_annotation(x=size_label(int(size)), y=50, text=text, showarrow=False,
+                text = "no verdict" if len(modes) == 2 else f"no verdict ({modes[0]})"
+                # upright, so that the labels of neighbouring sizes never run into one another
+                fig.add_annotation(x=size_label(int(size)), y=50, text=text, showarrow=False, textangle=-90,
                                    font=dict(size=11, color="#777777"), row=1, col=ci)
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, title_text="copy size",
                          row=1, col=ci)

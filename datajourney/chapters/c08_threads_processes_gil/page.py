@@ -147,7 +147,7 @@ def epoch_chart(res):
                           row=1, col=ci)
     fig.update_layout(title="Memory (PSS) over one epoch of the paths Dataset", legend_title_text="",
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
-    fig.update_xaxes(title_text="seconds into the epoch", tickformat=",d")
+    fig.update_xaxes(title_text="seconds into the epoch", tickformat="~g")   # an epoch may last 2 s: 0.5 steps
     fig.update_yaxes(title_text="PSS (MB, one run)", row=1, col=1, rangemode="tozero", tickformat=",d")
     return fig
 

@@ -50,5 +50,5 @@ class Params(ChapterParams):
     data_dir: object = param(None, "where the data set lives (default: $DATAJOURNEY_DATA_DIR)", kind="path",
                              optional=True)
     token_path: object = param(None, "your own tokens instead of the book's: a Megatron .bin/.idx pair or a folder "
-                                     "of Parquet, Arrow or JSONL text, only ever read (null: the book's data)",
+                                     "of Parquet, Arrow or JSONL text, only ever read (not set: the book's data)",
                                kind="path")

@@ -9,7 +9,7 @@ from datajourney.core.params import ChapterParams, param
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 12."""
-    llm_tokens_per_s: float | None = param(None, "a token demand to state instead of measuring one (None: time a "
+    llm_tokens_per_s: float | None = param(None, "a token demand to state instead of measuring one (not set: time a "
                                                  "GPT-2 step here)", kind="float", minimum=1.0, unit="tokens/s")
     token_model: str = param("auto", "the GPT-2 shape timed: gpt2 (124M), tiny, or auto (gpt2 on a GPU, tiny on a CPU)",
                              choices=("auto", "gpt2", "tiny"))
@@ -20,4 +20,4 @@ class Params(ChapterParams):
                              choices=(2, 4, 8))
     tokens_per_batch: int = param(131072, "tokens per batch copied to the GPU and trained on (e.g. 128 rows of 1,024)",
                                   minimum=1, maximum=1 << 30)
-    diagnose: object = param(None, "a run directory to diagnose (None: this run, run_dir)", kind="path")
+    diagnose: object = param(None, "a run directory to diagnose (not set: this run, run_dir)", kind="path")
