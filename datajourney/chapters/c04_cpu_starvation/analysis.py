@@ -671,7 +671,7 @@ def _advice(res: Result, out: Facts, g: float) -> None:
     b = int(_summary(res, "worker sweep")["batch_size"].iloc[0])
     wl = workload(kind, out.number(f"d.{kind}"), b, g)
     persistent = _persistent_answer(res, out, b, g)
-    deeper = _prefetch_answer(res, out, g)
+    deeper = _prefetch_answer(res, out, b, g)
     persistent = persistent is not None and persistent.verdict == "change"
     deeper = deeper.value if deeper is not None and deeper.verdict == "change" else None
     if need.number is not None:
@@ -701,7 +701,7 @@ def _persistent_answer(res: Result, out: Facts, b: int, g: float):
     return a
 
 
-def _prefetch_answer(res: Result, out: Facts, g: float):
+def _prefetch_answer(res: Result, out: Facts, b: int, g: float):
     """prefetch_factor against DataLoader's default (2), on the balanced case's mean wait per step (the variable
     cost profile where it ran), for the work that experiment ran (sleep sized so that D·B/W is just under G, at
     its own workers); no answer where the run did not measure the default."""
@@ -710,8 +710,10 @@ def _prefetch_answer(res: Result, out: Facts, g: float):
     pf = res.table("prefetch")
     cost = "variable" if "variable" in set(pf["cost"]) else str(pf["cost"].iloc[0])
     mine = pf[pf["cost"] == cost]
-    wl = (workload("sleep", float(mine["d_ms"].iloc[0]), int(mine["batch_size"].iloc[0]), g)
-          + f", {int(mine['workers'].iloc[0])} workers")
+    first = mine.iloc[0]
+    wl = workload("sleep", float(first.get("d_ms", float(res.parameters.get("d_ms") or 0))),
+                  int(first.get("batch_size", b)), g) + (f", {int(first['workers'])} workers" if "workers" in first
+                                                          else "")
     ks = sorted(int(k) for k in set(pf[pf["cost"] == cost]["prefetch_factor"]))
     cands = [Candidate(k, out[f"prefetch.{cost}.pf{k}"]) for k in ks]   # the runs' facts (_prefetch_runs)
     q = Question("synthetic.prefetch_factor", "How many batches should each worker prefetch?", "prefetch_factor",

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, range_bars, subtitle
+from datajourney.core.charts import PALETTE, bars_label, range_bars, subtitle
 
 
 def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) -> go.Figure:
@@ -40,6 +40,13 @@ def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) 
 def _bars_note(title: str, what: str) -> str:
     """A chart title with what its error bars are on a second, smaller line (axis titles keep the unit only)."""
     return subtitle(title, f"error bars: {what}")
+
+
+def _range_note(title: str, n, per: str, centre: str) -> str:
+    """A chart title with its min–max bars named as :func:`~datajourney.core.charts.bars_label` names them (no bars
+    promised where too few runs drew none) and what its points are."""
+    label = bars_label(n, "min–max", per)
+    return subtitle(title, f"{'error ' if label.startswith('bars:') else ''}{label} (points: {centre})")
 
 
 def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:
@@ -131,7 +138,7 @@ def boundary_timeline(df: pd.DataFrame, *, steps_per_epoch: int, title: str) -> 
                                        "<br>min–max over runs: %{customdata[0]:,.1f} – %{customdata[1]:,.1f} ms"
                                        "<br>runs: %{customdata[2]}<extra></extra>"))
     fig.add_vline(x=steps_per_epoch - 0.5, line=dict(dash="dot", color="#555555"), annotation_text="epoch 2")
-    fig.update_layout(title=_bars_note(title, "min–max over runs (points: median)"), legend_title_text="workers",
+    fig.update_layout(title=_range_note(title, g["n"], "runs", "median"), legend_title_text="workers",
                       margin=dict(t=100))
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text="data wait (ms, log scale)", type="log")
@@ -206,7 +213,7 @@ def idle_gap_chart(idle: pd.DataFrame, *, g_ms: float, title: str) -> go.Figure:
                          tickmode="auto", nticks=6, tickformat=",.0f")
     fig.add_hline(y=g_ms, line=dict(dash="dash", color="#555555"), annotation_text="calibrated G",
                   annotation_position="bottom right")
-    fig.update_layout(title=_bars_note(title, "min–max over repeats (points: mean)"), legend_title_text="",
+    fig.update_layout(title=_range_note(title, g["step_ms_count"], "repeats", "mean"), legend_title_text="",
                       margin=dict(t=100))
     fig.update_xaxes(title_text="idle gap before the step (ms)")
     fig.update_yaxes(title_text="step time (ms)", secondary_y=False)
@@ -227,7 +234,7 @@ def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
                         hovertemplate=(f"<b>{cost}</b><br>prefetch_factor %{{x}}: mean wait %{{y:,.2f}} ms"
                                        "<br>min–max over runs: %{customdata[0]:,.2f} – %{customdata[1]:,.2f} ms"
                                        "<br>runs: %{customdata[2]}<extra></extra>"))
-    fig.update_layout(title=_bars_note(title, "min–max over runs (points: mean)"), legend_title_text="work",
+    fig.update_layout(title=_range_note(title, g["n"], "runs", "mean"), legend_title_text="work",
                       margin=dict(t=100))
     fig.update_xaxes(title_text="prefetch_factor", type="category")
     fig.update_yaxes(title_text="mean data wait per step (ms)", rangemode="tozero")
