@@ -177,3 +177,15 @@ def test_a_cpu_build_of_torch_reads_as_one():
     fp = {**fp, "software": {**fp["software"], "cuda": None}}
     row = summary(fp)["Python / torch / CUDA"]
     assert "None" not in row and row.endswith("none (a CPU build of torch)")
+
+
+def test_a_long_table_is_folded_with_its_caption_and_row_count_and_a_short_one_is_not():
+    """A page's length is its text and charts: a table longer than FOLD_ROWS is folded behind its caption and row
+    count, with every row still in it; a short one is shown as it is."""
+    long = pd.DataFrame({"run": range(report.FOLD_ROWS + 1), "rate": [1.5] * (report.FOLD_ROWS + 1)})
+    html = report.folded_html(long, "Every <run>")
+    assert html.startswith("<details><summary>Every &lt;run&gt; (25 rows: open to show)</summary>")
+    assert html.count("<tr>") == report.table_html(long, "Every <run>").count("<tr>") == report.FOLD_ROWS + 2
+    short = long.head(report.FOLD_ROWS)
+    shown = report.folded_html(short, "x")
+    assert "<details>" not in shown and shown.count("<tr>") == report.FOLD_ROWS + 1

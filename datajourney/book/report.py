@@ -151,9 +151,24 @@ def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
                    for i, cols in enumerate(parts))
 
 
+#: A table with more rows than this is shown folded: its caption and row count, the rows a click away, so that a
+#: page's length is its text and charts, not its longest tables.
+FOLD_ROWS = 24
+
+
+def folded_html(df: pd.DataFrame, caption: str | None = None) -> str:
+    """:func:`table_html`, folded in a ``<details>`` block named by its caption and row count when the table has more
+    than :data:`FOLD_ROWS` rows."""
+    html = table_html(df, caption)
+    if len(df) <= FOLD_ROWS:
+        return html
+    what = _text(caption) if caption else "The table"
+    return f"<details><summary>{what} ({len(df):,} rows: open to show)</summary>\n\n{html}\n\n</details>"
+
+
 def table(df: pd.DataFrame, caption: str | None = None) -> None:
-    """Show a DataFrame as a padded HTML table (:func:`table_html`)."""
-    display(HTML(table_html(df, caption)))
+    """Show a DataFrame as a padded HTML table (:func:`table_html`), folded when it is long (:func:`folded_html`)."""
+    display(HTML(folded_html(df, caption)))
 
 
 def _param_text(value, unit: str = "") -> str:
