@@ -209,9 +209,9 @@ class ColdVerdict:
                            "cold reads are consistent with reads from the device"
                            + (" (on a virtual machine, a slow cache below the guest cannot be ruled out by latency "
                               "alone)." if self.hypervisor else "."))
-        return head + (f"A median within {fnd.span(lo, hi, 'µs')} of the flash floor ({floor}) cannot tell the "
-                       "device from a cache below this machine, so this run's cold reads are labelled "
-                       f"**{UNDECIDED_LABEL}**.")
+        return head + (f"The flash floor ({floor}) is known only to within {COLD_MARGIN:g}× either way, so a "
+                       f"median within {fnd.span(lo, hi, 'µs')}, on either side of it, cannot tell the device from a "
+                       f"cache below this machine: this run's cold reads are labelled **{UNDECIDED_LABEL}**.")
 
 
 def _median(values) -> float:

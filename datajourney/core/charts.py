@@ -800,9 +800,12 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
     return fig
 
 
-def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, floor_label: str) -> go.Figure:
+def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str) -> go.Figure:
     """Cumulative distribution of single-request latencies (one line per series, log x), with a
-    vertical marker at ``floor_us`` (e.g. the fastest a flash read can be)."""
+    vertical marker at ``floor_us``, the fastest a NAND flash read is (one label in every chapter)."""
+    from datajourney.core.findings import num
+
+    floor_label = f"flash floor, about {num(floor_us, 'µs')}"
     fig = go.Figure()
     for i, (name, g) in enumerate(cdf.groupby("series", sort=False)):
         g = g.sort_values("quantile")
