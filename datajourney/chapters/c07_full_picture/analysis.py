@@ -647,7 +647,7 @@ def _compute_growth(res, f: Facts, st: pd.DataFrame) -> None:
     if not tuned.empty:
         r = tuned.loc[tuned["images_per_s"].idxmax()]
         d = _scenario_row(st, r["format"], int(r["workers"]))
-        remedy = str(res.parameters.get("tuned_remedy", ""))
+        remedy = str(Params.value_of(res, "tuned_remedy"))
         out["tuned"] = dict(label=str(r["label"]), compute=float(r["compute_ms"]),
                             default_compute=float(d["compute_ms"]) if d is not None else None,
                             nice="nice" in remedy, reserve="reserve" in remedy)
