@@ -797,7 +797,9 @@ def test_c07_reference_facts_equal_the_tables():
     # the advice: the fastest default worker count against W=0, inside the range measured
     a = f.advice_for("image.num_workers")
     ws = sorted(set(st[st["variant"] == "default"]["workers"]))
-    assert a.value == 8 and a.scope == ("edge" if a.value == max(ws) else "best") and a.verdict == "change"
+    d = st[st["variant"] == "default"]
+    fastest = int(d.loc[d["images_per_s"].idxmax(), "workers"])
+    assert a.value == fastest and a.scope == ("edge" if a.value == max(ws) else "best") and a.verdict == "change"
     assert f[a.gain].basis == an07.ips_key("imagefolder", 0) and a.default == "num_workers=0"
     assert a.workload.startswith("ResNet-50 training on a GPU")
     compile(a.snippet, "snippet", "exec")

@@ -171,8 +171,8 @@ def _chapter_7_figures(res):
             c7charts.wait_per_step(res.table("steps"), title="Data wait per step")]
     if not p7.stage_rows(res).empty:
         figs.append(c7charts.stage_bars(p7.stage_rows(res), title="Where the data time goes, per image", batch_size=64))
-    if not p7.load_stats(res).empty:
-        figs.append(c7charts.compute_under_load(p7.load_stats(res), title="Compute per step while other processes "
+    if not p7.load_table(res).empty:
+        figs.append(c7charts.compute_under_load(p7.load_table(res), title="Compute per step while other processes "
                                                 "keep the CPU busy", ceiling_ms=float(res.table("ceiling")
                                                                                      ["compute_ms"].mean())))
     return figs

@@ -11,8 +11,8 @@ from helpers import has_nan
 from torch.utils.data import DataLoader
 
 from datajourney.book import harness
+from datajourney.chapters.c07_full_picture import analysis, page, reading
 from datajourney.chapters.c07_full_picture import experiment as training
-from datajourney.chapters.c07_full_picture import page, reading
 from datajourney.core import results
 from datajourney.core.params import ParameterError
 from datajourney.toolkit import images
@@ -312,20 +312,21 @@ def _scenario(fmt, w, variant="default", repeat=0, *, ips, wait, compute=32.0, h
 
 def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.2, ceiling=1990.0, inside=None,
             mds_cold=0.65, medians=False, grown=32.0, busy_cores=2.0, tuned_remedy="nice", inside_cold=None,
-            run_id="constructed", mds_read=10.0, tuned_compute=32.0, graphed=None, graph_note=None):
+            run_id="constructed", mds_read=10.0, tuned_compute=32.0, graphed=None, graph_note=None, mds_wait=77.0,
+            mds_w4=1790.0, one_thread=0.8, nice_top=32.1):
     """A constructed chapter 7 result. ``graphed``: dict(ips, compute, wait, ceiling_ips, ceiling_compute)
     adds the tuned loader with a graphed step (ImageFolder, W=4) and its graphed ceiling."""
     rows = []
     for r, jitter in enumerate((0.99, 1.0, 1.01)):
         rows += [_scenario("imagefolder", 0, repeat=r, ips=if_w0 * jitter, wait=60.0),
-                 _scenario("mds", 0, repeat=r, ips=mds_w0 * jitter, wait=77.0, read_ms=mds_read),
+                 _scenario("mds", 0, repeat=r, ips=mds_w0 * jitter, wait=mds_wait, read_ms=mds_read),
                  _scenario("imagefolder", 1, repeat=r, ips=if_w1 * jitter, wait=88.0, normalise_ms=20.0,
                            collate_ms=10.0, handover_ms=6.0),
-                 _scenario("imagefolder", 0, "1 thread", repeat=r, ips=if_w0 * 0.8 * jitter, wait=80.0,
+                 _scenario("imagefolder", 0, "1 thread", repeat=r, ips=if_w0 * one_thread * jitter, wait=80.0,
                            normalise_ms=20.0),
                  _scenario("imagefolder", 4, repeat=r, ips=1800.0 * jitter, wait=1.0, compute=grown * jitter,
                            cpu_busy_cores=busy_cores),
-                 _scenario("mds", 4, repeat=r, ips=1790.0 * jitter, wait=1.2, cpu_busy_cores=busy_cores),
+                 _scenario("mds", 4, repeat=r, ips=mds_w4 * jitter, wait=1.2, cpu_busy_cores=busy_cores),
                  _scenario("imagefolder", 4, "tuned", repeat=r, ips=best * jitter, wait=0.1, h2d=0.25,
                            compute=tuned_compute * jitter)]
         if graphed:
@@ -342,9 +343,10 @@ def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.
                                    DATALOADER_WAIT=0.03, H2D_TRANSFER=0.01, repeat=r)
                               for r, j in enumerate((0.995, 1.0, 1.005))])
     sc["pct_of_ceiling"] = reading.share_of_ceiling(sc, ceil, gceil)
+    top = {"plain": load_top, "nice": nice_top}
     load = pd.DataFrame([dict(mode=m, busy=b, repeat=r, cores=16, compute_p90_ms=0.0, main_cores=1.0,
-                              cpu_busy_cores=float(b), compute_ms=(load_top if (b == 24 and m == "plain") else 32.1)
-                              * (1 + 0.002 * r)) for m in ("plain", "nice") for b in (0, 16, 24) for r in range(3)])
+                              cpu_busy_cores=float(b), compute_ms=(top[m] if b == 24 else 32.1) * (1 + 0.002 * r))
+                         for m in ("plain", "nice") for b in (0, 16, 24) for r in range(3)])
     readers = pd.DataFrame([
         dict(format="imagefolder", stage="read (cold)", ms=0.40, disk_kb=12.0, stored_kb=10.5, samples=256),
         dict(format="imagefolder", stage="read (warm)", ms=0.02, samples=256),
@@ -561,6 +563,56 @@ def test_compute_growth_is_tied_to_the_sweep_only_at_a_matching_load():
     assert "not treated" in plain and "things at once" not in plain
 
 
+def test_compute_below_the_ceiling_is_not_growth():
+    faster = page.compute_growth_note(_result(grown=28.0))
+    assert "No scenario" in faster and "ImageFolder, W=4" not in faster
+    f = analysis.analyse(_result(grown=28.0))
+    assert f.number("compute.imagefolder.w4.vs_ceiling") < 1 and not f["compute.imagefolder.w4.vs_ceiling"].level
+
+
+@pytest.mark.parametrize("kwargs,expected,absent", [
+    (dict(mds_wait=77.0), "waited 17 ms longer for shards", "level"),
+    (dict(mds_wait=50.0), "waited 10 ms less for shards", "longer"),
+    (dict(mds_wait=60.0), "Their data waits were level", "longer"),
+])
+def test_the_w0_data_waits_follow_the_data(kwargs, expected, absent):
+    note = page.finding_note(_result(**kwargs), "mds_vs_imagefolder_w0")
+    assert expected in note and absent not in note
+
+
+@pytest.mark.parametrize("nice_top,expected,absent", [
+    (32.1, "nice 19: level with the unloaded plain loop", "against the unloaded"),
+    (36.0, "nice 19: 36.1 ms (+3.91 ms against the unloaded plain loop)", "level with"),
+    (28.0, "nice 19: 28.1 ms (−4.11 ms against the unloaded plain loop)", "level with"),
+])
+def test_load_remedies_follow_the_data(nice_top, expected, absent):
+    note = page.finding_note(_result(load_top=40.0, nice_top=nice_top), "compute_under_load")
+    assert expected in note and absent not in note
+
+
+@pytest.mark.parametrize("mds_w4,expected", [(1790.0, "MDS was level with ImageFolder"),
+                                             (2500.0, "MDS was 1.39× faster than ImageFolder"),
+                                             (1200.0, "MDS was 1.50× slower than ImageFolder")])
+def test_takeaways_compare_the_formats_at_the_most_workers(mds_w4, expected):
+    assert expected in page.takeaways(_result(mds_w4=mds_w4))
+
+
+@pytest.mark.parametrize("one_thread,expected", [(0.8, "ran 1.25× slower than the runs with 16"),
+                                                 (1.3, "ran 1.30× faster than the runs with 16")])
+def test_one_intra_op_thread_against_the_default_follows_the_data(one_thread, expected):
+    assert expected in page.finding_note(_result(one_thread=one_thread), "one_worker")
+
+
+def test_the_notes_word_the_stored_facts_of_a_result():
+    """The notes read the analysis's facts, so the facts stored with a result word the same as the result."""
+    res = _result(inside=0.20, inside_cold=0.31, mds_read=20.0)
+    facts = analysis.analyse(res)
+    for fn in (page.sizing, page.cpu_note, page.takeaways, page.compute_growth_note, page.reader_note,
+               page.nvml_note, page.timeline_note, page.load_note, page.device_note, page.mds_w0_note,
+               page.one_worker_note, page.load_remedies_note):
+        assert fn(facts) == fn(res), fn.__name__
+
+
 @pytest.mark.parametrize("first,need,tried,expected", [
     (8, 4.74, [0, 1, 2, 4, 8, 16], "the first count tried at or above the prediction (4.74)"),
     (8, 4.74, [0, 1, 4, 5, 8], "although W=5, at or above the prediction (4.74), did not bring the wait below it"),
@@ -669,16 +721,19 @@ def _swap_workers(res, a: int, b: int):
 
 
 def test_chapter_7_opening_follows_reversed_data():
-    """Swap the runs without workers and with 8: the wait turns from longer than compute to a share of it,
-    and the advice from "use num_workers=8" to "keep num_workers=0"."""
+    """Swap the runs without workers and with the advised count: the wait turns from longer than compute to a
+    share of it, and the advice from "use num_workers=W" to "keep num_workers=0"."""
     ref = results.load_reference(training.CHAPTER)
     op = page.opening(ref)
-    assert "2.9× more than the compute per step at W=0" in op.findings[0].text and op.findings[0].key == "wait_w0"
-    gain = page.facts_of(ref).number("workers_gain")
-    assert f"set `num_workers=8`: {gain:.1f}× faster than ImageFolder with 0 workers" in op.actions[0].text
-    assert "num_workers=8" in op.actions[0].snippet and "D = " not in op.actions[0].text
+    wait = page.facts_of(ref).number("wait_vs_compute_w0")
+    assert wait > 1 and op.findings[0].key == "wait_w0"
+    assert f"{wait:.1f}× more than the compute per step at W=0" in op.findings[0].text
+    facts = page.facts_of(ref)
+    w, gain = facts.advice_for("image.num_workers").value, facts.number("workers_gain")
+    assert w > 0 and f"set `num_workers={w}`: {gain:.1f}× faster than ImageFolder with 0 workers" in op.actions[0].text
+    assert f"num_workers={w}" in op.actions[0].snippet and "D = " not in op.actions[0].text
     assert "pin_memory=True" in op.actions[0].snippet
-    rev = page.opening(_swap_workers(ref, 0, 8))
+    rev = page.opening(_swap_workers(ref, 0, w))
     assert "less than the compute per step" in rev.findings[0].text and "more than" not in rev.findings[0].text
     assert "keep the default `num_workers=0`" in rev.actions[0].text and "num_workers=0" in rev.actions[0].snippet
     assert "slower than ImageFolder with 0 workers" in rev.findings[1].text  # W=4 against the (now fast) W=0

@@ -16,6 +16,8 @@ from datajourney.chapters.c07_full_picture.params import Params
 from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
+    LOADER_KEEPS_UP,
+    STAGES,
     STORAGE_FORMATS,
     WORKER_NICE,
     ceiling_runs,
@@ -418,6 +420,333 @@ def _format_advice(res, f: Facts, table: pd.DataFrame) -> None:
     f.advise(decide(question(FORMAT_COSTS.get(str(trial.value))), cands, f))
 
 
+# --------------------------------------------------------------------------- what the notes word
+#: The columns of a reader row the notes word (per-sample ms: mean, median, p90; KiB from the disk).
+READER_COLUMNS = ("ms", "median_ms", "p90_ms", "disk_kb")
+#: A per-sample timing × batch size within this (relative) of the loop's stage time matches it.
+MATCH_TOL = 0.25
+#: A scenario's busy cores below this share of the load sweep's lightest load: the sweep did not measure its load.
+SWEEP_MATCH = 0.9
+
+
+def _num(v) -> float | None:
+    """A table cell as a float, None where it is missing or not finite."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if x == x and abs(x) != float("inf") else None
+
+
+def _readers(res) -> dict | None:
+    """The per-sample reader costs, row by row, whether they carry medians, and the rows whose mean lies above
+    their p90 (a few slow samples pulled the mean up)."""
+    t = res.table("readers") if "readers" in res.tables else pd.DataFrame()
+    if t.empty:
+        return None
+    rows = [dict(format=str(r["format"]), stage=str(r["stage"]), **{c: _num(r.get(c)) for c in READER_COLUMNS})
+            for _, r in t.iterrows()]
+    return dict(rows=rows, medians=bool("median_ms" in t and t["median_ms"].notna().any()),
+                skewed=[r for r in rows if r["p90_ms"] is not None and r["ms"] is not None and r["ms"] > r["p90_ms"]])
+
+
+def reader(data: dict, fmt: str, stage: str, col: str = "ms") -> float | None:
+    """One reader cost of ``data["readers"]`` (None where it was not measured)."""
+    rows = (data.get("readers") or {}).get("rows") or []
+    return next((r.get(col) for r in rows if r["format"] == fmt and r["stage"] == stage), None)
+
+
+def typical(data: dict, fmt: str, stage: str) -> tuple[float, float | None, str] | None:
+    """A reader stage's typical per-sample ms: (median, p90, "median"); an older result without medians gives
+    (mean, p90, "mean")."""
+    med = reader(data, fmt, stage, "median_ms")
+    if med is not None:
+        return med, reader(data, fmt, stage, "p90_ms"), "median"
+    mean = reader(data, fmt, stage)
+    return None if mean is None else (mean, reader(data, fmt, stage, "p90_ms"), "mean")
+
+
+def _scenario_row(st: pd.DataFrame, fmt: str, w: int, variant: str = "default"):
+    m = st[(st["format"] == fmt) & (st["workers"] == w) & (st["variant"] == variant)]
+    return None if m.empty else m.iloc[0]
+
+
+def _stage_ms(r) -> dict:
+    return {k: _num(r.get(f"{k}_ms")) for k in STAGES}
+
+
+def _w0_gap(res, f: Facts, st: pd.DataFrame) -> None:
+    """MDS against one file per image at W=0, taken apart: their data waits (level within the runs' spread, or the
+    gap per step), the loop's stage timers' largest difference, the per-sample cold reads, what streaming's
+    iterator costs warm and whether, timed cold, it matches the loop's MDS read."""
+    m, fi = _scenario_row(st, "mds", 0), _scenario_row(st, "imagefolder", 0)
+    if m is None or fi is None:
+        f.data["w0_gap"] = None
+        return
+    waits = {fmt: measured(f"wait.{fmt}.w0", _runs(res, fmt, 0, "DATALOADER_WAIT"), unit="ms",
+                           label=f"{LABELS.get(fmt, fmt)}'s data wait at W=0", quantity="time", better="lower",
+                           setting={"format": fmt, "workers": 0}) for fmt in ("mds", "imagefolder")}
+    f.add(*waits.values(), compare("wait.mds_vs_imagefolder.w0", waits["mds"], waits["imagefolder"]))
+    gap = float(m["DATALOADER_WAIT"] - fi["DATALOADER_WAIT"])
+    out = dict(gap=gap, stage=None, cold=None, iterator=None, cold_iterator=None)
+    if pd.notna(m.get("read_ms")) and pd.notna(fi.get("read_ms")):
+        diffs = {k: float(m[f"{k}_ms"] - fi[f"{k}_ms"]) for k in STAGES}
+        big = max(diffs, key=lambda k: abs(diffs[k]))
+        out["stage"] = dict(name=big, ms=diffs[big])
+    data = dict(readers=_readers(res))
+    cold_m, cold_f = typical(data, "mds", "read (cold)"), typical(data, "imagefolder", "read (cold)")
+    if cold_m is not None and cold_f is not None:
+        out["cold"] = dict(mds=list(cold_m), imagefolder=list(cold_f), shard_faster=cold_m[0] < cold_f[0],
+                           mds_kb=reader(data, "mds", "read (cold)", "disk_kb"),
+                           imagefolder_kb=reader(data, "imagefolder", "read (cold)", "disk_kb"))
+    warm, inside = reader(data, "mds", "read (warm)"), reader(data, "mds", "read inside the iterator")
+    over = reader(data, "mds", "iterator overhead")
+    bsz = int(Params.value_of(res, "batch_size"))
+    if gap > 0 and warm is not None and inside is not None and over is not None:
+        extra = bsz * (inside - warm + over)
+        out["iterator"] = dict(batch=bsz, ms=extra, rest=gap - extra, share=extra / gap)
+    if gap > 0:
+        out["cold_iterator"] = _cold_iterator(res, data, m, fi, gap, bsz)
+    f.data["w0_gap"] = out
+
+
+def _cold_iterator(res, data: dict, m, fi, gap: float, bsz: int) -> dict | None:
+    """Whether streaming's iterator, timed cold as the loop's W=0 runs read, accounts for the loop's MDS read: its
+    cold read per sample × batch size against the loop's read stage per batch, and which explanation of the W=0 gap
+    that supports (``verdict``: "missing", "not the read", "cause", "below", "above")."""
+    inside = reader(data, "mds", "read inside the iterator (cold)")
+    if inside is None:
+        return dict(verdict="missing", reference=str(res.run_id).startswith("reference"))
+    if pd.isna(m.get("read_ms")) or not m["read_ms"] > 0:
+        return None
+    per_batch, read = bsz * inside, float(m["read_ms"])
+    r = per_batch / read
+    read_gap = float(m["read_ms"] - fi["read_ms"]) if pd.notna(fi.get("read_ms")) else None
+    out = dict(batch=bsz, ms=inside, per_batch=per_batch, loop_read=read, read_gap=read_gap, gap=gap,
+               kb=reader(data, "mds", "read inside the iterator (cold)", "disk_kb"), direct=None, other=None)
+    match = 1 - MATCH_TOL <= r <= 1 + MATCH_TOL
+    if match and (read_gap is None or read_gap < MATCH_TOL * gap):
+        return dict(out, verdict="not the read")
+    if not match:
+        return dict(out, verdict="below" if r < 1 - MATCH_TOL else "above")
+    direct = reader(data, "mds", "read (cold)")
+    if direct is not None and direct > 0:
+        out["direct"] = dict(ms=direct, ratio=inside / direct)
+    others = {k: float(m[f"{k}_ms"] - fi[f"{k}_ms"]) for k in STAGES if k != "read"
+              and pd.notna(m.get(f"{k}_ms")) and pd.notna(fi.get(f"{k}_ms"))}
+    big = max(others, key=lambda k: abs(others[k])) if others else None
+    if big is not None and abs(others[big]) >= 0.05 * gap:
+        out["other"] = dict(name=big, ms=others[big])
+    return dict(out, verdict="cause")
+
+
+def _one_worker_stages(res, f: Facts, st: pd.DataFrame) -> None:
+    """One worker against none, per batch: the worker's stages, pinning and the hand-over against the main
+    process's at W=0, the largest difference, and W=0 with one intra-op thread against its default threads."""
+    r0, r1 = _scenario_row(st, "imagefolder", 0), _scenario_row(st, "imagefolder", 1)
+    if r0 is None or r1 is None or "read_ms" not in r0 or pd.isna(r1.get("read_ms")):
+        f.data["one_worker"] = None
+        return
+    threads = int(r0.get("main_threads", res.metadata.get("main_threads", 1)) or 1)
+    diffs = {k: float(r1[f"{k}_ms"] - r0[f"{k}_ms"]) for k in STAGES}
+    big = max(diffs, key=lambda k: abs(diffs[k]))
+    out = dict(batch=int(Params.value_of(res, "batch_size")), threads=threads, w1=_stage_ms(r1), w0=_stage_ms(r0),
+               w1_busy=float(r1["worker_busy_ms"]), w0_busy=float(r0["worker_busy_ms"] + r0["pin_ms"]),
+               largest=dict(name=big, ms=diffs[big]), one_thread=None)
+    t1 = _scenario_row(st, "imagefolder", 0, "1 thread")
+    if t1 is not None and ips_key("imagefolder", 0, "1 thread") in f and ips_key("imagefolder", 0) in f:
+        f.add(compare("one_thread_vs_w0", f[ips_key("imagefolder", 0, "1 thread")], f[ips_key("imagefolder", 0)]))
+        out["one_thread"] = dict(normalise_ms=float(t1["normalise_ms"]))
+    f.data["one_worker"] = out
+
+
+def _sizing(res, f: Facts, st: pd.DataFrame) -> None:
+    """How many workers the measured per-image costs predict, against the first worker count at which the data
+    wait fell below its bar and the first that reached the keep-up share, per format and for the tuned recipe."""
+    ceil = float(ceiling_runs(res)["images_per_s"].mean())
+    bsz = int(Params.value_of(res, "batch_size"))
+    keep = 100 * KEEP_UP
+    data = dict(readers=_readers(res))
+    out = dict(ceiling_ips=ceil, ceiling_compute=float(res.table("ceiling")["compute_ms"].mean()), keep=keep,
+               wait_bar=LOADER_KEEPS_UP, main=None, worker=None, formats=[], tuned=None)
+    warm = [reader(data, "imagefolder", s) for s in ("read (warm)", "decode", "normalise")]
+    if all(v is not None for v in warm):
+        ms = sum(warm)
+        out["main"] = dict(ms=ms, threads=int(res.metadata.get("main_threads", 1)), cores=ceil * ms / 1e3)
+    r1, r0 = _scenario_row(st, "imagefolder", 1), _scenario_row(st, "imagefolder", 0)
+    need = None
+    if r1 is not None and pd.notna(r1.get("worker_busy_ms")):
+        w = float(r1["worker_busy_ms"]) / bsz
+        need = ceil * w / 1e3
+        w0 = float(r0["worker_busy_ms"]) / bsz if r0 is not None and pd.notna(r0.get("worker_busy_ms")) else None
+        out["worker"] = dict(ms=w, workers=need, w0_ms=w0)
+    for fmt in ("imagefolder", "mds"):
+        d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
+        if d.empty:
+            continue
+        fed, ok = d[d["wait_share"] < LOADER_KEEPS_UP], d[d["pct_of_ceiling"] >= keep]
+        row = dict(format=fmt, first=None, tried=sorted(int(w) for w in d["workers"]), need=need, reached=None)
+        if not fed.empty:
+            k = fed.iloc[0]
+            row["first"] = int(k["workers"])
+            if ok.empty:
+                worst = d.loc[d["compute_ms"].idxmax()]
+                row["short"] = dict(compute=float(k["compute_ms"]), worst=float(worst["compute_ms"]),
+                                    worst_workers=int(worst["workers"]))
+            else:
+                row["reached"] = int(ok.iloc[0]["workers"])
+        out["formats"].append(row)
+    t = st[st["variant"] == "tuned"].sort_values("workers")
+    if not t.empty:
+        tok = t[t["pct_of_ceiling"] >= keep]
+        out["tuned"] = (dict(label=str(tok.iloc[0]["label"]), compute=float(tok.iloc[0]["compute_ms"]))
+                        if not tok.empty else dict(label=None, best=float(t["pct_of_ceiling"].max())))
+    f.data["sizing"] = out
+
+
+def _cpu_use(res, st: pd.DataFrame) -> dict | None:
+    """The CPU counters at the fewest and the most workers (ImageFolder, default recipe); ``old``: a result that
+    records only psutil's system-wide percentage."""
+    if "main_cores" not in st:
+        return dict(old=True)
+    d = st[(st["format"] == "imagefolder") & (st["variant"] == "default")].sort_values("workers")
+    if d.empty:
+        return None
+    cols = ("workers", "main_cores", "main_threads", "cpu_busy_cores", "worker_cores")
+    return dict(old=False, cores=int(res.metadata.get("cores", 0)) or None,
+                fewest={c: _num(d.iloc[0][c]) for c in cols}, most={c: _num(d.iloc[-1][c]) for c in cols})
+
+
+def _compute_growth(res, f: Facts, st: pd.DataFrame) -> None:
+    """Which default-recipe scenarios computed a step slower than the ceiling's (beyond the runs' spread), how busy
+    the CPU was in them against the load sweep's lightest load, and what the tuned recipe changed at once."""
+    ceil = measured("compute.ceiling", [float(v) for v in res.table("ceiling")["compute_ms"]], unit="ms",
+                    label="the ceiling's compute per step", quantity="time", better="lower")
+    f.add(ceil)
+    grown = []
+    for _, r in st[st["variant"] == "default"].iterrows():
+        fmt, w = str(r["format"]), int(r["workers"])
+        runs = _runs(res, fmt, w, "compute_ms")
+        if not runs:
+            continue
+        a = measured(f"compute.{fmt}.w{w}", runs, unit="ms", label=f"compute per step, {_label(fmt, w)}",
+                     quantity="time", better="lower", setting={"format": fmt, "workers": w})
+        c = compare(f"compute.{fmt}.w{w}.vs_ceiling", a, ceil)
+        f.add(a, c)
+        if c.number is not None and c.number > 1 and not c.level:
+            grown.append(dict(label=str(r["label"]), key=a.key, busy_cores=_num(r.get("cpu_busy_cores"))))
+    out = dict(cores=int(res.metadata.get("cores", 0)) or None, grown=grown, sweep=None, tuned=None)
+    t = res.table("load") if "load" in res.tables else pd.DataFrame()
+    if grown and not t.empty and all(g["busy_cores"] is not None for g in grown):
+        base_mode = "plain" if "plain" in set(t["mode"]) else str(t["mode"].iloc[0])
+        light = t[(t["mode"] == base_mode) & (t["busy"] > 0)]
+        if not light.empty:
+            lo = light[light["busy"] == light["busy"].min()]
+            busy = float(lo["cpu_busy_cores"].mean())
+            top = max(g["busy_cores"] for g in grown)
+            out["sweep"] = dict(busy=int(lo["busy"].iloc[0]), busy_cores=busy, compute=float(lo["compute_ms"].mean()),
+                                top=top, matched=not top < SWEEP_MATCH * busy)
+    tuned = st[st["variant"] == "tuned"]
+    if not tuned.empty:
+        r = tuned.loc[tuned["images_per_s"].idxmax()]
+        d = _scenario_row(st, r["format"], int(r["workers"]))
+        remedy = str(Params.value_of(res, "tuned_remedy"))
+        out["tuned"] = dict(label=str(r["label"]), compute=float(r["compute_ms"]),
+                            default_compute=float(d["compute_ms"]) if d is not None else None,
+                            nice="nice" in remedy, reserve="reserve" in remedy)
+    f.data["compute_growth"] = out
+
+
+def _takeaways(res, f: Facts, st: pd.DataFrame) -> None:
+    """The chapter's conclusions: per format the fewest workers that kept up (or the best share), MDS against
+    ImageFolder at the most workers, the best tuned and graphed scenarios."""
+    keep = 100 * KEEP_UP
+    out = dict(keep=keep, formats=[], wmax=None, tuned=None, graphed=None)
+    for fmt in ("imagefolder", "mds"):
+        d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
+        if d.empty:
+            continue
+        ok, top = d[d["pct_of_ceiling"] >= keep], d.loc[d["pct_of_ceiling"].idxmax()]
+        out["formats"].append(dict(format=fmt, reached=int(ok.iloc[0]["workers"]) if not ok.empty else None,
+                                   best=float(top["pct_of_ceiling"]), best_workers=int(top["workers"])))
+    wmax = int(st["workers"].max())
+    if ips_key("mds", wmax) in f and ips_key("imagefolder", wmax) in f:
+        f.add(compare("mds_vs_imagefolder.wmax", f[ips_key("mds", wmax)], f[ips_key("imagefolder", wmax)]))
+        out["wmax"] = wmax
+    tuned = st[st["variant"] == "tuned"]
+    if not tuned.empty:
+        t = tuned.loc[tuned["images_per_s"].idxmax()]
+        out["tuned"] = dict(label=str(t["label"]), pct=float(t["pct_of_ceiling"]), h2d=float(t["H2D_TRANSFER"]))
+    g = st[st["variant"] == "graphed"]
+    if not g.empty:
+        gb = g.loc[g["pct_of_ceiling"].idxmax()]
+        out["graphed"] = dict(label=str(gb["label"]), pct=float(gb["pct_of_ceiling"]),
+                              every=float(gb.get("pct_of_ceiling_min", gb["pct_of_ceiling"])) >= keep)
+    f.data["takeaways"] = out
+
+
+def graph_missing(res) -> dict | None:
+    """Why this result has no scenario replayed from a CUDA graph (None when it has one): ``reason`` "reference"
+    (the reference run left it out), "note" (the run recorded why, in ``note``) or "off" (``graphed_workers``
+    was empty)."""
+    if (scenarios(res)["variant"] == "graphed").any():
+        return None
+    if str(res.run_id).startswith("reference"):
+        return dict(reason="reference", note=None)
+    note = res.metadata.get("graph_note")
+    return dict(reason="note", note=str(note)) if note else dict(reason="off", note=None)
+
+
+def _traces(res) -> list[dict] | None:
+    """Each traced step: its label, its length under the profiler, the GPU's kernel time in it, the main thread's
+    wait for the batch, and for the forward pass the time to issue it against the GPU's span and busy time."""
+    tl = res.table("timeline") if "timeline" in res.tables else pd.DataFrame()
+    if tl.empty:
+        return None
+    out = []
+    for _, g in tl.groupby("trace" if "trace" in tl else "label", sort=False):
+        step = float(g["step_ms"].iloc[0])
+        busy = float(g[g["lane"] == "GPU: kernels"]["dur_ms"].sum())
+        cpu = g[g["lane"] == "CPU: phases"].set_index("name")
+        gpu = g[g["lane"] == "GPU: phases"].set_index("name")
+        row = dict(label=str(g["label"].iloc[0]), step=step, busy=busy, wait=None, forward=None,
+                   kernel_share=busy / step if step > 0 and busy > 0 else None)
+        if "DATALOADER_WAIT" in cpu.index:
+            row["wait"] = float(cpu.loc["DATALOADER_WAIT", "dur_ms"])
+        if "FORWARD" in cpu.index and "FORWARD" in gpu.index and "busy_ms" in gpu:
+            row["forward"] = dict(cpu=float(cpu.loc["FORWARD", "dur_ms"]), span=float(gpu.loc["FORWARD", "dur_ms"]),
+                                  busy=float(gpu.loc["FORWARD", "busy_ms"]))
+        out.append(row)
+    return out
+
+
+def _nvml(res, traces: list[dict] | None) -> dict | None:
+    """NVML's reading against the compute share for the best configuration, with the share of its traced step in
+    which kernels ran and which of the two that share lies closer to."""
+    b = scenario_stats(res)
+    b = b.loc[b["pct_of_ceiling"].idxmax()]
+    if pd.isna(b.get("gpu_util")):
+        return None
+    nv, au = float(b["gpu_util"]) / 100, float(b["au"])
+    k = next((t["kernel_share"] for t in traces or [] if t["label"] == str(b["label"])), None)
+    return dict(label=str(b["label"]), gpu_util=float(b["gpu_util"]), au=au, samples=_num(b.get("util_samples")),
+                kernel_share=k, closer=None if k is None else "compute share" if abs(k - au) < abs(k - nv) else "nvml")
+
+
+def _notes(res, f: Facts, st: pd.DataFrame) -> None:
+    """The structured values the page's notes word, computed once here."""
+    traces = _traces(res)
+    md = res.metadata
+    f.data.update(readers=_readers(res), graph_missing=graph_missing(res), load_notes=dict(md.get("load_notes") or {}),
+                  cores=int(md.get("cores") or 0), mds_note=md.get("mds_note"), cpu_use=_cpu_use(res, st),
+                  traces=traces, nvml=_nvml(res, traces))
+    _w0_gap(res, f, st)
+    _one_worker_stages(res, f, st)
+    _sizing(res, f, st)
+    _compute_growth(res, f, st)
+    _takeaways(res, f, st)
+
+
 def analyse(res) -> Facts:
     """Chapter 7's facts of ``res`` (pure: reads the result's tables, parameters and metadata only)."""
     f = Facts(CHAPTER, exports=EXPORTS)
@@ -434,4 +763,5 @@ def analyse(res) -> Facts:
     _workers_advice(res, f, st)
     _recipes(res, f, st)
     _formats(res, f)
+    _notes(res, f, st)
     return f

@@ -12,8 +12,6 @@ from datajourney.chapters.c07_full_picture.analysis import analyse as _analyse
 from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
-    LOADER_KEEPS_UP,
-    STAGES,
     WORKER_NICE,
     best_scenario,
     ceiling_runs,
@@ -29,12 +27,10 @@ from datajourney.core.findings import (
     Finding,
     Opening,
     choose,
-    compare,
     cv,
     direction,
     num,
     pct,
-    ratio_interval,
     span,
     spread_note,
     times,
@@ -91,46 +87,7 @@ CEILING_NAMES = {"eager": ("the eager ceiling", ""),
                  "graphed": ("the graphed ceiling", " (the same CUDA graphs fed from GPU memory)")}
 
 
-def _finding_w0(res):
 
-    st = _md_stats(res)
-    w0 = min(st[st["format"] == "imagefolder"]["workers"], default=None)
-    if w0 is None:
-        return None
-    r = _row(st, "imagefolder", w0)
-    waits = _runs(res, "imagefolder", w0, "DATALOADER_WAIT")
-    share = float(r["wait_share"])
-    who = "Without workers" if w0 == 0 else f"With the fewest workers tried (W={w0})"
-    if share >= 0.1:
-        tail = f"the data wait was **{pct(share)}** of the step and the compute share **{pct(r['au'])}**."
-    else:
-        tail = (f"the data wait was only {pct(share)} of the step even so "
-                f"(compute share {pct(r['au'])}).")
-    text = (f"{who} (ImageFolder, one file per image) each step waited **{num(r['DATALOADER_WAIT'], 'ms')}** for "
-            f"data ({_range(waits, 'ms')}) against **{num(r['compute_ms'], 'ms')}** of compute: {tail}")
-    return Finding("wait_w0", text, value=float(r["DATALOADER_WAIT"]), unit="ms",
-                   interval=(min(waits), max(waits)) if len(waits) > 1 else None,
-                   published="ImageFolder, workers=0: data wait" if w0 == 0 else None)
-
-
-def _reader(res, fmt: str, stage: str, col: str = "ms"):
-    if "readers" not in res.tables or res.table("readers").empty:
-        return None
-    t = res.table("readers")
-    m = t[(t["format"] == fmt) & (t["stage"] == stage)]
-    if m.empty or col not in m or pd.isna(m.iloc[0][col]):
-        return None
-    return float(m.iloc[0][col])
-
-
-def _typical(res, fmt: str, stage: str) -> tuple[float, float | None, str] | None:
-    """A reader stage's typical per-sample ms: (median, p90, "median"); an older result without
-    medians gives (mean, p90, "mean")."""
-    med = _reader(res, fmt, stage, "median_ms")
-    if med is not None:
-        return med, _reader(res, fmt, stage, "p90_ms"), "median"
-    mean = _reader(res, fmt, stage)
-    return None if mean is None else (mean, _reader(res, fmt, stage, "p90_ms"), "mean")
 
 
 def _typ_text(t) -> str:
@@ -138,106 +95,75 @@ def _typ_text(t) -> str:
     return f"{stat} {num(value, 'ms')}" + (f", p90 {num(p90, 'ms')}" if p90 is not None else "")
 
 
-def _finding_formats_w0(res):
-    a, b = _runs(res, "mds", 0, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
-    if not a or not b:
-        why = say.text(res.metadata.get("mds_note") or "MDS or W=0 was not part of this run")
-        return Finding("mds_vs_imagefolder_w0", f"MDS against one file per image at W=0 was not measured here: {why}",
-                       ), ""
-    st = _md_stats(res)
-    mid, lo, hi = ratio_interval(a, b)
-    m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
-    d = direction(a, b)
-    text = (f"At W=0, MDS shards ran **{compare(a, b)}** one file per image ({num(m['images_per_s'], 'images/s')} "
-            f"vs {num(f['images_per_s'], 'images/s')}; images/s, MDS ÷ ImageFolder: {times(mid)}"
-            + (f", {span(lo, hi, '×')} over the runs' extremes)." if len(a) > 1 else ")."))
-    head, text = text, ""
-    wm, wf = _runs(res, "mds", 0, "DATALOADER_WAIT"), _runs(res, "imagefolder", 0, "DATALOADER_WAIT")
-    gap = float(m["DATALOADER_WAIT"] - f["DATALOADER_WAIT"])
-    dw = direction(wm, wf)
-    if dw == 0:
-        text += (f"Their data waits were level ({num(m['DATALOADER_WAIT'], 'ms')} for shards, "
-                 f"{num(f['DATALOADER_WAIT'], 'ms')} for files): at W=0 the format made no difference beyond the "
-                 "runs' spread.")
-        return (Finding("mds_vs_imagefolder_w0", head, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None),
-                text)
-    text += (f"Each step waited {num(abs(gap), 'ms')} {'longer' if gap > 0 else 'less'} for shards "
-             f"({num(m['DATALOADER_WAIT'], 'ms')} vs {num(f['DATALOADER_WAIT'], 'ms')})")
-    if pd.notna(m.get("read_ms")) and pd.notna(f.get("read_ms")):
-        diffs = {k: float(m[f"{k}_ms"] - f[f"{k}_ms"]) for k in STAGES}
-        big = max(diffs, key=lambda k: abs(diffs[k]))
-        text += f"; of that, the loop's stage timers put {_signed(diffs[big])} in the **{big}**"
-    text += "."
-    cold_m, cold_f = _typical(res, "mds", "read (cold)"), _typical(res, "imagefolder", "read (cold)")
-    if cold_m is not None and cold_f is not None:
-        faster = cold_m[0] < cold_f[0]
-        kb_m = _reader(res, "mds", "read (cold)", "disk_kb")
-        kb_f = _reader(res, "imagefolder", "read (cold)", "disk_kb")
-        disk = (f"; the disk delivered {num(kb_m, 'KiB')} per MDS sample and {num(kb_f, 'KiB')} per file"
-                if kb_m is not None and kb_f is not None else "")
-        text += (f" Sample by sample, a cold read was {'faster' if faster else 'slower'} from a shard "
-                 f"({_typ_text(cold_m)}) than from a file ({_typ_text(cold_f)}{disk})"
-                 + (": the per-sample reads point away from the disk." if faster and gap > 0 else "."))
-    warm_m, inside = _reader(res, "mds", "read (warm)"), _reader(res, "mds", "read inside the iterator")
-    over = _reader(res, "mds", "iterator overhead")
-    if gap > 0 and warm_m is not None and inside is not None and over is not None:
-        bsz = int(res.parameters["batch_size"])
-        extra = bsz * (inside - warm_m + over)
-        rest = gap - extra
-        share = extra / gap
-        text += (f" Streaming's iterator costs {_signed(extra)} per batch of {bsz} (its read inside the iterator "
-                 f"minus a direct read, plus its bookkeeping between samples; means × {bsz}): **{pct(share)} of the "
-                 f"gap**. " + (f"The remaining {num(rest, 'ms')} per batch is not explained by these warm measurements."
-                               if rest > 0 else "Together they account for the whole gap."))
-    if gap > 0:
-        text += " " + cold_iterator_sentence(res, m, f, gap)
-    return (Finding("mds_vs_imagefolder_w0", head, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None,
-                    values=dict(direction=d)), text)
-
-
-#: A per-sample timing × batch size within this (relative) of the loop's stage time matches it.
-MATCH_TOL = 0.25
-
-
-def cold_iterator_sentence(res, m, f, gap: float) -> str:
-    """Whether streaming's iterator, timed cold as the loop's W=0 runs read, accounts for the loop's
-    MDS read: its cold read per sample × batch size against the loop's read stage per batch. Which
-    explanation of the W=0 gap the data support: the cold read through streaming's iterator, or not."""
-    inside = _reader(res, "mds", "read inside the iterator (cold)")
-    if inside is None:
-        where = ("not in the reference run" if str(res.run_id).startswith("reference")
-                 else "not measured in this run")
-        return f"Streaming's iterator timed cold, as the loop's W=0 runs read, is {where}."
-    if pd.isna(m.get("read_ms")) or not m["read_ms"] > 0:
+def mds_w0_note(facts) -> str:
+    """The details of MDS against one file per image at W=0: their data waits (level within the runs' spread, or
+    the difference per step), the stage the loop's timers put most of it in, the per-sample cold reads, what
+    streaming's iterator costs and whether, timed cold, it explains the gap."""
+    facts = facts_of(facts)
+    g = facts.data.get("w0_gap")
+    if not g:
         return ""
-    bsz = int(res.parameters["batch_size"])
-    per_batch = bsz * inside
-    r = per_batch / float(m["read_ms"])
-    direct = _reader(res, "mds", "read (cold)")
-    kb = _reader(res, "mds", "read inside the iterator (cold)", "disk_kb")
-    text = (f"Timed cold, as the loop's W=0 runs read, streaming's iterator read a sample in {num(inside, 'ms')} "
-            f"(mean; × {bsz} = {num(per_batch, 'ms')} per batch"
-            + (f", {num(kb, 'KiB')} from the disk per sample" if kb is not None else "")
-            + f") against the loop's MDS read stage of {num(float(m['read_ms']), 'ms')} per batch")
-    read_gap = float(m["read_ms"] - f["read_ms"]) if pd.notna(f.get("read_ms")) else None
-    if 1 - MATCH_TOL <= r <= 1 + MATCH_TOL and (read_gap is None or read_gap < MATCH_TOL * gap):
+    wm, wf, c = facts["wait.mds.w0"], facts["wait.imagefolder.w0"], facts["wait.mds_vs_imagefolder.w0"]
+    if c.level or c.number is None:
+        return (f"Their data waits were level ({say.value(wm, runs=False)} for shards, {say.value(wf, runs=False)} "
+                "for files): at W=0 the format made no difference beyond the runs' spread.")
+    gap = g["gap"]
+    text = (f"Each step waited {num(abs(gap), 'ms')} {'longer' if c.number > 1 else 'less'} for shards "
+            f"({say.value(wm, runs=False)} vs {say.value(wf, runs=False)})")
+    if g["stage"]:
+        text += f"; of that, the loop's stage timers put {_signed(g['stage']['ms'])} in the **{g['stage']['name']}**"
+    text += "."
+    cold = g["cold"]
+    if cold:
+        disk = (f"; the disk delivered {num(cold['mds_kb'], 'KiB')} per MDS sample and "
+                f"{num(cold['imagefolder_kb'], 'KiB')} per file"
+                if cold["mds_kb"] is not None and cold["imagefolder_kb"] is not None else "")
+        faster = cold["shard_faster"]
+        text += (f" Sample by sample, a cold read was {'faster' if faster else 'slower'} from a shard "
+                 f"({_typ_text(cold['mds'])}) than from a file ({_typ_text(cold['imagefolder'])}{disk})"
+                 + (": the per-sample reads point away from the disk." if faster and gap > 0 else "."))
+    it = g["iterator"]
+    if it:
+        bsz = it["batch"]
+        text += (f" Streaming's iterator costs {_signed(it['ms'])} per batch of {bsz} (its read inside the iterator "
+                 f"minus a direct read, plus its bookkeeping between samples; means × {bsz}): **{pct(it['share'])} of "
+                 f"the gap**. " + (f"The remaining {num(it['rest'], 'ms')} per batch is not explained by these warm "
+                                   "measurements." if it["rest"] > 0 else "Together they account for the whole gap."))
+    if gap > 0:
+        text += " " + _cold_iterator_sentence(g["cold_iterator"])
+    return text
+
+
+def _cold_iterator_sentence(ci: dict | None) -> str:
+    """Streaming's iterator timed cold, as the loop's W=0 runs read, against the loop's MDS read stage, and which
+    explanation of the W=0 gap the analysis found the data to support (its ``verdict``)."""
+    if ci is None:
+        return ""
+    if ci["verdict"] == "missing":
+        where = "not in the reference run" if ci["reference"] else "not measured in this run"
+        return f"Streaming's iterator timed cold, as the loop's W=0 runs read, is {where}."
+    bsz, gap, read_gap = ci["batch"], ci["gap"], ci["read_gap"]
+    text = (f"Timed cold, as the loop's W=0 runs read, streaming's iterator read a sample in {num(ci['ms'], 'ms')} "
+            f"(mean; × {bsz} = {num(ci['per_batch'], 'ms')} per batch"
+            + (f", {num(ci['kb'], 'KiB')} from the disk per sample" if ci["kb"] is not None else "")
+            + f") against the loop's MDS read stage of {num(ci['loop_read'], 'ms')} per batch")
+    verdict = ci["verdict"]
+    if verdict == "not the read":
         return text + (": they match, but the loop's read differs between the formats by "
                        + (f"only {num(read_gap, 'ms')} of the {num(gap, 'ms')} gap per batch" if read_gap is not None
                           else "an unknown amount") + ", so the gap does not lie in the read; this run does not "
                        "explain it.")
-    if 1 - MATCH_TOL <= r <= 1 + MATCH_TOL:
+    if verdict == "cause":
         text += (f": they match. **The data support the cold read through streaming's iterator as the cause**: "
                  f"the read is {num(read_gap, 'ms')} of the {num(gap, 'ms')} gap per batch")
-        if direct is not None and direct > 0:
-            text += (f", and a direct cold `get_item` took {num(direct, 'ms')} per sample, so the iterator's read "
-                     f"path cold costs {times(inside / direct)} a direct read of the same shards")
-        others = {k: float(m[f"{k}_ms"] - f[f"{k}_ms"]) for k in STAGES if k != "read"
-                  and pd.notna(m.get(f"{k}_ms")) and pd.notna(f.get(f"{k}_ms"))}
-        big = max(others, key=lambda k: abs(others[k])) if others else None
-        if big is not None and abs(others[big]) >= 0.05 * gap:
-            text += f"; of the rest, the largest stage difference is the {big} ({_signed(others[big])})"
+        if ci["direct"]:
+            text += (f", and a direct cold `get_item` took {num(ci['direct']['ms'], 'ms')} per sample, so the "
+                     f"iterator's read path cold costs {times(ci['direct']['ratio'])} a direct read of the same shards")
+        if ci["other"]:
+            text += (f"; of the rest, the largest stage difference is the {ci['other']['name']} "
+                     f"({_signed(ci['other']['ms'])})")
         return text + "."
-    if r < 1 - MATCH_TOL:
+    if verdict == "below":
         return text + (": well below it, so even cold, streaming's read does not account for the loop's; "
                        "the data support neither explanation, and the remainder stays unexplained.")
     return text + (": above it, so the cold read covers the loop's read but does not match it; this run does not "
@@ -248,61 +174,31 @@ def _signed(ms: float) -> str:
     return ("+" if ms >= 0 else "−") + num(abs(ms), "ms")
 
 
-def _stage_text(r, *, pin: bool) -> str:
-    parts = [f"{k} {num(r[f'{k}_ms'], 'ms')}" for k in ("read", "decode", "normalise", "collate")]
-    return ", ".join(parts) + (f", pin {num(r['pin_ms'], 'ms')}" if pin else "")
+def _stage_text(ms: dict, *, pin: bool) -> str:
+    parts = [f"{k} {num(ms[k], 'ms')}" for k in ("read", "decode", "normalise", "collate")]
+    return ", ".join(parts) + (f", pin {num(ms['pin'], 'ms')}" if pin else "")
 
 
-def _finding_one_worker(res):
+def one_worker_note(facts) -> str:
+    """The details of one worker against none, per batch: the worker's stages, pinning and the hand-over against
+    the main process's at W=0, the stage that differs most, and W=0 with one intra-op thread."""
+    facts = facts_of(facts)
+    o = facts.data.get("one_worker")
+    if not o:
+        return ""
+    bsz, threads, w1, w0, big = o["batch"], o["threads"], o["w1"], o["w0"], o["largest"]
+    text = (f"Per batch of {bsz}, the worker spent {num(o['w1_busy'], 'ms')} ({_stage_text(w1, pin=False)}), then "
+            f"pinning took {num(w1['pin'], 'ms')} and the hand-over to the loop {num(w1['handover'], 'ms')} of the "
+            f"loop's wait; at W=0 the main process, with {threads} intra-op thread{'s' if threads != 1 else ''}, "
+            f"spent {num(o['w0_busy'], 'ms')} ({_stage_text(w0, pin=True)}). The largest difference is "
+            f"**{big['name']}** ({_signed(big['ms'])} per batch).")
+    c = facts.get("one_thread_vs_w0")
+    if o["one_thread"] and c is not None:
+        text += (f" With one intra-op thread, W=0 normalised a batch in {num(o['one_thread']['normalise_ms'], 'ms')} "
+                 f"and ran {say.comparison(c, facts, baseline=f'the runs with {threads}')} "
+                 f"({say.value(facts[c.of], runs=False)}).")
+    return text
 
-    st = _md_stats(res)
-    r0, r1 = _row(st, "imagefolder", 0), _row(st, "imagefolder", 1)
-    if r0 is None or r1 is None:
-        return None
-    a, b = _runs(res, "imagefolder", 1, "images_per_s"), _runs(res, "imagefolder", 0, "images_per_s")
-    mid, lo, hi = ratio_interval(a, b)
-    text = (
-        f"One worker was **{compare(a, b)}** none (ImageFolder: {num(r1['images_per_s'], 'images/s')} vs "
-        f"{num(r0['images_per_s'], 'images/s')}; images/s, W=1 ÷ W=0: {times(mid)}, {span(lo, hi, '×')} over the runs' "
-        "extremes)."
-    )
-    head, text = text, ""
-    if "read_ms" in r0 and pd.notna(r1.get("read_ms")):
-        bsz = int(res.parameters["batch_size"])
-        threads = int(r0.get("main_threads", res.metadata.get("main_threads", 1)) or 1)
-        diffs = {k: float(r1[f"{k}_ms"] - r0[f"{k}_ms"]) for k in STAGES}
-        big = max(diffs, key=lambda k: abs(diffs[k]))
-        text += (f"Per batch of {bsz}, the worker spent {num(r1['worker_busy_ms'], 'ms')} "
-                 f"({_stage_text(r1, pin=False)}), then pinning took {num(r1['pin_ms'], 'ms')} and the hand-over "
-                 f"to the loop {num(r1['handover_ms'], 'ms')} of the loop's wait; at W=0 the main process, with "
-                 f"{threads} intra-op thread{'s' if threads != 1 else ''}, spent "
-                 f"{num(r0['worker_busy_ms'] + r0['pin_ms'], 'ms')} ({_stage_text(r0, pin=True)}). The largest "
-                 f"difference is **{big}** ({_signed(diffs[big])} per batch).")
-        t1 = _row(st, "imagefolder", 0, "1 thread")
-        if t1 is not None:
-            c = _runs(res, "imagefolder", 0, "images_per_s", "1 thread")
-            text += (f" With one intra-op thread, W=0 normalised a batch in {num(t1['normalise_ms'], 'ms')} and ran "
-                     f"{compare(c, b)} the runs with {threads} ({num(t1['images_per_s'], 'images/s')}).")
-    return Finding("one_worker", head, value=mid, unit="×", interval=(lo, hi) if len(a) > 1 else None), text
-
-
-def _finding_w4(res):
-
-    st = _md_stats(res)
-    f4, m4 = _row(st, "imagefolder", 4), _row(st, "mds", 4)
-    if f4 is None:
-        return None
-    runs_f = _runs(res, "imagefolder", 4, "images_per_s")
-    text = (f"With 4 workers, ImageFolder ran at **{num(f4['images_per_s'], 'images/s')}** "
-            f"({_range(runs_f, 'images/s')}, data wait {num(f4['DATALOADER_WAIT'], 'ms')})")
-    if m4 is not None:
-        runs_m = _runs(res, "mds", 4, "images_per_s")
-        text += (f" and MDS at {num(m4['images_per_s'], 'images/s')} (data wait {num(m4['DATALOADER_WAIT'], 'ms')}):"
-                 f" MDS was {compare(runs_m, runs_f)} ImageFolder")
-    text += f"; that is {num(f4['pct_of_ceiling'], '%')} of the ceiling for ImageFolder."
-    return Finding("workers4", text, value=float(f4["images_per_s"]), unit="images/s",
-                   interval=(min(runs_f), max(runs_f)) if len(runs_f) > 1 else None,
-                   published="ImageFolder, workers=4: images/s")
 
 
 def phase_chart(res):
@@ -318,7 +214,7 @@ def phase_chart(res):
                                    f"{analysis.MODEL_NAMES.get(model, model)}")
 
 
-def load_stats(res) -> pd.DataFrame:
+def load_table(res) -> pd.DataFrame:
     """Compute per step under load: one row per (mode, busy) with mean, min, max over repeats."""
     if "load" not in res.tables or res.table("load").empty:
         return pd.DataFrame()
@@ -331,61 +227,27 @@ def load_stats(res) -> pd.DataFrame:
     return out
 
 
-def _finding_load(res):
-
-    ls = load_stats(res)
-    if ls.empty:  # no load sweep: read compute against workers from the scenarios
-        st = _md_stats(res)
-        d = st[(st["format"] == "imagefolder") & (st["variant"] == "default")].sort_values("workers")
-        if len(d) < 2:
-            return None
-        lo_w, hi_w = d.iloc[0], d.iloc[-1]
-        a = _runs(res, "imagefolder", int(hi_w["workers"]), "compute_ms")
-        b = _runs(res, "imagefolder", int(lo_w["workers"]), "compute_ms")
-        word = choose(direction(a, b, tol=0.03), "grew", "fell", "did not change beyond the runs' spread")
-        text = (f"Compute per step {word} as workers were added: {num(lo_w['compute_ms'], 'ms')} at "
-                f"W={int(lo_w['workers'])}, {num(hi_w['compute_ms'], 'ms')} at W={int(hi_w['workers'])} (ImageFolder).")
-        return Finding("compute_under_load", text, value=float(hi_w["compute_ms"]), unit="ms"), ""
-    t = res.table("load")
-    cores = int(t["cores"].iloc[0])
-    def runs(mode, busy):
-        return [float(v) for v in t[(t["mode"] == mode) & (t["busy"] == busy)]["compute_ms"]]
-
-    base_mode = "plain" if "plain" in set(ls["mode"]) else ls["mode"].iloc[0]
-    base = ls[ls["mode"] == base_mode]
-    top = int(base.loc[base["compute_ms"].idxmax(), "busy"])  # the load at which it suffered most
-    # unloaded: the mode's own runs with no busy process, else the interleaved runs of the ceiling
-    c0 = runs(base_mode, 0) or [float(v) for v in res.table("ceiling")["compute_ms"]]
-    c1 = runs(base_mode, top)
-    m0, m1 = float(np.mean(c0)), float(np.mean(c1))
-    tol = 0.05
-    d = direction(m1, m0, tol=tol)
-    every = min(c1) > max(c0)
-    verb = choose(d, f"rose from {num(m0, 'ms')} to **{num(m1, 'ms')}** (+{pct(m1 / m0 - 1)}"
-                     + (", in every run)" if every else ", on average: not every run was hit)"),
-                  f"fell from {num(m0, 'ms')} to {num(m1, 'ms')}",
-                  f"stayed within {pct(tol)} ({num(m0, 'ms')} → {num(m1, 'ms')})")
-    who = "busy process" if top == 1 else "busy processes"
-    where = ("On a batch kept in GPU memory" if res.metadata.get("device") == "cuda" else
-             "On this CPU-only run (the model's own compute competes for the cores)")
-    text = (f"{where}, compute per step {verb} with {top} {who} doing the loader's "
-            f"work on {cores} cores ({base_mode}, {_range(c1, 'ms')}).")
+def load_remedies_note(facts) -> str:
+    """The details of the step under load: each other mode of the load sweep at the same load, level with the
+    unloaded loop (within the runs' spread) or its difference from it."""
+    facts = facts_of(facts)
+    f, alone = facts.get("compute_under_load"), facts.get("compute_unloaded")
+    if f is None or alone is None or not f.setting.get("sweep"):
+        return ""
+    base = f.setting["mode"]
     others = []
-    for mode in [m for m in dict.fromkeys(ls["mode"]) if m != base_mode]:
-        r = runs(mode, top)
-        if r:
-            label = _mode_label(mode)
-            if "reserve" in mode and "reserved_cpus" in t:
-                k = int(t[t["mode"] == mode]["reserved_cpus"].max())
-                label += f" ({k} left to the training process)"
-            if direction(r, c0, tol=tol) == 0:  # within the runs' spread or the tolerance: no signed difference
-                others.append(f"{label}: level with the unloaded {base_mode} loop ({num(np.mean(r), 'ms')})")
-            else:
-                others.append(f"{label}: {num(np.mean(r), 'ms')} ({_signed(np.mean(r) - m0)} against the "
-                              f"unloaded {base_mode} loop)")
-    note = "At the same load: " + "; ".join(others) + "." if others else ""
-    return Finding("compute_under_load", text, value=m1, unit="ms",
-                   interval=(min(c1), max(c1)) if len(c1) > 1 else None), note
+    for c in [c for k, c in facts.facts.items() if k.startswith("remedy.")]:
+        m = facts[c.of]
+        label = _mode_label(m.setting["mode"])
+        if "reserve" in m.setting["mode"] and m.setting.get("reserved_cpus"):
+            label += f" ({m.setting['reserved_cpus']} left to the training process)"
+        if c.level or c.number is None:
+            others.append(f"{label}: level with the unloaded {base} loop ({say.value(m, runs=False)})")
+        else:
+            others.append(f"{label}: {say.value(m, runs=False)} ({_signed(m.number - alone.number)} against the "
+                          f"unloaded {base} loop)")
+    return "At the same load: " + "; ".join(others) + "." if others else ""
+
 
 
 #: What each load-sweep mode does, as the chapter names it.
@@ -425,16 +287,15 @@ def graph_pairs(res) -> list[tuple]:
     return out
 
 
-def graph_missing(res) -> str | None:
-    """Why this result has no scenario replayed from a CUDA graph (None when it has one)."""
-    st = _md_stats(res)
-    if (st["variant"] == "graphed").any():
+def _graph_missing(facts: Facts) -> str | None:
+    """Why this result has no scenario replayed from a CUDA graph, in words (None when it has one)."""
+    g = facts.data.get("graph_missing")
+    if not g:
         return None
-    if str(res.run_id).startswith("reference"):
+    if g["reason"] == "reference":
         return "is not in the reference run"
-    note = res.metadata.get("graph_note")
-    if note:
-        return f"was not measured here ({say.text(note)})"
+    if g["reason"] == "note":
+        return f"was not measured here ({say.text(g['note'])})"
     return "was not part of this run (graphed_workers = [])"
 
 
@@ -467,26 +328,14 @@ def graph_effect(res, t, g) -> str:
     return text
 
 
-def _finding_best(res):
-    sc = _md_scenarios(res)
+def _best_note(res) -> str:
+    """The details of the best configuration: the eager ceiling beside a graphed one, what its step lost to its
+    own ceiling and in which part, what replaying the step from a CUDA graph changed, and the best of the default
+    recipe."""
     b = best_scenario(res).copy()
     b["label"] = say.text(b["label"])
     kind = _kind(b)
-    runs = [float(v) for v in sc[sc["label"] == b["label"]]["pct_of_ceiling"]]
-    keep = 100 * KEEP_UP
-    if min(runs) >= keep:
-        verdict = f"it keeps up: at least {num(keep, '%')} of its ceiling in " + (
-            "every run" if len(runs) > 1 else "its one run")
-    elif b["pct_of_ceiling"] >= keep:
-        verdict = f"on average it keeps up ({num(keep, '%')} of its ceiling), but not in every run"
-    else:
-        verdict = f"it falls short of {num(keep, '%')} of its ceiling"
-    text = (f"The best configuration (the highest share of its own ceiling), **{b['label']}**, reached "
-            f"**{num(b['pct_of_ceiling'], '%')} of {CEILING_NAMES[kind][0]}**{CEILING_NAMES[kind][1]} "
-            f"({_range(runs, '%')}; "
-            f"{num(b['images_per_s'], 'images/s')} against {num(_ceiling_ips(res, kind), 'images/s')}, "
-            f"compute share {pct(b['au'])}): {verdict}.")
-    head, text = text, ""
+    text = ""
     if kind != "eager":
         text += f" The eager ceiling took {num(_ceiling_ips(res), 'images/s')}."
     gap, parts = _gap(res, b)
@@ -502,7 +351,7 @@ def _finding_best(res):
                     max(pairs, key=lambda p: float(p[1]["pct_of_ceiling"])))
         text += " " + graph_effect(res, t, g)
     else:
-        why = graph_missing(res)
+        why = _graph_missing(facts_of(res))
         if why:
             text += f" The step replayed from a CUDA graph {why}: the best configuration is the best eager one."
     st = _md_stats(res)
@@ -513,21 +362,15 @@ def _finding_best(res):
         big_d = max(parts_d, key=parts_d.get)
         text += (f" The best of the default recipe, {d['label']}, reached {num(d['pct_of_ceiling'], '%')}; the largest "
                  f"part of its {num(gap_d, 'ms')} gap was {big_d} ({_signed(parts_d[big_d])}).")
-    return Finding("best_vs_ceiling", head, value=float(b["pct_of_ceiling"]), unit="%",
-                   interval=(min(runs), max(runs)) if len(runs) > 1 else None), text.strip()
+    return text.strip()
 
-
-def _with_notes(res) -> list[tuple]:
-    """Each key result with the note that carries its details (empty where the sentence says it all)."""
-    short = [(_finding_w0(res), ""), (_finding_w4(res), "")]
-    out = [short[0], _finding_formats_w0(res), _finding_one_worker(res), short[1], _finding_load(res),
-           _finding_best(res)]
-    return [x for x in out if x is not None and x[0] is not None][:6]
 
 
 def finding_note(res, key: str) -> str:
     """The details of the key result ``key`` (what a section shows beside its chart), "" when none."""
-    return next((note for f, note in _with_notes(res) if f.key == key), "")
+    notes = {"mds_vs_imagefolder_w0": mds_w0_note, "one_worker": one_worker_note,
+             "compute_under_load": load_remedies_note, "best_vs_ceiling": _best_note}
+    return notes[key](res) if key in notes else ""
 
 
 # --------------------------------------------------------------------------- computed prose
@@ -556,72 +399,57 @@ def spread_notes(res) -> str:
     return "Each scenario ran once: no spread to report."
 
 
-def sizing(res) -> str:
+def sizing(facts) -> str:
     """How many workers the measured per-image cost predicts, against what the sweep shows: the
     first worker count at which the loader kept up, and what then kept the loop off the ceiling."""
-
-    st = _md_stats(res)
-    r1 = _row(st, "imagefolder", 1)
-    ceil = _ceiling_ips(res)
-    ceil_compute = float(res.table("ceiling")["compute_ms"].mean())
-    bsz = int(res.parameters["batch_size"])
-    keep = 100 * KEEP_UP
+    facts = facts_of(facts)
+    s = facts.data.get("sizing")
+    if not s:
+        return "The per-image costs were not recorded in this run."
+    keep, bar = s["keep"], s["wait_bar"]
     text = []
-    d = facts_of(res).get("cpu_ms_per_image")
+    d = facts.get("cpu_ms_per_image")
     if d is not None:
         text.append(f"The loader's work cost **D = {say.value(d)}** of CPU per image in the best setting (read, "
                     "decode, normalise and collate: the medians of its per-batch stage timers ÷ the batch size); "
                     "chapter 12 sizes the workers with it.")
-    warm = [_reader(res, "imagefolder", s) for s in ("read (warm)", "decode", "normalise")]
-    if all(v is not None for v in warm):
-        m = sum(warm)
-        threads = int(res.metadata.get("main_threads", 1))
-        text.append(f"Read warm, decoded and normalised in the main process ({threads} intra-op threads), one image "
-                    f"costs {num(m, 'ms')}, which predicts {num(ceil * m / 1e3, '')} cores of such work for the "
-                    f"ceiling's {num(ceil, 'images/s')}.")
-    need = None
-    if r1 is not None and pd.notna(r1.get("worker_busy_ms")):
-        w = float(r1["worker_busy_ms"]) / bsz
-        need = ceil * w / 1e3
+    m = s["main"]
+    if m:
+        text.append(f"Read warm, decoded and normalised in the main process ({m['threads']} intra-op threads), one "
+                    f"image costs {num(m['ms'], 'ms')}, which predicts {num(m['cores'], '')} cores of such work for "
+                    f"the ceiling's {num(s['ceiling_ips'], 'images/s')}.")
+    w = s["worker"]
+    if w:
         text.append(f"Inside the one worker of W=1 (cold cache, one thread, collation into shared memory) an image "
-                    f"cost {num(w, 'ms')}, which predicts **{num(need, '')} workers**.")
-        busy0 = _row(st, "imagefolder", 0)
-        if busy0 is not None and pd.notna(busy0.get("worker_busy_ms")):
-            w0 = float(busy0["worker_busy_ms"]) / bsz
-            text.append(f"At W=0 the same stages cost {num(w0, 'ms')} per image in the main process: the worker pays "
-                        f"{_pct_more(w, w0)}.")
-    for fmt in ("imagefolder", "mds"):
-        d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
-        if d.empty:
+                    f"cost {num(w['ms'], 'ms')}, which predicts **{num(w['workers'], '')} workers**.")
+        if w["w0_ms"] is not None:
+            text.append(f"At W=0 the same stages cost {num(w['w0_ms'], 'ms')} per image in the main process: the "
+                        f"worker pays {_pct_more(w['ms'], w['w0_ms'])}.")
+    for r in s["formats"]:
+        name, first = LABELS.get(r["format"], r["format"]), r["first"]
+        if first is None:
+            text.append(f"{name}: with none of the worker counts tried did the data wait fall below {pct(bar)} of "
+                        "the step.")
             continue
-        fed = d[d["wait_share"] < LOADER_KEEPS_UP]
-        ok = d[d["pct_of_ceiling"] >= keep]
-        if fed.empty:
-            text.append(f"{LABELS[fmt]}: with none of the worker counts tried did the data wait fall below "
-                        f"{pct(LOADER_KEEPS_UP)} of the step.")
-            continue
-        k = fed.iloc[0]
-        first = int(k["workers"])
-        s = f"{LABELS[fmt]}: the data wait fell below {pct(LOADER_KEEPS_UP)} of the step from **W={first}**"
-        if need is not None:
-            s += ", " + _against_prediction(first, need, sorted(int(w) for w in d["workers"]))
-        if ok.empty:
-            worst = d.loc[d["compute_ms"].idxmax()]
-            more = (f" and up to {num(worst['compute_ms'], 'ms')} (W={int(worst['workers'])})"
-                    if int(worst["workers"]) != first else "")
-            s += (f"; yet no worker count reached {num(keep, '%')} of the ceiling: compute per step was "
-                  f"{num(k['compute_ms'], 'ms')} at W={first}{more}, against the ceiling's {num(ceil_compute, 'ms')}.")
+        line = f"{name}: the data wait fell below {pct(bar)} of the step from **W={first}**"
+        if r["need"] is not None:
+            line += ", " + _against_prediction(first, r["need"], r["tried"])
+        if r["reached"] is None:
+            short = r["short"]
+            more = (f" and up to {num(short['worst'], 'ms')} (W={short['worst_workers']})"
+                    if short["worst_workers"] != first else "")
+            line += (f"; yet no worker count reached {num(keep, '%')} of the ceiling: compute per step was "
+                     f"{num(short['compute'], 'ms')} at W={first}{more}, against the ceiling's "
+                     f"{num(s['ceiling_compute'], 'ms')}.")
         else:
-            s += f"; it first reached {num(keep, '%')} of the ceiling at W={int(ok.iloc[0]['workers'])}."
-        text.append(s)
-    t = st[st["variant"] == "tuned"].sort_values("workers")
-    tok = t[t["pct_of_ceiling"] >= keep]
-    if not t.empty:
+            line += f"; it first reached {num(keep, '%')} of the ceiling at W={r['reached']}."
+        text.append(line)
+    t = s["tuned"]
+    if t:
         text.append("The tuned recipe " + (
-            f"reached {num(keep, '%')} of the ceiling with {tok.iloc[0]['label']}, its compute per step "
-            f"{num(tok.iloc[0]['compute_ms'], 'ms')}." if not tok.empty else
-            f"reached {num(keep, '%')} of the ceiling in none of its configurations (best "
-            f"{num(t['pct_of_ceiling'].max(), '%')})."))
+            f"reached {num(keep, '%')} of the ceiling with {say.text(t['label'])}, its compute per step "
+            f"{num(t['compute'], 'ms')}." if t["label"] is not None else
+            f"reached {num(keep, '%')} of the ceiling in none of its configurations (best {num(t['best'], '%')})."))
     return " ".join(text) if text else "The per-image costs were not recorded in this run."
 
 
@@ -642,17 +470,15 @@ def _pct_more(a: float, b: float) -> str:
     return f"{pct(a / b - 1)} more" if a >= b else f"{pct(1 - a / b)} less"
 
 
-def cpu_note(res) -> str:
+def cpu_note(facts) -> str:
     """What the CPU columns show in this run, in numbers."""
-    st = _md_stats(res)
-    if "main_cores" not in st:
+    c = facts_of(facts).data.get("cpu_use")
+    if not c:
+        return ""
+    if c["old"]:
         return ("This older result records CPU use only as psutil's system-wide percentage, averaged over the whole "
                 "scenario.")
-    cores = int(res.metadata.get("cores", 0)) or None
-    f = st[(st["format"] == "imagefolder") & (st["variant"] == "default")].sort_values("workers")
-    if f.empty:
-        return ""
-    a, b = f.iloc[0], f.iloc[-1]
+    a, b, cores = c["fewest"], c["most"], c["cores"]
     return (f"At W={int(a['workers'])} the training process kept {num(a['main_cores'], '')} cores busy "
             f"({int(a['main_threads'])} intra-op threads) and the machine {num(a['cpu_busy_cores'], '')}"
             + (f" of its {cores}" if cores else "") +
@@ -660,100 +486,69 @@ def cpu_note(res) -> str:
             f"{num(b['main_cores'], '')} and the machine {num(b['cpu_busy_cores'], '')}.")
 
 
-def _kernel_share(res, label: str) -> float | None:
-    """Share of the traced step in which the GPU ran kernels, for the trace of ``label``."""
-    if "timeline" not in res.tables or res.table("timeline").empty:
-        return None
-    tl = res.table("timeline")
-    g = tl[tl["label"] == label]
-    if g.empty:
-        return None
-    step = float(g["step_ms"].iloc[0])
-    busy = float(g[g["lane"] == "GPU: kernels"]["dur_ms"].sum())
-    return busy / step if step > 0 and busy > 0 else None
 
-
-def nvml_note(res) -> str:
+def nvml_note(facts) -> str:
     """NVML against the compute share for the best configuration, over the steady-state steps, with the share of
     the traced step in which the profiler saw kernels run (the measured check of both)."""
-    b = best_scenario(res).copy()
-    b["label"] = say.text(b["label"])
-    if pd.isna(b.get("gpu_util")):
+    n = facts_of(facts).data.get("nvml")
+    if not n:
         return "NVML is not available here (no NVIDIA GPU or no nvidia-ml-py): no GPU utilisation was sampled."
-    n = b.get("util_samples")
-    nv, au = float(b["gpu_util"]) / 100, float(b["au"])
-    text = (f"Over the steady-state steps of the best configuration ({b['label']}), NVML read "
-            f"**{num(b['gpu_util'], '%')}** on average" + (f" ({int(round(n))} samples per run)" if pd.notna(n) else
-                                                           " (an older result: averaged over the whole scenario)")
-            + f" while the compute share was {pct(au)}.")
-    k = _kernel_share(res, b["label"])
-    if k is not None:
-        near = ("closer to the compute share than to NVML's reading" if abs(k - au) < abs(k - nv)
+    text = (f"Over the steady-state steps of the best configuration ({say.text(n['label'])}), NVML read "
+            f"**{num(n['gpu_util'], '%')}** on average"
+            + (f" ({int(round(n['samples']))} samples per run)" if n["samples"] is not None else
+               " (an older result: averaged over the whole scenario)")
+            + f" while the compute share was {pct(n['au'])}.")
+    if n["kernel_share"] is not None:
+        near = ("closer to the compute share than to NVML's reading" if n["closer"] == "compute share"
                 else "closer to NVML's reading")
-        text += (f" The profiler's traced step of the same configuration shows kernels running for {pct(k)} of the "
-                 f"step, {near}.")
+        text += (f" The profiler's traced step of the same configuration shows kernels running for "
+                 f"{pct(n['kernel_share'])} of the step, {near}.")
     return text
 
 
-def compute_growth_note(res) -> str:
-    """Which scenarios' compute per step grew against the ceiling, how busy the CPU was in them,
-    and whether the load sweep measured that load; what the tuned recipe changes at once, and
-    which runs would separate its changes."""
-    st = _md_stats(res)
-    sc = _md_scenarios(res)
-    c0 = [float(v) for v in res.table("ceiling")["compute_ms"]]
-    m0 = float(np.mean(c0))
-    cores = int(res.metadata.get("cores", 0)) or None
-    of = f" of {cores}" if cores else ""
-    grown = []
-    for _, r in st[st["variant"] == "default"].iterrows():
-        runs = [float(v) for v in sc[sc["label"] == r["label"]]["compute_ms"]]
-        if runs and direction(runs, c0) > 0:
-            grown.append(r)
-    if not grown:
-        return (f"No scenario of the default recipe computed a step measurably slower than the ceiling "
-                f"({num(m0, 'ms')}).")
-    has_cpu = "cpu_busy_cores" in st
-    items = [f"{r['label']} {num(r['compute_ms'], 'ms')}"
-             + (f" at {num(r['cpu_busy_cores'], '')} busy cores{of}" if has_cpu else "") for r in grown]
-    text = [f"Compute per step grew beyond the ceiling's {num(m0, 'ms')} in: " + "; ".join(items) + "."]
-    ls = load_stats(res)
-    if not ls.empty and has_cpu:
-        base_mode = "plain" if "plain" in set(ls["mode"]) else ls["mode"].iloc[0]
-        base = ls[(ls["mode"] == base_mode) & (ls["busy"] > 0)].sort_values("busy")
-        if not base.empty:
-            light = base.iloc[0]
-            top = max(float(r["cpu_busy_cores"]) for r in grown)
-            level = f"{int(light['busy'])} busy processes, {num(light['cpu_busy_cores'], '')} busy cores{of}"
-            if top < 0.9 * float(light["cpu_busy_cores"]):
-                text.append(f"The load sweep's lightest load ({level}; compute {num(light['compute_ms'], 'ms')}) "
-                            f"kept more cores busy than any of these scenarios (at most {num(top, '')}): the "
-                            "sweep did not measure their load, so it does not show that a busy CPU made their "
-                            "compute grow. In this run their growth has no isolated cause.")
-            else:
-                text.append(f"These scenarios kept as many cores busy as the load sweep's lightest load ({level}), "
-                            f"at which compute per step was {num(light['compute_ms'], 'ms')}.")
-    tuned = st[st["variant"] == "tuned"]
-    if not tuned.empty:
-        t = tuned.loc[tuned["images_per_s"].idxmax()]
-        d = _row(st, t["format"], int(t["workers"]))
-        remedy = str(res.parameters["tuned_remedy"])
-        changes = ["uint8 batches", f"normalisation {say.where('normalise', res.metadata.get('device') or 'cpu')}"]
-        if "nice" in remedy:
-            changes.append(f"workers at nice {WORKER_NICE}")
-        if "reserve" in remedy:
-            changes.append("workers kept off the reserved cores")
-        s = f"The tuned recipe computed a step in {num(t['compute_ms'], 'ms')} ({t['label']}"
-        s += f"; the default recipe {num(d['compute_ms'], 'ms')})" if d is not None else ")"
-        if len(changes) > 2:
-            missing = ["the default recipe with its workers treated the same way"]
-            missing.append("the tuned recipe with untreated workers")
-            s += (f", but it changes {len(changes)} things at once ({', '.join(changes)}), so which of them kept "
-                  f"compute down is not isolated: the runs that would tell ({' and '.join(missing)}) were not part "
-                  "of this run.")
+def compute_growth_note(facts) -> str:
+    """Which scenarios' compute per step grew against the ceiling (beyond the runs' spread), how busy the CPU was
+    in them, and whether the load sweep measured that load; what the tuned recipe changes at once, and which runs
+    would separate its changes."""
+    facts = facts_of(facts)
+    g = facts.data.get("compute_growth") or {}
+    ceiling = say.value(facts.get("compute.ceiling"), runs=False)
+    of = f" of {g['cores']}" if g.get("cores") else ""
+    if not g.get("grown"):
+        return f"No scenario of the default recipe computed a step measurably slower than the ceiling ({ceiling})."
+    items = [f"{say.text(r['label'])} {say.value(facts[r['key']], runs=False)}"
+             + (f" at {num(r['busy_cores'], '')} busy cores{of}" if r["busy_cores"] is not None else "")
+             for r in g["grown"]]
+    text = [f"Compute per step grew beyond the ceiling's {ceiling} in: " + "; ".join(items) + "."]
+    s = g.get("sweep")
+    if s:
+        level = f"{s['busy']} busy processes, {num(s['busy_cores'], '')} busy cores{of}"
+        if not s["matched"]:
+            text.append(f"The load sweep's lightest load ({level}; compute {num(s['compute'], 'ms')}) kept more cores "
+                        f"busy than any of these scenarios (at most {num(s['top'], '')}): the sweep did not measure "
+                        "their load, so it does not show that a busy CPU made their compute grow. In this run their "
+                        "growth has no isolated cause.")
         else:
-            s += "; its workers were not treated, so only the batch format and where it is normalised differ."
-        text.append(s)
+            text.append(f"These scenarios kept as many cores busy as the load sweep's lightest load ({level}), at "
+                        f"which compute per step was {num(s['compute'], 'ms')}.")
+    t = g.get("tuned")
+    if t:
+        changes = ["uint8 batches", f"normalisation {say.where('normalise', facts.data.get('device') or 'cpu')}"]
+        if t["nice"]:
+            changes.append(f"workers at nice {WORKER_NICE}")
+        if t["reserve"]:
+            changes.append("workers kept off the reserved cores")
+        line = f"The tuned recipe computed a step in {num(t['compute'], 'ms')} ({say.text(t['label'])}"
+        line += f"; the default recipe {num(t['default_compute'], 'ms')})" if t["default_compute"] is not None else ")"
+        if len(changes) > 2:
+            missing = ["the default recipe with its workers treated the same way",
+                       "the tuned recipe with untreated workers"]
+            line += (f", but it changes {len(changes)} things at once ({', '.join(changes)}), so which of them kept "
+                     f"compute down is not isolated: the runs that would tell ({' and '.join(missing)}) were not part "
+                     "of this run.")
+        else:
+            line += "; its workers were not treated, so only the batch format and where it is normalised differ."
+        text.append(line)
     return " ".join(text)
 
 
@@ -795,37 +590,31 @@ def ratio_note(res) -> str:
             f"**images/s**, MDS ÷ ImageFolder ({times(i)} here; above 1 when shards ran faster).")
 
 
-def load_note(res) -> str:
+def load_note(facts) -> str:
     """Notes on modes of the load sweep that could not run here."""
-    notes = res.metadata.get("load_notes") or {}
+    notes = facts_of(facts).data.get("load_notes") or {}
     return " ".join(f"{say.text(_mode_label(k).capitalize())}: {say.text(v)}." for k, v in notes.items())
 
 
-def timeline_note(res) -> str:
+
+def timeline_note(facts) -> str:
     """What the traced steps show: GPU busy time within the step, the wait, and for the forward
     pass how long the main thread took to issue it against how long the GPU took to run it."""
-
-    if "timeline" not in res.tables or res.table("timeline").empty:
+    traces = facts_of(facts).data.get("traces")
+    if not traces:
         return "No profiler trace was recorded in this run (profile = False)."
-    tl = res.table("timeline")
     out = []
-    key = "trace" if "trace" in tl else "label"
-    for _, g in tl.groupby(key, sort=False):
-        name = say.text(g["label"].iloc[0])
-        step = float(g["step_ms"].iloc[0])
-        busy = float(g[g["lane"] == "GPU: kernels"]["dur_ms"].sum())
-        s = f"In the traced step of **{name}** ({num(step, 'ms')} under the profiler)"
+    for t in traces:
+        step, busy = t["step"], t["busy"]
+        s = f"In the traced step of **{say.text(t['label'])}** ({num(step, 'ms')} under the profiler)"
         if busy > 0:
             s += f", the GPU ran kernels for {num(busy, 'ms')} ({pct(busy / step)} of the step)"
-        cpu = g[(g["lane"] == "CPU: phases")].set_index("name")
-        gpu = g[(g["lane"] == "GPU: phases")].set_index("name")
-        if "DATALOADER_WAIT" in cpu.index:
-            s += f"; the main thread waited {num(cpu.loc['DATALOADER_WAIT', 'dur_ms'], 'ms')} for the batch"
-        if "FORWARD" in cpu.index and "FORWARD" in gpu.index and "busy_ms" in gpu:
-            f_cpu, f_span, f_busy = (float(cpu.loc["FORWARD", "dur_ms"]), float(gpu.loc["FORWARD", "dur_ms"]),
-                                     float(gpu.loc["FORWARD", "busy_ms"]))
-            s += (f"; it took {num(f_cpu, 'ms')} to issue the forward pass, which kept the GPU busy for "
-                  f"{num(f_busy, 'ms')} of the {num(f_span, 'ms')} it spanned there")
+        if t["wait"] is not None:
+            s += f"; the main thread waited {num(t['wait'], 'ms')} for the batch"
+        fw = t["forward"]
+        if fw:
+            s += (f"; it took {num(fw['cpu'], 'ms')} to issue the forward pass, which kept the GPU busy for "
+                  f"{num(fw['busy'], 'ms')} of the {num(fw['span'], 'ms')} it spanned there")
         out.append(s + ".")
     return " ".join(out)
 
@@ -909,7 +698,7 @@ def ceiling_caption(res) -> str:
 def graph_note(res) -> str:
     """The graphed step against the eager one: the two ceilings (what launching kernels one by one
     costs with the CPU idle), and for each loader run both ways what the graph changed."""
-    why = graph_missing(res)
+    why = _graph_missing(facts_of(res))
     if why:
         return f"The training step replayed from a CUDA graph {why}."
     e, g = ceiling_runs(res, "eager"), ceiling_runs(res, "graphed")
@@ -950,21 +739,20 @@ def reader_table(res) -> pd.DataFrame:
     return out
 
 
-def reader_note(res) -> str:
+def reader_note(facts) -> str:
     """How to read the per-sample table: which statistic it shows, and where a few slow samples
     pull a mean above the p90 (an older result without medians)."""
-    if "readers" not in res.tables or res.table("readers").empty:
+    r = facts_of(facts).data.get("readers")
+    if not r:
         return ""
-    t = res.table("readers")
-    if "median_ms" in t and t["median_ms"].notna().any():
+    if r["medians"]:
         return ("Medians and p90 over the samples; the iterator's overhead is a mean (the iterator's wall time per "
                 "sample minus its stages).")
-    skew = t[t["p90_ms"].notna() & (t["ms"] > t["p90_ms"])]
     text = ("This result records the mean and the p90 of each stage, not the median; the iterator's overhead is "
             "a mean (wall time per sample minus the stages).")
-    if not skew.empty:
-        parts = [f"{LABELS.get(r['format'], r['format'])} {r['stage']} (mean {num(r['ms'], 'ms')}, p90 "
-                 f"{num(r['p90_ms'], 'ms')})" for _, r in skew.iterrows()]
+    if r["skewed"]:
+        parts = [f"{say.text(LABELS.get(x['format'], x['format']))} {say.text(x['stage'])} (mean {num(x['ms'], 'ms')}, "
+                 f"p90 {num(x['p90_ms'], 'ms')})" for x in r["skewed"]]
         text += (" Where the mean lies above the p90, a few samples slower than nine in ten pulled it up: "
                  + "; ".join(parts) + ". Compare those rows by their p90.")
     return text
@@ -1018,44 +806,36 @@ def paper_exercise(res) -> str:
     return on_paper(intro, questions, answers)
 
 
-def takeaways(res) -> str:
+def takeaways(facts) -> str:
     """The chapter's conclusions for a training job, each computed from this run."""
-    st = _md_stats(res)
-    keep = 100 * KEEP_UP
+    facts = facts_of(facts)
+    t = facts.data.get("takeaways") or {}
+    keep = t.get("keep", 100 * KEEP_UP)
     out = []
-    for fmt in ("imagefolder", "mds"):
-        d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
-        if d.empty:
-            continue
-        ok = d[d["pct_of_ceiling"] >= keep]
-        top = d.loc[d["pct_of_ceiling"].idxmax()]
-        out.append(f"{LABELS[fmt]}, default recipe: " + (
-            f"the fewest workers that reached {num(keep, '%')} of the ceiling here: **W={int(ok.iloc[0]['workers'])}**."
-            if not ok.empty else f"no worker count tried reached {num(keep, '%')} of the ceiling (best "
-                                 f"{num(top['pct_of_ceiling'], '%')}, at W={int(top['workers'])})."))
-    wmax = int(st["workers"].max())
-    a, b = _runs(res, "mds", wmax, "images_per_s"), _runs(res, "imagefolder", wmax, "images_per_s")
-    if a and b:
-        out.append(f"With {wmax} workers MDS was {compare(a, b)} ImageFolder.")
-    tuned = st[st["variant"] == "tuned"]
-    if not tuned.empty:
-        t = tuned.loc[tuned["images_per_s"].idxmax()]
-        remedy = say.code(res.parameters["tuned_remedy"])
-        on = say.where("normalise", res.metadata.get("device") or "cpu")
+    for r in t.get("formats", []):
+        out.append(f"{LABELS.get(r['format'], r['format'])}, default recipe: " + (
+            f"the fewest workers that reached {num(keep, '%')} of the ceiling here: **W={r['reached']}**."
+            if r["reached"] is not None else f"no worker count tried reached {num(keep, '%')} of the ceiling (best "
+                                             f"{num(r['best'], '%')}, at W={r['best_workers']})."))
+    c = facts.get("mds_vs_imagefolder.wmax")
+    if c is not None:
+        out.append(f"With {t['wmax']} workers MDS was {say.comparison(c, facts, baseline='ImageFolder')}.")
+    tuned = t.get("tuned")
+    if tuned:
+        remedy = say.code(facts.data.get("tuned_remedy"))
+        on = say.where("normalise", facts.data.get("device") or "cpu")
         out.append(f"The tuned recipe (uint8 batches normalised {on}, workers: {remedy})"
-                   f" reached {num(t['pct_of_ceiling'], '%')} of the ceiling at best ({t['label']}), with a copy of "
-                   f"{num(t['H2D_TRANSFER'], 'ms')} per step.")
-    g = st[st["variant"] == "graphed"]
-    if not g.empty:
-        gb = g.loc[g["pct_of_ceiling"].idxmax()]
-        every = float(gb.get("pct_of_ceiling_min", gb["pct_of_ceiling"])) >= keep
+                   f" reached {num(tuned['pct'], '%')} of the ceiling at best ({say.text(tuned['label'])}), with a "
+                   f"copy of {num(tuned['h2d'], 'ms')} per step.")
+    g = t.get("graphed")
+    if g:
         out.append(
-            f"With its step replayed from a CUDA graph, the same loader reached {num(gb['pct_of_ceiling'], '%')} "
-            f"of the graphed ceiling at best ({gb['label']}): "
-            + (f"at least {num(keep, '%')} in every run." if every else f"below {num(keep, '%')} in at least one run.")
-        )
-    elif not tuned.empty and graph_missing(res):
-        out.append(f"The step replayed from a CUDA graph {graph_missing(res)}.")
+            f"With its step replayed from a CUDA graph, the same loader reached {num(g['pct'], '%')} "
+            f"of the graphed ceiling at best ({say.text(g['label'])}): "
+            + (f"at least {num(keep, '%')} in every run." if g["every"] else f"below {num(keep, '%')} in at least one "
+                                                                               "run."))
+    elif tuned and _graph_missing(facts):
+        out.append(f"The step replayed from a CUDA graph {_graph_missing(facts)}.")
     return "\n".join(f"* {x}" for x in out)
 
 
@@ -1286,17 +1066,17 @@ def opening(facts) -> Opening:
     return Opening(_opening_findings(facts), [a for a in actions if a is not None][:3])
 
 
-def device_note(res) -> str:
+def device_note(facts) -> str:
     """Where this run ran and with which model, and what did not run here."""
-    facts = facts_of(res)
-    m = res.metadata
-    text = (f"What ran: {say.text(facts.data['workload'])} (model {say.code(facts.data['model'])}), "
-            f"{int(m.get('cores') or 0)} logical cores.")
-    if m.get("device") != "cuda":
+    facts = facts_of(facts)
+    d = facts.data
+    text = (f"What ran: {say.text(d['workload'])} (model {say.code(d['model'])}), "
+            f"{int(d.get('cores') or 0)} logical cores.")
+    if d.get("device") != "cuda":
         text += (" Without a GPU these are CPU timings of the model that ran: they exercise the same code; the GPU "
                  "numbers are the reference run's, in the comparison table below.")
-    if m.get("mds_note"):
-        text += f"\n\n{say.skipped('The MDS half', m['mds_note'])}"
+    if d.get("mds_note"):
+        text += f"\n\n{say.skipped('The MDS half', d['mds_note'])}"
     return text
 
 
