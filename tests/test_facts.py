@@ -1299,8 +1299,9 @@ def test_c09_a_hostile_string_never_reaches_markdown_as_html():
            opening.markdown(pg09, cpu, None, is_reference_run=True)]
     for facts in (f, an09.analyse(cpu)):
         out += [x.text for x in pg09.findings(facts)] + [pg09.takeaways(facts)]
-    out += [pg09.readahead_note(r), pg09.storage_notes(r), pg09.no_gpu_text(cpu, r), pg09.uring_note(cpu, f)]
-    out += [note(facts) for facts in (f, an09.analyse(cpu)) for note in NOTES09] + pg09.gpu_errors(r)
+    cf = an09.analyse(cpu)
+    out += [pg09.readahead_note(f), pg09.storage_notes(f), pg09.no_gpu_text(cf, r), pg09.uring_note(cf)]
+    out += [note(facts) for facts in (f, cf) for note in NOTES09] + pg09.gpu_errors(f)
     for text in out:
         assert_stays_text(text)
     assert "True" not in pg09.gds_table(r).to_string() and "None" not in pg09.storage_table(r).to_string()
@@ -1375,9 +1376,9 @@ def test_c09_latency_note_follows_reversed_data():
 
 def test_c09_uring_note_follows_reversed_data():
     r = _h200_09()
-    assert "faster than the best pread pool" in pg09.uring_note(r, an09.analyse(r))
+    assert "faster than the best pread pool" in pg09.uring_note(an09.analyse(r))
     r = _scaled09(r, "random", lambda t: t["mode"] == "pread, thread pool", "IOPS", 5)
-    assert "slower than the best pread pool" in pg09.uring_note(r, an09.analyse(r))
+    assert "slower than the best pread pool" in pg09.uring_note(an09.analyse(r))
 
 
 def test_c09_pipeline_note_follows_reversed_data():
