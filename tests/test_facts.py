@@ -1242,7 +1242,11 @@ def test_c09_facts_equal_what_the_tables_hold(ref09):
     one = _mean09(r[r["mode"] == "pread, 1 thread"]["IOPS"])
     pool = r[r["mode"] == "pread, thread pool"].groupby("threads")["IOPS"].mean()
     assert f.number("parallel_random") == pytest.approx(pool.max() / one)
-    assert f.advice_for("random_reads.threads").value == int(pool.idxmax())
+    assert f["random_pool"].setting["threads"] == int(pool.idxmax())
+    # the advice: the cheapest pool level with the fastest (decide's rule), its gain the table's ratio
+    a = f.advice_for("random_reads.threads")
+    assert a.verdict == "change" and a.value in pool.index and a.value <= int(pool.idxmax())
+    assert f.number("random_reads.threads.gain") == pytest.approx(pool[a.value] / one)
     ra = ref09.table("readahead")
     seq = ra[(ra["pattern"] == "sequential") & (ra["setting"] == "read_ahead_kb")]
     means = seq.groupby("read_ahead_kb")["MBps"].mean()
@@ -1316,8 +1320,9 @@ def test_c09_a_hostile_string_never_reaches_markdown_as_html():
            opening.markdown(pg09, cpu, None, is_reference_run=True)]
     for facts in (f, an09.analyse(cpu)):
         out += [x.text for x in pg09.findings(facts)] + [pg09.takeaways(facts)]
-    out += [pg09.readahead_note(r), pg09.storage_notes(r), pg09.no_gpu_text(cpu, r), pg09.uring_note(cpu, f)]
-    out += [note(facts) for facts in (f, an09.analyse(cpu)) for note in NOTES09] + pg09.gpu_errors(r)
+    cf = an09.analyse(cpu)
+    out += [pg09.readahead_note(f), pg09.storage_notes(f), pg09.no_gpu_text(cf, r), pg09.uring_note(cf)]
+    out += [note(facts) for facts in (f, cf) for note in NOTES09] + pg09.gpu_errors(f)
     for text in out:
         assert_stays_text(text)
     assert "True" not in pg09.gds_table(r).to_string() and "None" not in pg09.storage_table(r).to_string()
@@ -1355,7 +1360,11 @@ def test_c09_gpu_note_follows_reversed_data():
 
 def test_c09_gds_note_follows_reversed_data():
     assert "more than path (b)" in pg09.gds_note(an09.analyse(_h200_09()))
-    r = _scaled09(_h200_09(), "gpu", lambda t: t["path"].str.startswith("kvikio"), "cpu_s_per_GB", 0.1)
+    r = _h200_09()
+    g, kv = r.tables["gpu"], lambda t: t["path"].str.startswith("kvikio")
+    # every kvikio run down to a tenth of path (b)'s least CPU time per GB
+    factor = 0.1 * g.loc[g["path"] == an09.PINNED, "cpu_s_per_GB"].min() / g.loc[kv(g), "cpu_s_per_GB"].max()
+    r = _scaled09(r, "gpu", kv, "cpu_s_per_GB", factor)
     assert "less than path (b)" in pg09.gds_note(an09.analyse(r))
 
 
@@ -1392,9 +1401,9 @@ def test_c09_latency_note_follows_reversed_data():
 
 def test_c09_uring_note_follows_reversed_data():
     r = _h200_09()
-    assert "faster than the best pread pool" in pg09.uring_note(r, an09.analyse(r))
+    assert "faster than the best pread pool" in pg09.uring_note(an09.analyse(r))
     r = _scaled09(r, "random", lambda t: t["mode"] == "pread, thread pool", "IOPS", 5)
-    assert "slower than the best pread pool" in pg09.uring_note(r, an09.analyse(r))
+    assert "slower than the best pread pool" in pg09.uring_note(an09.analyse(r))
 
 
 def test_c09_pipeline_note_follows_reversed_data():

@@ -452,6 +452,70 @@ def test_no_gpu_is_said_plainly():
     assert f.value is None and "no CUDA device" in f.text
 
 
+def test_a_run_whose_gpu_reads_all_failed_says_so_and_shows_the_reference():
+    """Every read into GPU memory failed: the analysis records no GPU path and why (not "no CUDA device"), the
+    errors are listed from the facts, and the text points to a reference run only where that run read into GPU
+    memory."""
+    failed = [dict(path="pinned, double-buffered", cache="cold", run=0, GBps=None, error="CUDA error: out of memory")]
+    f = analysis.analyse(_res({"gpu": failed}))
+    assert not page.has_gpu(f) and f["gpu_ran"].value == "no"
+    assert page.gpu_errors(f) == ["pinned, double-buffered: `CUDA error: out of memory`"]
+    ref = _res({"gpu": _gpu([2.0, 2.1], [1.0, 1.1], [1.5, 1.6]), "ceiling": CEIL})
+    assert page.has_gpu(analysis.analyse(ref)) and page.gpu_errors(analysis.analyse(ref)) == []
+    shown = page.no_gpu_text(f, ref)
+    assert "(every read into GPU memory failed)" in shown and "**reference run**" in shown
+    alone = page.no_gpu_text(f, _res({"gpu": failed}))
+    assert "no reference run with a GPU is committed" in alone
+    cpu = analysis.analyse(_res({}, gpu_note="no CUDA device"))
+    assert "(no CUDA device)" in page.no_gpu_text(cpu, None) and page.gpu_errors(cpu) == []
+
+
+def test_readahead_note_follows_the_read_backs():
+    """How often read_ahead_kb was set and restored, and whether every read-back matched, are the analysis's
+    facts: one differing read-back turns the note; an unchanged device is said to have been left alone."""
+    log = [dict(file="f", original=128, set=v, read_back=v) for v in (16, 1024)]
+    log += [dict(file="f", restored=128, read_back=128) for _ in (16, 1024)]
+    f = analysis.analyse(_res({}, readahead_changes=log))
+    assert f.number("readahead_restored") == 2 and f["readahead_read_back"].value == "equal"
+    assert "set 2 times and restored to its original 128 KiB after each, read back equal every time" in \
+        page.readahead_note(f)
+    log[-1] = dict(file="f", restored=128, read_back=256)
+    f = analysis.analyse(_res({}, readahead_changes=log))
+    assert f["readahead_read_back"].value == "differed" and "a read-back differed" in page.readahead_note(f)
+    left = analysis.analyse(_res({}, readahead_sysfs={"used": False, "note": "not root"}))
+    assert "readahead_restored" not in left and page.readahead_note(left).startswith(
+        "The device's `read_ahead_kb` was left alone: not root.")
+
+
+def test_storage_notes_follow_the_recorded_settings():
+    """The notes on the data directory's storage follow what the run recorded: access-time policy, a disk that
+    names no model, a virtio disk's rotational flag; with no record, they say so."""
+    vd = page.storage_notes(analysis.analyse(_res({}, device={"mount_options": "rw,relatime", "disk": "vda",
+                                                             "rotational": True, "scheduler": "none"})))
+    assert vd.startswith("`relatime`") and "reports no model" in vd and "driver's default" in vd
+    nvme = page.storage_notes(analysis.analyse(_res({}, device={"mount_options": "rw,noatime", "disk": "nvme0n1",
+                                                               "model": "X", "rotational": False})))
+    assert nvme.startswith("`noatime`") and "reports no model" not in nvme and "driver's default" not in nvme
+    plain = page.storage_notes(analysis.analyse(_res({}, device={"mount_options": "rw", "disk": "sda",
+                                                                "model": "X", "max_sectors_kb": 512})))
+    assert plain.startswith("neither `noatime` nor `relatime`") and "max_sectors_kb 512" in plain
+    assert page.storage_notes(analysis.analyse(_res({}, device={}))) == "No storage facts were recorded."
+
+
+def test_the_sweeps_basis_follows_the_pcie_copy():
+    """The sweep's shares are of the same run's dd read unless the PCIe copy was the slower link: the table,
+    the chart's axis and the note all take that one fact from the analysis."""
+    res = _with_choice(SWEEP, _gpu([1.0, 1.1, 1.0], [0.9] * 3, [0.8] * 3))
+    assert analysis.sweep_basis(res) == "dd" and analysis.analyse(res)["sweep_basis"].value == "dd"
+    assert "speed ÷ same run's dd (×, mean)" in page.pipeline_table(res).columns
+    assert "of the same run's dd read" in _note(page.pipeline_note, res)
+    res.metadata["pcie_ceiling"] = {"available": True, "GBps": 1.0, "size": 1 << 30}   # below the dd read
+    assert analysis.analyse(res)["sweep_basis"].value == "dd or PCIe"
+    assert "speed ÷ same run's dd or PCIe (×, mean)" in page.pipeline_table(res).columns
+    assert "slower link (dd or PCIe)" in page.pipeline_chart(res, "t").layout.xaxis.title.text
+    assert "of the same run's slower link (dd or PCIe)" in _note(page.pipeline_note, res)
+
+
 def test_gds_finding_never_labels_compat_as_gds():
     r = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [2.5] * 3), "ceiling": CEIL})
     f = _finding(r, "gds")
@@ -555,29 +619,36 @@ def test_asked_vs_seen_follows_the_counters():
 
 
 def test_chapter_9_opening_follows_reversed_data():
-    """Slow the disk's own dd read threefold and swap the single thread's random-read rates with the pool's:
-    the opening turns from "faster than this chapter's dd reading the file cold" to "slower", and from "use a pool"
-    to "keep one thread"."""
+    """Make the disk's own dd read three times slower, then three times faster, than the reference recorded, and
+    hand the single thread's random-read rates to the pool and back: the opening turns from "faster than this
+    chapter's dd reading the file cold" to "slower", and from "use a pool" to "keep one thread"; the code pasted
+    for path (b) carries the setting the run chose."""
     ref = results.load_reference(reading.CHAPTER)
-    op = page.opening(analysis.analyse(ref))
+
+    def scaled(dd: float, one: float, pool: float) -> results.Result:
+        c = ref.table("ceiling").copy()
+        c["GBps"] *= dd
+        p = ref.table("pipeline").copy()                    # every dd run of the chapter: the sweep's too
+        p.loc[p["mode"].str.startswith("dd"), "GBps"] *= dd
+        r = ref.table("random").copy()
+        on, po = r["mode"] == "pread, 1 thread", r["mode"] == "pread, thread pool"
+        r.loc[on, "IOPS"], r.loc[po, "IOPS"] = r.loc[on, "IOPS"] * one, r.loc[po, "IOPS"] * pool
+        return results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
+                              {**ref.tables, "ceiling": c, "pipeline": p, "random": r}, ref.metadata)
+
+    f = analysis.analyse(scaled(1 / 3, 1 / 10, 10))
+    op = page.opening(f)
     assert "faster than this chapter's dd reading the file cold" in op.findings[0].text
     size = size_label(ref.parameters["file_size"])     # the profile's file, as the run read it
-    assert op.actions[0].text.startswith(f"For reading a {size} file into GPU memory, cold, use pinned, "
-                                         "double-buffered")
+    assert op.actions[0].text.startswith(f"For reading a {size} file into GPU memory, cold, use ")
+    b = f["to_gpu"].setting
+    if b.get("path") == analysis.PINNED:
+        assert f"{b['chunk'] >> 20} << 20, {b['buffers']}" in op.actions[0].snippet
     assert "faster than one pread thread" in op.findings[1].text
-    assert "`ThreadPoolExecutor(max_workers=16)`" in op.actions[1].text
-    c = ref.table("ceiling").copy()
-    c["GBps"] *= 3
-    p = ref.table("pipeline").copy()                    # every dd run of the chapter: the sweep's too
-    p.loc[p["mode"].str.startswith("dd"), "GBps"] *= 3
-    r = ref.table("random").copy()
-    one, pool = r["mode"] == "pread, 1 thread", r["mode"] == "pread, thread pool"
-    r.loc[one, "IOPS"], r.loc[pool, "IOPS"] = r.loc[one, "IOPS"] * 10, r.loc[pool, "IOPS"] / 10
-    rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
-                         {**ref.tables, "ceiling": c, "pipeline": p, "random": r}, ref.metadata)
-    op = page.opening(analysis.analyse(rev))
+    threads = f.advice_for("random_reads.threads")
+    assert threads.verdict == "change" and f"`ThreadPoolExecutor(max_workers={threads.value})`" in op.actions[1].text
+    op = page.opening(analysis.analyse(scaled(3, 10, 1 / 10)))
     assert "slower than this chapter's dd reading the file cold" in op.findings[0].text
-    assert "os.O_DIRECT" in op.actions[0].snippet and "4 << 20, 2" in op.actions[0].snippet
     assert "slower than one pread thread" in op.findings[1].text
     assert "keep the default one reading thread" in op.actions[1].text and op.actions[1].snippet is None
 

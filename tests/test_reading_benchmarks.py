@@ -84,7 +84,7 @@ def test_best_path_b_setting_reaches_the_disk_on_every_run(ref):
 
 def test_uring_was_measured_or_its_skip_is_labelled(ref):
     if "uring" not in ref.tables:
-        note = page.uring_note(ref, analysis.analyse(ref))
+        note = page.uring_note(analysis.analyse(ref))
         assert "not in the reference run" in note or "skipped" in note
     else:
         assert (ref.table("uring")["requests"] > 0).all()

@@ -111,7 +111,7 @@ def test_uring_depths_are_checked(tmp_path):
 
 # --------------------------------------------------------------------------- the sentence follows the data
 def _uring_note(res):
-    return page.uring_note(res, analysis.analyse(res))
+    return page.uring_note(analysis.analyse(res))
 
 
 def _note(fn, res):

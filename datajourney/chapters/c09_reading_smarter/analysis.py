@@ -83,6 +83,22 @@ def pipeline_summary(res) -> pd.DataFrame:
     return sweep_summary(_t(res, "pipeline"), pcie_ceiling(res))
 
 
+def sweep_basis(res) -> str:
+    """What the sweep's shares are of: "dd" (the same run's ``dd`` read), or "dd or PCIe" where the PCIe copy
+    was the slower link of some run."""
+    pc = pcie_ceiling(res)
+    b = sweep_shares(_t(res, "pipeline"), pc)
+    return "dd or PCIe" if pc and not b.empty and bool((b["ceiling_GBps"] >= pc).any()) else "dd"
+
+
+def gpu_errors(res) -> list[list[str]]:
+    """Each failed path into GPU memory and its error ([path, error]), once each, in the run's order."""
+    g = _t(res, "gpu")
+    if g.empty or "error" not in g:
+        return []
+    return [[str(p), e] for p, e in dict.fromkeys(zip(g["path"], g["error"])) if isinstance(e, str)]
+
+
 def setting_words(mode: str, chunk: int, buffers: int) -> str:
     """"O_DIRECT reads, 16 MiB × 2": path (b)'s setting as the chapter names it (joined to the path by "with")."""
     from datajourney.core.findings import size_label
@@ -120,9 +136,11 @@ def _to_gpu(res, f: Facts) -> None:
                    label="this chapter's dd reading the file cold"))
     pc = pcie_ceiling(res)
     f.add(measured("pcie_copy", [pc] if pc else [], unit="GB/s", label="the pinned PCIe copy alone"))
+    f.data["gpu_errors"] = gpu_errors(res)
     if cold.empty:
-        f.add(Fact("to_gpu", None, "GB/s", "the fastest cold path into GPU memory", "rate",
-                   setting={"why": res.metadata.get("gpu_note") or "no CUDA device"}))
+        why = res.metadata.get("gpu_note") or ("every read into GPU memory failed" if f.data["gpu_errors"] else
+                                               "no CUDA device")
+        f.add(Fact("to_gpu", None, "GB/s", "the fastest cold path into GPU memory", "rate", setting={"why": why}))
         return
     size = int(cold["bytes"].iloc[0]) if "bytes" in cold else 0
     f.data.update(file_bytes=size, gpu_chunk=int(_param(res, "gpu_chunk")), kvikio_task=int(_param(res, "kvikio_task")))
@@ -267,6 +285,9 @@ def _random(res, f: Facts) -> None:
 
 
 def _uring(res, f: Facts) -> None:
+    st = res.metadata.get("io_uring_status")
+    f.data["uring_status"] = ({"available": bool(st.get("available")), "note": str(st.get("note") or "")}
+                              if isinstance(st, dict) else None)
     u = _t(res, "uring")
     if u.empty:
         return
@@ -314,6 +335,12 @@ def _readahead(res, f: Facts) -> None:
     meta = res.metadata.get("readahead_sysfs") or {}
     f.data["readahead_sysfs"] = {"used": bool(meta.get("used")), "note": meta.get("note"),
                                  "original_kb": meta.get("original_kb")}
+    if meta.get("used"):
+        restored = [e for e in res.metadata.get("readahead_changes") or [] if "restored" in e]
+        f.add(Fact("readahead_restored", len(restored), "", "times read_ahead_kb was set and restored", "count",
+                   None),
+              Fact("readahead_read_back", "equal" if all(e.get("read_back") == e["restored"] for e in restored)
+                   else "differed", "", "read_ahead_kb read back after each restore", "choice", None))
     if ra.empty:
         return
     seq = ra[ra["pattern"] == "sequential"]
@@ -349,6 +376,23 @@ def _readahead(res, f: Facts) -> None:
             f.advise(Advice("random_reads.fadvise", "posix_fadvise", "POSIX_FADV_RANDOM",
                             "cold random 4 KiB reads from one file", gain="fadvise_random", scope="only",
                             evidence=("fadvise_random",)))
+
+
+def _storage(res, f: Facts) -> None:
+    """What the data directory's storage settings mean for this chapter's reads: how reads update access
+    times, whether the disk names a model (a virtual disk names none), whether its rotational flag is only a
+    virtio driver's default; the scheduler and the largest request as recorded."""
+    d = res.metadata.get("device") or {}
+    if not d:
+        f.data["device"] = None
+        return
+    opts = str(d.get("mount_options") or "")
+    disk = d.get("disk")
+    f.data["device"] = {
+        "atime": "noatime" if "noatime" in opts else "relatime" if "relatime" in opts else "every read",
+        "scheduler": d.get("scheduler"), "disk": disk, "model_missing": d.get("model") is None and bool(disk),
+        "rotational_default": bool(d.get("rotational")) and str(disk or "").startswith("vd"),
+        "max_sectors_kb": d.get("max_sectors_kb")}
 
 
 def _latency(res, f: Facts) -> None:
@@ -387,6 +431,7 @@ def analyse(res) -> Facts:
     _uring(res, f)
     _asked_vs_seen(res, f)
     _readahead(res, f)
+    _storage(res, f)
     _latency(res, f)
     return analyse_notes(res, f)
 
@@ -429,8 +474,7 @@ def _sweep_notes(res, f: Facts) -> None:
     if s.empty:
         return
     b = sweep_shares(_t(res, "pipeline"), pc)
-    clipped = bool(pc) and bool((b["ceiling_GBps"] >= pc).any())
-    f.add(Fact("sweep_basis", "dd or PCIe" if clipped else "dd", "", "what the sweep's shares are of", "choice", None))
+    f.add(Fact("sweep_basis", sweep_basis(res), "", "what the sweep's shares are of", "choice", None))
 
     def runs(row) -> list[float]:
         return b[(b["mode"] == row["mode"]) & (b["chunk"] == row["chunk"]) & (b["buffers"] == row["buffers"])][

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from datajourney.chapters.c09_reading_smarter import analysis, charts
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
 from datajourney.chapters.c09_reading_smarter.analysis import analyse as _analyse
-from datajourney.chapters.common import UNDECIDED_WORDS, facts_reader
+from datajourney.chapters.common import UNDECIDED_WORDS, facts_reader, table_of
 from datajourney.core import findings as fx
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts, host_label
@@ -26,8 +26,9 @@ PINNED = "pinned, double-buffered"
 
 
 # --------------------------------------------------------------------------- helpers
-def _t(res, name: str) -> pd.DataFrame:
-    return res.tables[name] if name in res.tables else pd.DataFrame()
+def _result_table(res, name: str) -> pd.DataFrame:
+    """A table of the result as the run recorded it (empty where it has none): what the display functions show."""
+    return table_of(res, name)
 
 
 def _ok(x) -> bool:
@@ -35,7 +36,7 @@ def _ok(x) -> bool:
 
 
 def _gpu_ok(res) -> pd.DataFrame:
-    g = _t(res, "gpu")
+    g = _result_table(res, "gpu")
     if not g.empty and "error" in g:
         g = g[g["error"].isna()]
     return g
@@ -44,11 +45,6 @@ def _gpu_ok(res) -> pd.DataFrame:
 def device_ceiling(res) -> list[float]:
     """The chapter's cold ``dd`` reads of its file (GB/s): one series, as the analysis states it."""
     return analysis.dd_runs(res)
-
-
-def pcie_ceiling(res) -> float | None:
-    c = res.metadata.get("pcie_ceiling") or {}
-    return c.get("GBps") if c.get("available") else None
 
 
 # --------------------------------------------------------------------------- published metrics
@@ -119,7 +115,7 @@ def gds_note(facts: Facts) -> str:
 
 
 def _grid(res) -> pd.DataFrame:
-    g = _t(res, "grid")
+    g = _result_table(res, "grid")
     return g[g["error"].isna()] if not g.empty and "error" in g else g
 
 
@@ -202,7 +198,7 @@ def asked_seen_note(facts: Facts) -> str:
 
 
 def random_summary(res) -> pd.DataFrame:
-    r = _t(res, "random")
+    r = _result_table(res, "random")
     if r.empty:
         return r
     r = r.assign(
@@ -269,7 +265,7 @@ def latency_note(facts: Facts) -> str:
 
 # --------------------------------------------------------------------------- io_uring (experiment 3b)
 def uring_summary(res) -> pd.DataFrame:
-    u = _t(res, "uring")
+    u = _result_table(res, "uring")
     if u.empty:
         return u
     return u.groupby(["io_mode", "depth"], sort=True).agg(
@@ -290,14 +286,14 @@ def uring_table(res) -> pd.DataFrame:
                          "bytes read for us ÷ asked": s["seen_over_asked"], "runs": s["n"]})
 
 
-def uring_note(res, facts: Facts) -> str:
+def uring_note(facts: Facts) -> str:
     """What io_uring did for the cold random 4 KiB reads, beside the pread thread pool at the same offsets;
-    or why it was not measured (``res``: the status the run recorded)."""
+    or why it was not measured (the status the run recorded)."""
     modes = facts.data.get("uring_modes") or []
-    status = res.metadata.get("io_uring_status")
+    status = facts.data.get("uring_status")
     if not modes:
-        if isinstance(status, dict) and not status.get("available"):
-            note = str(status.get("note") or "")
+        if status is not None and not status["available"]:
+            note = status["note"]
             why = (" To measure it, install liburing (`pip install liburing`)." if "liburing" in note else
                    " Container seccomp profiles and the sysctl kernel.io\\_uring\\_disabled commonly block it."
                    if "refused" in note else "")
@@ -333,19 +329,16 @@ def uring_note(res, facts: Facts) -> str:
 # --------------------------------------------------------------------------- path (b): what decides its share
 
 
-def _share_basis(res) -> str:
-    """What the sweep's shares are of: the same run's ``dd`` read, or the PCIe copy where that was lower."""
-    b = pipeline_shares(res)
-    pc = pcie_ceiling(res)
-    clipped = bool(pc) and not b.empty and bool((b["ceiling_GBps"] >= pc).any())
-    return "the same run's slower link (dd or PCIe)" if clipped else "the same run's dd read"
+def _basis_words(basis: str) -> str:
+    """What the sweep's shares are of (:func:`.analysis.sweep_basis`), in words."""
+    return "the same run's slower link (dd or PCIe)" if basis == "dd or PCIe" else "the same run's dd read"
 
 
 def pipeline_table(res) -> pd.DataFrame:
     s = pipeline_summary(res)
     if s.empty:
         return s
-    basis = "dd or PCIe" if "PCIe" in _share_basis(res) else "dd"
+    basis = analysis.sweep_basis(res)
     # `dd` is no ceiling for these settings (a setting may read faster), so each is a speed ratio, never a share
     return pd.DataFrame({"reads": s["mode"], "chunk": s["chunk"].map(lambda v: size_label(int(v))),
                          "pinned buffers": s["buffers"].astype(int), "GB/s (mean)": s["GBps"],
@@ -385,8 +378,7 @@ def pipeline_note(facts: Facts) -> str:
                 "is available.").strip()
     best, share = facts["sweep_best"], facts["sweep_best_share"]
     k = int(facts.number("sweep_settings") or 0)
-    basis = ("the same run's slower link (dd or PCIe)" if facts["sweep_basis"].value == "dd or PCIe"
-             else "the same run's dd read")
+    basis = _basis_words(facts["sweep_basis"].value)
     spread = ("in its one run" if share.spread is None else
               f"{phrasing.share(share.spread[0])}–{phrasing.share(share.spread[1])} over its {fx.num(share.n)} runs")
     text = (f"Best of the sweep's {fx.num(k)} setting{'s' if k != 1 else ''}: **{phrasing.text(best.label)} pinned "
@@ -441,7 +433,7 @@ def gpu_table(res) -> pd.DataFrame:
     the speed against the mean cold ``dd`` read (a ratio: a warm path never touches the disk, so it is no
     share of it), bytes checked."""
     g = _gpu_ok(res)
-    dev, pc = mean(device_ceiling(res)), pcie_ceiling(res)
+    dev, pc = mean(device_ceiling(res)), analysis.pcie_ceiling(res)
     rows = []
     for (path, cache), d in g.groupby(["path", "cache"], sort=False):
         m = d["GBps"].mean()
@@ -473,12 +465,12 @@ def pipeline_chart(res, title: str) -> go.Figure:
     b["label"] = [analysis.setting_words(m, c, n) for m, c, n in zip(b["mode"], b["chunk"], b["buffers"])]
     b["share_pct"] = 100 * b["share"]
     return charts.hbars(summarise(b, ["label"], "share_pct"), title=title, unit="%", line=100.0,
-                        xaxis=f"% of {_share_basis(res)}", line_label="= dd")
+                        xaxis=f"% of {_basis_words(analysis.sweep_basis(res))}", line_label="= dd")
 
 
 def random_chart(res, title: str) -> go.Figure:
     """Cold random 4 KiB reads: IOPS of each reader, fastest on top."""
-    r = _t(res, "random")
+    r = _result_table(res, "random")
     r = r.assign(label=[m if m != "pread, thread pool" else f"pread, {t} threads"
                         for m, t in zip(r["mode"], r["threads"])])
     return charts.hbars(summarise(r, ["label"], "IOPS"), title=title, xaxis="reads per second (IOPS)", unit="IOPS")
@@ -543,7 +535,7 @@ def random_table(res) -> pd.DataFrame:
 
 
 def readahead_table(res) -> pd.DataFrame:
-    ra = _t(res, "readahead")
+    ra = _result_table(res, "readahead")
     if ra.empty:
         return ra
     ra = ra.assign(setting_label=[f"read_ahead_kb = {int(v):,}" if s == "read_ahead_kb" else
@@ -615,13 +607,15 @@ with ThreadPoolExecutor(max_workers={threads}) as pool:   # {threads} reads in f
 
 
 # --------------------------------------------------------------------------- evidence helpers (tables, notes)
-def has_gpu(res) -> bool:
-    return "gpu" in res.tables and len(res.table("gpu")) > 0
+def has_gpu(facts: Facts) -> bool:
+    """Whether the run read its file into GPU memory along any path (its analysis's ``gpu_ran``)."""
+    ran = facts.get("gpu_ran")
+    return ran is not None and ran.value == "yes"
 
 
 def pipeline_shares(res) -> pd.DataFrame:
     """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run."""
-    return analysis.sweep_shares(_t(res, "pipeline"), pcie_ceiling(res))
+    return analysis.sweep_shares(_result_table(res, "pipeline"), analysis.pcie_ceiling(res))
 
 
 def pipeline_summary(res) -> pd.DataFrame:
@@ -649,26 +643,21 @@ def path_b_choice(facts: Facts) -> str:
     return fx.and_list(parts)
 
 
-def gpu_errors(res) -> list[str]:
+def gpu_errors(facts: Facts) -> list[str]:
     """Each failed path and its error, as Markdown (the error, a string from the result, in a code span)."""
-    g = _t(res, "gpu")
-    if g.empty or "error" not in g:
-        return []
-    return [f"{phrasing.text(p)}: {phrasing.code(e)}" for p, e in dict.fromkeys(zip(g["path"], g["error"]))
-            if isinstance(e, str)]
+    return [f"{phrasing.text(p)}: {phrasing.code(e)}" for p, e in facts.data.get("gpu_errors") or []]
 
 
-def readahead_note(res) -> str:
-    meta = res.metadata.get("readahead_sysfs") or {}
-    log = res.metadata.get("readahead_changes") or []
-    if not meta.get("used"):
+def readahead_note(facts: Facts) -> str:
+    """Whether the device's read_ahead_kb was changed, and whether every restore read back equal."""
+    meta = facts.data.get("readahead_sysfs") or {}
+    if not meta.get("used") or "readahead_restored" not in facts:
         return ("The device's `read_ahead_kb` was left alone: " + phrasing.text(meta.get("note") or "not asked for")
                 + ". The per-file hints below need no privilege.")
-    restored = [e for e in log if "restored" in e]
-    ok = all(e["read_back"] == e["restored"] for e in restored)
-    return (f"`read_ahead_kb` of the device was set {len(restored)} times and restored to its original "
-            f"{fx.num(meta.get('original_kb'))} KiB after each, "
-            + ("read back equal every time." if ok else "but a read-back differed: see the result's metadata."))
+    return (f"`read_ahead_kb` of the device was set {fx.num(facts.number('readahead_restored'))} times and restored "
+            f"to its original {fx.num(meta.get('original_kb'))} KiB after each, "
+            + ("read back equal every time." if facts["readahead_read_back"].value == "equal" else
+               "but a read-back differed: see the result's metadata."))
 
 
 def _cell(v) -> str:
@@ -692,38 +681,38 @@ def storage_table(res) -> pd.DataFrame:
     return pd.DataFrame([{"fact": k, "value": _cell(d.get(v))} for k, v in STORAGE_FACTS.items()])
 
 
-def storage_notes(res) -> str:
-    """What each storage fact means for this chapter's results, from the facts themselves."""
-    d = res.metadata.get("device") or {}
-    notes = []
-    opts = str(d.get("mount_options") or "")
-    if "noatime" in opts:
-        notes.append("`noatime`: reads do not write access times")
-    elif "relatime" in opts:
-        notes.append("`relatime`: a read updates the access time at most once a day per file, so reads cost "
-                     "almost no metadata writes (`noatime` removes the rest)")
-    else:
-        notes.append("neither `noatime` nor `relatime`: every read of a file may write its access time")
+def storage_notes(facts: Facts) -> str:
+    """What each storage setting of the data directory means for this chapter's results (as the analysis read
+    them from the run's record)."""
+    d = facts.data.get("device")
+    if not d:
+        return "No storage facts were recorded."
+    notes = [{"noatime": "`noatime`: reads do not write access times",
+              "relatime": "`relatime`: a read updates the access time at most once a day per file, so reads cost "
+                          "almost no metadata writes (`noatime` removes the rest)"}.get(
+        d["atime"], "neither `noatime` nor `relatime`: every read of a file may write its access time")]
     sch = d.get("scheduler")
     if sch:
         notes.append(f"scheduler {phrasing.code(sch)}: " + (
             "requests go to the device in the order they come (the usual choice for NVMe)" if sch == "none" else
             "requests are sorted and batched with deadlines; at high queue depth on fast flash it costs some CPU "
             "per request" if sch == "mq-deadline" else "a fair-queueing scheduler: it trades throughput for fairness"))
-    if d.get("model") is None and d.get("disk"):
+    if d.get("model_missing"):
         notes.append(f"{phrasing.code(d.get('disk'))} reports no model: a virtual disk, whose reads may be served "
                      "from the host's cache")
-    if d.get("rotational") and str(d.get("disk", "")).startswith("vd"):
+    if d.get("rotational_default"):
         notes.append("the rotational flag of a virtio disk is the driver's default, not a fact about the storage below")
     if d.get("max_sectors_kb"):
         notes.append(f"max_sectors_kb {fx.num(d.get('max_sectors_kb'))}: larger requests are split into pieces of "
                      "this size")
-    return "; ".join(notes) + "." if notes else "No storage facts were recorded."
+    return "; ".join(notes) + "."
 
 
-def no_gpu_text(res, ref) -> str:
-    why = phrasing.text(res.metadata.get("gpu_note") or "no CUDA device")
-    if ref is None or not has_gpu(ref):
+def no_gpu_text(facts: Facts, ref) -> str:
+    """Why nothing was read into GPU memory in this run (``facts``), and whether the reference run ``ref`` (a
+    result, or None) shows the section instead."""
+    why = phrasing.text(facts["to_gpu"].setting.get("why") or "no CUDA device")
+    if ref is None or not has_gpu(facts_of(ref)):
         return f"Nothing was read into GPU memory here ({why}), and no reference run with a GPU is committed."
     return (f"Nothing was read into GPU memory in this run ({why}). The charts and tables of this section show "
             f"the **reference run** ({phrasing.text(host_label(ref.fingerprint))}, run {phrasing.code(ref.run_id)}), "
