@@ -411,8 +411,10 @@ def sizing(facts) -> str:
     d = facts.get("cpu_ms_per_image")
     if d is not None:
         text.append(f"The loader's work cost **D = {say.value(d)}** of CPU per image in the best setting (read, "
-                    "decode, normalise and collate: the medians of its per-batch stage timers ÷ the batch size); "
-                    "chapter 12 sizes the workers with it.")
+                    "decode, normalise and collate: the medians of its per-batch stage timers ÷ the batch size). "
+                    "Chapter 12 prices the CPU from the machine's CPU counters instead where the run recorded them "
+                    "(busy cores ÷ images/s of the fastest pipeline with its step), which also count the training "
+                    "process.")
     m = s["main"]
     if m:
         text.append(f"Read warm, decoded and normalised in the main process ({m['threads']} intra-op threads), one "
@@ -817,8 +819,11 @@ def takeaways(facts) -> str:
             f"the fewest workers that reached {num(keep, '%')} of the ceiling here: **W={r['reached']}**."
             if r["reached"] is not None else f"no worker count tried reached {num(keep, '%')} of the ceiling (best "
                                              f"{num(r['best'], '%')}, at W={r['best_workers']})."))
+    fmt = facts.advice_for("image.storage_format")
     c = facts.get("mds_vs_imagefolder.wmax")
-    if c is not None:
+    if fmt is not None:   # the format question is decided once, by the storage-format comparison: repeated here
+        out.append(say.advice(fmt, facts))
+    elif c is not None:
         out.append(f"With {t['wmax']} workers MDS was {say.comparison(c, facts, baseline='ImageFolder')}.")
     tuned = t.get("tuned")
     if tuned:
