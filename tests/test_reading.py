@@ -158,10 +158,10 @@ def test_path_b_falls_back_to_the_page_cache_with_the_reason(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("pb, words", [
-    (None, "buffered reads, 16 MiB × 2"),   # a run before O_DIRECT: path (b) read through the page cache
-    (dict(direct=True, chunk=64 * MiB, buffers=2, note=None), "O_DIRECT reads, 64 MiB × 2"),
+    (None, "page cache, 16 MiB × 2"),   # a run before O_DIRECT: path (b) read through the page cache
+    (dict(direct=True, chunk=64 * MiB, buffers=2, note=None), "O_DIRECT, 64 MiB × 2"),
     (dict(direct=False, chunk=64 * MiB, buffers=2, note="this file system refused O_DIRECT (x)"),
-     "buffered reads, 64 MiB × 2")])
+     "page cache, 64 MiB × 2")])
 def test_path_b_setting_is_said_from_the_run(pb, words):
     res = results.Result.load(results.REFERENCE_DIR / "h200" / "09_reading_smarter.json")
     if pb is None:
@@ -411,20 +411,20 @@ def test_the_text_follows_the_chosen_setting():
     gpu = _gpu([2.2, 2.3, 2.25], [1.0] * 3, [1.5] * 3)
     res = _with_choice(SWEEP, gpu)
     f = _finding(res, "to_gpu")
-    assert "(b) pinned, double-buffered with O\\_DIRECT reads, 4 MiB × 2" in f.text
+    assert "(b) pinned, double-buffered (O\\_DIRECT, 4 MiB × 2)" in f.text
     note = _note(page.pipeline_note, res)
-    assert "Best of the sweep's 3 settings: **O\\_DIRECT reads, 4 MiB × 2 pinned buffers**" in note
+    assert "Best of the sweep's 3 settings: **O\\_DIRECT, 4 MiB × 2 pinned buffers**" in note
     assert "Path (b) above read at this best setting" in note and "no ceiling" in note
     assert "default" not in note + f.text and "target" not in note + f.text
     assert "no measured ceiling" in _note(page.ceilings_text, res)
     op = page.opening(analysis.analyse(res))
-    assert any("use pinned, double-buffered with O\\_DIRECT reads, 4 MiB × 2: 2.2× faster than (a) pageable + "
+    assert any("use `pinned, double-buffered (O_DIRECT, 4 MiB × 2)`: 2.2× faster than (a) pageable + "
                "copy" in a.text
                for a in op.actions)
     rev = _with_choice(_reversed(SWEEP), gpu)
-    assert "(b) pinned, double-buffered with buffered reads, 64 MiB × 2" in _finding(rev, "to_gpu").text
-    assert "**buffered reads, 64 MiB × 2 pinned buffers**" in _note(page.pipeline_note, rev)
-    assert any("use pinned, double-buffered with buffered reads, 64 MiB × 2" in a.text
+    assert "(b) pinned, double-buffered (page cache, 64 MiB × 2)" in _finding(rev, "to_gpu").text
+    assert "**page cache, 64 MiB × 2 pinned buffers**" in _note(page.pipeline_note, rev)
+    assert any("use `pinned, double-buffered (page cache, 64 MiB × 2)`" in a.text
                for a in page.opening(analysis.analyse(rev)).actions)
 
 
@@ -443,7 +443,7 @@ def test_dd_is_a_ceiling_only_where_nothing_beat_it():
     assert "no ceiling" not in _note(page.pipeline_note, res)
     fast = _with_choice(SWEEP, _gpu([1.0, 1.1, 1.0], [0.9] * 3, [0.8] * 3))
     assert analysis.analyse(fast)["disk_ceiling"].value == "no"
-    assert "path (b) with O\\_DIRECT reads, 4 MiB × 2 read 2.30 GB/s" in _note(page.ceilings_text,
+    assert "path (b) (O\\_DIRECT, 4 MiB × 2) read 2.30 GB/s" in _note(page.ceilings_text,
         fast)
 
 

@@ -206,7 +206,7 @@ def test_pipeline_note_names_what_decides_it():
                      ("buffered", 16 * MiB, 4): [1.9, 1.56], ("O_DIRECT", 16 * MiB, 2): [1.88, 1.54]}
     t = _note(page.pipeline_note,
               _res({"pipeline": _sweep(chunk_decides, dd)}, pcie_ceiling={"available": True, "GBps": 50}))
-    assert "**buffered reads, 16 MiB × 4 pinned buffers**" in t and "over its 2 runs" in t and "target" not in t
+    assert "**page cache, 16 MiB × 4 pinned buffers**" in t and "over its 2 runs" in t and "target" not in t
     assert "the chunk size decides it" in t and "more than" in t
     flat = {("buffered", 4 * MiB, 2): [1.85, 1.3], ("buffered", 16 * MiB, 2): [1.86, 1.31],
             ("O_DIRECT", 4 * MiB, 2): [1.85, 1.3]}
@@ -214,7 +214,7 @@ def test_pipeline_note_names_what_decides_it():
     assert "the disk, not the pipeline's settings, sets the pace" in t2
     bufs = {("O_DIRECT", 16 * MiB, 2): [1.4, 1.1], ("O_DIRECT", 16 * MiB, 8): [1.95, 1.58]}
     t3 = _note(page.pipeline_note, _res({"pipeline": _sweep(bufs, dd)}))
-    assert "O\\_DIRECT reads, 16 MiB × 8" in t3 and "the number of buffers decides it" in t3
+    assert "O\\_DIRECT, 16 MiB × 8" in t3 and "the number of buffers decides it" in t3
 
 
 def _gpu_and_ceiling(pinned, dd):

@@ -90,7 +90,7 @@ def _step(res: Result, out: Facts) -> None:
     nv = m.get("nvml") or {}
     out.add(Fact("step_kind", m.get("step_kind"), "", "what the training step is", "choice", None),
             Fact("step_units", m.get("step_units"), "", "matrix products in one step", "count", None),
-            _ms("step_g_target", m.get("step_g_target_ms", res.parameters.get("g_ms")), "the step asked for",
+            _ms("step_g_target", m.get("step_g_target_ms", res.parameters["g_ms"]), "the step asked for",
                 better=None),
             _ms("step_first_rested", m.get("step_first_ms"), "the first calibrated step after a rested GPU",
                 better=None),
@@ -415,7 +415,7 @@ def _first_batch(res: Result, out: Facts) -> None:
         if len(f0) > 1:
             out.add(measured("first_batch_fresh", f0, unit="ms", quantity="time", better="lower",
                              label="the first batch of fresh loaders of one configuration",
-                             setting={"workers": int(res.parameters.get("boundary_workers", 0)), "work": "sleep"}))
+                             setting={"workers": int(res.parameters["boundary_workers"]), "work": "sleep"}))
     fresh = out.get("first_batch_fresh")
     noise = fresh.spread[1] - fresh.spread[0] if fresh is not None and fresh.spread else None
     if noise is not None:
@@ -671,7 +671,7 @@ def _advice(res: Result, out: Facts, g: float) -> None:
     b = int(_summary(res, "worker sweep")["batch_size"].iloc[0])
     wl = workload(kind, out.number(f"d.{kind}"), b, g)
     persistent = _persistent_answer(res, out, b, g)
-    deeper = _prefetch_answer(res, out, b, g)
+    deeper = _prefetch_answer(res, out, wl, b, g)
     persistent = persistent is not None and persistent.verdict == "change"
     deeper = deeper.value if deeper is not None and deeper.verdict == "change" else None
     if need.number is not None:
@@ -701,7 +701,7 @@ def _persistent_answer(res: Result, out: Facts, b: int, g: float):
     return a
 
 
-def _prefetch_answer(res: Result, out: Facts, b: int, g: float):
+def _prefetch_answer(res: Result, out: Facts, wl: str, b: int, g: float):
     """prefetch_factor against DataLoader's default (2), on the balanced case's mean wait per step (the variable
     cost profile where it ran), for the work that experiment ran (sleep sized so that D·B/W is just under G, at
     its own workers); no answer where the run did not measure the default."""
@@ -711,9 +711,9 @@ def _prefetch_answer(res: Result, out: Facts, b: int, g: float):
     cost = "variable" if "variable" in set(pf["cost"]) else str(pf["cost"].iloc[0])
     mine = pf[pf["cost"] == cost]
     first = mine.iloc[0]
-    wl = workload("sleep", float(first.get("d_ms", float(res.parameters.get("d_ms") or 0))),
-                  int(first.get("batch_size", b)), g) + (f", {int(first['workers'])} workers" if "workers" in first
-                                                          else "")
+    if "d_ms" in first:   # the work that experiment ran, where the result recorded it
+        wl = workload("sleep", float(first["d_ms"]), int(first.get("batch_size", b)), g) + (
+            f", {int(first['workers'])} workers" if "workers" in first else "")
     ks = sorted(int(k) for k in set(pf[pf["cost"] == cost]["prefetch_factor"]))
     cands = [Candidate(k, out[f"prefetch.{cost}.pf{k}"]) for k in ks]   # the runs' facts (_prefetch_runs)
     q = Question("synthetic.prefetch_factor", "How many batches should each worker prefetch?", "prefetch_factor",

@@ -1027,7 +1027,8 @@ def analyse(res) -> Facts:
         errors=[dict(what=str(e.get("what", "")), error=str(e.get("error", ""))) for e in md.get("errors") or []],
         windows=dict(old=old_windows(res), factor=(md.get("window_rule") or {}).get("factor"),
                      batches=[int(t.min()), int(t.max())] if len(t) else None,
-                     loader_batches=int(res.parameters.get("loader_batches") or 0)),
+                     loader_batches=int(res.parameters["loader_batches"]) if "loader_batches" in res.parameters
+                     else None),
         end_to_end_threads=md.get("end_to_end_threads"), dali_installed=bool((md.get("dali") or {}).get("installed")),
         free_threading=md.get("free_threading"), free_threaded_check=md.get("free_threaded_check"))
     dd = md.get("dataloader_decoder") or {}

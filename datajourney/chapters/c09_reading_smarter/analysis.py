@@ -100,10 +100,15 @@ def gpu_errors(res) -> list[list[str]]:
 
 
 def setting_words(mode: str, chunk: int, buffers: int) -> str:
-    """"O_DIRECT reads, 16 MiB × 2": path (b)'s setting as the chapter names it (joined to the path by "with")."""
+    """"O_DIRECT, 16 MiB × 2" or "page cache, 16 MiB × 2": path (b)'s setting as the chapter names it (in brackets
+    after the path's name)."""
     from datajourney.core.findings import size_label
 
-    return f"{mode} reads, {size_label(int(chunk))} × {int(buffers)}"
+    return f"{MODE_WORDS.get(mode, mode)}, {size_label(int(chunk))} × {int(buffers)}"
+
+
+#: How path (b)'s read modes read in a setting: O_DIRECT by its name, buffered reads by where they go.
+MODE_WORDS = {"buffered": "page cache"}
 
 
 def path_b_used(res) -> dict | None:
@@ -149,7 +154,7 @@ def _to_gpu(res, f: Facts) -> None:
     cands: dict[str, Fact] = {}
     for path, part in cold.groupby("path", sort=False):
         letter = PATH_WORDS.get(path, ("",))[0]
-        label = _path_label(path) + (f" with {b_setting}" if path == PINNED and b_setting else "")
+        label = _path_label(path) + (f" ({b_setting})" if path == PINNED and b_setting else "")
         setting = {"path": str(path)}
         if path == PINNED and pb:
             setting.update(mode=pb["mode"], chunk=pb["chunk"], buffers=pb["buffers"])
@@ -170,7 +175,7 @@ def _to_gpu(res, f: Facts) -> None:
             sw = sw[(sw["mode"] == mode) & (sw["chunk"] == chunk) & (sw["buffers"] == bufs)]
             runs = measured("x", sw["GBps"].astype(float).tolist(), unit="GB/s", label="")
             src = "sweep"
-        f.add(Fact("path_b_best", runs.value, "GB/s", f"(b) {PINNED} with {setting_words(mode, chunk, bufs)}", "rate",
+        f.add(Fact("path_b_best", runs.value, "GB/s", f"(b) {PINNED} ({setting_words(mode, chunk, bufs)})", "rate",
                    "higher", runs.n, runs.spread, dict(path=PINNED, mode=mode, chunk=chunk, buffers=bufs,
                                                      measured_in=src)))
         f.add(Fact("sweep_settings", int(len(s)), "", "settings of path (b) swept", "count", None))
@@ -555,7 +560,7 @@ def _ceilings(res, f: Facts) -> None:
         cands += [(_path_label(p), float(v)) for p, v in zip(cold["path"], cold["GBps"])]
     b = sweep_shares(_t(res, "pipeline"), pcie_ceiling(res))
     if not b.empty:
-        cands += [(f"path (b) with {setting_words(m, c_, n)}", float(v))
+        cands += [(f"path (b) ({setting_words(m, c_, n)})", float(v))
                   for m, c_, n, v in zip(b["mode"], b["chunk"], b["buffers"], b["GBps"])]
     top = max(cands, key=lambda x: x[1]) if cands else None
     if not every:

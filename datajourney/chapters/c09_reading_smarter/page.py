@@ -743,7 +743,7 @@ def _to_gpu(facts: Facts, short: bool) -> Finding:
                        "to GPU memory are shown below, labelled.")
     size = size_label(int(f.setting.get("bytes") or facts.data.get("file_bytes") or 0))
     n = facts.number("cold_paths")
-    lead = (f"Cold, the fastest path, {phrasing.text(f.label)}, moved {size} into GPU memory" if short else
+    lead = (f"Cold, the fastest path into GPU memory, {phrasing.text(f.label)}, ran" if short else
             f"Cold, the fastest of {fx.num(n)} paths into GPU memory, {phrasing.text(f.label)}, moved a {size} file")
     text = f"{lead} at **{phrasing.value(f, runs=not short)}**: {_cmp(facts, 'to_gpu_vs_dd')}"
     if not short:

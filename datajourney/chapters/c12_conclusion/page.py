@@ -173,14 +173,14 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
 
 def _recipe(setting: dict) -> str:
     """A chapter 7 pipeline in a few words, as plain text (a table cell; a sentence escapes it):
-    "ImageFolder, num_workers=8, tuned, CUDA-graphed step"."""
+    "ImageFolder, num_workers=8, tuned, CUDA graphs"."""
     name = setting.get("format_name") or setting.get("format")
     step = STEP_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
     return f"{name}, num_workers={setting.get('workers')}, {step}"
 
 
 #: Chapter 7's pipeline variants as a reader knows them.
-STEP_WORDS = {"default": "eager step", "tuned": "tuned, eager step", "graphed": "tuned, CUDA-graphed step"}
+STEP_WORDS = {"default": "eager step", "tuned": "tuned, eager step", "graphed": "tuned, CUDA graphs"}
 
 
 def gpus_sentence(facts: Facts, wl: str) -> str:
@@ -192,8 +192,7 @@ def gpus_sentence(facts: Facts, wl: str) -> str:
     share = facts.get("image.fed_share") if wl == "image" else None
     fed = facts.get(f"{wl}.gpus_fed")
     if share is not None and share.number is not None:
-        measured = (f"Measured end to end, chapter 7's fastest pipeline with this step "
-                    f"({phrasing.text(_recipe(share.setting))}) gave one such GPU "
+        measured = (f"Chapter 7's fastest pipeline ({phrasing.text(_recipe(share.setting))}) fed one such GPU "
                     f"{phrasing.share(share.number / 100)} of its need")
         if fed is None:
             return f"{measured}, under the {bar} bar, so this run gives no count of GPUs this host feeds."
