@@ -159,7 +159,10 @@ def test_impossible_format_rates_are_flagged_not_advised():
 
 
 def test_the_references_say_not_measured_and_keep_their_facts():
-    res = results.Result.load(REF)
+    """A committed result made before the format comparison existed says it was not measured, and its stored facts
+    are what the analysis gives."""
+    res = next(r for r in (results.Result.load(p) for p in sorted(REF.parent.glob("repeats/07_full_picture-*.json")))
+               if "formats" not in r.tables)
     stored = res.facts
     res.facts = None
     f = analysis.analyse(res)

@@ -102,13 +102,14 @@ def _published(chapter: str, f, res: results.Result | None = None) -> str:
 def _what(res: results.Result | None, what: str, *, define: bool = False) -> str:
     """A headline's words with its cold reads named as the chapter names them: "guest-cold" where the chapter's
     result says its cold reads were served from below the virtual machine (``data["guest_cold"]``), defined in
-    place with ``define``."""
+    place with ``define``; the chapter's own cold label where its latency check could not tell."""
     try:
-        guest = res is not None and registry.analysed(res).facts.data.get("guest_cold") is True
+        data = registry.analysed(res).facts.data if res is not None else {}
     except (KeyError, ValueError, IndexError, TypeError):
-        guest = False
-    if not guest:
-        return what
+        data = {}
+    if data.get("guest_cold") is not True:
+        label = data.get("cold_label")   # e.g. "cold (device or host cache: cannot tell)": the chapter's own words
+        return re.sub(r"(?<![-\w])cold\b", label, what, count=1) if label and label != "cold" else what
     text = re.sub(r"(?<![-\w])cold\b", "guest-cold", what)
     return phrasing.define_guest_cold(text) if define else text
 
