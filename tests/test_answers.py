@@ -255,7 +255,7 @@ def test_a_tracer_that_measured_faster_than_no_tracer_is_flagged_and_advises_not
 
     res = copy.deepcopy(results.load_reference("10_mmap_vs_read"))
     facts = registry.lookup("10_mmap_vs_read").analyse(res)
-    assert facts.flagged("overhead.app") and not facts.flagged("overhead")  # the reference's application spans
+    assert not facts.flagged("overhead")   # the reference's traced loader: no measurement problem
     o = res.tables["overhead"]
     o.loc[(o["mode"] == "read") & (o["view"] == "posix"), "loader_s"] *= 0.2
     facts = registry.lookup("10_mmap_vs_read").analyse(res)
