@@ -1240,7 +1240,10 @@ def test_c09_facts_equal_what_the_tables_hold(ref09):
     best = max([v for k, v in by.items() if k != "pinned, double-buffered"] + [b_rate])
     assert f.number("to_gpu") == pytest.approx(best)
     assert f.number("to_gpu_vs_dd") == pytest.approx(best / dd)
-    assert f.number("to_gpu_vs_pcie") == pytest.approx(best / ref09.metadata["pcie_ceiling"]["GBps"])
+    c = ref09.metadata["pcie_ceiling"]      # the copy's repeats (the mean; its fastest is the ceiling of shares)
+    copies = [c["size"] / (ms / 1e3) / 1e9 for ms in c["ms"]] if c.get("ms") else [c["GBps"]]
+    assert f.number("to_gpu_vs_pcie") == pytest.approx(best / (sum(copies) / len(copies)))
+    assert an09.pcie_ceiling(ref09) == pytest.approx(max(copies))
     assert f.data["disk_to_gpu"]["GBps"] == pytest.approx(best)
     assert f.data["disk_to_gpu"]["device"] == pytest.approx(dd)
     r = ref09.table("random")
@@ -1272,7 +1275,7 @@ def test_c09_the_headline_names_the_best_path_and_the_advice_its_setting():
     words = an09.setting_words(s["mode"], s["chunk"], s["buffers"])
     assert words in f["to_gpu"].label
     op = pg09.opening(f)
-    assert words.replace("_", "\\_") in op.findings[0].text and words.replace("_", "\\_") in op.actions[0].text
+    assert words.replace("_", "\\_") in op.findings[0].text and words in op.actions[0].text   # the advice: as code
     assert "no special path" not in " ".join(a.text for a in op.actions)
     assert "faster than (a) pageable + copy" in op.actions[0].text
 
