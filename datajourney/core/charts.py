@@ -649,11 +649,17 @@ def series_in(values, order: list | None = None) -> list:
 
 def series_colours(series: list, order: list | None = None) -> dict:
     """A colour per series: by its place in ``order`` where it has one (the same in every chart that passes the
-    same order, even where some series are missing), the others after it."""
+    same order, even where some series are missing), the others after it; past the last colour of
+    :data:`SERIES_PALETTE` the colours come round again (a chapter with more series than colours orders them so
+    that neighbouring charts share none)."""
     order = list(order or [])
     extra = [s for s in series if s not in order]
-    return {s: PALETTE[(order.index(s) if s in order else len(order) + extra.index(s)) % len(PALETTE)]
+    return {s: SERIES_PALETTE[(order.index(s) if s in order else len(order) + extra.index(s)) % len(SERIES_PALETTE)]
             for s in series}
+
+
+#: The colours :func:`series_colours` gives series: the palette less its black, which marks reference lines.
+SERIES_PALETTE = [c for c in PALETTE if c != "#000000"]
 
 
 def dodged(xs, i: int, k: int, spread: float) -> list[float]:
@@ -727,17 +733,19 @@ def facet_grid(n: int, titles: list[str] | None, shared_y: bool):
 
 def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None, title: str, xaxis: str, yaxis: str,
                 unit: str = "MB/s", shared_y: bool = False, names: dict | None = None,
-                band_label: str = "min–max", per: str = "runs") -> go.Figure:
+                band_label: str = "min–max", per: str = "runs", order: list | None = None) -> go.Figure:
     """Grouped bars of a :func:`datajourney.core.stats.summarise` table in one panel per ``facet``
     value, each panel on its own linear axis from zero (bar heights compare as ratios within a
-    panel; ``facet`` None: one panel). Error bars: min–max over the runs, where a bar has
+    panel; ``facet`` None: one panel), one colour per ``color`` value (by its place in ``order``:
+    :func:`series_colours`). Error bars: min–max over the runs, where a bar has
     :data:`MIN_RUNS_FOR_BARS` runs or more; the hover gives the range and the runs."""
     facets = list(dict.fromkeys(summary[facet])) if facet else [None]
-    series = series_order(summary[color])
+    series = series_in(summary[color], order)
+    colour = series_colours(series, order)
     fig = facet_grid(len(facets), [f"{facet}: {f}" for f in facets] if facet else None, shared_y)
     for ci, fv in enumerate(facets, start=1):
         part = summary[summary[facet] == fv] if facet else summary
-        for i, name in enumerate(series):
+        for name in series:
             g = part[part[color] == name]
             if g.empty:
                 continue
@@ -747,7 +755,7 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
                       zip(g["min"], g["max"], n if n is not None else [None] * len(g), strict=True)]
             fig.add_bar(
                 x=g[x].astype(str), y=g["mean"], name=label, legendgroup=label, showlegend=ci == 1,
-                marker_color=PALETTE[i % len(PALETTE)], error_y=range_bars(g["mean"], g["min"], g["max"], n),
+                marker_color=colour[name], error_y=range_bars(g["mean"], g["min"], g["max"], n),
                 customdata=spread,
                 hovertemplate=(f"<b>{label}</b>" + (f" ({facet}: {fv})" if facet else "")
                                + f"<br>{xaxis}: %{{x}}<br>mean %{{y:,.3~r}} {unit}"
@@ -800,17 +808,20 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
     return fig
 
 
-def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str) -> go.Figure:
-    """Cumulative distribution of single-request latencies (one line per series, log x), with a
-    vertical marker at ``floor_us``, the fastest a NAND flash read is (one label in every chapter)."""
+def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, order: list | None = None) -> go.Figure:
+    """Cumulative distribution of single-request latencies (one line per series, log x; colours by place in
+    ``order``: :func:`series_colours`), with a vertical marker at ``floor_us``, the fastest a NAND flash read
+    is (one label in every chapter)."""
     from datajourney.core.findings import num
 
     floor_label = f"flash floor, about {num(floor_us, 'µs')}"
     fig = go.Figure()
-    for i, (name, g) in enumerate(cdf.groupby("series", sort=False)):
+    present = list(dict.fromkeys(cdf["series"]))
+    colour = series_colours(present, order)
+    for name, g in cdf.groupby("series", sort=False):
         g = g.sort_values("quantile")
         fig.add_scatter(x=g["us"], y=100 * g["quantile"], name=str(name), mode="lines+markers",
-                        line=dict(color=PALETTE[i % len(PALETTE)]), marker=dict(size=5),
+                        line=dict(color=colour[name]), marker=dict(size=5),
                         hovertemplate=(f"<b>{name}</b><br>%{{y:.3~r}}% of requests took at most %{{x:,.3~r}} µs"
                                        "<extra></extra>"))
     fig.add_vline(x=floor_us, line=dict(dash="dot", color="#555555"))

@@ -85,6 +85,20 @@ def key_metrics(facts) -> dict:
 
 
 #: The latency table's columns and their headers.
+#: The page's series in one order, which gives each its colour in every chart (``series_colours``): the cache
+#: states and access patterns of the headline and the size sweep first, then the latency passes, the read modes
+#: and the purge chart's run. More series than colours: the colours come round again in the read modes, whose
+#: chart's neighbours (the size sweep, the purges) use none of the colours they take again.
+SERIES = ("cold", "warm", "random", "sequential", "page cache (warm)", "O_DIRECT, first pass", "O_DIRECT, second pass",
+          "buffered", "O_DIRECT", "this run", "reference run")
+
+
+def chart_series(res) -> list[str]:
+    """:data:`SERIES` as this run's charts name them: the cold state by :func:`cold_label`."""
+    cold = cold_label(res)
+    return [cold if s == "cold" else s for s in SERIES]
+
+
 LATENCY_COLUMNS = {"series": "pass", "run": "run", "reads": "reads", "p10_us": "p10 (µs)", "p50_us": "median (µs)",
                    "p90_us": "p90 (µs)", "p99_us": "p99 (µs)", "max_us": "max (µs)", "error": "error"}
 

@@ -33,6 +33,9 @@ facts_of = facts_reader(_analyse)
 
 LABELS = {"small_files": "small files, shuffled", "shard": "shard, shuffled",
           "shard_in_order": "shard, in order (published design)"}
+#: The page's series in one order, which gives each its colour in every chart (``series_colours``): the three
+#: layouts, then the payloads of the hand-over cost.
+SERIES = (*LABELS, "bytes", "length")
 #: The published comparison's worker counts.
 PUBLISHED_WORKERS = (0, 4)
 

@@ -8,7 +8,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE
+from datajourney.core.charts import PALETTE, series_colours
+
+#: The chapter's series in one order, so each keeps its colour in every chart of the page: the first batch (the
+#: published figures' population, also the colour of the first batch's occupancy heatmaps) and all samples.
+SERIES = ("first batch", "all samples")
+COLOURS = series_colours(list(SERIES), list(SERIES))
 
 
 def length_histogram(lengths: pd.Series, *, context: int, batch_size: int, title: str) -> go.Figure:
@@ -22,9 +27,8 @@ def length_histogram(lengths: pd.Series, *, context: int, batch_size: int, title
     bins = dict(start=0, end=int(a.max()) + size, size=size)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=[f"all samples ({len(a):,})", f"first batch ({len(first)} samples)"])
-    for row, (vals, name, colour) in enumerate(((a, "all samples", PALETTE[0]),
-                                                (first, "first batch", PALETTE[1])), start=1):
-        fig.add_histogram(x=vals, xbins=bins, name=name, marker_color=colour, showlegend=False,
+    for row, (vals, name) in enumerate(((a, "all samples"), (first, "first batch")), start=1):
+        fig.add_histogram(x=vals, xbins=bins, name=name, marker_color=COLOURS[name], showlegend=False,
                           hovertemplate=f"%{{x}} tokens: %{{y}} samples<extra>{name}</extra>", row=row, col=1)
         fig.add_vline(x=float(np.mean(vals)), line=dict(dash="dot", color="#555555"), row=row, col=1,
                       annotation_text=f"mean {np.mean(vals):,.0f}", annotation_position="top right")
@@ -49,7 +53,7 @@ def occupancy_heatmap(fraction_real, *, bin_width: int, title: str, row_len: int
     fig = go.Figure(go.Heatmap(
         z=z, x=x, y=list(range(z.shape[0])), zmin=0, zmax=1,
         customdata=np.broadcast_to(np.array(ranges, dtype=object), z.shape),
-        colorscale=[[0, "#F0F0F0"], [1, PALETTE[0]]], colorbar=dict(title="real", tickformat=".0%"),
+        colorscale=[[0, "#F0F0F0"], [1, COLOURS["first batch"]]], colorbar=dict(title="real", tickformat=".0%"),
         hovertemplate="row %{y}, positions %{customdata}<br>real tokens %{z:.0%}<extra></extra>"))
     fig.update_layout(title=title, height=420)
     fig.update_xaxes(title_text="position in row (tokens)")
@@ -89,12 +93,15 @@ def _share_label(v: float, digits: int | None = None) -> str:
 
 
 def efficiency_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
-    """Efficiency of each layout in each population (``layout``, ``population``, ``efficiency`` in %).
+    """Efficiency of each layout in each population (``layout``, ``population``, ``efficiency`` in %; the
+    populations named as in :data:`SERIES`, which gives their colours).
 
     Exact counts, not measurements: no error bars."""
     fig = go.Figure()
-    for i, (pop, g) in enumerate(df.groupby("population", sort=False)):
-        fig.add_bar(x=g["layout"], y=g["efficiency"], name=str(pop), marker_color=PALETTE[i % len(PALETTE)],
+    pops = list(dict.fromkeys(df["population"]))
+    colour = series_colours(pops, list(SERIES))
+    for pop, g in df.groupby("population", sort=False):
+        fig.add_bar(x=g["layout"], y=g["efficiency"], name=str(pop), marker_color=colour[pop],
                     text=[_share_label(v) for v in g["efficiency"]], textposition="outside", cliponaxis=False,
                     constraintext="none",   # a narrow bar never cuts its label ("99.99%" read "99.9")
                     customdata=[_share_label(v, digits=2) for v in g["efficiency"]],
@@ -109,9 +116,11 @@ def efficiency_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
 def cost_dots(df: pd.DataFrame, *, title: str, source: str) -> go.Figure:
     """Time for all samples per layout: a dot at the estimate and a bar from min to max
     (``layout``, ``seconds``, ``low``, ``high``, ``how``), on a log axis (dots, not bars, so the
-    log scale does not distort lengths)."""
+    log scale does not distort lengths); in the colour of all samples, the run it comes from (``source``) in
+    the hover."""
     fig = go.Figure(go.Scatter(
-        x=df["seconds"], y=df["layout"], mode="markers", marker=dict(size=11, color=PALETTE[0]), name=source,
+        x=df["seconds"], y=df["layout"], mode="markers", marker=dict(size=11, color=COLOURS["all samples"]),
+        name="all samples",
         error_x=dict(type="data", symmetric=False, array=df["high"] - df["seconds"],
                      arrayminus=df["seconds"] - df["low"]),
         customdata=list(zip(df["low"], df["high"], df["how"], strict=True)),

@@ -5,8 +5,23 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, lines_with_band
+from datajourney.core.charts import lines_with_band, series_colours
 from datajourney.core.findings import size_label
+
+#: The page's series in one order, which gives each its colour in every chart (``series_colours``): the copy paths
+#: of the bandwidth sweep, the source states of the staging chart (a bus copy and one core's memcpy of the same
+#: source share its colour, the memcpy dotted), the copy modes, the paired rounds. More series than colours: the
+#: colours come round again from the copy modes on, whose neighbouring charts use none of them.
+SERIES = ("H2D, pinned", "D2H, pinned", "H2D, pageable", "D2H, pageable", "source cached", "cache flushed",
+          "huge pages", "blocking", "non_blocking", "added by the copy (ms)", "SM clock, kernel-only call (MHz)")
+COLOURS = series_colours(list(SERIES), list(SERIES))
+#: The staging chart's measures as its legend names them: "copy · source state" (the colour is the source
+#: state's), and the device-to-host copy by its name in the bandwidth sweep.
+STAGING_LABELS = {"memcpy one core, source cached": "memcpy one core · source cached",
+                  "memcpy one core, cache flushed": "memcpy one core · cache flushed",
+                  "H2D pageable, source cached": "H2D pageable · source cached",
+                  "H2D pageable, cache flushed": "H2D pageable · cache flushed",
+                  "H2D pageable, huge pages": "H2D pageable · huge pages", "D2H pageable": "D2H, pageable"}
 
 
 # --------------------------------------------------------------------------- chapter 6
@@ -30,7 +45,7 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
         # keep every size on the axis, with or without a point
         fig.add_scatter(x=labels, y=[None] * len(labels), mode="markers", showlegend=False, hoverinfo="skip",
                         marker=dict(opacity=0), row=1, col=ci)
-        for i, mode in enumerate(("blocking", "non_blocking")):
+        for mode in ("blocking", "non_blocking"):
             g = show[(show["memory"] == mem) & (show["mode"] == mode)].sort_values("size")
             if not len(g):
                 continue
@@ -39,7 +54,7 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
                 x=g["size"].map(lambda s: size_label(int(s))), y=y, name=mode, legendgroup=mode,
                 showlegend=not any(t.name == mode for t in fig.data),
                 mode="lines+markers", opacity=0.35 if faded else 1.0,
-                line=dict(color=PALETTE[i]), marker=dict(size=9),
+                line=dict(color=COLOURS[mode]), marker=dict(size=9),
                 error_y=dict(type="data", symmetric=False, array=100 * g["overlap_p90"] - y,
                              arrayminus=y - 100 * g["overlap_p10"]),
                 customdata=g[["copy_ms", "cpu_ms", "both_ms", "overlap_p10", "overlap_p90", "n", "verdict"]].to_numpy(),
@@ -72,11 +87,16 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
 
 def staging_chart(summary: pd.DataFrame, *, llc_bytes: int | None, title: str) -> go.Figure:
     """Pageable copies and one core's memcpy of the same source against size (median, bars p10–p90),
-    with the last-level cache size marked. Copies over the bus are solid, CPU-only memcpy dotted."""
+    with the last-level cache size marked. Copies over the bus are solid, CPU-only memcpy dotted; a line's colour
+    is its source state's (:data:`STAGING_LABELS`, :data:`SERIES`), so a copy and the memcpy of the same source
+    share it."""
+    summary = summary.assign(measure=summary["measure"].map(lambda m: STAGING_LABELS.get(m, m)))
+    order = [label for label in STAGING_LABELS.values() if label in set(summary["measure"])]
     fig = lines_with_band(summary, x="size", color="measure", title=title, xaxis="buffer size (bytes, log scale)",
-                          yaxis="copy rate, bus copies and one core's memcpy (GB/s)", unit="GB/s",
+                          yaxis="copy rate, bus copies and one core's memcpy (GB/s)", unit="GB/s", order=order,
                           x_format=size_label, centre="median", low="p10", high="p90", band_label="p10–p90")
     for t in fig.data:
+        t.line.color = COLOURS.get(t.name.split(" · ")[-1], t.line.color)
         if t.name.startswith("memcpy"):
             t.line.dash = "dot"
     if llc_bytes:
@@ -98,7 +118,7 @@ def paired_rounds_chart(calls: pd.DataFrame, *, copy_ms: float, title: str) -> g
     added = (w["both"] - w["kernel"]).rename("added")
     fig = go.Figure()
     fig.add_scatter(x=added.index, y=added, mode="markers", name="added by the copy (ms)",
-                    marker=dict(color=PALETTE[0], size=8),
+                    marker=dict(color=COLOURS["added by the copy (ms)"], size=8),
                     hovertemplate="round %{x}: the copy added %{y:.2f} ms<extra></extra>")
     fig.add_hline(y=0, line=dict(dash="dot", color="#777777"), annotation_text="fully hidden",
                   annotation_position="bottom left")
@@ -108,7 +128,8 @@ def paired_rounds_chart(calls: pd.DataFrame, *, copy_ms: float, title: str) -> g
     if "sm_clock_mhz" in inter and inter["sm_clock_mhz"].notna().any():
         clk = inter[inter["name"] == "kernel"].set_index("round")["sm_clock_mhz"]
         fig.add_scatter(x=clk.index, y=clk, mode="lines", name="SM clock, kernel-only call (MHz)", yaxis="y2",
-                        line=dict(color=PALETTE[1]), hovertemplate="round %{x}: SM clock %{y:.0f} MHz<extra></extra>")
+                        line=dict(color=COLOURS["SM clock, kernel-only call (MHz)"]),
+                        hovertemplate="round %{x}: SM clock %{y:.0f} MHz<extra></extra>")
         fig.update_layout(yaxis2=dict(title_text="SM clock, kernel-only call (MHz)", overlaying="y", side="right",
                                       showgrid=False, tickformat="d"))
     fig.update_layout(title=title, legend=dict(title_text="series", orientation="h", yanchor="top", y=-0.25, x=0),

@@ -7,15 +7,48 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, bars_facets
-
+from datajourney.core.charts import PALETTE, bars_facets, series_colours
 
 # -- chapter 11 --
+#: The page's series in one order, which gives each its colour in every chart (``series_colours``): the phases of
+#: a step, the transport options (a legend name "setting · option" takes its option's colour), the scaling
+#: curve's own lines. More series than colours: the scaling curve's lines take the phases' colours again, and
+#: neither chart stands next to the other.
+SERIES = ("forward", "optimizer", "backward (compute)", "waiting for the all-reduce (exposed NCCL)",
+          "NCCL's own choice", "P2P off", "P2P and SHM off", "one GPU, no DDP", "DDP, one bucket", "best option")
+COLOURS = series_colours(list(SERIES), list(SERIES))
+#: How the traces of one option tell their settings apart (GPUs, collective): line dashes, bar patterns.
+DASHES, PATTERNS = ("solid", "dash", "dot", "dashdot"), ("", "/", ".", "x")
+
+
+def by_option(fig: go.Figure) -> go.Figure:
+    """Each named trace of ``fig`` in its series' colour (:data:`SERIES`; for "setting · option", the option's),
+    the settings of one option told apart by dash (lines) or pattern (bars), in the order they first appear."""
+    settings: dict[str, list[str]] = {}
+    for t in fig.data:
+        key = (t.name or "").split(" · ")[-1]
+        if key not in COLOURS:
+            continue
+        names = settings.setdefault(key, [])
+        if t.name not in names:
+            names.append(t.name)
+        k = names.index(t.name)
+        if t.type == "bar":
+            t.marker.color = COLOURS[key]
+            t.marker.pattern.shape = PATTERNS[k % len(PATTERNS)]
+        else:
+            t.line.color = COLOURS[key]
+            t.line.dash = DASHES[k % len(DASHES)]
+    return fig
+
+
 def ladder_chart(lad: pd.DataFrame) -> go.Figure:
     """Steps/s per GPU of every rung (``page.ladder_frame``): bars at the mean over the timed windows, error
-    bars from their slowest to their fastest window, said on the axis by the code that draws them."""
-    return bars_facets(lad, x="step", color="label", facet=None, unit="steps/s", title="Steps/s per GPU or process",
-                       xaxis="rung", yaxis="steps/s per GPU (mean over the timed windows)", per="timed windows")
+    bars from their slowest to their fastest window, said on the axis by the code that draws them; coloured by
+    option (:func:`by_option`)."""
+    return by_option(bars_facets(lad, x="step", color="label", facet=None, unit="steps/s",
+                                 title="Steps/s per GPU or process", xaxis="rung",
+                                 yaxis="steps/s per GPU (mean over the timed windows)", per="timed windows"))
 
 
 def topology_matrix(topo: pd.DataFrame, *, title: str, legend: dict) -> go.Figure:
@@ -56,9 +89,9 @@ def ddp_phase_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
     counts = [int((df["path"] == p).sum()) for p in paths]
     fig = make_subplots(rows=len(paths), cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         row_heights=[max(c, 1) for c in counts], subplot_titles=paths)
-    parts = [("forward", "forward", PALETTE[0]), ("backward", "backward (compute)", PALETTE[2]),
-             ("exposed", "waiting for the all-reduce (exposed NCCL)", PALETTE[5]),
-             ("optimizer", "optimizer", PALETTE[1])]
+    parts = [(k, name, COLOURS[name]) for k, name in (
+        ("forward", "forward"), ("backward", "backward (compute)"),
+        ("exposed", "waiting for the all-reduce (exposed NCCL)"), ("optimizer", "optimizer"))]
     for ri, p in enumerate(paths, start=1):
         d = df[df["path"] == p]
         detail = d[[k for k, _, _ in parts] + ["step"]].to_numpy()
