@@ -191,13 +191,22 @@ def _c11(scale: dict[str, float]):
 
 
 def test_chapter_11_follows_a_bucket_size_made_faster():
+    """The bucket size is decided like for like, every other DDP setting at its default: the reference keeps 25 MB;
+    lift the other size's windows wholly above the default's by 5% and the answer, and the data-parallel one, move to
+    it."""
     before = _c11({})
     assert before.advice_for("ddp.bucket_cap_mb").verdict == "keep"
-    after = _c11({"bucket_view@500": 1.10})
+    ref = results.Result.load(REFERENCE / "h200" / "11_gpu_to_gpu.json")
+    r, w = ref.table("rungs"), ref.table("windows")
+    r = r[(r["job"] == "n") & ~r["static_graph"].astype(bool) & ~r["bucket_view"].astype(bool) & (r["hook"] == "none")]
+    (other, cap), = [(g, int(c)) for g, c in zip(r["rung"], r["bucket_cap_mb"]) if c != 25]
+    wins = {g: w.loc[(w["job"] == "n") & (w["rung"] == g), "steps_per_s"] for g in (other, "default")}
+    after = _c11({other: 1.05 * wins["default"].max() / wins[other].min()})
     a = after.advice_for("ddp.bucket_cap_mb")
-    assert a.verdict == "change" and a.value == 500
-    # the reference run did not measure DDP's defaults: the data-parallel answer is left unsaid, not "keep"
-    assert after.advice_for("ddp.option") is None and not after.data["ddp_default"]["measured"]
+    assert a.verdict == "change" and a.value == cap and after[a.gain].basis == "rate_direct_default_2"
+    # DDP's defaults were measured: the data-parallel answer moves from them to the faster bucket size
+    o = after.advice_for("ddp.option")
+    assert after.data["ddp_default"]["measured"] and o.verdict == "change" and o.call == f"bucket_cap_mb={cap}"
 
 
 def test_chapter_11_keeps_the_default_for_a_gain_shrunk_to_one_percent():

@@ -8,6 +8,7 @@ from datajourney.book import harness
 from datajourney.chapters.c11_gpu_to_gpu import analysis, page
 from datajourney.chapters.c11_gpu_to_gpu import analysis_loss as efficiency
 from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
+from datajourney.chapters.c11_gpu_to_gpu.reading import EXPLAIN
 from datajourney.core import results
 
 
@@ -146,11 +147,20 @@ def test_channel_question_is_skipped_with_its_reason_on_gloo():
 
 
 def test_a_result_without_the_decomposition_says_so():
+    """A result from before the decomposition (the reference run less its decomposition's tables and parameter): the
+    loss and the channels say they were not measured, the target is still judged, and no share is named for it."""
     ref = results.load_reference(ddp.CHAPTER, "h200")
-    f = analysis.analyse(ref)
+    assert analysis.analyse(ref).data["loss"]["status"] == "ok"   # the reference took the loss apart
+    old = results.Result(ref.chapter, ref.run_id, {k: v for k, v in ref.parameters.items() if k != "explain_rung"},
+                         ref.fingerprint, {k: t for k, t in ref.tables.items() if not k.startswith(EXPLAIN)},
+                         ref.metadata)
+    f = analysis.analyse(old)
     assert f.data["loss"] == {"status": "not_measured"} and f.data["channels"]["status"] == "not_measured"
     assert "not measured" in page.loss_text(f) and page.loss_table(f).empty
     assert f["target_best"].value == pytest.approx(f[f"scaling_eff_{ref.metadata['world']}"].value)
+    d = f.data["target"]
+    assert d["status"] == "ok" and d["held_by"] is None and not any(k.startswith("loss_") for k in f.facts)
+    assert ("no share can be named" in page.target_text(f)) == (not d["reached"])
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU path")

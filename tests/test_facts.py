@@ -1701,10 +1701,25 @@ def test_c11_facts_equal_an_independent_reading_of_the_tables(res):
                          ("ddp.comm_hook", "no communication hook")):
         a = f.advice_for(key)
         assert a.verdict == "keep" and a.default == default, key
-    # no reference run measured DDP's defaults: no data-parallel answer is claimed from them
-    assert f.advice_for("ddp.option") is None and f.data["ddp_default"] == dict(
-        measured=False, rung=None, call="DDP(model, device_ids=[local_rank])",
+    # DDP's defaults (the rung with every DDP argument at PyTorch's default): where the run measured them, the
+    # data-parallel answer is decided against them, and kept where they were the fastest; where not, none is claimed
+    r = res.table("rungs")
+    d = r[(r["job"] == "n") & (r["status"] == "ok") & r["ddp"].astype(bool) & ~r["static_graph"].astype(bool)
+          & ~r["bucket_view"].astype(bool) & (r["hook"] == "none") & (r["bucket_cap_mb"] == 25)]
+    dflt = str(d["rung"].iloc[0]) if len(d) else None
+    assert f.data["ddp_default"] == dict(
+        measured=dflt is not None, rung=dflt, call="DDP(model, device_ids=[local_rank])",
         settings="bucket_cap_mb=25, static_graph=False, gradient_as_bucket_view=False")
+    o = f.advice_for("ddp.option")
+    if dflt is None:
+        assert o is None and "ddp_default_eff" not in f
+    else:
+        key = f"rate_direct_{an11.slug(dflt)}_{n}"
+        assert key in (f[o.gain].basis, f[o.gain].of)
+        assert f["ddp_default_eff"].value == pytest.approx(100 * _mean11(res, "n", dflt) / one)
+        gain = _mean11(res, "n", best) / _mean11(res, "n", dflt)
+        assert o.verdict == ("keep" if best == dflt or gain - 1 < o.threshold else "change")
+        assert (o.within == 0.0) == (best == dflt)
     assert f.advice_for("ddp.path").knob == "NCCL_P2P_DISABLE" and f.advice_for("ddp.path").needs == "gpus"
     assert f.advice_for("ddp.path").verdict == "keep"
     # the forced host paths ran their ladder from one-bucket DDP straight to compression: no like-for-like pair
@@ -1746,15 +1761,23 @@ def test_c11_the_host_path_finding_flips_with_the_data():
 
 
 def test_c11_the_best_option_follows_the_data():
+    """On the reference an option beats one-bucket DDP; slow every option on N GPUs by 20% and one bucket wins, and
+    the data-parallel answer, decided against DDP's defaults, moves to one bucket's size."""
     ref = results.load_reference(CH11, "h200")
+    assert an11.analyse(ref)["best_option_direct"].value > 1
     w = ref.table("windows").copy()
     at = (w["job"] == "n") & (w["rung"] != "ddp")
     w.loc[at, "steps_per_s"] *= 0.8
     rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, {**ref.tables, "windows": w},
                          ref.metadata)
     f = an11.analyse(rev)
-    assert f["best_option_direct"].value < 1 and f.advice_for("ddp.option") is None   # DDP's defaults not measured
-    assert "were not measured in this run" in pg11.opening(rev).actions[0].text
+    assert f["best_option_direct"].value < 1 and f.data["ddp_default"]["measured"]
+    r = ref.table("rungs")
+    cap = int(r.loc[(r["job"] == "n") & (r["rung"] == "ddp"), "bucket_cap_mb"].iloc[0])
+    a = f.advice_for("ddp.option")
+    assert a.verdict == "change" and a.call == f"bucket_cap_mb={cap}" and f[a.gain].basis == "rate_direct_default_2"
+    assert f[a.gain].number == pytest.approx(_mean11(rev, "n", "ddp") / _mean11(rev, "n", "default"))
+    assert f"set `bucket_cap_mb={cap}`" in pg11.opening(rev).actions[0].text
 
 
 # --------------------------------------------------------------------------- (c) (d) parameters declared once
