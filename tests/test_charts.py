@@ -319,3 +319,14 @@ def test_chapter_7_phase_chart_names_the_model_by_its_readable_name():
     title = shown(c07_page.phase_chart(res))["layout"]["title"]["text"]
     model, batch = analysis.model_of(res), Params.value_of(res, "batch_size")
     assert title.endswith(f"batch {batch}, {analysis.MODEL_NAMES[model]}") and model not in title, title
+
+
+def test_a_panel_title_breaks_to_fit_its_panel():
+    """Side-by-side panels share the chart's width: a long panel title breaks after a comma (or a space), so the
+    outermost one never runs past the chart's edge ("run: further reference, 4 GPUs" did at three panels)."""
+    from datajourney.core.charts import PANEL_TITLE_CHARS, _panel_title
+
+    t = _panel_title("run: further reference, 4 GPUs", 3)
+    assert t == "run: further reference,<br>4 GPUs"
+    assert all(len(line) <= PANEL_TITLE_CHARS[3] for line in t.split("<br>"))
+    assert _panel_title("run: this run", 3) == "run: this run" and "<br>" not in _panel_title("x " * 20, 1)

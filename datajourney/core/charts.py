@@ -770,6 +770,24 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
     return fig
 
 
+#: Characters of a panel's title that fit the panel's width when a chart has this many panels side by side.
+PANEL_TITLE_CHARS = {1: 90, 2: 28, 3: 24}
+
+
+def _panel_title(text: str, panels: int) -> str:
+    """A panel's title on as many lines as its width needs (broken after a comma, else a space), so that the
+    outermost panel's never runs past the chart's edge."""
+    room = PANEL_TITLE_CHARS.get(panels, 18)
+    lines, rest = [], text
+    while len(rest) > room:
+        cut = max(rest.rfind(", ", 0, room + 1), rest.rfind(" ", 0, room + 1))
+        if cut <= 0:
+            break
+        lines.append(rest[:cut + (1 if rest[cut] == "," else 0)].rstrip())
+        rest = rest[cut + 1:].lstrip()
+    return "<br>".join([*lines, rest])
+
+
 def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title: str, xaxis: str, yaxis: str,
                  unit: str = "", centre: str = "mean", low: str = "min", high: str = "max",
                  band_label: str = "min–max", log_x: bool = False, log_y: bool = False, shared_y: bool = False,
@@ -780,7 +798,7 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
     facets = list(dict.fromkeys(summary[facet]))
     series = series_in(summary[color], order)
     colour = series_colours(series, order)
-    fig = facet_grid(len(facets), [f"{facet}: {f}" for f in facets], shared_y)
+    fig = facet_grid(len(facets), [_panel_title(f"{facet}: {f}", len(facets)) for f in facets], shared_y)
     for ci, fv in enumerate(facets, start=1):
         part = summary[summary[facet] == fv]
         for name in series:
