@@ -714,7 +714,7 @@ def _prefetch_answer(res: Result, out: Facts, wl: str, b: int, g: float):
     if "d_ms" in first:   # the work that experiment ran, where the result recorded it
         wl = workload("sleep", float(first["d_ms"]), int(first.get("batch_size", b)), g) + (
             f", {int(first['workers'])} workers" if "workers" in first else "")
-    ks = sorted(int(k) for k in set(pf[pf["cost"] == cost]["prefetch_factor"]))
+    ks = sorted(int(k) for k in set(mine["prefetch_factor"]))
     cands = [Candidate(k, out[f"prefetch.{cost}.pf{k}"]) for k in ks]   # the runs' facts (_prefetch_runs)
     q = Question("synthetic.prefetch_factor", "How many batches should each worker prefetch?", "prefetch_factor",
                  DEFAULT_PREFETCH, f"prefetch_factor={DEFAULT_PREFETCH}", "PyTorch's DataLoader default", wl)
