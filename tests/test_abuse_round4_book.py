@@ -14,8 +14,8 @@ from markdown_it import MarkdownIt
 from datajourney.cli import main
 from datajourney.core import phrasing, results
 from datajourney.core.facts import Advice, Fact, Facts
-from datajourney.core.findings import Action, Opening
 from datajourney.core.params import ParameterError
+from datajourney.core.phrasing import Action, Opening
 
 HOSTILE = "H200\n\n<script>alert(1)</script>\n\n```{raw} html\n<b>x</b>\n```\n"
 HIDDEN = "\u202egnp.exe\u200b\u2066\ufeff\u200d\u2060"

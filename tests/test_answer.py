@@ -9,8 +9,8 @@ from helpers import analysed_references, with_default_rung
 from datajourney.book import harness, registry, report
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
-from datajourney.core import findings as fx
 from datajourney.core import phrasing, results
+from datajourney.core import phrasing as fx
 
 #: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
 pytestmark = pytest.mark.chapters

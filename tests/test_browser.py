@@ -496,7 +496,7 @@ def test_budget_chart_keeps_every_point_in_view_and_labels_the_need_as_the_slide
 
     from datajourney.chapters.c12_conclusion import page as c12_page
     from datajourney.core import charts, results
-    from datajourney.core.findings import num
+    from datajourney.core.units import num
 
     charts.setup()
     res = results.load_reference("12_conclusion", "h200")

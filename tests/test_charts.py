@@ -9,7 +9,7 @@ import pytest
 from datajourney.chapters.c09_reading_smarter import charts as c09_charts
 from datajourney.chapters.c10_mmap_vs_read import charts as c10_charts
 from datajourney.core import charts
-from datajourney.core.findings import num
+from datajourney.core.units import num
 
 
 def shown(fig: go.Figure) -> dict:

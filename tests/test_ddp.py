@@ -12,9 +12,8 @@ from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
 from datajourney.chapters.c11_gpu_to_gpu import page, reading
 from datajourney.core import phrasing as say
 from datajourney.core import results
-from datajourney.core.findings import num
 from datajourney.core.params import ParameterError
-from datajourney.core.units import MiB
+from datajourney.core.units import MiB, num
 
 # nvidia-smi topo -m as the 2-GPU H200 host printed it (underline escape codes included)
 TOPO_H200 = ("\t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"

@@ -397,7 +397,7 @@ def test_c04_model_walkthrough_follows_reversed_data():
 
 def test_c04_sizing_sentence_follows_reversed_data():
     """Swap the measured cost of tokenising and the cost it was sized to: faster than D turns slower, and back."""
-    from datajourney.core.findings import num
+    from datajourney.core.units import num
     ref = _ref04()
     s = ref.table("summary").copy()
     tok = s["work"] == "tokenize"
@@ -1018,7 +1018,7 @@ def test_c08_reference_facts_equal_the_tables_and_the_old_key_results(host):
 
 @pytest.mark.parametrize("host", HOSTS08)
 def test_c08_opening_states_the_paper_and_why(host):
-    from datajourney.core.findings import OPENING_WORDS, words
+    from datajourney.core.phrasing import OPENING_WORDS, words
 
     op = pg08.opening(an08.analyse(_load08(host)))
     assert 1 <= len(op.findings) <= 3 and 1 <= len(op.actions) <= 3

@@ -1035,8 +1035,7 @@ def test_dali_is_said_to_be_unmeasured_with_no_figures():
 def test_opening_is_short_and_follows_reversed_loaders():
     """Constructed run: threads 1.5× faster -> "use the thread pool" with a pipeline snippet; DataLoader
     1.5× faster -> "keep the DataLoader" with the DataLoader(...) call and its workers."""
-    from datajourney.core import findings as fx
-
+    from datajourney.core import phrasing as fx
     res = _with_epoch(_result(tp_ips=3000.0, dl_ips=2000.0))
     res.parameters.update(batch_size=64, out_size=224, prefetch_factor=2)
     op = page.opening(res)

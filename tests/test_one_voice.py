@@ -117,7 +117,7 @@ def test_reader_text_has_no_leaks(host):
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_openings_are_short(host):
-    from datajourney.core.findings import OPENING_FINDINGS, OPENING_WORDS, words
+    from datajourney.core.phrasing import OPENING_FINDINGS, OPENING_WORDS, words
 
     for ch, facts in _facts(host).items():
         op = importlib.import_module(registry.lookup(ch).page).opening(facts)

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from datajourney.book import registry
-from datajourney.core import findings as fx
+from datajourney.core import phrasing as fx
 from datajourney.core import results
 
 #: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
@@ -104,7 +104,7 @@ def test_an_opening_that_would_not_fit_the_first_screen_moves_findings_and_detai
 def test_a_finding_flagged_as_a_measurement_problem_stays_on_the_first_screen():
     """The opening's budget folds findings away in order, but never one that flags a measurement problem."""
     from datajourney.book import opening
-    from datajourney.core.findings import Action, Finding, Opening
+    from datajourney.core.phrasing import Action, Finding, Opening
 
     long = "A finding that fills the screen " + "with many words " * 40 + "."
     flag = Finding("x.flagged", f"{opening.FLAG_MARK}: a measurement problem.** The rate exceeded its ceiling.")
@@ -117,7 +117,7 @@ def test_the_budget_counts_wrapped_lines_and_code_spans():
     """Three two-line findings beside three three-line actions (code spans draw wider than prose) overran the first
     screen of a CPU run's chapter 9 by a line: the budget counts lines, so the last finding moves to "How we know"."""
     from datajourney.book import opening
-    from datajourney.core.findings import Action, Finding, Opening
+    from datajourney.core.phrasing import Action, Finding, Opening
 
     finding = "Cold random 4 KiB reads from 4 threads issuing pread ran 3.2× faster than one pread thread, again."
     action = ("For cold random 4 KiB reads from one file, use `ThreadPoolExecutor(max_workers=4)`: 3.2× faster than "

@@ -21,7 +21,7 @@ from datajourney.chapters.c06_pcie import analysis, page, rules
 from datajourney.chapters.c06_pcie import charts as c06_charts
 from datajourney.chapters.c06_pcie import experiment as pcie
 from datajourney.core import charts as plotting
-from datajourney.core import findings as fx
+from datajourney.core import phrasing as fx
 from datajourney.core import results
 from datajourney.core.facts import Facts
 from datajourney.core.params import ParameterError

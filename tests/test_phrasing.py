@@ -102,7 +102,7 @@ def test_one_minus_sign_everywhere_a_number_is_printed():
     """"-0.029" next to "−0.15" reads as two kinds of number: every negative number gets U+2212, and a value
     that rounds to zero gets no sign at all."""
     from datajourney.book import report
-    from datajourney.core.findings import num, span
+    from datajourney.core.units import num, span
 
     assert num(-0.029, "ms") == "−0.029 ms" and num(-1234.5) == "−1,234" and num(-49.2, "%") == "−49.2%"
     assert num(-0.0001, "%") == "0.0%" and num(-0.4) == "−0.40"
@@ -130,7 +130,7 @@ def test_a_negative_gain_is_worded_by_its_sign():
     """"−49.0%" in a "throughput gain" row leaves the reader to guess what it means: a change is worded by
     its sign."""
     from datajourney.chapters import published
-    from datajourney.core.findings import signed
+    from datajourney.core.units import signed
 
     assert signed(-49.04, "%", "faster", "slower") == "49.0% slower" and signed(74, "%", "faster", "slower") == \
         "74% faster"

@@ -16,8 +16,8 @@ from datajourney.book import harness
 from datajourney.chapters.c09_reading_smarter import analysis, page
 from datajourney.chapters.c09_reading_smarter import experiment as reading
 from datajourney.core import results
-from datajourney.core.findings import size_label
 from datajourney.core.params import ParameterError
+from datajourney.core.units import size_label
 
 MiB = 1 << 20
 

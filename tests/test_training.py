@@ -693,8 +693,7 @@ def test_streaming_iteration_times_the_iterator_warm_and_cold(tmp_path, monkeypa
 
 # ---------------------------------------------------------------- the opening
 def test_key_results_are_short_and_their_details_sit_in_the_notes():
-    from datajourney.core import findings as fx
-
+    from datajourney.core import phrasing as fx
     ref = results.load_reference(training.CHAPTER)
     for f in page.findings(ref):
         assert fx.words(f.text) <= 60, (f.key, fx.words(f.text))

@@ -17,7 +17,8 @@ from IPython.display import HTML, Markdown, display
 
 from datajourney.chapters import published
 from datajourney.core import phrasing, results
-from datajourney.core.findings import Finding, as_markdown, num
+from datajourney.core.phrasing import Finding, as_markdown
+from datajourney.core.units import num
 
 #: Cell padding, headers that wrap, numbers right-aligned and text left-aligned; a scroll box stays around
 #: every table as the last resort (a cell that cannot wrap).
@@ -175,7 +176,7 @@ def _param_text(value, unit: str = "") -> str:
     """A parameter's value as a reader wants it: sizes (declared with unit bytes) in KiB/MiB/GiB, yes/no
     for a switch, "not set" for None (the help says what that means), and no thousands separator inside a
     list, where "[16, 64, 1,024]" would read as four items."""
-    from datajourney.core.findings import size_label
+    from datajourney.core.units import size_label
 
     def one(v, in_list: bool = False):
         if isinstance(v, str) and os.path.isabs(v):  # a directory of the machine that ran it, not the reader's

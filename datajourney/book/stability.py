@@ -16,7 +16,7 @@ import pandas as pd
 
 from datajourney.book.registry import CHAPTERS, lookup
 from datajourney.chapters import published
-from datajourney.core import findings as fx
+from datajourney.core import phrasing as fx
 from datajourney.core import results
 from datajourney.core.fingerprint import short_commit
 

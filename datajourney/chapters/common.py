@@ -10,10 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from datajourney.core import findings as fnd
 from datajourney.core.facts import Fact
-from datajourney.core.findings import Finding, num, pct
-from datajourney.core.stats import mean
+from datajourney.core.units import num, pct, span
 from datajourney.toolkit.reads import NAND_READ_FLOOR_US
 
 #: The source's claim for warm runs: "the difference collapses to near 1x" ("often within
@@ -50,25 +48,6 @@ def cold_label(res) -> str:
     """The run's name for its cold state, from :func:`cold_verdict`: 'guest-cold', 'cold', or
     :data:`UNDECIDED_LABEL` when the latency check cannot tell the device from a cache below the guest."""
     return cold_verdict(res).label
-
-
-def spread_summary(df: pd.DataFrame, by: list[str], label, col: str = "MBps") -> str:
-    """One sentence naming every group of ``by`` whose runs of ``col`` (MB/s) spread by more than
-    :data:`findings.HIGH_SPREAD` (coefficient of variation), with their range."""
-    if df.empty:
-        return ""
-    wide = []
-    for key, g in df.groupby(by, sort=False):
-        key = key if isinstance(key, tuple) else (key,)
-        v = g[col].dropna().tolist()
-        c = fnd.cv(v)
-        if c > fnd.HIGH_SPREAD and round(100 * c) > round(100 * fnd.HIGH_SPREAD):   # as printed, above the rule
-            wide.append(f"{label(*key)} ({fnd.span(min(v), max(v), 'MB/s')}, "
-                        f"coefficient of variation {pct(c)})")
-    if not wide:
-        return f"No configuration varied by more than {pct(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
-    return (f"Runs varied by more than {pct(fnd.HIGH_SPREAD)} (coefficient of variation) for " + "; ".join(wide)
-            + ": read those as ranges, not points.")
 
 
 def residency_note(df: pd.DataFrame, what: str = "runs", cold: str = "cold") -> str:
@@ -191,7 +170,7 @@ class ColdVerdict:
             return "The latency check did not run, so whether 'cold' reads reached the device is not known."
         lo, hi = self.band
         meds = (f"the median of its {len(self.medians)} runs' medians, {num(_median(self.medians), 'µs')} "
-                f"({fnd.span(min(self.medians), max(self.medians), 'µs')})" if len(self.medians) > 1
+                f"({span(min(self.medians), max(self.medians), 'µs')})" if len(self.medians) > 1
                 else f"its median, {num(self.medians[0], 'µs')}")
         share = f", with {pct(self.share_below)} of the reads below {num(self.floor_us, 'µs')}" \
             if self.share_below is not None else ""
@@ -210,7 +189,7 @@ class ColdVerdict:
                            + (" (on a virtual machine, a slow cache below the guest cannot be ruled out by latency "
                               "alone)." if self.hypervisor else "."))
         return head + (f"The flash floor ({floor}) is known only to within {COLD_MARGIN:g}× either way, so a "
-                       f"median within {fnd.span(lo, hi, 'µs')}, on either side of it, cannot tell the device from a "
+                       f"median within {span(lo, hi, 'µs')}, on either side of it, cannot tell the device from a "
                        f"cache below this machine: this run's cold reads are labelled **{UNDECIDED_LABEL}**.")
 
 
@@ -315,38 +294,15 @@ def table_of(res, name: str) -> pd.DataFrame:
     return res.tables.get(name, pd.DataFrame())
 
 
-def cold_gap(res) -> Finding:
-    h = res.table("headline")
-    rnd, seq = values_of(h, pattern="random", cache="cold"), values_of(h, pattern="sequential", cache="cold")
-    label = cold_label(res)
-    if not rnd or not seq:
-        return Finding("cold_gap", f"No {label} runs in this result (`cache_states` left out `cold`).")
-    n, size = int(h["n_files"].iloc[0]), int(h["file_size"].iloc[0])
-    mid, lo, hi = fnd.ratio_interval(seq, rnd)
-    phrase = compared(seq, rnd, "the shard read sequentially", "the shuffled files")
-    text = (f"**{label.capitalize()}**, {n:,} files of {size_text(size)} read in shuffled order ran at "
-            f"**{num(mean(rnd), 'MB/s')}** and the same bytes read as one shard in {size_text(size)} chunks at "
-            f"**{num(mean(seq), 'MB/s')}**: {phrase} ({extremes(lo, hi)}).")
-    return Finding("cold_gap", text, mid, "×", published="sequential ÷ random, cold", interval=(lo, hi),
-                   values=dict(random=mean(rnd), sequential=mean(seq)))
-
-
 def size_text(n: int) -> str:
-    from datajourney.core.findings import size_label
+    from datajourney.core.units import size_label
 
     return size_label(int(n))
 
 
-def compared(a: list[float], b: list[float], a_name: str, b_name: str) -> str:
-    """'A was **5.1× faster than** B', or 'A and B were level (...)': :func:`findings.compare` in a clause."""
-    if fnd.direction(a, b) == 0:
-        return f"{a_name} and {b_name} were {fnd.compare(a, b, same='level')}, within the runs' spread"
-    return f"{a_name} was **{fnd.compare(a, b)}** {b_name}"
-
-
 def extremes(lo: float, hi: float) -> str:
     """A ratio's range over the runs' extremes, e.g. '4.9–5.3× over the runs' extremes'."""
-    return f"{fnd.span(lo, hi, '×')} over the runs' extremes"
+    return f"{span(lo, hi, '×')} over the runs' extremes"
 
 
 # --------------------------------------------------------------------------- ranges over runs
@@ -362,7 +318,7 @@ def runs_interval(lo: float, hi: float, n: int) -> tuple[float, float] | None:
 def over_runs(lo: float, hi: float, n: int, unit: str = "×", what: str = "runs") -> str:
     """'10.6–12.4× over 3 runs' from :data:`MIN_RUNS_FOR_RANGE` runs on, else '2 runs' (no range from fewer)."""
     if n >= MIN_RUNS_FOR_RANGE:
-        return f"{fnd.span(lo, hi, unit)} over {n} {what}"
+        return f"{span(lo, hi, unit)} over {n} {what}"
     return f"{n} {what[:-1] if n == 1 and what.endswith('s') else what}"
 
 

@@ -231,7 +231,7 @@ def fmt(mean, std=None, unit: str = "", ways: tuple[str, str] | None = None) -> 
     :attr:`Figure.ways`) a change is worded by its sign ("49.0% slower"), never a bare "−49.0%"."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "—"
-    from datajourney.core.findings import num, signed
+    from datajourney.core.units import num, signed
 
     if ways:
         return signed(mean, unit, *ways) + (f" (± {num(std, unit)})" if std is not None and std == std else "")

@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io._base_renderers import MimetypeRenderer
 
-from datajourney.core.findings import size_label  # noqa: F401 - charts label byte sizes with it
 from datajourney.core.phrasing import superscript
+from datajourney.core.units import size_label  # noqa: F401 - charts label byte sizes with it
 
 #: Okabe & Ito (2008), "Color Universal Design": safe for deuteranopia/protanopia/tritanopia.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -595,7 +595,7 @@ def series_order(values) -> list:
 def runs_text(lo: float, hi: float, n, unit: str, band_label: str, per: str = "runs") -> str:
     """The hover's spread of one point: the range with the number of runs (``per``: what ``n`` counts,
     e.g. "timed windows"), or why no bar is drawn."""
-    from datajourney.core.findings import num, span
+    from datajourney.core.units import num, span
 
     if n is None or n != n:
         return span(lo, hi, unit)
@@ -830,7 +830,7 @@ def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, orde
     """Cumulative distribution of single-request latencies (one line per series, log x; colours by place in
     ``order``: :func:`series_colours`), with a vertical marker at ``floor_us``, the fastest a NAND flash read
     is (one label in every chapter)."""
-    from datajourney.core.findings import num
+    from datajourney.core.units import num
 
     floor_label = f"flash floor, about {num(floor_us, 'µs')}"
     fig = go.Figure()

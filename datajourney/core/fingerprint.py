@@ -345,7 +345,7 @@ def short_commit(commit) -> str | None:
 
 def size_text(value) -> str | None:
     """A size as sysfs writes it ("307200K", "32M", "512") in the book's binary units ("300 MiB")."""
-    from datajourney.core.findings import size_label
+    from datajourney.core.units import size_label
 
     m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", str(value or ""))
     if not m:

@@ -16,10 +16,110 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from datajourney.core.facts import Advice, Fact, Facts
-from datajourney.core.findings import num, span
+from datajourney.core.stats import HIGH_SPREAD, cv, direction, mean, ratio
+from datajourney.core.units import num, pct, signed, size_label, span, times  # noqa: F401 - the book's one way to print a number
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One computed sentence and the figure behind it."""
+
+    key: str                          #: stable identifier, e.g. ``"shard_vs_small_cold_w0"``
+    text: str                         #: Markdown, built from the result
+    value: float | None = None        #: the headline number of this run
+    unit: str = ""                    #: unit of ``value``: "MB/s", "ms", "×", "%", ...
+    published: str | None = None      #: metric name in :data:`published.PUBLISHED` to show beside it
+    interval: tuple[float, float] | None = None  #: (low, high) of ``value`` over runs
+    values: dict = field(default_factory=dict)    #: other numbers the sentence uses
+
+    @property
+    def headline(self) -> str:
+        """``value`` with its unit and interval, e.g. ``"5.1× (3.9–5.9)"``."""
+        if self.value is None:
+            return "—"
+        text = num(self.value, self.unit)
+        if self.interval is not None:
+            lo, hi = self.interval
+            rng = span(lo, hi)
+            if rng != num(self.value, with_unit=False):  # no "(20.9)" beside 20.9
+                text += f" ({rng})"
+        return text
+
+
+#: The most findings a chapter opens with, and the most words in each (one sentence each).
+OPENING_FINDINGS, OPENING_WORDS = 3, 35
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing to do on this machine, chosen from this run's data: the setting that won here and
+    its measured gain (``text``), with a copy-pasteable ``snippet`` where code is the answer."""
+
+    text: str
+    snippet: str | None = None
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a chapter opens with: at most :data:`OPENING_FINDINGS` short findings (one sentence of at
+    most :data:`OPENING_WORDS` words each, with one number) and one to three :class:`Action` items."""
+
+    findings: list[Finding]
+    actions: list[Action]
+
+
+def words(text: str) -> int:
+    """Words a reader reads in ``text`` (Markdown emphasis, code ticks and links count as their words)."""
+    plain = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    plain = re.sub(r"[*`_]", "", plain)
+    return len(plain.split())
+
+
+def and_list(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def compare(a, b, *, more: str = "faster than", less: str = "slower than",
+            same: str = "level with", tol: float = 0.05, as_ratio: bool = True) -> str:
+    """A comparison phrase of a against b, e.g. '3.1× faster than', '1.4× slower than', 'level with' (within
+    the runs' spread or ``tol``: no ratio then).
+
+    For "higher is better" quantities (throughput): ``compare(shard, small)``. The ratio
+    printed is always ≥ 1 (the larger over the smaller).
+    """
+    d = direction(a, b, tol=tol)
+    ma, mb = mean(a), mean(b)
+    if d == 0:  # no ratio beside "level": a number next to it reads as a difference the runs do not show
+        return same
+    r = ratio(ma, mb) if d > 0 else ratio(mb, ma)
+    word = more if d > 0 else less
+    return f"{times(r)} {word}" if as_ratio else word
+
+
+def choose(d: int, more: str, less: str, same: str) -> str:
+    """The phrase for a direction from :func:`direction`."""
+    return more if d > 0 else less if d < 0 else same
+
+
+def spread_note(label: str, values: Sequence[float], unit: str = "") -> str | None:
+    """A sentence when the runs of ``label`` spread by more than :data:`HIGH_SPREAD`, else None."""
+    c = cv(values)
+    if not (c > HIGH_SPREAD):
+        return None
+    return (f"{label} varied over {span(min(values), max(values), unit)} in "
+            f"{len(values)} runs (coefficient of variation {pct(c)}): read it as a range, not a point.")
+
+
+def as_markdown(findings: Sequence[Finding]) -> str:
+    """Findings as a Markdown bullet list."""
+    return "\n".join(f"* {f.text}" for f in findings)
+
 
 #: words for a ratio above 1 and below 1, by quantity (for a time, a ratio below 1 is faster)
 _WORDS = {"rate": ("faster than", "slower than"), "time": ("slower than", "faster than"),

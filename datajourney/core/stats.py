@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
@@ -20,3 +21,56 @@ def mean(values) -> float:
     vals = [values] if isinstance(values, (int, float)) else list(values)
     finite = [float(v) for v in vals if v is not None and math.isfinite(float(v))]
     return sum(finite) / len(finite) if finite else float("nan")
+
+
+# ---------------------------------------------------------------- directions
+def ratio(a: float, b: float) -> float:
+    """a / b (nan when b is zero)."""
+    return a / b if b else float("nan")
+
+
+def ratio_interval(a_runs: Sequence[float], b_runs: Sequence[float]) -> tuple[float, float, float]:
+    """mean(a)/mean(b) and the range of the ratio over the runs' extremes (min a/max b, max a/min b)."""
+    a = [float(x) for x in a_runs]
+    b = [float(x) for x in b_runs]
+    mid = ratio(sum(a) / len(a), sum(b) / len(b))
+    return mid, ratio(min(a), max(b)), ratio(max(a), min(b))
+
+
+def direction(a: float | Sequence[float], b: float | Sequence[float], *, tol: float = 0.05) -> int:
+    """+1 when a is clearly larger than b, -1 when clearly smaller, 0 when they are level.
+
+    With several runs on each side, "clearly" means their min–max ranges do not overlap
+    *and* the means differ by more than ``tol`` (relative); with single values only the
+    tolerance applies.
+    """
+    a_runs = _runs(a)
+    b_runs = _runs(b)
+    ma, mb = sum(a_runs) / len(a_runs), sum(b_runs) / len(b_runs)
+    if mb == 0 and ma == 0:
+        return 0
+    if abs(ma - mb) <= tol * max(abs(ma), abs(mb)):
+        return 0
+    if len(a_runs) > 1 and len(b_runs) > 1 and min(a_runs) <= max(b_runs) and min(b_runs) <= max(a_runs):
+        return 0
+    return 1 if ma > mb else -1
+
+
+def cv(values: Iterable[float]) -> float:
+    """Coefficient of variation (sample std / mean) of values; 0 for fewer than two."""
+    v = [float(x) for x in values]
+    if len(v) < 2:
+        return 0.0
+    m = sum(v) / len(v)
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+    return sd / m if m else float("nan")
+
+
+#: Above this coefficient of variation a chapter comments on the spread.
+HIGH_SPREAD = 0.20
+
+
+def _runs(x) -> list[float]:
+    if isinstance(x, (int, float)):
+        return [float(x)]
+    return [float(v) for v in x]

@@ -5,8 +5,8 @@ import pandas as pd
 
 from datajourney.core import phrasing, results
 from datajourney.core.facts import Facts
-from datajourney.core.findings import Finding, Opening
 from datajourney.core.fingerprint import summary
+from datajourney.core.phrasing import Finding, Opening
 
 
 def findings(facts: Facts) -> list[Finding]:

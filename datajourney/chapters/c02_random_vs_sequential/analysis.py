@@ -11,11 +11,11 @@ from dataclasses import replace
 import pandas as pd
 
 from datajourney.chapters.common import FILES, SHARD, cold_verdict, guest_cold, latency_stats, table_of, values_of
-from datajourney.core import findings as fnd
+from datajourney.core import stats
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
-from datajourney.core.findings import num, size_label
 from datajourney.core.stats import mean
+from datajourney.core.units import num, size_label
 
 CHAPTER = "02_random_vs_sequential"
 #: Facts and ``facts.data`` entries the front page, chapter 12 and the checklist read.
@@ -39,7 +39,7 @@ with tarfile.open("train-00000.tar", "w") as shard:
 
 
 def _direction(a: list[float], b: list[float], tol: float = 0.05) -> int:
-    return fnd.direction(a, b, tol=tol) if a and b else 0
+    return stats.direction(a, b, tol=tol) if a and b else 0
 
 
 def _recorded(res, name: str) -> int:
@@ -150,7 +150,7 @@ def _latency(out: Facts, res) -> None:
         base = Fact("cold_latency.first", statistics.fmean(meds), "µs", "the first pass", "time", "lower",
                     len(meds), (min(meds), max(meds)) if len(meds) > 1 else None)
         c = compare("second_pass", second, base)
-        d = fnd.direction(meds, lat["second_medians"], tol=0.10)
+        d = stats.direction(meds, lat["second_medians"], tol=0.10)
         out.add(second, base, c if d != 0 else replace(c, level=True))
 
 
@@ -180,7 +180,7 @@ def _size_sweep(out: Facts, res, cold: str) -> None:
     small, large = min(per), max(per)
     c = out[f"size.{large}"]
     out.add(replace(c, key="size_sweep"))
-    trend = fnd.direction(out.number(f"size.{small}"), out.number(f"size.{large}"), tol=0.10)
+    trend = stats.direction(out.number(f"size.{small}"), out.number(f"size.{large}"), tol=0.10)
     out.add(Fact("size_sweep.trend", {1: "narrows", -1: "widens", 0: "stays"}[trend],
                  label="the gap as files grow", quantity="choice", better=None,
                  setting=dict(small=small, large=large)))
@@ -216,12 +216,12 @@ def _chunk_sweep(out: Facts, res, cold: str) -> None:
         return
     out.add(compare("odirect", out[f"chunk.{smallest}.buffered"], out[f"chunk.{smallest}.direct"]))
     caught = next((c for c in chunks if values_of(cs, mode="O_DIRECT", chunk=c)
-                   and fnd.direction(values_of(cs, mode="O_DIRECT", chunk=c),
+                   and stats.direction(values_of(cs, mode="O_DIRECT", chunk=c),
                                      values_of(cs, mode="buffered", chunk=c)) >= 0), None)
     out.add(Fact("odirect.caught_up_at", caught, "B",
                  "the smallest request at which O_DIRECT kept up with buffered reads", "amount", None,
                  setting=dict(largest=chunks[-1])))
-    out.data["odirect_buffered_wins"] = fnd.direction(buf, od) > 0
+    out.data["odirect_buffered_wins"] = stats.direction(buf, od) > 0
 
 
 def _dips(cs: pd.DataFrame) -> list[dict]:
@@ -238,7 +238,7 @@ def _dips(cs: pd.DataFrame) -> list[dict]:
                 continue
             out.append(dict(mode=str(mode), small=int(a), large=int(b), small_mean=mean(va), large_mean=mean(vb),
                             small_low=min(va), small_high=max(va), large_low=min(vb), large_high=max(vb),
-                            runs=len(vb), real=fnd.direction(va, vb) != 0))
+                            runs=len(vb), real=stats.direction(va, vb) != 0))
     return out
 
 
@@ -260,7 +260,7 @@ def _shard_length(out: Facts, res) -> None:
                          setting=dict(chunk=chunk, bytes=nbytes[k])))
     for key, a, b in (("shard_length.by_length", "whole", "part"), ("shard_length.by_file", "part", "short")):
         c = compare(key, out[f"shard_length.{a}"], out[f"shard_length.{b}"])
-        level = fnd.direction(runs[a], runs[b]) == 0
+        level = stats.direction(runs[a], runs[b]) == 0
         out.add(replace(c, level=level))
     first = sl[sl["read"].str.endswith(": first chunk")] if "read" in sl else sl.iloc[0:0]
     if not first.empty and "first_read_ms" in first:
@@ -354,8 +354,8 @@ def _wide(df: pd.DataFrame, by: list[str], label) -> list[dict]:
     for key, g in df.groupby(by, sort=False):
         key = key if isinstance(key, tuple) else (key,)
         v = g["MBps"].dropna().tolist()
-        cv = fnd.cv(v)
-        if round(100 * cv, 1) > round(100 * fnd.HIGH_SPREAD, 1):  # above the rule as the tables print it
+        cv = stats.cv(v)
+        if round(100 * cv, 1) > round(100 * stats.HIGH_SPREAD, 1):  # above the rule as the tables print it
             first = bool("run" in g and len(g) > 2 and g.loc[g["MBps"].idxmin(), "run"] == g["run"].min())
             out.append(dict(label=label(*key), low=min(v), high=max(v), n=len(v), cv=cv, first_slowest=first))
     return out

@@ -23,10 +23,12 @@ from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold
     short_time,
     table_of,
 )
-from datajourney.core import findings as fnd
+from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
+from datajourney.core import stats
 from datajourney.core.facts import Facts
-from datajourney.core.findings import Action, Finding, Opening, num, pct, size_label
+from datajourney.core.phrasing import Action, Finding, Opening
+from datajourney.core.units import num, pct, size_label
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -417,9 +419,9 @@ def _wide_note(x: dict) -> str:
 
 def _wide_summary(wide: list[dict]) -> str:
     if not wide:
-        return (f"No configuration varied by more than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) "
+        return (f"No configuration varied by more than {say.share(stats.HIGH_SPREAD)} (coefficient of variation) "
                 "over its runs.")
-    return (f"Runs varied by more than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) for "
+    return (f"Runs varied by more than {say.share(stats.HIGH_SPREAD)} (coefficient of variation) for "
             + "; ".join(f"{say.text(x['label'])} ({fnd.span(x['low'], x['high'], 'MB/s')}, coefficient of variation "
                         f"{say.share(x['cv'])})" for x in wide) + ": read those as ranges, not points.")
 
@@ -428,7 +430,7 @@ def headline_notes(facts) -> str:
     """Spread comments on the headline (coefficient of variation above :data:`findings.HIGH_SPREAD`)."""
     wide = (facts_of(facts).data.get("spread") or {}).get("headline") or []
     return "\n".join(f"* {_wide_note(x)}" for x in wide) if wide else "Every headline configuration varied by " \
-        f"less than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) over its runs."
+        f"less than {say.share(stats.HIGH_SPREAD)} (coefficient of variation) over its runs."
 
 
 #: Readable headers of the residency table's grouping columns.

@@ -21,11 +21,11 @@ from datajourney.chapters.common import (
     table_of,
     values_of,
 )
-from datajourney.core import findings as fnd
+from datajourney.core import stats
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
-from datajourney.core.findings import size_label
 from datajourney.core.stats import mean
+from datajourney.core.units import size_label
 
 CHAPTER = "03_dataloader"
 EXPORTS = ("published_w0", "published_w4", "first_batch", "shuffled_gap_max_workers", "cold_state",
@@ -127,11 +127,11 @@ def _plain(x) -> float | None:
 
 
 def _versus(a, b, tol: float = 0.05) -> dict:
-    """``a`` against ``b`` as :func:`findings.compare` decides it: the direction, and the larger mean over the
+    """``a`` against ``b`` as :func:`phrasing.compare` decides it: the direction, and the larger mean over the
     smaller (the ratio a comparison states)."""
-    d = fnd.direction(a, b, tol=tol)
+    d = stats.direction(a, b, tol=tol)
     ma, mb = mean(a), mean(b)
-    return dict(direction=d, ratio=fnd.ratio(ma, mb) if d > 0 else fnd.ratio(mb, ma) if d < 0 else None)
+    return dict(direction=d, ratio=stats.ratio(ma, mb) if d > 0 else stats.ratio(mb, ma) if d < 0 else None)
 
 
 def _first_batch(out: Facts, e: pd.DataFrame, ws: list[int]) -> None:
@@ -225,7 +225,7 @@ def _best(e: pd.DataFrame, kind: str, cache: str, ws: list[int]):
     if 0 not in runs:
         return None
     top = max(runs, key=lambda w: sum(runs[w]) / len(runs[w]))
-    best = min(w for w, v in runs.items() if fnd.direction(v, runs[top]) >= 0)
+    best = min(w for w, v in runs.items() if stats.direction(v, runs[top]) >= 0)
     return best, runs
 
 
@@ -329,7 +329,7 @@ def _notes(out: Facts, res, e: pd.DataFrame, ws: list[int], cold: str) -> None:
                 from datajourney.chapters.common import NEAR_ONE
 
                 g = compare("warm_layout_gap", sh, sf)
-                near = (fnd.direction(values_of(e, "steady_MBps", cache="warm", workers=ws[0], kind="shard_in_order"),
+                near = (stats.direction(values_of(e, "steady_MBps", cache="warm", workers=ws[0], kind="shard_in_order"),
                                       values_of(e, "steady_MBps", cache="warm", workers=ws[0], kind="small_files"))
                         == 0 or 1 / NEAR_ONE <= g.number <= NEAR_ONE)
                 out.add(g, Fact("warm_layout_gap.verdict", "collapses" if near else "stays",
@@ -356,7 +356,7 @@ def _in_order(out: Facts, e: pd.DataFrame, ws: list[int], cold: str) -> None:
         if f is None:
             continue
         per.append(f.key)
-        if fnd.direction(values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order"), runs0) < 0:
+        if stats.direction(values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order"), runs0) < 0:
             slower.append(w)
             out.add(compare(f"in_order.slowdown.w{w}", f, none))
     if not slower:
@@ -367,7 +367,7 @@ def _in_order(out: Facts, e: pd.DataFrame, ws: list[int], cold: str) -> None:
     w = ws[-1]
     c, h = _rate(out, e, "shard_in_order", w, "cold", cold), _rate(out, e, "shard_in_order", w, "warm", cold)
     if c is not None and h is not None:
-        d = fnd.direction(values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order"),
+        d = stats.direction(values_of(e, "steady_MBps", cache="cold", workers=w, kind="shard_in_order"),
                           values_of(e, "steady_MBps", cache="warm", workers=w, kind="shard_in_order"),
                           tol=COLD_WARM_TOL)
         cw = compare("in_order.cold_vs_warm", c, h)
@@ -414,8 +414,8 @@ def _spread(e: pd.DataFrame, cold: str) -> list[dict]:
     out = []
     for (c, w, k), g in e.groupby(["cache", "workers", "kind"], sort=False):
         v = g["steady_MBps"].dropna().tolist()
-        cv = fnd.cv(v)
-        if cv > fnd.HIGH_SPREAD and round(100 * cv) > round(100 * fnd.HIGH_SPREAD):
+        cv = stats.cv(v)
+        if cv > stats.HIGH_SPREAD and round(100 * cv) > round(100 * stats.HIGH_SPREAD):
             out.append(dict(label=f"{LABELS[k]}, {cold if c == 'cold' else c}", workers=int(w), low=min(v),
                             high=max(v), n=len(v), cv=cv))
     return out
@@ -515,20 +515,20 @@ def _hand_over(out: Facts, res) -> None:
         a, b = by.iloc[0], by.iloc[-1]
         ho["per_sample"] = dict(first_batch=int(a["batch_size"]), first_us=float(a["extra_us_per_sample"]),
                                 last_batch=int(b["batch_size"]), last_us=float(b["extra_us_per_sample"]),
-                                direction=fnd.direction(a["extra_us_per_sample"], b["extra_us_per_sample"], tol=0.25))
+                                direction=stats.direction(a["extra_us_per_sample"], b["extra_us_per_sample"], tol=0.25))
         if len(by) >= 3 and (fit := _fit(tc, "bytes")) is not None:
             ho["fit"] = dict(fit, sizes=len(by), length=_fit(tc, "length"))
     wk, m0 = _plain(row.get("worker_cpu_ms_per_batch_w1")), _plain(row.get("main_cpu_ms_per_batch_w0"))
     length = _nearest(tc, ho["batch_size"], "length")
     if wk is not None and m0 is not None:
-        cpu = dict(worker_ms=wk, main_alone_ms=m0, more=fnd.direction(wk, m0, tol=0.10) > 0)
+        cpu = dict(worker_ms=wk, main_alone_ms=m0, more=stats.direction(wk, m0, tol=0.10) > 0)
         if length is not None and pd.notna(length.get("worker_cpu_ms_per_batch_w1")):
             cpu.update(length_worker_ms=float(length["worker_cpu_ms_per_batch_w1"]),
                        length_main_alone_ms=_plain(length["main_cpu_ms_per_batch_w0"]))
         ho["cpu"] = cpu
     if length is not None and int(length["batch_size"]) == ho["batch_size"]:
         # the two payloads' extra per batch, as ranges over the paired runs: overlapping ranges are level
-        d = fnd.direction([lo, hi], [length["extra_min"], length["extra_max"]], tol=0.10)
+        d = stats.direction([lo, hi], [length["extra_min"], length["extra_max"]], tol=0.10)
         ho["length"] = dict(extra_ms=float(length["extra_ms_per_batch"]), extra_min=float(length["extra_min"]),
                             extra_max=float(length["extra_max"]), runs=int(length["n"]), direction=d)
 
@@ -680,8 +680,8 @@ def _handover_modes(out: Facts, res) -> None:
         return
     others = {m: v for m, v in runs.items() if m != "file descriptor" and v}
     info["others"] = [dict(mode=str(m), rate=mean(v), vs=_versus(v, base, tol=PLATEAU_TOL)) for m, v in others.items()]
-    faster = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) > 0]
-    slower = [m for m, v in others.items() if fnd.direction(v, base, tol=PLATEAU_TOL) < 0]
+    faster = [m for m, v in others.items() if stats.direction(v, base, tol=PLATEAU_TOL) > 0]
+    slower = [m for m, v in others.items() if stats.direction(v, base, tol=PLATEAU_TOL) < 0]
     info["faster"] = [str(m) for m in faster]
     info["verdict"] = ("file descriptor" if "file name" in faster else "shared memory" if faster else
                        "neither" if slower and len(slower) == len(others) else "level")

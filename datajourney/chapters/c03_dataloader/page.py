@@ -23,10 +23,12 @@ from datajourney.chapters.common import (
     on_paper,
     over_runs,
 )
-from datajourney.core import findings as fnd
+from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
+from datajourney.core import stats
 from datajourney.core.facts import Facts
-from datajourney.core.findings import Action, Finding, Opening, num, pct
+from datajourney.core.phrasing import Action, Finding, Opening
+from datajourney.core.units import num, pct
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -560,9 +562,9 @@ def spread_notes(facts) -> str:
     wide = [f"{say.text(x['label'])}, `num_workers={x['workers']}` ({fnd.span(x['low'], x['high'], 'MB/s')}, "
             f"coefficient of variation {say.share(x['cv'])})" for x in facts.data.get("spread") or []]
     if not wide:
-        return (f"No configuration varied by more than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) over "
+        return (f"No configuration varied by more than {say.share(stats.HIGH_SPREAD)} (coefficient of variation) over "
                 "its runs.")
-    return (f"Runs varied by more than {say.share(fnd.HIGH_SPREAD)} (coefficient of variation) for "
+    return (f"Runs varied by more than {say.share(stats.HIGH_SPREAD)} (coefficient of variation) for "
             + "; ".join(wide) + ": read those as ranges, not points.")
 
 

@@ -15,8 +15,8 @@ from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicte
 from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAULT_PREFETCH
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
-from datajourney.core.findings import HIGH_SPREAD, cv
 from datajourney.core.results import Result
+from datajourney.core.stats import HIGH_SPREAD, cv
 
 CHAPTER = "04_cpu_starvation"
 #: The facts other pages may read (chapter 12's checklist, the front page).
@@ -387,7 +387,7 @@ def _prefetch(res: Result, out: Facts, g: float) -> None:
 
 def _prefetch_runs(out: Facts, pf: pd.DataFrame) -> None:
     """Every prefetch_factor's wait over the runs, per cost profile, and the ones whose runs spread widely
-    (coefficient of variation above :data:`~datajourney.core.findings.HIGH_SPREAD`), widest first."""
+    (coefficient of variation above :data:`~datajourney.core.phrasing.HIGH_SPREAD`), widest first."""
     wide = []
     for cost in dict.fromkeys(pf["cost"]):
         for k, v in pf[pf["cost"] == cost].groupby("prefetch_factor")["wait_ms"]:

@@ -18,9 +18,10 @@ from datajourney.chapters.c04_cpu_starvation.analysis import analyse as _analyse
 from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_au, predicted_wait_ms
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader
 from datajourney.core import charts, phrasing
-from datajourney.core import findings as fx
+from datajourney.core import phrasing as fx
 from datajourney.core.facts import Facts
-from datajourney.core.findings import Action, Finding, Opening, num
+from datajourney.core.phrasing import Action, Finding, Opening
+from datajourney.core.units import num
 
 facts_of = facts_reader(_analyse)
 

@@ -26,8 +26,8 @@ from datajourney.chapters.c05_padding_tax.params import (
 from datajourney.chapters.published import printed_as
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
-from datajourney.core.findings import HIGH_SPREAD, cv
 from datajourney.core.results import Result
+from datajourney.core.stats import HIGH_SPREAD, cv
 
 CHAPTER = "05_padding_tax"
 #: The packer the published figures used (the source's greedy, in-order packing).

@@ -12,12 +12,8 @@ from datajourney.chapters.c05_padding_tax.params import ISOLATED, ISOLATION_MODE
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
-from datajourney.core.findings import (
-    Action,
-    Finding,
-    Opening,
-    num,
-)
+from datajourney.core.phrasing import Action, Finding, Opening
+from datajourney.core.units import num
 
 __all__ = ["device_name", "model_label", "opening", "findings"]
 

@@ -27,11 +27,10 @@ from datajourney.chapters.c06_pcie.rules import (
     STAGING_TOL,
     TOO_SHORT,
 )
-from datajourney.core import findings as fx
+from datajourney.core import stats
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
-from datajourney.core.findings import size_label
-from datajourney.core.units import MiB
+from datajourney.core.units import MiB, size_label
 
 CHAPTER = "06_pcie"
 #: The facts and data other pages may read (chapter 12's checklist and PCIe hop, the front page).
@@ -396,7 +395,7 @@ def _staging_runs(res, measure: str, size: int) -> list[float]:
 
 def _change(after: list[float], before: list[float]) -> dict:
     """How ``after`` differs from ``before``: the direction (within :data:`STAGING_TOL`: 0) and the relative change."""
-    return {"direction": fx.direction(after, before, tol=STAGING_TOL),
+    return {"direction": stats.direction(after, before, tol=STAGING_TOL),
             "change": float(np.mean(after) / np.mean(before)) - 1}
 
 
@@ -551,7 +550,7 @@ def _staging_details(res, s: dict) -> None:
     s["same_path"] = same
     if s.get("huge_runs"):
         r = s["huge_ratios"]
-        s["huge"] = {"direction": fx.direction(s["huge_runs"], s["cached_runs"], tol=0.1), "sizes": len(r),
+        s["huge"] = {"direction": stats.direction(s["huge_runs"], s["cached_runs"], tol=0.1), "sizes": len(r),
                      "median_change": float(np.median(r)) - 1, "changes": [min(r) - 1, max(r) - 1],
                      "wide": bool(max(r) - min(r) > HUGE_SPREAD)}
 
@@ -677,7 +676,7 @@ def _pin_cost_details(res) -> dict | None:
         fresh = float(pc.loc[fresh_way, "median_ms"])
         later = float(pc.loc["pin_memory() per batch, then copy", "median_ms"])
         out["emptied"] = {"ms": fresh, "allocations": _py(meta.get("host_allocations_emptied_way")),
-                          "direction": fx.direction(fresh, later, tol=0.2)}
+                          "direction": stats.direction(fresh, later, tol=0.2)}
     return out
 
 

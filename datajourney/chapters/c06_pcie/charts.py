@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from datajourney.core.charts import lines_with_band, series_colours
-from datajourney.core.findings import size_label
+from datajourney.core.units import size_label
 
 #: The page's series in one order, which gives each its colour in every chart (``series_colours``): the copy paths
 #: of the bandwidth sweep, the source states of the staging chart (a bus copy and one core's memcpy of the same

@@ -19,10 +19,11 @@ from datajourney.chapters.c06_pcie.rules import (
     TOO_SHORT,
 )
 from datajourney.chapters.common import facts_reader
-from datajourney.core import findings as fx
+from datajourney.core import phrasing as fx
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts, host_label
-from datajourney.core.findings import Action, Finding, Opening, size_label
+from datajourney.core.phrasing import Action, Finding, Opening
+from datajourney.core.units import size_label
 from datajourney.toolkit import transfer
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).

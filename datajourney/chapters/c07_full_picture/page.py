@@ -21,21 +21,10 @@ from datajourney.chapters.c07_full_picture.reading import (
 from datajourney.chapters.common import facts_reader, on_paper
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
-from datajourney.core.findings import (
-    HIGH_SPREAD,
-    Action,
-    Finding,
-    Opening,
-    choose,
-    cv,
-    direction,
-    num,
-    pct,
-    span,
-    spread_note,
-    times,
-)
-from datajourney.core.findings import num as fx_num
+from datajourney.core.phrasing import Action, Finding, Opening, choose, spread_note
+from datajourney.core.stats import HIGH_SPREAD, cv, direction
+from datajourney.core.units import num, pct, span, times
+from datajourney.core.units import num as fx_num
 from datajourney.toolkit.imagenet import MEAN, STD
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).

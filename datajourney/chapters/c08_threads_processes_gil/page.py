@@ -15,20 +15,9 @@ from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Fact, Facts
-from datajourney.core.findings import (
-    Action,
-    Finding,
-    Opening,
-    and_list,
-    choose,
-    direction,
-    num,
-    pct,
-    span,
-    spread_note,
-    times,
-)
-from datajourney.core.stats import mean
+from datajourney.core.phrasing import Action, Finding, Opening, and_list, choose, spread_note
+from datajourney.core.stats import direction, mean
+from datajourney.core.units import num, pct, span, times
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)

@@ -115,7 +115,7 @@ def gpu_errors(res) -> list[list[str]]:
 def setting_words(mode: str, chunk: int, buffers: int) -> str:
     """"O_DIRECT, 16 MiB × 2" or "page cache, 16 MiB × 2": path (b)'s setting as the chapter names it (in brackets
     after the path's name)."""
-    from datajourney.core.findings import size_label
+    from datajourney.core.units import size_label
 
     return f"{MODE_WORDS.get(mode, mode)}, {size_label(int(chunk))} × {int(buffers)}"
 
@@ -218,7 +218,7 @@ def _to_gpu(res, f: Facts) -> None:
 
 
 def _size(n: int) -> str:
-    from datajourney.core.findings import size_label
+    from datajourney.core.units import size_label
 
     return size_label(int(n))
 

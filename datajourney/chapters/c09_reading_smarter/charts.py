@@ -18,7 +18,7 @@ def hbars(rows: pd.DataFrame, *, title: str, xaxis: str, unit: str, line: float 
     make every other a sliver); on a log axis each row is a dot with its range, not a bar, because a bar's
     length from an arbitrary floor means nothing. ``leave_out``: labels not drawn, each named with its
     value under the title (for one value off every other's scale)."""
-    from datajourney.core.findings import num
+    from datajourney.core.units import num
 
     gone = rows[rows["label"].isin(list(leave_out))]
     r = rows[~rows["label"].isin(list(leave_out))].sort_values("mean")

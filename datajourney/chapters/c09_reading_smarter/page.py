@@ -13,11 +13,12 @@ from datajourney.chapters.c09_reading_smarter import analysis, charts
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
 from datajourney.chapters.c09_reading_smarter.analysis import analyse as _analyse
 from datajourney.chapters.common import UNDECIDED_WORDS, facts_reader, table_of
-from datajourney.core import findings as fx
 from datajourney.core import phrasing
+from datajourney.core import phrasing as fx
 from datajourney.core.facts import Facts, host_label
-from datajourney.core.findings import Action, Finding, Opening, size_label
+from datajourney.core.phrasing import Action, Finding, Opening
 from datajourney.core.stats import mean, summarise
+from datajourney.core.units import size_label
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Fact, Facts, compare, measured
-from datajourney.core.findings import direction
+from datajourney.core.stats import direction
 
 CHAPTER = "10_mmap_vs_read"
 EXPORTS = ("loader_time", "posix_events", "kernel_view", "overhead", "sweep_loader", "per_sample_bandwidth",

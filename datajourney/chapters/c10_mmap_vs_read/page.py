@@ -23,15 +23,9 @@ from datajourney.chapters.c10_mmap_vs_read.analysis import largest as _largest
 from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
-from datajourney.core.findings import (
-    Action,
-    Finding,
-    Opening,
-    choose,
-    num,
-    size_label,
-)
+from datajourney.core.phrasing import Action, Finding, Opening, choose
 from datajourney.core.results import Result
+from datajourney.core.units import num, size_label
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)

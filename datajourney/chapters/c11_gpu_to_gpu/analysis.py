@@ -55,7 +55,8 @@ from datajourney.chapters.c11_gpu_to_gpu.reading import (
 )
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, best, compare, measured
-from datajourney.core.findings import HIGH_SPREAD, cv, size_label
+from datajourney.core.stats import HIGH_SPREAD, cv
+from datajourney.core.units import size_label
 from datajourney.toolkit.collectives import bench_summary, interp_algbw
 
 CHAPTER = "11_gpu_to_gpu"
@@ -557,7 +558,7 @@ def _sweep_and_profile(facts: Facts, run: _Run) -> None:
 
 
 def _spread(run: _Run) -> list[dict]:
-    """Every rung whose windows spread by more than :data:`~datajourney.core.findings.HIGH_SPREAD` (their
+    """Every rung whose windows spread by more than :data:`~datajourney.core.phrasing.HIGH_SPREAD` (their
     coefficient of variation): label, lowest, highest, windows."""
     w = run.windows
     out = []

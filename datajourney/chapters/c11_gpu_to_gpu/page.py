@@ -13,7 +13,8 @@ from datajourney.chapters.c11_gpu_to_gpu.reading import rung_label
 from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
-from datajourney.core.findings import Action, Finding, Opening, num, size_label
+from datajourney.core.phrasing import Action, Finding, Opening
+from datajourney.core.units import num, size_label
 from datajourney.toolkit.collectives import bench_summary
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).

@@ -15,7 +15,8 @@ from datajourney.chapters.c12_conclusion import analysis
 from datajourney.chapters.c12_conclusion.analysis import AU_MIN, IMAGE_TENSOR_BYTES, UNITS
 from datajourney.core import charts, phrasing
 from datajourney.core.facts import Facts
-from datajourney.core.findings import Action, Finding, Opening, num
+from datajourney.core.phrasing import Action, Finding, Opening
+from datajourney.core.units import num
 
 #: What each checklist row checks (mechanism only: the numbers come from the run).
 PRACTICE = {
@@ -539,7 +540,7 @@ def _need_note(d: float, unit: str, x: float) -> dict:
 _BUDGET_JS = charts.script_template("""
 var gd = document.getElementById('{plot_id}');
 var s = %s;
-function num(v) {   // datajourney.core.findings.num for a rate: no false precision, thousands separated
+function num(v) {   // datajourney.core.phrasing.num for a rate: no false precision, thousands separated
   var a = Math.abs(v);
   var d = Number.isInteger(v) || a >= 100 || a == 0 ? 0 : a >= 10 ? 1 : a >= 1 ? 2
           : Math.min(6, Math.max(2, 1 - Math.floor(Math.log10(a))));
