@@ -46,12 +46,14 @@ def test_only_the_warm_runs_of_the_comparisons_pipeline_join_the_sweep():
 def test_the_choice_is_recorded_with_why_there_is_none():
     q = dict(batch_size=16, warm_batches=2, loader_batches=4, window_factor=1, model_warmup=2, model_steps=4)
     assert gil.end_to_end_choice(None, "spdl", n_images=10_000, q=q, model=False) == dict(how="no_sweep", why="spdl")
-    out = dict(comparison=[], sweep=_rows({"8 per task, 4 at once, 8 threads": [10.0]}).to_dict("records"))
+    sweep = _rows({"8 per task, 4 at once, 8 threads": [10.0]})
+    out = dict(comparison=[], sweep=sweep.to_dict("records"), best=choice.best_setting(sweep))
     got = gil.end_to_end_choice(out, None, n_images=10_000, q=q, model=False)
     assert got["how"] == "sweep_best" and got["images_per_task"] == 8 and got["images_needed"] <= 10_000
     small = gil.end_to_end_choice(out, None, n_images=got["images_needed"] - 1, q=q, model=False)
     assert small["how"] == "no_fit"
     assert gil.batch_pipeline_images(q, 4, 8, model=True) >= got["images_needed"]
+    assert gil.end_to_end_choice(dict(out, best=None), None, n_images=10_000, q=q, model=False)["how"] == "no_sweep"
 
 
 def test_the_batch_pipelines_windows_are_the_papers():

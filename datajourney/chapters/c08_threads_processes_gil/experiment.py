@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from datajourney.chapters.c08_threads_processes_gil import choice, paper
+from datajourney.chapters.c08_threads_processes_gil import paper
 from datajourney.chapters.c08_threads_processes_gil.common import (  # noqa: F401
     AUTO_LOADER_MAX,
     CHAPTER,
@@ -386,14 +386,13 @@ def batch_pipeline_images(q: dict, concurrency: int, images_per_task: int, *, mo
 
 
 def end_to_end_choice(paper_out: dict | None, skipped, *, n_images: int, q: dict, model: bool) -> dict:
-    """The end-to-end comparison's thread setting, chosen from what the run has just measured: the SPDL sweep's
-    best (:func:`.choice.best_setting` of its warm runs: images per task, concurrency, threads, with the rates it was
-    chosen from), ``how`` = "sweep_best"; or why there is none (``how`` = "no_sweep" with the reason, "no_fit" when
-    its windows need more images than the data set holds)."""
+    """The end-to-end comparison's thread setting: the one the SPDL sweep chose (``paper_out["best"]``, picked once by
+    :func:`.paper.run_paper` and confirmed there by fresh runs: images per task, concurrency, threads, with the rates
+    it was chosen from), ``how`` = "sweep_best"; or why there is none (``how`` = "no_sweep" with the reason, "no_fit"
+    when its windows need more images than the data set holds)."""
     if paper_out is None:
         return dict(how="no_sweep", why=skipped or "off")
-    best = choice.best_setting(choice.warm_pipeline_rows(pd.DataFrame(paper_out["comparison"]),
-                                                         pd.DataFrame(paper_out["sweep"])))
+    best = paper_out.get("best")
     if best is None:
         return dict(how="no_sweep", why="no_rows")
     need = batch_pipeline_images(q, best["concurrency"], best["images_per_task"], model=model)

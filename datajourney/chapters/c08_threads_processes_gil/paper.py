@@ -350,7 +350,8 @@ def run_paper(files, *, params: dict, device: str, rng, purge, decoders, cores: 
     """Experiment 7: the calibration, the comparison (cold once, warm every repeat), the sweep (warm), and
     fresh warm runs of the sweep's best setting (``confirm``: a maximum is biased upward in the runs that picked
     it, so its value is measured again). Returns tables (lists of rows) and metadata. ``purge(paths)`` evicts files
-    from the page cache and returns the resident fraction after; a failed run is recorded, not raised."""
+    from the page cache and returns the resident fraction after; a failed run is recorded, not raised. ``best``: the
+    sweep's chosen setting (:func:`.choice.best_setting`), the one its fresh runs and the end-to-end step take."""
     p = params
     how, how_note = transforms_status()
     B, S = p["batch_size"], p["out_size"]
@@ -453,7 +454,7 @@ def run_paper(files, *, params: dict, device: str, rng, purge, decoders, cores: 
         normalise=dict(dataloader="worker", spdl="device"), window_factor=p["paper_window_factor"],
         probe=dict(period_ms=1e3 * PROBE_PERIOD_S, delayed_ms=1e3 * DELAYED_S), cores=cores, errors=errors,
         seconds=seconds)
-    return dict(comparison=comp, sweep=sw, confirm=confirm, stages=stage_rows, gil_held=held, meta=meta)
+    return dict(comparison=comp, sweep=sw, confirm=confirm, stages=stage_rows, gil_held=held, meta=meta, best=best)
 
 
 def _normalise_step(x, y):

@@ -51,8 +51,9 @@ class Params(ChapterParams):
                                "rungs of the scaling jobs", kind="str_list")
     scale_host_paths: list = param(["p2p_off"], "forced host paths also run at each scaling count (ddp rung, "
                                    "all-reduce)", kind="str_list", choices=HOST_PATH_NAMES)
-    explain_rung: str = param("ddp", "the DDP rung whose per-GPU loss is taken apart at each GPU count: on one GPU, "
-                              "on N with and without gradient sync (DDP.no_sync), and its all-reduces run alone",
+    explain_rung: str = param("default", "the DDP rung whose per-GPU loss is taken apart at each GPU count (DDP's "
+                              "defaults: what a user runs): on one GPU, on N with and without gradient sync "
+                              "(DDP.no_sync), and its all-reduces run alone",
                               kind="str")
     nccl_channels: list = param([], "NCCL channel counts tried with explain_rung on N GPUs, one launch each with "
                                 "NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS set to it, NCCL only, may be empty",
