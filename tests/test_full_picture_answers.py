@@ -213,3 +213,26 @@ def test_the_pointer_to_chapter_8_follows_its_heading(tmp_path, monkeypatch):
     assert page.ipc_note(tmp_path, None).startswith("[chapter 8, section 4](")
     (moved / "notebooks" / f"{common.IPC_CHAPTER}.ipynb").write_text(json.dumps({"cells": []}))
     assert page.ipc_note(tmp_path, None).startswith("[chapter 8](")   # no such heading: no section number
+
+
+# ------------------------------------------------------------------ 5. a page of reasonable length
+def test_detail_tables_are_folded_behind_their_captions():
+    """A short table of detail folds when asked (the page's text does not need it open); chapter 7's notebook folds
+    its secondary tables: the other scenario measures, the reference runs, the per-sample reader costs and the
+    storage-format table (its chart and verdict stay open)."""
+    import json
+
+    from datajourney.book import registry, report
+
+    short = pd.DataFrame({"a": [1, 2]})
+    assert "<details>" not in report.folded_html(short, "Small")
+    folded = report.folded_html(short, "Small", fold=True)
+    assert folded.startswith("<details><summary>Small (2 rows: open to show)</summary>") and "<table" in folded
+    nb = json.loads(registry.lookup(CHAPTER).notebook.read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    calls = [re.sub(r"\s+", " ", m) for src in code for m in re.findall(r"report\.table\((.*?)\)\n", src + "\n", re.S)]
+    folded_calls = [c for c in calls if "fold=True" in c]
+    for what in ('part="details"', "Every committed full run", "Per-sample cost of each reader",
+                 "The same images in each storage format"):
+        assert any(what in c for c in folded_calls), what
+    assert not any("fold=True" in c for c in calls if "page.scenario_table(res)," in c)   # the main table stays open
