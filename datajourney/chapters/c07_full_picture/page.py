@@ -1041,7 +1041,7 @@ def recipe_sentence(facts: Facts) -> str | None:
     kind = CEILING_NAMES.get(str(s.get("ceiling")), CEILING_NAMES["eager"])[0]
     data, loader, *rest = s["parts"]   # the dataset, read by the DataLoader with its workers, then the rest
     knobs = [f"{say.text(data['what'])} with {say.code(loader['knob'])}"]
-    knobs += [say.text(p["what"]) + (f" ({say.code(p['knob'])})" if p.get("knob") else "") for p in rest]
+    knobs += [say.text(part["what"]) + (f" ({say.code(part['knob'])})" if part["knob"] else "") for part in rest]
     return (f"End to end, feed the GPU from {say.and_list(knobs)}: it fed **{num(s['share'], '%')}** of {kind}'s "
             f"images/s, {say.comparison(r, facts)}.")
 
