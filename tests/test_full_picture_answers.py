@@ -236,3 +236,16 @@ def test_detail_tables_are_folded_behind_their_captions():
                  "The same images in each storage format"):
         assert any(what in c for c in folded_calls), what
     assert not any("fold=True" in c for c in calls if "page.scenario_table(res)," in c)   # the main table stays open
+
+
+def test_the_formats_without_workers_name_their_cache_state():
+    """MDS against ImageFolder at W=0 is its own question (per-sample reads, no workers), named apart from the format
+    verdict by its worker count and by the cache state its runs started from, read from the runs."""
+    res = _ref()
+    text = next(f.text for f in page.findings(res) if f.key == "mds_vs_imagefolder_w0")
+    assert text.startswith("At W=0, read cold, MDS shards ran")
+    sc = res.tables["scenarios"].copy()
+    sc.loc[sc["workers"] == 0, "resident_at_start"] = 0.8
+    res.tables["scenarios"] = sc
+    text = next(f.text for f in page.findings(res) if f.key == "mds_vs_imagefolder_w0")
+    assert text.startswith("At W=0, with up to 80% of the files cached as the runs started, MDS shards ran")

@@ -186,7 +186,11 @@ def _throughput(res, f: Facts, st: pd.DataFrame) -> None:
     if f4 is not None and w0 != 4:
         f.add(f4, compare("workers4_vs_w0", f4, f[ips_key("imagefolder", w0)]))
     if ips_key("mds", 0) in f and ips_key("imagefolder", 0) in f:
-        f.add(compare("mds_vs_imagefolder_w0", f[ips_key("mds", 0)], f[ips_key("imagefolder", 0)]))
+        w0 = st[(st["workers"] == 0) & (st["variant"] == "default") & st["format"].isin(["mds", "imagefolder"])]
+        resident = float(w0["resident_at_start"].max()) if "resident_at_start" in w0 else None
+        # the cache state both sides started from (the share of their files cached), said with the comparison
+        f.add(replace(compare("mds_vs_imagefolder_w0", f[ips_key("mds", 0)], f[ips_key("imagefolder", 0)]),
+                      setting={"workers": 0, "resident": resident}))
     if ips_key("imagefolder", 1) in f and ips_key("imagefolder", 0) in f:
         f.add(compare("one_worker", f[ips_key("imagefolder", 1)], f[ips_key("imagefolder", 0)]))
 

@@ -878,7 +878,10 @@ def finding_mds_vs_imagefolder_w0(facts: Facts) -> Finding | None:
     c = facts.get("mds_vs_imagefolder_w0")
     if c is None:
         return None
-    text = (f"At W=0, MDS shards ran **{say.comparison(c, facts)}** "
+    resident = c.setting.get("resident")
+    cache = ("" if resident is None else ", read cold," if resident <= analysis.COLD_RESIDENT
+             else f", with up to {pct(resident)} of the files cached as the runs started,")
+    text = (f"At W=0{cache} MDS shards ran **{say.comparison(c, facts)}** "
             f"({_rates(facts[c.of], facts[c.basis])}).")
     return Finding("mds_vs_imagefolder_w0", text, c.number, "×")
 
