@@ -485,8 +485,11 @@ def test_the_best_configuration_is_chosen_by_its_share_of_its_own_ceiling():
 
 
 def test_a_graph_that_closes_the_gap_reaches_the_target():
-    text = _text(_result(best=1850.0, tuned_compute=34.5, graphed=GRAPH_HELPS), "best_vs_ceiling")
-    assert "**ImageFolder, W=4, graphed**" in text and "it keeps up" in text and "stays below" not in text
+    res = _result(best=1850.0, tuned_compute=34.5, graphed=GRAPH_HELPS)
+    best = _text(res, "best_vs_ceiling")
+    assert "**ImageFolder, W=4, graphed**" in best and "it keeps up" in best and "stays below" not in best
+    text = page.graph_note(res)   # what the graph changed: shown once, in its own section
+    assert "compute per step fell" not in best
     assert "compute per step fell: **31.7 ms** against the eager tuned step's 34.5 ms (−2.80 ms)" in text
     # eager: 34.5 - 32.1 = +2.40 ms over its ceiling; graphed: 31.7 - 31.5 = +0.20 ms over its own
     assert "the graph removed **91.7%** of that excess" in text
@@ -495,12 +498,14 @@ def test_a_graph_that_closes_the_gap_reaches_the_target():
 
 def test_a_graph_that_does_not_help_says_so():
     same = dict(ips=1850.0, compute=34.5, ceiling_ips=2025.0, ceiling_compute=31.5)
-    text = _text(_result(best=1850.0, tuned_compute=34.5, graphed=same), "best_vs_ceiling")
+    res = _result(best=1850.0, tuned_compute=34.5, graphed=same)
+    text = page.graph_note(res)
     assert "compute per step did not change beyond the runs' spread" in text and "fell" not in text
     assert "removed none of that excess" in text  # +3.0 ms over the graphed ceiling against +2.4 ms eager
-    assert "keeps up" in text.split("The best of the default")[0]   # 93.0% of the ceiling, over the 90% bar
+    best = _text(res, "best_vs_ceiling")
+    assert "keeps up" in best.split("The best of the default")[0]   # 93.0% of the ceiling, over the 90% bar
     # no compute excess to remove: the eager tuned step already ran at its ceiling's compute
-    flat = _text(_result(best=1850.0, tuned_compute=32.0, graphed=same), "best_vs_ceiling")
+    flat = page.graph_note(_result(best=1850.0, tuned_compute=32.0, graphed=same))
     assert "no compute gap for the graph to remove" in flat
 
 
@@ -590,11 +595,12 @@ def test_load_remedies_follow_the_data(nice_top, expected, absent):
     assert expected in note and absent not in note
 
 
-@pytest.mark.parametrize("mds_w4,expected", [(1790.0, "MDS was level with ImageFolder"),
-                                             (2500.0, "MDS was 1.39× faster than ImageFolder"),
-                                             (1200.0, "MDS was 1.50× slower than ImageFolder")])
-def test_takeaways_compare_the_formats_at_the_most_workers(mds_w4, expected):
-    assert expected in page.takeaways(_result(mds_w4=mds_w4))
+@pytest.mark.parametrize("mds_w4", [1790.0, 2500.0, 1200.0])
+def test_takeaways_leave_the_format_to_its_own_comparison(mds_w4):
+    """The scenarios at the most workers are not a format verdict: without the format comparison no winner is named,
+    whichever way the scenarios point."""
+    text = page.takeaways(_result(mds_w4=mds_w4))
+    assert "not decided in this run" in text and "MDS was" not in text
 
 
 @pytest.mark.parametrize("one_thread,expected", [(0.8, "ran 1.25× slower than the runs with 16"),
@@ -742,11 +748,13 @@ def test_chapter_7_actions_follow_the_recipes():
     faster = page.opening(_result(best=1950.0, graphed=dict(ips=1990.0, compute=31.0, ceiling_ips=2025.0,
                                                             ceiling_compute=31.0)))
     texts = [a.text for a in faster.actions]
-    assert any(t.startswith("Send uint8 batches") for t in texts)
-    assert any(t.startswith("Replay the training step from CUDA graphs") for t in texts)
+    # the graphed tuned loader fed the most of its ceiling: one item holds the combined recipe and each part's gain
+    recipe = next(t for t in texts if t.startswith("End to end, feed the GPU from"))
+    assert "uint8 batches normalised on the GPU, workers at nice 19, ran 1.08× faster than the default recipe" in recipe
+    assert "the step replayed from CUDA graphs ran 1.02× faster than the eager step" in recipe
     slower = page.opening(_result(best=1700.0, graphed=dict(ips=1650.0, compute=31.0, ceiling_ips=2025.0,
                                                             ceiling_compute=31.0)))
-    texts = [a.text for a in slower.actions]
-    assert any(t.startswith("Keep normalising in the workers") for t in texts)
+    texts = [a.text for a in slower.actions]   # the default recipe fed the most: no combined recipe to add
+    assert any(t.startswith("For ImageFolder with `num_workers=4`, keep normalising in the workers") for t in texts)
     assert any(t.startswith("Keep the eager step") for t in texts)
     assert all(len(op.findings) <= 3 for op in (faster, slower))

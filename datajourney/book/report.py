@@ -157,19 +157,20 @@ def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
 FOLD_ROWS = 24
 
 
-def folded_html(df: pd.DataFrame, caption: str | None = None) -> str:
+def folded_html(df: pd.DataFrame, caption: str | None = None, *, fold: bool = False) -> str:
     """:func:`table_html`, folded in a ``<details>`` block named by its caption and row count when the table has more
-    than :data:`FOLD_ROWS` rows."""
+    than :data:`FOLD_ROWS` rows, or when ``fold`` asks for it (a table of detail that a page's text does not need)."""
     html = table_html(df, caption)
-    if len(df) <= FOLD_ROWS:
+    if len(df) <= FOLD_ROWS and not fold:
         return html
     what = _text(caption) if caption else "The table"
     return f"<details><summary>{what} ({len(df):,} rows: open to show)</summary>\n\n{html}\n\n</details>"
 
 
-def table(df: pd.DataFrame, caption: str | None = None) -> None:
-    """Show a DataFrame as a padded HTML table (:func:`table_html`), folded when it is long (:func:`folded_html`)."""
-    display(HTML(folded_html(df, caption)))
+def table(df: pd.DataFrame, caption: str | None = None, *, fold: bool = False) -> None:
+    """Show a DataFrame as a padded HTML table (:func:`table_html`), folded when it is long or ``fold`` asks for it
+    (:func:`folded_html`)."""
+    display(HTML(folded_html(df, caption, fold=fold)))
 
 
 def _param_text(value, unit: str = "") -> str:

@@ -4,6 +4,8 @@ measurement. Another chapter's result is read only for the facts it exports (nev
 from __future__ import annotations
 
 import functools
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,8 +70,31 @@ def residency_note(df: pd.DataFrame, what: str = "runs", cold: str = "cold") -> 
     return ("Residency: " + "; ".join(verdict) + ".") if verdict else "No timed runs to check."
 
 
-#: Chapter 8's notebook, whose section 4 measures moving a batch between processes on its own.
+#: Chapter 8's notebook, one of whose sections measures moving a batch between processes on its own.
 IPC_CHAPTER = "08_threads_processes_gil"
+#: Words of that section's heading, by which its number is found (:func:`section_number`).
+IPC_HEADING = "moving a batch between processes"
+
+
+def section_number(notebook: str, words: str) -> str | None:
+    """The number of the section of ``notebooks/<notebook>.ipynb`` whose heading ("## 6. The cost of ...") holds
+    ``words``, read from the notebook's own headings so that a pointer to it follows a renumbering; None where the
+    notebook or such a numbered heading is missing."""
+    from datajourney.core.paths import REPO_ROOT
+
+    path = REPO_ROOT / "notebooks" / f"{notebook}.ipynb"
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return None
+    for c in cells:
+        if c.get("cell_type") != "markdown":
+            continue
+        for line in "".join(c.get("source", [])).splitlines():
+            m = re.match(r"#{1,6}\s+(\d+)\.\s+(.*)", line)
+            if m and words.lower() in m.group(2).lower():
+                return m.group(1)
+    return None
 
 
 def exported(r, key: str) -> Fact | None:
@@ -92,7 +117,8 @@ def ipc_crossref(run_dir=None, reference_host: str | None = None) -> str:
     else:
         r = results.load_reference(IPC_CHAPTER, reference_host)
         whose = f"on the reference host ({r.run_id})" if r is not None else ""
-    link = f"[chapter 8, section 6]({IPC_CHAPTER}.ipynb)"
+    n = section_number(IPC_CHAPTER, IPC_HEADING)
+    link = f"[chapter 8{f', section {n}' if n else ''}]({IPC_CHAPTER}.ipynb)"
     if r is None:
         return f"{link} measures the cost of moving a batch between processes on its own; it has no result here yet."
     main, one, extra = (exported(r, f"ipc.{k}_ms") for k in ("main", "worker", "extra"))

@@ -29,7 +29,7 @@ from datajourney.core.facts import Fact, Facts, compare, measured
 
 CHAPTER = "07_full_picture"
 EXPORTS = ("wait_w0", "workers4", "best_vs_ceiling", "best_vs_ceiling.flagged", "contention", "compute_under_load",
-           "compute_unloaded", "cpu_ms_per_image", "workers_gain", "image_workload")
+           "compute_unloaded", "cpu_ms_per_image", "workers_gain", "image_workload", "recipe")
 #: chapter 7's per-batch CPU stages a loader worker runs for each batch
 CPU_STAGES = ("read_ms", "decode_ms", "normalise_ms", "collate_ms")
 #: How a result names its model, and what the reader is told ran.
@@ -186,7 +186,11 @@ def _throughput(res, f: Facts, st: pd.DataFrame) -> None:
     if f4 is not None and w0 != 4:
         f.add(f4, compare("workers4_vs_w0", f4, f[ips_key("imagefolder", w0)]))
     if ips_key("mds", 0) in f and ips_key("imagefolder", 0) in f:
-        f.add(compare("mds_vs_imagefolder_w0", f[ips_key("mds", 0)], f[ips_key("imagefolder", 0)]))
+        w0 = st[(st["workers"] == 0) & (st["variant"] == "default") & st["format"].isin(["mds", "imagefolder"])]
+        resident = float(w0["resident_at_start"].max()) if "resident_at_start" in w0 else None
+        # the cache state both sides started from (the share of their files cached), said with the comparison
+        f.add(replace(compare("mds_vs_imagefolder_w0", f[ips_key("mds", 0)], f[ips_key("imagefolder", 0)]),
+                      setting={"workers": 0, "resident": resident}))
     if ips_key("imagefolder", 1) in f and ips_key("imagefolder", 0) in f:
         f.add(compare("one_worker", f[ips_key("imagefolder", 1)], f[ips_key("imagefolder", 0)]))
 
@@ -295,6 +299,79 @@ def _recipes(res, f: Facts, st: pd.DataFrame) -> None:
         fmt, w = str(r["format"]), int(r["workers"])
         f.add(compare("graph_gain", f[ips_key(fmt, w, "graphed")], f[ips_key(fmt, w, "tuned")]))
     f.data["tuned_remedy"] = res.parameters["tuned_remedy"] if "tuned_remedy" in (res.parameters or {}) else None
+
+
+# --------------------------------------------------------------------------- the recipe, end to end
+#: Each recipe (a scenario's variant) in a reader's words.
+VARIANT_WORDS = {"default": "the default recipe", "tuned": "the tuned recipe",
+                 "graphed": "the tuned recipe with the step replayed from CUDA graphs",
+                 "1 thread": "the default recipe with one intra-op thread"}
+
+
+def recipe_parts(res, fmt: str, workers: int, variant: str, remedy: str, *, call: str | None = None) -> list[dict]:
+    """The knobs of one end-to-end setting as a reader sets them, each ``what`` (words), ``knob`` (the short code
+    that names it in a sentence, None where words say it) and ``code`` (what a reader pastes): the dataset, the
+    DataLoader's arguments, then for the tuned recipe uint8 batches normalised where the model runs and its workers'
+    treatment (``worker_init_fn``), and for the graphed step ``torch.cuda.graph``."""
+    cuda = res.metadata.get("device") == "cuda"
+    parts = [dict(what=FORMAT_WORDS.get(fmt, LABELS.get(fmt, fmt)), knob=None, code=call)]
+    args = [f"batch_size={int(Params.value_of(res, 'batch_size'))}", "shuffle=True", f"num_workers={workers}"]
+    args += ["pin_memory=True"] if cuda else []
+    parts.append(dict(what="the DataLoader", knob=f"num_workers={workers}",
+                      code=f"DataLoader(dataset, {', '.join(args)})"))
+    if variant in ("tuned", "graphed"):
+        to = 'x.to("cuda", non_blocking=True)' if cuda else "x"
+        parts.append(dict(what="uint8 batches normalised " + ("on the GPU" if cuda else "in the training process"),
+                          knob=None, code=f"x = ({to}.float() - mean) / std"))
+        if "nice" in remedy:
+            init = f"worker_init_fn=lambda _: os.nice({WORKER_NICE})"
+            parts.append(dict(what=f"workers at nice {WORKER_NICE}", knob=init, code=init))
+        if "reserve" in remedy:
+            init = "worker_init_fn=lambda _: os.sched_setaffinity(0, loader_cpus)"
+            parts.append(dict(what="workers kept off the cores left to the training process", knob=init, code=init))
+    if variant == "graphed":
+        parts.append(dict(what="the training step replayed from CUDA graphs", knob="torch.cuda.graph",
+                          code="with torch.cuda.graph(graph): ...  # captured once, then graph.replay() each step"))
+    return parts
+
+
+def _recipe(res, f: Facts) -> None:
+    """``recipe``: the end-to-end setting that fed the highest share of its own ceiling (the chapter's best setting,
+    ``best_vs_ceiling``) against what a reader runs without the book (ImageFolder, ``num_workers=0``, the default
+    recipe), in images/s, the same work (this model trained on the same images, read cold). Its setting holds the
+    knobs as a reader pastes them (``parts``), its share of its ceiling and whether the gain clears the declared
+    threshold (``verdict``: "change" or "keep", :func:`~datajourney.core.answers.decide`); with it ``recipe.uint8``
+    and ``recipe.graphs``, each part against the same loader without it. Nothing where the best is flagged or is
+    the default itself."""
+    best, share, base = f.get("best_ips"), f.get("best_vs_ceiling"), f.get(ips_key("imagefolder", 0))
+    if best is None or share is None or base is None or "best_vs_ceiling.flagged" in f:
+        return
+    s = share.setting
+    fmt, w, var = str(s["format"]), int(s["workers"]), str(s["variant"])
+    if (fmt, w, var) == ("imagefolder", 0, "default"):
+        return
+    remedy = str(Params.value_of(res, "tuned_remedy"))
+    table = res.table("formats") if "formats" in res.tables else pd.DataFrame()
+    call = next((str(c) for c in table[table["format"] == fmt]["call"]), None) if "call" in table else None
+    parts = recipe_parts(res, fmt, w, var, remedy, call=call)
+    words = f"{LABELS.get(fmt, fmt)} with num_workers={w} and {VARIANT_WORDS.get(var, var)}"
+    mine = replace(best, key="recipe.ips", label=words)
+    default = replace(base, key="recipe.baseline", label="ImageFolder with num_workers=0 and the default recipe")
+    q = Question("image.recipe", "Which end-to-end setting feeds the GPU best?", "recipe", "baseline",
+                 "ImageFolder, num_workers=0, the default recipe", "the DataLoader's defaults on one file per image",
+                 workload_name(res))
+    verdict = decide(q, [Candidate("baseline", default), Candidate("recipe", mine)], Facts(CHAPTER))
+    keeps = f.get("best_keeps_up")
+    f.add(mine, default, replace(compare("recipe", mine, default), setting=dict(
+        format=fmt, format_name=LABELS.get(fmt, fmt), workers=w, variant=var, ceiling=s.get("ceiling"),
+        share=share.number, share_runs=list(share.spread) if share.spread else None, share_key=share.key,
+        keeps_up=keeps.value if keeps is not None else None, parts=parts,
+        verdict=verdict.verdict if verdict is not None else None,
+        threshold=verdict.threshold if verdict is not None else None)))
+    for key, a, b in (("recipe.uint8", ips_key(fmt, w, "tuned"), ips_key(fmt, w)),
+                      ("recipe.graphs", ips_key(fmt, w, "graphed"), ips_key(fmt, w, "tuned"))):
+        if var in ("tuned", "graphed") and a in f and b in f and (key == "recipe.uint8" or var == "graphed"):
+            f.add(compare(key, f[a], f[b]))
 
 
 def loader_snippet(res, workers: int) -> str:
@@ -407,11 +484,13 @@ def _format_advice(res, f: Facts, table: pd.DataFrame) -> None:
         t = table[table["format"] == fmt].iloc[0]
         cands.append(Candidate(fmt, fact, call=str(t["call"]), snippet=str(t["snippet"]), costly=fmt != "imagefolder",
                                at=f"num_workers={int(fact.setting['workers'])}, cold cache"))
-    workload = f"{workload_name(res)}, read cold"
+    n = (res.metadata.get("formats") or {}).get("images")
+    # the work this question measured, named apart from the chapter's own scenarios (more images, their own runs)
+    workload = f"{workload_name(res)} from the same {f'{int(n):,} ' if n else ''}images in each format, read cold"
 
     def question(cost: str | None) -> Question:
         return Question("image.storage_format", "Which storage format should these images be kept in?", "format",
-                        "imagefolder", "one JPEG file per image (ImageFolder)", "the layout images come in",
+                        "imagefolder", "one JPEG file per image", "the layout images come in",
                         workload, cost=cost)
 
     trial = decide(question(None), cands, Facts(CHAPTER))
@@ -658,10 +737,11 @@ def _compute_growth(res, f: Facts, st: pd.DataFrame) -> None:
 
 
 def _takeaways(res, f: Facts, st: pd.DataFrame) -> None:
-    """The chapter's conclusions: per format the fewest workers that kept up (or the best share), MDS against
-    ImageFolder at the most workers, the best tuned and graphed scenarios."""
+    """The chapter's conclusions: per format the fewest workers that kept up (or the best share), and the best tuned
+    and graphed scenarios. Which format to store the images in is not decided here: the storage-format comparison
+    answers that question once (``image.storage_format``), and the page repeats its verdict."""
     keep = 100 * KEEP_UP
-    out = dict(keep=keep, formats=[], wmax=None, tuned=None, graphed=None)
+    out = dict(keep=keep, formats=[], tuned=None, graphed=None)
     for fmt in ("imagefolder", "mds"):
         d = st[(st["format"] == fmt) & (st["variant"] == "default")].sort_values("workers")
         if d.empty:
@@ -669,10 +749,6 @@ def _takeaways(res, f: Facts, st: pd.DataFrame) -> None:
         ok, top = d[d["pct_of_ceiling"] >= keep], d.loc[d["pct_of_ceiling"].idxmax()]
         out["formats"].append(dict(format=fmt, reached=int(ok.iloc[0]["workers"]) if not ok.empty else None,
                                    best=float(top["pct_of_ceiling"]), best_workers=int(top["workers"])))
-    wmax = int(st["workers"].max())
-    if ips_key("mds", wmax) in f and ips_key("imagefolder", wmax) in f:
-        f.add(compare("mds_vs_imagefolder.wmax", f[ips_key("mds", wmax)], f[ips_key("imagefolder", wmax)]))
-        out["wmax"] = wmax
     tuned = st[st["variant"] == "tuned"]
     if not tuned.empty:
         t = tuned.loc[tuned["images_per_s"].idxmax()]
@@ -762,6 +838,7 @@ def analyse(res) -> Facts:
     _best(res, f)
     _workers_advice(res, f, st)
     _recipes(res, f, st)
+    _recipe(res, f)
     _formats(res, f)
     _notes(res, f, st)
     return f

@@ -319,8 +319,8 @@ def graph_effect(res, t, g) -> str:
 
 def _best_note(res) -> str:
     """The details of the best configuration: the eager ceiling beside a graphed one, what its step lost to its
-    own ceiling and in which part, what replaying the step from a CUDA graph changed, and the best of the default
-    recipe."""
+    own ceiling and in which part (what replaying the step from a CUDA graph changed is :func:`graph_note`'s, shown
+    once in its own section), and the best of the default recipe."""
     b = best_scenario(res).copy()
     b["label"] = say.text(b["label"])
     kind = _kind(b)
@@ -334,15 +334,10 @@ def _best_note(res) -> str:
                  + ", ".join(f"{k} {_signed(v)}" for k, v in parts.items()) + f"; the largest part is **{big}** "
                  + (f"({pct(parts[big] / gap)} of the gap)." if parts[big] <= gap else
                     "(more than the whole gap: the parts below zero offset the rest)."))
-    pairs = graph_pairs(res)
-    if pairs:
-        t, g = next(((t, g) for t, g in pairs if g["label"] == b["label"]),
-                    max(pairs, key=lambda p: float(p[1]["pct_of_ceiling"])))
-        text += " " + graph_effect(res, t, g)
-    else:
-        why = _graph_missing(facts_of(res))
-        if why:
-            text += f" The step replayed from a CUDA graph {why}: the best configuration is the best eager one."
+    # what the graph changed under the same workers is shown once, in the section on the graphed step (graph_note)
+    why = None if graph_pairs(res) else _graph_missing(facts_of(res))
+    if why:
+        text += f" The step replayed from a CUDA graph {why}: the best configuration is the best eager one."
     st = _md_stats(res)
     default = st[st["variant"] == "default"]
     if b["variant"] != "default" and not default.empty:
@@ -399,7 +394,7 @@ def sizing(facts) -> str:
     text = []
     d = facts.get("cpu_ms_per_image")
     if d is not None:
-        text.append(f"The loader's work cost **D = {say.value(d)}** of CPU per image in the best setting (read, "
+        text.append(f"The loader's work cost **D = {say.value(d)}** of CPU per image {_cpu_setting(d)} (read, "
                     "decode, normalise and collate: the medians of its per-batch stage timers ÷ the batch size). "
                     "Chapter 12 prices the CPU from the machine's CPU counters instead where the run recorded them "
                     "(busy cores ÷ images/s of the fastest pipeline with its step), which also count the training "
@@ -442,6 +437,18 @@ def sizing(facts) -> str:
             f"{num(t['compute'], 'ms')}." if t["label"] is not None else
             f"reached {num(keep, '%')} of the ceiling in none of its configurations (best {num(t['best'], '%')})."))
     return " ".join(text) if text else "The per-image costs were not recorded in this run."
+
+
+def _cpu_setting(d: Fact) -> str:
+    """The setting the loader's CPU per image (``cpu_ms_per_image``) was measured in, in words: the default recipe's
+    fastest setting, named by its format and worker count (never "the best setting", which is the highest share
+    of its own ceiling, over every recipe)."""
+    s = d.setting
+    if s.get("workers") is None:
+        return "in the default recipe's fastest setting"
+    name = LABELS.get(str(s.get("format")), say.text(s.get("format")))
+    where = "in a worker of" if s["workers"] else "in the main process of"
+    return f"{where} the default recipe's fastest setting ({name}, {say.setting('num_workers', s['workers'])})"
 
 
 def _against_prediction(first: int, need: float, tried: list[int]) -> str:
@@ -682,7 +689,7 @@ def ceiling_caption(res) -> str:
             parts.append(f"{name} {num(c['images_per_s'].mean(), 'images/s')}, compute "
                          f"{num(c['compute_ms'].mean(), 'ms')} per step, mean of {len(c)} runs")
     return ("Scenarios: means over runs; each share is of the ceiling of the scenario's own step (column "
-            "*ceiling*: the eager step, or the same CUDA graph fed from GPU memory), with its min–max over the runs; "
+            "“ceiling”: the eager step, or the same CUDA graph fed from GPU memory), with its min–max over the runs; "
             "busy cores of the whole machine (" + "; ".join(parts) + ")")
 
 
@@ -809,16 +816,16 @@ def takeaways(facts) -> str:
             if r["reached"] is not None else f"no worker count tried reached {num(keep, '%')} of the ceiling (best "
                                              f"{num(r['best'], '%')}, at W={r['best_workers']})."))
     fmt = facts.advice_for("image.storage_format")
-    c = facts.get("mds_vs_imagefolder.wmax")
     if fmt is not None:   # the format question is decided once, by the storage-format comparison: repeated here
         out.append(say.advice(fmt, facts))
-    elif c is not None:
-        out.append(f"With {t['wmax']} workers MDS was {say.comparison(c, facts, baseline='ImageFolder')}.")
+    else:
+        out.append("Which format to store the images in is not decided in this run: the storage-format comparison, "
+                   "which answers it, " + ("has no verdict here (see *Storage formats, measured*)."
+                                           if _formats_data(facts) else "did not run."))
     tuned = t.get("tuned")
     if tuned:
-        remedy = say.code(facts.data.get("tuned_remedy"))
         on = say.where("normalise", facts.data.get("device") or "cpu")
-        out.append(f"The tuned recipe (uint8 batches normalised {on}, workers: {remedy})"
+        out.append(f"The tuned recipe (uint8 batches normalised {on}{_treated(facts).rstrip(',')})"
                    f" reached {num(tuned['pct'], '%')} of the ceiling at best ({say.text(tuned['label'])}), with a "
                    f"copy of {num(tuned['h2d'], 'ms')} per step.")
     g = t.get("graphed")
@@ -871,7 +878,10 @@ def finding_mds_vs_imagefolder_w0(facts: Facts) -> Finding | None:
     c = facts.get("mds_vs_imagefolder_w0")
     if c is None:
         return None
-    text = (f"At W=0, MDS shards ran **{say.comparison(c, facts)}** "
+    resident = c.setting.get("resident")
+    cache = ("" if resident is None else ", read cold," if resident <= analysis.COLD_RESIDENT
+             else f", with up to {pct(resident)} of the files cached as the runs started,")
+    text = (f"At W=0{cache} MDS shards ran **{say.comparison(c, facts)}** "
             f"({_rates(facts[c.of], facts[c.basis])}).")
     return Finding("mds_vs_imagefolder_w0", text, c.number, "×")
 
@@ -1018,10 +1028,65 @@ def _action_workers(facts: Facts) -> Action | None:
     if a is None:
         return None
     d = facts.get("cpu_ms_per_image")
-    w = d.setting.get("workers") if d is not None else None
-    tail = (f" The loader's work cost {say.value(d)} of CPU per image in a worker at "
-            f"{say.setting('num_workers', w)} (D in chapter 4's model)." if w is not None else "")
+    tail = (f" The loader's work cost {say.value(d)} of CPU per image {_cpu_setting(d)}: D in chapter 4's model."
+            if d is not None else "")
     return Action(say.advice(a, facts) + tail, a.snippet)
+
+
+def recipe_sentence(facts: Facts) -> str | None:
+    """The end-to-end setting that fed the highest share of its own ceiling (the ``recipe`` fact), as the knobs a
+    reader sets, with that share and its gain over what a reader runs without the book; None where the run has no
+    such setting or its gain does not clear the declared threshold."""
+    r = facts.get("recipe")
+    if r is None or r.number is None or r.setting.get("verdict") != "change":
+        return None
+    s = r.setting
+    kind = CEILING_NAMES.get(str(s.get("ceiling")), CEILING_NAMES["eager"])[0]
+    data, loader, *rest = s["parts"]   # the dataset, read by the DataLoader with its workers, then the rest
+    knobs = [f"{say.text(data['what'])} with {say.code(loader['knob'])}"]
+    knobs += [say.text(part["what"]) + (f" ({say.code(part['knob'])})" if part["knob"] else "") for part in rest]
+    return (f"End to end, feed the GPU from {say.and_list(knobs)}: it fed **{num(s['share'], '%')}** of {kind}'s "
+            f"images/s, {say.comparison(r, facts)}.")
+
+
+def _action_recipe(facts: Facts) -> Action | None:
+    """The combined setting, where it is more than the default recipe with more workers (the workers' action says
+    that): its parts' gains, each against the same loader without it, and the code of the whole."""
+    text = recipe_sentence(facts)
+    r = facts.get("recipe")
+    if text is None or r.setting["variant"] == "default":
+        return None
+    s = r.setting
+    name, w = LABELS.get(s["format"], say.text(s["format"])), int(s["workers"])
+    loader = f"{name} with {say.setting('num_workers', w)}"
+    parts = []
+    u = facts.get("recipe.uint8")
+    if u is not None and u.number is not None:
+        parts.append(f"uint8 batches normalised {say.where('normalise', facts.data.get('device') or 'cpu')}"
+                     f"{_treated(facts)} ran {say.comparison(u, facts, baseline=f'the default recipe ({loader})')}")
+    g = facts.get("recipe.graphs")
+    if g is not None and g.number is not None:
+        parts.append("the step replayed from CUDA graphs ran "
+                     + say.comparison(g, facts, baseline=f"the eager step ({loader}, the tuned recipe)"))
+    if parts:
+        text += " Each part against the same loader without it: " + "; ".join(parts) + "."
+    batch = (facts.data.get("image_workload") or {}).get("batch_size")
+    remedy = str(facts.data.get("tuned_remedy") or "")
+    snippet = _uint8_snippet("nice" in remedy, facts.data.get("device") or "cpu", w, batch)
+    if s["variant"] == "graphed":   # the graph's loop normalises each uint8 batch into its static input
+        loader_lines = snippet.splitlines()[:-2]
+        graph = GRAPH_SNIPPET.splitlines()[1:]
+        normalised = 'static_x.copy_((x.to("cuda", non_blocking=True).float() - mean) / std)'
+        snippet = "\n".join(loader_lines + graph).replace("static_x.copy_(x, non_blocking=True)", normalised)
+    return Action(text, snippet)
+
+
+def _treated(facts: Facts) -> str:
+    """How the tuned recipe treated its workers, in words ("" where it did not)."""
+    remedy = str(facts.data.get("tuned_remedy") or "")
+    out = ([f"workers at nice {WORKER_NICE}"] if "nice" in remedy else []) + (
+        ["workers kept off the reserved cores"] if "reserve" in remedy else [])
+    return f", {' and '.join(out)}," if out else ""
 
 
 def _action_uint8(facts: Facts) -> Action | None:
@@ -1032,31 +1097,43 @@ def _action_uint8(facts: Facts) -> Action | None:
     how = f", workers at nice {WORKER_NICE}" if "nice" in remedy else ""
     device = facts.data.get("device") or "cpu"
     on = say.where("normalise", device)
+    loader = _loader_words(facts[c.of])
+    vs = say.comparison(c, facts, baseline=f"the default recipe with the same loader ({loader})")
     if c.number > 1 and not c.level:
         batch = (facts.data.get("image_workload") or {}).get("batch_size")
-        return Action(f"Send uint8 batches and normalise them {on}{how}: {say.comparison(c, facts)}.",
+        return Action(f"For {loader}, send uint8 batches and normalise them {on}{how}: {vs}.",
                       _uint8_snippet("nice" in remedy, device, int(facts[c.of].setting["workers"]), batch))
-    return Action(f"Keep normalising in the workers: uint8 batches normalised {on}{how} ran "
-                  f"{say.comparison(c, facts)}.")
+    return Action(f"For {loader}, keep normalising in the workers: uint8 batches normalised {on}{how} ran {vs}.")
+
+
+def _loader_words(f: Fact) -> str:
+    """The loader a scenario's fact ran, in words: "ImageFolder with `num_workers=8`"."""
+    s = f.setting
+    return f"{LABELS.get(str(s['format']), say.text(s['format']))} with {say.setting('num_workers', s['workers'])}"
 
 
 def _action_graphs(facts: Facts) -> Action | None:
     c = facts.get("graph_gain")
     if c is None or c.number is None:
         return None
+    loader = _loader_words(facts[c.of])
+    vs = say.comparison(c, facts, baseline=f"the eager step with the same loader ({loader}, the tuned recipe)")
     if c.number > 1 and not c.level:
-        return Action(f"Replay the training step from CUDA graphs: under the same loader it ran "
-                      f"{say.comparison(c, facts)}.", GRAPH_SNIPPET)
-    return Action(f"Keep the eager step: replayed from CUDA graphs under the same loader it ran "
-                  f"{say.comparison(c, facts)}.")
+        return Action(f"Replay the training step from CUDA graphs: it ran {vs}.", GRAPH_SNIPPET)
+    return Action(f"Keep the eager step: replayed from CUDA graphs it ran {vs}.")
 
 
 def opening(facts) -> Opening:
     """What the chapter opens with: the data wait without workers, what 4 workers fed and how close the best
-    setting came to its ceiling, one sentence each; then the worker count, the uint8 recipe and CUDA graphs,
-    each worded from the comparison this run measured."""
+    setting came to its ceiling, one sentence each; then the worker count of the default recipe and the combined
+    end-to-end setting that fed the most of its ceiling (``recipe``: format, workers, uint8 batches, worker
+    treatment, CUDA graphs), or, where the run has no such setting, the uint8 recipe and CUDA graphs on their own,
+    each worded from the comparison this run measured and naming its loader and its baseline."""
     facts = facts_of(facts)
-    actions = [_action_workers(facts), _action_uint8(facts), _action_graphs(facts)]
+    recipe = _action_recipe(facts)
+    # the combined setting holds the uint8 recipe and the graphed step, each part's gain with it: one item for both
+    parts = [recipe] if recipe is not None else [_action_uint8(facts), _action_graphs(facts)]
+    actions = [_action_workers(facts), *parts]
     return Opening(_opening_findings(facts), [a for a in actions if a is not None][:3])
 
 
@@ -1064,8 +1141,7 @@ def device_note(facts) -> str:
     """Where this run ran and with which model, and what did not run here."""
     facts = facts_of(facts)
     d = facts.data
-    text = (f"What ran: {say.text(d['workload'])} (model {say.code(d['model'])}), "
-            f"{int(d.get('cores') or 0)} logical cores.")
+    text = f"What ran: {say.text(d['workload'])}, {int(d.get('cores') or 0)} logical cores."
     if d.get("device") != "cuda":
         text += (" Without a GPU these are CPU timings of the model that ran: they exercise the same code; the GPU "
                  "numbers are the reference run's, in the comparison table below.")
@@ -1152,11 +1228,15 @@ def format_note(res) -> str:
         name = say.text(LABELS.get(fmt, fmt))
         flag = facts.get(f"format.{fmt}.cold_vs_warm.flagged")
         if flag is not None:
-            c = facts[f"format.{fmt}.cold_vs_warm"]
+            cold, warm = facts[analysis.format_key(fmt, "cold")], facts[analysis.format_key(fmt, "warm")]
+            # the flag's own measure (the means apart by more than the runs' spread), worded with both sides' runs:
+            # never with "level", which reads the runs' ranges and can hold for the same numbers
             cause = (f"its cold runs started with {pct(flag.setting['resident'])} of its files in the page cache"
                      if flag.value == "not cold" else
-                     f"cold {say.comparison(c, facts)}, with {pct(flag.setting['resident'])} of its files cached "
-                     "as the cold runs started: the difference is noise or a machine that drifted, not the cache")
+                     f"read cold it fed {say.value(cold)} on average, {times(cold.number / warm.number)} the "
+                     f"{say.value(warm)} it fed warm, with {pct(flag.setting['resident'])} of its files cached as the "
+                     "cold runs started; a cold read cannot outrun a warm one, so the difference is noise or a "
+                     "machine that drifted, not the cache")
             out.append(f"* **Flagged: a measurement problem.** {name} read cold is not a finding: {cause}. "
                        "Run the chapter again (more `format_repeats`, `format_steps`) before reading it.")
         for cache in ("cold", "warm"):

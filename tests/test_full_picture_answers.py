@@ -1,0 +1,251 @@
+"""Chapter 7 says one thing per question, like for like: the storage format is decided once (the format comparison)
+and repeated, the CPU cost D names the setting it was measured in, the combined end-to-end recipe is the best row
+measured, exported with its knobs as code, and each "What to do" item names its loader and its baseline. Each test
+renders the committed H200 reference, or a perturbation of it, through the chapter's analysis and page."""
+from __future__ import annotations
+
+import copy
+import re
+
+import pandas as pd
+import pytest
+
+from datajourney.chapters.c07_full_picture import analysis, page, reading
+from datajourney.core import results
+
+CHAPTER = "07_full_picture"
+
+
+def _ref() -> results.Result:
+    """The committed reference result, with its stored facts dropped so that this checkout's analysis words it."""
+    res = copy.deepcopy(results.load_reference(CHAPTER))
+    res.facts = None
+    return res
+
+
+def _scaled(res: results.Result, table: str, factor: float, **where) -> results.Result:
+    """``res`` with the images/s of the rows of ``table`` that match ``where`` scaled by ``factor`` (the share of the
+    ceiling follows for the scenarios)."""
+    t = res.tables[table].copy()
+    m = pd.Series(True, index=t.index)
+    for k, v in where.items():
+        m &= t[k] == v
+    t.loc[m, "images_per_s"] *= factor
+    if "pct_of_ceiling" in t:
+        t.loc[m, "pct_of_ceiling"] *= factor
+    res.tables[table] = t
+    return res
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip().removeprefix("* ") for s in re.split(r"(?<=[.:;])\s+|\n", text) if s.strip()]
+
+
+def _format_verdicts(res) -> list[str]:
+    """Every sentence of the page's notes that words MDS against ImageFolder with workers (a format verdict)."""
+    notes = [page.takeaways(res), page.format_note(res), page.sizing(res), page.compute_growth_note(res),
+             page.finding_note(res, "best_vs_ceiling"), *(f.text for f in page.findings(res))]
+    out = []
+    for s in (x for n in notes for x in _sentences(n)):
+        if "At W=0" in s:   # without workers: its own question (per-sample reads), named apart
+            continue
+        if re.search(r"MDS.*(faster|slower|level with)|(faster|slower|level with).*MDS", s):
+            out.append(s)
+    return out
+
+
+# ------------------------------------------------------------------ 1. one verdict on MDS against ImageFolder
+def test_the_format_question_is_decided_once_and_repeated():
+    res = _ref()
+    facts = page.facts_of(res)
+    a = facts.advice_for("image.storage_format")
+    said = page.say.advice(a, facts)
+    # the takeaways repeat the format comparison's verdict word for word, and no other sentence decides it again
+    assert said in page.takeaways(res) and said in page.format_note(res)
+    assert all(s in said for s in _format_verdicts(res)), _format_verdicts(res)
+    # the verdict names the work it measured: the format comparison's own images, read cold
+    n = res.metadata["formats"]["images"]
+    assert f"from the same {n:,} images in each format, read cold" in said
+    assert "mds_vs_imagefolder.wmax" not in facts
+
+
+def test_without_a_format_comparison_the_scenarios_do_not_decide_the_format():
+    """The chapter's scenarios at the most workers are not a format verdict (ImageFolder's W=16 runs spread 43%):
+    without the format comparison the page says the question was not decided, and names no winner."""
+    res = _ref()
+    for t in ("formats", "format_runs"):
+        del res.tables[t]
+    text = page.takeaways(res)
+    assert "not decided in this run" in text and "did not run" in text
+    assert _format_verdicts(res) == []
+
+
+@pytest.mark.parametrize("mds,verdict", [(1.25, "use `streaming.StreamingDataset("), (1.0, "keep the default")])
+def test_a_reversed_format_result_flips_the_one_verdict_everywhere(mds, verdict):
+    res = _scaled(_ref(), "format_runs", mds, format="mds")
+    facts = page.facts_of(res)
+    said = page.say.advice(facts.advice_for("image.storage_format"), facts)
+    assert verdict in said
+    assert said in page.takeaways(res) and said in page.format_note(res)
+    assert all(s in said for s in _format_verdicts(res))
+
+
+# ------------------------------------------------------------------ 2. one meaning of "the best setting"
+def test_d_names_the_setting_it_was_measured_in():
+    res = _ref()
+    facts = page.facts_of(res)
+    d = facts["cpu_ms_per_image"]
+    best = facts["best_vs_ceiling"].setting
+    assert (d.setting["workers"], d.setting["variant"]) != (best["workers"], best["variant"])
+    sentence = next(s for s in page.sizing(res).split(". ") if "D = " in s)
+    assert "best setting" not in sentence   # "the best setting" is the highest share of its own ceiling
+    assert f"default recipe's fastest setting (ImageFolder, `num_workers={d.setting['workers']}`)" in sentence
+    action = page.opening(res).actions[0].text
+    assert f"(ImageFolder, `num_workers={d.setting['workers']}`): D in chapter 4's model" in action
+
+
+# ------------------------------------------------------------------ 3. one recipe, the best row measured
+def _best_row(res):
+    st = reading.scenario_stats(res)
+    return st.loc[st["pct_of_ceiling"].idxmax()]
+
+
+def test_the_exported_recipe_is_the_best_measured_end_to_end_row():
+    res = _ref()
+    facts = page.facts_of(res)
+    assert "recipe" in analysis.EXPORTS
+    r = facts["recipe"]
+    b = _best_row(res)
+    s = r.setting
+    assert (s["format"], s["workers"], s["variant"]) == (b["format"], int(b["workers"]), b["variant"])
+    assert s["share"] == pytest.approx(float(b["pct_of_ceiling"]))
+    w0 = page._row(reading.scenario_stats(res), "imagefolder", 0)
+    assert r.number == pytest.approx(float(b["images_per_s"]) / float(w0["images_per_s"]))
+    assert s["verdict"] == "change" and r.basis == "recipe.baseline"
+    codes = " ".join(p["code"] or "" for p in s["parts"])
+    assert f"num_workers={int(b['workers'])}" in codes and "pin_memory=True" in codes
+    assert "worker_init_fn=lambda _: os.nice(19)" in codes and "torch.cuda.graph" in codes
+    # the page's What to do says the same recipe, its share and its gain, with code a reader pastes
+    action = page.opening(res).actions[1]
+    assert action.text.startswith("End to end, feed the GPU from one JPEG file per image (ImageFolder) with "
+                                  f"`num_workers={int(b['workers'])}`, uint8 batches")
+    assert f"**{page.num(s['share'], '%')}** of the graphed ceiling's images/s" in action.text
+    assert f"{page.num(r.number, '×')} faster than ImageFolder with num\\_workers=0 and the default recipe" \
+        in action.text
+    compile(action.snippet, "recipe", "exec")
+    assert "os.nice(19)" in action.snippet and "torch.cuda.graph(graph)" in action.snippet
+    assert not re.search(r"imagefolder, num_workers", action.text)   # no internal label
+
+
+def test_the_recipe_follows_the_data():
+    """Graphed runs made slower: the best row is the tuned eager recipe, and the recipe drops the graph."""
+    res = _scaled(_ref(), "scenarios", 0.8, variant="graphed")
+    b = _best_row(res)
+    assert b["variant"] == "tuned"
+    s = page.facts_of(res)["recipe"].setting
+    assert (s["format"], s["workers"], s["variant"]) == (b["format"], int(b["workers"]), "tuned")
+    assert not any("torch.cuda.graph" in (p["code"] or "") for p in s["parts"])
+    action = page.opening(res).actions[1]
+    assert "CUDA graph" not in action.text.split(". ")[0] and "of the eager ceiling's images/s" in action.text
+
+
+def test_what_to_do_items_name_their_loader_and_their_baseline():
+    for res in (_ref(), _scaled(_ref(), "scenarios", 0.8, variant="graphed")):
+        for a in page.opening(res).actions:
+            lead = a.text.split(". ")[0]
+            assert re.search(r"ImageFolder|MDS", lead), lead
+            assert re.search(r"than (ImageFolder|the default recipe|the eager step)", lead), lead
+
+
+def test_the_parts_name_their_loader_when_there_is_no_recipe():
+    """Without the combined recipe (its gain level with the default), the uint8 and CUDA-graph items each name the
+    loader they were measured with and the baseline they beat."""
+    res = _ref()
+    facts = page.facts_of(res)
+    r = facts["recipe"]
+    facts.add(page.Fact(r.key, r.value, r.unit, r.label, setting={**r.setting, "verdict": "keep"}, of=r.of,
+                        basis=r.basis))
+    texts = [a.text for a in page.opening(facts).actions]
+    u = next(t for t in texts if "uint8" in t)
+    g = next(t for t in texts if "CUDA graphs" in t)
+    loader = page._loader_words(facts[facts["uint8_gain"].of])
+    assert u.startswith(f"For {loader},") and f"than the default recipe with the same loader ({loader})" in u
+    assert "than the eager step with the same loader (ImageFolder with `num_workers=8`, the tuned recipe)" in g
+
+
+# ------------------------------------------------------------------ 4. words a reader reads
+def test_a_cold_read_flagged_as_faster_than_warm_is_not_worded_level():
+    res = _ref()
+    facts = page.facts_of(res)
+    assert "format.hf_datasets.cold_vs_warm.flagged" in facts
+    note = page.format_note(res)
+    flag = next(line for line in note.splitlines() if "Hugging Face datasets" in line)
+    assert "level" not in flag and "1,379 images/s" in flag and "1,207 images/s" in flag and "1.14×" in flag
+
+
+def test_no_raw_markdown_or_identifiers_where_the_page_shows_text():
+    res = _ref()
+    assert "*" not in page.ceiling_caption(res)   # a table caption is HTML: Markdown would show as asterisks
+    assert "resnet50" not in page.device_note(res) and "ResNet-50" in page.device_note(res)
+    assert "`nice`" not in page.takeaways(res) and "workers at nice 19" in page.takeaways(res)
+
+
+def test_the_pointer_to_chapter_8_follows_its_heading(tmp_path, monkeypatch):
+    """Chapters 3 and 7 point at chapter 8's section on moving a batch between processes by the number its heading
+    carries, so a renumbered chapter 8 is pointed at correctly."""
+    import json
+
+    from datajourney.chapters import common
+    from datajourney.chapters.c03_dataloader import page as page3
+    from datajourney.core import paths
+
+    nb = json.loads((paths.REPO_ROOT / "notebooks" / f"{common.IPC_CHAPTER}.ipynb").read_text())
+    heads = [line for c in nb["cells"] if c["cell_type"] == "markdown" for line in "".join(c["source"]).splitlines()
+             if line.startswith("## ") and common.IPC_HEADING in line]
+    n = re.match(r"## (\d+)\.", heads[0]).group(1)
+    for text in (page3.ipc_crossref(tmp_path, None), page.ipc_note(tmp_path, None)):
+        assert text.startswith(f"[chapter 8, section {n}]({common.IPC_CHAPTER}.ipynb)")
+    moved = tmp_path / "repo"
+    (moved / "notebooks").mkdir(parents=True)
+    cell = {"cell_type": "markdown", "source": ["## 4. The cost of moving a batch between processes\n"]}
+    (moved / "notebooks" / f"{common.IPC_CHAPTER}.ipynb").write_text(json.dumps({"cells": [cell]}))
+    monkeypatch.setattr(paths, "REPO_ROOT", moved)
+    assert page.ipc_note(tmp_path, None).startswith("[chapter 8, section 4](")
+    (moved / "notebooks" / f"{common.IPC_CHAPTER}.ipynb").write_text(json.dumps({"cells": []}))
+    assert page.ipc_note(tmp_path, None).startswith("[chapter 8](")   # no such heading: no section number
+
+
+# ------------------------------------------------------------------ 5. a page of reasonable length
+def test_detail_tables_are_folded_behind_their_captions():
+    """A short table of detail folds when asked (the page's text does not need it open); chapter 7's notebook folds
+    its secondary tables: the other scenario measures, the reference runs, the per-sample reader costs and the
+    storage-format table (its chart and verdict stay open)."""
+    import json
+
+    from datajourney.book import registry, report
+
+    short = pd.DataFrame({"a": [1, 2]})
+    assert "<details>" not in report.folded_html(short, "Small")
+    folded = report.folded_html(short, "Small", fold=True)
+    assert folded.startswith("<details><summary>Small (2 rows: open to show)</summary>") and "<table" in folded
+    nb = json.loads(registry.lookup(CHAPTER).notebook.read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    calls = [re.sub(r"\s+", " ", m) for src in code for m in re.findall(r"report\.table\((.*?)\)\n", src + "\n", re.S)]
+    folded_calls = [c for c in calls if "fold=True" in c]
+    for what in ('part="details"', "Every committed full run", "Per-sample cost of each reader",
+                 "The same images in each storage format"):
+        assert any(what in c for c in folded_calls), what
+    assert not any("fold=True" in c for c in calls if "page.scenario_table(res)," in c)   # the main table stays open
+
+
+def test_the_formats_without_workers_name_their_cache_state():
+    """MDS against ImageFolder at W=0 is its own question (per-sample reads, no workers), named apart from the format
+    verdict by its worker count and by the cache state its runs started from, read from the runs."""
+    res = _ref()
+    text = next(f.text for f in page.findings(res) if f.key == "mds_vs_imagefolder_w0")
+    assert text.startswith("At W=0, read cold, MDS shards ran")
+    sc = res.tables["scenarios"].copy()
+    sc.loc[sc["workers"] == 0, "resident_at_start"] = 0.8
+    res.tables["scenarios"] = sc
+    text = next(f.text for f in page.findings(res) if f.key == "mds_vs_imagefolder_w0")
+    assert text.startswith("At W=0, with up to 80% of the files cached as the runs started, MDS shards ran")
