@@ -154,3 +154,20 @@ def test_a_share_above_the_whole_is_flagged_not_shown_bare():
     assert phrasing.headline(Fact("s", 98.5, "%", "share", "share", "higher")) == "98.5%"
     assert phrasing.headline(Fact("s", 100.04, "%", "share", "share", "higher")) == "100%"   # prints as 100%
     assert phrasing.headline(Fact("r", 133.0, "%", "of dd's read", "rate", "higher")) == "133%"
+
+
+def test_a_kept_default_says_where_the_gain_it_had_to_clear_comes_from():
+    """"under the 11.5% that would change it" left a reader guessing: the words name the minimum effect, or the
+    runs' own spread where that was wider."""
+    from datajourney.core import answers
+    from datajourney.core.facts import Advice
+    from datajourney.core.phrasing import advice
+
+    def words(threshold):
+        return advice(Advice("q", "num_workers", 0, workload="w", verdict="keep", default="num_workers=0",
+                             within=0.02, threshold=threshold, best="num_workers=4"))
+
+    assert "3% minimum gain that would change it" in words(answers.MIN_EFFECT)
+    assert "10% minimum gain" in words(answers.COST_EFFECT)
+    wide = words(0.115)
+    assert "11.5% gain that would change it (the runs' own spread, wider than the 3% minimum)" in wide

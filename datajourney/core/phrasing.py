@@ -343,8 +343,8 @@ def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: 
     """One piece of advice, the same text wherever it appears: "For ResNet-50 training from JPEG files, set
     `num_workers=8`: 1.9× faster than `num_workers=0` (the largest value measured; more may help)", or, for a
     declared question the default answers, "keep the default `bucket_cap_mb=25`: within 1.2% of the best
-    measured (`bucket_cap_mb=500`), under the 3.0% that would change it". ``host`` labels advice measured on
-    another machine ("On the reference host, an H200 host: ...")."""
+    measured (`bucket_cap_mb=500`), under the 3.0% minimum gain that would change it". ``host`` labels advice
+    measured on another machine ("On the reference host, an H200 host: ...")."""
     where = f"On {host}: " if host else ""
     gain = facts.get(a.gain) if facts is not None and a.gain else None
     body = f": {comparison(gain, facts)}" if gain is not None and gain.number is not None else ""
@@ -385,10 +385,21 @@ def _keep_clause(a: Advice, vs: str, show, *, need: bool = False) -> str:
     comparison's words); ``show`` renders a setting (code on a page, plain in a cell)."""
     if a.best:  # another candidate measured best, by less than would change the default (or level with it)
         if a.within and (a.threshold is None or a.within < a.threshold):
-            more = f", under the {num(100 * a.threshold, '%')} that would change it" if need and a.threshold else ""
+            more = f", under {_threshold_words(a.threshold)}" if need and a.threshold else ""
             return f": within {num(100 * a.within, '%')} of the best measured ({show(a.best)}){more}"
         return f": the best measured, {show(a.best)}, ran {vs}"
     return f", which ran {vs}" if vs else ""
+
+
+def _threshold_words(threshold: float) -> str:
+    """The gain a change had to clear, and where it came from: the book's minimum effect (3%, or 10% for an option
+    with a cost), or the runs' own spread where that is wider (a gain inside the noise changes nothing)."""
+    from datajourney.core.answers import COST_EFFECT, MIN_EFFECT
+
+    if any(abs(threshold - floor) < 1e-9 for floor in (MIN_EFFECT, COST_EFFECT)):
+        return f"the {num(100 * threshold, '%')} minimum gain that would change it"
+    return (f"the {num(100 * threshold, '%')} gain that would change it (the runs' own spread, wider than the "
+            f"{num(100 * MIN_EFFECT, '%')} minimum)")
 
 
 def _keep(a: Advice, what: str, at: str, body: str) -> str:
