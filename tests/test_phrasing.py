@@ -171,3 +171,14 @@ def test_a_kept_default_says_where_the_gain_it_had_to_clear_comes_from():
     assert "10% minimum gain" in words(answers.COST_EFFECT)
     wide = words(0.115)
     assert "11.5% gain that would change it (the runs' own spread, wider than the 3% minimum)" in wide
+
+
+def test_only_code_is_shown_as_code():
+    """A technique in words ("pinned, double-buffered (O_DIRECT, 64 MiB × 2)") is not a setting to paste."""
+    from datajourney.core.phrasing import paste
+
+    for call in ("num_workers=8", "DataLoader(num_workers=4, pin_memory=True)", "os.O_DIRECT", "ImageFolder",
+                 "NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4", "ThreadPoolExecutor(max_workers=4)"):
+        assert paste(call).startswith("`"), call
+    for words in ("pinned, double-buffered (O_DIRECT, 64 MiB × 2)", "one file per sample", "pageable + copy"):
+        assert not paste(words).startswith("`"), words

@@ -376,7 +376,13 @@ def verdict(a: Advice, facts: Facts | Mapping[str, Fact] | None = None) -> str:
 def paste(call: str) -> str:
     """A setting as a reader writes it: code where it is code (``num_workers=8``, ``os.O_DIRECT``), else words
     ("one file per sample")."""
-    return code(call) if re.search(r"[=(.]|^\w+$", call) else text(call)
+    return code(call) if _CODE.match(call) else text(call)
+
+
+#: what reads as code: a call (``DataLoader(...)``), an assignment or environment setting (``num_workers=8``,
+#: ``NCCL_MIN_NCHANNELS=4 …``) or a dotted name (``os.O_DIRECT``); a description with a comma or a space before its
+#: first bracket ("pinned, double-buffered (O_DIRECT, 64 MiB × 2)") is a technique in words, not something to paste
+_CODE = re.compile(r"[\w.]+(\(|=|$)")
 
 
 def _keep_clause(a: Advice, vs: str, show, *, need: bool = False) -> str:

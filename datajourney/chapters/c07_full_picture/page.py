@@ -324,7 +324,7 @@ def _best_note(res) -> str:
     b = best_scenario(res).copy()
     b["label"] = say.text(b["label"])
     kind = _kind(b)
-    text = ""
+    text = _recipe_parts(facts_of(res))
     if kind != "eager":
         text += f" The eager ceiling took {num(_ceiling_ips(res), 'images/s')}."
     gap, parts = _gap(res, b)
@@ -1049,13 +1049,12 @@ def recipe_sentence(facts: Facts) -> str | None:
             f"images/s, {say.comparison(r, facts)}.")
 
 
-def _action_recipe(facts: Facts) -> Action | None:
-    """The combined setting, where it is more than the default recipe with more workers (the workers' action says
-    that): its parts' gains, each against the same loader without it, and the code of the whole."""
-    text = recipe_sentence(facts)
+def _recipe_parts(facts: Facts) -> str:
+    """What each part of the combined recipe (the ``recipe`` fact) gained, each against the same loader without it;
+    "" where the recipe is the default recipe or was not decided."""
     r = facts.get("recipe")
-    if text is None or r.setting["variant"] == "default":
-        return None
+    if recipe_sentence(facts) is None or r.setting["variant"] == "default":
+        return ""
     s = r.setting
     name, w = LABELS.get(s["format"], say.text(s["format"])), int(s["workers"])
     loader = f"{name} with {say.setting('num_workers', w)}"
@@ -1068,8 +1067,19 @@ def _action_recipe(facts: Facts) -> Action | None:
     if g is not None and g.number is not None:
         parts.append("the step replayed from CUDA graphs ran "
                      + say.comparison(g, facts, baseline=f"the eager step ({loader}, the tuned recipe)"))
-    if parts:
-        text += " Each part against the same loader without it: " + "; ".join(parts) + "."
+    return (" The recipe's parts, each against the same loader without it: " + "; ".join(parts) + ".") if parts else ""
+
+
+def _action_recipe(facts: Facts) -> Action | None:
+    """The combined setting, where it is more than the default recipe with more workers (the workers' action says
+    that), and the code of the whole."""
+    text = recipe_sentence(facts)
+    r = facts.get("recipe")
+    if text is None or r.setting["variant"] == "default":
+        return None
+    # each part's own gain (against the same loader without it) is worded in its section: an action is one sentence
+    s = r.setting
+    w = int(s["workers"])
     batch = (facts.data.get("image_workload") or {}).get("batch_size")
     remedy = str(facts.data.get("tuned_remedy") or "")
     snippet = _uint8_snippet("nice" in remedy, facts.data.get("device") or "cpu", w, batch)
