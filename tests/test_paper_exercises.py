@@ -193,11 +193,11 @@ def test_chapter_10_on_paper_divides_the_bytes_brought_in_by_the_samples_bytes(h
     n, held = at["samples"].mean(), at["app_bytes"].mean()
     assert held == pytest.approx(n * (seq + 1) * res.metadata.get("itemsize", 2))
     assert f"**{num(n)}** samples of {num(seq + 1)} tokens" in ask
-    assert f"= **{num(held / 1e6, 'MB')}**" in answers
+    assert f"= **{p10._bytes(held)}**" in answers
     for mode in ("read", "mmap"):
         m = at[at["mode"] == mode]
         got = m["read_bytes"].mean()
-        assert f"{num(got / 1e6, 'MB')} ÷ {num(held / 1e6, 'MB')} = **{num(got / held, '×')}**" in answers
+        assert f"{p10._bytes(got)} ÷ {p10._bytes(held)} = **{num(got / held, '×')}**" in answers
         k = m["syscr" if mode == "read" else "majflt"].mean()
         assert f"= **{num(got / k / 1024, 'KiB')}**" in answers
 
@@ -252,3 +252,11 @@ def test_every_exercise_on_paper_states_its_numbers_in_bold_and_answers_each_que
             asked = re.findall(r"^\d+\. ", ask, re.M)
             worked = re.findall(r"^\d+\. .*\*\*[^*\n]+\*\*", answers, re.M)
             assert len(asked) >= 2 and len(worked) == len(asked), (chapter, host, answers)
+
+
+@pytest.mark.parametrize("host", _hosts("11_gpu_to_gpu"))
+def test_chapter_11_on_paper_of_a_cpu_run_speaks_of_processes(host):
+    """A run without CUDA all-reduces between processes (gloo): its exercise names no GPU."""
+    res = results.load_reference("11_gpu_to_gpu", host)
+    text = p11.paper_exercise(replace(res, metadata={**res.metadata, "cuda": False}, facts=None))
+    assert "**n = " in text and "GPU" not in text, text

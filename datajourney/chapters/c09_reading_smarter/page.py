@@ -472,7 +472,7 @@ def paper_exercise(facts) -> str:
                          "and what share of a read's time is that?")
         answers.append(f"{fx.num(depth)} ÷ {fx.num(top['iops'], 'IOPS')} = **{fx.num(at, 'µs')}**, "
                        f"**{fx.pct(at / top['latency_us'])}** of the {fx.num(top['latency_us'], 'µs')} a read took; "
-                       f"the rest of each read's time was spent before its request reached the block layer.")
+                       "the rest of each read's time was spent outside the block layer and the device.")
     return on_paper(intro, questions, answers)
 
 

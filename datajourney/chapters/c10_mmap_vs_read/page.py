@@ -177,6 +177,11 @@ def theory_table(res: Result) -> pd.DataFrame:
     return out.assign(mode=out["mode"].map(MODE_NAMES))
 
 
+def _bytes(n: float) -> str:
+    """A byte count in decimal units that read by hand: '180 MB', '16.4 kB', '512 B'."""
+    return num(n / 1e6, "MB") if n >= 1e6 else num(n / 1e3, "kB") if n >= 1e3 else num(n, "B")
+
+
 def paper_exercise(facts) -> str:
     """Read amplification worked by hand at the largest cold point: the bytes its samples hold (samples × tokens ×
     bytes a token), what ``read()`` and ``mmap`` brought in from storage per byte of them, and what one read call
@@ -194,13 +199,13 @@ def paper_exercise(facts) -> str:
              f"{num(ex['batch'])}), the loader delivered **{num(n)}** samples of {num(seq + 1)} tokens (each sample "
              f"carries one token more than its sequence, for the shifted labels), {size} bytes a token. From storage "
              "the process brought in " + " and ".join(
-                 f"**{num(b / 1e6, 'MB')}** under {name}" for name, b in brought) + " (the kernel's count; "
-             "MB = 10⁶ bytes).")
+                 f"**{_bytes(b)}** under {name}" for name, b in brought) + " (the kernel's count; "
+             "kB = 10³ and MB = 10⁶ bytes).")
     questions = ["How many bytes do the samples hold?"]
-    answers = [f"{num(n)} × {num(seq + 1)} × {size} = **{num(held / 1e6, 'MB')}** ({held:,.0f} bytes)."]
+    answers = [f"{num(n)} × {num(seq + 1)} × {size} = **{_bytes(held)}** ({held:,.0f} bytes)."]
     for name, b in brought:
         questions.append(f"How many bytes did {name} bring in per byte the samples hold?")
-        answers.append(f"{num(b / 1e6, 'MB')} ÷ {num(held / 1e6, 'MB')} = **{num(b / held, '×')}**.")
+        answers.append(f"{_bytes(b)} ÷ {_bytes(held)} = **{num(b / held, '×')}**.")
     each = [("read call", rd["calls"], rd["bytes"], MODE_NAMES["read"])
             if rd.get("calls") and rd.get("bytes") is not None else None,
             ("major page fault", mm["faults"], mm["bytes"], MODE_NAMES["mmap"])
@@ -209,7 +214,7 @@ def paper_exercise(facts) -> str:
     if each:
         questions.append("On average, how much did " + " and ".join(
             f"one {what} under {name} bring in (**{num(k)}** of them)" for what, k, _, name in each) + "?")
-        answers.append("; ".join(f"{name}: {num(b / 1e6, 'MB')} ÷ {num(k)} = **{num(b / k / 1024, 'KiB')}** a "
+        answers.append("; ".join(f"{name}: {_bytes(b)} ÷ {num(k)} = **{num(b / k / 1024, 'KiB')}** a "
                                  f"{what}" for what, k, b, name in each)
                        + (f", against a readahead window of {_v(facts, 'read_ahead_kb')}" if "read_ahead_kb" in facts
                           else "") + ".")

@@ -804,11 +804,12 @@ def paper_exercise(facts) -> str:
     n, grad, bus = gx.get("world"), gx.get("grad_bytes"), path.get("busbw_GBps")
     if not n or n < 2 or not grad or not bus:
         return ("The exercise on paper needs the gradients' size and the all-reduce bandwidth measured on at least "
-                "two processes, which this run does not hold (one GPU, or no collective benchmark).")
+                "two processes, which this run does not hold (one process, or no collective benchmark).")
     t = 2 * (n - 1) / n * grad / (bus * 1e9) * 1e3
-    model = (facts.data.get("workload") or {}).get("model_words") or "the model"
+    work = facts.data.get("workload") or {}
+    model, dev = work.get("model_words") or "the model", "GPU" if work.get("cuda", gx.get("cuda")) else "process"
     intro = (f"**Work it out.** Each step, DDP all-reduces {model}'s gradients, **S = {grad:,} bytes**, across "
-             f"**n = {n}** processes. In a ring all-reduce each GPU sends and receives 2(n−1)/n · S bytes, and the "
+             f"**n = {n}** processes. In a ring all-reduce each {dev} sends and receives 2(n−1)/n · S bytes, and the "
              f"bus bandwidth busbw is that traffic ÷ the time; the collective benchmark measured **busbw = "
              f"{num(bus, 'GB/s')}** at this size ({path_words(gx['default'])}; GB = 10⁹ bytes).")
     questions = ["How long should one all-reduce of all the gradients take (T = 2(n−1)/n · S ÷ busbw)?"]
@@ -828,18 +829,18 @@ def paper_exercise(facts) -> str:
     if plain and measured:
         ddp = 1e3 / measured
         grew = ddp - plain
-        questions.append(f"One GPU without DDP took **{num(plain, 'ms')}** a step; one-bucket DDP on {n} GPUs ran "
-                         f"**{num(measured, 'steps/s')}**. How much longer is its step, and what share of that is "
-                         "your T?")
+        questions.append(f"One {dev} without DDP took **{num(plain, 'ms')}** a step; one-bucket DDP on {n} "
+                         f"{dev}{'s' if dev == 'GPU' else 'es'} ran **{num(measured, 'steps/s')}**. How much longer "
+                         "is its step, and what share of that is your T?")
         if grew <= 0:
             answers.append(f"1,000 ms ÷ {num(measured, 'steps/s')} = {num(ddp, 'ms')}, no longer than "
-                           f"{num(plain, 'ms')}: DDP no slower than one GPU without it is a measurement problem "
+                           f"{num(plain, 'ms')}: DDP no slower than one {dev} without it is a measurement problem "
                            "(the two runs' timing), not a result.")
         else:
             answers.append(f"1,000 ms ÷ {num(measured, 'steps/s')} = {num(ddp, 'ms')}, **{num(grew, 'ms')}** longer; "
                            f"{num(t, 'ms')} ÷ {num(grew, 'ms')} = **{pct(t / grew)}**"
                            + (": more than the step grew, so part of the all-reduce ran beside other work."
-                              if t > grew else ": the rest is DDP's other costs (its bookkeeping, and NCCL "
-                                               "slowed or left exposed), which the section on where each GPU's "
-                                               "loss goes splits."))
+                              if t > grew else ": the rest is DDP's other costs (its bookkeeping, and the "
+                                               "all-reduce slowed or left exposed), which the section on where each "
+                                               f"{dev}'s loss goes splits."))
     return on_paper(intro, questions, answers)
