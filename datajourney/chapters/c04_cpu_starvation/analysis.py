@@ -182,6 +182,7 @@ def _sweep(res: Result, out: Facts, g: float) -> None:
     b = int(sw[sw["work"] == kind]["batch_size"].iloc[0])
     wl = workload(kind, out.number(f"d.{kind}"), b, g)
     out.add(dataclasses.replace(f, key="workers_to_keep_up", label=f"workers that kept the step busy, {wl}"))
+    out.data["exercise"] = dict(work=str(kind), batch_size=b)   # the page's exercise on paper: D·B/G of this work
     if f.number is not None and f"step.{kind}.w0" in out:
         out.add(compare("workers_gain", out[f"step.{kind}.w{int(f.number)}"], out[f"step.{kind}.w0"]))
 

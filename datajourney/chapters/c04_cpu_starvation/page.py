@@ -6,6 +6,8 @@ model itself (:func:`~datajourney.chapters.c04_cpu_starvation.model.predicted_wa
 :mod:`datajourney.chapters.c04_cpu_starvation.experiment` and :mod:`~datajourney.chapters.c04_cpu_starvation.model`."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from datajourney.chapters.c04_cpu_starvation.analysis import (
@@ -15,13 +17,18 @@ from datajourney.chapters.c04_cpu_starvation.analysis import (
     calibrated_step,
 )
 from datajourney.chapters.c04_cpu_starvation.analysis import analyse as _analyse
-from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_au, predicted_wait_ms
-from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader
+from datajourney.chapters.c04_cpu_starvation.model import (
+    AU_THRESHOLD,
+    predicted_au,
+    predicted_wait_ms,
+    workers_needed,
+)
+from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader, on_paper
 from datajourney.core import charts, phrasing
 from datajourney.core import phrasing as fx
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num
+from datajourney.core.units import num, pct
 
 facts_of = facts_reader(_analyse)
 
@@ -713,6 +720,52 @@ def takeaways(facts: Facts) -> str:
     out.append("* Move work off the critical path: pre-tokenise or pre-decode once, offline, when the same samples "
                "are seen many times.")
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- an exercise on paper
+def paper_exercise(facts) -> str:
+    """The model ``W ≥ D·B/G`` worked by hand for the sweep's real work (tokenising where it ran): the CPU cost of
+    a batch, the fewest workers that hide it, the count the 90% AU bar asks for, and the AU the sweep measured at
+    that count against the workers it needed; the answers folded, from this run's facts."""
+    facts = facts_of(facts)
+    ex = facts.data.get("exercise") or {}
+    kind = ex.get("work")
+    if not kind or facts.number(f"d.{kind}") is None or not facts.number("step_g"):
+        return ("The exercise on paper needs the worker sweep's measured cost of one sample, which this run does not "
+                "hold (no worker sweep in its summary).")
+    d, b, g = facts.number(f"d.{kind}"), int(ex["batch_size"]), facts.number("step_g")
+    ratio = d * b / g
+    need = workers_needed(d, b, g)
+    work = WORK_WORDS.get(kind, f"{kind} work")
+    intro = (f"**Work it out.** In the worker sweep one sample of {work} cost **D = {num(d, 'ms')}** of CPU "
+             f"(measured in the training process), a batch held **B = {b}** samples, and the calibrated step took "
+             f"**G = {num(g, 'ms')}**. Each worker builds whole batches, so W workers deliver one batch every "
+             "D·B/W.")
+    questions = ["How much CPU time does one batch cost (D·B)?",
+                 "How many workers does it take for a batch to be ready every step (D·B/W ≤ G, so W ≥ D·B/G)?",
+                 f"The book counts a loader as keeping up at an AU of {pct(AU_THRESHOLD)}. With "
+                 "AU = G ÷ (G + wait) and a wait of D·B/W − G, how many workers does that bar ask for "
+                 f"(W ≥ {pct(AU_THRESHOLD)} · D·B/G, rounded up)?"]
+    answers = [f"{num(d, 'ms')} × {b} = **{num(d * b, 'ms')}** per batch.",
+               f"{num(d * b, 'ms')} ÷ {num(g, 'ms')} = {num(ratio)}, so **{math.ceil(ratio - 1e-9)} workers** "
+               "(a worker count is whole).",
+               f"{pct(AU_THRESHOLD)} × {num(ratio)} = {num(AU_THRESHOLD * ratio)}, so **{need} workers**."]
+    step = facts.get(f"step.{kind}.w{need}")
+    kept = facts.number(f"keep_up.{kind}")
+    if step is not None and step.number:
+        au = g / step.number
+        reached = "reaches" if au >= AU_THRESHOLD else "falls short of"
+        questions.append(f"At W = {need} the sweep measured a step of **{num(step.number, 'ms')}** with this work. "
+                         "What AU is that (G ÷ the step), and does it reach the bar?")
+        after = (f" The sweep first reached the bar at **W = {int(kept)}**." if kept is not None else
+                 f" No worker count of the sweep (up to {_v(facts, 'sweep_max_workers')}) reached the bar.")
+        answers.append(f"{num(g, 'ms')} ÷ {num(step.number, 'ms')} = **{pct(au)}**: it {reached} the "
+                       f"{pct(AU_THRESHOLD)} bar.{after if au < AU_THRESHOLD and (kept or need + 1) > need else ''}")
+    return on_paper(intro, questions, answers)
+
+
+#: A kind of per-sample work in a reader's words, in the exercise on paper.
+WORK_WORDS = {"sleep": "sleeping work", "tokenize": "tokenising", "decode": "JPEG decoding"}
 
 
 # --------------------------------------------------------------------------- the opening

@@ -144,6 +144,11 @@ def analyse(res: Result) -> Facts:
         key = {"pad_to_context": "first_batch_pad_to_context", SOURCE_PACKER: "first_batch_packed"}.get(
             s, f"first_batch.{s}")
         out.add(_share(key, r, "first batch"))
+    if "pad_to_context" in fb:   # the page's exercise on paper: η of the first batch from its tokens
+        r = fb["pad_to_context"]
+        longest = fb.get("pad_to_longest", {}).get("row_len")
+        out.data["exercise"] = dict(samples=int(r["samples"]), real_tokens=int(r["real_tokens"]),
+                                    context=int(r["row_len"]), longest=None if longest is None else int(longest))
     if SOURCE_PACKER in fb:
         r = fb[SOURCE_PACKER]
         out.add(Fact("first_batch_packed_samples", int(r["samples"]), "", "samples in the first packed batch",

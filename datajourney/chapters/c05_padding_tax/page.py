@@ -9,11 +9,11 @@ from datajourney.chapters import published
 from datajourney.chapters.c05_padding_tax import analysis
 from datajourney.chapters.c05_padding_tax.analysis import CHAPTER, SOURCE_PACKER, device_name, isolated, model_label
 from datajourney.chapters.c05_padding_tax.params import ISOLATED, ISOLATION_MODEL, LABELS, PUBLISHED_SETTING
-from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader
+from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader, on_paper
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num
+from datajourney.core.units import num, pct
 
 __all__ = ["device_name", "model_label", "opening", "findings"]
 
@@ -497,6 +497,36 @@ def takeaways(facts: Facts) -> str:
 
 
 # --------------------------------------------------------------------------- the opening
+def paper_exercise(facts) -> str:
+    """The padding efficiency η (real tokens ÷ positions computed) of the first batch worked by hand from its
+    tokens: padded to the context, padded to its longest sample, and packing's measured η against the first;
+    the answers folded, from this run's facts."""
+    facts = facts_of(facts)
+    ex = facts.data.get("exercise") or {}
+    if not ex.get("samples") or not ex.get("context"):
+        return ("The exercise on paper needs the first batch padded to the context, which this run does not hold "
+                "(`strategies` has no `pad_to_context`).")
+    b, real, c, longest = ex["samples"], ex["real_tokens"], ex["context"], ex.get("longest")
+    eta = real / (b * c)
+    shown = f"{100 * eta:.3g}%"   # three significant digits, so the ratio in answer 3 works out from it by hand
+    intro = (f"**Work it out.** The first batch held **{b}** samples with **{real:,}** real tokens in all"
+             + (f", the longest **{longest:,}** tokens" if longest else "")
+             + f"; the context is **{c:,}** positions. A layout's padding efficiency η is the real tokens ÷ the "
+             "positions the model computes.")
+    questions = ["What is η when every sample is padded to the context (one row of the context per sample)?"]
+    answers = [f"{real:,} ÷ ({b} × {c:,} = {b * c:,}) = **{shown}**."]
+    if longest:
+        questions.append("What is η when the batch is padded only to its longest sample?")
+        answers.append(f"{real:,} ÷ ({b} × {longest:,} = {b * longest:,}) = **{pct(real / (b * longest))}**.")
+    packed = facts.number("first_batch_packed")
+    if packed:
+        questions.append(f"Greedy packing filled its rows of {c:,} positions to η = **{num(packed, '%')}** "
+                         "(measured). How many times more real tokens does it put through each computed position "
+                         "than padding to the context?")
+        answers.append(f"{num(packed, '%')} ÷ {shown} = **{num(packed / 100 / eta, '×')}**.")
+    return on_paper(intro, questions, answers)
+
+
 def _short(facts: Facts, key: str, text: str) -> Finding:
     f = facts[key]
     return Finding(key, text, f.number, f.unit, published=f.published,

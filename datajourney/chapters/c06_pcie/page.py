@@ -10,6 +10,7 @@ from datajourney.chapters.c06_pcie.analysis import analyse as _analyse
 from datajourney.chapters.c06_pcie.rules import (
     CLOCKS_AGREE,
     DIP_TOL,
+    LINE_RATE,
     MIN_COPY_OVER_JITTER,
     OVERLAPS,
     PER_LANE_GBPS,
@@ -18,7 +19,7 @@ from datajourney.chapters.c06_pcie.rules import (
     STAGING_TOL,
     TOO_SHORT,
 )
-from datajourney.chapters.common import facts_reader
+from datajourney.chapters.common import facts_reader, on_paper, short_time
 from datajourney.core import phrasing as fx
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts, host_label
@@ -938,6 +939,41 @@ def link_text(facts, *, host: str) -> str:
             f"x{link.get('width_current')} when read; idle links may train down), whose theoretical peak per "
             f"direction is **{say.value(peak)}**: {PER_LANE_GBPS[gen]:.3f} GB/s per lane after line coding, "
             f"× {width} lanes.")
+
+
+def paper_exercise(facts) -> str:
+    """The link's peak worked by hand from its lanes, line rate and encoding (``n·r·e/8``), the largest pinned
+    copy's share of it, and what the pinned and the pageable rate mean for the time of that copy; the answers
+    folded, from this run's facts. A pinned copy above the peak is named a measurement problem, never a share."""
+    facts = facts_of(facts)
+    peak, pinned = facts.get("link_peak"), facts.get("h2d_pinned")
+    gen, width = (peak.setting.get("gen"), peak.setting.get("width")) if peak is not None else (None, None)
+    if "no_cuda" in facts or peak is None or gen not in LINE_RATE or not width or pinned is None:
+        return ("The exercise on paper needs the link's generation and width and a pinned copy to the GPU, which "
+                "this run does not hold (no CUDA device, or the link could not be read).")
+    rate, bits, line = LINE_RATE[gen]
+    size, gbps = int(pinned.setting["size"]), pinned.number
+    intro = (f"**Work it out.** The GPU sits on a PCIe {gen}.0 link of **{width} lanes**. Each lane of this "
+             f"generation carries **{rate:g} GT/s** (one bit per transfer) with {bits}b/{line}b line coding: of every "
+             f"{line} bits sent, {bits} are data. The largest pinned copy to the GPU ({size_label(size)}) ran at "
+             f"**{say.value(pinned, runs=False)}** (median; GB = 10⁹ bytes).")
+    per_dir = width * rate * bits / line / 8
+    share = gbps / per_dir
+    questions = ["What is the link's peak per direction (lanes × rate × encoding ÷ 8 bits per byte)?",
+                 "What share of that peak did the pinned copy reach?"]
+    answers = [f"{width} × {rate:g} × {bits}/{line} ÷ 8 = **{fx.num(per_dir, 'GB/s')}**.",
+               f"{say.value(pinned, runs=False)} ÷ {fx.num(per_dir, 'GB/s')} = **{_pct(share)}**"
+               + (": above 100%, which no copy can reach over its link; a measurement problem (the copy's timing "
+                  "or its size), not a rate." if share > 1 else ".")]
+    pageable = facts.get("h2d_pageable")
+    if pageable is not None and pageable.number and share <= 1:
+        t_pin, t_page = size / (gbps * 1e9), size / (pageable.number * 1e9)
+        questions.append(f"The same {size_label(size)} from pageable memory ran at "
+                         f"**{say.value(pageable, runs=False)}**. How long does the copy take each way?")
+        answers.append(f"{size:,} B ÷ {say.value(pinned, runs=False)} = **{short_time(t_pin)}** pinned; "
+                       f"{size:,} B ÷ {say.value(pageable, runs=False)} = **{short_time(t_page)}** pageable, "
+                       f"{fx.times(t_page / t_pin)} as long.")
+    return on_paper(intro, questions, answers)
 
 
 def no_cuda_text(ref) -> str:

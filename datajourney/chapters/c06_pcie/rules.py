@@ -7,9 +7,12 @@ import math
 
 #: Overlap ratio at or above which a copy "overlaps", at or below which it is "serial".
 OVERLAPS, SERIAL = 0.8, 0.2
+#: Each generation's line rate per lane (GT/s, one bit per transfer) and its encoding (payload bits of line bits):
 #: Gen 1-2 use 8b/10b, Gen 3-5 128b/130b; Gen 6 (PAM4, FLIT mode) 242/256.
-PER_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 / 8, 4: 16.0 * 128 / 130 / 8,
-                 5: 32.0 * 128 / 130 / 8, 6: 64.0 * 242 / 256 / 8}
+LINE_RATE = {1: (2.5, 8, 10), 2: (5.0, 8, 10), 3: (8.0, 128, 130), 4: (16.0, 128, 130), 5: (32.0, 128, 130),
+             6: (64.0, 242, 256)}
+#: One lane's payload per direction, GB/s: rate × encoding ÷ 8 bits.
+PER_LANE_GBPS = {g: rate * bits / line / 8 for g, (rate, bits, line) in LINE_RATE.items()}
 #: A copy must last at least this many times the CPU work's jitter (std) before its overlap is judged.
 MIN_COPY_OVER_JITTER = 3.0
 #: Verdict when the copy is too short to be told apart from the CPU work's jitter.

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from datajourney.chapters.c09_reading_smarter import analysis, charts
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
 from datajourney.chapters.c09_reading_smarter.analysis import analyse as _analyse
-from datajourney.chapters.common import UNDECIDED_WORDS, facts_reader, table_of
+from datajourney.chapters.common import UNDECIDED_WORDS, facts_reader, on_paper, table_of
 from datajourney.core import phrasing
 from datajourney.core import phrasing as fx
 from datajourney.core.facts import Facts, host_label
@@ -428,11 +428,59 @@ def pipeline_note(facts: Facts) -> str:
 DEVICE_COPY = "device copy"
 
 
+def paper_exercise(facts) -> str:
+    """Little's law on the random-read table, worked by hand: each pread thread keeps one read in flight, so IOPS ≈
+    threads ÷ the mean time of a read; one thread and the largest pool against what they measured, and, where
+    ``/proc/diskstats`` was read, the time a request spent in the block layer and the device; the answers folded,
+    from this run's facts."""
+    facts = facts_of(facts)
+    rows = sorted((r for r in facts.data.get("little") or [] if r.get("iops") and r.get("latency_us")),
+                  key=lambda r: r["threads"])
+    if not rows:
+        return ("The exercise on paper needs the random-read table's pread rows, which this run did not measure "
+                "(`random_reads` or `random_seconds` left no read).")
+    one, top = rows[0], rows[-1]
+    size = f"{size_label(one['request'])} " if one.get("request") else ""
+
+    def threads(r) -> str:
+        return "one thread" if r["threads"] == 1 else f"a pool of {r['threads']} threads"
+
+    def predicted(r) -> tuple[str, float]:
+        p = r["threads"] / (r["latency_us"] * 1e-6)
+        return (f"{r['threads']} ÷ {fx.num(r['latency_us'], 'µs')} = **{fx.num(p, 'IOPS')}**; measured "
+                f"{fx.num(r['iops'], 'IOPS')}, {fx.pct(r['iops'] / p)} of it"), r["iops"] / p
+
+    intro = (f"**Work it out.** Little's law holds for any queue in a steady state: the requests in flight = the rate "
+             "× the time each one spends, so **IOPS ≈ requests in flight ÷ latency**. A pread thread waits for its "
+             f"read, so each thread keeps one read in flight. In the random-read table (cold {size}reads at random "
+             f"offsets) a read took **{fx.num(one['latency_us'], 'µs')}** on average from call to return with "
+             f"{threads(one)}" + ("." if top is one else
+                                  f", and **{fx.num(top['latency_us'], 'µs')}** with {threads(top)}."))
+    text, share = predicted(one)
+    questions = [f"What IOPS does Little's law predict for {threads(one)}?"]
+    answers = [text + (": below the prediction by the time a thread spends between reads, with none in flight."
+                       if share < 1 else ".")]
+    if top is not one:
+        text, _ = predicted(top)
+        questions.append(f"And for {threads(top)}?")
+        answers.append(text + ".")
+    depth = top.get("device_depth")
+    if depth:
+        at = depth / top["iops"] * 1e6
+        questions.append(f"While {threads(top)} read, the block layer and the device held **{fx.num(depth)}** "
+                         "requests in flight on average (`/proc/diskstats`). How long did each request spend there, "
+                         "and what share of a read's time is that?")
+        answers.append(f"{fx.num(depth)} ÷ {fx.num(top['iops'], 'IOPS')} = **{fx.num(at, 'µs')}**, "
+                       f"**{fx.pct(at / top['latency_us'])}** of the {fx.num(top['latency_us'], 'µs')} a read took; "
+                       "the rest of each read's time was spent outside the block layer and the device.")
+    return on_paper(intro, questions, answers)
+
+
 def gpu_table(res) -> pd.DataFrame:
     """Per path, cold ones fastest first and then the warm ones: GB/s (mean, lowest and highest run), CPU s per
-    GB, the share of the PCIe copy (only for a path that crosses the link: a copy inside GPU memory does not),
-    the speed against the mean cold ``dd`` read (a ratio: a warm path never touches the disk, so it is no
-    share of it), bytes checked."""
+    GB, the share of the PCIe ceiling (the run's fastest pinned copy; only for a path that crosses the link: a copy
+    inside GPU memory does not), the speed against the mean cold ``dd`` read (a ratio: a warm path never touches
+    the disk, so it is no share of it), bytes checked."""
     g = _gpu_ok(res)
     dev, pc = mean(device_ceiling(res)), analysis.pcie_ceiling(res)
     rows = []
@@ -487,9 +535,15 @@ def ceilings_text(facts: Facts) -> str:
            else "No `dd` read was measured")
     if pc is not None and pc.number is not None and facts.data.get("pcie_size"):
         out += (f"; a pinned host-to-device copy of {size_label(facts.data['pcie_size'])} through a second path "
-                f"(chapter 6's independent ceiling) {phrasing.value(pc)}.")
+                f"(chapter 6's independent copy) {phrasing.value(pc)}.")
     else:
         out += "; no PCIe ceiling (no GPU)."
+    top = facts.get("pcie_ceiling")
+    if top is not None:
+        out += (f" The PCIe ceiling, of which the table below gives shares, is the run's fastest pinned copy: "
+                f"{phrasing.value(top)}, " + ("a run of path (e)'s copy from pinned RAM (the same copy), faster than "
+                                              "every repeat of the independent one." if top.setting.get("from") ==
+                                              "copy only" else "the independent copy's fastest repeat."))
     every = facts.get("dd_runs_all")
     if every is not None:
         if facts["disk_ceiling"].value == "yes":

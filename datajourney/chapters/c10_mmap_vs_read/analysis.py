@@ -442,6 +442,18 @@ def _spans_notes(res, f: Facts) -> None:
                    setting=dict(mode=mode, span=top)))
 
 
+def _exercise(at: pd.DataFrame, m: pd.Series, r: pd.Series, itemsize: int) -> dict:
+    """The page's exercise on paper at the largest cold point: its samples, the bytes they hold, and what each mode
+    brought in from storage with how many read calls or major page faults (means over the runs)."""
+    def plain(v) -> float | None:
+        return None if v is None or pd.isna(v) else float(v)
+
+    return dict(seq=int(at["seq"].iloc[0]), batch=int(at["batch"].iloc[0]), itemsize=int(itemsize),
+                samples=plain(at["samples"].mean()), sample_bytes=plain(at["app_bytes"].mean()),
+                mmap=dict(bytes=plain(m.get("read_bytes")), faults=plain(m.get("majflt"))),
+                read=dict(bytes=plain(r.get("read_bytes")), calls=plain(r.get("syscr"))))
+
+
 def _theory_notes(res, f: Facts) -> None:
     """Sample data needed against bytes moved from storage at the largest point, cold, and the gap measured."""
     g = _grid(res)
@@ -473,6 +485,7 @@ def _theory_notes(res, f: Facts) -> None:
                    None),
               Fact(f"theory.{mode}.amplification", float(amp), "×", "the sample bytes", "amount", "lower"))
     m, r = at[at["mode"] == "mmap"].mean(numeric_only=True), at[at["mode"] == "read"].mean(numeric_only=True)
+    f.data["exercise"] = _exercise(at, m, r, itemsize)
     if m.get("majflt") and pd.notna(m.get("read_bytes")):
         f.add(Fact("theory.mmap.per_fault", float(m["read_bytes"] / m["majflt"] / 1024), "KiB",
                    "brought in per major page fault under mmap", "amount", None))

@@ -20,7 +20,7 @@ from datajourney.chapters.c10_mmap_vs_read.analysis import (  # noqa: F401 - use
 from datajourney.chapters.c10_mmap_vs_read.analysis import analyse as _analyse
 from datajourney.chapters.c10_mmap_vs_read.analysis import headline_cache as _cache_for_headline
 from datajourney.chapters.c10_mmap_vs_read.analysis import largest as _largest
-from datajourney.chapters.common import facts_reader
+from datajourney.chapters.common import facts_reader, on_paper
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening, choose
@@ -175,6 +175,50 @@ def theory_table(res: Result) -> pd.DataFrame:
     out = g.groupby(["mode", "seq", "batch"])[["bytes_per_sample", "samples_per_s", "needed_MBps", "storage_MBps",
                                                 "amplification"]].mean().reset_index()
     return out.assign(mode=out["mode"].map(MODE_NAMES))
+
+
+def _bytes(n: float) -> str:
+    """A byte count in decimal units that read by hand: '180 MB', '16.4 kB', '512 B'."""
+    return num(n / 1e6, "MB") if n >= 1e6 else num(n / 1e3, "kB") if n >= 1e3 else num(n, "B")
+
+
+def paper_exercise(facts) -> str:
+    """Read amplification worked by hand at the largest cold point: the bytes its samples hold (samples × tokens ×
+    bytes a token), what ``read()`` and ``mmap`` brought in from storage per byte of them, and what one read call
+    and one major page fault brought in; the answers folded, from this run's facts."""
+    facts = facts_of(facts)
+    ex = facts.data.get("exercise") or {}
+    rd, mm = ex.get("read") or {}, ex.get("mmap") or {}
+    if not ex.get("samples") or not ex.get("sample_bytes") or not (rd.get("bytes") or mm.get("bytes")):
+        why = {"no cold runs": "cold runs", "no counters": "the kernel's byte counters"}.get(
+            getattr(facts.get("theory"), "value", None), "cold runs with the kernel's byte counters")
+        return f"The exercise on paper needs what the loader brought in from storage, cold: this run has no {why}."
+    n, seq, size, held = ex["samples"], ex["seq"], ex["itemsize"], ex["sample_bytes"]
+    brought = [(MODE_NAMES[m], d["bytes"]) for m, d in (("read", rd), ("mmap", mm)) if d.get("bytes") is not None]
+    intro = (f"**Work it out.** At the largest point of the sweep, cold (sequence {num(seq)}, batch "
+             f"{num(ex['batch'])}), the loader delivered **{num(n)}** samples of {num(seq + 1)} tokens (each sample "
+             f"carries one token more than its sequence, for the shifted labels), {size} bytes a token. From storage "
+             "the process brought in " + " and ".join(
+                 f"**{_bytes(b)}** under {name}" for name, b in brought) + " (the kernel's count; "
+             "kB = 10³ and MB = 10⁶ bytes).")
+    questions = ["How many bytes do the samples hold?"]
+    answers = [f"{num(n)} × {num(seq + 1)} × {size} = **{_bytes(held)}** ({held:,.0f} bytes)."]
+    for name, b in brought:
+        questions.append(f"How many bytes did {name} bring in per byte the samples hold?")
+        answers.append(f"{_bytes(b)} ÷ {_bytes(held)} = **{num(b / held, '×')}**.")
+    each = [("read call", rd["calls"], rd["bytes"], MODE_NAMES["read"])
+            if rd.get("calls") and rd.get("bytes") is not None else None,
+            ("major page fault", mm["faults"], mm["bytes"], MODE_NAMES["mmap"])
+            if mm.get("faults") and mm.get("bytes") is not None else None]
+    each = [e for e in each if e is not None]
+    if each:
+        questions.append("On average, how much did " + " and ".join(
+            f"one {what} under {name} bring in (**{num(k)}** of them)" for what, k, _, name in each) + "?")
+        answers.append("; ".join(f"{name}: {_bytes(b)} ÷ {num(k)} = **{num(b / k / 1024, 'KiB')}** a "
+                                 f"{what}" for what, k, b, name in each)
+                       + (f", against a readahead window of {_v(facts, 'read_ahead_kb')}" if "read_ahead_kb" in facts
+                          else "") + ".")
+    return on_paper(intro, questions, answers)
 
 
 def theory_note(facts: Facts) -> str:

@@ -10,11 +10,11 @@ from datajourney.chapters.c11_gpu_to_gpu import analysis
 from datajourney.chapters.c11_gpu_to_gpu.analysis import CHAPTER, PATH_ENV, option_words, path_words, topology_table
 from datajourney.chapters.c11_gpu_to_gpu.analysis import analyse as _analyse
 from datajourney.chapters.c11_gpu_to_gpu.reading import rung_label
-from datajourney.chapters.common import facts_reader
+from datajourney.chapters.common import facts_reader, on_paper
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num, size_label
+from datajourney.core.units import num, pct, size_label
 from datajourney.toolkit.collectives import bench_summary
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
@@ -790,3 +790,57 @@ def scaling_display(steps: pd.DataFrame) -> pd.DataFrame:
                          "% of one GPU": steps["pct"],
                          "NCCL share of the step": [None if v is None or pd.isna(v) else say.share(v)
                                                     for v in steps["nccl_share"]]})
+
+
+# --------------------------------------------------------------------------- an exercise on paper
+def paper_exercise(facts) -> str:
+    """The ring all-reduce's time worked by hand, ``T = 2(n−1)/n · S / busbw``, for one step's gradients at the bus
+    bandwidth the collective benchmark measured at that size (the path DDP ran on), against the NCCL time the
+    profiler saw in one-bucket DDP training (and the same all-reduces alone), and the steps/s the exposed part
+    alone would leave; the answers folded, from this run's facts."""
+    facts = facts_of(facts)
+    gx = facts.data.get("gradient_exchange") or {}
+    path = (gx.get("paths") or {}).get(gx.get("default")) or {}
+    n, grad, bus = gx.get("world"), gx.get("grad_bytes"), path.get("busbw_GBps")
+    if not n or n < 2 or not grad or not bus:
+        return ("The exercise on paper needs the gradients' size and the all-reduce bandwidth measured on at least "
+                "two processes, which this run does not hold (one process, or no collective benchmark).")
+    t = 2 * (n - 1) / n * grad / (bus * 1e9) * 1e3
+    work = facts.data.get("workload") or {}
+    model, dev = work.get("model_words") or "the model", "GPU" if work.get("cuda", gx.get("cuda")) else "process"
+    intro = (f"**Work it out.** Each step, DDP all-reduces {model}'s gradients, **S = {grad:,} bytes**, across "
+             f"**n = {n}** processes. In a ring all-reduce each {dev} sends and receives 2(n−1)/n · S bytes, and the "
+             f"bus bandwidth busbw is that traffic ÷ the time; the collective benchmark measured **busbw = "
+             f"{num(bus, 'GB/s')}** at this size ({path_words(gx['default'])}; GB = 10⁹ bytes).")
+    questions = ["How long should one all-reduce of all the gradients take (T = 2(n−1)/n · S ÷ busbw)?"]
+    answers = [f"2 × {n - 1} ÷ {n} × {grad:,} B ÷ {num(bus, 'GB/s')} = **{num(t, 'ms')}**."]
+    rows = [r for r in (facts.data.get("loss") or {}).get("rows") or [] if r.get("processes") == n]
+    row = rows[0] if rows else {}
+    train, alone = row.get("nccl_train_ms"), row.get("nccl_alone_ms")
+    plain = row.get("t_plain_ms") or gx.get("step_ms")
+    if train:
+        questions.append(f"The profiler saw NCCL's kernels take **{num(train, 'ms')}** per step in one-bucket DDP "
+                         "training" + (f", and **{num(alone, 'ms')}** for the same all-reduces run alone" if alone
+                                       else "") + ". How many times your T is each?")
+        answers.append(f"{num(train, 'ms')} ÷ {num(t, 'ms')} = **{num(train / t, '×')}** in training"
+                       + (f"; {num(alone, 'ms')} ÷ {num(t, 'ms')} = **{num(alone / t, '×')}** alone" if alone else "")
+                       + ".")
+    measured = path.get("ddp_steps_per_s")
+    if plain and measured:
+        ddp = 1e3 / measured
+        grew = ddp - plain
+        questions.append(f"One {dev} without DDP took **{num(plain, 'ms')}** a step; one-bucket DDP on {n} "
+                         f"{dev}{'s' if dev == 'GPU' else 'es'} ran **{num(measured, 'steps/s')}**. How much longer "
+                         "is its step, and what share of that is your T?")
+        if grew <= 0:
+            answers.append(f"1,000 ms ÷ {num(measured, 'steps/s')} = {num(ddp, 'ms')}, no longer than "
+                           f"{num(plain, 'ms')}: DDP no slower than one {dev} without it is a measurement problem "
+                           "(the two runs' timing), not a result.")
+        else:
+            answers.append(f"1,000 ms ÷ {num(measured, 'steps/s')} = {num(ddp, 'ms')}, **{num(grew, 'ms')}** longer; "
+                           f"{num(t, 'ms')} ÷ {num(grew, 'ms')} = **{pct(t / grew)}**"
+                           + (": more than the step grew, so part of the all-reduce ran beside other work."
+                              if t > grew else ": the rest is DDP's other costs (its bookkeeping, and the "
+                                               "all-reduce slowed or left exposed), which the section on where each "
+                                               f"{dev}'s loss goes splits."))
+    return on_paper(intro, questions, answers)

@@ -1,0 +1,262 @@
+"""Chapters 4, 5, 6, 9, 10 and 11: the exercise a reader works out with a pen, tied to each chapter's mechanism
+(W ≥ D·B/G, the padding efficiency η, the link's peak n·r·e/8, Little's law, read amplification, the ring
+all-reduce's T). Each expected answer here is worked from the committed reference's raw tables, not from the
+page's facts; a result without what the exercise needs gets the line that says so, never a number; chapter 9's
+shares of the PCIe link stay at or under its ceiling."""
+import math
+import re
+from dataclasses import replace
+
+import pytest
+from test_on_paper import _folded
+
+from datajourney.chapters.c04_cpu_starvation import analysis as an4
+from datajourney.chapters.c04_cpu_starvation import page as p4
+from datajourney.chapters.c05_padding_tax import page as p5
+from datajourney.chapters.c06_pcie import page as p6
+from datajourney.chapters.c06_pcie.rules import LINE_RATE, PER_LANE_GBPS
+from datajourney.chapters.c09_reading_smarter import analysis as an9
+from datajourney.chapters.c09_reading_smarter import page as p9
+from datajourney.chapters.c10_mmap_vs_read import page as p10
+from datajourney.chapters.c11_gpu_to_gpu import analysis as an11
+from datajourney.chapters.c11_gpu_to_gpu import page as p11
+from datajourney.core import results
+from datajourney.core.units import num, pct
+
+MISSING = "The exercise on paper needs"
+
+
+def _hosts(chapter: str) -> list[str]:
+    return [h for h in results.reference_hosts() if results.load_reference(chapter, h) is not None]
+
+
+def _with(res, name: str, table):
+    """A copy of ``res`` whose table ``name`` is ``table`` (its stored facts dropped: the page analyses it now)."""
+    return replace(res, tables={**res.tables, name: table}, facts=None)
+
+
+def _missing(text: str) -> None:
+    assert text.startswith(MISSING) and "<details>" not in text and "**" not in text, text
+
+
+# --------------------------------------------------------------------------- chapter 4: W ≥ D·B/G
+@pytest.mark.parametrize("host", _hosts("04_cpu_starvation"))
+def test_chapter_4_on_paper_sizes_the_workers_from_d_b_and_g(host):
+    res = results.load_reference("04_cpu_starvation", host)
+    ask, answers = _folded(p4.paper_exercise(res))
+    sw = res.table("summary")
+    sw = sw[(sw["experiment"] == "worker sweep") & (sw["work"] == "tokenize")]
+    d, b, g = float(sw["d_ms"].iloc[0]), int(sw["batch_size"].iloc[0]), an4.calibrated_step(res)
+    assert f"**D = {num(d, 'ms')}**" in ask and f"**B = {b}**" in ask and f"**G = {num(g, 'ms')}**" in ask
+    assert "tokenising" in ask
+    assert f"**{num(d * b, 'ms')}** per batch" in answers
+    assert f"**{math.ceil(d * b / g)} workers**" in answers
+    need = math.ceil(0.9 * d * b / g)
+    assert f"so **{need} workers**." in answers
+    at = sw.loc[sw["workers"] == need, "step_ms"]
+    if at.empty:   # the sweep did not run that count: no question on its AU
+        assert "AU is that" not in ask
+    else:
+        au = g / float(at.iloc[0])
+        assert f"**{pct(au)}**" in answers and ("falls short of" if au < 0.9 else "reaches") in answers
+    # twice the cost per sample: twice the workers the model asks for (every answer moves with the data)
+    s = res.table("summary").copy()
+    s.loc[s["work"] == "tokenize", "d_ms"] *= 2
+    assert f"**{math.ceil(2 * d * b / g)} workers**" in _folded(p4.paper_exercise(_with(res, "summary", s)))[1]
+
+
+@pytest.mark.parametrize("host", _hosts("04_cpu_starvation"))
+def test_chapter_4_on_paper_without_a_worker_sweep_says_so(host):
+    res = results.load_reference("04_cpu_starvation", host)
+    s = res.table("summary")
+    _missing(p4.paper_exercise(_with(res, "summary", s[s["experiment"] != "worker sweep"])))
+
+
+# --------------------------------------------------------------------------- chapter 5: η of the first batch
+@pytest.mark.parametrize("host", _hosts("05_padding_tax"))
+def test_chapter_5_on_paper_works_eta_from_the_first_batch(host):
+    res = results.load_reference("05_padding_tax", host)
+    ask, answers = _folded(p5.paper_exercise(res))
+    fb = res.table("first_batch").set_index("strategy")
+    ctx, longest, packed = fb.loc["pad_to_context"], fb.loc["pad_to_longest"], fb.loc["greedy_pack"]
+    real, b, c = int(ctx["real_tokens"]), int(ctx["samples"]), int(ctx["row_len"])
+    assert f"**{b}** samples with **{real:,}** real tokens" in ask and f"**{c:,}** positions" in ask
+    eta = real / (b * c)
+    assert f"= **{100 * eta:.3g}%**" in answers
+    assert f"= **{pct(real / (b * int(longest['row_len'])))}**" in answers
+    assert f"**{num(float(packed['efficiency']) / eta, '×')}**" in answers
+    assert eta == pytest.approx(float(ctx["efficiency"]))   # the η the page works out is the one the run stored
+
+
+@pytest.mark.parametrize("host", _hosts("05_padding_tax"))
+def test_chapter_5_on_paper_without_the_padded_first_batch_says_so(host):
+    res = results.load_reference("05_padding_tax", host)
+    fb = res.table("first_batch")
+    _missing(p5.paper_exercise(_with(res, "first_batch", fb[fb["strategy"] != "pad_to_context"])))
+
+
+# --------------------------------------------------------------------------- chapter 6: the link's peak
+def _pinned_h2d(res) -> tuple[int, float]:
+    b = res.table("bandwidth")
+    b = b[(b["direction"] == "H2D") & (b["memory"] == "pinned") & (b["clock"] == b["clock"].iloc[0])]
+    top = b[b["size"] == b["size"].max()]
+    return int(top["size"].iloc[0]), float(top["median"].iloc[0])
+
+
+@pytest.mark.parametrize("host", _hosts("06_pcie"))
+def test_chapter_6_on_paper_works_the_peak_from_lanes_rate_and_encoding(host):
+    res = results.load_reference("06_pcie", host)
+    link = res.metadata["link"]
+    gen, width = link["gen_max"], link["width_max"]
+    rate, bits, line = LINE_RATE[gen]
+    peak = width * rate * bits / line / 8
+    assert peak == pytest.approx(link["peak_GBps"]) and PER_LANE_GBPS[gen] * width == pytest.approx(peak)
+    ask, answers = _folded(p6.paper_exercise(res))
+    assert f"**{width} lanes**" in ask and f"**{rate:g} GT/s**" in ask and f"{bits}b/{line}b" in ask
+    size, gbps = _pinned_h2d(res)
+    assert f"= **{num(peak, 'GB/s')}**" in answers and f"= **{pct(gbps / peak)}**" in answers
+    assert "measurement problem" not in answers
+    assert f"**{p6.short_time(size / (gbps * 1e9))}** pinned" in answers
+
+
+@pytest.mark.parametrize("host", _hosts("06_pcie"))
+def test_chapter_6_on_paper_names_a_copy_above_the_peak_a_measurement_problem(host):
+    res = results.load_reference("06_pcie", host)
+    b = res.table("bandwidth").copy()
+    b.loc[(b["direction"] == "H2D") & (b["memory"] == "pinned"), "median"] *= 1.5   # above the link's peak
+    res = replace(_with(res, "bandwidth", b), metadata={**res.metadata, "link": dict(res.metadata["link"])})
+    answers = _folded(p6.paper_exercise(res))[1]
+    assert "measurement problem" in answers and "pageable" not in answers
+
+
+@pytest.mark.parametrize("host", _hosts("06_pcie"))
+def test_chapter_6_on_paper_without_the_link_says_so(host):
+    res = results.load_reference("06_pcie", host)
+    link = {k: v for k, v in res.metadata["link"].items() if k != "peak_GBps"}
+    _missing(p6.paper_exercise(replace(res, metadata={**res.metadata, "link": link}, facts=None)))
+
+
+# --------------------------------------------------------------------------- chapter 9: Little's law
+@pytest.mark.parametrize("host", _hosts("09_reading_smarter"))
+def test_chapter_9_on_paper_applies_littles_law_to_the_pread_table(host):
+    res = results.load_reference("09_reading_smarter", host)
+    ask, answers = _folded(p9.paper_exercise(res))
+    r = res.table("random")
+    pread = r[r["mode"].isin(["pread, 1 thread", "pread, thread pool"])]
+    for t, g in pread.groupby("threads"):
+        if t not in (pread["threads"].min(), pread["threads"].max()):
+            continue
+        lat, iops = g["mean_us"].mean(), g["IOPS"].mean()
+        assert f"**{num(lat, 'µs')}**" in ask
+        assert f"{t} ÷ {num(lat, 'µs')} = **{num(t / (lat * 1e-6), 'IOPS')}**" in answers
+        assert f"measured {num(iops, 'IOPS')}, {pct(iops / (t / (lat * 1e-6)))} of it" in answers
+    top = pread[pread["threads"] == pread["threads"].max()]
+    depth, iops = top["dev_queue_depth"].mean(), top["IOPS"].mean()
+    assert f"= **{num(depth / iops * 1e6, 'µs')}**" in answers
+
+
+@pytest.mark.parametrize("host", _hosts("09_reading_smarter"))
+def test_chapter_9_on_paper_without_random_reads_says_so(host):
+    res = results.load_reference("09_reading_smarter", host)
+    _missing(p9.paper_exercise(_with(res, "random", res.table("random").iloc[0:0])))
+
+
+@pytest.mark.parametrize("host", _hosts("09_reading_smarter"))
+def test_chapter_9_shares_of_the_pcie_link_never_pass_its_ceiling(host):
+    """Path (e)'s copy from pinned RAM printed 102% "of the PCIe copy", a ceiling the glossary says nothing
+    exceeds: it is the same pinned copy, so the ceiling is the fastest of both, and the page says which."""
+    res = results.load_reference("09_reading_smarter", host)
+    g = res.table("gpu").copy()
+    copy_only = g["path"] == an9.COPY_ONLY
+    assert copy_only.any()
+    top = max(an9.pcie_copy_runs(res))
+    g.loc[copy_only, "GBps"] = g.loc[copy_only, "GBps"] / g.loc[copy_only, "GBps"].min() * top * 1.02
+    faster = _with(res, "gpu", g)
+    share = p9.gpu_table(faster)["% of the PCIe copy"].dropna()
+    assert not share.empty and share.max() <= 100 + 1e-9, share.tolist()
+    assert an9.pcie_ceiling(faster) == pytest.approx(g.loc[copy_only, "GBps"].max())
+    assert "a run of path (e)'s copy from pinned RAM" in p9.ceilings_text(p9.facts_of(faster))
+    # where the independent copy is the fastest, the page says so
+    g.loc[copy_only, "GBps"] = top / 2
+    assert "the independent copy's fastest repeat" in p9.ceilings_text(p9.facts_of(_with(res, "gpu", g)))
+
+
+# --------------------------------------------------------------------------- chapter 10: read amplification
+@pytest.mark.parametrize("host", _hosts("10_mmap_vs_read"))
+def test_chapter_10_on_paper_divides_the_bytes_brought_in_by_the_samples_bytes(host):
+    res = results.load_reference("10_mmap_vs_read", host)
+    ask, answers = _folded(p10.paper_exercise(res))
+    s = res.table("sweep")
+    cold = s[(s["cache"] == "cold") & (s["part"] == s["part"].iloc[0])]
+    seq = cold["seq"].max()
+    at = cold[(cold["seq"] == seq) & (cold["batch"] == cold[cold["seq"] == seq]["batch"].max())]
+    n, held = at["samples"].mean(), at["app_bytes"].mean()
+    assert held == pytest.approx(n * (seq + 1) * res.metadata.get("itemsize", 2))
+    assert f"**{num(n)}** samples of {num(seq + 1)} tokens" in ask
+    assert f"= **{p10._bytes(held)}**" in answers
+    for mode in ("read", "mmap"):
+        m = at[at["mode"] == mode]
+        got = m["read_bytes"].mean()
+        assert f"{p10._bytes(got)} ÷ {p10._bytes(held)} = **{num(got / held, '×')}**" in answers
+        k = m["syscr" if mode == "read" else "majflt"].mean()
+        assert f"= **{num(got / k / 1024, 'KiB')}**" in answers
+
+
+@pytest.mark.parametrize("host", _hosts("10_mmap_vs_read"))
+def test_chapter_10_on_paper_without_cold_runs_says_so(host):
+    res = results.load_reference("10_mmap_vs_read", host)
+    s = res.table("sweep")
+    text = p10.paper_exercise(_with(res, "sweep", s[s["cache"] != "cold"]))
+    _missing(text)
+    assert "cold runs" in text
+
+
+# --------------------------------------------------------------------------- chapter 11: the ring all-reduce
+@pytest.mark.parametrize("host", _hosts("11_gpu_to_gpu"))
+def test_chapter_11_on_paper_times_the_gradients_ring_all_reduce(host):
+    res = results.load_reference("11_gpu_to_gpu", host)
+    ask, answers = _folded(p11.paper_exercise(res))
+    r = res.table("rungs")
+    r = r[r["status"] == "ok"]
+    ddp = r[(r["world"] > 1) & (r["rung"] == "ddp")].iloc[0]
+    n, grad = int(ddp["world"]), int(r[r["rung"] == "no_ddp"]["grad_bytes"].iloc[0])
+    gx = an11.gradient_exchange(res)
+    bus = gx["paths"][gx["default"]]["busbw_GBps"]
+    t = 2 * (n - 1) / n * grad / (bus * 1e9) * 1e3
+    # the ring's traffic over busbw is the gradients over the algorithm bandwidth the model of chapter 12 uses
+    assert t == pytest.approx(gx["paths"][gx["default"]]["allreduce_ms"], rel=1e-6)
+    assert f"**S = {grad:,} bytes**" in ask and f"**n = {n}**" in ask and f"**busbw = {num(bus, 'GB/s')}**" in ask
+    assert f"= **{num(t, 'ms')}**" in answers
+    p = res.table("prediction")
+    profiled = float(p[(p["path"] == gx["default"]) & (p["rung"] == "ddp")]["profiled_nccl_ms"].iloc[0])
+    if n == 2:   # the profiled rung of the loss split is the prediction table's one-bucket rung on n GPUs
+        assert f"= **{num(profiled / t, '×')}** in training" in answers
+    grew = 1e3 / float(ddp["steps_per_s"]) - 1e3 / float(r[r["rung"] == "no_ddp"]["steps_per_s"].iloc[0])
+    assert f"**{num(grew, 'ms')}** longer" in answers and f"= **{pct(t / grew)}**" in answers
+
+
+@pytest.mark.parametrize("host", _hosts("11_gpu_to_gpu"))
+def test_chapter_11_on_paper_on_one_process_says_so(host):
+    res = results.load_reference("11_gpu_to_gpu", host)
+    r = res.table("rungs")
+    _missing(p11.paper_exercise(_with(res, "rungs", r[r["world"] == 1])))
+
+
+def test_every_exercise_on_paper_states_its_numbers_in_bold_and_answers_each_question():
+    """Every chapter's block on the committed reference: numbered questions, as many folded answers, each answer
+    ending in a bold computed result."""
+    for chapter, page in (("04_cpu_starvation", p4), ("05_padding_tax", p5), ("06_pcie", p6),
+                          ("09_reading_smarter", p9), ("10_mmap_vs_read", p10), ("11_gpu_to_gpu", p11)):
+        for host in _hosts(chapter):
+            ask, answers = _folded(page.paper_exercise(results.load_reference(chapter, host)))
+            asked = re.findall(r"^\d+\. ", ask, re.M)
+            worked = re.findall(r"^\d+\. .*\*\*[^*\n]+\*\*", answers, re.M)
+            assert len(asked) >= 2 and len(worked) == len(asked), (chapter, host, answers)
+
+
+@pytest.mark.parametrize("host", _hosts("11_gpu_to_gpu"))
+def test_chapter_11_on_paper_of_a_cpu_run_speaks_of_processes(host):
+    """A run without CUDA all-reduces between processes (gloo): its exercise names no GPU."""
+    res = results.load_reference("11_gpu_to_gpu", host)
+    text = p11.paper_exercise(replace(res, metadata={**res.metadata, "cuda": False}, facts=None))
+    assert "**n = " in text and "GPU" not in text, text
