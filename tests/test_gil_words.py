@@ -1,0 +1,101 @@
+"""Chapter 8's notes word the facts its analysis stored, never the result's tables: each note is given the facts
+alone (no result), and each direction it words flips when the reference result's data are reversed."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from datajourney.chapters.c08_threads_processes_gil import analysis, page
+from datajourney.core import results
+
+CHAPTER = analysis.CHAPTER
+
+
+@pytest.fixture(scope="module")
+def ref():
+    """The one-H100 reference: it holds the niced feeds, the hybrid at both priorities and the collate check."""
+    return results.load_reference(CHAPTER, "h100")
+
+
+def _edited(res, **tables):
+    out = copy.deepcopy(res)
+    out.tables.update(tables)
+    out.facts = None
+    return out
+
+
+def _model(res, loader: str, nice: int, pct: float):
+    m = res.table("model").copy()
+    m.loc[(m["loader"] == loader) & (m["nice"].fillna(0).astype(int) == nice), "pct_of_ceiling"] = [pct, pct + 0.5]
+    return m
+
+
+def test_niced_and_hybrid_feeds_are_facts_whose_words_flip_with_the_data(ref):
+    f = analysis.analyse(ref)
+    assert f["feeds.nice"].value == "level" and "made no difference" in page.nice_hybrid_note(f)
+    helped = analysis.analyse(_edited(ref, model=_model(ref, "dataloader", 10, 99.0)))
+    cost = analysis.analyse(_edited(ref, model=_model(ref, "dataloader", 10, 50.0)))
+    assert (helped["feeds.nice"].value, cost["feeds.nice"].value) == ("helped", "cost")
+    assert "the lower priority helped" in page.nice_hybrid_note(helped)
+    assert "the lower priority cost more than it gave" in page.nice_hybrid_note(cost)
+    # the hybrid behind the plain DataLoader at both priorities, and its niced runs ahead of its nice-0 runs
+    m = _model(_edited(ref, model=_model(ref, "hybrid", 0, 20.0)), "hybrid", 10, 40.0)
+    behind = analysis.analyse(_edited(ref, model=m))
+    note = page.nice_hybrid_note(behind)
+    assert behind["feeds.hybrid.vs_dataloader"].value == "behind" and "behind the plain DataLoader" in note
+    assert "at its best (nice 10) it reached 40.2%" in note and "at nice 10 against nice 0 it was faster" in note
+    assert "ahead of" in page.nice_hybrid_note(f) and "behind" not in page.nice_hybrid_note(f)
+
+
+def test_cold_note_words_what_was_left_in_the_cache(ref):
+    assert "none of them was still resident" in page.cold_note(analysis.analyse(ref))
+    lo = ref.table("loaders").copy()
+    lo.loc[lo.index[0], "resident_at_start"] = 0.3
+    f = analysis.analyse(_edited(ref, loaders=lo))
+    assert f.data["cold"]["left"] == "some"
+    assert "at most 30% of them" in page.cold_note(f) and "none of them" not in page.cold_note(f)
+
+
+def test_ipc_note_words_the_extra_time_or_its_absence(ref):
+    f = analysis.analyse(ref)
+    assert all(r["verdict"] == "extra" for r in f.data["ipc"]) and "(+2.93 ms, 2.9% of the CPU" in page.ipc_text(f)
+    ipc = ref.table("ipc").copy()
+    one = ipc["workers"] == 1
+    ipc.loc[one, "ms_per_batch"] = ipc.loc[ipc["workers"] == 0, "ms_per_batch"].to_numpy() / 2
+    g = analysis.analyse(_edited(ref, ipc=ipc))
+    assert {r["verdict"] for r in g.data["ipc"]} == {"none"}
+    assert page.ipc_text(g).count("(no extra cost measured)") == 3 and "+" not in page.ipc_text(g)
+    assert "did not run" in page.ipc_text(analysis.analyse(_edited(ref, ipc=ipc.iloc[0:0])))
+
+
+def test_spdl_limit_is_stored_with_the_facts_and_its_cause_flips_with_the_stages(ref):
+    f = analysis.analyse(ref)
+    lim = f.data["spdl"]["limits"]["spdl/pillow"]
+    assert (lim["cause"], lim["waits"]) == ("none", "stages") and "stages waited on each other" in \
+        page.spdl_limit_note(f)
+    st = ref.table("spdl_stages").copy()
+    pil = (st["loader"] == "spdl") & (st["decoder"] == "pillow")
+    st.loc[pil & (st["stage"] == "sink"), "out_occupancy"] = 0.9    # batches wait for the consumer
+    g = analysis.analyse(_edited(ref, spdl_stages=st))
+    assert g.data["spdl"]["limits"]["spdl/pillow"]["waits"] == "consumer"
+    assert "the loop that takes them (the copy to the device) set the pace" in page.spdl_limit_note(g)
+    st.loc[pil & (st["stage"] == "collate"), "busy"] = 0.97          # the collate stage saturated
+    h = analysis.analyse(_edited(ref, spdl_stages=st))
+    assert h.data["spdl"]["limits"]["spdl/pillow"]["cause"] == "stage"
+    assert "the collate stage, after decoding, limits the pipeline" in page.spdl_limit_note(h)
+    # the collate check reads the limit of the pipeline without its collate copy from the same stored data
+    assert "the busiest stage then was decode" in page.finding_collate(f).text
+    assert "no single stage" in page.collate_note(f)
+
+
+def test_paper_note_words_the_run_of_the_question_from_the_facts(ref):
+    off = copy.deepcopy(ref)
+    off.metadata["paper_skipped"] = "off"
+    assert page.paper_note(analysis.analyse(off)) == "The SPDL question was switched off (`paper = False`)."
+    lowered = copy.deepcopy(ref)
+    lowered.metadata["paper"] = dict(lowered.metadata["paper"], transforms="numpy",
+                                     clamped=[dict(what="concurrency", wanted=64, got=16)])
+    note = page.paper_note(analysis.analyse(lowered))
+    assert "concurrency 64 → 16" in note and "the transforms ran as the same arithmetic in NumPy" in note
+    assert "lowered" not in page.paper_note(analysis.analyse(ref))
