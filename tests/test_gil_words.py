@@ -99,3 +99,41 @@ def test_paper_note_words_the_run_of_the_question_from_the_facts(ref):
     note = page.paper_note(analysis.analyse(lowered))
     assert "concurrency 64 → 16" in note and "the transforms ran as the same arithmetic in NumPy" in note
     assert "lowered" not in page.paper_note(analysis.analyse(ref))
+
+
+def test_loaders_keep_one_colour_per_kind_and_their_decoder_as_the_dash(ref):
+    """Seven loaders took every colour, so their neighbours could not keep apart: a kind now keeps one colour of its
+    own (the pools' two are left to sections 1 and 2), its decoder told by the line's dash and marker."""
+    from datajourney.chapters.c08_threads_processes_gil import charts
+
+    fig = charts.loader_chart(page.loader_lines(ref))
+    by_kind, styles = {}, set()
+    for t in fig.data:
+        by_kind.setdefault(t.name.split(" · ")[-1], set()).add(t.line.color)
+        styles.add((t.name.split(" · ")[-1], t.line.dash))
+    assert all(len(c) == 1 for c in by_kind.values()) and len(by_kind) == len({c for v in by_kind.values() for c in v})
+    assert not {c for v in by_kind.values() for c in v} & {charts.charts.PALETTE[0], charts.charts.PALETTE[1]}
+    assert ("SPDL pipeline", "dot") in styles and ("SPDL pipeline", "solid") in styles       # Pillow, spdl.io
+    assert fig.layout.legend.title.text == "decoder · loader"
+
+
+def test_first_batch_chart_has_the_start_methods_on_its_axis_and_a_words_legend(ref):
+    """One x value (4 workers) on a 3–5 axis, and "start_method" as the legend's title."""
+    from datajourney.chapters.c08_threads_processes_gil import charts
+    from datajourney.core.charts import tidy
+
+    d = tidy(charts.startup_chart(page.startup_lines(ref)).to_dict())
+    assert d["layout"]["xaxis"]["type"] == "category"
+    assert [list(t["x"]) for t in d["data"]] == [["fork", "spawn"]] * 2
+    assert d["layout"]["legend"]["title"]["text"] == "Dataset" and "start_method" not in str(d["layout"])
+    assert [t["name"] for t in d["data"]] == ["empty Dataset", "1,281,167 paths"]
+
+
+def test_epoch_chart_keeps_half_seconds_on_its_time_axis(ref):
+    """Ticks every 0.5 s printed as integers read "0, 1, 1, 2, 2": the time axis has no format that rounds them."""
+    from datajourney.core.charts import tidy
+
+    d = tidy(page.epoch_chart(ref).to_dict())
+    for name, axis in d["layout"].items():
+        if name.startswith("xaxis"):
+            assert not axis.get("tickformat") and axis.get("tickmode") != "linear", axis

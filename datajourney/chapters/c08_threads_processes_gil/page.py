@@ -100,7 +100,7 @@ def epoch_lines(res) -> pd.DataFrame:
     rows = []
     for (loader, storage, t), g in mem.groupby(["loader", "storage", "t"], sort=False):
         w = g[g["process"] != "main"]
-        held = "paths in a " + ("Python list" if storage == "list" else "NumPy array")
+        held = "Python list" if storage == "list" else "NumPy array"
         base = dict(loader=gil.LABELS.get(loader, loader), paths=held, t=t)
         rows.append(dict(base, series="main process", mb=float(g[g["process"] == "main"]["pss_bytes"].sum()) / 1e6))
         if len(w):
@@ -114,7 +114,7 @@ def epoch_chart(res):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from datajourney.core.charts import PALETTE
+    from datajourney.chapters.c08_threads_processes_gil.charts import EPOCH_COLOURS
 
     d = epoch_lines(res)
     panels = list(dict.fromkeys(d["loader"]))
@@ -122,19 +122,21 @@ def epoch_chart(res):
                         horizontal_spacing=0.05)
     series = sorted({(p, s) for p, s in zip(d["paths"], d["series"], strict=True)})
     for ci, panel in enumerate(panels, start=1):
-        for i, (paths, name) in enumerate(series):
+        for paths, name in series:
             g = d[(d["loader"] == panel) & (d["paths"] == paths) & (d["series"] == name)].sort_values("t")
             if g.empty:
                 continue
-            label = f"{name}, {paths}"
+            label = f"{paths} · {name}"
             fig.add_trace(go.Scatter(x=g["t"], y=g["mb"], mode="lines+markers", name=label, legendgroup=label,
-                                     showlegend=ci == 1, line=dict(color=PALETTE[i % len(PALETTE)],
+                                     showlegend=ci == 1, line=dict(color=EPOCH_COLOURS.get(name),
                                                                    dash="solid" if "list" in paths else "dot"),
                                      hovertemplate=f"<b>{label}</b><br>%{{x:.1f}} s: %{{y:,.0f}} MB<extra></extra>"),
                           row=1, col=ci)
-    fig.update_layout(title="Memory (PSS) over one epoch of the paths Dataset", legend_title_text="",
+    fig.update_layout(title="Memory (PSS) over one epoch of the paths Dataset",
+                      legend_title_text="paths held as · process",
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
-    fig.update_xaxes(title_text="seconds into the epoch", tickformat="~g")   # an epoch may last 2 s: 0.5 steps
+    # an epoch may last 2 s: plotly's own tick labels keep the halves ("0.5", "1.5"), a fixed format rounds them
+    fig.update_xaxes(title_text="seconds into the epoch")
     fig.update_yaxes(title_text="PSS (MB, one run)", row=1, col=1, rangemode="tozero", tickformat=",d")
     return fig
 
@@ -354,20 +356,33 @@ def startup_note(facts) -> str:
 
 
 def startup_lines(res) -> pd.DataFrame:
-    st = res.table("startup").copy()
-    st["dataset"] = [f"{n:,} paths" for n in st["n_paths"]]
-    st["series"] = st["start_method"] + ", " + st["dataset"]
-    return st.assign(mean=st["first_batch_s"], min=st["first_batch_s"], max=st["first_batch_s"], n=1)
+    """The start-up sweep as bars: seconds to the first batch by start method, Dataset size and workers (one run)."""
+    st = res.table("startup")
+    return pd.DataFrame({"start method": st["start_method"].astype(str), "paths": st["n_paths"].astype(int),
+                         "Dataset": ["empty Dataset" if n == 0 else f"{n:,} paths" for n in st["n_paths"]],
+                         "DataLoader workers": st["workers"].astype(int),
+                         "mean": st["first_batch_s"], "min": st["first_batch_s"], "max": st["first_batch_s"], "n": 1})
+
+
+#: The loaders' decoders as the loaders chart sets them apart (dash and marker), by loader and decoder.
+def _loader_setting(kind: str, decoder: str) -> str:
+    if kind == "spdl_prealloc":
+        return f"{DECODER_NAMES.get(decoder, decoder)}, no collate copy"
+    return DECODER_NAMES.get(decoder, decoder)
 
 
 def loader_lines(res) -> pd.DataFrame:
-    """Every configuration; of a result with the old windows, only those whose CPU time shows
-    they produced what they counted (the others overstate throughput; they stay in the table)."""
+    """Every configuration; of a result with the old windows, only those whose CPU time shows they produced what
+    they counted (the others overstate throughput; they stay in the table). A series per loader and decoder, named
+    "decoder · kind" (the SPDL pipeline without its collate copy is the SPDL pipeline's kind)."""
     s = loader_summary(res)
     s = s[s["steady"]]
-    s = s.assign(loader=[f"{gil.LABELS.get(k, k)}, {DECODER_NAMES.get(d, d)}" if k != "nvjpeg" else gil.LABELS[k]
-                         for k, d in zip(s["loader"], s["decoder"], strict=True)])
-    return s.sort_values(["loader", "concurrency"])
+    kinds = [gil.LABELS["spdl" if k == "spdl_prealloc" else k] if k in gil.LABELS else k for k in s["loader"]]
+    settings = [_loader_setting(k, d) for k, d in zip(s["loader"], s["decoder"], strict=True)]
+    s = s.assign(kind=kinds, setting=settings,
+                 loader=[k if lo == "nvjpeg" else f"{st} · {k}"
+                         for lo, k, st in zip(s["loader"], kinds, settings, strict=True)])
+    return s.sort_values(["kind", "setting", "concurrency"])
 
 
 def window_note(res) -> str:
