@@ -137,3 +137,48 @@ def test_epoch_chart_keeps_half_seconds_on_its_time_axis(ref):
     for name, axis in d["layout"].items():
         if name.startswith("xaxis"):
             assert not axis.get("tickformat") and axis.get("tickmode") != "linear", axis
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return results.load_reference(CHAPTER, "h200")
+
+
+def test_a_quoted_threshold_says_whether_it_is_the_runs_spread_or_the_minimum_effect(h200):
+    """"under the 11.5% that would change it" left the reader to guess what 11.5% was."""
+    f = analysis.analyse(h200)
+    th = f.data["thresholds"]
+    assert th["image_decode.loader"]["source"] == "spread" and th["image_decode.pool.pillow"]["source"] == "min_effect"
+    a = f.advice_for("image_decode.loader")
+    assert a.verdict == "keep" and "under the 11.5% that would change it" in page.advice_words(a, f)
+    assert "The 11.5% is this run's own noise" in page.advice_words(a, f) and "`repeats`" in page.advice_words(a, f)
+    lead, rest = page.advice_words(a, f).split(" The 11.5%")
+    assert page.opening(f).actions[0].text.startswith(lead) and "own noise" in page.paper_note(f)
+    small = copy.deepcopy(f)
+    small.data["thresholds"]["image_decode.loader"].update(source="min_effect", value=0.05)
+    assert "The 5% is the book's minimum effect" in page.advice_words(a, small) and "noise" not in \
+        page.advice_words(a, small)
+    # advice that changes the default quotes no threshold, so none is explained
+    pool = f.advice_for("image_decode.pool.spdl")
+    assert pool.verdict == "change" and page.advice_words(pool, f) == page.say.advice(pool, f)
+
+
+def test_model_table_shows_which_rows_the_findings_leave_out_only_where_some_are(h200):
+    t = page.model_table(h200)
+    assert "timed window" not in t and "in the findings" not in t
+    m = h200.table("model").copy()
+    m.loc[m["loader"] == "nvjpeg", "pct_of_ceiling"] = 150.0
+    t = page.model_table(_edited(h200, model=m))
+    assert set(t["in the findings"]) == {"yes", "no: above the ceiling"}
+
+
+def test_table_columns_print_one_precision_and_decoders_by_their_names(h200):
+    from datajourney.book.report import _cell
+
+    for table, col in ((page.paper_table(h200), "GIL busy (probe), %"), (page.sweep_table(h200), "GIL busy (probe), %"),
+                       (page.sweep_table(h200), "CPU ms per image")):
+        cells = [_cell(v) for v in table[col] if 1 <= v < 100]
+        assert cells and all(len(c.replace(".", "").lstrip("0")) == 3 for c in cells), (col, cells)
+    notes = page.decoder_notes(analysis.analyse(h200))
+    assert "Pillow (Pillow 12.3.0)" in notes and "spdl.io (spdl 0.8.0)" in notes and "measured on this machine" in notes
+    assert "pillow:" not in notes and "**spdl**" not in notes and "—" not in notes

@@ -306,10 +306,18 @@ def calibration_text(facts) -> str:
             "state a per-image cost for its host.")
 
 
-def decoder_notes(res) -> str:
-    """Each decoder on this machine: measured or not, and why."""
-    return "\n".join(f"* **{say.text(k)}**: " + ("measured" if v["run"] else "not measured")
-                     + f" — {say.text(v['note'])}" for k, v in facts_of(res).data.get("decoders", {}).items())
+def decoder_notes(facts) -> str:
+    """The decoders on this machine, by their names, with the version (or the reason) each one's check recorded:
+    those measured, then those not."""
+    decs = facts_of(facts).data.get("decoders", {})
+
+    def named(k, v) -> str:
+        return f"{_dec(k)} ({say.text(v['note'])})" if v.get("note") else _dec(k)
+
+    ran = [named(k, v) for k, v in decs.items() if v["run"]]
+    other = [named(k, v) for k, v in decs.items() if not v["run"]]
+    return " ".join(([f"Decoders measured on this machine: {and_list(ran)}."] if ran else [])
+                    + ([f"Not measured here: {and_list(other)}."] if other else []))
 
 
 def primitive_table(res) -> pd.DataFrame:
@@ -448,8 +456,8 @@ def loader_table(res) -> pd.DataFrame:
         "—" if k == "nvjpeg" else DECODER_NAMES.get(d, d) for k, d in zip(s["loader"], s["decoder"], strict=True)],
         "workers or threads": s["concurrency"], "images/s (mean)": s["mean"],
         f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"], strict=True)]})
-    if old_windows(res):
-        out["timed window"] = ["old: kept" if v else "old: left out" for v in s["steady"]]
+    if not s["steady"].all():   # only results of the old timed windows leave rows out
+        out["in the findings"] = ["yes" if v else "no: old timed window, not steady" for v in s["steady"]]
     out["first batch (s)"] = s["first_batch_s"]
     out["user CPU per image (ms)"] = s["user_ms_per_image"]
     out["system CPU per image (ms)"] = s["system_ms_per_image"]
@@ -551,19 +559,27 @@ def free_threading_text(res) -> str:
             "The published figures for Python 3.13t are shown in the table above, labelled as published.")
 
 
+def _left_out(steady, pcts) -> list[str]:
+    """Why a model-fed row is left out of the findings: above the ceiling (timing noise cannot explain it), or, in a
+    result of the old timed windows, a window too short to be steady."""
+    return ["yes" if ok else "no: above the ceiling" if p > 100 * CEILING_SLACK else "no: old timed window, not steady"
+            for ok, p in zip(steady, pcts, strict=True)]
+
+
 def model_table(res) -> pd.DataFrame:
+    """The model-fed runs, fastest first; a column says which rows the findings leave out, only where some are."""
     s = model_summary(res)
     if s.empty:
         return s
     n = int(s["n"].max())
-    return pd.DataFrame({"feed": s["label"], "timed window": [("old: " if old_windows(res) else "")
-                                                             + ("kept" if v else "left out") for v in s["steady"]],
-                         "images/s (mean)": s["mean"],
-                         f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"],
-                                                                                         strict=True)],
-                         "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
-                         100 * s["wait_share"], "busy cores": s["cpu_cores"]}).sort_values(
-        "images/s (mean)", ascending=False).reset_index(drop=True)
+    out = pd.DataFrame({"feed": s["label"], "images/s (mean)": s["mean"],
+                        f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"],
+                                                                                        strict=True)],
+                        "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
+                        100 * s["wait_share"], "busy cores": s["cpu_cores"]})
+    if not s["steady"].all():
+        out.insert(1, "in the findings", _left_out(s["steady"], s["pct_of_ceiling"]))
+    return out.sort_values("images/s (mean)", ascending=False).reset_index(drop=True)
 
 
 def model_chart(res):
@@ -807,9 +823,8 @@ def paper_table(res) -> pd.DataFrame:
                 busy=("gil_busy_share", "mean"), wait=("gil_wait_ms", "mean"), config=("config", "first")).reset_index()
     return pd.DataFrame({"loader": [PAPER_KIND_NAMES.get(k, k) for k in out["loader"]],
                          "setting": out["config"], "files": out["state"], "runs": out["runs"],
-                         "images/s": out["rate"].round(0), "CPU ms per image": out["cpu"].round(2),
-                         "GIL busy (probe), %": (100 * out["busy"]).round(1),
-                         "probe's wait per wake, ms": out["wait"].round(2)})
+                         "images/s": out["rate"], "CPU ms per image": out["cpu"],
+                         "GIL busy (probe), %": 100 * out["busy"], "probe's wait per wake, ms": out["wait"]})
 
 
 def sweep_busy(res) -> pd.DataFrame:
@@ -860,11 +875,11 @@ def sweep_table(res) -> pd.DataFrame:
                                              cpu=("cpu_ms_per_image", "mean"), gil=("gil_busy_share", "mean"),
                                              lag=("loop_lag_ms", "mean"), cores=("cpu_cores", "mean"))
     g = g.sort_values("rate", ascending=False)
-    return pd.DataFrame({"decode tasks": g.index, "runs": g["runs"].values, "images/s": g["rate"].round(0).values,
-                         "CPU ms per image": g["cpu"].round(2).values, "cores busy": g["cores"].round(1).values,
-                         "GIL busy (probe), %": (100 * g["gil"]).round(1).values,
+    return pd.DataFrame({"decode tasks": g.index, "runs": g["runs"].values, "images/s": g["rate"].values,
+                         "CPU ms per image": g["cpu"].values, "cores busy": g["cores"].values,
+                         "GIL busy (probe), %": (100 * g["gil"]).values,
                          "decode stage busy": [busy_cell(busy.get(c)) if c in busy.index else "—" for c in g.index],
-                         "event loop delay per wake, ms": g["lag"].round(2).values})
+                         "event loop delay per wake, ms": g["lag"].values})
 
 
 GIL_OP_NAMES = {"read": "read the file (Python)", "decode_pillow": "decode + resize, Pillow",
@@ -880,9 +895,9 @@ def gil_table(res) -> pd.DataFrame:
         return df
     df = df[df["op"] != "idle"]
     return pd.DataFrame({"operation": [GIL_OP_NAMES.get(o, o) for o in df["op"]],
-                         "ms per image, one thread": df["ms_per_image"].astype(float).round(3),
-                         "GIL held, % of its time": (100 * df["held_share"].astype(float)).round(1),
-                         "GIL-held ms per image": df["held_ms_per_image"].astype(float).round(3)})
+                         "ms per image, one thread": df["ms_per_image"].astype(float),
+                         "GIL held, % of its time": 100 * df["held_share"].astype(float),
+                         "GIL-held ms per image": df["held_ms_per_image"].astype(float)})
 
 
 def paper_note(facts) -> str | None:
@@ -946,7 +961,7 @@ def paper_note(facts) -> str | None:
               for k in ("paper.dl_pillow.cold", "paper.dl_spdl.cold", "paper.spdl_batch.cold") if f.flagged(k)]
     a = f.advice_for("image_decode.loader")
     if a is not None:
-        parts.append(phrasing.advice(a, f))
+        parts.append(advice_words(a, f))
     if run.get("clamped"):
         parts.append("Some levels were lowered to fit the data set's images (raise `n_images` on a host with "
                      "many cores): " + ", ".join(f"{phrasing.text(c['what'])} {c['wanted']} → {c['got']}"
@@ -1020,6 +1035,28 @@ def _paper_words() -> str:
                                  f"{say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})")
 
 
+def threshold_words(a, facts: Facts) -> str:
+    """What the threshold of a "keep the default" verdict is, where the advice quotes it ("under the 11.5% that would
+    change it"): the runs' own spread, or the book's minimum effect (``data["thresholds"]``); "" where it is not
+    quoted."""
+    t = (facts.data.get("thresholds") or {}).get(a.key)
+    if a.verdict != "keep" or not a.best or a.within is None or t is None or not a.within < t["value"]:
+        return ""
+    if t["source"] == "spread":
+        v = pct(t["value"])
+        return (f" The {v} is this run's own noise: the runs of one candidate lay up to {v} either side of their mean,"
+                " so a smaller gap between candidates cannot be told from run-to-run "
+                f"variation (above the book's {pct(t['min_effect'])} minimum effect; more `repeats` narrow it).")
+    return (f" The {pct(t['value'])} is the book's minimum effect: a smaller gain is not worth changing a default, "
+            "and the runs varied less than that.")
+
+
+def advice_words(a, facts: Facts) -> str:
+    """A piece of advice in the book's one wording (:func:`~datajourney.core.phrasing.advice`), then what its
+    threshold is where it quotes one (:func:`threshold_words`)."""
+    return say.advice(a, facts) + threshold_words(a, facts)
+
+
 def _b(s: str) -> str:
     return f"**{s}**"
 
@@ -1039,7 +1076,7 @@ def finding_primitives(facts, decoder: str | None = None) -> Finding:
             f"{int(p.setting['knee']) if p.setting.get('knee') is not None else '—'}.")
     a = facts.advice_for(f"image_decode.pool.{decoder or p.setting['decoder']}")
     if a is not None:
-        text += " " + say.advice(a, facts)
+        text += " " + advice_words(a, facts)
     return Finding(key, text, c.number, "×")
 
 
@@ -1341,7 +1378,7 @@ def _action_loader(facts: Facts) -> Action | None:
         return None if u is None else Action(
             "No advice on the loader from this run: it measured no DataLoader decoding with Pillow, PyTorch's "
             f"default (its DataLoader decoded with {say.text(u.value)}), and a gain needs its baseline.")
-    return Action(say.advice(a, facts), a.snippet)
+    return Action(advice_words(a, facts), a.snippet)
 
 
 def _action_paths(facts: Facts) -> Action | None:
