@@ -151,12 +151,12 @@ def test_a_quoted_threshold_says_whether_it_is_the_runs_spread_or_the_minimum_ef
     assert th["image_decode.loader"]["source"] == "spread" and th["image_decode.pool.pillow"]["source"] == "min_effect"
     a = f.advice_for("image_decode.loader")
     assert a.verdict == "keep" and "under the 11.5% that would change it" in page.advice_words(a, f)
-    assert "The 11.5% is this run's own noise" in page.advice_words(a, f) and "`repeats`" in page.advice_words(a, f)
-    lead, rest = page.advice_words(a, f).split(" The 11.5%")
-    assert page.opening(f).actions[0].text.startswith(lead) and "own noise" in page.paper_note(f)
+    assert "That 11.5% is the runs' own spread" in page.advice_words(a, f)
+    lead, rest = page.advice_words(a, f).split(" That 11.5%")
+    assert page.opening(f).actions[0].text.startswith(lead) and "own spread" in page.paper_note(f)
     small = copy.deepcopy(f)
     small.data["thresholds"]["image_decode.loader"].update(source="min_effect", value=0.05)
-    assert "The 5% is the book's minimum effect" in page.advice_words(a, small) and "noise" not in \
+    assert "That 5% is the book's minimum effect" in page.advice_words(a, small) and "noise" not in \
         page.advice_words(a, small)
     # advice that changes the default quotes no threshold, so none is explained
     pool = f.advice_for("image_decode.pool.spdl")

@@ -1042,13 +1042,11 @@ def threshold_words(a, facts: Facts) -> str:
     t = (facts.data.get("thresholds") or {}).get(a.key)
     if a.verdict != "keep" or not a.best or a.within is None or t is None or not a.within < t["value"]:
         return ""
+    v = pct(t["value"])
     if t["source"] == "spread":
-        v = pct(t["value"])
-        return (f" The {v} is this run's own noise: the runs of one candidate lay up to {v} either side of their mean,"
-                " so a smaller gap between candidates cannot be told from run-to-run "
-                f"variation (above the book's {pct(t['min_effect'])} minimum effect; more `repeats` narrow it).")
-    return (f" The {pct(t['value'])} is the book's minimum effect: a smaller gain is not worth changing a default, "
-            "and the runs varied less than that.")
+        return (f" That {v} is the runs' own spread: each candidate's runs lay up to {v} from their mean, so a smaller "
+                "gap could be noise.")
+    return f" That {v} is the book's minimum effect: a smaller gain is not worth changing a default."
 
 
 def advice_words(a, facts: Facts) -> str:
