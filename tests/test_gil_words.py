@@ -182,3 +182,20 @@ def test_table_columns_print_one_precision_and_decoders_by_their_names(h200):
     notes = page.decoder_notes(analysis.analyse(h200))
     assert "Pillow (Pillow 12.3.0)" in notes and "spdl.io (spdl 0.8.0)" in notes and "measured on this machine" in notes
     assert "pillow:" not in notes and "**spdl**" not in notes and "—" not in notes
+
+
+def test_spdl_scaling_note_words_the_thread_pool_against_the_pipeline_from_the_facts(h200):
+    lo = h200.table("loaders").copy()
+    sp = lo[(lo["loader"] == "spdl") & (lo["decoder"] == "pillow")]
+    fewer = sp.assign(concurrency=4, images_per_s=sp["images_per_s"] / 3)
+    lo = __import__("pandas").concat([lo, fewer], ignore_index=True)
+    f = analysis.analyse(_edited(h200, loaders=lo))
+    row = next(r for r in f.data["spdl_scaling"] if r["decoder"] == "pillow")
+    assert row["threads"] == [4, 16] and row["pool"]["vs"] == "more"
+    assert "with Pillow the SPDL pipeline delivered" in page.spdl_note(f) and "more than the pipeline's best" in \
+        page.spdl_note(f)
+    pool = (lo["loader"] == "threadpool") & (lo["decoder"] == "pillow")
+    lo.loc[pool, "images_per_s"] /= 25
+    g = analysis.analyse(_edited(h200, loaders=lo))
+    assert next(r for r in g.data["spdl_scaling"] if r["decoder"] == "pillow")["pool"]["vs"] == "less"
+    assert "less than the pipeline's best" in page.spdl_note(g) and "more than" not in page.spdl_note(g)

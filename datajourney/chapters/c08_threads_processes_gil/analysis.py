@@ -1207,6 +1207,29 @@ def spdl_data(res) -> dict:
     return dict(ran=bool(not lo.empty and (lo["loader"] == "spdl").any()), limits=limits)
 
 
+def spdl_scaling_data(res) -> list[dict]:
+    """How the SPDL pipeline scaled with threads for each decoder (its steady configurations' rates and busy cores,
+    lowest to highest), beside the best plain thread pool with the same decoder and which of the two delivered
+    more (``vs``: "more", "less" or "level", the pool against the pipeline's best)."""
+    if not has(res, "loaders"):
+        return []
+    s = loader_summary(res)
+    out = []
+    for dec in sorted(set(s["decoder"])):
+        sp = s[(s["loader"] == "spdl") & (s["decoder"] == dec) & s["steady"]]
+        if len(sp) < 2:
+            continue
+        row = dict(decoder=str(dec), rate=[float(sp["mean"].min()), float(sp["mean"].max())],
+                   threads=[int(sp["concurrency"].min()), int(sp["concurrency"].max())],
+                   cores=[float(sp["cpu_cores"].min()), float(sp["cpu_cores"].max())], pool=None)
+        tp = best_loader(res, ["threadpool"], [dec])
+        if tp is not None:
+            d = stats.direction(tp["mean"], float(sp["mean"].max()))
+            row["pool"] = dict(label=tp["label"], rate=tp["mean"], vs="more" if d > 0 else "less" if d < 0 else "level")
+        out.append(row)
+    return out
+
+
 def paper_data(res) -> dict:
     """Whether the SPDL question ran here, and what the run changed to fit (levels lowered, transforms in NumPy)."""
     md = res.metadata
@@ -1235,7 +1258,8 @@ def analyse(res) -> Facts:
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
     facts.add(*default_unmeasured(facts))
     facts.data.update(thresholds=threshold_data(facts), hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res),
-                      spdl=spdl_data(res), paper=paper_data(res))
+                      spdl=spdl_data(res), paper=paper_data(res),
+                      spdl_scaling=spdl_scaling_data(res))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_

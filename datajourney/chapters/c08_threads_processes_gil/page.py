@@ -13,8 +13,7 @@ from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Fact, Facts
-from datajourney.core.phrasing import Action, Finding, Opening, and_list, choose, spread_note
-from datajourney.core.stats import direction
+from datajourney.core.phrasing import Action, Finding, Opening, and_list, spread_note
 from datajourney.core.units import num, pct, span, times
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
@@ -611,24 +610,18 @@ def errors_text(res) -> str | None:
             + "\n".join(f"* {say.text(e.get('what', ''))}: {say.code(e.get('error', ''))}" for e in errs))
 
 
-def spdl_note(res) -> str | None:
+def spdl_note(facts) -> str | None:
     """How the SPDL pipeline scaled with threads for each decoder, beside the thread pool with the same
-    decode function."""
-    s = loader_summary(res)
+    decode function (``data["spdl_scaling"]``)."""
     parts = []
-    for dec in sorted(set(s["decoder"])):
-        sp = s[(s["loader"] == "spdl") & (s["decoder"] == dec) & s["steady"]]
-        if len(sp) < 2:
-            continue
-        text = (f"with {_dec(dec)} the SPDL pipeline delivered "
-                f"{span(sp['mean'].min(), sp['mean'].max(), 'img/s')} from {int(sp['concurrency'].min())} to "
-                f"{int(sp['concurrency'].max())} threads, keeping "
-                f"{span(sp['cpu_cores'].min(), sp['cpu_cores'].max())} cores busy")
-        tp = best_loader(res, ["threadpool"], [dec])
+    for r in facts_of(facts).data.get("spdl_scaling") or []:
+        text = (f"with {_dec(r['decoder'])} the SPDL pipeline delivered {span(*r['rate'], 'img/s')} from "
+                f"{r['threads'][0]} to {r['threads'][1]} threads, keeping {span(*r['cores'])} cores busy")
+        tp = r.get("pool")
         if tp is not None:
-            text += (f", and the plain thread pool {num(tp['mean'], 'img/s')} ({say.text(tp['label'])}), "
-                     + choose(direction(tp["mean"], float(sp["mean"].max())), "more than", "less than",
-                              "about as much as") + " the pipeline's best")
+            text += (f", and the plain thread pool {num(tp['rate'], 'img/s')} ({say.text(tp['label'])}), "
+                     + {"more": "more than", "less": "less than", "level": "about as much as"}[tp["vs"]]
+                     + " the pipeline's best")
         parts.append(text)
     return ("With the same decode function in every thread loader: " + "; ".join(parts) + ".") if parts else None
 
