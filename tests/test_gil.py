@@ -616,13 +616,13 @@ def test_old_windows_that_drained_a_queue_are_left_out_and_said_to_be_old():
     note = page.steady_note(res)
     assert note and "thread pool, 8 threads" in note and "left out" in note and "old timed windows" in note
     assert "old timed windows" in page.window_note(res)
-    assert "old: left out" in set(page.loader_table(res)["timed window"])
+    assert "no: old timed window, not steady" in set(page.loader_table(res)["in the findings"])
     kept = _result(old=True)
     assert "not in this result" in _by_key(kept)["cost"].text and page.PUB_MEM not in page.key_metrics(kept)
     # windows sized by waves: every row counts, no flag, no old-window note
     new = _result(tp_ips=9000, dl_ips=2000, tp_cpu=0.2)
     assert page.loader_summary(new)["steady"].all() and page.steady_note(new) is None
-    assert "timed window" not in page.loader_table(new) and "whole waves" in page.window_note(new)
+    assert "in the findings" not in page.loader_table(new) and "whole waves" in page.window_note(new)
     assert page.steady_note(_result()) is None
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c08_threads_processes_gil import choice
-from datajourney.chapters.c08_threads_processes_gil.params import LABELS, THREADED, Params
+from datajourney.chapters.c08_threads_processes_gil.params import HYBRID_HEADROOM, HYBRID_STEP, LABELS, THREADED, Params
 from datajourney.core import stats
 from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, measured
@@ -998,14 +998,268 @@ def gpu_share_facts(res) -> list[Fact]:
                      words=("above", "below", "level"))]
 
 
+# --------------------------------------------------------------------------- the notes' data (the page words it)
+def _finite(v) -> float | None:
+    """``v`` as a float, None when it is missing or not finite (facts are stored as JSON)."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+#: Two model-fed shares of the ceiling within this share of each other read as level (one run a side, or overlapping).
+FEED_TOL = 0.02
+
+
+def _model_pcts(m: pd.DataFrame, loader: str, nice: int) -> list[float]:
+    """% of the ceiling of each run of the best-labelled feed of ``loader`` at workers' ``nice``."""
+    if m.empty:
+        return []
+    g = m[(m["loader"] == loader) & (m["nice"].astype(int) == int(nice))]
+    if g.empty:
+        return []
+    top = g.groupby("label")["pct_of_ceiling"].mean().idxmax()
+    return [float(v) for v in g[g["label"] == top]["pct_of_ceiling"]]
+
+
+def _direction(key: str, a: list[float], b: list[float], label: str, words: tuple[str, str, str],
+               setting: dict | None = None) -> Fact:
+    """Which of two sets of runs is larger (:func:`~datajourney.core.stats.direction`, :data:`FEED_TOL`), as a choice:
+    ``words`` = (a larger, b larger, level)."""
+    d = stats.direction(a, b, tol=FEED_TOL)
+    return Fact(key, words[0] if d > 0 else words[1] if d < 0 else words[2], "", label, "choice", None,
+                setting=dict(setting or {}))
+
+
+def feed_facts(res) -> list[Fact]:
+    """The model-fed runs with the workers at a lower priority and the hybrid feed: each one's share of the ceiling
+    (its best-labelled feed's runs) and which way it went against the plain DataLoader at nice 0."""
+    m = model_runs(res)
+    if m.empty:
+        return []
+    out: list[Fact] = []
+    nice = int(res.metadata.get("model_worker_nice") or 0)
+    plain = _model_pcts(m, "dataloader", 0)
+    niced = _model_pcts(m, "dataloader", nice) if nice else []
+    fp = measured("feeds.dataloader", plain, unit="%", quantity="share", label="the DataLoader at nice 0",
+                  setting=dict(nice=0))
+    if plain:
+        out.append(fp)
+    if plain and niced:
+        out += [measured("feeds.dataloader.niced", niced, unit="%", quantity="share",
+                         label=f"the DataLoader at nice {nice}", setting=dict(nice=nice)),
+                _direction("feeds.nice", niced, plain, "the niced DataLoader against nice 0",
+                           ("helped", "cost", "level"))]
+    hy = {n: v for n in sorted({0, nice}) if (v := _model_pcts(m, "hybrid", n))}
+    if hy:
+        best_nice = max(hy, key=lambda n: float(np.mean(hy[n])))
+        out.append(measured("feeds.hybrid", hy[best_nice], unit="%", quantity="share",
+                            label=f"the hybrid at nice {best_nice}", setting=dict(nice=best_nice)))
+        if plain:
+            out.append(_direction("feeds.hybrid.vs_dataloader", hy[best_nice], plain,
+                                  "the hybrid against the plain DataLoader", ("ahead", "behind", "level")))
+        if len(hy) == 2:
+            out.append(_direction("feeds.hybrid.niced", hy[nice], hy[0], f"the hybrid at nice {nice} against nice 0",
+                                  ("faster", "slower", "level"), setting=dict(nice=nice)))
+    return out
+
+
+def hybrid_data(res) -> dict:
+    """How the hybrid's CPU share was set, or why it did not run (the metadata the experiment recorded)."""
+    h = res.metadata.get("hybrid") or {}
+    how = h.get("how") or ("parameter" if h.get("rule") == "set by the parameter hybrid_share" else "auto")
+    out = dict(share=_finite(h.get("share")), how=how, workers=h.get("workers"),
+               headroom=_finite(h.get("headroom", HYBRID_HEADROOM)), step=_finite(h.get("step", HYBRID_STEP)),
+               cpu_rate=_finite(h.get("cpu_rate")), ceiling=_finite(h.get("ceiling")))
+    out.update({k: str(h[k]) for k in ("skipped", "note", "why") if h.get(k)})
+    return out
+
+
+def cold_data(res) -> dict | None:
+    """How the loaders' files were evicted before each run, and whether any of them was still resident."""
+    lo = _table(res, "loaders")
+    if lo.empty or "resident_at_start" not in lo:
+        return None
+    r = float(lo["resident_at_start"].astype(float).max())
+    return dict(methods=[str(m) for m in res.metadata.get("purge_methods") or []], resident=r,
+                left="none" if r <= 0 else "some")
+
+
+def ipc_data(res) -> list[dict]:
+    """Every batch of the IPC runs through worker processes against the same batch in the main process: the extra
+    time per batch and its share of the CPU time of decoding that batch (the calibration's first decoder)."""
+    ipc, cal = _table(res, "ipc"), _table(res, "calibration")
+    if ipc.empty or cal.empty:
+        return []
+    dec = float((cal["decode_ms"] + cal["resize_ms"]).iloc[0])
+    out = []
+    for bs, g in ipc.groupby("batch_size"):
+        g = g.groupby("workers")[["ms_per_batch", "batch_bytes"]].mean()
+        if 0 not in g.index:
+            continue
+        base = float(g.loc[0, "ms_per_batch"])
+        for w in [w for w in g.index if w > 0]:
+            v = float(g.loc[w, "ms_per_batch"])
+            extra = v - base
+            out.append(dict(batch_size=int(bs), workers=int(w), mb=float(g.loc[w, "batch_bytes"]) / 1e6, ms=v,
+                            base_ms=base, extra_ms=extra, share=_finite(extra / (int(bs) * dec)) if dec > 0 else None,
+                            verdict="extra" if extra > 0 else "none"))
+    return out
+
+
+# --------------------------------------------------------------------------- SPDL per-stage statistics
+#: The pipeline's stages, source to sink (names as ``spdl.pipeline`` reports them).
+STAGE_ORDER = ("src", "decode", "aggregate", "collate", "transfer", "sink")
+#: A stage whose tasks kept its threads busy at least this share of the timed window sets the
+#: pipeline's pace: below it, the stage waits for input or for room downstream.
+BUSY_LIMIT = 0.80
+#: The decode time per image in a pipeline thread, over the same work on one core alone, above
+#: which the threads spend the difference waiting (for the interpreter lock, as in section 2).
+CONTENTION_LIMIT = 1.5
+#: A stage's occupancy above this is impossible (more than full): flagged, never shown as a share.
+OVER_FULL_AT = 1 + MIN_EFFECT
+#: The pipelines whose stages the page shows: (loader, decoder, what it is).
+PIPELINES = (("spdl", "pillow", "Pillow, with a collate stage"),
+             ("spdl_prealloc", "pillow", "Pillow, each image decoded into its batch's row"),
+             ("spdl", "spdl", "spdl.io, batch converted by spdl.io"))
+
+
+def spdl_stages_frame(res, loader: str = "spdl", decoder: str = "pillow") -> pd.DataFrame:
+    """The per-stage statistics of one SPDL pipeline (``loader``, ``decoder``; means of the runs), or
+    an empty frame when the result has none (runs made before they were recorded: Pillow's pipeline)."""
+    t = _table(res, "spdl_stages")
+    if t.empty:
+        return pd.DataFrame()
+    t = t[(t["loader"] == loader) & ((t["decoder"] if "decoder" in t else "pillow") == decoder)]
+    if t.empty:
+        return pd.DataFrame()
+    cols = [c for c in ("stage_concurrency", "tasks", "task_ms", "busy", "out_occupancy", "out_put_wait_ms",
+                        "out_get_wait_ms", "window_s", "read_ms", "decode_ms", "resize_ms") if c in t]
+    g = t.groupby(["concurrency", "stage"], sort=False)[cols].mean().reset_index()
+    g["order"] = [STAGE_ORDER.index(s) if s in STAGE_ORDER else len(STAGE_ORDER) for s in g["stage"]]
+    g = g.sort_values(["concurrency", "order"]).drop(columns="order").reset_index(drop=True)
+    # tasks that finished inside the window but began before it can push the sum past the window: the measured
+    # value is kept (the tables flag it), the limit's rule reads it as full
+    g["busy_measured"] = g["busy"]
+    g["busy"] = g["busy"].clip(upper=1.0)
+    return g
+
+
+def spdl_limit(res, loader: str = "spdl", decoder: str = "pillow") -> dict | None:
+    """Which stage limits an SPDL pipeline at its highest thread count, why (``cause``: "stage" after decoding,
+    "handoff", "read", "gil", "threads" or "none"), and the numbers that decide it (missing ones None); None when
+    the result has no per-stage statistics."""
+    g = spdl_stages_frame(res, loader, decoder)
+    if g.empty:
+        return None
+    c_hi, c_lo = int(g["concurrency"].max()), int(g["concurrency"].min())
+    at = g[g["concurrency"] == c_hi].set_index("stage")
+    busy = at["busy"].dropna()
+    if busy.empty:
+        return None
+    stage = str(busy.idxmax())
+    dec = g[g["stage"] == "decode"].set_index("concurrency")["task_ms"]
+    lo = loaders(res)
+    rate = float(lo[(lo["loader"] == loader) & (lo["decoder"] == decoder) & (lo["concurrency"] == c_hi)][
+        "images_per_s"].mean())
+    unit = unit_cost_ms(res, decoder)
+    # in a decode thread, per image: the read of the (cold) file and the CPU work (decode + resize)
+    read_ms = float(at["read_ms"].get("decode", float("nan"))) if "read_ms" in at else float("nan")
+    work_ms = (float(at["decode_ms"].get("decode", float("nan")) + at["resize_ms"].get("decode", float("nan")))
+               if "decode_ms" in at else float(dec.get(c_hi, float("nan"))))
+    if busy.max() < BUSY_LIMIT:
+        cause = "none"
+    elif stage != "decode":
+        cause = "stage"
+    elif math.isfinite(read_ms) and (float(dec.get(c_hi, float("nan"))) - read_ms - work_ms) >= max(read_ms, work_ms):
+        cause = "handoff"
+    elif math.isfinite(read_ms) and read_ms >= work_ms:
+        cause = "read"
+    else:
+        cause = "gil" if math.isfinite(unit) and work_ms / unit >= CONTENTION_LIMIT else "threads"
+    sink = float(at["out_occupancy"].get("sink", float("nan")))
+    # no stage saturated: batches waiting in the sink's queue most of the time mean the consumer set the pace
+    waits = (None if not math.isfinite(sink) else
+             {1: "consumer", -1: "stages", 0: "level"}[stats.direction(sink, 0.5, tol=0.0)])
+    out = dict(c=c_hi, c_lo=c_lo, stage=stage, busy=float(busy.max()), cause=cause, rate=rate, unit=unit,
+               read_ms=read_ms, work_ms=work_ms, decode_busy=float(at["busy"].get("decode", float("nan"))),
+               decode_busy_measured=float(at["busy_measured"].get("decode", float("nan"))),
+               decode_ms=float(dec.get(c_hi, float("nan"))), decode_ms_lo=float(dec.get(c_lo, float("nan"))),
+               task_ms=float(at["task_ms"].get(stage, float("nan"))),
+               stage_threads=int(at["stage_concurrency"].get(stage, 1)), sink_occupancy=sink)
+    out = {k: v if isinstance(v, str | int) else _finite(v) for k, v in out.items()}
+    out.update(waits=waits, over_full=(out["decode_busy_measured"] or 0.0) > OVER_FULL_AT,
+               handoff_ms=(max(out["decode_ms"] - out["read_ms"] - out["work_ms"], 0.0)
+                           if None not in (out["decode_ms"], out["read_ms"], out["work_ms"]) else None),
+               growth=(out["decode_ms"] / out["decode_ms_lo"] if out["decode_ms"] and out["decode_ms_lo"]
+                       and c_lo != c_hi else None),
+               slowdown=out["work_ms"] / out["unit"] if out["work_ms"] and out["unit"] else None,
+               cap=out["rate"] / out["busy"] if out["rate"] is not None and out["busy"] else None)
+    return out
+
+
+def spdl_data(res) -> dict:
+    """What limits each SPDL pipeline with per-stage statistics (by "loader/decoder"), and whether the result ran
+    the SPDL pipeline at all (its statistics may predate the run)."""
+    lo = _table(res, "loaders")
+    limits = {f"{k}/{d}": lim for k, d, _ in PIPELINES if (lim := spdl_limit(res, k, d)) is not None}
+    return dict(ran=bool(not lo.empty and (lo["loader"] == "spdl").any()), limits=limits)
+
+
+def spdl_scaling_data(res) -> list[dict]:
+    """How the SPDL pipeline scaled with threads for each decoder (its steady configurations' rates and busy cores,
+    lowest to highest), beside the best plain thread pool with the same decoder and which of the two delivered
+    more (``vs``: "more", "less" or "level", the pool against the pipeline's best)."""
+    if not has(res, "loaders"):
+        return []
+    s = loader_summary(res)
+    out = []
+    for dec in sorted(set(s["decoder"])):
+        sp = s[(s["loader"] == "spdl") & (s["decoder"] == dec) & s["steady"]]
+        if len(sp) < 2:
+            continue
+        row = dict(decoder=str(dec), rate=[float(sp["mean"].min()), float(sp["mean"].max())],
+                   threads=[int(sp["concurrency"].min()), int(sp["concurrency"].max())],
+                   cores=[float(sp["cpu_cores"].min()), float(sp["cpu_cores"].max())], pool=None)
+        tp = best_loader(res, ["threadpool"], [dec])
+        if tp is not None:
+            d = stats.direction(tp["mean"], float(sp["mean"].max()))
+            row["pool"] = dict(label=tp["label"], rate=tp["mean"], vs="more" if d > 0 else "less" if d < 0 else "level")
+        out.append(row)
+    return out
+
+
+def paper_data(res) -> dict:
+    """Whether the SPDL question ran here, and what the run changed to fit (levels lowered, transforms in NumPy)."""
+    md = res.metadata
+    meta = md.get("paper") if isinstance(md.get("paper"), dict) else {}
+    return dict(ran="paper" in res.tables and not md.get("paper_skipped"),
+                skipped=str(md["paper_skipped"]) if md.get("paper_skipped") else None,
+                clamped=[dict(what=str(c.get("what")), wanted=int(c.get("wanted", 0)), got=int(c.get("got", 0)))
+                         for c in meta.get("clamped") or []],
+                transforms=str(meta["transforms"]) if meta.get("transforms") else None)
+
+
+def threshold_data(facts: Facts) -> dict:
+    """For each piece of advice, what its threshold is: the smallest effect worth a change (the question's minimum
+    effect), or, when larger, the runs' own spread (half the min–max range of the runs compared, over their mean)."""
+    return {a.key: dict(value=a.threshold, source="spread" if a.threshold > MIN_EFFECT + 1e-9 else "min_effect",
+                        min_effect=MIN_EFFECT)
+            for a in facts.advice if a.threshold is not None}
+
+
 def analyse(res) -> Facts:
     facts = Facts(CHAPTER, exports=EXPORTS)
     for part in (primitive_facts, contention_facts, end_to_end_facts, first_batch_facts, ipc_facts, epoch_facts,
                  moonshot_facts, paper_facts, decoder_facts, cpu_split_facts, epoch_note_facts, startup_facts,
-                 collate_facts, gpu_share_facts):
+                 collate_facts, gpu_share_facts, feed_facts):
         facts.add(*part(res))
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
     facts.add(*default_unmeasured(facts))
+    facts.data.update(thresholds=threshold_data(facts), hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res),
+                      spdl=spdl_data(res), paper=paper_data(res),
+                      spdl_scaling=spdl_scaling_data(res))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_

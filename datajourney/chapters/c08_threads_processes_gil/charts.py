@@ -1,5 +1,10 @@
 """Chapter 8's charts: one name and one colour for each pool and each loader in every chart of the page
-(the shared helpers are in :mod:`datajourney.core.charts`)."""
+(the shared helpers are in :mod:`datajourney.core.charts`).
+
+The page draws more series than the palette has colours, so a colour comes back, never in the next chart: the
+pools take the first two colours (sections 1 and 2), the loaders of section 3 the other five (one per kind of
+loader, its decoder told by the line's dash and marker), the Dataset sizes of section 4 the first two again, and
+the process groups of section 5's epoch three of the loaders' (two charts away)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -13,6 +18,16 @@ POOLS = {"thread": "threads (ThreadPoolExecutor)", "process": "processes (Proces
 _POOL_NAMES = {"ThreadPoolExecutor": POOLS["thread"], "ProcessPoolExecutor": POOLS["process"], **POOLS}
 #: The share of a count's slot left empty between neighbouring counts' groups of markers.
 LOADER_GAP = 0.3
+#: Each kind of loader's colour (the five the pools leave), in every chart of the page.
+LOADER_COLOURS = {"DataLoader": "#D55E00", "SPDL pipeline": "#009E73", "SPDL pipeline, batch decode": "#CC79A7",
+                  "thread pool": "#56B4E9", "GPU decode (nvJPEG)": "#F0E442"}
+#: Each decoder (and the SPDL pipeline's variant without a collate copy) as a line's dash and marker.
+DECODER_STYLE = {"spdl.io": ("solid", "circle"), "Pillow": ("dot", "diamond"),
+                 "Pillow, no collate copy": ("dashdot", "square")}
+#: The epoch's process groups: colours of the loaders' (two charts before; the Dataset sizes sit between).
+EPOCH_COLOURS = {"all processes": "#009E73", "each worker (mean)": "#CC79A7", "main process": "#56B4E9"}
+#: The start methods in the order a reader meets them (fork is the default on Linux).
+START_METHODS = ["fork", "forkserver", "spawn"]
 
 
 def _pools(lines: pd.DataFrame) -> pd.DataFrame:
@@ -36,22 +51,30 @@ def op_chart(lines: pd.DataFrame, decoder: str) -> go.Figure:
 
 
 def loader_chart(lines: pd.DataFrame) -> go.Figure:
-    """Images/s of every loader by workers or threads (``page.loader_lines``), on an axis of the counts measured
-    (one category each): loaders measured at the same count are drawn as a group of markers around it, each at its
-    own count, never shifted along a numeric axis to another count."""
+    """Images/s of every loader by workers or threads (``page.loader_lines``: a series per ``loader``, named
+    "decoder · kind"), on an axis of the counts measured (one category each): loaders measured at the same count are
+    drawn as a group of markers around it, each at its own count, never shifted along a numeric axis to another
+    count. A kind of loader keeps one colour (:data:`LOADER_COLOURS`), its decoder the dash and marker."""
     counts = sorted({int(c) for c in lines["concurrency"]})
     fig = charts.lines_with_band(lines, x="concurrency", color="loader", title="Loaders from cold files: images/s",
                                  xaxis="workers or threads", yaxis="images/s", unit="img/s", log_x=False)
+    style = lines.drop_duplicates("loader").set_index("loader")
     for t in fig.data:
         t.x = [str(int(v)) for v in t.x]
+        kind, setting = style.loc[t.name, "kind"], style.loc[t.name, "setting"]
+        dash, symbol = DECODER_STYLE.get(setting, ("solid", "circle"))
+        t.line.color, t.line.dash, t.marker.symbol = LOADER_COLOURS.get(kind, t.line.color), dash, symbol
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[str(c) for c in counts])
-    return fig.update_layout(scattermode="group", scattergap=LOADER_GAP)
+    return fig.update_layout(scattermode="group", scattergap=LOADER_GAP, legend_title_text="decoder · loader")
 
 
 def startup_chart(lines: pd.DataFrame) -> go.Figure:
-    """Seconds to the first batch by workers, one line per start method, one panel per Dataset size
+    """Seconds to the first batch by start method, a bar per Dataset size, one panel per worker count
     (``page.startup_lines``; one run each, which the axis says)."""
-    fig = charts.lines_facets(lines, x="workers", color="start_method", facet="dataset",
-                              order=["fork", "forkserver", "spawn"], title="DataLoader: time to the first batch",
-                              xaxis="workers", yaxis="seconds to the first batch", unit="s", y_format=",.2f")
-    return charts.count_axis(fig, "x")
+    lines = lines.assign(order=lines["start method"].map(
+        lambda m: START_METHODS.index(m) if m in START_METHODS else len(START_METHODS))).sort_values(
+        ["order", "paths"]).drop(columns="order")
+    sizes = list(dict.fromkeys(lines.sort_values("paths")["Dataset"]))
+    return charts.bars_facets(lines, x="start method", color="Dataset", facet="DataLoader workers",
+                              title="DataLoader: time to the first batch", xaxis="start method",
+                              yaxis="seconds to the first batch", unit="s", order=sizes)

@@ -3,8 +3,6 @@ result's tables, charts and notes as evidence. Every string from a result file t
 through :func:`~datajourney.core.phrasing.text` or :func:`~datajourney.core.phrasing.code`."""
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from datajourney.chapters import published
@@ -15,8 +13,7 @@ from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Fact, Facts
-from datajourney.core.phrasing import Action, Finding, Opening, and_list, choose, spread_note
-from datajourney.core.stats import direction, mean
+from datajourney.core.phrasing import Action, Finding, Opening, and_list, spread_note
 from datajourney.core.units import num, pct, span, times
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
@@ -102,7 +99,7 @@ def epoch_lines(res) -> pd.DataFrame:
     rows = []
     for (loader, storage, t), g in mem.groupby(["loader", "storage", "t"], sort=False):
         w = g[g["process"] != "main"]
-        held = "paths in a " + ("Python list" if storage == "list" else "NumPy array")
+        held = "Python list" if storage == "list" else "NumPy array"
         base = dict(loader=gil.LABELS.get(loader, loader), paths=held, t=t)
         rows.append(dict(base, series="main process", mb=float(g[g["process"] == "main"]["pss_bytes"].sum()) / 1e6))
         if len(w):
@@ -116,7 +113,7 @@ def epoch_chart(res):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from datajourney.core.charts import PALETTE
+    from datajourney.chapters.c08_threads_processes_gil.charts import EPOCH_COLOURS
 
     d = epoch_lines(res)
     panels = list(dict.fromkeys(d["loader"]))
@@ -124,19 +121,21 @@ def epoch_chart(res):
                         horizontal_spacing=0.05)
     series = sorted({(p, s) for p, s in zip(d["paths"], d["series"], strict=True)})
     for ci, panel in enumerate(panels, start=1):
-        for i, (paths, name) in enumerate(series):
+        for paths, name in series:
             g = d[(d["loader"] == panel) & (d["paths"] == paths) & (d["series"] == name)].sort_values("t")
             if g.empty:
                 continue
-            label = f"{name}, {paths}"
+            label = f"{paths} · {name}"
             fig.add_trace(go.Scatter(x=g["t"], y=g["mb"], mode="lines+markers", name=label, legendgroup=label,
-                                     showlegend=ci == 1, line=dict(color=PALETTE[i % len(PALETTE)],
+                                     showlegend=ci == 1, line=dict(color=EPOCH_COLOURS.get(name),
                                                                    dash="solid" if "list" in paths else "dot"),
                                      hovertemplate=f"<b>{label}</b><br>%{{x:.1f}} s: %{{y:,.0f}} MB<extra></extra>"),
                           row=1, col=ci)
-    fig.update_layout(title="Memory (PSS) over one epoch of the paths Dataset", legend_title_text="",
+    fig.update_layout(title="Memory (PSS) over one epoch of the paths Dataset",
+                      legend_title_text="paths held as · process",
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
-    fig.update_xaxes(title_text="seconds into the epoch", tickformat="~g")   # an epoch may last 2 s: 0.5 steps
+    # an epoch may last 2 s: plotly's own tick labels keep the halves ("0.5", "1.5"), a fixed format rounds them
+    fig.update_xaxes(title_text="seconds into the epoch")
     fig.update_yaxes(title_text="PSS (MB, one run)", row=1, col=1, rangemode="tozero", tickformat=",d")
     return fig
 
@@ -180,26 +179,12 @@ def epoch_note(facts) -> str | None:
 STEP_WORDS = {"graphed": "replayed from CUDA graphs", "eager": "launched op by op"}
 
 
-def _model_pcts(res, loader: str, nice: int) -> list[float]:
-    """% of the ceiling of each run of the steadiest-labelled feed of ``loader`` at workers' ``nice``."""
-    m = model_runs(res)
-    if m.empty:
-        return []
-    g = m[(m["loader"] == loader) & (m["nice"].astype(int) == int(nice))]
-    if g.empty:
-        return []
-    best = g.groupby("label")["pct_of_ceiling"].mean().idxmax()
-    return g[g["label"] == best]["pct_of_ceiling"].tolist()
-
-
 def _hybrid_how(h: dict) -> str:
-    """How the hybrid's share was chosen, in words (older results recorded the rule as a sentence)."""
-    how = h.get("how") or ("parameter" if h.get("rule") == "set by the parameter hybrid_share" else "auto")
-    if how == "parameter":
+    """How the hybrid's share was chosen, in words (from the facts' ``data["hybrid"]``)."""
+    if h.get("how") == "parameter":
         return "set by the parameter `hybrid_share`"
-    head, step = h.get("headroom", gil.HYBRID_HEADROOM), h.get("step", gil.HYBRID_STEP)
-    return (f"{head} × {num(h['cpu_rate'], 'img/s')} from the best DataLoader alone ÷ the ceiling of "
-            f"{num(h['ceiling'], 'img/s')}, rounded to {step}")
+    return (f"{h['headroom']:g} × {num(h['cpu_rate'], 'img/s')} from the best DataLoader alone ÷ the ceiling of "
+            f"{num(h['ceiling'], 'img/s')}, rounded to {h['step']:g}")
 
 
 #: Why the hybrid was skipped, by the code the experiment recorded.
@@ -211,46 +196,42 @@ HYBRID_SKIPS = {"torchvision": "torchvision's JPEG decoder is not usable here",
                 "no_moonshot": "the model-fed runs did not run"}
 
 
-def nice_hybrid_note(res) -> str | None:
-    """What lowering the workers' priority and the hybrid did to the model, each sentence in the
-    direction this run's numbers give (None when neither ran)."""
-    m = model_runs(res)
-    h = res.metadata.get("hybrid") or {}
-    if m.empty:
-        return None
+def nice_hybrid_note(facts) -> str | None:
+    """What lowering the workers' priority and the hybrid did to the model, each sentence in the direction the
+    facts give (None when neither ran)."""
+    f = facts_of(facts)
+    h = f.data.get("hybrid") or {}
+    plain, hy = f.get("feeds.dataloader"), f.get("feeds.hybrid")
     parts = []
-    nice = int(res.metadata.get("model_worker_nice") or 0)
-    plain, niced = _model_pcts(res, "dataloader", 0), _model_pcts(res, "dataloader", nice) if nice else []
-    if plain and niced:
-        d = direction(niced, plain, tol=0.02)
-        parts.append(f"With its workers at nice {nice} the DataLoader fed the model at {pct(mean(niced) / 100)} of "
-                     f"the ceiling against {pct(mean(plain) / 100)} at nice 0: " + choose(
-                         d, "the lower priority helped, as it would if busy workers delayed the training thread's "
-                            "kernel launches",
-                         "the lower priority cost more than it gave: the workers lost CPU time the training "
-                         "thread did not need",
-                         "the priority made no difference here") + ".")
-    hy = {n: _model_pcts(res, "hybrid", n) for n in sorted({0, nice})}
-    hy = {n: v for n, v in hy.items() if v}
-    if h.get("share") is not None and hy:
-        n_best = max(hy, key=lambda n: mean(hy[n]))
-        text = (f"The hybrid decoded {pct(float(h['share']))} of each batch in {h['workers']} DataLoader workers "
-                f"and the rest on the GPU (share: {_hybrid_how(h)}); at its best (nice {n_best}) it reached "
-                f"{pct(mean(hy[n_best]) / 100)} of the ceiling")
-        if plain:
-            text += ", " + choose(direction(hy[n_best], plain, tol=0.02),
-                                  "ahead of the plain DataLoader: the GPU decoding its share cost the step less "
-                                  "than the CPU work it saved",
-                                  "behind the plain DataLoader: the GPU's decode time cost the step more than the "
-                                  "CPU work it saved", "level with the plain DataLoader") + \
-                f" ({pct(mean(plain) / 100)})"
-        if len(hy) == 2:
-            text += (f"; at nice {nice} against nice 0 it was "
-                     + choose(direction(hy[nice], hy[0], tol=0.02), "faster", "slower", "level"))
+    v = f.get("feeds.nice")
+    if v is not None:
+        niced = f["feeds.dataloader.niced"]
+        parts.append(f"With its workers at nice {int(niced.setting['nice'])} the DataLoader fed the model at "
+                     f"{say.value(niced, runs=False)} of the ceiling against {say.value(plain, runs=False)} at nice 0: "
+                     + {"helped": "the lower priority helped, as it would if busy workers delayed the training "
+                                  "thread's kernel launches",
+                        "cost": "the lower priority cost more than it gave: the workers lost CPU time the training "
+                                "thread did not need",
+                        "level": "the priority made no difference here"}[str(v.value)] + ".")
+    if h.get("share") is not None and hy is not None:
+        text = (f"The hybrid decoded {pct(h['share'])} of each batch in {h['workers']} DataLoader workers "
+                f"and the rest on the GPU (share: {_hybrid_how(h)}); at its best (nice {int(hy.setting['nice'])}) it "
+                f"reached {say.value(hy, runs=False)} of the ceiling")
+        vs = f.get("feeds.hybrid.vs_dataloader")
+        if vs is not None:
+            text += ", " + {"ahead": "ahead of the plain DataLoader: the GPU decoding its share cost the step less "
+                                     "than the CPU work it saved",
+                            "behind": "behind the plain DataLoader: the GPU's decode time cost the step more than "
+                                      "the CPU work it saved",
+                            "level": "level with the plain DataLoader"}[str(vs.value)] + \
+                f" ({say.value(plain, runs=False)})"
+        hn = f.get("feeds.hybrid.niced")
+        if hn is not None:
+            text += f"; at nice {int(hn.setting['nice'])} against nice 0 it was {say.text(hn.value)}"
         parts.append(text + ".")
     elif h.get("skipped") or h.get("note"):
         parts.append("The hybrid feed did not run ("
-                     + (HYBRID_SKIPS.get(h.get("skipped")) or say.text(h.get("skipped")) if h.get("skipped")
+                     + (HYBRID_SKIPS.get(h["skipped"]) or say.text(h["skipped"]) if h.get("skipped")
                         else say.text(h["note"]))
                      + (f": {say.text(h['why'])}" if h.get("why") else "") + ").")
     return " ".join(parts) or None
@@ -324,10 +305,18 @@ def calibration_text(facts) -> str:
             "state a per-image cost for its host.")
 
 
-def decoder_notes(res) -> str:
-    """Each decoder on this machine: measured or not, and why."""
-    return "\n".join(f"* **{say.text(k)}**: " + ("measured" if v["run"] else "not measured")
-                     + f" — {say.text(v['note'])}" for k, v in facts_of(res).data.get("decoders", {}).items())
+def decoder_notes(facts) -> str:
+    """The decoders on this machine, by their names, with the version (or the reason) each one's check recorded:
+    those measured, then those not."""
+    decs = facts_of(facts).data.get("decoders", {})
+
+    def named(k, v) -> str:
+        return f"{_dec(k)} ({say.text(v['note'])})" if v.get("note") else _dec(k)
+
+    ran = [named(k, v) for k, v in decs.items() if v["run"]]
+    other = [named(k, v) for k, v in decs.items() if not v["run"]]
+    return " ".join(([f"Decoders measured on this machine: {and_list(ran)}."] if ran else [])
+                    + ([f"Not measured here: {and_list(other)}."] if other else []))
 
 
 def primitive_table(res) -> pd.DataFrame:
@@ -374,20 +363,33 @@ def startup_note(facts) -> str:
 
 
 def startup_lines(res) -> pd.DataFrame:
-    st = res.table("startup").copy()
-    st["dataset"] = [f"{n:,} paths" for n in st["n_paths"]]
-    st["series"] = st["start_method"] + ", " + st["dataset"]
-    return st.assign(mean=st["first_batch_s"], min=st["first_batch_s"], max=st["first_batch_s"], n=1)
+    """The start-up sweep as bars: seconds to the first batch by start method, Dataset size and workers (one run)."""
+    st = res.table("startup")
+    return pd.DataFrame({"start method": st["start_method"].astype(str), "paths": st["n_paths"].astype(int),
+                         "Dataset": ["empty Dataset" if n == 0 else f"{n:,} paths" for n in st["n_paths"]],
+                         "DataLoader workers": st["workers"].astype(int),
+                         "mean": st["first_batch_s"], "min": st["first_batch_s"], "max": st["first_batch_s"], "n": 1})
+
+
+#: The loaders' decoders as the loaders chart sets them apart (dash and marker), by loader and decoder.
+def _loader_setting(kind: str, decoder: str) -> str:
+    if kind == "spdl_prealloc":
+        return f"{DECODER_NAMES.get(decoder, decoder)}, no collate copy"
+    return DECODER_NAMES.get(decoder, decoder)
 
 
 def loader_lines(res) -> pd.DataFrame:
-    """Every configuration; of a result with the old windows, only those whose CPU time shows
-    they produced what they counted (the others overstate throughput; they stay in the table)."""
+    """Every configuration; of a result with the old windows, only those whose CPU time shows they produced what
+    they counted (the others overstate throughput; they stay in the table). A series per loader and decoder, named
+    "decoder · kind" (the SPDL pipeline without its collate copy is the SPDL pipeline's kind)."""
     s = loader_summary(res)
     s = s[s["steady"]]
-    s = s.assign(loader=[f"{gil.LABELS.get(k, k)}, {DECODER_NAMES.get(d, d)}" if k != "nvjpeg" else gil.LABELS[k]
-                         for k, d in zip(s["loader"], s["decoder"], strict=True)])
-    return s.sort_values(["loader", "concurrency"])
+    kinds = [gil.LABELS["spdl" if k == "spdl_prealloc" else k] if k in gil.LABELS else k for k in s["loader"]]
+    settings = [_loader_setting(k, d) for k, d in zip(s["loader"], s["decoder"], strict=True)]
+    s = s.assign(kind=kinds, setting=settings,
+                 loader=[k if lo == "nvjpeg" else f"{st} · {k}"
+                         for lo, k, st in zip(s["loader"], kinds, settings, strict=True)])
+    return s.sort_values(["kind", "setting", "concurrency"])
 
 
 def window_note(res) -> str:
@@ -453,8 +455,8 @@ def loader_table(res) -> pd.DataFrame:
         "—" if k == "nvjpeg" else DECODER_NAMES.get(d, d) for k, d in zip(s["loader"], s["decoder"], strict=True)],
         "workers or threads": s["concurrency"], "images/s (mean)": s["mean"],
         f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"], strict=True)]})
-    if old_windows(res):
-        out["timed window"] = ["old: kept" if v else "old: left out" for v in s["steady"]]
+    if not s["steady"].all():   # only results of the old timed windows leave rows out
+        out["in the findings"] = ["yes" if v else "no: old timed window, not steady" for v in s["steady"]]
     out["first batch (s)"] = s["first_batch_s"]
     out["user CPU per image (ms)"] = s["user_ms_per_image"]
     out["system CPU per image (ms)"] = s["system_ms_per_image"]
@@ -520,36 +522,28 @@ def _fresh(f) -> str:
     return f"; run again on its own, it read {say.value(bt)}"
 
 
-def cold_note(res) -> str:
-    lo = res.table("loaders")
-    r = float(lo["resident_at_start"].max())
-    meth = ", ".join(say.code(m) for m in res.metadata.get("purge_methods", [])) or "an unrecorded method"
-    left = ("none of them was still resident when it started" if r <= 0 else
-            f"what was still resident when it started was at most {pct(r)} of them")
+def cold_note(facts) -> str | None:
+    """How the loaders' files were evicted from the page cache, and whether any was still resident."""
+    c = facts_of(facts).data.get("cold")
+    if not c:
+        return None
+    meth = ", ".join(say.code(m) for m in c["methods"]) or "an unrecorded method"
+    left = ("none of them was still resident when it started" if c["left"] == "none" else
+            f"what was still resident when it started was at most {pct(c['resident'])} of them")
     return f"Before each loader the files it reads were evicted from the page cache ({meth}); {left}."
 
 
-def ipc_text(res) -> str:
-    ipc = res.table("ipc") if "ipc" in res.tables else pd.DataFrame()
-    if ipc.empty:
+def ipc_text(facts) -> str:
+    """Each batch through worker processes against the main process, with its extra time where it cost any."""
+    rows = facts_of(facts).data.get("ipc") or []
+    if not rows:
         return "The IPC experiment did not run (`ipc_batch_sizes` is empty)."
-    cal = res.table("calibration")
-    dec = float((cal["decode_ms"] + cal["resize_ms"]).iloc[0])
-    parts = []
-    for bs, g in ipc.groupby("batch_size"):
-        g = g.set_index("workers")
-        if 0 not in g.index:
-            continue
-        base = float(g.loc[0, "ms_per_batch"])
-        for w in [w for w in g.index if w > 0]:
-            v = float(g.loc[w, "ms_per_batch"])
-            extra = v - base
-            b = float(g.loc[w, "batch_bytes"])
-            parts.append(f"a batch of {bs} images ({num(b / 1e6, 'MB')}) took {num(v, 'ms')} through {w} worker "
-                         f"process{'es' if w > 1 else ''} against {num(base, 'ms')} in the main process "
-                         + (f"(+{num(extra, 'ms')}, {pct(extra / (bs * dec))} of the CPU time of decoding that batch)"
-                            if extra > 0 else "(no extra cost measured)"))
-    return ("With the images already decoded, so that moving them is all a loader does: " + "; ".join(parts) + ".")
+    parts = [f"a batch of {r['batch_size']} images ({num(r['mb'], 'MB')}) took {num(r['ms'], 'ms')} through "
+             f"{r['workers']} worker process{'es' if r['workers'] > 1 else ''} against {num(r['base_ms'], 'ms')} in "
+             "the main process " + (f"(+{num(r['extra_ms'], 'ms')}, {pct(r['share'])} of the CPU time of decoding "
+                                    "that batch)" if r["verdict"] == "extra" else "(no extra cost measured)")
+             for r in rows]
+    return "With the images already decoded, so that moving them is all a loader does: " + "; ".join(parts) + "."
 
 
 def free_threading_text(res) -> str:
@@ -564,19 +558,27 @@ def free_threading_text(res) -> str:
             "The published figures for Python 3.13t are shown in the table above, labelled as published.")
 
 
+def _left_out(steady, pcts) -> list[str]:
+    """Why a model-fed row is left out of the findings: above the ceiling (timing noise cannot explain it), or, in a
+    result of the old timed windows, a window too short to be steady."""
+    return ["yes" if ok else "no: above the ceiling" if p > 100 * CEILING_SLACK else "no: old timed window, not steady"
+            for ok, p in zip(steady, pcts, strict=True)]
+
+
 def model_table(res) -> pd.DataFrame:
+    """The model-fed runs, fastest first; a column says which rows the findings leave out, only where some are."""
     s = model_summary(res)
     if s.empty:
         return s
     n = int(s["n"].max())
-    return pd.DataFrame({"feed": s["label"], "timed window": [("old: " if old_windows(res) else "")
-                                                             + ("kept" if v else "left out") for v in s["steady"]],
-                         "images/s (mean)": s["mean"],
-                         f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"],
-                                                                                         strict=True)],
-                         "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
-                         100 * s["wait_share"], "busy cores": s["cpu_cores"]}).sort_values(
-        "images/s (mean)", ascending=False).reset_index(drop=True)
+    out = pd.DataFrame({"feed": s["label"], "images/s (mean)": s["mean"],
+                        f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"],
+                                                                                        strict=True)],
+                        "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
+                        100 * s["wait_share"], "busy cores": s["cpu_cores"]})
+    if not s["steady"].all():
+        out.insert(1, "in the findings", _left_out(s["steady"], s["pct_of_ceiling"]))
+    return out.sort_values("images/s (mean)", ascending=False).reset_index(drop=True)
 
 
 def model_chart(res):
@@ -608,62 +610,26 @@ def errors_text(res) -> str | None:
             + "\n".join(f"* {say.text(e.get('what', ''))}: {say.code(e.get('error', ''))}" for e in errs))
 
 
-def spdl_note(res) -> str | None:
+def spdl_note(facts) -> str | None:
     """How the SPDL pipeline scaled with threads for each decoder, beside the thread pool with the same
-    decode function."""
-    s = loader_summary(res)
+    decode function (``data["spdl_scaling"]``)."""
     parts = []
-    for dec in sorted(set(s["decoder"])):
-        sp = s[(s["loader"] == "spdl") & (s["decoder"] == dec) & s["steady"]]
-        if len(sp) < 2:
-            continue
-        text = (f"with {_dec(dec)} the SPDL pipeline delivered "
-                f"{span(sp['mean'].min(), sp['mean'].max(), 'img/s')} from {int(sp['concurrency'].min())} to "
-                f"{int(sp['concurrency'].max())} threads, keeping "
-                f"{span(sp['cpu_cores'].min(), sp['cpu_cores'].max())} cores busy")
-        tp = best_loader(res, ["threadpool"], [dec])
+    for r in facts_of(facts).data.get("spdl_scaling") or []:
+        text = (f"with {_dec(r['decoder'])} the SPDL pipeline delivered {span(*r['rate'], 'img/s')} from "
+                f"{r['threads'][0]} to {r['threads'][1]} threads, keeping {span(*r['cores'])} cores busy")
+        tp = r.get("pool")
         if tp is not None:
-            text += (f", and the plain thread pool {num(tp['mean'], 'img/s')} ({say.text(tp['label'])}), "
-                     + choose(direction(tp["mean"], float(sp["mean"].max())), "more than", "less than",
-                              "about as much as") + " the pipeline's best")
+            text += (f", and the plain thread pool {num(tp['rate'], 'img/s')} ({say.text(tp['label'])}), "
+                     + {"more": "more than", "less": "less than", "level": "about as much as"}[tp["vs"]]
+                     + " the pipeline's best")
         parts.append(text)
     return ("With the same decode function in every thread loader: " + "; ".join(parts) + ".") if parts else None
 
 
 # --------------------------------------------------------------------------- SPDL per-stage statistics
-#: The pipeline's stages, source to sink (names as ``spdl.pipeline`` reports them).
-STAGE_ORDER = ("src", "decode", "aggregate", "collate", "transfer", "sink")
-#: A stage whose tasks kept its threads busy at least this share of the timed window sets the
-#: pipeline's pace: below it, the stage waits for input or for room downstream.
-BUSY_LIMIT = 0.80
-#: The decode time per image in a pipeline thread, over the same work on one core alone, above
-#: which the threads spend the difference waiting (for the interpreter lock, as in section 2).
-CONTENTION_LIMIT = 1.5
-
-
-def spdl_stages_frame(res, loader: str = "spdl", decoder: str = "pillow") -> pd.DataFrame:
-    """The per-stage statistics of one SPDL pipeline (``loader``, ``decoder``; means of the runs), or
-    an empty frame when the result has none (runs made before they were recorded: Pillow's pipeline)."""
-    if "spdl_stages" not in res.tables or res.table("spdl_stages").empty:
-        return pd.DataFrame()
-    t = res.table("spdl_stages")
-    t = t[(t["loader"] == loader) & ((t["decoder"] if "decoder" in t else "pillow") == decoder)]
-    if t.empty:
-        return pd.DataFrame()
-    cols = [c for c in ("stage_concurrency", "tasks", "task_ms", "busy", "out_occupancy", "out_put_wait_ms",
-                        "out_get_wait_ms", "window_s", "read_ms", "decode_ms", "resize_ms") if c in t]
-    g = t.groupby(["concurrency", "stage"], sort=False)[cols].mean().reset_index()
-    g["order"] = [STAGE_ORDER.index(s) if s in STAGE_ORDER else len(STAGE_ORDER) for s in g["stage"]]
-    g = g.sort_values(["concurrency", "order"]).drop(columns="order").reset_index(drop=True)
-    # tasks that finished inside the window but began before it can push the sum past the window: the measured
-    # value is kept (the tables flag it, :func:`busy_cell`), the limit's rule reads it as full
-    g["busy_measured"] = g["busy"]
-    g["busy"] = g["busy"].clip(upper=1.0)
-    return g
-
-
-#: A stage's occupancy above this is impossible (more than full): flagged, never shown as a share.
-OVER_FULL_AT = 1 + analysis.MIN_EFFECT
+# the per-stage statistics and what limits each pipeline are computed in the analysis (``data["spdl"]``)
+BUSY_LIMIT, CONTENTION_LIMIT, OVER_FULL_AT = analysis.BUSY_LIMIT, analysis.CONTENTION_LIMIT, analysis.OVER_FULL_AT
+PIPELINES, spdl_stages_frame = analysis.PIPELINES, analysis.spdl_stages_frame
 
 
 def busy_cell(v) -> str:
@@ -691,12 +657,6 @@ def busy_flag_note(rows: pd.DataFrame, what: str) -> str | None:
             + "; ".join(parts) + ".")
 
 
-#: The pipelines whose stages the page shows: (loader, decoder, what it is).
-PIPELINES = (("spdl", "pillow", "Pillow, with a collate stage"),
-             ("spdl_prealloc", "pillow", "Pillow, each image decoded into its batch's row"),
-             ("spdl", "spdl", "spdl.io, batch converted by spdl.io"))
-
-
 def spdl_stage_table(res) -> pd.DataFrame:
     """Each pipeline's stages at its highest thread count: task time, how busy, queue occupancy."""
     frames = []
@@ -713,127 +673,77 @@ def spdl_stage_table(res) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def spdl_limit(res, loader: str = "spdl", decoder: str = "pillow") -> dict | None:
-    """Which stage limits an SPDL pipeline at its highest thread count, and the numbers that
-    decide it; None when the result has no per-stage statistics."""
-    g = spdl_stages_frame(res, loader, decoder)
-    if g.empty:
-        return None
-    c_hi, c_lo = int(g["concurrency"].max()), int(g["concurrency"].min())
-    at = g[g["concurrency"] == c_hi].set_index("stage")
-    busy = at["busy"].dropna()
-    if busy.empty:
-        return None
-    stage = str(busy.idxmax())
-    dec = g[g["stage"] == "decode"].set_index("concurrency")["task_ms"]
-    lo = _loaders(res)
-    rate = float(lo[(lo["loader"] == loader) & (lo["decoder"] == decoder) & (lo["concurrency"] == c_hi)][
-        "images_per_s"].mean())
-    unit = unit_cost_ms(res, decoder)
-    # in a decode thread, per image: the read of the (cold) file and the CPU work (decode + resize)
-    read_ms = float(at["read_ms"].get("decode", float("nan"))) if "read_ms" in at else float("nan")
-    work_ms = (float(at["decode_ms"].get("decode", float("nan")) + at["resize_ms"].get("decode", float("nan")))
-               if "decode_ms" in at else float(dec.get(c_hi, float("nan"))))
-    if busy.max() < BUSY_LIMIT:
-        cause = "none"
-    elif stage != "decode":
-        cause = "stage"
-    elif math.isfinite(read_ms) and (float(dec.get(c_hi, float("nan"))) - read_ms - work_ms) >= max(read_ms, work_ms):
-        cause = "handoff"
-    elif math.isfinite(read_ms) and read_ms >= work_ms:
-        cause = "read"
-    else:
-        cause = "gil" if math.isfinite(unit) and work_ms / unit >= CONTENTION_LIMIT else "threads"
-    return dict(c=c_hi, c_lo=c_lo, stage=stage, busy=float(busy.max()), cause=cause, rate=rate, unit=unit,
-                read_ms=read_ms, work_ms=work_ms,
-                decode_busy=float(at["busy"].get("decode", float("nan"))),
-                decode_busy_measured=float(at["busy_measured"].get("decode", float("nan"))),
-                decode_ms=float(dec.get(c_hi, float("nan"))), decode_ms_lo=float(dec.get(c_lo, float("nan"))),
-                task_ms=float(at["task_ms"].get(stage, float("nan"))),
-                stage_threads=int(at["stage_concurrency"].get(stage, 1)),
-                sink_occupancy=float(at["out_occupancy"].get("sink", float("nan"))))
+def spdl_limit(facts, loader: str = "spdl", decoder: str = "pillow") -> dict | None:
+    """What limits an SPDL pipeline at its highest thread count and the numbers that decide it (the analysis's
+    :func:`~.analysis.spdl_limit`, stored with the facts); None when the result has no per-stage statistics."""
+    return ((facts_of(facts).data.get("spdl") or {}).get("limits") or {}).get(f"{loader}/{decoder}")
 
 
-def spdl_limit_note(res) -> str:
-    """The measured cause of the Pillow SPDL pipeline's plateau, computed from its per-stage statistics."""
-    lim = spdl_limit(res)
+#: What limits an SPDL pipeline, by the cause the analysis found (:func:`~.analysis.spdl_limit`).
+CAUSE_WORDS = {"handoff": "Decode was the busiest stage, and most of each task went to the hand-off between the "
+                          "event loop and the threads, Python code that runs one thread at a time under the "
+                          "interpreter lock: the GIL limits the pipeline, through its scheduling rather than the "
+                          "decode itself.",
+               "read": "Decode was the busiest stage, and its threads spent more of each image reading the cold "
+                       "file than decoding it: storage latency limits the pipeline; more reads in flight (more "
+                       "threads, or a separate read stage with its own concurrency) would raise throughput, and the "
+                       "GIL is not what stops it.",
+               "threads": "Decode was the busiest stage, and decoding an image took about its time on one core "
+                          "alone, so the decode threads were simply too few: more decode concurrency would raise "
+                          "throughput."}
+#: Where no stage was saturated, who waited for whom, by the sink queue's occupancy.
+WAITS_WORDS = {"consumer": "batches were waiting for the consumer, so the loop that takes them (the copy to the "
+                           "device) set the pace",
+               "stages": "the pipeline's stages waited on each other; the collate check below takes the collate "
+                         "stage off the critical path to tell whether it is the one they wait for"}
+
+
+def spdl_limit_note(facts) -> str:
+    """The measured cause of the Pillow SPDL pipeline's plateau, in the words of the cause the analysis found."""
+    f = facts_of(facts)
+    lim = spdl_limit(f)
     if lim is None:
-        if "loaders" in res.tables and (res.table("loaders")["loader"] == "spdl").any():
+        if (f.data.get("spdl") or {}).get("ran"):
             return ("The SPDL pipeline's per-stage statistics (task time per stage, queue occupancy) are not in "
                     "this result: they are not in the reference run, which predates them; a new run of the "
                     "chapter records them.")
         return "The SPDL pipeline did not run here, so it has no per-stage statistics."
     c, b = lim["c"], lim["busy"]
     head = (f"With {c} decode threads the SPDL pipeline delivered {num(lim['rate'], 'img/s')}. Its decode threads "
-            + (f"were busy {pct(lim['decode_busy'])} of the timed window" if lim["decode_busy_measured"] <= OVER_FULL_AT
+            + (f"were busy {pct(lim['decode_busy'])} of the timed window" if not lim["over_full"]
                else "measured busy above the whole timed window (flagged below the table)")
             + f", at {num(lim['decode_ms'], 'ms')} per image")
-    if math.isfinite(lim["read_ms"]):
-        other = lim["decode_ms"] - lim["read_ms"] - lim["work_ms"]
+    if lim["read_ms"] is not None:
         head += (f": {num(lim['read_ms'], 'ms')} reading the file, {num(lim['work_ms'], 'ms')} decoding and "
                  f"resizing it (which takes {num(lim['unit'], 'ms')} on one core alone), and "
-                 f"{num(max(other, 0.0), 'ms')} handing the task to a pool thread and its result back to the "
+                 f"{num(lim['handoff_ms'], 'ms')} handing the task to a pool thread and its result back to the "
                  "pipeline's event loop")
     else:
         head += f" (decoding and resizing alone take {num(lim['unit'], 'ms')} on one core)"
-    if math.isfinite(lim["decode_ms_lo"]) and lim["c_lo"] != c:
+    if lim["growth"] is not None:
         head += (f"; from {lim['c_lo']} to {c} threads the time per image grew "
-                 f"{times(lim['decode_ms'] / lim['decode_ms_lo'])} while the threads grew {times(c / lim['c_lo'])}")
+                 f"{times(lim['growth'])} while the threads grew {times(c / lim['c_lo'])}")
     head += ". "
     if lim["cause"] == "stage":
-        cap = lim["rate"] / b if b > 0 else float("nan")
-        return head + (f"The busiest stage was {lim['stage']} ({lim['stage_threads']} "
-                       f"thread{'s' if lim['stage_threads'] != 1 else ''}), busy {pct(b)} of the window at "
-                       f"{num(lim['task_ms'], 'ms')} per task; at full time it would pass about "
-                       f"{num(cap, 'img/s')}. So the {lim['stage']} stage, after decoding, limits the pipeline: "
-                       "more decode threads cannot help, and the GIL is not what stops it.")
-    if lim["cause"] == "handoff":
-        return head + ("Decode was the busiest stage, and most of each task went to the hand-off between the "
-                       "event loop and the threads, Python code that runs one thread at a time under the "
-                       "interpreter lock: the GIL limits the pipeline, through its scheduling rather than the "
-                       "decode itself.")
-    if lim["cause"] == "read":
-        return head + ("Decode was the busiest stage, and its threads spent more of each image reading the cold "
-                       "file than decoding it: storage latency limits the pipeline; more reads in flight (more "
-                       "threads, or a separate read stage with its own concurrency) would raise throughput, and the "
-                       "GIL is not what stops it.")
+        return head + (f"The busiest stage was {say.text(lim['stage'])} ({_count(lim['stage_threads'], 'thread')}), "
+                       f"busy {pct(b)} of the window at {num(lim['task_ms'], 'ms')} per task; at full time it would "
+                       f"pass about {num(lim['cap'], 'img/s')}. So the {say.text(lim['stage'])} stage, after decoding, "
+                       "limits the pipeline: more decode threads cannot help, and the GIL is not what stops it.")
     if lim["cause"] == "gil":
         return head + (f"Decode was the busiest stage, and decoding and resizing an image took "
-                       f"{times(lim['work_ms'] / lim['unit'])} its time on one core alone: the threads spend the "
+                       f"{times(lim['slowdown'])} its time on one core alone: the threads spend the "
                        "difference waiting for the interpreter lock (the per-operation contention of section 2), "
                        "so the GIL limits the pipeline, not the number of threads or the batching stages.")
-    if lim["cause"] == "threads":
-        return head + ("Decode was the busiest stage, and decoding an image took about its time on one core alone, "
-                       "so the decode threads were simply too few: more decode concurrency would raise "
-                       "throughput.")
-    return head + (f"No stage was busy {pct(BUSY_LIMIT)} of the window or more (the busiest, {lim['stage']}, "
-                   f"{pct(b)}), and the queue the training loop takes batches from held one "
-                   f"{pct(lim['sink_occupancy'])} of the time: " + choose(
-                       direction(lim["sink_occupancy"], 0.5, tol=0.0), "batches were waiting for the consumer, "
-                       "so the loop that takes them (the copy to the device) set the pace",
-                       "the pipeline's stages waited on each other; the collate check below takes the collate "
-                       "stage off the critical path to tell whether it is the one they wait for", "") + ".")
-
-
-def collate_check(res) -> dict | None:
-    """The Pillow pipeline with a collate stage against the same pipeline decoding into each batch's
-    rows, at the thread count the check ran at: their runs, and which stage then limits."""
-    lo = _loaders(res)
-    pre = lo[(lo["loader"] == "spdl_prealloc") & (lo["decoder"] == "pillow")]
-    if pre.empty:
-        return None
-    c = int(pre["concurrency"].max())
-    base = lo[(lo["loader"] == "spdl") & (lo["decoder"] == "pillow") & (lo["concurrency"] == c)]
-    if base.empty:
-        return None
-    return dict(c=c, pre=pre[pre["concurrency"] == c]["images_per_s"].tolist(),
-                base=base["images_per_s"].tolist(), limit=spdl_limit(res, "spdl_prealloc", "pillow"),
-                base_limit=spdl_limit(res, "spdl", "pillow"))
+    if lim["cause"] in CAUSE_WORDS:
+        return head + CAUSE_WORDS[lim["cause"]]
+    return head + (f"No stage was busy {pct(BUSY_LIMIT)} of the window or more (the busiest, "
+                   f"{say.text(lim['stage'])}, {pct(b)}), and the queue the training loop takes batches from held one "
+                   f"{pct(lim['sink_occupancy'])} of the time: " + WAITS_WORDS.get(lim["waits"], "") + ".")
 
 
 def finding_collate(facts, res=None) -> Finding | None:
-    """The deciding experiment for the Pillow pipeline's plateau: collate off the critical path (``res``: the
-    result, for the busiest stage then, from its per-stage statistics)."""
+    """The deciding experiment for the Pillow pipeline's plateau: collate off the critical path, and the busiest
+    stage then (``res``: older callers' result, read through its facts)."""
     f = facts_of(facts if facts is not None else res)
     c = f.get("collate")
     if c is None or c.number is None:
@@ -844,20 +754,20 @@ def finding_collate(facts, res=None) -> Finding | None:
     text = (f"With each image decoded straight into its batch's row (no collate copy), the Pillow SPDL pipeline at "
             f"{int(pre.setting['concurrency'])} threads delivered {say.value(pre)}, "
             f"{say.comparison(c, f)} ({say.value(base)}), so {verdict}")
-    lim = spdl_limit(res, "spdl_prealloc", "pillow") if res is not None else None
+    lim = spdl_limit(f, "spdl_prealloc", "pillow")
     if lim is not None:
         text += (f"; the busiest stage then was {say.text(lim['stage'])}, busy {pct(lim['busy'])} of the window"
                  + ("" if lim["stage"] != "decode" else f" at {num(lim['decode_ms'], 'ms')} per image"))
     return Finding("collate", text + ".", c.number, "×")
 
 
-def collate_note(res) -> str | None:
+def collate_note(facts) -> str | None:
     """What the collate check leaves as the limit, in the words of :func:`spdl_limit_note`'s causes."""
-    ck = collate_check(res)
-    if ck is None or ck["limit"] is None:
+    f = facts_of(facts)
+    lim = spdl_limit(f, "spdl_prealloc", "pillow")
+    if f.get("collate") is None or lim is None:
         return None
-    lim = ck["limit"]
-    cause = {"stage": f"the {lim['stage']} stage, after decoding",
+    cause = {"stage": f"the {say.text(lim['stage'])} stage, after decoding",
              "handoff": "the hand-off between the event loop and the decode threads",
              "read": "reading the cold files", "gil": "the decode threads waiting for the interpreter lock",
              "threads": "too few decode threads",
@@ -906,9 +816,8 @@ def paper_table(res) -> pd.DataFrame:
                 busy=("gil_busy_share", "mean"), wait=("gil_wait_ms", "mean"), config=("config", "first")).reset_index()
     return pd.DataFrame({"loader": [PAPER_KIND_NAMES.get(k, k) for k in out["loader"]],
                          "setting": out["config"], "files": out["state"], "runs": out["runs"],
-                         "images/s": out["rate"].round(0), "CPU ms per image": out["cpu"].round(2),
-                         "GIL busy (probe), %": (100 * out["busy"]).round(1),
-                         "probe's wait per wake, ms": out["wait"].round(2)})
+                         "images/s": out["rate"], "CPU ms per image": out["cpu"],
+                         "GIL busy (probe), %": 100 * out["busy"], "probe's wait per wake, ms": out["wait"]})
 
 
 def sweep_busy(res) -> pd.DataFrame:
@@ -959,11 +868,11 @@ def sweep_table(res) -> pd.DataFrame:
                                              cpu=("cpu_ms_per_image", "mean"), gil=("gil_busy_share", "mean"),
                                              lag=("loop_lag_ms", "mean"), cores=("cpu_cores", "mean"))
     g = g.sort_values("rate", ascending=False)
-    return pd.DataFrame({"decode tasks": g.index, "runs": g["runs"].values, "images/s": g["rate"].round(0).values,
-                         "CPU ms per image": g["cpu"].round(2).values, "cores busy": g["cores"].round(1).values,
-                         "GIL busy (probe), %": (100 * g["gil"]).round(1).values,
+    return pd.DataFrame({"decode tasks": g.index, "runs": g["runs"].values, "images/s": g["rate"].values,
+                         "CPU ms per image": g["cpu"].values, "cores busy": g["cores"].values,
+                         "GIL busy (probe), %": (100 * g["gil"]).values,
                          "decode stage busy": [busy_cell(busy.get(c)) if c in busy.index else "—" for c in g.index],
-                         "event loop delay per wake, ms": g["lag"].round(2).values})
+                         "event loop delay per wake, ms": g["lag"].values})
 
 
 GIL_OP_NAMES = {"read": "read the file (Python)", "decode_pillow": "decode + resize, Pillow",
@@ -979,24 +888,25 @@ def gil_table(res) -> pd.DataFrame:
         return df
     df = df[df["op"] != "idle"]
     return pd.DataFrame({"operation": [GIL_OP_NAMES.get(o, o) for o in df["op"]],
-                         "ms per image, one thread": df["ms_per_image"].astype(float).round(3),
-                         "GIL held, % of its time": (100 * df["held_share"].astype(float)).round(1),
-                         "GIL-held ms per image": df["held_ms_per_image"].astype(float).round(3)})
+                         "ms per image, one thread": df["ms_per_image"].astype(float),
+                         "GIL held, % of its time": 100 * df["held_share"].astype(float),
+                         "GIL-held ms per image": df["held_ms_per_image"].astype(float)})
 
 
-def paper_note(res) -> str | None:
+def paper_note(facts) -> str | None:
     """The SPDL question answered in the facts' phrasing: the paper's gain against this host's, its
     decomposition, the best thread configuration and what limits it."""
     from datajourney.core import phrasing
 
-    why = res.metadata.get("paper_skipped")
-    if why or "paper" not in res.tables:
+    f = facts_of(facts)
+    run = f.data.get("paper") or {}
+    if not run.get("ran"):
+        why = run.get("skipped")
         return {"off": "The SPDL question was switched off (`paper = False`).",
                 "spdl": "The SPDL question needs spdl.io, which cannot decode here: "
-                        + phrasing.text(res.metadata.get("decoders", {}).get("spdl", {}).get("note", "")),
+                        + phrasing.text((f.data.get("decoders") or {}).get("spdl", {}).get("note", "")),
                 "error": "The SPDL question failed; the error is listed with the others."}.get(
                     why, "This result has no SPDL question (an older run).")
-    f = facts_of(res)
     parts = []
     for state in ("warm", "cold"):
         g = f.get(f"paper.gain.{state}")
@@ -1044,13 +954,12 @@ def paper_note(res) -> str | None:
               for k in ("paper.dl_pillow.cold", "paper.dl_spdl.cold", "paper.spdl_batch.cold") if f.flagged(k)]
     a = f.advice_for("image_decode.loader")
     if a is not None:
-        parts.append(phrasing.advice(a, f))
-    meta = res.metadata.get("paper") or {}
-    if meta.get("clamped"):
+        parts.append(advice_words(a, f))
+    if run.get("clamped"):
         parts.append("Some levels were lowered to fit the data set's images (raise `n_images` on a host with "
-                     "many cores): " + ", ".join(f"{phrasing.text(c.get('what'))} {int(c.get('wanted', 0))} → "
-                                                 f"{int(c.get('got', 0))}" for c in meta["clamped"]) + ".")
-    if meta.get("transforms") == "numpy":
+                     "many cores): " + ", ".join(f"{phrasing.text(c['what'])} {c['wanted']} → {c['got']}"
+                                                 for c in run["clamped"]) + ".")
+    if run.get("transforms") == "numpy":
         parts.append("torchvision is not installed here: the transforms ran as the same arithmetic in NumPy.")
     return "\n\n".join(parts) if parts else None
 
@@ -1119,6 +1028,26 @@ def _paper_words() -> str:
                                  f"{say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})")
 
 
+def threshold_words(a, facts: Facts) -> str:
+    """What the threshold of a "keep the default" verdict is, where the advice quotes it ("under the 11.5% that would
+    change it"): the runs' own spread, or the book's minimum effect (``data["thresholds"]``); "" where it is not
+    quoted."""
+    t = (facts.data.get("thresholds") or {}).get(a.key)
+    if a.verdict != "keep" or not a.best or a.within is None or t is None or not a.within < t["value"]:
+        return ""
+    v = pct(t["value"])
+    if t["source"] == "spread":
+        return (f" That {v} is the runs' own spread: each candidate's runs lay up to {v} from their mean, so a smaller "
+                "gap could be noise.")
+    return f" That {v} is the book's minimum effect: a smaller gain is not worth changing a default."
+
+
+def advice_words(a, facts: Facts) -> str:
+    """A piece of advice in the book's one wording (:func:`~datajourney.core.phrasing.advice`), then what its
+    threshold is where it quotes one (:func:`threshold_words`)."""
+    return say.advice(a, facts) + threshold_words(a, facts)
+
+
 def _b(s: str) -> str:
     return f"**{s}**"
 
@@ -1138,7 +1067,7 @@ def finding_primitives(facts, decoder: str | None = None) -> Finding:
             f"{int(p.setting['knee']) if p.setting.get('knee') is not None else '—'}.")
     a = facts.advice_for(f"image_decode.pool.{decoder or p.setting['decoder']}")
     if a is not None:
-        text += " " + say.advice(a, facts)
+        text += " " + advice_words(a, facts)
     return Finding(key, text, c.number, "×")
 
 
@@ -1440,7 +1369,7 @@ def _action_loader(facts: Facts) -> Action | None:
         return None if u is None else Action(
             "No advice on the loader from this run: it measured no DataLoader decoding with Pillow, PyTorch's "
             f"default (its DataLoader decoded with {say.text(u.value)}), and a gain needs its baseline.")
-    return Action(say.advice(a, facts), a.snippet)
+    return Action(advice_words(a, facts), a.snippet)
 
 
 def _action_paths(facts: Facts) -> Action | None:
