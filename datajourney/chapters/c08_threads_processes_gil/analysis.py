@@ -1241,14 +1241,6 @@ def paper_data(res) -> dict:
                 transforms=str(meta["transforms"]) if meta.get("transforms") else None)
 
 
-def threshold_data(facts: Facts) -> dict:
-    """For each piece of advice, what its threshold is: the smallest effect worth a change (the question's minimum
-    effect), or, when larger, the runs' own spread (half the min–max range of the runs compared, over their mean)."""
-    return {a.key: dict(value=a.threshold, source="spread" if a.threshold > MIN_EFFECT + 1e-9 else "min_effect",
-                        min_effect=MIN_EFFECT)
-            for a in facts.advice if a.threshold is not None}
-
-
 def analyse(res) -> Facts:
     facts = Facts(CHAPTER, exports=EXPORTS)
     for part in (primitive_facts, contention_facts, end_to_end_facts, first_batch_facts, ipc_facts, epoch_facts,
@@ -1257,7 +1249,7 @@ def analyse(res) -> Facts:
         facts.add(*part(res))
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
     facts.add(*default_unmeasured(facts))
-    facts.data.update(thresholds=threshold_data(facts), hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res),
+    facts.data.update(hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res),
                       spdl=spdl_data(res), paper=paper_data(res),
                       spdl_scaling=spdl_scaling_data(res))
     pd_ = photo_decode(res)

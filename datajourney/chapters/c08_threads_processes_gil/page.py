@@ -954,7 +954,7 @@ def paper_note(facts) -> str | None:
               for k in ("paper.dl_pillow.cold", "paper.dl_spdl.cold", "paper.spdl_batch.cold") if f.flagged(k)]
     a = f.advice_for("image_decode.loader")
     if a is not None:
-        parts.append(advice_words(a, f))
+        parts.append(say.advice(a, f))
     if run.get("clamped"):
         parts.append("Some levels were lowered to fit the data set's images (raise `n_images` on a host with "
                      "many cores): " + ", ".join(f"{phrasing.text(c['what'])} {c['wanted']} → {c['got']}"
@@ -1028,26 +1028,6 @@ def _paper_words() -> str:
                                  f"{say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})")
 
 
-def threshold_words(a, facts: Facts) -> str:
-    """What the threshold of a "keep the default" verdict is, where the advice quotes it ("under the 11.5% that would
-    change it"): the runs' own spread, or the book's minimum effect (``data["thresholds"]``); "" where it is not
-    quoted."""
-    t = (facts.data.get("thresholds") or {}).get(a.key)
-    if a.verdict != "keep" or not a.best or a.within is None or t is None or not a.within < t["value"]:
-        return ""
-    v = pct(t["value"])
-    if t["source"] == "spread":
-        return (f" That {v} is the runs' own spread: each candidate's runs lay up to {v} from their mean, so a smaller "
-                "gap could be noise.")
-    return f" That {v} is the book's minimum effect: a smaller gain is not worth changing a default."
-
-
-def advice_words(a, facts: Facts) -> str:
-    """A piece of advice in the book's one wording (:func:`~datajourney.core.phrasing.advice`), then what its
-    threshold is where it quotes one (:func:`threshold_words`)."""
-    return say.advice(a, facts) + threshold_words(a, facts)
-
-
 def _b(s: str) -> str:
     return f"**{s}**"
 
@@ -1067,7 +1047,7 @@ def finding_primitives(facts, decoder: str | None = None) -> Finding:
             f"{int(p.setting['knee']) if p.setting.get('knee') is not None else '—'}.")
     a = facts.advice_for(f"image_decode.pool.{decoder or p.setting['decoder']}")
     if a is not None:
-        text += " " + advice_words(a, facts)
+        text += " " + say.advice(a, facts)
     return Finding(key, text, c.number, "×")
 
 
@@ -1369,7 +1349,7 @@ def _action_loader(facts: Facts) -> Action | None:
         return None if u is None else Action(
             "No advice on the loader from this run: it measured no DataLoader decoding with Pillow, PyTorch's "
             f"default (its DataLoader decoded with {say.text(u.value)}), and a gain needs its baseline.")
-    return Action(advice_words(a, facts), a.snippet)
+    return Action(say.advice(a, facts), a.snippet)
 
 
 def _action_paths(facts: Facts) -> Action | None:
