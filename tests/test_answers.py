@@ -422,6 +422,19 @@ def _summary_disagreements(found: dict[str, tuple], c12) -> list[str]:
         action = page._action(c12.facts, wl, None)
         if a is not None and page.verdict_first(a, facts) not in action.text:
             out.append(f"{wl}: {action.text!r} does not repeat {chapter}'s {a.key}")
+    hops = {h["hop"]: h for h in c12.facts.data["hops"] if h["workload"] in ("image", "tokens")}
+    for ch, key, hop, field in (("10_mmap_vs_read", "tokens.loader_mode", "token_loader", "mode"),
+                                ("07_full_picture", "image.num_workers", "cpu", "recipe")):
+        a = found[ch][1].advice_for(key) if ch in found else None
+        h = hops.get(hop) or {}
+        priced = h.get(field)
+        if isinstance(priced, dict) and (c12.facts.data.get("image.pipeline") or {}).get("source") == "advice":
+            priced = priced.get("workers")
+        elif isinstance(priced, dict):
+            continue   # chapter 7's own recipe, not its worker-count answer
+        if a is not None and priced is not None and str(priced) != str(a.value if a.verdict == "change" else
+                                                                      (0 if hop == "cpu" else a.value)):
+            out.append(f"chapter 12 prices {hop} with {priced!r}, not {ch}'s {a.key} answer {a.value!r}")
     for ch, (res, facts) in found.items():
         if not registry.lookup(ch).diagnosed:
             continue
