@@ -257,9 +257,11 @@ def weakest_text(res12: results.Result, who: str, base: str = "") -> str:
     change, worded by chapter 12's page from its facts (the same text as there)."""
     facts = registry.analysed(res12).facts
     op = diagnosis_page.opening(facts)
-    lines = [f"* {f.text}" for f in op.findings] + [f"* {a.text}" for a in op.actions]
+    found = "\n".join(f"* {f.text}" for f in op.findings)
+    todo = "\n".join(f"{i}. {a.text}" for i, a in enumerate(op.actions, 1))
     head = f"**{who}, {phrasing.text(host_label(res12.fingerprint))}** (from {_link(diagnosis.CHAPTER, base)}):"
-    return head + "\n\n" + "\n".join(lines).replace("](", f"]({base}" if base else "](")
+    body = found + (f"\n\n**What to do**\n\n{todo}" if todo else "")
+    return head + "\n\n" + body.replace("](", f"]({base}" if base else "](")
 
 
 def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> str:
