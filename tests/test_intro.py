@@ -158,3 +158,16 @@ def test_front_door_names_guest_cold_and_pairs_published_figures_like_with_like(
     head, _, rest = padding.partition(";")
     assert "padding each batch to its longest sample" in head and "published" not in head
     assert "padding every sample to the context" in rest and "(published: 42.4×)" in rest
+
+
+def test_the_map_and_chapter_1s_figure_name_the_same_chapters():
+    """The hops chapter 1's figure draws (storage, page cache, CPU workers, PCIe) link the same chapters in the
+    pipeline map's table and chart as the figure names under them."""
+    import re
+
+    from datajourney.core.paths import REPO_ROOT
+
+    svg = (REPO_ROOT / "book" / "figures" / "01-journey.svg").read_text()
+    drawn = [tuple(int(x) for x in m.split(", ")) for m in re.findall(r"ch\. (\d+(?:, \d+)*)", svg)]
+    hops = {name: chapters for name, _, chapters in intro.HOPS}
+    assert [hops[h] for h in ("Storage", "Page cache", "CPU preprocessing", "PCIe")] == drawn[:4]

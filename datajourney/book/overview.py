@@ -317,14 +317,15 @@ def title_markdown(host: str | None = None, run_dir=None) -> str:
     return "\n\n".join(parts + (["\n".join(levers)] if levers else []))
 
 
-#: The hops of a training sample, in order, with the chapters planned to measure them.
+#: The hops of a training sample, in order, with the chapters that measure them: for the hops chapter 1's figure and
+#: its prose name, the same chapters as there.
 HOPS = [
-    ("Storage", "NVMe / network disk: file layout, read size, queue depth, O_DIRECT, GPUDirect", (2, 9)),
-    ("Page cache", "kernel RAM cache: cold vs warm, readahead, purge and residency", (2, 3, 9)),
+    ("Storage", "NVMe / network disk: file layout, read size, queue depth, O_DIRECT, GPUDirect", (2, 3, 9)),
+    ("Page cache", "kernel RAM cache: cold vs warm, readahead, purge and residency", (2, 10)),
     ("User space", "read() vs mmap(), syscalls and page faults, one handle vs many files", (3, 10)),
-    ("CPU preprocessing", "decode, tokenise, augment: worker processes vs threads and the GIL", (4, 7, 8)),
+    ("CPU preprocessing", "decode, tokenise, augment: worker processes vs threads and the GIL", (3, 4, 7, 8)),
     ("Batching", "collation, padding vs packing, pinned host memory", (5, 6)),
-    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", (6, 7, 9)),
+    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", (6, 9)),
     ("GPU memory", "forward, backward, optimizer: does the data keep up?", (7, 9)),
     ("GPU to GPU", "gradient all-reduce over NVLink / PCIe, NCCL", (11,)),
 ]
