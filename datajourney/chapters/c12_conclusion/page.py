@@ -232,8 +232,7 @@ def gpus_sentence(facts: Facts, wl: str) -> str:
     fed = facts.get(f"{wl}.gpus_fed")
     pick = facts.data.get("image.pipeline") if wl == "image" else None
     if share is not None and share.number is not None:
-        measured = (f"End to end, that pipeline ({phrasing.text(_recipe(share.setting))}) fed one such GPU "
-                    f"{phrasing.share(share.number / 100)} of its need")
+        measured = f"End to end it fed one such GPU {phrasing.share(share.number / 100)} of its need"
         if fed is None:
             return f"{measured}, under the {bar} bar, so this run gives no count of GPUs this host feeds."
         lead = f"{measured}; by the hop model, "
