@@ -423,18 +423,19 @@ def _summary_disagreements(found: dict[str, tuple], c12) -> list[str]:
         if a is not None and page.verdict_first(a, facts) not in action.text:
             out.append(f"{wl}: {action.text!r} does not repeat {chapter}'s {a.key}")
     hops = {h["hop"]: h for h in c12.facts.data["hops"] if h["workload"] in ("image", "tokens")}
-    for ch, key, hop, field in (("10_mmap_vs_read", "tokens.loader_mode", "token_loader", "mode"),
-                                ("07_full_picture", "image.num_workers", "cpu", "recipe")):
-        a = found[ch][1].advice_for(key) if ch in found else None
-        h = hops.get(hop) or {}
-        priced = h.get(field)
-        if isinstance(priced, dict) and (c12.facts.data.get("image.pipeline") or {}).get("source") == "advice":
-            priced = priced.get("workers")
-        elif isinstance(priced, dict):
-            continue   # chapter 7's own recipe, not its worker-count answer
-        if a is not None and priced is not None and str(priced) != str(a.value if a.verdict == "change" else
-                                                                      (0 if hop == "cpu" else a.value)):
-            out.append(f"chapter 12 prices {hop} with {priced!r}, not {ch}'s {a.key} answer {a.value!r}")
+    a = found["10_mmap_vs_read"][1].advice_for("tokens.loader_mode") if "10_mmap_vs_read" in found else None
+    mode = (hops.get("token_loader") or {}).get("mode")
+    if a is not None and mode is not None and mode != str(a.value):
+        out.append(f"chapter 12 prices the token loader with {mode!r}, not chapter 10's answer {a.value!r}")
+    c7 = found["07_full_picture"][1] if "07_full_picture" in found else None
+    priced = (hops.get("cpu") or {}).get("recipe")
+    if c7 is not None and priced:
+        recipe = c7.get("recipe")
+        a = c7.advice_for("image.num_workers")
+        want = (recipe.setting if recipe is not None else
+                {"workers": a.value if a.verdict == "change" else 0, "variant": "default"} if a is not None else {})
+        if any(str(priced.get(k)) != str(v) for k, v in want.items() if k in ("format", "workers", "variant")):
+            out.append(f"chapter 12 prices the image CPU with {priced}, not chapter 7's answer {want}")
     for ch, (res, facts) in found.items():
         if not registry.lookup(ch).diagnosed:
             continue
