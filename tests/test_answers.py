@@ -420,7 +420,12 @@ def _summary_disagreements(found: dict[str, tuple], c12) -> list[str]:
         facts = found[chapter][1]
         a = next((facts.advice_for(k) for k in keys if facts.advice_for(k) is not None), None)
         action = page._action(c12.facts, wl, None)
-        if a is not None and page.verdict_first(a, facts) not in action.text:
+        recipe = facts.get("recipe") if wl == "image" and wk["key"] == "gpu" else None
+        if recipe is not None and recipe.setting.get("verdict") != "keep":   # chapter 7's combined recipe
+            want = phrasing.comparison(recipe, baseline=phrasing.text(facts[recipe.basis].label))
+            if want not in action.text:
+                out.append(f"{wl}: {action.text!r} does not repeat chapter 7's recipe {want!r}")
+        elif a is not None and page.verdict_first(a, facts) not in action.text:
             out.append(f"{wl}: {action.text!r} does not repeat {chapter}'s {a.key}")
     hops = {h["hop"]: h for h in c12.facts.data["hops"] if h["workload"] in ("image", "tokens")}
     a = found["10_mmap_vs_read"][1].advice_for("tokens.loader_mode") if "10_mmap_vs_read" in found else None

@@ -8,7 +8,7 @@ from datajourney.book import harness, opening, registry
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.core import results
-from datajourney.core.facts import Advice, Fact
+from datajourney.core.facts import Advice, Fact, compare
 from datajourney.core.params import ParameterError
 
 #: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
@@ -245,13 +245,22 @@ def test_hostile_strings_from_other_chapters_stay_text(tmp_path):
 
 
 def with_recipe(run_dir, **setting):
-    """Chapter 7's result in ``run_dir`` with an exported ``recipe`` fact: its combined end-to-end setting (by default
-    the fastest pipeline run with the priced step), its share of that step's ceiling, and the code that sets it."""
+    """Chapter 7's result in ``run_dir`` with an exported ``recipe`` fact as chapter 7 exports it: its combined
+    end-to-end setting (by default the fastest pipeline run with the priced step) against ImageFolder with
+    ``num_workers=0``, its knobs as code (``parts``) and whether it cleared its threshold (``verdict``)."""
     r = results.Result.load(run_dir / "07_full_picture.json")
     top = r.facts.data["image_workload"]["step_recipe"]
-    setting = {**{k: top[k] for k in ("format", "workers", "variant")}, "snippet": "loader = make_recipe()", **setting}
-    r.facts.add(Fact("recipe", r.facts.number("best_vs_ceiling"), "%", "the share of its ceiling the recipe fed",
-                     "share", setting=setting))
+    setting = {**{k: top[k] for k in ("format", "workers", "variant")}, "verdict": "change", **setting}
+    w = setting["workers"]
+    setting.setdefault("parts", [
+        dict(what="one JPEG file per image", code="dataset = ImageFolder(root)"),
+        dict(what="the DataLoader", code=f"DataLoader(dataset, batch_size=64, num_workers={w})"),
+        dict(what="workers at nice 19", code="worker_init_fn=lambda _: os.nice(19)"),
+        dict(what="the step replayed from CUDA graphs", code="graph.replay()")])
+    mine = Fact("recipe.ips", top["images_per_s"], "images/s", f"ImageFolder with num_workers={w}, the whole recipe")
+    base = Fact(**{**r.facts["ips.imagefolder.w0"].__dict__, "key": "recipe.baseline",
+                   "label": "ImageFolder with num_workers=0 and the default recipe"})
+    r.facts.add(mine, base, Fact(**{**compare("recipe", mine, base).__dict__, "setting": setting}))
     r.facts.exports = (*r.facts.exports, "recipe")
     r.save(run_dir, created_utc=r.created_utc)
 
@@ -260,9 +269,13 @@ def test_without_a_recipe_the_image_line_is_chapter_7s_advice_with_its_own_evide
     """Chapter 7 exports no combined recipe: the image line is its worker-count verdict with that verdict's own
     evidence; the CPU hop is priced with that setting's cost per image (its loader's stages in a worker plus the
     training process's cores), and no other pipeline's end-to-end share or GPU count is set beside it."""
-    res = _run_with(tmp_path)
+    analysed_references(tmp_path, REF, _referenced())
+    r = results.Result.load(tmp_path / "07_full_picture.json")   # as a chapter 7 that exports no recipe
+    r.facts.facts = {k: f for k, f in r.facts.facts.items() if k != "recipe" and not k.startswith("recipe.")}
+    r.save(tmp_path, created_utc=r.created_utc)
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
     w = res.facts.data["image_workload"]
-    src = registry.lookup("07_full_picture").analyse(results.Result.load(REF / "07_full_picture.json"))
+    src = r.facts
     advice = src.advice_for("image.num_workers")
     cpu = _hops(res, "image")["cpu"]
     assert (cpu["recipe"]["workers"], cpu["recipe"]["variant"], cpu["cpu_source"]) == (advice.value, "default", "clock")
@@ -290,9 +303,16 @@ def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
     share = res.facts["image.fed_share"]
     assert share.number == pytest.approx(100 * top["images_per_s"] / res.facts.number("image.demand"))
     action = page.opening(res.facts).actions[0]
-    assert "chapter 7's recipe (ImageFolder, num\\_workers=8, tuned, CUDA graphs)" in action.text
-    assert action.snippet == "loader = make_recipe()" and "set `num_workers=" not in action.text
+    assert "Use ImageFolder, num\\_workers=8, tuned, CUDA graphs: " in action.text
+    assert "faster than ImageFolder with num\\_workers=0 and the default recipe" in action.text
+    assert "loader = DataLoader(dataset, batch_size=64, num_workers=8, worker_init_fn=lambda _: os.nice(19))" \
+        in action.snippet and "graph.replay()" in action.snippet
+    assert "Set `num_workers=" not in action.text and "# the DataLoader" in action.snippet
     assert res.facts.get("image.gpus_fed") is not None and "feeds **" in action.text
+
+    with_recipe(tmp_path, verdict="keep")   # a recipe under its threshold is not recommended
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    assert "chapter 7's recipe" not in page.opening(res.facts).actions[0].text
 
     with_recipe(tmp_path, workers=16, variant="default")   # measured with the eager step, not the priced one
     res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)

@@ -160,6 +160,8 @@ def recommended(found: dict) -> dict | None:
     r = w.get("step_recipe") or {}
     same = ("format", "workers", "variant")
     fact = src.get(RECIPE)
+    if fact is not None and (fact.setting or {}).get("verdict") == "keep":
+        fact = None   # chapter 7's recipe did not clear its threshold over the defaults: not recommended
     advice = next((src.advice_for(k) for k in RECIPE_ADVICE if src.advice_for(k) is not None), None)
     if fact is not None or advice is not None:
         setting = dict(fact.setting if fact is not None else {})
@@ -515,7 +517,8 @@ def analyse(res) -> Facts:
         on_gpu = bool(demand and demand.get("on_gpu"))
         if wl == "image":
             _model_check(found, hops, facts)
-            if (facts.data.get("image.pipeline") or {}).get("source") == "recipe":
+            if (facts.data.get("image.pipeline") or {}).get("source") == "recipe" and \
+                    found["07_full_picture"].get(RECIPE) is not None:
                 copy_fact(found["07_full_picture"], "07_full_picture", RECIPE, facts)
         fed = gpus_fed(wl, hops) if on_gpu and supported(facts, wl) else None
         facts.data[f"{wl}.fed"] = fed

@@ -169,7 +169,7 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
         # chapter 7's combined recipe, with its own evidence: what the image line and its code show
         text = f"{chapter_link(chapter)}: {recipe_sentence(facts, recipe)}"
         a = None
-        snippet = recipe.setting.get("snippet")
+        snippet = recipe_snippet(recipe.setting)
     elif a is not None:
         text = f"{chapter_link(chapter)}: {verdict_first(a, facts)}"
     else:
@@ -198,16 +198,39 @@ def verdict_first(a, facts: Facts) -> str:
 
 def recipe_sentence(facts: Facts, recipe) -> str:
     """Chapter 7's combined end-to-end recipe (its exported ``recipe`` fact, copied as ``07.recipe``), verdict first
-    as :func:`verdict_first` words advice: the pipeline by its settings and the fact's own value, with its baseline
-    where it compares two, then the workload it was measured on."""
-    pick = facts.data.get("image.pipeline") or {}
-    words = phrasing.text(_recipe({**pick, **recipe.setting}))
+    as :func:`verdict_first` words advice: the pipeline by its settings and the fact's own value, against chapter 7's
+    own baseline where it compares two."""
     basis = facts.get(recipe.basis or "")
-    if recipe.is_comparison and basis is not None and recipe.number is not None:
-        value = phrasing.comparison(recipe, baseline=phrasing.text(basis.label))
-    else:
-        value = f"{phrasing.text(recipe.label)} {phrasing.headline(recipe)}"
-    return f"Use chapter 7's recipe ({words}): {value}. Measured for {phrasing.text(workload_name(facts, 'image'))}."
+    words = phrasing.text(_recipe({**(facts.data.get("image.pipeline") or {}), **recipe.setting}))
+    if recipe.is_comparison and basis is not None and basis.label and recipe.number is not None:
+        return f"Use {words}: {phrasing.comparison(recipe, baseline=phrasing.text(basis.label))}."
+    return f"Use {words}: {phrasing.text(recipe.label)} {phrasing.headline(recipe)}."
+
+
+def recipe_snippet(setting: dict) -> str | None:
+    """The code of chapter 7's recipe: its own ``snippet`` where it gives one, else its parts' code in order, each
+    under a comment naming it: the data set and the DataLoader assigned to names, a part that is a DataLoader argument
+    (``worker_init_fn=…``) passed to it. None when that does not compile: code shown to paste must."""
+    if setting.get("snippet"):
+        return str(setting["snippet"])
+    parts = [p for p in setting.get("parts") or [] if p.get("code")]
+    args = [str(p["code"]) for p in parts if re.match(r"^\w+=(?!=)", str(p["code"]))]
+    lines = []
+    for i, part in enumerate(parts):
+        code = str(part["code"])
+        if code in args:
+            continue
+        if code.startswith("DataLoader("):
+            code = "loader = " + (code[:-1] + ", " + ", ".join(args) + ")" if args else code)
+        elif i == 0 and not re.match(r"^\w+\s*=", code):
+            code = "dataset = " + code
+        lines += [f"# {part.get('what') or ''}".rstrip(), code]
+    text = "\n".join(lines)
+    try:
+        compile(text, "<recipe>", "exec")
+    except SyntaxError:
+        return None
+    return text or None
 
 
 def _recipe(setting: dict) -> str:
