@@ -213,8 +213,8 @@ def recipe_snippet(setting: dict) -> str | None:
     (``worker_init_fn=…``) passed to it. None when that does not compile: code shown to paste must."""
     if setting.get("snippet"):
         return str(setting["snippet"])
-    parts = [p for p in setting.get("parts") or [] if p.get("code")]
-    args = [str(p["code"]) for p in parts if re.match(r"^\w+=(?!=)", str(p["code"]))]
+    parts = [part for part in setting.get("parts") or [] if part.get("code")]
+    args = [str(part["code"]) for part in parts if re.match(r"^\w+=(?!=)", str(part["code"]))]
     lines = []
     for i, part in enumerate(parts):
         code = str(part["code"])
