@@ -1,7 +1,6 @@
 """Chapter 12 answers "what do I change": per workload the weakest link, the remedy (the advice of the
 chapter that measured it, worded as there), the GPUs the host feeds at MLPerf Storage's 90% bar, the
 caveats computed from the data, and a token step that is measured, not stated."""
-import math
 
 import pytest
 from helpers import analysed_references, with_default_rung
@@ -9,8 +8,8 @@ from helpers import analysed_references, with_default_rung
 from datajourney.book import harness, registry, report
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
-from datajourney.core import phrasing, results
 from datajourney.core import phrasing as fx
+from datajourney.core import results
 
 #: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
 pytestmark = pytest.mark.chapters
@@ -31,21 +30,28 @@ def _hop(res, wl, key):
 
 
 def test_reference_answer_names_a_remedy_and_the_gpus_fed(tmp_path):
+    """Each workload's action is its chapter's verdict in that chapter's words; the token count of GPUs fed is the
+    hop model's (one advised loader per rank), and the image line states no count without a pipeline of its own
+    measured end to end with the priced step."""
     res = _run_with(tmp_path)
     facts = res.facts
-    w = facts.data["image.weakest"]
-    shared = min(max(_hop(res, "image", "files"), _hop(res, "image", "shard")), _hop(res, "image", "cpu"))
-    fed = facts["image.gpus_fed"].value
-    assert fed == math.floor(shared / (analysis.AU_MIN * _hop(res, "image", "gpu")))
-    chapter, keys = analysis.REMEDY[("image", w["key"])]
-    src = registry.lookup(chapter).analyse(results.Result.load(REF / f"{chapter}.json"))
-    advice = next(src.advice_for(k) for k in keys if src.advice_for(k) is not None)
     op = page.opening(facts)
-    action = op.actions[0].text
-    assert f"[chapter {int(chapter[:2])}]({chapter}.ipynb)" in action
-    assert phrasing.advice(advice, src) in action and f"feeds **{fed}** such GPUs" in action
-    # the count follows what chapter 7 measured end to end with the same step, named before the hop model's count
-    assert action.index("Chapter 7's fastest pipeline") < action.index("by the hop model")
+    recipe = facts.get("07.recipe")   # chapter 7's combined recipe, where it exports one that clears its threshold
+    for wl, action in zip(("image", "tokens", "gradients"), op.actions, strict=True):
+        w = facts.data[f"{wl}.weakest"]
+        chapter, keys = analysis.REMEDY[(wl, w["key"])]
+        src = registry.lookup(chapter).analyse(results.Result.load(REF / f"{chapter}.json"))
+        advice = next(src.advice_for(k) for k in keys if src.advice_for(k) is not None)
+        assert f"[chapter {int(chapter[:2])}]({chapter}.ipynb)" in action.text
+        if wl == "image" and recipe is not None:
+            assert page.recipe_sentence(facts, recipe) in action.text
+        else:
+            assert page.verdict_first(advice, src) in action.text
+    cpu = next(h for h in facts.data["hops"] if h["hop"] == "token_cpu")
+    fed = facts["tokens.gpus_fed"].value
+    assert fed == cpu["gpus"] and f"feeds **{fed}** such GPUs" in op.actions[1].text
+    # the image count only with a pipeline of chapter 7's measured end to end with the priced step: its recipe
+    assert (facts.get("image.gpus_fed") is None) == (recipe is None) == ("feeds **" not in op.actions[0].text)
     assert any(f"feeds {fed} such GPUs" in line for line in page.summary_lines(facts))
 
 

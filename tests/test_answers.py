@@ -359,3 +359,146 @@ def test_the_contradiction_check_catches_advice_for_a_weaker_candidate():
     f.advice[0] = dataclasses.replace(a, value=4, gain="page.four")   # advice names the weaker 4
     f.add(compare("page.four", f["rate.4"], f["rate.0"]))
     assert _contradictions(f)
+
+
+# ----------------------------------------------------------------------------- the summary repeats, never re-decides
+def _runs() -> dict[str, dict[str, Path]]:
+    """Every committed reference run, as {where: {chapter: its result file}}: each host folder's own files, and the
+    files of one run id in ``more/`` and ``repeats/`` (named ``<chapter>-<run id>.json``)."""
+    out: dict[str, dict[str, Path]] = {}
+    for p in FILES:
+        chapter, _, run = p.stem.partition("-")
+        out.setdefault(f"{p.parent.relative_to(REFERENCE)}/{run or 'reference'}", {})[chapter] = p
+    return out
+
+
+def _summarised(run_dir: Path, found: dict[str, tuple]):
+    """Chapter 12 diagnosing ``run_dir``, which holds the results of ``found`` (chapter -> (result, facts)) with
+    those facts: what the title page, chapter 1 and chapter 12 say is computed from it."""
+    from datajourney.book import harness
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for res, facts in found.values():
+        res = copy.copy(res)
+        res.facts = facts
+        d = res.to_dict()
+        d["created_utc"] = res.created_utc
+        (run_dir / f"{res.chapter}.json").write_text(json.dumps(d))
+    return harness.run("12_conclusion", run_dir=run_dir, llm_tokens_per_s=1e6)
+
+
+def _summary_disagreements(found: dict[str, tuple], c12) -> list[str]:
+    """Every summary statement against its chapter's own verdict, by question or fact key: chapter 12's checklist
+    rows and its actions (the title page's and chapter 12's first screen), chapter 1's key-number rows and the title
+    page's levers. Returns what disagrees."""
+    from datajourney.book import overview
+    from datajourney.chapters.c12_conclusion import analysis as diag
+    from datajourney.chapters.c12_conclusion import page
+
+    out = []
+    table = page.checklist(c12, None)
+    for (_, row), r in zip(table.iterrows(), c12.facts.data["checklist"], strict=True):
+        ch, key = r["chapter"], r["key"]
+        if ch not in found:
+            continue
+        facts = found[ch][1]
+        if key.startswith(diag.QUESTION):
+            a = facts.advice_for(key[1:])
+            want = phrasing.verdict(a, facts) if a is not None else page.UNANSWERED
+        elif facts.get(key) is None:
+            continue
+        else:
+            want = (page.FLAGGED_CELL if facts.flagged(key)
+                    else page._cell(facts[key], facts, (ch, key) in page.WITH_VALUES))
+        if not row["this run"].startswith(want):
+            out.append(f"checklist {ch} {key}: {row['this run']!r} is not {want!r}")
+    for wl in diag.UNITS:
+        wk = c12.facts.data.get(f"{wl}.weakest")
+        chapter, keys = diag.REMEDY.get((wl, (wk or {}).get("key")), (None, ()))
+        if chapter not in found:
+            continue
+        facts = found[chapter][1]
+        a = next((facts.advice_for(k) for k in keys if facts.advice_for(k) is not None), None)
+        action = page._action(c12.facts, wl, None)
+        recipe = facts.get("recipe") if wl == "image" and wk["key"] == "gpu" else None
+        if recipe is not None and recipe.setting.get("verdict") != "keep":   # chapter 7's combined recipe
+            want = phrasing.comparison(recipe, baseline=phrasing.text(facts[recipe.basis].label))
+            if want not in action.text:
+                out.append(f"{wl}: {action.text!r} does not repeat chapter 7's recipe {want!r}")
+        elif a is not None and page.verdict_first(a, facts) not in action.text:
+            out.append(f"{wl}: {action.text!r} does not repeat {chapter}'s {a.key}")
+    hops = {h["hop"]: h for h in c12.facts.data["hops"] if h["workload"] in ("image", "tokens")}
+    a = found["10_mmap_vs_read"][1].advice_for("tokens.loader_mode") if "10_mmap_vs_read" in found else None
+    mode = (hops.get("token_loader") or {}).get("mode")
+    if a is not None and mode is not None and mode != str(a.value):
+        out.append(f"chapter 12 prices the token loader with {mode!r}, not chapter 10's answer {a.value!r}")
+    c7 = found["07_full_picture"][1] if "07_full_picture" in found else None
+    priced = (hops.get("cpu") or {}).get("recipe")
+    if c7 is not None and priced:
+        recipe = c7.get("recipe")
+        a = c7.advice_for("image.num_workers")
+        want = (recipe.setting if recipe is not None else
+                {"workers": a.value if a.verdict == "change" else 0, "variant": "default"} if a is not None else {})
+        if any(str(priced.get(k)) != str(v) for k, v in want.items() if k in ("format", "workers", "variant")):
+            out.append(f"chapter 12 prices the image CPU with {priced}, not chapter 7's answer {want}")
+    for ch, (res, facts) in found.items():
+        if not registry.lookup(ch).diagnosed:
+            continue
+        head = registry.lookup(ch).headline
+        r = copy.copy(res)
+        r.facts = facts
+        rows = overview.key_rows(ch, r, None, head[0] if head else None)
+        key, shown = rows[0]["key"], overview.first_screen(ch, facts)
+        if shown and key not in shown:
+            out.append(f"chapter 1, {ch}: {key} is not on its first screen {shown}")
+        f = facts.get(key)
+        if f is not None and not facts.flagged(key) and rows[0]["reference"] != overview.comparand(f, facts)[1]:
+            out.append(f"chapter 1, {ch}: {rows[0]['reference']!r} is not the chapter's {key}")
+        if f is not None and rows[0]["published"] != overview.same_metric(ch, f):
+            out.append(f"chapter 1, {ch}: a published figure of another metric beside {key}")
+        lever = next((t for c, k, t in overview.TITLE_FINDINGS if c == ch), None)
+        line = overview.lever_line(ch, head[0], lever, r) if lever else None
+        if line is not None and f"**{rows[0]['reference']}**" not in line:
+            out.append(f"title page, {ch}: {line!r} is not chapter 1's {rows[0]['reference']!r}")
+    return out
+
+
+@pytest.mark.parametrize("where", sorted(_runs()))
+def test_every_summary_statement_is_its_chapters_verdict(where, tmp_path, analysed):
+    """Over every committed reference run (h200, h100, h200/more, h200/repeats, h100x4): the title page, chapter 1's
+    key numbers and chapter 12's checklist and actions say what each chapter's own verdict says, by key."""
+    found = {ch: analysed[p] for ch, p in _runs()[where].items()}
+    c12 = _summarised(tmp_path, found)
+    assert not _summary_disagreements(found, c12)
+
+
+def _swap_readers(res):
+    """Chapter 10's result with mmap's and read()'s measurements swapped: the other reader wins."""
+    res = copy.deepcopy(res)
+    t = res.tables["sweep"]
+    t["mode"] = t["mode"].map({"mmap": "read", "read": "mmap"}).fillna(t["mode"])
+    res.facts = None
+    return res
+
+
+def test_a_swapped_winner_flips_the_chapter_and_every_summary(tmp_path, analysed):
+    """Swap chapter 10's readers: its verdict flips, and chapter 12's checklist row, the token loader it prices and
+    chapter 1's row flip with it (each still equal to the chapter's own)."""
+    from datajourney.book import overview
+    from datajourney.chapters.c12_conclusion import page
+
+    found = {ch: analysed[p] for ch, p in _runs()["h200/reference"].items()}
+    before = found["10_mmap_vs_read"][1].advice_for("tokens.loader_mode")
+    swapped = _swap_readers(found["10_mmap_vs_read"][0])
+    found["10_mmap_vs_read"] = (swapped, registry.lookup("10_mmap_vs_read").analyse(swapped))
+    after = found["10_mmap_vs_read"][1].advice_for("tokens.loader_mode")
+    assert (before.value, after.value) == ("read", "mmap") and after.verdict == "keep"
+    c12 = _summarised(tmp_path, found)
+    assert not _summary_disagreements(found, c12)
+    row = page.checklist(c12, None).set_index("practice").loc["mmap or read() for an indexed token set?", "this run"]
+    assert row.startswith("keep the default numpy.memmap")
+    loader = next(h for h in c12.facts.data["hops"] if h["hop"] == "token_loader")
+    assert loader["mode"] == "mmap" and loader["advised"]
+    r = copy.copy(swapped)
+    r.facts = found["10_mmap_vs_read"][1]
+    assert "faster than read()" in overview.key_rows("10_mmap_vs_read", r, None, "posix_events")[0]["reference"]

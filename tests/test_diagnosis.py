@@ -4,10 +4,11 @@ JavaScript evaluates."""
 import pytest
 from helpers import HOSTILE, analysed_references, assert_stays_text, with_default_rung
 
-from datajourney.book import harness, registry
+from datajourney.book import harness, opening, registry
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.core import results
+from datajourney.core.facts import Advice, Fact, compare
 from datajourney.core.params import ParameterError
 
 #: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
@@ -66,10 +67,11 @@ def test_partial_run_names_the_missing_chapters(tmp_path):
     assert set(res.facts.data["missing"]) == set(registry.sources(diagnosis.CHAPTER)) - {"07_full_picture"}
     assert res.facts.data["image.weakest"]["key"] in ("cpu", "gpu")
     assert res.facts.data["tokens.weakest"] is None  # no measured hop for tokens: no verdict
-    op = page.opening(res.facts)   # the opening keeps the diagnosed workload; "How we know" says what is missing
-    assert [f.key for f in op.findings] == ["image.margin"]
-    assert any("no diagnosis (its chapters are not in this run)" in f.text and f.key == "tokens.margin"
-               for f in page.findings(res.facts))
+    op = page.opening(res.facts)   # every workload on the first screen: one not diagnosed says why in one line
+    assert [f.key for f in op.findings] == ["image.margin", "tokens.margin", "gradients.margin"]
+    assert "no diagnosis (its chapters are not in this run)" in op.findings[1].text
+    assert "no diagnosis (chapter 11 did not run here)" in op.findings[2].text
+    assert opening.shown(op, getattr(page, "OPENING_LINES", opening.OPENING_LINES)) == op.findings
     table = page.checklist(res, None)
     assert (table.loc[table["chapter"] == 2, "this run"] == "not run").all()
 
@@ -242,33 +244,98 @@ def test_hostile_strings_from_other_chapters_stay_text(tmp_path):
     assert "<img" not in report.table_html(page.checklist(res, None))
 
 
-def test_cpu_hop_is_priced_from_the_cpu_counters_of_the_pipeline_with_the_same_step(tmp_path):
-    """The CPU hop charges each image the whole machine's busy cores ÷ images/s of chapter 7's fastest pipeline run
-    with the step the diagnosis prices (never the loader's host-clock stage timings)."""
-    res = _run_with(tmp_path)
+def with_recipe(run_dir, **setting):
+    """Chapter 7's result in ``run_dir`` with an exported ``recipe`` fact as chapter 7 exports it: its combined
+    end-to-end setting (by default the fastest pipeline run with the priced step) against ImageFolder with
+    ``num_workers=0``, its knobs as code (``parts``) and whether it cleared its threshold (``verdict``)."""
+    r = results.Result.load(run_dir / "07_full_picture.json")
+    top = r.facts.data["image_workload"]["step_recipe"]
+    setting = {**{k: top[k] for k in ("format", "workers", "variant")}, "verdict": "change", **setting}
+    w = setting["workers"]
+    setting.setdefault("parts", [
+        dict(what="one JPEG file per image", code="dataset = ImageFolder(root)"),
+        dict(what="the DataLoader", code=f"DataLoader(dataset, batch_size=64, num_workers={w})"),
+        dict(what="workers at nice 19", code="worker_init_fn=lambda _: os.nice(19)"),
+        dict(what="the step replayed from CUDA graphs", code="graph.replay()")])
+    mine = Fact("recipe.ips", top["images_per_s"], "images/s", f"ImageFolder with num_workers={w}, the whole recipe")
+    base = Fact(**{**r.facts["ips.imagefolder.w0"].__dict__, "key": "recipe.baseline",
+                   "label": "ImageFolder with num_workers=0 and the default recipe"})
+    r.facts.add(mine, base, Fact(**{**compare("recipe", mine, base).__dict__, "setting": setting}))
+    r.facts.exports = (*r.facts.exports, "recipe")
+    r.save(run_dir, created_utc=r.created_utc)
+
+
+def test_without_a_recipe_the_image_line_is_chapter_7s_advice_with_its_own_evidence(tmp_path):
+    """Chapter 7 exports no combined recipe: the image line is its worker-count verdict with that verdict's own
+    evidence; the CPU hop is priced with that setting's cost per image (its loader's stages in a worker plus the
+    training process's cores), and no other pipeline's end-to-end share or GPU count is set beside it."""
+    analysed_references(tmp_path, REF, _referenced())
+    r = results.Result.load(tmp_path / "07_full_picture.json")   # as a chapter 7 that exports no recipe
+    r.facts.facts = {k: f for k, f in r.facts.facts.items() if k != "recipe" and not k.startswith("recipe.")}
+    r.save(tmp_path, created_utc=r.created_utc)
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
     w = res.facts.data["image_workload"]
-    r = w["step_recipe"]
-    assert r["step"] == w["step_kind"] and r["busy_ms"] != pytest.approx(w["cpu_ms"], rel=0.05)
+    src = r.facts
+    advice = src.advice_for("image.num_workers")
     cpu = _hops(res, "image")["cpu"]
-    assert cpu["cpu_source"] == "counters"
-    assert cpu["cpu_ms"] == pytest.approx(r["busy_cores"] * 1000 / r["images_per_s"])
-    assert cpu["capacity"] == pytest.approx(w["cores"] * 1000 / cpu["cpu_ms"])
-    assert "CPU counters" in page.hops_display(res, "image").iloc[2]["how it is computed"]
+    assert (cpu["recipe"]["workers"], cpu["recipe"]["variant"], cpu["cpu_source"]) == (advice.value, "default", "clock")
+    runs = w["recipe_runs"]
+    assert cpu["cpu_ms"] == pytest.approx(w["cpu_ms"] + w["main_cores"] * 1000 / (sum(runs) / len(runs)))
+    action = page.opening(res.facts).actions[0]
+    assert page.verdict_first(advice, src) in action.text and action.snippet == advice.snippet
+    assert res.facts.get("image.fed_share") is None and res.facts.get("image.gpus_fed") is None
+    best = src["best_vs_ceiling"].setting
+    assert f"num\\_workers={best['workers']}" not in action.text and "feeds **" not in action.text
+    assert "with the eager step" in action.text and "no count of GPUs" in action.text
+
+
+def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
+    """A chapter 7 ``recipe`` fact (the pipeline that reached the highest share of its ceiling): the image line and
+    its code are that recipe, the CPU hop is priced from its own CPU counters and its own end-to-end share decides
+    the GPU count. A recipe chapter 7 did not run with the priced step gives no count."""
+    analysed_references(tmp_path, REF, _referenced())
+    with_recipe(tmp_path)
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    top = res.facts.data["image_workload"]["step_recipe"]
+    cpu = _hops(res, "image")["cpu"]
+    assert cpu["cpu_source"] == "counters" and cpu["cpu_ms"] == pytest.approx(top["busy_ms"])
+    assert cpu["capacity"] == pytest.approx(res.facts.data["image_workload"]["cores"] * 1000 / top["busy_ms"])
+    share = res.facts["image.fed_share"]
+    assert share.number == pytest.approx(100 * top["images_per_s"] / res.facts.number("image.demand"))
+    action = page.opening(res.facts).actions[0]
+    assert "Use ImageFolder, num\\_workers=8, tuned, CUDA graphs: " in action.text
+    assert "faster than ImageFolder with num\\_workers=0 and the default recipe" in action.text
+    assert "loader = DataLoader(dataset, batch_size=64, num_workers=8, worker_init_fn=lambda _: os.nice(19))" \
+        in action.snippet and "graph.replay()" in action.snippet
+    assert "Set `num_workers=" not in action.text and "# the DataLoader" in action.snippet
+    assert res.facts.get("image.gpus_fed") is not None and "feeds **" in action.text
+
+    with_recipe(tmp_path, verdict="keep")   # a recipe under its threshold is not recommended
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    assert "chapter 7's recipe" not in page.opening(res.facts).actions[0].text
+
+    with_recipe(tmp_path, workers=16, variant="default")   # measured with the eager step, not the priced one
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    assert res.facts.get("image.fed_share") is None and res.facts.get("image.gpus_fed") is None
+    assert "no count of GPUs" in page.opening(res.facts).actions[0].text
 
 
 def test_a_gpu_count_needs_the_measured_pipeline_to_feed_one_gpu_at_the_bar(tmp_path):
-    """The reference pipeline with the priced step fed one GPU above the bar: a count is given. Slow its measured
-    images/s to 80%: the count goes and the answer gives the measured share instead."""
-    res = _run_with(tmp_path / "ref")
+    """The recipe with the priced step fed one GPU above the bar: a count is given. Slow its measured images/s to
+    80%: the count goes and the answer gives the measured share instead."""
+    analysed_references(tmp_path / "ref", REF, _referenced())
+    with_recipe(tmp_path / "ref")
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path / "ref", **STATED)
     assert res.facts.number("image.fed_share") >= 100 * analysis.AU_MIN
-    assert res.facts.get("image.gpus_fed") is not None
     assert "such GPUs at ≥ 90% of the time" in page.opening(res.facts).actions[0].text
 
     def slower(ch, r):
         if ch == "07_full_picture":
             r.tables["scenarios"]["images_per_s"] *= 0.8
 
-    res = _run_with(tmp_path / "slow", edit=slower)
+    analysed_references(tmp_path / "slow", REF, _referenced(), slower)
+    with_recipe(tmp_path / "slow")
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path / "slow", **STATED)
     share = res.facts["image.fed_share"]
     assert share.number < 100 * analysis.AU_MIN and res.facts.get("image.gpus_fed") is None
     text = page.opening(res.facts).actions[0].text
@@ -290,14 +357,24 @@ def test_the_token_next_hop_is_the_slowest_row_and_both_loader_rows_price_one_lo
     assert cpu["capacity"] == pytest.approx(cpu["loaders"] * loader["capacity"])
 
 
-def test_token_loader_is_the_fewest_workers_that_feed_a_gpu():
+def test_token_loader_is_the_reader_chapter_10_advises(tmp_path):
+    """Both token rows price the reader chapter 10 advises, at the rate chapter 10 exported for it, whichever is
+    faster or has fewer workers; without its answer, chapter 10's fastest."""
     modes = {"mmap": {"tokens_per_s": 2e6, "workers": 0}, "read": {"tokens_per_s": 3e6, "workers": 4}}
     t = {"best": "read", "modes": modes, "cores": 16}
-    assert analysis.token_loader(t, 1e6)[0] == "mmap"     # both feed: the one with fewer workers
-    assert analysis.token_loader(t, 2.5e6)[0] == "read"   # only read feeds
-    assert analysis.token_loader(t, 1e8)[0] == "read"     # none feeds: chapter 10's fastest
+    assert analysis.token_loader(t, Advice("tokens.loader_mode", "reader", "mmap", verdict="keep"))[:2] == (
+        "mmap", modes["mmap"])
+    assert analysis.token_loader(t, Advice("tokens.loader_mode", "reader", "read"))[0] == "read"
+    assert analysis.token_loader(t, None)[0] == "read"     # no answer: chapter 10's fastest
     hops = analysis.token_hops({"10_mmap_vs_read": analysis.Facts("10_mmap_vs_read")}, None, 1e6, 4, 4096)
     assert hops[-1]["hop"] == "token_loader" and hops[-1]["capacity"] is None
+
+    res = _run_with(tmp_path)
+    advice = registry.lookup("10_mmap_vs_read").analyse(
+        results.Result.load(REF / "10_mmap_vs_read.json")).advice_for("tokens.loader_mode")
+    loader, cpu = _hops(res, "tokens")["token_loader"], _hops(res, "tokens")["token_cpu"]
+    assert loader["mode"] == cpu["mode"] == advice.value and loader["advised"]
+    assert "the reader chapter 10 advises" in page.hops_display(res, "tokens").iloc[4]["how it is computed"]
 
 
 def test_how_we_know_shows_each_workload_once(tmp_path):

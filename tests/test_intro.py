@@ -7,7 +7,7 @@ from datajourney.book import overview as front
 from datajourney.book import overview as intro
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as dpage
-from datajourney.core import phrasing, results
+from datajourney.core import results
 from datajourney.core.facts import host_label
 
 #: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
@@ -28,22 +28,56 @@ def test_every_chapter_2_to_11_measures_a_hop():
     assert all(f'href="{registry.lookup(str(n)).name}.html"' in "".join(links) for n in measured)
 
 
+def _chapter_of(t):
+    return t["chapter"].str.extract(r"\((\d\d_\w+)\.ipynb")[0]
+
+
 def test_front_table_shows_the_reference_facts():
+    """Each chapter's row repeats the fact its own first screen leads with (its HEADLINE where shown there), with the
+    chapter's comparand and the published figure of that same metric; a figure the chapter reproduces for another
+    metric gets a row of its own, never a place beside another number."""
     t = front.front_table(None, "h200", is_reference_run=True)
     assert list(t.columns) == ["chapter", "key number", "published", "reference host"]
     assert [c for c, _, _ in front.front()] == list(registry.sources(diagnosis.CHAPTER))
-    for row, (ch, key, _) in zip(t.itertuples(), front.front()):
-        if results.load_reference(ch) is None:  # a chapter with no committed reference yet
-            assert row._4 == "not in the reference run"
+    chapters = _chapter_of(t)
+    assert list(dict.fromkeys(chapters)) == [c for c, _, _ in front.front()]
+    for ch, head, _ in front.front():
+        rows = t[chapters == ch]
+        ref = results.load_reference(ch)
+        if ref is None:  # a chapter with no committed reference yet
+            assert rows["reference host"].tolist() == ["not in the reference run"]
             continue
-        facts = registry.analysed(results.load_reference(ch)).facts
-        if key.startswith("?"):  # a question: the chapter's verdict, as chapter 12's checklist words it
-            assert row._4 == phrasing.verdict(facts.advice_for(key[1:]), facts), (ch, key)
-        else:
-            assert row._4 == phrasing.headline(facts.get(key)), (ch, key)
-        assert row._4 != "not in the reference run"
-    published = t.set_index(t["chapter"].str.extract(r"\((\d\d)_")[0])["published"]
-    assert published["02"] == "20.2×" and published["04"] == "—"   # chapter 4's key number has no source figure
+        facts = registry.analysed(ref).facts
+        key = front.headline_key(ch, facts, head)
+        shown = front.first_screen(ch, facts)
+        assert key in shown and (head not in shown or key == head), (ch, key, shown)
+        what, value = front.comparand(facts[key], facts)
+        first = rows.iloc[0]
+        assert (first["key number"], first["reference host"]) == (what, value), ch
+        assert first["published"] == front.same_metric(ch, facts[key]), ch
+        for _, r in rows.iloc[1:].iterrows():  # a reproduced figure: its own metric, its own row
+            assert first["published"] == "—" and r["key number"].startswith("the source's own metric") \
+                and r["published"] != "—", ch
+    pub = t.set_index(chapters)["published"]
+    assert pub["02_random_vs_sequential"] == "20.2×" and "not comparable" not in " ".join(t["published"])
+
+
+def test_key_numbers_follow_the_chapters_first_screen(tmp_path):
+    """The rows the review found disagreeing with their chapters: chapter 3's row is its W=0 ratio with the published
+    19.5×; chapter 8's a number beside the paper's 74% (not an advice sentence); chapter 10's its speed verdict (not
+    the event ratio the chapter calls not comparable); chapter 11's names DDP's fastest setting, and the published 8%
+    sits beside the run's one-bucket slowdown."""
+    t = front.front_table(None, "h200", is_reference_run=True)
+    rows = {ch: g for ch, g in t.groupby(_chapter_of(t))}
+    c3 = rows["03_dataloader"].iloc[0]
+    assert "num_workers=0" in c3["key number"] and c3["published"] == "19.5×"
+    c8 = rows["08_threads_processes_gil"].iloc[0]
+    assert c8["published"] == "74% faster" and not c8["reference host"].startswith(("keep", "set", "use"))
+    c10 = rows["10_mmap_vs_read"]
+    assert "read()" in c10.iloc[0]["reference host"] and "events" not in " ".join(c10["key number"])
+    c11 = rows["11_gpu_to_gpu"]
+    assert "fastest DDP setting" in c11.iloc[0]["key number"] and c11.iloc[0]["published"] == "—"
+    assert "one-bucket DDP" in c11.iloc[1]["key number"] and c11.iloc[1]["published"] == "8%"
 
 
 def test_this_run_column_follows_its_results(tmp_path):
@@ -56,10 +90,10 @@ def test_this_run_column_follows_its_results(tmp_path):
     r.facts = None  # its stored facts describe the committed measurements, not these
     r.save(tmp_path)
     t = front.front_table(tmp_path, "h200")
-    mine = t["this run"].tolist()
+    mine, nine = t["this run"].tolist(), _chapter_of(t).tolist().index("09_reading_smarter")
     ours = front._headline(r, "09_reading_smarter", "to_gpu")
-    assert mine[7] == ours and ours != t["reference host"].iloc[7]
-    assert all(v == "not run" for i, v in enumerate(mine) if i != 7)
+    assert mine[nine] == ours and ours != t["reference host"].iloc[nine]
+    assert all(v == "not run" for i, v in enumerate(mine) if i != nine)
     md = front.front_markdown(tmp_path, "h200")
     assert "The reference host" in md and "Your run" not in md
     assert "| chapter | key number | published | reference host | this run |" in md
@@ -104,14 +138,15 @@ def test_title_page_of_the_committed_book(tmp_path):
     ref12 = registry.analysed(results.load_reference(diagnosis.CHAPTER))
     for f in dpage.opening(ref12.facts).findings:
         assert f.text in md
-    cold = front._headline(results.load_reference("02_random_vs_sequential"), "02_random_vs_sequential", "cold_gap")
-    assert f"**{cold}**" in md and "](../notebooks/02_random_vs_sequential.ipynb)" in md
+    cold = front.key_rows("02_random_vs_sequential", results.load_reference("02_random_vs_sequential"))[0]
+    assert f"**{cold['reference']}** (published: {cold['published']})" in md
+    assert "](../notebooks/02_random_vs_sequential.ipynb)" in md
 
 
-def test_front_door_names_guest_cold_and_marks_unlike_published_figures():
+def test_front_door_names_guest_cold_and_pairs_published_figures_like_with_like():
     """The title page names chapter 2's cold reads as chapter 2 does (guest-cold, or its label where its latency
-    check could not tell); chapter 1's table shows chapter 5's reproduced published figure (same unit as its
-    headline) and marks chapter 10's as not comparable."""
+    check could not tell); its padding line names which padding its key number is against, and the published 42.4×
+    sits only beside the run's value of the same metric (packed ÷ padding to the context)."""
     from datajourney.book import overview, registry
     from datajourney.core import results
 
@@ -119,7 +154,20 @@ def test_front_door_names_guest_cold_and_marks_unlike_published_figures():
     title = overview.title_markdown("h200")
     assert ("guest-cold" in title) == (data.get("guest_cold") is True)
     assert data.get("guest_cold") is True or data.get("cold_label", "cold") in title
-    t = overview.front_table(None, "h200", True)
-    pub = dict(zip(t["chapter"].str.extract(r"\[(\d+)\.")[0].astype(int), t["published"], strict=True))
-    assert pub[5] != "—" and "42.4×" in pub[5]
-    assert "not comparable" in pub[10]
+    padding = next(line for line in title.splitlines() if line.startswith("* **Padding**"))
+    head, _, rest = padding.partition(";")
+    assert "padding each batch to its longest sample" in head and "published" not in head
+    assert "padding every sample to the context" in rest and "(published: 42.4×)" in rest
+
+
+def test_the_map_and_chapter_1s_figure_name_the_same_chapters():
+    """The hops chapter 1's figure draws (storage, page cache, CPU workers, PCIe) link the same chapters in the
+    pipeline map's table and chart as the figure names under them."""
+    import re
+
+    from datajourney.core.paths import REPO_ROOT
+
+    svg = (REPO_ROOT / "book" / "figures" / "01-journey.svg").read_text()
+    drawn = [tuple(int(x) for x in m.split(", ")) for m in re.findall(r"ch\. (\d+(?:, \d+)*)", svg)]
+    hops = {name: chapters for name, _, chapters in intro.HOPS}
+    assert [hops[h] for h in ("Storage", "Page cache", "CPU preprocessing", "PCIe")] == drawn[:4]

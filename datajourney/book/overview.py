@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from datajourney.book import registry
+from datajourney.book import opening, registry
 from datajourney.book.registry import lookup
 from datajourney.chapters import published
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
@@ -22,10 +22,9 @@ from datajourney.core.facts import FLAGGED, host_label
 
 
 def front() -> list[tuple[str, str, str]]:
-    """One key result per chapter for the front door, found from the registry: (chapter, fact key, what its
-    headline measures), from each chapter package's ``HEADLINE`` (a key starting with "?" names the chapter's
-    declared question, shown as its verdict, the chapter's own words); a chapter that names none shows its
-    first exported key, labelled as its own facts label it."""
+    """The chapters of the front door, found from the registry: (chapter, its package's ``HEADLINE`` key, what that
+    headline measures), or its first exported key where it names none. Which fact a row shows is decided per result
+    by :func:`headline_key`: the chapter's own first screen."""
     out = []
     for c in registry.CHAPTERS:
         if not c.diagnosed or c.name == diagnosis.CHAPTER:
@@ -35,6 +34,73 @@ def front() -> list[tuple[str, str, str]]:
         elif c.exports:
             out.append((c.name, c.exports[0], ""))
     return out
+
+
+def _facts(res: results.Result | None):
+    """The facts of ``res`` (analysed by its chapter where the file holds none), None without."""
+    if res is None:
+        return None
+    try:
+        return registry.analysed(res).facts
+    except (KeyError, ValueError, IndexError, TypeError):
+        return None
+
+
+def first_screen(chapter: str, facts) -> list[str]:
+    """The keys of the facts a chapter's first screen states, in its order: the findings of its opening that fit its
+    line budget (:func:`datajourney.book.opening.shown`), those that are facts of the result."""
+    if facts is None:
+        return []
+    page = lookup(chapter).piece("page")
+    try:
+        op = page.opening(facts)
+    except (KeyError, ValueError, IndexError, TypeError, AttributeError):
+        return []
+    shown = opening.shown(op, getattr(page, "OPENING_LINES", opening.OPENING_LINES))
+    return [f.key for f in shown if facts.get(f.key) is not None and facts.get(f.key).number is not None]
+
+
+def headline_key(chapter: str, facts, default: str | None = None) -> str | None:
+    """The fact a summary repeats for ``chapter``: its package's ``HEADLINE`` (``default``) when the chapter's first
+    screen states it, else the first fact its first screen states, so a summary row never headlines a number the
+    chapter leads with something else than (a question's verdict, a non-comparable ratio, another worker count)."""
+    keys = first_screen(chapter, facts)
+    if default in keys:
+        return default
+    return keys[0] if keys else default
+
+
+def comparand(f, facts) -> tuple[str, str]:
+    """A fact as a summary row shows it, with the chapter's own comparand: (what it measures, its value), a comparison
+    as ("one shard read in order", "6.2× faster than 10,000 shuffled files of 16 KiB"), any other fact as (its
+    label, its headline)."""
+    of = facts.get(f.of) if f.is_comparison and f.of else None
+    basis = facts.get(f.basis) if f.is_comparison and f.basis else None
+    if of is not None and basis is not None and of.label and basis.label and f.number is not None:
+        return of.label, phrasing.comparison(f, baseline=basis.label)
+    return f.label, phrasing.headline(f)
+
+
+def same_metric(chapter: str, f) -> str:
+    """The published figure of the very metric ``f`` measures (its ``published`` names it), as a summary table shows
+    it ("—" without one): never a figure of another metric beside it."""
+    fig = published.figure(chapter, f.published) if f is not None and f.published else None
+    return diagnosis_page.published_cell(chapter, fig, metric=False)
+
+
+def reproduced(chapter: str, facts, shown) -> object | None:
+    """Where the fact a row shows (``shown``) has no published figure: the chapter's first fact that reproduces one
+    in the same unit, comparable (not marked by :data:`diagnosis_page.NOT_COMPARABLE`), for a row of its own, so a
+    source's figure sits beside the run's value of the same metric (chapter 11's one-bucket slowdown, chapter 5's
+    padding to the context); None otherwise."""
+    if facts is None or shown is None or same_metric(chapter, shown) != "—":
+        return None
+    for g in facts.facts.values():
+        fig = published.figure(chapter, g.published) if g.published else None
+        if (fig is not None and g.key != shown.key and g.number is not None and g.unit == shown.unit
+                and (chapter, fig.metric) not in diagnosis_page.NOT_COMPARABLE):
+            return g
+    return None
 
 
 def _link(chapter: str, base: str = "") -> str:
@@ -79,26 +145,6 @@ def _value(f) -> str | None:
     return phrasing.headline(f) if f is not None and f.number is not None else None
 
 
-def _published(chapter: str, f, res: results.Result | None = None) -> str:
-    """The published figure beside the fact ``f`` (when its analysis names the same metric; marked where it is not
-    comparable, :data:`diagnosis_page.NOT_COMPARABLE`). When ``f`` has none, the first fact the chapter exports
-    (in ``res``) that reproduces a published figure in ``f``'s unit: that figure with its metric and the run's value
-    of it, so a reproduced figure is never hidden behind a dash nor set beside a number of another kind."""
-    fig = published.figure(chapter, f.published) if f is not None and f.published else None
-    if fig is not None:
-        return diagnosis_page.published_cell(chapter, fig, metric=False)
-    try:
-        facts = registry.analysed(res).facts if res is not None else None
-    except (KeyError, ValueError, IndexError, TypeError):
-        facts = None
-    for key in (facts.exports if facts is not None else ()):
-        g = facts.get(key)
-        fig = published.figure(chapter, g.published) if g is not None and g.published else None
-        if fig is not None and g.number is not None and f is not None and g.unit == f.unit:
-            return f"{diagnosis_page.published_cell(chapter, fig)}; this run of it: {phrasing.headline(g)}"
-    return "—"
-
-
 def _what(res: results.Result | None, what: str, *, define: bool = False) -> str:
     """A headline's words with its cold reads named as the chapter names them: "guest-cold" where the chapter's
     result says its cold reads were served from below the virtual machine (``data["guest_cold"]``), defined in
@@ -109,7 +155,9 @@ def _what(res: results.Result | None, what: str, *, define: bool = False) -> str
         data = {}
     if data.get("guest_cold") is not True:
         label = data.get("cold_label")   # e.g. "cold (device or host cache: cannot tell)": the chapter's own words
-        return re.sub(r"(?<![-\w])cold\b", label, what, count=1) if label and label != "cold" else what
+        if not label or label == "cold" or label in what:   # the chapter's label already there: its own words
+            return what
+        return re.sub(r"(?<![-\w])cold\b", label, what, count=1)
     text = re.sub(r"(?<![-\w])cold\b", "guest-cold", what)
     return phrasing.define_guest_cold(text) if define else text
 
@@ -132,23 +180,51 @@ def _load_dir(run_dir) -> dict:
     return {ch: r for ch, _, _ in front() if (r := _load(run_dir, ch)) is not None}
 
 
+def key_rows(chapter: str, reference: results.Result | None, mine: results.Result | None = None,
+             default: str | None = None) -> list[dict]:
+    """Chapter 1's rows for ``chapter``: the fact its first screen leads with (:func:`headline_key`), with the
+    chapter's comparand, the published figure of that same metric and the value in ``reference`` (and in ``mine``, a
+    reader's run, where given); then, where that fact has no published figure, a row for the one the chapter
+    reproduces in the same unit (:func:`reproduced`)."""
+    ref_facts, my_facts = _facts(reference), _facts(mine)
+    facts = ref_facts or my_facts
+    key = headline_key(chapter, facts, default)
+    f = facts.get(key) if facts is not None and key else None
+
+    def value(fs, k):
+        if fs is None:
+            return None
+        if fs.flagged(k):
+            return "flagged: a measurement problem"
+        g = fs.get(k)
+        return comparand(g, fs)[1] if g is not None and g.number is not None else None
+
+    what = comparand(f, facts)[0] if f is not None else (key or "")
+    rows = [dict(key=key, what=what, published=same_metric(chapter, f), reference=value(ref_facts, key),
+                 mine=value(my_facts, key))]
+    g = reproduced(chapter, facts, f)
+    if g is not None:
+        rows.append(dict(key=g.key, what=f"the source's own metric: {comparand(g, facts)[0]}",
+                         published=same_metric(chapter, g), reference=value(ref_facts, g.key),
+                         mine=value(my_facts, g.key)))
+    return rows
+
+
 def front_table(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> pd.DataFrame:
-    """One row per chapter the diagnosis reads (2-11 and any new one): what its key number measures, the
-    published figure, the reference run's value and, where ``this_dir`` holds the chapter's result (a
-    finished or re-rendered run), this run's (that column only when there is one)."""
+    """One row per chapter the diagnosis reads (2-11 and any new one), and one more where it reproduces a published
+    figure its key number has none of (:func:`key_rows`): what the key number measures, the published figure of that
+    metric, the reference run's value and, where ``this_dir`` holds the chapter's result (a finished or re-rendered
+    run), this run's (that column only when there is one)."""
     mine = {} if is_reference_run else _load_dir(this_dir)
     rows = []
-    for ch, key, what in front():
+    for ch, key, _ in front():
         reference = results.load_reference(ch, host)
-        ref = _finding(reference, ch, key)
-        mine_ch = mine.get(ch)
-        f = ref or _finding(mine_ch, ch, key)
-        what = _what(reference or mine_ch, what or (f.label if f is not None and f.label else key))
-        row = {"chapter": _link(ch), "key number": what, "published": _published(ch, ref, reference),
-               "reference host": _headline(reference, ch, key) or "not in the reference run"}
-        if mine:
-            row["this run"] = _headline(mine_ch, ch, key) or ("not run" if ch not in mine else "—")
-        rows.append(row)
+        for r in key_rows(ch, reference, mine.get(ch), key):
+            row = {"chapter": _link(ch), "key number": phrasing.visible(r["what"]), "published": r["published"],
+                   "reference host": r["reference"] or "not in the reference run"}
+            if mine:
+                row["this run"] = r["mine"] or ("not run" if ch not in mine else "—")
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -181,9 +257,11 @@ def weakest_text(res12: results.Result, who: str, base: str = "") -> str:
     change, worded by chapter 12's page from its facts (the same text as there)."""
     facts = registry.analysed(res12).facts
     op = diagnosis_page.opening(facts)
-    lines = [f"* {f.text}" for f in op.findings] + [f"* {a.text}" for a in op.actions]
+    found = "\n".join(f"* {f.text}" for f in op.findings)
+    todo = "\n".join(f"{i}. {a.text}" for i, a in enumerate(op.actions, 1))
     head = f"**{who}, {phrasing.text(host_label(res12.fingerprint))}** (from {_link(diagnosis.CHAPTER, base)}):"
-    return head + "\n\n" + "\n".join(lines).replace("](", f"]({base}" if base else "](")
+    body = found + (f"\n\n**What to do**\n\n{todo}" if todo else "")
+    return head + "\n\n" + body.replace("](", f"]({base}" if base else "](")
 
 
 def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> str:
@@ -201,46 +279,53 @@ def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = 
     return "\n\n".join(parts)
 
 
-#: The two chapter findings the title page states beside chapter 12's three answers: (chapter, key, topic).
+#: The two chapter findings the title page states beside chapter 12's three answers: (chapter, HEADLINE key, topic).
 TITLE_FINDINGS = [("02_random_vs_sequential", "cold_gap", "Storage layout"),
                   ("05_padding_tax", "all_samples", "Padding")]
+
+
+def lever_line(chapter: str, key: str, topic: str, res: results.Result | None, base: str = "") -> str | None:
+    """One of the title page's two levers: the chapter's key number as chapter 1's table shows it (the same fact,
+    comparand and published figure, :func:`key_rows`), the source's own metric after it where the key number has no
+    published figure; None when the result has none."""
+    rows = [r for r in key_rows(chapter, res, None, key) if r["reference"] is not None]
+    if not rows:
+        return None
+    head, *more = rows
+    line = f"* **{topic}** (reference host): {_what(res, head['what'], define=True)}: **{head['reference']}**"
+    line += f" (published: {head['published']})" if head["published"] != "—" else ""
+    for r in more:
+        line += f"; {r['what']}: {r['reference']} (published: {r['published']})"
+    return line + f" ({_link(chapter, base)})"
 
 
 def title_markdown(host: str | None = None, run_dir=None) -> str:
     """The title page's findings, computed from result files: the reader's own run first when the book
     is built from one (chapter 12's answer, headed with its host), then the reference host's answer for its
     three workloads and the two largest levers of chapters 2 and 5 (their key fact with the published
-    figure), each with a link to its chapter."""
+    figure of the same metric), each with a link to its chapter."""
     base = "../notebooks/"
     parts = []
     mine = _load(run_dir, diagnosis.CHAPTER) if run_dir is not None else None
     if mine is not None:
         parts.append(weakest_text(mine, "Your run", base))
     ref12 = results.load_reference(diagnosis.CHAPTER, host)
-    lines = []
     if ref12 is not None:
-        lines.append(weakest_text(ref12, "The reference host", base))
-    what = {(ch, key): w for ch, key, w in front()}
-    levers = []
-    for ch, key, topic in TITLE_FINDINGS:
-        res = results.load_reference(ch, host)
-        ref = _finding(res, ch, key)
-        value, pub = _value(ref), _published(ch, ref, res)
-        if value is None:
-            continue
-        levers.append(f"* **{topic}** (reference host): {_what(res, what[(ch, key)], define=True)}: **{value}**"
-                      + (f" (published: {pub})" if pub != "—" else "") + f" ({_link(ch, base)})")
-    return "\n\n".join(parts + lines + (["\n".join(levers)] if levers else []))
+        parts.append(weakest_text(ref12, "The reference host", base))
+    levers = [line for ch, key, topic in TITLE_FINDINGS
+              if (line := lever_line(ch, key, topic, results.load_reference(ch, host), base)) is not None]
+    return "\n\n".join(parts + (["\n".join(levers)] if levers else []))
 
 
-#: The hops of a training sample, in order, with the chapters planned to measure them.
+#: The hops of a training sample, in order, with the chapters that measure them: for the hops chapter 1's figure and
+#: its prose name, the same chapters as there.
 HOPS = [
-    ("Storage", "NVMe / network disk: file layout, read size, queue depth, O_DIRECT, GPUDirect", (2, 9)),
-    ("Page cache", "kernel RAM cache: cold vs warm, readahead, purge and residency", (2, 3, 9)),
+    ("Storage", "NVMe / network disk: file layout, read size, queue depth, O_DIRECT, GPUDirect", (2, 3, 9)),
+    ("Page cache", "kernel RAM cache: cold vs warm, readahead, purge and residency", (2, 10)),
     ("User space", "read() vs mmap(), syscalls and page faults, one handle vs many files", (3, 10)),
-    ("CPU preprocessing", "decode, tokenise, augment: worker processes vs threads and the GIL", (4, 7, 8)),
+    ("CPU preprocessing", "decode, tokenise, augment: worker processes vs threads and the GIL", (3, 4, 7, 8)),
     ("Batching", "collation, padding vs packing, pinned host memory", (5, 6)),
-    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", (6, 7, 9)),
+    ("PCIe", "host-to-device copy: pinned vs pageable, overlap with compute", (6, 9)),
     ("GPU memory", "forward, backward, optimizer: does the data keep up?", (7, 9)),
     ("GPU to GPU", "gradient all-reduce over NVLink / PCIe, NCCL", (11,)),
 ]

@@ -32,7 +32,7 @@ SHARED = {"image": {"storage": ("files", "shard"), "CPU": ("cpu",)},
           "tokens": {"storage": ("shard", "to_gpu"), "CPU": ("token_cpu",)}}
 #: The remedy for a weakest hop: the chapter that measured the fix and the keys of its advice, in order of preference.
 REMEDY = {
-    ("image", "gpu"): ("07_full_picture", ("image.num_workers",)),
+    ("image", "gpu"): ("07_full_picture", ("image.recipe", "image.num_workers")),
     ("image", "files"): ("02_random_vs_sequential", ("samples.layout",)),
     ("image", "shard"): ("09_reading_smarter", ("random_reads.threads", "storage_to_gpu.path")),
     ("image", "cpu"): ("08_threads_processes_gil", ("image_decode.loader",)),
@@ -63,7 +63,7 @@ CHECKLIST = [
     ("09_reading_smarter", "?random_reads.threads"),
     ("10_mmap_vs_read", "?tokens.loader_mode"), ("10_mmap_vs_read", "posix_events"), ("10_mmap_vs_read", "kernel_view"),
     ("10_mmap_vs_read", "overhead"),
-    ("11_gpu_to_gpu", "scaling_direct"), ("11_gpu_to_gpu", "?ddp.option"), ("11_gpu_to_gpu", "host_path_collapse"),
+    ("11_gpu_to_gpu", "scaling_direct"), ("11_gpu_to_gpu", "?ddp.option"), ("11_gpu_to_gpu", "host_path_cost"),
     ("11_gpu_to_gpu", "allreduce_busbw"),
 ]
 EXPORTS = ("image.weakest", "tokens.weakest", "gradients.weakest", "image.margin", "tokens.margin",
@@ -132,21 +132,78 @@ def _hop(workload, key, chapter, capacity, **numbers) -> dict:
                 capacity=None if capacity is None or not math.isfinite(capacity) else float(capacity), **numbers)
 
 
-def image_cpu(w: dict) -> dict:
-    """The CPU time one image of chapter 7's workload costs (ms), and how it was measured: from the CPU counters
-    of the fastest pipeline run with the priced step (``source`` "counters": the whole machine's busy cores ÷ its
-    images/s, with the workers' and the training process's parts), else, for a result without counters, the
-    loader's host-clock stage timings per image plus the training process's cores spread over one GPU's need
-    (``source`` "clock")."""
+#: Chapter 7's exported fact for its combined end-to-end recipe (format, workers, transforms, step), when it has one:
+#: the image pipeline chapter 12 recommends and prices; without it, chapter 7's advised worker count.
+RECIPE = "recipe"
+#: Chapter 7's advice the recommended pipeline follows without a ``recipe`` fact (keys of its questions, in order).
+RECIPE_ADVICE = ("image.recipe",)
+WORKERS_ADVICE = "image.num_workers"
+#: The step each of chapter 7's variants ran with (its transforms, and whether the step was replayed from a graph).
+VARIANT_STEP = {"default": "eager", "tuned": "eager", "graphed": "graphed"}
+
+
+def _step_of(setting: dict) -> str:
+    return str(setting.get("step") or setting.get("ceiling") or VARIANT_STEP.get(str(setting.get("variant")), "eager"))
+
+
+def recommended(found: dict) -> dict | None:
+    """The image pipeline the diagnosis recommends, the one whose CPU cost it prices and whose end-to-end rate it
+    repeats: chapter 7's combined recipe (its ``recipe`` fact, or an ``image.recipe`` advice) when chapter 7 exports
+    one, else the setting chapter 7 advises (``image.num_workers``, its default transforms). Each with only its own
+    evidence: its measured images/s runs, the step it ran with, and the CPU time per image of that same pipeline
+    (the whole machine's busy cores from its CPU counters where chapter 7 recorded them for it, else its loader's
+    stage timings in a worker plus the training process's cores); None when chapter 7 names no such pipeline."""
+    src = found.get("07_full_picture")
+    w = _data(found, "07_full_picture", "image_workload") or {}
+    if src is None or not w:
+        return None
     r = w.get("step_recipe") or {}
-    if r.get("busy_ms"):
-        return dict(source="counters", ms=r["busy_ms"], workers_ms=r.get("workers_ms"), main_ms=r.get("main_ms"),
-                    busy_cores=r.get("busy_cores"), images_per_s=r.get("images_per_s"))
-    if not w.get("cpu_ms"):
+    same = ("format", "workers", "variant")
+    fact = src.get(RECIPE)
+    if fact is not None and (fact.setting or {}).get("verdict") == "keep":
+        fact = None   # chapter 7's recipe did not clear its threshold over the defaults: not recommended
+    advice = next((src.advice_for(k) for k in RECIPE_ADVICE if src.advice_for(k) is not None), None)
+    if fact is not None or advice is not None:
+        setting = dict(fact.setting if fact is not None else {})
+        if not all(k in setting for k in same) and r:
+            setting = {**{k: r.get(k) for k in same}, **setting}
+        out = dict(source="recipe", format=setting.get("format"), workers=setting.get("workers"),
+                   variant=setting.get("variant"), format_name=setting.get("format_name") or r.get("format_name"),
+                   step=_step_of(setting), runs=None, cpu_source=None, ms=None)
+        if r and all(str(r.get(k)) == str(setting.get(k)) for k in same):  # chapter 7's counters of this pipeline
+            out.update(runs=r.get("runs"), step=r.get("step") or out["step"], cpu_source="counters",
+                       ms=r.get("busy_ms"), workers_ms=r.get("workers_ms"), main_ms=r.get("main_ms"),
+                       busy_cores=r.get("busy_cores"))
+        return out
+    a = src.advice_for(WORKERS_ADVICE)
+    c = w.get("cpu_recipe") or {}
+    if a is None:
+        return None
+    workers = a.value if a.verdict == "change" else 0
+    out = dict(source="advice", format=c.get("format"), format_name=c.get("format_name"), workers=workers,
+               variant="default", step="eager", runs=None, cpu_source=None, ms=None)
+    if c and c.get("variant", "default") == "default" and w.get("cpu_ms"):
+        # the advised transforms and format as chapter 7 timed their stages (at its fastest worker count, ``at``):
+        # the cost per image in a worker, plus the training process's cores there spread over the images/s it
+        # measured; that pipeline's end-to-end runs only where it is the advised worker count itself
+        runs = w.get("recipe_runs") or []
+        ips = sum(runs) / len(runs) if runs else None
+        main = w["main_cores"] * 1000.0 / ips if w.get("main_cores") and ips else None
+        out.update(cpu_source="clock", ms=w["cpu_ms"] + (main or 0.0), workers_ms=w["cpu_ms"], main_ms=main,
+                   at=int(c["workers"]), runs=runs or None if int(c.get("workers", -1)) == int(workers) else None)
+    return out
+
+
+def image_cpu(w: dict, pick: dict | None = None) -> dict:
+    """The CPU time one image of chapter 7's workload costs (ms) in the pipeline the diagnosis recommends (``pick``,
+    :func:`recommended`), and how it was measured: ``source`` "counters" (the whole machine's busy cores ÷ its
+    images/s) or "clock" (the loader's stage timings in a worker plus the training process's cores); None without
+    one."""
+    pick = pick or {}
+    if not pick.get("ms"):
         return dict(source=None, ms=None)
-    need = AU_MIN * w["batch_size"] * 1000.0 / w["step_ms"]
-    main = w["main_cores"] * 1000.0 / need if w.get("main_cores") else 0.0
-    return dict(source="clock", ms=w["cpu_ms"] + main, workers_ms=w["cpu_ms"], main_ms=main or None)
+    return {"source": pick["cpu_source"], "ms": pick["ms"],
+            **{k: pick.get(k) for k in ("workers_ms", "main_ms", "busy_cores", "at")}}
 
 
 def image_hops(found: dict, step_on_gpu: bool) -> list[dict]:
@@ -157,15 +214,16 @@ def image_hops(found: dict, step_on_gpu: bool) -> list[dict]:
         return [_hop("image", "gpu", "07_full_picture", None)]
     storage = _frame(_data(found, "02_random_vs_sequential", "storage_curve"))
     pcie = _frame(_data(found, "06_pcie", "pcie_curve"))
-    cpu = image_cpu(w)
+    pick = recommended(found)
+    cpu = image_cpu(w, pick)
     b = budget(step_ms=w["step_ms"], batch_size=w["batch_size"], file_bytes=w.get("file_bytes") or 0,
                cpu_ms=cpu["ms"] or 0, cores=w["cores"], storage=storage, pcie=pcie)
-    recipe = {k: (w.get("step_recipe") or {}).get(k) for k in ("format", "workers", "variant")}
+    recipe = {k: (pick or {}).get(k) for k in ("format", "format_name", "workers", "variant")}
     hops = [_hop("image", "files", "02_random_vs_sequential", b["files"], file_bytes=w.get("file_bytes")),
             _hop("image", "shard", "02_random_vs_sequential", b["shard"], file_bytes=w.get("file_bytes")),
             _hop("image", "cpu", "07_full_picture", b["cpu"], cores=w["cores"], cpu_ms=cpu["ms"],
                  cpu_source=cpu["source"], workers_ms=cpu.get("workers_ms"), main_ms=cpu.get("main_ms"),
-                 busy_cores=cpu.get("busy_cores"), recipe=recipe if cpu["source"] == "counters" else None),
+                 busy_cores=cpu.get("busy_cores"), recipe=recipe if cpu["source"] else None, at=cpu.get("at")),
             _hop("image", "pcie", "06_pcie", b["pcie"], batch_size=w["batch_size"]),
             _hop("image", "gpu", "07_full_picture", b["demand"], batch_size=w["batch_size"], step_ms=w["step_ms"],
                  on_gpu=step_on_gpu, graphed=w.get("step_kind") == "graphed")]
@@ -200,13 +258,16 @@ def token_hops(found: dict, step: dict | None, stated: float | None, token_bytes
     hops.append(_hop("tokens", "to_gpu", "09_reading_smarter", None if not g else g["GBps"] * 1e9 / token_bytes,
                      token_bytes=token_bytes))
     t = _data(found, "10_mmap_vs_read", "token_loader")
-    mode = token_loader(t, demand)
+    c10 = found.get("10_mmap_vs_read")
+    mode = token_loader(t, c10.advice_for(LOADER_ADVICE) if c10 is not None else None)
     if mode is None:
         hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read", None))
         return hops
-    name, one = mode
+    name, one, advised = mode
+    call = c10.advice_for(LOADER_ADVICE).call if advised else None
     hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read", one["tokens_per_s"], mode=name,
-                     workers=int(one["workers"]), fits=bool(demand) and one["tokens_per_s"] >= AU_MIN * demand))
+                     workers=int(one["workers"]), advised=advised, call=call,
+                     fits=bool(demand) and one["tokens_per_s"] >= AU_MIN * demand))
     # every data-parallel rank runs its own loader (the same one as the row above), so the host's cores bound the
     # ranks: each needs its loader's workers plus its own process. The CPU's rate is those loaders together; the
     # ranks it feeds are as many as fit, when one such loader feeds its GPU at AU_MIN of its need
@@ -218,19 +279,22 @@ def token_hops(found: dict, step: dict | None, stated: float | None, token_bytes
     return hops
 
 
-def token_loader(t: dict | None, demand: float | None) -> tuple[str, dict] | None:
-    """The one token loader both token hops price (the loader row and the CPU row): of chapter 10's measured
-    loaders (``modes``: read mode -> its rate and workers), the one with the fewest workers that feeds one GPU at
-    :data:`AU_MIN` of ``demand`` (the faster of a tie), so the most ranks fit on the cores; when none does, or the
-    demand is unknown, chapter 10's fastest (``best``)."""
+#: Chapter 10's question whose answer is the token loader chapter 12 prices.
+LOADER_ADVICE = "tokens.loader_mode"
+
+
+def token_loader(t: dict | None, advice: Advice | None) -> tuple[str, dict, bool] | None:
+    """The one token loader both token hops price (the loader row and the CPU row): the reader chapter 10 advises
+    (its ``tokens.loader_mode`` answer, kept or changed) at the rate chapter 10 exported for it (``modes``: read
+    mode -> its best cold rate and the workers it ran with); without that answer, chapter 10's fastest (``best``).
+    The third item says whether it is the advised one."""
     if not t or not t.get("modes"):
         return None
     modes = t["modes"]
-    fits = [(k, m) for k, m in modes.items() if demand and m["tokens_per_s"] >= AU_MIN * demand]
-    if fits:
-        return min(fits, key=lambda km: (km[1]["workers"], -km[1]["tokens_per_s"]))
+    if advice is not None and str(advice.value) in modes:
+        return str(advice.value), modes[str(advice.value)], True
     best = t.get("best") if t.get("best") in modes else max(modes, key=lambda k: modes[k]["tokens_per_s"])
-    return best, modes[best]
+    return best, modes[best], False
 
 
 def gradient_hops(found: dict) -> list[dict]:
@@ -287,26 +351,41 @@ def gpus_fed(workload: str, hops: list[dict]) -> dict | None:
 
 
 def _model_check(found: dict, hops: list[dict], facts: Facts) -> None:
-    """The image model against what chapter 7 measured with the same step: the end-to-end images/s of its fastest
-    pipeline with the priced step on one GPU ÷ the rate the model predicts for one GPU (its slowest hop, the
-    step's need included), and that pipeline's share of the step's need (``image.fed_share``), which decides
-    whether a count of GPUs fed is stated (:func:`supported`)."""
+    """The image model against what chapter 7 measured end to end for the pipeline the diagnosis recommends
+    (:func:`recommended`, stored as ``data["image.pipeline"]``), when that pipeline ran with the step the diagnosis
+    prices: its images/s on one GPU ÷ the rate the model predicts for one GPU (its slowest hop, the step's need
+    included), and its share of the step's need (``image.fed_share``), which decides whether a count of GPUs fed is
+    stated (:func:`supported`). A pipeline measured with another step gives no share: it is never paired with
+    another pipeline's."""
     w = _data(found, "07_full_picture", "image_workload") or {}
-    r = w.get("step_recipe") or {}
-    runs = r.get("runs") or []
+    r = recommended(found)
+    facts.data["image.pipeline"] = r
+    runs = (r or {}).get("runs") or []
     known = [h["capacity"] for h in hops if h["capacity"] is not None and h["hop"] not in ASIDE]
     need = next((h["capacity"] for h in hops if h["hop"] == "gpu" and h["capacity"]), None)
-    if not runs or not known or not need:
+    if not runs or not known or not need or r["step"] != (w.get("step_kind") or "eager"):
         return
-    label = (f"chapter 7's fastest pipeline with this step end to end ({r.get('format_name') or r['format']}, "
-             f"num_workers={r['workers']}, {r['variant']})")
     setting = {k: r[k] for k in ("format", "workers", "variant", "step")}
     setting["format_name"] = r.get("format_name") or r["format"]
+    label = f"chapter 7's pipeline end to end ({_recipe_words(setting)})"
     measured_rate = measured("image.measured", runs, unit="images/s", label=label, setting=setting)
     model = Fact("image.predicted", min(known), "images/s", "the rate the hops predict for one GPU", "rate")
     share = measured("image.fed_share", [100.0 * x / need for x in runs], unit="%", quantity="share",
                      label=f"{label}: its share of the step's need", setting=setting)
     facts.add(measured_rate, model, compare("image.model_check", measured_rate, model), share)
+
+
+#: The two steps chapter 7 ran, as a reader knows them.
+VARIANT_STEP_WORDS = {"eager": "eager step", "graphed": "step replayed from CUDA graphs"}
+#: Chapter 7's pipeline variants as a reader knows them.
+VARIANT_WORDS = {"default": "eager step", "tuned": "tuned, eager step", "graphed": "tuned, CUDA graphs"}
+
+
+def _recipe_words(setting: dict) -> str:
+    """A chapter 7 pipeline in a few words: "ImageFolder, num_workers=8, tuned, CUDA graphs"."""
+    name = setting.get("format_name") or setting.get("format")
+    step = VARIANT_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
+    return f"{name}, num_workers={setting.get('workers')}, {step}"
 
 
 def supported(facts: Facts, workload: str) -> bool:
@@ -348,6 +427,20 @@ def copied(a: Advice, chapter: str, src: Facts, facts: Facts, key: str) -> Advic
             if k and src.get(k) is not None:
                 facts.add(Fact(**{**src[k].__dict__, "key": f"{prefix}.{k}"}))
     return Advice(**{**a.__dict__, "key": key, "gain": gain, "evidence": tuple(f"{prefix}.{k}" for k in a.evidence)})
+
+
+def copy_fact(src: Facts, chapter: str, key: str, facts: Facts) -> Fact | None:
+    """Chapter ``chapter``'s fact ``key`` copied under ``<nn>.<key>``, a comparison with both its sides (so it reads
+    with the chapter's own comparand); None when the chapter has no such fact."""
+    f, pre = src.get(key), chapter[:2]
+    if f is None:
+        return None
+    facts.add(Fact(**{**f.__dict__, "key": f"{pre}.{key}", "basis": f"{pre}.{f.basis}" if f.basis else None,
+                      "of": f"{pre}.{f.of}" if f.of else None}))
+    for side in (f.of, f.basis):
+        if side and src.get(side) is not None and facts.get(f"{pre}.{side}") is None:
+            facts.add(Fact(**{**src[side].__dict__, "key": f"{pre}.{side}"}))
+    return facts[f"{pre}.{key}"]
 
 
 def your_data(found: dict[str, Facts]) -> Fact | None:
@@ -399,16 +492,9 @@ def analyse(res) -> Facts:
             a = src.advice_for(k[1:])
             facts.advise(copied(a, ch, src, facts, f"{ch[:2]}.{k[1:]}") if a is not None else None)
             continue
-        f = src.get(k)
         if src.flagged(k):
             facts.add(Fact(**{**src[k + FLAGGED].__dict__, "key": f"{ch[:2]}.{k}{FLAGGED}"}))
-        if f is not None:
-            facts.add(Fact(**{**f.__dict__, "key": f"{ch[:2]}.{k}",  # a comparison stays one (its words)
-                              "basis": f"{ch[:2]}.{f.basis}" if f.basis else None,
-                              "of": f"{ch[:2]}.{f.of}" if f.of else None}))
-            for side in (f.of, f.basis):  # what it compares, so the checklist names both sides
-                if side and src.get(side) is not None and facts.get(f"{ch[:2]}.{side}") is None:
-                    facts.add(Fact(**{**src[side].__dict__, "key": f"{ch[:2]}.{side}"}))
+        copy_fact(src, ch, k, facts)
     for wl, hops in by.items():
         unit = UNITS[wl]
         demand = next((h for h in hops if h["hop"] == "gpu"), None)
@@ -431,6 +517,9 @@ def analyse(res) -> Facts:
         on_gpu = bool(demand and demand.get("on_gpu"))
         if wl == "image":
             _model_check(found, hops, facts)
+            if (facts.data.get("image.pipeline") or {}).get("source") == "recipe" and \
+                    found["07_full_picture"].get(RECIPE) is not None:
+                copy_fact(found["07_full_picture"], "07_full_picture", RECIPE, facts)
         fed = gpus_fed(wl, hops) if on_gpu and supported(facts, wl) else None
         facts.data[f"{wl}.fed"] = fed
         if fed is not None:

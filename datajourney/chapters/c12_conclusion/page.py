@@ -46,7 +46,7 @@ PRACTICE = {
     ("10_mmap_vs_read", "overhead"): "Measure the tracer's own cost, traced against untraced",
     ("11_gpu_to_gpu", "scaling_direct"): "DDP over a direct GPU-to-GPU path: what each GPU loses",
     ("11_gpu_to_gpu", "?ddp.option"): "DDP's settings: change a default only for a measured gain",
-    ("11_gpu_to_gpu", "host_path_collapse"): "Know whether the GPUs talk directly or through the host",
+    ("11_gpu_to_gpu", "host_path_cost"): "Know whether the GPUs talk directly or through the host",
     ("11_gpu_to_gpu", "allreduce_busbw"): "Compare gradient bytes per step with the all-reduce bandwidth",
 }
 
@@ -57,6 +57,10 @@ HOP_NAMES = {"files": "one-file-per-sample storage", "shard": "sharded storage r
              "token_cpu": "the CPU (one token loader per GPU, as many as the cores hold)",
              "allreduce": "the all-reduce of one step's gradients", "photo_cpu": "decoding photos on all cores",
              "photo_loader": "the best photo loader measured"}
+
+#: The hops in a few words, for the opening's one-sentence findings (the tables name them in full).
+SHORT_NAMES = {"cpu": "the CPU", "token_cpu": "the CPU", "allreduce": "the all-reduce", "pcie": "the PCIe link",
+               "to_gpu": "the path to GPU memory"}
 
 
 def _step_name(facts: Facts, workload: str) -> str:
@@ -84,11 +88,11 @@ def workload_name(facts: Facts, workload: str, *, plain: bool = False) -> str:
         if h and h.get("stated"):
             return "a token-based step (a stated demand)"
         on_gpu = bool(h and h.get("on_gpu"))
-        return (f"a token-based step ({token_model(facts)} training)" if on_gpu
-                else f"a token-based step ({token_model(facts)} on a CPU)")
+        return (f"token-based {token_model(facts)} training" if on_gpu
+                else f"token-based {token_model(facts)} training on a CPU")
     h = _hop(facts, "gradients", "gpu")
     host = (facts.data.get("hosts") or {}).get("11_gpu_to_gpu")
-    where = (f", measured on {esc(host)}" if host and host != facts.data.get("host")
+    where = (f" on {esc(host)}" if host and host != facts.data.get("host")
              and h and h["capacity"] is not None else "")
     return "a data-parallel step" + ("" if not h or h["capacity"] is None or h.get("on_gpu")
                                      else " (CPU processes with gloo)") + where
@@ -136,7 +140,8 @@ def _weakest_sentence(facts: Facts, wl: str) -> str:
     title = workload_name(facts, wl)
     if not wk:
         ran = {h["chapter"] for h in _hops(facts, wl)} & set(facts.data.get("found", []))
-        why = ("its chapters are not in this run" if not ran else
+        why = ("chapter 11 did not run here" if wl == "gradients" and not ran else
+               "its chapters are not in this run" if not ran else
                "chapter 11's run has no rung with DDP's defaults, the baseline its cost is measured against"
                if wl == "gradients" else "its chapters measured too few of its hops")
         return f"**{title[0].upper() + title[1:]}**: no diagnosis ({why})."
@@ -144,8 +149,8 @@ def _weakest_sentence(facts: Facts, wl: str) -> str:
     m = facts.get(f"{wl}.margin")
     if m is not None and m.number is not None:
         if wk["key"] == "gpu":
-            text += (f"; {hop_label(facts, wl, wk['next_key'])}, the next hop, is "
-                     f"**{phrasing.comparison(m, baseline='the step')}**")
+            text += (f"; the next hop, {SHORT_NAMES.get(wk['next_key']) or hop_label(facts, wl, wk['next_key'])}, "
+                     f"is **{phrasing.comparison(m, baseline='the step')}**")
         else:
             text += f", **{phrasing.comparison(m, baseline='the step')}**"
     return text + "."
@@ -159,45 +164,109 @@ def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
         return None
     a = facts.advice_for(f"{wl}.remedy")
     chapter = analysis.REMEDY.get((wl, wk["key"]), (wk["chapter"],))[0]
-    if a is not None:
-        text = f"{chapter_link(chapter)}: {phrasing.advice(a, facts)}"
+    recipe = facts.get(f"07.{analysis.RECIPE}") if wl == "image" and wk["key"] == "gpu" else None
+    if recipe is not None and (a is None or a.knob != "recipe"):
+        # chapter 7's combined recipe, with its own evidence: what the image line and its code show
+        text = f"{chapter_link(chapter)}: {recipe_sentence(facts, recipe)}"
+        a = None
+        snippet = recipe_snippet(recipe.setting)
+    elif a is not None:
+        text = f"{chapter_link(chapter)}: {verdict_first(a, facts)}"
     else:
         text = (f"{chapter_link(chapter)}: this run measured no setting that shortens "
                 f"{hop_label(facts, wl, wk['key'])}.")
     if wl != "gradients" and not _on_gpu(facts, wl):
         text += " No GPU ran here, so how many GPUs this host feeds needs a run on one."
-    elif facts.get(f"{wl}.gpus_fed") is not None or facts.get(f"{wl}.fed_share") is not None:
+    elif wl == "image" or facts.get(f"{wl}.gpus_fed") is not None:
         text += " " + gpus_sentence(facts, wl)
-    snippet = a.snippet if a is not None else None
+    if recipe is None or a is not None:
+        snippet = a.snippet if a is not None else None
     return Action(text, snippet)
+
+
+def verdict_first(a, facts: Facts) -> str:
+    """A chapter's advice in its own words (:func:`phrasing.advice`), its verdict first and the workload it was
+    measured on after it ("Set `num_workers=4`: 3.6× faster than …. Measured for ResNet-50 training …."), so the
+    verdict is the first sentence the opening shows beside the finding that names the workload."""
+    words = phrasing.advice(a, facts)
+    lead = f"For {phrasing.text(a.workload)}, " if a.workload else ""
+    if not lead or not words.startswith(lead):
+        return words
+    body = words[len(lead):]
+    return f"{body[0].upper()}{body[1:]} Measured for {phrasing.text(a.workload)}."
+
+
+def recipe_sentence(facts: Facts, recipe) -> str:
+    """Chapter 7's combined end-to-end recipe (its exported ``recipe`` fact, copied as ``07.recipe``), verdict first
+    as :func:`verdict_first` words advice: the pipeline by its settings and the fact's own value, against chapter 7's
+    own baseline where it compares two."""
+    basis = facts.get(recipe.basis or "")
+    words = phrasing.text(_recipe({**(facts.data.get("image.pipeline") or {}), **recipe.setting}))
+    if recipe.is_comparison and basis is not None and basis.label and recipe.number is not None:
+        return f"Use {words}: {phrasing.comparison(recipe, baseline=phrasing.text(basis.label))}."
+    return f"Use {words}: {phrasing.text(recipe.label)} {phrasing.headline(recipe)}."
+
+
+def recipe_snippet(setting: dict) -> str | None:
+    """The code of chapter 7's recipe: its own ``snippet`` where it gives one, else its parts' code in order, each
+    under a comment naming it: the data set and the DataLoader assigned to names, a part that is a DataLoader argument
+    (``worker_init_fn=…``) passed to it. None when that does not compile: code shown to paste must."""
+    if setting.get("snippet"):
+        return str(setting["snippet"])
+    parts = [part for part in setting.get("parts") or [] if part.get("code")]
+    args = [str(part["code"]) for part in parts if re.match(r"^\w+=(?!=)", str(part["code"]))]
+    lines = []
+    for i, part in enumerate(parts):
+        code = str(part["code"])
+        if code in args:
+            continue
+        if code.startswith("DataLoader("):
+            code = "loader = " + (code[:-1] + ", " + ", ".join(args) + ")" if args else code)
+        elif i == 0 and not re.match(r"^\w+\s*=", code):
+            code = "dataset = " + code
+        lines += [f"# {part.get('what') or ''}".rstrip(), code]
+    text = "\n".join(lines)
+    try:
+        compile(text, "<recipe>", "exec")
+    except SyntaxError:
+        return None
+    return text or None
 
 
 def _recipe(setting: dict) -> str:
     """A chapter 7 pipeline in a few words, as plain text (a table cell; a sentence escapes it):
     "ImageFolder, num_workers=8, tuned, CUDA graphs"."""
-    name = setting.get("format_name") or setting.get("format")
-    step = STEP_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
-    return f"{name}, num_workers={setting.get('workers')}, {step}"
+    return analysis._recipe_words(setting)
 
 
 #: Chapter 7's pipeline variants as a reader knows them.
-STEP_WORDS = {"default": "eager step", "tuned": "tuned, eager step", "graphed": "tuned, CUDA graphs"}
+STEP_WORDS = analysis.VARIANT_WORDS
 
 
 def gpus_sentence(facts: Facts, wl: str) -> str:
     """How many GPUs like this one the host feeds, in a sentence of its own that names the step it counts for. For
-    images the count is given only when chapter 7's pipeline with the same step, measured end to end on one GPU,
-    fed it at the bar (:func:`analysis.supported`); otherwise the sentence gives that measured share instead. The
-    token count names this chapter's own model, never chapter 5's (whose advice precedes it)."""
+    images the count is given only when the pipeline the diagnosis recommends (``data["image.pipeline"]``), measured
+    end to end on one GPU with the step priced here, fed it at the bar (:func:`analysis.supported`); otherwise the
+    sentence gives that pipeline's measured share, or says it was measured with another step, and gives no count:
+    a setting is never paired with another setting's end-to-end share. The token count names this chapter's own
+    model, never chapter 5's (whose advice precedes it)."""
     bar = phrasing.share(AU_MIN)
     share = facts.get("image.fed_share") if wl == "image" else None
     fed = facts.get(f"{wl}.gpus_fed")
+    pick = facts.data.get("image.pipeline") if wl == "image" else None
     if share is not None and share.number is not None:
-        measured = (f"Chapter 7's fastest pipeline ({phrasing.text(_recipe(share.setting))}) fed one such GPU "
-                    f"{phrasing.share(share.number / 100)} of its need")
+        measured = f"End to end it fed one such GPU {phrasing.share(share.number / 100)} of its need"
         if fed is None:
             return f"{measured}, under the {bar} bar, so this run gives no count of GPUs this host feeds."
         lead = f"{measured}; by the hop model, "
+    elif wl == "image":
+        w, steps = facts.data.get("image_workload") or {}, analysis.VARIANT_STEP_WORDS
+        if not pick or (pick["step"] == (w.get("step_kind") or "eager") and not pick.get("runs")):
+            return ("Chapter 7 measured no end-to-end rate of this setting that the diagnosis can price, so this run "
+                    "gives no count of GPUs this host feeds.")
+        return (f"Chapter 7 measured this setting end to end with the {steps.get(pick['step'], pick['step'])}, not "
+                f"the {steps.get(w.get('step_kind') or 'eager')} priced here, so this run gives no count of GPUs this "
+                "host feeds.")
     elif wl == "tokens":
         lead = f"For the {token_model(facts)} step timed here, "
     else:
@@ -213,14 +282,13 @@ def opening(facts: Facts) -> Opening:
     """The answer in one screen: per workload, the weakest link and its margin (one sentence each), and
     what to do: the remedy's chapter and setting, its measured gain and the GPUs this host feeds."""
     out, actions = [], []
-    for wl in UNITS:
-        if facts.data.get(f"{wl}.weakest"):
-            m = facts.get(f"{wl}.margin")
-            out.append(Finding(f"{wl}.margin", _weakest_sentence(facts, wl), m.number if m else None, "×"))
+    for wl in UNITS:   # every workload: one without a diagnosis says why in one line
+        m = facts.get(f"{wl}.margin") if facts.data.get(f"{wl}.weakest") else None
+        out.append(Finding(f"{wl}.margin", _weakest_sentence(facts, wl), m.number if m else None, "×"))
         a = _action(facts, wl, None)
         if a is not None:
             actions.append(a)
-    return Opening(out or undiagnosed(facts), actions)
+    return Opening(out, actions)
 
 
 def undiagnosed(facts: Facts) -> list[Finding]:
@@ -294,12 +362,14 @@ def _basis(h: dict, gpu: bool) -> str:
                              (("workers_ms", "in its loader workers"), ("main_ms", "in the training process"))
                              if h.get(key) is not None)
         return (f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of CPU per image: the whole machine's busy cores "
-                f"({num(h['busy_cores'], '')}, from its CPU counters) ÷ the images/s of chapter 7's fastest pipeline "
-                f"with this step ({_recipe(h.get('recipe') or {})})" + (f", {parts}" if parts else ""))
+                f"({num(h['busy_cores'], '')}, from its CPU counters) ÷ the images/s of the pipeline recommended "
+                f"above ({_recipe(h.get('recipe') or {})})" + (f", {parts}" if parts else ""))
     if k == "cpu" and h.get("cpu_ms") and h.get("main_ms"):
         return (f"{h['cores']} cores ÷ ({num(h['workers_ms'], 'ms')} of loader work per image in a worker, from "
-                f"host-clock stage timings, + {num(h['main_ms'], 'ms')} of the training process's cores at the "
-                "step's need; this result has no CPU counters)")
+                f"host-clock stage timings, + {num(h['main_ms'], 'ms')} of the training process's cores per image) "
+                f"in the pipeline recommended above ({_recipe(h.get('recipe') or {})})"
+                + (f", its stages timed at num_workers={h['at']}" if h.get("at") is not None
+                   and h["at"] != (h.get("recipe") or {}).get("workers") else ""))
     if k == "cpu" and h.get("cpu_ms"):
         return (f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of loader work per image (chapter 7's host-clock "
                 "stage timings; this result has no CPU counters)")
@@ -310,9 +380,10 @@ def _basis(h: dict, gpu: bool) -> str:
     if k == "to_gpu":
         return f"chapter 9's fastest cold path to GPU memory ÷ {h.get('token_bytes')} bytes per token"
     if k == "token_loader" and h.get("mode"):
-        why = (f"the fewest workers that feed one GPU at ≥ {phrasing.share(AU_MIN)}" if h.get("fits")
-               else f"chapter 10's fastest; none measured feeds one GPU at ≥ {phrasing.share(AU_MIN)}")
-        return (f"chapter 10's cold loader with {phrasing.text(h['mode'])}, num_workers={h['workers']} ({why}): "
+        why = ("the reader chapter 10 advises, at its best measured setting" if h.get("advised")
+               else "chapter 10's fastest; this result holds no advice on the reader")
+        return (f"chapter 10's cold loader with {phrasing.text(h.get('call') or h['mode'])}, "
+                f"num_workers={h['workers']} ({why}): "
                 "tokens read ÷ loader time")
     if k == "token_loader":
         return "chapter 10's cold loader: tokens read ÷ loader time"
@@ -410,7 +481,8 @@ def _cell(f, facts, values: bool = False) -> str:
     subject = facts.get(f.of) if f.is_comparison and f.of else None
     basis = facts.get(f.basis) if f.is_comparison and f.basis else None
     if subject is None or basis is None or not subject.label or not basis.label or f.number is None:
-        return phrasing.headline(f)
+        # what it measured, in its chapter's words, so a value is never read without its setting
+        return f"{f.label}: {phrasing.headline(f)}" if f.label and f.number is not None else phrasing.headline(f)
     if values:
         return (f"{subject.label} ({phrasing.headline(subject)}): "
                 f"{phrasing.comparison(f, baseline=f'{basis.label} ({phrasing.headline(basis)})')}")
