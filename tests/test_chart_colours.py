@@ -26,12 +26,16 @@ IDS = [c.name for c in CHAPTERS]
 NOT_YET = {
     "04_cpu_starvation": "related series under different names (computing, step time, step compute G) in "
                          "neighbouring charts: needs one naming of the step's parts before one order",
-    "07_full_picture": "its charts colour by position: blue is forward, then compute share, warm, decode and "
-                       "ImageFolder in consecutive charts; needs one order for its series",
     "08_threads_processes_gil": "the loaders chart draws seven series, every colour, so its neighbours cannot "
                                 "keep apart: needs the loaders grouped (e.g. coloured by decoder)",
     "09_reading_smarter": "its thread counts (1, 16, 64) take the colours of the latency passes in the next chart; "
                           "needs one order for its series",
+}
+#: Chapters whose charts keep the rule as their code draws them now, but whose committed notebook still shows
+#: the charts drawn before (its outputs are rendered again from the reference result): the committed page only
+#: is an expected failure, until that rendering (then this entry fails and must go).
+NOT_RENDERED = {
+    "07_full_picture": "its committed outputs were rendered before its charts took one colour per series",
 }
 
 
@@ -172,9 +176,10 @@ def test_a_committed_page_gives_each_series_one_colour(chapter):
     if not chapter.notebook.is_file():
         pytest.skip("no notebook")
     found = clashes(committed_figures(chapter.notebook))
-    if chapter.name in NOT_YET:
-        assert found, f"{chapter.name} keeps the rule now: take it out of NOT_YET"
-        pytest.xfail(NOT_YET[chapter.name])
+    waiting = NOT_YET | NOT_RENDERED
+    if chapter.name in waiting:
+        assert found, f"{chapter.name} keeps the rule now: take it out of NOT_YET or NOT_RENDERED"
+        pytest.xfail(waiting[chapter.name])
     assert not found, f"{chapter.name}: " + "; ".join(found)
 
 
