@@ -27,7 +27,9 @@ NOT_YET = {
     "08_threads_processes_gil": "the loaders chart draws seven series, every colour, so its neighbours cannot "
                                 "keep apart: needs the loaders grouped (e.g. coloured by decoder)",
     "09_reading_smarter": "its thread counts (1, 16, 64) take the colours of the latency passes in the next chart; "
-                          "needs one order for its series",
+                          "needs one order for its series, passed by the notebook: the thread counts in numeric "
+                          "order to both lines_facets calls, then the latency passes after them to "
+                          "latency_distribution",
 }
 #: Chapters whose charts keep the rule as their code draws them now, but whose committed notebook still shows
 #: the charts drawn before (its outputs are rendered again from the reference result): the committed page only
