@@ -23,19 +23,7 @@ CHAPTERS = registry.CHAPTERS
 IDS = [c.name for c in CHAPTERS]
 #: Chapters whose pages still break the rule, with why (the list may only shrink: a chapter that keeps the rule
 #: fails here until it is taken out).
-NOT_YET = {
-    "04_cpu_starvation": "related series under different names (computing, step time, step compute G) in "
-                         "neighbouring charts: needs one naming of the step's parts before one order",
-    "07_full_picture": "its charts colour by position: blue is forward, then compute share, warm, decode and "
-                       "ImageFolder in consecutive charts; needs one order for its series",
-    "09_reading_smarter": "its thread counts (1, 16, 64) take the colours of the latency passes in the next chart; "
-                          "needs one order for its series",
-}
-#: Chapters whose charts keep the rule now while their committed notebook, rendered before, still shows the old charts:
-#: expected failures of the committed page alone, each to be taken out when the notebooks are rendered again.
-RENDER_PENDING = {
-    "08_threads_processes_gil": "the committed notebook predates the loaders coloured by kind (decoder by dash)",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _hex(colour: str) -> str | None:
@@ -175,10 +163,9 @@ def test_a_committed_page_gives_each_series_one_colour(chapter):
     if not chapter.notebook.is_file():
         pytest.skip("no notebook")
     found = clashes(committed_figures(chapter.notebook))
-    why = NOT_YET.get(chapter.name) or RENDER_PENDING.get(chapter.name)
-    if why:
-        assert found, f"{chapter.name} keeps the rule now: take it out of NOT_YET and RENDER_PENDING"
-        pytest.xfail(why)
+    if chapter.name in NOT_YET:
+        assert found, f"{chapter.name} keeps the rule now: take it out of NOT_YET"
+        pytest.xfail(NOT_YET[chapter.name])
     assert not found, f"{chapter.name}: " + "; ".join(found)
 
 

@@ -6,7 +6,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, bars_label, range_bars, subtitle
+from datajourney.core.charts import PALETTE, SERIES_PALETTE, bars_label, range_bars, subtitle
+
+_BLUE, _ORANGE, _GREEN, _PINK, _SKY, _VERMILLION, _YELLOW = SERIES_PALETTE
+#: The colour of each series of the page, the same in every chart, under one name per concept: the step's two
+#: parts are "data wait" and "step compute G" (the what-if's names; a condition goes before the name, "after the
+#: gap · step compute G", and the model's and the measured wait are "predicted · data wait" and "measured (mean)
+#: · data wait", told apart by line and marker). The page draws more series than there are colours, so a colour
+#: comes back, never in the next chart: the kinds of work take the palette's first colours in the order the
+#: sweep lists them (as every chart that draws them does), so the charts beside theirs use none of those three
+#: but the step's; the prefetch chart's cost profiles and the epoch-boundary chart's settings take colours that
+#: neither their neighbours nor the what-if (data wait, step compute G, predicted AU in green) use.
+SERIES_COLOURS = {"data wait": _VERMILLION, "step compute G": _BLUE, "SM clock (NVML)": _ORANGE,
+                  "constant cost per sample": _PINK, "variable cost per sample": _YELLOW,
+                  "persistent_workers=False": _ORANGE, "persistent_workers=True": _SKY}
 
 
 def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) -> go.Figure:
@@ -18,14 +31,16 @@ def stacked_step_bars(summary: pd.DataFrame, *, x: str, xaxis: str, title: str) 
     err_c, lo_c, hi_c, _ = _spread(summary, "compute")
     std_w = summary["wait_std_ms"].fillna(0)
     std_c = summary["compute_std_ms"].fillna(0) if "compute_std_ms" in summary else summary["compute_ms"] * 0
-    fig.add_bar(x=lab, y=summary["wait_ms"], name="waiting for data", marker_color=PALETTE[5], error_y=err_w,
+    fig.add_bar(x=lab, y=summary["wait_ms"], name="data wait", marker_color=SERIES_COLOURS["data wait"],
+                error_y=err_w,
                 customdata=list(zip(summary["predicted_wait_ms"], summary["idle_share"], lo_w, hi_w, std_w,
                                     summary["steps"], strict=True)),
                 hovertemplate=("W=%{x}: data wait, mean %{y:,.1f} ms ± %{customdata[4]:,.1f} (std)"
                                "<br>p10–p90 of the steps: %{customdata[2]:,.1f} – %{customdata[3]:,.1f} ms"
                                "<br>model: %{customdata[0]:,.1f} ms · GPU idle %{customdata[1]:.0%}"
                                "<br>steps: %{customdata[5]}<extra></extra>"))
-    fig.add_bar(x=lab, y=summary["compute_ms"], name="computing", marker_color=PALETTE[0], error_y=err_c,
+    fig.add_bar(x=lab, y=summary["compute_ms"], name="step compute G", marker_color=SERIES_COLOURS["step compute G"],
+                error_y=err_c,
                 customdata=list(zip(lo_c, hi_c, std_c, summary["steps"], strict=True)),
                 hovertemplate=("W=%{x}: compute, mean %{y:,.1f} ms ± %{customdata[2]:,.1f} (std)"
                                "<br>p10–p90 of the steps: %{customdata[0]:,.1f} – %{customdata[1]:,.1f} ms"
@@ -65,25 +80,26 @@ def measured_vs_model(summary: pd.DataFrame, *, title: str) -> go.Figure:
     fig = make_subplots(rows=1, cols=len(kinds), shared_yaxes=True, horizontal_spacing=0.03,
                         subplot_titles=[f"{k} (D = {summary[summary['work'] == k]['d_ms'].iloc[0]:.2f} ms)"
                                         for k in kinds])
+    wait = SERIES_COLOURS["data wait"]
     for i, kind in enumerate(kinds, start=1):
         g = summary[summary["work"] == kind].sort_values("workers")
         x = g["workers"].astype(int).astype(str)
         model = g["predicted_wait_ms"].where(g["predicted_wait_ms"] > 0)
-        fig.add_scatter(x=x, y=model, mode="lines+markers", name="model", connectgaps=False, legendgroup="model",
-                        showlegend=i == 1, line=dict(color=PALETTE[1], dash="dash"),
-                        marker=dict(color=PALETTE[1], symbol="line-ew-open", size=12),
+        fig.add_scatter(x=x, y=model, mode="lines+markers", name="predicted · data wait", connectgaps=False,
+                        legendgroup="model", showlegend=i == 1, line=dict(color=wait, dash="dash"),
+                        marker=dict(color=wait, symbol="line-ew-open", size=12),
                         hovertemplate=f"<b>{kind}</b> model<br>W=%{{x}}: %{{y:,.1f}} ms<extra></extra>",
                         row=1, col=i)
         zero = g[g["predicted_wait_ms"] <= 0]
         if len(zero):
             fig.add_scatter(x=zero["workers"].astype(int).astype(str), y=[floor] * len(zero), mode="markers",
-                            name="model: no wait (on the axis floor)", legendgroup="zero", showlegend=i == 1,
-                            marker=dict(color=PALETTE[1], symbol="triangle-down-open", size=10),
+                            name="predicted: none (on the axis floor) · data wait", legendgroup="zero",
+                            showlegend=i == 1, marker=dict(color=wait, symbol="triangle-down-open", size=10),
                             hovertemplate=(f"<b>{kind}</b> model<br>W=%{{x}}: no wait (0 ms, drawn on the axis "
                                            "floor)<extra></extra>"), row=1, col=i)
         err, lo, hi, what = _spread(g, "wait")
-        fig.add_scatter(x=x, y=g["wait_ms"], mode="markers", name="measured (mean)", legendgroup="measured",
-                        showlegend=i == 1, marker=dict(color=PALETTE[0], size=9), error_y=err,
+        fig.add_scatter(x=x, y=g["wait_ms"], mode="markers", name="measured (mean) · data wait",
+                        legendgroup="measured", showlegend=i == 1, marker=dict(color=wait, size=9), error_y=err,
                         customdata=list(zip(g["d_ms"], g["compute_ms"], g["au"], lo, hi, strict=True)),
                         hovertemplate=(f"<b>{kind}</b> measured<br>W=%{{x}}: mean wait %{{y:,.2f}} ms"
                                        f"<br>{what}: %{{customdata[3]:,.2f}} – %{{customdata[4]:,.2f}} ms"
@@ -128,10 +144,10 @@ def boundary_timeline(df: pd.DataFrame, *, steps_per_epoch: int, title: str) -> 
     g = (df.assign(run=run).groupby(["persistent_workers", "step"])["wait_ms"]
          .agg(median="median", min="min", max="max", n="count").reset_index())
     fig = go.Figure()
-    for i, (pers, part) in enumerate(g.groupby("persistent_workers", sort=True)):
+    for pers, part in g.groupby("persistent_workers", sort=True):
         name = "persistent_workers=True" if pers else "persistent_workers=False"
         fig.add_scatter(x=part["step"], y=part["median"], name=name, mode="lines+markers",
-                        line=dict(color=PALETTE[[5, 0][i % 2]]),
+                        line=dict(color=SERIES_COLOURS[name]),
                         error_y=range_bars(part["median"], part["min"], part["max"], part["n"]),
                         customdata=list(zip(part["min"], part["max"], part["n"], strict=True)),
                         hovertemplate=(f"<b>{name}</b><br>step %{{x}}: median wait %{{y:,.1f}} ms"
@@ -165,11 +181,12 @@ def step_drift(calibration: pd.DataFrame, *, g_ms: float, title: str) -> go.Figu
     t = (d["t_start_s"] - d["t_start_s"].iloc[0]) * 1e3
     clocks = "sm_clock_mhz" in d and d["sm_clock_mhz"].notna().any()
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_scatter(x=t, y=d["step_ms"], mode="lines+markers", name="step time", line=dict(color=PALETTE[0]),
+    fig.add_scatter(x=t, y=d["step_ms"], mode="lines+markers", name="step compute G",
+                    line=dict(color=SERIES_COLOURS["step compute G"]),
                     hovertemplate="%{x:,.0f} ms into the run: step %{y:.2f} ms<extra></extra>")
     if clocks:
         fig.add_scatter(x=t, y=d["sm_clock_mhz"], mode="lines", name="SM clock (NVML)", secondary_y=True,
-                        line=dict(color=PALETTE[1], dash="dot"),
+                        line=dict(color=SERIES_COLOURS["SM clock (NVML)"], dash="dot"),
                         customdata=list(zip(d["power_w"], d["clock_reasons"].fillna(0).astype(int), strict=True)),
                         hovertemplate=("%{x:,.0f} ms: SM clock %{y:,.0f} MHz<br>power %{customdata[0]:,.0f} W"
                                        "<br>clock-limit reason bits %{customdata[1]}<extra></extra>"))
@@ -196,8 +213,8 @@ def idle_gap_chart(idle: pd.DataFrame, *, g_ms: float, title: str) -> go.Figure:
     g.columns = ["_".join(c) for c in g.columns]
     g = g.reset_index()
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_scatter(x=g["gap_ms"], y=g["step_ms_mean"], mode="lines+markers", name="step after the gap",
-                    line=dict(color=PALETTE[0]),
+    fig.add_scatter(x=g["gap_ms"], y=g["step_ms_mean"], mode="lines+markers", name="after the gap · step compute G",
+                    line=dict(color=SERIES_COLOURS["step compute G"]),
                     error_y=range_bars(g["step_ms_mean"], g["step_ms_min"], g["step_ms_max"], g["step_ms_count"]),
                     customdata=list(zip(g["step_ms_min"], g["step_ms_max"], g["step_ms_count"], strict=True)),
                     hovertemplate=("idle gap %{x} ms: step %{y:.2f} ms (mean)<br>min–max over repeats: "
@@ -205,7 +222,8 @@ def idle_gap_chart(idle: pd.DataFrame, *, g_ms: float, title: str) -> go.Figure:
                                    "<extra></extra>"))
     if clocks:
         fig.add_scatter(x=g["gap_ms"], y=g["sm_clock_mhz_mean"], mode="lines+markers", name="SM clock (NVML)",
-                        secondary_y=True, line=dict(color=PALETTE[1], dash="dot"), marker=dict(symbol="diamond"),
+                        secondary_y=True, line=dict(color=SERIES_COLOURS["SM clock (NVML)"], dash="dot"),
+                        marker=dict(symbol="diamond"),
                         customdata=g["power_w_mean"],
                         hovertemplate="idle gap %{x} ms: SM clock %{y:,.0f} MHz, power %{customdata:,.0f} W"
                                       "<extra></extra>")
@@ -226,9 +244,10 @@ def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
     g = (prefetch.groupby(["cost", "prefetch_factor"], sort=True)["wait_ms"]
          .agg(mean="mean", min="min", max="max", n="count").reset_index())
     fig = go.Figure()
-    for i, (cost, part) in enumerate(g.groupby("cost", sort=False)):
-        fig.add_scatter(x=part["prefetch_factor"].astype(str), y=part["mean"], name=f"{cost} cost per sample",
-                        mode="lines+markers", line=dict(color=PALETTE[[0, 5][i % 2]]),
+    for cost, part in g.groupby("cost", sort=False):
+        name = f"{cost} cost per sample"
+        fig.add_scatter(x=part["prefetch_factor"].astype(str), y=part["mean"], name=name,
+                        mode="lines+markers", line=dict(color=SERIES_COLOURS[name]),
                         error_y=range_bars(part["mean"], part["min"], part["max"], part["n"]),
                         customdata=list(zip(part["min"], part["max"], part["n"], strict=True)),
                         hovertemplate=(f"<b>{cost}</b><br>prefetch_factor %{{x}}: mean wait %{{y:,.2f}} ms"

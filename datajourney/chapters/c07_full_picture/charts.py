@@ -7,19 +7,39 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, bars_label, range_bars
+from datajourney.core.charts import PALETTE, SERIES_PALETTE, bars_label, range_bars
 
-#: Phase colours shared by the chapter 7 charts.
-PHASE_COLOURS = {"DATALOADER_WAIT": PALETTE[5], "H2D_TRANSFER": PALETTE[6], "FORWARD": PALETTE[0],
-                 "BACKWARD": PALETTE[4], "OPTIMIZER": PALETTE[2]}
-
-
-FORMAT_COLOURS = {"imagefolder": PALETTE[0], "mds": PALETTE[1]}
+_BLUE, _ORANGE, _GREEN, _PINK, _SKY, _VERMILLION, _YELLOW = SERIES_PALETTE
+#: The colour of each series of the page, the same in every chart. The page draws more series than there are
+#: colours, so a colour comes back, never in the next chart: the step's phases (first and last chart) take five
+#: colours, and the two measures of the chart after the first the two left; the loader's six stages take six
+#: colours, so the charts either side of theirs draw one series each (images/s; compute per step) in the seventh,
+#: their settings (page cache; CPU load) told apart by bar pattern or line dash; the formats, drawn next to the
+#: phases again, take the two colours the phases leave. Reference lines (thresholds, ceilings) and the GPU's own
+#: activity (kernels, copies: each in its own lane) are black or grey.
+SERIES_COLOURS = {"data wait": _VERMILLION, "copy to GPU": _YELLOW, "forward": _BLUE, "backward": _SKY,
+                  "optimizer": _GREEN,
+                  "compute share (%)": _ORANGE, "share of the ceiling (%)": _PINK,
+                  "images/s": _BLUE,
+                  "read": _SKY, "decode": _ORANGE, "normalise": _GREEN, "collate": _PINK, "pin": _YELLOW,
+                  "handover": _VERMILLION,
+                  "compute per step": _BLUE,
+                  "ImageFolder": _ORANGE, "MDS": _PINK}
+#: Reference lines and the GPU's own activity: no series colour.
+REFERENCE, GPU_KERNELS, GPU_COPIES = "#555555", PALETTE[7], "#999999"
+#: How the settings of one series tell themselves apart: bar patterns, line dashes and marker symbols.
+PATTERNS, DASHES = ("/", ""), ("solid", "dash", "dot", "dashdot", "longdash")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x")
 
 
 #: Readable names of the profiler's phases (the record_function ranges), for legends and hovers.
 PHASE_NAMES = {"DATALOADER_WAIT": "data wait", "H2D_TRANSFER": "copy to GPU", "FORWARD": "forward",
                "BACKWARD": "backward", "OPTIMIZER": "optimizer"}
+#: Phase colours shared by the chapter 7 charts (by the phases' readable names: :data:`SERIES_COLOURS`).
+PHASE_COLOURS = {ph: SERIES_COLOURS[name] for ph, name in PHASE_NAMES.items()}
+#: The formats' names in legends, and their colours.
+FORMAT_NAMES = {"imagefolder": "ImageFolder", "mds": "MDS"}
+FORMAT_COLOURS = {fmt: SERIES_COLOURS[name] for fmt, name in FORMAT_NAMES.items()}
 
 
 def _format_facets(summary: pd.DataFrame):
@@ -85,7 +105,8 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
         d = summary[summary["format"] == fmt]
         x = list(_short(d, "<br>"))
         au, lo, hi = 100 * d["au"], 100 * d.get("au_min", d["au"]), 100 * d.get("au_max", d["au"])
-        fig.add_bar(x=x, y=au, name="compute share (%)", legendgroup="au", showlegend=ci == 1, marker_color=PALETTE[0],
+        fig.add_bar(x=x, y=au, name="compute share (%)", legendgroup="au", showlegend=ci == 1,
+                    marker_color=SERIES_COLOURS["compute share (%)"],
                     error_y=range_bars(au, lo, hi, d["runs"]),
                     customdata=list(zip(lo, hi, d["runs"], strict=True)),
                     hovertemplate=("<b>%{x}</b><br>compute share %{y:.1f}% (mean)<br>min–max %{customdata[0]:.1f}–"
@@ -98,7 +119,7 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
             name="share of the ceiling (%)",
             legendgroup="pc",
             showlegend=ci == 1,
-            marker_color=PALETTE[1],
+            marker_color=SERIES_COLOURS["share of the ceiling (%)"],
             error_y=range_bars(pc, plo, phi, d["runs"]),
             customdata=list(zip(plo, phi, d["runs"], strict=True)),
             hovertemplate=(
@@ -108,8 +129,8 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
             row=ci,
             col=1,
         )
-        lines = {100 * au_rule: (f"keeps up: {100 * au_rule:.0f}%", PALETTE[1]),
-                 100 * keep_up: (f"keeps up: {100 * keep_up:.0f}%", PALETTE[1])}   # one line where they agree
+        lines = {100 * au_rule: (f"keeps up: {100 * au_rule:.0f}%", REFERENCE),
+                 100 * keep_up: (f"keeps up: {100 * keep_up:.0f}%", REFERENCE)}   # one line where they agree
         for y, (name, colour) in lines.items():
             fig.add_hline(y=y, line=dict(dash="dash", color=colour, width=1.5), row=ci, col=1)
             if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
@@ -135,13 +156,13 @@ def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
     titles = [f"W={w}" + ("" if v == "default" else f", {v}") for w, v in keys]
     fig = make_subplots(rows=rows, cols=cols, shared_xaxes=True, shared_yaxes=False, subplot_titles=titles,
                         vertical_spacing=0.12 if rows > 1 else 0.1, horizontal_spacing=0.06)
-    names = {"imagefolder": "ImageFolder", "mds": "MDS"}
+    names = FORMAT_NAMES
     for k, (w, v) in enumerate(keys):
         r, c = k // cols + 1, k % cols + 1
         part = steps[(steps["workers"] == w) & (steps["variant"] == v)]
         for fmt, g in part.groupby("format", sort=False):
             q = g.groupby("step")["DATALOADER_WAIT"].agg(["median", "min", "max", "count"]).reset_index()
-            colour = FORMAT_COLOURS.get(fmt, PALETTE[2])
+            colour = FORMAT_COLOURS.get(fmt, REFERENCE)
             fig.add_scatter(x=list(q["step"]) + list(q["step"])[::-1], y=list(q["max"]) + list(q["min"])[::-1],
                             fill="toself", fillcolor=colour, opacity=0.18, line=dict(width=0), hoverinfo="skip",
                             showlegend=False, legendgroup=fmt, row=r, col=c)
@@ -164,13 +185,15 @@ def wait_per_step(steps: pd.DataFrame, *, title: str) -> go.Figure:
 
 def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, labels: dict | None = None) -> go.Figure:
     """Compute per step of the GPU-resident loop against the number of busy processes, one line
-    per mode: mean over runs, error bars min–max; the dashed line is the unloaded ceiling."""
+    per mode: mean over runs, error bars min–max; the dashed grey line is the unloaded ceiling. One series
+    (compute per step, in its colour), its modes told apart by dash and marker ("mode · compute per step")."""
     fig = go.Figure()
     for i, (mode, g) in enumerate(load.groupby("mode", sort=False)):
         g = g.sort_values("busy")
-        name = (labels or {}).get(mode, mode)
+        name = f"{(labels or {}).get(mode, mode)} · compute per step"
         fig.add_scatter(x=g["busy"], y=g["compute_ms"], mode="lines+markers", name=name,
-                        line=dict(color=PALETTE[i % len(PALETTE)]),
+                        line=dict(color=SERIES_COLOURS["compute per step"], dash=DASHES[i % len(DASHES)]),
+                        marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
                         error_y=range_bars(g["compute_ms"], g["compute_min"], g["compute_max"], g["n"]),
                         customdata=g[["compute_min", "compute_max", "n", "compute_p90_ms", "main_cores"]].to_numpy(),
                         hovertemplate=(f"<b>{name}</b><br>%{{x}} busy processes<br>compute %{{y:,.2f}} ms (mean)"
@@ -179,7 +202,7 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
                                        "<br>training process %{customdata[4]:.2f} cores<extra></extra>"))
     xs = [load["busy"].min(), load["busy"].max()]
     fig.add_scatter(x=xs, y=[ceiling_ms, ceiling_ms], mode="lines", name="ceiling, no load (mean of its runs)",
-                    line=dict(dash="dash", color="#555555", width=1.5),
+                    line=dict(dash="dash", color=REFERENCE, width=1.5),
                     hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
     fig.update_layout(title=title, legend_title_text="mode")
     # what the bars are goes under the x axis: a vertical title longer than the plot would reach its title
@@ -188,9 +211,9 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
     return fig
 
 
-#: Colours of the loader stages (the data path).
-STAGE_COLOURS = {"read": PALETTE[4], "decode": PALETTE[0], "normalise": PALETTE[2], "collate": PALETTE[3],
-                 "pin": PALETTE[6], "handover": PALETTE[5], "other": "#999999"}
+#: Colours of the loader stages (the data path; :data:`SERIES_COLOURS`), the untimed rest in grey.
+STAGE_COLOURS = {**{k: SERIES_COLOURS[k] for k in ("read", "decode", "normalise", "collate", "pin", "handover")},
+                 "other": "#999999"}
 
 
 def stage_bars(stats: pd.DataFrame, *, title: str, batch_size: int) -> go.Figure:
@@ -233,7 +256,7 @@ def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
         for lane in lanes:
             d = g[g["lane"] == lane]
             for name, e in d.groupby("name", sort=False):
-                colour = PHASE_COLOURS.get(name, PALETTE[7] if name == "kernels" else PALETTE[3])
+                colour = PHASE_COLOURS.get(name, GPU_KERNELS if name == "kernels" else GPU_COPIES)
                 key = PHASE_NAMES.get(name, name) if lane != "GPU: kernels" else "GPU kernels"
                 fig.add_bar(y=[lane] * len(e), x=e["dur_ms"].astype(float).tolist(),
                             base=e["start_ms"].astype(float).tolist(), orientation="h", name=key,
@@ -255,17 +278,19 @@ def step_timeline(timeline: pd.DataFrame, *, title: str) -> go.Figure:
 
 def format_rates(rates: pd.DataFrame, *, ceiling: float, title: str) -> go.Figure:
     """Images/s each storage format fed at its best worker count, cold and warm side by side (error bars: the
-    runs' minimum to maximum), against the chapter's ceiling (the step with its batch already in memory)."""
+    runs' minimum to maximum), against the chapter's ceiling (the step with its batch already in memory). One
+    series (images/s, in its colour), its page-cache states told apart by bar pattern ("cold · images/s")."""
     fig = go.Figure()
-    for cache, colour in (("cold", PALETTE[5]), ("warm", PALETTE[0])):
+    for cache, pattern in zip(("cold", "warm"), PATTERNS, strict=True):
         d = rates[rates["cache"] == cache]
-        fig.add_bar(x=d["format"].tolist(), y=d["images_per_s"].tolist(), name=cache, marker_color=colour,
+        fig.add_bar(x=d["format"].tolist(), y=d["images_per_s"].tolist(), name=f"{cache} · images/s",
+                    marker=dict(color=SERIES_COLOURS["images/s"], pattern=dict(shape=pattern)),
                     error_y=dict(type="data", symmetric=False, array=(d["high"] - d["images_per_s"]).tolist(),
                                  arrayminus=(d["images_per_s"] - d["low"]).tolist()),
                     customdata=d["workers"].tolist(),
                     hovertemplate=f"<b>%{{x}}</b>, {cache}<br>%{{y:,.0f}} images/s at num_workers=%{{customdata}}"
                                   "<extra></extra>")
-    fig.add_hline(y=ceiling, line_dash="dash", line_color=PALETTE[3],
+    fig.add_hline(y=ceiling, line_dash="dash", line_color=REFERENCE,
                   annotation_text=f"ceiling {ceiling:,.0f} images/s", annotation_position="top left")
     fig.update_layout(title=title, barmode="group", legend_title_text="page cache")
     fig.update_xaxes(title_text="storage format (each at its best worker count)", type="category")
