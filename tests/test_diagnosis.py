@@ -303,7 +303,8 @@ def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
     share = res.facts["image.fed_share"]
     assert share.number == pytest.approx(100 * top["images_per_s"] / res.facts.number("image.demand"))
     action = page.opening(res.facts).actions[0]
-    assert "Use ImageFolder, num\\_workers=8, tuned, CUDA graphs: " in action.text
+    # the recipe in its own parts' words, not chapter 7's variant labels
+    assert "Use ImageFolder, num\\_workers=8, workers at nice 19, the step replayed from CUDA graphs: " in action.text
     assert "faster than ImageFolder with num\\_workers=0 and the default recipe" in action.text
     assert "loader = DataLoader(dataset, batch_size=64, num_workers=8, worker_init_fn=lambda _: os.nice(19))" \
         in action.snippet and "graph.replay()" in action.snippet

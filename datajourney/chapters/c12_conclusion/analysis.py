@@ -382,9 +382,12 @@ VARIANT_WORDS = {"default": "eager step", "tuned": "tuned, eager step", "graphed
 
 
 def _recipe_words(setting: dict) -> str:
-    """A chapter 7 pipeline in a few words: "ImageFolder, num_workers=8, tuned, CUDA graphs"."""
+    """A chapter 7 pipeline in a few words: "ImageFolder, num_workers=8, uint8 batches normalised on the GPU, …, the
+    training step replayed from CUDA graphs" where its recipe names its parts (the dataset, the loader, then each
+    change to the default recipe), else "ImageFolder, num_workers=8, tuned, CUDA graphs"."""
     name = setting.get("format_name") or setting.get("format")
-    step = VARIANT_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
+    changes = [str(p.get("what")) for p in (setting.get("parts") or [])[2:] if p.get("what")]
+    step = ", ".join(changes) or VARIANT_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
     return f"{name}, num_workers={setting.get('workers')}, {step}"
 
 
