@@ -106,5 +106,16 @@ def pytest_collection_modifyitems(config, items):
         group = _group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+            if getattr(config.option, "loadgroup", False) and hasattr(item, "_id"):   # an xdist worker
+                _in_group(item, group)
     items.sort(key=_rank)
+
+
+def _in_group(item, group: str) -> None:
+    """What xdist's worker does for a grouped test under ``--dist loadgroup``: its id ends in ``@group``, which the
+    scheduler reads. xdist 3.8 sets ``item._nodeid``, which pytest 9 no longer reads (a test's id is ``item._id``),
+    so without this every test went wherever a worker was free and each shared fixture was made in both workers."""
+    from _pytest.nodeid import coerce_node_id
+
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")
 
