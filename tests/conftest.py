@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers import has_nan, in_ci, tracked_digest  # noqa: F401  (also imported from here)
+from tempcheck import pytest_sessionfinish, pytest_sessionstart  # noqa: F401  (what a session leaves in the temp folder)
 
 from datajourney.book import registry as chapters
 from datajourney.book import runner, sphinx_ext
@@ -57,36 +58,64 @@ def reference_book(tmp_path_factory) -> Path:
 
 
 
-#: The session fixtures that take minutes. Their tests run first and, under pytest-xdist (``./journey test``), in
-#: one worker: each is made once a session while the other worker runs the rest. (test_browser's ``book_html``
-#: asks for one of the books by name when it runs, so it is named here too.)
-SHARED = ("ci_run", "run_book", "reference_book", "book_html")
-TESTS = Path(__file__).resolve().parent
+#: The session fixtures that take minutes, and the group of the tests that use each. Under pytest-xdist
+#: (``./journey test``; ``--dist loadgroup`` is in pyproject's addopts) a group runs in one worker, so each is made
+#: once a session, and the two groups go to different workers. test_browser's ``book_html`` asks for one of the
+#: books by its parameter, so its tests go by that.
+SHARED = {"ci_run": "ci-run", "run_book": "ci-run", "reference_book": "reference-book"}
+BOOK_HTML = {"reader's run": "ci-run", "reference": "reference-book"}
 
 
-def _shared(item) -> bool:
-    return bool(set(SHARED) & set(getattr(item, "fixturenames", ())))
+def _group(item) -> str | None:
+    """The xdist group ``item`` runs in: a shared session fixture's, else its file's when it uses a module-scoped
+    fixture of its own file (made once, not once in each worker), else none (the test goes wherever a worker is
+    free)."""
+    names = getattr(item, "fixturenames", ())
+    for name, group in SHARED.items():
+        if name in names:
+            return group
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("book_html") in BOOK_HTML:
+        return BOOK_HTML[callspec.params["book_html"]]
+    info = getattr(item, "_fixtureinfo", None)
+    module = item.nodeid.split("::", 1)[0]
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        if defs and defs[-1].scope == "module" and defs[-1].baseid == module:
+            return module
+    return None
 
 
+def _rank(item) -> tuple[int, int]:
+    """Where ``item`` goes in the session: the shared runs' groups first (their worker starts on them at once),
+    then the other groups and the tests that run chapters end to end (marked ``notebooks``: a minute or more
+    each), then the rest."""
+    mark = item.get_closest_marker("xdist_group")
+    group = mark.args[0] if mark else None
+    order = list(dict.fromkeys(SHARED.values()))
+    if group in order:
+        return 0, order.index(group)
+    return (1 if group or item.get_closest_marker("notebooks") else 2), 0
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's worker appends each test's group to its id
 def pytest_collection_modifyitems(config, items):
-    """The shared runs' tests first, then the other tests that run chapters end to end (marked ``notebooks``: a
-    minute or more each), then the rest, each part in its order: the other worker starts on the long runs, and
-    what is left for the end of the session, when a worker waits for the other, is short."""
-    items.sort(key=lambda i: (not _shared(i), i.get_closest_marker("notebooks") is None))
+    """Each test's group (:func:`_group`) as its ``xdist_group`` mark, and the tests in the order of
+    :func:`_rank` (``--no-loadscope-reorder`` keeps it): the workers start on the long runs, and what is left
+    for the end of the session, when a worker waits for the other, is short."""
+    for item in items:
+        group = _group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+            if getattr(config.option, "loadgroup", False) and hasattr(item, "_id"):   # an xdist worker
+                _in_group(item, group)
+    items.sort(key=_rank)
 
 
-def pytest_xdist_make_scheduler(config, log):
-    """Every test of a file that names a shared fixture in one unit of work (one worker), each other test its own
-    (xdist's --dist loadgroup cannot group by fixture: the scheduler sees test ids only)."""
-    import re
+def _in_group(item, group: str) -> None:
+    """What xdist's worker does for a grouped test under ``--dist loadgroup``: its id ends in ``@group``, which the
+    scheduler reads. xdist 3.8 sets ``item._nodeid``, which pytest 9 no longer reads (a test's id is ``item._id``),
+    so without this every test went wherever a worker was free and each shared fixture was made in both workers."""
+    from _pytest.nodeid import coerce_node_id
 
-    from xdist.scheduler import LoadScopeScheduling
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")
 
-    names = re.compile(r"\b(" + "|".join(SHARED) + r")\b")
-    files = {p.name for p in TESTS.glob("test_*.py") if names.search(p.read_text())}
-
-    class SharedRunsTogether(LoadScopeScheduling):
-        def _split_scope(self, nodeid):
-            return "shared-runs" if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in files else nodeid
-
-    return SharedRunsTogether(config, log)

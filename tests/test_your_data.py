@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -305,42 +307,55 @@ def _assert_named(run: Path, chapters: list[str], words: str, secret: str) -> No
         assert secret not in json.dumps(d), ch                               # never the path, nor a name
         nb = (run / "notebooks" / f"{ch}.ipynb").read_text()
         assert f"reading {words}" in nb, ch
-    page12 = (run / "notebooks" / "12_conclusion.ipynb").read_text()
-    assert "reading " + words.split(" (")[0] in page12 and "in chapters " in page12
+
+
+@pytest.fixture(scope="module")
+def your_run(tmp_path_factory) -> dict:
+    """One ci run of the chapters that read images (3, 7, 8: ``image_dir``) and tokens (4, 5, 10: ``token_path``),
+    and chapter 12, on the reader's images and Megatron pair; their hashes before the run and after it."""
+    from datajourney.book import runner
+
+    tmp = tmp_path_factory.mktemp("your-run")
+    root = write_images(tmp / "my photos", 520, classes=4)
+    prefix = write_pair(tmp / "my tokens" / "corpus_text_document", 600)
+    before = {"images": hashes(root), "tokens": hashes(prefix.parent)}
+    data = tmp / "data"
+    data.mkdir()
+    runner.run(["3", "4", "5", "7", "8", "10", "12"], profile="ci",
+               overrides={"image_dir": str(root), "token_path": str(prefix.with_suffix(".bin")), "data_dir": str(data)},
+               run_id="yours", results_root=tmp / "res", progress=False)
+    after = {"images": hashes(root), "tokens": hashes(prefix.parent)}
+    yield {"run": tmp / "res" / "yours", "images": root, "before": before, "after": after}
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.notebooks
-def test_run_3_7_8_measures_your_images_and_leaves_them_untouched(tmp_path):
-    from datajourney.book import runner
-
-    root = write_images(tmp_path / "my photos", 520, classes=4)
-    before = hashes(root)
-    data = tmp_path / "data"
-    data.mkdir()
-    runner.run(["3", "7", "8", "12"], profile="ci", overrides={"image_dir": str(root), "data_dir": str(data)},
-               run_id="yours", results_root=tmp_path / "res", progress=False)
-    run = tmp_path / "res" / "yours"
+def test_run_3_7_8_measures_your_images_and_leaves_them_untouched(your_run):
+    run, root = your_run["run"], your_run["images"]
     d = json.loads((run / "03_dataloader.json").read_text())["metadata"]["your_data"]
     kb = d["median_bytes"] / 1e3
     words = f"your images ({d['files']:,} files, median {kb:,.1f} kB)"
     _assert_named(run, ["03_dataloader", "07_full_picture", "08_threads_processes_gil"], "your images (", str(root))
     assert words in _pages(run)
-    assert hashes(root) == before
+    assert your_run["after"]["images"] == your_run["before"]["images"]
 
 
 @pytest.mark.notebooks
-def test_run_4_5_10_measures_your_tokens_and_leaves_them_untouched(tmp_path):
-    from datajourney.book import runner
-
-    prefix = write_pair(tmp_path / "my tokens" / "corpus_text_document", 600)
-    before = hashes(prefix.parent)
-    data = tmp_path / "data"
-    data.mkdir()
-    runner.run(["4", "5", "10", "12"], profile="ci",
-               overrides={"token_path": str(prefix.with_suffix(".bin")), "data_dir": str(data)},
-               run_id="yours", results_root=tmp_path / "res", progress=False)
-    run = tmp_path / "res" / "yours"
+def test_run_4_5_10_measures_your_tokens_and_leaves_them_untouched(your_run):
+    run = your_run["run"]
     _assert_named(run, ["04_cpu_starvation", "05_padding_tax", "10_mmap_vs_read"], "your tokens (", "corpus_text")
     d = json.loads((run / "10_mmap_vs_read.json").read_text())["metadata"]["your_data"]
     assert f"your tokens ({d['tokens']:,} tokens in {d['documents']:,} documents" in _pages(run)
-    assert hashes(prefix.parent) == before
+    assert your_run["after"]["tokens"] == your_run["before"]["tokens"]
+
+
+@pytest.mark.notebooks
+def test_chapter_12_names_both_kinds_of_your_data_with_their_chapters(your_run):
+    """A run that read the reader's images and tokens: chapter 12's opening names each kind with the chapters that
+    read it."""
+    nb = json.loads((your_run["run"] / "notebooks" / "12_conclusion.ipynb").read_text())
+    page12 = json.dumps([c.get("outputs", []) for c in nb["cells"]]).replace("\\\\", "")   # as text, unescaped
+    said = re.search(r"reading (your images \([^)]*\)) in chapters 3, 7 and 8 and (your tokens \([^)]*\)) "
+                     r"in chapters 4, 5 and 10", page12)
+    assert said, page12[:3000]
+    assert "files, median" in said.group(1) and "documents, a Megatron .bin/.idx pair" in said.group(2)
