@@ -187,7 +187,10 @@ def test_reference_chapters_come_from_one_commit_at_the_full_profile():
         nb = nbformat.read(chapters.lookup("11").notebook, as_version=4)
         text = "".join(str(o.get("data", {}).get("text/markdown", "")) for c in nb.cells if c.cell_type == "code"
                        for o in c.get("outputs", []))
-        assert f"by the code of commit {ddp_commit}" in text, "chapter 11's page hides that older code measured it"
+        from datajourney.core.fingerprint import short_commit
+
+        assert f"by the code of commit {short_commit(ddp_commit)}" in text, \
+            "chapter 11's page hides that other code measured it"
     for name, r in refs.items():
         from datajourney.book.stability import run_record
 

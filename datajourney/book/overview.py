@@ -252,15 +252,15 @@ def hops_markdown() -> str:
     return "\n".join(rows)
 
 
-def weakest_text(res12: results.Result, who: str, base: str = "") -> str:
+def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "What to do") -> str:
     """Chapter 12's answer in ``res12``, headed with its host: each workload's weakest link and what to
-    change, worded by chapter 12's page from its facts (the same text as there)."""
+    change (under ``todo``), worded by chapter 12's page from its facts (the same text as there)."""
     facts = registry.analysed(res12).facts
     op = diagnosis_page.opening(facts)
     found = "\n".join(f"* {f.text}" for f in op.findings)
-    todo = "\n".join(f"{i}. {a.text}" for i, a in enumerate(op.actions, 1))
+    actions = "\n".join(f"{i}. {a.text}" for i, a in enumerate(op.actions, 1))
     head = f"**{who}, {phrasing.text(host_label(res12.fingerprint))}** (from {_link(diagnosis.CHAPTER, base)}):"
-    body = found + (f"\n\n**What to do**\n\n{todo}" if todo else "")
+    body = found + (f"\n\n**{todo}**\n\n{actions}" if actions else "")
     return head + "\n\n" + body.replace("](", f"]({base}" if base else "](")
 
 
@@ -269,9 +269,11 @@ def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = 
     there (a re-rendered run), on this run."""
     ref12 = results.load_reference(diagnosis.CHAPTER, host)
     mine = None if is_reference_run else _load(this_dir, diagnosis.CHAPTER)
-    parts = [weakest_text(mine, "Your run")] if mine is not None else []
+    # inside chapter 1 this is chapter 12's advice, not the chapter's own "What to do"
+    said = "What chapter 12 advises"
+    parts = [weakest_text(mine, "Your run", todo=said)] if mine is not None else []
     if ref12 is not None:
-        parts.append(weakest_text(ref12, "The reference host"))
+        parts.append(weakest_text(ref12, "The reference host", todo=said))
     if mine is None and not is_reference_run:
         parts.append("This run's other chapters have not run yet when this page is computed: each of them "
                      f"opens with this run's key results, and {_link(diagnosis.CHAPTER)} gives this run's "

@@ -330,7 +330,7 @@ def recipe_parts(res, fmt: str, workers: int, variant: str, remedy: str, *, call
             init = "worker_init_fn=lambda _: os.sched_setaffinity(0, loader_cpus)"
             parts.append(dict(what="workers kept off the cores left to the training process", knob=init, code=init))
     if variant == "graphed":
-        parts.append(dict(what="the training step replayed from CUDA graphs", knob="torch.cuda.graph",
+        parts.append(dict(what="the step replayed from CUDA graphs", knob="torch.cuda.graph",
                           code="with torch.cuda.graph(graph): ...  # captured once, then graph.replay() each step"))
     return parts
 

@@ -207,7 +207,7 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
     fig.update_layout(title=title, legend_title_text="mode")
     # what the bars are goes under the x axis: a vertical title longer than the plot would reach its title
     fig.update_xaxes(title_text=f"busy processes doing the loader's CPU work ({bars_label(load['n'], 'min–max')})")
-    fig.update_yaxes(title_text="compute per step, ms (mean over runs)", rangemode="tozero")
+    fig.update_yaxes(title_text="compute per step, ms (mean)", rangemode="tozero")
     return fig
 
 

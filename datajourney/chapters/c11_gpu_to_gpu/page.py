@@ -819,9 +819,13 @@ def paper_exercise(facts) -> str:
     train, alone = row.get("nccl_train_ms"), row.get("nccl_alone_ms")
     plain = row.get("t_plain_ms") or gx.get("step_ms")
     if train:
-        questions.append(f"The profiler saw NCCL's kernels take **{num(train, 'ms')}** per step in one-bucket DDP "
-                         "training" + (f", and **{num(alone, 'ms')}** for the same all-reduces run alone" if alone
-                                       else "") + ". How many times your T is each?")
+        split = str((facts.data.get("loss") or {}).get("rung") or "ddp")   # the rung the loss split profiled
+        setting = ("DDP's defaults" if split == "default" else "one-bucket DDP" if split == "ddp"
+                   else option_words(split))
+        questions.append(f"The profiler saw NCCL's kernels take **{num(train, 'ms')}** per step in training with "
+                         f"{say.text(setting)}"
+                         + (f", and **{num(alone, 'ms')}** for the same all-reduces run alone" if alone else "")
+                         + ". How many times your T is each?")
         answers.append(f"{num(train, 'ms')} ÷ {num(t, 'ms')} = **{num(train / t, '×')}** in training"
                        + (f"; {num(alone, 'ms')} ÷ {num(t, 'ms')} = **{num(alone / t, '×')}** alone" if alone else "")
                        + ".")

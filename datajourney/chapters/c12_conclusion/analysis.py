@@ -386,7 +386,7 @@ def _recipe_words(setting: dict) -> str:
     training step replayed from CUDA graphs" where its recipe names its parts (the dataset, the loader, then each
     change to the default recipe), else "ImageFolder, num_workers=8, tuned, CUDA graphs"."""
     name = setting.get("format_name") or setting.get("format")
-    changes = [str(p.get("what")) for p in (setting.get("parts") or [])[2:] if p.get("what")]
+    changes = [str(part.get("what")) for part in (setting.get("parts") or [])[2:] if part.get("what")]
     step = ", ".join(changes) or VARIANT_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
     return f"{name}, num_workers={setting.get('workers')}, {step}"
 
