@@ -820,8 +820,7 @@ def paper_exercise(facts) -> str:
     plain = row.get("t_plain_ms") or gx.get("step_ms")
     if train:
         split = str((facts.data.get("loss") or {}).get("rung") or "ddp")   # the rung the loss split profiled
-        setting = ("DDP's defaults" if split == "default" else "one-bucket DDP" if split == "ddp"
-                   else option_words(split))
+        setting = option_words(split)
         questions.append(f"The profiler saw NCCL's kernels take **{num(train, 'ms')}** per step in training with "
                          f"{say.text(setting)}"
                          + (f", and **{num(alone, 'ms')}** for the same all-reduces run alone" if alone else "")
