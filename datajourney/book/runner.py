@@ -55,11 +55,12 @@ from pathlib import Path
 
 import yaml
 
+from datajourney.book import registry
 from datajourney.book.registry import Chapter, available, lookup
 from datajourney.core import results
 from datajourney.core.files import WRITE_ERRNOS, write_atomic, write_error
 from datajourney.core.params import BOOK_OPTIONS, ParameterError, host_name, run_options, writable_dir
-from datajourney.core.paths import RESULTS_ROOT
+from datajourney.core.paths import DATA_DIR_ENV, RESULTS_ROOT, boot_id, default_data_dir
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 #: Parameters the runner sets itself; a profile or -p may not.
@@ -227,7 +228,6 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
 def _check_data_dir(data_dir, results_root: Path) -> None:
     """The data directory a chapter will use (``-p data_dir``, else ``$DATAJOURNEY_DATA_DIR``, else the
     default) is neither ``/``, the checkout nor this run's results folder (:func:`datasets.check_data_dir`)."""
-    from datajourney.core.paths import DATA_DIR_ENV, default_data_dir
     from datajourney.toolkit import datasets
 
     if data_dir is None:
@@ -253,8 +253,6 @@ def _unknown_words(name: str, known: set) -> str:
 def absolute_data_dir_env() -> None:
     """A relative ``$DATAJOURNEY_DATA_DIR`` made absolute against this process's working directory, once,
     so that the checks before the run and the kernels (which run in ``notebooks/``) mean the same place."""
-    from datajourney.core.paths import DATA_DIR_ENV
-
     value = os.environ.get(DATA_DIR_ENV)
     if value and not os.path.isabs(os.path.expanduser(value)):
         os.environ[DATA_DIR_ENV] = str(Path(value).expanduser().absolute())
@@ -643,30 +641,24 @@ KERNEL_STARTUP = ("--IPKernelApp.exec_lines=__import__('datajourney.toolkit.life
 
 def oom_kills() -> dict:
     """Counters of out-of-memory kills: the machine's (/proc/vmstat) and this cgroup's."""
-    out = {}
-    try:
-        for line in Path("/proc/vmstat").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                out["/proc/vmstat oom_kill"] = int(line.split()[1])
-    except (OSError, ValueError):
-        pass
+    files = [Path("/proc/vmstat")]
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             _, controllers, path = line.split(":", 2)
             if controllers == "":
-                f = Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events"
+                files.append(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events")
             elif "memory" in controllers.split(","):
-                f = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
-            else:
-                continue
-            try:
-                for row in f.read_text().splitlines():
-                    if row.startswith("oom_kill "):
-                        out[f"{f} oom_kill"] = int(row.split()[1])
-            except (OSError, ValueError):
-                pass
+                files.append(Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control")
     except (OSError, ValueError):
         pass
+    out = {}
+    for f in files:
+        try:
+            for row in f.read_text().splitlines():
+                if row.startswith("oom_kill "):
+                    out[f"{f} oom_kill"] = int(row.split()[1])
+        except (OSError, ValueError):
+            pass
     return out
 
 
@@ -926,8 +918,6 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
         import papermill  # noqa: F401
     except ModuleNotFoundError as e:
         raise missing_module(e, "the runner") from None
-
-    from datajourney.core.paths import boot_id
 
     # The console shows chapter and cell progress: no profiler debug lines from the kernels
     # (they inherit this environment) and no kernel-transport chatter.
@@ -1331,8 +1321,6 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
         raise ParameterError("run_dir", str(run_dir / "run.json"), "a run record whose run_id is a plain name")
     pages = side is None and host == results.DEFAULT_REFERENCE_HOST   # the book shows this host's notebooks
     chapters = only if only is not None else _chapters_of(run_dir, done, notebooks=pages)
-    from datajourney.book import registry
-
     dest = results.REFERENCE_DIR / host / (side or "")
     files: dict[Path, bytes] = {dest / f"run-{run_id}.json": (run_dir / "run.json").read_bytes()}
     for name in sorted(chapters):
@@ -1430,8 +1418,6 @@ def _swap(files: dict[Path, bytes], lock_dir: Path) -> None:
     every file is staged a journal says which moves make the swap; a promote killed while moving is
     completed by the next one from it (:func:`_roll_forward`), one killed before it left nothing. If a
     move fails, the files already moved are put back as they were."""
-    from datajourney.book import registry
-
     root = results.REFERENCE_DIR
     staging: dict[Path, Path] = {}
     moved: list[tuple[Path, Path | None]] = []  # (target, its previous file kept aside, or None)
