@@ -208,11 +208,9 @@ def front_markdown(this_dir=None, host: str | None = None, is_reference_run: boo
 
 def hops_markdown() -> str:
     """The pipeline map as a table: each hop, what is measured there and links to the chapters that do."""
-    rows = ["| hop | what is measured | chapters |", "| --- | --- | --- |"]
-    for name, what, chapters in HOPS:
-        links = ", ".join(_link(lookup(str(n)).name) for n in chapters if lookup(str(n)).available)
-        rows.append(f"| {name} | {what} | {links or 'not measured yet'} |")
-    return "\n".join(rows)
+    rows = [(name, what, ", ".join(_link(lookup(str(n)).name) for n in chapters if lookup(str(n)).available)
+             or "not measured yet") for name, what, chapters in HOPS]
+    return markdown_table(pd.DataFrame(rows, columns=["hop", "what is measured", "chapters"]))
 
 
 def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "What to do") -> str:
