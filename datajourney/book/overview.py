@@ -136,13 +136,6 @@ def _load(run_dir, chapter: str) -> results.Result | None:
         return None
 
 
-def _load_dir(run_dir) -> dict:
-    """Chapter -> Result for the chapters of :func:`front` whose result files ``run_dir`` holds."""
-    if run_dir is None or not Path(run_dir).is_dir():
-        return {}
-    return {ch: r for ch, _, _ in front() if (r := _load(run_dir, ch)) is not None}
-
-
 def key_rows(chapter: str, reference: results.Result | None, mine: results.Result | None = None,
              default: str | None = None) -> list[dict]:
     """Chapter 1's rows for ``chapter``: the fact its first screen leads with (:func:`headline_key`), with the
@@ -178,7 +171,7 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
     figure its key number has none of (:func:`key_rows`): what the key number measures, the published figure of that
     metric, the reference run's value and, where ``this_dir`` holds the chapter's result (a finished or re-rendered
     run), this run's (that column only when there is one)."""
-    mine = {} if is_reference_run else _load_dir(this_dir)
+    mine = {} if is_reference_run else {ch: r for ch, _, _ in front() if (r := _load(this_dir, ch)) is not None}
     rows = []
     for ch, key, _ in front():
         reference = results.load_reference(ch, host)

@@ -151,16 +151,12 @@ def parse_value(text: str, name: str | None = None):
     return value
 
 
-def is_path_parameter(name: str) -> bool:
-    """Whether a parameter names a file or directory (``*_dir``, ``*_path``, ``diagnose``, ``replay``)."""
-    return name.endswith(("_dir", "_path")) or name in ("diagnose", "replay")
-
-
 def absolute_paths(params: dict) -> dict:
-    """``params`` with every relative path parameter made absolute against this process's working
-    directory, so the checks before the run and the kernel (which runs in ``notebooks/``) mean
-    the same place."""
-    return {k: str(Path(v).expanduser().absolute()) if is_path_parameter(k) and isinstance(v, str) and v else v
+    """``params`` with every relative path parameter (``*_dir``, ``*_path``, ``diagnose``, ``replay``) made absolute
+    against this process's working directory, so the checks before the run and the kernel (which runs in
+    ``notebooks/``) mean the same place."""
+    return {k: str(Path(v).expanduser().absolute())
+            if (k.endswith(("_dir", "_path")) or k in ("diagnose", "replay")) and isinstance(v, str) and v else v
             for k, v in params.items()}
 
 
