@@ -7,7 +7,7 @@ from datajourney.book import overview as front
 from datajourney.book import overview as intro
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as dpage
-from datajourney.core import results
+from datajourney.core import phrasing, results
 from datajourney.core.facts import host_label
 
 #: Iterates over the registry's chapters: tests/test_new_chapter.py runs it against a new chapter too.
@@ -91,7 +91,7 @@ def test_this_run_column_follows_its_results(tmp_path):
     r.save(tmp_path)
     t = front.front_table(tmp_path, "h200")
     mine, nine = t["this run"].tolist(), _chapter_of(t).tolist().index("09_reading_smarter")
-    ours = front._headline(r, "09_reading_smarter", "to_gpu")
+    ours = phrasing.headline(registry.analysed(r).facts.get("to_gpu"))  # this run's own number
     assert mine[nine] == ours and ours != t["reference host"].iloc[nine]
     assert all(v == "not run" for i, v in enumerate(mine) if i != nine)
     md = front.front_markdown(tmp_path, "h200")

@@ -38,7 +38,18 @@ def config() -> str:
         return [f"{p}.{name}" for p in chapters if (here / p.split(".")[2] / f"{name}.py").is_file()]
 
     experiments, analyses, pages = pieces("experiment"), pieces("analysis"), pieces("page")
-    return f"""[importlinter]
+    forbidden = [  # (id, name, source modules, forbidden modules)
+        ("words", "Experiments and analyses compute and never word: no page, no phrasing",
+         experiments + analyses, pages + ["datajourney.core.phrasing"]),
+        ("analysis-experiment", "An analysis reads a result, never its experiment", analyses, experiments),
+        ("experiment-analysis", "An experiment only measures: it never imports an analysis (the harness analyses)",
+         experiments, analyses),
+        ("page-experiment", "A page words facts and never imports an experiment", pages, experiments),
+        ("chapter-registry", "No chapter imports the registry or anything in book/ (other chapters are read through "
+         "exported facts)", ["datajourney.chapters"], ["datajourney.book.registry", "datajourney.book"]),
+        ("no-torch", "Analyses and pages read results without torch", analyses + pages, ["torch"]),
+    ]
+    text = f"""[importlinter]
 root_package = datajourney
 include_external_packages = True
 
@@ -51,45 +62,12 @@ layers ={block(LAYERS)}
 name = Chapters are independent of one another (chapter 12 reads facts from result files, not code)
 type = independence
 modules ={block(chapters)}
-
-[importlinter:contract:words]
-name = Experiments and analyses compute and never word: no page, no phrasing
-type = forbidden
-source_modules ={block(experiments + analyses)}
-forbidden_modules ={block(pages + ["datajourney.core.phrasing"])}
-
-[importlinter:contract:analysis-experiment]
-name = An analysis reads a result, never its experiment
-type = forbidden
-source_modules ={block(analyses)}
-forbidden_modules ={block(experiments)}
-
-[importlinter:contract:experiment-analysis]
-name = An experiment only measures: it never imports an analysis (the harness analyses)
-type = forbidden
-source_modules ={block(experiments)}
-forbidden_modules ={block(analyses)}
-
-[importlinter:contract:page-experiment]
-name = A page words facts and never imports an experiment
-type = forbidden
-source_modules ={block(pages)}
-forbidden_modules ={block(experiments)}
-
-[importlinter:contract:chapter-registry]
-name = No chapter imports the registry or anything in book/ (other chapters are read through exported facts)
-type = forbidden
-source_modules ={block(["datajourney.chapters"])}
-forbidden_modules ={block(["datajourney.book.registry", "datajourney.book"])}
-
-[importlinter:contract:no-torch]
-name = Analyses and pages read results without torch
-type = forbidden
-source_modules ={block(analyses + pages)}
-forbidden_modules ={block(["torch"])}
-# taking a fingerprint asks torch for the GPU inside the function that does it; reading one does not
-ignore_imports ={block(["datajourney.core.fingerprint -> torch"])}
 """
+    for key, name, sources, banned in forbidden:
+        text += (f"\n[importlinter:contract:{key}]\nname = {name}\ntype = forbidden\nsource_modules ={block(sources)}"
+                 f"\nforbidden_modules ={block(banned)}\n")
+    # taking a fingerprint asks torch for the GPU inside the function that does it; reading one does not
+    return text + f"ignore_imports ={block(['datajourney.core.fingerprint -> torch'])}\n"
 
 
 def lint(root: Path = REPO_ROOT) -> subprocess.CompletedProcess:

@@ -38,11 +38,6 @@ class Context:
     sources: tuple[str, ...] = ()
 
 
-def params_of(plan) -> ChapterParams:
-    """The checked parameters a ``preflight`` returned: the plan itself (a Params) or its ``params``."""
-    return plan if isinstance(plan, ChapterParams) else plan.params
-
-
 def run(chapter: str, params: ChapterParams | dict | None = None, *, run_dir=None, progress: bool = True,
         **changes) -> results.Result:
     """Run ``chapter`` (a number, slug or name) with ``params`` (default: its ``Params``, the notebook's
@@ -50,7 +45,7 @@ def run(chapter: str, params: ChapterParams | dict | None = None, *, run_dir=Non
     ch = registry.lookup(chapter)
     experiment = ch.piece("experiment")
     plan = experiment.preflight(ch.params.coerce(params if params is not None else ch.params()).replace(**changes))
-    p = params_of(plan)
+    p = plan if isinstance(plan, ChapterParams) else plan.params   # a preflight returns Params or a plan of them
     rd = results.resolve_run_dir(run_dir)
     recorded = {**p.as_dict(), "run_dir": None if run_dir is None else str(run_dir)}
     for name in yourdata.PARAMETERS:   # the reader's data is described (metadata "your_data"), never named

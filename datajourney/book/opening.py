@@ -141,8 +141,7 @@ def fenced(snippet: str, indent: str = "") -> list[str]:
 def where_saved(this: results.Result) -> str:
     """For a notebook run by hand: where its result file went (a directory of its own per kernel)."""
     path = this.path
-    interactive = results.REPO_ROOT / "results" / "interactive"
-    if path is None or this.replayed_from or interactive not in Path(path).parents:
+    if path is None or this.replayed_from or results.INTERACTIVE_RUN_DIR.parent not in Path(path).parents:
         return ""
     return (f"\n\n<small>This run's result: {phrasing.code(Path(path).relative_to(results.REPO_ROOT))} "
             "(a new directory for each kernel, so a later Run All keeps it).</small>")

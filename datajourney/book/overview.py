@@ -18,7 +18,7 @@ from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as diagnosis_page
 from datajourney.core import phrasing, results
 from datajourney.core.charts import PALETTE
-from datajourney.core.facts import FLAGGED, host_label
+from datajourney.core.facts import host_label
 
 
 def front() -> list[tuple[str, str, str]]:
@@ -110,49 +110,12 @@ def _link(chapter: str, base: str = "") -> str:
     return f"[{c.number}. {c.title}]({base}{c.name}.ipynb)"
 
 
-def _finding(res: results.Result | None, chapter: str, key: str):
-    """The fact ``key`` of chapter ``chapter``'s result ``res`` (None when it has none)."""
-    if res is None:
-        return None
-    try:
-        return registry.analysed(res).facts.get(key)
-    except (KeyError, ValueError, IndexError, TypeError):
-        return None
-
-
-def _headline(res: results.Result | None, chapter: str, key: str) -> str | None:
-    if key.startswith("?"):
-        return _answer(res, key)
-    if _finding(res, chapter, key + FLAGGED) is not None:
-        return "flagged: a measurement problem"
-    return _value(_finding(res, chapter, key))
-
-
-def _answer(res: results.Result | None, key: str) -> str | None:
-    """A chapter's verdict on its question ``?<key>`` as its checklist row words it (None without one)."""
-    if res is None:
-        return None
-    try:
-        facts = registry.analysed(res).facts
-    except (KeyError, ValueError, IndexError, TypeError):
-        return None
-    a = facts.advice_for(key[1:])
-    return phrasing.verdict(a, facts) if a is not None else None
-
-
-def _value(f) -> str | None:
-    """A fact's headline as every page shows it (:func:`phrasing.headline`), None without a value."""
-    return phrasing.headline(f) if f is not None and f.number is not None else None
-
-
 def _what(res: results.Result | None, what: str, *, define: bool = False) -> str:
     """A headline's words with its cold reads named as the chapter names them: "guest-cold" where the chapter's
     result says its cold reads were served from below the virtual machine (``data["guest_cold"]``), defined in
     place with ``define``; the chapter's own cold label where its latency check could not tell."""
-    try:
-        data = registry.analysed(res).facts.data if res is not None else {}
-    except (KeyError, ValueError, IndexError, TypeError):
-        data = {}
+    facts = _facts(res)
+    data = facts.data if facts is not None else {}
     if data.get("guest_cold") is not True:
         label = data.get("cold_label")   # e.g. "cold (device or host cache: cannot tell)": the chapter's own words
         if not label or label == "cold" or label in what:   # the chapter's label already there: its own words
@@ -171,13 +134,6 @@ def _load(run_dir, chapter: str) -> results.Result | None:
         return results.Result.load(f)
     except (ValueError, KeyError):
         return None
-
-
-def _load_dir(run_dir) -> dict:
-    """Chapter -> Result for the chapters of :func:`front` whose result files ``run_dir`` holds."""
-    if run_dir is None or not Path(run_dir).is_dir():
-        return {}
-    return {ch: r for ch, _, _ in front() if (r := _load(run_dir, ch)) is not None}
 
 
 def key_rows(chapter: str, reference: results.Result | None, mine: results.Result | None = None,
@@ -215,7 +171,7 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
     figure its key number has none of (:func:`key_rows`): what the key number measures, the published figure of that
     metric, the reference run's value and, where ``this_dir`` holds the chapter's result (a finished or re-rendered
     run), this run's (that column only when there is one)."""
-    mine = {} if is_reference_run else _load_dir(this_dir)
+    mine = {} if is_reference_run else {ch: r for ch, _, _ in front() if (r := _load(this_dir, ch)) is not None}
     rows = []
     for ch, key, _ in front():
         reference = results.load_reference(ch, host)
@@ -245,11 +201,9 @@ def front_markdown(this_dir=None, host: str | None = None, is_reference_run: boo
 
 def hops_markdown() -> str:
     """The pipeline map as a table: each hop, what is measured there and links to the chapters that do."""
-    rows = ["| hop | what is measured | chapters |", "| --- | --- | --- |"]
-    for name, what, chapters in HOPS:
-        links = ", ".join(_link(lookup(str(n)).name) for n in chapters if lookup(str(n)).available)
-        rows.append(f"| {name} | {what} | {links or 'not measured yet'} |")
-    return "\n".join(rows)
+    rows = [(name, what, ", ".join(_link(lookup(str(n)).name) for n in chapters if lookup(str(n)).available)
+             or "not measured yet") for name, what, chapters in HOPS]
+    return markdown_table(pd.DataFrame(rows, columns=["hop", "what is measured", "chapters"]))
 
 
 def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "What to do") -> str:
@@ -264,16 +218,20 @@ def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "W
     return head + "\n\n" + body.replace("](", f"]({base}" if base else "](")
 
 
+def _answers(mine: results.Result | None, host: str | None, base: str = "", todo: str = "What to do") -> list[str]:
+    """Chapter 12's answer (:func:`weakest_text`) in the reader's result ``mine`` where there is one, then on the
+    reference host."""
+    ref12 = results.load_reference(diagnosis.CHAPTER, host)
+    return [weakest_text(r, who, base, todo) for r, who in ((mine, "Your run"), (ref12, "The reference host"))
+            if r is not None]
+
+
 def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> str:
     """Chapter 12's answer on the reference host and, when this run's chapter 12 result is already
     there (a re-rendered run), on this run."""
-    ref12 = results.load_reference(diagnosis.CHAPTER, host)
     mine = None if is_reference_run else _load(this_dir, diagnosis.CHAPTER)
     # inside chapter 1 this is chapter 12's advice, not the chapter's own "What to do"
-    said = "What chapter 12 advises"
-    parts = [weakest_text(mine, "Your run", todo=said)] if mine is not None else []
-    if ref12 is not None:
-        parts.append(weakest_text(ref12, "The reference host", todo=said))
+    parts = _answers(mine, host, todo="What chapter 12 advises")
     if mine is None and not is_reference_run:
         parts.append("This run's other chapters have not run yet when this page is computed: each of them "
                      f"opens with this run's key results, and {_link(diagnosis.CHAPTER)} gives this run's "
@@ -307,13 +265,7 @@ def title_markdown(host: str | None = None, run_dir=None) -> str:
     three workloads and the two largest levers of chapters 2 and 5 (their key fact with the published
     figure of the same metric), each with a link to its chapter."""
     base = "../notebooks/"
-    parts = []
-    mine = _load(run_dir, diagnosis.CHAPTER) if run_dir is not None else None
-    if mine is not None:
-        parts.append(weakest_text(mine, "Your run", base))
-    ref12 = results.load_reference(diagnosis.CHAPTER, host)
-    if ref12 is not None:
-        parts.append(weakest_text(ref12, "The reference host", base))
+    parts = _answers(_load(run_dir, diagnosis.CHAPTER), host, base)
     levers = [line for ch, key, topic in TITLE_FINDINGS
               if (line := lever_line(ch, key, topic, results.load_reference(ch, host), base)) is not None]
     return "\n\n".join(parts + (["\n".join(levers)] if levers else []))
@@ -335,17 +287,13 @@ HOPS = [
 
 def hop_chapters(planned) -> str:
     """The chapters of this checkout that measure a hop ("not measured yet" when none exists)."""
-    from datajourney.book import registry as chapters
-
-    have = [n for n in planned if chapters.CHAPTERS[n - 1].available]
+    have = [n for n in planned if registry.CHAPTERS[n - 1].available]
     return ", ".join(str(n) for n in have) if have else "not measured yet"
 
 
 def chapter_link(number: int) -> str:
     """A link to chapter ``number``'s page, relative to chapter 1's page in the built book."""
-    from datajourney.book import registry as chapters
-
-    return f'<a href="{chapters.CHAPTERS[number - 1].name}.html">{number}</a>'
+    return f'<a href="{registry.CHAPTERS[number - 1].name}.html">{number}</a>'
 
 
 def pipeline_map() -> go.Figure:

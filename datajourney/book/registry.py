@@ -45,6 +45,10 @@ class Chapter:
     #: the chapter's package, e.g. ``datajourney.chapters.c02_random_vs_sequential``
     package: str
 
+    def _says(self, name: str, default=None):
+        """What the chapter's package sets ``name`` to (``default`` where it sets nothing)."""
+        return getattr(importlib.import_module(self.package), name, default)
+
     @property
     def title(self) -> str:
         """The chapter's title (its package's ``TITLE``)."""
@@ -54,25 +58,25 @@ class Chapter:
     def measures(self) -> bool:
         """Whether it measures anything (chapter 1 shows the machine's fingerprint only: its ``preflight``
         has nothing to check and the runner need not call it); the package's ``MEASURES``, True unless it says."""
-        return getattr(importlib.import_module(self.package), "MEASURES", True)
+        return self._says("MEASURES", True)
 
     @property
     def diagnosed(self) -> bool:
         """Whether the diagnosis (chapter 12) reads this chapter's exported facts: every chapter that measures a
         hop, unless its package says ``DIAGNOSED = False`` (chapter 1: the machine, not a hop)."""
-        return getattr(importlib.import_module(self.package), "DIAGNOSED", True)
+        return self._says("DIAGNOSED", True)
 
     @property
     def headline(self) -> tuple[str, str] | None:
         """The chapter's key result for the front page: its package's ``HEADLINE``, (fact key, or ``?`` + a
         question's key; what it measures), or None when it names none."""
-        h = getattr(importlib.import_module(self.package), "HEADLINE", None)
+        h = self._says("HEADLINE")
         return tuple(h) if h else None
 
     @property
     def min_gpus(self) -> int:
         """The GPUs a host needs to run the chapter (its package's ``MIN_GPUS``; 0 when it says none)."""
-        return int(getattr(importlib.import_module(self.package), "MIN_GPUS", 0))
+        return int(self._says("MIN_GPUS", 0))
 
     @property
     def exports(self) -> tuple[str, ...]:
@@ -112,15 +116,14 @@ class Chapter:
         """What the chapter's modules lack of the protocol, by attribute (empty when complete)."""
         out = []
         for piece, names in PIECES.items():
-            mod = importlib.import_module(self.package if piece == "__init__.py"
-                                          else f"{self.package}.{piece.removesuffix('.py')}")
+            mod = importlib.import_module(self.package) if piece == "__init__.py" else self.piece(piece[:-3])
             out += [f"{piece}: {n}" for n in names if not hasattr(mod, n)]
         return out
 
     @property
     def params(self):
         """The chapter's ``Params`` dataclass: every parameter's one default, type and check."""
-        return importlib.import_module(f"{self.package}.params").Params
+        return self.piece("params").Params
 
     @property
     def notebook(self) -> Path:

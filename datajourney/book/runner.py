@@ -55,11 +55,12 @@ from pathlib import Path
 
 import yaml
 
+from datajourney.book import registry
 from datajourney.book.registry import Chapter, available, lookup
 from datajourney.core import results
 from datajourney.core.files import WRITE_ERRNOS, write_atomic, write_error
-from datajourney.core.params import BOOK_OPTIONS, ParameterError, writable_dir
-from datajourney.core.paths import RESULTS_ROOT
+from datajourney.core.params import BOOK_OPTIONS, ParameterError, host_name, run_options, writable_dir
+from datajourney.core.paths import DATA_DIR_ENV, RESULTS_ROOT, boot_id, default_data_dir
 
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 #: Parameters the runner sets itself; a profile or -p may not.
@@ -150,16 +151,12 @@ def parse_value(text: str, name: str | None = None):
     return value
 
 
-def is_path_parameter(name: str) -> bool:
-    """Whether a parameter names a file or directory (``*_dir``, ``*_path``, ``diagnose``, ``replay``)."""
-    return name.endswith(("_dir", "_path")) or name in ("diagnose", "replay")
-
-
 def absolute_paths(params: dict) -> dict:
-    """``params`` with every relative path parameter made absolute against this process's working
-    directory, so the checks before the run and the kernel (which runs in ``notebooks/``) mean
-    the same place."""
-    return {k: str(Path(v).expanduser().absolute()) if is_path_parameter(k) and isinstance(v, str) and v else v
+    """``params`` with every relative path parameter (``*_dir``, ``*_path``, ``diagnose``, ``replay``) made absolute
+    against this process's working directory, so the checks before the run and the kernel (which runs in
+    ``notebooks/``) mean the same place."""
+    return {k: str(Path(v).expanduser().absolute())
+            if (k.endswith(("_dir", "_path")) or k in ("diagnose", "replay")) and isinstance(v, str) and v else v
             for k, v in params.items()}
 
 
@@ -187,7 +184,7 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
             raise RunError(f"chapter {ch.number} ({ch.slug}) has no notebook yet: {ch.notebook.name}")
         _check_parameters_cell(ch)
     if extra and extra.get("reference_host") is not None:
-        _check_host("--as-reference", extra["reference_host"])
+        host_name("--as-reference", extra["reference_host"])  # any plain name: promote makes its folder
     defaults = {ch.name: chapter_parameters(ch) for ch in chapters}
     known = set().union(*defaults.values()) if defaults else set()
     for name in overrides:
@@ -227,7 +224,6 @@ def plan(chapter_keys, profile: str, overrides: dict, run_dir: Path, extra: dict
 def _check_data_dir(data_dir, results_root: Path) -> None:
     """The data directory a chapter will use (``-p data_dir``, else ``$DATAJOURNEY_DATA_DIR``, else the
     default) is neither ``/``, the checkout nor this run's results folder (:func:`datasets.check_data_dir`)."""
-    from datajourney.core.paths import DATA_DIR_ENV, default_data_dir
     from datajourney.toolkit import datasets
 
     if data_dir is None:
@@ -253,8 +249,6 @@ def _unknown_words(name: str, known: set) -> str:
 def absolute_data_dir_env() -> None:
     """A relative ``$DATAJOURNEY_DATA_DIR`` made absolute against this process's working directory, once,
     so that the checks before the run and the kernels (which run in ``notebooks/``) mean the same place."""
-    from datajourney.core.paths import DATA_DIR_ENV
-
     value = os.environ.get(DATA_DIR_ENV)
     if value and not os.path.isabs(os.path.expanduser(value)):
         os.environ[DATA_DIR_ENV] = str(Path(value).expanduser().absolute())
@@ -276,26 +270,12 @@ def _check_parameters_cell(ch: Chapter) -> None:
                        exit_code=2)
 
 
-def _check_host(name: str, host) -> str:
-    """The host a reference run records (``--as-reference``): any plain name, a new one included (promote
-    makes its folder of data/reference/)."""
-    from datajourney.core.params import host_name
-
-    return host_name(name, host)
-
-
 def _check_book_options(ch: Chapter, params: dict, *, from_extra: set) -> None:
-    """The book's options (:data:`~datajourney.core.params.BOOK_OPTIONS`) and ``diagnose``, checked before
-    anything runs: ``reference_host`` a host with committed reference results (one named by
-    ``--as-reference`` only a plain host name), ``replay`` a run directory holding this chapter's result
-    file (which passes its check), ``diagnose`` a run directory holding other chapters' result files."""
-    from datajourney.core.params import run_options
-
-    if "reference_host" in params and params["reference_host"] is not None:
-        if "reference_host" in from_extra:
-            _check_host("--as-reference", params["reference_host"])
-        else:
-            run_options({"reference_host": params["reference_host"]})
+    """The book's options and ``diagnose``, checked before anything runs: ``reference_host`` a host with
+    committed reference results (``--as-reference``'s was checked by :func:`plan`), ``replay`` a run directory
+    holding this chapter's result file, ``diagnose`` one holding other chapters' result files."""
+    if params.get("reference_host") is not None and "reference_host" not in from_extra:
+        run_options({"reference_host": params["reference_host"]})
     if params.get("replay") is not None:
         _replay_source(ch, params["replay"])
     if params.get("diagnose") is not None:
@@ -405,10 +385,8 @@ MAX_PID = (1 << 31) - 1
 
 
 def _record_at(run_dir) -> dict | None:
-    """``run_dir/run.json`` as written (``None``: there is none), its shape checked: a file that is not
-    JSON, or not an object whose ``chapters`` is a list of objects each naming its chapter, whose
-    ``status`` and ``run_id`` are text and whose ``pid`` is a process id, is a one-line
-    :class:`ParameterError` naming the file (a run record may come from another host, or be damaged)."""
+    """``run_dir/run.json`` as written (``None``: there is none), its shape checked: a run record may come from
+    another host, or be damaged, and is then a one-line :class:`ParameterError` naming the file and the field."""
     path = Path(run_dir) / "run.json"
     try:
         rec = json.loads(path.read_bytes())
@@ -495,9 +473,8 @@ def _replaceable(target: Path) -> None:
 
 
 def _runs_locked(root: Path):
-    """An exclusive ``flock`` on the results folder ``root`` (:func:`_flocked`), held for moments: the check
-    that a run is not running and its removal, or the creation of a run directory and its first
-    ``run.json``, so that two runs of one id never delete or share each other's directory."""
+    """The results folder's lock, held while a run is checked and removed or created with its first ``run.json``:
+    two runs of one id never delete or share each other's directory."""
     return _flocked(root, f"the run directories of {root}", by="another run")
 
 
@@ -660,30 +637,24 @@ KERNEL_STARTUP = ("--IPKernelApp.exec_lines=__import__('datajourney.toolkit.life
 
 def oom_kills() -> dict:
     """Counters of out-of-memory kills: the machine's (/proc/vmstat) and this cgroup's."""
-    out = {}
-    try:
-        for line in Path("/proc/vmstat").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                out["/proc/vmstat oom_kill"] = int(line.split()[1])
-    except (OSError, ValueError):
-        pass
+    files = [Path("/proc/vmstat")]
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             _, controllers, path = line.split(":", 2)
             if controllers == "":
-                f = Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events"
+                files.append(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events")
             elif "memory" in controllers.split(","):
-                f = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
-            else:
-                continue
-            try:
-                for row in f.read_text().splitlines():
-                    if row.startswith("oom_kill "):
-                        out[f"{f} oom_kill"] = int(row.split()[1])
-            except (OSError, ValueError):
-                pass
+                files.append(Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control")
     except (OSError, ValueError):
         pass
+    out = {}
+    for f in files:
+        try:
+            for row in f.read_text().splitlines():
+                if row.startswith("oom_kill "):
+                    out[f"{f} oom_kill"] = int(row.split()[1])
+        except (OSError, ValueError):
+            pass
     return out
 
 
@@ -853,10 +824,8 @@ def _partial(out: Path) -> Path:
 
 
 def _publish(out: Path, failure: dict | None, tidy: bool) -> None:
-    """Publish the notebook papermill wrote to :func:`_partial`: mark the cell a dead kernel or an
-    interrupt stopped in (filling ``failure``'s cell), tidy it when the chapter finished, and write it
-    to ``out`` whole (:func:`write_atomic`). A partial notebook that is not valid JSON (papermill's
-    write was cut short) publishes nothing. The partial file is removed in any case."""
+    """Publish the notebook papermill wrote to :func:`_partial` whole to ``out``, the cell a dead kernel or an
+    interrupt stopped in marked (``failure``), tidied when the chapter finished; a cut-short one publishes nothing."""
     import nbformat
 
     partial = _partial(out)
@@ -937,17 +906,14 @@ def _run_notebook(p: Plan, out: Path, stop: _Stop, km_class, progress: bool) -> 
 
 
 def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = True,
-            keep_going: bool = False) -> dict:
-    """Execute each planned notebook in order; stop at the first failing cell, or with ``keep_going``
-    run the remaining chapters and fail at the end, naming every chapter that failed. A failed write in
-    the run directory stops the run with one line naming the chapter and the file."""
+            keep_going: bool = False, rendered_from: dict | None = None) -> dict:
+    """Execute each planned notebook in order; stop at the first failing cell (with ``keep_going``: fail at the
+    end, naming every chapter that failed). A failed write stops the run with one line naming the file."""
     try:
         import nbclient  # noqa: F401
         import papermill  # noqa: F401
     except ModuleNotFoundError as e:
         raise missing_module(e, "the runner") from None
-
-    from datajourney.core.paths import boot_id
 
     # The console shows chapter and cell progress: no profiler debug lines from the kernels
     # (they inherit this environment) and no kernel-transport chatter.
@@ -957,6 +923,8 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
     nb_dir = run_dir / "notebooks"
     record = {"run_id": run_dir.name, "profile": profile, "started": _now(), "status": "running",
               "host": socket.gethostname(), "pid": os.getpid(), "boot_id": boot_id(), "chapters": []}
+    if rendered_from:
+        record["rendered_from"] = rendered_from
     stop = _Stop()
     km_class = _kernel_manager_class()
     where = "the run"
@@ -980,24 +948,17 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                 said = notices.take()
                 if said:
                     entry["notices"] = said
+                entry["status"] = "interrupted" if stop.requested else "failed" if failure else "ok"
+                if entry["status"] != "ok":
+                    entry["error"] = failure
+                record["chapters"].append(entry)
                 if stop.requested:
-                    entry.update(status="interrupted", error=failure)
-                    record["chapters"].append(entry)
                     _finish(record, run_dir, "interrupted")
                     known = failure and failure.get("cell") is not None
                     cell = f", cell {failure['cell']} of the executed notebook" if known else ""
                     raise Interrupted(_kept(run_dir, record, f"interrupted in {where}{cell}"
                                             + _left_changed().replace("; the kernel", ". The kernel")))
-                if failure and keep_going and not failure.get("write"):
-                    entry.update(status="failed", error=failure)
-                    record["chapters"].append(entry)
-                    _write_record(run_dir, record)
-                    print(f"      failed: {failure['ename']}: {failure['evalue']} (executed notebook: {out}); "
-                          "going on with the next chapter", file=sys.stderr, flush=True)
-                    continue
-                if failure:
-                    entry.update(status="failed", error=failure)
-                    record["chapters"].append(entry)
+                if failure and (not keep_going or failure.get("write")):
                     _finish(record, run_dir, "failed")
                     if failure.pop("write", False):
                         raise RunError(f"{where} failed: {failure['evalue']}; run.json says 'failed' (kept in "
@@ -1007,10 +968,10 @@ def execute(plans: list[Plan], run_dir: Path, *, profile: str, progress: bool = 
                           else "")
                     raise RunError(f"{where} failed{at}: {failure['ename']}: {failure['evalue']}\n"
                                    f"  executed notebook with the traceback: {out}")
-                entry.update(status="ok")
-                record["chapters"].append(entry)
                 _write_record(run_dir, record)
-                print(f"      done in {entry['seconds']:.1f} s", file=sys.stderr, flush=True)
+                print(f"      failed: {failure['ename']}: {failure['evalue']} (executed notebook: {out}); going on "
+                      "with the next chapter" if failure else f"      done in {entry['seconds']:.1f} s",
+                      file=sys.stderr, flush=True)
         if stop.requested:
             _finish(record, run_dir, "interrupted")
             raise Interrupted(_kept(run_dir, record, "interrupted after the last chapter"))
@@ -1087,21 +1048,25 @@ def _kept(run_dir: Path, record: dict, what: str) -> str:
 def run(chapter_keys=(), *, profile: str = "quick", overrides: dict | None = None, run_id: str | None = None,
         results_root: Path | None = None, extra: dict | None = None, progress: bool = True,
         replace: bool = False, keep_going: bool = False) -> Path:
-    """Plan (validating everything), then execute; return the run directory.
-
-    ``run_id``: the run directory's name (default: date-time-profile, made unique); an
-    existing one is refused unless ``replace``, which deletes that run once every check passed.
-    """
+    """Plan (validating everything), then execute; the run directory. ``run_id``: its name (default:
+    date-time-profile, made unique); an existing one is refused unless ``replace`` (deleted once checks pass)."""
     root = results_dir(results_root)
     target, fixed = _target(root, run_id, profile, replace)
     plans = plan(chapter_keys, profile, overrides or {}, target, extra)
+    return _execute_new(root, target, fixed, replace, lambda _: plans, profile=profile, progress=progress,
+                        keep_going=keep_going)
+
+
+def _execute_new(root: Path, target: Path, fixed: bool, replace: bool, plans_for, **how) -> Path:
+    """The lifecycle of a new run once it is planned: the old run of a fixed id replaced, the run directory
+    claimed, ``plans_for(run_dir)`` executed in it, ``latest`` pointed at it; the run directory."""
     if replace and (target.exists() or target.is_symlink()):
         _remove_run(target)
     run_dir = _claim(target, fixed)
-    if run_dir != target:
-        for p in plans:
-            p.parameters["run_dir"] = str(run_dir)
-    execute(plans, run_dir, profile=profile, progress=progress, keep_going=keep_going)
+    plans = plans_for(run_dir)
+    for p in plans:
+        p.parameters["run_dir"] = str(run_dir)
+    execute(plans, run_dir, **how)
     _point_latest(root, run_dir)
     return run_dir
 
@@ -1125,23 +1090,15 @@ def rerender(source, *, run_id: str | None = None, results_root: Path | None = N
         _check_parameters_cell(ch)
     root = results_dir(results_root)
     target, fixed = _target(root, run_id or f"{record['run_id']}-rendered", "rendered", replace)
-    if replace and (target.exists() or target.is_symlink()):
-        _remove_run(target)
-    run_dir = _claim(target, fixed)
-    plans = [Plan(ch, {**params, "replay": str(source), "run_dir": str(run_dir)})
-             for ch, params in recorded]
-    execute(plans, run_dir, profile=f"{record.get('profile')} (rendered from {record['run_id']})", progress=progress)
-    rec = read_record(run_dir) or {}
-    rec["rendered_from"] = {"run_id": record["run_id"], "started": record.get("started")}
-    _write_record(run_dir, rec)
-    _point_latest(root, run_dir)
-    return run_dir
+    return _execute_new(root, target, fixed, replace, lambda _: [Plan(ch, {**params, "replay": str(source)})
+                                                                 for ch, params in recorded],
+                        profile=f"{record.get('profile')} (rendered from {record['run_id']})", progress=progress,
+                        rendered_from={"run_id": record["run_id"], "started": record.get("started")})
 
 
 def _result_parameters(ch: Chapter, res: results.Result, source: Path) -> dict:
-    """The parameters a result file records that are the chapter's own (``Params``), checked like a run
-    record's (plain values) and each against its declaration (kind, range, choices): what a rendered page
-    takes its counts and titles from. The first that is not is a one-line error naming the file and it."""
+    """The parameters a result file records that are the chapter's own, plain and each within its declaration
+    (what a rendered page takes its counts and titles from); else a one-line error naming the file and it."""
     where = source / f"{ch.name}.json"
     own = {k: v for k, v in (res.parameters or {}).items() if k in ch.params.defaults()}
     _recorded_parameters({"chapter": ch.name, "parameters": own}, where)
@@ -1220,10 +1177,8 @@ def _result_of(run_dir: Path, name: str, what: str) -> Path:
 
 
 def check_run(run_dir) -> dict:
-    """What ``book --run`` checks before building a run's book: every chapter of its run record has
-    its own parameter names with plain values, every chapter that finished has a result file that passes
-    its check, and every executed notebook in it is a whole notebook of the committed cells
-    (:func:`shown_notebook`). Returns the record."""
+    """What ``book --run`` checks first: the run record's parameters (:func:`_recorded_parameters`), each finished
+    chapter's result file, each executed notebook (:func:`shown_notebook`); the record."""
     run_dir = Path(run_dir)
     record = read_record(run_dir) or {}
     for entry in record.get("chapters") or []:
@@ -1275,16 +1230,13 @@ KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3
 
 
 # --------------------------------------------------------------------------- promote
-#: A reference host's name: a folder of data/reference/, nothing else.
-_HOST = re.compile(r"[a-z0-9][a-z0-9_-]*")  # used with fullmatch: no trailing newline
 #: What a committed notebook says instead of a directory of the machine that ran it.
 HOST_PATH = "<a directory on the run's host>"
 
 
 def _hide_host_paths(doc) -> None:
-    """Absolute paths among a run's injected parameters (run_dir, replay, diagnose, ...) name
-    directories of the run's host, not the reader's: replaced by :data:`HOST_PATH` (in papermill's
-    record and in :data:`RUN_PARAMETERS`)."""
+    """Absolute paths among a run's injected parameters name directories of the run's host, not the reader's:
+    replaced by :data:`HOST_PATH` (in papermill's record and in :data:`RUN_PARAMETERS`)."""
     for params in (doc.metadata.get("papermill", {}).get("parameters", {}),
                    doc.metadata.get(RUN_PARAMETERS[0], {}).get(RUN_PARAMETERS[1], {})):
         for k, v in params.items():
@@ -1297,9 +1249,8 @@ PAPERMILL_KEYS = ("parameters", "duration", "start_time", "end_time", "exception
 
 
 def _committed_notebook(path: Path, ch: Chapter) -> str:
-    """A run's executed notebook as the committed one (:func:`shown_notebook`: the committed cells and
-    metadata, the run's outputs as data), with the run's parameters (checked like a run record's) and
-    papermill's record of its run in metadata, no machine-local paths."""
+    """A run's executed notebook as the committed one (:func:`shown_notebook`), with the run's checked parameters
+    and papermill's record of its run in metadata, no machine-local paths."""
     import nbformat
 
     run = _notebook_of(path, "run_dir")
@@ -1319,10 +1270,8 @@ def _committed_notebook(path: Path, ch: Chapter) -> str:
 
 
 def _same_code(doc, path: Path, ch: Chapter, what: str = "run_dir"):
-    """A run's notebook brings its outputs to the committed one, never code: its cells (injected parameters
-    removed) must be the committed notebook's, cell for cell, source for source; the first that differs
-    is a one-line error naming it (as parameter ``what``). Returns the committed notebook (injected
-    parameters removed); None for a chapter with no committed notebook yet (nothing to compare)."""
+    """A run's notebook brings its outputs to the committed one, never code: the first cell that differs from the
+    committed notebook's is a one-line error naming it; the committed notebook (None for a chapter with none yet)."""
     import nbformat
 
     committed = ch.notebook
@@ -1348,15 +1297,9 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
     ``data/reference/<host>/`` (or, for ``side`` ``more``/``repeats``, beside it under the run's id)
     and, for the main reference of the book's own host (:data:`results.DEFAULT_REFERENCE_HOST`), its executed
     notebooks to ``notebooks/`` (another host's run never replaces the book's pages). ``only``: the chapters
-    (that finished) to take from a run that ended early.
-
-    All or nothing: everything is checked first (host name, run status, each chapter's result
-    file, notebook and parameters), the whole set is written into hidden staging folders beside
-    its destinations, and only then swapped in, under an exclusive lock on the host's folder (a
-    second promote waits). A failure leaves the previous files and names the file. Returns the
-    files written."""
-    if not isinstance(host, str) or not _HOST.fullmatch(host):
-        raise ParameterError("--host", host, "a plain host name: lower-case letters, digits, '_' and '-' (e.g. h200)")
+    (that finished) to take from a run that ended early. All or nothing: everything is checked first, then
+    swapped in (:func:`_swap`); a failure leaves the previous files and names the file. The files written."""
+    host_name("--host", host)
     run_dir = Path(run_dir).resolve()
     record = read_record(run_dir) or {}
     done = {c.get("chapter"): c for c in record.get("chapters") or [] if isinstance(c, dict)}
@@ -1374,8 +1317,6 @@ def promote(run_dir, host: str, *, only=None, side: str | None = None) -> list[P
         raise ParameterError("run_dir", str(run_dir / "run.json"), "a run record whose run_id is a plain name")
     pages = side is None and host == results.DEFAULT_REFERENCE_HOST   # the book shows this host's notebooks
     chapters = only if only is not None else _chapters_of(run_dir, done, notebooks=pages)
-    from datajourney.book import registry
-
     dest = results.REFERENCE_DIR / host / (side or "")
     files: dict[Path, bytes] = {dest / f"run-{run_id}.json": (run_dir / "run.json").read_bytes()}
     for name in sorted(chapters):
@@ -1473,8 +1414,6 @@ def _swap(files: dict[Path, bytes], lock_dir: Path) -> None:
     every file is staged a journal says which moves make the swap; a promote killed while moving is
     completed by the next one from it (:func:`_roll_forward`), one killed before it left nothing. If a
     move fails, the files already moved are put back as they were."""
-    from datajourney.book import registry
-
     root = results.REFERENCE_DIR
     staging: dict[Path, Path] = {}
     moved: list[tuple[Path, Path | None]] = []  # (target, its previous file kept aside, or None)
@@ -1551,10 +1490,8 @@ def _put_back(moved: list[tuple[Path, Path | None]]) -> None:
 
 
 def _tidy(nb) -> None:
-    """Make an executed notebook fit to read and to run again: stderr streams (progress bars,
-    library warnings) are dropped (errors are kept), and papermill's injected-parameters cell is
-    moved out of the code (:func:`_strip_injected`); each chapter prints the parameters of its run
-    as a table from its result file."""
+    """An executed notebook fit to read and to run again: no stderr streams (progress bars, warnings), and no
+    injected-parameters cell (:func:`_strip_injected`; each chapter shows its run's parameters as a table)."""
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.get("outputs", [])
@@ -1567,10 +1504,8 @@ RUN_PARAMETERS = ("datajourney", "run_parameters")
 
 
 def strip_injected(path) -> bool:
-    """Remove papermill's injected-parameters cell from the notebook at ``path`` (its values are kept
-    in the notebook's metadata, see :func:`_strip_injected`), written whole; whether it had one.
-    A committed notebook so treated runs top to bottom in JupyterLab with the reader's edits to
-    its parameters cell."""
+    """:func:`_strip_injected` on the notebook file at ``path``, written whole; whether it had the cell. A committed
+    notebook so treated runs top to bottom in JupyterLab with the reader's edits to its parameters cell."""
     import nbformat
 
     path = Path(path)
@@ -1582,10 +1517,8 @@ def strip_injected(path) -> bool:
 
 
 def _strip_injected(nb) -> bool:
-    """Remove the injected-parameters cell: run after the parameters cell, it would reset a reader's
-    edits to the values of the run (and to paths of the run's host). The values stay in
-    ``metadata["datajourney"]["run_parameters"]`` (papermill's record of them, else the cell's
-    assignments). Whether a cell was removed."""
+    """Remove the injected-parameters cell (it would reset a reader's edits to the run's values and its host's
+    paths), its values kept in :data:`RUN_PARAMETERS` of the metadata; whether a cell was removed."""
     cells = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     if not cells:
         return False

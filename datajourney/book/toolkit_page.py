@@ -42,11 +42,6 @@ def _rst(text: str) -> str:
     return _ROLE.sub(lambda m: f"``{m.group(1).split('.')[-1]}``", text)
 
 
-def _first_paragraph(obj) -> str:
-    doc = inspect.getdoc(obj) or ""
-    return doc.split("\n\n", 1)[0]
-
-
 class _Shown:
     """A value whose ``repr`` is the given text (how a signature shows an annotation or a default)."""
 
@@ -101,7 +96,8 @@ def section(name: str) -> str:
         for n in public:
             obj = getattr(mod, n)
             if inspect.isclass(obj) or inspect.isfunction(obj):
-                kind, desc = ("class" if inspect.isclass(obj) else "function"), _first_paragraph(obj)
+                kind = "class" if inspect.isclass(obj) else "function"
+                desc = (inspect.getdoc(obj) or "").split("\n\n", 1)[0]   # its first paragraph
                 label = f"`{n}{_signature(obj)}`" if inspect.isfunction(obj) else f"`{n}`"
             else:
                 kind, desc, label = "constant", f"`{obj!r}`"[:80], f"`{n}`"

@@ -140,16 +140,19 @@ _LOG_KEY = "log_axes"
 def log_axis(fig: go.Figure, axis: str = "x") -> go.Figure:
     """Keep every ``axis`` ("x" or "y") of ``fig`` logarithmic however narrow its range (:func:`tidy` draws a
     narrow log axis linear): for a chart whose script moves its points later, over a wider range."""
-    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
-    fig.update_layout(meta={**meta, _LOG_KEY: sorted({*meta.get(_LOG_KEY, []), axis})})
-    return fig
+    return _mark_axis(fig, _LOG_KEY, axis)
 
 
 def count_axis(fig: go.Figure, axis: str = "x") -> go.Figure:
     """Mark every ``axis`` ("x" or "y") of ``fig`` as counting whole things (workers, GPUs, events):
     its ticks fall on integers only, never "1.5 GPUs" (applied by :func:`tidy` when shown)."""
+    return _mark_axis(fig, _COUNT_KEY, axis)
+
+
+def _mark_axis(fig: go.Figure, key: str, axis: str) -> go.Figure:
+    """``axis`` added to the letters ``layout.meta[key]`` lists, for :func:`tidy` to read when the chart is shown."""
     meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
-    fig.update_layout(meta={**meta, _COUNT_KEY: sorted({*meta.get(_COUNT_KEY, []), axis})})
+    fig.update_layout(meta={**meta, key: sorted({*meta.get(key, []), axis})})
     return fig
 
 
@@ -609,6 +612,13 @@ def runs_text(lo: float, hi: float, n, unit: str, band_label: str, per: str = "r
     return span(lo, hi, unit) + over
 
 
+def _spreads(g: pd.DataFrame, low: str, high: str, unit: str, band_label: str, per: str = "runs"):
+    """The runs behind each point of ``g`` (its ``n`` column, None without one) and each point's hover spread."""
+    n = g["n"] if "n" in g else None
+    return n, [runs_text(a, b, k, unit, band_label, per)
+               for a, b, k in zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
+
+
 def range_bars(centre, low, high, n=None) -> dict:
     """Error bars from ``low`` to ``high`` around ``centre``, drawn only at points with at least
     :data:`MIN_RUNS_FOR_BARS` runs (``n`` None: every point)."""
@@ -686,9 +696,7 @@ def lines_with_band(
     colour = series_colours(series, order)
     for i, name in enumerate(series):
         g = summary[summary[color] == name].sort_values(x)
-        n = g["n"] if "n" in g else None
-        spread = [runs_text(a, b, k, unit, band_label) for a, b, k in
-                  zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
+        n, spread = _spreads(g, low, high, unit, band_label)
         fig.add_scatter(
             x=dodged(g[x], i, len(series), dodge) if dodge else g[x], y=g[centre], name=str(name),
             mode="lines+markers",
@@ -750,9 +758,7 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
             if g.empty:
                 continue
             label = (names or {}).get(name, str(name))
-            n = g["n"] if "n" in g else None
-            spread = [runs_text(a, b, k, unit, band_label, per) for a, b, k in
-                      zip(g["min"], g["max"], n if n is not None else [None] * len(g), strict=True)]
+            n, spread = _spreads(g, "min", "max", unit, band_label, per)
             fig.add_bar(
                 x=g[x].astype(str), y=g["mean"], name=label, legendgroup=label, showlegend=ci == 1,
                 marker_color=colour[name], error_y=range_bars(g["mean"], g["min"], g["max"], n),
@@ -806,9 +812,7 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
             if g.empty:
                 continue
             label = (names or {}).get(name, str(name))
-            n = g["n"] if "n" in g else None
-            spread = [runs_text(a, b, k, unit, band_label) for a, b, k in
-                      zip(g[low], g[high], n if n is not None else [None] * len(g), strict=True)]
+            n, spread = _spreads(g, low, high, unit, band_label)
             fig.add_scatter(
                 x=g[x], y=g[centre], name=label, legendgroup=label, showlegend=ci == 1, mode="lines+markers",
                 line=dict(color=colour[name]), error_y=range_bars(g[centre], g[low], g[high], n),
@@ -843,7 +847,7 @@ def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, orde
                         hovertemplate=(f"<b>{name}</b><br>%{{y:.3~r}}% of requests took at most %{{x:,.3~r}} µs"
                                        "<extra></extra>"))
     fig.add_vline(x=floor_us, line=dict(dash="dot", color="#555555"))
-    fig.add_annotation(x=float(__import__("math").log10(floor_us)), y=1.0, yref="paper", yanchor="bottom",
+    fig.add_annotation(x=math.log10(floor_us), y=1.0, yref="paper", yanchor="bottom",
                        text=floor_label, showarrow=False, xanchor="left", font=dict(size=11, color="#555555"))
     fig.update_layout(title=title, legend_title_text="requests", legend=dict(orientation="h", yanchor="top", y=-0.22))
     fig.update_xaxes(title_text="latency of one request (µs, log scale)", type="log")
@@ -862,12 +866,3 @@ def size_ticks(fig: go.Figure, values, label=None) -> go.Figure:
     step = max(1, math.ceil(len(vals) / max(room, 1)))
     fig.update_xaxes(tickmode="array", tickvals=vals[::step], ticktext=text[::step], minor=dict(showgrid=False))
     return fig
-
-
-# -- chapter 8 --
-
-
-# -- chapter 9 --
-
-
-# -- end of chapters --

@@ -34,41 +34,11 @@ def positive_int(name: str, value, *, maximum: int | None = None) -> int:
     return value
 
 
-def int_list(name: str, values, *, minimum: int, maximum: int | None = None) -> list[int]:
-    """A non-empty list of integers within [minimum, maximum], order kept, duplicates dropped."""
-    hi = f"{maximum:,}" if maximum is not None else "any"
-    allowed = f"a non-empty list of integers from {minimum:,} to {hi}"
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise ParameterError(name, values, allowed)
-    out: list[int] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (
-            maximum is not None and v > maximum
-        ):
-            raise ParameterError(name, values, allowed)
-        if v not in out:
-            out.append(v)
-    if not out:
-        raise ParameterError(name, values, allowed)
-    return out
-
-
 def choice(name: str, value, allowed: Sequence[str]) -> str:
     """One of a fixed set of strings."""
     if value not in allowed:
         raise ParameterError(name, value, "one of " + ", ".join(repr(a) for a in allowed))
     return value
-
-
-def choices(name: str, values, allowed: Sequence[str]) -> list[str]:
-    """A non-empty list drawn from a fixed set of strings."""
-    text = "a non-empty list drawn from " + ", ".join(repr(a) for a in allowed)
-    if isinstance(values, str) or not isinstance(values, Iterable):
-        raise ParameterError(name, values, text)
-    out = list(dict.fromkeys(values))
-    if not out or any(v not in allowed for v in out):
-        raise ParameterError(name, values, text)
-    return out
 
 
 def writable_dir(name: str, path, *, create: bool = True) -> Path:
@@ -170,23 +140,6 @@ def boolean(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise ParameterError(name, value, "true or false")
     return value
-
-
-def number(name: str, value, *, minimum: float | None = None, maximum: float | None = None,
-           exclusive_minimum: bool = False) -> float:
-    """A finite real number within [minimum, maximum] (minimum excluded when ``exclusive_minimum``)."""
-    import math
-
-    lo = "" if minimum is None else (f"> {minimum:g}" if exclusive_minimum else f">= {minimum:g}")
-    hi = "" if maximum is None else f"<= {maximum:g}"
-    allowed = "a number" + (f" {lo}" if lo else "") + (" and" if lo and hi else "") + (f" {hi}" if hi else "")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ParameterError(name, value, allowed)
-    if minimum is not None and (value < minimum or (exclusive_minimum and value == minimum)):
-        raise ParameterError(name, value, allowed)
-    if maximum is not None and value > maximum:
-        raise ParameterError(name, value, allowed)
-    return float(value)
 
 
 def requires(name: str, value, module: str, install: str) -> None:

@@ -80,9 +80,9 @@ def words(text: str) -> int:
 
 
 def and_list(items: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
+    """'', 'a', 'a and b', 'a, b and c'."""
     items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return "" if not items else items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def compare(a, b, *, more: str = "faster than", less: str = "slower than",
@@ -264,11 +264,13 @@ def ratio_words(c: Fact) -> str | None:
     r = c.number
     if r is None or r <= 0:
         return None
-    if c.level:
-        return "level"
-    up, down = _WORDS.get(c.quantity, ("more than", "less than"))
-    word = up if r >= 1 else down
-    return f"{num(r if r >= 1 else 1 / r, '×')} {word.removesuffix(' than')}"
+    return "level" if c.level else _ratio(r, c.quantity).removesuffix(" than")
+
+
+def _ratio(r: float, quantity: str) -> str:
+    """"2.0× faster than" for a ratio ``r`` > 0 of a ``quantity``: the printed ratio ≥ 1, the word its direction."""
+    up, down = _WORDS.get(quantity, ("more than", "less than"))
+    return f"{num(r if r >= 1 else 1 / r, '×')} {up if r >= 1 else down}"
 
 
 def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, baseline: str | None = None) -> str:
@@ -285,10 +287,9 @@ def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, base
         return f"not comparable with {base} (one side did not run)"
     if c.level:
         return f"level with {base}: within the runs' spread, {c.n} runs each"
-    up, down = _WORDS.get(c.quantity, ("more than", "less than"))
     if max(r, 1 / r) < SAME_WITHIN:  # "1.00× slower" would name a direction its own number does not show
         return f"about the same as {base} (within {num(100 * (SAME_WITHIN - 1), '%')})"
-    return f"{num(r if r >= 1 else 1 / r, '×')} {up if r >= 1 else down} {base}"
+    return f"{_ratio(r, c.quantity)} {base}"
 
 
 #: A ratio closer to 1 than this prints as "about the same" (it would read 1.00× at the book's precision).
@@ -300,10 +301,7 @@ def beside_published(c: Fact, published_value: float | None, source: str) -> str
     (``c.published`` set by the analysis), else what the published work found, in its own words."""
     if published_value is None:
         return ""
-    r = float(published_value)
-    up, down = _WORDS.get(c.quantity, ("more than", "less than"))
-    words = f"{num(r if r >= 1 else 1 / r, '×')} {(up if r >= 1 else down).removesuffix(' than')}"
-    return f"{source}: {words}"
+    return f"{source}: {_ratio(float(published_value), c.quantity).removesuffix(' than')}"
 
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -417,10 +415,6 @@ def _keep(a: Advice, what: str, at: str, body: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the reader's own data
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
-
-
 def _kb(n) -> str:
     v = float(n) / 1e3
     return f"{v:,.1f}" if v < 10 else f"{v:,.0f}"
@@ -435,7 +429,7 @@ def your_data(f: Fact | None) -> str:
     s = f.setting or {}
     if s.get("kind") == "diagnosis":   # chapter 12: each kind of data with the chapters that read it
         return " and ".join(your_data(Fact(f.key, None, setting=part)) + " in chapters "
-                            + _and([str(c) for c in part.get("chapters", [])]) for part in s.get("parts", []))
+                            + and_list([str(c) for c in part.get("chapters", [])]) for part in s.get("parts", []))
     if s.get("kind") == "images":
         return f"your images ({int(s.get('files', 0)):,} files, median {_kb(s.get('median_bytes', 0))} kB)"
     fmt = text(s.get("format", "?"))

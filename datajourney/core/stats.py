@@ -29,14 +29,6 @@ def ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
-def ratio_interval(a_runs: Sequence[float], b_runs: Sequence[float]) -> tuple[float, float, float]:
-    """mean(a)/mean(b) and the range of the ratio over the runs' extremes (min a/max b, max a/min b)."""
-    a = [float(x) for x in a_runs]
-    b = [float(x) for x in b_runs]
-    mid = ratio(sum(a) / len(a), sum(b) / len(b))
-    return mid, ratio(min(a), max(b)), ratio(max(a), min(b))
-
-
 def direction(a: float | Sequence[float], b: float | Sequence[float], *, tol: float = 0.05) -> int:
     """+1 when a is clearly larger than b, -1 when clearly smaller, 0 when they are level.
 
