@@ -399,14 +399,11 @@ def primitive_facts(res) -> list[Fact]:
         t, p = peak(res, d, "thread"), peak(res, d, "process")
         if t is None or p is None:
             continue
-        name = decoder_name(d)
-        ft = measured(f"primitives.{d}.thread", t["runs"], unit="images/s",
-                      label=f"a thread pool ({count(t['c'], 'thread')}, {name})",
-                      setting=dict(decoder=d, executor="thread", concurrency=t["c"], knee=t["knee"]))
-        fp = measured(f"primitives.{d}.process", p["runs"], unit="images/s",
-                      label=f"a process pool ({count(p['c'], 'process')}, {name})",
-                      setting=dict(decoder=d, executor="process", concurrency=p["c"], knee=p["knee"]))
-        out += [ft, fp, compare(f"primitives.{d}", ft, fp)]
+        pools = [measured(f"primitives.{d}.{ex}", v["runs"], unit="images/s",
+                          label=f"a {ex} pool ({count(v['c'], ex)}, {decoder_name(d)})",
+                          setting=dict(decoder=d, executor=ex, concurrency=v["c"], knee=v["knee"]))
+                 for ex, v in (("thread", t), ("process", p))]
+        out += [*pools, compare(f"primitives.{d}", *pools)]
     head = headline_decoder(res)
     out.append(_as(next((f for f in out if f.key == f"primitives.{head}"), None), "primitives"))
     return out
@@ -449,25 +446,19 @@ def contention_facts(res, op: str = "decode") -> list[Fact]:
         g = m[(m["decoder"] == d) & (m["op"] == op)]
         if g.empty:
             continue
-        c1 = int(g["concurrency"].min())
-
-        def at(ex, c, g=g):
+        c1, fs = int(g["concurrency"].min()), {}
+        for name, ex, c, where in (("thread_1", "thread", c1, "with"), ("thread_n", "thread", n, "with"),
+                                   ("process_n", "process", n, "in")):
             v = g[(g["executor"] == ex) & (g["concurrency"] == c)]["ms_per_image"]
-            return float(v.iloc[0]) if len(v) else None
-
-        t1, tn, pn = at("thread", c1), at("thread", n), at("process", n)
-        if t1 is None or tn is None:
+            if len(v):
+                fs[name] = Fact(f"contention.{d}.{name}", float(v.iloc[0]), "ms",
+                                f"{decoder_name(d)} {op} per image {where} {count(c, ex)}", "time", "lower",
+                                setting=dict(decoder=d, op=op, concurrency=c, executor=ex))
+        if "thread_1" not in fs or "thread_n" not in fs:
             continue
-        name = decoder_name(d)
-        what = f"{name} {op} per image"
-        f1 = Fact(f"contention.{d}.thread_1", t1, "ms", f"{what} with {count(c1, 'thread')}", "time", "lower",
-                  setting=dict(decoder=d, op=op, concurrency=c1, executor="thread"))
-        fn = Fact(f"contention.{d}.thread_n", tn, "ms", f"{what} with {count(n, 'thread')}", "time", "lower",
-                  setting=dict(decoder=d, op=op, concurrency=n, executor="thread"))
+        f1, fn, fp = fs["thread_1"], fs["thread_n"], fs.get("process_n")
         out += [f1, fn, compare(f"contention.{d}", fn, f1)]
-        if pn is not None:
-            fp = Fact(f"contention.{d}.process_n", pn, "ms", f"{what} in {count(n, 'process')}", "time", "lower",
-                      setting=dict(decoder=d, op=op, concurrency=n, executor="process"))
+        if fp is not None:
             out += [fp, compare(f"contention.{d}.vs_processes", fn, fp)]
     head = headline_decoder(res)
     out.append(_as(next((f for f in out if f.key == f"contention.{head}"), None), "contention"))
@@ -508,12 +499,11 @@ def end_to_end_facts(res) -> list[Fact]:
                   label=f"the CPU per image of the best DataLoader ({d['label']}, all its processes)", setting=sd)
     # no ``published`` here: the paper's figures are percentages ("74% faster", "38% less CPU") that the front page
     # and the checklist show as printed, which is not this ratio's phrasing; section 8's facts carry them instead
-    out = [ft, fd, compare("end_to_end", ft, fd),
-           ct, cd, compare("cost", ct, cd)]
+    out = [ft, fd, compare("end_to_end", ft, fd), ct, cd, compare("cost", ct, cd)]
     tm, dm = float(t["runs"]["added_pss_mb"].mean()), float(d["runs"]["added_pss_mb"].mean())
     if math.isfinite(tm) and math.isfinite(dm):
-        mt = Fact("cost.memory.threads", tm, "MB", f"the memory {threads_label(t)} added",
-                  "amount", "lower", setting=st)
+        mt = Fact("cost.memory.threads", tm, "MB", f"the memory {threads_label(t)} added", "amount", "lower",
+                  setting=st)
         md = Fact("cost.memory.dataloader", dm, "MB", f"the memory the best DataLoader added ({d['label']})",
                   "amount", "lower", setting=sd)
         out += [mt, md, compare("cost.memory", mt, md)]
@@ -592,10 +582,9 @@ def epoch_facts(res) -> list[Fact]:
     if lst is None or arr is None or not (math.isfinite(lst["worker_uss_mb"]) and math.isfinite(arr["worker_uss_mb"])):
         return []
     setting = dict(paths=int(lst["n_paths"]), workers=int(lst["workers"]))
-    fl = Fact("epoch_memory.list", float(lst["worker_uss_mb"]), "MB",
-              "each worker's private memory with the paths in a Python list", "amount", "lower", setting=setting)
-    fa = Fact("epoch_memory.numpy", float(arr["worker_uss_mb"]), "MB",
-              "each worker's private memory with the paths in a NumPy array", "amount", "lower", setting=setting)
+    fl, fa = (Fact(f"epoch_memory.{st}", float(r["worker_uss_mb"]), "MB",
+                   f"each worker's private memory with the paths in {held}", "amount", "lower", setting=setting)
+              for st, r, held in (("list", lst, "a Python list"), ("numpy", arr, "a NumPy array")))
     out = [fl, fa, compare("epoch_memory", fl, fa), compare("epoch_memory.numpy_gain", fa, fl)]
     thr = epoch_at(e, "spdl", "list")
     if thr is not None and math.isfinite(thr["tree_growth_mb"]):
@@ -669,31 +658,25 @@ def _threads_snippet(res, kind: str, c: int, decoder: str, shape: dict | None = 
                 + (f"            .aggregate({batch // k}).pipe(torch.cat)\n" if k < batch else "")
                 + ("            .pipe(spdl.io.transfer_tensor)\n" if gpu else "")
                 + f"            .add_sink(2).build(num_threads={t}))")
+    spdl = decoder == "spdl"
+    read = ("spdl.io.decode_packets(spdl.io.demux_image(path),\n"
+            f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")" if spdl else
+            f"np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))")
+    stack = "spdl.io.to_torch(spdl.io.convert_frames({}))" if spdl else "torch.from_numpy(np.stack({}))"
     if kind == "threadpool":
-        read = ("spdl.io.decode_packets(spdl.io.demux_image(path),\n"
-                f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")"
-                if decoder == "spdl" else
-                f"np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))")
-        stack = ("spdl.io.to_torch(spdl.io.convert_frames(images))" if decoder == "spdl"
-                 else "torch.from_numpy(np.stack(images))")
         return (f"def decode(path):\n    return {read}\n\n"
                 f"with ThreadPoolExecutor({c}) as pool:   # one task per image, in order\n"
                 f"    images = list(pool.map(decode, paths[:{batch}]))\n"
-                f"    batch = {stack}")
-    if decoder == "spdl":
-        decode = (f"def decode(path):   # FFmpeg decodes and scales without the GIL\n"
-                  f"    return spdl.io.decode_packets(spdl.io.demux_image(path),\n"
-                  f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")\n\n"
-                  "def batch(frames):   # one copy of the whole batch, GIL released\n"
-                  "    return spdl.io.to_torch(spdl.io.convert_frames(frames))\n")
-    else:
-        decode = ("def decode(path):\n"
-                  f"    return np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))\n\n"
-                  "def batch(images):\n    return torch.from_numpy(np.stack(images))\n")
+                f"    batch = {stack.format('images')}")
+    decode = ("def decode(path):" + ("   # FFmpeg decodes and scales without the GIL" if spdl else "")
+              + f"\n    return {read}\n\n"
+              + ("def batch(frames):   # one copy of the whole batch, GIL released\n" if spdl
+                 else "def batch(images):\n")
+              + f"    return {stack.format('frames' if spdl else 'images')}\n")
     return ("import spdl.io\nfrom spdl.pipeline import PipelineBuilder\n\n" + decode + "\n"
             f"pipeline = (PipelineBuilder().add_source(paths)\n"
             f"            .pipe(decode, concurrency={c}).aggregate({batch}).pipe(batch)\n"
-            + ("            .pipe(spdl.io.transfer_tensor_h2d)\n" if res.metadata.get("device") == "cuda" else "")
+            + ("            .pipe(spdl.io.transfer_tensor_h2d)\n" if gpu else "")
             + f"            .add_sink(4).build(num_threads={c + 3}))")
 
 
@@ -846,13 +829,6 @@ def photo_decode(res) -> dict | None:
 NOTE_TOL = 0.10
 
 
-def _verdict(key: str, a: float, b: float, label: str, tol: float = NOTE_TOL, words=("a", "b", "level")) -> Fact:
-    """Which of two one-run values is larger beyond ``tol`` (a choice: ``words`` = a larger, b larger, level)."""
-    v = words[2] if not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) <= tol * max(abs(a), abs(b)) \
-        else words[0] if a > b else words[1]
-    return Fact(key, v, "", label, "choice", None)
-
-
 def decoder_facts(res) -> list[Fact]:
     """The DataLoader's decoder (the process pools' peaks that chose it) and each decoder's best thread loader
     against the best DataLoader (images/s over their runs)."""
@@ -921,15 +897,13 @@ def epoch_note_facts(res) -> list[Fact]:
         lst, arr = epoch_at(g, loader, "list"), epoch_at(g, loader, "numpy")
         if lst is None or arr is None:
             continue
-        fl = Fact(f"epoch_growth.{loader}.list", float(lst["tree_growth_mb"]), "MB",
-                  f"the growth of {LABELS.get(loader, loader)} with the paths in a list", "amount", "lower",
-                  setting=dict(loader=loader, storage="list"))
-        fa = Fact(f"epoch_growth.{loader}.numpy", float(arr["tree_growth_mb"]), "MB",
-                  f"the growth of {LABELS.get(loader, loader)} with the paths in an array", "amount", "lower",
-                  setting=dict(loader=loader, storage="numpy"))
+        fl, fa = (Fact(f"epoch_growth.{loader}.{st}", float(r["tree_growth_mb"]), "MB",
+                       f"the growth of {LABELS.get(loader, loader)} with the paths in {held}", "amount", "lower",
+                       setting=dict(loader=loader, storage=st))
+                  for st, r, held in (("list", lst, "a list"), ("numpy", arr, "an array")))
         out += [fl, fa]
         if loader == "dataloader":
-            out.append(_verdict("epoch_growth.dataloader.larger", fl.value, fa.value,
+            out.append(_direction("epoch_growth.dataloader.larger", fl.value, fa.value,
                                 "which storage grew the DataLoader more", words=("list", "numpy", "level")))
     return out
 
@@ -947,7 +921,7 @@ def startup_facts(res) -> list[Fact]:
     out = [Fact(f"startup.empty.{m}", float(v), "s", f"the first batch with {m}, an empty Dataset", "time", "lower",
                 setting=dict(start_method=str(m), workers=w, paths=int(st["n_paths"].min()))) for m, v in at.items()]
     others = max(float(v) for m, v in at.items() if m != "fork")
-    out.append(_verdict("startup.empty.slower", others, float(at["fork"]),
+    out.append(_direction("startup.empty.slower", others, float(at["fork"]),
                         "which start method was slower with an empty Dataset", words=("fresh", "fork", "level")))
     return out
 
@@ -994,8 +968,8 @@ def gpu_share_facts(res) -> list[Fact]:
                  "share", None, setting=b),
             Fact("gpu_share.reached", got, "%", "the share of the ceiling fed by GPU decoding", "share", None,
                  setting=b),
-            _verdict("gpu_share.verdict", got, pred, "GPU-fed share against the turn-taking prediction", tol=0.05,
-                     words=("above", "below", "level"))]
+            _direction("gpu_share.verdict", got, pred, "GPU-fed share against the turn-taking prediction",
+                       ("above", "below", "level"), tol=0.05)]
 
 
 # --------------------------------------------------------------------------- the notes' data (the page words it)
@@ -1023,11 +997,12 @@ def _model_pcts(m: pd.DataFrame, loader: str, nice: int) -> list[float]:
     return [float(v) for v in g[g["label"] == top]["pct_of_ceiling"]]
 
 
-def _direction(key: str, a: list[float], b: list[float], label: str, words: tuple[str, str, str],
+def _direction(key: str, a, b, label: str, words: tuple[str, str, str] = ("a", "b", "level"), tol: float = NOTE_TOL,
                setting: dict | None = None) -> Fact:
-    """Which of two sets of runs is larger (:func:`~datajourney.core.stats.direction`, :data:`FEED_TOL`), as a choice:
-    ``words`` = (a larger, b larger, level)."""
-    d = stats.direction(a, b, tol=FEED_TOL)
+    """Which of two values or sets of runs is larger (:func:`~datajourney.core.stats.direction`, within ``tol``), as a
+    choice: ``words`` = (a larger, b larger, level); level where a value is not finite."""
+    finite = all(math.isfinite(float(x)) for x in [*np.atleast_1d(a), *np.atleast_1d(b)])
+    d = stats.direction(a, b, tol=tol) if finite else 0
     return Fact(key, words[0] if d > 0 else words[1] if d < 0 else words[2], "", label, "choice", None,
                 setting=dict(setting or {}))
 
@@ -1050,7 +1025,7 @@ def feed_facts(res) -> list[Fact]:
         out += [measured("feeds.dataloader.niced", niced, unit="%", quantity="share",
                          label=f"the DataLoader at nice {nice}", setting=dict(nice=nice)),
                 _direction("feeds.nice", niced, plain, "the niced DataLoader against nice 0",
-                           ("helped", "cost", "level"))]
+                           ("helped", "cost", "level"), FEED_TOL)]
     hy = {n: v for n in sorted({0, nice}) if (v := _model_pcts(m, "hybrid", n))}
     if hy:
         best_nice = max(hy, key=lambda n: float(np.mean(hy[n])))
@@ -1058,10 +1033,10 @@ def feed_facts(res) -> list[Fact]:
                             label=f"the hybrid at nice {best_nice}", setting=dict(nice=best_nice)))
         if plain:
             out.append(_direction("feeds.hybrid.vs_dataloader", hy[best_nice], plain,
-                                  "the hybrid against the plain DataLoader", ("ahead", "behind", "level")))
+                                  "the hybrid against the plain DataLoader", ("ahead", "behind", "level"), FEED_TOL))
         if len(hy) == 2:
             out.append(_direction("feeds.hybrid.niced", hy[nice], hy[0], f"the hybrid at nice {nice} against nice 0",
-                                  ("faster", "slower", "level"), setting=dict(nice=nice)))
+                                  ("faster", "slower", "level"), FEED_TOL, setting=dict(nice=nice)))
     return out
 
 

@@ -228,22 +228,18 @@ def key_metrics(res) -> dict:
     transforms, warm files), never section 3's loaders, which do other work; the start-up figures are the spawned
     DataLoader's first batch with the largest Dataset. A figure with no such measurement here stays empty and
     :func:`published_apart_note` names the difference."""
-    out = {}
-    f = facts_of(res)
-    g, cpu = f.get("paper.gain.warm"), f.get("paper.cpu_ratio.warm")
-    if g is not None and g.number is not None:
-        out[analysis.PUB_GAIN] = (100 * (g.number - 1), None)
-    if cpu is not None and cpu.number is not None:
-        out[analysis.PUB_CPU] = (100 * (1 - cpu.number), None)
-    for key, metric in (("paper.spdl_batch.warm", analysis.PUB_SPDL), ("paper.dl_pillow.warm", analysis.PUB_DL)):
+    out, f = {}, facts_of(res)
+    for key, metric, value, spread in (
+            ("paper.gain.warm", analysis.PUB_GAIN, lambda x: 100 * (x - 1), False),
+            ("paper.cpu_ratio.warm", analysis.PUB_CPU, lambda x: 100 * (1 - x), False),
+            ("paper.spdl_batch.warm", analysis.PUB_SPDL, None, True),
+            ("paper.dl_pillow.warm", analysis.PUB_DL, None, True),
+            ("first_batch.spawn.w4", analysis.PUB_TTFB4, None, False),
+            ("first_batch.spawn.w32", analysis.PUB_TTFB32, None, False)):
         v = f.get(key)
         if v is not None and v.number is not None:
-            sd = (v.spread[1] - v.spread[0]) / 2 if v.spread is not None and v.n > 1 else None
-            out[metric] = (v.number, sd)
-    for w, metric in ((4, analysis.PUB_TTFB4), (32, analysis.PUB_TTFB32)):
-        v = f.get(f"first_batch.spawn.w{w}")
-        if v is not None and v.number is not None:
-            out[metric] = (v.number, None)
+            sd = (v.spread[1] - v.spread[0]) / 2 if spread and v.spread is not None and v.n > 1 else None
+            out[metric] = (value(v.number) if value else v.number, sd)
     return out
 
 
@@ -296,13 +292,16 @@ def decoder_notes(facts) -> str:
                     + ([f"Not measured here: {and_list(other)}."] if other else []))
 
 
+def _spread(s: pd.DataFrame) -> dict:
+    """A summary's mean and min–max columns of images/s, the range headed by its most runs."""
+    return {"images/s (mean)": s["mean"], f"images/s, min–max over {int(s['n'].max())} runs": [
+        span(a, b) for a, b in zip(s["min"], s["max"], strict=True)]}
+
+
 def primitive_table(res) -> pd.DataFrame:
     s = analysis.primitive_summary(res)
-    n = int(s["n"].max())
     return pd.DataFrame({"decoder": s["decoder"].map(DECODER_NAMES), "pool": s["executor"].map(
-        {"thread": "threads", "process": "processes"}), "threads or processes": s["concurrency"],
-        "images/s (mean)": s["mean"], f"images/s, min–max over {n} runs": [span(a, b) for a, b in
-                                                                           zip(s["min"], s["max"], strict=True)],
+        {"thread": "threads", "process": "processes"}), "threads or processes": s["concurrency"], **_spread(s),
         "pool start-up (s)": s["startup_s"]})
 
 
@@ -348,13 +347,6 @@ def startup_lines(res) -> pd.DataFrame:
                          "mean": st["first_batch_s"], "min": st["first_batch_s"], "max": st["first_batch_s"], "n": 1})
 
 
-#: The loaders' decoders as the loaders chart sets them apart (dash and marker), by loader and decoder.
-def _loader_setting(kind: str, decoder: str) -> str:
-    if kind == "spdl_prealloc":
-        return f"{DECODER_NAMES.get(decoder, decoder)}, no collate copy"
-    return DECODER_NAMES.get(decoder, decoder)
-
-
 def loader_lines(res) -> pd.DataFrame:
     """Every configuration; of a result with the old windows, only those whose CPU time shows they produced what
     they counted (the others overstate throughput; they stay in the table). A series per loader and decoder, named
@@ -362,7 +354,9 @@ def loader_lines(res) -> pd.DataFrame:
     s = analysis.loader_summary(res)
     s = s[s["steady"]]
     kinds = [gil.LABELS["spdl" if k == "spdl_prealloc" else k] if k in gil.LABELS else k for k in s["loader"]]
-    settings = [_loader_setting(k, d) for k, d in zip(s["loader"], s["decoder"], strict=True)]
+    # the decoder as the chart sets it apart (dash and marker); the pipeline without its collate copy is its own
+    settings = [analysis.decoder_name(d) + (", no collate copy" if k == "spdl_prealloc" else "")
+                for k, d in zip(s["loader"], s["decoder"], strict=True)]
     s = s.assign(kind=kinds, setting=settings,
                  loader=[k if lo == "nvjpeg" else f"{st} · {k}"
                          for lo, k, st in zip(s["loader"], kinds, settings, strict=True)])
@@ -427,11 +421,9 @@ def gpu_share_note(facts) -> str | None:
 
 def loader_table(res) -> pd.DataFrame:
     s = analysis.loader_summary(res)
-    n = int(s["n"].max())
     out = pd.DataFrame({"loader": s["loader"].map(gil.LABELS), "decoder": [
         "—" if k == "nvjpeg" else DECODER_NAMES.get(d, d) for k, d in zip(s["loader"], s["decoder"], strict=True)],
-        "workers or threads": s["concurrency"], "images/s (mean)": s["mean"],
-        f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"], strict=True)]})
+        "workers or threads": s["concurrency"], **_spread(s)})
     if not s["steady"].all():   # only results of the old timed windows leave rows out
         out["in the findings"] = ["yes" if v else "no: old timed window, not steady" for v in s["steady"]]
     out["first batch (s)"] = s["first_batch_s"]
@@ -548,10 +540,7 @@ def model_table(res) -> pd.DataFrame:
     s = model_summary(res)
     if s.empty:
         return s
-    n = int(s["n"].max())
-    out = pd.DataFrame({"feed": s["label"], "images/s (mean)": s["mean"],
-                        f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"],
-                                                                                        strict=True)],
+    out = pd.DataFrame({"feed": s["label"], **_spread(s),
                         "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
                         100 * s["wait_share"], "busy cores": s["cpu_cores"]})
     if not s["steady"].all():
@@ -973,20 +962,13 @@ def free_threaded_check_text(res) -> str | None:
 PAPER_SETTING = "ImageNet, 96 cores"
 
 
-def published_gain() -> Fact | None:
-    """The SPDL paper's thread pipeline against the PyTorch DataLoader as a comparison fact (74% faster: 1.74×),
-    so that it reads in the book's one phrasing."""
+def _paper_said() -> str | None:
+    """The SPDL paper's thread pipeline against the PyTorch DataLoader (74% faster: 1.74×) in the book's one
+    phrasing; None where the published table lacks it."""
     fig = published.figure(analysis.CHAPTER, analysis.PUB_GAIN)
-    if fig is None:
-        return None
-    return Fact("published.gain", 1 + fig.mean / 100, "×", "the SPDL pipeline", "rate", "higher",
-                of="published.spdl", basis="published.dataloader")
-
-
-def _paper_words() -> str:
-    p = published_gain()
-    return "" if p is None else (f"the SPDL paper measured its thread pipeline "
-                                 f"{say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})")
+    return None if fig is None else say.comparison(
+        Fact("published.gain", 1 + fig.mean / 100, "×", "the SPDL pipeline", "rate", "higher", of="published.spdl",
+             basis="published.dataloader"), baseline="the PyTorch DataLoader")
 
 
 def _b(s: str) -> str:
@@ -1004,16 +986,12 @@ def finding_primitives(facts, decoder: str | None = None) -> Finding:
     text = (f"Decoding, resizing and batching, {say.text(t.label)} peaked at {say.value(t)} and "
             f"{say.text(p.label)} at {say.value(p)}: at their peaks threads were "
             f"{_b(say.comparison(c, baseline='processes'))}. Threads reached 95% of their peak at "
-            f"{count_words(t.setting.get('knee'), 'thread')}, processes at "
+            f"{'—' if t.setting.get('knee') is None else _count(int(t.setting['knee']), 'thread')}, processes at "
             f"{int(p.setting['knee']) if p.setting.get('knee') is not None else '—'}.")
     a = facts.advice_for(f"image_decode.pool.{decoder or p.setting['decoder']}")
     if a is not None:
         text += " " + say.advice(a, facts)
     return Finding(key, text, c.number, "×")
-
-
-def count_words(n, word: str) -> str:
-    return "—" if n is None else _count(int(n), word)
 
 
 def finding_contention(facts, decoder: str | None = None) -> Finding:
@@ -1038,16 +1016,10 @@ def finding_contention(facts, decoder: str | None = None) -> Finding:
     return Finding(key, text + ".", c.number, "×")
 
 
-def _dest(facts: Facts) -> str:
-    return "the GPU" if facts.data.get("device") == "cuda" else "batches in memory"
-
-
 def _beside_paper(f: Fact) -> str:
     """The published comparison beside a finding, in the same phrasing, when the fact names it."""
-    p = published_gain()
-    if f.published != analysis.PUB_GAIN or p is None:
-        return ""
-    return f" The SPDL paper: {say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})."
+    p = _paper_said()
+    return "" if f.published != analysis.PUB_GAIN or p is None else f" The SPDL paper: {p} ({PAPER_SETTING})."
 
 
 def finding_end_to_end(facts) -> Finding:
@@ -1057,7 +1029,8 @@ def finding_end_to_end(facts) -> Finding:
         return Finding("end_to_end", "The end-to-end comparison needs a DataLoader and a thread pipeline in "
                                      "`loaders`; this run lacks one of them.")
     t, d = facts[c.of], facts[c.basis]
-    text = (f"From cold files to {_dest(facts)}, {say.text(t.label)} delivered {say.value(t)} and "
+    dest = "the GPU" if facts.data.get("device") == "cuda" else "batches in memory"
+    text = (f"From cold files to {dest}, {say.text(t.label)} delivered {say.value(t)} and "
             f"{say.text(d.label)} {say.value(d)}: the threads were "
             f"{_b(say.comparison(c, baseline='the DataLoader'))}." + _beside_paper(c))
     return Finding("end_to_end", text, c.number, "×")
@@ -1181,8 +1154,9 @@ def finding_paper(facts) -> Finding | None:
     g = facts.get("paper.gain.warm")
     if g is None or g.number is None:
         return None
-    text = (f"{say.text(facts[g.of].label)[:1].upper()}{say.text(facts[g.of].label)[1:]} ran {say.value(facts[g.of])}: "
-            f"{_b(say.comparison(g, facts))}." + _beside_paper(g))
+    label = say.text(facts[g.of].label)
+    text = f"{label[:1].upper()}{label[1:]} ran {say.value(facts[g.of])}: {_b(say.comparison(g, facts))}." + \
+        _beside_paper(g)
     return Finding("paper.gain.warm", text, g.number, "×")
 
 
@@ -1225,19 +1199,16 @@ def section_findings(res, section: str) -> list[Finding]:
 def _opening_question(facts: Facts) -> Finding | None:
     """How the paper's comparison reads on this host: the SPDL question's warm runs where the result has them,
     else the best thread pipeline against the best DataLoader from cold files."""
-    paper = _paper_words()
-    g = facts.get("paper.gain.warm")
+    p, g = _paper_said(), facts.get("paper.gain.warm")
     if g is not None and g.number is not None:
         here = say.comparison(g, baseline="the paper's baseline")
-        return Finding("paper.gain.warm", f"{paper[:1].upper() + paper[1:]}; here, with warm files, SPDL "
-                                          f"ran {_b(here)}.", g.number, "×")
+        paper = "" if p is None else f"The SPDL paper measured its thread pipeline {p} ({PAPER_SETTING})"
+        return Finding("paper.gain.warm", f"{paper}; here, with warm files, SPDL ran {_b(here)}.", g.number, "×")
     c = facts.get("end_to_end")
     if c is None or c.number is None:
         return None
     here = say.comparison(c, baseline="the best DataLoader")
-    p = published_gain()
-    apart = (f"; the paper's {say.comparison(p, baseline='the PyTorch DataLoader')} is other work (a DataLoader "
-             "with Pillow and transforms)" if p is not None else "")
+    apart = (f"; the paper's {p} is other work (a DataLoader with Pillow and transforms)" if p is not None else "")
     return Finding("end_to_end", f"From cold files, the best thread loader ran {_b(here)}{apart}.", c.number, "×")
 
 
@@ -1299,8 +1270,20 @@ def _opening_third(facts: Facts) -> Finding | None:
                                   f"{say.text(s['start_method'])}{tail}.", f.number, "s")
 
 
-PATHS_SNIPPET = "self.paths = np.array(paths, dtype=np.bytes_)   # one buffer, no object per path"
-FORK_SNIPPET = 'loader = DataLoader(dataset, num_workers=4, multiprocessing_context="fork")'
+#: The two settings the opening may advise, by the comparison that decides each (the change against what a reader
+#: has): (the change, its snippet, keep what you have), each worded with ``{n}`` paths and the comparison ``{cmp}``.
+CHANGES = {
+    "epoch_memory.numpy_gain": (
+        ("Hold the Dataset's paths in a NumPy array, not a list of strings: each worker's private memory over an "
+         "epoch was {cmp}.", "with the list"),
+        "self.paths = np.array(paths, dtype=np.bytes_)   # one buffer, no object per path",
+        ("Keep the paths as they are: with a NumPy array each worker's private memory over an epoch was {cmp}.",
+         "with a Python list")),
+    "first_batch.fork_vs_spawn": (
+        ("Start workers with fork where the platform allows: with {n:,} paths in the Dataset the first batch came "
+         "{cmp}.", "with spawn"),
+        'loader = DataLoader(dataset, num_workers=4, multiprocessing_context="fork")',
+        ("Keep the start method you have: with fork the first batch came {cmp}.", "with spawn"))}
 
 
 def _action_loader(facts: Facts) -> Action | None:
@@ -1313,27 +1296,16 @@ def _action_loader(facts: Facts) -> Action | None:
     return Action(say.advice(a, facts), a.snippet)
 
 
-def _action_paths(facts: Facts) -> Action | None:
-    g = facts.get("epoch_memory.numpy_gain")
+def _action_change(facts: Facts, key: str) -> Action | None:
+    """The change :data:`CHANGES` names for ``key`` where its comparison gains, else keeping what a reader has."""
+    g = facts.get(key)
     if g is None or g.number is None:
         return None
-    if g.number < 1 and not g.level:
-        return Action("Hold the Dataset's paths in a NumPy array, not a list of strings: each worker's private "
-                      f"memory over an epoch was {say.comparison(g, baseline='with the list')}.", PATHS_SNIPPET)
-    return Action("Keep the paths as they are: with a NumPy array each worker's private memory over an epoch was "
-                  f"{say.comparison(g, baseline='with a Python list')}.")
-
-
-def _action_start(facts: Facts) -> Action | None:
-    g = facts.get("first_batch.fork_vs_spawn")
-    if g is None or g.number is None:
-        return None
+    (change, base), snippet, (keep, keep_base) = CHANGES[key]
     n = int(facts[g.of].setting.get("paths", 0))
     if g.number < 1 and not g.level:
-        return Action(f"Start workers with fork where the platform allows: with {n:,} paths in the Dataset the "
-                      f"first batch came {say.comparison(g, baseline='with spawn')}.", FORK_SNIPPET)
-    return Action("Keep the start method you have: with fork the first batch came "
-                  f"{say.comparison(g, baseline='with spawn')}.")
+        return Action(change.format(n=n, cmp=say.comparison(g, baseline=base)), snippet)
+    return Action(keep.format(n=n, cmp=say.comparison(g, baseline=keep_base)))
 
 
 def opening(facts) -> Opening:
@@ -1342,5 +1314,5 @@ def opening(facts) -> Opening:
     and the start method, each from this run's comparison."""
     facts = facts_of(facts)
     out = [_opening_question(facts), _opening_why(facts), _opening_third(facts)]
-    acts = [_action_loader(facts), _action_paths(facts), _action_start(facts)]
+    acts = [_action_loader(facts), *(_action_change(facts, k) for k in CHANGES)]
     return Opening([f for f in out if f is not None][:3], [a for a in acts if a is not None][:3])
