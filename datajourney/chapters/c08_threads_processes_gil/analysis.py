@@ -80,25 +80,21 @@ def paper_facts(res) -> list[Fact]:
         cpu = {k: measured(f"paper.cpu.{k}.{state}", _rates(s[s["loader"] == k], "cpu_ms_per_image"), unit="ms",
                            label="CPU per image, " + KIND_LABELS[k] + f", {state} files", quantity="amount",
                            better="lower", setting={"state": state}) for k in ("dl_pillow", "spdl_batch")}
-        out += list(f.values()) + list(cpu.values())
-        out.append(compare(f"paper.gain.{state}", f["spdl_batch"], f["dl_pillow"],
-                           published=PUB_GAIN if state == "warm" else None))
-        out.append(compare(f"paper.decoder.{state}", f["dl_spdl"], f["dl_pillow"]))
-        out.append(compare(f"paper.parallelism.{state}", f["spdl_batch"], f["dl_spdl"]))
-        out.append(compare(f"paper.cpu_ratio.{state}", cpu["spdl_batch"], cpu["dl_pillow"],
-                           published=PUB_CPU if state == "warm" else None))
+        gain, cut = (PUB_GAIN, PUB_CPU) if state == "warm" else (None, None)   # the paper's figures are warm
+        out += [*f.values(), *cpu.values(),
+                compare(f"paper.gain.{state}", f["spdl_batch"], f["dl_pillow"], published=gain),
+                compare(f"paper.decoder.{state}", f["dl_spdl"], f["dl_pillow"]),
+                compare(f"paper.parallelism.{state}", f["spdl_batch"], f["dl_spdl"]),
+                compare(f"paper.cpu_ratio.{state}", cpu["spdl_batch"], cpu["dl_pillow"], published=cut)]
         a, b, c = (f[k].number for k in ("dl_pillow", "dl_spdl", "spdl_batch"))
         if any(x.number is not None and x.n < 2 for x in f.values()):
             # one run: no spread to tell a difference from noise, so no side is named faster and no gain is shared
             out.append(Fact(f"paper.one_run.{state}", ONE_RUN, "", ONE_RUN_LABEL, "choice", None,
                             setting={"state": state}))
         elif a and b and c and abs(math.log(c / a)) > 1e-9:
-            lt = math.log(c / a)
-            out.append(Fact(f"paper.decoder_share.{state}", math.log(b / a) / lt, "",
-                            "the decoder's share of the gain (in logarithms)", "share", None, setting={"state": state}))
-            out.append(Fact(f"paper.parallelism_share.{state}", math.log(c / b) / lt, "",
-                            "the parallelism's share of the gain (in logarithms)", "share", None,
-                            setting={"state": state}))
+            out += [Fact(f"paper.{what}_share.{state}", math.log(hi / lo) / math.log(c / a), "",
+                         f"the {what}'s share of the gain (in logarithms)", "share", None, setting={"state": state})
+                    for what, hi, lo in (("decoder", b, a), ("parallelism", c, b))]
     # a cold read cannot beat a warm one: a configuration that measured so is flagged, not compared
     by_key = {x.key: x for x in out}
     for k in ("dl_pillow", "dl_spdl", "spdl_batch"):
@@ -117,9 +113,8 @@ def paper_facts(res) -> list[Fact]:
         fresh = choice.confirmed_rows(_table(res, "paper_confirm"), chosen)
         rows = warm[warm["config"] == cfg] if fresh.empty else fresh
         setting = {k: chosen[k] for k in ("images_per_task", "concurrency", "threads")}
-        bt = measured("paper.best_threads", _rates(rows), unit="images/s",
-                      label=f"{BEST} ({cfg}), warm files", setting=setting)
-        out.append(bt)
+        out.append(measured("paper.best_threads", _rates(rows), unit="images/s", label=f"{BEST} ({cfg}), warm files",
+                            setting=setting))
         if fresh.empty:
             out.append(Fact(UNCONFIRMED, len(chosen["candidates"]), "", UNCONFIRMED_LABEL, "count", None))
         g = rows["gil_busy_share"].astype(float).mean()
@@ -142,8 +137,7 @@ def paper_facts(res) -> list[Fact]:
                      "the event loop's scheduling delay per wake", "time", "lower")]
         limit = ("gil" if g >= LIMIT_AT else "cpu" if load >= LIMIT_AT
                  else "decode_stage" if busy is not None and busy >= LIMIT_AT else "consumer")
-        out.append(Fact("paper.limit", limit, "", f"what limits {BEST}", "choice", None,
-                        setting=setting))
+        out.append(Fact("paper.limit", limit, "", f"what limits {BEST}", "choice", None, setting=setting))
     held = _table(res, "gil_held")
     for r in held.itertuples() if not held.empty else ():
         if r.op != "idle":
@@ -680,14 +674,6 @@ def _threads_snippet(res, kind: str, c: int, decoder: str, shape: dict | None = 
             + f"            .add_sink(4).build(num_threads={c + 3}))")
 
 
-def _workload(res, how: str) -> str:
-    """The work the loader question's candidates did: from cold files to the GPU (the end-to-end runs), or warm
-    files into normalised batches (the SPDL question's runs)."""
-    dest = "the GPU" if res.metadata.get("device") == "cuda" else "batches in memory"
-    return (f"photo-like JPEGs decoded and resized on {int(res.metadata.get('cores') or 1)} cores, "
-            + (f"from cold files to {dest}" if how == "end_to_end" else "warm files, normalised batches"))
-
-
 #: Why a stage's measured occupancy can pass 100%: the counter adds each task's whole time to the lap it ends in.
 OVER_FULL = ("the decode stage's occupancy measured above 100%: each finished task's whole time counts in the lap "
              "it ends in, so tasks begun before a short lap push it past full")
@@ -791,11 +777,13 @@ def default_unmeasured(facts: Facts) -> list[Fact]:
 
 
 def _question(res, how: str) -> Question:
-    """The loader question, with the work its candidates did (``how``: "end_to_end" or "paper"); its baseline is the
-    DataLoader decoding with Pillow."""
+    """The loader question, with the work its candidates did (``how``: "end_to_end", from cold files to the GPU, or
+    "paper", warm files into normalised batches); its baseline is the DataLoader decoding with Pillow."""
+    dest = "the GPU" if res.metadata.get("device") == "cuda" else "batches in memory"
     return Question("image_decode.loader", "Worker processes (the DataLoader) or threads for decoding photos here?",
                     "loader", DEFAULT_KIND, LOADER_DEFAULT, "PyTorch's loader with torchvision's Pillow decoding",
-                    _workload(res, how))
+                    f"photo-like JPEGs decoded and resized on {int(res.metadata.get('cores') or 1)} cores, "
+                    + (f"from cold files to {dest}" if how == "end_to_end" else "warm files, normalised batches"))
 
 
 #: How a reader builds each thread loader.
@@ -1013,14 +1001,11 @@ def feed_facts(res) -> list[Fact]:
     m = model_runs(res)
     if m.empty:
         return []
-    out: list[Fact] = []
     nice = int(res.metadata.get("model_worker_nice") or 0)
     plain = _model_pcts(m, "dataloader", 0)
     niced = _model_pcts(m, "dataloader", nice) if nice else []
-    fp = measured("feeds.dataloader", plain, unit="%", quantity="share", label="the DataLoader at nice 0",
-                  setting=dict(nice=0))
-    if plain:
-        out.append(fp)
+    out = [measured("feeds.dataloader", plain, unit="%", quantity="share", label="the DataLoader at nice 0",
+                    setting=dict(nice=0))] if plain else []
     if plain and niced:
         out += [measured("feeds.dataloader.niced", niced, unit="%", quantity="share",
                          label=f"the DataLoader at nice {nice}", setting=dict(nice=nice)),
@@ -1224,9 +1209,8 @@ def analyse(res) -> Facts:
         facts.add(*part(res))
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
     facts.add(*default_unmeasured(facts))
-    facts.data.update(hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res),
-                      spdl=spdl_data(res), paper=paper_data(res),
-                      spdl_scaling=spdl_scaling_data(res))
+    facts.data.update(hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res), spdl=spdl_data(res),
+                      paper=paper_data(res), spdl_scaling=spdl_scaling_data(res))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_
@@ -1251,15 +1235,11 @@ def analyse(res) -> Facts:
                      loader_batches=int(res.parameters["loader_batches"]) if "loader_batches" in res.parameters
                      else None),
         end_to_end_threads=md.get("end_to_end_threads"), dali_installed=bool((md.get("dali") or {}).get("installed")),
-        free_threading=md.get("free_threading"), free_threaded_check=md.get("free_threaded_check"))
-    dd = md.get("dataloader_decoder") or {}
-    facts.data.update(dataloader_decoder=dict(how=dd.get("how")),
-                      loader_decoders=sorted(str(d) for d in set(loaders(res)["decoder"])) if has(res, "loaders")
-                      else [])
-    facts.data.update(device=md.get("device"), cores=int(md.get("cores") or 1),
-                      n_images=int(((md.get("datasets") or {}).get("photos") or {}).get("params", {}).get("n_images")
-                                   or 0),
-                      moonshot_skipped=None if md.get("ceiling") else md.get("moonshot_note"),
-                      paper_skipped=md.get("paper_skipped") if "paper" not in res.tables or md.get("paper_skipped")
-                      else None)
+        free_threading=md.get("free_threading"), free_threaded_check=md.get("free_threaded_check"),
+        dataloader_decoder=dict(how=(md.get("dataloader_decoder") or {}).get("how")),
+        loader_decoders=sorted(str(d) for d in set(lo["decoder"])) if not lo.empty else [],
+        device=md.get("device"), cores=int(md.get("cores") or 1),
+        n_images=int(((md.get("datasets") or {}).get("photos") or {}).get("params", {}).get("n_images") or 0),
+        moonshot_skipped=None if md.get("ceiling") else md.get("moonshot_note"),
+        paper_skipped=md.get("paper_skipped") if "paper" not in res.tables or md.get("paper_skipped") else None)
     return facts

@@ -159,14 +159,6 @@ def epoch_note(facts) -> str | None:
     return text
 
 
-def _hybrid_how(h: dict) -> str:
-    """How the hybrid's share was chosen, in words (from the facts' ``data["hybrid"]``)."""
-    if h.get("how") == "parameter":
-        return "set by the parameter `hybrid_share`"
-    return (f"{h['headroom']:g} × {num(h['cpu_rate'], 'img/s')} from the best DataLoader alone ÷ the ceiling of "
-            f"{num(h['ceiling'], 'img/s')}, rounded to {h['step']:g}")
-
-
 #: Why the graphed step was not used, and why the hybrid was skipped, by the code the experiment recorded.
 GRAPH_SKIPS = {"no_gpu": "CUDA graphs need a GPU; this machine has none", "failed": "the graphed step failed"}
 HYBRID_SKIPS = {"torchvision": "torchvision's JPEG decoder is not usable here",
@@ -193,8 +185,11 @@ def nice_hybrid_note(facts) -> str | None:
                                 "thread did not need",
                         "level": "the priority made no difference here"}[str(v.value)] + ".")
     if h.get("share") is not None and hy is not None:
+        how = ("set by the parameter `hybrid_share`" if h.get("how") == "parameter" else
+               f"{h['headroom']:g} × {num(h['cpu_rate'], 'img/s')} from the best DataLoader alone ÷ the ceiling of "
+               f"{num(h['ceiling'], 'img/s')}, rounded to {h['step']:g}")
         text = (f"The hybrid decoded {pct(h['share'])} of each batch in {h['workers']} DataLoader workers "
-                f"and the rest on the GPU (share: {_hybrid_how(h)}); at its best (nice {int(hy.setting['nice'])}) it "
+                f"and the rest on the GPU (share: {how}); at its best (nice {int(hy.setting['nice'])}) it "
                 f"reached {say.value(hy, runs=False)} of the ceiling")
         vs = f.get("feeds.hybrid.vs_dataloader")
         if vs is not None:
@@ -476,19 +471,14 @@ def end_to_end_choice_note(res) -> str:
                 "end (" + CHOICE_SKIPS.get(why, say.text(why)).format(need=int(ch.get("images_needed") or 0)) + ").")
     others = sorted(((v, k) for k, v in (ch.get("candidates") or {}).items() if k != ch["config"]), reverse=True)
     runner = f"; the next, {say.text(others[0][1])}, {num(others[0][0], 'img/s')}" if others else ""
+    bt = f.get("paper.best_threads")   # the fresh runs of the sweep's best, which its verdict rests on
+    fresh = ("" if bt is None or bt.number is None or analysis.UNCONFIRMED in f
+             else f"; run again on its own, it read {say.value(bt)}")
     return (f"The thread side also runs SPDL's batch-decode pipeline at the setting section 8's sweep found fastest "
             f"with warm files, chosen by the run from its own measurements before this step: "
             f"{say.text(ch['config'])} ({num(ch['images_per_s'], 'img/s')}, mean of {int(ch['runs'])} "
             f"run{'s' if int(ch['runs']) != 1 else ''}, best of {len(ch.get('candidates') or {})} configurations"
-            f"{runner}){_fresh(f)}. Here it reads the same cold files as the other loaders.")
-
-
-def _fresh(f) -> str:
-    """The fresh runs of the sweep's best setting (the runs its verdict rests on), where the run made them."""
-    bt = f.get("paper.best_threads")
-    if bt is None or bt.number is None or analysis.UNCONFIRMED in f:
-        return ""
-    return f"; run again on its own, it read {say.value(bt)}"
+            f"{runner}){fresh}. Here it reads the same cold files as the other loaders.")
 
 
 def cold_note(facts) -> str | None:
@@ -648,7 +638,16 @@ def spdl_limit(facts, loader: str = "spdl", decoder: str = "pillow") -> dict | N
 
 
 #: What limits an SPDL pipeline, by the cause the analysis found (:func:`~.analysis.spdl_limit`).
-CAUSE_WORDS = {"handoff": "Decode was the busiest stage, and most of each task went to the hand-off between the "
+CAUSE_WORDS = {"stage": "The busiest stage was {stage} ({threads}), busy {busy} of the window at {task} per task; at "
+                        "full time it would pass about {cap}. So the {stage} stage, after decoding, limits the "
+                        "pipeline: more decode threads cannot help, and the GIL is not what stops it.",
+               "gil": "Decode was the busiest stage, and decoding and resizing an image took {slowdown} its time on "
+                      "one core alone: the threads spend the difference waiting for the interpreter lock (the "
+                      "per-operation contention of section 2), so the GIL limits the pipeline, not the number of "
+                      "threads or the batching stages.",
+               "none": "No stage was busy {limit} of the window or more (the busiest, {stage}, {busy}), and the queue "
+                       "the training loop takes batches from held one {sink} of the time: {waits}.",
+               "handoff": "Decode was the busiest stage, and most of each task went to the hand-off between the "
                           "event loop and the threads, Python code that runs one thread at a time under the "
                           "interpreter lock: the GIL limits the pipeline, through its scheduling rather than the "
                           "decode itself.",
@@ -691,22 +690,11 @@ def spdl_limit_note(facts) -> str:
     if lim["growth"] is not None:
         head += (f"; from {lim['c_lo']} to {c} threads the time per image grew "
                  f"{times(lim['growth'])} while the threads grew {times(c / lim['c_lo'])}")
-    head += ". "
-    if lim["cause"] == "stage":
-        return head + (f"The busiest stage was {say.text(lim['stage'])} ({_count(lim['stage_threads'], 'thread')}), "
-                       f"busy {pct(b)} of the window at {num(lim['task_ms'], 'ms')} per task; at full time it would "
-                       f"pass about {num(lim['cap'], 'img/s')}. So the {say.text(lim['stage'])} stage, after decoding, "
-                       "limits the pipeline: more decode threads cannot help, and the GIL is not what stops it.")
-    if lim["cause"] == "gil":
-        return head + (f"Decode was the busiest stage, and decoding and resizing an image took "
-                       f"{times(lim['slowdown'])} its time on one core alone: the threads spend the "
-                       "difference waiting for the interpreter lock (the per-operation contention of section 2), "
-                       "so the GIL limits the pipeline, not the number of threads or the batching stages.")
-    if lim["cause"] in CAUSE_WORDS:
-        return head + CAUSE_WORDS[lim["cause"]]
-    return head + (f"No stage was busy {pct(analysis.BUSY_LIMIT)} of the window or more (the busiest, "
-                   f"{say.text(lim['stage'])}, {pct(b)}), and the queue the training loop takes batches from held one "
-                   f"{pct(lim['sink_occupancy'])} of the time: " + WAITS_WORDS.get(lim["waits"], "") + ".")
+    return head + ". " + CAUSE_WORDS.get(lim["cause"], CAUSE_WORDS["none"]).format(
+        stage=say.text(lim["stage"]), threads=_count(lim["stage_threads"], "thread"), busy=pct(b),
+        task=num(lim["task_ms"], "ms"), cap=num(lim["cap"], "img/s"), slowdown=times(lim["slowdown"]),
+        limit=pct(analysis.BUSY_LIMIT), waits=WAITS_WORDS.get(lim["waits"], ""),
+        sink="—" if lim["sink_occupancy"] is None else pct(lim["sink_occupancy"]))
 
 
 def finding_collate(facts, res=None) -> Finding | None:
