@@ -222,10 +222,6 @@ def peak(res, decoder: str, executor: str) -> dict | None:
     return dict(c=int(top["concurrency"]), mean=float(top["mean"]), runs=runs["images_per_s"].tolist(), knee=knee)
 
 
-def op_means(res) -> pd.DataFrame:
-    return res.table("ops").groupby(["decoder", "executor", "concurrency", "op"], as_index=False)["ms_per_image"].mean()
-
-
 def contention_level(res) -> int:
     """The largest concurrency of the sweep that does not exceed the cores (no oversubscription)."""
     cs = sorted(res.table("ops")["concurrency"].unique())
@@ -434,7 +430,7 @@ def contention_facts(res, op: str = "decode") -> list[Fact]:
     out: list[Fact] = []
     if not has(res, "ops"):
         return out
-    m = op_means(res)
+    m = res.table("ops").groupby(["decoder", "executor", "concurrency", "op"], as_index=False)["ms_per_image"].mean()
     n = contention_level(res)
     for d in dict.fromkeys(m["decoder"]):
         g = m[(m["decoder"] == d) & (m["op"] == op)]
