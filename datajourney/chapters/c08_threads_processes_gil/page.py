@@ -435,18 +435,14 @@ def loader_table(res) -> pd.DataFrame:
 
 
 def loader_spread(res) -> list[str]:
-    lo = analysis.loaders(res)
+    """A note on the spread of each steady loader configuration's runs, where it is worth one."""
     s = analysis.loader_summary(res)
     steady = {(k, c, d) for k, c, d, ok in zip(s["loader"], s["concurrency"], s["decoder"], s["steady"], strict=True)
               if ok}
-    notes = []
-    for (k, c, d), g in lo.groupby(["loader", "concurrency", "decoder"]):
-        if (k, c, d) not in steady:
-            continue
-        n = spread_note(_label(k, c, decoder=d), g["images_per_s"].tolist(), "img/s")
-        if n:
-            notes.append(n)
-    return notes
+    notes = [spread_note(_label(k, c, decoder=d), g["images_per_s"].tolist(), "img/s")
+             for (k, c, d), g in analysis.loaders(res).groupby(["loader", "concurrency", "decoder"])
+             if (k, c, d) in steady]
+    return [n for n in notes if n]
 
 
 #: Why the end-to-end runs have no thread pipeline at the SPDL sweep's best setting, by the code the run recorded.
