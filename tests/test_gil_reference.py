@@ -7,7 +7,7 @@ import re
 import pytest
 from helpers import hosts_with
 
-from datajourney.chapters.c08_threads_processes_gil import page
+from datajourney.chapters.c08_threads_processes_gil import analysis, page
 from datajourney.core import results
 
 CHAPTER = "08_threads_processes_gil"
@@ -43,7 +43,7 @@ def test_thread_target_met_or_explained_by_measured_contention(host):
     """Best thread pipeline >= 1.5x the best DataLoader (steady windows), or the chapter's own
     per-operation times show the threads' decode slowed by contention that processes do not see."""
     ref = results.load_reference(CHAPTER, host)
-    t, d = page.best_threads(ref), page.best_loader(ref, ["dataloader"])
+    t, d = analysis.best_threads(ref), analysis.best_loader(ref, ["dataloader"])
     assert t is not None and d is not None
     if t["mean"] / d["mean"] >= THREAD_TARGET:
         return
@@ -61,7 +61,7 @@ def test_moonshot_verdict_matches_the_steady_feeds(host):
     best = m[m["steady"]]["pct_of_ceiling"].max()
     f = page.finding_moonshot(ref)
     assert f.value == pytest.approx(best) and best >= MOONSHOT_TARGET and "target" not in f.text
-    assert (m[m["steady"]]["pct_of_ceiling"] <= 100 * page.CEILING_SLACK).all()
+    assert (m[m["steady"]]["pct_of_ceiling"] <= 100 * analysis.CEILING_SLACK).all()
 
 
 @pytest.mark.parametrize("host", HOSTS)

@@ -80,25 +80,21 @@ def paper_facts(res) -> list[Fact]:
         cpu = {k: measured(f"paper.cpu.{k}.{state}", _rates(s[s["loader"] == k], "cpu_ms_per_image"), unit="ms",
                            label="CPU per image, " + KIND_LABELS[k] + f", {state} files", quantity="amount",
                            better="lower", setting={"state": state}) for k in ("dl_pillow", "spdl_batch")}
-        out += list(f.values()) + list(cpu.values())
-        out.append(compare(f"paper.gain.{state}", f["spdl_batch"], f["dl_pillow"],
-                           published=PUB_GAIN if state == "warm" else None))
-        out.append(compare(f"paper.decoder.{state}", f["dl_spdl"], f["dl_pillow"]))
-        out.append(compare(f"paper.parallelism.{state}", f["spdl_batch"], f["dl_spdl"]))
-        out.append(compare(f"paper.cpu_ratio.{state}", cpu["spdl_batch"], cpu["dl_pillow"],
-                           published=PUB_CPU if state == "warm" else None))
+        gain, cut = (PUB_GAIN, PUB_CPU) if state == "warm" else (None, None)   # the paper's figures are warm
+        out += [*f.values(), *cpu.values(),
+                compare(f"paper.gain.{state}", f["spdl_batch"], f["dl_pillow"], published=gain),
+                compare(f"paper.decoder.{state}", f["dl_spdl"], f["dl_pillow"]),
+                compare(f"paper.parallelism.{state}", f["spdl_batch"], f["dl_spdl"]),
+                compare(f"paper.cpu_ratio.{state}", cpu["spdl_batch"], cpu["dl_pillow"], published=cut)]
         a, b, c = (f[k].number for k in ("dl_pillow", "dl_spdl", "spdl_batch"))
         if any(x.number is not None and x.n < 2 for x in f.values()):
             # one run: no spread to tell a difference from noise, so no side is named faster and no gain is shared
             out.append(Fact(f"paper.one_run.{state}", ONE_RUN, "", ONE_RUN_LABEL, "choice", None,
                             setting={"state": state}))
         elif a and b and c and abs(math.log(c / a)) > 1e-9:
-            lt = math.log(c / a)
-            out.append(Fact(f"paper.decoder_share.{state}", math.log(b / a) / lt, "",
-                            "the decoder's share of the gain (in logarithms)", "share", None, setting={"state": state}))
-            out.append(Fact(f"paper.parallelism_share.{state}", math.log(c / b) / lt, "",
-                            "the parallelism's share of the gain (in logarithms)", "share", None,
-                            setting={"state": state}))
+            out += [Fact(f"paper.{what}_share.{state}", math.log(hi / lo) / math.log(c / a), "",
+                         f"the {what}'s share of the gain (in logarithms)", "share", None, setting={"state": state})
+                    for what, hi, lo in (("decoder", b, a), ("parallelism", c, b))]
     # a cold read cannot beat a warm one: a configuration that measured so is flagged, not compared
     by_key = {x.key: x for x in out}
     for k in ("dl_pillow", "dl_spdl", "spdl_batch"):
@@ -117,9 +113,8 @@ def paper_facts(res) -> list[Fact]:
         fresh = choice.confirmed_rows(_table(res, "paper_confirm"), chosen)
         rows = warm[warm["config"] == cfg] if fresh.empty else fresh
         setting = {k: chosen[k] for k in ("images_per_task", "concurrency", "threads")}
-        bt = measured("paper.best_threads", _rates(rows), unit="images/s",
-                      label=f"{BEST} ({cfg}), warm files", setting=setting)
-        out.append(bt)
+        out.append(measured("paper.best_threads", _rates(rows), unit="images/s", label=f"{BEST} ({cfg}), warm files",
+                            setting=setting))
         if fresh.empty:
             out.append(Fact(UNCONFIRMED, len(chosen["candidates"]), "", UNCONFIRMED_LABEL, "count", None))
         g = rows["gil_busy_share"].astype(float).mean()
@@ -142,8 +137,7 @@ def paper_facts(res) -> list[Fact]:
                      "the event loop's scheduling delay per wake", "time", "lower")]
         limit = ("gil" if g >= LIMIT_AT else "cpu" if load >= LIMIT_AT
                  else "decode_stage" if busy is not None and busy >= LIMIT_AT else "consumer")
-        out.append(Fact("paper.limit", limit, "", f"what limits {BEST}", "choice", None,
-                        setting=setting))
+        out.append(Fact("paper.limit", limit, "", f"what limits {BEST}", "choice", None, setting=setting))
     held = _table(res, "gil_held")
     for r in held.itertuples() if not held.empty else ():
         if r.op != "idle":
@@ -226,10 +220,6 @@ def peak(res, decoder: str, executor: str) -> dict | None:
     runs = p[(p["decoder"] == decoder) & (p["executor"] == executor) & (p["concurrency"] == top["concurrency"])]
     knee = int(g[g["mean"] >= 0.95 * top["mean"]]["concurrency"].min())
     return dict(c=int(top["concurrency"]), mean=float(top["mean"]), runs=runs["images_per_s"].tolist(), knee=knee)
-
-
-def op_means(res) -> pd.DataFrame:
-    return res.table("ops").groupby(["decoder", "executor", "concurrency", "op"], as_index=False)["ms_per_image"].mean()
 
 
 def contention_level(res) -> int:
@@ -399,14 +389,11 @@ def primitive_facts(res) -> list[Fact]:
         t, p = peak(res, d, "thread"), peak(res, d, "process")
         if t is None or p is None:
             continue
-        name = decoder_name(d)
-        ft = measured(f"primitives.{d}.thread", t["runs"], unit="images/s",
-                      label=f"a thread pool ({count(t['c'], 'thread')}, {name})",
-                      setting=dict(decoder=d, executor="thread", concurrency=t["c"], knee=t["knee"]))
-        fp = measured(f"primitives.{d}.process", p["runs"], unit="images/s",
-                      label=f"a process pool ({count(p['c'], 'process')}, {name})",
-                      setting=dict(decoder=d, executor="process", concurrency=p["c"], knee=p["knee"]))
-        out += [ft, fp, compare(f"primitives.{d}", ft, fp)]
+        pools = [measured(f"primitives.{d}.{ex}", v["runs"], unit="images/s",
+                          label=f"a {ex} pool ({count(v['c'], ex)}, {decoder_name(d)})",
+                          setting=dict(decoder=d, executor=ex, concurrency=v["c"], knee=v["knee"]))
+                 for ex, v in (("thread", t), ("process", p))]
+        out += [*pools, compare(f"primitives.{d}", *pools)]
     head = headline_decoder(res)
     out.append(_as(next((f for f in out if f.key == f"primitives.{head}"), None), "primitives"))
     return out
@@ -443,31 +430,25 @@ def contention_facts(res, op: str = "decode") -> list[Fact]:
     out: list[Fact] = []
     if not has(res, "ops"):
         return out
-    m = op_means(res)
+    m = res.table("ops").groupby(["decoder", "executor", "concurrency", "op"], as_index=False)["ms_per_image"].mean()
     n = contention_level(res)
     for d in dict.fromkeys(m["decoder"]):
         g = m[(m["decoder"] == d) & (m["op"] == op)]
         if g.empty:
             continue
-        c1 = int(g["concurrency"].min())
-
-        def at(ex, c, g=g):
+        c1, fs = int(g["concurrency"].min()), {}
+        for name, ex, c, where in (("thread_1", "thread", c1, "with"), ("thread_n", "thread", n, "with"),
+                                   ("process_n", "process", n, "in")):
             v = g[(g["executor"] == ex) & (g["concurrency"] == c)]["ms_per_image"]
-            return float(v.iloc[0]) if len(v) else None
-
-        t1, tn, pn = at("thread", c1), at("thread", n), at("process", n)
-        if t1 is None or tn is None:
+            if len(v):
+                fs[name] = Fact(f"contention.{d}.{name}", float(v.iloc[0]), "ms",
+                                f"{decoder_name(d)} {op} per image {where} {count(c, ex)}", "time", "lower",
+                                setting=dict(decoder=d, op=op, concurrency=c, executor=ex))
+        if "thread_1" not in fs or "thread_n" not in fs:
             continue
-        name = decoder_name(d)
-        what = f"{name} {op} per image"
-        f1 = Fact(f"contention.{d}.thread_1", t1, "ms", f"{what} with {count(c1, 'thread')}", "time", "lower",
-                  setting=dict(decoder=d, op=op, concurrency=c1, executor="thread"))
-        fn = Fact(f"contention.{d}.thread_n", tn, "ms", f"{what} with {count(n, 'thread')}", "time", "lower",
-                  setting=dict(decoder=d, op=op, concurrency=n, executor="thread"))
+        f1, fn, fp = fs["thread_1"], fs["thread_n"], fs.get("process_n")
         out += [f1, fn, compare(f"contention.{d}", fn, f1)]
-        if pn is not None:
-            fp = Fact(f"contention.{d}.process_n", pn, "ms", f"{what} in {count(n, 'process')}", "time", "lower",
-                      setting=dict(decoder=d, op=op, concurrency=n, executor="process"))
+        if fp is not None:
             out += [fp, compare(f"contention.{d}.vs_processes", fn, fp)]
     head = headline_decoder(res)
     out.append(_as(next((f for f in out if f.key == f"contention.{head}"), None), "contention"))
@@ -508,12 +489,11 @@ def end_to_end_facts(res) -> list[Fact]:
                   label=f"the CPU per image of the best DataLoader ({d['label']}, all its processes)", setting=sd)
     # no ``published`` here: the paper's figures are percentages ("74% faster", "38% less CPU") that the front page
     # and the checklist show as printed, which is not this ratio's phrasing; section 8's facts carry them instead
-    out = [ft, fd, compare("end_to_end", ft, fd),
-           ct, cd, compare("cost", ct, cd)]
+    out = [ft, fd, compare("end_to_end", ft, fd), ct, cd, compare("cost", ct, cd)]
     tm, dm = float(t["runs"]["added_pss_mb"].mean()), float(d["runs"]["added_pss_mb"].mean())
     if math.isfinite(tm) and math.isfinite(dm):
-        mt = Fact("cost.memory.threads", tm, "MB", f"the memory {threads_label(t)} added",
-                  "amount", "lower", setting=st)
+        mt = Fact("cost.memory.threads", tm, "MB", f"the memory {threads_label(t)} added", "amount", "lower",
+                  setting=st)
         md = Fact("cost.memory.dataloader", dm, "MB", f"the memory the best DataLoader added ({d['label']})",
                   "amount", "lower", setting=sd)
         out += [mt, md, compare("cost.memory", mt, md)]
@@ -592,10 +572,9 @@ def epoch_facts(res) -> list[Fact]:
     if lst is None or arr is None or not (math.isfinite(lst["worker_uss_mb"]) and math.isfinite(arr["worker_uss_mb"])):
         return []
     setting = dict(paths=int(lst["n_paths"]), workers=int(lst["workers"]))
-    fl = Fact("epoch_memory.list", float(lst["worker_uss_mb"]), "MB",
-              "each worker's private memory with the paths in a Python list", "amount", "lower", setting=setting)
-    fa = Fact("epoch_memory.numpy", float(arr["worker_uss_mb"]), "MB",
-              "each worker's private memory with the paths in a NumPy array", "amount", "lower", setting=setting)
+    fl, fa = (Fact(f"epoch_memory.{st}", float(r["worker_uss_mb"]), "MB",
+                   f"each worker's private memory with the paths in {held}", "amount", "lower", setting=setting)
+              for st, r, held in (("list", lst, "a Python list"), ("numpy", arr, "a NumPy array")))
     out = [fl, fa, compare("epoch_memory", fl, fa), compare("epoch_memory.numpy_gain", fa, fl)]
     thr = epoch_at(e, "spdl", "list")
     if thr is not None and math.isfinite(thr["tree_growth_mb"]):
@@ -669,40 +648,26 @@ def _threads_snippet(res, kind: str, c: int, decoder: str, shape: dict | None = 
                 + (f"            .aggregate({batch // k}).pipe(torch.cat)\n" if k < batch else "")
                 + ("            .pipe(spdl.io.transfer_tensor)\n" if gpu else "")
                 + f"            .add_sink(2).build(num_threads={t}))")
+    spdl = decoder == "spdl"
+    read = ("spdl.io.decode_packets(spdl.io.demux_image(path),\n"
+            f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")" if spdl else
+            f"np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))")
+    stack = "spdl.io.to_torch(spdl.io.convert_frames({}))" if spdl else "torch.from_numpy(np.stack({}))"
     if kind == "threadpool":
-        read = ("spdl.io.decode_packets(spdl.io.demux_image(path),\n"
-                f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")"
-                if decoder == "spdl" else
-                f"np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))")
-        stack = ("spdl.io.to_torch(spdl.io.convert_frames(images))" if decoder == "spdl"
-                 else "torch.from_numpy(np.stack(images))")
         return (f"def decode(path):\n    return {read}\n\n"
                 f"with ThreadPoolExecutor({c}) as pool:   # one task per image, in order\n"
                 f"    images = list(pool.map(decode, paths[:{batch}]))\n"
-                f"    batch = {stack}")
-    if decoder == "spdl":
-        decode = (f"def decode(path):   # FFmpeg decodes and scales without the GIL\n"
-                  f"    return spdl.io.decode_packets(spdl.io.demux_image(path),\n"
-                  f"        filter_desc=\"scale=w={size}:h={size},format=pix_fmts=rgb24\")\n\n"
-                  "def batch(frames):   # one copy of the whole batch, GIL released\n"
-                  "    return spdl.io.to_torch(spdl.io.convert_frames(frames))\n")
-    else:
-        decode = ("def decode(path):\n"
-                  f"    return np.asarray(Image.open(path).convert(\"RGB\").resize(({size}, {size})))\n\n"
-                  "def batch(images):\n    return torch.from_numpy(np.stack(images))\n")
+                f"    batch = {stack.format('images')}")
+    decode = ("def decode(path):" + ("   # FFmpeg decodes and scales without the GIL" if spdl else "")
+              + f"\n    return {read}\n\n"
+              + ("def batch(frames):   # one copy of the whole batch, GIL released\n" if spdl
+                 else "def batch(images):\n")
+              + f"    return {stack.format('frames' if spdl else 'images')}\n")
     return ("import spdl.io\nfrom spdl.pipeline import PipelineBuilder\n\n" + decode + "\n"
             f"pipeline = (PipelineBuilder().add_source(paths)\n"
             f"            .pipe(decode, concurrency={c}).aggregate({batch}).pipe(batch)\n"
-            + ("            .pipe(spdl.io.transfer_tensor_h2d)\n" if res.metadata.get("device") == "cuda" else "")
+            + ("            .pipe(spdl.io.transfer_tensor_h2d)\n" if gpu else "")
             + f"            .add_sink(4).build(num_threads={c + 3}))")
-
-
-def _workload(res, how: str) -> str:
-    """The work the loader question's candidates did: from cold files to the GPU (the end-to-end runs), or warm
-    files into normalised batches (the SPDL question's runs)."""
-    dest = "the GPU" if res.metadata.get("device") == "cuda" else "batches in memory"
-    return (f"photo-like JPEGs decoded and resized on {int(res.metadata.get('cores') or 1)} cores, "
-            + (f"from cold files to {dest}" if how == "end_to_end" else "warm files, normalised batches"))
 
 
 #: Why a stage's measured occupancy can pass 100%: the counter adds each task's whole time to the lap it ends in.
@@ -808,11 +773,13 @@ def default_unmeasured(facts: Facts) -> list[Fact]:
 
 
 def _question(res, how: str) -> Question:
-    """The loader question, with the work its candidates did (``how``: "end_to_end" or "paper"); its baseline is the
-    DataLoader decoding with Pillow."""
+    """The loader question, with the work its candidates did (``how``: "end_to_end", from cold files to the GPU, or
+    "paper", warm files into normalised batches); its baseline is the DataLoader decoding with Pillow."""
+    dest = "the GPU" if res.metadata.get("device") == "cuda" else "batches in memory"
     return Question("image_decode.loader", "Worker processes (the DataLoader) or threads for decoding photos here?",
                     "loader", DEFAULT_KIND, LOADER_DEFAULT, "PyTorch's loader with torchvision's Pillow decoding",
-                    _workload(res, how))
+                    f"photo-like JPEGs decoded and resized on {int(res.metadata.get('cores') or 1)} cores, "
+                    + (f"from cold files to {dest}" if how == "end_to_end" else "warm files, normalised batches"))
 
 
 #: How a reader builds each thread loader.
@@ -844,13 +811,6 @@ def photo_decode(res) -> dict | None:
 # --------------------------------------------------------------------------- the notes' facts
 #: Two sides within this share of each other read as "about the same" in a note with one run each side.
 NOTE_TOL = 0.10
-
-
-def _verdict(key: str, a: float, b: float, label: str, tol: float = NOTE_TOL, words=("a", "b", "level")) -> Fact:
-    """Which of two one-run values is larger beyond ``tol`` (a choice: ``words`` = a larger, b larger, level)."""
-    v = words[2] if not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) <= tol * max(abs(a), abs(b)) \
-        else words[0] if a > b else words[1]
-    return Fact(key, v, "", label, "choice", None)
 
 
 def decoder_facts(res) -> list[Fact]:
@@ -921,15 +881,13 @@ def epoch_note_facts(res) -> list[Fact]:
         lst, arr = epoch_at(g, loader, "list"), epoch_at(g, loader, "numpy")
         if lst is None or arr is None:
             continue
-        fl = Fact(f"epoch_growth.{loader}.list", float(lst["tree_growth_mb"]), "MB",
-                  f"the growth of {LABELS.get(loader, loader)} with the paths in a list", "amount", "lower",
-                  setting=dict(loader=loader, storage="list"))
-        fa = Fact(f"epoch_growth.{loader}.numpy", float(arr["tree_growth_mb"]), "MB",
-                  f"the growth of {LABELS.get(loader, loader)} with the paths in an array", "amount", "lower",
-                  setting=dict(loader=loader, storage="numpy"))
+        fl, fa = (Fact(f"epoch_growth.{loader}.{st}", float(r["tree_growth_mb"]), "MB",
+                       f"the growth of {LABELS.get(loader, loader)} with the paths in {held}", "amount", "lower",
+                       setting=dict(loader=loader, storage=st))
+                  for st, r, held in (("list", lst, "a list"), ("numpy", arr, "an array")))
         out += [fl, fa]
         if loader == "dataloader":
-            out.append(_verdict("epoch_growth.dataloader.larger", fl.value, fa.value,
+            out.append(_direction("epoch_growth.dataloader.larger", fl.value, fa.value,
                                 "which storage grew the DataLoader more", words=("list", "numpy", "level")))
     return out
 
@@ -947,7 +905,7 @@ def startup_facts(res) -> list[Fact]:
     out = [Fact(f"startup.empty.{m}", float(v), "s", f"the first batch with {m}, an empty Dataset", "time", "lower",
                 setting=dict(start_method=str(m), workers=w, paths=int(st["n_paths"].min()))) for m, v in at.items()]
     others = max(float(v) for m, v in at.items() if m != "fork")
-    out.append(_verdict("startup.empty.slower", others, float(at["fork"]),
+    out.append(_direction("startup.empty.slower", others, float(at["fork"]),
                         "which start method was slower with an empty Dataset", words=("fresh", "fork", "level")))
     return out
 
@@ -994,8 +952,8 @@ def gpu_share_facts(res) -> list[Fact]:
                  "share", None, setting=b),
             Fact("gpu_share.reached", got, "%", "the share of the ceiling fed by GPU decoding", "share", None,
                  setting=b),
-            _verdict("gpu_share.verdict", got, pred, "GPU-fed share against the turn-taking prediction", tol=0.05,
-                     words=("above", "below", "level"))]
+            _direction("gpu_share.verdict", got, pred, "GPU-fed share against the turn-taking prediction",
+                       ("above", "below", "level"), tol=0.05)]
 
 
 # --------------------------------------------------------------------------- the notes' data (the page words it)
@@ -1023,11 +981,12 @@ def _model_pcts(m: pd.DataFrame, loader: str, nice: int) -> list[float]:
     return [float(v) for v in g[g["label"] == top]["pct_of_ceiling"]]
 
 
-def _direction(key: str, a: list[float], b: list[float], label: str, words: tuple[str, str, str],
+def _direction(key: str, a, b, label: str, words: tuple[str, str, str] = ("a", "b", "level"), tol: float = NOTE_TOL,
                setting: dict | None = None) -> Fact:
-    """Which of two sets of runs is larger (:func:`~datajourney.core.stats.direction`, :data:`FEED_TOL`), as a choice:
-    ``words`` = (a larger, b larger, level)."""
-    d = stats.direction(a, b, tol=FEED_TOL)
+    """Which of two values or sets of runs is larger (:func:`~datajourney.core.stats.direction`, within ``tol``), as a
+    choice: ``words`` = (a larger, b larger, level); level where a value is not finite."""
+    finite = all(math.isfinite(float(x)) for x in [*np.atleast_1d(a), *np.atleast_1d(b)])
+    d = stats.direction(a, b, tol=tol) if finite else 0
     return Fact(key, words[0] if d > 0 else words[1] if d < 0 else words[2], "", label, "choice", None,
                 setting=dict(setting or {}))
 
@@ -1038,19 +997,16 @@ def feed_facts(res) -> list[Fact]:
     m = model_runs(res)
     if m.empty:
         return []
-    out: list[Fact] = []
     nice = int(res.metadata.get("model_worker_nice") or 0)
     plain = _model_pcts(m, "dataloader", 0)
     niced = _model_pcts(m, "dataloader", nice) if nice else []
-    fp = measured("feeds.dataloader", plain, unit="%", quantity="share", label="the DataLoader at nice 0",
-                  setting=dict(nice=0))
-    if plain:
-        out.append(fp)
+    out = [measured("feeds.dataloader", plain, unit="%", quantity="share", label="the DataLoader at nice 0",
+                    setting=dict(nice=0))] if plain else []
     if plain and niced:
         out += [measured("feeds.dataloader.niced", niced, unit="%", quantity="share",
                          label=f"the DataLoader at nice {nice}", setting=dict(nice=nice)),
                 _direction("feeds.nice", niced, plain, "the niced DataLoader against nice 0",
-                           ("helped", "cost", "level"))]
+                           ("helped", "cost", "level"), FEED_TOL)]
     hy = {n: v for n in sorted({0, nice}) if (v := _model_pcts(m, "hybrid", n))}
     if hy:
         best_nice = max(hy, key=lambda n: float(np.mean(hy[n])))
@@ -1058,10 +1014,10 @@ def feed_facts(res) -> list[Fact]:
                             label=f"the hybrid at nice {best_nice}", setting=dict(nice=best_nice)))
         if plain:
             out.append(_direction("feeds.hybrid.vs_dataloader", hy[best_nice], plain,
-                                  "the hybrid against the plain DataLoader", ("ahead", "behind", "level")))
+                                  "the hybrid against the plain DataLoader", ("ahead", "behind", "level"), FEED_TOL))
         if len(hy) == 2:
             out.append(_direction("feeds.hybrid.niced", hy[nice], hy[0], f"the hybrid at nice {nice} against nice 0",
-                                  ("faster", "slower", "level"), setting=dict(nice=nice)))
+                                  ("faster", "slower", "level"), FEED_TOL, setting=dict(nice=nice)))
     return out
 
 
@@ -1249,9 +1205,8 @@ def analyse(res) -> Facts:
         facts.add(*part(res))
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
     facts.add(*default_unmeasured(facts))
-    facts.data.update(hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res),
-                      spdl=spdl_data(res), paper=paper_data(res),
-                      spdl_scaling=spdl_scaling_data(res))
+    facts.data.update(hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res), spdl=spdl_data(res),
+                      paper=paper_data(res), spdl_scaling=spdl_scaling_data(res))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_
@@ -1276,15 +1231,11 @@ def analyse(res) -> Facts:
                      loader_batches=int(res.parameters["loader_batches"]) if "loader_batches" in res.parameters
                      else None),
         end_to_end_threads=md.get("end_to_end_threads"), dali_installed=bool((md.get("dali") or {}).get("installed")),
-        free_threading=md.get("free_threading"), free_threaded_check=md.get("free_threaded_check"))
-    dd = md.get("dataloader_decoder") or {}
-    facts.data.update(dataloader_decoder=dict(how=dd.get("how")),
-                      loader_decoders=sorted(str(d) for d in set(loaders(res)["decoder"])) if has(res, "loaders")
-                      else [])
-    facts.data.update(device=md.get("device"), cores=int(md.get("cores") or 1),
-                      n_images=int(((md.get("datasets") or {}).get("photos") or {}).get("params", {}).get("n_images")
-                                   or 0),
-                      moonshot_skipped=None if md.get("ceiling") else md.get("moonshot_note"),
-                      paper_skipped=md.get("paper_skipped") if "paper" not in res.tables or md.get("paper_skipped")
-                      else None)
+        free_threading=md.get("free_threading"), free_threaded_check=md.get("free_threaded_check"),
+        dataloader_decoder=dict(how=(md.get("dataloader_decoder") or {}).get("how")),
+        loader_decoders=sorted(str(d) for d in set(lo["decoder"])) if not lo.empty else [],
+        device=md.get("device"), cores=int(md.get("cores") or 1),
+        n_images=int(((md.get("datasets") or {}).get("photos") or {}).get("params", {}).get("n_images") or 0),
+        moonshot_skipped=None if md.get("ceiling") else md.get("moonshot_note"),
+        paper_skipped=md.get("paper_skipped") if "paper" not in res.tables or md.get("paper_skipped") else None)
     return facts

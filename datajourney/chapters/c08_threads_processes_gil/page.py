@@ -8,7 +8,8 @@ import pandas as pd
 from datajourney.chapters import published
 from datajourney.chapters.c08_threads_processes_gil import analysis
 from datajourney.chapters.c08_threads_processes_gil import params as gil
-from datajourney.chapters.c08_threads_processes_gil.analysis import analyse as _analyse
+from datajourney.chapters.c08_threads_processes_gil.analysis import count as _count
+from datajourney.chapters.c08_threads_processes_gil.analysis import loader_label as _label
 from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core import stats
@@ -17,31 +18,16 @@ from datajourney.core.phrasing import Action, Finding, Opening, and_list, spread
 from datajourney.core.units import num, pct, span, times
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
-facts_of = facts_reader(_analyse)
-
+facts_of = facts_reader(analysis.analyse)
 #: Lines the opening's findings and first sentences of actions fill: the introduction above them runs six lines.
 OPENING_LINES = 10
 THREADED = gil.THREADED
-CHAPTER = analysis.CHAPTER
-DECODER_NAMES = analysis.DECODER_NAMES
-STEADY_SHARE, CEILING_SLACK = analysis.STEADY_SHARE, analysis.CEILING_SLACK
-PUB_GAIN, PUB_CPU, PUB_MEM = analysis.PUB_GAIN, analysis.PUB_CPU, analysis.PUB_MEM
-PUB_SPDL, PUB_DL, PUB_TTFB4, PUB_TTFB32 = analysis.PUB_SPDL, analysis.PUB_DL, analysis.PUB_TTFB4, analysis.PUB_TTFB32
-# the summaries of the result's tables, computed once in the analysis (tables, charts and notes read them)
-primitive_summary, unit_cost_ms, old_windows = analysis.primitive_summary, analysis.unit_cost_ms, analysis.old_windows
-loader_summary, best_loader, best_threads = analysis.loader_summary, analysis.best_loader, analysis.best_threads
-epoch_summary, model_runs, model_summary = analysis.epoch_summary, analysis.model_runs, analysis.model_summary
-contention_level = analysis.contention_level
-_label, _count, _loaders, _epoch_at = analysis.loader_label, analysis.count, analysis.loaders, analysis.epoch_at
+DECODER_NAMES, epoch_summary, model_summary = analysis.DECODER_NAMES, analysis.epoch_summary, analysis.model_summary
 
 
 def _dec(d) -> str:
     """A decoder's name from a result, escaped."""
     return say.text(DECODER_NAMES.get(d, d))
-
-
-# --------------------------------------------------------------------------- experiment 1 and 2
-# --------------------------------------------------------------------------- experiment 3
 
 
 def decoder_note(facts) -> str | None:
@@ -87,7 +73,6 @@ def finding_cpu_split(facts) -> Finding:
                     "user": "user time dominated, the opposite of the paper's observation"}[
         str(f["cpu_split.dominant"].value)] + "."
     return Finding("cpu_split", text, 100 * sh.number, "%")
-# --------------------------------------------------------------------------- memory over an epoch
 
 
 def epoch_lines(res) -> pd.DataFrame:
@@ -172,23 +157,9 @@ def epoch_note(facts) -> str | None:
                  "level": "The DataLoader grew about as much with either kind of list: at this size copy-on-read of "
                           "the path objects did not show."}[str(v.value)]
     return text
-# --------------------------------------------------------------------------- experiment 6
 
 
-#: How each kind of model step is run, in the chapter's words.
-STEP_WORDS = {"graphed": "replayed from CUDA graphs", "eager": "launched op by op"}
-
-
-def _hybrid_how(h: dict) -> str:
-    """How the hybrid's share was chosen, in words (from the facts' ``data["hybrid"]``)."""
-    if h.get("how") == "parameter":
-        return "set by the parameter `hybrid_share`"
-    return (f"{h['headroom']:g} × {num(h['cpu_rate'], 'img/s')} from the best DataLoader alone ÷ the ceiling of "
-            f"{num(h['ceiling'], 'img/s')}, rounded to {h['step']:g}")
-
-
-#: Why the hybrid was skipped, by the code the experiment recorded.
-#: Why the graphed step was not used, by the code the experiment recorded.
+#: Why the graphed step was not used, and why the hybrid was skipped, by the code the experiment recorded.
 GRAPH_SKIPS = {"no_gpu": "CUDA graphs need a GPU; this machine has none", "failed": "the graphed step failed"}
 HYBRID_SKIPS = {"torchvision": "torchvision's JPEG decoder is not usable here",
                 "no_dataloader": "it takes its workers from the DataLoader's sweep, which has no result here",
@@ -214,8 +185,11 @@ def nice_hybrid_note(facts) -> str | None:
                                 "thread did not need",
                         "level": "the priority made no difference here"}[str(v.value)] + ".")
     if h.get("share") is not None and hy is not None:
+        how = ("set by the parameter `hybrid_share`" if h.get("how") == "parameter" else
+               f"{h['headroom']:g} × {num(h['cpu_rate'], 'img/s')} from the best DataLoader alone ÷ the ceiling of "
+               f"{num(h['ceiling'], 'img/s')}, rounded to {h['step']:g}")
         text = (f"The hybrid decoded {pct(h['share'])} of each batch in {h['workers']} DataLoader workers "
-                f"and the rest on the GPU (share: {_hybrid_how(h)}); at its best (nice {int(hy.setting['nice'])}) it "
+                f"and the rest on the GPU (share: {how}); at its best (nice {int(hy.setting['nice'])}) it "
                 f"reached {say.value(hy, runs=False)} of the ceiling")
         vs = f.get("feeds.hybrid.vs_dataloader")
         if vs is not None:
@@ -238,9 +212,9 @@ def nice_hybrid_note(facts) -> str | None:
 
 
 #: The published figures measured on other work than any run of this chapter: (metric, what differs), shown apart.
-PUBLISHED_APART = ((PUB_MEM, "the paper's figure is for a DataLoader over ImageNet's whole path list in every worker "
-                             "and an epoch's growth; the loaders here read {images:,} images, a list too short to "
-                             "weigh (section 5 measures the mechanism on 1.28 million paths)"),)
+PUBLISHED_APART = ((analysis.PUB_MEM, "the paper's figure is for a DataLoader over ImageNet's whole path list in every "
+                      "worker and an epoch's growth; the loaders here read {images:,} images, a list too short to "
+                      "weigh (section 5 measures the mechanism on 1.28 million paths)"),)
 
 
 def key_metrics(res) -> dict:
@@ -249,22 +223,18 @@ def key_metrics(res) -> dict:
     transforms, warm files), never section 3's loaders, which do other work; the start-up figures are the spawned
     DataLoader's first batch with the largest Dataset. A figure with no such measurement here stays empty and
     :func:`published_apart_note` names the difference."""
-    out = {}
-    f = facts_of(res)
-    g, cpu = f.get("paper.gain.warm"), f.get("paper.cpu_ratio.warm")
-    if g is not None and g.number is not None:
-        out[PUB_GAIN] = (100 * (g.number - 1), None)
-    if cpu is not None and cpu.number is not None:
-        out[PUB_CPU] = (100 * (1 - cpu.number), None)
-    for key, metric in (("paper.spdl_batch.warm", PUB_SPDL), ("paper.dl_pillow.warm", PUB_DL)):
+    out, f = {}, facts_of(res)
+    for key, metric, value, spread in (
+            ("paper.gain.warm", analysis.PUB_GAIN, lambda x: 100 * (x - 1), False),
+            ("paper.cpu_ratio.warm", analysis.PUB_CPU, lambda x: 100 * (1 - x), False),
+            ("paper.spdl_batch.warm", analysis.PUB_SPDL, None, True),
+            ("paper.dl_pillow.warm", analysis.PUB_DL, None, True),
+            ("first_batch.spawn.w4", analysis.PUB_TTFB4, None, False),
+            ("first_batch.spawn.w32", analysis.PUB_TTFB32, None, False)):
         v = f.get(key)
         if v is not None and v.number is not None:
-            sd = (v.spread[1] - v.spread[0]) / 2 if v.spread is not None and v.n > 1 else None
-            out[metric] = (v.number, sd)
-    for w, metric in ((4, PUB_TTFB4), (32, PUB_TTFB32)):
-        v = f.get(f"first_batch.spawn.w{w}")
-        if v is not None and v.number is not None:
-            out[metric] = (v.number, None)
+            sd = (v.spread[1] - v.spread[0]) / 2 if spread and v.spread is not None and v.n > 1 else None
+            out[metric] = (value(v.number) if value else v.number, sd)
     return out
 
 
@@ -275,13 +245,12 @@ def published_apart_note(res) -> str | None:
     images = int(f.data.get("n_images") or 0)
     parts = []
     for metric, why in PUBLISHED_APART:
-        fig = published.figure(CHAPTER, metric)
+        fig = published.figure(analysis.CHAPTER, metric)
         if fig is not None:
             parts.append(f"{say.text(metric)} ({say.text(fig.text)}): {say.text(why.format(images=images))}")
-    f = facts_of(res)
     if f.get("paper.gain.warm") is None:
-        for metric in (PUB_GAIN, PUB_CPU, PUB_SPDL, PUB_DL):
-            fig = published.figure(CHAPTER, metric)
+        for metric in (analysis.PUB_GAIN, analysis.PUB_CPU, analysis.PUB_SPDL, analysis.PUB_DL):
+            fig = published.figure(analysis.CHAPTER, metric)
             if fig is not None:
                 parts.append(f"{say.text(metric)} ({say.text(fig.text)}): the paper's comparison (its SPDL "
                              "pipeline against a DataLoader decoding with Pillow and applying transforms) did not "
@@ -289,7 +258,6 @@ def published_apart_note(res) -> str | None:
     return ("Shown apart, not beside a measurement of this run: " + "; ".join(parts) + ".") if parts else None
 
 
-# --------------------------------------------------------------------------- notes and tables
 def calibration_text(facts) -> str:
     """The images of this run and what decoding and resizing one cost on one core, per decoder."""
     cal = facts_of(facts).data.get("calibration")
@@ -319,18 +287,21 @@ def decoder_notes(facts) -> str:
                     + ([f"Not measured here: {and_list(other)}."] if other else []))
 
 
+def _spread(s: pd.DataFrame) -> dict:
+    """A summary's mean and min–max columns of images/s, the range headed by its most runs."""
+    return {"images/s (mean)": s["mean"], f"images/s, min–max over {int(s['n'].max())} runs": [
+        span(a, b) for a, b in zip(s["min"], s["max"], strict=True)]}
+
+
 def primitive_table(res) -> pd.DataFrame:
-    s = primitive_summary(res)
-    n = int(s["n"].max())
+    s = analysis.primitive_summary(res)
     return pd.DataFrame({"decoder": s["decoder"].map(DECODER_NAMES), "pool": s["executor"].map(
-        {"thread": "threads", "process": "processes"}), "threads or processes": s["concurrency"],
-        "images/s (mean)": s["mean"], f"images/s, min–max over {n} runs": [span(a, b) for a, b in
-                                                                           zip(s["min"], s["max"], strict=True)],
+        {"thread": "threads", "process": "processes"}), "threads or processes": s["concurrency"], **_spread(s),
         "pool start-up (s)": s["startup_s"]})
 
 
 def primitive_lines(res) -> pd.DataFrame:
-    s = primitive_summary(res)
+    s = analysis.primitive_summary(res)
     return s.assign(executor=s["executor"].map({"thread": "ThreadPoolExecutor", "process": "ProcessPoolExecutor"}),
                     decoder=s["decoder"].map(DECODER_NAMES)).sort_values(["decoder", "executor", "concurrency"])
 
@@ -371,21 +342,16 @@ def startup_lines(res) -> pd.DataFrame:
                          "mean": st["first_batch_s"], "min": st["first_batch_s"], "max": st["first_batch_s"], "n": 1})
 
 
-#: The loaders' decoders as the loaders chart sets them apart (dash and marker), by loader and decoder.
-def _loader_setting(kind: str, decoder: str) -> str:
-    if kind == "spdl_prealloc":
-        return f"{DECODER_NAMES.get(decoder, decoder)}, no collate copy"
-    return DECODER_NAMES.get(decoder, decoder)
-
-
 def loader_lines(res) -> pd.DataFrame:
     """Every configuration; of a result with the old windows, only those whose CPU time shows they produced what
     they counted (the others overstate throughput; they stay in the table). A series per loader and decoder, named
     "decoder · kind" (the SPDL pipeline without its collate copy is the SPDL pipeline's kind)."""
-    s = loader_summary(res)
+    s = analysis.loader_summary(res)
     s = s[s["steady"]]
     kinds = [gil.LABELS["spdl" if k == "spdl_prealloc" else k] if k in gil.LABELS else k for k in s["loader"]]
-    settings = [_loader_setting(k, d) for k, d in zip(s["loader"], s["decoder"], strict=True)]
+    # the decoder as the chart sets it apart (dash and marker); the pipeline without its collate copy is its own
+    settings = [analysis.decoder_name(d) + (", no collate copy" if k == "spdl_prealloc" else "")
+                for k, d in zip(s["loader"], s["decoder"], strict=True)]
     s = s.assign(kind=kinds, setting=settings,
                  loader=[k if lo == "nvjpeg" else f"{st} · {k}"
                          for lo, k, st in zip(s["loader"], kinds, settings, strict=True)])
@@ -411,23 +377,23 @@ def window_note(res) -> str:
 
 def steady_note(res) -> str | None:
     """Of a result with the old windows: which were not steady, with the numbers that show it."""
-    if not old_windows(res):
+    if not analysis.old_windows(res):
         return None
-    s = loader_summary(res)
+    s = analysis.loader_summary(res)
     bad = s[~s["steady"]]
     m = model_summary(res)
     mbad = m[~m["steady"]] if not m.empty else m
     if bad.empty and mbad.empty:
         return None
-    unit = unit_cost_ms(res)
+    unit = analysis.unit_cost_ms(res)
     parts = [f"{_label(r.loader, r.concurrency)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image "
              f"({pct(r.cpu_share)} of it) and showed {num(r.mean, 'img/s')}" for r in bad.itertuples()]
     parts += [f"the model fed by {say.text(r.label)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
               f"{pct(r.pct_of_ceiling / 100)} of the ceiling" for r in mbad.itertuples()]
     return (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
             "a loader cannot produce an image for less. In these old timed windows the CPU time per image fell "
-            f"below {pct(STEADY_SHARE)} of that: " + "; ".join(parts) + ". Their windows spanned too few waves of "
-            "batches, so their images/s overstate production; they are left out of the chart, of the best "
+            f"below {pct(analysis.STEADY_SHARE)} of that: " + "; ".join(parts) + ". Their windows spanned too few "
+            "waves of batches, so their images/s overstate production; they are left out of the chart, of the best "
             "configurations and of the findings.")
 
 
@@ -449,12 +415,10 @@ def gpu_share_note(facts) -> str | None:
 
 
 def loader_table(res) -> pd.DataFrame:
-    s = loader_summary(res)
-    n = int(s["n"].max())
+    s = analysis.loader_summary(res)
     out = pd.DataFrame({"loader": s["loader"].map(gil.LABELS), "decoder": [
         "—" if k == "nvjpeg" else DECODER_NAMES.get(d, d) for k, d in zip(s["loader"], s["decoder"], strict=True)],
-        "workers or threads": s["concurrency"], "images/s (mean)": s["mean"],
-        f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"], strict=True)]})
+        "workers or threads": s["concurrency"], **_spread(s)})
     if not s["steady"].all():   # only results of the old timed windows leave rows out
         out["in the findings"] = ["yes" if v else "no: old timed window, not steady" for v in s["steady"]]
     out["first batch (s)"] = s["first_batch_s"]
@@ -471,18 +435,14 @@ def loader_table(res) -> pd.DataFrame:
 
 
 def loader_spread(res) -> list[str]:
-    lo = _loaders(res)
-    s = loader_summary(res)
+    """A note on the spread of each steady loader configuration's runs, where it is worth one."""
+    s = analysis.loader_summary(res)
     steady = {(k, c, d) for k, c, d, ok in zip(s["loader"], s["concurrency"], s["decoder"], s["steady"], strict=True)
               if ok}
-    notes = []
-    for (k, c, d), g in lo.groupby(["loader", "concurrency", "decoder"]):
-        if (k, c, d) not in steady:
-            continue
-        n = spread_note(_label(k, c, decoder=d), g["images_per_s"].tolist(), "img/s")
-        if n:
-            notes.append(n)
-    return notes
+    notes = [spread_note(_label(k, c, decoder=d), g["images_per_s"].tolist(), "img/s")
+             for (k, c, d), g in analysis.loaders(res).groupby(["loader", "concurrency", "decoder"])
+             if (k, c, d) in steady]
+    return [n for n in notes if n]
 
 
 #: Why the end-to-end runs have no thread pipeline at the SPDL sweep's best setting, by the code the run recorded.
@@ -507,19 +467,14 @@ def end_to_end_choice_note(res) -> str:
                 "end (" + CHOICE_SKIPS.get(why, say.text(why)).format(need=int(ch.get("images_needed") or 0)) + ").")
     others = sorted(((v, k) for k, v in (ch.get("candidates") or {}).items() if k != ch["config"]), reverse=True)
     runner = f"; the next, {say.text(others[0][1])}, {num(others[0][0], 'img/s')}" if others else ""
+    bt = f.get("paper.best_threads")   # the fresh runs of the sweep's best, which its verdict rests on
+    fresh = ("" if bt is None or bt.number is None or analysis.UNCONFIRMED in f
+             else f"; run again on its own, it read {say.value(bt)}")
     return (f"The thread side also runs SPDL's batch-decode pipeline at the setting section 8's sweep found fastest "
             f"with warm files, chosen by the run from its own measurements before this step: "
             f"{say.text(ch['config'])} ({num(ch['images_per_s'], 'img/s')}, mean of {int(ch['runs'])} "
             f"run{'s' if int(ch['runs']) != 1 else ''}, best of {len(ch.get('candidates') or {})} configurations"
-            f"{runner}){_fresh(f)}. Here it reads the same cold files as the other loaders.")
-
-
-def _fresh(f) -> str:
-    """The fresh runs of the sweep's best setting (the runs its verdict rests on), where the run made them."""
-    bt = f.get("paper.best_threads")
-    if bt is None or bt.number is None or analysis.UNCONFIRMED in f:
-        return ""
-    return f"; run again on its own, it read {say.value(bt)}"
+            f"{runner}){fresh}. Here it reads the same cold files as the other loaders.")
 
 
 def cold_note(facts) -> str | None:
@@ -561,7 +516,8 @@ def free_threading_text(res) -> str:
 def _left_out(steady, pcts) -> list[str]:
     """Why a model-fed row is left out of the findings: above the ceiling (timing noise cannot explain it), or, in a
     result of the old timed windows, a window too short to be steady."""
-    return ["yes" if ok else "no: above the ceiling" if p > 100 * CEILING_SLACK else "no: old timed window, not steady"
+    return ["yes" if ok else "no: above the ceiling" if p > 100 * analysis.CEILING_SLACK
+            else "no: old timed window, not steady"
             for ok, p in zip(steady, pcts, strict=True)]
 
 
@@ -570,10 +526,7 @@ def model_table(res) -> pd.DataFrame:
     s = model_summary(res)
     if s.empty:
         return s
-    n = int(s["n"].max())
-    out = pd.DataFrame({"feed": s["label"], "images/s (mean)": s["mean"],
-                        f"images/s, min–max over {n} runs": [span(a, b) for a, b in zip(s["min"], s["max"],
-                                                                                        strict=True)],
+    out = pd.DataFrame({"feed": s["label"], **_spread(s),
                         "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
                         100 * s["wait_share"], "busy cores": s["cpu_cores"]})
     if not s["steady"].all():
@@ -627,28 +580,25 @@ def spdl_note(facts) -> str | None:
 
 
 # --------------------------------------------------------------------------- SPDL per-stage statistics
-# the per-stage statistics and what limits each pipeline are computed in the analysis (``data["spdl"]``)
-BUSY_LIMIT, CONTENTION_LIMIT, OVER_FULL_AT = analysis.BUSY_LIMIT, analysis.CONTENTION_LIMIT, analysis.OVER_FULL_AT
-PIPELINES, spdl_stages_frame = analysis.PIPELINES, analysis.spdl_stages_frame
 
 
 def busy_cell(v) -> str:
     """A measured occupancy as a table cell: its share, or, above 100%, a flag (:func:`busy_flag_note` says why)."""
     if v is None or pd.isna(v):
         return "—"
-    return pct(float(v)) if float(v) <= OVER_FULL_AT else "flagged: over 100%"
+    return pct(float(v)) if float(v) <= analysis.OVER_FULL_AT else "flagged: over 100%"
 
 
 def busy_flag_note(rows: pd.DataFrame, what: str) -> str | None:
     """The measured cause of each occupancy above 100% in ``rows`` (columns: name, busy, window_s, task_ms): how much
     more than full it was, per slot, against one task's time (a task begun before the window counts whole in it)."""
-    bad = rows[rows["busy"].astype(float) > OVER_FULL_AT]
+    bad = rows[rows["busy"].astype(float) > analysis.OVER_FULL_AT]
     if bad.empty:
         return None
     parts = []
     for r in bad.itertuples():
         over_ms = (float(r.busy) - 1) * float(r.window_s) * 1e3
-        edge = over_ms <= float(r.task_ms) * OVER_FULL_AT
+        edge = over_ms <= float(r.task_ms) * analysis.OVER_FULL_AT
         parts.append(f"{say.text(r.name)}: {pct(float(r.busy))} of a {num(float(r.window_s), 's')} window, "
                      f"{num(over_ms, 'ms')} per slot beyond full against {num(float(r.task_ms), 'ms')} per task, "
                      + ("within one task: tasks begun before the window count whole in it" if edge else
@@ -657,19 +607,23 @@ def busy_flag_note(rows: pd.DataFrame, what: str) -> str | None:
             + "; ".join(parts) + ".")
 
 
+def _top_stages(res):
+    """Each pipeline of :data:`~.analysis.PIPELINES` with per-stage statistics, as (what it is, its stages at its
+    highest thread count)."""
+    for loader, dec, what in analysis.PIPELINES:
+        g = analysis.spdl_stages_frame(res, loader, dec)
+        if not g.empty:
+            yield what, g[g["concurrency"] == g["concurrency"].max()]
+
+
 def spdl_stage_table(res) -> pd.DataFrame:
     """Each pipeline's stages at its highest thread count: task time, how busy, queue occupancy."""
-    frames = []
-    for loader, dec, what in PIPELINES:
-        g = spdl_stages_frame(res, loader, dec)
-        if g.empty:
-            continue
-        g = g[g["concurrency"] == g["concurrency"].max()]
-        frames.append(pd.DataFrame({"pipeline": what, "decode threads": g["concurrency"], "stage": g["stage"],
-                                    "tasks in the window": g["tasks"], "ms per task": g["task_ms"],
-                                    "share of its threads busy": [busy_cell(v) for v in g["busy_measured"]],
-                                    "share of time its output queue held an item": [
-                                        pct(v) if pd.notna(v) else "—" for v in g["out_occupancy"]]}))
+    frames = [pd.DataFrame({"pipeline": what, "decode threads": g["concurrency"], "stage": g["stage"],
+                            "tasks in the window": g["tasks"], "ms per task": g["task_ms"],
+                            "share of its threads busy": [busy_cell(v) for v in g["busy_measured"]],
+                            "share of time its output queue held an item": [
+                                pct(v) if pd.notna(v) else "—" for v in g["out_occupancy"]]})
+              for what, g in _top_stages(res)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -680,7 +634,16 @@ def spdl_limit(facts, loader: str = "spdl", decoder: str = "pillow") -> dict | N
 
 
 #: What limits an SPDL pipeline, by the cause the analysis found (:func:`~.analysis.spdl_limit`).
-CAUSE_WORDS = {"handoff": "Decode was the busiest stage, and most of each task went to the hand-off between the "
+CAUSE_WORDS = {"stage": "The busiest stage was {stage} ({threads}), busy {busy} of the window at {task} per task; at "
+                        "full time it would pass about {cap}. So the {stage} stage, after decoding, limits the "
+                        "pipeline: more decode threads cannot help, and the GIL is not what stops it.",
+               "gil": "Decode was the busiest stage, and decoding and resizing an image took {slowdown} its time on "
+                      "one core alone: the threads spend the difference waiting for the interpreter lock (the "
+                      "per-operation contention of section 2), so the GIL limits the pipeline, not the number of "
+                      "threads or the batching stages.",
+               "none": "No stage was busy {limit} of the window or more (the busiest, {stage}, {busy}), and the queue "
+                       "the training loop takes batches from held one {sink} of the time: {waits}.",
+               "handoff": "Decode was the busiest stage, and most of each task went to the hand-off between the "
                           "event loop and the threads, Python code that runs one thread at a time under the "
                           "interpreter lock: the GIL limits the pipeline, through its scheduling rather than the "
                           "decode itself.",
@@ -723,22 +686,11 @@ def spdl_limit_note(facts) -> str:
     if lim["growth"] is not None:
         head += (f"; from {lim['c_lo']} to {c} threads the time per image grew "
                  f"{times(lim['growth'])} while the threads grew {times(c / lim['c_lo'])}")
-    head += ". "
-    if lim["cause"] == "stage":
-        return head + (f"The busiest stage was {say.text(lim['stage'])} ({_count(lim['stage_threads'], 'thread')}), "
-                       f"busy {pct(b)} of the window at {num(lim['task_ms'], 'ms')} per task; at full time it would "
-                       f"pass about {num(lim['cap'], 'img/s')}. So the {say.text(lim['stage'])} stage, after decoding, "
-                       "limits the pipeline: more decode threads cannot help, and the GIL is not what stops it.")
-    if lim["cause"] == "gil":
-        return head + (f"Decode was the busiest stage, and decoding and resizing an image took "
-                       f"{times(lim['slowdown'])} its time on one core alone: the threads spend the "
-                       "difference waiting for the interpreter lock (the per-operation contention of section 2), "
-                       "so the GIL limits the pipeline, not the number of threads or the batching stages.")
-    if lim["cause"] in CAUSE_WORDS:
-        return head + CAUSE_WORDS[lim["cause"]]
-    return head + (f"No stage was busy {pct(BUSY_LIMIT)} of the window or more (the busiest, "
-                   f"{say.text(lim['stage'])}, {pct(b)}), and the queue the training loop takes batches from held one "
-                   f"{pct(lim['sink_occupancy'])} of the time: " + WAITS_WORDS.get(lim["waits"], "") + ".")
+    return head + ". " + CAUSE_WORDS.get(lim["cause"], CAUSE_WORDS["none"]).format(
+        stage=say.text(lim["stage"]), threads=_count(lim["stage_threads"], "thread"), busy=pct(b),
+        task=num(lim["task_ms"], "ms"), cap=num(lim["cap"], "img/s"), slowdown=times(lim["slowdown"]),
+        limit=pct(analysis.BUSY_LIMIT), waits=WAITS_WORDS.get(lim["waits"], ""),
+        sink="—" if lim["sink_occupancy"] is None else pct(lim["sink_occupancy"]))
 
 
 def finding_collate(facts, res=None) -> Finding | None:
@@ -792,23 +744,16 @@ def dali_note(res) -> str:
 # --------------------------------------------------------------------------- 7. the SPDL question
 #: The SPDL paper's ImageNet figures (96 cores), read from the one table of published figures: its thread
 #: pipeline's rate over the DataLoader's, and its CPU per image over the DataLoader's (as ratios).
-PAPER_GAIN = 1 + float(published.figure(CHAPTER, "throughput gain, thread pipeline over DataLoader").value) / 100
-PAPER_CPU = 1 - float(published.figure(CHAPTER, "CPU reduction, thread pipeline vs DataLoader").value) / 100
+PAPER_GAIN = 1 + float(published.figure(analysis.CHAPTER, analysis.PUB_GAIN).value) / 100
+PAPER_CPU = 1 - float(published.figure(analysis.CHAPTER, analysis.PUB_CPU).value) / 100
 PAPER_KIND_NAMES = {"dl_pillow": "DataLoader, Pillow + transforms (the paper's baseline)",
                     "dl_spdl": "DataLoader, spdl.io + transforms",
                     "spdl_batch": "SPDL pipeline, spdl.io batch decode (the paper's SPDL)"}
 
 
-def _result_table(res, name: str) -> pd.DataFrame:
-    try:
-        return res.table(name)
-    except Exception:
-        return pd.DataFrame()
-
-
 def paper_table(res) -> pd.DataFrame:
     """The comparison: each loader, cold and warm (means of the runs)."""
-    df = _result_table(res, "paper")
+    df = analysis._table(res, "paper")
     if df.empty:
         return df
     g = df.groupby(["loader", "state"], sort=False)
@@ -823,7 +768,7 @@ def paper_table(res) -> pd.DataFrame:
 def sweep_busy(res) -> pd.DataFrame:
     """The decode stage of each configuration of the thread sweep (warm files): its measured occupancy, window and
     task time (means of the runs), named by the configuration."""
-    st = _result_table(res, "paper_stages")
+    st = analysis._table(res, "paper_stages")
     if st.empty:
         return pd.DataFrame(columns=["name", "busy", "window_s", "task_ms"])
     d = st[(st["stage"] == "decode") & (st["state"] == "warm")]
@@ -838,14 +783,9 @@ def sweep_busy_note(res) -> str | None:
 
 def stage_busy_note(res) -> str | None:
     """Why a stage's occupancy of the per-stage table is flagged (:func:`busy_flag_note`)."""
-    frames = []
-    for loader, dec, what in PIPELINES:
-        g = spdl_stages_frame(res, loader, dec)
-        if g.empty or "window_s" not in g:
-            continue
-        g = g[g["concurrency"] == g["concurrency"].max()]
-        frames.append(pd.DataFrame({"name": [f"{what}, {st}" for st in g["stage"]], "busy": g["busy_measured"],
-                                    "window_s": g["window_s"], "task_ms": g["task_ms"]}))
+    frames = [pd.DataFrame({"name": [f"{what}, {st}" for st in g["stage"]], "busy": g["busy_measured"],
+                            "window_s": g["window_s"], "task_ms": g["task_ms"]})
+              for what, g in _top_stages(res) if "window_s" in g]
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["name", "busy"])
     return busy_flag_note(rows.dropna(subset=["busy"]), "these pipeline stages") if not rows.empty else None
 
@@ -853,17 +793,15 @@ def stage_busy_note(res) -> str | None:
 def sweep_table(res) -> pd.DataFrame:
     """The thread sweep (warm files), with the comparison's pipeline (warm) and the fresh runs of the sweep's best
     (the runs its verdict rests on) beside it."""
-    fresh = _result_table(res, "paper_confirm")
+    fresh = analysis._table(res, "paper_confirm")
     if not fresh.empty:
         fresh = fresh.assign(config=fresh["config"] + ", fresh runs")
-    df = pd.concat([_result_table(res, "paper_sweep"),
-                    _result_table(res, "paper").query("loader == 'spdl_batch' and state == 'warm'")
-                    if not _result_table(res, "paper").empty else pd.DataFrame(), fresh], ignore_index=True)
+    df = pd.concat([analysis._table(res, "paper_sweep"),
+                    analysis._table(res, "paper").query("loader == 'spdl_batch' and state == 'warm'")
+                    if not analysis._table(res, "paper").empty else pd.DataFrame(), fresh], ignore_index=True)
     if df.empty:
         return df
-    st = _result_table(res, "paper_stages")
-    busy = (st[(st["stage"] == "decode") & (st["state"] == "warm")].groupby("config")["busy"].mean()
-            if not st.empty else pd.Series(dtype=float))
+    busy = sweep_busy(res).set_index("name")["busy"]
     g = df.groupby("config", sort=False).agg(runs=("images_per_s", "size"), rate=("images_per_s", "mean"),
                                              cpu=("cpu_ms_per_image", "mean"), gil=("gil_busy_share", "mean"),
                                              lag=("loop_lag_ms", "mean"), cores=("cpu_cores", "mean"))
@@ -871,7 +809,7 @@ def sweep_table(res) -> pd.DataFrame:
     return pd.DataFrame({"decode tasks": g.index, "runs": g["runs"].values, "images/s": g["rate"].values,
                          "CPU ms per image": g["cpu"].values, "cores busy": g["cores"].values,
                          "GIL busy (probe), %": (100 * g["gil"]).values,
-                         "decode stage busy": [busy_cell(busy.get(c)) if c in busy.index else "—" for c in g.index],
+                         "decode stage busy": [busy_cell(busy.get(c)) for c in g.index],
                          "event loop delay per wake, ms": g["lag"].values})
 
 
@@ -883,7 +821,7 @@ GIL_OP_NAMES = {"read": "read the file (Python)", "decode_pillow": "decode + res
 
 
 def gil_table(res) -> pd.DataFrame:
-    df = _result_table(res, "gil_held")
+    df = analysis._table(res, "gil_held")
     if df.empty:
         return df
     df = df[df["op"] != "idle"]
@@ -896,15 +834,13 @@ def gil_table(res) -> pd.DataFrame:
 def paper_note(facts) -> str | None:
     """The SPDL question answered in the facts' phrasing: the paper's gain against this host's, its
     decomposition, the best thread configuration and what limits it."""
-    from datajourney.core import phrasing
-
     f = facts_of(facts)
     run = f.data.get("paper") or {}
     if not run.get("ran"):
         why = run.get("skipped")
         return {"off": "The SPDL question was switched off (`paper = False`).",
                 "spdl": "The SPDL question needs spdl.io, which cannot decode here: "
-                        + phrasing.text((f.data.get("decoders") or {}).get("spdl", {}).get("note", "")),
+                        + say.text((f.data.get("decoders") or {}).get("spdl", {}).get("note", "")),
                 "error": "The SPDL question failed; the error is listed with the others."}.get(
                     why, "This result has no SPDL question (an older run).")
     parts = []
@@ -914,42 +850,42 @@ def paper_note(facts) -> str | None:
             continue
         if f.get(f"paper.one_run.{state}") is not None:   # no spread: the values, no side named faster
             runs = [f.get(f"paper.{k}.{state}") for k in ("spdl_batch", "dl_pillow", "dl_spdl")]
-            parts.append(f"With {state} files ({phrasing.text(f[f'paper.one_run.{state}'].label)}): "
-                         + "; ".join(f"{phrasing.text(x.label.removesuffix(f', {state} files'))} "
-                                     f"{phrasing.value(x)}" for x in runs if x is not None and x.number is not None)
+            parts.append(f"With {state} files ({say.text(f[f'paper.one_run.{state}'].label)}): "
+                         + "; ".join(f"{say.text(x.label.removesuffix(f', {state} files'))} "
+                                     f"{say.value(x)}" for x in runs if x is not None and x.number is not None)
                          + ".")
             continue
-        s = (f"With {state} files, the SPDL pipeline ran {phrasing.value(f[g.of])}: "
-             f"{phrasing.comparison(g, f)}")
+        s = (f"With {state} files, the SPDL pipeline ran {say.value(f[g.of])}: "
+             f"{say.comparison(g, f)}")
         if g.published:
-            s += f" ({phrasing.beside_published(g, PAPER_GAIN, 'published')})"
+            s += f" ({say.beside_published(g, PAPER_GAIN, 'published')})"
         dec, par = f.get(f"paper.decoder.{state}"), f.get(f"paper.parallelism.{state}")
         if dec is not None and par is not None and dec.number and par.number:
             s += (f". The decoder alone (Pillow → spdl.io, both in DataLoader workers): "
-                  f"{phrasing.comparison(dec, f)}; the parallelism (processes → SPDL's threads, both spdl.io): "
-                  f"{phrasing.comparison(par, f)}")
+                  f"{say.comparison(dec, f)}; the parallelism (processes → SPDL's threads, both spdl.io): "
+                  f"{say.comparison(par, f)}")
             s += decomposition(f, state)
         parts.append(s + ".")
     cpu = f.get("paper.cpu_ratio.warm")
     if cpu is not None and cpu.number:
         parts.append(f"CPU per image with warm files, the SPDL pipeline against the paper baseline: "
-                     f"{phrasing.comparison(cpu, f)}"
-                     f" ({phrasing.beside_published(cpu, PAPER_CPU, 'published')}).")
+                     f"{say.comparison(cpu, f)}"
+                     f" ({say.beside_published(cpu, PAPER_CPU, 'published')}).")
     bt, lim = f.get("paper.best_threads"), f.get("paper.limit")
     if bt is not None and bt.number is not None:
-        s = f"The best thread configuration found: {phrasing.text(bt.label)}, {phrasing.value(bt)}"
+        s = f"The best thread configuration found: {say.text(bt.label)}, {say.value(bt)}"
         if lim is not None:
-            s += (f". What limits it: {LIMIT_WORDS.get(lim.value, phrasing.text(lim.value))} (GIL busy "
-                  f"{phrasing.share(f.number('paper.best.gil_busy_share'))}, cores busy "
-                  f"{phrasing.share(f.number('paper.best.cpu_load'))}, "
-                  + (f"decode stage busy {phrasing.share(f.number('paper.best.decode_busy'))}, "
+            s += (f". What limits it: {LIMIT_WORDS.get(lim.value, say.text(lim.value))} (GIL busy "
+                  f"{say.share(f.number('paper.best.gil_busy_share'))}, cores busy "
+                  f"{say.share(f.number('paper.best.cpu_load'))}, "
+                  + (f"decode stage busy {say.share(f.number('paper.best.decode_busy'))}, "
                      if not f.flagged("paper.best.decode_busy") else "")
-                  + f"{phrasing.value(f.get('paper.best.cpu_ms_per_image'))} of CPU per image)")
+                  + f"{say.value(f.get('paper.best.cpu_ms_per_image'))} of CPU per image)")
         if f.flagged("paper.best.decode_busy"):
             s += (". Flagged, a measurement problem: "
-                  + phrasing.text(f["paper.best.decode_busy.flagged"].label))
+                  + say.text(f["paper.best.decode_busy.flagged"].label))
         parts.append(s + ".")
-    parts += [f"Flagged, a measurement problem: {phrasing.text(f[k + '.flagged'].label)}, which a cold read cannot "
+    parts += [f"Flagged, a measurement problem: {say.text(f[k + '.flagged'].label)}, which a cold read cannot "
               "do; its cold numbers are not findings (run the chapter again)."
               for k in ("paper.dl_pillow.cold", "paper.dl_spdl.cold", "paper.spdl_batch.cold") if f.flagged(k)]
     a = f.advice_for("image_decode.loader")
@@ -957,7 +893,7 @@ def paper_note(facts) -> str | None:
         parts.append(say.advice(a, f))
     if run.get("clamped"):
         parts.append("Some levels were lowered to fit the data set's images (raise `n_images` on a host with "
-                     "many cores): " + ", ".join(f"{phrasing.text(c['what'])} {c['wanted']} → {c['got']}"
+                     "many cores): " + ", ".join(f"{say.text(c['what'])} {c['wanted']} → {c['got']}"
                                                  for c in run["clamped"]) + ".")
     if run.get("transforms") == "numpy":
         parts.append("torchvision is not installed here: the transforms ran as the same arithmetic in NumPy.")
@@ -991,19 +927,17 @@ def decomposition(f: Facts, state: str) -> str:
 
 
 def free_threaded_check_text(res) -> str | None:
-    from datajourney.core import phrasing
-
     c = facts_of(res).data.get("free_threaded_check")
     if not c:
         return None
     found = c.get("found") or {}
     if not found:
         return ("No free-threaded interpreter was found on this host (looked for "
-                + ", ".join(phrasing.code(x) for x in c.get("looked_for", [])) + " on the PATH); no package "
+                + ", ".join(say.code(x) for x in c.get("looked_for", [])) + " on the PATH); no package "
                 "index the chapter installs from serves CPython builds, so the thread pipeline was not run without "
                 "the GIL.")
     return "Free-threaded interpreters found: " + ", ".join(
-        f"{phrasing.code(k)} (GIL {'on' if v.get('gil_enabled') else 'off'})" for k, v in found.items()) + "."
+        f"{say.code(k)} (GIL {'on' if v.get('gil_enabled') else 'off'})" for k, v in found.items()) + "."
 
 # --------------------------------------------------------------------------- facts, worded
 
@@ -1012,20 +946,13 @@ def free_threaded_check_text(res) -> str | None:
 PAPER_SETTING = "ImageNet, 96 cores"
 
 
-def published_gain() -> Fact | None:
-    """The SPDL paper's thread pipeline against the PyTorch DataLoader as a comparison fact (74% faster: 1.74×),
-    so that it reads in the book's one phrasing."""
-    fig = published.figure(CHAPTER, PUB_GAIN)
-    if fig is None:
-        return None
-    return Fact("published.gain", 1 + fig.mean / 100, "×", "the SPDL pipeline", "rate", "higher",
-                of="published.spdl", basis="published.dataloader")
-
-
-def _paper_words() -> str:
-    p = published_gain()
-    return "" if p is None else (f"the SPDL paper measured its thread pipeline "
-                                 f"{say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})")
+def _paper_said() -> str | None:
+    """The SPDL paper's thread pipeline against the PyTorch DataLoader (74% faster: 1.74×) in the book's one
+    phrasing; None where the published table lacks it."""
+    fig = published.figure(analysis.CHAPTER, analysis.PUB_GAIN)
+    return None if fig is None else say.comparison(
+        Fact("published.gain", 1 + fig.mean / 100, "×", "the SPDL pipeline", "rate", "higher", of="published.spdl",
+             basis="published.dataloader"), baseline="the PyTorch DataLoader")
 
 
 def _b(s: str) -> str:
@@ -1043,16 +970,12 @@ def finding_primitives(facts, decoder: str | None = None) -> Finding:
     text = (f"Decoding, resizing and batching, {say.text(t.label)} peaked at {say.value(t)} and "
             f"{say.text(p.label)} at {say.value(p)}: at their peaks threads were "
             f"{_b(say.comparison(c, baseline='processes'))}. Threads reached 95% of their peak at "
-            f"{count_words(t.setting.get('knee'), 'thread')}, processes at "
+            f"{'—' if t.setting.get('knee') is None else _count(int(t.setting['knee']), 'thread')}, processes at "
             f"{int(p.setting['knee']) if p.setting.get('knee') is not None else '—'}.")
     a = facts.advice_for(f"image_decode.pool.{decoder or p.setting['decoder']}")
     if a is not None:
         text += " " + say.advice(a, facts)
     return Finding(key, text, c.number, "×")
-
-
-def count_words(n, word: str) -> str:
-    return "—" if n is None else _count(int(n), word)
 
 
 def finding_contention(facts, decoder: str | None = None) -> Finding:
@@ -1077,16 +1000,10 @@ def finding_contention(facts, decoder: str | None = None) -> Finding:
     return Finding(key, text + ".", c.number, "×")
 
 
-def _dest(facts: Facts) -> str:
-    return "the GPU" if facts.data.get("device") == "cuda" else "batches in memory"
-
-
 def _beside_paper(f: Fact) -> str:
     """The published comparison beside a finding, in the same phrasing, when the fact names it."""
-    p = published_gain()
-    if f.published != PUB_GAIN or p is None:
-        return ""
-    return f" The SPDL paper: {say.comparison(p, baseline='the PyTorch DataLoader')} ({PAPER_SETTING})."
+    p = _paper_said()
+    return "" if f.published != analysis.PUB_GAIN or p is None else f" The SPDL paper: {p} ({PAPER_SETTING})."
 
 
 def finding_end_to_end(facts) -> Finding:
@@ -1096,7 +1013,8 @@ def finding_end_to_end(facts) -> Finding:
         return Finding("end_to_end", "The end-to-end comparison needs a DataLoader and a thread pipeline in "
                                      "`loaders`; this run lacks one of them.")
     t, d = facts[c.of], facts[c.basis]
-    text = (f"From cold files to {_dest(facts)}, {say.text(t.label)} delivered {say.value(t)} and "
+    dest = "the GPU" if facts.data.get("device") == "cuda" else "batches in memory"
+    text = (f"From cold files to {dest}, {say.text(t.label)} delivered {say.value(t)} and "
             f"{say.text(d.label)} {say.value(d)}: the threads were "
             f"{_b(say.comparison(c, baseline='the DataLoader'))}." + _beside_paper(c))
     return Finding("end_to_end", text, c.number, "×")
@@ -1220,8 +1138,9 @@ def finding_paper(facts) -> Finding | None:
     g = facts.get("paper.gain.warm")
     if g is None or g.number is None:
         return None
-    text = (f"{say.text(facts[g.of].label)[:1].upper()}{say.text(facts[g.of].label)[1:]} ran {say.value(facts[g.of])}: "
-            f"{_b(say.comparison(g, facts))}." + _beside_paper(g))
+    label = say.text(facts[g.of].label)
+    text = f"{label[:1].upper()}{label[1:]} ran {say.value(facts[g.of])}: {_b(say.comparison(g, facts))}." + \
+        _beside_paper(g)
     return Finding("paper.gain.warm", text, g.number, "×")
 
 
@@ -1264,19 +1183,16 @@ def section_findings(res, section: str) -> list[Finding]:
 def _opening_question(facts: Facts) -> Finding | None:
     """How the paper's comparison reads on this host: the SPDL question's warm runs where the result has them,
     else the best thread pipeline against the best DataLoader from cold files."""
-    paper = _paper_words()
-    g = facts.get("paper.gain.warm")
+    p, g = _paper_said(), facts.get("paper.gain.warm")
     if g is not None and g.number is not None:
         here = say.comparison(g, baseline="the paper's baseline")
-        return Finding("paper.gain.warm", f"{paper[:1].upper() + paper[1:]}; here, with warm files, SPDL "
-                                          f"ran {_b(here)}.", g.number, "×")
+        paper = "" if p is None else f"The SPDL paper measured its thread pipeline {p} ({PAPER_SETTING})"
+        return Finding("paper.gain.warm", f"{paper}; here, with warm files, SPDL ran {_b(here)}.", g.number, "×")
     c = facts.get("end_to_end")
     if c is None or c.number is None:
         return None
     here = say.comparison(c, baseline="the best DataLoader")
-    p = published_gain()
-    apart = (f"; the paper's {say.comparison(p, baseline='the PyTorch DataLoader')} is other work (a DataLoader "
-             "with Pillow and transforms)" if p is not None else "")
+    apart = (f"; the paper's {p} is other work (a DataLoader with Pillow and transforms)" if p is not None else "")
     return Finding("end_to_end", f"From cold files, the best thread loader ran {_b(here)}{apart}.", c.number, "×")
 
 
@@ -1338,8 +1254,20 @@ def _opening_third(facts: Facts) -> Finding | None:
                                   f"{say.text(s['start_method'])}{tail}.", f.number, "s")
 
 
-PATHS_SNIPPET = "self.paths = np.array(paths, dtype=np.bytes_)   # one buffer, no object per path"
-FORK_SNIPPET = 'loader = DataLoader(dataset, num_workers=4, multiprocessing_context="fork")'
+#: The two settings the opening may advise, by the comparison that decides each (the change against what a reader
+#: has): (the change, its snippet, keep what you have), each worded with ``{n}`` paths and the comparison ``{cmp}``.
+CHANGES = {
+    "epoch_memory.numpy_gain": (
+        ("Hold the Dataset's paths in a NumPy array, not a list of strings: each worker's private memory over an "
+         "epoch was {cmp}.", "with the list"),
+        "self.paths = np.array(paths, dtype=np.bytes_)   # one buffer, no object per path",
+        ("Keep the paths as they are: with a NumPy array each worker's private memory over an epoch was {cmp}.",
+         "with a Python list")),
+    "first_batch.fork_vs_spawn": (
+        ("Start workers with fork where the platform allows: with {n:,} paths in the Dataset the first batch came "
+         "{cmp}.", "with spawn"),
+        'loader = DataLoader(dataset, num_workers=4, multiprocessing_context="fork")',
+        ("Keep the start method you have: with fork the first batch came {cmp}.", "with spawn"))}
 
 
 def _action_loader(facts: Facts) -> Action | None:
@@ -1352,27 +1280,16 @@ def _action_loader(facts: Facts) -> Action | None:
     return Action(say.advice(a, facts), a.snippet)
 
 
-def _action_paths(facts: Facts) -> Action | None:
-    g = facts.get("epoch_memory.numpy_gain")
+def _action_change(facts: Facts, key: str) -> Action | None:
+    """The change :data:`CHANGES` names for ``key`` where its comparison gains, else keeping what a reader has."""
+    g = facts.get(key)
     if g is None or g.number is None:
         return None
-    if g.number < 1 and not g.level:
-        return Action("Hold the Dataset's paths in a NumPy array, not a list of strings: each worker's private "
-                      f"memory over an epoch was {say.comparison(g, baseline='with the list')}.", PATHS_SNIPPET)
-    return Action("Keep the paths as they are: with a NumPy array each worker's private memory over an epoch was "
-                  f"{say.comparison(g, baseline='with a Python list')}.")
-
-
-def _action_start(facts: Facts) -> Action | None:
-    g = facts.get("first_batch.fork_vs_spawn")
-    if g is None or g.number is None:
-        return None
+    (change, base), snippet, (keep, keep_base) = CHANGES[key]
     n = int(facts[g.of].setting.get("paths", 0))
     if g.number < 1 and not g.level:
-        return Action(f"Start workers with fork where the platform allows: with {n:,} paths in the Dataset the "
-                      f"first batch came {say.comparison(g, baseline='with spawn')}.", FORK_SNIPPET)
-    return Action("Keep the start method you have: with fork the first batch came "
-                  f"{say.comparison(g, baseline='with spawn')}.")
+        return Action(change.format(n=n, cmp=say.comparison(g, baseline=base)), snippet)
+    return Action(keep.format(n=n, cmp=say.comparison(g, baseline=keep_base)))
 
 
 def opening(facts) -> Opening:
@@ -1381,5 +1298,5 @@ def opening(facts) -> Opening:
     and the start method, each from this run's comparison."""
     facts = facts_of(facts)
     out = [_opening_question(facts), _opening_why(facts), _opening_third(facts)]
-    acts = [_action_loader(facts), _action_paths(facts), _action_start(facts)]
+    acts = [_action_loader(facts), *(_action_change(facts, k) for k in CHANGES)]
     return Opening([f for f in out if f is not None][:3], [a for a in acts if a is not None][:3])
