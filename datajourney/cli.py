@@ -178,9 +178,8 @@ def _bench_verify(a) -> int:
             raise ParameterError("--chapters", ch.number, "chapters whose data sets are small files and shards (2, 3)")
         params = {**runner.chapter_parameters(ch), **(runner.profiles()[profile].get(ch.name) or {})}
         mod = importlib.import_module(ch.module)
-        p = mod.check_parameters(params)
-        plans += mod.plans(p) if hasattr(mod, "plans") else [
-            datasets.small_files_plan(p["n_files"], p["file_size"], p["seed"])]
+        p = mod.Params.coerce(params).checked()
+        plans += mod.plans(p) if hasattr(mod, "plans") else [datasets.small_files_plan(p.n_files, p.file_size, p.seed)]
     unique = list({n: (n, q, b) for n, q, b in plans}.values())
     rows = []
     with tempfile.TemporaryDirectory(dir=a.tmp, prefix="dj-bench-verify-") as tmp:
