@@ -153,6 +153,12 @@ DECODER_NAMES = {"pillow": "Pillow", "spdl": "spdl.io", "torchvision": "torchvis
 #: fixed number of batches. For them only, a window counts as steady when its CPU time per image (all
 #: processes) reaches this share of one image's decode + resize on one core (the calibration).
 STEADY_SHARE = 0.85
+#: Windows sized by waves can still count images decoded before they opened (the loader's queues and prefetch
+#: hold more than a wave on a host with many cores): a window whose CPU time per image falls below this share of
+#: one image's decode + resize on one core did not make its images, and is left out like an old window that fell
+#: short. Decoding a batch in one call costs less per image than the calibration's one-image decode, so the floor
+#: is half, not all, of that cost.
+DRAINED_SHARE = 0.5
 #: A model-fed run cannot exceed its ceiling by more than this (timing noise).
 CEILING_SLACK = 1.05
 PUB_MEM = "memory reduction, thread pipeline vs DataLoader"
@@ -253,12 +259,17 @@ def old_windows(res) -> bool:
     return "window_rule" not in res.metadata
 
 
+def floor_share(res) -> float:
+    """The share of one image's decode + resize (one core) a window's CPU time per image must reach to count."""
+    return STEADY_SHARE if old_windows(res) else DRAINED_SHARE
+
+
 def steady(res, kind: str, cpu_ms: float, unit: float) -> bool:
-    if not old_windows(res):  # whole waves, many of them: every window measures production
+    """Whether a timed window made the images it counted: its CPU time per image (all processes) reaches
+    :func:`floor_share` of one image's decode + resize; GPU decoding is not judged by CPU time."""
+    if kind == "nvjpeg" or not math.isfinite(unit):
         return True
-    if kind == "nvjpeg" or not math.isfinite(unit):  # the GPU decodes: CPU time says nothing here
-        return True
-    return cpu_ms >= STEADY_SHARE * unit
+    return cpu_ms >= floor_share(res) * unit
 
 
 def loader_summary(res) -> pd.DataFrame:

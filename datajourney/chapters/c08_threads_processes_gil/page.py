@@ -375,10 +375,14 @@ def window_note(res) -> str:
             "by waves.")
 
 
+def _not_steady(res) -> str:
+    """Why a row whose window did not make its images is left out, in a table cell."""
+    return ("no: old timed window, not steady" if analysis.old_windows(res)
+            else f"no: CPU per image under {pct(analysis.DRAINED_SHARE)} of one image's decode")
+
+
 def steady_note(res) -> str | None:
-    """Of a result with the old windows: which were not steady, with the numbers that show it."""
-    if not analysis.old_windows(res):
-        return None
+    """Which windows did not make the images they counted, with the numbers that show it."""
     s = analysis.loader_summary(res)
     bad = s[~s["steady"]]
     m = model_summary(res)
@@ -390,11 +394,17 @@ def steady_note(res) -> str | None:
              f"({pct(r.cpu_share)} of it) and showed {num(r.mean, 'img/s')}" for r in bad.itertuples()]
     parts += [f"the model fed by {say.text(r.label)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
               f"{pct(r.pct_of_ceiling / 100)} of the ceiling" for r in mbad.itertuples()]
-    return (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
-            "a loader cannot produce an image for less. In these old timed windows the CPU time per image fell "
-            f"below {pct(analysis.STEADY_SHARE)} of that: " + "; ".join(parts) + ". Their windows spanned too few "
-            "waves of batches, so their images/s overstate production; they are left out of the chart, of the best "
-            "configurations and of the findings.")
+    head = (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
+            "a loader cannot produce an image for much less. ")
+    if analysis.old_windows(res):
+        return head + ("In these old timed windows the CPU time per image fell below "
+                       f"{pct(analysis.STEADY_SHARE)} of that: " + "; ".join(parts) + ". Their windows spanned too "
+                       "few waves of batches, so their images/s overstate production; they are left out of the "
+                       "chart, of the best configurations and of the findings.")
+    return head + (f"In these windows the CPU time per image fell below {pct(analysis.DRAINED_SHARE)} of that: "
+                   + "; ".join(parts) + ". Their windows counted images decoded before they opened (what the "
+                   "loader's queues and prefetch held), so their images/s overstate production; they are left out "
+                   "of the chart, of the best configurations and of the findings.")
 
 
 def gpu_share_note(facts) -> str | None:
@@ -419,8 +429,8 @@ def loader_table(res) -> pd.DataFrame:
     out = pd.DataFrame({"loader": s["loader"].map(gil.LABELS), "decoder": [
         "—" if k == "nvjpeg" else DECODER_NAMES.get(d, d) for k, d in zip(s["loader"], s["decoder"], strict=True)],
         "workers or threads": s["concurrency"], **_spread(s)})
-    if not s["steady"].all():   # only results of the old timed windows leave rows out
-        out["in the findings"] = ["yes" if v else "no: old timed window, not steady" for v in s["steady"]]
+    if not s["steady"].all():
+        out["in the findings"] = ["yes" if v else _not_steady(res) for v in s["steady"]]
     out["first batch (s)"] = s["first_batch_s"]
     out["user CPU per image (ms)"] = s["user_ms_per_image"]
     out["system CPU per image (ms)"] = s["system_ms_per_image"]
@@ -513,11 +523,10 @@ def free_threading_text(res) -> str:
             "The published figures for Python 3.13t are shown in the table above, labelled as published.")
 
 
-def _left_out(steady, pcts) -> list[str]:
-    """Why a model-fed row is left out of the findings: above the ceiling (timing noise cannot explain it), or, in a
-    result of the old timed windows, a window too short to be steady."""
-    return ["yes" if ok else "no: above the ceiling" if p > 100 * analysis.CEILING_SLACK
-            else "no: old timed window, not steady"
+def _left_out(res, steady, pcts) -> list[str]:
+    """Why a model-fed row is left out of the findings: above the ceiling (timing noise cannot explain it), or a
+    window that did not make the images it counted."""
+    return ["yes" if ok else "no: above the ceiling" if p > 100 * analysis.CEILING_SLACK else _not_steady(res)
             for ok, p in zip(steady, pcts, strict=True)]
 
 
@@ -530,7 +539,7 @@ def model_table(res) -> pd.DataFrame:
                         "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
                         100 * s["wait_share"], "busy cores": s["cpu_cores"]})
     if not s["steady"].all():
-        out.insert(1, "in the findings", _left_out(s["steady"], s["pct_of_ceiling"]))
+        out.insert(1, "in the findings", _left_out(res, s["steady"], s["pct_of_ceiling"]))
     return out.sort_values("images/s (mean)", ascending=False).reset_index(drop=True)
 
 
