@@ -168,7 +168,7 @@ def test_the_parts_name_their_loader_when_there_is_no_recipe():
     texts = [a.text for a in page.opening(facts).actions]
     u = next(t for t in texts if "uint8" in t)
     g = next(t for t in texts if "CUDA graphs" in t)
-    loader = page._loader_words(facts[facts["uint8_gain"].of])
+    loader = page._loader_words(facts[facts["uint8_gain"].of].setting)
     assert u.startswith(f"For {loader},") and f"than the default recipe with the same loader ({loader})" in u
     assert "than the eager step with the same loader (ImageFolder with `num_workers=8`, the tuned recipe)" in g
 

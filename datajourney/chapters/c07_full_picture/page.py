@@ -824,8 +824,7 @@ def takeaways(facts) -> str:
                                            if _formats_data(facts) else "did not run."))
     tuned = t.get("tuned")
     if tuned:
-        on = say.where("normalise", facts.data.get("device") or "cpu")
-        out.append(f"The tuned recipe (uint8 batches normalised {on}{_treated(facts).rstrip(',')})"
+        out.append(f"The tuned recipe (uint8 batches normalised {_on(facts)}{_treated(facts).rstrip(',')})"
                    f" reached {num(tuned['pct'], '%')} of the ceiling at best ({say.text(tuned['label'])}), with a "
                    f"copy of {num(tuned['h2d'], 'ms')} per step.")
     g = t.get("graphed")
@@ -1055,19 +1054,25 @@ def _recipe_parts(facts: Facts) -> str:
     r = facts.get("recipe")
     if recipe_sentence(facts) is None or r.setting["variant"] == "default":
         return ""
-    s = r.setting
-    name, w = LABELS.get(s["format"], say.text(s["format"])), int(s["workers"])
-    loader = f"{name} with {say.setting('num_workers', w)}"
-    parts = []
-    u = facts.get("recipe.uint8")
-    if u is not None and u.number is not None:
-        parts.append(f"uint8 batches normalised {say.where('normalise', facts.data.get('device') or 'cpu')}"
-                     f"{_treated(facts)} ran {say.comparison(u, facts, baseline=f'the default recipe ({loader})')}")
-    g = facts.get("recipe.graphs")
-    if g is not None and g.number is not None:
-        parts.append("the step replayed from CUDA graphs ran "
-                     + say.comparison(g, facts, baseline=f"the eager step ({loader}, the tuned recipe)"))
+    loader = _loader_words(r.setting)
+    what = {"uint8": f"uint8 batches normalised {_on(facts)}{_treated(facts)}",
+            "graphs": "the step replayed from CUDA graphs"}
+    parts = [f"{what[part]} ran {_against(facts, c, part, loader)}"
+             for part, c in (("uint8", facts.get("recipe.uint8")), ("graphs", facts.get("recipe.graphs")))
+             if c is not None and c.number is not None]
     return (" The recipe's parts, each against the same loader without it: " + "; ".join(parts) + ".") if parts else ""
+
+
+def _on(facts: Facts) -> str:
+    """Where the uint8 recipe normalised its batches, in words."""
+    return say.where("normalise", facts.data.get("device") or "cpu")
+
+
+def _against(facts: Facts, c: Fact, part: str, loader: str, same: str = "") -> str:
+    """A change to the default recipe (``uint8`` batches, CUDA ``graphs``) against the same loader without it."""
+    base = f"the default recipe{same} ({loader})" if part == "uint8" else \
+        f"the eager step{same} ({loader}, the tuned recipe)"
+    return say.comparison(c, facts, baseline=base)
 
 
 def _action_recipe(facts: Facts) -> Action | None:
@@ -1103,31 +1108,29 @@ def _action_uint8(facts: Facts) -> Action | None:
     c = facts.get("uint8_gain")
     if c is None or c.number is None:
         return None
-    remedy = str(facts.data.get("tuned_remedy") or "")
-    how = f", workers at nice {WORKER_NICE}" if "nice" in remedy else ""
-    device = facts.data.get("device") or "cpu"
-    on = say.where("normalise", device)
-    loader = _loader_words(facts[c.of])
-    vs = say.comparison(c, facts, baseline=f"the default recipe with the same loader ({loader})")
+    nice = "nice" in str(facts.data.get("tuned_remedy") or "")
+    how = f", workers at nice {WORKER_NICE}" if nice else ""
+    loader = _loader_words(facts[c.of].setting)
+    vs = _against(facts, c, "uint8", loader, " with the same loader")
     if c.number > 1 and not c.level:
         batch = (facts.data.get("image_workload") or {}).get("batch_size")
-        return Action(f"For {loader}, send uint8 batches and normalise them {on}{how}: {vs}.",
-                      _uint8_snippet("nice" in remedy, device, int(facts[c.of].setting["workers"]), batch))
-    return Action(f"For {loader}, keep normalising in the workers: uint8 batches normalised {on}{how} ran {vs}.")
+        return Action(f"For {loader}, send uint8 batches and normalise them {_on(facts)}{how}: {vs}.",
+                      _uint8_snippet(nice, facts.data.get("device") or "cpu", int(facts[c.of].setting["workers"]),
+                                     batch))
+    return Action(f"For {loader}, keep normalising in the workers: uint8 batches normalised {_on(facts)}{how} "
+                  f"ran {vs}.")
 
 
-def _loader_words(f: Fact) -> str:
-    """The loader a scenario's fact ran, in words: "ImageFolder with `num_workers=8`"."""
-    s = f.setting
-    return f"{LABELS.get(str(s['format']), say.text(s['format']))} with {say.setting('num_workers', s['workers'])}"
+def _loader_words(s: dict) -> str:
+    """The loader a scenario ran, in words: "ImageFolder with `num_workers=8`"."""
+    return f"{LABELS.get(str(s['format']), say.text(s['format']))} with {say.setting('num_workers', int(s['workers']))}"
 
 
 def _action_graphs(facts: Facts) -> Action | None:
     c = facts.get("graph_gain")
     if c is None or c.number is None:
         return None
-    loader = _loader_words(facts[c.of])
-    vs = say.comparison(c, facts, baseline=f"the eager step with the same loader ({loader}, the tuned recipe)")
+    vs = _against(facts, c, "graphs", _loader_words(facts[c.of].setting), " with the same loader")
     if c.number > 1 and not c.level:
         return Action(f"Replay the training step from CUDA graphs: it ran {vs}.", GRAPH_SNIPPET)
     return Action(f"Keep the eager step: replayed from CUDA graphs it ran {vs}.")
