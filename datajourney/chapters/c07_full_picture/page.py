@@ -76,9 +76,6 @@ CEILING_NAMES = {"eager": ("the eager ceiling", ""),
                  "graphed": ("the graphed ceiling", " (the same CUDA graphs fed from GPU memory)")}
 
 
-
-
-
 def _typ_text(t) -> str:
     value, p90, stat = t
     return f"{stat} {num(value, 'ms')}" + (f", p90 {num(p90, 'ms')}" if p90 is not None else "")
@@ -189,7 +186,6 @@ def one_worker_note(facts) -> str:
     return text
 
 
-
 def phase_chart(res):
     """Each scenario's step taken apart into its phases (means over runs), titled with the batch size and the
     model that ran, by its readable name (ResNet-50, never the torchvision id)."""
@@ -236,7 +232,6 @@ def load_remedies_note(facts) -> str:
             others.append(f"{label}: {say.value(m, runs=False)} ({_signed(m.number - alone.number)} against the "
                           f"unloaded {base} loop)")
     return "At the same load: " + "; ".join(others) + "." if others else ""
-
 
 
 #: What each load-sweep mode does, as the chapter names it.
@@ -347,7 +342,6 @@ def _best_note(res) -> str:
         text += (f" The best of the default recipe, {d['label']}, reached {num(d['pct_of_ceiling'], '%')}; the largest "
                  f"part of its {num(gap_d, 'ms')} gap was {big_d} ({_signed(parts_d[big_d])}).")
     return text.strip()
-
 
 
 def finding_note(res, key: str) -> str:
@@ -484,7 +478,6 @@ def cpu_note(facts) -> str:
             f"{num(b['main_cores'], '')} and the machine {num(b['cpu_busy_cores'], '')}.")
 
 
-
 def nvml_note(facts) -> str:
     """NVML against the compute share for the best configuration, over the steady-state steps, with the share of
     the traced step in which the profiler saw kernels run (the measured check of both)."""
@@ -592,7 +585,6 @@ def load_note(facts) -> str:
     """Notes on modes of the load sweep that could not run here."""
     notes = facts_of(facts).data.get("load_notes") or {}
     return " ".join(f"{say.text(_mode_label(k).capitalize())}: {say.text(v)}." for k, v in notes.items())
-
 
 
 def timeline_note(facts) -> str:
@@ -843,7 +835,6 @@ def takeaways(facts) -> str:
 
 
 loader_snippet = analysis.loader_snippet
-
 
 
 # --------------------------------------------------------------------------- facts, worded

@@ -367,7 +367,7 @@ def _model_check(found: dict, hops: list[dict], facts: Facts) -> None:
         return
     setting = {k: r[k] for k in ("format", "workers", "variant", "step")}
     setting["format_name"] = r.get("format_name") or r["format"]
-    label = f"chapter 7's pipeline end to end ({_recipe_words(setting)})"
+    label = f"chapter 7's pipeline end to end ({recipe_words(setting)})"
     measured_rate = measured("image.measured", runs, unit="images/s", label=label, setting=setting)
     model = Fact("image.predicted", min(known), "images/s", "the rate the hops predict for one GPU", "rate")
     share = measured("image.fed_share", [100.0 * x / need for x in runs], unit="%", quantity="share",
@@ -381,7 +381,7 @@ VARIANT_STEP_WORDS = {"eager": "eager step", "graphed": "step replayed from CUDA
 VARIANT_WORDS = {"default": "eager step", "tuned": "tuned, eager step", "graphed": "tuned, CUDA graphs"}
 
 
-def _recipe_words(setting: dict) -> str:
+def recipe_words(setting: dict) -> str:
     """A chapter 7 pipeline in a few words: "ImageFolder, num_workers=8, uint8 batches normalised on the GPU, …, the
     training step replayed from CUDA graphs" where its recipe names its parts (the dataset, the loader, then each
     change to the default recipe), else "ImageFolder, num_workers=8, tuned, CUDA graphs"."""

@@ -63,13 +63,6 @@ SHORT_NAMES = {"cpu": "the CPU", "token_cpu": "the CPU", "allreduce": "the all-r
                "to_gpu": "the path to GPU memory"}
 
 
-def _step_name(facts: Facts, workload: str) -> str:
-    """The step a "GPUs fed" count is measured against (the workload's own, which may differ from the model of
-    the chapter whose advice precedes it), lower-cased to sit inside a sentence."""
-    name = workload_name(facts, workload)
-    return name[0].lower() + name[1:]
-
-
 def workload_name(facts: Facts, workload: str, *, plain: bool = False) -> str:
     """A workload named by what ran: the model and device of its step (a CPU run says so); as Markdown, or
     ``plain`` text for a table caption or chart title, which escape it themselves ("small_cnn", never
@@ -201,7 +194,7 @@ def recipe_sentence(facts: Facts, recipe) -> str:
     as :func:`verdict_first` words advice: the pipeline by its settings and the fact's own value, against chapter 7's
     own baseline where it compares two."""
     basis = facts.get(recipe.basis or "")
-    words = phrasing.text(_recipe({**(facts.data.get("image.pipeline") or {}), **recipe.setting}))
+    words = phrasing.text(analysis.recipe_words({**(facts.data.get("image.pipeline") or {}), **recipe.setting}))
     if recipe.is_comparison and basis is not None and basis.label and recipe.number is not None:
         return f"Use {words}: {phrasing.comparison(recipe, baseline=phrasing.text(basis.label))}."
     return f"Use {words}: {phrasing.text(recipe.label)} {phrasing.headline(recipe)}."
@@ -231,16 +224,6 @@ def recipe_snippet(setting: dict) -> str | None:
     except SyntaxError:
         return None
     return text or None
-
-
-def _recipe(setting: dict) -> str:
-    """A chapter 7 pipeline in a few words, as plain text (a table cell; a sentence escapes it):
-    "ImageFolder, num_workers=8, tuned, CUDA graphs"."""
-    return analysis._recipe_words(setting)
-
-
-#: Chapter 7's pipeline variants as a reader knows them.
-STEP_WORDS = analysis.VARIANT_WORDS
 
 
 def gpus_sentence(facts: Facts, wl: str) -> str:
@@ -363,11 +346,11 @@ def _basis(h: dict, gpu: bool) -> str:
                              if h.get(key) is not None)
         return (f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of CPU per image: the whole machine's busy cores "
                 f"({num(h['busy_cores'], '')}, from its CPU counters) ÷ the images/s of the pipeline recommended "
-                f"above ({_recipe(h.get('recipe') or {})})" + (f", {parts}" if parts else ""))
+                f"above ({analysis.recipe_words(h.get('recipe') or {})})" + (f", {parts}" if parts else ""))
     if k == "cpu" and h.get("cpu_ms") and h.get("main_ms"):
         return (f"{h['cores']} cores ÷ ({num(h['workers_ms'], 'ms')} of loader work per image in a worker, from "
                 f"host-clock stage timings, + {num(h['main_ms'], 'ms')} of the training process's cores per image) "
-                f"in the pipeline recommended above ({_recipe(h.get('recipe') or {})})"
+                f"in the pipeline recommended above ({analysis.recipe_words(h.get('recipe') or {})})"
                 + (f", its stages timed at num_workers={h['at']}" if h.get("at") is not None
                    and h["at"] != (h.get("recipe") or {}).get("workers") else ""))
     if k == "cpu" and h.get("cpu_ms"):
