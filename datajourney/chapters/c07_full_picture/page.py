@@ -31,16 +31,9 @@ from datajourney.toolkit.imagenet import MEAN, STD
 facts_of = facts_reader(_analyse)
 
 
-def _md_stats(res) -> pd.DataFrame:
-    """:func:`scenario_stats` with each scenario's label as Markdown text (it holds the result's strings)."""
-    st = scenario_stats(res)
-    return st.assign(label=st["label"].map(say.text))
-
-
-def _md_scenarios(res) -> pd.DataFrame:
-    """:func:`scenarios` with each run's label as Markdown text."""
-    sc = scenarios(res)
-    return sc.assign(label=sc["label"].map(say.text))
+def _md(table: pd.DataFrame) -> pd.DataFrame:
+    """Scenarios or their runs with each label as Markdown text (it holds the result's strings)."""
+    return table.assign(label=table["label"].map(say.text))
 
 
 def _row(stats: pd.DataFrame, fmt: str, w: int, variant: str = "default"):
@@ -49,7 +42,7 @@ def _row(stats: pd.DataFrame, fmt: str, w: int, variant: str = "default"):
 
 
 def _runs(res, fmt: str, w: int, col: str, variant: str = "default") -> list[float]:
-    sc = _md_scenarios(res)
+    sc = scenarios(res)
     m = sc[(sc["format"] == fmt) & (sc["workers"] == w) & (sc["variant"] == variant)]
     return [float(v) for v in m[col].dropna()]
 
@@ -59,10 +52,6 @@ def _range(values, unit: str = "", scale: float = 1.0) -> str:
     if len(v) < 2:
         return "one run"
     return f"min–max {span(min(v), max(v), unit)} over {len(v)} runs"
-
-
-def _ceiling_ips(res, kind: str = "eager") -> float:
-    return float(ceiling_runs(res, kind)["images_per_s"].mean())
 
 
 def _kind(row) -> str:
@@ -205,11 +194,10 @@ def load_table(res) -> pd.DataFrame:
         return pd.DataFrame()
     t = res.table("load")
     g = t.groupby(["mode", "busy"], sort=False)
-    out = g.agg(compute_ms=("compute_ms", "mean"), compute_min=("compute_ms", "min"),
+    return g.agg(compute_ms=("compute_ms", "mean"), compute_min=("compute_ms", "min"),
                 compute_max=("compute_ms", "max"), compute_p90_ms=("compute_p90_ms", "mean"),
                 main_cores=("main_cores", "mean"), cpu_busy_cores=("cpu_busy_cores", "mean"),
                 n=("compute_ms", "count")).reset_index()
-    return out
 
 
 def load_remedies_note(facts) -> str:
@@ -223,7 +211,7 @@ def load_remedies_note(facts) -> str:
     others = []
     for c in [c for k, c in facts.facts.items() if k.startswith("remedy.")]:
         m = facts[c.of]
-        label = _mode_label(m.setting["mode"])
+        label = MODE_LABELS.get(m.setting["mode"], m.setting["mode"])
         if "reserve" in m.setting["mode"] and m.setting.get("reserved_cpus"):
             label += f" ({m.setting['reserved_cpus']} left to the training process)"
         if c.level or c.number is None:
@@ -239,10 +227,6 @@ MODE_LABELS = {"plain": "busy processes at normal priority", "nice": f"busy proc
                "reserve": "busy processes kept off the reserved cores",
                "nice+reserve": f"busy processes at nice {WORKER_NICE} and off the reserved cores",
                "cuda_graphs": "the training step as CUDA graphs"}
-
-
-def _mode_label(mode: str) -> str:
-    return MODE_LABELS.get(mode, mode)
 
 
 def _gap(res, row) -> tuple[float, dict]:
@@ -262,7 +246,7 @@ def _gap(res, row) -> tuple[float, dict]:
 def graph_pairs(res) -> list[tuple]:
     """(tuned row, graphed row) of scenario means for each format and worker count where both the
     eager tuned step and the graphed step ran: the same loader, the step the only difference."""
-    st = _md_stats(res)
+    st = _md(scenario_stats(res))
     out = []
     for _, g in st[st["variant"] == "graphed"].iterrows():
         t = _row(st, g["format"], int(g["workers"]), "tuned")
@@ -321,7 +305,7 @@ def _best_note(res) -> str:
     kind = _kind(b)
     text = _recipe_parts(facts_of(res))
     if kind != "eager":
-        text += f" The eager ceiling took {num(_ceiling_ips(res), 'images/s')}."
+        text += f" The eager ceiling took {num(float(ceiling_runs(res, 'eager')['images_per_s'].mean()), 'images/s')}."
     gap, parts = _gap(res, b)
     if gap > 0:
         big = max(parts, key=parts.get)
@@ -333,7 +317,7 @@ def _best_note(res) -> str:
     why = None if graph_pairs(res) else _graph_missing(facts_of(res))
     if why:
         text += f" The step replayed from a CUDA graph {why}: the best configuration is the best eager one."
-    st = _md_stats(res)
+    st = _md(scenario_stats(res))
     default = st[st["variant"] == "default"]
     if b["variant"] != "default" and not default.empty:
         d = default.loc[default["pct_of_ceiling"].idxmax()]
@@ -355,7 +339,7 @@ def finding_note(res, key: str) -> str:
 def spread_notes(res) -> str:
     """A sentence for every scenario (and the ceiling) whose images/s spread by more than the
     threshold over its runs; else one sentence giving the largest spread."""
-    sc = _md_scenarios(res)
+    sc = _md(scenarios(res))
     notes, worst = [], (0.0, "")
     for label, g in sc.groupby("label", sort=False):
         v = [float(x) for x in g["images_per_s"]]
@@ -570,7 +554,7 @@ def reference_runs(host: str | None = None) -> pd.DataFrame:
 
 def ratio_note(res) -> str:
     """What the two format ratios of the chapter divide, so that they are never read as one."""
-    st = _md_stats(res)
+    st = scenario_stats(res)
     m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
     if m is None or f is None:
         return ""
@@ -584,7 +568,7 @@ def ratio_note(res) -> str:
 def load_note(facts) -> str:
     """Notes on modes of the load sweep that could not run here."""
     notes = facts_of(facts).data.get("load_notes") or {}
-    return " ".join(f"{say.text(_mode_label(k).capitalize())}: {say.text(v)}." for k, v in notes.items())
+    return " ".join(f"{say.text(MODE_LABELS.get(k, k).capitalize())}: {say.text(v)}." for k, v in notes.items())
 
 
 def timeline_note(facts) -> str:
@@ -628,10 +612,9 @@ def key_metrics(res) -> dict:
     a, b = _row(st, "imagefolder", 0), _row(st, "mds", 0)
     if a is not None and b is not None:  # the source's ratio: MDS's data-wait speed-up over ImageFolder
         out["streaming ÷ ImageFolder, workers=0"] = (a["DATALOADER_WAIT"] / b["DATALOADER_WAIT"], None)
-    r = _row(st, "imagefolder", 0)
-    if r is not None:
-        out["compute per step (forward+backward+optimizer)"] = (r["compute_ms"], _std(r, "compute_ms"))
-        out["H2D per step"] = (r["H2D_TRANSFER"], _std(r, "H2D_TRANSFER"))
+    if a is not None:
+        out["compute per step (forward+backward+optimizer)"] = (a["compute_ms"], _std(a, "compute_ms"))
+        out["H2D per step"] = (a["H2D_TRANSFER"], _std(a, "H2D_TRANSFER"))
     return out
 
 
