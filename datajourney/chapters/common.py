@@ -375,6 +375,21 @@ def on_paper(intro: str, questions: list[str], answers: list[str]) -> str:
             f"{worked}\n\n</details>")
 
 
+def residency_words(facts, unit: str) -> str:
+    """Whether cold ``unit`` (runs, epochs) started cold and warm ones warm: the page-cache residency measured
+    when each began, from the ``residency.cold``/``residency.warm`` facts."""
+    from datajourney.core import phrasing as say
+
+    parts = []
+    c, w = facts.get("residency.cold"), facts.get("residency.warm")
+    if c is not None:
+        share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
+        parts.append(f"{say.text(facts.data.get('cold_label') or 'cold')} {unit} started with {share} resident")
+    if w is not None:
+        parts.append(f"warm {unit} with at least **{say.value(w)}**")
+    return ("Residency: " + "; ".join(parts) + ".") if parts else f"No timed {unit} to check."
+
+
 def short_time(seconds: float) -> str:
     """A duration in the unit that reads best: '51.7 µs', '2.4 ms', '0.52 s'."""
     a = abs(seconds)

@@ -20,6 +20,7 @@ from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold
     facts_reader,
     guest_cold,
     on_paper,
+    residency_words,
     short_time,
     table_of,
 )
@@ -300,14 +301,7 @@ def dd_note(facts: Facts) -> str:
 
 def residency_note(facts: Facts) -> str:
     """Whether cold runs started cold and warm runs warm: the residency measured when each timed read began."""
-    parts = []
-    c, w = facts.get("residency.cold"), facts.get("residency.warm")
-    if c is not None:
-        share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
-        parts.append(f"{_cold(facts)} runs started with {share} resident")
-    if w is not None:
-        parts.append(f"warm runs with at least **{say.value(w)}**")
-    return ("Residency: " + "; ".join(parts) + ".") if parts else "No timed runs to check."
+    return residency_words(facts, "runs")
 
 
 def purge_note(facts: Facts) -> str:

@@ -22,6 +22,7 @@ from datajourney.chapters.common import (
     ipc_crossref,  # noqa: F401
     on_paper,
     over_runs,
+    residency_words,
 )
 from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
@@ -570,15 +571,7 @@ def spread_notes(facts) -> str:
 
 def residency(facts: Facts) -> str:
     """Whether cold epochs started cold and warm ones warm: the residency measured when each epoch began."""
-    facts = facts_of(facts)
-    parts = []
-    c, w = facts.get("residency.cold"), facts.get("residency.warm")
-    if c is not None:
-        share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
-        parts.append(f"{say.text(facts.data.get('cold_label') or 'cold')} epochs started with {share} resident")
-    if w is not None:
-        parts.append(f"warm epochs with at least **{say.value(w)}**")
-    return ("Residency: " + "; ".join(parts) + ".") if parts else "No timed epochs to check."
+    return residency_words(facts_of(facts), "epochs")
 
 
 def in_order_note(facts) -> str:

@@ -170,12 +170,6 @@ def _sizes_text(sizes) -> str:
     return f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
 
 
-def dip_cause(res) -> str:
-    """Which explanation of the pageable dip the interleaved check supports, worded from the result's facts
-    (:func:`analysis.dip_check`; the staging details word it for the dip's own sizes)."""
-    return _dip_words(facts_of(res).data["dip_check"])
-
-
 def _dip_words(d: dict) -> str:
     """The interleaved check's reading of a dip (:func:`analysis.dip_check`): the order of the block
     experiment (each size measured in one block, after different work: the dip vanishes when sizes are

@@ -65,23 +65,6 @@ def path_letter(path: str) -> str:
     return f"({letter}) {path}"
 
 
-def path_words(path: str) -> str:
-    """A path in a few words a reader needs no table for."""
-    if path in PATH_NAMES:
-        return PATH_NAMES[path][1]
-    if str(path).startswith("kvikio"):
-        threads = str(path).rsplit(", ", 1)[-1]
-        return f"kvikio with {threads}" + (" (GDS)" if ", GDS," in f"{path}," else " (not GDS)")
-    return str(path)
-
-
-def best_setting(res) -> pd.Series | None:
-    """The chunk × buffers × mode sweep's best setting (:func:`.sweep.sweep_summary`'s order: highest
-    lowest-run share of the same run's slower link, then highest mean); None without a sweep."""
-    s = pipeline_summary(res)
-    return None if s.empty else s.iloc[0]
-
-
 def _v(facts: Facts, key: str, runs: bool = False) -> str:
     return phrasing.value(facts.get(key), runs=runs)
 
