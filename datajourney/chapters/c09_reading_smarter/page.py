@@ -97,7 +97,6 @@ def gds_note(facts: Facts) -> str:
     return text.strip()
 
 
-
 def _grid(res) -> pd.DataFrame:
     g = _result_table(res, "grid")
     return g[g["error"].isna()] if not g.empty and "error" in g else g
@@ -763,8 +762,6 @@ def key_metrics(res) -> dict:
     facts = facts_of(res)
     return {f.published: (f.number, None) for f in facts.facts.values()
             if f.published and f.number is not None and not f.is_comparison}
-
-
 
 
 # --------------------------------------------------------------------------- findings: words for facts
