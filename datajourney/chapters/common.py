@@ -375,29 +375,6 @@ def on_paper(intro: str, questions: list[str], answers: list[str]) -> str:
             f"{worked}\n\n</details>")
 
 
-def cap(s: str) -> str:
-    """``s`` with its first letter capitalised (the rest unchanged)."""
-    return s[:1].upper() + s[1:]
-
-
-def pair_words(facts, key: str) -> str:
-    """"A ran at x MB/s and B at y MB/s: N× faster than B" for the comparison fact ``key``."""
-    from datajourney.core import phrasing as say
-
-    c = facts[key]
-    a, b = facts[c.of], facts[c.basis]
-    return (f"{cap(say.text(a.label))} ran at **{say.value(a)}** and {say.text(b.label)} at **{say.value(b)}**: "
-            f"**{say.comparison(c, facts)}**")
-
-
-def fact_finding(facts, key: str, text: str):
-    """A finding worded ``text`` carrying fact ``key``'s number, unit, published figure and spread."""
-    from datajourney.core.phrasing import Finding
-
-    f = facts[key]
-    return Finding(key, text, f.number, f.unit, f.published, f.spread)
-
-
 def residency_facts(out, table: pd.DataFrame, what: str) -> None:
     """Facts ``residency.cold`` and ``residency.warm``: the most of the data resident in the page cache when a cold
     ``what`` (read, epoch) started, and the least when a warm one did, from the ``resident_at_start`` column."""
@@ -410,21 +387,6 @@ def residency_facts(out, table: pd.DataFrame, what: str) -> None:
     if len(w):
         out.add(Fact("residency.warm", 100 * float(w["resident_at_start"].min()), "%", quantity="share",
                      better="higher", n=len(w), label=f"the least of the data resident when a warm {what} started"))
-
-
-def residency_words(facts, unit: str) -> str:
-    """Whether cold ``unit`` (runs, epochs) started cold and warm ones warm: the page-cache residency measured
-    when each began, from the ``residency.cold``/``residency.warm`` facts."""
-    from datajourney.core import phrasing as say
-
-    parts = []
-    c, w = facts.get("residency.cold"), facts.get("residency.warm")
-    if c is not None:
-        share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
-        parts.append(f"{say.text(facts.data.get('cold_label') or 'cold')} {unit} started with {share} resident")
-    if w is not None:
-        parts.append(f"warm {unit} with at least **{say.value(w)}**")
-    return ("Residency: " + "; ".join(parts) + ".") if parts else f"No timed {unit} to check."
 
 
 def short_time(seconds: float) -> str:

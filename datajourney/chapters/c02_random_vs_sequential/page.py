@@ -16,17 +16,14 @@ from datajourney.chapters.c02_random_vs_sequential.params import Params
 from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold: the notebook's chart labels
     UNDECIDED_WORDS,
     ColdVerdict,
-    cap,
     cold_label,
-    fact_finding,
     facts_reader,
     guest_cold,
     on_paper,
-    pair_words,
-    residency_words,
     short_time,
     table_of,
 )
+from datajourney.chapters.wording import cap, fact_finding, pair_words, residency_words
 from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
 from datajourney.core import stats

@@ -17,16 +17,13 @@ from datajourney.chapters.common import (
     MIN_RUNS_FOR_RANGE,
     STORAGE_CHAPTER,
     ColdVerdict,
-    cap,
     cold_label,
-    fact_finding,
     facts_reader,
     ipc_crossref,  # noqa: F401
     on_paper,
     over_runs,
-    pair_words,
-    residency_words,
 )
+from datajourney.chapters.wording import cap, fact_finding, pair_words, residency_words
 from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
 from datajourney.core import stats
