@@ -370,11 +370,6 @@ def pin_cost_note(res) -> str:
 # --------------------------------------------------------------------------- other computed text
 
 
-def clocks_table(res) -> pd.DataFrame:
-    """Host clock ÷ CUDA events (median ms ratio) per size, one row per size and path."""
-    return analysis.clock_ratios(res)
-
-
 def two_clocks(res) -> str:
     """The conclusion of the two-clocks comparison, worded from the result's facts."""
     c = facts_of(res).data["clocks"]
@@ -522,7 +517,7 @@ def dip_table(res) -> pd.DataFrame:
 
 
 def clocks_pivot(res) -> pd.DataFrame:
-    t = clocks_table(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
+    t = analysis.clock_ratios(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
     piv = t.pivot_table(index="size", columns="path", values="ratio").reset_index()
     piv.insert(0, "copy size", piv.pop("size").map(size_label))
     return piv

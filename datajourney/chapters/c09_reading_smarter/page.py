@@ -27,17 +27,13 @@ PINNED = "pinned, double-buffered"
 
 
 # --------------------------------------------------------------------------- helpers
-def _result_table(res, name: str) -> pd.DataFrame:
-    """A table of the result as the run recorded it (empty where it has none): what the display functions show."""
-    return table_of(res, name)
-
 
 def _ok(x) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
 def _gpu_ok(res) -> pd.DataFrame:
-    g = _result_table(res, "gpu")
+    g = table_of(res, "gpu")
     if not g.empty and "error" in g:
         g = g[g["error"].isna()]
     return g
@@ -98,7 +94,7 @@ def gds_note(facts: Facts) -> str:
 
 
 def _grid(res) -> pd.DataFrame:
-    g = _result_table(res, "grid")
+    g = table_of(res, "grid")
     return g[g["error"].isna()] if not g.empty and "error" in g else g
 
 
@@ -181,7 +177,7 @@ def asked_seen_note(facts: Facts) -> str:
 
 
 def random_summary(res) -> pd.DataFrame:
-    r = _result_table(res, "random")
+    r = table_of(res, "random")
     if r.empty:
         return r
     r = r.assign(
@@ -248,7 +244,7 @@ def latency_note(facts: Facts) -> str:
 
 # --------------------------------------------------------------------------- io_uring (experiment 3b)
 def uring_summary(res) -> pd.DataFrame:
-    u = _result_table(res, "uring")
+    u = table_of(res, "uring")
     if u.empty:
         return u
     return u.groupby(["io_mode", "depth"], sort=True).agg(
@@ -318,7 +314,7 @@ def _basis_words(basis: str) -> str:
 
 
 def pipeline_table(res) -> pd.DataFrame:
-    s = pipeline_summary(res)
+    s = analysis.pipeline_summary(res)
     if s.empty:
         return s
     basis = analysis.sweep_basis(res)
@@ -501,7 +497,7 @@ def pipeline_chart(res, title: str) -> go.Figure:
 
 def random_chart(res, title: str) -> go.Figure:
     """Cold random 4 KiB reads: IOPS of each reader, fastest on top."""
-    r = _result_table(res, "random")
+    r = table_of(res, "random")
     r = r.assign(label=[m if m != "pread, thread pool" else f"pread, {t} threads"
                         for m, t in zip(r["mode"], r["threads"])])
     return charts.hbars(summarise(r, ["label"], "IOPS"), title=title, xaxis="reads per second (IOPS)", unit="IOPS")
@@ -572,7 +568,7 @@ def random_table(res) -> pd.DataFrame:
 
 
 def readahead_table(res) -> pd.DataFrame:
-    ra = _result_table(res, "readahead")
+    ra = table_of(res, "readahead")
     if ra.empty:
         return ra
     ra = ra.assign(setting_label=[f"read_ahead_kb = {int(v):,}" if s == "read_ahead_kb" else
@@ -652,12 +648,7 @@ def has_gpu(facts: Facts) -> bool:
 
 def pipeline_shares(res) -> pd.DataFrame:
     """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run."""
-    return analysis.sweep_shares(_result_table(res, "pipeline"), analysis.pcie_ceiling(res))
-
-
-def pipeline_summary(res) -> pd.DataFrame:
-    """One row per swept setting, best first (:func:`.sweep.sweep_summary`)."""
-    return analysis.pipeline_summary(res)
+    return analysis.sweep_shares(table_of(res, "pipeline"), analysis.pcie_ceiling(res))
 
 
 def path_b_choice(facts: Facts) -> str:
