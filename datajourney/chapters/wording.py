@@ -10,6 +10,11 @@ def cap(s: str) -> str:
     return s[:1].upper() + s[1:]
 
 
+def fact_value(facts, key: str, runs: bool = False) -> str:
+    """Fact ``key`` as the book prints a value (without its run count unless ``runs``)."""
+    return say.value(facts.get(key), runs=runs)
+
+
 def pair_words(facts, key: str) -> str:
     """"A ran at x MB/s and B at y MB/s: N× faster than B" for the comparison fact ``key``."""
     c = facts[key]

@@ -10,6 +10,7 @@ from datajourney.chapters.c05_padding_tax import analysis
 from datajourney.chapters.c05_padding_tax.analysis import CHAPTER, SOURCE_PACKER, device_name, isolated, model_label
 from datajourney.chapters.c05_padding_tax.params import ISOLATED, ISOLATION_MODEL, LABELS, PUBLISHED_SETTING
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader, on_paper
+from datajourney.chapters.wording import fact_value as _count
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
@@ -78,10 +79,6 @@ def key_metrics(res) -> dict:
 
 
 # --------------------------------------------------------------------------- findings: words for facts
-def _count(facts: Facts, key: str) -> str:
-    return phrasing.value(facts.get(key), runs=False)
-
-
 def _differs(facts: Facts) -> str:
     """This run's setting where it is not the published one, each value as code."""
     d = facts.data.get("setting_differs") or {}

@@ -13,6 +13,7 @@ from datajourney.chapters.c09_reading_smarter import analysis, charts
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
 from datajourney.chapters.c09_reading_smarter.analysis import analyse as _analyse
 from datajourney.chapters.common import UNDECIDED_WORDS, facts_reader, on_paper, table_of
+from datajourney.chapters.wording import fact_value as _v
 from datajourney.core import phrasing
 from datajourney.core import phrasing as fx
 from datajourney.core.facts import Facts, host_label
@@ -59,10 +60,6 @@ def path_letter(path: str) -> str:
     (e) the preloaded (warm) paths."""
     letter = (PATH_NAMES.get(path, ("",))[0] or ("d" if str(path).startswith("kvikio") else "e"))
     return f"({letter}) {path}"
-
-
-def _v(facts: Facts, key: str, runs: bool = False) -> str:
-    return phrasing.value(facts.get(key), runs=runs)
 
 
 def gpu_note(facts: Facts) -> str:
