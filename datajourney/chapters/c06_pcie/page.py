@@ -762,7 +762,7 @@ def finding_pin_cost(facts) -> Finding:
     return Finding("pin_cost", text, f.number, "ms", interval=f.spread, values=dict(size=f.setting["size"]))
 
 
-def finding_no_cuda(facts=None) -> Finding:
+def finding_no_cuda() -> Finding:
     return Finding("no_cuda", "This run measured **no PCIe**: the host has no CUDA device, so nothing crossed a bus; "
                               "what ran is the host side of the chapter.")
 

@@ -488,7 +488,7 @@ def analyse(res) -> Facts:
 
 
 # --------------------------------------------------------------------------- what the notebook's notes word
-def _paths_note(res, f: Facts) -> None:
+def _paths_note(f: Facts) -> None:
     """The cold paths ranked (for the note under the chart of paths), path (a) against path (b)."""
     ranked = [k for k in f.facts if k.startswith("path.") and f.number(k) is not None]
     if not ranked:
@@ -772,7 +772,7 @@ def _readahead_notes(res, f: Facts) -> None:
 
 def analyse_notes(res, f: Facts) -> Facts:
     """The facts the notebook's notes word (beside the key results)."""
-    _paths_note(res, f)
+    _paths_note(f)
     _drift(res, f)
     _sweep_notes(res, f)
     _ceilings(res, f)
