@@ -320,17 +320,6 @@ def table_of(res, name: str) -> pd.DataFrame:
     return res.tables.get(name, pd.DataFrame())
 
 
-def size_text(n: int) -> str:
-    from datajourney.core.units import size_label
-
-    return size_label(int(n))
-
-
-def extremes(lo: float, hi: float) -> str:
-    """A ratio's range over the runs' extremes, e.g. '4.9–5.3× over the runs' extremes'."""
-    return f"{span(lo, hi, '×')} over the runs' extremes"
-
-
 # --------------------------------------------------------------------------- ranges over runs
 #: A range over runs is shown from this many runs on; fewer runs show the value and how many runs gave it.
 MIN_RUNS_FOR_RANGE = 3

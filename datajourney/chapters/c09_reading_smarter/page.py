@@ -28,13 +28,17 @@ PINNED = "pinned, double-buffered"
 
 
 # --------------------------------------------------------------------------- helpers
+def _result_table(res, name: str) -> pd.DataFrame:
+    """A table of the result as the run recorded it (empty where it has none): what the display functions show."""
+    return table_of(res, name)
+
 
 def _ok(x) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
 def _gpu_ok(res) -> pd.DataFrame:
-    g = table_of(res, "gpu")
+    g = _result_table(res, "gpu")
     if not g.empty and "error" in g:
         g = g[g["error"].isna()]
     return g
@@ -91,7 +95,7 @@ def gds_note(facts: Facts) -> str:
 
 
 def _grid(res) -> pd.DataFrame:
-    g = table_of(res, "grid")
+    g = _result_table(res, "grid")
     return g[g["error"].isna()] if not g.empty and "error" in g else g
 
 
@@ -174,7 +178,7 @@ def asked_seen_note(facts: Facts) -> str:
 
 
 def random_summary(res) -> pd.DataFrame:
-    r = table_of(res, "random")
+    r = _result_table(res, "random")
     if r.empty:
         return r
     r = r.assign(
@@ -241,7 +245,7 @@ def latency_note(facts: Facts) -> str:
 
 # --------------------------------------------------------------------------- io_uring (experiment 3b)
 def uring_summary(res) -> pd.DataFrame:
-    u = table_of(res, "uring")
+    u = _result_table(res, "uring")
     if u.empty:
         return u
     return u.groupby(["io_mode", "depth"], sort=True).agg(
@@ -494,7 +498,7 @@ def pipeline_chart(res, title: str) -> go.Figure:
 
 def random_chart(res, title: str) -> go.Figure:
     """Cold random 4 KiB reads: IOPS of each reader, fastest on top."""
-    r = table_of(res, "random")
+    r = _result_table(res, "random")
     r = r.assign(label=[m if m != "pread, thread pool" else f"pread, {t} threads"
                         for m, t in zip(r["mode"], r["threads"])])
     return charts.hbars(summarise(r, ["label"], "IOPS"), title=title, xaxis="reads per second (IOPS)", unit="IOPS")
@@ -565,7 +569,7 @@ def random_table(res) -> pd.DataFrame:
 
 
 def readahead_table(res) -> pd.DataFrame:
-    ra = table_of(res, "readahead")
+    ra = _result_table(res, "readahead")
     if ra.empty:
         return ra
     ra = ra.assign(setting_label=[f"read_ahead_kb = {int(v):,}" if s == "read_ahead_kb" else
@@ -645,7 +649,7 @@ def has_gpu(facts: Facts) -> bool:
 
 def pipeline_shares(res) -> pd.DataFrame:
     """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run."""
-    return analysis.sweep_shares(table_of(res, "pipeline"), analysis.pcie_ceiling(res))
+    return analysis.sweep_shares(_result_table(res, "pipeline"), analysis.pcie_ceiling(res))
 
 
 def path_b_choice(facts: Facts) -> str:
