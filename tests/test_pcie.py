@@ -618,7 +618,7 @@ def test_the_interleaved_check_decides_the_dip():
     assert "The interleaved check that decides it is not in the reference run" in page.staging_details(res)
     assert page.dip_table(res).empty
     res.metadata["cuda"] = False
-    assert "not measured in this run (skipped)" in page.dip_cause(res)
+    assert "not measured in this run (skipped)" in page._dip_words(page.facts_of(res).data["dip_check"])
 
 
 def test_dip_check_parameters_are_checked():
@@ -807,7 +807,7 @@ def test_chapter_6_opening_without_a_gpu_says_what_to_run():
     assert "NVIDIA GPU" in op.actions[0].text
 
 
-WORDED = (page.pageable_drop_note, page.staging_details, page.dip_cause, page.two_clocks, page.cpu_overlap_note,
+WORDED = (page.pageable_drop_note, page.staging_details, page.two_clocks, page.cpu_overlap_note,
          page.overlap_rule, page.overlap_caveat, page.copy_kernel_note, page.pin_cost_note, page.bidirectional_text,
          page.stale_text, page.versus_published, page.warnings_text, page.key_metrics, page.has_staging,
          page.has_overlap_spread)

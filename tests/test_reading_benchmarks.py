@@ -84,7 +84,7 @@ def test_full_chapter_within_ten_minutes():
 
 def test_best_path_b_setting_reaches_the_disk_on_every_run(ref):
     """With the sweep in the reference: its best setting reaches the target against each run's own dd read."""
-    s = page.pipeline_summary(ref)
+    s = analysis.pipeline_summary(ref)
     if s.empty:
         pytest.skip("the chunk x buffers sweep of path (b) is not in the reference run")
     assert s.iloc[0]["share_min"] >= PIPELINE_TARGET, page.pipeline_note(analysis.analyse(ref))

@@ -320,17 +320,6 @@ def table_of(res, name: str) -> pd.DataFrame:
     return res.tables.get(name, pd.DataFrame())
 
 
-def size_text(n: int) -> str:
-    from datajourney.core.units import size_label
-
-    return size_label(int(n))
-
-
-def extremes(lo: float, hi: float) -> str:
-    """A ratio's range over the runs' extremes, e.g. '4.9–5.3× over the runs' extremes'."""
-    return f"{span(lo, hi, '×')} over the runs' extremes"
-
-
 # --------------------------------------------------------------------------- ranges over runs
 #: A range over runs is shown from this many runs on; fewer runs show the value and how many runs gave it.
 MIN_RUNS_FOR_RANGE = 3
@@ -373,6 +362,20 @@ def on_paper(intro: str, questions: list[str], answers: list[str]) -> str:
     worked = "\n".join(f"{k}. {a}" for k, a in enumerate(answers, start=1))
     return (f"{intro}\n\n{ask}\n\n<details>\n<summary>Answers, worked from this run's numbers</summary>\n\n"
             f"{worked}\n\n</details>")
+
+
+def residency_facts(out, table: pd.DataFrame, what: str) -> None:
+    """Facts ``residency.cold`` and ``residency.warm``: the most of the data resident in the page cache when a cold
+    ``what`` (read, epoch) started, and the least when a warm one did, from the ``resident_at_start`` column."""
+    if "resident_at_start" not in table:
+        return
+    c, w = table[table["cache"] == "cold"], table[table["cache"] == "warm"]
+    if len(c):
+        out.add(Fact("residency.cold", 100 * float(c["resident_at_start"].max()), "%", quantity="share",
+                     better="lower", n=len(c), label=f"the most of the data resident when a cold {what} started"))
+    if len(w):
+        out.add(Fact("residency.warm", 100 * float(w["resident_at_start"].min()), "%", quantity="share",
+                     better="higher", n=len(w), label=f"the least of the data resident when a warm {what} started"))
 
 
 def short_time(seconds: float) -> str:

@@ -10,7 +10,16 @@ from dataclasses import replace
 
 import pandas as pd
 
-from datajourney.chapters.common import FILES, SHARD, cold_verdict, guest_cold, latency_stats, table_of, values_of
+from datajourney.chapters.common import (
+    FILES,
+    SHARD,
+    cold_verdict,
+    guest_cold,
+    latency_stats,
+    residency_facts,
+    table_of,
+    values_of,
+)
 from datajourney.core import stats
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
@@ -83,7 +92,7 @@ def analyse(res) -> Facts:
             out.add(Fact("warm_gap.verdict", state, label="the warm gap against the near 1x of the source",
                          quantity="choice", better=None))
     _key_metrics(out, h)
-    _residency(out, h)
+    residency_facts(out, h, "read")
     _latency(out, res)
     _size_sweep(out, res, cold)
     _chunk_sweep(out, res, cold)
@@ -111,18 +120,6 @@ def _key_metrics(out: Facts, h: pd.DataFrame) -> None:
     out.data["key_metrics"] = {"random read, cold": [float(r.mean()), std(r)],
                                "sequential read, cold": [float(s.mean()), std(s)],
                                "sequential ÷ random, cold": [float(s.mean() / r.mean()), None]}
-
-
-def _residency(out: Facts, h: pd.DataFrame) -> None:
-    if h.empty or "resident_at_start" not in h:
-        return
-    c, w = h[h["cache"] == "cold"], h[h["cache"] == "warm"]
-    if len(c):
-        out.add(Fact("residency.cold", 100 * float(c["resident_at_start"].max()), "%", quantity="share",
-                     better="lower", n=len(c), label="the most of the data resident when a cold read started"))
-    if len(w):
-        out.add(Fact("residency.warm", 100 * float(w["resident_at_start"].min()), "%", quantity="share",
-                     better="higher", n=len(w), label="the least of the data resident when a warm read started"))
 
 
 def _latency(out: Facts, res) -> None:

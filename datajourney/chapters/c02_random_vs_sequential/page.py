@@ -23,6 +23,7 @@ from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold
     short_time,
     table_of,
 )
+from datajourney.chapters.wording import cap, fact_finding, pair_words, residency_words
 from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
 from datajourney.core import stats
@@ -35,10 +36,6 @@ facts_of = facts_reader(_analyse)
 
 
 # --------------------------------------------------------------------------- wording helpers
-
-
-def _cap(s: str) -> str:
-    return s[:1].upper() + s[1:]
 
 
 def _label(facts: Facts, key: str) -> str:
@@ -70,15 +67,6 @@ def _verdict(facts: Facts) -> ColdVerdict | None:
     g = st.setting
     return ColdVerdict(g["state"], tuple(g.get("medians") or ()), g.get("share_below"), bool(g.get("hypervisor")),
                        g.get("source") or "this chapter's latency check", float(g.get("floor_us")))
-
-
-def _pair(facts: Facts, key: str) -> str:
-    """"A ran at x MB/s and B at y MB/s: A was N× faster than B" for comparison ``key``."""
-    c = facts[key]
-    a, b = facts[c.of], facts[c.basis]
-    return (f"{_cap(say.text(a.label))} ran at **{say.value(a)}** and {say.text(b.label)} at **{say.value(b)}**: "
-            f"**{say.comparison(c, facts)}**")
-
 
 
 def key_metrics(facts) -> dict:
@@ -127,29 +115,24 @@ def findings(facts: Facts) -> list[Finding]:
     return out
 
 
-def _finding(facts: Facts, key: str, text: str) -> Finding:
-    f = facts[key]
-    return Finding(key, text, f.number, f.unit, f.published, f.spread)
-
-
 def _cold_gap(facts: Facts) -> Finding:
     if "cold_gap" not in facts:
         return Finding("cold_gap", f"No {_cold(facts)} runs in this result (`cache_states` left out `cold`).")
-    return _finding(facts, "cold_gap", _pair(facts, "cold_gap") + ".")
+    return fact_finding(facts, "cold_gap", pair_words(facts, "cold_gap") + ".")
 
 
 def _warm_gap(facts: Facts) -> Finding:
     if "warm_gap" not in facts:
         return Finding("warm_gap", "No warm runs in this result (`cache_states` left out `warm`).")
     verdict = facts["warm_gap.verdict"].value
-    text = (_pair(facts, "warm_gap") + ". Every page was in RAM. The source reports that warm the gap "
+    text = (pair_words(facts, "warm_gap") + ". Every page was in RAM. The source reports that warm the gap "
             "\u201ccollapses to near 1x\u201d; ")
     text += {"collapses": "here it does (within 1.1× either way counts as near 1×).",
              "reverses": "here it reverses: the small files read faster than the shard.",
              "stays open": ("here it does not. With the device out of the picture, what still differs between the "
                             "layouts is the per-file `open` and `close` (and the lookup of each path), which the "
                             "shard does not pay; this run does not time those calls on their own.")}[verdict]
-    return _finding(facts, "warm_gap", text)
+    return fact_finding(facts, "warm_gap", text)
 
 
 def _latency_finding(facts: Facts) -> Finding | None:
@@ -160,7 +143,7 @@ def _latency_finding(facts: Facts) -> Finding | None:
                            f"({say.code(err)}): whether cold reads reach the device is unknown.")
         return None
     lat = facts["cold_latency"]
-    text = (f"{_cap(say.text(lat.label))}, after a purge, took a median **{say.value(lat)}** (p10 "
+    text = (f"{cap(say.text(lat.label))}, after a purge, took a median **{say.value(lat)}** (p10 "
             f"{say.value(facts.get('cold_latency.p10'), runs=False)}, p90 "
             f"{say.value(facts.get('cold_latency.p90'), runs=False)}, p99 "
             f"{say.value(facts.get('cold_latency.p99'), runs=False)}; {num(lat.setting.get('reads'))} reads)")
@@ -175,14 +158,14 @@ def _latency_finding(facts: Facts) -> Finding | None:
         text += f" A second pass over the same blocks ran {say.comparison(c, facts)}"
         text += (": the first pass filled a cache below the guest's page cache." if not c.level and c.number < 1
                  else "; both passes were served from the same place." if c.level else ".")
-    return _finding(facts, "cold_latency", text)
+    return fact_finding(facts, "cold_latency", text)
 
 
 def _size_finding(facts: Facts) -> Finding | None:
     if "size_sweep" not in facts:
         return None
     small, large = facts.data["size_sweep_sizes"]
-    text = (f"{_cap(_cold(facts))}, by file size: at {size_label(small)} per file "
+    text = (f"{cap(_cold(facts))}, by file size: at {size_label(small)} per file "
             f"{_label(facts, f'size.{small}.sequential')} ran {say.comparison(facts[f'size.{small}'], facts)}; at "
             f"{size_label(large)}, {say.comparison(facts['size_sweep'], facts)}. ")
     text += {"narrows": "The gap narrows as files grow", "widens": "The gap widens as files grow",
@@ -191,7 +174,7 @@ def _size_finding(facts: Facts) -> Finding | None:
              "reversed": f", and at {size_label(large)} the files read faster than the shard.",
              "yes": f", and at {size_label(large)} the two layouts are level within the runs' spread: they converge."
              }[facts["size_sweep.converged"].value]
-    return _finding(facts, "size_sweep", text)
+    return fact_finding(facts, "size_sweep", text)
 
 
 def _caught_up(facts: Facts) -> str:
@@ -207,8 +190,8 @@ def _caught_up(facts: Facts) -> str:
 def _odirect_finding(facts: Facts) -> Finding | None:
     if "odirect" not in facts:
         return None
-    text = (f"{_pair(facts, 'odirect')} (`O_DIRECT`: no readahead, one request at a time). " + _caught_up(facts))
-    return _finding(facts, "odirect", text)
+    text = (f"{pair_words(facts, 'odirect')} (`O_DIRECT`: no readahead, one request at a time). " + _caught_up(facts))
+    return fact_finding(facts, "odirect", text)
 
 
 # --------------------------------------------------------------------------- notes beside the evidence
@@ -281,7 +264,7 @@ def shard_length_note(facts: Facts) -> str:
                  "this run is run-to-run variation.")
     firsts = [facts[k] for k in ("first_read.short", "first_read.part") if k in facts]
     if firsts:
-        text += " " + _cap(" and ".join(f"{say.text(f.label)} took {say.value(f)}" for f in firsts)) + "."
+        text += " " + cap(" and ".join(f"{say.text(f.label)} took {say.value(f)}" for f in firsts)) + "."
     if "shard_length.headline" in facts:
         hd, sw = facts["shard_length.headline"], facts["shard_length.sweep"]
         text += (f" For comparison, {say.text(hd.label)} averaged {say.value(hd)} and {say.text(sw.label)} "
@@ -294,20 +277,13 @@ def dd_note(facts: Facts) -> str:
     if "dd_ratio" not in facts:
         return "The `dd` check was switched off (`dd_check = False`)."
     py, d = facts["dd.python"], facts["dd.dd"]
-    return (f"{_cap(say.text(py.label))} ran at **{say.value(py)}** and {say.text(d.label)} at {say.value(d)}: "
+    return (f"{cap(say.text(py.label))} ran at **{say.value(py)}** and {say.text(d.label)} at {say.value(d)}: "
             f"{say.comparison(facts['dd_ratio'], facts)}.")
 
 
 def residency_note(facts: Facts) -> str:
     """Whether cold runs started cold and warm runs warm: the residency measured when each timed read began."""
-    parts = []
-    c, w = facts.get("residency.cold"), facts.get("residency.warm")
-    if c is not None:
-        share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
-        parts.append(f"{_cold(facts)} runs started with {share} resident")
-    if w is not None:
-        parts.append(f"warm runs with at least **{say.value(w)}**")
-    return ("Residency: " + "; ".join(parts) + ".") if parts else "No timed runs to check."
+    return residency_words(facts, "runs")
 
 
 def purge_note(facts: Facts) -> str:
@@ -352,7 +328,7 @@ def opening(facts: Facts) -> Opening:
     out = []
     if "cold_gap" in facts:
         c = facts["cold_gap"]
-        out.append(Finding("cold_gap", say.define_guest_cold(f"{_cap(say.text(facts[c.of].label))} ran "
+        out.append(Finding("cold_gap", say.define_guest_cold(f"{cap(say.text(facts[c.of].label))} ran "
                                                f"**{say.comparison(c, facts)}**."),
                            c.number, "×", c.published))
     if "warm_gap" in facts:
@@ -412,7 +388,7 @@ def headline_table(res) -> pd.DataFrame:
 
 
 def _wide_note(x: dict) -> str:
-    return (f"{_cap(say.text(x['label']))} varied over {fnd.span(x['low'], x['high'], 'MB/s')} in {x['n']} runs "
+    return (f"{cap(say.text(x['label']))} varied over {fnd.span(x['low'], x['high'], 'MB/s')} in {x['n']} runs "
             f"(coefficient of variation {say.share(x['cv'])}): read it as a range, not a point."
             + (" The first run was the slowest." if x.get("first_slowest") else ""))
 

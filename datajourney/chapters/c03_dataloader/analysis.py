@@ -18,6 +18,7 @@ from datajourney.chapters.common import (
     cold_verdict,
     guest_cold,
     latency_stats,
+    residency_facts,
     table_of,
     values_of,
 )
@@ -89,7 +90,7 @@ def analyse(res) -> Facts:
     _first_batch(out, e, ws)
     _main_process(out, e, ws)
     _one_worker(out, res)
-    _residency(out, e)
+    residency_facts(out, e, "epoch")
     _advice(out, res, e, ws, cache, word, n, size)
     _notes(out, res, e, ws, cold)
     _key_metrics(out, e)
@@ -203,18 +204,6 @@ def _one_worker(out: Facts, res) -> None:
                       direction=1 if row["extra_min"] > 0 else -1 if row["extra_max"] < 0 else 0)))
     out.add(Fact("one_worker.w1", float(row["w1_ms_per_batch"]), "ms", "one worker, per batch", "time", "lower", n),
             Fact("one_worker.w0", float(row["w0_ms_per_batch"]), "ms", "no worker, per batch", "time", "lower", n))
-
-
-def _residency(out: Facts, e: pd.DataFrame) -> None:
-    if "resident_at_start" not in e:
-        return
-    c, w = e[e["cache"] == "cold"], e[e["cache"] == "warm"]
-    if len(c):
-        out.add(Fact("residency.cold", 100 * float(c["resident_at_start"].max()), "%", quantity="share",
-                     better="lower", n=len(c), label="the most of the data resident when a cold epoch started"))
-    if len(w):
-        out.add(Fact("residency.warm", 100 * float(w["resident_at_start"].min()), "%", quantity="share",
-                     better="higher", n=len(w), label="the least of the data resident when a warm epoch started"))
 
 
 def _best(e: pd.DataFrame, kind: str, cache: str, ws: list[int]):

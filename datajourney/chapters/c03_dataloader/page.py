@@ -23,6 +23,7 @@ from datajourney.chapters.common import (
     on_paper,
     over_runs,
 )
+from datajourney.chapters.wording import cap, fact_finding, pair_words, residency_words
 from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
 from datajourney.core import stats
@@ -60,30 +61,13 @@ def key_metrics(facts) -> dict:
 # --------------------------------------------------------------------------- findings
 
 
-def _cap(s: str) -> str:
-    return s[:1].upper() + s[1:]
-
-
-def _pair(facts: Facts, key: str) -> str:
-    """"A ran at x MB/s and B at y MB/s: N× faster than B" for comparison ``key``."""
-    c = facts[key]
-    a, b = facts[c.of], facts[c.basis]
-    return (f"{_cap(say.text(a.label))} ran at **{say.value(a)}** and {say.text(b.label)} at **{say.value(b)}**: "
-            f"**{say.comparison(c, facts)}**")
-
-
-def _finding(facts: Facts, key: str, text: str) -> Finding:
-    f = facts[key]
-    return Finding(key, text, f.number, f.unit, f.published, f.spread)
-
-
 def findings(facts: Facts) -> list[Finding]:
     """The chapter's key results, worded from ``facts`` (3 to 6 findings)."""
     facts = facts_of(facts)
-    out = [_finding(facts, k, _pair(facts, k) + " (steady state, first batch excluded).")
+    out = [fact_finding(facts, k, pair_words(facts, k) + " (steady state, first batch excluded).")
            for k in (f"published_w{w}" for w in PUBLISHED_WORKERS) if k in facts]
     if "shuffled_gap_max_workers" in facts:
-        out.append(_finding(facts, "shuffled_gap_max_workers", _pair(facts, "shuffled_gap_max_workers")
+        out.append(fact_finding(facts, "shuffled_gap_max_workers", pair_words(facts, "shuffled_gap_max_workers")
                             + " (both layouts shuffled, at the largest worker count measured)."))
     for f in (_one_worker_finding(facts), _main_process_finding(facts), _first_batch_finding(facts)):
         if f is not None and len(out) < 6:
@@ -103,11 +87,11 @@ def _one_worker_finding(facts: Facts) -> Finding | None:
     d = f.setting.get("direction", 0)
     text = (f"**One worker vs none** (warm, shard in order, batch {f.setting.get('batch_size')}): "
             f"{say.value(facts['one_worker.w1'])} per batch with one worker against "
-            f"{say.value(facts['one_worker.w0'])} with none. {_cap(say.text(f.label))}: **{say.value(f)}**")
+            f"{say.value(facts['one_worker.w0'])} with none. {cap(say.text(f.label))}: **{say.value(f)}**")
     text += {1: ": handing each batch from the worker to the main process costs that much.",
              -1: ": one worker saved time, the hand-over cost less than the work it took off the main process.",
              0: ": within the runs' spread, one worker neither costs nor saves measurably."}[d]
-    return _finding(facts, "one_worker", text)
+    return fact_finding(facts, "one_worker", text)
 
 
 def _main_process_finding(facts: Facts) -> Finding | None:
@@ -122,19 +106,19 @@ def _main_process_finding(facts: Facts) -> Finding | None:
     text += ("It is the bottleneck for " + ", ".join(say.text(LABELS[k]) for k in bound)
              + f": at least {pct(MAIN_BOUND_SHARE)}, it cannot take batches faster, however many workers prepare them."
              if bound else f"Less than {pct(MAIN_BOUND_SHARE)} for every layout: it had time to spare.")
-    return _finding(facts, "main_process", text)
+    return fact_finding(facts, "main_process", text)
 
 
 def _first_batch_finding(facts: Facts) -> Finding | None:
     f = facts.get("first_batch")
     if f is None:
         return None
-    text = (f"**{_cap(say.text(f.label))}**: **{say.value(f)}**, {say.value(facts['first_batch.share'])} of an "
+    text = (f"**{cap(say.text(f.label))}**: **{say.value(f)}**, {say.value(facts['first_batch.share'])} of an "
             "epoch on average")
     if "first_batch.vs_fewest" in facts:
         text += f", {say.comparison(facts['first_batch.vs_fewest'], facts)}"
     text += ". The steady-state figures leave it out; whole-epoch figures include it."
-    return _finding(facts, "first_batch", text)
+    return fact_finding(facts, "first_batch", text)
 
 
 def _vs(v: dict, more: str = "faster than", less: str = "slower than", same: str = "level with") -> str:
@@ -570,15 +554,7 @@ def spread_notes(facts) -> str:
 
 def residency(facts: Facts) -> str:
     """Whether cold epochs started cold and warm ones warm: the residency measured when each epoch began."""
-    facts = facts_of(facts)
-    parts = []
-    c, w = facts.get("residency.cold"), facts.get("residency.warm")
-    if c is not None:
-        share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
-        parts.append(f"{say.text(facts.data.get('cold_label') or 'cold')} epochs started with {share} resident")
-    if w is not None:
-        parts.append(f"warm epochs with at least **{say.value(w)}**")
-    return ("Residency: " + "; ".join(parts) + ".") if parts else "No timed epochs to check."
+    return residency_words(facts_of(facts), "epochs")
 
 
 def in_order_note(facts) -> str:
@@ -749,15 +725,15 @@ def opening(facts: Facts) -> Opening:
     out = []
     if "published_w0" in facts:
         c = facts["published_w0"]
-        out.append(Finding(c.key, say.define_guest_cold(f"{_cap(say.text(facts[c.of].label))} ran "
+        out.append(Finding(c.key, say.define_guest_cold(f"{cap(say.text(facts[c.of].label))} ran "
                                           f"**{say.comparison(c, facts)}**."), c.number, "×", c.published))
     if "shuffled_gap_max_workers" in facts:
         c = facts["shuffled_gap_max_workers"]
-        out.append(Finding(c.key, f"{_cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
+        out.append(Finding(c.key, f"{cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
                            c.number, "×"))
     if "first_batch" in facts:
         f = facts["first_batch"]
-        out.append(Finding("first_batch", f"{_cap(say.text(f.label))} was **{say.value(f, runs=False)}**, "
+        out.append(Finding("first_batch", f"{cap(say.text(f.label))} was **{say.value(f, runs=False)}**, "
                            f"{say.value(facts['first_batch.share'])} of an epoch.", f.number, "ms"))
     actions = [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
     return Opening(out[:3], actions[:3])

@@ -205,7 +205,7 @@ def analyse(res: Result) -> Facts:
     _templates(res, out)
     _population(res, out, fb, al)
     if cost:
-        _cost_notes(res, out, al, cost)
+        _cost_notes(res, out)
     _collator(res, out)
     _lengths(res, out)
     _run_notes(res, out)
@@ -286,7 +286,7 @@ def _shape(s: str, rows: int, row_len: int) -> dict:
     return {"strategy": s, "rows": int(rows), "row_len": int(row_len)}
 
 
-def _cost_notes(res: Result, out: Facts, al: dict, cost: dict) -> None:
+def _cost_notes(res: Result, out: Facts) -> None:
     """The timing's details: partial batches (``partial.<s>.*``), shapes whose step times spread widely
     (``spread.<s>.*``), time against positions (``time_of_positions``), the parts of a full step
     (``breakdown.<s>.*``, ``breakdown.layers_per_position``, ``breakdown.head``) and the time per pass

@@ -10,6 +10,7 @@ from datajourney.chapters.c05_padding_tax import analysis
 from datajourney.chapters.c05_padding_tax.analysis import CHAPTER, SOURCE_PACKER, device_name, isolated, model_label
 from datajourney.chapters.c05_padding_tax.params import ISOLATED, ISOLATION_MODEL, LABELS, PUBLISHED_SETTING
 from datajourney.chapters.common import MIN_RUNS_FOR_RANGE, facts_reader, on_paper
+from datajourney.chapters.wording import fact_value as _count
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
@@ -78,10 +79,6 @@ def key_metrics(res) -> dict:
 
 
 # --------------------------------------------------------------------------- findings: words for facts
-def _count(facts: Facts, key: str) -> str:
-    return phrasing.value(facts.get(key), runs=False)
-
-
 def _differs(facts: Facts) -> str:
     """This run's setting where it is not the published one, each value as code."""
     d = facts.data.get("setting_differs") or {}
@@ -527,12 +524,6 @@ def paper_exercise(facts) -> str:
     return on_paper(intro, questions, answers)
 
 
-def _short(facts: Facts, key: str, text: str) -> Finding:
-    f = facts[key]
-    return Finding(key, text, f.number, f.unit, published=f.published,
-                   interval=f.spread if f.spread is not None and f.n >= MIN_RUNS_FOR_RANGE else None)
-
-
 def opening(facts: Facts) -> Opening:
     """What the chapter opens with: the measured time of packing against padding each batch to its longest
     sample and against padding to the context (one sentence), then the real tokens per position over all
@@ -541,13 +532,13 @@ def opening(facts: Facts) -> Opening:
     out = []
     timed = [k for k in ("packing_vs_longest", "packing_vs_context") if k in facts and facts[k].number is not None]
     if timed:  # one sentence: the same packed time against each padded baseline
-        out.append(_short(facts, timed[0], f"Over all samples, greedy packing's forward and backward took "
+        out.append(_finding(facts, timed[0], f"Over all samples, greedy packing's forward and backward took "
                                            f"{phrasing.value(facts[facts[timed[0]].of], runs=False)}: "
                           + ", and ".join(f"**{phrasing.comparison(facts[k], facts)}**" for k in timed) + "."))
     for key in ("all_samples", "all_samples_vs_context", "first_batch_ratio"):
         if key in facts and facts[key].number is not None and len(out) < 3:
             pop = "the first batch" if key == "first_batch_ratio" else "all samples"
-            out.append(_short(facts, key, f"Over {pop}, greedy packing's real tokens per computed position: "
+            out.append(_finding(facts, key, f"Over {pop}, greedy packing's real tokens per computed position: "
                                           f"**{phrasing.comparison(facts[key], facts)}**."))
     return Opening(out[:3], actions(facts))
 

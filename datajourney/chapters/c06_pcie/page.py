@@ -170,12 +170,6 @@ def _sizes_text(sizes) -> str:
     return f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
 
 
-def dip_cause(res) -> str:
-    """Which explanation of the pageable dip the interleaved check supports, worded from the result's facts
-    (:func:`analysis.dip_check`; the staging details word it for the dip's own sizes)."""
-    return _dip_words(facts_of(res).data["dip_check"])
-
-
 def _dip_words(d: dict) -> str:
     """The interleaved check's reading of a dip (:func:`analysis.dip_check`): the order of the block
     experiment (each size measured in one block, after different work: the dip vanishes when sizes are
@@ -376,11 +370,6 @@ def pin_cost_note(res) -> str:
 # --------------------------------------------------------------------------- other computed text
 
 
-def clocks_table(res) -> pd.DataFrame:
-    """Host clock ÷ CUDA events (median ms ratio) per size, one row per size and path."""
-    return analysis.clock_ratios(res)
-
-
 def two_clocks(res) -> str:
     """The conclusion of the two-clocks comparison, worded from the result's facts."""
     c = facts_of(res).data["clocks"]
@@ -528,7 +517,7 @@ def dip_table(res) -> pd.DataFrame:
 
 
 def clocks_pivot(res) -> pd.DataFrame:
-    t = clocks_table(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
+    t = analysis.clock_ratios(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
     piv = t.pivot_table(index="size", columns="path", values="ratio").reset_index()
     piv.insert(0, "copy size", piv.pop("size").map(size_label))
     return piv
@@ -773,7 +762,7 @@ def finding_pin_cost(facts) -> Finding:
     return Finding("pin_cost", text, f.number, "ms", interval=f.spread, values=dict(size=f.setting["size"]))
 
 
-def finding_no_cuda(facts=None) -> Finding:
+def finding_no_cuda() -> Finding:
     return Finding("no_cuda", "This run measured **no PCIe**: the host has no CUDA device, so nothing crossed a bus; "
                               "what ran is the host side of the chapter.")
 

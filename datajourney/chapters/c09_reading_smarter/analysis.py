@@ -20,7 +20,7 @@ import pandas as pd
 
 from datajourney.chapters.c09_reading_smarter.params import Params
 from datajourney.chapters.c09_reading_smarter.sweep import sweep_shares, sweep_summary
-from datajourney.chapters.common import classify
+from datajourney.chapters.common import classify, table_of
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 
@@ -44,16 +44,12 @@ HINT_GAIN = 0.10
 
 
 # --------------------------------------------------------------------------- tables
-def _t(res, name: str) -> pd.DataFrame:
-    return res.tables[name] if name in res.tables else pd.DataFrame()
-
-
 def dd_runs(res) -> list[float]:
     """Every cold ``dd bs=1M`` read of the chapter's file, in GB/s: the device-ceiling runs and the one paired
     with each run of the sweep. They are the same read of the same file after the same purge, so the chapter
     states them as one series (one mean, one range, one run count)."""
-    dd = _t(res, "ceiling")
-    t = _t(res, "pipeline")
+    dd = table_of(res, "ceiling")
+    t = table_of(res, "pipeline")
     t = t[t["error"].isna()] if not t.empty and "error" in t else t
     sweep = t[t["mode"].str.startswith("dd")]["GBps"].astype(float).tolist() if not t.empty else []
     return (dd["GBps"].astype(float).tolist() if not dd.empty else []) + sweep
@@ -70,7 +66,7 @@ def _ok_rows(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpu_cold(res) -> pd.DataFrame:
-    g = _ok_rows(_t(res, "gpu"))
+    g = _ok_rows(table_of(res, "gpu"))
     return g[g["cache"] == "cold"] if not g.empty else g
 
 
@@ -91,7 +87,7 @@ COPY_ONLY = "in pinned RAM: copy only"
 
 def copy_only_runs(res) -> list[float]:
     """GB/s of each checked run of path (e)'s copy from pinned RAM to GPU memory."""
-    g = _ok_rows(_t(res, "gpu"))
+    g = _ok_rows(table_of(res, "gpu"))
     return [] if g.empty else [float(v) for v in g[g["path"] == COPY_ONLY]["GBps"].dropna()]
 
 
@@ -104,20 +100,20 @@ def pcie_ceiling(res) -> float | None:
 
 
 def pipeline_summary(res) -> pd.DataFrame:
-    return sweep_summary(_t(res, "pipeline"), pcie_ceiling(res))
+    return sweep_summary(table_of(res, "pipeline"), pcie_ceiling(res))
 
 
 def sweep_basis(res) -> str:
     """What the sweep's shares are of: "dd" (the same run's ``dd`` read), or "dd or PCIe" where the PCIe copy
     was the slower link of some run."""
     pc = pcie_ceiling(res)
-    b = sweep_shares(_t(res, "pipeline"), pc)
+    b = sweep_shares(table_of(res, "pipeline"), pc)
     return "dd or PCIe" if pc and not b.empty and bool((b["ceiling_GBps"] >= pc).any()) else "dd"
 
 
 def gpu_errors(res) -> list[list[str]]:
     """Each failed path into GPU memory and its error ([path, error]), once each, in the run's order."""
-    g = _t(res, "gpu")
+    g = table_of(res, "gpu")
     if g.empty or "error" not in g:
         return []
     return [[str(p), e] for p, e in dict.fromkeys(zip(g["path"], g["error"])) if isinstance(e, str)]
@@ -198,7 +194,7 @@ def _to_gpu(res, f: Facts) -> None:
             runs = cands["path.b"]
             src = "main"
         else:
-            sw = _ok_rows(_t(res, "pipeline"))
+            sw = _ok_rows(table_of(res, "pipeline"))
             sw = sw[(sw["mode"] == mode) & (sw["chunk"] == chunk) & (sw["buffers"] == bufs)]
             runs = measured("x", sw["GBps"].astype(float).tolist(), unit="GB/s", label="")
             src = "sweep"
@@ -245,7 +241,7 @@ def _gds(res, f: Facts) -> None:
     cold = gpu_cold(res)
     kv = [p for p in dict.fromkeys(cold["path"]) if str(p).startswith("kvikio")] if not cold.empty else []
     if not kv:
-        errs = _t(res, "gpu")
+        errs = table_of(res, "gpu")
         errs = [f"{p}: {e}" for p, e in zip(errs.get("path", []), errs.get("error", []))
                 if isinstance(e, str) and str(p).startswith("kvikio")] if not errs.empty else []
         f.data["gds_errors"] = errs[:1]
@@ -287,7 +283,7 @@ def little_rows(r: pd.DataFrame) -> list[dict]:
 
 
 def _random(res, f: Facts) -> None:
-    r = _t(res, "random")
+    r = table_of(res, "random")
     if r.empty:
         return
     one = r[r["mode"] == "pread, 1 thread"]["IOPS"].astype(float).tolist()
@@ -339,7 +335,7 @@ def _uring(res, f: Facts) -> None:
     st = res.metadata.get("io_uring_status")
     f.data["uring_status"] = ({"available": bool(st.get("available")), "note": str(st.get("note") or "")}
                               if isinstance(st, dict) else None)
-    u = _t(res, "uring")
+    u = table_of(res, "uring")
     if u.empty:
         return
     by = u.groupby(["io_mode", "depth"])["IOPS"].mean()
@@ -353,7 +349,7 @@ def _uring(res, f: Facts) -> None:
 
 # --------------------------------------------------------------------------- asked vs seen, readahead, latency
 def _asked_vs_seen(res, f: Facts) -> None:
-    g = _ok_rows(_t(res, "grid"))
+    g = _ok_rows(table_of(res, "grid"))
     if g.empty or "dev_request_bytes" not in g or not g["dev_request_bytes"].notna().any():
         f.data["diskstats_device"] = res.metadata.get("diskstats_device")
         return
@@ -382,7 +378,7 @@ def _asked_vs_seen(res, f: Facts) -> None:
 
 
 def _readahead(res, f: Facts) -> None:
-    ra = _t(res, "readahead")
+    ra = table_of(res, "readahead")
     meta = res.metadata.get("readahead_sysfs") or {}
     f.data["readahead_sysfs"] = {"used": bool(meta.get("used")), "note": meta.get("note"),
                                  "original_kb": meta.get("original_kb")}
@@ -447,7 +443,7 @@ def _storage(res, f: Facts) -> None:
 
 
 def _latency(res, f: Facts) -> None:
-    lat = _t(res, "latency")
+    lat = table_of(res, "latency")
     dev = res.metadata.get("device") or res.fingerprint.get("storage", {}) or {}
     f.data["storage"] = {"disk": dev.get("disk"), "fs_type": dev.get("fs_type")}
     floor = float(res.metadata.get("nand_read_floor_us", 40.0))
@@ -488,7 +484,7 @@ def analyse(res) -> Facts:
 
 
 # --------------------------------------------------------------------------- what the notebook's notes word
-def _paths_note(res, f: Facts) -> None:
+def _paths_note(f: Facts) -> None:
     """The cold paths ranked (for the note under the chart of paths), path (a) against path (b)."""
     ranked = [k for k in f.facts if k.startswith("path.") and f.number(k) is not None]
     if not ranked:
@@ -524,7 +520,7 @@ def _sweep_notes(res, f: Facts) -> None:
     s = pipeline_summary(res)
     if s.empty:
         return
-    b = sweep_shares(_t(res, "pipeline"), pc)
+    b = sweep_shares(table_of(res, "pipeline"), pc)
     f.add(Fact("sweep_basis", sweep_basis(res), "", "what the sweep's shares are of", "choice", None))
 
     def runs(row) -> list[float]:
@@ -604,7 +600,7 @@ def _ceilings(res, f: Facts) -> None:
     cold = gpu_cold(res)
     if not cold.empty:
         cands += [(_path_label(p), float(v)) for p, v in zip(cold["path"], cold["GBps"])]
-    b = sweep_shares(_t(res, "pipeline"), pcie_ceiling(res))
+    b = sweep_shares(table_of(res, "pipeline"), pcie_ceiling(res))
     if not b.empty:
         cands += [(f"path (b) ({setting_words(m, c_, n)})", float(v))
                   for m, c_, n, v in zip(b["mode"], b["chunk"], b["buffers"], b["GBps"])]
@@ -620,7 +616,7 @@ def _ceilings(res, f: Facts) -> None:
 
 
 def _random_notes(res, f: Facts) -> None:
-    r = _t(res, "random")
+    r = table_of(res, "random")
     if r.empty or "random_one_thread" not in f:
         return
     soa = f.get("random_mmap_read_per_touched")
@@ -635,7 +631,7 @@ def _random_notes(res, f: Facts) -> None:
 
 def _uring_notes(res, f: Facts) -> None:
     """Per io_uring mode: its best depth against its shallowest, and whether deeper queues added nothing."""
-    u = _t(res, "uring")
+    u = table_of(res, "uring")
     if u.empty:
         return
     modes = []
@@ -651,7 +647,7 @@ def _uring_notes(res, f: Facts) -> None:
                            label=f"depth {lo_d}", setting={"depth": lo_d}))
             f.add(compare(f"{k}.gain", f[f"{k}.best"], f[f"{k}.shallow"]))
     f.data["uring_modes"] = modes
-    r = _t(res, "random")
+    r = table_of(res, "random")
     pool = r[r["mode"] == "pread, thread pool"] if not r.empty else r
     if not pool.empty:
         t = int(pool.groupby("threads")["IOPS"].mean().idxmax())
@@ -663,7 +659,7 @@ def _uring_notes(res, f: Facts) -> None:
 def _asked_seen_notes(res, f: Facts) -> None:
     """The device's view of the grid: how the largest O_DIRECT requests were split, the queue depth it saw and
     where the rest of each request's time went, and how much of what it read was this process's."""
-    g = _ok_rows(_t(res, "grid"))
+    g = _ok_rows(table_of(res, "grid"))
     if g.empty or "dev_request_bytes" not in g:
         return
     g = g.copy()
@@ -735,7 +731,7 @@ OWN_SHARE = 0.90
 
 
 def _readahead_notes(res, f: Facts) -> None:
-    ra = _t(res, "readahead")
+    ra = table_of(res, "readahead")
     if ra.empty:
         return
     seq, rnd = ra[ra["pattern"] == "sequential"], ra[ra["pattern"] == "random"]
@@ -772,7 +768,7 @@ def _readahead_notes(res, f: Facts) -> None:
 
 def analyse_notes(res, f: Facts) -> Facts:
     """The facts the notebook's notes word (beside the key results)."""
-    _paths_note(res, f)
+    _paths_note(f)
     _drift(res, f)
     _sweep_notes(res, f)
     _ceilings(res, f)

@@ -13,6 +13,7 @@ from datajourney.chapters.c09_reading_smarter import analysis, charts
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
 from datajourney.chapters.c09_reading_smarter.analysis import analyse as _analyse
 from datajourney.chapters.common import UNDECIDED_WORDS, facts_reader, on_paper, table_of
+from datajourney.chapters.wording import fact_value as _v
 from datajourney.core import phrasing
 from datajourney.core import phrasing as fx
 from datajourney.core.facts import Facts, host_label
@@ -65,27 +66,6 @@ def path_letter(path: str) -> str:
     return f"({letter}) {path}"
 
 
-def path_words(path: str) -> str:
-    """A path in a few words a reader needs no table for."""
-    if path in PATH_NAMES:
-        return PATH_NAMES[path][1]
-    if str(path).startswith("kvikio"):
-        threads = str(path).rsplit(", ", 1)[-1]
-        return f"kvikio with {threads}" + (" (GDS)" if ", GDS," in f"{path}," else " (not GDS)")
-    return str(path)
-
-
-def best_setting(res) -> pd.Series | None:
-    """The chunk × buffers × mode sweep's best setting (:func:`.sweep.sweep_summary`'s order: highest
-    lowest-run share of the same run's slower link, then highest mean); None without a sweep."""
-    s = pipeline_summary(res)
-    return None if s.empty else s.iloc[0]
-
-
-def _v(facts: Facts, key: str, runs: bool = False) -> str:
-    return phrasing.value(facts.get(key), runs=runs)
-
-
 def gpu_note(facts: Facts) -> str:
     """The cold paths to GPU memory ranked by this run's means, and how path (a) compares with path (b)."""
     ranked = facts.data.get("paths_ranked") or []
@@ -112,7 +92,6 @@ def gds_note(facts: Facts) -> str:
     if (facts.data.get("gds_status") or {}).get("path") != "GDS":
         text += " The published GDS gain cannot be reproduced here: its data still pass through host memory."
     return text.strip()
-
 
 
 def _grid(res) -> pd.DataFrame:
@@ -336,7 +315,7 @@ def _basis_words(basis: str) -> str:
 
 
 def pipeline_table(res) -> pd.DataFrame:
-    s = pipeline_summary(res)
+    s = analysis.pipeline_summary(res)
     if s.empty:
         return s
     basis = analysis.sweep_basis(res)
@@ -673,11 +652,6 @@ def pipeline_shares(res) -> pd.DataFrame:
     return analysis.sweep_shares(_result_table(res, "pipeline"), analysis.pcie_ceiling(res))
 
 
-def pipeline_summary(res) -> pd.DataFrame:
-    """One row per swept setting, best first (:func:`.sweep.sweep_summary`)."""
-    return analysis.pipeline_summary(res)
-
-
 def path_b_choice(facts: Facts) -> str:
     """Why path (b) read at its setting: the sweep's best, the run's parameters, the fallback, or (a run made
     before the sweep chose it) the run's fixed setting."""
@@ -780,8 +754,6 @@ def key_metrics(res) -> dict:
     facts = facts_of(res)
     return {f.published: (f.number, None) for f in facts.facts.values()
             if f.published and f.number is not None and not f.is_comparison}
-
-
 
 
 # --------------------------------------------------------------------------- findings: words for facts

@@ -611,7 +611,7 @@ def _workers_cause(res, f: Facts, cache: str = "warm") -> None:
     f.data["cause_cache"] = cache
 
 
-def _checkpoint_notes(res, f: Facts) -> None:
+def _checkpoint_notes(f: Facts) -> None:
     b, t = f.number("checkpoint.dcp_async_save.blocked"), f.number("checkpoint.dcp_async_save.total")
     if b is not None and t is not None:
         f.add(Fact("checkpoint.async_background", t - b, "s", "the writing async_save did after it returned", "time",
@@ -693,7 +693,7 @@ def analyse_notes(res, f: Facts) -> Facts:
     _overhead_notes(res, f)
     _workers_notes(res, f)
     _workers_cause(res, f)
-    _checkpoint_notes(res, f)
+    _checkpoint_notes(f)
     _checkpoint_posix_notes(res, f)
     _dft_app_notes(res, f)
     return f

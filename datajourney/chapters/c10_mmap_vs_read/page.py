@@ -21,6 +21,7 @@ from datajourney.chapters.c10_mmap_vs_read.analysis import analyse as _analyse
 from datajourney.chapters.c10_mmap_vs_read.analysis import headline_cache as _cache_for_headline
 from datajourney.chapters.c10_mmap_vs_read.analysis import largest as _largest
 from datajourney.chapters.common import facts_reader, on_paper
+from datajourney.chapters.wording import fact_value as _v
 from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening, choose
@@ -31,10 +32,6 @@ from datajourney.core.units import num, size_label
 facts_of = facts_reader(_analyse)
 
 # ---------------------------------------------------------------------------- key results
-
-
-def _v(facts: Facts, key: str, runs: bool = False) -> str:
-    return phrasing.value(facts.get(key), runs=runs)
 
 
 def loader_note(facts: Facts) -> str:
