@@ -14,7 +14,7 @@ import pytest
 
 from datajourney.book import registry
 from datajourney.core import phrasing, results
-from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide
+from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds
 from datajourney.core.facts import Facts, compare, measured
 from datajourney.core.paths import REPO_ROOT
 
@@ -56,11 +56,12 @@ def test_of_candidates_level_with_the_best_the_first_listed_is_advised():
     assert a.verdict == "change" and a.value == 4 and a.within == pytest.approx(0.5)
 
 
-def test_the_runs_spread_raises_the_threshold():
+def test_a_gain_within_the_runs_spread_keeps_the_default():
     f = Facts("t")
-    # 10% apart, but each side's runs spread ±15%: noise, not a gain
+    # 10% apart, but each side's runs spread ±15%: their ranges overlap, level (noise, not a gain)
     a = decide(_q(), [_c(0, [85, 115]), _c(4, [95.5, 124.5])], f)
-    assert a.verdict == "keep" and a.threshold >= 0.14
+    assert a.verdict == "keep" and f[a.gain].level
+    assert "level with" in phrasing.advice(a, f)
 
 
 def test_an_option_with_a_cost_needs_a_larger_gain_and_names_its_cost():
@@ -95,6 +96,23 @@ def test_times_are_better_lower():
          for v, ms in ((0, 10.0), (2, 5.0))]
     a = decide(_q(), t, f)
     assert a.verdict == "change" and a.value == 2 and a.within == pytest.approx(1.0)
+
+
+def test_level_has_one_meaning_for_the_facts_the_verdicts_and_the_flags():
+    """Runs where the means-apart-by-the-spread rule and the ranges-overlap rule disagreed: an impossible-result
+    flag, a verdict and a comparison fact now read one rule (the runs' ranges overlap: level)."""
+    def rate(key, runs):
+        return measured(key, runs, unit="items/s", label=key)
+    # means 10% apart, beyond either side's half-width, but the ranges overlap (100 <= 105): level
+    wide, base = rate("wide", [100, 110, 120]), rate("base", [95, 100, 105])
+    assert compare("_", wide, base).level and not exceeds(wide, base)
+    # ranges apart (101 > 100) with a mean 26% above, under the wide side's 39% half-width: not level
+    skew, tight = rate("skew", [101, 101, 101, 200]), rate("tight", [99, 100])
+    assert not compare("_", skew, tight).level and exceeds(skew, tight)
+    for a, b in ((wide, base), (skew, tight)):
+        f = Facts("t")
+        adv = decide(_q(), [Candidate(0, b), Candidate(4, a)], f)
+        assert (adv.verdict == "change") == (not f[adv.gain].level) == exceeds(a, b)
 
 
 # ----------------------------------------------------------------------------- every committed result
