@@ -252,6 +252,50 @@ def test_chapter_11_compression_needs_its_larger_threshold():
     assert a.verdict == "change" and a.cost and "register_comm_hook" in a.call
 
 
+def _c11_host_ladder(keep_host: set[str], add_default: bool = False):
+    """The H200 reference with its forced host paths' rungs cut to ``keep_host`` (and, with ``add_default``, a
+    ``default`` rung there, its windows the direct path's default windows × 0.6)."""
+    res = copy.deepcopy(results.Result.load(REFERENCE / "h200" / "11_gpu_to_gpu.json"))
+    r, w = res.tables["rungs"], res.tables["windows"]
+    host = r["job"].isin(["p2p_off", "p2p_shm_off"])
+    if add_default:
+        for job in ("p2p_off", "p2p_shm_off"):
+            row = r[(r["job"] == "n") & (r["rung"] == "default")].assign(job=job, path=job)
+            win = w[(w["job"] == "n") & (w["rung"] == "default")].assign(job=job, path=job)
+            win = win.assign(steps_per_s=0.6 * win["steps_per_s"])
+            r, w = pd.concat([r, row], ignore_index=True), pd.concat([w, win], ignore_index=True)
+        host = r["job"].isin(["p2p_off", "p2p_shm_off"])
+        keep_host = keep_host | {"default"}
+    keep = ~host | r["rung"].isin(keep_host)
+    res.tables["rungs"] = r[keep].reset_index(drop=True)
+    host_w = w["job"].isin(["p2p_off", "p2p_shm_off"])
+    res.tables["windows"] = w[~host_w | w["rung"].isin(keep_host)].reset_index(drop=True)
+    return res
+
+
+def test_chapter_11_path_answer_compares_the_same_ddp_settings_on_both_paths():
+    """The path question sets NCCL's direct path against a forced host path with the same DDP settings on both, and
+    names them: DDP's defaults where the host ladder ran them, else the settings both ladders share; where they
+    share none, the page says the paths are not comparable and which rung is missing."""
+    from datajourney.chapters.c11_gpu_to_gpu import page
+
+    def gain_rungs(f):
+        g = f[f.advice_for("ddp.path").gain]
+        return f[g.of].setting["rung"], f[g.basis].setting["rung"]
+    ref = _c11({})
+    a = ref.advice_for("ddp.path")
+    assert gain_rungs(ref) == ("ddp", "ddp") and "one-bucket DDP (bucket_cap_mb=2000) on each path" in a.workload
+    assert "DDP's defaults did not run through the host" in " ".join(x.text for x in page.opening(ref).actions)
+    both = registry.lookup("11_gpu_to_gpu").analyse(_c11_host_ladder({"ddp", "bf16"}, add_default=True))
+    assert gain_rungs(both) == ("default", "default") and "DDP with PyTorch's defaults" in both.advice_for(
+        "ddp.path").workload
+    assert "did not run through the host" not in " ".join(x.text for x in page.opening(both).actions)
+    none = registry.lookup("11_gpu_to_gpu").analyse(_c11_host_ladder({"bf16@25"}))
+    assert none.advice_for("ddp.path") is None
+    said = " ".join(x.text for x in page.opening(none).actions)
+    assert "not comparable in this run" in said and "`default` in `host_ladder`" in said
+
+
 # ----------------------------------------------------------------------------- impossible results are flagged
 def _scaled(chapter: str, table: str, k: float, **where):
     res = copy.deepcopy(results.load_reference(chapter))
