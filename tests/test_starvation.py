@@ -790,6 +790,8 @@ def test_the_model_and_the_sweep_disagree_by_a_measured_factor_with_its_place():
     assert f["shortfall_cause.tokenize"].value == "outside the work"   # the item's work took less than D in a worker
     text = page.gap_cause_note(f)
     assert "1.48× slower than `D`" in text and "outside the per-item work" in text and "W = 16" in text
+    assert "(the model asks for 4 workers; at W = 4 each worker took 7.99 ms a sample, 1.48× slower than `D`)" in (
+        page.finding_workers(f).text)
     slow, _ = _sweep_edit(work_wall_ms=2 * d)
     g = analysis.analyse(slow)
     assert g["shortfall_cause.tokenize"].value == "slower work"

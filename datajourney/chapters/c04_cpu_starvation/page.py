@@ -685,6 +685,10 @@ def finding_workers(facts: Facts) -> Finding | None:
     for k in kinds:
         first = facts[f"keep_up.{k}"]
         model = f"the model asks for {_v(facts, f'model_workers.{k}')}"
+        if f"model_shortfall.{k}" in facts:   # the model's assumption, measured: why the sweep needed more
+            pace = facts[f"worker_pace.{k}"]
+            model += (f"; at W = {pace.setting['workers']} each worker took {phrasing.value(pace, runs=False)} a "
+                      f"sample, {phrasing.comparison(facts[f'model_shortfall.{k}'], baseline='`D`')}")
         parts.append(f"{phrasing.text(k)} (D = {_v(facts, f'd.{k}')}) "
                      + (f"from **W = {int(first.number)}** ({model})" if first.number is not None else
                         f"never, up to W = {_v(facts, 'sweep_max_workers')} (best AU {_v(facts, f'best_au.{k}')})"))
