@@ -14,7 +14,7 @@ import pytest
 
 from datajourney.book import registry
 from datajourney.core import phrasing, results
-from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide
+from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds
 from datajourney.core.facts import Facts, compare, measured
 from datajourney.core.paths import REPO_ROOT
 
@@ -56,11 +56,12 @@ def test_of_candidates_level_with_the_best_the_first_listed_is_advised():
     assert a.verdict == "change" and a.value == 4 and a.within == pytest.approx(0.5)
 
 
-def test_the_runs_spread_raises_the_threshold():
+def test_a_gain_within_the_runs_spread_keeps_the_default():
     f = Facts("t")
-    # 10% apart, but each side's runs spread ±15%: noise, not a gain
+    # 10% apart, but each side's runs spread ±15%: their ranges overlap, level (noise, not a gain)
     a = decide(_q(), [_c(0, [85, 115]), _c(4, [95.5, 124.5])], f)
-    assert a.verdict == "keep" and a.threshold >= 0.14
+    assert a.verdict == "keep" and f[a.gain].level
+    assert "level with" in phrasing.advice(a, f)
 
 
 def test_an_option_with_a_cost_needs_a_larger_gain_and_names_its_cost():
@@ -95,6 +96,23 @@ def test_times_are_better_lower():
          for v, ms in ((0, 10.0), (2, 5.0))]
     a = decide(_q(), t, f)
     assert a.verdict == "change" and a.value == 2 and a.within == pytest.approx(1.0)
+
+
+def test_level_has_one_meaning_for_the_facts_the_verdicts_and_the_flags():
+    """Runs where the means-apart-by-the-spread rule and the ranges-overlap rule disagreed: an impossible-result
+    flag, a verdict and a comparison fact now read one rule (the runs' ranges overlap: level)."""
+    def rate(key, runs):
+        return measured(key, runs, unit="items/s", label=key)
+    # means 10% apart, beyond either side's half-width, but the ranges overlap (100 <= 105): level
+    wide, base = rate("wide", [100, 110, 120]), rate("base", [95, 100, 105])
+    assert compare("_", wide, base).level and not exceeds(wide, base)
+    # ranges apart (101 > 100) with a mean 26% above, under the wide side's 39% half-width: not level
+    skew, tight = rate("skew", [101, 101, 101, 200]), rate("tight", [99, 100])
+    assert not compare("_", skew, tight).level and exceeds(skew, tight)
+    for a, b in ((wide, base), (skew, tight)):
+        f = Facts("t")
+        adv = decide(_q(), [Candidate(0, b), Candidate(4, a)], f)
+        assert (adv.verdict == "change") == (not f[adv.gain].level) == exceeds(a, b)
 
 
 # ----------------------------------------------------------------------------- every committed result
@@ -232,6 +250,50 @@ def test_chapter_11_compression_needs_its_larger_threshold():
     strong = _c11({"bf16": 1.20 * _m11("bucket_view") / _m11("bf16")})
     a = strong.advice_for("ddp.comm_hook")
     assert a.verdict == "change" and a.cost and "register_comm_hook" in a.call
+
+
+def _c11_host_ladder(keep_host: set[str], add_default: bool = False):
+    """The H200 reference with its forced host paths' rungs cut to ``keep_host`` (and, with ``add_default``, a
+    ``default`` rung there, its windows the direct path's default windows × 0.6)."""
+    res = copy.deepcopy(results.Result.load(REFERENCE / "h200" / "11_gpu_to_gpu.json"))
+    r, w = res.tables["rungs"], res.tables["windows"]
+    host = r["job"].isin(["p2p_off", "p2p_shm_off"])
+    if add_default:
+        for job in ("p2p_off", "p2p_shm_off"):
+            row = r[(r["job"] == "n") & (r["rung"] == "default")].assign(job=job, path=job)
+            win = w[(w["job"] == "n") & (w["rung"] == "default")].assign(job=job, path=job)
+            win = win.assign(steps_per_s=0.6 * win["steps_per_s"])
+            r, w = pd.concat([r, row], ignore_index=True), pd.concat([w, win], ignore_index=True)
+        host = r["job"].isin(["p2p_off", "p2p_shm_off"])
+        keep_host = keep_host | {"default"}
+    keep = ~host | r["rung"].isin(keep_host)
+    res.tables["rungs"] = r[keep].reset_index(drop=True)
+    host_w = w["job"].isin(["p2p_off", "p2p_shm_off"])
+    res.tables["windows"] = w[~host_w | w["rung"].isin(keep_host)].reset_index(drop=True)
+    return res
+
+
+def test_chapter_11_path_answer_compares_the_same_ddp_settings_on_both_paths():
+    """The path question sets NCCL's direct path against a forced host path with the same DDP settings on both, and
+    names them: DDP's defaults where the host ladder ran them, else the settings both ladders share; where they
+    share none, the page says the paths are not comparable and which rung is missing."""
+    from datajourney.chapters.c11_gpu_to_gpu import page
+
+    def gain_rungs(f):
+        g = f[f.advice_for("ddp.path").gain]
+        return f[g.of].setting["rung"], f[g.basis].setting["rung"]
+    ref = _c11({})
+    a = ref.advice_for("ddp.path")
+    assert gain_rungs(ref) == ("ddp", "ddp") and "one-bucket DDP (bucket_cap_mb=2000) on each path" in a.workload
+    assert "DDP's defaults did not run through the host" in " ".join(x.text for x in page.opening(ref).actions)
+    both = registry.lookup("11_gpu_to_gpu").analyse(_c11_host_ladder({"ddp", "bf16"}, add_default=True))
+    assert gain_rungs(both) == ("default", "default") and "DDP with PyTorch's defaults" in both.advice_for(
+        "ddp.path").workload
+    assert "did not run through the host" not in " ".join(x.text for x in page.opening(both).actions)
+    none = registry.lookup("11_gpu_to_gpu").analyse(_c11_host_ladder({"bf16@25"}))
+    assert none.advice_for("ddp.path") is None
+    said = " ".join(x.text for x in page.opening(none).actions)
+    assert "not comparable in this run" in said and "`default` in `host_ladder`" in said
 
 
 # ----------------------------------------------------------------------------- impossible results are flagged

@@ -763,3 +763,38 @@ def test_ch4_axis_titles_keep_the_unit_only():
         y = fig.layout.yaxis.title.text
         assert "bars" not in y and "(ms" in y and len(y) <= 32, y
         assert re.search(r"error bars:|at most: no error bars", fig.layout.title.text)
+
+
+def _sweep_edit(**cols):
+    """The H200 reference with the tokenize sweep's W = 4 row edited (column=value)."""
+    import copy
+
+    from datajourney.core import results
+    res = copy.deepcopy(results.load_reference(analysis.CHAPTER, "h200"))
+    t = res.tables["summary"]
+    m = (t["experiment"] == "worker sweep") & (t["work"] == "tokenize") & (t["workers"] == 4)
+    for c, v in cols.items():
+        t.loc[m, c] = v
+    return res, t[m].iloc[0]
+
+
+def test_the_model_and_the_sweep_disagree_by_a_measured_factor_with_its_place():
+    """The model asks for 4 tokenize workers on the H200; the sweep keeps up only at 16. The gap is the workers'
+    measured time per sample (W × step ÷ B) against D, and the work timed inside a worker places it."""
+    res, row = _sweep_edit()
+    f = analysis.analyse(res)
+    d = f.number("d.tokenize")
+    assert f.number("model_workers.tokenize") == 4 and f.number("keep_up.tokenize") == 16
+    assert f.number("worker_pace.tokenize") == pytest.approx(4 * row["step_ms"] / row["batch_size"])
+    assert f.number("model_shortfall.tokenize") == pytest.approx(4 * row["step_ms"] / row["batch_size"] / d)
+    assert f["shortfall_cause.tokenize"].value == "outside the work"   # the item's work took less than D in a worker
+    text = page.gap_cause_note(f)
+    assert "1.48× slower than `D`" in text and "outside the per-item work" in text and "W = 16" in text
+    assert "(the model asks for 4 workers; at W = 4 each worker took 7.99 ms a sample, 1.48× slower than `D`)" in (
+        page.finding_workers(f).text)
+    slow, _ = _sweep_edit(work_wall_ms=2 * d)
+    g = analysis.analyse(slow)
+    assert g["shortfall_cause.tokenize"].value == "slower work"
+    assert "ran slower inside the workers" in page.gap_cause_note(g)
+    kept, _ = _sweep_edit(au=0.95)   # the sweep keeps up where the model says
+    assert "model_shortfall.tokenize" not in analysis.analyse(kept)

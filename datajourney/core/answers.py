@@ -8,9 +8,9 @@ candidates into one :class:`~datajourney.core.facts.Advice`:
 * the best candidate is compared with the best *alternative*: the best of the default's group (the default
   value itself for a plain knob; the best measured configuration of the default's kind, e.g. the best
   DataLoader, for a choice between kinds), never with a weaker configuration;
-* below the threshold, the larger of :data:`MIN_EFFECT` (or the question's ``cost_effect`` for an option
-  with a cost: lower precision, alignment, convergence) and the runs' own relative spread, or where the two
-  sides' runs overlap (level, :func:`~datajourney.core.facts.compare`), the verdict is "keep the default",
+* below the threshold, :data:`MIN_EFFECT` (or the question's ``cost_effect`` for an option with a cost: lower
+  precision, alignment, convergence), or where the two sides' runs overlap (level: within the measured spread,
+  :func:`~datajourney.core.stats.level`), the verdict is "keep the default",
   with how far the default is from the best measured;
 * candidates level with the best (within its threshold) serve as well, so the first one listed (a caller
   lists them cheapest first: fewer workers, less memory) is the one advised;
@@ -70,14 +70,6 @@ class Candidate:
         return self.value if self.group is None else self.group
 
 
-def _spread(f: Fact) -> float:
-    """The relative half-width of a fact's runs (0 for one run)."""
-    if f.spread is None or f.n < 2 or not f.number:
-        return 0.0
-    lo, hi = f.spread
-    return abs(hi - lo) / abs(f.number) / 2
-
-
 def _gain(top: Fact, base: Fact) -> float:
     """How much better ``top`` is than ``base``, as a ratio ≥ 1 when better (a time's ratio inverted)."""
     r = top.number / base.number
@@ -93,13 +85,14 @@ def _best(cands: Sequence[Candidate]) -> Candidate | None:
 
 
 def threshold(q: Question, top: Candidate, base: Candidate) -> float:
-    """The smallest gain (a ratio above 1, as a fraction) that advises ``top`` over ``base``."""
-    floor = q.cost_effect if top.costly else q.min_effect
-    return max(floor, _spread(top.fact), _spread(base.fact))
+    """The smallest gain (a ratio above 1, as a fraction) that advises ``top`` over ``base``: the question's
+    minimum effect (its larger one for an option with a cost). The runs' spread enters through "level"."""
+    return q.cost_effect if top.costly else q.min_effect
 
 
 def _clears(q: Question, a: Candidate, b: Candidate) -> bool:
-    """Whether ``a`` measured better than ``b`` by at least the threshold, with their runs apart (not level)."""
+    """Whether ``a`` measured better than ``b`` by at least the threshold, with their runs apart: not level
+    (:func:`~datajourney.core.stats.level`, the one rule the facts' comparisons and :func:`exceeds` use)."""
     return _gain(a.fact, b.fact) - 1 >= threshold(q, a, b) and not compare("_", a.fact, b.fact).level
 
 
@@ -144,10 +137,11 @@ def _call(knob: str, value) -> str:
 
 def exceeds(value: Fact, bound: Fact) -> bool:
     """Whether ``value`` measured beyond ``bound`` (a ceiling, a faster configuration it cannot beat) by more
-    than :data:`MIN_EFFECT` and both runs' spreads: an impossible result, which the book flags as a measurement
-    problem and never words as an outcome."""
+    than :data:`MIN_EFFECT`, with the two runs not level (:func:`~datajourney.core.stats.level`, the rule the
+    facts' comparisons use): an impossible result, which the book flags as a measurement problem and never
+    words as an outcome."""
     if value.number is None or bound.number is None or not bound.number:
         return False
     over = value.number / bound.number if value.better != "lower" else bound.number / value.number
-    return over - 1 > max(MIN_EFFECT, _spread(value), _spread(bound))
+    return over - 1 > MIN_EFFECT and not compare("_", value, bound).level
 

@@ -18,6 +18,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
+from datajourney.core import stats
+
 #: How a quantity reads in a comparison: a rate or a time reads faster/slower (``better`` decides
 #: which is which), an amount (CPU time per image, memory, bytes) reads more/less.
 QUANTITIES = ("rate", "time", "amount", "share", "count", "choice")
@@ -97,8 +99,7 @@ def compare(key: str, a: Fact, b: Fact, *, published: str | None = None) -> Fact
     their spreads overlap (then no direction is claimed)."""
     x, y = a.number, b.number
     ratio = x / y if x is not None and y not in (None, 0.0) else None
-    level = bool(a.spread and b.spread and a.n > 1 and b.n > 1
-                 and a.spread[0] <= b.spread[1] and b.spread[0] <= a.spread[1])
+    level = stats.level(a.spread if a.n > 1 else None, b.spread if b.n > 1 else None)
     return Fact(key, ratio, "×", a.label, a.quantity, a.better, min(a.n, b.n), None, dict(a.setting),
                 of=a.key, basis=b.key, level=level, published=published)
 

@@ -43,9 +43,20 @@ def direction(a: float | Sequence[float], b: float | Sequence[float], *, tol: fl
         return 0
     if abs(ma - mb) <= tol * max(abs(ma), abs(mb)):
         return 0
-    if len(a_runs) > 1 and len(b_runs) > 1 and min(a_runs) <= max(b_runs) and min(b_runs) <= max(a_runs):
+    if level(_range(a_runs), _range(b_runs)):
         return 0
     return 1 if ma > mb else -1
+
+
+def level(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
+    """The book's one meaning of "level": two measurements whose runs' (min, max) ranges overlap, so their
+    difference is within the measured spread and no direction is claimed. A side without a range (fewer than
+    two runs) has no measured spread and is never level."""
+    return bool(a and b and a[0] <= b[1] and b[0] <= a[1])
+
+
+def _range(runs: Sequence[float]) -> tuple[float, float] | None:
+    return (min(runs), max(runs)) if len(runs) > 1 else None
 
 
 def cv(values: Iterable[float]) -> float:

@@ -79,6 +79,7 @@ def analyse(res: Result) -> Facts:
     _nvml_util(res, out, g)
     _model_gaps(res, out, g)
     _gap_causes(res, out)
+    _model_shortfall(res, out, g)
     _advice(res, out, g)
     _notes(res, out, g)
     return out
@@ -662,6 +663,32 @@ def _gap_causes(res: Result, out: Facts) -> None:
                        waiting=any(w in cpu and loop[w] > (1 + COST_TOL) * cpu[w] for w in slow),
                        workers_pay_more=bool(wk) and 0 in loop and all(loop[w] > (1 + COST_TOL) * loop[0] for w in wk))
         out.add(Fact(f"gap_cause.{k}", value, "", "what the data support", "choice", None, setting={**s, **verdict}))
+
+
+def _model_shortfall(res: Result, out: Facts, g: float) -> None:
+    """Where the sweep does not keep up at the first worker count the model's ``W`` allows: the model assumes each
+    worker delivers a sample every ``D``; the sweep's workers delivered one every ``W × step ÷ B`` each
+    (``worker_pace.<work>``), and ``model_shortfall.<work>`` is that against ``D``, the factor by which the
+    assumption fails. ``shortfall_cause.<work>`` says where the data place it: the item's own work, timed inside a
+    worker there ("slower work" above ``D`` by more than COST_TOL, else "outside the work"), or "not timed"."""
+    sw = _summary(res, "worker sweep")
+    for k in [str(k) for k in dict.fromkeys(sw["work"])] if not sw.empty else []:
+        part = sw[(sw["work"] == k) & (sw["workers"] >= out.number(f"model_workers.{k}"))].sort_values("workers")
+        if part.empty or _au(part.iloc[0], g) >= AU_THRESHOLD:
+            continue
+        r, s = part.iloc[0], {"work": k, "workers": int(part["workers"].iloc[0])}
+        w, b, d = s["workers"], int(r["batch_size"]), out[f"d.{k}"]
+        pace = _ms(f"worker_pace.{k}", w * float(r["step_ms"]) / b, f"each worker's time per sample at W = {w}",
+                   setting={**s, "step_ms": float(r["step_ms"]), "batch_size": b})
+        out.add(pace, compare(f"model_shortfall.{k}", pace, d))
+        timed = pd.notna(r.get("work_wall_ms"))
+        if timed:
+            out.add(_ms(f"worker_work.{k}", r["work_wall_ms"], f"one item's work inside a worker at W = {w}",
+                        setting=s), _ms(f"worker_cpu.{k}", r["work_cpu_ms"], "its CPU time", setting=s))
+        cause = ("not timed" if not timed else
+                 "slower work" if float(r["work_wall_ms"]) > (1 + COST_TOL) * d.number else "outside the work")
+        out.add(Fact(f"shortfall_cause.{k}", cause, "", "where the data place the shortfall", "choice", None,
+                     setting=s))
 
 
 def _advice(res: Result, out: Facts, g: float) -> None:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from datajourney.chapters.c04_cpu_starvation.analysis import (
     CHAPTER,  # noqa: F401  (the page names its chapter)
+    COST_TOL,
     MODEL_GAP_FLOOR_MS,
     MODEL_GAP_REL,
     calibrated_step,
@@ -247,7 +248,39 @@ def gap_cause_note(facts) -> str | None:
             text += (f"; its first batch took {_v(facts, f'gap_first.{k}.w1')} with one worker against "
                      f"{_v(facts, f'gap_first.{k}.w0')} in the main process")
         out.append(text + ". " + _loop_cost_text(facts, c))
+    out += [_shortfall_text(facts, key.split(".", 1)[1]) for key in facts.facts if key.startswith("model_shortfall.")]
     return "\n\n".join(out) if out else None
+
+
+#: Where the data place the workers' shortfall against the model, and what would settle it.
+_SHORTFALL_CAUSE = {
+    "outside the work": ("so the shortfall lies outside the per-item work: collating each batch and handing it to the "
+                         "training process, which this run does not time. Timing each batch's collate and hand-over, "
+                         "in the workers and in the training process, would settle it."),
+    "slower work": "so the work itself ran slower inside the workers than back to back in the main process.",
+}
+
+
+def _shortfall_text(facts: Facts, k: str) -> str:
+    """Why the sweep needs more workers than the model asks for, from ``model_shortfall.<work>``: each worker's
+    measured time per sample against ``D``, and where the data place the difference."""
+    c, pace, cause = facts[f"model_shortfall.{k}"], facts[f"worker_pace.{k}"], facts[f"shortfall_cause.{k}"]
+    w, first = pace.setting["workers"], facts.get(f"keep_up.{k}")
+    text = (f"**Why {phrasing.text(k)} needs more workers than the model asks for.** The model asks for "
+            f"{_v(facts, f'model_workers.{k}')}, assuming each worker delivers a sample every `D` = "
+            f"{_v(facts, f'd.{k}')}. "
+            f"At W = {w} the sweep's workers delivered one every {_v(facts, pace.key)} each (W × step ÷ B = {w} × "
+            f"{fx.num(pace.setting['step_ms'], 'ms')} ÷ {pace.setting['batch_size']}), "
+            f"{phrasing.comparison(c, baseline='`D`')}: the model's assumption fails by that factor"
+            + (f", and the sweep first kept up at W = {int(first.number)}. " if first is not None and first.number
+               is not None else ". "))
+    if cause.value == "not timed":
+        return text + ("This run did not time the work inside the workers, so it does not settle why; timing each "
+                       "item's work inside a worker, and each batch's hand-over, would.")
+    work = f"{_v(facts, f'worker_work.{k}')} (CPU time {_v(facts, f'worker_cpu.{k}')})"
+    return (text + f"Timed inside a worker at W = {w}, one item's work took {work}, "
+            + ("more than" if cause.value == "slower work" else "no more than") + f" `D` plus {fx.pct(COST_TOL)}, "
+            + _SHORTFALL_CAUSE[str(cause.value)])
 
 
 def _loop_cost_text(facts: Facts, c) -> str:
@@ -652,6 +685,10 @@ def finding_workers(facts: Facts) -> Finding | None:
     for k in kinds:
         first = facts[f"keep_up.{k}"]
         model = f"the model asks for {_v(facts, f'model_workers.{k}')}"
+        if f"model_shortfall.{k}" in facts:   # the model's assumption, measured: why the sweep needed more
+            pace = facts[f"worker_pace.{k}"]
+            model += (f"; at W = {pace.setting['workers']} each worker took {phrasing.value(pace, runs=False)} a "
+                      f"sample, {phrasing.comparison(facts[f'model_shortfall.{k}'], baseline='`D`')}")
         parts.append(f"{phrasing.text(k)} (D = {_v(facts, f'd.{k}')}) "
                      + (f"from **W = {int(first.number)}** ({model})" if first.number is not None else
                         f"never, up to W = {_v(facts, 'sweep_max_workers')} (best AU {_v(facts, f'best_au.{k}')})"))

@@ -110,12 +110,16 @@ def path_words(path: str) -> str:
             "p2p_shm_off": f"with P2P and SHM off ({PATH_ENV['p2p_shm_off']})"}.get(path, str(path))
 
 
-def rate_label(rung: str, k: int, path: str, cuda: bool, cap: int) -> str:
+def rung_words(rung: str, cap: int) -> str:
+    """A rung's DDP settings in words: "one-bucket DDP (bucket_cap_mb=2000)", "DDP + static_graph"."""
     base = str(rung).partition("@")[0]
-    head = (f"one-bucket DDP (bucket_cap_mb={cap})" if rung == "ddp" else
+    return (f"one-bucket DDP (bucket_cap_mb={cap})" if rung == "ddp" else
             f"DDP with PyTorch's defaults (bucket_cap_mb={DDP_DEFAULT_MB})" if base == DEFAULT_RUNG else
             option_words(rung) if base == "ddp" else f"DDP + {option_words(rung)}")
-    return f"{head} on {devices(cuda, k)} {path_words(path)}"
+
+
+def rate_label(rung: str, k: int, path: str, cuda: bool, cap: int) -> str:
+    return f"{rung_words(rung, cap)} on {devices(cuda, k)} {path_words(path)}"
 
 
 def _busy_ms(r) -> float:
@@ -799,19 +803,52 @@ def _advise(facts: Facts, run: _Run) -> None:
     option = _option_question(facts, run)
     if option is not None:
         facts.advise(option)
-    direct = facts.get(_rate_key(run.path0, "ddp", run.n))
-    if run.cuda and direct is not None:
-        cands = [Candidate("unset", direct, call="NCCL_P2P_DISABLE unset", group="direct")]
-        cands += [Candidate(p, facts.get(_rate_key(p, "ddp", run.n)), call=PATH_ENV[p], group="host")
-                  for p in HOST_ORDER if _rate_key(p, "ddp", run.n) in facts]
-        q = Question("ddp.path", "Should NCCL go through the host?", "NCCL_P2P_DISABLE", "unset",
-                     "NCCL_P2P_DISABLE unset", "NCCL's default", _workload(run))
-        a = decide(q, cands, facts)
-        if a is not None:
-            facts.advise(Advice(**{**a.__dict__, "needs": "gpus", "snippet": (
-                "import os\n\n# before torch.distributed.init_process_group: NCCL picks the direct GPU-to-GPU path\n"
-                "os.environ.pop(\"NCCL_P2P_DISABLE\", None)\nos.environ.pop(\"NCCL_SHM_DISABLE\", None)")
-                if a.verdict == "keep" else a.snippet}))
+    if run.cuda:
+        _path_question(facts, run)
+
+
+def _shared_rungs(facts: Facts, run: _Run) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The forced host paths that ran, and the DDP settings every path ran alike: {direct rung: {host path: the same
+    settings' rung there}}, DDP's defaults first where the host ladder ran them, then the fewest settings changed
+    from them, a communication hook last."""
+    def configs(p):
+        return {g: _config(run.row(run.n, p, g)) for g in run.ddp_rungs(run.n, p) if _rate_key(p, g, run.n) in facts}
+    direct = configs(run.path0)
+    by_cfg = {h: {tuple(c.items()): g for g, c in configs(h).items()} for h in HOST_ORDER}
+    hosts = [h for h in HOST_ORDER if by_cfg[h]]
+    shared = {g: {h: by_cfg[h].get(tuple(c.items())) for h in hosts} for g, c in direct.items()}
+    order = sorted((g for g, m in shared.items() if all(m.values())), key=lambda g: (
+        direct[g]["comm_hook"] != "none", sum(v != DDP_DEFAULTS[k] for k, v in direct[g].items())))
+    return hosts, {g: shared[g] for g in order}
+
+
+def _path_question(facts: Facts, run: _Run) -> None:
+    """``ddp.path``: leave NCCL's direct path on (its default) unless a forced host path ran faster, decided like
+    for like, on the DDP settings every path ran (``facts.data["path_rung"]``); where the ladders share none, no
+    answer, and ``path_rung`` names the rungs each side ran (the missing measurement)."""
+    hosts, shared = _shared_rungs(facts, run)
+    if not hosts:
+        return
+    if not shared:
+        facts.data["path_rung"] = dict(rung=None, host=hosts[0], **{
+            side: [rung_words(g, run.cap) for g in run.ddp_rungs(run.n, p)]
+            for side, p in (("direct_rungs", run.path0), ("host_rungs", hosts[0]))})
+        return
+    rung, on_host = next(iter(shared.items()))
+    words = rung_words(rung, run.cap)
+    facts.data["path_rung"] = dict(rung=rung, words=words,
+                                   defaults=_config(run.row(run.n, run.path0, rung)) == DDP_DEFAULTS)
+    cands = [Candidate("unset", facts[_rate_key(run.path0, rung, run.n)], call="NCCL_P2P_DISABLE unset",
+                       group="direct")]
+    cands += [Candidate(p, facts[_rate_key(p, g, run.n)], call=PATH_ENV[p], group="host") for p, g in on_host.items()]
+    q = Question("ddp.path", "Should NCCL go through the host?", "NCCL_P2P_DISABLE", "unset",
+                 "NCCL_P2P_DISABLE unset", "NCCL's default", f"{_workload(run)} with {words} on each path")
+    a = decide(q, cands, facts)
+    if a is not None:
+        facts.advise(Advice(**{**a.__dict__, "needs": "gpus", "snippet": (
+            "import os\n\n# before torch.distributed.init_process_group: NCCL picks the direct GPU-to-GPU path\n"
+            "os.environ.pop(\"NCCL_P2P_DISABLE\", None)\nos.environ.pop(\"NCCL_SHM_DISABLE\", None)")
+            if a.verdict == "keep" else a.snippet}))
 
 
 # ----------------------------------------------------------------------------- chapter 12's gradient hop

@@ -121,10 +121,19 @@ def _default_words(facts: Facts) -> str:
 
 def _path_actions(facts: Facts) -> list[Action]:
     out = []
+    pr = facts.data.get("path_rung") or {}
     for key in ("ddp.path", "ddp.host_option", "ddp.nccl_channels"):
         a = facts.advice_for(key)
         if a is not None:
-            out.append(Action(say.advice(a, facts), a.snippet))
+            why = (" DDP's defaults did not run through the host (no `default` rung in `host_ladder`)."
+                   if key == "ddp.path" and not pr.get("defaults", True) else "")
+            out.append(Action(say.advice(a, facts) + why, a.snippet))
+    if pr.get("host") and pr.get("rung") is None:
+        out.append(Action(f"Whether NCCL should go through the host is not comparable in this run: no rung ran with "
+                          f"the same DDP settings on both paths (over the path NCCL picked: "
+                          f"{say.and_list([say.text(w) for w in pr['direct_rungs']])}; with {_env(pr['host'])}: "
+                          f"{say.and_list([say.text(w) for w in pr['host_rungs']])}). One rung measured on both, "
+                          f"e.g. `default` in `host_ladder`, would settle it."))
     c = facts.get("host_path_cost")
     if facts.advice_for("ddp.path") is None and c is not None:
         out.append(Action(f"Forced through the host with {_env(c.setting['path'])}, one-bucket DDP ran "
