@@ -179,7 +179,8 @@ def _kill_all(pids) -> None:
 def _killed_runner_leaves_nothing(cmd: list[str], token: str, when, cwd=None) -> list[str]:
     """Start ``cmd`` (a runner), SIGKILL it once ``when(processes of the run)`` holds (or after 120 s), and
     return the processes of the run still there 5 s later, as "pid command line" (killed then, so none is
-    left either way)."""
+    left either way). The wait ends early once two looks a little apart find none: a process of the run
+    carries the token, so with none left none can start."""
     env = {**os.environ, "DJ_TEST_RUN": token, "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          preexec_fn=terminal_signals)
@@ -188,8 +189,12 @@ def _killed_runner_leaves_nothing(cmd: list[str], token: str, when, cwd=None) ->
         time.sleep(0.1)
     p.kill()
     p.wait()
-    time.sleep(5)
-    left = run_processes(token)
+    deadline, empty = time.monotonic() + 5, 0
+    while (left := run_processes(token)) or empty < 2:
+        empty = 0 if left else empty + 1
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     named = [f"{pid} {cmdline(pid)}" for pid in left]
     _kill_all(left)
     return named
