@@ -501,6 +501,7 @@ def test_chapter_11_opening_follows_reversed_data():
     assert "with DDP's defaults, its fastest setting." in scaling.text
     a = f.advice_for("ddp.option")
     assert a.verdict == "keep" and "keep the default `DDP(model, device_ids=[local_rank])`" in op.actions[0].text
+    assert a.snippet.splitlines()[-1] == "model = DDP(model, device_ids=[local_rank])"   # the code keeps them too
     assert "were not measured in this run" not in op.actions[0].text
     assert any("keep the default NCCL\\_P2P\\_DISABLE unset" in a.text for a in op.actions)
     assert not any("set `bucket_cap_mb=25`" in a.text or "NCCL_P2P_DISABLE=0`" in a.text for a in op.actions)

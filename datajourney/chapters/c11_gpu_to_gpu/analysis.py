@@ -631,14 +631,15 @@ def _failed_jobs(res) -> list[dict]:
 
 
 def snippet(row, cuda: bool, res=None) -> str:
-    """The DDP call (and communication hook) of a rung as the run made it, from its row (Python that compiles);
-    a hook state the row does not record is the run's parameter (``res``'s, else the declared default)."""
-    args = [f"bucket_cap_mb={int(row['bucket_cap_mb'])}"]
+    """The DDP call (and communication hook) of a rung as the run made it, from its row (Python that compiles),
+    naming only the arguments it sets away from DDP's defaults; a hook state the row does not record is the run's
+    parameter (``res``'s, else the declared default)."""
+    cap = int(row["bucket_cap_mb"])
+    args = [] if cap == DDP_DEFAULTS["bucket_cap_mb"] else [f"bucket_cap_mb={cap}"]
     args += [f"{k}=True" for k, on in (("static_graph", row["static_graph"]),
                                        ("gradient_as_bucket_view", row["bucket_view"])) if on]
     lines = ["from torch.nn.parallel import DistributedDataParallel as DDP", "",
-             "model = DDP(model, device_ids=[local_rank], " + ", ".join(args) + ")"
-             if cuda else "model = DDP(model, " + ", ".join(args) + ")"]
+             "model = " + default_call(cuda)[:-1] + "".join(f", {a}" for a in args) + ")"]
     if row["hook"] in ("bf16", "fp16"):
         lines[0:0] = ["from torch.distributed.algorithms.ddp_comm_hooks import default_hooks"]
         lines.append(f"model.register_comm_hook(None, default_hooks.{row['hook']}_compress_hook)")
