@@ -341,7 +341,7 @@ def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: 
     """One piece of advice, the same text wherever it appears: "For ResNet-50 training from JPEG files, set
     `num_workers=8`: 1.9× faster than `num_workers=0` (the largest value measured; more may help)", or, for a
     declared question the default answers, "keep the default `bucket_cap_mb=25`: within 1.2% of the best
-    measured (`bucket_cap_mb=500`), under the 3.0% minimum gain that would change it". ``host`` labels advice
+    measured (`bucket_cap_mb=500`), under the 3.0% minimum gain". ``host`` labels advice
     measured on another machine ("On the reference host, an H200 host: ...")."""
     where = f"On {host}: " if host else ""
     gain = facts.get(a.gain) if facts is not None and a.gain else None
@@ -396,14 +396,9 @@ def _keep_clause(a: Advice, vs: str, show, *, need: bool = False) -> str:
 
 
 def _threshold_words(threshold: float) -> str:
-    """The gain a change had to clear, and where it came from: the book's minimum effect (3%, or 10% for an option
-    with a cost), or the runs' own spread where that is wider (a gain inside the noise changes nothing)."""
-    from datajourney.core.answers import COST_EFFECT, MIN_EFFECT
-
-    if any(abs(threshold - floor) < 1e-9 for floor in (MIN_EFFECT, COST_EFFECT)):
-        return f"the {num(100 * threshold, '%')} minimum gain that would change it"
-    return (f"the {num(100 * threshold, '%')} gain that would change it (the runs' own spread, wider than the "
-            f"{num(100 * MIN_EFFECT, '%')} minimum)")
+    """The gain a change had to clear: the question's minimum effect (3%, or 10% for an option with a cost); the
+    runs' spread enters through "level", never through this number."""
+    return f"the {num(100 * threshold, '%')} minimum gain"
 
 
 def _keep(a: Advice, what: str, at: str, body: str) -> str:
