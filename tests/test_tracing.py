@@ -267,7 +267,7 @@ def test_chapter_10_opening_follows_reversed_data():
     assert "use `os.preadv(fd, [buffer], offset)`" in op.actions[0].text and "preadv" in op.actions[0].snippet
     assert "reader=" not in op.actions[0].text  # a real call, not the chapter's name for the mode
     assert "num_workers=" in op.actions[1].snippet and "read()" in op.actions[1].text
-    assert op.actions[2].text.startswith("Trace with DFTracer's POSIX view over a short window")
+    assert op.actions[2].text.startswith("Trace DFTracer's POSIX view over a short window")
     cold = phrasing.ratio_words(analysis.analyse(ref)["sweep_loader.cold"])
     assert cold.endswith("slower") and f"cold, mmap was {cold} than read()" in page.meaning(analysis.analyse(ref))
     rev = analysis.analyse(_reversed(ref))

@@ -675,10 +675,10 @@ def _tracer_action(facts: Facts) -> Action:
     if c.level or (c.number or 0) <= 1:
         return Action(f"Tracing can stay on: traced, read() loaded batches {_cmp(facts, 'overhead')}.")
     per = facts.get("posix_us_per_call")
-    return Action("Trace with DFTracer's POSIX view over a short window of a job, not all of it: traced, read() "
+    return Action("Trace DFTracer's POSIX view over a short window, not a whole job: traced, read() "
                   f"loaded batches {_cmp(facts, 'overhead')}"
                   + (f", {phrasing.value(per)} per recorded call" if per is not None and per.number else "")
-                  + (f"; with the application spans alone it was {_cmp(facts, 'overhead.app')}"
+                  + (f"; with application spans alone, {_cmp(facts, 'overhead.app')}"
                      if "overhead.app" in facts else "") + ".")
 
 
