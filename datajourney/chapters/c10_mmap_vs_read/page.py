@@ -677,9 +677,7 @@ def _tracer_action(facts: Facts) -> Action:
     per = facts.get("posix_us_per_call")
     return Action("Trace DFTracer's POSIX view over a short window, not a whole job: traced, read() "
                   f"loaded batches {_cmp(facts, 'overhead')}"
-                  + (f", {phrasing.value(per)} per recorded call" if per is not None and per.number else "")
-                  + (f"; with application spans alone, {_cmp(facts, 'overhead.app')}"
-                     if "overhead.app" in facts else "") + ".")
+                  + (f", {phrasing.value(per)} per recorded call" if per is not None and per.number else "") + ".")
 
 
 def actions(facts: Facts) -> list[Action]:
