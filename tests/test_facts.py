@@ -1519,6 +1519,18 @@ def test_c10_findings_follow_reversed_data(ref10):
     assert f["loader_time"].quantity == "time" and f["loader_time"].basis == "loader.warm.read"
 
 
+def test_c10_tracing_section_words_the_application_spans_cost_from_its_rows(ref10):
+    """The application spans' own cost (measured beside the POSIX view) is worded in the tracing section, and its
+    direction follows the rows: spans made 3× slower read as slower."""
+    o = ref10.table("overhead")
+    if not {"posix", "app"} <= set(o["view"]):
+        pytest.skip("this reference measured one tracing view")
+    slow = o.assign(loader_s=o["loader_s"].where(~((o["view"] == "app") & (o["mode"] == "read")), o["loader_s"] * 3))
+    assert "with the application spans alone, read() loaded batches" in pg10._overhead(an10.analyse(ref10), False).text
+    text = pg10._overhead(an10.analyse(with_tables(ref10, overhead=slow)), False).text
+    assert re.search(r"application spans alone, read\(\) loaded batches [\d.]+× slower than", text), text
+
+
 def test_c10_a_hostile_string_never_reaches_markdown_as_html(ref10):
     r = copy.deepcopy(ref10)
     r.metadata["composition"] = dict(r.metadata.get("composition") or {}, real_source=HOSTILE,

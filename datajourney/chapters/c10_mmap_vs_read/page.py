@@ -558,6 +558,8 @@ def _overhead(facts: Facts, short: bool) -> Finding | None:
         text += "; mmap measured faster with tracing on, flagged as a measurement problem"
     elif "overhead.mmap" in facts:
         text += f"; mmap was {phrasing.ratio_words(facts['overhead.mmap']) or 'not comparable'} with tracing on"
+    if not short and facts.data.get("overhead_view") == "posix" and "overhead.app" in facts:
+        text += f"; with the application spans alone, read() loaded batches {_cmp(facts, 'overhead.app')}"
     n = off.n
     return Finding("overhead", text + f", over {n} paired round{'s' if n != 1 else ''}.", c.number, "×")
 
