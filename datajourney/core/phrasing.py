@@ -245,7 +245,7 @@ def value(f: Fact | None, *, runs: bool = True) -> str:
     out = num(f.number, f.unit)
     if runs and f.spread is not None and f.n > 1:
         lo, hi = f.spread
-        out += f" ({span(lo, hi, f.unit if f.unit in ('×', '%') else '')}, {f.n} runs)"
+        out += f" ({span(lo, hi, f.unit, with_unit=f.unit in ('×', '%'))}, {f.n} runs)"
     return out + _over_whole(f)
 
 
