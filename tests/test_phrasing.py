@@ -1,6 +1,8 @@
 """The one phrasing: comparisons take their direction from the data and the quantity, "level" only
 within both sides' measured spread, advice reads the same wherever it is worded, and no string from a
 result file can leave a code span or open an HTML tag."""
+import re
+
 import pytest
 from helpers import HOSTILE, assert_stays_text
 from markdown_it import MarkdownIt
@@ -199,6 +201,13 @@ def test_a_large_rate_is_shown_scaled_to_three_significant_figures():
     assert num(-2.5e9, "steps/s") == "−2.50 G steps/s"
     assert span(2.50e9, 2.61e9, "tokens/s") == "2.50–2.61 G tokens/s"
     assert report._cell(8112497.4) == "8.11 M"
+    import numpy as np
+    import pandas as pd
+
+    assert report._cell(np.int64(1_281_167)) == "1,281,167" and report._cell(np.int64(-3)) == "−3"   # counts
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", report.table_html(pd.DataFrame(
+        {"hop": ["PCIe", "step"], "rate (tokens/s)": [2540943917.3, 156360.2]})))
+    assert cells == ["PCIe", "2.54 G", "step", "156,360"]
     f = measured("rate", [2.50e9, 2.55e9, 2.61e9], unit="tokens/s", label="the PCIe link")
     assert phrasing.value(f) == "2.55 G tokens/s (2.50–2.61 G, 3 runs)"
     assert phrasing.headline(f) == "2.55 G tokens/s"
