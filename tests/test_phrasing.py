@@ -198,7 +198,7 @@ def test_a_large_rate_is_shown_scaled_to_three_significant_figures():
     assert num(156360.4, "tokens/s") == "156,360 tokens/s"   # below a million: every digit, as before
     assert num(1073741824, "B") == "1,073,741,824 B" and num(14457652) == "14,457,652"   # counts stay exact
     assert num(1_500_000.7, "MB/s") == "1,500,001 MB/s"   # a byte rate's unit is its scale
-    assert num(-2.5e9, "steps/s") == "−2.50 G steps/s"
+    assert num(-2.5e9, "steps/s") == "−2.50 G steps/s" and num(1_234_567.8, "ms") == "1,230,000 ms"
     assert span(2.50e9, 2.61e9, "tokens/s") == "2.50–2.61 G tokens/s"
     assert report._cell(8112497.4) == "8.11 M"
     import numpy as np

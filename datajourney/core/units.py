@@ -36,8 +36,8 @@ def _bytes(unit: str) -> bool:
 def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
     """A number with three significant digits (thousands separated, no false precision, a true minus sign); from
     :data:`LARGE` on, a rate of counted things (:func:`count_rate`) and any value that is not a whole number are
-    shown scaled, to three significant figures ("2.54 G tokens/s", "358 M"), while a whole count stays exact
-    ("1,073,741,824 B").
+    shown to three significant figures, scaled where no other unit says the scale ("2.54 G tokens/s", "358 M",
+    "1,230,000 ms"), while a whole count stays exact ("1,073,741,824 B").
 
     >>> num(2123.19, "MB/s"), num(5.123, "×"), num(0.9712, "×"), num(76.2, "%"), num(-0.029, "ms")
     ('2,123 MB/s', '5.1×', '0.97×', '76.2%', '−0.029 ms')
@@ -73,12 +73,15 @@ def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
 
 
 def _scaled(v: float, unit: str, with_unit: bool) -> str:
-    """``v`` (at least :data:`LARGE` in magnitude) to three significant figures with the scale it reaches."""
+    """``v`` (at least :data:`LARGE` in magnitude) to three significant figures: with the scale it reaches for a
+    count rate or a bare number ("2.54 G"), in zeros beside a unit of its own ("1,230,000 ms")."""
     r = float(f"{v:.3g}")   # rounded first: 999.7 M prints as 1.00 G, not 1,000 M
-    prefix, scale = next((p, s) for p, s in SCALES if abs(r) >= s or s == SCALES[-1][1])
-    x = r / scale
-    digits = 2 if abs(x) < 10 else 1 if abs(x) < 100 else 0
-    text = f"{abs(x):,.{digits}f} {prefix}"
+    if unit and not count_rate(unit):
+        text = f"{abs(r):,.0f}"
+    else:
+        prefix, scale = next((p, s) for p, s in SCALES if abs(r) >= s or s == SCALES[-1][1])
+        x = abs(r) / scale
+        text = f"{x:,.{2 if x < 10 else 1 if x < 100 else 0}f} {prefix}"
     text = ("−" if v < 0 else "") + text
     return f"{text} {unit}" if with_unit and unit else text
 
