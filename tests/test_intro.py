@@ -1,6 +1,7 @@
 """Chapter 1's front door: the key numbers and weakest links come from result files, and the
 pipeline map links every hop to the chapters that measure it."""
 import pytest
+from helpers import hosts_with
 
 from datajourney.book import harness, registry
 from datajourney.book import overview as front
@@ -53,7 +54,10 @@ def test_front_table_shows_the_reference_facts():
         assert key in shown and (head not in shown or key == head), (ch, key, shown)
         what, value = front.comparand(facts[key], facts)
         first = rows.iloc[0]
-        assert (first["key number"], first["reference host"]) == (what, value), ch
+        scope = front.scope(facts[key], facts)   # the question's workload, where the number answers one
+        cell = first["key number"].removeprefix(f"for {scope}: " if scope else "")
+        said = phrasing.UNDECIDED_COLD[4:]   # what "cold" means, said once in the table: the label is the chapter's
+        assert (cell.replace(said, ""), first["reference host"]) == (what.replace(said, ""), value), ch
         assert first["published"] == front.same_metric(ch, facts[key]), ch
         for _, r in rows.iloc[1:].iterrows():  # a reproduced figure: its own metric, its own row
             assert first["published"] == "—" and r["key number"].startswith("the source's own metric") \
@@ -171,3 +175,60 @@ def test_the_map_and_chapter_1s_figure_name_the_same_chapters():
     drawn = [tuple(int(x) for x in m.split(", ")) for m in re.findall(r"ch\. (\d+(?:, \d+)*)", svg)]
     hops = {name: chapters for name, _, chapters in intro.HOPS}
     assert [hops[h] for h in ("Storage", "Page cache", "CPU preprocessing", "PCIe")] == drawn[:4]
+
+
+STORAGE = ("02_random_vs_sequential", "03_dataloader")
+
+
+@pytest.fixture
+def fresh_storage(monkeypatch):
+    """The committed references, chapters 2 and 3 analysed by this checkout (their stored facts may predate it)."""
+    import copy
+
+    load = results.load_reference
+
+    def fresh(chapter, host=None):
+        r = load(chapter, host)
+        if r is not None and r.chapter in STORAGE:
+            r = copy.copy(r)
+            r.facts = None
+            registry.analysed(r)
+        return r
+
+    monkeypatch.setattr(results, "load_reference", fresh)
+    return fresh
+
+
+@pytest.mark.parametrize("host", hosts_with(STORAGE[0]))
+def test_what_cold_means_is_said_once_on_the_title_page_and_in_chapter_1(fresh_storage, host):
+    """Where chapter 2's latency check could not tell the device from a host cache, its labels say just "cold": the
+    title page and chapter 1's key numbers say what that "cold" means once, at its first use (not after every
+    label, as "..., cold (device or host cache: cannot tell) ran 6.2× faster than ..., cold (device or host cache:
+    cannot tell)" did), and nothing where the check decided."""
+    r2 = fresh_storage(STORAGE[0], host)
+    undecided = r2.facts["cold_state"].setting["state"] == "undecided"
+    for md in (front.title_markdown(host), front.markdown_table(front.front_table(None, host, True))):
+        assert md.count(phrasing.UNDECIDED_COLD[4:]) == (1 if undecided else 0), md
+        for sentence in md.split("\n"):
+            assert sentence.count("cannot tell") <= 1, sentence
+
+
+def test_a_summary_row_names_the_question_its_number_answers(fresh_storage):
+    """Chapter 2's "use one shard read in order" answers a question about synthetic 16 KiB samples read in plain
+    Python; chapter 7's "Use ImageFolder" one about ResNet-50 end to end, where decoding dominates. The title page and
+    chapter 1 name the workload the chapter declared for its question beside its number, so the two answers read
+    as answers to two questions; a number that answers no declared question gets no scope made up for it."""
+    facts = fresh_storage(STORAGE[0], "h200").facts
+    workload = facts.advice_for("samples.layout").workload
+    assert workload and "plain Python" in workload
+    storage = next(line for line in front.title_markdown("h200").splitlines() if line.startswith("* **Storage"))
+    assert f"on the reference host, for {phrasing.text(workload)}: " in storage
+    cell = front.front_table(None, "h200", True).set_index("key number").index[0]
+    assert cell.startswith(f"for {workload}: one shard read in order")
+    assert front.scope(facts["cold_gap"], facts) == workload
+    assert front.scope(facts["cold_latency"], facts) is None   # no question asked of it: no scope
+    padding = registry.analysed(results.load_reference("05_padding_tax", "h200")).facts
+    shown = padding.get(front.headline_key("05_padding_tax", padding, "all_samples"))
+    if front.scope(shown, padding) is None:
+        assert any(line.startswith("* **Padding** (reference host): ")
+                   for line in front.title_markdown("h200").splitlines())

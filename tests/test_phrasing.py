@@ -1,6 +1,8 @@
 """The one phrasing: comparisons take their direction from the data and the quantity, "level" only
 within both sides' measured spread, advice reads the same wherever it is worded, and no string from a
 result file can leave a code span or open an HTML tag."""
+import re
+
 import pytest
 from helpers import HOSTILE, assert_stays_text
 from markdown_it import MarkdownIt
@@ -181,3 +183,53 @@ def test_only_code_is_shown_as_code():
         assert paste(call).startswith("`"), call
     for words in ("pinned, double-buffered (O_DIRECT, 64 MiB × 2)", "one file per sample", "pageable + copy"):
         assert not paste(words).startswith("`"), words
+
+
+def test_a_large_rate_is_shown_scaled_to_three_significant_figures():
+    """"2,540,943,917 tokens/s" is ten digits a reader counts to read "2.5 billion": a rate of counted things from
+    a million on, and any measured value that is not a whole count, print scaled to three significant figures, in
+    a sentence, a range and a table cell alike; a whole count (bytes, paths, tokens in a data set) stays exact."""
+    from datajourney.book import report
+    from datajourney.core.units import num, span
+
+    assert num(2540943917.3, "tokens/s") == "2.54 G tokens/s" and num(358060561, "tokens/s") == "358 M tokens/s"
+    assert num(2704166.2, "tokens/s", with_unit=False) == "2.70 M" and num(999_700_000.0, "images/s") == \
+        "1.00 G images/s"
+    assert num(156360.4, "tokens/s") == "156,360 tokens/s"   # below a million: every digit, as before
+    assert num(1073741824, "B") == "1,073,741,824 B" and num(14457652) == "14,457,652"   # counts stay exact
+    assert num(1_500_000.7, "MB/s") == "1,500,001 MB/s"   # a byte rate's unit is its scale
+    assert num(-2.5e9, "steps/s") == "−2.50 G steps/s" and num(1_234_567.8, "ms") == "1,230,000 ms"
+    assert span(2.50e9, 2.61e9, "tokens/s") == "2.50–2.61 G tokens/s"
+    assert report._cell(8112497.4) == "8.11 M"
+    import numpy as np
+    import pandas as pd
+
+    assert report._cell(np.int64(1_281_167)) == "1,281,167" and report._cell(np.int64(-3)) == "−3"   # counts
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", report.table_html(pd.DataFrame(
+        {"hop": ["PCIe", "step"], "rate (tokens/s)": [2540943917.3, 156360.2]})))
+    assert cells == ["PCIe", "2.54 G", "step", "156,360"]
+    f = measured("rate", [2.50e9, 2.55e9, 2.61e9], unit="tokens/s", label="the PCIe link")
+    assert phrasing.value(f) == "2.55 G tokens/s (2.50–2.61 G, 3 runs)"
+    assert phrasing.headline(f) == "2.55 G tokens/s"
+
+
+def test_no_reference_rate_prints_more_than_six_digits():
+    """Every count rate the committed references store (tokens/s, images/s, steps/s, ...), as a page words it:
+    at most six digits in a row, so none reads like the ten-digit "2,540,943,917 tokens/s"."""
+    import re
+
+    from datajourney.book import registry
+    from datajourney.core import results
+
+    seen = 0
+    for host in results.reference_hosts():
+        for ch in registry.CHAPTERS:
+            res = results.load_reference(ch.name, host)
+            facts = registry.analysed(res).facts if res is not None else None
+            for f in (facts.facts.values() if facts is not None else ()):
+                if f.number is None or not f.unit.endswith("/s") or f.unit.endswith("B/s"):
+                    continue
+                seen += 1
+                shown = phrasing.value(f)
+                assert not re.search(r"\d(?:,?\d){6}", shown), (host, ch.name, f.key, shown)
+    assert seen, "no count rate in the committed references"

@@ -21,7 +21,7 @@ def _result(random, sequential, *, run_id="ref", commit="c0ffee", host=None, dat
     rows = [{"cache": "cold", "pattern": "random", "MBps": v} for v in random]
     rows += [{"cache": "cold", "pattern": "sequential", "MBps": v} for v in sequential]
     fp = {"date_utc": date, "software": {"git_commit": commit}, "host": dict(host or HOST),
-          "gpu": {"name": "NVIDIA H200"}}
+          "gpu": {"name": "NVIDIA H200", "available": True}}
     res = results.Result(chapter=CH, run_id=run_id, parameters=dict(params or {"n_files": 100}), fingerprint=fp)
     res.add("headline", pd.DataFrame(rows))
     return res
@@ -39,7 +39,7 @@ def test_a_metric_that_moved_is_named_and_one_that_did_not_is_not():
     assert "sequential read, cold, −50%" in text and "beyond the runs' ± std" in text
     assert "random read, cold, " not in text.split("The largest change")[0]
     assert "The largest change is sequential ÷ random, cold, −51.4%." in text
-    assert "same commit (c0ffee), on the same host and boot" in text and "30 minutes apart" in text
+    assert "same commit (c0ffee), 30 minutes apart, on the same host and boot, an H200 host" in text
     assert "run-to-run noise" in text
     # the reversal: nothing moved
     still = _result([70, 71, 69], [1400, 1410, 1390], run_id="rep")
@@ -66,15 +66,17 @@ def test_a_change_within_the_runs_spread_says_so():
 @pytest.mark.parametrize("commit, host, expect", [
     ("c0ffee", HOST, "so these changes are run-to-run noise"),
     ("beef00", HOST, "different commits (c0ffee and beef00)"),
-    ("c0ffee", {"name": "gpu-b", "id": "bbb", "boot_id": "boot-2"}, "on different hosts"),
-    ("c0ffee", {"name": "gpu-a", "id": "aaa", "boot_id": "boot-2"}, "on the same host, gpu-a"),
-    ("c0ffee", {"name": "gpu-a", "id": None, "boot_id": "boot-2"}, "do not say whether they are one machine"),
+    ("c0ffee", {"name": "gpu-b", "id": "bbb", "boot_id": "boot-2"}, "on two different hosts, each an H200 host"),
+    ("c0ffee", {"name": "gpu-a", "id": "aaa", "boot_id": "boot-2"}, "on the same host, an H200 host"),
+    ("c0ffee", {"name": "gpu-a", "id": None, "boot_id": "boot-2"},
+     "on an H200 host both times, though their fingerprints do not say whether on one machine"),
 ])
 def test_commit_and_host_tell_code_and_hardware_from_noise(commit, host, expect):
     main = _result([70] * 3, [1400] * 3, host={**HOST, "id": HOST["id"] if host["id"] else None})
     rep = _result([70] * 3, [1400] * 3, run_id="rep", commit=commit, host=host, date="2026-11-24T01:00:00Z")
     text = stability.sentence(main, rep, stability.compare(main, rep))
     assert expect in text and "2 days apart" in text
+    assert "gpu-a" not in text and "gpu-b" not in text   # a host by its hardware, never by its host name
     assert ("run-to-run noise" in text) == (expect == "so these changes are run-to-run noise"
                                              or expect.startswith("on the same host"))
 
@@ -181,7 +183,7 @@ def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict
     for ch in CHAPTERS:
         run = runs.get(ch.number, "multi" if ch.name in stability.multi_gpu() else "one")
         gpus = 2 if ch.name in stability.multi_gpu() else 1
-        fp = {"host": dict(HOST), "gpu": {"name": "NVIDIA H200", "count": gpus}}
+        fp = {"host": dict(HOST), "gpu": {"name": "NVIDIA H200", "count": gpus, "available": True}}
         results.Result(chapter=ch.name, run_id=run, parameters={}, fingerprint=fp).save(root / "h200")
         records.setdefault(run, []).append({"chapter": ch.name, "seconds": seconds.get(ch.number, 100.0),
                                             "status": status.get(ch.number, "ok")})
@@ -210,10 +212,9 @@ def test_one_run_is_timed(tmp_path, monkeypatch, seconds):
     assert len(df) == len(CHAPTERS) and df.set_index("number").loc[11, "gpus"] == 2
     text = stability.time_sentence(df)
     expect = f"in {stability._duration(seconds * (len(CHAPTERS) - 1))}."
-    assert text.startswith(f"Run one ran {_one_gpu_chapters()} on gpu-a · id aaa "
-                           "(NVIDIA H200) with 1 GPU in ") and expect in text
-    assert text.endswith("Chapter 11 needs two or more GPUs, so it ran apart, on gpu-a · id aaa (NVIDIA H200) "
-                         "with 2 GPUs: run multi, 250 s (4.17 minutes).")
+    assert text.startswith(f"Run one ran {_one_gpu_chapters()} on an H200 host in ") and expect in text
+    assert text.endswith("Chapter 11 needs two or more GPUs, so it ran apart, on a 2 × H200 host: run multi, 250 s "
+                         "(4.17 minutes).")
     assert "target" not in text  # a target is a benchmark's, not the page's
     rec = json.loads((tmp_path / "h200" / "run-one.json").read_text())
     (tmp_path / "h200" / "run-one.json").write_text(json.dumps({**rec, "wall_seconds": 1500.0}))
@@ -276,6 +277,32 @@ def test_the_committed_reference_run_has_a_time_for_every_chapter():
     assert "Run " in text or "no one run" in text or (new and "not all of them with a time" in text
                                                        and f"{new[-1]} " in text.split("no time")[0])
     assert "nan" not in text and "None" not in text
+
+
+def test_the_appendix_names_a_host_by_its_hardware_never_by_its_host_name():
+    """A reference run's fingerprint records the GPU host's name ("vm" on the reference hosts): the appendix's
+    sentences and tables say which machine by its hardware ("an H200 host (16 cores)", "a 4 × H200 host (64
+    cores)"), as every chapter's heading does, and never print that name."""
+    import re
+
+    from datajourney.core.facts import host_label
+
+    shown, names, labels = [], set(), set()
+    for h in results.reference_hosts():
+        table, text = stability.run_time_section(h)
+        shown += [text, *map(str, table["host"])]
+        for c in CHAPTERS:
+            res = results.load_reference(c.name, h)
+            if res is not None:
+                names.add(((res.fingerprint or {}).get("host") or {}).get("name"))
+                labels.add(host_label(res.fingerprint))
+    table, runs, text = stability.section(results.DEFAULT_REFERENCE_HOST)
+    shown += [text, *map(str, runs["host"])]
+    names.discard(None)
+    assert names, "the committed fingerprints record no host name"
+    for name in names - {w for label in labels for w in label.split()}:
+        assert not [s for s in shown if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", s)], name
+    assert any(label in " ".join(shown) for label in labels)
 
 
 def test_the_appendix_shows_the_committed_run_time(appendix):

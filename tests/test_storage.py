@@ -196,7 +196,8 @@ def test_guest_cold_label_only_when_the_latency_says_so():
     host_cached = _result({"headline": h, "latency": _latency(19.0)}, hypervisor=True)
     items = _findings(host_cached)
     assert page.guest_cold(host_cached) is True
-    assert "guest-cold (out of this virtual machine's page cache" in _key(items, "cold_gap").text
+    opened = page.opening(analysis.analyse(host_cached)).findings
+    assert "guest-cold (out of this virtual machine's page cache" in _key(opened, "cold_gap").text
     lat = _key(items, "cold_latency")
     assert "guest-cold" in lat.text and lat.value == pytest.approx(19.0, rel=0.02)
     device = _result({"headline": h, "latency": _latency(80.0)}, hypervisor=True)
@@ -208,6 +209,29 @@ def test_guest_cold_label_only_when_the_latency_says_so():
     refilled = _result({"headline": h, "latency": _latency(90.0, second=20.0)}, hypervisor=True)
     assert "filled a cache" in _key(_findings(refilled), "cold_latency").text
     assert page.guest_cold(_result({"headline": h})) is None
+
+
+def test_cold_that_cannot_be_told_apart_is_said_once_on_the_page():
+    """A latency check inside the band around the flash floor labels every cold read just "cold"; the page says once,
+    at the opening's first use of the word, that the device and a host cache could not be told apart (the
+    "(device or host cache: cannot tell)" after each of 87 labels was noise), and the latency note says why."""
+    from datajourney.book import opening, registry
+    from datajourney.core import phrasing
+
+    h = _headline([400, 410, 415], [2100, 2400, 2300])
+    res = _result({"headline": h, "latency": _latency(38.0)}, hypervisor=True)
+    facts = analysis.analyse(res)
+    assert facts["cold_state"].setting["state"] == "undecided" and facts.data["cold_label"] == "cold"
+    assert all("cannot tell" not in f.label for f in facts.facts.values())   # labels: just "cold"
+    first = page.opening(facts).findings[0].text
+    assert first.count(phrasing.UNDECIDED_COLD[1:]) == 1 and first.count("cannot tell") == 1, first
+    res.facts = facts
+    shown = opening.markdown(page, res, None, is_reference_run=True)
+    found = [f.text for f in page.findings(registry.analysed(res).facts)]
+    assert "\n".join([shown, *found]).count("cannot tell)") == 1      # once on the page: opening and "How we know"
+    assert "may have come from either" in page.latency_note(facts)   # the rule, in the latency section
+    clear = analysis.analyse(_result({"headline": h, "latency": _latency(80.0)}, hypervisor=True))
+    assert "cannot tell" not in page.opening(clear).findings[0].text   # the device: nothing to qualify
 
 
 def _sweep(ratios_by_size):

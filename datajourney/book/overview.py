@@ -81,6 +81,18 @@ def comparand(f, facts) -> tuple[str, str]:
     return f.label, phrasing.headline(f)
 
 
+def scope(f, facts) -> str | None:
+    """The workload of the question a summary row's fact answers, as the chapter declared it (the advice whose
+    evidence holds both sides of the comparison ``f``, or whose gain ``f`` is): "10,000 synthetic samples of 16 KiB
+    read in plain Python (no DataLoader)", so two rows that answer two questions say so; None for a fact that answers
+    no declared question."""
+    if f is None or facts is None:
+        return None
+    sides = {f.of, f.basis} if f.of and f.basis else None
+    a = next((a for a in facts.advice if a.gain == f.key or (sides and sides <= set(a.evidence))), None)
+    return a.workload if a is not None and a.workload else None
+
+
 def same_metric(chapter: str, f) -> str:
     """The published figure of the very metric ``f`` measures (its ``published`` names it), as a summary table shows
     it ("—" without one): never a figure of another metric beside it."""
@@ -112,17 +124,13 @@ def _link(chapter: str, base: str = "") -> str:
 
 def _what(res: results.Result | None, what: str, *, define: bool = False) -> str:
     """A headline's words with its cold reads named as the chapter names them: "guest-cold" where the chapter's
-    result says its cold reads were served from below the virtual machine (``data["guest_cold"]``), defined in
-    place with ``define``; the chapter's own cold label where its latency check could not tell."""
+    result says its cold reads were served from below the virtual machine (``data["guest_cold"]``); with ``define``,
+    the first word for the cold state defined in place (:func:`phrasing.define_cold`: what "guest-cold" means, or
+    that the chapter's latency check could not tell the device from a host cache)."""
     facts = _facts(res)
     data = facts.data if facts is not None else {}
-    if data.get("guest_cold") is not True:
-        label = data.get("cold_label")   # e.g. "cold (device or host cache: cannot tell)": the chapter's own words
-        if not label or label == "cold" or label in what:   # the chapter's label already there: its own words
-            return what
-        return re.sub(r"(?<![-\w])cold\b", label, what, count=1)
-    text = re.sub(r"(?<![-\w])cold\b", "guest-cold", what)
-    return phrasing.define_guest_cold(text) if define else text
+    text = re.sub(r"(?<![-\w])cold\b", "guest-cold", what) if data.get("guest_cold") is True else what
+    return phrasing.define_cold(text, facts.get("cold_state")) if define and facts is not None else text
 
 
 def _load(run_dir, chapter: str) -> results.Result | None:
@@ -157,12 +165,13 @@ def key_rows(chapter: str, reference: results.Result | None, mine: results.Resul
 
     what = comparand(f, facts)[0] if f is not None else (key or "")
     rows = [dict(key=key, what=what, published=same_metric(chapter, f), reference=value(ref_facts, key),
-                 mine=value(my_facts, key))]
+                 mine=value(my_facts, key), scope=scope(f, facts),
+                 cold=facts.get("cold_state") if facts is not None else None)]
     g = reproduced(chapter, facts, f)
     if g is not None:
         rows.append(dict(key=g.key, what=f"the source's own metric: {comparand(g, facts)[0]}",
                          published=same_metric(chapter, g), reference=value(ref_facts, g.key),
-                         mine=value(my_facts, g.key)))
+                         mine=value(my_facts, g.key), scope=scope(g, facts), cold=rows[0]["cold"]))
     return rows
 
 
@@ -172,11 +181,17 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
     metric, the reference run's value and, where ``this_dir`` holds the chapter's result (a finished or re-rendered
     run), this run's (that column only when there is one)."""
     mine = {} if is_reference_run else {ch: r for ch, _, _ in front() if (r := _load(this_dir, ch)) is not None}
-    rows = []
+    rows, defined = [], set()
     for ch, key, _ in front():
         reference = results.load_reference(ch, host)
         for r in key_rows(ch, reference, mine.get(ch), key):
-            row = {"chapter": _link(ch), "key number": phrasing.visible(r["what"]), "published": r["published"],
+            what = r["what"]
+            state = (r["cold"].setting or {}).get("state") if r["cold"] is not None else None
+            if state not in defined and (new := phrasing.define_cold(what, r["cold"])) != what:
+                what = new   # what the cold state means, said once in the table: at its first row
+                defined.add(state)
+            what = f"for {r['scope']}: {what}" if r["scope"] else what
+            row = {"chapter": _link(ch), "key number": phrasing.visible(what), "published": r["published"],
                    "reference host": r["reference"] or "not in the reference run"}
             if mine:
                 row["this run"] = r["mine"] or ("not run" if ch not in mine else "—")
@@ -252,7 +267,8 @@ def lever_line(chapter: str, key: str, topic: str, res: results.Result | None, b
     if not rows:
         return None
     head, *more = rows
-    line = f"* **{topic}** (reference host): {_what(res, head['what'], define=True)}: **{head['reference']}**"
+    where = f" on the reference host, for {phrasing.text(head['scope'])}" if head["scope"] else " (reference host)"
+    line = f"* **{topic}**{where}: {_what(res, head['what'], define=True)}: **{head['reference']}**"
     line += f" (published: {head['published']})" if head["published"] != "—" else ""
     for r in more:
         line += f"; {r['what']}: {r['reference']} (published: {r['published']})"

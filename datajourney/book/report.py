@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html as _html
 import math
+import numbers
 import os
 import re
 from collections.abc import Callable
@@ -63,8 +64,8 @@ def _cell(value) -> str:
         return "—" if value is None else str(value)
     if isinstance(value, float):
         return "—" if not math.isfinite(value) else num(value)
-    if isinstance(value, int):
-        return f"{value:,}"
+    if isinstance(value, numbers.Integral):
+        return num(int(value))   # a count (NumPy's too): every digit, the book's separators and minus sign
     return _text(value)
 
 

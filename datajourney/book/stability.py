@@ -18,6 +18,7 @@ from datajourney.book.registry import CHAPTERS, lookup
 from datajourney.chapters import published
 from datajourney.core import phrasing as fx
 from datajourney.core import results
+from datajourney.core.facts import host_label
 from datajourney.core.fingerprint import short_commit
 
 #: A key metric that moved by more than this fraction between two runs is named in the sentence.
@@ -50,20 +51,19 @@ def _number(x) -> float | None:
 
 
 def run_info(res: results.Result) -> dict:
-    """Commit, date and host of a run, from its fingerprint."""
+    """Commit, date and host of a run, from its fingerprint: the host's name, ids and GPU (which tell one machine
+    from another) and its hardware in a reader's words (``label``, :func:`host_label`: what a page shows)."""
     fp = res.fingerprint or {}
     h = fp.get("host") or {}
     return {"run": res.run_id, "commit": short_commit((fp.get("software") or {}).get("git_commit")),
             "date": fp.get("date_utc") or res.created_utc or None, "host": h.get("name"), "host_id": h.get("id"),
-            "boot_id": h.get("boot_id"), "gpu": (fp.get("gpu") or {}).get("name")}
+            "boot_id": h.get("boot_id"), "gpu": (fp.get("gpu") or {}).get("name"), "label": host_label(fp)}
 
 
 def host_text(info: dict) -> str:
-    """'vm (NVIDIA H200)', with the host id when the fingerprint has one."""
-    name = info.get("host") or "unknown host"
-    if info.get("host_id"):
-        name += f" · id {info['host_id']}"
-    return name + (f" ({info['gpu']})" if info.get("gpu") else "")
+    """The machine by its hardware, as every page names a host: "an H200 host (16 cores)", "a 4 × H200 host (64
+    cores)", never its host name (a name such as "vm" says nothing of the machine)."""
+    return info.get("label") or "an unknown host"
 
 
 def same_host(a: dict, b: dict) -> bool | None:
@@ -218,11 +218,13 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
     commit_text = (f"the same commit ({ia['commit']})" if same_commit
                    else f"different commits ({ia['commit'] or 'unknown'} and {ib['commit'] or 'unknown'})")
     boot = ia.get("boot_id") is not None and ia.get("boot_id") == ib.get("boot_id")
+    alike = host_text(ia) == host_text(ib)
     host_part = {True: f"on the same host{' and boot' if boot else ''}, {host_text(ia)}",
-                 False: f"on different hosts ({host_text(ia)} and {host_text(ib)})",
-                 None: f"on hosts named alike ({host_text(ia)}) whose fingerprints do not say whether they are "
-                       "one machine"}[host]
-    text += f" The two runs came from {commit_text}, {host_part}, {_apart(_hours(ia['date'], ib['date']))}"
+                 False: (f"on two different hosts, each {host_text(ia)}" if alike else
+                         f"on different hosts, {host_text(ia)} and {host_text(ib)}"),
+                 None: (f"on {host_text(ia)} both times" if alike else f"on {host_text(ia)} and on {host_text(ib)}")
+                       + ", though their fingerprints do not say whether on one machine"}[host]
+    text += f" The two runs came from {commit_text}, {_apart(_hours(ia['date'], ib['date']))}, {host_part}"
     if same_commit and host:
         text += ", so these changes are run-to-run noise, not code or hardware."
     elif not same_commit and host is False:
@@ -321,9 +323,8 @@ def _duration(seconds: float) -> str:
 
 
 def _where(row) -> str:
-    """'vm (NVIDIA H200) with 2 GPUs', the GPU count where the fingerprint gives it."""
-    n = _number(row["gpus"])
-    return row["host"] + ("" if n is None else f" with {fx.num(n)} GPU{'s' if n != 1 else ''}")
+    """The host a chapter ran on, by its hardware: "a 4 × H200 host (64 cores)" (its GPU count in the label)."""
+    return row["host"]
 
 
 def time_sentence(df: pd.DataFrame, host: str | None = None) -> str:

@@ -47,8 +47,9 @@ def values_of(df: pd.DataFrame, col: str = "MBps", **where) -> list[float]:
 
 
 def cold_label(res) -> str:
-    """The run's name for its cold state, from :func:`cold_verdict`: 'guest-cold', 'cold', or
-    :data:`UNDECIDED_LABEL` when the latency check cannot tell the device from a cache below the guest."""
+    """The run's name for its cold state, from :func:`cold_verdict`: 'guest-cold' or 'cold' (also where the latency
+    check cannot tell the device from a cache below the guest: a page says so once, where it first uses the word,
+    with :func:`datajourney.core.phrasing.define_cold`)."""
     return cold_verdict(res).label
 
 
@@ -149,9 +150,8 @@ def guest_cold(res) -> bool | None:
 #: median (a few µs), so noise moves a run into "cannot tell" but never across to the other answer.
 COLD_MARGIN = 1.25
 
-#: The cold label where the latency check cannot tell the device from a cache below the guest.
-UNDECIDED_LABEL = "cold (device or host cache: cannot tell)"
-#: What such a median says, in every chapter that words it.
+#: What a median too close to the flash floor says, in every chapter that words it (its cold label stays "cold";
+#: :func:`datajourney.core.phrasing.define_cold` qualifies a page's first use of it).
 UNDECIDED_WORDS = "too close to a flash read to tell the device from a cache below this machine"
 
 
@@ -176,8 +176,8 @@ class ColdVerdict:
 
     @property
     def label(self) -> str:
-        if self.state == "undecided":
-            return UNDECIDED_LABEL
+        """The cold state's name in labels: "guest-cold" where a cache below a virtual machine served the cold reads,
+        else "cold" (where the check cannot tell, too: a page qualifies its first use once, never every label)."""
         return "guest-cold" if self.state == "cache" and self.hypervisor else "cold"
 
     @property
@@ -216,7 +216,7 @@ class ColdVerdict:
                               "alone)." if self.hypervisor else "."))
         return head + (f"The flash floor ({floor}) is known only to within {COLD_MARGIN:g}× either way, so a "
                        f"median within {span(lo, hi, 'µs')}, on either side of it, cannot tell the device from a "
-                       f"cache below this machine: this run's cold reads are labelled **{UNDECIDED_LABEL}**.")
+                       "cache below this machine: this run's reads labelled **cold** may have come from either.")
 
 
 def _median(values) -> float:

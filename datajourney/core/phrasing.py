@@ -207,6 +207,35 @@ def define_guest_cold(text: str) -> str:
     return text
 
 
+#: What "cold" means in a run whose latency check could not tell the device from a cache below the machine (a median
+#: too close to a flash read): said once, where a page first uses the word; the labels themselves say just "cold".
+UNDECIDED_COLD = "cold (device or host cache: cannot tell)"
+
+
+def define_cold(text: str, state: Fact | None) -> str:
+    """``text`` with its first word for the run's cold state defined in place, as the run's ``cold_state`` fact (the
+    latency check's verdict, chapter 2's where the run holds it) classified its cold reads: "guest-cold" as
+    :func:`define_guest_cold` does; where the check could not tell (state "undecided"), the first "cold" (or "Cold")
+    as :data:`UNDECIDED_COLD`. A page calls it on its first sentence that names the cold state, once."""
+    text = define_guest_cold(text)
+    if state is None or (state.setting or {}).get("state") != "undecided" or UNDECIDED_COLD[4:] in text:
+        return text
+    m = re.search(r"(?<![-\w])([Cc])old\b", text)
+    return text if m is None else text[:m.start()] + m.group(1) + UNDECIDED_COLD[1:] + text[m.end():]
+
+
+def define_first(findings: Sequence[Finding], state: Fact | None) -> list[Finding]:
+    """``findings`` with the first one that names the cold state defined there (:func:`define_cold`), the rest as
+    they are: a page says what its "cold" means once, at its first use."""
+    out = list(findings)
+    for i, f in enumerate(out):
+        text = define_cold(f.text, state)
+        if text != f.text:
+            out[i] = Finding(f.key, text, f.value, f.unit, f.published, f.interval, f.values)
+            break
+    return out
+
+
 def on_gpu(device) -> bool:
     """Whether a step ran on a GPU: ``device`` is a result's fingerprint (its ``gpu.available``), the device a
     chapter recorded ("cuda", "cuda:0", "cpu"), or already a bool."""
@@ -245,7 +274,7 @@ def value(f: Fact | None, *, runs: bool = True) -> str:
     out = num(f.number, f.unit)
     if runs and f.spread is not None and f.n > 1:
         lo, hi = f.spread
-        out += f" ({span(lo, hi, f.unit if f.unit in ('×', '%') else '')}, {f.n} runs)"
+        out += f" ({span(lo, hi, f.unit, with_unit=f.unit in ('×', '%'))}, {f.n} runs)"
     return out + _over_whole(f)
 
 

@@ -13,16 +13,43 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 
+#: Byte units: a rate of bytes ("MB/s") carries its scale in its unit already.
+BYTE_UNITS = ("B", "bytes", "kB", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
+#: From this magnitude on a number is shown to three significant figures with a scale (:data:`SCALES`): a rate
+#: of tokens, images or steps per second, and a measured value that is not a whole count (not one in bytes,
+#: whose unit carries its scale).
+LARGE = 1e6
+#: The scales of a large number, largest first: "2.54 G tokens/s", "358 M tokens/s".
+SCALES = (("T", 1e12), ("G", 1e9), ("M", 1e6))
+
+
+def count_rate(unit: str) -> bool:
+    """Whether ``unit`` is a rate of things counted one by one ("tokens/s", "images/s", "steps/s"), not of bytes."""
+    return unit.endswith("/s") and unit[:-2] not in BYTE_UNITS and bool(unit[:-2])
+
+
+def _bytes(unit: str) -> bool:
+    """Whether ``unit`` counts bytes or bytes per second ("MiB", "GB/s"): its own prefix is its scale."""
+    return unit.removesuffix("/s") in BYTE_UNITS
+
+
 def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
-    """A number with three significant digits (thousands separated, no false precision, a true minus sign).
+    """A number with three significant digits (thousands separated, no false precision, a true minus sign); from
+    :data:`LARGE` on, a rate of counted things (:func:`count_rate`) and any value that is not a whole number are
+    shown to three significant figures, scaled where no other unit says the scale ("2.54 G tokens/s", "358 M",
+    "1,230,000 ms"), while a whole count stays exact ("1,073,741,824 B").
 
     >>> num(2123.19, "MB/s"), num(5.123, "×"), num(0.9712, "×"), num(76.2, "%"), num(-0.029, "ms")
     ('2,123 MB/s', '5.1×', '0.97×', '76.2%', '−0.029 ms')
+    >>> num(2540943917.3, "tokens/s"), num(358060561, "tokens/s"), num(2540943917.3, "tokens/s", with_unit=False)
+    ('2.54 G tokens/s', '358 M tokens/s', '2.54 G')
     """
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
     v = float(value)
     a = abs(v)
+    if a >= LARGE and unit not in ("×", "%") and not _bytes(unit) and (count_rate(unit) or not v.is_integer()):
+        return _scaled(v, unit, with_unit)
     if v.is_integer() and unit != "×" and a < 1e15:
         digits = 0   # counts (workers, tokens) and round values carry no decimals
     elif unit == "%":
@@ -43,6 +70,20 @@ def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
     if not with_unit or not unit:
         return text
     return text + unit if unit in ("×", "%") else f"{text} {unit}"
+
+
+def _scaled(v: float, unit: str, with_unit: bool) -> str:
+    """``v`` (at least :data:`LARGE` in magnitude) to three significant figures: with the scale it reaches for a
+    count rate or a bare number ("2.54 G"), in zeros beside a unit of its own ("1,230,000 ms")."""
+    r = float(f"{v:.3g}")   # rounded first: 999.7 M prints as 1.00 G, not 1,000 M
+    if unit and not count_rate(unit):
+        text = f"{abs(r):,.0f}"
+    else:
+        prefix, scale = next((p, s) for p, s in SCALES if abs(r) >= s or s == SCALES[-1][1])
+        x = abs(r) / scale
+        text = f"{x:,.{2 if x < 10 else 1 if x < 100 else 0}f} {prefix}"
+    text = ("−" if v < 0 else "") + text
+    return f"{text} {unit}" if with_unit and unit else text
 
 
 def size_label(n: int) -> str:
@@ -83,13 +124,17 @@ def times(ratio: float) -> str:
     return num(ratio, "×")
 
 
-def span(low: float, high: float, unit: str = "") -> str:
+def span(low: float, high: float, unit: str = "", *, with_unit: bool = True) -> str:
     """A range as text: '1.2–3.4 ms'; 'a to b' when an end is negative ('−0.03 to 0.28 ms');
-    a single value when both ends print the same ('20.9×')."""
+    a single value when both ends print the same ('20.9×'); one scale for both ends of a large rate
+    ('2.50–2.60 G tokens/s'; without ``with_unit``, '2.50–2.60 G')."""
     a, b = num(low, unit, with_unit=False), num(high, unit, with_unit=False)
-    tail = "" if not unit else (unit if unit in ("×", "%") else f" {unit}")
+    tail = "" if not unit or not with_unit else (unit if unit in ("×", "%") else f" {unit}")
     if a == b:
         return a + tail
+    scale = next((f" {p}" for p, _ in SCALES if a.endswith(f" {p}") and b.endswith(f" {p}")), "")
+    if scale:   # one scale for both ends: "2.50–2.60 G tokens/s"
+        a, b, tail = a.removesuffix(scale), b.removesuffix(scale), scale + tail
     if low < 0 or high < 0:
         return f"{a.replace('-', '−')} to {b.replace('-', '−')}{tail}"
     return f"{a}–{b}{tail}"

@@ -102,17 +102,15 @@ def latency_table(res) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- key results
 def findings(facts: Facts) -> list[Finding]:
-    """The chapter's key results, worded from ``facts`` (3 to 6 findings)."""
+    """The chapter's key results, worded from ``facts`` (3 to 6 findings), shown under the opening, which defines
+    the cold state's word at its first use."""
     facts = facts_of(facts)
     out = [f for f in (_cold_gap(facts), _warm_gap(facts), _latency_finding(facts), _size_finding(facts),
                        _odirect_finding(facts)) if f is not None]
     if len(out) < 3:   # a run with most experiments switched off: say what the rest showed
         extra = [Finding("shard_length", shard_length_note(facts)), Finding("residency", residency_note(facts))]
         out += [f for f in extra if f.text][: 3 - len(out)]
-    if out:
-        out[0] = Finding(out[0].key, say.define_guest_cold(out[0].text), out[0].value, out[0].unit, out[0].published,
-                         out[0].interval, out[0].values)
-    return out
+    return out   # what "cold" means here is said once, by the opening above them (:func:`opening`)
 
 
 def _cold_gap(facts: Facts) -> Finding:
@@ -328,8 +326,7 @@ def opening(facts: Facts) -> Opening:
     out = []
     if "cold_gap" in facts:
         c = facts["cold_gap"]
-        out.append(Finding("cold_gap", say.define_guest_cold(f"{cap(say.text(facts[c.of].label))} ran "
-                                               f"**{say.comparison(c, facts)}**."),
+        out.append(Finding("cold_gap", f"{cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
                            c.number, "×", c.published))
     if "warm_gap" in facts:
         c = facts["warm_gap"]
@@ -338,9 +335,9 @@ def opening(facts: Facts) -> Opening:
     if "cold_latency" in facts:
         lat = facts["cold_latency"]
         text = f"A cold 4 KiB read took **{say.value(lat, runs=False)}**, {_served(facts)}."
-        out.append(Finding("cold_latency", text if out else say.define_guest_cold(text), lat.number, "µs"))
+        out.append(Finding("cold_latency", text, lat.number, "µs"))
     actions = [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
-    return Opening(out[:3], actions[:3])
+    return Opening(say.define_first(out[:3], facts.get("cold_state")), actions[:3])
 
 
 # --------------------------------------------------------------------------- an exercise on paper

@@ -62,7 +62,8 @@ def key_metrics(facts) -> dict:
 
 
 def findings(facts: Facts) -> list[Finding]:
-    """The chapter's key results, worded from ``facts`` (3 to 6 findings)."""
+    """The chapter's key results, worded from ``facts`` (3 to 6 findings), shown under the opening, which defines
+    the cold state's word at its first use."""
     facts = facts_of(facts)
     out = [fact_finding(facts, k, pair_words(facts, k) + " (steady state, first batch excluded).")
            for k in (f"published_w{w}" for w in PUBLISHED_WORKERS) if k in facts]
@@ -74,10 +75,7 @@ def findings(facts: Facts) -> list[Finding]:
             out.append(f)
     if len(out) < 3:
         out.append(Finding("residency", residency(facts)))
-    if out:
-        out[0] = Finding(out[0].key, say.define_guest_cold(out[0].text), out[0].value, out[0].unit, out[0].published,
-                         out[0].interval)
-    return out
+    return out   # what "cold" means here is said once, by the opening above them (:func:`opening`)
 
 
 def _one_worker_finding(facts: Facts) -> Finding | None:
@@ -725,8 +723,8 @@ def opening(facts: Facts) -> Opening:
     out = []
     if "published_w0" in facts:
         c = facts["published_w0"]
-        out.append(Finding(c.key, say.define_guest_cold(f"{cap(say.text(facts[c.of].label))} ran "
-                                          f"**{say.comparison(c, facts)}**."), c.number, "×", c.published))
+        out.append(Finding(c.key, f"{cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
+                           c.number, "×", c.published))
     if "shuffled_gap_max_workers" in facts:
         c = facts["shuffled_gap_max_workers"]
         out.append(Finding(c.key, f"{cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
@@ -736,4 +734,4 @@ def opening(facts: Facts) -> Opening:
         out.append(Finding("first_batch", f"{cap(say.text(f.label))} was **{say.value(f, runs=False)}**, "
                            f"{say.value(facts['first_batch.share'])} of an epoch.", f.number, "ms"))
     actions = [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
-    return Opening(out[:3], actions[:3])
+    return Opening(say.define_first(out[:3], facts.get("cold_state")), actions[:3])
