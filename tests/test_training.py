@@ -735,13 +735,21 @@ def test_chapter_7_opening_follows_reversed_data():
     assert f"{wait:.1f}× more than the compute per step at W=0" in op.findings[0].text
     facts = page.facts_of(ref)
     w, gain = facts.advice_for("image.num_workers").value, facts.number("workers_gain")
-    assert w > 0 and f"set `num_workers={w}`: {gain:.1f}× faster than ImageFolder with 0 workers" in op.actions[0].text
-    assert f"num_workers={w}" in op.actions[0].snippet and "D = " not in op.actions[0].text
-    assert "pin_memory=True" in op.actions[0].snippet
-    rev = page.opening(_swap_workers(ref, 0, w))
+    # the default recipe's worker count sits under the opening (its one action is the end-to-end recipe)
+    note = page.default_recipe_note(ref)
+    assert w > 0 and f"set `num_workers={w}`: {gain:.1f}× faster than ImageFolder with 0 workers" in note
+    assert "D = " not in note and op.actions[0].text.startswith("End to end")
+    swapped = _swap_workers(ref, 0, w)
+    rev = page.opening(swapped)
     assert "less than the compute per step" in rev.findings[0].text and "more than" not in rev.findings[0].text
-    assert "keep the default `num_workers=0`" in rev.actions[0].text and "num_workers=0" in rev.actions[0].snippet
+    assert "keep the default `num_workers=0`" in page.default_recipe_note(swapped)
     assert "slower than ImageFolder with 0 workers" in rev.findings[1].text  # W=4 against the (now fast) W=0
+    # without the combined recipe, the default recipe's count is the first action, with its code
+    f = page.facts_of(ref)
+    r = f["recipe"]
+    f.add(page.Fact(r.key, r.value, r.unit, r.label, setting={**r.setting, "verdict": "keep"}, of=r.of, basis=r.basis))
+    a = page.opening(f).actions[0]
+    assert f"set `num_workers={w}`" in a.text and f"num_workers={w}" in a.snippet and "pin_memory=True" in a.snippet
 
 
 def test_chapter_7_actions_follow_the_recipes():
