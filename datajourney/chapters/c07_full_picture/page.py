@@ -870,7 +870,7 @@ def finding_best_vs_ceiling(facts: Facts) -> Finding:
     name = CEILING_NAMES.get(kind, CEILING_NAMES["eager"])[0]
     v = facts.get("best_keeps_up")
     keep = fx_num(v.setting["keep_up"], "%") if v is not None else ""
-    verdict = {"every run": f"it keeps up: at least {keep} of its ceiling in "
+    verdict = {"every run": f"it keeps up, at least {keep} of its ceiling in "
                             + ("every run" if v is not None and v.setting.get("runs", 1) > 1 else "its one run"),
                "on average": f"on average it keeps up ({keep} of its ceiling), but not in every run",
                "short": f"it stays below {keep} of its ceiling"}.get(str(v.value) if v is not None else "", "")
