@@ -293,3 +293,52 @@ def test_without_the_recipe_the_default_recipe_leads_and_the_share_is_a_finding(
     assert op.actions[0].text.startswith(page.say.advice(a, facts)) and page.default_recipe_note(facts) == ""
     share = next(f for f in op.findings if f.key == "best_vs_ceiling")
     assert share.text.count(page.say.value(facts["best_vs_ceiling"], runs=False)) == 1 and "×" not in share.text
+
+
+# ------------------------------------------------------------------ 6. a page a reader can finish
+#: The most words chapter 7's rendered page may hold: its prose, its notes and its tables (code and charts left out).
+PAGE_WORDS = 5000
+
+
+def rendered_words(nb: dict) -> int:
+    """Words a reader meets on a rendered notebook: its Markdown cells and its text, Markdown and HTML outputs
+    (tables' text without their style sheets), code blocks, charts and hidden code left out."""
+    import html
+
+    def words(text: str) -> int:
+        return len(re.sub(r"```.*?```", " ", text, flags=re.S).split())
+
+    n = 0
+    for c in nb["cells"]:
+        if c["cell_type"] == "markdown":
+            n += words("".join(c["source"]))
+            continue
+        for o in c.get("outputs", []):
+            d = o.get("data", {})
+            page = "".join(d.get("text/html", ""))
+            if "text/markdown" in d:
+                n += words("".join(d["text/markdown"]))
+            elif page and "Plotly.newPlot" not in page:
+                page = re.sub(r"<style.*?</style>", " ", html.unescape(page), flags=re.S)
+                n += words(re.sub(r"<[^>]+>", " ", page))
+            elif "text/plain" in d and "application/vnd.plotly.v1+json" not in d:
+                n += words("".join(d["text/plain"]))
+            elif o.get("output_type") == "stream":
+                n += words("".join(o.get("text", "")))
+    return n
+
+
+def test_the_rendered_page_stays_under_its_word_budget():
+    """Chapter 7's page ran to 6,800 words (tables included): each number is said once, in a table or a note, and
+    each mechanism once. Read from the committed notebook, as rendered from the reference."""
+    import json
+
+    from datajourney.book import registry
+
+    nb = json.loads(registry.lookup(CHAPTER).notebook.read_text())
+    assert rendered_words(nb) < PAGE_WORDS
+    planted = {"cells": [{"cell_type": "markdown", "source": ["one two ```x y``` three"]},
+                         {"cell_type": "code", "source": "", "outputs": [
+                             {"data": {"text/html": "<style>a b c</style><td>four</td>"}},
+                             {"data": {"text/html": "Plotly.newPlot(x y z)"}}]}]}
+    assert rendered_words(planted) == 4
