@@ -807,7 +807,9 @@ WORK_WORDS = {"sleep": "sleeping work", "tokenize": "tokenising", "decode": "JPE
 # --------------------------------------------------------------------------- the opening
 def _published_work(facts: Facts) -> str:
     """The published case's work in a reader's words: "CPU-free sleeping work of 5 ms a sample"."""
-    d = facts["published_d"]
+    d = facts.get("published_d")
+    if d is None:   # facts stored before the analysis named the published case's work
+        return "the published case's work"
     return f"{WORK.get(d.setting['work'], 'per-sample')} work of {_v(facts, 'published_d')} a sample"
 
 
@@ -847,9 +849,11 @@ def opening(facts: Facts) -> Opening:
     if "published_w" in facts:
         w = facts["published_w"].setting["workers"]
         keeps = facts["published_w_keeps_up"].value == "keeps up"
-        agree = "as" if facts["published_w_model"].value == facts["published_w_keeps_up"].value else "against what"
+        model = facts.get("published_w_model")   # absent from facts stored before the analysis compared the two
+        agree = "" if model is None else (", as" if model.value == facts["published_w_keeps_up"].value
+                                          else ", against what") + " the model predicts"
         text = (f"With {w} workers on the same work (`D·B/W` = {_v(facts, 'published_w_per_batch')}, `G` = "
-                f"{_v(facts, 'step_g')}) the wait was **{_v(facts, 'published_w')}**, {agree} the model predicts: the "
+                f"{_v(facts, 'step_g')}) the wait was **{_v(facts, 'published_w')}**{agree}: the "
                 f"loader {'keeps up' if keeps else 'falls short'} (AU {_v(facts, 'published_w_au')}).")
         out.append(Finding(f"published_w{w}", text, facts.number("published_w"), "ms",
                            published=facts["published_w"].published))
