@@ -146,7 +146,6 @@ def exceeds(value: Fact, bound: Fact) -> bool:
     return over - 1 > MIN_EFFECT and not compare("_", value, bound).level
 
 
-
 def more_may_help(q: Question, candidates: Sequence[Candidate], advice: Advice | None) -> bool:
     """Whether a change to the largest value measured may gain from going further, as the measured trend says: the
     advice picked the last candidate (a caller lists them in the knob's order), and that candidate beat the one
