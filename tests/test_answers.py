@@ -14,7 +14,7 @@ import pytest
 
 from datajourney.book import registry
 from datajourney.core import phrasing, results
-from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds
+from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds, more_may_help
 from datajourney.core.facts import Facts, compare, measured
 from datajourney.core.paths import REPO_ROOT
 
@@ -54,6 +54,22 @@ def test_of_candidates_level_with_the_best_the_first_listed_is_advised():
     f = Facts("t")
     a = decide(_q(), [_c(0, [100]), _c(4, [150]), _c(8, [152])], f)  # 8 is within 3% of 4: four workers do
     assert a.verdict == "change" and a.value == 4 and a.within == pytest.approx(0.5)
+
+
+def test_more_may_help_only_where_the_last_value_measured_still_gained():
+    """ "The largest value measured; more may help" needs the trend: the advice is the last candidate and it beat the
+    one before it by the minimum gain with the runs apart."""
+    q = _q()
+    grows = [_c(0, [100, 101]), _c(4, [150, 151]), _c(8, [170, 171])]
+    a = decide(q, grows, Facts("t"))
+    assert a.value == 8 and more_may_help(q, grows, a)
+    flat = [_c(0, [100, 101]), _c(4, [150, 151]), _c(8, [152, 153])]   # 8 is best, but within 3% of 4
+    a = decide(q, flat, Facts("t"))
+    assert a.value == 4 and not more_may_help(q, flat, a)
+    a = decide(q, grows[:2], Facts("t"))                                    # the last of two, 1.5× the default
+    assert a.value == 4 and more_may_help(q, grows[:2], a)
+    kept = [_c(0, [150, 151]), _c(4, [100, 101])]
+    assert not more_may_help(q, kept, decide(q, kept, Facts("t")))       # keeping the default says nothing of more
 
 
 def test_a_gain_within_the_runs_spread_keeps_the_default():

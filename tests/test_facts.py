@@ -339,7 +339,10 @@ def test_c04_facts_of_the_reference_equal_the_tables():
     assert f["published_w0"].published == "data wait per step, W=0" and f["published_w"].published == (
         "data wait per step, W=4")
     a = f.advice_for("synthetic.num_workers")
-    assert a.value == first and "synthetic tokenising work" in a.workload
+    # the fewest workers whose step is within the 3% minimum gain of the fastest step measured (a reader's step rate)
+    step = sw.set_index("workers")["step_ms"]
+    pick = min(w for w, v in step.items() if v / step.min() - 1 < 0.03 and step[0] / v - 1 >= 0.03)
+    assert a.value == pick and "synthetic CPU-bound tokenising work" in a.workload
     assert f.advice_for("image.num_workers") is None
     compile(a.snippet, "snippet", "exec")
 

@@ -100,8 +100,7 @@ def test_d_names_the_setting_it_was_measured_in():
     sentence = next(s for s in page.sizing(res).split(". ") if "D = " in s)
     assert "best setting" not in sentence   # "the best setting" is the highest share of its own ceiling
     assert f"default recipe's fastest setting (ImageFolder, `num_workers={d.setting['workers']}`)" in sentence
-    action = page.opening(res).actions[0].text
-    assert f"(ImageFolder, `num_workers={d.setting['workers']}`): D in chapter 4's model" in action
+    assert not any("D in chapter 4's model" in a.text for a in page.opening(res).actions)   # said once, in its note
 
 
 # ------------------------------------------------------------------ 3. one recipe, the best row measured
@@ -126,7 +125,7 @@ def test_the_exported_recipe_is_the_best_measured_end_to_end_row():
     assert f"num_workers={int(b['workers'])}" in codes and "pin_memory=True" in codes
     assert "worker_init_fn=lambda _: os.nice(19)" in codes and "torch.cuda.graph" in codes
     # the page's What to do says the same recipe, its share and its gain, with code a reader pastes
-    action = page.opening(res).actions[1]
+    action = page.opening(res).actions[0]
     assert action.text.startswith("End to end, feed the GPU from one JPEG file per image (ImageFolder) with "
                                   f"`num_workers={int(b['workers'])}`, uint8 batches")
     assert f"**{page.num(s['share'], '%')}** of the graphed ceiling's images/s" in action.text
@@ -145,7 +144,7 @@ def test_the_recipe_follows_the_data():
     s = page.facts_of(res)["recipe"].setting
     assert (s["format"], s["workers"], s["variant"]) == (b["format"], int(b["workers"]), "tuned")
     assert not any("torch.cuda.graph" in (p["code"] or "") for p in s["parts"])
-    action = page.opening(res).actions[1]
+    action = page.opening(res).actions[0]
     assert "CUDA graph" not in action.text.split(". ")[0] and "of the eager ceiling's images/s" in action.text
 
 
@@ -251,3 +250,95 @@ def test_the_formats_without_workers_name_their_cache_state():
     res.tables["scenarios"] = sc
     text = next(f.text for f in page.findings(res) if f.key == "mds_vs_imagefolder_w0")
     assert text.startswith("At W=0, with up to 80% of the files cached as the runs started, MDS shards ran")
+
+
+# ------------------------------------------------------------------ 5. the first screen: one recipe to paste
+def test_the_first_screen_gives_one_recipe_and_the_default_recipe_as_its_own_question():
+    """The end-to-end recipe and the default recipe's worker count answer different questions (8 and 4 workers on the
+    reference): the first screen gives the recipe alone to paste, with its share of the ceiling said once, and the
+    default recipe's count below it, its workload naming that recipe; a finding that names a worker count names the
+    recipe it ran."""
+    res = _ref()
+    facts = page.facts_of(res)
+    op = page.opening(res)
+    r, a = facts["recipe"], facts.advice_for("image.num_workers")
+    assert r.setting["workers"] != a.value
+    assert len(op.actions) == 1 and op.actions[0].snippet
+    assert f"`num_workers={r.setting['workers']}`" in op.actions[0].text
+    assert f"`num_workers={a.value}`" not in op.actions[0].text
+    for f in op.findings:
+        if re.search(r"With \d+ workers", f.text):
+            assert "the default recipe" in f.text, f.text
+    share = page.num(r.setting["share"], "%")
+    assert " ".join([f.text for f in op.findings] + [op.actions[0].text]).count(share) == 1
+    note = page.default_recipe_note(res)
+    assert note == f"**Keeping the default recipe?** {page.say.advice(a, facts)}"
+    assert (f"with the default recipe (float32 batches normalised in the workers, an eager step), set "
+            f"`num_workers={a.value}`") in note
+    # the best setting's share of its own ceiling, in the key results: one number, no second comparison
+    best = next(f.text for f in page.findings(res) if f.key == "best_vs_ceiling")
+    assert best.count("×") == 0 and "slower than its own ceiling" not in best
+
+
+def test_without_the_recipe_the_default_recipe_leads_and_the_share_is_a_finding():
+    """Where the combined recipe did not clear its threshold, the default recipe's worker count is the first action
+    (no separate note), and the best setting's share of its ceiling returns among the findings, once."""
+    res = _ref()
+    facts = page.facts_of(res)
+    r = facts["recipe"]
+    facts.add(page.Fact(r.key, r.value, r.unit, r.label, setting={**r.setting, "verdict": "keep"}, of=r.of,
+                        basis=r.basis))
+    op = page.opening(facts)
+    a = facts.advice_for("image.num_workers")
+    assert op.actions[0].text.startswith(page.say.advice(a, facts)) and page.default_recipe_note(facts) == ""
+    share = next(f for f in op.findings if f.key == "best_vs_ceiling")
+    assert share.text.count(page.say.value(facts["best_vs_ceiling"], runs=False)) == 1 and "×" not in share.text
+
+
+# ------------------------------------------------------------------ 6. a page a reader can finish
+#: The most words chapter 7's rendered page may hold: its prose, its notes and its tables (code and charts left out).
+PAGE_WORDS = 5000
+
+
+def rendered_words(nb: dict) -> int:
+    """Words a reader meets on a rendered notebook: its Markdown cells and its text, Markdown and HTML outputs
+    (tables' text without their style sheets), code blocks, charts and hidden code left out."""
+    import html
+
+    def words(text: str) -> int:
+        return len(re.sub(r"```.*?```", " ", text, flags=re.S).split())
+
+    n = 0
+    for c in nb["cells"]:
+        if c["cell_type"] == "markdown":
+            n += words("".join(c["source"]))
+            continue
+        for o in c.get("outputs", []):
+            d = o.get("data", {})
+            page = "".join(d.get("text/html", ""))
+            if "text/markdown" in d:
+                n += words("".join(d["text/markdown"]))
+            elif page and "Plotly.newPlot" not in page:
+                page = re.sub(r"<style.*?</style>", " ", html.unescape(page), flags=re.S)
+                n += words(re.sub(r"<[^>]+>", " ", page))
+            elif "text/plain" in d and "application/vnd.plotly.v1+json" not in d:
+                n += words("".join(d["text/plain"]))
+            elif o.get("output_type") == "stream":
+                n += words("".join(o.get("text", "")))
+    return n
+
+
+def test_the_rendered_page_stays_under_its_word_budget():
+    """Chapter 7's page ran to 6,800 words (tables included): each number is said once, in a table or a note, and
+    each mechanism once. Read from the committed notebook, as rendered from the reference."""
+    import json
+
+    from datajourney.book import registry
+
+    nb = json.loads(registry.lookup(CHAPTER).notebook.read_text())
+    assert rendered_words(nb) < PAGE_WORDS
+    planted = {"cells": [{"cell_type": "markdown", "source": ["one two ```x y``` three"]},
+                         {"cell_type": "code", "source": "", "outputs": [
+                             {"data": {"text/html": "<style>a b c</style><td>four</td>"}},
+                             {"data": {"text/html": "Plotly.newPlot(x y z)"}}]}]}
+    assert rendered_words(planted) == 4

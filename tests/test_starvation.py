@@ -798,3 +798,74 @@ def test_the_model_and_the_sweep_disagree_by_a_measured_factor_with_its_place():
     assert "ran slower inside the workers" in page.gap_cause_note(g)
     kept, _ = _sweep_edit(au=0.95)   # the sweep keeps up where the model says
     assert "model_shortfall.tokenize" not in analysis.analyse(kept)
+
+
+# ---------------------------------------------------------------- the worker question, its workload and the model
+def _worker_answer(waits: dict):
+    """The opening of a constructed run whose tokenize sweep waited ``waits`` (W -> ms; each step computes 50 ms)."""
+    f = analysis.analyse(_result(sweep_waits={"sleep": {0: 160, 2: 30, 4: 1}, "tokenize": waits}))
+    return f, f.advice_for("synthetic.num_workers"), page.opening(f)
+
+
+def test_the_worker_count_is_the_fewest_within_the_minimum_gain_of_the_fastest_step():
+    """The verdict reads the step rate against num_workers=0: the fewest workers within 3% of the fastest step,
+    not the first count that reached the AU bar; "more may help" only where the sweep's last step still gained."""
+    # W = 16 is the first to reach 90% AU, but W = 8's step is within 3% of it: advise 8, nothing about "more"
+    f, a, op = _worker_answer({0: 150, 2: 40, 4: 14, 8: 7, 16: 5.5})
+    assert f.number("keep_up.tokenize") == 16 and a.value == 8 and a.scope == "best"
+    assert "set `num_workers=8`" in op.actions[0].text and "more may help" not in op.actions[0].text
+    # W = 4 already reaches the bar, but W = 16 ran more than 3% faster than W = 8 (and than 4): advise 16, and the
+    # trend of the sweep's last step says more may help
+    f, a, op = _worker_answer({0: 150, 2: 40, 4: 4, 8: 6, 16: 1})
+    assert f.number("keep_up.tokenize") == 4 and a.value == 16 and a.scope == "edge"
+    assert "set `num_workers=16`" in op.actions[0].text and "more may help" in op.actions[0].text
+    assert "W = 4 first kept the accelerator busy" in op.actions[0].text
+    # steps level to the 3% threshold from W = 4 on: the fewest of them
+    f, a, op = _worker_answer({0: 150, 2: 40, 4: 1.5, 8: 1.2, 16: 1.0})
+    assert a.value == 4 and a.scope == "best"
+    assert f[a.gain].basis == "step.tokenize.w0"   # against the default, num_workers=0
+
+
+def test_the_opening_names_each_workload_and_the_model_beside_the_worker_count():
+    """The published case (a CPU-free sleep) and the worker question (CPU-bound work) are different workloads: the
+    first screen names each, gives the published case's count against the model, and the model's count for the
+    advised work beside the advice, with the measured reason where the sweep parted from it."""
+    from datajourney.core import results
+
+    f = analysis.analyse(results.load_reference(analysis.CHAPTER, "h200"))
+    op = page.opening(f)
+    texts = [x.text for x in op.findings]
+    assert "CPU-free sleeping work of 5 ms a sample" in texts[0]
+    assert "With 4 workers on the same work" in texts[1] and "as the model predicts: the loader keeps up" in texts[1]
+    a = f.advice_for("synthetic.num_workers")
+    head = op.actions[0].text
+    assert head.startswith("For synthetic CPU-bound tokenising work") and f"`num_workers={a.value}`" in head
+    if "model_shortfall.tokenize" in f:
+        pace = f["worker_pace.tokenize"]
+        assert (f"The model asks for {int(f.number('model_workers.tokenize'))} workers; at W = "
+                f"{pace.setting['workers']} each took") in head and "slower than `D`" in head
+    # a measured wait that misses the model's prediction is said to
+    short = analysis.analyse(_result(w4_wait=40.0, w4_step=91.0))
+    assert "against what the model predicts: the loader falls short" in page.opening(short).findings[1].text
+
+
+def test_no_worker_count_that_keeps_up_is_said_beside_the_fastest_one():
+    f, a, op = _worker_answer({0: 150, 2: 60, 4: 30, 8: 20})
+    assert f.number("keep_up.tokenize") is None and a.value == 8
+    assert "no worker count up to W = 8 kept the accelerator busy" in op.actions[0].text
+
+
+@pytest.mark.parametrize("host", ["h200", "h100"])
+def test_more_may_help_only_where_the_sweeps_last_step_gained(host):
+    """On every committed reference: an advised count at the sweep's edge says "more may help" only where its step
+    beat the one before it by the minimum gain."""
+    from datajourney.core import results
+    from datajourney.core.answers import MIN_EFFECT
+
+    f = analysis.analyse(results.load_reference(analysis.CHAPTER, host))
+    a = f.advice_for("synthetic.num_workers")
+    k = f["workers_to_keep_up"].setting["work"]
+    ws = sorted(x.setting["workers"] for key, x in f.facts.items() if key.startswith(f"step.{k}.w"))
+    gained = f.number(f"step.{k}.w{ws[-2]}") / f.number(f"step.{k}.w{ws[-1]}") - 1 >= MIN_EFFECT
+    assert (a.scope == "edge") == (a.value == ws[-1] and gained)
+    assert ("more may help" in page.opening(f).actions[0].text) == (a.scope == "edge")

@@ -145,3 +145,16 @@ def exceeds(value: Fact, bound: Fact) -> bool:
     over = value.number / bound.number if value.better != "lower" else bound.number / value.number
     return over - 1 > MIN_EFFECT and not compare("_", value, bound).level
 
+
+def more_may_help(q: Question, candidates: Sequence[Candidate], advice: Advice | None) -> bool:
+    """Whether a change to the largest value measured may gain from going further, as the measured trend says: the
+    advice picked the last candidate (a caller lists them in the knob's order), and that candidate beat the one
+    before it by at least the question's minimum effect with their runs apart (not level). The advice then carries
+    ``scope="edge"`` ("the largest value measured; more may help"); a last step that gained less says nothing of
+    what lies beyond."""
+    if advice is None or advice.verdict != "change" or len(candidates) < 2:
+        return False
+    prev, last = candidates[-2], candidates[-1]
+    if advice.value != last.value or any(c.fact is None or not c.fact.number for c in (prev, last)):
+        return False
+    return _clears(q, last, prev)

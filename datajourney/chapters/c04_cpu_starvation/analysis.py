@@ -11,10 +11,15 @@ import dataclasses
 
 import pandas as pd
 
-from datajourney.chapters.c04_cpu_starvation.model import AU_THRESHOLD, predicted_wait_ms, workers_needed
+from datajourney.chapters.c04_cpu_starvation.model import (
+    AU_THRESHOLD,
+    predicted_au,
+    predicted_wait_ms,
+    workers_needed,
+)
 from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAULT_PREFETCH
-from datajourney.core.answers import Candidate, Question, decide
-from datajourney.core.facts import Advice, Fact, Facts, compare, measured
+from datajourney.core.answers import Candidate, Question, decide, more_may_help
+from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.results import Result
 from datajourney.core.stats import HIGH_SPREAD, cv
 
@@ -25,8 +30,9 @@ EXPORTS = ("workers_to_keep_up", "published_w0", "epoch_boundary", "step_g")
 PREFETCH_TOL = 0.10
 #: persistent_workers is advised only when the first step of epoch 2 is this much (relative) shorter with them.
 BOUNDARY_TOL = 0.05
-#: What each kind of work is, in a reader's words.
-WORK = {"sleep": "sleeping", "tokenize": "tokenising", "decode": "JPEG decoding"}
+#: What each kind of work is, in a reader's words: a sleep leaves the core free, real work keeps it busy, so the two
+#: are different workloads whatever their cost per sample (the question each answers names which).
+WORK = {"sleep": "CPU-free sleeping", "tokenize": "CPU-bound tokenising", "decode": "CPU-bound JPEG decoding"}
 
 
 def calibrated_step(res: Result) -> float:
@@ -57,8 +63,7 @@ def _pct(key, fraction, label, better="higher", **kw) -> Fact:
 
 def workload(kind: str, d: float, b: int, g: float) -> str:
     """The synthetic workload in words, with the run's parameters."""
-    return (f"synthetic {WORK.get(kind, 'per-sample')} work of {d:.2g} ms a sample in batches of {b}, "
-            f"against a {g:.0f} ms step")
+    return f"synthetic {WORK.get(kind, 'per-sample')} work ({d:.2g} ms a sample, batches of {b}, a {g:.0f} ms step)"
 
 
 def analyse(res: Result) -> Facts:
@@ -133,6 +138,8 @@ def _published(res: Result, out: Facts, g: float) -> None:
                     "D·B in the model (the training process preparing every batch itself)"),
                 _pct("published_w0_idle", r["idle_share"], "the accelerator's idle share with no workers", "lower",
                      published="GPU idle share, W=0"),
+                _ms("published_d", r["d_ms"], "the cost of one sample in the published case", better=None,
+                    setting={"work": str(r.get("work", "sleep")), "batch_size": int(r["batch_size"])}),
                 _ms("published_w0_compute", r["compute_ms"], "compute per step with no workers"))
         out.add(compare("published_w0_vs_model", out["published_w0"], out["published_w0_model"]))
     ws = [int(w) for w in p.index if w > 0]
@@ -140,8 +147,12 @@ def _published(res: Result, out: Facts, g: float) -> None:
         w = 4 if 4 in ws else max(ws)
         r = p.loc[w]
         au = _au(r, g)
+        d, b = float(r["d_ms"]), int(r["batch_size"])
+        model = "keeps up" if predicted_au(d, b, w, g) >= AU_THRESHOLD else "falls short"
         out.add(_ms("published_w", r["wait_ms"], f"the data wait per step with {w} workers",
                     published=f"data wait per step, W={w}", setting={"workers": w}),
+                Fact("published_w_model", model, "", f"whether the model predicts that {w} workers keep the step busy",
+                     "choice", None, setting={"workers": w}),
                 _ms("published_w_per_batch", float(r["d_ms"]) * int(r["batch_size"]) / w,
                     f"D·B/W in the model with {w} workers", setting={"workers": w}),
                 _pct("published_w_au", au, f"accelerator utilisation (AU) with {w} workers", setting={"workers": w}),
@@ -184,8 +195,6 @@ def _sweep(res: Result, out: Facts, g: float) -> None:
     wl = workload(kind, out.number(f"d.{kind}"), b, g)
     out.add(dataclasses.replace(f, key="workers_to_keep_up", label=f"workers that kept the step busy, {wl}"))
     out.data["exercise"] = dict(work=str(kind), batch_size=b)   # the page's exercise on paper: D·B/G of this work
-    if f.number is not None and f"step.{kind}.w0" in out:
-        out.add(compare("workers_gain", out[f"step.{kind}.w{int(f.number)}"], out[f"step.{kind}.w0"]))
 
 
 def _drift(res: Result, out: Facts, g: float) -> None:
@@ -696,24 +705,33 @@ def _advice(res: Result, out: Facts, g: float) -> None:
     if need is None:
         return
     kind = need.setting["work"]
-    b = int(_summary(res, "worker sweep")["batch_size"].iloc[0])
+    sw = _summary(res, "worker sweep")
+    b = int(sw["batch_size"].iloc[0])
     wl = workload(kind, out.number(f"d.{kind}"), b, g)
     persistent = _persistent_answer(res, out, b, g)
     deeper = _prefetch_answer(res, out, wl, b, g)
     persistent = persistent is not None and persistent.verdict == "change"
     deeper = deeper.value if deeper is not None and deeper.verdict == "change" else None
-    if need.number is not None:
-        w = int(need.number)
+    _workers_answer(out, kind, sorted(int(w) for w in sw[sw["work"] == kind]["workers"]), b, wl, persistent, deeper)
+
+
+def _workers_answer(out: Facts, kind: str, ws: list[int], b: int, wl: str, persistent: bool, deeper) -> None:
+    """num_workers against DataLoader's default (0), on the sweep's step time for its real work (a reader's step
+    rate): the fewest workers within the minimum effect of the fastest measured; "more may help" only where the
+    last step of the sweep still gained by more than that (:func:`~datajourney.core.answers.more_may_help`)."""
+
+    def snippet(w: int) -> str:
         args = [f"batch_size={b}", f"num_workers={w}"]
-        if w > 0 and persistent:
-            args.append("persistent_workers=True")
-        if w > 0 and deeper is not None:
-            args.append(f"prefetch_factor={deeper}")
-        edge = w == out.number("sweep_max_workers")
-        out.advise(Advice("synthetic.num_workers", "num_workers", w, wl, gain="workers_gain" if "workers_gain" in out
-                          else None, scope="edge" if edge else "best",
-                          evidence=("workers_to_keep_up", f"best_au.{kind}"),
-                          snippet="loader = DataLoader(dataset, " + ", ".join(args) + ")"))
+        args += ["persistent_workers=True"] * (w > 0 and persistent)
+        args += [f"prefetch_factor={deeper}"] * (w > 0 and deeper is not None)
+        return "loader = DataLoader(dataset, " + ", ".join(args) + ")"
+
+    q = Question("synthetic.num_workers", "How many DataLoader workers does this work need?", "num_workers", 0,
+                 "num_workers=0", "PyTorch's DataLoader default", wl)
+    cands = [Candidate(w, out.get(f"step.{kind}.w{w}"), snippet=snippet(w)) for w in ws]
+    a = decide(q, cands, out)
+    if a is not None:
+        out.advise(dataclasses.replace(a, scope="edge" if more_may_help(q, cands, a) else "best"))
 
 
 def _persistent_answer(res: Result, out: Facts, b: int, g: float):

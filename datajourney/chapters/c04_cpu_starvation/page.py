@@ -15,6 +15,7 @@ from datajourney.chapters.c04_cpu_starvation.analysis import (
     COST_TOL,
     MODEL_GAP_FLOOR_MS,
     MODEL_GAP_REL,
+    WORK,
     calibrated_step,
 )
 from datajourney.chapters.c04_cpu_starvation.analysis import analyse as _analyse
@@ -744,10 +745,8 @@ def takeaways(facts: Facts) -> str:
     for key in ("synthetic.num_workers", "synthetic.persistent_workers", "synthetic.prefetch_factor"):
         a = facts.advice_for(key)
         if a is not None:
-            out.append(f"* {phrasing.advice(a, facts)}")
-    if facts.advice_for("synthetic.num_workers") is None and "sweep_max_workers" in facts:
-        out.append(f"* No worker count in this sweep (up to {_v(facts, 'sweep_max_workers')}) kept the accelerator "
-                   "busy: pre-process offline, or run on a machine with more cores.")
+            tail = " " + workers_against_model(facts) if key == "synthetic.num_workers" else ""
+            out.append(f"* {phrasing.advice(a, facts)}{tail}")
     out.append("* Workers are processes, and real preprocessing needs a core per busy worker: these counts are "
                "for this synthetic workload; a real model's loader (chapter 7) needs its own measurement.")
     if "step_drift" in facts and facts["step_device"].value == "gpu":
@@ -806,22 +805,58 @@ WORK_WORDS = {"sleep": "sleeping work", "tokenize": "tokenising", "decode": "JPE
 
 
 # --------------------------------------------------------------------------- the opening
+def _published_work(facts: Facts) -> str:
+    """The published case's work in a reader's words: "CPU-free sleeping work of 5 ms a sample"."""
+    d = facts.get("published_d")
+    if d is None:   # facts stored before the analysis named the published case's work
+        return "the published case's work"
+    return f"{WORK.get(d.setting['work'], 'per-sample')} work of {_v(facts, 'published_d')} a sample"
+
+
+def workers_against_model(facts: Facts) -> str:
+    """The worker question's answer beside the model ``W ≥ D·B/G``: the count the model asks for this work, and
+    where the sweep parted from it (each worker's measured time per sample against ``D``), the count that first
+    kept the accelerator busy, or that none did; "" without the sweep."""
+    a = facts.advice_for("synthetic.num_workers")
+    need = facts.get("workers_to_keep_up")
+    if a is None or need is None:
+        return ""
+    k = need.setting["work"]
+    text = f"The model asks for {_v(facts, f'model_workers.{k}')}"
+    if f"model_shortfall.{k}" in facts:   # where the sweep parted from the model, and by what measured factor
+        pace = facts[f"worker_pace.{k}"]
+        text += (f"; at W = {pace.setting['workers']} each took {phrasing.value(pace, runs=False)} a sample, "
+                 f"{phrasing.comparison(facts[f'model_shortfall.{k}'], baseline='`D`')}")
+    if need.number is None:
+        wmax = int(facts.number("sweep_max_workers"))
+        return text + (f"; no worker count up to W = {wmax} kept the accelerator busy (best AU "
+                       f"{_v(facts, f'best_au.{k}')}): pre-process offline, or use more cores.")
+    return text + ("." if f"model_shortfall.{k}" in facts else f"; W = {int(need.number)} first kept the accelerator "
+                   "busy.")
+
+
 def opening(facts: Facts) -> Opening:
-    """What the chapter opens with: the wait with no workers, with the published worker count, and at the
-    epoch boundary, one sentence each; then the worker count, ``persistent_workers`` and ``prefetch_factor``
-    this run chose for its synthetic workload, as one ``DataLoader`` call."""
+    """What the chapter opens with: the published case (CPU-free sleeping work, named as such) with no workers and
+    with its worker count, against the model, and the epoch boundary, one sentence each; then the worker count,
+    ``persistent_workers`` and ``prefetch_factor`` this run chose, each naming the work it was measured on (the worker
+    count on CPU-bound work, a different workload from the published case's sleep), the worker count with the
+    model's count beside it, as one ``DataLoader`` call."""
     out = []
     if "published_w0" in facts:
-        out.append(_finding(facts, "published_w0", f"With no workers each step waited "
-                                                   f"**{_v(facts, 'published_w0')}** for data, and the accelerator "
-                                                   f"sat idle {_v(facts, 'published_w0_idle')} of the time."))
+        out.append(_finding(facts, "published_w0", f"With no workers, {_published_work(facts)} made each step wait "
+                                                   f"**{_v(facts, 'published_w0')}** for data; the accelerator sat "
+                                                   f"idle {_v(facts, 'published_w0_idle')} of the time."))
     if "published_w" in facts:
         w = facts["published_w"].setting["workers"]
         keeps = facts["published_w_keeps_up"].value == "keeps up"
-        out.append(Finding(f"published_w{w}", f"With {w} workers the wait fell to **{_v(facts, 'published_w')}** per "
-                                              f"step: the loader {'keeps up' if keeps else 'falls short'}, the "
-                                              f"accelerator busy {_v(facts, 'published_w_au')} of the time.",
-                           facts.number("published_w"), "ms", published=facts["published_w"].published))
+        model = facts.get("published_w_model")   # absent from facts stored before the analysis compared the two
+        agree = "" if model is None else (", as" if model.value == facts["published_w_keeps_up"].value
+                                          else ", against what") + " the model predicts"
+        text = (f"With {w} workers on the same work (`D·B/W` = {_v(facts, 'published_w_per_batch')}, `G` = "
+                f"{_v(facts, 'step_g')}) the wait was **{_v(facts, 'published_w')}**{agree}: the "
+                f"loader {'keeps up' if keeps else 'falls short'} (AU {_v(facts, 'published_w_au')}).")
+        out.append(Finding(f"published_w{w}", text, facts.number("published_w"), "ms",
+                           published=facts["published_w"].published))
     if "epoch_boundary" in facts:
         c = facts["epoch_boundary"]
         out.append(_finding(facts, "epoch_boundary", f"At each new epoch, {phrasing.text(c.label)}: "
@@ -829,10 +864,7 @@ def opening(facts: Facts) -> Opening:
     actions = []
     a = facts.advice_for("synthetic.num_workers")
     if a is not None:
-        actions.append(Action(phrasing.advice(a, facts), a.snippet))
-    elif "sweep_max_workers" in facts:
-        actions.append(Action(f"No worker count in this sweep (up to {_v(facts, 'sweep_max_workers')}) kept the "
-                              "accelerator busy: pre-process offline, or run on a machine with more cores."))
+        actions.append(Action(phrasing.advice(a, facts) + " " + workers_against_model(facts), a.snippet))
     for key in ("synthetic.persistent_workers", "synthetic.prefetch_factor"):
         a = facts.advice_for(key)
         if a is not None:

@@ -24,7 +24,7 @@ from datajourney.chapters.c07_full_picture.reading import (
     scenario_stats,
     scenarios,
 )
-from datajourney.core.answers import Candidate, Question, decide, exceeds
+from datajourney.core.answers import Candidate, Question, decide, exceeds, more_may_help
 from datajourney.core.facts import Fact, Facts, compare, measured
 
 CHAPTER = "07_full_picture"
@@ -277,11 +277,14 @@ def _workers_advice(res, f: Facts, st: pd.DataFrame) -> None:
         return
     base = ws[0] if w != ws[0] else int(mine["workers"].iloc[1])  # W=0 (the fewest), else the next best
     f.add(compare("workers_gain", f[ips_key(fmt, w)], f[ips_key(fmt, base)]))
+    # the question names its recipe: the end-to-end recipe (``recipe``) answers a different one, with other workers
     q = Question("image.num_workers", "How many DataLoader workers for this model from these files?", "num_workers",
-                 0, "num_workers=0", "PyTorch's DataLoader default", workload_name(res, fmt))
-    a = decide(q, [Candidate(k, f[ips_key(fmt, k)], snippet=loader_snippet(res, k)) for k in ws], f)
+                 0, "num_workers=0", "PyTorch's DataLoader default",
+                 f"{workload_name(res, fmt)}, with {DEFAULT_RECIPE}")
+    cands = [Candidate(k, f[ips_key(fmt, k)], snippet=loader_snippet(res, k)) for k in ws]
+    a = decide(q, cands, f)
     if a is not None:
-        f.advise(replace(a, scope="edge" if a.verdict == "change" and a.value == ws[-1] else "best"))
+        f.advise(replace(a, scope="edge" if more_may_help(q, cands, a) else "best"))
 
 
 def _recipes(res, f: Facts, st: pd.DataFrame) -> None:
@@ -302,6 +305,8 @@ def _recipes(res, f: Facts, st: pd.DataFrame) -> None:
 
 
 # --------------------------------------------------------------------------- the recipe, end to end
+#: What the default recipe is, where a question or a finding names it apart from the end-to-end recipe.
+DEFAULT_RECIPE = "the default recipe (float32 batches normalised in the workers, an eager step)"
 #: Each recipe (a scenario's variant) in a reader's words.
 VARIANT_WORDS = {"default": "the default recipe", "tuned": "the tuned recipe",
                  "graphed": "the tuned recipe with the step replayed from CUDA graphs",

@@ -65,11 +65,6 @@ CEILING_NAMES = {"eager": ("the eager ceiling", ""),
                  "graphed": ("the graphed ceiling", " (the same CUDA graphs fed from GPU memory)")}
 
 
-def _typ_text(t) -> str:
-    value, p90, stat = t
-    return f"{stat} {num(value, 'ms')}" + (f", p90 {num(p90, 'ms')}" if p90 is not None else "")
-
-
 def mds_w0_note(facts) -> str:
     """The details of MDS against one file per image at W=0: their data waits (level within the runs' spread, or
     the difference per step), the stage the loop's timers put most of it in, the per-sample cold reads, what
@@ -89,21 +84,17 @@ def mds_w0_note(facts) -> str:
         text += f"; of that, the loop's stage timers put {_signed(g['stage']['ms'])} in the **{g['stage']['name']}**"
     text += "."
     cold = g["cold"]
-    if cold:
-        disk = (f"; the disk delivered {num(cold['mds_kb'], 'KiB')} per MDS sample and "
-                f"{num(cold['imagefolder_kb'], 'KiB')} per file"
-                if cold["mds_kb"] is not None and cold["imagefolder_kb"] is not None else "")
+    if cold:   # each read's median, p90 and bytes from the disk are the reader table's, said there once
         faster = cold["shard_faster"]
-        text += (f" Sample by sample, a cold read was {'faster' if faster else 'slower'} from a shard "
-                 f"({_typ_text(cold['mds'])}) than from a file ({_typ_text(cold['imagefolder'])}{disk})"
+        text += (f" A cold read was {'faster' if faster else 'slower'} from a shard than from a file (the table above)"
                  + (": the per-sample reads point away from the disk." if faster and gap > 0 else "."))
     it = g["iterator"]
     if it:
         bsz = it["batch"]
-        text += (f" Streaming's iterator costs {_signed(it['ms'])} per batch of {bsz} (its read inside the iterator "
-                 f"minus a direct read, plus its bookkeeping between samples; means × {bsz}): **{pct(it['share'])} of "
-                 f"the gap**. " + (f"The remaining {num(it['rest'], 'ms')} per batch is not explained by these warm "
-                                   "measurements." if it["rest"] > 0 else "Together they account for the whole gap."))
+        text += (f" Streaming's iterator costs {_signed(it['ms'])} per batch of {bsz} (its read minus a direct read, "
+                 f"plus its bookkeeping, × {bsz}): **{pct(it['share'])} of the gap**. "
+                 + (f"The remaining {num(it['rest'], 'ms')} per batch is not explained by these warm measurements."
+                    if it["rest"] > 0 else "Together they account for the whole gap."))
     if gap > 0:
         text += " " + _cold_iterator_sentence(g["cold_iterator"])
     return text
@@ -119,9 +110,8 @@ def _cold_iterator_sentence(ci: dict | None) -> str:
         return f"Streaming's iterator timed cold, as the loop's W=0 runs read, is {where}."
     bsz, gap, read_gap = ci["batch"], ci["gap"], ci["read_gap"]
     text = (f"Timed cold, as the loop's W=0 runs read, streaming's iterator read a sample in {num(ci['ms'], 'ms')} "
-            f"(mean; × {bsz} = {num(ci['per_batch'], 'ms')} per batch"
-            + (f", {num(ci['kb'], 'KiB')} from the disk per sample" if ci["kb"] is not None else "")
-            + f") against the loop's MDS read stage of {num(ci['loop_read'], 'ms')} per batch")
+            f"(× {bsz} = {num(ci['per_batch'], 'ms')} per batch) against the loop's MDS read stage of "
+            f"{num(ci['loop_read'], 'ms')}")
     verdict = ci["verdict"]
     if verdict == "not the read":
         return text + (": they match, but the loop's read differs between the formats by "
@@ -163,9 +153,9 @@ def one_worker_note(facts) -> str:
         return ""
     bsz, threads, w1, w0, big = o["batch"], o["threads"], o["w1"], o["w0"], o["largest"]
     text = (f"Per batch of {bsz}, the worker spent {num(o['w1_busy'], 'ms')} ({_stage_text(w1, pin=False)}), then "
-            f"pinning took {num(w1['pin'], 'ms')} and the hand-over to the loop {num(w1['handover'], 'ms')} of the "
-            f"loop's wait; at W=0 the main process, with {threads} intra-op thread{'s' if threads != 1 else ''}, "
-            f"spent {num(o['w0_busy'], 'ms')} ({_stage_text(w0, pin=True)}). The largest difference is "
+            f"pinning {num(w1['pin'], 'ms')} and the hand-over {num(w1['handover'], 'ms')} of the loop's wait; the "
+            f"main process at W=0 ({threads} intra-op thread{'s' if threads != 1 else ''}) spent "
+            f"{num(o['w0_busy'], 'ms')} ({_stage_text(w0, pin=True)}). The largest difference is "
             f"**{big['name']}** ({_signed(big['ms'])} per batch).")
     c = facts.get("one_thread_vs_w0")
     if o["one_thread"] and c is not None:
@@ -275,9 +265,9 @@ def graph_effect(res, t, g) -> str:
     b = _runs(res, t["format"], int(t["workers"]), "compute_ms", "tuned")
     d = direction(a, b, tol=0.02)
     word = choose(d, "grew", "fell", "did not change beyond the runs' spread")
-    text = (f"Replayed from a CUDA graph under the same workers ({LABELS.get(g['format'], g['format'])}, "
-            f"W={int(g['workers'])}), compute per step {word}: **{num(g['compute_ms'], 'ms')}** against the eager "
-            f"tuned step's {num(t['compute_ms'], 'ms')} ({_signed(float(g['compute_ms'] - t['compute_ms']))}).")
+    text = (f"Graphed under the same workers ({LABELS.get(g['format'], g['format'])}, W={int(g['workers'])}), "
+            f"compute per step {word}: **{num(g['compute_ms'], 'ms')}** against the eager tuned step's "
+            f"{num(t['compute_ms'], 'ms')} ({_signed(float(g['compute_ms'] - t['compute_ms']))}).")
     ge = ceiling_runs(res, "graphed")
     if not ge.empty:
         excess_e = float(t["compute_ms"]) - float(ceiling_runs(res, "eager")["compute_ms"].mean())
@@ -289,11 +279,9 @@ def graph_effect(res, t, g) -> str:
             removed = 1 - excess_g / excess_e
             share = ("all of that excess" if removed >= 1 else "none of that excess" if removed <= 0
                      else f"**{pct(removed)}** of that excess")
-            text += (f" Over the compute of its own ceiling, the eager step took {_signed(excess_e)} per step and the "
-                     f"graphed step {_signed(excess_g)}: the graph removed {share}.")
-    text += (f" Share of its own ceiling: {num(t['pct_of_ceiling'], '%')} eager, "
-             f"{num(g['pct_of_ceiling'], '%')} graphed.")
-    return text
+            text += (f" Above its own ceiling's compute, the eager step took {_signed(excess_e)} and the graphed step "
+                     f"{_signed(excess_g)}: the graph removed {share}.")
+    return text   # each one's share of its own ceiling is the scenario table's
 
 
 def _best_note(res) -> str:
@@ -302,10 +290,7 @@ def _best_note(res) -> str:
     once in its own section), and the best of the default recipe."""
     b = best_scenario(res).copy()
     b["label"] = say.text(b["label"])
-    kind = _kind(b)
     text = _recipe_parts(facts_of(res))
-    if kind != "eager":
-        text += f" The eager ceiling took {num(float(ceiling_runs(res, 'eager')['images_per_s'].mean()), 'images/s')}."
     gap, parts = _gap(res, b)
     if gap > 0:
         big = max(parts, key=parts.get)
@@ -362,8 +347,9 @@ def spread_notes(res) -> str:
 
 
 def sizing(facts) -> str:
-    """How many workers the measured per-image cost predicts, against what the sweep shows: the
-    first worker count at which the loader kept up, and what then kept the loop off the ceiling."""
+    """How many workers the measured per-image cost predicts, against the sweep: the first worker count at which the
+    loader kept up and whether any reached the ceiling's bar (the compute per step behind it is the scenario table's,
+    said there once)."""
     facts = facts_of(facts)
     s = facts.data.get("sizing")
     if not s:
@@ -372,48 +358,36 @@ def sizing(facts) -> str:
     text = []
     d = facts.get("cpu_ms_per_image")
     if d is not None:
-        text.append(f"The loader's work cost **D = {say.value(d)}** of CPU per image {_cpu_setting(d)} (read, "
-                    "decode, normalise and collate: the medians of its per-batch stage timers ÷ the batch size). "
-                    "Chapter 12 prices the CPU from the machine's CPU counters instead where the run recorded them "
-                    "(busy cores ÷ images/s of the fastest pipeline with its step), which also count the training "
-                    "process.")
-    m = s["main"]
+        text.append(f"The loader's work cost **D = {say.value(d)}** of CPU per image {_cpu_setting(d)} (its stage "
+                    "timers' medians ÷ the batch size; chapter 12 reads the CPU counters, which count the training "
+                    "process too).")
+    m, w = s["main"], s["worker"]
     if m:
         text.append(f"Read warm, decoded and normalised in the main process ({m['threads']} intra-op threads), one "
-                    f"image costs {num(m['ms'], 'ms')}, which predicts {num(m['cores'], '')} cores of such work for "
-                    f"the ceiling's {num(s['ceiling_ips'], 'images/s')}.")
-    w = s["worker"]
+                    f"image costs {num(m['ms'], 'ms')}: {num(m['cores'], '')} cores for the ceiling.")
     if w:
-        text.append(f"Inside the one worker of W=1 (cold cache, one thread, collation into shared memory) an image "
-                    f"cost {num(w['ms'], 'ms')}, which predicts **{num(w['workers'], '')} workers**.")
-        if w["w0_ms"] is not None:
-            text.append(f"At W=0 the same stages cost {num(w['w0_ms'], 'ms')} per image in the main process: the "
-                        f"worker pays {_pct_more(w['ms'], w['w0_ms'])}.")
+        more = (f", {_pct_more(w['ms'], w['w0_ms'])} than the same stages at W=0 ({num(w['w0_ms'], 'ms')})"
+                if w["w0_ms"] is not None else "")
+        text.append(f"Inside the one worker of W=1 (cold cache, one thread, collation into shared memory) it cost "
+                    f"{num(w['ms'], 'ms')}{more}, which predicts **{num(w['workers'], '')} workers**.")
+    said = {}   # formats whose sweep reads alike are said once, together
     for r in s["formats"]:
-        name, first = LABELS.get(r["format"], r["format"]), r["first"]
+        first = r["first"]
         if first is None:
-            text.append(f"{name}: with none of the worker counts tried did the data wait fall below {pct(bar)} of "
-                        "the step.")
-            continue
-        line = f"{name}: the data wait fell below {pct(bar)} of the step from **W={first}**"
-        if r["need"] is not None:
-            line += ", " + _against_prediction(first, r["need"], r["tried"])
-        if r["reached"] is None:
-            short = r["short"]
-            more = (f" and up to {num(short['worst'], 'ms')} (W={short['worst_workers']})"
-                    if short["worst_workers"] != first else "")
-            line += (f"; yet no worker count reached {num(keep, '%')} of the ceiling: compute per step was "
-                     f"{num(short['compute'], 'ms')} at W={first}{more}, against the ceiling's "
-                     f"{num(s['ceiling_compute'], 'ms')}.")
+            body = f"with no worker count tried did the data wait fall below {pct(bar)} of the step."
         else:
-            line += f"; it first reached {num(keep, '%')} of the ceiling at W={r['reached']}."
-        text.append(line)
+            body = f"the data wait fell below {pct(bar)} of the step from **W={first}**"
+            if r["need"] is not None:
+                body += ", " + _against_prediction(first, r["need"], r["tried"])
+            body += (f"; yet no worker count reached {num(keep, '%')} of the ceiling." if r["reached"] is None else
+                     f"; it first reached {num(keep, '%')} of the ceiling at W={r['reached']}.")
+        said.setdefault(body, []).append(LABELS.get(r["format"], r["format"]))
+    text += [f"{say.and_list(names)}: {body}" for body, names in said.items()]
     t = s["tuned"]
     if t:
-        text.append("The tuned recipe " + (
-            f"reached {num(keep, '%')} of the ceiling with {say.text(t['label'])}, its compute per step "
-            f"{num(t['compute'], 'ms')}." if t["label"] is not None else
-            f"reached {num(keep, '%')} of the ceiling in none of its configurations (best {num(t['best'], '%')})."))
+        text.append("The tuned recipe " + (f"reached {num(keep, '%')} of the ceiling ({say.text(t['label'])})."
+                                           if t["label"] is not None else
+                                           f"reached {num(keep, '%')} of the ceiling in none of its configurations."))
     return " ".join(text) if text else "The per-image costs were not recorded in this run."
 
 
@@ -482,30 +456,35 @@ def nvml_note(facts) -> str:
 
 
 def compute_growth_note(facts) -> str:
-    """Which scenarios' compute per step grew against the ceiling (beyond the runs' spread), how busy the CPU was
-    in them, and whether the load sweep measured that load; what the tuned recipe changes at once, and which runs
-    would separate its changes."""
+    """Which scenarios' compute per step grew against the ceiling (beyond the runs' spread; their compute and busy
+    cores are the scenario table's), whether the load sweep measured their load, and what the tuned recipe changes
+    at once, with the runs that would separate its changes."""
     facts = facts_of(facts)
     g = facts.data.get("compute_growth") or {}
     ceiling = say.value(facts.get("compute.ceiling"), runs=False)
     of = f" of {g['cores']}" if g.get("cores") else ""
     if not g.get("grown"):
         return f"No scenario of the default recipe computed a step measurably slower than the ceiling ({ceiling})."
-    items = [f"{say.text(r['label'])} {say.value(facts[r['key']], runs=False)}"
-             + (f" at {num(r['busy_cores'], '')} busy cores{of}" if r["busy_cores"] is not None else "")
-             for r in g["grown"]]
-    text = [f"Compute per step grew beyond the ceiling's {ceiling} in: " + "; ".join(items) + "."]
+    busy = [r["busy_cores"] for r in g["grown"] if r["busy_cores"] is not None]
+    at = (f", at {span(min(busy), max(busy), '')} busy cores{of}" if len(busy) > 1 and min(busy) != max(busy) else
+          f", at {num(busy[0], '')} busy cores{of}" if busy else "")
+    where = {}   # each format's worker counts, in the order they ran
+    for r in g["grown"]:
+        st = facts[r["key"]].setting
+        where.setdefault(LABELS.get(str(st["format"]), say.text(st["format"])), []).append(str(st["workers"]))
+    text = [f"Compute per step grew beyond the ceiling's {ceiling} in "
+            + say.and_list([f"{name} at W={say.and_list(ws)}" for name, ws in where.items()])
+            + f"{at} (values in the scenario table)."]
     s = g.get("sweep")
     if s:
         level = f"{s['busy']} busy processes, {num(s['busy_cores'], '')} busy cores{of}"
         if not s["matched"]:
             text.append(f"The load sweep's lightest load ({level}; compute {num(s['compute'], 'ms')}) kept more cores "
-                        f"busy than any of these scenarios (at most {num(s['top'], '')}): the sweep did not measure "
-                        "their load, so it does not show that a busy CPU made their compute grow. In this run their "
-                        "growth has no isolated cause.")
+                        f"busy than any of them (at most {num(s['top'], '')}): the sweep did not measure their load, "
+                        "so their growth has no isolated cause in this run.")
         else:
-            text.append(f"These scenarios kept as many cores busy as the load sweep's lightest load ({level}), at "
-                        f"which compute per step was {num(s['compute'], 'ms')}.")
+            text.append(f"They kept as many cores busy as the load sweep's lightest load ({level}), at which compute "
+                        f"per step was {num(s['compute'], 'ms')}.")
     t = g.get("tuned")
     if t:
         changes = ["uint8 batches", f"normalisation {say.where('normalise', facts.data.get('device') or 'cpu')}"]
@@ -516,11 +495,9 @@ def compute_growth_note(facts) -> str:
         line = f"The tuned recipe computed a step in {num(t['compute'], 'ms')} ({say.text(t['label'])}"
         line += f"; the default recipe {num(t['default_compute'], 'ms')})" if t["default_compute"] is not None else ")"
         if len(changes) > 2:
-            missing = ["the default recipe with its workers treated the same way",
-                       "the tuned recipe with untreated workers"]
-            line += (f", but it changes {len(changes)} things at once ({', '.join(changes)}), so which of them kept "
-                     f"compute down is not isolated: the runs that would tell ({' and '.join(missing)}) were not part "
-                     "of this run.")
+            line += (f", but it changes {len(changes)} things at once ({', '.join(changes)}): the runs that would tell "
+                     "which kept compute down (the default recipe with its workers treated the same way, the tuned "
+                     "recipe with untreated workers) were not part of this run.")
         else:
             line += "; its workers were not treated, so only the batch format and where it is normalised differ."
         text.append(line)
@@ -560,9 +537,8 @@ def ratio_note(res) -> str:
         return ""
     w = float(f["DATALOADER_WAIT"] / m["DATALOADER_WAIT"])
     i = float(m["images_per_s"] / f["images_per_s"])
-    return (f"The row *streaming ÷ ImageFolder, workers=0* is the source's **data-wait** ratio: ImageFolder's wait "
-            f"divided by MDS's ({times(w)} here; above 1 when shards waited less). Key result 2 divides "
-            f"**images/s**, MDS ÷ ImageFolder ({times(i)} here; above 1 when shards ran faster).")
+    return (f"The row *streaming ÷ ImageFolder, workers=0* is the source's **data-wait** ratio, ImageFolder's wait ÷ "
+            f"MDS's ({times(w)} here); key result 2 divides **images/s**, MDS ÷ ImageFolder ({times(i)} here).")
 
 
 def load_note(facts) -> str:
@@ -572,25 +548,25 @@ def load_note(facts) -> str:
 
 
 def timeline_note(facts) -> str:
-    """What the traced steps show: GPU busy time within the step, the wait, and for the forward
-    pass how long the main thread took to issue it against how long the GPU took to run it."""
+    """What the traced steps show: GPU busy time within the step, the wait, and for the forward pass how long the
+    main thread took to issue it against how long the GPU took to run it."""
     traces = facts_of(facts).data.get("traces")
     if not traces:
         return "No profiler trace was recorded in this run (profile = False)."
     out = []
     for t in traces:
         step, busy = t["step"], t["busy"]
-        s = f"In the traced step of **{say.text(t['label'])}** ({num(step, 'ms')} under the profiler)"
+        s = f"**{say.text(t['label'])}**: {num(step, 'ms')}"
         if busy > 0:
-            s += f", the GPU ran kernels for {num(busy, 'ms')} ({pct(busy / step)} of the step)"
+            s += f", GPU kernels {num(busy, 'ms')} ({pct(busy / step)} of the step)"
         if t["wait"] is not None:
-            s += f"; the main thread waited {num(t['wait'], 'ms')} for the batch"
+            s += f", {num(t['wait'], 'ms')} waiting for the batch"
         fw = t["forward"]
         if fw:
-            s += (f"; it took {num(fw['cpu'], 'ms')} to issue the forward pass, which kept the GPU busy for "
-                  f"{num(fw['busy'], 'ms')} of the {num(fw['span'], 'ms')} it spanned there")
-        out.append(s + ".")
-    return " ".join(out)
+            s += (f", the forward pass issued in {num(fw['cpu'], 'ms')} while the GPU was busy {num(fw['busy'], 'ms')} "
+                  f"of the {num(fw['span'], 'ms')} it spanned")
+        out.append(s)
+    return "Each traced step, under the profiler: " + "; ".join(out) + "."
 
 
 def _std(r, col: str):
@@ -662,10 +638,9 @@ def ceiling_caption(res) -> str:
         c = ceiling_runs(res, kind)
         if not c.empty:
             parts.append(f"{name} {num(c['images_per_s'].mean(), 'images/s')}, compute "
-                         f"{num(c['compute_ms'].mean(), 'ms')} per step, mean of {len(c)} runs")
-    return ("Scenarios: means over runs; each share is of the ceiling of the scenario's own step (column "
-            "“ceiling”: the eager step, or the same CUDA graph fed from GPU memory), with its min–max over the runs; "
-            "busy cores of the whole machine (" + "; ".join(parts) + ")")
+                         f"{num(c['compute_ms'].mean(), 'ms')}, {len(c)} runs")
+    return ("Scenarios, means over runs; each share is of the ceiling of its own step (the eager step, or the CUDA "
+            "graph fed from GPU memory), min–max over the runs; busy cores of the machine (" + "; ".join(parts) + ")")
 
 
 def graph_note(res) -> str:
@@ -680,9 +655,7 @@ def graph_note(res) -> str:
         a, b = [float(v) for v in g["compute_ms"]], [float(v) for v in e["compute_ms"]]
         word = choose(direction(a, b, tol=0.01), "slower than", "faster than", "level with")
         out.append(f"Fed from GPU memory with the CPU otherwise idle, the graphed step computed in "
-                   f"{num(np.mean(a), 'ms')} ({_range(a, 'ms')}), {word} the eager step's {num(np.mean(b), 'ms')}: the "
-                   f"graphed ceiling is {num(g['images_per_s'].mean(), 'images/s')}, the eager one "
-                   f"{num(e['images_per_s'].mean(), 'images/s')}.")
+                   f"{num(np.mean(a), 'ms')} ({_range(a, 'ms')}), {word} the eager step's {num(np.mean(b), 'ms')}.")
     out += [graph_effect(res, t, gr) for t, gr in graph_pairs(res)]
     if not graph_pairs(res):
         out.append("No loader ran both with the eager tuned step and with the graphed step, so the graph's effect "
@@ -761,11 +734,10 @@ def paper_exercise(res) -> str:
     c_ips = float(ceil["images_per_s"].mean())
     ips, step, comp = float(row["images_per_s"]), float(row["step_ms"]), float(row["compute_ms"])
     au, share = ips / c_ips, comp / step
-    intro = (f"**Work it out.** The ceiling (the same step with its batch already in GPU memory) fed "
-             f"**{num(c_ips)} images/s**. {say.text(row['label'])}, the best of the default recipe, fed "
-             f"**{num(ips)} images/s**; its steps took **{num(step, 'ms')}** on average, of which the compute phases "
-             f"(forward, backward, optimizer) took **{num(comp, 'ms')}**. AU is steps × G ÷ wall time, with G the "
-             "ceiling's step; with the same batch in every step that is the images/s ÷ the ceiling's.")
+    intro = (f"**Work it out.** The ceiling fed **{num(c_ips)} images/s**. {say.text(row['label'])}, the best of the "
+             f"default recipe, fed **{num(ips)} images/s**; its steps took **{num(step, 'ms')}** on average, of which "
+             f"the compute phases took **{num(comp, 'ms')}**. AU (steps × G ÷ wall time) is here the images/s ÷ the "
+             "ceiling's: every step carries the same batch.")
     questions = ["What is this configuration's AU?",
                  "What is its compute share (compute ÷ the step's wall time)?",
                  f"MLPerf Storage's bar is an AU of {pct(KEEP_UP)}. Which of the two numbers is held to it, and does "
@@ -800,8 +772,7 @@ def takeaways(facts) -> str:
     tuned = t.get("tuned")
     if tuned:
         out.append(f"The tuned recipe (uint8 batches normalised {_on(facts)}{_treated(facts).rstrip(',')})"
-                   f" reached {num(tuned['pct'], '%')} of the ceiling at best ({say.text(tuned['label'])}), with a "
-                   f"copy of {num(tuned['h2d'], 'ms')} per step.")
+                   f" reached {num(tuned['pct'], '%')} of the ceiling at best ({say.text(tuned['label'])}).")
     g = t.get("graphed")
     if g:
         out.append(
@@ -872,7 +843,7 @@ def finding_workers4(facts: Facts) -> Finding | None:
     if f is None:
         return None
     c = facts.get("workers4_vs_w0")
-    text = (f"With 4 workers, ImageFolder fed **{say.value(f)}**"
+    text = (f"With 4 workers and the default recipe, ImageFolder fed **{say.value(f)}**"
             + (f", {say.comparison(c, facts)}" if c is not None else "") + ".")
     return Finding("workers4", text, f.number, "images/s", published=f.published, interval=f.spread)
 
@@ -899,15 +870,14 @@ def finding_best_vs_ceiling(facts: Facts) -> Finding:
     name = CEILING_NAMES.get(kind, CEILING_NAMES["eager"])[0]
     v = facts.get("best_keeps_up")
     keep = fx_num(v.setting["keep_up"], "%") if v is not None else ""
-    verdict = {"every run": f"it keeps up: at least {keep} of its ceiling in "
+    verdict = {"every run": f"it keeps up, at least {keep} of its ceiling in "
                             + ("every run" if v is not None and v.setting.get("runs", 1) > 1 else "its one run"),
                "on average": f"on average it keeps up ({keep} of its ceiling), but not in every run",
                "short": f"it stays below {keep} of its ceiling"}.get(str(v.value) if v is not None else "", "")
     if "best_vs_ceiling.flagged" in facts:
         return Finding("best_vs_ceiling", over_ceiling(facts), f.number, "%", interval=f.spread)
     text = (f"The best setting (the highest share of its own ceiling), **{_setting_label(f)}**, fed "
-            f"**{say.value(f)}** of {name}'s images/s, {say.comparison(facts['best_vs_ceiling_rate'], facts)}"
-            + (f": {verdict}." if verdict else "."))
+            f"**{say.value(f)}** of {name}'s images/s" + (f": {verdict}." if verdict else "."))
     return Finding("best_vs_ceiling", text, f.number, "%", interval=f.spread)
 
 
@@ -975,6 +945,8 @@ for x, y in loader:  # each step: copy the batch in, replay
 
 
 def _opening_findings(facts: Facts) -> list[Finding]:
+    """The data wait without workers and what 4 workers fed with the default recipe (the published settings), and,
+    where no end-to-end recipe action states it, how close the best setting came to its own ceiling (one number)."""
     out = []
     f = facts.get("wait_w0")
     if f is not None:
@@ -985,14 +957,17 @@ def _opening_findings(facts: Facts) -> list[Finding]:
                            f.number, "ms", published=f.published, interval=f.spread))
     f4 = facts.get("workers4")
     if f4 is not None and "workers4_vs_w0" in facts:
-        out.append(Finding("workers4", f"With 4 workers, ImageFolder fed **{say.value(f4, runs=False)}**, "
+        out.append(Finding("workers4", f"With 4 workers and the default recipe, ImageFolder fed "
+                                       f"**{say.value(f4, runs=False)}**, "
                                        f"{say.comparison(facts['workers4_vs_w0'], facts)}.", f4.number, "images/s",
                            published=f4.published, interval=f4.spread))
     b = facts["best_vs_ceiling"]
-    out.append(Finding("best_vs_ceiling", over_ceiling(facts) if "best_vs_ceiling.flagged" in facts else
-                       f"The best setting, {_setting_label(b)}, fed **{say.value(b, runs=False)}**"
-                       f" of its own ceiling's images/s, "
-                       f"{say.comparison(facts['best_vs_ceiling_rate'], facts)}.", b.number, "%"))
+    if "best_vs_ceiling.flagged" in facts:
+        out.append(Finding("best_vs_ceiling", over_ceiling(facts), b.number, "%"))
+    elif _action_recipe(facts) is None:   # the recipe's action states its share of the ceiling itself
+        name = CEILING_NAMES.get(str(b.setting.get("ceiling", "eager")), CEILING_NAMES["eager"])[0]
+        out.append(Finding("best_vs_ceiling", f"The best setting, {_setting_label(b)}, fed "
+                                              f"**{say.value(b, runs=False)}** of {name}'s images/s.", b.number, "%"))
     return out[:3]
 
 
@@ -1051,7 +1026,8 @@ def _against(facts: Facts, c: Fact, part: str, loader: str, same: str = "") -> s
 
 def _action_recipe(facts: Facts) -> Action | None:
     """The combined setting, where it is more than the default recipe with more workers (the workers' action says
-    that), and the code of the whole."""
+    that), and the code of the whole: the one recipe the first screen gives to paste (the default recipe's worker
+    count, a different question, is :func:`default_recipe_note`'s, below it)."""
     text = recipe_sentence(facts)
     r = facts.get("recipe")
     if text is None or r.setting["variant"] == "default":
@@ -1068,6 +1044,17 @@ def _action_recipe(facts: Facts) -> Action | None:
         normalised = 'static_x.copy_((x.to("cuda", non_blocking=True).float() - mean) / std)'
         snippet = "\n".join(loader_lines + graph).replace("static_x.copy_(x, non_blocking=True)", normalised)
     return Action(text, snippet)
+
+
+def default_recipe_note(facts) -> str:
+    """The default recipe's worker count, under the opening where the end-to-end recipe is its one action: a
+    different question (its workload names the recipe), worded as everywhere else; "" where the opening's own
+    actions give it."""
+    facts = facts_of(facts)
+    a = facts.advice_for("image.num_workers")
+    if a is None or _action_recipe(facts) is None:
+        return ""
+    return f"**Keeping the default recipe?** {say.advice(a, facts)}"
 
 
 def _treated(facts: Facts) -> str:
@@ -1111,16 +1098,19 @@ def _action_graphs(facts: Facts) -> Action | None:
 
 
 def opening(facts) -> Opening:
-    """What the chapter opens with: the data wait without workers, what 4 workers fed and how close the best
-    setting came to its ceiling, one sentence each; then the worker count of the default recipe and the combined
-    end-to-end setting that fed the most of its ceiling (``recipe``: format, workers, uint8 batches, worker
-    treatment, CUDA graphs), or, where the run has no such setting, the uint8 recipe and CUDA graphs on their own,
-    each worded from the comparison this run measured and naming its loader and its baseline."""
+    """What the chapter opens with: the data wait without workers and what 4 workers fed with the default recipe,
+    one sentence each; then one recipe to paste, the combined end-to-end setting that fed the most of its ceiling
+    (``recipe``: format, workers, uint8 batches, worker treatment, CUDA graphs; its share of the ceiling said once,
+    in it), the default recipe's worker count below the opening as the different question it is; or, where the
+    run has no such setting, the default recipe's worker count, the uint8 recipe and CUDA graphs on their own (and
+    the best setting's share of its ceiling among the findings), each worded from the comparison this run measured
+    and naming its loader and its baseline."""
     facts = facts_of(facts)
     recipe = _action_recipe(facts)
-    # the combined setting holds the uint8 recipe and the graphed step, each part's gain with it: one item for both
-    parts = [recipe] if recipe is not None else [_action_uint8(facts), _action_graphs(facts)]
-    actions = [_action_workers(facts), *parts]
+    # the combined setting holds the workers, the uint8 recipe and the graphed step, each part's gain with it: one
+    # recipe to paste, the default recipe's worker count folded under it; without it, each part on its own
+    actions = [recipe] if recipe is not None else [_action_workers(facts), _action_uint8(facts),
+                                                   _action_graphs(facts)]
     return Opening(_opening_findings(facts), [a for a in actions if a is not None][:3])
 
 
