@@ -4,8 +4,10 @@ chapters exported into this chapter's result (``metadata.inputs``), and the weak
 Pure and prose-free. A hop's capacity is a stated model of another chapter's measurement (for example
 "files per second = the cold random-read bandwidth at this file size ÷ the file size"), never a new
 measurement; :func:`budget` is that model as a function of the workload's inputs (the page's budget
-chart evaluates the same model in the browser). The remedy for a weakest link is the advice of the
-chapter that measured it, copied with the fact that measures its gain, so it reads the same here as there.
+chart evaluates the same model in the browser). The data-parallel step is priced with chapter 11's measured
+cost of DDP (its exported share of one device's steps/s), its bandwidth model kept only as a check beside it.
+The remedy for a weakest link is the advice of the chapter that measured it, copied with the fact that
+measures its gain, so it reads the same here as there.
 """
 from __future__ import annotations
 

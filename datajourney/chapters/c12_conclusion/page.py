@@ -1,7 +1,8 @@
-"""Chapter 12's page: the answer first (per workload: the weakest link, what to change with its measured
-gain, and how many GPUs of this kind the host feeds), then the hops behind it, the checklist and the
-budget chart. It words the facts of :mod:`.analysis` (the other chapters' exported facts, copied into
-this chapter's result) through :mod:`datajourney.core.phrasing`; it computes no finding of its own."""
+"""Chapter 12's page: the answer first (per workload of the data path: the weakest link, how many GPUs of this kind
+the host feeds, and what to change with its measured gain), then the hops behind it (the data-parallel step's answer
+with its own), the checklist, the budget chart and the budget worked on paper. It words the facts of
+:mod:`.analysis` (the other chapters' exported facts, copied into this chapter's result) through
+:mod:`datajourney.core.phrasing`; it computes no finding of its own."""
 from __future__ import annotations
 
 import html
