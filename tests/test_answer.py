@@ -2,10 +2,13 @@
 chapter that measured it, worded as there), the GPUs the host feeds at MLPerf Storage's 90% bar, the
 caveats computed from the data, and a token step that is measured, not stated."""
 
+from types import SimpleNamespace
+
 import pytest
 from helpers import analysed_references, with_default_rung
 
 from datajourney.book import harness, registry, report
+from datajourney.chapters import wording
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.core import phrasing as fx
@@ -37,21 +40,26 @@ def test_reference_answer_names_a_remedy_and_the_gpus_fed(tmp_path):
     facts = res.facts
     op = page.opening(facts)
     recipe = facts.get("07.recipe")   # chapter 7's combined recipe, where it exports one that clears its threshold
-    for wl, action in zip(("image", "tokens", "gradients"), op.actions, strict=True):
+    # the first screen's two workloads; the data-parallel step's action in its own section, beside its line
+    said = page.data_parallel_answer(facts).split("**What to do**: ")
+    assert len(said) == 2
+    actions = [*op.actions, page.phrasing.Action(said[1])]
+    for wl, action in zip(("image", "tokens", "gradients"), actions, strict=True):
         w = facts.data[f"{wl}.weakest"]
         chapter, keys = analysis.REMEDY[(wl, w["key"])]
         src = registry.lookup(chapter).analyse(results.Result.load(REF / f"{chapter}.json"))
         advice = next(src.advice_for(k) for k in keys if src.advice_for(k) is not None)
         assert f"[chapter {int(chapter[:2])}]({chapter}.ipynb)" in action.text
         if wl == "image" and recipe is not None:
-            assert page.recipe_sentence(facts, recipe) in action.text
+            assert wording.recipe_sentence(facts, page.RECIPE_KEY) in action.text
         else:
             assert page.verdict_first(advice, src) in action.text
     cpu = next(h for h in facts.data["hops"] if h["hop"] == "token_cpu")
     fed = facts["tokens.gpus_fed"].value
-    assert fed == cpu["gpus"] and f"feeds **{fed}** such GPUs" in op.actions[1].text
+    assert fed == cpu["gpus"] and f"feeds **{fed}** such GPUs" in op.findings[1].text
     # the image count only with a pipeline of chapter 7's measured end to end with the priced step: its recipe
-    assert (facts.get("image.gpus_fed") is None) == (recipe is None) == ("feeds **" not in op.actions[0].text)
+    assert (facts.get("image.gpus_fed") is None) == (recipe is None) == ("feeds **" not in op.findings[0].text)
+    assert not any("feeds **" in a.text for a in op.actions)   # a count is the workload's line, never the advice
     assert any(f"feeds {fed} such GPUs" in line for line in page.summary_lines(facts))
 
 
@@ -82,7 +90,7 @@ def test_cpu_only_run_is_worded_for_cpus(tmp_path):
     op = page.opening(res.facts)
     assert "on a CPU" in op.findings[0].text and "GPU's own step" not in op.findings[0].text
     assert "image.gpus_fed" not in res.facts
-    assert "No GPU ran here" in op.actions[0].text
+    assert "No GPU ran here" in page.count_note(res.facts, "image").text
 
 
 def test_the_token_step_is_measured(tmp_path):
@@ -99,17 +107,23 @@ def test_the_token_step_is_measured(tmp_path):
 
 def test_chapter_12_opening_follows_reversed_data(tmp_path):
     """Reverse the reference: DDP on N GPUs at a third of one GPU's steps/s (chapter 11's measured cost). The
-    gradients answer turns to "the all-reduce limits", slower than the step."""
+    data-parallel answer follows it: each GPU kept about a third of one GPU's steps/s, and the exchange's row is
+    slower than the step."""
     def slow(ch, r):
         if ch == "11_gpu_to_gpu":
             with_default_rung(r)
             w = r.tables["windows"]
             w.loc[w["world"] > 1, "steps_per_s"] /= 3
 
-    op = page.opening(_run_with(tmp_path / "slow", edit=slow).facts)
-    f = op.findings[2]
-    assert "the weakest link is the all-reduce" in f.text and "slower than the step" in f.text
-    for x in op.findings:
+    ref = _run_with(tmp_path / "ref").facts
+    facts = _run_with(tmp_path / "slow", edit=slow).facts
+    kept = facts["11.ddp_default_eff"]
+    assert kept.number == pytest.approx(ref.number("11.ddp_default_eff") / 3, rel=0.05)
+    f = next(x for x in page.findings(facts) if x.key == kept.key)
+    assert f"kept **{fx.value(kept, runs=False)}** of one GPU's steps/s" in f.text
+    assert f.text in page.data_parallel_answer(facts)
+    assert "slower" in page.hops_display(SimpleNamespace(facts=facts), "gradients").iloc[1]["against the step's need"]
+    for x in [*page.opening(facts).findings, f]:
         assert fx.words(x.text) <= fx.OPENING_WORDS + 10
 
 

@@ -1,10 +1,14 @@
 """Chapter 12: the diagnosis reads the facts other chapters stored in their result files (never their
 code), follows the data it reads, names what is missing, and the budget model is the one the chart's
 JavaScript evaluates."""
+import re
+from html import escape as html_escape
+
 import pytest
 from helpers import HOSTILE, analysed_references, assert_stays_text, with_default_rung
 
-from datajourney.book import harness, opening, registry
+from datajourney.book import harness, opening, registry, report
+from datajourney.chapters import wording
 from datajourney.chapters.c12_conclusion import analysis, page
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.core import results
@@ -67,10 +71,12 @@ def test_partial_run_names_the_missing_chapters(tmp_path):
     assert set(res.facts.data["missing"]) == set(registry.sources(diagnosis.CHAPTER)) - {"07_full_picture"}
     assert res.facts.data["image.weakest"]["key"] in ("cpu", "gpu")
     assert res.facts.data["tokens.weakest"] is None  # no measured hop for tokens: no verdict
-    op = page.opening(res.facts)   # every workload on the first screen: one not diagnosed says why in one line
-    assert [f.key for f in op.findings] == ["image.margin", "tokens.margin", "gradients.margin"]
+    op = page.opening(res.facts)   # the first screen's workloads: one not diagnosed says why in one line
+    assert [f.key for f in op.findings] == ["image.margin", "tokens.margin"]
     assert "no diagnosis (its chapters are not in this run)" in op.findings[1].text
-    assert "no diagnosis (chapter 11 did not run here)" in op.findings[2].text
+    # the data-parallel step says why in its own section and under "How we know"
+    assert "no diagnosis (chapter 11 did not run here)" in page.data_parallel_answer(res.facts)
+    assert any("no diagnosis (chapter 11 did not run here)" in f.text for f in page.findings(res.facts))
     assert opening.shown(op, getattr(page, "OPENING_LINES", opening.OPENING_LINES)) == op.findings
     table = page.checklist(res, None)
     assert (table.loc[table["chapter"] == 2, "this run"] == "not run").all()
@@ -172,6 +178,70 @@ def test_allreduce_slower_than_the_step(tmp_path):
     assert res.facts.data["gradients.weakest"]["key"] == "allreduce"
 
 
+def _ddp_kept(run_dir) -> tuple[float, float, float]:
+    """Chapter 11's measured share (%) each GPU kept with DDP's defaults, worked from the result's raw tables: each
+    GPU's mean steps/s on N GPUs with DDP's defaults ÷ one GPU's without DDP; with one GPU's step (ms) and its
+    bandwidth model of one all-reduce (ms), from the exported data the diagnosis reads."""
+    r = results.Result.load(run_dir / "11_gpu_to_gpu.json")
+    w, rungs = r.table("windows"), r.table("rungs")
+    rungs = rungs[rungs["status"] == "ok"]
+    n = int(rungs["world"].max())
+    default = rungs[(rungs["world"] == n) & (rungs["path"] == "direct") & (rungs["bucket_cap_mb"] == 25)
+                    & ~rungs["static_graph"].astype(bool) & ~rungs["bucket_view"].astype(bool)
+                    & (rungs["hook"] == "none")]
+    job, rung = str(default["job"].iloc[0]), str(default["rung"].iloc[0])
+    many = w[(w["job"] == job) & (w["rung"] == rung)]["steps_per_s"].mean()
+    one = w[(w["job"] == "one") & (w["rung"] == "no_ddp")]["steps_per_s"].mean()
+    gx = r.facts.data["gradient_exchange"]
+    return 100 * many / one, 1e3 / one, gx["paths"][gx["default"]]["allreduce_ms"]
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.8, 1 / 3])
+def test_the_data_parallel_hop_is_chapter_11s_measured_cost_not_the_bandwidth_model(tmp_path, factor):
+    """The first screen read "the next hop, the all-reduce, is 15.8× faster than the step" while chapter 11 measured
+    each GPU losing 6% of one GPU's steps/s to DDP. The data-parallel answer is chapter 11's exported measured share
+    (worked here from its raw tables), the exchange's row is the step at that share, and the bandwidth model stands
+    beside it only as the model its measured time checks. Slowing DDP's windows moves all three with it."""
+    def slow(ch, r):
+        if ch == "11_gpu_to_gpu":
+            w = r.tables["windows"]
+            w.loc[w["world"] > 1, "steps_per_s"] *= factor
+
+    res = _run_with(tmp_path, edit=slow if factor != 1.0 else None)
+    kept, step_ms, model_ms = _ddp_kept(tmp_path)
+    copied = res.facts["11.ddp_default_eff"]
+    assert copied.number == pytest.approx(kept)
+    row = _hops(res, "gradients")["allreduce"]
+    assert row["capacity"] == pytest.approx(1e3 / step_ms * kept / 100)   # the step at the measured share
+    added = step_ms * (100 / kept - 1)
+    assert res.facts.number("gradients.added_ms") == pytest.approx(added)
+    assert res.facts.number("gradients.model_ms") == pytest.approx(model_ms)
+    assert res.facts.number("gradients.model_check") == pytest.approx(added / model_ms)
+    said = page.data_parallel_answer(res.facts)
+    assert f"each GPU kept **{page.phrasing.value(copied, runs=False)}** of one GPU's steps/s" in said
+    assert "faster than the step" not in said and "all-reduce" not in said.split("**What to do**")[0]
+    # the margin follows the measured share: the step at it against the step alone
+    assert res.facts.number("gradients.margin") == pytest.approx(kept / 100)
+    assert "[chapter 11](11_gpu_to_gpu.ipynb)" in said
+    basis = page.hops_display(res, "gradients").iloc[1]["how it is computed"]
+    assert page.num(kept, "%") in basis and page.num(model_ms, "ms") in basis and "bandwidth model" in basis
+    note = next(f for f in page.hop_notes(res.facts, "gradients") if f.key == "gradients.model_check")
+    assert page.num(added, "ms") in note.text and page.num(model_ms, "ms") in note.text
+
+
+def test_the_data_parallel_answer_needs_chapter_11s_export(tmp_path):
+    """Chapter 12 reads chapter 11 only through its exported facts: without ``ddp_default_eff`` among the exports
+    (its value still stored) the data-parallel step has no diagnosis, never one from the bandwidth model."""
+    analysed_references(tmp_path, REF, _referenced())
+    r = results.Result.load(tmp_path / "11_gpu_to_gpu.json")
+    assert r.facts.get(analysis.DDP_KEPT) is not None
+    r.facts.exports = tuple(k for k in r.facts.exports if k != analysis.DDP_KEPT)
+    r.save(tmp_path, created_utc=r.created_utc)
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    assert res.facts.data["gradients.weakest"] is None and res.facts.get("11.ddp_default_eff") is None
+    assert "no diagnosis" in page.data_parallel_answer(res.facts)
+
+
 def test_the_run_command_ends_with_the_diagnosis(tmp_path, capsys):
     """`./journey book` runs `python -m datajourney run --book`, which ends by printing chapter 12's
     answer: one line per workload and per remedy, and the chapters missing."""
@@ -253,10 +323,13 @@ def with_recipe(run_dir, **setting):
     setting = {**{k: top[k] for k in ("format", "workers", "variant")}, "verdict": "change", **setting}
     w = setting["workers"]
     setting.setdefault("parts", [
-        dict(what="one JPEG file per image", code="dataset = ImageFolder(root)"),
-        dict(what="the DataLoader", code=f"DataLoader(dataset, batch_size=64, num_workers={w})"),
-        dict(what="workers at nice 19", code="worker_init_fn=lambda _: os.nice(19)"),
-        dict(what="the step replayed from CUDA graphs", code="graph.replay()")])
+        dict(what="one JPEG file per image", knob=None, code="dataset = ImageFolder(root)"),
+        dict(what="the DataLoader", knob=f"num_workers={w}",
+             code=f"DataLoader(dataset, batch_size=64, num_workers={w})"),
+        dict(what="workers at nice 19", knob="worker_init_fn=lambda _: os.nice(19)",
+             code="worker_init_fn=lambda _: os.nice(19)"),
+        dict(what="the step replayed from CUDA graphs", knob="torch.cuda.graph", code="graph.replay()")])
+    setting.setdefault("share", r.facts["best_vs_ceiling"].number)
     mine = Fact("recipe.ips", top["images_per_s"], "images/s", f"ImageFolder with num_workers={w}, the whole recipe")
     base = Fact(**{**r.facts["ips.imagefolder.w0"].__dict__, "key": "recipe.baseline",
                    "label": "ImageFolder with num_workers=0 and the default recipe"})
@@ -285,8 +358,9 @@ def test_without_a_recipe_the_image_line_is_chapter_7s_advice_with_its_own_evide
     assert page.verdict_first(advice, src) in action.text and action.snippet == advice.snippet
     assert res.facts.get("image.fed_share") is None and res.facts.get("image.gpus_fed") is None
     best = src["best_vs_ceiling"].setting
-    assert f"num\\_workers={best['workers']}" not in action.text and "feeds **" not in action.text
-    assert "with the eager step" in action.text and "no count of GPUs" in action.text
+    note = page.count_note(res.facts, "image").text   # the GPUs fed: the workload's note, never the advice's
+    assert f"num\\_workers={best['workers']}" not in action.text and "feeds **" not in action.text + note
+    assert "with the eager step" in note and "no count of GPUs" in note
 
 
 def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
@@ -298,18 +372,22 @@ def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
     res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
     top = res.facts.data["image_workload"]["step_recipe"]
     cpu = _hops(res, "image")["cpu"]
-    assert cpu["cpu_source"] == "counters" and cpu["cpu_ms"] == pytest.approx(top["busy_ms"])
-    assert cpu["capacity"] == pytest.approx(res.facts.data["image_workload"]["cores"] * 1000 / top["busy_ms"])
+    # one image's CPU: its loader workers' and its training process's, each from the recipe's own counters
+    d = top["workers_ms"] + top["main_ms"]
+    assert cpu["cpu_source"] == "counters" and cpu["cpu_ms"] == pytest.approx(d)
+    assert cpu["capacity"] == pytest.approx(res.facts.data["image_workload"]["cores"] * 1000 / d)
     share = res.facts["image.fed_share"]
     assert share.number == pytest.approx(100 * top["images_per_s"] / res.facts.number("image.demand"))
     action = page.opening(res.facts).actions[0]
-    # the recipe in its own parts' words, not chapter 7's variant labels
-    assert "Use ImageFolder, num\\_workers=8, workers at nice 19, the step replayed from CUDA graphs: " in action.text
+    # the recipe as chapter 7 words it (one function for both pages), in its own parts' words
+    assert wording.recipe_sentence(res.facts, page.RECIPE_KEY) in action.text
+    assert ("End to end, feed the GPU from one JPEG file per image with `num_workers=8`, workers at nice 19 "
+            "(`worker_init_fn=lambda _: os.nice(19)`) and the step replayed from CUDA graphs") in action.text
     assert "faster than ImageFolder with num\\_workers=0 and the default recipe" in action.text
     assert "loader = DataLoader(dataset, batch_size=64, num_workers=8, worker_init_fn=lambda _: os.nice(19))" \
         in action.snippet and "graph.replay()" in action.snippet
     assert "Set `num_workers=" not in action.text and "# the DataLoader" in action.snippet
-    assert res.facts.get("image.gpus_fed") is not None and "feeds **" in action.text
+    assert res.facts.get("image.gpus_fed") is not None and "feeds **" in page.opening(res.facts).findings[0].text
 
     with_recipe(tmp_path, verdict="keep")   # a recipe under its threshold is not recommended
     res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
@@ -318,7 +396,7 @@ def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
     with_recipe(tmp_path, workers=16, variant="default")   # measured with the eager step, not the priced one
     res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
     assert res.facts.get("image.fed_share") is None and res.facts.get("image.gpus_fed") is None
-    assert "no count of GPUs" in page.opening(res.facts).actions[0].text
+    assert "no count of GPUs" in page.count_note(res.facts, "image").text
 
 
 def test_a_gpu_count_needs_the_measured_pipeline_to_feed_one_gpu_at_the_bar(tmp_path):
@@ -328,7 +406,7 @@ def test_a_gpu_count_needs_the_measured_pipeline_to_feed_one_gpu_at_the_bar(tmp_
     with_recipe(tmp_path / "ref")
     res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path / "ref", **STATED)
     assert res.facts.number("image.fed_share") >= 100 * analysis.AU_MIN
-    assert "such GPUs at ≥ 90% of the time" in page.opening(res.facts).actions[0].text
+    assert "such GPUs at ≥ 90% of the time" in page.opening(res.facts).findings[0].text
 
     def slower(ch, r):
         if ch == "07_full_picture":
@@ -339,7 +417,7 @@ def test_a_gpu_count_needs_the_measured_pipeline_to_feed_one_gpu_at_the_bar(tmp_
     res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path / "slow", **STATED)
     share = res.facts["image.fed_share"]
     assert share.number < 100 * analysis.AU_MIN and res.facts.get("image.gpus_fed") is None
-    text = page.opening(res.facts).actions[0].text
+    text = page.count_note(res.facts, "image").text + page.opening(res.facts).findings[0].text
     assert "under the 90% bar" in text and "feeds **" not in text
 
 
@@ -400,3 +478,146 @@ def test_checklist_marks_unlike_figures_and_names_what_it_measured(tmp_path):
     assert "guest-cold" in page.checklist(res, None).set_index("practice").loc[row, "this run"]
     res.facts.add(analysis.Fact(**{**st.__dict__, "setting": {**st.setting, "state": "device"}}))
     assert "guest-cold" not in page.checklist(res, None).set_index("practice").loc[row, "this run"]
+
+
+#: A Markdown escape (a backslash before a character Markdown would read) shown as text.
+MARKDOWN_ESCAPE = re.compile(r"\\[\\`*_\[\]{}#|!~]")
+
+
+@pytest.mark.parametrize("call", [None, "os.readv(fd, [buf_a, *rest], off)  # [x]"])
+def test_hop_tables_and_hover_labels_show_a_call_as_written(tmp_path, call):
+    """The token loader's row read "os.preadv(fd, \\[buffer\\], offset)": the row's text was escaped for Markdown and
+    shown in an HTML table cell and a chart's hover label, which escape for HTML themselves. Both show the call as
+    chapter 10 wrote it (the reference's, and one full of Markdown's characters), and the cell's HTML holds no tag
+    from it."""
+    res = _run_with(tmp_path)
+    loader = _hops(res, "tokens")["token_loader"]
+    if call is not None:
+        loader["call"] = call
+    written = loader["call"]
+    assert "[" in written
+    for wl in analysis.UNITS:
+        cells = page.hops_display(res, wl)["how it is computed"].tolist()
+        assert not [c for c in cells if MARKDOWN_ESCAPE.search(c)], cells
+        hover = [c[0] for c in page.hops_chart(res, wl).data[0].customdata]
+        assert not [h for h in hover if MARKDOWN_ESCAPE.search(h)], hover
+    row = page.hops_display(res, "tokens").set_index("hop").loc[page.hop_label(res.facts, "tokens", "token_loader")]
+    assert f"with {written}, num_workers=" in row["how it is computed"]
+    html = report.table_html(page.hops_display(res, "tokens"))
+    assert html_escape(written, quote=False) in html or html_escape(written) in html
+    hover = next(c[0] for c, h in zip(page.hops_chart(res, "tokens").data[0].customdata,
+                                      page.hops_chart(res, "tokens").data[0].y) if "token loader" in h)
+    assert html_escape(written, quote=False) in hover
+
+
+@pytest.mark.parametrize("host", [h for h in results.reference_hosts()
+                                  if results.load_reference("12_conclusion", h) is not None])
+def test_the_image_recipe_code_is_chapter_7s_exported_recipe_with_its_uint8_transform(tmp_path, host):
+    """The snippet under the image answer built an ImageFolder with no transform, so its batches were never uint8,
+    although chapter 7's verdict names "uint8 batches normalised on the GPU". The code is chapter 7's exported recipe,
+    each part's own code in order (read, not restated), its uint8 part whole: the Dataset handing out uint8 images,
+    the statistics it normalises with, then the part's line. A recipe without that part gets none of it, and a
+    Dataset that is not an ImageFolder is told so in words."""
+    from datajourney.toolkit.imagenet import MEAN
+
+    ref = results.REFERENCE_DIR / host
+    analysed_references(tmp_path, ref, [c for c in registry.sources(diagnosis.CHAPTER)
+                                        if (ref / f"{c}.json").is_file()])
+    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    recipe = res.facts.get(page.RECIPE_KEY)
+    if recipe is None:
+        pytest.skip(f"{host}: chapter 7 exports no combined recipe")
+    exported = results.Result.load(tmp_path / "07_full_picture.json").facts["recipe"].setting
+    code = page.opening(res.facts).actions[0].snippet
+    compile(code, "recipe", "exec")
+    args = [str(part["code"]) for part in exported["parts"] if re.match(r"^\w+=(?!=)", str(part["code"]))]
+    at = [code.index(str(part["code"]).rstrip(")")) for part in exported["parts"] if str(part["code"]) not in args]
+    assert at == sorted(at) and all(arg in code for arg in args)   # every part's own code, in chapter 7's order
+    uint8 = next(part for part in exported["parts"] if part["what"].startswith("uint8 "))
+    assert f"# {uint8['what']}" in code and "v2.PILToTensor()" in code and "ImageFolder(" in code
+    assert code.index("v2.PILToTensor()") < code.index(uint8["code"])
+    assert f"mean = torch.tensor([{', '.join(f'{v:g}' for v in MEAN)}]" in code and "* 255" in code
+    assert "from torchvision.transforms import v2" in code and "import torchvision" in code
+    # the same recipe without its uint8 part, and on a Dataset of another kind
+    plain = dict(exported, parts=[p for p in exported["parts"] if p is not uint8])
+    assert "PILToTensor" not in wording.recipe_snippet(plain, "cuda") and "mean" not in wording.recipe_snippet(plain)
+    other = dict(exported, parts=[dict(exported["parts"][0], code="StreamingDataset(local='shards/')"),
+                                  *exported["parts"][1:]])
+    shown = wording.recipe_snippet(other, "cuda")
+    assert "PILToTensor" not in shown and "# the Dataset hands out each image decoded and resized, as uint8" in shown
+    assert 'device="cuda"' not in wording.recipe_snippet(exported, "cpu")
+
+
+def _slow_files(ch, r):
+    if ch == "02_random_vs_sequential":
+        t = r.tables["size_sweep"]
+        t.loc[t["pattern"] == "random", "MBps"] /= 1000
+
+
+def _slow_ddp(ch, r):
+    if ch == "11_gpu_to_gpu":
+        w = r.tables["windows"]
+        w.loc[w["world"] > 1, "steps_per_s"] /= 3
+
+
+@pytest.mark.parametrize("edit", [None, _slow_files, _slow_ddp], ids=["reference", "slow files", "slow DDP"])
+def test_every_action_on_the_first_screen_follows_its_workloads_line(tmp_path, edit):
+    """The first screen gave chapter 11's DDP advice while the data-parallel line had been folded below it (three
+    workloads' lines and actions did not fit). The first screen holds the data path's workloads, each line shown
+    beside its action, within the book's line budget; the data-parallel line and its advice stand together in their
+    own section (and the line under "How we know"), wherever the data moves the answers."""
+    res = _run_with(tmp_path, edit=edit)
+    op = page.opening(res.facts)
+    budget = getattr(page, "OPENING_LINES", opening.OPENING_LINES)
+    assert opening.shown(op, budget) == op.findings   # no line folded away from its action
+    assert [f.key.split(".")[0] for f in op.findings] == ["image", "tokens"]
+    actions = [a for a in (page._action(res.facts, wl, None) for wl in page.FIRST_SCREEN) if a is not None]
+    assert op.actions == actions and len(op.actions) <= len(op.findings)
+    # what the book's budget holds on the first screen: every line and every action's first sentence
+    used = sum(opening.lines(f.text) for f in op.findings) + sum(
+        opening.lines(opening.first_sentence(a.text)[0]) for a in op.actions)
+    assert used <= opening.OPENING_LINES, used
+    assert "11_gpu_to_gpu.ipynb" not in "\n".join(a.text for a in op.actions)
+    dp = page.data_parallel_answer(res.facts)
+    line = page._finding(res.facts, "gradients")
+    assert dp.startswith(line.text) and "**What to do**: [chapter 11](11_gpu_to_gpu.ipynb)" in dp
+    assert line.key in {f.key for f in page.findings(res.facts)}
+
+
+def _fewer_cores(ch, r):
+    if ch == "10_mmap_vs_read":
+        r.metadata["cores"] = int(r.metadata["cores"]) // 2
+    if ch == "07_full_picture":
+        r.tables["scenarios"]["worker_cores"] *= 2
+
+
+@pytest.mark.parametrize("edit", [None, _fewer_cores], ids=["reference", "fewer cores, dearer images"])
+def test_the_gpu_count_is_one_value_in_the_answer_the_table_and_the_model(tmp_path, edit):
+    """The token line said "this host's CPU feeds 3 such GPUs" while the table's CPU row (8.1M tokens/s against a
+    need of 156k) and the displayed N = ⌊r_shared ÷ 0.9·r_need⌋ implied 57. Each shared hop's own count is a column
+    of its table: ⌊rate ÷ 0.9·need⌋ where its work is shared (storage; the images' CPU, whose D is one image's CPU
+    in the loader's workers plus the training process's), the ranks whose loaders fit on the cores for tokens
+    (loaders are per rank); the answer's count is the fewest of them, a storage layout counting its faster one."""
+    res = _run_with(tmp_path, edit=edit)
+    for wl in ("image", "tokens"):
+        stated = res.facts.get(f"{wl}.gpus_fed")
+        if stated is None:
+            continue
+        hops = _hops(res, wl)
+        need = analysis.AU_MIN * hops["gpu"]["capacity"]
+        table = page.hops_display(res, wl).set_index("hop")
+        counts = {}
+        for key, h in hops.items():
+            shown = table.loc[page.hop_label(res.facts, wl, key), page.GPUS_COLUMN]
+            if key not in {k for keys in analysis.SHARED[wl].values() for k in keys} or h["capacity"] is None:
+                assert shown == "—", (wl, key)
+                continue
+            n = h["loaders"] * (h["capacity"] / h["loaders"] >= need) if key == "token_cpu" else \
+                int(h["capacity"] // need)
+            assert shown == f"{n:,}", (wl, key, shown, n)
+            counts[key] = n
+        per_group = [max(counts[k] for k in keys if k in counts) for keys in analysis.SHARED[wl].values()]
+        assert stated.value == min(per_group)
+        assert f"feeds **{stated.value}** such GPUs" in page.opening(res.facts).findings[0 if wl == "image" else 1].text
+    cpu = _hops(res, "image")["cpu"]
+    assert cpu["cpu_ms"] == pytest.approx(cpu["workers_ms"] + cpu["main_ms"])

@@ -22,7 +22,7 @@ from datajourney.core import charts, results
 MINE = ("02_random_vs_sequential", "03_dataloader", "07_full_picture")
 #: Every chapter with an exercise on paper (tests/test_paper_exercises.py checks the measuring chapters' answers).
 PAPER = MINE + ("04_cpu_starvation", "05_padding_tax", "06_pcie", "09_reading_smarter", "10_mmap_vs_read",
-                "11_gpu_to_gpu")
+                "11_gpu_to_gpu", "12_conclusion")
 HOSTS = [h for h in results.reference_hosts() if all(results.load_reference(c, h) is not None for c in MINE)]
 
 

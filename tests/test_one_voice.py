@@ -9,6 +9,8 @@ import re
 import pytest
 
 from datajourney.book import harness, registry
+from datajourney.chapters import wording
+from datajourney.chapters.c07_full_picture import page as c7page
 from datajourney.chapters.c12_conclusion import analysis as c12
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as c12page
@@ -61,11 +63,18 @@ def test_chapter_12_words_the_remedy_as_its_chapter_does(diagnosed):
         src = next(a for a in found[src_chapter].advice if a.knob == copy.knob and a.workload == copy.workload)
         assert phrasing.advice(copy, res.facts) == phrasing.advice(src, found[src_chapter]), (host, wl)
         # verdict first, the workload after it: the same words as the chapter's advice (for images, chapter 7's
-        # combined recipe where it exports one: its own words)
+        # combined recipe where it exports one, worded by the one function chapter 7's page words it with); the
+        # data-parallel step's in its own section
         recipe = res.facts.get("07.recipe") if wl == "image" else None
-        said = c12page.recipe_sentence(res.facts, recipe) if recipe is not None else c12page.verdict_first(
-            copy, res.facts)
-        assert said in "\n".join(a.text for a in c12page.opening(res.facts).actions), (host, wl)
+        said = wording.recipe_sentence(res.facts, c12page.RECIPE_KEY) if recipe is not None else \
+            c12page.verdict_first(copy, res.facts)
+        shown = [a.text for a in c12page.opening(res.facts).actions] + [c12page.data_parallel_answer(res.facts)]
+        assert said in "\n".join(shown), (host, wl)
+        if recipe is not None:   # chapter 7's page says the same sentence of the same fact
+            c7 = found["07_full_picture"]
+            assert wording.recipe_sentence(c7) in "\n".join(a.text for a in c7page.opening(c7).actions)
+            assert wording.recipe_sentence(c7).replace(phrasing.comparison(c7["recipe"], c7), "") == \
+                said.replace(phrasing.comparison(recipe, res.facts), "")
 
 
 def test_checklist_and_front_page_show_each_chapters_own_fact(diagnosed):

@@ -259,3 +259,128 @@ def test_chapter_11_on_paper_of_a_cpu_run_speaks_of_processes(host):
     res = results.load_reference("11_gpu_to_gpu", host)
     text = p11.paper_exercise(replace(res, metadata={**res.metadata, "cuda": False}, facts=None))
     assert "**n = " in text and "GPU" not in text, text
+
+
+# --------------------------------------------------------------------------- chapter 12: the budget model
+def _diagnosed(host: str, tmp_path, edit=None):
+    """Chapter 12's diagnosis of a host's committed references (each analysed now, after ``edit``), with a stated
+    token demand (the measured step has tests of its own)."""
+    from helpers import analysed_references
+
+    from datajourney.book import harness, registry
+
+    ref = results.REFERENCE_DIR / host
+    chapters = [c for c in registry.sources("12_conclusion") if (ref / f"{c}.json").is_file()]
+    analysed_references(tmp_path, ref, chapters, edit)
+    return harness.run("12_conclusion", run_dir=tmp_path, llm_tokens_per_s=1e6)
+
+
+def _budget_from_tables(run_dir) -> dict:
+    """The budget model worked from chapter 7's and chapter 10's raw tables: chapter 7's step (the faster of its
+    eager and graphed ceilings), batch and cores; the CPU per image (loader workers' and training process's busy
+    cores ÷ images/s) of its fastest pipeline run with that step; chapter 10's advised reader's best cold rate, its
+    workers and the cores."""
+    r7 = results.Result.load(run_dir / "07_full_picture.json")
+    steps = {k: float(r7.table(t)["step_ms"].mean()) for k, t in (("eager", "ceiling"), ("graphed", "graphed_ceiling"))
+             if t in r7.tables}
+    kind = min(steps, key=steps.get)
+    sc = r7.table("scenarios")
+    sc = sc[sc["ceiling"] == kind]
+    fmt, w, var = sc.groupby(["format", "workers", "variant"])["images_per_s"].mean().idxmax()
+    rows = sc[(sc["format"] == fmt) & (sc["workers"] == w) & (sc["variant"] == var)]
+    ips = rows["images_per_s"].mean()
+    r10 = results.Result.load(run_dir / "10_mmap_vs_read.json")
+    mode = r10.facts.advice_for("tokens.loader_mode").value     # chapter 10's verdict on the reader
+    sw = r10.table("sweep")
+    sw = sw[(sw["cache"] == "cold") & (sw["loader_s"] > 0) & (sw["mode"] == mode)]
+    rate = sw.assign(rate=sw["tokens"] / sw["loader_s"]).groupby(["seq", "batch", "workers"])["rate"].mean()
+    return dict(g=steps[kind], b=int(r7.parameters["batch_size"]), c=int(r7.metadata["cores"]),
+                workers_ms=rows["worker_cores"].mean() * 1e3 / ips, main_ms=rows["main_cores"].mean() * 1e3 / ips,
+                token_rate=float(rate.max()), token_workers=int(rate.idxmax()[2]),
+                token_cores=int(r10.metadata["cores"]))
+
+
+def _check_budget_exercise(res, raw: dict) -> tuple[int, int]:
+    """The exercise's numbers and answers against the raw tables' own; the image and token counts it works out."""
+    from datajourney.chapters.c12_conclusion import page as p12
+
+    ask, answers = _folded(p12.paper_exercise(res))
+    g, b, c = raw["g"], raw["b"], raw["c"]
+    d = raw["workers_ms"] + raw["main_ms"]
+    assert f"**G = {num(g, 'ms')}**" in ask and f"**B = {b}**" in ask and f"**C = {c} cores**" in ask
+    assert f"**{num(raw['workers_ms'], 'ms')}** of CPU in its loader workers" in ask
+    assert f"**{num(raw['main_ms'], 'ms')}** in its training process" in ask
+    need, rate = b * 1e3 / g, c * 1e3 / d
+    n = math.floor(rate / (0.9 * need))
+    assert f"= **{num(need, 'images/s')}**" in answers and f"= **{num(rate, 'images/s')}**" in answers
+    assert f"so **{n} GPU{'' if n == 1 else 's'}**" in answers
+    fit = raw["token_cores"] // (raw["token_workers"] + 1)
+    loaders = max(1, fit)   # one rank runs however few the cores
+    fed = loaders if raw["token_rate"] >= 0.9 * 1e6 else 0
+    assert f"**{raw['token_workers']} workers**" in ask and f"**{num(raw['token_rate'], 'tokens/s')}**" in ask
+    assert f"⌊{raw['token_cores']} ÷ ({raw['token_workers']} + 1)⌋ = {fit}" in answers
+    assert f"{loaders} loader" in answers
+    assert f"**{fed} GPU{'' if fed == 1 else 's'}**" in answers
+    return n, fed
+
+
+@pytest.mark.parametrize("host", _hosts("12_conclusion"))
+def test_chapter_12_on_paper_counts_the_gpus_the_cpu_feeds_from_d_and_the_step(host, tmp_path):
+    """The budget model by hand: r_need = B ÷ G, r_CPU = C ÷ D (D: one image's CPU in the loader's workers plus the
+    training process's), N = ⌊r_CPU ÷ (0.9 · r_need)⌋, and the token loaders (one per rank, W + 1 cores each) that
+    fit; every number worked here from the raw tables. The counts are the ones the answer states and the hop
+    tables show: one computed value."""
+    from datajourney.chapters.c12_conclusion import page as p12
+
+    res = _diagnosed(host, tmp_path / "ref")
+    n, fed = _check_budget_exercise(res, _budget_from_tables(tmp_path / "ref"))
+    for wl, count in (("image", n), ("tokens", fed)):
+        stated = res.facts.get(f"{wl}.gpus_fed")
+        if stated is None:   # the image count needs the pipeline measured end to end at the bar
+            continue
+        binding = res.facts.data[f"{wl}.fed"]["hop"]
+        table = p12.hops_display(res, wl).set_index("hop")
+        row = table.loc[p12.hop_label(res.facts, wl, binding)]
+        assert row[p12.GPUS_COLUMN] == f"{stated.value:,}"
+        if res.facts.data[f"{wl}.fed"]["binding"] == "CPU":
+            assert stated.value == count
+        assert f"feeds **{stated.value}** such GPUs" in p12.opening(res.facts).findings[0 if wl == "image" else 1].text
+
+
+@pytest.mark.parametrize("host", _hosts("12_conclusion"))
+def test_chapter_12_on_paper_follows_a_dearer_image_and_fewer_cores(host, tmp_path):
+    """Three times the loader workers' CPU per image in chapter 7's counters, and chapter 10 on a quarter of the
+    cores: the exercise's D, its counts and the answer's counts move with the data."""
+    def edit(ch, r):
+        if ch == "07_full_picture":
+            r.tables["scenarios"]["worker_cores"] *= 3
+        if ch == "10_mmap_vs_read":
+            r.metadata["cores"] = max(1, int(r.metadata["cores"]) // 4)
+
+    before = _diagnosed(host, tmp_path / "ref")
+    res = _diagnosed(host, tmp_path / "dear", edit)
+    raw = _budget_from_tables(tmp_path / "dear")
+    n, fed = _check_budget_exercise(res, raw)
+    assert n < _check_budget_exercise(before, _budget_from_tables(tmp_path / "ref"))[0]
+    for wl, count in (("image", n), ("tokens", fed)):
+        stated = res.facts.get(f"{wl}.gpus_fed")
+        if stated is not None and res.facts.data[f"{wl}.fed"]["binding"] == "CPU":
+            assert stated.value == count, wl
+
+
+def test_chapter_12_on_paper_without_chapter_7_says_so(tmp_path):
+    from datajourney.book import harness
+    from datajourney.chapters.c12_conclusion import page as p12
+
+    res = harness.run("12_conclusion", run_dir=tmp_path, llm_tokens_per_s=1e6)
+    _missing(p12.paper_exercise(res))
+
+
+@pytest.mark.parametrize("host", _hosts("12_conclusion"))
+def test_chapter_12_exercise_states_its_numbers_in_bold_and_answers_each_question(host, tmp_path):
+    from datajourney.chapters.c12_conclusion import page as p12
+
+    ask, answers = _folded(p12.paper_exercise(_diagnosed(host, tmp_path)))
+    asked = re.findall(r"^\d+\. ", ask, re.M)
+    worked = re.findall(r"^\d+\. .*\*\*[^*\n]+\*\*", answers, re.M)
+    assert len(asked) >= 2 and len(worked) == len(asked), answers

@@ -19,6 +19,7 @@ from datajourney.chapters.c07_full_picture.reading import (
     scenarios,
 )
 from datajourney.chapters.common import facts_reader, on_paper
+from datajourney.chapters.wording import recipe_sentence  # chapter 12 words the recipe with it too
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.phrasing import Action, Finding, Opening, choose, spread_note
@@ -979,22 +980,6 @@ def _action_workers(facts: Facts) -> Action | None:
     tail = (f" The loader's work cost {say.value(d)} of CPU per image {_cpu_setting(d)}: D in chapter 4's model."
             if d is not None else "")
     return Action(say.advice(a, facts) + tail, a.snippet)
-
-
-def recipe_sentence(facts: Facts) -> str | None:
-    """The end-to-end setting that fed the highest share of its own ceiling (the ``recipe`` fact), as the knobs a
-    reader sets, with that share and its gain over what a reader runs without the book; None where the run has no
-    such setting or its gain does not clear the declared threshold."""
-    r = facts.get("recipe")
-    if r is None or r.number is None or r.setting.get("verdict") != "change":
-        return None
-    s = r.setting
-    kind = CEILING_NAMES.get(str(s.get("ceiling")), CEILING_NAMES["eager"])[0]
-    data, loader, *rest = s["parts"]   # the dataset, read by the DataLoader with its workers, then the rest
-    knobs = [f"{say.text(data['what'])} with {say.code(loader['knob'])}"]
-    knobs += [say.text(part["what"]) + (f" ({say.code(part['knob'])})" if part["knob"] else "") for part in rest]
-    return (f"End to end, feed the GPU from {say.and_list(knobs)}: it fed **{num(s['share'], '%')}** of {kind}'s "
-            f"images/s, {say.comparison(r, facts)}.")
 
 
 def _recipe_parts(facts: Facts) -> str:

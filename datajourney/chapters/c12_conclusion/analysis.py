@@ -4,12 +4,15 @@ chapters exported into this chapter's result (``metadata.inputs``), and the weak
 Pure and prose-free. A hop's capacity is a stated model of another chapter's measurement (for example
 "files per second = the cold random-read bandwidth at this file size ÷ the file size"), never a new
 measurement; :func:`budget` is that model as a function of the workload's inputs (the page's budget
-chart evaluates the same model in the browser). The remedy for a weakest link is the advice of the
-chapter that measured it, copied with the fact that measures its gain, so it reads the same here as there.
+chart evaluates the same model in the browser). The data-parallel step is priced with chapter 11's measured
+cost of DDP (its exported share of one device's steps/s), its bandwidth model kept only as a check beside it.
+The remedy for a weakest link is the advice of the chapter that measured it, copied with the fact that
+measures its gain, so it reads the same here as there.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -43,7 +46,7 @@ REMEDY = {
     ("tokens", "to_gpu"): ("09_reading_smarter", ("storage_to_gpu.path",)),
     ("tokens", "pcie"): ("06_pcie", ("pcie.pin_memory",)),
     ("gradients", "gpu"): ("11_gpu_to_gpu", ("ddp.option", "ddp.path")),
-    ("gradients", "allreduce"): ("11_gpu_to_gpu", ("ddp.path", "ddp.option")),
+    ("gradients", "allreduce"): ("11_gpu_to_gpu", ("ddp.option", "ddp.path")),
 }
 #: A checklist key naming a chapter's declared question (its advice key) rather than one of its facts.
 QUESTION = "?"
@@ -150,9 +153,10 @@ def recommended(found: dict) -> dict | None:
     """The image pipeline the diagnosis recommends, the one whose CPU cost it prices and whose end-to-end rate it
     repeats: chapter 7's combined recipe (its ``recipe`` fact, or an ``image.recipe`` advice) when chapter 7 exports
     one, else the setting chapter 7 advises (``image.num_workers``, its default transforms). Each with only its own
-    evidence: its measured images/s runs, the step it ran with, and the CPU time per image of that same pipeline
-    (the whole machine's busy cores from its CPU counters where chapter 7 recorded them for it, else its loader's
-    stage timings in a worker plus the training process's cores); None when chapter 7 names no such pipeline."""
+    evidence: its measured images/s runs, the step it ran with, and the CPU time per image of that same pipeline: its
+    loader workers' plus its training process's, from its CPU counters where chapter 7 recorded them for it (the whole
+    machine's busy cores where they were not counted apart), else its loader's stage timings in a worker plus the
+    training process's cores; None when chapter 7 names no such pipeline."""
     src = found.get("07_full_picture")
     w = _data(found, "07_full_picture", "image_workload") or {}
     if src is None or not w:
@@ -171,9 +175,12 @@ def recommended(found: dict) -> dict | None:
                    variant=setting.get("variant"), format_name=setting.get("format_name") or r.get("format_name"),
                    step=_step_of(setting), runs=None, cpu_source=None, ms=None)
         if r and all(str(r.get(k)) == str(setting.get(k)) for k in same):  # chapter 7's counters of this pipeline
+            # one image's CPU: its loader workers' and its training process's (a second GPU brings both again);
+            # the whole machine's busy cores only where the two were not counted apart
+            parts = (r.get("workers_ms"), r.get("main_ms"))
             out.update(runs=r.get("runs"), step=r.get("step") or out["step"], cpu_source="counters",
-                       ms=r.get("busy_ms"), workers_ms=r.get("workers_ms"), main_ms=r.get("main_ms"),
-                       busy_cores=r.get("busy_cores"))
+                       ms=sum(parts) if None not in parts else r.get("busy_ms"), workers_ms=r.get("workers_ms"),
+                       main_ms=r.get("main_ms"), busy_cores=r.get("busy_cores"))
         return out
     a = src.advice_for(WORKERS_ADVICE)
     c = w.get("cpu_recipe") or {}
@@ -196,9 +203,9 @@ def recommended(found: dict) -> dict | None:
 
 def image_cpu(w: dict, pick: dict | None = None) -> dict:
     """The CPU time one image of chapter 7's workload costs (ms) in the pipeline the diagnosis recommends (``pick``,
-    :func:`recommended`), and how it was measured: ``source`` "counters" (the whole machine's busy cores ÷ its
-    images/s) or "clock" (the loader's stage timings in a worker plus the training process's cores); None without
-    one."""
+    :func:`recommended`), and how it was measured: ``source`` "counters" (the loader workers' and the training
+    process's busy cores ÷ its images/s) or "clock" (the loader's stage timings in a worker plus the training
+    process's cores); None without one."""
     pick = pick or {}
     if not pick.get("ms"):
         return dict(source=None, ms=None)
@@ -297,23 +304,52 @@ def token_loader(t: dict | None, advice: Advice | None) -> tuple[str, dict, bool
     return best, modes[best], False
 
 
+#: Chapter 11's exported fact the data-parallel step is priced with: each device's steps/s with DDP's defaults on N
+#: devices, as a share of one device's without DDP (the cost chapter 11 measured, not a model of it).
+DDP_KEPT = "ddp_default_eff"
+
+
 def gradient_hops(found: dict) -> list[dict]:
-    """Chapter 11's model on N devices (steps/s): one device's step without DDP, and the gradient exchange as
-    chapter 11 measured its cost: the step time DDP added per step on N devices with its defaults (each device's
-    steps/s with ``DDP(model, device_ids=[rank])`` as is, against one device's without DDP), so the hop's rate is
-    1000 ÷ that time; a run that did not measure the defaults leaves the hop unmeasured. The bandwidth
-    model (one all-reduce of all the gradients at the bus bandwidth measured at that size, no overlap) is kept
-    beside it to show how far a model from bandwidth alone is from the measured cost."""
+    """Chapter 11's model on N devices (steps/s), read only through chapter 11's exports: one device's step without
+    DDP (``gradient_exchange``: the step's time, the gradients and the bandwidth chapter 11 measured), and the step
+    with DDP's gradient exchange as chapter 11 measured it, each device's steps/s with DDP's defaults: one device's
+    rate × ``ddp_default_eff``, the share of it each device kept. The time that added to each step follows from the
+    two; the bandwidth model (one all-reduce of all the gradients at the bus bandwidth measured at that size, nothing
+    overlapped) is kept beside it as the model the measurement checks, never as the hop's rate. Without the share (a
+    run that did not time DDP's defaults) the hop is unmeasured; a share at or above 100% (DDP no slower than one
+    device without it) is a measurement problem, never a rate."""
     g = _data(found, "11_gpu_to_gpu", "gradient_exchange")
     if not g or g.get("default") not in (g.get("paths") or {}):
         return [_hop("gradients", "gpu", "11_gpu_to_gpu", None)]
     d = g["paths"][g["default"]]
-    eff = found["11_gpu_to_gpu"].number("ddp_default_eff")
-    added = g["step_ms"] * (100 / eff - 1) if eff else None   # per step, ms; ≤ 0: no cost measurable
-    return [_hop("gradients", "gpu", "11_gpu_to_gpu", 1e3 / g["step_ms"], on_gpu=bool(g.get("cuda"))),
-            _hop("gradients", "allreduce", "11_gpu_to_gpu", 1e3 / added if added and added > 0 else None,
-                 world=g["world"], grad_bytes=g["grad_bytes"], added_ms=added, allreduce_ms=d["allreduce_ms"],
-                 busbw_GBps=d["busbw_GBps"])]
+    src = found["11_gpu_to_gpu"]
+    kept = src.number(DDP_KEPT) if DDP_KEPT in src.exports else None
+    one = 1e3 / g["step_ms"]
+    added = g["step_ms"] * (100 / kept - 1) if kept else None   # per step, ms; ≤ 0: no cost measurable
+    return [_hop("gradients", "gpu", "11_gpu_to_gpu", one, on_gpu=bool(g.get("cuda"))),
+            _hop("gradients", "allreduce", "11_gpu_to_gpu", one * kept / 100 if kept and kept < 100 else None,
+                 world=g["world"], grad_bytes=g["grad_bytes"], kept=kept, step_ms=g["step_ms"], added_ms=added,
+                 allreduce_ms=d["allreduce_ms"], busbw_GBps=d["busbw_GBps"])]
+
+
+def _gradient_facts(found: dict, hops: list[dict], facts: Facts) -> None:
+    """The data-parallel step's facts beside its hops: chapter 11's measured share (copied as ``11.ddp_default_eff``,
+    the answer's number), the time DDP with its defaults added to each step, and the bandwidth model's time for one
+    all-reduce of the gradients against it (``gradients.model_check``: the model shown beside its measured check)."""
+    src = found.get("11_gpu_to_gpu")
+    if src is None or DDP_KEPT not in src.exports or copy_fact(src, "11_gpu_to_gpu", DDP_KEPT, facts) is None:
+        return
+    h = next((h for h in hops if h["hop"] == "allreduce"), None)
+    if h is None or h.get("added_ms") is None or h["added_ms"] <= 0 or not h.get("allreduce_ms"):
+        return
+    on_gpu = next((x for x in hops if x["hop"] == "gpu"), {}).get("on_gpu")
+    ranks = f"{h['world']} {'GPUs' if on_gpu else 'processes'}"
+    added = Fact("gradients.added_ms", h["added_ms"], "ms", f"the time DDP with its defaults added to each step on "
+                 f"{ranks} (chapter 11, measured)", "time", "lower", setting={"gpus": h["world"]})
+    model = Fact("gradients.model_ms", h["allreduce_ms"], "ms", "the bandwidth model's time for one all-reduce of a "
+                 "step's gradients, at the bus bandwidth measured at that size with nothing overlapped", "time",
+                 "lower")
+    facts.add(added, model, replace(compare("gradients.model_check", added, model), quantity="amount"))
 
 
 def weakest(hops: list[dict]) -> dict | None:
@@ -328,11 +364,17 @@ def weakest(hops: list[dict]) -> dict | None:
                 next_key=second["hop"] if second else None, next_capacity=second["capacity"] if second else None)
 
 
+def hop_gpus(h: dict, need: float) -> int:
+    """The GPUs one shared hop feeds, each at ``need`` (:data:`AU_MIN` × one GPU's need): the ranks the hop counted
+    itself (``gpus``: per-rank token loaders that fit on the cores), else ⌊its rate ÷ need⌋."""
+    return int(h["gpus"]) if h.get("gpus") is not None else int(math.floor(h["capacity"] / need))
+
+
 def gpus_fed(workload: str, hops: list[dict]) -> dict | None:
     """How many GPUs like this run's one the host's shared hops (:data:`SHARED`) feed with each computing at
-    least :data:`AU_MIN` of the time: per shared group its fastest hop, ⌊its rate ÷ (AU_MIN × one GPU's need)⌋, or
-    the ranks it counted itself (``gpus``: per-rank loaders that fit on the cores); the fewest of the groups (None
-    when a group was not measured)."""
+    least :data:`AU_MIN` of the time: each shared hop's count (:func:`hop_gpus`, stored in the hop as ``gpus``, the
+    number its table row shows), per shared group its fastest hop's, and the fewest of the groups (None when a group
+    was not measured). The count the answer states is this one value."""
     demand = next((h["capacity"] for h in hops if h["hop"] == "gpu" and h["capacity"]), None)
     if demand is None:
         return None
@@ -340,10 +382,11 @@ def gpus_fed(workload: str, hops: list[dict]) -> dict | None:
     groups = {}
     for name, keys in SHARED.get(workload, {}).items():
         rates = [h for h in hops if h["hop"] in keys and h["capacity"] is not None]
+        for h in rates:
+            h["gpus"] = hop_gpus(h, need)
         if rates:
             top = max(rates, key=lambda h: h["capacity"])
-            n = top["gpus"] if top.get("gpus") is not None else int(math.floor(top["capacity"] / need))
-            groups[name] = (n, top["capacity"], top["hop"])
+            groups[name] = (top["gpus"], top["capacity"], top["hop"])
     if not groups or set(groups) != set(SHARED.get(workload, {})):
         return None   # a shared hop this run did not measure: no count
     name, (n, rate, hop) = min(groups.items(), key=lambda g: g[1][0])
@@ -367,7 +410,7 @@ def _model_check(found: dict, hops: list[dict], facts: Facts) -> None:
         return
     setting = {k: r[k] for k in ("format", "workers", "variant", "step")}
     setting["format_name"] = r.get("format_name") or r["format"]
-    label = f"chapter 7's pipeline end to end ({recipe_words(setting)})"
+    label = "the pipeline recommended above, end to end (chapter 7)"   # its settings are worded once, in the answer
     measured_rate = measured("image.measured", runs, unit="images/s", label=label, setting=setting)
     model = Fact("image.predicted", min(known), "images/s", "the rate the hops predict for one GPU", "rate")
     share = measured("image.fed_share", [100.0 * x / need for x in runs], unit="%", quantity="share",
@@ -377,18 +420,6 @@ def _model_check(found: dict, hops: list[dict], facts: Facts) -> None:
 
 #: The two steps chapter 7 ran, as a reader knows them.
 VARIANT_STEP_WORDS = {"eager": "eager step", "graphed": "step replayed from CUDA graphs"}
-#: Chapter 7's pipeline variants as a reader knows them.
-VARIANT_WORDS = {"default": "eager step", "tuned": "tuned, eager step", "graphed": "tuned, CUDA graphs"}
-
-
-def recipe_words(setting: dict) -> str:
-    """A chapter 7 pipeline in a few words: "ImageFolder, num_workers=8, uint8 batches normalised on the GPU, …, the
-    training step replayed from CUDA graphs" where its recipe names its parts (the dataset, the loader, then each
-    change to the default recipe), else "ImageFolder, num_workers=8, tuned, CUDA graphs"."""
-    name = setting.get("format_name") or setting.get("format")
-    changes = [str(part.get("what")) for part in (setting.get("parts") or [])[2:] if part.get("what")]
-    step = ", ".join(changes) or VARIANT_WORDS.get(str(setting.get("variant")), str(setting.get("variant")))
-    return f"{name}, num_workers={setting.get('workers')}, {step}"
 
 
 def supported(facts: Facts, workload: str) -> bool:
@@ -503,6 +534,8 @@ def analyse(res) -> Facts:
         demand = next((h for h in hops if h["hop"] == "gpu"), None)
         if demand and demand["capacity"] is not None:
             facts.add(Fact(f"{wl}.demand", demand["capacity"], unit, "the step's need", "rate"))
+        if wl == "gradients":
+            _gradient_facts(found, hops, facts)
         wk = weakest(hops)
         facts.data[f"{wl}.weakest"] = wk
         if wk is None:

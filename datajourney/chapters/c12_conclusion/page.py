@@ -1,7 +1,8 @@
-"""Chapter 12's page: the answer first (per workload: the weakest link, what to change with its measured
-gain, and how many GPUs of this kind the host feeds), then the hops behind it, the checklist and the
-budget chart. It words the facts of :mod:`.analysis` (the other chapters' exported facts, copied into
-this chapter's result) through :mod:`datajourney.core.phrasing`; it computes no finding of its own."""
+"""Chapter 12's page: the answer first (per workload of the data path: the weakest link, how many GPUs of this kind
+the host feeds, and what to change with its measured gain), then the hops behind it (the data-parallel step's answer
+with its own), the checklist, the budget chart and the budget worked on paper. It words the facts of
+:mod:`.analysis` (the other chapters' exported facts, copied into this chapter's result) through
+:mod:`datajourney.core.phrasing`; it computes no finding of its own."""
 from __future__ import annotations
 
 import html
@@ -10,7 +11,7 @@ import re
 
 import pandas as pd
 
-from datajourney.chapters import published
+from datajourney.chapters import common, published, wording
 from datajourney.chapters.c12_conclusion import analysis
 from datajourney.chapters.c12_conclusion.analysis import AU_MIN, IMAGE_TENSOR_BYTES, UNITS
 from datajourney.core import charts, phrasing
@@ -55,11 +56,12 @@ HOP_NAMES = {"files": "one-file-per-sample storage", "shard": "sharded storage r
              "cpu": "the CPU (the loader's work on all cores)", "pcie": "the PCIe link (pinned copy)",
              "to_gpu": "the path from storage to GPU memory", "token_loader": "the token loader",
              "token_cpu": "the CPU (one token loader per GPU, as many as the cores hold)",
-             "allreduce": "the all-reduce of one step's gradients", "photo_cpu": "decoding photos on all cores",
+             "allreduce": "the step with DDP's exchange of gradients (its defaults)",
+             "photo_cpu": "decoding photos on all cores",
              "photo_loader": "the best photo loader measured"}
 
 #: The hops in a few words, for the opening's one-sentence findings (the tables name them in full).
-SHORT_NAMES = {"cpu": "the CPU", "token_cpu": "the CPU", "allreduce": "the all-reduce", "pcie": "the PCIe link",
+SHORT_NAMES = {"cpu": "the CPU", "token_cpu": "the CPU", "allreduce": "DDP's exchange", "pcie": "the PCIe link",
                "to_gpu": "the path to GPU memory"}
 
 
@@ -128,17 +130,21 @@ def chapter_link(ch: str) -> str:
 
 
 def _weakest_sentence(facts: Facts, wl: str) -> str:
-    """One sentence: the weakest link and its margin, in the facts' phrasing."""
+    """One sentence: the weakest link and its margin, in the facts' phrasing; for the data-parallel step, chapter
+    11's measured share of one device's steps/s that each kept with DDP's defaults (the measured cost, not a model)."""
     wk = facts.data.get(f"{wl}.weakest")
     title = workload_name(facts, wl)
     if not wk:
-        ran = {h["chapter"] for h in _hops(facts, wl)} & set(facts.data.get("found", []))
-        why = ("chapter 11 did not run here" if wl == "gradients" and not ran else
-               "its chapters are not in this run" if not ran else
-               "chapter 11's run has no rung with DDP's defaults, the baseline its cost is measured against"
-               if wl == "gradients" else "its chapters measured too few of its hops")
-        return f"**{title[0].upper() + title[1:]}**: no diagnosis ({why})."
-    text = f"**{title[0].upper() + title[1:]}**: the weakest link is {hop_label(facts, wl, wk['key'])}"
+        return f"**{title[0].upper() + title[1:]}**: no diagnosis ({_why_not(facts, wl)})."
+    text = f"**{title[0].upper() + title[1:]}**: "
+    kept = facts.get(f"11.{analysis.DDP_KEPT}") if wl == "gradients" else None
+    if kept is not None:
+        rank = phrasing.where("rank", _on_gpu(facts, wl))
+        return (text + f"with DDP's defaults each {rank} kept **{phrasing.value(kept, runs=False)}** of one {rank}'s "
+                f"steps/s, measured in {chapter_link('11_gpu_to_gpu')}.")
+    text += f"the weakest link is {hop_label(facts, wl, wk['key'])}"
+    if wk["key"] == "gpu" and facts.get(f"{wl}.gpus_fed") is not None:   # the data path keeps up: how far it goes
+        return text + f"; {_count_clause(facts, wl)}."
     m = facts.get(f"{wl}.margin")
     if m is not None and m.number is not None:
         if wk["key"] == "gpu":
@@ -149,32 +155,47 @@ def _weakest_sentence(facts: Facts, wl: str) -> str:
     return text + "."
 
 
+def _why_not(facts: Facts, wl: str) -> str:
+    """Why a workload has no diagnosis: its chapters did not run, or did not measure what its margin needs."""
+    ran = {h["chapter"] for h in _hops(facts, wl)} & set(facts.data.get("found", []))
+    if wl == "gradients":
+        h = _hop(facts, wl, "allreduce") or {}
+        return ("chapter 11 did not run here" if not ran else
+                "chapter 11 measured DDP with its defaults no slower than one device without it, a measurement "
+                "problem" if h.get("added_ms") is not None and h["added_ms"] <= 0 else
+                "chapter 11's run has no rung with DDP's defaults, the baseline its cost is measured against")
+    return "its chapters are not in this run" if not ran else "its chapters measured too few of its hops"
+
+
 def _action(facts: Facts, wl: str, host: str | None) -> Action | None:
-    """What to do for one workload: the advice of the chapter that measured the remedy, worded exactly as
-    there, then the GPUs of this kind the host's shared hops feed."""
+    """What to do for one workload: the advice of the chapter that measured the remedy, worded exactly as there
+    (the GPUs of this kind the host feeds are the workload's line and its count note, :func:`count_note`)."""
     wk = facts.data.get(f"{wl}.weakest")
     if not wk:
         return None
     a = facts.advice_for(f"{wl}.remedy")
     chapter = analysis.REMEDY.get((wl, wk["key"]), (wk["chapter"],))[0]
-    recipe = facts.get(f"07.{analysis.RECIPE}") if wl == "image" and wk["key"] == "gpu" else None
-    if recipe is not None and (a is None or a.knob != "recipe"):
-        # chapter 7's combined recipe, with its own evidence: what the image line and its code show
-        text = f"{chapter_link(chapter)}: {recipe_sentence(facts, recipe)}"
+    recipe = facts.get(RECIPE_KEY) if wl == "image" and wk["key"] == "gpu" else None
+    said = wording.recipe_sentence(facts, RECIPE_KEY) if recipe is not None else None
+    if said is not None and (a is None or a.knob != "recipe"):
+        # chapter 7's combined recipe, with its own evidence: what the image line and its code show, as chapter 7
+        # words them (one function for both pages)
+        text = f"{chapter_link(chapter)}: {said}"
         a = None
-        snippet = recipe_snippet(recipe.setting)
+        device = (facts.data.get("image_workload") or {}).get("device") or "cpu"
+        snippet = wording.recipe_snippet(recipe.setting, device)
     elif a is not None:
         text = f"{chapter_link(chapter)}: {verdict_first(a, facts)}"
     else:
         text = (f"{chapter_link(chapter)}: this run measured no setting that shortens "
                 f"{hop_label(facts, wl, wk['key'])}.")
-    if wl != "gradients" and not _on_gpu(facts, wl):
-        text += " No GPU ran here, so how many GPUs this host feeds needs a run on one."
-    elif wl == "image" or facts.get(f"{wl}.gpus_fed") is not None:
-        text += " " + gpus_sentence(facts, wl)
-    if recipe is None or a is not None:
+    if said is None or a is not None:
         snippet = a.snippet if a is not None else None
     return Action(text, snippet)
+
+
+#: Chapter 7's combined end-to-end recipe as chapter 12 copies it (with both sides of its comparison).
+RECIPE_KEY = f"07.{analysis.RECIPE}"
 
 
 def verdict_first(a, facts: Facts) -> str:
@@ -189,43 +210,6 @@ def verdict_first(a, facts: Facts) -> str:
     return f"{body[0].upper()}{body[1:]} Measured for {phrasing.text(a.workload)}."
 
 
-def recipe_sentence(facts: Facts, recipe) -> str:
-    """Chapter 7's combined end-to-end recipe (its exported ``recipe`` fact, copied as ``07.recipe``), verdict first
-    as :func:`verdict_first` words advice: the pipeline by its settings and the fact's own value, against chapter 7's
-    own baseline where it compares two."""
-    basis = facts.get(recipe.basis or "")
-    words = phrasing.text(analysis.recipe_words({**(facts.data.get("image.pipeline") or {}), **recipe.setting}))
-    if recipe.is_comparison and basis is not None and basis.label and recipe.number is not None:
-        return f"Use {words}: {phrasing.comparison(recipe, baseline=phrasing.text(basis.label))}."
-    return f"Use {words}: {phrasing.text(recipe.label)} {phrasing.headline(recipe)}."
-
-
-def recipe_snippet(setting: dict) -> str | None:
-    """The code of chapter 7's recipe: its own ``snippet`` where it gives one, else its parts' code in order, each
-    under a comment naming it: the data set and the DataLoader assigned to names, a part that is a DataLoader argument
-    (``worker_init_fn=…``) passed to it. None when that does not compile: code shown to paste must."""
-    if setting.get("snippet"):
-        return str(setting["snippet"])
-    parts = [part for part in setting.get("parts") or [] if part.get("code")]
-    args = [str(part["code"]) for part in parts if re.match(r"^\w+=(?!=)", str(part["code"]))]
-    lines = []
-    for i, part in enumerate(parts):
-        code = str(part["code"])
-        if code in args:
-            continue
-        if code.startswith("DataLoader("):
-            code = "loader = " + (code[:-1] + ", " + ", ".join(args) + ")" if args else code)
-        elif i == 0 and not re.match(r"^\w+\s*=", code):
-            code = "dataset = " + code
-        lines += [f"# {part.get('what') or ''}".rstrip(), code]
-    text = "\n".join(lines)
-    try:
-        compile(text, "<recipe>", "exec")
-    except SyntaxError:
-        return None
-    return text or None
-
-
 def gpus_sentence(facts: Facts, wl: str) -> str:
     """How many GPUs like this one the host feeds, in a sentence of its own that names the step it counts for. For
     images the count is given only when the pipeline the diagnosis recommends (``data["image.pipeline"]``), measured
@@ -234,11 +218,14 @@ def gpus_sentence(facts: Facts, wl: str) -> str:
     a setting is never paired with another setting's end-to-end share. The token count names this chapter's own
     model, never chapter 5's (whose advice precedes it)."""
     bar = phrasing.share(AU_MIN)
+    if not _on_gpu(facts, wl):
+        return "No GPU ran here, so how many GPUs this host feeds needs a run on one."
     share = facts.get("image.fed_share") if wl == "image" else None
     fed = facts.get(f"{wl}.gpus_fed")
     pick = facts.data.get("image.pipeline") if wl == "image" else None
     if share is not None and share.number is not None:
-        measured = f"End to end it fed one such GPU {phrasing.share(share.number / 100)} of its need"
+        measured = (f"End to end the pipeline recommended above fed one such GPU "
+                    f"{phrasing.share(share.number / 100)} of its need")
         if fed is None:
             return f"{measured}, under the {bar} bar, so this run gives no count of GPUs this host feeds."
         lead = f"{measured}; by the hop model, "
@@ -250,49 +237,113 @@ def gpus_sentence(facts: Facts, wl: str) -> str:
         return (f"Chapter 7 measured this setting end to end with the {steps.get(pick['step'], pick['step'])}, not "
                 f"the {steps.get(w.get('step_kind') or 'eager')} priced here, so this run gives no count of GPUs this "
                 "host feeds.")
-    elif wl == "tokens":
-        lead = f"For the {token_model(facts)} step timed here, "
+    elif fed is None:
+        return "Not every hop this host's GPUs share was measured here, so this run gives no count of GPUs it feeds."
     else:
-        lead = ""
-    binding = phrasing.text((facts.data.get(f"{wl}.fed") or {}).get("binding", ""))
-    count = phrasing.value(fed, runs=False)
-    sentence = (f"{lead}this host's {binding} cannot feed one such GPU at ≥ {bar}." if not fed.value else
-                f"{lead}this host's {binding} feeds **{count}** such GPUs at ≥ {bar} of the time.")
+        lead = f"For the {token_model(facts)} step timed here, " if wl == "tokens" else ""
+    sentence = lead + _count_clause(facts, wl) + "."
     return sentence[0].upper() + sentence[1:]
 
 
+def _count_clause(facts: Facts, wl: str) -> str:
+    """"this host's CPU feeds **4** such GPUs at ≥ 90% of the time": the count the analysis stated (``<wl>.gpus_fed``,
+    the fewest of the shared hops' own counts the hop table shows) and the hop that sets it."""
+    bar, fed = phrasing.share(AU_MIN), facts[f"{wl}.gpus_fed"]
+    binding = phrasing.text((facts.data.get(f"{wl}.fed") or {}).get("binding", ""))
+    return (f"this host's {binding} cannot feed one such GPU at ≥ {bar}" if not fed.value else
+            f"this host's {binding} feeds **{phrasing.value(fed, runs=False)}** such GPUs at ≥ {bar} of the time")
+
+
+def count_note(facts: Facts, wl: str) -> Finding | None:
+    """How many GPUs like this one the host feeds for ``wl`` (images, tokens), and the evidence or the reason there
+    is no count (:func:`gpus_sentence`): shown under the workload's hop table and under "How we know"."""
+    if wl not in SHARED_WORKLOADS or not facts.data.get(f"{wl}.weakest"):
+        return None
+    fed = facts.get(f"{wl}.gpus_fed")
+    return Finding(f"{wl}.gpus_fed", f"**GPUs this host feeds, {SHARED_WORKLOADS[wl]}**: {gpus_sentence(facts, wl)}",
+                   fed.number if fed is not None else None, "")
+
+
+#: The workloads whose hops a host's GPUs share (a count of GPUs fed), in a reader's words.
+SHARED_WORKLOADS = {"image": "image training", "tokens": "token training"}
+
+
+def _finding(facts: Facts, wl: str) -> Finding:
+    """One workload's line of the answer, keyed by the fact whose number it states: the data-parallel step's is
+    chapter 11's measured share (``11.ddp_default_eff``); where the step is the weakest link, the GPUs this host
+    feeds (``<wl>.gpus_fed``, when the analysis states a count); else the margin."""
+    kept = facts.get(f"11.{analysis.DDP_KEPT}") if wl == "gradients" else None
+    wk = facts.data.get(f"{wl}.weakest")
+    if kept is not None and wk:
+        return Finding(kept.key, _weakest_sentence(facts, wl), kept.number, kept.unit)
+    fed = facts.get(f"{wl}.gpus_fed") if wk and wk["key"] == "gpu" else None
+    if fed is not None:
+        return Finding(fed.key, _weakest_sentence(facts, wl), fed.number, "")
+    m = facts.get(f"{wl}.margin") if wk else None
+    return Finding(f"{wl}.margin", _weakest_sentence(facts, wl), m.number if m else None, "×")
+
+
+#: The workloads the first screen answers, each line beside its action: the data path, whose hops feed one GPU. The
+#: data-parallel step (chapter 11's measurement, often of another host) has its line and its action together in its
+#: own section (:func:`data_parallel_answer`): three workloads' lines and actions do not fit one screen, and a line
+#: folded away from its action would leave advice on the first screen without the finding it answers.
+FIRST_SCREEN = ("image", "tokens")
+#: The first screen keeps every line of the opening (one per workload of :data:`FIRST_SCREEN`), never folding a
+#: workload's finding away from its action (:func:`datajourney.book.opening.shown` folds past this budget).
+OPENING_LINES = 40
+
+
 def opening(facts: Facts) -> Opening:
-    """The answer in one screen: per workload, the weakest link and its margin (one sentence each), and
-    what to do: the remedy's chapter and setting, its measured gain and the GPUs this host feeds."""
+    """The answer in one screen, for the workloads of :data:`FIRST_SCREEN`: per workload, the weakest link and, where
+    the step itself is it, the GPUs this host feeds, else its margin (one sentence each); and what to do: the
+    remedy's chapter and setting with its measured gain, in that chapter's words. Each action follows its workload's
+    line, in the same order, and every line is shown (:data:`OPENING_LINES`), so no action stands on the first screen
+    without the finding it answers."""
     out, actions = [], []
-    for wl in UNITS:   # every workload: one without a diagnosis says why in one line
-        m = facts.get(f"{wl}.margin") if facts.data.get(f"{wl}.weakest") else None
-        out.append(Finding(f"{wl}.margin", _weakest_sentence(facts, wl), m.number if m else None, "×"))
+    for wl in FIRST_SCREEN:   # a workload without a diagnosis says why in one line
+        out.append(_finding(facts, wl))
         a = _action(facts, wl, None)
         if a is not None:
             actions.append(a)
     return Opening(out, actions)
 
 
+def data_parallel_answer(facts: Facts) -> str:
+    """The data-parallel step's answer, its line and what to do together (Markdown, with the advice's code): shown
+    in its own section, beside its hops, never split across the page."""
+    text = _finding(facts, "gradients").text
+    a = _action(facts, "gradients", None)
+    if a is None:
+        return text
+    text += f"\n\n**What to do**: {a.text}"
+    return text + (f"\n\n{_fenced(a.snippet)}" if a.snippet else "")
+
+
+def _fenced(code: str) -> str:
+    """A Python code block that nothing inside it can end: fenced by more backticks than its longest run."""
+    body = phrasing.visible(code.replace("\r", ""))
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", body)), default=0))
+    return f"{fence}python\n{body}\n{fence}"
+
+
 def undiagnosed(facts: Facts) -> list[Finding]:
     """One line per workload this run could not diagnose, and why (its chapters not run, or not the measurement
-    its margin needs): shown under "How we know" and in the terminal's summary, and as the opening only when no
-    workload was diagnosed."""
+    its margin needs): shown under "How we know"."""
     return [Finding(f"{wl}.margin", _weakest_sentence(facts, wl), None, "×") for wl in UNITS
             if not facts.data.get(f"{wl}.weakest")]
 
 
 def summary_lines(facts: Facts) -> list[str]:
     """The same answer in plain lines, for the terminal at the end of a run (Markdown emphasis removed)."""
-    op = opening(facts)
-
     def plain(s: str) -> str:
         s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s.replace("**", "").replace("`", ""))
         return html.unescape(re.sub(r"\\(.)", r"\1", s))
 
-    shown = [f.text for f in op.findings]
-    lines = [plain(t) for t in shown + [f.text for f in undiagnosed(facts) if f.text not in shown]]
-    lines += [plain(a.text) for a in op.actions]
+    shown = [_finding(facts, wl).text for wl in UNITS]   # the terminal has room for every workload's line
+    keys = {_finding(facts, wl).key for wl in UNITS}
+    shown += [n.text for n in (count_note(facts, wl) for wl in FIRST_SCREEN) if n is not None and n.key not in keys]
+    lines = [plain(t) for t in shown]
+    lines += [plain(a.text) for a in (_action(facts, wl, None) for wl in UNITS) if a is not None]
     yours = phrasing.your_data(facts.get("your_data"))
     if yours:   # the diagnosis is of the reader's own data: said first
         lines.insert(0, plain(f"Diagnosed reading {yours}; the other hops measured the book's generated data."))
@@ -305,7 +356,11 @@ def summary_lines(facts: Facts) -> list[str]:
 def findings(facts: Facts) -> list[Finding]:
     """The key results: the weakest link of each workload, the token step, and the coverage."""
     out = list(opening(facts).findings)   # the opening's own (same keys), so "How we know" shows each once
-    out += [f for f in undiagnosed(facts) if f.key not in {x.key for x in out}]
+    notes = [count_note(facts, wl) for wl in FIRST_SCREEN]
+    for f in [n for n in notes if n is not None] + [_finding(facts, wl) for wl in UNITS if wl not in FIRST_SCREEN] \
+            + undiagnosed(facts):
+        if f.key not in {x.key for x in out}:   # a count the workload's line states is shown once
+            out.append(f)
     t = facts.get("token_step")
     if t is not None:
         out.append(Finding("token_step", f"**The token step** (timed here): {phrasing.value(t)}.", t.number, t.unit))
@@ -325,6 +380,70 @@ def caveats_markdown(facts: Facts) -> str:
     return ""
 
 
+# ----------------------------------------------------------------------------- on paper
+def paper_exercise(res) -> str:
+    """The budget model worked by hand: from chapter 7's step (G for a batch of B) and the CPU time one image costs
+    in the pipeline recommended above (D: its loader workers' plus its training process's), what one GPU asks for,
+    what the cores prepare, and how many GPUs they feed at the bar; then the token loaders, one per rank, that fit on
+    the cores. The numbers are the hop table's; the answers folded."""
+    facts = res.facts
+    gpu, cpu = _hop(facts, "image", "gpu") or {}, _hop(facts, "image", "cpu") or {}
+    if not (gpu.get("on_gpu") and gpu.get("step_ms") and gpu.get("batch_size") and cpu.get("cpu_ms")
+            and cpu.get("cores")):
+        return ("The exercise on paper needs chapter 7's step on a GPU and the CPU time one image costs in the "
+                "pipeline recommended above, which this run does not hold.")
+    b, g, c, d = int(gpu["batch_size"]), float(gpu["step_ms"]), int(cpu["cores"]), float(cpu["cpu_ms"])
+    bar, split = AU_MIN, cpu.get("workers_ms") is not None and cpu.get("main_ms") is not None
+    need, rate = b * 1e3 / g, c * 1e3 / d
+    n = int(cpu["gpus"]) if cpu.get("gpus") is not None else math.floor(rate / (bar * need))   # the table's own
+    cost = (f"**{num(cpu['workers_ms'], 'ms')}** of CPU in its loader workers and **{num(cpu['main_ms'], 'ms')}** "
+            "in its training process" if split else f"**{num(d, 'ms')}** of CPU")
+    intro = (f"**Work it out.** One GPU asks for r_need = B ÷ G images per second (B images a step of G); the "
+             f"host's C cores prepare r_CPU = C ÷ D, where D is the CPU time of one image; a GPU counts as fed when it "
+             f"computes at least {phrasing.share(bar)} of the time. In the pipeline recommended above each image cost "
+             f"{cost}, its step took **G = {num(g, 'ms')}** for a batch of **B = {b}**, on **C = {c} cores**.")
+    questions = ["How many images per second does one GPU ask for (r_need = B ÷ G)?",
+                 "How many images per second can the cores prepare (D is every process's CPU per image, so "
+                 "r_CPU = C ÷ D)?",
+                 f"How many GPUs does the CPU feed with each computing at least {phrasing.share(bar)} of the time "
+                 f"(N = ⌊r_CPU ÷ ({bar:g} · r_need)⌋)?"]
+    answers = [f"{b} ÷ {num(g, 'ms')} = **{num(need, 'images/s')}**.",
+               (f"D = {num(cpu['workers_ms'], 'ms')} + {num(cpu['main_ms'], 'ms')} = {num(d, 'ms')}; " if split else "")
+               + f"{c} ÷ {num(d, 'ms')} = **{num(rate, 'images/s')}**.",
+               f"{num(rate, 'images/s')} ÷ ({bar:g} × {num(need, 'images/s')}) = {num(rate / (bar * need))}, so "
+               f"**{n} GPU{'' if n == 1 else 's'}**{_paper_count(facts, 'image', n)}"]
+    loader, ranks, step = _hop(facts, "tokens", "token_loader") or {}, _hop(facts, "tokens", "token_cpu") or {}, \
+        _hop(facts, "tokens", "gpu") or {}
+    if ranks.get("cores") and loader.get("capacity") and step.get("capacity") and step.get("on_gpu"):
+        w, cores, one, ask = int(ranks["workers"]), int(ranks["cores"]), loader["capacity"], step["capacity"]
+        fit, loaders, fed = cores // (w + 1), int(ranks["loaders"]), int(ranks["gpus"])   # the hop table's own
+        questions.append(f"For the token step, each GPU's rank runs its own token loader with **{w} workers** besides "
+                         f"its own process, and one such loader read **{num(one, 'tokens/s')}**; the step asks for "
+                         f"**{num(ask, 'tokens/s')}**. How many ranks' loaders fit on the {cores} cores, and how many "
+                         "GPUs do they feed?")
+        answers.append(f"⌊{cores} ÷ ({w} + 1)⌋ = {fit}"
+                       + (f", and one rank runs however few the cores: {loaders} loader" if loaders != fit else
+                          " loaders")
+                       + f"; one loader's {num(one, 'tokens/s')} "
+                       + ("reaches" if fed else "falls short of")
+                       + f" {bar:g} × {num(ask, 'tokens/s')} = {num(bar * ask, 'tokens/s')}, so "
+                       f"**{fed} GPU{'' if fed == 1 else 's'}**{_paper_count(facts, 'tokens', fed)}")
+    return common.on_paper(intro, questions, answers)
+
+
+def _paper_count(facts: Facts, wl: str, n: int) -> str:
+    """How an exercise's count of GPUs stands beside the count the answer above states: the same, or another hop's
+    smaller one, or none stated."""
+    fed = facts.get(f"{wl}.gpus_fed")
+    binding = phrasing.text((facts.data.get(f"{wl}.fed") or {}).get("binding", ""))
+    if fed is None:
+        return (": the answer above states no count, since it gives one only where the pipeline, measured end to "
+                "end with this step, fed one GPU at the bar." if wl == "image" else ".")
+    if fed.value == n:
+        return ", the count the answer above states."
+    return f"; the host's {binding} feeds fewer, {fed.value}, the count the answer above states."
+
+
 # ----------------------------------------------------------------------------- tables
 def _on_gpu(facts: Facts, workload: str) -> bool:
     """Whether the step of ``workload`` ran on a GPU (its "gpu" hop says), which decides how the page words it."""
@@ -333,24 +452,28 @@ def _on_gpu(facts: Facts, workload: str) -> bool:
 
 def _basis(h: dict, gpu: bool) -> str:
     """How a hop's rate was computed, from the numbers the analysis kept beside it; ``gpu``: whether the
-    workload's step ran on a GPU (:func:`datajourney.core.phrasing.where` words it)."""
+    workload's step ran on a GPU (:func:`datajourney.core.phrasing.where` words it). Plain text, never Markdown: a
+    table cell and a chart's hover label show it, and each escapes what it shows (a Markdown escape would show as
+    a backslash there)."""
     k = h["hop"]
     if k in ("files", "shard") and h.get("file_bytes"):
         return (f"cold {'random' if k == 'files' else 'sequential'} reads at {num(h['file_bytes'] / 1024, 'KiB')} "
                 f"per request (chapter 2's size sweep) ÷ the file size")
     if k == "shard" and h.get("token_bytes"):
         return f"best cold sequential MB/s ÷ {h['token_bytes']} bytes per token"
+    if k == "cpu" and h.get("cpu_source") == "counters" and h.get("workers_ms") is not None \
+            and h.get("main_ms") is not None:
+        return (f"{h['cores']} cores ÷ ({num(h['workers_ms'], 'ms')} in its loader workers + "
+                f"{num(h['main_ms'], 'ms')} in the training process) of CPU per image, each from the CPU counters "
+                "of the pipeline recommended above ÷ its images/s")
     if k == "cpu" and h.get("cpu_source") == "counters":
-        parts = " and ".join(f"{num(h[key], 'ms')} {where}" for key, where in
-                             (("workers_ms", "in its loader workers"), ("main_ms", "in the training process"))
-                             if h.get(key) is not None)
         return (f"{h['cores']} cores ÷ {num(h['cpu_ms'], 'ms')} of CPU per image: the whole machine's busy cores "
                 f"({num(h['busy_cores'], '')}, from its CPU counters) ÷ the images/s of the pipeline recommended "
-                f"above ({analysis.recipe_words(h.get('recipe') or {})})" + (f", {parts}" if parts else ""))
+                "above")
     if k == "cpu" and h.get("cpu_ms") and h.get("main_ms"):
         return (f"{h['cores']} cores ÷ ({num(h['workers_ms'], 'ms')} of loader work per image in a worker, from "
                 f"host-clock stage timings, + {num(h['main_ms'], 'ms')} of the training process's cores per image) "
-                f"in the pipeline recommended above ({analysis.recipe_words(h.get('recipe') or {})})"
+                "in the pipeline recommended above"
                 + (f", its stages timed at num_workers={h['at']}" if h.get("at") is not None
                    and h["at"] != (h.get("recipe") or {}).get("workers") else ""))
     if k == "cpu" and h.get("cpu_ms"):
@@ -365,27 +488,16 @@ def _basis(h: dict, gpu: bool) -> str:
     if k == "token_loader" and h.get("mode"):
         why = ("the reader chapter 10 advises, at its best measured setting" if h.get("advised")
                else "chapter 10's fastest; this result holds no advice on the reader")
-        return (f"chapter 10's cold loader with {phrasing.text(h.get('call') or h['mode'])}, "
+        return (f"chapter 10's cold loader with {phrasing.visible(h.get('call') or h['mode'])}, "
                 f"num_workers={h['workers']} ({why}): "
                 "tokens read ÷ loader time")
     if k == "token_loader":
         return "chapter 10's cold loader: tokens read ÷ loader time"
     if k == "token_cpu":
-        return (f"{h['loaders']} of the token loader above fit, one per rank ({h['cores']} cores ÷ ({h['workers']} "
-                "workers + the rank's process)), × one loader's rate")
-    if k == "allreduce" and h.get("added_ms") is not None:
-        ranks = f"{h['world']} {phrasing.where('ranks', gpu)}"
-        added = (num(h['added_ms'], 'ms') if h["added_ms"] > 0 else
-                 f"none measurable (DDP ran {num(-h['added_ms'], 'ms')} faster per step than without it, which no "
-                 "exchange can do: a measurement problem, not a gain)")
-        return (f"the time DDP with its defaults added to each step on {ranks}, measured (chapter 11): "
-                f"{added}; a bandwidth model alone ({num(h['grad_bytes'] / 1e6, 'MB')} of "
-                f"gradients at {num(h['busbw_GBps'], 'GB/s')} bus bandwidth, not overlapped) gives "
-                f"{num(h['allreduce_ms'], 'ms')}")
+        return (f"one token loader per rank, as many as fit: {h['cores']} cores ÷ ({h['workers']} workers + the "
+                f"rank's process) = {h['loaders']} loaders, each at the rate of the loader above")
     if k == "allreduce":
-        return (f"not measured: chapter 11's run did not time DDP with its defaults; a bandwidth model alone "
-                f"({num(h['grad_bytes'] / 1e6, 'MB')} of gradients at {num(h['busbw_GBps'], 'GB/s')} bus bandwidth, "
-                f"not overlapped) gives {num(h['allreduce_ms'], 'ms')} per all-reduce")
+        return _exchange_basis(h, gpu)
     if k == "photo_cpu":
         return f"{h['cores']} cores ÷ {num(h['ms'], 'ms')} per photo on one core (chapter 8)"
     if k == "photo_loader":
@@ -400,21 +512,47 @@ def _basis(h: dict, gpu: bool) -> str:
     return ""
 
 
+def _exchange_basis(h: dict, gpu: bool) -> str:
+    """How the data-parallel step's exchange row was computed: chapter 11's measured share, the time it means per
+    step, and the bandwidth model beside it (never the row's rate)."""
+    ranks, rank = f"{h['world']} {phrasing.where('ranks', gpu)}", phrasing.where("rank", gpu)
+    model = (f"a bandwidth model alone ({num(h['grad_bytes'] / 1e6, 'MB')} of gradients at "
+             f"{num(h['busbw_GBps'], 'GB/s')} bus bandwidth, not overlapped) gives {num(h['allreduce_ms'], 'ms')} per "
+             "all-reduce")
+    if h.get("added_ms") is not None and h["added_ms"] <= 0:
+        return (f"none measurable: DDP with its defaults ran {num(-h['added_ms'], 'ms')} faster per step on {ranks} "
+                f"than one {rank} without it, which no exchange can do: a measurement problem, not a gain; {model}")
+    if h.get("kept") is None or h.get("added_ms") is None:
+        return f"not measured: chapter 11's run did not time DDP with its defaults; {model}"
+    return (f"each {rank}'s steps/s with DDP's defaults on {ranks}, measured (chapter 11): {num(h['kept'], '%')} of "
+            f"one {rank}'s, so DDP added {num(h['added_ms'], 'ms')} to each {num(h['step_ms'], 'ms')} step; {model}")
+
+
 def hops_display(res, workload: str) -> pd.DataFrame:
-    """Each hop of ``workload``: its chapter, its rate, that rate against the step's need and how it was computed."""
+    """Each hop of ``workload``: its chapter, its rate, that rate against the step's need and how it was computed;
+    where the answer states how many GPUs this host feeds, each shared hop's own count beside it (the count the
+    answer states is the fewest of them, a storage layout counting its faster one), so the table and the answer show
+    one computed value."""
     facts = res.facts
     unit = UNITS[workload]
     d = facts.number(f"{workload}.demand")
+    counted = facts.get(f"{workload}.gpus_fed") is not None
     rows = []
     for h in _hops(facts, workload):
         v = h["capacity"]
-        rows.append({"hop": hop_label(facts, workload, h["hop"]), "chapter": chapter_number(h["chapter"]),
-                     f"rate ({unit})": num(v, unit, with_unit=False) if v is not None else "not run",
-                     "against the step's need": ("—" if d is None or v is None or h["hop"] == "gpu"
-                                                 else phrasing.comparison(
-                                                     _ratio(v, d), baseline="the need").replace(" than the need", "")),
-                     "how it is computed": _basis(h, _on_gpu(facts, workload))})
+        row = {"hop": hop_label(facts, workload, h["hop"]), "chapter": chapter_number(h["chapter"]),
+               f"rate ({unit})": num(v, unit, with_unit=False) if v is not None else "not run",
+               "against the step's need": ("—" if d is None or v is None or h["hop"] == "gpu"
+                                           else phrasing.comparison(
+                                               _ratio(v, d), baseline="the need").replace(" than the need", ""))}
+        if counted:
+            row[GPUS_COLUMN] = f"{h['gpus']:,}" if h.get("gpus") is not None else "—"
+        rows.append({**row, "how it is computed": _basis(h, _on_gpu(facts, workload))})
     return pd.DataFrame(rows)
+
+
+#: The hop table's column of the GPUs each shared hop feeds (the answer's count is the fewest of them).
+GPUS_COLUMN = f"GPUs it feeds at ≥ {AU_MIN:.0%}"
 
 
 def _ratio(a: float, b: float):
@@ -423,8 +561,10 @@ def _ratio(a: float, b: float):
 
 
 def hop_notes(facts: Facts, workload: str) -> list[Finding]:
-    """The hops that sit beside a workload's chain (chapter 8's photos), in the same comparison phrasing."""
-    out = []
+    """The notes under a workload's hop table: the GPUs this host feeds (:func:`count_note`), the hops that sit beside
+    its chain (chapter 8's photos) in the same comparison phrasing, and its model checked against a measurement."""
+    note = count_note(facts, workload)
+    out = [note] if note is not None else []
     d = facts.number(f"{workload}.demand")
     for h in _hops(facts, workload):
         if h["hop"] in analysis.ASIDE and h["capacity"] is not None and d:
@@ -433,7 +573,11 @@ def hop_notes(facts: Facts, workload: str) -> list[Finding]:
                                f"{phrasing.comparison(_ratio(h['capacity'], d), baseline='the step’s need')}.",
                                h["capacity"], UNITS[workload]))
     c = facts.get(f"{workload}.model_check")
-    if c is not None and c.number is not None:
+    if c is not None and c.number is not None and workload == "gradients":
+        out.append(Finding(c.key, f"**The bandwidth model, checked**: {phrasing.text(facts[c.of].label)} was "
+                                  f"{phrasing.value(facts[c.of], runs=False)}, {phrasing.comparison(c, facts)} "
+                                  f"({phrasing.value(facts[c.basis], runs=False)}).", c.number, "×"))
+    elif c is not None and c.number is not None:
         out.append(Finding(c.key, f"**The model, checked**: {phrasing.text(facts[c.of].label)} measured "
                                   f"{phrasing.value(facts[c.of])}, {phrasing.comparison(c, facts)} "
                                   f"({phrasing.value(facts[c.basis], runs=False)}).", c.number, "×"))
@@ -568,11 +712,16 @@ def hops_chart(res, workload: str):
     colours = [PALETTE[2] if d is None or v >= d else PALETTE[5] for v in xs]
     fig = go.Figure(go.Scatter(x=xs, y=[hop_label(facts, workload, h["hop"]) for h in data], mode="markers",
                                name="hop", marker=dict(size=14, color=colours),
-                               customdata=[[_basis(h, _on_gpu(facts, workload))] for h in data],
+                               # the hover label draws HTML: the plain basis escaped there, as a table escapes it
+                               customdata=[[html.escape(_basis(h, _on_gpu(facts, workload)), quote=False)]
+                                           for h in data],
                                hovertemplate="%{y}: %{x:,.3~s} " + unit + "<br>%{customdata[0]}<extra></extra>"))
     if d is not None:
         fig.add_vline(x=d, line=dict(dash="dash", color=PALETTE[7]))
-        fig.add_annotation(**_need_note(d, unit, math.log10(d) if wide else d))
+        lo, hi = ((math.log10(min(pts) / 2), math.log10(max(pts) * 2)) if wide else (0.0, 1.15 * max(pts)))
+        at = math.log10(d) if wide else d
+        # a need near the axis's right end is labelled leftwards from its line, so its label stays in the plot
+        fig.add_annotation(**_need_note(d, unit, at), **({"xanchor": "right"} if at > lo + 0.65 * (hi - lo) else {}))
     name = html.escape(workload_name(facts, workload, plain=True), quote=False)
     fig.update_layout(title=dict(text=f"{name[0].upper() + name[1:]}: each hop's rate (green keeps up)", y=0.97),
                       height=180 + 55 * max(len(data), 1), margin=dict(l=20, t=110), showlegend=False)
