@@ -142,6 +142,11 @@ def test_title_page_of_the_committed_book(tmp_path):
     ref12 = registry.analysed(results.load_reference(diagnosis.CHAPTER))
     for f in dpage.opening(ref12.facts).findings:
         assert f.text in md
+    # every workload's answer, the data-parallel step's too (chapter 12 gives it its own section)
+    every = dpage.every_answer(ref12.facts)
+    linked = [t.replace("](", "](../notebooks/") for t in [f.text for f in every.findings] + [a.text for a in
+                                                                                      every.actions]]
+    assert len(every.findings) == 3 and all(t in md for t in linked) and "Keep the default `DDP(model" in md
     cold = front.key_rows("02_random_vs_sequential", results.load_reference("02_random_vs_sequential"))[0]
     assert f"**{cold['reference']}** (published: {cold['published']})" in md
     assert "](../notebooks/02_random_vs_sequential.ipynb)" in md

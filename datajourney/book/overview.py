@@ -221,11 +221,13 @@ def hops_markdown() -> str:
     return markdown_table(pd.DataFrame(rows, columns=["hop", "what is measured", "chapters"]))
 
 
-def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "What to do") -> str:
+def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "What to do", *,
+                 every: bool = False) -> str:
     """Chapter 12's answer in ``res12``, headed with its host: each workload's weakest link and what to
-    change (under ``todo``), worded by chapter 12's page from its facts (the same text as there)."""
+    change (under ``todo``), worded by chapter 12's page from its facts (the same text as there): its first
+    screen's workloads, or (``every``) the data-parallel step's answer too."""
     facts = registry.analysed(res12).facts
-    op = diagnosis_page.opening(facts)
+    op = (diagnosis_page.every_answer if every else diagnosis_page.opening)(facts)
     found = "\n".join(f"* {f.text}" for f in op.findings)
     actions = "\n".join(f"{i}. {a.text}" for i, a in enumerate(op.actions, 1))
     head = f"**{who}, {phrasing.text(host_label(res12.fingerprint))}** (from {_link(diagnosis.CHAPTER, base)}):"
@@ -233,11 +235,13 @@ def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "W
     return head + "\n\n" + body.replace("](", f"]({base}" if base else "](")
 
 
-def _answers(mine: results.Result | None, host: str | None, base: str = "", todo: str = "What to do") -> list[str]:
+def _answers(mine: results.Result | None, host: str | None, base: str = "", todo: str = "What to do", *,
+             every: bool = False) -> list[str]:
     """Chapter 12's answer (:func:`weakest_text`) in the reader's result ``mine`` where there is one, then on the
     reference host."""
     ref12 = results.load_reference(diagnosis.CHAPTER, host)
-    return [weakest_text(r, who, base, todo) for r, who in ((mine, "Your run"), (ref12, "The reference host"))
+    return [weakest_text(r, who, base, todo, every=every) for r, who in ((mine, "Your run"),
+                                                                         (ref12, "The reference host"))
             if r is not None]
 
 
@@ -281,7 +285,7 @@ def title_markdown(host: str | None = None, run_dir=None) -> str:
     three workloads and the two largest levers of chapters 2 and 5 (their key fact with the published
     figure of the same metric), each with a link to its chapter."""
     base = "../notebooks/"
-    parts = _answers(_load(run_dir, diagnosis.CHAPTER), host, base)
+    parts = _answers(_load(run_dir, diagnosis.CHAPTER), host, base, every=True)
     levers = [line for ch, key, topic in TITLE_FINDINGS
               if (line := lever_line(ch, key, topic, results.load_reference(ch, host), base)) is not None]
     return "\n\n".join(parts + (["\n".join(levers)] if levers else []))

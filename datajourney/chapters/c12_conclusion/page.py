@@ -308,6 +308,14 @@ def opening(facts: Facts) -> Opening:
     return Opening(out, actions)
 
 
+def every_answer(facts: Facts) -> Opening:
+    """:func:`opening` with the data-parallel step's line and action after the first screen's: every workload's
+    answer, for a summary that states them all (the title page)."""
+    op = opening(facts)
+    a = _action(facts, "gradients", None)
+    return Opening(op.findings + [_finding(facts, "gradients")], op.actions + ([a] if a is not None else []))
+
+
 def data_parallel_answer(facts: Facts) -> str:
     """The data-parallel step's answer, its line and what to do together (Markdown, with the advice's code): shown
     in its own section, beside its hops, never split across the page."""
