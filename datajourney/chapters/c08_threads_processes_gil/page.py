@@ -14,7 +14,7 @@ from datajourney.chapters.common import facts_reader
 from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Fact, Facts
-from datajourney.core.phrasing import Action, Finding, Opening, and_list, spread_note
+from datajourney.core.phrasing import Action, Finding, Opening, and_list
 from datajourney.core.units import num, pct, span, times
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
@@ -375,36 +375,29 @@ def window_note(res) -> str:
             "by waves.")
 
 
-def _not_steady(res) -> str:
-    """Why a row whose window did not make its images is left out, in a table cell."""
-    return ("no: old timed window, not steady" if analysis.old_windows(res)
+def _not_steady(old: bool) -> str:
+    """Why a row whose window did not make its images is left out, in a table cell (``old``: a result timed with
+    the old fixed windows)."""
+    return ("no: old timed window, not steady" if old
             else f"no: CPU per image under {pct(analysis.DRAINED_SHARE)} of one image's decode")
 
 
-def steady_note(res) -> str | None:
-    """Which windows did not make the images they counted, with the numbers that show it."""
-    s = analysis.loader_summary(res)
-    bad = s[~s["steady"]]
-    m = model_summary(res)
-    mbad = m[~m["steady"]] if not m.empty else m
-    if bad.empty and mbad.empty:
+def steady_note(facts) -> str | None:
+    """Which windows did not make the images they counted (the analysis's ``unsteady``), each with its CPU time per
+    image and its share of one image's decode + resize on one core."""
+    u = facts_of(facts).data.get("unsteady") or {}
+    rows = [f"{say.text(r['label'])} ({num(r['cpu_ms'], 'ms')}, {pct(r['share'])})" for r in u.get("loaders") or []]
+    rows += [f"the model fed by {say.text(r['label'])} ({num(r['cpu_ms'], 'ms')})" for r in u.get("model") or []
+             if not r["above"]]
+    if not rows:
         return None
-    unit = analysis.unit_cost_ms(res)
-    parts = [f"{_label(r.loader, r.concurrency)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image "
-             f"({pct(r.cpu_share)} of it) and showed {num(r.mean, 'img/s')}" for r in bad.itertuples()]
-    parts += [f"the model fed by {say.text(r.label)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
-              f"{pct(r.pct_of_ceiling / 100)} of the ceiling" for r in mbad.itertuples()]
-    head = (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
-            "a loader cannot produce an image for much less. ")
-    if analysis.old_windows(res):
-        return head + ("In these old timed windows the CPU time per image fell below "
-                       f"{pct(analysis.STEADY_SHARE)} of that: " + "; ".join(parts) + ". Their windows spanned too "
-                       "few waves of batches, so their images/s overstate production; they are left out of the "
-                       "chart, of the best configurations and of the findings.")
-    return head + (f"In these windows the CPU time per image fell below {pct(analysis.DRAINED_SHARE)} of that: "
-                   + "; ".join(parts) + ". Their windows counted images decoded before they opened (what the "
-                   "loader's queues and prefetch held), so their images/s overstate production; they are left out "
-                   "of the chart, of the best configurations and of the findings.")
+    head = (f"CPU per image under {pct(u['floor'])} of one image's decode and resize on one core "
+            f"({num(u['unit_ms'], 'ms')}, calibration above): " + "; ".join(rows) + ". ")
+    if u["old"]:
+        return head + ("These old timed windows spanned too few waves of batches, so their images/s overstate "
+                       "production: left out of the chart, the best configurations and the findings.")
+    return head + ("Their windows counted images decoded before they opened (what the loader's queues held), so their "
+                   "images/s overstate production: left out of the chart, the best configurations and the findings.")
 
 
 def gpu_share_note(facts) -> str | None:
@@ -430,7 +423,7 @@ def loader_table(res) -> pd.DataFrame:
         "—" if k == "nvjpeg" else DECODER_NAMES.get(d, d) for k, d in zip(s["loader"], s["decoder"], strict=True)],
         "workers or threads": s["concurrency"], **_spread(s)})
     if not s["steady"].all():
-        out["in the findings"] = ["yes" if v else _not_steady(res) for v in s["steady"]]
+        out["in the findings"] = ["yes" if v else _not_steady(analysis.old_windows(res)) for v in s["steady"]]
     out["first batch (s)"] = s["first_batch_s"]
     out["user CPU per image (ms)"] = s["user_ms_per_image"]
     out["system CPU per image (ms)"] = s["system_ms_per_image"]
@@ -444,15 +437,11 @@ def loader_table(res) -> pd.DataFrame:
     return out.sort_values(["loader", "decoder", "workers or threads"]).reset_index(drop=True)
 
 
-def loader_spread(res) -> list[str]:
-    """A note on the spread of each steady loader configuration's runs, where it is worth one."""
-    s = analysis.loader_summary(res)
-    steady = {(k, c, d) for k, c, d, ok in zip(s["loader"], s["concurrency"], s["decoder"], s["steady"], strict=True)
-              if ok}
-    notes = [spread_note(_label(k, c, decoder=d), g["images_per_s"].tolist(), "img/s")
-             for (k, c, d), g in analysis.loaders(res).groupby(["loader", "concurrency", "decoder"])
-             if (k, c, d) in steady]
-    return [n for n in notes if n]
+def loader_spread(facts) -> list[str]:
+    """A note on each steady loader configuration whose runs spread widely (the analysis's ``spread``)."""
+    return [f"{say.text(x['label'])} varied over {span(x['low'], x['high'], 'img/s')} in {x['n']} runs (coefficient of "
+            f"variation {pct(x['cv'])}): read it as a range, not a point." for x in facts_of(facts).data.get("spread")
+            or []]
 
 
 #: Why the end-to-end runs have no thread pipeline at the SPDL sweep's best setting, by the code the run recorded.
@@ -523,10 +512,10 @@ def free_threading_text(res) -> str:
             "The published figures for Python 3.13t are shown in the table above, labelled as published.")
 
 
-def _left_out(res, steady, pcts) -> list[str]:
+def _left_out(old: bool, steady, pcts) -> list[str]:
     """Why a model-fed row is left out of the findings: above the ceiling (timing noise cannot explain it), or a
     window that did not make the images it counted."""
-    return ["yes" if ok else "no: above the ceiling" if p > 100 * analysis.CEILING_SLACK else _not_steady(res)
+    return ["yes" if ok else "no: above the ceiling" if p > 100 * analysis.CEILING_SLACK else _not_steady(old)
             for ok, p in zip(steady, pcts, strict=True)]
 
 
@@ -539,7 +528,7 @@ def model_table(res) -> pd.DataFrame:
                         "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
                         100 * s["wait_share"], "busy cores": s["cpu_cores"]})
     if not s["steady"].all():
-        out.insert(1, "in the findings", _left_out(res, s["steady"], s["pct_of_ceiling"]))
+        out.insert(1, "in the findings", _left_out(analysis.old_windows(res), s["steady"], s["pct_of_ceiling"]))
     return out.sort_values("images/s (mean)", ascending=False).reset_index(drop=True)
 
 
@@ -598,31 +587,17 @@ def busy_cell(v) -> str:
     return pct(float(v)) if float(v) <= analysis.OVER_FULL_AT else "flagged: over 100%"
 
 
-def busy_flag_note(rows: pd.DataFrame, what: str) -> str | None:
-    """The measured cause of each occupancy above 100% in ``rows`` (columns: name, busy, window_s, task_ms): how much
-    more than full it was, per slot, against one task's time (a task begun before the window counts whole in it)."""
-    bad = rows[rows["busy"].astype(float) > analysis.OVER_FULL_AT]
-    if bad.empty:
+def busy_flag_note(flags: list[dict], what: str) -> str | None:
+    """The measured cause of each occupancy above 100% (:func:`~.analysis.busy_flags`): how much more than full it
+    was, per slot, against one task's time (a task begun before the window counts whole in it)."""
+    if not flags:
         return None
-    parts = []
-    for r in bad.itertuples():
-        over_ms = (float(r.busy) - 1) * float(r.window_s) * 1e3
-        edge = over_ms <= float(r.task_ms) * analysis.OVER_FULL_AT
-        parts.append(f"{say.text(r.name)}: {pct(float(r.busy))} of a {num(float(r.window_s), 's')} window, "
-                     f"{num(over_ms, 'ms')} per slot beyond full against {num(float(r.task_ms), 'ms')} per task, "
-                     + ("within one task: tasks begun before the window count whole in it" if edge else
-                        "more than one task: the stage's counters overlap beyond the window's edge"))
+    parts = [f"{say.text(x['name'])}: {pct(x['busy'])} of a {num(x['window_s'], 's')} window, "
+             f"{num(x['over_ms'], 'ms')} per slot beyond full against {num(x['task_ms'], 'ms')} per task, "
+             + ("within one task: tasks begun before the window count whole in it" if x["edge"] else
+                "more than one task: the stage's counters overlap beyond the window's edge") for x in flags]
     return (f"Flagged, a measurement problem, not a finding: {what} measured busy above 100%, which a stage cannot be. "
             + "; ".join(parts) + ".")
-
-
-def _top_stages(res):
-    """Each pipeline of :data:`~.analysis.PIPELINES` with per-stage statistics, as (what it is, its stages at its
-    highest thread count)."""
-    for loader, dec, what in analysis.PIPELINES:
-        g = analysis.spdl_stages_frame(res, loader, dec)
-        if not g.empty:
-            yield what, g[g["concurrency"] == g["concurrency"].max()]
 
 
 def spdl_stage_table(res) -> pd.DataFrame:
@@ -632,7 +607,7 @@ def spdl_stage_table(res) -> pd.DataFrame:
                             "share of its threads busy": [busy_cell(v) for v in g["busy_measured"]],
                             "share of time its output queue held an item": [
                                 pct(v) if pd.notna(v) else "—" for v in g["out_occupancy"]]})
-              for what, g in _top_stages(res)]
+              for what, g in analysis.top_stages(res)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -774,29 +749,15 @@ def paper_table(res) -> pd.DataFrame:
                          "GIL busy (probe), %": 100 * out["busy"], "probe's wait per wake, ms": out["wait"]})
 
 
-def sweep_busy(res) -> pd.DataFrame:
-    """The decode stage of each configuration of the thread sweep (warm files): its measured occupancy, window and
-    task time (means of the runs), named by the configuration."""
-    st = analysis._table(res, "paper_stages")
-    if st.empty:
-        return pd.DataFrame(columns=["name", "busy", "window_s", "task_ms"])
-    d = st[(st["stage"] == "decode") & (st["state"] == "warm")]
-    g = d.groupby("config", sort=False)[["busy", "window_s", "task_ms"]].mean().reset_index()
-    return g.rename(columns={"config": "name"})
-
-
-def sweep_busy_note(res) -> str | None:
+def sweep_busy_note(facts) -> str | None:
     """Why a decode-stage occupancy of the sweep table is flagged (:func:`busy_flag_note`)."""
-    return busy_flag_note(sweep_busy(res), "the decode stage of these thread pipeline shapes")
+    flags = (facts_of(facts).data.get("busy_flags") or {}).get("sweep") or []
+    return busy_flag_note(flags, "the decode stage of these thread pipeline shapes")
 
 
-def stage_busy_note(res) -> str | None:
+def stage_busy_note(facts) -> str | None:
     """Why a stage's occupancy of the per-stage table is flagged (:func:`busy_flag_note`)."""
-    frames = [pd.DataFrame({"name": [f"{what}, {st}" for st in g["stage"]], "busy": g["busy_measured"],
-                            "window_s": g["window_s"], "task_ms": g["task_ms"]})
-              for what, g in _top_stages(res) if "window_s" in g]
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["name", "busy"])
-    return busy_flag_note(rows.dropna(subset=["busy"]), "these pipeline stages") if not rows.empty else None
+    return busy_flag_note((facts_of(facts).data.get("busy_flags") or {}).get("stages") or [], "these pipeline stages")
 
 
 def sweep_table(res) -> pd.DataFrame:
@@ -810,7 +771,7 @@ def sweep_table(res) -> pd.DataFrame:
                     if not analysis._table(res, "paper").empty else pd.DataFrame(), fresh], ignore_index=True)
     if df.empty:
         return df
-    busy = sweep_busy(res).set_index("name")["busy"]
+    busy = analysis.sweep_busy_rows(res).set_index("name")["busy"]
     g = df.groupby("config", sort=False).agg(runs=("images_per_s", "size"), rate=("images_per_s", "mean"),
                                              cpu=("cpu_ms_per_image", "mean"), gil=("gil_busy_share", "mean"),
                                              lag=("loop_lag_ms", "mean"), cores=("cpu_cores", "mean"))
