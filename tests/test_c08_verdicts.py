@@ -108,7 +108,7 @@ def test_one_loader_verdict_the_end_to_end_comparison_and_the_advice_agree(rate,
                                             hybrid={})}
     assert "spdl_batch" in kinds and not kinds & {"spdl", "threadpool", "spdl_prealloc"}
     note = page.end_to_end_choice_note(res)
-    assert "16 per task, 4 at once, 8 threads" in note and "best of 2 configurations" in note
+    assert "16 per task, 4 at once, 8 threads" in note and "best of 2 in the sweep's table" in note
 
 
 def test_an_older_result_names_its_thread_loaders_apart():
