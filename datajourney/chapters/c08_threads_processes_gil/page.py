@@ -900,8 +900,8 @@ def free_threaded_check_text(res) -> str | None:
         return None
     found = c.get("found") or {}
     if not found:
-        return ("No free-threaded interpreter was on the PATH ("
-                + ", ".join(say.code(x) for x in c.get("looked_for", [])) + "), so nothing ran without the GIL.")
+        return ("No free-threaded interpreter (" + ", ".join(say.code(x) for x in c.get("looked_for", []))
+                + ") was on the PATH.")
     return "Free-threaded interpreters found: " + ", ".join(
         f"{say.code(k)} (GIL {'on' if v.get('gil_enabled') else 'off'})" for k, v in found.items()) + "."
 
