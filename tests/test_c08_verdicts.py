@@ -108,7 +108,7 @@ def test_one_loader_verdict_the_end_to_end_comparison_and_the_advice_agree(rate,
                                             hybrid={})}
     assert "spdl_batch" in kinds and not kinds & {"spdl", "threadpool", "spdl_prealloc"}
     note = page.end_to_end_choice_note(res)
-    assert "16 per task, 4 at once, 8 threads" in note and "best of 2 configurations" in note
+    assert "16 per task, 4 at once, 8 threads" in note and "best of 2 in the sweep's table" in note
 
 
 def test_an_older_result_names_its_thread_loaders_apart():
@@ -145,11 +145,11 @@ def test_an_occupancy_above_full_is_flagged_with_its_measured_cause():
     rows = pd.DataFrame([dict(name="a", busy=2.73, window_s=0.4, task_ms=300.0),
                          dict(name="b", busy=1.2, window_s=1.0, task_ms=250.0),
                          dict(name="c", busy=0.8, window_s=1.0, task_ms=10.0)])
-    note = page.busy_flag_note(rows, "the decode stage")
+    note = page.busy_flag_note(analysis.busy_flags(rows), "the decode stage")
     assert "a: " in note and "b: " in note and "c: " not in note and "measurement problem" in note
     assert "more than one task" in note.split("b: ")[0] and "within one task" in note.split("b: ")[1]
     assert page.busy_cell(2.73) == "flagged: over 100%" and page.busy_cell(0.5) == "50%"
-    assert page.busy_flag_note(rows.iloc[2:], "x") is None
+    assert page.busy_flag_note(analysis.busy_flags(rows.iloc[2:]), "x") is None
 
 
 def test_the_sweep_table_flags_its_impossible_cells_with_the_note():

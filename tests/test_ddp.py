@@ -268,17 +268,27 @@ def test_findings_scaling_follows_the_data():
     assert "kept 110" in _text(_result(n={"ddp": 5.0, "bucket_view@1": 11.0}), "scaling_direct")
 
 
+def _against(res, path: str, rung: str) -> str:
+    """The ladder table's cell of ``rung`` on ``path`` (N processes) against one-bucket DDP on its path."""
+    t = page.ladder_table(res)
+    row = t[(t["path"] == page.PATH_LABELS[path]) & (t["rung"] == reading.rung_label(rung)) & (t["processes"] == 2)]
+    return row["against one-bucket DDP"].item()
+
+
 def test_findings_host_path_and_compression_follow_the_data():
     t = _text(_result(), "host_path_collapse")
     assert "One GPU without DDP ran 5.0× faster than one-bucket DDP" in t and "emulation" in t
-    assert "4.5× slower than one-bucket DDP over the path NCCL picked" in t
+    assert "4.5× slower than the direct path" in t
     t = _text(_result(host={"p2p_off": {"ddp": 12.0}}), "host_path_collapse")
-    assert "1.33× faster than one-bucket DDP over the path NCCL picked" in t and "1.20× slower than" in t
-    assert "PowerSGD 4.0× faster than one-bucket DDP" in _text(_result(), "compression")
-    t = _text(_result(host={"p2p_off": {"ddp": 5.0, "bf16": 5.5, "powersgd": 4.0}}), "compression")
-    assert "bf16 compression 1.10× faster than one-bucket DDP" in t and "PowerSGD 1.25× slower than one-bucket DDP" in t
-    assert "bf16 compression 1.06× slower than one-bucket DDP" in _text(_result(), "compression")  # direct path
-    assert "bf16 compression 1.11× faster" in _text(_result(n={"ddp": 9.0, "bf16": 10.0}), "compression")
+    assert "1.33× faster than the direct path" in t and "1.20× slower than" in t
+    # every option against one-bucket DDP on its path is the ladder table's, in the direction of its numbers
+    assert "ladder's table" in _text(_result(), "compression")
+    assert _against(_result(), "p2p_shm_off", "powersgd") == "4.0× faster"
+    res = _result(host={"p2p_off": {"ddp": 5.0, "bf16": 5.5, "powersgd": 4.0}})
+    assert _against(res, "p2p_off", "bf16") == "1.10× faster" and _against(res, "p2p_off", "powersgd") == "1.25× slower"
+    assert _against(_result(), "direct", "bf16") == "1.06× slower"  # direct path
+    assert _against(_result(n={"ddp": 9.0, "bf16": 10.0}), "direct", "bf16") == "1.11× faster"
+    assert _against(_result(), "direct", "ddp") == "baseline"
     assert not any(f.key == "host_path_collapse" for f in page.findings(_result(host={})))
 
 

@@ -1118,10 +1118,11 @@ def test_c08_notes_follow_reversed_data():
     """Each converted note words its facts, and its direction word flips when the two sides are swapped."""
     res = _load08("h200")
     f = an08.analyse(res)
-    assert "slower than it" in pg08.decoder_note(f) and "user time dominated" in pg08.finding_cpu_split(f).text
-    assert "list grew more than its array" in pg08.epoch_note(f)
+    assert re.search(r"ran [0-9.]+× slower", pg08.decoder_note(f)) and "user time dominated" in pg08.finding_cpu_split(
+        f).text
+    assert "the list more" in pg08.epoch_note(f)
     assert "fresh interpreter" in pg08.startup_note(f)
-    assert "more than that" in pg08.gpu_share_note(f)
+    assert ": more, so part of the decoding" in pg08.gpu_share_note(f)
     rev = copy.deepcopy(res)
     lo = rev.table("loaders").copy()
     lo.loc[lo["loader"].isin(pg08.THREADED), "images_per_s"] *= 10
@@ -1134,11 +1135,11 @@ def test_c08_notes_follow_reversed_data():
     m.loc[m["loader"] == "nvjpeg", "pct_of_ceiling"] = 30.0
     rev.tables.update(loaders=lo, startup=st, epoch_memory=ep, model=m)
     g = an08.analyse(rev)
-    assert "faster than it" in pg08.decoder_note(g) and "slower than it" not in pg08.decoder_note(g)
+    assert re.search(r"ran [0-9.]+× faster", pg08.decoder_note(g)) and "slower" not in pg08.decoder_note(g)
     assert "system time dominated" in pg08.finding_cpu_split(g).text
-    assert "array grew more than its list" in pg08.epoch_note(g)
+    assert "the array more" in pg08.epoch_note(g)
     assert "forking this process cost more" in pg08.startup_note(g)
-    assert "less than that" in pg08.gpu_share_note(g)
+    assert ": less, so something besides" in pg08.gpu_share_note(g)
 
 
 def test_c08_collate_check_follows_reversed_data():
@@ -1169,12 +1170,14 @@ def test_c08_paper_note_gives_shares_only_of_a_gain_both_factors_made():
     res.tables["paper"] = pp
     note = pg08.paper_note(res)
     warm, cold = note.split("\n\n")[:2]
-    assert "level with the DataLoader with Pillow" in warm and "published: 1.74× faster" in warm
+    assert "level with the paper's baseline" in warm and "published: 1.74× faster" in warm
     assert "no gain to share" in warm and re.search(r"the decoder [0-9.]+× faster, the threads [0-9.]+× slower", warm)
     assert "%" not in warm.split(" — ")[-1] and "accounts for" not in warm
     # one cold run of each loader: no spread, so no side is named faster and the gain is not shared
     pillow_cold = pp.loc[(pp["state"] == "cold") & (pp["loader"] == "dl_pillow"), "images_per_s"].iloc[0]
-    assert "one run each: no spread to decide" in cold and f"{pillow_cold:,.0f} images/s" in cold
+    assert "one run each: no spread to decide" in cold   # the values are the table's
+    t = pg08.paper_table(res)
+    assert pillow_cold in t[(t["files"] == "cold") & t["loader"].str.contains("Pillow")]["images/s"].tolist()
     assert "warm files ran" not in note
     assert not re.search(r"faster|slower|level|accounts for", cold)
     two = copy.deepcopy(res)
@@ -1194,11 +1197,11 @@ def test_c08_paper_note_gives_shares_only_of_a_gain_both_factors_made():
     rev.tables["paper"] = pp
     rev.facts = None
     warm = pg08.paper_note(rev).split("\n\n")[0]
-    assert re.search(r"1\.[0-9]+× faster than the DataLoader with Pillow", warm) and "accounts for" in warm
+    assert re.search(r"1\.[0-9]+× faster than the paper's baseline", warm) and "accounts for" in warm
     pp.loc[w & (pp["loader"] == "spdl_batch"), "images_per_s"] /= 3
     rev.tables["paper"] = pp
     warm = pg08.paper_note(rev).split("\n\n")[0]
-    assert "slower than the DataLoader with Pillow" in warm and "different ways" in warm
+    assert "slower than the paper's baseline" in warm and "different ways" in warm
 
 # --------------------------------------------------------------------------- chapter 9
 CHAPTER09 = "09_reading_smarter"

@@ -1,20 +1,21 @@
-"""Chapters 4, 5, 6, 9, 10 and 11: the exercise a reader works out with a pen, tied to each chapter's mechanism
-(W ≥ D·B/G, the padding efficiency η, the link's peak n·r·e/8, Little's law, read amplification, the ring
-all-reduce's T). Each expected answer here is worked from the committed reference's raw tables, not from the
-page's facts; a result without what the exercise needs gets the line that says so, never a number; chapter 9's
-shares of the PCIe link stay at or under its ceiling."""
+"""Chapters 4, 5, 6, 8, 9, 10 and 11: the exercise a reader works out with a pen, tied to each chapter's mechanism
+(W ≥ D·B/G, the padding efficiency η, the link's peak n·r·e/8, Amdahl's law with the GIL as its serial part,
+Little's law, read amplification, the ring all-reduce's T). Each expected answer here is worked from the committed
+reference's raw tables, not from the page's facts; a result without what the exercise needs gets the line that says
+so, never a number; chapter 9's shares of the PCIe link stay at or under its ceiling."""
 import math
 import re
 from dataclasses import replace
 
 import pytest
-from test_on_paper import _folded
+from test_on_paper import _folded, test_each_page_shows_its_exercise_on_paper_from_the_page_module
 
 from datajourney.chapters.c04_cpu_starvation import analysis as an4
 from datajourney.chapters.c04_cpu_starvation import page as p4
 from datajourney.chapters.c05_padding_tax import page as p5
 from datajourney.chapters.c06_pcie import page as p6
 from datajourney.chapters.c06_pcie.rules import LINE_RATE, PER_LANE_GBPS
+from datajourney.chapters.c08_threads_processes_gil import page as p8
 from datajourney.chapters.c09_reading_smarter import analysis as an9
 from datajourney.chapters.c09_reading_smarter import page as p9
 from datajourney.chapters.c10_mmap_vs_read import page as p10
@@ -136,6 +137,48 @@ def test_chapter_6_on_paper_without_the_link_says_so(host):
     _missing(p6.paper_exercise(replace(res, metadata={**res.metadata, "link": link}, facts=None)))
 
 
+# --------------------------------------------------------------------------- chapter 8: Amdahl's law and the GIL
+def _task(res) -> tuple[float, float]:
+    """(T, H): one image of section 1's task with Pillow (read, decode and resize, stack) alone on one thread, and the
+    part of it that held the GIL, from the GIL-held table."""
+    g = res.table("gil_held").set_index("op")
+    ops = ("read", "decode_pillow", "collate")
+    return (float(sum(g.loc[o, "ms_per_image"] for o in ops)), float(sum(g.loc[o, "held_ms_per_image"] for o in ops)))
+
+
+@pytest.mark.parametrize("host", _hosts("08_threads_processes_gil"))
+def test_chapter_8_on_paper_bounds_the_threads_by_the_time_an_image_holds_the_gil(host):
+    res = results.load_reference("08_threads_processes_gil", host)
+    ask, answers = _folded(p8.paper_exercise(res))
+    t, h = _task(res)
+    ops = res.table("ops")
+    n = int(max(c for c in ops["concurrency"].unique() if c <= res.metadata["cores"]))   # no oversubscription
+    p = res.table("primitives")
+    got = p[(p["decoder"] == "pillow") & (p["executor"] == "thread") & (p["concurrency"] == n)]["images_per_s"].mean()
+    assert f"**T = {num(t, 'ms')}**" in ask and f"**H = {num(h, 'ms')}**" in ask and f"**N = {n} threads**" in ask
+    assert f"**{num(got, 'img/s')}**" in ask
+    assert f"= **{num(1e3 / h, 'img/s')}**" in answers
+    pred = 1e3 / (h + (t - h) / n)
+    assert f"= **{num(pred, 'img/s')}**" in answers and f"= **{pct(got / pred)}**" in answers
+    assert ("short of it" in answers) == (got / pred < 1 - p8.PREDICTION_TOL)
+    # twice the time held: half the ceiling (every answer moves with the data)
+    g = res.table("gil_held").copy()
+    g["held_ms_per_image"] *= 2
+    assert f"= **{num(1e3 / (2 * h), 'img/s')}**" in _folded(p8.paper_exercise(_with(res, "gil_held", g)))[1]
+
+
+@pytest.mark.parametrize("host", _hosts("08_threads_processes_gil"))
+def test_chapter_8_on_paper_without_a_time_held_says_so(host):
+    res = results.load_reference("08_threads_processes_gil", host)
+    _missing(p8.paper_exercise(_with(res, "gil_held", res.table("gil_held").iloc[0:0])))
+    g = res.table("gil_held").assign(held_ms_per_image=0.0)   # nothing held: no ceiling to work out
+    _missing(p8.paper_exercise(_with(res, "gil_held", g)))
+
+
+def test_chapter_8_shows_its_exercise_on_paper_from_the_page_module():
+    test_each_page_shows_its_exercise_on_paper_from_the_page_module("08_threads_processes_gil")
+
+
 # --------------------------------------------------------------------------- chapter 9: Little's law
 @pytest.mark.parametrize("host", _hosts("09_reading_smarter"))
 def test_chapter_9_on_paper_applies_littles_law_to_the_pread_table(host):
@@ -245,7 +288,8 @@ def test_every_exercise_on_paper_states_its_numbers_in_bold_and_answers_each_que
     """Every chapter's block on the committed reference: numbered questions, as many folded answers, each answer
     ending in a bold computed result."""
     for chapter, page in (("04_cpu_starvation", p4), ("05_padding_tax", p5), ("06_pcie", p6),
-                          ("09_reading_smarter", p9), ("10_mmap_vs_read", p10), ("11_gpu_to_gpu", p11)):
+                          ("08_threads_processes_gil", p8), ("09_reading_smarter", p9), ("10_mmap_vs_read", p10),
+                          ("11_gpu_to_gpu", p11)):
         for host in _hosts(chapter):
             ask, answers = _folded(page.paper_exercise(results.load_reference(chapter, host)))
             asked = re.findall(r"^\d+\. ", ask, re.M)

@@ -693,7 +693,7 @@ def test_the_chapter_states_one_dd_series_and_names_it_as_its_own():
     the count follows."""
     res = _with_choice(SWEEP, _gpu([1.0, 1.1, 1.0], [0.9] * 3, [0.8] * 3))   # 3 ceiling runs + 2 sweep runs
     f = analysis.analyse(res)
-    assert f["dd_read"].n == 5 and f.number("dd_runs_all") == 5 and page.device_ceiling(res) == [2.0] * 5
+    assert f["dd_read"].n == 5 and f.number("dd_runs_all") == 5 and analysis.dd_runs(res) == [2.0] * 5
     text = _note(page.ceilings_text, res)
     assert "`dd bs=1M` (chapter 2's method, run in this chapter) 2 GB/s (2, 5 runs)" in text
     assert "every one of these 5 `dd` runs" in text and "3 runs" not in text

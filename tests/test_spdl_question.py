@@ -115,7 +115,7 @@ def test_the_question_runs_end_to_end_and_its_facts_follow_the_tables(tmp_path):
     assert f.get("paper.best_threads").number == pytest.approx(fresh["images_per_s"].mean())
     assert {k for k in analysis.EXPORTS if k.startswith("paper.")} <= set(f.facts)
     note = page.paper_note(res)
-    assert "published: 1.74× faster" in note and "What limits it" in note
+    assert "published: 1.74× faster" in note and "The sweep's best setting used" in note
     assert not page.sweep_table(res).empty and not page.paper_table(res).empty
     # reversed: swap the baseline's and the pipeline's rates, the direction word flips
     comp2 = comp.copy()

@@ -1166,6 +1166,110 @@ def spdl_limit(res, loader: str = "spdl", decoder: str = "pillow") -> dict | Non
     return out
 
 
+def top_stages(res) -> list[tuple[str, pd.DataFrame]]:
+    """Each pipeline of :data:`PIPELINES` with per-stage statistics, as (what it is, its stages at its highest thread
+    count)."""
+    out = []
+    for loader, dec, what in PIPELINES:
+        g = spdl_stages_frame(res, loader, dec)
+        if not g.empty:
+            out.append((what, g[g["concurrency"] == g["concurrency"].max()]))
+    return out
+
+
+def stage_busy_rows(res) -> pd.DataFrame:
+    """The stages of :func:`top_stages` as rows to judge (name, measured occupancy, window and task time)."""
+    frames = [pd.DataFrame({"name": [f"{what}, {st}" for st in g["stage"]], "busy": g["busy_measured"],
+                            "window_s": g["window_s"], "task_ms": g["task_ms"]})
+              for what, g in top_stages(res) if "window_s" in g]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["name", "busy", "window_s",
+                                                                                      "task_ms"])
+    return rows.dropna(subset=["busy"])
+
+
+def sweep_busy_rows(res) -> pd.DataFrame:
+    """The decode stage of each configuration of the thread sweep (warm files): its measured occupancy, window and
+    task time (means of the runs), named by the configuration."""
+    st = _table(res, "paper_stages")
+    if st.empty:
+        return pd.DataFrame(columns=["name", "busy", "window_s", "task_ms"])
+    d = st[(st["stage"] == "decode") & (st["state"] == "warm")]
+    g = d.groupby("config", sort=False)[["busy", "window_s", "task_ms"]].mean().reset_index()
+    return g.rename(columns={"config": "name"})
+
+
+def busy_flags(rows: pd.DataFrame) -> list[dict]:
+    """Each occupancy above full in ``rows`` (columns: name, busy, window_s, task_ms), with its measured cause: how
+    much more than full it was per slot (ms) and whether that fits in one task (``edge``: a task begun before the
+    window counts whole in it) or not (the stage's counters overlap beyond the window's edge)."""
+    out = []
+    for r in rows[rows["busy"].astype(float) > OVER_FULL_AT].itertuples():
+        over_ms = (float(r.busy) - 1) * float(r.window_s) * 1e3
+        out.append(dict(name=str(r.name), busy=float(r.busy), window_s=float(r.window_s), task_ms=float(r.task_ms),
+                        over_ms=over_ms, edge=bool(over_ms <= float(r.task_ms) * OVER_FULL_AT)))
+    return out
+
+
+def unsteady_data(res) -> dict:
+    """The timed windows that did not make the images they counted (left out of the chart, the best configurations
+    and the findings): each loader and model-fed row with its CPU time per image, against one image's decode +
+    resize on one core (``unit_ms``) and the share of it a window must reach (``floor``); ``old``: timed with the
+    old fixed windows."""
+    s = loader_summary(res) if has(res, "loaders") and has(res, "calibration") else pd.DataFrame()
+    m = model_summary(res) if has(res, "calibration") else pd.DataFrame()
+    lo = [] if s.empty else [dict(label=loader_label(r.loader, r.concurrency), cpu_ms=_finite(r.cpu_ms_per_image),
+                                  share=_finite(r.cpu_share), rate=_finite(r.mean))
+                             for r in s[~s["steady"]].itertuples()]
+    mo = [] if m.empty else [dict(label=str(r.label), cpu_ms=_finite(r.cpu_ms_per_image),
+                                  pct=_finite(r.pct_of_ceiling), above=bool(r.pct_of_ceiling > 100 * CEILING_SLACK))
+                             for r in m[~m["steady"]].itertuples()]
+    return dict(old=old_windows(res), floor=floor_share(res), loaders=lo, model=mo,
+                unit_ms=_finite(unit_cost_ms(res)) if has(res, "calibration") else None)
+
+
+def spread_data(res) -> list[dict]:
+    """The steady loader configurations whose runs spread by more than :data:`~datajourney.core.stats.HIGH_SPREAD`
+    (coefficient of variation): read as a range, not a point."""
+    if not has(res, "loaders"):
+        return []
+    s = loader_summary(res)
+    steady = {(k, c, d) for k, c, d, ok in zip(s["loader"], s["concurrency"], s["decoder"], s["steady"], strict=True)
+              if ok}
+    out = []
+    for (k, c, d), g in loaders(res).groupby(["loader", "concurrency", "decoder"]):
+        v = [float(x) for x in g["images_per_s"]]
+        if (k, c, d) in steady and stats.cv(v) > stats.HIGH_SPREAD:
+            out.append(dict(label=loader_label(k, c, decoder=d), low=min(v), high=max(v), n=len(v), cv=stats.cv(v)))
+    return out
+
+
+#: The operations of a primitive task (read, decode and resize, stack) as ``gil_held`` names them, per decoder.
+TASK_OPS = {"pillow": ("read", "decode_pillow", "collate"), "spdl": ("read", "decode_spdl", "collate")}
+
+
+def on_paper_data(res, decoder: str = "pillow") -> dict | None:
+    """What the exercise on paper needs (Amdahl's law with the interpreter lock as the serial part): each operation
+    of a primitive task with ``decoder``, its time per image alone on one thread and the part of it that held the
+    GIL (``gil_held``), the thread count of section 2's contention (the most threads within the cores) and the
+    thread pool's images/s at that count (section 1); None where the result lacks any of them."""
+    g, p = _table(res, "gil_held"), _table(res, "primitives")
+    if g.empty or p.empty or "ops" not in res.tables:
+        return None
+    g = g.set_index("op")
+    ops = TASK_OPS.get(decoder, ())
+    if not ops or not all(o in g.index for o in ops):
+        return None
+    n = contention_level(res)
+    t = p[(p["decoder"] == decoder) & (p["executor"] == "thread") & (p["concurrency"] == n)]
+    one = p[(p["decoder"] == decoder) & (p["executor"] == "thread") & (p["concurrency"] == 1)]
+    if t.empty or n < 2:
+        return None
+    return dict(decoder=decoder, threads=int(n), measured=float(t["images_per_s"].mean()), runs=len(t),
+                one_thread=float(one["images_per_s"].mean()) if len(one) else None,
+                ops=[dict(op=o, ms=float(g.loc[o, "ms_per_image"]), held_ms=float(g.loc[o, "held_ms_per_image"]))
+                     for o in ops])
+
+
 def spdl_data(res) -> dict:
     """What limits each SPDL pipeline with per-stage statistics (by "loader/decoder"), and whether the result ran
     the SPDL pipeline at all (its statistics may predate the run)."""
@@ -1217,7 +1321,9 @@ def analyse(res) -> Facts:
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
     facts.add(*default_unmeasured(facts))
     facts.data.update(hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res), spdl=spdl_data(res),
-                      paper=paper_data(res), spdl_scaling=spdl_scaling_data(res))
+                      paper=paper_data(res), spdl_scaling=spdl_scaling_data(res), unsteady=unsteady_data(res),
+                      spread=spread_data(res), on_paper=on_paper_data(res),
+                      busy_flags=dict(sweep=busy_flags(sweep_busy_rows(res)), stages=busy_flags(stage_busy_rows(res))))
     pd_ = photo_decode(res)
     if pd_ is not None:
         facts.data["photo_decode"] = pd_

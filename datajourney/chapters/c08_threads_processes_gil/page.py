@@ -10,11 +10,11 @@ from datajourney.chapters.c08_threads_processes_gil import analysis
 from datajourney.chapters.c08_threads_processes_gil import params as gil
 from datajourney.chapters.c08_threads_processes_gil.analysis import count as _count
 from datajourney.chapters.c08_threads_processes_gil.analysis import loader_label as _label
-from datajourney.chapters.common import facts_reader
+from datajourney.chapters.common import facts_reader, on_paper
 from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Fact, Facts
-from datajourney.core.phrasing import Action, Finding, Opening, and_list, spread_note
+from datajourney.core.phrasing import Action, Finding, Opening, and_list
 from datajourney.core.units import num, pct, span, times
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
@@ -39,16 +39,17 @@ def decoder_note(facts) -> str | None:
         return None
     dl = f.data.get("dataloader_decoder") or {}
     peaks = [g for k, g in f.facts.items() if k.startswith("decoders.peak.")]
-    how = {"auto": "the decoder whose process pool peaked highest in section 1 ("
-                   + ", ".join(f"{_dec(g.setting['decoder'])} {say.value(g)}" for g in peaks) + ")",
+    how = {"auto": "the decoder whose process pool peaked highest in section 1" if peaks else "the decoder chosen",
            "parameter": "set by `dataloader_decoder`"}.get(dl.get("how"), "the decoder every loader used")
-    cs = [c for k, c in f.facts.items() if k.startswith("decoders.threads_vs_dataloader.")]
-    parts = [f"the best with {_dec(c.setting['decoder'])} "
+    e2e = f.get("end_to_end")
+    cs = [c for k, c in f.facts.items() if k.startswith("decoders.threads_vs_dataloader.")
+          and not (e2e is not None and c.number == e2e.number)]   # the same comparison as the key result's
+    parts = [f"the best thread loader with {_dec(c.setting['decoder'])} "
              f"({say.text(_label(c.setting['loader'], c.setting['concurrency']))})"
-             f" ran {say.comparison(c, baseline='it')}" for c in cs]
-    text = f"The DataLoader decoded with {_dec(d.setting['decoder'])}: {how}."
+             f" ran {say.ratio_words(c)}" for c in cs]
+    text = f"The DataLoader decoded with {_dec(d.setting['decoder'])}, {how}."
     if parts:
-        text += " Against its best configuration, of the thread loaders " + "; ".join(parts) + "."
+        text += " Against its best, " + "; ".join(parts) + "."
     if "spdl" not in f.data.get("loader_decoders", ["spdl"]):
         text += (" No loader of this result decoded with spdl.io, the paper's setting; a run where spdl.io loads "
                  "(FFmpeg's libraries) adds it.")
@@ -62,15 +63,15 @@ def finding_cpu_split(facts) -> Finding:
     sh = f.get("cpu_split.dataloader")
     if sh is None or sh.number is None:
         return Finding("cpu_split", "The CPU split needs a DataLoader run.")
-    text = ("The paper reports most of the DataLoader's CPU time as system time; here the DataLoader "
+    text = ("The paper found most of the DataLoader's CPU time in system space; here the DataLoader "
             f"({say.text(_label(sh.setting['loader'], sh.setting['concurrency'], decoder=sh.setting['decoder']))}) "
-            f"spent {say.share(sh.number)} of its CPU in the kernel ({say.value(f['cpu_split.dataloader.user_ms'])} "
-            f"user, {say.value(f['cpu_split.dataloader.system_ms'])} system per image)")
+            f"spent {say.share(sh.number)} in the kernel ({say.value(f['cpu_split.dataloader.user_ms'])} user, "
+            f"{say.value(f['cpu_split.dataloader.system_ms'])} system per image)")
     t = f.get("cpu_split.threads")
     if t is not None and t.number is not None:
         text += f" and the thread pipeline {say.share(t.number)}"
-    text += ": " + {"system": "system time dominated, as the paper found",
-                    "user": "user time dominated, the opposite of the paper's observation"}[
+    text += ": " + {"system": "system time dominated, as in the paper",
+                    "user": "user time dominated, unlike the paper"}[
         str(f["cpu_split.dominant"].value)] + "."
     return Finding("cpu_split", text, 100 * sh.number, "%")
 
@@ -138,25 +139,18 @@ def epoch_table(res) -> pd.DataFrame:
 
 
 def epoch_note(facts) -> str | None:
-    """The whole tree's growth over the epoch, list against array, for each loader."""
-    f = facts_of(facts)
-    loaders_ = [g.setting["loader"] for k, g in f.facts.items()
-                if k.startswith("epoch_growth.") and k.endswith(".list")]
-    parts = [f"{say.text(gil.LABELS.get(lo, lo))} {say.value(f[f'epoch_growth.{lo}.list'])} with the list and "
-             f"{say.value(f[f'epoch_growth.{lo}.numpy'])} with the array" for lo in loaders_]
-    if not parts:
+    """Which of list and array grew the DataLoader's processes more over the epoch (the growth of every loader is
+    the table's last column)."""
+    v = facts_of(facts).get("epoch_growth.dataloader.larger")
+    if v is None:
         return None
-    text = "Over the epoch the PSS of all processes together grew by: " + "; ".join(parts) + ". "
-    v = f.get("epoch_growth.dataloader.larger")
-    if v is not None:
-        text += {"list": "The DataLoader's list grew more than its array: a forked worker starts out sharing the "
-                         "parent's pages, and reading a Python object writes its reference count, so each page of "
-                         "paths a worker reads is copied into it, while an array's bytes are only read.",
-                 "numpy": "The DataLoader's array grew more than its list, so copy-on-read of the path objects was "
-                          "not what grew here.",
-                 "level": "The DataLoader grew about as much with either kind of list: at this size copy-on-read of "
-                          "the path objects did not show."}[str(v.value)]
-    return text
+    f = facts_of(facts)
+    grew = (f"{say.value(f['epoch_growth.dataloader.list'], runs=False)} with the list, "
+            f"{say.value(f['epoch_growth.dataloader.numpy'], runs=False)} with the array")
+    return "The DataLoader's processes together grew by " + grew + ": " + {
+        "list": "the list more, as copy-on-read predicts.",
+        "numpy": "the array more, so copy-on-read of the path objects was not what grew.",
+        "level": "about as much, so copy-on-read of the path objects did not show."}[str(v.value)]
 
 
 #: Why the graphed step was not used, and why the hybrid was skipped, by the code the experiment recorded.
@@ -185,18 +179,17 @@ def nice_hybrid_note(facts) -> str | None:
                                 "thread did not need",
                         "level": "the priority made no difference here"}[str(v.value)] + ".")
     if h.get("share") is not None and hy is not None:
-        how = ("set by the parameter `hybrid_share`" if h.get("how") == "parameter" else
-               f"{h['headroom']:g} × {num(h['cpu_rate'], 'img/s')} from the best DataLoader alone ÷ the ceiling of "
+        how = ("`hybrid_share`" if h.get("how") == "parameter" else
+               f"{h['headroom']:g} × the best DataLoader's {num(h['cpu_rate'], 'img/s')} ÷ the ceiling's "
                f"{num(h['ceiling'], 'img/s')}, rounded to {h['step']:g}")
-        text = (f"The hybrid decoded {pct(h['share'])} of each batch in {h['workers']} DataLoader workers "
-                f"and the rest on the GPU (share: {how}); at its best (nice {int(hy.setting['nice'])}) it "
-                f"reached {say.value(hy, runs=False)} of the ceiling")
+        text = (f"The hybrid decoded {pct(h['share'])} of each batch in {h['workers']} workers ({how}) and reached "
+                f"{say.value(hy, runs=False)} of the ceiling at nice {int(hy.setting['nice'])}")
         vs = f.get("feeds.hybrid.vs_dataloader")
         if vs is not None:
-            text += ", " + {"ahead": "ahead of the plain DataLoader: the GPU decoding its share cost the step less "
-                                     "than the CPU work it saved",
-                            "behind": "behind the plain DataLoader: the GPU's decode time cost the step more than "
-                                      "the CPU work it saved",
+            text += ", " + {"ahead": "ahead of the plain DataLoader: the GPU's share cost the step less than the CPU "
+                                     "work it saved",
+                            "behind": "behind the plain DataLoader: the GPU's share cost the step more than the CPU "
+                                      "work it saved",
                             "level": "level with the plain DataLoader"}[str(vs.value)] + \
                 f" ({say.value(plain, runs=False)})"
         hn = f.get("feeds.hybrid.niced")
@@ -212,9 +205,8 @@ def nice_hybrid_note(facts) -> str | None:
 
 
 #: The published figures measured on other work than any run of this chapter: (metric, what differs), shown apart.
-PUBLISHED_APART = ((analysis.PUB_MEM, "the paper's figure is for a DataLoader over ImageNet's whole path list in every "
-                      "worker and an epoch's growth; the loaders here read {images:,} images, a list too short to "
-                      "weigh (section 5 measures the mechanism on 1.28 million paths)"),)
+PUBLISHED_APART = ((analysis.PUB_MEM, "ImageNet's path list in every worker; the loaders here read {images:,} images "
+                      "(section 5 takes the mechanism apart)"),)
 
 
 def key_metrics(res) -> dict:
@@ -255,7 +247,7 @@ def published_apart_note(res) -> str | None:
                 parts.append(f"{say.text(metric)} ({say.text(fig.text)}): the paper's comparison (its SPDL "
                              "pipeline against a DataLoader decoding with Pillow and applying transforms) did not "
                              "run here, and section 3's loaders do other work")
-    return ("Shown apart, not beside a measurement of this run: " + "; ".join(parts) + ".") if parts else None
+    return ("Shown apart, measured on other work: " + "; ".join(parts) + ".") if parts else None
 
 
 def calibration_text(facts) -> str:
@@ -265,12 +257,11 @@ def calibration_text(facts) -> str:
         return ""
     ib, (w, h) = cal["bytes"], cal["size"]
     parts = [f"{_dec(d['decoder'])} {num(d['decode_ms'] + d['resize_ms'], 'ms')} " + (
-             "(decode and resize in one FFmpeg filter graph)" if d["decoder"] == "spdl" else
+             "(one FFmpeg filter graph)" if d["decoder"] == "spdl" else
              f"(decode {num(d['decode_ms'], 'ms')}, resize {num(d['resize_ms'], 'ms')})") for d in cal["decoders"]]
     return (f"The {w}×{h} JPEGs of this run average {num(ib['mean'] / 1e3, 'kB')} "
             f"({num(ib['min'] / 1e3, 'kB')}–{num(ib['max'] / 1e3, 'kB')}). Decoding and resizing one image on one "
-            f"core (median of a few images, page cache warm) took: " + "; ".join(parts) + ". The SPDL paper does not "
-            "state a per-image cost for its host.")
+            f"core (median, page cache warm): " + "; ".join(parts) + ".")
 
 
 def decoder_notes(facts) -> str:
@@ -324,11 +315,10 @@ def startup_note(facts) -> str:
     others = [g for k, g in f.facts.items() if k.startswith("startup.empty.") and not g.quantity == "choice"
               and k != "startup.empty.fork"]
     w = int(fork.setting["workers"])
-    txt = and_list([f"{say.text(g.setting['start_method'])} {say.value(g)}" for g in others])
+    txt = and_list([f"{say.value(g)} with {say.text(g.setting['start_method'])}" for g in others])
     return (f"With an empty Dataset and {w} worker{'s' if w != 1 else ''}, the first batch took {say.value(fork)} "
-            f"with fork and {txt}: " + {
-                "fresh": "a spawned or forkserver worker starts a fresh interpreter and imports torch before it can "
-                         "run the Dataset, which a forked copy of this process does not",
+            f"with fork, {txt}: " + {
+                "fresh": "a spawned worker pays for a fresh interpreter and its imports",
                 "fork": "forking this process cost more than starting fresh interpreters here",
                 "level": "the start methods cost about the same here"}[str(v.value)] + ".")
 
@@ -363,9 +353,8 @@ def window_note(res) -> str:
     w = facts_of(res).data["windows"]
     if not w["old"]:
         f, t = w["factor"], w["batches"]
-        span_txt = f" (here {t[0]} to {t[1]} batches)" if t else ""
-        return (f"Each timed window held at least {f} times the batches its loader had in flight, in whole waves of "
-                f"the DataLoader's workers{span_txt}, and the thread pool made one image per task.")
+        span_txt = f" ({t[0]} to {t[1]} batches)" if t else ""
+        return f"Each timed window held at least {f} times the batches in flight, in whole waves{span_txt}."
     n = w["loader_batches"]
     return (f"These loader rows come from the old timed windows: a fixed {n} batches after the batches in flight, "
             "with the thread pool making one batch per task. A DataLoader's workers (and those tasks) finish "
@@ -375,36 +364,38 @@ def window_note(res) -> str:
             "by waves.")
 
 
-def _not_steady(res) -> str:
-    """Why a row whose window did not make its images is left out, in a table cell."""
-    return ("no: old timed window, not steady" if analysis.old_windows(res)
+def _not_steady(old: bool) -> str:
+    """Why a row whose window did not make its images is left out, in a table cell (``old``: a result timed with
+    the old fixed windows)."""
+    return ("no: old timed window, not steady" if old
             else f"no: CPU per image under {pct(analysis.DRAINED_SHARE)} of one image's decode")
 
 
-def steady_note(res) -> str | None:
-    """Which windows did not make the images they counted, with the numbers that show it."""
-    s = analysis.loader_summary(res)
-    bad = s[~s["steady"]]
-    m = model_summary(res)
-    mbad = m[~m["steady"]] if not m.empty else m
-    if bad.empty and mbad.empty:
+def steady_note(facts) -> str | None:
+    """Which windows did not make the images they counted (the analysis's ``unsteady``), each with its CPU time per
+    image and its share of one image's decode + resize on one core."""
+    u = facts_of(facts).data.get("unsteady") or {}
+    rows = [f"{say.text(r['label'])} ({num(r['cpu_ms'], 'ms')}, {pct(r['share'])})" for r in u.get("loaders") or []]
+    rows += [f"the model fed by {say.text(r['label'])} ({num(r['cpu_ms'], 'ms')})" for r in u.get("model") or []
+             if not r["above"]]
+    if not rows:
         return None
-    unit = analysis.unit_cost_ms(res)
-    parts = [f"{_label(r.loader, r.concurrency)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image "
-             f"({pct(r.cpu_share)} of it) and showed {num(r.mean, 'img/s')}" for r in bad.itertuples()]
-    parts += [f"the model fed by {say.text(r.label)} used {num(r.cpu_ms_per_image, 'ms')} of CPU per image and showed "
-              f"{pct(r.pct_of_ceiling / 100)} of the ceiling" for r in mbad.itertuples()]
-    head = (f"Decoding and resizing one image costs {num(unit, 'ms')} of CPU on one core (calibration above), and "
-            "a loader cannot produce an image for much less. ")
-    if analysis.old_windows(res):
-        return head + ("In these old timed windows the CPU time per image fell below "
-                       f"{pct(analysis.STEADY_SHARE)} of that: " + "; ".join(parts) + ". Their windows spanned too "
-                       "few waves of batches, so their images/s overstate production; they are left out of the "
-                       "chart, of the best configurations and of the findings.")
-    return head + (f"In these windows the CPU time per image fell below {pct(analysis.DRAINED_SHARE)} of that: "
-                   + "; ".join(parts) + ". Their windows counted images decoded before they opened (what the "
-                   "loader's queues and prefetch held), so their images/s overstate production; they are left out "
-                   "of the chart, of the best configurations and of the findings.")
+    head = (f"CPU per image under {pct(u['floor'])} of one image's decode and resize on one core "
+            f"({num(u['unit_ms'], 'ms')}, calibration above): " + "; ".join(rows) + ". ")
+    if u["old"]:
+        return head + ("These old timed windows spanned too few waves of batches, so their images/s overstate "
+                       "production: left out of the chart, the best configurations and the findings.")
+    return head + ("Their windows counted images decoded before they opened (what the loader's queues held), so their "
+                   "images/s overstate production: left out of the chart, the best configurations and the findings.")
+
+
+def moonshot_notes(gpu, res) -> list[str]:
+    """The notes under the model-fed runs (the priority and the hybrid, GPU decoding), of the run that has a GPU
+    (``gpu``: this run or the reference run), labelled when they are the reference run's."""
+    if gpu is None:
+        return []
+    tail = "" if gpu is res else " (reference run)"
+    return [n + tail for n in (nice_hybrid_note(gpu), gpu_share_note(gpu)) if n]
 
 
 def gpu_share_note(facts) -> str | None:
@@ -414,13 +405,13 @@ def gpu_share_note(facts) -> str | None:
     if v is None:
         return None
     bs = int(f["gpu_share.decode"].setting["batch"])
-    return (f"GPU decoding alone delivered {say.value(f['gpu_share.decode'])}: at most "
-            f"{say.value(f['gpu_share.decode_ms'])} of GPU time per batch of {bs}, against a training step of "
-            f"{say.value(f['gpu_share.step_ms'])}. If decoding and training take turns on the GPU, the model can reach "
-            f"{say.share(f.number('gpu_share.predicted'))} of its ceiling; fed this way it reached "
+    return (f"GPU decoding alone delivered {say.value(f['gpu_share.decode'])}, at most "
+            f"{say.value(f['gpu_share.decode_ms'])} of GPU time per batch of {bs} against a "
+            f"{say.value(f['gpu_share.step_ms'])} step: taking turns leaves "
+            f"{say.share(f.number('gpu_share.predicted'))} of the ceiling; fed so, the model reached "
             f"{say.share(f.number('gpu_share.reached'))}: " + {
-                "above": "more than that, so part of the decoding ran beside the training kernels",
-                "below": "less than that, so something besides the GPU's time also held the steps back",
+                "above": "more, so part of the decoding ran beside the training kernels",
+                "below": "less, so something besides the GPU's time also held the steps back",
                 "level": "as predicted, so the shortfall is the GPU's own time spent decoding"}[str(v.value)] + ".")
 
 
@@ -430,12 +421,10 @@ def loader_table(res) -> pd.DataFrame:
         "—" if k == "nvjpeg" else DECODER_NAMES.get(d, d) for k, d in zip(s["loader"], s["decoder"], strict=True)],
         "workers or threads": s["concurrency"], **_spread(s)})
     if not s["steady"].all():
-        out["in the findings"] = ["yes" if v else _not_steady(res) for v in s["steady"]]
+        out["in the findings"] = ["yes" if v else _not_steady(analysis.old_windows(res)) for v in s["steady"]]
     out["first batch (s)"] = s["first_batch_s"]
     out["user CPU per image (ms)"] = s["user_ms_per_image"]
     out["system CPU per image (ms)"] = s["system_ms_per_image"]
-    out["system share of CPU"] = [pct(sy / (sy + u)) if sy + u > 0 else "—"
-                                  for u, sy in zip(s["user_ms_per_image"], s["system_ms_per_image"], strict=True)]
     out["busy cores"] = s["cpu_cores"]
     out["PSS, all processes (MB)"] = s["pss_mb"]
     if s["added_pss_mb"].notna().any():
@@ -444,15 +433,11 @@ def loader_table(res) -> pd.DataFrame:
     return out.sort_values(["loader", "decoder", "workers or threads"]).reset_index(drop=True)
 
 
-def loader_spread(res) -> list[str]:
-    """A note on the spread of each steady loader configuration's runs, where it is worth one."""
-    s = analysis.loader_summary(res)
-    steady = {(k, c, d) for k, c, d, ok in zip(s["loader"], s["concurrency"], s["decoder"], s["steady"], strict=True)
-              if ok}
-    notes = [spread_note(_label(k, c, decoder=d), g["images_per_s"].tolist(), "img/s")
-             for (k, c, d), g in analysis.loaders(res).groupby(["loader", "concurrency", "decoder"])
-             if (k, c, d) in steady]
-    return [n for n in notes if n]
+def loader_spread(facts) -> list[str]:
+    """A note on each steady loader configuration whose runs spread widely (the analysis's ``spread``)."""
+    return [f"{say.text(x['label'])} varied over {span(x['low'], x['high'], 'img/s')} in {x['n']} runs (coefficient of "
+            f"variation {pct(x['cv'])}): read it as a range, not a point." for x in facts_of(facts).data.get("spread")
+            or []]
 
 
 #: Why the end-to-end runs have no thread pipeline at the SPDL sweep's best setting, by the code the run recorded.
@@ -475,16 +460,11 @@ def end_to_end_choice_note(res) -> str:
         why = str(ch.get("why") or ch.get("how"))
         return ("The thread loaders here decode one image per task: the SPDL sweep's best setting did not run end to "
                 "end (" + CHOICE_SKIPS.get(why, say.text(why)).format(need=int(ch.get("images_needed") or 0)) + ").")
-    others = sorted(((v, k) for k, v in (ch.get("candidates") or {}).items() if k != ch["config"]), reverse=True)
-    runner = f"; the next, {say.text(others[0][1])}, {num(others[0][0], 'img/s')}" if others else ""
     bt = f.get("paper.best_threads")   # the fresh runs of the sweep's best, which its verdict rests on
     fresh = ("" if bt is None or bt.number is None or analysis.UNCONFIRMED in f
-             else f"; run again on its own, it read {say.value(bt)}")
-    return (f"The thread side also runs SPDL's batch-decode pipeline at the setting section 8's sweep found fastest "
-            f"with warm files, chosen by the run from its own measurements before this step: "
-            f"{say.text(ch['config'])} ({num(ch['images_per_s'], 'img/s')}, mean of {int(ch['runs'])} "
-            f"run{'s' if int(ch['runs']) != 1 else ''}, best of {len(ch.get('candidates') or {})} configurations"
-            f"{runner}){fresh}. Here it reads the same cold files as the other loaders.")
+             else f"; fresh runs of it read {say.value(bt)}")
+    return (f"The batch-decode pipeline runs section 8's fastest warm setting, chosen before this step: "
+            f"{say.text(ch['config'])} (best of {len(ch.get('candidates') or {})} in the sweep's table){fresh}.")
 
 
 def cold_note(facts) -> str | None:
@@ -493,40 +473,66 @@ def cold_note(facts) -> str | None:
     if not c:
         return None
     meth = ", ".join(say.code(m) for m in c["methods"]) or "an unrecorded method"
-    left = ("none of them was still resident when it started" if c["left"] == "none" else
-            f"what was still resident when it started was at most {pct(c['resident'])} of them")
-    return f"Before each loader the files it reads were evicted from the page cache ({meth}); {left}."
+    left = ("none was still resident" if c["left"] == "none" else
+            f"at most {pct(c['resident'])} of them was still resident")
+    return f"Each loader's files were evicted from the page cache first ({meth}); {left}."
+
+
+def loader_notes(facts) -> list[str]:
+    """The notes under the loaders' table: the CPU split against the paper, the thread side's setting, the decoders,
+    the SPDL pipeline's scaling and how the runs were timed."""
+    return [n for n in (finding_cpu_split(facts).text, end_to_end_choice_note(facts), decoder_note(facts),
+                        spdl_note(facts), timing_note(facts)) if n]
+
+
+def timing_note(facts) -> str | None:
+    """How the loader runs were timed, folded: the eviction, the windows, the windows left out and the wide
+    spreads."""
+    how = [n for n in [cold_note(facts), window_note(facts), steady_note(facts), *loader_spread(facts)] if n]
+    return ("<details><summary>How these runs were timed</summary>\n\n" + "\n\n".join(how) + "\n\n</details>"
+            if how else None)
 
 
 def ipc_text(facts) -> str:
-    """Each batch through worker processes against the main process, with its extra time where it cost any."""
+    """The batches that cost extra time through worker processes, in one sentence (each batch is in
+    :func:`ipc_table`)."""
     rows = facts_of(facts).data.get("ipc") or []
     if not rows:
         return "The IPC experiment did not run (`ipc_batch_sizes` is empty)."
-    parts = [f"a batch of {r['batch_size']} images ({num(r['mb'], 'MB')}) took {num(r['ms'], 'ms')} through "
-             f"{r['workers']} worker process{'es' if r['workers'] > 1 else ''} against {num(r['base_ms'], 'ms')} in "
-             "the main process " + (f"(+{num(r['extra_ms'], 'ms')}, {pct(r['share'])} of the CPU time of decoding "
-                                    "that batch)" if r["verdict"] == "extra" else "(no extra cost measured)")
-             for r in rows]
-    return "With the images already decoded, so that moving them is all a loader does: " + "; ".join(parts) + "."
+    extra = [r for r in rows if r["verdict"] == "extra"]
+    if not extra:
+        return "No batch measured any extra time through a worker process against the main process (table)."
+    lo, hi = min(extra, key=lambda r: r["extra_ms"]), max(extra, key=lambda r: r["extra_ms"])
+    which = "Every batch size" if len(extra) == len(rows) else f"{len(extra)} of {len(rows)} batch sizes"
+    return (f"{which} took longer through a worker process than in the main process: "
+            f"{span(lo['extra_ms'], hi['extra_ms'], 'ms')} more, "
+            f"{span(100 * min(r['share'] for r in extra), 100 * max(r['share'] for r in extra), '%')} of the CPU time "
+            "of decoding that batch (table).")
+
+
+def ipc_table(facts) -> pd.DataFrame:
+    """Each batch size: its bytes, its time in the main process and through worker processes, and the extra."""
+    rows = facts_of(facts).data.get("ipc") or []
+    return pd.DataFrame([{"batch (images)": r["batch_size"], "MB": r["mb"], "main process (ms)": r["base_ms"],
+                          f"through {_count(r['workers'], 'worker')} (ms)": r["ms"],
+                          "extra (ms)": r["extra_ms"] if r["verdict"] == "extra" else "none measured",
+                          "extra, % of decoding the batch": pct(r["share"]) if r["verdict"] == "extra" else "—"}
+                         for r in rows])
 
 
 def free_threading_text(res) -> str:
     """The interpreter this run used: with or without the GIL."""
     ft = facts_of(res).data["free_threading"]
     if not ft["gil_enabled"]:
-        return (f"This run used Python {say.text(ft['python'])} with the GIL disabled: experiments 1 and 2 above "
-                "ran on a "
-                "free-threaded interpreter, and the threads' per-operation times show what is left without the lock.")
-    return (f"This run used Python {say.text(ft['python'])} with the GIL enabled (free-threaded build: "
-            f"{'yes' if ft['free_threaded_build'] else 'no'}), so the free-threaded comparison is skipped here. "
-            "The published figures for Python 3.13t are shown in the table above, labelled as published.")
+        return f"This run's Python {say.text(ft['python'])} had the GIL disabled: sections 1 and 2 ran without it."
+    return (f"This run's Python {say.text(ft['python'])} had the GIL enabled"
+            + (" (a free-threaded build)." if ft["free_threaded_build"] else "."))
 
 
-def _left_out(res, steady, pcts) -> list[str]:
+def _left_out(old: bool, steady, pcts) -> list[str]:
     """Why a model-fed row is left out of the findings: above the ceiling (timing noise cannot explain it), or a
     window that did not make the images it counted."""
-    return ["yes" if ok else "no: above the ceiling" if p > 100 * analysis.CEILING_SLACK else _not_steady(res)
+    return ["yes" if ok else "no: above the ceiling" if p > 100 * analysis.CEILING_SLACK else _not_steady(old)
             for ok, p in zip(steady, pcts, strict=True)]
 
 
@@ -539,7 +545,7 @@ def model_table(res) -> pd.DataFrame:
                         "% of the ceiling": s["pct_of_ceiling"], "share of the step spent waiting for data (%)":
                         100 * s["wait_share"], "busy cores": s["cpu_cores"]})
     if not s["steady"].all():
-        out.insert(1, "in the findings", _left_out(res, s["steady"], s["pct_of_ceiling"]))
+        out.insert(1, "in the findings", _left_out(analysis.old_windows(res), s["steady"], s["pct_of_ceiling"]))
     return out.sort_values("images/s (mean)", ascending=False).reset_index(drop=True)
 
 
@@ -598,41 +604,32 @@ def busy_cell(v) -> str:
     return pct(float(v)) if float(v) <= analysis.OVER_FULL_AT else "flagged: over 100%"
 
 
-def busy_flag_note(rows: pd.DataFrame, what: str) -> str | None:
-    """The measured cause of each occupancy above 100% in ``rows`` (columns: name, busy, window_s, task_ms): how much
-    more than full it was, per slot, against one task's time (a task begun before the window counts whole in it)."""
-    bad = rows[rows["busy"].astype(float) > analysis.OVER_FULL_AT]
-    if bad.empty:
+def busy_flag_note(flags: list[dict], what: str) -> str | None:
+    """The measured cause of each occupancy above 100% (:func:`~.analysis.busy_flags`): how much more than full it
+    was, per slot, against one task's time (a task begun before the window counts whole in it)."""
+    if not flags:
         return None
-    parts = []
-    for r in bad.itertuples():
-        over_ms = (float(r.busy) - 1) * float(r.window_s) * 1e3
-        edge = over_ms <= float(r.task_ms) * analysis.OVER_FULL_AT
-        parts.append(f"{say.text(r.name)}: {pct(float(r.busy))} of a {num(float(r.window_s), 's')} window, "
-                     f"{num(over_ms, 'ms')} per slot beyond full against {num(float(r.task_ms), 'ms')} per task, "
-                     + ("within one task: tasks begun before the window count whole in it" if edge else
-                        "more than one task: the stage's counters overlap beyond the window's edge"))
-    return (f"Flagged, a measurement problem, not a finding: {what} measured busy above 100%, which a stage cannot be. "
-            + "; ".join(parts) + ".")
+    parts = [f"{say.text(x['name'])}: {pct(x['busy'])} of a {num(x['window_s'], 's')} window, "
+             f"{num(x['over_ms'], 'ms')} per slot beyond full against {num(x['task_ms'], 'ms')} per task, "
+             + ("within one task: tasks begun before the window count whole in it" if x["edge"] else
+                "more than one task: its counters overlap beyond the window") for x in flags]
+    return f"Flagged, a measurement problem: {what} measured busy above 100%. " + "; ".join(parts) + "."
 
 
-def _top_stages(res):
-    """Each pipeline of :data:`~.analysis.PIPELINES` with per-stage statistics, as (what it is, its stages at its
-    highest thread count)."""
-    for loader, dec, what in analysis.PIPELINES:
-        g = analysis.spdl_stages_frame(res, loader, dec)
-        if not g.empty:
-            yield what, g[g["concurrency"] == g["concurrency"].max()]
+#: The pipelines of :data:`~.analysis.PIPELINES` as the stage table's cells name them.
+STAGE_PIPELINES = {"Pillow, with a collate stage": "Pillow + collate", "Pillow, each image decoded into its batch's "
+                   "row": "Pillow, no collate copy", "spdl.io, batch converted by spdl.io": "spdl.io"}
 
 
 def spdl_stage_table(res) -> pd.DataFrame:
     """Each pipeline's stages at its highest thread count: task time, how busy, queue occupancy."""
-    frames = [pd.DataFrame({"pipeline": what, "decode threads": g["concurrency"], "stage": g["stage"],
+    frames = [pd.DataFrame({"pipeline": STAGE_PIPELINES.get(what, what), "decode threads": g["concurrency"],
+                            "stage": g["stage"],
                             "tasks in the window": g["tasks"], "ms per task": g["task_ms"],
                             "share of its threads busy": [busy_cell(v) for v in g["busy_measured"]],
                             "share of time its output queue held an item": [
                                 pct(v) if pd.notna(v) else "—" for v in g["out_occupancy"]]})
-              for what, g in _top_stages(res)]
+              for what, g in analysis.top_stages(res)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -650,8 +647,8 @@ CAUSE_WORDS = {"stage": "The busiest stage was {stage} ({threads}), busy {busy} 
                       "one core alone: the threads spend the difference waiting for the interpreter lock (the "
                       "per-operation contention of section 2), so the GIL limits the pipeline, not the number of "
                       "threads or the batching stages.",
-               "none": "No stage was busy {limit} of the window or more (the busiest, {stage}, {busy}), and the queue "
-                       "the training loop takes batches from held one {sink} of the time: {waits}.",
+               "none": "No stage was busy {limit} of the window (the busiest, {stage}, {busy}), and the training "
+                       "loop's queue held a batch {sink} of the time: {waits}.",
                "handoff": "Decode was the busiest stage, and most of each task went to the hand-off between the "
                           "event loop and the threads, Python code that runs one thread at a time under the "
                           "interpreter lock: the GIL limits the pipeline, through its scheduling rather than the "
@@ -664,10 +661,9 @@ CAUSE_WORDS = {"stage": "The busiest stage was {stage} ({threads}), busy {busy} 
                           "alone, so the decode threads were simply too few: more decode concurrency would raise "
                           "throughput."}
 #: Where no stage was saturated, who waited for whom, by the sink queue's occupancy.
-WAITS_WORDS = {"consumer": "batches were waiting for the consumer, so the loop that takes them (the copy to the "
-                           "device) set the pace",
-               "stages": "the pipeline's stages waited on each other; the collate check below takes the collate "
-                         "stage off the critical path to tell whether it is the one they wait for"}
+WAITS_WORDS = {"consumer": "batches waited for the consumer, so the loop that takes them (the copy to the device) "
+                           "set the pace",
+               "stages": "the stages waited on each other, which the collate check below tests"}
 
 
 def spdl_limit_note(facts) -> str:
@@ -681,15 +677,14 @@ def spdl_limit_note(facts) -> str:
                     "chapter records them.")
         return "The SPDL pipeline did not run here, so it has no per-stage statistics."
     c, b = lim["c"], lim["busy"]
-    head = (f"With {c} decode threads the SPDL pipeline delivered {num(lim['rate'], 'img/s')}. Its decode threads "
-            + (f"were busy {pct(lim['decode_busy'])} of the timed window" if not lim["over_full"]
-               else "measured busy above the whole timed window (flagged below the table)")
-            + f", at {num(lim['decode_ms'], 'ms')} per image")
+    head = (f"With {c} decode threads ({num(lim['rate'], 'img/s')}) the Pillow pipeline's decode stage was "
+            + (f"busy {pct(lim['decode_busy'])} of the window" if not lim["over_full"]
+               else "measured busy above the whole window (flagged below the table)")
+            + f" at {num(lim['decode_ms'], 'ms')} per image")
     if lim["read_ms"] is not None:
-        head += (f": {num(lim['read_ms'], 'ms')} reading the file, {num(lim['work_ms'], 'ms')} decoding and "
-                 f"resizing it (which takes {num(lim['unit'], 'ms')} on one core alone), and "
-                 f"{num(lim['handoff_ms'], 'ms')} handing the task to a pool thread and its result back to the "
-                 "pipeline's event loop")
+        head += (f": {num(lim['read_ms'], 'ms')} reading, {num(lim['work_ms'], 'ms')} decoding and resizing "
+                 f"({num(lim['unit'], 'ms')} on one core alone), {num(lim['handoff_ms'], 'ms')} handing off to and "
+                 "from the event loop")
     else:
         head += f" (decoding and resizing alone take {num(lim['unit'], 'ms')} on one core)"
     if lim["growth"] is not None:
@@ -740,13 +735,9 @@ def collate_note(facts) -> str | None:
 def dali_note(res) -> str:
     """NVIDIA DALI: named by the paper, not measured here, said plainly."""
     installed = facts_of(res).data.get("dali_installed")
-    here = ("it is installed on this machine, but the chapter has no DALI loader yet" if installed else
-            "it is not installed here and the book does not install it (NVIDIA publishes it as "
-            "`nvidia-dali-cuda120` and similar packages)")
-    return ("**NVIDIA DALI** is not measured in this chapter: " + here + ". The SPDL paper compares DALI 1.42.0 "
-            "with mixed CPU/GPU decoding and describes its throughput as rising only modestly with more workers "
-            "and its CPU use as flat; its text gives no DALI figures (they are in its charts), so none are shown "
-            "here.")
+    here = ("installed here, but the chapter has no DALI loader yet" if installed else
+            "not installed here, and the book does not install it (`nvidia-dali-cuda120`)")
+    return "**NVIDIA DALI** (in the SPDL paper) is not measured: " + here + "."
 # --------------------------------------------------------------------------- the opening
 
 
@@ -755,9 +746,9 @@ def dali_note(res) -> str:
 #: pipeline's rate over the DataLoader's, and its CPU per image over the DataLoader's (as ratios).
 PAPER_GAIN = 1 + float(published.figure(analysis.CHAPTER, analysis.PUB_GAIN).value) / 100
 PAPER_CPU = 1 - float(published.figure(analysis.CHAPTER, analysis.PUB_CPU).value) / 100
-PAPER_KIND_NAMES = {"dl_pillow": "DataLoader, Pillow + transforms (the paper's baseline)",
+PAPER_KIND_NAMES = {"dl_pillow": "DataLoader, Pillow + transforms (baseline)",
                     "dl_spdl": "DataLoader, spdl.io + transforms",
-                    "spdl_batch": "SPDL pipeline, spdl.io batch decode (the paper's SPDL)"}
+                    "spdl_batch": "SPDL pipeline, spdl.io batch decode"}
 
 
 def paper_table(res) -> pd.DataFrame:
@@ -774,29 +765,15 @@ def paper_table(res) -> pd.DataFrame:
                          "GIL busy (probe), %": 100 * out["busy"], "probe's wait per wake, ms": out["wait"]})
 
 
-def sweep_busy(res) -> pd.DataFrame:
-    """The decode stage of each configuration of the thread sweep (warm files): its measured occupancy, window and
-    task time (means of the runs), named by the configuration."""
-    st = analysis._table(res, "paper_stages")
-    if st.empty:
-        return pd.DataFrame(columns=["name", "busy", "window_s", "task_ms"])
-    d = st[(st["stage"] == "decode") & (st["state"] == "warm")]
-    g = d.groupby("config", sort=False)[["busy", "window_s", "task_ms"]].mean().reset_index()
-    return g.rename(columns={"config": "name"})
-
-
-def sweep_busy_note(res) -> str | None:
+def sweep_busy_note(facts) -> str | None:
     """Why a decode-stage occupancy of the sweep table is flagged (:func:`busy_flag_note`)."""
-    return busy_flag_note(sweep_busy(res), "the decode stage of these thread pipeline shapes")
+    flags = (facts_of(facts).data.get("busy_flags") or {}).get("sweep") or []
+    return busy_flag_note(flags, "the decode stage of these thread pipeline shapes")
 
 
-def stage_busy_note(res) -> str | None:
+def stage_busy_note(facts) -> str | None:
     """Why a stage's occupancy of the per-stage table is flagged (:func:`busy_flag_note`)."""
-    frames = [pd.DataFrame({"name": [f"{what}, {st}" for st in g["stage"]], "busy": g["busy_measured"],
-                            "window_s": g["window_s"], "task_ms": g["task_ms"]})
-              for what, g in _top_stages(res) if "window_s" in g]
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["name", "busy"])
-    return busy_flag_note(rows.dropna(subset=["busy"]), "these pipeline stages") if not rows.empty else None
+    return busy_flag_note((facts_of(facts).data.get("busy_flags") or {}).get("stages") or [], "these pipeline stages")
 
 
 def sweep_table(res) -> pd.DataFrame:
@@ -810,7 +787,7 @@ def sweep_table(res) -> pd.DataFrame:
                     if not analysis._table(res, "paper").empty else pd.DataFrame(), fresh], ignore_index=True)
     if df.empty:
         return df
-    busy = sweep_busy(res).set_index("name")["busy"]
+    busy = analysis.sweep_busy_rows(res).set_index("name")["busy"]
     g = df.groupby("config", sort=False).agg(runs=("images_per_s", "size"), rate=("images_per_s", "mean"),
                                              cpu=("cpu_ms_per_image", "mean"), gil=("gil_busy_share", "mean"),
                                              lag=("loop_lag_ms", "mean"), cores=("cpu_cores", "mean"))
@@ -857,49 +834,30 @@ def paper_note(facts) -> str | None:
         g = f.get(f"paper.gain.{state}")
         if g is None or g.number is None:
             continue
-        if f.get(f"paper.one_run.{state}") is not None:   # no spread: the values, no side named faster
-            runs = [f.get(f"paper.{k}.{state}") for k in ("spdl_batch", "dl_pillow", "dl_spdl")]
-            parts.append(f"With {state} files ({say.text(f[f'paper.one_run.{state}'].label)}): "
-                         + "; ".join(f"{say.text(x.label.removesuffix(f', {state} files'))} "
-                                     f"{say.value(x)}" for x in runs if x is not None and x.number is not None)
-                         + ".")
+        if f.get(f"paper.one_run.{state}") is not None:   # no spread: no side named faster (the values: the table)
+            parts.append(f"With {state} files, {say.text(f[f'paper.one_run.{state}'].label)} (the table).")
             continue
-        s = (f"With {state} files, the SPDL pipeline ran {say.value(f[g.of])}: "
-             f"{say.comparison(g, f)}")
+        s = f"With {state} files the SPDL pipeline ran {say.comparison(g, baseline=BASELINE_WORDS)}"
         if g.published:
             s += f" ({say.beside_published(g, PAPER_GAIN, 'published')})"
         dec, par = f.get(f"paper.decoder.{state}"), f.get(f"paper.parallelism.{state}")
         if dec is not None and par is not None and dec.number and par.number:
-            s += (f". The decoder alone (Pillow → spdl.io, both in DataLoader workers): "
-                  f"{say.comparison(dec, f)}; the parallelism (processes → SPDL's threads, both spdl.io): "
-                  f"{say.comparison(par, f)}")
             s += decomposition(f, state)
         parts.append(s + ".")
     cpu = f.get("paper.cpu_ratio.warm")
     if cpu is not None and cpu.number:
-        parts.append(f"CPU per image with warm files, the SPDL pipeline against the paper baseline: "
-                     f"{say.comparison(cpu, f)}"
+        parts.append(f"CPU per image, warm: {say.comparison(cpu, baseline=BASELINE_WORDS)}"
                      f" ({say.beside_published(cpu, PAPER_CPU, 'published')}).")
     bt, lim = f.get("paper.best_threads"), f.get("paper.limit")
-    if bt is not None and bt.number is not None:
-        s = f"The best thread configuration found: {say.text(bt.label)}, {say.value(bt)}"
-        if lim is not None:
-            s += (f". What limits it: {LIMIT_WORDS.get(lim.value, say.text(lim.value))} (GIL busy "
-                  f"{say.share(f.number('paper.best.gil_busy_share'))}, cores busy "
-                  f"{say.share(f.number('paper.best.cpu_load'))}, "
-                  + (f"decode stage busy {say.share(f.number('paper.best.decode_busy'))}, "
-                     if not f.flagged("paper.best.decode_busy") else "")
-                  + f"{say.value(f.get('paper.best.cpu_ms_per_image'))} of CPU per image)")
-        if f.flagged("paper.best.decode_busy"):
-            s += (". Flagged, a measurement problem: "
-                  + say.text(f["paper.best.decode_busy.flagged"].label))
-        parts.append(s + ".")
+    if bt is not None and bt.number is not None and lim is not None:
+        # the best setting and what limits it are the key results' (finding_limit); here, the shares that decide it
+        busy = ("" if f.flagged("paper.best.decode_busy")    # the flagged note under the sweep's table says why
+                else f", its decode stage busy {say.share(f.number('paper.best.decode_busy'))} of the window")
+        parts.append(f"The sweep's best setting used {say.value(f.get('paper.best.cpu_ms_per_image'), runs=False)} "
+                     f"of CPU per image{busy}.")
     parts += [f"Flagged, a measurement problem: {say.text(f[k + '.flagged'].label)}, which a cold read cannot "
               "do; its cold numbers are not findings (run the chapter again)."
               for k in ("paper.dl_pillow.cold", "paper.dl_spdl.cold", "paper.spdl_batch.cold") if f.flagged(k)]
-    a = f.advice_for("image_decode.loader")
-    if a is not None:
-        parts.append(say.advice(a, f))
     if run.get("clamped"):
         parts.append("Some levels were lowered to fit the data set's images (raise `n_images` on a host with "
                      "many cores): " + ", ".join(f"{say.text(c['what'])} {c['wanted']} → {c['got']}"
@@ -927,12 +885,13 @@ def decomposition(f: Facts, state: str) -> str:
     if g is None or dec is None or par is None or g.number is None:
         return ""
     if shares_hold(f, state):
-        return (f" — the decoder accounts for {say.share(f.number(f'paper.decoder_share.{state}'))} of the gain, "
-                f"the threads {say.share(f.number(f'paper.parallelism_share.{state}'))}")
+        return (f"; the decoder ({say.ratio_words(dec)}) accounts for "
+                f"{say.share(f.number(f'paper.decoder_share.{state}'))} of the gain, the threads "
+                f"({say.ratio_words(par)}) {say.share(f.number(f'paper.parallelism_share.{state}'))}")
     did = f"the decoder {say.ratio_words(dec)}, the threads {say.ratio_words(par)}"
     if g.level:
-        return f" — the whole comparison is level, so there is no gain to share between them: {did}"
-    return f" — the two went different ways, so the gain has no shares: {did}"
+        return f"; {did} — the whole comparison is level, so there is no gain to share"
+    return f"; {did} — the two went different ways, so the gain has no shares"
 
 
 def free_threaded_check_text(res) -> str | None:
@@ -941,10 +900,8 @@ def free_threaded_check_text(res) -> str | None:
         return None
     found = c.get("found") or {}
     if not found:
-        return ("No free-threaded interpreter was found on this host (looked for "
-                + ", ".join(say.code(x) for x in c.get("looked_for", [])) + " on the PATH); no package "
-                "index the chapter installs from serves CPython builds, so the thread pipeline was not run without "
-                "the GIL.")
+        return ("No free-threaded interpreter (" + ", ".join(say.code(x) for x in c.get("looked_for", []))
+                + ") was on the PATH.")
     return "Free-threaded interpreters found: " + ", ".join(
         f"{say.code(k)} (GIL {'on' if v.get('gil_enabled') else 'off'})" for k, v in found.items()) + "."
 
@@ -953,6 +910,8 @@ def free_threaded_check_text(res) -> str | None:
 
 #: Where the published comparison was measured, in the reader's words (the SPDL paper, see published.py).
 PAPER_SETTING = "ImageNet, 96 cores"
+#: The SPDL question's baseline in a comparison of section 8 (the table names it in full).
+BASELINE_WORDS = "the paper's baseline"
 
 
 def _paper_said() -> str | None:
@@ -968,7 +927,9 @@ def _b(s: str) -> str:
     return f"**{s}**"
 
 
-def finding_primitives(facts, decoder: str | None = None) -> Finding:
+def finding_primitives(facts, decoder: str | None = None, *, advice: bool = True) -> Finding:
+    """Threads against processes at their peaks (and where each reached 95% of it); ``advice``: with the pool
+    advice (section 1 shows it, the key results leave it to the section)."""
     facts = facts_of(facts)
     key = "primitives" if decoder is None else f"primitives.{decoder}"
     c = facts.get(key)
@@ -976,15 +937,23 @@ def finding_primitives(facts, decoder: str | None = None) -> Finding:
         return Finding(key, "The primitive scaling needs a thread pool and a process pool of the same decoder; "
                             "this run lacks one of them.")
     t, p = facts[c.of], facts[c.basis]
-    text = (f"Decoding, resizing and batching, {say.text(t.label)} peaked at {say.value(t)} and "
-            f"{say.text(p.label)} at {say.value(p)}: at their peaks threads were "
-            f"{_b(say.comparison(c, baseline='processes'))}. Threads reached 95% of their peak at "
-            f"{'—' if t.setting.get('knee') is None else _count(int(t.setting['knee']), 'thread')}, processes at "
-            f"{int(p.setting['knee']) if p.setting.get('knee') is not None else '—'}.")
+    text = (f"Decoding, resizing and batching, {say.text(t.label)} peaked at {say.value(t, runs=False)} and "
+            f"{say.text(p.label)} at {say.value(p, runs=False)}: threads were "
+            f"{_b(say.comparison(c, baseline='processes'))} (95% of the peak from "
+            f"{'—' if t.setting.get('knee') is None else _count(int(t.setting['knee']), 'thread')} and "
+            f"{'—' if p.setting.get('knee') is None else _count(int(p.setting['knee']), 'process')}).")
     a = facts.advice_for(f"image_decode.pool.{decoder or p.setting['decoder']}")
-    if a is not None:
+    if a is not None and advice:
         text += " " + say.advice(a, facts)
     return Finding(key, text, c.number, "×")
+
+
+def _pool_advice(facts: Facts, decoder: str) -> Finding:
+    """Section 1's line for ``decoder``: its pool advice, which names the comparison (the table holds the rates);
+    the finding itself where the analysis gave no advice."""
+    a = facts.advice_for(f"image_decode.pool.{decoder}")
+    f = finding_primitives(facts, decoder, advice=False)
+    return f if a is None else Finding(f.key, say.advice(a, facts), f.value, f.unit)
 
 
 def finding_contention(facts, decoder: str | None = None) -> Finding:
@@ -996,16 +965,15 @@ def finding_contention(facts, decoder: str | None = None) -> Finding:
     tn, t1 = facts[c.of], facts[c.basis]
     d = str(tn.setting.get("decoder"))
     n = int(tn.setting.get("concurrency", 0))
-    text = (f"Per image, {_dec(d)}'s {say.text(tn.setting.get('op', 'decode'))} took {say.value(t1)} with "
-            f"{_count(int(t1.setting.get('concurrency', 1)), 'thread')} and {say.value(tn)} each with "
-            f"{_count(n, 'thread')}: {_b(say.comparison(c, baseline='one thread'))}")
+    text = (f"Per image, {_dec(d)}'s {say.text(tn.setting.get('op', 'decode'))} took {say.value(t1)} in "
+            f"{_count(int(t1.setting.get('concurrency', 1)), 'thread')}, {say.value(tn)} each in "
+            f"{_count(n, 'thread')} ({_b(say.comparison(c, baseline='one thread'))})")
     vp = facts.get(f"contention.{d}.vs_processes")
     if vp is not None and vp.number is not None:
-        text += (f"; in {_count(n, 'process')} it took {say.value(facts[vp.basis])}, so the threads were "
-                 f"{say.comparison(vp, baseline='the processes')}")
-        if vp.number > 1.1:
-            text += (": the difference is time an operation spends holding or waiting for the interpreter lock, "
-                     "or sharing caches and memory bandwidth more closely than processes do")
+        text += (f" and {say.value(facts[vp.basis])} in {_count(n, 'process')}: threads "
+                 f"{say.comparison(vp, baseline='processes')}")
+        if vp.number > 1.1:   # what only threads share: the lock, and caches used more closely
+            text += ", time on the interpreter lock or on shared caches"
     return Finding(key, text + ".", c.number, "×")
 
 
@@ -1023,8 +991,8 @@ def finding_end_to_end(facts) -> Finding:
                                      "`loaders`; this run lacks one of them.")
     t, d = facts[c.of], facts[c.basis]
     dest = "the GPU" if facts.data.get("device") == "cuda" else "batches in memory"
-    text = (f"From cold files to {dest}, {say.text(t.label)} delivered {say.value(t)} and "
-            f"{say.text(d.label)} {say.value(d)}: the threads were "
+    text = (f"From cold files to {dest}, {say.text(t.label)} delivered {say.value(t, runs=False)} and "
+            f"{say.text(d.label)} {say.value(d, runs=False)}: the threads were "
             f"{_b(say.comparison(c, baseline='the DataLoader'))}." + _beside_paper(c))
     return Finding("end_to_end", text, c.number, "×")
 
@@ -1034,13 +1002,13 @@ def finding_cost(facts) -> Finding:
     c = facts.get("cost")
     if c is None:
         return Finding("cost", "The CPU and memory comparison needs a DataLoader and a thread pipeline.")
-    text = (f"Per image, the thread pipeline used {say.value(facts[c.of])} of CPU time and the DataLoader "
-            f"{say.value(facts[c.basis])}, summed over all their processes: the threads used "
+    text = (f"Per image, the thread pipeline used {say.value(facts[c.of], runs=False)} of CPU time and the DataLoader "
+            f"{say.value(facts[c.basis], runs=False)}, over all their processes: the threads used "
             f"{_b(say.comparison(c, baseline='the DataLoader'))}.")
     m = facts.get("cost.memory")
     if m is not None:
-        text += (f" While running, the threads added {say.value(facts[m.of])} of memory (PSS over all processes) "
-                 f"and the DataLoader {say.value(facts[m.basis])}: {say.comparison(m, baseline='the DataLoader')}.")
+        text += (f" Memory added (PSS): {say.value(facts[m.of], runs=False)} against "
+                 f"{say.value(facts[m.basis], runs=False)}, {say.comparison(m, baseline='the DataLoader')}.")
     elif "cost.pss.threads" in facts:
         text += (f" All their processes together held {say.value(facts['cost.pss.threads'])} (PSS) with the "
                  f"threads and {say.value(facts['cost.pss.dataloader'])} with the DataLoader; the memory each added "
@@ -1057,18 +1025,17 @@ def finding_first_batch(facts) -> Finding:
     by = [g for k, g in facts.facts.items() if k.startswith("first_batch.") and k.count(".") == 1
           and g.setting.get("start_method") and not g.is_comparison and k != "first_batch.pickled_mb"]
     pk = facts.get("first_batch.pickled_mb")
-    text = (f"With {_count(int(s['workers']), 'worker')} and a Dataset holding {int(s['paths']):,} file paths"
-            + (f" ({say.value(pk)} pickled)" if pk is not None else "") + ", the first batch arrived after "
+    text = (f"With {_count(int(s['workers']), 'worker')} and {int(s['paths']):,} paths in the Dataset"
+            + (f" ({say.value(pk)} pickled)" if pk is not None else "") + ", the first batch took "
             + ", ".join(f"{say.value(g)} with {say.text(g.setting['start_method'])}" for g in by))
     pc = facts.get("first_batch.paths")
     if pc is not None:
         e = facts[pc.basis]
         few = "an empty Dataset" if int(e.setting["paths"]) == 0 else f"{int(e.setting['paths']):,} paths"
-        text += (f"; with {few} {say.text(s['start_method'])} took {say.value(e)}: the "
-                 f"path list made it {say.comparison(pc, baseline='that')}")
+        text += (f" ({say.value(e)} with {few}: the paths made it {say.ratio_words(pc)})")
     sf = facts.get("first_batch.spawn_vs_fork")
     if sf is not None:
-        text += f". Spawned workers reached it {_b(say.comparison(sf, baseline='forked ones'))}"
+        text += f": spawned workers were {_b(say.comparison(sf, baseline='forked ones'))}"
     return Finding("first_batch", text + ".", f.number, "s")
 
 
@@ -1099,7 +1066,7 @@ def finding_moonshot(facts) -> Finding:
                        + (_coded(why, MOONSHOT_SKIPS) if why else "no model-fed run measured a steady state") + ").")
     kind = str(f.setting.get("step", "eager"))
     ceil = facts["moonshot.ceiling"]
-    text = (f"ResNet-50 in bf16 with channels_last, its step {STEP_WORDS.get(kind, say.text(kind))}, runs at "
+    text = (f"ResNet-50 (bf16, channels_last, its step {STEP_WORDS.get(kind, say.text(kind))}) runs at "
             f"{say.value(ceil)} on a batch kept in GPU memory")
     g = facts.get("moonshot.step_gain")
     if g is not None:
@@ -1108,7 +1075,7 @@ def finding_moonshot(facts) -> Finding:
     if skipped is not None:
         text += f"; the graphed step was not used ({_coded(skipped.value, GRAPH_SKIPS)})"
     text += (f". From cold files, the fastest feed was {say.text(f.setting.get('feed'))} at "
-             f"{say.value(facts['moonshot.best'])}, {_b(say.value(f))} of that ceiling")
+             f"{say.value(facts['moonshot.best'], runs=False)}, {_b(say.value(f))} of that ceiling")
     if f.setting.get("left_out"):
         text += f"; {int(f.setting['left_out'])} feeds not steady were left out"
     return Finding("moonshot", text + ".", f.number, "%", interval=f.spread)
@@ -1121,12 +1088,9 @@ def finding_epoch_memory(facts) -> Finding | None:
         return None
     lst, arr = facts[c.of], facts[c.basis]
     s = lst.setting
-    text = (f"Over one epoch of a Dataset holding {int(s['paths']):,} paths, each of {int(s['workers'])} DataLoader "
-            f"workers ended with {say.value(lst)} of private memory with the paths in a Python list and "
-            f"{say.value(arr)} with a NumPy array: {_b(say.comparison(c, baseline='with the array'))}")
-    g = facts.get("epoch_memory.threads_growth")
-    if g is not None:
-        text += f"; the thread pipeline's one process grew by {say.value(g)} (PSS) over the same epoch"
+    text = (f"Over one epoch of {int(s['paths']):,} paths, each of {int(s['workers'])} DataLoader workers ended with "
+            f"{say.value(lst)} of private memory with a Python list, {say.value(arr)} with a NumPy array: "
+            f"{_b(say.comparison(c, baseline='with the array'))}")
     return Finding("epoch_memory", text + ".", c.number, "×")
 
 
@@ -1148,8 +1112,7 @@ def finding_paper(facts) -> Finding | None:
     if g is None or g.number is None:
         return None
     label = say.text(facts[g.of].label)
-    text = f"{label[:1].upper()}{label[1:]} ran {say.value(facts[g.of])}: {_b(say.comparison(g, facts))}." + \
-        _beside_paper(g)
+    text = f"{label[:1].upper()}{label[1:]} ran {say.value(facts[g.of])}: {_b(say.comparison(g, facts))}."
     return Finding("paper.gain.warm", text, g.number, "×")
 
 
@@ -1159,8 +1122,9 @@ def finding_limit(facts) -> Finding | None:
     lim = facts.get("paper.limit")
     if lim is None:
         return None
-    text = (f"What limits the SPDL sweep's best thread setting ({say.value(facts.get('paper.best_threads'))}): "
-            f"{LIMIT_WORDS.get(str(lim.value), say.text(lim.value))}; GIL busy "
+    best = say.value(facts.get("paper.best_threads"), runs=False)
+    text = (f"What limits the SPDL sweep's best thread setting ({best}): "
+            f"{LIMIT_SHORT.get(str(lim.value), say.text(lim.value))}; GIL busy "
             f"{say.share(facts.number('paper.best.gil_busy_share'))}, cores busy "
             f"{say.share(facts.number('paper.best.cpu_load'))}.")
     return Finding("paper.limit", text)
@@ -1169,22 +1133,28 @@ def finding_limit(facts) -> Finding | None:
 def findings(facts) -> list[Finding]:
     """The chapter's key results, in the order of its sections (the SPDL question's when the result has it)."""
     facts = facts_of(facts)
-    out = [finding_primitives(facts), finding_contention(facts), finding_end_to_end(facts), finding_cost(facts),
+    out = [finding_primitives(facts, advice=False), finding_contention(facts), finding_end_to_end(facts),
+           finding_cost(facts),
            finding_first_batch(facts), finding_moonshot(facts), finding_paper(facts), finding_limit(facts)]
     return [f for f in out if f is not None]
 
 
 def section_findings(res, section: str) -> list[Finding]:
-    """The findings a section of the notebook shows, worded from the result's facts: the primitive scaling and
-    the contention of every decoder, the epoch's memory, the model-fed runs."""
+    """The findings a section of the notebook shows, worded from the result's facts: each decoder's pool advice
+    (section 1), the contention of every decoder, the epoch's memory with its growth, the collate check, the
+    model-fed runs."""
     facts = facts_of(res)
     decs = [k.split(".")[1] for k in facts.facts if k.startswith(f"{section}.") and k.count(".") == 1
             and facts[k].is_comparison]
     if section == "primitives":
-        return [finding_primitives(facts, d) for d in decs] or [finding_primitives(facts)]
+        return [_pool_advice(facts, d) for d in decs] or [finding_primitives(facts)]
     if section == "contention":
         return [finding_contention(facts, d) for d in decs] or [finding_contention(facts)]
-    one = {"epoch_memory": finding_epoch_memory, "moonshot": finding_moonshot, "paper": finding_paper}[section](facts)
+    one = {"epoch_memory": finding_epoch_memory, "moonshot": finding_moonshot, "paper": finding_paper,
+           "collate": finding_collate}[section](facts)
+    if section == "epoch_memory" and one is not None:   # its growth over the epoch in the same sentence
+        note = epoch_note(facts)
+        one = Finding(one.key, one.text + (f" {note}" if note else ""), one.value, one.unit)
     return [f for f in [one] if f is not None]
 
 
@@ -1309,3 +1279,46 @@ def opening(facts) -> Opening:
     out = [_opening_question(facts), _opening_why(facts), _opening_third(facts)]
     acts = [_action_loader(facts), *(_action_change(facts, k) for k in CHANGES)]
     return Opening([f for f in out if f is not None][:3], [a for a in acts if a is not None][:3])
+
+
+# --------------------------------------------------------------------------- an exercise on paper
+#: The operations of a primitive task as the exercise names them (``gil_held``'s names).
+PAPER_OPS = {"read": "read", "decode_pillow": "decode and resize with Pillow", "decode_spdl": "decode and resize with "
+             "spdl.io", "collate": "stack"}
+#: A measured rate within this share of the prediction reads as the prediction's (the runs' spread, the probe's).
+PREDICTION_TOL = 0.05
+
+
+def paper_exercise(facts) -> str:
+    """Amdahl's law with the interpreter lock as the serial part, worked by hand: from the time per image of each
+    operation of section 1's task alone on one thread (T) and the part of it that held the GIL (H), the most images/s
+    threads in one process can reach (1,000 ÷ H), the rate Amdahl's law predicts for the thread pool's N threads
+    (1,000 ÷ (H + (T − H) ÷ N)), and the measured thread pool against it; the answers folded, from this run's facts
+    (the analysis's ``on_paper``)."""
+    d = facts_of(facts).data.get("on_paper")
+    held = sum(o["held_ms"] for o in d["ops"]) if d else 0.0
+    if not d or held <= 0:
+        return ("The exercise on paper needs the GIL-held time of each operation of the primitive task (section 8), "
+                "above zero, and the thread pool of section 1 at two threads or more, which this run does not hold.")
+    ops, n, got = d["ops"], int(d["threads"]), float(d["measured"])
+    t = sum(o["ms"] for o in ops)
+    per = held + (t - held) / n
+    pred = 1e3 / per
+    intro = ("**Work it out.** Alone on one thread, an image of section 1's task ("
+             + ", ".join(PAPER_OPS.get(o["op"], say.text(o["op"])) for o in ops)
+             + f") took **T = {num(t, 'ms')}** and held the GIL **H = {num(held, 'ms')}** (section 8's table); the "
+             f"thread pool ran it in **N = {n} threads**.")
+    questions = ["The GIL-held part runs one thread at a time: what is the most images/s threads can reach "
+                 "(1,000 ÷ H)?",
+                 "By Amdahl's law an image costs H + (T − H) ÷ N with N threads: how many images/s is that?",
+                 f"The thread pool measured **{num(got, 'img/s')}**: what share of your prediction is that?"]
+    share = got / pred
+    why = (": short of it, so the threads lose more than the held time (section 2)" if share < 1 - PREDICTION_TOL else
+           ": above it, so the one-thread times overstate the pool's work"
+           if share > 1 + PREDICTION_TOL
+           else ": about the prediction: the held time explains the threads' rate")
+    answers = [f"1,000 ÷ {num(held, 'ms')} = **{num(1e3 / held, 'img/s')}**.",
+               f"{num(held, 'ms')} + ({num(t, 'ms')} − {num(held, 'ms')}) ÷ {n} = {num(per, 'ms')}; 1,000 ÷ "
+               f"{num(per, 'ms')} = **{num(pred, 'img/s')}**.",
+               f"{num(got, 'img/s')} ÷ {num(pred, 'img/s')} = **{pct(share)}**{why}."]
+    return on_paper(intro, questions, answers)

@@ -37,16 +37,11 @@ def _ok(x) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
-def _gpu_ok(res) -> pd.DataFrame:
+def _gpu_ok_rows(res) -> pd.DataFrame:
     g = _result_table(res, "gpu")
     if not g.empty and "error" in g:
         g = g[g["error"].isna()]
     return g
-
-
-def device_ceiling(res) -> list[float]:
-    """The chapter's cold ``dd`` reads of its file (GB/s): one series, as the analysis states it."""
-    return analysis.dd_runs(res)
 
 
 # --------------------------------------------------------------------------- published metrics
@@ -94,7 +89,7 @@ def gds_note(facts: Facts) -> str:
     return text.strip()
 
 
-def _grid(res) -> pd.DataFrame:
+def _grid_rows(res) -> pd.DataFrame:
     g = _result_table(res, "grid")
     return g[g["error"].isna()] if not g.empty and "error" in g else g
 
@@ -104,10 +99,10 @@ def _sum(x: pd.Series) -> float:
     return x.astype(float).sum(min_count=1)
 
 
-def asked_vs_seen(res) -> pd.DataFrame:
+def asked_vs_seen_frame(res) -> pd.DataFrame:
     """Per (mode, size, threads): asked request size and queue depth vs the device's view, pooled over runs
     (the device's request size is its bytes over its requests, summed over runs)."""
-    g = _grid(res)
+    g = _grid_rows(res)
     if g.empty:
         return g
     g = g.copy()
@@ -177,7 +172,7 @@ def asked_seen_note(facts: Facts) -> str:
     return text.strip()
 
 
-def random_summary(res) -> pd.DataFrame:
+def random_summary_frame(res) -> pd.DataFrame:
     r = _result_table(res, "random")
     if r.empty:
         return r
@@ -244,7 +239,7 @@ def latency_note(facts: Facts) -> str:
 
 
 # --------------------------------------------------------------------------- io_uring (experiment 3b)
-def uring_summary(res) -> pd.DataFrame:
+def uring_summary_frame(res) -> pd.DataFrame:
     u = _result_table(res, "uring")
     if u.empty:
         return u
@@ -255,7 +250,7 @@ def uring_summary(res) -> pd.DataFrame:
 
 
 def uring_table(res) -> pd.DataFrame:
-    s = uring_summary(res)
+    s = uring_summary_frame(res)
     if s.empty:
         return s
     return pd.DataFrame({"reader": [f"io_uring, {m}, depth {int(d)}" for m, d in zip(s["io_mode"], s["depth"])],
@@ -460,8 +455,8 @@ def gpu_table(res) -> pd.DataFrame:
     GB, the share of the PCIe ceiling (the run's fastest pinned copy; only for a path that crosses the link: a copy
     inside GPU memory does not), the speed against the mean cold ``dd`` read (a ratio: a warm path never touches
     the disk, so it is no share of it), bytes checked."""
-    g = _gpu_ok(res)
-    dev, pc = mean(device_ceiling(res)), analysis.pcie_ceiling(res)
+    g = _gpu_ok_rows(res)
+    dev, pc = mean(analysis.dd_runs(res)), analysis.pcie_ceiling(res)
     rows = []
     for (path, cache), d in g.groupby(["path", "cache"], sort=False):
         m = d["GBps"].mean()
@@ -479,17 +474,17 @@ def gpu_table(res) -> pd.DataFrame:
 
 def gpu_chart(res, title: str) -> go.Figure:
     """The cold paths to GPU memory, fastest on top, with the mean ``dd`` read as a dashed line."""
-    g = _gpu_ok(res)
+    g = _gpu_ok_rows(res)
     c = g[g["cache"] == "cold"]
     s = summarise(c, ["path"], "GBps").assign(label=lambda d: d["path"].map(path_letter))
-    dev = device_ceiling(res)
+    dev = analysis.dd_runs(res)
     return charts.hbars(s, title=title, xaxis="GB/s", unit="GB/s", line=mean(dev) if dev else None,
                         line_label="dd, cold (mean)")
 
 
 def pipeline_chart(res, title: str) -> go.Figure:
     """Every swept setting of path (b) as a share of the same run's ``dd`` read, best on top; 100% dashed."""
-    b = pipeline_shares(res).copy()
+    b = pipeline_shares_frame(res).copy()
     b["label"] = [analysis.setting_words(m, c, n) for m, c, n in zip(b["mode"], b["chunk"], b["buffers"])]
     b["share_pct"] = 100 * b["share"]
     return charts.hbars(summarise(b, ["label"], "share_pct"), title=title, unit="%", line=100.0,
@@ -538,7 +533,7 @@ def ceilings_text(facts: Facts) -> str:
 
 
 def asked_seen_table(res) -> pd.DataFrame:
-    s = asked_vs_seen(res)
+    s = asked_vs_seen_frame(res)
     if s.empty:
         return s
     return pd.DataFrame(
@@ -558,7 +553,7 @@ def asked_seen_table(res) -> pd.DataFrame:
 
 
 def random_table(res) -> pd.DataFrame:
-    s = random_summary(res)
+    s = random_summary_frame(res)
     if s.empty:
         return s
     return pd.DataFrame({"reader": s["variant"], "IOPS (mean)": s["IOPS"],
@@ -647,7 +642,7 @@ def has_gpu(facts: Facts) -> bool:
     return ran is not None and ran.value == "yes"
 
 
-def pipeline_shares(res) -> pd.DataFrame:
+def pipeline_shares_frame(res) -> pd.DataFrame:
     """Each cold path-(b) run of the sweep as a share of the slower link measured in the same run."""
     return analysis.sweep_shares(_result_table(res, "pipeline"), analysis.pcie_ceiling(res))
 

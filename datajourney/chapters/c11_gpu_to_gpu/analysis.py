@@ -221,7 +221,9 @@ def analyse(res) -> Facts:
                                   backend=str(res.metadata.get("backend") or ""), cuda=run.cuda, device=dev,
                                   batch_size=res.parameters["batch_size"] if "batch_size" in res.parameters
                                   else None, path=run.path0,
-                                  device_name=str((res.metadata.get("start") or {}).get("device") or "") or None)
+                                  device_name=str((res.metadata.get("start") or {}).get("device") or "") or None,
+                                  nccl=sorted({str(j["nccl_version"]) for j in res.metadata.get("jobs") or []
+                                               if j.get("nccl_version")}))
     _one_device(facts, run)
     _rates(facts, run)
     _scaling(facts, run)

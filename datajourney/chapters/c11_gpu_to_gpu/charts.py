@@ -7,7 +7,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, bars_facets, series_colours
+from datajourney.core.charts import PALETTE, bars_facets, lines_facets, lines_with_band, series_colours, size_ticks
+from datajourney.core.units import size_label
 
 # -- chapter 11 --
 #: The page's series in one order, which gives each its colour in every chart (``series_colours``): the phases of
@@ -15,7 +16,7 @@ from datajourney.core.charts import PALETTE, bars_facets, series_colours
 #: curve's own lines. More series than colours: the scaling curve's lines take the phases' colours again, and
 #: neither chart stands next to the other.
 SERIES = ("forward", "optimizer", "backward (compute)", "waiting for the all-reduce (exposed NCCL)",
-          "NCCL's own choice", "P2P off", "P2P and SHM off", "one GPU, no DDP", "DDP, one bucket", "best option")
+          "direct", "P2P off", "P2P and SHM off", "one GPU, no DDP", "DDP, one bucket", "best option")
 COLOURS = series_colours(list(SERIES), list(SERIES))
 #: How the traces of one option tell their settings apart (GPUs, collective): line dashes, bar patterns.
 DASHES, PATTERNS = ("solid", "dash", "dot", "dashdot"), ("", "/", ".", "x")
@@ -107,3 +108,42 @@ def ddp_phase_bars(df: pd.DataFrame, *, title: str) -> go.Figure:
                       height=140 + 30 * sum(counts) + 60 * len(paths))
     fig.update_xaxes(title_text="ms per step (medians of the timed steps)", row=len(paths), col=1)
     return fig
+
+
+def bench_chart(bl: pd.DataFrame, label: str = "") -> go.Figure:
+    """The collectives' bus bandwidth against the message size (``page.bench_frame``), one line per collective and
+    path, the band from the slowest to the fastest repeat; ``label`` marks another run's chart."""
+    fig = lines_with_band(bl, x="size", color="series", unit="GB/s", centre="busbw_GBps", low="busbw_min",
+                          high="busbw_max", band_label="min–max over repeats", x_format=size_label,
+                          xaxis="message size (bytes, log scale)", yaxis="bus bandwidth (GB/s; point: median)",
+                          title="Collective bus bandwidth by size" + label)
+    return size_ticks(by_option(fig), bl["size"])
+
+
+def scaling_charts(steps: pd.DataFrame, bw: pd.DataFrame) -> list[go.Figure]:
+    """The scaling curve of every run shown (``page.scaling_long``): steps/s per GPU as a share of its own one GPU
+    without DDP, and the all-reduce's bus bandwidth, by the number of GPUs (each only where it has points)."""
+    figs = []
+    if len(steps):
+        figs.append(by_option(lines_facets(steps, x="processes", color="line", facet="run", centre="pct",
+                                           low="pct_min", high="pct_max", band_label="min–max over windows", unit="%",
+                                           shared_y=True, title="Steps/s per GPU as a share of one GPU without DDP",
+                                           xaxis="GPUs (processes)", yaxis="% of one GPU (point: mean)")))
+    if len(bw):
+        figs.append(by_option(lines_facets(bw, x="processes", color="line", facet="run", centre="mean",
+                                           band_label="min–max over repeats", unit="GB/s",
+                                           title=f"All-reduce bus bandwidth at {size_label(int(bw['bytes'].iloc[0]))}",
+                                           xaxis="GPUs (processes)", yaxis="bus bandwidth (GB/s; point: median)")))
+    return figs
+
+
+def ladder_figures(res, gpu, lad: pd.DataFrame, phases) -> list[go.Figure]:
+    """The ladder's chart (``lad``: ``page.ladder_frame``) and where a step's time goes (``phases``: the
+    ``page.phases_frame`` of this run and, on a machine without CUDA, of the reference run ``gpu``)."""
+    figs = [ladder_chart(lad)] if len(lad) else []
+    for src in [s for s in ([res] if res.metadata["cuda"] else [res, gpu]) if s is not None]:
+        ph = phases(src)
+        if len(ph):
+            label = "" if src is res else " — reference run"
+            figs.append(ddp_phase_bars(ph, title="Where a step's time goes" + label))
+    return figs

@@ -14,7 +14,7 @@ from datajourney.chapters.common import facts_reader, on_paper
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num, pct, size_label
+from datajourney.core.units import num, pct, size_label, span
 from datajourney.toolkit.collectives import bench_summary
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
@@ -24,7 +24,7 @@ __all__ = ["CHAPTER", "TOPO_LEGEND", "size_label", "topology_table"]
 
 #: The paths as the tables and charts name them.
 #: (short enough for a table cell and a chart panel's title; the environment each sets is in the jobs table)
-PATH_LABELS = {"direct": "NCCL's own choice", "p2p_off": "P2P off", "p2p_shm_off": "P2P and SHM off",
+PATH_LABELS = {"direct": "direct", "p2p_off": "P2P off", "p2p_shm_off": "P2P and SHM off",
                "gloo": "gloo (CPU)"}
 #: What each link code of ``nvidia-smi topo -m`` means (its own legend).
 TOPO_LEGEND = {
@@ -73,18 +73,6 @@ def _env(path: str) -> str:
     return say.code(PATH_ENV[path])
 
 
-def _transports(facts: Facts, job: str) -> str:
-    """"NCCL via `P2P/CUMEM` (48 channel connections)" from the data of the facts."""
-    wl = facts.data["workload"]
-    if wl["backend"] != "nccl":
-        return "gloo over the host's TCP loopback"
-    t = (facts.data["transports"] or {}).get(job) if isinstance(facts.data["transports"], dict) else None
-    if not t:
-        return "NCCL; its channel lines were not found in the log"
-    return "NCCL via " + ", ".join(f"{say.code(v)} ({num(c)} channel connections)" for v, c in t.items())
-
-
-# --------------------------------------------------------------------------- the opening
 def _kept(facts: Facts, *, runs: bool = False) -> str:
     """"lost 3.6%" (the throughput DDP lost at N), or "kept 107%" where it lost none."""
     s = facts["scaling_direct"]
@@ -222,9 +210,7 @@ def _finding_ddp_one(facts: Facts) -> Finding:
         return _finding(facts, "ddp_one_device", _ddp_one_flagged(facts))
     return _finding(facts, "ddp_one_device",
                     f"**DDP on one {dev}** ran {say.value(facts['ddp_one_gpu'])}: "
-                    f"{say.comparison(facts['ddp_one_device'], facts)} ({say.value(facts['one_gpu'])}). With one "
-                    f"{dev} there is nothing to exchange: what DDP adds is its bookkeeping and the copies of gradients "
-                    "into and out of its buckets.")
+                    f"{say.comparison(facts['ddp_one_device'], facts)} ({say.value(facts['one_gpu'], runs=False)}).")
 
 
 def _rate(facts: Facts, path: str, rung: str, k: int | None = None) -> Fact | None:
@@ -236,11 +222,12 @@ def _finding_scaling(facts: Facts) -> Finding:
     n, dev, path = _n(facts), _dev(facts), s.setting["path"]
     base = _rate(facts, path, "ddp")
     top = _rate(facts, path, s.setting["rung"])
-    plain = f"one-bucket DDP ran {say.value(base)} per {dev}; " if base is not None and base is not top else ""
+    plain = (f"one-bucket DDP ran {say.value(base, runs=False)} per {dev}; " if base is not None and base is not top
+             else "")
     return _finding(facts, "scaling_direct",
-                    f"**DDP on {_devs(facts, n)}** ({_transports(facts, 'n')}): {plain}the fastest setting, "
-                    f"{_option(s)}, ran {say.value(top)}: each {dev} {_kept(facts, runs=True)} of one {dev}'s "
-                    f"throughput without DDP ({say.value(facts['one_gpu'])}).")
+                    f"**DDP on {_devs(facts, n)}**: {plain}the fastest setting, {_option(s)}, ran "
+                    f"{say.value(top, runs=False)}: each {dev} {_kept(facts, runs=True)} of one {dev}'s throughput "
+                    "without DDP.")
 
 
 def _finding_host_path(facts: Facts) -> Finding:
@@ -251,54 +238,44 @@ def _finding_host_path(facts: Facts) -> Finding:
             continue
         share = facts.get("nccl_share_host")
         share = share if share is not None and share.setting["path"] == h else None
-        parts.append(f"{path_words(h)} ({_transports(facts, h)}): {say.value(_rate(facts, h, 'ddp'))}, "
-                     f"{say.comparison(c, baseline=DIRECT_BASE)}"
+        parts.append(f"{path_words(h)} {say.value(_rate(facts, h, 'ddp'), runs=False)}, "
+                     f"{say.comparison(c, baseline='the direct path')}"
                      + (f", NCCL kernels {say.value(share)} of the step" if share is not None else ""))
     return _finding(facts, "host_path_collapse",
-                    "**Forced off the direct path** (an emulation of a host whose GPUs talk through host memory or "
-                    "the network stack, not such a host), one-bucket DDP ran " + "; ".join(parts)
-                    + f". One GPU without DDP ran {say.comparison(facts['host_path_collapse'], facts)}.")
+                    "**Forced off the direct path** (an emulation), one-bucket DDP ran " + "; ".join(parts)
+                    + ". One GPU without DDP ran "
+                    + say.comparison(facts["host_path_collapse"], baseline="one-bucket DDP on the slowest path") + ".")
 
 
 def _finding_options(facts: Facts) -> Finding | None:
-    """Every option against one-bucket DDP on each path, and the one that closed most of the gap to one device."""
+    """Every option against one-bucket DDP (the ladder's table), and the one that closed most of the gap to one device
+    on the direct path."""
     key = "compression" if "compression" in facts else "best_option_direct"
     if key not in facts:
         return None
-    n = _n(facts)
-    parts = []
-    for path in (facts.data["workload"]["path"], *analysis.HOST_ORDER):
-        bits = [f"{_option(f)} {say.comparison(f, baseline='one-bucket DDP')}" for k, f in facts.facts.items()
-                if k.startswith(f"option_{path}_") and k.endswith(f"_{n}")]
-        if bits:
-            parts.append(f"{path_words(path).split(' ', 1)[1]}: " + "; ".join(bits))
-    closed = []
-    for name in ("direct", "host"):
-        b, g = facts.get(f"best_option_{name}"), facts.get(f"gap_closed_{name}")
-        if b is not None and g is not None:
-            closed.append(f"{_option(b)} {path_words(b.setting['path'])} ({say.value(g)} of the gap)")
+    # the host path's best is the opening's own finding (best_option_host); here, the direct path's
+    b, g = facts.get("best_option_direct"), facts.get("gap_closed_direct")
+    closed = [] if b is None or g is None else [f"{_option(b)} {path_words(b.setting['path'])} ({say.value(g)} of "
+                                               "the gap)"]
     skipped = "".join(f" {say.text(option_words(x['rung']))} was skipped: "
                       f"{say.text(REASONS.get(x['reason'], x['reason'] or 'no reason given'))}."
                       for x in facts.data["skipped"] if "budget" not in str(x["reason"]))
-    text = ("**DDP options against one-bucket DDP on each path** — " + " — ".join(parts) + "."
-            + (" The option that closed most of the gap between one-bucket DDP and one "
-               f"{_dev(facts)} without DDP: " + "; ".join(closed) + "." if closed else "") + skipped)
+    text = ("**DDP options against one-bucket DDP** (each in the ladder's table)"
+            + (": the one that closed most of the gap between one-bucket DDP and one "
+               f"{_dev(facts)} without DDP, " + "; ".join(closed) + "." if closed else ".") + skipped)
     return _finding(facts, key, text)
 
 
 def _finding_bandwidth(facts: Facts) -> Finding:
     f = facts["allreduce_busbw"]
-    others = "; ".join(f"{say.value(facts[k])} {path_words(facts[k].setting['path'])}" for k in facts.facts
+    others = "; ".join(f"{say.value(facts[k], runs=False)} {path_words(facts[k].setting['path'])}" for k in facts.facts
                        if k.startswith("allreduce_busbw_"))
     pred = []
-    for key, words, tail in (("prediction_one_bucket", "with one bucket", ""),
-                             ("prediction_many_buckets", "with several buckets",
-                              ", where NCCL kernel time also counts kernels waiting for their peer")):
+    for key, words in (("prediction_one_bucket", "with one bucket"), ("prediction_many_buckets", "with several")):
         p = facts.get(key)
         if p is not None:
-            pred.append(f"{say.value(p, runs=False)} the prediction {words} (mean of {p.n} rungs){tail}")
-    ptxt = (" Gradient bytes ÷ the measured all-reduce bandwidth predict each uncompressed rung's all-reduce time "
-            "per step; the profiled NCCL kernel time was " + " and ".join(pred) + ".") if pred else ""
+            pred.append(f"{say.value(p, runs=False)} the prediction {words} (mean of {p.n} rungs)")
+    ptxt = (" Profiled NCCL kernel time per step was " + " and ".join(pred) + ".") if pred else ""
     return _finding(facts, "allreduce_busbw",
                     f"**All-reduce bus bandwidth** at {size_label(f.setting['bytes'])} on {_devs(facts, _n(facts))}: "
                     f"{say.value(f)} {path_words(f.setting['path'])}" + (f"; {others}" if others else "") + "."
@@ -310,21 +287,29 @@ def _effs(facts: Facts) -> list[Fact]:
                   key=lambda f: f.setting["gpus"])
 
 
+def _bandwidth_curve(facts: Facts, host_words: str) -> str:
+    """The all-reduce's bus bandwidth at each count, on the direct path and with P2P off (``host_words`` names it)."""
+    bw = [f for k, f in facts.facts.items() if k.startswith("busbw_")]
+    if not bw:
+        return ""
+
+    def at(path):
+        return ", ".join(f"{say.value(f, runs=False)} at {f.setting['gpus']}"
+                         for f in sorted(bw, key=lambda f: f.setting["gpus"]) if f.setting["path"] == path)
+    host = at("p2p_off")
+    return (f"all-reduce bus bandwidth at {size_label(bw[0].setting['bytes'])}: {at(facts.data['workload']['path'])}"
+            + (f" ({host_words}: {host})" if host else ""))
+
+
 def _curve_sentence(facts: Facts) -> str:
-    """One run's curve: the share of one device each count kept, and the all-reduce bus bandwidth."""
+    """One run's curve: the share of one device each count kept, with the setting that kept it, and the all-reduce
+    bus bandwidth."""
     dev = _dev(facts)
     text = (f"each {dev} kept " + ", ".join(f"{say.value(f, runs=False)} at {f.setting['gpus']} ({_option(f)})"
                                            for f in _effs(facts))
             + f" of one {dev}'s throughput without DDP")
-    bw = [f for k, f in facts.facts.items() if k.startswith("busbw_")]
-    if bw:
-        def at(path):
-            return ", ".join(f"{say.value(f, runs=False)} at {f.setting['gpus']}"
-                             for f in sorted(bw, key=lambda f: f.setting["gpus"]) if f.setting["path"] == path)
-        host = at("p2p_off")
-        text += (f"; all-reduce bus bandwidth at {size_label(bw[0].setting['bytes'])}: "
-                 f"{at(facts.data['workload']['path'])}" + (f" ({path_words('p2p_off')}: {host})" if host else ""))
-    return text
+    bw = _bandwidth_curve(facts, path_words("p2p_off"))
+    return text + (f"; {bw}" if bw else "")
 
 
 def _finding_curve(facts: Facts) -> Finding | None:
@@ -370,17 +355,17 @@ def scope_text(res, ref) -> str:
         wl = facts_of(r).data["workload"]
         dev = "GPU" if wl["cuda"] else "process"
         batch = f", batch {num(wl['batch_size'])} per {dev}" if wl["batch_size"] is not None else ""
+        nccl = "".join(f" {say.code(v)}" for v in wl.get("nccl") or [])
         return (f"{who} ran the N-{dev} jobs on {analysis.devices(wl['cuda'], wl['world'])} "
-                f"({say.text(wl.get('device_name') or 'unknown device')}, {say.code(wl['backend'])}), model "
+                f"({say.text(wl.get('device_name') or 'unknown device')}, {say.code(wl['backend'])}{nccl}), model "
                 f"{say.code(wl['model'])}{batch}.")
     t = one(res, "This run")
     if ref is not None and ref is not res:
         t += " " + one(ref, "The reference run")
     counts = sorted({int(facts_of(r).data["workload"]["world"]) for _, r in scaling_sources(res, ref)})
-    t += (" The code takes any number of GPUs (parameter `gpus`); the runs shown here measured "
+    t += (" The code takes any number of GPUs (parameter `gpus`); the runs shown measured "
           + ", ".join(map(num, counts)) + " GPUs of one host"
-          + (", so the published figures from eight GPUs have no counterpart at the same scale here."
-             if max(counts) < 8 else "."))
+          + (": the published figures' eight GPUs have no counterpart here." if max(counts) < 8 else "."))
     return t
 
 
@@ -425,25 +410,19 @@ def profile_note(facts) -> str:
         fewer = c.number is not None and c.number < 1 and not c.level
         copies = (f"Device-to-device copies took {say.value(sg)} per step with static_graph alone and "
                   f"{say.value(bv)} with gradient_as_bucket_view: "
-                  + ("the copies of gradients into and out of the buckets are what the option removes. " if fewer
+                  + ("the option removes the copies into and out of the buckets. " if fewer
                      else "the option did not remove copies here. "))
-    flags = []
-    for x in facts.data["profile_flags"]:
-        what = f"{say.text(option_words(x['rung']))} ({path_words(x['path'])})"
-        if x["kind"] == "slow":
-            flags.append(f" The profiled steps of {what} kept the GPU busy {num(x['busy_ms'], 'ms')} per step against "
-                         f"a timed step of {num(x['step_ms'], 'ms')}, with compute kernels at "
-                         f"{num(x['compute_ms'], 'ms')}: those profiled steps ran slower than the timed ones, so that "
-                         "row describes them, not the timed steps; its share is taken of the profiled busy time.")
-        else:
-            flags.append(f" With {what} the GPU ran kernels and copies for {num(x['busy_ms'], 'ms')} of a "
-                         f"{num(x['step_ms'], 'ms')} step: for {num(x['idle_ms'], 'ms')} per step it ran nothing and "
-                         "waited for the host to issue work.")
+    kinds = [x["kind"] for x in facts.data["profile_flags"]]
+    flags = ""
+    if "slow" in kinds:
+        flags += (f" {kinds.count('slow')} rows' profiled steps ran slower than the timed ones: they describe the "
+                  "profiled steps.")
+    if "idle" in kinds:
+        flags += f" In {kinds.count('idle')} the GPU sat idle waiting for the host (the last column)."
     return (copies + f"With the largest bucket (bucket_cap_mb={big.setting['bucket_cap_mb']}) "
-            f"{say.value(big, runs=False)} of the NCCL kernel time ran beside a compute kernel (median over its "
-            f"rungs); with the smallest (bucket_cap_mb={small.setting['bucket_cap_mb']}) {say.value(small, runs=False)}"
-            ". NCCL kernel time includes the time a kernel waits for its peer, so it is an upper bound on transfer "
-            "time." + "".join(flags))
+            f"{say.value(big, runs=False)} of the NCCL kernel time ran beside a compute kernel (median of its rungs), "
+            f"with the smallest (bucket_cap_mb={small.setting['bucket_cap_mb']}) {say.value(small, runs=False)}."
+            + flags)
 
 
 # --------------------------------------------------------------------------- where the per-GPU loss goes
@@ -464,7 +443,8 @@ OLDER_BASELINE = (" This run measured no no-sync step on one GPU, so ranks runni
 
 
 def loss_text(facts) -> str:
-    """At each count: the explained rung's gap, its shares and the largest (all from the facts), or why not."""
+    """At each count: the explained rung's gap and its largest share (every share is the loss table's; all from the
+    facts), or why not."""
     facts = facts_of(facts)
     d = facts.data.get("loss") or {"status": "not_measured"}
     dev = _dev(facts)
@@ -473,18 +453,20 @@ def loss_text(facts) -> str:
     out = []
     for row in d["rows"]:
         k = row["processes"]
-        parts = [f"{SHARE_WORDS[s]} {say.value(facts[f'loss_{s}_{k}'], runs=False)}" for s in SHARES_SHOWN
-                 if f"loss_{s}_{k}" in facts]
         top = facts[f"loss_largest_{k}"]
+        share = str(top.setting["share"])
         slow = facts.get(f"nccl_slowdown_{k}")
+        part = facts.get(f"loss_{share}_{k}")
         out.append(f"on {_devs(facts, k)}, {say.value(facts[f'loss_gap_{k}'], runs=False)} of one {dev}'s steps/s "
-                   f"per {dev}: " + ", ".join(parts) + f"; the largest is {SHARE_WORDS[top.setting['share']]}"
-                   + (f" (NCCL kernels took {say.value(slow, runs=False)} their time alone)" if slow is not None
+                   f"per {dev}, the largest is {SHARE_WORDS[share]}"
+                   + (f" ({say.value(part, runs=False)})" if part is not None else "")
+                   + (f", NCCL kernels took {say.value(slow, runs=False)} their time alone" if slow is not None
                       else ""))
     missing = ("" if d.get("slowed") is None else
                f" NCCL kernels slowed by overlapping compute: not measured here ({NOT_MEASURED[d['slowed']]}), so "
                "the whole sync cost counts as exposed communication.")
-    return (f"**Where each {dev}'s loss goes**, with {say.text(rung_label(d['rung']).removeprefix('+ '))}: "
+    return (f"**Where each {dev}'s loss goes**, with {say.text(rung_label(d['rung']).removeprefix('+ '))} (every "
+            "share in the table): "
             + "; ".join(out) + "." + missing + (OLDER_BASELINE if d.get("apart_from") != "no_sync_one" else "")
             + _negative_shares(d["rows"], dev))
 
@@ -536,10 +518,9 @@ def channels_text(facts) -> str:
         setup = f", NCCL set up {num(row['used'])} channels" if row.get("used") else ""
         name = "NCCL's own choice" if row["channels"] == "unset" else f"{num(row['channels'])} channels"
         parts.append(f"{name}: {say.value(f)}{setup}")
-    a = facts.advice_for("ddp.nccl_channels")
     return ("**NCCL channel count** (each setting its own launch of the ranks), "
             f"{say.text(rung_label(d['rung']).removeprefix('+ '))} on {_devs(facts, _n(facts))}: "
-            + "; ".join(parts) + "." + (f" {say.advice(a, facts)}" if a is not None else ""))
+            + "; ".join(parts) + ".")
 
 
 def target_text(facts) -> str:
@@ -617,19 +598,40 @@ def _path(p) -> str:
     return PATH_LABELS.get(p, str(p))
 
 
+def _against_one_bucket(facts: Facts, path, world, rung) -> str:
+    """A ladder row against one-bucket DDP on its path and process count (the analysis's ``option_*`` facts)."""
+    if str(rung).partition("@")[0] == "ddp" and int(world) == _n(facts):
+        return "baseline"
+    f = facts.get(f"option_{path}_{analysis.slug(str(rung))}_{int(world)}")
+    return "—" if f is None else (say.ratio_words(f) or "—")
+
+
 def ladder_table(res) -> pd.DataFrame:
     r = res.table("rungs")
+    facts = facts_of(res)
     rows = []
     for _, x in r.iterrows():
         def g(k, x=x):
             return x[k] if k in x and not pd.isna(x[k]) else None
         rows.append({"path": _path(x["path"]), "processes": int(x["world"]), "rung": rung_label(x["rung"]),
-                     "steps/s (mean)": g("steps_per_s"), "min": g("sps_min"), "max": g("sps_max"),
+                     "steps/s (mean)": g("steps_per_s"),
+                     "min–max": span(g("sps_min"), g("sps_max")) if g("sps_min") is not None else "—",
                      "forward ms": g("forward_ms"),
-                     "backward ms (incl. waiting for the reduction)": g("backward_ms"),
+                     "backward ms (with waits)": g("backward_ms"),
                      "optimizer ms": g("optimizer_ms"),
+                     "against one-bucket DDP": _against_one_bucket(facts, x["path"], x["world"], x["rung"]),
                      "status": x["status"] if x["status"] == "ok" else f"{x['status']}: {g('reason')}"})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    return out.drop(columns="status") if len(out) and (out["status"] == "ok").all() else out
+
+
+#: How the profile table marks a row whose profiled steps the analysis flagged (``profile_flags``).
+PROFILE_FLAG_WORDS = {"slow": "slower than timed", "idle": "GPU idle {idle} per step"}
+
+
+def _profile_flag(flags: dict, path, rung, world) -> str:
+    x = flags.get((str(path), str(rung), int(world)))
+    return "—" if x is None else PROFILE_FLAG_WORDS[x["kind"]].format(idle=num(x["idle_ms"], "ms"))
 
 
 def profile_table(res) -> pd.DataFrame:
@@ -638,13 +640,16 @@ def profile_table(res) -> pd.DataFrame:
     if "prof_nccl_ms" not in r:
         return pd.DataFrame()
     r = r[r["prof_nccl_ms"].notna()]
-    return pd.DataFrame({"path": [_path(p) for p in r["path"]], "rung": [rung_label(x) for x in r["rung"]],
+    flags = {(x["path"], x["rung"], x.get("world", 0)): x for x in facts_of(res).data.get("profile_flags") or []}
+    out = pd.DataFrame({"path": [_path(p) for p in r["path"]], "rung": [rung_label(x) for x in r["rung"]],
                          "processes": r["world"], "timed step ms": 1e3 / r["steps_per_s"],
-                         "GPU busy per profiled step ms": [analysis._busy_ms(x) for _, x in r.iterrows()],
-                         "NCCL kernels ms": r["prof_nccl_ms"], "of which beside compute ms": r["prof_overlap_ms"],
-                         "exposed NCCL ms": r["prof_exposed_nccl_ms"],
-                         "NCCL share of step %": [100 * (analysis._nccl_share(x) or 0) for _, x in r.iterrows()],
+                         "GPU busy ms": [analysis._busy_ms(x) for _, x in r.iterrows()],
+                         "NCCL kernels ms": r["prof_nccl_ms"], "beside compute ms": r["prof_overlap_ms"],
+                         "NCCL share %": [100 * (analysis._nccl_share(x) or 0) for _, x in r.iterrows()],
                          "NCCL kernels/step": r["prof_nccl_kernels"]})
+    if flags:
+        out["profiled steps"] = [_profile_flag(flags, p, g, w) for p, g, w in zip(r["path"], r["rung"], r["world"])]
+    return out
 
 
 def transports_table(res) -> pd.DataFrame:
@@ -661,9 +666,6 @@ BENCH_COLUMNS = {"op": "collective", "path": "path", "size": "message size", "ti
                  "algbw_GBps": "algorithm bandwidth (GB/s)", "busbw_GBps": "bus bandwidth (GB/s)",
                  "busbw_min": "bus bandwidth, lowest (GB/s)", "busbw_max": "bus bandwidth, highest (GB/s)",
                  "repeats": "repeats"}
-BUSBW_NOTE = ("Bus bandwidth is the algorithm bandwidth (bytes ÷ time) scaled by the share of the data each "
-              "GPU sends — 2(n−1)/n for all-reduce, (n−1)/n for all-gather and reduce-scatter — so that it can "
-              "be set against a link's speed whatever the number of GPUs.")
 
 
 def bench_frame(res) -> pd.DataFrame:
@@ -676,13 +678,15 @@ def bench_frame(res) -> pd.DataFrame:
 
 
 def bench_table(res) -> pd.DataFrame:
-    """:func:`bench_frame` as readers read it: named columns, sizes in KiB/MiB/GiB."""
+    """:func:`bench_frame` as readers read it: named columns, sizes in KiB/MiB/GiB (the algorithm bandwidth is the size
+    over the time, so only the bus bandwidth is a column)."""
     s = bench_frame(res)
     if s.empty:
         return s
-    s = s.drop(columns=["series"]).assign(path=[_path(p) for p in s["path"]],
-                                           size=[size_label(int(x)) for x in s["size"]])
-    return s.rename(columns=BENCH_COLUMNS)
+    s = s.drop(columns=[c for c in ("series", "algbw_GBps") if c in s]).assign(
+        path=[_path(p) for p in s["path"]], size=[size_label(int(x)) for x in s["size"]],
+        busbw_min=[span(a, b) for a, b in zip(s["busbw_min"], s["busbw_max"], strict=True)])
+    return s.drop(columns="busbw_max").rename(columns={**BENCH_COLUMNS, "busbw_min": "bus bandwidth, min–max"})
 
 
 def prediction_table(res) -> pd.DataFrame:
@@ -692,13 +696,13 @@ def prediction_table(res) -> pd.DataFrame:
     return pd.DataFrame({"path": [_path(x) for x in p["path"]], "rung": [rung_label(x) for x in p["rung"]],
                          "all-reduces per step": p["buckets"], "counted from": p["buckets_from"],
                          "gradient MB": p["grad_bytes"] / 1e6, "predicted all-reduce ms": p["predicted_ms"],
-                         "profiled NCCL ms": p["profiled_nccl_ms"], "exposed NCCL ms": p["exposed_nccl_ms"]})
+                         "profiled NCCL ms": p["profiled_nccl_ms"]})
 
 
 def jobs_table(res) -> pd.DataFrame:
     rows = [{"job": j["job"], "path": _path(j["path"]), "processes": j["nproc"],
              "extra environment": " ".join(f"{k}={v}" for k, v in (j.get("env") or {}).items()) or "—",
-             "status": j["status"], "seconds": j.get("wall_s"), "NCCL": j.get("nccl_version") or "—"}
+             "status": j["status"], "seconds": j.get("wall_s")}
             for j in res.metadata.get("jobs", [])]
     return pd.DataFrame(rows)
 
@@ -775,27 +779,31 @@ def scaling_long(sources) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def scaling_text(sources) -> str:
-    """Each world size's scaling efficiency from whichever run holds it, with its bus bandwidth, and the
-    counts no run measured."""
+    """The all-reduce's bus bandwidth at each count of every run shown (each count's share of one GPU is the scaling
+    table's), and the counts no run measured."""
     parts, seen = [], set()
     for label, r in sources:
         f = facts_of(r)
         if len(_effs(f)) + (1 if "one_gpu" in f else 0) < 2:
             continue
-        parts.append(f"{say.text(label)}: " + _curve_sentence(f))
+        bw = _bandwidth_curve(f, _path("p2p_off"))
+        parts.append(f"{say.text(label)}, {bw}" if bw else say.text(label))
         seen |= {1} | {e.setting["gpus"] for e in _effs(f)}
     if not parts:
         return "No run shown here measured more than one process count."
     missing = [k for k in SCALE_POINTS if k not in seen]
-    return ("**Scaling with the number of GPUs.** " + "; ".join(parts) + "."
+    return ("**Scaling with the number of GPUs** (each count's share of one GPU: the table): " + "; ".join(parts) + "."
             + (f" Not measured by any run shown here: {', '.join(map(str, missing))} GPUs." if missing else ""))
 
 
 def scaling_display(steps: pd.DataFrame) -> pd.DataFrame:
-    """The scaling table as shown: one row per run, process count, path and series."""
+    """The scaling table as shown: one row per run, process count, path and series (the rung names the series; the
+    best option's is marked)."""
     return pd.DataFrame({"run": steps["run"], "GPUs": steps["processes"].astype(int),
-                         "path": steps["path"].map(_path), "series": steps["series"],
-                         "rung": steps["rung"].map(rung_label), "steps/s per GPU": steps["mean"],
+                         "path": steps["path"].map(_path),
+                         "rung": [("best: " if s == "best option" else "") + rung_label(r)
+                                  for s, r in zip(steps["series"], steps["rung"], strict=True)],
+                         "steps/s per GPU": steps["mean"],
                          "% of one GPU": steps["pct"],
                          "NCCL share of the step": [None if v is None or pd.isna(v) else say.share(v)
                                                     for v in steps["nccl_share"]]})
@@ -818,9 +826,8 @@ def paper_exercise(facts) -> str:
     work = facts.data.get("workload") or {}
     model, dev = work.get("model_words") or "the model", "GPU" if work.get("cuda", gx.get("cuda")) else "process"
     intro = (f"**Work it out.** Each step, DDP all-reduces {model}'s gradients, **S = {grad:,} bytes**, across "
-             f"**n = {n}** processes. In a ring all-reduce each {dev} sends and receives 2(n−1)/n · S bytes, and the "
-             f"bus bandwidth busbw is that traffic ÷ the time; the collective benchmark measured **busbw = "
-             f"{num(bus, 'GB/s')}** at this size ({path_words(gx['default'])}; GB = 10⁹ bytes).")
+             f"**n = {n}** processes; each {dev} sends 2(n−1)/n · S bytes, and the collective benchmark measured that "
+             f"traffic at **busbw = {num(bus, 'GB/s')}** at this size ({path_words(gx['default'])}).")
     questions = ["How long should one all-reduce of all the gradients take (T = 2(n−1)/n · S ÷ busbw)?"]
     answers = [f"2 × {n - 1} ÷ {n} × {grad:,} B ÷ {num(bus, 'GB/s')} = **{num(t, 'ms')}**."]
     rows = [r for r in (facts.data.get("loss") or {}).get("rows") or [] if r.get("processes") == n]
@@ -852,7 +859,6 @@ def paper_exercise(facts) -> str:
             answers.append(f"1,000 ms ÷ {num(measured, 'steps/s')} = {num(ddp, 'ms')}, **{num(grew, 'ms')}** longer; "
                            f"{num(t, 'ms')} ÷ {num(grew, 'ms')} = **{pct(t / grew)}**"
                            + (": more than the step grew, so part of the all-reduce ran beside other work."
-                              if t > grew else ": the rest is DDP's other costs (its bookkeeping, and the "
-                                               "all-reduce slowed or left exposed), which the section on where each "
-                                               f"{dev}'s loss goes splits."))
+                              if t > grew else f": the rest is DDP's other costs, which the section on each {dev}'s "
+                                               "loss splits."))
     return on_paper(intro, questions, answers)
