@@ -857,7 +857,8 @@ def opening(facts: Facts) -> Opening:
                 f"loader {'keeps up' if keeps else 'falls short'} (AU {_v(facts, 'published_w_au')}).")
         out.append(Finding(f"published_w{w}", text, facts.number("published_w"), "ms",
                            published=facts["published_w"].published))
-    if "epoch_boundary" in facts:
+    if "epoch_boundary" in facts and facts.advice_for("synthetic.persistent_workers") is None:
+        # where the persistent_workers advice stands below, it states this comparison: said once
         c = facts["epoch_boundary"]
         out.append(_finding(facts, "epoch_boundary", f"At each new epoch, {phrasing.text(c.label)}: "
                                                      f"**{phrasing.comparison(c, facts)}**."))
@@ -867,6 +868,7 @@ def opening(facts: Facts) -> Opening:
         actions.append(Action(phrasing.advice(a, facts) + " " + workers_against_model(facts), a.snippet))
     for key in ("synthetic.persistent_workers", "synthetic.prefetch_factor"):
         a = facts.advice_for(key)
-        if a is not None:
+        # a kept prefetch_factor asks nothing of the reader: said in the closing advice, off the first screen
+        if a is not None and (key != "synthetic.prefetch_factor" or a.verdict != "keep"):
             actions.append(Action(phrasing.advice(a, facts)))
     return Opening(out[:3], actions[:3] or [Action("No DataLoader setting was measured in this run.")])

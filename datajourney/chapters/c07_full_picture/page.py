@@ -1032,14 +1032,16 @@ def _action_recipe(facts: Facts) -> Action | None:
 
 
 def default_recipe_note(facts) -> str:
-    """The default recipe's worker count, under the opening where the end-to-end recipe is its one action: a
-    different question (its workload names the recipe), worded as everywhere else; "" where the opening's own
-    actions give it."""
+    """Under the opening: the default recipe's worker count where the end-to-end recipe is its one action (a
+    different question, its workload naming the recipe, worded as everywhere else); where the run has no such
+    recipe, the parts (uint8 batches, CUDA graphs) whose defaults it keeps, which the first screen leaves out."""
     facts = facts_of(facts)
+    if _action_recipe(facts) is None:   # the opening gives the worker count: here, the parts it keeps as they are
+        kept = [a.text for key, a in (("uint8_gain", _action_uint8(facts)), ("graph_gain", _action_graphs(facts)))
+                if a is not None and not _changes(facts, key)]
+        return " ".join(kept)
     a = facts.advice_for("image.num_workers")
-    if a is None or _action_recipe(facts) is None:
-        return ""
-    return f"**Keeping the default recipe?** {say.advice(a, facts)}"
+    return "" if a is None else f"**Keeping the default recipe?** {say.advice(a, facts)}"
 
 
 def _treated(facts: Facts) -> str:
@@ -1058,7 +1060,7 @@ def _action_uint8(facts: Facts) -> Action | None:
     how = f", workers at nice {WORKER_NICE}" if nice else ""
     loader = _loader_words(facts[c.of].setting)
     vs = _against(facts, c, "uint8", loader, " with the same loader")
-    if c.number > 1 and not c.level:
+    if _changes(facts, "uint8_gain"):
         batch = (facts.data.get("image_workload") or {}).get("batch_size")
         return Action(f"For {loader}, send uint8 batches and normalise them {_on(facts)}{how}: {vs}.",
                       _uint8_snippet(nice, facts.data.get("device") or "cpu", int(facts[c.of].setting["workers"]),
@@ -1077,7 +1079,7 @@ def _action_graphs(facts: Facts) -> Action | None:
     if c is None or c.number is None:
         return None
     vs = _against(facts, c, "graphs", _loader_words(facts[c.of].setting), " with the same loader")
-    if c.number > 1 and not c.level:
+    if _changes(facts, "graph_gain"):
         return Action(f"Replay the training step from CUDA graphs: it ran {vs}.", GRAPH_SNIPPET)
     return Action(f"Keep the eager step: replayed from CUDA graphs it ran {vs}.")
 
@@ -1094,9 +1096,18 @@ def opening(facts) -> Opening:
     recipe = _action_recipe(facts)
     # the combined setting holds the workers, the uint8 recipe and the graphed step, each part's gain with it: one
     # recipe to paste, the default recipe's worker count folded under it; without it, each part on its own
-    actions = [recipe] if recipe is not None else [_action_workers(facts), _action_uint8(facts),
-                                                   _action_graphs(facts)]
+    # a part whose measured gain keeps the default asks nothing of the reader: its section says it, the first
+    # screen keeps what to change
+    parts = [a for key, a in (("uint8_gain", _action_uint8(facts)), ("graph_gain", _action_graphs(facts)))
+             if a is not None and _changes(facts, key)]
+    actions = [recipe] if recipe is not None else [_action_workers(facts), *parts]
     return Opening(_opening_findings(facts), [a for a in actions if a is not None][:3])
+
+
+def _changes(facts: Facts, key: str) -> bool:
+    """Whether the comparison ``key`` advises a change: its option ran faster, beyond level."""
+    c = facts.get(key)
+    return c is not None and c.number is not None and c.number > 1 and not c.level
 
 
 def device_note(facts) -> str:
