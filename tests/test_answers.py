@@ -72,6 +72,23 @@ def test_more_may_help_only_where_the_last_value_measured_still_gained():
     assert not more_may_help(q, kept, decide(q, kept, Facts("t")))       # keeping the default says nothing of more
 
 
+def test_a_swept_question_carries_more_may_help_in_its_advice_and_only_then():
+    """One rule for "more may help": ``decide`` words the edge for a sweep whose last step still gained, never for a
+    last value that merely won (a flat top) nor for candidates that are not one knob's values in order."""
+    swept = dataclasses.replace(_q(), swept=True)
+    grows = [_c(0, [100, 101]), _c(4, [150, 151]), _c(8, [170, 171])]
+    flat_top = [_c(0, [100, 101]), _c(4, [150, 151]), _c(8, [160, 161])]   # 8 wins by 6.6%, 4→8 the last step
+    plateau = [_c(0, [100, 101]), _c(4, [150, 151]), _c(8, [151, 152])]
+    assert decide(swept, grows, Facts("t")).scope == "edge"
+    assert decide(swept, flat_top, Facts("t")).scope == "edge"
+    assert decide(swept, plateau, Facts("t")).scope == "best"
+    assert decide(_q(), grows, Facts("t")).scope == "best"
+    f = Facts("t")
+    assert "more may help" in phrasing.advice(decide(swept, grows, f), f)
+    f = Facts("t")
+    assert "more may help" not in phrasing.advice(decide(swept, plateau, f), f)
+
+
 def test_a_gain_within_the_runs_spread_keeps_the_default():
     f = Facts("t")
     # 10% apart, but each side's runs spread ±15%: their ranges overlap, level (noise, not a gain)

@@ -237,3 +237,14 @@ def test_a_summary_row_names_the_question_its_number_answers(fresh_storage):
     if front.scope(shown, padding) is None:
         assert any(line.startswith("* **Padding** (reference host): ")
                    for line in front.title_markdown("h200").splitlines())
+
+
+@pytest.mark.parametrize("gpus, word", [(1, "1 GPU."), (4, "4 GPUs."), (0, "0 GPUs.")])
+def test_chapter_1_counts_the_machines_gpus_in_words_that_agree(gpus, word):
+    from datajourney.chapters.c01_introduction import page as p1
+    from datajourney.core.facts import Fact, Facts
+
+    f = Facts("01_introduction")
+    f.add(Fact("cores", 16.0, "", "usable cores", "count"), Fact("gpus", float(gpus), "", "GPUs", "count"))
+    text = p1.findings(f)[0].text
+    assert text.endswith(word), text

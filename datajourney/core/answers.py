@@ -22,7 +22,7 @@ wherever it appears (a chapter page, the front page, chapter 12).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from datajourney.core.facts import Advice, Fact, Facts, compare
 
@@ -51,6 +51,10 @@ class Question:
     cost_effect: float = COST_EFFECT
     #: the published metric the gain matches when it reads "advised ÷ default" (a change of the default)
     published: str | None = None
+    #: the candidates are one knob's values in increasing order (a sweep): a change to the last one is said to be
+    #: "the largest value measured; more may help" only where the sweep's last step still gained
+    #: (:func:`more_may_help`)
+    swept: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,9 +130,10 @@ def decide(q: Question, candidates: Sequence[Candidate], facts: Facts) -> Advice
         and not _clears(q, top, c) and _clears(q, c, base)))
     gain, need = _gain(pick.fact, base.fact), threshold(q, pick, base)
     facts.add(compare(f"{q.key}.gain", pick.fact, base.fact, published=q.published))
-    return Advice(q.key, q.knob, pick.value, gain=f"{q.key}.gain", verdict="change", within=gain - 1,
-                  threshold=need, snippet=pick.snippet, call=pick.call, at=pick.at,
-                  cost=q.cost if pick.costly else None, **common)
+    advice = Advice(q.key, q.knob, pick.value, gain=f"{q.key}.gain", verdict="change", within=gain - 1,
+                    threshold=need, snippet=pick.snippet, call=pick.call, at=pick.at,
+                    cost=q.cost if pick.costly else None, **common)
+    return replace(advice, scope="edge") if q.swept and more_may_help(q, candidates, advice) else advice
 
 
 def _call(knob: str, value) -> str:

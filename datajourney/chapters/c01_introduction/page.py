@@ -13,7 +13,8 @@ def findings(facts: Facts) -> list[Finding]:
     """What chapter 1 records: the machine the run had, which every other chapter's findings depend on."""
     cores, gpus = facts.get("cores"), facts.get("gpus")
     text = (f"This run's machine is {phrasing.text(facts.data.get('host', 'unknown'))}: "
-            f"{phrasing.value(cores)} usable cores and {phrasing.value(gpus)} GPUs.")
+            f"{phrasing.value(cores)} usable cores and {phrasing.value(gpus)} "
+            f"{'GPU' if gpus is not None and gpus.number == 1 else 'GPUs'}.")
     return [Finding("host", text, cores.number if cores else None, "")]
 
 

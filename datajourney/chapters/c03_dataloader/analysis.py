@@ -234,12 +234,11 @@ def _advice(out: Facts, res, e, ws, cache, word, n, size) -> None:
         out.add(compare("workers_gain", best, none))
     snip = "loader = DataLoader(dataset, batch_size={bs}, shuffle=True, num_workers={k})"
     q = Question("small_files.num_workers", "How many DataLoader workers for small files here?", "num_workers", 0,
-                 "num_workers=0", "PyTorch's DataLoader default", workload)
+                 "num_workers=0", "PyTorch's DataLoader default", workload, swept=True)
     cands = [Candidate(k, {0: none, w: best}.get(k) or _runs(f"small_files.w{k}", runs[k], unit="MB/s",
                        label=f"{LABELS['small_files']}, num_workers={k}, {word}", setting=dict(workers=k)),
                        snippet=snip.format(bs=bs, k=k)) for k in sorted(runs)]
-    a = decide(q, cands, out)
-    out.advise(replace(a, scope="edge" if a.verdict == "change" and a.value == max(ws) else "best") if a else None)
+    out.advise(decide(q, cands, out))
     shard = _best(e, "shard_in_order", cache, ws)
     if shard is None:
         return

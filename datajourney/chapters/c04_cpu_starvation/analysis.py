@@ -18,7 +18,7 @@ from datajourney.chapters.c04_cpu_starvation.model import (
     workers_needed,
 )
 from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAULT_PREFETCH
-from datajourney.core.answers import Candidate, Question, decide, more_may_help
+from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.results import Result
 from datajourney.core.stats import HIGH_SPREAD, cv
@@ -727,11 +727,8 @@ def _workers_answer(out: Facts, kind: str, ws: list[int], b: int, wl: str, persi
         return "loader = DataLoader(dataset, " + ", ".join(args) + ")"
 
     q = Question("synthetic.num_workers", "How many DataLoader workers does this work need?", "num_workers", 0,
-                 "num_workers=0", "PyTorch's DataLoader default", wl)
-    cands = [Candidate(w, out.get(f"step.{kind}.w{w}"), snippet=snippet(w)) for w in ws]
-    a = decide(q, cands, out)
-    if a is not None:
-        out.advise(dataclasses.replace(a, scope="edge" if more_may_help(q, cands, a) else "best"))
+                 "num_workers=0", "PyTorch's DataLoader default", wl, swept=True)
+    out.advise(decide(q, [Candidate(w, out.get(f"step.{kind}.w{w}"), snippet=snippet(w)) for w in ws], out))
 
 
 def _persistent_answer(res: Result, out: Facts, b: int, g: float):
@@ -763,9 +760,8 @@ def _prefetch_answer(res: Result, out: Facts, wl: str, b: int, g: float):
     ks = sorted(int(k) for k in set(mine["prefetch_factor"]))
     cands = [Candidate(k, out[f"prefetch.{cost}.pf{k}"]) for k in ks]   # the runs' facts (_prefetch_runs)
     q = Question("synthetic.prefetch_factor", "How many batches should each worker prefetch?", "prefetch_factor",
-                 DEFAULT_PREFETCH, f"prefetch_factor={DEFAULT_PREFETCH}", "PyTorch's DataLoader default", wl)
+                 DEFAULT_PREFETCH, f"prefetch_factor={DEFAULT_PREFETCH}", "PyTorch's DataLoader default", wl,
+                 swept=True)
     a = decide(q, cands, out)
-    if a is not None:
-        top = max(c.value for c in cands)
-        out.advise(dataclasses.replace(a, scope="edge" if a.verdict == "change" and a.value == top else "best"))
+    out.advise(a)
     return a

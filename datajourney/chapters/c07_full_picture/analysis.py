@@ -24,7 +24,7 @@ from datajourney.chapters.c07_full_picture.reading import (
     scenario_stats,
     scenarios,
 )
-from datajourney.core.answers import Candidate, Question, decide, exceeds, more_may_help
+from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import Fact, Facts, compare, measured
 
 CHAPTER = "07_full_picture"
@@ -280,11 +280,8 @@ def _workers_advice(res, f: Facts, st: pd.DataFrame) -> None:
     # the question names its recipe: the end-to-end recipe (``recipe``) answers a different one, with other workers
     q = Question("image.num_workers", "How many DataLoader workers for this model from these files?", "num_workers",
                  0, "num_workers=0", "PyTorch's DataLoader default",
-                 f"{workload_name(res, fmt)}, with {DEFAULT_RECIPE}")
-    cands = [Candidate(k, f[ips_key(fmt, k)], snippet=loader_snippet(res, k)) for k in ws]
-    a = decide(q, cands, f)
-    if a is not None:
-        f.advise(replace(a, scope="edge" if more_may_help(q, cands, a) else "best"))
+                 f"{workload_name(res, fmt)}, with {DEFAULT_RECIPE}", swept=True)
+    f.advise(decide(q, [Candidate(k, f[ips_key(fmt, k)], snippet=loader_snippet(res, k)) for k in ws], f))
 
 
 def _recipes(res, f: Facts, st: pd.DataFrame) -> None:

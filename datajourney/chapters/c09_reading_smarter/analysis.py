@@ -320,15 +320,15 @@ def _random(res, f: Facts) -> None:
         f.add(Fact("pool_saturates", "yes" if step < FLAT_GAIN or (util == util and util >= BUSY) else "no", "",
                    "the pool saturates at its largest size", "choice", None))
     q = Question("random_reads.threads", "How many threads for random small reads?", "threads", 1,
-                 "one reading thread", "a plain reader's", "cold random 4 KiB reads from one file")
+                 "one reading thread", "a plain reader's", "cold random 4 KiB reads from one file",
+                 swept=True)
     cands = [Candidate(1, f["random_one_thread"], call="one reading thread")]
     cands += [Candidate(int(k), measured(f"random_pool.t{int(k)}", g["IOPS"].astype(float).tolist(), unit="IOPS",
                                          label=f"a pool of {int(k)} pread threads", setting={"threads": int(k)}),
                         call=f"ThreadPoolExecutor(max_workers={int(k)})") for k, g in pool.groupby("threads") if k != 1]
     a = decide(q, cands, f)
     if a is not None:
-        f.advise(replace(a, scope="edge" if a.verdict == "change" and a.value == max(ts) else "best",
-                         evidence=a.evidence + ("parallel_random",)))
+        f.advise(replace(a, evidence=a.evidence + ("parallel_random",)))
 
 
 def _uring(res, f: Facts) -> None:

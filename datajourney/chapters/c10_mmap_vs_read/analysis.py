@@ -164,11 +164,10 @@ def _workers(res, f: Facts, cache: str, mode: str) -> None:
     q = Question("tokens.num_workers", "How many DataLoader workers for a token set?", "num_workers", 0,
                  "num_workers=0", "PyTorch's DataLoader default",
                  f"Megatron-style token files read by {MODE_NAMES[mode]}, batches of {batch}, "
-                 f"{cache} page cache, worker start included")
+                 f"{cache} page cache, worker start included", swept=True)
     a = decide(q, [Candidate(k, f[f"workers.{k}"]) for k in sorted(runs)], f)
     if a is not None:
-        f.advise(dataclasses.replace(a, scope="edge" if a.verdict == "change" and a.value == max(runs) else "best",
-                                     evidence=a.evidence + ("sweep_loader",)))
+        f.advise(dataclasses.replace(a, evidence=a.evidence + ("sweep_loader",)))
 
 
 def _bandwidth(res, f: Facts) -> None:

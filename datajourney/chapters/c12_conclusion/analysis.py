@@ -386,11 +386,14 @@ def gpus_fed(workload: str, hops: list[dict]) -> dict | None:
             h["gpus"] = hop_gpus(h, need)
         if rates:
             top = max(rates, key=lambda h: h["capacity"])
-            groups[name] = (top["gpus"], top["capacity"], top["hop"])
+            groups[name] = (top["gpus"], top["capacity"], top["hop"], top)
     if not groups or set(groups) != set(SHARED.get(workload, {})):
         return None   # a shared hop this run did not measure: no count
-    name, (n, rate, hop) = min(groups.items(), key=lambda g: g[1][0])
-    return dict(gpus=int(n), binding=name, hop=hop, rate=rate, need_per_gpu=need)
+    name, (n, rate, hop, top) = min(groups.items(), key=lambda g: g[1][0])
+    # a count set by how many ranks' loaders fit on the cores (the token CPU hop) says so, with the numbers
+    fit = {k: int(top[k]) for k in ("cores", "workers", "loaders") if top.get(k) is not None}
+    return dict(gpus=int(n), binding=name, hop=hop, rate=rate, need_per_gpu=need,
+                **({"fit": fit} if len(fit) == 3 else {}))
 
 
 def _model_check(found: dict, hops: list[dict], facts: Facts) -> None:

@@ -249,9 +249,14 @@ def _count_clause(facts: Facts, wl: str) -> str:
     """"this host's CPU feeds **4** such GPUs at ≥ 90% of the time": the count the analysis stated (``<wl>.gpus_fed``,
     the fewest of the shared hops' own counts the hop table shows) and the hop that sets it."""
     bar, fed = phrasing.share(AU_MIN), facts[f"{wl}.gpus_fed"]
-    binding = phrasing.text((facts.data.get(f"{wl}.fed") or {}).get("binding", ""))
-    return (f"this host's {binding} cannot feed one such GPU at ≥ {bar}" if not fed.value else
-            f"this host's {binding} feeds **{phrasing.value(fed, runs=False)}** such GPUs at ≥ {bar} of the time")
+    found = facts.data.get(f"{wl}.fed") or {}
+    binding = phrasing.text(found.get("binding", ""))
+    if not fed.value:
+        return f"this host's {binding} cannot feed one such GPU at ≥ {bar}"
+    fit = found.get("fit")
+    why = (f" (every rank runs its own loader: {fit['workers']} workers beside the rank's own process, and "
+           f"{fit['cores']} cores hold {fit['loaders']} such ranks)" if fit and fit["loaders"] == fed.value else "")
+    return f"this host's {binding} feeds **{phrasing.value(fed, runs=False)}** such GPUs at ≥ {bar} of the time{why}"
 
 
 def count_note(facts: Facts, wl: str) -> Finding | None:
