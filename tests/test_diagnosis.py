@@ -618,6 +618,12 @@ def test_the_gpu_count_is_one_value_in_the_answer_the_table_and_the_model(tmp_pa
             counts[key] = n
         per_group = [max(counts[k] for k in keys if k in counts) for keys in analysis.SHARED[wl].values()]
         assert stated.value == min(per_group)
-        assert f"feeds **{stated.value}** such GPUs" in page.opening(res.facts).findings[0 if wl == "image" else 1].text
+        said = page.opening(res.facts).findings[0 if wl == "image" else 1].text
+        assert f"feeds **{stated.value}** such GPUs" in said
+        cpu = hops.get("token_cpu") or {}
+        # a token count that the cores per rank set says so, with the cores and each rank's loader workers
+        bound = f"({cpu.get('cores')} cores hold {cpu.get('loaders')} ranks, each running its own loader of " \
+                f"{cpu.get('workers')} workers)"
+        assert (bound in said) == (wl == "tokens" and counts.get("token_cpu") == stated.value), said
     cpu = _hops(res, "image")["cpu"]
     assert cpu["cpu_ms"] == pytest.approx(cpu["workers_ms"] + cpu["main_ms"])

@@ -254,8 +254,8 @@ def _count_clause(facts: Facts, wl: str) -> str:
     if not fed.value:
         return f"this host's {binding} cannot feed one such GPU at ≥ {bar}"
     fit = found.get("fit")
-    why = (f" (every rank runs its own loader: {fit['workers']} workers beside the rank's own process, and "
-           f"{fit['cores']} cores hold {fit['loaders']} such ranks)" if fit and fit["loaders"] == fed.value else "")
+    why = (f" ({fit['cores']} cores hold {fit['loaders']} ranks, each running its own loader of {fit['workers']} "
+           "workers)" if fit and fit["loaders"] == fed.value else "")
     return f"this host's {binding} feeds **{phrasing.value(fed, runs=False)}** such GPUs at ≥ {bar} of the time{why}"
 
 
