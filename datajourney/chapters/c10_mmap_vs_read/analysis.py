@@ -331,7 +331,8 @@ def _checkpoint(res, f: Facts) -> None:
 
 def token_loader(res) -> dict | None:
     """The token loader, cold: tokens per second of the best configuration of each mode (mmap, read()) over
-    its sweep (tokens read ÷ loader time, mean over runs)."""
+    its sweep (tokens read ÷ loader time, mean over runs), and each mode's best rate at each worker count
+    (``by_workers``: chapter 12 sizes each data-parallel rank's loader by the fewest workers that feed its GPU)."""
     if "sweep" not in res.tables:
         return None
     s = res.table("sweep")
@@ -344,7 +345,8 @@ def token_loader(res) -> dict | None:
     for mode, part in rate.groupby("mode"):
         top = part.loc[part["rate"].idxmax()]
         modes[str(mode)] = dict(tokens_per_s=float(top["rate"]), seq=int(top["seq"]), batch=int(top["batch"]),
-                                workers=int(top["workers"]))
+                                workers=int(top["workers"]),
+                                by_workers={int(w): float(g["rate"].max()) for w, g in part.groupby("workers")})
     best = max(modes, key=lambda m: modes[m]["tokens_per_s"])
     return dict(best=best, modes=modes, itemsize=res.metadata.get("itemsize"),
                 cores=int(res.metadata["cores"]) if res.metadata.get("cores") else None)

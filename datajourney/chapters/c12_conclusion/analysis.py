@@ -275,15 +275,28 @@ def token_hops(found: dict, step: dict | None, stated: float | None, token_bytes
     hops.append(_hop("tokens", "token_loader", "10_mmap_vs_read", one["tokens_per_s"], mode=name,
                      workers=int(one["workers"]), advised=advised, call=call,
                      fits=bool(demand) and one["tokens_per_s"] >= AU_MIN * demand))
-    # every data-parallel rank runs its own loader (the same one as the row above), so the host's cores bound the
-    # ranks: each needs its loader's workers plus its own process. The CPU's rate is those loaders together; the
-    # ranks it feeds are as many as fit, when one such loader feeds its GPU at AU_MIN of its need
+    # every data-parallel rank runs its own loader of the advised reader, so the host's cores bound the ranks: each
+    # needs its loader's workers plus its own process. A rank's loader is the one with the fewest workers (chapter
+    # 10's best rate at that count) that feeds its GPU at AU_MIN of the time (rank_loader_need), so the ranks that
+    # fit are as many as possible; the CPU's rate is those loaders together. No such loader: the row above's, and no
+    # GPU fed
     if t.get("cores"):
-        loaders = max(1, int(t["cores"]) // (int(one["workers"]) + 1))
-        fed = loaders if demand and one["tokens_per_s"] >= AU_MIN * demand else 0
-        hops.append(_hop("tokens", "token_cpu", "10_mmap_vs_read", loaders * one["tokens_per_s"], loaders=loaders,
-                         cores=int(t["cores"]), workers=int(one["workers"]), mode=name, gpus=fed))
+        rates = {int(w): r for w, r in (one.get("by_workers") or {}).items()}
+        enough = sorted(w for w, r in rates.items() if demand and r >= rank_loader_need(w, demand))
+        w = enough[0] if enough else int(one["workers"])
+        rate = rates.get(w, one["tokens_per_s"])
+        loaders = max(1, int(t["cores"]) // (w + 1))
+        fed = loaders if demand and rate >= rank_loader_need(w, demand) else 0
+        hops.append(_hop("tokens", "token_cpu", "10_mmap_vs_read", loaders * rate, loaders=loaders,
+                         cores=int(t["cores"]), workers=w, mode=name, gpus=fed, loader_rate=rate))
     return hops
+
+
+def rank_loader_need(workers: int, demand: float) -> float:
+    """The tokens/s a rank's own loader must read for its GPU to compute at least :data:`AU_MIN` of the time: with
+    workers the loading overlaps the step, so AU_MIN × the step's need; without workers (the rank's own process
+    loads, then steps) the two take turns, AU = step ÷ (step + load), so AU_MIN ÷ (1 − AU_MIN) × the need."""
+    return demand * (AU_MIN if workers > 0 else AU_MIN / (1 - AU_MIN))
 
 
 #: Chapter 10's question whose answer is the token loader chapter 12 prices.

@@ -254,8 +254,8 @@ def _count_clause(facts: Facts, wl: str) -> str:
     if not fed.value:
         return f"this host's {binding} cannot feed one such GPU at ≥ {bar}"
     fit = found.get("fit")
-    why = (f" ({fit['cores']} cores hold {fit['loaders']} ranks, each running its own loader of {fit['workers']} "
-           "workers)" if fit and fit["loaders"] == fed.value else "")
+    why = (f" (one loader per rank: {fit['loaders']} fit on {fit['cores']} cores)"
+           if fit and fit["loaders"] == fed.value else "")
     return f"this host's {binding} feeds **{phrasing.value(fed, runs=False)}** such GPUs at ≥ {bar} of the time{why}"
 
 
@@ -428,18 +428,23 @@ def paper_exercise(res) -> str:
     loader, ranks, step = _hop(facts, "tokens", "token_loader") or {}, _hop(facts, "tokens", "token_cpu") or {}, \
         _hop(facts, "tokens", "gpu") or {}
     if ranks.get("cores") and loader.get("capacity") and step.get("capacity") and step.get("on_gpu"):
-        w, cores, one, ask = int(ranks["workers"]), int(ranks["cores"]), loader["capacity"], step["capacity"]
+        w, cores, ask = int(ranks["workers"]), int(ranks["cores"]), step["capacity"]
+        one = ranks.get("loader_rate") or loader["capacity"]
         fit, loaders, fed = cores // (w + 1), int(ranks["loaders"]), int(ranks["gpus"])   # the hop table's own
         questions.append(f"For the token step, each GPU's rank runs its own token loader with **{w} workers** besides "
-                         f"its own process, and one such loader read **{num(one, 'tokens/s')}**; the step asks for "
+                         f"its own process (the fewest that feed the GPU), and one such loader read "
+                         f"**{num(one, 'tokens/s')}**; the step asks for "
                          f"**{num(ask, 'tokens/s')}**. How many ranks' loaders fit on the {cores} cores, and how many "
                          "GPUs do they feed?")
+        factor = analysis.rank_loader_need(w, 1.0)   # without workers, loading and the step take turns
         answers.append(f"⌊{cores} ÷ ({w} + 1)⌋ = {fit}"
                        + (f", and one rank runs however few the cores: {loaders} loader" if loaders != fit else
                           " loaders")
                        + f"; one loader's {num(one, 'tokens/s')} "
                        + ("reaches" if fed else "falls short of")
-                       + f" {bar:g} × {num(ask, 'tokens/s')} = {num(bar * ask, 'tokens/s')}, so "
+                       + (f" {bar:g} × {num(ask, 'tokens/s')}" if w else
+                          f" {bar:g} ÷ (1 − {bar:g}) × {num(ask, 'tokens/s')} (no workers: the rank loads, then steps)")
+                       + f" = {num(factor * ask, 'tokens/s')}, so "
                        f"**{fed} GPU{'' if fed == 1 else 's'}**{_paper_count(facts, 'tokens', fed)}")
     return common.on_paper(intro, questions, answers)
 
@@ -508,7 +513,8 @@ def _basis(h: dict, gpu: bool) -> str:
         return "chapter 10's cold loader: tokens read ÷ loader time"
     if k == "token_cpu":
         return (f"one token loader per rank, as many as fit: {h['cores']} cores ÷ ({h['workers']} workers + the "
-                f"rank's process) = {h['loaders']} loaders, each at the rate of the loader above")
+                f"rank's process) = {h['loaders']} loaders, each with the fewest workers whose loader "
+                f"({num(h.get('loader_rate') or 0, 'tokens/s')}) feeds its GPU")
     if k == "allreduce":
         return _exchange_basis(h, gpu)
     if k == "photo_cpu":
