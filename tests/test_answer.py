@@ -120,7 +120,7 @@ def test_chapter_12_opening_follows_reversed_data(tmp_path):
     kept = facts["11.ddp_default_eff"]
     assert kept.number == pytest.approx(ref.number("11.ddp_default_eff") / 3, rel=0.05)
     f = next(x for x in page.findings(facts) if x.key == kept.key)
-    assert f"kept **{fx.value(kept, runs=False)}** of one GPU's steps/s" in f.text
+    assert f"lost **{fx.value(facts['11.ddp_default_loss'], runs=False)}** of one GPU's steps/s" in f.text
     assert f.text in page.data_parallel_answer(facts)
     assert "slower" in page.hops_display(SimpleNamespace(facts=facts), "gradients").iloc[1]["against the step's need"]
     for x in [*page.opening(facts).findings, f]:

@@ -552,8 +552,8 @@ def _summary_disagreements(found: dict[str, tuple], c12) -> list[str]:
             out.append(f"chapter 1, {ch}: {rows[0]['reference']!r} is not the chapter's {key}")
         if f is not None and rows[0]["published"] != overview.same_metric(ch, f):
             out.append(f"chapter 1, {ch}: a published figure of another metric beside {key}")
-        lever = next((t for c, k, t in overview.TITLE_FINDINGS if c == ch), None)
-        line = overview.lever_line(ch, head[0], lever, r) if lever else None
+        lever = next(((t, m) for c, k, t, m in overview.TITLE_FINDINGS if c == ch), None)
+        line = overview.lever_line(ch, head[0], *lever[:1], r, "", lever[1]) if lever else None
         if line is not None and f"**{rows[0]['reference']}**" not in line:
             out.append(f"title page, {ch}: {line!r} is not chapter 1's {rows[0]['reference']!r}")
     return out

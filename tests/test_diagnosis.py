@@ -218,7 +218,10 @@ def test_the_data_parallel_hop_is_chapter_11s_measured_cost_not_the_bandwidth_mo
     assert res.facts.number("gradients.model_ms") == pytest.approx(model_ms)
     assert res.facts.number("gradients.model_check") == pytest.approx(added / model_ms)
     said = page.data_parallel_answer(res.facts)
-    assert f"each GPU kept **{page.phrasing.value(copied, runs=False)}** of one GPU's steps/s" in said
+    # worded as chapter 11 words it: the share each GPU lost (100% − the share kept), one phrasing for one fact
+    lost = res.facts["11.ddp_default_loss"]
+    assert lost.number == pytest.approx(100 - kept)
+    assert f"each GPU lost **{page.phrasing.value(lost, runs=False)}** of one GPU's steps/s" in said
     assert "faster than the step" not in said and "all-reduce" not in said.split("**What to do**")[0]
     # the margin follows the measured share: the step at it against the step alone
     assert res.facts.number("gradients.margin") == pytest.approx(kept / 100)

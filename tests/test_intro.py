@@ -154,6 +154,8 @@ def test_title_page_of_the_committed_book(tmp_path):
     linked = [t.replace("](", "](../notebooks/") for t in [f.text for f in every.findings] + [a.text for a in
                                                                                       every.actions]]
     assert len(every.findings) == 3 and all(t in md for t in linked) and "Keep the default `DDP(model" in md
+    door = front.front_door(None, "h200", is_reference_run=True)   # chapter 1 states the same three answers
+    assert all(f.text in door for f in every.findings) and "Keep the default `DDP(model" in door
     cold = front.key_rows("02_random_vs_sequential", results.load_reference("02_random_vs_sequential"))[0]
     assert f"**{cold['reference']}** (published: {cold['published']})" in md
     assert "](../notebooks/02_random_vs_sequential.ipynb)" in md
@@ -173,6 +175,7 @@ def test_front_door_names_guest_cold_and_pairs_published_figures_like_with_like(
     padding = next(line for line in title.splitlines() if line.startswith("* **Padding**"))
     head, _, rest = padding.partition(";")
     assert "padding each batch to its longest sample" in head and "published" not in head
+    assert head.startswith("* **Padding** (reference host), real tokens per computed position: ")  # "3.1× more" of what
     assert "padding every sample to the context" in rest and "(published: 42.4×)" in rest
 
 
@@ -242,7 +245,7 @@ def test_a_summary_row_names_the_question_its_number_answers(fresh_storage):
     padding = registry.analysed(results.load_reference("05_padding_tax", "h200")).facts
     shown = padding.get(front.headline_key("05_padding_tax", padding, "all_samples"))
     if front.scope(shown, padding) is None:
-        assert any(line.startswith("* **Padding** (reference host): ")
+        assert any(line.startswith("* **Padding** (reference host), real tokens per computed position: ")
                    for line in front.title_markdown("h200").splitlines())
 
 

@@ -250,7 +250,7 @@ def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = 
     there (a re-rendered run), on this run."""
     mine = None if is_reference_run else _load(this_dir, diagnosis.CHAPTER)
     # inside chapter 1 this is chapter 12's advice, not the chapter's own "What to do"
-    parts = _answers(mine, host, todo="What chapter 12 advises")
+    parts = _answers(mine, host, todo="What chapter 12 advises", every=True)   # all three workloads, as promised
     if mine is None and not is_reference_run:
         parts.append("This run's other chapters have not run yet when this page is computed: each of them "
                      f"opens with this run's key results, and {_link(diagnosis.CHAPTER)} gives this run's "
@@ -258,12 +258,14 @@ def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = 
     return "\n\n".join(parts)
 
 
-#: The two chapter findings the title page states beside chapter 12's three answers: (chapter, HEADLINE key, topic).
-TITLE_FINDINGS = [("02_random_vs_sequential", "cold_gap", "Storage layout"),
-                  ("05_padding_tax", "all_samples", "Padding")]
+#: The two chapter findings the title page states beside chapter 12's three answers: (chapter, HEADLINE key, topic,
+#: the metric where its comparison's words do not name it: "3.1× more" of what).
+TITLE_FINDINGS = [("02_random_vs_sequential", "cold_gap", "Storage layout", None),
+                  ("05_padding_tax", "all_samples", "Padding", "real tokens per computed position")]
 
 
-def lever_line(chapter: str, key: str, topic: str, res: results.Result | None, base: str = "") -> str | None:
+def lever_line(chapter: str, key: str, topic: str, res: results.Result | None, base: str = "",
+               metric: str | None = None) -> str | None:
     """One of the title page's two levers: the chapter's key number as chapter 1's table shows it (the same fact,
     comparand and published figure, :func:`key_rows`), the source's own metric after it where the key number has no
     published figure; None when the result has none."""
@@ -272,7 +274,8 @@ def lever_line(chapter: str, key: str, topic: str, res: results.Result | None, b
         return None
     head, *more = rows
     where = f" on the reference host, for {phrasing.text(head['scope'])}" if head["scope"] else " (reference host)"
-    line = f"* **{topic}**{where}: {_what(res, head['what'], define=True)}: **{head['reference']}**"
+    measured = f", {metric}" if metric else ""
+    line = f"* **{topic}**{where}{measured}: {_what(res, head['what'], define=True)}: **{head['reference']}**"
     line += f" (published: {head['published']})" if head["published"] != "—" else ""
     for r in more:
         line += f"; {r['what']}: {r['reference']} (published: {r['published']})"
@@ -286,8 +289,8 @@ def title_markdown(host: str | None = None, run_dir=None) -> str:
     figure of the same metric), each with a link to its chapter."""
     base = "../notebooks/"
     parts = _answers(_load(run_dir, diagnosis.CHAPTER), host, base, every=True)
-    levers = [line for ch, key, topic in TITLE_FINDINGS
-              if (line := lever_line(ch, key, topic, results.load_reference(ch, host), base)) is not None]
+    levers = [line for ch, key, topic, metric in TITLE_FINDINGS
+              if (line := lever_line(ch, key, topic, results.load_reference(ch, host), base, metric)) is not None]
     return "\n\n".join(parts + (["\n".join(levers)] if levers else []))
 
 

@@ -145,7 +145,7 @@ def opening(facts) -> Opening:
     s = facts["scaling_direct"]
     n = _n(facts)
     if facts.data["workload"]["cuda"]:
-        fastest = ("DDP's defaults, its fastest setting" if s.setting.get("rung") == "default"
+        fastest = ("DDP's defaults" if s.setting.get("rung") == "default"
                    else f"DDP's fastest setting, {_option(s)}{_default_words(facts)}")
         out = [_finding(facts, "scaling_direct", f"On {_devs(facts, n)} over NCCL, each GPU {_kept(facts)} of one "
                         f"GPU's steps/s without DDP, with {fastest}.")]

@@ -320,6 +320,8 @@ def token_loader(t: dict | None, advice: Advice | None) -> tuple[str, dict, bool
 #: Chapter 11's exported fact the data-parallel step is priced with: each device's steps/s with DDP's defaults on N
 #: devices, as a share of one device's without DDP (the cost chapter 11 measured, not a model of it).
 DDP_KEPT = "ddp_default_eff"
+#: The same measurement as the share each device lost, the way chapter 11's page words it (one phrasing).
+DDP_LOST = "ddp_default_loss"
 
 
 def gradient_hops(found: dict) -> list[dict]:
@@ -352,6 +354,8 @@ def _gradient_facts(found: dict, hops: list[dict], facts: Facts) -> None:
     src = found.get("11_gpu_to_gpu")
     if src is None or DDP_KEPT not in src.exports or copy_fact(src, "11_gpu_to_gpu", DDP_KEPT, facts) is None:
         return
+    if DDP_LOST in src.exports and DDP_LOST in src:   # the same measurement as chapter 11 words it: the share lost
+        copy_fact(src, "11_gpu_to_gpu", DDP_LOST, facts)
     h = next((h for h in hops if h["hop"] == "allreduce"), None)
     if h is None or h.get("added_ms") is None or h["added_ms"] <= 0 or not h.get("allreduce_ms"):
         return

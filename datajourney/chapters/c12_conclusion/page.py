@@ -140,8 +140,12 @@ def _weakest_sentence(facts: Facts, wl: str) -> str:
     kept = facts.get(f"11.{analysis.DDP_KEPT}") if wl == "gradients" else None
     if kept is not None:
         rank = phrasing.where("rank", _on_gpu(facts, wl))
-        return (text + f"with DDP's defaults each {rank} kept **{phrasing.value(kept, runs=False)}** of one {rank}'s "
-                f"steps/s, measured in {chapter_link('11_gpu_to_gpu')}.")
+        lost = facts.get(f"11.{analysis.DDP_LOST}")
+        # chapter 11's phrasing of the same measurement: the share lost (the share kept where none was lost)
+        said = (f"lost **{phrasing.value(lost, runs=False)}**" if lost is not None and lost.number is not None
+                and lost.number >= 0 else f"kept **{phrasing.value(kept, runs=False)}**")
+        return (text + f"with DDP's defaults each {rank} {said} of one {rank}'s steps/s, measured in "
+                f"{chapter_link('11_gpu_to_gpu')}.")
     text += f"the weakest link is {hop_label(facts, wl, wk['key'])}"
     if wk["key"] == "gpu" and facts.get(f"{wl}.gpus_fed") is not None:   # the data path keeps up: how far it goes
         return text + f"; {_count_clause(facts, wl)}."
