@@ -63,8 +63,8 @@ CHAPTER = "11_gpu_to_gpu"
 #: The facts and data other pages may read (``scaling_eff_<k>`` for every count the result holds).
 EXPORTS = ("scaling_direct", "host_path_collapse", "allreduce_busbw", "host_path_cost", "best_option_direct",
            "best_option_host", "gap_closed_direct", "gap_closed_host", "direct_path_gain", "one_gpu",
-           "scaling_eff_2", "scaling_eff_4", "scaling_eff_8", "ddp_default_eff", "ddp_default_loss", "gradient_exchange", "scaling",
-           "workload", "ddp_default")
+           "scaling_eff_2", "scaling_eff_4", "scaling_eff_8", "ddp_default_eff", "ddp_default_loss",
+           "gradient_exchange", "scaling", "workload", "ddp_default")
 #: The all-reduce size the scaling curve's bus bandwidth is read at (else the largest measured).
 HEADLINE_SIZE = 1 << 30
 HOST_ORDER = ("p2p_off", "p2p_shm_off")
