@@ -56,11 +56,11 @@ def test_reference_answer_names_a_remedy_and_the_gpus_fed(tmp_path):
             assert page.verdict_first(advice, src) in action.text
     cpu = next(h for h in facts.data["hops"] if h["hop"] == "token_cpu")
     fed = facts["tokens.gpus_fed"].value
-    assert fed == cpu["gpus"] and f"feeds **{fed}** such GPUs" in op.findings[1].text
+    assert fed == cpu["gpus"] and f"could feed **{fed}** such GPUs" in op.findings[1].text
     # the image count only with a pipeline of chapter 7's measured end to end with the priced step: its recipe
-    assert (facts.get("image.gpus_fed") is None) == (recipe is None) == ("feeds **" not in op.findings[0].text)
-    assert not any("feeds **" in a.text for a in op.actions)   # a count is the workload's line, never the advice
-    assert any(f"feeds {fed} such GPUs" in line for line in page.summary_lines(facts))
+    assert (facts.get("image.gpus_fed") is None) == (recipe is None) == ("could feed **" not in op.findings[0].text)
+    assert not any("could feed **" in a.text for a in op.actions)   # a count is the workload's line, never the advice
+    assert any(f"could feed {fed} such GPUs" in line for line in page.summary_lines(facts))
 
 
 def test_slow_storage_picks_the_shard_remedy_and_the_caveat_follows_chapter_2(tmp_path):

@@ -362,7 +362,7 @@ def test_without_a_recipe_the_image_line_is_chapter_7s_advice_with_its_own_evide
     assert res.facts.get("image.fed_share") is None and res.facts.get("image.gpus_fed") is None
     best = src["best_vs_ceiling"].setting
     note = page.count_note(res.facts, "image").text   # the GPUs fed: the workload's note, never the advice's
-    assert f"num\\_workers={best['workers']}" not in action.text and "feeds **" not in action.text + note
+    assert f"num\\_workers={best['workers']}" not in action.text and "could feed **" not in action.text + note
     assert "with the eager step" in note and "no count of GPUs" in note
 
 
@@ -390,7 +390,7 @@ def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
     assert "loader = DataLoader(dataset, batch_size=64, num_workers=8, worker_init_fn=lambda _: os.nice(19))" \
         in action.snippet and "graph.replay()" in action.snippet
     assert "Set `num_workers=" not in action.text and "# the DataLoader" in action.snippet
-    assert res.facts.get("image.gpus_fed") is not None and "feeds **" in page.opening(res.facts).findings[0].text
+    assert res.facts.get("image.gpus_fed") is not None and "could feed **" in page.opening(res.facts).findings[0].text
 
     with_recipe(tmp_path, verdict="keep")   # a recipe under its threshold is not recommended
     res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
@@ -421,7 +421,7 @@ def test_a_gpu_count_needs_the_measured_pipeline_to_feed_one_gpu_at_the_bar(tmp_
     share = res.facts["image.fed_share"]
     assert share.number < 100 * analysis.AU_MIN and res.facts.get("image.gpus_fed") is None
     text = page.count_note(res.facts, "image").text + page.opening(res.facts).findings[0].text
-    assert "under the 90% bar" in text and "feeds **" not in text
+    assert "under the 90% bar" in text and "could feed **" not in text
 
 
 def test_the_token_next_hop_is_the_slowest_row_and_both_loader_rows_price_one_loader(tmp_path):
@@ -636,7 +636,7 @@ def test_the_gpu_count_is_one_value_in_the_answer_the_table_and_the_model(tmp_pa
         per_group = [max(counts[k] for k in keys if k in counts) for keys in analysis.SHARED[wl].values()]
         assert stated.value == min(per_group)
         said = page.opening(res.facts).findings[0 if wl == "image" else 1].text
-        assert f"feeds **{stated.value}** such GPUs" in said
+        assert f"could feed **{stated.value}** such GPUs" in said
         cpu = hops.get("token_cpu") or {}
         # a token count that the cores per rank set says so, with the cores and each rank's loader workers
         bound = f"(one loader per rank: {cpu.get('loaders')} fit on {cpu.get('cores')} cores)"

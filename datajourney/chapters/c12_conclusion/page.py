@@ -250,8 +250,9 @@ def gpus_sentence(facts: Facts, wl: str) -> str:
 
 
 def _count_clause(facts: Facts, wl: str) -> str:
-    """"this host's CPU feeds **4** such GPUs at ≥ 90% of the time": the count the analysis stated (``<wl>.gpus_fed``,
-    the fewest of the shared hops' own counts the hop table shows) and the hop that sets it."""
+    """"this host's CPU could feed **4** such GPUs at ≥ 90% of the time" (a capacity: the host may hold fewer GPUs): the
+    count the analysis stated (``<wl>.gpus_fed``, the fewest of the shared hops' own counts the hop table shows) and
+    the hop that sets it."""
     bar, fed = phrasing.share(AU_MIN), facts[f"{wl}.gpus_fed"]
     found = facts.data.get(f"{wl}.fed") or {}
     binding = phrasing.text(found.get("binding", ""))
@@ -260,7 +261,8 @@ def _count_clause(facts: Facts, wl: str) -> str:
     fit = found.get("fit")
     why = (f" (one loader per rank: {fit['loaders']} fit on {fit['cores']} cores)"
            if fit and fit["loaders"] == fed.value else "")
-    return f"this host's {binding} feeds **{phrasing.value(fed, runs=False)}** such GPUs at ≥ {bar} of the time{why}"
+    count = phrasing.value(fed, runs=False)
+    return f"this host's {binding} could feed **{count}** such GPUs at ≥ {bar} of the time{why}"
 
 
 def count_note(facts: Facts, wl: str) -> Finding | None:
