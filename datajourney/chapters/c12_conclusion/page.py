@@ -58,7 +58,7 @@ HOP_NAMES = {"files": "one-file-per-sample storage", "shard": "sharded storage r
              "token_cpu": "the CPU (one token loader per GPU, as many as the cores hold)",
              "allreduce": "the step with DDP's exchange of gradients (its defaults)",
              "photo_cpu": "decoding photos on all cores",
-             "photo_loader": "the best photo loader measured"}
+             "photo_loader": "the best CPU-decoding photo loader measured"}
 
 #: The hops in a few words, for the opening's one-sentence findings (the tables name them in full).
 SHORT_NAMES = {"cpu": "the CPU", "token_cpu": "the CPU", "allreduce": "DDP's exchange", "pcie": "the PCIe link",
