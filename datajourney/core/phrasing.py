@@ -224,16 +224,22 @@ def define_cold(text: str, state: Fact | None) -> str:
     return text if m is None else text[:m.start()] + m.group(1) + UNDECIDED_COLD[1:] + text[m.end():]
 
 
-def define_first(findings: Sequence[Finding], state: Fact | None) -> list[Finding]:
-    """``findings`` with the first one that names the cold state defined there (:func:`define_cold`), the rest as
-    they are: a page says what its "cold" means once, at its first use."""
-    out = list(findings)
-    for i, f in enumerate(out):
-        text = define_cold(f.text, state)
-        if text != f.text:
-            out[i] = Finding(f.key, text, f.value, f.unit, f.published, f.interval, f.values)
+def define_first_text(texts: Sequence[str], state: Fact | None) -> list[str]:
+    """``texts`` with the first one that names the cold state defined there (:func:`define_cold`), the rest as they
+    are: a page (or a table's column) says what its "cold" means once, at its first use."""
+    out = list(texts)
+    for i, t in enumerate(out):
+        if (new := define_cold(t, state)) != t:
+            out[i] = new
             break
     return out
+
+
+def define_first(findings: Sequence[Finding], state: Fact | None) -> list[Finding]:
+    """``findings`` with the cold state defined in the first that names it (:func:`define_first_text`)."""
+    texts = define_first_text([f.text for f in findings], state)
+    return [f if t == f.text else Finding(f.key, t, f.value, f.unit, f.published, f.interval, f.values)
+            for f, t in zip(findings, texts)]
 
 
 def on_gpu(device) -> bool:

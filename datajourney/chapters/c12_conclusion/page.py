@@ -715,21 +715,14 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
                      "reference host": theirs_cell,
                      "published": published_cell(ch, fig)})
     for column, facts in (("this run", mine), ("reference host", theirs)):
-        _define_cold_once(rows, column, facts)
+        # the first cell that names the cold state says what chapter 2's latency check found "cold" to mean there
+        state = facts.get("02.cold_state") if facts is not None else None
+        for r, text in zip(rows, phrasing.define_first_text([r[column] for r in rows], state)):
+            r[column] = text
     df = pd.DataFrame(rows)
     if theirs is None:
         df = df.drop(columns=["reference host"])
     return df
-
-
-def _define_cold_once(rows: list[dict], column: str, facts: Facts | None) -> None:
-    """The first cell of ``column`` that names the cold state says, there and only there, what chapter 2's
-    latency check found "cold" to mean in that run (:func:`phrasing.define_cold`)."""
-    state = facts.get("02.cold_state") if facts is not None else None
-    for r in rows:
-        if (new := phrasing.define_cold(r[column], state)) != r[column]:
-            r[column] = new
-            return
 
 
 # ----------------------------------------------------------------------------- charts
