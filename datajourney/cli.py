@@ -129,8 +129,12 @@ def _bench(a) -> int:
 
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
-        run_dir = runner.run(profile=a.profile, overrides={"data_dir": tmp}, run_id="bench",
-                             results_root=Path(tmp), progress=False)
+        # data sets and the run directory side by side, never one inside the other (a data folder is refused as
+        # the results folder)
+        data, runs = Path(tmp) / "data", Path(tmp) / "results"
+        data.mkdir()
+        run_dir = runner.run(profile=a.profile, overrides={"data_dir": str(data)}, run_id="bench",
+                             results_root=runs, progress=False)
         record = json.loads((run_dir / "run.json").read_text())
         book_s = None
         if a.book:  # what `./journey book` does after the chapters: build the HTML book

@@ -145,3 +145,26 @@ def test_a_kernel_drawing_charts_does_not_compile_the_iri_grammar():
             "print(sorted(m for m in ('nbformat', 'jsonschema', 'rfc3987_syntax', 'lark') if sys.modules.get(m)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[0] == "['jsonschema', 'nbformat']", out.stdout + out.stderr
+
+
+def test_bench_puts_its_data_sets_beside_its_run_not_in_its_results_folder(tmp_path, monkeypatch):
+    """`python -m datajourney bench` once gave its one temporary folder as both the data folder and the results
+    folder, which the run's own check refuses ("a directory for data sets only, not the results folder"), so it
+    failed in a second on every machine. The real plan (every chapter, the ci profile) now accepts what it passes."""
+    import json
+
+    from datajourney import cli
+    from datajourney.book import runner
+
+    seen = {}
+
+    def planned_only(root, target, fixed, replace, plans_for, **how):   # the plan has run, with its checks
+        seen["plans"] = plans_for(target)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "run.json").write_text(json.dumps({"chapters": []}))
+        return target
+
+    monkeypatch.setattr(runner, "_execute_new", planned_only)
+    out = tmp_path / "bench.json"
+    assert cli.main(["bench", "chapters", "--profile", "ci", "--out", str(out), "--tmp", str(tmp_path)]) == 0
+    assert seen["plans"] and json.loads(out.read_text())["seconds"] == {}
