@@ -233,3 +233,11 @@ def test_no_reference_rate_prints_more_than_six_digits():
                 shown = phrasing.value(f)
                 assert not re.search(r"\d(?:,?\d){6}", shown), (host, ch.name, f.key, shown)
     assert seen, "no count rate in the committed references"
+
+
+def test_runs_that_print_alike_show_no_range_of_one_number():
+    """"11.6 steps/s (11.6, 3 runs)" read as a range collapsed to nothing: runs whose ends print the same say so."""
+    f = measured("steps", [11.58, 11.6, 11.62], unit="steps/s", label="steps")
+    assert phrasing.value(f) == "11.6 steps/s (each of 3 runs)"
+    g = measured("steps", [11.2, 11.6, 12.0], unit="steps/s", label="steps")
+    assert phrasing.value(g) == "11.6 steps/s (11.2–12, 3 runs)"

@@ -271,8 +271,9 @@ def _over_whole(f: Fact) -> str:
 
 
 def value(f: Fact | None, *, runs: bool = True) -> str:
-    """A fact's value with its unit, and its spread over the runs: "2,123 MB/s (2,050–2,200, 3 runs)"; a share
-    above 100% says so ("133% (over 100%: more than the whole)"), never bare."""
+    """A fact's value with its unit, and its spread over the runs: "2,123 MB/s (2,050–2,200, 3 runs)", or "11.6
+    steps/s (each of 3 runs)" where every run prints alike; a share above 100% says so ("133% (over 100%: more than
+    the whole)"), never bare."""
     if f is None or f.value is None:
         return "—"
     if f.number is None:
@@ -280,7 +281,10 @@ def value(f: Fact | None, *, runs: bool = True) -> str:
     out = num(f.number, f.unit)
     if runs and f.spread is not None and f.n > 1:
         lo, hi = f.spread
-        out += f" ({span(lo, hi, f.unit, with_unit=f.unit in ('×', '%'))}, {f.n} runs)"
+        if num(lo, f.unit) == num(hi, f.unit):   # every run printed alike: no range of one number
+            out += f" (each of {f.n} runs)"
+        else:
+            out += f" ({span(lo, hi, f.unit, with_unit=f.unit in ('×', '%'))}, {f.n} runs)"
     return out + _over_whole(f)
 
 
