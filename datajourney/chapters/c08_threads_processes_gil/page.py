@@ -1243,8 +1243,8 @@ CHANGES = {
         ("Keep the paths as they are: with a NumPy array each worker's private memory over an epoch was {cmp}.",
          "with a Python list")),
     "first_batch.fork_vs_spawn": (
-        ("Start workers with fork where the platform allows: with {n:,} paths in the Dataset the first batch came "
-         "{cmp}.", "with spawn"),
+        ("Start workers with fork where the platform allows (Linux's default up to Python 3.13; from 3.14 it is "
+         "forkserver, so name it): with {n:,} paths in the Dataset the first batch came {cmp}.", "with spawn"),
         'loader = DataLoader(dataset, num_workers=4, multiprocessing_context="fork")',
         ("Keep the start method you have: with fork the first batch came {cmp}.", "with spawn"))}
 
