@@ -99,7 +99,9 @@ def test_d_names_the_setting_it_was_measured_in():
     assert (d.setting["workers"], d.setting["variant"]) != (best["workers"], best["variant"])
     sentence = next(s for s in page.sizing(res).split(". ") if "D = " in s)
     assert "best setting" not in sentence   # "the best setting" is the highest share of its own ceiling
-    assert f"default recipe's fastest setting (ImageFolder, `num_workers={d.setting['workers']}`)" in sentence
+    # the setting named is the one D was measured in, its format as the run named it (ImageFolder or MDS)
+    assert f"default recipe's fastest setting ({d.setting['format_name']}, `num_workers={d.setting['workers']}`)" \
+        in sentence
     assert not any("D in chapter 4's model" in a.text for a in page.opening(res).actions)   # said once, in its note
 
 
@@ -181,7 +183,11 @@ def test_a_cold_read_flagged_as_faster_than_warm_is_not_worded_level():
     res = _scaled(_ref(), "format_runs", 1.2, format="hf_datasets", cache="cold")
     assert key in page.facts_of(res)
     flag = next(line for line in page.format_note(res).splitlines() if "Hugging Face datasets" in line)
-    assert "level" not in flag and "1,655 images/s" in flag and "1,207 images/s" in flag and "1.37×" in flag
+    f = page.facts_of(res)
+    cold, warm = f["format.hf_datasets.cold"], f["format.hf_datasets.warm"]
+    assert cold.number > warm.number     # the lifted cold runs read faster than warm: impossible, so flagged
+    assert "level" not in flag and "faster" not in flag   # never worded as an outcome
+    assert all(page.say.headline(x) in flag for x in (cold, warm)) and "a measurement problem" in flag
 
 
 def test_no_raw_markdown_or_identifiers_where_the_page_shows_text():
@@ -254,18 +260,18 @@ def test_the_formats_without_workers_name_their_cache_state():
 
 # ------------------------------------------------------------------ 5. the first screen: one recipe to paste
 def test_the_first_screen_gives_one_recipe_and_the_default_recipe_as_its_own_question():
-    """The end-to-end recipe and the default recipe's worker count answer different questions (8 and 4 workers on the
-    reference): the first screen gives the recipe alone to paste, with its share of the ceiling said once, and the
+    """The end-to-end recipe and the default recipe's worker count answer different questions (their counts may
+    differ: 8 and 4 workers on an earlier reference): the first screen gives the recipe alone to paste, with its share of the ceiling said once, and the
     default recipe's count below it, its workload naming that recipe; a finding that names a worker count names the
     recipe it ran."""
     res = _ref()
     facts = page.facts_of(res)
     op = page.opening(res)
     r, a = facts["recipe"], facts.advice_for("image.num_workers")
-    assert r.setting["workers"] != a.value
     assert len(op.actions) == 1 and op.actions[0].snippet
     assert f"`num_workers={r.setting['workers']}`" in op.actions[0].text
-    assert f"`num_workers={a.value}`" not in op.actions[0].text
+    if r.setting["workers"] != a.value:   # two counts (a run where both answers pick the same count names it once)
+        assert f"`num_workers={a.value}`" not in op.actions[0].text
     for f in op.findings:
         if re.search(r"With \d+ workers", f.text):
             assert "the default recipe" in f.text, f.text
