@@ -261,9 +261,9 @@ def test_the_formats_without_workers_name_their_cache_state():
 # ------------------------------------------------------------------ 5. the first screen: one recipe to paste
 def test_the_first_screen_gives_one_recipe_and_the_default_recipe_as_its_own_question():
     """The end-to-end recipe and the default recipe's worker count answer different questions (their counts may
-    differ: 8 and 4 workers on an earlier reference): the first screen gives the recipe alone to paste, with its share of the ceiling said once, and the
-    default recipe's count below it, its workload naming that recipe; a finding that names a worker count names the
-    recipe it ran."""
+    differ: 8 and 4 workers on an earlier reference): the first screen gives the recipe alone to paste, with its
+    share of the ceiling said once, and the default recipe's count below it, its workload naming that recipe; a
+    finding that names a worker count names the recipe it ran."""
     res = _ref()
     facts = page.facts_of(res)
     op = page.opening(res)
