@@ -355,7 +355,9 @@ def test_c04_findings_follow_reversed_data():
     op, boundary = pg04.opening(f), pg04.finding_boundary(f)
     assert "faster than" in boundary.text and boundary.value < 1
     # the first screen states the comparison once, in the persistent_workers advice
-    assert all(x.key != "epoch_boundary" for x in op.findings) and "1.47× faster" in op.actions[1].text
+    gain = f[f.advice_for("synthetic.persistent_workers").gain]
+    assert all(x.key != "epoch_boundary" for x in op.findings)
+    assert f"{phrasing.ratio_words(gain)} than" in op.actions[1].text and "faster" in op.actions[1].text
     assert "persistent_workers=True" in op.actions[0].snippet
     eb = ref.table("epoch_boundary").copy()
     eb["persistent_workers"] = ~eb["persistent_workers"].astype(bool)
@@ -810,8 +812,10 @@ def test_c07_reference_facts_equal_the_tables():
     ws = sorted(set(st[st["variant"] == "default"]["workers"]))
     d = st[st["variant"] == "default"]
     fastest = int(d.loc[d["images_per_s"].idxmax(), "workers"])
-    assert a.value == fastest and a.scope == ("edge" if a.value == max(ws) else "best") and a.verdict == "change"
-    assert f[a.gain].basis == an07.ips_key("imagefolder", 0) and a.default == "num_workers=0"
+    assert a.value == fastest and a.verdict == "change"
+    assert a.scope == "best" or a.value == max(ws)   # "more may help" only at the largest count measured
+    fmt = str(d.loc[d["images_per_s"].idxmax(), "format"])   # the question asks it of the fastest format's sweep
+    assert f[a.gain].basis == an07.ips_key(fmt, 0) and a.default == "num_workers=0"
     assert a.workload.startswith("ResNet-50 training on a GPU")
     compile(a.snippet, "snippet", "exec")
     assert {"contention", "cpu_ms_per_image", "image_workload", "workers4", "best_vs_ceiling"} <= set(f.exports)
