@@ -1423,9 +1423,10 @@ def test_c09_latency_note_follows_reversed_data():
 
 
 def test_c09_uring_note_follows_reversed_data():
-    r = _h200_09()
+    pool = lambda t: t["mode"] == "pread, thread pool"   # noqa: E731
+    r = _scaled09(_h200_09(), "random", pool, "IOPS", 0.2)   # the ring well ahead of the pool, whatever the reference
     assert "faster than the best pread pool" in pg09.uring_note(an09.analyse(r))
-    r = _scaled09(r, "random", lambda t: t["mode"] == "pread, thread pool", "IOPS", 5)
+    r = _scaled09(_h200_09(), "random", pool, "IOPS", 5)
     assert "slower than the best pread pool" in pg09.uring_note(an09.analyse(r))
 
 
@@ -1441,6 +1442,9 @@ def test_c09_drift_note_follows_reversed_data():
     assert "The disk drifts between runs more than path (b) does" in pg09.drift_note(an09.analyse(r))
     r.tables["ceiling"] = r.tables["ceiling"].assign(GBps=[1.5, 1.5])
     r.tables["pipeline"].loc[r.tables["pipeline"]["mode"].str.startswith("dd"), "GBps"] = 1.5   # the sweep's dd too
+    g = r.tables["gpu"]
+    b = (g["path"] == an09.PINNED) & (g["cache"] == "cold")
+    g.loc[b, "GBps"] = np.linspace(1.0, 2.0, int(b.sum()))   # path (b)'s own runs apart, whatever the reference's
     assert "Path (b) varies more than the disk" in pg09.drift_note(an09.analyse(r))
 
 
@@ -1458,7 +1462,10 @@ def test_c09_a_thread_plateau_blames_the_device_only_when_nothing_went_past_it()
     f = an09.analyse(ref09)
     if f.get("pool_saturates") is None or f["pool_saturates"].value != "yes" or f.get("uring_vs_pool") is None:
         pytest.skip("the reference's pool did not plateau beside an io_uring run")
-    assert f["uring_vs_pool"].number > 1 and "not the device" in pg09._parallel(f, False).text
+    ahead = _scaled09(copy.deepcopy(ref09), "uring", lambda t: t["IOPS"] > 0, "IOPS", 2)   # io_uring past the plateau
+    f = an09.analyse(ahead)
+    assert f["uring_vs_pool"].number > 1 and not f["uring_vs_pool"].level
+    assert "not the device" in pg09._parallel(f, False).text
     r = copy.deepcopy(ref09)
     r.tables.pop("uring", None)
     text = pg09._parallel(an09.analyse(r), False).text
