@@ -905,7 +905,9 @@ def _uint8_snippet(nice: bool, device: str, workers: int, batch_size: int | None
     workers and batch size the run measured the recipe at."""
     lines = ["import os", "import torch", "from torch.utils.data import DataLoader", "",
              "# the Dataset returns each decoded image as uint8 (C, H, W):", "# a quarter of float32's bytes"]
-    args = ", ".join([f"batch_size={batch_size}"] * (batch_size is not None) + [f"num_workers={workers}"])
+    # as the run loaded: pinned batches where the step ran on the GPU (the copy then overlaps, chapter 6)
+    args = ", ".join([f"batch_size={batch_size}"] * (batch_size is not None) + [f"num_workers={workers}"]
+                     + ["pin_memory=True"] * (device == "cuda"))
     if nice:
         lines += ["loader = DataLoader(", f"    dataset, {args},",
                   f"    worker_init_fn=lambda _: os.nice({WORKER_NICE}),  # workers yield the CPU", ")"]

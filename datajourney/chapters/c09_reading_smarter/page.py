@@ -329,8 +329,10 @@ def drift_note(facts: Facts) -> str:
     if share is None:
         return ""
     lo, hi = share.spread
-    text = (f"Against the mean `dd` read ({_v(facts, 'dd_read')}) path (b)'s runs spread over "
-            f"{phrasing.share(lo)}–{phrasing.share(hi)}; the device's own `dd` runs spread over "
+    a, b = phrasing.share(lo), phrasing.share(hi)
+    runs = f"spread over {a}–{b}" if a != b else f"each came to {a}"   # never a range of one number
+    text = (f"Against the mean `dd` read ({_v(facts, 'dd_read')}) path (b)'s runs {runs} of it; the device's own "
+            f"`dd` runs spread over "
             f"{_v(facts, 'dd_read', runs=True)} ({_v(facts, 'dd_drift')} highest ÷ lowest, path (b): "
             f"{_v(facts, 'path_b_drift')}). ")
     whose = facts["drift_whose"].value
