@@ -59,7 +59,8 @@ def _references():
 MAY_LACK = {"07_full_picture": r"best_vs_ceiling\.flagged",   # only where the best setting fed more than its ceiling
             "08_threads_processes_gil": r"paper\..*",          # only where the SPDL question's runs were made
             "09_reading_smarter": r"gds",                      # only where kvikio loaded
-            "11_gpu_to_gpu": r"scaling_eff_\d+|ddp_default_eff",  # the GPU counts the host has; DDP's defaults if run
+            # the GPU counts the host has; DDP's defaults where they ran
+            "11_gpu_to_gpu": r"scaling_eff_\d+|ddp_default_(eff|loss)",
             "12_conclusion": r"(image|tokens|gradients)\.(margin|gpus_fed)"}   # only where the chapters of its hops ran
 
 

@@ -695,7 +695,7 @@ def test_the_chapter_states_one_dd_series_and_names_it_as_its_own():
     f = analysis.analyse(res)
     assert f["dd_read"].n == 5 and f.number("dd_runs_all") == 5 and analysis.dd_runs(res) == [2.0] * 5
     text = _note(page.ceilings_text, res)
-    assert "`dd bs=1M` (chapter 2's method, run in this chapter) 2 GB/s (2, 5 runs)" in text
+    assert "`dd bs=1M` (chapter 2's method, run in this chapter) 2 GB/s (each of 5 runs)" in text
     assert "every one of these 5 `dd` runs" in text and "3 runs" not in text
     assert "than this chapter's dd reading the file cold" in _finding(res, "to_gpu").text
     pipe = res.tables["pipeline"]
