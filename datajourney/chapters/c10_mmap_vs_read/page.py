@@ -49,7 +49,7 @@ def loader_note(facts: Facts) -> str:
     return ("Over the whole sweep: " + "; ".join(out) + ".") if out else ""
 
 
-def per_sample_bandwidth(res: Result) -> pd.DataFrame:
+def per_sample_bandwidth_table(res: Result) -> pd.DataFrame:
     """Bytes of a sample ÷ time inside ``__getitem__`` (lookup + read + construct), per mode,
     sequence length, batch and cache state (mean, min, max over runs) in MB/s."""
     g = _grid(res).copy()
