@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from datajourney.core.facts import Advice, Fact, Facts
 from datajourney.core.stats import HIGH_SPREAD, cv, direction, mean, ratio
-from datajourney.core.units import num, pct, signed, size_label, span, times  # noqa: F401 - the book's one way to print a number
+from datajourney.core.units import num, pct, prints_alike, signed, size_label, span, times  # noqa: F401 - the book's one way to print a number
 
 
 @dataclass(frozen=True)
@@ -281,7 +281,7 @@ def value(f: Fact | None, *, runs: bool = True) -> str:
     out = num(f.number, f.unit)
     if runs and f.spread is not None and f.n > 1:
         lo, hi = f.spread
-        if num(lo, f.unit) == num(hi, f.unit):   # every run printed alike: no range of one number
+        if prints_alike(lo, hi, f.unit):   # every run printed alike: no range of one number
             out += f" (each of {f.n} runs)"
         else:
             out += f" ({span(lo, hi, f.unit, with_unit=f.unit in ('×', '%'))}, {f.n} runs)"

@@ -124,13 +124,18 @@ def times(ratio: float) -> str:
     return num(ratio, "×")
 
 
+def prints_alike(low: float, high: float, unit: str = "") -> bool:
+    """Whether a range's two ends print the same: a range of one number, which :func:`span` prints as one value."""
+    return num(low, unit, with_unit=False) == num(high, unit, with_unit=False)
+
+
 def span(low: float, high: float, unit: str = "", *, with_unit: bool = True) -> str:
     """A range as text: '1.2–3.4 ms'; 'a to b' when an end is negative ('−0.03 to 0.28 ms');
     a single value when both ends print the same ('20.9×'); one scale for both ends of a large rate
     ('2.50–2.60 G tokens/s'; without ``with_unit``, '2.50–2.60 G')."""
     a, b = num(low, unit, with_unit=False), num(high, unit, with_unit=False)
     tail = "" if not unit or not with_unit else (unit if unit in ("×", "%") else f" {unit}")
-    if a == b:
+    if prints_alike(low, high, unit):
         return a + tail
     scale = next((f" {p}" for p, _ in SCALES if a.endswith(f" {p}") and b.endswith(f" {p}")), "")
     if scale:   # one scale for both ends: "2.50–2.60 G tokens/s"

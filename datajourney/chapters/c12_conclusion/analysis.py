@@ -354,7 +354,7 @@ def _gradient_facts(found: dict, hops: list[dict], facts: Facts) -> None:
     src = found.get("11_gpu_to_gpu")
     if src is None or DDP_KEPT not in src.exports or copy_fact(src, "11_gpu_to_gpu", DDP_KEPT, facts) is None:
         return
-    if DDP_LOST in src.exports and DDP_LOST in src:   # the same measurement as chapter 11 words it: the share lost
+    if DDP_LOST in src.exports:   # the same measurement as chapter 11 words it: the share lost (where it ran)
         copy_fact(src, "11_gpu_to_gpu", DDP_LOST, facts)
     h = next((h for h in hops if h["hop"] == "allreduce"), None)
     if h is None or h.get("added_ms") is None or h["added_ms"] <= 0 or not h.get("allreduce_ms"):
@@ -402,14 +402,13 @@ def gpus_fed(workload: str, hops: list[dict]) -> dict | None:
         for h in rates:
             h["gpus"] = hop_gpus(h, need)
         if rates:
-            top = max(rates, key=lambda h: h["capacity"])
-            groups[name] = (top["gpus"], top["capacity"], top["hop"], top)
+            groups[name] = max(rates, key=lambda h: h["capacity"])   # the group's fastest hop
     if not groups or set(groups) != set(SHARED.get(workload, {})):
         return None   # a shared hop this run did not measure: no count
-    name, (n, rate, hop, top) = min(groups.items(), key=lambda g: g[1][0])
+    name, top = min(groups.items(), key=lambda g: g[1]["gpus"])
     # a count set by how many ranks' loaders fit on the cores (the token CPU hop) says so, with the numbers
     fit = {k: int(top[k]) for k in ("cores", "workers", "loaders") if top.get(k) is not None}
-    return dict(gpus=int(n), binding=name, hop=hop, rate=rate, need_per_gpu=need,
+    return dict(gpus=int(top["gpus"]), binding=name, hop=top["hop"], rate=top["capacity"], need_per_gpu=need,
                 **({"fit": fit} if len(fit) == 3 else {}))
 
 

@@ -259,8 +259,7 @@ def _count_clause(facts: Facts, wl: str) -> str:
     if not fed.value:
         return f"this host's {binding} cannot feed one such GPU at ≥ {bar}"
     fit = found.get("fit")
-    why = (f" (one loader per rank: {fit['loaders']} fit on {fit['cores']} cores)"
-           if fit and fit["loaders"] == fed.value else "")
+    why = f" (one loader per rank: {fit['loaders']} fit on {fit['cores']} cores)" if fit else ""
     count = phrasing.value(fed, runs=False)
     return f"this host's {binding} could feed **{count}** such GPUs at ≥ {bar} of the time{why}"
 
