@@ -4,6 +4,7 @@ live here, not on the page."""
 import copy
 import re
 
+import numpy as np
 import pytest
 from helpers import hosts_with
 
@@ -80,34 +81,43 @@ def test_dataset_size_slows_spawned_workers_not_forked_ones(host):
 
 
 def test_chapter_8_opening_follows_reversed_data():
-    """Of the reference without its SPDL question (the cold end-to-end comparison opens then), whose DataLoader
-    decoded with spdl.io: no loader advice, said plainly (the default, Pillow, was not measured). With its
-    DataLoader's rows as a Pillow DataLoader's, make the thread loaders 4× faster: the headline turns from slower
-    to faster and the advice from "keep the DataLoader" to "load with threads"; make spawn start faster than fork:
-    the start-method advice turns too."""
+    """Of the reference without its SPDL question (the cold end-to-end comparison opens then), its thread loaders
+    set at half the best DataLoader and fork set to start faster than spawn: with its DataLoader decoding with
+    spdl.io, no loader advice, said plainly (the default, Pillow, was not measured); with the same rows as a Pillow
+    DataLoader's, "keep the DataLoader" at the workers it ran with. Make the thread loaders 4× faster: the headline
+    turns from slower to faster and the advice from "keep the DataLoader" to "load with threads"; make spawn start
+    faster than fork: the start-method advice turns too."""
+    # fails if the opening or the advice keeps the unswapped direction, if a DataLoader not decoding with Pillow is
+    # advised as the default, or if the kept DataLoader is named at another worker count than the one it ran with
     ref = results.load_reference(CHAPTER)
     tables = {k: v for k, v in ref.tables.items() if not k.startswith("paper") and k != "gil_held"}
-    spdl = ref.table("loaders").copy()
+    lo = ref.table("loaders").copy()
+    threads = lo["loader"].isin(page.THREADED)
+    means = lo.groupby(["loader", "decoder", "concurrency"])["images_per_s"].mean()
+    kinds = means.index.get_level_values("loader")
+    lo.loc[threads, "images_per_s"] *= 0.5 * means[kinds == "dataloader"].max() / means[kinds.isin(page.THREADED)].max()
+    st = ref.table("startup").copy()
+    st["first_batch_s"] = [9.0 if m == "spawn" else 0.05 for m in st["start_method"]]
+    spdl = lo.copy()
     spdl.loc[spdl["loader"] == "dataloader", "decoder"] = "spdl"   # whichever decoder the reference's DataLoader used
-    tables = {**tables, "loaders": spdl}
+    tables = {**tables, "loaders": spdl, "startup": st}
     base = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, tables, ref.metadata)
     op = page.opening(base)
     assert "slower than the best DataLoader" in op.findings[0].text and op.findings[0].value < 1
     assert op.actions[0].text.startswith("No advice on the loader from this run: it measured no DataLoader decoding "
                                          "with Pillow") and "decoded with spdl.io" in op.actions[0].text
     assert page.facts_of(base).advice_for("image_decode.loader") is None
-    lo = ref.table("loaders").copy()
     lo.loc[lo["loader"] == "dataloader", "decoder"] = "pillow"   # as if the DataLoader had decoded with Pillow
     tables = {**tables, "loaders": lo}
     base = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, tables, ref.metadata)
     op = page.opening(base)
-    assert "keep the default `torch.utils.data.DataLoader` with `num_workers=16`" in op.actions[0].text
-    assert "num_workers=16" in op.actions[0].snippet
+    w = page.facts_of(base)["end_to_end.dataloader"].setting["concurrency"]   # the workers it ran with
+    assert f"keep the default `torch.utils.data.DataLoader` with `num_workers={w}`" in op.actions[0].text
+    assert f"num_workers={w}" in op.actions[0].snippet
     assert any(a.text.startswith("Start workers with fork") for a in op.actions)
     lo = lo.copy()
-    fast = lo["loader"].isin(page.THREADED)
-    lo.loc[fast, "images_per_s"] *= 4
-    st = ref.table("startup").copy()
+    lo.loc[threads, "images_per_s"] *= 4
+    st = st.copy()
     st["first_batch_s"] = [0.05 if m == "spawn" else 9.0 for m in st["start_method"]]
     rev = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint,
                          {**tables, "loaders": lo, "startup": st}, ref.metadata)
@@ -147,6 +157,8 @@ def test_chapter_8_advises_the_spdl_decoder_in_the_dataloader_where_it_beat_pill
     """The H200 reference with its DataLoader decoding with spdl.io made 1.2× the Pillow DataLoader (the SPDL
     pipeline level with Pillow): the advice is the decoder, by its gain over the default, never "keep the
     default"."""
+    # fails if the DataLoader decoding with spdl.io is counted as the default (kept rather than advised), or if its
+    # gain is measured against another baseline than the DataLoader decoding with Pillow
     from datajourney.core import phrasing
 
     ref = copy.deepcopy(results.load_reference(CHAPTER, "h200"))
@@ -157,7 +169,10 @@ def test_chapter_8_advises_the_spdl_decoder_in_the_dataloader_where_it_beat_pill
     ref.tables["loaders"] = lo
     pp = ref.table("paper").copy()
     warm = pp["state"] == "warm"
-    pillow = pp.loc[warm & (pp["loader"] == "dl_pillow"), "images_per_s"].to_numpy()
+    mine = warm & (pp["loader"] == "dl_pillow")
+    # the Pillow DataLoader's runs within 1% of their mean, so that 1.2× of them is apart from them on any reference
+    pillow = pp.loc[mine, "images_per_s"].mean() * np.linspace(0.99, 1.01, int(mine.sum()))
+    pp.loc[mine, "images_per_s"] = pillow
     pp.loc[warm & (pp["loader"] == "dl_spdl"), "images_per_s"] = 1.2 * pillow
     pp.loc[warm & (pp["loader"] == "spdl_batch"), "images_per_s"] = pillow[::-1]
     ref.tables["paper"] = pp
