@@ -37,7 +37,7 @@ from datajourney.chapters.c10_mmap_vs_read import analysis as an10
 from datajourney.chapters.c10_mmap_vs_read import page as pg10
 from datajourney.chapters.c11_gpu_to_gpu import analysis as an11
 from datajourney.chapters.c11_gpu_to_gpu import page as pg11
-from datajourney.core import charts, phrasing, results
+from datajourney.core import answers, charts, phrasing, results
 from datajourney.core.params import BOOK_OPTIONS, parameters_cell
 from datajourney.core.paths import REPO_ROOT
 
@@ -777,7 +777,7 @@ def test_c07_reference_facts_equal_the_tables():
     assert f.number("wait_w0") == pytest.approx(np.mean(_runs07(res, "imagefolder", 0, "DATALOADER_WAIT")))
     assert f.number("workers4") == pytest.approx(np.mean(_runs07(res, "imagefolder", 4, "images_per_s")))
     assert f["workers4"].published == "ImageFolder, workers=4: images/s"
-    # the GPU step under the heaviest loader load against the step alone: 60.8% slower on the reference
+    # the GPU step under the heaviest loader load against the step alone (its ratio is the reference's own)
     t = res.table("load")
     plain = t[t["mode"] == "plain"].groupby("busy")["compute_ms"].mean()
     assert f.number("contention") == pytest.approx(plain.max() / plain[0])
@@ -808,14 +808,26 @@ def test_c07_reference_facts_equal_the_tables():
         for k in ("step_ms", "file_bytes", "cpu_ms"):
             assert wl[k] == pytest.approx(theirs[k]), k
         assert wl["best"]["workers"] == theirs["best"]["workers"]
-    # the advice: the fastest default worker count against W=0, inside the range measured
+    # the advice: the fewest default workers level with the fastest count (by mean) that beat W=0 by the minimum
+    # gain with their runs apart; "more may help" exactly where that is the largest count measured and it beat the
+    # count before it the same way (fails if the advice, its verdict or its scope stops following the runs)
     a = f.advice_for("image.num_workers")
-    ws = sorted(set(st[st["variant"] == "default"]["workers"]))
     d = st[st["variant"] == "default"]
-    fastest = int(d.loc[d["images_per_s"].idxmax(), "workers"])
-    assert a.value == fastest and a.verdict == "change"
-    assert a.scope == "best" or a.value == max(ws)   # "more may help" only at the largest count measured
     fmt = str(d.loc[d["images_per_s"].idxmax(), "format"])   # the question asks it of the fastest format's sweep
+    runs = {int(w): g["images_per_s"].tolist() for w, g in d[d["format"] == fmt].groupby("workers")}
+    ws, mean = sorted(runs), {w: float(np.mean(r)) for w, r in runs.items()}
+
+    def clears(x: int, y: int) -> bool:
+        apart = min(runs[x]) > max(runs[y]) or min(runs[y]) > max(runs[x])
+        return mean[x] / mean[y] - 1 >= answers.MIN_EFFECT and apart
+
+    top = max(ws, key=mean.get)
+    if clears(top, 0):
+        pick = next(w for w in ws if w == top or (w != 0 and not clears(top, w) and clears(w, 0)))
+        edge = pick == ws[-1] and clears(ws[-1], ws[-2])
+        assert (a.value, a.verdict, a.scope) == (pick, "change", "edge" if edge else "best")
+    else:
+        assert (a.value, a.verdict) == (0, "keep")
     assert f[a.gain].basis == an07.ips_key(fmt, 0) and a.default == "num_workers=0"
     assert a.workload.startswith("ResNet-50 training on a GPU")
     compile(a.snippet, "snippet", "exec")
