@@ -212,13 +212,17 @@ def test_spdl_scaling_note_words_the_thread_pool_against_the_pipeline_from_the_f
     fewer = sp.assign(concurrency=4, images_per_s=sp["images_per_s"] / 3)
     lo = __import__("pandas").concat([lo, fewer], ignore_index=True)
     pool = (lo["loader"] == "threadpool") & (lo["decoder"] == "pillow")
-    lo.loc[pool, "images_per_s"] *= 3    # the plain pool well ahead of the pipeline, whatever the reference measured
+    # the plain pool's best put at twice the pipeline's best, then at half of it, whatever the reference measured
+    # (fails if the note words one direction whatever the runs)
+    to_pipeline = sp.groupby("concurrency")["images_per_s"].mean().max() / lo[pool].groupby("concurrency")[
+        "images_per_s"].mean().max()
+    lo.loc[pool, "images_per_s"] *= 2 * to_pipeline
     f = analysis.analyse(_edited(h200, loaders=lo))
     row = next(r for r in f.data["spdl_scaling"] if r["decoder"] == "pillow")
     assert row["threads"] == [4, 16] and row["pool"]["vs"] == "more"
     assert "with Pillow the SPDL pipeline delivered" in page.spdl_note(f) and "more than the pipeline's best" in \
         page.spdl_note(f)
-    lo.loc[pool, "images_per_s"] /= 75
+    lo.loc[pool, "images_per_s"] /= 4
     g = analysis.analyse(_edited(h200, loaders=lo))
     assert next(r for r in g.data["spdl_scaling"] if r["decoder"] == "pillow")["pool"]["vs"] == "less"
     assert "less than the pipeline's best" in page.spdl_note(g) and "more than" not in page.spdl_note(g)
