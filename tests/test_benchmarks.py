@@ -40,12 +40,12 @@ def test_recorded_ci_profile_time():
 
 @pytest.mark.parametrize("host", hosts_with("06_pcie"))
 def test_reference_pinned_copy_reaches_the_independent_ceiling(host):
-    from datajourney.chapters.c06_pcie import analysis, page
+    from datajourney.chapters.c06_pcie import analysis
 
     r = results.load_reference("06_pcie", host)
     ceiling = r.metadata["ceiling"]
     assert ceiling["available"] and ceiling["size"] == 1 << 30
-    top = page.ceiling(r)["GBps"]   # the highest pinned copy of the chapter: nothing measured exceeds it
+    top = analysis.analyse(r).number("ceiling")   # the highest pinned copy of the chapter: nothing measured exceeds it
     b = analysis._events(r)
     pinned = b[(b["direction"] == "H2D") & (b["memory"] == "pinned")].sort_values("size")
     assert float(pinned["median"].iloc[-1]) >= 0.95 * top   # at the largest size measured

@@ -651,7 +651,7 @@ def test_c06_reference_facts_equal_the_tables(path):
         _median06(res, batch, "H2D", "pinned") / _median06(res, batch, "H2D", "pageable"))
     assert f.number("pinned_vs_pageable_batch") < f.number("pinned_vs_pageable")  # the headline's size matters
     # the ceiling: the highest pinned host-to-device median of the chapter
-    assert f.number("ceiling") == pytest.approx(max(m["GBps"] for m in pg06.pinned_h2d_measurements(res)))
+    assert f.number("ceiling") == pytest.approx(max(m["GBps"] for m in an06.pinned_h2d_measurements(res)))
     assert f.number("ceiling") >= f.number("h2d_pinned")
     o = res.table("overlap")
     at = o[(o["size"] == 256 << 20) & (o["memory"] == "pinned") & (o["mode"] == "non_blocking")]

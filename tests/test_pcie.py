@@ -497,7 +497,7 @@ def test_computed_sections_of_a_gpu_run():
 
 def test_charts_and_tables_of_a_gpu_run():
     res = gpu_result()
-    ev = page.bandwidth_by_path(res)
+    ev = page.bandwidth_frame(res)
     fig = plotting.lines_with_band(ev, x="size", color="path", title="t", xaxis="x", yaxis="y", centre="median",
                                    low="p10", high="p90", band_label="p10–p90")
     assert "p10–p90" in fig.data[0].hovertemplate and "median" in fig.data[0].hovertemplate
@@ -524,7 +524,7 @@ def test_charts_and_tables_of_a_gpu_run():
     bt = page.bandwidth_table(res)
     assert list(bt["copy size"]) == ["64 KiB", "1 MiB", "16 MiB", "64 MiB", "256 MiB", "1 GiB"]
     assert page.staging_table(res)["buffer size"].iloc[0] == "32 MiB"
-    cp = page.clocks_pivot(res)
+    cp = page.clocks_table(res)
     ratios = cp.drop(columns="copy size")
     assert (ratios.iloc[0] > 1.2).all() and (ratios > 0.9).all().all()  # launch cost weighs on the smallest copy
     od = page.overlap_table(res)
@@ -705,26 +705,44 @@ def test_highest_of_a_set_of_measurements():
 
 
 def test_no_pinned_copy_of_the_chapter_exceeds_its_ceiling():
-    """As on a host whose bus drifted: the second path's rounds read 46-52 GB/s, while the sweep's
-    256 MiB copy read 55 GB/s. The ceiling is that copy, the page says so, and no share exceeds 100%."""
+    """As on a host whose bus drifted: the second path's rounds read 46-52 GB/s, while the sweep's pinned
+    copies read up to 55 GB/s. The ceiling is the fastest of them, the page says so, and no share exceeds 100%."""
     res = _with_ceiling_rounds(gpu_result(), cupy=[46.3, 50.3, 51.8], torch_=[46.0, 50.0, 51.5])
     res.tables["bidirectional"] = res.table("bidirectional").assign(h2d_GBps=54.0)
-    c = page.ceiling(res)
-    measured = page.pinned_h2d_measurements(res)
+    facts = analysis.analyse(res)
+    c = facts["ceiling"]
+    measured = analysis.pinned_h2d_measurements(res)
     assert len(measured) == 6 + 6 + 1  # sweep sizes, both paths' rounds, the both-directions copy
-    assert all(m["GBps"] <= c["GBps"] for m in measured)
-    sweep = page.bandwidth_by_path(res)
-    assert c["GBps"] == pytest.approx(sweep[sweep["path"] == "H2D, pinned"]["median"].max())
-    assert c["source"].startswith("PyTorch's") and "bandwidth sweep" in c["source"]
-    text = page.ceiling_text(res)
-    assert f"set by {c['source']}" in text and "In 3 rounds spread over the run" in text
+    assert c.setting["measurements"] == len(measured) and all(m["GBps"] <= c.number for m in measured)
+    sweep = page.bandwidth_frame(res)
+    assert c.number == pytest.approx(sweep[sweep["path"] == "H2D, pinned"]["median"].max())
+    assert c.setting["kind"] == "sweep" and c.setting["path"] == "PyTorch"
+    text = page.ceiling_text(facts)
+    top = sweep[sweep["path"] == "H2D, pinned"].sort_values("median").iloc[-1]
+    assert f"set by PyTorch's {fx.size_label(int(top['size']))} copy in the bandwidth sweep" in text
+    assert "In 3 rounds spread over the run" in text
     assert "46.3–51.8 GB/s" in text and "level with" in text  # PyTorch against CuPy, round by round
-    share = page.finding_pinned_h2d(res).value / c["GBps"]
+    assert facts.number("h2d_pinned_share_of_ceiling") <= 100
+    share = page.finding_pinned_h2d(facts).value / c.number
     assert share <= 1
     # the second path faster in a later round: it sets the ceiling instead
     res = _with_ceiling_rounds(gpu_result(), cupy=[50.0, 57.0, 51.0], torch_=[49.0, 50.0, 50.5])
-    assert page.ceiling(res)["GBps"] == pytest.approx(57.0, rel=0.01) and "round 2" in page.ceiling(res)["source"]
-    assert "slower than" in page.ceiling_text(res) or "level with" in page.ceiling_text(res)
+    facts = analysis.analyse(res)
+    assert facts.number("ceiling") == pytest.approx(57.0, rel=0.01)
+    assert facts["ceiling"].setting["path"] == "CuPy" and facts["ceiling"].setting["round"] == 1
+    text = page.ceiling_text(facts)
+    assert "set by CuPy's 1 GiB copy in the ceiling's round 2" in text
+    assert "slower than" in text or "level with" in text
+
+
+def test_a_measurement_without_a_rate_never_sets_the_ceiling():
+    """A copy whose rate could not be computed (NaN) is left out of the ceiling, not taken as its highest."""
+    res = _with_ceiling_rounds(gpu_result(), cupy=[46.3, 50.3, 51.8], torch_=[46.0, 50.0, 51.5])
+    res.tables["bidirectional"] = res.table("bidirectional").assign(h2d_GBps=float("nan"))
+    facts = analysis.analyse(res)
+    measured = analysis.pinned_h2d_measurements(res)
+    assert facts["ceiling"].setting["measurements"] == len(measured) - 1
+    assert facts.number("ceiling") == pytest.approx(max(m["GBps"] for m in measured if m["kind"] != "both directions"))
 
 
 def test_summarise_ceiling_gives_one_median_per_round_and_path():

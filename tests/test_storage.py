@@ -195,20 +195,22 @@ def test_guest_cold_label_only_when_the_latency_says_so():
     h = _headline([400, 410, 415], [2100, 2400, 2300])
     host_cached = _result({"headline": h, "latency": _latency(19.0)}, hypervisor=True)
     items = _findings(host_cached)
-    assert page.guest_cold(host_cached) is True
+    assert analysis.analyse(host_cached).data["guest_cold"] is True
+    assert page.cold_name(host_cached) == "guest-cold" and "guest-cold" in page.chart_series(host_cached)
     opened = page.opening(analysis.analyse(host_cached)).findings
     assert "guest-cold (out of this virtual machine's page cache" in _key(opened, "cold_gap").text
     lat = _key(items, "cold_latency")
     assert "guest-cold" in lat.text and lat.value == pytest.approx(19.0, rel=0.02)
     device = _result({"headline": h, "latency": _latency(80.0)}, hypervisor=True)
-    assert page.guest_cold(device) is False and page.cold_label(device) == "cold"
+    assert analysis.analyse(device).data["guest_cold"] is False and page.cold_name(device) == "cold"
+    assert "cold" in page.chart_series(device) and "guest-cold" not in page.chart_series(device)
     assert "consistent with reads from the device" in _key(_findings(device), "cold_latency").text
     bare_fast = _result({"headline": h, "latency": _latency(15.0)}, hypervisor=False)
-    assert page.cold_label(bare_fast) == "cold"
+    assert page.cold_name(bare_fast) == "cold"
     assert "faster memory or a cache" in _key(_findings(bare_fast), "cold_latency").text
     refilled = _result({"headline": h, "latency": _latency(90.0, second=20.0)}, hypervisor=True)
     assert "filled a cache" in _key(_findings(refilled), "cold_latency").text
-    assert page.guest_cold(_result({"headline": h})) is None
+    assert analysis.analyse(_result({"headline": h})).data["guest_cold"] is None
 
 
 def test_cold_that_cannot_be_told_apart_is_said_once_on_the_page():

@@ -13,12 +13,10 @@ import pandas as pd
 from datajourney.chapters.c02_random_vs_sequential.analysis import DIP_TOL
 from datajourney.chapters.c02_random_vs_sequential.analysis import analyse as _analyse
 from datajourney.chapters.c02_random_vs_sequential.params import Params
-from datajourney.chapters.common import (  # noqa: F401 - cold_label, guest_cold: the notebook's chart labels
+from datajourney.chapters.common import (
     UNDECIDED_WORDS,
     ColdVerdict,
-    cold_label,
     facts_reader,
-    guest_cold,
     on_paper,
     short_time,
     table_of,
@@ -43,8 +41,14 @@ def _label(facts: Facts, key: str) -> str:
     return say.text(f.label) if f is not None else ""
 
 
+def cold_name(facts) -> str:
+    """The run's name for its cold state ('guest-cold' or 'cold'), as the analysis stored it (``cold_label``): the
+    word the charts and tables label their cold rows with."""
+    return facts_of(facts).data.get("cold_label") or "cold"
+
+
 def _cold(facts: Facts) -> str:
-    return say.text(facts.data.get("cold_label") or "cold")
+    return say.text(cold_name(facts))
 
 
 def _served(facts: Facts) -> str:
@@ -83,9 +87,9 @@ SERIES = ("cold", "warm", "random", "sequential", "page cache (warm)", "O_DIRECT
           "buffered", "O_DIRECT", "this run", "reference run")
 
 
-def chart_series(res) -> list[str]:
-    """:data:`SERIES` as this run's charts name them: the cold state by :func:`cold_label`."""
-    cold = cold_label(res)
+def chart_series(facts) -> list[str]:
+    """:data:`SERIES` as this run's charts name them: the cold state by :func:`cold_name`."""
+    cold = cold_name(facts)
     return [cold if s == "cold" else s for s in SERIES]
 
 

@@ -31,6 +31,7 @@ from datajourney.core import stats
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.units import MiB, size_label
+from datajourney.toolkit import transfer
 
 CHAPTER = "06_pcie"
 #: The facts and data other pages may read (chapter 12's checklist and PCIe hop, the front page).
@@ -191,15 +192,18 @@ def _bandwidth(res, f: Facts) -> None:
 
 
 def _ceiling(res, f: Facts) -> None:
-    ms = pinned_h2d_measurements(res)
-    if not ms:
+    """The run's ceiling: the highest of every pinned host-to-device measurement of the chapter
+    (:func:`pinned_h2d_measurements`, by :func:`datajourney.toolkit.transfer.highest`), so that no measurement of
+    the chapter exceeds it; where it comes from (its kind, path, size, round, phase) is its setting."""
+    top = transfer.highest(pinned_h2d_measurements(res))
+    if top is None:
         return
-    top = max(ms, key=lambda m: m["GBps"])
     f.add(Fact("ceiling", float(top["GBps"]), "GB/s", "the ceiling of the run, its fastest pinned copy", "rate",
-               "higher", setting={k: v for k, v in top.items() if k != "GBps"} | {"measurements": len(ms)}))
+               "higher", setting={k: v for k, v in top.items() if k not in ("GBps", "of")}
+               | {"measurements": int(top["of"])}))
     _ceiling_rounds(res, f)
     if "h2d_pinned" in f:
-        f.add(_share("h2d_pinned_share_of_ceiling", f.number("h2d_pinned") / top["GBps"],
+        f.add(_share("h2d_pinned_share_of_ceiling", f.number("h2d_pinned") / f.number("ceiling"),
                      "the share of the ceiling that the largest pinned copy reached", setting=f["h2d_pinned"].setting))
     if "h2d_pinned" in f and "link_peak" in f:
         f.add(_share("h2d_pinned_share_of_peak", f.number("h2d_pinned") / f.number("link_peak"),

@@ -25,7 +25,6 @@ from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts, host_label
 from datajourney.core.phrasing import Action, Finding, Opening
 from datajourney.core.units import size_label
-from datajourney.toolkit import transfer
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -53,12 +52,6 @@ def _pct(fraction: float) -> str:
     return text
 
 
-def pinned_h2d_measurements(res) -> list[dict]:
-    """Every pinned host-to-device measurement of a run (:func:`analysis.pinned_h2d_measurements`), each with
-    ``source``, where it comes from in words."""
-    return [dict(m, source=_source_words(m)) for m in analysis.pinned_h2d_measurements(res)]
-
-
 def _source_words(m: dict) -> str:
     """Where a pinned host-to-device measurement comes from (its ``kind``, ``path``, ``size``, ``round`` and
     ``phase``), in words."""
@@ -69,13 +62,6 @@ def _source_words(m: dict) -> str:
             "second path": f"{path}'s {n} copy",
             "both directions": f"PyTorch's {n} copy alone in the both-directions test"}.get(str(m.get("kind")),
                                                                                            f"a {n} copy")
-
-
-def ceiling(res) -> dict | None:
-    """The run's ceiling: the highest of every pinned host-to-device measurement of the chapter
-    (:func:`pinned_h2d_measurements`, :func:`datajourney.toolkit.transfer.highest`), so that no
-    measurement of the chapter exceeds it; None when nothing was measured."""
-    return transfer.highest(pinned_h2d_measurements(res))
 
 
 def ceiling_text(facts) -> str:
@@ -470,8 +456,8 @@ def overlap_caveat(res) -> str:
 # --------------------------------------------------------------------------- tables for the notebook
 
 
-def bandwidth_by_path(res) -> pd.DataFrame:
-    """CUDA-event rows of the bandwidth summary with a ``path`` label (direction, memory)."""
+def bandwidth_frame(res) -> pd.DataFrame:
+    """CUDA-event rows of the bandwidth summary with a ``path`` label (direction, memory), for the chart."""
     return _events(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
 
 
@@ -482,7 +468,7 @@ _PATH_HEADERS = {"H2D, pinned": "to GPU, pinned", "H2D, pageable": "to GPU, page
 
 def bandwidth_table(res) -> pd.DataFrame:
     """Median GB/s per size and path, then each as a share of the link's peak, with readable headers."""
-    ev = bandwidth_by_path(res)
+    ev = bandwidth_frame(res)
     piv = ev.pivot_table(index="size", columns="path", values="median")
     pct = ev.pivot_table(index="size", columns="path", values="pct_of_peak")
     out = piv.rename(columns=lambda c: f"{_PATH_HEADERS.get(c, c)} (GB/s)").join(
@@ -516,7 +502,8 @@ def dip_table(res) -> pd.DataFrame:
                                "faults_per_MiB": "page faults per MiB", "n": "copies"})
 
 
-def clocks_pivot(res) -> pd.DataFrame:
+def clocks_table(res) -> pd.DataFrame:
+    """Host clock ÷ CUDA events per copy size (rows) and path (columns): the ratio of the median times."""
     t = analysis.clock_ratios(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
     piv = t.pivot_table(index="size", columns="path", values="ratio").reset_index()
     piv.insert(0, "copy size", piv.pop("size").map(size_label))
