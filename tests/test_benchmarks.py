@@ -68,7 +68,7 @@ def test_reference_training_loop_keeps_up_on_two_full_runs(host):
     the load experiment measured compute slowing by more than that when the loader's work keeps the
     cores busy (for a graphed best, with the step replayed from CUDA graphs)."""
     from datajourney.book.runner import profiles
-    from datajourney.chapters.c07_full_picture import page, reading
+    from datajourney.chapters.c07_full_picture import analysis, reading
 
     files = [results.REFERENCE_DIR / host / "07_full_picture.json",
              *sorted((results.REFERENCE_DIR / host / "repeats").glob("07_full_picture-*.json"))]
@@ -82,8 +82,9 @@ def test_reference_training_loop_keeps_up_on_two_full_runs(host):
         assert len(runs) == r.parameters["repeats"] >= 2, (f.name, runs)  # every repeat of the scenario
         if runs["pct_of_ceiling"].min() >= 100 * reading.KEEP_UP:
             continue
-        gap, parts = page._gap(r, best)
-        assert max(parts, key=parts.get) == "slower compute", (f.name, parts)
+        g = analysis.analyse(r).data["best_gap"]   # what the best scenario's step lost, by part
+        parts = g["parts"]
+        assert g["largest"] == "slower compute", (f.name, parts)
         load = r.table("load")
         mode = "cuda_graphs" if reading.step_kind(best["variant"]) == "graphed" else "plain"
         under = load[load["mode"] == mode].groupby("busy")["compute_ms"].median()

@@ -845,6 +845,27 @@ def test_c07_reference_facts_equal_the_tables():
     assert {"contention", "cpu_ms_per_image", "image_workload", "workers4", "best_vs_ceiling"} <= set(f.exports)
 
 
+def test_c07_reference_notes_data_equal_the_tables():
+    """What the scenario notes word (the ceilings, the best's gap, the default recipe's best, the key metrics) is the
+    tables' means, once: the gap's parts add up to the gap, the default's AU is its share of the ceiling."""
+    res = results.Result.load(REF07)
+    f = an07.analyse(res)
+    ceil = res.table("ceiling")
+    c = f.data["ceilings"]["eager"]
+    assert c["images_per_s"] == pytest.approx(ceil["images_per_s"].mean()) and c["runs"] == len(ceil)
+    assert c["compute_ms"] == pytest.approx(f.number("compute.ceiling"))
+    g = f.data["best_gap"]
+    assert sum(g["parts"].values()) == pytest.approx(g["gap"]) and g["largest"] == max(g["parts"], key=g["parts"].get)
+    st = rd07.scenario_stats(res)
+    d = st[st["variant"] == "default"].loc[st[st["variant"] == "default"]["pct_of_ceiling"].idxmax()]
+    db = f.data["default_best"]
+    assert db["label"] == d["label"] and db["au"] == pytest.approx(d["images_per_s"] / c["images_per_s"])
+    assert db["au_reaches"] == (db["au"] >= rd07.KEEP_UP)
+    km = f.data["key_metrics"]
+    assert km["ImageFolder, workers=0: data wait"][0] == pytest.approx(f.number("wait_w0"))
+    assert km[an07.WAIT_RATIO][0] == pytest.approx(f.number("wait.imagefolder.w0") / f.number("wait.mds.w0"))
+
+
 def test_c07_a_cpu_run_names_the_model_that_ran():
     res = copy.deepcopy(results.Result.load(REF07))
     res.facts = None

@@ -151,7 +151,7 @@ def test_the_exported_recipe_is_the_best_measured_end_to_end_row():
     s = r.setting
     assert (s["format"], s["workers"], s["variant"]) == (b["format"], int(b["workers"]), b["variant"])
     assert s["share"] == pytest.approx(float(b["pct_of_ceiling"]))
-    w0 = page._row(reading.scenario_stats(res), "imagefolder", 0)
+    w0 = analysis._scenario_row(reading.scenario_stats(res), "imagefolder", 0)
     assert r.number == pytest.approx(float(b["images_per_s"]) / float(w0["images_per_s"]))
     assert s["verdict"] == "change" and r.basis == "recipe.baseline"
     codes = " ".join(p["code"] or "" for p in s["parts"])

@@ -538,9 +538,10 @@ def test_without_a_graphed_run_the_chapter_says_why():
 def test_the_benchmark_explanation_uses_the_ceiling_of_the_best_step():
     res = _result(best=1700.0, tuned_compute=34.5,
                   graphed=dict(ips=1800.0, compute=33.5, ceiling_ips=1900.0, ceiling_compute=31.5))
-    b = reading.best_scenario(res)
-    gap, parts = page._gap(res, b)
-    assert b["variant"] == "graphed" and parts["slower compute"] == pytest.approx(2.0, abs=0.05)
+    facts = analysis.analyse(res)
+    parts = facts.data["best_gap"]["parts"]
+    assert facts["best_vs_ceiling"].setting["variant"] == "graphed"
+    assert parts["slower compute"] == pytest.approx(2.0, abs=0.05)   # 33.5 ms against the graphed ceiling's 31.5
 
 
 def test_compute_flat_or_growing_under_load_follows_the_data():
@@ -617,8 +618,36 @@ def test_the_notes_word_the_stored_facts_of_a_result():
     facts = analysis.analyse(res)
     for fn in (page.sizing, page.cpu_note, page.takeaways, page.compute_growth_note, page.reader_note,
                page.nvml_note, page.timeline_note, page.load_note, page.device_note, page.mds_w0_note,
-               page.one_worker_note, page.load_remedies_note):
+               page.one_worker_note, page.load_remedies_note, page.spread_notes, page.ceiling_caption,
+               page.graph_note, page.ratio_note, page.paper_exercise, page.key_metrics):
         assert fn(facts) == fn(res), fn.__name__
+
+
+def test_the_notes_word_the_facts_as_stored_in_a_result_file():
+    """The facts written to a result file (JSON) and read back word the scenario notes as the facts in memory:
+    the gaps' parts keep their order, the key metrics their pairs."""
+    import json
+
+    from datajourney.core.facts import Facts
+
+    res = _result(best=1850.0, tuned_compute=34.5, graphed=GRAPH_HELPS)
+    facts = analysis.analyse(res)
+    stored = Facts.from_dict(json.loads(json.dumps(facts.to_dict(), allow_nan=False)))
+    for fn in (page.spread_notes, page.ceiling_caption, page.graph_note, page.ratio_note, page.paper_exercise,
+               page.key_metrics, page._best_note):
+        assert fn(stored) == fn(facts), fn.__name__
+
+
+def test_spread_notes_name_the_scenarios_whose_runs_spread():
+    res = _result()
+    sc = res.table("scenarios")
+    sc.loc[(sc["format"] == "mds") & (sc["workers"] == 4) & (sc["variant"] == "default"),
+           "images_per_s"] = [1000.0, 1800.0, 2600.0]
+    res.tables["scenarios"] = sc
+    text = page.spread_notes(res)
+    assert text.startswith("* MDS, W=4 varied over 1,000–2,600 images/s in 3 runs") and text.count("* ") == 1
+    calm = page.spread_notes(_result())   # ±1% runs: only the largest spread is named
+    assert calm.startswith("No scenario's images/s varied by more than 20%") and "* " not in calm
 
 
 @pytest.mark.parametrize("first,need,tried,expected", [
@@ -640,7 +669,7 @@ def test_ranges_never_repeat_an_end():
     for t in texts:
         for a, b in re.findall(r"(\d[\d.,]*)–(\d[\d.,]*)", t):
             assert a != b, t
-    assert page._range([5.0, 5.0], "ms") == "min–max 5 ms over 2 runs"
+    assert page._range(5.0, 5.0, 2, "ms") == "min–max 5 ms over 2 runs"
 
 
 def test_the_two_format_ratios_say_what_they_divide():
@@ -649,7 +678,7 @@ def test_the_two_format_ratios_say_what_they_divide():
 
 
 def test_every_committed_full_run_on_the_reference_host_is_listed():
-    runs = page.reference_runs("h200")
+    runs = page.reference_runs_table("h200")
     assert runs.iloc[0]["kind"] == "reference run"
     assert len(runs) == 1 + len(list((results.REFERENCE_DIR / "h200" / "repeats").glob(f"{training.CHAPTER}*.json")))
     assert not has_nan(runs.to_string(na_rep="nan"))

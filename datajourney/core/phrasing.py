@@ -112,8 +112,14 @@ def spread_note(label: str, values: Sequence[float], unit: str = "") -> str | No
     c = cv(values)
     if not (c > HIGH_SPREAD):
         return None
-    return (f"{label} varied over {span(min(values), max(values), unit)} in "
-            f"{len(values)} runs (coefficient of variation {pct(c)}): read it as a range, not a point.")
+    return spread_words(label, min(values), max(values), len(values), c, unit)
+
+
+def spread_words(label: str, low: float, high: float, runs: int, c: float, unit: str = "") -> str:
+    """The sentence of :func:`spread_note` from numbers an analysis stored: ``label``'s ``runs`` runs spread over
+    ``low``–``high`` with the coefficient of variation ``c`` (the analysis decided it is above the threshold)."""
+    return (f"{label} varied over {span(low, high, unit)} in {runs} runs (coefficient of variation {pct(c)}): "
+            "read it as a range, not a point.")
 
 
 def as_markdown(findings: Sequence[Finding]) -> str:

@@ -26,6 +26,7 @@ from datajourney.chapters.c07_full_picture.reading import (
 )
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import Fact, Facts, compare, measured
+from datajourney.core.stats import HIGH_SPREAD, cv, direction
 
 CHAPTER = "07_full_picture"
 EXPORTS = ("wait_w0", "workers4", "best_vs_ceiling", "best_vs_ceiling.flagged", "contention", "compute_under_load",
@@ -810,6 +811,131 @@ def _nvml(res, traces: list[dict] | None) -> dict | None:
     return dict(label=str(b["label"]), gpu_util=float(b["gpu_util"]), au=au, samples=_num(b.get("util_samples")),
                 kernel_share=k, closer=None if k is None else "compute share" if abs(k - au) < abs(k - nv) else "nvml")
 
+# --------------------------------------------------------------------------- the ceilings, the gaps, the graph
+#: The ceilings: the eager step, and the same step replayed from CUDA graphs, each fed from memory.
+CEILINGS = ("eager", "graphed")
+#: The key metric that divides the data waits at W=0 (the source's ratio: ImageFolder's wait ÷ MDS's).
+WAIT_RATIO = "streaming ÷ ImageFolder, workers=0"
+
+
+def _ceilings(res) -> dict:
+    """Each ceiling (``eager``, ``graphed``; None where the result has no runs of it): its images/s and compute per
+    step (means over its runs), its runs, the compute's lowest and highest run, and for the graphed one its compute
+    against the eager ceiling's (``vs_eager``: +1 slower, -1 faster, 0 level, :func:`direction` within 1%)."""
+    out = {}
+    for kind in CEILINGS:
+        c = ceiling_runs(res, kind)
+        if c.empty or "images_per_s" not in c:
+            out[kind] = None
+            continue
+        comp = [float(v) for v in c["compute_ms"]]
+        out[kind] = dict(images_per_s=float(c["images_per_s"].mean()), compute_ms=float(c["compute_ms"].mean()),
+                         runs=len(c), compute_low=min(comp), compute_high=max(comp), compute_runs=len(comp))
+    if out["graphed"] is not None and out["eager"] is not None:
+        out["graphed"]["vs_eager"] = direction([float(v) for v in ceiling_runs(res, "graphed")["compute_ms"]],
+                                               [float(v) for v in ceiling_runs(res, "eager")["compute_ms"]], tol=0.01)
+    return out
+
+
+def _spreads(res) -> dict:
+    """The runs' spread of images/s: every scenario (by its label) and ceiling (by its kind) whose coefficient of
+    variation is above :data:`~datajourney.core.stats.HIGH_SPREAD` (``high``: lowest, highest, runs, cv), and the
+    largest spread of a scenario run more than once (``worst``, None where every scenario ran once)."""
+    high, worst = [], None
+    for label, g in scenarios(res).groupby("label", sort=False):
+        v = [float(x) for x in g["images_per_s"]]
+        c = cv(v)
+        if c > HIGH_SPREAD:
+            high.append(dict(label=str(label), ceiling=None, low=min(v), high=max(v), runs=len(v), cv=c))
+        if len(v) > 1 and c > (worst["cv"] if worst else 0.0):
+            worst = dict(label=str(label), cv=c)
+    for kind in CEILINGS:
+        c = ceiling_runs(res, kind)
+        v = [float(x) for x in c["images_per_s"]] if "images_per_s" in c else []
+        if v and cv(v) > HIGH_SPREAD:
+            high.append(dict(label=None, ceiling=kind, low=min(v), high=max(v), runs=len(v), cv=cv(v)))
+    return dict(high=high, worst=worst, threshold=HIGH_SPREAD)
+
+
+def _gap(res, row) -> dict:
+    """What a scenario's step lost against the ceiling of its own step (eager or graphed; eager where the result
+    has no graphed ceiling), ms per step (``gap``), split into the data wait, the copy, compute and the rest
+    (``parts``, in that order), the largest part (``largest``), its share of the gap (``share``) and whether it is
+    more than the whole gap (``whole``: the parts below zero offset the rest)."""
+    ceil = ceiling_runs(res, str(row["ceiling"]))
+    if ceil.empty:
+        ceil = ceiling_runs(res, "eager")
+    gap = float(row["step_ms"] - ceil["step_ms"].mean())
+    parts = {"data wait": float(row["DATALOADER_WAIT"] - ceil["DATALOADER_WAIT"].mean()),
+             "the copy to the GPU": float(row["H2D_TRANSFER"] - ceil["H2D_TRANSFER"].mean()),
+             "slower compute": float(row["compute_ms"] - ceil["compute_ms"].mean())}
+    parts["the rest of the step"] = gap - sum(parts.values())
+    big = max(parts, key=parts.get)
+    return dict(gap=gap, parts=parts, largest=big, largest_ms=parts[big],
+                share=parts[big] / gap if gap else None, whole=parts[big] > gap)
+
+
+def _default_best(res, st: pd.DataFrame, ceilings: dict) -> dict | None:
+    """The default recipe's best scenario (the highest share of the ceiling): its label, share of the eager ceiling
+    (``pct``, the scenario table's, and as AU ``au``), images/s, step and compute per step, its compute share
+    (compute ÷ the step), whether each of the two reaches the book's bar, and what its step lost to its ceiling
+    (:func:`_gap`). None without a default-recipe scenario or an eager ceiling."""
+    d = st[st["variant"] == "default"]
+    if d.empty or ceilings["eager"] is None:
+        return None
+    r = d.loc[d["pct_of_ceiling"].idxmax()]
+    au, share = float(r["pct_of_ceiling"]) / 100, float(r["compute_ms"]) / float(r["step_ms"])
+    return dict(label=str(r["label"]), format=str(r["format"]), workers=int(r["workers"]),
+                pct=float(r["pct_of_ceiling"]), au=au, images_per_s=float(r["images_per_s"]),
+                step_ms=float(r["step_ms"]), compute_ms=float(r["compute_ms"]), share=share,
+                au_reaches=au >= KEEP_UP, share_reaches=share >= KEEP_UP, gap=_gap(res, r))
+
+
+def _graph_pairs(res, st: pd.DataFrame) -> list[dict]:
+    """Each loader run both with the eager tuned step and with the graphed step (the same format and workers, the
+    step the only difference): compute per step of each (means over runs) and their difference, the direction of
+    the graphed step's compute against the eager one's (:func:`direction`, within 2%), and where the result has a
+    graphed ceiling each one's compute above its own ceiling's (``excess_eager``, ``excess_graphed``) and the share
+    of the eager excess the graph removed (``removed``, None where the eager step was not above its ceiling)."""
+    eager, graphed = ceiling_runs(res, "eager"), ceiling_runs(res, "graphed")
+    out = []
+    for _, g in st[st["variant"] == "graphed"].iterrows():
+        fmt, w = str(g["format"]), int(g["workers"])
+        t = _scenario_row(st, fmt, w, "tuned")
+        if t is None:
+            continue
+        gm, tm = float(g["compute_ms"]), float(t["compute_ms"])
+        row = dict(format=fmt, workers=w, graphed_ms=gm, tuned_ms=tm, diff_ms=gm - tm,
+                   direction=direction(_runs(res, fmt, w, "compute_ms", "graphed"),
+                                       _runs(res, fmt, w, "compute_ms", "tuned"), tol=0.02),
+                   excess_eager=None, excess_graphed=None, removed=None)
+        if not graphed.empty:
+            e, x = tm - float(eager["compute_ms"].mean()), gm - float(graphed["compute_ms"].mean())
+            row.update(excess_eager=e, excess_graphed=x, removed=1 - x / e if e > 0 else None)
+        out.append(row)
+    return out
+
+
+def key_metrics(res, st: pd.DataFrame) -> dict:
+    """Metric name (as published) -> [mean, std] of this result (std only from three runs or more, else None)."""
+    def std(r, col: str):
+        return _num(r.get(f"{col}_std")) if int(r.get("runs", 0) or 0) >= 3 else None
+
+    out = {}
+    for fmt, label in (("imagefolder", "ImageFolder"), ("mds", "streaming (MDS)")):
+        for w in (0, 4):
+            r = _scenario_row(st, fmt, w)
+            if r is not None:
+                out[f"{label}, workers={w}: data wait"] = [_num(r["DATALOADER_WAIT"]), std(r, "DATALOADER_WAIT")]
+                out[f"{label}, workers={w}: images/s"] = [_num(r["images_per_s"]), std(r, "images_per_s")]
+    a, b = _scenario_row(st, "imagefolder", 0), _scenario_row(st, "mds", 0)
+    if a is not None and b is not None:  # the source's ratio: MDS's data-wait speed-up over ImageFolder
+        out[WAIT_RATIO] = [_num(a["DATALOADER_WAIT"] / b["DATALOADER_WAIT"]) if b["DATALOADER_WAIT"] else None, None]
+    if a is not None:
+        out["compute per step (forward+backward+optimizer)"] = [_num(a["compute_ms"]), std(a, "compute_ms")]
+        out["H2D per step"] = [_num(a["H2D_TRANSFER"]), std(a, "H2D_TRANSFER")]
+    return out
+
 
 def _notes(res, f: Facts, st: pd.DataFrame) -> None:
     """The structured values the page's notes word, computed once here."""
@@ -818,6 +944,12 @@ def _notes(res, f: Facts, st: pd.DataFrame) -> None:
     f.data.update(readers=_readers(res), graph_missing=graph_missing(res), load_notes=dict(md.get("load_notes") or {}),
                   cores=int(md.get("cores") or 0), mds_note=md.get("mds_note"), cpu_use=_cpu_use(res, st),
                   traces=traces, nvml=_nvml(res, traces))
+    ceilings = _ceilings(res)
+    b = f["best_vs_ceiling"].setting   # the best setting, as the key result names it
+    best = _scenario_row(st, b["format"], b["workers"], b["variant"])
+    f.data.update(ceilings=ceilings, spreads=_spreads(res), best_gap=_gap(res, best),
+                  default_best=_default_best(res, st, ceilings), graph_pairs=_graph_pairs(res, st),
+                  key_metrics=key_metrics(res, st))
     _w0_gap(res, f, st)
     _one_worker_stages(res, f, st)
     _sizing(res, f, st)

@@ -13,17 +13,14 @@ from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
     WORKER_NICE,
-    best_scenario,
-    ceiling_runs,
+    scenario_label,
     scenario_stats,
-    scenarios,
 )
 from datajourney.chapters.common import facts_reader, on_paper
 from datajourney.chapters.wording import recipe_sentence  # chapter 12 words the recipe with it too
 from datajourney.core import phrasing as say
 from datajourney.core.facts import Fact, Facts
-from datajourney.core.phrasing import Action, Finding, Opening, choose, spread_note
-from datajourney.core.stats import HIGH_SPREAD, cv, direction
+from datajourney.core.phrasing import Action, Finding, Opening, choose, spread_words
 from datajourney.core.units import num, pct, span, times
 from datajourney.core.units import num as fx_num
 from datajourney.toolkit.imagenet import MEAN, STD
@@ -32,33 +29,11 @@ from datajourney.toolkit.imagenet import MEAN, STD
 facts_of = facts_reader(_analyse)
 
 
-def _md(table: pd.DataFrame) -> pd.DataFrame:
-    """Scenarios or their runs with each label as Markdown text (it holds the result's strings)."""
-    return table.assign(label=table["label"].map(say.text))
-
-
-def _row(stats: pd.DataFrame, fmt: str, w: int, variant: str = "default"):
-    m = stats[(stats["format"] == fmt) & (stats["workers"] == w) & (stats["variant"] == variant)]
-    return None if m.empty else m.iloc[0]
-
-
-def _runs(res, fmt: str, w: int, col: str, variant: str = "default") -> list[float]:
-    sc = scenarios(res)
-    m = sc[(sc["format"] == fmt) & (sc["workers"] == w) & (sc["variant"] == variant)]
-    return [float(v) for v in m[col].dropna()]
-
-
-def _range(values, unit: str = "", scale: float = 1.0) -> str:
-    v = [scale * x for x in values]
-    if len(v) < 2:
+def _range(low: float, high: float, runs: int, unit: str = "") -> str:
+    """The runs' range of a measure, in words ("one run" for a single run)."""
+    if runs < 2:
         return "one run"
-    return f"min–max {span(min(v), max(v), unit)} over {len(v)} runs"
-
-
-def _kind(row) -> str:
-    """The step kind of a scenario row (an older result: eager)."""
-    k = row.get("ceiling") if hasattr(row, "get") else None
-    return k if isinstance(k, str) else "eager"
+    return f"min–max {span(low, high, unit)} over {runs} runs"
 
 
 #: How the chapter names each ceiling, and what it is.
@@ -220,32 +195,6 @@ MODE_LABELS = {"plain": "busy processes at normal priority", "nice": f"busy proc
                "cuda_graphs": "the training step as CUDA graphs"}
 
 
-def _gap(res, row) -> tuple[float, dict]:
-    """ms per step a scenario lost against the ceiling of its own step (eager or graphed), split
-    into data wait, copy, compute and the rest."""
-    ceil = ceiling_runs(res, _kind(row))
-    if ceil.empty:
-        ceil = ceiling_runs(res, "eager")
-    gap = float(row["step_ms"] - ceil["step_ms"].mean())
-    parts = {"data wait": float(row["DATALOADER_WAIT"] - ceil["DATALOADER_WAIT"].mean()),
-             "the copy to the GPU": float(row["H2D_TRANSFER"] - ceil["H2D_TRANSFER"].mean()),
-             "slower compute": float(row["compute_ms"] - ceil["compute_ms"].mean())}
-    parts["the rest of the step"] = gap - sum(parts.values())
-    return gap, parts
-
-
-def graph_pairs(res) -> list[tuple]:
-    """(tuned row, graphed row) of scenario means for each format and worker count where both the
-    eager tuned step and the graphed step ran: the same loader, the step the only difference."""
-    st = _md(scenario_stats(res))
-    out = []
-    for _, g in st[st["variant"] == "graphed"].iterrows():
-        t = _row(st, g["format"], int(g["workers"]), "tuned")
-        if t is not None:
-            out.append((t, g))
-    return out
-
-
 def _graph_missing(facts: Facts) -> str | None:
     """Why this result has no scenario replayed from a CUDA graph, in words (None when it has one)."""
     g = facts.data.get("graph_missing")
@@ -258,59 +207,55 @@ def _graph_missing(facts: Facts) -> str | None:
     return "was not part of this run (graphed_workers = [])"
 
 
-def graph_effect(res, t, g) -> str:
-    """What replaying the step from a CUDA graph changed under the same workers: compute per step
-    against the eager tuned step, how much of the eager step's compute excess over its own ceiling
-    the graph removed, and the share of each one's own ceiling."""
-    a = _runs(res, g["format"], int(g["workers"]), "compute_ms", "graphed")
-    b = _runs(res, t["format"], int(t["workers"]), "compute_ms", "tuned")
-    d = direction(a, b, tol=0.02)
-    word = choose(d, "grew", "fell", "did not change beyond the runs' spread")
-    text = (f"Graphed under the same workers ({LABELS.get(g['format'], g['format'])}, W={int(g['workers'])}), "
-            f"compute per step {word}: **{num(g['compute_ms'], 'ms')}** against the eager tuned step's "
-            f"{num(t['compute_ms'], 'ms')} ({_signed(float(g['compute_ms'] - t['compute_ms']))}).")
-    ge = ceiling_runs(res, "graphed")
-    if not ge.empty:
-        excess_e = float(t["compute_ms"]) - float(ceiling_runs(res, "eager")["compute_ms"].mean())
-        excess_g = float(g["compute_ms"]) - float(ge["compute_ms"].mean())
-        if excess_e <= 0:
-            text += (f" The eager step's compute was not above its own ceiling's ({_signed(excess_e)}), so there was "
-                     "no compute gap for the graph to remove.")
-        else:
-            removed = 1 - excess_g / excess_e
-            share = ("all of that excess" if removed >= 1 else "none of that excess" if removed <= 0
-                     else f"**{pct(removed)}** of that excess")
-            text += (f" Above its own ceiling's compute, the eager step took {_signed(excess_e)} and the graphed step "
-                     f"{_signed(excess_g)}: the graph removed {share}.")
-    return text   # each one's share of its own ceiling is the scenario table's
+def _graph_effect(p: dict) -> str:
+    """What replaying the step from a CUDA graph changed under the same workers (a pair of the analysis's
+    ``graph_pairs``): compute per step against the eager tuned step, and how much of the eager step's compute
+    excess over its own ceiling the graph removed (each one's share of its own ceiling is the scenario table's)."""
+    fmt = str(p["format"])
+    word = choose(p["direction"], "grew", "fell", "did not change beyond the runs' spread")
+    text = (f"Graphed under the same workers ({LABELS.get(fmt, say.text(fmt))}, W={int(p['workers'])}), "
+            f"compute per step {word}: **{num(p['graphed_ms'], 'ms')}** against the eager tuned step's "
+            f"{num(p['tuned_ms'], 'ms')} ({_signed(p['diff_ms'])}).")
+    if p["excess_eager"] is None:
+        return text
+    if p["removed"] is None:
+        return text + (f" The eager step's compute was not above its own ceiling's ({_signed(p['excess_eager'])}), "
+                       "so there was no compute gap for the graph to remove.")
+    removed = p["removed"]
+    share = ("all of that excess" if removed >= 1 else "none of that excess" if removed <= 0
+             else f"**{pct(removed)}** of that excess")
+    return text + (f" Above its own ceiling's compute, the eager step took {_signed(p['excess_eager'])} and the "
+                   f"graphed step {_signed(p['excess_graphed'])}: the graph removed {share}.")
 
 
-def _best_note(res) -> str:
-    """The details of the best configuration: the eager ceiling beside a graphed one, what its step lost to its
-    own ceiling and in which part (what replaying the step from a CUDA graph changed is :func:`graph_note`'s, shown
-    once in its own section), and the best of the default recipe."""
-    b = best_scenario(res).copy()
-    b["label"] = say.text(b["label"])
-    text = _recipe_parts(facts_of(res))
-    gap, parts = _gap(res, b)
-    if gap > 0:
-        big = max(parts, key=parts.get)
-        text += (f" Of the {num(gap, 'ms')} per step it lost to its ceiling, "
-                 + ", ".join(f"{k} {_signed(v)}" for k, v in parts.items()) + f"; the largest part is **{big}** "
-                 + (f"({pct(parts[big] / gap)} of the gap)." if parts[big] <= gap else
-                    "(more than the whole gap: the parts below zero offset the rest)."))
+def _gap_words(g: dict) -> str:
+    """What a scenario's step lost to its own ceiling and in which part (the analysis's ``_gap``)."""
+    big = g["largest"]
+    return (f" Of the {num(g['gap'], 'ms')} per step it lost to its ceiling, "
+            + ", ".join(f"{k} {_signed(v)}" for k, v in g["parts"].items()) + f"; the largest part is **{big}** "
+            + ("(more than the whole gap: the parts below zero offset the rest)." if g["whole"] else
+               f"({pct(g['share'])} of the gap)."))
+
+
+def _best_note(facts) -> str:
+    """The details of the best configuration: the recipe's parts, what its step lost to its own ceiling and in which
+    part (what replaying the step from a CUDA graph changed is :func:`graph_note`'s, shown once in its own section),
+    and the best of the default recipe."""
+    facts = facts_of(facts)
+    d = facts.data
+    text = _recipe_parts(facts)
+    g = d.get("best_gap")
+    if g and g["gap"] > 0:
+        text += _gap_words(g)
     # what the graph changed under the same workers is shown once, in the section on the graphed step (graph_note)
-    why = None if graph_pairs(res) else _graph_missing(facts_of(res))
+    why = None if d.get("graph_pairs") else _graph_missing(facts)
     if why:
         text += f" The step replayed from a CUDA graph {why}: the best configuration is the best eager one."
-    st = _md(scenario_stats(res))
-    default = st[st["variant"] == "default"]
-    if b["variant"] != "default" and not default.empty:
-        d = default.loc[default["pct_of_ceiling"].idxmax()]
-        gap_d, parts_d = _gap(res, d)
-        big_d = max(parts_d, key=parts_d.get)
-        text += (f" The best of the default recipe, {d['label']}, reached {num(d['pct_of_ceiling'], '%')}; the largest "
-                 f"part of its {num(gap_d, 'ms')} gap was {big_d} ({_signed(parts_d[big_d])}).")
+    b, db = facts.get("best_vs_ceiling"), d.get("default_best")
+    if b is not None and b.setting.get("variant") != "default" and db:
+        gd = db["gap"]
+        text += (f" The best of the default recipe, {say.text(db['label'])}, reached {num(db['pct'], '%')}; the "
+                 f"largest part of its {num(gd['gap'], 'ms')} gap was {gd['largest']} ({_signed(gd['largest_ms'])}).")
     return text.strip()
 
 
@@ -322,28 +267,24 @@ def finding_note(res, key: str) -> str:
 
 
 # --------------------------------------------------------------------------- computed prose
-def spread_notes(res) -> str:
-    """A sentence for every scenario (and the ceiling) whose images/s spread by more than the
-    threshold over its runs; else one sentence giving the largest spread."""
-    sc = _md(scenarios(res))
-    notes, worst = [], (0.0, "")
-    for label, g in sc.groupby("label", sort=False):
-        v = [float(x) for x in g["images_per_s"]]
-        n = spread_note(label, v, "images/s")
-        if n:
-            notes.append(n)
-        if len(v) > 1 and cv(v) > worst[0]:
-            worst = (cv(v), label)
-    for kind, name in (("eager", "The ceiling"), ("graphed", "The graphed ceiling")):
-        c = [float(x) for x in ceiling_runs(res, kind).get("images_per_s", [])]
-        n = spread_note(name, c, "images/s") if c else None
-        if n:
-            notes.append(n)
+#: How the spread note names each ceiling.
+SPREAD_CEILINGS = {"eager": "The ceiling", "graphed": "The graphed ceiling"}
+
+
+def spread_notes(facts) -> str:
+    """A sentence for every scenario (and ceiling) whose images/s spread over its runs by more than the threshold
+    (the analysis's ``spreads``); else one sentence giving the largest spread."""
+    sp = facts_of(facts).data.get("spreads")
+    if not sp:
+        return ""
+    notes = [spread_words(say.text(r["label"]) if r["label"] is not None else SPREAD_CEILINGS[r["ceiling"]],
+                          r["low"], r["high"], r["runs"], r["cv"], "images/s") for r in sp["high"]]
     if notes:
         return "\n".join(f"* {x}" for x in notes)
-    if worst[1]:
-        return (f"No scenario's images/s varied by more than {pct(HIGH_SPREAD)} (coefficient of variation) across "
-                f"its runs; the largest spread was {pct(worst[0])}, for {worst[1]}.")
+    worst = sp["worst"]
+    if worst:
+        return (f"No scenario's images/s varied by more than {pct(sp['threshold'])} (coefficient of variation) "
+                f"across its runs; the largest spread was {pct(worst['cv'])}, for {say.text(worst['label'])}.")
     return "Each scenario ran once: no spread to report."
 
 
@@ -505,9 +446,10 @@ def compute_growth_note(facts) -> str:
     return " ".join(text)
 
 
-def reference_runs(host: str | None = None) -> pd.DataFrame:
-    """The best configuration's share of its own ceiling in every committed run of this chapter on
-    the reference host (the reference run and the runs under ``repeats/``): one row per run."""
+def reference_runs_table(host: str | None = None) -> pd.DataFrame:
+    """The best configuration's share of its own ceiling in every committed run of this chapter on the reference
+    host (the reference run and the runs under ``repeats/``), as each run's facts hold it (``best_vs_ceiling``,
+    ``best_keeps_up``): one row per run."""
     from datajourney.core import results
 
     host = host or results.DEFAULT_REFERENCE_HOST
@@ -520,26 +462,29 @@ def reference_runs(host: str | None = None) -> pd.DataFrame:
         if not path.is_file():
             continue
         r = results.Result.load(path)
-        b = best_scenario(r)
-        runs = [float(v) for v in scenarios(r).query("label == @b.label")["pct_of_ceiling"]]
+        facts = facts_of(r)
+        b, keeps = facts["best_vs_ceiling"], facts.get("best_keeps_up")
+        s = b.setting
+        lo, hi = b.spread or (b.number, b.number)
         rows.append({"run": r.run_id or path.stem, "kind": "repeat" if path.parent == rep else
-                     "reference run", "best configuration": b["label"], "ceiling": _kind(b),
-                     "% of ceiling (mean)": b["pct_of_ceiling"],
-                     "min–max over its runs (%)": span(min(runs), max(runs)), "runs": len(runs),
-                     f"every run ≥ {num(100 * KEEP_UP, '%')}": "yes" if min(runs) >= 100 * KEEP_UP else "no"})
+                     "reference run", "best configuration": scenario_label(s["format"], s["workers"], s["variant"]),
+                     "ceiling": s["ceiling"], "% of ceiling (mean)": b.number,
+                     "min–max over its runs (%)": span(lo, hi), "runs": b.n,
+                     f"every run ≥ {num(100 * KEEP_UP, '%')}": "yes" if keeps is not None and keeps.value == "every run"
+                     else "no"})
     return pd.DataFrame(rows)
 
 
-def ratio_note(res) -> str:
-    """What the two format ratios of the chapter divide, so that they are never read as one."""
-    st = scenario_stats(res)
-    m, f = _row(st, "mds", 0), _row(st, "imagefolder", 0)
-    if m is None or f is None:
+def ratio_note(facts) -> str:
+    """What the two format ratios of the chapter divide, so that they are never read as one: the key metric's
+    data-wait ratio and key result 2's images/s ratio, each as the analysis computed it."""
+    facts = facts_of(facts)
+    w = (facts.data.get("key_metrics") or {}).get(analysis.WAIT_RATIO)
+    c = facts.get("mds_vs_imagefolder_w0")
+    if w is None or w[0] is None or c is None or c.number is None:
         return ""
-    w = float(f["DATALOADER_WAIT"] / m["DATALOADER_WAIT"])
-    i = float(m["images_per_s"] / f["images_per_s"])
-    return (f"The row *streaming ÷ ImageFolder, workers=0* is the source's **data-wait** ratio, ImageFolder's wait ÷ "
-            f"MDS's ({times(w)} here); key result 2 divides **images/s**, MDS ÷ ImageFolder ({times(i)} here).")
+    return (f"The row *{analysis.WAIT_RATIO}* is the source's **data-wait** ratio, ImageFolder's wait ÷ MDS's "
+            f"({times(w[0])} here); key result 2 divides **images/s**, MDS ÷ ImageFolder ({times(c.number)} here).")
 
 
 def load_note(facts) -> str:
@@ -570,29 +515,10 @@ def timeline_note(facts) -> str:
     return "Each traced step, under the profiler: " + "; ".join(out) + "."
 
 
-def _std(r, col: str):
-    """The standard deviation of ``col`` over a scenario's runs, or None below three runs (two runs give
-    no standard deviation worth printing)."""
-    return r.get(f"{col}_std") if int(r.get("runs", 0) or 0) >= 3 else None
-
-
 def key_metrics(res) -> dict:
-    """Metric name (as published) -> (mean, std) of this result (std only from three runs or more)."""
-    st = scenario_stats(res)
-    out = {}
-    for fmt, label in (("imagefolder", "ImageFolder"), ("mds", "streaming (MDS)")):
-        for w in (0, 4):
-            r = _row(st, fmt, w)
-            if r is not None:
-                out[f"{label}, workers={w}: data wait"] = (r["DATALOADER_WAIT"], _std(r, "DATALOADER_WAIT"))
-                out[f"{label}, workers={w}: images/s"] = (r["images_per_s"], _std(r, "images_per_s"))
-    a, b = _row(st, "imagefolder", 0), _row(st, "mds", 0)
-    if a is not None and b is not None:  # the source's ratio: MDS's data-wait speed-up over ImageFolder
-        out["streaming ÷ ImageFolder, workers=0"] = (a["DATALOADER_WAIT"] / b["DATALOADER_WAIT"], None)
-    if a is not None:
-        out["compute per step (forward+backward+optimizer)"] = (a["compute_ms"], _std(a, "compute_ms"))
-        out["H2D per step"] = (a["H2D_TRANSFER"], _std(a, "H2D_TRANSFER"))
-    return out
+    """Metric name (as published) -> (mean, std) of this result (std only from three runs or more), as the analysis
+    computed them (``key_metrics``)."""
+    return {k: tuple(v) for k, v in (facts_of(res).data.get("key_metrics") or {}).items()}
 
 
 # --------------------------------------------------------------------------- tables for the notebook
@@ -632,33 +558,36 @@ def scenario_table(res, part: str = "main") -> pd.DataFrame:
     return out
 
 
-def ceiling_caption(res) -> str:
+#: How the scenario table's caption names each ceiling.
+CAPTION_CEILINGS = {"eager": "eager ceiling", "graphed": "graphed ceiling"}
+
+
+def ceiling_caption(facts) -> str:
     """The scenario table's caption: which ceiling each share is taken of, with each ceiling's numbers."""
-    parts = []
-    for kind, name in (("eager", "eager ceiling"), ("graphed", "graphed ceiling")):
-        c = ceiling_runs(res, kind)
-        if not c.empty:
-            parts.append(f"{name} {num(c['images_per_s'].mean(), 'images/s')}, compute "
-                         f"{num(c['compute_ms'].mean(), 'ms')}, {len(c)} runs")
+    ceilings = facts_of(facts).data.get("ceilings") or {}
+    parts = [f"{name} {num(c['images_per_s'], 'images/s')}, compute {num(c['compute_ms'], 'ms')}, {c['runs']} runs"
+             for kind, name in CAPTION_CEILINGS.items() if (c := ceilings.get(kind))]
     return ("Scenarios, means over runs; each share is of the ceiling of its own step (the eager step, or the CUDA "
             "graph fed from GPU memory), min–max over the runs; busy cores of the machine (" + "; ".join(parts) + ")")
 
 
-def graph_note(res) -> str:
+def graph_note(facts) -> str:
     """The graphed step against the eager one: the two ceilings (what launching kernels one by one
     costs with the CPU idle), and for each loader run both ways what the graph changed."""
-    why = _graph_missing(facts_of(res))
+    facts = facts_of(facts)
+    why = _graph_missing(facts)
     if why:
         return f"The training step replayed from a CUDA graph {why}."
-    e, g = ceiling_runs(res, "eager"), ceiling_runs(res, "graphed")
+    ceilings, pairs = facts.data.get("ceilings") or {}, facts.data.get("graph_pairs") or []
+    g, e = ceilings.get("graphed"), ceilings.get("eager")
     out = []
-    if not g.empty:
-        a, b = [float(v) for v in g["compute_ms"]], [float(v) for v in e["compute_ms"]]
-        word = choose(direction(a, b, tol=0.01), "slower than", "faster than", "level with")
+    if g and e:
+        word = choose(g["vs_eager"], "slower than", "faster than", "level with")
+        runs = _range(g["compute_low"], g["compute_high"], g["compute_runs"], "ms")
         out.append(f"Fed from GPU memory with the CPU otherwise idle, the graphed step computed in "
-                   f"{num(np.mean(a), 'ms')} ({_range(a, 'ms')}), {word} the eager step's {num(np.mean(b), 'ms')}.")
-    out += [graph_effect(res, t, gr) for t, gr in graph_pairs(res)]
-    if not graph_pairs(res):
+                   f"{num(g['compute_ms'], 'ms')} ({runs}), {word} the eager step's {num(e['compute_ms'], 'ms')}.")
+    out += [_graph_effect(p) for p in pairs]
+    if not pairs:
         out.append("No loader ran both with the eager tuned step and with the graphed step, so the graph's effect "
                    "under the same workers is not measured here.")
     return " ".join(out)
@@ -722,19 +651,17 @@ def stage_rows(res) -> pd.DataFrame:
     return st[keep].reset_index(drop=True)
 
 
-def paper_exercise(res) -> str:
+def paper_exercise(facts) -> str:
     """AU and the compute share worked out by hand for the default recipe's best scenario (the plain DataLoader):
     AU from its images/s and the ceiling's, the compute share from its compute phases and its step, and which of
-    the two the bar applies to, with the direction against the bar computed; the answers folded."""
-    st = scenario_stats(res)
-    plain = st[st["variant"] == "default"]
-    ceil = ceiling_runs(res)
-    if plain.empty or ceil.empty or "images_per_s" not in ceil:
+    the two the bar applies to, with the direction against the bar as the analysis found it (``default_best``); the
+    answers folded."""
+    d = facts_of(facts).data
+    row, ceil = d.get("default_best"), (d.get("ceilings") or {}).get("eager")
+    if not row or not ceil:
         return "The exercise on paper needs a measured ceiling and a default-recipe scenario; this run has none."
-    row = plain.loc[plain["pct_of_ceiling"].idxmax()]
-    c_ips = float(ceil["images_per_s"].mean())
-    ips, step, comp = float(row["images_per_s"]), float(row["step_ms"]), float(row["compute_ms"])
-    au, share = ips / c_ips, comp / step
+    c_ips, ips, step, comp = ceil["images_per_s"], row["images_per_s"], row["step_ms"], row["compute_ms"]
+    au, share = row["au"], row["share"]
     intro = (f"**Work it out.** The ceiling fed **{num(c_ips)} images/s**. {say.text(row['label'])}, the best of the "
              f"default recipe, fed **{num(ips)} images/s**; its steps took **{num(step, 'ms')}** on average, of which "
              f"the compute phases took **{num(comp, 'ms')}**. AU (steps × G ÷ wall time) is here the images/s ÷ the "
@@ -745,10 +672,10 @@ def paper_exercise(res) -> str:
                  "this configuration reach it?"]
     answers = [f"{num(ips)} ÷ {num(c_ips)} = **{pct(au)}**.",
                f"{num(comp, 'ms')} ÷ {num(step, 'ms')} = **{pct(share)}**.",
-               f"AU: {pct(au)} {'reaches' if au >= KEEP_UP else 'falls short of'} the {pct(KEEP_UP)} bar. The compute "
-               f"share ({pct(share)}, {'above' if share >= KEEP_UP else 'below'} the bar) counts the fed loop's own "
-               "compute, which can grow when loader processes share the CPU; AU counts the ceiling's G, so only AU "
-               "is held to the bar."]
+               f"AU: {pct(au)} {'reaches' if row['au_reaches'] else 'falls short of'} the {pct(KEEP_UP)} bar. The "
+               f"compute share ({pct(share)}, {'above' if row['share_reaches'] else 'below'} the bar) counts the fed "
+               "loop's own compute, which can grow when loader processes share the CPU; AU counts the ceiling's G, "
+               "so only AU is held to the bar."]
     return on_paper(intro, questions, answers)
 
 
