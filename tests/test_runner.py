@@ -168,3 +168,32 @@ def test_bench_puts_its_data_sets_beside_its_run_not_in_its_results_folder(tmp_p
     out = tmp_path / "bench.json"
     assert cli.main(["bench", "chapters", "--profile", "ci", "--out", str(out), "--tmp", str(tmp_path)]) == 0
     assert seen["plans"] and json.loads(out.read_text())["seconds"] == {}
+
+
+def test_bench_book_counts_the_install_as_the_wall_time_left_over_and_refuses_what_no_book_run_wrote(tmp_path,
+                                                                                                      capsys):
+    """`bench book` records a `./journey book` run: its chapters and book build from run.json (the build time written
+    by `run --book` itself), the rest of the command's wall time as install and start-up. A run without a book
+    build, or a wall time shorter than the chapters it holds, is a one-line error naming the option."""
+    import json
+
+    from datajourney import cli
+    from datajourney.book import runner
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"run_id": "r", "status": "ok", "profile": "quick", "chapters": [
+        {"chapter": "01_introduction", "seconds": 4.0, "status": "ok"},
+        {"chapter": "02_random_vs_sequential", "seconds": 20.0, "status": "ok"}]}))
+    out = tmp_path / "b.json"
+    args = ["bench", "book", "--run", str(run), "--out", str(out), "--tmp", str(tmp_path)]
+    assert cli.main([*args, "--wall-seconds", "200"]) == 2     # no book build recorded: not a `./journey book` run
+    assert "--run" in capsys.readouterr().err and not out.exists()
+    runner.note_book_build(run, 6.0)
+    assert cli.main([*args, "--wall-seconds", "20"]) == 2      # shorter than its own chapters
+    assert "--wall-seconds" in capsys.readouterr().err and not out.exists()
+    assert cli.main([*args, "--wall-seconds", "200"]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["seconds"] == {"01_introduction": 4.0, "02_random_vs_sequential": 20.0}
+    assert rec["book_build_seconds"] == 6.0 and rec["total_seconds"] == 200.0
+    assert rec["install_and_start_seconds"] == 170.0 and rec["target_total_seconds"] == 600.0

@@ -1552,6 +1552,16 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def note_book_build(run_dir, seconds: float) -> None:
+    """Record in a finished run's ``run.json`` how long building the HTML book from it took
+    (``book_build_seconds``): what ``bench book`` adds to the chapters' own times."""
+    rec = _record_at(run_dir)
+    if rec is None:
+        raise ParameterError("run_dir", str(run_dir), "a run directory holding run.json")
+    rec["book_build_seconds"] = round(seconds, 2)
+    _write_record(Path(run_dir), rec)
+
+
 def _write_record(run_dir: Path, record: dict) -> None:
     """Write ``run.json`` whole (:func:`write_atomic`)."""
     write_atomic(run_dir / "run.json", json.dumps(record, indent=1, default=str))
