@@ -1101,6 +1101,7 @@ def test_c08_findings_follow_reversed_data():
     """Threads 4× faster: end to end and the opening turn from slower to faster and the advice to the threads;
     spawn faster than fork: the start-method action turns too."""
     res = copy.deepcopy(_load08("h200"))
+    res.tables.pop("model", None)   # no model-fed runs: their question would take the start method's place
     # the thread loaders placed at half the best DataLoader, end to end and in the paper's warm runs, whatever the
     # reference measured, so that 4x turns them from slower to faster (fails if a finding or the advice keeps the
     # unswapped direction)
@@ -1358,7 +1359,7 @@ def test_c09_the_headline_names_the_best_path_and_the_advice_its_setting():
     # a technique in words, escaped like any text (no code span: it is nothing to paste)
     assert words.replace("_", "\\_") in op.findings[0].text and words.replace("_", "\\_") in op.actions[0].text
     assert "no special path" not in " ".join(a.text for a in op.actions)
-    assert "faster than (a) pageable + copy" in op.actions[0].text
+    assert "faster than pageable + copy" in op.actions[0].text   # in words: advice has no table of paths
 
 
 def _swap_dd09(res, factor):

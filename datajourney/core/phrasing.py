@@ -276,6 +276,16 @@ def _over_whole(f: Fact) -> str:
     return f" ({OVER_WHOLE})" if f.quantity == "share" and f.unit == "%" and float(shown) > 100 else ""
 
 
+def lost_or_kept(lost: Fact | None, kept: Fact, *, bold: bool = False) -> str:
+    """One measurement, the share of a baseline's rate a change cost, worded one way wherever it appears: "lost 6.0%"
+    where ``lost`` is measured and not negative, else "kept 101%" (the share kept, ``kept``): a change that cost
+    nothing is never worded as a negative loss."""
+    b = "**" if bold else ""
+    if lost is not None and lost.number is not None and lost.number >= 0:
+        return f"lost {b}{value(lost, runs=False)}{b}"
+    return f"kept {b}{value(kept, runs=False)}{b}"
+
+
 def value(f: Fact | None, *, runs: bool = True) -> str:
     """A fact's value with its unit, and its spread over the runs: "2,123 MB/s (2,050–2,200, 3 runs)", or "11.6
     steps/s (each of 3 runs)" where every run prints alike; a share above 100% says so ("133% (over 100%: more than

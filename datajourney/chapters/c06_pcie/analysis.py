@@ -260,8 +260,14 @@ def _cpu_overlap(res, f: Facts) -> None:
           _time("cpu_overlap_copy_ms", float(pn["copy_ms"]), f"the copy of {size_label(n)} alone", setting=setting),
           _time("cpu_overlap_work_ms", float(pn["cpu_ms"]), "the Python work alone", setting=setting))
     if "jitter_ms" in o:
-        f.add(_time("cpu_overlap_jitter_ms", float(pn["jitter_ms"]), "the jitter of the CPU work in that row",
-                    setting={"too_short_below_ms": MIN_COPY_OVER_JITTER * float(pn["jitter_ms"])}))
+        jitter = float(pn["jitter_ms"])
+        f.add(_time("cpu_overlap_jitter_ms", jitter, "the jitter of the CPU work in that row",
+                    setting={"too_short_below_ms": MIN_COPY_OVER_JITTER * jitter}))
+        if spread is not None and spread[1] > 1:   # a round that hid more than the whole of the shorter
+            excess = (spread[1] - 1) * min(float(pn["copy_ms"]), float(pn["cpu_ms"]))
+            f.add(_time("cpu_overlap_excess_ms", excess, "how much sooner than its parts the pair ended at the "
+                        "share's p90", setting={"jitters": excess / jitter if jitter > 0 else None,
+                                                "noise": jitter > 0 and excess <= MIN_COPY_OVER_JITTER * jitter}))
 
 
 def _copy_kernel(res, f: Facts) -> None:

@@ -712,6 +712,13 @@ def finding_cpu_overlap(facts) -> Finding:
     text = (f"At {_size(f)}, a pinned non_blocking copy ({say.value(copy, runs=False)}) and "
             f"{say.value(work, runs=False)} of Python work: **{say.value(f)}** of the shorter hidden behind the "
             f"other: {_VERDICT_WORDS.get(str(v.value), say.code(v.value))}.")
+    x = facts.get("cpu_overlap_excess_ms")
+    if x is not None:   # a share above 100%: the pair ended sooner than its parts' own rounds
+        j = facts["cpu_overlap_jitter_ms"]
+        text += (f" (Above 100%: the pair ended up to {say.value(x, runs=False)} early, "
+                 + ("under" if x.setting["noise"] else "over")
+                 + f" {fx.num(MIN_COPY_OVER_JITTER, '×')} this row's CPU jitter of {say.value(j, runs=False)}: "
+                 + ("timing noise.)" if x.setting["noise"] else "flagged as a measurement problem.)"))
     return Finding("cpu_overlap", text, f.number, "%", published=f.published, interval=f.spread,
                    values=dict(size=f.setting["size"], verdict=str(v.value)))
 

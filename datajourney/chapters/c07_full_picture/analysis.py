@@ -877,9 +877,9 @@ def _gap(res, row) -> dict:
 
 def _default_best(res, st: pd.DataFrame, ceilings: dict) -> dict | None:
     """The default recipe's best scenario (the highest share of the ceiling): its label, share of the eager ceiling
-    (``pct``, the scenario table's; AU ``au``, its images/s ÷ the ceiling's), images/s, step and compute per step, its compute share
-    (compute ÷ the step), whether each of the two reaches the book's bar, and what its step lost to its ceiling
-    (:func:`_gap`). None without a default-recipe scenario or an eager ceiling."""
+    (``pct``, the scenario table's; AU ``au``, its images/s ÷ the ceiling's), images/s, step and compute per step,
+    its compute share (compute ÷ the step), whether each of the two reaches the book's bar, and what its step lost
+    to its ceiling (:func:`_gap`). None without a default-recipe scenario or an eager ceiling."""
     d = st[st["variant"] == "default"]
     if d.empty or ceilings["eager"] is None:
         return None

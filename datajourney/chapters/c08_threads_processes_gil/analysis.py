@@ -771,6 +771,44 @@ def loader_advice(facts: Facts, res) -> Advice | None:
     return None if a is None else dataclasses.replace(a, evidence=a.evidence + ("cost",))
 
 
+#: How a reader sets up each feed of the model-fed runs, and which ones decode on the GPU (the question's cost).
+FEED_CALLS = {"dataloader": LOADER_DEFAULT, "spdl_batch": "spdl.pipeline.PipelineBuilder",
+              "spdl": "spdl.pipeline.PipelineBuilder", "threadpool": "concurrent.futures.ThreadPoolExecutor",
+              "nvjpeg": "torchvision.io.decode_jpeg(data, device='cuda')",
+              "hybrid": "torchvision.io.decode_jpeg(data, device='cuda') for the GPU's share"}
+GPU_DECODE = ("nvjpeg", "hybrid")
+#: The model-fed runs' model, as the advice names it.
+MODEL_WORDS = {"resnet50": "ResNet-50 (bf16, channels_last)", "small_cnn": "a small CNN"}
+
+
+def model_feed_advice(facts: Facts, res) -> Advice | None:
+    """Decode on the CPU or on the GPU, for the model-fed runs (cold JPEG files into the training step, every feed
+    doing that same work): the steady feeds' best run of each loader, against the library's default, the DataLoader
+    decoding with Pillow. Decoding on the GPU (nvJPEG, alone or for part of each batch) has a cost, GPU time and memory
+    taken from training, so it must clear the larger threshold. None without the default among the steady feeds."""
+    s = model_summary(res)
+    if s.empty:
+        return None
+    runs = model_runs(res)
+    cands = []
+    for _, row in s[s["steady"]].iterrows():
+        kind, label = str(row["loader"]), str(row["label"])
+        if kind == "dataloader" and DEFAULT_DECODER not in label.lower():
+            continue   # a DataLoader decoding otherwise is not the default, and no other kind either
+        part = runs[runs["label"] == label]
+        f = measured(f"model_feed.{kind}.{int(row['concurrency'])}", part["images_per_s"].astype(float).tolist(),
+                     unit="images/s", label=label, setting=dict(loader=kind, concurrency=int(row["concurrency"])))
+        call = FEED_CALLS.get(kind, kind) if kind == "dataloader" else f"{label}, with {FEED_CALLS.get(kind, kind)}"
+        cands.append(Candidate("dataloader" if kind == "dataloader" else label, f, group=kind, call=call,
+                               costly=kind in GPU_DECODE))
+    model = MODEL_WORDS.get(str(res.parameters["model"]) if "model" in res.parameters else "", "the model")
+    q = Question("image_decode.model_feed", "Decode the photos on the CPU or on the GPU, feeding the model?", "feed",
+                 "dataloader", "the DataLoader decoding with Pillow", "PyTorch's loader with torchvision's Pillow "
+                 "decoding", f"{model} trained from cold JPEG files",
+                 cost="decoding on the GPU takes GPU time and memory from training")
+    return decide(q, cands, facts)
+
+
 def default_unmeasured(facts: Facts) -> list[Fact]:
     """Why the loader question has no answer where its end-to-end runs held a DataLoader but not the default one
     (decoding with Pillow): the decoder the run's DataLoader used instead."""
@@ -1318,7 +1356,7 @@ def analyse(res) -> Facts:
                  moonshot_facts, paper_facts, decoder_facts, cpu_split_facts, epoch_note_facts, startup_facts,
                  collate_facts, gpu_share_facts, feed_facts):
         facts.add(*part(res))
-    facts.advise(loader_advice(facts, res), *pool_advice(facts, res))
+    facts.advise(loader_advice(facts, res), *pool_advice(facts, res), model_feed_advice(facts, res))
     facts.add(*default_unmeasured(facts))
     facts.data.update(hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res), spdl=spdl_data(res),
                       paper=paper_data(res), spdl_scaling=spdl_scaling_data(res), unsteady=unsteady_data(res),

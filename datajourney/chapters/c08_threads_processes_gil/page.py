@@ -1273,11 +1273,14 @@ def _action_change(facts: Facts, key: str) -> Action | None:
 
 def opening(facts) -> Opening:
     """What the chapter opens with: how the SPDL paper's comparison reads on this host and why (the quantity that
-    limits the threads here), then the epoch's memory or the first batch; the loader to use, the paths' storage
-    and the start method, each from this run's comparison."""
+    limits the threads here), then the epoch's memory or the first batch; the loader to use, where the model-fed runs
+    answer it the decoder that fed the model best, the paths' storage and the start method, each from this run's
+    comparison (the first three)."""
     facts = facts_of(facts)
     out = [_opening_question(facts), _opening_why(facts), _opening_third(facts)]
-    acts = [_action_loader(facts), *(_action_change(facts, k) for k in CHANGES)]
+    feed = facts.advice_for("image_decode.model_feed")   # what fed the model best: the question the GPU adds
+    acts = [_action_loader(facts), Action(say.advice(feed, facts)) if feed is not None else None,
+            *(_action_change(facts, k) for k in CHANGES)]
     return Opening([f for f in out if f is not None][:3], [a for a in acts if a is not None][:3])
 
 

@@ -149,11 +149,6 @@ def _param(res, name: str):
     return res.parameters[name] if name in res.parameters else getattr(Params(), name)
 
 
-def _path_label(path: str) -> str:
-    letter = PATH_WORDS.get(path, ("",))[0] or ("d" if str(path).startswith("kvikio") else "e")
-    return f"({letter}) {path}"
-
-
 # --------------------------------------------------------------------------- the paths to GPU memory
 def _to_gpu(res, f: Facts) -> None:
     cold = gpu_cold(res)
@@ -177,7 +172,8 @@ def _to_gpu(res, f: Facts) -> None:
     cands: dict[str, Fact] = {}
     for path, part in cold.groupby("path", sort=False):
         letter = PATH_WORDS.get(path, ("",))[0]
-        label = _path_label(path) + (f" ({b_setting})" if path == PINNED and b_setting else "")
+        # named in words alone: the letters of the chapter's table of paths mean nothing in advice or on other pages
+        label = str(path) + (f" ({b_setting})" if path == PINNED and b_setting else "")
         setting = {"path": str(path)}
         if path == PINNED and pb:
             setting.update(mode=pb["mode"], chunk=pb["chunk"], buffers=pb["buffers"])
@@ -198,7 +194,7 @@ def _to_gpu(res, f: Facts) -> None:
             sw = sw[(sw["mode"] == mode) & (sw["chunk"] == chunk) & (sw["buffers"] == bufs)]
             runs = measured("x", sw["GBps"].astype(float).tolist(), unit="GB/s", label="")
             src = "sweep"
-        f.add(Fact("path_b_best", runs.value, "GB/s", f"(b) {PINNED} ({setting_words(mode, chunk, bufs)})", "rate",
+        f.add(Fact("path_b_best", runs.value, "GB/s", f"{PINNED} ({setting_words(mode, chunk, bufs)})", "rate",
                    "higher", runs.n, runs.spread, dict(path=PINNED, mode=mode, chunk=chunk, buffers=bufs,
                                                      measured_in=src)))
         f.add(Fact("sweep_settings", int(len(s)), "", "settings of path (b) swept", "count", None))
@@ -221,8 +217,8 @@ def _to_gpu(res, f: Facts) -> None:
         q = Question("storage_to_gpu.path", "Which path from a file to GPU memory?", "path", "a",
                      "pageable read + copy", "PyTorch's plain path (read into pageable memory, then .to('cuda'))",
                      f"reading a {_size(size)} file into GPU memory, cold")
-        a = decide(q, [Candidate("a" if c.key == "path.a" else c.label.split(") ", 1)[-1], c,
-                                 call="pageable read + copy" if c.key == "path.a" else c.label.split(") ", 1)[-1])
+        a = decide(q, [Candidate("a" if c.key == "path.a" else c.label, c,
+                                 call="pageable read + copy" if c.key == "path.a" else c.label)
                        for c in pool if c.number is not None], f)
         f.advise(replace(a, needs="gpu", evidence=a.evidence + ("to_gpu", "to_gpu_vs_dd", "to_gpu_vs_pcie"))
                  if a is not None else None)
@@ -599,10 +595,10 @@ def _ceilings(res, f: Facts) -> None:
     cands = []
     cold = gpu_cold(res)
     if not cold.empty:
-        cands += [(_path_label(p), float(v)) for p, v in zip(cold["path"], cold["GBps"])]
+        cands += [(str(p), float(v)) for p, v in zip(cold["path"], cold["GBps"])]
     b = sweep_shares(table_of(res, "pipeline"), pcie_ceiling(res))
     if not b.empty:
-        cands += [(f"path (b) ({setting_words(m, c_, n)})", float(v))
+        cands += [(f"{PINNED} ({setting_words(m, c_, n)})", float(v))
                   for m, c_, n, v in zip(b["mode"], b["chunk"], b["buffers"], b["GBps"])]
     top = max(cands, key=lambda x: x[1]) if cands else None
     if not every:

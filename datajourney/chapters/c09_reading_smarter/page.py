@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from datajourney.chapters.c09_reading_smarter import analysis, charts
 from datajourney.chapters.c09_reading_smarter.analysis import CHAPTER  # noqa: F401 - re-exported for the notebook
 from datajourney.chapters.c09_reading_smarter.analysis import analyse as _analyse
-from datajourney.chapters.common import UNDECIDED_WORDS, facts_reader, on_paper, table_of
+from datajourney.chapters.common import COLD_MARGIN, UNDECIDED_WORDS, facts_reader, on_paper, table_of
 from datajourney.chapters.wording import fact_value as _v
 from datajourney.core import phrasing
 from datajourney.core import phrasing as fx
@@ -54,11 +54,12 @@ PATH_NAMES = {"pageable + copy": ("a", "pageable reads, each copied before the n
               "mmap + pinned": ("c", "a memory map copied through pinned buffers")}
 
 
-def path_letter(path: str) -> str:
-    """'(b) pinned, double-buffered': a path's name with its letter in the chapter's table of paths; (d) is kvikio,
-    (e) the preloaded (warm) paths."""
+def path_letter(path: str, label: str | None = None) -> str:
+    """'(b) pinned, double-buffered': a path's name (or ``label``) with its letter in the chapter's table of paths;
+    (d) is kvikio, (e) the preloaded (warm) paths. The facts name paths in words alone (advice and other pages have
+    no table of paths); this page's notes add the letter."""
     letter = (PATH_NAMES.get(path, ("",))[0] or ("d" if str(path).startswith("kvikio") else "e"))
-    return f"({letter}) {path}"
+    return f"({letter}) {label or path}"
 
 
 def gpu_note(facts: Facts) -> str:
@@ -67,7 +68,8 @@ def gpu_note(facts: Facts) -> str:
     if not ranked:
         return ""
     text = ("Cold paths, fastest first: "
-            + ", ".join(f"{phrasing.text(facts[k].label)} {_v(facts, k)}" for k in ranked) + ".")
+            + ", ".join(f"{phrasing.text(path_letter(facts[k].setting['path'], facts[k].label))} {_v(facts, k)}"
+                        for k in ranked) + ".")
     if "plain_vs_path_b" in facts:
         text += (" Path (a), pageable reads each copied before the next, was "
                  f"{phrasing.comparison(facts['plain_vs_path_b'], baseline='path (b)')}.")
@@ -889,6 +891,11 @@ def _virtual_disk(facts: Facts, short: bool) -> Finding | None:
     if verdict == "cannot tell":  # the shared rule's band around the flash floor (chapter 2 words it the same way)
         text = (f"{where} a cold 4 KiB O_DIRECT read, one at a time, took **{phrasing.value(f, runs=not short)}**"
                 f" (median): {UNDECIDED_WORDS}.")
+        if not short:   # whose check, by which rule: each chapter classifies its own run's reads
+            lo, hi = floor.number / COLD_MARGIN, floor.number * COLD_MARGIN
+            text += (f" This chapter's own latency check decided it, by the rule every chapter uses: not every run's "
+                     f"median lies clear of {fx.span(lo, hi, 'µs')}, the band around the flash floor "
+                     f"({phrasing.value(floor)}).")
         return Finding("virtual_disk", text, f.number, f.unit, interval=f.spread)
     if short:
         how = ("faster than any flash read, so a cache below this machine answered" if below else

@@ -557,7 +557,10 @@ def _overhead(facts: Facts, short: bool) -> Finding | None:
     if "overhead.mmap" in facts and facts.flagged("overhead.mmap"):
         text += "; mmap measured faster with tracing on, flagged as a measurement problem"
     elif "overhead.mmap" in facts:
-        text += f"; mmap was {phrasing.ratio_words(facts['overhead.mmap']) or 'not comparable'} with tracing on"
+        m = facts["overhead.mmap"]
+        text += (("; for mmap, tracing cost nothing measurable" if m.level else
+                  f"; for mmap, tracing made loading {phrasing.ratio_words(m) or 'not comparable'}") if short
+                 else f"; traced, mmap loaded batches {_cmp(facts, 'overhead.mmap')}")
     if not short and facts.data.get("overhead_view") == "posix" and "overhead.app" in facts:
         text += f"; with the application spans alone, read() loaded batches {_cmp(facts, 'overhead.app')}"
     n = off.n

@@ -103,8 +103,8 @@ def _default_words(facts: Facts) -> str:
     if f is None or lost is None:
         d = facts.data.get("ddp_default") or {}
         return "; DDP's defaults were not measured in this run" if d.get("measured") is False else ""
-    kept = f"lost {say.value(lost, runs=False)}" if lost.number >= 0 else f"kept {say.value(f, runs=False)}"
-    return f"; with DDP's defaults ({say.code(facts.data['ddp_default']['call'])}), each {dev} {kept}"
+    call = say.code(facts.data["ddp_default"]["call"])
+    return f"; with DDP's defaults ({call}), each {dev} {say.lost_or_kept(lost, f)}"
 
 
 def _path_actions(facts: Facts) -> list[Action]:
@@ -810,6 +810,17 @@ def scaling_display(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- an exercise on paper
+def _profiled_slower(facts: Facts, rung: str, world: int, dev: str) -> str:
+    """Why a profiled NCCL time can exceed the timed step: where the profiled steps of ``rung`` on ``world`` ran
+    slower than the timed ones (the analysis's ``slow`` flag), a sentence saying so with both lengths; else ""."""
+    for x in facts.data.get("profile_flags") or []:
+        if x["kind"] == "slow" and x["rung"] == rung and x["world"] == world and x["path"] == "direct":
+            return (f" (These times come from profiled steps, which ran slower than the timed ones: the {dev} was busy "
+                    f"{num(x['busy_ms'], 'ms')} per profiled step against a timed step of {num(x['step_ms'], 'ms')}, "
+                    "so NCCL's time may exceed a timed step.)")
+    return ""
+
+
 def paper_exercise(facts) -> str:
     """The ring all-reduce's time worked by hand, ``T = 2(n−1)/n · S / busbw``, for one step's gradients at the bus
     bandwidth the collective benchmark measured at that size (the path DDP ran on), against the NCCL time the
@@ -840,7 +851,7 @@ def paper_exercise(facts) -> str:
         questions.append(f"The profiler saw NCCL's kernels take **{num(train, 'ms')}** per step in training with "
                          f"{say.text(setting)}"
                          + (f", and **{num(alone, 'ms')}** for the same all-reduces run alone" if alone else "")
-                         + ". How many times your T is each?")
+                         + f". How many times your T is each?{_profiled_slower(facts, split, n, dev)}")
         answers.append(f"{num(train, 'ms')} ÷ {num(t, 'ms')} = **{num(train / t, '×')}** in training"
                        + (f"; {num(alone, 'ms')} ÷ {num(t, 'ms')} = **{num(alone / t, '×')}** alone" if alone else "")
                        + ".")

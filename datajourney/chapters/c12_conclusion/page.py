@@ -141,9 +141,7 @@ def _weakest_sentence(facts: Facts, wl: str) -> str:
     if kept is not None:
         rank = phrasing.where("rank", _on_gpu(facts, wl))
         lost = facts.get(f"11.{analysis.DDP_LOST}")
-        # chapter 11's phrasing of the same measurement: the share lost (the share kept where none was lost)
-        said = (f"lost **{phrasing.value(lost, runs=False)}**" if lost is not None and lost.number is not None
-                and lost.number >= 0 else f"kept **{phrasing.value(kept, runs=False)}**")
+        said = phrasing.lost_or_kept(lost, kept, bold=True)   # chapter 11's phrasing of the same measurement
         return (text + f"with DDP's defaults each {rank} {said} of one {rank}'s steps/s, measured in "
                 f"{chapter_link('11_gpu_to_gpu')}.")
     text += f"the weakest link is {hop_label(facts, wl, wk['key'])}"
