@@ -49,6 +49,17 @@ def with_tables(res: results.Result, **tables) -> results.Result:
                           dict(res.metadata))
 
 
+def threads_at_half_the_dataloader(loaders: pd.DataFrame, threaded) -> tuple[pd.DataFrame, pd.Series]:
+    """Chapter 8's loaders table with every thread loader scaled so the best one runs at half the best DataLoader,
+    whatever the reference measured (a case a test then reverses), and the mask of the thread loaders' rows."""
+    lo = loaders.copy()
+    threads = lo["loader"].isin(threaded)
+    means = lo.groupby(["loader", "decoder", "concurrency"])["images_per_s"].mean()
+    kinds = means.index.get_level_values("loader")
+    lo.loc[threads, "images_per_s"] *= 0.5 * means[kinds == "dataloader"].max() / means[kinds.isin(threaded)].max()
+    return lo, threads
+
+
 def findings_by_key(page, res) -> dict:
     """``page.findings(res)`` by key."""
     return {f.key: f for f in page.findings(res)}

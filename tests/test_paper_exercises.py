@@ -429,3 +429,22 @@ def test_chapter_12_exercise_states_its_numbers_in_bold_and_answers_each_questio
     asked = re.findall(r"^\d+\. ", ask, re.M)
     worked = re.findall(r"^\d+\. .*\*\*[^*\n]+\*\*", answers, re.M)
     assert len(asked) >= 2 and len(worked) == len(asked), answers
+
+
+def test_chapter_11_on_paper_says_when_its_nccl_times_come_from_slower_profiled_steps():
+    """NCCL's kernel time per step can exceed a timed step only because the profiled steps ran longer: where the
+    analysis flagged the split rung's profiled steps as slower than its timed ones, the question says so with both
+    lengths; without that flag it adds nothing."""
+    from datajourney.book import registry
+
+    facts = registry.analysed(results.load_reference("11_gpu_to_gpu", "h200x4")).facts
+    rung = str(facts.data["loss"]["rung"])
+    n = max(r["processes"] for r in facts.data["loss"]["rows"])
+    flags = [x for x in facts.data["profile_flags"]
+             if x["kind"] == "slow" and x["rung"] == rung and x["world"] == n and x["path"] == "direct"]
+    assert flags, "the reference's split rung was profiled slower than timed: the case this test reads"
+    ask = _folded(p11.paper_exercise(facts))[0]
+    assert "ran slower than the timed ones" in ask and f"{p11.num(flags[0]['step_ms'], 'ms')}" in ask
+    quiet = replace(facts, data={**facts.data, "profile_flags": [x for x in facts.data["profile_flags"]
+                                                                  if x not in flags]})
+    assert "ran slower than the timed ones" not in _folded(p11.paper_exercise(quiet))[0]

@@ -845,3 +845,25 @@ def test_the_page_words_the_stored_facts_and_reads_no_table():
     agree = stored.data["clocks"]["pageable_agree"]
     stored.data["clocks"]["pageable_agree"] = not agree
     assert ("outside the CUDA events" in page.two_clocks(stored)) == agree
+
+
+def test_a_hidden_share_above_100_percent_is_explained_by_its_rows_jitter_or_flagged():
+    """A copy cannot hide more than all of itself: where the overlap share's p90 passes 100%, the finding says how much
+    sooner the pair ended than the shorter part allows and sets it against that row's CPU jitter: within 3× it is
+    timing noise, beyond it a measurement problem. At or under 100% nothing is added."""
+    ref = results.load_reference("06_pcie", "h200")
+    o = ref.table("overlap").copy()
+    row = (o["memory"] == "pinned") & (o["mode"] == "non_blocking") & (o["size"] == 256 << 20)
+    shorter = float(np.minimum(o.loc[row, "copy_ms"], o.loc[row, "cpu_ms"]).iloc[0])
+
+    def text(p90, jitter_ms):
+        t = o.copy()
+        t.loc[row, "overlap_p90"], t.loc[row, "jitter_ms"] = p90, jitter_ms
+        res = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, {**ref.tables, "overlap": t},
+                             ref.metadata)
+        return page.finding_cpu_overlap(analysis.analyse(res)).text
+
+    early = 0.05 * shorter                                   # p90 of 105%: the pair ended 5% of the shorter early
+    assert "timing noise" in text(1.05, early) and "measurement problem" not in text(1.05, early)
+    assert "flagged as a measurement problem" in text(1.05, early / 10)
+    assert "Above 100%" not in text(0.99, early)

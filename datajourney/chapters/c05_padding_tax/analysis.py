@@ -433,14 +433,14 @@ def _advice(res: Result, out: Facts) -> Advice | None:
     order = ("pad_to_longest", "pad_to_context", "bucketed", SOURCE_PACKER,
              *(x for x in NOUNS if x not in ("pad_to_longest", "pad_to_context", "bucketed", SOURCE_PACKER)))
     timed = any(k.startswith("time.") and out[k].number is not None for k in out.facts)
-    per = "the real tokens per computed position of "
+    per = ", in real tokens per computed position"   # the metric after the layout: "3.1× more than padding …, in …"
     cands = []
     for name in order:
         f = out.get(f"time.{name}") if timed else out.get(f"all.{name}")
         if f is None or f.number is None:
             continue
         if not timed:
-            f = dataclasses.replace(f, key=f"per_position.{name}", label=per + NOUNS[name])
+            f = dataclasses.replace(f, key=f"per_position.{name}", label=NOUNS[name] + per)
         cands.append(Candidate(name, f, call=NOUNS[name], snippet=snippet(res, name)))
     q = Question("tokens.batching", "Pad or pack the token batches?", "batching", "pad_to_longest",
                  NOUNS["pad_to_longest"], "a padding collator's default", workload(res))

@@ -775,10 +775,10 @@ def loader_advice(facts: Facts, res) -> Advice | None:
 FEED_CALLS = {"dataloader": LOADER_DEFAULT, "spdl_batch": "spdl.pipeline.PipelineBuilder",
               "spdl": "spdl.pipeline.PipelineBuilder", "threadpool": "concurrent.futures.ThreadPoolExecutor",
               "nvjpeg": "torchvision.io.decode_jpeg(data, device='cuda')",
-              "hybrid": "torchvision.io.decode_jpeg(data, device='cuda') for the GPU's share"}
+              "hybrid": "decode_jpeg(data, device='cuda') for the GPU's share"}
 GPU_DECODE = ("nvjpeg", "hybrid")
 #: The model-fed runs' model, as the advice names it.
-MODEL_WORDS = {"resnet50": "ResNet-50 (bf16, channels_last)", "small_cnn": "a small CNN"}
+MODEL_WORDS = {"resnet50": "ResNet-50", "small_cnn": "a small CNN"}
 
 
 def model_feed_advice(facts: Facts, res) -> Advice | None:
@@ -804,7 +804,7 @@ def model_feed_advice(facts: Facts, res) -> Advice | None:
     model = MODEL_WORDS.get(str(res.parameters["model"]) if "model" in res.parameters else "", "the model")
     q = Question("image_decode.model_feed", "Decode the photos on the CPU or on the GPU, feeding the model?", "feed",
                  "dataloader", "the DataLoader decoding with Pillow", "PyTorch's loader with torchvision's Pillow "
-                 "decoding", f"{model} trained from cold JPEG files",
+                 "decoding", f"{model} fed from cold JPEG files",
                  cost="decoding on the GPU takes GPU time and memory from training")
     return decide(q, cands, facts)
 
