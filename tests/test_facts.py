@@ -1596,6 +1596,11 @@ def test_c10_facts_equal_what_the_tables_hold(ref10):
     for mode in ("mmap", "read"):
         assert tl["modes"][mode]["tokens_per_s"] == pytest.approx(rate[mode].max())
     assert tl["best"] == max(("mmap", "read"), key=lambda k: rate[k].max())
+    for mode in ("mmap", "read"):   # worker counts set side by side doing the same work: one sequence and batch
+        at = tl["modes"][mode]["by_workers_at"]
+        same = rate[mode].xs((at["seq"], at["batch"]), level=("seq", "batch"))
+        assert tl["modes"][mode]["by_workers"] == pytest.approx({int(w): v for w, v in same.items()})
+        assert len(same) == max(len(g) for _, g in rate[mode].groupby(level=("seq", "batch")))
     a = f.advice_for("tokens.loader_mode")
     assert a.value == "read" and a.default.startswith("numpy.memmap")
     assert f.number(a.gain) == pytest.approx(per["read"].mean() / per["mmap"].mean())

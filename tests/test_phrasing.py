@@ -67,6 +67,19 @@ def test_advice_is_one_text_with_its_gain_and_scope():
     assert Advice.from_dict(layout.to_dict()) == layout
 
 
+def test_a_kept_default_reads_alike_in_advice_and_in_a_table_cell():
+    """A "keep the default" verdict kept at a setting other than the library's default (the DataLoader at 16
+    workers) names that setting in the advice and in chapter 12's checklist cell alike: the cell never credits the
+    bare default with a gain measured at another setting."""
+    dl = measured("dl", [900, 910], unit="images/s", label="the DataLoader")
+    th = measured("th", [800, 810], unit="images/s", label="the best thread loader")
+    facts = Facts("x").add(dl, th, compare("gain", dl, th))
+    a = Advice("image_decode.loader", "loader", "dataloader", "photos", gain="gain", verdict="keep",
+               default="torch.utils.data.DataLoader", call="num_workers=16")
+    assert "keep the default `torch.utils.data.DataLoader` with `num_workers=16`" in phrasing.advice(a, facts)
+    assert phrasing.verdict(a, facts).startswith("keep the default torch.utils.data.DataLoader with num_workers=16")
+
+
 def test_hostile_strings_stay_text():
     md = f"note {phrasing.code(HOSTILE)} and {phrasing.text(HOSTILE)}"
     assert_stays_text(md)

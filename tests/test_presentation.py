@@ -57,7 +57,7 @@ def test_checklist_rows_name_no_device():
     kinds of run answer it (the end-to-end rows of chapter 7)."""
     from datajourney.chapters.c12_conclusion import page
 
-    for key in ("?image.num_workers", "best_vs_ceiling"):
+    for key in ("recipe", "best_vs_ceiling"):
         assert "GPU" not in page.PRACTICE[("07_full_picture", key)]
 
 

@@ -420,8 +420,9 @@ def verdict(a: Advice, facts: Facts | Mapping[str, Fact] | None = None) -> str:
     what = a.call or (f"{a.knob}={a.value!r}" if isinstance(a.value, str) else f"{a.knob}={a.value}")
     vs = (comparison(gain, baseline=basis.label if basis is not None and basis.label else None)
           if gain is not None and gain.number is not None else "")
-    if a.verdict == "keep":
-        return f"keep the default {a.default or what}" + _keep_clause(a, vs, str)
+    if a.verdict == "keep":   # as :func:`_keep` words it: the setting it was kept at, where that is not the default
+        at = f" with {what}" if not a.best and a.default and a.call and a.call != a.default else ""
+        return f"keep the default {a.default or what}{at}" + _keep_clause(a, vs, str)
     verb = "set" if re.match(r"\w+=", what) else "use"
     return f"{verb} {what}: {vs}" if vs else f"{verb} {what}"
 

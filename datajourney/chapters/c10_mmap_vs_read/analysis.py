@@ -331,8 +331,9 @@ def _checkpoint(res, f: Facts) -> None:
 
 def token_loader(res) -> dict | None:
     """The token loader, cold: tokens per second of the best configuration of each mode (mmap, read()) over
-    its sweep (tokens read ÷ loader time, mean over runs), and each mode's best rate at each worker count
-    (``by_workers``: chapter 12 sizes each data-parallel rank's loader by the fewest workers that feed its GPU)."""
+    its sweep (tokens read ÷ loader time, mean over runs), and each mode's rate at each worker count, all at one
+    sequence length and batch (``by_workers``, ``by_workers_at``: chapter 12 sizes each data-parallel rank's loader
+    by the fewest workers that feed its GPU, comparing counts doing the same work)."""
     if "sweep" not in res.tables:
         return None
     s = res.table("sweep")
@@ -344,9 +345,15 @@ def token_loader(res) -> dict | None:
     modes = {}
     for mode, part in rate.groupby("mode"):
         top = part.loc[part["rate"].idxmax()]
+        # worker counts compared like for like: the sequence length and batch run at the most worker counts (the
+        # workers sweep), its fastest where two tie; each count's rate there
+        shapes = part.groupby(["seq", "batch"]).agg(n=("workers", "nunique"), best=("rate", "max")).reset_index()
+        at = shapes.sort_values(["n", "best"], ascending=False).iloc[0]
+        same = part[(part["seq"] == at["seq"]) & (part["batch"] == at["batch"])]
         modes[str(mode)] = dict(tokens_per_s=float(top["rate"]), seq=int(top["seq"]), batch=int(top["batch"]),
                                 workers=int(top["workers"]),
-                                by_workers={int(w): float(g["rate"].max()) for w, g in part.groupby("workers")})
+                                by_workers={int(w): float(g["rate"].max()) for w, g in same.groupby("workers")},
+                                by_workers_at=dict(seq=int(at["seq"]), batch=int(at["batch"])))
     best = max(modes, key=lambda m: modes[m]["tokens_per_s"])
     return dict(best=best, modes=modes, itemsize=res.metadata.get("itemsize"),
                 cores=int(res.metadata["cores"]) if res.metadata.get("cores") else None)

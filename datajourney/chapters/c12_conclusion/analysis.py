@@ -59,7 +59,7 @@ CHECKLIST = [
     ("04_cpu_starvation", "workers_to_keep_up"), ("04_cpu_starvation", "?synthetic.persistent_workers"),
     ("05_padding_tax", "?tokens.batching"),
     ("06_pcie", "?pcie.pin_memory"), ("06_pcie", "cpu_overlap"),
-    ("07_full_picture", "?image.num_workers"), ("07_full_picture", "best_vs_ceiling"),
+    ("07_full_picture", "recipe"), ("07_full_picture", "best_vs_ceiling"),
     ("08_threads_processes_gil", "primitives"), ("08_threads_processes_gil", "?image_decode.loader"),
     ("08_threads_processes_gil", "cost"), ("08_threads_processes_gil", "first_batch.fork_vs_spawn"),
     ("09_reading_smarter", "?storage_to_gpu.path"), ("09_reading_smarter", "gds"),
@@ -287,8 +287,10 @@ def token_hops(found: dict, step: dict | None, stated: float | None, token_bytes
         rate = rates.get(w, one["tokens_per_s"])
         loaders = max(1, int(t["cores"]) // (w + 1))
         fed = loaders if demand and rate >= rank_loader_need(w, demand) else 0
+        at = one.get("by_workers_at") or {}
         hops.append(_hop("tokens", "token_cpu", "10_mmap_vs_read", loaders * rate, loaders=loaders,
-                         cores=int(t["cores"]), workers=w, mode=name, gpus=fed, loader_rate=rate))
+                         cores=int(t["cores"]), workers=w, mode=name, gpus=fed, loader_rate=rate,
+                         loader_seq=at.get("seq"), loader_batch=at.get("batch")))
     return hops
 
 

@@ -31,7 +31,7 @@ PRACTICE = {
     ("05_padding_tax", "?tokens.batching"): "Pack variable-length sequences, or pad them?",
     ("06_pcie", "?pcie.pin_memory"): "Copy batches to the GPU from pinned or pageable memory?",
     ("06_pcie", "cpu_overlap"): "Copy with non_blocking=True from pinned memory so the CPU keeps working",
-    ("07_full_picture", "?image.num_workers"): "End to end: how many DataLoader workers feed the training step?",
+    ("07_full_picture", "recipe"): "End to end: which setting feeds the training step best?",
     ("07_full_picture", "best_vs_ceiling"): "End to end: the best loader against its step's own ceiling",
     ("08_threads_processes_gil", "primitives"): "Decode in processes or threads: where the interpreter lock binds",
     ("08_threads_processes_gil", "?image_decode.loader"): "Decode photos in DataLoader worker processes or threads?",
@@ -142,7 +142,7 @@ def _weakest_sentence(facts: Facts, wl: str) -> str:
         rank = phrasing.where("rank", _on_gpu(facts, wl))
         lost = facts.get(f"11.{analysis.DDP_LOST}")
         said = phrasing.lost_or_kept(lost, kept, bold=True)   # chapter 11's phrasing of the same measurement
-        return (text + f"with DDP's defaults each {rank} {said} of one {rank}'s steps/s, measured in "
+        return (text + f"with DDP's defaults each {rank} {said} of one {rank}'s steps/s without DDP, measured in "
                 f"{chapter_link('11_gpu_to_gpu')}.")
     text += f"the weakest link is {hop_label(facts, wl, wk['key'])}"
     if wk["key"] == "gpu" and facts.get(f"{wl}.gpus_fed") is not None:   # the data path keeps up: how far it goes
@@ -434,8 +434,10 @@ def paper_exercise(res) -> str:
         w, cores, ask = int(ranks["workers"]), int(ranks["cores"]), step["capacity"]
         one = ranks.get("loader_rate") or loader["capacity"]
         fit, loaders, fed = cores // (w + 1), int(ranks["loaders"]), int(ranks["gpus"])   # the hop table's own
+        shape = (f" (batches of {ranks['loader_batch']:,} sequences of {ranks['loader_seq']:,} tokens, chapter 10's "
+                 "workers sweep)" if ranks.get("loader_batch") and ranks.get("loader_seq") else "")
         questions.append(f"For the token step, each GPU's rank runs its own token loader with **{w} workers** besides "
-                         f"its own process (the fewest that feed the GPU), and one such loader read "
+                         f"its own process (the fewest that feed the GPU), and one such loader{shape} read "
                          f"**{num(one, 'tokens/s')}**; the step asks for "
                          f"**{num(ask, 'tokens/s')}**. How many ranks' loaders fit on the {cores} cores, and how many "
                          "GPUs do they feed?")
