@@ -6,9 +6,9 @@
 #
 # OUT.json: where the record goes (data/benchmarks/quick_book*.json are the committed ones). PROFILE: quick.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: scripts/bench-book.sh OUT.json [PROFILE] [--wheelhouse DIR]" >&2; exit 2; }
-out=$(realpath -m "$1"); shift
+out=$(realpath -m "$1"); shift   # from where it was called, before moving to the checkout
+cd "$(dirname "$0")/.."
 profile=quick
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then profile=$1; shift; fi
 if [ -e .venv ]; then echo "bench-book: .venv exists; run it in a fresh clone so that the install is timed" >&2; exit 2; fi
