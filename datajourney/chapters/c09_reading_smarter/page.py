@@ -48,10 +48,8 @@ def _gpu_ok_rows(res) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- findings
-#: Each path to GPU memory by its letter in the chapter's table of paths, and in a few words.
-PATH_NAMES = {"pageable + copy": ("a", "pageable reads, each copied before the next"),
-              PINNED: ("b", "two pinned buffers, one read while the other is copied"),
-              "mmap + pinned": ("c", "a memory map copied through pinned buffers")}
+#: Each path to GPU memory by its letter in the chapter's table of paths, and in a few words (the analysis's).
+PATH_NAMES = analysis.PATH_WORDS
 
 
 def path_letter(path: str, label: str | None = None) -> str:
