@@ -129,7 +129,6 @@ def _bench(a) -> int:
     import tempfile
 
     from datajourney.book import runner
-    from datajourney.core.fingerprint import fingerprint, summary
 
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(dir=a.tmp) as tmp:
@@ -140,31 +139,35 @@ def _bench(a) -> int:
         run_dir = runner.run(profile=a.profile, overrides={"data_dir": str(data)}, run_id="bench",
                              results_root=runs, progress=False)
         record = json.loads((run_dir / "run.json").read_text())
-        book_s = None
+        extra = {}
         if a.book:  # what `./journey book` does after the chapters: build the HTML book
             from datajourney.book import sphinx_ext
 
             t1 = time.monotonic()
             sphinx_ext.build(run_dir)
-            book_s = time.monotonic() - t1
-        fp = fingerprint(tmp)
-    out = {
-        "benchmark": f"wall time of each chapter under the {a.profile} profile"
-                     + (", then the book build" if a.book else ""),
-        "target_seconds_per_chapter": a.target,
-        "seconds": {c["chapter"]: c["seconds"] for c in record["chapters"]},
-        "status": {c["chapter"]: c["status"] for c in record["chapters"]},
-        "machine": summary(fp),
-        "fingerprint": fp,
-    }
-    if a.book:
-        out.update(book_build_seconds=book_s, total_seconds=time.monotonic() - t0, target_total_seconds=a.target_total)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=1))
+            extra = dict(book_build_seconds=time.monotonic() - t1, total_seconds=time.monotonic() - t0,
+                         target_total_seconds=a.target_total)
+        out = _record(a, f"wall time of each chapter under the {a.profile} profile"
+                      + (", then the book build" if a.book else ""), record, tmp, **extra)
     for k, v in out["seconds"].items():
         print(f"{k:<28} {v:6.1f} s  (target < {a.target:.0f} s)")
     print(f"recorded in {a.out}")
     return 0
+
+
+def _record(a, benchmark: str, rec: dict, where, **extra) -> dict:
+    """Write a benchmark of chapter times to ``a.out``: each chapter's seconds and status from the run record
+    ``rec``, ``extra`` (book build, totals), and the machine's fingerprint (its storage: ``where``'s)."""
+    from datajourney.core.fingerprint import fingerprint, summary
+
+    fp = fingerprint(where)
+    out = {"benchmark": benchmark, "target_seconds_per_chapter": a.target,
+           "seconds": {c["chapter"]: c["seconds"] for c in rec["chapters"]},
+           "status": {c["chapter"]: c["status"] for c in rec["chapters"]}, **extra,
+           "machine": summary(fp), "fingerprint": fp}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=1))
+    return out
 
 
 def _bench_book(a) -> int:
@@ -172,32 +175,20 @@ def _bench_book(a) -> int:
     (from its ``run.json``) and the whole command's wall time (``--wall-seconds``, measured by its caller,
     scripts/bench-book.sh), so that what is left, the install and start-up, is counted against the target too."""
     from datajourney.book import runner
-    from datajourney.core.fingerprint import fingerprint, summary
 
     if a.run is None or a.wall_seconds is None:
         raise ParameterError("--run", "missing", "bench book: --run RUN_DIR and --wall-seconds S")
     rec = runner.read_record(a.run)
     if rec is None or "book_build_seconds" not in rec:
         raise ParameterError("--run", str(a.run), "a run of `./journey book` (its run.json records the book build)")
-    seconds = {c["chapter"]: c["seconds"] for c in rec["chapters"]}
-    if a.wall_seconds < sum(seconds.values()) + rec["book_build_seconds"]:
+    chapters = sum(c["seconds"] for c in rec["chapters"])
+    if a.wall_seconds < chapters + rec["book_build_seconds"]:
         raise ParameterError("--wall-seconds", a.wall_seconds, "the whole command's time, at least its chapters' "
                                                                "and the book build's")
-    fp = fingerprint(a.tmp)
-    out = {
-        "benchmark": f"`./journey book {rec['profile']}` from a fresh clone: install, every chapter, the book build",
-        "target_seconds_per_chapter": a.target,
-        "seconds": seconds,
-        "status": {c["chapter"]: c["status"] for c in rec["chapters"]},
-        "book_build_seconds": rec["book_build_seconds"],
-        "install_and_start_seconds": round(a.wall_seconds - sum(seconds.values()) - rec["book_build_seconds"], 1),
-        "total_seconds": a.wall_seconds,
-        "target_total_seconds": a.target_total,
-        "machine": summary(fp),
-        "fingerprint": fp,
-    }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=1))
+    out = _record(a, f"`./journey book {rec['profile']}` from a fresh clone: install, every chapter, the book build",
+                  rec, a.tmp, book_build_seconds=rec["book_build_seconds"],
+                  install_and_start_seconds=round(a.wall_seconds - chapters - rec["book_build_seconds"], 1),
+                  total_seconds=a.wall_seconds, target_total_seconds=a.target_total)
     print(f"{a.wall_seconds:.0f} s in all, {out['install_and_start_seconds']:.0f} s of it install and start-up "
           f"(target {a.target_total:.0f} s): recorded in {a.out}")
     return 0

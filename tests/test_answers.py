@@ -500,7 +500,8 @@ def _summary_disagreements(found: dict[str, tuple], c12) -> list[str]:
         facts = found[ch][1]
         if key.startswith(diag.QUESTION):
             a = facts.advice_for(key[1:])
-            want = phrasing.verdict(a, facts) if a is not None else page.UNANSWERED
+            want = phrasing.verdict(a, facts) if a is not None else (
+                page.UNANSWERED if f"{key[1:]}{diag.UNMEASURED}" in facts else page.NO_ANSWER)
         elif facts.get(key) is None:
             continue
         else:
@@ -545,15 +546,15 @@ def _summary_disagreements(found: dict[str, tuple], c12) -> list[str]:
         r.facts = facts
         rows = overview.key_rows(ch, r, None, head[0] if head else None)
         key, shown = rows[0]["key"], overview.first_screen(ch, facts)
-        if shown and key not in shown:
-            out.append(f"chapter 1, {ch}: {key} is not on its first screen {shown}")
+        if shown and key != shown[0]:
+            out.append(f"chapter 1, {ch}: {key} is not the number its first screen leads with {shown}")
         f = facts.get(key)
         if f is not None and not facts.flagged(key) and rows[0]["reference"] != overview.comparand(f, facts)[1]:
             out.append(f"chapter 1, {ch}: {rows[0]['reference']!r} is not the chapter's {key}")
         if f is not None and rows[0]["published"] != overview.same_metric(ch, f):
             out.append(f"chapter 1, {ch}: a published figure of another metric beside {key}")
-        lever = next(((t, m) for c, k, t, m in overview.TITLE_FINDINGS if c == ch), None)
-        line = overview.lever_line(ch, head[0], *lever[:1], r, "", lever[1]) if lever else None
+        topic = dict(overview.TITLE_FINDINGS).get(ch)
+        line = overview.lever_line(ch, topic, r) if topic else None
         if line is not None and f"**{rows[0]['reference']}**" not in line:
             out.append(f"title page, {ch}: {line!r} is not chapter 1's {rows[0]['reference']!r}")
     return out
@@ -598,3 +599,26 @@ def test_a_swapped_winner_flips_the_chapter_and_every_summary(tmp_path, analysed
     r = copy.copy(swapped)
     r.facts = found["10_mmap_vs_read"][1]
     assert "faster than read()" in overview.key_rows("10_mmap_vs_read", r, None, "posix_events")[0]["reference"]
+
+
+def test_chapter_2_sets_each_way_of_reading_a_shard_at_its_fastest_request_size():
+    """Buffered reads against O_DIRECT: each at its own best request size, so a default that wins is never credited
+    with a gain over O_DIRECT's worst (4 KiB) requests; with O_DIRECT made 1.5× faster at its best size it is
+    advised, at that size, its alignment cost named."""
+    from datajourney.chapters.c02_random_vs_sequential import analysis as c2
+
+    res = results.load_reference("02_random_vs_sequential", "h200")
+    f = c2.analyse(res)
+    a = f.advice_for("shard.odirect")
+    chunks = {int(f[k].setting["chunk"]) for k in a.evidence}
+    best = {m: max((x for x in f.facts.values() if x.key.startswith("chunk.") and x.key.endswith(m)),
+                   key=lambda x: x.number) for m in (".buffered", ".direct")}
+    assert chunks == {int(b.setting["chunk"]) for b in best.values()}
+    assert "fastest request size" in a.workload
+    t = res.tables["chunk_sweep"].copy()
+    top = int(best[".direct"].setting["chunk"])
+    t.loc[(t["mode"] == "O_DIRECT") & (t["chunk"] == top), "MBps"] *= 1.5 * best[".buffered"].number / best[
+        ".direct"].number
+    a2 = c2.analyse(results.Result(res.chapter, res.run_id, res.parameters, res.fingerprint,
+                                   {**res.tables, "chunk_sweep": t}, res.metadata)).advice_for("shard.odirect")
+    assert a2.verdict == "change" and a2.value is True and a2.cost

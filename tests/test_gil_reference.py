@@ -235,3 +235,20 @@ def test_the_model_fed_question_is_decided_like_for_like_and_gpu_decoding_must_c
     assert a.verdict == "keep" and a.value == "dataloader"
     f, a = advice(0.5)
     assert a.verdict == "keep" and f[a.gain].number > 1   # the default beat the best other kind: by how much
+
+
+def test_the_model_fed_default_is_the_un_niced_pillow_dataloader_and_its_absence_is_said():
+    """The model-fed question's baseline is told by the run's decoder and nice columns, not by a label: a niced Pillow
+    DataLoader is not PyTorch's default (4 × H100's run has both; its baseline is the un-niced one), and where the
+    runs' DataLoader decoded otherwise (the H100 run: spdl.io) there is no advice, and a fact says which decoder ran,
+    which chapter 8's model-fed notes and chapter 12's checklist word."""
+    from datajourney.chapters.c08_threads_processes_gil import page
+
+    f = analysis.analyse(results.load_reference(CHAPTER, "h100x4"))
+    a = f.advice_for("image_decode.model_feed")
+    base = f[f[a.gain].basis if a.verdict == "change" else f[a.gain].of]
+    assert "nice" not in base.label and "Pillow" in base.label, base.label
+    f = analysis.analyse(results.load_reference(CHAPTER, "h100"))
+    assert f.advice_for("image_decode.model_feed") is None
+    assert f["image_decode.model_feed.unmeasured"].value == "spdl.io"
+    assert "decoded with spdl.io, not with Pillow" in page.feed_unmeasured_note(f)

@@ -61,12 +61,10 @@ def first_screen(chapter: str, facts) -> list[str]:
 
 
 def headline_key(chapter: str, facts, default: str | None = None) -> str | None:
-    """The fact a summary repeats for ``chapter``: its package's ``HEADLINE`` (``default``) when the chapter's first
-    screen states it, else the first fact its first screen states, so a summary row never headlines a number the
-    chapter leads with something else than (a question's verdict, a non-comparable ratio, another worker count)."""
+    """The fact a summary repeats for ``chapter``: the first fact its first screen states (the number the chapter
+    leads with), else its package's ``HEADLINE`` (``default``), so a summary row never headlines another number than
+    the chapter leads with (a question's verdict, a non-comparable ratio, another metric, another worker count)."""
     keys = first_screen(chapter, facts)
-    if default in keys:
-        return default
     return keys[0] if keys else default
 
 
@@ -230,7 +228,12 @@ def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "W
     op = (diagnosis_page.every_answer if every else diagnosis_page.opening)(facts)
     found = "\n".join(f"* {f.text}" for f in op.findings)
     actions = "\n".join(f"{i}. {a.text}" for i, a in enumerate(op.actions, 1))
-    head = f"**{who}, {phrasing.text(host_label(res12.fingerprint))}** (from {_link(diagnosis.CHAPTER, base)}):"
+    host = host_label(res12.fingerprint)
+    # a chapter measured on another host (chapter 11 on a multi-GPU one) is named in the head, as its bullet names it
+    others = sorted({h for ch, h in (facts.data.get("hosts") or {}).items() if h and h != host
+                     and (every or ch != "11_gpu_to_gpu")})
+    also = f" and {', '.join(phrasing.text(h) for h in others)}" if others else ""
+    head = f"**{who}, {phrasing.text(host)}{also}** (from {_link(diagnosis.CHAPTER, base)}):"
     body = found + (f"\n\n**{todo}**\n\n{actions}" if actions else "")
     return head + "\n\n" + body.replace("](", f"]({base}" if base else "](")
 
@@ -258,24 +261,21 @@ def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = 
     return "\n\n".join(parts)
 
 
-#: The two chapter findings the title page states beside chapter 12's three answers: (chapter, HEADLINE key, topic,
-#: the metric where its comparison's words do not name it: "3.1× more" of what).
-TITLE_FINDINGS = [("02_random_vs_sequential", "cold_gap", "Storage layout", None),
-                  ("05_padding_tax", "all_samples", "Padding", "real tokens per computed position")]
+#: The two chapter findings the title page states beside chapter 12's three answers: (chapter, topic); each is the
+#: number its chapter leads with (:func:`headline_key`), as chapter 1's table shows it.
+TITLE_FINDINGS = [("02_random_vs_sequential", "Storage layout"), ("05_padding_tax", "Padding")]
 
 
-def lever_line(chapter: str, key: str, topic: str, res: results.Result | None, base: str = "",
-               metric: str | None = None) -> str | None:
+def lever_line(chapter: str, topic: str, res: results.Result | None, base: str = "") -> str | None:
     """One of the title page's two levers: the chapter's key number as chapter 1's table shows it (the same fact,
     comparand and published figure, :func:`key_rows`), the source's own metric after it where the key number has no
     published figure; None when the result has none."""
-    rows = [r for r in key_rows(chapter, res, None, key) if r["reference"] is not None]
+    rows = [r for r in key_rows(chapter, res) if r["reference"] is not None]
     if not rows:
         return None
     head, *more = rows
     where = f" on the reference host, for {phrasing.text(head['scope'])}" if head["scope"] else " (reference host)"
-    measured = f", {metric}" if metric else ""
-    line = f"* **{topic}**{where}{measured}: {_what(res, head['what'], define=True)}: **{head['reference']}**"
+    line = f"* **{topic}**{where}: {_what(res, head['what'], define=True)}: **{head['reference']}**"
     line += f" (published: {head['published']})" if head["published"] != "—" else ""
     for r in more:
         line += f"; {r['what']}: {r['reference']} (published: {r['published']})"
@@ -289,8 +289,8 @@ def title_markdown(host: str | None = None, run_dir=None) -> str:
     figure of the same metric), each with a link to its chapter."""
     base = "../notebooks/"
     parts = _answers(_load(run_dir, diagnosis.CHAPTER), host, base, every=True)
-    levers = [line for ch, key, topic, metric in TITLE_FINDINGS
-              if (line := lever_line(ch, key, topic, results.load_reference(ch, host), base, metric)) is not None]
+    levers = [line for ch, topic in TITLE_FINDINGS
+              if (line := lever_line(ch, topic, results.load_reference(ch, host), base)) is not None]
     return "\n\n".join(parts + (["\n".join(levers)] if levers else []))
 
 

@@ -328,17 +328,24 @@ def _advice(out: Facts, res, n: int, size: int) -> None:
                      published="sequential ÷ random, cold")
         out.advise(decide(q, [Candidate(FILES, out["cold.random"], call=FILES),
                               Candidate(SHARD, out["cold.sequential"], call=SHARD, snippet=SHARD_SNIPPET)], out))
-    if "odirect" in out:
+    buffered, direct = _fastest(out, "buffered"), _fastest(out, "direct")
+    if buffered is not None and direct is not None:
         shard = _recorded(res, "shard_size")
-        smallest = out["odirect"].setting.get("chunk")
-        wl = f"sequential reads of one {size_label(shard)} shard in {size_label(smallest)} requests" if shard \
-            else f"sequential reads of one shard in {size_label(smallest)} requests"
+        wl = (f"sequential reads of one {size_label(shard)} shard" if shard else "sequential reads of one shard") \
+            + ", each way at its fastest request size"
         q = Question("shard.odirect", "Buffered reads or O_DIRECT?", "O_DIRECT", False, "buffered reads",
                      "the operating system's default", wl,
                      cost="O_DIRECT needs buffers, offsets and sizes aligned to the device's block size")
-        out.advise(decide(q, [Candidate(False, out[f"chunk.{smallest}.buffered"], call="buffered reads"),
-                              Candidate(True, out[f"chunk.{smallest}.direct"], call="os.O_DIRECT", costly=True)],
-                          out))
+        out.advise(decide(q, [Candidate(False, buffered, call="buffered reads"),
+                              Candidate(True, direct, call="os.O_DIRECT", costly=True,
+                                        at=f"{size_label(direct.setting['chunk'])} requests")], out))
+
+
+def _fastest(out: Facts, mode: str):
+    """The read-size sweep's fastest request size for ``mode`` ("buffered" or "direct"), as its fact: the question
+    sets each way of reading at its best, so the default is never credited with a gain over the other's worst."""
+    fs = [f for k, f in out.facts.items() if k.startswith("chunk.") and k.endswith(f".{mode}") and f.number is not None]
+    return max(fs, key=lambda f: f.number, default=None)
 
 
 def _wide(df: pd.DataFrame, by: list[str], label) -> list[dict]:

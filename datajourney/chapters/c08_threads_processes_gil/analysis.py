@@ -357,8 +357,9 @@ def model_runs(res) -> pd.DataFrame:
     share = m["share"] if "share" in m else pd.Series(None, index=m.index, dtype=object)
     dec = m["decoder"] if "decoder" in m else pd.Series(None, index=m.index, dtype=object)
     shapes = [shape_of(m.loc[[i]]) for i in m.index]
-    return m.assign(nice=nice.fillna(0), label=[loader_label(k, c, n, sh, d, shape=sp) for k, c, n, sh, d, sp in zip(
-        m["loader"], m["concurrency"], nice, share, dec, shapes, strict=True)])
+    labels = [loader_label(k, c, n, sh, d, shape=sp) for k, c, n, sh, d, sp in zip(
+        m["loader"], m["concurrency"], nice, share, dec, shapes, strict=True)]
+    return m.assign(nice=nice.fillna(0), decoder=dec, label=labels)
 
 
 def model_summary(res) -> pd.DataFrame:
@@ -793,9 +794,9 @@ def model_feed_advice(facts: Facts, res) -> Advice | None:
     cands = []
     for _, row in s[s["steady"]].iterrows():
         kind, label = str(row["loader"]), str(row["label"])
-        if kind == "dataloader" and DEFAULT_DECODER not in label.lower():
-            continue   # a DataLoader decoding otherwise is not the default, and no other kind either
         part = runs[runs["label"] == label]
+        if kind == "dataloader" and not _default_feed(part).all():
+            continue   # a DataLoader decoding otherwise, or with niced workers, is not the default: nor another kind
         f = measured(f"model_feed.{kind}.{int(row['concurrency'])}", part["images_per_s"].astype(float).tolist(),
                      unit="images/s", label=label, setting=dict(loader=kind, concurrency=int(row["concurrency"])))
         call = FEED_CALLS.get(kind, kind) if kind == "dataloader" else f"{label}, with {FEED_CALLS.get(kind, kind)}"
@@ -809,16 +810,31 @@ def model_feed_advice(facts: Facts, res) -> Advice | None:
     return decide(q, cands, facts)
 
 
-def default_unmeasured(facts: Facts) -> list[Fact]:
-    """Why the loader question has no answer where its end-to-end runs held a DataLoader but not the default one
-    (decoding with Pillow): the decoder the run's DataLoader used instead."""
+def _default_feed(runs: pd.DataFrame) -> pd.Series:
+    """Which model-fed runs of a DataLoader are the library's default: decoding with Pillow, workers not niced."""
+    return (runs["decoder"].astype(str) == DEFAULT_DECODER) & (runs["nice"] == 0)
+
+
+def _unmeasured(question: str, decoder, runs: str) -> Fact:
+    return Fact(f"{question}.unmeasured", decoder_name(str(decoder)), "",
+                f"the DataLoader's decoder in the {runs}, not {decoder_name(DEFAULT_DECODER)}", "choice", None)
+
+
+def default_unmeasured(facts: Facts, res) -> list[Fact]:
+    """Why the loader question, or the model-fed one, has no answer where its runs held a DataLoader but not the
+    default one (decoding with Pillow): the decoder the run's DataLoader used instead."""
+    out = []
     d = facts.get("end_to_end.dataloader")
-    if facts.advice_for("image_decode.loader") is not None or d is None:
-        return []
-    dec = str(d.setting.get("decoder"))
-    return [] if dec == DEFAULT_DECODER else [Fact(
-        "image_decode.loader.unmeasured", decoder_name(dec), "",
-        f"the DataLoader's decoder in the end-to-end runs, not {decoder_name(DEFAULT_DECODER)}", "choice", None)]
+    if facts.advice_for("image_decode.loader") is None and d is not None:
+        dec = str(d.setting.get("decoder"))
+        out += [] if dec == DEFAULT_DECODER else [_unmeasured("image_decode.loader", dec, "end-to-end runs")]
+    runs = model_runs(res)
+    dl = runs[runs["loader"] == "dataloader"] if not runs.empty else runs
+    if facts.advice_for("image_decode.model_feed") is None and not dl.empty and not _default_feed(dl).any():
+        plain = dl[dl["nice"] == 0] if (dl["nice"] == 0).any() else dl
+        dec = plain["decoder"].dropna()   # older results did not record the decoder: nothing to say
+        out += [_unmeasured("image_decode.model_feed", dec.iloc[0], "model-fed runs")] if len(dec) else []
+    return out
 
 
 def _question(res, how: str) -> Question:
@@ -1357,7 +1373,7 @@ def analyse(res) -> Facts:
                  collate_facts, gpu_share_facts, feed_facts):
         facts.add(*part(res))
     facts.advise(loader_advice(facts, res), *pool_advice(facts, res), model_feed_advice(facts, res))
-    facts.add(*default_unmeasured(facts))
+    facts.add(*default_unmeasured(facts, res))
     facts.data.update(hybrid=hybrid_data(res), cold=cold_data(res), ipc=ipc_data(res), spdl=spdl_data(res),
                       paper=paper_data(res), spdl_scaling=spdl_scaling_data(res), unsteady=unsteady_data(res),
                       spread=spread_data(res), on_paper=on_paper_data(res),

@@ -395,7 +395,15 @@ def moonshot_notes(gpu, res) -> list[str]:
     if gpu is None:
         return []
     tail = "" if gpu is res else " (reference run)"
-    return [n + tail for n in (nice_hybrid_note(gpu), gpu_share_note(gpu)) if n]
+    return [n + tail for n in (feed_unmeasured_note(gpu), nice_hybrid_note(gpu), gpu_share_note(gpu)) if n]
+
+
+def feed_unmeasured_note(facts) -> str | None:
+    """Why the model-fed runs give no advice on decoding: their DataLoader was not the library's default."""
+    u = facts_of(facts).get("image_decode.model_feed.unmeasured")
+    return None if u is None else (
+        "No advice on decoding for the model from these runs: their DataLoader decoded with "
+        f"{say.text(u.value)}, not with Pillow, PyTorch's default, and a gain needs its baseline.")
 
 
 def gpu_share_note(facts) -> str | None:

@@ -50,6 +50,8 @@ REMEDY = {
 }
 #: A checklist key naming a chapter's declared question (its advice key) rather than one of its facts.
 QUESTION = "?"
+#: The suffix of the fact a chapter adds where a question of its has no answer because its run lacked the default.
+UNMEASURED = ".unmeasured"
 #: The checklist: (chapter, fact key, or QUESTION + a question's key). Each row shows that chapter's fact as its own
 #: analysis computed it, or its verdict on the question, so the checklist never re-decides what a chapter answered.
 CHECKLIST = [
@@ -61,6 +63,7 @@ CHECKLIST = [
     ("06_pcie", "?pcie.pin_memory"), ("06_pcie", "cpu_overlap"),
     ("07_full_picture", "recipe"), ("07_full_picture", "best_vs_ceiling"),
     ("08_threads_processes_gil", "primitives"), ("08_threads_processes_gil", "?image_decode.loader"),
+    ("08_threads_processes_gil", "?image_decode.model_feed"),
     ("08_threads_processes_gil", "cost"), ("08_threads_processes_gil", "first_batch.fork_vs_spawn"),
     ("09_reading_smarter", "?storage_to_gpu.path"), ("09_reading_smarter", "gds"),
     ("09_reading_smarter", "?random_reads.threads"),
@@ -233,7 +236,7 @@ def image_hops(found: dict, step_on_gpu: bool) -> list[dict]:
                  busy_cores=cpu.get("busy_cores"), recipe=recipe if cpu["source"] else None, at=cpu.get("at")),
             _hop("image", "pcie", "06_pcie", b["pcie"], batch_size=w["batch_size"]),
             _hop("image", "gpu", "07_full_picture", b["demand"], batch_size=w["batch_size"], step_ms=w["step_ms"],
-                 on_gpu=step_on_gpu, graphed=w.get("step_kind") == "graphed")]
+                 compute_ms=w.get("compute_ms"), on_gpu=step_on_gpu, graphed=w.get("step_kind") == "graphed")]
     photo = _data(found, "08_threads_processes_gil", "photo_decode")
     if photo:
         best = max((photo[k] for k in ("process", "thread") if photo.get(k)), key=lambda x: x["images_per_s"],
@@ -546,6 +549,8 @@ def analyse(res) -> Facts:
         if k.startswith(QUESTION):  # a question: the chapter's verdict, repeated
             a = src.advice_for(k[1:])
             facts.advise(copied(a, ch, src, facts, f"{ch[:2]}.{k[1:]}") if a is not None else None)
+            if a is None and f"{k[1:]}{UNMEASURED}" in src:  # why not: the chapter's run lacked the default
+                copy_fact(src, ch, k[1:] + UNMEASURED, facts)
             continue
         if src.flagged(k):
             facts.add(Fact(**{**src[k + FLAGGED].__dict__, "key": f"{ch[:2]}.{k}{FLAGGED}"}))

@@ -35,6 +35,8 @@ PRACTICE = {
     ("07_full_picture", "best_vs_ceiling"): "End to end: the best loader against its step's own ceiling",
     ("08_threads_processes_gil", "primitives"): "Decode in processes or threads: where the interpreter lock binds",
     ("08_threads_processes_gil", "?image_decode.loader"): "Decode photos in DataLoader worker processes or threads?",
+    ("08_threads_processes_gil", "?image_decode.model_feed"):
+        "Decode photos on the CPU or on the GPU, feeding the model?",
     ("08_threads_processes_gil", "cost"): "Count the loader's CPU and memory over all its processes",
     ("08_threads_processes_gil", "first_batch.fork_vs_spawn"):
         "Start workers with fork, or keep the Dataset small to pickle",
@@ -527,8 +529,10 @@ def _basis(h: dict, gpu: bool) -> str:
     if k == "photo_loader":
         return "chapter 8's best steady loader from cold files"
     if k == "gpu" and h.get("step_ms"):
-        return (f"{h['batch_size']} images per {num(h['step_ms'], 'ms')} step, the batch already in "
-                f"{phrasing.where('memory', gpu)}")
+        computing = f", {num(h['compute_ms'], 'ms')} of it computing" if h.get("compute_ms") else ""
+        return (f"{h['batch_size']} images per {num(h['step_ms'], 'ms')} step{computing} (chapter 7's "
+                f"{'graphed' if h.get('graphed') else 'eager'} ceiling: the batch already in "
+                f"{phrasing.where('memory', gpu)})")
     if k == "gpu" and h.get("stated"):
         return "the parameter llm_tokens_per_s"
     if k == "gpu":
@@ -682,6 +686,13 @@ def _served(facts: Facts, ch: str, key: str, cell: str) -> str:
 
 #: A checklist question whose chapter ran but did not measure its baseline (the library's default) in this run.
 UNANSWERED = "not decided: this run did not measure the library's default it is decided against"
+#: A checklist question whose chapter ran and gave no answer for another reason (its section did not run, say).
+NO_ANSWER = "no answer from this run (the chapter says why)"
+
+
+def unanswered(facts: Facts, ch: str, question: str) -> str:
+    """The cell of a question a chapter that ran left without an answer: why, where the chapter said."""
+    return UNANSWERED if f"{ch[:2]}.{question}{analysis.UNMEASURED}" in facts else NO_ANSWER
 
 
 def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
@@ -697,7 +708,7 @@ def checklist(res, ref, host: str | None = None) -> pd.DataFrame:
             g = mine.get(a.gain) if a is not None and a.gain else None
             fig = published.figure(ch, g.published) if g is not None and g.published else None
             mine_cell = (phrasing.verdict(a, mine) if a is not None else "not run" if ch not in mine.data.get(
-                "found", []) else UNANSWERED)
+                "found", []) else unanswered(mine, ch, key[1:]))
             theirs_cell = phrasing.verdict(b, theirs) if b is not None else "—"
         else:
             f = mine.get(f"{ch[:2]}.{key}")
