@@ -135,7 +135,7 @@ def test_the_readers_run_comes_first(tmp_path):
     mine = _diagnosed(tmp_path, slow_files=True)
     host = host_label(mine.fingerprint)
     for md in (front.front_door(tmp_path, "h200"), front.title_markdown("h200", run_dir=tmp_path)):
-        assert md.index(f"**Your run, {host}") < md.index("**The reference host, ")
+        assert md.index(f"**Your run, {host}") < md.index("**The reference host")
         assert "02_random_vs_sequential.ipynb)" in md
         for f in dpage.opening(mine.facts).findings:
             assert f.text in md
@@ -145,7 +145,7 @@ def test_title_page_of_the_committed_book(tmp_path):
     """The committed book's title page: the reference host's answer (chapter 12's opening, computed from
     its committed result) and the key numbers of chapters 2 and 5, each linking to its chapter."""
     md = front.title_markdown("h200")
-    assert "Your run" not in md and "**The reference host, " in md
+    assert "Your run" not in md and "**The reference host" in md
     ref12 = registry.analysed(results.load_reference(diagnosis.CHAPTER))
     for f in dpage.opening(ref12.facts).findings:
         assert f.text in md
@@ -265,5 +265,5 @@ def test_the_title_head_names_every_host_its_answers_were_measured_on():
     multi-GPU host: the head names both, as the data-parallel bullet names its own."""
     hosts = registry.analysed(results.load_reference(diagnosis.CHAPTER, "h200")).facts.data["hosts"]
     title = front.title_markdown("h200")
-    head = next(line for line in title.splitlines() if line.startswith("**The reference host, "))
+    head = next(line for line in title.splitlines() if line.startswith("**The reference host"))
     assert all(h in head for h in set(hosts.values())), (head, hosts)

@@ -328,6 +328,12 @@ def test_purge_and_residency_notes_are_computed():
     h = pd.DataFrame(_headline([400], [2100], [3000], [9000]))
     note = page.residency_note(analysis.analyse(_result({"headline": h})))
     assert "**none** of the data" in note and "at most **0%**" not in note and "met" not in note
+    assert ("warm runs with **all** of the data resident" in note) == bool((h.loc[h["cache"] == "warm",
+                                                                          "resident_at_start"] >= 1).all()), note
+    h2 = h.copy()
+    h2.loc[h2["cache"] == "warm", "resident_at_start"] = 0.9
+    assert "warm runs with at least **90%** of the data resident" in page.residency_note(
+        analysis.analyse(_result({"headline": h2})))
     guest = page.residency_note(analysis.analyse(_result({"headline": h, "latency": _latency(19.0)}, hypervisor=True)))
     assert guest.startswith("Residency: guest-cold runs")
     h.loc[h["cache"] == "cold", "resident_at_start"] = 0.3

@@ -233,6 +233,7 @@ def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "W
     others = sorted({h for ch, h in (facts.data.get("hosts") or {}).items() if h and h != host
                      and (every or ch != "11_gpu_to_gpu")})
     also = f" and {', '.join(phrasing.text(h) for h in others)}" if others else ""
+    who += "s" if others and who.endswith(" host") else ""
     head = f"**{who}, {phrasing.text(host)}{also}** (from {_link(diagnosis.CHAPTER, base)}):"
     body = found + (f"\n\n**{todo}**\n\n{actions}" if actions else "")
     return head + "\n\n" + body.replace("](", f"]({base}" if base else "](")

@@ -18,6 +18,7 @@ from IPython.display import HTML, Markdown, display
 
 from datajourney.chapters import published
 from datajourney.core import phrasing, results
+from datajourney.core.facts import host_label
 from datajourney.core.phrasing import Finding, as_markdown
 from datajourney.core.units import num
 
@@ -272,7 +273,9 @@ def three_columns(chapter: str, this: results.Result, ref: results.Result | None
                   host: str | None = None,
                   caption: str = "Published figure · reference run · this run (MB = 10⁶ bytes)") -> None:
     """The published figure (with its setting), the reference run and this run, side by side."""
-    label = f"reference run ({host or results.DEFAULT_REFERENCE_HOST})"
+    # the machine the reference result was measured on (chapter 11's reference host holds a 4-GPU host's run)
+    label = (f"reference run, {host_label(ref.fingerprint)}" if ref is not None and ref.fingerprint
+             else f"reference run ({host or results.DEFAULT_REFERENCE_HOST})")
     df = published.three_columns(chapter, metrics(this), _safe(metrics, ref) if not is_reference_run else None,
                                  this_is_reference=is_reference_run, reference_label=label)
     if is_reference_run:

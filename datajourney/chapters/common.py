@@ -23,8 +23,6 @@ NEAR_ONE = 1.10
 #: Chapter 2's result file, whose exported cold verdict and cold gap chapter 3 reads.
 STORAGE_CHAPTER = "02_random_vs_sequential"
 
-#: Residency targets a cold (at most) and a warm (at least) run must meet.
-COLD_TARGET, WARM_TARGET = 0.05, 0.95
 
 
 # --------------------------------------------------------------------------- reading a result
@@ -51,24 +49,6 @@ def cold_label(res) -> str:
     check cannot tell the device from a cache below the guest: a page says so once, where it first uses the word,
     with :func:`datajourney.core.phrasing.define_cold`)."""
     return cold_verdict(res).label
-
-
-def residency_note(df: pd.DataFrame, what: str = "runs", cold: str = "cold") -> str:
-    """Whether cold runs started cold and warm runs warm, computed from ``resident_at_start``;
-    ``cold`` names the cold state (e.g. 'guest-cold')."""
-    verdict = []
-    cold_rows = df[df["cache"] == "cold"] if "cache" in df else df
-    warm = df[df["cache"] == "warm"] if "cache" in df else df.iloc[0:0]
-    if len(cold_rows):
-        worst = cold_rows["resident_at_start"].max()
-        share = "**none** of the data" if worst <= 0 else f"at most **{pct(worst)}** of the data"
-        verdict.append(f"{cold} {what} started with {share} resident "
-                       f"(target at most {pct(COLD_TARGET)}: {'met' if worst <= COLD_TARGET else '**not met**'})")
-    if len(warm):
-        least = warm["resident_at_start"].min()
-        verdict.append(f"warm {what} with at least **{pct(least)}** "
-                       f"(target at least {pct(WARM_TARGET)}: {'met' if least >= WARM_TARGET else '**not met**'})")
-    return ("Residency: " + "; ".join(verdict) + ".") if verdict else "No timed runs to check."
 
 
 #: Chapter 8's notebook, one of whose sections measures moving a batch between processes on its own.

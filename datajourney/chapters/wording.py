@@ -40,7 +40,8 @@ def residency_words(facts, unit: str) -> str:
         share = "**none** of the data" if c.number == 0 else f"at most **{say.value(c)}** of the data"
         parts.append(f"{say.text(facts.data.get('cold_label') or 'cold')} {unit} started with {share} resident")
     if w is not None:
-        parts.append(f"warm {unit} with at least **{say.value(w)}**")
+        share = "**all** of the data" if w.number >= 100 else f"at least **{say.value(w)}** of the data"
+        parts.append(f"warm {unit} with {share} resident")
     return ("Residency: " + "; ".join(parts) + ".") if parts else f"No timed {unit} to check."
 
 

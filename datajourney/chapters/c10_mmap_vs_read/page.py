@@ -26,7 +26,7 @@ from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening, choose
 from datajourney.core.results import Result
-from datajourney.core.units import num, size_label
+from datajourney.core.units import num, size_label, span
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -299,12 +299,14 @@ def checkpoint_invariance_note(facts) -> str:
     facts = facts_of(facts)
     if "checkpoint_sweep.identical" not in facts:
         return ""
-    n, mb = facts.number, lambda k: _mb(facts.number(k))
-    return (f"The same checkpoint, written after every sweep point under the POSIX view: "
-            f"{num(n('checkpoint_sweep.writes_min'))}–{num(n('checkpoint_sweep.writes_max'))} write calls and "
-            f"{mb('checkpoint_sweep.bytes_min')}–{mb('checkpoint_sweep.bytes_max')} "
-            + ("— identical at every sequence length and batch size."
-               if facts["checkpoint_sweep.identical"].value == "yes" else "— not identical across the sweep."))
+    n = facts.number
+    writes = span(n("checkpoint_sweep.writes_min"), n("checkpoint_sweep.writes_max"))
+    size = span(n("checkpoint_sweep.bytes_min") / 1e6, n("checkpoint_sweep.bytes_max") / 1e6, "MB")
+    if facts["checkpoint_sweep.identical"].value == "yes":
+        return (f"The same checkpoint, written after every sweep point under the POSIX view, made the same writes at "
+                f"every sequence length and batch size: {writes} write calls, {size}.")
+    return (f"The same checkpoint, written after every sweep point under the POSIX view, made different writes "
+            f"across the sweep: {writes} write calls, {size}.")
 
 
 def _method(method) -> str:

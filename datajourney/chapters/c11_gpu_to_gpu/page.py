@@ -533,9 +533,13 @@ def target_text(facts) -> str:
     dev = _dev(facts)
     ch = f.setting.get("channels")
     how = say.text(option_words(f.setting["rung"]))
-    how += "" if ch in (None, "unset") else f" with {num(ch)} NCCL channels"
+    nccl = ch not in (None, "unset")
+    how += f" with {num(ch)} NCCL channels" if nccl else ""
+    # NCCL's channel count is not a DDP setting: the fastest DDP setting (the loss the opening states) is another row
+    counting = ", counting NCCL's own settings besides DDP's" if nccl else ""
     head = (f"**The chapter's declared target** is {num(d['target'], '%')} of one {dev}'s steps/s per {dev}. "
-            f"The best setting measured on {_devs(facts, _n(facts))}, {how}, kept {say.value(f, runs=False)}: ")
+            f"The best setting measured on {_devs(facts, _n(facts))}{counting}, {how}, kept "
+            f"{say.value(f, runs=False)}: ")
     if d["reached"]:
         return head + "it reaches the target."
     held = facts.get(d["held_by"]) if d.get("held_by") else None

@@ -383,8 +383,9 @@ def findings(facts: Facts) -> list[Finding]:
     if t is not None:
         out.append(Finding("token_step", f"**The token step** (timed here): {phrasing.value(t)}.", t.number, t.unit))
     found, missing = facts.data.get("found", []), facts.data.get("missing", [])
-    text = f"**Coverage**: this diagnosis reads {len(found)} of the {len(found) + len(missing)} chapters it uses"
-    text += (f"; missing: {', '.join(chapter_link(c) for c in missing)}." if missing else ", all of them.")
+    text = (f"**Coverage**: this diagnosis reads {len(found)} of the {len(found) + len(missing)} chapters it uses; "
+            f"missing: {', '.join(chapter_link(c) for c in missing)}." if missing
+            else f"**Coverage**: this diagnosis reads all {len(found)} chapters it uses.")
     out.append(Finding("coverage", text, len(found), ""))
     return out
 
