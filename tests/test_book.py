@@ -124,3 +124,17 @@ def test_every_part_of_a_split_table_names_its_rows():
         html = report.table_html(df, "T")
         assert html.count(f">{report.ROW}</th>") == html.count("<table") == len(parts)
         assert html.count(">4</td>") == len(parts)   # the last row's number, in every part
+
+
+def test_the_methodology_states_chapter_8s_window_factor_as_the_profiles_set_it():
+    """The methodology page names the window factor of the profiles it mentions: each "N in `profile`" it states is
+    that profile's value (a page once said 4 where the full profile set 2)."""
+    from datajourney.book import runner
+    from datajourney.core.paths import REPO_ROOT
+
+    text = (REPO_ROOT / "book" / "methodology.md").read_text()
+    part = text[text.index("`window_factor` times"):][:300]
+    stated = re.findall(r"(\d+) in `(\w+)`", part)
+    assert stated, part
+    for value, profile in stated:
+        assert runner.profiles()[profile]["08_threads_processes_gil"]["window_factor"] == int(value), (profile, part)

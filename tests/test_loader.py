@@ -451,6 +451,10 @@ def test_plateau_cause_follows_the_hand_over_modes():
     pipe = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
         {"file descriptor": fd, "file name": [1610, 1640, 1570], "bytes through the pipe": [2400, 2500, 2300]})))
     assert "support the shared-memory explanation" in pipe and "file-descriptor explanation" not in pipe
+    wide = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
+        {"file descriptor": [1300, 1800], "file name": [1690, 3703], "bytes through the pipe": [3071, 2823]})))
+    assert "cannot tell the explanations apart" in wide and "shared-memory explanation" not in wide
+    assert "level with the default by the runs' overlap (1,690–3,703 against 1,300–1,800 batches/s)" in wide, wide
     slower = page.plateau_note(_plateau_grid(rates, handover_modes=_modes(
         {"file descriptor": fd, "file name": [900, 950, 920], "bytes through the pipe": [800, 850, 820]})))
     assert "Both alternatives were slower" in slower

@@ -31,14 +31,16 @@ def test_fingerprint_has_every_field(tmp_path):
 
 def test_fingerprint_summary_prints_one_commit_length_and_binary_units(tmp_path):
     """A commit recorded with 12 or 40 characters prints with 7, and the last-level cache as sysfs writes it
-    ("307200K") in the unit every chapter uses ("300 MiB")."""
+    ("307200K") and the readahead in the unit every chapter uses ("300 MiB", "8 MiB")."""
     from datajourney.core.fingerprint import short_commit, size_text
 
     fp = fingerprint(tmp_path)
     fp["host"] = {**(fp.get("host") or {}), "numa_nodes": 1, "llc": "307200K"}
     fp["software"]["git_commit"] = "86993a7" + "0" * 33
+    fp["storage"] = {**fp["storage"], "scheduler": "mq-deadline", "read_ahead_kb": 8192}
     s = summary(fp)
     assert s["NUMA nodes / last-level cache"] == "1 / 300 MiB" and s["Code (git commit)"] == "86993a7"
+    assert s["Scheduler / readahead"] == "mq-deadline / 8 MiB"   # as the pages print a readahead, not "8192 KiB"
     assert short_commit("86993a7b1b41") == short_commit("86993a7" + "f" * 33) == "86993a7"
     assert short_commit("unknown") == "unknown" and short_commit(None) is None
     assert size_text("32M") == "32 MiB" and size_text("512") == "512 B" and size_text(None) is None

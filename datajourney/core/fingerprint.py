@@ -353,6 +353,11 @@ def size_text(value) -> str | None:
     return size_label(int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)])
 
 
+def _readahead(kb) -> str:
+    """A device's readahead (sysfs's ``read_ahead_kb``) in the book's binary units: "8 MiB"; n/a where unknown."""
+    return size_text(f"{kb}K") if isinstance(kb, int) or str(kb).isdigit() else "n/a"
+
+
 def summary(fp: dict) -> dict:
     """A flat, human-sized view of a fingerprint for tables."""
     g, s, c, m, k = fp["gpu"], fp["storage"], fp["cpu"], fp["memory"], fp["container"]
@@ -381,7 +386,7 @@ def summary(fp: dict) -> dict:
         "Storage device": " ".join(
             str(x) for x in (s.get("disk"), s.get("model")) if x
         ) or s.get("note", "n/a"),
-        "Scheduler / readahead": f"{s.get('scheduler')} / {s.get('read_ahead_kb')} KiB",
+        "Scheduler / readahead": f"{s.get('scheduler')} / {_readahead(s.get('read_ahead_kb'))}",
         "File system": f"{s.get('fs_type')} on {s.get('mount_point')}",
         "Kernel": fp["os"]["kernel"],
         "cgroup memory limit (tightest up the tree)": (gib(k.get("memory_limit_bytes"))

@@ -652,7 +652,8 @@ def _exercise(out: Facts, res, e: pd.DataFrame) -> None:
 def _handover_modes(out: Facts, res) -> None:
     """The plateau check: warm, shard in order, one epoch per way of handing a batch over; each mode's
     batches/s against PyTorch's default (the file descriptor), and which explanation the data support:
-    "file descriptor", "shared memory", "neither" (both alternatives slower) or "level"."""
+    "file descriptor", "shared memory", "neither" (both alternatives slower), "unclear" (a mode level only by its
+    runs' overlap with a mean further off than the tolerance) or "level"."""
     hm = res.tables.get("handover_modes")
     if hm is None:
         out.data["handover_modes"] = None
@@ -667,9 +668,15 @@ def _handover_modes(out: Facts, res) -> None:
     if not base:
         return
     others = {m: v for m, v in runs.items() if m != "file descriptor" and v}
-    info["others"] = [dict(mode=str(m), rate=mean(v), vs=_versus(v, base, tol=PLATEAU_TOL)) for m, v in others.items()]
+    info["others"] = [dict(mode=str(m), rate=mean(v), low=min(v), high=max(v), vs=_versus(v, base, tol=PLATEAU_TOL))
+                      for m, v in others.items()]
+    info.update(default_low=min(base), default_high=max(base))
     faster = [m for m, v in others.items() if stats.direction(v, base, tol=PLATEAU_TOL) > 0]
     slower = [m for m, v in others.items() if stats.direction(v, base, tol=PLATEAU_TOL) < 0]
-    info["faster"] = [str(m) for m in faster]
-    info["verdict"] = ("file descriptor" if "file name" in faster else "shared memory" if faster else
-                       "neither" if slower and len(slower) == len(others) else "level")
+    # level only by the runs' overlap, with means further apart than the tolerance: the runs cannot tell
+    wide = [m for m, v in others.items() if m not in faster + slower
+            and abs(mean(v) / mean(base) - 1) > PLATEAU_TOL]
+    info["faster"], info["wide"] = [str(m) for m in faster], [str(m) for m in wide]
+    info["verdict"] = ("file descriptor" if "file name" in faster else "unclear" if "file name" in wide else
+                       "shared memory" if faster else "neither" if slower and len(slower) == len(others) else
+                       "unclear" if wide else "level")

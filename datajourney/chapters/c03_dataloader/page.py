@@ -125,6 +125,12 @@ def _vs(v: dict, more: str = "faster than", less: str = "slower than", same: str
     return f"{fnd.times(v['ratio'])} {more if d > 0 else less}" if d else same
 
 
+def _overlap(o: dict, hm: dict) -> str:
+    """Why a mode whose mean differs from the default's reads level: its runs' range overlaps the default's."""
+    return (f" by the runs' overlap ({fnd.span(o['low'], o['high'])} against "
+            f"{fnd.span(hm['default_low'], hm['default_high'], 'batches/s')})")
+
+
 def _ho(facts: Facts) -> dict | None:
     return facts.data.get("hand_over")
 
@@ -324,7 +330,12 @@ def plateau_cause(facts) -> str:
     text += (f"Warm, shard in order, `num_workers={hm['workers']}`: PyTorch's default hand-over (the batch in shared "
              f"memory, its file descriptor fetched from the worker) ran at {num(hm['default'])} batches/s; "
              + "; ".join(f"{say.code(o['mode'])}: {num(o['rate'])} batches/s, {_vs(o['vs'])} the default"
+                         + (_overlap(o, hm) if o["mode"] in hm.get("wide", ()) else "")
                          for o in hm["others"]) + ". ")
+    if hm["verdict"] == "unclear":
+        return text + ("**These runs cannot tell the explanations apart**: a mode whose mean differs from the "
+                       "default's by more than the check's tolerance still overlapped it run for run; more epochs "
+                       "(`runs`) would decide.")
     if hm["verdict"] == "file descriptor":
         return text + ("**The data support the file-descriptor explanation**: handing batches over without asking "
                        "the worker for a descriptor (" + ", ".join(say.code(m) for m in hm["faster"])

@@ -662,8 +662,9 @@ NOT_COMPARABLE = {
     ("10_mmap_vs_read", "POSIX events read() ÷ mmap, largest point"):
         "the source counted every event of a whole training job, most of them not data reads (chapter 10)",
 }
-#: Checklist rows that show both sides' values beside the comparison (a start-up time is read by its value).
-WITH_VALUES = {("08_threads_processes_gil", "first_batch.fork_vs_spawn")}
+#: Checklist rows that show both sides' values beside the comparison (a start-up time is read by its value; a count
+#: of events says what it counts).
+WITH_VALUES = {("08_threads_processes_gil", "first_batch.fork_vs_spawn"), ("10_mmap_vs_read", "posix_events")}
 
 
 def published_cell(chapter: str, fig, *, metric: bool = True) -> str:
