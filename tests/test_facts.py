@@ -1948,3 +1948,20 @@ def test_c11_a_hostile_string_in_the_result_stays_text():
         assert_stays_text(text)
     assert any("img" in t for t in md)  # the string did reach the page, as text
 
+
+
+def test_a_gain_one_factor_carries_alone_is_worded_as_that_factors():
+    """The SPDL comparison split into the decoder and the threads: where the decoder ran level and the threads faster,
+    the gain is the threads' alone (a page once said the two "went different ways")."""
+    from datajourney.chapters.c08_threads_processes_gil import page as pg08
+    from datajourney.core.facts import Facts, compare, measured
+
+    base, same = measured("x.base", [100, 102], unit="images/s", label="base"), \
+        measured("x.same", [101, 103], unit="images/s", label="same decoder")
+    fast = measured("x.fast", [120, 122], unit="images/s", label="threads")
+    f = Facts("08_threads_processes_gil")
+    f.add(base, same, fast, compare("paper.gain.warm", fast, base), compare("paper.decoder.warm", same, base),
+          compare("paper.parallelism.warm", fast, same))
+    assert f["paper.decoder.warm"].level and not f["paper.parallelism.warm"].level
+    text = pg08.decomposition(f, "warm")
+    assert "the gain is the threads' alone" in text and "different ways" not in text, text

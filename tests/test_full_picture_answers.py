@@ -405,3 +405,13 @@ def test_the_rendered_page_stays_under_its_word_budget():
                              {"data": {"text/html": "<style>a b c</style><td>four</td>"}},
                              {"data": {"text/html": "Plotly.newPlot(x y z)"}}]}]}
     assert rendered_words(planted) == 4
+
+
+def test_sizing_says_once_which_formats_never_reached_the_bar():
+    """Formats whose sweep reached the keep-up bar of the ceiling at no worker count are named in one sentence, not
+    each with its own copy of it (the H200 run's ImageFolder and MDS both stopped short)."""
+    res = _ref()
+    text = page.sizing(res)
+    rows = page.facts_of(res).data.get("sizing", {}).get("formats", [])
+    never = [r for r in rows if r.get("reached") is None and r.get("first") is not None]
+    assert text.count("no worker count reached") == (1 if never else 0), text

@@ -64,7 +64,8 @@ def test_front_table_shows_the_reference_facts():
         cell = first["key number"].removeprefix(f"for {scope}: " if scope else "")
         # what "cold" (or "guest-cold") means, said once in the table: the label is the chapter's
         said = (phrasing.UNDECIDED_COLD[4:], phrasing.GUEST_COLD[len("guest-cold"):])
-        assert (_unsaid(cell, said), first["reference host"]) == (_unsaid(what, said), value), ch
+        shown_value = first["reference host"].split(" (a committed repeat read ")[0]   # a flip's note: its own test
+        assert (_unsaid(cell, said), shown_value) == (_unsaid(what, said), value), ch
         assert first["published"] == front.same_metric(ch, facts[key]), ch
         for _, r in rows.iloc[1:].iterrows():  # a reproduced figure: its own metric, its own row
             assert first["published"] == "—" and r["key number"].startswith("the source's own metric") \
@@ -267,3 +268,18 @@ def test_the_title_head_names_every_host_its_answers_were_measured_on():
     title = front.title_markdown("h200")
     head = next(line for line in title.splitlines() if line.startswith("**The reference host"))
     assert all(h in head for h in set(hosts.values())), (head, hosts)
+
+
+def test_a_key_number_a_repeat_read_the_other_way_says_so():
+    """Chapter 1's key numbers: a number whose committed repeat on the same host read the other way (chapter 8's
+    warm SPDL gain, +25% then −13% on the H200 host) carries the repeat's value; the others carry nothing."""
+    from datajourney.book import stability
+
+    t = front.front_table(None, "h200", is_reference_run=True)
+    for ch, _, _ in front.front():
+        rows = front.key_rows(ch, results.load_reference(ch, "h200"))
+        cells = t[_chapter_of(t) == ch]["reference host"].tolist()
+        for r, cell in zip(rows, cells, strict=False):
+            flipped = stability.flips(ch, r["metric"], "h200") if r["reference"] and r["metric"] else []
+            assert ("a committed repeat read" in cell) == bool(flipped), (ch, cell, flipped)
+    assert any("a committed repeat read" in c for c in t["reference host"]), "the H200 set has a flipped repeat"

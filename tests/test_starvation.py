@@ -604,6 +604,8 @@ def test_prefetch_note_keeps_the_spread_of_the_runs():
     assert "spread widely" not in t   # the spread is the note's to tell
     s = page.prefetch_sentence(res)
     assert "coefficient of variation" in s and s not in t and "1–9 ms" in s
+    wide = [k for k in analysis.analyse(res).facts if k.startswith("prefetch_cv.")]
+    assert len(wide) > 1 and "The runs at prefetch_factor " in s and " and of " not in s, s   # the others, by cost
 
 
 def test_prefetch_ranges_never_repeat_an_end():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from datajourney.book import opening, registry
+from datajourney.book import opening, registry, stability
 from datajourney.book.registry import lookup
 from datajourney.chapters import published
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
@@ -162,12 +162,13 @@ def key_rows(chapter: str, reference: results.Result | None, mine: results.Resul
         return comparand(g, fs)[1] if g is not None and g.number is not None else None
 
     what = comparand(f, facts)[0] if f is not None else (key or "")
-    rows = [dict(key=key, what=what, published=same_metric(chapter, f), reference=value(ref_facts, key),
+    rows = [dict(key=key, what=what, metric=f.published if f is not None else None,
+                 published=same_metric(chapter, f), reference=value(ref_facts, key),
                  mine=value(my_facts, key), scope=scope(f, facts),
                  cold=facts.get("cold_state") if facts is not None else None)]
     g = reproduced(chapter, facts, f)
     if g is not None:
-        rows.append(dict(key=g.key, what=f"the source's own metric: {comparand(g, facts)[0]}",
+        rows.append(dict(key=g.key, what=f"the source's own metric: {comparand(g, facts)[0]}", metric=g.published,
                          published=same_metric(chapter, g), reference=value(ref_facts, g.key),
                          mine=value(my_facts, g.key), scope=scope(g, facts), cold=rows[0]["cold"]))
     return rows
@@ -189,8 +190,12 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
                 what = new   # what the cold state means, said once in the table: at its first row
                 defined.add(state)
             what = f"for {r['scope']}: {what}" if r["scope"] else what
+            cell = r["reference"] or "not in the reference run"
+            flipped = stability.flips(ch, r["metric"], host) if r["reference"] and r["metric"] else []
+            if flipped:   # a number that changed direction in a repeat on the same host is read as such
+                cell += f" (a committed repeat read {phrasing.and_list(flipped)}: see the reference runs page)"
             row = {"chapter": _link(ch), "key number": phrasing.visible(what), "published": r["published"],
-                   "reference host": r["reference"] or "not in the reference run"}
+                   "reference host": cell}
             if mine:
                 row["this run"] = r["mine"] or ("not run" if ch not in mine else "—")
             rows.append(row)

@@ -117,6 +117,21 @@ def comparisons(host: str | None = None, chapters=None) -> dict[str, list[tuple]
     return out
 
 
+def flips(chapter: str, metric: str, host: str | None = None) -> list[str]:
+    """The committed repeats of ``chapter`` in which ``metric`` read the other way than in the main reference (a gain
+    turned a loss, a ratio crossed 1): each repeat's value as :func:`table` prints it."""
+    fig = published.figure(chapter, metric)
+    ways = getattr(fig, "ways", None)
+    out = []
+    for _, _, df in comparisons(host, [chapter])[chapter]:
+        for r in df[df["metric"] == metric].itertuples():
+            centre = 0.0 if ways else 1.0 if r.unit == "×" else None
+            if centre is not None and pd.notna(r.reference) and pd.notna(r.repeat) \
+                    and (r.reference - centre) * (r.repeat - centre) < 0:
+                out.append(_value(r.repeat, r.unit, r.repeat_std, ways))
+    return out
+
+
 def without_repeat(found: dict) -> list[str]:
     """The chapters of :data:`REPEATED` among those compared that have no committed repeat."""
     return [name for name in REPEATED if name in found and not found[name]]

@@ -430,13 +430,17 @@ def prefetch_sentence(facts) -> str | None:
             + "; ".join(f"{phrasing.text(c)} cost, " + ", ".join(items) for c, items in parts.items()) + ".")
     wide = [f for k, f in facts.facts.items() if k.startswith("prefetch_cv.")]   # widest first
     if wide:   # the widest spread gets the full comment, the others are named
-        names = [f"{phrasing.text(w.setting['cost'])} cost at prefetch_factor {w.setting['prefetch_factor']}"
-                 for w in wide]
+        first = f"{phrasing.text(wide[0].setting['cost'])} cost at prefetch_factor {wide[0].setting['prefetch_factor']}"
         f = facts[wide[0].key.replace("prefetch_cv.", "prefetch.", 1)]
-        text += (f" With {names[0]} the mean wait varied over {fx.span(*f.spread, 'ms')} in {f.n} runs (coefficient "
+        text += (f" With {first} the mean wait varied over {fx.span(*f.spread, 'ms')} in {f.n} runs (coefficient "
                  f"of variation {_v(facts, wide[0].key)}): read it as a range, not a point.")
-        if len(names) > 1:
-            text += f" The runs of {' and of '.join(names[1:])} spread widely too."
+        if len(wide) > 1:   # the others by cost: "prefetch_factor 2 and 1 of variable cost, and 4 of constant cost"
+            by_cost = {}
+            for w in wide[1:]:
+                by_cost.setdefault(phrasing.text(w.setting["cost"]), []).append(str(w.setting["prefetch_factor"]))
+            groups = [f"prefetch_factor {phrasing.and_list(fs)} of {c} cost" for c, fs in by_cost.items()]
+            text += " The runs at " + (", and at ".join(groups) + "," if len(groups) > 1 else groups[0]) \
+                + " spread widely too."
     return text
 
 

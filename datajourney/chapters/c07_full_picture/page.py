@@ -312,7 +312,7 @@ def sizing(facts) -> str:
                 if w["w0_ms"] is not None else "")
         text.append(f"Inside the one worker of W=1 (cold cache, one thread, collation into shared memory) it cost "
                     f"{num(w['ms'], 'ms')}{more}, which predicts **{num(w['workers'], '')} workers**.")
-    said = {}   # formats whose sweep reads alike are said once, together
+    said, never = {}, []   # formats whose sweep reads alike are said once, together; so are those never at the bar
     for r in s["formats"]:
         first = r["first"]
         if first is None:
@@ -321,10 +321,13 @@ def sizing(facts) -> str:
             body = f"the data wait fell below {pct(bar)} of the step from **W={first}**"
             if r["need"] is not None:
                 body += ", " + _against_prediction(first, r["need"], r["tried"])
-            body += (f"; yet no worker count reached {num(keep, '%')} of the ceiling." if r["reached"] is None else
+            body += ("." if r["reached"] is None else
                      f"; it first reached {num(keep, '%')} of the ceiling at W={r['reached']}.")
+            never += [LABELS.get(r["format"], r["format"])] if r["reached"] is None else []
         said.setdefault(body, []).append(LABELS.get(r["format"], r["format"]))
     text += [f"{say.and_list(names)}: {body}" for body, names in said.items()]
+    if never:
+        text.append(f"Yet with {say.and_list(never)} no worker count reached {num(keep, '%')} of the ceiling.")
     t = s["tuned"]
     if t:
         text.append("The tuned recipe " + (f"reached {num(keep, '%')} of the ceiling ({say.text(t['label'])})."

@@ -899,6 +899,9 @@ def decomposition(f: Facts, state: str) -> str:
     did = f"the decoder {say.ratio_words(dec)}, the threads {say.ratio_words(par)}"
     if g.level:
         return f"; {did} — the whole comparison is level, so there is no gain to share"
+    if dec.level != par.level:   # one factor level: the other carries the gain alone
+        whose = "the threads'" if dec.level else "the decoder's"
+        return f"; {did} — the gain is {whose} alone"
     return f"; {did} — the two went different ways, so the gain has no shares"
 
 

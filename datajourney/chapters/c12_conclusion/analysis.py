@@ -292,7 +292,7 @@ def token_hops(found: dict, step: dict | None, stated: float | None, token_bytes
         fed = loaders if demand and rate >= rank_loader_need(w, demand) else 0
         at = one.get("by_workers_at") or {}
         hops.append(_hop("tokens", "token_cpu", "10_mmap_vs_read", loaders * rate, loaders=loaders,
-                         cores=int(t["cores"]), workers=w, mode=name, gpus=fed, loader_rate=rate,
+                         cores=int(t["cores"]), workers=w, tried=sorted(rates), mode=name, gpus=fed, loader_rate=rate,
                          loader_seq=at.get("seq"), loader_batch=at.get("batch")))
     return hops
 

@@ -522,7 +522,9 @@ def _basis(h: dict, gpu: bool) -> str:
     if k == "token_cpu":
         return (f"one token loader per rank, as many as fit: {h['cores']} cores ÷ ({h['workers']} workers + the "
                 f"rank's process) = {h['loaders']} loaders, each with the fewest workers whose loader "
-                f"({num(h.get('loader_rate') or 0, 'tokens/s')}) feeds its GPU")
+                f"({num(h.get('loader_rate') or 0, 'tokens/s')}) feeds its GPU"
+                + (f", of the worker counts chapter 10 tried ({phrasing.and_list([str(x) for x in h['tried']])})"
+                   if h.get("tried") else ""))
     if k == "allreduce":
         return _exchange_basis(h, gpu)
     if k == "photo_cpu":
