@@ -330,3 +330,18 @@ def test_a_panel_title_breaks_to_fit_its_panel():
     assert t == "run: further reference,<br>4 GPUs"
     assert all(len(line) <= PANEL_TITLE_CHARS[3] for line in t.split("<br>"))
     assert _panel_title("run: this run", 3) == "run: this run" and "<br>" not in _panel_title("x " * 20, 1)
+
+
+def test_a_legend_is_titled_only_by_a_name_that_tells_the_reader_something():
+    """A legend coloured by a code-side column ("label", "series", "kind", ...) has no title; one coloured by what
+    the series are ("num_workers") keeps it (a reviewer found "label" and "series" as legend titles)."""
+    import pandas as pd
+
+    from datajourney.core import charts
+
+    df = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1.0, 2.0, 3.0, 4.0], "label": ["a", "a", "b", "b"]})
+    fig = charts.lines(df, x="x", y="y", color="label", title="t", xaxis="x", yaxis="y")
+    assert not fig.layout.legend.title.text
+    fig = charts.lines(df.rename(columns={"label": "num_workers"}), x="x", y="y", color="num_workers", title="t",
+                       xaxis="x", yaxis="y")
+    assert fig.layout.legend.title.text == "num_workers"

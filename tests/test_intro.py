@@ -64,7 +64,7 @@ def test_front_table_shows_the_reference_facts():
         cell = first["key number"].removeprefix(f"for {scope}: " if scope else "")
         # what "cold" (or "guest-cold") means, said once in the table: the label is the chapter's
         said = (phrasing.UNDECIDED_COLD[4:], phrasing.GUEST_COLD[len("guest-cold"):])
-        shown_value = first["reference host"].split(" (a committed repeat read ")[0]   # a flip's note: its own test
+        shown_value = first["reference host"].split(front.FLIPPED)[0]   # a flip's note: its own test below
         assert (_unsaid(cell, said), shown_value) == (_unsaid(what, said), value), ch
         assert first["published"] == front.same_metric(ch, facts[key]), ch
         for _, r in rows.iloc[1:].iterrows():  # a reproduced figure: its own metric, its own row
@@ -281,5 +281,5 @@ def test_a_key_number_a_repeat_read_the_other_way_says_so():
         cells = t[_chapter_of(t) == ch]["reference host"].tolist()
         for r, cell in zip(rows, cells, strict=False):
             flipped = stability.flips(ch, r["metric"], "h200") if r["reference"] and r["metric"] else []
-            assert ("a committed repeat read" in cell) == bool(flipped), (ch, cell, flipped)
-    assert any("a committed repeat read" in c for c in t["reference host"]), "the H200 set has a flipped repeat"
+            assert (front.FLIPPED in cell) == bool(flipped), (ch, cell, flipped)
+    assert any(front.FLIPPED in c for c in t["reference host"]), "the H200 set has a flipped repeat"

@@ -97,7 +97,7 @@ def test_checklist_and_front_page_show_each_chapters_own_fact(diagnosed):
             key = overview.headline_key(ch, found.get(ch), head)
             f = found[ch].get(key) if ch in found and key else None
             if f is not None and f.number is not None:
-                assert shown == overview.comparand(f, found[ch])[1], (ch, key)
+                assert shown.split(overview.FLIPPED)[0] == overview.comparand(f, found[ch])[1], (ch, key)
 
 
 LEAKS = {

@@ -324,3 +324,20 @@ def test_a_gain_in_the_appendix_reads_by_its_sign():
     for col in ("reference run", "repeat"):  # a repeat without the paper's comparison shows "—", never a sign
         shown = gains[col][gains[col] != "—"]
         assert shown.str.contains(r"(?:faster|slower|more|less)").all() and not shown.str.startswith(("-", "−")).any()
+
+
+def test_one_metric_reads_as_one_not_as_one_of_one():
+    """A repeat compared on a single key metric: "its one key metric", never "1 of the 1 key metrics" (nor "0 of the
+    2 metrics with a spread")."""
+    main = _result([70, 71, 69], [1400, 1410, 1390])
+    moved = _result([72, 73, 71], [700, 705, 695], run_id="rep")
+    df = stability.compare(main, moved)
+    one = df[df["metric"] == "sequential read, cold"]
+    text = stability.sentence(main, moved, one)
+    assert "its one key metric moved by more than 10%" in text and "1 of the 1" not in text, text
+    assert "The one metric with a spread moved by more than" in text and "largest change" not in text, text
+    still = stability.sentence(main, main, stability.compare(main, main)[lambda d: d["metric"] == "random read, cold"])
+    assert "its one key metric, random read, cold, moved by" in still, still
+    two = df[df["within_spread"].notna()]
+    if (two["within_spread"] == False).all() and len(two) > 1:  # noqa: E712
+        assert "No metric of the" in stability.sentence(main, moved, two)

@@ -174,6 +174,10 @@ def key_rows(chapter: str, reference: results.Result | None, mine: results.Resul
     return rows
 
 
+#: Where chapter 1's key-number cell says a committed repeat read the other way (what follows: the repeat's value).
+FLIPPED = " (a committed repeat read "
+
+
 def front_table(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> pd.DataFrame:
     """One row per chapter the diagnosis reads (2-11 and any new one), and one more where it reproduces a published
     figure its key number has none of (:func:`key_rows`): what the key number measures, the published figure of that
@@ -193,7 +197,7 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
             cell = r["reference"] or "not in the reference run"
             flipped = stability.flips(ch, r["metric"], host) if r["reference"] and r["metric"] else []
             if flipped:   # a number that changed direction in a repeat on the same host is read as such
-                cell += f" (a committed repeat read {phrasing.and_list(flipped)}: see the reference runs page)"
+                cell += f"{FLIPPED}{phrasing.and_list(flipped)}: see the reference runs page)"
             row = {"chapter": _link(ch), "key number": phrasing.visible(what), "published": r["published"],
                    "reference host": cell}
             if mine:

@@ -213,7 +213,10 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
     else:
         big = moved[moved["change_pct"].abs() > 100 * threshold]
         top = moved.loc[moved["change_pct"].abs().idxmax()]
-        if big.empty:
+        if big.empty and len(moved) == 1:
+            text = (f"{head}: its one key metric, {top['metric']}, moved by {_signed(top['change_pct'])}, no more "
+                    f"than {fx.pct(threshold)}.")
+        elif big.empty:
             text = (f"{head}: none of the {len(moved)} key metrics moved by more than {fx.pct(threshold)}; the "
                     f"largest change is {top['metric']}, {_signed(top['change_pct'])}.")
         else:
@@ -221,13 +224,21 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
                               + ("" if r.within_spread is None else
                                  " (within the runs' own ± std)" if r.within_spread else " (beyond the runs' ± std)")
                               for r in big.sort_values("change_pct", key=abs, ascending=False).itertuples())
-            text = (f"{head}: {len(big)} of the {len(moved)} key metrics moved by more than {fx.pct(threshold)}: "
-                    f"{named}. The largest change is {top['metric']}, {_signed(top['change_pct'])}.")
+            which = ("its one key metric" if len(moved) == 1 else f"all {len(moved)} key metrics"
+                     if len(big) == len(moved) else f"{len(big)} of the {len(moved)} key metrics")
+            text = f"{head}: {which} moved by more than {fx.pct(threshold)}: {named}."
+            text += (f" The largest change is {top['metric']}, {_signed(top['change_pct'])}." if len(big) > 1 else "")
         n_within = int((moved["within_spread"] == True).sum())  # noqa: E712 - None means no spread given
         n_judged = int(moved["within_spread"].notna().sum())
-        if n_judged:
-            text += (f" {'All' if n_within == n_judged else f'{n_within} of the'} {n_judged} metrics with a spread "
-                     "moved by no more than the two runs' standard deviations together.")
+        within = "the two runs' standard deviations together"
+        if n_judged == 1:
+            text += f" The one metric with a spread moved by {'no more' if n_within else 'more'} than {within}."
+        elif n_judged and n_within == n_judged:
+            text += f" All {n_judged} metrics with a spread moved by no more than {within}."
+        elif n_judged and n_within == 0:
+            text += f" No metric of the {n_judged} with a spread stayed within {within}."
+        elif n_judged:
+            text += f" {n_within} of the {n_judged} metrics with a spread moved by no more than {within}."
     same_commit = ia["commit"] is not None and ia["commit"] == ib["commit"]
     host = same_host(ia, ib)
     commit_text = (f"the same commit ({ia['commit']})" if same_commit

@@ -679,6 +679,16 @@ def dodged(xs, i: int, k: int, spread: float) -> list[float]:
     return [float(v) * 2 ** shift for v in xs]
 
 
+#: Column names that name a chart's series without telling a reader anything: no legend title for them.
+UNTITLED = frozenset({"label", "series", "line", "kind", "source", "name"})
+
+
+def legend_title(column: str) -> str:
+    """The legend's title for series coloured by ``column``: the column's name where it says what the series are
+    ("num_workers", "format"), none where it is a code-side name (:data:`UNTITLED`)."""
+    return "" if column in UNTITLED else column
+
+
 def lines_with_band(
     summary: pd.DataFrame, *, x: str, color: str, title: str, xaxis: str, yaxis: str,
     log_x: bool = True, log_y: bool = False, unit: str = "MB/s", x_format=str,
@@ -705,7 +715,7 @@ def lines_with_band(
             hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>{centre} %{{y:,.3~r}} {unit}"
                            f"<br>{band_label}: %{{customdata[1]}}<extra></extra>"),
         )
-    fig.update_layout(title=title, legend_title_text=color)
+    fig.update_layout(title=title, legend_title_text=legend_title(color))
     fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
     fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label)})",
                      type="log" if log_y else "linear")
@@ -720,7 +730,7 @@ def lines(df: pd.DataFrame, *, x: str, y: str, color: str, title: str, xaxis: st
         g = df[df[color] == name].sort_values(x)
         fig.add_scatter(x=g[x], y=g[y], name=str(name), mode="lines+markers", line=dict(color=PALETTE[i % 8]),
                         hovertemplate=f"<b>{name}</b><br>{xaxis}: %{{x}}<br>{yaxis}: %{{y:,.1f}} {unit}<extra></extra>")
-    fig.update_layout(title=title, legend_title_text=color)
+    fig.update_layout(title=title, legend_title_text=legend_title(color))
     fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
     fig.update_yaxes(title_text=yaxis, type="log" if log_y else "linear", rangemode="tozero")
     return fig
@@ -768,7 +778,7 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
                                f"<br>{band_label}: %{{customdata}}<extra></extra>"),
                 row=1, col=ci,
             )
-    fig.update_layout(title=title, barmode="group", legend_title_text=color,
+    fig.update_layout(title=title, barmode="group", legend_title_text=legend_title(color),
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(title_text=xaxis, type="category")
     fig.update_yaxes(rangemode="tozero")
@@ -821,7 +831,8 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
                                f"<br>{band_label}: %{{customdata}}<extra></extra>"),
                 row=1, col=ci,
             )
-    fig.update_layout(title=title, legend_title_text=color, legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    fig.update_layout(title=title, legend_title_text=legend_title(color),
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
     fig.update_yaxes(type="log" if log_y else "linear")
     if not log_y:
