@@ -276,10 +276,11 @@ def test_a_key_number_a_repeat_read_the_other_way_says_so():
     from datajourney.book import stability
 
     t = front.front_table(None, "h200", is_reference_run=True)
+    repeats = stability.comparisons("h200")
     for ch, _, _ in front.front():
         rows = front.key_rows(ch, results.load_reference(ch, "h200"))
         cells = t[_chapter_of(t) == ch]["reference host"].tolist()
         for r, cell in zip(rows, cells, strict=False):
-            flipped = stability.flips(ch, r["metric"], "h200") if r["reference"] and r["metric"] else []
+            flipped = stability.flips(repeats[ch], ch, r["metric"]) if r["reference"] and r["metric"] else []
             assert (front.FLIPPED in cell) == bool(flipped), (ch, cell, flipped)
     assert any(front.FLIPPED in c for c in t["reference host"]), "the H200 set has a flipped repeat"

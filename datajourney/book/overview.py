@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from datajourney.book import opening, registry, stability
 from datajourney.book.registry import lookup
 from datajourney.chapters import published
+from datajourney.chapters.c12_conclusion import analysis as diagnosis_analysis
 from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as diagnosis_page
 from datajourney.core import phrasing, results
@@ -185,6 +186,7 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
     run), this run's (that column only when there is one)."""
     mine = {} if is_reference_run else {ch: r for ch, _, _ in front() if (r := _load(this_dir, ch)) is not None}
     rows, defined = [], set()
+    repeats = stability.comparisons(host)   # every chapter's committed repeats, loaded once
     for ch, key, _ in front():
         reference = results.load_reference(ch, host)
         for r in key_rows(ch, reference, mine.get(ch), key):
@@ -195,7 +197,8 @@ def front_table(this_dir=None, host: str | None = None, is_reference_run: bool =
                 defined.add(state)
             what = f"for {r['scope']}: {what}" if r["scope"] else what
             cell = r["reference"] or "not in the reference run"
-            flipped = stability.flips(ch, r["metric"], host) if r["reference"] and r["metric"] else []
+            flipped = (stability.flips(repeats.get(ch, []), ch, r["metric"]) if r["reference"] and r["metric"]
+                       else [])
             if flipped:   # a number that changed direction in a repeat on the same host is read as such
                 cell += f"{FLIPPED}{phrasing.and_list(flipped)}: see the reference runs page)"
             row = {"chapter": _link(ch), "key number": phrasing.visible(what), "published": r["published"],
@@ -228,6 +231,11 @@ def hops_markdown() -> str:
     return markdown_table(pd.DataFrame(rows, columns=["hop", "what is measured", "chapters"]))
 
 
+#: The chapters that measure only the data-parallel workload, whose answer chapter 12's opening leaves out (its
+#: remedies' chapters).
+GRADIENT_CHAPTERS = frozenset(ch for (wl, _), (ch, _) in diagnosis_analysis.REMEDY.items() if wl == "gradients")
+
+
 def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "What to do", *,
                  every: bool = False) -> str:
     """Chapter 12's answer in ``res12``, headed with its host: each workload's weakest link and what to
@@ -240,7 +248,7 @@ def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "W
     host = host_label(res12.fingerprint)
     # a chapter measured on another host (chapter 11 on a multi-GPU one) is named in the head, as its bullet names it
     others = sorted({h for ch, h in (facts.data.get("hosts") or {}).items() if h and h != host
-                     and (every or ch != "11_gpu_to_gpu")})
+                     and (every or ch not in GRADIENT_CHAPTERS)})
     also = f" and {', '.join(phrasing.text(h) for h in others)}" if others else ""
     who += "s" if others and who.endswith(" host") else ""
     head = f"**{who}, {phrasing.text(host)}{also}** (from {_link(diagnosis.CHAPTER, base)}):"

@@ -117,13 +117,14 @@ def comparisons(host: str | None = None, chapters=None) -> dict[str, list[tuple]
     return out
 
 
-def flips(chapter: str, metric: str, host: str | None = None) -> list[str]:
-    """The committed repeats of ``chapter`` in which ``metric`` read the other way than in the main reference (a gain
-    turned a loss, a ratio crossed 1): each repeat's value as :func:`table` prints it."""
+def flips(pairs: list[tuple], chapter: str, metric: str) -> list[str]:
+    """The committed repeats (``pairs``: :func:`comparisons`' entry for ``chapter``) in which ``metric`` read the
+    other way than in the main reference (a gain turned a loss, a ratio crossed 1): each repeat's value as
+    :func:`table` prints it."""
     fig = published.figure(chapter, metric)
     ways = getattr(fig, "ways", None)
     out = []
-    for _, _, df in comparisons(host, [chapter])[chapter]:
+    for _, _, df in pairs:
         for r in df[df["metric"] == metric].itertuples():
             centre = 0.0 if ways else 1.0 if r.unit == "×" else None
             if centre is not None and pd.notna(r.reference) and pd.notna(r.repeat) \
