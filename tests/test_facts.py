@@ -1965,3 +1965,25 @@ def test_a_gain_one_factor_carries_alone_is_worded_as_that_factors():
     assert f["paper.decoder.warm"].level and not f["paper.parallelism.warm"].level
     text = pg08.decomposition(f, "warm")
     assert "the gain is the threads' alone" in text and "different ways" not in text, text
+
+
+def test_a_page_analyses_each_content_once_and_follows_an_edit_in_place():
+    """``facts_of`` memoises by the result's content: asked again for the same result, it does not analyse again
+    (chapter 8's page had analysed its run 18 times per render); a table edited in place is analysed anew."""
+    from datajourney.chapters.common import facts_reader
+    from datajourney.core import results
+
+    calls = []
+
+    def counting(res):
+        calls.append(res.run_id)
+        return an02.analyse(res)
+
+    facts_of = facts_reader(counting)
+    res = results.Result.load(Path("data/reference/h200/02_random_vs_sequential.json"))
+    first = facts_of(res)
+    assert facts_of(res) is first and len(calls) == 1
+    res.tables["headline"]["MBps"] *= 0.5        # in place: the same objects, other numbers
+    again = facts_of(res)
+    assert len(calls) == 2 and again is not first
+    assert again.to_dict() != first.to_dict()
