@@ -169,6 +169,64 @@ def test_size_ticks_thin_out_when_labels_would_collide():
     assert len(few.layout.xaxis.tickvals) == 4
 
 
+def test_size_ticks_always_label_both_ends_of_the_range():
+    """Chapter 2's size sweep (4, 16, 64 KiB and 1 MiB in two panels) was labelled "4 KiB" and "64 KiB" only:
+    every second size from the first, so the largest went unlabelled. Thinned labels keep both ends, in a
+    regular stride where one fits."""
+    from plotly.subplots import make_subplots
+
+    sizes = [4096, 16384, 65536, 1048576]
+    fig = make_subplots(rows=1, cols=2)
+    for col in (1, 2):
+        fig.add_scatter(x=sizes, y=[1, 2, 3, 4], row=1, col=col)
+    axis = shown(charts.size_ticks(fig, sizes))["layout"]["xaxis"]
+    assert axis["ticktext"][0] == "4 KiB" and axis["ticktext"][-1] == "1 MiB" and len(axis["ticktext"]) >= 3
+    for hi in range(20, 34):
+        sweep = [2 ** k for k in range(12, hi)]
+        text = shown(charts.size_ticks(go.Figure(go.Scatter(x=sweep, y=sweep)), sweep))["layout"]["xaxis"]["ticktext"]
+        assert text[0] == "4 KiB" and text[-1] == charts.size_label(sweep[-1]), text
+
+
+def test_a_narrow_byte_axis_stays_logarithmic_with_sizes_in_binary_units():
+    """Chapter 6's staging chart (32 to 512 MiB) was drawn on a linear axis reading "100,000,000": sizes that
+    double step evenly on a log axis, labelled as the page writes them."""
+    sz = [32 << 20, 48 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20]
+    axis = shown(charts.size_ticks(go.Figure(go.Scatter(x=sz, y=sz)), sz, powers=True))["layout"]["xaxis"]
+    assert axis["type"] == "log" and axis["ticktext"] == ["32 MiB", "64 MiB", "128 MiB", "256 MiB", "512 MiB"]
+    seen = [3000.0, 70000.0, 9e5]
+    y = shown(charts.size_ticks(go.Figure(go.Scatter(x=[1, 2, 3], y=seen)), seen, axis="y",
+                                powers=True))["layout"]["yaxis"]
+    assert y["type"] == "log" and all(t.endswith(("KiB", "MiB")) for t in y["ticktext"]), y["ticktext"]
+
+
+def test_a_log_axis_reaching_a_million_writes_every_tick_in_one_style():
+    """Chapters 6, 9 and 12 read "100,000" beside "10⁶" on one axis: past a million every tick from 100 on is a
+    power of ten."""
+    text = shown(go.Figure(go.Scatter(x=[10, 3e7], y=[1, 2])).update_xaxes(type="log"))["layout"]["xaxis"]["ticktext"]
+    assert "10⁶" in text and not any("," in t for t in text), text
+    small = shown(go.Figure(go.Scatter(x=[10, 1.5e5], y=[1, 2])).update_xaxes(type="log"))["layout"]["xaxis"]
+    assert "100,000" in small["ticktext"]   # below a million, plain numbers throughout
+
+
+def test_chapter_6_keeps_the_pageable_copys_name_and_colour_from_chart_to_chart():
+    """The bandwidth sweep drew "H2D, pageable" green; the staging chart next to it called the same copy
+    "H2D pageable · source cached" in sky blue (its colour was the source state's). The copy keeps its name and
+    colour; the source's state is the line's dash."""
+    from datajourney.chapters.c06_pcie import charts as c06_charts
+    from datajourney.chapters.c06_pcie import page as c06_page
+    from datajourney.core import results
+
+    ref = results.load_reference("06_pcie", "h200")
+    band = charts.lines_with_band(c06_page.bandwidth_frame(ref), x="size", color="path", order=c06_charts.SERIES,
+                                  title="t", xaxis="x", yaxis="y", centre="median", low="p10", high="p90")
+    colour = {t.name: t.line.color for t in band.data}
+    staging = c06_charts.staging_chart(ref.table("staging"), llc_bytes=None, title="t")
+    copies = [t for t in staging.data if t.name.endswith("H2D, pageable")]
+    assert len(copies) == 3 and {t.line.color for t in copies} == {colour["H2D, pageable"]}
+    assert len({t.line.dash for t in copies}) == 3
+    assert all(t.line.color == colour[t.name] for t in staging.data if t.name in colour)
+
+
 def test_error_bars_are_named_by_what_they_span_and_what_was_counted():
     """Chapter 11's ladder said "error bar: one std" in its title and "min–max over 3 runs" on its axis, of
     bars drawn from the slowest to the fastest timed window: the one function that draws the bars names them."""

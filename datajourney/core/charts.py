@@ -289,10 +289,12 @@ def _integer_ticks(axis: dict, values: list[float]) -> None:
     axis.update(tickmode="linear", tick0=0, dtick=max(1, int(_nice((hi - lo) / 6))), tickformat=",d")
 
 
-def tick_text(v: float) -> str:
+def tick_text(v: float, powers: bool | None = None) -> str:
     """A tick value as plain text: 0.05, 2, 1,000, 100,000; from a million on a power of ten (10⁶, 2×10⁹),
-    whose labels stay short enough to sit side by side on a log axis."""
-    if v >= 1e6:
+    whose labels stay short enough to sit side by side on a log axis. ``powers``: the style of the whole axis
+    (:func:`_log_axis` passes it), so that an axis reaching 10⁶ reads 10², 10³, 10⁴… throughout, never 100,000
+    beside 10⁶."""
+    if v >= (100 if powers else 1e6) and powers is not False:
         e = math.floor(math.log10(v) + 1e-9)
         m = round(v / 10.0 ** e, 6)
         power = "10" + superscript(e)
@@ -350,14 +352,15 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow
     vals = [m * 10.0 ** e for e in decades for m in steps if lo / 5 <= m * 10.0 ** e <= hi * 5 and e % every == 0]
     for key in ("dtick", "tick0"):
         axis.pop(key, None)
-    axis.update(tickmode="array", tickvals=vals, ticktext=[tick_text(v) for v in vals])
+    powers = bool(vals) and max(vals) >= 1e6
+    axis.update(tickmode="array", tickvals=vals, ticktext=[tick_text(v, powers) for v in vals])
     axis.setdefault("minor", {"showgrid": False})
 
 
 def _thin_ticks(axis: dict, name: str, values: list[float], plot_px: float) -> None:
     """Given tick labels (``tickvals``/``ticktext``) on an x axis, every one that would touch the one
-    before it left out (at a log axis's positions): sizes from 4 KiB to 1 GiB or rates up to 10⁹ do not fit
-    a narrow plot side by side."""
+    before it left out (at a log axis's positions), the largest kept: sizes from 4 KiB to 1 GiB or rates up to
+    10⁹ do not fit a narrow plot side by side."""
     vals, text = list(axis.get("tickvals") or []), list(axis.get("ticktext") or [])
     if name[0] != "x" or len(vals) < 3 or len(text) != len(vals) or not all(
             isinstance(v, numbers_.Real) and v > 0 for v in vals):
@@ -373,6 +376,9 @@ def _thin_ticks(axis: dict, name: str, values: list[float], plot_px: float) -> N
         if last is None or here - last[0] >= (len(_visible(t)) + last[1]) / 2 * _CHAR_PX + 12:
             keep.append((v, t))
             last = (here, len(_visible(t)))
+    end = max(zip(vals, text, strict=True))
+    if keep[-1] != end:   # the range's end is always labelled, in place of the label it would touch
+        keep[-1 if len(keep) > 1 else len(keep):] = [end]
     axis.update(tickvals=[v for v, _ in keep], ticktext=[t for _, t in keep])
 
 
@@ -866,14 +872,39 @@ def latency_distribution(cdf: pd.DataFrame, *, floor_us: float, title: str, orde
     return fig
 
 
-def size_ticks(fig: go.Figure, values, label=None) -> go.Figure:
-    """Label every x axis of ``fig`` at ``values`` only (e.g. byte sizes as '4 KiB', '1 MiB'),
-    instead of plotly's log-axis digits; every second (third…) value when all would not fit side by
-    side in the narrowest panel."""
-    vals = sorted({int(v) for v in values})
+def _stride(at: list[float], room: float) -> list[int]:
+    """Which of the ticks at positions ``at`` (sorted, in px) to label: every k-th from the first, the last always
+    kept, with ``room`` px between labels; the most labels, and of as many, a stride that ends on the last tick by
+    itself (even spacing)."""
+    n, found = len(at), [(2, True, [0, len(at) - 1])]
+    for step in range(1, n):
+        idx = list(range(0, n, step))
+        even = idx[-1] == n - 1
+        if not even:
+            idx = [i for i in idx if at[-1] - at[i] >= room] + [n - 1]
+        if all(at[b] - at[a] >= room for a, b in zip(idx, idx[1:])):
+            found.append((len(idx), even, idx))
+    return max(found, key=lambda f: (f[0], f[1]))[2]
+
+
+def size_ticks(fig: go.Figure, values, label=None, *, axis: str = "x", powers: bool = False) -> go.Figure:
+    """Label every ``axis`` axis of ``fig`` (drawn on a log scale) in byte sizes ('4 KiB', '1 MiB'), at
+    ``values`` (the sizes measured) or, with ``powers``, at the powers of two across their range (for measured
+    sizes that are not round), instead of plotly's decimal digits. Labels that would touch are left out, by their
+    positions on the log axis, the smallest and the largest always kept: the reader sees where the range ends."""
+    vals = sorted({int(v) for v in values if v and v > 0})
+    if powers and vals:
+        vals = [1 << k for k in range(int(math.log2(vals[0])), math.ceil(math.log2(vals[-1])) + 1)]
     text = [(label or size_label)(v) for v in vals]
-    widths = [d[1] - d[0] for d in (ax.domain or (0, 1) for ax in fig.select_xaxes())] or [1]
-    room = _PLOT_PX * min(widths) / (max(map(len, text), default=1) * _CHAR_PX + 14)
-    step = max(1, math.ceil(len(vals) / max(room, 1)))
-    fig.update_xaxes(tickmode="array", tickvals=vals[::step], ticktext=text[::step], minor=dict(showgrid=False))
-    return fig
+    keep = list(range(len(vals)))
+    if len(vals) > 2:
+        axes = list(fig.select_xaxes() if axis == "x" else fig.select_yaxes())
+        share = min((d[1] - d[0] for d in (ax.domain or (0, 1) for ax in axes)), default=1)
+        px = (_PLOT_PX if axis == "x" else 300) * share / (math.log10(vals[-1] / vals[0]) * 1.15)
+        room = max(map(len, text)) * _CHAR_PX + 12 if axis == "x" else 26   # one width for all: a regular stride
+        at = [math.log10(v) * px for v in vals]
+        keep = _stride(at, room)
+    update = dict(type="log", tickmode="array", tickvals=[vals[i] for i in keep], ticktext=[text[i] for i in keep],
+                  minor=dict(showgrid=False))
+    (fig.update_xaxes if axis == "x" else fig.update_yaxes)(**update)
+    return log_axis(fig, axis)   # sizes labelled where they lie: log however narrow the range

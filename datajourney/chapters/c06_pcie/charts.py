@@ -5,23 +5,25 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import lines_with_band, series_colours
+from datajourney.core.charts import lines_with_band, series_colours, size_ticks
 from datajourney.core.units import size_label
 
 #: The page's series in one order, which gives each its colour in every chart (``series_colours``): the copy paths
-#: of the bandwidth sweep, the source states of the staging chart (a bus copy and one core's memcpy of the same
-#: source share its colour, the memcpy dotted), the copy modes, the paired rounds. More series than colours: the
-#: colours come round again from the copy modes on, whose neighbouring charts use none of them.
-SERIES = ("H2D, pinned", "D2H, pinned", "H2D, pageable", "D2H, pageable", "source cached", "cache flushed",
-          "huge pages", "blocking", "non_blocking", "added by the copy (ms)", "SM clock, kernel-only call (MHz)")
+#: of the bandwidth sweep, one core's memcpy, the paired rounds, the copy modes. A pageable host-to-device copy keeps
+#: its bandwidth-sweep colour in the staging chart, where the source's state is told by the dash. More series than
+#: colours: the colours come round again on the copy modes, whose chart shows none of the others.
+SERIES = ("H2D, pinned", "D2H, pinned", "H2D, pageable", "D2H, pageable", "memcpy one core", "added by the copy (ms)",
+          "SM clock, kernel-only call (MHz)", "blocking", "non_blocking")
 COLOURS = series_colours(list(SERIES), list(SERIES))
-#: The staging chart's measures as its legend names them: "copy · source state" (the colour is the source
-#: state's), and the device-to-host copy by its name in the bandwidth sweep.
-STAGING_LABELS = {"memcpy one core, source cached": "memcpy one core · source cached",
-                  "memcpy one core, cache flushed": "memcpy one core · cache flushed",
-                  "H2D pageable, source cached": "H2D pageable · source cached",
-                  "H2D pageable, cache flushed": "H2D pageable · cache flushed",
-                  "H2D pageable, huge pages": "H2D pageable · huge pages", "D2H pageable": "D2H, pageable"}
+#: The staging chart's measures as its legend names them: "source state · copy", the copy named as in the bandwidth
+#: sweep (its colour), the state drawn by :data:`DASHES`.
+STAGING_LABELS = {"H2D pageable, source cached": "source cached · H2D, pageable",
+                  "H2D pageable, cache flushed": "cache flushed · H2D, pageable",
+                  "H2D pageable, huge pages": "huge pages · H2D, pageable", "D2H pageable": "D2H, pageable",
+                  "memcpy one core, source cached": "source cached · memcpy one core",
+                  "memcpy one core, cache flushed": "cache flushed · memcpy one core"}
+#: The source's state in the staging chart, as a line's dash.
+DASHES = {"source cached": "solid", "cache flushed": "dash", "huge pages": "dot"}
 
 
 # --------------------------------------------------------------------------- chapter 6
@@ -87,24 +89,23 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
 
 def staging_chart(summary: pd.DataFrame, *, llc_bytes: int | None, title: str) -> go.Figure:
     """Pageable copies and one core's memcpy of the same source against size (median, bars p10–p90),
-    with the last-level cache size marked. Copies over the bus are solid, CPU-only memcpy dotted; a line's colour
-    is its source state's (:data:`STAGING_LABELS`, :data:`SERIES`), so a copy and the memcpy of the same source
-    share it."""
+    with the last-level cache size marked. A line's colour is its copy's (the bandwidth sweep's for the bus copies,
+    :data:`SERIES`), its dash the source's state (:data:`DASHES`: solid cached, dashed flushed, dotted huge pages)."""
     summary = summary.assign(measure=summary["measure"].map(lambda m: STAGING_LABELS.get(m, m)))
     order = [label for label in STAGING_LABELS.values() if label in set(summary["measure"])]
     fig = lines_with_band(summary, x="size", color="measure", title=title, xaxis="buffer size (bytes, log scale)",
                           yaxis="copy rate, bus copies and one core's memcpy (GB/s)", unit="GB/s", order=order,
                           x_format=size_label, centre="median", low="p10", high="p90", band_label="p10–p90")
     for t in fig.data:
-        t.line.color = COLOURS.get(t.name.split(" · ")[-1], t.line.color)
-        if t.name.startswith("memcpy"):
-            t.line.dash = "dot"
+        state, _, copy = t.name.rpartition(" · ")
+        t.line.color = COLOURS.get(copy, t.line.color)
+        t.line.dash = DASHES.get(state, "solid")
     if llc_bytes:
         fig.add_vline(x=llc_bytes, line=dict(dash="dash", color="#555555"),
                       annotation_text=f"last-level cache {size_label(llc_bytes)}", annotation_position="top")
     fig.update_layout(legend_title_text="measure")
     fig.update_yaxes(rangemode="tozero")
-    return fig
+    return size_ticks(fig, summary["size"], powers=True)
 
 
 def paired_rounds_chart(calls: pd.DataFrame, *, copy_ms: float, title: str) -> go.Figure:
