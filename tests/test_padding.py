@@ -576,3 +576,43 @@ def test_templates_table_has_short_headers():
     res.add("templates", tt)
     t = page.templates_table(res)
     assert max(len(c) for c in t.columns) <= 12 and t["matched"].iloc[0] == "7/7"
+
+
+@pytest.mark.parametrize("strategy", ["greedy_pack", "best_fit_decreasing", "pad_to_longest", "pad_to_context",
+                                      "bucketed"])
+def test_the_advice_snippet_builds_the_batches_the_run_timed(strategy):
+    """Chapter 5's snippet imported the book's own experiment module, which no training loop has. It is plain
+    Python on torch and transformers now, and run as printed (``tokens``, a ``model`` that records its batches)
+    it gives the very batches the chapter timed: its layout's rows, collated as the chapter collates them."""
+    import dataclasses
+
+    from datajourney.chapters.c05_padding_tax import analysis as an
+    from datajourney.chapters.c05_padding_tax import experiment as ex
+    from datajourney.core import results
+
+    ref = results.load_reference("05_padding_tax", "h200")
+    rng = np.random.default_rng(0)
+    tokens = [rng.integers(0, 50000, int(n)).tolist() for n in rng.integers(3, 900, 150)]
+    p = {**ref.parameters, "batch_size": 8, "context_length": 1024, "bucket_batches": 2}
+    code = an.snippet(dataclasses.replace(ref, parameters=p), strategy)
+    assert "datajourney" not in code
+    seen = []
+
+    class Model:
+        def __call__(self, **batch):
+            seen.append(batch)
+            return type("Out", (), {"loss": torch.zeros((), requires_grad=True)})()
+
+    exec(compile(code, "snippet", "exec"), {"tokens": tokens, "model": Model()})
+    toks = ex.layout_tokens(tokens, strategy, p["eos"])
+    kw = {"window_batches": 2} if strategy == "bucketed" else {}
+    layout = ex.BUILDERS[strategy]([len(t) for t in toks], 8, 1024, **kw)
+    collate = ex.collate_packed if strategy in ex.PACKED else ex.collate_padded
+    assert len(seen) == len(layout.batches)
+    for got, rows, n in zip(seen, layout.batches, layout.row_len, strict=True):
+        want = collate(rows, toks, n, pad_id=ex.EOS_ID)
+        if strategy in ex.PACKED:   # the cache off on packed rows, as the chapter's own check advises
+            assert got.pop("use_cache") is False
+        assert set(got) == set(want), (set(got), set(want))
+        for k in want:
+            assert torch.equal(got[k], want[k]), k

@@ -17,7 +17,6 @@ from datajourney.chapters.c05_padding_tax.params import (
     EOS_ID,
     EOS_MODES,
     LABELS,
-    PACKED,
     PUBLISHED_SETTING,
     STEP_PARTS,
     STRATEGIES,
@@ -113,26 +112,89 @@ def workload(res: Result) -> str:
             f"{int(p['batch_size'])} rows a step, context {int(p['context_length']):,}")
 
 
+#: The row builders a reader pastes, by layout: what :mod:`experiment`'s builders do, in plain Python.
+_ROWS = {
+    "greedy_pack": (
+        "def pack_rows(lengths, context):\n"
+        "    \"\"\"Samples in order; a new row when the next one does not fit.\"\"\"\n"
+        "    rows, row, used = [], [], 0\n"
+        "    for i, n in enumerate(lengths):\n"
+        "        if row and used + n > context:\n"
+        "            rows.append(row)\n"
+        "            row, used = [], 0\n"
+        "        row.append(i)\n"
+        "        used += n\n"
+        "    return rows + [row] if row else rows\n"),
+    "best_fit_decreasing": (
+        "def pack_rows(lengths, context):\n"
+        "    \"\"\"Longest samples first, each into the open row it fills most tightly.\"\"\"\n"
+        "    rows, free = [], []  # free: sorted (space left, row)\n"
+        "    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):\n"
+        "        k = bisect.bisect_left(free, (lengths[i], -1))\n"
+        "        if k < len(free):\n"
+        "            space, r = free.pop(k)\n"
+        "            rows[r].append(i)\n"
+        "            bisect.insort(free, (space - lengths[i], r))\n"
+        "        else:\n"
+        "            rows.append([i])\n"
+        "            bisect.insort(free, (context - lengths[i], len(rows) - 1))\n"
+        "    return rows\n"),
+}
+#: How the padded layouts order samples into batches and size their rows.
+_PADDED = {"pad_to_context": ("order = list(range(len(docs)))", "CONTEXT"),
+           "pad_to_longest": ("order = list(range(len(docs)))", "max(len(docs[i]) for i in batch)"),
+           "bucketed": ("window = ROWS * {w}  # sorted by length within each window of {w} batches\n"
+                        "order = [i for s in range(0, len(docs), window)\n"
+                        "         for i in sorted(range(s, min(s + window, len(docs))), key=lambda i: len(docs[i]))]",
+                        "max(len(docs[i]) for i in batch)")}
+
+
 def snippet(res: Result, strategy: str) -> str | None:
-    """The code that was timed for ``strategy``, with this run's values (None where a value is not one the
-    chapter knows: nothing from a result file reaches code unchecked)."""
+    """Code a reader can paste into a Hugging Face training loop (``tokens``: each sample's token ids; ``model``:
+    a causal LM) that builds the batches this run timed for ``strategy``, with this run's values (None where a value
+    is not one the chapter knows: nothing from a result file reaches code unchecked). Packed rows come from
+    transformers' ``DataCollatorWithFlattening`` (no attention mask: samples are told apart by position ids that
+    restart at 0), padded rows carry an attention mask; labels are -100 on padding and on each sample's first
+    token, as in the timed step."""
     p = res.parameters
     eos = p["eos"] if "eos" in p else None
     if strategy not in STRATEGIES or eos not in EOS_MODES:
         return None
     bs, ctx = int(p["batch_size"]), int(p["context_length"])
-    kw = f", window_batches={int(p['bucket_batches'])}" if strategy == "bucketed" else ""
-    collate = "collate_packed" if strategy in PACKED else "collate_padded"
-    how = ("each row built by transformers' DataCollatorWithFlattening (position ids restart per sample)"
-           if strategy in PACKED else "one sample per row, an attention mask over the padding")
-    return (f"from datajourney.chapters.c05_padding_tax import experiment as padding\n\n"
-            f"# as timed: {strategy}, {bs} rows a step, context {ctx:,}, end-of-text {eos};\n"
-            f"# {how}\n"
-            f"toks = padding.layout_tokens(tokens, {strategy!r}, {eos!r})\n"
-            f"layout = padding.BUILDERS[{strategy!r}]([len(t) for t in toks], {bs}, {ctx}{kw})\n"
-            f"for rows, row_len in zip(layout.batches, layout.row_len):\n"
-            f"    batch = padding.{collate}(rows, toks, row_len, pad_id={EOS_ID})\n"
-            f"    step = padding.train_step(model, batch, device)  # forward + backward, use_cache=False\n")
+    docs = "[t + [EOS] for t in tokens]" if uses_eos(strategy, eos) else "list(tokens)"
+    head = (f"ROWS, CONTEXT, EOS = {bs}, {ctx}, {EOS_ID}  # as timed: {LABELS.get(strategy, strategy)}\n"
+            f"docs = {docs}  # tokens: each sample's token ids\n")
+    if strategy in _ROWS:
+        imports = ("import bisect\n" if strategy == "best_fit_decreasing" else "") + \
+            "import torch\nfrom transformers import DataCollatorWithFlattening\n\n\n"
+        return (imports + _ROWS[strategy] + "\n\n" + head +
+                "flatten = DataCollatorWithFlattening()  # position ids restart at 0 for each sample\n\n\n"
+                "def packed(row):\n"
+                "    flat = flatten([{\"input_ids\": docs[i]} for i in row], return_tensors=\"pt\")\n"
+                "    n = flat[\"input_ids\"].shape[1]\n"
+                "    out = {\"input_ids\": torch.full((CONTEXT,), EOS), \"labels\": torch.full((CONTEXT,), -100),\n"
+                "           \"position_ids\": torch.arange(CONTEXT) - n}  # padding: positions 0, 1, ... of its own\n"
+                "    for k in out:\n"
+                "        out[k][:n] = flat[k][0]\n"
+                "    return out\n\n\n"
+                "rows = pack_rows([len(d) for d in docs], CONTEXT)\n"
+                "for s in range(0, len(rows), ROWS):\n"
+                "    parts = [packed(row) for row in rows[s:s + ROWS]]\n"
+                "    batch = {k: torch.stack([b[k] for b in parts]) for k in parts[0]}\n"
+                "    model(**batch, use_cache=False).loss.backward()\n")
+    order, row_len = _PADDED[strategy]
+    return ("import torch\n\n" + head + order.format(w=int(p.get("bucket_batches") or 0)) + "\n"
+            "for s in range(0, len(order), ROWS):\n"
+            "    batch = order[s:s + ROWS]\n"
+            f"    row_len = {row_len}\n"
+            "    ids = torch.full((len(batch), row_len), EOS)\n"
+            "    mask = torch.zeros_like(ids)\n"
+            "    for r, i in enumerate(batch):\n"
+            "        ids[r, :len(docs[i])] = torch.tensor(docs[i])\n"
+            "        mask[r, :len(docs[i])] = 1\n"
+            "    labels = ids.masked_fill(mask == 0, -100)\n"
+            "    labels[:, 0] = -100\n"
+            "    model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()\n")
 
 
 def analyse(res: Result) -> Facts:

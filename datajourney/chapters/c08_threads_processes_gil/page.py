@@ -854,7 +854,9 @@ def paper_note(facts) -> str | None:
         parts.append(s + ".")
     cpu = f.get("paper.cpu_ratio.warm")
     if cpu is not None and cpu.number:
-        parts.append(f"CPU per image, warm: {say.comparison(cpu, baseline=BASELINE_WORDS)}"
+        parts.append(f"CPU per image with warm files, on the paper's work (its pipeline against its baseline, which "
+                     f"transforms each sample; not the end-to-end comparison's best loaders): the SPDL pipeline used "
+                     f"{say.value(f[cpu.of], runs=False)}, {say.comparison(cpu, baseline=BASELINE_WORDS)}"
                      f" ({say.beside_published(cpu, PAPER_CPU, 'published')}).")
     bt, lim = f.get("paper.best_threads"), f.get("paper.limit")
     if bt is not None and bt.number is not None and lim is not None:
@@ -1013,13 +1015,13 @@ def finding_cost(facts) -> Finding:
     c = facts.get("cost")
     if c is None:
         return Finding("cost", "The CPU and memory comparison needs a DataLoader and a thread pipeline.")
-    text = (f"Per image, the thread pipeline used {say.value(facts[c.of], runs=False)} of CPU time and the DataLoader "
-            f"{say.value(facts[c.basis], runs=False)}, over all their processes: the threads used "
-            f"{_b(say.comparison(c, baseline='the DataLoader'))}.")
+    text = (f"Per image, the best thread loader used {say.value(facts[c.of], runs=False)} of CPU time and the best "
+            f"DataLoader {say.value(facts[c.basis], runs=False)} (the two loaders of the end-to-end comparison, all "
+            f"their processes): the threads used {_b(say.comparison(c, baseline='the best DataLoader'))}.")
     m = facts.get("cost.memory")
     if m is not None:
         text += (f" Memory added (PSS): {say.value(facts[m.of], runs=False)} against "
-                 f"{say.value(facts[m.basis], runs=False)}, {say.comparison(m, baseline='the DataLoader')}.")
+                 f"{say.value(facts[m.basis], runs=False)}, {say.comparison(m, baseline='the best DataLoader')}.")
     elif "cost.pss.threads" in facts:
         text += (f" All their processes together held {say.value(facts['cost.pss.threads'])} (PSS) with the "
                  f"threads and {say.value(facts['cost.pss.dataloader'])} with the DataLoader; the memory each added "
