@@ -618,6 +618,9 @@ def test_asked_vs_seen_follows_the_counters():
     assert "Caution" in _note(page.asked_seen_note, split)
     f = _finding(_res({"grid": _grid(1.0, None, None)}, diskstats_device=None), "asked_vs_seen")
     assert "not on a block device" in f.text
+    near = _res({"grid": _grid(1.0, 4096 * 1.15, 1 << 20)})   # 4.6 KiB seen for 4 KiB asked: not "the same size"
+    text = _finding(near, "asked_vs_seen").text
+    assert "(the same size)" not in text and "1.15× the asked size, within the 1.25×" in text, text
 
 
 def test_chapter_9_opening_follows_reversed_data():
