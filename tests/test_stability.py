@@ -118,9 +118,10 @@ def test_repeats_are_read_from_the_committed_folder(tmp_path, monkeypatch):
     assert (t[t["chapter"] == 6]["repeat run"] == "no repeat committed yet").all()
     runs = stability.runs_table(found)
     assert runs["run"].tolist() == ["reference", "repeat"] and runs["commit"].tolist() == ["c0ffee"] * 2
-    text = stability.summary(found)
+    text, lead = stability.summary(found)
     assert text[-1] == "No repeat of the reference run is committed yet for chapters 6 and 7."
     assert "24 hours apart" in text[0]
+    assert lead.startswith("Every repeat ran on") and "both times" not in text[0]   # where they ran: said once
 
 
 def test_committed_reference_and_repeats():
@@ -129,8 +130,10 @@ def test_committed_reference_and_repeats():
     t = stability.table(found)
     assert {2, 6, 7} <= set(t["chapter"])
     assert found["07_full_picture"] and len(found["07_full_picture"][0][2]) >= 5
-    text = stability.summary(found)
+    text, lead = stability.summary(found)
     assert text and all("nan" not in s and "None" not in s for s in text)
+    where = [s for s in text if "whether on one machine" in s or "both times" in s]
+    assert not (lead and where), "where the repeats ran is said once, above them, not in every sentence"
     assert stability.runs_table(found)["commit"].ne("unknown").all()
 
 
@@ -141,7 +144,8 @@ def test_chapter_12_shows_the_committed_runs_whatever_this_run_is():
     assert list(table.columns)[:3] == ["chapter", "repeat run", "metric"] and not runs.empty
     found = stability.comparisons(results.DEFAULT_REFERENCE_HOST)
     missing = [c for c in stability.REPEATED if not found.get(c)]
-    assert text.startswith("* Chapter ") and all(f"Chapter {int(c[:2])}, repeat " in text for c in found if found[c])
+    assert text.split("\n\n")[-1].startswith("* Chapter ")
+    assert all(f"Chapter {int(c[:2])}, repeat " in text for c in found if found[c])
     assert ("No repeat of the reference run" in text) == bool(missing)
 
 
@@ -172,15 +176,18 @@ def test_the_appendix_shows_the_committed_repeats(appendix):
 
 
 # ----------------------------------------------------------------------------- how long the reference run took
-def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict | None = None):
-    """Reference results in ``root/h200`` for every chapter, and each run's record: chapter -> seconds,
-    chapter -> run id (default 'one' for all but chapter 11, 'multi' for it), chapter -> status."""
+def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict | None = None, only=None):
+    """Reference results in ``root/h200`` for every chapter (or the numbers in ``only``), and each run's record:
+    chapter -> seconds, chapter -> run id (default 'one' for all but chapter 11, 'multi' for it), chapter ->
+    status."""
     import json
 
 
     runs, status = runs or {}, status or {}
     records: dict = {}
     for ch in CHAPTERS:
+        if only is not None and ch.number not in only:
+            continue
         run = runs.get(ch.number, "multi" if ch.name in stability.multi_gpu() else "one")
         gpus = 2 if ch.name in stability.multi_gpu() else 1
         fp = {"host": dict(HOST), "gpu": {"name": "NVIDIA H200", "count": gpus, "available": True}}
@@ -341,3 +348,15 @@ def test_one_metric_reads_as_one_not_as_one_of_one():
     two = df[df["within_spread"].notna()]
     if (two["within_spread"] == False).all() and len(two) > 1:  # noqa: E712
         assert "No metric of the" in stability.sentence(main, moved, two)
+
+
+def test_a_host_kept_for_some_chapters_says_which_it_holds(tmp_path, monkeypatch):
+    """The 4-GPU hosts' folders hold chapters 8 and 11 only; the page said "The reference results of the 11
+    chapters that run on one GPU come from one run, but not all of them with a time … Chapters 1–7, 9, 10 and 12
+    have no time", and that chapter 11 "ran apart" on the very host of that run."""
+    monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
+    _timed_reference(tmp_path, {8: 500.0, 11: 300.0}, runs={8: "multi"}, only={8, 11})
+    text = stability.time_sentence(stability.run_times("h200"))
+    assert text.startswith(f"This host's reference holds chapter 8 of {_one_gpu_chapters()}, from run multi")
+    assert "Chapter 8 took 500 s" in text and "no time with status ok" not in text
+    assert text.endswith("Chapter 11, which needs two or more GPUs, ran in the same run: 300 s (5 minutes).")

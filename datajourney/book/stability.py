@@ -202,9 +202,31 @@ def _apart(hours: float | None) -> str:
     return f"{fx.num(hours / 24)} days apart"
 
 
-def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, threshold: float = THRESHOLD) -> str:
+def _hosts(ia: dict, ib: dict) -> tuple[str, str]:
+    """Where a reference and its repeat ran: (the clause a repeat's sentence ends with, the sentence that says it once
+    for every repeat when all of them ran alike)."""
+    host, alike = same_host(ia, ib), host_text(ia) == host_text(ib)
+    boot = ia.get("boot_id") is not None and ia.get("boot_id") == ib.get("boot_id")
+    if host:
+        return (f"on the same host{' and boot' if boot else ''}, {host_text(ia)}",
+                f"Every repeat ran on the same host as its reference, {host_text(ia)}.")
+    if host is False:
+        return ((f"on two different hosts, each {host_text(ia)}", f"Every repeat ran on another {host_text(ia)[3:]}"
+                 " than its reference.") if alike else
+                (f"on different hosts, {host_text(ia)} and {host_text(ib)}", ""))
+    if alike:
+        return (f"on {host_text(ia)} both times, though their fingerprints do not say whether on one machine",
+                f"Every repeat ran on {host_text(ia)}, as its reference did; the fingerprints do not say whether on "
+                "the same machine.")
+    return (f"on {host_text(ia)} and on {host_text(ib)}, though their fingerprints do not say whether on one machine",
+            "")
+
+
+def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, threshold: float = THRESHOLD, *,
+             host_said: bool = False) -> str:
     """What moved between the reference run and one repeat, by how much, and whether the two runs
-    share commit and host (so the change is run-to-run noise) or not."""
+    share commit and host (so the change is run-to-run noise) or not; ``host_said``: where they ran is said once
+    above every repeat (:func:`summary`), not again here."""
     ch = lookup(main.chapter)
     ia, ib = run_info(main), run_info(repeat)
     head = f"Chapter {ch.number}, repeat {repeat.run_id}"
@@ -244,14 +266,8 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
     host = same_host(ia, ib)
     commit_text = (f"the same commit ({ia['commit']})" if same_commit
                    else f"different commits ({ia['commit'] or 'unknown'} and {ib['commit'] or 'unknown'})")
-    boot = ia.get("boot_id") is not None and ia.get("boot_id") == ib.get("boot_id")
-    alike = host_text(ia) == host_text(ib)
-    host_part = {True: f"on the same host{' and boot' if boot else ''}, {host_text(ia)}",
-                 False: (f"on two different hosts, each {host_text(ia)}" if alike else
-                         f"on different hosts, {host_text(ia)} and {host_text(ib)}"),
-                 None: (f"on {host_text(ia)} both times" if alike else f"on {host_text(ia)} and on {host_text(ib)}")
-                       + ", though their fingerprints do not say whether on one machine"}[host]
-    text += f" The two runs came from {commit_text}, {_apart(_hours(ia['date'], ib['date']))}, {host_part}"
+    where = "" if host_said else f", {_hosts(ia, ib)[0]}"
+    text += f" The two runs came from {commit_text}, {_apart(_hours(ia['date'], ib['date']))}{where}"
     if same_commit and host:
         text += ", so these changes are run-to-run noise, not code or hardware."
     elif not same_commit and host is False:
@@ -267,18 +283,20 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
     return text
 
 
-def summary(found: dict, threshold: float = THRESHOLD) -> list[str]:
-    """One sentence per repeat, and one naming the chapters of :data:`REPEATED` without a repeat."""
-    out = []
-    for pairs in found.values():
-        out += [sentence(main, rep, df, threshold) for main, rep, df in pairs]
+def summary(found: dict, threshold: float = THRESHOLD) -> tuple[list[str], str]:
+    """One sentence per repeat, and one naming the chapters of :data:`REPEATED` without a repeat; and the sentence
+    that says where every repeat ran when they all ran alike ("" when not: each sentence says it)."""
+    pairs = [p for ps in found.values() for p in ps]
+    leads = {_hosts(run_info(main), run_info(rep))[1] for main, rep, _ in pairs}
+    lead = leads.pop() if len(leads) == 1 else ""
+    out = [sentence(main, rep, df, threshold, host_said=bool(lead)) for main, rep, df in pairs]
     missing = without_repeat(found)
     if missing:
         nums = [str(lookup(n).number) for n in missing]
         which = fx.and_list(nums)
         out.append(f"No repeat of the reference run is committed yet for chapter{'s' if len(nums) > 1 else ''} "
                    f"{which}.")
-    return out
+    return out, lead
 
 
 # ----------------------------------------------------------------------------- how long the reference run took
@@ -372,6 +390,17 @@ def time_sentence(df: pd.DataFrame, host: str | None = None) -> str:
             text = text[:-1] + f"; the whole job, start-up and the wait between chapters included, {_duration(wall)}."
     elif not runs:
         text = f"No committed reference holds any of {which}."
+    elif len(timed_df) < len(one_gpu):   # a host kept for some chapters only (a 4-GPU host: chapters 8 and 11)
+        held = _numbers(timed_df["number"])
+        text = (f"This host's reference holds chapter{'s' if len(timed_df) > 1 else ''} {held} of {which}, from "
+                f"run{'s' if len(runs) > 1 else ''} {', '.join(runs)}, on {_where(timed_df.iloc[0])}.")
+        times = [f"chapter {r.number} took {_duration(r.seconds)}" for r in good.itertuples()]
+        if times:
+            text += f" {fx.and_list(times)[0].upper()}{fx.and_list(times)[1:]}."
+        gaps = [r.number for r in timed_df.itertuples() if r.chapter not in set(good["chapter"])]
+        if gaps:
+            text += (f" Chapter{'s' if len(gaps) > 1 else ''} {_numbers(gaps)} {'have' if len(gaps) > 1 else 'has'} "
+                     "no time with status ok in a committed run record.")
     else:
         gaps = [lookup(c).number for c in one_gpu if c not in set(good["chapter"])]
         text = (f"The reference results of {which} come from one run ({runs[0]}), but not all of them with a time "
@@ -389,6 +418,9 @@ def time_sentence(df: pd.DataFrame, host: str | None = None) -> str:
         n = lookup(name).number
         if multi.empty:
             text += f" Chapter {n} needs two or more GPUs and has no committed time with status ok."
+        elif multi.iloc[0]["run_id"] in runs:   # the same run as the chapters above: on the same host
+            text += (f" Chapter {n}, which needs two or more GPUs, ran in the same run: "
+                     f"{_duration(multi.iloc[0]['seconds'])}.")
         else:
             r = multi.iloc[0]
             text += (f" Chapter {n} needs two or more GPUs, so it ran apart, on {_where(r)}: run {r['run_id']}, "
@@ -402,7 +434,8 @@ def section(host: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     shows the same section): the key metrics side by side, the compared runs (commit, date, host) and
     the computed sentences, as Markdown bullets."""
     found = comparisons(host)
-    return table(found), runs_table(found), "\n".join(f"* {s}" for s in summary(found))
+    bullets, lead = summary(found)
+    return table(found), runs_table(found), (lead + "\n\n" if lead else "") + "\n".join(f"* {s}" for s in bullets)
 
 
 # ----------------------------------------------------------------------------- how long did the reference run take?
