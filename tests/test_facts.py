@@ -1987,3 +1987,6 @@ def test_a_page_analyses_each_content_once_and_follows_an_edit_in_place():
     again = facts_of(res)
     assert len(calls) == 2 and again is not first
     assert again.to_dict() != first.to_dict()
+    res.run_id = "reference-h200-renamed"    # a page may word a reference run apart: the run id counts too
+    facts_of(res)
+    assert len(calls) == 3

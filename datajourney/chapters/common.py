@@ -318,12 +318,14 @@ def over_runs(lo: float, hi: float, n: int, unit: str = "×", what: str = "runs"
 
 
 def _content_key(res) -> bytes:
-    """A digest of everything a chapter's analysis reads from ``res`` (tables, metadata, parameters,
-    fingerprint): equal for an unchanged result, different once any of it is edited, even in place."""
+    """A digest of everything a chapter's analysis may read from ``res`` (every field but its stored facts: the run
+    id says whether it is a reference run): equal for an unchanged result, different once any of it is edited, even
+    in place."""
+    import dataclasses
     import hashlib
     import pickle
 
-    body = (res.chapter, res.parameters, res.fingerprint, res.metadata, res.tables)
+    body = tuple((f.name, getattr(res, f.name)) for f in dataclasses.fields(res) if f.name != "facts")
     return hashlib.blake2b(pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL), digest_size=16).digest()
 
 
