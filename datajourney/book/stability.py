@@ -14,7 +14,7 @@ import json
 
 import pandas as pd
 
-from datajourney.book.registry import CHAPTERS, lookup
+from datajourney.book.registry import CHAPTERS, analysed, lookup
 from datajourney.chapters import published
 from datajourney.core import phrasing as fx
 from datajourney.core import results
@@ -30,14 +30,15 @@ _RUN_PARAMETERS = {"run_dir", "replay", "reference_host", "is_reference_run", "d
 
 
 def key_metrics(res: results.Result) -> dict:
-    """``key_metrics(res)`` of the chapter's page: metric -> (value, std); {} when the page has none
-    or the result lacks what it needs."""
+    """``key_metrics`` of the chapter's page, read from the result's stored facts (analysed now only where it has
+    none: :func:`~datajourney.book.registry.analysed`): metric -> (value, std); {} when the page has none or the
+    result lacks what it needs."""
     ch = lookup(res.chapter)
     if ch.page is None:
         return {}
     page = importlib.import_module(ch.page)
     try:
-        return dict(page.key_metrics(res)) if hasattr(page, "key_metrics") else {}
+        return dict(page.key_metrics(analysed(res).facts)) if hasattr(page, "key_metrics") else {}
     except (KeyError, ValueError, IndexError):
         return {}
 
