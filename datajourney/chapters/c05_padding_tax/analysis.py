@@ -183,7 +183,9 @@ def snippet(res: Result, strategy: str) -> str | None:
                 "    batch = {k: torch.stack([b[k] for b in parts]) for k in parts[0]}\n"
                 "    model(**batch, use_cache=False).loss.backward()\n")
     order, row_len = _PADDED[strategy]
-    return ("import torch\n\n" + head + order.format(w=int(p.get("bucket_batches") or 0)) + "\n"
+    if strategy == "bucketed":
+        order = order.format(w=int(p["bucket_batches"]))
+    return ("import torch\n\n" + head + order + "\n"
             "for s in range(0, len(order), ROWS):\n"
             "    batch = order[s:s + ROWS]\n"
             f"    row_len = {row_len}\n"
