@@ -403,3 +403,14 @@ def test_a_legend_is_titled_only_by_a_name_that_tells_the_reader_something():
     fig = charts.lines(df.rename(columns={"label": "num_workers"}), x="x", y="y", color="num_workers", title="t",
                        xaxis="x", yaxis="y")
     assert fig.layout.legend.title.text == "num_workers"
+
+
+def test_size_ticks_skip_values_that_are_no_size_and_label_powers_inside_the_data():
+    """A value below one byte or not finite crashed the thinning (a zero size, a log of zero); powers of two are
+    labelled inside the data's range, where plotly draws them, not just past its ends."""
+    fig = go.Figure(go.Scatter(x=[0.5, 4096, 65536, 1 << 20, float("inf")], y=[1, 2, 3, 4, 5]))
+    assert shown(charts.size_ticks(fig, [0.5, 4096, 65536, 1 << 20, float("inf")]))["layout"]["xaxis"]["ticktext"]
+    seen = [3000.0, 70000.0, 9e5]
+    y = shown(charts.size_ticks(go.Figure(go.Scatter(x=[1, 2, 3], y=seen)), seen, axis="y", powers=True))
+    vals = y["layout"]["yaxis"]["tickvals"]
+    assert min(seen) <= min(vals) and max(vals) <= max(seen), vals

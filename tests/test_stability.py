@@ -176,10 +176,11 @@ def test_the_appendix_shows_the_committed_repeats(appendix):
 
 
 # ----------------------------------------------------------------------------- how long the reference run took
-def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict | None = None, only=None):
+def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict | None = None, only=None,
+                     gpus: int | None = None):
     """Reference results in ``root/h200`` for every chapter (or the numbers in ``only``), and each run's record:
     chapter -> seconds, chapter -> run id (default 'one' for all but chapter 11, 'multi' for it), chapter ->
-    status."""
+    status; ``gpus``: every result's GPU count (default 2 for chapter 11, 1 for the others)."""
     import json
 
 
@@ -189,8 +190,8 @@ def _timed_reference(root, seconds: dict, runs: dict | None = None, status: dict
         if only is not None and ch.number not in only:
             continue
         run = runs.get(ch.number, "multi" if ch.name in stability.multi_gpu() else "one")
-        gpus = 2 if ch.name in stability.multi_gpu() else 1
-        fp = {"host": dict(HOST), "gpu": {"name": "NVIDIA H200", "count": gpus, "available": True}}
+        count = gpus or (2 if ch.name in stability.multi_gpu() else 1)
+        fp = {"host": dict(HOST), "gpu": {"name": "NVIDIA H200", "count": count, "available": True}}
         results.Result(chapter=ch.name, run_id=run, parameters={}, fingerprint=fp).save(root / "h200")
         records.setdefault(run, []).append({"chapter": ch.name, "seconds": seconds.get(ch.number, 100.0),
                                             "status": status.get(ch.number, "ok")})
@@ -355,8 +356,16 @@ def test_a_host_kept_for_some_chapters_says_which_it_holds(tmp_path, monkeypatch
     chapters that run on one GPU come from one run, but not all of them with a time … Chapters 1–7, 9, 10 and 12
     have no time", and that chapter 11 "ran apart" on the very host of that run."""
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path)
-    _timed_reference(tmp_path, {8: 500.0, 11: 300.0}, runs={8: "multi"}, only={8, 11})
+    _timed_reference(tmp_path, {8: 500.0, 11: 300.0}, runs={8: "multi"}, only={8, 11}, gpus=4)
     text = stability.time_sentence(stability.run_times("h200"))
     assert text.startswith(f"This host's reference holds chapter 8 of {_one_gpu_chapters()}, from run multi")
     assert "Chapter 8 took 500 s" in text and "no time with status ok" not in text
     assert text.endswith("Chapter 11, which needs two or more GPUs, ran in the same run: 300 s (5 minutes).")
+
+
+def test_the_lead_names_a_multi_gpu_host_whole():
+    """Repeats on other machines of a 4-GPU host's kind: the lead read "another  × H200 host" (the label's first
+    three characters cut off as if it began with "an ")."""
+    a = {"host": "x", "host_id": "aaa", "boot_id": "b1", "gpu": "H200", "label": "a 4 × H200 host (64 cores)"}
+    b = {**a, "host_id": "bbb", "boot_id": "b2"}
+    assert stability._hosts(a, b)[1] == "Every repeat ran on another 4 × H200 host (64 cores) than its reference."

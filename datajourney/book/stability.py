@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime as _dt
 import importlib
 import json
+import re
 
 import pandas as pd
 
-from datajourney.book.registry import CHAPTERS, analysed, lookup
+from datajourney.book.registry import CHAPTERS, lookup
 from datajourney.chapters import published
 from datajourney.core import phrasing as fx
 from datajourney.core import results
@@ -30,15 +31,15 @@ _RUN_PARAMETERS = {"run_dir", "replay", "reference_host", "is_reference_run", "d
 
 
 def key_metrics(res: results.Result) -> dict:
-    """``key_metrics`` of the chapter's page, read from the result's stored facts (analysed now only where it has
-    none: :func:`~datajourney.book.registry.analysed`): metric -> (value, std); {} when the page has none or the
-    result lacks what it needs."""
+    """``key_metrics`` of the chapter's page, read from the result's stored facts (analysed now, and not stored,
+    where it has none): metric -> (value, std); {} when the page has none or the result lacks what it needs."""
     ch = lookup(res.chapter)
     if ch.page is None:
         return {}
     page = importlib.import_module(ch.page)
     try:
-        return dict(page.key_metrics(analysed(res).facts)) if hasattr(page, "key_metrics") else {}
+        facts = res.facts if res.facts is not None else lookup(res.chapter).analyse(res)   # the result untouched
+        return dict(page.key_metrics(facts)) if hasattr(page, "key_metrics") else {}
     except (KeyError, ValueError, IndexError):
         return {}
 
@@ -212,8 +213,9 @@ def _hosts(ia: dict, ib: dict) -> tuple[str, str]:
         return (f"on the same host{' and boot' if boot else ''}, {host_text(ia)}",
                 f"Every repeat ran on the same host as its reference, {host_text(ia)}.")
     if host is False:
-        return ((f"on two different hosts, each {host_text(ia)}", f"Every repeat ran on another {host_text(ia)[3:]}"
-                 " than its reference.") if alike else
+        kind = re.sub(r"^(an?|the)\s+", "", host_text(ia))   # "a 4 × H200 host (64 cores)" -> "4 × H200 host …"
+        return ((f"on two different hosts, each {host_text(ia)}", f"Every repeat ran on another {kind} than its "
+                 "reference.") if alike else
                 (f"on different hosts, {host_text(ia)} and {host_text(ib)}", ""))
     if alike:
         return (f"on {host_text(ia)} both times, though their fingerprints do not say whether on one machine",
@@ -288,8 +290,8 @@ def summary(found: dict, threshold: float = THRESHOLD) -> tuple[list[str], str]:
     """One sentence per repeat, and one naming the chapters of :data:`REPEATED` without a repeat; and the sentence
     that says where every repeat ran when they all ran alike ("" when not: each sentence says it)."""
     pairs = [p for ps in found.values() for p in ps]
-    leads = {_hosts(run_info(main), run_info(rep))[1] for main, rep, _ in pairs}
-    lead = leads.pop() if len(leads) == 1 else ""
+    wheres = {_hosts(run_info(main), run_info(rep)) for main, rep, _ in pairs}   # said alike only if all alike
+    lead = wheres.pop()[1] if len(wheres) == 1 else ""
     out = [sentence(main, rep, df, threshold, host_said=bool(lead)) for main, rep, df in pairs]
     missing = without_repeat(found)
     if missing:
@@ -391,7 +393,8 @@ def time_sentence(df: pd.DataFrame, host: str | None = None) -> str:
             text = text[:-1] + f"; the whole job, start-up and the wait between chapters included, {_duration(wall)}."
     elif not runs:
         text = f"No committed reference holds any of {which}."
-    elif len(timed_df) < len(one_gpu):   # a host kept for some chapters only (a 4-GPU host: chapters 8 and 11)
+    elif len(timed_df) < len(one_gpu) and (timed_df["gpus"].fillna(1) > 1).all():   # a multi-GPU host kept for
+        # some chapters only (the 4-GPU hosts: chapters 8 and 11); a one-GPU host missing one is told below
         held = _numbers(timed_df["number"])
         text = (f"This host's reference holds chapter{'s' if len(timed_df) > 1 else ''} {held} of {which}, from "
                 f"run{'s' if len(runs) > 1 else ''} {', '.join(runs)}, on {_where(timed_df.iloc[0])}.")

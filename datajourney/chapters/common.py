@@ -333,7 +333,10 @@ def facts_reader(analyse):
     """A page's ``facts_of``, bound to its own chapter's ``analyse``: a :class:`~datajourney.core.facts.Facts`
     as it is, a result of that chapter analysed now (pure, from its tables, so a page of an edited result
     follows the edit). A page asks for its facts from many functions; each distinct content is analysed
-    once (chapter 8's page analysed its result 18 times, 14 s of its 17 s render)."""
+    once (chapter 8's page analysed its result 18 times, 14 s of its 17 s render). The facts returned are shared
+    by every caller that asks for the same content: read them, never change them."""
+    import dataclasses
+
     from datajourney.core.facts import Facts
 
     memo: dict[bytes, Facts] = {}
@@ -342,6 +345,8 @@ def facts_reader(analyse):
         """What this page words: ``x`` itself when it is facts, else the facts of the result ``x``."""
         if isinstance(x, Facts):
             return x
+        if not dataclasses.is_dataclass(x):   # not a result: the analysis says what is wrong with it
+            return analyse(x)
         key = _content_key(x)
         if key not in memo:
             if len(memo) >= 8:     # a page words its run and its reference: a few results at most

@@ -352,7 +352,7 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow
     vals = [m * 10.0 ** e for e in decades for m in steps if lo / 5 <= m * 10.0 ** e <= hi * 5 and e % every == 0]
     for key in ("dtick", "tick0"):
         axis.pop(key, None)
-    powers = bool(vals) and max(vals) >= 1e6
+    powers = hi >= 1e6   # the data reach a million (a candidate tick past them is not what is drawn)
     axis.update(tickmode="array", tickvals=vals, ticktext=[tick_text(v, powers) for v in vals])
     axis.setdefault("minor", {"showgrid": False})
 
@@ -889,12 +889,13 @@ def _stride(at: list[float], room: float) -> list[int]:
 
 def size_ticks(fig: go.Figure, values, label=None, *, axis: str = "x", powers: bool = False) -> go.Figure:
     """Label every ``axis`` axis of ``fig`` (drawn on a log scale) in byte sizes ('4 KiB', '1 MiB'), at
-    ``values`` (the sizes measured) or, with ``powers``, at the powers of two across their range (for measured
+    ``values`` (the sizes measured) or, with ``powers``, at the powers of two inside their range (for measured
     sizes that are not round), instead of plotly's decimal digits. Labels that would touch are left out, by their
     positions on the log axis, the smallest and the largest always kept: the reader sees where the range ends."""
-    vals = sorted({int(v) for v in values if v and v > 0})
-    if powers and vals:
-        vals = [1 << k for k in range(int(math.log2(vals[0])), math.ceil(math.log2(vals[-1])) + 1)]
+    vals = sorted({int(v) for v in values if isinstance(v, numbers_.Real) and math.isfinite(v) and v >= 1})
+    if powers and vals:   # the powers of two inside the data's range (a tick outside it is never drawn)
+        inner = [1 << k for k in range(math.ceil(math.log2(vals[0])), math.floor(math.log2(vals[-1])) + 1)]
+        vals = inner if len(inner) >= 2 else [vals[0], vals[-1]] if len(vals) > 1 else vals
     text = [(label or size_label)(v) for v in vals]
     keep = list(range(len(vals)))
     if len(vals) > 2:

@@ -160,8 +160,15 @@ def snippet(res: Result, strategy: str) -> str | None:
     eos = p["eos"] if "eos" in p else None
     if strategy not in STRATEGIES or eos not in EOS_MODES:
         return None
+    window = 1
+    if strategy == "bucketed":   # the window a bucketed run sorted in, checked like eos: no code from a bad value
+        window = p["bucket_batches"] if "bucket_batches" in p else None
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        return None
     bs, ctx = int(p["batch_size"]), int(p["context_length"])
-    docs = "[t + [EOS] for t in tokens]" if uses_eos(strategy, eos) else "list(tokens)"
+    keep = "CONTEXT - 1" if eos != "never" else "CONTEXT"   # as the chapter cuts a longer document (your data)
+    docs = (f"[list(t)[:{keep}] + [EOS] for t in tokens]" if uses_eos(strategy, eos)
+            else f"[list(t)[:{keep}] for t in tokens]")
     head = (f"ROWS, CONTEXT, EOS = {bs}, {ctx}, {EOS_ID}  # as timed: {LABELS.get(strategy, strategy)}\n"
             f"docs = {docs}  # tokens: each sample's token ids\n")
     if strategy in _ROWS:
@@ -184,7 +191,7 @@ def snippet(res: Result, strategy: str) -> str | None:
                 "    model(**batch, use_cache=False).loss.backward()\n")
     order, row_len = _PADDED[strategy]
     if strategy == "bucketed":
-        order = order.format(w=int(p["bucket_batches"]))
+        order = order.format(w=window)
     return ("import torch\n\n" + head + order + "\n"
             "for s in range(0, len(order), ROWS):\n"
             "    batch = order[s:s + ROWS]\n"
@@ -196,7 +203,7 @@ def snippet(res: Result, strategy: str) -> str | None:
             "        mask[r, :len(docs[i])] = 1\n"
             "    labels = ids.masked_fill(mask == 0, -100)\n"
             "    labels[:, 0] = -100\n"
-            "    model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()\n")
+            "    model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False).loss.backward()\n")
 
 
 def analyse(res: Result) -> Facts:

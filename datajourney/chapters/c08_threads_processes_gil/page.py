@@ -1024,8 +1024,8 @@ def finding_cost(facts) -> Finding:
                  f"{say.value(facts[m.basis], runs=False)}, {say.comparison(m, baseline='the best DataLoader')}.")
     elif "cost.pss.threads" in facts:
         text += (f" All their processes together held {say.value(facts['cost.pss.threads'])} (PSS) with the "
-                 f"threads and {say.value(facts['cost.pss.dataloader'])} with the DataLoader; the memory each added "
-                 "is not in this result (its baseline was taken before an earlier run's memory was freed).")
+                 f"threads and {say.value(facts['cost.pss.dataloader'])} with the best DataLoader; the memory each "
+                 "added is not in this result (its baseline was taken before an earlier run's memory was freed).")
     return Finding("cost", text, c.number, "×")
 
 
