@@ -9,10 +9,12 @@ second.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c05_padding_tax.packing import ROWS
 from datajourney.chapters.c05_padding_tax.params import (
     EOS_ID,
     EOS_MODES,
@@ -112,34 +114,6 @@ def workload(res: Result) -> str:
             f"{int(p['batch_size'])} rows a step, context {int(p['context_length']):,}")
 
 
-#: The row builders a reader pastes, by layout: what :mod:`experiment`'s builders do, in plain Python.
-_ROWS = {
-    "greedy_pack": (
-        "def pack_rows(lengths, context):\n"
-        "    \"\"\"Samples in order; a new row when the next one does not fit.\"\"\"\n"
-        "    rows, row, used = [], [], 0\n"
-        "    for i, n in enumerate(lengths):\n"
-        "        if row and used + n > context:\n"
-        "            rows.append(row)\n"
-        "            row, used = [], 0\n"
-        "        row.append(i)\n"
-        "        used += n\n"
-        "    return rows + [row] if row else rows\n"),
-    "best_fit_decreasing": (
-        "def pack_rows(lengths, context):\n"
-        "    \"\"\"Longest samples first, each into the open row it fills most tightly.\"\"\"\n"
-        "    rows, free = [], []  # free: sorted (space left, row)\n"
-        "    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):\n"
-        "        k = bisect.bisect_left(free, (lengths[i], -1))\n"
-        "        if k < len(free):\n"
-        "            space, r = free.pop(k)\n"
-        "            rows[r].append(i)\n"
-        "            bisect.insort(free, (space - lengths[i], r))\n"
-        "        else:\n"
-        "            rows.append([i])\n"
-        "            bisect.insort(free, (context - lengths[i], len(rows) - 1))\n"
-        "    return rows\n"),
-}
 #: How the padded layouts order samples into batches and size their rows.
 _PADDED = {"pad_to_context": ("order = list(range(len(docs)))", "CONTEXT"),
            "pad_to_longest": ("order = list(range(len(docs)))", "max(len(docs[i]) for i in batch)"),
@@ -171,10 +145,11 @@ def snippet(res: Result, strategy: str) -> str | None:
             else f"[list(t)[:{keep}] for t in tokens]")
     head = (f"ROWS, CONTEXT, EOS = {bs}, {ctx}, {EOS_ID}  # as timed: {LABELS.get(strategy, strategy)}\n"
             f"docs = {docs}  # tokens: each sample's token ids\n")
-    if strategy in _ROWS:
-        imports = ("import bisect\n" if strategy == "best_fit_decreasing" else "") + \
+    if strategy in ROWS:   # the packer the experiment timed, its own source
+        pack = ROWS[strategy]
+        imports = ("import bisect\n" if "bisect." in inspect.getsource(pack) else "") + \
             "import torch\nfrom transformers import DataCollatorWithFlattening\n\n\n"
-        return (imports + _ROWS[strategy] + "\n\n" + head +
+        return (imports + inspect.getsource(pack) + "\n\n" + head +
                 "flatten = DataCollatorWithFlattening()  # position ids restart at 0 for each sample\n\n\n"
                 "def packed(row):\n"
                 "    flat = flatten([{\"input_ids\": docs[i]} for i in row], return_tensors=\"pt\")\n"
@@ -184,7 +159,7 @@ def snippet(res: Result, strategy: str) -> str | None:
                 "    for k in out:\n"
                 "        out[k][:n] = flat[k][0]\n"
                 "    return out\n\n\n"
-                "rows = pack_rows([len(d) for d in docs], CONTEXT)\n"
+                f"rows = {pack.__name__}([len(d) for d in docs], CONTEXT)\n"
                 "for s in range(0, len(rows), ROWS):\n"
                 "    parts = [packed(row) for row in rows[s:s + ROWS]]\n"
                 "    batch = {k: torch.stack([b[k] for b in parts]) for k in parts[0]}\n"

@@ -20,7 +20,6 @@ of a layout (or on every batch *shape*, weighted by how often it occurs).
 """
 from __future__ import annotations
 
-import bisect
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from datajourney.chapters.c05_padding_tax.packing import best_fit_rows, greedy_rows
 from datajourney.chapters.c05_padding_tax.params import (
     EOS_ID,
     EOS_MODES,
@@ -110,35 +110,14 @@ def bucketed(lengths, batch_size: int, context: int, window_batches: int = 8) ->
 
 def greedy_pack(lengths, batch_size: int, context: int) -> Layout:
     """Fill rows in sample order; start a new row when the next sample does not fit (the
-    source's ``simulate_packed_batching``, continued past the first batch)."""
-    rows, cur, used = [], [], 0
-    for i, n in enumerate(lengths):
-        if cur and used + n > context:
-            rows.append(cur)
-            cur, used = [], 0
-        cur.append(i)
-        used += n
-    if cur:
-        rows.append(cur)
-    b = _chunks(rows, batch_size)
+    source's ``simulate_packed_batching``, continued past the first batch: :func:`~.packing.greedy_rows`)."""
+    b = _chunks(greedy_rows(lengths, context), batch_size)
     return Layout("greedy_pack", b, [context] * len(b))
 
 
 def best_fit_decreasing(lengths, batch_size: int, context: int) -> Layout:
-    """Longest samples first; each goes into the open row it fills most tightly."""
-    rows: list[list[int]] = []
-    free: list[tuple[int, int]] = []  # sorted (space left, row index)
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        n = lengths[i]
-        k = bisect.bisect_left(free, (n, -1))
-        if k < len(free):
-            space, r = free.pop(k)
-            rows[r].append(i)
-            bisect.insort(free, (space - n, r))
-        else:
-            rows.append([i])
-            bisect.insort(free, (context - n, len(rows) - 1))
-    b = _chunks(rows, batch_size)
+    """Longest samples first; each goes into the open row it fills most tightly (:func:`~.packing.best_fit_rows`)."""
+    b = _chunks(best_fit_rows(lengths, context), batch_size)
     return Layout("best_fit_decreasing", b, [context] * len(b))
 
 
