@@ -17,6 +17,7 @@ import pandas as pd
 
 from datajourney.book.registry import CHAPTERS, lookup
 from datajourney.chapters import published
+from datajourney.chapters.wording import cap
 from datajourney.core import phrasing as fx
 from datajourney.core import results
 from datajourney.core.facts import host_label
@@ -38,7 +39,7 @@ def key_metrics(res: results.Result) -> dict:
         return {}
     page = importlib.import_module(ch.page)
     try:
-        facts = res.facts if res.facts is not None else lookup(res.chapter).analyse(res)   # the result untouched
+        facts = res.facts if res.facts is not None else ch.analyse(res)   # the result untouched
         return dict(page.key_metrics(facts)) if hasattr(page, "key_metrics") else {}
     except (KeyError, ValueError, IndexError):
         return {}
@@ -375,6 +376,14 @@ def _where(row) -> str:
     return row["host"]
 
 
+def _untimed(gaps: list[int]) -> str:
+    """' Chapters 4, 9 and 10 have no time with status ok in a committed run record.' ('' for none)."""
+    if not gaps:
+        return ""
+    return (f" Chapter{'s' if len(gaps) > 1 else ''} {_numbers(gaps)} {'have' if len(gaps) > 1 else 'has'} no time "
+            "with status ok in a committed run record.")
+
+
 def time_sentence(df: pd.DataFrame, host: str | None = None) -> str:
     """How long the chapters of :func:`timed` took in :func:`run_times`' table: one run's summed wall
     time (and the whole job's, where its record has it) when one run holds them all (status ok), else which
@@ -400,20 +409,15 @@ def time_sentence(df: pd.DataFrame, host: str | None = None) -> str:
                 f"run{'s' if len(runs) > 1 else ''} {', '.join(runs)}, on {_where(timed_df.iloc[0])}.")
         times = [f"chapter {r.number} took {_duration(r.seconds)}" for r in good.itertuples()]
         if times:
-            text += f" {fx.and_list(times)[0].upper()}{fx.and_list(times)[1:]}."
-        gaps = [r.number for r in timed_df.itertuples() if r.chapter not in set(good["chapter"])]
-        if gaps:
-            text += (f" Chapter{'s' if len(gaps) > 1 else ''} {_numbers(gaps)} {'have' if len(gaps) > 1 else 'has'} "
-                     "no time with status ok in a committed run record.")
+            text += f" {cap(fx.and_list(times))}."
+        text += _untimed([r.number for r in timed_df.itertuples() if r.chapter not in set(good["chapter"])])
     else:
         gaps = [lookup(c).number for c in one_gpu if c not in set(good["chapter"])]
         text = (f"The reference results of {which} come from one run ({runs[0]}), but not all of them with a time "
                 "and status ok in its record." if len(runs) == 1 else
                 f"The reference results of {which} come from {len(runs)} runs ({', '.join(runs)}), so no one "
                 "run's time covers them all.")
-        if gaps:
-            text += (f" Chapter{'s' if len(gaps) > 1 else ''} {_numbers(gaps)} {'have' if len(gaps) > 1 else 'has'} "
-                     "no time with status ok in a committed run record.")
+        text += _untimed(gaps)
         if len(good):
             text += (f" The {len(good)} chapter{'s' if len(good) != 1 else ''} with one took {_duration(total)} "
                      "together.")

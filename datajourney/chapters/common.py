@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -321,11 +321,10 @@ def _content_key(res) -> bytes:
     """A digest of everything a chapter's analysis may read from ``res`` (every field but its stored facts: the run
     id says whether it is a reference run): equal for an unchanged result, different once any of it is edited, even
     in place."""
-    import dataclasses
     import hashlib
     import pickle
 
-    body = tuple((f.name, getattr(res, f.name)) for f in dataclasses.fields(res) if f.name != "facts")
+    body = tuple((f.name, getattr(res, f.name)) for f in fields(res) if f.name != "facts")
     return hashlib.blake2b(pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL), digest_size=16).digest()
 
 
@@ -335,8 +334,6 @@ def facts_reader(analyse):
     follows the edit). A page asks for its facts from many functions; each distinct content is analysed
     once (chapter 8's page analysed its result 18 times, 14 s of its 17 s render). The facts returned are shared
     by every caller that asks for the same content: read them, never change them."""
-    import dataclasses
-
     from datajourney.core.facts import Facts
 
     memo: dict[bytes, Facts] = {}
@@ -345,7 +342,7 @@ def facts_reader(analyse):
         """What this page words: ``x`` itself when it is facts, else the facts of the result ``x``."""
         if isinstance(x, Facts):
             return x
-        if not dataclasses.is_dataclass(x):   # not a result: the analysis says what is wrong with it
+        if not is_dataclass(x):   # not a result: the analysis says what is wrong with it
             return analyse(x)
         key = _content_key(x)
         if key not in memo:

@@ -338,10 +338,11 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow
             if _on_axis(t, name) and "hovertemplate" in t:
                 t["hovertemplate"] = _unlog(t["hovertemplate"])
         return
+    length = _plot_px(fig_dict) if name[0] == "x" else (fig_dict["layout"].get("height") or 450) - 150
     if axis.get("tickmode") == "array" or "tickvals" in axis:
-        return _thin_ticks(axis, name, values, _plot_px(fig_dict))
+        return _thin_ticks(axis, name, values, length)
     lo_d, hi_d = axis.get("domain") or (0, 1)
-    px = (_plot_px(fig_dict) if name[0] == "x" else (fig_dict["layout"].get("height") or 450) - 150) * (hi_d - lo_d)
+    px = length * (hi_d - lo_d)
     decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
     candidates = [m * 10.0 ** e for e in decades for m in (1, 2, 5) if lo / 5 <= m * 10.0 ** e <= hi * 5]
     widest = max((len(tick_text(v)) for v in candidates), default=1)  # the longest label that may be drawn
@@ -357,29 +358,30 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow
     axis.setdefault("minor", {"showgrid": False})
 
 
-def _thin_ticks(axis: dict, name: str, values: list[float], plot_px: float) -> None:
-    """Given tick labels (``tickvals``/``ticktext``) on an x axis, every one that would touch the one
-    before it left out (at a log axis's positions), the largest kept: sizes from 4 KiB to 1 GiB or rates up to
-    10⁹ do not fit a narrow plot side by side."""
+def _thin_ticks(axis: dict, name: str, values: list[float], length_px: float) -> None:
+    """Given tick labels (``tickvals``/``ticktext``) on a log axis ``length_px`` long, those :func:`_thinned` keeps:
+    sizes from 4 KiB to 1 GiB or rates up to 10⁹ do not fit a narrow plot side by side."""
     vals, text = list(axis.get("tickvals") or []), list(axis.get("ticktext") or [])
-    if name[0] != "x" or len(vals) < 3 or len(text) != len(vals) or not all(
-            isinstance(v, numbers_.Real) and v > 0 for v in vals):
-        return
-    lo, hi = min([*values, *vals]), max([*values, *vals])
-    if hi <= lo:
+    if len(text) != len(vals) or not all(isinstance(v, numbers_.Real) and v > 0 for v in vals):
         return
     lo_d, hi_d = axis.get("domain") or (0, 1)
-    px = plot_px * (hi_d - lo_d) / math.log10(hi / lo * 1.3)
-    keep, last = [], None
-    for v, t in sorted(zip(vals, text, strict=True)):
-        here = math.log10(v) * px
-        if last is None or here - last[0] >= (len(_visible(t)) + last[1]) / 2 * _CHAR_PX + 12:
-            keep.append((v, t))
-            last = (here, len(_visible(t)))
-    end = max(zip(vals, text, strict=True))
-    if keep[-1] != end:   # the range's end is always labelled, in place of the label it would touch
-        keep[-1 if len(keep) > 1 else len(keep):] = [end]
-    axis.update(tickvals=[v for v, _ in keep], ticktext=[t for _, t in keep])
+    pairs = sorted(zip(vals, text, strict=True))
+    vals, text = _thinned([v for v, _ in pairs], [t for _, t in pairs], length_px * (hi_d - lo_d), name[0],
+                          span=(min([*values, *vals]), max([*values, *vals])))
+    axis.update(tickvals=vals, ticktext=text)
+
+
+def _thinned(vals: list, text: list[str], length_px: float, letter: str, span=None) -> tuple[list, list[str]]:
+    """The tick labels (``vals`` sorted, ``text`` theirs) that fit side by side on a log ``letter`` axis ("x" or "y")
+    ``length_px`` long over ``span`` (default: the ticks' own range): an even stride (:func:`_stride`), the smallest
+    and the largest always kept, so the reader sees where the range ends."""
+    lo, hi = span if span else (vals[0], vals[-1]) if vals else (1, 1)
+    if len(vals) < 3 or hi <= lo:
+        return vals, text
+    px = length_px / math.log10(hi / lo * 1.3)
+    room = max(len(_visible(t)) for t in text) * _CHAR_PX + 12 if letter == "x" else 26   # one width: even
+    keep = _stride([math.log10(v) * px for v in vals], room)
+    return [vals[i] for i in keep], [text[i] for i in keep]
 
 
 #: The smallest range (largest ÷ smallest value) that an axis needs before it is drawn on a log scale.
@@ -896,16 +898,10 @@ def size_ticks(fig: go.Figure, values, label=None, *, axis: str = "x", powers: b
     if powers and vals:   # the powers of two inside the data's range (a tick outside it is never drawn)
         inner = [1 << k for k in range(math.ceil(math.log2(vals[0])), math.floor(math.log2(vals[-1])) + 1)]
         vals = inner if len(inner) >= 2 else [vals[0], vals[-1]] if len(vals) > 1 else vals
-    text = [(label or size_label)(v) for v in vals]
-    keep = list(range(len(vals)))
-    if len(vals) > 2:
-        axes = list(fig.select_xaxes() if axis == "x" else fig.select_yaxes())
-        share = min((d[1] - d[0] for d in (ax.domain or (0, 1) for ax in axes)), default=1)
-        px = (_PLOT_PX if axis == "x" else 300) * share / (math.log10(vals[-1] / vals[0]) * 1.15)
-        room = max(map(len, text)) * _CHAR_PX + 12 if axis == "x" else 26   # one width for all: a regular stride
-        at = [math.log10(v) * px for v in vals]
-        keep = _stride(at, room)
-    update = dict(type="log", tickmode="array", tickvals=[vals[i] for i in keep], ticktext=[text[i] for i in keep],
-                  minor=dict(showgrid=False))
+    axes = list(fig.select_xaxes() if axis == "x" else fig.select_yaxes())
+    share = min((d[1] - d[0] for d in (ax.domain or (0, 1) for ax in axes)), default=1)
+    vals, text = _thinned(vals, [(label or size_label)(v) for v in vals], (_PLOT_PX if axis == "x" else 300) * share,
+                          axis)
+    update = dict(type="log", tickmode="array", tickvals=vals, ticktext=text, minor=dict(showgrid=False))
     (fig.update_xaxes if axis == "x" else fig.update_yaxes)(**update)
     return log_axis(fig, axis)   # sizes labelled where they lie: log however narrow the range

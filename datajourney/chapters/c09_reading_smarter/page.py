@@ -844,10 +844,14 @@ def _asked(facts: Facts) -> Finding:
         m = facts.get(f"asked_vs_seen.{mode}")
         if m is None:
             continue
-        v, same = m.setting["verdict"], round(m.number, 2) == 1.0   # as the ratio is printed: 1.00×
-        what = ("the same size" if v == "same" and same else
-                f"{fx.num(m.number, '×')} the asked size, within the {fx.num(analysis.SAME_SIZE, '×')} this chapter "
-                "counts as unchanged" if v == "same" else f"{fx.num(m.number, '×')} {v}")
+        v = m.setting["verdict"]
+        if v != "same":
+            what = f"{fx.num(m.number, '×')} {v}"
+        elif round(m.number, 2) == 1.0:   # as the ratio is printed: 1.00×
+            what = "the same size"
+        else:
+            what = (f"{fx.num(m.number, '×')} the asked size, within the {fx.num(analysis.SAME_SIZE, '×')} this "
+                    "chapter counts as unchanged")
         parts.append(f"{mode} {size_label(m.setting['asked'])} requests reached the device as "
                      f"{size_label(m.setting['seen'])} requests on average ({what})")
     return Finding("asked_vs_seen", "Asked vs seen: " + "; ".join(parts) + ".", f.number, "×")
