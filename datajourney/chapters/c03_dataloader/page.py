@@ -14,7 +14,6 @@ from datajourney.chapters.c03_dataloader.analysis import analyse as _analyse
 from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE
 from datajourney.chapters.common import (
     IPC_CHAPTER,  # noqa: F401
-    MIN_RUNS_FOR_RANGE,
     STORAGE_CHAPTER,
     ColdVerdict,
     cold_label,
@@ -22,6 +21,7 @@ from datajourney.chapters.common import (
     ipc_crossref,  # noqa: F401
     on_paper,
     over_runs,
+    runs_interval,
 )
 from datajourney.chapters.wording import cap, fact_finding, pair_words, residency_words
 from datajourney.core import phrasing as fnd
@@ -684,10 +684,10 @@ def hand_over_table(res) -> pd.DataFrame:
     extra (mean and min–max over paired runs), and CPU per batch of the main process alone, the
     worker, and the main process receiving."""
     tc = transfer_cost(res.table("transfer"))
-    spans = [fnd.span(a, b) if n >= MIN_RUNS_FOR_RANGE else "—"
+    spans = [fnd.span(*iv) if (iv := runs_interval(a, b, n)) else "—"
              for a, b, n in zip(tc["extra_min"], tc["extra_max"], tc["n"], strict=True)]
     runs = sorted({int(n) for n in tc["n"]})
-    # no range from fewer runs than MIN_RUNS_FOR_RANGE: where no row has one, the column goes and the header says
+    # no range from fewer runs (runs_interval): where no row has one, the column goes and the header says
     # how many runs each mean is of
     extra = "extra (ms)" if any(x != "—" for x in spans) else \
         f"extra (ms, mean of {'–'.join(map(str, runs))} paired runs)"
