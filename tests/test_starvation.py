@@ -901,3 +901,14 @@ def test_more_may_help_only_where_the_sweeps_last_step_gained(host):
     gained = f.number(f"step.{k}.w{ws[-2]}") / f.number(f"step.{k}.w{ws[-1]}") - 1 >= MIN_EFFECT
     assert (a.scope == "edge") == (a.value == ws[-1] and gained)
     assert ("more may help" in page.opening(f).actions[0].text) == (a.scope == "edge")
+
+
+def test_idle_share_and_au_past_100_percent_are_explained_only_when_they_are():
+    """The idle share counts what a step computed, AU counts `G` a step: they add past 100% only when a step computed
+    less than `G`, and then the page says so with both numbers; when they add to 100% it says nothing."""
+    assert "together" not in page.published_case_sentences(analysis.analyse(_result()))   # compute = G
+    f = analysis.analyse(_result(g=55.0))    # each step computed 50 ms, G is 55 ms
+    assert f["case.w0.idle_plus_au"].value == pytest.approx(100 * (165 + 55) / 215)
+    lines = page.published_case_sentences(f).splitlines()
+    assert "together 102%" in lines[0] and "`G` = 55 ms" in lines[0] and "computed, 50 ms)" in lines[0]
+    assert "over 100%" not in lines[0]

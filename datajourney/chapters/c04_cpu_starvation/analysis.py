@@ -125,6 +125,10 @@ def _published(res: Result, out: Facts, g: float) -> None:
                 _pct(f"case.w{w}.idle", r["idle_share"], f"the accelerator's idle share with W = {w}", "lower",
                      setting=s),
                 _pct(f"case.w{w}.au", _au(r, g), f"AU against G with W = {w}", setting=s))
+        if float(r["idle_share"]) + _au(r, g) > 1.005:   # AU counts G a step, idle what the step computed
+            out.add(Fact(f"case.w{w}.idle_plus_au", 100 * (float(r["idle_share"]) + _au(r, g)), "%",
+                         f"the idle share and AU added, with W = {w} (a sum, not a share)", "amount", None,
+                         setting=s))
         if w in (0, 4):
             km[f"data wait per step, W={w}"] = [_plain(r["wait_ms"]), _plain(r.get("wait_std_ms"))]
             km[f"compute per step, W={w}"] = [_plain(r["compute_ms"]), _plain(r.get("compute_std_ms"))]

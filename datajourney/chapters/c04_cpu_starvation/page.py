@@ -173,7 +173,18 @@ def published_case_sentences(facts) -> str:
     ws = [f.setting["workers"] for k, f in facts.facts.items() if k.startswith("case.") and k.endswith(".wait")]
     return "\n".join(f"* `W={w}`: data wait **{_v(facts, f'case.w{w}.wait')}** per step (model "
                      f"{_v(facts, f'case.w{w}.model')}), compute {_v(facts, f'case.w{w}.compute')}, GPU idle "
-                     f"**{_v(facts, f'case.w{w}.idle')}**, AU against `G` {_v(facts, f'case.w{w}.au')}" for w in ws)
+                     f"**{_v(facts, f'case.w{w}.idle')}**, AU against `G` {_v(facts, f'case.w{w}.au')}"
+                     + _shares_past_whole(facts, w) for w in ws)
+
+
+def _shares_past_whole(facts: Facts, w: int) -> str:
+    """Why the idle share and AU can add to more than 100%: AU counts each step as ``G`` of work, the idle share
+    only what the step computed, so they pass 100% exactly when a step computed less than ``G``."""
+    key = f"case.w{w}.idle_plus_au"
+    if key not in facts:
+        return ""
+    return (f" (together {_v(facts, key)}: AU counts each step as `G` = {_v(facts, 'step_g')} of work, the idle "
+            f"share what it computed, {_v(facts, f'case.w{w}.compute')})")
 
 
 def model_walkthrough(facts: Facts) -> str:
