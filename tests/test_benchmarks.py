@@ -113,7 +113,8 @@ def test_recorded_verification_cost_of_the_full_data_sets(record):
 #: The recorded `./journey book quick` runs (scripts/bench-book.sh in a fresh clone: install, chapters, book build).
 QUICK_BOOKS = sorted((REPO_ROOT / "data" / "benchmarks").glob("quick_book*.json"))
 #: Recorded runs that miss the ten minutes, with what they took (the quick sweeps still to be cut on that host).
-QUICK_BOOK_MISSES = {"quick_book_h200": "678 s on the H200 host, 80 s of it install and start-up (commit 9e431d4); 601 s at b1bcbe1, the same sections 10-30% faster"}
+QUICK_BOOK_MISSES = {"quick_book_h200": "678 s on the H200 host, 80 s of it install and start-up (commit 9e431d4); "
+                                       "601 s at b1bcbe1, the same sections 10-30% faster"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=pytest.mark.xfail(

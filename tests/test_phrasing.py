@@ -254,3 +254,29 @@ def test_runs_that_print_alike_show_no_range_of_one_number():
     assert phrasing.value(f) == "11.6 steps/s (each of 3 runs)"
     g = measured("steps", [11.2, 11.6, 12.0], unit="steps/s", label="steps")
     assert phrasing.value(g) == "11.6 steps/s (11.2–12, 3 runs)"
+
+
+def test_a_comparison_names_the_setting_both_sides_share_once():
+    """"A, num_workers=0, cold ran 2× faster than B, num_workers=0, cold" says the shared setting once, after the
+    comparison; commas inside parentheses or numbers do not split a label; a level comparison keeps it with its
+    baseline; labels that share nothing read as before."""
+    assert phrasing.shared_setting("one shard, num_workers=0, cold", "10,000 files, num_workers=0, cold") == (
+        "one shard", "10,000 files", "num_workers=0, cold")
+    assert phrasing.shared_setting("a pool (16 threads, Pillow)", "a pool (16 processes, Pillow)") == (
+        "a pool (16 threads, Pillow)", "a pool (16 processes, Pillow)", "")
+    assert phrasing.shared_setting("warm", "shard, warm") == ("warm", "shard, warm", "")   # nothing left of a side
+    a = Fact("a", 200.0, "MB/s", "one shard, cold", "rate", "higher")
+    b = Fact("b", 100.0, "MB/s", "10,000 files, cold", "rate", "higher")
+    facts = Facts("x")
+    facts.add(a, b, compare("gap", a, b))
+    assert phrasing.contrast(facts["gap"], facts) == ("one shard", "2.0× faster than 10,000 files", "cold")
+    a2 = Fact("a", 101.0, "MB/s", "one shard, cold", "rate", "higher", 2, (95.0, 110.0))
+    b2 = Fact("b", 100.0, "MB/s", "10,000 files, cold", "rate", "higher", 2, (90.0, 105.0))
+    level = Facts("x")
+    level.add(a2, b2, compare("gap", a2, b2))
+    subject, said, shared = phrasing.contrast(level["gap"], level)
+    assert said.startswith("level with 10,000 files, both cold: within the runs' spread") and shared == ""
+    c = Fact("c", 1.0, "MB/s", "a thread pool", "rate", "higher")
+    other = Facts("x")
+    other.add(a, c, compare("x", a, c))
+    assert phrasing.contrast(other["x"], other) == ("one shard, cold", "200× faster than a thread pool", "")

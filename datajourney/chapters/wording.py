@@ -18,11 +18,23 @@ def fact_value(facts, key: str, runs: bool = False) -> str:
 
 
 def pair_words(facts, key: str) -> str:
-    """"A ran at x MB/s and B at y MB/s: N× faster than B" for the comparison fact ``key``."""
+    """"A ran at x MB/s and B at y MB/s, both S: N× faster than B" for the comparison fact ``key`` (S: the setting
+    the two labels share, named once)."""
     c = facts[key]
     a, b = facts[c.of], facts[c.basis]
-    return (f"{cap(say.text(a.label))} ran at **{say.value(a)}** and {say.text(b.label)} at **{say.value(b)}**: "
-            f"**{say.comparison(c, facts)}**")
+    own_a, own_b, shared = say.shared_setting(say.text(a.label), say.text(b.label))
+    subject, comparison, _ = say.contrast(c, facts)
+    both = f", both {shared}" if shared else ""
+    return (f"{cap(own_a)} ran at **{say.value(a)}** and {own_b} at **{say.value(b)}**{both}: "
+            f"**{comparison}**")
+
+
+def ran(facts, key: str, lead: str = "") -> str:
+    """"A ran **N× faster than B**, both S" for the comparison fact ``key`` (S: the setting both labels share, named
+    once; none when they share none), after ``lead`` ("With every page in RAM, "), capitalised where it starts."""
+    subject, comparison, shared = say.contrast(facts[key], facts)
+    return (f"{lead}{subject}" if lead else cap(subject)) + f" ran **{comparison}**" + (
+        f", both {shared}" if shared else "")
 
 
 def fact_finding(facts, key: str, text: str):

@@ -351,6 +351,43 @@ def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, base
 SAME_WITHIN = 1.005
 
 
+def _parts(label: str) -> list[str]:
+    """``label`` split at its ", " outside parentheses ("a pool (16 threads, Pillow), cold": two parts; "10,000
+    files" one)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(label):
+        depth += (ch == "(") - (ch == ")")
+        if label.startswith(", ", i) and depth == 0:
+            parts.append(label[start:i].strip())
+            start = i + 1
+    return [*parts, label[start:].strip()]
+
+
+def shared_setting(a: str, b: str) -> tuple[str, str, str]:
+    """Two labels less the parts they end with alike: ``(a's own, b's own, shared)``. "shard, num_workers=0,
+    cold" and "files, num_workers=0, cold" give ``("shard", "files", "num_workers=0, cold")``, so that a comparison
+    names the setting both sides ran at once. Nothing shared (or nothing left of a side): ``(a, b, "")``."""
+    pa, pb = _parts(a), _parts(b)
+    n = 0
+    while n < min(len(pa), len(pb)) - 1 and pa[-1 - n] == pb[-1 - n]:
+        n += 1
+    if not n:
+        return a, b, ""
+    return ", ".join(pa[:-n]), ", ".join(pb[:-n]), ", ".join(pa[-n:])
+
+
+def contrast(c: Fact, facts: Facts | Mapping[str, Fact]) -> tuple[str, str, str]:
+    """Comparison ``c`` as ``(subject, comparison, shared)``: its side's label and :func:`comparison` against its
+    basis, each less the setting both share (:func:`shared_setting`), which ``shared`` holds ("" if none) for the
+    sentence to name once ("A ran 2.0× faster than B, both cold"). A level comparison keeps the shared setting
+    with its baseline, before the words on the runs' spread."""
+    a, b = text(facts[c.of].label), text(facts[c.basis].label)
+    a, b, shared = shared_setting(a, b)
+    if shared and c.level:
+        b, shared = f"{b}, both {shared}", ""
+    return a, comparison(c, facts, baseline=b), shared
+
+
 def beside_published(c: Fact, published_value: float | None, source: str) -> str:
     """The published figure beside a comparison: in the same phrasing when it is the same metric
     (``c.published`` set by the analysis), else what the published work found, in its own words."""

@@ -21,7 +21,7 @@ from datajourney.chapters.common import (
     short_time,
     table_of,
 )
-from datajourney.chapters.wording import cap, fact_finding, pair_words, residency_words
+from datajourney.chapters.wording import cap, fact_finding, pair_words, ran, residency_words
 from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
 from datajourney.core import stats
@@ -330,12 +330,10 @@ def opening(facts: Facts) -> Opening:
     out = []
     if "cold_gap" in facts:
         c = facts["cold_gap"]
-        out.append(Finding("cold_gap", f"{cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
-                           c.number, "×", c.published))
+        out.append(Finding("cold_gap", ran(facts, "cold_gap") + ".", c.number, "×", c.published))
     if "warm_gap" in facts:
         c = facts["warm_gap"]
-        out.append(Finding("warm_gap", f"With every page in RAM, {say.text(facts[c.of].label)} ran "
-                           f"**{say.comparison(c, facts)}**.", c.number, "×"))
+        out.append(Finding("warm_gap", ran(facts, "warm_gap", "With every page in RAM, ") + ".", c.number, "×"))
     if "cold_latency" in facts:
         lat = facts["cold_latency"]
         text = f"A cold 4 KiB read took **{say.value(lat, runs=False)}**, {_served(facts)}."

@@ -23,7 +23,7 @@ from datajourney.chapters.common import (
     over_runs,
     runs_interval,
 )
-from datajourney.chapters.wording import cap, fact_finding, pair_words, residency_words
+from datajourney.chapters.wording import cap, fact_finding, pair_words, ran, residency_words
 from datajourney.core import phrasing as fnd
 from datajourney.core import phrasing as say
 from datajourney.core import stats
@@ -460,8 +460,7 @@ def chapter2_recap(run_dir, reference_host: str | None = None) -> str:
     c = facts.get("cold_gap") if "cold_gap" in facts.exports else None
     if c is None or c.number is None:
         return ""
-    return (f"Chapter 2 measured, {whose}, in plain Python: {say.text(facts[c.of].label)} ran "
-            f"**{say.comparison(c, facts)}**.")
+    return ran(facts, "cold_gap", f"Chapter 2 measured, {whose}, in plain Python: ") + "."
 
 
 def one_worker_note(facts) -> str:
@@ -743,11 +742,11 @@ def opening(facts: Facts) -> Opening:
     out = []
     if "published_w0" in facts:
         c = facts["published_w0"]
-        out.append(Finding(c.key, f"{cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
+        out.append(Finding(c.key, ran(facts, c.key) + ".",
                            c.number, "×", c.published))
     if "shuffled_gap_max_workers" in facts:
         c = facts["shuffled_gap_max_workers"]
-        out.append(Finding(c.key, f"{cap(say.text(facts[c.of].label))} ran **{say.comparison(c, facts)}**.",
+        out.append(Finding(c.key, ran(facts, c.key) + ".",
                            c.number, "×"))
     if "first_batch" in facts:
         f = facts["first_batch"]
