@@ -115,3 +115,29 @@ def test_no_committed_page_repeats_what_cold_means():
     assert pages
     over = {(p.name, h): n for p in pages for h, t in _sections(p).items() if (n := t.count(qualifier)) > 1}
     assert not over, over
+
+
+def test_a_reference_run_is_one_run_for_the_cold_verdict(tmp_path):
+    """A reference run runs each chapter apart (run ids ``<run>-<NN>-<k>``): its chapters still follow chapter 2's
+    verdict, as a reader's one-process run does; a chapter of another reference run does not. Chapter 9 says whose
+    check gave the verdict and what its own said (here: inside the band, so alone it cannot tell)."""
+    from datajourney.chapters.c09_reading_smarter import analysis as analysis9
+    from datajourney.chapters.c09_reading_smarter import page as page9
+
+    assert common.run_of("reference-h200-20261128-202402-03-1") == "reference-h200-20261128-202402"
+    assert common.run_of("20261128-202402-quick") == "20261128-202402-quick"
+    r2 = _result(common.STORAGE_CHAPTER, [22.0, 23.0, 24.0], run_id="reference-h200-20261128-202402-02-1")
+    r2.facts = analysis2.analyse(r2)
+    r2.save(tmp_path)
+    r9 = _result("09_reading_smarter", [25.0, 33.0], run_id="reference-h200-20261128-202402-09-2")
+    r9.save(tmp_path)
+    assert common.cold_verdict(r9).source.startswith("chapter 2") and common.cold_verdict(r9).state == "cache"
+    f9 = analysis9.analyse(r9)
+    assert f9["virtual_disk_verdict"].value == "cache below"
+    text = next(x.text for x in page9.findings(f9) if x.key == "virtual_disk")
+    assert "comes from chapter 2's latency check in this run" in text and "alone cannot tell" in text
+    r9.run_id = "reference-h200-20261129-101010-09-1"    # another reference run: its own check decides
+    r9.save(tmp_path)
+    assert common.cold_verdict(r9).source == "this chapter's latency check"
+    text = next(x.text for x in page9.findings(analysis9.analyse(r9)) if x.key == "virtual_disk")
+    assert "this chapter's own latency check: not every run's median lies clear of" in text

@@ -320,7 +320,7 @@ def test_findings_of_a_constructed_run_say_what_it_shows():
     assert "keeps up" in t["published_w4"] and "`D·B/W` (the CPU cost of a batch" in t["published_w4"]
     assert "accelerator utilisation (AU:" in t["published_w4"]
     assert "higher clocks" in _drift(_result()) and "power cap" in _drift(_result())
-    assert "faster than a step run back-to-back" in t["step_drift"] and "MHz" not in t["step_drift"]
+    assert "faster than a step with no idle gap before it" in t["step_drift"] and "MHz" not in t["step_drift"]
     assert "from **W = 4**" in t["workers_to_keep_up"] and "synthetic" in t["workers_to_keep_up"]
     assert "variable per-sample cost, a prefetch factor of 4 was 3" in t["prefetch_balanced"]
     assert "constant per-sample cost, a prefetch factor of 4 was level with" in t["prefetch_balanced"]
@@ -344,17 +344,18 @@ def test_reversed_w0_below_the_model():
 
 def test_reversed_a_step_that_does_not_drift():
     t = _texts(_result(after_gap=50.0, clocks=(1980, 1980)))["step_drift"]
-    assert "level with a step run back-to-back" in t and "higher clocks" not in t and "power cap" not in t
+    assert "level with a step with no idle gap before it" in t and "higher clocks" not in t and "power cap" not in t
 
 
 def test_reversed_a_step_slower_after_idle_and_clocks_that_do_not_explain_it():
     t = _drift(_result(after_gap=55.0, clocks=(1980, 1980)))
-    assert "slower than a step run back-to-back" in t and "not the explanation" in t and "higher clocks" not in t
+    assert "slower than a step with no idle gap before it" in t and "not the explanation" in t
+    assert "higher clocks" not in t
 
 
 def test_reversed_faster_after_idle_without_nvml():
     t = _drift(_result(nvml=False))
-    assert "faster than a step run back-to-back" in t and "not logged" in t and "MHz" not in t
+    assert "faster than a step with no idle gap before it" in t and "not logged" in t and "MHz" not in t
 
 
 def test_reversed_prefetch_that_helps_and_one_that_does_not():
@@ -415,7 +416,7 @@ def test_takeaways_follow_the_data():
                                                 pf_constant=(5.0, 5.0), after_gap=50.0, clocks=(1980, 1980))))
     assert "keep the default `persistent_workers=False`" in t and "keep the default `prefetch_factor=2`" in t
     assert "set `prefetch_factor" not in t
-    assert "level with a step run back-to-back" in t
+    assert "level with a step with no idle gap before it" in t
 
 
 def test_findings_of_an_older_result_without_the_new_tables():

@@ -241,7 +241,8 @@ def _load(path: str, mtime_ns: int):
 
 
 def same_run_result(res, chapter: str):
-    """``chapter``'s result of the same run as ``res`` (the file beside ``res``'s, with its run id), or None."""
+    """``chapter``'s result of the same run as ``res`` (the file beside ``res``'s, of the same run), or None. A
+    reference run runs each chapter apart, as ``<run id>-<NN>-<k>``: its chapters are one run (:func:`run_of`)."""
     if getattr(res, "path", None) is None:
         return None
     path = Path(res.path).parent / f"{chapter}.json"
@@ -249,7 +250,14 @@ def same_run_result(res, chapter: str):
         other = _load(str(path), path.stat().st_mtime_ns)
     except (OSError, ValueError):
         return None
-    return other if other.run_id == res.run_id else None
+    return other if run_of(other.run_id) == run_of(res.run_id) else None
+
+
+def run_of(run_id: str) -> str:
+    """The run a result belongs to: its run id, less the ``-<NN>-<k>`` (chapter, attempt) a reference run gives each
+    chapter it runs apart (``reference-h200-20261128-202402-03-1`` is run ``reference-h200-20261128-202402``)."""
+    m = re.fullmatch(r"(reference-.+)-\d{2}-\d+", run_id or "")
+    return m.group(1) if m else run_id
 
 
 def cold_verdict(res) -> ColdVerdict:
@@ -287,11 +295,13 @@ def latency_stats(res) -> dict | None:
         return None
     second = lat[(lat["series"] == "O_DIRECT, second pass") & lat["p50_us"].notna()]
     warm = lat[(lat["series"] == "page cache (warm)") & lat["p50_us"].notna()]
+    def med(col):   # a quantile the table lacks (an older or partial result) is not a number
+        return float(first[col].median()) if col in first else float("nan")
+
     return dict(
-        median_us=float(first["p50_us"].median()), medians=first["p50_us"].tolist(),
-        p10_us=float(first["p10_us"].median()), p90_us=float(first["p90_us"].median()),
-        p99_us=float(first["p99_us"].median()), reads=int(first["reads"].sum()),
-        request_bytes=int(first["request_bytes"].iloc[0]),
+        median_us=med("p50_us"), medians=first["p50_us"].tolist(), p10_us=med("p10_us"), p90_us=med("p90_us"),
+        p99_us=med("p99_us"), reads=int(first["reads"].sum()),
+        request_bytes=int(first["request_bytes"].iloc[0]) if "request_bytes" in first else None,
         second_medians=second["p50_us"].tolist(), warm_medians=warm["p50_us"].tolist(),
     )
 

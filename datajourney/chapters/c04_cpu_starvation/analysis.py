@@ -213,8 +213,9 @@ def _drift(res: Result, out: Facts, g: float) -> None:
     base = idle[idle["gap_ms"] == gaps[0]]["step_ms"]
     top = idle[idle["gap_ms"] == gaps[-1]]["step_ms"]
     out.add(_ms("step_first", drift["step_ms"].iloc[0], "the first step after a rest"),
-            measured("step_back_to_back", base, unit="ms", label="a step run back-to-back", quantity="time",
-                     better=None, setting={"gap_ms": float(gaps[0])}),
+            measured("step_back_to_back", base, unit="ms", label="a step with no idle gap before it" if gaps[0] == 0
+                     else f"a step after an idle gap of {gaps[0]:g} ms", quantity="time", better=None,
+                     setting={"gap_ms": float(gaps[0])}),
             measured("step_after_gap", top, unit="ms", label=f"a step after an idle gap of {gaps[-1]:g} ms",
                      quantity="time", better=None, setting={"gap_ms": float(gaps[-1])}))
     out.add(compare("step_drift", out["step_after_gap"], out["step_back_to_back"]))

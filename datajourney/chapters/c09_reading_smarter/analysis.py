@@ -20,7 +20,7 @@ import pandas as pd
 
 from datajourney.chapters.c09_reading_smarter.params import Params
 from datajourney.chapters.c09_reading_smarter.sweep import sweep_shares, sweep_summary
-from datajourney.chapters.common import classify, table_of
+from datajourney.chapters.common import classify, cold_verdict, table_of
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 
@@ -453,9 +453,12 @@ def _latency(res, f: Facts) -> None:
         return
     f.add(measured("virtual_disk", first, unit="µs", quantity="time", better="lower",
                    label="a cold 4 KiB O_DIRECT read, one at a time (median)"))
-    state = classify(first, floor)  # the book's one rule (chapter 2 uses it too)
-    f.add(Fact("virtual_disk_verdict", {"cache": "cache below", "device": "device", "undecided": "cannot tell"}[state],
-               "", "what answered the cold reads", "choice", None))
+    # the run's one verdict (chapter 2's where this run holds it, else this chapter's check), by the book's one rule;
+    # this chapter's own check classified alone beside it
+    v, own = cold_verdict(res), classify(first, floor)
+    words = {"cache": "cache below", "device": "device", "undecided": "cannot tell"}
+    f.add(Fact("virtual_disk_verdict", words[v.state or own], "", "what answered the cold reads", "choice", None,
+               setting=dict(source=v.source, medians=list(v.medians), own=words[own])))
     second = ok[ok["series"] == "O_DIRECT, second pass"]["p50_us"].astype(float).tolist()
     if second:
         f.add(measured("second_pass", second, unit="µs", quantity="time", better="lower",

@@ -889,18 +889,15 @@ def _virtual_disk(facts: Facts, short: bool) -> Finding | None:
     where = f"On {phrasing.code(st.get('disk') or 'no block device')} ({phrasing.code(st.get('fs_type'))}),"
     if f is None:
         return None if short else Finding("virtual_disk", f"{where} the single-request latency check did not run.")
-    verdict = facts["virtual_disk_verdict"].value
+    vf = facts["virtual_disk_verdict"]
+    verdict = vf.value
     below = verdict == "cache below"
     floor = facts["flash_floor"]
     if verdict == "cannot tell":  # the shared rule's band around the flash floor (chapter 2 words it the same way)
         text = (f"{where} a cold 4 KiB O_DIRECT read, one at a time, took **{phrasing.value(f, runs=not short)}**"
                 f" (median): {UNDECIDED_WORDS}.")
-        if not short:   # whose check, by which rule: each chapter classifies its own run's reads
-            lo, hi = floor.number / COLD_MARGIN, floor.number * COLD_MARGIN
-            text += (f" This chapter's own latency check decided it, by the rule every chapter uses: not every run's "
-                     f"median lies clear of {fx.span(lo, hi, 'µs')}, the band around the flash floor "
-                     f"({phrasing.value(floor)}).")
-        return Finding("virtual_disk", text, f.number, f.unit, interval=f.spread)
+        return Finding("virtual_disk", text + ("" if short else _whose_verdict(vf, floor)), f.number, f.unit,
+                       interval=f.spread)
     if short:
         how = ("faster than any flash read, so a cache below this machine answered" if below else
                "as slow as a flash read, so cold reads reached the device")
@@ -914,7 +911,29 @@ def _virtual_disk(facts: Facts, short: bool) -> Finding | None:
                if below else
                f"within reach of flash (at least {phrasing.value(floor)}; a physical NVMe drive takes about "
                f"{fx.num(lo_n)}–{fx.num(hi_n, 'µs')}): cold reads here came from a device, not from a cache below."))
-    return Finding("virtual_disk", text, f.number, f.unit, interval=f.spread)
+    return Finding("virtual_disk", text + _whose_verdict(vf, floor), f.number, f.unit, interval=f.spread)
+
+
+_OWN = {"cache below": "a cache below this machine", "device": "the device", "cannot tell": "cannot tell"}
+
+
+def _whose_verdict(vf, floor) -> str:
+    """Whose latency check gave the verdict, by the rule every chapter uses: chapter 2's in this run (this chapter's
+    own check then said beside it, agreeing or not), or this chapter's own."""
+    lo, hi = floor.number / COLD_MARGIN, floor.number * COLD_MARGIN
+    band = f"{fx.span(lo, hi, 'µs')}, the band around the flash floor ({phrasing.value(floor)})"
+    s = vf.setting or {}
+    source, own = s.get("source") or "this chapter's latency check", s.get("own", vf.value)
+    if source.startswith("this chapter"):
+        rule = ("every run's median lies below" if vf.value == "cache below" else
+                "every run's median lies above" if vf.value == "device" else "not every run's median lies clear of")
+        return f" By the rule every chapter uses, this chapter's own latency check: {rule} {band}."
+    meds = [float(m) for m in s.get("medians") or ()]
+    said = f" ({fx.span(min(meds), max(meds), 'µs')} over its runs)" if meds else ""
+    alone = ("agrees" if own == vf.value else "alone cannot tell: a run's median lies inside " + band
+             if own == "cannot tell" else f"alone points to {_OWN[own]}")
+    return (f" The verdict comes from {phrasing.text(source)}{said}, which every chapter of this run follows; "
+            f"this chapter's own check {alone}.")
 
 
 def finding(facts: Facts, key: str) -> list[Finding]:
