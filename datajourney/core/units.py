@@ -72,6 +72,19 @@ def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
     return text + unit if unit in ("×", "%") else f"{text} {unit}"
 
 
+def shown(value: float, unit: str = "") -> float:
+    """``value`` as :func:`num` prints it, read back: a worked answer computes from the inputs it shows, so a reader's
+    own arithmetic on the page gives the page's result.
+
+    >>> shown(37.04, "µs"), shown(2123.19, "MB/s"), shown(-0.0291, "ms")
+    (37.0, 2123.0, -0.029)
+    """
+    text = num(value, unit, with_unit=False)
+    if not text.replace(",", "").replace("−", "").replace(".", "").isdigit():   # a scaled value ("2.54 G"): as is
+        return float(value)
+    return float(text.replace(",", "").replace("−", "-"))
+
+
 def _scaled(v: float, unit: str, with_unit: bool) -> str:
     """``v`` (at least :data:`LARGE` in magnitude) to three significant figures: with the scale it reaches for a
     count rate or a bare number ("2.54 G"), in zeros beside a unit of its own ("1,230,000 ms")."""

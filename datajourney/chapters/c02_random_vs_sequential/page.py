@@ -27,7 +27,7 @@ from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num, pct, size_label
+from datajourney.core.units import num, pct, shown, size_label
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -355,7 +355,7 @@ def paper_exercise(facts: Facts, res) -> str:
         return "The exercise on paper needs the headline's two layouts: this run has no random or no sequential read."
     n, size = int(Params.value_of(res, "n_files")), int(Params.value_of(res, "file_size"))
     word = _cold(facts) if cache == "cold" else "warm"
-    t_file, t_shard = size / (rand * 1e6), size / (seq * 1e6)
+    t_file, t_shard = size / (shown(rand, "MB/s") * 1e6), size / (shown(seq, "MB/s") * 1e6)   # from the rates shown
     extra = t_file - t_shard
     intro = (f"**Work it out.** In the headline ({word}), {n:,} shuffled files of {size_label(size)} ({size:,} "
              f"bytes) each were read at **{num(rand, 'MB/s')}** on average, and the same bytes as one shard read in "

@@ -29,7 +29,7 @@ from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num, pct
+from datajourney.core.units import num, pct, shown
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -251,17 +251,17 @@ def paper_exercise(facts) -> str:
     b, size, bound, rate = ex["batch_size"], ex["file_size"], ex["bound"], ex["rate"]
     where = (f"{LABELS[ex['kind']].split(' (')[0]}, {_cache_word(facts, ex['cache'])}, "
              f"`num_workers={ex['workers_at']}`")
-    shown = f"{ex['cost_ms']:.3g} ms"   # three significant digits: the bound worked from it by hand comes out as below
-    intro = (f"**Work it out.** In the hand-over check (warm, one worker) the main process spent **{shown}** "
+    cost = f"{ex['cost_ms']:.3g} ms"   # three significant digits: the bound worked from it by hand comes out as below
+    intro = (f"**Work it out.** In the hand-over check (warm, one worker) the main process spent **{cost}** "
              f"of CPU receiving each batch of {b} samples of {size:,} bytes. The sweep's best rate with workers "
              f"and {_cache_word(facts, ex['cache'])} files was **{num(rate)} batches/s** ({where}).")
     questions = ["If receiving batches were all the main process did, one after another, how many batches per second "
                  "could it take at most?",
                  "How many MB/s is that (MB = 10⁶ bytes)?",
                  "What share of that bound did the sweep's best rate reach?"]
-    answers = [f"1,000 ms ÷ {shown} = **{num(bound)} batches/s**.",
-               f"{num(bound)} batches/s × {b} × {size:,} B = **{num(ex['mbps'], 'MB/s')}**.",
-               f"{num(rate)} ÷ {num(bound)} = **{pct(ex['share'])}**."]
+    answers = [f"1,000 ms ÷ {cost} = **{num(bound)} batches/s**.",
+               f"{num(bound)} batches/s × {b} × {size:,} B = **{num(shown(bound) * b * size / 1e6, 'MB/s')}**.",
+               f"{num(rate)} ÷ {num(bound)} = **{pct(shown(rate) / shown(bound))}**."]   # from the numbers shown
     return on_paper(intro, questions, answers)
 
 
