@@ -37,15 +37,18 @@ def test_a_metric_that_moved_is_named_and_one_that_did_not_is_not():
     text = stability.sentence(main, moved, df)
     assert "2 of the 3 key metrics moved by more than 10%" in text
     assert "sequential read, cold, −50%" in text and "beyond the runs' ± std" in text
-    assert "random read, cold, " not in text.split("The largest change")[0]
-    assert "The largest change is sequential ÷ random, cold, −51.4%." in text
+    assert "random read, cold, " not in text
+    assert "largest first: sequential ÷ random, cold, −51.4%" in text and "The largest change" not in text
     assert "same commit (c0ffee), 30 minutes apart, on the same host and boot, an H200 host" in text
     assert "run-to-run noise" in text
     # the reversal: nothing moved
     still = _result([70, 71, 69], [1400, 1410, 1390], run_id="rep")
     text = stability.sentence(main, still, stability.compare(main, still))
-    assert "none of the 3 key metrics moved by more than 10%" in text and "largest change is" in text
-    assert "All 2 metrics with a spread moved by no more than" in text
+    assert "all 3 key metrics read the same in both runs" in text and "largest change" not in text
+    assert "Both metrics with a spread moved by no more than" in text
+    little = _result([71, 72, 70], [1400, 1410, 1390], run_id="rep")
+    text = stability.sentence(main, little, stability.compare(main, little))
+    assert "none of the 3 key metrics moved by more than 10%; the largest change is random read, cold, +1.4%" in text
 
 
 def test_the_threshold_decides_what_is_named():
@@ -345,7 +348,10 @@ def test_one_metric_reads_as_one_not_as_one_of_one():
     assert "its one key metric moved by more than 10%" in text and "1 of the 1" not in text, text
     assert "The one metric with a spread moved by more than" in text and "largest change" not in text, text
     still = stability.sentence(main, main, stability.compare(main, main)[lambda d: d["metric"] == "random read, cold"])
-    assert "its one key metric, random read, cold, moved by" in still, still
+    assert "its one key metric read the same in both runs" in still and "0%" not in still, still
+    near = _result([70.5, 71, 69], [1400, 1410, 1390], run_id="near")
+    text = stability.sentence(main, near, stability.compare(main, near)[lambda d: d["metric"] == "random read, cold"])
+    assert "its one key metric, random read, cold, moved by +0.2" in text, text
     two = df[df["within_spread"].notna()]
     if (two["within_spread"] == False).all() and len(two) > 1:  # noqa: E712
         assert "No metric of the" in stability.sentence(main, moved, two)
@@ -369,3 +375,27 @@ def test_the_lead_names_a_multi_gpu_host_whole():
     a = {"host": "x", "host_id": "aaa", "boot_id": "b1", "gpu": "H200", "label": "a 4 × H200 host (64 cores)"}
     b = {**a, "host_id": "bbb", "boot_id": "b2"}
     assert stability._hosts(a, b)[1] == "Every repeat ran on another 4 × H200 host (64 cores) than its reference."
+
+
+def test_a_signed_gain_changes_in_points_and_two_metrics_read_as_both():
+    """A gain that turned a loss (25% faster, then 13% slower) changed by −38 points, not by "−153%" of itself; two
+    metrics with a spread read "both", never "All 2"."""
+    df = pd.DataFrame([dict(metric="gain", change_pct=-38.3, change_in="points", within_spread=False),
+                       dict(metric="rate", change_pct=2.0, change_in="%", within_spread=True)])
+    assert stability._signed(-38.3, "points") == "−38.3 points" and stability._signed(13.8) == "+13.8%"
+    main = _result([70, 71, 69], [1400, 1410, 1390])
+    text = stability.sentence(main, main, df)
+    assert "−38.3 points" in text and "153" not in text
+    df["within_spread"] = True
+    assert "Both metrics with a spread moved by no more than" in stability.sentence(main, main, df)
+
+
+def test_each_reference_host_is_headed_by_its_hardware_not_its_folder_key():
+    from datajourney.core import results
+
+    for host in results.reference_hosts():
+        heading = stability.host_heading(host)
+        assert heading[0].isupper() and " host (" in heading and host not in heading, (host, heading)
+    from datajourney.core.paths import REPO_ROOT
+
+    assert "stability.host_heading(host)" in (REPO_ROOT / "book" / "reference_runs.ipynb").read_text()

@@ -96,14 +96,16 @@ def compare(main: results.Result, repeat: results.Result) -> pd.DataFrame:
     for metric in dict.fromkeys([*a, *b]):
         (va, sa), (vb, sb) = a.get(metric, (None, None)), b.get(metric, (None, None))
         va, sa, vb, sb = _number(va), _number(sa), _number(vb), _number(sb)
-        change = 100 * (vb - va) / abs(va) if va not in (None, 0) and vb is not None else None
+        fig = published.figure(main.chapter, metric)
+        points = getattr(fig, "ways", None) is not None   # a signed gain (25% faster, 13% slower): change in points
+        change = (vb - va if points else 100 * (vb - va) / abs(va)) if va not in (None, 0) and vb is not None \
+            else None
         within = None
         if change is not None and sa is not None and sb is not None:
             within = abs(vb - va) <= sa + sb
-        fig = published.figure(main.chapter, metric)
         rows.append({"chapter": main.chapter, "metric": metric, "unit": fig.unit if fig else "",
                      "reference": va, "reference_std": sa, "repeat": vb, "repeat_std": sb,
-                     "change_pct": change, "within_spread": within,
+                     "change_pct": change, "change_in": "points" if points else "%", "within_spread": within,
                      **{f"reference_{k}": v for k, v in ia.items()}, **{f"repeat_{k}": v for k, v in ib.items()}})
     return pd.DataFrame(rows)
 
@@ -145,8 +147,16 @@ def _value(v, unit: str, std=None, ways: tuple[str, str] | None = None) -> str:
     return published.fmt(v, std, unit, ways) if v is not None else "—"
 
 
-def _signed(pct: float) -> str:
-    return ("+" if pct > 0 else "−" if pct < 0 else "") + fx.num(abs(pct), "%")
+def _count(n: int, noun: str) -> str:
+    """"its one key metric", "both key metrics", "all 3 key metrics": every one of ``n`` ``noun``s."""
+    return f"its one {noun}" if n == 1 else f"both {noun}s" if n == 2 else f"all {n} {noun}s"
+
+
+def _signed(pct: float, change_in: str = "%") -> str:
+    """A change as the table prints it: "+13.8%" of the reference's value, or "−38.3 points" for a signed gain
+    (a percentage of a percentage that changed sign would read −153%)."""
+    sign = "+" if pct > 0 else "−" if pct < 0 else ""
+    return sign + (fx.num(abs(pct), "%") if change_in == "%" else f"{fx.num(abs(pct))} points")
 
 
 def table(found: dict) -> pd.DataFrame:
@@ -160,7 +170,7 @@ def table(found: dict) -> pd.DataFrame:
                 rows.append({"chapter": lookup(name).number, "repeat run": rep.run_id, "metric": r.metric,
                              "reference run": _value(r.reference, r.unit, r.reference_std, ways),
                              "repeat": _value(r.repeat, r.unit, r.repeat_std, ways),
-                             "change": _signed(r.change_pct) if r.change_pct is not None else "—",
+                             "change": _signed(r.change_pct, r.change_in) if r.change_pct is not None else "—",
                              "within the runs' ± std": ("—" if r.within_spread is None
                                                         else "yes" if r.within_spread else "no")})
     for name in without_repeat(found):
@@ -240,28 +250,31 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
     else:
         big = moved[moved["change_pct"].abs() > 100 * threshold]
         top = moved.loc[moved["change_pct"].abs().idxmax()]
-        if big.empty and len(moved) == 1:
-            text = (f"{head}: its one key metric, {top['metric']}, moved by {_signed(top['change_pct'])}, no more "
-                    f"than {fx.pct(threshold)}.")
+        top_said = _signed(top["change_pct"], top["change_in"])
+        if big.empty and top_said.lstrip("+−") in ("0%", "0 points"):
+            text = f"{head}: {_count(len(moved), 'key metric')} read the same in both runs, at the precision printed."
+        elif big.empty and len(moved) == 1:
+            text = (f"{head}: its one key metric, {top['metric']}, moved by {top_said}, no more than "
+                    f"{fx.pct(threshold)}.")
         elif big.empty:
             text = (f"{head}: none of the {len(moved)} key metrics moved by more than {fx.pct(threshold)}; the "
-                    f"largest change is {top['metric']}, {_signed(top['change_pct'])}.")
+                    f"largest change is {top['metric']}, {top_said}.")
         else:
-            named = "; ".join(f"{r.metric}, {_signed(r.change_pct)}"
+            named = "; ".join(f"{r.metric}, {_signed(r.change_pct, r.change_in)}"
                               + ("" if r.within_spread is None else
                                  " (within the runs' own ± std)" if r.within_spread else " (beyond the runs' ± std)")
                               for r in big.sort_values("change_pct", key=abs, ascending=False).itertuples())
-            which = ("its one key metric" if len(moved) == 1 else f"all {len(moved)} key metrics"
+            which = ("its one key metric" if len(moved) == 1 else _count(len(moved), "key metric")
                      if len(big) == len(moved) else f"{len(big)} of the {len(moved)} key metrics")
-            text = f"{head}: {which} moved by more than {fx.pct(threshold)}: {named}."
-            text += (f" The largest change is {top['metric']}, {_signed(top['change_pct'])}." if len(big) > 1 else "")
+            order = ", largest first" if len(big) > 1 else ""
+            text = f"{head}: {which} moved by more than {fx.pct(threshold)}{order}: {named}."
         n_within = int((moved["within_spread"] == True).sum())  # noqa: E712 - None means no spread given
         n_judged = int(moved["within_spread"].notna().sum())
         within = "the two runs' standard deviations together"
         if n_judged == 1:
             text += f" The one metric with a spread moved by {'no more' if n_within else 'more'} than {within}."
         elif n_judged and n_within == n_judged:
-            text += f" All {n_judged} metrics with a spread moved by no more than {within}."
+            text += f" {cap(_count(n_judged, 'metric'))} with a spread moved by no more than {within}."
         elif n_judged and n_within == 0:
             text += f" No metric of the {n_judged} with a spread stayed within {within}."
         elif n_judged:
@@ -447,6 +460,13 @@ def section(host: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
 
 
 # ----------------------------------------------------------------------------- how long did the reference run take?
+def host_heading(host: str | None = None) -> str:
+    """A reference host's folder by the hardware that ran most of its chapters ("An H100 80GB HBM3 host (16
+    cores)"), as a page heads its runs: never the folder's key ("h100")."""
+    labels = [h for h in run_times(host)["host"] if isinstance(h, str) and h]
+    return cap(max(dict.fromkeys(labels), key=labels.count)) if labels else f"Reference host {host}"
+
+
 def run_time_section(host: str | None = None) -> tuple[pd.DataFrame, str]:
     """The committed reference run's wall time per chapter, from its run records (never this run), and
     the computed sentence: the summed time and the whole job's, the chapters that need several GPUs apart."""
