@@ -218,3 +218,33 @@ def test_a_book_extra_without_the_equation_renderer_is_named(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "latex2mathml", None)
     with pytest.raises(ExtensionError, match=r"latex2mathml.*pip install -e '\.\[book\]'"):
         sphinx_ext.setup(object())
+
+
+#: "A unit ÷ B unit = **C": a worked division on a committed page (units: letters, µ, /).
+_DIVISION = re.compile(r"(?<![\d.,])(\d[\d,]*(?:\.\d+)?)(?: [A-Za-zµ/]+)? ÷ (\d[\d,]*(?:\.\d+)?)(?: [A-Za-zµ/]+)? = "
+                       r"\*\*(\d[\d,]*(?:\.\d+)?)")
+
+
+def test_worked_divisions_give_their_shown_result_from_their_shown_inputs():
+    """A worked answer ("1 ÷ 37.0 µs = **27,027 IOPS**") is checked by a reader with the numbers it shows: the result
+    printed is what those inputs give at its printed precision (units may scale it by a power of ten)."""
+    import math
+
+    from datajourney.core.units import num
+
+    wrong, seen = [], 0
+    for nb in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        text = json.dumps(json.loads(nb.read_text()), ensure_ascii=False)
+        for m in _DIVISION.finditer(text):
+            a, b, c = m.groups()
+            x, y, z = (float(v.replace(",", "")) for v in (a, b, c))
+            if not (x and y and z) or any(op in text[m.start() - 3:m.start()] for op in "×/+−(÷"):
+                continue   # a part of a longer expression
+            seen += 1
+            k = round(math.log10(z / (x / y)))
+            digits = len(c.split(".")[1]) if "." in c else 0
+            got = f"{x / y * 10 ** k:,.{digits}f}" if digits or z < 1000 else num(round(x / y * 10 ** k))
+            if got != c:
+                wrong.append(f"{nb.name}: {a} ÷ {b} = {c} (the shown inputs give {got})")
+    assert seen >= 10, seen
+    assert not wrong, wrong

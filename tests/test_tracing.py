@@ -425,7 +425,7 @@ def test_checkpoint_notes_word_the_facts():
     f = analysis.analyse(res)
     assert [r["blind"] for r in f.data["checkpoint_posix"]] == [True, False]
     t = page.checkpoint_posix_note(f)
-    assert "`torch.save`: 0 write calls (0 MB)" in t and "For `torch.save` the tracer recorded 0 MB" in t
+    assert "`torch.save`: 0 write calls (0 bytes)" in t and "For `torch.save` the tracer recorded 0 bytes" in t
     assert "For `DCP save`" not in t and page.checkpoint_posix_note(res) == t
 
 

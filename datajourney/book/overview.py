@@ -247,9 +247,12 @@ def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "W
     actions = "\n".join(f"{i}. {a.text}" for i, a in enumerate(op.actions, 1))
     host = host_label(res12.fingerprint)
     # a chapter measured on another host (chapter 11 on a multi-GPU one) is named in the head, as its bullet names it
-    others = sorted({h for ch, h in (facts.data.get("hosts") or {}).items() if h and h != host
-                     and (every or ch not in GRADIENT_CHAPTERS)})
-    also = f" and {', '.join(phrasing.text(h) for h in others)}" if others else ""
+    others: dict[str, list[int]] = {}
+    for ch, h in (facts.data.get("hosts") or {}).items():
+        if h and h != host and (every or ch not in GRADIENT_CHAPTERS):
+            others.setdefault(h, []).append(registry.lookup(ch).number)
+    also = "".join(f", and {phrasing.text(h)} for chapter{'s' if len(n) > 1 else ''} "
+                   f"{phrasing.and_list([str(x) for x in sorted(n)])}" for h, n in sorted(others.items()))
     who += "s" if others and who.endswith(" host") else ""
     head = f"**{who}, {phrasing.text(host)}{also}** (from {_link(diagnosis.CHAPTER, base)}):"
     body = found + (f"\n\n**{todo}**\n\n{actions}" if actions else "")

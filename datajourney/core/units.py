@@ -85,6 +85,16 @@ def shown(value: float, unit: str = "") -> float:
     return float(text.replace(",", "").replace("−", "-"))
 
 
+def equals(value: float, unit: str, gives) -> str:
+    """The sign between a worked answer's inputs and its result: "=" where ``gives(value as printed)`` holds (the
+    result, worked by hand from the printed input, comes out as printed), else "≈" (the input is rounded).
+
+    >>> equals(36.749, "ms", lambda g: f"{64e3 / g:,.0f}" == "1,742"), equals(31.4, "ms", lambda g: True)
+    ('≈', '=')
+    """
+    return "=" if gives(shown(value, unit)) else "≈"
+
+
 def _scaled(v: float, unit: str, with_unit: bool) -> str:
     """``v`` (at least :data:`LARGE` in magnitude) to three significant figures: with the scale it reaches for a
     count rate or a bare number ("2.54 G"), in zeros beside a unit of its own ("1,230,000 ms")."""

@@ -27,7 +27,7 @@ from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num, pct, shown, size_label
+from datajourney.core.units import equals, num, pct, shown, size_label
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -355,7 +355,9 @@ def paper_exercise(facts: Facts, res) -> str:
         return "The exercise on paper needs the headline's two layouts: this run has no random or no sequential read."
     n, size = int(Params.value_of(res, "n_files")), int(Params.value_of(res, "file_size"))
     word = _cold(facts) if cache == "cold" else "warm"
-    t_file, t_shard = size / (shown(rand, "MB/s") * 1e6), size / (shown(seq, "MB/s") * 1e6)   # from the rates shown
+    t_file, t_shard = size / (rand * 1e6), size / (seq * 1e6)
+    eq_file, eq_shard = (equals(r, "MB/s", lambda x, t=t: short_time(size / (x * 1e6)) == short_time(t))
+                         for r, t in ((rand, t_file), (seq, t_shard)))
     extra = t_file - t_shard
     intro = (f"**Work it out.** In the headline ({word}), {n:,} shuffled files of {size_label(size)} ({size:,} "
              f"bytes) each were read at **{num(rand, 'MB/s')}** on average, and the same bytes as one shard read in "
@@ -365,8 +367,8 @@ def paper_exercise(facts: Facts, res) -> str:
                  "The difference is what each file costs beyond its bytes: the lookup, the `open`, the `close` and "
                  f"a request of its own. What does it add up to over one pass of {n:,} files, and what share of "
                  "the whole read of the files is that?"]
-    answers = [f"{size:,} B ÷ {num(rand, 'MB/s')} = **{short_time(t_file)}** per file.",
-               f"{size:,} B ÷ {num(seq, 'MB/s')} = **{short_time(t_shard)}**.",
+    answers = [f"{size:,} B ÷ {num(rand, 'MB/s')} {eq_file} **{short_time(t_file)}** per file.",
+               f"{size:,} B ÷ {num(seq, 'MB/s')} {eq_shard} **{short_time(t_shard)}**.",
                f"{short_time(t_file)} − {short_time(t_shard)} = **{short_time(extra)}** per file; × {n:,} files = "
                f"**{short_time(extra * n)}**, {pct(extra / t_file)} of the {short_time(t_file * n)} the files took."]
     lat = facts.get("cold_latency")
@@ -374,7 +376,9 @@ def paper_exercise(facts: Facts, res) -> str:
         request = size_label(int(lat.setting.get("request_bytes") or 4096))
         questions.append(f"The latency check timed one cold {request} `O_DIRECT` read at **{num(lat.number, 'µs')}** "
                          "(median). What share of the per-file cost from 3 is one such read?")
-        answers.append(f"{num(lat.number, 'µs')} ÷ {short_time(extra)} = **{pct(lat.number * 1e-6 / extra)}**.")
+        share = lat.number * 1e-6 / extra
+        eq = equals(lat.number, "µs", lambda x: pct(x / shown(extra * 1e6, "µs")) == pct(share))
+        answers.append(f"{num(lat.number, 'µs')} ÷ {short_time(extra)} {eq} **{pct(share)}**.")
     return on_paper(intro, questions, answers)
 
 

@@ -29,7 +29,7 @@ from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num, pct, shown
+from datajourney.core.units import equals, num, pct, shown
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -260,8 +260,11 @@ def paper_exercise(facts) -> str:
                  "How many MB/s is that (MB = 10⁶ bytes)?",
                  "What share of that bound did the sweep's best rate reach?"]
     answers = [f"1,000 ms ÷ {cost} = **{num(bound)} batches/s**.",
-               f"{num(bound)} batches/s × {b} × {size:,} B = **{num(shown(bound) * b * size / 1e6, 'MB/s')}**.",
-               f"{num(rate)} ÷ {num(bound)} = **{pct(shown(rate) / shown(bound))}**."]   # from the numbers shown
+               f"{num(bound)} batches/s × {b} × {size:,} B "
+               f"{equals(bound, '', lambda x: num(x * b * size / 1e6, 'MB/s') == num(ex['mbps'], 'MB/s'))} "
+               f"**{num(ex['mbps'], 'MB/s')}**.",
+               f"{num(rate)} ÷ {num(bound)} {equals(bound, '', lambda x: pct(shown(rate) / x) == pct(ex['share']))} "
+               f"**{pct(ex['share'])}**."]
     return on_paper(intro, questions, answers)
 
 

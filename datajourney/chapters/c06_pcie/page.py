@@ -147,13 +147,14 @@ def pageable_drop_note(res) -> str:
                    "none": "the CPU-cache cause does not reproduce in this run, and the run measures no other."}[kind]
 
 
-def _sizes_text(sizes) -> str:
+def _sizes_text(sizes, among=None) -> str:
+    """Sizes in words: "64 MiB", "64 MiB and 256 MiB"; "48 MiB to 256 MiB" only where ``among`` (the sizes the
+    experiment measured) has none between them that they leave out, else each named ("48 MiB, 64 MiB and 192 MiB")."""
     sizes = sorted(int(x) for x in sizes)
-    if len(sizes) == 1:
-        return size_label(sizes[0])
-    if len(sizes) == 2:
-        return f"{size_label(sizes[0])} and {size_label(sizes[1])}"
-    return f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
+    if len(sizes) > 2 and among is not None and all(
+            int(x) in sizes for x in among if sizes[0] <= int(x) <= sizes[-1]):
+        return f"{size_label(sizes[0])} to {size_label(sizes[-1])}"
+    return say.and_list([size_label(x) for x in sizes])
 
 
 def _dip_words(d: dict) -> str:
@@ -181,7 +182,8 @@ def _dip_words(d: dict) -> str:
                        + (f", although measured one size at a time {_sizes_text(covered)} did" if covered else "")
                        + "; what ran before each block, not the size, made the dip"
                        + (f" (the check did not copy {_sizes_text(missed)})." if missed else "."))
-    text += (f"At {_sizes_text(d['dips'])} it stays more than {fx.pct(DIP_TOL)} below {size_label(large)}: "
+    text += (f"At {_sizes_text(d['dips'], [n for n, _ in d['medians']])} it stays more than {fx.pct(DIP_TOL)} below "
+             f"{size_label(large)}: "
              "the dip belongs to the size, not the order. ")
     text += (f"The calling thread spent {fx.span(*d['cpu_per_GB'], 'ms')} of CPU per GB there against "
              f"{fx.num(d['cpu_per_GB_large'], 'ms')} at {size_label(large)}, and the process took "
@@ -246,8 +248,8 @@ def staging_details(res) -> str:
                    "model the staging stage at those sizes.")
     dip = s.get("dip")
     if dip:
-        out.append(f"The cached copy dips to {fx.span(*dip['range'], 'GB/s')} at {_sizes_text(dip['sizes'])} "
-                   f"and recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. " + _dip_words(dip["check"]))
+        out.append(f"The cached copy dips to {fx.span(*dip['range'], 'GB/s')} at {_sizes_text(dip['sizes'])}, "
+                   f"then recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. " + _dip_words(dip["check"]))
     same = s["same_path"]
     if same["differ"]:
         out.append("The same path, pageable host-to-device, measured in two experiments: "
@@ -264,15 +266,41 @@ def staging_details(res) -> str:
     if huge:
         backed = " (the kernel backed none of it with huge pages)" if s.get("huge_bytes") == 0 else ""
         lo, hi = huge["changes"]
-        head = (f"Huge pages for the source{backed} changed the rate by a median of {_pct(huge['median_change'])} "
-                f"over {huge['sizes']} sizes from {size_label(s['huge_sizes'][0])}, "
-                f"{fx.span(100 * lo, 100 * hi, '%')} size by size: ")
+        head = (f"Huge pages for the source{backed} {_faster_slower(huge['median_change'], 'at the median')} over "
+                f"{huge['sizes']} sizes from {size_label(s['huge_sizes'][0])} "
+                f"({_change_span(lo, hi)} size by size): ")
         d = huge["direction"]
         if d == 0 and huge["wide"]:
             out.append(head + "an effect, if any, is within that wide spread and not resolved by this run.")
         else:
-            out.append(head + fx.choose(d, "page size matters too.", "they hurt here.", "page size is not the cause."))
+            out.append(head + fx.choose(d, "page size matters too.", "they hurt here.",
+                                        "not a clear change over those sizes, so page size is not the cause."))
     return " ".join(out)
+
+
+def _signed_change(change: float) -> str:
+    """A relative change of a rate as the page prints it, its direction in words: '9.2% faster', '3.9% slower',
+    '0.0%' (one that prints as zero has none)."""
+    return fx.signed(100 * change, "%", "faster", "slower")
+
+
+def _faster_slower(change: float, where: str) -> str:
+    """'made the copy 9.2% faster at the median' (``where``), or 'left the copy's rate unchanged at the median'."""
+    words = _signed_change(change)
+    return (f"made the copy {words} {where}" if words.endswith(("faster", "slower"))
+            else f"left the copy's rate unchanged {where}")
+
+
+def _change_span(low: float, high: float) -> str:
+    """The range of a change over sizes, each end with its direction: '3.9% slower to 15.6% faster'; a range in one
+    direction names it once: '2.0–15.6% faster'."""
+    a, b = _signed_change(low), _signed_change(high)
+    if a == b:
+        return a
+    if (low > 0 and high > 0) or (low < 0 and high < 0):
+        ends = sorted((100 * abs(low), 100 * abs(high)))
+        return f"{fx.span(*ends, '%')} {'faster' if low > 0 else 'slower'}"
+    return f"{a} to {b}"
 
 
 def cpu_overlap_note(res) -> str:
@@ -461,18 +489,14 @@ def bandwidth_frame(res) -> pd.DataFrame:
     return _events(res).assign(path=lambda d: d["direction"] + ", " + d["memory"])
 
 
-#: How the tables name the four paths.
-_PATH_HEADERS = {"H2D, pinned": "to GPU, pinned", "H2D, pageable": "to GPU, pageable",
-                 "D2H, pinned": "from GPU, pinned", "D2H, pageable": "from GPU, pageable"}
-
-
 def bandwidth_table(res) -> pd.DataFrame:
-    """Median GB/s per size and path, then each as a share of the link's peak, with readable headers."""
+    """Median GB/s per size and path, then each as a share of the link's peak, the paths named as the chart's legend
+    names them ("H2D, pinned": :func:`bandwidth_frame`'s ``path``, the text's host-to-device (H2D))."""
     ev = bandwidth_frame(res)
     piv = ev.pivot_table(index="size", columns="path", values="median")
     pct = ev.pivot_table(index="size", columns="path", values="pct_of_peak")
-    out = piv.rename(columns=lambda c: f"{_PATH_HEADERS.get(c, c)} (GB/s)").join(
-        pct.rename(columns=lambda c: f"{_PATH_HEADERS.get(c, c)} (% of peak)")).reset_index()
+    out = piv.rename(columns=lambda c: f"{c} (GB/s)").join(
+        pct.rename(columns=lambda c: f"{c} (% of peak)")).reset_index()
     out.insert(0, "copy size", out.pop("size").map(size_label))
     return out
 
@@ -533,13 +557,19 @@ def overlap_table(res) -> pd.DataFrame:
     out = pd.DataFrame({"size": o["size"].map(size_label), "copy": o["memory"] + ", " + o["mode"],
                         "copy (ms)": o["copy_ms"], "CPU work (ms)": o["cpu_ms"], "together (ms)": o["both_ms"]})
     if "overlap_p10" in o:
-        out["overlap: median (p10 to p90)"] = [
-            f"{_pct(m)} ({fx.span(100 * a, 100 * b, '%')})"
-            for m, a, b in zip(o["overlap"], o["overlap_p10"], o["overlap_p90"])]
+        out["overlap: median (p10 to p90)"] = [f"{_pct(m)} ({_to_range(a, b)})"
+                                               for m, a, b in zip(o["overlap"], o["overlap_p10"], o["overlap_p90"])]
         out["verdict"] = o["verdict"].replace({TOO_SHORT: "too short"})
     else:
         out["overlap (%)"] = 100 * o["overlap"]
     return out
+
+
+def _to_range(low: float, high: float) -> str:
+    """A range of shares in the one form a column shows whatever their signs ("70.9 to 125%", "−178 to 108%", as
+    :func:`~datajourney.core.units.span` words a range with a negative end); one share where both ends print alike."""
+    a, b = fx.num(100 * low, "%", with_unit=False), fx.num(100 * high, "%", with_unit=False)
+    return f"{a}%" if a == b else f"{a} to {b}%"
 
 
 def copy_kernel_table(res) -> pd.DataFrame:

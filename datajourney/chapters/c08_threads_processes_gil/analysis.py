@@ -274,16 +274,19 @@ def steady(res, kind: str, cpu_ms: float, unit: float) -> bool:
 
 def loader_summary(res) -> pd.DataFrame:
     """One row per loader configuration (loader, concurrency, decoder): images/s over the runs and the means of
-    first batch, CPU per image (user, system), busy cores and memory."""
+    first batch, CPU per image (user, system), busy cores and memory; ``threads``, the threads a loader ran where
+    that is not its concurrency (the batch-decode pipeline: ``concurrency`` tasks at once on its own thread pool;
+    else NaN)."""
     lo = loaders(res)
     keys = ["loader", "concurrency", "decoder"]
     out = stats.summarise(lo, keys, "images_per_s")
     extra = lo.assign(cpu_ms_per_image=1e3 * (lo["cpu_user_s"] + lo["cpu_system_s"]) / lo["images"],
                       user_ms_per_image=1e3 * lo["cpu_user_s"] / lo["images"],
                       system_ms_per_image=1e3 * lo["cpu_system_s"] / lo["images"],
-                      pss_mb=lo["pss_bytes"] / 1e6, uss_mb=lo["uss_bytes"] / 1e6)
+                      pss_mb=lo["pss_bytes"] / 1e6, uss_mb=lo["uss_bytes"] / 1e6,
+                      threads=(pd.to_numeric(lo["threads"], errors="coerce") if "threads" in lo else np.nan))
     cols = ["first_batch_s", "cpu_ms_per_image", "user_ms_per_image", "system_ms_per_image", "cpu_cores",
-            "pss_mb", "uss_mb", "added_pss_mb", "processes"]
+            "pss_mb", "uss_mb", "added_pss_mb", "processes", "threads"]
     agg = extra.groupby(keys, sort=False)[cols].mean().reset_index()
     out = out.merge(agg, on=keys)
     unit = [unit_cost_ms(res, d) for d in out["decoder"]]

@@ -3,6 +3,8 @@ result's tables, charts and notes as evidence. Every string from a result file t
 through :func:`~datajourney.core.phrasing.text` or :func:`~datajourney.core.phrasing.code`."""
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 
 from datajourney.chapters import published
@@ -15,7 +17,7 @@ from datajourney.core import phrasing as say
 from datajourney.core import stats
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.phrasing import Action, Finding, Opening, and_list
-from datajourney.core.units import num, pct, span, times
+from datajourney.core.units import equals, num, pct, shown, span, times
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(analysis.analyse)
@@ -342,7 +344,7 @@ def loader_lines(res) -> pd.DataFrame:
     # the decoder as the chart sets it apart (dash and marker); the pipeline without its collate copy is its own
     settings = [analysis.decoder_name(d) + (", no collate copy" if k == "spdl_prealloc" else "")
                 for k, d in zip(s["loader"], s["decoder"], strict=True)]
-    s = s.assign(kind=kinds, setting=settings,
+    s = s.assign(kind=kinds, setting=settings, concurrency=_workers_or_threads(s),   # the axis: workers or threads
                  loader=[k if lo == "nvjpeg" else f"{st} · {k}"
                          for lo, k, st in zip(s["loader"], kinds, settings, strict=True)])
     return s.sort_values(["kind", "setting", "concurrency"])
@@ -423,11 +425,19 @@ def gpu_share_note(facts) -> str | None:
                 "level": "as predicted, so the shortfall is the GPU's own time spent decoding"}[str(v.value)] + ".")
 
 
+def _workers_or_threads(s: pd.DataFrame) -> list[int]:
+    """Each row of :func:`~.analysis.loader_summary` by its workers or threads, as its label counts them: the
+    batch-decode pipeline by its own thread pool, not by the tasks it keeps at once (its ``concurrency``)."""
+    return [int(c if pd.isna(t) else t) for c, t in zip(s["concurrency"], s["threads"], strict=True)]
+
+
 def loader_table(res) -> pd.DataFrame:
+    """The loaders' table: each configuration's workers or threads (the batch-decode pipeline's own thread pool, as
+    its label names it, not the tasks it keeps at once), images/s over the runs, first batch, CPU and memory."""
     s = analysis.loader_summary(res)
     out = pd.DataFrame({"loader": s["loader"].map(gil.LABELS), "decoder": [
         "—" if k == "nvjpeg" else DECODER_NAMES.get(d, d) for k, d in zip(s["loader"], s["decoder"], strict=True)],
-        "workers or threads": s["concurrency"], **_spread(s)})
+        "workers or threads": _workers_or_threads(s), **_spread(s)})
     if not s["steady"].all():
         out["in the findings"] = ["yes" if v else _not_steady(analysis.old_windows(res)) for v in s["steady"]]
     out["first batch (s)"] = s["first_batch_s"]
@@ -671,7 +681,11 @@ CAUSE_WORDS = {"stage": "The busiest stage was {stage} ({threads}), busy {busy} 
 #: Where no stage was saturated, who waited for whom, by the sink queue's occupancy.
 WAITS_WORDS = {"consumer": "batches waited for the consumer, so the loop that takes them (the copy to the device) "
                            "set the pace",
-               "stages": "the stages waited on each other, which the collate check below tests"}
+               "stages": "the stages waited on each other"}
+#: After :data:`WAITS_WORDS`' "stages": what tests it, by whether this run holds the collate check (a check named
+#: "below" must be on the page).
+COLLATE_TEST_WORDS = {True: ", which the collate check below tests",
+                      False: "; this run did not include the collate check (`collate_check`) that tests it"}
 
 
 def spdl_limit_note(facts) -> str:
@@ -701,7 +715,8 @@ def spdl_limit_note(facts) -> str:
     return head + ". " + CAUSE_WORDS.get(lim["cause"], CAUSE_WORDS["none"]).format(
         stage=say.text(lim["stage"]), threads=_count(lim["stage_threads"], "thread"), busy=pct(b),
         task=num(lim["task_ms"], "ms"), cap=num(lim["cap"], "img/s"), slowdown=times(lim["slowdown"]),
-        limit=pct(analysis.BUSY_LIMIT), waits=WAITS_WORDS.get(lim["waits"], ""),
+        limit=pct(analysis.BUSY_LIMIT), waits=WAITS_WORDS.get(lim["waits"], "") + (
+            COLLATE_TEST_WORDS[finding_collate(f) is not None] if lim["waits"] == "stages" else ""),
         sink="—" if lim["sink_occupancy"] is None else pct(lim["sink_occupancy"]))
 
 
@@ -898,13 +913,20 @@ def decomposition(f: Facts, state: str) -> str:
         return (f"; the decoder ({say.ratio_words(dec)}) accounts for "
                 f"{say.share(f.number(f'paper.decoder_share.{state}'))} of the gain, the threads "
                 f"({say.ratio_words(par)}) {say.share(f.number(f'paper.parallelism_share.{state}'))}")
-    did = f"the decoder {say.ratio_words(dec)}, the threads {say.ratio_words(par)}"
+    did = (f"the decoder alone (the same DataLoader with spdl.io) ran {_against(dec, 'the baseline')}, the threads "
+           f"alone {_against(par, 'that DataLoader with spdl.io')}")
     if g.level:
-        return f"; {did} — the whole comparison is level, so there is no gain to share"
+        return f"; {did}: the whole comparison is level, so there is no gain to share"
     if dec.level != par.level:   # one factor level: the other carries the gain alone
         whose = "the threads'" if dec.level else "the decoder's"
-        return f"; {did} — the gain is {whose} alone"
-    return f"; {did} — the two went different ways, so the gain has no shares"
+        return f"; {did}, so the gain is {whose} alone"
+    return f"; {did}: the two went different ways, so the gain has no shares"
+
+
+def _against(c: Fact, baseline: str) -> str:
+    """One factor of the decomposition against its ``baseline``: "1.19× faster than …", or "level with …" (without
+    the words on the runs' spread, which would break the sentence it sits in)."""
+    return f"level with {baseline}" if c.level else say.comparison(c, baseline=baseline)
 
 
 def free_threaded_check_text(res) -> str | None:
@@ -1010,6 +1032,11 @@ def finding_end_to_end(facts) -> Finding:
     return Finding("end_to_end", text, c.number, "×")
 
 
+#: The best DataLoader's quantity, the baseline of a saving that names it ("the threads' CPU time per image was
+#: 1.42× less than the best DataLoader's"): a bare "used 1.42× less" leaves the reader to guess what.
+BEST_DL_S = "the best DataLoader's"
+
+
 def finding_cost(facts) -> Finding:
     facts = facts_of(facts)
     c = facts.get("cost")
@@ -1017,11 +1044,12 @@ def finding_cost(facts) -> Finding:
         return Finding("cost", "The CPU and memory comparison needs a DataLoader and a thread pipeline.")
     text = (f"Per image, the best thread loader used {say.value(facts[c.of], runs=False)} of CPU time and the best "
             f"DataLoader {say.value(facts[c.basis], runs=False)} (the two loaders of the end-to-end comparison, all "
-            f"their processes): the threads used {_b(say.comparison(c, baseline='the best DataLoader'))}.")
+            f"their processes): the threads' CPU time per image was "
+            f"{_b(say.comparison(c, baseline=BEST_DL_S))}.")
     m = facts.get("cost.memory")
     if m is not None:
         text += (f" Memory added (PSS): {say.value(facts[m.of], runs=False)} against "
-                 f"{say.value(facts[m.basis], runs=False)}, {say.comparison(m, baseline='the best DataLoader')}.")
+                 f"{say.value(facts[m.basis], runs=False)}, {say.comparison(m, baseline=BEST_DL_S)}.")
     elif "cost.pss.threads" in facts:
         text += (f" All their processes together held {say.value(facts['cost.pss.threads'])} (PSS) with the "
                  f"threads and {say.value(facts['cost.pss.dataloader'])} with the best DataLoader; the memory each "
@@ -1178,8 +1206,11 @@ def _opening_question(facts: Facts) -> Finding | None:
     p, g = _paper_said(), facts.get("paper.gain.warm")
     if g is not None and g.number is not None:
         here = say.comparison(g, baseline="the paper's baseline")
-        paper = "" if p is None else f"The SPDL paper measured its thread pipeline {p} ({PAPER_SETTING})"
-        return Finding("paper.gain.warm", f"{paper}; here, with warm files, SPDL ran {_b(here)}.", g.number, "×")
+        paper = "" if p is None else f" (the paper: {p}, {PAPER_SETTING})"
+        # named as the paper's comparison: the loader advice beside it may answer the end-to-end one (section 3)
+        setting = f"{say.text(g.setting.get('state', 'warm'))} files, per-sample transforms"
+        return Finding("paper.gain.warm", f"Here, on the SPDL paper's comparison ({setting}), SPDL ran {_b(here)}"
+                                          f"{paper}.", g.number, "×")
     c = facts.get("end_to_end")
     if c is None or c.number is None:
         return None
@@ -1269,7 +1300,14 @@ def _action_loader(facts: Facts) -> Action | None:
         return None if u is None else Action(
             "No advice on the loader from this run: it measured no DataLoader decoding with Pillow, PyTorch's "
             f"default (its DataLoader decoded with {say.text(u.value)}), and a gain needs its baseline.")
+    if "cost" in a.evidence:   # decided end to end, not by the paper's comparison the first finding words
+        a = dataclasses.replace(a, workload=f"{a.workload} ({END_TO_END_WORDS})")
     return Action(say.advice(a, facts), a.snippet)
+
+
+#: The comparison the loader advice rests on where the end-to-end runs decided it (section 3), named beside its
+#: workload so that the opening's first screen tells it from the paper's comparison.
+END_TO_END_WORDS = "section 3's end-to-end comparison"
 
 
 def _action_change(facts: Facts, key: str) -> Action | None:
@@ -1333,8 +1371,15 @@ def paper_exercise(facts) -> str:
            ": above it, so the one-thread times overstate the pool's work"
            if share > 1 + PREDICTION_TOL
            else ": about the prediction: the held time explains the threads' rate")
-    answers = [f"1,000 ÷ {num(held, 'ms')} = **{num(1e3 / held, 'img/s')}**.",
-               f"{num(held, 'ms')} + ({num(t, 'ms')} − {num(held, 'ms')}) ÷ {n} = {num(per, 'ms')}; 1,000 ÷ "
-               f"{num(per, 'ms')} = **{num(pred, 'img/s')}**.",
-               f"{num(got, 'img/s')} ÷ {num(pred, 'img/s')} = **{pct(share)}**{why}."]
+    # the book's one rule for a worked answer: "=" where the printed inputs give the printed result by hand, else "≈"
+    h, tt, pp = (num(v, "ms") for v in (held, t, per))
+    eq1 = equals(held, "ms", lambda x: num(1e3 / x, "img/s") == num(1e3 / held, "img/s"))
+    eq2 = equals(per, "ms", lambda x: num(1e3 / x, "img/s") == num(pred, "img/s"))
+    eq_per = "=" if num(shown(held) + (shown(t) - shown(held)) / n, "ms") == pp else "≈"
+    eq3 = equals(pred, "img/s", lambda x: pct(shown(got, "img/s") / x) == pct(share))
+    answers = [f"1,000 ÷ {h} {eq1} **{num(1e3 / held, 'img/s')}**.",
+               f"{h} + ({tt} − {h}) ÷ {n} {eq_per} {pp}; 1,000 ÷ {pp} {eq2} **{num(pred, 'img/s')}**.",
+               f"{num(got, 'img/s')} ÷ {num(pred, 'img/s')} {eq3} **{pct(share)}**{why}."]
     return on_paper(intro, questions, answers)
+
+

@@ -19,7 +19,7 @@ from datajourney.core import phrasing as fx
 from datajourney.core.facts import Facts, host_label
 from datajourney.core.phrasing import Action, Finding, Opening
 from datajourney.core.stats import mean, summarise
-from datajourney.core.units import shown, size_label
+from datajourney.core.units import equals, size_label
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -422,8 +422,9 @@ def paper_exercise(facts) -> str:
         return "one thread" if r["threads"] == 1 else f"a pool of {r['threads']} threads"
 
     def predicted(r) -> tuple[str, float]:
-        p = r["threads"] / (shown(r["latency_us"], "µs") * 1e-6)   # from the latency as shown
-        return (f"{r['threads']} ÷ {fx.num(r['latency_us'], 'µs')} = **{fx.num(p, 'IOPS')}**; measured "
+        p = r["threads"] / (r["latency_us"] * 1e-6)
+        eq = equals(r["latency_us"], "µs", lambda x: fx.num(r["threads"] / (x * 1e-6), "IOPS") == fx.num(p, "IOPS"))
+        return (f"{r['threads']} ÷ {fx.num(r['latency_us'], 'µs')} {eq} **{fx.num(p, 'IOPS')}**; measured "
                 f"{fx.num(r['iops'], 'IOPS')}, {fx.pct(r['iops'] / p)} of it"), r["iops"] / p
 
     intro = (f"**Work it out.** Little's law holds for any queue in a steady state: the requests in flight = the rate "
@@ -442,11 +443,12 @@ def paper_exercise(facts) -> str:
         answers.append(text + ".")
     depth = top.get("device_depth")
     if depth:
-        at = shown(depth) / shown(top["iops"], "IOPS") * 1e6   # from the numbers as shown
+        at = depth / top["iops"] * 1e6
+        eq = equals(depth, "", lambda x: fx.num(x / top["iops"] * 1e6, "µs") == fx.num(at, "µs"))
         questions.append(f"While {threads(top)} read, the block layer and the device held **{fx.num(depth)}** "
                          "requests in flight on average (`/proc/diskstats`). How long did each request spend there, "
                          "and what share of a read's time is that?")
-        answers.append(f"{fx.num(depth)} ÷ {fx.num(top['iops'], 'IOPS')} = **{fx.num(at, 'µs')}**, "
+        answers.append(f"{fx.num(depth)} ÷ {fx.num(top['iops'], 'IOPS')} {eq} **{fx.num(at, 'µs')}**, "
                        f"**{fx.pct(at / top['latency_us'])}** of the {fx.num(top['latency_us'], 'µs')} a read took; "
                        "the rest of each read's time was spent outside the block layer and the device.")
     return on_paper(intro, questions, answers)

@@ -4,6 +4,8 @@ tables and charts of the notebook show the result's tables as evidence. Every st
 Markdown goes through :func:`~datajourney.core.phrasing.text` or :func:`~datajourney.core.phrasing.code`."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from datajourney.chapters.c10_mmap_vs_read.analysis import (  # noqa: F401 - used by the notebook
@@ -26,7 +28,7 @@ from datajourney.core import phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening, choose
 from datajourney.core.results import Result
-from datajourney.core.units import num, size_label, span
+from datajourney.core.units import MB, GiB, KiB, MiB, num, size_label, span
 
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(_analyse)
@@ -43,10 +45,15 @@ def loader_note(facts: Facts) -> str:
         t = (f"{cache}, mmap was faster at {_v(facts, f'sweep.{cache}.mmap_wins')} of "
              f"{_v(facts, f'sweep.{cache}.points')} sweep points and read() at {_v(facts, f'sweep.{cache}.read_wins')}")
         if cache == "cold" and "sweep.cold.read_won.mmap_MB" in facts:
-            t += (f" (at those, mmap read {_v(facts, 'sweep.cold.read_won.mmap_MB')} from storage per configuration "
-                  f"and read() {_v(facts, 'sweep.cold.read_won.read_MB')})")
+            t += (f" (at those, mmap read {_mib_of(facts, 'sweep.cold.read_won.mmap_MB')} from storage per "
+                  f"configuration and read() {_mib_of(facts, 'sweep.cold.read_won.read_MB')})")
         out.append(t)
     return ("Over the whole sweep: " + "; ".join(out) + ".") if out else ""
+
+
+def _mib_of(facts: Facts, key: str) -> str:
+    """Fact ``key``, a byte count the analysis holds in MB, in the binary units the page gives sizes in."""
+    return _binary(facts.number(key) * MB)
 
 
 def per_sample_bandwidth_table(res: Result) -> pd.DataFrame:
@@ -86,7 +93,16 @@ def data_note(facts: Facts) -> str:
     return (f"Data set: {_v(facts, 'data.tokens')} tokens in {_v(facts, 'data.documents')} documents; "
             f"{_v(facts, 'data.real_tokens')} tokens ({_v(facts, 'data.real_documents')} documents) are real text "
             f"({src}), the other {_v(facts, 'data.synthetic_tokens')} are synthetic ids whose document lengths are "
-            f"{phrasing.text(c.get('synthetic_lengths'))}. Token values do not change the I/O; sizes and layout do.")
+            f"{phrasing.text(_lengths(c.get('synthetic_lengths')))}. Token values do not change the I/O; sizes and "
+            "layout do.")
+
+
+def _lengths(origin) -> str:
+    """Where the synthetic documents' lengths came from, as the data set's manifest says it ("lengths drawn from
+    the real documents' lengths", "no real text here: log-normal lengths (median 512, sigma 1.0)"), less the word
+    the sentence says already: "drawn from the real documents' lengths", "log-normal (median 512, sigma 1.0)"."""
+    text = str(origin or "not recorded").removeprefix("no real text here: ")
+    return re.sub(r"^(.*?)\blengths\b ?", r"\1", text, count=1).strip() or text
 
 
 def heatmap_table(res: Result, value: str = "loader_s", cache: str | None = None) -> pd.DataFrame:
@@ -99,10 +115,9 @@ def heatmap_table(res: Result, value: str = "loader_s", cache: str | None = None
 def posix_table(res: Result) -> pd.DataFrame:
     c = posix_counts(res)
     c = c.assign(mode=c["mode"].map(MODE_NAMES))
-    c["posix_read_MB"] = c["posix_read_bytes"] / 1e6
-    c["mean_read_KB"] = c["posix_mean_read_bytes"] / 1e3
+    c["posix_read_MiB"] = c["posix_read_bytes"] / MiB
     return c[["mode", "seq", "batch", "samples", "pieces", "posix_events", "posix_opens", "posix_reads",
-              "posix_read_MB", "mean_read_KB", "posix_read_s"]]
+              "posix_read_MiB", "posix_mean_read_bytes", "posix_read_s"]]
 
 
 def calls_note(facts: Facts) -> str:
@@ -134,11 +149,11 @@ def views_table(res: Result) -> pd.DataFrame:
             row = {"cache": cache, "mode": MODE_NAMES[mode],
                    "application: index lookup (ms)": m["lookup_s"] * 1e3, "application: read (ms)": m["read_s"] * 1e3,
                    "application: construction (ms)": m["construct_s"] * 1e3,
-                   "application: collate (ms)": m["collate_s"] * 1e3, "application: sample data (MB)":
-                   m["app_bytes"] / 1e6, "kernel: read calls": m["syscr"], "kernel: minor page faults": m["minflt"],
+                   "application: collate (ms)": m["collate_s"] * 1e3, "application: sample data (MiB)":
+                   m["app_bytes"] / MiB, "kernel: read calls": m["syscr"], "kernel: minor page faults": m["minflt"],
                    "kernel: major page faults": m["majflt"],
-                   "kernel: from storage (MB)": m["read_bytes"] / 1e6 if pd.notna(m.get("read_bytes")) else None,
-                   "disk: read (MB)": m["disk_read_bytes"] / 1e6 if pd.notna(m.get("disk_read_bytes")) else None}
+                   "kernel: from storage (MiB)": m["read_bytes"] / MiB if pd.notna(m.get("read_bytes")) else None,
+                   "disk: read (MiB)": m["disk_read_bytes"] / MiB if pd.notna(m.get("disk_read_bytes")) else None}
             if has_posix(res) and cache == "warm":
                 c = posix_counts(res)
                 pc = c[(c["mode"] == mode) & (c["seq"] == seq) & (c["batch"] == batch)]
@@ -174,15 +189,44 @@ def theory_table(res: Result) -> pd.DataFrame:
     return out.assign(mode=out["mode"].map(MODE_NAMES))
 
 
+def _binary(n: float | None) -> str:
+    """A measured byte count in binary units, to three significant figures: '64.0 MiB', '171 MiB', '3.99 KiB',
+    '143 bytes' ('—' where it is missing)."""
+    if n is None:
+        return "—"
+    for unit, b in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= b:
+            return num(n / b, unit)
+    return num(n, "bytes")
+
+
+def _exact_digits(v: float, most: int = 3) -> int:
+    """The fewest decimals (up to ``most``) that show ``v`` exactly: 43,980.5 one, 380 none."""
+    return next((d for d in range(most + 1) if abs(v - round(v, d)) < 1e-9), most)
+
+
 def _bytes(n: float) -> str:
-    """A byte count in decimal units that read by hand: '180 MB', '16.4 kB', '512 B'."""
-    return num(n / 1e6, "MB") if n >= 1e6 else num(n / 1e3, "kB") if n >= 1e3 else num(n, "B")
+    """A byte count in KiB for working by hand, exact to the byte where that takes at most three decimals:
+    '175,630 KiB', '768.75 KiB' (the kernel counts whole pages, so its counts are whole KiB)."""
+    v = n / KiB
+    return f"{v:,.{_exact_digits(v)}f} KiB"
+
+
+def _count(k: float) -> str:
+    """A count, a mean over the runs, as exactly as it is: '43,980.5', '380'."""
+    return f"{k:,.{_exact_digits(k)}f}"
+
+
+def _kib(text: str) -> float:
+    """The number a reader reads in :func:`_bytes`' or :func:`_count`'s text."""
+    return float(text.removesuffix(" KiB").replace(",", ""))
 
 
 def paper_exercise(facts) -> str:
     """Read amplification worked by hand at the largest cold point: the bytes its samples hold (samples × tokens ×
     bytes a token), what ``read()`` and ``mmap`` brought in from storage per byte of them, and what one read call
-    and one major page fault brought in; the answers folded, from this run's facts."""
+    and one major page fault brought in; the answers folded, from this run's facts. Sizes are in KiB, exact, and
+    every answer is worked from the numbers as shown, so a reader's division gives the printed result."""
     facts = facts_of(facts)
     ex = facts.data.get("exercise") or {}
     rd, mm = ex.get("read") or {}, ex.get("mmap") or {}
@@ -196,13 +240,13 @@ def paper_exercise(facts) -> str:
              f"{num(ex['batch'])}), the loader delivered **{num(n)}** samples of {num(seq + 1)} tokens (each sample "
              f"carries one token more than its sequence, for the shifted labels), {size} bytes a token. From storage "
              "the process brought in " + " and ".join(
-                 f"**{_bytes(b)}** under {name}" for name, b in brought) + " (the kernel's count; "
-             "kB = 10³ and MB = 10⁶ bytes).")
+                 f"**{_bytes(b)}** under {name}" for name, b in brought) + " (the kernel's count, a mean over the "
+             "runs; KiB = 2¹⁰ = 1,024 bytes).")
     questions = ["How many bytes do the samples hold?"]
-    answers = [f"{num(n)} × {num(seq + 1)} × {size} = **{_bytes(held)}** ({held:,.0f} bytes)."]
+    answers = [f"{num(n)} × {num(seq + 1)} × {size} = {held:,.0f} bytes = **{_bytes(held)}**."]
     for name, b in brought:
         questions.append(f"How many bytes did {name} bring in per byte the samples hold?")
-        answers.append(f"{_bytes(b)} ÷ {_bytes(held)} = **{num(b / held, '×')}**.")
+        answers.append(f"{_bytes(b)} ÷ {_bytes(held)} = **{num(_kib(_bytes(b)) / _kib(_bytes(held)), '×')}**.")
     each = [("read call", rd["calls"], rd["bytes"], MODE_NAMES["read"])
             if rd.get("calls") and rd.get("bytes") is not None else None,
             ("major page fault", mm["faults"], mm["bytes"], MODE_NAMES["mmap"])
@@ -210,9 +254,10 @@ def paper_exercise(facts) -> str:
     each = [e for e in each if e is not None]
     if each:
         questions.append("On average, how much did " + " and ".join(
-            f"one {what} under {name} bring in (**{num(k)}** of them)" for what, k, _, name in each) + "?")
-        answers.append("; ".join(f"{name}: {_bytes(b)} ÷ {num(k)} = **{num(b / k / 1024, 'KiB')}** a "
-                                 f"{what}" for what, k, b, name in each)
+            f"one {what} under {name} bring in (**{_count(k)}** of them)" for what, k, _, name in each) + "?")
+        answers.append("; ".join(f"{name}: {_bytes(b)} ÷ {_count(k)} = "
+                                 f"**{num(_kib(_bytes(b)) / _kib(_count(k)), 'KiB')}** a {what}"
+                                 for what, k, b, name in each)
                        + (f", against a readahead window of {_v(facts, 'read_ahead_kb')}" if "read_ahead_kb" in facts
                           else "") + ".")
     return on_paper(intro, questions, answers)
@@ -288,11 +333,6 @@ def workers_note(facts: Facts) -> str:
     return "Workers sweep (loader time, worker start-up included): " + "; ".join(out) + "." if out else ""
 
 
-def _mb(n: float | None) -> str:
-    """A byte count in MB (— where it is missing)."""
-    return num(None if n is None else n / 1e6, "MB")
-
-
 def checkpoint_invariance_note(facts) -> str:
     """Whether the checkpoint written after every sweep point made the same writes (``facts`` may be a result,
     analysed now)."""
@@ -301,7 +341,7 @@ def checkpoint_invariance_note(facts) -> str:
         return ""
     n = facts.number
     writes = span(n("checkpoint_sweep.writes_min"), n("checkpoint_sweep.writes_max"))
-    size = span(n("checkpoint_sweep.bytes_min") / 1e6, n("checkpoint_sweep.bytes_max") / 1e6, "MB")
+    size = span(n("checkpoint_sweep.bytes_min") / MiB, n("checkpoint_sweep.bytes_max") / MiB, "MiB")
     if facts["checkpoint_sweep.identical"].value == "yes":
         return (f"The same checkpoint, written after every sweep point under the POSIX view, made the same writes at "
                 f"every sequence length and batch size: {writes} write calls, {size}.")
@@ -324,16 +364,16 @@ def checkpoint_posix_note(facts) -> str:
     for r in c:
         parts.append(
             f"{phrasing.code(_method(r['method']))}: {num(r['writes'])} write calls "
-            f"({_mb(r['write_bytes'])}), "
-            f"{num(r['fsyncs'])} fsync; the kernel counted {_mb(r['kernel_write_bytes'])} "
+            f"({_binary(r['write_bytes'])}), "
+            f"{num(r['fsyncs'])} fsync; the kernel counted {_binary(r['kernel_write_bytes'])} "
             "written"
         )
     tail = ""
     for r in (r for r in c if r["blind"]):
         calls = ", ".join(f"{phrasing.code(k)} {phrasing.text(v)}" for k, v in r["calls"].items())
         tail += (f" For {phrasing.code(_method(r['method']))} the tracer recorded "
-                 f"{_mb(r['write_bytes'])} of the "
-                 f"{_mb(r['kernel_write_bytes'])} the kernel counted; the only calls it recorded ({calls})"
+                 f"{_binary(r['write_bytes'])} of the "
+                 f"{_binary(r['kernel_write_bytes'])} the kernel counted; the only calls it recorded ({calls})"
                  + (" are this chapter's own stat and fsync after the save: the library's file calls bypass the "
                     "preloaded wrappers." if r["method"] == "torch_save" else "."))
     return "Checkpoint writes under the POSIX view: " + "; ".join(parts) + "." + tail
@@ -432,7 +472,7 @@ def _shown(df: pd.DataFrame, headers: dict) -> pd.DataFrame:
 #: Headers of the POSIX view's table.
 POSIX_HEADERS = {"mode": "mode", "seq": "sequence length", "batch": "batch size", "samples": "samples",
                  "pieces": "document pieces", "posix_events": "POSIX events", "posix_opens": "opens",
-                 "posix_reads": "reads", "posix_read_MB": "read (MB)", "mean_read_KB": "mean read (KB)",
+                 "posix_reads": "reads", "posix_read_MiB": "read (MiB)", "posix_mean_read_bytes": "mean read (bytes)",
                  "posix_read_s": "time in reads (s)"}
 #: Headers of the theoretical check.
 THEORY_HEADERS = {"mode": "mode", "seq": "sequence length", "batch": "batch size",
@@ -447,7 +487,7 @@ OVERHEAD_HEADERS = {"mode": "mode", "view": "view", "mean": "overhead, mean (%)"
                     "max": "highest round (%)", "n": "paired rounds", "off_ms": "loader, tracing off (ms)",
                     "view_ms": "loader, traced (ms)"}
 #: Headers of the checkpoint table.
-CHECKPOINT_HEADERS = {"state_MB": "state (MB)", "method": "method", "GBps": "to synced files, mean (GB/s)",
+CHECKPOINT_HEADERS = {"state": "state", "method": "method", "GBps": "to synced files, mean (GB/s)",
                       "GBps_min": "lowest run (GB/s)", "GBps_max": "highest run (GB/s)",
                       "blocked_s": "caller blocked (s)", "total_s": "until synced (s)", "n": "runs"}
 
@@ -472,7 +512,10 @@ def overhead_display(res: Result) -> pd.DataFrame:
 def checkpoint_display(res: Result) -> pd.DataFrame:
     """The checkpoint writes per state size and method, readable headers."""
     c = checkpoint_summary_table(res)
-    return _shown(c.assign(state_MB=c["state_bytes"] / 1e6), CHECKPOINT_HEADERS)
+    order = {m: i for i, m in enumerate(METHOD_LABELS)}   # as the text names them: torch.save, DCP save, async
+    c = c.assign(state=c["state_bytes"].map(size_label), order=c["method"].map(order)).sort_values(
+        ["state_bytes", "order"], kind="stable")
+    return _shown(c.assign(method=c["method"].map(_method)), CHECKPOINT_HEADERS).reset_index(drop=True)
 
 
 def views_display(res: Result) -> pd.DataFrame:
@@ -510,11 +553,13 @@ piece = np.array(tokens[start:start + n_tokens])              # page faults, no 
 # ---------------------------------------------------------------------------- findings: words for facts
 
 
-def _cmp(facts: Facts, key: str) -> str:
+def _cmp(facts: Facts, key: str, baseline: str | None = None) -> str:
+    """Comparison ``key`` worded against its basis's label, or against ``baseline`` where the sentence has named the
+    setting both sides share already (so that it is said once)."""
     c = facts.get(key)
     if c is not None and facts.flagged(key):  # traced faster than untraced: not an outcome
         return "faster than untraced: flagged, a measurement problem (measure again, more `overhead_rounds`)"
-    return phrasing.comparison(c, facts) if c is not None else ""
+    return phrasing.comparison(c, facts, baseline=baseline) if c is not None else ""
 
 
 def _loader(facts: Facts) -> Finding:
@@ -526,7 +571,7 @@ def _loader(facts: Facts) -> Finding:
             continue
         m, r = facts[f"loader.{cache}.mmap"], facts[f"loader.{cache}.read"]
         parts.append(f"{cache}, mmap took {phrasing.value(m)} and read() {phrasing.value(r)} for {at['steps']} "
-                     f"steps: mmap was {_cmp(facts, f'loader_time.{cache}')}")
+                     f"steps: mmap was {_cmp(facts, f'loader_time.{cache}', 'read()')}")
     c = facts["loader_time"]
     return Finding("loader_time", f"Loader time at sequence {at['seq']}, batch {at['batch']}: " + "; ".join(parts)
                    + ".", c.number, "×")
@@ -537,12 +582,12 @@ def _bandwidth(facts: Facts, short: bool) -> Finding:
     cache, seq = m.setting["cache"], m.setting["seq"]
     if short:
         text = (f"{cache.capitalize()}, inside `__getitem__` at sequence {seq}, mmap delivered "
-                f"**{phrasing.value(m, runs=False)}** per sample, {_cmp(facts, 'per_sample_bandwidth')}.")
+                f"**{phrasing.value(m, runs=False)}** per sample, {_cmp(facts, 'per_sample_bandwidth', 'read()')}.")
     else:
         small = facts["bandwidth.mmap_small"]
         text = (f"Per-sample bandwidth inside `__getitem__` ({cache}): mmap {phrasing.value(small)} at sequence "
                 f"{small.setting['seq']} and {phrasing.value(m)} at {seq}; read() {phrasing.value(r)} at {seq}: mmap "
-                f"was {_cmp(facts, 'per_sample_bandwidth')} over runs and batch sizes.")
+                f"was {_cmp(facts, 'per_sample_bandwidth', 'read()')} over runs and batch sizes.")
     return Finding("per_sample_bandwidth", text, c.number, "×", published=c.published)
 
 
@@ -554,8 +599,10 @@ def _overhead(facts: Facts, short: bool) -> Finding | None:
     view = "DFTracer's POSIX view" if facts.data.get("overhead_view") == "posix" else "the application spans"
     traced = facts["overhead.read." + facts.data["overhead_view"]]
     off = facts["overhead.read.off"]
+    took = phrasing.value(off, runs=not short)   # after the comparison, not inside it: no nested parentheses
     text = (f"Traced by {view}, read() loaded batches in {phrasing.value(traced, runs=not short)}: "
-            f"{_cmp(facts, 'overhead')} ({phrasing.value(off, runs=not short)})")
+            f"{_cmp(facts, 'overhead')}" + (f"; with tracing off they took {took}" if facts.flagged("overhead")
+                                            else f", which took {took}"))
     if "overhead.mmap" in facts and facts.flagged("overhead.mmap"):
         text += "; mmap measured faster with tracing on, flagged as a measurement problem"
     elif "overhead.mmap" in facts:
@@ -575,7 +622,7 @@ def _kernel(facts: Facts) -> Finding:
     text = (f"The kernel sees what the POSIX view misses: at sequence {s['seq']}, batch {s['batch']} ({s['cache']}), "
             f"mmap took {phrasing.value(facts['kernel.mmap.syscr'])} read calls but "
             f"{phrasing.value(facts['kernel.mmap.minflt'])} minor and {phrasing.value(facts['kernel.mmap.majflt'])} "
-            f"major page faults ({_cmp(facts, 'kernel.faults_vs_read')}), while read() made "
+            f"major page faults, {_cmp(facts, 'kernel.faults_vs_read', 'under read()')}, while read() made "
             f"{phrasing.value(facts['kernel.read.syscr'])} read calls for "
             f"{phrasing.value(facts['kernel.read.pieces'])} document pieces.")
     if "kernel.mmap.amplification" in facts:
@@ -601,7 +648,7 @@ def _posix(facts: Facts) -> Finding:
         "does not follow the tokens read"
     text = (f"The tracer saw {m_text}; under read() the count {trend}, from {phrasing.value(small)} "
             f"({phrasing.text(small.label)}) to {phrasing.value(big)} ({phrasing.text(big.label)})")
-    text += (f"; at the largest point read() shows {_cmp(facts, 'posix_events')}" if c.number is not None else
+    text += (f"; at the largest point read() shows {_cmp(facts, 'posix_events', 'mmap')}" if c.number is not None else
              "; at the largest point mmap shows none, so the ratio is unbounded")
     text += "; the ratio counts calls (read() makes them for every document piece, mmap does not), not time."
     return Finding("posix_events", text, c.number, "×", published=c.published)
@@ -642,7 +689,17 @@ def key_metrics(res) -> dict:
     out = {f.published: (f.number, None) for f in facts.facts.values() if f.published and f.number is not None}
     if "posix.mmap_min" in facts:
         out["POSIX events, read(), largest point"] = (facts.number("posix.read_big"), None)
+    for metric, key in PUBLISHED_RATES.items():
+        if facts.get(key) is not None and facts.number(key) is not None:
+            out[metric] = (facts.number(key), None)
     return out
+
+
+#: The published per-sample bandwidths (published.py's metric names) and the facts that measure them: each side
+#: of the mmap ÷ read() comparison, and mmap at the smallest sequence length.
+PUBLISHED_RATES = {"per-sample bandwidth, mmap, smallest sequence": "bandwidth.mmap_small",
+                   "per-sample bandwidth, mmap, largest sequence": "bandwidth.mmap",
+                   "per-sample bandwidth, read(), largest sequence": "bandwidth.read"}
 
 
 # ---------------------------------------------------------------------------- the opening
@@ -651,7 +708,8 @@ def _sweep(facts: Facts) -> Finding | None:
     if c is None:
         return None
     cache = facts[c.of].setting["cache"]
-    text = (f"{cache.capitalize()}, mmap loaded batches **{_cmp(facts, 'sweep_loader')}** (read() ahead at "
+    text = (f"{cache.capitalize()}, mmap loaded batches **{_cmp(facts, 'sweep_loader', 'read() over the whole sweep')}"
+            f"** (read() ahead at "
             f"{phrasing.value(facts[f'sweep.{cache}.read_wins'])} of "
             f"{phrasing.value(facts[f'sweep.{cache}.points'])} points, mmap at "
             f"{phrasing.value(facts[f'sweep.{cache}.mmap_wins'])})")

@@ -30,8 +30,8 @@ class Params(ChapterParams):
     runs: int = param(2, "repetitions of the whole sweep (different samples each run)", minimum=1, maximum=100)
     cache_states: list[str] = param(["cold", "warm"], "cold: page cache purged and checked before each "
                                     "configuration", kind="str_list", choices=CACHE_STATES)
-    workers: list[int] = param([0, 2, 4], "DataLoader num_workers sweep, at one point:", kind="int_list", minimum=0,
-                               maximum=1024)
+    workers: list[int] = param([0, 2, 4], "DataLoader num_workers sweep, at one point (workers_seq_length, "
+                               "workers_batch_size)", kind="int_list", minimum=0, maximum=1024)
     workers_seq_length: int = param(2048, "the workers sweep's sequence length", minimum=1, maximum=1 << 20)
     workers_batch_size: int = param(64, "the workers sweep's batch size", minimum=1, maximum=1 << 16)
     posix_view: str = param("auto", "DFTracer's LD_PRELOAD view: auto (when it loads), on, off",
@@ -47,7 +47,7 @@ class Params(ChapterParams):
     purge_method: str = param("fadvise", "fadvise (the data set's .bin only), drop_caches (root) or auto",
                               choices=METHODS)
     seed: int = param(0, "seed of the data set and of the samples drawn", minimum=0, maximum=2**32 - 1)
-    data_dir: object = param(None, "where the data set lives (default: $DATAJOURNEY_DATA_DIR)", kind="path",
+    data_dir: object = param(None, "where the data set lives (not set: ~/.cache/datajourney)", kind="path",
                              optional=True)
     token_path: object = param(None, "your own tokens instead of the book's: a Megatron .bin/.idx pair or a folder "
                                      "of Parquet, Arrow or JSONL text, only ever read (not set: the book's data)",

@@ -18,8 +18,9 @@ a rung name with ``@`` written ``_at_``):
 * ``host_cost_<path>`` (each forced host path), ``host_path_cost`` (the slowest): one-bucket DDP forced through the
   host against one-bucket DDP on the direct path; ``host_path_collapse``: one GPU without DDP against one-bucket DDP on
   the slowest host path (the published metric's direction); ``direct_path_gain``: the direct path against
-  P2P off, the gain of leaving ``NCCL_P2P_DISABLE`` unset; ``compression``: the compression hook that sped a
-  forced host path up most, against one-bucket DDP there;
+  P2P off, the gain of leaving ``NCCL_P2P_DISABLE`` unset; ``path_<path>``: the rate of the DDP settings every path
+  ran, on each path (the sides of the question ``ddp.path``, named by their path); ``compression``: the compression
+  hook that sped a forced host path up most, against one-bucket DDP there;
 * ``allreduce_busbw``: all-reduce bus bandwidth at the largest size on N GPUs over the direct path;
   ``allreduce_busbw_<path>`` the same on a host path; ``busbw_<path>_<k>`` at the scaling size per count;
 * the published metrics' counterparts: ``ddp_slowdown_direct``, ``nccl_share_host``, ``bucket_view_gain``,
@@ -139,6 +140,18 @@ def _nccl_share(r) -> float | None:
     return float(r["prof_nccl_ms"]) / step
 
 
+def _profiled(rungs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``rungs`` (finished rungs) that ran under torch.profiler: those with an NCCL kernel time."""
+    return rungs[rungs["prof_nccl_ms"].notna()] if len(rungs) and "prof_nccl_ms" in rungs else pd.DataFrame()
+
+
+def profiled(res) -> pd.DataFrame:
+    """Every profiled rung of the result, of the N-process jobs and the scaling jobs alike: the rows the profile's
+    facts and ``profile_flags`` are computed from (those on two or more processes), and the rows the page's profile
+    table shows."""
+    return _profiled(_Run(res).ok).reset_index(drop=True)
+
+
 def _ratio(a: list[float], b: list[float]) -> tuple[float, float, float]:
     """mean(a)/mean(b) and its range over the windows' extremes (min a/max b, max a/min b)."""
     return (sum(a) / len(a)) / (sum(b) / len(b)), min(a) / max(b), max(a) / min(b)
@@ -220,7 +233,7 @@ def analyse(res) -> Facts:
     facts.data["workload"] = dict(model=model, model_words=MODEL_WORDS.get(model, model), world=run.n,
                                   backend=str(res.metadata.get("backend") or ""), cuda=run.cuda, device=dev,
                                   batch_size=res.parameters["batch_size"] if "batch_size" in res.parameters
-                                  else None, path=run.path0,
+                                  else None, path=run.path0, bucket_cap_mb=run.cap,
                                   device_name=str((res.metadata.get("start") or {}).get("device") or "") or None,
                                   nccl=sorted({str(j["nccl_version"]) for j in res.metadata.get("jobs") or []
                                                if j.get("nccl_version")}))
@@ -297,7 +310,7 @@ def _scaling(facts: Facts, run: _Run) -> None:
     for path in (run.path0, *HOST_ORDER):
         for k in run.worlds(path):
             if "ddp" in run.ddp_rungs(k, path):
-                rows.append(dict(processes=k, path=path, series="DDP, one bucket", rung="ddp",
+                rows.append(dict(processes=k, path=path, series="one-bucket DDP", rung="ddp",
                                  w=run.w(k, path, "ddp")))
             if path != run.path0:
                 continue
@@ -531,7 +544,8 @@ def _sweep_and_profile(facts: Facts, run: _Run) -> None:
             # the sizes whose windows overlap the fastest's are level with it: then no one size is the fastest
             facts.data["sweep"] = dict(caps={k: int(c) for k, c in zip(keys, s["bucket_cap_mb"])},
                                        level=[f.key for f in others if compare("_", f, hi).level])
-    prof = r[r["prof_nccl_ms"].notna() & (r["world"] > 1)] if len(r) and "prof_nccl_ms" in r else pd.DataFrame()
+    prof = _profiled(r)
+    prof = prof[prof["world"] > 1] if len(prof) else prof
     flags = []
     if len(prof):
         for key, part, words in (("overlap_largest_bucket", prof[prof["bucket_cap_mb"] == prof["bucket_cap_mb"].max()],
@@ -841,9 +855,14 @@ def _path_question(facts: Facts, run: _Run) -> None:
     words = rung_words(rung, run.cap)
     facts.data["path_rung"] = dict(rung=rung, words=words,
                                    defaults=_config(run.row(run.n, run.path0, rung)) == DDP_DEFAULTS)
-    cands = [Candidate("unset", facts[_rate_key(run.path0, rung, run.n)], call="NCCL_P2P_DISABLE unset",
-                       group="direct")]
-    cands += [Candidate(p, facts[_rate_key(p, g, run.n)], call=PATH_ENV[p], group="host") for p, g in on_host.items()]
+
+    def side(path: str, g: str) -> Fact:
+        """The rung's rate on ``path`` as the answer's side (``path_<path>``): named by its path alone, since the
+        question's workload names the DDP settings both sides ran."""
+        return replace(facts[_rate_key(path, g, run.n)], key=f"path_{path}",
+                       label=f"the same DDP settings {path_words(path)}")
+    cands = [Candidate("unset", side(run.path0, rung), call="NCCL_P2P_DISABLE unset", group="direct")]
+    cands += [Candidate(p, side(p, g), call=PATH_ENV[p], group="host") for p, g in on_host.items()]
     q = Question("ddp.path", "Should NCCL go through the host?", "NCCL_P2P_DISABLE", "unset",
                  "NCCL_P2P_DISABLE unset", "NCCL's default", f"{_workload(run)} with {words} on each path")
     a = decide(q, cands, facts)

@@ -7,7 +7,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, bars_facets, lines_facets, lines_with_band, series_colours, size_ticks
+from datajourney.core.charts import (
+    PALETTE,
+    _panel_title,
+    bars_facets,
+    lines_facets,
+    lines_with_band,
+    series_colours,
+    size_ticks,
+)
 from datajourney.core.units import size_label
 
 # -- chapter 11 --
@@ -16,7 +24,7 @@ from datajourney.core.units import size_label
 #: curve's own lines. More series than colours: the scaling curve's lines take the phases' colours again, and
 #: neither chart stands next to the other.
 SERIES = ("forward", "optimizer", "backward (compute)", "waiting for the all-reduce (exposed NCCL)",
-          "direct", "P2P off", "P2P and SHM off", "one GPU, no DDP", "DDP, one bucket", "best option")
+          "direct", "P2P off", "P2P and SHM off", "one GPU, no DDP", "one-bucket DDP", "best option")
 COLOURS = series_colours(list(SERIES), list(SERIES))
 #: How the traces of one option tell their settings apart (GPUs, collective): line dashes, bar patterns.
 DASHES, PATTERNS = ("solid", "dash", "dot", "dashdot"), ("", "/", ".", "x")
@@ -120,20 +128,32 @@ def bench_chart(bl: pd.DataFrame, label: str = "") -> go.Figure:
     return size_ticks(by_option(fig), bl["size"])
 
 
+def _run_panels(fig: go.Figure, runs: int) -> go.Figure:
+    """Each panel titled by its run alone ("reference run, 4 GPUs"), not by the column it is drawn from
+    ("run: reference run, 4 GPUs"), on as many lines as its width needs."""
+    def title(a):
+        if (a.text or "").startswith("run: "):
+            a.update(text=_panel_title(a.text.replace("<br>", " ").removeprefix("run: "), runs))
+    return fig.for_each_annotation(title)
+
+
 def scaling_charts(steps: pd.DataFrame, bw: pd.DataFrame) -> list[go.Figure]:
     """The scaling curve of every run shown (``page.scaling_long``): steps/s per GPU as a share of its own one GPU
-    without DDP, and the all-reduce's bus bandwidth, by the number of GPUs (each only where it has points)."""
+    without DDP, and the all-reduce's bus bandwidth, by the number of GPUs (each only where it has points); one panel
+    per run, titled by the run."""
     figs = []
     if len(steps):
         figs.append(by_option(lines_facets(steps, x="processes", color="line", facet="run", centre="pct",
                                            low="pct_min", high="pct_max", band_label="min–max over windows", unit="%",
                                            shared_y=True, title="Steps/s per GPU as a share of one GPU without DDP",
                                            xaxis="GPUs (processes)", yaxis="% of one GPU (point: mean)")))
+        _run_panels(figs[-1], steps["run"].nunique())
     if len(bw):
         figs.append(by_option(lines_facets(bw, x="processes", color="line", facet="run", centre="mean",
                                            band_label="min–max over repeats", unit="GB/s",
                                            title=f"All-reduce bus bandwidth at {size_label(int(bw['bytes'].iloc[0]))}",
                                            xaxis="GPUs (processes)", yaxis="bus bandwidth (GB/s; point: median)")))
+        _run_panels(figs[-1], bw["run"].nunique())
     return figs
 
 

@@ -255,14 +255,15 @@ def _finding_options(facts: Facts) -> Finding | None:
         return None
     # the host path's best is the opening's own finding (best_option_host); here, the direct path's
     b, g = facts.get("best_option_direct"), facts.get("gap_closed_direct")
-    closed = [] if b is None or g is None else [f"{_option(b)} {path_words(b.setting['path'])} ({say.value(g)} of "
-                                               "the gap)"]
+    cap = facts.data["workload"].get("bucket_cap_mb")
+    base = "one-bucket DDP" + (f" ({say.text(f'bucket_cap_mb={cap}')})" if cap else "")
+    closed = ("" if b is None or g is None else
+              f": {_option(b)} {path_words(b.setting['path'])} closed {say.value(g)} of the gap between one-bucket "
+              f"DDP and one {_dev(facts)} without DDP, the most of any option")
     skipped = "".join(f" {say.text(option_words(x['rung']))} was skipped: "
                       f"{say.text(REASONS.get(x['reason'], x['reason'] or 'no reason given'))}."
                       for x in facts.data["skipped"] if "budget" not in str(x["reason"]))
-    text = ("**DDP options against one-bucket DDP** (each in the ladder's table)"
-            + (": the one that closed most of the gap between one-bucket DDP and one "
-               f"{_dev(facts)} without DDP, " + "; ".join(closed) + "." if closed else ".") + skipped)
+    text = f"**DDP options against {base}** (each in the ladder's table){closed}.{skipped}"
     return _finding(facts, key, text)
 
 
@@ -364,7 +365,7 @@ def scope_text(res, ref) -> str:
         t += " " + one(ref, "The reference run")
     counts = sorted({int(facts_of(r).data["workload"]["world"]) for _, r in scaling_sources(res, ref)})
     t += (" The code takes any number of GPUs (parameter `gpus`); the runs shown measured "
-          + ", ".join(map(num, counts)) + " GPUs of one host"
+          + say.and_list([num(k) for k in counts]) + " GPUs of one host"
           + (": the published figures' eight GPUs have no counterpart here." if max(counts) < 8 else "."))
     return t
 
@@ -412,13 +413,15 @@ def profile_note(facts) -> str:
                   f"{say.value(bv)} with gradient_as_bucket_view: "
                   + ("the option removes the copies into and out of the buckets. " if fewer
                      else "the option did not remove copies here. "))
-    kinds = [x["kind"] for x in facts.data["profile_flags"]]
+    kinds = [x["kind"] for x in facts.data["profile_flags"]]   # each a row of the profile table, marked there
     flags = ""
     if "slow" in kinds:
-        flags += (f" {kinds.count('slow')} rows' profiled steps ran slower than the timed ones: they describe the "
-                  "profiled steps.")
+        k = kinds.count("slow")
+        flags += (f" In {num(k)} {'row' if k == 1 else 'rows'} the profiled steps ran slower than the timed ones "
+                  f"(“{PROFILE_FLAG_WORDS['slow']}”, last column): those rows describe the profiled steps.")
     if "idle" in kinds:
-        flags += f" In {kinds.count('idle')} the GPU sat idle waiting for the host (the last column)."
+        k = kinds.count("idle")
+        flags += f" In {num(k)} {'row' if k == 1 else 'rows'} the GPU sat idle waiting for the host (“GPU idle”)."
     return (copies + f"With the largest bucket (bucket_cap_mb={big.setting['bucket_cap_mb']}) "
             f"{say.value(big, runs=False)} of the NCCL kernel time ran beside a compute kernel (median of its rungs), "
             f"with the smallest (bucket_cap_mb={small.setting['bucket_cap_mb']}) {say.value(small, runs=False)}."
@@ -489,6 +492,10 @@ def _negative_shares(rows, dev: str) -> str:
 
 
 SHARES_SHOWN = ("bookkeeping", "apart", "exposed", "slowed")
+#: The loss table's columns that could be read as one another: the profiler's NCCL time beside no compute kernel (ms
+#: of a profiled step) and each share of the loss (step-time differences of timed steps, in points).
+LOSS_COLUMNS = {"nccl_exposed_ms": "NCCL beside no compute, profiled ms",
+                **{s: f"loss from {SHARE_WORDS[s]} (points)" for s in SHARES_SHOWN}}
 
 
 def loss_table(facts) -> pd.DataFrame:
@@ -499,10 +506,10 @@ def loss_table(facts) -> pd.DataFrame:
                           "DDP on one ms": r["t_ddp_one_ms"], "no sync on one ms": r.get("t_no_sync_one_ms"),
                           "no sync ms": r["t_no_sync_ms"],
                           "with sync ms": r["t_sync_ms"], "NCCL in training ms": r["nccl_train_ms"],
-                          "of which exposed ms": r["nccl_exposed_ms"], "NCCL alone ms": r["nccl_alone_ms"],
+                          LOSS_COLUMNS["nccl_exposed_ms"]: r["nccl_exposed_ms"], "NCCL alone ms": r["nccl_alone_ms"],
                           "all-reduces alone, wall ms": r["alone_step_ms"], "buckets": r["buckets"],
-                          "gap (points)": r["gap"], **{f"{s} (points)": r[s] for s in SHARES_SHOWN},
-                          "largest": r["largest"]} for r in rows])
+                          "loss (points)": r["gap"], **{LOSS_COLUMNS[s]: r[s] for s in SHARES_SHOWN},
+                          "largest share": SHARE_WORDS.get(r["largest"], r["largest"])} for r in rows])
 
 
 def channels_text(facts) -> str:
@@ -524,9 +531,11 @@ def channels_text(facts) -> str:
 
 
 def target_text(facts) -> str:
-    """The best measured setting against the chapter's declared target, and what keeps it below where it is."""
+    """The best setting measured on N devices (the ladder's fastest, or an NCCL channel count with the explained rung)
+    as a share of one device without DDP, followed by the chapter's answer on that setting, in the opening's words:
+    the page states what was kept and what the answer decides, never a verdict of its own (the declared target is the
+    benchmarks' and the tests', in ``facts.data["target"]``)."""
     facts = facts_of(facts)
-    d = facts.data.get("target") or {}
     f = facts.get("target_best")
     if f is None:
         return ""
@@ -537,18 +546,10 @@ def target_text(facts) -> str:
     how += f" with {num(ch)} NCCL channels" if nccl else ""
     # NCCL's channel count is not a DDP setting: the fastest DDP setting (the loss the opening states) is another row
     counting = ", counting NCCL's own settings besides DDP's" if nccl else ""
-    head = (f"**The chapter's declared target** is {num(d['target'], '%')} of one {dev}'s steps/s per {dev}. "
-            f"The best setting measured on {_devs(facts, _n(facts))}{counting}, {how}, kept "
-            f"{say.value(f, runs=False)}: ")
-    if d["reached"]:
-        return head + "it reaches the target."
-    held = facts.get(d["held_by"]) if d.get("held_by") else None
-    if held is None:
-        return head + ("it stays below the target; where the loss goes was not measured in this run, so no share "
-                       "can be named.")
-    return head + (f"it stays below the target. The largest measured share of the loss on {_devs(facts, _n(facts))} "
-                   f"is {SHARE_WORDS[held.setting['share']]}, {say.value(held, runs=False)} of one {dev}'s "
-                   f"steps/s (measured with {say.text(rung_label(held.setting['rung']).removeprefix('+ '))}).")
+    head = (f"**The best setting measured** on {_devs(facts, _n(facts))}{counting}, {how}, kept "
+            f"{say.value(f, runs=False)} of one {dev}'s steps/s per {dev}.")
+    a = facts.advice_for("ddp.nccl_channels" if nccl else "ddp.option")
+    return head if a is None else f"{head} {say.advice(a, facts)}"
 
 
 def spread_notes(facts) -> str:
@@ -639,11 +640,11 @@ def _profile_flag(flags: dict, path, rung, world) -> str:
 
 
 def profile_table(res) -> pd.DataFrame:
-    r = res.table("rungs")
-    r = r[r["status"] == "ok"] if len(r) else r
-    if "prof_nccl_ms" not in r:
+    """Every profiled rung (the N-process and the scaling jobs': :func:`analysis.profiled`), each flagged row marked
+    as the analysis flagged it (``profile_flags``, which :func:`profile_note` counts)."""
+    r = analysis.profiled(res)
+    if r.empty:
         return pd.DataFrame()
-    r = r[r["prof_nccl_ms"].notna()]
     flags = {(x["path"], x["rung"], x.get("world", 0)): x for x in facts_of(res).data.get("profile_flags") or []}
     out = pd.DataFrame({"path": [_path(p) for p in r["path"]], "rung": [rung_label(x) for x in r["rung"]],
                          "processes": r["world"], "timed step ms": 1e3 / r["steps_per_s"],

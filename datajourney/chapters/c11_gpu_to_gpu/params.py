@@ -75,8 +75,9 @@ class Params(ChapterParams):
                                  kind="float", minimum=30, maximum=86_400, unit="s")
     nnodes: int = param(1, "nodes the N-process jobs span (the chapter runs on each, torchrun's rendezvous joins "
                         "them)", minimum=1, maximum=4096)
-    node_rank: int = param(0, "this node's number, 0 to nnodes - 1", minimum=0, maximum=4095)
-    rdzv_endpoint: object = param(None, 'with nnodes > 1: "HOST:PORT" of node 0, the same on every node; None: one '
-                                  "node on its own", kind="str", optional=True)
+    node_rank: int = param(0, "this node's number, from 0 to one less than nnodes", minimum=0,
+                             maximum=4095)
+    rdzv_endpoint: object = param(None, 'with nnodes > 1: "HOST:PORT" of node 0, the same on every node; left '
+                                  "unset on a single node", kind="str", optional=True)
     node_path: str = param("direct", 'NCCL across nodes: "direct" (its own choice) or a forced host path '
                            '("p2p_shm_off": sockets only)', choices=NODE_PATH_NAMES)

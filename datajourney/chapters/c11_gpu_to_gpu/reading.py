@@ -39,7 +39,7 @@ RUNGS = {
 }
 #: Each rung's name on the page.
 RUNG_LABELS = {"no_ddp": "one GPU, no DDP", DEFAULT_RUNG: f"DDP's defaults (bucket_cap_mb={DDP_DEFAULT_MB})",
-               "ddp": "DDP", "static_graph": "+ static_graph",
+               "ddp": "one-bucket DDP", "static_graph": "+ static_graph",
                "bucket_view": "+ gradient_as_bucket_view", "bf16": "+ bf16 compression",
                "fp16": "+ fp16 compression", "powersgd": "+ PowerSGD"}
 #: A communication hook as the page names it.
@@ -49,9 +49,11 @@ MIN_JOB_S = 45
 
 
 def rung_label(name: str) -> str:
-    """A rung's name on the page, with its bucket_cap_mb when the rung name sets one ("bf16@25")."""
+    """A rung's name on the page, with its bucket_cap_mb when the rung name sets one ("bf16@25"; plain DDP with its
+    own bucket size is no longer one bucket: "DDP, bucket_cap_mb=25")."""
     base, _, cap = name.partition("@")
-    return RUNG_LABELS.get(base, base) + (f", bucket_cap_mb={cap}" if cap else "")
+    head = "DDP" if base == "ddp" and cap else RUNG_LABELS.get(base, base)
+    return head + (f", bucket_cap_mb={cap}" if cap else "")
 
 
 def option_words(rung: str) -> str:

@@ -17,7 +17,7 @@ from datajourney.chapters.c12_conclusion.analysis import AU_MIN, IMAGE_TENSOR_BY
 from datajourney.core import charts, phrasing
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num, shown
+from datajourney.core.units import equals, num
 
 #: What each checklist row checks (mechanism only: the numbers come from the run).
 PRACTICE = {
@@ -395,7 +395,7 @@ def caveats_markdown(facts: Facts) -> str:
     if facts.data.get("storage_guest_cold") is True:
         return ("**What could change these margins**: chapter 2's cold reads came from a cache below this "
                 "virtual machine (*guest-cold*: the guest's page cache was empty, the host's was not), so a "
-                "physical disk may deliver less than the storage rates above.")
+                "physical disk may deliver less than the storage rates this diagnosis used.")
     return ""
 
 
@@ -426,14 +426,13 @@ def paper_exercise(res) -> str:
                  "r_CPU = C ÷ D)?",
                  f"How many GPUs does the CPU feed with each computing at least {phrasing.share(bar)} of the time "
                  f"(N = ⌊r_CPU ÷ ({bar:g} · r_need)⌋)?"]
-    # worked from the numbers as shown, so that a reader's own arithmetic gives the same
-    ds = shown(cpu["workers_ms"], "ms") + shown(cpu["main_ms"], "ms") if split else shown(d, "ms")
-    need_s, rate_s = b * 1e3 / shown(g, "ms"), c * 1e3 / shown(ds, "ms")
-    answers = [f"{b} ÷ {num(g, 'ms')} = **{num(need_s, 'images/s')}**.",
-               (f"D = {num(cpu['workers_ms'], 'ms')} + {num(cpu['main_ms'], 'ms')} = {num(ds, 'ms')}; " if split
-                else "") + f"{c} ÷ {num(ds, 'ms')} = **{num(rate_s, 'images/s')}**.",
-               f"{num(rate_s, 'images/s')} ÷ ({bar:g} × {num(need_s, 'images/s')}) = "
-               f"{num(shown(rate_s, 'images/s') / (bar * shown(need_s, 'images/s')))}, so "
+    # the hop table's rates as the results: "≈" where the rounded G or D would give another last digit by hand
+    g_eq = equals(g, "ms", lambda x: num(b * 1e3 / x, "images/s") == num(need, "images/s"))
+    d_eq = equals(d, "ms", lambda x: num(c * 1e3 / x, "images/s") == num(rate, "images/s"))
+    answers = [f"{b} ÷ {num(g, 'ms')} {g_eq} **{num(need, 'images/s')}**.",
+               (f"D = {num(cpu['workers_ms'], 'ms')} + {num(cpu['main_ms'], 'ms')} = {num(d, 'ms')}; " if split
+                else "") + f"{c} ÷ {num(d, 'ms')} {d_eq} **{num(rate, 'images/s')}**.",
+               f"{num(rate, 'images/s')} ÷ ({bar:g} × {num(need, 'images/s')}) = {num(rate / (bar * need))}, so "
                f"**{n} GPU{'' if n == 1 else 's'}**{_paper_count(facts, 'image', n)}"]
     loader, ranks, step = _hop(facts, "tokens", "token_loader") or {}, _hop(facts, "tokens", "token_cpu") or {}, \
         _hop(facts, "tokens", "gpu") or {}
