@@ -414,3 +414,16 @@ def test_size_ticks_skip_values_that_are_no_size_and_label_powers_inside_the_dat
     y = shown(charts.size_ticks(go.Figure(go.Scatter(x=[1, 2, 3], y=seen)), seen, axis="y", powers=True))
     vals = y["layout"]["yaxis"]["tickvals"]
     assert min(seen) <= min(vals) and max(vals) <= max(seen), vals
+
+
+def test_a_panel_is_titled_by_its_value_unless_the_value_is_a_bare_number():
+    """Panels read "guest-cold", "Pillow", "reference run, 4 GPUs", never "cache: guest-cold" (a table's column name);
+    a bare number keeps its column ("GPUs: 2")."""
+    from datajourney.core.charts import facet_label
+
+    assert facet_label("cache", "guest-cold") == "guest-cold" and facet_label("op", "read") == "read"
+    assert facet_label("GPUs", 2) == "GPUs: 2" and facet_label("size", "4.0") == "size: 4.0"
+    df = pd.DataFrame(dict(x=[1, 2, 1, 2], line=["a", "a", "a", "a"], cache=["warm", "warm", "cold", "cold"],
+                           mean=[1.0, 2.0, 3.0, 4.0], min=[1.0, 2.0, 3.0, 4.0], max=[1.0, 2.0, 3.0, 4.0], n=1))
+    fig = charts.lines_facets(df, x="x", color="line", facet="cache", title="t", xaxis="x", yaxis="y")
+    assert [a.text for a in fig.layout.annotations][:2] == ["warm", "cold"]

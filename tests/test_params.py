@@ -121,3 +121,18 @@ def test_available_memory_sees_a_parent_cgroups_limit(monkeypatch):
     assert room == GiB and "/pod/ctr" in what
     with pytest.raises(params.ParameterError, match="n_bytes"):
         params.memory("n_bytes", 2 * GiB, 2 * GiB, what="the test buffer")
+
+
+def test_no_parameter_description_shows_a_python_repr_or_an_ascii_minus():
+    """A parameters table reads each description as written: "not set: …", never "null: …", "None: …" or "0 to
+    nnodes - 1" (a fresh reader found all three)."""
+    import re
+
+    from datajourney.book import registry
+
+    bad = []
+    for ch in registry.CHAPTERS:
+        for name, spec in ch.params.specs().items():
+            if re.search(r"\b(null|None|True|False)\b|\w - \d", spec.help):
+                bad.append(f"{ch.name}.{name}: {spec.help}")
+    assert not bad, bad

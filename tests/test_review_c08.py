@@ -157,12 +157,12 @@ def test_the_opening_names_the_comparison_each_line_answers(refs):
         op = page.opening(f)
         assert len(op.findings) <= 3 and all(phrasing.words(x.text) <= phrasing.OPENING_WORDS for x in op.findings)
         first = op.findings[0].text
-        assert first.startswith("Here, on the SPDL paper's comparison (warm files, per-sample transforms), SPDL ran ")
+        assert first.startswith("On the SPDL paper's comparison (warm files, per-sample transforms), SPDL ran ")
         assert re.search(r"\*\*([0-9.]+× (faster|slower) than|level with) the paper's baseline", first)
         assert "1.74× faster than the PyTorch DataLoader" in first
         lead = opening.first_sentence(op.actions[0].text)[0]
         end_to_end = "cost" in f.advice_for("image_decode.loader").evidence
-        assert ("(section 3's end-to-end comparison)" in lead) == end_to_end
+        assert ("(end to end, section 3)" in lead) == end_to_end
         shown = opening.markdown(page, res, None, is_reference_run=True).split("<details>")[0]
         assert first in shown and lead in shown
     assert "cost" in analysis.analyse(refs["h200"]).advice_for("image_decode.loader").evidence   # both cases run

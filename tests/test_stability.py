@@ -319,7 +319,7 @@ def test_the_appendix_names_a_host_by_its_hardware_never_by_its_host_name():
 def test_the_appendix_shows_the_committed_run_time(appendix):
     """Each reference host's run time, from its run records."""
     assert _shown(appendix, "stability.run_time_section(") == [
-        f"**{h}**: " + stability.run_time_section(h)[1] for h in results.reference_hosts()]
+        f"**{stability.host_heading(h)}**: " + stability.run_time_section(h)[1] for h in results.reference_hosts()]
     from datajourney.core.paths import REPO_ROOT
 
     toc = (REPO_ROOT / "_toc.yml").read_text()

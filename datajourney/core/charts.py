@@ -768,7 +768,8 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
     facets = list(dict.fromkeys(summary[facet])) if facet else [None]
     series = series_in(summary[color], order)
     colour = series_colours(series, order)
-    fig = facet_grid(len(facets), [f"{facet}: {f}" for f in facets] if facet else None, shared_y)
+    fig = facet_grid(len(facets), [_panel_title(facet_label(facet, f), len(facets)) for f in facets] if facet
+                     else None, shared_y)
     for ci, fv in enumerate(facets, start=1):
         part = summary[summary[facet] == fv] if facet else summary
         for name in series:
@@ -792,6 +793,13 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
     fig.update_yaxes(rangemode="tozero")
     fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label, per)})", row=1, col=1)
     return fig
+
+
+def facet_label(facet: str, value) -> str:
+    """A panel's title: its value where the value names itself ("guest-cold", "Pillow", "reference run, 4 GPUs"),
+    "column: value" where it is a bare number ("GPUs: 2"), never the table's column name before a word."""
+    text = str(value)
+    return text if any(ch.isalpha() for ch in text) else f"{facet}: {text}"
 
 
 #: Characters of a panel's title that fit the panel's width when a chart has this many panels side by side.
@@ -822,7 +830,7 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
     facets = list(dict.fromkeys(summary[facet]))
     series = series_in(summary[color], order)
     colour = series_colours(series, order)
-    fig = facet_grid(len(facets), [_panel_title(f"{facet}: {f}", len(facets)) for f in facets], shared_y)
+    fig = facet_grid(len(facets), [_panel_title(facet_label(facet, f), len(facets)) for f in facets], shared_y)
     for ci, fv in enumerate(facets, start=1):
         part = summary[summary[facet] == fv]
         for name in series:

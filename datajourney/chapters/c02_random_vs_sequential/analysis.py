@@ -249,7 +249,7 @@ def _shard_length(out: Facts, res) -> None:
         return
     chunk = int(sl["chunk"].iloc[0])
     nbytes = {k: int(sl[sl["read"] == v]["bytes"].iloc[0]) for k, v in reads.items()}
-    mb = {k: num(v / 1e6, "MB") for k, v in nbytes.items()}
+    mb = {k: num(v / 2**20, "MiB") for k, v in nbytes.items()}   # sizes in binary units, as the parameters give them
     labels = {"short": f"the headline shard ({mb['short']})", "part": f"the first {mb['part']} of the long shard",
               "whole": f"the whole long shard ({mb['whole']})"}
     for k in reads:

@@ -1077,7 +1077,7 @@ def format_table(res) -> pd.DataFrame:
         fmt = r["format"]
         row = {"format": LABELS.get(fmt, fmt), "library": r["library"],
                "conversion (s)": r["convert_s"] if fmt != "imagefolder" else "none",
-               "on disk (MB)": r["bytes"] / 1e6, "× the images": r["bytes"] / r["source_bytes"]}
+               "on disk (MiB)": r["bytes"] / 2**20, "× the images": r["bytes"] / r["source_bytes"]}
         for cache in ("cold", "warm"):
             f = facts.get(analysis.format_key(fmt, cache))
             c = facts.get(f"{analysis.format_key(fmt, cache)}.vs_ceiling")

@@ -82,7 +82,7 @@ class Params(ChapterParams):
     data_dir: object = param(None, "where the images are generated (default: ~/.cache/datajourney)", kind="path",
                              optional=True)
     image_dir: object = param(None, "your own images instead of generated ones: a folder of JPEG or PNG files "
-                                    "(ImageFolder tree or flat), only ever read (null: the book's generated data)",
+                                    "(ImageFolder tree or flat), only ever read (not set: the book's generated data)",
                               kind="path")
 
 

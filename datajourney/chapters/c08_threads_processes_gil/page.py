@@ -1209,7 +1209,7 @@ def _opening_question(facts: Facts) -> Finding | None:
         paper = "" if p is None else f" (the paper: {p}, {PAPER_SETTING})"
         # named as the paper's comparison: the loader advice beside it may answer the end-to-end one (section 3)
         setting = f"{say.text(g.setting.get('state', 'warm'))} files, per-sample transforms"
-        return Finding("paper.gain.warm", f"Here, on the SPDL paper's comparison ({setting}), SPDL ran {_b(here)}"
+        return Finding("paper.gain.warm", f"On the SPDL paper's comparison ({setting}), SPDL ran {_b(here)}"
                                           f"{paper}.", g.number, "×")
     c = facts.get("end_to_end")
     if c is None or c.number is None:
@@ -1307,7 +1307,7 @@ def _action_loader(facts: Facts) -> Action | None:
 
 #: The comparison the loader advice rests on where the end-to-end runs decided it (section 3), named beside its
 #: workload so that the opening's first screen tells it from the paper's comparison.
-END_TO_END_WORDS = "section 3's end-to-end comparison"
+END_TO_END_WORDS = "end to end, section 3"
 
 
 def _action_change(facts: Facts, key: str) -> Action | None:

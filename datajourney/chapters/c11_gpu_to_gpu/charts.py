@@ -7,15 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import (
-    PALETTE,
-    _panel_title,
-    bars_facets,
-    lines_facets,
-    lines_with_band,
-    series_colours,
-    size_ticks,
-)
+from datajourney.core.charts import PALETTE, bars_facets, lines_facets, lines_with_band, series_colours, size_ticks
 from datajourney.core.units import size_label
 
 # -- chapter 11 --
@@ -128,15 +120,6 @@ def bench_chart(bl: pd.DataFrame, label: str = "") -> go.Figure:
     return size_ticks(by_option(fig), bl["size"])
 
 
-def _run_panels(fig: go.Figure, runs: int) -> go.Figure:
-    """Each panel titled by its run alone ("reference run, 4 GPUs"), not by the column it is drawn from
-    ("run: reference run, 4 GPUs"), on as many lines as its width needs."""
-    def title(a):
-        if (a.text or "").startswith("run: "):
-            a.update(text=_panel_title(a.text.replace("<br>", " ").removeprefix("run: "), runs))
-    return fig.for_each_annotation(title)
-
-
 def scaling_charts(steps: pd.DataFrame, bw: pd.DataFrame) -> list[go.Figure]:
     """The scaling curve of every run shown (``page.scaling_long``): steps/s per GPU as a share of its own one GPU
     without DDP, and the all-reduce's bus bandwidth, by the number of GPUs (each only where it has points); one panel
@@ -147,13 +130,11 @@ def scaling_charts(steps: pd.DataFrame, bw: pd.DataFrame) -> list[go.Figure]:
                                            low="pct_min", high="pct_max", band_label="min–max over windows", unit="%",
                                            shared_y=True, title="Steps/s per GPU as a share of one GPU without DDP",
                                            xaxis="GPUs (processes)", yaxis="% of one GPU (point: mean)")))
-        _run_panels(figs[-1], steps["run"].nunique())
     if len(bw):
         figs.append(by_option(lines_facets(bw, x="processes", color="line", facet="run", centre="mean",
                                            band_label="min–max over repeats", unit="GB/s",
                                            title=f"All-reduce bus bandwidth at {size_label(int(bw['bytes'].iloc[0]))}",
                                            xaxis="GPUs (processes)", yaxis="bus bandwidth (GB/s; point: median)")))
-        _run_panels(figs[-1], bw["run"].nunique())
     return figs
 
 

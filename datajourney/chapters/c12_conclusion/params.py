@@ -20,4 +20,4 @@ class Params(ChapterParams):
                              choices=(2, 4, 8))
     tokens_per_batch: int = param(131072, "tokens per batch copied to the GPU and trained on (e.g. 128 rows of 1,024)",
                                   minimum=1, maximum=1 << 30)
-    diagnose: object = param(None, "a run directory to diagnose (not set: this run, run_dir)", kind="path")
+    diagnose: object = param(None, "a run directory to diagnose (not set: this run's own)", kind="path")
