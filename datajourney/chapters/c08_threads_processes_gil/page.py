@@ -3,8 +3,6 @@ result's tables, charts and notes as evidence. Every string from a result file t
 through :func:`~datajourney.core.phrasing.text` or :func:`~datajourney.core.phrasing.code`."""
 from __future__ import annotations
 
-import dataclasses
-
 import pandas as pd
 
 from datajourney.chapters import published
@@ -1300,14 +1298,9 @@ def _action_loader(facts: Facts) -> Action | None:
         return None if u is None else Action(
             "No advice on the loader from this run: it measured no DataLoader decoding with Pillow, PyTorch's "
             f"default (its DataLoader decoded with {say.text(u.value)}), and a gain needs its baseline.")
-    if "cost" in a.evidence:   # decided end to end, not by the paper's comparison the first finding words
-        a = dataclasses.replace(a, workload=f"{a.workload} ({END_TO_END_WORDS})")
+    # decided end to end ("from cold files to the GPU", its workload says), not by the paper's comparison (warm files)
+    # that the first finding names: the two lines of the first screen answer two questions, each named
     return Action(say.advice(a, facts), a.snippet)
-
-
-#: The comparison the loader advice rests on where the end-to-end runs decided it (section 3), named beside its
-#: workload so that the opening's first screen tells it from the paper's comparison.
-END_TO_END_WORDS = "end to end, section 3"
 
 
 def _action_change(facts: Facts, key: str) -> Action | None:
