@@ -2,7 +2,6 @@
 within both sides' measured spread, advice reads the same wherever it is worded, and no string from a
 result file can leave a code span or open an HTML tag."""
 import re
-from dataclasses import replace
 
 import pytest
 from helpers import HOSTILE, assert_stays_text
@@ -281,20 +280,3 @@ def test_a_comparison_names_the_setting_both_sides_share_once():
     other = Facts("x")
     other.add(a, c, compare("x", a, c))
     assert phrasing.contrast(other["x"], other) == ("one shard, cold", "200× faster than a thread pool", "")
-
-
-def test_a_level_comparison_shows_the_runs_that_overlap():
-    """"level" between 1,616 and 1,369 MB/s reads as wrong unless the runs are shown: two runs give their two values,
-    three or more their range (the book shows a range from three runs on)."""
-    a = Fact("a", 1616.0, "MB/s", "readahead 8 MiB", "rate", "higher", 2, (1467.0, 1765.0))
-    b = Fact("b", 1369.0, "MB/s", "readahead 128 KiB", "rate", "higher", 2, (1226.0, 1513.0))
-    facts = Facts("x")
-    facts.add(a, b, compare("c", a, b))
-    said = phrasing.comparison(facts["c"], facts)
-    assert said == ("level with readahead 128 KiB: within the runs' spread (1,467 and 1,765 against 1,226 and 1,513 "
-                    "MB/s), 2 runs each")
-    a3, b3 = replace(a, n=3), replace(b, n=3)
-    three = Facts("x")
-    three.add(a3, b3, compare("c", a3, b3))
-    assert "(1,467–1,765 against 1,226–1,513 MB/s), 3 runs each" in phrasing.comparison(three["c"], three)
-    assert phrasing.comparison(facts["c"]) == "level with the baseline: within the runs' spread, 2 runs each"

@@ -341,27 +341,10 @@ def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, base
     if r is None or r <= 0:
         return f"not comparable with {base} (one side did not run)"
     if c.level:
-        return f"level with {base}: within the runs' spread{_ranges(c, facts)}, {c.n} runs each"
+        return f"level with {base}: within the runs' spread, {c.n} runs each"
     if max(r, 1 / r) < SAME_WITHIN:  # "1.00× slower" would name a direction its own number does not show
         return f"about the same as {base} (within {num(100 * (SAME_WITHIN - 1), '%')})"
     return f"{_ratio(r, c.quantity)} {base}"
-
-
-def _ranges(c: Fact, facts) -> str:
-    """" (1,211–1,581 against 1,255–1,304 MB/s)": the two sides' ranges over their runs (two runs: their two values),
-    which overlap where a comparison reads level, so a reader sees why two different means are not told apart; ""
-    where ``facts`` lacks a side or its spread."""
-    a, b = (facts.get(k) if facts is not None and k else None for k in (c.of, c.basis))
-    if a is None or b is None or not a.spread or not b.spread or a.unit != b.unit:
-        return ""
-
-    def runs(f: Fact, unit: str) -> str:   # two runs: their two values (a range is shown from three runs on)
-        lo, hi = f.spread
-        if f.n == 2:
-            return f"{num(lo, with_unit=False)} and {num(hi, unit)}"
-        return span(lo, hi, unit, with_unit=bool(unit))
-
-    return f" ({runs(a, '')} against {runs(b, b.unit)})"
 
 
 #: A ratio closer to 1 than this prints as "about the same" (it would read 1.00× at the book's precision).
