@@ -96,3 +96,16 @@ def test_findings_of_the_reference_run(chapter):
     assert len({f.key for f in items}) == len(items)
     for f in items:
         assert f.text and not has_nan(f.text) and "None" not in f.text, f
+
+
+def test_a_level_pair_names_its_shared_setting_once():
+    """"A ran at x and B at y, both cold: level with B, both cold: …" said the shared setting twice."""
+    from datajourney.chapters.wording import pair_words
+    from datajourney.core.facts import Fact, Facts, compare
+
+    a = Fact("a", 101.0, "MB/s", "one shard, cold", "rate", "higher", 2, (95.0, 110.0))
+    b = Fact("b", 100.0, "MB/s", "10,000 files, cold", "rate", "higher", 2, (90.0, 105.0))
+    facts = Facts("x")
+    facts.add(a, b, compare("gap", a, b))
+    text = pair_words(facts, "gap")
+    assert text.count("cold") == 1 and ", both cold: **level with 10,000 files: within the runs' spread" in text

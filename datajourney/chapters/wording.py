@@ -23,10 +23,9 @@ def pair_words(facts, key: str) -> str:
     c = facts[key]
     a, b = facts[c.of], facts[c.basis]
     own_a, own_b, shared = say.shared_setting(say.text(a.label), say.text(b.label))
-    subject, comparison, _ = say.contrast(c, facts)
-    both = f", both {shared}" if shared else ""
+    both = f", both {shared}" if shared else ""   # said once, before the comparison (a level one included)
     return (f"{cap(own_a)} ran at **{say.value(a)}** and {own_b} at **{say.value(b)}**{both}: "
-            f"**{comparison}**")
+            f"**{say.comparison(c, facts, baseline=own_b)}**")
 
 
 def ran(facts, key: str, lead: str = "") -> str:
