@@ -593,3 +593,47 @@ def test_journey_setup_from_a_wheelhouse_prints_steps_and_no_error(scratch):
     r = _run([clone / ".venv" / "bin" / "python", "-c", "import datajourney, spdl; print(datajourney.__file__)"],
              env=env, cwd=clone, timeout=120)
     assert r.returncode == 0 and str(clone) in r.stdout, r.stderr[-2000:]
+
+
+def _compiled_on_import(py: Path, module: str, under: Path, env: dict) -> int:
+    """How many source files under ``under`` ``py`` compiles when it imports ``module`` (a fresh process)."""
+    probe = ("import builtins; seen = []; c = builtins.compile\n"
+             "def counting(src, name, *a, **k):\n    seen.append(str(name)); return c(src, name, *a, **k)\n"
+             f"builtins.compile = counting\nimport {module}\n"
+             f"print(sum(n.startswith({str(under)!r}) for n in seen))")
+    r = _run([py, "-c", probe], env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return int(r.stdout.strip())
+
+
+@pytest.mark.parametrize("host_has_bytecode", [False, True])
+def test_a_host_torch_without_bytecode_is_compiled_into_the_venv_not_the_host(tmp_path, host_has_bytecode):
+    """A .venv reusing a host's torch (a .pth naming the host's site-packages) on a host that writes no bytecode
+    (PYTHONDONTWRITEBYTECODE): before scripts/bytecode.py every import compiles the host's sources; after it,
+    none, with the bytecode in .venv/pycache, the host's folder untouched and a .pth pointing Python there. A host
+    torch with its bytecode is left alone (no prefix)."""
+    host = tmp_path / "host-site"
+    (host / "torch").mkdir(parents=True)
+    (host / "torch" / "__init__.py").write_text("from torch import part\n")
+    (host / "torch" / "part.py").write_text("X = 1\n")
+    if host_has_bytecode:
+        import compileall
+        assert compileall.compile_dir(host, quiet=2)
+    venv = tmp_path / "venv"
+    assert _run([sys.executable, "-m", "venv", "--without-pip", venv], timeout=120).returncode == 0
+    py = venv / "bin" / "python"
+    purelib = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    (purelib / "host.pth").write_text(f"{host}\n")
+    env = _env(isolated=True, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    assert _compiled_on_import(py, "torch", host, env) == (0 if host_has_bytecode else 2)
+    r = _run([py, SCRIPTS / "bytecode.py", venv], env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _compiled_on_import(py, "torch", host, env) == 0
+    pth = purelib / "datajourney-bytecode.pth"
+    if host_has_bytecode:
+        assert not pth.exists() and not (venv / "pycache").exists() and r.stdout == ""
+    else:
+        assert pth.is_file() and "has no bytecode" in r.stdout and len(r.stdout.splitlines()) == 1
+        assert not (host / "torch" / "__pycache__").exists()
+        assert list((venv / "pycache").rglob("part.*.pyc"))
