@@ -5,8 +5,8 @@ pip installs into ``.venv`` with ``--no-compile`` (its own compiling runs one fi
 site-packages) can meet a host whose packages carry no bytecode and whose environment forbids writing it
 (``PYTHONDONTWRITEBYTECODE``, as set in some framework containers): every process then compiles torch's
 sources again on import (on the H200 host, importing transformers' GPT-2 compiled 996 of torch's modules and
-419 of sympy's: 5.6 s, in each kernel and each spawned worker that imports it). There the host's files are left as they are: everything
-``.venv``'s Python imports from is compiled into ``.venv/pycache``, and a .pth file points
+419 of sympy's: 5.6 s, in each kernel and each spawned worker that imports it). There the host's files are left
+as they are: everything ``.venv``'s Python imports from is compiled into ``.venv/pycache``, and a .pth file points
 ``sys.pycache_prefix`` there (a prefix the reader sets, ``PYTHONPYCACHEPREFIX``, wins).
 
 usage: python scripts/bytecode.py VENV   (run with VENV's Python; prints one line when it uses the prefix)
