@@ -112,14 +112,9 @@ def test_recorded_verification_cost_of_the_full_data_sets(record):
 
 #: The recorded `./journey book quick` runs (scripts/bench-book.sh in a fresh clone: install, chapters, book build).
 QUICK_BOOKS = sorted((REPO_ROOT / "data" / "benchmarks").glob("quick_book*.json"))
-#: Recorded runs that miss the ten minutes, with what they took (the quick sweeps still to be cut on that host).
-QUICK_BOOK_MISSES = {"quick_book_h200": "678 s on the H200 host, 80 s of it install and start-up (commit 9e431d4); "
-                                       "601 s at b1bcbe1, the same sections 10-30% faster"}
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=pytest.mark.xfail(
-    strict=True, reason=QUICK_BOOK_MISSES[p.stem])) if p.stem in QUICK_BOOK_MISSES else pytest.param(p, id=p.stem)
-    for p in QUICK_BOOKS])
+@pytest.mark.parametrize("path", QUICK_BOOKS, ids=[p.stem for p in QUICK_BOOKS])
 def test_recorded_quick_book_fits_ten_minutes_install_included(path):
     """`./journey book` (quick profile) from a fresh clone, as a reader runs it: the install, every chapter with its
     data generation, and the book build took at most 10 minutes on the machine it was recorded on."""
