@@ -280,3 +280,19 @@ def test_a_comparison_names_the_setting_both_sides_share_once():
     other = Facts("x")
     other.add(a, c, compare("x", a, c))
     assert phrasing.contrast(other["x"], other) == ("one shard, cold", "200× faster than a thread pool", "")
+
+
+def test_advice_does_not_repeat_its_workloads_setting_in_the_baseline():
+    """An advice's comparison names the baseline less what the workload already says ("cold page cache" in the
+    workload: no "(cold)" after the baseline), and keeps the parts the workload does not name."""
+    from datajourney.core.facts import Advice, Fact, Facts, compare
+
+    a = Fact("a", 2.0, "batches/s", "read() over the sweep (cold)", "rate", "higher")
+    b = Fact("b", 1.0, "batches/s", "mmap over the sweep (512 tokens, cold)", "rate", "higher")
+    facts = Facts("10_mmap_vs_read", {f.key: f for f in (a, b, compare("gain", a, b))})
+    adv = Advice("tokens.reader", "reader", "read()", workload="token files, one process, cold page cache",
+                 gain="gain", call="os.preadv(fd, [buffer], offset)")
+    text = phrasing.advice(adv, facts)
+    assert "2.0× faster than mmap over the sweep (512 tokens)." in text, text
+    assert text.count("cold") == 1, text
+    assert phrasing.without_workload("shards, num_workers=0, warm", "JPEGs, cold") == "shards, num_workers=0, warm"

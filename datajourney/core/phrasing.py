@@ -429,6 +429,25 @@ _SCOPE = {"best": "", "edge": " (the largest value measured; more may help)",
           "only": " (the only option that ran here)"}
 
 
+def without_workload(label: str, workload: str) -> str:
+    """A baseline's label less the setting its advice's workload already names: the parts of its closing
+    parentheses (or of its ", " list) that begin a part of ``workload``. With the workload "token files, cold page
+    cache", "mmap over the whole sweep (cold)" reads "mmap over the whole sweep", and "num_workers=0 (read(),
+    3 batches, cold)" reads "num_workers=0 (read(), 3 batches)"."""
+    said = [w.lower() for w in _parts(workload)]
+
+    def named(part: str) -> bool:
+        return bool(part) and any(w == part.lower() or w.startswith(part.lower() + " ") for w in said)
+
+    m = re.fullmatch(r"(.*\S) \((.*)\)", label)
+    if m is not None and m[2].count("(") == m[2].count(")"):
+        keep = [x for x in _parts(m[2]) if not named(x)]
+        return f"{m[1]} ({', '.join(keep)})" if keep else m[1]
+    parts = _parts(label)
+    keep = parts[:1] + [x for x in parts[1:] if not named(x)]
+    return ", ".join(keep)
+
+
 def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: str | None = None) -> str:
     """One piece of advice, the same text wherever it appears: "For ResNet-50 training from JPEG files, set
     `num_workers=8`: 1.9× faster than `num_workers=0` (the largest value measured; more may help)", or, for a
@@ -437,7 +456,9 @@ def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: 
     measured on another machine ("On the reference host, an H200 host: ...")."""
     where = f"On {host}: " if host else ""
     gain = facts.get(a.gain) if facts is not None and a.gain else None
-    body = f": {comparison(gain, facts)}" if gain is not None and gain.number is not None else ""
+    basis = facts.get(gain.basis) if gain is not None and gain.basis else None
+    base = without_workload(text(basis.label), text(a.workload)) if basis is not None and basis.label else None
+    body = f": {comparison(gain, facts, baseline=base)}" if gain is not None and gain.number is not None else ""
     what = paste(a.call) if a.call else setting(a.knob, a.value)
     at = f" (at {code(a.at)})" if a.at else ""
     if a.verdict == "keep":

@@ -48,7 +48,7 @@ class Template:
 TEMPLATES = {
     "spaces": Template(
         "{instruction} {input} {output}", "{instruction} {input} {output}", False,
-        "the three fields joined by single spaces, an empty input included (it leaves two spaces): "
+        "the three fields joined by single spaces, an empty input included, which leaves two spaces; "
         "the joining that reproduces the source's length table and efficiencies"),
     "plain": Template(
         "{instruction}\n\n{input}\n\n{output}", "{instruction}\n\n{output}", True,

@@ -20,7 +20,7 @@ __all__ = ["device_name", "model_label", "opening", "findings"]
 
 #: Each end-of-text mode (:data:`~datajourney.chapters.c05_padding_tax.experiment.EOS_MODES`) in words.
 EOS_WORDS = {
-    "packed_only": "an end-of-text token after each sample in packed rows only (padded rows end at the padding)",
+    "packed_only": "an end-of-text token after each sample in packed rows only; padded rows end at the padding",
     "always": "an end-of-text token after every sample, in every layout",
     "never": "no end-of-text token anywhere",
 }
@@ -44,6 +44,15 @@ INPUT_WORDS = {
 #: This page's facts of a result: its chapter's own analysis (or facts as they are).
 facts_of = facts_reader(analysis.analyse)
 
+
+
+def _against(facts: Facts, key: str) -> str:
+    """Comparison ``key`` worded for a sentence that already names its population ("over all samples"): the
+    baseline by its layout alone, not "padding each batch to its longest sample (all samples)"."""
+    c = facts[key]
+    basis = facts.get(c.basis) if c.basis else None
+    strategy = basis.setting.get("strategy") if basis is not None else None
+    return phrasing.comparison(c, facts, baseline=analysis.NOUNS.get(strategy))
 
 def _published(metric: str):
     return published.figure(CHAPTER, metric)
@@ -125,7 +134,7 @@ def finding_first_batch_ratio(facts: Facts) -> Finding | None:
                    "not as published" + (f"; this run's setting differs from the published one: {differs}"
                                          if differs else ""))
     return _finding(facts, c.key, f"In the first batch, greedy packing's share of real tokens per computed "
-                                  f"position is **{phrasing.comparison(c, facts)}** ({verdict}).")
+                                  f"position is **{_against(facts, c.key)}** ({verdict}).")
 
 
 def finding_all_samples(facts: Facts) -> Finding | None:
@@ -133,10 +142,10 @@ def finding_all_samples(facts: Facts) -> Finding | None:
         return None
     c = facts["all_samples"]
     also = facts.get("all_samples_vs_context")
-    extra = (f", and {phrasing.comparison(also, facts)}" if also is not None and also.basis != c.basis else "")
+    extra = f", and {_against(facts, also.key)}" if also is not None and also.basis != c.basis else ""
     return _finding(facts, c.key, f"**All {_count(facts, 'samples')} samples** (what an epoch costs): greedy packing "
                                   f"filled {phrasing.value(facts[c.of])} of the computed positions with real tokens, "
-                                  f"**{phrasing.comparison(c, facts)}**{extra}; it needed "
+                                  f"**{_against(facts, c.key)}**{extra}; it needed "
                                   f"{_count(facts, 'steps.greedy_pack')} steps instead of "
                                   f"{_count(facts, 'steps.pad_to_context')} padded to the context.")
 
@@ -482,7 +491,7 @@ def takeaways(facts: Facts) -> str:
     c = facts.get("all_samples")
     if c is not None and c.basis == "all.pad_to_longest" and c.number is not None:
         lines.append("Padding to the longest sample of each batch recovers part of the waste; greedy packing's real "
-                     f"tokens per computed position are {phrasing.comparison(c, facts)}.")
+                     f"tokens per computed position over all samples are {_against(facts, c.key)}.")
     if isolated(facts, "no_cache") and isolated(facts, "default") is False:
         lines.append("With transformers, packed rows stay correct only when nothing else overrides the "
                      "position ids: no attention mask and no cache (`use_cache=False`), or a "
@@ -541,7 +550,7 @@ def opening(facts: Facts) -> Opening:
         have = [k for k in keys if k in facts and facts[k].number is not None]
         if have and len(out) < 3:
             out.append(_finding(facts, have[0], f"Over {pop}, greedy packing's real tokens per computed position: "
-                                + ", and ".join(f"**{phrasing.comparison(facts[k], facts)}**" for k in have) + "."))
+                                + ", and ".join(f"**{_against(facts, k)}**" for k in have) + "."))
     return Opening(out[:3], actions(facts))
 
 

@@ -31,7 +31,7 @@ TOPO_LEGEND = {
     "X": "self", "SYS": "PCIe + the interconnect between NUMA nodes (e.g. QPI/UPI)",
     "NODE": "PCIe + the interconnect between PCIe host bridges within a NUMA node",
     "PHB": "PCIe + a PCIe host bridge (typically the CPU)", "PXB": "several PCIe bridges, no host bridge",
-    "PIX": "at most a single PCIe bridge", "NV": "NVLink (a bonded set of NV# links)",
+    "PIX": "at most a single PCIe bridge", "NV": "NVLink, a bonded set of NV# links",
 }
 #: The codes a result records for what did not run, as a reader reads them.
 REASONS = {"no_cuda": "no CUDA device: no GPU kernels to profile",
@@ -299,7 +299,7 @@ def _bandwidth_curve(facts: Facts, host_words: str) -> str:
                          for f in sorted(bw, key=lambda f: f.setting["gpus"]) if f.setting["path"] == path)
     host = at("p2p_off")
     return (f"all-reduce bus bandwidth at {size_label(bw[0].setting['bytes'])}: {at(facts.data['workload']['path'])}"
-            + (f" ({host_words}: {host})" if host else ""))
+            + (f", and {host_words} {host}" if host else ""))
 
 
 def _curve_sentence(facts: Facts) -> str:
@@ -791,7 +791,7 @@ def scaling_text(sources) -> str:
         f = facts_of(r)
         if len(_effs(f)) + (1 if "one_gpu" in f else 0) < 2:
             continue
-        bw = _bandwidth_curve(f, _path("p2p_off"))
+        bw = _bandwidth_curve(f, f"with {_path('p2p_off')}")
         parts.append(f"{say.text(label)}, {bw}" if bw else say.text(label))
         seen |= {1} | {e.setting["gpus"] for e in _effs(f)}
     if not parts:
