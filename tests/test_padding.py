@@ -408,7 +408,7 @@ def test_findings_as_published():
     assert "**2.3%**" in f["first_batch_pad_to_context"].text and "**98.5%**" in f["first_batch_packed"].text
     t = f["first_batch_ratio"].text
     assert "42.4× more than padding every sample to the context" in t and "reproduced as printed" in t
-    assert "more than padding every sample to the context**" in f["all_samples"].text  # the sentence names the population
+    assert "more than padding every sample to the context**" in f["all_samples"].text  # names the population once
     assert "(all samples)" not in f["all_samples"].text and "(first batch)" not in f["first_batch_ratio"].text
     assert "**40.0× faster than padding every sample to the context**" in f["packing_vs_context"].text
     assert f["packing_vs_context"].value == pytest.approx(1 / 40.0)
