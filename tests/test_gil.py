@@ -1029,7 +1029,7 @@ def test_epoch_memory_finding_and_note_follow_the_workers_private_memory():
     assert "the list more, as copy-on-read predicts" in page.epoch_note(res)
     assert page.section_findings(res, "epoch_memory")[0].text == f.text + " " + page.epoch_note(res)
     same = _with_epoch(_result(), list_uss=(60e6, 62e6))
-    assert "**about the same as with the array (within 0.5%)**" in page.finding_epoch_memory(same).text
+    assert "**about the same as with the array, within 0.5%**" in page.finding_epoch_memory(same).text
     assert "did not show" in page.epoch_note(same)
     assert len(page.epoch_table(res)) == 4 and set(page.epoch_lines(res)["series"]) == {
         "main process", "each worker (mean)", "all processes"}

@@ -13,13 +13,17 @@ def test_chapter_3_opening_follows_reversed_data():
     ref = results.load_reference("03_dataloader")
     op = page.opening(ref)
     assert "faster than" in op.findings[0].text and op.findings[0].value > 1
-    assert "use one shard read in order" in op.actions[-1].text
-    assert "num_workers=16" in op.actions[0].snippet
+    # the layout to change first; the worker count after it, for files kept one per sample (alternatives)
+    assert "use one shard read in order" in op.actions[0].text
+    assert op.actions[1].text.startswith("If you keep one file per sample instead, set `num_workers=16`")
+    assert "num_workers=16" in op.actions[1].snippet
+    assert sum(a.text.count("For a DataLoader over") for a in op.actions) == 1
     e = ref.table("epochs").copy()
     e["kind"] = e["kind"].map({"small_files": "shard_in_order", "shard_in_order": "small_files"}).fillna(e["kind"])
     op = page.opening(with_tables(ref, epochs=e))
     assert "slower than" in op.findings[0].text and op.findings[0].value < 1
     assert "keep the default one file per sample" in op.actions[-1].text
+    assert not any(a.text.startswith("If you keep") for a in op.actions)
 
 
 def test_chapter_3_prints_no_range_from_two_runs():

@@ -27,7 +27,7 @@ def test_comparison_follows_the_data_both_ways():
 def test_a_ratio_that_would_print_as_one_names_no_direction():
     """0.998× would print "1.00× slower": a direction its own number does not show."""
     a, b = Fact("a", 0.499, "s", "a", "time", "lower"), Fact("b", 0.5, "s", "b", "time", "lower")
-    assert phrasing.comparison(compare("c", a, b), baseline="b") == "about the same as b (within 0.5%)"
+    assert phrasing.comparison(compare("c", a, b), baseline="b") == "about the same as b, within 0.5%"
     c = Fact("c2", 0.49, "s", "c", "time", "lower")
     assert phrasing.comparison(compare("c", c, b), baseline="b") == "1.02× faster than b"
 

@@ -317,7 +317,7 @@ def test_findings_of_a_constructed_run_say_what_it_shows():
     assert 3 <= len(f) <= 6 and len({x.key for x in f}) == len(f)
     t = {x.key: x.text for x in f}
     assert "165 ms" in t["published_w0"] and "1.03× slower than D·B in the model" in t["published_w0"]
-    assert "keeps up" in t["published_w4"] and "`D·B/W` (the CPU cost of a batch" in t["published_w4"]
+    assert "keeps up" in t["published_w4"] and "`D·B/W`, the CPU cost of a batch" in t["published_w4"]
     assert "accelerator utilisation (AU:" in t["published_w4"]
     assert "higher clocks" in _drift(_result()) and "power cap" in _drift(_result())
     assert "faster than a step with no idle gap before it" in t["step_drift"] and "MHz" not in t["step_drift"]

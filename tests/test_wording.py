@@ -29,6 +29,17 @@ def test_numbers_have_no_false_precision():
     assert num(0.036, "ms") == "0.036 ms" and num(float("nan")) == "—"
 
 
+def test_one_quantity_side_by_side_prints_at_one_precision():
+    """A whole value beside measured ones takes their decimals (chapter 4: "D = 5.00 ms" beside "D = 5.60 ms");
+    values that all print whole, or of 100 and more, stay as num prints them."""
+    from datajourney.core.units import alike
+
+    assert alike([5.0, 5.6], "ms") == ["5.00 ms", "5.60 ms"]
+    assert alike([40.0, 50.04], "ms") == ["40.0 ms", "50.0 ms"]
+    assert alike([5.0, 7.0], "ms") == ["5 ms", "7 ms"] and alike([150.0, 5.6], "ms") == ["150 ms", "5.60 ms"]
+    assert alike([None, 2.5], "ms") == ["—", "2.50 ms"]
+
+
 def test_ranges_read_as_ranges():
     assert findings.span(1.21, 3.4, "ms") == "1.21–3.40 ms"
     assert findings.span(-0.033, 0.28, "ms") == "−0.033 to 0.28 ms"

@@ -343,7 +343,7 @@ def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, base
     if c.level:
         return f"level with {base}: within the runs' spread, {c.n} runs each"
     if max(r, 1 / r) < SAME_WITHIN:  # "1.00× slower" would name a direction its own number does not show
-        return f"about the same as {base} (within {num(100 * (SAME_WITHIN - 1), '%')})"
+        return f"about the same as {base}, within {num(100 * (SAME_WITHIN - 1), '%')}"
     return f"{_ratio(r, c.quantity)} {base}"
 
 

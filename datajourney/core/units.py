@@ -72,6 +72,18 @@ def num(value: float | None, unit: str = "", *, with_unit: bool = True) -> str:
     return text + unit if unit in ("×", "%") else f"{text} {unit}"
 
 
+def alike(values: list[float], unit: str = "") -> list[str]:
+    """Values of one quantity side by side, as :func:`num` prints them but with one count of decimals: a whole
+    value among measured ones gets theirs ("5.00 ms" beside "5.60 ms", not "5 ms"), so a sentence never shows one
+    quantity at two precisions."""
+    out = [num(v, unit) for v in values]
+    decimals = [len(t.split(" ")[0].rstrip("×%").partition(".")[2]) for t in out]
+    d = max(decimals, default=0)
+    return [t if v is None or k == d or not 0 <= float(v) < 100 else
+            f"{float(v):,.{d}f}" + ("" if not unit else unit if unit in ("×", "%") else f" {unit}")
+            for v, k, t in zip(values, decimals, out, strict=True)]
+
+
 def shown(value: float, unit: str = "") -> float:
     """``value`` as :func:`num` prints it, read back: a worked answer computes from the inputs it shows, so a reader's
     own arithmetic on the page gives the page's result.

@@ -755,5 +755,20 @@ def opening(facts: Facts) -> Opening:
         f = facts["first_batch"]
         out.append(Finding("first_batch", f"{cap(say.text(f.label))} was **{say.value(f, runs=False)}**, "
                            f"{say.value(facts['first_batch.share'])} of an epoch.", f.number, "ms"))
-    actions = [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
-    return Opening(say.define_first(out[:3], facts.get("cold_state")), actions[:3])
+    return Opening(say.define_first(out[:3], facts.get("cold_state")), actions(facts)[:3])
+
+
+def actions(facts: Facts) -> list[Action]:
+    """The two answers in the order a reader acts on them: where this run says to change the layout, that first,
+    and the worker count after it as what to set for files kept one per sample (the two are alternatives, not
+    steps)."""
+    layout, workers = facts.advice_for("small_files.layout"), facts.advice_for("small_files.num_workers")
+    rest = [a for a in facts.advice if a not in (layout, workers)]
+    if layout is None or layout.verdict == "keep" or workers is None:
+        return [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
+    kept = say.advice(workers, facts)
+    if workers.workload == layout.workload:   # said once, in the first answer
+        kept = kept.removeprefix(f"For {say.text(workers.workload)}, ")
+    return [Action(say.advice(layout, facts), layout.snippet),
+            Action(f"If you keep one file per sample instead, {kept[0].lower()}{kept[1:]}", workers.snippet),
+            *[Action(say.advice(a, facts), a.snippet) for a in rest]]

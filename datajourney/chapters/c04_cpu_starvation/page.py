@@ -30,7 +30,7 @@ from datajourney.core import charts, phrasing
 from datajourney.core import phrasing as fx
 from datajourney.core.facts import Facts
 from datajourney.core.phrasing import Action, Finding, Opening
-from datajourney.core.units import num, pct
+from datajourney.core.units import alike, num, pct
 
 facts_of = facts_reader(_analyse)
 
@@ -650,7 +650,7 @@ def _finding(facts: Facts, key: str, text: str, *, fact: str | None = None) -> F
 
 
 #: The model's names, said where the page first uses them.
-DBW = "`D·B/W` (the CPU cost of a batch, spread over the workers)"
+DBW = "`D·B/W`, the CPU cost of a batch spread over the workers,"
 AU = "accelerator utilisation (AU: steps × `G` ÷ wall time)"
 
 
@@ -669,9 +669,10 @@ def finding_published_w(facts: Facts) -> Finding | None:
         return None
     w = facts["published_w"].setting["workers"]
     keeps = facts["published_w_keeps_up"].value == "keeps up"
+    dbw, g = alike([facts.number("published_w_per_batch"), facts.number("step_g")], "ms")
     return Finding(f"published_w{w}",
-                   f"**With {w} workers** the model's {DBW} is {_v(facts, 'published_w_per_batch')} against the "
-                   f"calibrated step `G` = {_v(facts, 'step_g')}; the measured wait was "
+                   f"**With {w} workers** the model's {DBW} is {dbw} against the calibrated step `G` = {g}; the "
+                   f"measured wait was "
                    f"**{_v(facts, 'published_w')}** per step and the {AU} **{_v(facts, 'published_w_au')}**: the "
                    f"loader **{'keeps up' if keeps else 'falls short'}** (threshold {_v(facts, 'au_threshold')}).",
                    facts.number("published_w"), "ms", published=facts["published_w"].published)
@@ -698,6 +699,7 @@ def finding_workers(facts: Facts) -> Finding | None:
     f = facts["workers_to_keep_up"]
     kinds = [k.split(".", 1)[1] for k in facts.facts if k.startswith("keep_up.")]
     parts = []
+    ds = dict(zip(kinds, alike([facts.number(f"d.{k}") for k in kinds], "ms"), strict=True))   # one precision
     for k in kinds:
         first = facts[f"keep_up.{k}"]
         model = f"the model asks for {_v(facts, f'model_workers.{k}')}"
@@ -705,7 +707,7 @@ def finding_workers(facts: Facts) -> Finding | None:
             pace = facts[f"worker_pace.{k}"]
             model += (f"; at W = {pace.setting['workers']} each worker took {phrasing.value(pace, runs=False)} a "
                       f"sample, {phrasing.comparison(facts[f'model_shortfall.{k}'], baseline='`D`')}")
-        parts.append(f"{phrasing.text(k)} (D = {_v(facts, f'd.{k}')}) "
+        parts.append(f"{phrasing.text(k)} (D = {ds[k]}) "
                      + (f"from **W = {int(first.number)}** ({model})" if first.number is not None else
                         f"never, up to W = {_v(facts, 'sweep_max_workers')} (best AU {_v(facts, f'best_au.{k}')})"))
     return Finding("workers_to_keep_up",
@@ -867,9 +869,10 @@ def opening(facts: Facts) -> Opening:
         model = facts.get("published_w_model")   # absent from facts stored before the analysis compared the two
         agree = "" if model is None else (", as" if model.value == facts["published_w_keeps_up"].value
                                           else ", against what") + " the model predicts"
-        text = (f"With {w} workers on the same work (`D·B/W` = {_v(facts, 'published_w_per_batch')}, `G` = "
-                f"{_v(facts, 'step_g')}) the wait was **{_v(facts, 'published_w')}**{agree}: the "
-                f"loader {'keeps up' if keeps else 'falls short'} (AU {_v(facts, 'published_w_au')}).")
+        dbw, g = alike([facts.number("published_w_per_batch"), facts.number("step_g")], "ms")
+        text = (f"With {w} workers on the same work (`D·B/W` = {dbw}, `G` = {g}) the wait was "
+                f"**{_v(facts, 'published_w')}**{agree}: the loader {'keeps up' if keeps else 'falls short'} "
+                f"(AU {_v(facts, 'published_w_au')}).")
         out.append(Finding(f"published_w{w}", text, facts.number("published_w"), "ms",
                            published=facts["published_w"].published))
     if "epoch_boundary" in facts and facts.advice_for("synthetic.persistent_workers") is None:

@@ -333,8 +333,8 @@ def drift_note(facts: Facts) -> str:
     runs = f"spread over {a}–{b}" if a != b else f"each came to {a}"   # never a range of one number
     text = (f"Against the mean `dd` read ({_v(facts, 'dd_read')}) path (b)'s runs {runs} of it; the device's own "
             f"`dd` runs spread over "
-            f"{_v(facts, 'dd_read', runs=True)} ({_v(facts, 'dd_drift')} highest ÷ lowest, path (b): "
-            f"{_v(facts, 'path_b_drift')}). ")
+            f"{_v(facts, 'dd_read', runs=True)}: {_v(facts, 'dd_drift')} highest ÷ lowest, against "
+            f"{_v(facts, 'path_b_drift')} for path (b). ")
     whose = facts["drift_whose"].value
     text += {"disk": "The disk drifts between runs more than path (b) does: most of that spread is the disk's, not "
                      "the pipeline's, so each run must be set against a `dd` read of the same run.",
@@ -877,7 +877,7 @@ def _readahead(facts: Facts, short: bool) -> Finding | None:
     if hi.setting.get("how") == "sysfs":
         chunk = hi.setting.get("chunk")
         text = (f"Cold sequential {size_label(chunk) + ' ' if chunk else ''}reads with {phrasing.text(hi.label)} were "
-                f"{_cmp(facts, 'readahead')} ({phrasing.value(hi)} vs {phrasing.value(lo)}; the original "
+                f"{_cmp(facts, 'readahead')}: {phrasing.value(hi)} against {phrasing.value(lo)} (the original "
                 f"{fx.num(meta.get('original_kb'))} KiB was restored after every setting).")
     else:
         text = ("The device's read_ahead_kb was not changed: " + phrasing.text(meta.get("note") or "not asked for")
