@@ -180,3 +180,26 @@ def test_the_page_built_from_its_reference_gives_each_series_one_colour(chapter,
         assert found, f"{chapter.name} keeps the rule now: take it out of NOT_YET"
         pytest.xfail(NOT_YET[chapter.name])
     assert not found, f"{chapter.name}: " + "; ".join(found)
+
+
+#: What an axis title never carries: what the points and error bars are, or how many runs (the title's second
+#: line says it, :func:`datajourney.core.charts.subtitle`).
+AXIS_NOTE = re.compile(r"\bbars?:|\bpoints?:|whiskers|\bruns?\)|over \d+ runs")
+
+
+@pytest.mark.chapters
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=IDS)
+def test_axis_titles_name_the_quantity_and_the_title_says_what_the_bars_are(chapter):
+    """Issue 40: "time for all samples (s, log scale; bar: min–max)", "seconds (one run)": an axis title names its
+    quantity and unit; the notes on points, bars and runs go on the chart title's one second line."""
+    if not chapter.notebook.is_file():
+        pytest.skip("no notebook")
+    for i, fig in enumerate(committed_figures(chapter.notebook)):
+        layout = fig.get("layout", {})
+        for name, axis in layout.items():
+            if re.fullmatch(r"[xy]axis\d*", name) and isinstance(axis, dict):
+                text = (axis.get("title") or {}).get("text") or ""
+                assert not AXIS_NOTE.search(text), f"{chapter.name}, chart {i + 1}, {name}: {text!r}"
+        title = layout.get("title") or {}
+        text = title.get("text", "") if isinstance(title, dict) else str(title)
+        assert text.count("<sup>") <= 1, f"{chapter.name}, chart {i + 1}: {text!r}"

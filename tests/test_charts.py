@@ -93,14 +93,16 @@ def test_error_bars_only_with_three_runs_or_more(helper):
 
     one = draw(1)
     assert not any(t.error_y.visible for t in one.data)
-    assert "one run" in one.layout.yaxis.title.text and "bars" not in one.layout.yaxis.title.text
+    # what the points and bars are goes under the title; the axis names the quantity alone
+    assert "one run" in one.layout.title.text and "bars" not in one.layout.title.text
+    assert "run" not in one.layout.yaxis.title.text
     assert all("none (one run)" in t.customdata[0] if isinstance(t.customdata[0], str) else
                "none (one run)" in t.customdata[0][1] for t in one.data)
     two = draw(2)
-    assert not any(t.error_y.visible for t in two.data) and "no error bars" in two.layout.yaxis.title.text
+    assert not any(t.error_y.visible for t in two.data) and "no error bars" in two.layout.title.text
     five = draw(5)
     assert all(t.error_y.visible and None not in t.error_y.array for t in five.data)
-    assert "min–max over 5 runs" in five.layout.yaxis.title.text
+    assert "min–max over 5 runs" in five.layout.title.text and "(" not in five.layout.yaxis.title.text
     text = str(five.to_dict())
     assert "std" not in text and "± " not in text
 
@@ -152,7 +154,7 @@ def test_hbars_log_axis_or_leave_out_for_one_value_off_the_scale():
                          "n": [3, 3, 3]})
     log = c09_charts.hbars(rows, title="File to GPU memory", xaxis="GB/s", unit="GB/s")
     assert log.layout.xaxis.type == "log" and log.data[0].type == "scatter"   # dots: no bar length on a log axis
-    assert "log scale" in log.layout.xaxis.title.text and "min–max over 3 runs" in log.layout.xaxis.title.text
+    assert "log scale" in log.layout.xaxis.title.text and "min–max over 3 runs" in log.layout.title.text
     linear = c09_charts.hbars(rows, title="File to GPU memory", xaxis="GB/s", unit="GB/s", log_x=False,
                           leave_out=["device copy"])
     assert linear.layout.xaxis.type == "linear" and linear.data[0].type == "bar"
@@ -238,10 +240,10 @@ def test_error_bars_are_named_by_what_they_span_and_what_was_counted():
     fig = c11_charts.ladder_chart(lad)
     text = str(fig.to_dict())
     assert "std" not in text and "standard deviation" not in text
-    assert "min–max over" in fig.layout.yaxis.title.text and "timed windows" in fig.layout.yaxis.title.text
+    assert "min–max over" in fig.layout.title.text and "timed windows" in fig.layout.title.text
     few = charts.bars_facets(lad.assign(n=2), x="step", color="label", facet=None, title="t", xaxis="x", yaxis="y",
                              per="timed windows")
-    assert "2 timed windows at most: no error bars" in few.layout.yaxis.title.text
+    assert "2 timed windows at most: no error bars" in few.layout.title.text
     assert charts.bars_label([1], "min–max", per="epochs") == "one epoch"
 
 
@@ -308,9 +310,9 @@ def test_no_axis_says_its_runs_twice_or_both_ways():
                         "n": 1})
     figs.append(charts.lines_facets(one, x="x", color="s", facet="f", title="t", xaxis="x", yaxis="seconds"))
     for fig in figs:
-        title = fig.layout.yaxis.title.text
+        title = f"{fig.layout.title.text} {fig.layout.yaxis.title.text}"
         assert title.count("run") <= 2 and "(one run) (one run)" not in title and "mean of runs" not in title, title
-    assert figs[-1].layout.yaxis.title.text == "seconds (one run)"
+    assert figs[-1].layout.yaxis.title.text == "seconds" and figs[-1].layout.title.text == "t<br><sup>one run</sup>"
 
 
 def _c12():

@@ -353,7 +353,7 @@ def test_histogram_gives_the_first_batch_its_own_panel():
 def test_cost_chart_uses_dots_on_the_log_axis():
     fig = c05_charts.cost_dots(pd.DataFrame({"layout": ["a", "b"], "seconds": [20.0, 0.5], "low": [19.0, 0.4],
                                            "high": [21.0, 0.6], "how": ["x", "x"]}), title="t", source="this run")
-    assert fig.data[0].type == "scatter" and fig.layout.xaxis.type == "log" and "min–max" in fig.layout.xaxis.title.text
+    assert fig.data[0].type == "scatter" and fig.layout.xaxis.type == "log" and "min–max" in fig.layout.title.text
 
 
 # ------------------------------------------------------------------------------------------ findings follow the data

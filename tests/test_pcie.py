@@ -501,7 +501,7 @@ def test_charts_and_tables_of_a_gpu_run():
     fig = plotting.lines_with_band(ev, x="size", color="path", title="t", xaxis="x", yaxis="y", centre="median",
                                    low="p10", high="p90", band_label="p10–p90")
     assert "p10–p90" in fig.data[0].hovertemplate and "median" in fig.data[0].hovertemplate
-    assert "mean" not in fig.data[0].hovertemplate and "p10–p90" in fig.layout.yaxis.title.text
+    assert "mean" not in fig.data[0].hovertemplate and "p10–p90" in fig.layout.title.text
     fig = c06_charts.overlap_ratio_chart(res.table("overlap"), title="t")
     points = {x for t in fig.data for x, y in zip(t.x, t.y) if y is not None}
     assert "1 MiB" not in points and "256 MiB" in points  # too-short rows are not what the chart leads with
@@ -510,7 +510,7 @@ def test_charts_and_tables_of_a_gpu_run():
     notes = [a for a in fig.layout.annotations if "no verdict" in (a.text or "")]
     o = res.table("overlap")
     assert {a.x for a in notes} == {plotting.size_label(n) for n in o[o["verdict"] == rules.TOO_SHORT]["size"]}
-    assert fig.layout.title.text == "t" and "p10–p90" in fig.data[1].hovertemplate
+    assert fig.layout.title.text.startswith("t<br>") and "p10–p90" in fig.data[1].hovertemplate
     lines = [a for a in fig.layout.annotations if a.text in ("serial", "fully hidden")]
     assert len(lines) == 2 and all(a.xref == "paper" and a.x >= 1 for a in lines)  # outside the points
     st = c06_charts.staging_chart(res.table("staging"), llc_bytes=96 * MiB, title="t")

@@ -723,10 +723,10 @@ def lines_with_band(
             hovertemplate=(f"<b>{name}</b><br>{xaxis}: %{{customdata[0]}}<br>{centre} %{{y:,.3~r}} {unit}"
                            f"<br>{band_label}: %{{customdata[1]}}<extra></extra>"),
         )
-    fig.update_layout(title=title, legend_title_text=legend_title(color))
+    fig.update_layout(title=subtitle(title, bars_label(summary.get("n"), band_label)),
+                      legend_title_text=legend_title(color))
     fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
-    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label)})",
-                     type="log" if log_y else "linear")
+    fig.update_yaxes(title_text=yaxis, type="log" if log_y else "linear")
     return fig
 
 
@@ -744,8 +744,15 @@ def lines(df: pd.DataFrame, *, x: str, y: str, color: str, title: str, xaxis: st
     return fig
 
 
-def subtitle(title: str, note: str) -> str:
-    """A chart title with a smaller second line (what the bars and error bars are)."""
+def subtitle(title: str, *notes: str) -> str:
+    """A chart title with a smaller second line: what its points and error bars are (:func:`bars_label`), and any
+    other note, joined by "; ". Axis titles name the quantity and its unit only."""
+    note = "; ".join(n for n in notes if n)
+    if not note:
+        return title
+    head, sep, had = title.rpartition("<br><sup>")
+    if sep and had.endswith("</sup>"):   # one second line: a title that has one already gets the note added to it
+        return f"{head}<br><sup>{had.removesuffix('</sup>')}; {note}</sup>"
     return f"{title}<br><sup>{note}</sup>"
 
 
@@ -787,11 +794,11 @@ def bars_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str | None,
                                f"<br>{band_label}: %{{customdata}}<extra></extra>"),
                 row=1, col=ci,
             )
-    fig.update_layout(title=title, barmode="group", legend_title_text=legend_title(color),
-                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    fig.update_layout(title=subtitle(title, bars_label(summary.get("n"), band_label, per)), barmode="group",
+                      legend_title_text=legend_title(color), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(title_text=xaxis, type="category")
     fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label, per)})", row=1, col=1)
+    fig.update_yaxes(title_text=yaxis, row=1, col=1)
     return fig
 
 
@@ -847,13 +854,13 @@ def lines_facets(summary: pd.DataFrame, *, x: str, color: str, facet: str, title
                                f"<br>{band_label}: %{{customdata}}<extra></extra>"),
                 row=1, col=ci,
             )
-    fig.update_layout(title=title, legend_title_text=legend_title(color),
-                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    fig.update_layout(title=subtitle(title, bars_label(summary.get("n"), band_label)),
+                      legend_title_text=legend_title(color), legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(title_text=xaxis, type="log" if log_x else "linear")
     fig.update_yaxes(type="log" if log_y else "linear")
     if not log_y:
         fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(title_text=f"{yaxis} ({bars_label(summary.get('n'), band_label)})", row=1, col=1)
+    fig.update_yaxes(title_text=yaxis, row=1, col=1)
     return fig
 
 

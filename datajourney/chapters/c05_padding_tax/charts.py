@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, series_colours
+from datajourney.core.charts import PALETTE, series_colours, subtitle
 
 #: The chapter's series in one order, so each keeps its colour in every chart of the page: the first batch (the
 #: published figures' population, also the colour of the first batch's occupancy heatmaps) and all samples.
@@ -126,7 +126,7 @@ def cost_dots(df: pd.DataFrame, *, title: str, source: str) -> go.Figure:
         customdata=list(zip(df["low"], df["high"], df["how"], strict=True)),
         hovertemplate=("<b>%{y}</b><br>%{x:,.3~r} s for all samples<br>bar: min–max %{customdata[0]:,.3~r} – "
                        "%{customdata[1]:,.3~r} s<br>%{customdata[2]}<extra>" + source + "</extra>")))
-    fig.update_layout(title=title, height=120 + 50 * len(df))
-    fig.update_xaxes(title_text="time for all samples (s, log scale; bar: min–max)", type="log")
+    fig.update_layout(title=subtitle(title, "bars: min–max"), height=120 + 50 * len(df))
+    fig.update_xaxes(title_text="time for all samples (s, log scale)", type="log")
     fig.update_yaxes(title_text="layout", autorange="reversed")
     return fig

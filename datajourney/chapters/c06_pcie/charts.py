@@ -5,7 +5,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import lines_with_band, series_colours, size_ticks
+from datajourney.core.charts import lines_with_band, series_colours, size_ticks, subtitle
 from datajourney.core.units import size_label
 
 #: The page's series in one order, which gives each its colour in every chart (``series_colours``): the copy paths
@@ -80,10 +80,11 @@ def overlap_ratio_chart(summary: pd.DataFrame, *, title: str, too_short: str = "
         fig.add_hline(y=y, line=dict(dash="dot", color="#777777"))
         fig.add_annotation(xref="paper", x=1.0, xanchor="left", y=y, yref="y", text=text, showarrow=False,
                            font=dict(size=11, color="#555555"))
-    fig.update_layout(title=title + (" (every row too short to judge: drawn faded)" if faded else ""),
+    fig.update_layout(title=subtitle(title + (" (every row too short to judge: drawn faded)" if faded else ""),
+                                            "point: median, bars: p10–p90"),
                       legend=dict(title_text="copy mode", orientation="h", yanchor="top", y=-0.3, x=0),
                       margin=dict(r=100, b=110))
-    fig.update_yaxes(title_text="overlap (%; point: median, bars: p10–p90)", row=1, col=1)
+    fig.update_yaxes(title_text="overlap (%)", row=1, col=1)
     return fig
 
 

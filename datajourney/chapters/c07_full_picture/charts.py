@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, SERIES_PALETTE, bars_label, range_bars
+from datajourney.core.charts import PALETTE, SERIES_PALETTE, bars_label, range_bars, subtitle
 
 _BLUE, _ORANGE, _GREEN, _PINK, _SKY, _VERMILLION, _YELLOW = SERIES_PALETTE
 #: The colour of each series of the page, the same in every chart. The page draws more series than there are
@@ -136,10 +136,11 @@ def au_and_ceiling(summary: pd.DataFrame, *, title: str, au_rule: float = 0.90, 
             if ci == 1:  # a legend entry for the line (the line itself carries no label to collide)
                 fig.add_scatter(x=[None], y=[None], mode="lines", name=name, line=dict(dash="dash", color=colour),
                                 hoverinfo="skip", row=ci, col=1)
-    fig.update_layout(title=title, barmode="group", legend_title_text="measure")
+    fig.update_layout(title=subtitle(title, "mean over runs", bars_label(summary["runs"], "min–max")),
+                      barmode="group", legend_title_text="measure")
     fig.update_xaxes(type="category")
     fig.update_xaxes(title_text="DataLoader workers", row=len(fmts), col=1)
-    fig.update_yaxes(title_text=f"% (mean over runs; {bars_label(summary['runs'], 'min–max')})", range=[0, 110])
+    fig.update_yaxes(title_text="%", range=[0, 110])
     return fig
 
 
@@ -204,9 +205,8 @@ def compute_under_load(load: pd.DataFrame, *, ceiling_ms: float, title: str, lab
     fig.add_scatter(x=xs, y=[ceiling_ms, ceiling_ms], mode="lines", name="ceiling, no load (mean of its runs)",
                     line=dict(dash="dash", color=REFERENCE, width=1.5),
                     hovertemplate=f"{ceiling_ms:.2f} ms<extra></extra>")
-    fig.update_layout(title=title, legend_title_text="mode")
-    # what the bars are goes under the x axis: a vertical title longer than the plot would reach its title
-    fig.update_xaxes(title_text=f"busy processes doing the loader's CPU work ({bars_label(load['n'], 'min–max')})")
+    fig.update_layout(title=subtitle(title, bars_label(load["n"], "min–max")), legend_title_text="mode")
+    fig.update_xaxes(title_text="busy processes doing the loader's CPU work")
     fig.update_yaxes(title_text="compute per step, ms (mean)", rangemode="tozero")
     return fig
 
@@ -292,7 +292,8 @@ def format_rates(rates: pd.DataFrame, *, ceiling: float, title: str) -> go.Figur
                                   "<extra></extra>")
     fig.add_hline(y=ceiling, line_dash="dash", line_color=REFERENCE,
                   annotation_text=f"ceiling {ceiling:,.0f} images/s", annotation_position="top left")
-    fig.update_layout(title=title, barmode="group", legend_title_text="page cache")
+    fig.update_layout(title=subtitle(title, "bars: the runs' range"), barmode="group",
+                      legend_title_text="page cache")
     fig.update_xaxes(title_text="storage format (each at its best worker count)", type="category")
-    fig.update_yaxes(title_text="images/s (bars: the runs' range)", rangemode="tozero")
+    fig.update_yaxes(title_text="images/s", rangemode="tozero")
     return fig

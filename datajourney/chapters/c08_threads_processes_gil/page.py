@@ -13,6 +13,7 @@ from datajourney.chapters.c08_threads_processes_gil.analysis import loader_label
 from datajourney.chapters.common import facts_reader, on_paper
 from datajourney.core import phrasing as say
 from datajourney.core import stats
+from datajourney.core.charts import subtitle
 from datajourney.core.facts import Fact, Facts
 from datajourney.core.phrasing import Action, Finding, Opening, and_list
 from datajourney.core.units import equals, num, pct, shown, span, times
@@ -117,12 +118,12 @@ def epoch_chart(res):
                                                                    dash="solid" if "list" in paths else "dot"),
                                      hovertemplate=f"<b>{label}</b><br>%{{x:.1f}} s: %{{y:,.0f}} MB<extra></extra>"),
                           row=1, col=ci)
-    fig.update_layout(title="Memory (PSS) over one epoch of the paths Dataset",
+    fig.update_layout(title=subtitle("Memory (PSS) over one epoch of the paths Dataset", "one run"),
                       legend_title_text="paths held as · process",
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     # an epoch may last 2 s: plotly's own tick labels keep the halves ("0.5", "1.5"), a fixed format rounds them
     fig.update_xaxes(title_text="seconds into the epoch")
-    fig.update_yaxes(title_text="PSS (MB, one run)", row=1, col=1, rangemode="tozero", tickformat=",d")
+    fig.update_yaxes(title_text="PSS (MB)", row=1, col=1, rangemode="tozero", tickformat=",d")
     return fig
 
 
@@ -577,9 +578,10 @@ def model_chart(res):
         error_x=dict(type="data", symmetric=False, array=s["max"] - s["mean"], arrayminus=s["mean"] - s["min"]),
         hovertemplate="<b>%{y}</b><br>%{x:,.0f} img/s (mean)<extra></extra>"))
     fig.add_vline(x=res.metadata["ceiling"]["images_per_s"], line=dict(dash="dot"), annotation_text="ceiling")
-    fig.update_layout(title="ResNet-50 (bf16, channels_last) fed from cold files", height=120 + 40 * len(s),
-                      margin=dict(l=20))
-    fig.update_xaxes(title_text=f"images/s (bar: mean; whiskers: min–max over {n} runs)", tickformat=",d",
+    fig.update_layout(title=subtitle("ResNet-50 (bf16, channels_last) fed from cold files",
+                                     f"bar: mean; whiskers: min–max over {n} runs"),
+                      height=120 + 40 * len(s), margin=dict(l=20))
+    fig.update_xaxes(title_text="images/s", tickformat=",d",
                      rangemode="tozero")
     fig.update_yaxes(automargin=True)
     return fig

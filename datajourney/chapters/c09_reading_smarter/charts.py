@@ -39,10 +39,9 @@ def hbars(rows: pd.DataFrame, *, title: str, xaxis: str, unit: str, line: float 
         fig.add_vline(x=line, line=dict(dash="dash", color="#555555"), annotation_text=line_label,
                       annotation_position="top")
     notes = [f"not drawn: {g['label']}, {num(g['mean'], unit)}" for _, g in gone.iterrows()]
-    scale = "log scale, " if log else ""
-    fig.update_layout(title=charts.subtitle(title, "; ".join(notes)) if notes else title, showlegend=False,
+    fig.update_layout(title=charts.subtitle(title, charts.bars_label(n, "min–max"), *notes), showlegend=False,
                       height=max(260, 80 + 34 * len(r)))
-    fig.update_xaxes(title_text=f"{xaxis} ({scale}{charts.bars_label(n, 'min–max')})", type="log" if log else "linear",
+    fig.update_xaxes(title_text=f"{xaxis} (log scale)" if log else xaxis, type="log" if log else "linear",
                      **({} if log else {"rangemode": "tozero"}))
     fig.update_yaxes(type="category")
     return fig

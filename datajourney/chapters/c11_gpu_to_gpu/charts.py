@@ -7,7 +7,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from datajourney.core.charts import PALETTE, bars_facets, lines_facets, lines_with_band, series_colours, size_ticks
+from datajourney.core.charts import (
+    PALETTE,
+    bars_facets,
+    lines_facets,
+    lines_with_band,
+    series_colours,
+    size_ticks,
+    subtitle,
+)
 from datajourney.core.units import size_label
 
 # -- chapter 11 --
@@ -115,8 +123,8 @@ def bench_chart(bl: pd.DataFrame, label: str = "") -> go.Figure:
     path, the band from the slowest to the fastest repeat; ``label`` marks another run's chart."""
     fig = lines_with_band(bl, x="size", color="series", unit="GB/s", centre="busbw_GBps", low="busbw_min",
                           high="busbw_max", band_label="min–max over repeats", x_format=size_label,
-                          xaxis="message size (bytes, log scale)", yaxis="bus bandwidth (GB/s; point: median)",
-                          title="Collective bus bandwidth by size" + label)
+                          xaxis="message size (bytes, log scale)", yaxis="bus bandwidth (GB/s)",
+                          title=subtitle("Collective bus bandwidth by size" + label, "points: median"))
     return size_ticks(by_option(fig), bl["size"])
 
 
@@ -128,13 +136,15 @@ def scaling_charts(steps: pd.DataFrame, bw: pd.DataFrame) -> list[go.Figure]:
     if len(steps):
         figs.append(by_option(lines_facets(steps, x="processes", color="line", facet="run", centre="pct",
                                            low="pct_min", high="pct_max", band_label="min–max over windows", unit="%",
-                                           shared_y=True, title="Steps/s per GPU as a share of one GPU without DDP",
-                                           xaxis="GPUs (processes)", yaxis="% of one GPU (point: mean)")))
+                                           shared_y=True, xaxis="GPUs (processes)", yaxis="% of one GPU",
+                                           title=subtitle("Steps/s per GPU as a share of one GPU without DDP",
+                                                          "points: mean"))))
     if len(bw):
         figs.append(by_option(lines_facets(bw, x="processes", color="line", facet="run", centre="mean",
                                            band_label="min–max over repeats", unit="GB/s",
-                                           title=f"All-reduce bus bandwidth at {size_label(int(bw['bytes'].iloc[0]))}",
-                                           xaxis="GPUs (processes)", yaxis="bus bandwidth (GB/s; point: median)")))
+                                           title=subtitle(f"All-reduce bus bandwidth at "
+                                                          f"{size_label(int(bw['bytes'].iloc[0]))}", "points: median"),
+                                           xaxis="GPUs (processes)", yaxis="bus bandwidth (GB/s)")))
     return figs
 
 
