@@ -429,3 +429,16 @@ def test_a_panel_is_titled_by_its_value_unless_the_value_is_a_bare_number():
                            mean=[1.0, 2.0, 3.0, 4.0], min=[1.0, 2.0, 3.0, 4.0], max=[1.0, 2.0, 3.0, 4.0], n=1))
     fig = charts.lines_facets(df, x="x", color="line", facet="cache", title="t", xaxis="x", yaxis="y")
     assert [a.text for a in fig.layout.annotations][:2] == ["warm", "cold"]
+
+
+def test_a_shared_log_axis_is_labelled_over_every_panels_range():
+    """Chapter 10's facets share their y axis: the panel with the tick labels drew 1, 2, 5 … over its own range
+    (6 to 49,068) while the axis spans the other panel's too (to 175,512), and the labels touched. The labels are
+    placed over the range every tied panel draws, and a title's second line counts against the plot's height."""
+    rows = pd.DataFrame({"x": [1, 2, 1, 2], "s": "a", "f": ["p", "p", "q", "q"],
+                         "mean": [6.0, 49068.0, 6.0, 175512.0], "n": 1})
+    rows = rows.assign(min=rows["mean"], max=rows["mean"])
+    fig = charts.lines_facets(rows, x="x", color="s", facet="f", log_y=True, shared_y=True, unit="events",
+                              title=charts.subtitle("t", "0 drawn at 0.5"), xaxis="x", yaxis="events (log scale)")
+    ticks = charts.tidy(fig.to_dict())["layout"]["yaxis"]["ticktext"]
+    assert ticks[-1] == "100,000" and "2" not in ticks and "5" not in ticks, ticks

@@ -98,9 +98,11 @@ def tidy(fig_dict: dict) -> dict:
     _crowded_categories(fig_dict)
     meta = layout.get("meta")
     counts = set(meta.get(_COUNT_KEY, [])) if isinstance(meta, dict) else set()
-    for name in _axis_names(fig_dict):
+    names = _axis_names(fig_dict)
+    shared = _shared_values(layout, data, names)
+    for name in names:
         axis = layout.setdefault(name, {})
-        values = _axis_values(data, name)
+        values = shared.get(name) or _axis_values(data, name)
         axis.setdefault("automargin", True)
         if _is_category(axis, values):
             _numeric_categories(axis, values)
@@ -120,6 +122,22 @@ def tidy(fig_dict: dict) -> dict:
     _wrap_axis_titles(layout, _plot_px(fig_dict))
     _title_above(layout)
     return fig_dict
+
+
+def _shared_values(layout: dict, data: list, names: list[str]) -> dict[str, list]:
+    """For axes tied together (``matches``: facets with a shared y), every tied axis's values, so that the one axis
+    that shows tick labels places them over the range all panels draw, not over its own panel's."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        ref = (layout.get(name) or {}).get("matches")
+        root = f"{ref[0]}axis{ref[1:]}" if isinstance(ref, str) and ref else name
+        groups.setdefault(root, []).append(name)
+    out = {}
+    for members in groups.values():
+        if len(members) > 1:
+            values = [v for m in members for v in _axis_values(data, m)]
+            out.update({m: values for m in members})
+    return out
 
 
 #: Key of ``layout.meta`` listing the axis letters (``"x"``, ``"y"``) that :func:`count_axis` marked.
@@ -338,7 +356,7 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow
             if _on_axis(t, name) and "hovertemplate" in t:
                 t["hovertemplate"] = _unlog(t["hovertemplate"])
         return
-    length = _plot_px(fig_dict) if name[0] == "x" else (fig_dict["layout"].get("height") or 450) - 150
+    length = _plot_px(fig_dict) if name[0] == "x" else _plot_height(fig_dict["layout"])
     if axis.get("tickmode") == "array" or "tickvals" in axis:
         return _thin_ticks(axis, name, values, length)
     lo_d, hi_d = axis.get("domain") or (0, 1)
@@ -356,6 +374,16 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow
     powers = hi >= 1e6   # the data reach a million (a candidate tick past them is not what is drawn)
     axis.update(tickmode="array", tickvals=vals, ticktext=[tick_text(v, powers) for v in vals])
     axis.setdefault("minor", {"showgrid": False})
+
+
+def _plot_height(layout: dict) -> float:
+    """Rough height of the plot area: the figure's less its margins and title, and less a subtitle's lines (a title's
+    second line takes them from the plot, so ticks that fit without it can touch with it)."""
+    title = layout.get("title")
+    text = (title.get("text") if isinstance(title, dict) else title) or ""
+    sub = (title.get("subtitle") or {}).get("text") if isinstance(title, dict) else None
+    lines = len(re.findall(r"<sup>", text)) + (1 if sub else 0)
+    return (layout.get("height") or 450) - 150 - lines * (_SUBTITLE_GAP + _SUBTITLE_LINE)
 
 
 def _thin_ticks(axis: dict, name: str, values: list[float], length_px: float) -> None:
