@@ -442,3 +442,20 @@ def test_a_shared_log_axis_is_labelled_over_every_panels_range():
                               title=charts.subtitle("t", "0 drawn at 0.5"), xaxis="x", yaxis="events (log scale)")
     ticks = charts.tidy(fig.to_dict())["layout"]["yaxis"]["ticktext"]
     assert ticks[-1] == "100,000" and "2" not in ticks and "5" not in ticks, ticks
+
+
+def test_a_short_shared_log_axis_with_a_title_note_and_a_legend_below_labels_powers_of_ten():
+    """Chapter 4's measured-vs-model chart in a reader's ci run: the labelled panel's own waits were narrow, another
+    panel's reached 0.1 ms, so the shared axis is log over three decades; in a plot shortened by its margins, the
+    title's second line and the legend below it, 1, 2, 5 … touched. Only powers of ten fit there."""
+    from datajourney.chapters.c04_cpu_starvation import charts as c04_charts
+    from datajourney.chapters.c04_cpu_starvation import page as c04_page
+    from datajourney.core import results
+
+    df = c04_page._sweep_frame(results.load_reference("04_cpu_starvation", "h200")).copy()
+    first = df["work"] == df["work"].iloc[0]
+    df.loc[first, "wait_ms"] = df.loc[first, "wait_ms"].clip(lower=30.0)   # the labelled panel: narrow
+    df.loc[~first, "wait_ms"] = df.loc[~first, "wait_ms"].clip(upper=200.0).clip(lower=0.1)
+    fig = c04_charts.measured_vs_model(df, title="Data wait per step: measured vs the model")
+    axis = charts.tidy(fig.to_dict())["layout"]["yaxis"]
+    assert axis["type"] == "log" and not any(t[0] in "25" for t in axis["ticktext"]), axis.get("ticktext")

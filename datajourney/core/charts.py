@@ -377,13 +377,17 @@ def _log_axis(fig_dict: dict, name: str, axis: dict, values: list[float], narrow
 
 
 def _plot_height(layout: dict) -> float:
-    """Rough height of the plot area: the figure's less its margins and title, and less a subtitle's lines (a title's
-    second line takes them from the plot, so ticks that fit without it can touch with it)."""
+    """Rough height of the plot area: the figure's less its top and bottom margins (a legend below the plot takes
+    its share of them), and less a subtitle's lines (a title's second line takes them from the plot, so ticks that
+    fit without it can touch with it)."""
     title = layout.get("title")
     text = (title.get("text") if isinstance(title, dict) else title) or ""
     sub = (title.get("subtitle") or {}).get("text") if isinstance(title, dict) else None
     lines = len(re.findall(r"<sup>", text)) + (1 if sub else 0)
-    return (layout.get("height") or 450) - 150 - lines * (_SUBTITLE_GAP + _SUBTITLE_LINE)
+    margin, legend = layout.get("margin") or {}, layout.get("legend") or {}
+    below = legend.get("orientation") == "h" and (legend.get("y") or 1) < 0 and "b" not in margin
+    return ((layout.get("height") or 450) - margin.get("t", 80) - margin.get("b", 70) - (40 if below else 0)
+            - lines * (_SUBTITLE_GAP + _SUBTITLE_LINE))
 
 
 def _thin_ticks(axis: dict, name: str, values: list[float], length_px: float) -> None:
