@@ -448,12 +448,14 @@ def without_workload(label: str, workload: str) -> str:
     return ", ".join(keep)
 
 
-def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: str | None = None) -> str:
+def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: str | None = None,
+           lead: str | None = None) -> str:
     """One piece of advice, the same text wherever it appears: "For ResNet-50 training from JPEG files, set
     `num_workers=8`: 1.9× faster than `num_workers=0` (the largest value measured; more may help)", or, for a
     declared question the default answers, "keep the default `bucket_cap_mb=25`: within 1.2% of the best
     measured (`bucket_cap_mb=500`), under the 3.0% minimum gain". ``host`` labels advice
-    measured on another machine ("On the reference host, an H200 host: ...")."""
+    measured on another machine ("On the reference host, an H200 host: ..."); ``lead`` opens it in place of "For
+    <workload>," (an answer beside another on the same workload: "If you keep one file per sample instead,")."""
     where = f"On {host}: " if host else ""
     gain = facts.get(a.gain) if facts is not None and a.gain else None
     basis = facts.get(gain.basis) if gain is not None and gain.basis else None
@@ -461,10 +463,11 @@ def advice(a: Advice, facts: Facts | Mapping[str, Fact] | None = None, *, host: 
     body = f": {comparison(gain, facts, baseline=base)}" if gain is not None and gain.number is not None else ""
     what = paste(a.call) if a.call else setting(a.knob, a.value)
     at = f" (at {code(a.at)})" if a.at else ""
+    opening = lead or f"For {text(a.workload)},"
     if a.verdict == "keep":
-        return where + _keep(a, what, at, body)
+        return where + _keep(a, what, at, body, opening)
     verb = "set" if not a.call or re.match(r"\w+=", a.call) else "use"
-    head = f"For {text(a.workload)}, {verb} {what}{at}"
+    head = f"{opening} {verb} {what}{at}"
     cost = f" Its cost: {text(a.cost)}." if a.cost else ""
     return f"{where}{head}{body}{_SCOPE.get(a.scope, '')}.{cost}"
 
@@ -515,9 +518,9 @@ def _threshold_words(threshold: float) -> str:
     return f"the {num(100 * threshold, '%')} minimum gain"
 
 
-def _keep(a: Advice, what: str, at: str, body: str) -> str:
-    """The words of a "keep the default" verdict."""
-    head = f"For {text(a.workload)}, keep the default {paste(a.default) if a.default else what}"
+def _keep(a: Advice, what: str, at: str, body: str, opening: str) -> str:
+    """The words of a "keep the default" verdict, after ``opening`` ("For <workload>,")."""
+    head = f"{opening} keep the default {paste(a.default) if a.default else what}"
     if not a.best and a.default and a.call and a.call != a.default:
         head += f" with {what}{at}"
     return head + _keep_clause(a, body.removeprefix(": "), paste, need=True) + "."

@@ -766,9 +766,8 @@ def actions(facts: Facts) -> list[Action]:
     rest = [a for a in facts.advice if a not in (layout, workers)]
     if layout is None or layout.verdict == "keep" or workers is None:
         return [Action(say.advice(a, facts), a.snippet) for a in facts.advice]
-    kept = say.advice(workers, facts)
-    if workers.workload == layout.workload:   # said once, in the first answer
-        kept = kept.removeprefix(f"For {say.text(workers.workload)}, ")
+    lead = "If you keep one file per sample instead," + (   # the workload said once, in the first answer
+        "" if workers.workload == layout.workload else f" for {say.text(workers.workload)},")
     return [Action(say.advice(layout, facts), layout.snippet),
-            Action(f"If you keep one file per sample instead, {kept[0].lower()}{kept[1:]}", workers.snippet),
+            Action(say.advice(workers, facts, lead=lead), workers.snippet),
             *[Action(say.advice(a, facts), a.snippet) for a in rest]]

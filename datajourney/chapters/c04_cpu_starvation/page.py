@@ -654,6 +654,12 @@ DBW = "`D·B/W`, the CPU cost of a batch spread over the workers,"
 AU = "accelerator utilisation (AU: steps × `G` ÷ wall time)"
 
 
+def _dbw_and_g(facts: Facts) -> list[str]:
+    """The model's `D·B/W` at the published worker count and the calibrated step `G`, side by side at one
+    precision."""
+    return alike([facts.number("published_w_per_batch"), facts.number("step_g")], "ms")
+
+
 def finding_published_w0(facts: Facts) -> Finding | None:
     if "published_w0" not in facts:
         return None
@@ -669,7 +675,7 @@ def finding_published_w(facts: Facts) -> Finding | None:
         return None
     w = facts["published_w"].setting["workers"]
     keeps = facts["published_w_keeps_up"].value == "keeps up"
-    dbw, g = alike([facts.number("published_w_per_batch"), facts.number("step_g")], "ms")
+    dbw, g = _dbw_and_g(facts)
     return Finding(f"published_w{w}",
                    f"**With {w} workers** the model's {DBW} is {dbw} against the calibrated step `G` = {g}; the "
                    f"measured wait was "
@@ -869,7 +875,7 @@ def opening(facts: Facts) -> Opening:
         model = facts.get("published_w_model")   # absent from facts stored before the analysis compared the two
         agree = "" if model is None else (", as" if model.value == facts["published_w_keeps_up"].value
                                           else ", against what") + " the model predicts"
-        dbw, g = alike([facts.number("published_w_per_batch"), facts.number("step_g")], "ms")
+        dbw, g = _dbw_and_g(facts)
         text = (f"With {w} workers on the same work (`D·B/W` = {dbw}, `G` = {g}) the wait was "
                 f"**{_v(facts, 'published_w')}**{agree}: the loader {'keeps up' if keeps else 'falls short'} "
                 f"(AU {_v(facts, 'published_w_au')}).")
