@@ -1,6 +1,7 @@
 """Result files: tidy tables, metadata, and the environment fingerprint, round-tripped."""
 import json
 import math
+import os
 import re
 
 import pandas as pd
@@ -75,6 +76,26 @@ def test_a_column_of_missing_numbers_reads_back_as_numbers(tmp_path):
     back = results.Result.load(res.save(tmp_path)).table("t")
     assert list(back.select_dtypes("number").columns) == ["gpu_util", "rate"]
     assert back["gpu_util"].isna().all() and back["note"].isna().tolist() == [True, False]
+
+
+def test_a_file_read_again_is_its_current_bytes_and_each_load_is_the_callers_own(tmp_path):
+    """Loads of an unchanged file share one parse (pages read the same references many times), yet a load is
+    the caller's to change, and a file edited in place (same size, same modification time) reads as it is now."""
+    res = results.start("99_test", {"x": 1}, tmp_path)
+    res.add("t", pd.DataFrame({"a": [1.0, 2.0]}))
+    path = res.save(tmp_path)
+    first = results.Result.load(path)
+    first.table("t").loc[0, "a"] = 99.0
+    first.metadata["added"] = True
+    first.parameters["x"] = 7
+    second = results.Result.load(path)
+    assert second.table("t")["a"].tolist() == [1.0, 2.0] and "added" not in second.metadata
+    assert second.parameters == {"x": 1}
+    stat = path.stat()
+    path.write_text(path.read_text().replace('"a": 2.0', '"a": 3.0'))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    assert results.Result.load(path).table("t")["a"].tolist() == [1.0, 3.0]
 
 
 def test_load_rejects_other_files(tmp_path):
