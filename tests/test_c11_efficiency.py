@@ -4,7 +4,6 @@ end."""
 import pandas as pd
 import pytest
 
-from datajourney.book import harness
 from datajourney.chapters.c11_gpu_to_gpu import analysis, page
 from datajourney.chapters.c11_gpu_to_gpu import analysis_loss as efficiency
 from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
@@ -163,26 +162,6 @@ def test_a_result_without_the_decomposition_says_so():
     d = f.data["target"]
     assert d["status"] == "ok" and d["held_by"] is None and not any(k.startswith("loss_") for k in f.facts)
     assert "target" not in page.target_text(f) and "kept" in page.target_text(f)
-
-
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU path")
-def test_ci_run_takes_the_loss_apart(tmp_path):
-    r = harness.run(ddp.CHAPTER, model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
-                    profile_steps=0, cpu_procs=2, ladder=["default"], bucket_sweep=[], bench_sizes=[65536],
-                    bench_ops=["all_reduce"], scale_worlds=[], host_paths=[], scale_host_paths=[], bench_iters=2,
-                    bench_repeats=2, nccl_channels=[4], job_timeout_s=60, run_dir=tmp_path, progress=False)
-    ex = r.table("explain")
-    # the explained rung is DDP's defaults: on one process the decomposition runs it (the one-process job's list
-    # lacks it) and its no-sync step; on both, the ladder holds it, so only its no-sync step is the decomposition's
-    assert r.parameters["explain_rung"] == "default" and (ex["status"] == "ok").all()
-    assert list(zip(ex["world"], ex["sync"])) == [(1, True), (1, False), (2, False)]
-    iso = r.table("explain_iso")
-    assert (iso["status"] == "ok").all() and (iso["buckets"] >= 1).all() and (iso["step_ms"] > 0).all()
-    f = results.Result.load(r.path).facts
-    assert f.data["loss"]["status"] == "ok" and f.data["channels"]["reason"] == "no_nccl"
-    assert f.data["loss"]["apart_from"] == "no_sync_one"
-    assert sum(_shares(f, 2).values()) == pytest.approx(f["loss_gap_2"].value)
-    assert all("nan" not in t for t in (page.loss_text(f), page.channels_text(f), page.target_text(f)))
 
 
 def test_a_negative_share_is_noise_only_within_the_windows_spread():

@@ -201,6 +201,25 @@ def test_ci_run_on_gloo(ci_result):
     assert next(f for f in page.findings(r) if f.key.startswith("scaling_eff_")).text.count(" at ") >= 2
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU path")
+def test_ci_run_takes_the_loss_apart(ci_result):
+    """The explained rung is DDP's defaults: where a job's list lacks it (one process; the scaling job's 2, whose
+    ladder is ddp and bucket_view@1) the decomposition runs it and its no-sync step; on N, the ladder holds it, so
+    only its no-sync step is the decomposition's."""
+    r, world = ci_result, ci_result.metadata["world"]
+    ex = r.table("explain")
+    assert r.parameters["explain_rung"] == "default" and (ex["status"] == "ok").all()
+    assert list(zip(ex["world"], ex["sync"])) == [(1, True), (1, False), (world, False), (2, True), (2, False)]
+    iso = r.table("explain_iso")
+    assert (iso["status"] == "ok").all() and (iso["buckets"] >= 1).all() and (iso["step_ms"] > 0).all()
+    f = results.Result.load(r.path).facts
+    assert f.data["loss"]["status"] == "ok" and f.data["channels"]["reason"] == "no_nccl"
+    assert f.data["loss"]["apart_from"] == "no_sync_one"
+    shares = {s: f[f"loss_{s}_{world}"].value for s in efficiency.SHARES if f"loss_{s}_{world}" in f}
+    assert sum(shares.values()) == pytest.approx(f[f"loss_gap_{world}"].value)
+    assert all("nan" not in t for t in (page.loss_text(f), page.channels_text(f), page.target_text(f)))
+
+
 def saved_facts_match(r) -> bool:
     """The result file carries the facts its analysis finds in its tables."""
     from datajourney.chapters.c11_gpu_to_gpu import analysis

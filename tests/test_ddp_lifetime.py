@@ -78,14 +78,14 @@ def _left_after(out: Path, seconds: float) -> list[str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_no_process_of_the_job_outlives_its_launcher(tmp_path, sig):
-    """Ctrl-C (SIGINT), SIGTERM or SIGKILL to the launching process: 5 s later no process of the job is left
-    (torchrun and both ranks, found by their command lines, were running before)."""
+    """Ctrl-C (SIGINT), SIGTERM or SIGKILL to the launching process: within 15 s (a loaded 2-core machine) no
+    process of the job is left (torchrun and both ranks, found by their command lines, were running before)."""
     launcher = _start_launcher(tmp_path)
     try:
         _wait_for_ranks(tmp_path, launcher)
         assert len(_job_processes(tmp_path)) >= 3  # torchrun and two ranks
         os.kill(launcher.pid, sig)
-        assert _left_after(tmp_path, 5) == []
+        assert _left_after(tmp_path, 15) == []
     finally:
         launcher.kill()
         launcher.wait()
@@ -104,7 +104,7 @@ def test_a_stuck_launcher_cannot_keep_the_job_alive(tmp_path):
         os.kill(launcher.pid, signal.SIGSTOP)  # before its own timeout: only the hard limit can end the job
         t0 = time.monotonic()
         assert _left_after(tmp_path, 5) != []  # the job runs on while its launcher is stopped
-        assert _left_after(tmp_path, t0 + 10 + 1 + 5 - time.monotonic()) == []
+        assert _left_after(tmp_path, t0 + 10 + 1 + 10 - time.monotonic()) == []   # 10 s: a loaded machine
         assert launcher.poll() is None  # the launcher itself is still there, stopped
     finally:
         launcher.kill()

@@ -5,6 +5,7 @@ import importlib.util
 import time
 
 import pandas as pd
+import psutil
 import pytest
 import torch
 from helpers import has_nan
@@ -134,8 +135,11 @@ def test_a_busy_pool_works_only_while_switched_on(tmp_path):
         with pool.running(1) as procs:
             assert len(procs) == 1 and cores() > 0.5
         assert cores() < 0.2  # switched off again, still alive
-        with pool.running(2):
-            assert cores() > 1.0
+        with pool.running(2) as procs:   # each of the two at work (two cores' worth only on an idle machine)
+            ps = [psutil.Process(p.pid) for p in procs]
+            before = [sum(p.cpu_times()[:2]) for p in ps]
+            time.sleep(0.5)
+            assert all(sum(p.cpu_times()[:2]) - b > 0.1 for p, b in zip(ps, before))
         pids = [p.pid for p in pool.procs]
         with pytest.raises(ValueError, match="pool of 2"):
             with pool.running(3):
