@@ -5,6 +5,7 @@ chapter runs and opens with its facts, and chapter 12, the front page and the st
 without editing a list."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,23 +43,23 @@ def test_the_scaffold_puts_the_chapter_before_the_conclusion(copy_with_chapter_1
     assert toc[-2:] == ["13_sums", "12_conclusion"] and toc[:-2] == sorted(toc[:-2])
 
 
-#: Collects the copy's suite and prints, as its last line, each test's id and the markers it carries.
-COLLECT = textwrap.dedent("""
-    import json
-    import pytest
+#: A plugin for the copy's pytest: at collection it writes each test's id and markers to ``$CHOSEN_OUT`` and keeps
+#: only the tests marked ``chapters`` whose id names none of ``$OTHER_CHAPTERS`` (one collection, one run).
+CHOOSE = textwrap.dedent("""
+    import json, os
 
-    class Markers:
-        def pytest_collection_finish(self, session):
-            self.items = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
-
-    markers = Markers()
-    pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestUnknownMarkWarning",
-                 "tests"], plugins=[markers])
-    print(json.dumps(markers.items))
+    def pytest_collection_modifyitems(config, items):
+        markers = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in items}
+        with open(os.environ["CHOSEN_OUT"], "w") as f:
+            json.dump(markers, f)
+        others = os.environ["OTHER_CHAPTERS"].split()
+        keep = [i for i in items if "chapters" in markers[i.nodeid] and not any(n in i.nodeid for n in others)]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
 """)
 
 
-def test_the_chapter_tests_pass_with_the_new_chapter(copy_with_chapter_13):
+def test_the_chapter_tests_pass_with_the_new_chapter(copy_with_chapter_13, tmp_path):
     """Every test marked ``chapters`` (they iterate over the registry), run in the copy: chapter 13 is among the
     chapters they check, and none of them names a chapter list to edit. Of the tests parametrized by chapter, the
     copy runs chapter 13's cases (the suite itself runs the other chapters'); every other test runs whole. A test
@@ -67,20 +68,24 @@ def test_the_chapter_tests_pass_with_the_new_chapter(copy_with_chapter_13):
     end to end, which the next test does for chapter 13."""
     from datajourney.book import registry
     root, env = copy_with_chapter_13
-    listed = subprocess.run([sys.executable, "-c", COLLECT], cwd=root, env=env, capture_output=True, text=True)
-    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
-    markers = json.loads(listed.stdout.strip().splitlines()[-1])
+    (tmp_path / "choose13.py").write_text(CHOOSE)
+    listing = tmp_path / "markers.json"
+    others = [c.name for c in registry.CHAPTERS]   # this checkout's chapters, all but the new one
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "choose13",
+                          "-W", "ignore::pytest.PytestUnknownMarkWarning", "tests"],
+                         cwd=root, env={**env, "PYTHONPATH": f"{root}{os.pathsep}{tmp_path}",
+                                        "CHOSEN_OUT": str(listing), "OTHER_CHAPTERS": " ".join(others)},
+                         capture_output=True, text=True, timeout=1500)
+    markers = json.loads(listing.read_text())
     unmarked = [i for i, m in markers.items() if "13_sums" in i and not {"chapters", "notebooks"} & set(m)]
     assert not unmarked, f"parametrized by chapter without the chapters marker: {unmarked}"
     ids = [i for i, m in markers.items() if "chapters" in m]
     assert any("13_sums" in i for i in ids)  # the parametrized tests took the new chapter in
-    others = [c.name for c in registry.CHAPTERS]   # this checkout's chapters, all but the new one
     chosen = [i for i in ids if not any(name in i for name in others)]
-    assert len(chosen) > 10, listed.stdout[-2000:]
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                          "-W", "ignore::pytest.PytestUnknownMarkWarning", *chosen],
-                         cwd=root, env=env, capture_output=True, text=True, timeout=1500)
+    assert len(chosen) > 10
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    ran = {k: int(n) for n, k in re.findall(r"(\d+) (passed|skipped)", out.stdout.splitlines()[-1])}
+    assert ran.get("passed", 0) + ran.get("skipped", 0) == len(chosen), out.stdout[-2000:]
 
 
 def test_the_new_chapter_runs_and_opens_with_its_facts(copy_with_chapter_13, tmp_path):
