@@ -142,7 +142,8 @@ def test_whatif_sliders_recompute_in_the_browser(server, browser):
     read = "el => [el.data[0].x.slice(0, 6), el.data[0].y.slice(0, 6), el.data[2].y.slice(0, 6), " \
            "el.layout.sliders[0].active]"
     _, before, _, _ = plot.evaluate(read)
-    b, g = 32, 50  # B and G unchanged from the notebook defaults
+    # B and G stay at the run's values, where their sliders stand
+    b, g = plot.evaluate("el => [1, 2].map(i => el.layout.sliders[i].steps[el.layout.sliders[i].active].value)")
     for frac, d in ((1.0, WHATIF_D[-1]), (0.0, WHATIF_D[0])):   # the largest D, the smallest
         _move_slider(page, plot, 0, frac)
         ws, wait, au, active = plot.evaluate(read)

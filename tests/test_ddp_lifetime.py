@@ -37,10 +37,14 @@ def _job_processes(out: Path) -> list[psutil.Process]:
 
 
 def _start_launcher(out: Path, timeout_s: float = 300, kill_after_s: float = 10) -> subprocess.Popen:
-    """A Python process that launches the hanging job (as a notebook kernel would) and waits for it."""
+    """A Python process that launches the hanging job (as a notebook kernel would) and waits for it. Ctrl-C raises
+    KeyboardInterrupt there, as in a kernel, whatever the test's own process left of SIGINT's disposition and mask
+    (both are inherited across exec)."""
     code = textwrap.dedent(f"""
-        import json, sys
+        import json, signal, sys
         from pathlib import Path
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
         ddp.launch(json.loads(sys.argv[1]), 2, Path(sys.argv[2]), timeout_s={timeout_s}, kill_after_s={kill_after_s})
     """)
@@ -85,7 +89,8 @@ def test_no_process_of_the_job_outlives_its_launcher(tmp_path, sig):
         _wait_for_ranks(tmp_path, launcher)
         assert len(_job_processes(tmp_path)) >= 3  # torchrun and two ranks
         os.kill(launcher.pid, sig)
-        assert _left_after(tmp_path, 15) == []
+        left = _left_after(tmp_path, 15)
+        assert left == [], (left, f"the launcher's exit status: {launcher.poll()}")
     finally:
         launcher.kill()
         launcher.wait()

@@ -5,6 +5,7 @@ early, and the findings follow the data (reversal tests on constructed results, 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -257,6 +258,24 @@ def test_gds_is_never_claimed_in_compatibility_mode():
     assert reading.classify_gds(False, False) == "cuFile compatibility mode"
     assert reading.classify_gds(False, True) == "GDS"
     assert reading.classify_gds(None, None).startswith("unknown")
+
+
+@pytest.mark.parametrize("host", ["h200", "h100"])
+def test_the_gds_finding_words_the_mode_without_nested_parentheses(host):
+    """The reference hosts ran kvikio in its POSIX compatibility mode, whose stored name carries parentheses: the
+    finding shows that name as code, words it in the fastest setting's label, and says the read went without GDS
+    (no parentheses inside parentheses, no two in a row)."""
+    from datajourney.core import results
+
+    facts = analysis.analyse(results.load_reference(reading.CHAPTER, host))
+    (gds,) = [f for f in page.findings(facts) if f.key == "gds"]
+    prose = re.sub(r"`[^`]*`", "CODE", gds.text)
+    assert "without GDS at" in prose and "kvikio (KvikIO's POSIX compatibility mode, " in prose, gds.text
+    depth = most = 0
+    for ch in prose:
+        depth += (ch == "(") - (ch == ")")
+        most = max(most, depth)
+    assert most == 1 and ") (" not in prose, gds.text
 
 
 # --------------------------------------------------------------------------- parameters
@@ -521,13 +540,13 @@ def test_the_sweeps_basis_follows_the_pcie_copy():
 def test_gds_finding_never_labels_compat_as_gds():
     r = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [2.5] * 3), "ceiling": CEIL})
     f = _finding(r, "gds")
-    assert "compatibility" in f.text and "not GDS" in f.text and f.published is None and "faster than" in f.text
+    assert "compatibility" in f.text and "without GDS" in f.text and f.published is None and "faster than" in f.text
     assert "more than path (b)" in _note(page.gds_note, r)        # CPU time per GB: 2.0 vs 1.0
     assert "storage → GPU memory with GDS" not in page.key_metrics(r)
     g = _res({"gpu": _gpu([1.9] * 3, [1.0] * 3, [1.5] * 3, cpu_kv=0.2), "ceiling": CEIL},
              gds={"kvikio": True, "path": "GDS", "compat_preferred": False, "gds_available": True, "nvidia_fs": True})
     f = _finding(g, "gds")
-    assert "(GDS)" in f.text and "slower than" in f.text and "less than path (b)" in _note(page.gds_note, g)
+    assert "through GDS" in f.text and "slower than" in f.text and "less than path (b)" in _note(page.gds_note, g)
     assert "storage → GPU memory with GDS" in page.key_metrics(g)
 
 

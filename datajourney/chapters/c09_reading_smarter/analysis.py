@@ -230,6 +230,11 @@ def _size(n: int) -> str:
     return size_label(int(n))
 
 
+#: kvikio's paths as a label words them (the stored names carry parentheses of their own).
+GDS_PATH_WORDS = {"KvikIO POSIX (compatibility) mode": "KvikIO's POSIX compatibility mode",
+                  "unknown (kvikio could not tell)": "a mode kvikio could not tell"}
+
+
 def _gds(res, f: Facts) -> None:
     gds = res.metadata.get("gds") or {}
     f.data["gds_status"] = {k: gds.get(k) for k in ("kvikio", "path", "gds_available", "compat_preferred",
@@ -246,7 +251,7 @@ def _gds(res, f: Facts) -> None:
     part = cold[cold["path"] == best]
     mode = gds.get("path") or "unknown"
     f.add(measured("gds", part["GBps"].astype(float).tolist(), unit="GB/s",
-                   label=f"kvikio ({mode}, {str(best).rsplit(', ', 1)[-1]})",
+                   label=f"kvikio ({GDS_PATH_WORDS.get(mode, mode)}, {str(best).rsplit(', ', 1)[-1]})",
                    setting={"path": str(best), "gds_path": mode},
                    published="storage → GPU memory with GDS" if mode == "GDS" else None))
     if "path.b" in f:

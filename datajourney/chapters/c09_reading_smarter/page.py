@@ -794,9 +794,9 @@ def _gds(facts: Facts) -> Finding:
         return Finding("gds", f"kvikio runs in {phrasing.code(mode)} here ({why}); "
                        + (f"its reads failed: {phrasing.code(errs[0])}." if errs else
                           "nothing was read into GPU memory in this run."))
-    label = "GDS" if mode == "GDS" else "not GDS"
+    through = "through GDS" if mode == "GDS" else "without GDS"
     text = (f"kvikio ran in {phrasing.code(mode)} ({why}). Its fastest setting, {phrasing.text(f.label)}, read the "
-            f"cold file into GPU memory at {phrasing.value(f)} ({label})")
+            f"cold file into GPU memory {through} at {phrasing.value(f)}")
     if "gds_vs_path_b" in facts:
         text += f", {_cmp(facts, 'gds_vs_path_b')}"
     return Finding("gds", text + ".", f.number, f.unit, published=f.published, interval=f.spread)
