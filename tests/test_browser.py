@@ -143,7 +143,7 @@ def test_whatif_sliders_recompute_in_the_browser(server, browser):
            "el.layout.sliders[0].active]"
     _, before, _, _ = plot.evaluate(read)
     # B and G stay at the run's values, where their sliders stand
-    b, g = plot.evaluate("el => [1, 2].map(i => el.layout.sliders[i].steps[el.layout.sliders[i].active].value)")
+    b, g = plot.evaluate("el => [1, 2].map(i => Number(el.layout.sliders[i].steps[el.layout.sliders[i].active].value))")
     for frac, d in ((1.0, WHATIF_D[-1]), (0.0, WHATIF_D[0])):   # the largest D, the smallest
         _move_slider(page, plot, 0, frac)
         ws, wait, au, active = plot.evaluate(read)
