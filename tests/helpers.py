@@ -65,6 +65,15 @@ def findings_by_key(page, res) -> dict:
     return {f.key: f for f in page.findings(res)}
 
 
+def paren_depth(text: str) -> int:
+    """How deep parentheses nest in ``text``: 1 for "a (b)", 2 for "a (b (c))"."""
+    depth = most = 0
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        most = max(most, depth)
+    return most
+
+
 def has_nan(text: str) -> bool:
     """A computed text that printed a missing number ('nan' as a word, not 'NAND')."""
     return re.search(r"\bnan\b", text, re.I) is not None

@@ -37,9 +37,9 @@ def _job_processes(out: Path) -> list[psutil.Process]:
 
 
 def _start_launcher(out: Path, timeout_s: float = 300, kill_after_s: float = 10) -> subprocess.Popen:
-    """A Python process that launches the hanging job (as a notebook kernel would) and waits for it. Ctrl-C raises
-    KeyboardInterrupt there, as in a kernel, whatever the test's own process left of SIGINT's disposition and mask
-    (both are inherited across exec)."""
+    """A Python process that launches the hanging job (as a notebook kernel would) and waits for it. It sets what a
+    kernel sets for Ctrl-C (SIGINT unblocked, raising KeyboardInterrupt) rather than inherit the test process's
+    disposition and mask, which exec keeps."""
     code = textwrap.dedent(f"""
         import json, signal, sys
         from pathlib import Path

@@ -53,9 +53,9 @@ CHOOSE = textwrap.dedent("""
         with open(os.environ["CHOSEN_OUT"], "w") as f:
             json.dump(markers, f)
         others = os.environ["OTHER_CHAPTERS"].split()
-        keep = [i for i in items if "chapters" in markers[i.nodeid] and not any(n in i.nodeid for n in others)]
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-        items[:] = keep
+        kept = {i.nodeid for i in items if "chapters" in markers[i.nodeid] and not any(n in i.nodeid for n in others)}
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in kept])
+        items[:] = [i for i in items if i.nodeid in kept]
 """)
 
 

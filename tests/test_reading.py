@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import has_nan
+from helpers import has_nan, paren_depth
 
 from datajourney.book import harness
 from datajourney.chapters.c09_reading_smarter import analysis, page
@@ -271,11 +271,7 @@ def test_the_gds_finding_words_the_mode_without_nested_parentheses(host):
     (gds,) = [f for f in page.findings(facts) if f.key == "gds"]
     prose = re.sub(r"`[^`]*`", "CODE", gds.text)
     assert "without GDS at" in prose and "kvikio (KvikIO's POSIX compatibility mode, " in prose, gds.text
-    depth = most = 0
-    for ch in prose:
-        depth += (ch == "(") - (ch == ")")
-        most = max(most, depth)
-    assert most == 1 and ") (" not in prose, gds.text
+    assert paren_depth(prose) == 1 and ") (" not in prose, gds.text
 
 
 # --------------------------------------------------------------------------- parameters

@@ -12,6 +12,7 @@ import math
 import re
 
 import pytest
+from helpers import paren_depth
 
 from datajourney.chapters import published
 from datajourney.chapters.c06_pcie import analysis as a06
@@ -35,15 +36,6 @@ def _ref(chapter: str, host: str):
     res = results.load_reference(chapter, host)
     res.tables = dict(res.tables)
     return res
-
-
-def _depth(text: str) -> int:
-    """How deep parentheses nest in ``text``: 1 for "a (b)", 2 for "a (b (c))"."""
-    depth = most = 0
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        most = max(most, depth)
-    return most
 
 
 # ---------------------------------------------------------------------------------------------- chapter 10
@@ -90,7 +82,7 @@ def test_computed_sentences_say_each_thing_once(host):
     assert "lengths are lengths" not in p10.data_note(facts)
     assert "document lengths are drawn from the real documents' lengths" in p10.data_note(facts)
     for key in ("kernel_view", "overhead", "per_sample_bandwidth", "loader_time"):
-        assert _depth(f[key].text) <= 1, f[key].text
+        assert paren_depth(f[key].text) <= 1, f[key].text
     assert "more than under read()" in f["kernel_view"].text
     # the fallback lengths of a data set without real text keep their meaning, less the repeated word
     assert p10._lengths("no real text here: log-normal lengths (median 512, sigma 1.0)") == \
