@@ -13,8 +13,11 @@ from helpers import in_ci
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: The network is cut off: every request that is not to this machine goes to a proxy at a closed local port. (Not
+#: playwright's request routing, which turns the browser's cache off.)
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1"]
 
 
 @pytest.fixture(scope="module", params=["reader's run", "reference"])
@@ -28,8 +31,21 @@ def book_html(request) -> Path:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    """Quiet, and a page is never taken from the browser's cache: tests write different pages under one name, and a
+    later server may get an earlier one's port (scripts and styles are cached, as a reader's browser does)."""
+
     def log_message(self, *args):
         pass
+
+    def send_head(self):
+        if not self.path.split("?", 1)[0].endswith((".js", ".css", ".woff2")):
+            del self.headers["If-Modified-Since"]
+        return super().send_head()
+
+    def end_headers(self):
+        if not self.path.split("?", 1)[0].endswith((".js", ".css", ".woff2")):
+            self.send_header("Cache-Control", "no-store")
+        super().end_headers()
 
 
 @contextlib.contextmanager
@@ -50,16 +66,19 @@ def server(book_html):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     if not CHROMIUM:
         if in_ci():
             pytest.fail("chromium is required in CI (./journey test installs it)")
         pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+        # one profile on disk, as a reader's browser keeps: from a page's third load on, chromium reuses its compiled
+        # scripts (plotly.js alone takes a second to compile on a 2-core machine)
+        context = p.chromium.launch_persistent_context(tmp_path_factory.mktemp("chromium"), executable_path=CHROMIUM,
+                                                       args=ARGS, viewport=WINDOW)
+        yield context
+        context.close()
 
 
 #: The browser window the book is checked in: a common laptop's width, where the text column is narrowest (a table's
@@ -67,11 +86,11 @@ def browser():
 WINDOW = {"width": 1280, "height": 900}
 
 
-def _open(browser, url):
-    page = browser.new_page(viewport=WINDOW)
-    blocked, errors = [], []
-    page.route("**/*", lambda route: (route.continue_() if route.request.url.startswith("http://127.0.0.1")
-                                      else (blocked.append(route.request.url), route.abort())))
+def _open(browser, url, viewport=WINDOW):
+    page = browser.new_page()
+    page.set_viewport_size(viewport)
+    blocked, errors = [], []   # the requests for anything not on this machine (none of them is answered)
+    page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "data:")) else blocked.append(r.url))
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url, wait_until="load", timeout=90000)   # a busy 2-core machine loads a page in seconds
     return page, blocked, errors
@@ -356,16 +375,33 @@ def test_no_table_is_wider_than_the_text_column(seen):
     assert not _problems(seen, "wide"), "\n".join(_problems(seen, "wide"))
 
 
+@functools.cache
+def _plotly_js() -> str:
+    """The address of plotly.js, one for the whole session (the browser compiles it once and then takes it from its
+    cache), served from the installed plotly package as the book serves it."""
+    import plotly
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
+        _Quiet, directory=str(Path(plotly.__file__).parent / "package_data")))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}/plotly.min.js"
+
+
+@contextlib.contextmanager
+def _chart_page(tmp_path, body: str, width: int = 800):
+    """A page of ``body`` in a text column ``width`` px wide, with plotly.js, written in ``tmp_path`` and served;
+    yields its address."""
+    (tmp_path / "page.html").write_text(f'<!DOCTYPE html><html><head><script src="{_plotly_js()}"></script></head>'
+                                        f'<body><article style="width: {width}px">{body}</article></body></html>')
+    with _serve(tmp_path) as url:
+        yield f"{url}/page.html"
+
+
 def _inspect_page(browser, tmp_path, body: str, width: int = 800) -> dict:
     """INSPECT's findings on a page of ``body`` in a text column ``width`` px wide (with plotly.js, as the book
     serves it)."""
-    import plotly
-
-    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
-    (tmp_path / "page.html").write_text('<!DOCTYPE html><html><head><script src="plotly.min.js"></script></head>'
-                                        f'<body><article style="width: {width}px">{body}</article></body></html>')
-    with _serve(tmp_path) as url:
-        page, _, errors = _open(browser, f"{url}/page.html")
+    with _chart_page(tmp_path, body, width) as url:
+        page, _, errors = _open(browser, url)
         found = page.evaluate(INSPECT, [RAW_TABLE, list(REPRS)])
         page.close()
     assert not errors, errors
@@ -413,6 +449,23 @@ def _crowded_figures():
                                  xaxis="workers or threads", yaxis="images/s", unit="img/s", dodge=0.5)
     top.update_yaxes(range=[0, 3000])
     return [bars, lines, top]
+
+
+def test_the_browser_reaches_nothing_off_this_machine_and_never_shows_a_stale_page(browser, tmp_path):
+    """A script from another host is asked for, recorded and not answered; a page written again under the same name
+    is shown as written (the browser keeps scripts in its cache, never pages)."""
+    (tmp_path / "page.html").write_text('<script src="http://192.0.2.1/x.js"></script><script src="https://example.com'
+                                        '/y.js"></script><p id="p">first</p>')
+    with _serve(tmp_path) as url:
+        page, blocked, errors = _open(browser, f"{url}/page.html")
+        assert sorted(blocked) == ["http://192.0.2.1/x.js", "https://example.com/y.js"], blocked
+        assert page.evaluate("performance.getEntriesByType('resource').every(r => r.responseEnd === 0 || "
+                             "r.transferSize === 0 && r.decodedBodySize === 0)")   # nothing came back
+        page.close()
+        (tmp_path / "page.html").write_text('<p id="p">second</p>')
+        page, _, _ = _open(browser, f"{url}/page.html")
+        assert page.text_content("#p") == "second"
+        page.close()
 
 
 def test_the_page_checks_catch_each_problem(browser, tmp_path):
@@ -497,7 +550,6 @@ def test_budget_chart_keeps_every_point_in_view_and_labels_the_need_as_the_slide
     need, the axis moves with them and leaves room on both sides (a hop below the need once fell off), and
     the need's line is labelled with its value as the hop charts label theirs, clear of the plot's edge
     (its label, on the line's top point, was cut to "e step's need")."""
-    import plotly
 
     from datajourney.chapters.c12_conclusion import page as c12_page
     from datajourney.core import charts, results
@@ -506,16 +558,12 @@ def test_budget_chart_keeps_every_point_in_view_and_labels_the_need_as_the_slide
     charts.setup()
     res = results.load_reference("12_conclusion", "h200")
     fig = c12_page.budget_figure(res)
-    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
-    (tmp_path / "page.html").write_text('<html><head><script src="plotly.min.js"></script></head><body>'
-                                        f'<article style="width: 688px">{_chart_html(fig, tidy=True)}</article>'
-                                        '</body></html>')
     read = ("el => [el.data[0].x.concat(el.data[1].x).filter(v => v > 0), el._fullLayout.xaxis.range, "
             "el._fullLayout.xaxis.type, (el.layout.annotations || []).map(a => a.text), "
             "el.layout.sliders.map(s => [s.name, s.steps[s.active].value])]")
     state = c12_page.budget_inputs(res.facts)
-    with _serve(tmp_path) as url:
-        page, plot, errors = _slider_plot(browser, f"{url}/page.html")
+    with _chart_page(tmp_path, _chart_html(fig, tidy=True), 688) as url:
+        page, plot, errors = _slider_plot(browser, url)
         # as drawn, then the shortest step, the largest sample, the longest step
         for idx, frac in ((None, None), (0, 0.0), (2, 1.0), (0, 1.0)):
             if idx is not None:

@@ -2,7 +2,7 @@
 remedy (the first action: its chapter's link and setting) sit within the first 1,000 px of the page's
 content (the workload is named by the model that ran: ResNet-50 on a GPU, a small CNN in a CPU run)."""
 import pytest
-from test_browser import book_html, browser, server  # noqa: F401  (the built book served, and headless chromium)
+from test_browser import _open, book_html, browser, server  # noqa: F401  (the built book served, and headless chromium)
 
 pytestmark = pytest.mark.browser
 
@@ -28,8 +28,7 @@ def answer_positions(page_) -> dict:
 
 
 def test_chapter_12_answers_in_the_first_screen(server, browser):  # noqa: F811
-    page_ = browser.new_page(viewport=WINDOW)
-    page_.goto(f"{server}/notebooks/12_conclusion.html", wait_until="load")
+    page_, _, _ = _open(browser, f"{server}/notebooks/12_conclusion.html", WINDOW)
     pos = answer_positions(page_)
     assert pos["weakest"] is not None, "no weakest-link sentence for the image workload"
     assert pos["remedy"] is not None, "no remedy (chapter link and setting) for the image workload"

@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from test_browser import _chart_html, _inspect_page, _open, _serve, browser  # noqa: F401 - browser: a fixture
+from test_browser import _chart_html, _chart_page, _inspect_page, _open, browser  # noqa: F401 - browser: a fixture
 from test_teaching import exercises
 
 from datajourney.book import registry, runner
@@ -211,20 +211,14 @@ TEXTS_MEET = r"""() => {
 def test_chapter_7_charts_draw_no_text_over_another(browser, tmp_path, host):  # noqa: F811 - the fixture
     """Subtitles ran into the first panel's title, and the first panel's x title into the second panel's
     ("DataLoader workers" over "MDS shards"); drawn as the book draws them, no two texts meet."""
-    import shutil
-    from pathlib import Path
 
-    import plotly
 
     charts.setup()
     body = "".join(_chart_html(f, tidy=True) for f in _chapter_7_figures(results.load_reference("07_full_picture",
                                                                                                  host)))
     assert not _inspect_page(browser, tmp_path, body)["charts"]
-    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", tmp_path / "plotly.min.js")
-    (tmp_path / "page.html").write_text('<html><head><script src="plotly.min.js"></script></head><body>'
-                                        f'<article style="width: 800px">{body}</article></body></html>')
-    with _serve(tmp_path) as url:
-        page, _, errors = _open(browser, f"{url}/page.html")
+    with _chart_page(tmp_path, body) as url:
+        page, _, errors = _open(browser, url)
         page.wait_for_timeout(1000)
         found = page.evaluate(TEXTS_MEET)
         page.close()
