@@ -50,7 +50,7 @@ def test_the_tests_of_each_shared_run_share_one_group_and_go_first():
     assert {g for n, g in group.items() if n.startswith("tests/test_new_chapter.py")} == {"tests/test_new_chapter.py"}
     # a test with nothing to share goes wherever a worker is free
     assert group["tests/test_book.py::test_every_module_the_book_names_imports"] is None
-    assert group["tests/test_install.py::test_fresh_venv_installs_and_runs_a_chapter"] is None
+    assert group["tests/test_install.py::test_a_fresh_clone_installs_from_a_wheelhouse_with_no_index"] is None
     # the shared runs first, the ci run's before the reference book's; then what runs chapters end to end
     order = [g for _, g in items]
     ci, ref = order.index(["ci-run"]), order.index(["reference-book"])

@@ -60,8 +60,8 @@ def _rows(res: Result, name: str) -> dict:
 
 def _share(key: str, row: dict, population: str) -> Fact:
     s = row["strategy"]
-    return Fact(key, 100 * float(row["efficiency"]), "%", f"{NOUNS[s]} ({population})", "share", "higher",
-                setting={"strategy": s, "population": population}, published=PUBLISHED.get(key))
+    return Fact(key, 100 * float(row["efficiency"]), "%", f"the efficiency of {NOUNS[s]} ({population})",
+                "share", "higher", setting={"strategy": s, "population": population}, published=PUBLISHED.get(key))
 
 
 def _time(key: str, row: dict) -> Fact:

@@ -133,8 +133,8 @@ def finding_first_batch_ratio(facts: Facts) -> Finding | None:
         verdict = (f"{_count(facts, 'published_reproduced')} of {of} published figures reproduced as printed, "
                    "not as published" + (f"; this run's setting differs from the published one: {differs}"
                                          if differs else ""))
-    return _finding(facts, c.key, f"In the first batch, greedy packing's share of real tokens per computed "
-                                  f"position is **{_against(facts, c.key)}** ({verdict}).")
+    return _finding(facts, c.key, f"In the first batch, the efficiency of greedy packing (real tokens per "
+                                  f"computed position) is **{_against(facts, c.key)}** ({verdict}).")
 
 
 def finding_all_samples(facts: Facts) -> Finding | None:
