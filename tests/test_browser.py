@@ -422,7 +422,8 @@ def _crowded_figures():
     """Charts as chapters draw them: long rung names on bars, a long y title on small multiples with
     subplot titles, a log axis over two decades (plotly's minor digits), whole numbers of workers, a
     y axis whose top tick falls on the plot's top edge (its label half above it, under the title), and
-    subtitles (what the error bars are) over subplot titles and over that top tick."""
+    subtitles (what the error bars are) over subplot titles and over that top tick; panels so narrow that the x title
+    takes two lines above a legend below the plot."""
     import pandas as pd
 
     from datajourney.core import charts
@@ -448,7 +449,13 @@ def _crowded_figures():
                                  title=charts.subtitle("Loaders from cold files: images/s", "points: mean of runs"),
                                  xaxis="workers or threads", yaxis="images/s", unit="img/s", dodge=0.5)
     top.update_yaxes(range=[0, 3000])
-    return [bars, lines, top]
+    # chapter 8's chart of four operations: each panel so narrow that the x title wraps, over a legend below
+    from datajourney.chapters.c08_threads_processes_gil import charts as c08_charts
+
+    ops = pd.DataFrame([dict(op=op, executor=e, concurrency=c, mean=v * c ** 0.3, min=v * c ** 0.3 * 0.9,
+                             max=v * c ** 0.3 * 1.1, n=3) for op in ("read", "decode", "resize", "batch")
+                        for c in (1, 4, 16, 64) for e, v in (("thread", 2.0), ("process", 3.0))])
+    return [bars, lines, top, c08_charts.op_chart(ops, "Pillow")]
 
 
 def test_the_browser_reaches_nothing_off_this_machine_and_never_shows_a_stale_page(browser, tmp_path):

@@ -120,6 +120,7 @@ def tidy(fig_dict: dict) -> dict:
                 name[0] in counts or (not was_log and all(v.is_integer() for v in numbers))):
             _integer_ticks(axis, numbers)
     _wrap_axis_titles(layout, _plot_px(fig_dict))
+    _legend_under_axis_titles(layout)
     _title_above(layout)
     return fig_dict
 
@@ -451,6 +452,28 @@ def _wrap_axis_titles(layout: dict, plot_px: float) -> None:
         width = int(max(px, 120) / _CHAR_PX)
         if any(len(_visible(line)) > width for line in re.split(r"<br\s*/?>", text)):
             axis["title"] = {**title, "text": _wrap(text, width)}
+
+
+#: Height of a line of an axis title (px).
+_AXIS_TITLE_LINE = 17
+
+
+def _legend_under_axis_titles(layout: dict) -> None:
+    """A legend below the plot starts under the x axes' titles however many lines they take: its place is a share
+    of the plot's height that leaves room for a one-line title, so each further line moves it down by one."""
+    legend = layout.get("legend") or {}
+    y = legend.get("y")
+    if legend.get("orientation") != "h" or not isinstance(y, (int, float)) or y >= 0:
+        return
+    extra = 0
+    for key, axis in layout.items():
+        if re.fullmatch(r"xaxis\d*", key) and isinstance(axis, dict):
+            title = axis.get("title")
+            text = title.get("text") if isinstance(title, dict) else title
+            if isinstance(text, str):
+                extra = max(extra, len(re.split(r"<br\s*/?>", text)) - 1)
+    if extra:
+        layout["legend"] = {**legend, "y": y - extra * _AXIS_TITLE_LINE / max(_plot_height(layout), 100)}
 
 
 def _title_above(layout: dict) -> None:
