@@ -60,7 +60,7 @@ def _run(a) -> int:
 
 def _print_diagnosis(run_dir: Path) -> None:
     """Chapter 12's one-screen summary of this run's weakest links, when chapter 12 ran."""
-    from datajourney.chapters.c12_conclusion.experiment import CHAPTER
+    from datajourney.chapters.c12_conclusion.params import CHAPTER
     from datajourney.core.results import Result
 
     f = Path(run_dir) / f"{CHAPTER}.json"

@@ -10,7 +10,6 @@ from helpers import analysed_references, with_default_rung
 from datajourney.book import harness, registry, report
 from datajourney.chapters import wording
 from datajourney.chapters.c12_conclusion import analysis, page
-from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.core import phrasing as fx
 from datajourney.core import results
 
@@ -23,9 +22,9 @@ TINY = dict(llm_tokens_per_s=None, token_model="tiny", tokens_per_batch=256, tok
 
 
 def _run_with(tmp_path, edit=None, **params):
-    referenced = [c for c in registry.sources(diagnosis.CHAPTER) if (REF / f"{c}.json").is_file()]
+    referenced = [c for c in registry.sources("12_conclusion") if (REF / f"{c}.json").is_file()]
     analysed_references(tmp_path, REF, referenced, edit)
-    return harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **{**STATED, **params})
+    return harness.run("12_conclusion", run_dir=tmp_path, **{**STATED, **params})
 
 
 def _hop(res, wl, key):

@@ -171,7 +171,8 @@ def test_section_2_draws_the_stacking_of_the_batch():
 
 
 def test_a_small_run_runs_the_sweeps_best_end_to_end_and_records_the_choice(tmp_path):
-    res = harness.run(gil.CHAPTER, gil.Params(), run_dir=tmp_path / "run", progress=False, data_dir=tmp_path / "data",
+    res = harness.run("08_threads_processes_gil", gil.Params(), run_dir=tmp_path / "run", progress=False,
+                      data_dir=tmp_path / "data",
                       **SMALL)
     ch = res.metadata["end_to_end_threads"]
     assert ch["how"] == "sweep_best", (ch, res.metadata["errors"])

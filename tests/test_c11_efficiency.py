@@ -44,7 +44,7 @@ def _result(*, plain=10.0, ddp1=9.8, nosync=9.6, sync=9.0, nccl=20.0, exposed=4.
         ex.append({"job": f"nch{c}", "path": "direct", "world": 4, "rung": "ddp", "sync": True, "status": "ok",
                    "steps_per_s": v})
         exw += _windows(f"nch{c}", 4, "ddp", v, sync=True)
-    res = results.Result(chapter=ddp.CHAPTER, run_id="t", parameters={"explain_rung": "ddp", "bucket_cap_mb": 2000,
+    res = results.Result(chapter="11_gpu_to_gpu", run_id="t", parameters={"explain_rung": "ddp", "bucket_cap_mb": 2000,
                                                                       "nccl_channels": list(channels or {})},
                          fingerprint={}, metadata={"cuda": cuda, "backend": "nccl" if cuda else "gloo", "world": 4,
                                                    "jobs": []})
@@ -150,7 +150,7 @@ def test_channel_question_is_skipped_with_its_reason_on_gloo():
 def test_a_result_without_the_decomposition_says_so():
     """A result from before the decomposition (the reference run less its decomposition's tables and parameter): the
     loss and the channels say they were not measured, the target is still judged, and no share is named for it."""
-    ref = results.load_reference(ddp.CHAPTER, "h200")
+    ref = results.load_reference("11_gpu_to_gpu", "h200")
     assert analysis.analyse(ref).data["loss"]["status"] == "ok"   # the reference took the loss apart
     old = results.Result(ref.chapter, ref.run_id, {k: v for k, v in ref.parameters.items() if k != "explain_rung"},
                          ref.fingerprint, {k: t for k, t in ref.tables.items() if not k.startswith(EXPLAIN)},

@@ -158,8 +158,9 @@ def test_the_job_timeout_kills_the_whole_process_group(tmp_path, monkeypatch):
 def ci_result(tmp_path_factory):
     """A small run on the CPU: gloo, 2 processes, every rung kind."""
     rd = tmp_path_factory.mktemp("ch11")
-    return harness.run(ddp.CHAPTER, model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2, windows=2,
-                   profile_steps=0, cpu_procs=3, ladder=["default", "ddp", "bucket_view", "bf16", "fp16", "powersgd"],
+    return harness.run("11_gpu_to_gpu", model="small_vit", batch_size=4, image_size=16, warmup_steps=2, steps=2,
+                   windows=2, profile_steps=0, cpu_procs=3,
+                   ladder=["default", "ddp", "bucket_view", "bf16", "fp16", "powersgd"],
                    bucket_sweep=[1], bench_sizes=[65536, 1 << 20], bench_ops=["all_reduce", "all_gather"],
                    scale_worlds=[2], scale_ladder=["ddp", "bucket_view@1"], scale_host_paths=["p2p_off"],
                    bench_iters=2, bench_repeats=2, job_timeout_s=60, run_dir=rd, progress=False)
@@ -251,7 +252,7 @@ def _result(no_ddp=10.0, ddp1=9.5, n=None, host=None, busbw=300.0) -> results.Re
                     for i, x in enumerate(w)]
     bench = [{"job": "n", "path": "direct", "op": "all_reduce", "size": 1 << 30, "world": 2, "time_ms": 1.0,
               "algbw_GBps": busbw, "busbw_GBps": busbw * f, "status": "ok"} for f in (0.99, 1.0, 1.01)]
-    res = results.Result(chapter=ddp.CHAPTER, run_id="t", parameters={}, fingerprint={},
+    res = results.Result(chapter="11_gpu_to_gpu", run_id="t", parameters={}, fingerprint={},
                          metadata={"cuda": True, "backend": "nccl", "world": 2, "jobs": []})
     res.add("rungs", rungs)
     res.add("windows", windows)
@@ -320,7 +321,7 @@ def test_findings_bandwidth_and_published_metrics():
     assert m["bf16 compression gain, host path"][0] == pytest.approx(75.0)
     from datajourney.chapters import published
 
-    names = {f.metric for f in published.figures(ddp.CHAPTER)}
+    names = {f.metric for f in published.figures("11_gpu_to_gpu")}
     assert set(m) <= names
 
 
@@ -423,8 +424,8 @@ def test_extra_references_are_promoted_beside_the_main_one(tmp_path, monkeypatch
     monkeypatch.setattr(results, "REFERENCE_DIR", tmp_path / "ref")
     monkeypatch.setattr("datajourney.cli.REPO_ROOT", tmp_path)
     assert main(["promote", str(run), "--host", "h200", "--extra"]) == 0
-    got = results.extra_references(ddp.CHAPTER, "h200")
-    assert [r.run_id for r in got] == ["run-x"] and not (tmp_path / "ref" / "h200" / f"{ddp.CHAPTER}.json").exists()
+    got = results.extra_references("11_gpu_to_gpu", "h200")
+    assert [r.run_id for r in got] == ["run-x"] and not (tmp_path / "ref" / "h200" / f"{'11_gpu_to_gpu'}.json").exists()
     assert (tmp_path / "ref" / "h200" / "more" / "run-run-x.json").exists()
 
 
@@ -434,7 +435,7 @@ def test_reference_run_meets_the_chapters_targets():
     and a scheme that recovers part of it, and the chapter's declared target at its largest GPU count: each GPU keeps
     at least 95% of one GPU's steps/s, or the run says measurably why not (the facts name the measured share of the
     loss that holds it below, and the page words that share with its value)."""
-    r = results.load_reference(ddp.CHAPTER, "h200")
+    r = results.load_reference("11_gpu_to_gpu", "h200")
     assert r is not None and r.metadata["world"] == 4 and r.metadata["model"] == "vit_l_32"
     n = r.metadata["world"]
     b = reading.bench_summary(r.table("bench"))
@@ -471,7 +472,7 @@ def test_reference_full_profile_fits_its_time():
     runs = []
     for p in sorted((results.REFERENCE_DIR / "h200").glob("run-reference-h200*-*.json")):
         rec = json.loads(p.read_text())
-        runs += [(rec["profile"], c) for c in rec.get("chapters", []) if c.get("chapter") == ddp.CHAPTER]
+        runs += [(rec["profile"], c) for c in rec.get("chapters", []) if c.get("chapter") == "11_gpu_to_gpu"]
     assert runs, "no run record of chapter 11"
     full = [c for prof, c in runs if prof == "full" and c["status"] == "ok"]
     assert full and all(c["seconds"] <= 360 for c in full)
@@ -480,8 +481,8 @@ def test_reference_full_profile_fits_its_time():
 def test_reference_on_four_gpus_meets_the_scaling_targets():
     """The reference runs on a host with 4 H200s (NVLink): all-reduce bus bandwidth at 1 GiB of at least 320 GB/s
     at 4 GPUs, and each GPU within 5% of one GPU's throughput with the best setting measured at 4 GPUs."""
-    runs = [results.load_reference(ddp.CHAPTER, "h200"), results.load_reference(ddp.CHAPTER, "h200x4"),
-            *results.extra_references(ddp.CHAPTER, "h200")]
+    runs = [results.load_reference("11_gpu_to_gpu", "h200"), results.load_reference("11_gpu_to_gpu", "h200x4"),
+            *results.extra_references("11_gpu_to_gpu", "h200")]
     four = [r for r in runs if r is not None and r.metadata["world"] == 4]
     assert four, "no 4-GPU reference run committed"
     for r in four:
@@ -654,7 +655,7 @@ def test_the_data_parallel_answer_is_decided_against_ddps_defaults():
 def test_the_default_rung_is_in_every_profile_and_the_default_ladder():
     assert ddp.Params().ladder[0] == "default"
     for name, profile in runner.profiles().items():
-        mine = profile.get(ddp.CHAPTER) or {}
+        mine = profile.get("11_gpu_to_gpu") or {}
         assert "default" in mine.get("ladder", ddp.Params().ladder), name
         jobs = ddp.plan_jobs({**_defaults(), **mine}, "nccl", 2)
         r = next(r for r in jobs[1].rungs if r["name"] == "default")

@@ -134,7 +134,7 @@ def test_two_nodes_emulated_on_this_machine(tmp_path):
         import sys
         from datajourney.book import harness
         from datajourney.chapters.c11_gpu_to_gpu import experiment as ddp
-        harness.run(ddp.CHAPTER,
+        harness.run("11_gpu_to_gpu",
                     model="small_vit", batch_size=2, image_size=16, warmup_steps=2, steps=2, windows=2, profile_steps=0,
                 cpu_procs=1, ladder=["ddp"], bucket_sweep=[], bench_sizes=[65536], bench_ops=["all_reduce"],
                 bench_iters=2, bench_repeats=2, job_timeout_s=240, nnodes=2, node_rank=int(sys.argv[1]),
@@ -147,7 +147,7 @@ def test_two_nodes_emulated_on_this_machine(tmp_path):
     assert [n.returncode for n in nodes] == [0, 0], outs
     from datajourney.core import results
 
-    res = [results.Result.load(next((tmp_path / f"node{r}").rglob(f"{ddp.CHAPTER}.json"))) for r in (0, 1)]
+    res = [results.Result.load(next((tmp_path / f"node{r}").rglob(f"{'11_gpu_to_gpu'}.json"))) for r in (0, 1)]
     rates = []
     for r, node in zip(res, (0, 1)):
         assert r.metadata["world"] == 2 and r.metadata["nnodes"] == 2 and r.metadata["node_rank"] == node

@@ -10,7 +10,6 @@ from helpers import HOSTILE, analysed_references, assert_stays_text, with_defaul
 from datajourney.book import harness, opening, registry, report
 from datajourney.chapters import wording
 from datajourney.chapters.c12_conclusion import analysis, page
-from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.core import results
 from datajourney.core.facts import Advice, Fact, compare
 from datajourney.core.params import ParameterError
@@ -25,14 +24,14 @@ STATED = dict(llm_tokens_per_s=1e6)
 
 def _referenced() -> list[str]:
     """The chapters the diagnosis reads that have a committed reference result (a new chapter may have none)."""
-    return [c for c in registry.sources(diagnosis.CHAPTER) if (REF / f"{c}.json").is_file()]
+    return [c for c in registry.sources("12_conclusion") if (REF / f"{c}.json").is_file()]
 
 
 def _run_with(tmp_path, chapters=None, edit=None, **params):
     """Diagnose a run directory holding the reference results of ``chapters`` (all by default), after
     ``edit(chapter, result)`` changed their measurements; each file's facts come from its own analysis."""
     analysed_references(tmp_path, REF, chapters or _referenced(), edit)
-    return harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **{**STATED, **params})
+    return harness.run("12_conclusion", run_dir=tmp_path, **{**STATED, **params})
 
 
 def _hops(res, workload):
@@ -46,7 +45,7 @@ def test_reference_run_names_the_slowest_hop(tmp_path):
     known = {k: h["capacity"] for k, h in image.items() if h["capacity"] is not None and k not in analysis.ASIDE}
     w = res.facts.data["image.weakest"]  # ... but never taken as chapter 7's weakest link
     assert w["capacity"] == min(known.values()) and known[w["key"]] == w["capacity"]
-    assert res.facts.data["missing"] == [c for c in registry.sources(diagnosis.CHAPTER) if c not in _referenced()]
+    assert res.facts.data["missing"] == [c for c in registry.sources("12_conclusion") if c not in _referenced()]
     assert res.facts["image.weakest"].value == w["key"]
     opening = page.opening(res.facts)
     assert page.hop_label(res.facts, "image", w["key"]) in opening.findings[0].text
@@ -68,7 +67,7 @@ def test_slow_storage_becomes_the_weakest_link(tmp_path):
 
 def test_partial_run_names_the_missing_chapters(tmp_path):
     res = _run_with(tmp_path, chapters=["07_full_picture"])
-    assert set(res.facts.data["missing"]) == set(registry.sources(diagnosis.CHAPTER)) - {"07_full_picture"}
+    assert set(res.facts.data["missing"]) == set(registry.sources("12_conclusion")) - {"07_full_picture"}
     assert res.facts.data["image.weakest"]["key"] in ("cpu", "gpu")
     assert res.facts.data["tokens.weakest"] is None  # no measured hop for tokens: no verdict
     op = page.opening(res.facts)   # the first screen's workloads: one not diagnosed says why in one line
@@ -83,7 +82,7 @@ def test_partial_run_names_the_missing_chapters(tmp_path):
 
 
 def test_empty_run_still_renders(tmp_path):
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path, **STATED)
     assert res.facts.data["found"] == []
     assert all(res.facts.data[f"{wl}.weakest"] is None for wl in analysis.UNITS)
     assert page.budget_figure(res) is None
@@ -96,7 +95,7 @@ def test_result_files_without_facts_are_not_read(tmp_path):
         r = results.Result.load(REF / f"{ch}.json")
         r.facts = None  # as a file written before schema 3
         r.save(tmp_path)
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path, **STATED)
     assert "07_full_picture" in res.facts.data["missing"]
 
 
@@ -121,7 +120,7 @@ def test_bad_parameters_fail_before_work(tmp_path, name, value):
     params = dict(llm_tokens_per_s=None, token_bytes=4, tokens_per_batch=4096, run_dir=tmp_path)
     params[name] = value
     with pytest.raises(ParameterError, match=name) as e:
-        harness.run(diagnosis.CHAPTER, **params)
+        harness.run("12_conclusion", **params)
     assert "\n" not in str(e.value)
     assert not list(tmp_path.iterdir())
 
@@ -148,9 +147,9 @@ def test_copy_leaves_reference_untouched(tmp_path):
 def test_sources_are_every_chapter_but_the_machine_and_the_diagnosis():
     """The diagnosis reads every chapter the registry finds (a new folder too), but chapter 1 (the machine) and
     itself."""
-    assert registry.sources(diagnosis.CHAPTER) == tuple(c.name for c in registry.CHAPTERS
+    assert registry.sources("12_conclusion") == tuple(c.name for c in registry.CHAPTERS
                                                        if c.number not in (1, 12))
-    assert [int(c[:2]) for c in registry.sources(diagnosis.CHAPTER)][:10] == list(range(2, 12))
+    assert [int(c[:2]) for c in registry.sources("12_conclusion")][:10] == list(range(2, 12))
 
 
 def test_photo_decode_too_slow_for_the_gpu(tmp_path):
@@ -240,7 +239,7 @@ def test_the_data_parallel_answer_needs_chapter_11s_export(tmp_path):
     assert r.facts.get(analysis.DDP_KEPT) is not None
     r.facts.exports = tuple(k for k in r.facts.exports if k != analysis.DDP_KEPT)
     r.save(tmp_path, created_utc=r.created_utc)
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path, **STATED)
     assert res.facts.data["gradients.weakest"] is None and res.facts.get("11.ddp_default_eff") is None
     assert "no diagnosis" in page.data_parallel_answer(res.facts)
 
@@ -349,7 +348,7 @@ def test_without_a_recipe_the_image_line_is_chapter_7s_advice_with_its_own_evide
     r = results.Result.load(tmp_path / "07_full_picture.json")   # as a chapter 7 that exports no recipe
     r.facts.facts = {k: f for k, f in r.facts.facts.items() if k != "recipe" and not k.startswith("recipe.")}
     r.save(tmp_path, created_utc=r.created_utc)
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path, **STATED)
     w = res.facts.data["image_workload"]
     src = r.facts
     advice = src.advice_for("image.num_workers")
@@ -372,7 +371,7 @@ def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
     the GPU count. A recipe chapter 7 did not run with the priced step gives no count."""
     analysed_references(tmp_path, REF, _referenced())
     with_recipe(tmp_path)
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path, **STATED)
     top = res.facts.data["image_workload"]["step_recipe"]
     cpu = _hops(res, "image")["cpu"]
     # one image's CPU: its loader workers' and its training process's, each from the recipe's own counters
@@ -393,11 +392,11 @@ def test_a_recipe_export_is_what_the_image_line_and_code_show(tmp_path):
     assert res.facts.get("image.gpus_fed") is not None and "could feed **" in page.opening(res.facts).findings[0].text
 
     with_recipe(tmp_path, verdict="keep")   # a recipe under its threshold is not recommended
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path, **STATED)
     assert "chapter 7's recipe" not in page.opening(res.facts).actions[0].text
 
     with_recipe(tmp_path, workers=16, variant="default")   # measured with the eager step, not the priced one
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path, **STATED)
     assert res.facts.get("image.fed_share") is None and res.facts.get("image.gpus_fed") is None
     assert "no count of GPUs" in page.count_note(res.facts, "image").text
 
@@ -407,7 +406,7 @@ def test_a_gpu_count_needs_the_measured_pipeline_to_feed_one_gpu_at_the_bar(tmp_
     80%: the count goes and the answer gives the measured share instead."""
     analysed_references(tmp_path / "ref", REF, _referenced())
     with_recipe(tmp_path / "ref")
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path / "ref", **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path / "ref", **STATED)
     assert res.facts.number("image.fed_share") >= 100 * analysis.AU_MIN
     assert "such GPUs at ≥ 90% of the time" in page.opening(res.facts).findings[0].text
 
@@ -417,7 +416,7 @@ def test_a_gpu_count_needs_the_measured_pipeline_to_feed_one_gpu_at_the_bar(tmp_
 
     analysed_references(tmp_path / "slow", REF, _referenced(), slower)
     with_recipe(tmp_path / "slow")
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path / "slow", **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path / "slow", **STATED)
     share = res.facts["image.fed_share"]
     assert share.number < 100 * analysis.AU_MIN and res.facts.get("image.gpus_fed") is None
     text = page.count_note(res.facts, "image").text + page.opening(res.facts).findings[0].text
@@ -538,9 +537,9 @@ def test_the_image_recipe_code_is_chapter_7s_exported_recipe_with_its_uint8_tran
     from datajourney.toolkit.imagenet import MEAN
 
     ref = results.REFERENCE_DIR / host
-    analysed_references(tmp_path, ref, [c for c in registry.sources(diagnosis.CHAPTER)
+    analysed_references(tmp_path, ref, [c for c in registry.sources("12_conclusion")
                                         if (ref / f"{c}.json").is_file()])
-    res = harness.run(diagnosis.CHAPTER, run_dir=tmp_path, **STATED)
+    res = harness.run("12_conclusion", run_dir=tmp_path, **STATED)
     recipe = res.facts.get(page.RECIPE_KEY)
     if recipe is None:
         pytest.skip(f"{host}: chapter 7 exports no combined recipe")

@@ -353,7 +353,7 @@ def _result(*, thread_ips=2000.0, proc_ips=1000.0, thread_decode=(4.0, 4.2), pro
                 model.append(dict(loader=kind, concurrency=c, repeat=r, resident_at_start=0.0,
                                   pct_of_ceiling=share + r, images_per_s=40 * (share + r), first_batch_s=1.0,
                                   wait_share=0.1, compute_ms=16.0, cpu_cores=4.0, seconds_total=3.0))
-    res = results.Result(chapter=gil.CHAPTER, run_id="constructed", parameters={}, fingerprint={})
+    res = results.Result(chapter="08_threads_processes_gil", run_id="constructed", parameters={}, fingerprint={})
     res.add("calibration", [dict(decoder="pillow", decode_ms=0.8, resize_ms=0.2)])
     res.add("primitives", prim)
     res.add("ops", ops)
@@ -571,14 +571,14 @@ def test_findings_without_a_thread_loader_say_what_is_missing():
 def test_key_metrics_match_published_names():
     from datajourney.chapters import published
 
-    names = {f.metric for f in published.figures(gil.CHAPTER)}
+    names = {f.metric for f in published.figures("08_threads_processes_gil")}
     km = page.key_metrics(_result())   # no SPDL question in this result: the paper's comparison stays apart
     assert set(km) <= names and analysis.PUB_GAIN not in km
     assert analysis.PUB_TTFB4 in km and analysis.PUB_TTFB32 not in km
 
 
 def test_findings_of_a_small_run(photos, tmp_path):
-    res = harness.run(gil.CHAPTER,
+    res = harness.run("08_threads_processes_gil",
                       n_images=48, width=96, height=72, classes=3, out_size=16, batch_size=3, primitive_batch=4,
                   primitive_images=8, concurrency=[1, 2], decoders=["pillow"], repeats=1, dataloader_workers=[1],
                   thread_concurrency=[2], loader_batches=2, warm_batches=1, window_factor=1, start_methods=["fork"],
@@ -809,7 +809,7 @@ def test_full_profile_windows_skip_every_loader_queue(monkeypatch):
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(16)))
     monkeypatch.setattr(core_params, "memory", lambda *a, **k: None)
-    full = {**runner.profiles()["full"][gil.CHAPTER], "paper": False}
+    full = {**runner.profiles()["full"]["08_threads_processes_gil"], "paper": False}
     q = gil.resolve(full)   # every "auto" and every host-scaled sweep resolved for 16 cores
     prof = dict(q)
     assert q["n_images"] == 7488

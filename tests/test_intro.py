@@ -6,7 +6,6 @@ from helpers import hosts_with
 from datajourney.book import harness, registry
 from datajourney.book import overview as front
 from datajourney.book import overview as intro
-from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as dpage
 from datajourney.core import phrasing, results
 from datajourney.core.facts import host_label
@@ -45,7 +44,7 @@ def test_front_table_shows_the_reference_facts():
     metric gets a row of its own, never a place beside another number."""
     t = front.front_table(None, "h200", is_reference_run=True)
     assert list(t.columns) == ["chapter", "key number", "published", "reference host"]
-    assert [c for c, _, _ in front.front()] == list(registry.sources(diagnosis.CHAPTER))
+    assert [c for c, _, _ in front.front()] == list(registry.sources("12_conclusion"))
     chapters = _chapter_of(t)
     assert list(dict.fromkeys(chapters)) == [c for c, _, _ in front.front()]
     for ch, head, _ in front.front():
@@ -122,14 +121,14 @@ def test_a_fresh_run_says_where_its_numbers_will_be(tmp_path):
 
 
 def _diagnosed(tmp_path, slow_files: bool):
-    for ch in (c for c in registry.sources(diagnosis.CHAPTER) if (REF / f"{c}.json").is_file()):
+    for ch in (c for c in registry.sources("12_conclusion") if (REF / f"{c}.json").is_file()):
         r = results.Result.load(REF / f"{ch}.json")
         if slow_files and ch == "02_random_vs_sequential":
             t = r.tables["size_sweep"]
             t.loc[t["pattern"] == "random", "MBps"] /= 1000
         r.facts = registry.lookup(ch).analyse(r)
         r.save(tmp_path)
-    return harness.run(diagnosis.CHAPTER, run_dir=tmp_path, llm_tokens_per_s=1e6)
+    return harness.run("12_conclusion", run_dir=tmp_path, llm_tokens_per_s=1e6)
 
 
 def test_the_readers_run_comes_first(tmp_path):
@@ -150,7 +149,7 @@ def test_title_page_of_the_committed_book(tmp_path):
     its committed result) and the key numbers of chapters 2 and 5, each linking to its chapter."""
     md = front.title_markdown("h200")
     assert "Your run" not in md and "**The reference host" in md
-    ref12 = registry.analysed(results.load_reference(diagnosis.CHAPTER))
+    ref12 = registry.analysed(results.load_reference("12_conclusion"))
     for f in dpage.opening(ref12.facts).findings:
         assert f.text in md
     # every workload's answer, the data-parallel step's too (chapter 12 gives it its own section)
@@ -267,7 +266,7 @@ def test_chapter_1_counts_the_machines_gpus_in_words_that_agree(gpus, word):
 def test_the_title_head_names_every_host_its_answers_were_measured_on():
     """The reference host's answers on the title page come from more than one machine where chapter 11 ran on a
     multi-GPU host: the head names both, as the data-parallel bullet names its own."""
-    hosts = registry.analysed(results.load_reference(diagnosis.CHAPTER, "h200")).facts.data["hosts"]
+    hosts = registry.analysed(results.load_reference("12_conclusion", "h200")).facts.data["hosts"]
     title = front.title_markdown("h200")
     head = next(line for line in title.splitlines() if line.startswith("**The reference host"))
     assert all(h in head for h in set(hosts.values())), (head, hosts)

@@ -159,12 +159,12 @@ def test_measure_transfer_runs_both_payloads(ds):
 
 
 def test_run_writes_every_table(tmp_path):
-    res = harness.run(loader.CHAPTER,
+    res = harness.run("03_dataloader",
                       n_files=64, file_size=4096, batch_size=16, workers=[0, 2], cache_states=["cold", "warm"], runs=1,
                      purge_method="auto", transfer_batch_sizes=[8, 32], latency_reads=20, handover_workers=0,
                      data_dir=tmp_path,
                      run_dir=tmp_path / "run", progress=False)
-    saved = Result.load(tmp_path / "run" / f"{loader.CHAPTER}.json")
+    saved = Result.load(tmp_path / "run" / f"{'03_dataloader'}.json")
     e = saved.table("epochs")
     assert set(e["kind"]) == set(loader.KINDS) and len(e) == 3 * 2 * 2
     assert {"steady_MBps", "first_batch_s", "main_busy", "batches_per_s"} <= set(e.columns)
@@ -228,7 +228,7 @@ def _epochs(table):
 
 def _res(table, **tables) -> Result:
     t = {"epochs": pd.DataFrame(_epochs(table)), **{k: pd.DataFrame(v) for k, v in tables.items()}}
-    return Result(loader.CHAPTER, "test", {"batch_size": 64}, {"cpu": {"hypervisor": False}}, t)
+    return Result("03_dataloader", "test", {"batch_size": 64}, {"cpu": {"hypervisor": False}}, t)
 
 
 def _grid(w0, w4, w16, warm_factor=2.0):
@@ -319,7 +319,7 @@ def test_main_process_bottleneck_is_stated_only_when_measured():
     free_rows = _epochs(grid)
     for r in free_rows:
         r["main_busy"] = 0.3
-    free = Result(loader.CHAPTER, "t", {"batch_size": 64}, {"cpu": {}}, {"epochs": pd.DataFrame(free_rows)})
+    free = Result("03_dataloader", "t", {"batch_size": 64}, {"cpu": {}}, {"epochs": pd.DataFrame(free_rows)})
     f = _f(free, "main_process")
     assert "time to spare" in f.text and "bottleneck" not in f.text
 
@@ -376,7 +376,7 @@ def _plateau_grid(rates, busy=0.6, **tables):
             t[("warm", w, kind)] = [0.262 * r] * 3
             t[("cold", w, kind)] = [0.131 * r] * 3
     rows = [dict(r, main_busy=busy) for r in _epochs(t)]
-    return Result(loader.CHAPTER, "test", {"batch_size": 64}, {"cpu": {}},
+    return Result("03_dataloader", "test", {"batch_size": 64}, {"cpu": {}},
                   {"epochs": pd.DataFrame(rows), **{k: pd.DataFrame(v) for k, v in tables.items()}})
 
 

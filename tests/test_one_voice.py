@@ -12,7 +12,6 @@ from datajourney.book import harness, registry
 from datajourney.chapters import wording
 from datajourney.chapters.c07_full_picture import page as c7page
 from datajourney.chapters.c12_conclusion import analysis as c12
-from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as c12page
 from datajourney.core import phrasing, results
 
@@ -40,7 +39,7 @@ def diagnosed(request, tmp_path_factory):
         r = results.load_reference(c.name, request.param)
         if r is not None:
             registry.analysed(r).save(d)
-    return request.param, _facts(request.param), harness.run(diagnosis.CHAPTER, run_dir=d, llm_tokens_per_s=1e6)
+    return request.param, _facts(request.param), harness.run("12_conclusion", run_dir=d, llm_tokens_per_s=1e6)
 
 
 def test_each_piece_of_advice_comes_from_one_chapter():

@@ -90,7 +90,7 @@ def test_published_figures_reproduced_exactly_from_the_first_batch():
 
 @OFFLINE
 def test_run_reproduces_and_labels_populations(tmp_path):
-    res = harness.run(padding.CHAPTER,
+    res = harness.run("05_padding_tax",
                       **{**P, "n_samples": 2000, "batch_size": 32, "strategies": list(padding.STRATEGIES),
                          "device": "none"}, run_dir=tmp_path, progress=False)
     assert res.facts["published_reproduced"].value == 3
@@ -107,7 +107,7 @@ def test_run_reproduces_and_labels_populations(tmp_path):
     note = page.template_note(analysis.analyse(res))
     assert "Of the 9 combinations" in note and "only `spaces`" in note
     tab = page.length_table(res)
-    assert list(tab.iloc[:, 1]) == [published.figure(padding.CHAPTER, m).text for m in (
+    assert list(tab.iloc[:, 1]) == [published.figure("05_padding_tax", m).text for m in (
         "first batch: shortest sample", "first batch: longest sample", "first batch: mean length",
         "first batch: median length")]
     assert list(tab.iloc[:, 2]) == ["13", "307", "95", "83"]
@@ -382,7 +382,7 @@ def _result(*, pad_fb=0.02326, pack_fb=0.98549, pad_all=0.017, pack_all=0.974, c
                              else 0.21, isolated=isolated[1], transformers="5.0")])
     col = pd.DataFrame([dict(strategy="greedy_pack", batch=0, rows=32, real_tokens=1, documents=1801,
                              input_ids_equal=True, position_ids_equal=collator_equal, labels_equal=True)])
-    res = Result(chapter=padding.CHAPTER, run_id="constructed", parameters=p, fingerprint={"gpu": {"name": "GPU X"}},
+    res = Result(chapter="05_padding_tax", run_id="constructed", parameters=p, fingerprint={"gpu": {"name": "GPU X"}},
                  metadata={"timed_on": "cuda", "model": {"d_model": 512, "n_layers": 4}})
     for name, df in (("first_batch", fb), ("strategies", al), ("length_stats", ls), ("isolation", iso),
                      ("collator", col)):
@@ -461,7 +461,7 @@ def test_findings_name_a_setting_that_is_not_the_published_one():
 
 def test_key_metrics_are_first_batch_metrics_with_published_names():
     km = page.key_metrics(_result())
-    names = {f.metric for f in published.figures(padding.CHAPTER)}
+    names = {f.metric for f in published.figures("05_padding_tax")}
     assert set(km) == names
     assert km["efficiency, pad to context"][0] == pytest.approx(2.326)
     assert analysis.analyse(_result())["published_reproduced"].value == 3
@@ -499,7 +499,7 @@ def test_run_notes_come_from_the_facts():
 
 @OFFLINE
 def test_run_writes_every_table(tmp_path):
-    res = harness.run(padding.CHAPTER,
+    res = harness.run("05_padding_tax",
                       **{**P, "strategies": list(padding.STRATEGIES), "n_samples": 40}, run_dir=tmp_path,
                       progress=False)
     assert {"lengths", "length_stats", "strategies", "first_batch", "templates", "isolation", "collator"} <= set(
@@ -516,7 +516,7 @@ def test_run_writes_every_table(tmp_path):
 @OFFLINE
 def test_run_times_every_batch_on_cpu(tmp_path):
     """The real timing path end to end, on a tiny setting: every batch timed, estimate = sum of steps."""
-    res = harness.run(padding.CHAPTER, **{**P, "strategies": ["pad_to_context", "greedy_pack"], "n_samples": 24,
+    res = harness.run("05_padding_tax", **{**P, "strategies": ["pad_to_context", "greedy_pack"], "n_samples": 24,
                          "context_length": 512, "device": "cpu", "d_model": 16, "n_heads": 2},
                       run_dir=tmp_path, progress=False)
     c, st = res.table("cost").set_index("strategy"), res.table("cost_steps")

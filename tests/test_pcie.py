@@ -143,7 +143,7 @@ def _tree(root, rel, files):
 def test_the_limits_table_shows_the_cgroup_version_not_its_path():
     """The group's path names how the measuring host is laid out (its orchestration), not a limit: the page
     shows the cgroup version only."""
-    res = results.load_reference(pcie.CHAPTER, "h200")
+    res = results.load_reference("06_pcie", "h200")
     res.metadata["limits"] = {**res.metadata["limits"], "cgroup_path": "/some/orchestrator/abc123", "cgroup_version": 2}
     t = page.limits_table(res)
     assert "/some/orchestrator/abc123" not in t.to_string() and "v2" in set(t["value"])
@@ -207,7 +207,7 @@ def test_a_size_over_the_cgroup_headroom_fails_before_allocating(tmp_path):
         pcie.check_sizes([600 * MiB], limits=lim)  # three buffers: more than the room under the cgroup limit
     warnings = pcie.check_sizes([400 * MiB], limits=lim)  # fits, but takes over half of the limit
     assert len(warnings) == 1 and warnings[0]["kind"] == "cgroup"
-    res = results.Result(chapter=pcie.CHAPTER, run_id="cpu", parameters={}, fingerprint={},
+    res = results.Result(chapter="06_pcie", run_id="cpu", parameters={}, fingerprint={},
                          metadata={"cuda": False, "warnings": warnings})
     assert "half of the container's memory limit" in page.warnings_text(res)[0]
 
@@ -286,7 +286,7 @@ def test_size_beyond_host_memory_fails_before_allocating():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only path")
 def test_without_cuda_the_chapter_says_so_and_measures_the_host_side(tmp_path):
-    res = harness.run(pcie.CHAPTER, pcie.Params(**P), run_dir=tmp_path, progress=False)
+    res = harness.run("06_pcie", pcie.Params(**P), run_dir=tmp_path, progress=False)
     assert res.metadata["cuda"] is False and "note" not in res.metadata and "no_cuda" in res.facts
     assert "bandwidth" not in res.tables and page.key_metrics(res) == {}
     assert page.has_staging(res) and res.metadata["cpu_work"]["std_ms"] >= 0
@@ -317,7 +317,7 @@ def gpu_result(*, rates=None, h2d_large_drop=True, llc=96 * MiB, pin_later_ms=1.
                     ms = n / (rate * (1 + 0.01 * rng.standard_normal()) * 1e9) * 1e3 + extra
                     rows.append(dict(size=n, direction=d, memory=m, clock=clock, rep=i, ms=ms, GBps=n / ms / 1e6))
     raw = pd.DataFrame(rows)
-    res = results.Result(chapter=pcie.CHAPTER, run_id="constructed", parameters={},
+    res = results.Result(chapter="06_pcie", run_id="constructed", parameters={},
                          fingerprint={"cpu": {"hypervisor": True}})
     peak = rules.link_peak_gbps(5, 16)
     res.add("bandwidth_raw", raw)
@@ -789,7 +789,7 @@ def test_a_dip_the_interleaved_check_never_copied_is_left_undecided():
 def test_chapter_6_opening_follows_reversed_data():
     """Swap pinned and pageable memory in the reference's bandwidth sweep: pinned copies turn from
     faster to slower, and the advice from "set pin_memory=True" to "leave it off"."""
-    ref = results.load_reference(pcie.CHAPTER)
+    ref = results.load_reference("06_pcie")
     op = page.opening(ref)
     assert "faster than" in op.findings[0].text and "pin_memory=True" in op.actions[0].text
     assert op.actions[0].snippet and "pin_memory=True" in op.actions[0].snippet
@@ -814,7 +814,7 @@ def test_chapter_6_opening_follows_reversed_data():
 
 
 def test_chapter_6_opening_without_a_gpu_says_what_to_run():
-    res = results.Result(chapter=pcie.CHAPTER, run_id="cpu", parameters={}, fingerprint={},
+    res = results.Result(chapter="06_pcie", run_id="cpu", parameters={}, fingerprint={},
                          metadata={"cuda": False, "cpu_work": dict(calibrated_ms=5.0, std_ms=0.2, n=10), "llc": {}})
     st = pd.DataFrame([dict(size=MiB, measure=m, rep=i, ms=0.1, GBps=10.0 + i) for i in range(3)
                        for m in ("memcpy one core, source cached", "memcpy one core, cache flushed")])

@@ -267,7 +267,7 @@ def test_the_gds_finding_words_the_mode_without_nested_parentheses(host):
     (no parentheses inside parentheses, no two in a row)."""
     from datajourney.core import results
 
-    facts = analysis.analyse(results.load_reference(reading.CHAPTER, host))
+    facts = analysis.analyse(results.load_reference("09_reading_smarter", host))
     (gds,) = [f for f in page.findings(facts) if f.key == "gds"]
     prose = re.sub(r"`[^`]*`", "CODE", gds.text)
     assert "without GDS at" in prose and "kvikio (KvikIO's POSIX compatibility mode, " in prose, gds.text
@@ -324,7 +324,7 @@ def _res(tables: dict, **meta) -> results.Result:
                 nand_read_floor_us=40.0, physical_nvme_qd1_us=[60.0, 100.0],
                 readahead_sysfs={"used": True, "original_kb": 128}, diskstats_device="vda1")
     base.update(meta)
-    return results.Result(reading.CHAPTER, "t", {}, fp, {k: pd.DataFrame(v) for k, v in tables.items()}, base)
+    return results.Result("09_reading_smarter", "t", {}, fp, {k: pd.DataFrame(v) for k, v in tables.items()}, base)
 
 
 def _gpu(pinned, pageable, kv, cpu_pinned=1.0, cpu_kv=2.0):
@@ -643,7 +643,7 @@ def test_chapter_9_opening_follows_reversed_data():
     hand the single thread's random-read rates to the pool and back: the opening turns from "faster than this
     chapter's dd reading the file cold" to "slower", and from "use a pool" to "keep one thread"; the code pasted
     for path (b) carries the setting the run chose."""
-    ref = results.load_reference(reading.CHAPTER)
+    ref = results.load_reference("09_reading_smarter")
 
     def scaled(dd: float, one: float, pool: float) -> results.Result:
         c = ref.table("ceiling").copy()
@@ -676,7 +676,7 @@ def test_chapter_9_opening_follows_reversed_data():
 def test_opening_without_a_gpu_says_what_to_run(tmp_path):
     """A run without CUDA: no path is recommended, the first action says what to run, and every opening
     finding carries a number."""
-    ref = results.load_reference(reading.CHAPTER)
+    ref = results.load_reference("09_reading_smarter")
     tables = {k: v for k, v in ref.tables.items() if k not in ("gpu", "pipeline")}
     cpu = results.Result(ref.chapter, ref.run_id, ref.parameters, ref.fingerprint, tables,
                          {**ref.metadata, "cuda": False, "gpu_note": "no CUDA device"})
@@ -689,7 +689,7 @@ def test_opening_without_a_gpu_says_what_to_run(tmp_path):
 
 # --------------------------------------------------------------------------- a real small run
 def test_findings_of_a_small_real_run(tmp_path):
-    res = harness.run(reading.CHAPTER,
+    res = harness.run("09_reading_smarter",
                       **{**GOOD, "latency_reads": 20}, data_dir=str(tmp_path / "data"), run_dir=tmp_path / "run",
                       progress=False)
     assert res.facts is not None and set(results.Result.load(res.path).facts.facts) == set(res.facts.facts)

@@ -119,7 +119,7 @@ def _note(fn, res):
 
 
 def _res(tables: dict, **meta) -> results.Result:
-    return results.Result(reading.CHAPTER, "t", {}, {}, {k: pd.DataFrame(v) for k, v in tables.items()}, meta)
+    return results.Result("09_reading_smarter", "t", {}, {}, {k: pd.DataFrame(v) for k, v in tables.items()}, meta)
 
 
 def _uring(by_depth: dict):
@@ -156,7 +156,7 @@ def test_uring_note_says_why_it_is_missing():
 
 def test_reference_run_without_uring_reads_plainly():
     for host in results.reference_hosts():
-        ref = results.load_reference(reading.CHAPTER, host)
+        ref = results.load_reference("09_reading_smarter", host)
         if ref is not None and "uring" not in ref.tables:
             assert "not in the reference run" in _uring_note(ref)
 

@@ -93,7 +93,7 @@ def test_paper_configs_are_checked_naming_the_parameter():
 
 
 def test_the_question_runs_end_to_end_and_its_facts_follow_the_tables(tmp_path):
-    res = harness.run(gil.CHAPTER,
+    res = harness.run("08_threads_processes_gil",
                       gil.Params(), run_dir=tmp_path / "run", progress=False, data_dir=tmp_path / "data", **SMALL)
     comp = res.table("paper")
     assert set(comp["loader"]) == set(paper.PAPER_KINDS)
@@ -130,7 +130,8 @@ def test_the_question_runs_end_to_end_and_its_facts_follow_the_tables(tmp_path):
 def test_without_spdl_io_the_question_is_skipped_and_the_chapter_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(gil, "decoder_status", lambda: {"pillow": (True, ""), "spdl": (False, "no FFmpeg"),
                                                           "torchvision": (False, "none")})
-    res = harness.run(gil.CHAPTER, gil.Params(), run_dir=tmp_path / "run", progress=False, data_dir=tmp_path / "data",
+    res = harness.run("08_threads_processes_gil", gil.Params(), run_dir=tmp_path / "run", progress=False,
+                      data_dir=tmp_path / "data",
                   **{**SMALL, "thread_decoders": ["pillow"], "decoders": ["pillow"], "dataloader_decoder": "pillow"})
     assert res.metadata["paper_skipped"] == "spdl" and res.table("paper").empty
     assert not res.table("loaders").empty

@@ -297,7 +297,7 @@ def _result(*, w0_wait=165.0, w4_wait=1.0, w4_step=51.0, g=50.0, sweep_waits=Non
     meta = dict(cuda=cuda, step_kind="GPU matmul (CUDA events)", step_steady_ms=g, step_first_ms=after_gap,
                 step_settled=True, nvml=dict(available=nvml, why=None if nvml else "nvidia-ml-py is not installed"),
                 cores=16)
-    return Result(chapter=starvation.CHAPTER, run_id="constructed", parameters=dict(P, boundary_workers=4),
+    return Result(chapter="04_cpu_starvation", run_id="constructed", parameters=dict(P, boundary_workers=4),
                   fingerprint={}, tables=dict(summary=pd.DataFrame(rows), idle_gaps=idle, calibration=cal,
                                               prefetch=pf, epoch_boundary=eb, steps=pd.DataFrame()), metadata=meta)
 
@@ -430,10 +430,10 @@ def test_findings_of_an_older_result_without_the_new_tables():
 def test_findings_of_a_short_cpu_run(tmp_path):
     """The whole chapter on CPU with tiny settings: every computed sentence is built from its result."""
     kw = {k: v for k, v in P.items() if k not in ("is_reference_run", "reference_host")}
-    res = harness.run(starvation.CHAPTER,
+    res = harness.run("04_cpu_starvation",
                       **{**kw, "workers": [0, 2], "steps": 3, "prefetch_factors": [1, 2]}, run_dir=tmp_path,
                          progress=False)
-    assert (tmp_path / f"{starvation.CHAPTER}.json").exists()
+    assert (tmp_path / f"{'04_cpu_starvation'}.json").exists()
     assert {"calibration", "idle_gaps", "summary", "steps", "prefetch", "epoch_boundary"} <= set(res.tables)
     assert res.facts is not None and "workers_to_keep_up" in res.facts
     items = page.findings(res.facts)

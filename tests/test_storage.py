@@ -61,13 +61,13 @@ def test_cold_and_warm_states_reach_their_residency(small):
 
 
 def test_run_writes_result_with_fingerprint(tmp_path):
-    res = harness.run(storage.CHAPTER,
+    res = harness.run("02_random_vs_sequential",
                       n_files=20, file_size=4096, runs=2, cache_states=["cold", "warm"], purge_method="auto",
                       size_sweep=[4096, 16384], sweep_bytes=1 << 17, shard_size=1 << 20,
                       chunk_sweep=[4096, 1 << 20], chunk_runs=3, odirect=True, odirect_max_bytes=1 << 20,
                       latency_reads=50, dd_check=True, compare_purge_methods=True, data_dir=tmp_path / "..",
                       run_dir=tmp_path / "run", progress=False)
-    saved = Result.load(tmp_path / "run" / f"{storage.CHAPTER}.json")
+    saved = Result.load(tmp_path / "run" / f"{'02_random_vs_sequential'}.json")
     assert saved.fingerprint["cpu"]["logical_cores"] >= 1 and saved.parameters["n_files"] == 20
     h = saved.table("headline")
     assert len(h) == 2 * 2 * 2 and (h["bytes"] == 20 * 4096).all()
@@ -135,7 +135,7 @@ def test_latency_needs_a_shard_to_read(tmp_path):
 
 # ------------------------------------------------------------------ findings follow the data
 def _result(tables: dict, hypervisor: bool = False, **params) -> Result:
-    return Result(storage.CHAPTER, "test", {"n_files": 100, "file_size": 16384, **params},
+    return Result("02_random_vs_sequential", "test", {"n_files": 100, "file_size": 16384, **params},
                   {"cpu": {"hypervisor": hypervisor}}, {k: pd.DataFrame(v) for k, v in tables.items()})
 
 

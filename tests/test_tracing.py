@@ -199,7 +199,7 @@ def _result(mmap_events=(6, 6, 6, 6), read_scale=1.0, mmap_loader=1.0, read_load
             overhead.append(dict(view="posix", mode=mode, round=rnd, loader_s=over[1]))
     ck = [dict(state_bytes=1 << 20, method=m, run=r, GBps=1.0, blocked_s=b, total_s=1.0, device="cpu")
           for r in (0, 1) for m, b in (("torch_save", 1.0), ("dcp_save", 1.0), ("dcp_async_save", 0.2))]
-    res = results.Result(chapter=tracing.CHAPTER, run_id="t", parameters={}, fingerprint={},
+    res = results.Result(chapter="10_mmap_vs_read", run_id="t", parameters={}, fingerprint={},
                          metadata={"itemsize": 2, "composition": {}})
     res.add("sweep", pd.DataFrame(grid))
     res.add("posix", pd.DataFrame(posix))
@@ -258,7 +258,7 @@ def test_chapter_10_opening_follows_reversed_data():
     """The reference run leads with loader time, not the POSIX event ratio: cold, read() loaded faster and the
     POSIX view cost read() loader time. With the readers' measurements traded and the tracer's rounds turned
     around, the direction words, the reader to use and the advice on tracing all flip."""
-    ref = results.load_reference(tracing.CHAPTER)
+    ref = results.load_reference("10_mmap_vs_read")
     op = page.opening(analysis.analyse(ref))
     assert [f.key for f in op.findings] == ["sweep_loader", "per_sample_bandwidth", "overhead"]
     sweep, _, over = op.findings
@@ -290,7 +290,7 @@ def test_chapter_10_opening_when_the_readers_are_level():
 def test_a_ci_run_end_to_end(tmp_path, monkeypatch):
     """A small real run: findings are computed and the modes read the same samples."""
     monkeypatch.setenv("DATAJOURNEY_DATA_DIR", str(tmp_path / "data"))
-    res = harness.run(tracing.CHAPTER, **{**CI, "cache_states": ["cold", "warm"], "checkpoint_sizes": [1 << 20]},
+    res = harness.run("10_mmap_vs_read", **{**CI, "cache_states": ["cold", "warm"], "checkpoint_sizes": [1 << 20]},
                       data_dir=tmp_path / "data", run_dir=tmp_path / "run", progress=False)
     s = res.table("sweep")
     assert set(s["mode"]) == {"mmap", "read"} and (s["samples"] == 8).all()

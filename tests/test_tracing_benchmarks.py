@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from datajourney.chapters.c10_mmap_vs_read import page
-from datajourney.chapters.c10_mmap_vs_read.experiment import CHAPTER, CONSTANT_TOLERANCE
+from datajourney.chapters.c10_mmap_vs_read.experiment import CONSTANT_TOLERANCE
+from datajourney.chapters.c10_mmap_vs_read.params import CHAPTER
 from datajourney.core import results
 
 HOSTS = [h for h in results.reference_hosts() if (results.REFERENCE_DIR / h / f"{CHAPTER}.json").exists()]

@@ -188,7 +188,7 @@ def test_the_graphed_step_trains_as_the_eager_step_does():
 
 
 def test_run_on_cpu(tmp_path):
-    res = harness.run(training.CHAPTER, **P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
+    res = harness.run("07_full_picture", **P, data_dir=tmp_path, run_dir=tmp_path / "run", progress=False)
     sc = res.table("scenarios")
     assert set(sc["workers"]) == {0, 1} and set(sc["repeat"]) == {0, 1}
     # W=1 for ImageFolder only (one_worker_formats' default); the graphed step on a GPU, and without one
@@ -368,7 +368,7 @@ def _result(*, mds_w0=580.0, if_w0=680.0, if_w1=520.0, best=1900.0, load_top=32.
             dict(format="mds", stage="iterator overhead (cold)", ms=0.01, samples=256)] if inside_cold else []))
     if medians:
         readers["median_ms"] = readers["ms"] - 0.05
-    return results.Result(chapter=training.CHAPTER, run_id=run_id,
+    return results.Result(chapter="07_full_picture", run_id=run_id,
                           parameters={"batch_size": 64, "tuned_remedy": tuned_remedy},
                           fingerprint={}, tables={"scenarios": sc, "ceiling": ceil, "graphed_ceiling": gceil,
                                                   "load": load, "readers": readers, "timeline": pd.DataFrame(),
@@ -687,7 +687,7 @@ def test_the_two_format_ratios_say_what_they_divide():
 def test_every_committed_full_run_on_the_reference_host_is_listed():
     runs = page.reference_runs_table("h200")
     assert runs.iloc[0]["kind"] == "reference run"
-    assert len(runs) == 1 + len(list((results.REFERENCE_DIR / "h200" / "repeats").glob(f"{training.CHAPTER}*.json")))
+    assert len(runs) == 1 + len(list((results.REFERENCE_DIR / "h200" / "repeats").glob(f"{'07_full_picture'}*.json")))
     assert not has_nan(runs.to_string(na_rep="nan"))
 
 
@@ -738,7 +738,7 @@ def test_streaming_iteration_times_the_iterator_warm_and_cold(tmp_path, monkeypa
 # ---------------------------------------------------------------- the opening
 def test_key_results_are_short_and_their_details_sit_in_the_notes():
     from datajourney.core import phrasing as fx
-    ref = results.load_reference(training.CHAPTER)
+    ref = results.load_reference("07_full_picture")
     for f in page.findings(ref):
         assert fx.words(f.text) <= 60, (f.key, fx.words(f.text))
     assert "the largest part is" in page.finding_note(ref, "best_vs_ceiling")
@@ -747,7 +747,7 @@ def test_key_results_are_short_and_their_details_sit_in_the_notes():
 
 
 def test_two_runs_show_no_standard_deviation():
-    ref = results.load_reference(training.CHAPTER)  # two runs of every scenario
+    ref = results.load_reference("07_full_picture")  # two runs of every scenario
     assert all(std is None for _, std in page.key_metrics(ref).values())
     three = page.key_metrics(_result())  # three runs: the spread is printed
     assert three["ImageFolder, workers=4: images/s"][1] is not None
@@ -778,7 +778,7 @@ def test_chapter_7_opening_follows_reversed_data():
     """Swap the runs without workers and with the advised count: the wait turns from longer than compute to a
     share of it, and the advice from "use num_workers=W" to "keep num_workers=0"; the W=4 finding words W=4
     against the new W=0 in whichever direction the runs put them."""
-    ref = results.load_reference(training.CHAPTER)
+    ref = results.load_reference("07_full_picture")
     op = page.opening(ref)
     wait = page.facts_of(ref).number("wait_vs_compute_w0")
     assert wait > 1 and op.findings[0].key == "wait_w0"

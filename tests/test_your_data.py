@@ -169,7 +169,7 @@ def test_a_file_removed_after_preflight_stops_the_chapter_naming_image_dir(tmp_p
     gone = Path(plan.images.names[3])
     gone.unlink()
     before = hashes(root)
-    res = results.start(c3.CHAPTER, plan.params.as_dict(), tmp_path / "run")
+    res = results.start("03_dataloader", plan.params.as_dict(), tmp_path / "run")
     with pytest.raises(ParameterError) as e:
         c3.measure(plan, Context(res, tmp_path / "run", progress=False))
     assert "since it was listed" in one_line(e.value, "image_dir") and "im" in str(e.value)

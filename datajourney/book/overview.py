@@ -15,8 +15,8 @@ from datajourney.book import opening, registry, stability
 from datajourney.book.registry import lookup
 from datajourney.chapters import published
 from datajourney.chapters.c12_conclusion import analysis as diagnosis_analysis
-from datajourney.chapters.c12_conclusion import experiment as diagnosis
 from datajourney.chapters.c12_conclusion import page as diagnosis_page
+from datajourney.chapters.c12_conclusion.params import CHAPTER as DIAGNOSIS
 from datajourney.core import phrasing, results
 from datajourney.core.charts import PALETTE
 from datajourney.core.facts import host_label
@@ -28,7 +28,7 @@ def front() -> list[tuple[str, str, str]]:
     by :func:`headline_key`: the chapter's own first screen."""
     out = []
     for c in registry.CHAPTERS:
-        if not c.diagnosed or c.name == diagnosis.CHAPTER:
+        if not c.diagnosed or c.name == DIAGNOSIS:
             continue
         if c.headline is not None:
             out.append((c.name, *c.headline))
@@ -254,7 +254,7 @@ def weakest_text(res12: results.Result, who: str, base: str = "", todo: str = "W
     also = "".join(f", and {phrasing.text(h)} for chapter{'s' if len(n) > 1 else ''} "
                    f"{phrasing.and_list([str(x) for x in sorted(n)])}" for h, n in sorted(others.items()))
     who += "s" if others and who.endswith(" host") else ""
-    head = f"**{who}, {phrasing.text(host)}{also}** (from {_link(diagnosis.CHAPTER, base)}):"
+    head = f"**{who}, {phrasing.text(host)}{also}** (from {_link(DIAGNOSIS, base)}):"
     body = found + (f"\n\n**{todo}**\n\n{actions}" if actions else "")
     return head + "\n\n" + body.replace("](", f"]({base}" if base else "](")
 
@@ -263,7 +263,7 @@ def _answers(mine: results.Result | None, host: str | None, base: str = "", todo
              every: bool = False) -> list[str]:
     """Chapter 12's answer (:func:`weakest_text`) in the reader's result ``mine`` where there is one, then on the
     reference host."""
-    ref12 = results.load_reference(diagnosis.CHAPTER, host)
+    ref12 = results.load_reference(DIAGNOSIS, host)
     return [weakest_text(r, who, base, todo, every=every) for r, who in ((mine, "Your run"),
                                                                          (ref12, "The reference host"))
             if r is not None]
@@ -272,12 +272,12 @@ def _answers(mine: results.Result | None, host: str | None, base: str = "", todo
 def front_door(this_dir=None, host: str | None = None, is_reference_run: bool = False) -> str:
     """Chapter 12's answer on the reference host and, when this run's chapter 12 result is already
     there (a re-rendered run), on this run."""
-    mine = None if is_reference_run else _load(this_dir, diagnosis.CHAPTER)
+    mine = None if is_reference_run else _load(this_dir, DIAGNOSIS)
     # inside chapter 1 this is chapter 12's advice, not the chapter's own "What to do"
     parts = _answers(mine, host, todo="What chapter 12 advises", every=True)   # all three workloads, as promised
     if mine is None and not is_reference_run:
         parts.append("This run's other chapters have not run yet when this page is computed: each of them "
-                     f"opens with this run's key results, and {_link(diagnosis.CHAPTER)} gives this run's "
+                     f"opens with this run's key results, and {_link(DIAGNOSIS)} gives this run's "
                      "answer (`./journey book` prints it at the end).")
     return "\n\n".join(parts)
 
@@ -309,7 +309,7 @@ def title_markdown(host: str | None = None, run_dir=None) -> str:
     three workloads and the two largest levers of chapters 2 and 5 (their key fact with the published
     figure of the same metric), each with a link to its chapter."""
     base = "../notebooks/"
-    parts = _answers(_load(run_dir, diagnosis.CHAPTER), host, base, every=True)
+    parts = _answers(_load(run_dir, DIAGNOSIS), host, base, every=True)
     levers = [line for ch, topic in TITLE_FINDINGS
               if (line := lever_line(ch, topic, results.load_reference(ch, host), base)) is not None]
     return "\n\n".join(parts + (["\n".join(levers)] if levers else []))

@@ -237,10 +237,10 @@ def parameters(res: results.Result, *, folded: bool = False) -> None:
     html = table_html(pd.DataFrame(rows), f"Parameters of run {res.run_id}")
     display(HTML(f"<details><summary>Parameters of this run</summary>{html}</details>" if folded else html))
     if res.replayed_from:
-        from datajourney.core.fingerprint import short_commit, software_info
+        from datajourney.core.fingerprint import git_commit, short_commit
 
-        sw = res.fingerprint.get("software", {})
-        then, now = (short_commit(s.get("git_commit")) or "unknown" for s in (sw, software_info()))
+        then = short_commit(res.fingerprint.get("software", {}).get("git_commit")) or "unknown"
+        now = short_commit(git_commit()) or "unknown"
         say(f"<small>Measured in run {escape(res.run_id)} on {escape(res.fingerprint.get('date_utc', '?'))} by the "
             f"code of commit {escape(then)}; this page renders that run's result file with the code of commit "
             f"{escape(now)}.</small>")

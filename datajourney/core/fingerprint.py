@@ -273,15 +273,19 @@ def software_info() -> dict:
     except ImportError:
         vers["cuda"] = None
     from datajourney import __version__
-    from datajourney.core.paths import REPO_ROOT
 
     vers["datajourney"] = __version__
-    repo = REPO_ROOT
-    # A copy of the tree shipped to another host names its commit in the environment; that wins over
-    # whatever .git the copy may carry (it can be stale).
-    vers["git_commit"] = (os.environ.get("DATAJOURNEY_GIT_COMMIT")
-                          or _run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"]))
+    vers["git_commit"] = git_commit()
     return vers
+
+
+def git_commit() -> str | None:
+    """The commit of this checkout's code (12 characters). A copy of the tree shipped to another host names its
+    commit in the environment; that wins over whatever .git the copy may carry (it can be stale)."""
+    from datajourney.core.paths import REPO_ROOT
+
+    return os.environ.get("DATAJOURNEY_GIT_COMMIT") or _run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12",
+                                                              "HEAD"])
 
 
 def fingerprint(data_dir=None, parameters: dict | None = None) -> dict:

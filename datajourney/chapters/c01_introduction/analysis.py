@@ -2,9 +2,9 @@
 names when it says whose numbers it shows."""
 from __future__ import annotations
 
+from datajourney.chapters.c01_introduction.params import CHAPTER
 from datajourney.core.facts import Fact, Facts, host_label
 
-CHAPTER = "01_introduction"
 EXPORTS = ("cores", "gpus", "host")
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datajourney.chapters.c01_introduction.params import Params
 from datajourney.core.fingerprint import summary
 
-CHAPTER = "01_introduction"
-
 
 def preflight(params) -> Params:
     """The chapter's parameters, checked (it measures nothing else that could fail)."""

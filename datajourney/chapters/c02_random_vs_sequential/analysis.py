@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from datajourney.chapters.c02_random_vs_sequential.params import CHAPTER
 from datajourney.chapters.common import (
     FILES,
     SHARD,
@@ -26,7 +27,6 @@ from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.stats import mean
 from datajourney.core.units import num, size_label
 
-CHAPTER = "02_random_vs_sequential"
 #: Facts and ``facts.data`` entries the front page, chapter 12 and the checklist read.
 EXPORTS = ("cold_gap", "cold_latency", "cold_state", "cold.random", "cold.sequential", "warm_gap",
            "storage_curve", "guest_cold", "samples.layout")

@@ -44,8 +44,6 @@ from datajourney.toolkit.reads import (  # noqa: F401
     timed,
 )
 
-CHAPTER = "02_random_vs_sequential"
-
 
 # --------------------------------------------------------------------------- experiments
 def measure_random_vs_sequential(

@@ -12,6 +12,9 @@ from datajourney.toolkit.datasets import MAX_BYTES, MAX_FILES
 from datajourney.toolkit.pagecache import METHODS
 from datajourney.toolkit.reads import CACHE_STATES
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "02_random_vs_sequential"
+
 
 @dataclass
 class Params(ChapterParams):

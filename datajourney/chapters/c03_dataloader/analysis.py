@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from datajourney.chapters.c03_dataloader.params import KINDS, MAIN_BOUND_SHARE
+from datajourney.chapters.c03_dataloader.params import CHAPTER, KINDS, MAIN_BOUND_SHARE
 from datajourney.chapters.common import (
     FILES,
     MIN_RUNS_FOR_RANGE,
@@ -28,7 +28,6 @@ from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.stats import mean
 from datajourney.core.units import size_label
 
-CHAPTER = "03_dataloader"
 EXPORTS = ("published_w0", "published_w4", "first_batch", "shuffled_gap_max_workers", "cold_state",
            "small_files.num_workers", "small_files.layout")
 #: The published comparison's worker counts.

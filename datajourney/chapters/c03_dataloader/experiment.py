@@ -46,7 +46,6 @@ from datajourney.toolkit import datasets, pagecache
 from datajourney.toolkit.diskstats import DiskStats, block_device
 from datajourney.toolkit.reads import LATENCY_BLOCK, measure_latency, set_cache_state
 
-CHAPTER = "03_dataloader"
 #: What ``__getitem__`` returns: the sample's bytes as a uint8 tensor, or (as the source's
 #: Datasets did) only its length as a one-element int64 tensor.
 PAYLOADS = ("bytes", "length")

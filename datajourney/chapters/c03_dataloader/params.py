@@ -24,6 +24,10 @@ KINDS = ("small_files", "shard", "shard_in_order")
 MAIN_BOUND_SHARE = 0.85
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "03_dataloader"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 3."""

@@ -17,13 +17,12 @@ from datajourney.chapters.c04_cpu_starvation.model import (
     predicted_wait_ms,
     workers_needed,
 )
-from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAULT_PREFETCH
+from datajourney.chapters.c04_cpu_starvation.params import CHAPTER, COST_PROFILES, DEFAULT_PREFETCH
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.results import Result
 from datajourney.core.stats import HIGH_SPREAD, cv
 
-CHAPTER = "04_cpu_starvation"
 #: The facts other pages may read (chapter 12's checklist, the front page).
 EXPORTS = ("workers_to_keep_up", "published_w0", "epoch_boundary", "step_g")
 #: A paired prefetch effect counts only when every run moved by more than this (relative).

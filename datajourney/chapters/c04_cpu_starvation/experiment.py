@@ -43,7 +43,6 @@ from datajourney.chapters.c04_cpu_starvation.params import COST_PROFILES, DEFAUL
 from datajourney.core.params import ParameterError, memory, requires, run_options
 from datajourney.core.timing import Laps, NvmlSampler, cuda_ms, run_sustained, steady_state
 
-CHAPTER = "04_cpu_starvation"
 WORK_KINDS = ("sleep", "tokenize", "decode")
 #: Pixels per unit of ``real_work_scale`` for the decode work (image side), and the largest side.
 DECODE_PX, DECODE_MAX_PX = 16, 4096

@@ -16,6 +16,10 @@ COST_PROFILES = ("constant", "variable")
 DEFAULT_PREFETCH = 2
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "04_cpu_starvation"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 4. Times in milliseconds unless named otherwise."""

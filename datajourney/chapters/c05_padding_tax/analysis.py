@@ -16,6 +16,7 @@ import pandas as pd
 
 from datajourney.chapters.c05_padding_tax.packing import ROWS
 from datajourney.chapters.c05_padding_tax.params import (
+    CHAPTER,
     EOS_ID,
     EOS_MODES,
     LABELS,
@@ -30,7 +31,6 @@ from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 from datajourney.core.results import Result
 from datajourney.core.stats import HIGH_SPREAD, cv
 
-CHAPTER = "05_padding_tax"
 #: The packer the published figures used (the source's greedy, in-order packing).
 SOURCE_PACKER = "greedy_pack"
 #: Each layout as a noun phrase (the labels of facts, and so the baselines of comparisons).

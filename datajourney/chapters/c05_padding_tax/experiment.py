@@ -33,6 +33,7 @@ from torch import nn
 
 from datajourney.chapters.c05_padding_tax.packing import best_fit_rows, greedy_rows
 from datajourney.chapters.c05_padding_tax.params import (
+    CHAPTER,
     EOS_ID,
     EOS_MODES,
     ISOLATED,
@@ -48,7 +49,6 @@ from datajourney.chapters.c05_padding_tax.params import (
 from datajourney.core import timing
 from datajourney.core.params import ParameterError, run_options
 
-CHAPTER = "05_padding_tax"
 #: How the GPU (or CPU) cost of a layout is measured (the page says what each means).
 TIMING_MODES = ("all_batches", "per_shape")
 

@@ -39,6 +39,10 @@ def uses_eos(strategy: str, eos: str) -> bool:
     return eos == "always" or (eos == "packed_only" and strategy in PACKED)
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "05_padding_tax"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 5."""

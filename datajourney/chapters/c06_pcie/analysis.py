@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c06_pcie.params import CHAPTER
 from datajourney.chapters.c06_pcie.rules import (
     CLOCKS_AGREE,
     DIP_COST_TOL,
@@ -33,7 +34,6 @@ from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.units import MiB, size_label
 from datajourney.toolkit import transfer
 
-CHAPTER = "06_pcie"
 #: The facts and data other pages may read (chapter 12's checklist and PCIe hop, the front page).
 EXPORTS = ("h2d_pinned", "h2d_pageable", "pinned_vs_pageable", "h2d_pinned_batch", "pinned_vs_pageable_batch",
            "ceiling", "cpu_overlap", "copy_kernel", "pin_cost", "link_peak", "host_memcpy", "pcie_curve")

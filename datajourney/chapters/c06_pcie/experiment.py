@@ -56,7 +56,6 @@ from datajourney.core.timing import Laps, cuda_ms, interleaved_ms, nvml_reader
 from datajourney.core.units import GB, MiB
 from datajourney.toolkit.transfer import independent_ceiling
 
-CHAPTER = "06_pcie"
 #: Chunk of the single-core memcpy that imitates the driver's staging of a pageable copy.
 STAGING_CHUNK = 2 * MiB
 #: Bootstrap resamples for intervals of paired differences.

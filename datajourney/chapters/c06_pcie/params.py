@@ -16,6 +16,10 @@ SIZE_MAX = 1 << 36
 SIZE_MIN = 4096
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "06_pcie"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 6."""

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from datajourney.chapters.c07_full_picture.params import Params
+from datajourney.chapters.c07_full_picture.params import CHAPTER, Params
 from datajourney.chapters.c07_full_picture.reading import (
     KEEP_UP,
     LABELS,
@@ -28,7 +28,6 @@ from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.stats import HIGH_SPREAD, cv, direction
 
-CHAPTER = "07_full_picture"
 EXPORTS = ("wait_w0", "workers4", "best_vs_ceiling", "best_vs_ceiling.flagged", "contention", "compute_under_load",
            "compute_unloaded", "cpu_ms_per_image", "workers_gain", "image_workload", "recipe")
 #: chapter 7's per-batch CPU stages a loader worker runs for each batch

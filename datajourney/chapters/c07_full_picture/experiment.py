@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from datajourney.chapters.c07_full_picture.params import FORMATS, LOAD_MODES, REMEDIES, Params, worker_counts  # noqa: F401
+from datajourney.chapters.c07_full_picture.params import CHAPTER, FORMATS, LOAD_MODES, REMEDIES, Params, worker_counts  # noqa: F401
 from datajourney.chapters.c07_full_picture.reading import (
     AU_RULE,
     KEEP_UP,
@@ -56,8 +56,6 @@ from datajourney.toolkit.models import (  # noqa: F401
     make_model,
     train_steps,
 )
-
-CHAPTER = "07_full_picture"
 
 
 class UtilSampler(timing.NvmlSampler):

@@ -19,6 +19,10 @@ LOAD_MODES = ("plain", "nice", "reserve", "nice+reserve", "cuda_graphs")
 MODELS = ("resnet50", "small_cnn")
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "07_full_picture"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 7."""

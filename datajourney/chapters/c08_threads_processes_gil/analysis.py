@@ -16,12 +16,18 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c08_threads_processes_gil import choice
-from datajourney.chapters.c08_threads_processes_gil.params import HYBRID_HEADROOM, HYBRID_STEP, LABELS, THREADED, Params
+from datajourney.chapters.c08_threads_processes_gil.params import (
+    CHAPTER,
+    HYBRID_HEADROOM,
+    HYBRID_STEP,
+    LABELS,
+    THREADED,
+    Params,
+)
 from datajourney.core import stats
 from datajourney.core.answers import MIN_EFFECT, Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, measured
 
-CHAPTER = "08_threads_processes_gil"
 #: The published metrics (the SPDL paper) with the same meaning as a fact here: a rate ratio of the
 #: thread pipeline over the DataLoader, and a ratio of CPU per image (thread pipeline / DataLoader).
 PUB_GAIN = "throughput gain, thread pipeline over DataLoader"

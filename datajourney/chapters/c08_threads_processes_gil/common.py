@@ -13,6 +13,7 @@ import torch
 
 from datajourney.chapters.c08_threads_processes_gil.params import (  # noqa: F401 - the chapter's names, for the loaders
     AUTO_LOADER_MAX,
+    CHAPTER,
     DECODERS,
     EXECUTORS,
     GPU_QUEUE_DEPTH,
@@ -28,8 +29,6 @@ from datajourney.chapters.c08_threads_processes_gil.params import (  # noqa: F40
     WINDOW_FACTOR,
 )
 from datajourney.toolkit import datasets, images
-
-CHAPTER = "08_threads_processes_gil"
 
 
 # --------------------------------------------------------------------------- data

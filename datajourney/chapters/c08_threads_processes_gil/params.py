@@ -58,6 +58,10 @@ MODEL_STEPS = ("graphed", "eager")
 GPU_QUEUE_DEPTH = 3
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "08_threads_processes_gil"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 8."""

@@ -18,13 +18,12 @@ from dataclasses import replace
 
 import pandas as pd
 
-from datajourney.chapters.c09_reading_smarter.params import Params
+from datajourney.chapters.c09_reading_smarter.params import CHAPTER, Params
 from datajourney.chapters.c09_reading_smarter.sweep import sweep_shares, sweep_summary
 from datajourney.chapters.common import classify, cold_verdict, table_of
 from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Advice, Fact, Facts, compare, measured
 
-CHAPTER = "09_reading_smarter"
 #: What chapter 12 and the front page may read.
 EXPORTS = ("to_gpu", "to_gpu_vs_dd", "to_gpu_vs_pcie", "gds", "parallel_random", "disk_to_gpu")
 

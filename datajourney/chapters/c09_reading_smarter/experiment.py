@@ -55,6 +55,7 @@ import pandas as pd
 
 from datajourney.chapters.c09_reading_smarter.params import (  # noqa: F401 - re-exported
     AUTO,
+    CHAPTER,
     FADVISE,
     GPU_PATHS,
     MODES,
@@ -68,7 +69,6 @@ from datajourney.toolkit import datasets, pagecache, reads, transfer
 from datajourney.toolkit import sysfs as sysfs_settings
 from datajourney.toolkit.diskstats import SECTOR, DiskStats, _diskstats_line, block_device  # noqa: F401  # noqa: F401
 
-CHAPTER = "09_reading_smarter"
 ALIGN = 4096
 #: Latency percentiles kept per cell.
 PCTS = (50, 90, 99)

@@ -21,6 +21,10 @@ AUTO = "auto"
 _SIZE_MAX = 1 << 40
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "09_reading_smarter"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 9."""

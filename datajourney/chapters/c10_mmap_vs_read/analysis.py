@@ -17,11 +17,11 @@ import json
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c10_mmap_vs_read.params import CHAPTER
 from datajourney.core.answers import Candidate, Question, decide, exceeds
 from datajourney.core.facts import FLAGGED, Fact, Facts, compare, measured
 from datajourney.core.stats import direction
 
-CHAPTER = "10_mmap_vs_read"
 EXPORTS = ("loader_time", "posix_events", "kernel_view", "overhead", "sweep_loader", "per_sample_bandwidth",
            "token_loader")
 MODE_NAMES = {"mmap": "mmap", "read": "read()"}

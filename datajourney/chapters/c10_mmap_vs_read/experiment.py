@@ -46,12 +46,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from datajourney.chapters.c10_mmap_vs_read.params import CACHE_STATES, POSIX_OPTIONS, Params  # noqa: F401
+from datajourney.chapters.c10_mmap_vs_read.params import CACHE_STATES, CHAPTER, POSIX_OPTIONS, Params  # noqa: F401
 from datajourney.core import timing
 from datajourney.core.params import ParameterError, memory
 from datajourney.toolkit import datasets, pagecache, tokens
 
-CHAPTER = "10_mmap_vs_read"
 MODES = tokens.MODES
 VIEWS = ("off", "posix", "app", "both")
 #: DFTracer's category of the chapter's application spans, and their names.

@@ -16,6 +16,10 @@ CACHE_STATES = ("cold", "warm")
 POSIX_OPTIONS = ("auto", "on", "off")
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "10_mmap_vs_read"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 10."""

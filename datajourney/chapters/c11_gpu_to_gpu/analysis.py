@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from datajourney.chapters.c11_gpu_to_gpu import analysis_loss as efficiency
-from datajourney.chapters.c11_gpu_to_gpu.params import Params
+from datajourney.chapters.c11_gpu_to_gpu.params import CHAPTER, Params
 from datajourney.chapters.c11_gpu_to_gpu.reading import (
     DDP_DEFAULT_MB,
     DEFAULT_RUNG,
@@ -60,7 +60,6 @@ from datajourney.core.stats import HIGH_SPREAD, cv
 from datajourney.core.units import size_label
 from datajourney.toolkit.collectives import bench_summary, interp_algbw
 
-CHAPTER = "11_gpu_to_gpu"
 #: The facts and data other pages may read (``scaling_eff_<k>`` for every count the result holds).
 EXPORTS = ("scaling_direct", "host_path_collapse", "allreduce_busbw", "host_path_cost", "best_option_direct",
            "best_option_host", "gap_closed_direct", "gap_closed_host", "direct_path_gain", "one_gpu",

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from datajourney.chapters.c11_gpu_to_gpu.params import MODELS, OPS, Params  # noqa: F401 - re-exported
+from datajourney.chapters.c11_gpu_to_gpu.params import CHAPTER, MODELS, OPS, Params  # noqa: F401 - re-exported
 from datajourney.chapters.c11_gpu_to_gpu.reading import (
     CHANNEL_ENV,
     CHANNEL_JOB,
@@ -55,7 +55,6 @@ from datajourney.core.params import ParameterError, run_options
 from datajourney.core.paths import REPO_ROOT
 from datajourney.toolkit import lifetime
 
-CHAPTER = "11_gpu_to_gpu"
 #: A job still running this long after its timeout is killed, whatever the launching process does.
 KILL_AFTER_S = 10
 #: Scaling jobs are named "<SCALE_JOB><k>" (direct path) and "<host path>@<k>" (forced host path).

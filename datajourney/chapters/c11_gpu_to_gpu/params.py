@@ -16,6 +16,10 @@ HOST_PATH_NAMES = ("p2p_off", "p2p_shm_off")
 NODE_PATH_NAMES = ("direct", *HOST_PATH_NAMES)
 
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "11_gpu_to_gpu"
+
+
 @dataclass
 class Params(ChapterParams):
     """Every knob of chapter 11."""

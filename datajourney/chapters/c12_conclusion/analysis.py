@@ -17,10 +17,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from datajourney.chapters.c12_conclusion.params import CHAPTER
 from datajourney.core.answers import KEEPS_UP
 from datajourney.core.facts import FLAGGED, Advice, Fact, Facts, compare, host_label, measured
 
-CHAPTER = "12_conclusion"
 #: Bytes of one decoded 224×224 RGB image as chapter 7's tuned recipe ships it (uint8).
 IMAGE_TENSOR_BYTES = 3 * 224 * 224
 #: MLPerf Storage's bar: a GPU counts as fed when it computes at least this share of the time.

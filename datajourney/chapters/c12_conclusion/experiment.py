@@ -19,8 +19,6 @@ from datajourney.core import results
 from datajourney.core.facts import host_label
 from datajourney.core.params import ParameterError
 
-CHAPTER = "12_conclusion"
-
 
 def collect(src, sources) -> dict:
     """The stored facts of each source chapter's result file in ``src`` (chapter -> run id, host, facts);

@@ -5,6 +5,9 @@ from dataclasses import dataclass
 
 from datajourney.core.params import ChapterParams, param
 
+#: The chapter's name: its notebook, its result file and its reference file.
+CHAPTER = "12_conclusion"
+
 
 @dataclass
 class Params(ChapterParams):
