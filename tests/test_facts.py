@@ -1149,7 +1149,7 @@ def test_c08_notebook_opens_with_the_page_module():
     src = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert "opening.show(page, res, ref, is_reference_run=is_reference_run)" in src
     assert "opening.evidence(page, res, ref, is_reference_run=is_reference_run)" in src
-    assert "experiment.Params.from_namespace(globals())" in src
+    assert "harness.run(CHAPTER, Params.from_namespace(globals()), run_dir=run_dir)" in src
 
 
 @pytest.mark.parametrize("host", HOSTS08)
@@ -1909,7 +1909,7 @@ def test_c11_notebook_opens_with_the_page_module():
     nb = json.loads((REPO_ROOT / "notebooks" / f"{CH11}.ipynb").read_text())
     code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     assert any("opening.show(page, res, ref, is_reference_run=is_reference_run)" in c for c in code)
-    assert any("harness.run(ddp.CHAPTER, ddp.Params.from_namespace(globals()), run_dir=run_dir)" in c for c in code)
+    assert any("harness.run(CHAPTER, Params.from_namespace(globals()), run_dir=run_dir)" in c for c in code)
 
 
 # --------------------------------------------------------------------------- (e) hostile strings stay text

@@ -831,3 +831,22 @@ def test_chapter_7_actions_follow_the_recipes():
     assert page._action_graphs(facts).text.startswith("Keep the eager step")
     assert "keep normalising in the workers" in page.default_recipe_note(res)   # said under the opening
     assert all(len(op.findings) <= 3 for op in (faster, slower))
+
+
+def test_the_trace_files_are_named_where_they_are_and_said_missing_where_not(tmp_path, monkeypatch):
+    """The profiler section names this run's trace files as paths to open, under the run's directory or the one a
+    rendered page's result came from; for the committed reference (its traces were never committed) it says they
+    are not on this machine, and names no path."""
+    ref = results.load_reference("07_full_picture", "h200")
+    files = ref.metadata["traces"]
+    assert files, "the reference recorded its traces"
+    note = page.trace_files_note(ref, tmp_path / "rendered", None)
+    assert "not on this machine" in note and ".pt.trace.json" not in note
+    run = tmp_path / "results" / "my-run"
+    for rel in files.values():
+        (run / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run / rel).write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    note = page.trace_files_note(ref, tmp_path / "rendered", run)   # a rendered page: its source run holds them
+    assert note.startswith("Trace files of this run: ")
+    assert all(f"`results/my-run/{rel}`" in note for rel in files.values()), note

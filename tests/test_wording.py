@@ -119,4 +119,4 @@ def test_a_level_pair_names_its_shared_setting_once():
     facts = Facts("x")
     facts.add(a, b, compare("gap", a, b))
     text = pair_words(facts, "gap")
-    assert text.count("cold") == 1 and ", both cold: **level with 10,000 files: within the runs' spread" in text
+    assert text.count("cold") == 1 and ", both cold: **level with 10,000 files**" in text

@@ -3,8 +3,8 @@
 is one folder, one notebook and one line of ``_toc.yml``.
 
 Every chapter folder holds the same pieces, one protocol (see :data:`PIECES`): ``__init__.py``
-with its ``TITLE``; ``params.py`` with ``Params`` (each parameter declared once); ``experiment.py``
-with ``CHAPTER``, ``preflight(params) -> Plan`` and ``measure(plan, context)`` (it only measures: the harness,
+with its ``TITLE``; ``params.py`` with ``CHAPTER`` (its name) and ``Params`` (each parameter declared once);
+``experiment.py`` with ``preflight(params) -> Plan`` and ``measure(plan, context)`` (it only measures: the harness,
 :mod:`datajourney.book.harness`, starts, analyses and saves the result); ``analysis.py`` with
 ``analyse(result) -> Facts`` (pure, no prose) and ``EXPORTS`` (the fact keys other pages may read);
 ``page.py`` with ``opening(facts)`` and ``findings(facts)`` (it only words facts). The pieces are
@@ -28,8 +28,8 @@ CHAPTER_DIR = Path(__file__).resolve().parents[1] / "chapters"
 #: The package that holds the chapter folders.
 CHAPTERS_PACKAGE = "datajourney.chapters"
 #: The files every chapter folder holds, and the names each must define.
-PIECES = {"__init__.py": ("TITLE",), "params.py": ("Params",),
-          "experiment.py": ("CHAPTER", "preflight", "measure"), "analysis.py": ("analyse", "EXPORTS"),
+PIECES = {"__init__.py": ("TITLE",), "params.py": ("CHAPTER", "Params"),
+          "experiment.py": ("preflight", "measure"), "analysis.py": ("analyse", "EXPORTS"),
           "page.py": ("opening", "findings")}
 _FOLDER = re.compile(r"^c(\d{2})_([a-z0-9_]+)$")
 

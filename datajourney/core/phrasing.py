@@ -330,8 +330,8 @@ def _ratio(r: float, quantity: str) -> str:
 
 def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, baseline: str | None = None) -> str:
     """A comparison in the book's one phrasing: "2.0× faster than the DataLoader (16 workers)", or "level
-    with the DataLoader (16 workers): within the runs' spread, 3 runs each". ``baseline`` names the
-    baseline; else the basis fact's label (looked up in ``facts``)."""
+    with the DataLoader (16 workers)" (the runs' ranges overlap: the glossary says so once, and the evidence shows
+    the runs). ``baseline`` names the baseline; else the basis fact's label (looked up in ``facts``)."""
     base = baseline
     if base is None and facts is not None and c.basis is not None:
         b = facts.get(c.basis)
@@ -341,7 +341,7 @@ def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, base
     if r is None or r <= 0:
         return f"not comparable with {base} (one side did not run)"
     if c.level:
-        return f"level with {base}: within the runs' spread, {c.n} runs each"
+        return f"level with {base}"
     if max(r, 1 / r) < SAME_WITHIN:  # "1.00× slower" would name a direction its own number does not show
         return f"about the same as {base}, within {num(100 * (SAME_WITHIN - 1), '%')}"
     return f"{_ratio(r, c.quantity)} {base}"

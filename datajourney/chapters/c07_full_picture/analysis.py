@@ -947,7 +947,8 @@ def _notes(res, f: Facts, st: pd.DataFrame) -> None:
     md = res.metadata
     f.data.update(readers=_readers(res), graph_missing=graph_missing(res), load_notes=dict(md.get("load_notes") or {}),
                   cores=int(md.get("cores") or 0), mds_note=md.get("mds_note"), cpu_use=_cpu_use(res, st),
-                  traces=traces, nvml=_nvml(res, traces))
+                  traces=traces, trace_files={str(k): str(v) for k, v in (md.get("traces") or {}).items()},
+                  nvml=_nvml(res, traces))
     ceilings = _ceilings(res)
     b = f["best_vs_ceiling"].setting   # the best setting, as the key result names it
     best = _scenario_row(st, b["format"], b["workers"], b["variant"])

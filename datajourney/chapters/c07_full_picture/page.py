@@ -3,6 +3,8 @@
 per-sample reader costs and the load sweep)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -494,6 +496,29 @@ def load_note(facts) -> str:
     """Notes on modes of the load sweep that could not run here."""
     notes = facts_of(facts).data.get("load_notes") or {}
     return " ".join(f"{say.text(MODE_LABELS.get(k, k).capitalize())}: {say.text(v)}." for k, v in notes.items())
+
+
+def trace_files_note(facts, *dirs) -> str:
+    """Where this run's profiler traces are: each trace file found under one of ``dirs`` (the run's directory, and
+    for a rendered page the run directory its result came from), as a path to open; else that they are not on this
+    machine (a committed reference keeps its result file only); nothing where no trace was recorded."""
+    files = facts_of(facts).data.get("trace_files") or {}
+    if not files:
+        return ""   # no trace recorded: the timeline note says so
+    found = list(dict.fromkeys(_shown_path(Path(d) / f) for f in files.values() for d in dirs
+                               if d and (Path(d) / f).is_file()))
+    if not found:
+        return ("This result's trace files are not on this machine (a committed reference keeps its result file "
+                "only): a run of yours writes them to its run directory, in traces/.")
+    return "Trace files of this run: " + ", ".join(say.code(f) for f in found) + "."
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it lies under it (a run's folder in the checkout)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def timeline_note(facts) -> str:
