@@ -459,3 +459,14 @@ def test_a_short_shared_log_axis_with_a_title_note_and_a_legend_below_labels_pow
     fig = c04_charts.measured_vs_model(df, title="Data wait per step: measured vs the model")
     axis = charts.tidy(fig.to_dict())["layout"]["yaxis"]
     assert axis["type"] == "log" and not any(t[0] in "25" for t in axis["ticktext"]), axis.get("ticktext")
+
+
+def test_an_axis_title_closes_with_one_parenthesis():
+    """"reads per second (IOPS) (log scale)" read as two afterthoughts: the book joins them, and says a repeated one
+    once."""
+    fig = go.Figure(go.Bar(x=[1e3, 1e6], y=["a", "b"], orientation="h"))
+    fig.update_xaxes(title_text="reads per second (IOPS) (log scale)", type="log")
+    fig.update_yaxes(title_text="seconds (one run) (one run)")
+    d = shown(fig)["layout"]
+    assert d["xaxis"]["title"]["text"] == "reads per second (IOPS, log scale)"
+    assert d["yaxis"]["title"]["text"] == "seconds (one run)"

@@ -210,7 +210,10 @@ def _result(mmap_events=(6, 6, 6, 6), read_scale=1.0, mmap_loader=1.0, read_load
 
 def test_findings_follow_the_data():
     base = {f.key: f for f in page.findings(analysis.analyse(_result()))}
-    assert "constant within" in base["posix_events"].text and "grows with the tokens read" in base["posix_events"].text
+    # the same count at every point is "exactly", never also "constant within ±5%"
+    assert "exactly 6 events per sweep point under mmap;" in base["posix_events"].text
+    assert "constant within" not in base["posix_events"].text and "grows with the tokens read" in base[
+        "posix_events"].text
     assert "mmap was 2.0× faster than read()" in base["loader_time"].text
     assert base["overhead"].value == pytest.approx(1.2) and "1.20× slower than read() with tracing off" in \
         base["overhead"].text

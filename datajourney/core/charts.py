@@ -435,6 +435,16 @@ def _visible(text: str) -> str:
     return re.sub(r"<[^>]+>", "", str(text))
 
 
+def _one_parenthesis(text: str) -> str:
+    """An axis title's two closing parentheses joined into one ("IOPS (reads/s) (log scale)" → "IOPS (reads/s, log
+    scale)"); the same words twice said once."""
+    m = re.search(r"\(([^()]*)\)\s*\(([^()]*)\)\s*$", text)
+    if not m:
+        return text
+    a, b = m.group(1).strip(), m.group(2).strip()
+    return f"{text[:m.start()]}({a if a == b else f'{a}, {b}'})"
+
+
 def _wrap_axis_titles(layout: dict, plot_px: float) -> None:
     """Axis titles longer than their axis break onto more lines: a y title taller than the plot would
     run into the chart's title."""
@@ -447,6 +457,8 @@ def _wrap_axis_titles(layout: dict, plot_px: float) -> None:
         text = title.get("text")
         if not isinstance(text, str) or not text:
             continue
+        text = _one_parenthesis(text)
+        axis["title"] = {**title, "text": text}
         lo, hi = axis.get("domain") or (0, 1)
         px = (height - 220) * (hi - lo) if key[0] == "y" else (plot_px - 40) * (hi - lo)
         width = int(max(px, 120) / _CHAR_PX)

@@ -119,7 +119,8 @@ def drift_details(facts) -> str | None:
     items = []
     for f in steps:
         gap = f"{f.setting['gap_ms']:g}"
-        item = f"{gap} ms gap: {num(f.number, 'ms')}" + (f" ({fx.span(*f.spread, 'ms')})" if f.spread else "")
+        item = f"{gap} ms gap: {num(f.number, 'ms')}" + (f" ({fx.span(*f.spread, 'ms')})" if f.spread and not
+                                                          fx.prints_alike(*f.spread, "ms") else "")
         if f"idle_clock.g{gap}" in facts:
             item += f" at {_v(facts, f'idle_clock.g{gap}')}, {_v(facts, f'idle_power.g{gap}')}"
         items.append(item)

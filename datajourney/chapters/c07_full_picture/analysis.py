@@ -869,7 +869,7 @@ def _gap(res, row) -> dict:
     gap = float(row["step_ms"] - ceil["step_ms"].mean())
     parts = {"data wait": float(row["DATALOADER_WAIT"] - ceil["DATALOADER_WAIT"].mean()),
              "the copy to the GPU": float(row["H2D_TRANSFER"] - ceil["H2D_TRANSFER"].mean()),
-             "slower compute": float(row["compute_ms"] - ceil["compute_ms"].mean())}
+             "compute": float(row["compute_ms"] - ceil["compute_ms"].mean())}
     parts["the rest of the step"] = gap - sum(parts.values())
     big = max(parts, key=parts.get)
     return dict(gap=gap, parts=parts, largest=big, largest_ms=parts[big],

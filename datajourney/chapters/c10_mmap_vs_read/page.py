@@ -254,7 +254,8 @@ def paper_exercise(facts) -> str:
     each = [e for e in each if e is not None]
     if each:
         questions.append("On average, how much did " + " and ".join(
-            f"one {what} under {name} bring in (**{_count(k)}** of them)" for what, k, _, name in each) + "?")
+            f"one {what} under {name} bring in (**{_count(k)}** of them"
+            + ("" if float(k).is_integer() else ", a mean over the runs") + ")" for what, k, _, name in each) + "?")
         answers.append("; ".join(f"{name}: {_bytes(b)} ÷ {_count(k)} = "
                                  f"**{num(_kib(_bytes(b)) / _kib(_count(k)), 'KiB')}** a {what}"
                                  for what, k, b, name in each)
@@ -622,7 +623,8 @@ def _kernel(facts: Facts) -> Finding:
     text = (f"The kernel sees what the POSIX view misses: at sequence {s['seq']}, batch {s['batch']} ({s['cache']}), "
             f"mmap took {phrasing.value(facts['kernel.mmap.syscr'])} read calls but "
             f"{phrasing.value(facts['kernel.mmap.minflt'])} minor and {phrasing.value(facts['kernel.mmap.majflt'])} "
-            f"major page faults, {_cmp(facts, 'kernel.faults_vs_read', 'under read()')}, while read() made "
+            f"major page faults, in all {_cmp(facts, 'kernel.faults_vs_read', 'the page faults under read()')}, "
+            "while read() made "
             f"{phrasing.value(facts['kernel.read.syscr'])} read calls for "
             f"{phrasing.value(facts['kernel.read.pieces'])} document pieces.")
     if "kernel.mmap.amplification" in facts:
@@ -639,10 +641,11 @@ def _posix(facts: Facts) -> Finding:
                        "application views below stand in for it.")
     lo, hi = facts["posix.mmap_min"], facts["posix.mmap_max"]
     const = facts["posix.mmap_constant"].value
-    m_text = ((f"exactly {phrasing.value(lo)}" if lo.number == hi.number else
-               f"between {phrasing.value(lo)} and {phrasing.value(hi)}") + " per sweep point under mmap: "
-              + {"yes": f"constant within ±{phrasing.share(facts['posix.mmap_constant'].setting['tolerance'])}",
-                 "none": "none at all"}.get(const, "not constant"))
+    same = lo.number == hi.number
+    m_text = ((f"exactly {phrasing.value(lo)}" if same else f"between {phrasing.value(lo)} and {phrasing.value(hi)}")
+              + " per sweep point under mmap" + ("" if same and const == "yes" else ": " + {
+                  "yes": f"constant within ±{phrasing.share(facts['posix.mmap_constant'].setting['tolerance'])}",
+                  "none": "none at all"}.get(const, "not constant")))
     small, big = facts["posix.read_small"], facts["posix.read_big"]
     trend = "grows with the tokens read" if facts["posix.read_grows"].value == "yes" else \
         "does not follow the tokens read"
