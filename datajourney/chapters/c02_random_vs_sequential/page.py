@@ -167,9 +167,16 @@ def _size_finding(facts: Facts) -> Finding | None:
     if "size_sweep" not in facts:
         return None
     small, large = facts.data["size_sweep_sizes"]
-    text = (f"{cap(_cold(facts))}, by file size: at {size_label(small)} per file "
-            f"{_label(facts, f'size.{small}.sequential')} ran {say.comparison(facts[f'size.{small}'], facts)}; at "
-            f"{size_label(large)}, {say.comparison(facts['size_sweep'], facts)}. ")
+    cold = _cold(facts)   # said once, where the sentence starts: not again with each side
+
+    def bare(key: str) -> str:
+        return _label(facts, key).removesuffix(f", {cold}")
+
+    def against(key: str) -> str:
+        return say.comparison(facts[key], facts, baseline=bare(facts[key].basis))
+
+    text = (f"{cap(cold)}, by file size: at {size_label(small)} per file {bare(f'size.{small}.sequential')} ran "
+            f"{against(f'size.{small}')}; at {size_label(large)}, {against('size_sweep')}. ")
     text += {"narrows": "The gap narrows as files grow", "widens": "The gap widens as files grow",
              "stays": "The gap stays about the same across file sizes"}[facts["size_sweep.trend"].value]
     text += {"no": f", but at {size_label(large)} the two layouts have not converged: sequential is still faster.",

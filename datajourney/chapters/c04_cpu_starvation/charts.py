@@ -255,6 +255,6 @@ def prefetch_chart(prefetch: pd.DataFrame, *, title: str) -> go.Figure:
                                        "<br>runs: %{customdata[2]}<extra></extra>"))
     fig.update_layout(title=_range_note(title, g["n"], "runs", "mean"), legend_title_text="work",
                       margin=dict(t=100))
-    fig.update_xaxes(title_text="prefetch_factor", type="category")
+    fig.update_xaxes(title_text="prefetch factor (batches each worker keeps ready)", type="category")
     fig.update_yaxes(title_text="mean data wait per step (ms)", rangemode="tozero")
     return fig
