@@ -850,3 +850,11 @@ def test_the_trace_files_are_named_where_they_are_and_said_missing_where_not(tmp
     note = page.trace_files_note(ref, tmp_path / "rendered", run)   # a rendered page: its source run holds them
     assert note.startswith("Trace files of this run: ")
     assert all(f"`results/my-run/{rel}`" in note for rel in files.values()), note
+
+
+def test_the_remedies_under_load_name_the_load():
+    """"At the same load:" left the reader to find which load: the note names the sweep's busy processes and cores."""
+    f = analysis.analyse(results.load_reference("07_full_picture", "h200"))
+    s = f["compute_under_load"].setting
+    load = f"({s['busy']} busy processes on {s['cores']} cores)"
+    assert page.load_remedies_note(f).startswith(f"At the same load {load}: ")

@@ -187,7 +187,9 @@ def load_remedies_note(facts) -> str:
         else:
             others.append(f"{label}: {say.value(m, runs=False)} ({_signed(m.number - alone.number)} against the "
                           f"unloaded {base} loop)")
-    return "At the same load: " + "; ".join(others) + "." if others else ""
+    busy, cores = f.setting.get("busy"), f.setting.get("cores")
+    load = f" ({busy} busy processes{f' on {cores} cores' if cores else ''})" if busy else ""
+    return f"At the same load{load}: " + "; ".join(others) + "." if others else ""
 
 
 #: What each load-sweep mode does, as the chapter names it.
