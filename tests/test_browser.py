@@ -37,13 +37,16 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def _a_page(self) -> bool:
+        return not self.path.split("?", 1)[0].endswith((".js", ".css", ".woff2"))
+
     def send_head(self):
-        if not self.path.split("?", 1)[0].endswith((".js", ".css", ".woff2")):
+        if self._a_page():
             del self.headers["If-Modified-Since"]
         return super().send_head()
 
     def end_headers(self):
-        if not self.path.split("?", 1)[0].endswith((".js", ".css", ".woff2")):
+        if self._a_page():
             self.send_header("Cache-Control", "no-store")
         super().end_headers()
 

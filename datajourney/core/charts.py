@@ -421,12 +421,17 @@ def _thinned(vals: list, text: list[str], length_px: float, letter: str, span=No
 LOG_SPAN = 30
 
 
+def _lines(text: str) -> list[str]:
+    """A chart text's lines (plotly breaks a line at ``<br>``)."""
+    return re.split(r"<br\s*/?>", text)
+
+
 def _wrap(text: str, width: int) -> str:
     """``text`` broken with <br> at spaces so that no line is longer than ``width`` characters."""
     import textwrap
 
     lines = []
-    for line in re.split(r"<br\s*/?>", text):
+    for line in _lines(text):
         lines += textwrap.wrap(line, max(width, 8), break_long_words=False) or [""]
     return "<br>".join(lines)
 
@@ -462,7 +467,7 @@ def _wrap_axis_titles(layout: dict, plot_px: float) -> None:
         lo, hi = axis.get("domain") or (0, 1)
         px = (height - 220) * (hi - lo) if key[0] == "y" else (plot_px - 40) * (hi - lo)
         width = int(max(px, 120) / _CHAR_PX)
-        if any(len(_visible(line)) > width for line in re.split(r"<br\s*/?>", text)):
+        if any(len(_visible(line)) > width for line in _lines(text)):
             axis["title"] = {**title, "text": _wrap(text, width)}
 
 
@@ -477,13 +482,9 @@ def _legend_under_axis_titles(layout: dict) -> None:
     y = legend.get("y")
     if legend.get("orientation") != "h" or not isinstance(y, (int, float)) or y >= 0:
         return
-    extra = 0
-    for key, axis in layout.items():
-        if re.fullmatch(r"xaxis\d*", key) and isinstance(axis, dict):
-            title = axis.get("title")
-            text = title.get("text") if isinstance(title, dict) else title
-            if isinstance(text, str):
-                extra = max(extra, len(re.split(r"<br\s*/?>", text)) - 1)
+    extra = max((len(_lines(axis["title"]["text"])) - 1 for key, axis in layout.items()
+                 if re.fullmatch(r"xaxis\d*", key) and isinstance(axis, dict)
+                 and isinstance(axis.get("title"), dict) and isinstance(axis["title"].get("text"), str)), default=0)
     if extra:
         layout["legend"] = {**legend, "y": y - extra * _AXIS_TITLE_LINE / max(_plot_height(layout), 100)}
 
@@ -497,7 +498,7 @@ def _title_above(layout: dict) -> None:
     title = dict(title) if isinstance(title, dict) else {"text": title}
     if not title.get("text"):
         return
-    main, *rest = re.split(r"<br\s*/?>", str(title["text"]))
+    main, *rest = _lines(str(title["text"]))
     if len(_visible(main)) > _TITLE_CHARS * 17 / 12:
         cut = main.rfind(" ", 0, int(_TITLE_CHARS * 17 / 12))
         main, rest = main[:cut], [main[cut + 1:], *rest]

@@ -304,6 +304,15 @@ def value(f: Fact | None, *, runs: bool = True) -> str:
     return out + _over_whole(f)
 
 
+def value_in_range(f: Fact) -> str:
+    """A fact's value with its runs' range and no count, for a sentence that says the runs once: "52.5 ms (50.7–52.8
+    ms)"; the value alone from one run or where the range prints as one number."""
+    out = num(f.number, f.unit)
+    if f.spread is not None and f.n > 1 and not prints_alike(*f.spread, f.unit):
+        out += f" ({span(*f.spread, f.unit)})"
+    return out
+
+
 def headline(f: Fact | None) -> str:
     """A fact's number alone, as a table cell shows it ("5.1×", "2,123 MB/s"; a share above 100% flagged)."""
     if f is None or f.number is None:

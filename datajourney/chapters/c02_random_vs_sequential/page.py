@@ -167,16 +167,11 @@ def _size_finding(facts: Facts) -> Finding | None:
     if "size_sweep" not in facts:
         return None
     small, large = facts.data["size_sweep_sizes"]
-    cold = _cold(facts)   # said once, where the sentence starts: not again with each side
-
-    def bare(key: str) -> str:
-        return _label(facts, key).removesuffix(f", {cold}")
-
-    def against(key: str) -> str:
-        return say.comparison(facts[key], facts, baseline=bare(facts[key].basis))
-
-    text = (f"{cap(cold)}, by file size: at {size_label(small)} per file {bare(f'size.{small}.sequential')} ran "
-            f"{against(f'size.{small}')}; at {size_label(large)}, {against('size_sweep')}. ")
+    # the setting both sides share (the cold state) is said once, where the sentence starts
+    subject, at_small, _ = say.contrast(facts[f"size.{small}"], facts)
+    at_large = say.contrast(facts["size_sweep"], facts)[1]
+    text = (f"{cap(_cold(facts))}, by file size: at {size_label(small)} per file {subject} ran {at_small}; at "
+            f"{size_label(large)}, {at_large}. ")
     text += {"narrows": "The gap narrows as files grow", "widens": "The gap widens as files grow",
              "stays": "The gap stays about the same across file sizes"}[facts["size_sweep.trend"].value]
     text += {"no": f", but at {size_label(large)} the two layouts have not converged: sequential is still faster.",

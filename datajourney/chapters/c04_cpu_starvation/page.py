@@ -119,8 +119,7 @@ def drift_details(facts) -> str | None:
     items = []
     for f in steps:
         gap = f"{f.setting['gap_ms']:g}"
-        item = f"{gap} ms gap: {num(f.number, 'ms')}" + (f" ({fx.span(*f.spread, 'ms')})" if f.spread and not
-                                                          fx.prints_alike(*f.spread, "ms") else "")
+        item = f"{gap} ms gap: {fx.value_in_range(f)}"
         if f"idle_clock.g{gap}" in facts:
             item += f" at {_v(facts, f'idle_clock.g{gap}')}, {_v(facts, f'idle_power.g{gap}')}"
         items.append(item)
@@ -432,8 +431,7 @@ def prefetch_sentence(facts) -> str | None:
     parts = {}
     for f in runs:
         parts.setdefault(f.setting["cost"], []).append(
-            f"{f.setting['prefetch_factor']}: {num(f.number, 'ms')}"
-            + (f" ({fx.span(*f.spread, 'ms')})" if f.spread is not None and f.n > 1 else ""))
+            f"{f.setting['prefetch_factor']}: {fx.value_in_range(f)}")
     n = max(f.n for f in runs)
     text = (f"The balanced case sizes the work so that `D·B/W` is just under `G` ({_v(facts, 'prefetch_per_batch')} "
             f"against {_v(facts, 'step_g')}; D = {_v(facts, 'prefetch_d')}, W = "
