@@ -115,9 +115,10 @@ def test_every_part_of_a_split_table_names_its_rows():
     narrow = report.column_parts(keyed, width=560)   # the same table in a narrower column: split, keys in each
     assert len(narrow) >= 2 and all(p[:3] == keys for p in narrow), narrow
     n = 4
+    # text cells: a number the same in every row would be said once, in the caption
     wide_keys = pd.DataFrame({"run": [f"{'x' * 80}{i}" for i in range(n)],
-                              **{f"measure number {k}": [1234.5] * n for k in range(8)}})
-    same = pd.DataFrame({"kind": ["a"] * n, **{f"measure number {k}": [1234.5] * n for k in range(10)}})
+                              **{f"measure number {k}": ["1,234.5"] * n for k in range(8)}})
+    same = pd.DataFrame({"kind": ["a"] * n, **{f"measure number {k}": ["1,234.5"] * n for k in range(10)}})
     for df in (wide_keys, same):   # keys too wide to repeat beside a column; no leading columns unique
         parts = report.column_parts(df)
         assert len(parts) >= 2 and all(p[0] == report.ROW for p in parts), parts

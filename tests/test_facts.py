@@ -450,7 +450,7 @@ def test_c04_au_drift_sentence_follows_reversed_data():
     ref = _ref04()
     note = pg04.au_drift_sentence(an04.analyse(ref))
     assert "× faster than the back-to-back ones" in note and "AU comes out above" in note
-    assert "× more than the measured compute share" in note
+    assert "points above the measured compute share" in note
     st = ref.table("steps").copy()
     st["wait_ms"] = [50.0 if w < 2 else 1.0 if w >= 20 else w for w in st["wait_ms"]]
     s = ref.table("summary").copy()
@@ -458,7 +458,7 @@ def test_c04_au_drift_sentence_follows_reversed_data():
     s.loc[sel, ["au", "compute_share"]] = s.loc[sel, ["compute_share", "au"]].to_numpy()
     note = pg04.au_drift_sentence(an04.analyse(with_tables(ref, steps=st, summary=s)))
     assert "× slower than the back-to-back ones" in note and "AU comes out below" in note
-    assert "× less than the measured compute share" in note and "more than the measured" not in note
+    assert "points below the measured compute share" in note and "above the measured" not in note
 
 # --------------------------------------------------------------------------- chapter 5
 
@@ -500,8 +500,8 @@ def test_c05_the_opening_leads_with_the_timed_comparison_and_names_each_baseline
     op = pg05.opening(an05.analyse(_ref05()))
     assert [x.key for x in op.findings] == ["packing_vs_longest", "all_samples", "first_batch_ratio"]
     # one sentence a metric: the real tokens per position against both padded baselines in the second
-    assert "more than padding each batch to its longest sample" in op.findings[1].text
-    assert "more than padding every sample to the context" in op.findings[1].text
+    assert "3.1× that of padding each batch to its longest sample" in op.findings[1].text
+    assert "× that of padding every sample to the context" in op.findings[1].text
     assert "faster than padding each batch to its longest sample" in op.findings[0].text  # one timed sentence,
     assert "faster than padding every sample to the context" in op.findings[0].text  # both baselines named
     assert op.actions[0].text.startswith("For GPT-2 architecture") and "use greedy packing in sample order" in (
@@ -567,24 +567,24 @@ def _swap05(table, a, b, cols, key="strategy"):
 def test_c05_template_note_follows_reversed_data():
     ref = _ref05()
     note = pg05.template_note(an05.analyse(ref))
-    assert "real tokens, 42.4× more than padding every sample to the context" in note
+    assert "real tokens, 42.4× that of padding every sample to the context" in note
     t = ref.table("templates").copy()
     t[["first_batch_pad_to_context", "first_batch_greedy_pack"]] = t[
         ["first_batch_greedy_pack", "first_batch_pad_to_context"]].to_numpy()
     note = pg05.template_note(an05.analyse(with_tables(ref, templates=t)))
-    assert "42.4× less than padding every sample to the context" in note and "× more than" not in note
+    assert "0.024× that of padding every sample to the context" in note and "42.4×" not in note
 
 
 def test_c05_population_note_follows_reversed_data():
     ref = _ref05()
-    assert "the gain is 1.33× more than the gain in the first batch" in pg05.population_note(an05.analyse(ref))
+    assert "the gain is 1.33× the gain in the first batch" in pg05.population_note(an05.analyse(ref))
     fb, al = ref.table("first_batch").copy(), ref.table("strategies").copy()
     e_fb = fb.set_index("strategy")["efficiency"]
     e_al = al.set_index("strategy")["efficiency"]
     fb["efficiency"] = [e_al[s] for s in fb["strategy"]]
     al["efficiency"] = [e_fb[s] for s in al["strategy"]]
     note = pg05.population_note(an05.analyse(with_tables(ref, first_batch=fb, strategies=al)))
-    assert "the gain is 1.33× less than the gain in the first batch" in note
+    assert "the gain is 0.75× the gain in the first batch" in note
 
 
 def test_c05_cost_and_breakdown_notes_follow_reversed_data():
@@ -611,12 +611,12 @@ def test_c05_takeaways_and_advice_without_timing_say_what_they_measure():
     f = an05.analyse(untimed)
     a = f.advice_for("tokens.batching")
     assert (f[a.gain].of, f[a.gain].basis) == ("per_position.greedy_pack", "per_position.pad_to_longest")
-    assert ": 3.1× more than padding each batch to its longest sample, in real tokens per computed position" in (
+    assert ": 3.1× that of padding each batch to its longest sample, in real tokens per computed position" in (
         pg05.opening(f).actions[0].text)
-    assert "are 3.1× more than padding each batch" in pg05.takeaways(f)
+    assert "are 3.1× that of padding each batch" in pg05.takeaways(f)
     al = _swap05(ref.table("strategies"), "greedy_pack", "pad_to_longest", ["efficiency"])
     t = pg05.takeaways(an05.analyse(with_tables(ref, strategies=al)))
-    assert "are 3.1× less than padding each batch" in t and "more than padding each" not in t
+    assert "are 0.32× that of padding each batch" in t and "3.1× that of padding each" not in t
 
 
 def test_c05_collator_note_follows_the_check():

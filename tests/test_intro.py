@@ -71,9 +71,9 @@ def test_front_table_shows_the_reference_facts():
                 and r["published"] != "—", ch
     pub = t.set_index(chapters)["published"]
     assert pub["02_random_vs_sequential"] == "20.2×" and "not comparable" not in " ".join(t["published"])
-    # a ratio of two shares names what it divides (not "42.4× more than padding every sample to the context")
+    # a ratio of two shares names what it divides (not "42.4× that of padding every sample to the context")
     ch5 = t.set_index(chapters).loc["05_padding_tax", "reference host"].tolist()
-    assert any("× more than the efficiency of padding every sample to the context" in v for v in ch5), ch5
+    assert any("× the efficiency of padding every sample to the context" in v for v in ch5), ch5
 
 
 def test_key_numbers_follow_the_chapters_first_screen(tmp_path):

@@ -103,7 +103,7 @@ def test_run_reproduces_and_labels_populations(tmp_path):
     items = page.findings(res.facts)
     assert 3 <= len(items) <= 6 and len({f.key for f in items}) == len(items)
     ratio = next(f for f in items if f.key == "first_batch_ratio")
-    assert "**42.4× more than" in ratio.text and "reproduced as printed" in ratio.text
+    assert "**42.4× that of" in ratio.text and "reproduced as printed" in ratio.text
     note = page.template_note(analysis.analyse(res))
     assert "Of the 9 combinations" in note and "only `spaces`" in note
     tab = page.length_table(res)
@@ -407,8 +407,8 @@ def test_findings_as_published():
     f = _texts(_result())
     assert "**2.3%**" in f["first_batch_pad_to_context"].text and "**98.5%**" in f["first_batch_packed"].text
     t = f["first_batch_ratio"].text
-    assert "42.4× more than padding every sample to the context" in t and "reproduced as printed" in t
-    assert "more than padding every sample to the context**" in f["all_samples"].text  # names the population once
+    assert "42.4× that of padding every sample to the context" in t and "reproduced as printed" in t
+    assert "× that of padding every sample to the context**" in f["all_samples"].text  # names the population once
     assert "(all samples)" not in f["all_samples"].text and "(first batch)" not in f["first_batch_ratio"].text
     assert "**40.0× faster than padding every sample to the context**" in f["packing_vs_context"].text
     assert f["packing_vs_context"].value == pytest.approx(1 / 40.0)
@@ -424,13 +424,13 @@ def test_findings_as_published():
 
 def test_findings_when_packing_loses_the_first_batch():
     f = _texts(_result(pad_fb=0.5, pack_fb=0.4))
-    assert "less than padding every sample" in f["first_batch_ratio"].text
+    assert "0.80× that of padding every sample" in f["first_batch_ratio"].text
     assert "not as published" in f["first_batch_ratio"].text
 
 
 def test_findings_when_the_populations_reverse():
     f = _texts(_result(pad_all=0.5, pack_all=0.3))
-    assert "less than padding every sample to the context**" in f["all_samples"].text
+    assert "0.60× that of padding every sample to the context**" in f["all_samples"].text
 
 
 def test_findings_when_packing_is_slower_or_level():
@@ -555,7 +555,7 @@ def test_one_gain_ratio_or_the_difference_said_once():
     # efficiency ratio (end-of-text counted as real) and positions ratio differ: both named, the reason once,
     # the reason in the note beside the populations' table
     n = page.population_note(analysis.analyse(_result()))
-    assert "**57.3× more than" in f and "end-of-text" not in f
+    assert "**57.3× that of" in f and "end-of-text" not in f
     assert "In positions computed the gain is 54.5×" in n and n.count("end-of-text") == 1
 
 

@@ -191,3 +191,23 @@ def test_a_long_table_is_folded_with_its_caption_and_row_count_and_a_short_one_i
     short = long.head(report.FOLD_ROWS)
     shown = report.folded_html(short, "x")
     assert "<details>" not in shown and shown.count("<tr>") == report.FOLD_ROWS + 1
+
+
+def test_a_number_the_same_in_every_row_is_said_once_in_the_caption():
+    """A column that reads the same in every row ("runs" 2, "cached at start (%)" 0) is said once in the caption;
+    with one run a row, the columns spanning a row's runs go too (they would repeat its value); a column that
+    differs, a short table and text columns stay as they are."""
+    from datajourney.book import report
+
+    df = pd.DataFrame({"scenario": ["a", "b", "c"], "images/s": [10.0, 20.0, 30.0], "runs": [2, 2, 2],
+                       "cached at start (%)": [0.0, 0.0, 0.0], "kind": ["x", "x", "x"]})
+    html = report.table_html(df, "Scenarios (means over runs)")
+    assert "(means over runs; 2 runs each; cached at start: 0% in every row)" in html
+    assert ">runs</th>" not in html and "cached at start (%)</th>" not in html and ">kind</th>" in html
+    one = pd.DataFrame({"reads": ["x", "y", "z"], "GB/s (mean)": [1.0, 2.0, 3.0], "GB/s over runs": ["1", "2", "3"],
+                        "lowest run (GB/s)": [1.0, 2.0, 3.0], "runs": [1, 1, 1]})
+    html = report.table_html(one, "Path (b)")
+    assert "Path (b) (one run each)" in html and "over runs" not in html and "lowest run" not in html
+    mixed = one.assign(runs=[1, 2, 1])
+    assert "GB/s over runs</th>" in report.table_html(mixed, "Path (b)")
+    assert ">runs</th>" in report.table_html(df.head(2), "Two rows")

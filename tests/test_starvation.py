@@ -631,11 +631,11 @@ def test_au_against_compute_share_follows_the_step_length():
     sw.loc[w, "compute_ms"] = 42.0                                      # steps shorter than G = 50 ms
     sw.loc[w, "compute_share"] = 42.0 / sw.loc[w, "step_ms"]
     t = page.au_drift_sentence(analysis.analyse(res))
-    assert "AU comes out above" in t and "× more than the measured compute share" in t and "does not inflate" not in t
+    assert "AU comes out above" in t and "points above the measured compute share" in t and "does not inflate" not in t
     sw.loc[w, "compute_ms"] = 58.0                                      # steps longer than G
     sw.loc[w, "compute_share"] = 58.0 / sw.loc[w, "step_ms"]
     t = page.au_drift_sentence(analysis.analyse(res))
-    assert "AU comes out below" in t and "× less than the measured compute share" in t
+    assert "AU comes out below" in t and "points below the measured compute share" in t
 
 
 def test_model_gap_notes_give_large_excesses_as_a_factor():

@@ -143,10 +143,50 @@ def _one_table_html(df: pd.DataFrame, caption: str | None) -> str:
     return f'<div style="overflow-x: auto; max-width: 100%">{styler.to_html()}</div>'
 
 
+#: Columns that count what each row pools: the same in every row, they are said once in the caption ("2 runs each").
+_COUNTS = {"runs": ("run", "runs"), "paired rounds": ("paired round", "paired rounds"), "epochs": ("epoch", "epochs")}
+#: Headers of columns that span the runs of a row (a range, the lowest, the highest): with one run a row they repeat
+#: its value.
+_SPAN = re.compile(r"over (its |the |\d+ )?runs|min–max|lowest run|highest run")
+
+
+def _constants_in_caption(df: pd.DataFrame, caption: str | None) -> tuple[pd.DataFrame, str | None]:
+    """``df`` without the numeric columns that read the same in every row (three rows or more), each said once in
+    the caption instead: a count as "2 runs each", any other as "cached at start: 0% in every row". With one run a
+    row, the columns that span a row's runs go too (they would repeat its value)."""
+    if len(df) < 3:
+        return df, caption
+    said, drop = [], []
+    for c in list(df.columns)[1:]:
+        shown = {_cell(v) for v in df[c]}
+        numeric = all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in df[c])
+        if not numeric or len(shown) != 1 or "—" in shown or len(df.columns) - len(drop) <= 2:
+            continue
+        value, drop = shown.pop(), drop + [c]
+        if str(c) in _COUNTS:
+            one, many = _COUNTS[str(c)]
+            said.append(f"one {one} each" if value == "1" else f"{value} {many} each")
+            if value == "1":
+                drop += [s for s in df.columns if _SPAN.search(str(s)) and s not in drop]
+            continue
+        name, unit = (m.groups() if (m := re.fullmatch(r"(.*\S) \(([^()]*)\)", str(c))) else (str(c), ""))
+        said.append(f"{name}: {value}{unit if unit == '%' else ' ' + unit if unit else ''} in every row")
+    if not said:
+        return df, caption
+    note = "; ".join(said)
+    if not caption:
+        return df.drop(columns=drop), note[0].upper() + note[1:]
+    if re.search(r"\([^()]* [^()]*\)$", caption):   # a closing remark in words: the note joins it
+        return df.drop(columns=drop), f"{caption[:-1]}; {note})"
+    return df.drop(columns=drop), f"{caption} ({note})"
+
+
 def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
     """A DataFrame as a padded HTML table (three significant digits, thousands separated) that fits the text
     column: headers wrap, and a table too wide even so is shown in parts (:func:`column_parts`), each with
-    the key columns first; each part sits in a box that scrolls sideways should a cell still not fit."""
+    the key columns first; each part sits in a box that scrolls sideways should a cell still not fit. A number
+    the same in every row is said once, in the caption (:func:`_constants_in_caption`)."""
+    df, caption = _constants_in_caption(df, caption)
     parts = column_parts(df)
     if parts[0][0] == ROW and ROW not in df.columns:
         df = pd.concat([pd.DataFrame({ROW: range(1, len(df) + 1)}, index=df.index), df], axis=1)

@@ -21,8 +21,9 @@ from dataclasses import asdict, dataclass, field
 from datajourney.core import stats
 
 #: How a quantity reads in a comparison: a rate or a time reads faster/slower (``better`` decides
-#: which is which), an amount (CPU time per image, memory, bytes) reads more/less.
-QUANTITIES = ("rate", "time", "amount", "share", "count", "choice")
+#: which is which), an amount (CPU time per image, memory, bytes) reads more/less, a share (a percentage) or a
+#: ratio (a gain, itself a ratio) reads "3.1× that of" ("× more" would leave open whether 3.1× means 4.1×).
+QUANTITIES = ("rate", "time", "amount", "share", "ratio", "count", "choice")
 BETTER = ("higher", "lower", None)
 #: How far a piece of advice holds: ``best`` — the best of the values measured, inside the range;
 #: ``edge`` — the largest (or smallest) value measured, more may help; ``only`` — the one option that ran.

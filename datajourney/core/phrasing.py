@@ -129,8 +129,7 @@ def as_markdown(findings: Sequence[Finding]) -> str:
 
 #: words for a ratio above 1 and below 1, by quantity (for a time, a ratio below 1 is faster)
 _WORDS = {"rate": ("faster than", "slower than"), "time": ("slower than", "faster than"),
-          "amount": ("more than", "less than"), "count": ("more than", "fewer than"),
-          "share": ("more than", "less than")}
+          "amount": ("more than", "less than"), "count": ("more than", "fewer than")}
 #: Characters a string from a result file never brings into a page: C0 controls, bidirectional overrides,
 #: embeddings, isolates and marks (which reverse how the text around them reads), zero-width characters.
 _HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
@@ -328,11 +327,21 @@ def ratio_words(c: Fact) -> str | None:
     r = c.number
     if r is None or r <= 0:
         return None
-    return "level" if c.level else _ratio(r, c.quantity).removesuffix(" than")
+    if c.level:
+        return "level"
+    return num(r, "×") if c.quantity in _FACTOR else _ratio(r, c.quantity).removesuffix(" than")
+
+
+#: Quantities compared as a factor of the baseline ("3.1× that of"): a percentage or a ratio, which "× more" would
+#: leave open (3.1× or 4.1×?).
+_FACTOR = ("share", "ratio")
 
 
 def _ratio(r: float, quantity: str) -> str:
-    """"2.0× faster than" for a ratio ``r`` > 0 of a ``quantity``: the printed ratio ≥ 1, the word its direction."""
+    """"2.0× faster than" for a ratio ``r`` > 0 of a ``quantity``: the printed ratio ≥ 1, the word its direction;
+    "3.1× that of" (or "0.32× that of") for a share or a ratio."""
+    if quantity in _FACTOR:
+        return f"{num(r, '×')} that of"
     up, down = _WORDS.get(quantity, ("more than", "less than"))
     return f"{num(r if r >= 1 else 1 / r, '×')} {up if r >= 1 else down}"
 
@@ -353,6 +362,8 @@ def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, base
         return f"level with {base}"
     if max(r, 1 / r) < SAME_WITHIN:  # "1.00× slower" would name a direction its own number does not show
         return f"about the same as {base}, within {num(100 * (SAME_WITHIN - 1), '%')}"
+    if c.quantity in _FACTOR and base.startswith("the "):   # "42.4× the efficiency of …", not "× that of the …"
+        return f"{num(r, '×')} {base}"
     return f"{_ratio(r, c.quantity)} {base}"
 
 

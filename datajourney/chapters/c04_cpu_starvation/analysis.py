@@ -580,6 +580,8 @@ def _sweep_steps(res: Result, out: Facts, g: float) -> None:
     cs = _pct("au_vs_share.share", c, "the measured compute share", None, setting=s)
     cmp = compare("au_vs_share", au, cs)
     out.add(au, cs, dataclasses.replace(cmp, setting={**cmp.setting, "direction": d}),
+            Fact("au_vs_share.points", round(abs(au.number - cs.number), 1), "points",
+                 "how far AU stood from the measured compute share", "amount", "lower", setting=s),
             _ms("au_vs_share.compute", r["compute_ms"], "compute per step there", better=None, setting=s))
     quick = sw["wait_ms"] < QUICK_WAIT_MS
     if quick.any() and not quick.all():

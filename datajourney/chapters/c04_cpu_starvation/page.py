@@ -411,7 +411,8 @@ def au_drift_sentence(facts: Facts) -> str | None:
                 "GPU measurably computed" if d < 0 else
                 "here AU and the share of the wall time the GPU measurably computed agree")
              + f". The largest difference was at {where}: AU {_v(facts, 'au_vs_share.au')}, "
-             f"{phrasing.comparison(c, facts, baseline='the measured compute share')} "
+             + (f"{_v(facts, 'au_vs_share.points')} {'above' if c.number >= 1 else 'below'}" if d else "level with")
+             + " the measured compute share "
              f"({_v(facts, 'au_vs_share.share')}; compute {_v(facts, 'au_vs_share.compute')} per step against `G` = "
              f"{_v(facts, 'step_g')})")
     if "au_vs_share.quick_points" in facts:

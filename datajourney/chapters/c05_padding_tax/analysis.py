@@ -295,9 +295,9 @@ def _population(res: Result, out: Facts, fb: dict, al: dict) -> None:
         return
     if {"first_batch_ratio", "all_samples_vs_context"} <= set(out.facts):
         gain_all = dataclasses.replace(out["all_samples_vs_context"], key="gain.all_samples", of=None, basis=None,
-                                       label="the packing gain over all samples", quantity="amount")
+                                       label="the packing gain over all samples", quantity="ratio")
         gain_fb = dataclasses.replace(out["first_batch_ratio"], key="gain.first_batch", of=None, basis=None,
-                                      label="the packing gain in the first batch", quantity="amount",
+                                      label="the packing gain in the first batch", quantity="ratio",
                                       published=None)
         out.add(gain_all, gain_fb, compare("population_gain", gain_all, gain_fb))
     pos = {s: _count(f"positions.{s}", al[s]["positions"], f"positions computed, {NOUNS[s]}", unit="positions")
@@ -479,7 +479,7 @@ def _advice(res: Result, out: Facts) -> Advice | None:
     order = ("pad_to_longest", "pad_to_context", "bucketed", SOURCE_PACKER,
              *(x for x in NOUNS if x not in ("pad_to_longest", "pad_to_context", "bucketed", SOURCE_PACKER)))
     timed = any(k.startswith("time.") and out[k].number is not None for k in out.facts)
-    per = ", in real tokens per computed position"   # the metric after the layout: "3.1× more than padding …, in …"
+    per = ", in real tokens per computed position"   # the metric after the layout: "3.1× that of padding …, in …"
     cands = []
     for name in order:
         f = out.get(f"time.{name}") if timed else out.get(f"all.{name}")
