@@ -96,6 +96,8 @@ def test_a_table_wider_than_the_text_column_is_shown_in_parts_that_fit():
     assert max(narrowest) <= report.COLUMN_PX
     html = report.table_html(wide, "Loaders")
     assert html.count("<table") == len(parts) and html.count("Loaders (continued)") == len(parts) - 1
+    long = report.table_html(wide, "Loaders (means of the runs): throughput")   # a part after the first: the head
+    assert long.count("Loaders (continued)") == len(parts) - 1
     assert html.count("PSS added (MB)") == 1 and "white-space: normal" in html
     small = pd.DataFrame({"loader": ["a", "b"], "images/s": [1.0, 2.0]})
     one = report.table_html(small)

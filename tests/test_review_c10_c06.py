@@ -208,7 +208,7 @@ def test_the_sizes_the_check_did_not_copy_are_named_from_the_data(host):
 
 def _huge_sentence(res) -> str:
     text = p06.staging_details(res)
-    return text[text.index("Huge pages for the source"):]
+    return text[text.index("**Huge pages.**"):]
 
 
 @pytest.mark.parametrize("host", HOSTS06)

@@ -184,13 +184,15 @@ def _constants_in_caption(df: pd.DataFrame, caption: str | None) -> tuple[pd.Dat
 def table_html(df: pd.DataFrame, caption: str | None = None) -> str:
     """A DataFrame as a padded HTML table (three significant digits, thousands separated) that fits the text
     column: headers wrap, and a table too wide even so is shown in parts (:func:`column_parts`), each with
-    the key columns first; each part sits in a box that scrolls sideways should a cell still not fit. A number
-    the same in every row is said once, in the caption (:func:`_constants_in_caption`)."""
+    the key columns first (a part after the first is captioned by the caption's head, "Scenarios (continued)"); each
+    part sits in a box that scrolls sideways should a cell still not fit. A number the same in every row is said
+    once, in the caption (:func:`_constants_in_caption`)."""
     df, caption = _constants_in_caption(df, caption)
     parts = column_parts(df)
     if parts[0][0] == ROW and ROW not in df.columns:
         df = pd.concat([pd.DataFrame({ROW: range(1, len(df) + 1)}, index=df.index), df], axis=1)
-    return "".join(_one_table_html(df[cols], caption if i == 0 else (f"{caption} (continued)" if caption else None))
+    head = re.split(r": |; |, | \(", caption, maxsplit=1)[0] if caption else None   # "Scenarios (continued)"
+    return "".join(_one_table_html(df[cols], caption if i == 0 else (f"{head} (continued)" if head else None))
                    for i, cols in enumerate(parts))
 
 

@@ -486,9 +486,8 @@ def cold_vs_warm_note(facts) -> str:
         return ""
     label = say.text(facts.data.get("cold_label") or "cold")
     parts = [f"{say.text(LABELS[facts[facts[k].of].setting['kind']])}, "
-             f"`num_workers={facts[facts[k].of].setting['workers']}`: "
-             f"warm {say.comparison(facts[k], facts, baseline=label)}" for k in keys]
-    text = "Warm against " + label + ", steady-state throughput: " + "; ".join(parts) + ". "
+             f"`num_workers={facts[facts[k].of].setting['workers']}`: {say.ratio_words(facts[k])}" for k in keys]
+    text = "Steady-state throughput, warm against " + label + ": " + "; ".join(parts) + ". "
     g = facts.get("warm_layout_gap")
     if g is not None:
         w0 = facts[g.of].setting["workers"]

@@ -210,49 +210,56 @@ def _same_path_words(same: dict) -> str:
 def staging_details(res) -> str:
     """What the staging experiment shows beyond the key result, worded from its facts: the rates behind the
     cause, the share of one core's copy rate, where one core does not model the staging stage, a dip and
-    recovery decided by the interleaved check, the same path measured in two experiments, huge pages."""
+    recovery decided by the interleaved check, the same path measured in two experiments, huge pages: one bullet
+    each, led by its topic, so that a reader finds the one they look for."""
     s = _staging(res)
     if not s["has_staging"]:
         return ""
     small, large = size_label(s["small"]), size_label(s["large"])
-    out = [f"A {small} pageable copy ran at {fx.num(s['cached_small'], 'GB/s')} with its source cached and "
-           f"{fx.num(s['flushed_small'], 'GB/s')} with the CPU caches flushed first; at {large}, "
+    out = [f"**Cache against DRAM.** A {small} pageable copy ran at {fx.num(s['cached_small'], 'GB/s')} with its "
+           f"source cached and {fx.num(s['flushed_small'], 'GB/s')} with the CPU caches flushed first; at {large}, "
            f"{fx.num(s['cached_large'], 'GB/s')} (flushed: {fx.num(s['flushed_large'], 'GB/s')}). One core copying "
            f"the same {small} source managed {fx.num(s['memcpy_cached_small'], 'GB/s')} from cache and "
            f"{fx.num(s['memcpy_flushed_small'], 'GB/s')} from DRAM."]
     knee, llc = s.get("knee"), s["llc"]
     if s["kind"] == "cache" and knee:
         if s["flushed_like_knee"]:
-            out.append(f"The flushed {small} copy runs about as fast as a cached {size_label(knee)} copy "
-                       f"({fx.num(s['cached_at_knee'], 'GB/s')}): from there on the source is read from DRAM.")
+            out[-1] += (f" The flushed {small} copy runs about as fast as a cached {size_label(knee)} copy "
+                        f"({fx.num(s['cached_at_knee'], 'GB/s')}): from there on the source is read from DRAM.")
         if llc:
             vm = (" (in a virtual machine other guests may share that cache; this run does not measure how much)"
                   if s["in_vm"] else "")
-            out.append(f"The cached copy's knee, {size_label(knee)}, is where source and staging buffers outgrow "
-                       f"the {size_label(llc)} last-level cache."
+            out.append(f"**The knee.** The cached copy's knee, {size_label(knee)}, is where source and staging buffers "
+                       f"outgrow the {size_label(llc)} last-level cache."
                        if s["knee_at_llc"] else
-                       f"The cached copy's knee, {size_label(knee)}, lies well below the {size_label(llc)} last-level "
-                       f"cache this CPU reports, so the cache's size alone does not place it{vm}.")
+                       f"**The knee.** The cached copy's knee, {size_label(knee)}, lies well below the "
+                       f"{size_label(llc)} last-level cache this CPU reports, so the cache's size alone does not place "
+                       f"it{vm}.")
     share = s.get("dram_share")
     if share:
         lo, hi = share["low"], share["high"]
-        out.append(f"From {size_label(share['from'])} on, the cached copy runs at "
+        out.append(f"**Against one core.** From {size_label(share['from'])} on, the cached copy runs at "
                    f"{fx.span(100 * lo, 100 * hi, '%')} of one core's DRAM copy rate at the same size"
                    + ("" if fx.pct(lo) == fx.pct(hi) else
                       f" ({fx.pct(share['last'])} at {size_label(share['last_size'])})") + ".")
     faster = s.get("faster_than_core")
     if faster:
-        out.append(f"At {_sizes_text(faster['sizes'])} the pageable copy ({fx.span(*faster['copy'], 'GB/s')}) "
-                   f"is faster than one core copying the same source even from cache "
-                   f"({fx.span(*faster['memcpy'], 'GB/s')}), so one core's memcpy does not "
-                   "model the staging stage at those sizes.")
+        core = (f"At {_sizes_text(faster['sizes'])} the pageable copy ({fx.span(*faster['copy'], 'GB/s')}) "
+                f"is faster than one core copying the same source even from cache "
+                f"({fx.span(*faster['memcpy'], 'GB/s')}), so one core's memcpy does not "
+                "model the staging stage at those sizes.")
+        if share:
+            out[-1] += " " + core
+        else:
+            out.append("**Against one core.** " + core)
     dip = s.get("dip")
     if dip:
-        out.append(f"The cached copy dips to {fx.span(*dip['range'], 'GB/s')} at {_sizes_text(dip['sizes'])}, "
-                   f"then recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. " + _dip_words(dip["check"]))
+        out.append(f"**The dip.** The cached copy dips to {fx.span(*dip['range'], 'GB/s')} at "
+                   f"{_sizes_text(dip['sizes'])}, then recovers to {fx.num(s['cached_large'], 'GB/s')} at {large}. "
+                   + _dip_words(dip["check"]))
     same = s["same_path"]
     if same["differ"]:
-        out.append("The same path, pageable host-to-device, measured in two experiments: "
+        out.append("**One path, two experiments.** Pageable host-to-device, measured in two experiments: "
                    + "; ".join(f"at {size_label(x['size'])} {fx.num(x['sweep'], 'GB/s')} in the bandwidth sweep and "
                                f"{fx.num(x['staging'], 'GB/s')} here (source cached), {fx.pct(x['apart'])} apart"
                                for x in same["differ"])
@@ -260,13 +267,15 @@ def staging_details(res) -> str:
                      "Both time the same copy with CUDA events but in different experiments (what ran before "
                      "each copy differs)" + _same_path_words(same))
     elif same["sizes"]:
-        out.append(f"At {_sizes_text(same['sizes'])} the bandwidth sweep measured the same path within "
+        out.append(f"**One path, two experiments.** At {_sizes_text(same['sizes'])} the bandwidth sweep measured "
+                   "the same path within "
                    f"{fx.pct(SAME_PATH_TOL)} of this experiment.")
     huge = s.get("huge")
     if huge:
         backed = " (the kernel backed none of it with huge pages)" if s.get("huge_bytes") == 0 else ""
         lo, hi = huge["changes"]
-        head = (f"Huge pages for the source{backed} {_faster_slower(huge['median_change'], 'at the median')} over "
+        head = (f"**Huge pages.** Asked for the source{backed}, they "
+                f"{_faster_slower(huge['median_change'], 'at the median')} over "
                 f"{huge['sizes']} sizes from {size_label(s['huge_sizes'][0])} "
                 f"({_change_span(lo, hi)} size by size): ")
         d = huge["direction"]
@@ -275,7 +284,7 @@ def staging_details(res) -> str:
         else:
             out.append(head + fx.choose(d, "page size matters too.", "they hurt here.",
                                         "not a clear change over those sizes, so page size is not the cause."))
-    return " ".join(out)
+    return "\n".join(f"* {o}" for o in out)
 
 
 def _signed_change(change: float) -> str:

@@ -231,14 +231,19 @@ def _load(res, f: Facts, st: pd.DataFrame) -> None:
                       label=f"the step beside {top} busy processes", quantity="time", better="lower",
                       setting={"mode": base_mode, "busy": top, "cores": cores, "sweep": True})
     f.add(alone, loaded, compare("contention", loaded, alone))
-    for mode in modes:
+    for mode in modes:   # each remedy against the same step unloaded: a CUDA graph computes faster even alone
         if mode == base_mode or not runs(mode, top):
             continue
         reserved = int(t[t["mode"] == mode]["reserved_cpus"].max()) if "reserved_cpus" in t else 0
         m = measured(f"compute_under_load.{mode}", runs(mode, top), unit="ms",
                      label=f"the step beside {top} busy processes ({mode})", quantity="time", better="lower",
                      setting={"mode": mode, "busy": top, "reserved_cpus": reserved})
-        f.add(m, compare(f"remedy.{mode}", m, alone))
+        own = measured(f"compute_unloaded.{mode}", runs(mode, 0), unit="ms", label=f"the same step unloaded ({mode})",
+                       quantity="time", better="lower", setting={"mode": mode, "busy": 0}) if runs(mode, 0) else alone
+        f.add(m, own, compare(f"remedy.{mode}", m, own))
+        if m.number is not None and own.number is not None:
+            f.add(Fact(f"remedy.{mode}.added", m.number - own.number, "ms", "compute added by the load", "amount",
+                       "lower", setting={"mode": mode, "busy": top}))
 
 
 def _best(res, f: Facts) -> None:

@@ -169,27 +169,29 @@ def load_table(res) -> pd.DataFrame:
 
 
 def load_remedies_note(facts) -> str:
-    """The details of the step under load: each other mode of the load sweep at the same load, level with the
-    unloaded loop (within the runs' spread) or its difference from it."""
+    """The details of the step under load: each other mode of the load sweep at the same load against the same
+    step unloaded (a CUDA graph computes faster even alone), level (within the runs' spread) or the compute the
+    load added."""
     facts = facts_of(facts)
     f, alone = facts.get("compute_under_load"), facts.get("compute_unloaded")
     if f is None or alone is None or not f.setting.get("sweep"):
         return ""
-    base = f.setting["mode"]
     others = []
-    for c in [c for k, c in facts.facts.items() if k.startswith("remedy.")]:
-        m = facts[c.of]
+    for c in [c for k, c in facts.facts.items() if k.startswith("remedy.") and facts[k].is_comparison]:
+        m, own = facts[c.of], facts[c.basis]
         label = MODE_LABELS.get(m.setting["mode"], m.setting["mode"])
         if "reserve" in m.setting["mode"] and m.setting.get("reserved_cpus"):
             label += f" ({m.setting['reserved_cpus']} left to the training process)"
-        if c.level or c.number is None:
-            others.append(f"{label}: level with the unloaded {base} loop ({say.value(m, runs=False)})")
+        unloaded = f"unloaded {say.value(own, runs=False)}"
+        if c.level or f"{c.key}.added" not in facts:
+            others.append(f"{label}: {say.value(m)}, level ({unloaded})")
         else:
-            others.append(f"{label}: {say.value(m, runs=False)} ({_signed(m.number - alone.number)} against the "
-                          f"unloaded {base} loop)")
+            others.append(f"{label}: {say.value(m, runs=False)}, {_signed(facts.number(f'{c.key}.added'))} "
+                          f"({unloaded})")
     busy, cores = f.setting.get("busy"), f.setting.get("cores")
     load = f" ({busy} busy processes{f' on {cores} cores' if cores else ''})" if busy else ""
-    return f"At the same load{load}: " + "; ".join(others) + "." if others else ""
+    return (f"At the same load{load}, each against the same step unloaded: " + "; ".join(others) + "."
+            if others else "")
 
 
 #: What each load-sweep mode does, as the chapter names it.
