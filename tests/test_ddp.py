@@ -780,3 +780,41 @@ def test_chapter_11_tables_and_panel_titles_fit_the_text_column():
         for cols in report.column_parts(df):
             assert sum(report._min_px(str(c), [report._cell(v) for v in df[c]]) for c in cols) <= 668, cols
     assert max(len(p) for p in page.phases_frame(ref)["path"]) <= 30
+
+
+def test_the_profile_is_read_from_its_raw_gpu_events_else_through_its_event_tree():
+    """The raw Kineto events give the GPU intervals a twelfth as slowly as the event tree; a profile without them is
+    read through ``prof.events()``; CPU events are left out either way."""
+    import types
+
+    import torch
+
+    from datajourney.chapters.c11_gpu_to_gpu import worker
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    class Raw:
+        def __init__(self, name, dev, start_ns, dur_ns):
+            self._n, self._d, self._s, self._l = name, dev, start_ns, dur_ns
+
+        def name(self):
+            return self._n
+
+        def device_type(self):
+            return self._d
+
+        def start_ns(self):
+            return self._s
+
+        def duration_ns(self):
+            return self._l
+
+    raw = [Raw("ncclKernel_AllReduce", cuda, 1_000, 3_000), Raw("aten::mm", cpu, 0, 9_000),
+           Raw("gemm", cuda, 2_000, 1_000)]
+    tree = [types.SimpleNamespace(name="gemm", device_type=cuda, time_range=types.SimpleNamespace(start=5.0, end=6.0))]
+    prof = types.SimpleNamespace(profiler=types.SimpleNamespace(kineto_results=types.SimpleNamespace(
+        events=lambda: raw)), events=lambda: tree)
+    assert worker.kernel_intervals(prof) == [("ncclKernel_AllReduce", 1.0, 4.0), ("gemm", 2.0, 3.0)]
+    assert worker.gpu_overlap(worker.kernel_intervals(prof), 1)["overlap_ms"] == 0.001
+    older = types.SimpleNamespace(profiler=types.SimpleNamespace(), events=lambda: tree)
+    assert worker.kernel_intervals(older) == [("gemm", 5.0, 6.0)]
