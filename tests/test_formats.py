@@ -198,3 +198,23 @@ def test_format_workers_name_counts_by_the_cores_and_bad_ones_fail_first():
     assert worker_counts([2, 3], 16) == [2, 3] and worker_counts("auto", 1) == [0, 1]
     with pytest.raises(ParameterError, match="format_workers"):
         experiment.preflight({"format_workers": "half"})
+
+
+def test_one_best_worker_count_for_every_format_is_said_once_in_the_caption():
+    """Every format's best images/s at 16 workers: the count goes in the caption, the cells hold numbers; formats
+    best at different counts keep each count in brackets."""
+    import copy
+
+    from datajourney.chapters.c07_full_picture import analysis, page
+    from datajourney.core import results
+
+    res = results.load_reference("07_full_picture", "h200")
+    facts = copy.deepcopy(page.facts_of(res))   # the page's facts are shared: change a copy
+    workers = {int(facts[k].setting["workers"]) for k in facts.facts if k.startswith("format.") and
+               k.count(".") == 2 and facts[k].number is not None and "workers" in facts[k].setting}
+    assert workers == {16}, workers
+    assert "16 for every format" in page.format_caption(res)
+    assert "images/s, cold" in page.format_table(res).columns
+    key = analysis.format_key("mds", "cold")
+    facts.facts[key] = type(facts[key])(**{**facts[key].__dict__, "setting": {**facts[key].setting, "workers": 8}})
+    assert "in brackets" in page.format_caption(facts) and "images/s, cold (W)" in page.format_table(facts).columns

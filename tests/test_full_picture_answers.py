@@ -286,7 +286,7 @@ def test_detail_tables_are_folded_behind_their_captions():
     calls = [re.sub(r"\s+", " ", m) for src in code for m in re.findall(r"report\.table\((.*?)\)\n", src + "\n", re.S)]
     folded_calls = [c for c in calls if "fold=True" in c]
     for what in ('part="details"', "Every committed full run", "Per-sample cost of each reader",
-                 "The same images in each storage format"):
+                 "page.format_caption(res)"):
         assert any(what in c for c in folded_calls), what
     assert not any("fold=True" in c for c in calls if "page.scenario_table(res)," in c)   # the main table stays open
 

@@ -675,11 +675,14 @@ def _none_added(facts: Facts) -> bool:
     return a is not None and a.number is not None and a.number < 0
 
 
-def _added_words(facts: Facts, *, jitter: bool = True) -> str:
+def _added_words(facts: Facts, *, jitter: bool = True, short: bool = False) -> str:
     """What the side-stream copy added to the matrix products, from the paired rounds: its median, the 95%
-    interval, and the matrix products' own round-to-round jitter that a negative median lies within."""
+    interval, and the matrix products' own round-to-round jitter that a negative median lies within; ``short``:
+    the median alone (the advice and the summary, whose evidence the section states in full)."""
     a, f = facts["copy_kernel_added_ms"], facts["copy_kernel"]
     out = f"a median of {say.value(a, runs=False)} over {f.n} paired rounds"
+    if short:
+        return out
     if a.spread is not None:
         out += f", 95% interval {fx.span(*a.spread, 'ms')}"
     j = facts.get("copy_kernel_kernel_jitter_ms")
@@ -693,7 +696,7 @@ def _hidden_words(facts: Facts) -> str:
     nothing, that it added no measurable time (a share above 100% is no share)."""
     f = facts["copy_kernel"]
     if _none_added(facts):
-        return f"the copy added no measurable time to the matrix products ({_added_words(facts)})"
+        return f"the copy added no measurable time to the matrix products ({_added_words(facts, short=True)})"
     return f"{say.value(f, runs=False)} of the copy hid behind compute"
 
 
@@ -935,7 +938,8 @@ def takeaways(facts) -> str:
              f"{say.value(facts['d2h_pinned'], runs=False)} back."]
     if "copy_kernel_verdict" in facts:
         f = facts["copy_kernel"]
-        did = (f"the copy added no measurable time to the compute ({_added_words(facts)})" if _none_added(facts)
+        did = (f"the copy added no measurable time to the compute ({_added_words(facts, short=True)})"
+               if _none_added(facts)
                else f"that hid {say.value(f, runs=False)} of the copy (95% interval {fx.span(*f.spread, '%')})")
         lines.append(f"* Overlap the next batch's copy with this step's compute on a side stream, with the stream "
                      f"synchronisation done on the GPU (`wait_event`, `record_stream`); in this result {did}.")

@@ -486,14 +486,16 @@ def reference_runs_table(host: str | None = None) -> pd.DataFrame:
 
 def ratio_note(facts) -> str:
     """What the two format ratios of the chapter divide, so that they are never read as one: the key metric's
-    data-wait ratio and key result 2's images/s ratio, each as the analysis computed it."""
+    data-wait ratio and the images/s ratio of the shards against the files at W=0, each as the analysis computed
+    it."""
     facts = facts_of(facts)
     w = (facts.data.get("key_metrics") or {}).get(analysis.WAIT_RATIO)
     c = facts.get("mds_vs_imagefolder_w0")
     if w is None or w[0] is None or c is None or c.number is None:
         return ""
     return (f"The row *{analysis.WAIT_RATIO}* is the source's **data-wait** ratio, ImageFolder's wait ÷ MDS's "
-            f"({times(w[0])} here); key result 2 divides **images/s**, MDS ÷ ImageFolder ({times(c.number)} here).")
+            f"({times(w[0])} here); the comparison of the shards with the files without workers divides "
+            f"**images/s**, MDS ÷ ImageFolder ({times(c.number)} here).")
 
 
 def load_note(facts) -> str:
@@ -1094,13 +1096,31 @@ def _formats_data(facts: Facts) -> dict | None:
     return facts.data.get("formats") if "formats" in facts.data else None
 
 
+def _format_workers(facts: Facts) -> set[int]:
+    """The worker counts at which the formats' best images/s were measured (one when one count ran)."""
+    data = _formats_data(facts) or {"rows": []}
+    return {int(f.setting["workers"]) for r in data["rows"] for cache in ("cold", "warm")
+            if (f := facts.get(analysis.format_key(r["format"], cache))) is not None and f.number is not None}
+
+
+def format_caption(res) -> str:
+    """The format table's caption: the best worker count once where it is the same for every format, else each
+    cell's in brackets."""
+    w = _format_workers(facts_of(res))
+    at = (f"images/s at each format's best worker count, {next(iter(w))} for every format" if len(w) == 1 else
+          "images/s at the best worker count, in brackets")
+    return f"The same images in each storage format ({at}; means over runs)"
+
+
 def format_table(res) -> pd.DataFrame:
     """One row per format measured: its conversion, its size on disk, its best images/s cold and warm (and the
-    share of the ceiling), the first batch, the CPU per image, its shuffle and its access by index."""
+    share of the ceiling), the first batch, the CPU per image, its shuffle and its access by index; the worker
+    count of each rate in brackets where the formats ran at several (:func:`format_caption` says it once)."""
     facts = facts_of(res)
     data = _formats_data(facts)
     if not data:
         return pd.DataFrame()
+    several = len(_format_workers(facts)) > 1
     rows = []
     for r in data["rows"]:
         fmt = r["format"]
@@ -1110,8 +1130,12 @@ def format_table(res) -> pd.DataFrame:
         for cache in ("cold", "warm"):
             f = facts.get(analysis.format_key(fmt, cache))
             c = facts.get(f"{analysis.format_key(fmt, cache)}.vs_ceiling")
-            row[f"images/s, {cache} (W)"] = (f"{fx_num(f.number, 'images/s', with_unit=False)} ({f.setting['workers']})"
-                                             if f is not None and f.number is not None else "–")
+            have = f is not None and f.number is not None
+            if several:
+                row[f"images/s, {cache} (W)"] = (f"{fx_num(f.number, 'images/s', with_unit=False)} "
+                                                 f"({f.setting['workers']})" if have else "–")
+            else:
+                row[f"images/s, {cache}"] = f.number if have else np.nan
             if cache == "cold":
                 row["% of ceiling, cold"] = 100 * c.number if c is not None and c.number is not None else np.nan
                 row["first batch, cold (ms)"] = r.get("cold_first_batch_ms", np.nan)
