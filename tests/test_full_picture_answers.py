@@ -193,7 +193,7 @@ def test_the_parts_name_their_loader_when_there_is_no_recipe():
     """Without the combined recipe (its gain level with the default), the uint8 and CUDA-graph items each name the
     loader they were measured with and the baseline they beat."""
     res = _ref()
-    facts = page.facts_of(res)
+    facts = copy.deepcopy(page.facts_of(res))   # the page's facts are shared by every caller: change a copy
     r = facts["recipe"]
     facts.add(page.Fact(r.key, r.value, r.unit, r.label, setting={**r.setting, "verdict": "keep"}, of=r.of,
                         basis=r.basis))
@@ -347,7 +347,7 @@ def test_without_the_recipe_the_default_recipe_leads_and_the_share_is_a_finding(
     """Where the combined recipe did not clear its threshold, the default recipe's worker count is the first action
     (no separate note), and the best setting's share of its ceiling returns among the findings, once."""
     res = _ref()
-    facts = page.facts_of(res)
+    facts = copy.deepcopy(page.facts_of(res))   # the page's facts are shared by every caller: change a copy
     r = facts["recipe"]
     facts.add(page.Fact(r.key, r.value, r.unit, r.label, setting={**r.setting, "verdict": "keep"}, of=r.of,
                         basis=r.basis))
