@@ -121,8 +121,10 @@ def test_repeats_are_read_from_the_committed_folder(tmp_path, monkeypatch):
     assert (t[t["chapter"] == 6]["repeat run"] == "no repeat committed yet").all()
     runs = stability.runs_table(found)
     assert runs["run"].tolist() == ["reference", "repeat"] and runs["commit"].tolist() == ["c0ffee"] * 2
-    text, lead = stability.summary(found)
+    groups, lead = stability.summary(found)
+    text = [t for _, said in groups for t in said]
     assert text[-1] == "No repeat of the reference run is committed yet for chapters 6 and 7."
+    assert groups[0][0].startswith("**1 repeat of the reference's own commit**: These changes are run-to-run noise")
     assert "24 hours apart" in text[0]
     assert lead.startswith("Every repeat ran on") and "both times" not in text[0]   # where they ran: said once
 
@@ -133,8 +135,12 @@ def test_committed_reference_and_repeats():
     t = stability.table(found)
     assert {2, 6, 7} <= set(t["chapter"])
     assert found["07_full_picture"] and len(found["07_full_picture"][0][2]) >= 5
-    text, lead = stability.summary(found)
+    groups, lead = stability.summary(found)
+    text = [t for _, said in groups for t in said]
     assert text and all("nan" not in s and "None" not in s for s in text)
+    # what a change can come from: said once per group, never again in a repeat's own sentence
+    assert len({head for head, _ in groups}) == len(groups)
+    assert not any("as well as from noise" in t or "like for like" in t for t in text)
     where = [s for s in text if "whether on one machine" in s or "both times" in s]
     assert not (lead and where), "where the repeats ran is said once, above them, not in every sentence"
     assert stability.runs_table(found)["commit"].ne("unknown").all()

@@ -236,11 +236,36 @@ def _hosts(ia: dict, ib: dict) -> tuple[str, str]:
             "")
 
 
+def _reading(main: results.Result, repeat: results.Result) -> str:
+    """What a change between the two runs can come from, by their commits, hosts and parameters: the same
+    sentence for every repeat alike, so that :func:`summary` says it once above them."""
+    ia, ib = run_info(main), run_info(repeat)
+    same_commit = ia["commit"] is not None and ia["commit"] == ib["commit"]
+    host = same_host(ia, ib)
+    if same_commit and host:
+        text = "these changes are run-to-run noise, not code or hardware."
+    elif not same_commit and host is False:
+        text = "a change may come from the code, the host or noise, and two runs cannot tell which."
+    elif not same_commit:
+        text = "a change may come from the code as well as from noise."
+    else:
+        text = "a change may come from the host as well as from noise."
+    return text + (" Their parameters differ, so the comparison is not like for like." if _differ(main, repeat)
+                   else "")
+
+
+def _differ(main: results.Result, repeat: results.Result) -> list[str]:
+    """The parameters two runs set differently."""
+    return sorted(k for k in set(_parameters(main)) | set(_parameters(repeat))
+                  if _parameters(main).get(k) != _parameters(repeat).get(k))
+
+
 def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, threshold: float = THRESHOLD, *,
-             host_said: bool = False) -> str:
+             host_said: bool = False, reading: bool = True) -> str:
     """What moved between the reference run and one repeat, by how much, and whether the two runs
     share commit and host (so the change is run-to-run noise) or not; ``host_said``: where they ran is said once
-    above every repeat (:func:`summary`), not again here."""
+    above every repeat (:func:`summary`), not again here; ``reading``: what a change can come from
+    (:func:`_reading`), left out where :func:`summary` says it once above a group of repeats."""
     ch = lookup(main.chapter)
     ia, ib = run_info(main), run_info(repeat)
     head = f"Chapter {ch.number}, repeat {repeat.run_id}"
@@ -285,34 +310,36 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
                    else f"different commits ({ia['commit'] or 'unknown'} and {ib['commit'] or 'unknown'})")
     where = "" if host_said else f", {_hosts(ia, ib)[0]}"
     text += f" The two runs came from {commit_text}, {_apart(_hours(ia['date'], ib['date']))}{where}"
-    if same_commit and host:
-        text += ", so these changes are run-to-run noise, not code or hardware."
-    elif not same_commit and host is False:
-        text += ": a change may come from the code, the host or noise, and these two runs cannot tell which."
-    elif not same_commit:
-        text += ": a change may come from the code as well as from noise."
-    else:
-        text += ": a change may come from the host as well as from noise."
-    diff = sorted(k for k in set(_parameters(main)) | set(_parameters(repeat))
-                  if _parameters(main).get(k) != _parameters(repeat).get(k))
-    if diff:
-        text += f" The runs' parameters differ ({', '.join(diff)}), so the comparison is not like for like."
-    return text
+    diff = _differ(main, repeat)
+    if not reading:
+        return text + (f"; their parameters differ ({', '.join(diff)})." if diff else ".")
+    said = _reading(main, repeat)
+    text += (", so " + said if same_commit and host else ": " + said)
+    return text.replace(" Their parameters differ, so", f" The runs' parameters differ ({', '.join(diff)}), so")
 
 
-def summary(found: dict, threshold: float = THRESHOLD) -> tuple[list[str], str]:
-    """One sentence per repeat, and one naming the chapters of :data:`REPEATED` without a repeat; and the sentence
-    that says where every repeat ran when they all ran alike ("" when not: each sentence says it)."""
+def summary(found: dict, threshold: float = THRESHOLD) -> tuple[list[tuple[str, list[str]]], str]:
+    """The repeats in groups that a change can come from alike (:func:`_reading`: the same commit and host, other
+    commits, other parameters), each group's reading said once in its head and one sentence per repeat under it;
+    last, one naming the chapters of :data:`REPEATED` without a repeat (its head empty); and the sentence that says
+    where every repeat ran when they all ran alike ("" when not: each sentence says it)."""
     pairs = [p for ps in found.values() for p in ps]
     wheres = {_hosts(run_info(main), run_info(rep)) for main, rep, _ in pairs}   # said alike only if all alike
     lead = wheres.pop()[1] if len(wheres) == 1 else ""
-    out = [sentence(main, rep, df, threshold, host_said=bool(lead)) for main, rep, df in pairs]
+    groups: dict[tuple[str, str], list[str]] = {}
+    for main, rep, df in pairs:
+        same = run_info(main)["commit"] is not None and run_info(main)["commit"] == run_info(rep)["commit"]
+        origin = "of the reference's own commit" if same else "of other commits"
+        groups.setdefault((origin, _reading(main, rep)), []).append(
+            sentence(main, rep, df, threshold, host_said=bool(lead), reading=False))
+    out = [(f"**{len(v)} {'repeat' if len(v) == 1 else 'repeats'} {origin}**: {cap(k)}", v)
+           for (origin, k), v in groups.items()]
     missing = without_repeat(found)
     if missing:
         nums = [str(lookup(n).number) for n in missing]
         which = fx.and_list(nums)
-        out.append(f"No repeat of the reference run is committed yet for chapter{'s' if len(nums) > 1 else ''} "
-                   f"{which}.")
+        out.append(("", [f"No repeat of the reference run is committed yet for chapter{'s' if len(nums) > 1 else ''} "
+                         f"{which}."]))
     return out, lead
 
 
@@ -455,8 +482,9 @@ def section(host: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     shows the same section): the key metrics side by side, the compared runs (commit, date, host) and
     the computed sentences, as Markdown bullets."""
     found = comparisons(host)
-    bullets, lead = summary(found)
-    return table(found), runs_table(found), (lead + "\n\n" if lead else "") + "\n".join(f"* {s}" for s in bullets)
+    groups, lead = summary(found)
+    blocks = [(f"{head}\n\n" if head else "") + "\n".join(f"* {s}" for s in said) for head, said in groups]
+    return table(found), runs_table(found), "\n\n".join(([lead] if lead else []) + blocks)
 
 
 # ----------------------------------------------------------------------------- how long did the reference run take?
