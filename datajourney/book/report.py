@@ -151,16 +151,19 @@ _SPAN = re.compile(r"over (its |the |\d+ )?runs|min–max|lowest run|highest run
 
 
 def _constants_in_caption(df: pd.DataFrame, caption: str | None) -> tuple[pd.DataFrame, str | None]:
-    """``df`` without the numeric columns that read the same in every row (three rows or more), each said once in
-    the caption instead: a count as "2 runs each", any other as "cached at start: 0% in every row". With one run a
-    row, the columns that span a row's runs go too (they would repeat its value)."""
-    if len(df) < 3:
+    """``df`` without the numeric columns that read the same in every row, each said once in the caption instead:
+    a count (two rows or more) as "2 runs each", any other (three rows or more: two alike may be the point) as
+    "cached at start: 0% in every row". With one run a row, the columns that span a row's runs go too (they would
+    repeat its value)."""
+    if len(df) < 2:
         return df, caption
     said, drop = [], []
     for c in list(df.columns)[1:]:
         shown = {_cell(v) for v in df[c]}
         numeric = all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in df[c])
         if not numeric or len(shown) != 1 or "—" in shown or len(df.columns) - len(drop) <= 2:
+            continue
+        if len(df) < 3 and str(c) not in _COUNTS:
             continue
         value, drop = shown.pop(), drop + [c]
         if str(c) in _COUNTS:

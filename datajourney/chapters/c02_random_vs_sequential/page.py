@@ -432,6 +432,8 @@ def residency_table(df: pd.DataFrame, by: Sequence[str], *, cold: str = "cold", 
         if c != "cache" and names:
             g[c] = g[c].map(lambda v: names.get(v, v))
     g["most"], g["least"] = 100 * g["most"], 100 * g["least"]
+    if (g["most"] == g["least"]).all():   # every read of each group started alike: one column says it
+        g = g.drop(columns="least").rename(columns={"most": f"resident at start, all {count} (%)"})
     return g.rename(columns={**{c: RESIDENCY_HEADERS.get(c, c) for c in by}, "n": count,
                              "most": "resident at start, most (%)", "least": "resident at start, least (%)"})
 
