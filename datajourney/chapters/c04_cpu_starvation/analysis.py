@@ -22,6 +22,7 @@ from datajourney.core.answers import Candidate, Question, decide
 from datajourney.core.facts import Fact, Facts, compare, measured
 from datajourney.core.results import Result
 from datajourney.core.stats import HIGH_SPREAD, cv
+from datajourney.core.units import num
 
 #: The facts other pages may read (chapter 12's checklist, the front page).
 EXPORTS = ("workers_to_keep_up", "published_w0", "epoch_boundary", "step_g")
@@ -62,7 +63,8 @@ def _pct(key, fraction, label, better="higher", **kw) -> Fact:
 
 def workload(kind: str, d: float, b: int, g: float) -> str:
     """The synthetic workload in words, with the run's parameters."""
-    return f"synthetic {WORK.get(kind, 'per-sample')} work ({d:.2g} ms a sample, batches of {b}, a {g:.0f} ms step)"
+    return (f"synthetic {WORK.get(kind, 'per-sample')} work ({num(float(d), 'ms')} a sample, batches of {b}, a "
+            f"{num(float(g), 'ms')} step)")
 
 
 def analyse(res: Result) -> Facts:
