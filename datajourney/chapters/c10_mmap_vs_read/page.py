@@ -778,8 +778,9 @@ def meaning(facts: Facts) -> str:
                      + "; ".join(f"{cache}, mmap was {phrasing.comparison(x, facts, baseline='read()')} over the "
                                  "sweep" for cache, x in sweeps) + ".")
     if "sweep.cold.amplification.mmap" in facts:
-        parts.append(f"Cold, mmap's page faults brought in {phrasing.value(facts['sweep.cold.amplification.mmap'])} "
-                     f"the bytes the samples hold and read()'s calls "
+        parts.append(f"Cold, over the whole sweep, mmap's page faults brought in "
+                     f"{phrasing.value(facts['sweep.cold.amplification.mmap'])} the bytes the samples hold and "
+                     "read()'s calls "
                      f"{phrasing.value(facts['sweep.cold.amplification.read'])}.")
     o = facts.get("overhead")
     if o is not None and facts.data.get("overhead_view") == "posix":
