@@ -239,6 +239,12 @@ def _hosts(ia: dict, ib: dict) -> tuple[str, str]:
 def _reading(main: results.Result, repeat: results.Result) -> str:
     """What a change between the two runs can come from, by their commits, hosts and parameters: the same
     sentence for every repeat alike, so that :func:`summary` says it once above them."""
+    return _source(main, repeat) + (" Their parameters differ, so the comparison is not like for like."
+                                    if _differ(main, repeat) else "")
+
+
+def _source(main: results.Result, repeat: results.Result) -> str:
+    """What a change between the two runs can come from, by their commits and hosts."""
     ia, ib = run_info(main), run_info(repeat)
     same_commit = ia["commit"] is not None and ia["commit"] == ib["commit"]
     host = same_host(ia, ib)
@@ -250,8 +256,7 @@ def _reading(main: results.Result, repeat: results.Result) -> str:
         text = "a change may come from the code as well as from noise."
     else:
         text = "a change may come from the host as well as from noise."
-    return text + (" Their parameters differ, so the comparison is not like for like." if _differ(main, repeat)
-                   else "")
+    return text
 
 
 def _differ(main: results.Result, repeat: results.Result) -> list[str]:
@@ -313,9 +318,10 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
     diff = _differ(main, repeat)
     if not reading:
         return text + (f"; their parameters differ ({', '.join(diff)})." if diff else ".")
-    said = _reading(main, repeat)
-    text += (", so " + said if same_commit and host else ": " + said)
-    return text.replace(" Their parameters differ, so", f" The runs' parameters differ ({', '.join(diff)}), so")
+    text += (", so " if same_commit and host else ": ") + _source(main, repeat)
+    if diff:
+        text += f" The runs' parameters differ ({', '.join(diff)}), so the comparison is not like for like."
+    return text
 
 
 def summary(found: dict, threshold: float = THRESHOLD) -> tuple[list[tuple[str, list[str]]], str]:
