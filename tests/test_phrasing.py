@@ -300,11 +300,16 @@ def test_advice_does_not_repeat_its_workloads_setting_in_the_baseline():
 
 def test_a_ratio_of_percentages_reads_as_a_factor_of_the_baseline():
     """"3.1× more than" two percentages leaves open whether the factor is 3.1 or 4.1: a share (or a ratio) reads
-    "3.1× that of …", or "3.1× the efficiency of …" when the baseline is a noun phrase, below 1 as its own factor."""
+    "3.1× that of …", or "3.1× the efficiency of …" when the baseline is a noun phrase, below 1 as its own factor;
+    a larger amount against a named one reads as its factor too."""
     a, b = Fact("a", 97.4, "%", "packing", "share"), Fact("b", 31.1, "%", "padding each batch", "share")
     assert phrasing.comparison(compare("c", a, b), {"a": a, "b": b}) == "3.1× that of padding each batch"
     assert phrasing.comparison(compare("c", b, a), baseline="the efficiency of packing") == \
         "0.32× the efficiency of packing"
     assert phrasing.ratio_words(compare("c", a, b)) == "3.1×"
     t = Fact("t", 2.0, "ms", "x", "amount")
-    assert phrasing.comparison(compare("d", t, Fact("u", 1.0, "ms", "y", "amount")), baseline="y") == "2.0× more than y"
+    u = Fact("u", 1.0, "ms", "y", "amount")
+    assert phrasing.comparison(compare("d", t, u), baseline="y") == "2.0× more than y"
+    # a larger amount against a named one is its factor; a smaller one keeps "less than" ("0.50× the …" reads worse)
+    assert phrasing.comparison(compare("d", t, u), baseline="the compute") == "2.0× the compute"
+    assert phrasing.comparison(compare("d", u, t), baseline="the compute") == "2.0× less than the compute"

@@ -207,7 +207,7 @@ def test_pipeline_note_names_what_decides_it():
     t = _note(page.pipeline_note,
               _res({"pipeline": _sweep(chunk_decides, dd)}, pcie_ceiling={"available": True, "GBps": 50}))
     assert "**page cache, 16 MiB × 4 pinned buffers**" in t and "over its 2 runs" in t and "target" not in t
-    assert "the chunk size decides it" in t and "more than" in t
+    assert "the chunk size decides it" in t and "× the O_DIRECT path" in t
     flat = {("buffered", 4 * MiB, 2): [1.85, 1.3], ("buffered", 16 * MiB, 2): [1.86, 1.31],
             ("O_DIRECT", 4 * MiB, 2): [1.85, 1.3]}
     t2 = _note(page.pipeline_note, _res({"pipeline": _sweep(flat, dd)}))

@@ -793,7 +793,7 @@ def test_chapter_7_opening_follows_reversed_data():
     op = page.opening(ref)
     wait = page.facts_of(ref).number("wait_vs_compute_w0")
     assert wait > 1 and op.findings[0].key == "wait_w0"
-    assert f"{wait:.1f}× more than the compute per step at W=0" in op.findings[0].text
+    assert f"{wait:.1f}× the compute per step at W=0" in op.findings[0].text
     facts = page.facts_of(ref)
     w, gain = facts.advice_for("image.num_workers").value, facts.number("workers_gain")
     # the default recipe's worker count sits under the opening (its one action is the end-to-end recipe)

@@ -362,7 +362,9 @@ def comparison(c: Fact, facts: Facts | Mapping[str, Fact] | None = None, *, base
         return f"level with {base}"
     if max(r, 1 / r) < SAME_WITHIN:  # "1.00× slower" would name a direction its own number does not show
         return f"about the same as {base}, within {num(100 * (SAME_WITHIN - 1), '%')}"
-    if c.quantity in _FACTOR and base.startswith("the "):   # "42.4× the efficiency of …", not "× that of the …"
+    if base.startswith("the ") and (c.quantity in _FACTOR or (c.quantity == "amount" and r > 1)):
+        # "42.4× the efficiency of …", "2.8× the compute per step": a factor of a named quantity, where "2.8× more
+        # than" would leave open whether it is 2.8 or 3.8 times as much (a smaller amount keeps "11.3× less than")
         return f"{num(r, '×')} {base}"
     return f"{_ratio(r, c.quantity)} {base}"
 
