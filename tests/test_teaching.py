@@ -20,7 +20,7 @@ EQUATIONS = {"02_random_vs_sequential": r"\frac{S}{c + S/B}", "04_cpu_starvation
              "06_pcie": r"\frac{n \cdot r \cdot e}{8}", "08_threads_processes_gil": r"\frac{1}{H + (T - H)/N}",
              "09_reading_smarter": r"\frac{Q}{t}", "11_gpu_to_gpu": r"\frac{2(n-1)}{n}",
              "12_conclusion": r"\min_i r_i", "07_full_picture": r"\frac{S \cdot G}{T}",
-             "10_mmap_vs_read": r"B \cdot p"}
+             "10_mmap_vs_read": r"B \cdot p", "03_dataloader": r"\frac{1}{t_h}"}
 #: Parameters the runner sets itself: never an exercise.
 RUNNER_SET = {"run_dir", "is_reference_run", "replay"}
 FIGURE = re.compile(r"```\{figure\}\s+(\S+)\n((?::\w+:.*\n)*)")
