@@ -243,11 +243,15 @@ def _reading(main: results.Result, repeat: results.Result) -> str:
                                     if _differ(main, repeat) else "")
 
 
+def _same_commit(main: results.Result, repeat: results.Result) -> bool:
+    """Whether the two runs recorded one commit (an unknown commit is no match)."""
+    ia, ib = run_info(main), run_info(repeat)
+    return ia["commit"] is not None and ia["commit"] == ib["commit"]
+
+
 def _source(main: results.Result, repeat: results.Result) -> str:
     """What a change between the two runs can come from, by their commits and hosts."""
-    ia, ib = run_info(main), run_info(repeat)
-    same_commit = ia["commit"] is not None and ia["commit"] == ib["commit"]
-    host = same_host(ia, ib)
+    same_commit, host = _same_commit(main, repeat), same_host(run_info(main), run_info(repeat))
     if same_commit and host:
         text = "these changes are run-to-run noise, not code or hardware."
     elif not same_commit and host is False:
@@ -309,8 +313,7 @@ def sentence(main: results.Result, repeat: results.Result, df: pd.DataFrame, thr
             text += f" No metric of the {n_judged} with a spread stayed within {within}."
         elif n_judged:
             text += f" {n_within} of the {n_judged} metrics with a spread moved by no more than {within}."
-    same_commit = ia["commit"] is not None and ia["commit"] == ib["commit"]
-    host = same_host(ia, ib)
+    same_commit, host = _same_commit(main, repeat), same_host(ia, ib)
     commit_text = (f"the same commit ({ia['commit']})" if same_commit
                    else f"different commits ({ia['commit'] or 'unknown'} and {ib['commit'] or 'unknown'})")
     where = "" if host_said else f", {_hosts(ia, ib)[0]}"
@@ -334,8 +337,7 @@ def summary(found: dict, threshold: float = THRESHOLD) -> tuple[list[tuple[str, 
     lead = wheres.pop()[1] if len(wheres) == 1 else ""
     groups: dict[tuple[str, str], list[str]] = {}
     for main, rep, df in pairs:
-        same = run_info(main)["commit"] is not None and run_info(main)["commit"] == run_info(rep)["commit"]
-        origin = "of the reference's own commit" if same else "of other commits"
+        origin = "of the reference's own commit" if _same_commit(main, rep) else "of other commits"
         groups.setdefault((origin, _reading(main, rep)), []).append(
             sentence(main, rep, df, threshold, host_said=bool(lead), reading=False))
     out = [(f"**{len(v)} {'repeat' if len(v) == 1 else 'repeats'} {origin}**: {cap(k)}", v)

@@ -238,11 +238,12 @@ def _load(res, f: Facts, st: pd.DataFrame) -> None:
         m = measured(f"compute_under_load.{mode}", runs(mode, top), unit="ms",
                      label=f"the step beside {top} busy processes ({mode})", quantity="time", better="lower",
                      setting={"mode": mode, "busy": top, "reserved_cpus": reserved})
-        own = measured(f"compute_unloaded.{mode}", runs(mode, 0), unit="ms", label=f"the same step unloaded ({mode})",
-                       quantity="time", better="lower", setting={"mode": mode, "busy": 0}) if runs(mode, 0) else alone
+        idle = runs(mode, 0)
+        own = measured(f"compute_unloaded.{mode}", idle, unit="ms", label=f"the same step unloaded ({mode})",
+                       quantity="time", better="lower", setting={"mode": mode, "busy": 0}) if idle else alone
         f.add(m, own, compare(f"remedy.{mode}", m, own))
         if m.number is not None and own.number is not None:
-            f.add(Fact(f"remedy.{mode}.added", m.number - own.number, "ms", "compute added by the load", "amount",
+            f.add(Fact(f"remedy_added.{mode}", m.number - own.number, "ms", "compute added by the load", "amount",
                        "lower", setting={"mode": mode, "busy": top}))
 
 

@@ -177,17 +177,16 @@ def load_remedies_note(facts) -> str:
     if f is None or alone is None or not f.setting.get("sweep"):
         return ""
     others = []
-    for c in [c for k, c in facts.facts.items() if k.startswith("remedy.") and facts[k].is_comparison]:
-        m, own = facts[c.of], facts[c.basis]
+    for c in [c for k, c in facts.facts.items() if k.startswith("remedy.")]:
+        m, own, added = facts[c.of], facts[c.basis], f"remedy_added.{c.key.removeprefix('remedy.')}"
         label = MODE_LABELS.get(m.setting["mode"], m.setting["mode"])
         if "reserve" in m.setting["mode"] and m.setting.get("reserved_cpus"):
             label += f" ({m.setting['reserved_cpus']} left to the training process)"
         unloaded = f"unloaded {say.value(own, runs=False)}"
-        if c.level or f"{c.key}.added" not in facts:
+        if c.level or added not in facts:
             others.append(f"{label}: {say.value(m)}, level ({unloaded})")
         else:
-            others.append(f"{label}: {say.value(m, runs=False)}, {_signed(facts.number(f'{c.key}.added'))} "
-                          f"({unloaded})")
+            others.append(f"{label}: {say.value(m, runs=False)}, {_signed(facts.number(added))} ({unloaded})")
     busy, cores = f.setting.get("busy"), f.setting.get("cores")
     load = f" ({busy} busy processes{f' on {cores} cores' if cores else ''})" if busy else ""
     return (f"At the same load{load}, each against the same step unloaded: " + "; ".join(others) + "."
